@@ -1,0 +1,66 @@
+# Kiln's developer entry points. `make demo` and `make test` work on a fresh machine: they install
+# what is missing (Debian packages, the .venv) and build first.
+#
+#   make build      configure + incremental build (C++ library, Python module in place, tests)
+#   make test       build, C++ tests (ctest), Python tests (pytest), the sanitizer job
+#   make demo       build and run examples/demo.py
+#   make bench      Google Benchmark programs + bench/compare.py
+
+PYTHON      ?= python3
+VENV        := .venv
+VENV_PY     := $(VENV)/bin/python
+BUILD       := build
+ASAN_BUILD  := build-asan
+JOBS        ?= $(shell nproc)
+PY_DEPS     := numpy pytest nanobind scikit-build-core
+CMAKE_FLAGS := -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_INPLACE=ON \
+               -DPython_EXECUTABLE=$(abspath $(VENV_PY))
+
+.PHONY: all deps build test test-cpp test-python test-asan demo bench clean
+
+all: build
+
+$(VENV)/.deps-stamp:
+	bash scripts/install-deps.sh
+	test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
+	$(VENV_PY) -m pip install --quiet --upgrade pip
+	$(VENV_PY) -m pip install --quiet $(PY_DEPS)
+	touch $@
+
+deps: $(VENV)/.deps-stamp
+
+$(BUILD)/build.ninja: $(VENV)/.deps-stamp
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+build: $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+	@# Let the venv's python import kiln from the source tree.
+	@echo "$(abspath python)" > $$($(VENV_PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/kiln-dev.pth
+
+test-cpp: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-python: build
+	$(VENV_PY) -m pytest -q tests/python
+
+# AddressSanitizer + UndefinedBehaviorSanitizer over the C++ suite (no Python module: the
+# interpreter is not instrumented).
+$(ASAN_BUILD)/build.ninja: $(VENV)/.deps-stamp
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=address,undefined \
+	      -DKILN_BUILD_PYTHON=OFF -DKILN_BUILD_BENCH=OFF
+
+test-asan: $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	    ctest --output-on-failure -j $(JOBS) -E cmake_consumer
+
+test: test-cpp test-python test-asan
+
+demo: build
+	$(VENV_PY) examples/demo.py
+
+bench: build
+	$(VENV_PY) bench/compare.py
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

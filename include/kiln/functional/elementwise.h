@@ -1,0 +1,98 @@
+// Elementwise ops: unary math, binary arithmetic and comparisons with NumPy broadcasting, where,
+// clamp, casts, and C++ operators (part of kiln/functional.h).
+//
+// Binary ops promote with result_type() (weak Python scalars via Tensor::scalar or the Scalar
+// overloads of the operators). Ops that are mathematically real (exp, div, sigmoid, ...) give
+// float32 for bool and integer inputs; comparisons and logical ops give bool. float16 and bfloat16
+// are computed in float32 and rounded once. Every function takes an optional `out`: when given
+// (defined), the result is written there (its shape must match; its dtype may differ and the
+// result is converted) and `out` is returned.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "kiln/export.h"
+#include "kiln/scalar.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+#define KILN_DECLARE_UNARY(name) KILN_API Tensor name(const Tensor& x, const Tensor& out = {});
+KILN_DECLARE_UNARY(neg)
+KILN_DECLARE_UNARY(abs)
+KILN_DECLARE_UNARY(sign)
+KILN_DECLARE_UNARY(exp)
+KILN_DECLARE_UNARY(expm1)
+KILN_DECLARE_UNARY(log)
+KILN_DECLARE_UNARY(log1p)
+KILN_DECLARE_UNARY(log2)
+KILN_DECLARE_UNARY(sqrt)
+KILN_DECLARE_UNARY(rsqrt)
+KILN_DECLARE_UNARY(reciprocal)
+KILN_DECLARE_UNARY(square)
+KILN_DECLARE_UNARY(sin)
+KILN_DECLARE_UNARY(cos)
+KILN_DECLARE_UNARY(tan)
+KILN_DECLARE_UNARY(tanh)
+KILN_DECLARE_UNARY(sigmoid)
+KILN_DECLARE_UNARY(relu)
+KILN_DECLARE_UNARY(silu)
+KILN_DECLARE_UNARY(erf)
+KILN_DECLARE_UNARY(floor)
+KILN_DECLARE_UNARY(ceil)
+KILN_DECLARE_UNARY(round)  // half to even, as NumPy
+KILN_DECLARE_UNARY(logical_not)
+#undef KILN_DECLARE_UNARY
+
+/// approximate: "none" (the erf form) or "tanh".
+KILN_API Tensor gelu(const Tensor& x, const std::string& approximate = "none",
+                     const Tensor& out = {});
+/// min(max(x, lo), hi); either bound may be omitted (not both).
+KILN_API Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi,
+                      const Tensor& out = {});
+
+#define KILN_DECLARE_BINARY(name) \
+  KILN_API Tensor name(const Tensor& a, const Tensor& b, const Tensor& out = {});
+KILN_DECLARE_BINARY(add)
+KILN_DECLARE_BINARY(sub)
+KILN_DECLARE_BINARY(mul)
+KILN_DECLARE_BINARY(div)           // true division
+KILN_DECLARE_BINARY(floor_divide)  // rounds toward -inf, as Python's //
+KILN_DECLARE_BINARY(remainder)     // sign of the divisor, as Python's %
+KILN_DECLARE_BINARY(pow)
+KILN_DECLARE_BINARY(maximum)       // NaN-propagating
+KILN_DECLARE_BINARY(minimum)
+KILN_DECLARE_BINARY(eq)
+KILN_DECLARE_BINARY(ne)
+KILN_DECLARE_BINARY(lt)
+KILN_DECLARE_BINARY(le)
+KILN_DECLARE_BINARY(gt)
+KILN_DECLARE_BINARY(ge)
+KILN_DECLARE_BINARY(logical_and)
+KILN_DECLARE_BINARY(logical_or)
+KILN_DECLARE_BINARY(logical_xor)
+#undef KILN_DECLARE_BINARY
+
+/// cond ? a : b, broadcasting all three; cond is converted to bool.
+KILN_API Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b,
+                      const Tensor& out = {});
+/// A copy converted to `dtype` (primitive "Cast"); returns x itself when the dtype matches.
+KILN_API Tensor to(const Tensor& x, DType dtype);
+
+// C++ operators, for tests and C++ users. Scalars are weak (see kiln/scalar.h).
+KILN_API Tensor operator+(const Tensor& a, const Tensor& b);
+KILN_API Tensor operator-(const Tensor& a, const Tensor& b);
+KILN_API Tensor operator*(const Tensor& a, const Tensor& b);
+KILN_API Tensor operator/(const Tensor& a, const Tensor& b);
+KILN_API Tensor operator-(const Tensor& a);
+KILN_API Tensor operator+(const Tensor& a, const Scalar& b);
+KILN_API Tensor operator-(const Tensor& a, const Scalar& b);
+KILN_API Tensor operator*(const Tensor& a, const Scalar& b);
+KILN_API Tensor operator/(const Tensor& a, const Scalar& b);
+KILN_API Tensor operator+(const Scalar& a, const Tensor& b);
+KILN_API Tensor operator-(const Scalar& a, const Tensor& b);
+KILN_API Tensor operator*(const Scalar& a, const Tensor& b);
+KILN_API Tensor operator/(const Scalar& a, const Tensor& b);
+
+}  // namespace kiln

@@ -1,0 +1,42 @@
+// Tensor factories and the random generator (part of kiln/functional.h).
+//
+// Random ops draw from one process-wide, counter-based generator: kiln::manual_seed(s) makes
+// every later rand/randn/randint/dropout sequence reproducible, independent of thread count.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "kiln/export.h"
+#include "kiln/scalar.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+KILN_API Tensor zeros(const Shape& shape, DType dtype = DType::kFloat32);
+KILN_API Tensor ones(const Shape& shape, DType dtype = DType::kFloat32);
+/// dtype defaults to the value's own (bool, int64 or float32).
+KILN_API Tensor full(const Shape& shape, const Scalar& value,
+                     std::optional<DType> dtype = std::nullopt);
+KILN_API Tensor empty(const Shape& shape, DType dtype = DType::kFloat32);
+KILN_API Tensor zeros_like(const Tensor& x, std::optional<DType> dtype = std::nullopt);
+KILN_API Tensor ones_like(const Tensor& x, std::optional<DType> dtype = std::nullopt);
+/// [start, end) in steps; dtype defaults to int64 when all three are integers, else float32.
+KILN_API Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1,
+                       std::optional<DType> dtype = std::nullopt);
+KILN_API Tensor linspace(double start, double end, int64_t steps,
+                         DType dtype = DType::kFloat32);
+KILN_API Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt,
+                    DType dtype = DType::kFloat32);
+
+/// Sets the seed of the global generator.
+KILN_API void manual_seed(uint64_t seed);
+/// Uniform in [0, 1).
+KILN_API Tensor rand(const Shape& shape, DType dtype = DType::kFloat32);
+/// Standard normal.
+KILN_API Tensor randn(const Shape& shape, DType dtype = DType::kFloat32);
+/// Uniform integers in [low, high).
+KILN_API Tensor randint(int64_t low, int64_t high, const Shape& shape,
+                        DType dtype = DType::kInt64);
+
+}  // namespace kiln

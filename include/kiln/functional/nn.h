@@ -1,0 +1,64 @@
+// Linear algebra and neural-network ops (part of kiln/functional.h).
+//
+// matmul follows NumPy's matmul (1-d operands promoted and squeezed, batch dimensions
+// broadcast) and runs on oneDNN for float32; weights of linear are [out_features, in_features] as
+// in PyTorch. Convolution and pooling take NCHW inputs. Losses take `reduction` "mean", "sum" or
+// "none".
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kiln/export.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+KILN_API Tensor matmul(const Tensor& a, const Tensor& b);
+/// [B, n, k] @ [B, k, m] -> [B, n, m] (no broadcasting).
+KILN_API Tensor bmm(const Tensor& a, const Tensor& b);
+/// x @ weight^T + bias; bias may be undefined.
+KILN_API Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+/// beta * bias + alpha * (a @ b), a and b 2-d.
+KILN_API Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta = 1.0,
+                      double alpha = 1.0);
+
+/// Normalizes over the trailing dims `normalized_shape`; weight and bias may be undefined.
+KILN_API Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape,
+                           const Tensor& weight = {}, const Tensor& bias = {},
+                           double eps = 1e-5);
+KILN_API Tensor rms_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape,
+                         const Tensor& weight = {}, double eps = 1e-6);
+
+/// x [N, C, H, W], weight [O, C / groups, kH, kW], bias [O] or undefined.
+KILN_API Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+                       const std::vector<int64_t>& stride = {1, 1},
+                       const std::vector<int64_t>& padding = {0, 0},
+                       const std::vector<int64_t>& dilation = {1, 1}, int64_t groups = 1);
+/// stride empty = kernel_size.
+KILN_API Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_size,
+                           const std::vector<int64_t>& stride = {},
+                           const std::vector<int64_t>& padding = {0, 0},
+                           const std::vector<int64_t>& dilation = {1, 1},
+                           bool ceil_mode = false);
+KILN_API Tensor avg_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_size,
+                           const std::vector<int64_t>& stride = {},
+                           const std::vector<int64_t>& padding = {0, 0}, bool ceil_mode = false,
+                           bool count_include_pad = true);
+
+/// Rows of `weight` [num, dim] picked by integer `indices` (any shape) -> indices.shape + [dim].
+KILN_API Tensor embedding(const Tensor& indices, const Tensor& weight);
+/// Zeroes elements with probability p and scales the rest by 1/(1-p), drawing from the global
+/// generator (kiln::manual_seed); identity when !training or p == 0.
+KILN_API Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+
+/// logits [N, C] (or [N, C, d...]) against class indices [N] (or [N, d...]).
+KILN_API Tensor cross_entropy(const Tensor& logits, const Tensor& target,
+                              const std::string& reduction = "mean", int64_t ignore_index = -100,
+                              double label_smoothing = 0.0);
+KILN_API Tensor nll_loss(const Tensor& log_probs, const Tensor& target,
+                         const std::string& reduction = "mean", int64_t ignore_index = -100);
+KILN_API Tensor mse_loss(const Tensor& input, const Tensor& target,
+                         const std::string& reduction = "mean");
+
+}  // namespace kiln

@@ -1,0 +1,47 @@
+// Reductions, scans and softmax (part of kiln/functional.h).
+//
+// `dims` lists the dimensions to reduce (negative counts from the end); empty means all of them.
+// With keepdim the reduced dimensions stay with size 1. sum and prod of bool/integer inputs give
+// int64 (as NumPy on this platform); mean, var, std and logsumexp of integer inputs give float32.
+// float16/bfloat16 accumulate in float32; float32 sums use pairwise/blocked accumulation.
+// Reducing an empty dimension: sum 0, prod 1, mean/var NaN; max/min/argmax/argmin raise kValue.
+#pragma once
+
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "kiln/export.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+using Dims = std::vector<int64_t>;
+
+KILN_API Tensor sum(const Tensor& x, const Dims& dims = {}, bool keepdim = false,
+                    std::optional<DType> dtype = std::nullopt);
+KILN_API Tensor mean(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+KILN_API Tensor prod(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+KILN_API Tensor amax(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+KILN_API Tensor amin(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+/// Maximum over everything (a 0-d tensor), or over `dim` as (values, indices).
+KILN_API Tensor max(const Tensor& x);
+KILN_API std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);
+KILN_API Tensor min(const Tensor& x);
+KILN_API std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+/// Index (int64) of the first maximum over the flattened tensor, or along `dim`.
+KILN_API Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt,
+                       bool keepdim = false);
+KILN_API Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt,
+                       bool keepdim = false);
+/// Variance with `correction` (1 = unbiased, as PyTorch's default; NumPy's ddof).
+KILN_API Tensor var(const Tensor& x, const Dims& dims = {}, int64_t correction = 1,
+                    bool keepdim = false);
+KILN_API Tensor std(const Tensor& x, const Dims& dims = {}, int64_t correction = 1,
+                    bool keepdim = false);
+KILN_API Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim = false);
+KILN_API Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+KILN_API Tensor softmax(const Tensor& x, int64_t dim = -1);
+KILN_API Tensor log_softmax(const Tensor& x, int64_t dim = -1);
+
+}  // namespace kiln

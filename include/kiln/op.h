@@ -1,0 +1,301 @@
+// Operators: OpDef (the single description of an op), attributes, the registry and dispatch.
+//
+//   KILN_REGISTER_OP(kiln::OpDef("Scale")
+//       .input("x")
+//       .attr("factor", kiln::AttrKind::kFloat, 1.0)
+//       .infer([](const kiln::InferContext& ctx) { return kiln::MetaList{ctx.input(0)}; })
+//       .kernel(kiln::DeviceType::kCPU, [](kiln::KernelContext& ctx) { ... }));
+//
+//   std::vector<kiln::Tensor> out = kiln::call_op("Scale", {x}, {{"factor", 2.0}});
+//
+// One OpDef serves eager dispatch, graph shape inference, passes, backends and autograd: its schema
+// (named tensor inputs, typed attributes with defaults, a fixed or variable number of outputs),
+// `infer` (output dtypes and shapes from input metadata only, never data), one kernel per device
+// type, an optional workspace size, an optional view function (ops such as Reshape whose eager
+// result aliases the input), and an optional gradient rule.
+//
+// Registration may happen at static-initialisation time in any shared library that links
+// libkiln (KILN_REGISTER_OP), so custom ops and plugins register exactly like built-ins. The
+// registry is thread-safe; registering a name twice is an error.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "kiln/device.h"
+#include "kiln/export.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+/// The value of an op attribute. std::monostate is "None" (an optional attribute left unset).
+using AttrValue = std::variant<std::monostate, bool, int64_t, double, std::string,
+                               std::vector<int64_t>, DType, Scalar>;
+
+enum class AttrKind : uint8_t { kBool, kInt, kFloat, kString, kInts, kDType, kScalar };
+KILN_API const char* attr_kind_name(AttrKind kind);
+
+/// Named attribute values of one op call, in a small vector (ops have few attributes).
+class KILN_API Attrs {
+ public:
+  Attrs() = default;
+  Attrs(std::initializer_list<std::pair<std::string, AttrValue>> items);
+
+  Attrs& set(const std::string& name, AttrValue value);
+  bool has(const std::string& name) const { return find(name) != nullptr; }
+  /// The value, or nullptr when absent.
+  const AttrValue* find(const std::string& name) const;
+  /// The value as T; throws kValue when missing and kType when it holds another type. Integer
+  /// attributes read as double and Scalar; a Scalar attribute reads as int64_t or double.
+  template <typename T>
+  T get(const std::string& name) const;
+  /// get() when present and not None, else `fallback`.
+  template <typename T>
+  T get_or(const std::string& name, T fallback) const {
+    const AttrValue* v = find(name);
+    return v == nullptr || std::holds_alternative<std::monostate>(*v) ? fallback : get<T>(name);
+  }
+  /// True when the attribute is missing or None.
+  bool is_none(const std::string& name) const {
+    const AttrValue* v = find(name);
+    return v == nullptr || std::holds_alternative<std::monostate>(*v);
+  }
+  const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
+  bool operator==(const Attrs& other) const { return items_ == other.items_; }
+
+ private:
+  std::vector<std::pair<std::string, AttrValue>> items_;
+};
+
+template <> KILN_API bool Attrs::get<bool>(const std::string& name) const;
+template <> KILN_API int64_t Attrs::get<int64_t>(const std::string& name) const;
+template <> KILN_API double Attrs::get<double>(const std::string& name) const;
+template <> KILN_API std::string Attrs::get<std::string>(const std::string& name) const;
+template <> KILN_API std::vector<int64_t> Attrs::get<std::vector<int64_t>>(
+    const std::string& name) const;
+template <> KILN_API DType Attrs::get<DType>(const std::string& name) const;
+template <> KILN_API Scalar Attrs::get<Scalar>(const std::string& name) const;
+
+/// "2", "0.5", "true", "'mean'", "[1, 2]", "float32", "None".
+KILN_API std::string attr_str(const AttrValue& value);
+
+/// Metadata of one tensor, as `infer` sees it.
+struct TensorMeta {
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  bool defined = true;  // false for an omitted optional input
+  bool weak = false;    // a Python number (see kiln/scalar.h)
+
+  TensorMeta() = default;
+  TensorMeta(DType d, Shape s) : dtype(d), shape(std::move(s)) {}
+  static TensorMeta of(const Tensor& t);
+  int64_t ndim() const { return static_cast<int64_t>(shape.size()); }
+  int64_t numel() const { return shape_numel(shape); }
+  bool operator==(const TensorMeta& o) const { return dtype == o.dtype && shape == o.shape; }
+};
+using MetaList = std::vector<TensorMeta>;
+
+/// The dtype a set of operands promotes to, treating weak scalars as NumPy 2 does.
+KILN_API DType result_type(const MetaList& operands);
+
+class OpDef;
+
+/// What `infer` gets: the op, its input metadata and its attributes (defaults filled in).
+struct InferContext {
+  const OpDef& op;
+  const MetaList& inputs;
+  const Attrs& attrs;
+  const TensorMeta& input(size_t i) const { return inputs.at(i); }
+  size_t num_inputs() const { return inputs.size(); }
+};
+
+/// What a kernel gets. Outputs are allocated (contiguous) before the kernel runs; inputs may be
+/// any strided layout. `workspace` holds workspace_size bytes (null when 0).
+struct KernelContext {
+  const OpDef& op;
+  const std::vector<Tensor>& inputs;
+  const std::vector<Tensor>& outputs;
+  const Attrs& attrs;
+  void* workspace = nullptr;
+  size_t workspace_size = 0;
+};
+
+using InferFn = std::function<MetaList(const InferContext&)>;
+using KernelFn = std::function<void(KernelContext&)>;
+using WorkspaceFn = std::function<size_t(const InferContext&)>;
+/// The eager result of a view op: a tensor sharing its input's storage.
+using ViewFn = std::function<Tensor(const std::vector<Tensor>& inputs, const Attrs& attrs)>;
+/// A gradient rule: the gradients of the inputs (undefined for non-differentiable ones) from the
+/// op's inputs, outputs, attributes and the gradients of its outputs, written with other ops so
+/// that it can be traced and differentiated again.
+using GradFn = std::function<std::vector<Tensor>(
+    const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, const Attrs& attrs,
+    const std::vector<Tensor>& grad_outputs)>;
+
+/// Properties passes and backends read.
+enum OpTrait : uint32_t {
+  kTraitElementwise = 1u << 0,  // output[i] depends only on input[i] (after broadcasting)
+  kTraitView = 1u << 1,         // eager result aliases an input (has a ViewFn)
+  kTraitRandom = 1u << 2,       // reads the global generator: never fold or CSE
+  kTraitReduction = 1u << 3,
+  kTraitSideEffect = 1u << 4,   // writes an input or the outside world: never remove
+};
+
+struct InputSpec {
+  std::string name;
+  bool optional = false;
+  bool variadic = false;  // the last input may take any number of tensors (cat, stack)
+};
+struct AttrSpec {
+  std::string name;
+  AttrKind kind;
+  std::optional<AttrValue> default_value;  // nullopt: required; monostate: optional, None
+};
+
+class KILN_API OpDef {
+ public:
+  static constexpr int kVariableOutputs = -1;
+  static constexpr size_t kNumDeviceTypes = 2;
+
+  explicit OpDef(std::string name) : name_(std::move(name)) {}
+
+  // Builder methods; each returns *this.
+  OpDef& input(std::string name, bool optional = false);
+  OpDef& variadic_input(std::string name);
+  /// An attribute; without `default_value` it is required. Pass std::monostate{} for None.
+  OpDef& attr(std::string name, AttrKind kind, std::optional<AttrValue> default_value = {});
+  /// Number of outputs, or kVariableOutputs when `infer` decides (default 1).
+  OpDef& outputs(int n);
+  OpDef& infer(InferFn fn);
+  OpDef& kernel(DeviceType device, KernelFn fn);
+  OpDef& workspace(WorkspaceFn fn);
+  OpDef& view(ViewFn fn);
+  OpDef& grad(GradFn fn);
+  OpDef& traits(uint32_t traits);
+  OpDef& doc(std::string text);
+
+  const std::string& name() const { return name_; }
+  const std::vector<InputSpec>& input_specs() const { return inputs_; }
+  const std::vector<AttrSpec>& attr_specs() const { return attrs_; }
+  int num_outputs() const { return num_outputs_; }
+  const InferFn& infer_fn() const { return infer_; }
+  const KernelFn* find_kernel(DeviceType device) const;
+  const WorkspaceFn& workspace_fn() const { return workspace_; }
+  const ViewFn& view_fn() const { return view_; }
+  const GradFn& grad_fn() const { return grad_; }
+  uint32_t traits() const { return traits_; }
+  bool has_trait(OpTrait t) const { return (traits_ & t) != 0; }
+  const std::string& doc() const { return doc_; }
+
+  /// Attributes checked against the schema (unknown names and wrong kinds are kType/kValue
+  /// errors naming the op) with defaults filled in.
+  Attrs normalize_attrs(const Attrs& attrs) const;
+  /// Checks the number of inputs and that required ones are present.
+  void check_inputs(const MetaList& inputs) const;
+  /// check_inputs + `infer`, with the op's name and input types added to any error.
+  MetaList infer_outputs(const MetaList& inputs, const Attrs& normalized) const;
+  /// "Add(x, y, *, alpha: float = 1)"
+  std::string signature() const;
+
+ private:
+  std::string name_;
+  std::vector<InputSpec> inputs_;
+  std::vector<AttrSpec> attrs_;
+  int num_outputs_ = 1;
+  InferFn infer_;
+  std::array<KernelFn, kNumDeviceTypes> kernels_;
+  WorkspaceFn workspace_;
+  ViewFn view_;
+  GradFn grad_;
+  uint32_t traits_ = 0;
+  std::string doc_;
+};
+
+using OpDefPtr = std::shared_ptr<const OpDef>;
+
+class OpRegistration;
+
+/// The process-wide table of ops by name.
+class KILN_API OpRegistry {
+ public:
+  static OpRegistry& Instance();
+
+  /// Adds `def`; throws kValue when the name is taken or the def has no infer function.
+  OpRegistration add(OpDef def);
+  /// Removes an op (used by OpRegistration); unknown names are ignored.
+  void remove(const std::string& name);
+  /// The op, or null.
+  OpDefPtr find(const std::string& name) const;
+  /// The op; throws kValue naming the closest registered names when absent.
+  OpDefPtr get(const std::string& name) const;
+  /// Every registered name, sorted.
+  std::vector<std::string> list() const;
+
+ private:
+  OpRegistry();
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+/// RAII handle of one registration: the op is removed when the handle is destroyed.
+class KILN_API OpRegistration {
+ public:
+  OpRegistration() = default;
+  explicit OpRegistration(OpDef def);
+  OpRegistration(OpRegistration&& other) noexcept : name_(std::move(other.name_)) {
+    other.name_.clear();
+  }
+  OpRegistration& operator=(OpRegistration&& other) noexcept;
+  OpRegistration(const OpRegistration&) = delete;
+  OpRegistration& operator=(const OpRegistration&) = delete;
+  ~OpRegistration();
+  const std::string& name() const { return name_; }
+
+ private:
+  friend class OpRegistry;
+  struct Adopt {};
+  OpRegistration(Adopt, std::string name) : name_(std::move(name)) {}
+  std::string name_;
+};
+
+/// Runs ops eagerly. The synchronous dispatcher is built in; the runtime installs the pipeline.
+class KILN_API Dispatcher {
+ public:
+  virtual ~Dispatcher();
+  /// Runs `op` on `inputs`; `attrs` are already normalized. When `out` is non-empty the results
+  /// are written into those tensors (which must have the inferred shapes) and returned.
+  virtual std::vector<Tensor> dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
+                                       const Attrs& attrs, const std::vector<Tensor>& out) = 0;
+};
+/// The dispatcher call_op uses now.
+KILN_API Dispatcher* current_dispatcher();
+/// Installs a dispatcher (must outlive its use); returns the previous one.
+KILN_API Dispatcher* set_dispatcher(Dispatcher* dispatcher);
+
+/// Runs `op` eagerly through the current dispatcher. Errors carry the op's name and input types.
+KILN_API std::vector<Tensor> call_op(const OpDef& op, const std::vector<Tensor>& inputs,
+                                     const Attrs& attrs = {}, const std::vector<Tensor>& out = {});
+KILN_API std::vector<Tensor> call_op(const std::string& name, const std::vector<Tensor>& inputs,
+                                     const Attrs& attrs = {}, const std::vector<Tensor>& out = {});
+
+/// The steps of synchronous execution, shared by every dispatcher: infer, allocate (or check
+/// `out`), run the kernel. Exposed so the pipeline stages can call them one at a time.
+KILN_API std::vector<Tensor> run_op_sync(const OpDef& op, const std::vector<Tensor>& inputs,
+                                         const Attrs& attrs, const std::vector<Tensor>& out);
+/// "Add(float32[2, 3], float32[3])": an op call as error messages print it.
+KILN_API std::string op_call_str(const OpDef& op, const MetaList& inputs);
+
+}  // namespace kiln
+
+#define KILN_OP_CONCAT_INNER(a, b) a##b
+#define KILN_OP_CONCAT(a, b) KILN_OP_CONCAT_INNER(a, b)
+/// Registers an OpDef when the enclosing library loads; removes it when the library unloads.
+#define KILN_REGISTER_OP(def)                                                            \
+  static ::kiln::OpRegistration KILN_OP_CONCAT(kiln_op_registration_, __COUNTER__)(def)

@@ -1,0 +1,30 @@
+// Intra-op parallelism: the one thread pool that kernels (built-in and custom) share.
+//
+//   kiln::parallel_for(0, n, /*grain=*/32768, [&](int64_t begin, int64_t end) {
+//     for (int64_t i = begin; i < end; ++i) y[i] = x[i] * 2;
+//   });
+//
+// The pool is OpenMP's (libgomp), the same runtime oneDNN uses in Debian's build, so a kernel that
+// calls oneDNN and a kernel that calls parallel_for never run two pools against each other (see
+// docs/architecture.md, "Threads"). Ranges shorter than `grain` run inline on the caller's thread;
+// a parallel_for inside another runs inline too. An exception thrown by `fn` on any thread is
+// rethrown on the caller's thread after every chunk has finished.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "kiln/export.h"
+
+namespace kiln {
+
+/// Threads the pool uses (default: the machine's cores, or OMP_NUM_THREADS).
+KILN_API int get_num_threads();
+/// Sets the pool's size for later parallel regions (n >= 1).
+KILN_API void set_num_threads(int n);
+/// Calls fn(chunk_begin, chunk_end) over disjoint chunks covering [begin, end), each at least
+/// `grain` long except possibly the last, on up to get_num_threads() threads.
+KILN_API void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                           const std::function<void(int64_t, int64_t)>& fn);
+
+}  // namespace kiln

@@ -1,0 +1,86 @@
+// kiln::Scalar: a Python-style number (bool, integer or floating) used as an op operand or
+// attribute.
+//
+//   kiln::mul(x, kiln::Scalar(2.0));   // a float scalar times a tensor
+//
+// Scalars are "weak" in type promotion, as in NumPy 2 (NEP 50), PyTorch and JAX: they take the
+// tensor's dtype when their kind fits in it (an int scalar with an int8 tensor stays int8, a float
+// scalar with a float16 tensor stays float16), and a float scalar with an integer tensor gives
+// float32.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <type_traits>
+
+#include "kiln/dtype.h"
+
+namespace kiln {
+
+class Scalar {
+ public:
+  enum class Kind : uint8_t { kBool, kInt, kFloat };
+
+  Scalar() : kind_(Kind::kInt), i_(0) {}
+  Scalar(bool v) : kind_(Kind::kBool), i_(v) {}  // NOLINT: implicit like a Python literal
+  Scalar(int v) : kind_(Kind::kInt), i_(v) {}  // NOLINT
+  Scalar(int64_t v) : kind_(Kind::kInt), i_(v) {}  // NOLINT
+  Scalar(double v) : kind_(Kind::kFloat), d_(v) {}  // NOLINT
+  Scalar(float v) : kind_(Kind::kFloat), d_(v) {}  // NOLINT
+
+  Kind kind() const { return kind_; }
+  bool is_floating_point() const { return kind_ == Kind::kFloat; }
+  bool is_integral() const { return kind_ == Kind::kInt; }
+  bool is_bool() const { return kind_ == Kind::kBool; }
+
+  double to_double() const { return kind_ == Kind::kFloat ? d_ : static_cast<double>(i_); }
+  int64_t to_int() const { return kind_ == Kind::kFloat ? static_cast<int64_t>(d_) : i_; }
+  bool to_bool() const { return kind_ == Kind::kFloat ? d_ != 0.0 : i_ != 0; }
+  /// The value converted to T (T may be any element type, including Half and BFloat16).
+  template <typename T>
+  T to() const {
+    if constexpr (std::is_same_v<T, bool>) {
+      return to_bool();
+    } else if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(to_int());
+    } else if constexpr (std::is_same_v<T, double>) {
+      return to_double();
+    } else {
+      return T(static_cast<float>(to_double()));
+    }
+  }
+
+  /// The dtype of this scalar standing alone: bool, int64 or float32 (Python's default for a
+  /// tensor made from a literal).
+  bool operator==(const Scalar& o) const {
+    return kind_ == o.kind_ && (kind_ == Kind::kFloat ? d_ == o.d_ : i_ == o.i_);
+  }
+  bool operator!=(const Scalar& o) const { return !(*this == o); }
+
+  DType default_dtype() const {
+    return kind_ == Kind::kBool ? DType::kBool
+                                : (kind_ == Kind::kInt ? DType::kInt64 : DType::kFloat32);
+  }
+
+ private:
+  Kind kind_;
+  union {
+    int64_t i_;
+    double d_;
+  };
+};
+
+/// The result dtype of an op between a tensor of dtype `tensor` and a weak scalar.
+inline DType promote_with_scalar(DType tensor, const Scalar& s) {
+  if (s.is_floating_point()) return is_floating_point(tensor) ? tensor : DType::kFloat32;
+  if (s.is_integral()) return tensor == DType::kBool ? DType::kInt64 : tensor;
+  return tensor;
+}
+
+inline std::ostream& operator<<(std::ostream& os, const Scalar& s) {
+  if (s.is_bool()) return os << (s.to_bool() ? "True" : "False");
+  if (s.is_integral()) return os << s.to_int();
+  return os << s.to_double();
+}
+
+}  // namespace kiln

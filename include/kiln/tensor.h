@@ -1,0 +1,159 @@
+// kiln::Tensor: a reference-counted handle to an n-dimensional strided view of a Storage.
+//
+//   kiln::Tensor out(kiln::DType::kFloat32, {2, 3});   // metadata only; the pipeline allocates
+//   kiln::Tensor x = kiln::Tensor::empty({4, 5});      // metadata and memory
+//   kiln::Tensor row = x.select(0, 1);                  // a view: shares x's storage
+//   float* p = row.data<float>();                       // element (1, 0) of x
+//
+// Copying a Tensor copies the handle, not the data (as in PyTorch): both handles see the same
+// elements, and `data<T>()` on a const Tensor gives a mutable T*. Views (view, reshape when it can,
+// transpose, permute, slice, narrow, select, expand, squeeze, unsqueeze, flatten, unfold) share
+// storage and keep it alive; `contiguous()` copies only when the layout needs it.
+//
+// Shapes and strides are in elements; a stride may be 0 (a broadcast dimension). Dimensions
+// accept negative indices counted from the end, as in NumPy. Invalid arguments throw kiln::Error
+// of kind kShape, kIndex or kDType with what was expected and what came.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "kiln/allocator.h"
+#include "kiln/dtype.h"
+#include "kiln/error.h"
+#include "kiln/export.h"
+#include "kiln/scalar.h"
+
+namespace kiln {
+
+using Shape = std::vector<int64_t>;
+
+/// "[2, 3]"
+KILN_API std::string shape_str(const Shape& shape);
+/// Product of the sizes (1 for a 0-d shape).
+KILN_API int64_t shape_numel(const Shape& shape);
+/// Row-major strides for `shape`.
+KILN_API Shape contiguous_strides(const Shape& shape);
+/// Wraps a possibly negative `dim` into [0, ndim); throws kIndex naming `what` when out of range.
+KILN_API int64_t wrap_dim(int64_t dim, int64_t ndim, const char* what = "dim");
+/// NumPy broadcasting of two shapes; throws kShape when they do not broadcast.
+KILN_API Shape broadcast_shapes(const Shape& a, const Shape& b);
+
+/// The state behind a Tensor handle. Exposed for the runtime and backends; user code goes through
+/// Tensor.
+struct TensorImpl {
+  DType dtype = DType::kFloat32;
+  Device device;
+  Shape shape;
+  Shape strides;
+  int64_t offset = 0;  // in elements, into storage
+  std::shared_ptr<Storage> storage;  // null until memory is allocated
+  // A 0-d tensor standing for a Python number: "weak" in type promotion (see kiln/scalar.h).
+  bool weak = false;
+};
+
+class KILN_API Tensor {
+ public:
+  /// An undefined tensor (defined() is false); the "None" of optional tensor arguments.
+  Tensor() = default;
+  /// Metadata for a contiguous tensor; memory comes later (from the pipeline, or allocate()).
+  Tensor(DType dtype, Shape shape, Device device = Device::cpu());
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  /// A contiguous tensor with freshly allocated, uninitialised memory.
+  static Tensor empty(Shape shape, DType dtype = DType::kFloat32, Device device = Device::cpu());
+  /// A view of memory owned elsewhere; `deleter` (may be empty) runs when the last view dies.
+  /// `strides` in elements; empty means contiguous.
+  static Tensor from_blob(void* data, Shape shape, DType dtype, Shape strides = {},
+                          Storage::Deleter deleter = nullptr, Device device = Device::cpu());
+
+  /// A 0-d tensor holding `value`, weak in type promotion: bool, int64 or float64 by kind.
+  static Tensor scalar(const Scalar& value);
+
+  bool defined() const { return impl_ != nullptr; }
+  DType dtype() const { return impl()->dtype; }
+  Device device() const { return impl()->device; }
+  const Shape& shape() const { return impl()->shape; }
+  const Shape& strides() const { return impl()->strides; }
+  int64_t storage_offset() const { return impl()->offset; }
+  int64_t ndim() const { return static_cast<int64_t>(impl()->shape.size()); }
+  int64_t numel() const { return shape_numel(impl()->shape); }
+  /// Size and stride of one dimension (negative dims count from the end).
+  int64_t size(int64_t dim) const;
+  int64_t stride(int64_t dim) const;
+  size_t itemsize() const { return kiln::itemsize(dtype()); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * itemsize(); }
+  /// True when the elements are laid out row-major without gaps (size-1 dims may have any stride).
+  bool is_contiguous() const;
+  /// True for a tensor made by scalar(): a Python number, weak in type promotion.
+  bool is_weak_scalar() const { return impl()->weak; }
+
+  /// Gives the tensor memory if it has none (contiguous, from the device allocator).
+  void allocate() const;
+  bool has_storage() const { return impl()->storage != nullptr; }
+  const std::shared_ptr<Storage>& storage() const { return impl()->storage; }
+  /// Address of element 0 (storage base + offset); throws when the tensor has no memory.
+  void* data_ptr() const;
+  /// Typed data_ptr(); throws kDType when T does not match dtype().
+  template <typename T>
+  T* data() const {
+    KILN_CHECK_DTYPE(dtype_of<T>() == dtype())
+        << "data<" << dtype_name(dtype_of<T>()) << ">() called on a tensor of dtype " << dtype();
+    return static_cast<T*>(data_ptr());
+  }
+
+  // Views. Each returns a new handle over the same storage.
+  /// Same elements with a new shape (one size may be -1); throws kShape when the strides of this
+  /// tensor cannot express it without a copy (use reshape()).
+  Tensor view(const Shape& shape) const;
+  /// view() when possible, otherwise a contiguous copy with the new shape.
+  Tensor reshape(const Shape& shape) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  /// Elements start, start+step, ... < end along `dim` (Python slice semantics: negative and
+  /// out-of-range start/end are clamped; step >= 1).
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  /// Removes `dim`, keeping index `index` (negative counts from the end).
+  Tensor select(int64_t dim, int64_t index) const;
+  /// Broadcasts to `shape` (size -1 keeps a dimension) with stride 0 in expanded dimensions.
+  Tensor expand(const Shape& shape) const;
+  Tensor broadcast_to(const Shape& shape) const { return expand(shape); }
+  /// Removes every size-1 dimension, or only `dim` when it has size 1.
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  /// Sliding windows of `size` elements every `step` along `dim`, as a new last dimension.
+  Tensor unfold(int64_t dim, int64_t size, int64_t step) const;
+  Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
+
+  /// This tensor when contiguous, else a contiguous copy.
+  Tensor contiguous() const;
+  /// A contiguous copy with its own storage.
+  Tensor clone() const;
+
+  /// True when both handles refer to the same TensorImpl.
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  TensorImpl* impl() const {
+    KILN_CHECK(impl_ != nullptr) << "operation on an undefined tensor";
+    return impl_.get();
+  }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+/// "float32[2, 3]", as error messages and IR text print a tensor's type.
+KILN_API std::string type_str(const Tensor& t);
+KILN_API std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+/// Copies `src` into `dst` element by element, converting dtype and broadcasting src to dst's
+/// shape. Both must have memory. Overlapping memory is not supported, except dst == src exactly.
+KILN_API void copy_into(const Tensor& dst, const Tensor& src);
+
+}  // namespace kiln

@@ -1,0 +1,50 @@
+"""Kiln: a deep-learning framework core that users extend without forking it.
+
+    import kiln
+    x = kiln.tensor([[1.0, 2.0], [3.0, 4.0]])
+    y = kiln.mint.softmax(x @ x.T, dim=-1)
+    print(y.numpy())
+"""
+
+import os as _os
+
+from . import _C
+from .errors import (DTypeError, KilnBuildError, KilnError, KilnIndexError,  # noqa: F401
+                     KilnNotImplementedError, KilnTypeError, KilnValueError, ShapeError)
+from . import _tensor  # noqa: F401  (installs Python-level Tensor methods)
+from . import mint  # noqa: F401
+from ._C import Tensor, dtype, from_numpy, promote_types, tensor  # noqa: F401
+
+__version__ = "0.1.0"
+
+bool_ = dtype.bool
+int8 = dtype.int8
+uint8 = dtype.uint8
+int16 = dtype.int16
+int32 = dtype.int32
+int64 = dtype.int64
+float16 = dtype.float16
+bfloat16 = dtype.bfloat16
+float32 = dtype.float32
+float64 = dtype.float64
+half = float16
+float = float32  # noqa: A001  (as torch.float)
+double = float64
+long = int64
+int = int32  # noqa: A001
+
+_PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
+
+
+def get_include():
+    """The folder that holds ``kiln/*.h``, for compiling custom ops and plugins."""
+    installed = _os.path.join(_PACKAGE_DIR, "include")
+    if _os.path.isdir(installed):
+        return installed
+    # A development build imports from the source tree: python/kiln -> include/.
+    return _os.path.normpath(_os.path.join(_PACKAGE_DIR, "..", "..", "include"))
+
+
+def get_cmake_dir():
+    """The folder holding ``KilnConfig.cmake``: pass it as ``-DKiln_DIR=...``."""
+    return _os.path.join(_PACKAGE_DIR, "share", "cmake", "Kiln")

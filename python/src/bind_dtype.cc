@@ -1,0 +1,29 @@
+// kiln.dtype and the dtype objects (kiln.float32, ...).
+#include <nanobind/stl/string.h>
+
+#include "bindings.h"
+#include "convert.h"
+#include "kiln/dtype.h"
+
+namespace kiln::py {
+namespace nb = nanobind;
+using namespace nb::literals;
+
+void bind_dtype(nb::module_& m) {
+  nb::enum_<DType> dtype(m, "dtype", "Element type of a tensor");
+  for (int i = 0; i < kNumDTypes; ++i) {
+    const DType d = static_cast<DType>(i);
+    dtype.value(dtype_name(d), d);
+  }
+  dtype.def_prop_ro("itemsize", [](DType d) { return itemsize(d); })
+      .def_prop_ro("is_floating_point", [](DType d) { return is_floating_point(d); })
+      .def_prop_ro("name", [](DType d) { return dtype_name(d); })
+      .def("__repr__", [](DType d) { return std::string("kiln.") + dtype_name(d); })
+      .def("__str__", [](DType d) { return std::string("kiln.") + dtype_name(d); });
+  m.def("promote_types", [](DTypeArg a, DTypeArg b) { return promote_types(a, b); }, "a"_a, "b"_a,
+        "The dtype a binary op between tensors of dtypes a and b produces.");
+  m.def("as_dtype", [](nb::handle obj) { return dtype_from_object(obj); }, "obj"_a,
+        "Converts a kiln dtype, a name ('float32'), a NumPy dtype or a Python type to kiln.dtype.");
+}
+
+}  // namespace kiln::py

@@ -1,0 +1,17 @@
+// NB_MODULE(_C): assembles kiln._C from the bind_* functions.
+#include "bindings.h"
+
+NB_MODULE(_C, m) {
+  m.doc() = "Kiln's C++ core (use the kiln package, not this module directly)";
+  kiln::py::bind_errors(m);
+  kiln::py::bind_dtype(m);
+  kiln::py::bind_tensor(m);
+  kiln::py::bind_tensor_operators(m);
+  kiln::py::bind_ops_registry(m);
+  nanobind::module_ mint = m.def_submodule("mint", "Built-in ops (kiln.mint)");
+  kiln::py::bind_mint_elementwise(mint);
+  kiln::py::bind_mint_reduce(mint);
+  kiln::py::bind_mint_nn(mint);
+  kiln::py::bind_mint_shape(mint);
+  kiln::py::bind_mint_factory(mint);
+}

@@ -1,0 +1,127 @@
+// kiln._C.Tensor: metadata, views, conversion to and from NumPy. Operators live in
+// bind_tensor_operators.cc, indexing in kiln/_indexing.py, printing in kiln/_tensor.py.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "convert.h"
+#include "core/dtype_dispatch.h"
+#include "kiln/tensor.h"
+
+namespace kiln::py {
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+nb::tuple to_tuple(const Shape& s) {
+  nb::list l;
+  for (int64_t v : s) l.append(v);
+  return nb::tuple(l);
+}
+
+// Accepts view(2, 3), view((2, 3)) and view([2, 3]), as PyTorch does.
+Shape shape_from_args(const nb::args& args) {
+  if (args.size() == 1 && !nb::isinstance<nb::int_>(args[0])) {
+    return nb::cast<Shape>(args[0]);
+  }
+  return nb::cast<Shape>(args);
+}
+
+nb::object item(const Tensor& t) {
+  KILN_CHECK_VALUE(t.numel() == 1) << "item(): expected a tensor with one element, got "
+                                   << type_str(t);
+  const Tensor one = t.reshape({1});
+  return visit_dtype(t.dtype(), [&](auto tag) -> nb::object {
+    using T = typename decltype(tag)::type;
+    const T v = *static_cast<const T*>(one.data_ptr());
+    if constexpr (std::is_same_v<T, bool>) {
+      return nb::bool_(v);
+    } else if constexpr (std::is_integral_v<T>) {
+      return nb::int_(static_cast<int64_t>(v));
+    } else if constexpr (std::is_same_v<T, double>) {
+      return nb::float_(v);
+    } else {
+      return nb::float_(static_cast<double>(static_cast<float>(v)));
+    }
+  });
+}
+
+}  // namespace
+
+void bind_tensor(nb::module_& m) {
+  nb::class_<Tensor> cls(m, "Tensor", "An n-dimensional array (see kiln/tensor.h)");
+  cls.def(nb::init<>())
+      .def_prop_ro("shape", [](const Tensor& t) { return to_tuple(t.shape()); })
+      .def_prop_ro("dtype", &Tensor::dtype)
+      .def_prop_ro("ndim", &Tensor::ndim)
+      .def("numel", &Tensor::numel, "Number of elements.")
+      .def("dim", &Tensor::ndim)
+      .def("size", [](const Tensor& t, std::optional<int64_t> dim) -> nb::object {
+             if (dim) return nb::int_(t.size(*dim));
+             return to_tuple(t.shape());
+           }, "dim"_a = nb::none())
+      .def("stride", [](const Tensor& t, std::optional<int64_t> dim) -> nb::object {
+             if (dim) return nb::int_(t.stride(*dim));
+             return to_tuple(t.strides());
+           }, "dim"_a = nb::none(), "Strides in elements.")
+      .def_prop_ro("itemsize", &Tensor::itemsize)
+      .def_prop_ro("nbytes", &Tensor::nbytes)
+      .def("storage_offset", &Tensor::storage_offset)
+      .def("is_contiguous", &Tensor::is_contiguous)
+      .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
+      .def("shares_storage_with", [](const Tensor& a, const Tensor& b) {
+             return a.storage() != nullptr && a.storage() == b.storage();
+           }, "other"_a)
+      .def("__len__", [](const Tensor& t) {
+             KILN_CHECK_TYPE(t.ndim() > 0) << "len() of a 0-d tensor";
+             return t.size(0);
+           })
+      .def("item", &item, "The single element as a Python number.")
+      .def("numpy", &tensor_to_numpy,
+           "A NumPy array sharing this tensor's memory (bfloat16 converts to a float32 copy).")
+      .def("view", [](const Tensor& t, nb::args shape) { return t.view(shape_from_args(shape)); })
+      .def("reshape",
+           [](const Tensor& t, nb::args shape) { return t.reshape(shape_from_args(shape)); })
+      .def("expand",
+           [](const Tensor& t, nb::args shape) { return t.expand(shape_from_args(shape)); })
+      .def("broadcast_to", [](const Tensor& t, const Shape& shape) { return t.broadcast_to(shape); },
+           "shape"_a)
+      .def("permute",
+           [](const Tensor& t, nb::args dims) { return t.permute(shape_from_args(dims)); })
+      .def("transpose", &Tensor::transpose, "dim0"_a, "dim1"_a)
+      .def_prop_ro("T", [](const Tensor& t) {
+             std::vector<int64_t> dims(static_cast<size_t>(t.ndim()));
+             for (size_t i = 0; i < dims.size(); ++i) dims[i] = t.ndim() - 1 - static_cast<int64_t>(i);
+             return t.permute(dims);
+           })
+      .def("slice", &Tensor::slice, "dim"_a, "start"_a, "end"_a, "step"_a = 1)
+      .def("narrow", &Tensor::narrow, "dim"_a, "start"_a, "length"_a)
+      .def("select", &Tensor::select, "dim"_a, "index"_a)
+      .def("squeeze", [](const Tensor& t, std::optional<int64_t> dim) {
+             return dim ? t.squeeze(*dim) : t.squeeze();
+           }, "dim"_a = nb::none())
+      .def("unsqueeze", &Tensor::unsqueeze, "dim"_a)
+      .def("flatten", &Tensor::flatten, "start_dim"_a = 0, "end_dim"_a = -1)
+      .def("unfold", &Tensor::unfold, "dimension"_a, "size"_a, "step"_a)
+      .def("as_strided", &Tensor::as_strided, "size"_a, "stride"_a, "storage_offset"_a = 0)
+      .def("contiguous", &Tensor::contiguous)
+      .def("clone", &Tensor::clone)
+      .def("is_same", &Tensor::is_same, "other"_a,
+           "True when both objects are handles to the same tensor.");
+
+  m.def("tensor", [](nb::handle data, std::optional<DTypeArg> dtype) {
+          const DType d = dtype ? dtype->get() : DType::kFloat32;
+          return tensor_from_object(data, dtype ? &d : nullptr);
+        }, "data"_a, "dtype"_a = nb::none(),
+        "A new tensor (always a copy) from a list, a number, a NumPy array or a tensor. Python "
+        "floats give float32; a NumPy array keeps its dtype unless `dtype` is given.");
+  m.def("from_numpy", [](nb::handle array) { return tensor_from_numpy(array, /*copy=*/false); },
+        "array"_a, "A tensor that shares the NumPy array's memory (and keeps it alive).");
+  m.def("scalar_tensor", [](nb::handle v) {
+          return nb::cast<TensorArg>(v).tensor;
+        }, "value"_a, "A 0-d weak-scalar tensor from a Python number (for tests and tracing).");
+}
+
+}  // namespace kiln::py

@@ -1,0 +1,19 @@
+// The bind_* functions that fill kiln._C, one per area (each in its own bind_<area>.cc).
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+namespace kiln::py {
+
+void bind_errors(nanobind::module_& m);
+void bind_dtype(nanobind::module_& m);
+void bind_tensor(nanobind::module_& m);
+void bind_tensor_operators(nanobind::module_& m);
+void bind_ops_registry(nanobind::module_& m);
+void bind_mint_elementwise(nanobind::module_& mint);
+void bind_mint_reduce(nanobind::module_& mint);
+void bind_mint_nn(nanobind::module_& mint);
+void bind_mint_shape(nanobind::module_& mint);
+void bind_mint_factory(nanobind::module_& mint);
+
+}  // namespace kiln::py

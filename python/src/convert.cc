@@ -1,0 +1,193 @@
+#include "convert.h"
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "kiln/error.h"
+
+namespace kiln::py {
+namespace {
+
+DType dtype_from_dlpack(nb::dlpack::dtype dt) {
+  using Code = nb::dlpack::dtype_code;
+  const auto code = static_cast<Code>(dt.code);
+  KILN_CHECK_DTYPE(dt.lanes == 1) << "vector dtypes (lanes=" << int(dt.lanes) << ") are not supported";
+  if (code == Code::Bool && dt.bits == 8) return DType::kBool;
+  if (code == Code::Int) {
+    switch (dt.bits) {
+      case 8: return DType::kInt8;
+      case 16: return DType::kInt16;
+      case 32: return DType::kInt32;
+      case 64: return DType::kInt64;
+    }
+  }
+  if (code == Code::UInt && dt.bits == 8) return DType::kUInt8;
+  if (code == Code::Float) {
+    switch (dt.bits) {
+      case 16: return DType::kFloat16;
+      case 32: return DType::kFloat32;
+      case 64: return DType::kFloat64;
+    }
+  }
+  if (code == Code::Bfloat && dt.bits == 16) return DType::kBFloat16;
+  KILN_FAIL(kDType) << "unsupported array dtype (DLPack code " << int(dt.code) << ", "
+                    << int(dt.bits) << " bits); Kiln supports bool, int8, uint8, int16, int32, "
+                    << "int64, float16, bfloat16, float32 and float64";
+}
+
+nb::dlpack::dtype dlpack_of(DType d) {
+  using Code = nb::dlpack::dtype_code;
+  auto make = [](Code c, int bits) {
+    return nb::dlpack::dtype{static_cast<uint8_t>(c), static_cast<uint8_t>(bits), 1};
+  };
+  switch (d) {
+    case DType::kBool: return make(Code::Bool, 8);
+    case DType::kInt8: return make(Code::Int, 8);
+    case DType::kUInt8: return make(Code::UInt, 8);
+    case DType::kInt16: return make(Code::Int, 16);
+    case DType::kInt32: return make(Code::Int, 32);
+    case DType::kInt64: return make(Code::Int, 64);
+    case DType::kFloat16: return make(Code::Float, 16);
+    case DType::kBFloat16: return make(Code::Bfloat, 16);
+    case DType::kFloat32: return make(Code::Float, 32);
+    case DType::kFloat64: return make(Code::Float, 64);
+  }
+  return make(Code::Float, 32);
+}
+
+nb::handle numpy() {
+  // Leaked on purpose: a static nb::object would be released after the interpreter is gone.
+  static PyObject* np = nb::module_::import_("numpy").release().ptr();
+  return np;
+}
+
+}  // namespace
+
+Tensor tensor_from_numpy(nb::handle array, bool copy) {
+  auto arr = nb::cast<nb::ndarray<nb::ro, nb::device::cpu>>(array);
+  const DType dtype = dtype_from_dlpack(arr.dtype());
+  Shape shape(arr.ndim());
+  Shape strides(arr.ndim());
+  for (size_t i = 0; i < arr.ndim(); ++i) {
+    shape[i] = static_cast<int64_t>(arr.shape(i));
+    strides[i] = arr.stride(i);
+    KILN_CHECK_VALUE(strides[i] >= 0 || shape[i] <= 1)
+        << "arrays with negative strides are not supported; pass a copy (numpy.ascontiguousarray)";
+    if (shape[i] <= 1) strides[i] = std::max<int64_t>(strides[i], 0);
+  }
+  // The deleter keeps the exporting object alive; it may run on any thread, so it takes the GIL.
+  auto* owner = new nb::object(nb::borrow(array));
+  Tensor view = Tensor::from_blob(const_cast<void*>(arr.data()), shape, dtype, strides,
+                                  [owner](void*) {
+                                    nb::gil_scoped_acquire gil;
+                                    delete owner;
+                                  });
+  return copy ? view.clone() : view;
+}
+
+nb::object tensor_to_numpy(const Tensor& t) {
+  Tensor source = t;
+  if (t.dtype() == DType::kBFloat16) {
+    source = Tensor::empty(t.shape(), DType::kFloat32);
+    copy_into(source, t);
+  }
+  std::vector<size_t> shape(source.shape().begin(), source.shape().end());
+  // The capsule owns a handle to the tensor, so the array keeps the storage alive.
+  auto* keep = new Tensor(source);
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  void* data = source.numel() == 0 ? nullptr : source.data_ptr();
+  nb::ndarray<nb::numpy> array(data, shape.size(), shape.data(), owner, source.strides().data(),
+                               dlpack_of(source.dtype()));
+  return nb::cast(array, nb::rv_policy::reference);
+}
+
+DType dtype_from_numpy(nb::handle numpy_dtype) {
+  nb::object dt = numpy().attr("dtype")(numpy_dtype);
+  std::string name = nb::cast<std::string>(dt.attr("name"));
+  return dtype_from_name(name);
+}
+
+DType dtype_from_object(nb::handle obj) {
+  if (nb::isinstance<DType>(obj)) return nb::cast<DType>(obj);
+  if (nb::isinstance<nb::str>(obj)) return dtype_from_name(nb::cast<std::string>(obj));
+  if (obj.ptr() == reinterpret_cast<PyObject*>(&PyFloat_Type)) return DType::kFloat32;
+  if (obj.ptr() == reinterpret_cast<PyObject*>(&PyLong_Type)) return DType::kInt64;
+  if (obj.ptr() == reinterpret_cast<PyObject*>(&PyBool_Type)) return DType::kBool;
+  try {
+    return dtype_from_numpy(obj);
+  } catch (const nb::python_error&) {
+    KILN_FAIL(kDType) << "expected a dtype (kiln.float32, 'float32', numpy.float32, ...), got "
+                      << nb::cast<std::string>(nb::repr(obj));
+  }
+}
+
+DType DTypeArg::get() const { return dtype_from_object(obj); }
+
+Tensor tensor_from_object(nb::handle data, const DType* dtype) {
+  Tensor result;
+  if (nb::isinstance<Tensor>(data)) {
+    result = nb::cast<Tensor>(data).clone();
+  } else {
+    nb::handle np = numpy();
+    const bool was_array = nb::isinstance(data, np.attr("ndarray"));
+    nb::object arr = np.attr("asarray")(data);
+    // Python floats become float32 (the deep-learning default), not NumPy's float64.
+    if (!was_array && nb::cast<std::string>(arr.attr("dtype").attr("name")) == "float64") {
+      arr = arr.attr("astype")("float32");
+    }
+    result = tensor_from_numpy(arr, /*copy=*/true);
+  }
+  if (dtype != nullptr && *dtype != result.dtype()) {
+    Tensor cast = Tensor::empty(result.shape(), *dtype);
+    copy_into(cast, result);
+    return cast;
+  }
+  return result;
+}
+
+}  // namespace kiln::py
+
+namespace nanobind::detail {
+
+bool type_caster<kiln::py::TensorArg>::from_python(handle src, uint32_t flags,
+                                                   cleanup_list* cleanup) noexcept {
+  try {
+    if (nanobind::isinstance<kiln::Tensor>(src)) {
+      value.tensor = nanobind::cast<kiln::Tensor>(src);
+      return true;
+    }
+    if (PyBool_Check(src.ptr())) {
+      value.tensor = kiln::Tensor::scalar(kiln::Scalar(src.ptr() == Py_True));
+      return true;
+    }
+    if (PyLong_Check(src.ptr())) {
+      const long long v = PyLong_AsLongLong(src.ptr());
+      if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return false;
+      }
+      value.tensor = kiln::Tensor::scalar(kiln::Scalar(static_cast<int64_t>(v)));
+      return true;
+    }
+    if (PyFloat_Check(src.ptr())) {
+      value.tensor = kiln::Tensor::scalar(kiln::Scalar(PyFloat_AsDouble(src.ptr())));
+      return true;
+    }
+    if (nanobind::hasattr(src, "__array_interface__") || nanobind::hasattr(src, "__dlpack__")) {
+      value.tensor = kiln::py::tensor_from_object(src, nullptr);
+      return true;
+    }
+  } catch (...) {
+    PyErr_Clear();
+  }
+  return false;
+}
+
+bool type_caster<kiln::py::DTypeArg>::from_python(handle src, uint32_t, cleanup_list*) noexcept {
+  if (src.is_none()) return false;
+  value.obj = borrow(src);
+  return true;
+}
+
+}  // namespace nanobind::detail

@@ -1,0 +1,65 @@
+// Conversions between Python objects and Kiln values, shared by every bind_*.cc.
+//
+// TensorArg accepts a kiln.Tensor, a Python number (a weak scalar, see kiln/scalar.h) or anything
+// NumPy can turn into an array; DTypeArg accepts a kiln.dtype, a dtype name ("float32"), a NumPy
+// dtype or a NumPy scalar type. Both are nanobind type casters, so a binding just takes them as
+// parameters.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include "kiln/tensor.h"
+
+namespace kiln::py {
+
+namespace nb = nanobind;
+
+struct TensorArg {
+  Tensor tensor;
+  operator const Tensor&() const { return tensor; }  // NOLINT: seamless use as a Tensor
+};
+
+/// Holds the Python object and converts on use, so that a bad value raises kiln.DTypeError with
+/// the reason (a caster that refused would give only nanobind's generic TypeError).
+struct DTypeArg {
+  nb::object obj;
+  DType get() const;
+  operator DType() const { return get(); }  // NOLINT
+};
+
+/// A kiln tensor from a NumPy array (copy when `copy`, else sharing memory and keeping the array
+/// alive). Throws kDType for NumPy dtypes Kiln lacks.
+Tensor tensor_from_numpy(nb::handle array, bool copy);
+/// A NumPy array viewing `t` (bfloat16 tensors, which NumPy lacks, convert to a float32 copy).
+nb::object tensor_to_numpy(const Tensor& t);
+/// kiln.tensor(data, dtype=None): lists, scalars, NumPy arrays, kiln tensors; always copies.
+Tensor tensor_from_object(nb::handle data, const DType* dtype);
+/// The DType of a NumPy dtype (or anything np.dtype() accepts); throws kDType.
+DType dtype_from_numpy(nb::handle numpy_dtype);
+DType dtype_from_object(nb::handle obj);
+
+}  // namespace kiln::py
+
+namespace nanobind::detail {
+
+template <>
+struct type_caster<kiln::py::TensorArg> {
+  NB_TYPE_CASTER(kiln::py::TensorArg, const_name("kiln.Tensor | float | int | bool"))
+  bool from_python(handle src, uint32_t flags, cleanup_list* cleanup) noexcept;
+  static handle from_cpp(const kiln::py::TensorArg& value, rv_policy policy,
+                         cleanup_list* cleanup) noexcept {
+    return make_caster<kiln::Tensor>::from_cpp(value.tensor, policy, cleanup);
+  }
+};
+
+template <>
+struct type_caster<kiln::py::DTypeArg> {
+  NB_TYPE_CASTER(kiln::py::DTypeArg, const_name("kiln.dtype | str"))
+  bool from_python(handle src, uint32_t flags, cleanup_list* cleanup) noexcept;
+  static handle from_cpp(const kiln::py::DTypeArg& value, rv_policy policy,
+                         cleanup_list* cleanup) noexcept {
+    return make_caster<kiln::DType>::from_cpp(value.get(), policy, cleanup);
+  }
+};
+
+}  // namespace nanobind::detail

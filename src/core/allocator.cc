@@ -1,0 +1,61 @@
+#include "kiln/allocator.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "kiln/error.h"
+
+namespace kiln {
+namespace {
+
+class AlignedAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes) override {
+    // aligned_alloc needs a size that is a multiple of the alignment, and nonzero.
+    const size_t rounded = ((nbytes + kAlignment - 1) / kAlignment) * kAlignment;
+    void* ptr = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+    KILN_CHECK(ptr != nullptr) << "out of memory: could not allocate " << nbytes << " bytes";
+    return ptr;
+  }
+  void deallocate(void* ptr, size_t) override { std::free(ptr); }
+};
+
+AlignedAllocator g_aligned_allocator;
+std::atomic<Allocator*> g_cpu_allocator{&g_aligned_allocator};
+
+}  // namespace
+
+Allocator::~Allocator() = default;
+
+Allocator* cpu_allocator() { return g_cpu_allocator.load(std::memory_order_acquire); }
+
+Allocator* set_cpu_allocator(Allocator* allocator) {
+  KILN_CHECK(allocator != nullptr) << "set_cpu_allocator: expected an allocator, got null";
+  return g_cpu_allocator.exchange(allocator, std::memory_order_acq_rel);
+}
+
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
+  KILN_CHECK(device.type == DeviceType::kCPU)
+      << "Storage::allocate: only CPU memory is built in, got device " << device;
+  Allocator* allocator = cpu_allocator();
+  return std::make_shared<Storage>(allocator->allocate(nbytes), nbytes, allocator, nullptr, device);
+}
+
+std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Deleter deleter, Device device) {
+  return std::make_shared<Storage>(data, nbytes, nullptr, std::move(deleter), device);
+}
+
+Storage::Storage(void* data, size_t nbytes, Allocator* allocator, Deleter deleter, Device device)
+    : data_(data), nbytes_(nbytes), allocator_(allocator), deleter_(std::move(deleter)),
+      device_(device) {}
+
+Storage::~Storage() {
+  if (allocator_ != nullptr) {
+    allocator_->deallocate(data_, nbytes_);
+  } else if (deleter_) {
+    deleter_(data_);
+  }
+}
+
+}  // namespace kiln

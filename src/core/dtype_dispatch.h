@@ -1,0 +1,50 @@
+// visit_dtype: calls a generic lambda with a tag for the C++ type of a DType (private to Kiln).
+//
+//   visit_dtype(t.dtype(), [&](auto tag) {
+//     using T = typename decltype(tag)::type;
+//     fill(t.data<T>(), ...);
+//   });
+#pragma once
+
+#include "kiln/dtype.h"
+#include "kiln/error.h"
+
+namespace kiln {
+
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+template <typename F>
+decltype(auto) visit_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kBool: return f(TypeTag<bool>{});
+    case DType::kInt8: return f(TypeTag<int8_t>{});
+    case DType::kUInt8: return f(TypeTag<uint8_t>{});
+    case DType::kInt16: return f(TypeTag<int16_t>{});
+    case DType::kInt32: return f(TypeTag<int32_t>{});
+    case DType::kInt64: return f(TypeTag<int64_t>{});
+    case DType::kFloat16: return f(TypeTag<Half>{});
+    case DType::kBFloat16: return f(TypeTag<BFloat16>{});
+    case DType::kFloat32: return f(TypeTag<float>{});
+    case DType::kFloat64: return f(TypeTag<double>{});
+  }
+  KILN_ASSERT(false) << "unknown dtype " << static_cast<int>(dtype);
+}
+
+/// Converts between any two element types through float for the 16-bit floats.
+template <typename To, typename From>
+inline To convert(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
+    return To(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
+    return static_cast<To>(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,53 @@
+#include "kiln/parallel.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+
+#include "kiln/error.h"
+
+namespace kiln {
+
+int get_num_threads() { return omp_get_max_threads(); }
+
+void set_num_threads(int n) {
+  KILN_CHECK_VALUE(n >= 1) << "set_num_threads: expected at least 1 thread, got " << n;
+  omp_set_num_threads(n);
+}
+
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t n = end - begin;
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  const int64_t max_chunks = (n + grain - 1) / grain;
+  const int threads = static_cast<int>(std::min<int64_t>(get_num_threads(), max_chunks));
+  if (threads <= 1 || omp_in_parallel()) {
+    fn(begin, end);
+    return;
+  }
+  std::exception_ptr error;
+  std::mutex error_mutex;
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t tid = omp_get_thread_num();
+    const int64_t nt = omp_get_num_threads();
+    const int64_t chunk = (n + nt - 1) / nt;
+    const int64_t lo = begin + tid * chunk;
+    const int64_t hi = std::min(end, lo + chunk);
+    if (lo < hi) {
+      try {
+        fn(lo, hi);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace kiln

@@ -1,0 +1,394 @@
+#include "kiln/tensor.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace kiln {
+namespace {
+
+std::shared_ptr<TensorImpl> make_view(const Tensor& base, Shape shape, Shape strides,
+                                      int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->dtype = base.dtype();
+  impl->device = base.device();
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->storage = base.storage();
+  return impl;
+}
+
+void check_sizes(const Shape& shape, const char* what) {
+  for (int64_t s : shape) {
+    KILN_CHECK_SHAPE(s >= 0) << what << ": sizes must be non-negative, got " << shape_str(shape);
+  }
+}
+
+// Resolves one -1 in `shape` so that it holds `numel` elements.
+Shape infer_size(const Shape& shape, int64_t numel, const char* what) {
+  Shape out = shape;
+  int64_t known = 1;
+  int64_t infer_at = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      KILN_CHECK_SHAPE(infer_at < 0) << what << ": only one dimension can be -1, got "
+                                     << shape_str(shape);
+      infer_at = static_cast<int64_t>(i);
+    } else {
+      KILN_CHECK_SHAPE(out[i] >= 0) << what << ": invalid size " << out[i] << " in "
+                                    << shape_str(shape);
+      known *= out[i];
+    }
+  }
+  if (infer_at >= 0) {
+    KILN_CHECK_SHAPE(known != 0 && numel % known == 0)
+        << what << ": shape " << shape_str(shape) << " is invalid for " << numel << " elements";
+    out[infer_at] = numel / known;
+  } else {
+    KILN_CHECK_SHAPE(known == numel)
+        << what << ": shape " << shape_str(shape) << " is invalid for " << numel
+        << " elements (it holds " << known << ")";
+  }
+  return out;
+}
+
+// Strides that present `old` (with `old_strides`) as `shape` without moving data, or false when
+// no such strides exist. Groups of old dimensions that are contiguous with each other may be split
+// or merged freely (the algorithm of PyTorch's computeStride).
+bool view_strides(const Shape& old, const Shape& old_strides, const Shape& shape, Shape* out) {
+  out->assign(shape.size(), 0);
+  if (old.empty()) {
+    std::fill(out->begin(), out->end(), 1);
+    return true;
+  }
+  if (shape_numel(old) == 0) {
+    *out = contiguous_strides(shape);
+    return true;
+  }
+  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+  int64_t chunk_base_stride = old_strides.back();
+  int64_t tensor_numel = 1;
+  int64_t view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(old.size()) - 1; d >= 0; --d) {
+    tensor_numel *= old[d];
+    if (d == 0 || (old[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        (*out)[view_d] = view_numel * chunk_base_stride;
+        view_numel *= shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (d > 0) {
+        chunk_base_stride = old_strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+
+}  // namespace
+
+Tensor::Tensor(DType dtype, Shape shape, Device device) : impl_(std::make_shared<TensorImpl>()) {
+  check_sizes(shape, "Tensor");
+  impl_->dtype = dtype;
+  impl_->device = device;
+  impl_->strides = contiguous_strides(shape);
+  impl_->shape = std::move(shape);
+}
+
+Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
+  Tensor t(dtype, std::move(shape), device);
+  t.allocate();
+  return t;
+}
+
+Tensor Tensor::scalar(const Scalar& value) {
+  const DType dtype = value.is_bool() ? DType::kBool
+                                      : (value.is_integral() ? DType::kInt64 : DType::kFloat64);
+  Tensor t = Tensor::empty({}, dtype);
+  t.impl()->weak = true;
+  switch (dtype) {
+    case DType::kBool: *t.data<bool>() = value.to_bool(); break;
+    case DType::kInt64: *t.data<int64_t>() = value.to_int(); break;
+    default: *t.data<double>() = value.to_double(); break;
+  }
+  return t;
+}
+
+Tensor Tensor::from_blob(void* data, Shape shape, DType dtype, Shape strides,
+                         Storage::Deleter deleter, Device device) {
+  check_sizes(shape, "from_blob");
+  if (strides.empty()) strides = contiguous_strides(shape);
+  KILN_CHECK_SHAPE(strides.size() == shape.size())
+      << "from_blob: expected " << shape.size() << " strides, got " << strides.size();
+  // Extent of memory the view touches, for Storage::nbytes.
+  int64_t extent = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0) extent = 0;
+  }
+  if (extent != 0) {
+    for (size_t i = 0; i < shape.size(); ++i) {
+      KILN_CHECK_SHAPE(strides[i] >= 0) << "from_blob: negative strides are not supported, got "
+                                        << shape_str(strides);
+      extent += (shape[i] - 1) * strides[i];
+    }
+  }
+  auto impl = std::make_shared<TensorImpl>();
+  impl->dtype = dtype;
+  impl->device = device;
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->storage =
+      Storage::wrap(data, static_cast<size_t>(extent) * kiln::itemsize(dtype), std::move(deleter),
+                    device);
+  return Tensor(std::move(impl));
+}
+
+int64_t Tensor::size(int64_t dim) const {
+  KILN_CHECK_INDEX(ndim() > 0) << "size(" << dim << "): a 0-d tensor has no dimensions";
+  return shape()[wrap_dim(dim, ndim())];
+}
+
+int64_t Tensor::stride(int64_t dim) const {
+  KILN_CHECK_INDEX(ndim() > 0) << "stride(" << dim << "): a 0-d tensor has no dimensions";
+  return strides()[wrap_dim(dim, ndim())];
+}
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t d = ndim() - 1; d >= 0; --d) {
+    const int64_t s = shape()[d];
+    if (s == 0) return true;
+    if (s != 1 && strides()[d] != expected) return false;
+    expected *= s;
+  }
+  return true;
+}
+
+void Tensor::allocate() const {
+  TensorImpl* t = impl();
+  if (t->storage != nullptr) return;
+  t->strides = contiguous_strides(t->shape);
+  t->offset = 0;
+  t->storage = Storage::allocate(nbytes(), t->device);
+}
+
+void* Tensor::data_ptr() const {
+  const TensorImpl* t = impl();
+  KILN_CHECK(t->storage != nullptr) << "tensor " << type_str(*this) << " has no memory yet";
+  return static_cast<char*>(t->storage->data()) + t->offset * static_cast<int64_t>(itemsize());
+}
+
+Tensor Tensor::view(const Shape& shape) const {
+  Shape resolved = infer_size(shape, numel(), "view");
+  Shape strides;
+  KILN_CHECK_SHAPE(view_strides(this->shape(), this->strides(), resolved, &strides))
+      << "view: cannot view a tensor of shape " << shape_str(this->shape()) << " and strides "
+      << shape_str(this->strides()) << " as " << shape_str(resolved)
+      << " without copying; use reshape()";
+  return Tensor(make_view(*this, std::move(resolved), std::move(strides), storage_offset()));
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  Shape resolved = infer_size(shape, numel(), "reshape");
+  Shape strides;
+  if (view_strides(this->shape(), this->strides(), resolved, &strides)) {
+    return Tensor(make_view(*this, std::move(resolved), std::move(strides), storage_offset()));
+  }
+  return contiguous().view(resolved);
+}
+
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  const int64_t d0 = wrap_dim(dim0, ndim());
+  const int64_t d1 = wrap_dim(dim1, ndim());
+  if (ndim() == 0) return *this;
+  Shape shape = this->shape();
+  Shape strides = this->strides();
+  std::swap(shape[d0], shape[d1]);
+  std::swap(strides[d0], strides[d1]);
+  return Tensor(make_view(*this, std::move(shape), std::move(strides), storage_offset()));
+}
+
+Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
+  KILN_CHECK_SHAPE(static_cast<int64_t>(dims.size()) == ndim())
+      << "permute: expected " << ndim() << " dims for a " << ndim() << "-d tensor, got "
+      << dims.size();
+  Shape shape(dims.size());
+  Shape strides(dims.size());
+  std::vector<bool> seen(dims.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t d = wrap_dim(dims[i], ndim());
+    KILN_CHECK_INDEX(!seen[d]) << "permute: dim " << d << " appears twice in " << shape_str(dims);
+    seen[d] = true;
+    shape[i] = this->shape()[d];
+    strides[i] = this->strides()[d];
+  }
+  return Tensor(make_view(*this, std::move(shape), std::move(strides), storage_offset()));
+}
+
+Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) const {
+  KILN_CHECK_INDEX(ndim() > 0) << "slice: cannot slice a 0-d tensor";
+  const int64_t d = wrap_dim(dim, ndim());
+  KILN_CHECK_VALUE(step >= 1) << "slice: step must be positive, got " << step;
+  const int64_t n = shape()[d];
+  auto clamp = [n](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n); };
+  const int64_t lo = clamp(start);
+  const int64_t hi = std::max(lo, clamp(end));
+  Shape shape = this->shape();
+  Shape strides = this->strides();
+  shape[d] = (hi - lo + step - 1) / step;
+  const int64_t offset = storage_offset() + lo * strides[d];
+  strides[d] *= step;
+  return Tensor(make_view(*this, std::move(shape), std::move(strides), offset));
+}
+
+Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
+  KILN_CHECK_INDEX(ndim() > 0) << "narrow: cannot narrow a 0-d tensor";
+  const int64_t d = wrap_dim(dim, ndim());
+  const int64_t n = shape()[d];
+  const int64_t s = start < 0 ? start + n : start;
+  KILN_CHECK_INDEX(s >= 0 && length >= 0 && s + length <= n)
+      << "narrow: range [" << start << ", " << start << " + " << length
+      << ") is out of bounds for dimension " << d << " of size " << n;
+  return slice(d, s, s + length);
+}
+
+Tensor Tensor::select(int64_t dim, int64_t index) const {
+  KILN_CHECK_INDEX(ndim() > 0) << "select: cannot index a 0-d tensor";
+  const int64_t d = wrap_dim(dim, ndim());
+  const int64_t n = shape()[d];
+  KILN_CHECK_INDEX(index >= -n && index < n)
+      << "index " << index << " is out of bounds for dimension " << d << " with size " << n;
+  const int64_t i = index < 0 ? index + n : index;
+  Shape shape = this->shape();
+  Shape strides = this->strides();
+  const int64_t offset = storage_offset() + i * strides[d];
+  shape.erase(shape.begin() + d);
+  strides.erase(strides.begin() + d);
+  return Tensor(make_view(*this, std::move(shape), std::move(strides), offset));
+}
+
+Tensor Tensor::expand(const Shape& shape) const {
+  KILN_CHECK_SHAPE(static_cast<int64_t>(shape.size()) >= ndim())
+      << "expand: cannot expand a " << ndim() << "-d tensor of shape " << shape_str(this->shape())
+      << " to fewer dimensions " << shape_str(shape);
+  const size_t lead = shape.size() - static_cast<size_t>(ndim());
+  Shape out_shape(shape.size());
+  Shape out_strides(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i < lead) {
+      KILN_CHECK_SHAPE(shape[i] >= 0) << "expand: size -1 is not allowed for a new leading "
+                                      << "dimension, got " << shape_str(shape);
+      out_shape[i] = shape[i];
+      out_strides[i] = 0;
+      continue;
+    }
+    const int64_t have = this->shape()[i - lead];
+    const int64_t want = shape[i] == -1 ? have : shape[i];
+    KILN_CHECK_SHAPE(want == have || have == 1)
+        << "expand: cannot broadcast shape " << shape_str(this->shape()) << " to "
+        << shape_str(shape) << ": dimension " << i << " has size " << have
+        << " (expected 1 or " << want << ")";
+    out_shape[i] = want;
+    out_strides[i] = want == have ? strides()[i - lead] : 0;
+  }
+  return Tensor(make_view(*this, std::move(out_shape), std::move(out_strides), storage_offset()));
+}
+
+Tensor Tensor::squeeze() const {
+  Shape shape;
+  Shape strides;
+  for (int64_t d = 0; d < ndim(); ++d) {
+    if (this->shape()[d] != 1) {
+      shape.push_back(this->shape()[d]);
+      strides.push_back(this->strides()[d]);
+    }
+  }
+  return Tensor(make_view(*this, std::move(shape), std::move(strides), storage_offset()));
+}
+
+Tensor Tensor::squeeze(int64_t dim) const {
+  if (ndim() == 0) {
+    wrap_dim(dim, 0);
+    return *this;
+  }
+  const int64_t d = wrap_dim(dim, ndim());
+  if (shape()[d] != 1) return *this;  // NumPy raises here; PyTorch returns the input unchanged.
+  Shape shape = this->shape();
+  Shape strides = this->strides();
+  shape.erase(shape.begin() + d);
+  strides.erase(strides.begin() + d);
+  return Tensor(make_view(*this, std::move(shape), std::move(strides), storage_offset()));
+}
+
+Tensor Tensor::unsqueeze(int64_t dim) const {
+  const int64_t d = wrap_dim(dim, ndim() + 1);
+  Shape shape = this->shape();
+  Shape strides = this->strides();
+  const int64_t stride = d < ndim() ? strides[d] * shape[d] : 1;
+  shape.insert(shape.begin() + d, 1);
+  strides.insert(strides.begin() + d, stride);
+  return Tensor(make_view(*this, std::move(shape), std::move(strides), storage_offset()));
+}
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  if (ndim() == 0) return reshape({1});
+  const int64_t s = wrap_dim(start_dim, ndim(), "start_dim");
+  const int64_t e = wrap_dim(end_dim, ndim(), "end_dim");
+  KILN_CHECK_INDEX(s <= e) << "flatten: start_dim " << start_dim << " comes after end_dim "
+                           << end_dim;
+  Shape shape(this->shape().begin(), this->shape().begin() + s);
+  int64_t merged = 1;
+  for (int64_t d = s; d <= e; ++d) merged *= this->shape()[d];
+  shape.push_back(merged);
+  shape.insert(shape.end(), this->shape().begin() + e + 1, this->shape().end());
+  return reshape(shape);
+}
+
+Tensor Tensor::unfold(int64_t dim, int64_t size, int64_t step) const {
+  const int64_t d = wrap_dim(dim, ndim());
+  const int64_t n = ndim() == 0 ? 1 : shape()[d];
+  KILN_CHECK_SHAPE(size >= 0 && size <= n)
+      << "unfold: window size " << size << " exceeds dimension " << d << " of size " << n;
+  KILN_CHECK_VALUE(step >= 1) << "unfold: step must be positive, got " << step;
+  Shape shape = this->shape();
+  Shape strides = this->strides();
+  if (ndim() == 0) {
+    shape = {size};
+    strides = {1};
+    return Tensor(make_view(*this, shape, strides, storage_offset()));
+  }
+  const int64_t stride = strides[d];
+  shape[d] = (n - size) / step + 1;
+  strides[d] = stride * step;
+  shape.push_back(size);
+  strides.push_back(stride);
+  return Tensor(make_view(*this, std::move(shape), std::move(strides), storage_offset()));
+}
+
+Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
+  KILN_CHECK_SHAPE(shape.size() == strides.size())
+      << "as_strided: expected as many strides as sizes, got " << shape_str(shape) << " and "
+      << shape_str(strides);
+  check_sizes(shape, "as_strided");
+  return Tensor(make_view(*this, shape, strides, offset));
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+Tensor Tensor::clone() const {
+  Tensor out = Tensor::empty(shape(), dtype(), device());
+  copy_into(out, *this);
+  return out;
+}
+
+std::string type_str(const Tensor& t) {
+  if (!t.defined()) return "undefined";
+  return std::string(dtype_name(t.dtype())) + shape_str(t.shape());
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << type_str(t); }
+
+}  // namespace kiln

@@ -1,0 +1,187 @@
+#include <sstream>
+
+#include "kiln/op.h"
+
+namespace kiln {
+
+OpDef& OpDef::input(std::string name, bool optional) {
+  KILN_CHECK_VALUE(inputs_.empty() || !inputs_.back().variadic)
+      << name_ << ": no input may follow the variadic input '" << inputs_.back().name << "'";
+  inputs_.push_back({std::move(name), optional, false});
+  return *this;
+}
+
+OpDef& OpDef::variadic_input(std::string name) {
+  input(std::move(name));
+  inputs_.back().variadic = true;
+  return *this;
+}
+
+OpDef& OpDef::attr(std::string name, AttrKind kind, std::optional<AttrValue> default_value) {
+  attrs_.push_back({std::move(name), kind, std::move(default_value)});
+  return *this;
+}
+
+OpDef& OpDef::outputs(int n) {
+  KILN_CHECK_VALUE(n >= 0 || n == kVariableOutputs)
+      << name_ << ": invalid number of outputs " << n;
+  num_outputs_ = n;
+  return *this;
+}
+
+OpDef& OpDef::infer(InferFn fn) {
+  infer_ = std::move(fn);
+  return *this;
+}
+
+OpDef& OpDef::kernel(DeviceType device, KernelFn fn) {
+  kernels_[static_cast<size_t>(device)] = std::move(fn);
+  return *this;
+}
+
+OpDef& OpDef::workspace(WorkspaceFn fn) {
+  workspace_ = std::move(fn);
+  return *this;
+}
+
+OpDef& OpDef::view(ViewFn fn) {
+  view_ = std::move(fn);
+  traits_ |= kTraitView;
+  return *this;
+}
+
+OpDef& OpDef::grad(GradFn fn) {
+  grad_ = std::move(fn);
+  return *this;
+}
+
+OpDef& OpDef::traits(uint32_t traits) {
+  traits_ |= traits;
+  return *this;
+}
+
+OpDef& OpDef::doc(std::string text) {
+  doc_ = std::move(text);
+  return *this;
+}
+
+const KernelFn* OpDef::find_kernel(DeviceType device) const {
+  const KernelFn& fn = kernels_[static_cast<size_t>(device)];
+  return fn ? &fn : nullptr;
+}
+
+namespace {
+
+bool kind_accepts(AttrKind kind, const AttrValue& v) {
+  if (std::holds_alternative<std::monostate>(v)) return true;  // None: checked by the op
+  switch (kind) {
+    case AttrKind::kBool: return std::holds_alternative<bool>(v);
+    case AttrKind::kInt: return std::holds_alternative<int64_t>(v) || std::holds_alternative<bool>(v);
+    case AttrKind::kFloat:
+      return std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v) ||
+             std::holds_alternative<Scalar>(v);
+    case AttrKind::kString: return std::holds_alternative<std::string>(v);
+    case AttrKind::kInts:
+      return std::holds_alternative<std::vector<int64_t>>(v) || std::holds_alternative<int64_t>(v);
+    case AttrKind::kDType: return std::holds_alternative<DType>(v) || std::holds_alternative<std::string>(v);
+    case AttrKind::kScalar:
+      return std::holds_alternative<Scalar>(v) || std::holds_alternative<double>(v) ||
+             std::holds_alternative<int64_t>(v) || std::holds_alternative<bool>(v);
+  }
+  return false;
+}
+
+}  // namespace
+
+Attrs OpDef::normalize_attrs(const Attrs& attrs) const {
+  for (const auto& [name, value] : attrs.items()) {
+    const AttrSpec* spec = nullptr;
+    for (const AttrSpec& s : attrs_) {
+      if (s.name == name) spec = &s;
+    }
+    KILN_CHECK_TYPE(spec != nullptr)
+        << name_ << ": unexpected attribute '" << name << "'; the signature is " << signature();
+    KILN_CHECK_TYPE(kind_accepts(spec->kind, value))
+        << name_ << ": attribute '" << name << "' expects " << attr_kind_name(spec->kind)
+        << ", got " << attr_str(value);
+  }
+  Attrs out;
+  for (const AttrSpec& spec : attrs_) {
+    if (const AttrValue* v = attrs.find(spec.name)) {
+      out.set(spec.name, *v);
+    } else {
+      KILN_CHECK_TYPE(spec.default_value.has_value())
+          << name_ << ": missing required attribute '" << spec.name << "'; the signature is "
+          << signature();
+      out.set(spec.name, *spec.default_value);
+    }
+  }
+  return out;
+}
+
+void OpDef::check_inputs(const MetaList& inputs) const {
+  const bool variadic = !inputs_.empty() && inputs_.back().variadic;
+  const size_t fixed = variadic ? inputs_.size() - 1 : inputs_.size();
+  if (variadic) {
+    KILN_CHECK_TYPE(inputs.size() >= fixed)
+        << name_ << ": expected at least " << fixed << " inputs, got " << inputs.size();
+  } else {
+    KILN_CHECK_TYPE(inputs.size() == inputs_.size())
+        << name_ << ": expected " << inputs_.size() << " inputs, got " << inputs.size()
+        << "; the signature is " << signature();
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const InputSpec& spec = inputs_[std::min(i, inputs_.size() - 1)];
+    KILN_CHECK_TYPE(inputs[i].defined || spec.optional)
+        << name_ << ": input '" << spec.name << "' is required, got None";
+  }
+}
+
+MetaList OpDef::infer_outputs(const MetaList& inputs, const Attrs& normalized) const {
+  check_inputs(inputs);
+  KILN_CHECK(infer_ != nullptr) << name_ << " has no infer function";
+  MetaList out;
+  try {
+    out = infer_(InferContext{*this, inputs, normalized});
+  } catch (Error& e) {
+    e.add_context("in " + op_call_str(*this, inputs));
+    throw;
+  }
+  KILN_ASSERT(num_outputs_ == kVariableOutputs || out.size() == static_cast<size_t>(num_outputs_))
+      << name_ << ": infer returned " << out.size() << " outputs, the schema says "
+      << num_outputs_;
+  return out;
+}
+
+std::string OpDef::signature() const {
+  std::ostringstream os;
+  os << name_ << "(";
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    os << (i ? ", " : "") << (inputs_[i].variadic ? "*" : "") << inputs_[i].name
+       << (inputs_[i].optional ? "=None" : "");
+  }
+  if (!attrs_.empty()) os << (inputs_.empty() ? "*, " : ", *, ");
+  for (size_t i = 0; i < attrs_.size(); ++i) {
+    os << (i ? ", " : "") << attrs_[i].name << ": " << attr_kind_name(attrs_[i].kind);
+    if (attrs_[i].default_value) os << " = " << attr_str(*attrs_[i].default_value);
+  }
+  os << ")";
+  return os.str();
+}
+
+std::string op_call_str(const OpDef& op, const MetaList& inputs) {
+  std::ostringstream os;
+  os << op.name() << "(";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    os << (i ? ", " : "");
+    if (!inputs[i].defined) {
+      os << "None";
+    } else {
+      os << dtype_name(inputs[i].dtype) << shape_str(inputs[i].shape);
+    }
+  }
+  os << ")";
+  return os.str();
+}
+
+}  // namespace kiln

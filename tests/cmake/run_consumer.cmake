@@ -1,0 +1,25 @@
+# Configures, builds and runs tests/cmake/consumer against Kiln. With INSTALL_FROM, first installs
+# that build tree into a scratch prefix and points find_package there instead.
+file(REMOVE_RECURSE ${WORK_DIR})
+if(INSTALL_FROM)
+  execute_process(COMMAND ${CMAKE_COMMAND} --install ${INSTALL_FROM} --prefix ${WORK_DIR}/prefix
+                  RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "cmake --install failed (${rc})")
+  endif()
+  file(GLOB_RECURSE _config ${WORK_DIR}/prefix/*/KilnConfig.cmake)
+  get_filename_component(KILN_DIR "${_config}" DIRECTORY)
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build -DKiln_DIR=${KILN_DIR}
+                RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "configuring the consumer failed (${rc})")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "building the consumer failed (${rc})")
+endif()
+execute_process(COMMAND ${WORK_DIR}/build/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "consumer ok")
+  message(FATAL_ERROR "the consumer failed (${rc}): ${out}")
+endif()

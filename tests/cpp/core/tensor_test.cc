@@ -1,0 +1,196 @@
+#include "kiln/tensor.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace kiln {
+namespace {
+
+Tensor iota(const Shape& shape) {
+  Tensor t = Tensor::empty(shape, DType::kFloat32);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<float>(i);
+  return t;
+}
+
+float at(const Tensor& t, const std::vector<int64_t>& index) {
+  int64_t offset = 0;
+  for (size_t d = 0; d < index.size(); ++d) offset += index[d] * t.strides()[d];
+  return t.data<float>()[offset];
+}
+
+TEST(Tensor, HasMetadataButNoMemory_WhenConstructedFromShape) {
+  Tensor t(DType::kFloat16, {2, 3});
+  EXPECT_EQ(t.shape(), (Shape{2, 3}));
+  EXPECT_EQ(t.strides(), (Shape{3, 1}));
+  EXPECT_EQ(t.numel(), 6);
+  EXPECT_EQ(t.nbytes(), 12u);
+  EXPECT_FALSE(t.has_storage());
+  EXPECT_THROW(t.data_ptr(), Error);
+  t.allocate();
+  EXPECT_TRUE(t.has_storage());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data_ptr()) % kAlignment, 0u);
+}
+
+TEST(Tensor, RejectsNegativeSizes) {
+  try {
+    Tensor t(DType::kFloat32, {2, -3});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kShape);
+    EXPECT_NE(std::string(e.what()).find("non-negative"), std::string::npos);
+  }
+}
+
+TEST(Tensor, ViewSharesStorage_AndKeepsItAlive) {
+  Tensor view;
+  {
+    Tensor base = iota({4, 5});
+    view = base.select(0, 2);
+    EXPECT_EQ(view.storage(), base.storage());
+  }
+  ASSERT_EQ(view.shape(), (Shape{5}));
+  EXPECT_EQ(view.data<float>()[0], 10.0f);
+  EXPECT_EQ(view.storage().use_count(), 1);
+}
+
+TEST(Tensor, TransposeAndPermute_SwapStrides) {
+  Tensor t = iota({2, 3, 4});
+  Tensor p = t.permute({2, 0, 1});
+  EXPECT_EQ(p.shape(), (Shape{4, 2, 3}));
+  EXPECT_EQ(p.strides(), (Shape{1, 12, 4}));
+  EXPECT_FALSE(p.is_contiguous());
+  EXPECT_EQ(at(p, {3, 1, 2}), at(t, {1, 2, 3}));
+  Tensor tr = t.transpose(0, -1);
+  EXPECT_EQ(tr.shape(), (Shape{4, 3, 2}));
+  EXPECT_THROW(t.permute({0, 0, 1}), Error);
+  EXPECT_THROW(t.permute({0, 1}), Error);
+}
+
+TEST(Tensor, SliceFollowsPythonSemantics) {
+  Tensor t = iota({10});
+  Tensor s = t.slice(0, 1, 8, 3);
+  EXPECT_EQ(s.shape(), (Shape{3}));
+  EXPECT_EQ(s.strides(), (Shape{3}));
+  EXPECT_EQ(at(s, {2}), 7.0f);
+  EXPECT_EQ(t.slice(0, -3, 100).shape(), (Shape{3}));
+  EXPECT_EQ(t.slice(0, 8, 2).shape(), (Shape{0}));
+  EXPECT_THROW(t.slice(0, 0, 5, 0), Error);
+}
+
+TEST(Tensor, NarrowAndSelect_CheckBounds) {
+  Tensor t = iota({3, 4});
+  EXPECT_EQ(t.narrow(1, 1, 2).shape(), (Shape{3, 2}));
+  EXPECT_THROW(t.narrow(1, 3, 2), Error);
+  EXPECT_EQ(at(t.select(1, -1), {2}), 11.0f);
+  try {
+    t.select(0, 3);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIndex);
+    EXPECT_NE(std::string(e.what()).find("out of bounds for dimension 0 with size 3"),
+              std::string::npos);
+  }
+}
+
+TEST(Tensor, ViewInfersMinusOne_AndRefusesIncompatibleStrides) {
+  Tensor t = iota({4, 6});
+  EXPECT_EQ(t.view({2, -1, 3}).shape(), (Shape{2, 4, 3}));
+  EXPECT_THROW(t.view({5, -1}), Error);
+  EXPECT_THROW(t.view({-1, -1}), Error);
+  Tensor tr = t.transpose(0, 1);
+  EXPECT_THROW(tr.view({24}), Error);
+  Tensor r = tr.reshape({24});  // copies
+  EXPECT_NE(r.storage(), t.storage());
+  EXPECT_EQ(r.data<float>()[1], 6.0f);
+  // A view that only splits a contiguous dimension works on a non-contiguous tensor.
+  Tensor split = tr.view({2, 3, 4});
+  EXPECT_EQ(split.storage(), t.storage());
+  EXPECT_EQ(at(split, {1, 0, 2}), at(tr, {3, 2}));
+}
+
+TEST(Tensor, ExpandUsesZeroStrides) {
+  Tensor t = iota({3, 1});
+  Tensor e = t.expand({2, 3, 4});
+  EXPECT_EQ(e.shape(), (Shape{2, 3, 4}));
+  EXPECT_EQ(e.strides(), (Shape{0, 1, 0}));
+  EXPECT_EQ(at(e, {1, 2, 3}), 2.0f);
+  EXPECT_EQ(t.expand({-1, 5}).shape(), (Shape{3, 5}));
+  EXPECT_THROW(t.expand({2, 4}), Error);
+  EXPECT_THROW(t.expand({3}), Error);
+}
+
+TEST(Tensor, SqueezeUnsqueezeFlatten) {
+  Tensor t = iota({1, 3, 1, 2});
+  EXPECT_EQ(t.squeeze().shape(), (Shape{3, 2}));
+  EXPECT_EQ(t.squeeze(2).shape(), (Shape{1, 3, 2}));
+  EXPECT_EQ(t.squeeze(1).shape(), (Shape{1, 3, 1, 2}));
+  EXPECT_EQ(t.unsqueeze(-1).shape(), (Shape{1, 3, 1, 2, 1}));
+  EXPECT_EQ(t.unsqueeze(0).shape(), (Shape{1, 1, 3, 1, 2}));
+  EXPECT_EQ(t.flatten().shape(), (Shape{6}));
+  EXPECT_EQ(t.flatten(1, 2).shape(), (Shape{1, 3, 2}));
+  EXPECT_THROW(t.unsqueeze(6), Error);
+  EXPECT_THROW(t.flatten(2, 1), Error);
+}
+
+TEST(Tensor, Unfold_MakesSlidingWindows) {
+  Tensor t = iota({7});
+  Tensor u = t.unfold(0, 3, 2);
+  EXPECT_EQ(u.shape(), (Shape{3, 3}));
+  EXPECT_EQ(at(u, {2, 1}), 5.0f);
+  EXPECT_THROW(t.unfold(0, 8, 1), Error);
+}
+
+TEST(Tensor, ContiguousCopiesOnlyWhenNeeded) {
+  Tensor t = iota({3, 4});
+  EXPECT_TRUE(t.contiguous().is_same(t));
+  Tensor c = t.transpose(0, 1).contiguous();
+  EXPECT_TRUE(c.is_contiguous());
+  EXPECT_EQ(c.data<float>()[1], 4.0f);
+}
+
+TEST(Tensor, DataChecksDType) {
+  Tensor t = Tensor::empty({2}, DType::kInt32);
+  EXPECT_THROW(t.data<float>(), Error);
+  EXPECT_NO_THROW(t.data<int32_t>());
+}
+
+TEST(Tensor, CopyIntoConvertsAndBroadcasts) {
+  Tensor src = iota({3});
+  Tensor dst = Tensor::empty({2, 3}, DType::kInt16);
+  copy_into(dst, src);
+  const int16_t* d = dst.data<int16_t>();
+  EXPECT_EQ(d[0], 0);
+  EXPECT_EQ(d[5], 2);
+  Tensor half = Tensor::empty({3}, DType::kFloat16);
+  copy_into(half, src.slice(0, 0, 3));
+  Tensor back = Tensor::empty({3}, DType::kFloat64);
+  copy_into(back, half);
+  EXPECT_EQ(back.data<double>()[2], 2.0);
+}
+
+TEST(Tensor, FromBlobRunsDeleterOnce) {
+  int calls = 0;
+  std::vector<float> buffer(6, 1.0f);
+  {
+    Tensor t = Tensor::from_blob(buffer.data(), {2, 3}, DType::kFloat32, {},
+                                 [&](void*) { ++calls; });
+    Tensor v = t.transpose(0, 1);
+    EXPECT_EQ(v.data<float>()[0], 1.0f);
+  }
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(Tensor, ScalarIsWeakZeroDim) {
+  Tensor s = Tensor::scalar(Scalar(2.5));
+  EXPECT_EQ(s.ndim(), 0);
+  EXPECT_EQ(s.numel(), 1);
+  EXPECT_TRUE(s.is_weak_scalar());
+  EXPECT_EQ(s.dtype(), DType::kFloat64);
+  EXPECT_EQ(*s.data<double>(), 2.5);
+  EXPECT_EQ(Tensor::scalar(Scalar(int64_t{3})).dtype(), DType::kInt64);
+}
+
+}  // namespace
+}  // namespace kiln

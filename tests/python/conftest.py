@@ -1,0 +1,59 @@
+"""Shared pytest fixtures and tolerances for Kiln's Python suite."""
+
+import numpy as np
+import pytest
+
+import kiln
+
+# Tolerances per dtype for comparisons against NumPy (rtol, atol). 16-bit floats are computed in
+# float32 and rounded once, so their bound is a few units in their last place.
+TOLERANCES = {
+    kiln.float64: (1e-12, 1e-12),
+    kiln.float32: (1e-5, 1e-6),
+    kiln.float16: (2e-3, 1e-3),
+    kiln.bfloat16: (1.6e-2, 1e-2),
+}
+
+FLOAT_DTYPES = [kiln.float32, kiln.float64, kiln.float16, kiln.bfloat16]
+INT_DTYPES = [kiln.int8, kiln.uint8, kiln.int16, kiln.int32, kiln.int64]
+ALL_DTYPES = [kiln.bool_] + INT_DTYPES + FLOAT_DTYPES
+
+_NUMPY_NAMES = {kiln.bfloat16: "float32"}
+
+
+def numpy_dtype(dtype):
+    """The NumPy dtype that holds a kiln dtype's values (float32 for bfloat16)."""
+    return np.dtype(_NUMPY_NAMES.get(dtype, dtype.name))
+
+
+def random_array(shape, dtype, rng, low=-3.0, high=3.0):
+    """Random values representable in `dtype`, as a NumPy array of numpy_dtype(dtype)."""
+    if dtype == kiln.bool_:
+        return rng.random(shape) > 0.5
+    if not dtype.is_floating_point:
+        info = np.iinfo(dtype.name)
+        lo, hi = max(info.min, int(low * 10)), min(info.max, int(high * 10))
+        return rng.integers(lo, hi + 1, size=shape).astype(dtype.name)
+    values = rng.uniform(low, high, size=shape).astype(np.float32)
+    if dtype == kiln.bfloat16:
+        return kiln.tensor(values, dtype=kiln.bfloat16).numpy()  # round to bfloat16 values
+    return values.astype(numpy_dtype(dtype))
+
+
+def assert_close(actual, expected, dtype=None):
+    """Compares a kiln tensor (or array) with a NumPy result using the dtype's tolerance."""
+    a = actual.numpy() if isinstance(actual, kiln.Tensor) else np.asarray(actual)
+    e = np.asarray(expected)
+    assert a.shape == e.shape, f"shape {a.shape} != expected {e.shape}"
+    dtype = dtype or (actual.dtype if isinstance(actual, kiln.Tensor) else None)
+    if dtype in TOLERANCES:
+        rtol, atol = TOLERANCES[dtype]
+        np.testing.assert_allclose(a.astype(np.float64), e.astype(np.float64), rtol=rtol,
+                                   atol=atol, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(a, e)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)

@@ -1,0 +1,145 @@
+"""kiln.Tensor: construction, metadata, views, NumPy interop, errors."""
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import ALL_DTYPES, numpy_dtype, random_array
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: d.name)
+def test_tensor_round_trips_through_numpy(dtype, rng):
+    values = random_array((3, 4), dtype, rng)
+    t = kiln.tensor(values, dtype=dtype)
+    assert t.dtype == dtype
+    assert t.shape == (3, 4)
+    assert t.ndim == 2
+    assert t.numel() == 12
+    assert t.numpy().dtype == numpy_dtype(dtype)
+    np.testing.assert_array_equal(t.numpy(), values)
+
+
+def test_tensor_from_python_values_uses_deep_learning_defaults():
+    assert kiln.tensor([1.0, 2.0]).dtype == kiln.float32
+    assert kiln.tensor([1, 2]).dtype == kiln.int64
+    assert kiln.tensor([True]).dtype == kiln.bool_
+    assert kiln.tensor(2.5).shape == ()
+    assert kiln.tensor(np.zeros(2, np.float64)).dtype == kiln.float64
+    assert kiln.tensor([[1, 2]], dtype="float16").dtype == kiln.float16
+    assert kiln.tensor([1], dtype=np.int8).dtype == kiln.int8
+
+
+def test_from_numpy_shares_memory_and_tensor_copies():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    shared = kiln.from_numpy(a)
+    copied = kiln.tensor(a)
+    a[0, 0] = 42
+    assert shared.numpy()[0, 0] == 42
+    assert copied.numpy()[0, 0] == 0
+    # The tensor keeps the array alive after the Python name is gone.
+    del a
+    assert shared.tolist()[1] == [3.0, 4.0, 5.0]
+
+
+def test_from_numpy_keeps_strides_of_a_non_contiguous_array():
+    a = np.arange(12, dtype=np.int32).reshape(3, 4)[:, ::2]
+    t = kiln.from_numpy(a)
+    assert t.stride() == (4, 2)
+    assert not t.is_contiguous()
+    np.testing.assert_array_equal(t.numpy(), a)
+
+
+def test_numpy_view_shares_memory_with_the_tensor():
+    t = kiln.tensor([[1.0, 2.0], [3.0, 4.0]])
+    view = t.numpy()
+    view[1, 1] = -1
+    assert t.tolist() == [[1.0, 2.0], [3.0, -1.0]]
+    assert np.asarray(t).shape == (2, 2)
+
+
+def test_item_and_tolist():
+    assert kiln.tensor([[7]]).item() == 7
+    assert isinstance(kiln.tensor(1.5).item(), float)
+    assert kiln.tensor(True).item() is True
+    with pytest.raises(kiln.KilnValueError, match="one element"):
+        kiln.tensor([1, 2]).item()
+
+
+def test_repr_shows_values_and_dtype():
+    text = repr(kiln.tensor([[1, 2], [3, 4]], dtype=kiln.int16))
+    assert text.startswith("tensor([[1, 2],")
+    assert "dtype=kiln.int16" in text
+
+
+def test_views_share_storage():
+    base = kiln.tensor(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    expected = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    cases = {
+        "view": (base.view(6, 4), expected.reshape(6, 4)),
+        "reshape": (base.reshape((4, -1)), expected.reshape(4, -1)),
+        "transpose": (base.transpose(0, 2), expected.transpose(2, 1, 0)),
+        "permute": (base.permute(2, 0, 1), expected.transpose(2, 0, 1)),
+        "T": (base.T, expected.T),
+        "slice": (base.slice(2, 1, 4, 2), expected[:, :, 1:4:2]),
+        "narrow": (base.narrow(1, 1, 2), expected[:, 1:3]),
+        "select": (base.select(1, -1), expected[:, -1]),
+        "expand": (base.select(2, 0).unsqueeze(0).expand(5, -1, -1),
+                   np.broadcast_to(expected[:, :, 0], (5, 2, 3))),
+        "squeeze": (base.narrow(0, 0, 1).squeeze(0), expected[0]),
+        "unsqueeze": (base.unsqueeze(1), expected[:, None]),
+        "flatten": (base.flatten(1), expected.reshape(2, 12)),
+        "unfold": (base.select(0, 0).select(0, 0).unfold(0, 2, 1),
+                   np.lib.stride_tricks.sliding_window_view(expected[0, 0], 2)),
+    }
+    for name, (view, want) in cases.items():
+        assert view.shares_storage_with(base), name
+        np.testing.assert_array_equal(view.numpy(), want, err_msg=name)
+
+
+def test_contiguous_copies_only_when_needed():
+    base = kiln.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert base.contiguous().is_same(base)
+    t = base.T.contiguous()
+    assert t.is_contiguous() and not t.shares_storage_with(base)
+    np.testing.assert_array_equal(t.numpy(), np.arange(6).reshape(2, 3).T)
+
+
+def test_empty_and_zero_dim_tensors():
+    e = kiln.tensor(np.zeros((0, 3), np.float32))
+    assert e.shape == (0, 3) and e.numel() == 0
+    assert e.numpy().shape == (0, 3)
+    s = kiln.tensor(3.0)
+    assert s.ndim == 0 and s.numel() == 1 and s.numpy().shape == ()
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda t: t.view(5, 5), kiln.ShapeError, "invalid for 6 elements"),
+    (lambda t: t.T.view(6), kiln.ShapeError, "use reshape"),
+    (lambda t: t.transpose(0, 2), kiln.KilnIndexError, "dim out of range"),
+    (lambda t: t.select(0, 2), kiln.KilnIndexError, "out of bounds for dimension 0 with size 2"),
+    (lambda t: t.expand(3, 3), kiln.ShapeError, "cannot broadcast"),
+    (lambda t: t.permute(0, 0), kiln.KilnIndexError, "appears twice"),
+    (lambda t: t.slice(0, 0, 1, 0), kiln.KilnValueError, "step must be positive"),
+    (lambda t: kiln.tensor([1], dtype="complex64"), kiln.DTypeError, "unknown dtype"),
+])
+def test_bad_arguments_raise_typed_errors(call, error, message):
+    t = kiln.tensor(np.zeros((2, 3), np.float32))
+    with pytest.raises(error, match=message):
+        call(t)
+    # The tensor is intact afterwards.
+    assert t.shape == (2, 3) and t.tolist() == [[0.0] * 3] * 2
+
+
+def test_error_types_derive_from_builtin_exceptions():
+    assert issubclass(kiln.KilnError, RuntimeError)
+    assert issubclass(kiln.ShapeError, ValueError)
+    assert issubclass(kiln.KilnIndexError, IndexError)
+    assert issubclass(kiln.DTypeError, TypeError)
+    with pytest.raises(kiln.KilnBuildError, match="boom"):
+        kiln._C._raise_error(7, "boom")
+
+
+def test_get_include_and_cmake_dir_point_at_real_files():
+    import os
+    assert os.path.isfile(os.path.join(kiln.get_include(), "kiln", "tensor.h"))
+    assert os.path.isfile(os.path.join(kiln.get_cmake_dir(), "KilnConfig.cmake"))
