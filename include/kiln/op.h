@@ -87,7 +87,7 @@ template <> KILN_API Scalar Attrs::get<Scalar>(const std::string& name) const;
 KILN_API std::string attr_str(const AttrValue& value);
 
 /// Metadata of one tensor, as `infer` sees it.
-struct TensorMeta {
+struct KILN_API TensorMeta {
   DType dtype = DType::kFloat32;
   Shape shape;
   bool defined = true;  // false for an omitted optional input
@@ -130,8 +130,9 @@ struct KernelContext {
 using InferFn = std::function<MetaList(const InferContext&)>;
 using KernelFn = std::function<void(KernelContext&)>;
 using WorkspaceFn = std::function<size_t(const InferContext&)>;
-/// The eager result of a view op: a tensor sharing its input's storage.
-using ViewFn = std::function<Tensor(const std::vector<Tensor>& inputs, const Attrs& attrs)>;
+/// The eager results of a view op: tensors sharing their input's storage (one per output).
+using ViewFn =
+    std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Attrs& attrs)>;
 /// A gradient rule: the gradients of the inputs (undefined for non-differentiable ones) from the
 /// op's inputs, outputs, attributes and the gradients of its outputs, written with other ops so
 /// that it can be traced and differentiated again.

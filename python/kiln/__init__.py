@@ -12,8 +12,10 @@ from . import _C
 from .errors import (DTypeError, KilnBuildError, KilnError, KilnIndexError,  # noqa: F401
                      KilnNotImplementedError, KilnTypeError, KilnValueError, ShapeError)
 from . import _tensor  # noqa: F401  (installs Python-level Tensor methods)
+from . import _indexing  # noqa: F401  (installs Tensor.__getitem__ / __setitem__)
 from . import mint  # noqa: F401
 from ._C import Tensor, dtype, from_numpy, promote_types, tensor  # noqa: F401
+from ._C.mint import from_dlpack, manual_seed  # noqa: F401
 
 __version__ = "0.1.0"
 

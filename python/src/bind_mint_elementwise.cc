@@ -1,9 +1,170 @@
-// Filled in by the op family's change.
+// kiln.mint's elementwise functions (kiln.mint.exp, kiln.mint.add, kiln.mint.where, ...) and the
+// method forms of the unary ops (x.exp(), x.clamp(min=0)), bound from one table so that the two
+// never drift apart. Operands are TensorArg (Python numbers become weak scalars); each function
+// takes an optional keyword `out` and then returns that very object.
+#include <nanobind/stl/string.h>
+
+#include <optional>
+#include <string>
+
 #include "bindings.h"
+#include "convert.h"
+#include "kiln/functional/elementwise.h"
+#include "kiln/op.h"
 
 namespace kiln::py {
 namespace nb = nanobind;
+using namespace nb::literals;
 
-void bind_mint_elementwise(nb::module_& mint) {}
+namespace {
+
+using UnaryFn = Tensor (*)(const Tensor&, const Tensor&);
+using BinaryFn = Tensor (*)(const Tensor&, const Tensor&, const Tensor&);
+
+struct UnaryEntry {
+  const char* name;  // kiln.mint function and Tensor method
+  const char* prim;  // primitive, whose doc() the binding reuses
+  UnaryFn fn;
+};
+struct BinaryEntry {
+  const char* name;
+  const char* prim;
+  BinaryFn fn;
+};
+
+constexpr UnaryEntry kUnary[] = {
+    {"neg", "Neg", &neg},
+    {"abs", "Abs", &abs},
+    {"sign", "Sign", &sign},
+    {"exp", "Exp", &exp},
+    {"expm1", "Expm1", &expm1},
+    {"log", "Log", &log},
+    {"log1p", "Log1p", &log1p},
+    {"log2", "Log2", &log2},
+    {"sqrt", "Sqrt", &sqrt},
+    {"rsqrt", "Rsqrt", &rsqrt},
+    {"reciprocal", "Reciprocal", &reciprocal},
+    {"square", "Square", &square},
+    {"sin", "Sin", &sin},
+    {"cos", "Cos", &cos},
+    {"tan", "Tan", &tan},
+    {"tanh", "Tanh", &tanh},
+    {"sigmoid", "Sigmoid", &sigmoid},
+    {"relu", "Relu", &relu},
+    {"silu", "Silu", &silu},
+    {"erf", "Erf", &erf},
+    {"floor", "Floor", &floor},
+    {"ceil", "Ceil", &ceil},
+    {"round", "Round", &round},
+    {"logical_not", "LogicalNot", &logical_not},
+};
+
+constexpr BinaryEntry kBinary[] = {
+    {"add", "Add", &add},
+    {"sub", "Sub", &sub},
+    {"mul", "Mul", &mul},
+    {"div", "Div", &div},
+    {"floor_divide", "FloorDivide", &floor_divide},
+    {"remainder", "Remainder", &remainder},
+    {"pow", "Pow", &pow},
+    {"maximum", "Maximum", &maximum},
+    {"minimum", "Minimum", &minimum},
+    {"eq", "Eq", &eq},
+    {"ne", "Ne", &ne},
+    {"lt", "Lt", &lt},
+    {"le", "Le", &le},
+    {"gt", "Gt", &gt},
+    {"ge", "Ge", &ge},
+    {"logical_and", "LogicalAnd", &logical_and},
+    {"logical_or", "LogicalOr", &logical_or},
+    {"logical_xor", "LogicalXor", &logical_xor},
+};
+
+/// Runs f(out tensor) with an undefined tensor for out=None; returns the new tensor, or the `out`
+/// object itself (so `mint.add(x, y, out=z) is z`, as in PyTorch).
+template <typename F>
+nb::object with_out(nb::handle out, F&& f) {
+  if (out.is_none()) return nb::cast(f(Tensor()));
+  KILN_CHECK_TYPE(nb::isinstance<Tensor>(out))
+      << "out: expected a kiln.Tensor or None, got " << nb::type_name(out.type()).c_str();
+  f(nb::cast<const Tensor&>(out));
+  return nb::borrow(out);
+}
+
+/// A clamp bound: None, or a Python (or NumPy) number keeping its kind.
+std::optional<Scalar> optional_scalar(nb::handle value, const char* what) {
+  if (value.is_none()) return std::nullopt;
+  PyObject* v = value.ptr();
+  if (PyBool_Check(v)) return Scalar(v == Py_True);
+  if (PyIndex_Check(v)) {
+    int overflow = 0;
+    nb::object index = nb::steal(PyNumber_Index(v));
+    if (!index.is_valid()) throw nb::python_error();
+    const long long i = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+    KILN_CHECK_VALUE(overflow == 0) << "clamp: " << what << " is out of the int64 range";
+    return Scalar(static_cast<int64_t>(i));
+  }
+  if (PyFloat_Check(v) || nb::hasattr(value, "__float__")) {
+    const double d = PyFloat_AsDouble(v);
+    if (d == -1.0 && PyErr_Occurred()) throw nb::python_error();
+    return Scalar(d);
+  }
+  KILN_FAIL(kType) << "clamp: expected " << what << " to be a number or None, got "
+                   << nb::type_name(value.type()).c_str();
+}
+
+const char* doc_of(const char* prim) { return OpRegistry::Instance().get(prim)->doc().c_str(); }
+
+}  // namespace
+
+void bind_mint_elementwise(nb::module_& mint) {
+  nb::handle tensor_type = nb::type<Tensor>();
+  for (const UnaryEntry& e : kUnary) {
+    mint.def(
+        e.name,
+        [fn = e.fn](TensorArg x, nb::handle out) {
+          return with_out(out, [&](const Tensor& o) { return fn(x, o); });
+        },
+        "input"_a, nb::kw_only(), "out"_a = nb::none(), doc_of(e.prim));
+    nb::cpp_function_def([fn = e.fn](const Tensor& self) { return fn(self, Tensor()); },
+                         nb::scope(tensor_type), nb::name(e.name), nb::is_method(), doc_of(e.prim));
+  }
+  for (const BinaryEntry& e : kBinary) {
+    mint.def(
+        e.name,
+        [fn = e.fn](TensorArg a, TensorArg b, nb::handle out) {
+          return with_out(out, [&](const Tensor& o) { return fn(a, b, o); });
+        },
+        "input"_a, "other"_a, nb::kw_only(), "out"_a = nb::none(), doc_of(e.prim));
+  }
+  mint.def(
+      "where",
+      [](TensorArg cond, TensorArg a, TensorArg b, nb::handle out) {
+        return with_out(out, [&](const Tensor& o) { return where(cond, a, b, o); });
+      },
+      "condition"_a, "input"_a, "other"_a, nb::kw_only(), "out"_a = nb::none(), doc_of("Where"));
+  mint.def(
+      "gelu",
+      [](TensorArg x, const std::string& approximate, nb::handle out) {
+        return with_out(out, [&](const Tensor& o) { return gelu(x, approximate, o); });
+      },
+      "input"_a, "approximate"_a = "none", nb::kw_only(), "out"_a = nb::none(), doc_of("Gelu"));
+  // Tensor.clamp is bound here, beside kiln.mint.clamp, so both share the bound conversion.
+  mint.def(
+      "clamp",
+      [](TensorArg x, nb::handle min, nb::handle max, nb::handle out) {
+        const std::optional<Scalar> lo = optional_scalar(min, "min");
+        const std::optional<Scalar> hi = optional_scalar(max, "max");
+        return with_out(out, [&](const Tensor& o) { return clamp(x, lo, hi, o); });
+      },
+      "input"_a, "min"_a = nb::none(), "max"_a = nb::none(), nb::kw_only(), "out"_a = nb::none(),
+      doc_of("Clamp"));
+  nb::cpp_function_def(
+      [](const Tensor& self, nb::handle min, nb::handle max) {
+        return clamp(self, optional_scalar(min, "min"), optional_scalar(max, "max"));
+      },
+      nb::scope(tensor_type), nb::name("clamp"), nb::is_method(), "min"_a = nb::none(),
+      "max"_a = nb::none(), doc_of("Clamp"));
+}
 
 }  // namespace kiln::py

@@ -1,9 +1,161 @@
-// Filled in by the op family's change.
+// kiln.mint linear-algebra and neural-network ops (include/kiln/functional/nn.h except dropout,
+// which lives with the random ops), plus Tensor.__matmul__ / __rmatmul__ / .matmul.
+//
+// Window arguments (kernel_size, stride, padding, dilation) take an int or a pair, as in PyTorch.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
 #include "bindings.h"
+#include "convert.h"
+#include "kiln/functional/nn.h"
 
 namespace kiln::py {
 namespace nb = nanobind;
+using namespace nb::literals;
 
-void bind_mint_nn(nb::module_& mint) {}
+namespace {
+
+// An int (used for both dimensions) or a sequence of two ints; None gives [] (the op's default,
+// e.g. stride = kernel_size).
+std::vector<int64_t> pair_of(nb::handle obj, const char* name) {
+  if (obj.is_none()) return {};
+  KILN_CHECK_TYPE(!PyBool_Check(obj.ptr()))
+      << name << ": expected an int or a pair of ints, got a bool";
+  if (nb::isinstance<nb::int_>(obj)) {
+    const int64_t v = nb::cast<int64_t>(obj);
+    return {v, v};
+  }
+  std::vector<int64_t> values;
+  KILN_CHECK_TYPE(nb::try_cast(obj, values)) << name << ": expected an int or a pair of ints, got "
+                                             << nb::cast<std::string>(nb::repr(obj));
+  return values;
+}
+
+// normalized_shape: an int or a sequence of ints.
+std::vector<int64_t> shape_of(nb::handle obj) {
+  if (nb::isinstance<nb::int_>(obj)) return {nb::cast<int64_t>(obj)};
+  std::vector<int64_t> values;
+  KILN_CHECK_TYPE(nb::try_cast(obj, values))
+      << "normalized_shape: expected an int or a sequence of ints, got "
+      << nb::cast<std::string>(nb::repr(obj));
+  return values;
+}
+
+Tensor optional_tensor(const std::optional<TensorArg>& t) { return t ? t->tensor : Tensor(); }
+
+}  // namespace
+
+void bind_mint_nn(nb::module_& mint) {
+  mint.def(
+      "matmul", [](const TensorArg& a, const TensorArg& b) { return matmul(a, b); }, "a"_a, "b"_a,
+      "NumPy matmul: 1-d operands are promoted to matrices and the added dimension removed; "
+      "batch dimensions broadcast.");
+  mint.def(
+      "bmm", [](const TensorArg& a, const TensorArg& b) { return bmm(a, b); }, "a"_a, "b"_a,
+      "[B, n, k] @ [B, k, m] -> [B, n, m], without broadcasting.");
+  mint.def(
+      "linear",
+      [](const TensorArg& x, const TensorArg& weight, const std::optional<TensorArg>& bias) {
+        return linear(x, weight, optional_tensor(bias));
+      },
+      "x"_a, "weight"_a, "bias"_a = nb::none(),
+      "x @ weight.T + bias with weight [out_features, in_features].");
+  mint.def(
+      "addmm",
+      [](const TensorArg& bias, const TensorArg& a, const TensorArg& b, double beta, double alpha) {
+        return addmm(bias, a, b, beta, alpha);
+      },
+      "bias"_a, "a"_a, "b"_a, nb::kw_only(), "beta"_a = 1.0, "alpha"_a = 1.0,
+      "beta * bias + alpha * (a @ b) for 2-d a and b.");
+  mint.def(
+      "layer_norm",
+      [](const TensorArg& x, nb::handle normalized_shape, const std::optional<TensorArg>& weight,
+         const std::optional<TensorArg>& bias, double eps) {
+        return layer_norm(x, shape_of(normalized_shape), optional_tensor(weight),
+                          optional_tensor(bias), eps);
+      },
+      "x"_a, "normalized_shape"_a, "weight"_a = nb::none(), "bias"_a = nb::none(), "eps"_a = 1e-5,
+      "Layer normalisation over the trailing normalized_shape dimensions.");
+  mint.def(
+      "rms_norm",
+      [](const TensorArg& x, nb::handle normalized_shape, const std::optional<TensorArg>& weight,
+         double eps) {
+        return rms_norm(x, shape_of(normalized_shape), optional_tensor(weight), eps);
+      },
+      "x"_a, "normalized_shape"_a, "weight"_a = nb::none(), "eps"_a = 1e-6,
+      "RMS normalisation over the trailing normalized_shape dimensions.");
+  mint.def(
+      "conv2d",
+      [](const TensorArg& x, const TensorArg& weight, const std::optional<TensorArg>& bias,
+         nb::handle stride, nb::handle padding, nb::handle dilation, int64_t groups) {
+        return conv2d(x, weight, optional_tensor(bias), pair_of(stride, "conv2d: stride"),
+                      pair_of(padding, "conv2d: padding"), pair_of(dilation, "conv2d: dilation"),
+                      groups);
+      },
+      "x"_a, "weight"_a, "bias"_a = nb::none(), "stride"_a = 1, "padding"_a = 0, "dilation"_a = 1,
+      "groups"_a = 1, "2-d convolution of x [N, C, H, W] with weight [O, C / groups, kH, kW].");
+  mint.def(
+      "max_pool2d",
+      [](const TensorArg& x, nb::handle kernel_size, nb::handle stride, nb::handle padding,
+         nb::handle dilation, bool ceil_mode) {
+        return max_pool2d(x, pair_of(kernel_size, "max_pool2d: kernel_size"),
+                          pair_of(stride, "max_pool2d: stride"),
+                          pair_of(padding, "max_pool2d: padding"),
+                          pair_of(dilation, "max_pool2d: dilation"), ceil_mode);
+      },
+      "x"_a, "kernel_size"_a, "stride"_a = nb::none(), "padding"_a = 0, "dilation"_a = 1,
+      "ceil_mode"_a = false, "Maximum over windows of x [N, C, H, W] (stride None = kernel_size).");
+  mint.def(
+      "avg_pool2d",
+      [](const TensorArg& x, nb::handle kernel_size, nb::handle stride, nb::handle padding,
+         bool ceil_mode, bool count_include_pad) {
+        return avg_pool2d(x, pair_of(kernel_size, "avg_pool2d: kernel_size"),
+                          pair_of(stride, "avg_pool2d: stride"),
+                          pair_of(padding, "avg_pool2d: padding"), ceil_mode, count_include_pad);
+      },
+      "x"_a, "kernel_size"_a, "stride"_a = nb::none(), "padding"_a = 0, "ceil_mode"_a = false,
+      "count_include_pad"_a = true,
+      "Mean over windows of x [N, C, H, W] (stride None = kernel_size).");
+  mint.def(
+      "embedding",
+      [](const TensorArg& indices, const TensorArg& weight) { return embedding(indices, weight); },
+      "indices"_a, "weight"_a, "Rows of weight [num, dim] at integer indices.");
+  mint.def(
+      "cross_entropy",
+      [](const TensorArg& logits, const TensorArg& target, const std::string& reduction,
+         int64_t ignore_index, double label_smoothing) {
+        return cross_entropy(logits, target, reduction, ignore_index, label_smoothing);
+      },
+      "logits"_a, "target"_a, "reduction"_a = "mean", "ignore_index"_a = -100,
+      "label_smoothing"_a = 0.0,
+      "Cross entropy of logits [N, C, ...] against integer class targets [N, ...].");
+  mint.def(
+      "nll_loss",
+      [](const TensorArg& log_probs, const TensorArg& target, const std::string& reduction,
+         int64_t ignore_index) { return nll_loss(log_probs, target, reduction, ignore_index); },
+      "log_probs"_a, "target"_a, "reduction"_a = "mean", "ignore_index"_a = -100,
+      "Negative log-likelihood of log_probs [N, C, ...] at integer class targets [N, ...].");
+  mint.def(
+      "mse_loss",
+      [](const TensorArg& input, const TensorArg& target, const std::string& reduction) {
+        return mse_loss(input, target, reduction);
+      },
+      "input"_a, "target"_a, "reduction"_a = "mean", "Mean squared error.");
+
+  // Tensor @ other and other @ Tensor. As operators they return NotImplemented for operands that
+  // are not tensors, numbers or arrays, so Python can try the other side.
+  nb::handle tensor_type = nb::type<Tensor>();
+  tensor_type.attr("__matmul__") = nb::cpp_function(
+      [](const Tensor& a, const TensorArg& b) { return matmul(a, b); }, nb::is_method(),
+      nb::is_operator(), nb::scope(tensor_type), nb::name("__matmul__"));
+  tensor_type.attr("__rmatmul__") = nb::cpp_function(
+      [](const Tensor& b, const TensorArg& a) { return matmul(a, b); }, nb::is_method(),
+      nb::is_operator(), nb::scope(tensor_type), nb::name("__rmatmul__"));
+  tensor_type.attr("matmul") =
+      nb::cpp_function([](const Tensor& a, const TensorArg& b) { return matmul(a, b); },
+                       nb::is_method(), nb::scope(tensor_type), nb::name("matmul"), "other"_a,
+                       "self @ other (see kiln.mint.matmul).");
+}
 
 }  // namespace kiln::py

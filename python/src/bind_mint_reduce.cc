@@ -1,9 +1,160 @@
-// Filled in by the op family's change.
+// kiln.mint reductions, scans and softmax (include/kiln/functional/reduce.h), and the matching
+// Tensor methods (x.sum(), x.max(dim), x.softmax(dim), ...).
+//
+// `dim` follows PyTorch: None (every dim), an int, or a list / tuple of ints. max / min with a
+// dim return a tuple (values, indices); without one, the 0-d maximum.
+#include <nanobind/stl/optional.h>
+
+#include <optional>
+#include <string>
+
 #include "bindings.h"
+#include "convert.h"
+#include "kiln/functional/reduce.h"
 
 namespace kiln::py {
 namespace nb = nanobind;
+using namespace nb::literals;
 
-void bind_mint_reduce(nb::module_& mint) {}
+namespace {
+
+std::string type_name_of(nb::handle obj) { return nb::type_name(obj.type()).c_str(); }
+
+/// An int or anything with __index__ (NumPy integers), but not a bool.
+bool is_index(nb::handle obj) { return PyIndex_Check(obj.ptr()) && !PyBool_Check(obj.ptr()); }
+
+/// One dim, as an int.
+int64_t parse_dim(const char* op, nb::handle obj) {
+  KILN_CHECK_TYPE(is_index(obj)) << op << ": expected dim to be an int, got " << type_name_of(obj);
+  const Py_ssize_t v = PyNumber_AsSsize_t(obj.ptr(), PyExc_IndexError);
+  if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+  return static_cast<int64_t>(v);
+}
+
+/// None -> {} (every dim), an int -> {dim}, a list / tuple of ints -> the dims.
+Dims parse_dims(const char* op, nb::handle obj) {
+  if (obj.is_none()) return {};
+  if (is_index(obj)) return {parse_dim(op, obj)};
+  KILN_CHECK_TYPE(PyList_Check(obj.ptr()) || PyTuple_Check(obj.ptr()))
+      << op << ": expected dim to be None, an int or a list / tuple of ints, got "
+      << type_name_of(obj);
+  Dims dims;
+  for (nb::handle item : obj) dims.push_back(parse_dim(op, item));
+  return dims;
+}
+
+std::optional<DType> parse_dtype(const std::optional<DTypeArg>& dtype) {
+  if (!dtype) return std::nullopt;
+  return dtype->get();
+}
+
+// Each *_impl is both a kiln.mint function (through a TensorArg) and a Tensor method.
+Tensor sum_impl(const Tensor& x, nb::handle dim, bool keepdim,
+                const std::optional<DTypeArg>& dtype) {
+  return sum(x, parse_dims("sum", dim), keepdim, parse_dtype(dtype));
+}
+Tensor mean_impl(const Tensor& x, nb::handle dim, bool keepdim) {
+  return mean(x, parse_dims("mean", dim), keepdim);
+}
+Tensor prod_impl(const Tensor& x, nb::handle dim, bool keepdim) {
+  return prod(x, parse_dims("prod", dim), keepdim);
+}
+Tensor amax_impl(const Tensor& x, nb::handle dim, bool keepdim) {
+  return amax(x, parse_dims("amax", dim), keepdim);
+}
+Tensor amin_impl(const Tensor& x, nb::handle dim, bool keepdim) {
+  return amin(x, parse_dims("amin", dim), keepdim);
+}
+nb::object max_impl(const Tensor& x, nb::handle dim, bool keepdim) {
+  if (dim.is_none()) return nb::cast(amax(x, {}, keepdim));
+  auto [values, indices] = max(x, parse_dim("max", dim), keepdim);
+  return nb::make_tuple(values, indices);
+}
+nb::object min_impl(const Tensor& x, nb::handle dim, bool keepdim) {
+  if (dim.is_none()) return nb::cast(amin(x, {}, keepdim));
+  auto [values, indices] = min(x, parse_dim("min", dim), keepdim);
+  return nb::make_tuple(values, indices);
+}
+std::optional<int64_t> optional_dim(const char* op, nb::handle dim) {
+  if (dim.is_none()) return std::nullopt;
+  return parse_dim(op, dim);
+}
+Tensor argmax_impl(const Tensor& x, nb::handle dim, bool keepdim) {
+  return argmax(x, optional_dim("argmax", dim), keepdim);
+}
+Tensor argmin_impl(const Tensor& x, nb::handle dim, bool keepdim) {
+  return argmin(x, optional_dim("argmin", dim), keepdim);
+}
+Tensor var_impl(const Tensor& x, nb::handle dim, int64_t correction, bool keepdim) {
+  return var(x, parse_dims("var", dim), correction, keepdim);
+}
+Tensor std_impl(const Tensor& x, nb::handle dim, int64_t correction, bool keepdim) {
+  return kiln::std(x, parse_dims("std", dim), correction, keepdim);
+}
+Tensor logsumexp_impl(const Tensor& x, nb::handle dim, bool keepdim) {
+  return logsumexp(x, parse_dims("logsumexp", dim), keepdim);
+}
+Tensor cumsum_impl(const Tensor& x, nb::handle dim, const std::optional<DTypeArg>& dtype) {
+  return cumsum(x, parse_dim("cumsum", dim), parse_dtype(dtype));
+}
+Tensor softmax_impl(const Tensor& x, nb::handle dim) {
+  return softmax(x, parse_dim("softmax", dim));
+}
+Tensor log_softmax_impl(const Tensor& x, nb::handle dim) {
+  return log_softmax(x, parse_dim("log_softmax", dim));
+}
+
+/// Defines `name` as a kiln.mint function (first argument "x", accepting Python numbers) and as a
+/// Tensor method, with the same keyword arguments.
+template <typename Ret, typename... Rest, typename... Extra>
+void def_both(nb::module_& mint, nb::handle tensor_cls, const char* name,
+              Ret (*impl)(const Tensor&, Rest...), const char* doc, const Extra&... extra) {
+  mint.def(
+      name, [impl](const TensorArg& x, Rest... rest) { return impl(x, rest...); }, "x"_a, extra...,
+      doc);
+  nb::cpp_function_def(impl, nb::scope(tensor_cls), nb::name(name), nb::is_method(), extra..., doc);
+}
+
+}  // namespace
+
+void bind_mint_reduce(nb::module_& mint) {
+  const nb::handle cls = nb::type<Tensor>();
+  const auto dim = "dim"_a = nb::none();
+  const auto keepdim = "keepdim"_a = false;
+  def_both(mint, cls, "sum", &sum_impl,
+           "Sum over `dim` (None: all); bool and integer inputs give int64 unless `dtype`.", dim,
+           keepdim, "dtype"_a = nb::none());
+  def_both(mint, cls, "mean", &mean_impl, "Mean over `dim`; integer inputs give float32.", dim,
+           keepdim);
+  def_both(mint, cls, "prod", &prod_impl, "Product over `dim`; bool and integer inputs give int64.",
+           dim, keepdim);
+  def_both(mint, cls, "amax", &amax_impl, "Largest element over `dim` (NaN propagates).", dim,
+           keepdim);
+  def_both(mint, cls, "amin", &amin_impl, "Smallest element over `dim` (NaN propagates).", dim,
+           keepdim);
+  def_both(mint, cls, "max", &max_impl,
+           "The 0-d maximum, or (values, indices) along `dim` (an int).", dim, keepdim);
+  def_both(mint, cls, "min", &min_impl,
+           "The 0-d minimum, or (values, indices) along `dim` (an int).", dim, keepdim);
+  def_both(mint, cls, "argmax", &argmax_impl,
+           "int64 index of the first maximum along `dim`, or in the flattened tensor.", dim,
+           keepdim);
+  def_both(mint, cls, "argmin", &argmin_impl,
+           "int64 index of the first minimum along `dim`, or in the flattened tensor.", dim,
+           keepdim);
+  def_both(mint, cls, "var", &var_impl, "Variance over `dim` with divisor max(0, N - correction).",
+           dim, nb::kw_only(), "correction"_a = 1, keepdim);
+  def_both(mint, cls, "std", &std_impl, "Standard deviation: sqrt(var(...)).", dim, nb::kw_only(),
+           "correction"_a = 1, keepdim);
+  def_both(mint, cls, "logsumexp", &logsumexp_impl,
+           "log(sum(exp(x))) over `dim`, without overflow.", "dim"_a.none(), keepdim);
+  def_both(mint, cls, "cumsum", &cumsum_impl,
+           "Inclusive prefix sums along `dim`; bool and integer inputs give int64.", "dim"_a.none(),
+           "dtype"_a = nb::none());
+  def_both(mint, cls, "softmax", &softmax_impl, "Softmax along `dim` (numerically stable).",
+           "dim"_a = -1);
+  def_both(mint, cls, "log_softmax", &log_softmax_impl,
+           "log(softmax(x)) along `dim`, computed directly.", "dim"_a = -1);
+}
 
 }  // namespace kiln::py

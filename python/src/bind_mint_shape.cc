@@ -1,9 +1,169 @@
-// Filled in by the op family's change.
+// kiln.mint shape and indexing ops (include/kiln/functional/shape.h), plus the low-level helpers
+// kiln/_indexing.py builds Tensor.__getitem__ / __setitem__ on: _index, _index_put_, _copy_into.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
 #include "bindings.h"
+#include "convert.h"
+#include "core/dtype_dispatch.h"
+#include "kiln/functional/shape.h"
 
 namespace kiln::py {
 namespace nb = nanobind;
+using namespace nb::literals;
 
-void bind_mint_shape(nb::module_& mint) {}
+namespace {
+
+std::vector<Tensor> tensors_of(const std::vector<TensorArg>& args) {
+  return std::vector<Tensor>(args.begin(), args.end());
+}
+
+// A shape or list of dims given as an int or a sequence of ints.
+Shape shape_of(nb::handle obj) {
+  if (nb::isinstance<nb::int_>(obj)) return {nb::cast<int64_t>(obj)};
+  return nb::cast<Shape>(obj);
+}
+
+nb::tuple tuple_of(const std::vector<Tensor>& tensors) {
+  nb::list out;
+  for (const Tensor& t : tensors) out.append(nb::cast(t));
+  return nb::tuple(out);
+}
+
+// The value of masked_fill: a Python number or a 0-d tensor.
+Scalar scalar_of(const Tensor& t) {
+  KILN_CHECK_VALUE(t.ndim() == 0) << "masked_fill: expected a number or a 0-d tensor as value, "
+                                  << "got a tensor of shape " << shape_str(t.shape());
+  return visit_dtype(t.dtype(), [&](auto tag) -> Scalar {
+    using T = typename decltype(tag)::type;
+    const T v = *static_cast<const T*>(t.data_ptr());
+    if constexpr (std::is_same_v<T, bool>) {
+      return Scalar(v);
+    } else if constexpr (std::is_integral_v<T>) {
+      return Scalar(static_cast<int64_t>(v));
+    } else {
+      return Scalar(static_cast<double>(static_cast<float>(v)));
+    }
+  });
+}
+
+}  // namespace
+
+void bind_mint_shape(nb::module_& mint) {
+  mint.def(
+      "reshape", [](const TensorArg& x, nb::handle shape) { return reshape(x, shape_of(shape)); },
+      "x"_a, "shape"_a, "x with a new shape (one size may be -1); a view when possible.");
+  mint.def(
+      "transpose",
+      [](const TensorArg& x, int64_t dim0, int64_t dim1) { return transpose(x, dim0, dim1); },
+      "x"_a, "dim0"_a, "dim1"_a, "A view of x with dims dim0 and dim1 swapped.");
+  mint.def(
+      "permute", [](const TensorArg& x, nb::handle dims) { return permute(x, shape_of(dims)); },
+      "x"_a, "dims"_a, "A view of x with its dims reordered.");
+  mint.def(
+      "expand", [](const TensorArg& x, nb::handle shape) { return expand(x, shape_of(shape)); },
+      "x"_a, "shape"_a, "A view of x broadcast to `shape` (-1 keeps a dim).");
+  mint.def(
+      "squeeze", [](const TensorArg& x, std::optional<int64_t> dim) { return squeeze(x, dim); },
+      "x"_a, "dim"_a = nb::none(), "A view of x without size-1 dims (only `dim` if given).");
+  mint.def(
+      "unsqueeze", [](const TensorArg& x, int64_t dim) { return unsqueeze(x, dim); }, "x"_a,
+      "dim"_a, "A view of x with a new size-1 dim at `dim`.");
+  mint.def(
+      "flatten",
+      [](const TensorArg& x, int64_t start_dim, int64_t end_dim) {
+        return flatten(x, start_dim, end_dim);
+      },
+      "x"_a, "start_dim"_a = 0, "end_dim"_a = -1, "x with dims start_dim..end_dim merged.");
+  mint.def(
+      "contiguous", [](const TensorArg& x) { return contiguous(x); }, "x"_a,
+      "x itself when contiguous, else a contiguous copy.");
+
+  mint.def(
+      "cat",
+      [](const std::vector<TensorArg>& tensors, int64_t dim) {
+        return cat(tensors_of(tensors), dim);
+      },
+      "tensors"_a, "dim"_a = 0,
+      "The tensors (promoted to a common dtype) joined along an existing dim.");
+  mint.def(
+      "stack",
+      [](const std::vector<TensorArg>& tensors, int64_t dim) {
+        return stack(tensors_of(tensors), dim);
+      },
+      "tensors"_a, "dim"_a = 0, "The tensors (same shape) joined along a new dim.");
+  mint.def(
+      "split",
+      [](const TensorArg& x, nb::handle split_size_or_sections, int64_t dim) {
+        if (nb::isinstance<nb::int_>(split_size_or_sections)) {
+          return tuple_of(split(x, nb::cast<int64_t>(split_size_or_sections), dim));
+        }
+        return tuple_of(split(x, nb::cast<std::vector<int64_t>>(split_size_or_sections), dim));
+      },
+      "x"_a, "split_size_or_sections"_a, "dim"_a = 0,
+      "Views of consecutive pieces of x: of size split_size (the last may be smaller), or of the "
+      "given sizes.");
+  mint.def(
+      "chunk",
+      [](const TensorArg& x, int64_t chunks, int64_t dim) {
+        return tuple_of(chunk(x, chunks, dim));
+      },
+      "x"_a, "chunks"_a, "dim"_a = 0,
+      "Views of x in `chunks` pieces of ceil(n / chunks) (fewer when n is small).");
+
+  mint.def(
+      "index_select",
+      [](const TensorArg& x, int64_t dim, const TensorArg& index) {
+        return index_select(x, dim, index);
+      },
+      "x"_a, "dim"_a, "index"_a, "Elements of x at the 1-d integer `index` along `dim`.");
+  mint.def(
+      "gather",
+      [](const TensorArg& x, int64_t dim, const TensorArg& index) { return gather(x, dim, index); },
+      "x"_a, "dim"_a, "index"_a, "out[i][j] = x[index[i][j]][j] for dim 0 (torch.gather).");
+  mint.def(
+      "scatter",
+      [](const TensorArg& x, int64_t dim, const TensorArg& index, const TensorArg& src,
+         const std::string& reduce) { return scatter(x, dim, index, src, reduce); },
+      "x"_a, "dim"_a, "index"_a, "src"_a, "reduce"_a = "none",
+      "A copy of x with src (a tensor or a number) written, added or multiplied at index.");
+  mint.def(
+      "masked_fill",
+      [](const TensorArg& x, const TensorArg& mask, const TensorArg& value) {
+        return masked_fill(x, mask, scalar_of(value));
+      },
+      "x"_a, "mask"_a, "value"_a, "x with `value` where the bool mask (broadcast) is true.");
+  mint.def(
+      "pad",
+      [](const TensorArg& x, const std::vector<int64_t>& pads, const std::string& mode,
+         std::optional<double> value) { return pad(x, pads, mode, value.value_or(0.0)); },
+      "x"_a, "pad"_a, "mode"_a = "constant", "value"_a = nb::none(),
+      "x padded by (before, after) pairs from the last dim, as torch.nn.functional.pad; mode "
+      "'constant', 'reflect' or 'replicate'.");
+  mint.def(
+      "tril", [](const TensorArg& x, int64_t diagonal) { return tril(x, diagonal); }, "x"_a,
+      "diagonal"_a = 0, "x with elements above the diagonal of the last two dims zeroed.");
+  mint.def(
+      "triu", [](const TensorArg& x, int64_t diagonal) { return triu(x, diagonal); }, "x"_a,
+      "diagonal"_a = 0, "x with elements below the diagonal of the last two dims zeroed.");
+
+  mint.def(
+      "_index",
+      [](const TensorArg& x, const std::vector<TensorArg>& indices) {
+        return index(x, tensors_of(indices));
+      },
+      "x"_a, "indices"_a,
+      "x[i0, i1, ...] with integer index tensors over the leading dims (a copy).");
+  mint.def(
+      "_index_put_",
+      [](const Tensor& x, const std::vector<TensorArg>& indices, const TensorArg& values) {
+        index_put_(x, tensors_of(indices), values);
+      },
+      "x"_a, "indices"_a, "values"_a, "In place: x[i0, i1, ...] = values (broadcast).");
+  mint.def(
+      "_copy_into", [](const Tensor& dst, const TensorArg& src) { copy_into(dst, src); }, "dst"_a,
+      "src"_a, "Copies src into dst, converting the dtype and broadcasting src.");
+}
 
 }  // namespace kiln::py

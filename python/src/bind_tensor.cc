@@ -79,6 +79,12 @@ void bind_tensor(nb::module_& m) {
              return t.size(0);
            })
       .def("item", &item, "The single element as a Python number.")
+      .def("__bool__", [](const Tensor& t) {
+             KILN_CHECK_VALUE(t.numel() == 1)
+                 << "the truth value of a tensor with " << t.numel()
+                 << " elements is ambiguous; use kiln.mint.any/all or compare element by element";
+             return nb::cast<bool>(nb::bool_(item(t)));
+           })
       .def("numpy", &tensor_to_numpy,
            "A NumPy array sharing this tensor's memory (bfloat16 converts to a float32 copy).")
       .def("view", [](const Tensor& t, nb::args shape) { return t.view(shape_from_args(shape)); })

@@ -1,9 +1,170 @@
-// Filled in by the op family's change.
+// Python operators of kiln.Tensor (+ - * / // % ** with their reflected and in-place forms,
+// comparisons, & | ^ ~ on bool tensors, unary - and abs()) and the dtype conversions (.to(dtype),
+// .float(), .int(), ...). Operands are TensorArg, so Python numbers work on either side as weak
+// scalars; an operand Kiln cannot convert makes the operator return NotImplemented.
 #include "bindings.h"
+#include "convert.h"
+#include "kiln/functional/elementwise.h"
+#include "kiln/op.h"
 
 namespace kiln::py {
 namespace nb = nanobind;
+using namespace nb::literals;
 
-void bind_tensor_operators(nb::module_& m) {}
+namespace {
+
+using BinaryFn = Tensor (*)(const Tensor&, const Tensor&, const Tensor&);
+
+struct ArithmeticOperator {
+  const char* forward;
+  const char* reflected;
+  const char* inplace;
+  const char* prim;  // for the in-place dtype check
+  BinaryFn fn;
+};
+
+constexpr ArithmeticOperator kArithmetic[] = {
+    {"__add__", "__radd__", "__iadd__", "Add", &add},
+    {"__sub__", "__rsub__", "__isub__", "Sub", &sub},
+    {"__mul__", "__rmul__", "__imul__", "Mul", &mul},
+    {"__truediv__", "__rtruediv__", "__itruediv__", "Div", &div},
+    {"__floordiv__", "__rfloordiv__", "__ifloordiv__", "FloorDivide", &floor_divide},
+    {"__mod__", "__rmod__", "__imod__", "Remainder", &remainder},
+    {"__pow__", "__rpow__", "__ipow__", "Pow", &pow},
+};
+
+// Python reflects comparisons itself (3 < t calls t.__gt__(3)), so they need no reflected form.
+struct ComparisonOperator {
+  const char* name;
+  BinaryFn fn;
+};
+
+constexpr ComparisonOperator kComparisons[] = {
+    {"__eq__", &eq}, {"__ne__", &ne}, {"__lt__", &lt},
+    {"__le__", &le}, {"__gt__", &gt}, {"__ge__", &ge},
+};
+
+struct LogicalOperator {
+  const char* forward;
+  const char* reflected;
+  const char* symbol;
+  BinaryFn fn;
+};
+
+constexpr LogicalOperator kLogical[] = {
+    {"__and__", "__rand__", "&", &logical_and},
+    {"__or__", "__ror__", "|", &logical_or},
+    {"__xor__", "__rxor__", "^", &logical_xor},
+};
+
+// TensorMeta::of is not exported from libkiln, so the binding builds the metadata itself.
+TensorMeta meta_of(const Tensor& t) {
+  TensorMeta m(t.dtype(), t.shape());
+  m.weak = t.is_weak_scalar();
+  return m;
+}
+
+/// PyTorch's rule for writing a result into an existing tensor: a floating result never goes into
+/// an integer or bool tensor, and only a bool result goes into a bool tensor.
+void check_inplace(const ArithmeticOperator& op, const Tensor& self, const Tensor& other) {
+  const OpDefPtr def = OpRegistry::Instance().get(op.prim);
+  const DType result =
+      def->infer_outputs({meta_of(self), meta_of(other)}, def->normalize_attrs({})).at(0).dtype;
+  const DType target = self.dtype();
+  const bool ok = (!is_floating_point(result) || is_floating_point(target)) &&
+                  (target != DType::kBool || result == DType::kBool);
+  KILN_CHECK_DTYPE(ok) << op.inplace << ": result type " << result
+                       << " can't be cast to the desired output type " << target;
+}
+
+void check_bool_operands(const char* symbol, const Tensor& a, const Tensor& b) {
+  KILN_CHECK_DTYPE(a.dtype() == DType::kBool && b.dtype() == DType::kBool)
+      << "operator " << symbol << ": expected bool tensors, got " << a.dtype() << " and "
+      << b.dtype() << " (bitwise operations on integers are not supported)";
+}
+
+/// Defines `name` as a method of kiln.Tensor.
+template <typename F, typename... Extra>
+void def_method(nb::handle cls, const char* name, F&& f, const Extra&... extra) {
+  nb::cpp_function_def(std::forward<F>(f), nb::scope(cls), nb::name(name), nb::is_method(),
+                       extra...);
+}
+
+}  // namespace
+
+// Everything here goes on kiln.Tensor, so the module itself is not used.
+void bind_tensor_operators(nb::module_& /*m*/) {
+  nb::handle cls = nb::type<Tensor>();
+
+  for (const ArithmeticOperator& op : kArithmetic) {
+    def_method(
+        cls, op.forward,
+        [fn = op.fn](const Tensor& self, TensorArg other) { return fn(self, other, {}); },
+        nb::is_operator());
+    def_method(
+        cls, op.reflected,
+        [fn = op.fn](const Tensor& self, TensorArg other) { return fn(other, self, {}); },
+        nb::is_operator());
+    // In place: the result is written into self through `out` and self itself is returned.
+    def_method(
+        cls, op.inplace,
+        [p = &op](nb::handle self, TensorArg other) -> nb::object {
+          const Tensor& t = nb::cast<const Tensor&>(self);
+          check_inplace(*p, t, other);
+          p->fn(t, other, t);
+          return nb::borrow(self);
+        },
+        nb::is_operator());
+  }
+  for (const ComparisonOperator& op : kComparisons) {
+    def_method(
+        cls, op.name,
+        [fn = op.fn](const Tensor& self, TensorArg other) { return fn(self, other, {}); },
+        nb::is_operator());
+  }
+  for (const LogicalOperator& op : kLogical) {
+    def_method(
+        cls, op.forward,
+        [p = &op](const Tensor& self, TensorArg other) {
+          check_bool_operands(p->symbol, self, other);
+          return p->fn(self, other, {});
+        },
+        nb::is_operator());
+    def_method(
+        cls, op.reflected,
+        [p = &op](const Tensor& self, TensorArg other) {
+          check_bool_operands(p->symbol, other, self);
+          return p->fn(other, self, {});
+        },
+        nb::is_operator());
+  }
+  def_method(cls, "__neg__", [](const Tensor& self) { return neg(self); });
+  def_method(cls, "__abs__", [](const Tensor& self) { return abs(self); });
+  def_method(cls, "__invert__", [](const Tensor& self) {
+    KILN_CHECK_DTYPE(self.dtype() == DType::kBool)
+        << "operator ~: expected a bool tensor, got " << self.dtype()
+        << " (bitwise operations on integers are not supported)";
+    return logical_not(self);
+  });
+  // Defining __eq__ would otherwise leave tensors unhashable; hash by identity, as PyTorch does.
+  nb::setattr(cls, "__hash__",
+              nb::handle(reinterpret_cast<PyObject*>(&PyBaseObject_Type)).attr("__hash__"));
+
+  def_method(
+      cls, "to", [](const Tensor& self, DTypeArg dtype) { return to(self, dtype); }, "dtype"_a,
+      "This tensor converted to `dtype` (itself when it has that dtype).");
+  struct Conversion {
+    const char* name;
+    DType dtype;
+  };
+  static constexpr Conversion kConversions[] = {
+      {"float", DType::kFloat32},     {"double", DType::kFloat64}, {"half", DType::kFloat16},
+      {"bfloat16", DType::kBFloat16}, {"int", DType::kInt32},      {"long", DType::kInt64},
+      {"bool", DType::kBool},
+  };
+  for (const Conversion& c : kConversions) {
+    def_method(cls, c.name, [dtype = c.dtype](const Tensor& self) { return to(self, dtype); });
+  }
+}
 
 }  // namespace kiln::py

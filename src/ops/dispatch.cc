@@ -48,7 +48,7 @@ std::vector<Tensor> run_op_sync(const OpDef& op, const std::vector<Tensor>& inpu
   if (op.view_fn() && out.empty()) {
     op.infer_outputs(in_metas, attrs);  // validates arguments with the op's messages
     try {
-      return {op.view_fn()(inputs, attrs)};
+      return op.view_fn()(inputs, attrs);
     } catch (Error& e) {
       e.add_context("in " + op_call_str(op, in_metas));
       throw;

@@ -1,0 +1,95 @@
+// float32 sgemm 2048 x 2048 x 2048: kiln::matmul (oneDNN's matmul primitive behind Kiln's op
+// dispatch, allocating its result) against oneDNN's own `dnnl_sgemm` on the same inputs in the
+// same process. The target is kiln >= 1.0x dnnl_sgemm.
+//
+//   build/bench/matmul_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+//
+// Counters: FLOP/s = 2 n^3 per call as a rate; items_per_second counts output elements;
+// bytes_per_second counts the two inputs read plus the output written once (3 * 4 * n^2).
+#include <benchmark/benchmark.h>
+#include <oneapi/dnnl/dnnl.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kiln/functional/nn.h"
+#include "kiln/op.h"
+
+namespace {
+
+constexpr int64_t kN = 2048;
+
+kiln::Tensor random_matrix(unsigned seed) {
+  kiln::Tensor t = kiln::Tensor::empty({kN, kN});
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < kN * kN; ++i) p[i] = dist(rng);
+  return t;
+}
+
+void set_counters(benchmark::State& state) {
+  const double flops = 2.0 * kN * kN * kN;
+  state.counters["FLOP/s"] = benchmark::Counter(flops * static_cast<double>(state.iterations()),
+                                                benchmark::Counter::kIsRate);
+  state.SetItemsProcessed(state.iterations() * kN * kN);
+  state.SetBytesProcessed(state.iterations() * 3 * kN * kN * int64_t{sizeof(float)});
+}
+
+// What a user calls: the MatMul op through dispatch, with a freshly allocated result each time.
+void BM_KilnMatmul(benchmark::State& state) {
+  const kiln::Tensor a = random_matrix(1), b = random_matrix(2);
+  for (auto _ : state) {
+    kiln::Tensor c = kiln::matmul(a, b);
+    benchmark::DoNotOptimize(c.data_ptr());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state);
+}
+BENCHMARK(BM_KilnMatmul)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The same op writing into a preallocated result (call_op's `out`), as dnnl_sgemm does.
+void BM_KilnMatmulOut(benchmark::State& state) {
+  const kiln::Tensor a = random_matrix(1), b = random_matrix(2);
+  const kiln::Tensor c = kiln::Tensor::empty({kN, kN});
+  const kiln::OpDefPtr op = kiln::OpRegistry::Instance().get("MatMul");
+  for (auto _ : state) {
+    kiln::call_op(*op, {a, b}, {}, {c});
+    benchmark::DoNotOptimize(c.data_ptr());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state);
+}
+BENCHMARK(BM_KilnMatmulOut)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// a @ b^T with b^T a transposed view (Linear's weight layout), passed to oneDNN as strides.
+void BM_KilnMatmulTransposedB(benchmark::State& state) {
+  const kiln::Tensor a = random_matrix(1), b = random_matrix(2).transpose(0, 1);
+  for (auto _ : state) {
+    kiln::Tensor c = kiln::matmul(a, b);
+    benchmark::DoNotOptimize(c.data_ptr());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state);
+}
+BENCHMARK(BM_KilnMatmulTransposedB)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// oneDNN's BLAS-style sgemm on the same row-major inputs into a preallocated result.
+void BM_DnnlSgemm(benchmark::State& state) {
+  const kiln::Tensor a = random_matrix(1), b = random_matrix(2);
+  std::vector<float> c(static_cast<size_t>(kN * kN));
+  for (auto _ : state) {
+    const dnnl_status_t status = dnnl_sgemm('N', 'N', kN, kN, kN, 1.0f, a.data<float>(), kN,
+                                            b.data<float>(), kN, 0.0f, c.data(), kN);
+    if (status != dnnl_success) state.SkipWithError("dnnl_sgemm failed");
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state);
+}
+BENCHMARK(BM_DnnlSgemm)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,238 @@
+"""NumPy indexing for kiln.Tensor: ``x[key]`` and ``x[key] = value``.
+
+Basic indices -- ints (negative count from the end), slices with positive steps, ``None`` (a new
+axis) and ``...`` -- give a VIEW that shares ``x``'s storage, built from ``Tensor.select``,
+``slice`` and ``unsqueeze``. Advanced indices -- integer tensors, NumPy integer arrays and lists,
+boolean masks -- give a copy, with NumPy's placement rule for the indexed dims: the broadcast
+index dims replace the indexed dims in place when the advanced indices are adjacent, and go to the
+front when a slice, ``...`` or ``None`` separates them. As in NumPy, an int next to an advanced
+index counts as one (``x[0, :, [1, 2]]`` has the index dims first). A boolean mask selects the
+positions where it is true over as many dims as it has, which must match ``x``'s sizes there.
+
+``x[key] = value`` accepts a tensor, a NumPy array, a list or a Python number and broadcasts it to
+the indexed shape. Basic targets are written through the view; advanced and boolean targets use
+``index_put_`` (with duplicate indices the last assignment wins).
+
+Negative slice steps raise ``KilnValueError``: Kiln strides are never negative, so such a slice
+cannot be a view; index with a reversed integer tensor instead (a copy).
+"""
+
+import operator
+
+import numpy as np
+
+from . import _C
+from .errors import KilnIndexError, KilnValueError, ShapeError
+
+Tensor = _C.Tensor
+_mint = _C.mint
+
+_INDEX_DTYPES = (_C.dtype.int64, _C.dtype.int32)
+_VALID = ("only integers, slices (`:`), ellipsis (`...`), None and integer or boolean "
+          "tensors/arrays are valid indices")
+
+# Kinds of parsed index items.
+_INT, _SLICE, _NONE, _ELLIPSIS, _ARRAY, _MASK, _BOOL = range(7)
+
+
+def _as_array_index(obj):
+    """(kind, value) for a tensor, array or list used as an index."""
+    if isinstance(obj, Tensor):
+        if obj.dtype == _C.dtype.bool:
+            arr = obj.numpy()
+        elif obj.dtype.is_floating_point:
+            raise KilnIndexError(f"tensors used as indices must be of integer or boolean type, "
+                                 f"got {obj.dtype.name}")
+        elif obj.ndim == 0:
+            return _INT, int(obj.item())
+        else:
+            return _ARRAY, obj
+    else:
+        arr = np.asarray(obj)
+        if arr.size == 0 and arr.dtype == np.float64 and not isinstance(obj, np.ndarray):
+            arr = arr.astype(np.int64)  # [] indexes with no positions, as in NumPy
+    if arr.dtype == np.bool_:
+        return (_BOOL, bool(arr)) if arr.ndim == 0 else (_MASK, arr)
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise KilnIndexError(f"arrays used as indices must be of integer or boolean type, "
+                             f"got {arr.dtype}")
+    if arr.ndim == 0:
+        return _INT, int(arr)
+    return _ARRAY, arr
+
+
+def _parse(key):
+    """The key as a list of (kind, value)."""
+    items = []
+    for k in key if isinstance(key, tuple) else (key,):
+        if k is None:
+            items.append((_NONE, None))
+        elif k is Ellipsis:
+            items.append((_ELLIPSIS, None))
+        elif isinstance(k, slice):
+            items.append((_SLICE, k))
+        elif isinstance(k, (bool, np.bool_)):
+            items.append((_BOOL, bool(k)))
+        elif isinstance(k, (Tensor, np.ndarray, list)):
+            items.append(_as_array_index(k))
+        else:
+            try:
+                items.append((_INT, operator.index(k)))
+            except TypeError:
+                raise KilnIndexError(f"{_VALID}, got {type(k).__name__}") from None
+    return items
+
+
+def _consumed(kind, value):
+    if kind in (_INT, _SLICE, _ARRAY):
+        return 1
+    if kind == _MASK:
+        return value.ndim
+    return 0
+
+
+def _index_tensor(arr, xdim, size):
+    """An int64/int32 kiln tensor from an integer index, checked against the indexed dim."""
+    values = arr.numpy() if isinstance(arr, Tensor) else arr
+    if values.size:
+        low, high = int(values.min()), int(values.max())
+        bad = low if low < -size else (high if high >= size else None)
+        if bad is not None:
+            raise KilnIndexError(f"index {bad} is out of bounds for dimension {xdim} with size "
+                                 f"{size}")
+    if isinstance(arr, Tensor) and arr.dtype in _INDEX_DTYPES:
+        return arr
+    return _C.from_numpy(np.ascontiguousarray(values, dtype=np.int64))
+
+
+def _resolve(x, key):
+    """Applies the basic part of `key` to x.
+
+    Returns (view, advanced) where `view` shares x's storage and `advanced` lists
+    (dim of view, int index tensor) for the advanced indices, in order.
+    """
+    items = _parse(key)
+    if sum(kind == _ELLIPSIS for kind, _ in items) > 1:
+        raise KilnIndexError("an index can only have a single ellipsis ('...')")
+    used = sum(_consumed(kind, value) for kind, value in items)
+    if used > x.ndim:
+        raise KilnIndexError(f"too many indices for tensor: tensor is {x.ndim}-dimensional, but "
+                             f"{used} were indexed")
+    has_advanced = any(kind in (_ARRAY, _MASK, _BOOL) for kind, _ in items)
+    view, dim, xdim, advanced = x, 0, 0, []
+    for kind, value in items:
+        if kind == _ELLIPSIS:
+            dim += x.ndim - used
+            xdim += x.ndim - used
+        elif kind == _NONE:
+            view = view.unsqueeze(dim)
+            dim += 1
+        elif kind == _BOOL:
+            # A scalar bool is a new axis indexed by [0] (True) or [] (False), as in NumPy.
+            view = view.unsqueeze(dim)
+            advanced.append((dim, _C.tensor(np.arange(int(value), dtype=np.int64))))
+            dim += 1
+        elif kind == _SLICE:
+            size = view.shape[dim]
+            if value.step is not None and operator.index(value.step) <= 0:
+                if value.step == 0:
+                    raise KilnValueError("slice step cannot be zero")
+                raise KilnValueError("negative slice steps are not supported (Kiln strides are "
+                                     "never negative); index with a reversed integer tensor "
+                                     "instead")
+            start, stop, step = value.indices(size)
+            if (start, stop, step) != (0, size, 1):
+                view = view.slice(dim, start, stop, step)
+            dim += 1
+            xdim += 1
+        elif kind == _INT:
+            size = view.shape[dim]
+            if not -size <= value < size:
+                raise KilnIndexError(f"index {value} is out of bounds for dimension {xdim} with "
+                                     f"size {size}")
+            if has_advanced:
+                advanced.append((dim, _index_tensor(np.asarray(value), xdim, size)))
+                dim += 1
+            else:
+                view = view.select(dim, value)
+            xdim += 1
+        elif kind == _ARRAY:
+            advanced.append((dim, _index_tensor(value, xdim, view.shape[dim])))
+            dim += 1
+            xdim += 1
+        else:  # _MASK
+            covered = tuple(view.shape[dim:dim + value.ndim])
+            if covered != value.shape:
+                raise KilnIndexError(f"boolean index did not match the indexed tensor: mask shape "
+                                     f"{value.shape}, tensor dims {xdim}..{xdim + value.ndim - 1} "
+                                     f"have shape {covered}")
+            # The mask's dims merge into one indexed by the flat positions (same result as one
+            # index per dim, with one index tensor); when strides forbid merging, one per dim.
+            merged = view.shape[:dim] + (value.size,) + view.shape[dim + value.ndim:]
+            try:
+                view = view.view(merged) if value.ndim > 1 else view
+                found = [np.flatnonzero(value)]
+            except ShapeError:
+                found = np.nonzero(value)
+            for positions in found:
+                advanced.append((dim, _C.from_numpy(positions.astype(np.int64, copy=False))))
+                dim += 1
+            xdim += value.ndim
+    return view, advanced
+
+
+def _advanced_plan(view, advanced):
+    """(target, index tensors) such that ``_index(target, indices)`` is NumPy's result.
+
+    Adjacent advanced indices at dims p..: the dims before p get broadcastable arange indices,
+    so the result is (sizes before p, index dims, rest) -- NumPy's layout -- and `target` stays
+    the (unpermuted) view, which index_put_ writes in place when it is contiguous. Otherwise the
+    advanced dims are permuted to the front, which is NumPy's layout for that case.
+    """
+    indices = [t for _, t in advanced]
+    shapes = [tuple(t.shape) for t in indices]
+    try:
+        broadcast = np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise KilnIndexError(f"shape mismatch: indexing tensors could not be broadcast together "
+                             f"with shapes {', '.join(map(str, shapes))}") from None
+    dims = [d for d, _ in advanced]
+    first = dims[0]
+    if dims == list(range(first, first + len(dims))):
+        lead = [_C.from_numpy(np.arange(view.shape[i], dtype=np.int64).reshape(
+                    (view.shape[i],) + (1,) * (first - 1 - i + len(broadcast))))
+                for i in range(first)]
+        return view, lead + indices
+    rest = [d for d in range(view.ndim) if d not in dims]
+    return view.permute(dims + rest), indices
+
+
+def _getitem(self, key):
+    view, advanced = _resolve(self, key)
+    if not advanced:
+        return view
+    if len(advanced) == 1:
+        # One index tensor: index_select along its dim gives NumPy's layout directly.
+        dim, index = advanced[0]
+        out = _mint.index_select(view, dim, index.reshape(-1) if index.ndim != 1 else index)
+        if index.ndim != 1:
+            out = out.reshape(view.shape[:dim] + index.shape + view.shape[dim + 1:])
+        return out
+    return _mint._index(*_advanced_plan(view, advanced))
+
+
+def _setitem(self, key, value):
+    view, advanced = _resolve(self, key)
+    if not isinstance(value, (bool, int, float)):
+        value = value if isinstance(value, Tensor) else _C.tensor(value)
+        if not advanced and value.shares_storage_with(self):
+            value = value.clone()  # copy_into does not support overlapping memory
+    if not advanced:
+        _mint._copy_into(view, value)
+        return
+    target, indices = _advanced_plan(view, advanced)
+    _mint._index_put_(target, indices, value)
+
+
+Tensor.__getitem__ = _getitem
+Tensor.__setitem__ = _setitem

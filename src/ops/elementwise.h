@@ -1,0 +1,518 @@
+// The machinery of the elementwise op family (private to libkiln): dtype rules, the scalar math
+// of integer and floating ops, the inner loops (Highway kernels where they apply, templated
+// functors elsewhere) and the OpDef factories that the family files fill from their op tables.
+//
+//   struct ExpFn { template <typename C> auto operator()(C x) const { return std::exp(x); } };
+//   KILN_REGISTER_OP(unary_def<ExpFn, UnaryRule::kFloating>("Exp", simd::UnaryOp::kExp, "e^x"));
+//
+// See Note [Elementwise kernels] for how an op call becomes loops.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "core/dtype_dispatch.h"
+#include "core/strided_loop.h"
+#include "kiln/op.h"
+#include "ops/simd/float_kernels.h"
+
+namespace kiln::elementwise {
+
+// Note [Elementwise kernels]
+// An op's dtype rule gives two dtypes: the operand dtype (what every input is converted to) and
+// the output dtype. Inputs of another dtype are converted first, into a temporary of their own
+// (un-broadcast) shape, so a weak Python scalar costs a 0-d conversion and the common case
+// (operands already of the operand dtype) converts nothing. Each functor is then instantiated once
+// per operand type T: it computes in compute_t<T> (float for float16/bfloat16, which are loaded
+// and stored with one rounding) and the result is stored as the output type.
+//
+// Operands are broadcast with stride-0 views and walked by StridedLoop, which merges contiguous
+// dimensions (a contiguous problem of any rank is one flat run) and splits the work across the
+// intra-op pool in chunks of kElementwiseGrain. Each run picks the fastest loop its strides allow:
+// the Highway kernels of ops/simd/float_kernels.h for float32/float64 runs that are contiguous
+// or hold a broadcast scalar, a contiguous typed loop (auto-vectorised) otherwise, and a strided
+// loop for everything else. So a contiguous float add into a preallocated `out` is one
+// parallel_for over simd::binary, with no conversion, copy or allocation.
+
+/// Sentinels for ops that have no Highway kernel.
+inline constexpr simd::UnaryOp kNoSimdUnary = static_cast<simd::UnaryOp>(-1);
+inline constexpr simd::BinaryOp kNoSimdBinary = static_cast<simd::BinaryOp>(-1);
+
+/// How a unary op's dtypes follow from its input's.
+enum class UnaryRule {
+  kSame,        // output = input dtype, bool included (abs, floor, relu, ...)
+  kSameNoBool,  // output = input dtype, bool rejected (neg)
+  kFloating,    // operand and output = to_floating(input) (exp, sqrt, sigmoid, ...)
+  kPredicate,   // operand = input dtype, output bool (logical_not)
+};
+
+/// How a binary op's dtypes follow from result_type() of its operands.
+enum class BinaryRule {
+  kPromote,        // output = result_type, bool included (add, mul, maximum, minimum)
+  kPromoteNoBool,  // output = result_type, bool rejected (sub, floor_divide, remainder, pow)
+  kFloating,       // operand and output = to_floating(result_type) (div)
+  kPredicate,      // operand = result_type, output bool (comparisons, logical ops)
+};
+
+/// Checks a binary op makes on its right operand before computing anything.
+enum class OperandCheck {
+  kNone,
+  kNonzeroIntDivisor,      // integer division by zero is an error, not a crash
+  kNonnegativeIntExponent  // integers to negative integer powers are an error (as in NumPy)
+};
+
+// ---- element types ----------------------------------------------------------------------------
+
+enum TypeSet : unsigned { kBoolType = 1u, kIntTypes = 2u, kFloatTypes = 4u, kAllTypes = 7u };
+
+template <typename T>
+constexpr unsigned type_set_of() {
+  if constexpr (std::is_same_v<T, bool>) {
+    return kBoolType;
+  } else if constexpr (std::is_integral_v<T>) {
+    return kIntTypes;
+  } else {
+    return kFloatTypes;
+  }
+}
+
+/// The arithmetic type of an element type: float for the 16-bit floats, the type itself otherwise.
+template <typename T>
+using compute_t =
+    std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+
+template <typename T>
+constexpr bool kIsSimdFloat = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+/// Calls f(TypeTag<T>{}) for `dtype`, instantiated only for the types in `Set` (the dtype rules
+/// guarantee that no other dtype reaches a kernel).
+template <unsigned Set, typename F>
+void visit_types(DType dtype, F&& f) {
+  visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr ((type_set_of<T>() & Set) != 0) {
+      f(tag);
+    } else {
+      KILN_ASSERT(false) << "elementwise kernel reached with dtype " << dtype;
+    }
+  });
+}
+
+constexpr unsigned types_of(UnaryRule rule) {
+  return rule == UnaryRule::kFloating     ? kFloatTypes
+         : rule == UnaryRule::kSameNoBool ? (kIntTypes | kFloatTypes)
+                                          : kAllTypes;
+}
+constexpr unsigned types_of(BinaryRule rule) {
+  return rule == BinaryRule::kFloating        ? kFloatTypes
+         : rule == BinaryRule::kPromoteNoBool ? (kIntTypes | kFloatTypes)
+                                              : kAllTypes;
+}
+
+// ---- scalar math shared by the op tables --------------------------------------------------------
+// Integer arithmetic wraps around (as NumPy and PyTorch do) without signed overflow: it runs in an
+// unsigned type at least as wide as unsigned int, so that narrow types do not promote to int.
+
+template <typename C>
+using wide_unsigned_t =
+    std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
+
+template <typename C>
+C wrapping_add(C a, C b) {
+  if constexpr (std::is_same_v<C, bool>) {
+    return a || b;
+  } else if constexpr (std::is_integral_v<C>) {
+    using W = wide_unsigned_t<C>;
+    return static_cast<C>(static_cast<W>(a) + static_cast<W>(b));
+  } else {
+    return a + b;
+  }
+}
+
+template <typename C>
+C wrapping_sub(C a, C b) {
+  if constexpr (std::is_integral_v<C>) {
+    using W = wide_unsigned_t<C>;
+    return static_cast<C>(static_cast<W>(a) - static_cast<W>(b));
+  } else {
+    return a - b;
+  }
+}
+
+template <typename C>
+C wrapping_mul(C a, C b) {
+  if constexpr (std::is_same_v<C, bool>) {
+    return a && b;
+  } else if constexpr (std::is_integral_v<C>) {
+    using W = wide_unsigned_t<C>;
+    return static_cast<C>(static_cast<W>(a) * static_cast<W>(b));
+  } else {
+    return a * b;
+  }
+}
+
+template <typename C>
+C wrapping_neg(C x) {
+  return wrapping_sub(C(0), x);
+}
+
+template <typename C>
+C abs_value(C x) {
+  if constexpr (std::is_same_v<C, bool> || std::is_unsigned_v<C>) {
+    return x;
+  } else if constexpr (std::is_integral_v<C>) {
+    return x < 0 ? wrapping_neg(x) : x;
+  } else {
+    return std::abs(x);
+  }
+}
+
+/// -1, 0 or 1; sign(+-0) = +0 and sign(nan) = nan, as numpy.
+template <typename C>
+C sign_value(C x) {
+  if constexpr (std::is_same_v<C, bool> || std::is_unsigned_v<C>) {
+    return static_cast<C>(x > 0);
+  } else if constexpr (std::is_integral_v<C>) {
+    return static_cast<C>((x > 0) - (x < 0));
+  } else {
+    return x > 0 ? C(1) : (x < 0 ? C(-1) : (x == x ? C(0) : x));
+  }
+}
+
+/// max(x, 0) with nan kept.
+template <typename C>
+C relu_value(C x) {
+  if constexpr (std::is_same_v<C, bool> || std::is_unsigned_v<C>) {
+    return x;
+  } else {
+    return x < C(0) ? C(0) : x;
+  }
+}
+
+/// floor / ceil / round-half-to-even; identities on integers and bools.
+template <typename C>
+C floor_value(C x) {
+  if constexpr (std::is_integral_v<C>) {
+    return x;
+  } else {
+    return std::floor(x);
+  }
+}
+template <typename C>
+C ceil_value(C x) {
+  if constexpr (std::is_integral_v<C>) {
+    return x;
+  } else {
+    return std::ceil(x);
+  }
+}
+template <typename C>
+C round_value(C x) {
+  if constexpr (std::is_integral_v<C>) {
+    return x;
+  } else {
+    return std::nearbyint(x);  // the default rounding mode: to nearest, ties to even
+  }
+}
+
+/// numpy.maximum / minimum: nan if either operand is nan.
+template <typename C>
+C maximum_value(C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (a != a || b != b) return a + b;
+  }
+  return a > b ? a : b;
+}
+template <typename C>
+C minimum_value(C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (a != a || b != b) return a + b;
+  }
+  return a < b ? a : b;
+}
+
+template <typename C>
+bool truthy(C x) {
+  return x != C(0);
+}
+
+/// Python's a // b (rounds toward -inf). Integers: b != 0 is checked before the kernel runs;
+/// b == -1 is a wrapping negation (INT_MIN // -1 would overflow). Floats: NumPy's npy_divmod.
+template <typename C>
+C floor_divide_value(C a, C b) {
+  if constexpr (std::is_integral_v<C>) {
+    if constexpr (std::is_signed_v<C>) {
+      if (b == C(-1)) return wrapping_neg(a);
+      C q = static_cast<C>(a / b);
+      if (a % b != 0 && ((a < 0) != (b < 0))) --q;
+      return q;
+    } else {
+      return static_cast<C>(a / b);
+    }
+  } else {
+    if (b == C(0)) return a / b;
+    const C mod = std::fmod(a, b);
+    C div = (a - mod) / b;
+    if (mod != C(0) && ((b < C(0)) != (mod < C(0)))) div -= C(1);
+    if (div == C(0)) return std::copysign(C(0), a / b);
+    C floordiv = std::floor(div);
+    if (div - floordiv > C(0.5)) floordiv += C(1);  // snap to the nearest integral value
+    return floordiv;
+  }
+}
+
+/// Python's a % b (the sign of the divisor). Integers: b != 0 is checked first.
+template <typename C>
+C remainder_value(C a, C b) {
+  if constexpr (std::is_integral_v<C>) {
+    if constexpr (std::is_signed_v<C>) {
+      if (b == C(-1)) return C(0);
+      C r = static_cast<C>(a % b);
+      if (r != 0 && ((r < 0) != (b < 0))) r = static_cast<C>(r + b);
+      return r;
+    } else {
+      return static_cast<C>(a % b);
+    }
+  } else {
+    C mod = std::fmod(a, b);
+    if (b == C(0)) return mod;
+    if (mod != C(0)) {
+      if ((b < C(0)) != (mod < C(0))) mod += b;
+    } else {
+      mod = std::copysign(C(0), b);
+    }
+    return mod;
+  }
+}
+
+/// a ** b. Integers: exponentiation by squaring, wrapping; b >= 0 is checked first.
+template <typename C>
+C power_value(C a, C b) {
+  if constexpr (std::is_integral_v<C>) {
+    using W = wide_unsigned_t<C>;
+    W result = 1;
+    W base = static_cast<W>(a);
+    for (auto e = static_cast<std::make_unsigned_t<C>>(b); e != 0; e >>= 1) {
+      if (e & 1u) result = static_cast<W>(result * base);
+      base = static_cast<W>(base * base);
+    }
+    return static_cast<C>(result);
+  } else {
+    return std::pow(a, b);
+  }
+}
+
+// ---- operands -----------------------------------------------------------------------------------
+
+/// `x` itself when it has `dtype`, else a converted contiguous temporary of x's shape.
+inline Tensor as_dtype(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  Tensor converted = Tensor::empty(x.shape(), dtype);
+  copy_into(converted, x);
+  return converted;
+}
+
+/// `x` viewed with the output's shape (stride 0 in broadcast dimensions).
+inline Tensor broadcast_operand(const Tensor& x, const Shape& shape) {
+  return x.shape() == shape ? x : x.expand(shape);
+}
+
+template <typename T>
+T load(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+template <typename T>
+void store(char* p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
+
+/// The output list call_op takes for an optional `out`.
+inline std::vector<Tensor> out_list(const Tensor& out) {
+  return out.defined() ? std::vector<Tensor>{out} : std::vector<Tensor>{};
+}
+
+/// Runs `op` on `inputs`, writing into `out` when it is defined.
+inline Tensor call_elementwise(const OpDef& op, const std::vector<Tensor>& inputs,
+                               const Tensor& out, const Attrs& attrs = {}) {
+  return call_op(op, inputs, attrs, out_list(out))[0];
+}
+
+// ---- inner loops ------------------------------------------------------------------------------
+
+/// One run of y = f(x): x has element type T, y type O; byte strides s[0] (y) and s[1] (x).
+template <typename T, typename O, typename F>
+void unary_run(const F& f, simd::UnaryOp simd_op, char* const* p, const int64_t* s, int64_t n) {
+  using C = compute_t<T>;
+  if constexpr (kIsSimdFloat<T> && std::is_same_v<O, T>) {
+    if (simd_op != kNoSimdUnary && s[0] == sizeof(T) && s[1] == sizeof(T)) {
+      simd::unary(simd_op, reinterpret_cast<const T*>(p[1]), reinterpret_cast<T*>(p[0]), n);
+      return;
+    }
+  }
+  if (s[0] == sizeof(O) && s[1] == sizeof(T)) {
+    O* y = reinterpret_cast<O*>(p[0]);
+    const T* x = reinterpret_cast<const T*>(p[1]);
+    for (int64_t i = 0; i < n; ++i) y[i] = convert<O>(f(convert<C>(x[i])));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    store<O>(p[0] + i * s[0], convert<O>(f(convert<C>(load<T>(p[1] + i * s[1])))));
+  }
+}
+
+/// A contiguous y = f(a, b) where an operand with `Step` false is one broadcast element.
+template <typename T, typename O, bool StepA, bool StepB, typename F>
+void binary_contiguous(const F& f, char* const* p, int64_t n) {
+  using C = compute_t<T>;
+  O* y = reinterpret_cast<O*>(p[0]);
+  const T* a = reinterpret_cast<const T*>(p[1]);
+  const T* b = reinterpret_cast<const T*>(p[2]);
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = convert<O>(f(convert<C>(a[StepA ? i : 0]), convert<C>(b[StepB ? i : 0])));
+  }
+}
+
+/// One run of y = f(a, b): a and b have element type T, y type O; byte strides s[0..2].
+template <typename T, typename O, typename F>
+void binary_run(const F& f, simd::BinaryOp simd_op, char* const* p, const int64_t* s, int64_t n) {
+  using C = compute_t<T>;
+  constexpr int64_t kT = sizeof(T);
+  if (s[0] == static_cast<int64_t>(sizeof(O))) {
+    if constexpr (kIsSimdFloat<T> && std::is_same_v<O, T>) {
+      if (simd_op != kNoSimdBinary) {
+        T* y = reinterpret_cast<T*>(p[0]);
+        const T* a = reinterpret_cast<const T*>(p[1]);
+        const T* b = reinterpret_cast<const T*>(p[2]);
+        if (s[1] == kT && s[2] == kT) return simd::binary(simd_op, a, b, y, n);
+        if (s[1] == kT && s[2] == 0) return simd::binary_scalar_rhs(simd_op, a, *b, y, n);
+        if (s[1] == 0 && s[2] == kT) return simd::binary_scalar_lhs(simd_op, *a, b, y, n);
+      }
+    }
+    if (s[1] == kT && s[2] == kT) return binary_contiguous<T, O, true, true>(f, p, n);
+    if (s[1] == kT && s[2] == 0) return binary_contiguous<T, O, true, false>(f, p, n);
+    if (s[1] == 0 && s[2] == kT) return binary_contiguous<T, O, false, true>(f, p, n);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const C a = convert<C>(load<T>(p[1] + i * s[1]));
+    const C b = convert<C>(load<T>(p[2] + i * s[2]));
+    store<O>(p[0] + i * s[0], convert<O>(f(a, b)));
+  }
+}
+
+/// A type-erased inner loop, so that one instantiation of StridedLoop's driver (and of the
+/// parallel_for around it) serves every op and dtype; only the inner runs are per (op, type).
+struct InnerLoop {
+  void (*fn)(const void* functor, int simd_op, char* const* p, const int64_t* s, int64_t n);
+  const void* functor;
+  int simd_op;
+  void operator()(char* const* p, const int64_t* s, int64_t n) const {
+    fn(functor, simd_op, p, s, n);
+  }
+};
+
+/// `x` broadcast to out's shape, ready for a loop writing `out`: a copy when x overlaps out other
+/// than as the very same view (so that x += x.T reads x as it was, as NumPy does).
+Tensor loop_operand(const Tensor& x, const Tensor& out);
+/// Runs `loop` over out and x broadcast to out's shape, in parallel chunks.
+void run_loop(const Tensor& out, const Tensor& x, const InnerLoop& loop);
+/// Runs `loop` over out, a and b broadcast to out's shape, in parallel chunks.
+void run_loop(const Tensor& out, const Tensor& a, const Tensor& b, const InnerLoop& loop);
+
+template <typename T, typename O, typename F>
+void erased_unary_run(const void* f, int simd_op, char* const* p, const int64_t* s, int64_t n) {
+  unary_run<T, O>(*static_cast<const F*>(f), static_cast<simd::UnaryOp>(simd_op), p, s, n);
+}
+
+template <typename T, typename O, typename F>
+void erased_binary_run(const void* f, int simd_op, char* const* p, const int64_t* s, int64_t n) {
+  binary_run<T, O>(*static_cast<const F*>(f), static_cast<simd::BinaryOp>(simd_op), p, s, n);
+}
+
+/// out = f(x) over the whole output; x already has element type T and out type O.
+template <typename T, typename O, typename F>
+void launch_unary(const Tensor& out, const Tensor& x, const F& f, simd::UnaryOp simd_op) {
+  run_loop(out, x, InnerLoop{&erased_unary_run<T, O, F>, &f, static_cast<int>(simd_op)});
+}
+
+/// out = f(a, b) over the whole output; a and b already have element type T and out type O.
+template <typename T, typename O, typename F>
+void launch_binary(const Tensor& out, const Tensor& a, const Tensor& b, const F& f,
+                   simd::BinaryOp simd_op) {
+  run_loop(out, a, b, InnerLoop{&erased_binary_run<T, O, F>, &f, static_cast<int>(simd_op)});
+}
+
+// ---- dtype rules and OpDef factories ----------------------------------------------------------
+
+/// The output dtype of a unary op; throws kDType naming `prim` for a bool input of kSameNoBool.
+DType unary_result_dtype(const char* prim, UnaryRule rule, DType input);
+/// The dtype a binary op converts its operands to (throws kDType for bool under kPromoteNoBool).
+DType binary_operand_dtype(const char* prim, BinaryRule rule, const TensorMeta& a,
+                           const TensorMeta& b);
+/// The operand dtype of a comparison: `operand`, or int64 when a weak integer scalar among a and b
+/// does not fit the integer type `operand` (so that int8 == 1000 is false, not a wrapped compare).
+DType predicate_operand_dtype(DType operand, const Tensor& a, const Tensor& b);
+/// Throws kValue when `b` (of operand dtype) fails `check`.
+void check_operand(const char* prim, OperandCheck check, const Tensor& b);
+
+/// An elementwise unary op: functor F (a generic callable on the compute type), dtype rule R.
+template <typename F, UnaryRule R>
+OpDef unary_def(const char* prim, simd::UnaryOp simd_op, const char* doc) {
+  return OpDef(prim)
+      .input("x")
+      .traits(kTraitElementwise)
+      .doc(doc)
+      .infer([prim](const InferContext& ctx) {
+        const TensorMeta& x = ctx.input(0);
+        return MetaList{{unary_result_dtype(prim, R, x.dtype), x.shape}};
+      })
+      .kernel(DeviceType::kCPU, [simd_op](KernelContext& ctx) {
+        const Tensor& out = ctx.outputs[0];
+        const DType operand = R == UnaryRule::kPredicate ? ctx.inputs[0].dtype() : out.dtype();
+        const Tensor x = as_dtype(ctx.inputs[0], operand);
+        visit_types<types_of(R)>(operand, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          using O = std::conditional_t<R == UnaryRule::kPredicate, bool, T>;
+          launch_unary<T, O>(out, x, F{}, simd_op);
+        });
+      });
+}
+
+/// An elementwise binary op with NumPy broadcasting: functor F, dtype rule R, operand check K.
+template <typename F, BinaryRule R, OperandCheck K>
+OpDef binary_def(const char* prim, simd::BinaryOp simd_op, const char* doc) {
+  return OpDef(prim)
+      .input("a")
+      .input("b")
+      .traits(kTraitElementwise)
+      .doc(doc)
+      .infer([prim](const InferContext& ctx) {
+        const TensorMeta& a = ctx.input(0);
+        const TensorMeta& b = ctx.input(1);
+        const Shape shape = broadcast_shapes(a.shape, b.shape);
+        const DType operand = binary_operand_dtype(prim, R, a, b);
+        return MetaList{{R == BinaryRule::kPredicate ? DType::kBool : operand, shape}};
+      })
+      .kernel(DeviceType::kCPU, [prim, simd_op](KernelContext& ctx) {
+        const Tensor& out = ctx.outputs[0];
+        DType operand = binary_operand_dtype(prim, R, TensorMeta::of(ctx.inputs[0]),
+                                             TensorMeta::of(ctx.inputs[1]));
+        if constexpr (R == BinaryRule::kPredicate) {
+          operand = predicate_operand_dtype(operand, ctx.inputs[0], ctx.inputs[1]);
+        }
+        const Tensor a = as_dtype(ctx.inputs[0], operand);
+        const Tensor b = as_dtype(ctx.inputs[1], operand);
+        if constexpr (K != OperandCheck::kNone) check_operand(prim, K, b);
+        visit_types<types_of(R)>(operand, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          using O = std::conditional_t<R == BinaryRule::kPredicate, bool, T>;
+          launch_binary<T, O>(out, a, b, F{}, simd_op);
+        });
+      });
+}
+
+}  // namespace kiln::elementwise

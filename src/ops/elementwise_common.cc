@@ -1,0 +1,134 @@
+// The non-template parts of the elementwise ops (see ops/elementwise.h): dtype rules, operand
+// checks and the loop drivers.
+#include <limits>
+#include <utility>
+
+#include "ops/elementwise.h"
+
+namespace kiln::elementwise {
+namespace {
+
+bool fits(int64_t v, DType dtype) {
+  return visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      return v >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+             v <= static_cast<int64_t>(std::numeric_limits<T>::max());
+    } else {
+      return true;
+    }
+  });
+}
+
+// The half-open byte range [first, last) that a tensor's elements occupy.
+std::pair<const char*, const char*> byte_extent(const Tensor& t) {
+  const char* base = static_cast<const char*>(t.data_ptr());
+  int64_t lo = 0;
+  int64_t hi = 0;
+  for (int64_t d = 0; d < t.ndim(); ++d) {
+    const int64_t span = (t.size(d) - 1) * t.stride(d);
+    (span < 0 ? lo : hi) += span;
+  }
+  const auto size = static_cast<int64_t>(t.itemsize());
+  return {base + lo * size, base + (hi + 1) * size};
+}
+
+// True when writing `out` element by element could change elements of `x` not yet read: they
+// share memory and are not the very same view (which elementwise loops handle in place).
+bool overlaps_partially(const Tensor& x, const Tensor& out) {
+  if (x.numel() == 0 || out.numel() == 0 || x.storage() != out.storage()) return false;
+  if (x.data_ptr() == out.data_ptr() && x.shape() == out.shape() && x.strides() == out.strides()) {
+    return false;
+  }
+  const auto [x_first, x_last] = byte_extent(x);
+  const auto [out_first, out_last] = byte_extent(out);
+  return x_first < out_last && out_first < x_last;
+}
+
+}  // namespace
+
+Tensor loop_operand(const Tensor& x, const Tensor& out) {
+  // NumPy semantics: an input overlapping the output (x += x.T) is read as it was before the call.
+  return broadcast_operand(overlaps_partially(x, out) ? x.clone() : x, out.shape());
+}
+
+DType unary_result_dtype(const char* prim, UnaryRule rule, DType input) {
+  switch (rule) {
+    case UnaryRule::kSame:
+      return input;
+    case UnaryRule::kSameNoBool:
+      KILN_CHECK_DTYPE(input != DType::kBool)
+          << prim << ": expected a numeric tensor, got bool; to invert a mask use logical_not "
+          << "(the ~ operator)";
+      return input;
+    case UnaryRule::kFloating:
+      return to_floating(input);
+    case UnaryRule::kPredicate:
+      return DType::kBool;
+  }
+  KILN_ASSERT(false) << "unknown unary rule";
+}
+
+DType binary_operand_dtype(const char* prim, BinaryRule rule, const TensorMeta& a,
+                           const TensorMeta& b) {
+  const DType common = result_type({a, b});
+  switch (rule) {
+    case BinaryRule::kPromote:
+      return common;
+    case BinaryRule::kPromoteNoBool:
+      KILN_CHECK_DTYPE(common != DType::kBool)
+          << prim << ": expected numeric operands, got " << a.dtype << " and " << b.dtype
+          << "; booleans support logical_and, logical_or and logical_xor (& | ^)";
+      return common;
+    case BinaryRule::kFloating:
+      return to_floating(common);
+    case BinaryRule::kPredicate:
+      return common;
+  }
+  KILN_ASSERT(false) << "unknown binary rule";
+}
+
+DType predicate_operand_dtype(DType operand, const Tensor& a, const Tensor& b) {
+  // A weak Python integer that the integer operand dtype cannot hold would wrap around when
+  // converted (int8 tensor == 1000); compare in int64, which holds every integer dtype.
+  if (!is_integral(operand)) return operand;
+  for (const Tensor* t : {&a, &b}) {
+    if (t->is_weak_scalar() && t->dtype() == DType::kInt64 && !fits(*t->data<int64_t>(), operand)) {
+      return DType::kInt64;
+    }
+  }
+  return operand;
+}
+
+void run_loop(const Tensor& out, const Tensor& x, const InnerLoop& loop) {
+  const Tensor xb = loop_operand(x, out);
+  StridedLoop<2>(out.shape(), {&out, &xb}).parallel_run(kElementwiseGrain, loop);
+}
+
+void run_loop(const Tensor& out, const Tensor& a, const Tensor& b, const InnerLoop& loop) {
+  const Tensor ab = loop_operand(a, out);
+  const Tensor bb = loop_operand(b, out);
+  StridedLoop<3>(out.shape(), {&out, &ab, &bb}).parallel_run(kElementwiseGrain, loop);
+}
+
+void check_operand(const char* prim, OperandCheck check, const Tensor& b) {
+  if (!is_integral(b.dtype()) || b.numel() == 0) return;
+  visit_types<kIntTypes>(b.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    StridedLoop<1> loop(b.shape(), {&b});
+    loop.parallel_run(kElementwiseGrain, [&](char* const* p, const int64_t* s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        const T v = load<T>(p[0] + i * s[0]);
+        if (check == OperandCheck::kNonzeroIntDivisor) {
+          KILN_CHECK_VALUE(v != 0) << prim << ": integer division by zero";
+        } else if constexpr (std::is_signed_v<T>) {
+          KILN_CHECK_VALUE(v >= 0)
+              << prim << ": integers to negative integer powers are not allowed (got exponent "
+              << static_cast<int64_t>(v) << "); use a floating-point base or exponent";
+        }
+      }
+    });
+  });
+}
+
+}  // namespace kiln::elementwise

@@ -1,0 +1,206 @@
+// Unary elementwise ops: neg, abs, exp, sqrt, sigmoid, ..., plus gelu and clamp (which take
+// attributes). One table row per op; the loops are in ops/elementwise.h.
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "kiln/functional/elementwise.h"
+#include "ops/elementwise.h"
+
+namespace kiln {
+namespace elementwise {
+namespace {
+
+using U = simd::UnaryOp;
+
+// Each row: function, primitive, dtype rule, Highway kernel, the result as an expression of `x`
+// in the compute type C, and the op's documentation.
+#define KILN_UNARY_OPS(X)                                                                       \
+  X(neg, Neg, kSameNoBool, U::kNeg, wrapping_neg(x), "-x (integers wrap; bool: DTypeError)")    \
+  X(abs, Abs, kSame, U::kAbs, abs_value(x), "|x| (integers wrap around at the minimum)")        \
+  X(sign, Sign, kSame, U::kSign, sign_value(x), "-1, 0 or 1 by the sign of x; sign(nan) = nan") \
+  X(exp, Exp, kFloating, U::kExp, std::exp(x), "e^x")                                           \
+  X(expm1, Expm1, kFloating, U::kExpm1, std::expm1(x), "e^x - 1, accurate near 0")              \
+  X(log, Log, kFloating, U::kLog, std::log(x), "natural logarithm; nan below 0")                \
+  X(log1p, Log1p, kFloating, U::kLog1p, std::log1p(x), "log(1 + x), accurate near 0")           \
+  X(log2, Log2, kFloating, U::kLog2, std::log2(x), "base-2 logarithm")                          \
+  X(sqrt, Sqrt, kFloating, U::kSqrt, std::sqrt(x), "square root; nan below 0")                  \
+  X(rsqrt, Rsqrt, kFloating, U::kRsqrt, C(1) / std::sqrt(x), "1 / sqrt(x)")                     \
+  X(reciprocal, Reciprocal, kFloating, U::kReciprocal, C(1) / x, "1 / x")                       \
+  X(square, Square, kSame, U::kSquare, wrapping_mul(x, x), "x * x")                             \
+  X(sin, Sin, kFloating, U::kSin, std::sin(x), "sine (radians)")                                \
+  X(cos, Cos, kFloating, U::kCos, std::cos(x), "cosine (radians)")                              \
+  X(tan, Tan, kFloating, U::kTan, std::tan(x), "tangent (radians)")                             \
+  X(tanh, Tanh, kFloating, U::kTanh, std::tanh(x), "hyperbolic tangent")                        \
+  X(sigmoid, Sigmoid, kFloating, U::kSigmoid, C(1) / (C(1) + std::exp(-x)), "1 / (1 + e^-x)")   \
+  X(relu, Relu, kSame, U::kRelu, relu_value(x), "max(x, 0); relu(nan) = nan")                   \
+  X(silu, Silu, kFloating, U::kSilu, x / (C(1) + std::exp(-x)), "x * sigmoid(x)")               \
+  X(erf, Erf, kFloating, U::kErf, std::erf(x), "the error function")                            \
+  X(floor, Floor, kSame, U::kFloor, floor_value(x), "largest integer <= x (integers: x)")       \
+  X(ceil, Ceil, kSame, U::kCeil, ceil_value(x), "smallest integer >= x (integers: x)")          \
+  X(round, Round, kSame, U::kRound, round_value(x), "nearest integer, ties to even (as NumPy)") \
+  X(logical_not, LogicalNot, kPredicate, kNoSimdUnary, !truthy(x), "x == 0, as bool")
+
+#define KILN_UNARY_FUNCTOR(name, Prim, rule, simd_op, expr, doc) \
+  struct Prim##Fn {                                              \
+    template <typename C>                                        \
+    auto operator()(C x) const {                                 \
+      return expr;                                               \
+    }                                                            \
+  };
+KILN_UNARY_OPS(KILN_UNARY_FUNCTOR)
+#undef KILN_UNARY_FUNCTOR
+
+#define KILN_UNARY_REGISTER(name, Prim, rule, simd_op, expr, doc) \
+  KILN_REGISTER_OP((unary_def<Prim##Fn, UnaryRule::rule>(#Prim, simd_op, doc)));
+KILN_UNARY_OPS(KILN_UNARY_REGISTER)
+#undef KILN_UNARY_REGISTER
+
+// gelu and clamp carry attributes, so their OpDefs are written out; their loops are the same.
+
+struct GeluErfFn {
+  template <typename C>
+  C operator()(C x) const {
+    return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));  // 1 / sqrt(2)
+  }
+};
+
+struct GeluTanhFn {
+  template <typename C>
+  C operator()(C x) const {
+    const C inner = C(0.79788456080286535588) * (x + C(0.044715) * x * x * x);  // sqrt(2 / pi)
+    return C(0.5) * x * (C(1) + std::tanh(inner));
+  }
+};
+
+KILN_REGISTER_OP(
+    OpDef("Gelu")
+        .input("x")
+        .attr("approximate", AttrKind::kString, std::string("none"))
+        .traits(kTraitElementwise)
+        .doc("Gaussian error linear unit: 0.5 x (1 + erf(x / sqrt 2)); approximate='tanh' uses "
+             "0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))")
+        .infer([](const InferContext& ctx) {
+          const std::string mode = ctx.attrs.get<std::string>("approximate");
+          KILN_CHECK_VALUE(mode == "none" || mode == "tanh")
+              << "Gelu: expected approximate to be 'none' or 'tanh', got '" << mode << "'";
+          return MetaList{{to_floating(ctx.input(0).dtype), ctx.input(0).shape}};
+        })
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const Tensor& out = ctx.outputs[0];
+          const Tensor x = as_dtype(ctx.inputs[0], out.dtype());
+          const bool tanh = ctx.attrs.get<std::string>("approximate") == "tanh";
+          visit_types<kFloatTypes>(out.dtype(), [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            if (tanh) {
+              launch_unary<T, T>(out, x, GeluTanhFn{}, U::kGeluTanh);
+            } else {
+              launch_unary<T, T>(out, x, GeluErfFn{}, U::kGeluErf);
+            }
+          });
+        }));
+
+/// min(max(x, lo), hi) with nan kept; lo > hi gives hi (as NumPy and PyTorch).
+template <typename C>
+struct ClampFn {
+  C lo;
+  C hi;
+  C operator()(C x) const {
+    const C v = x < lo ? lo : x;
+    return v > hi ? hi : v;
+  }
+};
+
+/// A clamp bound in the compute type C; a missing bound is C's lowest / highest value. Integer
+/// bounds saturate to C's range (the result dtype is integral only when the bounds are).
+template <typename C>
+C bound_as(const Attrs& attrs, const char* name, bool upper) {
+  if (attrs.is_none(name)) {
+    if constexpr (std::is_floating_point_v<C>) {
+      return upper ? std::numeric_limits<C>::infinity() : -std::numeric_limits<C>::infinity();
+    } else {
+      return upper ? std::numeric_limits<C>::max() : std::numeric_limits<C>::lowest();
+    }
+  }
+  const Scalar s = attrs.get<Scalar>(name);
+  if constexpr (std::is_floating_point_v<C>) {
+    return static_cast<C>(s.to_double());
+  } else if constexpr (std::is_same_v<C, bool>) {
+    return s.to_bool();
+  } else {
+    KILN_ASSERT(!s.is_floating_point()) << "Clamp: a float bound with an integer result";
+    const int64_t v = s.to_int();
+    if (v < static_cast<int64_t>(std::numeric_limits<C>::min()))
+      return std::numeric_limits<C>::min();
+    if (v > static_cast<int64_t>(std::numeric_limits<C>::max()))
+      return std::numeric_limits<C>::max();
+    return static_cast<C>(v);
+  }
+}
+
+TensorMeta bound_meta(const Attrs& attrs, const char* name) {
+  TensorMeta m;
+  if (attrs.is_none(name)) {
+    m.defined = false;
+    return m;
+  }
+  const Scalar s = attrs.get<Scalar>(name);
+  m.dtype = s.is_bool() ? DType::kBool : (s.is_integral() ? DType::kInt64 : DType::kFloat64);
+  m.weak = true;
+  return m;
+}
+
+KILN_REGISTER_OP(
+    OpDef("Clamp")
+        .input("x")
+        .attr("min", AttrKind::kScalar, std::monostate{})
+        .attr("max", AttrKind::kScalar, std::monostate{})
+        .traits(kTraitElementwise)
+        .doc("min(max(x, min), max); either bound may be None (not both). The bounds are weak "
+             "scalars: an integer tensor with a float bound gives float32, as in PyTorch")
+        .infer([](const InferContext& ctx) {
+          KILN_CHECK_VALUE(!ctx.attrs.is_none("min") || !ctx.attrs.is_none("max"))
+              << "Clamp: expected at least one of min and max, got neither";
+          const DType dtype = result_type(
+              {ctx.input(0), bound_meta(ctx.attrs, "min"), bound_meta(ctx.attrs, "max")});
+          return MetaList{{dtype, ctx.input(0).shape}};
+        })
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const Tensor& out = ctx.outputs[0];
+          const Tensor x = as_dtype(ctx.inputs[0], out.dtype());
+          visit_types<kAllTypes>(out.dtype(), [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            using C = compute_t<T>;
+            const ClampFn<C> f{bound_as<C>(ctx.attrs, "min", false),
+                               bound_as<C>(ctx.attrs, "max", true)};
+            launch_unary<T, T>(out, x, f, kNoSimdUnary);
+          });
+        }));
+
+}  // namespace
+}  // namespace elementwise
+
+#define KILN_UNARY_FUNCTION(name, Prim, rule, simd_op, expr, doc) \
+  Tensor name(const Tensor& x, const Tensor& out) {               \
+    static const OpDefPtr op = OpRegistry::Instance().get(#Prim); \
+    return elementwise::call_elementwise(*op, {x}, out);          \
+  }
+KILN_UNARY_OPS(KILN_UNARY_FUNCTION)
+#undef KILN_UNARY_FUNCTION
+#undef KILN_UNARY_OPS
+
+Tensor gelu(const Tensor& x, const std::string& approximate, const Tensor& out) {
+  static const OpDefPtr op = OpRegistry::Instance().get("Gelu");
+  return elementwise::call_elementwise(*op, {x}, out, {{"approximate", approximate}});
+}
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi,
+             const Tensor& out) {
+  static const OpDefPtr op = OpRegistry::Instance().get("Clamp");
+  Attrs attrs;
+  if (lo) attrs.set("min", *lo);
+  if (hi) attrs.set("max", *hi);
+  return elementwise::call_elementwise(*op, {x}, out, attrs);
+}
+
+}  // namespace kiln

@@ -1,0 +1,311 @@
+#include "ops/gemm.h"
+
+#include <algorithm>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include "core/dtype_dispatch.h"
+#include "kiln/parallel.h"
+#include "ops/onednn_util.h"
+
+namespace kiln {
+namespace {
+
+// Note [oneDNN matmul layouts]
+// oneDNN's matmul takes any strides in its memory descriptors, but only some layouts reach its
+// fast (brgemm / jit gemm) kernels: each operand's matrix must be row-major or column-major
+// (one of the two inner strides 1, the other at least the matrix's width), and batch dimensions
+// must either match or be 1 (oneDNN broadcasts size-1 batch dimensions itself). So a transposed
+// view passes as strides, a stride-0 (expanded) batch dimension passes as size 1, and only an
+// operand whose matrix has no unit stride is copied with contiguous(). When oneDNN still picks
+// its reference implementation, the operands are made contiguous and the primitive rebuilt.
+
+struct Layout {
+  Shape dims;
+  Shape strides;
+};
+
+// The operand as oneDNN sees it: padded to `nd` dims with leading 1s, broadcast batch dims as
+// size 1, strides normalised. False when its matrix is neither row- nor column-major.
+bool onednn_layout(const Tensor& t, int64_t nd, Layout* layout) {
+  Shape& dims = layout->dims;
+  Shape& strides = layout->strides;
+  dims.assign(static_cast<size_t>(nd), 1);
+  strides.assign(static_cast<size_t>(nd), 0);
+  const int64_t offset = nd - t.ndim();
+  for (int64_t i = 0; i < t.ndim(); ++i) {
+    dims[offset + i] = t.size(i);
+    strides[offset + i] = t.stride(i);
+  }
+  for (int64_t d = 0; d < nd - 2; ++d) {
+    if (strides[d] == 0) dims[d] = 1;
+  }
+  const int64_t r = dims[nd - 2], c = dims[nd - 1];
+  const int64_t sr = strides[nd - 2], sc = strides[nd - 1];
+  if ((sc == 1 || c == 1) && (r == 1 || sr >= c)) {
+    strides[nd - 2] = r == 1 ? c : sr;
+    strides[nd - 1] = 1;
+  } else if ((sr == 1 || r == 1) && (c == 1 || sc >= r)) {
+    strides[nd - 2] = 1;
+    strides[nd - 1] = c == 1 ? r : sc;
+  } else {
+    return false;
+  }
+  // A size-1 batch dimension's stride is never used; give it the span of the dimensions inside
+  // it so that the descriptor looks like an ordinary dense layout.
+  int64_t span = std::max(r * strides[nd - 2], c * strides[nd - 1]);
+  for (int64_t d = nd - 3; d >= 0; --d) {
+    if (dims[d] == 1) strides[d] = span;
+    span = std::max(span, dims[d] * strides[d]);
+  }
+  return true;
+}
+
+struct MatmulEntry {
+  dnnl::matmul prim;
+  dnnl::memory::desc a_md, b_md, c_md, bias_md;
+  bool reference = false;
+};
+
+std::shared_ptr<const MatmulEntry> matmul_primitive(const Layout& a, const Layout& b,
+                                                    const Shape& out_dims, const GemmEpilogue& ep) {
+  onednn::PrimitiveKey key("matmul.f32");
+  key.add(a.dims).add(a.strides).add(b.dims).add(b.strides).add(out_dims);
+  key.add(ep.bias.defined() ? 1 : 0).add(ep.accumulate ? 1 : 0);
+  key.add_double(ep.alpha).add_double(ep.beta);
+  return onednn::get_or_create<MatmulEntry>(key, [&] {
+    auto entry = std::make_shared<MatmulEntry>();
+    entry->a_md = onednn::plain_desc(a.dims, a.strides, DType::kFloat32);
+    entry->b_md = onednn::plain_desc(b.dims, b.strides, DType::kFloat32);
+    entry->c_md = onednn::plain_desc(out_dims, contiguous_strides(out_dims), DType::kFloat32);
+    dnnl::primitive_attr attr;
+    if (ep.alpha != 1.0) attr.set_output_scales(0, {static_cast<float>(ep.alpha)});
+    if (ep.accumulate) {
+      dnnl::post_ops post;
+      post.append_sum(static_cast<float>(ep.beta));
+      attr.set_post_ops(post);
+    }
+    std::unique_ptr<dnnl::matmul::desc> desc;
+    if (ep.bias.defined()) {
+      Shape bias_dims(out_dims.size(), 1);
+      bias_dims.back() = out_dims.back();
+      entry->bias_md =
+          onednn::plain_desc(bias_dims, contiguous_strides(bias_dims), DType::kFloat32);
+      desc = std::make_unique<dnnl::matmul::desc>(entry->a_md, entry->b_md, entry->bias_md,
+                                                  entry->c_md);
+    } else {
+      desc = std::make_unique<dnnl::matmul::desc>(entry->a_md, entry->b_md, entry->c_md);
+    }
+    dnnl::matmul::primitive_desc pd(*desc, attr, onednn::engine());
+    entry->reference = onednn::is_reference_impl(pd);
+    entry->prim = dnnl::matmul(pd);
+    return entry;
+  });
+}
+
+// Returns false when the problem does not fit oneDNN's layout rules even after copying (then
+// the generic loop runs it).
+bool onednn_gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out,
+                 const GemmEpilogue& ep) {
+  const int64_t nd = out.ndim();
+  if (nd > DNNL_MAX_NDIMS) return false;
+  Tensor a = a_in, b = b_in;
+  Layout la, lb;
+  if (!onednn_layout(a, nd, &la)) {
+    a = a.contiguous();
+    onednn_layout(a, nd, &la);
+  }
+  if (!onednn_layout(b, nd, &lb)) {
+    b = b.contiguous();
+    onednn_layout(b, nd, &lb);
+  }
+  // Both operands broadcasting one batch dimension (both expanded with stride 0) leaves oneDNN
+  // no operand of the output's size there: materialise a.
+  for (int64_t d = 0; d < nd - 2; ++d) {
+    if (out.size(d) > 1 && la.dims[d] == 1 && lb.dims[d] == 1) {
+      a = a.contiguous();
+      onednn_layout(a, nd, &la);
+      break;
+    }
+  }
+  std::shared_ptr<const MatmulEntry> entry = matmul_primitive(la, lb, out.shape(), ep);
+  if (entry->reference && !(a.is_contiguous() && b.is_contiguous())) {
+    a = a.contiguous();
+    b = b.contiguous();
+    onednn_layout(a, nd, &la);
+    onednn_layout(b, nd, &lb);
+    entry = matmul_primitive(la, lb, out.shape(), ep);
+  }
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, onednn::wrap(entry->a_md, a)},
+                                             {DNNL_ARG_WEIGHTS, onednn::wrap(entry->b_md, b)},
+                                             {DNNL_ARG_DST, onednn::wrap(entry->c_md, out)}};
+  if (ep.bias.defined()) args.emplace(DNNL_ARG_BIAS, onednn::wrap(entry->bias_md, ep.bias));
+  dnnl::stream& stream = onednn::stream();
+  entry->prim.execute(stream, args);
+  stream.wait();
+  return true;
+}
+
+// The accumulator of the generic loop: the type itself for floats; for integers and bool a
+// uint64 with wrap-around (the low bits equal NumPy's wrapping integer matmul, without signed
+// overflow).
+template <typename T>
+using Acc = std::conditional_t<std::is_floating_point_v<T>, T, uint64_t>;
+
+template <typename T>
+Acc<T> to_acc(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return v;
+  } else {
+    return static_cast<uint64_t>(static_cast<int64_t>(v));
+  }
+}
+
+// Element offsets of every batch matrix of `t` (a contiguous tensor) within the broadcast batch
+// of `batch_shape`.
+std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch_shape) {
+  const int64_t nb = static_cast<int64_t>(batch_shape.size());
+  const int64_t tb = t.ndim() - 2;
+  Shape strides(static_cast<size_t>(nb), 0);
+  for (int64_t i = 0; i < tb; ++i) {
+    strides[nb - tb + i] = t.size(i) == 1 ? 0 : t.stride(i);
+  }
+  std::vector<int64_t> offsets(static_cast<size_t>(shape_numel(batch_shape)));
+  for (size_t idx = 0; idx < offsets.size(); ++idx) {
+    int64_t rest = static_cast<int64_t>(idx), off = 0;
+    for (int64_t d = nb - 1; d >= 0; --d) {
+      off += (rest % batch_shape[d]) * strides[d];
+      rest /= batch_shape[d];
+    }
+    offsets[idx] = off;
+  }
+  return offsets;
+}
+
+constexpr int64_t kRowBlock = 16;
+constexpr int64_t kColBlock = 256;
+constexpr int64_t kDepthBlock = 128;
+// Multiply-adds per parallel chunk: enough that thread start-up is noise.
+constexpr int64_t kMinChunkWork = int64_t{1} << 16;
+
+// One generic-loop problem over contiguous operands; a task is kRowBlock rows of one batch
+// matrix, computed in column blocks that keep a [kDepthBlock, kColBlock] panel of b in cache.
+template <typename T>
+struct GenericGemm {
+  using A = Acc<T>;
+  const T* a;
+  const T* b;
+  T* c;
+  const T* bias;  // null for none
+  std::vector<int64_t> a_off, b_off;
+  int64_t n, m, k;
+  A alpha, beta;
+  bool plain;  // alpha == 1, no bias, no accumulation
+  bool accumulate;
+
+  void run(int64_t task, std::vector<A>& acc) const {
+    const int64_t row_blocks = (n + kRowBlock - 1) / kRowBlock;
+    const int64_t bi = task / row_blocks;
+    const int64_t i0 = (task % row_blocks) * kRowBlock;
+    const int64_t i1 = std::min(n, i0 + kRowBlock);
+    const T* ab = a + a_off[bi];
+    const T* bb = b + b_off[bi];
+    T* cb = c + bi * n * m;
+    for (int64_t j0 = 0; j0 < m; j0 += kColBlock) {
+      const int64_t jn = std::min(kColBlock, m - j0);
+      std::fill(acc.begin(), acc.end(), A{});
+      for (int64_t k0 = 0; k0 < k; k0 += kDepthBlock) {
+        const int64_t k1 = std::min(k, k0 + kDepthBlock);
+        for (int64_t i = i0; i < i1; ++i) {
+          A* crow = acc.data() + (i - i0) * jn;
+          for (int64_t kk = k0; kk < k1; ++kk) {
+            const A av = to_acc(ab[i * k + kk]);
+            const T* brow = bb + kk * m + j0;
+            for (int64_t j = 0; j < jn; ++j) crow[j] += av * to_acc(brow[j]);
+          }
+        }
+      }
+      for (int64_t i = i0; i < i1; ++i) store(acc.data() + (i - i0) * jn, cb + i * m + j0, j0, jn);
+    }
+  }
+
+  void store(const A* acc, T* out, int64_t j0, int64_t jn) const {
+    for (int64_t j = 0; j < jn; ++j) {
+      if constexpr (std::is_same_v<T, bool>) {
+        out[j] = acc[j] != 0;
+      } else if (plain) {
+        out[j] = static_cast<T>(acc[j]);
+      } else {
+        A v = alpha * acc[j];
+        if (bias != nullptr) v += to_acc(bias[j0 + j]);
+        if (accumulate) v += beta * to_acc(out[j]);
+        out[j] = static_cast<T>(v);
+      }
+    }
+  }
+};
+
+template <typename T>
+void generic_gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out,
+                  const GemmEpilogue& ep) {
+  using A = Acc<T>;
+  const Tensor a = a_in.contiguous(), b = b_in.contiguous();
+  const Shape batch_shape(out.shape().begin(), out.shape().end() - 2);
+  GenericGemm<T> job;
+  job.a = a.data<T>();
+  job.b = b.data<T>();
+  job.c = out.data<T>();
+  job.bias = ep.bias.defined() ? ep.bias.data<T>() : nullptr;
+  job.a_off = batch_offsets(a, batch_shape);
+  job.b_off = batch_offsets(b, batch_shape);
+  job.n = out.size(-2);
+  job.m = out.size(-1);
+  job.k = a.size(-1);
+  // Integer dtypes take alpha and beta as integers (AddMM checks they are whole and in range).
+  if constexpr (std::is_floating_point_v<T>) {
+    job.alpha = static_cast<A>(ep.alpha);
+    job.beta = static_cast<A>(ep.beta);
+  } else {
+    job.alpha = static_cast<uint64_t>(static_cast<int64_t>(ep.alpha));
+    job.beta = static_cast<uint64_t>(static_cast<int64_t>(ep.beta));
+  }
+  job.plain = ep.alpha == 1.0 && !ep.accumulate && job.bias == nullptr;
+  job.accumulate = ep.accumulate;
+  const int64_t tasks =
+      static_cast<int64_t>(job.a_off.size()) * ((job.n + kRowBlock - 1) / kRowBlock);
+  const int64_t task_work =
+      std::max<int64_t>(1, std::min(job.n, kRowBlock) * std::max<int64_t>(job.k, 1) * job.m);
+  parallel_for(0, tasks, std::max<int64_t>(1, kMinChunkWork / task_work),
+               [&](int64_t lo, int64_t hi) {
+                 std::vector<A> acc(static_cast<size_t>(kRowBlock * kColBlock));
+                 for (int64_t task = lo; task < hi; ++task) job.run(task, acc);
+               });
+}
+
+}  // namespace
+
+void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogue& epilogue) {
+  KILN_ASSERT(a.dtype() == out.dtype() && b.dtype() == out.dtype() && out.is_contiguous())
+      << "gemm got " << type_str(a) << " @ " << type_str(b) << " -> " << type_str(out);
+  KILN_ASSERT(!epilogue.bias.defined() || epilogue.alpha == 1.0) << "bias with alpha != 1";
+  if (out.numel() == 0) return;
+  // k == 0 has no product to compute: the generic loop writes the epilogue of zeros.
+  if (out.dtype() == DType::kFloat32 && a.size(-1) > 0 && onednn_gemm(a, b, out, epilogue)) {
+    return;
+  }
+  visit_dtype(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+      KILN_ASSERT(false) << "gemm called with " << out.dtype() << "; compute it in float32";
+    } else {
+      if constexpr (std::is_same_v<T, bool>) {
+        KILN_ASSERT(epilogue.alpha == 1.0 && !epilogue.accumulate && !epilogue.bias.defined())
+            << "bool gemm with an epilogue";
+      }
+      generic_gemm<T>(a, b, out, epilogue);
+    }
+  });
+}
+
+}  // namespace kiln

@@ -1,0 +1,35 @@
+// The batched matrix-multiply engine behind MatMul, BatchMatMul, Linear and AddMM (private to
+// libkiln).
+//
+//   GemmEpilogue ep;                       // out = a @ b
+//   gemm(a, b, out, ep);                   // a [..., n, k], b [..., k, m], out [batch..., n, m]
+//
+// float32 runs on oneDNN's matmul primitive (strided and transposed operands passed as strides,
+// batch broadcasting as size-1 dimensions, primitives cached; see Note [oneDNN matmul layouts]);
+// float64, the integer types and bool run a blocked, parallel loop.
+#pragma once
+
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+/// What is done with the product before it is stored:
+///   out = alpha * (a @ b) + bias + (accumulate ? beta * out : 0).
+struct GemmEpilogue {
+  double alpha = 1.0;
+  /// Adds beta times the values already in `out` (AddMM pre-fills out with its bias).
+  bool accumulate = false;
+  double beta = 0.0;
+  /// 1-d [m], contiguous, of out's dtype, added to every row; undefined for none. Only with
+  /// alpha == 1 (Linear).
+  Tensor bias;
+};
+
+/// out = epilogue(a @ b) over broadcast batch dimensions.
+/// Preconditions (checked by the ops' infer): a and b have ndim >= 2, a.shape[-1] ==
+/// b.shape[-2], their batch dimensions broadcast to out's; a, b and out share one dtype that is
+/// not float16/bfloat16 (callers compute those in float32); out is contiguous with shape
+/// [batch..., n, m]. bool supports no epilogue. Thread-safe; uses the intra-op pool.
+void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogue& epilogue);
+
+}  // namespace kiln

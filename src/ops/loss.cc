@@ -1,0 +1,289 @@
+// CrossEntropy, NLLLoss and MSELoss (kiln::cross_entropy, nll_loss, mse_loss) with PyTorch's
+// semantics: class dimension 1 of [N, C] or [N, C, d...] input (or a single [C] sample with a 0-d
+// target), ignore_index, label smoothing, and reduction "mean", "sum" or "none".
+//
+// Per-element losses are computed in parallel in float32 (float64 for float64 input) and summed
+// in float64 in a fixed order, so results do not depend on the thread count.
+#include <algorithm>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/dtype_dispatch.h"
+#include "core/strided_loop.h"
+#include "kiln/functional/nn.h"
+#include "kiln/op.h"
+#include "kiln/parallel.h"
+#include "ops/simd/float_kernels.h"
+
+namespace kiln {
+namespace {
+
+enum class Reduction { kNone, kMean, kSum };
+
+Reduction parse_reduction(const char* op, const std::string& s) {
+  if (s == "mean") return Reduction::kMean;
+  if (s == "sum") return Reduction::kSum;
+  KILN_CHECK_VALUE(s == "none") << op << ": expected reduction 'mean', 'sum' or 'none', got '" << s
+                                << "'";
+  return Reduction::kNone;
+}
+
+Tensor as_dtype(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  Tensor converted = Tensor::empty(t.shape(), dtype);
+  copy_into(converted, t);
+  return converted;
+}
+
+// Checks input [N, C, d...] (or [C]) against target [N, d...] (or []) and returns the shape of
+// the per-element loss, which is the target's.
+Shape class_loss_shape(const char* op, const TensorMeta& input, const TensorMeta& target) {
+  KILN_CHECK_DTYPE(is_floating_point(input.dtype))
+      << op << ": expected floating-point input, got " << input.dtype;
+  KILN_CHECK_DTYPE(is_integral(target.dtype))
+      << op << ": expected integer class indices as target, got " << target.dtype;
+  KILN_CHECK_SHAPE(input.ndim() >= 1)
+      << op << ": expected input of shape [N, C, ...] or [C], got a 0-d tensor";
+  Shape expected = input.shape;
+  expected.erase(expected.begin() + (input.ndim() == 1 ? 0 : 1));
+  KILN_CHECK_SHAPE(target.shape == expected)
+      << op << ": input has shape " << shape_str(input.shape) << " and target has shape "
+      << shape_str(target.shape) << "; expected target of shape " << shape_str(expected);
+  return expected;
+}
+
+MetaList class_loss_infer(const char* op, const InferContext& ctx) {
+  const Shape loss_shape = class_loss_shape(op, ctx.input(0), ctx.input(1));
+  const Reduction r = parse_reduction(op, ctx.attrs.get<std::string>("reduction"));
+  return MetaList{{ctx.input(0).dtype, r == Reduction::kNone ? loss_shape : Shape{}}};
+}
+
+struct ClassLoss {
+  const char* op;
+  bool log_softmax;  // CrossEntropy takes logits; NLLLoss takes log-probabilities
+  double smoothing;
+  int64_t ignore_index;
+  Reduction reduction;
+};
+
+// Writes the reduced loss or the per-element losses (in compute dtype C) into out.
+template <typename C>
+void store_losses(const std::vector<C>& losses, int64_t valid, Reduction reduction,
+                  const Tensor& out) {
+  const Tensor target =
+      out.dtype() == dtype_of<C>() ? out : Tensor::empty(out.shape(), dtype_of<C>());
+  C* y = target.data<C>();
+  if (reduction == Reduction::kNone) {
+    std::copy(losses.begin(), losses.end(), y);
+  } else {
+    double total = 0;
+    for (C l : losses) total += static_cast<double>(l);
+    // A mean over zero counted elements is 0 / 0 = nan, as in PyTorch.
+    y[0] =
+        static_cast<C>(reduction == Reduction::kSum ? total : total / static_cast<double>(valid));
+  }
+  if (!target.is_same(out)) copy_into(out, target);
+}
+
+template <typename C>
+void class_loss(const ClassLoss& cfg, const Tensor& input, const Tensor& target,
+                const Tensor& out) {
+  const Tensor x = as_dtype(input, dtype_of<C>()).contiguous();
+  const bool unbatched = x.ndim() == 1;
+  const int64_t classes = x.size(unbatched ? 0 : 1);
+  const int64_t batch = unbatched ? 1 : x.size(0);
+  const Tensor t = as_dtype(target, DType::kInt64).contiguous();
+  const int64_t* labels = t.numel() > 0 ? t.data<int64_t>() : nullptr;
+  const int64_t positions = t.numel();
+  const int64_t inner = batch > 0 ? positions / batch : 1;  // the d... of [N, C, d...]
+  int64_t valid = 0;
+  for (int64_t i = 0; i < positions; ++i) {
+    const int64_t y = labels[i];
+    if (y == cfg.ignore_index) continue;
+    KILN_CHECK_INDEX(y >= 0 && y < classes)
+        << cfg.op << ": target " << y << " is out of range for " << classes
+        << " classes (expected 0 <= target < " << classes << ", or ignore_index "
+        << cfg.ignore_index << ")";
+    ++valid;
+  }
+  std::vector<C> losses(static_cast<size_t>(positions));
+  const C* px = x.numel() > 0 ? x.data<C>() : nullptr;
+  const double eps = cfg.smoothing;
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, classes));
+  parallel_for(0, positions, grain, [&](int64_t lo, int64_t hi) {
+    std::vector<C> row(cfg.log_softmax ? static_cast<size_t>(classes) : 0);
+    for (int64_t pos = lo; pos < hi; ++pos) {
+      const int64_t y = labels[pos];
+      if (y == cfg.ignore_index) {
+        losses[pos] = 0;
+        continue;
+      }
+      const C* base = px + (pos / inner) * classes * inner + pos % inner;
+      if (!cfg.log_softmax) {
+        losses[pos] = -base[y * inner];
+        continue;
+      }
+      for (int64_t c = 0; c < classes; ++c) row[c] = base[c * inner];
+      simd::log_softmax_row(row.data(), row.data(), classes);
+      double loss = -static_cast<double>(row[y]);
+      if (eps > 0) {
+        double total = 0;
+        for (C v : row) total -= static_cast<double>(v);
+        loss = (1 - eps) * loss + eps / static_cast<double>(classes) * total;
+      }
+      losses[pos] = static_cast<C>(loss);
+    }
+  });
+  store_losses<C>(losses, valid, cfg.reduction, out);
+}
+
+void run_class_loss(const ClassLoss& cfg, KernelContext& ctx) {
+  if (compute_dtype(ctx.outputs[0].dtype()) == DType::kFloat64) {
+    class_loss<double>(cfg, ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]);
+  } else {
+    class_loss<float>(cfg, ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]);
+  }
+}
+
+KILN_REGISTER_OP(
+    OpDef("CrossEntropy")
+        .input("logits")
+        .input("target")
+        .attr("reduction", AttrKind::kString, std::string("mean"))
+        .attr("ignore_index", AttrKind::kInt, int64_t{-100})
+        .attr("label_smoothing", AttrKind::kFloat, 0.0)
+        .doc("Cross entropy of logits (class dimension 1) against integer class targets")
+        .infer([](const InferContext& ctx) {
+          const double s = ctx.attrs.get<double>("label_smoothing");
+          KILN_CHECK_VALUE(s >= 0.0 && s <= 1.0)
+              << "cross_entropy: expected label_smoothing in [0, 1], got " << s;
+          return class_loss_infer("cross_entropy", ctx);
+        })
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          run_class_loss(
+              {"cross_entropy", true, ctx.attrs.get<double>("label_smoothing"),
+               ctx.attrs.get<int64_t>("ignore_index"),
+               parse_reduction("cross_entropy", ctx.attrs.get<std::string>("reduction"))},
+              ctx);
+        }));
+
+KILN_REGISTER_OP(
+    OpDef("NLLLoss")
+        .input("log_probs")
+        .input("target")
+        .attr("reduction", AttrKind::kString, std::string("mean"))
+        .attr("ignore_index", AttrKind::kInt, int64_t{-100})
+        .doc("Negative log-likelihood of log-probabilities (class dimension 1) at the targets")
+        .infer([](const InferContext& ctx) { return class_loss_infer("nll_loss", ctx); })
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          run_class_loss({"nll_loss", false, 0.0, ctx.attrs.get<int64_t>("ignore_index"),
+                          parse_reduction("nll_loss", ctx.attrs.get<std::string>("reduction"))},
+                         ctx);
+        }));
+
+// Squared differences of a and b (already in C and broadcast to one shape), visited in runs.
+template <typename C, typename F>
+void squared_errors(const StridedLoop<2>& loop, int64_t begin, int64_t end, F&& sink) {
+  loop.run(begin, end, [&](char* const* ptrs, const int64_t* strides, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      const C d = *reinterpret_cast<const C*>(ptrs[0] + i * strides[0]) -
+                  *reinterpret_cast<const C*>(ptrs[1] + i * strides[1]);
+      sink(d * d);
+    }
+  });
+}
+
+template <typename C>
+void mse(const Tensor& input, const Tensor& target, Reduction reduction, const Tensor& out) {
+  const Shape shape = broadcast_shapes(input.shape(), target.shape());
+  const Tensor a = as_dtype(input, dtype_of<C>()).expand(shape);
+  const Tensor b = as_dtype(target, dtype_of<C>()).expand(shape);
+  const StridedLoop<2> loop(shape, {&a, &b});
+  const int64_t n = shape_numel(shape);
+  const Tensor result =
+      out.dtype() == dtype_of<C>() ? out : Tensor::empty(out.shape(), dtype_of<C>());
+  C* y = result.data<C>();
+  if (reduction == Reduction::kNone) {
+    parallel_for(0, n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+      C* dst = y + lo;
+      squared_errors<C>(loop, lo, hi, [&](C v) { *dst++ = v; });
+    });
+  } else {
+    // Fixed blocks, summed in order: the same result on any number of threads.
+    constexpr int64_t kBlock = int64_t{1} << 14;
+    const int64_t blocks = (n + kBlock - 1) / kBlock;
+    std::vector<double> partial(static_cast<size_t>(blocks));
+    parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t blk = lo; blk < hi; ++blk) {
+        double s = 0;
+        squared_errors<C>(loop, blk * kBlock, std::min(n, (blk + 1) * kBlock),
+                          [&](C v) { s += static_cast<double>(v); });
+        partial[blk] = s;
+      }
+    });
+    double total = 0;
+    for (double s : partial) total += s;
+    y[0] = static_cast<C>(reduction == Reduction::kSum ? total : total / static_cast<double>(n));
+  }
+  if (!result.is_same(out)) copy_into(out, result);
+}
+
+KILN_REGISTER_OP(OpDef("MSELoss")
+                     .input("input")
+                     .input("target")
+                     .attr("reduction", AttrKind::kString, std::string("mean"))
+                     .doc("Mean squared error (input - target)^2 with broadcasting")
+                     .infer([](const InferContext& ctx) {
+                       const Shape& a = ctx.input(0).shape;
+                       const Shape& b = ctx.input(1).shape;
+                       const DType dtype = result_type(ctx.inputs);
+                       KILN_CHECK_DTYPE(is_floating_point(dtype))
+                           << "mse_loss: expected floating-point tensors, got " << dtype;
+                       Shape shape;
+                       try {
+                         shape = broadcast_shapes(a, b);
+                       } catch (const Error&) {
+                         KILN_FAIL(kShape) << "mse_loss: input has shape " << shape_str(a)
+                                           << " and target has shape " << shape_str(b)
+                                           << "; expected shapes that broadcast";
+                       }
+                       const Reduction r =
+                           parse_reduction("mse_loss", ctx.attrs.get<std::string>("reduction"));
+                       return MetaList{{dtype, r == Reduction::kNone ? shape : Shape{}}};
+                     })
+                     .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+                       const Reduction r =
+                           parse_reduction("mse_loss", ctx.attrs.get<std::string>("reduction"));
+                       const Tensor& out = ctx.outputs[0];
+                       if (compute_dtype(out.dtype()) == DType::kFloat64) {
+                         mse<double>(ctx.inputs[0], ctx.inputs[1], r, out);
+                       } else {
+                         mse<float>(ctx.inputs[0], ctx.inputs[1], r, out);
+                       }
+                     }));
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::string& reduction,
+                     int64_t ignore_index, double label_smoothing) {
+  static const OpDefPtr op = OpRegistry::Instance().get("CrossEntropy");
+  return call_op(*op, {logits, target},
+                 {{"reduction", reduction},
+                  {"ignore_index", ignore_index},
+                  {"label_smoothing", label_smoothing}})[0];
+}
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const std::string& reduction,
+                int64_t ignore_index) {
+  static const OpDefPtr op = OpRegistry::Instance().get("NLLLoss");
+  return call_op(*op, {log_probs, target},
+                 {{"reduction", reduction}, {"ignore_index", ignore_index}})[0];
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  static const OpDefPtr op = OpRegistry::Instance().get("MSELoss");
+  return call_op(*op, {input, target}, {{"reduction", reduction}})[0];
+}
+
+}  // namespace kiln

@@ -1,0 +1,237 @@
+// MatMul, BatchMatMul, Linear, AddMM: the matrix-product ops (kiln::matmul, bmm, linear, addmm).
+//
+// Shapes follow NumPy's matmul (a 1-d operand is promoted to a matrix and the added dimension
+// dropped from the result; batch dimensions broadcast). Results take result_type() of the
+// operands; float16/bfloat16 are computed in float32 and rounded once. The arithmetic lives in
+// gemm.cc.
+#include <cmath>
+#include <optional>
+
+#include "kiln/functional/nn.h"
+#include "kiln/op.h"
+#include "ops/gemm.h"
+
+namespace kiln {
+namespace {
+
+Tensor as_dtype(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  Tensor converted = Tensor::empty(t.shape(), dtype);
+  copy_into(converted, t);
+  return converted;
+}
+
+// NumPy broadcasting of two shapes, or nullopt when they do not broadcast.
+std::optional<Shape> try_broadcast(const Shape& a, const Shape& b) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1) return std::nullopt;
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// Runs gemm in the compute dtype of `out` (float32 for the 16-bit floats) on `out` viewed as
+// `full_shape`, then rounds into `out` when the dtypes differ. `prefill` (broadcast to the
+// result) is written first when the epilogue accumulates.
+void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out, const Shape& full_shape,
+               GemmEpilogue ep, const Tensor& prefill = {}) {
+  const DType cd = compute_dtype(out.dtype());
+  const Tensor dst = out.view(full_shape);
+  const Tensor target = dst.dtype() == cd ? dst : Tensor::empty(full_shape, cd);
+  if (ep.bias.defined()) ep.bias = as_dtype(ep.bias, cd).contiguous();
+  if (prefill.defined()) copy_into(target, prefill);
+  gemm(as_dtype(a, cd), as_dtype(b, cd), target, ep);
+  if (!target.is_same(dst)) copy_into(dst, target);
+}
+
+DType product_dtype(const char* op, const MetaList& operands, bool allow_bool) {
+  const DType dtype = result_type(operands);
+  KILN_CHECK_DTYPE(allow_bool || dtype != DType::kBool)
+      << op << ": expected numeric tensors, got bool";
+  return dtype;
+}
+
+// The shapes of a NumPy matmul: `out` is the result, `full` the same with the dimensions that
+// 1-d operands drop ([batch..., n, m]).
+struct MatmulShapes {
+  Shape out;
+  Shape full;
+};
+
+MatmulShapes matmul_shapes(const Shape& a, const Shape& b) {
+  KILN_CHECK_SHAPE(!a.empty() && !b.empty())
+      << "matmul: expected a and b to have at least 1 dimension, got a with shape " << shape_str(a)
+      << " and b with shape " << shape_str(b);
+  const Shape a2 = a.size() == 1 ? Shape{1, a[0]} : a;
+  const Shape b2 = b.size() == 1 ? Shape{b[0], 1} : b;
+  const int64_t ka = a2.back(), kb = b2[b2.size() - 2];
+  KILN_CHECK_SHAPE(ka == kb) << "matmul: a has shape " << shape_str(a) << " and b has shape "
+                             << shape_str(b) << "; expected a.shape[-1] == b.shape["
+                             << (b.size() == 1 ? "0" : "-2") << "], got " << ka << " and " << kb;
+  const Shape batch_a(a2.begin(), a2.end() - 2), batch_b(b2.begin(), b2.end() - 2);
+  const std::optional<Shape> batch = try_broadcast(batch_a, batch_b);
+  KILN_CHECK_SHAPE(batch.has_value())
+      << "matmul: a has shape " << shape_str(a) << " and b has shape " << shape_str(b)
+      << "; expected batch dimensions that broadcast, got " << shape_str(batch_a) << " and "
+      << shape_str(batch_b);
+  MatmulShapes s{*batch, *batch};
+  s.full.push_back(a2[a2.size() - 2]);
+  s.full.push_back(b2.back());
+  if (a.size() > 1) s.out.push_back(a2[a2.size() - 2]);
+  if (b.size() > 1) s.out.push_back(b2.back());
+  return s;
+}
+
+KILN_REGISTER_OP(
+    OpDef("MatMul")
+        .input("a")
+        .input("b")
+        .doc("NumPy matmul: 1-d operands promoted and squeezed, batch dimensions broadcast")
+        .infer([](const InferContext& ctx) {
+          const DType dtype = product_dtype("matmul", ctx.inputs, /*allow_bool=*/true);
+          return MetaList{{dtype, matmul_shapes(ctx.input(0).shape, ctx.input(1).shape).out}};
+        })
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const Tensor& a = ctx.inputs[0];
+          const Tensor& b = ctx.inputs[1];
+          const MatmulShapes s = matmul_shapes(a.shape(), b.shape());
+          gemm_into(a.ndim() == 1 ? a.unsqueeze(0) : a, b.ndim() == 1 ? b.unsqueeze(1) : b,
+                    ctx.outputs[0], s.full, {});
+        }));
+
+KILN_REGISTER_OP(OpDef("BatchMatMul")
+                     .input("a")
+                     .input("b")
+                     .doc("[B, n, k] @ [B, k, m] -> [B, n, m], without broadcasting")
+                     .infer([](const InferContext& ctx) {
+                       const Shape& a = ctx.input(0).shape;
+                       const Shape& b = ctx.input(1).shape;
+                       KILN_CHECK_SHAPE(a.size() == 3 && b.size() == 3)
+                           << "bmm: expected 3-d tensors, got a with shape " << shape_str(a)
+                           << " and b with shape " << shape_str(b);
+                       KILN_CHECK_SHAPE(a[0] == b[0])
+                           << "bmm: a has shape " << shape_str(a) << " and b has shape "
+                           << shape_str(b) << "; expected a.shape[0] == b.shape[0], got " << a[0]
+                           << " and " << b[0];
+                       KILN_CHECK_SHAPE(a[2] == b[1])
+                           << "bmm: a has shape " << shape_str(a) << " and b has shape "
+                           << shape_str(b) << "; expected a.shape[2] == b.shape[1], got " << a[2]
+                           << " and " << b[1];
+                       const DType dtype = product_dtype("bmm", ctx.inputs, /*allow_bool=*/true);
+                       return MetaList{{dtype, {a[0], a[1], b[2]}}};
+                     })
+                     .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+                       const Tensor& out = ctx.outputs[0];
+                       gemm_into(ctx.inputs[0], ctx.inputs[1], out, out.shape(), {});
+                     }));
+
+KILN_REGISTER_OP(
+    OpDef("Linear")
+        .input("x")
+        .input("weight")
+        .input("bias", /*optional=*/true)
+        .doc("x @ weight^T + bias with weight [out_features, in_features]")
+        .infer([](const InferContext& ctx) {
+          const Shape& x = ctx.input(0).shape;
+          const Shape& w = ctx.input(1).shape;
+          KILN_CHECK_SHAPE(!x.empty()) << "linear: expected x to have at least 1 dimension, got "
+                                          "a 0-d tensor";
+          KILN_CHECK_SHAPE(w.size() == 2)
+              << "linear: expected weight of shape [out_features, in_features], got "
+              << shape_str(w);
+          KILN_CHECK_SHAPE(x.back() == w[1])
+              << "linear: x has shape " << shape_str(x) << " and weight has shape " << shape_str(w)
+              << "; expected x.shape[-1] == weight.shape[1], got " << x.back() << " and " << w[1];
+          const TensorMeta& bias = ctx.input(2);
+          KILN_CHECK_SHAPE(!bias.defined || bias.shape == Shape{w[0]})
+              << "linear: weight has shape " << shape_str(w) << "; expected bias of shape [" << w[0]
+              << "], got " << shape_str(bias.shape);
+          Shape out(x.begin(), x.end() - 1);
+          out.push_back(w[0]);
+          return MetaList{{product_dtype("linear", ctx.inputs, /*allow_bool=*/false), out}};
+        })
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const Tensor& x = ctx.inputs[0];
+          const Tensor& weight = ctx.inputs[1];
+          const Tensor& out = ctx.outputs[0];
+          const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+          GemmEpilogue ep;
+          ep.bias = ctx.inputs[2];
+          // weight^T as a column-major view: oneDNN reads it through strides, no copy.
+          gemm_into(x.reshape({rows, x.size(-1)}), weight.transpose(0, 1), out,
+                    {rows, weight.size(0)}, ep);
+        }));
+
+KILN_REGISTER_OP(
+    OpDef("AddMM")
+        .input("bias")
+        .input("a")
+        .input("b")
+        .attr("beta", AttrKind::kFloat, 1.0)
+        .attr("alpha", AttrKind::kFloat, 1.0)
+        .doc("beta * bias + alpha * (a @ b) for 2-d a and b; bias broadcasts to the product")
+        .infer([](const InferContext& ctx) {
+          const Shape& bias = ctx.input(0).shape;
+          const Shape& a = ctx.input(1).shape;
+          const Shape& b = ctx.input(2).shape;
+          KILN_CHECK_SHAPE(a.size() == 2 && b.size() == 2)
+              << "addmm: expected 2-d a and b, got a with shape " << shape_str(a)
+              << " and b with shape " << shape_str(b);
+          KILN_CHECK_SHAPE(a[1] == b[0])
+              << "addmm: a has shape " << shape_str(a) << " and b has shape " << shape_str(b)
+              << "; expected a.shape[1] == b.shape[0], got " << a[1] << " and " << b[0];
+          const Shape out{a[0], b[1]};
+          const std::optional<Shape> joined = try_broadcast(bias, out);
+          KILN_CHECK_SHAPE(joined.has_value() && *joined == out)
+              << "addmm: bias has shape " << shape_str(bias) << "; expected a shape that "
+              << "broadcasts to the product's " << shape_str(out);
+          const DType dtype = product_dtype("addmm", ctx.inputs, /*allow_bool=*/false);
+          if (!is_floating_point(dtype)) {
+            const double alpha = ctx.attrs.get<double>("alpha");
+            const double beta = ctx.attrs.get<double>("beta");
+            // 2^62 keeps the conversion to int64 defined.
+            const auto whole = [](double v) { return v == std::trunc(v) && std::fabs(v) < 0x1p62; };
+            KILN_CHECK_VALUE(whole(alpha) && whole(beta))
+                << "addmm: expected whole-number alpha and beta for " << dtype
+                << " tensors, got alpha=" << alpha << " and beta=" << beta;
+          }
+          return MetaList{{dtype, out}};
+        })
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const Tensor& out = ctx.outputs[0];
+          GemmEpilogue ep;
+          ep.alpha = ctx.attrs.get<double>("alpha");
+          ep.beta = ctx.attrs.get<double>("beta");
+          // beta == 0 ignores bias entirely (nan and inf included), as BLAS and PyTorch do.
+          ep.accumulate = ep.beta != 0.0;
+          gemm_into(ctx.inputs[1], ctx.inputs[2], out, out.shape(), ep,
+                    ep.accumulate ? ctx.inputs[0] : Tensor());
+        }));
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  static const OpDefPtr op = OpRegistry::Instance().get("MatMul");
+  return call_op(*op, {a, b})[0];
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  static const OpDefPtr op = OpRegistry::Instance().get("BatchMatMul");
+  return call_op(*op, {a, b})[0];
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  static const OpDefPtr op = OpRegistry::Instance().get("Linear");
+  return call_op(*op, {x, weight, bias})[0];
+}
+
+Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta, double alpha) {
+  static const OpDefPtr op = OpRegistry::Instance().get("AddMM");
+  return call_op(*op, {bias, a, b}, {{"beta", beta}, {"alpha", alpha}})[0];
+}
+
+}  // namespace kiln

@@ -1,0 +1,150 @@
+// LayerNorm and RMSNorm (kiln::layer_norm, kiln::rms_norm): normalisation over the trailing
+// `normalized_shape` dimensions, one row at a time with the SIMD row kernels.
+//
+// Rows run in parallel; float32 and float64 rows are normalised in place in the output.
+// float16/bfloat16 inputs are converted to float32 first and the result rounded once.
+#include <algorithm>
+#include <vector>
+
+#include "kiln/functional/nn.h"
+#include "kiln/op.h"
+#include "kiln/parallel.h"
+#include "ops/simd/float_kernels.h"
+
+namespace kiln {
+namespace {
+
+// Elements per parallel chunk: a chunk of rows should touch a few hundred KiB.
+constexpr int64_t kNormChunkElements = int64_t{1} << 15;
+
+Tensor as_dtype(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t.contiguous();
+  Tensor converted = Tensor::empty(t.shape(), dtype);
+  copy_into(converted, t);
+  return converted;
+}
+
+// Checks x, the optional affine tensors and normalized_shape; returns the output's dtype.
+DType check_norm(const char* op, const InferContext& ctx, size_t num_affine) {
+  const TensorMeta& x = ctx.input(0);
+  const std::vector<int64_t> normalized = ctx.attrs.get<std::vector<int64_t>>("normalized_shape");
+  KILN_CHECK_SHAPE(!normalized.empty()) << op << ": expected a non-empty normalized_shape, got []";
+  const bool fits = normalized.size() <= x.shape.size() &&
+                    std::equal(normalized.begin(), normalized.end(),
+                               x.shape.end() - static_cast<int64_t>(normalized.size()));
+  KILN_CHECK_SHAPE(fits) << op << ": x has shape " << shape_str(x.shape)
+                         << " and normalized_shape is " << shape_str(normalized)
+                         << "; expected the trailing dimensions of x to be "
+                         << shape_str(normalized);
+  KILN_CHECK_DTYPE(is_floating_point(x.dtype))
+      << op << ": expected a floating-point x, got " << x.dtype;
+  const char* names[] = {"weight", "bias"};
+  for (size_t i = 0; i < num_affine; ++i) {
+    const TensorMeta& t = ctx.input(1 + i);
+    if (!t.defined) continue;
+    KILN_CHECK_SHAPE(t.shape == normalized)
+        << op << ": expected " << names[i] << " of shape " << shape_str(normalized)
+        << " (normalized_shape), got " << shape_str(t.shape);
+    KILN_CHECK_DTYPE(is_floating_point(t.dtype))
+        << op << ": expected a floating-point " << names[i] << ", got " << t.dtype;
+  }
+  return result_type(ctx.inputs);
+}
+
+// Runs row(x_row, y_row, n) over every row of x (viewed as [rows, n]) into out, in the compute
+// dtype C of out's dtype.
+template <typename C, typename RowFn>
+void for_each_row(const Tensor& x, const Tensor& out, int64_t n, RowFn&& row) {
+  if (out.numel() == 0) return;
+  const Tensor xc = as_dtype(x, dtype_of<C>());
+  const Tensor target =
+      out.dtype() == dtype_of<C>() ? out : Tensor::empty(out.shape(), dtype_of<C>());
+  const C* px = xc.data<C>();
+  C* py = target.data<C>();
+  const int64_t rows = out.numel() / n;
+  const int64_t grain = std::max<int64_t>(1, kNormChunkElements / n);
+  parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) row(px + r * n, py + r * n, n);
+  });
+  if (!target.is_same(out)) copy_into(out, target);
+}
+
+template <typename F>
+void visit_compute_float(DType out_dtype, F&& f) {
+  if (compute_dtype(out_dtype) == DType::kFloat64) {
+    f(double{});
+  } else {
+    f(float{});
+  }
+}
+
+KILN_REGISTER_OP(
+    OpDef("LayerNorm")
+        .input("x")
+        .input("weight", /*optional=*/true)
+        .input("bias", /*optional=*/true)
+        .attr("normalized_shape", AttrKind::kInts)
+        .attr("eps", AttrKind::kFloat, 1e-5)
+        .doc("(x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized_shape")
+        .infer([](const InferContext& ctx) {
+          return MetaList{{check_norm("layer_norm", ctx, 2), ctx.input(0).shape}};
+        })
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const Tensor& out = ctx.outputs[0];
+          const int64_t n = shape_numel(ctx.attrs.get<std::vector<int64_t>>("normalized_shape"));
+          const double eps = ctx.attrs.get<double>("eps");
+          visit_compute_float(out.dtype(), [&](auto zero) {
+            using C = decltype(zero);
+            const Tensor w =
+                ctx.inputs[1].defined() ? as_dtype(ctx.inputs[1], dtype_of<C>()) : Tensor();
+            const Tensor b =
+                ctx.inputs[2].defined() ? as_dtype(ctx.inputs[2], dtype_of<C>()) : Tensor();
+            const C* pw = w.defined() ? w.data<C>() : nullptr;
+            const C* pb = b.defined() ? b.data<C>() : nullptr;
+            for_each_row<C>(ctx.inputs[0], out, n, [&](const C* x, C* y, int64_t len) {
+              simd::layer_norm_row(x, pw, pb, static_cast<C>(eps), y, len, nullptr, nullptr);
+            });
+          });
+        }));
+
+KILN_REGISTER_OP(OpDef("RMSNorm")
+                     .input("x")
+                     .input("weight", /*optional=*/true)
+                     .attr("normalized_shape", AttrKind::kInts)
+                     .attr("eps", AttrKind::kFloat, 1e-6)
+                     .doc("x / sqrt(mean(x^2) + eps) * weight over the trailing normalized_shape")
+                     .infer([](const InferContext& ctx) {
+                       return MetaList{{check_norm("rms_norm", ctx, 1), ctx.input(0).shape}};
+                     })
+                     .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+                       const Tensor& out = ctx.outputs[0];
+                       const int64_t n =
+                           shape_numel(ctx.attrs.get<std::vector<int64_t>>("normalized_shape"));
+                       const double eps = ctx.attrs.get<double>("eps");
+                       visit_compute_float(out.dtype(), [&](auto zero) {
+                         using C = decltype(zero);
+                         const Tensor w = ctx.inputs[1].defined()
+                                              ? as_dtype(ctx.inputs[1], dtype_of<C>())
+                                              : Tensor();
+                         const C* pw = w.defined() ? w.data<C>() : nullptr;
+                         for_each_row<C>(ctx.inputs[0], out, n, [&](const C* x, C* y, int64_t len) {
+                           simd::rms_norm_row(x, pw, static_cast<C>(eps), y, len);
+                         });
+                       });
+                     }));
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape,
+                  const Tensor& weight, const Tensor& bias, double eps) {
+  static const OpDefPtr op = OpRegistry::Instance().get("LayerNorm");
+  return call_op(*op, {x, weight, bias}, {{"normalized_shape", normalized_shape}, {"eps", eps}})[0];
+}
+
+Tensor rms_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape, const Tensor& weight,
+                double eps) {
+  static const OpDefPtr op = OpRegistry::Instance().get("RMSNorm");
+  return call_op(*op, {x, weight}, {{"normalized_shape", normalized_shape}, {"eps", eps}})[0];
+}
+
+}  // namespace kiln

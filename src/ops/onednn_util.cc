@@ -1,0 +1,192 @@
+#include "ops/onednn_util.h"
+
+#include <algorithm>
+#include <cstring>
+#include <list>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "kiln/error.h"
+#include "kiln/parallel.h"
+
+namespace kiln::onednn {
+
+// Note [Primitive cache]
+// oneDNN has a primitive cache of its own, but it is keyed by the full operation descriptor and
+// still pays for building that descriptor and a primitive_desc (an implementation search) on
+// every call. Kiln's cache maps its own compact key (the kernel's shapes, strides, dtypes and
+// attributes) straight to ready primitives and whatever goes with them (memory descriptors,
+// reorders), so a repeated call costs one hash lookup. Entries are immutable after creation and
+// oneDNN primitives may be executed from several threads at once, so a hit hands out a
+// shared_ptr and takes no lock while the primitive runs. Capacity is bounded (LRU) because
+// dynamic shapes would otherwise grow it without limit.
+
+namespace {
+
+constexpr size_t kCacheCapacity = 1024;
+
+struct KeyHash {
+  size_t operator()(const PrimitiveKey& key) const { return key.hash(); }
+};
+
+class PrimitiveCache {
+ public:
+  std::shared_ptr<const void> lookup(const PrimitiveKey& key,
+                                     const std::function<std::shared_ptr<const void>()>& make) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = index_.find(key);
+      if (it != index_.end()) {
+        ++hits_;
+        lru_.splice(lru_.begin(), lru_, it->second);
+        return it->second->second;
+      }
+      ++misses_;
+    }
+    // Built outside the lock: JIT compilation can take milliseconds and other shapes should not
+    // wait for it. Two threads missing on one key both build; the first insert wins.
+    std::shared_ptr<const void> value = make();
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = index_.find(key);
+    if (it != index_.end()) return it->second->second;
+    lru_.emplace_front(key, value);
+    index_.emplace(key, lru_.begin());
+    if (lru_.size() > kCacheCapacity) {
+      index_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+    return value;
+  }
+
+  PrimitiveCacheStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {hits_, misses_, static_cast<int64_t>(lru_.size()),
+            static_cast<int64_t>(kCacheCapacity)};
+  }
+
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index_.clear();
+    lru_.clear();
+    hits_ = 0;
+    misses_ = 0;
+  }
+
+ private:
+  using Entry = std::pair<PrimitiveKey, std::shared_ptr<const void>>;
+  std::mutex mutex_;
+  std::list<Entry> lru_;  // most recently used first
+  std::unordered_map<PrimitiveKey, std::list<Entry>::iterator, KeyHash> index_;
+  int64_t hits_ = 0;
+  int64_t misses_ = 0;
+};
+
+// Leaked on purpose: cached primitives refer to the engine, and static destructors at exit would
+// otherwise race oneDNN's own teardown. Both stay reachable, so leak checkers do not flag them.
+PrimitiveCache& cache() {
+  static PrimitiveCache* instance = new PrimitiveCache();
+  return *instance;
+}
+
+}  // namespace
+
+const dnnl::engine& engine() {
+  static const dnnl::engine* instance = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *instance;
+}
+
+dnnl::stream& stream() {
+  thread_local dnnl::stream instance(engine());
+  return instance;
+}
+
+dnnl::memory::data_type data_type(DType dtype) {
+  using dt = dnnl::memory::data_type;
+  switch (dtype) {
+    case DType::kFloat32:
+      return dt::f32;
+    case DType::kBFloat16:
+      return dt::bf16;
+    case DType::kFloat16:
+      return dt::f16;
+    case DType::kInt32:
+      return dt::s32;
+    case DType::kInt8:
+      return dt::s8;
+    case DType::kUInt8:
+      return dt::u8;
+    default:
+      break;
+  }
+  KILN_FAIL(kDType) << "oneDNN: expected float32, bfloat16, float16, int32, int8 or uint8, got "
+                    << dtype;
+}
+
+dnnl::memory::desc plain_desc(const Shape& dims, const Shape& strides, DType dtype) {
+  return dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()), data_type(dtype),
+                            dnnl::memory::dims(strides.begin(), strides.end()));
+}
+
+dnnl::memory wrap(const dnnl::memory::desc& md, const Tensor& t) {
+  return dnnl::memory(md, engine(), t.data_ptr());
+}
+
+bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
+  return std::strncmp(pd.impl_info_str(), "ref", 3) == 0;
+}
+
+PrimitiveKey::PrimitiveKey(const char* kind) {
+  // The kind name, packed eight characters to a word.
+  const size_t n = std::strlen(kind);
+  for (size_t i = 0; i < n; i += sizeof(int64_t)) {
+    int64_t word = 0;
+    std::memcpy(&word, kind + i, std::min(sizeof(int64_t), n - i));
+    words_.push_back(word);
+  }
+  words_.push_back(static_cast<int64_t>(n));
+  // oneDNN sizes its work partition for the thread count at creation, so a primitive built for
+  // two threads is not reused after set_num_threads(8).
+  words_.push_back(get_num_threads());
+}
+
+PrimitiveKey& PrimitiveKey::add(int64_t value) {
+  words_.push_back(value);
+  return *this;
+}
+
+PrimitiveKey& PrimitiveKey::add(const std::vector<int64_t>& values) {
+  words_.push_back(static_cast<int64_t>(values.size()));
+  words_.insert(words_.end(), values.begin(), values.end());
+  return *this;
+}
+
+PrimitiveKey& PrimitiveKey::add_double(double value) {
+  int64_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  words_.push_back(bits);
+  return *this;
+}
+
+size_t PrimitiveKey::hash() const {
+  // FNV-1a over the words, mixed per word (keys are short; this is not on a hot loop).
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t w : words_) {
+    h ^= static_cast<uint64_t>(w);
+    h *= 1099511628211ull;
+    h ^= h >> 29;
+  }
+  return static_cast<size_t>(h);
+}
+
+std::shared_ptr<const void> cache_lookup(const PrimitiveKey& key,
+                                         const std::function<std::shared_ptr<const void>()>& make) {
+  return cache().lookup(key, make);
+}
+
+PrimitiveCacheStats primitive_cache_stats() { return cache().stats(); }
+
+void clear_primitive_cache() { cache().clear(); }
+
+}  // namespace kiln::onednn

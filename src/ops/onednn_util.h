@@ -1,0 +1,85 @@
+// oneDNN glue shared by the matmul and convolution kernels (private to libkiln).
+//
+//   onednn::PrimitiveKey key("matmul");
+//   key.add(dims).add(strides).add(static_cast<int64_t>(dtype));
+//   auto entry = onednn::get_or_create<MatmulEntry>(key, [&] { return make_entry(...); });
+//   entry->prim.execute(onednn::stream(), {{DNNL_ARG_SRC, onednn::wrap(md, a)}, ...});
+//
+// One CPU engine serves the whole process. Creating a oneDNN primitive costs tens of microseconds
+// to milliseconds (JIT code generation), so kernels keep them in one process-wide LRU cache keyed
+// by everything that went into the primitive descriptor: shapes, strides, dtypes and attributes.
+// See Note [Primitive cache].
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
+
+#include "kiln/dtype.h"
+#include "kiln/export.h"
+#include "kiln/tensor.h"
+
+namespace kiln::onednn {
+
+/// The process's CPU engine, created on first use. Thread-safe.
+const dnnl::engine& engine();
+/// A stream on engine() owned by the calling thread (oneDNN streams are not shared across
+/// threads).
+dnnl::stream& stream();
+
+/// oneDNN's data type for `dtype`; throws kDType for dtypes oneDNN has no CPU kernels for.
+dnnl::memory::data_type data_type(DType dtype);
+/// A plain (non-blocked) memory descriptor with explicit element strides.
+dnnl::memory::desc plain_desc(const Shape& dims, const Shape& strides, DType dtype);
+/// A memory object over the tensor's memory described by `md` (no copy; the tensor must outlive
+/// the use).
+dnnl::memory wrap(const dnnl::memory::desc& md, const Tensor& t);
+/// True when oneDNN chose its reference (scalar) implementation for `pd`: callers then retry
+/// with a friendlier layout.
+bool is_reference_impl(const dnnl::primitive_desc_base& pd);
+
+/// Everything that identifies a primitive: a kind name, the intra-op thread count and a sequence
+/// of integers.
+class PrimitiveKey {
+ public:
+  explicit PrimitiveKey(const char* kind);
+  PrimitiveKey& add(int64_t value);
+  /// Adds the length, then the values (so [1, 2] + [3] differs from [1] + [2, 3]).
+  PrimitiveKey& add(const std::vector<int64_t>& values);
+  /// Adds the bit pattern of `value`.
+  PrimitiveKey& add_double(double value);
+
+  bool operator==(const PrimitiveKey& other) const { return words_ == other.words_; }
+  size_t hash() const;
+
+ private:
+  std::vector<int64_t> words_;
+};
+
+/// The type-erased cache behind get_or_create (thread-safe; `make` runs outside the lock).
+std::shared_ptr<const void> cache_lookup(const PrimitiveKey& key,
+                                         const std::function<std::shared_ptr<const void>()>& make);
+
+/// The cached entry for `key`, built by `make()` on a miss. Entries of one kind must always have
+/// the same type T (the key's kind name tells them apart). Thread-safe.
+template <typename T, typename Make>
+std::shared_ptr<const T> get_or_create(const PrimitiveKey& key, Make&& make) {
+  return std::static_pointer_cast<const T>(
+      cache_lookup(key, [&]() -> std::shared_ptr<const void> { return make(); }));
+}
+
+/// Counters of the primitive cache, for tests and diagnostics.
+struct PrimitiveCacheStats {
+  int64_t hits = 0;
+  int64_t misses = 0;
+  int64_t size = 0;
+  int64_t capacity = 0;
+};
+/// Exported for the C++ tests (libkiln hides everything else here).
+KILN_API PrimitiveCacheStats primitive_cache_stats();
+/// Drops every cached primitive and zeroes the counters (for tests).
+KILN_API void clear_primitive_cache();
+
+}  // namespace kiln::onednn

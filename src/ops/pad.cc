@@ -1,0 +1,234 @@
+// Padding and triangles: Pad (constant, reflect, replicate), Tril, Triu.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/dtype_dispatch.h"
+#include "kiln/functional/shape.h"
+#include "kiln/op.h"
+#include "kiln/parallel.h"
+
+namespace kiln {
+namespace {
+
+// Elements per parallel chunk of copy-like loops.
+constexpr int64_t kCopyGrain = int64_t{1} << 15;
+
+// (before, after) padding of every dim of an ndim-d tensor from torch-style `pads` (pairs from the
+// last dim backwards); dims the list does not reach get (0, 0).
+std::vector<std::pair<int64_t, int64_t>> per_dim_pads(const std::vector<int64_t>& pads,
+                                                      int64_t ndim) {
+  std::vector<std::pair<int64_t, int64_t>> out(static_cast<size_t>(ndim), {0, 0});
+  for (size_t i = 0; i + 1 < pads.size(); i += 2) {
+    out[static_cast<size_t>(ndim) - 1 - i / 2] = {pads[i], pads[i + 1]};
+  }
+  return out;
+}
+
+MetaList infer_pad(const InferContext& ctx) {
+  const TensorMeta& x = ctx.input(0);
+  const auto pads = ctx.attrs.get<std::vector<int64_t>>("pads");
+  const std::string mode = ctx.attrs.get<std::string>("mode");
+  KILN_CHECK_VALUE(mode == "constant" || mode == "reflect" || mode == "replicate")
+      << "Pad: expected mode 'constant', 'reflect' or 'replicate', got '" << mode << "'";
+  KILN_CHECK_VALUE(pads.size() % 2 == 0)
+      << "Pad: expected (before, after) pairs, got an odd number of pads " << shape_str(pads);
+  KILN_CHECK_VALUE(static_cast<int64_t>(pads.size()) <= 2 * x.ndim())
+      << "Pad: expected at most " << 2 * x.ndim() << " pads for a " << x.ndim() << "-d tensor, got "
+      << pads.size() << " " << shape_str(pads);
+  const double value = ctx.attrs.get<double>("value");
+  // Converting a non-finite or huge float to an integer is undefined: refuse it.
+  KILN_CHECK_VALUE(is_floating_point(x.dtype) ||
+                   (std::isfinite(value) && std::fabs(value) < 9.2e18))
+      << "Pad: cannot pad a " << dtype_name(x.dtype) << " tensor with the value " << value;
+  const auto per_dim = per_dim_pads(pads, x.ndim());
+  Shape shape = x.shape;
+  for (int64_t d = 0; d < x.ndim(); ++d) {
+    const auto [before, after] = per_dim[d];
+    const int64_t n = x.shape[d];
+    if (mode != "constant") {
+      KILN_CHECK_VALUE(before >= 0 && after >= 0)
+          << "Pad: negative padding is only supported in constant mode, got " << shape_str(pads);
+    }
+    if (mode == "reflect") {
+      KILN_CHECK_VALUE((before < n && after < n) || before + after == 0)
+          << "Pad: reflect padding must be less than the dimension size: got (" << before << ", "
+          << after << ") for dimension " << d << " of size " << n;
+    }
+    if (mode == "replicate") {
+      KILN_CHECK_VALUE(n > 0 || before + after == 0)
+          << "Pad: cannot replicate-pad the empty dimension " << d;
+    }
+    shape[d] = n + before + after;
+    KILN_CHECK_SHAPE(shape[d] >= 0)
+        << "Pad: padding (" << before << ", " << after << ") of dimension " << d << " of size " << n
+        << " gives a negative size " << shape[d];
+  }
+  return MetaList{{x.dtype, shape}};
+}
+
+void fill(const Tensor& out, double value) {
+  visit_dtype(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T v = Scalar(value).to<T>();
+    T* p = out.data<T>();
+    parallel_for(0, out.numel(), kCopyGrain,
+                 [&](int64_t lo, int64_t hi) { std::fill(p + lo, p + hi, v); });
+  });
+}
+
+// Constant mode: fill, then copy the part of x that survives (negative pads crop).
+void pad_constant(const Tensor& x, const Tensor& out,
+                  const std::vector<std::pair<int64_t, int64_t>>& per_dim, double value) {
+  if (out.numel() == 0) return;
+  fill(out, value);
+  Tensor src = x;
+  Tensor dst = out;
+  for (int64_t d = 0; d < x.ndim(); ++d) {
+    const auto [before, after] = per_dim[d];
+    const int64_t lo = std::max<int64_t>(0, -before);
+    const int64_t len = x.shape()[d] - lo - std::max<int64_t>(0, -after);
+    if (len <= 0) return;
+    src = src.narrow(d, lo, len);
+    dst = dst.narrow(d, std::max<int64_t>(0, before), len);
+  }
+  copy_into(dst, src);
+}
+
+// Reflect and replicate: output coordinate c of dim d reads x at map_d(c); each dim's map is a
+// table of element offsets into x, so a row of the output is a table lookup per element.
+void pad_mapped(const Tensor& x, const Tensor& out,
+                const std::vector<std::pair<int64_t, int64_t>>& per_dim, bool reflect) {
+  const int64_t nd = x.ndim();
+  if (nd == 0 || out.numel() == 0) {
+    copy_into(out, x);
+    return;
+  }
+  std::vector<std::vector<int64_t>> offsets(static_cast<size_t>(nd));
+  for (int64_t d = 0; d < nd; ++d) {
+    const int64_t n = x.shape()[d];
+    const int64_t before = per_dim[d].first;
+    for (int64_t c = 0; c < out.shape()[d]; ++c) {
+      int64_t i = c - before;
+      if (reflect) {
+        i = i < 0 ? -i : (i >= n ? 2 * (n - 1) - i : i);
+      } else {
+        i = std::clamp<int64_t>(i, 0, n - 1);
+      }
+      offsets[d].push_back(i * x.strides()[d]);
+    }
+  }
+  const int64_t row = out.shape()[nd - 1];
+  const int64_t rows = out.numel() / row;
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = x.data<T>();
+    T* dst = out.data<T>();
+    const std::vector<int64_t>& last = offsets[nd - 1];
+    parallel_for(0, rows, std::max<int64_t>(1, kCopyGrain / row), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        int64_t base = 0;
+        int64_t rest = r;
+        for (int64_t d = nd - 2; d >= 0; --d) {
+          base += offsets[d][rest % out.shape()[d]];
+          rest /= out.shape()[d];
+        }
+        T* o = dst + r * row;
+        for (int64_t k = 0; k < row; ++k) o[k] = src[base + last[k]];
+      }
+    });
+  });
+}
+
+KILN_REGISTER_OP(OpDef("Pad")
+                     .input("x")
+                     .attr("pads", AttrKind::kInts)
+                     .attr("mode", AttrKind::kString, AttrValue{std::string("constant")})
+                     .attr("value", AttrKind::kFloat, AttrValue{0.0})
+                     .doc("x padded by (before, after) pairs from the last dim (as torch's F.pad); "
+                          "constant mode accepts negative pads, which crop")
+                     .infer(infer_pad)
+                     .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+                       const Tensor& x = ctx.inputs[0];
+                       const auto per_dim =
+                           per_dim_pads(ctx.attrs.get<std::vector<int64_t>>("pads"), x.ndim());
+                       const std::string mode = ctx.attrs.get<std::string>("mode");
+                       if (mode == "constant") {
+                         pad_constant(x, ctx.outputs[0], per_dim, ctx.attrs.get<double>("value"));
+                       } else {
+                         pad_mapped(x, ctx.outputs[0], per_dim, mode == "reflect");
+                       }
+                     }));
+
+MetaList infer_triangle(const InferContext& ctx) {
+  const TensorMeta& x = ctx.input(0);
+  KILN_CHECK_SHAPE(x.ndim() >= 2) << ctx.op.name()
+                                  << ": expected a tensor with at least 2 dimensions, got "
+                                  << x.ndim() << "-d shape " << shape_str(x.shape);
+  return MetaList{{x.dtype, x.shape}};
+}
+
+// Copies x, then zeroes each row's columns outside the kept triangle. All-zero bytes are zero in
+// every Kiln dtype, so the zeroing is a memset.
+void triangle_kernel(KernelContext& ctx, bool lower) {
+  const Tensor& out = ctx.outputs[0];
+  copy_into(out, ctx.inputs[0]);
+  if (out.numel() == 0) return;
+  const int64_t rows = out.shape()[out.ndim() - 2];
+  const int64_t cols = out.shape()[out.ndim() - 1];
+  // Clamped so that i + diagonal cannot overflow; beyond +-(rows + cols) nothing changes.
+  const int64_t k =
+      std::clamp<int64_t>(ctx.attrs.get<int64_t>("diagonal"), -(rows + cols), rows + cols);
+  const int64_t item = static_cast<int64_t>(out.itemsize());
+  char* base = static_cast<char*>(out.data_ptr());
+  const int64_t total_rows = out.numel() / cols;
+  parallel_for(0, total_rows, std::max<int64_t>(1, kCopyGrain / cols), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t i = r % rows;
+      // tril keeps j <= i + k; triu keeps j >= i + k.
+      const int64_t begin = lower ? std::clamp<int64_t>(i + k + 1, 0, cols) : 0;
+      const int64_t end = lower ? cols : std::clamp<int64_t>(i + k, 0, cols);
+      if (end > begin) {
+        std::memset(base + (r * cols + begin) * item, 0, static_cast<size_t>((end - begin) * item));
+      }
+    }
+  });
+}
+
+KILN_REGISTER_OP(
+    OpDef("Tril")
+        .input("x")
+        .attr("diagonal", AttrKind::kInt, AttrValue{int64_t{0}})
+        .doc("x with elements above the `diagonal`-th diagonal of the last two dims set to zero")
+        .infer(infer_triangle)
+        .kernel(DeviceType::kCPU,
+                [](KernelContext& ctx) { triangle_kernel(ctx, /*lower=*/true); }));
+
+KILN_REGISTER_OP(
+    OpDef("Triu")
+        .input("x")
+        .attr("diagonal", AttrKind::kInt, AttrValue{int64_t{0}})
+        .doc("x with elements below the `diagonal`-th diagonal of the last two dims set to zero")
+        .infer(infer_triangle)
+        .kernel(DeviceType::kCPU,
+                [](KernelContext& ctx) { triangle_kernel(ctx, /*lower=*/false); }));
+
+}  // namespace
+
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, const std::string& mode,
+           double value) {
+  static const OpDefPtr op = OpRegistry::Instance().get("Pad");
+  return call_op(*op, {x}, {{"pads", pads}, {"mode", mode}, {"value", value}})[0];
+}
+
+Tensor tril(const Tensor& x, int64_t diagonal) {
+  static const OpDefPtr op = OpRegistry::Instance().get("Tril");
+  return call_op(*op, {x}, {{"diagonal", diagonal}})[0];
+}
+
+Tensor triu(const Tensor& x, int64_t diagonal) {
+  static const OpDefPtr op = OpRegistry::Instance().get("Triu");
+  return call_op(*op, {x}, {{"diagonal", diagonal}})[0];
+}
+
+}  // namespace kiln

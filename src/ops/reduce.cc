@@ -1,0 +1,277 @@
+// Accumulating reductions: ReduceSum, ReduceMean, ReduceProd, ReduceMax (amax), ReduceMin (amin).
+//
+// Floating sums and means accumulate in float64 (contiguous float32/float64 runs through
+// simd::reduce_sum, whose blocks are combined in float64); integer and bool sums and products
+// accumulate in uint64, which wraps like int64 arithmetic without signed-overflow UB. max and min
+// propagate NaN (as numpy.max) and refuse an empty reduction.
+#include "kiln/functional/reduce.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/dtype_dispatch.h"
+#include "ops/reduce.h"
+#include "ops/simd/float_kernels.h"
+
+namespace kiln {
+namespace {
+
+using detail::ComputeType;
+using detail::kIsFloat;
+
+/// Sum of x[0..n) in float64.
+template <typename T>
+double sum_run(const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (n >= 32) return static_cast<double>(simd::reduce_sum(x, n));
+  } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    double total = 0;
+    float buf[256];
+    for (int64_t i = 0; i < n; i += 256) {
+      const int64_t m = std::min<int64_t>(256, n - i);
+      for (int64_t j = 0; j < m; ++j) buf[j] = static_cast<float>(x[i + j]);
+      total += static_cast<double>(simd::reduce_sum(buf, m));
+    }
+    return total;
+  }
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) total += static_cast<double>(static_cast<ComputeType<T>>(x[i]));
+  return total;
+}
+
+/// sum (divisor 1) and mean (divisor = count) of any input, accumulated in float64, written as O.
+template <typename T, typename O>
+struct FloatSum {
+  using Acc = double;
+  O* out;
+  double divisor;
+  Acc init() const { return 0; }
+  Acc run(const T* x, int64_t n, int64_t) const { return sum_run(x, n); }
+  void update(Acc* acc, const T* row, int64_t w, int64_t) const {
+    for (int64_t j = 0; j < w; ++j)
+      acc[j] += static_cast<double>(static_cast<ComputeType<T>>(row[j]));
+  }
+  void merge(Acc& a, const Acc& b) const { a += b; }
+  void finish(int64_t i, const Acc& acc) const { out[i] = convert<O>(acc / divisor); }
+};
+
+/// Integer / bool sum (kProd: product) into int64, with wrapping uint64 arithmetic.
+template <typename T, bool kProd>
+struct IntAccumulate {
+  using Acc = uint64_t;
+  int64_t* out;
+  static Acc value(T v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); }
+  static Acc combine(Acc a, Acc b) { return kProd ? a * b : a + b; }
+  Acc init() const { return kProd ? 1 : 0; }
+  Acc run(const T* x, int64_t n, int64_t) const {
+    Acc acc = init();
+    for (int64_t i = 0; i < n; ++i) acc = combine(acc, value(x[i]));
+    return acc;
+  }
+  void update(Acc* acc, const T* row, int64_t w, int64_t) const {
+    for (int64_t j = 0; j < w; ++j) acc[j] = combine(acc[j], value(row[j]));
+  }
+  void merge(Acc& a, const Acc& b) const { a = combine(a, b); }
+  void finish(int64_t i, const Acc& acc) const { out[i] = static_cast<int64_t>(acc); }
+};
+
+/// Floating product, accumulated in float64.
+template <typename T>
+struct FloatProd {
+  using Acc = double;
+  T* out;
+  static double value(T v) { return static_cast<double>(static_cast<ComputeType<T>>(v)); }
+  Acc init() const { return 1; }
+  Acc run(const T* x, int64_t n, int64_t) const {
+    double acc = 1;
+    for (int64_t i = 0; i < n; ++i) acc *= value(x[i]);
+    return acc;
+  }
+  void update(Acc* acc, const T* row, int64_t w, int64_t) const {
+    for (int64_t j = 0; j < w; ++j) acc[j] *= value(row[j]);
+  }
+  void merge(Acc& a, const Acc& b) const { a *= b; }
+  void finish(int64_t i, const Acc& acc) const { out[i] = convert<T>(acc); }
+};
+
+/// max (kMax) or min; a NaN anywhere wins.
+template <typename T, bool kMax>
+struct Extremum {
+  using Acc = ComputeType<T>;
+  T* out;
+  static Acc pick(Acc a, Acc b) { return ((kMax ? b > a : b < a) || detail::is_nan(b)) ? b : a; }
+  Acc init() const {
+    if constexpr (std::is_floating_point_v<Acc>) {
+      return kMax ? -std::numeric_limits<Acc>::infinity() : std::numeric_limits<Acc>::infinity();
+    } else {
+      return kMax ? std::numeric_limits<Acc>::lowest() : std::numeric_limits<Acc>::max();
+    }
+  }
+  Acc run(const T* x, int64_t n, int64_t) const {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      return kMax ? simd::reduce_max(x, n) : simd::reduce_min(x, n);
+    }
+    Acc acc = init();
+    for (int64_t i = 0; i < n; ++i) acc = pick(acc, static_cast<Acc>(x[i]));
+    return acc;
+  }
+  void update(Acc* acc, const T* row, int64_t w, int64_t) const {
+    for (int64_t j = 0; j < w; ++j) acc[j] = pick(acc[j], static_cast<Acc>(row[j]));
+  }
+  void merge(Acc& a, const Acc& b) const { a = pick(a, b); }
+  void finish(int64_t i, const Acc& acc) const { out[i] = convert<T>(acc); }
+};
+
+/// Shared body of sum and prod: floating results accumulate in the result dtype's reducer,
+/// integer results in uint64 (converted when the result dtype is not int64).
+template <bool kProd>
+void accumulate_kernel(KernelContext& ctx, const char* name) {
+  const Tensor& out = ctx.outputs[0];
+  const DType dtype = out.dtype();
+  const detail::ReduceArgs args = detail::reduce_args(name, ctx.inputs[0].shape(), ctx.attrs);
+  if (is_floating_point(dtype)) {
+    const Tensor x = detail::converted(ctx.inputs[0], dtype);
+    const detail::ReduceLayout layout = detail::plan_reduction(x, args.mask, {out}, false);
+    visit_dtype(dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (kIsFloat<T>) {
+        T* o = layout.buffers[0].data<T>();
+        if constexpr (kProd) {
+          detail::run_reduction<T>(layout, FloatProd<T>{o});
+        } else {
+          detail::run_reduction<T>(layout, FloatSum<T, T>{o, 1.0});
+        }
+      }
+    });
+    return;
+  }
+  const Tensor& x = ctx.inputs[0];
+  const Tensor wide = dtype == DType::kInt64 ? out : Tensor::empty(out.shape(), DType::kInt64);
+  const detail::ReduceLayout layout = detail::plan_reduction(x, args.mask, {wide}, false);
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!kIsFloat<T>) {
+      detail::run_reduction<T>(layout, IntAccumulate<T, kProd>{layout.buffers[0].data<int64_t>()});
+    }
+  });
+  if (!wide.is_same(out)) copy_into(out, wide);
+}
+
+void mean_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  const detail::ReduceArgs args = detail::reduce_args("mean", x.shape(), ctx.attrs);
+  const double count = static_cast<double>(detail::reduced_count(x.shape(), args.mask));
+  const detail::ReduceLayout layout = detail::plan_reduction(x, args.mask, ctx.outputs, false);
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using O = std::conditional_t<kIsFloat<T>, T, float>;
+    detail::run_reduction<T>(layout, FloatSum<T, O>{layout.buffers[0].data<O>(), count});
+  });
+}
+
+template <bool kMax>
+void extremum_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  const detail::ReduceArgs args = detail::reduce_args(kMax ? "amax" : "amin", x.shape(), ctx.attrs);
+  const detail::ReduceLayout layout = detail::plan_reduction(x, args.mask, ctx.outputs, false);
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    detail::run_reduction<T>(layout, Extremum<T, kMax>{layout.buffers[0].data<T>()});
+  });
+}
+
+/// The common schema of the dims/keepdim reductions.
+OpDef reduce_op(const char* name, const char* doc) {
+  OpDef def(name);
+  def.input("x")
+      .attr("dims", AttrKind::kInts, std::vector<int64_t>{})
+      .attr("keepdim", AttrKind::kBool, false)
+      .traits(kTraitReduction)
+      .doc(doc);
+  return def;
+}
+
+/// Infers the reduced shape with dtype `dtype_of(input dtype)`; `nonempty` refuses empty dims.
+template <typename DTypeFn>
+InferFn reduce_infer(const char* name, bool nonempty, DTypeFn dtype_of) {
+  return [name, nonempty, dtype_of](const InferContext& ctx) {
+    const TensorMeta& x = ctx.input(0);
+    const detail::ReduceArgs args = detail::reduce_args(name, x.shape, ctx.attrs);
+    if (nonempty) detail::check_nonempty_reduction(name, x.shape, args.mask);
+    return MetaList{{dtype_of(x.dtype, ctx.attrs), args.shape}};
+  };
+}
+
+/// Infer for sum / prod: checks the optional `dtype` attribute.
+InferFn accumulate_infer(const char* name) {
+  return reduce_infer(name, false, [name](DType in, const Attrs& attrs) {
+    if (!attrs.is_none("dtype"))
+      detail::check_accumulate_dtype(name, in, attrs.get<DType>("dtype"));
+    return detail::accumulate_dtype(in, attrs);
+  });
+}
+
+DType same_dtype(DType in, const Attrs&) { return in; }
+DType floating_dtype(DType in, const Attrs&) { return to_floating(in); }
+
+KILN_REGISTER_OP(reduce_op("ReduceSum",
+                           "Sum over `dims` (all when empty); bool and integer inputs give int64 "
+                           "unless `dtype` is given")
+                     .attr("dtype", AttrKind::kDType, std::monostate{})
+                     .infer(accumulate_infer("sum"))
+                     .kernel(DeviceType::kCPU,
+                             [](KernelContext& ctx) { accumulate_kernel<false>(ctx, "sum"); }));
+
+KILN_REGISTER_OP(reduce_op("ReduceProd",
+                           "Product over `dims`; bool and integer inputs give int64 unless "
+                           "`dtype` is given")
+                     .attr("dtype", AttrKind::kDType, std::monostate{})
+                     .infer(accumulate_infer("prod"))
+                     .kernel(DeviceType::kCPU,
+                             [](KernelContext& ctx) { accumulate_kernel<true>(ctx, "prod"); }));
+
+KILN_REGISTER_OP(reduce_op("ReduceMean", "Mean over `dims`; integer inputs give float32")
+                     .infer(reduce_infer("mean", false, floating_dtype))
+                     .kernel(DeviceType::kCPU, mean_kernel));
+
+KILN_REGISTER_OP(reduce_op("ReduceMax", "Largest element over `dims` (NaN propagates)")
+                     .infer(reduce_infer("amax", true, same_dtype))
+                     .kernel(DeviceType::kCPU, extremum_kernel<true>));
+
+KILN_REGISTER_OP(reduce_op("ReduceMin", "Smallest element over `dims` (NaN propagates)")
+                     .infer(reduce_infer("amin", true, same_dtype))
+                     .kernel(DeviceType::kCPU, extremum_kernel<false>));
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
+  static const OpDefPtr op = OpRegistry::Instance().get("ReduceSum");
+  Attrs attrs{{"dims", dims}, {"keepdim", keepdim}};
+  if (dtype) attrs.set("dtype", *dtype);
+  return call_op(*op, {x}, attrs)[0];
+}
+
+Tensor prod(const Tensor& x, const Dims& dims, bool keepdim) {
+  static const OpDefPtr op = OpRegistry::Instance().get("ReduceProd");
+  return call_op(*op, {x}, {{"dims", dims}, {"keepdim", keepdim}})[0];
+}
+
+Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
+  static const OpDefPtr op = OpRegistry::Instance().get("ReduceMean");
+  return call_op(*op, {x}, {{"dims", dims}, {"keepdim", keepdim}})[0];
+}
+
+Tensor amax(const Tensor& x, const Dims& dims, bool keepdim) {
+  static const OpDefPtr op = OpRegistry::Instance().get("ReduceMax");
+  return call_op(*op, {x}, {{"dims", dims}, {"keepdim", keepdim}})[0];
+}
+
+Tensor amin(const Tensor& x, const Dims& dims, bool keepdim) {
+  static const OpDefPtr op = OpRegistry::Instance().get("ReduceMin");
+  return call_op(*op, {x}, {{"dims", dims}, {"keepdim", keepdim}})[0];
+}
+
+Tensor max(const Tensor& x) { return amax(x); }
+Tensor min(const Tensor& x) { return amin(x); }
+
+}  // namespace kiln

@@ -1,0 +1,178 @@
+// View primitives: Reshape, Transpose, Permute, Expand, Squeeze, Unsqueeze, Flatten, Contiguous.
+//
+// See Note [View ops]: eagerly each returns a view sharing its input's storage (through the Tensor
+// methods in src/core/tensor.cc); in graphs each is an ordinary primitive whose CPU kernel writes a
+// contiguous copy.
+#include "kiln/functional/shape.h"
+#include "kiln/op.h"
+
+namespace kiln {
+namespace {
+
+// Note [View ops]
+// The ViewFn and `infer` must agree on the output shape, and `infer` must not touch data. Both call
+// the same Tensor method: `infer` on a metadata-only tensor (contiguous strides, no storage), for
+// which every view method is pure shape arithmetic (Tensor::reshape of a contiguous tensor never
+// copies). So eager results, graph shapes and error messages cannot drift apart.
+
+// Applies one view method to a tensor.
+using ViewMethod = Tensor (*)(const Tensor& x, const Attrs& attrs);
+
+MetaList infer_view(const InferContext& ctx, ViewMethod method) {
+  const TensorMeta& x = ctx.input(0);
+  return MetaList{{x.dtype, method(Tensor(x.dtype, x.shape), ctx.attrs).shape()}};
+}
+
+ViewFn view_fn(ViewMethod method) {
+  return [method](const std::vector<Tensor>& inputs, const Attrs& attrs) {
+    return std::vector<Tensor>{method(inputs[0], attrs)};
+  };
+}
+
+// Graph-mode kernel for views that reorder or broadcast elements: copy the eager view.
+KernelFn copy_of_view(ViewMethod method) {
+  return
+      [method](KernelContext& ctx) { copy_into(ctx.outputs[0], method(ctx.inputs[0], ctx.attrs)); };
+}
+
+// Graph-mode kernel for views that keep row-major order (reshape, flatten, contiguous): the
+// contiguous output viewed with the input's shape receives the elements in one copy.
+void copy_in_order(KernelContext& ctx) {
+  copy_into(ctx.outputs[0].view(ctx.inputs[0].shape()), ctx.inputs[0]);
+}
+
+Tensor do_reshape(const Tensor& x, const Attrs& a) {
+  return x.reshape(a.get<std::vector<int64_t>>("shape"));
+}
+Tensor do_transpose(const Tensor& x, const Attrs& a) {
+  return x.transpose(a.get<int64_t>("dim0"), a.get<int64_t>("dim1"));
+}
+Tensor do_permute(const Tensor& x, const Attrs& a) {
+  return x.permute(a.get<std::vector<int64_t>>("dims"));
+}
+Tensor do_expand(const Tensor& x, const Attrs& a) {
+  return x.expand(a.get<std::vector<int64_t>>("shape"));
+}
+Tensor do_squeeze(const Tensor& x, const Attrs& a) {
+  return a.is_none("dim") ? x.squeeze() : x.squeeze(a.get<int64_t>("dim"));
+}
+Tensor do_unsqueeze(const Tensor& x, const Attrs& a) { return x.unsqueeze(a.get<int64_t>("dim")); }
+Tensor do_flatten(const Tensor& x, const Attrs& a) {
+  return x.flatten(a.get<int64_t>("start_dim"), a.get<int64_t>("end_dim"));
+}
+Tensor do_contiguous(const Tensor& x, const Attrs&) { return x.contiguous(); }
+
+InferFn infer_with(ViewMethod method) {
+  return [method](const InferContext& ctx) { return infer_view(ctx, method); };
+}
+
+KILN_REGISTER_OP(OpDef("Reshape")
+                     .input("x")
+                     .attr("shape", AttrKind::kInts)
+                     .doc("x with a new shape (one size may be -1); a view when strides allow")
+                     .infer(infer_with(do_reshape))
+                     .view(view_fn(do_reshape))
+                     .kernel(DeviceType::kCPU, copy_in_order));
+
+KILN_REGISTER_OP(OpDef("Transpose")
+                     .input("x")
+                     .attr("dim0", AttrKind::kInt)
+                     .attr("dim1", AttrKind::kInt)
+                     .doc("x with dimensions dim0 and dim1 swapped")
+                     .infer(infer_with(do_transpose))
+                     .view(view_fn(do_transpose))
+                     .kernel(DeviceType::kCPU, copy_of_view(do_transpose)));
+
+KILN_REGISTER_OP(OpDef("Permute")
+                     .input("x")
+                     .attr("dims", AttrKind::kInts)
+                     .doc("x with its dimensions reordered: output dim i is input dim dims[i]")
+                     .infer(infer_with(do_permute))
+                     .view(view_fn(do_permute))
+                     .kernel(DeviceType::kCPU, copy_of_view(do_permute)));
+
+KILN_REGISTER_OP(OpDef("Expand")
+                     .input("x")
+                     .attr("shape", AttrKind::kInts)
+                     .doc("x broadcast to `shape` (-1 keeps a dimension)")
+                     .infer(infer_with(do_expand))
+                     .view(view_fn(do_expand))
+                     .kernel(DeviceType::kCPU, copy_of_view(do_expand)));
+
+KILN_REGISTER_OP(OpDef("Squeeze")
+                     .input("x")
+                     .attr("dim", AttrKind::kInt, AttrValue{std::monostate{}})
+                     .doc("x without size-1 dimensions (only `dim` when given)")
+                     .infer(infer_with(do_squeeze))
+                     .view(view_fn(do_squeeze))
+                     .kernel(DeviceType::kCPU, copy_in_order));
+
+KILN_REGISTER_OP(OpDef("Unsqueeze")
+                     .input("x")
+                     .attr("dim", AttrKind::kInt)
+                     .doc("x with a new size-1 dimension at `dim`")
+                     .infer(infer_with(do_unsqueeze))
+                     .view(view_fn(do_unsqueeze))
+                     .kernel(DeviceType::kCPU, copy_in_order));
+
+KILN_REGISTER_OP(OpDef("Flatten")
+                     .input("x")
+                     .attr("start_dim", AttrKind::kInt, AttrValue{int64_t{0}})
+                     .attr("end_dim", AttrKind::kInt, AttrValue{int64_t{-1}})
+                     .doc("x with dimensions start_dim..end_dim merged into one")
+                     .infer(infer_with(do_flatten))
+                     .view(view_fn(do_flatten))
+                     .kernel(DeviceType::kCPU, copy_in_order));
+
+KILN_REGISTER_OP(OpDef("Contiguous")
+                     .input("x")
+                     .doc("x itself when row-major contiguous, else a contiguous copy")
+                     .infer(infer_with(do_contiguous))
+                     .view(view_fn(do_contiguous))
+                     .kernel(DeviceType::kCPU, copy_in_order));
+
+}  // namespace
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  static const OpDefPtr op = OpRegistry::Instance().get("Reshape");
+  return call_op(*op, {x}, {{"shape", shape}})[0];
+}
+
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
+  static const OpDefPtr op = OpRegistry::Instance().get("Transpose");
+  return call_op(*op, {x}, {{"dim0", dim0}, {"dim1", dim1}})[0];
+}
+
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
+  static const OpDefPtr op = OpRegistry::Instance().get("Permute");
+  return call_op(*op, {x}, {{"dims", dims}})[0];
+}
+
+Tensor expand(const Tensor& x, const Shape& shape) {
+  static const OpDefPtr op = OpRegistry::Instance().get("Expand");
+  return call_op(*op, {x}, {{"shape", shape}})[0];
+}
+
+Tensor squeeze(const Tensor& x, std::optional<int64_t> dim) {
+  static const OpDefPtr op = OpRegistry::Instance().get("Squeeze");
+  Attrs attrs;
+  if (dim) attrs.set("dim", *dim);
+  return call_op(*op, {x}, attrs)[0];
+}
+
+Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  static const OpDefPtr op = OpRegistry::Instance().get("Unsqueeze");
+  return call_op(*op, {x}, {{"dim", dim}})[0];
+}
+
+Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
+  static const OpDefPtr op = OpRegistry::Instance().get("Flatten");
+  return call_op(*op, {x}, {{"start_dim", start_dim}, {"end_dim", end_dim}})[0];
+}
+
+Tensor contiguous(const Tensor& x) {
+  static const OpDefPtr op = OpRegistry::Instance().get("Contiguous");
+  return call_op(*op, {x})[0];
+}
+
+}  // namespace kiln

@@ -1,0 +1,172 @@
+// Elementwise binary kernels: binary, binary_scalar_rhs / _lhs and affine (see float_kernels.h).
+//
+// add / sub / mul / div / maximum / minimum are exact (one IEEE operation). affine is one fused
+// multiply-add on AVX2 / AVX-512 and a multiply then an add (<= 1 ulp from the fused result) on
+// SSE4 and the scalar fallback. pow calls std::pow lane by lane: a vector pow that keeps all of
+// std::pow's special cases (negative base with integral exponent, signed zeros, infinities) is not
+// worth its code size here. The scalar-exponent fast paths below (x^2 = x * x, x^0.5 = sqrt, ...)
+// are correctly rounded, so they agree with std::pow wherever std::pow is (glibc: < 1 ulp always).
+#include "ops/simd/highway_targets.h"  // First: selects the compiled targets.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/simd/binary_kernels.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must follow foreach_target.h.
+#include "hwy/highway.h"
+#include "ops/simd/float_kernels.h"
+#include "ops/simd/simd_loops-inl.h"
+#include "ops/simd/vec_math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kiln::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+/// numpy.maximum: nan if either operand is nan (hwy's Max, like maxps, would drop one).
+template <class V>
+HWY_INLINE V maximum(V a, V b) {
+  return hn::IfThenElse(hn::Or(hn::IsNaN(a), hn::IsNaN(b)), hn::Add(a, b), hn::Max(a, b));
+}
+
+template <class V>
+HWY_INLINE V minimum(V a, V b) {
+  return hn::IfThenElse(hn::Or(hn::IsNaN(a), hn::IsNaN(b)), hn::Add(a, b), hn::Min(a, b));
+}
+
+/// Applies `f(d, a_vec, b_vec)` over the broadcast shape selected by the pointers: a null `a` or
+/// `b` means "the scalar sa / sb". One loop skeleton serves all three operand layouts.
+template <class D, class F, typename T = hn::TFromD<D>>
+HWY_INLINE void map_layout(D d, const T* a, T sa, const T* b, T sb, T* y, size_t n, F f) {
+  if (a != nullptr && b != nullptr) return map_binary(d, a, b, y, n, f);
+  if (b == nullptr) {
+    const auto vb = hn::Set(d, sb);
+    return map_unary(
+        d, a, y, n, [&](D dv, hn::Vec<D> va) { return f(dv, va, vb); }, T(1));
+  }
+  const auto va = hn::Set(d, sa);
+  map_unary(
+      d, b, y, n, [&](D dv, hn::Vec<D> vb) { return f(dv, va, vb); }, T(1));
+}
+
+template <typename T>
+HWY_INLINE void pow_lanes(const T* a, T sa, const T* b, T sb, T* y, size_t n) {
+  if (a != nullptr && b != nullptr) {
+    for (size_t i = 0; i < n; ++i) y[i] = std::pow(a[i], b[i]);
+  } else if (b == nullptr) {
+    for (size_t i = 0; i < n; ++i) y[i] = std::pow(a[i], sb);
+  } else {
+    for (size_t i = 0; i < n; ++i) y[i] = std::pow(sa, b[i]);
+  }
+}
+
+/// pow(a[i], b) for a scalar b. Returns false when b has no fast path.
+template <class D, typename T = hn::TFromD<D>>
+HWY_INLINE bool pow_scalar_exponent(D d, const T* a, T b, T* y, size_t n) {
+  using V = hn::Vec<D>;
+  if (b == T(2)) {
+    map_unary(d, a, y, n, [](D, V v) { return hn::Mul(v, v); });
+  } else if (b == T(1)) {
+    if (a != y) std::memcpy(y, a, n * sizeof(T));
+  } else if (b == T(0)) {
+    for (size_t i = 0; i < n; ++i) y[i] = T(1);  // even pow(nan, 0) == 1
+  } else if (b == T(-1)) {
+    map_unary(d, a, y, n, [](D dv, V v) { return hn::Div(hn::Set(dv, T(1)), v); });
+  } else if (b == T(0.5)) {
+    // std::pow(x, 0.5) is sqrt(x) except pow(-0, 0.5) = +0 (adding +0 turns -0 into +0) and
+    // pow(-inf, 0.5) = +inf.
+    map_unary(d, a, y, n, [](D dv, V v) {
+      const V r = hn::Add(hn::Sqrt(v), hn::Zero(dv));
+      return hn::IfThenElse(hn::Eq(v, hn::Neg(inf(dv))), inf(dv), r);
+    });
+  } else {
+    return false;
+  }
+  return true;
+}
+
+template <typename T>
+HWY_INLINE void binary_impl(BinaryOp op, const T* a, T sa, const T* b, T sb, T* y, size_t n) {
+  const hn::ScalableTag<T> d;
+  using D = decltype(d);
+  using V = hn::Vec<D>;
+  switch (op) {
+    case BinaryOp::kAdd:
+      return map_layout(d, a, sa, b, sb, y, n, [](D, V u, V v) { return hn::Add(u, v); });
+    case BinaryOp::kSub:
+      return map_layout(d, a, sa, b, sb, y, n, [](D, V u, V v) { return hn::Sub(u, v); });
+    case BinaryOp::kMul:
+      return map_layout(d, a, sa, b, sb, y, n, [](D, V u, V v) { return hn::Mul(u, v); });
+    case BinaryOp::kDiv:
+      return map_layout(d, a, sa, b, sb, y, n, [](D, V u, V v) { return hn::Div(u, v); });
+    case BinaryOp::kMaximum:
+      return map_layout(d, a, sa, b, sb, y, n, [](D, V u, V v) { return maximum(u, v); });
+    case BinaryOp::kMinimum:
+      return map_layout(d, a, sa, b, sb, y, n, [](D, V u, V v) { return minimum(u, v); });
+    case BinaryOp::kPow:
+      if (b == nullptr && pow_scalar_exponent(d, a, sb, y, n)) return;
+      return pow_lanes(a, sa, b, sb, y, n);
+  }
+}
+
+template <typename T>
+HWY_INLINE void affine_impl(const T* x, T alpha, T beta, T* y, size_t n) {
+  const hn::ScalableTag<T> d;
+  const auto va = hn::Set(d, alpha);
+  const auto vb = hn::Set(d, beta);
+  map_unary(d, x, y, n, [&](decltype(d), hn::Vec<decltype(d)> v) { return hn::MulAdd(v, va, vb); });
+}
+
+void binary_f32(BinaryOp op, const float* a, float sa, const float* b, float sb, float* y,
+                size_t n) {
+  binary_impl(op, a, sa, b, sb, y, n);
+}
+void binary_f64(BinaryOp op, const double* a, double sa, const double* b, double sb, double* y,
+                size_t n) {
+  binary_impl(op, a, sa, b, sb, y, n);
+}
+void affine_f32(const float* x, float alpha, float beta, float* y, size_t n) {
+  affine_impl(x, alpha, beta, y, n);
+}
+void affine_f64(const double* x, double alpha, double beta, double* y, size_t n) {
+  affine_impl(x, alpha, beta, y, n);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kiln::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kiln::simd {
+
+HWY_EXPORT(binary_f32);
+HWY_EXPORT(binary_f64);
+HWY_EXPORT(affine_f32);
+HWY_EXPORT(affine_f64);
+
+void binary(BinaryOp op, const float* a, const float* b, float* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(binary_f32)(op, a, 0.0f, b, 0.0f, y, static_cast<size_t>(n));
+}
+void binary(BinaryOp op, const double* a, const double* b, double* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(binary_f64)(op, a, 0.0, b, 0.0, y, static_cast<size_t>(n));
+}
+void binary_scalar_rhs(BinaryOp op, const float* a, float b, float* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(binary_f32)(op, a, 0.0f, nullptr, b, y, static_cast<size_t>(n));
+}
+void binary_scalar_rhs(BinaryOp op, const double* a, double b, double* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(binary_f64)(op, a, 0.0, nullptr, b, y, static_cast<size_t>(n));
+}
+void binary_scalar_lhs(BinaryOp op, float a, const float* b, float* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(binary_f32)(op, nullptr, a, b, 0.0f, y, static_cast<size_t>(n));
+}
+void binary_scalar_lhs(BinaryOp op, double a, const double* b, double* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(binary_f64)(op, nullptr, a, b, 0.0, y, static_cast<size_t>(n));
+}
+void affine(const float* x, float alpha, float beta, float* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(affine_f32)(x, alpha, beta, y, static_cast<size_t>(n));
+}
+void affine(const double* x, double alpha, double beta, double* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(affine_f64)(x, alpha, beta, y, static_cast<size_t>(n));
+}
+
+}  // namespace kiln::simd
+#endif  // HWY_ONCE

@@ -1,0 +1,142 @@
+// Vectorised kernels over contiguous float32/float64 runs (private to libkiln).
+//
+// The elementwise, reduction and normalisation ops call these on their innermost contiguous runs
+// after they have resolved strides, broadcasting and threading. Each call is single-threaded and
+// picks the best instruction set of the running CPU once per process (Google Highway dynamic
+// dispatch over SSE4 / AVX2 / AVX-512; see Note [SIMD target set] in highway_targets.h).
+//
+//   std::vector<float> x(n), y(n);
+//   kiln::simd::unary(kiln::simd::UnaryOp::kExp, x.data(), y.data(), n);
+//   float total = kiln::simd::reduce_sum(x.data(), n);
+//
+// Common contract for every function here:
+//   - n >= 0; n == 0 is a no-op (reductions then return their identity, see below).
+//   - Pointers need only element alignment. Inputs and outputs either alias exactly (same pointer,
+//     in-place) or do not overlap at all; partial overlap is undefined.
+//   - Thread-safe: no shared mutable state besides Highway's one-time CPU detection.
+//   - No errors are raised: invalid inputs give IEEE results (nan, inf), as numpy does.
+//
+// Accuracy against a correctly rounded result is documented per op in unary_kernels.cc (and next
+// to the other kernels); every bound holds on all compiled targets.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/export.h"
+
+namespace kiln::simd {
+
+/// Elementwise unary operations. Semantics follow numpy/torch where they differ from C:
+/// kSign(+-0) = +0 and kSign(nan) = nan; kRelu(nan) = nan; kRound rounds half to even;
+/// kSqrt/kLog of negative numbers give nan; kRsqrt(x) = 1 / sqrt(x).
+enum class UnaryOp : int {
+  kNeg,
+  kAbs,
+  kSign,
+  kExp,
+  kExpm1,
+  kLog,
+  kLog1p,
+  kLog2,
+  kSqrt,
+  kRsqrt,
+  kReciprocal,
+  kSquare,
+  kSin,
+  kCos,
+  kTan,
+  kTanh,
+  kSigmoid,
+  kRelu,
+  kGeluErf,   ///< 0.5 * x * (1 + erf(x / sqrt(2)))
+  kGeluTanh,  ///< 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))
+  kSilu,      ///< x * sigmoid(x)
+  kErf,
+  kFloor,
+  kCeil,
+  kRound,  ///< round half to even, like numpy.round / torch.round
+};
+
+/// Elementwise binary operations. kMaximum / kMinimum propagate nan (numpy.maximum, not fmax);
+/// kPow follows std::pow (negative base with an integral exponent is fine, pow(x, 0) = 1, ...).
+enum class BinaryOp : int { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow };
+
+/// y[i] = op(x[i]) for i in [0, n). x and y may alias exactly (in-place).
+KILN_API void unary(UnaryOp op, const float* x, float* y, int64_t n);
+/// Float64 overload of unary().
+KILN_API void unary(UnaryOp op, const double* x, double* y, int64_t n);
+
+/// y[i] = op(a[i], b[i]) for i in [0, n). Any of a, b, y may alias exactly.
+KILN_API void binary(BinaryOp op, const float* a, const float* b, float* y, int64_t n);
+/// Float64 overload of binary().
+KILN_API void binary(BinaryOp op, const double* a, const double* b, double* y, int64_t n);
+
+/// y[i] = op(a[i], b): the right operand is a broadcast scalar. a and y may alias exactly.
+/// kPow has correctly rounded fast paths for b in {0, 0.5, 1, 2, -1} (std::pow's special cases
+/// included).
+KILN_API void binary_scalar_rhs(BinaryOp op, const float* a, float b, float* y, int64_t n);
+/// Float64 overload of binary_scalar_rhs().
+KILN_API void binary_scalar_rhs(BinaryOp op, const double* a, double b, double* y, int64_t n);
+/// y[i] = op(a, b[i]): the left operand is a broadcast scalar. b and y may alias exactly.
+KILN_API void binary_scalar_lhs(BinaryOp op, float a, const float* b, float* y, int64_t n);
+/// Float64 overload of binary_scalar_lhs().
+KILN_API void binary_scalar_lhs(BinaryOp op, double a, const double* b, double* y, int64_t n);
+
+/// y[i] = x[i] * alpha + beta (used to fuse chains of scalar add/mul). One rounding (fma) on CPUs
+/// with FMA (AVX2, AVX-512); a multiply then an add otherwise. x and y may alias exactly.
+KILN_API void affine(const float* x, float alpha, float beta, float* y, int64_t n);
+/// Float64 overload of affine().
+KILN_API void affine(const double* x, double alpha, double beta, double* y, int64_t n);
+
+/// Sum of x[0..n). Blocked: vector accumulators over short blocks, block sums combined in float64
+/// with Neumaier compensation, so the error is far below that of numpy's pairwise sum (see
+/// Note [blocked summation] in reduce_kernels.cc). Returns 0 for n == 0.
+KILN_API float reduce_sum(const float* x, int64_t n);
+/// Float64 overload of reduce_sum().
+KILN_API double reduce_sum(const double* x, int64_t n);
+/// Largest element; nan if any element is nan (like numpy.max). Returns -inf for n == 0.
+KILN_API float reduce_max(const float* x, int64_t n);
+/// Float64 overload of reduce_max().
+KILN_API double reduce_max(const double* x, int64_t n);
+/// Smallest element; nan if any element is nan (like numpy.min). Returns +inf for n == 0.
+KILN_API float reduce_min(const float* x, int64_t n);
+/// Float64 overload of reduce_min().
+KILN_API double reduce_min(const double* x, int64_t n);
+
+/// y = softmax(x) over one contiguous row: exp(x - max(x)) / sum. x and y may alias exactly.
+/// A row containing nan, or +inf, or only -inf gives all nan (as torch does).
+KILN_API void softmax_row(const float* x, float* y, int64_t n);
+/// Float64 overload of softmax_row().
+KILN_API void softmax_row(const double* x, double* y, int64_t n);
+/// y = log_softmax(x) = x - max - log(sum(exp(x - max))). x and y may alias exactly.
+KILN_API void log_softmax_row(const float* x, float* y, int64_t n);
+/// Float64 overload of log_softmax_row().
+KILN_API void log_softmax_row(const double* x, double* y, int64_t n);
+
+/// y = (x - mean) * rstd * gamma + beta with rstd = 1 / sqrt(biased_var + eps), over one row.
+/// gamma and beta may be null (treated as 1 and 0). If mean_out / rstd_out are not null they
+/// receive the row statistics (for the backward pass). Statistics are accumulated in float64 with
+/// two passes (no catastrophic cancellation). For n == 0 the statistics are nan. x and y may alias.
+KILN_API void layer_norm_row(const float* x, const float* gamma, const float* beta, float eps,
+                             float* y, int64_t n, float* mean_out, float* rstd_out);
+/// Float64 overload of layer_norm_row().
+KILN_API void layer_norm_row(const double* x, const double* gamma, const double* beta, double eps,
+                             double* y, int64_t n, double* mean_out, double* rstd_out);
+
+/// y = x / sqrt(mean(x^2) + eps) * gamma over one row; gamma may be null. x and y may alias.
+KILN_API void rms_norm_row(const float* x, const float* gamma, float eps, float* y, int64_t n);
+/// Float64 overload of rms_norm_row().
+KILN_API void rms_norm_row(const double* x, const double* gamma, double eps, double* y, int64_t n);
+
+/// Testing hook: names of the SIMD targets compiled into this build that this CPU can run, best
+/// first, e.g. {"AVX3", "AVX2", "SSE4", "SCALAR"}. Unaffected by set_target_for_testing().
+KILN_API std::vector<std::string> supported_targets();
+
+/// Testing hook: makes every kernel above dispatch to `name` (one of supported_targets()), or to
+/// the best target again for "". Process-wide (it also affects other Highway users) and not
+/// thread-safe against concurrent kernel calls. Throws std::invalid_argument for another name.
+KILN_API void set_target_for_testing(const std::string& name);
+
+}  // namespace kiln::simd

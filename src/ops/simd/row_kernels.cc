@@ -1,0 +1,204 @@
+// Row kernels for softmax, log_softmax, layer_norm and rms_norm (see float_kernels.h).
+//
+// Every row statistic (max, sum of exponentials, mean, variance, mean square) goes through
+// reduce_max or blocked_sum (Note [blocked summation] in reduce_kernels.cc), so a row of 16M
+// elements is as accurate as a row of 16. Accuracy against a long double reference (see
+// tests/cpp/ops/simd_float_kernels_test.cc): softmax <= 2e-6 relative (float32) / 1e-13 (float64)
+// plus eps * |x - max|, the rounding of x - max in T that exp amplifies; log_softmax, layer_norm
+// and rms_norm <= 2e-6 / 1e-13 of max(|y|, 1).
+#include "ops/simd/highway_targets.h"  // First: selects the compiled targets.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/simd/row_kernels.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must follow foreach_target.h.
+#include <cmath>
+#include <limits>
+
+#include "hwy/highway.h"
+#include "ops/simd/float_kernels.h"
+#include "ops/simd/simd_loops-inl.h"
+#include "ops/simd/vec_math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kiln::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+template <typename T>
+HWY_INLINE void softmax_impl(const T* x, T* y, size_t n) {
+  const hn::ScalableTag<T> d;
+  using V = hn::Vec<decltype(d)>;
+  const V max = hn::Set(d, reduce_max(x, static_cast<int64_t>(n)));
+  // One pass computes and stores exp(x - max) and sums it; padding with -inf adds exp(-inf) = 0.
+  const double sum = blocked_sum(
+      d, x, n, -std::numeric_limits<T>::infinity(),
+      [max](auto dv, V v) { return exp_full(dv, hn::Sub(v, max)); }, y);
+  const V scale = hn::Set(d, static_cast<T>(1.0 / sum));
+  map_unary(d, y, y, n, [scale](auto, V v) { return hn::Mul(v, scale); });
+}
+
+template <typename T>
+HWY_INLINE void log_softmax_impl(const T* x, T* y, size_t n) {
+  const hn::ScalableTag<T> d;
+  using V = hn::Vec<decltype(d)>;
+  const V max = hn::Set(d, reduce_max(x, static_cast<int64_t>(n)));
+  const double sum = blocked_sum(d, x, n, -std::numeric_limits<T>::infinity(),
+                                 [max](auto dv, V v) { return exp_full(dv, hn::Sub(v, max)); });
+  const V log_sum = hn::Set(d, static_cast<T>(std::log(sum)));
+  // (x - max) first: it is exact for the largest elements, which dominate the result.
+  map_unary(d, x, y, n, [max, log_sum](auto, V v) { return hn::Sub(hn::Sub(v, max), log_sum); });
+}
+
+/// y = (x - shift) * scale [* gamma] [+ beta], gamma / beta nullable; x and y may alias.
+template <typename T>
+HWY_INLINE void normalize(const T* x, const T* gamma, const T* beta, T shift, T scale, T* y,
+                          size_t n) {
+  const hn::ScalableTag<T> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto vshift = hn::Set(d, shift);
+  const auto vscale = hn::Set(d, scale);
+  HWY_ALIGN T buf_x[kMaxLanes<T>];
+  HWY_ALIGN T buf_g[kMaxLanes<T>];
+  HWY_ALIGN T buf_b[kMaxLanes<T>];
+  for (size_t i = 0; i < n; i += lanes) {
+    const size_t count = n - i < lanes ? n - i : lanes;
+    const bool tail = count < lanes;
+    const T* px = x + i;
+    const T* pg = gamma != nullptr ? gamma + i : nullptr;
+    const T* pb = beta != nullptr ? beta + i : nullptr;
+    T* py = y + i;
+    if (HWY_UNLIKELY(tail)) {
+      for (size_t j = 0; j < lanes; ++j) {
+        buf_x[j] = j < count ? x[i + j] : T(0);
+        buf_g[j] = j < count && gamma != nullptr ? gamma[i + j] : T(1);
+        buf_b[j] = j < count && beta != nullptr ? beta[i + j] : T(0);
+      }
+      px = buf_x;
+      pg = gamma != nullptr ? buf_g : nullptr;
+      pb = beta != nullptr ? buf_b : nullptr;
+      py = buf_x;
+    }
+    // The null checks are loop-invariant branches: perfectly predicted, and they keep a single
+    // instantiation for all four gamma / beta combinations.
+    auto r = hn::Mul(hn::Sub(hn::LoadU(d, px), vshift), vscale);
+    if (pg != nullptr && pb != nullptr) {
+      r = hn::MulAdd(r, hn::LoadU(d, pg), hn::LoadU(d, pb));
+    } else if (pg != nullptr) {
+      r = hn::Mul(r, hn::LoadU(d, pg));
+    } else if (pb != nullptr) {
+      r = hn::Add(r, hn::LoadU(d, pb));
+    }
+    hn::StoreU(r, d, py);
+    if (HWY_UNLIKELY(tail)) std::memcpy(y + i, buf_x, count * sizeof(T));
+  }
+}
+
+template <typename T>
+HWY_INLINE void layer_norm_impl(const T* x, const T* gamma, const T* beta, T eps, T* y, size_t n,
+                                T* mean_out, T* rstd_out) {
+  const hn::ScalableTag<T> d;
+  using V = hn::Vec<decltype(d)>;
+  const auto dn = static_cast<double>(n);
+  // Two passes (mean, then squared deviations): no cancellation, unlike E[x^2] - E[x]^2.
+  const T mean = static_cast<T>(blocked_sum(d, x, n, T(0), [](auto, V v) { return v; }) / dn);
+  const V vmean = hn::Set(d, mean);
+  const double var = blocked_sum(d, x, n, mean,
+                                 [vmean](auto, V v) {
+                                   const V dev = hn::Sub(v, vmean);
+                                   return hn::Mul(dev, dev);
+                                 }) /
+                     dn;
+  const T rstd = static_cast<T>(1.0 / std::sqrt(var + static_cast<double>(eps)));
+  if (mean_out != nullptr) *mean_out = mean;
+  if (rstd_out != nullptr) *rstd_out = rstd;
+  normalize(x, gamma, beta, mean, rstd, y, n);
+}
+
+template <typename T>
+HWY_INLINE void rms_norm_impl(const T* x, const T* gamma, T eps, T* y, size_t n) {
+  const hn::ScalableTag<T> d;
+  using V = hn::Vec<decltype(d)>;
+  const double mean_square =
+      blocked_sum(d, x, n, T(0), [](auto, V v) { return hn::Mul(v, v); }) / static_cast<double>(n);
+  const T scale = static_cast<T>(1.0 / std::sqrt(mean_square + static_cast<double>(eps)));
+  normalize(x, gamma, static_cast<const T*>(nullptr), T(0), scale, y, n);
+}
+
+void softmax_f32(const float* x, float* y, size_t n) { softmax_impl(x, y, n); }
+void softmax_f64(const double* x, double* y, size_t n) { softmax_impl(x, y, n); }
+void log_softmax_f32(const float* x, float* y, size_t n) { log_softmax_impl(x, y, n); }
+void log_softmax_f64(const double* x, double* y, size_t n) { log_softmax_impl(x, y, n); }
+void layer_norm_f32(const float* x, const float* gamma, const float* beta, float eps, float* y,
+                    size_t n, float* mean_out, float* rstd_out) {
+  layer_norm_impl(x, gamma, beta, eps, y, n, mean_out, rstd_out);
+}
+void layer_norm_f64(const double* x, const double* gamma, const double* beta, double eps, double* y,
+                    size_t n, double* mean_out, double* rstd_out) {
+  layer_norm_impl(x, gamma, beta, eps, y, n, mean_out, rstd_out);
+}
+void rms_norm_f32(const float* x, const float* gamma, float eps, float* y, size_t n) {
+  rms_norm_impl(x, gamma, eps, y, n);
+}
+void rms_norm_f64(const double* x, const double* gamma, double eps, double* y, size_t n) {
+  rms_norm_impl(x, gamma, eps, y, n);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kiln::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kiln::simd {
+
+HWY_EXPORT(softmax_f32);
+HWY_EXPORT(softmax_f64);
+HWY_EXPORT(log_softmax_f32);
+HWY_EXPORT(log_softmax_f64);
+HWY_EXPORT(layer_norm_f32);
+HWY_EXPORT(layer_norm_f64);
+HWY_EXPORT(rms_norm_f32);
+HWY_EXPORT(rms_norm_f64);
+
+void softmax_row(const float* x, float* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(softmax_f32)(x, y, static_cast<size_t>(n));
+}
+void softmax_row(const double* x, double* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(softmax_f64)(x, y, static_cast<size_t>(n));
+}
+void log_softmax_row(const float* x, float* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(log_softmax_f32)(x, y, static_cast<size_t>(n));
+}
+void log_softmax_row(const double* x, double* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(log_softmax_f64)(x, y, static_cast<size_t>(n));
+}
+
+namespace {
+template <typename T>
+void empty_row_stats(T* mean_out, T* rstd_out) {
+  if (mean_out != nullptr) *mean_out = std::numeric_limits<T>::quiet_NaN();
+  if (rstd_out != nullptr) *rstd_out = std::numeric_limits<T>::quiet_NaN();
+}
+}  // namespace
+
+void layer_norm_row(const float* x, const float* gamma, const float* beta, float eps, float* y,
+                    int64_t n, float* mean_out, float* rstd_out) {
+  if (n <= 0) return empty_row_stats(mean_out, rstd_out);
+  HWY_DYNAMIC_DISPATCH(layer_norm_f32)
+  (x, gamma, beta, eps, y, static_cast<size_t>(n), mean_out, rstd_out);
+}
+void layer_norm_row(const double* x, const double* gamma, const double* beta, double eps, double* y,
+                    int64_t n, double* mean_out, double* rstd_out) {
+  if (n <= 0) return empty_row_stats(mean_out, rstd_out);
+  HWY_DYNAMIC_DISPATCH(layer_norm_f64)
+  (x, gamma, beta, eps, y, static_cast<size_t>(n), mean_out, rstd_out);
+}
+void rms_norm_row(const float* x, const float* gamma, float eps, float* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(rms_norm_f32)(x, gamma, eps, y, static_cast<size_t>(n));
+}
+void rms_norm_row(const double* x, const double* gamma, double eps, double* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(rms_norm_f64)(x, gamma, eps, y, static_cast<size_t>(n));
+}
+
+}  // namespace kiln::simd
+#endif  // HWY_ONCE

@@ -1,0 +1,165 @@
+// Per-target loop skeletons shared by the kernels in src/ops/simd/ (Highway "-inl" header).
+//
+// Included from inside HWY_NAMESPACE by each kernel .cc once per compiled target, hence the
+// toggling include guard instead of #pragma once. Each skeleton instantiates the per-vector
+// functor exactly once (the tail reuses the same call through a padded stack buffer), which keeps
+// code size and compile time proportional to the number of ops, and makes the tail lanes bitwise
+// identical to what the same value would give in the vector body. The skeletons are HWY_NOINLINE:
+// one function per op instead of one giant switch function roughly halves the compile time of a
+// sanitizer build (GCC's passes are superlinear in function size) and costs one call per kernel.
+
+#if defined(KILN_OPS_SIMD_SIMD_LOOPS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef KILN_OPS_SIMD_SIMD_LOOPS_INL_H_
+#undef KILN_OPS_SIMD_SIMD_LOOPS_INL_H_
+#else
+#define KILN_OPS_SIMD_SIMD_LOOPS_INL_H_
+#endif
+
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kiln::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+/// Most lanes any vector of T has on this target (sizes the tail buffers).
+template <typename T>
+constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(T);
+
+/// y[i] = f(d, x[i]) vector by vector; the tail goes through a buffer padded with `pad`, a value
+/// chosen so the functor's padded lanes stay cheap and exception-free.
+template <class D, class F, typename T = hn::TFromD<D>>
+HWY_NOINLINE void map_unary(D d, const T* x, T* y, size_t n, F f, T pad = T(0)) {
+  const size_t lanes = hn::Lanes(d);
+  HWY_ALIGN T buf[kMaxLanes<T>];
+  for (size_t i = 0; i < n; i += lanes) {
+    const size_t count = n - i < lanes ? n - i : lanes;
+    const bool tail = count < lanes;
+    const T* src = x + i;
+    T* dst = y + i;
+    if (HWY_UNLIKELY(tail)) {
+      for (size_t j = 0; j < lanes; ++j) buf[j] = j < count ? x[i + j] : pad;
+      src = buf;
+      dst = buf;
+    }
+    hn::StoreU(f(d, hn::LoadU(d, src)), d, dst);
+    if (HWY_UNLIKELY(tail)) std::memcpy(y + i, buf, count * sizeof(T));
+  }
+}
+
+/// y[i] = f(d, a[i], b[i]); same tail scheme as map_unary (both operands padded with `pad`).
+template <class D, class F, typename T = hn::TFromD<D>>
+HWY_NOINLINE void map_binary(D d, const T* a, const T* b, T* y, size_t n, F f, T pad = T(1)) {
+  const size_t lanes = hn::Lanes(d);
+  HWY_ALIGN T buf_a[kMaxLanes<T>];
+  HWY_ALIGN T buf_b[kMaxLanes<T>];
+  for (size_t i = 0; i < n; i += lanes) {
+    const size_t count = n - i < lanes ? n - i : lanes;
+    const bool tail = count < lanes;
+    const T* src_a = a + i;
+    const T* src_b = b + i;
+    T* dst = y + i;
+    if (HWY_UNLIKELY(tail)) {
+      for (size_t j = 0; j < lanes; ++j) {
+        buf_a[j] = j < count ? a[i + j] : pad;
+        buf_b[j] = j < count ? b[i + j] : pad;
+      }
+      src_a = buf_a;
+      src_b = buf_b;
+      dst = buf_a;
+    }
+    hn::StoreU(f(d, hn::LoadU(d, src_a), hn::LoadU(d, src_b)), d, dst);
+    if (HWY_UNLIKELY(tail)) std::memcpy(y + i, buf_a, count * sizeof(T));
+  }
+}
+
+/// Neumaier-compensated running sum in float64: the combination step of blocked_sum().
+struct CompensatedSum {
+  double sum = 0.0;
+  double carry = 0.0;
+  void add(double v) {
+    const double t = sum + v;
+    carry += std::fabs(sum) >= std::fabs(v) ? (sum - t) + v : (v - t) + sum;
+    sum = t;
+  }
+  // Once sum is inf or nan the carry is meaningless (inf - inf); the sum alone is the answer.
+  double value() const { return std::isfinite(sum) ? sum + carry : sum; }
+};
+
+/// Vectors per block in Note [blocked summation] (reduce_kernels.cc); a multiple of 4.
+constexpr size_t kSumBlockVectors = 32;
+
+/// Sum over i of f(d, x[i]) (vector by vector), accumulated as in Note [blocked summation]. If
+/// `out` is not null it also receives f(d, x[i]) (softmax stores its exponentials this way). The
+/// tail is padded with `pad`, which must satisfy f(pad) == 0.
+template <class D, class F, typename T = hn::TFromD<D>>
+HWY_NOINLINE double blocked_sum(D d, const T* x, size_t n, T pad, F f, T* out = nullptr) {
+  const size_t lanes = hn::Lanes(d);
+  const size_t block = kSumBlockVectors * lanes;
+  CompensatedSum total;
+  for (size_t start = 0; start < n; start += block) {
+    const size_t end = n - start < block ? n : start + block;
+    auto acc0 = hn::Zero(d);
+    auto acc1 = hn::Zero(d);
+    auto acc2 = hn::Zero(d);
+    auto acc3 = hn::Zero(d);
+    size_t i = start;
+    for (; i + 4 * lanes <= end; i += 4 * lanes) {
+      const auto v0 = f(d, hn::LoadU(d, x + i));
+      const auto v1 = f(d, hn::LoadU(d, x + i + lanes));
+      const auto v2 = f(d, hn::LoadU(d, x + i + 2 * lanes));
+      const auto v3 = f(d, hn::LoadU(d, x + i + 3 * lanes));
+      if (out != nullptr) {
+        hn::StoreU(v0, d, out + i);
+        hn::StoreU(v1, d, out + i + lanes);
+        hn::StoreU(v2, d, out + i + 2 * lanes);
+        hn::StoreU(v3, d, out + i + 3 * lanes);
+      }
+      acc0 = hn::Add(acc0, v0);
+      acc1 = hn::Add(acc1, v1);
+      acc2 = hn::Add(acc2, v2);
+      acc3 = hn::Add(acc3, v3);
+    }
+    for (; i < end; i += lanes) {
+      const size_t count = end - i < lanes ? end - i : lanes;
+      HWY_ALIGN T buf[kMaxLanes<T>];
+      const T* src = x + i;
+      if (count < lanes) {
+        for (size_t j = 0; j < lanes; ++j) buf[j] = j < count ? x[i + j] : pad;
+        src = buf;
+      }
+      const auto v = f(d, hn::LoadU(d, src));
+      if (out != nullptr && count == lanes) {
+        hn::StoreU(v, d, out + i);
+      } else if (out != nullptr) {
+        hn::Store(v, d, buf);
+        std::memcpy(out + i, buf, count * sizeof(T));
+      }
+      acc0 = hn::Add(acc0, v);
+    }
+    const auto sum = hn::Add(hn::Add(acc0, acc1), hn::Add(acc2, acc3));
+    total.add(static_cast<double>(hn::GetLane(hn::SumOfLanes(d, sum))));
+  }
+  return total.value();
+}
+
+/// Applies `lane_fn` (a plain T -> T function) to the lanes of v. Slow path for the rare lanes a
+/// vector formula cannot handle (e.g. huge sin arguments).
+template <class D, class V, class F>
+HWY_INLINE V per_lane(D d, V v, F lane_fn) {
+  using T = hn::TFromD<D>;
+  HWY_ALIGN T buf[kMaxLanes<T>];
+  hn::Store(v, d, buf);
+  for (size_t j = 0; j < hn::Lanes(d); ++j) buf[j] = lane_fn(buf[j]);
+  return hn::Load(d, buf);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kiln::simd
+HWY_AFTER_NAMESPACE();
+
+#endif  // KILN_OPS_SIMD_SIMD_LOOPS_INL_H_

@@ -1,0 +1,196 @@
+// Elementwise unary kernels: kiln::simd::unary (see float_kernels.h).
+//
+// Note [unary accuracy]
+// Worst relative error measured on every compiled target (AVX3, AVX2, SSE4, SCALAR) against a
+// long double / float64 reference, in units of machine epsilon (2^-23 = 1.19e-7 for float32,
+// 2^-52 = 2.2e-16 for float64), over dense sweeps of the whole useful range and the special values
+// of tests/cpp/ops/simd_float_kernels_test.cc:
+//   exact (bitwise): neg abs sign relu square reciprocal sqrt rsqrt floor ceil round; rsqrt is
+//                    1 / sqrt(x), two correctly rounded steps, exactly like the reference.
+//              float32  float64
+//   exp          1.0      1.0    (hwy Exp)
+//   expm1        2.0      2.0
+//   log          1.0      1.0
+//   log1p        1.4      1.4
+//   log2         1.1      1.0
+//   sin / cos    1.5      1.4    relative, also next to the zeros (hwy's 4-part pi reduction);
+//                                |x| > 39000, inf and nan take std::sin / std::cos lane by lane
+//   tan          0.5      2.1    float32 is computed in float64 and rounded once
+//   tanh         1.9      2.1
+//   sigmoid      1.6      1.8
+//   silu         1.9      2.0
+//   erf          1.0      exact  float32: Note [float32 erf]; float64: std::erf lane by lane
+//   gelu_erf     4.0      exact  float32 also for negative x (no 1 + erf cancellation); float64:
+//                                std::erfc lane by lane
+//   gelu_tanh    16.3     14.3   for x >= -5 (1.9e-6 / 3.2e-15). Below, the rounding of 2u grows
+//                                into ~1.5 * |2u| eps: the formula's own conditioning, equal to
+//                                moving x by one ulp (the result is < 2.3e-7 there).
+// So every op is within rtol 1e-6 (float32; 2e-6 for erf / gelu) and 1e-13 (float64). Subnormal
+// results are accurate to an absolute 1e-42 (float32) / 1e-318 (float64), as x * exp(...) carries
+// exp's half-denormal rounding times |x|.
+#include "ops/simd/highway_targets.h"  // First: selects the compiled targets.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/simd/unary_kernels.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must follow foreach_target.h.
+#include "hwy/highway.h"
+#include "ops/simd/float_kernels.h"
+#include "ops/simd/simd_loops-inl.h"
+#include "ops/simd/vec_math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kiln::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+/// Round half to even. hwy's Round is one instruction on x86, but its HWY_SCALAR version rounds
+/// 0.49999997f up (it adds 0.5); the 2^mantissa trick is exact in the default rounding mode.
+template <class D, class V>
+HWY_INLINE V round_half_even(D d, V v) {
+#if HWY_TARGET == HWY_SCALAR
+  using T = hn::TFromD<D>;
+  const V big = hn::Set(d, static_cast<T>(sizeof(T) == 4 ? 8388608.0 : 4503599627370496.0));
+  const V a = hn::Abs(v);
+  const V r = hn::CopySign(hn::Sub(hn::Add(a, big), big), v);
+  return hn::IfThenElse(hn::Lt(a, big), r, v);  // |v| >= 2^mantissa (or nan): already integral
+#else
+  (void)d;
+  return hn::Round(v);
+#endif
+}
+
+/// float32 tan: promote to float64, where sin / cos are accurate to ~1e-15 even near the poles,
+/// then round once.
+HWY_INLINE void tan_f32(const float* x, float* y, size_t n) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const size_t lanes = hn::Lanes(dd);
+  HWY_ALIGN float buf[kMaxLanes<double>];
+  for (size_t i = 0; i < n; i += lanes) {
+    const size_t count = n - i < lanes ? n - i : lanes;
+    const float* src = x + i;
+    float* dst = y + i;
+    if (HWY_UNLIKELY(count < lanes)) {
+      for (size_t j = 0; j < lanes; ++j) buf[j] = j < count ? x[i + j] : 0.0f;
+      src = buf;
+      dst = buf;
+    }
+    const auto r = tan_full(dd, hn::PromoteTo(dd, hn::LoadU(df, src)));
+    hn::StoreU(hn::DemoteTo(df, r), df, dst);
+    if (HWY_UNLIKELY(count < lanes)) std::memcpy(y + i, buf, count * sizeof(float));
+  }
+}
+
+/// Lane-by-lane std:: fallback for float64 erf / gelu_erf (see Note [unary accuracy]).
+HWY_INLINE void erf_f64(UnaryOp op, const double* x, double* y, size_t n) {
+  if (op == UnaryOp::kErf) {
+    for (size_t i = 0; i < n; ++i) y[i] = std::erf(x[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) y[i] = 0.5 * x[i] * std::erfc(-x[i] * 0.70710678118654752440);
+  }
+}
+
+template <typename T>
+HWY_INLINE void unary_impl(UnaryOp op, const T* x, T* y, size_t n) {
+  const hn::ScalableTag<T> d;
+  using V = hn::Vec<decltype(d)>;
+  // One switch per call; each case instantiates its own loop with the op inlined.
+  switch (op) {
+    case UnaryOp::kNeg:
+      return map_unary(d, x, y, n, [](auto, V v) { return hn::Neg(v); });
+    case UnaryOp::kAbs:
+      return map_unary(d, x, y, n, [](auto, V v) { return hn::Abs(v); });
+    case UnaryOp::kSign:
+      return map_unary(d, x, y, n, [](auto dv, V v) {
+        // +-1 with the sign of v; +0 for +-0 (numpy); nan stays nan.
+        const V s = hn::IfThenZeroElse(hn::Eq(v, hn::Zero(dv)), hn::CopySign(hn::Set(dv, T(1)), v));
+        return keep_nan(v, s);
+      });
+    case UnaryOp::kExp:
+      return map_unary(d, x, y, n, [](auto dv, V v) { return exp_full(dv, v); });
+    case UnaryOp::kExpm1:
+      return map_unary(d, x, y, n, [](auto dv, V v) { return expm1_full(dv, v); });
+    case UnaryOp::kLog:
+      return map_unary(
+          d, x, y, n, [](auto dv, V v) { return log_full(dv, v); }, T(1));
+    case UnaryOp::kLog1p:
+      return map_unary(d, x, y, n, [](auto dv, V v) { return log1p_full(dv, v); });
+    case UnaryOp::kLog2:
+      return map_unary(
+          d, x, y, n, [](auto dv, V v) { return log2_full(dv, v); }, T(1));
+    case UnaryOp::kSqrt:
+      return map_unary(d, x, y, n, [](auto, V v) { return hn::Sqrt(v); });
+    case UnaryOp::kRsqrt:
+      return map_unary(d, x, y, n,
+                       [](auto dv, V v) { return hn::Div(hn::Set(dv, T(1)), hn::Sqrt(v)); });
+    case UnaryOp::kReciprocal:
+      return map_unary(d, x, y, n, [](auto dv, V v) { return hn::Div(hn::Set(dv, T(1)), v); });
+    case UnaryOp::kSquare:
+      return map_unary(d, x, y, n, [](auto, V v) { return hn::Mul(v, v); });
+    case UnaryOp::kSin:
+      return map_unary(d, x, y, n, [](auto dv, V v) { return sin_full(dv, v); });
+    case UnaryOp::kCos:
+      return map_unary(d, x, y, n, [](auto dv, V v) { return cos_full(dv, v); });
+    case UnaryOp::kTan:
+      if constexpr (sizeof(T) == 4) {
+        return tan_f32(x, y, n);
+      } else {
+        return map_unary(d, x, y, n, [](auto dv, V v) { return tan_full(dv, v); });
+      }
+    case UnaryOp::kTanh:
+      return map_unary(d, x, y, n, [](auto dv, V v) { return tanh_full(dv, v); });
+    case UnaryOp::kSigmoid:
+      return map_unary(d, x, y, n, [](auto dv, V v) { return sigmoid(dv, v); });
+    case UnaryOp::kRelu:
+      // Le, not Lt: relu(-0) = +0; nan compares false and passes through.
+      return map_unary(d, x, y, n,
+                       [](auto dv, V v) { return hn::IfThenZeroElse(hn::Le(v, hn::Zero(dv)), v); });
+    case UnaryOp::kGeluErf:
+    case UnaryOp::kErf:
+      if constexpr (sizeof(T) == 4) {
+        if (op == UnaryOp::kErf) {
+          return map_unary(d, x, y, n, [](auto dv, V v) { return erf_f32(dv, v); });
+        }
+        return map_unary(d, x, y, n, [](auto dv, V v) { return gelu_erf_f32(dv, v); });
+      } else {
+        return erf_f64(op, x, y, n);
+      }
+    case UnaryOp::kGeluTanh:
+      return map_unary(d, x, y, n, [](auto dv, V v) { return gelu_tanh(dv, v); });
+    case UnaryOp::kSilu:
+      return map_unary(d, x, y, n, [](auto dv, V v) { return silu(dv, v); });
+    // CopySign: HWY_SCALAR's Floor(-0) is +0 and its Ceil(+0) is -0; the result of floor / ceil
+    // always has the sign of the input.
+    case UnaryOp::kFloor:
+      return map_unary(d, x, y, n, [](auto, V v) { return hn::CopySign(hn::Floor(v), v); });
+    case UnaryOp::kCeil:
+      return map_unary(d, x, y, n, [](auto, V v) { return hn::CopySign(hn::Ceil(v), v); });
+    case UnaryOp::kRound:
+      return map_unary(d, x, y, n, [](auto dv, V v) { return round_half_even(dv, v); });
+  }
+}
+
+void unary_f32(UnaryOp op, const float* x, float* y, size_t n) { unary_impl(op, x, y, n); }
+void unary_f64(UnaryOp op, const double* x, double* y, size_t n) { unary_impl(op, x, y, n); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kiln::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kiln::simd {
+
+HWY_EXPORT(unary_f32);
+HWY_EXPORT(unary_f64);
+
+void unary(UnaryOp op, const float* x, float* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(unary_f32)(op, x, y, static_cast<size_t>(n));
+}
+
+void unary(UnaryOp op, const double* x, double* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(unary_f64)(op, x, y, static_cast<size_t>(n));
+}
+
+}  // namespace kiln::simd
+#endif  // HWY_ONCE

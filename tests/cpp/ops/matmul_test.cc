@@ -1,0 +1,229 @@
+// Tests for src/ops/matmul.cc and src/ops/gemm.cc: MatMul, BatchMatMul, Linear and AddMM against
+// a naive triple loop, on strided and broadcast operands, the oneDNN primitive cache, and the
+// shape and dtype errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kiln/functional/elementwise.h"
+#include "kiln/functional/nn.h"
+#include "kiln/op.h"
+#include "ops/onednn_util.h"
+
+namespace kiln {
+namespace {
+
+template <typename T>
+Tensor random_tensor(const Shape& shape, unsigned seed) {
+  Tensor t = Tensor::empty(shape, dtype_of<T>());
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> dist(-4, 4);
+  T* p = t.data<T>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(dist(rng)) / T(2);
+  return t;
+}
+
+template <typename T>
+T at(const Tensor& t, const std::vector<int64_t>& index) {
+  int64_t offset = 0;
+  for (size_t d = 0; d < index.size(); ++d) offset += index[d] * t.stride(static_cast<int64_t>(d));
+  return t.data<T>()[offset];
+}
+
+// out[i, j] = sum_k a[i, k] * b[k, j] for 2-d a and b of any strides.
+template <typename T>
+std::vector<double> naive_matmul(const Tensor& a, const Tensor& b) {
+  const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
+  std::vector<double> out(static_cast<size_t>(n * m));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < m; ++j) {
+      double acc = 0;
+      for (int64_t l = 0; l < k; ++l) {
+        acc += static_cast<double>(at<T>(a, {i, l})) * static_cast<double>(at<T>(b, {l, j}));
+      }
+      out[i * m + j] = acc;
+    }
+  }
+  return out;
+}
+
+template <typename T>
+void expect_matrix_eq(const Tensor& out, const std::vector<double>& expected, double tol) {
+  ASSERT_TRUE(out.is_contiguous());
+  ASSERT_EQ(static_cast<size_t>(out.numel()), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_NEAR(static_cast<double>(out.data<T>()[i]), expected[i], tol) << "at " << i;
+  }
+}
+
+std::string error_message(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "<no error>";
+}
+
+TEST(MatMul, MatchesNaiveLoop_WhenFloat32OperandsAreTransposedViews) {
+  const Tensor a = random_tensor<float>({37, 19}, 1).transpose(0, 1);  // [19, 37], column-major
+  const Tensor b = random_tensor<float>({29, 37}, 2).transpose(0, 1);  // [37, 29]
+  ASSERT_FALSE(a.is_contiguous());
+  const Tensor out = matmul(a, b);
+  EXPECT_EQ(out.shape(), (Shape{19, 29}));
+  expect_matrix_eq<float>(out, naive_matmul<float>(a, b), 1e-3);
+}
+
+TEST(MatMul, MatchesNaiveLoop_WhenOperandHasNoUnitStride) {
+  // Every other column: neither row- nor column-major, so the kernel copies it first.
+  const Tensor a = random_tensor<float>({8, 20}, 3).slice(1, 0, 20, 2);
+  const Tensor b = random_tensor<float>({10, 6}, 4);
+  expect_matrix_eq<float>(matmul(a, b), naive_matmul<float>(a, b), 1e-3);
+}
+
+TEST(MatMul, BroadcastsBatchDimensions_WhenOneOperandIsExpanded) {
+  const Tensor a = random_tensor<float>({1, 5, 7}, 5).expand({4, 5, 7});  // stride 0 batch
+  const Tensor b = random_tensor<float>({4, 7, 3}, 6);
+  const Tensor out = matmul(a, b);
+  ASSERT_EQ(out.shape(), (Shape{4, 5, 3}));
+  for (int64_t i = 0; i < 4; ++i) {
+    const std::vector<double> expected = naive_matmul<float>(a.select(0, i), b.select(0, i));
+    expect_matrix_eq<float>(out.select(0, i).contiguous(), expected, 1e-3);
+  }
+}
+
+TEST(MatMul, BroadcastsBatchDimensions_WhenBothOperandsAreExpanded) {
+  const Tensor a = random_tensor<float>({1, 3, 4}, 7).expand({2, 3, 4});
+  const Tensor b = random_tensor<float>({1, 4, 2}, 8).expand({2, 4, 2});
+  const Tensor out = matmul(a, b);
+  const std::vector<double> expected = naive_matmul<float>(a.select(0, 0), b.select(0, 0));
+  for (int64_t i = 0; i < 2; ++i)
+    expect_matrix_eq<float>(out.select(0, i).contiguous(), expected, 1e-4);
+}
+
+TEST(MatMul, PromotesAndSqueezes_WhenOperandsAreOneDimensional) {
+  const Tensor v = random_tensor<float>({6}, 9);
+  const Tensor m = random_tensor<float>({6, 4}, 10);
+  EXPECT_EQ(matmul(v, m).shape(), (Shape{4}));
+  EXPECT_EQ(matmul(m.transpose(0, 1), v).shape(), (Shape{4}));
+  const Tensor dot = matmul(v, v);
+  EXPECT_EQ(dot.shape(), Shape{});
+  double expected = 0;
+  for (int64_t i = 0; i < 6; ++i) expected += double(v.data<float>()[i]) * v.data<float>()[i];
+  EXPECT_NEAR(dot.data<float>()[0], expected, 1e-4);
+}
+
+TEST(MatMul, UsesBlockedLoop_WhenFloat64AndInt32) {
+  const Tensor a = random_tensor<double>({33, 300}, 11);
+  const Tensor b =
+      random_tensor<double>({300, 270}, 12).transpose(0, 1).contiguous().transpose(0, 1);
+  expect_matrix_eq<double>(matmul(a, b), naive_matmul<double>(a, b), 1e-9);
+  Tensor ai = Tensor::empty({3, 4}, DType::kInt32), bi = Tensor::empty({4, 2}, DType::kInt32);
+  for (int i = 0; i < 12; ++i) ai.data<int32_t>()[i] = i - 5;
+  for (int i = 0; i < 8; ++i) bi.data<int32_t>()[i] = 2 * i - 7;
+  const Tensor out = matmul(ai, bi);
+  EXPECT_EQ(out.dtype(), DType::kInt32);
+  expect_matrix_eq<int32_t>(out, naive_matmul<int32_t>(ai, bi), 0);
+}
+
+TEST(MatMul, GivesZeros_WhenInnerDimensionIsEmpty) {
+  const Tensor out = matmul(Tensor::empty({3, 0}), Tensor::empty({0, 2}));
+  expect_matrix_eq<float>(out, std::vector<double>(6, 0.0), 0);
+  EXPECT_EQ(matmul(Tensor::empty({0, 3}), Tensor::empty({3, 2})).shape(), (Shape{0, 2}));
+}
+
+TEST(MatMul, ReusesCachedPrimitive_WhenShapesRepeat) {
+  onednn::clear_primitive_cache();
+  const Tensor a = random_tensor<float>({12, 8}, 13);
+  const Tensor b = random_tensor<float>({8, 5}, 14);
+  matmul(a, b);
+  const onednn::PrimitiveCacheStats first = onednn::primitive_cache_stats();
+  EXPECT_EQ(first.misses, 1);
+  EXPECT_EQ(first.hits, 0);
+  matmul(random_tensor<float>({12, 8}, 15), b);
+  const onednn::PrimitiveCacheStats second = onednn::primitive_cache_stats();
+  EXPECT_EQ(second.misses, 1);
+  EXPECT_EQ(second.hits, 1);
+  matmul(a, random_tensor<float>({8, 6}, 16));  // a new shape: a new primitive
+  EXPECT_EQ(onednn::primitive_cache_stats().misses, 2);
+  EXPECT_EQ(onednn::primitive_cache_stats().size, 2);
+}
+
+TEST(MatMul, NamesBothShapes_WhenInnerDimensionsDiffer) {
+  const std::string msg = error_message([] {
+    matmul(Tensor::empty({2, 3}), Tensor::empty({4, 5}));
+  });
+  EXPECT_EQ(msg,
+            "matmul: a has shape [2, 3] and b has shape [4, 5]; expected a.shape[-1] == "
+            "b.shape[-2], got 3 and 4");
+}
+
+TEST(MatMul, ThrowsShapeError_WhenBatchDimensionsDoNotBroadcast) {
+  try {
+    matmul(Tensor::empty({2, 3, 4}), Tensor::empty({3, 4, 5}));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kShape);
+    EXPECT_NE(e.message().find("batch dimensions that broadcast, got [2] and [3]"),
+              std::string::npos)
+        << e.message();
+  }
+  EXPECT_THROW(matmul(Tensor::empty({}), Tensor::empty({3})), Error);
+}
+
+TEST(BatchMatMul, ThrowsShapeError_WhenBatchSizesDiffer) {
+  const std::string msg = error_message([] {
+    bmm(Tensor::empty({2, 3, 4}), Tensor::empty({3, 4, 5}));
+  });
+  EXPECT_EQ(msg,
+            "bmm: a has shape [2, 3, 4] and b has shape [3, 4, 5]; expected a.shape[0] == "
+            "b.shape[0], got 2 and 3");
+}
+
+TEST(Linear, AddsBiasToTransposedWeightProduct) {
+  const Tensor x = random_tensor<float>({2, 3, 6}, 17);
+  const Tensor w = random_tensor<float>({4, 6}, 18);
+  const Tensor bias = random_tensor<float>({4}, 19);
+  const Tensor out = linear(x, w, bias);
+  ASSERT_EQ(out.shape(), (Shape{2, 3, 4}));
+  const std::vector<double> prod = naive_matmul<float>(x.reshape({6, 6}), w.transpose(0, 1));
+  for (int64_t r = 0; r < 6; ++r) {
+    for (int64_t j = 0; j < 4; ++j) {
+      EXPECT_NEAR(out.data<float>()[r * 4 + j], prod[r * 4 + j] + bias.data<float>()[j], 1e-4);
+    }
+  }
+}
+
+TEST(AddMM, ScalesProductAndBias_ForFloat32AndFloat64) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    const Tensor a = to(random_tensor<float>({5, 7}, 20), dtype);
+    const Tensor b = to(random_tensor<float>({7, 3}, 21), dtype);
+    const Tensor bias = to(random_tensor<float>({3}, 22), dtype);
+    const Tensor out = to(addmm(bias, a, b, 0.5, 2.0), DType::kFloat64);
+    const std::vector<double> prod =
+        naive_matmul<double>(to(a, DType::kFloat64), to(b, DType::kFloat64));
+    const Tensor bias64 = to(bias, DType::kFloat64);
+    for (int64_t i = 0; i < 15; ++i) {
+      EXPECT_NEAR(out.data<double>()[i], 2.0 * prod[i] + 0.5 * bias64.data<double>()[i % 3], 1e-4)
+          << dtype;
+    }
+  }
+}
+
+TEST(AddMM, ThrowsValueError_WhenIntegerTensorsGetFractionalAlpha) {
+  const Tensor t = Tensor::empty({2, 2}, DType::kInt32);
+  try {
+    addmm(t, t, t, 1.0, 0.5);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kValue);
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,259 @@
+// Tests for the neural-network ops: Conv2D (oneDNN and the direct loop), MaxPool2D, AvgPool2D,
+// LayerNorm, RMSNorm, Embedding, CrossEntropy, NLLLoss and MSELoss, with their errors.
+#include "kiln/functional/nn.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kiln/functional/elementwise.h"
+#include "kiln/op.h"
+#include "ops/onednn_util.h"
+
+namespace kiln {
+namespace {
+
+Tensor random_floats(const Shape& shape, unsigned seed) {
+  Tensor t = Tensor::empty(shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
+}
+
+Tensor int64_tensor(const Shape& shape, const std::vector<int64_t>& values) {
+  Tensor t = Tensor::empty(shape, DType::kInt64);
+  for (size_t i = 0; i < values.size(); ++i) t.data<int64_t>()[i] = values[i];
+  return t;
+}
+
+Error caught(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e;
+  }
+  return Error(ErrorKind::kGeneric, "<no error>");
+}
+
+// Direct definition of a 2-d convolution, in double.
+struct Conv {
+  int64_t sh, sw, ph, pw, dh, dw, groups;
+};
+
+std::vector<double> reference_conv(const Tensor& x, const Tensor& w, const Conv& p,
+                                   const Shape& out) {
+  const int64_t C = x.size(1), H = x.size(2), W = x.size(3), O = w.size(0);
+  const int64_t cg = w.size(1), KH = w.size(2), KW = w.size(3), og = O / p.groups;
+  std::vector<double> y(static_cast<size_t>(shape_numel(out)));
+  for (int64_t n = 0; n < out[0]; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t oh = 0; oh < out[2]; ++oh)
+        for (int64_t ow = 0; ow < out[3]; ++ow) {
+          double acc = 0;
+          for (int64_t c = 0; c < cg; ++c)
+            for (int64_t kh = 0; kh < KH; ++kh)
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t ih = oh * p.sh - p.ph + kh * p.dh, iw = ow * p.sw - p.pw + kw * p.dw;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                const int64_t ci = (o / og) * cg + c;
+                acc += double(x.data<float>()[((n * C + ci) * H + ih) * W + iw]) *
+                       w.data<float>()[((o * cg + c) * KH + kh) * KW + kw];
+              }
+          y[((n * O + o) * out[2] + oh) * out[3] + ow] = acc;
+        }
+  return y;
+}
+
+TEST(Conv2D, MatchesDirectDefinition_WithStridePaddingDilationAndGroups) {
+  const Tensor x = random_floats({2, 4, 9, 8}, 1);
+  const Tensor w = random_floats({6, 2, 3, 2}, 2);
+  const Tensor out = conv2d(x, w, {}, {2, 1}, {1, 0}, {2, 1}, 2);
+  // H: (9 + 2 - 2*2 - 1) / 2 + 1 = 4; W: (8 + 0 - 1 - 1) / 1 + 1 = 7
+  ASSERT_EQ(out.shape(), (Shape{2, 6, 4, 7}));
+  const std::vector<double> expected = reference_conv(x, w, {2, 1, 1, 0, 2, 1, 2}, out.shape());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_NEAR(out.data<float>()[i], expected[i], 1e-4) << "at " << i;
+  }
+  // float64 takes the direct loop.
+  const Tensor out64 =
+      conv2d(to(x, DType::kFloat64), to(w, DType::kFloat64), {}, {2, 1}, {1, 0}, {2, 1}, 2);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_NEAR(out64.data<double>()[i], expected[i], 1e-9) << "at " << i;
+  }
+}
+
+TEST(Conv2D, AddsBias_AndReusesCachedPrimitive) {
+  onednn::clear_primitive_cache();
+  const Tensor x = random_floats({1, 3, 5, 5}, 3);
+  const Tensor w = random_floats({2, 3, 3, 3}, 4);
+  Tensor bias = Tensor::empty({2});
+  bias.data<float>()[0] = 10.0f;
+  bias.data<float>()[1] = -10.0f;
+  const Tensor with = conv2d(x, w, bias);
+  const Tensor without = conv2d(x, w);
+  for (int64_t i = 0; i < with.numel(); ++i) {
+    EXPECT_NEAR(with.data<float>()[i] - without.data<float>()[i], i < 9 ? 10.0f : -10.0f, 1e-4);
+  }
+  const int64_t misses = onednn::primitive_cache_stats().misses;
+  conv2d(random_floats({1, 3, 5, 5}, 5), w, bias);
+  EXPECT_EQ(onednn::primitive_cache_stats().misses, misses);
+  EXPECT_GE(onednn::primitive_cache_stats().hits, 1);
+}
+
+TEST(Conv2D, NamesBothShapes_WhenChannelsDisagree) {
+  const Error e = caught([] { conv2d(Tensor::empty({1, 4, 5, 5}), Tensor::empty({2, 3, 3, 3})); });
+  EXPECT_EQ(e.kind(), ErrorKind::kShape);
+  EXPECT_EQ(e.message(),
+            "conv2d: x has shape [1, 4, 5, 5] and weight has shape [2, 3, 3, 3]; expected "
+            "weight.shape[1] * groups == x.shape[1], got 3 * 1 and 4");
+  EXPECT_EQ(caught([] {
+              conv2d(Tensor::empty({1, 3, 5, 5}), Tensor::empty({2, 3, 3, 3}), {}, {0, 1});
+            }).kind(),
+            ErrorKind::kValue);
+}
+
+TEST(MaxPool2D, TakesWindowMaxima_WithPaddingAndCeilMode) {
+  Tensor x = Tensor::empty({1, 1, 3, 3});
+  for (int i = 0; i < 9; ++i) x.data<float>()[i] = static_cast<float>(i);
+  const Tensor out = max_pool2d(x, {2, 2}, {2, 2}, {0, 0}, {1, 1}, /*ceil_mode=*/true);
+  ASSERT_EQ(out.shape(), (Shape{1, 1, 2, 2}));
+  EXPECT_EQ(out.data<float>()[0], 4.0f);
+  EXPECT_EQ(out.data<float>()[1], 5.0f);
+  EXPECT_EQ(out.data<float>()[2], 7.0f);
+  EXPECT_EQ(out.data<float>()[3], 8.0f);
+  x.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(max_pool2d(x, {2, 2}).data<float>()[0]));
+}
+
+TEST(AvgPool2D, DividesByPaddedOrValidCount) {
+  Tensor x = Tensor::empty({1, 1, 2, 2});
+  for (int i = 0; i < 4; ++i) x.data<float>()[i] = 1.0f;
+  const Tensor incl = avg_pool2d(x, {2, 2}, {1, 1}, {1, 1}, false, true);
+  const Tensor excl = avg_pool2d(x, {2, 2}, {1, 1}, {1, 1}, false, false);
+  ASSERT_EQ(incl.shape(), (Shape{1, 1, 3, 3}));
+  EXPECT_FLOAT_EQ(incl.data<float>()[0], 0.25f);  // one real element of four
+  EXPECT_FLOAT_EQ(excl.data<float>()[0], 1.0f);
+  EXPECT_EQ(caught([&] { avg_pool2d(x, {2, 2}, {}, {2, 2}); }).kind(), ErrorKind::kValue);
+}
+
+TEST(LayerNorm, NormalizesRows_AndAppliesAffine) {
+  const Tensor x = random_floats({3, 4, 5}, 6);
+  Tensor w = Tensor::empty({4, 5}), b = Tensor::empty({4, 5});
+  for (int i = 0; i < 20; ++i) {
+    w.data<float>()[i] = 2.0f;
+    b.data<float>()[i] = 1.0f;
+  }
+  const Tensor out = layer_norm(x, {4, 5}, w, b, 1e-5);
+  for (int64_t r = 0; r < 3; ++r) {
+    double mean = 0, sq = 0;
+    for (int64_t i = 0; i < 20; ++i) mean += x.data<float>()[r * 20 + i];
+    mean /= 20;
+    for (int64_t i = 0; i < 20; ++i) sq += std::pow(x.data<float>()[r * 20 + i] - mean, 2);
+    const double rstd = 1.0 / std::sqrt(sq / 20 + 1e-5);
+    for (int64_t i = 0; i < 20; ++i) {
+      EXPECT_NEAR(out.data<float>()[r * 20 + i],
+                  (x.data<float>()[r * 20 + i] - mean) * rstd * 2.0 + 1.0, 1e-4);
+    }
+  }
+  const Error e = caught([&] { layer_norm(x, {5, 4}); });
+  EXPECT_EQ(e.kind(), ErrorKind::kShape);
+  EXPECT_NE(e.message().find("layer_norm: x has shape [3, 4, 5] and normalized_shape is [5, 4]"),
+            std::string::npos);
+}
+
+TEST(RMSNorm, DividesByRootMeanSquare) {
+  Tensor x = Tensor::empty({1, 2});
+  x.data<float>()[0] = 3.0f;
+  x.data<float>()[1] = 4.0f;
+  const Tensor out = rms_norm(x, {2}, {}, 0.0);
+  const double rms = std::sqrt((9.0 + 16.0) / 2);
+  EXPECT_NEAR(out.data<float>()[0], 3.0 / rms, 1e-6);
+  EXPECT_NEAR(out.data<float>()[1], 4.0 / rms, 1e-6);
+}
+
+TEST(Embedding, GathersRows_AndNamesTheBadIndex) {
+  const Tensor w = random_floats({5, 3}, 7);
+  const Tensor out = embedding(int64_tensor({2, 2}, {4, 0, 0, 2}), w);
+  ASSERT_EQ(out.shape(), (Shape{2, 2, 3}));
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_EQ(out.data<float>()[j], w.data<float>()[12 + j]);
+    EXPECT_EQ(out.data<float>()[9 + j], w.data<float>()[6 + j]);
+  }
+  const Error e = caught([&] { embedding(int64_tensor({2}, {1, 7}), w); });
+  EXPECT_EQ(e.kind(), ErrorKind::kIndex);
+  EXPECT_NE(e.message().find("embedding: index 7 is out of range"), std::string::npos);
+  EXPECT_EQ(caught([&] { embedding(w, w); }).kind(), ErrorKind::kDType);
+}
+
+TEST(CrossEntropy, MatchesLogSoftmaxDefinition_WithIgnoreIndexAndSmoothing) {
+  const Tensor logits = random_floats({3, 4}, 8);
+  const Tensor target = int64_tensor({3}, {1, -100, 3});
+  const double eps = 0.1;
+  double total = 0;
+  for (int64_t n : {0, 2}) {
+    const float* row = logits.data<float>() + n * 4;
+    double mx = row[0], sum = 0;
+    for (int c = 1; c < 4; ++c) mx = std::max(mx, double(row[c]));
+    for (int c = 0; c < 4; ++c) sum += std::exp(row[c] - mx);
+    const double lse = mx + std::log(sum);
+    double smooth = 0;
+    for (int c = 0; c < 4; ++c) smooth += lse - row[c];
+    const int64_t y = target.data<int64_t>()[n];
+    total += (1 - eps) * (lse - row[y]) + eps / 4 * smooth;
+  }
+  const Tensor mean = cross_entropy(logits, target, "mean", -100, eps);
+  EXPECT_EQ(mean.shape(), Shape{});
+  EXPECT_NEAR(mean.data<float>()[0], total / 2, 1e-5);
+  EXPECT_NEAR(cross_entropy(logits, target, "sum", -100, eps).data<float>()[0], total, 1e-5);
+  EXPECT_EQ(cross_entropy(logits, target, "none").shape(), (Shape{3}));
+}
+
+TEST(CrossEntropy, ThrowsTypedErrors_ForBadTargets) {
+  const Tensor logits = random_floats({2, 3}, 9);
+  const Error range = caught([&] { cross_entropy(logits, int64_tensor({2}, {0, 3})); });
+  EXPECT_EQ(range.kind(), ErrorKind::kIndex);
+  EXPECT_NE(range.message().find("target 3 is out of range for 3 classes"), std::string::npos);
+  EXPECT_EQ(caught([&] { cross_entropy(logits, random_floats({2}, 1)); }).kind(),
+            ErrorKind::kDType);
+  EXPECT_EQ(caught([&] {
+              cross_entropy(logits, int64_tensor({3}, {0, 0, 0}));
+            }).kind(),
+            ErrorKind::kShape);
+  EXPECT_EQ(caught([&] {
+              cross_entropy(logits, int64_tensor({2}, {0, 0}), "avg");
+            }).kind(),
+            ErrorKind::kValue);
+}
+
+TEST(NLLLoss, PicksNegatedLogProbability) {
+  const Tensor lp = random_floats({2, 3, 2}, 10);  // [N, C, d]
+  const Tensor target = int64_tensor({2, 2}, {0, 2, 1, 1});
+  const Tensor out = nll_loss(lp, target, "none");
+  ASSERT_EQ(out.shape(), (Shape{2, 2}));
+  EXPECT_FLOAT_EQ(out.data<float>()[0], -lp.data<float>()[0 * 6 + 0 * 2 + 0]);
+  EXPECT_FLOAT_EQ(out.data<float>()[1], -lp.data<float>()[0 * 6 + 2 * 2 + 1]);
+  EXPECT_FLOAT_EQ(out.data<float>()[3], -lp.data<float>()[1 * 6 + 1 * 2 + 1]);
+}
+
+TEST(MSELoss, AveragesSquaredDifferences_WithBroadcasting) {
+  const Tensor a = random_floats({4, 3}, 11);
+  const Tensor b = random_floats({3}, 12);
+  double total = 0;
+  for (int64_t i = 0; i < 12; ++i) {
+    total += std::pow(double(a.data<float>()[i]) - b.data<float>()[i % 3], 2);
+  }
+  EXPECT_NEAR(mse_loss(a, b).data<float>()[0], total / 12, 1e-5);
+  EXPECT_NEAR(mse_loss(a, b, "sum").data<float>()[0], total, 1e-4);
+  EXPECT_EQ(mse_loss(a, b, "none").shape(), (Shape{4, 3}));
+  EXPECT_EQ(caught([&] { mse_loss(a, random_floats({4}, 1)); }).kind(), ErrorKind::kShape);
+}
+
+}  // namespace
+}  // namespace kiln

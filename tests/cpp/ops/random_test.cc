@@ -1,0 +1,391 @@
+// Tests for src/ops/random.cc: Philox4x32-10, the global generator, rand/randn/randint/dropout.
+#include "ops/random.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/dtype_dispatch.h"
+#include "kiln/functional/elementwise.h"
+#include "kiln/functional/factory.h"
+#include "kiln/functional/nn.h"
+#include "kiln/op.h"
+#include "kiln/parallel.h"
+
+namespace kiln {
+namespace {
+
+constexpr int64_t kSamples = 1 << 20;
+
+void expect_error(const std::function<void()>& fn, ErrorKind kind, const std::string& text) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error containing '" << text << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
+std::vector<double> values(const Tensor& t) {
+  std::vector<double> out(static_cast<size_t>(t.numel()));
+  visit_dtype(t.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = static_cast<const T*>(t.data_ptr());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = convert<double>(p[i]);
+  });
+  return out;
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
+}
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+double variance(const std::vector<double>& v) {
+  const double m = mean(v);
+  double s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return s / static_cast<double>(v.size());
+}
+
+// Pearson's chi-square of `counts` against equal expected counts.
+double chi_square(const std::vector<int64_t>& counts) {
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  const double expected = static_cast<double>(total) / static_cast<double>(counts.size());
+  double chi = 0;
+  for (int64_t c : counts) chi += (c - expected) * (c - expected) / expected;
+  return chi;
+}
+
+// Restores the thread count a test changed.
+class ThreadCount {
+ public:
+  ThreadCount() : saved_(get_num_threads()) {}
+  ~ThreadCount() { set_num_threads(saved_); }
+  ThreadCount(const ThreadCount&) = delete;
+  ThreadCount& operator=(const ThreadCount&) = delete;
+
+ private:
+  int saved_;
+};
+
+TEST(Philox, MatchesTheRandom123KnownAnswers) {
+  using detail::philox4x32_10;
+  EXPECT_EQ(philox4x32_10({0, 0, 0, 0}, {0, 0}),
+            (std::array<uint32_t, 4>{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
+  EXPECT_EQ(philox4x32_10({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+                          {0xffffffffu, 0xffffffffu}),
+            (std::array<uint32_t, 4>{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
+  EXPECT_EQ(philox4x32_10({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
+                          {0xa4093822u, 0x299f31d0u}),
+            (std::array<uint32_t, 4>{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}));
+}
+
+TEST(Philox, UniformConversionsStayBelowOne) {
+  EXPECT_EQ(detail::uniform_float(0), 0.0f);
+  EXPECT_LT(detail::uniform_float(0xffffffffu), 1.0f);
+  EXPECT_EQ(detail::uniform_float(0xffffffffu), 1.0f - 0x1p-24f);
+  EXPECT_LT(detail::uniform_double(0xffffffffu, 0xffffffffu), 1.0);
+  EXPECT_EQ(detail::uniform_double(0xffffffffu, 0xffffffffu), 1.0 - 0x1p-53);
+}
+
+TEST(Generator, ManualSeed_ResetsTheOffset_AndSameSeedRepeats) {
+  manual_seed(42);
+  EXPECT_EQ(detail::generator_state().seed, 42u);
+  EXPECT_EQ(detail::generator_state().offset, 0u);
+  const Tensor a = rand({1000});
+  const Tensor b = rand({1000});
+  manual_seed(42);
+  const Tensor c = rand({1000});
+  EXPECT_TRUE(same_bytes(a, c));
+  EXPECT_FALSE(same_bytes(a, b));
+  manual_seed(43);
+  EXPECT_FALSE(same_bytes(a, rand({1000})));
+}
+
+TEST(Generator, EachCallReservesOneCounterPerGroupOfElements) {
+  manual_seed(7);
+  rand({10});  // float32: 4 elements per counter
+  EXPECT_EQ(detail::generator_state().offset, 3u);
+  rand({5}, DType::kFloat64);  // 2 per counter
+  EXPECT_EQ(detail::generator_state().offset, 6u);
+  randn({8}, DType::kBFloat16);
+  EXPECT_EQ(detail::generator_state().offset, 8u);
+  randint(0, 3, {3});
+  EXPECT_EQ(detail::generator_state().offset, 10u);
+  dropout(ones({9}), 0.5);
+  EXPECT_EQ(detail::generator_state().offset, 13u);
+  dropout(ones({9}), 0.5, /*training=*/false);
+  dropout(ones({9}), 0.0);
+  rand({0});
+  EXPECT_EQ(detail::generator_state().offset, 13u);
+}
+
+TEST(Generator, RejectedCallsLeaveTheGeneratorUntouched) {
+  manual_seed(9);
+  EXPECT_THROW(rand({-1}), Error);
+  EXPECT_THROW(rand({4}, DType::kInt32), Error);
+  EXPECT_THROW(randint(3, 3, {4}), Error);
+  EXPECT_THROW(dropout(ones({4}), 2.0), Error);
+  EXPECT_THROW(dropout(ones({4}, DType::kInt32), 0.5), Error);
+  EXPECT_EQ(detail::generator_state().offset, 0u);
+}
+
+TEST(Generator, ElementIDependsOnlyOnSeedOffsetAndI) {
+  // A prefix of a longer draw equals a shorter draw from the same state.
+  manual_seed(5);
+  const std::vector<double> longer = values(rand({1001}));
+  manual_seed(5);
+  const std::vector<double> shorter = values(rand({17}));
+  EXPECT_TRUE(std::equal(shorter.begin(), shorter.end(), longer.begin()));
+}
+
+TEST(Generator, ResultsAreIdenticalForOneOrTwoThreads) {
+  ThreadCount restore;
+  const int64_t n = 100003;  // several parallel chunks, with ragged ends
+  const Tensor x = randn({n});
+  std::vector<Tensor> results[2];
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    manual_seed(1234);
+    std::vector<Tensor>& r = results[threads - 1];
+    for (DType d : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+      r.push_back(rand({n}, d));
+      r.push_back(randn({n}, d));
+      r.push_back(dropout(to(x, d), 0.3));
+    }
+    r.push_back(randint(-5, 1000, {n}));
+    r.push_back(randint(0, 100, {n}, DType::kUInt8));
+  }
+  ASSERT_EQ(results[0].size(), results[1].size());
+  for (size_t i = 0; i < results[0].size(); ++i) {
+    EXPECT_TRUE(same_bytes(results[0][i], results[1][i])) << "result " << i;
+  }
+}
+
+TEST(RandUniform, Float32_HasUniformMomentsAndHistogram) {
+  manual_seed(1);
+  const std::vector<double> v = values(rand({kSamples}));
+  EXPECT_GE(*std::min_element(v.begin(), v.end()), 0.0);
+  EXPECT_LT(*std::max_element(v.begin(), v.end()), 1.0);
+  EXPECT_NEAR(mean(v), 0.5, 2e-3);
+  EXPECT_NEAR(variance(v), 1.0 / 12.0, 2e-3);
+  std::vector<int64_t> bins(100, 0);
+  for (double x : v) ++bins[static_cast<size_t>(x * 100)];
+  EXPECT_LT(chi_square(bins), 200.0);  // 99 degrees of freedom: mean 99, sd 14
+}
+
+TEST(RandUniform, Float64_HasUniformMoments) {
+  manual_seed(2);
+  const std::vector<double> v = values(rand({kSamples}, DType::kFloat64));
+  EXPECT_LT(*std::max_element(v.begin(), v.end()), 1.0);
+  EXPECT_NEAR(mean(v), 0.5, 2e-3);
+  EXPECT_NEAR(variance(v), 1.0 / 12.0, 2e-3);
+}
+
+TEST(RandUniform, SixteenBitFloats_StayBelowOne) {
+  manual_seed(3);
+  for (DType d : {DType::kFloat16, DType::kBFloat16}) {
+    const std::vector<double> v = values(rand({kSamples}, d));
+    const double largest = d == DType::kFloat16 ? 1.0 - 0x1p-11 : 1.0 - 0x1p-8;
+    // Values that round up to 1 are clamped to the largest value below it, which then occurs.
+    EXPECT_EQ(*std::max_element(v.begin(), v.end()), largest) << d;
+    EXPECT_NEAR(mean(v), 0.5, 3e-3) << d;
+  }
+}
+
+TEST(RandNormal, HasStandardNormalMomentsAndTails) {
+  for (DType d : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+    manual_seed(4);
+    const std::vector<double> v = values(randn({kSamples}, d));
+    EXPECT_NEAR(mean(v), 0.0, 5e-3) << d;
+    EXPECT_NEAR(variance(v), 1.0, 1e-2) << d;
+    int64_t within_one = 0, within_two = 0;
+    for (double x : v) {
+      within_one += std::abs(x) < 1.0;
+      within_two += std::abs(x) < 2.0;
+      ASSERT_TRUE(std::isfinite(x));
+    }
+    EXPECT_NEAR(static_cast<double>(within_one) / kSamples, 0.682689, 3e-3) << d;
+    EXPECT_NEAR(static_cast<double>(within_two) / kSamples, 0.954500, 2e-3) << d;
+  }
+}
+
+TEST(RandInt, CoversTheRangeUniformly) {
+  manual_seed(5);
+  const Tensor t = randint(-3, 7, {kSamples});
+  EXPECT_EQ(t.dtype(), DType::kInt64);
+  std::vector<int64_t> bins(10, 0);
+  const int64_t* p = t.data<int64_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    ASSERT_GE(p[i], -3);
+    ASSERT_LT(p[i], 7);
+    ++bins[static_cast<size_t>(p[i] + 3)];
+  }
+  EXPECT_LT(chi_square(bins), 40.0);  // 9 degrees of freedom
+}
+
+TEST(RandInt, WorksForEveryNumericDType_AndTheWholeInt64Range) {
+  manual_seed(6);
+  for (DType d : {DType::kInt8, DType::kUInt8, DType::kInt16, DType::kInt32, DType::kFloat16,
+                  DType::kBFloat16, DType::kFloat32, DType::kFloat64}) {
+    const std::vector<double> v = values(randint(0, 100, {1000}, d));
+    EXPECT_GE(*std::min_element(v.begin(), v.end()), 0.0) << d;
+    EXPECT_LE(*std::max_element(v.begin(), v.end()), 99.0) << d;
+    for (double x : v) ASSERT_EQ(x, std::floor(x)) << d;
+  }
+  const Tensor wide = randint(std::numeric_limits<int64_t>::min(),
+                              std::numeric_limits<int64_t>::max(), {1000});
+  int64_t negative = 0;
+  for (int64_t i = 0; i < wide.numel(); ++i) negative += wide.data<int64_t>()[i] < 0;
+  EXPECT_GT(negative, 400);
+  EXPECT_LT(negative, 600);
+  const Tensor one = randint(41, 42, {5});
+  EXPECT_EQ(values(one), std::vector<double>(5, 41.0));
+}
+
+TEST(RandomOps, RejectBadArguments) {
+  expect_error([] { rand({4}, DType::kInt32); }, ErrorKind::kDType,
+               "RandUniform: expected a floating dtype, got int32");
+  expect_error([] { randn({4}, DType::kBool); }, ErrorKind::kDType, "RandNormal:");
+  expect_error([] { rand({2, -1}); }, ErrorKind::kShape,
+               "RandUniform: expected non-negative sizes, got [2, -1]");
+  expect_error([] { randint(0, 3, {-1}); }, ErrorKind::kShape, "RandInt:");
+  expect_error([] { randint(5, 5, {2}); }, ErrorKind::kValue,
+               "RandInt: expected high > low, got low = 5, high = 5");
+  expect_error([] { randint(0, 2, {2}, DType::kBool); }, ErrorKind::kDType,
+               "RandInt: expected a numeric dtype, got bool");
+  expect_error([] { randint(0, 300, {2}, DType::kInt8); }, ErrorKind::kValue,
+               "RandInt: expected [low, high) within the range of int8");
+}
+
+TEST(RandomOps, AreMarkedRandom) {
+  for (const char* name : {"RandUniform", "RandNormal", "RandInt", "Dropout"}) {
+    EXPECT_TRUE(OpRegistry::Instance().get(name)->has_trait(kTraitRandom)) << name;
+  }
+}
+
+TEST(RandomOps, RecordedSeedAndOffsetReplayExactly) {
+  const Attrs attrs{{"shape", std::vector<int64_t>{64}},
+                    {"seed", int64_t{99}},
+                    {"offset", int64_t{1000}}};
+  const detail::GeneratorDraw before = detail::generator_state();
+  const Tensor a = call_op("RandNormal", {}, attrs)[0];
+  const Tensor b = call_op("RandNormal", {}, attrs)[0];
+  EXPECT_TRUE(same_bytes(a, b));
+  EXPECT_EQ(detail::generator_state().offset, before.offset);  // nothing reserved
+  // The functional call records the same attributes: seed 99 at offset 1000 gives the same draw.
+  manual_seed(99);
+  rand({4000});  // 1000 counters
+  EXPECT_TRUE(same_bytes(a, randn({64})));
+}
+
+TEST(RandomOps, WithoutSeedAttributes_ReserveWhenTheKernelRuns) {
+  manual_seed(11);
+  const Attrs attrs{{"shape", std::vector<int64_t>{8}}};
+  const Tensor a = call_op("RandUniform", {}, attrs)[0];
+  EXPECT_EQ(detail::generator_state().offset, 2u);
+  const Tensor b = call_op("RandUniform", {}, attrs)[0];
+  EXPECT_FALSE(same_bytes(a, b));
+  manual_seed(11);
+  EXPECT_TRUE(same_bytes(a, rand({8})));
+}
+
+TEST(Dropout, IsTheIdentity_WhenNotTrainingOrPIsZero) {
+  const Tensor x = randn({3, 4});
+  EXPECT_TRUE(dropout(x, 0.5, /*training=*/false).is_same(x));
+  EXPECT_TRUE(dropout(x, 0.0).is_same(x));
+}
+
+TEST(Dropout, PIsOne_GivesZeros) {
+  const std::vector<double> v = values(dropout(randn({1000}), 1.0));
+  EXPECT_EQ(v, std::vector<double>(1000, 0.0));
+}
+
+TEST(Dropout, ScalesKeptValues_AndKeepsTheMean) {
+  manual_seed(12);
+  const double p = 0.3;
+  const Tensor x = rand({kSamples}, DType::kFloat64);
+  const std::vector<double> in = values(x);
+  const std::vector<double> out = values(dropout(x, p));
+  int64_t dropped = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (out[i] == 0.0) {
+      ++dropped;
+    } else {
+      ASSERT_DOUBLE_EQ(out[i], in[i] / (1.0 - p));
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(dropped) / kSamples, p, 3e-3);
+  EXPECT_NEAR(mean(values(dropout(ones({kSamples}), p))), 1.0, 5e-3);
+}
+
+TEST(Dropout, SupportsSixteenBitFloats) {
+  for (DType d : {DType::kFloat16, DType::kBFloat16}) {
+    const Tensor out = dropout(ones({10000}, d), 0.5);
+    EXPECT_EQ(out.dtype(), d);
+    int64_t kept = 0;
+    for (double v : values(out)) {
+      ASSERT_TRUE(v == 0.0 || v == 2.0) << v;
+      kept += v == 2.0;
+    }
+    EXPECT_GT(kept, 4500);
+    EXPECT_LT(kept, 5500);
+  }
+}
+
+TEST(Dropout, NonContiguousInput_UsesTheLogicalOrder) {
+  const Tensor x = randn({40, 30}).transpose(0, 1);
+  manual_seed(13);
+  const Tensor a = dropout(x, 0.4);
+  manual_seed(13);
+  const Tensor b = dropout(x.contiguous(), 0.4);
+  EXPECT_TRUE(same_bytes(a, b));
+  EXPECT_EQ(a.shape(), (Shape{30, 40}));
+}
+
+TEST(Dropout, RejectsBadArguments) {
+  expect_error([] { dropout(ones({2}), 1.5); }, ErrorKind::kValue,
+               "Dropout: expected p in [0, 1], got 1.5");
+  expect_error([] { dropout(ones({2}), -0.1, /*training=*/false); }, ErrorKind::kValue,
+               "expected p in [0, 1]");
+  expect_error([] { dropout(ones({2}), std::nan("")); }, ErrorKind::kValue, "p in [0, 1]");
+  expect_error([] { dropout(ones({2}, DType::kInt64), 0.5); }, ErrorKind::kDType,
+               "Dropout: expected a floating input, got int64");
+}
+
+TEST(Dropout, GradientReusesTheForwardMask) {
+  const OpDefPtr op = OpRegistry::Instance().get("Dropout");
+  const Tensor x = randn({500});
+  const Attrs attrs{{"p", 0.5}, {"seed", int64_t{3}}, {"offset", int64_t{77}}};
+  const Tensor y = call_op(*op, {x}, attrs)[0];
+  const Tensor g = ones({500});
+  const std::vector<Tensor> grads = op->grad_fn()({x}, {y}, op->normalize_attrs(attrs), {g});
+  ASSERT_EQ(grads.size(), 1u);
+  const std::vector<double> gv = values(grads[0]), yv = values(y);
+  for (size_t i = 0; i < gv.size(); ++i) {
+    ASSERT_EQ(gv[i] == 0.0, yv[i] == 0.0) << i;
+    if (gv[i] != 0.0) {
+      ASSERT_EQ(gv[i], 2.0);
+    }
+  }
+  expect_error([&] { op->grad_fn()({x}, {y}, op->normalize_attrs({{"p", 0.5}}), {g}); },
+               ErrorKind::kValue, "the gradient needs the forward call's seed");
+}
+
+}  // namespace
+}  // namespace kiln

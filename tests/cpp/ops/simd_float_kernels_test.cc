@@ -1,0 +1,617 @@
+// Tests for src/ops/simd/float_kernels.h: every kernel against a scalar std:: reference, on every
+// SIMD target this CPU supports (kiln::simd::set_target_for_testing), for float32 and float64,
+// over lengths that hit the empty, tail-only, exact-vector and vector-plus-tail paths, with
+// special values (+-0, +-inf, nan, huge, tiny, subnormal) mixed in and in-place aliasing.
+//
+// Set KILN_SIMD_TEST_VERBOSE=1 to print the worst error of every op on every target, in ulp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ops/simd/float_kernels.h"
+
+namespace kiln::simd {
+namespace {
+
+constexpr int64_t kLengths[] = {0, 1, 3, 7, 15, 16, 17, 100, 1023, 4097};
+
+/// Runs `body(target_name)` once per supported SIMD target and restores the default dispatch.
+void for_each_target(const std::function<void(const std::string&)>& body) {
+  for (const std::string& target : supported_targets()) {
+    set_target_for_testing(target);
+    SCOPED_TRACE("target " + target);
+    body(target);
+  }
+  set_target_for_testing("");
+}
+
+template <typename T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
+bool verbose() { return std::getenv("KILN_SIMD_TEST_VERBOSE") != nullptr; }
+
+template <typename T>
+std::vector<T> special_values() {
+  using L = std::numeric_limits<T>;
+  return {T(0),      -T(0),   L::infinity(), -L::infinity(), L::quiet_NaN(), L::max(),
+          -L::max(), T(1e30), T(-1e30),      T(1e-30),       T(-1e-30),      L::denorm_min(),
+          -L::min(), T(1),    T(-1),         T(0.5),         T(-2.5),        T(3.5)};
+}
+
+/// n values drawn from `draw`, with special values scattered in for n >= 7 (the first special
+/// lands in the tail of the longest lengths too).
+template <typename T>
+std::vector<T> make_input(int64_t n, std::mt19937& rng, const std::function<double()>& draw) {
+  std::vector<T> v(static_cast<size_t>(n));
+  for (T& e : v) e = static_cast<T>(draw());
+  if (n >= 7) {
+    const std::vector<T> specials = special_values<T>();
+    for (size_t k = 0; k < specials.size(); ++k) v[(k * 7919 + n - 1) % v.size()] = specials[k];
+  }
+  (void)rng;
+  return v;
+}
+
+struct Domain {
+  double lo, hi;
+  bool log_scale;  ///< sample |x| log-uniformly in [lo, hi] with a random sign
+};
+
+std::function<double()> sampler(std::mt19937& rng, Domain dom) {
+  return [&rng, dom]() {
+    if (!dom.log_scale) return std::uniform_real_distribution<double>(dom.lo, dom.hi)(rng);
+    const double e =
+        std::uniform_real_distribution<double>(std::log(dom.lo), std::log(dom.hi))(rng);
+    return (rng() & 1) ? std::exp(e) : -std::exp(e);
+  };
+}
+
+/// Tolerance: |got - want| <= atol + rtol * |want|, or bitwise equality (modulo nan payloads) if
+/// exact.
+struct Tol {
+  double rtol;
+  double atol;
+  bool exact;
+};
+
+template <typename T>
+struct Checker {
+  const char* what;
+  Tol tol;
+  double worst_ulp = 0.0;
+  T worst_input = T(0);
+  int failures = 0;
+
+  /// `extra_rtol` widens the relative tolerance where the function itself is ill-conditioned.
+  void check(T got, T want, T input, double extra_rtol = 0.0) {
+    bool ok;
+    if (std::isnan(want)) {
+      ok = std::isnan(got);
+    } else if (tol.exact || std::isinf(want)) {
+      ok = got == want && std::signbit(got) == std::signbit(want);
+    } else {
+      const double err = std::fabs(static_cast<double>(got) - static_cast<double>(want));
+      ok = err <= tol.atol + (tol.rtol + extra_rtol) * std::fabs(static_cast<double>(want));
+      const double ulp = std::numeric_limits<T>::epsilon() *
+                         std::max(std::fabs(static_cast<double>(want)),
+                                  static_cast<double>(std::numeric_limits<T>::min()));
+      if (std::isfinite(err) && err / ulp > worst_ulp) worst_ulp = err / ulp, worst_input = input;
+    }
+    if (!ok && ++failures <= 5) {
+      ADD_FAILURE() << what << "(" << input << "): expected " << want << ", got " << got;
+    }
+  }
+  void report(const std::string& target) const {
+    if (verbose()) {
+      std::printf("  %-6s %-12s %s worst %6.2f ulp at x = %.9g\n", target.c_str(), what,
+                  sizeof(T) == 4 ? "float32" : "float64", worst_ulp,
+                  static_cast<double>(worst_input));
+    }
+  }
+};
+
+// ------------------------------------------------------------------------------------------------
+// Unary ops.
+
+struct UnaryCase {
+  UnaryOp op;
+  const char* name;
+  Domain domain;
+  Tol f32;
+  Tol f64;
+};
+
+constexpr Tol kExact{0, 0, true};
+// atol only matters for subnormal results, where x * exp(...) carries exp's absolute rounding
+// (half a denormal) times |x|.
+constexpr Tol kF32{1e-6, 1e-42, false};
+constexpr Tol kF32Erf{2e-6, 1e-42, false};
+constexpr Tol kF64{1e-13, 1e-318, false};
+
+const UnaryCase kUnaryCases[] = {
+    {UnaryOp::kNeg, "neg", {1e-30, 1e30, true}, kExact, kExact},
+    {UnaryOp::kAbs, "abs", {1e-30, 1e30, true}, kExact, kExact},
+    {UnaryOp::kSign, "sign", {1e-30, 1e30, true}, kExact, kExact},
+    {UnaryOp::kExp, "exp", {-105, 90, false}, kF32, kF64},
+    {UnaryOp::kExpm1, "expm1", {-20, 20, false}, kF32, kF64},
+    {UnaryOp::kLog, "log", {1e-38, 1e38, true}, kF32, kF64},
+    {UnaryOp::kLog1p, "log1p", {-1, 20, false}, kF32, kF64},
+    {UnaryOp::kLog2, "log2", {1e-38, 1e38, true}, kF32, kF64},
+    {UnaryOp::kSqrt, "sqrt", {1e-38, 1e38, true}, kExact, kExact},
+    {UnaryOp::kRsqrt, "rsqrt", {1e-38, 1e38, true}, kExact, kExact},
+    {UnaryOp::kReciprocal, "reciprocal", {1e-30, 1e30, true}, kExact, kExact},
+    {UnaryOp::kSquare, "square", {1e-20, 1e20, true}, kExact, kExact},
+    {UnaryOp::kSin, "sin", {-100, 100, false}, kF32, kF64},
+    {UnaryOp::kCos, "cos", {-100, 100, false}, kF32, kF64},
+    {UnaryOp::kTan, "tan", {-10, 10, false}, kF32, kF64},
+    {UnaryOp::kTanh, "tanh", {-12, 12, false}, kF32, kF64},
+    {UnaryOp::kSigmoid, "sigmoid", {-30, 30, false}, kF32, kF64},
+    {UnaryOp::kRelu, "relu", {-10, 10, false}, kExact, kExact},
+    {UnaryOp::kGeluErf, "gelu_erf", {-14, 8, false}, kF32Erf, kF64},
+    {UnaryOp::kGeluTanh, "gelu_tanh", {-14, 8, false}, kF32Erf, kF64},
+    {UnaryOp::kSilu, "silu", {-30, 30, false}, kF32, kF64},
+    {UnaryOp::kErf, "erf", {-5, 5, false}, kF32Erf, kF64},
+    {UnaryOp::kFloor, "floor", {-1000, 1000, false}, kExact, kExact},
+    {UnaryOp::kCeil, "ceil", {-1000, 1000, false}, kExact, kExact},
+    {UnaryOp::kRound, "round", {-1000, 1000, false}, kExact, kExact},
+};
+
+/// The reference, in float64 (transcendental ops for float32 too, then rounded once) or in T
+/// itself (ops that are one IEEE operation, which the kernels must reproduce exactly).
+template <typename T>
+T ref_unary(UnaryOp op, T x) {
+  const double v = x;
+  switch (op) {
+    case UnaryOp::kNeg:
+      return -x;
+    case UnaryOp::kAbs:
+      return std::fabs(x);
+    case UnaryOp::kSign:
+      return std::isnan(x) ? x : x > 0 ? T(1) : x < 0 ? T(-1) : T(0);
+    case UnaryOp::kExp:
+      return static_cast<T>(std::exp(v));
+    case UnaryOp::kExpm1:
+      return static_cast<T>(std::expm1(v));
+    case UnaryOp::kLog:
+      return static_cast<T>(std::log(v));
+    case UnaryOp::kLog1p:
+      return static_cast<T>(std::log1p(v));
+    case UnaryOp::kLog2:
+      return static_cast<T>(std::log2(v));
+    case UnaryOp::kSqrt:
+      return std::sqrt(x);
+    case UnaryOp::kRsqrt:
+      return T(1) / std::sqrt(x);
+    case UnaryOp::kReciprocal:
+      return T(1) / x;
+    case UnaryOp::kSquare:
+      return x * x;
+    case UnaryOp::kSin:
+      return static_cast<T>(std::sin(v));
+    case UnaryOp::kCos:
+      return static_cast<T>(std::cos(v));
+    case UnaryOp::kTan:
+      return static_cast<T>(std::tan(v));
+    case UnaryOp::kTanh:
+      return static_cast<T>(std::tanh(v));
+    case UnaryOp::kSigmoid:
+      return static_cast<T>(1.0 / (1.0 + std::exp(-v)));
+    case UnaryOp::kRelu:
+      return x <= 0 ? T(0) : x;
+    case UnaryOp::kGeluErf:
+      return static_cast<T>(0.5 * v * std::erfc(-v * M_SQRT1_2));
+    case UnaryOp::kGeluTanh: {
+      // 0.5 x (1 + tanh u) == x / (1 + exp(-2u)), written without cancellation, and in long
+      // double because the rounding of u matters for very negative x (see gelu_tanh_rtol).
+      const long double w = x;
+      const long double u = std::sqrt(2.0L / M_PI) * (w + 0.044715L * w * w * w);
+      return static_cast<T>(w / (1.0L + std::exp(-2.0L * u)));
+    }
+    case UnaryOp::kSilu:
+      return static_cast<T>(v / (1.0 + std::exp(-v)));
+    case UnaryOp::kErf:
+      return static_cast<T>(std::erf(v));
+    case UnaryOp::kFloor:
+      return std::floor(x);
+    case UnaryOp::kCeil:
+      return std::ceil(x);
+    case UnaryOp::kRound:
+      return std::nearbyint(x);
+  }
+  return x;
+}
+
+/// gelu_tanh(x) = x * sigmoid(2u(x)) has relative condition number ~|2u| for very negative x: the
+/// kernel's rounding of 2u (a few ulp of |2u|) is the same as perturbing x by an ulp.
+template <typename T>
+double extra_rtol(UnaryOp op, T x) {
+  if (op != UnaryOp::kGeluTanh || !std::isfinite(x)) return 0.0;
+  const double v = x;
+  const double two_u = 1.5957691216057308 * (v + 0.044715 * v * v * v);
+  return std::isfinite(two_u) ? 3 * std::numeric_limits<T>::epsilon() * std::fabs(two_u) : 0.0;
+}
+
+template <typename T>
+void check_unary(const UnaryCase& c, const std::string& target) {
+  Checker<T> checker{c.name, sizeof(T) == 4 ? c.f32 : c.f64};
+  std::mt19937 rng(1234);
+  for (int64_t n : kLengths) {
+    std::vector<T> x = make_input<T>(n, rng, sampler(rng, c.domain));
+    if (c.op == UnaryOp::kRound && n > 0) x[0] = T(2.5), x[n / 2] = T(-0.5);  // ties to even
+    std::vector<T> y(x.size(), T(-7));
+    unary(c.op, x.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      checker.check(y[i], ref_unary(c.op, x[i]), x[i], extra_rtol(c.op, x[i]));
+    }
+    // In place gives the same bits.
+    std::vector<T> z = x;
+    unary(c.op, z.data(), z.data(), n);
+    EXPECT_TRUE(same_bits(z, y)) << c.name << " in place";
+  }
+  checker.report(target);
+}
+
+TEST(SimdFloatKernels, UnaryMatchesStdReference_WhenFloat32) {
+  for_each_target([](const std::string& t) {
+    for (const UnaryCase& c : kUnaryCases) check_unary<float>(c, t);
+  });
+}
+
+TEST(SimdFloatKernels, UnaryMatchesStdReference_WhenFloat64) {
+  for_each_target([](const std::string& t) {
+    for (const UnaryCase& c : kUnaryCases) {
+      UnaryCase wide = c;
+      if (c.op == UnaryOp::kExp) wide.domain = {-750, 720, false};
+      check_unary<double>(wide, t);
+    }
+  });
+}
+
+TEST(SimdFloatKernels, UnaryIsAccurate_WhenArgumentsAreExtreme) {
+  // Paths random data rarely takes: sin / cos / tan past hwy's reduction range, erf and gelu
+  // tails, exp / log near overflow, underflow and subnormals.
+  const std::vector<float> xs = {39001.f, -1e6f,      3e38f,      1e-40f, 88.72f,  88.73f,
+                                 -87.5f,  -103.9f,    -3.9f,      -9.9f,  0.9277f, -0.9276f,
+                                 1e-7f,   1.0000001f, 0.9999999f, 1e-45f, -13.5f,  6.0f};
+  const std::vector<double> xd = {1e6, -3e300, 709.7, 709.8, -744.0, -708.5, 1e-310, -37.0, 26.0};
+  for_each_target([&](const std::string& t) {
+    for (const UnaryCase& c : kUnaryCases) {
+      Checker<float> cf{c.name, c.f32};
+      std::vector<float> yf(xs.size());
+      unary(c.op, xs.data(), yf.data(), static_cast<int64_t>(xs.size()));
+      for (size_t i = 0; i < xs.size(); ++i) {
+        cf.check(yf[i], ref_unary(c.op, xs[i]), xs[i], extra_rtol(c.op, xs[i]));
+      }
+      Checker<double> cd{c.name, c.f64};
+      std::vector<double> yd(xd.size());
+      unary(c.op, xd.data(), yd.data(), static_cast<int64_t>(xd.size()));
+      for (size_t i = 0; i < xd.size(); ++i) {
+        cd.check(yd[i], ref_unary(c.op, xd[i]), xd[i], extra_rtol(c.op, xd[i]));
+      }
+    }
+    (void)t;
+  });
+}
+
+// ------------------------------------------------------------------------------------------------
+// Binary ops.
+
+struct BinaryCase {
+  BinaryOp op;
+  const char* name;
+};
+
+const BinaryCase kBinaryCases[] = {{BinaryOp::kAdd, "add"},         {BinaryOp::kSub, "sub"},
+                                   {BinaryOp::kMul, "mul"},         {BinaryOp::kDiv, "div"},
+                                   {BinaryOp::kMaximum, "maximum"}, {BinaryOp::kMinimum, "minimum"},
+                                   {BinaryOp::kPow, "pow"}};
+
+template <typename T>
+T ref_binary(BinaryOp op, T a, T b) {
+  switch (op) {
+    case BinaryOp::kAdd:
+      return a + b;
+    case BinaryOp::kSub:
+      return a - b;
+    case BinaryOp::kMul:
+      return a * b;
+    case BinaryOp::kDiv:
+      return a / b;
+    case BinaryOp::kMaximum:
+      return std::isnan(a) || std::isnan(b) ? std::numeric_limits<T>::quiet_NaN() : std::max(a, b);
+    case BinaryOp::kMinimum:
+      return std::isnan(a) || std::isnan(b) ? std::numeric_limits<T>::quiet_NaN() : std::min(a, b);
+    case BinaryOp::kPow:
+      return std::pow(a, b);
+  }
+  return a;
+}
+
+template <typename T>
+Tol binary_tol(BinaryOp op) {
+  // max / min of +0 and -0 may return either zero, as numpy's does.
+  if (op == BinaryOp::kMaximum || op == BinaryOp::kMinimum) return {0, 0, false};
+  if (op == BinaryOp::kPow) return {2 * std::numeric_limits<T>::epsilon(), 0, false};
+  return kExact;
+}
+
+template <typename T>
+void check_binary(const BinaryCase& c, const std::string& target) {
+  Checker<T> checker{c.name, binary_tol<T>(c.op)};
+  std::mt19937 rng(99);
+  const Domain dom = c.op == BinaryOp::kPow ? Domain{-6, 6, false} : Domain{1e-20, 1e20, true};
+  for (int64_t n : kLengths) {
+    std::vector<T> a = make_input<T>(n, rng, sampler(rng, dom));
+    std::vector<T> b = make_input<T>(n, rng, sampler(rng, dom));
+    std::reverse(b.begin(), b.end());  // specials meet ordinary values
+    if (c.op == BinaryOp::kPow) {
+      for (int64_t i = 0; i < n; i += 3) b[i] = std::round(b[i]);  // integral exponents
+    }
+    std::vector<T> y(a.size());
+    binary(c.op, a.data(), b.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i) checker.check(y[i], ref_binary(c.op, a[i], b[i]), a[i]);
+    // Aliasing: y == a, y == b, a == b == y.
+    std::vector<T> ya = a, yb = b, yy = a;
+    binary(c.op, ya.data(), b.data(), ya.data(), n);
+    binary(c.op, a.data(), yb.data(), yb.data(), n);
+    binary(c.op, yy.data(), yy.data(), yy.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      checker.check(ya[i], y[i], a[i]);
+      checker.check(yb[i], y[i], a[i]);
+      checker.check(yy[i], ref_binary(c.op, a[i], a[i]), a[i]);
+    }
+    // Broadcast scalars, including pow's fast-path exponents and special values.
+    std::vector<T> scalars = {T(2), T(0.5), T(1), T(0), T(-1), T(3), T(-2.5), T(0.25)};
+    for (T s : special_values<T>()) scalars.push_back(s);
+    for (T s : scalars) {
+      std::vector<T> r(a.size()), l(a.size());
+      binary_scalar_rhs(c.op, a.data(), s, r.data(), n);
+      binary_scalar_lhs(c.op, s, b.data(), l.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        checker.check(r[i], ref_binary(c.op, a[i], s), a[i]);
+        checker.check(l[i], ref_binary(c.op, s, b[i]), b[i]);
+      }
+    }
+  }
+  checker.report(target);
+}
+
+TEST(SimdFloatKernels, BinaryMatchesStdReference_WhenAnyOperandLayout) {
+  for_each_target([](const std::string& t) {
+    for (const BinaryCase& c : kBinaryCases) {
+      check_binary<float>(c, t);
+      check_binary<double>(c, t);
+    }
+  });
+}
+
+template <typename T>
+void check_affine() {
+  std::mt19937 rng(5);
+  for (int64_t n : kLengths) {
+    std::vector<T> x = make_input<T>(n, rng, sampler(rng, {-100, 100, false}));
+    std::vector<T> y(x.size());
+    const T alpha = T(1.7), beta = T(-3.25);
+    affine(x.data(), alpha, beta, y.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const T want = std::fma(x[i], alpha, beta);
+      if (!std::isfinite(want)) {
+        EXPECT_TRUE(std::isnan(want) ? std::isnan(y[i]) : y[i] == want) << x[i];
+        continue;
+      }
+      // Fused or not (SSE4 has no FMA): within one rounding of |x * alpha| + |beta|.
+      const T bound =
+          std::numeric_limits<T>::epsilon() * (std::fabs(x[i] * alpha) + std::fabs(beta));
+      EXPECT_LE(std::fabs(y[i] - want), bound) << x[i];
+    }
+    affine(x.data(), alpha, beta, x.data(), n);
+    EXPECT_TRUE(same_bits(x, y)) << "affine in place";
+  }
+}
+
+TEST(SimdFloatKernels, AffineMatchesFma_WhenInPlaceOrNot) {
+  for_each_target([](const std::string&) {
+    check_affine<float>();
+    check_affine<double>();
+  });
+}
+
+// ------------------------------------------------------------------------------------------------
+// Reductions.
+
+/// Sum in long double: exact enough to judge a float64 sum of 16M terms.
+template <typename T>
+long double exact_sum(const std::vector<T>& x) {
+  long double s = 0;
+  for (T v : x) s += v;
+  return s;
+}
+
+template <typename T>
+void check_reductions() {
+  std::mt19937 rng(7);
+  for (int64_t n : kLengths) {
+    std::vector<T> x(static_cast<size_t>(n));
+    for (T& v : x) v = static_cast<T>(std::uniform_real_distribution<double>(-1, 3)(rng));
+    const long double want = exact_sum(x);
+    const double bound = 16 * std::numeric_limits<T>::epsilon() * static_cast<double>(n);
+    EXPECT_NEAR(static_cast<double>(reduce_sum(x.data(), n)), static_cast<double>(want), bound);
+    const T mx = n > 0 ? *std::max_element(x.begin(), x.end()) : -INFINITY;
+    const T mn = n > 0 ? *std::min_element(x.begin(), x.end()) : INFINITY;
+    EXPECT_EQ(reduce_max(x.data(), n), mx) << n;
+    EXPECT_EQ(reduce_min(x.data(), n), mn) << n;
+    // A nan anywhere (first, middle, last = tail lane) wins; inf does not hide it.
+    for (int64_t pos : {int64_t{0}, n / 2, n - 1}) {
+      if (n == 0) break;
+      std::vector<T> z = x;
+      z[(pos + 1) % n] = std::numeric_limits<T>::infinity();
+      z[pos] = std::numeric_limits<T>::quiet_NaN();
+      EXPECT_TRUE(std::isnan(reduce_max(z.data(), n))) << n << " " << pos;
+      EXPECT_TRUE(std::isnan(reduce_min(z.data(), n))) << n << " " << pos;
+      EXPECT_TRUE(std::isnan(reduce_sum(z.data(), n))) << n << " " << pos;
+    }
+  }
+  const T inf = std::numeric_limits<T>::infinity();
+  const std::vector<T> with_inf = {T(1), inf, T(-5), T(2)};
+  EXPECT_EQ(reduce_sum(with_inf.data(), 4), inf);
+  EXPECT_EQ(reduce_max(with_inf.data(), 4), inf);
+  EXPECT_EQ(reduce_min(with_inf.data(), 4), T(-5));
+}
+
+TEST(SimdFloatKernels, ReductionsMatchReference_WhenShortRuns) {
+  for_each_target([](const std::string&) {
+    check_reductions<float>();
+    check_reductions<double>();
+  });
+}
+
+TEST(SimdFloatKernels, SumIsAccurate_When16MFloats) {
+  // numpy's pairwise float32 sum is off by ~1e-7..1e-6 relative here; we must stay below 1e-6.
+  const int64_t n = int64_t{1} << 24;
+  std::mt19937 rng(11);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& v : x) v = static_cast<float>(std::uniform_real_distribution<double>(0, 1)(rng));
+  const double want = static_cast<double>(exact_sum(x));
+  for_each_target([&](const std::string& t) {
+    const double got = reduce_sum(x.data(), n);
+    EXPECT_NEAR(got / want, 1.0, 1e-6);
+    if (verbose())
+      std::printf("  %-6s sum of 16M float32: relative error %.2e\n", t.c_str(),
+                  std::fabs(got / want - 1.0));
+  });
+}
+
+// ------------------------------------------------------------------------------------------------
+// Row kernels.
+
+template <typename T>
+void check_rows() {
+  const double tol = sizeof(T) == 4 ? 2e-6 : 1e-13;
+  std::mt19937 rng(3);
+  for (int64_t n : kLengths) {
+    if (n == 0) continue;
+    std::vector<T> x(static_cast<size_t>(n)), gamma(x.size()), beta(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = static_cast<T>(std::uniform_real_distribution<double>(-20, 40)(rng));
+      gamma[i] = static_cast<T>(std::uniform_real_distribution<double>(0.5, 2)(rng));
+      beta[i] = static_cast<T>(std::uniform_real_distribution<double>(-1, 1)(rng));
+    }
+    if (n > 3) x[1] = -std::numeric_limits<T>::infinity();  // a masked-out entry
+    long double m = -INFINITY, s = 0, mean = 0, var = 0, ms = 0;
+    for (T v : x) m = std::max<long double>(m, v);
+    for (T v : x) s += std::exp(static_cast<long double>(v) - m);
+    std::vector<T> y(x.size());
+    softmax_row(x.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      // x - max is rounded in T: exp turns that into a relative error of eps * |x - max|.
+      const auto want = static_cast<double>(std::exp(x[i] - m) / s);
+      if (want == 0) {
+        EXPECT_EQ(y[i], 0) << "softmax of -inf";
+        continue;
+      }
+      const double cond =
+          std::numeric_limits<T>::epsilon() * std::fabs(x[i] - static_cast<double>(m));
+      EXPECT_NEAR(y[i], want, (tol + cond) * want + 1e-300) << "softmax n=" << n << " i=" << i;
+    }
+    log_softmax_row(x.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const auto want = static_cast<double>(x[i] - m - std::log(s));
+      if (std::isinf(want)) {
+        EXPECT_EQ(y[i], want);
+        continue;
+      }
+      EXPECT_NEAR(y[i], want, tol * (std::fabs(want) + 1)) << "log_softmax n=" << n;
+    }
+    // Normalisation rows: replace the -inf first.
+    x[1 % n] = T(3);
+    for (T v : x) mean += v;
+    mean /= n;
+    for (T v : x) var += (v - mean) * (v - mean), ms += static_cast<long double>(v) * v;
+    var /= n;
+    ms /= n;
+    const T eps = T(1e-5);
+    const long double rstd = 1 / std::sqrt(var + eps), rrms = 1 / std::sqrt(ms + eps);
+    for (int variant = 0; variant < 4; ++variant) {
+      const T* g = variant & 1 ? gamma.data() : nullptr;
+      const T* b = variant & 2 ? beta.data() : nullptr;
+      T mean_out = 0, rstd_out = 0;
+      std::vector<T> z = x;  // in place
+      layer_norm_row(z.data(), g, b, eps, z.data(), n, &mean_out, &rstd_out);
+      EXPECT_NEAR(mean_out, static_cast<double>(mean), tol * 40);
+      EXPECT_NEAR(rstd_out, static_cast<double>(rstd), tol * static_cast<double>(rstd));
+      for (int64_t i = 0; i < n; ++i) {
+        const auto want =
+            static_cast<double>((x[i] - mean) * rstd * (g ? g[i] : 1) + (b ? b[i] : 0));
+        EXPECT_NEAR(z[i], want, 4 * tol * (std::fabs(want) + 1)) << "layer_norm " << variant;
+      }
+      if (b != nullptr) continue;
+      rms_norm_row(x.data(), g, eps, y.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const auto want = static_cast<double>(x[i] * rrms * (g ? g[i] : 1));
+        EXPECT_NEAR(y[i], want, tol * (std::fabs(want) + 1e-3)) << "rms_norm " << variant;
+      }
+    }
+  }
+}
+
+TEST(SimdFloatKernels, RowKernelsMatchReference_WhenAnyLength) {
+  for_each_target([](const std::string&) {
+    check_rows<float>();
+    check_rows<double>();
+  });
+}
+
+TEST(SimdFloatKernels, SoftmaxGivesNan_WhenRowHasNanOrOnlyMinusInf) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = INFINITY;
+  for_each_target([&](const std::string&) {
+    for (const std::vector<float>& row :
+         {std::vector<float>{1, nan, 2}, std::vector<float>{-inf, -inf},
+          std::vector<float>{1, inf}}) {
+      std::vector<float> y(row.size());
+      softmax_row(row.data(), y.data(), static_cast<int64_t>(row.size()));
+      for (float v : y) EXPECT_TRUE(std::isnan(v));
+    }
+    // Huge but finite logits are stable (the max is subtracted first).
+    const std::vector<float> big = {3e38f, 3e38f, -3e38f};
+    std::vector<float> y(3);
+    softmax_row(big.data(), y.data(), 3);
+    EXPECT_FLOAT_EQ(y[0], 0.5f);
+    EXPECT_FLOAT_EQ(y[1], 0.5f);
+    EXPECT_EQ(y[2], 0.0f);
+  });
+}
+
+TEST(SimdFloatKernels, LayerNormStatsAreNan_WhenRowIsEmpty) {
+  float mean = 0, rstd = 0;
+  layer_norm_row(static_cast<const float*>(nullptr), nullptr, nullptr, 1e-5f, nullptr, 0, &mean,
+                 &rstd);
+  EXPECT_TRUE(std::isnan(mean));
+  EXPECT_TRUE(std::isnan(rstd));
+}
+
+TEST(SimdFloatKernels, SetTargetForTestingThrows_WhenTargetIsUnknown) {
+  ASSERT_FALSE(supported_targets().empty());
+  try {
+    set_target_for_testing("NOT_A_TARGET");
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("got \"NOT_A_TARGET\""), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kiln::simd

@@ -1,0 +1,698 @@
+"""Elementwise ops (kiln.mint.exp, kiln.mint.add, where, clamp, ...) and Tensor operators, against
+NumPy across dtypes, shapes, broadcasting, strided views, Python scalars and `out=`."""
+
+import math
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, assert_close, numpy_dtype, random_array
+
+M = kiln.mint
+SHAPES = [(), (0,), (7,), (3, 4), (2, 3, 5)]
+BROADCAST_PAIRS = [((3, 1), (1, 4)), ((5,), (2, 5)), ((), (3, 4))]
+# A few dtypes for the tests that vary layout rather than dtype.
+LAYOUT_DTYPES = [kiln.float32, kiln.float16, kiln.int32]
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _as(f):
+    """A reference that computes in float64 and returns the input's dtype (NumPy lacks erf)."""
+    return lambda x: f(x.astype(np.float64)).astype(x.dtype)
+
+
+# name -> (NumPy reference, dtype rule, input range). Rules: "same" keeps the dtype (bool is the
+# identity), "nobool" too but rejects bool, "float" gives to_floating, "bool" gives bool.
+UNARY = {
+    "neg": (np.negative, "nobool", None),
+    "abs": (np.abs, "same", None),
+    "sign": (np.sign, "same", None),
+    "exp": (np.exp, "float", None),
+    "expm1": (np.expm1, "float", None),
+    "log": (np.log, "float", (0.1, 3.0)),
+    "log1p": (np.log1p, "float", (0.1, 3.0)),
+    "log2": (np.log2, "float", (0.1, 3.0)),
+    "sqrt": (np.sqrt, "float", (0.1, 3.0)),
+    "rsqrt": (lambda x: 1 / np.sqrt(x), "float", (0.1, 3.0)),
+    "reciprocal": (np.reciprocal, "float", (0.1, 3.0)),
+    "square": (np.square, "same", None),
+    "sin": (np.sin, "float", None),
+    "cos": (np.cos, "float", None),
+    "tan": (np.tan, "float", (-1.2, 1.2)),
+    "tanh": (np.tanh, "float", None),
+    "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), "float", None),
+    "relu": (lambda x: np.maximum(x, x.dtype.type(0)), "same", None),
+    "silu": (lambda x: x / (1 + np.exp(-x)), "float", None),
+    "erf": (_as(_erf), "float", None),
+    "floor": (np.floor, "same", None),
+    "ceil": (np.ceil, "same", None),
+    "round": (np.round, "same", None),
+    "logical_not": (np.logical_not, "bool", None),
+}
+
+# name -> (NumPy reference, dtype rule). Rules: "promote" gives result_type (bool allowed),
+# "nobool" too but rejects bool, "float" gives to_floating(result_type), "bool" gives bool.
+BINARY = {
+    "add": (np.add, "promote"),
+    "sub": (np.subtract, "nobool"),
+    "mul": (np.multiply, "promote"),
+    "div": (np.true_divide, "float"),
+    "floor_divide": (np.floor_divide, "nobool"),
+    "remainder": (np.remainder, "nobool"),
+    "pow": (np.power, "nobool"),
+    "maximum": (np.maximum, "promote"),
+    "minimum": (np.minimum, "promote"),
+    "eq": (np.equal, "bool"),
+    "ne": (np.not_equal, "bool"),
+    "lt": (np.less, "bool"),
+    "le": (np.less_equal, "bool"),
+    "gt": (np.greater, "bool"),
+    "ge": (np.greater_equal, "bool"),
+    "logical_and": (np.logical_and, "bool"),
+    "logical_or": (np.logical_or, "bool"),
+    "logical_xor": (np.logical_xor, "bool"),
+}
+
+
+@pytest.fixture(autouse=True)
+def _quiet_numpy():
+    with np.errstate(all="ignore"):
+        yield
+
+
+def to_floating(dtype):
+    return dtype if dtype.is_floating_point else kiln.float32
+
+
+def unary_dtype(rule, dtype):
+    return {"float": to_floating(dtype), "bool": kiln.bool_}.get(rule, dtype)
+
+
+def operand_dtype(rule, dtype):
+    return to_floating(dtype) if rule == "float" else dtype
+
+
+def binary_dtype(rule, dtype):
+    return kiln.bool_ if rule == "bool" else operand_dtype(rule, dtype)
+
+
+def unary_valid(rule, dtype):
+    return not (rule == "nobool" and dtype == kiln.bool_)
+
+
+def binary_valid(rule, dtype):
+    return not (rule == "nobool" and dtype == kiln.bool_)
+
+
+def unary_reference(name, a, dtype):
+    ref, rule, _ = UNARY[name]
+    if dtype == kiln.bool_ and rule == "same":
+        return a.copy()
+    return ref(a.astype(numpy_dtype(unary_dtype(rule, dtype))))
+
+
+def unary_input(name, shape, dtype, rng):
+    domain = UNARY[name][2] or (-3.0, 3.0)
+    return random_array(shape, dtype, rng, *domain)
+
+
+def binary_inputs(name, shape_a, shape_b, dtype, rng):
+    """Operands in the op's domain; equal elements are mixed in to exercise comparisons."""
+    a = random_array(shape_a, dtype, rng)
+    b = random_array(shape_b, dtype, rng)
+    if name in ("floor_divide", "remainder"):
+        if dtype.is_floating_point:
+            b = np.where(rng.random(shape_b) > 0.5, 1, -1).astype(b.dtype) * random_array(
+                shape_b, dtype, rng, 0.5, 3.0)
+        else:
+            b = np.where(b == 0, 1, b).astype(b.dtype)
+    elif name == "pow":
+        if dtype.is_floating_point:
+            a = random_array(shape_a, dtype, rng, 0.5, 3.0)
+        else:
+            b = random_array(shape_b, dtype, rng, 0.0, 0.5)  # exponents 0..5
+    elif shape_a == shape_b and a.size:
+        b = np.array(b)
+        b.flat[::3] = a.flat[::3]
+    return a, b
+
+
+def binary_reference(name, a, b, dtype):
+    ref, rule = BINARY[name]
+    np_dtype = numpy_dtype(operand_dtype(rule, dtype))
+    return ref(np.asarray(a).astype(np_dtype), np.asarray(b).astype(np_dtype))
+
+
+def kt(array, dtype):
+    return kiln.tensor(np.asarray(array), dtype=dtype)
+
+
+def for_each_shape(check):
+    """Runs check(shape) for every shape in SHAPES, naming the shape on a failure."""
+    for shape in SHAPES:
+        try:
+            check(shape)
+        except AssertionError as e:
+            e.add_note(f"with shape {shape}")
+            raise
+
+
+# ---- unary ops --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_matches_numpy(name, dtype, rng):
+    rule = UNARY[name][1]
+    if not unary_valid(rule, dtype):
+        pytest.skip("rejected; see test_neg_of_bool_is_a_dtype_error")
+
+    def check(shape):
+        a = unary_input(name, shape, dtype, rng)
+        result = getattr(M, name)(kt(a, dtype))
+        assert result.dtype == unary_dtype(rule, dtype)
+        assert result.shape == shape
+        assert_close(result, unary_reference(name, a, dtype))
+
+    for_each_shape(check)
+
+
+@pytest.mark.parametrize("dtype", LAYOUT_DTYPES, ids=str)
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_reads_strided_views(name, dtype, rng):
+    base_np = unary_input(name, (6, 8), dtype, rng)
+    base = kt(base_np, dtype)
+    for view, view_np in ((base.transpose(0, 1), base_np.T), (base.slice(1, 1, 8, 3),
+                                                              base_np[:, 1:8:3])):
+        assert not view.is_contiguous()
+        assert_close(getattr(M, name)(view), unary_reference(name, view_np, dtype))
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_writes_into_out(name, rng):
+    a = unary_input(name, (3, 4), kiln.float32, rng)
+    expected = unary_reference(name, a, kiln.float32)
+    out = kiln.tensor(np.zeros((3, 4)), dtype=unary_dtype(UNARY[name][1], kiln.float32))
+    assert getattr(M, name)(kt(a, kiln.float32), out=out) is out
+    assert_close(out, expected)
+    # An out of another dtype receives the converted result.
+    out64 = kiln.tensor(np.zeros((3, 4)), dtype=kiln.float64)
+    getattr(M, name)(kt(a, kiln.float32), out=out64)
+    assert_close(out64, expected.astype(np.float64), dtype=kiln.float32)
+
+
+@pytest.mark.parametrize("name", ["exp", "sqrt", "abs", "neg", "sigmoid", "tanh", "relu", "log",
+                                  "floor", "round", "sin"])
+def test_unary_method_forms(name, rng):
+    a = unary_input(name, (2, 3), kiln.float32, rng)
+    assert_close(getattr(kt(a, kiln.float32), name)(), unary_reference(name, a, kiln.float32))
+
+
+def test_unary_large_contiguous_input_uses_every_chunk(rng):
+    a = rng.uniform(-3, 3, size=300_001).astype(np.float32)
+    assert_close(M.exp(kt(a, kiln.float32)), np.exp(a))
+    assert_close(M.neg(kt(a, kiln.float64)), -a.astype(np.float64))
+
+
+def test_unary_special_values():
+    x = kiln.tensor([np.nan, -0.0, 0.0, np.inf, -np.inf, 2.5, -2.5, 0.5])
+    np.testing.assert_array_equal(M.round(x).numpy(), np.round(x.numpy()))
+    np.testing.assert_array_equal(M.sign(x).numpy(), np.sign(x.numpy()))
+    np.testing.assert_array_equal(M.relu(x).numpy()[[0, 3, 4]], [np.nan, np.inf, 0])
+    assert np.isnan(M.sqrt(kiln.tensor([-1.0])).item())
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES + [kiln.int32], ids=str)
+def test_gelu_matches_formula(approximate, dtype, rng):
+    a = random_array((4, 5), dtype, rng)
+    x = a.astype(np.float64)
+    if approximate == "tanh":
+        expected = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    else:
+        expected = 0.5 * x * (1 + _erf(x / math.sqrt(2)))
+    result = M.gelu(kt(a, dtype), approximate)
+    assert result.dtype == to_floating(dtype)
+    assert_close(result, expected)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_clamp_matches_numpy_clip(dtype, rng):
+    a = random_array((3, 7), dtype, rng)
+    x = kt(a, dtype)
+    if dtype == kiln.bool_:
+        assert_close(M.clamp(x, min=True), np.ones_like(a))
+        return
+    lo, hi = (-1, 2) if not dtype.is_floating_point else (-1.5, 2.0)
+    if dtype == kiln.uint8:
+        lo, hi = 5, 20
+    assert_close(M.clamp(x, lo, hi), np.clip(a, lo, hi).astype(a.dtype))
+    assert_close(M.clamp(x, min=lo), np.maximum(a, a.dtype.type(lo)))
+    assert_close(x.clamp(max=hi), np.minimum(a, a.dtype.type(hi)))
+    assert M.clamp(x, lo, hi).dtype == dtype
+
+
+def test_clamp_bound_promotion_and_nan():
+    assert M.clamp(kiln.tensor([1, 5], dtype=kiln.int32), 0.5).dtype == kiln.float32
+    assert_close(M.clamp(kiln.tensor([-500, 500], dtype=kiln.int16), -1000, 10),
+                 np.array([-500, 10], dtype=np.int16))
+    r = M.clamp(kiln.tensor([np.nan, 3.0]), 0.0, 1.0).numpy()
+    assert np.isnan(r[0]) and r[1] == 1.0
+    out = kiln.tensor(np.zeros(2, dtype=np.float32))
+    assert M.clamp(kiln.tensor([-3.0, 3.0]), -1, 1, out=out) is out
+    assert_close(out, np.array([-1, 1], dtype=np.float32))
+
+
+# ---- binary ops -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_matches_numpy(name, dtype, rng):
+    rule = BINARY[name][1]
+    if not binary_valid(rule, dtype):
+        pytest.skip("rejected; see test_bool_arithmetic_that_numpy_rejects")
+
+    def check(shape):
+        a, b = binary_inputs(name, shape, shape, dtype, rng)
+        result = getattr(M, name)(kt(a, dtype), kt(b, dtype))
+        assert result.dtype == binary_dtype(rule, dtype)
+        assert result.shape == shape
+        assert_close(result, binary_reference(name, a, b, dtype))
+
+    for_each_shape(check)
+
+
+@pytest.mark.parametrize("shapes", BROADCAST_PAIRS, ids=str)
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.int32, kiln.bfloat16], ids=str)
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_broadcasts(name, dtype, shapes, rng):
+    for sa, sb in (shapes, shapes[::-1]):
+        a, b = binary_inputs(name, sa, sb, dtype, rng)
+        result = getattr(M, name)(kt(a, dtype), kt(b, dtype))
+        assert result.shape == np.broadcast_shapes(sa, sb)
+        assert_close(result, binary_reference(name, a, b, dtype))
+
+
+@pytest.mark.parametrize("dtype", LAYOUT_DTYPES, ids=str)
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_reads_strided_views(name, dtype, rng):
+    a, b = binary_inputs(name, (6, 8), (6, 8), dtype, rng)
+    ka, kb = kt(a, dtype), kt(b, dtype)
+    # transposed with transposed, transposed with contiguous, stepped slices of both
+    cases = [(ka.transpose(0, 1), kb.transpose(0, 1), a.T, b.T),
+             (ka.transpose(0, 1), kt(np.ascontiguousarray(b.T), dtype), a.T, b.T),
+             (ka.slice(1, 0, 8, 2), kb.slice(1, 1, 8, 2), a[:, 0:8:2], b[:, 1:8:2])]
+    for x, y, xn, yn in cases:
+        assert_close(getattr(M, name)(x, y), binary_reference(name, xn, yn, dtype))
+
+
+def weak_result(dtype, scalar):
+    """NumPy 2's weak-scalar rule as Kiln applies it (float scalar, integer tensor: float32)."""
+    if isinstance(scalar, bool):
+        return dtype
+    if isinstance(scalar, int):
+        return kiln.int64 if dtype == kiln.bool_ else dtype
+    return dtype if dtype.is_floating_point else kiln.float32
+
+
+@pytest.mark.parametrize("scalar", [2, 0.5, True], ids=repr)
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float16, kiln.bfloat16, kiln.int8,
+                                   kiln.int64, kiln.bool_], ids=str)
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_with_python_scalars_on_both_sides(name, dtype, scalar, rng):
+    rule = BINARY[name][1]
+    common = weak_result(dtype, scalar)
+    if not binary_valid(rule, common):
+        pytest.skip("bool result of an op that rejects bool")
+    a, _ = binary_inputs(name, (3, 4), (3, 4), dtype, rng)
+    if name in ("floor_divide", "remainder", "pow") and dtype.is_floating_point:
+        a = random_array((3, 4), dtype, rng, 0.5, 3.0)  # a is the divisor or base on the left
+    if name == "pow" and not common.is_floating_point:
+        a = random_array((3, 4), dtype, rng, 0.0, 0.5)  # nonnegative exponents for 2 ** a
+    if name in ("floor_divide", "remainder") and not common.is_floating_point:
+        a = np.where(a == 0, 1, a).astype(a.dtype)
+    x = kt(a, dtype)
+    s = np.asarray(scalar)
+    for result, expected in ((getattr(M, name)(x, scalar), binary_reference(name, a, s, common)),
+                             (getattr(M, name)(scalar, x), binary_reference(name, s, a, common))):
+        assert result.dtype == binary_dtype(rule, common)
+        assert_close(result, expected)
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_writes_into_out(name, rng):
+    rule = BINARY[name][1]
+    a, b = binary_inputs(name, (3, 4), (1, 4), kiln.float32, rng)
+    expected = binary_reference(name, a, b, kiln.float32)
+    out = kiln.tensor(np.zeros((3, 4)), dtype=binary_dtype(rule, kiln.float32))
+    assert getattr(M, name)(kt(a, kiln.float32), kt(b, kiln.float32), out=out) is out
+    assert_close(out, expected)
+    # A strided out (a transposed view) receives the result through its strides.
+    base = kiln.tensor(np.zeros((4, 3)), dtype=binary_dtype(rule, kiln.float32))
+    getattr(M, name)(kt(a, kiln.float32), kt(b, kiln.float32), out=base.transpose(0, 1))
+    assert_close(base, expected.T)
+
+
+def test_add_into_out_aliasing_an_input(rng):
+    a = rng.uniform(-3, 3, size=(1000, 70)).astype(np.float32)
+    x = kt(a, kiln.float32)
+    assert M.add(x, x, out=x) is x
+    assert_close(x, a + a)
+
+
+def test_out_overlapping_an_input_reads_the_input_as_it_was(rng):
+    a = rng.uniform(-3, 3, size=(5, 5)).astype(np.float32)
+    x = kt(a, kiln.float32)
+    x += x.transpose(0, 1)
+    assert_close(x, a + a.T)
+    v = np.arange(10, dtype=np.float32)
+    y = kt(v, kiln.float32)
+    M.add(y.slice(0, 0, 9), y.slice(0, 1, 10), out=y.slice(0, 1, 10))
+    expected = v.copy()
+    expected[1:] = v[:-1] + v[1:]
+    assert_close(y, expected)
+    z = kt(v, kiln.float32)
+    z -= z.select(0, 3)  # a 0-d view of an element that the op overwrites
+    assert_close(z, v - 3)
+
+
+@pytest.mark.parametrize("a_dtype,b_dtype,expected", [
+    (kiln.int32, kiln.float32, kiln.float32),  # NumPy gives float64; see docs/architecture.md
+    (kiln.int64, kiln.float16, kiln.float16),  # NumPy gives float64
+    (kiln.bfloat16, kiln.float16, kiln.float32),  # NumPy has no bfloat16
+    (kiln.int8, kiln.uint8, kiln.int16),
+    (kiln.bool_, kiln.int8, kiln.int8),
+    (kiln.float16, kiln.float32, kiln.float32),
+    (kiln.int16, kiln.int64, kiln.int64),
+], ids=str)
+def test_tensor_promotion(a_dtype, b_dtype, expected, rng):
+    a = random_array((2, 3), a_dtype, rng)
+    b = random_array((2, 3), b_dtype, rng)
+    result = M.add(kt(a, a_dtype), kt(b, b_dtype))
+    assert result.dtype == expected == kiln.promote_types(a_dtype, b_dtype)
+    np_dtype = numpy_dtype(expected)
+    assert_close(result, a.astype(np_dtype) + b.astype(np_dtype))
+    assert M.lt(kt(a, a_dtype), kt(b, b_dtype)).dtype == kiln.bool_
+    assert M.div(kt(a, a_dtype), kt(b, b_dtype)).dtype == to_floating(expected)
+
+
+def test_weak_scalar_promotion():
+    i8 = kiln.tensor([1, 2], dtype=kiln.int8)
+    assert (i8 + 1).dtype == kiln.int8
+    assert (i8 * 2.5).dtype == kiln.float32
+    assert (kiln.tensor([1.0], dtype=kiln.float16) + 1.0).dtype == kiln.float16
+    assert (kiln.tensor([True]) + 1).dtype == kiln.int64
+    assert (kiln.tensor([True]) + True).dtype == kiln.bool_
+    assert (kiln.tensor([1, 2], dtype=kiln.int32) / 2).dtype == kiln.float32
+    assert M.add(1, 2).dtype == kiln.int64
+    assert M.add(1, 2.0).dtype == kiln.float32
+    # A Python integer outside the tensor's range compares by value.
+    assert_close(i8 == 257, np.array([False, False]))
+    assert_close(i8 < 1000, np.array([True, True]))
+
+
+def test_integer_arithmetic_wraps_like_numpy():
+    a = np.array([127, -128, 100], dtype=np.int8)
+    assert_close(M.add(kt(a, kiln.int8), 1), a + np.int8(1))
+    assert_close(M.mul(kt(a, kiln.int8), kt(a, kiln.int8)), a * a)
+    big = np.array([np.iinfo(np.int64).min, 7], dtype=np.int64)
+    assert_close(M.floor_divide(kt(big, kiln.int64), -1), np.array([big[0], -7]))
+    assert_close(M.remainder(kt(big, kiln.int64), -1), np.array([0, 0]))
+    assert_close(M.abs(kt(big, kiln.int64)), np.abs(big))
+
+
+def test_float_floor_divide_and_remainder_special_values():
+    a = np.array([1.0, -1.0, 0.0, np.inf, 5.0, -5.0], dtype=np.float64)
+    b = np.array([0.0, 0.0, 0.0, 2.0, np.inf, np.inf], dtype=np.float64)
+    assert_close(M.floor_divide(kt(a, kiln.float64), kt(b, kiln.float64)), np.floor_divide(a, b))
+    assert_close(M.remainder(kt(a, kiln.float64), kt(b, kiln.float64)), np.remainder(a, b))
+
+
+def test_maximum_minimum_propagate_nan():
+    a = kiln.tensor([np.nan, 1.0, 2.0])
+    b = kiln.tensor([0.0, np.nan, 1.0])
+    assert_close(M.maximum(a, b), np.array([np.nan, np.nan, 2.0], dtype=np.float32))
+    assert_close(M.minimum(a, b), np.array([np.nan, np.nan, 1.0], dtype=np.float32))
+
+
+# ---- where --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_where_matches_numpy(dtype, rng):
+    cond = rng.random((3, 4)) > 0.5
+    a = random_array((3, 4), dtype, rng)
+    b = random_array((1, 4), dtype, rng)
+    result = M.where(kiln.tensor(cond), kt(a, dtype), kt(b, dtype))
+    assert result.dtype == dtype
+    assert_close(result, np.where(cond, a, b))
+
+
+def test_where_broadcasts_converts_and_promotes(rng):
+    cond = rng.uniform(-1, 1, size=(2, 1, 3)).astype(np.float32)
+    cond[0, 0, 0] = 0.0
+    a = rng.integers(-5, 5, size=(4, 1)).astype(np.int32)
+    result = M.where(kiln.tensor(cond), kiln.tensor(a), 0.5)
+    assert result.dtype == kiln.float32
+    assert_close(result, np.where(cond != 0, a.astype(np.float32), np.float32(0.5)))
+    t = kiln.tensor(rng.random((4, 6)).astype(np.float32))
+    view = t.transpose(0, 1)
+    assert_close(M.where(view > 0.5, view, 0.0), np.where(t.numpy().T > 0.5, t.numpy().T, 0))
+    out = kiln.tensor(np.zeros((6, 4), dtype=np.float32))
+    assert M.where(view > 0.5, view, -1.0, out=out) is out
+    assert_close(out, np.where(t.numpy().T > 0.5, t.numpy().T, -1))
+    assert M.where(True, 1, 2.0).dtype == kiln.float32
+
+
+# ---- operators ------------------------------------------------------------------------------
+
+
+ARITHMETIC_OPERATORS = {
+    "add": (lambda x, y: x + y, "__iadd__"),
+    "sub": (lambda x, y: x - y, "__isub__"),
+    "mul": (lambda x, y: x * y, "__imul__"),
+    "div": (lambda x, y: x / y, "__itruediv__"),
+    "floor_divide": (lambda x, y: x // y, "__ifloordiv__"),
+    "remainder": (lambda x, y: x % y, "__imod__"),
+    "pow": (lambda x, y: x ** y, "__ipow__"),
+}
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.float16, kiln.int32], ids=str)
+@pytest.mark.parametrize("name", sorted(ARITHMETIC_OPERATORS))
+def test_arithmetic_operators(name, dtype, rng):
+    op, inplace = ARITHMETIC_OPERATORS[name]
+    a, b = binary_inputs(name, (3, 4), (3, 4), dtype, rng)
+    x, y = kt(a, dtype), kt(b, dtype)
+    assert_close(op(x, y), binary_reference(name, a, b, dtype))
+    if name in ("floor_divide", "remainder", "pow") and dtype.is_floating_point:
+        a = random_array((3, 4), dtype, rng, 0.5, 3.0)
+        x = kt(a, dtype)
+    if name == "pow" and not dtype.is_floating_point:
+        a = random_array((3, 4), dtype, rng, 0.0, 0.5)
+        x = kt(a, dtype)
+    if name in ("floor_divide", "remainder") and not dtype.is_floating_point:
+        a = np.where(a == 0, 1, a).astype(a.dtype)
+        x = kt(a, dtype)
+    s = np.asarray(2)
+    assert_close(op(x, 2), binary_reference(name, a, s, dtype))
+    assert_close(op(2, x), binary_reference(name, s, a, dtype))
+    if BINARY[name][1] == "float" and not dtype.is_floating_point:
+        with pytest.raises(kiln.DTypeError, match="can't be cast"):
+            getattr(x, inplace)(y)
+        return
+    # In place: the same object, updated through its storage.
+    target = kt(a, dtype)
+    alias = target
+    target = getattr(target, inplace)(2)
+    assert target is alias
+    assert_close(target, binary_reference(name, a, s, dtype))
+
+
+def test_inplace_operators_accept_broadcast_and_strided_self(rng):
+    a = rng.uniform(-3, 3, size=(4, 3)).astype(np.float32)
+    x = kiln.tensor(a)
+    x += kiln.tensor(np.float32([1, 2, 3]))
+    assert_close(x, a + np.float32([1, 2, 3]))
+    base = kiln.tensor(a)
+    view = base.transpose(0, 1)
+    view *= 2
+    assert_close(base, a * 2)
+    i = kiln.tensor([1, 2, 3], dtype=kiln.int64)
+    i += kiln.tensor([1, 1, 1], dtype=kiln.int32)
+    i //= 2
+    assert i.dtype == kiln.int64
+    assert_close(i, np.array([1, 1, 2]))
+
+
+def test_unary_operators_and_methods(rng):
+    a = rng.uniform(-3, 3, size=(2, 3)).astype(np.float32)
+    x = kiln.tensor(a)
+    assert_close(-x, -a)
+    assert_close(abs(x), np.abs(a))
+    assert_close(x.neg(), -a)
+    assert_close(x.clamp(min=0), np.maximum(a, 0))
+    assert_close(x.clamp(min=-1, max=1), np.clip(a, -1, 1))
+    with pytest.raises(kiln.DTypeError, match="logical_not"):
+        -kiln.tensor([True, False])
+
+
+COMPARISONS = {
+    "eq": lambda x, y: x == y, "ne": lambda x, y: x != y, "lt": lambda x, y: x < y,
+    "le": lambda x, y: x <= y, "gt": lambda x, y: x > y, "ge": lambda x, y: x >= y,
+}
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.int16, kiln.bfloat16], ids=str)
+@pytest.mark.parametrize("name", sorted(COMPARISONS))
+def test_comparison_operators(name, dtype, rng):
+    op = COMPARISONS[name]
+    a, b = binary_inputs(name, (3, 4), (3, 4), dtype, rng)
+    x, y = kt(a, dtype), kt(b, dtype)
+    result = op(x, y)
+    assert result.dtype == kiln.bool_
+    assert_close(result, binary_reference(name, a, b, dtype))
+    s = np.asarray(1)
+    assert_close(op(x, 1), binary_reference(name, a, s, dtype))
+    assert_close(op(1, x), binary_reference(name, s, a, dtype))  # reflected by Python
+
+
+def test_comparisons_with_other_objects_fall_back():
+    x = kiln.tensor([1.0])
+    assert (x == "text") is False
+    assert (x != None) is True  # noqa: E711
+    with pytest.raises(TypeError):
+        x < "text"  # noqa: B015
+    with pytest.raises(TypeError):
+        x + "text"  # noqa: B018
+
+
+def test_tensors_stay_hashable():
+    x, y = kiln.tensor([1.0]), kiln.tensor([1.0])
+    assert hash(x) == hash(x)
+    assert len({x, y}) == 2
+    assert {x: 1}[x] == 1
+
+
+def test_logical_operators_on_bool_tensors(rng):
+    a = rng.random((3, 4)) > 0.5
+    b = rng.random((1, 4)) > 0.5
+    x, y = kiln.tensor(a), kiln.tensor(b)
+    assert_close(x & y, a & b)
+    assert_close(x | y, a | b)
+    assert_close(x ^ y, a ^ b)
+    assert_close(~x, ~a)
+    assert_close(True & x, a)
+    assert_close(False | x, a)
+    assert_close(x ^ True, ~a)
+    with pytest.raises(kiln.DTypeError, match="bool tensors"):
+        kiln.tensor([1, 2]) & kiln.tensor([1, 0])
+    with pytest.raises(kiln.DTypeError, match="bool tensor"):
+        ~kiln.tensor([1, 2])
+
+
+@pytest.mark.parametrize("method,dtype", [
+    ("float", kiln.float32), ("double", kiln.float64), ("half", kiln.float16),
+    ("bfloat16", kiln.bfloat16), ("int", kiln.int32), ("long", kiln.int64), ("bool", kiln.bool_),
+], ids=str)
+def test_dtype_conversion_methods(method, dtype):
+    x = kiln.tensor([[0.0, 1.5], [-2.0, 3.0]])
+    converted = getattr(x, method)()
+    assert converted.dtype == dtype
+    assert_close(converted, x.numpy().astype(numpy_dtype(dtype)))
+    assert x.to(dtype).dtype == dtype
+    assert x.to(dtype.name).dtype == dtype
+
+
+# ---- errors ---------------------------------------------------------------------------------
+
+
+def test_shapes_that_do_not_broadcast_name_both_shapes():
+    with pytest.raises(kiln.ShapeError, match=r"\[3\] and \[4\]"):
+        M.add(kiln.tensor([1.0, 2, 3]), kiln.tensor([1.0, 2, 3, 4]))
+    with pytest.raises(kiln.ShapeError, match=r"\[2, 3\] and \[3, 2\]"):
+        kiln.tensor(np.ones((2, 3))) * kiln.tensor(np.ones((3, 2)))
+    with pytest.raises(kiln.ShapeError, match="do not broadcast"):
+        M.where(kiln.tensor([True, False]), kiln.tensor([1.0, 2, 3]), 0.0)
+
+
+def test_out_of_the_wrong_shape_or_kind_is_rejected():
+    x = kiln.tensor([1.0, 2.0])
+    out = kiln.tensor([0.0, 0.0, 0.0])
+    with pytest.raises(kiln.ShapeError, match=r"out tensor 0 has shape \[3\], expected \[2\]"):
+        M.add(x, x, out=out)
+    with pytest.raises(kiln.ShapeError, match="out tensor"):
+        M.exp(x, out=out)
+    with pytest.raises(kiln.KilnTypeError, match="out: expected a kiln.Tensor"):
+        M.add(x, x, out=[0.0, 0.0])
+    np.testing.assert_array_equal(out.numpy(), [0, 0, 0])
+
+
+def test_neg_of_bool_is_a_dtype_error():
+    with pytest.raises(kiln.DTypeError, match="Neg: expected a numeric tensor, got bool"):
+        M.neg(kiln.tensor([True]))
+
+
+@pytest.mark.parametrize("name", ["sub", "floor_divide", "remainder", "pow"])
+def test_bool_arithmetic_that_numpy_rejects(name):
+    flags = kiln.tensor([True, False])
+    with pytest.raises(kiln.DTypeError, match="expected numeric operands, got bool and bool"):
+        getattr(M, name)(flags, flags)
+    assert_close(M.add(flags, flags), np.array([True, False]))
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES, ids=str)
+def test_integer_division_by_zero_raises(dtype):
+    a = kiln.tensor([5, 6, 7], dtype=dtype)
+    zero_somewhere = kiln.tensor([1, 0, 1], dtype=dtype)
+    out = kiln.tensor([9, 9, 9], dtype=dtype)
+    with pytest.raises(kiln.KilnValueError, match="division by zero"):
+        M.floor_divide(a, zero_somewhere, out=out)
+    with pytest.raises(kiln.KilnValueError, match="division by zero"):
+        M.remainder(a, 0)
+    with pytest.raises(ValueError, match="division by zero"):
+        a // zero_somewhere
+    with pytest.raises(ValueError, match="division by zero"):
+        a %= 0
+    np.testing.assert_array_equal(out.numpy(), [9, 9, 9])
+    np.testing.assert_array_equal(a.numpy(), [5, 6, 7])
+    assert np.isinf(M.floor_divide(kiln.tensor([1.0]), 0).item())
+
+
+def test_negative_integer_power_raises():
+    a = kiln.tensor([2, 3], dtype=kiln.int32)
+    with pytest.raises(kiln.KilnValueError, match="negative integer powers are not allowed"):
+        M.pow(a, kiln.tensor([1, -1], dtype=kiln.int32))
+    with pytest.raises(kiln.KilnValueError, match="negative integer powers"):
+        a ** -2
+    assert_close(a ** -1.0, np.array([0.5, 1 / 3], dtype=np.float32))
+
+
+def test_inplace_result_that_cannot_be_cast_raises():
+    i = kiln.tensor([1, 2], dtype=kiln.int32)
+    with pytest.raises(kiln.DTypeError,
+                       match="result type float32 can't be cast to the desired output type int32"):
+        i += 1.5
+    with pytest.raises(kiln.DTypeError, match="can't be cast"):
+        i /= 2
+    with pytest.raises(kiln.DTypeError, match="can't be cast"):
+        i *= kiln.tensor([1.0, 2.0])
+    flags = kiln.tensor([True, False])
+    with pytest.raises(kiln.DTypeError, match="result type int64 can't be cast"):
+        flags += 1
+    np.testing.assert_array_equal(i.numpy(), [1, 2])
+    with pytest.raises(kiln.ShapeError, match="out tensor"):
+        i += kiln.tensor([[1], [2]], dtype=kiln.int32)
+
+
+def test_attribute_errors():
+    x = kiln.tensor([1.0])
+    with pytest.raises(kiln.KilnValueError, match="'none' or 'tanh', got 'erf'"):
+        M.gelu(x, "erf")
+    with pytest.raises(kiln.KilnValueError, match="at least one of min and max"):
+        M.clamp(x)
+    with pytest.raises(kiln.KilnTypeError, match="min to be a number"):
+        M.clamp(x, "low")

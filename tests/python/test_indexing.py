@@ -1,0 +1,323 @@
+"""Tensor.__getitem__ / __setitem__ against NumPy: basic indices give views, advanced and boolean
+indices copies (with NumPy's placement of the index dims); assignment broadcasts; every error."""
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln._indexing  # noqa: F401  (installs Tensor.__getitem__ / __setitem__)
+from conftest import assert_close, random_array
+
+SHAPE = (4, 5, 6)
+DTYPES = [kiln.float32, kiln.float16, kiln.int64, kiln.bool_]
+DTYPE_IDS = [d.name for d in DTYPES]
+KINDS = ["numpy", "kiln", "list"]
+
+
+class A:  # an integer index array in a key template
+    def __init__(self, values):
+        self.values = np.array(values, dtype=np.int64)
+
+    def __repr__(self):
+        return f"A({self.values.tolist()})"
+
+
+class M:  # a boolean mask in a key template, from a fixed pattern
+    def __init__(self, shape, every=2):
+        self.values = (np.arange(np.prod(shape)).reshape(shape) % every) == 0
+
+    def __repr__(self):
+        return f"M({self.values.shape})"
+
+
+def build(template, kind):
+    """The key with A/M placeholders turned into `kind` objects (NumPy arrays, tensors, lists)."""
+    if isinstance(template, tuple):
+        return tuple(build(t, kind) for t in template)
+    if isinstance(template, (A, M)):
+        v = template.values
+        if kind == "kiln":
+            return kiln.tensor(v)
+        if kind == "list":
+            return v.tolist()
+        return v
+    return template
+
+
+def is_basic(template):
+    items = template if isinstance(template, tuple) else (template,)
+    return not any(isinstance(t, (A, M, bool)) for t in items)
+
+
+BASIC = [
+    0, -1, 3, (1, 2), (1, 2, 3), (-1, -2, -3), slice(None), slice(1, 3), slice(None, None, 2),
+    slice(-3, None), slice(1, 100), slice(5, 1), slice(None, None, 3), slice(-100, 2),
+    (slice(None), 1), (Ellipsis, 0), (0, Ellipsis), (Ellipsis,), (None,), (None, 0),
+    (0, None, slice(1, 3)), (slice(None), None, None, 2), (Ellipsis, None),
+    (1, Ellipsis, None, slice(None, None, 2)), (), (slice(1, 3), slice(None, None, 2), -1),
+    (slice(None), slice(None), slice(None)), (Ellipsis, slice(2, 4), 0), (None, Ellipsis, None),
+    (np.int64(2), slice(1, None)),
+]
+
+ADVANCED = [
+    A([0, 2]), A([[0, 1], [2, 3]]), A([-1, 0, -3]), (slice(None), A([1, 3])),
+    (Ellipsis, A([0, 5, 2])), (A([0, 1]), A([1, 2])), (A([[0], [1]]), A([1, 2, 3])),
+    (slice(None), A([0, 1]), A([2, 3])), (A([0, 1]), slice(None), A([2, 3])),
+    (0, slice(None), A([1, 2])), (A([0, 1]), 2), (1, A([0, 3])),
+    (slice(1, 3), A([0, 2]), slice(None, None, 2)), (None, A([1, 2])), (A([1, 2]), None),
+    (A([0, 1]), None, A([1, 2])), (Ellipsis, A([0, 1]), slice(None)), (A([]),),
+    (slice(None), A([[1, 2, 3]]), None, slice(1, 4)), (A([3, 2]), A([4]), A([5, 0])),
+    (A([[1]]), slice(None, 2), 1), (Ellipsis, A([2]), 3),
+]
+
+BOOLEAN = [
+    M((4,)), M((4, 5)), M((4, 5, 6), every=3), (slice(None), M((5,))), (M((4,)), 1),
+    (Ellipsis, M((6,))), (None, M((4, 5))), (M((4,)), A([1, 2])), (slice(1, 3), M((5, 6))),
+    True, False, (0, True), (False, slice(None)), (M((4,), every=5), Ellipsis),
+]
+
+ALL_KEYS = BASIC + ADVANCED + BOOLEAN
+
+
+def case_id(template):
+    return repr(template).replace(" ", "")
+
+
+@pytest.fixture
+def base():
+    a = np.arange(np.prod(SHAPE), dtype=np.float32).reshape(SHAPE)
+    return a
+
+
+GET_CASES = [(t, k) for t in ALL_KEYS for k in KINDS if k == "numpy" or not is_basic(t)]
+
+
+@pytest.mark.parametrize("template, kind", GET_CASES,
+                         ids=[f"{k}-{case_id(t)}" for t, k in GET_CASES])
+def test_getitem_matches_numpy(template, kind, base):
+    x = kiln.tensor(base)
+    out = x[build(template, kind)]
+    expected = base[build(template, "numpy")]
+    assert_close(out, expected)
+    if is_basic(template):
+        assert out.shares_storage_with(x), "basic indexing must return a view"
+    else:
+        assert not out.shares_storage_with(x), "advanced indexing must copy"
+
+
+@pytest.mark.parametrize("template", ALL_KEYS, ids=case_id)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_getitem_across_dtypes_and_a_non_contiguous_base(template, dtype, rng):
+    a = random_array(SHAPE[::-1], dtype, rng)
+    x = kiln.tensor(a, dtype=dtype).permute(2, 1, 0)
+    expected = a.transpose(2, 1, 0)[build(template, "numpy")]
+    out = x[build(template, "kiln")]
+    assert out.dtype == dtype
+    assert_close(out, expected)
+
+
+def test_basic_index_views_write_through(base):
+    x = kiln.tensor(base)
+    row = x[1]
+    col = x[:, 2, ::2]
+    row.numpy()[0, 0] = -1
+    col.numpy()[3, 1] = -2
+    assert x.numpy()[1, 0, 0] == -1
+    assert x.numpy()[3, 2, 2] == -2
+
+
+def test_0d_tensor_indexing():
+    a = np.array(3.5, np.float32)
+    x = kiln.tensor(a)
+    for key in [(), None, Ellipsis, True, False, (None, Ellipsis)]:
+        assert_close(x[key], a[key])
+    assert x[()].shares_storage_with(x)
+    with pytest.raises(kiln.KilnIndexError, match="too many indices"):
+        x[0]
+
+
+def test_integer_like_scalars_index_like_ints(base):
+    x = kiln.tensor(base)
+    assert_close(x[np.int32(2)], base[2])
+    assert_close(x[kiln.tensor(1)], base[1])
+    assert_close(x[np.array(3)], base[3])
+    assert x[kiln.tensor(1)].shares_storage_with(x)
+    assert_close(x[kiln.tensor([1, 2], dtype=kiln.int32)], base[[1, 2]])
+    assert_close(x[kiln.tensor([1, 2], dtype=kiln.int8)], base[[1, 2]])
+    assert_close(x[np.array([1, 3], np.uint8)], base[[1, 3]])
+
+
+def test_mask_built_with_a_comparison(base):
+    x = kiln.tensor(base - 50)
+    assert_close(x[x > 0], (base - 50)[(base - 50) > 0])
+
+
+# ---------------------------------------------------------------------------------------------
+# __setitem__
+
+def values_for(shape, kind, rng):
+    """A value of `kind` that broadcasts to `shape`."""
+    if kind == "int":
+        return 7
+    if kind == "float":
+        return -2.5
+    if kind == "bool":
+        return True
+    full = rng.integers(-9, 9, size=shape).astype(np.float32)
+    if kind == "numpy":
+        return full
+    if kind == "kiln":
+        return kiln.tensor(full)
+    if kind == "list":
+        return full.tolist() if full.size else 7
+    if kind == "float64":
+        return full.astype(np.float64)
+    # "row": the last dim only, broadcast over the rest
+    return kiln.tensor(full[(0,) * (len(shape) - 1)].copy()) if shape and full.size else 1.0
+
+
+VALUE_KINDS = ["int", "float", "bool", "numpy", "kiln", "list", "float64", "row"]
+
+
+@pytest.mark.parametrize("template", ALL_KEYS, ids=case_id)
+@pytest.mark.parametrize("value_kind", VALUE_KINDS)
+def test_setitem_matches_numpy(template, value_kind, base, rng):
+    expected = base.copy()
+    key = build(template, "numpy")
+    value = values_for(expected[key].shape, value_kind, rng)
+    np_value = value.numpy() if isinstance(value, kiln.Tensor) else value
+    expected[key] = np_value
+    x = kiln.tensor(base)
+    x[build(template, "kiln")] = value
+    assert_close(x, expected)
+
+
+@pytest.mark.parametrize("template", [t for t in ALL_KEYS if not is_basic(t)], ids=case_id)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_setitem_advanced_on_a_non_contiguous_base(template, dtype, rng):
+    a = random_array(SHAPE[::-1], dtype, rng)
+    expected = a.copy().transpose(2, 1, 0)
+    key = build(template, "numpy")
+    value = random_array(expected[key].shape, dtype, rng)
+    expected[key] = value
+    t = kiln.tensor(a, dtype=dtype)
+    x = t.permute(2, 1, 0)
+    x[build(template, "list")] = kiln.tensor(value, dtype=dtype)
+    assert_close(x, expected)
+    assert_close(t, expected.transpose(2, 1, 0))  # written through to the base
+
+
+def test_setitem_with_an_overlapping_source(base):
+    x = kiln.tensor(base)
+    x[1:] = x[:-1]
+    expected = base.copy()
+    expected[1:] = expected[:-1].copy()
+    assert_close(x, expected)
+    y = kiln.tensor(base)
+    y[[0, 1]] = y[[1, 0]]
+    assert_close(y, base[[1, 0, 2, 3]])
+
+
+def test_bool_mask_assignment_from_a_comparison(base):
+    x = kiln.tensor(base - 60)
+    x[x > 0] = 0
+    expected = base - 60
+    expected[expected > 0] = 0
+    assert_close(x, expected)
+    x[np.asarray(x.numpy() < -50)] = kiln.tensor(1.0)
+    expected[expected < -50] = 1.0
+    assert_close(x, expected)
+
+
+def test_setitem_converts_the_value_dtype():
+    x = kiln.tensor(np.zeros(4, np.int32))
+    x[1:3] = np.array([1.9, -2.7])
+    x[[0]] = 5.5
+    np.testing.assert_array_equal(x.numpy(), [5, 1, -2, 0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+
+GET_ERRORS = [
+    (4, kiln.KilnIndexError, r"index 4 is out of bounds for dimension 0 with size 4"),
+    (-5, kiln.KilnIndexError, r"index -5 is out of bounds for dimension 0 with size 4"),
+    ((0, 5), kiln.KilnIndexError, r"index 5 is out of bounds for dimension 1 with size 5"),
+    ((Ellipsis, 6), kiln.KilnIndexError, r"dimension 2 with size 6"),
+    ((None, 0, 0, 9), kiln.KilnIndexError, r"dimension 2 with size 6"),
+    ([0, 4], kiln.KilnIndexError, r"index 4 is out of bounds for dimension 0 with size 4"),
+    ((slice(None), [1, -6]), kiln.KilnIndexError, r"index -6 is out of bounds for dimension 1"),
+    ((0, slice(None), [6]), kiln.KilnIndexError, r"index 6 is out of bounds for dimension 2"),
+    ((0, 0, 0, 0), kiln.KilnIndexError, r"too many indices for tensor: tensor is 3-dimensional, "
+                                        r"but 4 were indexed"),
+    ((Ellipsis, Ellipsis), kiln.KilnIndexError, r"single ellipsis"),
+    (1.5, kiln.KilnIndexError, r"only integers, slices.*got float"),
+    ("a", kiln.KilnIndexError, r"got str"),
+    ((0, {}), kiln.KilnIndexError, r"got dict"),
+    (np.array([1.0]), kiln.KilnIndexError, r"integer or boolean type, got float64"),
+    (kiln.tensor([1.0]), kiln.KilnIndexError, r"integer or boolean type, got float32"),
+    ([0.5, 1], kiln.KilnIndexError, r"integer or boolean type"),
+    (slice(None, None, -1), kiln.KilnValueError, r"negative slice steps are not supported"),
+    ((0, slice(3, 1, -2)), kiln.KilnValueError, r"negative slice steps"),
+    (slice(None, None, 0), kiln.KilnValueError, r"slice step cannot be zero"),
+    (np.ones(5, bool), kiln.KilnIndexError, r"boolean index did not match.*mask shape \(5,\)"),
+    ((slice(None), np.ones((5, 5), bool)), kiln.KilnIndexError, r"tensor dims 1..2 have shape"),
+    (np.ones((4, 5, 6, 1), bool), kiln.KilnIndexError, r"too many indices"),
+    (([0, 1], [0, 1, 2]), kiln.KilnIndexError, r"could not be broadcast together with shapes "
+                                               r"\(2,\), \(3,\)"),
+]
+
+GET_ERROR_IDS = [case_id(k) for k, _, _ in GET_ERRORS]
+
+
+@pytest.mark.parametrize("key, error, match", GET_ERRORS, ids=GET_ERROR_IDS)
+def test_getitem_errors(key, error, match, base):
+    x = kiln.tensor(base)
+    with pytest.raises(error, match=match):
+        x[key]
+
+
+@pytest.mark.parametrize("key, error, match", GET_ERRORS, ids=GET_ERROR_IDS)
+def test_setitem_errors_leave_the_tensor_intact(key, error, match, base):
+    x = kiln.tensor(base)
+    with pytest.raises(error, match=match):
+        x[key] = 1.0
+    np.testing.assert_array_equal(x.numpy(), base)
+
+
+@pytest.mark.parametrize("key, value, match", [
+    (0, np.ones(4), r"cannot broadcast"),
+    (slice(None), np.ones((2, 4, 5, 6)), r"fewer dimensions"),
+    ([0, 1], np.ones(3), r"broadcast to the indexed shape \[2, 5, 6\]"),
+    ((slice(None), [0, 1]), np.ones((3, 6)), r"broadcast to the indexed shape \[4, 2, 6\]"),
+    (np.arange(4) > 1, np.ones(3), r"broadcast to the indexed shape \[2, 5, 6\]"),
+])
+def test_setitem_value_shape_errors(key, value, match, base):
+    x = kiln.tensor(base)
+    with pytest.raises(kiln.ShapeError, match=match):
+        x[key] = value
+    np.testing.assert_array_equal(x.numpy(), base)
+
+
+def test_errors_are_also_builtin_exceptions(base):
+    x = kiln.tensor(base)
+    with pytest.raises(IndexError):
+        x[10]
+    with pytest.raises(ValueError):
+        x[::-1]
+    with pytest.raises(ValueError):
+        x[0] = np.ones(3)
+
+
+def test_mint_index_helpers_directly(base):
+    helpers = kiln._C.mint
+    x = kiln.tensor(base)
+    out = helpers._index(x, [np.array([1, -1]), np.array([0, 2])])
+    assert_close(out, base[[1, -1], [0, 2]])
+    helpers._index_put_(x, [np.array([[0], [2]])], 5.0)
+    expected = base.copy()
+    expected[[[0], [2]]] = 5.0
+    assert_close(x, expected)
+    y = kiln.tensor(np.zeros(3, np.float32))
+    helpers._copy_into(y, 2)
+    assert_close(y, np.full(3, 2, np.float32))

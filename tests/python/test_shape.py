@@ -1,0 +1,548 @@
+"""kiln.mint shape ops against NumPy: views, cat/stack/split/chunk, index_select, gather, scatter,
+masked_fill, pad, tril/triu, and every error path."""
+
+import math
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import assert_close, numpy_dtype, random_array
+from kiln import mint
+
+DTYPES = [kiln.float32, kiln.float16, kiln.int64, kiln.bool_]
+DTYPE_IDS = [d.name for d in DTYPES]
+LAYOUTS = ["contiguous", "transposed", "strided"]
+
+
+def make(shape, dtype, rng, layout="contiguous"):
+    """(NumPy array, kiln tensor) with equal values; the tensor is laid out as `layout` says."""
+    if layout == "contiguous" or len(shape) < 2:
+        a = random_array(shape, dtype, rng)
+        return a, kiln.tensor(a, dtype=dtype)
+    if layout == "transposed":
+        base = random_array(shape[::-1], dtype, rng)
+        dims = list(range(len(shape)))[::-1]
+        return base.transpose(dims), kiln.tensor(base, dtype=dtype).permute(dims)
+    base = random_array(shape[:-1] + (2 * shape[-1],), dtype, rng)
+    t = kiln.tensor(base, dtype=dtype).slice(-1, 0, 2 * shape[-1], 2)
+    assert not t.is_contiguous() or shape[-1] <= 1
+    return base[..., ::2], t
+
+
+def test_every_primitive_is_registered():
+    names = set(kiln._C.list_ops())
+    for name in ["Reshape", "Transpose", "Permute", "Expand", "Squeeze", "Unsqueeze", "Flatten",
+                 "Contiguous", "Concat", "Stack", "Split", "IndexSelect", "Gather", "Scatter",
+                 "MaskedFill", "Pad", "Tril", "Triu", "Index", "IndexPut"]:
+        assert name in names
+
+
+# ---------------------------------------------------------------------------------------------
+# Views
+
+VIEWS = {
+    "reshape": ((2, 3, 4), lambda t: mint.reshape(t, (6, -1)), lambda a: a.reshape(6, -1)),
+    "reshape_int": ((2, 3), lambda t: mint.reshape(t, -1), lambda a: a.reshape(-1)),
+    "reshape_0d": ((), lambda t: mint.reshape(t, [1, 1]), lambda a: a.reshape(1, 1)),
+    "reshape_empty": ((0, 3), lambda t: mint.reshape(t, (3, 0)), lambda a: a.reshape(3, 0)),
+    "transpose": ((2, 3, 4), lambda t: mint.transpose(t, 0, -1), lambda a: np.swapaxes(a, 0, -1)),
+    "permute": ((2, 3, 4), lambda t: mint.permute(t, (2, 0, 1)), lambda a: a.transpose(2, 0, 1)),
+    "expand": ((3, 1), lambda t: mint.expand(t, (2, 3, 4)),
+               lambda a: np.broadcast_to(a, (2, 3, 4))),
+    "expand_keep": ((3, 1), lambda t: mint.expand(t, [-1, 5]),
+                    lambda a: np.broadcast_to(a, (3, 5))),
+    "squeeze": ((1, 3, 1), mint.squeeze, np.squeeze),
+    "squeeze_dim": ((1, 3, 1), lambda t: mint.squeeze(t, -1), lambda a: np.squeeze(a, -1)),
+    "squeeze_kept": ((2, 3), lambda t: mint.squeeze(t, 0), lambda a: a),
+    "unsqueeze": ((2, 3), lambda t: mint.unsqueeze(t, 1), lambda a: np.expand_dims(a, 1)),
+    "unsqueeze_end": ((2, 3), lambda t: mint.unsqueeze(t, -1), lambda a: a[..., None]),
+    "unsqueeze_0d": ((), lambda t: mint.unsqueeze(t, 0), lambda a: a.reshape(1)),
+    "flatten": ((2, 3, 4), mint.flatten, lambda a: a.reshape(-1)),
+    "flatten_mid": ((2, 3, 4, 5), lambda t: mint.flatten(t, 1, 2), lambda a: a.reshape(2, 12, 5)),
+    "flatten_0d": ((), mint.flatten, lambda a: a.reshape(1)),
+}
+
+
+@pytest.mark.parametrize("case", list(VIEWS))
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_view_op_matches_numpy_and_shares_storage(case, dtype, rng):
+    shape, op, ref = VIEWS[case]
+    a, t = make(shape, dtype, rng)
+    out = op(t)
+    assert out.dtype == dtype
+    assert_close(out, ref(a))
+    assert out.shares_storage_with(t) or out.numel() == 0
+
+
+@pytest.mark.parametrize("case", [c for c in VIEWS if len(VIEWS[c][0]) >= 2])
+@pytest.mark.parametrize("layout", ["transposed", "strided"])
+def test_view_op_handles_non_contiguous_input(case, layout, rng):
+    shape, op, ref = VIEWS[case]
+    a, t = make(shape, kiln.float32, rng, layout)
+    assert_close(op(t), ref(a))
+
+
+def test_reshape_copies_only_when_strides_cannot_express_it(rng):
+    _, t = make((3, 4), kiln.float32, rng, "transposed")
+    assert not mint.reshape(t, (12,)).shares_storage_with(t)
+    assert not mint.reshape(t, (2, 2, 3)).shares_storage_with(t)
+    assert mint.reshape(t, (3, 2, 2)).shares_storage_with(t)
+
+
+def test_contiguous_copies_only_non_contiguous_tensors(rng):
+    a, t = make((3, 4), kiln.float32, rng)
+    assert mint.contiguous(t).shares_storage_with(t)
+    tt = mint.transpose(t, 0, 1)
+    c = mint.contiguous(tt)
+    assert c.is_contiguous() and not c.shares_storage_with(t)
+    assert_close(c, a.T)
+
+
+def test_writes_through_a_view_reach_the_base():
+    t = kiln.tensor(np.zeros((2, 3), np.float32))
+    v = mint.transpose(t, 0, 1)
+    v.numpy()[2, 1] = 5.0
+    assert t.numpy()[1, 2] == 5.0
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda t: mint.reshape(t, (4, 2)), kiln.ShapeError, r"invalid for 6 elements"),
+    (lambda t: mint.reshape(t, (-1, -1)), kiln.ShapeError, r"only one dimension can be -1"),
+    (lambda t: mint.transpose(t, 0, 2), kiln.KilnIndexError, r"out of range"),
+    (lambda t: mint.permute(t, (0, 0)), kiln.KilnIndexError, r"appears twice"),
+    (lambda t: mint.permute(t, (0,)), kiln.ShapeError, r"expected 2 dims"),
+    (lambda t: mint.expand(t, (4, 3)), kiln.ShapeError, r"cannot broadcast"),
+    (lambda t: mint.expand(t, (3,)), kiln.ShapeError, r"fewer dimensions"),
+    (lambda t: mint.squeeze(t, 2), kiln.KilnIndexError, r"out of range"),
+    (lambda t: mint.unsqueeze(t, 4), kiln.KilnIndexError, r"out of range"),
+    (lambda t: mint.flatten(t, 1, 0), kiln.KilnIndexError, r"comes after"),
+])
+def test_view_op_errors_name_the_op(call, error, match):
+    t = kiln.tensor(np.zeros((2, 3), np.float32))
+    with pytest.raises(error, match=match):
+        call(t)
+
+
+# ---------------------------------------------------------------------------------------------
+# cat and stack
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_cat_matches_concatenate(dim, layout, dtype, rng):
+    sizes = [2, 0, 3]
+    shape = [2, 3, 4]
+    pairs = []
+    for n in sizes:
+        s = list(shape)
+        s[dim] = n
+        pairs.append(make(tuple(s), dtype, rng, layout))
+    out = mint.cat([t for _, t in pairs], dim)
+    assert out.dtype == dtype and out.is_contiguous()
+    assert_close(out, np.concatenate([a for a, _ in pairs], axis=dim))
+
+
+@pytest.mark.parametrize("a_dtype, b_dtype", [
+    (kiln.int32, kiln.float32), (kiln.bool_, kiln.int64), (kiln.float16, kiln.float32),
+    (kiln.int8, kiln.uint8), (kiln.bfloat16, kiln.float16), (kiln.int64, kiln.int64)])
+def test_cat_and_stack_promote_to_the_result_type(a_dtype, b_dtype, rng):
+    a = random_array((2, 3), a_dtype, rng)
+    b = random_array((2, 3), b_dtype, rng)
+    ta, tb = kiln.tensor(a, dtype=a_dtype), kiln.tensor(b, dtype=b_dtype)
+    want = kiln.promote_types(a_dtype, b_dtype)
+    expected_dtype = numpy_dtype(want)
+    cat = mint.cat([ta, tb], 1)
+    assert cat.dtype == want
+    assert_close(cat, np.concatenate([a.astype(expected_dtype), b.astype(expected_dtype)], 1))
+    stacked = mint.stack([ta, tb])
+    assert stacked.dtype == want
+    assert_close(stacked, np.stack([a.astype(expected_dtype), b.astype(expected_dtype)]))
+
+
+def test_cat_accepts_numpy_arrays_and_a_single_tensor(rng):
+    a = random_array((2, 3), kiln.float32, rng)
+    assert_close(mint.cat([a, kiln.tensor(a)]), np.concatenate([a, a]))
+    assert_close(mint.cat([kiln.tensor(a)], 1), a)
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1, -3])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_stack_matches_numpy(dim, layout, dtype, rng):
+    pairs = [make((2, 3), dtype, rng, layout) for _ in range(3)]
+    out = mint.stack([t for _, t in pairs], dim)
+    assert_close(out, np.stack([a for a, _ in pairs], axis=dim))
+
+
+def test_stack_joins_0d_and_empty_tensors(rng):
+    assert_close(mint.stack([kiln.tensor(1.5), kiln.tensor(2.5)]), np.array([1.5, 2.5], np.float32))
+    empty = kiln.tensor(np.zeros((0, 2), np.float32))
+    assert mint.stack([empty, empty], 1).shape == (0, 2, 2)
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: mint.cat([np.zeros((2, 3)), np.zeros((3, 3))], 1), kiln.ShapeError,
+     r"expected tensor 1 to have size 2 in dimension 0"),
+    (lambda: mint.cat([np.zeros((2, 3)), np.zeros((2, 3, 1))]), kiln.ShapeError,
+     r"expected tensor 1 to have 2 dimensions"),
+    (lambda: mint.cat([np.zeros(3), np.zeros(())]), kiln.ShapeError, r"0-d tensor at index 1"),
+    (lambda: mint.cat([]), kiln.KilnValueError, r"at least one tensor"),
+    (lambda: mint.cat([np.zeros((2, 3))], 2), kiln.KilnIndexError, r"out of range"),
+    (lambda: mint.stack([np.zeros((2, 3)), np.zeros((2, 4))]), kiln.ShapeError,
+     r"expected tensor 1 to have shape \[2, 3\].*dimension 1"),
+    (lambda: mint.stack([np.zeros(2), np.zeros((2, 1))]), kiln.ShapeError, r"tensor 1"),
+    (lambda: mint.stack([]), kiln.KilnValueError, r"at least one tensor"),
+    (lambda: mint.stack([np.zeros(2)], 3), kiln.KilnIndexError, r"out of range"),
+])
+def test_cat_and_stack_errors(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+# ---------------------------------------------------------------------------------------------
+# split and chunk
+
+def torch_chunk_sizes(n, chunks):
+    """Piece sizes torch.chunk documents: ceil(n / chunks) each, fewer pieces when n is small;
+    an empty dimension gives `chunks` empty pieces."""
+    if n == 0:
+        return [0] * chunks
+    size = math.ceil(n / chunks)
+    return [size] * (n // size) + ([n % size] if n % size else [])
+
+
+def check_pieces(pieces, a, sizes, dim, base):
+    assert isinstance(pieces, tuple)
+    assert [p.shape[dim] for p in pieces] == sizes
+    expected = np.split(a, np.cumsum(sizes)[:-1], axis=dim)
+    for piece, e in zip(pieces, expected):
+        assert_close(piece, e)
+        assert piece.shares_storage_with(base)
+
+
+@pytest.mark.parametrize("n, split_size", [(6, 2), (7, 3), (2, 5), (0, 3), (1, 1)])
+@pytest.mark.parametrize("dim", [0, -1])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_split_by_size_returns_views(n, split_size, dim, dtype, rng):
+    shape = (n, 3) if dim == 0 else (3, n)
+    a, t = make(shape, dtype, rng)
+    sizes = [split_size] * (n // split_size) + ([n % split_size] if n % split_size else [])
+    check_pieces(mint.split(t, split_size, dim), a, sizes or [0], dim, t)
+
+
+@pytest.mark.parametrize("sections", [[1, 2, 3], [6], [0, 6, 0], [3, 3]])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_split_by_sections_matches_numpy(sections, layout, rng):
+    a, t = make((2, 6), kiln.float32, rng, layout)
+    check_pieces(mint.split(t, sections, 1), a, sections, 1, t)
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 6, 7])
+@pytest.mark.parametrize("chunks", [1, 2, 3, 4, 8])
+def test_chunk_follows_torch_chunk(n, chunks, rng):
+    a, t = make((3, n), kiln.int64, rng)
+    check_pieces(mint.chunk(t, chunks, 1), a, torch_chunk_sizes(n, chunks), 1, t)
+
+
+def test_split_pieces_write_through_to_the_base():
+    t = kiln.tensor(np.zeros(4, np.float32))
+    first, second = mint.split(t, 2)
+    second.numpy()[:] = 7
+    np.testing.assert_array_equal(t.numpy(), [0, 0, 7, 7])
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda t: mint.split(t, [2, 2]), kiln.ShapeError, r"summing to 5.*\[2, 2\] summing to 4"),
+    (lambda t: mint.split(t, [6, -1]), kiln.KilnValueError, r"non-negative section sizes"),
+    (lambda t: mint.split(t, 0), kiln.KilnValueError, r"positive split_size"),
+    (lambda t: mint.split(t, 2, 2), kiln.KilnIndexError, r"out of range"),
+    (lambda t: mint.split(kiln.tensor(1.0), 1), kiln.ShapeError, r"0-d tensor"),
+    (lambda t: mint.chunk(t, 0), kiln.KilnValueError, r"positive number of chunks"),
+    (lambda t: mint.chunk(kiln.tensor(1.0), 2), kiln.ShapeError, r"0-d tensor"),
+    (lambda t: mint.chunk(t, 2, -3), kiln.KilnIndexError, r"out of range"),
+])
+def test_split_and_chunk_errors(call, error, match):
+    t = kiln.tensor(np.zeros((5, 2), np.float32))
+    with pytest.raises(error, match=match):
+        call(t)
+
+
+# ---------------------------------------------------------------------------------------------
+# index_select, gather, scatter
+
+INDEX_DTYPES = [np.int64, np.int32]
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=["int64", "int32"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_index_select_matches_take(dim, index_dtype, layout, dtype, rng):
+    a, t = make((3, 4, 5), dtype, rng, layout)
+    n = a.shape[dim]
+    index = np.array([n - 1, 0, -1, 1, -n, 0], index_dtype)
+    out = mint.index_select(t, dim, kiln.tensor(index))
+    assert out.dtype == dtype
+    assert_close(out, np.take(a, index, axis=dim))
+
+
+def test_index_select_with_0d_and_empty_indices(rng):
+    a, t = make((3, 4), kiln.float32, rng)
+    assert_close(mint.index_select(t, 1, kiln.tensor(2)), a[:, [2]])
+    assert mint.index_select(t, 0, np.zeros(0, np.int64)).shape == (0, 4)
+    assert mint.index_select(kiln.tensor(np.zeros((0, 2))), 1, np.array([1])).shape == (0, 1)
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=["int64", "int32"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_gather_matches_take_along_axis(dim, index_dtype, layout, dtype, rng):
+    a, t = make((3, 4, 5), dtype, rng, layout)
+    shape = list(a.shape)
+    n = shape[dim]
+    shape[dim] = 6
+    index = rng.integers(-n, n, size=shape).astype(index_dtype)
+    out = mint.gather(t, dim, index)
+    assert out.shape == tuple(shape)
+    assert_close(out, np.take_along_axis(a, index, axis=dim))
+
+
+def test_gather_with_an_index_smaller_than_x(rng):
+    a, t = make((4, 5), kiln.int64, rng)
+    index = rng.integers(0, 4, size=(2, 3))
+    assert_close(mint.gather(t, 0, index), np.take_along_axis(a[:, :3], index, axis=0))
+
+
+def test_gather_on_0d_and_empty(rng):
+    assert mint.gather(kiln.tensor(3.0), 0, kiln.tensor(0)).item() == 3.0
+    assert mint.gather(kiln.tensor(np.zeros((2, 3))), 1, np.zeros((2, 0), np.int64)).shape == (2, 0)
+
+
+def scatter_reference(a, dim, index, src, reduce):
+    """torch.scatter, in order (the last duplicate wins); reductions in float64."""
+    out = a.astype(np.float64) if reduce != "none" else a.copy()
+    src = np.broadcast_to(src, index.shape) if np.ndim(src) == 0 else src
+    for pos in np.ndindex(*index.shape):
+        target = list(pos)
+        target[dim] = index[pos]
+        target = tuple(target)
+        if reduce == "none":
+            out[target] = src[pos]
+        elif reduce == "add":
+            out[target] += src[pos]
+        else:
+            out[target] *= src[pos]
+    return out.astype(a.dtype)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_scatter_matches_put_along_axis(dim, layout, dtype, rng):
+    a, t = make((4, 5), dtype, rng, layout)
+    n = a.shape[dim]
+    # A permutation along `dim` writes every target once, so the result is order-independent.
+    index = np.argsort(rng.random(a.shape), axis=dim)[:3] if dim == 0 else \
+        np.argsort(rng.random(a.shape), axis=dim)[:, :3]
+    src = random_array(index.shape, dtype, rng)
+    expected = a.copy()
+    np.put_along_axis(expected, index, src, axis=dim)
+    out = mint.scatter(t, dim, kiln.tensor(index - n * (index % 2)), kiln.tensor(src, dtype=dtype))
+    assert_close(out, expected)
+    assert_close(t, a)  # out of place
+
+
+@pytest.mark.parametrize("reduce", ["add", "multiply"])
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float16, kiln.int64, kiln.int32],
+                         ids=lambda d: d.name)
+def test_scatter_reduces_duplicates(reduce, dtype, rng):
+    a = rng.integers(-3, 4, size=(3, 4)).astype(numpy_dtype(dtype))
+    index = rng.integers(0, 3, size=(5, 4))
+    src = rng.integers(-3, 4, size=(6, 4)).astype(numpy_dtype(dtype))  # larger than index
+    out = mint.scatter(kiln.tensor(a), 0, index.astype(np.int32), kiln.tensor(src), reduce=reduce)
+    assert out.dtype == dtype
+    assert_close(out, scatter_reference(a, 0, index, src[:5], reduce))
+
+
+@pytest.mark.parametrize("value", [7, 2.5, True])
+def test_scatter_takes_a_scalar_src(value, rng):
+    a = rng.integers(0, 9, size=(2, 3)).astype(np.int64)
+    index = np.array([[1, 0], [2, 2]])
+    out = mint.scatter(kiln.tensor(a), 1, index, value)
+    assert out.dtype == kiln.int64
+    assert_close(out, scatter_reference(a, 1, index, np.int64(value), "none"))
+
+
+def test_scatter_with_duplicates_keeps_the_last_value():
+    out = mint.scatter(kiln.tensor(np.zeros(3, np.float32)), 0, np.array([1, 1, 1]),
+                       kiln.tensor([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(out.numpy(), [0, 3, 0])
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda x: mint.index_select(x, 0, np.array([3])), kiln.KilnIndexError,
+     r"index 3 is out of bounds for dimension 0 with size 3"),
+    (lambda x: mint.index_select(x, 1, np.array([-5])), kiln.KilnIndexError,
+     r"index -5 is out of bounds for dimension 1 with size 4"),
+    (lambda x: mint.index_select(x, 0, np.array([0.5])), kiln.DTypeError,
+     r"int64 or int32 index tensor, got float64"),
+    (lambda x: mint.index_select(x, 0, np.array([[0]])), kiln.ShapeError, r"0-d or 1-d index"),
+    (lambda x: mint.index_select(kiln.tensor(1.0), 0, np.array([0])), kiln.ShapeError,
+     r"0-d tensor"),
+    (lambda x: mint.index_select(x, 2, np.array([0])), kiln.KilnIndexError, r"out of range"),
+    (lambda x: mint.gather(x, 1, np.array([[0, 7]])), kiln.KilnIndexError,
+     r"index 7 is out of bounds for dimension 1 with size 4"),
+    (lambda x: mint.gather(x, 1, np.array([0, 1])), kiln.ShapeError, r"as many dimensions as x"),
+    (lambda x: mint.gather(x, 1, np.zeros((4, 1), np.int64)), kiln.ShapeError,
+     r"index size <= 3 in dimension 0"),
+    (lambda x: mint.gather(x, 0, np.zeros((1, 1), np.int16)), kiln.DTypeError, r"got int16"),
+    (lambda x: mint.scatter(x, 0, np.array([[0]]), 1.0, reduce="max"), kiln.KilnValueError,
+     r"reduce 'none', 'add' or 'multiply', got 'max'"),
+    (lambda x: mint.scatter(x, 0, np.array([[0, 1]]), np.ones((1, 1))), kiln.ShapeError,
+     r"src size >= 2"),
+    (lambda x: mint.scatter(x, 0, np.array([[0]]), np.ones(1)), kiln.ShapeError,
+     r"as many dimensions as index"),
+    (lambda x: mint.scatter(x, 0, np.array([[3]]), 1.0), kiln.KilnIndexError,
+     r"index 3 is out of bounds for dimension 0 with size 3"),
+])
+def test_index_op_errors(call, error, match):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = kiln.tensor(a)
+    with pytest.raises(error, match=match):
+        call(x)
+    np.testing.assert_array_equal(x.numpy(), a)
+
+
+# ---------------------------------------------------------------------------------------------
+# masked_fill
+
+@pytest.mark.parametrize("mask_shape", [(3, 4), (4,), (3, 1), ()])
+@pytest.mark.parametrize("value", [2, -1.5, True])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_masked_fill_matches_where(mask_shape, value, layout, dtype, rng):
+    a, t = make((3, 4), dtype, rng, layout)
+    mask = rng.random(mask_shape) > 0.5
+    out = mint.masked_fill(t, mask, value)
+    assert out.dtype == dtype
+    if dtype.is_floating_point:
+        fill = np.array(value, np.float32).astype(numpy_dtype(dtype))
+    else:
+        fill = np.array(int(value) if dtype != kiln.bool_ else bool(value)).astype(a.dtype)
+    assert_close(out, np.where(mask, fill, a))
+
+
+def test_masked_fill_takes_a_0d_tensor_value(rng):
+    a, t = make((2, 3), kiln.float32, rng)
+    mask = a > 0
+    assert_close(mint.masked_fill(t, mask, kiln.tensor(9.0)), np.where(mask, 9.0, a))
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda x: mint.masked_fill(x, np.ones(4), 1), kiln.DTypeError, r"bool mask, got float64"),
+    (lambda x: mint.masked_fill(x, np.ones((2, 3, 4), bool), 1), kiln.ShapeError,
+     r"broadcasts to x's shape \[3, 4\]"),
+    (lambda x: mint.masked_fill(x, np.ones(4, bool), kiln.tensor([1, 2])), kiln.KilnValueError,
+     r"0-d tensor as value"),
+    (lambda x: mint.masked_fill(x.numpy().astype(np.int32), np.ones(4, bool), float("inf")),
+     kiln.KilnValueError, r"cannot fill a int32 tensor"),
+])
+def test_masked_fill_errors(call, error, match):
+    x = kiln.tensor(np.zeros((3, 4), np.float32))
+    with pytest.raises(error, match=match):
+        call(x)
+
+
+# ---------------------------------------------------------------------------------------------
+# pad
+
+def numpy_pad(a, pads, mode, value):
+    """np.pad from torch-style (before, after) pairs starting at the last dim; negative constant
+    pads crop."""
+    width = [(0, 0)] * a.ndim
+    for i in range(len(pads) // 2):
+        width[a.ndim - 1 - i] = (pads[2 * i], pads[2 * i + 1])
+    grow = [(max(b, 0), max(e, 0)) for b, e in width]
+    np_mode = {"constant": "constant", "reflect": "reflect", "replicate": "edge"}[mode]
+    kwargs = {"constant_values": value} if mode == "constant" else {}
+    out = np.pad(a, grow, mode=np_mode, **kwargs)
+    crop = tuple(slice(max(-b, 0), out.shape[d] - max(-e, 0)) for d, (b, e) in enumerate(width))
+    return out[crop]
+
+
+PADS = [[1, 2], [0, 0, 2, 1], [2, 0, 1, 1, 1, 0], [3], [0, 1, 0, 0]]
+
+
+@pytest.mark.parametrize("pads", [p for p in PADS if len(p) % 2 == 0], ids=str)
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_pad_matches_numpy(pads, mode, layout, dtype, rng):
+    a, t = make((2, 3, 4), dtype, rng, layout)
+    value = 1.0 if dtype == kiln.bool_ else 2.0
+    out = mint.pad(t, pads, mode, value)
+    assert out.dtype == dtype
+    assert_close(out, numpy_pad(a, pads, mode, np.array(value).astype(a.dtype)))
+
+
+@pytest.mark.parametrize("pads", [[-1, 2], [-1, -1, 1, 0], [0, -3]], ids=str)
+def test_pad_constant_crops_with_negative_pads(pads, rng):
+    a, t = make((2, 3), kiln.float32, rng)
+    assert_close(mint.pad(t, pads, value=-1), numpy_pad(a, pads, "constant", -1))
+
+
+def test_pad_0d_empty_and_default_value(rng):
+    assert mint.pad(kiln.tensor(2.0), []).item() == 2.0
+    empty = kiln.tensor(np.zeros((0, 2), np.float32))
+    assert_close(mint.pad(empty, [1, 1, 1, 0]), np.zeros((1, 4), np.float32))
+    a, t = make((2,), kiln.float32, rng)
+    assert_close(mint.pad(t, [1, 1]), np.pad(a, 1))
+
+
+@pytest.mark.parametrize("pads, mode, error, match", [
+    ([1], "constant", kiln.KilnValueError, r"odd number of pads"),
+    ([1, 1] * 4, "constant", kiln.KilnValueError, r"at most 6 pads"),
+    ([1, 1], "circular", kiln.KilnValueError, r"got 'circular'"),
+    ([4, 0], "reflect", kiln.KilnValueError, r"less than the dimension size.*size 4"),
+    ([-1, 0], "reflect", kiln.KilnValueError, r"only supported in constant mode"),
+    ([0, -1], "replicate", kiln.KilnValueError, r"only supported in constant mode"),
+    ([-3, -2], "constant", kiln.ShapeError, r"negative size -1"),
+])
+def test_pad_errors(pads, mode, error, match):
+    t = kiln.tensor(np.zeros((2, 3, 4), np.float32))
+    with pytest.raises(error, match=match):
+        mint.pad(t, pads, mode)
+
+
+def test_pad_refuses_unrepresentable_values_and_empty_replicate():
+    with pytest.raises(kiln.KilnValueError, match=r"cannot pad a int64 tensor"):
+        mint.pad(kiln.tensor([1, 2]), [1, 1], value=float("nan"))
+    with pytest.raises(kiln.KilnValueError, match=r"replicate-pad the empty dimension 0"):
+        mint.pad(kiln.tensor(np.zeros(0)), [1, 0], "replicate")
+
+
+# ---------------------------------------------------------------------------------------------
+# tril and triu
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5), (5, 3), (2, 3, 4), (0, 3), (2, 0, 0)], ids=str)
+@pytest.mark.parametrize("diagonal", [-2, -1, 0, 1, 3, 100, -100])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_tril_triu_match_numpy(shape, diagonal, dtype, rng):
+    a, t = make(shape, dtype, rng)
+    assert_close(mint.tril(t, diagonal), np.tril(a, diagonal))
+    assert_close(mint.triu(t, diagonal), np.triu(a, diagonal))
+
+
+@pytest.mark.parametrize("layout", ["transposed", "strided"])
+def test_tril_triu_non_contiguous(layout, rng):
+    a, t = make((3, 4, 5), kiln.float32, rng, layout)
+    assert_close(mint.tril(t, 1), np.tril(a, 1))
+    assert_close(mint.triu(t), np.triu(a))
+
+
+@pytest.mark.parametrize("op", [mint.tril, mint.triu])
+def test_tril_triu_need_two_dims(op):
+    with pytest.raises(kiln.ShapeError, match=r"at least 2 dimensions, got 1-d"):
+        op(kiln.tensor([1.0, 2.0]))
