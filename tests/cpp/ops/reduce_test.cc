@@ -20,7 +20,7 @@ namespace {
 
 Tensor from_values(const std::vector<float>& values, const Shape& shape) {
   Tensor t = Tensor::empty(shape, DType::kFloat32);
-  std::memcpy(t.data_ptr(), values.data(), values.size() * sizeof(float));
+  if (!values.empty()) std::memcpy(t.data_ptr(), values.data(), values.size() * sizeof(float));
   return t;
 }
 
@@ -240,6 +240,63 @@ TEST(CumSum, ScansAlongTheGivenDim) {
   EXPECT_EQ(values_of(cumsum(x, 1)), (std::vector<float>{0, 1, 3, 3, 7, 12}));
   EXPECT_EQ(values_of(cumsum(x, 0)), (std::vector<float>{0, 1, 2, 3, 5, 7}));
   EXPECT_EQ(values_of(cumsum(x.transpose(0, 1), 1)), (std::vector<float>{0, 3, 1, 5, 2, 7}));
+}
+
+/// `x` converted to `dtype` (a contiguous copy).
+Tensor as_dtype(const Tensor& x, DType dtype) {
+  Tensor out = Tensor::empty(x.shape(), dtype);
+  copy_into(out, x);
+  return out;
+}
+
+// Runs every op on every dtype over the layouts the planner distinguishes (rows, columns, the
+// permuted buffer path, the copy path, chunked partials, empty), mainly for the sanitizer job;
+// the extremum must not depend on the layout.
+TEST(ReduceOps, RunOnEveryDtypeAndLayout) {
+  const std::vector<DType> dtypes = {
+      DType::kBool,  DType::kInt8,    DType::kUInt8,    DType::kInt16,   DType::kInt32,
+      DType::kInt64, DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64};
+  std::vector<Tensor> inputs;
+  for (const Shape& shape : {Shape{}, Shape{0}, Shape{5}, Shape{2, 0, 3}, Shape{3, 4, 5},
+                             Shape{2, 17000}, Shape{4096, 8}}) {
+    std::vector<float> v = random_values(static_cast<size_t>(shape_numel(shape)), 11);
+    for (float& e : v) e = e * 8 - 4;
+    inputs.push_back(from_values(v, shape));
+  }
+  for (DType dtype : dtypes) {
+    std::vector<Tensor> converted;
+    for (const Tensor& base : inputs) converted.push_back(as_dtype(base, dtype));
+    converted.push_back(converted[4].permute({2, 0, 1}));
+    converted.push_back(converted[4].slice(2, 0, 5, 2));
+    for (const Tensor& x : converted) {
+      SCOPED_TRACE(type_str(x));
+      const bool empty = x.numel() == 0;
+      for (const Dims& dims : {Dims{}, Dims{0}, Dims{-1}, Dims{0, -1}}) {
+        if (x.ndim() < 2 && dims.size() > 1) continue;
+        sum(x, dims);
+        mean(x, dims, true);
+        prod(x, dims);
+        var(x, dims, 1, true);
+        kiln::std(x, dims);
+        logsumexp(x, dims);
+        if (!empty) {
+          const Tensor m = amax(x, dims);
+          EXPECT_EQ(values_of(as_dtype(m, DType::kFloat32)),
+                    values_of(as_dtype(amax(x.contiguous(), dims), DType::kFloat32)));
+          amin(x, dims, true);
+        }
+      }
+      cumsum(x, -1);
+      softmax(x, 0);
+      log_softmax(x, -1);
+      if (!empty) {
+        max(x, -1);
+        min(x, 0, true);
+        argmax(x);
+        argmin(x, 0);
+      }
+    }
+  }
 }
 
 TEST(ReduceOps, AreRegisteredWithTheReductionTrait) {
