@@ -25,6 +25,10 @@
 //     void finish(int64_t out_index, const Acc& acc) const;      // writes output out_index
 //   };
 //
+// A reducer may also define update_block(acc, rows, stride, k0, k1, w) (optional; default: update
+// on each row k in [k0, k1), row k at rows + k * stride) to accumulate many rows at once, as the
+// float sums do with SIMD adds.
+//
 // See Note [Deterministic reductions] in reduce_plan.cc for how work is split across threads.
 #pragma once
 
@@ -138,6 +142,12 @@ void reduce_rows(const T* x, int64_t rows, int64_t len, const R& r) {
   });
 }
 
+/// Detects the optional R::update_block.
+template <typename R, typename = void>
+struct HasUpdateBlock : std::false_type {};
+template <typename R>
+struct HasUpdateBlock<R, std::void_t<decltype(&R::update_block)>> : std::true_type {};
+
 /// Runs a columns-layout reduction: `outer` blocks of `len` rows of `inner` elements at `x`.
 /// A work item streams through consecutive rows of one tile of columns; see Note [Column
 /// reductions] in reduce_plan.cc.
@@ -160,7 +170,11 @@ void reduce_columns(const T* x, int64_t outer, int64_t len, int64_t inner, const
     const int64_t w = std::min(tile, inner - j0);
     for (int64_t j = 0; j < w; ++j) acc[j] = r.init();
     const T* base = x + (bt / tiles) * len * inner + j0;
-    for (int64_t k = k0; k < k1; ++k) r.update(acc, base + k * inner, w, k);
+    if constexpr (HasUpdateBlock<R>::value) {
+      r.update_block(acc, base, inner, k0, k1, w);
+    } else {
+      for (int64_t k = k0; k < k1; ++k) r.update(acc, base + k * inner, w, k);
+    }
     return w;
   };
   auto output = [&](int64_t bt) { return (bt / tiles) * inner + (bt % tiles) * tile; };
