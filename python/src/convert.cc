@@ -7,36 +7,8 @@
 #include "kiln/error.h"
 
 namespace kiln::py {
-namespace {
 
-DType dtype_from_dlpack(nb::dlpack::dtype dt) {
-  using Code = nb::dlpack::dtype_code;
-  const auto code = static_cast<Code>(dt.code);
-  KILN_CHECK_DTYPE(dt.lanes == 1) << "vector dtypes (lanes=" << int(dt.lanes) << ") are not supported";
-  if (code == Code::Bool && dt.bits == 8) return DType::kBool;
-  if (code == Code::Int) {
-    switch (dt.bits) {
-      case 8: return DType::kInt8;
-      case 16: return DType::kInt16;
-      case 32: return DType::kInt32;
-      case 64: return DType::kInt64;
-    }
-  }
-  if (code == Code::UInt && dt.bits == 8) return DType::kUInt8;
-  if (code == Code::Float) {
-    switch (dt.bits) {
-      case 16: return DType::kFloat16;
-      case 32: return DType::kFloat32;
-      case 64: return DType::kFloat64;
-    }
-  }
-  if (code == Code::Bfloat && dt.bits == 16) return DType::kBFloat16;
-  KILN_FAIL(kDType) << "unsupported array dtype (DLPack code " << int(dt.code) << ", "
-                    << int(dt.bits) << " bits); Kiln supports bool, int8, uint8, int16, int32, "
-                    << "int64, float16, bfloat16, float32 and float64";
-}
-
-nb::dlpack::dtype dlpack_of(DType d) {
+nb::dlpack::dtype dlpack_dtype(DType d) {
   using Code = nb::dlpack::dtype_code;
   auto make = [](Code c, int bits) {
     return nb::dlpack::dtype{static_cast<uint8_t>(c), static_cast<uint8_t>(bits), 1};
@@ -53,8 +25,21 @@ nb::dlpack::dtype dlpack_of(DType d) {
     case DType::kFloat32: return make(Code::Float, 32);
     case DType::kFloat64: return make(Code::Float, 64);
   }
-  return make(Code::Float, 32);
+  KILN_ASSERT(false) << "dlpack_dtype: unknown dtype " << static_cast<int>(d);
 }
+
+DType dtype_from_dlpack(nb::dlpack::dtype dt, const char* what) {
+  for (int i = 0; i < kNumDTypes; ++i) {
+    const DType d = static_cast<DType>(i);
+    if (dlpack_dtype(d) == dt) return d;
+  }
+  KILN_FAIL(kDType) << what << ": expected a dtype Kiln supports (bool, int8, uint8, int16, "
+                    << "int32, int64, float16, bfloat16, float32, float64), got DLPack code "
+                    << int(dt.code) << " with " << int(dt.bits) << " bits and " << int(dt.lanes)
+                    << " lanes";
+}
+
+namespace {
 
 nb::handle numpy() {
   // Leaked on purpose: a static nb::object would be released after the interpreter is gone.
@@ -66,7 +51,7 @@ nb::handle numpy() {
 
 Tensor tensor_from_numpy(nb::handle array, bool copy) {
   auto arr = nb::cast<nb::ndarray<nb::ro, nb::device::cpu>>(array);
-  const DType dtype = dtype_from_dlpack(arr.dtype());
+  const DType dtype = dtype_from_dlpack(arr.dtype(), "from_numpy");
   Shape shape(arr.ndim());
   Shape strides(arr.ndim());
   for (size_t i = 0; i < arr.ndim(); ++i) {
@@ -98,7 +83,7 @@ nb::object tensor_to_numpy(const Tensor& t) {
   nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
   void* data = source.numel() == 0 ? nullptr : source.data_ptr();
   nb::ndarray<nb::numpy> array(data, shape.size(), shape.data(), owner, source.strides().data(),
-                               dlpack_of(source.dtype()));
+                               dlpack_dtype(source.dtype()));
   return nb::cast(array, nb::rv_policy::reference);
 }
 

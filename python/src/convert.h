@@ -7,6 +7,7 @@
 #pragma once
 
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 
 #include "kiln/tensor.h"
 
@@ -26,6 +27,11 @@ struct DTypeArg {
   DType get() const;
   operator DType() const { return get(); }  // NOLINT
 };
+
+/// The DLPack dtype of a kiln dtype, and back; the reverse throws kDType (naming `what`) for
+/// DLPack dtypes Kiln lacks.
+nb::dlpack::dtype dlpack_dtype(DType d);
+DType dtype_from_dlpack(nb::dlpack::dtype dt, const char* what);
 
 /// A kiln tensor from a NumPy array (copy when `copy`, else sharing memory and keeping the array
 /// alive). Throws kDType for NumPy dtypes Kiln lacks.

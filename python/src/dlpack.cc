@@ -2,6 +2,8 @@
 // or not), import through nanobind's ndarray caster (which speaks every __dlpack__ variant).
 #include "dlpack.h"
 
+#include "convert.h"
+
 #include <nanobind/ndarray.h>
 
 #include <memory>
@@ -16,38 +18,7 @@ using namespace nb::literals;
 
 namespace {
 
-using Code = nb::dlpack::dtype_code;
 constexpr int kDLCPU = 1;
-
-nb::dlpack::dtype dlpack_dtype(DType d) {
-  auto make = [](Code c, int bits) {
-    return nb::dlpack::dtype{static_cast<uint8_t>(c), static_cast<uint8_t>(bits), 1};
-  };
-  switch (d) {
-    case DType::kBool: return make(Code::Bool, 8);
-    case DType::kInt8: return make(Code::Int, 8);
-    case DType::kUInt8: return make(Code::UInt, 8);
-    case DType::kInt16: return make(Code::Int, 16);
-    case DType::kInt32: return make(Code::Int, 32);
-    case DType::kInt64: return make(Code::Int, 64);
-    case DType::kFloat16: return make(Code::Float, 16);
-    case DType::kBFloat16: return make(Code::Bfloat, 16);
-    case DType::kFloat32: return make(Code::Float, 32);
-    case DType::kFloat64: return make(Code::Float, 64);
-  }
-  KILN_ASSERT(false) << "dlpack_dtype: unknown dtype " << static_cast<int>(d);
-}
-
-DType kiln_dtype(nb::dlpack::dtype dt) {
-  for (int i = 0; i < kNumDTypes; ++i) {
-    const DType d = static_cast<DType>(i);
-    if (dlpack_dtype(d) == dt) return d;
-  }
-  KILN_FAIL(kDType) << "from_dlpack: expected a dtype Kiln supports (bool, int8, uint8, int16, "
-                    << "int32, int64, float16, bfloat16, float32, float64), got DLPack code "
-                    << int(dt.code) << " with " << int(dt.bits) << " bits and " << int(dt.lanes)
-                    << " lanes";
-}
 
 std::string type_of(nb::handle obj) { return nb::inst_name(obj).c_str(); }
 
@@ -89,7 +60,7 @@ Tensor from_dlpack(nb::handle obj) {
   nb::ndarray<nb::ro> array;
   KILN_CHECK_TYPE(nb::try_cast(obj, array, /*convert=*/false))
       << "from_dlpack: " << type_of(obj) << ".__dlpack__() did not give a usable DLPack tensor";
-  const DType dtype = kiln_dtype(array.dtype());
+  const DType dtype = dtype_from_dlpack(array.dtype(), "from_dlpack");
   Shape shape(array.ndim());
   Shape strides(array.ndim());
   for (size_t i = 0; i < array.ndim(); ++i) {
