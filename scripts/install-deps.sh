@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build python3-venv
   libdnnl-dev       # oneDNN: matmul, convolution
+  ocl-icd-opencl-dev  # only Recommended by libdnnl-dev, but its CMake config requires OpenCL
   libhwy-dev        # Google Highway: SIMD with runtime dispatch
   libfftw3-dev      # FFTs for the FftOpRunner
   googletest libgtest-dev libbenchmark-dev
