@@ -5,10 +5,14 @@
 //
 // A Storage owns one block of memory and frees it (through its allocator or deleter) when the
 // last Tensor that views it goes away. The CPU allocator is replaceable: the runtime installs its
-// caching allocator with set_cpu_allocator().
+// caching allocator with set_cpu_allocator(). A *deferred* storage has its size but no memory yet:
+// the pipeline creates one for each op output when it plans the op and gives it memory
+// (materialize()) in the op's DeviceTask, so views of a pending result can share it early.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -47,15 +51,36 @@ class KILN_API Storage {
   /// empty when the memory outlives every tensor that views it.
   static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, Deleter deleter,
                                        Device device = Device::cpu());
+  /// A storage of `nbytes` whose memory is allocated later by materialize().
+  static std::shared_ptr<Storage> deferred(size_t nbytes, Device device = Device::cpu());
 
   Storage(void* data, size_t nbytes, Allocator* allocator, Deleter deleter, Device device);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
+  /// The memory; null for a deferred storage that has not been materialized.
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  /// Gives a deferred storage its memory from the device's allocator (no-op when it has memory).
+  /// Not thread-safe: the pipeline calls it once, in the DeviceTask of the op that made it.
+  void materialize();
+
+  /// Pipeline bookkeeping (see Note [Waiting for data] in src/runtime/waits.cc): records that the
+  /// queued op `seq` reads or writes this memory. Sequence numbers only grow.
+  void note_queued_use(uint64_t seq) {
+    queued_.store(true, std::memory_order_relaxed);
+    last_use_.store(seq, std::memory_order_release);
+  }
+  /// Marks the storage as seen by the pipeline before the using op knows its sequence number.
+  void note_queued() {
+    if (!queued_.load(std::memory_order_relaxed)) queued_.store(true, std::memory_order_relaxed);
+  }
+  /// False for memory no queued op has ever referenced: reading it never waits.
+  bool has_queued_use() const { return queued_.load(std::memory_order_relaxed); }
+  /// The sequence number of the last queued op known to use this memory (0 if none).
+  uint64_t last_queued_use() const { return last_use_.load(std::memory_order_acquire); }
 
  private:
   void* data_;
@@ -63,6 +88,8 @@ class KILN_API Storage {
   Allocator* allocator_;  // set when the block came from allocate(); null for wrap()
   Deleter deleter_;
   Device device_;
+  std::atomic<bool> queued_{false};
+  std::atomic<uint64_t> last_use_{0};
 };
 
 }  // namespace kiln

@@ -14,6 +14,7 @@
 // KILN_ASSERT is for Kiln's own invariants: a failure there is a bug in Kiln, and says so.
 #pragma once
 
+#include <exception>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -83,6 +84,11 @@ class KILN_API ErrorMessage {
 struct ErrorThrower {
   [[noreturn]] void operator&(const ErrorMessage& message) const { message.raise(); }
 };
+
+/// Rethrows a stored failure (an asynchronous op's, raised at a sync point). A kiln::Error is
+/// thrown as a copy, so that handlers adding context never change the stored one, which other
+/// threads may be raising at the same time.
+[[noreturn]] KILN_API void rethrow_stored(const std::exception_ptr& error);
 
 }  // namespace detail
 }  // namespace kiln

@@ -130,7 +130,9 @@ struct KernelContext {
 using InferFn = std::function<MetaList(const InferContext&)>;
 using KernelFn = std::function<void(KernelContext&)>;
 using WorkspaceFn = std::function<size_t(const InferContext&)>;
-/// The eager results of a view op: tensors sharing their input's storage (one per output).
+/// The eager results of a view op: tensors sharing their input's storage (one per output), or an
+/// empty vector when the inputs' layout needs a copy (then the op's kernel computes the result).
+/// It must not read data: the pipeline calls it before the inputs are computed.
 using ViewFn =
     std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Attrs& attrs)>;
 /// A gradient rule: the gradients of the inputs (undefined for non-differentiable ones) from the
@@ -281,17 +283,54 @@ KILN_API Dispatcher* current_dispatcher();
 KILN_API Dispatcher* set_dispatcher(Dispatcher* dispatcher);
 
 /// Runs `op` eagerly through the current dispatcher. Errors carry the op's name and input types.
+/// `op` must stay alive until the call has run (registered ops do: unregistering one waits for
+/// the calls queued on it).
 KILN_API std::vector<Tensor> call_op(const OpDef& op, const std::vector<Tensor>& inputs,
                                      const Attrs& attrs = {}, const std::vector<Tensor>& out = {});
 KILN_API std::vector<Tensor> call_op(const std::string& name, const std::vector<Tensor>& inputs,
                                      const Attrs& attrs = {}, const std::vector<Tensor>& out = {});
 
-/// The steps of synchronous execution, shared by every dispatcher: infer, allocate (or check
-/// `out`), run the kernel. Exposed so the pipeline stages can call them one at a time.
+/// One eager op call as it moves through the steps of execution (see Note [Dispatch] in
+/// src/ops/dispatch.cc). Every dispatcher runs the same three steps: plan_op (the FrontendTask),
+/// allocate_op (the DeviceTask) and launch_op (the LaunchTask); run_op_sync runs them in a row.
+struct KILN_API OpCall {
+  const OpDef* op = nullptr;
+  std::vector<Tensor> inputs;
+  Attrs attrs;               // normalized
+  std::vector<Tensor> out;   // the caller's out tensors; empty for new results
+  /// What the call returns. Before plan_op either empty (plan_op creates the results) or one
+  /// metadata-less handle per output, which plan_op fills (the pipeline's pending tensors).
+  std::vector<Tensor> results;
+
+  // Filled by plan_op.
+  MetaList input_metas;
+  bool aliased = false;                 // the results are views of the inputs: no kernel to run
+  std::vector<Tensor> kernel_outputs;   // where the kernel writes
+  std::vector<std::pair<Tensor, Tensor>> convert_back;  // (out tensor, kernel output) pairs
+  size_t workspace_size = 0;
+  std::shared_ptr<Storage> workspace;
+
+  /// Drops every tensor reference (keeping vector capacity, so a reused OpCall allocates nothing).
+  void clear();
+};
+
+/// The FrontendTask: checks the inputs, infers the results' metadata and fills `results` (with
+/// deferred storage) or, for a view op whose inputs allow it, makes them views. Reads no data.
+KILN_API void plan_op(OpCall& call);
+/// The DeviceTask: memory for the kernel outputs and the workspace.
+KILN_API void allocate_op(OpCall& call);
+/// The LaunchTask: runs the kernel and converts results into out tensors of another dtype.
+KILN_API void launch_op(OpCall& call);
+/// plan_op, allocate_op and launch_op in a row; returns the results.
 KILN_API std::vector<Tensor> run_op_sync(const OpDef& op, const std::vector<Tensor>& inputs,
                                          const Attrs& attrs, const std::vector<Tensor>& out);
 /// "Add(float32[2, 3], float32[3])": an op call as error messages print it.
 KILN_API std::string op_call_str(const OpDef& op, const MetaList& inputs);
+
+namespace detail {
+/// Runs before an op leaves the registry; the runtime installs a wait for the calls queued on it.
+KILN_API void set_op_removal_hook(void (*hook)(const OpDef& op));
+}  // namespace detail
 
 }  // namespace kiln
 

@@ -13,9 +13,17 @@
 // Shapes and strides are in elements; a stride may be 0 (a broadcast dimension). Dimensions
 // accept negative indices counted from the end, as in NumPy. Invalid arguments throw kiln::Error
 // of kind kShape, kIndex or kDType with what was expected and what came.
+//
+// A tensor returned by an eager op may be *pending*: its op is still queued in the runtime's
+// pipeline (kiln/runtime.h). Reading its metadata (dtype(), shape(), ...) then waits for the op's
+// FrontendTask, and reading its data (data_ptr(), data<T>()) waits for every queued op that uses
+// its memory; either rethrows the op's error if it failed. Inside kernels nothing waits: the
+// pipeline runs a kernel only after its inputs are ready.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -39,12 +47,19 @@ KILN_API int64_t shape_numel(const Shape& shape);
 KILN_API Shape contiguous_strides(const Shape& shape);
 /// Wraps a possibly negative `dim` into [0, ndim); throws kIndex naming `what` when out of range.
 KILN_API int64_t wrap_dim(int64_t dim, int64_t ndim, const char* what = "dim");
+/// `shape` with dimensions start_dim..end_dim merged into one (a 0-d shape becomes [1]).
+KILN_API Shape flatten_shape(const Shape& shape, int64_t start_dim, int64_t end_dim);
 /// NumPy broadcasting of two shapes; throws kShape when they do not broadcast.
 KILN_API Shape broadcast_shapes(const Shape& a, const Shape& b);
 
+struct OpFailure;
+
 /// The state behind a Tensor handle. Exposed for the runtime and backends; user code goes through
 /// Tensor.
-struct TensorImpl {
+struct KILN_API TensorImpl {
+  /// `pending` of a tensor whose producing op failed before its metadata was known.
+  static constexpr uint64_t kFailedMetadata = ~uint64_t{0};
+
   DType dtype = DType::kFloat32;
   Device device;
   Shape shape;
@@ -53,7 +68,54 @@ struct TensorImpl {
   std::shared_ptr<Storage> storage;  // null until memory is allocated
   // A 0-d tensor standing for a Python number: "weak" in type promotion (see kiln/scalar.h).
   bool weak = false;
+  // 0 once the metadata above is known; while the producing op waits in the pipeline, its
+  // sequence number; kFailedMetadata when it failed first. Written with release by the stage
+  // that fills the metadata, so an acquire load that sees 0 sees the metadata.
+  std::atomic<uint64_t> pending{0};
+
+  TensorImpl() = default;
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+  ~TensorImpl();
+
+  /// Why the op that wrote this tensor (or one it depended on) failed; null when it is healthy.
+  /// A read of the tensor raises it; an op that uses the tensor fails with the same cause.
+  std::shared_ptr<const OpFailure> failure() const;
+  /// Records a failure; thread-safe. A *transient* one is that of an op that wrote into this
+  /// existing tensor (`out`, in-place): its data is still whole, so once any sync point has raised
+  /// the failure, the tensor is healthy again. A failure already recorded stays unless it was
+  /// transient and raised.
+  void set_failure(std::shared_ptr<const OpFailure> failure, bool transient = false);
+
+ private:
+  struct FailureLink {
+    std::shared_ptr<const OpFailure> failure;
+    bool transient;
+    const FailureLink* previous;  // replaced links, kept until the tensor dies: readers may hold them
+  };
+  std::atomic<const FailureLink*> failure_{nullptr};
 };
+
+/// The failure of one asynchronous op call, shared by every tensor it left failed.
+struct KILN_API OpFailure {
+  explicit OpFailure(std::exception_ptr e) : error(std::move(e)) {}
+  const std::exception_ptr error;
+  /// True once a sync point raised it (synchronize() raises only failures no read has raised).
+  mutable std::atomic<bool> raised{false};
+
+  /// Marks the failure raised and throws it (a kiln::Error as a copy; see detail::rethrow_stored).
+  [[noreturn]] void raise() const;
+};
+
+namespace detail {
+/// How a user thread waits for a pending tensor. The runtime installs these; without it nothing is
+/// ever pending. Both return once the tensor is ready or failed; the caller raises the failure.
+struct PendingTensorHooks {
+  void (*wait_for_metadata)(const TensorImpl& impl);
+  void (*wait_for_data)(const TensorImpl& impl);
+};
+KILN_API void set_pending_tensor_hooks(const PendingTensorHooks& hooks);
+}  // namespace detail
 
 class KILN_API Tensor {
  public:
@@ -74,13 +136,14 @@ class KILN_API Tensor {
   static Tensor scalar(const Scalar& value);
 
   bool defined() const { return impl_ != nullptr; }
-  DType dtype() const { return impl()->dtype; }
-  Device device() const { return impl()->device; }
-  const Shape& shape() const { return impl()->shape; }
-  const Shape& strides() const { return impl()->strides; }
-  int64_t storage_offset() const { return impl()->offset; }
-  int64_t ndim() const { return static_cast<int64_t>(impl()->shape.size()); }
-  int64_t numel() const { return shape_numel(impl()->shape); }
+  // Metadata. On a pending tensor each waits for the producing op's FrontendTask (see the top).
+  DType dtype() const { return ready()->dtype; }
+  Device device() const { return ready()->device; }
+  const Shape& shape() const { return ready()->shape; }
+  const Shape& strides() const { return ready()->strides; }
+  int64_t storage_offset() const { return ready()->offset; }
+  int64_t ndim() const { return static_cast<int64_t>(ready()->shape.size()); }
+  int64_t numel() const { return shape_numel(ready()->shape); }
   /// Size and stride of one dimension (negative dims count from the end).
   int64_t size(int64_t dim) const;
   int64_t stride(int64_t dim) const;
@@ -89,13 +152,17 @@ class KILN_API Tensor {
   /// True when the elements are laid out row-major without gaps (size-1 dims may have any stride).
   bool is_contiguous() const;
   /// True for a tensor made by scalar(): a Python number, weak in type promotion.
-  bool is_weak_scalar() const { return impl()->weak; }
+  bool is_weak_scalar() const { return ready()->weak; }
+  /// True while the producing op has not computed this tensor's metadata (never waits).
+  bool is_pending() const { return impl()->pending.load(std::memory_order_acquire) != 0; }
 
   /// Gives the tensor memory if it has none (contiguous, from the device allocator).
   void allocate() const;
-  bool has_storage() const { return impl()->storage != nullptr; }
-  const std::shared_ptr<Storage>& storage() const { return impl()->storage; }
-  /// Address of element 0 (storage base + offset); throws when the tensor has no memory.
+  bool has_storage() const { return ready()->storage != nullptr; }
+  const std::shared_ptr<Storage>& storage() const { return ready()->storage; }
+  /// Address of element 0 (storage base + offset); throws when the tensor has no memory. Outside
+  /// the pipeline's workers it first waits until no queued op uses the memory, and rethrows the
+  /// producing op's error.
   void* data_ptr() const;
   /// Typed data_ptr(); throws kDType when T does not match dtype().
   template <typename T>
@@ -109,6 +176,8 @@ class KILN_API Tensor {
   /// Same elements with a new shape (one size may be -1); throws kShape when the strides of this
   /// tensor cannot express it without a copy (use reshape()).
   Tensor view(const Shape& shape) const;
+  /// view() when the strides allow it, otherwise an undefined tensor (never copies).
+  Tensor try_view(const Shape& shape) const;
   /// view() when possible, otherwise a contiguous copy with the new shape.
   Tensor reshape(const Shape& shape) const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;
@@ -143,8 +212,16 @@ class KILN_API Tensor {
     return impl_.get();
   }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  /// impl() with its metadata known: waits for a pending tensor and throws if its op failed.
+  const TensorImpl* ready() const {
+    const TensorImpl* p = impl();
+    if (__builtin_expect(p->pending.load(std::memory_order_acquire) != 0, 0)) wait_for_metadata();
+    return p;
+  }
 
  private:
+  void wait_for_metadata() const;
+
   std::shared_ptr<TensorImpl> impl_;
 };
 

@@ -14,6 +14,7 @@ from .errors import (DTypeError, KilnBuildError, KilnError, KilnIndexError,  # n
 from . import _tensor  # noqa: F401  (installs Python-level Tensor methods)
 from . import _indexing  # noqa: F401  (installs Tensor.__getitem__ / __setitem__)
 from . import mint  # noqa: F401
+from . import runtime  # noqa: F401
 from ._C import Tensor, dtype, from_numpy, promote_types, tensor  # noqa: F401
 from ._C.mint import from_dlpack, manual_seed  # noqa: F401
 

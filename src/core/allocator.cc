@@ -54,6 +54,19 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   return std::make_shared<Storage>(allocator->allocate(nbytes), nbytes, allocator, nullptr, device);
 }
 
+std::shared_ptr<Storage> Storage::deferred(size_t nbytes, Device device) {
+  KILN_CHECK(device.type == DeviceType::kCPU)
+      << "Storage::deferred: only CPU memory is built in, got device " << device;
+  return std::make_shared<Storage>(nullptr, nbytes, nullptr, nullptr, device);
+}
+
+void Storage::materialize() {
+  if (data_ != nullptr) return;
+  Allocator* allocator = cpu_allocator();
+  data_ = allocator->allocate(nbytes_);
+  allocator_ = allocator;
+}
+
 std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Deleter deleter, Device device) {
   return std::make_shared<Storage>(data, nbytes, nullptr, std::move(deleter), device);
 }
@@ -63,6 +76,7 @@ Storage::Storage(void* data, size_t nbytes, Allocator* allocator, Deleter delete
       device_(device) {}
 
 Storage::~Storage() {
+  // A deferred storage that never got memory has neither an allocator nor a deleter.
   if (allocator_ != nullptr) {
     allocator_->deallocate(data_, nbytes_);
   } else if (deleter_) {

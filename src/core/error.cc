@@ -34,5 +34,13 @@ namespace detail {
 
 void ErrorMessage::raise() const { throw Error(kind_, stream_.str(), file_, line_); }
 
+void rethrow_stored(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    throw Error(e);
+  }
+}
+
 }  // namespace detail
 }  // namespace kiln

@@ -88,6 +88,14 @@ bool view_strides(const Shape& old, const Shape& old_strides, const Shape& shape
   return view_d == -1;
 }
 
+// Nothing is pending until the runtime installs its hooks, so reaching these is a bug.
+void no_metadata_hook(const TensorImpl&) {
+  KILN_ASSERT(false) << "a pending tensor was read before the runtime installed its hooks";
+}
+void no_data_hook(const TensorImpl&) {}
+
+detail::PendingTensorHooks g_hooks{&no_metadata_hook, &no_data_hook};
+
 }  // namespace
 
 Tensor::Tensor(DType dtype, Shape shape, Device device) : impl_(std::make_shared<TensorImpl>()) {
@@ -175,29 +183,91 @@ void Tensor::allocate() const {
   t->storage = Storage::allocate(nbytes(), t->device);
 }
 
+TensorImpl::~TensorImpl() {
+  const FailureLink* link = failure_.load(std::memory_order_relaxed);
+  while (link != nullptr) {
+    const FailureLink* previous = link->previous;
+    delete link;
+    link = previous;
+  }
+}
+
+std::shared_ptr<const OpFailure> TensorImpl::failure() const {
+  const FailureLink* link = failure_.load(std::memory_order_acquire);
+  if (link == nullptr) return nullptr;
+  if (link->transient && link->failure->raised.load(std::memory_order_acquire)) return nullptr;
+  return link->failure;
+}
+
+void TensorImpl::set_failure(std::shared_ptr<const OpFailure> failure, bool transient) {
+  auto* link = new FailureLink{std::move(failure), transient, nullptr};
+  const FailureLink* current = failure_.load(std::memory_order_acquire);
+  do {
+    if (current != nullptr &&
+        !(current->transient && current->failure->raised.load(std::memory_order_acquire))) {
+      delete link;  // the first live failure stays
+      return;
+    }
+    link->previous = current;
+  } while (!failure_.compare_exchange_weak(current, link, std::memory_order_acq_rel,
+                                           std::memory_order_acquire));
+}
+
+void OpFailure::raise() const {
+  raised.store(true, std::memory_order_release);
+  detail::rethrow_stored(error);
+}
+
 void* Tensor::data_ptr() const {
-  const TensorImpl* t = impl();
+  const TensorImpl* t = ready();
   KILN_CHECK(t->storage != nullptr) << "tensor " << type_str(*this) << " has no memory yet";
+  if (t->storage->has_queued_use()) {
+    g_hooks.wait_for_data(*t);
+    if (const std::shared_ptr<const OpFailure> failure = t->failure()) failure->raise();
+  }
   return static_cast<char*>(t->storage->data()) + t->offset * static_cast<int64_t>(itemsize());
 }
 
+void Tensor::wait_for_metadata() const {
+  const TensorImpl* t = impl();
+  g_hooks.wait_for_metadata(*t);
+  if (t->pending.load(std::memory_order_acquire) == TensorImpl::kFailedMetadata) {
+    const std::shared_ptr<const OpFailure> failure = t->failure();
+    KILN_ASSERT(failure != nullptr) << "a failed tensor carries no failure";
+    failure->raise();
+  }
+}
+
+namespace detail {
+
+void set_pending_tensor_hooks(const PendingTensorHooks& hooks) {
+  KILN_CHECK(hooks.wait_for_metadata != nullptr && hooks.wait_for_data != nullptr)
+      << "set_pending_tensor_hooks: expected both hooks";
+  g_hooks = hooks;
+}
+
+}  // namespace detail
+
 Tensor Tensor::view(const Shape& shape) const {
+  Tensor result = try_view(shape);
+  KILN_CHECK_SHAPE(result.defined())
+      << "view: cannot view a tensor of shape " << shape_str(this->shape()) << " and strides "
+      << shape_str(this->strides()) << " as " << shape_str(infer_size(shape, numel(), "view"))
+      << " without copying; use reshape()";
+  return result;
+}
+
+Tensor Tensor::try_view(const Shape& shape) const {
   Shape resolved = infer_size(shape, numel(), "view");
   Shape strides;
-  KILN_CHECK_SHAPE(view_strides(this->shape(), this->strides(), resolved, &strides))
-      << "view: cannot view a tensor of shape " << shape_str(this->shape()) << " and strides "
-      << shape_str(this->strides()) << " as " << shape_str(resolved)
-      << " without copying; use reshape()";
+  if (!view_strides(this->shape(), this->strides(), resolved, &strides)) return Tensor();
   return Tensor(make_view(*this, std::move(resolved), std::move(strides), storage_offset()));
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
   Shape resolved = infer_size(shape, numel(), "reshape");
-  Shape strides;
-  if (view_strides(this->shape(), this->strides(), resolved, &strides)) {
-    return Tensor(make_view(*this, std::move(resolved), std::move(strides), storage_offset()));
-  }
-  return contiguous().view(resolved);
+  Tensor result = try_view(resolved);
+  return result.defined() ? result : contiguous().view(resolved);
 }
 
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
@@ -333,18 +403,23 @@ Tensor Tensor::unsqueeze(int64_t dim) const {
   return Tensor(make_view(*this, std::move(shape), std::move(strides), storage_offset()));
 }
 
-Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
-  if (ndim() == 0) return reshape({1});
-  const int64_t s = wrap_dim(start_dim, ndim(), "start_dim");
-  const int64_t e = wrap_dim(end_dim, ndim(), "end_dim");
+Shape flatten_shape(const Shape& shape, int64_t start_dim, int64_t end_dim) {
+  const auto ndim = static_cast<int64_t>(shape.size());
+  if (ndim == 0) return {1};
+  const int64_t s = wrap_dim(start_dim, ndim, "start_dim");
+  const int64_t e = wrap_dim(end_dim, ndim, "end_dim");
   KILN_CHECK_INDEX(s <= e) << "flatten: start_dim " << start_dim << " comes after end_dim "
                            << end_dim;
-  Shape shape(this->shape().begin(), this->shape().begin() + s);
+  Shape result(shape.begin(), shape.begin() + s);
   int64_t merged = 1;
-  for (int64_t d = s; d <= e; ++d) merged *= this->shape()[d];
-  shape.push_back(merged);
-  shape.insert(shape.end(), this->shape().begin() + e + 1, this->shape().end());
-  return reshape(shape);
+  for (int64_t d = s; d <= e; ++d) merged *= shape[d];
+  result.push_back(merged);
+  result.insert(result.end(), shape.begin() + e + 1, shape.end());
+  return result;
+}
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  return reshape(flatten_shape(shape(), start_dim, end_dim));
 }
 
 Tensor Tensor::unfold(int64_t dim, int64_t size, int64_t step) const {

@@ -1,4 +1,5 @@
-// Eager dispatch: the one path every eager op call takes (see Note [Dispatch]).
+// Eager dispatch: the one path every eager op call takes, and the three steps of running an op
+// (see Note [Dispatch]).
 #include <atomic>
 
 #include "kiln/op.h"
@@ -6,10 +7,15 @@
 namespace kiln {
 
 // Note [Dispatch]
-// call_op normalizes attributes and hands the call to the current Dispatcher. The built-in
-// SyncDispatcher runs run_op_sync inline; the runtime replaces it with the asynchronous pipeline,
-// which runs the same steps (infer, allocate, launch) as separate stages. Keeping the steps in
-// run_op_sync means there is one definition of "what running an op means".
+// call_op normalizes attributes and hands the call to the current Dispatcher. What running an op
+// means is defined once, here, as three steps over an OpCall:
+//   plan_op      infer the results' metadata; make views, or results with deferred storage
+//   allocate_op  give the kernel outputs and the workspace their memory
+//   launch_op    run the kernel; convert into `out` tensors of another dtype or layout
+// The built-in SyncDispatcher runs them in a row (run_op_sync). The runtime's pipeline runs them
+// as its FrontendTask, DeviceTask and LaunchTask on worker threads, handing the caller tensors
+// whose metadata plan_op fills later (OpCall::results made beforehand). plan_op reads metadata
+// only, never data, so it may run before the kernels that compute its inputs.
 
 namespace {
 
@@ -24,11 +30,91 @@ class SyncDispatcher final : public Dispatcher {
 SyncDispatcher g_sync_dispatcher;
 std::atomic<Dispatcher*> g_dispatcher{&g_sync_dispatcher};
 
-MetaList metas_of(const std::vector<Tensor>& tensors) {
-  MetaList metas;
-  metas.reserve(tensors.size());
-  for (const Tensor& t : tensors) metas.push_back(TensorMeta::of(t));
-  return metas;
+// Gives a result handle the metadata of a new contiguous tensor and deferred storage.
+// Runs one step of `call`, adding the op call to any error it raises.
+template <typename Step>
+void with_op_context(const OpCall& call, Step&& step) {
+  try {
+    step();
+  } catch (Error& e) {
+    e.add_context("in " + op_call_str(*call.op, call.input_metas));
+    throw;
+  }
+}
+
+void fill_result(const Tensor& result, const TensorMeta& meta) {
+  TensorImpl* impl = result.impl();
+  impl->dtype = meta.dtype;
+  impl->shape = meta.shape;
+  impl->strides = contiguous_strides(meta.shape);
+  impl->offset = 0;
+  impl->storage = Storage::deferred(static_cast<size_t>(meta.numel()) * itemsize(meta.dtype),
+                                    impl->device);
+}
+
+// Makes a result handle an alias of `view` (same storage, shape, strides and offset).
+void alias_result(const Tensor& result, const Tensor& view) {
+  TensorImpl* impl = result.impl();
+  const TensorImpl* source = view.impl();
+  impl->dtype = source->dtype;
+  impl->device = source->device;
+  impl->shape = source->shape;
+  impl->strides = source->strides;
+  impl->offset = source->offset;
+  impl->storage = source->storage;
+}
+
+// Fills call.results with the views; false when the view function declined (a copy is needed).
+bool plan_views(OpCall& call) {
+  std::vector<Tensor> views = call.op->view_fn()(call.inputs, call.attrs);
+  if (views.empty()) return false;
+  if (call.results.empty()) {
+    call.results = std::move(views);
+  } else {
+    KILN_ASSERT(views.size() == call.results.size())
+        << call.op->name() << ": the view function gave " << views.size() << " results, expected "
+        << call.results.size();
+    for (size_t i = 0; i < views.size(); ++i) alias_result(call.results[i], views[i]);
+  }
+  call.aliased = true;
+  return true;
+}
+
+void plan_outputs(OpCall& call, const MetaList& metas) {
+  const OpDef& op = *call.op;
+  if (!call.out.empty()) {
+    KILN_CHECK_VALUE(call.out.size() == metas.size())
+        << op.name() << ": expected " << metas.size() << " out tensors, got " << call.out.size();
+    call.results = call.out;
+  } else if (call.results.empty()) {
+    call.results.reserve(metas.size());
+    for (const TensorMeta& meta : metas) call.results.emplace_back(meta.dtype, meta.shape);
+  } else {
+    KILN_ASSERT(call.results.size() == metas.size())
+        << op.name() << ": infer gave " << metas.size() << " outputs, expected "
+        << call.results.size();
+  }
+  for (size_t i = 0; i < metas.size(); ++i) {
+    const TensorMeta& meta = metas[i];
+    if (call.out.empty()) {
+      fill_result(call.results[i], meta);
+      call.kernel_outputs.push_back(call.results[i]);
+      continue;
+    }
+    const Tensor& target = call.out[i];
+    KILN_CHECK_SHAPE(target.shape() == meta.shape)
+        << op.name() << ": out tensor " << i << " has shape " << shape_str(target.shape())
+        << ", expected " << shape_str(meta.shape);
+    if (target.dtype() == meta.dtype && target.is_contiguous() && target.has_storage()) {
+      call.kernel_outputs.push_back(target);
+    } else {
+      // Computed into a temporary first and converted at the end.
+      Tensor computed(meta.dtype, meta.shape);
+      fill_result(computed, meta);
+      call.kernel_outputs.push_back(computed);
+      call.convert_back.emplace_back(target, computed);
+    }
+  }
 }
 
 }  // namespace
@@ -42,65 +128,71 @@ Dispatcher* set_dispatcher(Dispatcher* dispatcher) {
   return g_dispatcher.exchange(dispatcher, std::memory_order_acq_rel);
 }
 
-std::vector<Tensor> run_op_sync(const OpDef& op, const std::vector<Tensor>& inputs,
-                                const Attrs& attrs, const std::vector<Tensor>& out) {
-  const MetaList in_metas = metas_of(inputs);
-  if (op.view_fn() && out.empty()) {
-    op.infer_outputs(in_metas, attrs);  // validates arguments with the op's messages
-    try {
-      return op.view_fn()(inputs, attrs);
-    } catch (Error& e) {
-      e.add_context("in " + op_call_str(op, in_metas));
-      throw;
+void OpCall::clear() {
+  op = nullptr;
+  inputs.clear();
+  attrs = Attrs();
+  out.clear();
+  results.clear();
+  input_metas.clear();
+  aliased = false;
+  kernel_outputs.clear();
+  convert_back.clear();
+  workspace_size = 0;
+  workspace.reset();
+}
+
+void plan_op(OpCall& call) {
+  const OpDef& op = *call.op;
+  call.input_metas.clear();
+  call.input_metas.reserve(call.inputs.size());
+  for (const Tensor& t : call.inputs) call.input_metas.push_back(TensorMeta::of(t));
+  const MetaList metas = op.infer_outputs(call.input_metas, call.attrs);  // adds its own context
+  with_op_context(call, [&] {
+    if (op.view_fn() && call.out.empty() && plan_views(call)) return;
+    plan_outputs(call, metas);
+    if (op.workspace_fn()) {
+      call.workspace_size = op.workspace_fn()(InferContext{op, call.input_metas, call.attrs});
     }
-  }
-  const MetaList out_metas = op.infer_outputs(in_metas, attrs);
-  std::vector<Tensor> outputs;
-  outputs.reserve(out_metas.size());
-  // Results the caller asked for in `out` with another dtype are computed into a temporary
-  // first and converted at the end.
-  std::vector<std::pair<Tensor, Tensor>> convert_back;
-  if (!out.empty()) {
-    KILN_CHECK_VALUE(out.size() == out_metas.size())
-        << op.name() << ": expected " << out_metas.size() << " out tensors, got " << out.size();
-  }
-  for (size_t i = 0; i < out_metas.size(); ++i) {
-    const TensorMeta& meta = out_metas[i];
-    if (out.empty()) {
-      outputs.push_back(Tensor::empty(meta.shape, meta.dtype));
-      continue;
-    }
-    const Tensor& target = out[i];
-    KILN_CHECK_SHAPE(target.shape() == meta.shape)
-        << op.name() << ": out tensor " << i << " has shape " << shape_str(target.shape())
-        << ", expected " << shape_str(meta.shape);
-    if (target.dtype() == meta.dtype && target.is_contiguous() && target.has_storage()) {
-      outputs.push_back(target);
-    } else {
-      outputs.push_back(Tensor::empty(meta.shape, meta.dtype));
-      convert_back.emplace_back(target, outputs.back());
-    }
-  }
+  });
+}
+
+void allocate_op(OpCall& call) {
+  if (call.aliased) return;
+  with_op_context(call, [&] {
+    for (const Tensor& t : call.kernel_outputs) t.storage()->materialize();
+    if (call.workspace_size > 0) call.workspace = Storage::allocate(call.workspace_size);
+  });
+}
+
+void launch_op(OpCall& call) {
+  if (call.aliased) return;
+  const OpDef& op = *call.op;
   const KernelFn* kernel = op.find_kernel(DeviceType::kCPU);
   KILN_CHECK_KIND(ErrorKind::kNotImplemented, kernel != nullptr)
       << op.name() << " has no CPU kernel";
-  std::shared_ptr<Storage> workspace;
-  KernelContext ctx{op, inputs, outputs, attrs};
-  if (op.workspace_fn()) {
-    ctx.workspace_size = op.workspace_fn()(InferContext{op, in_metas, attrs});
-    if (ctx.workspace_size > 0) {
-      workspace = Storage::allocate(ctx.workspace_size);
-      ctx.workspace = workspace->data();
-    }
+  KernelContext ctx{op, call.inputs, call.kernel_outputs, call.attrs};
+  if (call.workspace != nullptr) {
+    ctx.workspace = call.workspace->data();
+    ctx.workspace_size = call.workspace_size;
   }
-  try {
+  with_op_context(call, [&] {
     (*kernel)(ctx);
-  } catch (Error& e) {
-    e.add_context("in " + op_call_str(op, in_metas));
-    throw;
-  }
-  for (const auto& [target, computed] : convert_back) copy_into(target, computed);
-  return out.empty() ? outputs : out;
+    for (const auto& [target, computed] : call.convert_back) copy_into(target, computed);
+  });
+}
+
+std::vector<Tensor> run_op_sync(const OpDef& op, const std::vector<Tensor>& inputs,
+                                const Attrs& attrs, const std::vector<Tensor>& out) {
+  OpCall call;
+  call.op = &op;
+  call.inputs = inputs;
+  call.attrs = attrs;
+  call.out = out;
+  plan_op(call);
+  allocate_op(call);
+  launch_op(call);
+  return std::move(call.results);
 }
 
 std::vector<Tensor> call_op(const OpDef& op, const std::vector<Tensor>& inputs,

@@ -33,7 +33,17 @@ OpRegistration OpRegistry::add(OpDef def) {
   return OpRegistration(OpRegistration::Adopt{}, std::move(name));
 }
 
+namespace {
+void (*g_removal_hook)(const OpDef&) = nullptr;
+}  // namespace
+
+void detail::set_op_removal_hook(void (*hook)(const OpDef& op)) { g_removal_hook = hook; }
+
 void OpRegistry::remove(const std::string& name) {
+  const OpDefPtr op = find(name);
+  if (op == nullptr) return;
+  // Outside the lock: the hook waits for queued calls, which may look ops up.
+  if (g_removal_hook != nullptr) g_removal_hook(*op);
   std::unique_lock<std::shared_mutex> lock(state_->mutex);
   state_->ops.erase(name);
 }

@@ -10,12 +10,14 @@ namespace kiln {
 namespace {
 
 // Note [View ops]
-// The ViewFn and `infer` must agree on the output shape, and `infer` must not touch data. Both call
-// the same Tensor method: `infer` on a metadata-only tensor (contiguous strides, no storage), for
-// which every view method is pure shape arithmetic (Tensor::reshape of a contiguous tensor never
-// copies). So eager results, graph shapes and error messages cannot drift apart.
+// The ViewFn and `infer` must agree on the output shape, and neither may touch data. Both call
+// the same view method: `infer` on a metadata-only tensor (contiguous strides, no storage), for
+// which every method is pure shape arithmetic and always gives a view. So eager results, graph
+// shapes and error messages cannot drift apart. A method never copies: where the input's strides
+// cannot express the result (reshape of a transposed tensor), it returns an undefined tensor, the
+// ViewFn declines, and the op's kernel writes a contiguous copy instead (see plan_op).
 
-// Applies one view method to a tensor.
+// Applies one view method to a tensor: the view, or an undefined tensor when a copy is needed.
 using ViewMethod = Tensor (*)(const Tensor& x, const Attrs& attrs);
 
 MetaList infer_view(const InferContext& ctx, ViewMethod method) {
@@ -25,7 +27,8 @@ MetaList infer_view(const InferContext& ctx, ViewMethod method) {
 
 ViewFn view_fn(ViewMethod method) {
   return [method](const std::vector<Tensor>& inputs, const Attrs& attrs) {
-    return std::vector<Tensor>{method(inputs[0], attrs)};
+    Tensor view = method(inputs[0], attrs);
+    return view.defined() ? std::vector<Tensor>{std::move(view)} : std::vector<Tensor>{};
   };
 }
 
@@ -42,7 +45,7 @@ void copy_in_order(KernelContext& ctx) {
 }
 
 Tensor do_reshape(const Tensor& x, const Attrs& a) {
-  return x.reshape(a.get<std::vector<int64_t>>("shape"));
+  return x.try_view(a.get<std::vector<int64_t>>("shape"));
 }
 Tensor do_transpose(const Tensor& x, const Attrs& a) {
   return x.transpose(a.get<int64_t>("dim0"), a.get<int64_t>("dim1"));
@@ -58,9 +61,9 @@ Tensor do_squeeze(const Tensor& x, const Attrs& a) {
 }
 Tensor do_unsqueeze(const Tensor& x, const Attrs& a) { return x.unsqueeze(a.get<int64_t>("dim")); }
 Tensor do_flatten(const Tensor& x, const Attrs& a) {
-  return x.flatten(a.get<int64_t>("start_dim"), a.get<int64_t>("end_dim"));
+  return x.try_view(flatten_shape(x.shape(), a.get<int64_t>("start_dim"), a.get<int64_t>("end_dim")));
 }
-Tensor do_contiguous(const Tensor& x, const Attrs&) { return x.contiguous(); }
+Tensor do_contiguous(const Tensor& x, const Attrs&) { return x.is_contiguous() ? x : Tensor(); }
 
 InferFn infer_with(ViewMethod method) {
   return [method](const InferContext& ctx) { return infer_view(ctx, method); };

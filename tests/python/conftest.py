@@ -1,5 +1,7 @@
 """Shared pytest fixtures and tolerances for Kiln's Python suite."""
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -52,6 +54,17 @@ def assert_close(actual, expected, dtype=None):
                                    atol=atol, equal_nan=True)
     else:
         np.testing.assert_array_equal(a, e)
+
+
+@contextlib.contextmanager
+def raises(expected, match=None):
+    """pytest.raises for Kiln ops, which run asynchronously: the error may surface at the call or
+    at the next sync point, so the block ends with one. A failure left over from code before the
+    block fails the test at its start."""
+    kiln.runtime.synchronize()
+    with pytest.raises(expected, match=match) as info:
+        yield info
+        kiln.runtime.synchronize()
 
 
 @pytest.fixture

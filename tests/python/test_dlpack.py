@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import ALL_DTYPES, assert_close, numpy_dtype, random_array
+from conftest import ALL_DTYPES, assert_close, numpy_dtype, raises, random_array
 
 mint = kiln.mint
 NUMPY_DTYPES = [d for d in ALL_DTYPES if d != kiln.bfloat16]  # NumPy has no bfloat16
@@ -93,17 +93,17 @@ def test_dlpack_capsule_versions():
     ({"max_version": 1}, TypeError, "max_version must be None or tuple"),
 ])
 def test_dlpack_rejects_bad_arguments(kwargs, error, match):
-    with pytest.raises(error, match=match):
+    with raises(error, match=match):
         mint.zeros(2).__dlpack__(**kwargs)
 
 
 def test_dlpack_arguments_are_keyword_only():
-    with pytest.raises(TypeError):
+    with raises(TypeError):
         mint.zeros(2).__dlpack__(None)
 
 
 def test_tensor_without_memory_cannot_be_exported():
-    with pytest.raises(kiln.KilnError):
+    with raises(kiln.KilnError):
         np.from_dlpack(kiln.Tensor())
 
 
@@ -156,11 +156,11 @@ def test_from_dlpack_of_a_kiln_tensor_shares_storage():
 
 
 def test_from_dlpack_errors():
-    with pytest.raises(kiln.KilnTypeError, match="from_dlpack: expected an object with __dlpack__"):
+    with raises(kiln.KilnTypeError, match="from_dlpack: expected an object with __dlpack__"):
         kiln.from_dlpack([1, 2, 3])
-    with pytest.raises(kiln.DTypeError, match="from_dlpack: expected a dtype Kiln supports"):
+    with raises(kiln.DTypeError, match="from_dlpack: expected a dtype Kiln supports"):
         kiln.from_dlpack(np.zeros(2, np.complex64))
-    with pytest.raises(kiln.KilnValueError, match="from_dlpack: expected non-negative strides"):
+    with raises(kiln.KilnValueError, match="from_dlpack: expected non-negative strides"):
         kiln.from_dlpack(np.arange(4.0)[::-1])
 
 
@@ -172,7 +172,7 @@ def test_from_dlpack_rejects_non_cpu_devices():
         def __dlpack_device__(self):
             return (2, 0)
 
-    with pytest.raises(kiln.KilnValueError, match=r"expected a CPU array \(DLPack device 1\)"):
+    with raises(kiln.KilnValueError, match=r"expected a CPU array \(DLPack device 1\)"):
         kiln.from_dlpack(OnGpu())
 
 

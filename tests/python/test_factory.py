@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, assert_close, numpy_dtype
+from conftest import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, assert_close, numpy_dtype, raises
 
 mint = kiln.mint
 NUMERIC_DTYPES = INT_DTYPES + FLOAT_DTYPES
@@ -162,7 +162,7 @@ def test_eye_defaults_to_float32():
     (lambda: mint.randint(0, 5, (-1,)), "RandInt"),
 ])
 def test_negative_sizes_are_shape_errors(call, op):
-    with pytest.raises(kiln.ShapeError, match=f"{op}: expected non-negative sizes"):
+    with raises(kiln.ShapeError, match=f"{op}: expected non-negative sizes"):
         call()
 
 
@@ -177,7 +177,7 @@ def test_negative_sizes_are_shape_errors(call, op):
     (lambda: mint.randint(0, 3, 2.0), "randint: expected a size"),
 ])
 def test_bad_sizes_and_values_are_type_errors(call, match):
-    with pytest.raises(kiln.KilnTypeError, match=match):
+    with raises(kiln.KilnTypeError, match=match):
         call()
 
 
@@ -197,14 +197,14 @@ def test_bad_sizes_and_values_are_type_errors(call, match):
      "Linspace: expected start and end representable in int8"),
 ])
 def test_bad_values_are_value_errors(call, match):
-    with pytest.raises(kiln.KilnValueError, match=match):
+    with raises(kiln.KilnValueError, match=match):
         call()
 
 
 def test_bad_dtypes_are_dtype_errors():
-    with pytest.raises(kiln.DTypeError, match="Arange: expected a numeric dtype, got bool"):
+    with raises(kiln.DTypeError, match="Arange: expected a numeric dtype, got bool"):
         mint.arange(3, dtype=kiln.bool_)
-    with pytest.raises(kiln.DTypeError, match="float33"):
+    with raises(kiln.DTypeError, match="float33"):
         mint.zeros(2, dtype="float33")
 
 
@@ -246,7 +246,7 @@ def test_manual_seed_accepts_the_whole_64_bit_range():
     (True, kiln.KilnTypeError, "manual_seed: expected an int"),
 ])
 def test_manual_seed_rejects_bad_seeds(seed, error, match):
-    with pytest.raises(error, match=match):
+    with raises(error, match=match):
         kiln.manual_seed(seed)
 
 
@@ -303,16 +303,16 @@ def test_randint_defaults_to_int64_and_is_uniform():
 
 
 def test_random_errors():
-    with pytest.raises(kiln.DTypeError, match="RandUniform: expected a floating dtype, got int32"):
+    with raises(kiln.DTypeError, match="RandUniform: expected a floating dtype, got int32"):
         mint.rand(3, dtype=kiln.int32)
-    with pytest.raises(kiln.DTypeError, match="RandNormal: expected a floating dtype, got bool"):
+    with raises(kiln.DTypeError, match="RandNormal: expected a floating dtype, got bool"):
         mint.randn(3, dtype=kiln.bool_)
-    with pytest.raises(kiln.KilnValueError,
+    with raises(kiln.KilnValueError,
                        match="RandInt: expected high > low, got low = 5, high = 2"):
         mint.randint(5, 2, (3,))
-    with pytest.raises(kiln.DTypeError, match="RandInt: expected a numeric dtype, got bool"):
+    with raises(kiln.DTypeError, match="RandInt: expected a numeric dtype, got bool"):
         mint.randint(0, 2, (3,), dtype=kiln.bool_)
-    with pytest.raises(kiln.KilnValueError, match="RandInt: expected .* within the range of int8"):
+    with raises(kiln.KilnValueError, match="RandInt: expected .* within the range of int8"):
         mint.randint(0, 1000, (3,), dtype=kiln.int8)
 
 
@@ -351,11 +351,11 @@ def test_dropout_accepts_non_contiguous_inputs():
 
 
 def test_dropout_errors():
-    with pytest.raises(kiln.KilnValueError, match=r"Dropout: expected p in \[0, 1\], got 1.5"):
+    with raises(kiln.KilnValueError, match=r"Dropout: expected p in \[0, 1\], got 1.5"):
         mint.dropout(mint.ones(3), 1.5)
-    with pytest.raises(kiln.KilnValueError, match=r"expected p in \[0, 1\], got -0.5"):
+    with raises(kiln.KilnValueError, match=r"expected p in \[0, 1\], got -0.5"):
         mint.dropout(mint.ones(3), -0.5, training=False)
-    with pytest.raises(kiln.DTypeError, match="Dropout: expected a floating input, got int64"):
+    with raises(kiln.DTypeError, match="Dropout: expected a floating input, got int64"):
         mint.dropout(mint.arange(3), 0.5)
 
 

@@ -6,7 +6,7 @@ import pytest
 
 import kiln
 import kiln._indexing  # noqa: F401  (installs Tensor.__getitem__ / __setitem__)
-from conftest import assert_close, random_array
+from conftest import assert_close, raises, random_array
 
 SHAPE = (4, 5, 6)
 DTYPES = [kiln.float32, kiln.float16, kiln.int64, kiln.bool_]
@@ -132,7 +132,7 @@ def test_0d_tensor_indexing():
     for key in [(), None, Ellipsis, True, False, (None, Ellipsis)]:
         assert_close(x[key], a[key])
     assert x[()].shares_storage_with(x)
-    with pytest.raises(kiln.KilnIndexError, match="too many indices"):
+    with raises(kiln.KilnIndexError, match="too many indices"):
         x[0]
 
 
@@ -273,14 +273,14 @@ GET_ERROR_IDS = [case_id(k) for k, _, _ in GET_ERRORS]
 @pytest.mark.parametrize("key, error, match", GET_ERRORS, ids=GET_ERROR_IDS)
 def test_getitem_errors(key, error, match, base):
     x = kiln.tensor(base)
-    with pytest.raises(error, match=match):
+    with raises(error, match=match):
         x[key]
 
 
 @pytest.mark.parametrize("key, error, match", GET_ERRORS, ids=GET_ERROR_IDS)
 def test_setitem_errors_leave_the_tensor_intact(key, error, match, base):
     x = kiln.tensor(base)
-    with pytest.raises(error, match=match):
+    with raises(error, match=match):
         x[key] = 1.0
     np.testing.assert_array_equal(x.numpy(), base)
 
@@ -294,18 +294,18 @@ def test_setitem_errors_leave_the_tensor_intact(key, error, match, base):
 ])
 def test_setitem_value_shape_errors(key, value, match, base):
     x = kiln.tensor(base)
-    with pytest.raises(kiln.ShapeError, match=match):
+    with raises(kiln.ShapeError, match=match):
         x[key] = value
     np.testing.assert_array_equal(x.numpy(), base)
 
 
 def test_errors_are_also_builtin_exceptions(base):
     x = kiln.tensor(base)
-    with pytest.raises(IndexError):
+    with raises(IndexError):
         x[10]
-    with pytest.raises(ValueError):
+    with raises(ValueError):
         x[::-1]
-    with pytest.raises(ValueError):
+    with raises(ValueError):
         x[0] = np.ones(3)
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import FLOAT_DTYPES, INT_DTYPES, TOLERANCES, numpy_dtype, random_array
+from conftest import FLOAT_DTYPES, INT_DTYPES, TOLERANCES, numpy_dtype, raises, random_array
 
 mint = kiln.mint
 
@@ -136,7 +136,7 @@ def test_matmul_operator_and_method(rng):
     check_product(t(a).matmul(t(b)), expected, kiln.float32)
     check_product(t(a) @ b, expected, kiln.float32)  # a NumPy operand converts
     check_product(t(b).__rmatmul__(a), expected, kiln.float32)
-    with pytest.raises(TypeError):
+    with raises(TypeError):
         t(a) @ "not a tensor"
 
 
@@ -227,7 +227,7 @@ def test_addmm_beta_zero_ignores_bias_and_integers_work(rng):
      "whole-number alpha and beta"),
 ])
 def test_matrix_product_errors(call, error, message):
-    with pytest.raises(error, match=message):
+    with raises(error, match=message):
         call()
 
 
@@ -336,7 +336,7 @@ def test_conv2d_non_contiguous_input(rng):
 def test_conv2d_errors(call, error, message):
     x = t(np.zeros((1, 3, 5, 5), np.float32))
     w = t(np.zeros((4, 3, 3, 3), np.float32))
-    with pytest.raises(error, match=message):
+    with raises(error, match=message):
         call(x, w)
 
 
@@ -461,7 +461,7 @@ def test_avg_pool2d_dtypes_and_strided_input(dtype, rng):
 ])
 def test_pool_errors(call, error, message):
     x = t(np.zeros((1, 1, 5, 5), np.float32))
-    with pytest.raises(error, match=message):
+    with raises(error, match=message):
         call(x)
 
 
@@ -554,7 +554,7 @@ def test_norms_on_non_contiguous_input_and_mixed_dtypes(rng):
 ])
 def test_norm_errors(call, error, message):
     x = t(np.zeros((2, 3, 4), np.float32))
-    with pytest.raises(error, match=message):
+    with raises(error, match=message):
         call(x)
 
 
@@ -596,7 +596,7 @@ def test_embedding_weight_dtypes_and_layouts(dtype, rng):
 ])
 def test_embedding_errors(call, error, message):
     w = t(np.zeros((5, 3), np.float32))
-    with pytest.raises(error, match=message):
+    with raises(error, match=message):
         call(w)
 
 
@@ -736,6 +736,6 @@ def test_mse_loss_scalar_target_strided_input_and_empty(rng):
 def test_loss_errors(call, error, message):
     x = t(np.zeros((3, 4), np.float32))
     y = t(np.array([0, 1, 2]))
-    with pytest.raises(error, match=message):
+    with raises(error, match=message):
         call(x, y)
     assert x.tolist() == [[0.0] * 4] * 3  # inputs are left untouched

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import ALL_DTYPES, FLOAT_DTYPES, assert_close, numpy_dtype, random_array
+from conftest import ALL_DTYPES, FLOAT_DTYPES, assert_close, numpy_dtype, raises, random_array
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy on empty / ddof >= N
 
@@ -116,7 +116,7 @@ def make_input(shape, dtype, rng, layout="contiguous", low=-3.0, high=3.0):
 def check_reduction(op, t, a, dtype, dim, keepdim):
     call, ref, out_dtype, nonempty, _ = REDUCTIONS[op]
     if nonempty and reduced_size(a.shape, dim) == 0:
-        with pytest.raises(kiln.KilnValueError, match="cannot reduce over an empty dimension"):
+        with raises(kiln.KilnValueError, match="cannot reduce over an empty dimension"):
             call(t, dim, keepdim)
         return
     out = call(t, dim, keepdim)
@@ -185,7 +185,7 @@ def test_index_reductions_match_numpy(op, dtype, rng):
         for keepdim in (False, True):
             with context(shape=shape, dim=dim, layout=layout, keepdim=keepdim):
                 if reduced_size(shape, dim) == 0:
-                    with pytest.raises(kiln.KilnValueError,
+                    with raises(kiln.KilnValueError,
                                        match="cannot reduce over an empty dimension"):
                         fn(t, dim, keepdim)
                     continue
@@ -373,40 +373,40 @@ def test_tensor_methods_match_mint(rng):
 ])
 def test_dim_out_of_range_raises_index_error(call):
     t = kiln.tensor(np.ones((2, 3), np.float32))
-    with pytest.raises(kiln.KilnIndexError, match=r"dim out of range: expected a value in "
+    with raises(kiln.KilnIndexError, match=r"dim out of range: expected a value in "
                                                   r"\[-2, 1\] for a 2-d tensor, got -?\d"):
         call(t)
 
 
 def test_bad_arguments_raise_typed_errors():
     t = kiln.tensor(np.ones((2, 3), np.float32))
-    with pytest.raises(kiln.KilnValueError, match="sum: expected each dim at most once, got dim "
+    with raises(kiln.KilnValueError, match="sum: expected each dim at most once, got dim "
                                                   "-1 twice"):
         mint.sum(t, (1, -1))
-    with pytest.raises(kiln.KilnValueError, match="expected each dim at most once"):
+    with raises(kiln.KilnValueError, match="expected each dim at most once"):
         t.std([0, 0])
-    with pytest.raises(kiln.KilnValueError, match="amax: cannot reduce over an empty dimension"):
+    with raises(kiln.KilnValueError, match="amax: cannot reduce over an empty dimension"):
         mint.max(kiln.tensor(np.zeros((0,), np.float32)))
-    with pytest.raises(kiln.KilnValueError, match="cannot reduce over an empty dimension: "
+    with raises(kiln.KilnValueError, match="cannot reduce over an empty dimension: "
                                                   "expected dim 1 of shape \\[3, 0\\]"):
         mint.argmin(kiln.tensor(np.zeros((3, 0), np.float32)), 1)
-    with pytest.raises(kiln.DTypeError, match="sum: expected a dtype that can hold float32 "
+    with raises(kiln.DTypeError, match="sum: expected a dtype that can hold float32 "
                                               "values.*got int32"):
         mint.sum(t, dtype=kiln.int32)
-    with pytest.raises(kiln.DTypeError, match="cumsum: expected an integer or floating dtype, "
+    with raises(kiln.DTypeError, match="cumsum: expected an integer or floating dtype, "
                                               "got bool"):
         mint.cumsum(t, 0, dtype=kiln.bool_)
-    with pytest.raises(kiln.DTypeError):
+    with raises(kiln.DTypeError):
         mint.sum(t, dtype="not_a_dtype")
-    with pytest.raises(kiln.KilnTypeError, match="sum: expected dim to be None, an int or a "
+    with raises(kiln.KilnTypeError, match="sum: expected dim to be None, an int or a "
                                                  "list / tuple of ints, got str"):
         mint.sum(t, "0")
-    with pytest.raises(kiln.KilnTypeError, match="max: expected dim to be an int, got tuple"):
+    with raises(kiln.KilnTypeError, match="max: expected dim to be an int, got tuple"):
         mint.max(t, (0, 1))
-    with pytest.raises(kiln.KilnTypeError, match="amin: expected dim to be an int, got float"):
+    with raises(kiln.KilnTypeError, match="amin: expected dim to be an int, got float"):
         mint.amin(t, [0, 1.0])
     before = t.numpy().copy()
-    with pytest.raises(kiln.KilnIndexError):
+    with raises(kiln.KilnIndexError):
         mint.sum(t, 4)
     np.testing.assert_array_equal(t.numpy(), before)  # errors leave inputs untouched
 

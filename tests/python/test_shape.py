@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import assert_close, numpy_dtype, random_array
+from conftest import assert_close, numpy_dtype, raises, random_array
 from kiln import mint
 
 DTYPES = [kiln.float32, kiln.float16, kiln.int64, kiln.bool_]
@@ -120,7 +120,7 @@ def test_writes_through_a_view_reach_the_base():
 ])
 def test_view_op_errors_name_the_op(call, error, match):
     t = kiln.tensor(np.zeros((2, 3), np.float32))
-    with pytest.raises(error, match=match):
+    with raises(error, match=match):
         call(t)
 
 
@@ -196,7 +196,7 @@ def test_stack_joins_0d_and_empty_tensors(rng):
     (lambda: mint.stack([np.zeros(2)], 3), kiln.KilnIndexError, r"out of range"),
 ])
 def test_cat_and_stack_errors(call, error, match):
-    with pytest.raises(error, match=match):
+    with raises(error, match=match):
         call()
 
 
@@ -264,7 +264,7 @@ def test_split_pieces_write_through_to_the_base():
 ])
 def test_split_and_chunk_errors(call, error, match):
     t = kiln.tensor(np.zeros((5, 2), np.float32))
-    with pytest.raises(error, match=match):
+    with raises(error, match=match):
         call(t)
 
 
@@ -410,7 +410,7 @@ def test_scatter_with_duplicates_keeps_the_last_value():
 def test_index_op_errors(call, error, match):
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     x = kiln.tensor(a)
-    with pytest.raises(error, match=match):
+    with raises(error, match=match):
         call(x)
     np.testing.assert_array_equal(x.numpy(), a)
 
@@ -451,7 +451,7 @@ def test_masked_fill_takes_a_0d_tensor_value(rng):
 ])
 def test_masked_fill_errors(call, error, match):
     x = kiln.tensor(np.zeros((3, 4), np.float32))
-    with pytest.raises(error, match=match):
+    with raises(error, match=match):
         call(x)
 
 
@@ -512,14 +512,14 @@ def test_pad_0d_empty_and_default_value(rng):
 ])
 def test_pad_errors(pads, mode, error, match):
     t = kiln.tensor(np.zeros((2, 3, 4), np.float32))
-    with pytest.raises(error, match=match):
+    with raises(error, match=match):
         mint.pad(t, pads, mode)
 
 
 def test_pad_refuses_unrepresentable_values_and_empty_replicate():
-    with pytest.raises(kiln.KilnValueError, match=r"cannot pad a int64 tensor"):
+    with raises(kiln.KilnValueError, match=r"cannot pad a int64 tensor"):
         mint.pad(kiln.tensor([1, 2]), [1, 1], value=float("nan"))
-    with pytest.raises(kiln.KilnValueError, match=r"replicate-pad the empty dimension 0"):
+    with raises(kiln.KilnValueError, match=r"replicate-pad the empty dimension 0"):
         mint.pad(kiln.tensor(np.zeros(0)), [1, 0], "replicate")
 
 
@@ -544,5 +544,5 @@ def test_tril_triu_non_contiguous(layout, rng):
 
 @pytest.mark.parametrize("op", [mint.tril, mint.triu])
 def test_tril_triu_need_two_dims(op):
-    with pytest.raises(kiln.ShapeError, match=r"at least 2 dimensions, got 1-d"):
+    with raises(kiln.ShapeError, match=r"at least 2 dimensions, got 1-d"):
         op(kiln.tensor([1.0, 2.0]))

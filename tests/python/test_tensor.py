@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import ALL_DTYPES, numpy_dtype, random_array
+from conftest import ALL_DTYPES, numpy_dtype, raises, random_array
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: d.name)
@@ -61,7 +61,7 @@ def test_item_and_tolist():
     assert kiln.tensor([[7]]).item() == 7
     assert isinstance(kiln.tensor(1.5).item(), float)
     assert kiln.tensor(True).item() is True
-    with pytest.raises(kiln.KilnValueError, match="one element"):
+    with raises(kiln.KilnValueError, match="one element"):
         kiln.tensor([1, 2]).item()
 
 
@@ -124,7 +124,7 @@ def test_empty_and_zero_dim_tensors():
 ])
 def test_bad_arguments_raise_typed_errors(call, error, message):
     t = kiln.tensor(np.zeros((2, 3), np.float32))
-    with pytest.raises(error, match=message):
+    with raises(error, match=message):
         call(t)
     # The tensor is intact afterwards.
     assert t.shape == (2, 3) and t.tolist() == [[0.0] * 3] * 2
@@ -135,7 +135,7 @@ def test_error_types_derive_from_builtin_exceptions():
     assert issubclass(kiln.ShapeError, ValueError)
     assert issubclass(kiln.KilnIndexError, IndexError)
     assert issubclass(kiln.DTypeError, TypeError)
-    with pytest.raises(kiln.KilnBuildError, match="boom"):
+    with raises(kiln.KilnBuildError, match="boom"):
         kiln._C._raise_error(7, "boom")
 
 

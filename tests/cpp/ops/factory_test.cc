@@ -10,24 +10,17 @@
 #include "core/dtype_dispatch.h"
 #include "kiln/functional/factory.h"
 #include "kiln/op.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
+
+using testing::expect_error;
 
 constexpr DType kAllDTypes[] = {DType::kBool,    DType::kInt8,     DType::kUInt8,
                                 DType::kInt16,   DType::kInt32,    DType::kInt64,
                                 DType::kFloat16, DType::kBFloat16, DType::kFloat32,
                                 DType::kFloat64};
-
-void expect_error(const std::function<void()>& fn, ErrorKind kind, const std::string& text) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << text << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
-}
 
 // Every element of a contiguous tensor as a double.
 std::vector<double> values(const Tensor& t) {

@@ -14,9 +14,12 @@
 
 #include "kiln/op.h"
 #include "kiln/parallel.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
+
+using testing::error_of;
 
 Tensor from_values(const std::vector<float>& values, const Shape& shape) {
   Tensor t = Tensor::empty(shape, DType::kFloat32);
@@ -35,18 +38,6 @@ std::vector<float> values_of(const Tensor& t) {
   const Tensor c = t.contiguous();
   const float* p = c.data<float>();
   return std::vector<float>(p, p + c.numel());
-}
-
-/// Runs `f` and returns the kiln::Error it throws (fails the test when it does not throw).
-template <typename F>
-Error error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a kiln::Error";
-  return Error(ErrorKind::kGeneric, "");
 }
 
 std::vector<float> random_values(size_t n, uint32_t seed) {

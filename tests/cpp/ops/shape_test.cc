@@ -6,9 +6,12 @@
 #include <vector>
 
 #include "kiln/op.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
+
+using testing::expect_error;
 
 Tensor iota(const Shape& shape, DType dtype = DType::kFloat32) {
   Tensor f = Tensor::empty(shape, DType::kFloat32);
@@ -32,18 +35,6 @@ std::vector<float> values(const Tensor& t) {
   Tensor f = Tensor::empty(t.shape(), DType::kFloat32);
   copy_into(f, t);
   return std::vector<float>(f.data<float>(), f.data<float>() + f.numel());
-}
-
-// Runs `fn`, expecting a kiln::Error of `kind` whose text contains `needle`.
-template <typename F>
-void expect_error(F&& fn, ErrorKind kind, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
 }
 
 TEST(ShapeViews, ShareStorage_WhenEager) {

@@ -1,0 +1,24 @@
+"""The eager runtime: pipeline mode, sync points and the caching allocator (see kiln/runtime.h).
+
+    kiln.runtime.set_pipeline("sync")   # debugging: every op runs at its call, errors raise there
+    y = kiln.mint.exp(x)                # in "2stage"/"4stage" this returns before exp has run
+    kiln.runtime.synchronize()          # waits for all ops; raises the first unraised failure
+    kiln.runtime.memory_stats()         # {"allocated": ..., "cached": ..., "peak": ..., ...}
+
+The initial mode comes from the environment: KILN_PIPELINE=sync|2stage|4stage, or
+KILN_LAUNCH_BLOCKING=1 for sync.
+"""
+
+import atexit as _atexit
+import os as _os
+
+from ._C.runtime import (drain, empty_cache, get_pipeline, memory_stats,  # noqa: F401
+                         reset_peak_memory_stats, set_pipeline, synchronize)
+
+__all__ = ["set_pipeline", "get_pipeline", "synchronize", "drain", "memory_stats",
+           "empty_cache", "reset_peak_memory_stats"]
+
+# Queued ops finish before the interpreter goes away (a worker may still need it, to release a
+# NumPy array a tensor viewed), and before fork(), so the child starts with nothing in flight.
+_atexit.register(drain)
+_os.register_at_fork(before=drain)

@@ -1,0 +1,421 @@
+#include "runtime/pipeline.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace kiln::runtime {
+
+// Note [Pipeline]
+// The queue between the stages is one ring of OpCall slots with a cursor per stage, in the manner
+// of the LMAX Disruptor: every call visits the stages in the same order, so instead of handing
+// calls from queue to queue, each stage keeps the sequence number of the last call it finished
+// (planned_, allocated_, launched_) and works on the next one once the stage before it is past.
+// Nothing is copied between stages and a slot's vectors keep their capacity, so a steady stream of
+// calls allocates nothing for queueing. A slot is free for call s once launched_ >= s - kRingSize.
+//
+// Callers (any thread) claim sequence numbers with one atomic increment and publish their slot
+// when it is filled; the frontend takes slots strictly in sequence order, so calls run in the
+// order they were claimed, which keeps each thread's program order.
+//
+// Result handles are made by the caller before the call is queued, with TensorImpl::pending set
+// to the call's sequence number; plan_op fills their metadata and deferred storage, and the
+// frontend then clears `pending` (release). So a caller may pass a result straight to the next op
+// without waiting, and reading its metadata waits only for its FrontendTask.
+//
+// Failures: a stage that throws stores the exception in the slot and the later stages skip the
+// call. Fresh results carry it at once (their metadata state becomes kFailedMetadata when the
+// frontend failed); `out` tensors, which earlier calls may still read, get it only in the launch
+// stage, which runs in order. A call with a failed input fails with the input's error.
+//
+// Threads: in kFourStage one worker per stage; in kTwoStage one worker that plans every published
+// call before it allocates and launches the next (so metadata stays ahead of kernels and a
+// metadata wait lasts at most one kernel); in kSync no worker: dispatch runs run_op_sync inline.
+// Inside a worker, dispatch always runs inline (a kernel that calls ops runs them at once, its
+// inputs being ready), and data reads never wait.
+
+namespace {
+
+thread_local bool t_in_worker = false;
+
+constexpr auto kWorkerSpin = std::chrono::microseconds(50);
+constexpr auto kCallerSpin = std::chrono::microseconds(20);
+
+PipelineMode initial_mode() {
+  const char* blocking = std::getenv("KILN_LAUNCH_BLOCKING");
+  if (blocking != nullptr && std::strcmp(blocking, "1") == 0) return PipelineMode::kSync;
+  const char* name = std::getenv("KILN_PIPELINE");
+  if (name == nullptr || *name == '\0') return PipelineMode::kTwoStage;
+  return pipeline_mode_from_name(name);
+}
+
+void mark_queued(const Tensor& t) {
+  if (!t.defined() || t.is_pending()) return;
+  if (const std::shared_ptr<Storage>& storage = t.impl()->storage) storage->note_queued();
+}
+
+void stamp_use(const Tensor& t, uint64_t seq) {
+  if (!t.defined()) return;
+  if (const std::shared_ptr<Storage>& storage = t.impl()->storage) storage->note_queued_use(seq);
+}
+
+bool is_fresh_result(const OpCall& call, size_t i) {
+  return call.out.empty() || !call.results[i].is_same(call.out[i]);
+}
+
+
+}  // namespace
+
+Pipeline& Pipeline::instance() {
+  static Pipeline* pipeline = new Pipeline();
+  return *pipeline;
+}
+
+Pipeline::Pipeline()
+    : mode_(initial_mode()),
+      frontend_parker_(kWorkerSpin),
+      device_parker_(kWorkerSpin),
+      launch_parker_(kWorkerSpin),
+      caller_parker_(kCallerSpin) {}
+
+// ---- the caller's side (PyTask) ----------------------------------------------------------------
+
+std::vector<Tensor> Pipeline::dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
+                                       const Attrs& attrs, const std::vector<Tensor>& out) {
+  if (t_in_worker || mode() == PipelineMode::kSync) return run_op_sync(op, inputs, attrs, out);
+  ensure_workers();
+  for (const Tensor& t : inputs) mark_queued(t);
+  for (const Tensor& t : out) mark_queued(t);
+  if (op.num_outputs() == OpDef::kVariableOutputs && out.empty()) {
+    // How many results there are is metadata: plan here, waiting for the inputs' metadata, and
+    // queue the rest. A planning failure raises now, with nothing queued.
+    OpCall planned;
+    planned.op = &op;
+    planned.inputs = inputs;
+    planned.attrs = attrs;
+    plan_op(planned);
+    for (const Tensor& t : planned.kernel_outputs) mark_queued(t);
+    std::vector<Tensor> results = planned.results;
+    publish(claim_slot(), op, inputs, attrs, out, {}, &planned);
+    return results;
+  }
+  std::vector<Tensor> results;
+  if (out.empty()) {
+    const int n = op.num_outputs();
+    results.reserve(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) results.emplace_back(std::make_shared<TensorImpl>());
+  } else {
+    results = out;
+  }
+  const uint64_t seq = claim_slot();
+  if (out.empty()) {
+    for (const Tensor& r : results) r.impl()->pending.store(seq, std::memory_order_relaxed);
+  }
+  publish(seq, op, inputs, attrs, out, results, nullptr);
+  return results;
+}
+
+uint64_t Pipeline::claim_slot() {
+  const uint64_t seq = claimed_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  if (seq > launched_.load(std::memory_order_acquire) + kRingSize) {
+    caller_parker_.wait(
+        [&] { return seq <= launched_.load(std::memory_order_acquire) + kRingSize; },
+        /*run_blocking_hooks=*/true);
+  }
+  return seq;
+}
+
+void Pipeline::publish(uint64_t seq, const OpDef& op, const std::vector<Tensor>& inputs,
+                       const Attrs& attrs, const std::vector<Tensor>& out,
+                       std::vector<Tensor> results, OpCall* planned) {
+  Slot& s = slot(seq);
+  // Once claimed, the slot must be published whatever happens, or the ring would stall.
+  try {
+    if (planned != nullptr) {
+      s.call = std::move(*planned);
+      s.planned = true;
+    } else {
+      s.call.op = &op;
+      s.call.inputs = inputs;
+      s.call.attrs = attrs;
+      s.call.out = out;
+      s.call.results = std::move(results);
+    }
+  } catch (...) {
+    s.failure = std::make_shared<const OpFailure>(std::current_exception());
+  }
+  s.published.store(seq, std::memory_order_release);
+  frontend_parker_.notify();
+}
+
+// ---- the stages ----------------------------------------------------------------------------------
+
+void Pipeline::fail(Slot& s, std::shared_ptr<const OpFailure> failure) {
+  s.failure = failure;
+  const OpCall& call = s.call;
+  for (size_t i = 0; i < call.results.size(); ++i) {
+    if (is_fresh_result(call, i)) call.results[i].impl()->set_failure(failure);
+  }
+  std::lock_guard<std::mutex> lock(failure_mutex_);
+  if (first_failure_ == nullptr) first_failure_ = std::move(failure);
+}
+
+void Pipeline::run_frontend(uint64_t seq) {
+  Slot& s = slot(seq);
+  OpCall& call = s.call;
+  if (s.failure != nullptr) {
+    fail(s, s.failure);  // filling the slot failed
+  } else if (!s.planned) {
+    // A call on a tensor whose metadata never came fails with that tensor's failure.
+    std::shared_ptr<const OpFailure> input_failure;
+    for (const std::vector<Tensor>* group : {&call.inputs, &call.out}) {
+      for (const Tensor& t : *group) {
+        if (t.defined() &&
+            t.impl()->pending.load(std::memory_order_acquire) == TensorImpl::kFailedMetadata) {
+          input_failure = t.impl()->failure();
+        }
+      }
+    }
+    if (input_failure != nullptr) {
+      fail(s, std::move(input_failure));
+    } else {
+      try {
+        plan_op(call);
+      } catch (...) {
+        fail(s, std::current_exception());
+      }
+    }
+  }
+  for (const Tensor& t : call.inputs) stamp_use(t, seq);
+  for (const Tensor& t : call.out) stamp_use(t, seq);
+  for (const Tensor& t : call.kernel_outputs) stamp_use(t, seq);
+  const uint64_t state = s.failure != nullptr ? TensorImpl::kFailedMetadata : 0;
+  for (size_t i = 0; i < call.results.size(); ++i) {
+    TensorImpl* impl = call.results[i].impl();
+    if (impl->pending.load(std::memory_order_relaxed) == seq) {
+      impl->pending.store(state, std::memory_order_release);
+    }
+  }
+}
+
+void Pipeline::run_device(uint64_t seq) {
+  Slot& s = slot(seq);
+  if (s.failure != nullptr) return;
+  try {
+    allocate_op(s.call);
+  } catch (...) {
+    fail(s, std::current_exception());
+  }
+}
+
+void Pipeline::run_launch(uint64_t seq) {
+  Slot& s = slot(seq);
+  OpCall& call = s.call;
+  if (s.failure == nullptr) {
+    for (const Tensor& t : call.inputs) {
+      if (!t.defined()) continue;
+      if (std::shared_ptr<const OpFailure> input_failure = t.impl()->failure()) {
+        fail(s, std::move(input_failure));
+        break;
+      }
+    }
+  }
+  if (s.failure == nullptr) {
+    try {
+      launch_op(call);
+    } catch (...) {
+      fail(s, std::current_exception());
+    }
+  }
+  // `out` tensors learn of a failure only now, as calls before this one may have read them. Kiln's
+  // kernels validate before they write, so the data is as it was: the failure is transient.
+  if (s.failure != nullptr) {
+    for (const Tensor& t : call.out) t.impl()->set_failure(s.failure, /*transient=*/true);
+  }
+  call.clear();
+  s.failure = nullptr;
+  s.planned = false;
+}
+
+// ---- workers ---------------------------------------------------------------------------------------
+
+void Pipeline::ensure_workers() {
+  if (workers_mode_.load(std::memory_order_acquire) != mode()) start_workers(mode());
+}
+
+void Pipeline::start_workers(PipelineMode mode) {
+  std::lock_guard<std::mutex> lock(workers_mutex_);
+  if (workers_mode_.load(std::memory_order_relaxed) == mode) return;
+  stop_workers();
+  stop_.store(false, std::memory_order_relaxed);
+  auto spawn = [this](void (Pipeline::*loop)()) {
+    workers_.emplace_back([this, loop] {
+      t_in_worker = true;
+      (this->*loop)();
+    });
+  };
+  if (mode == PipelineMode::kFourStage) {
+    spawn(&Pipeline::frontend_loop);
+    spawn(&Pipeline::device_loop);
+    spawn(&Pipeline::launch_loop);
+  } else if (mode == PipelineMode::kTwoStage) {
+    spawn(&Pipeline::combined_loop);
+  }
+  workers_mode_.store(mode, std::memory_order_release);
+}
+
+// Under workers_mutex_, with nothing queued.
+void Pipeline::stop_workers() {
+  if (workers_.empty()) return;
+  stop_.store(true, std::memory_order_release);
+  for (Parker* p : {&frontend_parker_, &device_parker_, &launch_parker_}) p->notify();
+  for (std::thread& t : workers_) t.join();
+  workers_.clear();
+  workers_mode_.store(PipelineMode::kSync, std::memory_order_release);
+}
+
+void Pipeline::frontend_loop() {
+  for (;;) {
+    const uint64_t next = planned_.load(std::memory_order_relaxed) + 1;
+    frontend_parker_.wait(
+        [&] { return is_published(next) || stop_.load(std::memory_order_acquire); });
+    if (!is_published(next)) return;
+    run_frontend(next);
+    planned_.store(next, std::memory_order_release);
+    device_parker_.notify();
+    caller_parker_.notify();
+  }
+}
+
+void Pipeline::device_loop() {
+  for (;;) {
+    const uint64_t next = allocated_.load(std::memory_order_relaxed) + 1;
+    auto ready = [&] {
+      return planned_.load(std::memory_order_acquire) >= next &&
+             next <= launched_.load(std::memory_order_acquire) + kDeviceRunAhead;
+    };
+    device_parker_.wait([&] { return ready() || stop_.load(std::memory_order_acquire); });
+    if (!ready()) return;
+    run_device(next);
+    allocated_.store(next, std::memory_order_release);
+    launch_parker_.notify();
+  }
+}
+
+void Pipeline::launch_loop() {
+  for (;;) {
+    const uint64_t next = launched_.load(std::memory_order_relaxed) + 1;
+    auto ready = [&] { return allocated_.load(std::memory_order_acquire) >= next; };
+    launch_parker_.wait([&] { return ready() || stop_.load(std::memory_order_acquire); });
+    if (!ready()) return;
+    run_launch(next);
+    launched_.store(next, std::memory_order_release);
+    device_parker_.notify();
+    caller_parker_.notify();
+  }
+}
+
+void Pipeline::combined_loop() {
+  for (;;) {
+    uint64_t planned = planned_.load(std::memory_order_relaxed);
+    while (is_published(planned + 1)) {
+      run_frontend(++planned);
+      planned_.store(planned, std::memory_order_release);
+      caller_parker_.notify();
+    }
+    const uint64_t next = launched_.load(std::memory_order_relaxed) + 1;
+    if (next <= planned) {
+      run_device(next);
+      allocated_.store(next, std::memory_order_release);
+      run_launch(next);
+      launched_.store(next, std::memory_order_release);
+      caller_parker_.notify();
+      continue;
+    }
+    frontend_parker_.wait(
+        [&] { return is_published(next) || stop_.load(std::memory_order_acquire); });
+    if (!is_published(next)) return;
+  }
+}
+
+// ---- sync points ---------------------------------------------------------------------------------
+
+void Pipeline::set_mode(PipelineMode mode) {
+  KILN_CHECK(!t_in_worker) << "set_pipeline: cannot change the pipeline from inside an op";
+  std::lock_guard<std::mutex> lock(workers_mutex_);
+  drain();
+  mode_.store(mode, std::memory_order_release);
+  if (workers_mode_.load(std::memory_order_relaxed) != mode) stop_workers();
+}
+
+void Pipeline::drain() {
+  KILN_CHECK(!t_in_worker) << "synchronize: cannot wait for the pipeline from inside an op";
+  const uint64_t issued = claimed_.load(std::memory_order_acquire);
+  caller_parker_.wait([&] { return launched_.load(std::memory_order_acquire) >= issued; },
+                      /*run_blocking_hooks=*/true);
+}
+
+void Pipeline::synchronize() {
+  drain();
+  std::shared_ptr<const OpFailure> failure;
+  {
+    std::lock_guard<std::mutex> lock(failure_mutex_);
+    failure.swap(first_failure_);
+  }
+  if (failure != nullptr && !failure->raised.load(std::memory_order_acquire)) failure->raise();
+}
+
+void Pipeline::wait_for_metadata(const TensorImpl& impl) {
+  const uint64_t seq = impl.pending.load(std::memory_order_acquire);
+  if (seq == 0 || seq == TensorImpl::kFailedMetadata) return;
+  KILN_ASSERT(!t_in_worker) << "a pipeline worker read the metadata of a tensor that call " << seq
+                            << " has not planned yet";
+  caller_parker_.wait(
+      [&] {
+        const uint64_t state = impl.pending.load(std::memory_order_acquire);
+        return state == 0 || state == TensorImpl::kFailedMetadata;
+      },
+      /*run_blocking_hooks=*/true);
+}
+
+// Note [Waiting for data]
+// Every call stamps the storages it reads or writes with its sequence number when it is planned
+// (Storage::note_queued_use), and a caller marks the storages of its ready inputs as queued before
+// it queues the call. To read a tensor's memory, a caller lets the frontend catch up with every
+// call issued so far (so every stamp is in place), then waits until the last call that uses the
+// memory has launched. Memory no call ever referenced never waits. So reading the result of one op
+// does not wait for unrelated ops queued after it, and a write through a NumPy view of a tensor
+// cannot race with a queued op that reads it.
+void Pipeline::wait_for_data(const TensorImpl& impl) {
+  if (t_in_worker) return;
+  const uint64_t issued = claimed_.load(std::memory_order_acquire);
+  if (launched_.load(std::memory_order_acquire) >= issued) return;
+  caller_parker_.wait([&] { return planned_.load(std::memory_order_acquire) >= issued; },
+                      /*run_blocking_hooks=*/true);
+  const uint64_t use = impl.storage->last_queued_use();
+  caller_parker_.wait([&] { return launched_.load(std::memory_order_acquire) >= use; },
+                      /*run_blocking_hooks=*/true);
+}
+
+// ---- fork ------------------------------------------------------------------------------------------
+
+void Pipeline::before_fork() {
+  if (t_in_worker) return;
+  workers_mutex_.lock();  // released in the parent and the child
+  drain();
+  stop_workers();
+}
+
+void Pipeline::after_fork_in_parent() {
+  if (!t_in_worker) workers_mutex_.unlock();
+}
+
+void Pipeline::after_fork_in_child() {
+  if (t_in_worker) return;
+  new (&workers_mutex_) std::mutex();
+  for (Parker* p : {&frontend_parker_, &device_parker_, &launch_parker_, &caller_parker_}) {
+    p->reset_after_fork();
+  }
+  new (&failure_mutex_) std::mutex();
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,112 @@
+// The eager pipeline (see kiln/runtime.h for what it promises and Note [Pipeline] in
+// pipeline.cc for how): a ring of op calls that the caller's thread fills (PyTask) and worker
+// threads advance through plan_op (FrontendTask), allocate_op (DeviceTask) and launch_op
+// (LaunchTask). Private to the runtime; the rest of Kiln reaches it through Dispatcher and the
+// pending-tensor hooks.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "kiln/op.h"
+#include "kiln/runtime.h"
+#include "runtime/parker.h"
+
+namespace kiln::runtime {
+
+class Pipeline final : public Dispatcher {
+ public:
+  /// The process's pipeline (never destroyed: worker threads may outlive static destructors).
+  static Pipeline& instance();
+
+  std::vector<Tensor> dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
+                               const Attrs& attrs, const std::vector<Tensor>& out) override;
+
+  void set_mode(PipelineMode mode);
+  PipelineMode mode() const { return mode_.load(std::memory_order_acquire); }
+
+  /// Waits until every op issued so far has run. Called from a worker it is an error.
+  void drain();
+  /// drain(), then raises the first failure since the last synchronize() if no read raised it.
+  void synchronize();
+
+  /// The pending-tensor hooks (kiln::detail::PendingTensorHooks).
+  void wait_for_metadata(const TensorImpl& impl);
+  void wait_for_data(const TensorImpl& impl);
+  /// fork() support: before, drain and stop the workers (they restart on the next op, in the
+  /// parent and in the child) and hold the pipeline's lock; after, release it; in the child, also
+  /// reset the locks another thread of the parent may have held.
+  void before_fork();
+  void after_fork_in_parent();
+  void after_fork_in_child();
+
+ private:
+  static constexpr uint64_t kRingSize = 1024;  // queued op calls; a power of two
+  // The DeviceTask allocates memory for at most this many calls ahead of the LaunchTask.
+  static constexpr uint64_t kDeviceRunAhead = 4;
+
+  struct Slot {
+    std::atomic<uint64_t> published{0};  // the call's sequence number once the PyTask filled it
+    OpCall call;
+    bool planned = false;                      // plan_op already ran on the caller's thread
+    std::shared_ptr<const OpFailure> failure;  // the call's failure; later stages skip it
+  };
+
+  Pipeline();
+  Slot& slot(uint64_t seq) { return ring_[seq & (kRingSize - 1)]; }
+  bool is_published(uint64_t seq) {
+    return slot(seq).published.load(std::memory_order_acquire) == seq;
+  }
+
+  // The PyTask: claims a sequence number, waits for its slot, fills and publishes it.
+  uint64_t claim_slot();
+  void publish(uint64_t seq, const OpDef& op, const std::vector<Tensor>& inputs,
+               const Attrs& attrs, const std::vector<Tensor>& out, std::vector<Tensor> results,
+               OpCall* planned);
+
+  // The three stages over one slot.
+  void run_frontend(uint64_t seq);
+  void run_device(uint64_t seq);
+  void run_launch(uint64_t seq);
+  void fail(Slot& slot, std::shared_ptr<const OpFailure> failure);
+  void fail(Slot& slot, std::exception_ptr error) {
+    fail(slot, std::make_shared<const OpFailure>(std::move(error)));
+  }
+
+  void ensure_workers();
+  void start_workers(PipelineMode mode);
+  void stop_workers();
+  void frontend_loop();
+  void device_loop();
+  void launch_loop();
+  void combined_loop();
+
+  std::atomic<PipelineMode> mode_;
+  std::array<Slot, kRingSize> ring_;
+  // Sequence numbers: the last one claimed by a caller, and the last one each stage finished.
+  // Each stage finishes calls in sequence order, so "planned_ >= s" means call s is planned.
+  std::atomic<uint64_t> claimed_{0};
+  std::atomic<uint64_t> planned_{0};
+  std::atomic<uint64_t> allocated_{0};
+  std::atomic<uint64_t> launched_{0};
+
+  Parker frontend_parker_;  // a worker waiting for a published call
+  Parker device_parker_;    // the device worker waiting for a planned call
+  Parker launch_parker_;    // the launch worker waiting for an allocated call
+  Parker caller_parker_;    // callers waiting for metadata, data, a free slot or everything
+
+  std::mutex workers_mutex_;  // serialises starting, stopping and mode changes
+  std::atomic<PipelineMode> workers_mode_{PipelineMode::kSync};  // what the running workers do
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> workers_;
+
+  std::mutex failure_mutex_;
+  std::shared_ptr<const OpFailure> first_failure_;  // since the last synchronize()
+};
+
+}  // namespace kiln::runtime
