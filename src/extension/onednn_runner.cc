@@ -10,49 +10,50 @@
 
 namespace kiln {
 
-OneDnnPrimitive OneDnnPrimitive::MatMul(std::vector<Eltwise> post_ops) {
+namespace {
+
+OneDnnPrimitive of_kind(OneDnnPrimitive::Kind kind, std::vector<Eltwise> post_ops = {}) {
   OneDnnPrimitive p;
-  p.kind = Kind::kMatMul;
+  p.kind = kind;
   p.post_ops = std::move(post_ops);
   return p;
+}
+
+}  // namespace
+
+OneDnnPrimitive OneDnnPrimitive::MatMul(std::vector<Eltwise> post_ops) {
+  return of_kind(Kind::kMatMul, std::move(post_ops));
 }
 
 OneDnnPrimitive OneDnnPrimitive::Convolution(std::vector<int64_t> strides,
                                              std::vector<int64_t> padding,
                                              std::vector<int64_t> dilation,
                                              std::vector<Eltwise> post_ops) {
-  OneDnnPrimitive p;
-  p.kind = Kind::kConvolution;
+  OneDnnPrimitive p = of_kind(Kind::kConvolution, std::move(post_ops));
   p.strides = std::move(strides);
   p.padding = std::move(padding);
   p.dilation = std::move(dilation);
-  p.post_ops = std::move(post_ops);
   return p;
 }
 
 OneDnnPrimitive OneDnnPrimitive::Elementwise(Eltwise function) {
-  OneDnnPrimitive p;
-  p.kind = Kind::kElementwise;
-  p.post_ops = {function};
-  return p;
+  return of_kind(Kind::kElementwise, {function});
 }
 
 OneDnnPrimitive OneDnnPrimitive::Softmax(int64_t axis) {
-  OneDnnPrimitive p;
-  p.kind = Kind::kSoftmax;
+  OneDnnPrimitive p = of_kind(Kind::kSoftmax);
   p.axis = axis;
   return p;
 }
 
 OneDnnPrimitive OneDnnPrimitive::LogSoftmax(int64_t axis) {
-  OneDnnPrimitive p = Softmax(axis);
-  p.kind = Kind::kLogSoftmax;
+  OneDnnPrimitive p = of_kind(Kind::kLogSoftmax);
+  p.axis = axis;
   return p;
 }
 
 OneDnnPrimitive OneDnnPrimitive::LayerNorm(float epsilon) {
-  OneDnnPrimitive p;
-  p.kind = Kind::kLayerNorm;
+  OneDnnPrimitive p = of_kind(Kind::kLayerNorm);
   p.epsilon = epsilon;
   return p;
 }

@@ -12,7 +12,7 @@ from . import _cache
 
 _KEY_FORMAT = "kiln-extension-key 1"
 _BACKENDS = ("CPU",)
-# Manifests kept per extension name; older builds (and their libraries) are removed.
+# Manifests (source versions) kept per extension name; older ones and their libraries are removed.
 _KEEP_BUILDS = 8
 _loaded = {}  # library path -> module: a library loads once per process
 _active = {}  # extension name -> the library whose ops the registry holds
@@ -204,7 +204,9 @@ class CustomOpBuilder:
             manifest = self._manifest(key, depfiles, output, cxx, _compile)
             os.chmod(output, 0o700)
             os.replace(output, os.path.join(folder, manifest.library))
-            _cache.write_atomically(manifest_path, manifest.dump(), tmp)
+            entries = [manifest] + [e for e in _cache.read_manifest(manifest_path)
+                                    if e.library != manifest.library]
+            _cache.write_atomically(manifest_path, _cache.Manifest.dump(entries), tmp)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         _prune(folder)
@@ -247,11 +249,11 @@ def _C_include():
 
 def _lookup(folder, manifest_path, digests):
     """The cached library for this key when it is there, intact and its inputs are unchanged."""
-    manifest = _cache.read_manifest(manifest_path)
-    if manifest is None or not manifest.deps_unchanged(digests):
-        return None
-    library = os.path.join(folder, manifest.library)
-    return library if _cache.library_intact(library, manifest) else None
+    for manifest in _cache.read_manifest(manifest_path):
+        if manifest.deps_unchanged(digests):
+            library = os.path.join(folder, manifest.library)
+            return library if _cache.library_intact(library, manifest) else None
+    return None
 
 
 def _prune(folder):
@@ -266,9 +268,7 @@ def _prune(folder):
         os.unlink(path)
     keep = set()
     for _, path in manifests[:_KEEP_BUILDS]:
-        manifest = _cache.read_manifest(path)
-        if manifest is not None:
-            keep.add(manifest.library)
+        keep.update(entry.library for entry in _cache.read_manifest(path))
     for entry in os.listdir(folder):
         if entry.endswith(".so") and entry not in keep:
             os.unlink(os.path.join(folder, entry))  # a process that loaded it keeps its mapping

@@ -23,7 +23,9 @@ except ImportError:  # pragma: no cover (CPython always has it)
 
 from ..errors import KilnError
 
-MANIFEST_FORMAT = "kiln-extension-manifest 1"
+MANIFEST_FORMAT = "kiln-extension-manifest 2"
+# Builds remembered per manifest (one per state of the headers the sources include).
+MANIFEST_ENTRIES = 4
 
 
 def digest(data):
@@ -78,9 +80,12 @@ def default_root():
 class Manifest:
     """What one build produced: the library and every file the compiler read.
 
-    Text, one record a line (paths last, so they may hold spaces)::
+    A manifest file (one per key: sources, flags, compiler, ABI) holds up to MANIFEST_ENTRIES of
+    these, newest first, so switching a header back and forth finds each build again (ccache's
+    manifests work the same way). Text, one record a line, an entry starting at each
+    ``library`` line (paths last, so they may hold spaces)::
 
-        kiln-extension-manifest 1
+        kiln-extension-manifest 2
         library <file name> <size> <digest>
         compiler <compiler --version, first line>
         dep <size> <mtime_ns> <digest> <path>
@@ -93,32 +98,43 @@ class Manifest:
         self.compiler_version = compiler_version
         self.deps = deps  # [(path, size, mtime_ns, digest)]
 
-    def dump(self):
-        lines = [MANIFEST_FORMAT,
-                 f"library {self.library} {self.library_size} {self.library_digest}",
-                 f"compiler {self.compiler_version}"]
-        lines += [f"dep {size} {mtime} {d} {path}" for path, size, mtime, d in self.deps]
+    def lines(self):
+        return [f"library {self.library} {self.library_size} {self.library_digest}",
+                f"compiler {self.compiler_version}"] + [
+                    f"dep {size} {mtime} {d} {path}" for path, size, mtime, d in self.deps]
+
+    @staticmethod
+    def dump(entries):
+        lines = [MANIFEST_FORMAT]
+        for entry in entries[:MANIFEST_ENTRIES]:
+            lines += entry.lines()
         return "\n".join(lines) + "\n"
 
     @classmethod
     def parse(cls, text):
-        """The manifest in `text`, or None when it is not one (truncated, another format)."""
+        """The entries in `text`, or None when it is not a manifest (truncated, another
+        format)."""
         lines = text.split("\n")
         if len(lines) < 4 or lines[0] != MANIFEST_FORMAT or lines[-1] != "":
             return None
+        entries = []
         try:
-            tag, library, size, lib_digest = lines[1].split(" ")
-            if tag != "library" or not lines[2].startswith("compiler "):
-                return None
-            deps = []
-            for line in lines[3:-1]:
-                tag, dsize, mtime, d, path = line.split(" ", 4)
-                if tag != "dep":
+            i = 1
+            while i < len(lines) - 1:
+                tag, library, size, lib_digest = lines[i].split(" ")
+                if tag != "library" or not lines[i + 1].startswith("compiler "):
                     return None
-                deps.append((path, int(dsize), int(mtime), d))
-            return cls(library, int(size), lib_digest, lines[2][len("compiler "):], deps)
-        except ValueError:
+                compiler = lines[i + 1][len("compiler "):]
+                i += 2
+                deps = []
+                while i < len(lines) - 1 and lines[i].startswith("dep "):
+                    _, dsize, mtime, d, path = lines[i].split(" ", 4)
+                    deps.append((path, int(dsize), int(mtime), d))
+                    i += 1
+                entries.append(cls(library, int(size), lib_digest, compiler, deps))
+        except (ValueError, IndexError):
             return None
+        return entries
 
     def deps_unchanged(self, known_digests):
         """True when every recorded file still has its recorded content.
@@ -147,14 +163,15 @@ class Manifest:
 
 
 def read_manifest(path):
-    """The manifest at `path`, or None when there is none or it is not valid."""
+    """The entries of the manifest at `path` (newest first), or [] when there is none or it is
+    not valid."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
-        return None
+        return []
     with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as f:
         check_private(path, os.fstat(fd))
-        return Manifest.parse(f.read())
+        return Manifest.parse(f.read()) or []
 
 
 def library_intact(path, manifest):
