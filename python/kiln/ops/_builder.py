@@ -103,8 +103,8 @@ class CustomOpBuilder:
 
     def _compile_flags(self):
         opt = ["-O0", "-g"] if self.debug else ["-O2"]
-        return ["-std=c++17", "-fPIC", "-fvisibility=hidden", "-fdiagnostics-color=never", *opt,
-                "-I" + _C_include(), *("-I" + p for p in self.include_paths), *self.cflags]
+        return ["-std=c++17", "-fPIC", "-fvisibility=hidden", "-fdiagnostics-color=never", "-pipe",
+                *opt, "-I" + _C_include(), *("-I" + p for p in self.include_paths), *self.cflags]
 
     def _link_flags(self):
         libdir = _library_dir()
@@ -180,6 +180,7 @@ class CustomOpBuilder:
             if entry.startswith("tmp-"):  # left by a builder that died (we hold the lock)
                 shutil.rmtree(os.path.join(folder, entry), ignore_errors=True)
         tmp = tempfile.mkdtemp(prefix=f"tmp-{os.getpid()}-", dir=folder)
+        version = _compile.start_compiler_version(cxx[0])
         try:
             flags = self._compile_flags()
             pch = self._precompiled_header(root, cxx, identity, flags, _compile)
@@ -201,18 +202,21 @@ class CustomOpBuilder:
             output = os.path.join(tmp, "library.so")
             _compile.link([*cxx, "-shared", *_compile.linker_flags(), *objects, "-o", output,
                            *self._link_flags()], self.verbose)
-            manifest = self._manifest(key, depfiles, output, cxx, _compile)
+            manifest = self._manifest(key, depfiles, output, _compile.compiler_version(version),
+                                      _compile)
             os.chmod(output, 0o700)
             os.replace(output, os.path.join(folder, manifest.library))
             entries = [manifest] + [e for e in _cache.read_manifest(manifest_path)
                                     if e.library != manifest.library]
             _cache.write_atomically(manifest_path, _cache.Manifest.dump(entries), tmp)
         finally:
+            version.kill()  # long done on success; not left behind on a failure
+            version.wait()
             shutil.rmtree(tmp, ignore_errors=True)
         _prune(folder)
         return os.path.join(folder, manifest.library)
 
-    def _manifest(self, key, depfiles, library, cxx, _compile):
+    def _manifest(self, key, depfiles, library, compiler_version, _compile):
         deps = []
         seen = set()
         for depfile in depfiles:
@@ -224,8 +228,7 @@ class CustomOpBuilder:
                     deps.append((path, st.st_size, st.st_mtime_ns, _cache.file_digest(path)))
         full_key = _cache.digest("\n".join([key] + [f"{p} {d}" for p, _, _, d in deps]).encode())
         return _cache.Manifest(f"{self.name}-{full_key[:20]}.so", os.path.getsize(library),
-                               _cache.file_digest(library), _compile.compiler_version(cxx[0]),
-                               deps)
+                               _cache.file_digest(library), compiler_version, deps)
 
     def _precompiled_header(self, root, cxx, identity, flags, _compile):
         """The flags that use a precompiled kiln/extension.h for these flags, or [] (then one is

@@ -27,14 +27,19 @@ def build_error(message, command, diagnostics):
     return error
 
 
-def compiler_version(cxx):
-    """The first line of `cxx --version` (recorded in the manifest)."""
+def start_compiler_version(cxx):
+    """Starts `cxx --version` (recorded in the manifest), to run beside the compiles."""
     try:
-        out = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False)
+        return subprocess.Popen([cxx, "--version"], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
     except OSError as e:
         raise KilnBuildError(f"cannot run the C++ compiler {cxx!r}: {e}; install one (g++ or "
                              f"clang++) or point the CXX environment variable at it") from None
-    return out.stdout.split("\n", 1)[0].strip() or "unknown"
+
+
+def compiler_version(proc):
+    """The first line that start_compiler_version's process printed."""
+    return proc.communicate()[0].split("\n", 1)[0].strip() or "unknown"
 
 
 def read_depfile(path):
