@@ -63,6 +63,9 @@ check("irfft(rfft(x)) == x", ops.irfft(spectrum, 64, "backward").numpy(), signal
 s, co = ops.sin_cos(kiln.tensor(a))
 check("sin_cos -> (sin, cos), two outputs", np.stack([s.numpy(), co.numpy()]),
       np.stack([np.sin(a), np.cos(a)]))
+pieces = ops.split_rows(kiln.tensor(a), 4)
+check("split_rows -> a list of 4 tensors", np.stack([p.numpy() for p in pieces]),
+      np.stack(np.split(a, 4)))
 mean, var = ops.row_moments(kiln.tensor(a), correction=1)
 check("row_moments (an OpDef registered with def_op)", var.numpy(), a.var(-1, ddof=1))
 print("  RowMoments is a registered op:", kiln.ops.op_signature("RowMoments"))

@@ -1,6 +1,8 @@
 // two_outputs.cpp — ops with more than one output.
 //   ops.sin_cos(x) -> (sin(x), cos(x)): one OpRunner filling two outputs; the std::tuple return
 //     type makes it a Python tuple.
+//   ops.split_rows(x, parts) -> [parts tensors]: a std::vector<Tensor> return type is a Python
+//     list, of any length (views of x: no copy).
 //   ops.row_moments(x, correction=0) -> (mean, variance) over the last dimension: a full OpDef
 //     registered with m.def_op, so it is also kiln::call_op("RowMoments", {x}) from C++ and an
 //     op like any built-in for the registry (kiln.ops.list_ops()).
@@ -9,6 +11,7 @@
 
 #include <cmath>
 #include <tuple>
+#include <vector>
 
 namespace {
 
@@ -72,7 +75,18 @@ std::tuple<kiln::Tensor, kiln::Tensor> sin_cos(const kiln::Tensor& x) {
   return {s, c};
 }
 
+std::vector<kiln::Tensor> split_rows(const kiln::Tensor& x, int parts) {
+  KILN_CHECK_VALUE(parts >= 1 && x.ndim() >= 1 && x.size(0) % parts == 0)
+      << "split_rows: expected a number of parts >= 1 that divides " << x.size(0) << ", got "
+      << parts;
+  std::vector<kiln::Tensor> pieces;
+  const int64_t rows = x.size(0) / parts;
+  for (int i = 0; i < parts; ++i) pieces.push_back(x.narrow(0, i * rows, rows));
+  return pieces;
+}
+
 KILN_EXTENSION(m) {
   m.def("sin_cos", &sin_cos, {"x"}, "(sin(x), cos(x)) from one kernel.");
+  m.def("split_rows", &split_rows, {"x", "parts"}, "x split into `parts` equal row blocks.");
   m.def_op(row_moments_op());
 }

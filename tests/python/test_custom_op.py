@@ -30,7 +30,7 @@ def test_functions_describe_themselves(example_ops, example_ops_builder):
     assert example_ops.linear_gelu.__doc__.startswith("gelu(x @ weight.T + bias)")
     assert example_ops.__file__ == example_ops_builder.build()
     assert set(example_ops.__all__) == {"add3", "addmm", "gemv", "linear_gelu", "rfft", "irfft",
-                                        "fft", "sin_cos", "row_moments"}
+                                        "fft", "sin_cos", "split_rows", "row_moments"}
 
 
 @pytest.mark.parametrize("call, message", [
@@ -118,6 +118,20 @@ def test_two_outputs_come_back_as_a_tuple(example_ops, rng):
     s, c = example_ops.sin_cos(t(x))
     assert_close(s, np.sin(x))
     assert_close(c, np.cos(x))
+
+
+def test_a_vector_return_is_a_list_of_any_length(example_ops, rng):
+    x = rng.standard_normal((6, 2)).astype(np.float32)
+    for parts in (1, 3, 6):
+        pieces = example_ops.split_rows(t(x), parts)
+        assert isinstance(pieces, list) and len(pieces) == parts
+        for piece, expected in zip(pieces, np.split(x, parts)):
+            assert_close(piece, expected)
+    with pytest.raises(OverflowError, match="split_rows\\(\\): argument 'parts' = 1099511627776 "
+                                            "does not fit in int"):
+        example_ops.split_rows(t(x), 2 ** 40)
+    with pytest.raises(kiln.KilnValueError, match="a number of parts >= 1 that divides 6, got 4"):
+        example_ops.split_rows(t(x), 4)
 
 
 def test_def_op_registers_an_op_like_a_builtin(example_ops, rng):

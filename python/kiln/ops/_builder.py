@@ -104,7 +104,8 @@ class CustomOpBuilder:
     def _compile_flags(self):
         opt = ["-O0", "-g"] if self.debug else ["-O2"]
         return ["-std=c++17", "-fPIC", "-fvisibility=hidden", "-fdiagnostics-color=never", "-pipe",
-                *opt, "-I" + _C_include(), *("-I" + p for p in self.include_paths), *self.cflags]
+                *opt, "-I" + _kiln_include(), *("-I" + p for p in self.include_paths),
+                *self.cflags]
 
     def _link_flags(self):
         libdir = _library_dir()
@@ -236,7 +237,7 @@ class CustomOpBuilder:
         if os.environ.get("KILN_EXTENSION_PCH", "1") == "0":
             return []
         pch_key = _cache.digest("\n".join([identity, *cxx, *flags,
-                                           _compile.kiln_headers_digest(_C_include())]).encode())
+                                           _compile.kiln_headers_digest(_kiln_include())]).encode())
         pch_dir = os.path.join(_cache.private_dir(os.path.join(root, "pch")), pch_key)
         pch = _compile.usable_pch(pch_dir)
         if not pch:
@@ -244,7 +245,7 @@ class CustomOpBuilder:
         return pch
 
 
-def _C_include():
+def _kiln_include():
     from .. import get_include
 
     return get_include()
