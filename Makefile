@@ -3,7 +3,7 @@
 #
 #   make build      configure + incremental build (C++ library, Python module in place, tests)
 #   make test       build, C++ tests (ctest), Python tests (pytest), the sanitizer job
-#   make demo       build and run examples/demo.py
+#   make demo       build and run examples/demo.py and the custom-op examples
 #   make bench      Google Benchmark programs + bench/compare.py
 
 PYTHON      ?= python3
@@ -58,6 +58,7 @@ test: test-cpp test-python test-asan
 
 demo: build
 	$(VENV_PY) examples/demo.py
+	$(VENV_PY) examples/custom_op/run.py
 
 bench: build
 	$(VENV_PY) bench/compare.py

@@ -39,6 +39,15 @@ int = int32  # noqa: A001
 _PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
 
 
+def __getattr__(name):
+    # kiln.ops loads on first use: `import kiln` stays fast for programs without custom ops.
+    if name == "ops":
+        import importlib
+
+        return importlib.import_module(".ops", __name__)
+    raise AttributeError(f"module 'kiln' has no attribute {name!r}")
+
+
 def get_include():
     """The folder that holds ``kiln/*.h``, for compiling custom ops and plugins."""
     installed = _os.path.join(_PACKAGE_DIR, "include")

@@ -19,9 +19,8 @@ cannot be a view; index with a reversed integer tensor instead (a copy).
 
 import operator
 
-import numpy as np
-
 from . import _C
+from ._numpy import np
 from .errors import KilnIndexError, KilnValueError, ShapeError
 
 Tensor = _C.Tensor

@@ -1,8 +1,7 @@
 """Python-level methods of kiln.Tensor: printing and conversions that are easiest through NumPy."""
 
-import numpy as np
-
 from . import _C
+from ._numpy import np
 
 Tensor = _C.Tensor
 

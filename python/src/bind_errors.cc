@@ -13,16 +13,34 @@ namespace {
 // One Python type per ErrorKind, installed by kiln/errors.py through _set_error_types.
 std::array<PyObject*, 8> g_error_types{};
 
+void set_error(const Error& e) {
+  PyObject* type = g_error_types[static_cast<size_t>(e.kind())];
+  PyErr_SetString(type != nullptr ? type : PyExc_RuntimeError, e.what());
+}
+
 void translate(const std::exception_ptr& p, void*) {
   try {
     std::rethrow_exception(p);
   } catch (const Error& e) {
-    PyObject* type = g_error_types[static_cast<size_t>(e.kind())];
-    PyErr_SetString(type != nullptr ? type : PyExc_RuntimeError, e.what());
+    set_error(e);
   }
 }
 
 }  // namespace
+
+void set_python_error_from_current_exception() {
+  try {
+    throw;
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (const Error& e) {
+    set_error(e);
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "an unknown C++ exception");
+  }
+}
 
 void bind_errors(nb::module_& m) {
   nb::register_exception_translator(translate);

@@ -6,6 +6,7 @@
 namespace kiln::py {
 
 void bind_errors(nanobind::module_& m);
+void bind_extension(nanobind::module_& m);
 void bind_dtype(nanobind::module_& m);
 void bind_tensor(nanobind::module_& m);
 void bind_tensor_operators(nanobind::module_& m);
@@ -16,5 +17,10 @@ void bind_mint_reduce(nanobind::module_& mint);
 void bind_mint_nn(nanobind::module_& mint);
 void bind_mint_shape(nanobind::module_& mint);
 void bind_mint_factory(nanobind::module_& mint);
+
+/// Sets the Python error for the C++ exception being handled (call it inside `catch (...)`):
+/// kiln::Error by kind as nanobind's translator does, a pending Python error as it was, anything
+/// else as RuntimeError. For functions written against the C API, outside nanobind's dispatch.
+void set_python_error_from_current_exception();
 
 }  // namespace kiln::py

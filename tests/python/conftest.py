@@ -1,11 +1,17 @@
 """Shared pytest fixtures and tolerances for Kiln's Python suite."""
 
 import contextlib
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import kiln
+
+# Custom-op builds in the tests do not start background precompiled-header builds (2 to 3 s of
+# CPU each); the test of that feature turns it back on.
+os.environ["KILN_EXTENSION_PCH"] = "0"
 
 # Tolerances per dtype for comparisons against NumPy (rtol, atol). 16-bit floats are computed in
 # float32 and rounded once, so their bound is a few units in their last place.
@@ -70,3 +76,29 @@ def raises(expected, match=None):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples" / "custom_op"
+
+
+@pytest.fixture(scope="session")
+def extension_cache(tmp_path_factory):
+    """A private cache folder shared by the session's custom-op builds (one compile each)."""
+    path = tmp_path_factory.mktemp("kiln_extensions")
+    path.chmod(0o700)
+    return path
+
+
+@pytest.fixture(scope="session")
+def example_ops_builder(extension_cache):
+    """examples/custom_op/*.cpp built once as one extension (a parallel multi-source build; -O0,
+    which compiles faster and is plenty for checking results)."""
+    sources = sorted(str(p) for p in EXAMPLES_DIR.glob("*.cpp"))
+    builder = kiln.ops.CustomOpBuilder("examples", sources, build_dir=extension_cache, debug=True)
+    builder.load()
+    return builder
+
+
+@pytest.fixture(scope="session")
+def example_ops(example_ops_builder):
+    return example_ops_builder.load()

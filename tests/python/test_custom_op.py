@@ -1,0 +1,149 @@
+"""Custom ops built from examples/custom_op/ (one extension, built once per session): calling
+them, their numerics against NumPy, and the errors a wrong call gets."""
+
+import inspect
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import assert_close, raises
+
+
+def t(array):
+    return kiln.tensor(np.asarray(array))
+
+
+def complex_to_pairs(z, dtype):
+    return np.stack([z.real, z.imag], axis=-1).astype(dtype)
+
+
+@pytest.mark.parametrize("shape", [(16,), (3, 5), (2, 3, 4), ()])
+def test_add3_matches_numpy(example_ops, rng, shape):
+    x, y, z = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+    assert_close(example_ops.add3(t(x), t(y), t(z)), x + y + z)
+    assert_close(example_ops.add3(t(x), z=t(z), y=t(y)), x + y + z)
+
+
+def test_functions_describe_themselves(example_ops, example_ops_builder):
+    assert str(inspect.signature(example_ops.add3)) == "(x, y, z)"
+    assert example_ops.linear_gelu.__doc__.startswith("gelu(x @ weight.T + bias)")
+    assert example_ops.__file__ == example_ops_builder.build()
+    assert set(example_ops.__all__) == {"add3", "addmm", "gemv", "linear_gelu", "rfft", "irfft",
+                                        "fft", "sin_cos", "split_rows", "row_moments"}
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda ops, x: ops.add3(x, 1.0, x),
+     "add3(): argument 'y' (position 2) must be kiln.Tensor, not float"),
+    (lambda ops, x: ops.add3(x, x, np.ones(4, np.float32)),
+     "add3(): argument 'z' (position 3) must be kiln.Tensor, not numpy.ndarray"),
+    (lambda ops, x: ops.add3(x, x), "add3() missing required argument 'z' (position 3)"),
+    (lambda ops, x: ops.add3(x, x, x, x), "add3() takes 3 positional arguments but 4 were given"),
+    (lambda ops, x: ops.add3(x, x, x, w=x), "add3() got an unexpected keyword argument 'w'"),
+    (lambda ops, x: ops.add3(x, x, x, x=x), "add3() got multiple values for argument 'x'"),
+    (lambda ops, x: ops.fft(x, inverse=1, norm="ortho"),
+     "fft(): argument 'inverse' (position 2) must be bool, not int"),
+    (lambda ops, x: ops.irfft(x, 2.5, "backward"),
+     "irfft(): argument 'n' (position 2) must be int, not float"),
+    (lambda ops, x: ops.rfft(x, norm=3), "rfft(): argument 'norm' (position 2) must be str, not int"),
+    (lambda ops, x: ops.addmm(x, x, x, "2", 1.0),
+     "addmm(): argument 'alpha' (position 4) must be float, not str"),
+    (lambda ops, x: ops.linear_gelu(x, x, 0),
+     "linear_gelu(): argument 'bias' (position 3) must be kiln.Tensor or None, not int"),
+])
+def test_wrong_arguments_raise_type_error_naming_the_parameter(example_ops, call, message):
+    x = kiln.mint.ones([4])
+    with raises(TypeError) as info:
+        call(example_ops, x)
+    assert str(info.value) == message
+
+
+def test_kernel_errors_name_the_op_and_its_inputs(example_ops):
+    x = kiln.mint.ones([4])
+    with raises(kiln.DTypeError) as info:
+        example_ops.add3(x, x, kiln.tensor([1, 2, 3, 4]))
+    assert "data<float32>() called on a tensor of dtype int64" in str(info.value)
+    assert "in Add3(float32[4], float32[4], int64[4])" in str(info.value)
+    with raises(kiln.ShapeError, match=r"linear_gelu: expected x \[N, in\] and weight"):
+        example_ops.linear_gelu(kiln.mint.ones([2, 3]), kiln.mint.ones([4, 5]), None)
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_linear_gelu_matches_numpy(example_ops, rng, with_bias):
+    x = rng.standard_normal((7, 12)).astype(np.float32)
+    w = rng.standard_normal((5, 12)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    z = x @ w.T + (b if with_bias else 0)
+    expected = 0.5 * z * (1 + np.tanh(np.sqrt(2 / np.pi) * (z + 0.044715 * z ** 3)))
+    out = example_ops.linear_gelu(t(x), t(w), t(b) if with_bias else None)
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_addmm_and_gemv_match_numpy(example_ops, rng):
+    a = rng.standard_normal((6, 9)).astype(np.float32)
+    b = rng.standard_normal((9, 4)).astype(np.float32)
+    c = rng.standard_normal((6, 4)).astype(np.float32)
+    np.testing.assert_allclose(example_ops.addmm(t(c), t(a), t(b), 0.5, 2.0).numpy(),
+                               0.5 * a @ b + 2.0 * c, rtol=1e-5, atol=1e-5)
+    # A transposed operand is a strided view: BLAS reads it in place.
+    np.testing.assert_allclose(example_ops.addmm(t(c), t(a.T.copy()).T, t(b), 1.0, 0.0).numpy(),
+                               a @ b, rtol=1e-5, atol=1e-5)
+    v = rng.standard_normal(9).astype(np.float32)
+    np.testing.assert_allclose(example_ops.gemv(t(a), t(v)).numpy(), a @ v, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 2e-5), (np.float64, 1e-12)])
+@pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
+@pytest.mark.parametrize("n", [8, 15])
+def test_ffts_match_numpy(example_ops, rng, dtype, tol, norm, n):
+    x = rng.standard_normal((3, n)).astype(dtype)
+    spectrum = example_ops.rfft(t(x), norm)
+    np.testing.assert_allclose(spectrum.numpy(), complex_to_pairs(np.fft.rfft(x, norm=norm), dtype),
+                               rtol=tol, atol=tol * n)
+    np.testing.assert_allclose(example_ops.irfft(spectrum, n, norm).numpy(), x, rtol=tol,
+                               atol=tol * n)
+    z = (rng.standard_normal((2, n)) + 1j * rng.standard_normal((2, n)))
+    pairs = complex_to_pairs(z, dtype)
+    np.testing.assert_allclose(example_ops.fft(t(pairs), False, norm).numpy(),
+                               complex_to_pairs(np.fft.fft(z, norm=norm), dtype), rtol=tol,
+                               atol=tol * n)
+    np.testing.assert_allclose(example_ops.fft(t(pairs), True, norm).numpy(),
+                               complex_to_pairs(np.fft.ifft(z, norm=norm), dtype), rtol=tol,
+                               atol=tol * n)
+
+
+def test_two_outputs_come_back_as_a_tuple(example_ops, rng):
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    s, c = example_ops.sin_cos(t(x))
+    assert_close(s, np.sin(x))
+    assert_close(c, np.cos(x))
+
+
+def test_a_vector_return_is_a_list_of_any_length(example_ops, rng):
+    x = rng.standard_normal((6, 2)).astype(np.float32)
+    for parts in (1, 3, 6):
+        pieces = example_ops.split_rows(t(x), parts)
+        assert isinstance(pieces, list) and len(pieces) == parts
+        for piece, expected in zip(pieces, np.split(x, parts)):
+            assert_close(piece, expected)
+    with raises(OverflowError, match="split_rows\\(\\): argument 'parts' = 1099511627776 "
+                                            "does not fit in int"):
+        example_ops.split_rows(t(x), 2 ** 40)
+    with raises(kiln.KilnValueError, match="a number of parts >= 1 that divides 6, got 4"):
+        example_ops.split_rows(t(x), 4)
+
+
+def test_def_op_registers_an_op_like_a_builtin(example_ops, rng):
+    assert "RowMoments" in kiln.ops.list_ops()
+    assert kiln.ops.op_signature("RowMoments") == "RowMoments(x, *, correction: int = 0)"
+    x = rng.standard_normal((3, 10)).astype(np.float32)
+    mean, var = example_ops.row_moments(t(x))
+    np.testing.assert_allclose(mean.numpy(), x.mean(-1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(var.numpy(), x.var(-1), rtol=1e-5, atol=1e-6)
+    _, var1 = example_ops.row_moments(t(x), correction=1)
+    np.testing.assert_allclose(var1.numpy(), x.var(-1, ddof=1), rtol=1e-5, atol=1e-6)
+    with raises(kiln.DTypeError, match="RowMoments: expected float32, got int64"):
+        example_ops.row_moments(kiln.tensor([[1, 2]]))
+    with raises(TypeError, match="argument 'correction' .* must be int, not str"):
+        example_ops.row_moments(t(x), correction="1")
