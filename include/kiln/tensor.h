@@ -34,10 +34,14 @@
 #include "kiln/error.h"
 #include "kiln/export.h"
 #include "kiln/scalar.h"
+#include "kiln/small_vector.h"
 
 namespace kiln {
 
-using Shape = std::vector<int64_t>;
+/// Dimensions a Shape holds without allocating memory (kiln/small_vector.h).
+inline constexpr size_t kMaxInlineDims = 6;
+/// Sizes or strides of a tensor, in elements.
+using Shape = SmallVector<int64_t, kMaxInlineDims>;
 
 /// "[2, 3]"
 KILN_API std::string shape_str(const Shape& shape);

@@ -3,11 +3,13 @@
 // TensorArg accepts a kiln.Tensor, a Python number (a weak scalar, see kiln/scalar.h) or anything
 // NumPy can turn into an array; DTypeArg accepts a kiln.dtype, a dtype name ("float32"), a NumPy
 // dtype or a NumPy scalar type. Both are nanobind type casters, so a binding just takes them as
-// parameters.
+// parameters. kiln::Shape (a SmallVector) converts to and from any Python sequence of ints, as a
+// std::vector would.
 #pragma once
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/detail/nb_list.h>
 
 #include "kiln/tensor.h"
 
@@ -47,6 +49,9 @@ DType dtype_from_object(nb::handle obj);
 }  // namespace kiln::py
 
 namespace nanobind::detail {
+
+template <typename T, size_t N>
+struct type_caster<kiln::SmallVector<T, N>> : list_caster<kiln::SmallVector<T, N>, T> {};
 
 template <>
 struct type_caster<kiln::py::TensorArg> {

@@ -1,5 +1,6 @@
 #include "runtime/pipeline.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -70,12 +71,7 @@ Pipeline& Pipeline::instance() {
   return *pipeline;
 }
 
-Pipeline::Pipeline()
-    : mode_(initial_mode()),
-      frontend_parker_(kWorkerSpin),
-      device_parker_(kWorkerSpin),
-      launch_parker_(kWorkerSpin),
-      caller_parker_(kCallerSpin) {}
+Pipeline::Pipeline() : mode_(initial_mode()) {}
 
 // ---- the caller's side (PyTask) ----------------------------------------------------------------
 
@@ -116,10 +112,10 @@ std::vector<Tensor> Pipeline::dispatch(const OpDef& op, const std::vector<Tensor
 
 uint64_t Pipeline::claim_slot() {
   const uint64_t seq = claimed_.fetch_add(1, std::memory_order_acq_rel) + 1;
-  if (seq > launched_.load(std::memory_order_acquire) + kRingSize) {
-    caller_parker_.wait(
-        [&] { return seq <= launched_.load(std::memory_order_acquire) + kRingSize; },
-        /*run_blocking_hooks=*/true);
+  if (seq > launched_.load() + kRingSize) {
+    // The ring is full. Resume only once half of it is free again, so that a caller faster than
+    // the workers sleeps once per half ring instead of once per call.
+    launched_.wait_for(seq - kRingSize / 2, kCallerSpin, /*run_blocking_hooks=*/true);
   }
   return seq;
 }
@@ -144,7 +140,7 @@ void Pipeline::publish(uint64_t seq, const OpDef& op, const std::vector<Tensor>&
     s.failure = std::make_shared<const OpFailure>(std::current_exception());
   }
   s.published.store(seq, std::memory_order_release);
-  frontend_parker_.notify();
+  published_.notify();
 }
 
 // ---- the stages ----------------------------------------------------------------------------------
@@ -267,73 +263,63 @@ void Pipeline::start_workers(PipelineMode mode) {
 void Pipeline::stop_workers() {
   if (workers_.empty()) return;
   stop_.store(true, std::memory_order_release);
-  for (Parker* p : {&frontend_parker_, &device_parker_, &launch_parker_}) p->notify();
+  published_.notify();
+  for (Counter* c : {&planned_, &allocated_, &launched_}) c->interrupt();
   for (std::thread& t : workers_) t.join();
   workers_.clear();
   workers_mode_.store(PipelineMode::kSync, std::memory_order_release);
 }
 
+bool Pipeline::wait_published(uint64_t seq) {
+  published_.wait([&] { return is_published(seq) || stop_.load(std::memory_order_acquire); },
+                  kWorkerSpin);
+  return is_published(seq);
+}
+
 void Pipeline::frontend_loop() {
-  for (;;) {
-    const uint64_t next = planned_.load(std::memory_order_relaxed) + 1;
-    frontend_parker_.wait(
-        [&] { return is_published(next) || stop_.load(std::memory_order_acquire); });
-    if (!is_published(next)) return;
+  for (uint64_t next = planned_.load() + 1; wait_published(next); ++next) {
     run_frontend(next);
-    planned_.store(next, std::memory_order_release);
-    device_parker_.notify();
-    caller_parker_.notify();
+    planned_.advance(next);
   }
 }
 
 void Pipeline::device_loop() {
-  for (;;) {
-    const uint64_t next = allocated_.load(std::memory_order_relaxed) + 1;
-    auto ready = [&] {
-      return planned_.load(std::memory_order_acquire) >= next &&
-             next <= launched_.load(std::memory_order_acquire) + kDeviceRunAhead;
-    };
-    device_parker_.wait([&] { return ready() || stop_.load(std::memory_order_acquire); });
-    if (!ready()) return;
+  for (uint64_t next = allocated_.load() + 1;; ++next) {
+    // At most kDeviceRunAhead calls hold memory before their kernels run.
+    if (!planned_.wait_for(next, kWorkerSpin, false, &stop_) ||
+        !launched_.wait_for(next - std::min(next, kDeviceRunAhead), kWorkerSpin, false, &stop_)) {
+      return;
+    }
     run_device(next);
-    allocated_.store(next, std::memory_order_release);
-    launch_parker_.notify();
+    allocated_.advance(next);
   }
 }
 
 void Pipeline::launch_loop() {
-  for (;;) {
-    const uint64_t next = launched_.load(std::memory_order_relaxed) + 1;
-    auto ready = [&] { return allocated_.load(std::memory_order_acquire) >= next; };
-    launch_parker_.wait([&] { return ready() || stop_.load(std::memory_order_acquire); });
-    if (!ready()) return;
+  for (uint64_t next = launched_.load() + 1;; ++next) {
+    if (!allocated_.wait_for(next, kWorkerSpin, false, &stop_)) return;
     run_launch(next);
-    launched_.store(next, std::memory_order_release);
-    device_parker_.notify();
-    caller_parker_.notify();
+    launched_.advance(next);
   }
 }
 
 void Pipeline::combined_loop() {
   for (;;) {
-    uint64_t planned = planned_.load(std::memory_order_relaxed);
+    // Plan every published call first, so metadata stays ahead of the kernels.
+    uint64_t planned = planned_.load();
     while (is_published(planned + 1)) {
       run_frontend(++planned);
-      planned_.store(planned, std::memory_order_release);
-      caller_parker_.notify();
+      planned_.advance(planned);
     }
-    const uint64_t next = launched_.load(std::memory_order_relaxed) + 1;
+    const uint64_t next = launched_.load() + 1;
     if (next <= planned) {
       run_device(next);
-      allocated_.store(next, std::memory_order_release);
+      allocated_.advance(next);
       run_launch(next);
-      launched_.store(next, std::memory_order_release);
-      caller_parker_.notify();
-      continue;
+      launched_.advance(next);
+    } else if (!wait_published(next)) {
+      return;
     }
-    frontend_parker_.wait(
-        [&] { return is_published(next) || stop_.load(std::memory_order_acquire); });
-    if (!is_published(next)) return;
   }
 }
 
@@ -349,9 +335,8 @@ void Pipeline::set_mode(PipelineMode mode) {
 
 void Pipeline::drain() {
   KILN_CHECK(!t_in_worker) << "synchronize: cannot wait for the pipeline from inside an op";
-  const uint64_t issued = claimed_.load(std::memory_order_acquire);
-  caller_parker_.wait([&] { return launched_.load(std::memory_order_acquire) >= issued; },
-                      /*run_blocking_hooks=*/true);
+  launched_.wait_for(claimed_.load(std::memory_order_acquire), kCallerSpin,
+                     /*run_blocking_hooks=*/true);
 }
 
 void Pipeline::synchronize() {
@@ -369,12 +354,8 @@ void Pipeline::wait_for_metadata(const TensorImpl& impl) {
   if (seq == 0 || seq == TensorImpl::kFailedMetadata) return;
   KILN_ASSERT(!t_in_worker) << "a pipeline worker read the metadata of a tensor that call " << seq
                             << " has not planned yet";
-  caller_parker_.wait(
-      [&] {
-        const uint64_t state = impl.pending.load(std::memory_order_acquire);
-        return state == 0 || state == TensorImpl::kFailedMetadata;
-      },
-      /*run_blocking_hooks=*/true);
+  // `seq` is the call that plans the tensor: once the frontend is past it, `pending` is final.
+  planned_.wait_for(seq, kCallerSpin, /*run_blocking_hooks=*/true);
 }
 
 // Note [Waiting for data]
@@ -388,12 +369,9 @@ void Pipeline::wait_for_metadata(const TensorImpl& impl) {
 void Pipeline::wait_for_data(const TensorImpl& impl) {
   if (t_in_worker) return;
   const uint64_t issued = claimed_.load(std::memory_order_acquire);
-  if (launched_.load(std::memory_order_acquire) >= issued) return;
-  caller_parker_.wait([&] { return planned_.load(std::memory_order_acquire) >= issued; },
-                      /*run_blocking_hooks=*/true);
-  const uint64_t use = impl.storage->last_queued_use();
-  caller_parker_.wait([&] { return launched_.load(std::memory_order_acquire) >= use; },
-                      /*run_blocking_hooks=*/true);
+  if (launched_.load() >= issued) return;
+  planned_.wait_for(issued, kCallerSpin, /*run_blocking_hooks=*/true);
+  launched_.wait_for(impl.storage->last_queued_use(), kCallerSpin, /*run_blocking_hooks=*/true);
 }
 
 // ---- fork ------------------------------------------------------------------------------------------
@@ -412,9 +390,8 @@ void Pipeline::after_fork_in_parent() {
 void Pipeline::after_fork_in_child() {
   if (t_in_worker) return;
   new (&workers_mutex_) std::mutex();
-  for (Parker* p : {&frontend_parker_, &device_parker_, &launch_parker_, &caller_parker_}) {
-    p->reset_after_fork();
-  }
+  published_.reset_after_fork();
+  for (Counter* c : {&planned_, &allocated_, &launched_}) c->reset_after_fork();
   new (&failure_mutex_) std::mutex();
 }
 

@@ -78,6 +78,7 @@ class Pipeline final : public Dispatcher {
     fail(slot, std::make_shared<const OpFailure>(std::move(error)));
   }
 
+  bool wait_published(uint64_t seq);  // false when the workers stop
   void ensure_workers();
   void start_workers(PipelineMode mode);
   void stop_workers();
@@ -91,14 +92,10 @@ class Pipeline final : public Dispatcher {
   // Sequence numbers: the last one claimed by a caller, and the last one each stage finished.
   // Each stage finishes calls in sequence order, so "planned_ >= s" means call s is planned.
   std::atomic<uint64_t> claimed_{0};
-  std::atomic<uint64_t> planned_{0};
-  std::atomic<uint64_t> allocated_{0};
-  std::atomic<uint64_t> launched_{0};
-
-  Parker frontend_parker_;  // a worker waiting for a published call
-  Parker device_parker_;    // the device worker waiting for a planned call
-  Parker launch_parker_;    // the launch worker waiting for an allocated call
-  Parker caller_parker_;    // callers waiting for metadata, data, a free slot or everything
+  Counter planned_;
+  Counter allocated_;
+  Counter launched_;
+  Parker published_;  // a worker waiting for a published call
 
   std::mutex workers_mutex_;  // serialises starting, stopping and mode changes
   std::atomic<PipelineMode> workers_mode_{PipelineMode::kSync};  // what the running workers do
