@@ -240,6 +240,9 @@ class KILN_API OpRegistry {
   OpDefPtr get(const std::string& name) const;
   /// Every registered name, sorted.
   std::vector<std::string> list() const;
+  /// A number that changes whenever an op is added or removed, so that callers may cache
+  /// find() results (the graph IR's primitives do) and notice when the cache is stale.
+  uint64_t generation() const;
 
  private:
   OpRegistry();

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <map>
 #include <mutex>
@@ -11,6 +12,7 @@ namespace kiln {
 struct OpRegistry::State {
   mutable std::shared_mutex mutex;
   std::map<std::string, OpDefPtr> ops;
+  std::atomic<uint64_t> generation{1};
 };
 
 OpRegistry::OpRegistry() : state_(std::make_unique<State>()) {}
@@ -30,6 +32,7 @@ OpRegistration OpRegistry::add(OpDef def) {
   const bool inserted =
       state_->ops.emplace(name, std::make_shared<const OpDef>(std::move(def))).second;
   KILN_CHECK_VALUE(inserted) << "op '" << name << "' is already registered";
+  state_->generation.fetch_add(1, std::memory_order_release);
   return OpRegistration(OpRegistration::Adopt{}, std::move(name));
 }
 
@@ -46,6 +49,11 @@ void OpRegistry::remove(const std::string& name) {
   if (g_removal_hook != nullptr) g_removal_hook(*op);
   std::unique_lock<std::shared_mutex> lock(state_->mutex);
   state_->ops.erase(name);
+  state_->generation.fetch_add(1, std::memory_order_release);
+}
+
+uint64_t OpRegistry::generation() const {
+  return state_->generation.load(std::memory_order_acquire);
 }
 
 OpDefPtr OpRegistry::find(const std::string& name) const {
