@@ -1,0 +1,203 @@
+// BackendManager: the table of backends, the Build/Run entry points that name the backend and the
+// graph in errors, and loading backend plugins through the core's plugin loader.
+#include <algorithm>
+#include <iterator>
+#include <map>
+#include <mutex>
+
+#include "core/plugin.h"
+#include "kiln/backend.h"
+
+namespace kiln {
+
+BackendBase::~BackendBase() = default;
+void BackendBase::ClearGraph(BackendGraphId) {}
+void BackendBase::Clear() {}
+bool BackendBase::Supports(const CNodePtr&) const { return true; }
+
+struct BackendManager::State {
+  struct Entry {
+    BackendFactory factory;
+    std::shared_ptr<BackendBase> instance;  // made on first use
+  };
+  mutable std::mutex mutex;
+  std::map<std::string, Entry> backends;
+  // Names of the graphs built through Build, for error messages.
+  std::map<std::pair<std::string, BackendGraphId>, std::string> graph_names;
+  // Registrations made by register_custom_backend: plugins stay loaded and registered.
+  std::vector<BackendRegistration> plugin_registrations;
+};
+
+BackendManager::BackendManager() : state_(std::make_unique<State>()) {}
+
+BackendManager& BackendManager::Instance() {
+  // Never destroyed: registrations in other libraries may unregister after static destructors.
+  static BackendManager* manager = new BackendManager();
+  return *manager;
+}
+
+BackendRegistration BackendManager::Register(const std::string& name, BackendFactory factory) {
+  KILN_CHECK_VALUE(!name.empty()) << "cannot register a backend without a name";
+  KILN_CHECK_VALUE(factory != nullptr) << "backend '" << name << "': the factory is empty";
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  const bool inserted = state_->backends.emplace(name, State::Entry{std::move(factory), nullptr}).second;
+  KILN_CHECK_VALUE(inserted) << "backend '" << name << "' is already registered";
+  return BackendRegistration(name);
+}
+
+void BackendManager::Unregister(const std::string& name) {
+  std::shared_ptr<BackendBase> instance;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    auto it = state_->backends.find(name);
+    if (it == state_->backends.end()) return;
+    instance = std::move(it->second.instance);
+    state_->backends.erase(it);
+    for (auto g = state_->graph_names.begin(); g != state_->graph_names.end();) {
+      g = g->first.first == name ? state_->graph_names.erase(g) : std::next(g);
+    }
+  }
+  // Outside the lock: the backend's destructor may use the manager (to clear what it delegated).
+  instance.reset();
+}
+
+namespace {
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+BackendBase* BackendManager::Find(const std::string& name) {
+  BackendFactory factory;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    auto it = state_->backends.find(name);
+    if (it == state_->backends.end()) return nullptr;
+    if (it->second.instance != nullptr) return it->second.instance.get();
+    factory = it->second.factory;
+  }
+  // Made outside the lock (a backend's constructor may look up the backend it delegates to);
+  // when two threads race, the first instance stored wins.
+  std::shared_ptr<BackendBase> made = factory();
+  KILN_CHECK_VALUE(made != nullptr) << "backend '" << name << "': the factory returned null";
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  auto it = state_->backends.find(name);
+  KILN_CHECK_VALUE(it != state_->backends.end())
+      << "backend '" << name << "' was unregistered while it was being made";
+  if (it->second.instance == nullptr) it->second.instance = std::move(made);
+  return it->second.instance.get();
+}
+
+BackendBase* BackendManager::Get(const std::string& name) {
+  if (BackendBase* b = Find(name)) return b;
+  KILN_FAIL(kValue) << "unknown backend '" << name << "'; registered backends: " << joined(List());
+}
+
+std::vector<std::string> BackendManager::List() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::vector<std::string> names;
+  for (const auto& entry : state_->backends) names.push_back(entry.first);
+  return names;
+}
+
+BackendGraphId BackendManager::Build(const FuncGraphPtr& graph, const BackendJitConfig& config,
+                                     const std::string& backend) {
+  KILN_CHECK_VALUE(graph != nullptr) << "backend '" << backend << "': Build got a null graph";
+  BackendBase* b = Get(backend);
+  BackendGraphId id = 0;
+  try {
+    id = b->Build(graph, config);
+  } catch (Error& e) {
+    e.add_context("in backend '" + backend + "' building graph \"" + graph->name() + "\"");
+    throw;
+  } catch (const std::exception& e) {
+    KILN_FAIL(kGeneric) << "backend '" << backend << "' failed to build graph \"" << graph->name()
+                        << "\": " << e.what();
+  }
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->graph_names[{backend, id}] = graph->name();
+  return id;
+}
+
+void BackendManager::Run(const std::string& backend, BackendGraphId id,
+                         const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) {
+  KILN_CHECK_VALUE(outputs != nullptr) << "backend '" << backend << "': Run needs an output vector";
+  BackendBase* b = Get(backend);
+  std::string graph;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    auto it = state_->graph_names.find({backend, id});
+    graph = it != state_->graph_names.end() ? "graph \"" + it->second + "\" (id " + std::to_string(id) + ")"
+                                            : "graph id " + std::to_string(id);
+  }
+  RunningStatus status = RunningStatus::kRunningFailure;
+  try {
+    status = b->Run(id, inputs, outputs);
+  } catch (Error& e) {
+    e.add_context("in backend '" + backend + "' running " + graph);
+    throw;
+  } catch (const std::exception& e) {
+    KILN_FAIL(kGeneric) << "backend '" << backend << "' failed running " << graph << ": " << e.what();
+  } catch (...) {
+    KILN_FAIL(kGeneric) << "backend '" << backend << "' failed running " << graph
+                        << ": an unknown exception";
+  }
+  KILN_CHECK(status == RunningStatus::kRunningSuccess)
+      << "backend '" << backend << "' failed running " << graph << ": Run returned kRunningFailure";
+}
+
+void BackendManager::ClearGraph(const std::string& backend, BackendGraphId id) {
+  Get(backend)->ClearGraph(id);
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->graph_names.erase({backend, id});
+}
+
+BackendRegistration& BackendRegistration::operator=(BackendRegistration&& other) noexcept {
+  if (this != &other) {
+    if (!name_.empty()) BackendManager::Instance().Unregister(name_);
+    name_ = std::move(other.name_);
+    other.name_.clear();
+  }
+  return *this;
+}
+
+BackendRegistration::~BackendRegistration() {
+  if (!name_.empty()) BackendManager::Instance().Unregister(name_);
+}
+
+void register_custom_backend(const std::string& name, const std::string& path) {
+  const std::shared_ptr<const PluginLibrary> library =
+      load_plugin(path, "kiln_plugin_backend_entry", "backend");
+  detail::BackendPluginHost host;
+  library->init(&host);
+  const std::string what = "backend plugin " + path + ": ";
+  KILN_CHECK_VALUE(!host.backends.empty())
+      << what << "it registers no backend (KILN_REGISTER_BACKEND)";
+  std::vector<std::string> names;
+  for (const auto& [registered, factory] : host.backends) {
+    if (registered != name) {
+      names.push_back("'" + registered + "'");
+      continue;
+    }
+    BackendManager& manager = BackendManager::Instance();
+    BackendRegistration registration;
+    try {
+      registration = manager.Register(name, factory);
+    } catch (Error& e) {
+      e.add_context("while loading backend plugin " + path);
+      throw;
+    }
+    std::lock_guard<std::mutex> lock(manager.state_->mutex);
+    manager.state_->plugin_registrations.push_back(std::move(registration));
+    return;
+  }
+  KILN_FAIL(kValue) << what << "it registers " << joined(names) << ", not '" << name << "'";
+}
+
+std::vector<std::string> list_backends() { return BackendManager::Instance().List(); }
+
+}  // namespace kiln
