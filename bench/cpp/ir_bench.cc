@@ -1,7 +1,8 @@
 // Graph IR at scale: building, printing, parsing, verifying and topologically sorting graphs of
 // 10k, 100k and 1M nodes (each reported with its fitted complexity, to show linear growth).
 //
-//   chrt -r 10 build/bench/ir_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+//   chrt -r 10 build/bench/ir_bench --benchmark_repetitions=5
+//   --benchmark_report_aggregates_only=true
 //
 // The graph is a long dependency chain over two parameters (float32[64, 64] and float32[64]) that
 // cycles through Neg, Add (broadcasting the second parameter), Mul (of the last two nodes), Exp,
@@ -21,8 +22,8 @@ kiln::FuncGraphPtr make_graph(int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     kiln::NodePtr next;
     if (i % 16 == 15) {
-      next = g->add_cnode(std::make_shared<kiln::Primitive>("Softmax", kiln::Attrs{{"dim", int64_t{-1}}}),
-                          {prev});
+      next = g->add_cnode(
+          std::make_shared<kiln::Primitive>("Softmax", kiln::Attrs{{"dim", int64_t{-1}}}), {prev});
     } else {
       switch (i % 4) {
         case 0: next = g->add_cnode(std::make_shared<kiln::Primitive>("Neg"), {prev}); break;
@@ -98,8 +99,12 @@ void BM_IrTopoSort(benchmark::State& state) {
   state.SetComplexityN(state.range(0));
 }
 
-#define KILN_IR_BENCH(fn)                                                             \
-  BENCHMARK(fn)->Arg(10000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond) \
+#define KILN_IR_BENCH(fn)             \
+  BENCHMARK(fn)                       \
+      ->Arg(10000)                    \
+      ->Arg(100000)                   \
+      ->Arg(1000000)                  \
+      ->Unit(benchmark::kMillisecond) \
       ->Complexity(benchmark::oN)
 
 KILN_IR_BENCH(BM_IrBuild);

@@ -179,8 +179,9 @@ __attribute__((visibility("hidden"))) inline BackendRegistrar*& backend_registra
   return head;
 }
 __attribute__((visibility("hidden"))) inline void collect_backends(BackendPluginHost& host);
-__attribute__((visibility("hidden"))) inline int init_backend_plugin(
-    void* host, KilnPluginReportFn report, void* context) noexcept {
+__attribute__((visibility("hidden"))) inline int init_backend_plugin(void* host,
+                                                                     KilnPluginReportFn report,
+                                                                     void* context) noexcept {
   return run_plugin_init<BackendPluginHost>(&collect_backends, host, report, context);
 }
 __attribute__((visibility("hidden"))) inline const KilnPluginEntry kBackendEntry{
@@ -224,7 +225,7 @@ inline void collect_backends(BackendPluginHost& host) {
 #define KILN_BACKEND_CONCAT(a, b) KILN_BACKEND_CONCAT_INNER(a, b)
 /// Registers `Class` (a BackendBase with a default constructor) as backend `name`: in a plugin,
 /// when register_custom_backend loads the library; in libkiln, when libkiln loads.
-#define KILN_REGISTER_BACKEND(name, Class)                                                    \
-  static ::kiln::detail::BackendRegistrar KILN_BACKEND_CONCAT(kiln_backend_registrar_,        \
-                                                              __COUNTER__)(                  \
+#define KILN_REGISTER_BACKEND(name, Class)                                             \
+  static ::kiln::detail::BackendRegistrar KILN_BACKEND_CONCAT(kiln_backend_registrar_, \
+                                                              __COUNTER__)(            \
       name, []() -> std::unique_ptr<::kiln::BackendBase> { return std::make_unique<Class>(); })

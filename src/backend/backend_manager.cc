@@ -40,7 +40,8 @@ BackendRegistration BackendManager::Register(const std::string& name, BackendFac
   KILN_CHECK_VALUE(!name.empty()) << "cannot register a backend without a name";
   KILN_CHECK_VALUE(factory != nullptr) << "backend '" << name << "': the factory is empty";
   std::lock_guard<std::mutex> lock(state_->mutex);
-  const bool inserted = state_->backends.emplace(name, State::Entry{std::move(factory), nullptr}).second;
+  const bool inserted =
+      state_->backends.emplace(name, State::Entry{std::move(factory), nullptr}).second;
   KILN_CHECK_VALUE(inserted) << "backend '" << name << "' is already registered";
   return BackendRegistration(name);
 }
@@ -131,8 +132,9 @@ void BackendManager::Run(const std::string& backend, BackendGraphId id,
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     auto it = state_->graph_names.find({backend, id});
-    graph = it != state_->graph_names.end() ? "graph \"" + it->second + "\" (id " + std::to_string(id) + ")"
-                                            : "graph id " + std::to_string(id);
+    graph = it != state_->graph_names.end()
+                ? "graph \"" + it->second + "\" (id " + std::to_string(id) + ")"
+                : "graph id " + std::to_string(id);
   }
   RunningStatus status = RunningStatus::kRunningFailure;
   try {
@@ -141,7 +143,8 @@ void BackendManager::Run(const std::string& backend, BackendGraphId id,
     e.add_context("in backend '" + backend + "' running " + graph);
     throw;
   } catch (const std::exception& e) {
-    KILN_FAIL(kGeneric) << "backend '" << backend << "' failed running " << graph << ": " << e.what();
+    KILN_FAIL(kGeneric) << "backend '" << backend << "' failed running " << graph << ": "
+                        << e.what();
   } catch (...) {
     KILN_FAIL(kGeneric) << "backend '" << backend << "' failed running " << graph
                         << ": an unknown exception";

@@ -12,7 +12,7 @@ namespace {
 
 struct Step {
   OpDefPtr op;
-  Attrs attrs;                  // normalized
+  Attrs attrs;                   // normalized
   std::vector<uint32_t> inputs;  // slots
   uint32_t first_output;         // its results fill first_output, first_output + 1, ...
   uint32_t num_outputs;
@@ -62,16 +62,16 @@ std::shared_ptr<const Program> compile(const FuncGraphPtr& graph) {
     const auto& c = static_cast<const CNode&>(*n);
     const Primitive& prim = *c.primitive();
     if (prim.is_tuple_get_item()) {
-      slot_of[n.get()] = slot_of.at(c.input(0).get()) +
-                         static_cast<uint32_t>(prim.attrs().get<int64_t>("index"));
+      slot_of[n.get()] =
+          slot_of.at(c.input(0).get()) + static_cast<uint32_t>(prim.attrs().get<int64_t>("index"));
       continue;
     }
     Step step;
     step.op = prim.op_def();
     step.attrs = prim.normalized_attrs();
     for (const NodePtr& in : c.inputs()) step.inputs.push_back(slot_of.at(in.get()));
-    step.num_outputs = static_cast<uint32_t>(
-        c.abstract().is_tuple() ? c.abstract().elements().size() : 1);
+    step.num_outputs =
+        static_cast<uint32_t>(c.abstract().is_tuple() ? c.abstract().elements().size() : 1);
     step.first_output = new_slots(step.num_outputs);
     slot_of[n.get()] = step.first_output;
     p->steps.push_back(std::move(step));

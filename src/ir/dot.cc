@@ -165,8 +165,8 @@ void write_svg(const FuncGraph& graph, const std::string& path) {
   }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, errors.path.c_str(),
-                                   O_WRONLY | O_TRUNC, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, errors.path.c_str(), O_WRONLY | O_TRUNC,
+                                   0);
   std::string tsvg = "-Tsvg";
   std::string o = "-o";
   std::string out_path = path;

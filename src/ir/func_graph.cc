@@ -18,9 +18,9 @@ std::shared_ptr<T> make_node(ir::NodeArena* arena, detail::NodeKey key, Args&&..
 }  // namespace
 
 FuncGraph::FuncGraph(std::string name) : name_(std::move(name)), arena_(ir::NodeArena::create()) {
-  return_ = adopt(make_node<CNode>(arena_, detail::NodeKey{}, this, Node::kReturnId,
-                                   std::make_shared<Primitive>(ir::kReturn), NodeSpan(),
-                                   Abstract()));
+  return_ =
+      adopt(make_node<CNode>(arena_, detail::NodeKey{}, this, Node::kReturnId,
+                             std::make_shared<Primitive>(ir::kReturn), NodeSpan(), Abstract()));
 }
 
 FuncGraph::~FuncGraph() {
@@ -102,7 +102,8 @@ CNodePtr FuncGraph::add_cnode(const std::string& op, NodeSpan inputs, Attrs attr
 }
 
 CNodePtr FuncGraph::tuple_get_item(const NodePtr& tuple, int64_t index) {
-  return add_cnode(std::make_shared<Primitive>(ir::kTupleGetItem, Attrs{{"index", index}}), {tuple});
+  return add_cnode(std::make_shared<Primitive>(ir::kTupleGetItem, Attrs{{"index", index}}),
+                   {tuple});
 }
 
 void FuncGraph::set_outputs(NodeSpan outputs) {
@@ -153,13 +154,13 @@ void FuncGraph::replace_all_uses_with(const NodePtr& old_node, const NodePtr& ne
 void FuncGraph::erase(const NodePtr& node) {
   const NodePtr keep = node;  // `node` may refer to a slot of nodes_
   check_member(keep, "the erased node");
-  KILN_CHECK_VALUE(keep != return_) << "graph \"" << name_ << "\": the return node cannot be erased";
+  KILN_CHECK_VALUE(keep != return_)
+      << "graph \"" << name_ << "\": the return node cannot be erased";
   KILN_CHECK_VALUE(keep->users_.empty())
       << "graph \"" << name_ << "\": cannot erase " << keep->debug_string() << ", it is used by "
       << keep->users_[0].user->debug_string()
-      << (keep->users_.size() > 1
-              ? " and " + std::to_string(keep->users_.size() - 1) + " more uses"
-              : std::string());
+      << (keep->users_.size() > 1 ? " and " + std::to_string(keep->users_.size() - 1) + " more uses"
+                                  : std::string());
   if (keep->is_cnode()) {
     auto& c = static_cast<CNode&>(*keep);
     for (size_t i = 0; i < c.inputs_.size(); ++i) c.unlink_input(i);
@@ -193,9 +194,9 @@ void FuncGraph::compact() {
 
 namespace detail {
 
-ParameterPtr IrAccess::add_parameter(FuncGraph& g, uint64_t id, TensorMeta meta,
-                                     std::string name) {
-  auto p = g.adopt(make_node<Parameter>(g.arena_, NodeKey{}, &g, id, std::move(meta), std::move(name)));
+ParameterPtr IrAccess::add_parameter(FuncGraph& g, uint64_t id, TensorMeta meta, std::string name) {
+  auto p =
+      g.adopt(make_node<Parameter>(g.arena_, NodeKey{}, &g, id, std::move(meta), std::move(name)));
   g.parameters_.push_back(p);
   g.next_id_ = std::max(g.next_id_, id + 1);
   return p;
@@ -209,8 +210,8 @@ ValueNodePtr IrAccess::add_value(FuncGraph& g, uint64_t id, Tensor value) {
 
 CNodePtr IrAccess::add_cnode(FuncGraph& g, uint64_t id, PrimitivePtr primitive, NodeSpan inputs,
                              Abstract&& abstract) {
-  auto c = g.adopt(
-      make_node<CNode>(g.arena_, NodeKey{}, &g, id, std::move(primitive), inputs, std::move(abstract)));
+  auto c = g.adopt(make_node<CNode>(g.arena_, NodeKey{}, &g, id, std::move(primitive), inputs,
+                                    std::move(abstract)));
   for (size_t i = 0; i < c->inputs_.size(); ++i) c->link_input(i);
   g.next_id_ = std::max(g.next_id_, id + 1);
   return c;
@@ -239,8 +240,7 @@ std::vector<Node*> topo_order(const FuncGraph& g) {
           Node* in = inputs[i++].get();
           KILN_CHECK_VALUE(is_member(g, in))
               << "graph \"" << g.name() << "\": input " << i - 1 << " of " << n->debug_string()
-              << " is a dangling reference (" << (in ? "a node not in this graph" : "null")
-              << ")";
+              << " is a dangling reference (" << (in ? "a node not in this graph" : "null") << ")";
           uint8_t& s = state[IrAccess::slot(*in)];
           if (s == kDone) continue;
           KILN_CHECK_VALUE(s == kNew)

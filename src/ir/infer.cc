@@ -20,9 +20,8 @@ Abstract infer_tuple_get_item(const Primitive& primitive, NodeSpan inputs) {
       << "TupleGetItem: expected exactly the attribute 'index'";
   const int64_t index = primitive.attrs().get<int64_t>("index");
   const Abstract& tuple = inputs[0]->abstract();
-  KILN_CHECK_TYPE(tuple.is_tuple())
-      << "TupleGetItem: input " << inputs[0]->debug_string() << " is " << tuple.str()
-      << ", not a tuple";
+  KILN_CHECK_TYPE(tuple.is_tuple()) << "TupleGetItem: input " << inputs[0]->debug_string() << " is "
+                                    << tuple.str() << ", not a tuple";
   const auto size = static_cast<int64_t>(tuple.elements().size());
   KILN_CHECK_INDEX(index >= 0 && index < size)
       << "TupleGetItem: index " << index << " is out of range for " << tuple.str();

@@ -26,7 +26,9 @@ struct KILN_API IrAccess {
 
   // Unchecked mutation, for tests that corrupt a graph.
   static Uses& users(Node& n) { return n.users_; }
-  static void set_input_unchecked(CNode& c, size_t i, NodePtr n) { c.inputs_.nodes_[i] = std::move(n); }
+  static void set_input_unchecked(CNode& c, size_t i, NodePtr n) {
+    c.inputs_.nodes_[i] = std::move(n);
+  }
 };
 
 /// True when `node` is a live node of `g` (not null, erased or from another graph).

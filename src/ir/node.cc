@@ -202,7 +202,7 @@ void InputList::assign(NodeSpan nodes) {
   KILN_CHECK_VALUE(n < UINT32_MAX) << "too many inputs: " << n;
   if (n > kInline) {
     // One block: the nodes, then their use positions.
-    void* block = ::operator new(n * (sizeof(NodePtr) + sizeof(uint32_t)));
+    void* block = ::operator new(n*(sizeof(NodePtr) + sizeof(uint32_t)));
     nodes_ = static_cast<NodePtr*>(block);
     use_pos_ = reinterpret_cast<uint32_t*>(nodes_ + n);
   }
@@ -235,8 +235,7 @@ void CNode::set_primitive(PrimitivePtr primitive) {
 
 const NodePtr& CNode::input(size_t i) const {
   KILN_CHECK_INDEX(i < inputs_.size())
-      << debug_string() << ": input " << i << " is out of range (" << inputs_.size()
-      << " inputs)";
+      << debug_string() << ": input " << i << " is out of range (" << inputs_.size() << " inputs)";
   return inputs_[i];
 }
 

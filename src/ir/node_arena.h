@@ -63,9 +63,13 @@ struct ArenaAllocator {
     a->release();
   }
   template <typename U>
-  bool operator==(const ArenaAllocator<U>& o) const { return arena == o.arena; }
+  bool operator==(const ArenaAllocator<U>& o) const {
+    return arena == o.arena;
+  }
   template <typename U>
-  bool operator!=(const ArenaAllocator<U>& o) const { return arena != o.arena; }
+  bool operator!=(const ArenaAllocator<U>& o) const {
+    return arena != o.arena;
+  }
   NodeArena* arena;
 };
 

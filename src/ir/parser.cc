@@ -25,8 +25,8 @@ constexpr std::array<uint8_t, 256> kCharClass = [] {
     const bool start = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
     const bool rest = start || (c >= '0' && c <= '9') || c == '.';
     const bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '#';
-    t[static_cast<size_t>(c)] = static_cast<uint8_t>((start ? kIdentStart : 0) |
-                                                     (rest ? kIdentChar : 0) | (space ? kSpace : 0));
+    t[static_cast<size_t>(c)] = static_cast<uint8_t>(
+        (start ? kIdentStart : 0) | (rest ? kIdentChar : 0) | (space ? kSpace : 0));
   }
   return t;
 }();
@@ -235,7 +235,8 @@ DType Parser::dtype() {
   const size_t start = pos_;
   static const auto names = [] {
     std::array<std::string_view, kNumDTypes> n;
-    for (int d = 0; d < kNumDTypes; ++d) n[static_cast<size_t>(d)] = text::dtype_text(static_cast<DType>(d));
+    for (int d = 0; d < kNumDTypes; ++d)
+      n[static_cast<size_t>(d)] = text::dtype_text(static_cast<DType>(d));
     return n;
   }();
   const std::string_view id = ident();
@@ -474,8 +475,7 @@ void Parser::parse_statement(FuncGraph& g) {
         g, id,
         std::allocate_shared<Primitive>(ArenaAllocator<Primitive>(detail::IrAccess::arena(g)),
                                         std::move(op), std::move(attrs)),
-        inputs,
-        std::move(abstract));
+        inputs, std::move(abstract));
     inputs.clear();
   }
   define(id, start, node);
@@ -503,7 +503,8 @@ FuncGraphPtr Parser::parse_graph() {
       }
       expect(':', "before the parameter's type");
       TensorMeta meta = tensor_type();
-      define(id, start, detail::IrAccess::add_parameter(*g, id, std::move(meta), std::move(param_name)));
+      define(id, start,
+             detail::IrAccess::add_parameter(*g, id, std::move(meta), std::move(param_name)));
     } while (accept(','));
     expect(')', "to end the parameters");
   }

@@ -11,7 +11,8 @@ namespace kiln::ir::text {
 std::string_view dtype_text(DType dtype) {
   static const auto names = [] {
     std::array<std::string_view, kNumDTypes> n;
-    for (int d = 0; d < kNumDTypes; ++d) n[static_cast<size_t>(d)] = dtype_name(static_cast<DType>(d));
+    for (int d = 0; d < kNumDTypes; ++d)
+      n[static_cast<size_t>(d)] = dtype_name(static_cast<DType>(d));
     return n;
   }();
   return names[static_cast<size_t>(dtype)];
@@ -63,7 +64,8 @@ void append_float(std::string& out, float v) {
 }
 
 bool is_plain_name(std::string_view s) {
-  if (s.empty() || s == "const" || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) {
+  if (s.empty() || s == "const" ||
+      !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) {
     return false;
   }
   for (const char c : s) {

@@ -61,20 +61,19 @@ class Verifier {
                                    << " names a user that is not in this graph";
         }
         if (index >= user->num_inputs() || user->inputs()[index].get() != n.get()) {
-          KILN_VERIFY_FAIL(kValue) << "the use list of " << n->debug_string() << " says "
-                                   << user->debug_string() << " uses it as input " << index
-                                   << ", which it does not";
+          KILN_VERIFY_FAIL(kValue)
+              << "the use list of " << n->debug_string() << " says " << user->debug_string()
+              << " uses it as input " << index << ", which it does not";
         }
         if (IrAccess::use_position(*user, index) != u) {
-          KILN_VERIFY_FAIL(kValue) << "the use list of " << n->debug_string() << ": "
-                                   << user->debug_string() << " has its use of input " << index
-                                   << " at the wrong position";
+          KILN_VERIFY_FAIL(kValue)
+              << "the use list of " << n->debug_string() << ": " << user->debug_string()
+              << " has its use of input " << index << " at the wrong position";
         }
         uint8_t& mark = seen[edge_start_[IrAccess::slot(*user)] + index];
         if (mark) {
-          KILN_VERIFY_FAIL(kValue) << "the use list of " << n->debug_string()
-                                   << " lists input " << index << " of " << user->debug_string()
-                                   << " twice";
+          KILN_VERIFY_FAIL(kValue) << "the use list of " << n->debug_string() << " lists input "
+                                   << index << " of " << user->debug_string() << " twice";
         }
         mark = 1;
       }
@@ -152,9 +151,9 @@ class Verifier {
     const Abstract expected = expected_abstract(n);
     if (stored == expected) return;
     // Weakness is part of the type: it decides promotion.
-    const bool dtype_differs = stored.is_tensor() && expected.is_tensor() &&
-                               (stored.dtype() != expected.dtype() ||
-                                stored.tensor().weak != expected.tensor().weak);
+    const bool dtype_differs =
+        stored.is_tensor() && expected.is_tensor() &&
+        (stored.dtype() != expected.dtype() || stored.tensor().weak != expected.tensor().weak);
     KILN_CHECK_KIND(dtype_differs ? ErrorKind::kDType : ErrorKind::kShape, false)
         << "verify: graph \"" << g_.name() << "\": " << n.debug_string() << " has abstract "
         << stored.str() << ", but inference gives " << expected.str();

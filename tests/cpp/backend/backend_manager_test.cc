@@ -43,7 +43,8 @@ class CountingBackend : public BackendBase {
     ++builds;
     return BackendManager::Instance().Build(g, c, "reference");
   }
-  RunningStatus Run(BackendGraphId id, const std::vector<Tensor>& in, std::vector<Tensor>* out) override {
+  RunningStatus Run(BackendGraphId id, const std::vector<Tensor>& in,
+                    std::vector<Tensor>* out) override {
     ++runs;
     BackendManager::Instance().Run("reference", id, in, out);
     return RunningStatus::kRunningSuccess;
@@ -65,7 +66,8 @@ class LambdaBackend : public BackendBase {
 
 template <typename F>
 BackendRegistration register_lambda(const std::string& name, F run) {
-  return BackendManager::Instance().Register(name, [run] { return std::make_unique<LambdaBackend<F>>(run); });
+  return BackendManager::Instance().Register(
+      name, [run] { return std::make_unique<LambdaBackend<F>>(run); });
 }
 
 TEST(BackendManager, ListsGetsAndUnregisters) {
@@ -83,8 +85,9 @@ TEST(BackendManager, ListsGetsAndUnregisters) {
     EXPECT_NE(std::find(names.begin(), names.end(), "test_listed"), names.end());
     EXPECT_EQ(m.Get("test_listed"), m.Get("test_listed"));
     EXPECT_EQ(made, 1);
-    expect_error([&] { m.Register("test_listed", [] { return std::make_unique<CountingBackend>(); }); },
-                 ErrorKind::kValue, "backend 'test_listed' is already registered");
+    expect_error(
+        [&] { m.Register("test_listed", [] { return std::make_unique<CountingBackend>(); }); },
+        ErrorKind::kValue, "backend 'test_listed' is already registered");
   }
   EXPECT_EQ(m.Find("test_listed"), nullptr);
   expect_error([&] { m.Get("test_listed"); }, ErrorKind::kValue,
@@ -94,11 +97,12 @@ TEST(BackendManager, ListsGetsAndUnregisters) {
 }
 
 TEST(BackendManager, DelegatesToAnotherBackend) {
-  BackendRegistration reg =
-      BackendManager::Instance().Register("test_counting", [] { return std::make_unique<CountingBackend>(); });
+  BackendRegistration reg = BackendManager::Instance().Register(
+      "test_counting", [] { return std::make_unique<CountingBackend>(); });
   BackendJitConfig config;
   config.backend = "test_counting";
-  const BackendGraphId id = BackendManager::Instance().Build(sample_graph(), config, "test_counting");
+  const BackendGraphId id =
+      BackendManager::Instance().Build(sample_graph(), config, "test_counting");
   std::vector<Tensor> out;
   BackendManager::Instance().Run("test_counting", id, {filled({0, 1, 2}), filled({1, 1, 1})}, &out);
   ASSERT_EQ(out.size(), 1u);
@@ -111,7 +115,8 @@ TEST(BackendManager, DelegatesToAnotherBackend) {
 TEST(BackendManager, NamesBackendAndGraphWhenRunFails) {
   BackendManager& m = BackendManager::Instance();
   auto failing = register_lambda("test_failing", [] { return RunningStatus::kRunningFailure; });
-  auto throwing = register_lambda("test_throwing", []() -> RunningStatus { throw std::runtime_error("device lost"); });
+  auto throwing = register_lambda(
+      "test_throwing", []() -> RunningStatus { throw std::runtime_error("device lost"); });
   auto kiln_error = register_lambda("test_kiln_error", []() -> RunningStatus {
     KILN_FAIL(kShape) << "bad shape inside the backend";
   });
@@ -152,31 +157,38 @@ TEST(RegisterCustomBackend, LoadsAPluginAndRunsIt) {
   EXPECT_FALSE(b->Supports(sum));  // the plugin's own rule: it is the plugin's code that runs
   const BackendGraphId id = BackendManager::Instance().Build(g, {}, "test_elementwise_backend");
   std::vector<Tensor> out;
-  BackendManager::Instance().Run("test_elementwise_backend", id, {filled({0, 0, 0}), filled({1, 2, 3})}, &out);
+  BackendManager::Instance().Run("test_elementwise_backend", id,
+                                 {filled({0, 0, 0}), filled({1, 2, 3})}, &out);
   EXPECT_EQ(out[0].data<float>()[1], 3.0f);
   // The library's other backend loads from the same file; the first cannot be loaded twice.
   register_custom_backend("test_second_backend", plugin_path("good_backend"));
   EXPECT_TRUE(BackendManager::Instance().Get("test_second_backend")->Supports(sum));
-  expect_error([] { register_custom_backend("test_elementwise_backend", plugin_path("good_backend")); },
-               ErrorKind::kValue, "backend 'test_elementwise_backend' is already registered");
+  expect_error(
+      [] { register_custom_backend("test_elementwise_backend", plugin_path("good_backend")); },
+      ErrorKind::kValue, "backend 'test_elementwise_backend' is already registered");
 }
 
 TEST(RegisterCustomBackend, SaysWhichFailure) {
-  expect_error([] { register_custom_backend("x", plugin_path("missing_backend")); }, ErrorKind::kValue,
+  expect_error([] { register_custom_backend("x", plugin_path("missing_backend")); },
+               ErrorKind::kValue,
                "cannot load backend plugin " + plugin_path("missing_backend") + ": no such file");
   const std::string text = ::testing::TempDir() + "kiln_not_a_library.so";
   std::ofstream(text) << "not a library";
-  expect_error([&] { register_custom_backend("x", text); }, ErrorKind::kValue, "not a shared library");
+  expect_error([&] { register_custom_backend("x", text); }, ErrorKind::kValue,
+               "not a shared library");
   std::remove(text.c_str());
-  expect_error([] { register_custom_backend("x", plugin_path("no_entry_library")); }, ErrorKind::kValue,
-               "it has no entry point kiln_plugin_backend_entry");
-  expect_error([] { register_custom_backend("x", plugin_path("abi_mismatch_backend")); }, ErrorKind::kValue,
+  expect_error([] { register_custom_backend("x", plugin_path("no_entry_library")); },
+               ErrorKind::kValue, "it has no entry point kiln_plugin_backend_entry");
+  expect_error([] { register_custom_backend("x", plugin_path("abi_mismatch_backend")); },
+               ErrorKind::kValue,
                "it was built against Kiln ABI version " + std::to_string(KILN_ABI_VERSION + 1));
-  expect_error([] { register_custom_backend("x", plugin_path("empty_backend_plugin")); }, ErrorKind::kValue,
-               "it registers no backend");
-  expect_error([] { register_custom_backend("other_name", plugin_path("good_backend")); }, ErrorKind::kValue,
+  expect_error([] { register_custom_backend("x", plugin_path("empty_backend_plugin")); },
+               ErrorKind::kValue, "it registers no backend");
+  expect_error([] { register_custom_backend("other_name", plugin_path("good_backend")); },
+               ErrorKind::kValue,
                "it registers 'test_elementwise_backend', 'test_second_backend', not 'other_name'");
-  expect_error([] { register_custom_backend("reference", plugin_path("good_backend")); }, ErrorKind::kValue,
+  expect_error([] { register_custom_backend("reference", plugin_path("good_backend")); },
+               ErrorKind::kValue,
                "it registers 'test_elementwise_backend', 'test_second_backend', not 'reference'");
   EXPECT_EQ(BackendManager::Instance().Find("other_name"), nullptr);
 }

@@ -67,7 +67,8 @@ std::vector<Tensor> run_eager(const FuncGraph& g, const std::vector<Tensor>& inp
     if (!n->is_cnode() || n == g.return_node()) continue;
     const auto& c = static_cast<const CNode&>(*n);
     if (c.primitive()->name() == "TupleGetItem") {
-      values[n.get()] = {values.at(c.input(0).get()).at(c.primitive()->attrs().get<int64_t>("index"))};
+      values[n.get()] = {
+          values.at(c.input(0).get()).at(c.primitive()->attrs().get<int64_t>("index"))};
       continue;
     }
     std::vector<Tensor> args;
@@ -85,7 +86,8 @@ TEST(ReferenceBackend, MatchesEagerCallsOnAHandWrittenGraph) {
   auto x = g->add_parameter(DType::kFloat32, {2, 4}, "x");
   auto y = g->add_parameter(DType::kFloat32, {4}, "y");
   auto none = g->add_value(Tensor());
-  auto ln = g->add_cnode("LayerNorm", {x, none, none}, {{"normalized_shape", std::vector<int64_t>{4}}});
+  auto ln =
+      g->add_cnode("LayerNorm", {x, none, none}, {{"normalized_shape", std::vector<int64_t>{4}}});
   auto half = g->add_value(Scalar(0.5));
   auto z = g->add_cnode("Add", {g->add_cnode("Mul", {ln, half}), y});
   auto max = g->add_cnode("MaxDim", {z}, {{"dim", int64_t{1}}});
@@ -98,7 +100,8 @@ TEST(ReferenceBackend, MatchesEagerCallsOnAHandWrittenGraph) {
   const Tensor yv = random_tensor(rng, TensorMeta(DType::kFloat32, {4}));
   const std::vector<Tensor> out = run_reference(g, {xv, yv});
   ASSERT_EQ(out.size(), 4u);
-  const auto [values, indices] = kiln::max(add(mul(layer_norm(xv, {4}), Tensor::scalar(0.5)), yv), 1);
+  const auto [values, indices] =
+      kiln::max(add(mul(layer_norm(xv, {4}), Tensor::scalar(0.5)), yv), 1);
   expect_same_tensor(out[0], values);
   expect_same_tensor(out[1], indices);
   EXPECT_EQ(out[2].data_ptr(), xv.data_ptr());  // an input returned as is
@@ -111,7 +114,8 @@ TEST(ReferenceBackend, MatchesEagerOnRandomGraphs) {
     FuncGraphPtr g = testing::RandomGraphBuilder(seed).build(static_cast<int>(5 + seed % 30));
     std::mt19937 rng(seed);
     std::vector<Tensor> inputs;
-    for (const ParameterPtr& p : g->parameters()) inputs.push_back(random_tensor(rng, p->abstract().tensor()));
+    for (const ParameterPtr& p : g->parameters())
+      inputs.push_back(random_tensor(rng, p->abstract().tensor()));
     const std::vector<Tensor> expected = run_eager(*g, inputs);
     const std::vector<Tensor> got = run_reference(g, inputs);
     ASSERT_EQ(got.size(), expected.size());
@@ -129,12 +133,19 @@ TEST(ReferenceBackend, ChecksInputsAgainstTheParameters) {
   std::vector<Tensor> out;
   expect_error([&] { m.Run("reference", id, {}, &out); }, ErrorKind::kValue,
                "graph \"checked\" takes 1 inputs, got 0");
-  expect_error([&] { m.Run("reference", id, {Tensor::empty({2, 3}, DType::kInt32)}, &out); },
-               ErrorKind::kDType, "input 0 (%0 (parameter x)) must be float32, got int32");
-  expect_error([&] { m.Run("reference", id, {Tensor::empty({3, 2})}, &out); }, ErrorKind::kShape,
-               "input 0 (%0 (parameter x)) must have shape [2, 3], got [3, 2]");
+  expect_error(
+      [&] {
+        m.Run("reference", id, {Tensor::empty({2, 3}, DType::kInt32)}, &out);
+      },
+      ErrorKind::kDType, "input 0 (%0 (parameter x)) must be float32, got int32");
+  expect_error(
+      [&] {
+        m.Run("reference", id, {Tensor::empty({3, 2})}, &out);
+      },
+      ErrorKind::kShape, "input 0 (%0 (parameter x)) must have shape [2, 3], got [3, 2]");
   const Error e = testing::error_of([&] { m.Run("reference", id, {Tensor::empty({3, 2})}, &out); });
-  EXPECT_NE(std::string(e.what()).find("in backend 'reference' running graph \"checked\""), std::string::npos);
+  EXPECT_NE(std::string(e.what()).find("in backend 'reference' running graph \"checked\""),
+            std::string::npos);
 }
 
 TEST(ReferenceBackend, ForgetsClearedGraphs) {
@@ -172,7 +183,8 @@ TEST(ReferenceBackend, RefusesOpsUnregisteredAfterBuild) {
   }
   std::vector<Tensor> out;
   expect_error([&] { BackendManager::Instance().Run("reference", id, {Tensor::empty({2})}, &out); },
-               ErrorKind::kValue, "op 'RefTestIdentity' was unregistered or replaced after graph \"stale\" was built");
+               ErrorKind::kValue,
+               "op 'RefTestIdentity' was unregistered or replaced after graph \"stale\" was built");
 }
 
 }  // namespace

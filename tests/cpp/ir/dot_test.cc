@@ -24,9 +24,14 @@ FuncGraphPtr sample() {
 TEST(IrDot, WritesNodesEdgesAndEscapedLabels) {
   const std::string dot = ir::to_dot(*sample());
   EXPECT_EQ(dot.rfind("digraph \"f \\\"quoted\\\"\" {\n", 0), 0u) << dot;
-  EXPECT_NE(dot.find("n0 [shape=ellipse, label=\"%0 x\\nfloat32[2, 3]\"];"), std::string::npos) << dot;
-  EXPECT_NE(dot.find("n1 [shape=note, label=\"%1 const [2.0]\\nfloat64[] weak\"];"), std::string::npos) << dot;
-  EXPECT_NE(dot.find("n3 [shape=box, label=\"%3 ReduceSum\\n{dims=[1]}\\nfloat32[2]\"];"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("n0 [shape=ellipse, label=\"%0 x\\nfloat32[2, 3]\"];"), std::string::npos)
+      << dot;
+  EXPECT_NE(dot.find("n1 [shape=note, label=\"%1 const [2.0]\\nfloat64[] weak\"];"),
+            std::string::npos)
+      << dot;
+  EXPECT_NE(dot.find("n3 [shape=box, label=\"%3 ReduceSum\\n{dims=[1]}\\nfloat32[2]\"];"),
+            std::string::npos)
+      << dot;
   EXPECT_NE(dot.find("ret [shape=doublecircle, label=\"return\"];"), std::string::npos) << dot;
   EXPECT_NE(dot.find("n0 -> n2 [label=\"0\"];"), std::string::npos) << dot;
   EXPECT_NE(dot.find("n1 -> n2 [label=\"1\"];"), std::string::npos) << dot;
@@ -48,8 +53,8 @@ TEST(IrDot, WritesSvgWhenGraphvizIsInstalled) {
 
 TEST(IrDot, ReportsDotsErrors) {
   if (!ir::graphviz_available()) GTEST_SKIP() << "Graphviz's dot is not on PATH";
-  testing::expect_error([] { ir::write_svg(*sample(), "/nonexistent-dir/x.svg"); }, ErrorKind::kValue,
-                        "dot failed to write /nonexistent-dir/x.svg");
+  testing::expect_error([] { ir::write_svg(*sample(), "/nonexistent-dir/x.svg"); },
+                        ErrorKind::kValue, "dot failed to write /nonexistent-dir/x.svg");
 }
 
 }  // namespace

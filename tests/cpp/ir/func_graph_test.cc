@@ -47,17 +47,26 @@ TEST(FuncGraph, RefusesWhatInferRefusesAndForeignInputs) {
   auto g = std::make_shared<FuncGraph>("f");
   auto x = g->add_parameter(DType::kFloat32, {2});
   auto y = g->add_parameter(DType::kFloat32, {3});
-  expect_error([&] { g->add_cnode("Add", {x, y}); }, ErrorKind::kShape, "in Add(float32[2], float32[3])");
+  expect_error(
+      [&] {
+        g->add_cnode("Add", {x, y});
+      },
+      ErrorKind::kShape, "in Add(float32[2], float32[3])");
   expect_error([&] { g->add_cnode("Nope", {x}); }, ErrorKind::kValue, "unknown op 'Nope'");
-  expect_error([&] { g->add_cnode("Return", {x}); }, ErrorKind::kValue, "use FuncGraph::set_outputs");
+  expect_error([&] { g->add_cnode("Return", {x}); }, ErrorKind::kValue,
+               "use FuncGraph::set_outputs");
   auto other = std::make_shared<FuncGraph>("other");
   auto z = other->add_parameter(DType::kFloat32, {2});
   expect_error([&] { g->add_cnode("Neg", {z}); }, ErrorKind::kValue, "belongs to graph \"other\"");
-  expect_error([&] { g->add_parameter(DType::kFloat32, {1}, "a"), g->add_parameter(DType::kFloat32, {1}, "a"); },
-               ErrorKind::kValue, "already has a parameter named \"a\"");
+  expect_error(
+      [&] {
+        g->add_parameter(DType::kFloat32, {1}, "a"), g->add_parameter(DType::kFloat32, {1}, "a");
+      },
+      ErrorKind::kValue, "already has a parameter named \"a\"");
   auto max = g->add_cnode("MaxDim", {x}, {{"dim", int64_t{0}}});
   expect_error([&] { g->add_cnode("Neg", {max}); }, ErrorKind::kType, "not a tensor");
-  expect_error([&] { g->set_output(max); }, ErrorKind::kType, "take a tuple apart with TupleGetItem");
+  expect_error([&] { g->set_output(max); }, ErrorKind::kType,
+               "take a tuple apart with TupleGetItem");
   expect_error([&] { g->tuple_get_item(max, 2); }, ErrorKind::kIndex, "index 2 is out of range");
   EXPECT_EQ(g->num_nodes(), 5u);  // nothing half-made was left behind
 }
@@ -88,7 +97,9 @@ TEST(FuncGraph, ReplaceAllUsesWithMovesEveryUse) {
   auto x = g->add_parameter(DType::kFloat32, {4});
   auto neg = g->add_cnode("Neg", {x});
   std::vector<CNodePtr> users;
-  for (int i = 0; i < 50; ++i) users.push_back(g->add_cnode(i % 2 ? "Exp" : "Add", i % 2 ? std::vector<NodePtr>{neg} : std::vector<NodePtr>{neg, neg}));
+  for (int i = 0; i < 50; ++i)
+    users.push_back(g->add_cnode(
+        i % 2 ? "Exp" : "Add", i % 2 ? std::vector<NodePtr>{neg} : std::vector<NodePtr>{neg, neg}));
   g->set_outputs({neg, users.back()});
   auto replacement = g->add_cnode("Abs", {x});
   g->replace_all_uses_with(neg, replacement);
@@ -115,7 +126,8 @@ TEST(FuncGraph, EraseRefusesUsedNodesAndDetaches) {
   auto x = g->add_parameter(DType::kFloat32, {2}, "x");
   auto neg = g->add_cnode("Neg", {x});
   auto exp = g->add_cnode("Exp", {neg});
-  expect_error([&] { g->erase(neg); }, ErrorKind::kValue, "cannot erase %1 = Neg(%0), it is used by %2 = Exp(%1)");
+  expect_error([&] { g->erase(neg); }, ErrorKind::kValue,
+               "cannot erase %1 = Neg(%0), it is used by %2 = Exp(%1)");
   expect_error([&] { g->erase(g->return_node()); }, ErrorKind::kValue, "cannot be erased");
   g->erase(exp);
   EXPECT_TRUE(neg->users().empty());

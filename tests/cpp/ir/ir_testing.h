@@ -24,13 +24,15 @@ class RandomGraphBuilder {
   explicit RandomGraphBuilder(uint32_t seed) : rng_(seed) {}
 
   FuncGraphPtr build(int num_ops) {
-    graph_ = std::make_shared<FuncGraph>(pick<std::string>({"f", "Net.forward.<locals>.g", "a \"quoted\"\n name", ""}));
+    graph_ = std::make_shared<FuncGraph>(
+        pick<std::string>({"f", "Net.forward.<locals>.g", "a \"quoted\"\n name", ""}));
     tensors_.clear();
     const int num_params = 1 + uniform(0, 3);
     for (int i = 0; i < num_params; ++i) {
       const DType d = pick<DType>({DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64,
                                    DType::kBool, DType::kFloat16, DType::kBFloat16});
-      std::string name = uniform(0, 3) == 0 ? "" : "p" + std::to_string(i) + (i == 2 ? "\\\t\"" : "");
+      std::string name =
+          uniform(0, 3) == 0 ? "" : "p" + std::to_string(i) + (i == 2 ? "\\\t\"" : "");
       tensors_.push_back(graph_->add_parameter(d, random_shape(), name));
     }
     for (int made = 0, tries = 0; made < num_ops && tries < num_ops * 20; ++tries) {
@@ -40,7 +42,8 @@ class RandomGraphBuilder {
     // A few dead nodes and erasures.
     for (int i = 0; i < 3; ++i) {
       if (!add_random_node()) continue;
-      if (uniform(0, 1) == 0 && tensors_.back()->users().empty() && !tensors_.back()->is_parameter()) {
+      if (uniform(0, 1) == 0 && tensors_.back()->users().empty() &&
+          !tensors_.back()->is_parameter()) {
         graph_->erase(tensors_.back());
         tensors_.pop_back();
       }
@@ -64,10 +67,13 @@ class RandomGraphBuilder {
     for (int i = 0; i < rank; ++i) s.push_back(uniform(1, 3));
     return s;
   }
-  NodePtr any_tensor() { return tensors_[static_cast<size_t>(uniform(0, static_cast<int>(tensors_.size()) - 1))]; }
+  NodePtr any_tensor() {
+    return tensors_[static_cast<size_t>(uniform(0, static_cast<int>(tensors_.size()) - 1))];
+  }
 
   double special_double() {
-    return pick<double>({0.5, -0.0, 1e-300, 3.0, -2.5e17, 0.1, std::numeric_limits<double>::infinity(),
+    return pick<double>({0.5, -0.0, 1e-300, 3.0, -2.5e17, 0.1,
+                         std::numeric_limits<double>::infinity(),
                          -std::numeric_limits<double>::infinity(), std::nan(""),
                          std::numeric_limits<double>::denorm_min()});
   }
@@ -75,7 +81,9 @@ class RandomGraphBuilder {
   NodePtr random_constant() {
     switch (uniform(0, 4)) {
       case 0: return graph_->add_value(Scalar(special_double()));
-      case 1: return graph_->add_value(Scalar(static_cast<int64_t>(uniform(-5, 5) * int64_t{1000000007})));
+      case 1:
+        return graph_->add_value(
+            Scalar(static_cast<int64_t>(uniform(-5, 5) * int64_t{1000000007})));
       case 2: return graph_->add_value(Scalar(uniform(0, 1) == 1));
       default: {
         const DType d = pick<DType>({DType::kFloat32, DType::kFloat64, DType::kInt8, DType::kUInt8,
@@ -102,7 +110,10 @@ class RandomGraphBuilder {
       case DType::kUInt8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(k); break;
       case DType::kInt16: static_cast<int16_t*>(p)[i] = static_cast<int16_t>(k); break;
       case DType::kInt32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(k); break;
-      case DType::kInt64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(static_cast<uint64_t>(k) * 0x9E3779B97F4A7C15ULL); break;
+      case DType::kInt64:
+        static_cast<int64_t*>(p)[i] =
+            static_cast<int64_t>(static_cast<uint64_t>(k) * 0x9E3779B97F4A7C15ULL);
+        break;
       case DType::kFloat16: static_cast<Half*>(p)[i] = Half(static_cast<float>(v)); break;
       case DType::kBFloat16: static_cast<BFloat16*>(p)[i] = BFloat16(static_cast<float>(v)); break;
       case DType::kFloat32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
@@ -113,52 +124,69 @@ class RandomGraphBuilder {
   // Tries one random op on random inputs; false when the op's infer refuses them.
   bool add_random_node() {
     const NodePtr x = any_tensor();
-    const int64_t rank = x->abstract().is_tensor() ? static_cast<int64_t>(x->abstract().shape().size()) : 0;
+    const int64_t rank =
+        x->abstract().is_tensor() ? static_cast<int64_t>(x->abstract().shape().size()) : 0;
     try {
       NodePtr made;
       switch (uniform(0, 13)) {
         case 0: made = random_constant(); break;
-        case 1: made = graph_->add_cnode(pick<std::string>({"Neg", "Abs", "Exp", "Sin", "Sqrt"}), {x}); break;
-        case 2: case 3:
-          made = graph_->add_cnode(pick<std::string>({"Add", "Mul", "Sub", "Maximum", "Lt"}), {x, any_tensor()});
+        case 1:
+          made = graph_->add_cnode(pick<std::string>({"Neg", "Abs", "Exp", "Sin", "Sqrt"}), {x});
+          break;
+        case 2:
+        case 3:
+          made = graph_->add_cnode(pick<std::string>({"Add", "Mul", "Sub", "Maximum", "Lt"}),
+                                   {x, any_tensor()});
           break;
         case 4: made = graph_->add_cnode("Mul", {x, random_constant()}); break;
         case 5: {
           std::vector<int64_t> dims;
-          for (int64_t d = 0; d < rank; ++d) if (uniform(0, 1)) dims.push_back(d);
-          made = graph_->add_cnode("ReduceSum", {x}, {{"dims", dims}, {"keepdim", uniform(0, 1) == 1}});
+          for (int64_t d = 0; d < rank; ++d)
+            if (uniform(0, 1)) dims.push_back(d);
+          made = graph_->add_cnode("ReduceSum", {x},
+                                   {{"dims", dims}, {"keepdim", uniform(0, 1) == 1}});
           break;
         }
         case 6:
-          made = graph_->add_cnode("Cast", {x}, {{"dtype", pick<DType>({DType::kFloat64, DType::kInt32, DType::kFloat16})}});
+          made = graph_->add_cnode(
+              "Cast", {x},
+              {{"dtype", pick<DType>({DType::kFloat64, DType::kInt32, DType::kFloat16})}});
           break;
         case 7:
-          made = graph_->add_cnode("Clamp", {x}, {{"min", Scalar(special_double())}, {"max", std::monostate{}}});
+          made = graph_->add_cnode("Clamp", {x},
+                                   {{"min", Scalar(special_double())}, {"max", std::monostate{}}});
           break;
-        case 8: made = graph_->add_cnode("Reshape", {x}, {{"shape", std::vector<int64_t>{-1}}}); break;
+        case 8:
+          made = graph_->add_cnode("Reshape", {x}, {{"shape", std::vector<int64_t>{-1}}});
+          break;
         case 9: {
           if (rank == 0) return false;
-          auto m = graph_->add_cnode("MaxDim", {x}, {{"dim", int64_t{uniform(0, static_cast<int>(rank) - 1)}}, {"keepdim", true}});
+          auto m = graph_->add_cnode(
+              "MaxDim", {x},
+              {{"dim", int64_t{uniform(0, static_cast<int>(rank) - 1)}}, {"keepdim", true}});
           made = graph_->tuple_get_item(m, uniform(0, 1));
           break;
         }
         case 10: {
           if (rank == 0 || x->abstract().shape()[0] < 2) return false;
-          auto s = graph_->add_cnode("Split", {x}, {{"sizes", std::vector<int64_t>{1, x->abstract().shape()[0] - 1}}});
+          auto s = graph_->add_cnode(
+              "Split", {x}, {{"sizes", std::vector<int64_t>{1, x->abstract().shape()[0] - 1}}});
           made = graph_->tuple_get_item(s, 1);
           break;
         }
         case 11: {
           if (rank == 0) return false;
-          made = graph_->add_cnode("LayerNorm", {x, graph_->add_value(Tensor()), graph_->add_value(Tensor())},
-                                   {{"normalized_shape", std::vector<int64_t>{x->abstract().shape().back()}},
-                                    {"eps", special_double()}});
+          made = graph_->add_cnode(
+              "LayerNorm", {x, graph_->add_value(Tensor()), graph_->add_value(Tensor())},
+              {{"normalized_shape", std::vector<int64_t>{x->abstract().shape().back()}},
+               {"eps", special_double()}});
           break;
         }
         case 12:
-          made = graph_->add_cnode("Full", {}, {{"shape", std::vector<int64_t>(random_shape())},
-                                               {"value", Scalar(int64_t{7})},
-                                               {"dtype", pick<DType>({DType::kInt16, DType::kFloat32})}});
+          made = graph_->add_cnode("Full", {},
+                                   {{"shape", std::vector<int64_t>(random_shape())},
+                                    {"value", Scalar(int64_t{7})},
+                                    {"dtype", pick<DType>({DType::kInt16, DType::kFloat32})}});
           break;
         default: made = graph_->add_cnode("Softmax", {x}, {{"dim", int64_t{-1}}}); break;
       }
@@ -185,7 +213,8 @@ class RandomGraphBuilder {
         Node* m = stack.back();
         stack.pop_back();
         depends = m == c.get();
-        if (m->is_cnode()) for (const NodePtr& in : static_cast<CNode*>(m)->inputs()) stack.push_back(in.get());
+        if (m->is_cnode())
+          for (const NodePtr& in : static_cast<CNode*>(m)->inputs()) stack.push_back(in.get());
       }
       if (!depends) c->set_input(0, later);
       return;
@@ -205,7 +234,8 @@ inline bool same_attr(const AttrValue& a, const AttrValue& b) {
   if (const auto* s = std::get_if<Scalar>(&a)) {
     const Scalar& t = std::get<Scalar>(b);
     if (s->kind() != t.kind()) return false;
-    return s->is_floating_point() ? same_bits(s->to_double(), t.to_double()) : s->to_int() == t.to_int();
+    return s->is_floating_point() ? same_bits(s->to_double(), t.to_double())
+                                  : s->to_int() == t.to_int();
   }
   return a == b;
 }

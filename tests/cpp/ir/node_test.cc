@@ -17,8 +17,10 @@ TEST(Abstract, ComparesKindDtypeShapeAndWeakness) {
   EXPECT_NE(Abstract(), Abstract::tuple({}));
   EXPECT_EQ(Abstract().str(), "none");
   EXPECT_EQ(Abstract::tuple({}).str(), "()");
-  expect_error([] { Abstract::tuple({}).tensor(); }, ErrorKind::kType, "expected a tensor abstract, got ()");
-  expect_error([] { Abstract(DType::kBool, {}).elements(); }, ErrorKind::kType, "expected a tuple abstract");
+  expect_error([] { Abstract::tuple({}).tensor(); }, ErrorKind::kType,
+               "expected a tensor abstract, got ()");
+  expect_error([] { Abstract(DType::kBool, {}).elements(); }, ErrorKind::kType,
+               "expected a tuple abstract");
 }
 
 TEST(Primitive, MakeSharedWorksAndNamesAreTheRegistrys) {
@@ -30,7 +32,8 @@ TEST(Primitive, MakeSharedWorksAndNamesAreTheRegistrys) {
     EXPECT_NE(std::make_shared<Primitive>(name)->op_def(), nullptr) << name;
   }
   EXPECT_EQ(std::make_shared<Primitive>("neg")->op_def(), nullptr);
-  expect_error([] { std::make_shared<Primitive>("Negg")->op(); }, ErrorKind::kValue, "did you mean: Neg");
+  expect_error([] { std::make_shared<Primitive>("Negg")->op(); }, ErrorKind::kValue,
+               "did you mean: Neg");
   EXPECT_TRUE(Primitive("TupleGetItem").is_builtin());
   EXPECT_TRUE(Primitive("Return").is_builtin());
   EXPECT_EQ(Primitive("TupleGetItem").op_def(), nullptr);
@@ -60,7 +63,8 @@ TEST(Node, SetInputChecksItsArguments) {
   auto g = std::make_shared<FuncGraph>("f");
   auto x = g->add_parameter(DType::kFloat32, {2});
   auto neg = g->add_cnode("Neg", {x});
-  expect_error([&] { neg->set_input(1, x); }, ErrorKind::kIndex, "input 1 is out of range (1 inputs)");
+  expect_error([&] { neg->set_input(1, x); }, ErrorKind::kIndex,
+               "input 1 is out of range (1 inputs)");
   expect_error([&] { neg->set_input(0, nullptr); }, ErrorKind::kValue, "may not be null");
   auto other = std::make_shared<FuncGraph>("h");
   expect_error([&] { neg->set_input(0, other->add_parameter(DType::kFloat32, {2})); },
@@ -87,7 +91,8 @@ TEST(ValueNode, HoldsAContiguousCopyOfAView) {
   EXPECT_TRUE(v->value().is_contiguous());
   EXPECT_EQ(v->abstract().str(), "int32[3, 2]");
   EXPECT_EQ(v->value().data<int32_t>()[1], 3);
-  expect_error([&] { g->add_value(Tensor(DType::kFloat32, {2})); }, ErrorKind::kValue, "needs a tensor with memory");
+  expect_error([&] { g->add_value(Tensor(DType::kFloat32, {2})); }, ErrorKind::kValue,
+               "needs a tensor with memory");
   auto none = g->add_value(Tensor());
   EXPECT_TRUE(none->abstract().is_none());
 }

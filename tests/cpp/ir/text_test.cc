@@ -85,9 +85,9 @@ TEST(IrText, RoundTripsRandomGraphsExactly) {
 TEST(IrText, KeepsNodeIdsAndCreationOrderIndependentTopologicalOrder) {
   auto g = std::make_shared<FuncGraph>("g");
   auto x = g->add_parameter(DType::kFloat32, {2}, "x");
-  auto a = g->add_cnode("Neg", {x});     // %1
-  auto b = g->add_cnode("Exp", {x});     // %2
-  a->set_input(0, b);                    // now %1 uses %2: %2 prints first
+  auto a = g->add_cnode("Neg", {x});  // %1
+  auto b = g->add_cnode("Exp", {x});  // %2
+  a->set_input(0, b);                 // now %1 uses %2: %2 prints first
   g->set_output(a);
   const std::string text = ir::print(*g);
   EXPECT_NE(text.find("  %2 = Exp(%0) : float32[2]\n  %1 = Neg(%2) : float32[2]\n"),
@@ -153,8 +153,9 @@ INSTANTIATE_TEST_SUITE_P(
                        "line 2, column 12: use of undefined node %5"},
         ParseErrorCase{"graph \"g\"(%0: float32[2]) {\n  %0 = Neg(%0) : float32[2]\n  return\n}",
                        "line 2, column 3: node %0 is defined twice"},
-        ParseErrorCase{"graph \"g\"(%0: float33[2]) {\n  return\n}",
-                       "line 1, column 15: expected a dtype (float32, int64, ...), found 'float33'"},
+        ParseErrorCase{
+            "graph \"g\"(%0: float33[2]) {\n  return\n}",
+            "line 1, column 15: expected a dtype (float32, int64, ...), found 'float33'"},
         ParseErrorCase{"graph \"g\"(%0: float32[2]) {\n  %1 = Neg(%0 : float32[2]\n  return\n}",
                        "line 2, column 15: expected ')' after the inputs, found ':'"},
         ParseErrorCase{"graph \"g\"() {\n  %1 = const int8[2] [1, 300]\n  return\n}",
@@ -169,17 +170,21 @@ INSTANTIATE_TEST_SUITE_P(
                        "line 2, column 20: expected an attribute value, found '@'"},
         ParseErrorCase{"graph \"g\"() {\n  %1 = Return() : int64[]\n  return\n}",
                        "line 2, column 8: 'Return' is written as a return statement"},
-        ParseErrorCase{"graph \"g\"(%0: float32[2]) {\n  return %0\n} extra",
-                       "line 3, column 3: expected the end of the text after the graph, found 'extra'"},
-        ParseErrorCase{"graph \"g\"(%0: float32[2]) {\n  %1 = MaxDim(%0) {dim = 0} : (float32[], int64[])\n"
-                       "  return %1\n}",
-                       "line 3, column 10: the output %1 = MaxDim(%0) is (float32[], int64[]), not a tensor"},
+        ParseErrorCase{
+            "graph \"g\"(%0: float32[2]) {\n  return %0\n} extra",
+            "line 3, column 3: expected the end of the text after the graph, found 'extra'"},
+        ParseErrorCase{
+            "graph \"g\"(%0: float32[2]) {\n  %1 = MaxDim(%0) {dim = 0} : (float32[], int64[])\n"
+            "  return %1\n}",
+            "line 3, column 10: the output %1 = MaxDim(%0) is (float32[], int64[]), not a tensor"},
         ParseErrorCase{"graph \"g\"(%0 \"a\": float32[2], %1 \"a\": float32[2]) {\n  return\n}",
                        "line 1, column 31: two parameters are named \"a\""},
         ParseErrorCase{"graph \"g\"(%0: float32[-2]) {\n  return\n}",
                        "line 1, column 23: a dimension may not be negative"},
         ParseErrorCase{"graph \"unterminated", "line 1, column 7: unterminated string"},
-        ParseErrorCase{"graph \"g\"() {\n  %1 = Neg", "line 2, column 11: expected '(' after the op name, found the end of the text"}));
+        ParseErrorCase{
+            "graph \"g\"() {\n  %1 = Neg",
+            "line 2, column 11: expected '(' after the op name, found the end of the text"}));
 
 }  // namespace
 }  // namespace kiln

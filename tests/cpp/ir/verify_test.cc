@@ -47,8 +47,9 @@ TEST(Verify, CatchesWrongWeaknessAndConstantAbstracts) {
   Small s;
   auto c = s.g->add_value(Scalar(1.0));
   c->set_abstract(Abstract(DType::kFloat64, {}));
-  expect_error([&] { ir::verify(*s.g); }, ErrorKind::kDType,
-               "%3 (constant float64[]) has abstract float64[], but inference gives float64[] weak");
+  expect_error(
+      [&] { ir::verify(*s.g); }, ErrorKind::kDType,
+      "%3 (constant float64[]) has abstract float64[], but inference gives float64[] weak");
 }
 
 TEST(Verify, CatchesAStaleAbstractAfterAnEdit) {
@@ -63,7 +64,8 @@ TEST(Verify, ReportsInferenceFailuresWithTheNode) {
   Small s;
   auto y = s.g->add_parameter(DType::kFloat32, {4}, "y");
   s.add->set_input(1, y);  // Add(float32[2, 3], float32[4]) does not broadcast
-  expect_error([&] { ir::verify(*s.g); }, ErrorKind::kShape, "verify: graph \"f\": inferring %2 = Add(%0, %3)");
+  expect_error([&] { ir::verify(*s.g); }, ErrorKind::kShape,
+               "verify: graph \"f\": inferring %2 = Add(%0, %3)");
 }
 
 TEST(Verify, CatchesAnUnregisteredPrimitive) {
@@ -111,8 +113,9 @@ TEST(Verify, CatchesADanglingInputFromAnotherGraph) {
   auto other = std::make_shared<FuncGraph>("other");
   auto z = other->add_parameter(DType::kFloat32, {2, 3});
   IrAccess::set_input_unchecked(*s.neg, 0, z);  // bypasses set_input's check
-  expect_error([&] { ir::verify(*s.g); }, ErrorKind::kValue,
-               "input 0 of %1 = Neg(%0) is a dangling reference (%0 (parameter), not in this graph)");
+  expect_error(
+      [&] { ir::verify(*s.g); }, ErrorKind::kValue,
+      "input 0 of %1 = Neg(%0) is a dangling reference (%0 (parameter), not in this graph)");
   IrAccess::set_input_unchecked(*s.neg, 0, s.x);  // restore, so the graphs tear down cleanly
 }
 
@@ -187,7 +190,8 @@ TEST(Verify, CatchesBadAttributesAndBadTupleIndices) {
   auto max = s.g->add_cnode("MaxDim", {s.x}, {{"dim", int64_t{1}}});
   auto item = s.g->tuple_get_item(max, 1);
   item->primitive()->set_attr("index", int64_t{5});
-  expect_error([&] { ir::verify(*s.g); }, ErrorKind::kIndex, "TupleGetItem: index 5 is out of range");
+  expect_error([&] { ir::verify(*s.g); }, ErrorKind::kIndex,
+               "TupleGetItem: index 5 is out of range");
 }
 
 }  // namespace

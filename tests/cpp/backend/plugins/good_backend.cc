@@ -9,7 +9,8 @@ kiln::BackendBase* reference() { return kiln::BackendManager::Instance().Get("re
 
 class ElementwiseBackend : public kiln::BackendBase {
  public:
-  kiln::BackendGraphId Build(const kiln::FuncGraphPtr& g, const kiln::BackendJitConfig& c) override {
+  kiln::BackendGraphId Build(const kiln::FuncGraphPtr& g,
+                             const kiln::BackendJitConfig& c) override {
     return reference()->Build(g, c);
   }
   kiln::RunningStatus Run(kiln::BackendGraphId id, const std::vector<kiln::Tensor>& in,
