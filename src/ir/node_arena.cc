@@ -30,7 +30,10 @@ namespace kiln::ir {
 // so a use after free is still caught.
 
 NodeArena::~NodeArena() {
-  for (void* b : blocks_) munmap(b, kBlock);
+  for (void* b : blocks_) {
+    KILN_ARENA_UNPOISON(b, kBlock);  // the address range may be mapped again for other memory
+    munmap(b, kBlock);
+  }
 }
 
 namespace {
