@@ -96,6 +96,19 @@ TEST(BackendManager, ListsGetsAndUnregisters) {
   EXPECT_EQ(list_backends(), m.List());
 }
 
+TEST(BackendManager, OptionalHooksHaveDefaults) {
+  auto reg = register_lambda("test_defaults", [] { return RunningStatus::kRunningSuccess; });
+  BackendBase* b = BackendManager::Instance().Get("test_defaults");
+  auto g = sample_graph();
+  EXPECT_TRUE(b->Supports(std::static_pointer_cast<CNode>(g->outputs()[0])));
+  const BackendGraphId id = BackendManager::Instance().Build(g, {}, "test_defaults");
+  BackendManager::Instance().ClearGraph("test_defaults", id);  // default ClearGraph: nothing
+  b->Clear();
+  const BackendJitConfig config;
+  EXPECT_EQ(config.jit_level, "O1");
+  EXPECT_TRUE(config.options.empty());
+}
+
 TEST(BackendManager, DelegatesToAnotherBackend) {
   BackendRegistration reg = BackendManager::Instance().Register(
       "test_counting", [] { return std::make_unique<CountingBackend>(); });
