@@ -1,5 +1,5 @@
 // The graph IR: FuncGraph, its nodes (Parameter, ValueNode, CNode) and Primitive
-// (kiln/ir/node.h, kiln/ir/func_graph.h), the text format (kiln/ir/text.h), the verifier
+// (kiln/ir/node.h, kiln/ir/node_list.h, kiln/ir/func_graph.h), the text format (kiln/ir/text.h), the verifier
 // (kiln/ir/verify.h) and Graphviz dumps (kiln/ir/dot.h).
 //
 //   #include <kiln/ir.h>
@@ -14,5 +14,6 @@
 #include "kiln/ir/dot.h"
 #include "kiln/ir/func_graph.h"
 #include "kiln/ir/node.h"
+#include "kiln/ir/node_list.h"
 #include "kiln/ir/text.h"
 #include "kiln/ir/verify.h"
