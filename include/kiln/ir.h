@@ -1,6 +1,6 @@
 // The graph IR: FuncGraph, its nodes (Parameter, ValueNode, CNode) and Primitive
-// (kiln/ir/node.h, kiln/ir/node_list.h, kiln/ir/func_graph.h), the text format (kiln/ir/text.h), the verifier
-// (kiln/ir/verify.h) and Graphviz dumps (kiln/ir/dot.h).
+// (kiln/ir/node.h, kiln/ir/node_list.h, kiln/ir/func_graph.h), the text format
+// (kiln/ir/text.h), the verifier (kiln/ir/verify.h) and Graphviz dumps (kiln/ir/dot.h).
 //
 //   #include <kiln/ir.h>
 //   auto g = std::make_shared<kiln::FuncGraph>("f");

@@ -13,7 +13,7 @@ void InputList::assign(NodeSpan nodes) {
   KILN_CHECK_VALUE(n < UINT32_MAX) << "too many inputs: " << n;
   if (n > kInline) {
     // One block: the nodes, then their use positions.
-    void* block = ::operator new(n*(sizeof(NodePtr) + sizeof(uint32_t)));
+    void* block = ::operator new(n * (sizeof(NodePtr) + sizeof(uint32_t)));
     nodes_ = static_cast<NodePtr*>(block);
     use_pos_ = reinterpret_cast<uint32_t*>(nodes_ + n);
   }
