@@ -1,7 +1,10 @@
 // The "reference" backend: runs a graph op by op through eager dispatch (kiln::call_op), exactly
 // as the same ops called one after another would run. It is the oracle that other backends and
 // pass rewrites are checked against, so it does nothing clever: Build verifies the graph and
-// lays it out as a list of op calls over numbered value slots; Run fills the slots.
+// lays it out as a list of op calls over numbered value slots; Run fills the slots. Until the
+// fusing, memory-planning kiln_cpu backend exists, "kiln_cpu" is this same backend under its
+// own name (a separate instance with its own graphs), so that code written against kiln_cpu
+// runs today.
 #include <mutex>
 #include <unordered_map>
 
@@ -118,7 +121,7 @@ void check_ops_current(const Program& p) {
   }
 }
 
-class ReferenceBackend final : public BackendBase {
+class OpByOpBackend final : public BackendBase {
  public:
   BackendGraphId Build(const FuncGraphPtr& graph, const BackendJitConfig&) override {
     std::shared_ptr<const Program> program = compile(graph);
@@ -169,7 +172,7 @@ class ReferenceBackend final : public BackendBase {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = programs_.find(id);
     KILN_CHECK_VALUE(it != programs_.end())
-        << "reference backend: no graph with id " << id << " (never built, or cleared)";
+        << "no graph with id " << id << " (never built, or cleared)";
     return it->second;
   }
 
@@ -180,6 +183,7 @@ class ReferenceBackend final : public BackendBase {
 
 }  // namespace
 
-KILN_REGISTER_BACKEND("reference", ReferenceBackend);
+KILN_REGISTER_BACKEND("reference", OpByOpBackend);
+KILN_REGISTER_BACKEND("kiln_cpu", OpByOpBackend);
 
 }  // namespace kiln

@@ -124,6 +124,22 @@ TEST(ReferenceBackend, MatchesEagerOnRandomGraphs) {
   }
 }
 
+TEST(ReferenceBackend, KilnCpuIsTheOpByOpBackendForNow) {
+  FuncGraphPtr g = testing::RandomGraphBuilder(11).build(20);
+  std::mt19937 rng(11);
+  std::vector<Tensor> inputs;
+  for (const ParameterPtr& p : g->parameters())
+    inputs.push_back(random_tensor(rng, p->abstract().tensor()));
+  BackendManager& m = BackendManager::Instance();
+  EXPECT_NE(m.Get("kiln_cpu"), m.Get("reference"));
+  const BackendGraphId id = m.Build(g, {}, "kiln_cpu");
+  std::vector<Tensor> out;
+  m.Run("kiln_cpu", id, inputs, &out);
+  const std::vector<Tensor> expected = run_reference(g, inputs);
+  ASSERT_EQ(out.size(), expected.size());
+  for (size_t i = 0; i < out.size(); ++i) expect_same_tensor(out[i], expected[i]);
+}
+
 TEST(ReferenceBackend, ChecksInputsAgainstTheParameters) {
   auto g = std::make_shared<FuncGraph>("checked");
   auto x = g->add_parameter(DType::kFloat32, {2, 3}, "x");
@@ -159,7 +175,7 @@ TEST(ReferenceBackend, ForgetsClearedGraphs) {
   std::vector<Tensor> out;
   ref->ClearGraph(a);
   expect_error([&] { ref->Run(a, {Tensor::empty({1})}, &out); }, ErrorKind::kValue,
-               "reference backend: no graph with id " + std::to_string(a));
+               "no graph with id " + std::to_string(a) + " (never built, or cleared)");
   EXPECT_EQ(ref->Run(b, {Tensor::empty({1})}, &out), RunningStatus::kRunningSuccess);
   ref->ClearGraph(b);
 }
