@@ -113,9 +113,11 @@ void FuncGraph::set_outputs(NodeSpan outputs) {
         << "graph \"" << name_ << "\": the output " << out->debug_string() << " is "
         << out->abstract().str() << ", not a tensor (take a tuple apart with TupleGetItem)";
   }
+  // A copy: `outputs` may view the return node's own inputs (set_outputs(outputs())).
+  const std::vector<NodePtr> copy(outputs.begin(), outputs.end());
   CNode& ret = *return_;
   for (size_t i = 0; i < ret.inputs_.size(); ++i) ret.unlink_input(i);
-  ret.inputs_.assign(outputs);
+  ret.inputs_.assign(copy);
   for (size_t i = 0; i < ret.inputs_.size(); ++i) ret.link_input(i);
 }
 
@@ -138,7 +140,11 @@ std::vector<NodePtr> FuncGraph::topological_order() const {
   return result;
 }
 
-void FuncGraph::replace_all_uses_with(const NodePtr& old_node, const NodePtr& new_node) {
+void FuncGraph::replace_all_uses_with(const NodePtr& old_ref, const NodePtr& new_ref) {
+  // Copies: a caller may pass a reference into an input list this loop rewrites
+  // (replace_all_uses_with(c->input(0), y)).
+  const NodePtr old_node = old_ref;
+  const NodePtr new_node = new_ref;
   check_member(old_node, "the replaced node");
   check_member(new_node, "the replacement");
   if (old_node == new_node) return;

@@ -121,6 +121,24 @@ TEST(FuncGraph, ReplaceAllUsesWithMovesEveryUse) {
   expect_error([&] { g->replace_all_uses_with(neg, x); }, ErrorKind::kValue, "is detached");
 }
 
+TEST(FuncGraph, EditsAcceptReferencesIntoTheListsTheyRewrite) {
+  auto g = std::make_shared<FuncGraph>("f");
+  auto x = g->add_parameter(DType::kFloat32, {2});
+  auto y = g->add_parameter(DType::kFloat32, {2});
+  auto neg = g->add_cnode("Neg", {x});
+  auto exp = g->add_cnode("Exp", {x});
+  g->set_outputs({neg, exp});
+  g->replace_all_uses_with(neg->input(0), y);  // a reference to the slot being rewritten
+  EXPECT_EQ(neg->input(0), y);
+  EXPECT_EQ(exp->input(0), y);
+  EXPECT_TRUE(x->users().empty());
+  EXPECT_EQ(y->users().size(), 2u);
+  g->set_outputs(g->outputs());  // a view of the return node's own inputs
+  ASSERT_EQ(g->outputs().size(), 2u);
+  EXPECT_EQ(g->outputs()[1], exp);
+  ir::verify(*g);
+}
+
 TEST(FuncGraph, EraseRefusesUsedNodesAndDetaches) {
   auto g = std::make_shared<FuncGraph>("f");
   auto x = g->add_parameter(DType::kFloat32, {2}, "x");
