@@ -148,6 +148,8 @@ class KILN_API Node {
   const Abstract& abstract() const { return abstract_; }
   /// Sets the abstract without checking it (ir::verify compares it with inference).
   void set_abstract(Abstract abstract) { abstract_ = std::move(abstract); }
+  /// Every use of this node. Edits of those uses (set_input, replace_all_uses_with, erase)
+  /// change the list, so copy it before editing while iterating.
   const Uses& users() const { return users_; }
 
   /// How messages name this node: "%5 = Add(%3, %4)", "%0 (parameter x)", "%2 (constant)",
