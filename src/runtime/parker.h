@@ -15,6 +15,7 @@
 #include <limits>
 #include <mutex>
 #include <new>
+#include <thread>
 
 #include "kiln/runtime.h"
 
@@ -38,8 +39,13 @@ bool spin_until(Ready&& ready, std::chrono::nanoseconds budget) {
   for (int round = 1;; ++round) {
     if (ready()) return true;
     cpu_relax();
-    // Reading the clock costs more than a pause: look only every 64 rounds.
-    if (round % 64 == 0 && std::chrono::steady_clock::now() >= deadline) return ready();
+    // Reading the clock costs more than a pause: look only every 64 rounds. Yield there too:
+    // with more runtime threads than cores (4stage on two cores) the thread being waited for may
+    // be runnable on this very core.
+    if (round % 64 == 0) {
+      if (std::chrono::steady_clock::now() >= deadline) return ready();
+      std::this_thread::yield();
+    }
   }
 }
 
