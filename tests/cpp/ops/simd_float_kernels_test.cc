@@ -283,10 +283,12 @@ TEST(SimdFloatKernels, UnaryMatchesStdReference_WhenFloat64) {
 
 TEST(SimdFloatKernels, UnaryIsAccurate_WhenArgumentsAreExtreme) {
   // Paths random data rarely takes: sin / cos / tan past hwy's reduction range, erf and gelu
-  // tails, exp / log near overflow, underflow and subnormals.
-  const std::vector<float> xs = {39001.f, -1e6f,      3e38f,      1e-40f, 88.72f,  88.73f,
-                                 -87.5f,  -103.9f,    -3.9f,      -9.9f,  0.9277f, -0.9276f,
-                                 1e-7f,   1.0000001f, 0.9999999f, 1e-45f, -13.5f,  6.0f};
+  // tails, exp / log near overflow, underflow and subnormals, and the edges of the float32 exp
+  // and gelu_erf fast paths (Note [float32 exp], gelu_erf_f32).
+  const std::vector<float> xs = {
+      39001.f, -1e6f,    3e38f,   1e-40f,     88.72f,     88.73f, -87.5f, -103.9f, -3.9f,  -9.9f,
+      0.9277f, -0.9276f, 1e-7f,   1.0000001f, 0.9999999f, 1e-45f, -13.5f, 6.0f,    -86.5f, -86.51f,
+      88.0f,   88.01f,   -104.0f, -12.5f,     -12.51f,    4.0f,   -4.0f,  -14.85f, -14.9f, 12.5f};
   const std::vector<double> xd = {1e6, -3e300, 709.7, 709.8, -744.0, -708.5, 1e-310, -37.0, 26.0};
   for_each_target([&](const std::string& t) {
     for (const UnaryCase& c : kUnaryCases) {
@@ -304,6 +306,32 @@ TEST(SimdFloatKernels, UnaryIsAccurate_WhenArgumentsAreExtreme) {
       }
     }
     (void)t;
+  });
+}
+
+TEST(SimdFloatKernels, UnaryIsAccurate_WhenSweptOverEveryBinade) {
+  // Every 40503rd float32 bit pattern, in order (so whole vectors fall on either side of each fast
+  // path's edges): ~106,000 inputs covering every binade of both signs, infinities and nans.
+  std::vector<float> xs;
+  for (uint64_t bits = 0; bits <= 0xFFFFFFFFu; bits += 40503) {
+    float x;
+    const auto b = static_cast<uint32_t>(bits);
+    std::memcpy(&x, &b, sizeof(x));
+    xs.push_back(x);
+  }
+  const UnaryOp swept[] = {UnaryOp::kExp,      UnaryOp::kErf,     UnaryOp::kGeluErf,
+                           UnaryOp::kGeluTanh, UnaryOp::kSigmoid, UnaryOp::kSilu};
+  for_each_target([&](const std::string& t) {
+    for (const UnaryCase& c : kUnaryCases) {
+      if (std::find(std::begin(swept), std::end(swept), c.op) == std::end(swept)) continue;
+      Checker<float> checker{c.name, c.f32};
+      std::vector<float> y(xs.size());
+      unary(c.op, xs.data(), y.data(), static_cast<int64_t>(xs.size()));
+      for (size_t i = 0; i < xs.size(); ++i) {
+        checker.check(y[i], ref_unary(c.op, xs[i]), xs[i], extra_rtol(c.op, xs[i]));
+      }
+      checker.report(t + " sweep");
+    }
   });
 }
 
