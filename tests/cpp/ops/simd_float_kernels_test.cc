@@ -603,6 +603,66 @@ TEST(SimdFloatKernels, RowKernelsMatchReference_WhenAnyLength) {
   });
 }
 
+/// Runs every row kernel on x[offset, offset + n) with `store`, into a copy of x (in place) or a
+/// fresh buffer; returns the buffers of all of them, concatenated.
+template <typename T>
+std::vector<T> all_row_kernels(const std::vector<T>& x, const std::vector<T>& g,
+                               const std::vector<T>& b, size_t offset, int64_t n, bool in_place,
+                               Store store) {
+  std::vector<T> out;
+  const auto run = [&](const std::function<void(const T*, T*)>& kernel) {
+    std::vector<T> dst = in_place ? x : std::vector<T>(x.size(), T(-7));
+    kernel(in_place ? dst.data() + offset : x.data() + offset, dst.data() + offset);
+    out.insert(out.end(), dst.begin(), dst.end());
+  };
+  run([&](const T* in, T* o) { softmax_row(in, o, n, store); });
+  run([&](const T* in, T* o) { log_softmax_row(in, o, n, store); });
+  run([&](const T* in, T* o) {
+    layer_norm_row(in, g.data() + offset, b.data() + offset, T(1e-5), o, n, nullptr, nullptr,
+                   store);
+  });
+  run([&](const T* in, T* o) {
+    layer_norm_row(in, nullptr, nullptr, T(1e-5), o, n, nullptr, nullptr, store);
+  });
+  run([&](const T* in, T* o) { rms_norm_row(in, g.data() + offset, T(1e-6), o, n, store); });
+  return out;
+}
+
+template <typename T>
+void check_streaming_rows() {
+  std::mt19937 rng(99);
+  for (int64_t n : {1, 7, 16, 17, 100, 1023, 4097}) {
+    // offsets 0..3 put the row's start on and off the vector alignment
+    for (size_t offset = 0; offset < 4; ++offset) {
+      const size_t size = offset + static_cast<size_t>(n);
+      const std::vector<T> x =
+          make_input<T>(static_cast<int64_t>(size), rng, sampler(rng, {-20, 20, false}));
+      std::vector<T> g(size), b(size);
+      for (size_t i = 0; i < size; ++i) g[i] = T(0.5) + T(i % 7), b[i] = T(i % 5) - T(2);
+      for (bool in_place : {false, true}) {
+        const std::vector<T> cached = all_row_kernels(x, g, b, offset, n, in_place, Store::kCached);
+        const std::vector<T> streamed =
+            all_row_kernels(x, g, b, offset, n, in_place, Store::kStream);
+        EXPECT_TRUE(same_bits(cached, streamed))
+            << "n = " << n << ", offset = " << offset << ", in place = " << in_place;
+      }
+    }
+  }
+}
+
+TEST(SimdFloatKernels, RowKernelsWriteSameBits_WhenStreaming) {
+  for_each_target([](const std::string&) {
+    check_streaming_rows<float>();
+    check_streaming_rows<double>();
+  });
+}
+
+TEST(SimdFloatKernels, StoreForOutputStreams_WhenOutputIsLarge) {
+  EXPECT_EQ(store_for_output(0), Store::kCached);
+  EXPECT_EQ(store_for_output(int64_t{1} << 20), Store::kCached);  // 1 MiB stays in cache
+  EXPECT_EQ(store_for_output(int64_t{1} << 40), Store::kStream);
+}
+
 TEST(SimdFloatKernels, SoftmaxGivesNan_WhenRowHasNanOrOnlyMinusInf) {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = INFINITY;
   for_each_target([&](const std::string&) {
