@@ -325,16 +325,16 @@ HWY_INLINE V erf_f32(D d, V x) {
   return keep_nan(x, r_all);
 }
 
-/// gelu_erf for lanes with x >= -12.5 (kAnyRange = false: every exp result is normal) or any x.
+/// gelu_erf given ax = |x|: kAnyRange = false needs ax <= 12.5 (every exp result is normal), true
+/// takes any x, clamping ax.
 template <bool kAnyRange, class D, class V>
-HWY_INLINE V gelu_erf_f32_lanes(D d, V x) {
-  // Past |x| = 12.5 (a = 8.84) Phi(x) rounds to 1 for x > 0; past 14.85 (a = 10.5) gelu rounds to
-  // 0 for x < 0.
-  const V ax = hn::Min(hn::Abs(x), hn::Set(d, kAnyRange ? 14.8492424f : 12.5f));
+HWY_INLINE V gelu_erf_f32_lanes(D d, V x, V ax) {
+  // Past |x| = 14.85 (a = 10.5) gelu rounds to x for x > 0 and to 0 for x < 0.
+  if constexpr (kAnyRange) ax = hn::Min(ax, hn::Set(d, 14.8492424f));
   V factor, e;
   half_erfc_f32<kAnyRange>(d, ax, 0.70710678118654752440f, -0.5f, factor, e);
   // gelu = x Phi(x) is -tail for x < 0 and x - tail for x >= 0, tail = |x| (0.5 erfc(|x| / sqrt 2))
-  // with |x| clamped (for x > 12.5, tail is far below half an ulp of x; +inf stays inf). (ax *
+  // with |x| clamped (for x > 14.85, tail is far below half an ulp of x; +inf stays inf). (ax *
   // factor) * e in that order: |ax * factor| < 0.4 (it tends to 1 / sqrt(2 pi)), so when the
   // result is normal e is too, and no intermediate rounds as a subnormal.
   const V tail = hn::Mul(hn::Mul(ax, factor), e);
@@ -344,11 +344,13 @@ HWY_INLINE V gelu_erf_f32_lanes(D d, V x) {
 /// 0.5 * x * (1 + erf(x / sqrt(2))) = x * Phi(x), float32 only; see Note [float32 erfc].
 template <class D, class V>
 HWY_INLINE V gelu_erf_f32(D d, V x) {
-  if (HWY_LIKELY(hn::AllTrue(d, hn::Ge(x, hn::Set(d, -12.5f))))) {
-    return gelu_erf_f32_lanes<false>(d, x);
+  const V ax = hn::Abs(x);
+  // |x| <= 12.5 (a <= 8.84) keeps exp(-a^2) normal; nan fails the test too.
+  if (HWY_LIKELY(hn::AllTrue(d, hn::Le(ax, hn::Set(d, 12.5f))))) {
+    return gelu_erf_f32_lanes<false>(d, x, ax);
   }
   // gelu(-inf) is nan, as 0.5 x (1 + erf(x / sqrt 2)) gives (-inf * 0) and as PyTorch returns.
-  const V r = keep_nan(x, gelu_erf_f32_lanes<true>(d, x));
+  const V r = keep_nan(x, gelu_erf_f32_lanes<true>(d, x, ax));
   return hn::IfThenElse(hn::Eq(x, hn::Neg(inf(d))), quiet_nan(d), r);
 }
 
