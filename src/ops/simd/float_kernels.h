@@ -63,10 +63,21 @@ enum class UnaryOp : int {
 /// kPow follows std::pow (negative base with an integral exponent is fine, pow(x, 0) = 1, ...).
 enum class BinaryOp : int { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow };
 
+/// How a kernel writes its output. kStream uses non-temporal stores, which bypass the caches
+/// and skip reading each output line before overwriting it: for outputs too large to be read back
+/// from cache (Note [streaming stores] in simd_loops-inl.h). The values written are the same (the
+/// payload of a nan aside).
+enum class Store : int { kCached, kStream };
+
+/// The store mode for an op that writes `bytes` of output in total: kStream when that is more
+/// than half the last-level cache (32 MiB where its size is unknown). Thread-safe.
+KILN_API Store store_for_output(int64_t bytes);
+
 /// y[i] = op(x[i]) for i in [0, n). x and y may alias exactly (in-place).
-KILN_API void unary(UnaryOp op, const float* x, float* y, int64_t n);
+KILN_API void unary(UnaryOp op, const float* x, float* y, int64_t n, Store store = Store::kCached);
 /// Float64 overload of unary().
-KILN_API void unary(UnaryOp op, const double* x, double* y, int64_t n);
+KILN_API void unary(UnaryOp op, const double* x, double* y, int64_t n,
+                    Store store = Store::kCached);
 
 /// y[i] = op(a[i], b[i]) for i in [0, n). Any of a, b, y may alias exactly.
 KILN_API void binary(BinaryOp op, const float* a, const float* b, float* y, int64_t n);
@@ -104,15 +115,6 @@ KILN_API double reduce_max(const double* x, int64_t n);
 KILN_API float reduce_min(const float* x, int64_t n);
 /// Float64 overload of reduce_min().
 KILN_API double reduce_min(const double* x, int64_t n);
-
-/// How a row kernel writes its output. kStream uses non-temporal stores, which bypass the caches
-/// and skip reading each output line before overwriting it: for outputs too large to be read back
-/// from cache (Note [streaming stores] in simd_loops-inl.h). The values written are the same.
-enum class Store : int { kCached, kStream };
-
-/// The store mode for an op that writes `bytes` of output in total: kStream when that is more
-/// than half the last-level cache (32 MiB where its size is unknown). Thread-safe.
-KILN_API Store store_for_output(int64_t bytes);
 
 /// y = softmax(x) over one contiguous row: exp(x - max(x)) / sum. x and y may alias exactly.
 /// A row containing nan, or +inf, or only -inf gives all nan (as torch does).

@@ -51,7 +51,7 @@ HWY_INLINE void softmax_impl(const T* x, T* y, size_t n, Store store) {
       [max](auto dv, V v) { return exp_full(dv, hn::Sub(v, max)); }, e);
   const V scale = hn::Set(d, static_cast<T>(1.0 / sum));
   map_unary(
-      d, e, y, n, [scale](auto, V v) { return hn::Mul(v, scale); }, store);
+      d, e, y, n, [scale](auto, V v) { return hn::Mul(v, scale); }, T(0), store);
 }
 
 template <typename T>
@@ -64,7 +64,8 @@ HWY_INLINE void log_softmax_impl(const T* x, T* y, size_t n, Store store) {
   const V log_sum = hn::Set(d, static_cast<T>(std::log(sum)));
   // (x - max) first: it is exact for the largest elements, which dominate the result.
   map_unary(
-      d, x, y, n, [max, log_sum](auto, V v) { return hn::Sub(hn::Sub(v, max), log_sum); }, store);
+      d, x, y, n, [max, log_sum](auto, V v) { return hn::Sub(hn::Sub(v, max), log_sum); }, T(0),
+      store);
 }
 
 /// y = (x - shift) * scale [* gamma] [+ beta] for i in [begin, end), gamma / beta nullable; x and
