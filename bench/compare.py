@@ -3,6 +3,7 @@
     python bench/compare.py                 # full run (a few minutes on 2 cores)
     python bench/compare.py --quick         # smoke run: small sizes, few repetitions
     python bench/compare.py --cases add,sum # a subset
+    python bench/compare.py --cases gelu_out,softmax_out,layer_norm_out  # kernels alone (below)
     python bench/compare.py --threads-check # thread counts / oversubscription (see below)
 
 Each framework runs in its own child process, so one framework's thread pool (PyTorch's bundled
@@ -22,6 +23,11 @@ children) and say so next to the numbers.
 The environment is reported, never changed: OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, when set, can
 slow NumPy, so if any OPENBLAS_* variable is set a second NumPy column is measured in a child with
 those variables removed (and labelled so).
+
+The *_out cases time the kernels without output allocation: PyTorch writes into a preallocated
+tensor through its out= overloads (torch._C._nn.gelu, aten._softmax.out, aten.native_layer_norm.out),
+Kiln into out= where it has one (gelu) and otherwise from its caching allocator, which hands the
+same block back on every call without faulting pages in. They are not run by default.
 
 --threads-check runs kiln.mint.matmul in a loop and samples the process's threads
 (/proc/self/task) and CPU use, with OMP_NUM_THREADS=2 and unset, and with elementwise and matmul
@@ -88,11 +94,21 @@ CASES = {
                               rand(s["cols"], 8)]),
     "sum": ("sum 16M f32", "bytes", lambda s: [rand(s["n"], 9)]),
     "gelu": ("gelu (erf) 16M f32", "bytes", lambda s: [rand(s["n"], 10) * 3]),
+    "gelu_out": ("gelu (erf) 16M f32, kernel only", "bytes", lambda s: [rand(s["n"], 10) * 3]),
+    "softmax_out": ("softmax [4096,4096], kernel only", "bytes",
+                    lambda s: [rand((s["rows"], s["cols"]), 5) * 4]),
+    "layer_norm_out": ("layer_norm [4096,4096] w+b, kernel only", "bytes",
+                       lambda s: [rand((s["rows"], s["cols"]), 6), rand(s["cols"], 7),
+                                  rand(s["cols"], 8)]),
 }
+DEFAULT_CASES = ("add", "matmul", "softmax", "layer_norm", "sum", "gelu")
+# The kernel-only cases compute what their namesakes do.
+SAME_AS = {"gelu_out": "gelu", "softmax_out": "softmax", "layer_norm_out": "layer_norm"}
 
 
 def work(case, s):
     """Bytes moved (memory-bound ops) or flops (matmul) per call, for the throughput column."""
+    case = SAME_AS.get(case, case)
     if case == "matmul":
         return 2.0 * s["mm"] ** 3
     n = s["n"]
@@ -100,6 +116,7 @@ def work(case, s):
 
 
 def reference(case, arrays):
+    case = SAME_AS.get(case, case)
     if case == "add":
         return arrays[0] + arrays[1]
     if case == "matmul":
@@ -120,7 +137,7 @@ def build_kiln(case, arrays):
     import kiln
     mint = kiln.mint
     name = {"add": "add", "matmul": "matmul", "softmax": "softmax", "layer_norm": "layer_norm",
-            "sum": "sum", "gelu": "gelu"}[case]
+            "sum": "sum", "gelu": "gelu"}[SAME_AS.get(case, case)]
     if not hasattr(mint, name):
         raise NotImplementedError(f"kiln.mint.{name} does not exist yet")
     t = [kiln.tensor(a) for a in arrays]  # copies into Kiln's allocator
@@ -138,6 +155,11 @@ def build_kiln(case, arrays):
         return (lambda: mint.sum(t[0])), lambda r: np.asarray(r.numpy())
     if case == "gelu":
         return (lambda: mint.gelu(t[0])), lambda r: r.numpy()[:4096]
+    if case == "gelu_out":
+        out = kiln.tensor(np.zeros_like(arrays[0]))
+        return (lambda: mint.gelu(t[0], out=out)), lambda r: out.numpy()[:4096]
+    if case in SAME_AS:  # no out= in Kiln: its caching allocator reuses one block
+        return build_kiln(SAME_AS[case], arrays)
     raise KeyError(case)
 
 
@@ -159,6 +181,20 @@ def build_torch(case, arrays):
         return (lambda: torch.sum(t[0])), lambda r: r.numpy()
     if case == "gelu":
         return (lambda: F.gelu(t[0])), lambda r: r.numpy()[:4096]
+    aten = torch.ops.aten
+    if case == "gelu_out":
+        out = torch.empty_like(t[0])
+        return (lambda: torch._C._nn.gelu(t[0], out=out)), lambda r: out.numpy()[:4096]
+    if case == "softmax_out":
+        out = torch.empty_like(t[0])
+        return (lambda: aten._softmax.out(t[0], -1, False, out=out)), lambda r: out.numpy()
+    if case == "layer_norm_out":
+        rows = t[0].shape[0]
+        out, mean, rstd = torch.empty_like(t[0]), torch.empty(rows, 1), torch.empty(rows, 1)
+        shape = [arrays[0].shape[-1]]
+        return ((lambda: aten.native_layer_norm.out(t[0], shape, t[1], t[2], 1e-5, out0=out,
+                                                    out1=mean, out2=rstd)),
+                lambda r: out.numpy())
     raise KeyError(case)
 
 
@@ -177,6 +213,8 @@ def build_numpy(case, arrays):
         return (lambda: np.sum(a[0])), lambda r: np.asarray(r)
     if case == "gelu":
         raise NotImplementedError("NumPy has no vectorised erf")
+    if case in SAME_AS:
+        raise NotImplementedError("kernel-only cases are Kiln vs PyTorch")
     raise KeyError(case)
 
 
@@ -448,8 +486,9 @@ def threads_check(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few repetitions")
-    parser.add_argument("--cases", default=",".join(CASES),
-                        help=f"comma-separated subset of {','.join(CASES)}")
+    parser.add_argument("--cases", default=",".join(DEFAULT_CASES),
+                        help=f"comma-separated subset of {','.join(CASES)} (default: "
+                             f"{','.join(DEFAULT_CASES)})")
     parser.add_argument("--reps", type=int, default=0,
                         help="timed calls per case and round (default 20; 10 for matmul)")
     parser.add_argument("--rounds", type=int, default=0,

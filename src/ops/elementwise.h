@@ -345,12 +345,15 @@ inline Tensor call_elementwise(const OpDef& op, const std::vector<Tensor>& input
 // ---- inner loops ------------------------------------------------------------------------------
 
 /// One run of y = f(x): x has element type T, y type O; byte strides s[0] (y) and s[1] (x).
+/// `out_store` is how the SIMD kernels write y (see simd::store_for_output).
 template <typename T, typename O, typename F>
-void unary_run(const F& f, simd::UnaryOp simd_op, char* const* p, const int64_t* s, int64_t n) {
+void unary_run(const F& f, simd::UnaryOp simd_op, simd::Store out_store, char* const* p,
+               const int64_t* s, int64_t n) {
   using C = compute_t<T>;
   if constexpr (kIsSimdFloat<T> && std::is_same_v<O, T>) {
     if (simd_op != kNoSimdUnary && s[0] == sizeof(T) && s[1] == sizeof(T)) {
-      simd::unary(simd_op, reinterpret_cast<const T*>(p[1]), reinterpret_cast<T*>(p[0]), n);
+      simd::unary(simd_op, reinterpret_cast<const T*>(p[1]), reinterpret_cast<T*>(p[0]), n,
+                  out_store);
       return;
     }
   }
@@ -407,29 +410,37 @@ void binary_run(const F& f, simd::BinaryOp simd_op, char* const* p, const int64_
 /// A type-erased inner loop, so that one instantiation of StridedLoop's driver (and of the
 /// parallel_for around it) serves every op and dtype; only the inner runs are per (op, type).
 struct InnerLoop {
-  void (*fn)(const void* functor, int simd_op, char* const* p, const int64_t* s, int64_t n);
+  void (*fn)(const void* functor, int simd_op, simd::Store out_store, char* const* p,
+             const int64_t* s, int64_t n);
   const void* functor;
   int simd_op;
+  /// How the unary SIMD kernels write the output; run_loop sets it from the output's size.
+  simd::Store out_store = simd::Store::kCached;
   void operator()(char* const* p, const int64_t* s, int64_t n) const {
-    fn(functor, simd_op, p, s, n);
+    fn(functor, simd_op, out_store, p, s, n);
   }
 };
 
 /// `x` broadcast to out's shape, ready for a loop writing `out`: a copy when x overlaps out other
 /// than as the very same view (so that x += x.T reads x as it was, as NumPy does).
 Tensor loop_operand(const Tensor& x, const Tensor& out);
-/// Runs `loop` over out and x broadcast to out's shape, in parallel chunks.
+/// Runs `loop` over out and x broadcast to out's shape, in parallel chunks; a large output is
+/// streamed past the caches (simd::store_for_output).
 void run_loop(const Tensor& out, const Tensor& x, const InnerLoop& loop);
 /// Runs `loop` over out, a and b broadcast to out's shape, in parallel chunks.
 void run_loop(const Tensor& out, const Tensor& a, const Tensor& b, const InnerLoop& loop);
 
 template <typename T, typename O, typename F>
-void erased_unary_run(const void* f, int simd_op, char* const* p, const int64_t* s, int64_t n) {
-  unary_run<T, O>(*static_cast<const F*>(f), static_cast<simd::UnaryOp>(simd_op), p, s, n);
+void erased_unary_run(const void* f, int simd_op, simd::Store out_store, char* const* p,
+                      const int64_t* s, int64_t n) {
+  unary_run<T, O>(*static_cast<const F*>(f), static_cast<simd::UnaryOp>(simd_op), out_store, p, s,
+                  n);
 }
 
+/// The binary kernels always write through the cache.
 template <typename T, typename O, typename F>
-void erased_binary_run(const void* f, int simd_op, char* const* p, const int64_t* s, int64_t n) {
+void erased_binary_run(const void* f, int simd_op, simd::Store, char* const* p, const int64_t* s,
+                       int64_t n) {
   binary_run<T, O>(*static_cast<const F*>(f), static_cast<simd::BinaryOp>(simd_op), p, s, n);
 }
 

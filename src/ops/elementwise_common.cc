@@ -102,7 +102,9 @@ DType predicate_operand_dtype(DType operand, const Tensor& a, const Tensor& b) {
 
 void run_loop(const Tensor& out, const Tensor& x, const InnerLoop& loop) {
   const Tensor xb = loop_operand(x, out);
-  StridedLoop<2>(out.shape(), {&out, &xb}).parallel_run(kElementwiseGrain, loop);
+  InnerLoop streamed = loop;
+  streamed.out_store = simd::store_for_output(static_cast<int64_t>(out.nbytes()));
+  StridedLoop<2>(out.shape(), {&out, &xb}).parallel_run(kElementwiseGrain, streamed);
 }
 
 void run_loop(const Tensor& out, const Tensor& a, const Tensor& b, const InnerLoop& loop) {

@@ -61,7 +61,8 @@ KILN_UNARY_OPS(KILN_UNARY_REGISTER)
 struct GeluErfFn {
   template <typename C>
   C operator()(C x) const {
-    return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));  // 1 / sqrt(2)
+    // erfc(-x / sqrt 2) is 1 + erf(x / sqrt 2) without its cancellation for negative x.
+    return C(0.5) * x * std::erfc(-x * C(0.70710678118654752440));
   }
 };
 

@@ -1,6 +1,8 @@
 #include "ops/gemm.h"
 
 #include <algorithm>
+#include <cstring>
+#include <string>
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
@@ -62,11 +64,37 @@ bool onednn_layout(const Tensor& t, int64_t nd, Layout* layout) {
   return true;
 }
 
+// Note [oneDNN matmul implementation]
+// For float32 on x86, oneDNN 2.6 offers two fast matmul implementations: brgemm
+// ("brg:avx512_core", its first choice on AVX-512) and "gemm:jit", the kernel behind dnnl_sgemm.
+// brgemm wins on small and thin products, gemm:jit on large ones: measured with both in one
+// process (bench/RESULTS.md, "sgemm"), gemm:jit took 0.89x brgemm's time on 2048^3 and 0.88x on
+// 1024^3, about the same from 256^3 to 512^3, while brgemm took 0.53x gemm:jit's time on
+// 32 x 4096 x 4096 and 0.94x on 64 x 2048 x 2048. So a product whose matrices have every dimension
+// (rows, columns, depth) at least kJitGemmMinDim runs on gemm:jit when oneDNN offers it for the
+// descriptor, and every other one on oneDNN's first choice.
+constexpr int64_t kJitGemmMinDim = 256;
+
 struct MatmulEntry {
   dnnl::matmul prim;
   dnnl::memory::desc a_md, b_md, c_md, bias_md;
   bool reference = false;
+  std::string impl;  // oneDNN's implementation name
 };
+
+// oneDNN's first implementation for `desc`, or its gemm:jit one when `prefer_jit_gemm` and it
+// has one (Note [oneDNN matmul implementation]).
+dnnl::matmul::primitive_desc choose_implementation(const dnnl::matmul::desc& desc,
+                                                   const dnnl::primitive_attr& attr,
+                                                   bool prefer_jit_gemm) {
+  if (prefer_jit_gemm) {
+    dnnl::matmul::primitive_desc candidate(desc, attr, onednn::engine());
+    do {
+      if (std::strncmp(candidate.impl_info_str(), "gemm:jit", 8) == 0) return candidate;
+    } while (candidate.next_impl());
+  }
+  return dnnl::matmul::primitive_desc(desc, attr, onednn::engine());
+}
 
 std::shared_ptr<const MatmulEntry> matmul_primitive(const Layout& a, const Layout& b,
                                                     const Shape& out_dims, const GemmEpilogue& ep) {
@@ -97,17 +125,28 @@ std::shared_ptr<const MatmulEntry> matmul_primitive(const Layout& a, const Layou
     } else {
       desc = std::make_unique<dnnl::matmul::desc>(entry->a_md, entry->b_md, entry->c_md);
     }
-    dnnl::matmul::primitive_desc pd(*desc, attr, onednn::engine());
+    const size_t nd = out_dims.size();
+    const bool large =
+        std::min({out_dims[nd - 2], out_dims[nd - 1], a.dims[nd - 1]}) >= kJitGemmMinDim;
+    const dnnl::matmul::primitive_desc pd = choose_implementation(*desc, attr, large);
     entry->reference = onednn::is_reference_impl(pd);
+    entry->impl = pd.impl_info_str();
     entry->prim = dnnl::matmul(pd);
     return entry;
   });
 }
 
+// A float32 product as oneDNN runs it: the operands (copied where their layout needed it) and the
+// cached primitive.
+struct OneDnnPlan {
+  Tensor a, b;
+  std::shared_ptr<const MatmulEntry> entry;
+};
+
 // Returns false when the problem does not fit oneDNN's layout rules even after copying (then
 // the generic loop runs it).
-bool onednn_gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out,
-                 const GemmEpilogue& ep) {
+bool plan_onednn(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const GemmEpilogue& ep,
+                 OneDnnPlan* plan) {
   const int64_t nd = out.ndim();
   if (nd > DNNL_MAX_NDIMS) return false;
   Tensor a = a_in, b = b_in;
@@ -137,14 +176,25 @@ bool onednn_gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out,
     onednn_layout(b, nd, &lb);
     entry = matmul_primitive(la, lb, out.shape(), ep);
   }
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, onednn::wrap(entry->a_md, a)},
-                                             {DNNL_ARG_WEIGHTS, onednn::wrap(entry->b_md, b)},
-                                             {DNNL_ARG_DST, onednn::wrap(entry->c_md, out)}};
-  if (ep.bias.defined()) args.emplace(DNNL_ARG_BIAS, onednn::wrap(entry->bias_md, ep.bias));
-  dnnl::stream& stream = onednn::stream();
-  entry->prim.execute(stream, args);
-  stream.wait();
+  *plan = OneDnnPlan{a, b, std::move(entry)};
   return true;
+}
+
+// Whether gemm() runs this problem on oneDNN (float32 with a nonempty product); k == 0 has no
+// product to compute: the generic loop writes the epilogue of zeros.
+bool uses_onednn(const Tensor& a, const Tensor& out) {
+  return out.dtype() == DType::kFloat32 && out.numel() > 0 && a.size(-1) > 0;
+}
+
+void run_onednn(const OneDnnPlan& plan, const Tensor& out, const GemmEpilogue& ep) {
+  const MatmulEntry& entry = *plan.entry;
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, onednn::wrap(entry.a_md, plan.a)},
+                                             {DNNL_ARG_WEIGHTS, onednn::wrap(entry.b_md, plan.b)},
+                                             {DNNL_ARG_DST, onednn::wrap(entry.c_md, out)}};
+  if (ep.bias.defined()) args.emplace(DNNL_ARG_BIAS, onednn::wrap(entry.bias_md, ep.bias));
+  dnnl::stream& stream = onednn::stream();
+  entry.prim.execute(stream, args);
+  stream.wait();
 }
 
 // The accumulator of the generic loop: the type itself for floats; for integers and bool a
@@ -290,8 +340,9 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogu
       << "gemm got " << type_str(a) << " @ " << type_str(b) << " -> " << type_str(out);
   KILN_ASSERT(!epilogue.bias.defined() || epilogue.alpha == 1.0) << "bias with alpha != 1";
   if (out.numel() == 0) return;
-  // k == 0 has no product to compute: the generic loop writes the epilogue of zeros.
-  if (out.dtype() == DType::kFloat32 && a.size(-1) > 0 && onednn_gemm(a, b, out, epilogue)) {
+  OneDnnPlan plan;
+  if (uses_onednn(a, out) && plan_onednn(a, b, out, epilogue, &plan)) {
+    run_onednn(plan, out, epilogue);
     return;
   }
   visit_dtype(out.dtype(), [&](auto tag) {
@@ -306,6 +357,13 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogu
       generic_gemm<T>(a, b, out, epilogue);
     }
   });
+}
+
+std::string gemm_implementation(const Tensor& a, const Tensor& b, const Tensor& out,
+                                const GemmEpilogue& epilogue) {
+  OneDnnPlan plan;
+  if (!uses_onednn(a, out) || !plan_onednn(a, b, out, epilogue, &plan)) return "";
+  return plan.entry->impl;
 }
 
 }  // namespace kiln

@@ -5,10 +5,14 @@
 //   gemm(a, b, out, ep);                   // a [..., n, k], b [..., k, m], out [batch..., n, m]
 //
 // float32 runs on oneDNN's matmul primitive (strided and transposed operands passed as strides,
-// batch broadcasting as size-1 dimensions, primitives cached; see Note [oneDNN matmul layouts]);
+// batch broadcasting as size-1 dimensions, primitives cached; see Note [oneDNN matmul layouts];
+// large products on oneDNN's gemm:jit, see Note [oneDNN matmul implementation]);
 // float64, the integer types and bool run a blocked, parallel loop.
 #pragma once
 
+#include <string>
+
+#include "kiln/export.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -31,5 +35,11 @@ struct GemmEpilogue {
 /// not float16/bfloat16 (callers compute those in float32); out is contiguous with shape
 /// [batch..., n, m]. bool supports no epilogue. Thread-safe; uses the intra-op pool.
 void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogue& epilogue);
+
+/// The oneDNN implementation gemm() runs for these arguments ("gemm:jit", "brg:avx512_core", ...;
+/// see Note [oneDNN matmul implementation] in gemm.cc), or "" when its own loop runs them.
+/// Preconditions as for gemm(). Exported for the C++ tests.
+KILN_API std::string gemm_implementation(const Tensor& a, const Tensor& b, const Tensor& out,
+                                         const GemmEpilogue& epilogue);
 
 }  // namespace kiln

@@ -51,8 +51,9 @@ DType check_norm(const char* op, const InferContext& ctx, size_t num_affine) {
   return result_type(ctx.inputs);
 }
 
-// Runs row(x_row, y_row, n) over every row of x (viewed as [rows, n]) into out, in the compute
-// dtype C of out's dtype.
+// Runs row(x_row, y_row, n, store) over every row of x (viewed as [rows, n]) into out, in the
+// compute dtype C of out's dtype; `store` streams a large output past the caches (Note [streaming
+// stores] in simd_loops-inl.h).
 template <typename C, typename RowFn>
 void for_each_row(const Tensor& x, const Tensor& out, int64_t n, RowFn&& row) {
   if (out.numel() == 0) return;
@@ -63,8 +64,9 @@ void for_each_row(const Tensor& x, const Tensor& out, int64_t n, RowFn&& row) {
   C* py = target.data<C>();
   const int64_t rows = out.numel() / n;
   const int64_t grain = std::max<int64_t>(1, kNormChunkElements / n);
+  const simd::Store store = simd::store_for_output(target.numel() * int64_t{sizeof(C)});
   parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) row(px + r * n, py + r * n, n);
+    for (int64_t r = lo; r < hi; ++r) row(px + r * n, py + r * n, n, store);
   });
   if (!target.is_same(out)) copy_into(out, target);
 }
@@ -101,9 +103,11 @@ KILN_REGISTER_OP(
                 ctx.inputs[2].defined() ? as_dtype(ctx.inputs[2], dtype_of<C>()) : Tensor();
             const C* pw = w.defined() ? w.data<C>() : nullptr;
             const C* pb = b.defined() ? b.data<C>() : nullptr;
-            for_each_row<C>(ctx.inputs[0], out, n, [&](const C* x, C* y, int64_t len) {
-              simd::layer_norm_row(x, pw, pb, static_cast<C>(eps), y, len, nullptr, nullptr);
-            });
+            for_each_row<C>(ctx.inputs[0], out, n,
+                            [&](const C* x, C* y, int64_t len, simd::Store store) {
+                              simd::layer_norm_row(x, pw, pb, static_cast<C>(eps), y, len, nullptr,
+                                                   nullptr, store);
+                            });
           });
         }));
 
@@ -127,9 +131,11 @@ KILN_REGISTER_OP(OpDef("RMSNorm")
                                               ? as_dtype(ctx.inputs[1], dtype_of<C>())
                                               : Tensor();
                          const C* pw = w.defined() ? w.data<C>() : nullptr;
-                         for_each_row<C>(ctx.inputs[0], out, n, [&](const C* x, C* y, int64_t len) {
-                           simd::rms_norm_row(x, pw, static_cast<C>(eps), y, len);
-                         });
+                         for_each_row<C>(ctx.inputs[0], out, n,
+                                         [&](const C* x, C* y, int64_t len, simd::Store store) {
+                                           simd::rms_norm_row(x, pw, static_cast<C>(eps), y, len,
+                                                              store);
+                                         });
                        });
                      }));
 

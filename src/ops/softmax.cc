@@ -22,11 +22,11 @@ using detail::ComputeType;
 using detail::kIsFloat;
 
 template <typename C>
-void row_kernel(bool log, const C* x, C* y, int64_t n) {
+void row_kernel(bool log, const C* x, C* y, int64_t n, simd::Store store = simd::Store::kCached) {
   if (log) {
-    simd::log_softmax_row(x, y, n);
+    simd::log_softmax_row(x, y, n, store);
   } else {
-    simd::softmax_row(x, y, n);
+    simd::softmax_row(x, y, n, store);
   }
 }
 
@@ -35,6 +35,8 @@ template <typename T, typename O>
 void softmax_rows(const T* x, O* y, int64_t rows, int64_t len, bool log) {
   using C = ComputeType<O>;
   const int64_t grain = std::max<int64_t>(1, detail::kReduceChunk / std::max<int64_t>(len, 1));
+  // A large output is streamed past the caches (Note [streaming stores] in simd_loops-inl.h).
+  const simd::Store store = simd::store_for_output(rows * len * int64_t{sizeof(O)});
   parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
     std::unique_ptr<C[]> buf;
     if constexpr (!std::is_same_v<O, C>) buf = std::make_unique<C[]>(static_cast<size_t>(len));
@@ -42,7 +44,7 @@ void softmax_rows(const T* x, O* y, int64_t rows, int64_t len, bool log) {
       const T* xr = x + r * len;
       O* yr = y + r * len;
       if constexpr (std::is_same_v<T, C> && std::is_same_v<O, C>) {
-        row_kernel(log, xr, yr, len);
+        row_kernel(log, xr, yr, len, store);
       } else if constexpr (std::is_same_v<O, C>) {
         // Integer input, float32 output: convert into the output row and work in place.
         for (int64_t i = 0; i < len; ++i) yr[i] = static_cast<C>(xr[i]);

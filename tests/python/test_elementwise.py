@@ -238,6 +238,80 @@ def test_gelu_matches_formula(approximate, dtype, rng):
     assert_close(result, expected)
 
 
+# Inputs for the transcendental kernels' edges: a dense grid through the tails, erf's branch point
+# 0.9277, the edges of the float32 fast paths (exp: -86.5 and 88; gelu: -12.5) and where results
+# overflow or underflow, huge and tiny |x|, signed zeros, infinities and nan.
+EDGE_VALUES = np.concatenate([
+    np.linspace(-16, 16, 3201),
+    np.linspace(-110, 95, 2051),
+    [0.9277, -0.9277, 0.92769998, 4.0, -4.0, 12.5, -12.5, -12.50001, -14.85, -14.9, -20.0,
+     -86.5, -86.50001, 88.0, 88.00001, 88.72, 88.73, -103.3, -104.0, 1e-30, -1e-30, 1e-8, 3e38,
+     -3e38, 0.0, -0.0, np.inf, -np.inf, np.nan],
+])
+
+# (rtol, atol): about two roundings of the dtype (float32's kernels are within 4 ulp, Note [unary
+# accuracy]); atol only covers results below the dtype's normal range.
+EDGE_TOLERANCE = {kiln.float32: (2e-6, 1e-44), kiln.float64: (1e-13, 1e-320),
+                  kiln.float16: (1e-3, 6e-8), kiln.bfloat16: (8e-3, 1e-38)}
+
+
+def _math_ref(f):
+    """f applied in float64 (Python's math) element by element."""
+    return lambda v: np.array([f(e) for e in v.tolist()], dtype=np.float64)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("name, ref", [
+    ("erf", _math_ref(math.erf)),
+    ("gelu", _math_ref(lambda e: 0.5 * e * math.erfc(-e / math.sqrt(2)))),
+    ("exp", lambda v: np.exp(v)),
+])
+def test_transcendental_is_accurate_at_edges(name, ref, dtype):
+    source = EDGE_VALUES.astype(np.float64 if dtype == kiln.float64 else np.float32)
+    x = kt(source, dtype)
+    v = x.numpy().astype(np.float64)  # the inputs as rounded to dtype
+    with np.errstate(over="ignore"):
+        # The exact result rounded to dtype (bfloat16, which NumPy lacks, by Kiln's conversion).
+        exact = ref(v)
+        expected = (kt(exact, dtype).numpy() if dtype == kiln.bfloat16
+                    else exact.astype(numpy_dtype(dtype))).astype(np.float64)
+    got = getattr(M, name)(x).numpy().astype(np.float64)
+    rtol, atol = EDGE_TOLERANCE[dtype]
+    if name == "gelu" and dtype == kiln.float64:
+        # float64 gelu rounds x / sqrt(2) before std::erfc, whose relative condition number is
+        # ~x^2 for negative x: the formula's conditioning, not the kernel's.
+        rtol = rtol + 4 * np.finfo(np.float64).eps * np.where(v < 0, v * v, 0)
+    bad = ~np.isclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+    assert not bad.any(), f"{name} at {v[bad][:5]}: got {got[bad][:5]}, expected {expected[bad][:5]}"
+    zeros = expected == 0
+    np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(expected[zeros]))
+
+
+def test_unary_matches_reference_when_output_is_large(rng):
+    # 17M float32 (68 MB), more than half of most last-level caches: the kernels stream their
+    # output (Note [streaming stores]); the slice [3:] starts it off the vector alignment.
+    a = rng.standard_normal((1 << 24) + 61, dtype=np.float32) * 3
+    x = kiln.tensor(a)[3:]
+    sample = slice(None, None, 4099)
+    v = a[3:][sample].astype(np.float64)
+    gelu = M.gelu(x).numpy()[sample]
+    np.testing.assert_allclose(gelu, 0.5 * v * np.array([math.erfc(-e / math.sqrt(2)) for e in v]),
+                               rtol=2e-6, atol=1e-30)
+    out = kiln.tensor(np.zeros((1 << 24) + 58, np.float32))
+    M.exp(x, out=out)
+    np.testing.assert_allclose(out.numpy()[sample], np.exp(v), rtol=2e-6)
+
+
+def test_erf_gelu_exp_special_values():
+    x = kiln.tensor(np.array([0.0, -0.0, np.inf, -np.inf, np.nan], np.float32))
+    np.testing.assert_array_equal(M.erf(x).numpy(), [0.0, -0.0, 1.0, -1.0, np.nan])
+    assert np.signbit(M.erf(x).numpy()[1])
+    # gelu(-inf) = -inf * 0 is nan, as the formula gives; gelu(+inf) = +inf.
+    np.testing.assert_array_equal(M.gelu(x).numpy(), [0.0, -0.0, np.inf, np.nan, np.nan])
+    assert np.signbit(M.gelu(x).numpy()[1])
+    np.testing.assert_array_equal(M.exp(x).numpy(), [1.0, 1.0, np.inf, 0.0, np.nan])
+
+
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
 def test_clamp_matches_numpy_clip(dtype, rng):
     a = random_array((3, 7), dtype, rng)

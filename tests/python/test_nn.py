@@ -506,6 +506,28 @@ def test_layer_norm(dtype, shape, normalized, affine, rng):
                                atol=atol * 10)
 
 
+def test_row_ops_match_numpy_when_output_is_large(rng):
+    # 4096 x 4103 float32 is 67 MB, more than half of most last-level caches, so these ops stream
+    # their output past the cache (Note [streaming stores]); 4103 puts the rows on every alignment.
+    x = rng.standard_normal((4096, 4103), dtype=np.float32) * 3
+    w = rng.standard_normal(4103, dtype=np.float32)
+    b = rng.standard_normal(4103, dtype=np.float32)
+    xt, wt, bt = kiln.tensor(x), kiln.tensor(w), kiln.tensor(b)
+    rows = slice(None, None, 61)  # a sample of rows keeps the float64 references quick
+    xs = f64(x[rows])
+    shifted = xs - xs.max(axis=-1, keepdims=True)
+    softmax = np.exp(shifted) / np.exp(shifted).sum(axis=-1, keepdims=True)
+    cases = [
+        (mint.softmax(xt, -1), softmax),
+        (mint.log_softmax(xt, -1), np.log(softmax)),
+        (mint.layer_norm(xt, [4103], wt, bt, 1e-5), layer_norm_reference(x[rows], 1, w, b, 1e-5)),
+        (mint.rms_norm(xt, [4103], wt, 1e-6), rms_norm_reference(x[rows], 1, w, 1e-6)),
+    ]
+    for out, expected in cases:
+        np.testing.assert_allclose(out.numpy()[rows].astype(np.float64), expected, rtol=1e-5,
+                                   atol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("affine", [True, False])
 def test_rms_norm(dtype, affine, rng):

@@ -63,10 +63,21 @@ enum class UnaryOp : int {
 /// kPow follows std::pow (negative base with an integral exponent is fine, pow(x, 0) = 1, ...).
 enum class BinaryOp : int { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow };
 
+/// How a kernel writes its output. kStream uses non-temporal stores, which bypass the caches
+/// and skip reading each output line before overwriting it: for outputs too large to be read back
+/// from cache (Note [streaming stores] in simd_loops-inl.h). The values written are the same (the
+/// payload of a nan aside).
+enum class Store : int { kCached, kStream };
+
+/// The store mode for an op that writes `bytes` of output in total: kStream when that is more
+/// than half the last-level cache (32 MiB where its size is unknown). Thread-safe.
+KILN_API Store store_for_output(int64_t bytes);
+
 /// y[i] = op(x[i]) for i in [0, n). x and y may alias exactly (in-place).
-KILN_API void unary(UnaryOp op, const float* x, float* y, int64_t n);
+KILN_API void unary(UnaryOp op, const float* x, float* y, int64_t n, Store store = Store::kCached);
 /// Float64 overload of unary().
-KILN_API void unary(UnaryOp op, const double* x, double* y, int64_t n);
+KILN_API void unary(UnaryOp op, const double* x, double* y, int64_t n,
+                    Store store = Store::kCached);
 
 /// y[i] = op(a[i], b[i]) for i in [0, n). Any of a, b, y may alias exactly.
 KILN_API void binary(BinaryOp op, const float* a, const float* b, float* y, int64_t n);
@@ -107,29 +118,30 @@ KILN_API double reduce_min(const double* x, int64_t n);
 
 /// y = softmax(x) over one contiguous row: exp(x - max(x)) / sum. x and y may alias exactly.
 /// A row containing nan, or +inf, or only -inf gives all nan (as torch does).
-KILN_API void softmax_row(const float* x, float* y, int64_t n);
+KILN_API void softmax_row(const float* x, float* y, int64_t n, Store store = Store::kCached);
 /// Float64 overload of softmax_row().
-KILN_API void softmax_row(const double* x, double* y, int64_t n);
+KILN_API void softmax_row(const double* x, double* y, int64_t n, Store store = Store::kCached);
 /// y = log_softmax(x) = x - max - log(sum(exp(x - max))). x and y may alias exactly.
-KILN_API void log_softmax_row(const float* x, float* y, int64_t n);
+KILN_API void log_softmax_row(const float* x, float* y, int64_t n, Store store = Store::kCached);
 /// Float64 overload of log_softmax_row().
-KILN_API void log_softmax_row(const double* x, double* y, int64_t n);
-
+KILN_API void log_softmax_row(const double* x, double* y, int64_t n, Store store = Store::kCached);
 /// y = (x - mean) * rstd * gamma + beta with rstd = 1 / sqrt(biased_var + eps), over one row.
 /// gamma and beta may be null (treated as 1 and 0). If mean_out / rstd_out are not null they
 /// receive the row statistics (for the backward pass). Statistics are accumulated in float64 with
 /// two passes (no catastrophic cancellation). For n == 0 the statistics are nan. x and y may alias.
 KILN_API void layer_norm_row(const float* x, const float* gamma, const float* beta, float eps,
-                             float* y, int64_t n, float* mean_out, float* rstd_out);
+                             float* y, int64_t n, float* mean_out, float* rstd_out,
+                             Store store = Store::kCached);
 /// Float64 overload of layer_norm_row().
 KILN_API void layer_norm_row(const double* x, const double* gamma, const double* beta, double eps,
-                             double* y, int64_t n, double* mean_out, double* rstd_out);
-
+                             double* y, int64_t n, double* mean_out, double* rstd_out,
+                             Store store = Store::kCached);
 /// y = x / sqrt(mean(x^2) + eps) * gamma over one row; gamma may be null. x and y may alias.
-KILN_API void rms_norm_row(const float* x, const float* gamma, float eps, float* y, int64_t n);
+KILN_API void rms_norm_row(const float* x, const float* gamma, float eps, float* y, int64_t n,
+                           Store store = Store::kCached);
 /// Float64 overload of rms_norm_row().
-KILN_API void rms_norm_row(const double* x, const double* gamma, double eps, double* y, int64_t n);
-
+KILN_API void rms_norm_row(const double* x, const double* gamma, double eps, double* y, int64_t n,
+                           Store store = Store::kCached);
 /// Testing hook: names of the SIMD targets compiled into this build that this CPU can run, best
 /// first, e.g. {"AVX3", "AVX2", "SSE4", "SCALAR"}. Unaffected by set_target_for_testing().
 KILN_API std::vector<std::string> supported_targets();

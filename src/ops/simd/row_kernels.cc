@@ -14,6 +14,7 @@
 // Must follow foreach_target.h.
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "hwy/highway.h"
 #include "ops/simd/float_kernels.h"
@@ -25,21 +26,36 @@ namespace kiln::simd {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+/// Rows up to this long keep their exponentials in a per-thread scratch row when softmax streams
+/// its output (256 KiB of float32: within L2).
+constexpr size_t kSoftmaxScratch = size_t{1} << 16;
+
 template <typename T>
-HWY_INLINE void softmax_impl(const T* x, T* y, size_t n) {
+HWY_INLINE void softmax_impl(const T* x, T* y, size_t n, Store store) {
   const hn::ScalableTag<T> d;
   using V = hn::Vec<decltype(d)>;
   const V max = hn::Set(d, reduce_max(x, static_cast<int64_t>(n)));
+  // Streaming writes y once, from exponentials kept in a scratch row that stays in cache;
+  // otherwise they go to y and are scaled there (Note [streaming stores]).
+  T* e = y;
+  if (store == Store::kStream && n <= kSoftmaxScratch) {
+    thread_local std::vector<T> scratch;
+    if (scratch.size() < n) scratch.resize(n);
+    e = scratch.data();
+  } else {
+    store = Store::kCached;
+  }
   // One pass computes and stores exp(x - max) and sums it; padding with -inf adds exp(-inf) = 0.
   const double sum = blocked_sum(
       d, x, n, -std::numeric_limits<T>::infinity(),
-      [max](auto dv, V v) { return exp_full(dv, hn::Sub(v, max)); }, y);
+      [max](auto dv, V v) { return exp_full(dv, hn::Sub(v, max)); }, e);
   const V scale = hn::Set(d, static_cast<T>(1.0 / sum));
-  map_unary(d, y, y, n, [scale](auto, V v) { return hn::Mul(v, scale); });
+  map_unary(
+      d, e, y, n, [scale](auto, V v) { return hn::Mul(v, scale); }, T(0), store);
 }
 
 template <typename T>
-HWY_INLINE void log_softmax_impl(const T* x, T* y, size_t n) {
+HWY_INLINE void log_softmax_impl(const T* x, T* y, size_t n, Store store) {
   const hn::ScalableTag<T> d;
   using V = hn::Vec<decltype(d)>;
   const V max = hn::Set(d, reduce_max(x, static_cast<int64_t>(n)));
@@ -47,13 +63,16 @@ HWY_INLINE void log_softmax_impl(const T* x, T* y, size_t n) {
                                  [max](auto dv, V v) { return exp_full(dv, hn::Sub(v, max)); });
   const V log_sum = hn::Set(d, static_cast<T>(std::log(sum)));
   // (x - max) first: it is exact for the largest elements, which dominate the result.
-  map_unary(d, x, y, n, [max, log_sum](auto, V v) { return hn::Sub(hn::Sub(v, max), log_sum); });
+  map_unary(
+      d, x, y, n, [max, log_sum](auto, V v) { return hn::Sub(hn::Sub(v, max), log_sum); }, T(0),
+      store);
 }
 
-/// y = (x - shift) * scale [* gamma] [+ beta], gamma / beta nullable; x and y may alias.
+/// y = (x - shift) * scale [* gamma] [+ beta] for i in [begin, end), gamma / beta nullable; x and
+/// y may alias. `stream`: every vector is whole and aligned, and is written with a streaming store.
 template <typename T>
-HWY_INLINE void normalize(const T* x, const T* gamma, const T* beta, T shift, T scale, T* y,
-                          size_t n) {
+HWY_INLINE void normalize_run(const T* x, const T* gamma, const T* beta, T shift, T scale, T* y,
+                              size_t begin, size_t end, bool stream) {
   const hn::ScalableTag<T> d;
   const size_t lanes = hn::Lanes(d);
   const auto vshift = hn::Set(d, shift);
@@ -61,8 +80,8 @@ HWY_INLINE void normalize(const T* x, const T* gamma, const T* beta, T shift, T 
   HWY_ALIGN T buf_x[kMaxLanes<T>];
   HWY_ALIGN T buf_g[kMaxLanes<T>];
   HWY_ALIGN T buf_b[kMaxLanes<T>];
-  for (size_t i = 0; i < n; i += lanes) {
-    const size_t count = n - i < lanes ? n - i : lanes;
+  for (size_t i = begin; i < end; i += lanes) {
+    const size_t count = end - i < lanes ? end - i : lanes;
     const bool tail = count < lanes;
     const T* px = x + i;
     const T* pg = gamma != nullptr ? gamma + i : nullptr;
@@ -89,14 +108,30 @@ HWY_INLINE void normalize(const T* x, const T* gamma, const T* beta, T shift, T 
     } else if (pb != nullptr) {
       r = hn::Add(r, hn::LoadU(d, pb));
     }
-    hn::StoreU(r, d, py);
+    if (stream) {
+      hn::Stream(r, d, py);
+    } else {
+      hn::StoreU(r, d, py);
+    }
     if (HWY_UNLIKELY(tail)) std::memcpy(y + i, buf_x, count * sizeof(T));
   }
 }
 
+/// normalize_run over [0, n), writing y per `store` (Note [streaming stores]).
+template <typename T>
+HWY_INLINE void normalize(const T* x, const T* gamma, const T* beta, T shift, T scale, T* y,
+                          size_t n, Store store) {
+  const StreamSpan span = stream_span(hn::ScalableTag<T>(), y, n, store);
+  if (span.begin == span.end) return normalize_run(x, gamma, beta, shift, scale, y, 0, n, false);
+  normalize_run(x, gamma, beta, shift, scale, y, 0, span.begin, false);
+  normalize_run(x, gamma, beta, shift, scale, y, span.begin, span.end, true);
+  normalize_run(x, gamma, beta, shift, scale, y, span.end, n, false);
+  hwy::FlushStream();
+}
+
 template <typename T>
 HWY_INLINE void layer_norm_impl(const T* x, const T* gamma, const T* beta, T eps, T* y, size_t n,
-                                T* mean_out, T* rstd_out) {
+                                T* mean_out, T* rstd_out, Store store) {
   const hn::ScalableTag<T> d;
   using V = hn::Vec<decltype(d)>;
   const auto dn = static_cast<double>(n);
@@ -112,36 +147,43 @@ HWY_INLINE void layer_norm_impl(const T* x, const T* gamma, const T* beta, T eps
   const T rstd = static_cast<T>(1.0 / std::sqrt(var + static_cast<double>(eps)));
   if (mean_out != nullptr) *mean_out = mean;
   if (rstd_out != nullptr) *rstd_out = rstd;
-  normalize(x, gamma, beta, mean, rstd, y, n);
+  normalize(x, gamma, beta, mean, rstd, y, n, store);
 }
 
 template <typename T>
-HWY_INLINE void rms_norm_impl(const T* x, const T* gamma, T eps, T* y, size_t n) {
+HWY_INLINE void rms_norm_impl(const T* x, const T* gamma, T eps, T* y, size_t n, Store store) {
   const hn::ScalableTag<T> d;
   using V = hn::Vec<decltype(d)>;
   const double mean_square =
       blocked_sum(d, x, n, T(0), [](auto, V v) { return hn::Mul(v, v); }) / static_cast<double>(n);
   const T scale = static_cast<T>(1.0 / std::sqrt(mean_square + static_cast<double>(eps)));
-  normalize(x, gamma, static_cast<const T*>(nullptr), T(0), scale, y, n);
+  normalize(x, gamma, static_cast<const T*>(nullptr), T(0), scale, y, n, store);
 }
 
-void softmax_f32(const float* x, float* y, size_t n) { softmax_impl(x, y, n); }
-void softmax_f64(const double* x, double* y, size_t n) { softmax_impl(x, y, n); }
-void log_softmax_f32(const float* x, float* y, size_t n) { log_softmax_impl(x, y, n); }
-void log_softmax_f64(const double* x, double* y, size_t n) { log_softmax_impl(x, y, n); }
+void softmax_f32(const float* x, float* y, size_t n, Store store) { softmax_impl(x, y, n, store); }
+void softmax_f64(const double* x, double* y, size_t n, Store store) {
+  softmax_impl(x, y, n, store);
+}
+void log_softmax_f32(const float* x, float* y, size_t n, Store store) {
+  log_softmax_impl(x, y, n, store);
+}
+void log_softmax_f64(const double* x, double* y, size_t n, Store store) {
+  log_softmax_impl(x, y, n, store);
+}
 void layer_norm_f32(const float* x, const float* gamma, const float* beta, float eps, float* y,
-                    size_t n, float* mean_out, float* rstd_out) {
-  layer_norm_impl(x, gamma, beta, eps, y, n, mean_out, rstd_out);
+                    size_t n, float* mean_out, float* rstd_out, Store store) {
+  layer_norm_impl(x, gamma, beta, eps, y, n, mean_out, rstd_out, store);
 }
 void layer_norm_f64(const double* x, const double* gamma, const double* beta, double eps, double* y,
-                    size_t n, double* mean_out, double* rstd_out) {
-  layer_norm_impl(x, gamma, beta, eps, y, n, mean_out, rstd_out);
+                    size_t n, double* mean_out, double* rstd_out, Store store) {
+  layer_norm_impl(x, gamma, beta, eps, y, n, mean_out, rstd_out, store);
 }
-void rms_norm_f32(const float* x, const float* gamma, float eps, float* y, size_t n) {
-  rms_norm_impl(x, gamma, eps, y, n);
+void rms_norm_f32(const float* x, const float* gamma, float eps, float* y, size_t n, Store store) {
+  rms_norm_impl(x, gamma, eps, y, n, store);
 }
-void rms_norm_f64(const double* x, const double* gamma, double eps, double* y, size_t n) {
-  rms_norm_impl(x, gamma, eps, y, n);
+void rms_norm_f64(const double* x, const double* gamma, double eps, double* y, size_t n,
+                  Store store) {
+  rms_norm_impl(x, gamma, eps, y, n, store);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -160,17 +202,17 @@ HWY_EXPORT(layer_norm_f64);
 HWY_EXPORT(rms_norm_f32);
 HWY_EXPORT(rms_norm_f64);
 
-void softmax_row(const float* x, float* y, int64_t n) {
-  if (n > 0) HWY_DYNAMIC_DISPATCH(softmax_f32)(x, y, static_cast<size_t>(n));
+void softmax_row(const float* x, float* y, int64_t n, Store store) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(softmax_f32)(x, y, static_cast<size_t>(n), store);
 }
-void softmax_row(const double* x, double* y, int64_t n) {
-  if (n > 0) HWY_DYNAMIC_DISPATCH(softmax_f64)(x, y, static_cast<size_t>(n));
+void softmax_row(const double* x, double* y, int64_t n, Store store) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(softmax_f64)(x, y, static_cast<size_t>(n), store);
 }
-void log_softmax_row(const float* x, float* y, int64_t n) {
-  if (n > 0) HWY_DYNAMIC_DISPATCH(log_softmax_f32)(x, y, static_cast<size_t>(n));
+void log_softmax_row(const float* x, float* y, int64_t n, Store store) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(log_softmax_f32)(x, y, static_cast<size_t>(n), store);
 }
-void log_softmax_row(const double* x, double* y, int64_t n) {
-  if (n > 0) HWY_DYNAMIC_DISPATCH(log_softmax_f64)(x, y, static_cast<size_t>(n));
+void log_softmax_row(const double* x, double* y, int64_t n, Store store) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(log_softmax_f64)(x, y, static_cast<size_t>(n), store);
 }
 
 namespace {
@@ -182,22 +224,23 @@ void empty_row_stats(T* mean_out, T* rstd_out) {
 }  // namespace
 
 void layer_norm_row(const float* x, const float* gamma, const float* beta, float eps, float* y,
-                    int64_t n, float* mean_out, float* rstd_out) {
+                    int64_t n, float* mean_out, float* rstd_out, Store store) {
   if (n <= 0) return empty_row_stats(mean_out, rstd_out);
   HWY_DYNAMIC_DISPATCH(layer_norm_f32)
-  (x, gamma, beta, eps, y, static_cast<size_t>(n), mean_out, rstd_out);
+  (x, gamma, beta, eps, y, static_cast<size_t>(n), mean_out, rstd_out, store);
 }
 void layer_norm_row(const double* x, const double* gamma, const double* beta, double eps, double* y,
-                    int64_t n, double* mean_out, double* rstd_out) {
+                    int64_t n, double* mean_out, double* rstd_out, Store store) {
   if (n <= 0) return empty_row_stats(mean_out, rstd_out);
   HWY_DYNAMIC_DISPATCH(layer_norm_f64)
-  (x, gamma, beta, eps, y, static_cast<size_t>(n), mean_out, rstd_out);
+  (x, gamma, beta, eps, y, static_cast<size_t>(n), mean_out, rstd_out, store);
 }
-void rms_norm_row(const float* x, const float* gamma, float eps, float* y, int64_t n) {
-  if (n > 0) HWY_DYNAMIC_DISPATCH(rms_norm_f32)(x, gamma, eps, y, static_cast<size_t>(n));
+void rms_norm_row(const float* x, const float* gamma, float eps, float* y, int64_t n, Store store) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(rms_norm_f32)(x, gamma, eps, y, static_cast<size_t>(n), store);
 }
-void rms_norm_row(const double* x, const double* gamma, double eps, double* y, int64_t n) {
-  if (n > 0) HWY_DYNAMIC_DISPATCH(rms_norm_f64)(x, gamma, eps, y, static_cast<size_t>(n));
+void rms_norm_row(const double* x, const double* gamma, double eps, double* y, int64_t n,
+                  Store store) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(rms_norm_f64)(x, gamma, eps, y, static_cast<size_t>(n), store);
 }
 
 }  // namespace kiln::simd

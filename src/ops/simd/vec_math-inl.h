@@ -1,7 +1,8 @@
 // Vector math for the SIMD kernels (Highway "-inl" header, included once per target).
 //
 // Wraps hwy/contrib/math with the IEEE special cases it leaves out (nan, +-inf, out-of-range
-// arguments), and adds what it lacks: a float32 erf / 1 + erf pair and the activation formulas.
+// arguments), and adds what it lacks or what is too slow there: a float32 exp with a short
+// dependency chain, float32 erf / erfc / gelu_erf, and the activation formulas.
 // Accuracy bounds are listed per op in unary_kernels.cc.
 
 #if defined(KILN_OPS_SIMD_VEC_MATH_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -40,14 +41,90 @@ HWY_INLINE V keep_nan(V x, V r) {
   return hn::IfThenElse(hn::IsNaN(x), x, r);
 }
 
-/// exp(x) for every x. hwy's Exp is exact-to-1-ulp on [-FLT_MAX, 104] (float) / [.., 706]
-/// (double) but its quadrant conversion overflows above that; clamping to a bound whose exp is
-/// already inf keeps the overflow result right. Below the range hwy returns 0 itself.
+// Note [dependency chains]
+// The transcendental kernels are limited by the length of each vector's chain of dependent
+// operations more than by their number: once a chain is longer than the out-of-order window can
+// cover, vectors stop overlapping (measured on the benchmark machine: 20 dependent FMAs per vector
+// take 3x as long as two independent chains of 10; bench/RESULTS.md, "gelu"). So the float32 exp
+// and erfc below evaluate their polynomials Estrin-style (depth log2(degree) instead of degree) and
+// keep independent parts in separate chains that meet at the end.
+
+/// exp(r) for |r| <= ln(2) / 2 (and a little beyond): 1 + (r + r^2 (c2 + c3 r) + r^4 (c4 + ...)),
+/// Estrin-style (Note [dependency chains]), with the 1 added last so it is rounded once.
+template <class D, class V>
+HWY_INLINE V exp_poly_f32(D d, V r) {
+  const V r2 = hn::Mul(r, r);
+  const V r4 = hn::Mul(r2, r2);
+  const V p23 = hn::MulAdd(hn::Set(d, 0.166664198f), r, hn::Set(d, 0.499999911f));
+  const V p45 = hn::MulAdd(hn::Set(d, 0.00837481581f), r, hn::Set(d, 0.0416682251f));
+  const V p46 = hn::MulAdd(hn::Set(d, 0.00138368458f), r2, p45);
+  return hn::Add(hn::MulAdd(p46, r4, hn::MulAdd(p23, r2, r)), hn::Set(d, 1.0f));
+}
+
+// Note [float32 exp]
+// exp(x) = 2^q exp(r), q = round(x / ln 2), r = x - q ln 2 with ln 2 in two parts (Cody-Waite, the
+// constants of hwy's Exp), and exp(r) a degree-6 polynomial with relative error 1.7e-8 on
+// |r| <= ln(2) / 2 (scripts/fit_erfc.py). q is rounded by adding 1.5 * 2^23 (the low mantissa bits
+// of the sum are then q), and 2^q is applied by adding q << 23 to the bits of exp(r): a few integer
+// operations, where hwy's Exp converts to integer and back and multiplies twice. That shortcut
+// needs a normal result, so kAnyRange = false requires -86.5 <= x <= 88; kAnyRange = true clamps x
+// to [-104, 88.8] (exp rounds to 0 below, to inf above) and scales by 2^q in two multiplications,
+// which also rounds subnormal results correctly. nan is the caller's (exp_full: keep_nan).
+// An argument given as hi + lo (lo much smaller) is reduced as (hi - q ln 2) + lo, so lo is not
+// lost to the rounding of hi + lo: erfc uses this for -a^2.
+constexpr float kExpFastLo = -86.5f;
+constexpr float kExpFastHi = 88.0f;
+
+/// exp(hi + lo_scale * lo) (kWithLo) or exp(hi); see Note [float32 exp].
+template <bool kAnyRange, bool kWithLo, class D, class V>
+HWY_INLINE V exp_f32_impl(D d, V hi, V lo, float lo_scale) {
+  const hn::RebindToSigned<D> di;
+  if constexpr (kAnyRange) hi = hn::Min(hn::Max(hi, hn::Set(d, -104.0f)), hn::Set(d, 88.8f));
+  const V kMagic = hn::Set(d, 12582912.0f);  // 1.5 * 2^23
+  const V m = hn::MulAdd(hi, hn::Set(d, 1.44269504088896341f), kMagic);
+  const V q = hn::Sub(m, kMagic);
+  V r = hn::MulAdd(q, hn::Set(d, -0.693145751953125f), hi);
+  r = hn::MulAdd(q, hn::Set(d, -1.428606765330187045e-6f), r);
+  if constexpr (kWithLo) r = hn::MulAdd(lo, hn::Set(d, lo_scale), r);
+  const V p = exp_poly_f32(d, r);
+  if constexpr (!kAnyRange) {
+    // The low 9 bits of 0x4B400000 (kMagic) are zero, so the shift leaves q << 23.
+    return hn::BitCast(d, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::BitCast(di, m))));
+  } else {
+    const auto qi = hn::Sub(hn::BitCast(di, m), hn::BitCast(di, kMagic));
+    const auto q1 = hn::ShiftRight<1>(qi);
+    const auto bias = hn::Set(di, 127);
+    const V s1 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(q1, bias)));
+    const V s2 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::Sub(qi, q1), bias)));
+    return hn::Mul(hn::Mul(p, s1), s2);
+  }
+}
+
+template <bool kAnyRange, class D, class V>
+HWY_INLINE V exp_f32(D d, V x) {
+  return exp_f32_impl<kAnyRange, false>(d, x, x, 0.0f);
+}
+
+/// exp(hi + lo_scale * lo), with lo_scale * lo much smaller than hi (it is added after the
+/// reduction of hi, so it is not lost to the rounding of a sum).
+template <bool kAnyRange, class D, class V>
+HWY_INLINE V exp_f32(D d, V hi, V lo, float lo_scale) {
+  return exp_f32_impl<kAnyRange, true>(d, hi, lo, lo_scale);
+}
+
+/// exp(x) for every x: float32 per Note [float32 exp]. hwy's Exp (float64) is exact-to-1-ulp on
+/// [-DBL_MAX, 706] but its quadrant conversion overflows above that; clamping to a bound whose
+/// exp is already inf keeps the overflow result right. Below the range hwy returns 0 itself.
 template <class D, class V>
 HWY_INLINE V exp_full(D d, V x) {
   using T = hn::TFromD<D>;
-  const V kHi = hn::Set(d, static_cast<T>(sizeof(T) == 4 ? 100.0 : 710.0));
-  return keep_nan(x, hn::Exp(d, hn::Min(x, kHi)));
+  if constexpr (sizeof(T) == 4) {
+    const auto fast = hn::And(hn::Ge(x, hn::Set(d, kExpFastLo)), hn::Le(x, hn::Set(d, kExpFastHi)));
+    if (HWY_LIKELY(hn::AllTrue(d, fast))) return exp_f32<false>(d, x);
+    return keep_nan(x, exp_f32<true>(d, x));
+  } else {
+    return keep_nan(x, hn::Exp(d, hn::Min(x, hn::Set(d, T(710.0)))));
+  }
 }
 
 /// expm1(x) for every x (same clamping as exp_full; hwy returns -1 below its range).
@@ -164,22 +241,18 @@ HWY_INLINE V gelu_tanh(D d, V x) {
   return hn::Div(hn::Mul(x, num), den);
 }
 
-// Note [float32 erf]
-// Two branches, both evaluated and blended (branch-free):
-//   |z| <  kErfSplit: erf(z) = z + z * A(z^2), A of degree 6: rel. error 4.4e-10 before rounding.
-//   |z| >= kErfSplit: erfc(|z|) = t * exp(-z^2 + C(t)), t = 1 / (1 + |z| / 2), C of degree 8
-//                     (the Numerical Recipes "erfcc" form, refitted): rel. error 4.8e-9.
-// Coefficients are weighted minimax fits (Lawson iteration, 40-digit mpmath) of
-// (erf(z) - z) / z on [0, 0.9277] and of log(erfc(z) / t) + z^2 on t in [1 / 6.25, 1 / 1.46385].
-// The erfc branch is what makes 1 + erf(z) accurate for negative z (gelu of negative x): it is
-// erfc(|z|) there, never 1 - (something close to 1). z^2 must reach the exponent unrounded,
-// otherwise its rounding error (z^2 * 2^-24) becomes a relative error of erfc: the caller passes
-// z^2 = z2_hi + z2_lo, split exactly by Dekker truncation (no FMA needed, so SSE4 agrees with AVX).
-// Measured in float32 against long double std::erf / std::erfc: erf <= 1.03e-7 relative
-// (1 ulp), gelu_erf <= 4.7e-7 and the erfc branch <= 4.4e-7 relative over the whole normal range.
+// Note [float32 erfc]
+// 0.5 * erfc(a) = t * P(t) * exp(-a^2) with t = 1 / (1 + a / 2), for 0 <= a <= 10.5 (beyond,
+// erfc is below every float32 the callers can produce). P is a degree-9 polynomial in t - 0.58
+// (Estrin) with relative error 4.5e-8 (scripts/fit_erfc.py: weighted minimax of the exact
+// erfc(a) exp(a^2) / (2t)). exp(-a^2) and t * P(t) are independent chains (Note [dependency
+// chains]). -a^2 must reach exp unrounded, or its rounding (a^2 * 2^-24 absolute) becomes a
+// relative error of erfc (4e-6 at a = 8): the caller passes -a^2 == hi + lo exactly (exact_square).
+// erf and gelu_erf use it only where erfc itself is wanted, never as 1 - erf (no cancellation):
+// gelu(x) = x * Phi(x) with Phi = 0.5 erfc(|x| / sqrt 2) for x < 0 and 1 - that for x >= 0, so
+// gelu needs no other branch; erf takes 1 - 2 * (0.5 erfc) only for |x| >= 0.9277, below that a
+// polynomial in x^2 (erf(0.9277) ~ 0.81: the subtraction loses nothing).
 constexpr float kErfSplit = 0.9277f;
-// erfc(10.5) ~ 7e-50: anything above rounds to 0 in float32 anyway.
-constexpr float kErfcClamp = 10.5f;
 
 /// x with the low 12 mantissa bits cleared, so that the square of the result is exact in float32.
 template <class D, class V>
@@ -188,80 +261,97 @@ HWY_INLINE V truncate_mantissa12(D d, V x) {
   return hn::BitCast(d, hn::And(hn::BitCast(du, x), hn::Set(du, 0xFFFFF000u)));
 }
 
-/// Sets (hi, lo) with hi + lo == 0.5 * x * x (hi exact, lo rounded once, |lo| << |hi|).
+/// Sets hi + lo == x * x, hi = x * x rounded (|lo| <= ulp(hi) / 2, rounded once at worst).
 template <class D, class V>
-HWY_INLINE void half_square_split(D d, V x, V& hi, V& lo) {
-  const V half = hn::Set(d, 0.5f);
+HWY_INLINE void exact_square(D d, V x, V& hi, V& lo) {
+#if HWY_NATIVE_FMA
+  (void)d;
+  hi = hn::Mul(x, x);
+  lo = hn::MulSub(x, x, hi);  // exact: the FMA rounds x * x - hi once, and it is representable
+#else
+  // Dekker: xh has 12 significant bits, so xh * xh is exact; (x - xh)(x + xh) is the rest.
   const V xh = truncate_mantissa12(d, x);
-  hi = hn::Mul(hn::Mul(xh, xh), half);
-  lo = hn::Mul(hn::Mul(hn::Sub(x, xh), hn::Add(x, xh)), half);
+  hi = hn::Mul(xh, xh);
+  lo = hn::Mul(hn::Sub(x, xh), hn::Add(x, xh));
+#endif
 }
 
-/// (erf(z) - z) / z as a polynomial in s = z^2, for |z| < kErfSplit.
-template <class D, class V>
-HWY_INLINE V erf_small_poly(D d, V s) {
-  V r = hn::Set(d, 8.3315850706523648e-5f);
-  r = hn::MulAdd(r, s, hn::Set(d, -0.00081335620215533487f));
-  r = hn::MulAdd(r, s, hn::Set(d, 0.0052002236191990467f));
-  r = hn::MulAdd(r, s, hn::Set(d, -0.026859070966058295f));
-  r = hn::MulAdd(r, s, hn::Set(d, 0.11283689556321156f));
-  r = hn::MulAdd(r, s, hn::Set(d, -0.37612633344759369f));
-  return hn::MulAdd(r, s, hn::Set(d, 0.12837916659600377f));
-}
-
-/// erfc(az) for kErfSplit <= az <= kErfcClamp, given az^2 == z2_hi + z2_lo. See Note [float32 erf].
-template <class D, class V>
-HWY_INLINE V erfc_tail(D d, V az, V z2_hi, V z2_lo) {
+/// 0.5 * erfc(a) == factor * e for a = z * z_scale in [0, 10.5], given -a^2 == (z^2 + z2_lo) *
+/// z2_scale (z^2 = z * z rounded, z2_lo its rounding error; see exact_square). factor =
+/// t * P(t) / 2 (0.5 at a = 0, ~0.28 / a for large a) and e = exp(-a^2) come apart so that a
+/// caller scaling the result can do so before the multiplication by e, which may be tiny.
+/// kAnyRange as for exp_f32 (false needs a <= 9.3, where e is normal). See Note [float32 erfc].
+template <bool kAnyRange, class D, class V>
+HWY_INLINE void half_erfc_f32(D d, V z, float z_scale, float z2_scale, V& factor, V& e) {
+  V z2, z2_lo;
+  exact_square(d, z, z2, z2_lo);
   const V one = hn::Set(d, 1.0f);
-  const V t = hn::Div(one, hn::MulAdd(az, hn::Set(d, 0.5f), one));
-  V p = hn::Set(d, -0.22773235236900454f);
-  p = hn::MulAdd(p, t, hn::Set(d, 0.60480193563556459f));
-  p = hn::MulAdd(p, t, hn::Set(d, -0.39778106908400646f));
-  p = hn::MulAdd(p, t, hn::Set(d, -0.10402146771801061f));
-  p = hn::MulAdd(p, t, hn::Set(d, -0.056173345033670226f));
-  p = hn::MulAdd(p, t, hn::Set(d, 0.067186021769968758f));
-  p = hn::MulAdd(p, t, hn::Set(d, 0.37853443373871262f));
-  p = hn::MulAdd(p, t, hn::Set(d, 0.99962303360280252f));
-  p = hn::MulAdd(p, t, hn::Set(d, -1.2654960663142398f));
-  p = hn::Sub(p, z2_lo);
-  // Fast2Sum (|z2_hi| >= |p| on the whole branch): s + e == p - z2_hi exactly, and
-  // exp(s + e) = exp(s) * (1 + e) to within e^2 ~ 1e-11.
-  const V s = hn::Sub(p, z2_hi);
-  const V e = hn::Add(hn::Sub(hn::Neg(z2_hi), s), p);
-  const V r = hn::Mul(t, hn::Exp(d, s));
-  return hn::MulAdd(r, e, r);
+  const V t = hn::Div(one, hn::MulAdd(z, hn::Set(d, 0.5f * z_scale), one));
+  const V u = hn::Sub(t, hn::Set(d, 0.579999983f));
+  const V u2 = hn::Mul(u, u);
+  const V u4 = hn::Mul(u2, u2);
+  // c_lo + c_hi * u
+  const auto pair = [&](float c_lo, float c_hi) {
+    return hn::MulAdd(hn::Set(d, c_hi), u, hn::Set(d, c_lo));
+  };
+  const V p0_3 =
+      hn::MulAdd(pair(0.293425739f, 0.0425930433f), u2, pair(0.284704357f, 0.389509171f));
+  const V p4_7 =
+      hn::MulAdd(pair(0.0559137724f, 0.00526290713f), u2, pair(-0.101611279f, -0.0262240786f));
+  const V p0_7 = hn::MulAdd(p4_7, u4, p0_3);
+  factor = hn::Mul(t, hn::MulAdd(hn::Set(d, -0.0295966212f), hn::Mul(u4, u4), p0_7));
+  e = exp_f32<kAnyRange>(d, hn::Mul(z2, hn::Set(d, z2_scale)), z2_lo, z2_scale);
 }
 
 /// erf(x), float32 only.
 template <class D, class V>
 HWY_INLINE V erf_f32(D d, V x) {
   const V ax = hn::Abs(x);
-  const V small = hn::MulAdd(x, erf_small_poly(d, hn::Mul(x, x)), x);
-  const V az = hn::Min(ax, hn::Set(d, kErfcClamp));
-  const V zh = truncate_mantissa12(d, az);
-  const V z2_hi = hn::Mul(zh, zh);
-  const V z2_lo = hn::Mul(hn::Sub(az, zh), hn::Add(az, zh));
-  const V big = hn::Sub(hn::Set(d, 1.0f), erfc_tail(d, az, z2_hi, z2_lo));
-  const V r = hn::IfThenElse(hn::Lt(ax, hn::Set(d, kErfSplit)), small, hn::CopySign(big, x));
-  return keep_nan(x, r);
+  // (erf(x) - x) / x as a polynomial in x^2 (degree 6, rel. error 4.4e-10 on |x| < kErfSplit).
+  const V s = hn::Mul(x, x);
+  V r = hn::Set(d, 8.3315850706523648e-5f);
+  r = hn::MulAdd(r, s, hn::Set(d, -0.00081335620215533487f));
+  r = hn::MulAdd(r, s, hn::Set(d, 0.0052002236191990467f));
+  r = hn::MulAdd(r, s, hn::Set(d, -0.026859070966058295f));
+  r = hn::MulAdd(r, s, hn::Set(d, 0.11283689556321156f));
+  r = hn::MulAdd(r, s, hn::Set(d, -0.37612633344759369f));
+  r = hn::MulAdd(r, s, hn::Set(d, 0.12837916659600377f));
+  const V small = hn::MulAdd(x, r, x);
+  // erfc(4) ~ 1.5e-8 < 2^-25: erf rounds to +-1 from there on.
+  V factor, e;
+  half_erfc_f32<false>(d, hn::Min(ax, hn::Set(d, 4.0f)), 1.0f, -1.0f, factor, e);
+  const V big = hn::MulAdd(hn::Mul(factor, hn::Set(d, -2.0f)), e, hn::Set(d, 1.0f));
+  const V r_all = hn::IfThenElse(hn::Lt(ax, hn::Set(d, kErfSplit)), small, hn::CopySign(big, x));
+  return keep_nan(x, r_all);
 }
 
-/// 0.5 * x * (1 + erf(x / sqrt(2))), float32 only. 1 + erf is erfc(-z), computed without
-/// cancellation on both sides; z^2 = x^2 / 2 is split from x itself so the rounding of
-/// x / sqrt(2) does not reach the exponent.
+/// gelu_erf given ax = |x|: kAnyRange = false needs ax <= 12.5 (every exp result is normal), true
+/// takes any x, clamping ax.
+template <bool kAnyRange, class D, class V>
+HWY_INLINE V gelu_erf_f32_lanes(D d, V x, V ax) {
+  // Past |x| = 14.85 (a = 10.5) gelu rounds to x for x > 0 and to 0 for x < 0.
+  if constexpr (kAnyRange) ax = hn::Min(ax, hn::Set(d, 14.8492424f));
+  V factor, e;
+  half_erfc_f32<kAnyRange>(d, ax, 0.70710678118654752440f, -0.5f, factor, e);
+  // gelu = x Phi(x) is -tail for x < 0 and x - tail for x >= 0, tail = |x| (0.5 erfc(|x| / sqrt 2))
+  // with |x| clamped (for x > 14.85, tail is far below half an ulp of x; +inf stays inf). (ax *
+  // factor) * e in that order: |ax * factor| < 0.4 (it tends to 1 / sqrt(2 pi)), so when the
+  // result is normal e is too, and no intermediate rounds as a subnormal.
+  const V tail = hn::Mul(hn::Mul(ax, factor), e);
+  return hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Neg(tail), hn::Sub(x, tail));
+}
+
+/// 0.5 * x * (1 + erf(x / sqrt(2))) = x * Phi(x), float32 only; see Note [float32 erfc].
 template <class D, class V>
 HWY_INLINE V gelu_erf_f32(D d, V x) {
-  const V one = hn::Set(d, 1.0f);
-  const V z = hn::Mul(x, hn::Set(d, 0.70710678118654752440f));
-  const V small = hn::Add(one, hn::MulAdd(z, erf_small_poly(d, hn::Mul(z, z)), z));
-  const V ax = hn::Min(hn::Abs(x), hn::Set(d, kErfcClamp * 1.41421356237f));
-  const V az = hn::Mul(ax, hn::Set(d, 0.70710678118654752440f));
-  V z2_hi, z2_lo;
-  half_square_split(d, ax, z2_hi, z2_lo);
-  const V tail = erfc_tail(d, az, z2_hi, z2_lo);
-  const V big = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), tail, hn::Sub(hn::Set(d, 2.0f), tail));
-  const V one_plus_erf = hn::IfThenElse(hn::Lt(hn::Abs(z), hn::Set(d, kErfSplit)), small, big);
-  return keep_nan(x, hn::Mul(hn::Mul(x, hn::Set(d, 0.5f)), one_plus_erf));
+  const V ax = hn::Abs(x);
+  // |x| <= 12.5 (a <= 8.84) keeps exp(-a^2) normal; nan fails the test too.
+  if (HWY_LIKELY(hn::AllTrue(d, hn::Le(ax, hn::Set(d, 12.5f))))) {
+    return gelu_erf_f32_lanes<false>(d, x, ax);
+  }
+  // gelu(-inf) is nan, as 0.5 x (1 + erf(x / sqrt 2)) gives (-inf * 0) and as PyTorch returns.
+  const V r = keep_nan(x, gelu_erf_f32_lanes<true>(d, x, ax));
+  return hn::IfThenElse(hn::Eq(x, hn::Neg(inf(d))), quiet_nan(d), r);
 }
 
 }  // namespace HWY_NAMESPACE

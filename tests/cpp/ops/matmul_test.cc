@@ -13,8 +13,9 @@
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/nn.h"
 #include "kiln/op.h"
-#include "ops/onednn_util.h"
 #include "kiln/runtime.h"
+#include "ops/gemm.h"
+#include "ops/onednn_util.h"
 #include "testing.h"
 
 namespace kiln {
@@ -30,23 +31,20 @@ Tensor random_tensor(const Shape& shape, unsigned seed) {
   return t;
 }
 
-template <typename T>
-T at(const Tensor& t, const std::vector<int64_t>& index) {
-  int64_t offset = 0;
-  for (size_t d = 0; d < index.size(); ++d) offset += index[d] * t.stride(static_cast<int64_t>(d));
-  return t.data<T>()[offset];
-}
-
 // out[i, j] = sum_k a[i, k] * b[k, j] for 2-d a and b of any strides.
 template <typename T>
 std::vector<double> naive_matmul(const Tensor& a, const Tensor& b) {
   const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  const int64_t sa0 = a.stride(0), sa1 = a.stride(1), sb0 = b.stride(0), sb1 = b.stride(1);
   std::vector<double> out(static_cast<size_t>(n * m));
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t j = 0; j < m; ++j) {
       double acc = 0;
       for (int64_t l = 0; l < k; ++l) {
-        acc += static_cast<double>(at<T>(a, {i, l})) * static_cast<double>(at<T>(b, {l, j}));
+        acc +=
+            static_cast<double>(pa[i * sa0 + l * sa1]) * static_cast<double>(pb[l * sb0 + j * sb1]);
       }
       out[i * m + j] = acc;
     }
@@ -58,8 +56,9 @@ template <typename T>
 void expect_matrix_eq(const Tensor& out, const std::vector<double>& expected, double tol) {
   ASSERT_TRUE(out.is_contiguous());
   ASSERT_EQ(static_cast<size_t>(out.numel()), expected.size());
+  const T* p = out.data<T>();
   for (size_t i = 0; i < expected.size(); ++i) {
-    EXPECT_NEAR(static_cast<double>(out.data<T>()[i]), expected[i], tol) << "at " << i;
+    EXPECT_NEAR(static_cast<double>(p[i]), expected[i], tol) << "at " << i;
   }
 }
 
@@ -154,6 +153,72 @@ TEST(MatMul, ReusesCachedPrimitive_WhenShapesRepeat) {
   EXPECT_EQ(onednn::primitive_cache_stats().size, 2);
 }
 
+bool runs_on_jit_gemm(const Tensor& a, const Tensor& b, const Shape& out_shape,
+                      const GemmEpilogue& ep = {}) {
+  return gemm_implementation(a, b, Tensor::empty(out_shape), ep).rfind("gemm:jit", 0) == 0;
+}
+
+// Note [oneDNN matmul implementation]: products with every dimension >= 256 run on oneDNN's
+// gemm:jit rather than its first choice; the same layouts, batching and epilogues as elsewhere.
+TEST(MatMul, MatchesNaiveLoop_WhenLargeEnoughForJitGemm) {
+  const Tensor a = random_tensor<float>({300, 260}, 23);
+  const Tensor b = random_tensor<float>({260, 280}, 24);
+  ASSERT_TRUE(runs_on_jit_gemm(a, b, {300, 280}));
+  EXPECT_EQ(gemm_implementation(to(a, DType::kFloat64), to(b, DType::kFloat64),
+                                Tensor::empty({300, 280}, DType::kFloat64), {}),
+            "");
+  expect_matrix_eq<float>(matmul(a, b), naive_matmul<float>(a, b), 1e-3);
+
+  // Transposed views (column-major operands), as Linear's weight.
+  const Tensor at = random_tensor<float>({260, 300}, 25).transpose(0, 1);
+  const Tensor bt = random_tensor<float>({280, 260}, 26).transpose(0, 1);
+  ASSERT_TRUE(runs_on_jit_gemm(at, bt, {300, 280}));
+  expect_matrix_eq<float>(matmul(at, bt), naive_matmul<float>(at, bt), 1e-3);
+
+  // A batch against one broadcast matrix.
+  const Tensor batch = random_tensor<float>({3, 256, 260}, 27);
+  ASSERT_TRUE(runs_on_jit_gemm(batch, b, {3, 256, 280}));
+  const Tensor out = matmul(batch, b);
+  for (int64_t i = 0; i < 3; ++i) {
+    expect_matrix_eq<float>(out.select(0, i).contiguous(),
+                            naive_matmul<float>(batch.select(0, i), b), 1e-3);
+  }
+}
+
+TEST(Linear, AddsBias_WhenLargeEnoughForJitGemm) {
+  const Tensor x = random_tensor<float>({2, 150, 260}, 28);
+  const Tensor w = random_tensor<float>({280, 260}, 29);
+  const Tensor bias = random_tensor<float>({280}, 30);
+  GemmEpilogue ep;
+  ep.bias = bias;
+  EXPECT_TRUE(runs_on_jit_gemm(x.reshape({300, 260}), w.transpose(0, 1), {300, 280}, ep));
+  const Tensor result = linear(x, w, bias);
+  const float* out = result.data<float>();
+  const float* pb = bias.data<float>();
+  const std::vector<double> prod = naive_matmul<float>(x.reshape({300, 260}), w.transpose(0, 1));
+  for (int64_t r = 0; r < 300; ++r) {
+    for (int64_t j = 0; j < 280; ++j) {
+      ASSERT_NEAR(out[r * 280 + j], prod[r * 280 + j] + pb[j], 1e-3) << r << ", " << j;
+    }
+  }
+}
+
+TEST(AddMM, ScalesProductAndBias_WhenLargeEnoughForJitGemm) {
+  const Tensor a = random_tensor<float>({300, 260}, 31);
+  const Tensor b = random_tensor<float>({260, 280}, 32);
+  const Tensor bias = random_tensor<float>({280}, 33);
+  GemmEpilogue ep;
+  ep.alpha = 2.0;
+  ep.accumulate = true;
+  ep.beta = 0.5;
+  EXPECT_TRUE(runs_on_jit_gemm(a, b, {300, 280}, ep));
+  const Tensor out = addmm(bias, a, b, 0.5, 2.0);
+  const std::vector<double> prod = naive_matmul<float>(a, b);
+  for (int64_t i = 0; i < 300 * 280; ++i) {
+    ASSERT_NEAR(out.data<float>()[i], 2.0 * prod[i] + 0.5 * bias.data<float>()[i % 280], 1e-3) << i;
+  }
+}
+
 TEST(MatMul, NamesBothShapes_WhenInnerDimensionsDiffer) {
   const std::string msg = error_message([] {
     matmul(Tensor::empty({2, 3}), Tensor::empty({4, 5}));
@@ -164,8 +229,11 @@ TEST(MatMul, NamesBothShapes_WhenInnerDimensionsDiffer) {
 }
 
 TEST(MatMul, ThrowsShapeError_WhenBatchDimensionsDoNotBroadcast) {
-  testing::expect_error([] { matmul(Tensor::empty({2, 3, 4}), Tensor::empty({3, 4, 5})); },
-                        ErrorKind::kShape, "batch dimensions that broadcast, got [2] and [3]");
+  testing::expect_error(
+      [] {
+        matmul(Tensor::empty({2, 3, 4}), Tensor::empty({3, 4, 5}));
+      },
+      ErrorKind::kShape, "batch dimensions that broadcast, got [2] and [3]");
   testing::error_of([] { matmul(Tensor::empty({}), Tensor::empty({3})); });
 }
 

@@ -283,10 +283,12 @@ TEST(SimdFloatKernels, UnaryMatchesStdReference_WhenFloat64) {
 
 TEST(SimdFloatKernels, UnaryIsAccurate_WhenArgumentsAreExtreme) {
   // Paths random data rarely takes: sin / cos / tan past hwy's reduction range, erf and gelu
-  // tails, exp / log near overflow, underflow and subnormals.
-  const std::vector<float> xs = {39001.f, -1e6f,      3e38f,      1e-40f, 88.72f,  88.73f,
-                                 -87.5f,  -103.9f,    -3.9f,      -9.9f,  0.9277f, -0.9276f,
-                                 1e-7f,   1.0000001f, 0.9999999f, 1e-45f, -13.5f,  6.0f};
+  // tails, exp / log near overflow, underflow and subnormals, and the edges of the float32 exp
+  // and gelu_erf fast paths (Note [float32 exp], gelu_erf_f32).
+  const std::vector<float> xs = {
+      39001.f, -1e6f,    3e38f,   1e-40f,     88.72f,     88.73f, -87.5f, -103.9f, -3.9f,  -9.9f,
+      0.9277f, -0.9276f, 1e-7f,   1.0000001f, 0.9999999f, 1e-45f, -13.5f, 6.0f,    -86.5f, -86.51f,
+      88.0f,   88.01f,   -104.0f, -12.5f,     -12.51f,    4.0f,   -4.0f,  -14.85f, -14.9f, 12.5f};
   const std::vector<double> xd = {1e6, -3e300, 709.7, 709.8, -744.0, -708.5, 1e-310, -37.0, 26.0};
   for_each_target([&](const std::string& t) {
     for (const UnaryCase& c : kUnaryCases) {
@@ -304,6 +306,32 @@ TEST(SimdFloatKernels, UnaryIsAccurate_WhenArgumentsAreExtreme) {
       }
     }
     (void)t;
+  });
+}
+
+TEST(SimdFloatKernels, UnaryIsAccurate_WhenSweptOverEveryBinade) {
+  // Every 40503rd float32 bit pattern, in order (so whole vectors fall on either side of each fast
+  // path's edges): ~106,000 inputs covering every binade of both signs, infinities and nans.
+  std::vector<float> xs;
+  for (uint64_t bits = 0; bits <= 0xFFFFFFFFu; bits += 40503) {
+    float x;
+    const auto b = static_cast<uint32_t>(bits);
+    std::memcpy(&x, &b, sizeof(x));
+    xs.push_back(x);
+  }
+  const UnaryOp swept[] = {UnaryOp::kExp,      UnaryOp::kErf,     UnaryOp::kGeluErf,
+                           UnaryOp::kGeluTanh, UnaryOp::kSigmoid, UnaryOp::kSilu};
+  for_each_target([&](const std::string& t) {
+    for (const UnaryCase& c : kUnaryCases) {
+      if (std::find(std::begin(swept), std::end(swept), c.op) == std::end(swept)) continue;
+      Checker<float> checker{c.name, c.f32};
+      std::vector<float> y(xs.size());
+      unary(c.op, xs.data(), y.data(), static_cast<int64_t>(xs.size()));
+      for (size_t i = 0; i < xs.size(); ++i) {
+        checker.check(y[i], ref_unary(c.op, xs[i]), xs[i], extra_rtol(c.op, xs[i]));
+      }
+      checker.report(t + " sweep");
+    }
   });
 }
 
@@ -573,6 +601,109 @@ TEST(SimdFloatKernels, RowKernelsMatchReference_WhenAnyLength) {
     check_rows<float>();
     check_rows<double>();
   });
+}
+
+/// a and b hold the same values bit for bit, except that any nan matches any nan (the payload a
+/// nan carries depends on operand order, which the compiler may choose differently per loop).
+template <typename T>
+bool same_values(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return false;
+  }
+  return true;
+}
+
+/// Runs every row kernel on x[offset, offset + n) with `store`, into a copy of x (in place) or a
+/// fresh buffer; returns the buffers of all of them, concatenated.
+template <typename T>
+std::vector<T> all_row_kernels(const std::vector<T>& x, const std::vector<T>& g,
+                               const std::vector<T>& b, size_t offset, int64_t n, bool in_place,
+                               Store store) {
+  std::vector<T> out;
+  const auto run = [&](const std::function<void(const T*, T*)>& kernel) {
+    std::vector<T> dst = in_place ? x : std::vector<T>(x.size(), T(-7));
+    kernel(in_place ? dst.data() + offset : x.data() + offset, dst.data() + offset);
+    out.insert(out.end(), dst.begin(), dst.end());
+  };
+  run([&](const T* in, T* o) { softmax_row(in, o, n, store); });
+  run([&](const T* in, T* o) { log_softmax_row(in, o, n, store); });
+  run([&](const T* in, T* o) {
+    layer_norm_row(in, g.data() + offset, b.data() + offset, T(1e-5), o, n, nullptr, nullptr,
+                   store);
+  });
+  run([&](const T* in, T* o) {
+    layer_norm_row(in, nullptr, nullptr, T(1e-5), o, n, nullptr, nullptr, store);
+  });
+  run([&](const T* in, T* o) { rms_norm_row(in, g.data() + offset, T(1e-6), o, n, store); });
+  return out;
+}
+
+template <typename T>
+void check_streaming_rows() {
+  std::mt19937 rng(99);
+  for (int64_t n : {1, 7, 16, 17, 100, 1023, 4097}) {
+    // offsets 0..3 put the row's start on and off the vector alignment
+    for (size_t offset = 0; offset < 4; ++offset) {
+      const size_t size = offset + static_cast<size_t>(n);
+      const std::vector<T> x =
+          make_input<T>(static_cast<int64_t>(size), rng, sampler(rng, {-20, 20, false}));
+      std::vector<T> g(size), b(size);
+      for (size_t i = 0; i < size; ++i) g[i] = T(0.5) + T(i % 7), b[i] = T(i % 5) - T(2);
+      for (bool in_place : {false, true}) {
+        const std::vector<T> cached = all_row_kernels(x, g, b, offset, n, in_place, Store::kCached);
+        const std::vector<T> streamed =
+            all_row_kernels(x, g, b, offset, n, in_place, Store::kStream);
+        EXPECT_TRUE(same_values(cached, streamed))
+            << "n = " << n << ", offset = " << offset << ", in place = " << in_place;
+      }
+    }
+  }
+}
+
+TEST(SimdFloatKernels, RowKernelsWriteSameValues_WhenStreaming) {
+  for_each_target([](const std::string&) {
+    check_streaming_rows<float>();
+    check_streaming_rows<double>();
+  });
+}
+
+template <typename T>
+void check_streaming_unary(const UnaryCase& c) {
+  std::mt19937 rng(7);
+  for (int64_t n : {1, 16, 17, 100, 1023, 4097}) {
+    for (size_t offset = 0; offset < 4; ++offset) {
+      const size_t size = offset + static_cast<size_t>(n);
+      const std::vector<T> x =
+          make_input<T>(static_cast<int64_t>(size), rng, sampler(rng, c.domain));
+      for (bool in_place : {false, true}) {
+        std::vector<T> cached = in_place ? x : std::vector<T>(size, T(-7));
+        std::vector<T> streamed = cached;
+        unary(c.op, (in_place ? cached.data() : x.data()) + offset, cached.data() + offset, n,
+              Store::kCached);
+        unary(c.op, (in_place ? streamed.data() : x.data()) + offset, streamed.data() + offset, n,
+              Store::kStream);
+        EXPECT_TRUE(same_values(cached, streamed))
+            << c.name << ", n = " << n << ", offset = " << offset << ", in place = " << in_place;
+      }
+    }
+  }
+}
+
+TEST(SimdFloatKernels, UnaryWritesSameValues_WhenStreaming) {
+  for_each_target([](const std::string&) {
+    for (const UnaryCase& c : kUnaryCases) {
+      check_streaming_unary<float>(c);
+      check_streaming_unary<double>(c);
+    }
+  });
+}
+
+TEST(SimdFloatKernels, StoreForOutputStreams_WhenOutputIsLarge) {
+  EXPECT_EQ(store_for_output(0), Store::kCached);
+  EXPECT_EQ(store_for_output(int64_t{1} << 20), Store::kCached);  // 1 MiB stays in cache
+  EXPECT_EQ(store_for_output(int64_t{1} << 40), Store::kStream);
 }
 
 TEST(SimdFloatKernels, SoftmaxGivesNan_WhenRowHasNanOrOnlyMinusInf) {
