@@ -64,7 +64,7 @@ bool onednn_layout(const Tensor& t, int64_t nd, Layout* layout) {
 
 struct MatmulEntry {
   dnnl::matmul prim;
-  dnnl::memory::desc a_md, b_md, c_md, bias_md;
+  dnnl::memory::desc a_md, b_md, c_md, bias_md, scratchpad_md;
   bool reference = false;
 };
 
@@ -79,7 +79,7 @@ std::shared_ptr<const MatmulEntry> matmul_primitive(const Layout& a, const Layou
     entry->a_md = onednn::plain_desc(a.dims, a.strides, DType::kFloat32);
     entry->b_md = onednn::plain_desc(b.dims, b.strides, DType::kFloat32);
     entry->c_md = onednn::plain_desc(out_dims, contiguous_strides(out_dims), DType::kFloat32);
-    dnnl::primitive_attr attr;
+    dnnl::primitive_attr attr = onednn::cached_attr();
     if (ep.alpha != 1.0) attr.set_output_scales(0, {static_cast<float>(ep.alpha)});
     if (ep.accumulate) {
       dnnl::post_ops post;
@@ -99,6 +99,7 @@ std::shared_ptr<const MatmulEntry> matmul_primitive(const Layout& a, const Layou
     }
     dnnl::matmul::primitive_desc pd(*desc, attr, onednn::engine());
     entry->reference = onednn::is_reference_impl(pd);
+    entry->scratchpad_md = pd.scratchpad_desc();
     entry->prim = dnnl::matmul(pd);
     return entry;
   });
@@ -141,6 +142,7 @@ bool onednn_gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out,
                                              {DNNL_ARG_WEIGHTS, onednn::wrap(entry->b_md, b)},
                                              {DNNL_ARG_DST, onednn::wrap(entry->c_md, out)}};
   if (ep.bias.defined()) args.emplace(DNNL_ARG_BIAS, onednn::wrap(entry->bias_md, ep.bias));
+  const std::shared_ptr<Storage> scratchpad = onednn::add_scratchpad(entry->scratchpad_md, &args);
   dnnl::stream& stream = onednn::stream();
   entry->prim.execute(stream, args);
   stream.wait();
