@@ -82,6 +82,7 @@ Shape conv_out_shape(const Shape& x, const Shape& w, const TensorMeta& bias, con
 struct ConvEntry {
   dnnl::convolution_forward prim;
   dnnl::memory::desc src_md, weights_md, dst_md, bias_md;        // what the primitive wants
+  dnnl::memory::desc scratchpad_md;
   dnnl::memory::desc user_src_md, user_weights_md, user_dst_md;  // Kiln's plain layouts
   std::optional<dnnl::reorder> src_reorder, weights_reorder, dst_reorder;
 };
@@ -129,11 +130,13 @@ std::shared_ptr<const ConvEntry> conv_primitive(const Shape& x, const Shape& w, 
                                                    strides, dilates, pad_l, pad_r)
                  : dnnl::convolution_forward::desc(prop, alg, any_src, any_w, any_dst, strides,
                                                    dilates, pad_l, pad_r);
-    const dnnl::convolution_forward::primitive_desc pd(desc, onednn::engine());
+    const dnnl::convolution_forward::primitive_desc pd(desc, onednn::cached_attr(),
+                                                       onednn::engine());
     e->prim = dnnl::convolution_forward(pd);
     e->src_md = pd.src_desc();
     e->weights_md = pd.weights_desc();
     e->dst_md = pd.dst_desc();
+    e->scratchpad_md = pd.scratchpad_desc();
     e->src_reorder = maybe_reorder(e->user_src_md, e->src_md);
     e->weights_reorder = maybe_reorder(e->user_weights_md, e->weights_md);
     e->dst_reorder = maybe_reorder(e->dst_md, e->user_dst_md);
@@ -164,6 +167,7 @@ void onednn_conv(const Tensor& x, const Tensor& weight, const Tensor& bias, cons
        staged(e->weights_reorder, e->weights_md, onednn::wrap(e->user_weights_md, weight))},
       {DNNL_ARG_DST, dst}};
   if (bias.defined()) args.emplace(DNNL_ARG_BIAS, onednn::wrap(e->bias_md, bias));
+  const std::shared_ptr<Storage> scratchpad = onednn::add_scratchpad(e->scratchpad_md, &args);
   e->prim.execute(stream, args);
   if (e->dst_reorder) e->dst_reorder->execute(stream, dst, user_dst);
   stream.wait();

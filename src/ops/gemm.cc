@@ -77,7 +77,7 @@ constexpr int64_t kJitGemmMinDim = 256;
 
 struct MatmulEntry {
   dnnl::matmul prim;
-  dnnl::memory::desc a_md, b_md, c_md, bias_md;
+  dnnl::memory::desc a_md, b_md, c_md, bias_md, scratchpad_md;
   bool reference = false;
   std::string impl;  // oneDNN's implementation name
 };
@@ -107,7 +107,7 @@ std::shared_ptr<const MatmulEntry> matmul_primitive(const Layout& a, const Layou
     entry->a_md = onednn::plain_desc(a.dims, a.strides, DType::kFloat32);
     entry->b_md = onednn::plain_desc(b.dims, b.strides, DType::kFloat32);
     entry->c_md = onednn::plain_desc(out_dims, contiguous_strides(out_dims), DType::kFloat32);
-    dnnl::primitive_attr attr;
+    dnnl::primitive_attr attr = onednn::cached_attr();
     if (ep.alpha != 1.0) attr.set_output_scales(0, {static_cast<float>(ep.alpha)});
     if (ep.accumulate) {
       dnnl::post_ops post;
@@ -131,6 +131,7 @@ std::shared_ptr<const MatmulEntry> matmul_primitive(const Layout& a, const Layou
     const dnnl::matmul::primitive_desc pd = choose_implementation(*desc, attr, large);
     entry->reference = onednn::is_reference_impl(pd);
     entry->impl = pd.impl_info_str();
+    entry->scratchpad_md = pd.scratchpad_desc();
     entry->prim = dnnl::matmul(pd);
     return entry;
   });
@@ -192,6 +193,7 @@ void run_onednn(const OneDnnPlan& plan, const Tensor& out, const GemmEpilogue& e
                                              {DNNL_ARG_WEIGHTS, onednn::wrap(entry.b_md, plan.b)},
                                              {DNNL_ARG_DST, onednn::wrap(entry.c_md, out)}};
   if (ep.bias.defined()) args.emplace(DNNL_ARG_BIAS, onednn::wrap(entry.bias_md, ep.bias));
+  const std::shared_ptr<Storage> scratchpad = onednn::add_scratchpad(entry.scratchpad_md, &args);
   dnnl::stream& stream = onednn::stream();
   entry.prim.execute(stream, args);
   stream.wait();

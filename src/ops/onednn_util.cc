@@ -18,10 +18,14 @@ namespace kiln::onednn {
 // still pays for building that descriptor and a primitive_desc (an implementation search) on
 // every call. Kiln's cache maps its own compact key (the kernel's shapes, strides, dtypes and
 // attributes) straight to ready primitives and whatever goes with them (memory descriptors,
-// reorders), so a repeated call costs one hash lookup. Entries are immutable after creation and
-// oneDNN primitives may be executed from several threads at once, so a hit hands out a
-// shared_ptr and takes no lock while the primitive runs. Capacity is bounded (LRU) because
-// dynamic shapes would otherwise grow it without limit.
+// reorders), so a repeated call costs one hash lookup. Entries are immutable after creation and a
+// hit hands out a shared_ptr and takes no lock while the primitive runs, so one primitive may run
+// on several threads at once (several threads calling ops in sync mode, say). oneDNN allows that
+// only with a user-managed scratchpad: its default scratchpad is one buffer common to all
+// primitives, and two threads running primitives at once overwrite each other's partial results.
+// So every cached primitive is made with cached_attr(), and each execution brings its own
+// scratchpad (add_scratchpad). Capacity is bounded (LRU) because dynamic shapes would otherwise
+// grow it without limit.
 
 namespace {
 
@@ -135,6 +139,20 @@ dnnl::memory wrap(const dnnl::memory::desc& md, const Tensor& t) {
 
 bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
   return std::strncmp(pd.impl_info_str(), "ref", 3) == 0;
+}
+
+dnnl::primitive_attr cached_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+std::shared_ptr<Storage> add_scratchpad(const dnnl::memory::desc& md,
+                                        std::unordered_map<int, dnnl::memory>* args) {
+  if (md.get_size() == 0) return nullptr;
+  std::shared_ptr<Storage> memory = Storage::allocate(md.get_size());
+  args->emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(md, engine(), memory->data()));
+  return memory;
 }
 
 PrimitiveKey::PrimitiveKey(const char* kind) {

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
 #include <vector>
 
 #include "kiln/dtype.h"
@@ -39,6 +40,13 @@ dnnl::memory wrap(const dnnl::memory::desc& md, const Tensor& t);
 /// True when oneDNN chose its reference (scalar) implementation for `pd`: callers then retry
 /// with a friendlier layout.
 bool is_reference_impl(const dnnl::primitive_desc_base& pd);
+/// Attributes every cached primitive starts from: a user-managed scratchpad, so that one
+/// primitive may run on several threads at once (see Note [Primitive cache]).
+dnnl::primitive_attr cached_attr();
+/// Memory for one execution's scratchpad (`md` from the primitive descriptor), added to `args`;
+/// null when the primitive needs none. Keep it until the execution ends.
+std::shared_ptr<Storage> add_scratchpad(const dnnl::memory::desc& md,
+                                        std::unordered_map<int, dnnl::memory>* args);
 
 /// Everything that identifies a primitive: a kind name, the intra-op thread count and a sequence
 /// of integers.

@@ -8,6 +8,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln/functional/elementwise.h"
@@ -217,6 +218,42 @@ TEST(AddMM, ScalesProductAndBias_WhenLargeEnoughForJitGemm) {
   for (int64_t i = 0; i < 300 * 280; ++i) {
     ASSERT_NEAR(out.data<float>()[i], 2.0 * prod[i] + 0.5 * bias.data<float>()[i % 280], 1e-3) << i;
   }
+}
+
+TEST(MatMul, GivesEachThreadItsOwnProduct_WhenThreadsRunTheSamePrimitiveAtOnce) {
+  // In "sync" mode the kernels run on the callers' threads, all on one cached oneDNN primitive
+  // (same shapes and strides). Each execution needs scratchpad memory of its own, or the threads
+  // overwrite each other's partial results (Note [Primitive cache]). Half-integer inputs make
+  // every product exact, so the comparison is exact.
+  const runtime::PipelineMode previous = runtime::get_pipeline();
+  runtime::set_pipeline(runtime::PipelineMode::kSync);
+  const Tensor b = random_tensor<float>({16, 16}, 99).transpose(0, 1);
+  constexpr int kThreads = 4;
+  std::vector<Tensor> a;
+  std::vector<std::vector<double>> expected;
+  for (int i = 0; i < kThreads; ++i) {
+    a.push_back(random_tensor<float>({8, 16}, 10 + i));
+    expected.push_back(naive_matmul<float>(a[i], b));
+  }
+  std::vector<int> wrong(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      for (int k = 0; k < 20000; ++k) {
+        const Tensor out = matmul(a[i], b);
+        const float* p = out.data<float>();
+        for (size_t j = 0; j < expected[i].size(); ++j) {
+          if (p[j] != expected[i][j]) {
+            ++wrong[i];
+            break;
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  runtime::set_pipeline(previous);
+  for (int i = 0; i < kThreads; ++i) EXPECT_EQ(wrong[i], 0) << "thread " << i;
 }
 
 TEST(MatMul, NamesBothShapes_WhenInnerDimensionsDiffer) {
