@@ -2,7 +2,7 @@
 # what is missing (Debian packages, the .venv) and build first.
 #
 #   make build      configure + incremental build (C++ library, Python module in place, tests)
-#   make test       build, C++ tests (ctest), Python tests (pytest), the sanitizer job
+#   make test       build, C++ tests (ctest), Python tests (pytest), the sanitizer jobs
 #   make demo       build and run examples/demo.py and the custom-op examples
 #   make bench      Google Benchmark programs + bench/compare.py
 
@@ -11,12 +11,13 @@ VENV        := .venv
 VENV_PY     := $(VENV)/bin/python
 BUILD       := build
 ASAN_BUILD  := build-asan
+TSAN_BUILD  := build-tsan
 JOBS        ?= $(shell nproc)
 PY_DEPS     := numpy pytest nanobind scikit-build-core
 CMAKE_FLAGS := -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_INPLACE=ON \
                -DPython_EXECUTABLE=$(abspath $(VENV_PY))
 
-.PHONY: all deps build test test-cpp test-python test-asan demo bench clean
+.PHONY: all deps build test test-cpp test-python test-asan test-tsan demo bench clean
 
 all: build
 
@@ -54,7 +55,22 @@ test-asan: $(ASAN_BUILD)/build.ninja
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	    ctest --output-on-failure -j $(JOBS) -E cmake_consumer
 
-test: test-cpp test-python test-asan
+# ThreadSanitizer over the runtime's tests (tests/cpp/runtime: the pipeline, its sync points and
+# the caching allocator). OpenMP (libgomp) is not instrumented, so TSan cannot see its barriers
+# and would report the chunks of one parallel loop as racing: the job runs one intra-op thread
+# (OMP_NUM_THREADS, which kiln::get_num_threads and oneDNN follow). die_after_fork=0: the fork
+# tests start the pipeline's workers again in the child, which TSan refuses by default once the
+# parent has had threads.
+$(TSAN_BUILD)/build.ninja: $(VENV)/.deps-stamp
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=thread \
+	      -DKILN_BUILD_PYTHON=OFF -DKILN_BUILD_BENCH=OFF
+
+test-tsan: $(TSAN_BUILD)/build.ninja
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kiln_tests
+	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" \
+	    ctest --output-on-failure -j $(JOBS) -R 'Pipeline|CachingAllocator'
+
+test: test-cpp test-python test-asan test-tsan
 
 demo: build
 	$(VENV_PY) examples/demo.py
@@ -64,4 +80,4 @@ bench: build
 	$(VENV_PY) bench/compare.py
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

@@ -1,0 +1,162 @@
+// The caching allocator as the runtime installs it, through its public counters:
+// memory_stats(), empty_cache() and reset_peak_memory_stats() (Note [Size classes] in
+// src/runtime/caching_allocator.cc).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "kiln/functional.h"
+#include "runtime_testing.h"
+#include "testing.h"
+
+namespace kiln {
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+// Counters once no queued op holds memory any more.
+runtime::MemoryStats settled_stats() {
+  runtime::synchronize();
+  return runtime::memory_stats();
+}
+
+// A float32 tensor of `nbytes` bytes from the CPU allocator (on this thread, past the pipeline).
+Tensor block_of(size_t nbytes) { return Tensor::empty({static_cast<int64_t>(nbytes / 4)}); }
+
+TEST(CachingAllocator, FollowsABlockThroughItsLife) {
+  runtime::synchronize();
+  runtime::empty_cache();
+  const runtime::MemoryStats start = settled_stats();
+  EXPECT_EQ(start.cached, 0u);
+  Tensor t = block_of(4000);  // rounds up to its size class: 4096 bytes
+  const void* memory = t.data_ptr();
+  const runtime::MemoryStats held = runtime::memory_stats();
+  EXPECT_EQ(held.allocated - start.allocated, 4096u);
+  EXPECT_EQ(held.num_allocs - start.num_allocs, 1u);
+  EXPECT_EQ(held.num_os_allocs - start.num_os_allocs, 1u);  // nothing was cached
+  EXPECT_GE(held.peak, held.allocated);
+
+  t = Tensor();  // freed into the cache, not to the system
+  const runtime::MemoryStats freed = runtime::memory_stats();
+  EXPECT_EQ(freed.allocated, start.allocated);
+  EXPECT_EQ(freed.cached, 4096u);
+
+  t = block_of(3900);  // same size class: the cached block comes back
+  EXPECT_EQ(t.data_ptr(), memory);
+  const runtime::MemoryStats reused = runtime::memory_stats();
+  EXPECT_EQ(reused.num_os_allocs, held.num_os_allocs);
+  EXPECT_EQ(reused.num_allocs - held.num_allocs, 1u);
+  EXPECT_EQ(reused.cached, 0u);
+
+  t = Tensor();
+  runtime::empty_cache();
+  EXPECT_EQ(runtime::memory_stats().cached, 0u);
+  t = block_of(4000);  // after empty_cache the system is asked again
+  EXPECT_EQ(runtime::memory_stats().num_os_allocs - reused.num_os_allocs, 1u);
+}
+
+TEST(CachingAllocator, ReusesOnlyBlocksOfTheSameSizeClass) {
+  runtime::synchronize();
+  runtime::empty_cache();
+  Tensor small = block_of(4000);
+  const void* memory = small.data_ptr();
+  small = Tensor();
+  const Tensor larger = block_of(8000);  // another class: not served by the 4096-byte block
+  EXPECT_NE(larger.data_ptr(), memory);
+  EXPECT_EQ(runtime::memory_stats().cached, 4096u);
+}
+
+TEST(CachingAllocator, LargeBlockServesASomewhatSmallerRequest) {
+  // From 2 MiB up, requests round to whole huge pages and may take a cached block up to 1.25x
+  // their size, so a shape that changes a little still hits the cache.
+  runtime::synchronize();
+  runtime::empty_cache();
+  Tensor t = block_of(10 * kMiB);
+  const void* memory = t.data_ptr();
+  t = Tensor();
+  const runtime::MemoryStats before = runtime::memory_stats();
+  t = block_of(8 * kMiB);
+  EXPECT_EQ(t.data_ptr(), memory);
+  EXPECT_EQ(runtime::memory_stats().allocated - before.allocated, 10 * kMiB);
+  EXPECT_EQ(runtime::memory_stats().num_os_allocs, before.num_os_allocs);
+  t = Tensor();
+  EXPECT_EQ(runtime::memory_stats().cached, 10 * kMiB);  // the whole block comes back
+  const Tensor smaller = block_of(6 * kMiB);             // 10 MiB is more than 1.25x: no reuse
+  EXPECT_NE(smaller.data_ptr(), memory);
+}
+
+TEST(CachingAllocator, EveryBlockIs64ByteAligned) {
+  std::vector<Tensor> blocks;
+  for (size_t nbytes : {size_t{4}, size_t{60}, size_t{68}, size_t{260}, size_t{1000}, size_t{4100},
+                        size_t{70000}, 2 * kMiB + 4, 3 * kMiB}) {
+    blocks.push_back(block_of(nbytes));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(blocks.back().data_ptr()) % kAlignment, 0u) << nbytes;
+  }
+}
+
+TEST(CachingAllocator, PeakRisesWithAllocationsAndResets) {
+  runtime::synchronize();
+  runtime::reset_peak_memory_stats();
+  const runtime::MemoryStats start = runtime::memory_stats();
+  EXPECT_EQ(start.peak, start.allocated);
+  {
+    const Tensor big = block_of(4 * kMiB);
+    EXPECT_EQ(runtime::memory_stats().peak, start.allocated + 4 * kMiB);
+  }
+  EXPECT_EQ(runtime::memory_stats().allocated, start.allocated);
+  EXPECT_EQ(runtime::memory_stats().peak, start.allocated + 4 * kMiB);  // the peak stays
+  runtime::reset_peak_memory_stats();
+  EXPECT_EQ(runtime::memory_stats().peak, start.allocated);
+}
+
+class CachingAllocatorPipeline : public ::testing::TestWithParam<testing::PipelineMode> {};
+
+TEST_P(CachingAllocatorPipeline, OpResultsAreCounted_AndALoopStopsAskingTheSystem) {
+  testing::Watchdog watchdog("CachingAllocatorPipeline");
+  testing::ScopedPipeline pipeline(GetParam());
+  const Tensor x = testing::iota({64, 64});
+  const runtime::MemoryStats start = settled_stats();
+  Tensor y = matmul(x, x) + 1.0;
+  runtime::synchronize();
+  // y (16 KiB) is held; matmul's result went back to the cache when the Add ran.
+  EXPECT_EQ(runtime::memory_stats().allocated - start.allocated, 16384u);
+  // A loop over the same shapes reuses blocks: after a warm-up, (almost) no new system memory.
+  // How many blocks are live at once depends on how far the DeviceTask ran ahead, so a few new
+  // ones may still come; synchronizing every iteration bounds it.
+  for (int i = 0; i < 20; ++i) {
+    y = tanh(matmul(y, x) * 1e-6);
+    runtime::synchronize();
+  }
+  const runtime::MemoryStats warm = runtime::memory_stats();
+  for (int i = 0; i < 200; ++i) {
+    y = tanh(matmul(y, x) * 1e-6);
+    runtime::synchronize();
+  }
+  const runtime::MemoryStats after = runtime::memory_stats();
+  EXPECT_LE(after.num_os_allocs - warm.num_os_allocs, 4u);
+  EXPECT_GE(after.num_allocs - warm.num_allocs, 600u);  // three results per iteration
+  EXPECT_EQ(after.allocated, warm.allocated);
+}
+
+TEST_P(CachingAllocatorPipeline, EmptyCacheWithWorkQueued_KeepsMemoryInUse) {
+  testing::Watchdog watchdog("CachingAllocatorPipeline");
+  testing::ScopedPipeline pipeline(GetParam());
+  runtime::synchronize();
+  const Tensor x = testing::iota({1000});
+  Tensor t = x;
+  for (int i = 0; i < 500; ++i) {
+    t = t + 1.0;
+    if (i % 50 == 0) runtime::empty_cache();  // frees cached blocks only, never one in use
+  }
+  const std::vector<float> got = testing::floats(t);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(got[i], static_cast<float>(i) + 500.0f);
+  runtime::empty_cache();
+  EXPECT_EQ(runtime::memory_stats().cached, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllModes, CachingAllocatorPipeline,
+                         ::testing::ValuesIn(testing::all_modes()), testing::mode_param_name);
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,172 @@
+// Failures in each stage of the pipeline (FrontendTask, DeviceTask, LaunchTask), in every mode:
+// the error names the op, its input types and the cause, it raises at the right sync point, ops
+// that consume the failed tensor raise the same cause, and the runtime keeps working.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kiln/functional.h"
+#include "runtime_testing.h"
+#include "testing.h"
+
+namespace kiln {
+namespace {
+
+using testing::PipelineMode;
+
+struct Injection {
+  const char* stage;  // RuntimeProbe's `fail` attribute
+  ErrorKind kind;
+  const char* cause;  // text the error must contain
+};
+
+const Injection kInjections[] = {
+    {"infer", ErrorKind::kShape, "injected infer failure"},
+    {"alloc", ErrorKind::kGeneric, "out of memory: could not allocate 1125899906842624 bytes"},
+    {"kernel", ErrorKind::kValue, "injected kernel failure"},
+};
+
+// The op and its input types, as every stage's error names them.
+constexpr const char* kCall = "in RuntimeProbe(float32[2, 3])";
+
+void expect_injected(const Error& e, const Injection& injection) {
+  EXPECT_EQ(e.kind(), injection.kind) << e.what();
+  EXPECT_TRUE(testing::contains(e.what(), injection.cause)) << e.what();
+  EXPECT_TRUE(testing::contains(e.what(), kCall)) << e.what();
+}
+
+// Runs `fn`, which must raise a kiln::Error, and returns it.
+template <typename Fn>
+Error raised_by(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected a kiln::Error";
+  return Error(ErrorKind::kGeneric, "");
+}
+
+class PipelineError : public ::testing::TestWithParam<std::tuple<PipelineMode, int>> {
+ protected:
+  PipelineMode mode() const { return std::get<0>(GetParam()); }
+  const Injection& injection() const { return kInjections[std::get<1>(GetParam())]; }
+  bool is_sync() const { return mode() == PipelineMode::kSync; }
+
+  testing::Watchdog watchdog_{::testing::UnitTest::GetInstance()->current_test_info()->name()};
+  testing::ScopedPipeline pipeline_{mode()};
+  testing::ScopedRefusingAllocator allocator_;
+};
+
+TEST_P(PipelineError, RaisesAtTheRightSyncPoint_AndConsumersRaiseTheSameCause) {
+  runtime::synchronize();
+  const Tensor x = testing::iota({2, 3});
+  const Injection& inj = injection();
+  if (is_sync()) {
+    // Inline: the call itself raises, and nothing is stored for later.
+    expect_injected(raised_by([&] { testing::probe(x, {inj.stage}); }), inj);
+    EXPECT_NO_THROW(runtime::synchronize());
+  } else {
+    Tensor y;
+    ASSERT_NO_THROW(y = testing::probe(x, {inj.stage}));  // queued: the call never raises
+    const Tensor z = y * 2.0;                             // consumers queue too
+    const Tensor w = sum(exp(z));
+    if (std::string(inj.stage) == "infer") {
+      expect_injected(raised_by([&] { (void)y.shape(); }), inj);  // a metadata read raises
+    } else {
+      EXPECT_EQ(y.shape(), (Shape{2, 3}));  // metadata is fine; the data is not
+      expect_injected(raised_by([&] { (void)y.data_ptr(); }), inj);
+    }
+    // Consumers fail with the producer's error, not one of their own.
+    const Error from_w = raised_by([&] { (void)w.data<float>(); });
+    expect_injected(from_w, inj);
+    EXPECT_FALSE(testing::contains(from_w.what(), "Mul(")) << from_w.what();
+    EXPECT_FALSE(testing::contains(from_w.what(), "Sum(")) << from_w.what();
+    expect_injected(raised_by([&] { (void)z.data<float>(); }), inj);
+    // Every failure was raised by a read, so synchronize() has nothing left to raise.
+    EXPECT_NO_THROW(runtime::synchronize());
+  }
+  // The runtime keeps working: independent ops (and the probe itself) give correct results.
+  EXPECT_EQ(testing::floats(x + 1.0), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(testing::floats(testing::probe(x)), (std::vector<float>{1, 3, 5, 7, 9, 11}));
+  EXPECT_NO_THROW(runtime::synchronize());
+}
+
+TEST_P(PipelineError, UnreadFailureRaisesAtSynchronize_Once) {
+  runtime::synchronize();
+  const Tensor x = testing::iota({2, 3});
+  const Injection& inj = injection();
+  if (is_sync()) {
+    expect_injected(raised_by([&] { testing::probe(x, {inj.stage}); }), inj);
+  } else {
+    // The result is dropped at once: its failure must still reach the next synchronize().
+    EXPECT_NO_THROW(testing::probe(x, {inj.stage}));
+    expect_injected(raised_by([] { runtime::synchronize(); }), inj);
+  }
+  EXPECT_NO_THROW(runtime::synchronize());
+  EXPECT_EQ(testing::floats(x * 3.0), (std::vector<float>{0, 3, 6, 9, 12, 15}));
+}
+
+TEST_P(PipelineError, FailedWriteIntoOutTensor_RaisesOnce_AndKeepsItsData) {
+  runtime::synchronize();
+  const Tensor x = testing::iota({2, 3});
+  const Tensor target = testing::iota({2, 3}, 10);
+  const Injection& inj = injection();
+  if (is_sync()) {
+    expect_injected(raised_by([&] { testing::probe(x, {inj.stage}, target); }), inj);
+  } else {
+    EXPECT_NO_THROW(testing::probe(x, {inj.stage}, target));
+    expect_injected(raised_by([&] { (void)target.data_ptr(); }), inj);
+  }
+  // Kernels validate before they write: once raised, the target is healthy with its old data.
+  EXPECT_EQ(testing::floats(target), (std::vector<float>{10, 11, 12, 13, 14, 15}));
+  EXPECT_NO_THROW(runtime::synchronize());
+  // ... and can be written again.
+  testing::probe(x, {}, target);
+  EXPECT_EQ(testing::floats(target), (std::vector<float>{1, 3, 5, 7, 9, 11}));
+}
+
+TEST_P(PipelineError, FailureInALongQueue_LosesNothing) {
+  // 300 independent chains; the middle one fails. Every other chain is computed, the failed one
+  // and only it raises, and the failure is raised once.
+  runtime::synchronize();
+  const Injection& inj = injection();
+  const Tensor x = testing::iota({2, 3});
+  constexpr int kChains = 300;
+  constexpr int kFailing = kChains / 2;
+  std::vector<Tensor> results;
+  for (int i = 0; i < kChains; ++i) {
+    if (i == kFailing && is_sync()) {
+      expect_injected(raised_by([&] { testing::probe(x, {inj.stage}); }), inj);
+      results.emplace_back();
+      continue;
+    }
+    const Tensor y = testing::probe(x + static_cast<double>(i), {i == kFailing ? inj.stage : ""});
+    results.push_back(y - 1.0);
+  }
+  for (int i = 0; i < kChains; ++i) {
+    if (i == kFailing) {
+      if (!is_sync()) expect_injected(raised_by([&] { (void)results[i].data_ptr(); }), inj);
+      continue;
+    }
+    const std::vector<float> got = testing::floats(results[i]);
+    for (int j = 0; j < 6; ++j) ASSERT_EQ(got[j], 2.0f * (j + i)) << "chain " << i;
+  }
+  EXPECT_NO_THROW(runtime::synchronize());
+}
+
+std::string injection_test_name(
+    const ::testing::TestParamInfo<std::tuple<PipelineMode, int>>& info) {
+  return testing::mode_param_name({std::get<0>(info.param), info.index}) + "_" +
+         kInjections[std::get<1>(info.param)].stage;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllModesAndStages, PipelineError,
+                         ::testing::Combine(::testing::ValuesIn(testing::all_modes()),
+                                            ::testing::Values(0, 1, 2)),
+                         injection_test_name);
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,281 @@
+"""kiln.runtime: pipeline modes and their environment variables, sync points, errors raised at the
+right sync point, the caching allocator's counters, several Python threads, an idle process, fork()
+and process exit with work queued."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import raises
+
+M = kiln.mint
+MODES = ["sync", "2stage", "4stage"]
+ASYNC_MODES = ["2stage", "4stage"]
+
+
+@pytest.fixture(params=MODES)
+def mode(request):
+    """Runs a test in each pipeline mode and restores the mode after it."""
+    previous = kiln.runtime.get_pipeline()
+    kiln.runtime.set_pipeline(request.param)
+    yield request.param
+    kiln.runtime.set_pipeline(previous)
+
+
+@pytest.fixture(params=ASYNC_MODES)
+def async_mode(request):
+    previous = kiln.runtime.get_pipeline()
+    kiln.runtime.set_pipeline(request.param)
+    yield request.param
+    kiln.runtime.set_pipeline(previous)
+
+
+def run_python(code, env=None, timeout=120):
+    """Runs `code` in a fresh interpreter; KILN_* variables come only from `env`."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("KILN_")}
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=timeout, env=full_env)
+
+
+def test_set_pipeline_round_trips(mode):
+    assert kiln.runtime.get_pipeline() == mode
+    x = kiln.tensor(np.arange(6, dtype=np.float32))
+    np.testing.assert_array_equal((x * 2 + 1).numpy(), np.arange(6) * 2 + 1)
+
+
+def test_set_pipeline_rejects_an_unknown_mode():
+    before = kiln.runtime.get_pipeline()
+    with pytest.raises(kiln.KilnValueError, match="expected 'sync', '2stage' or '4stage'"):
+        kiln.runtime.set_pipeline("3stage")
+    assert kiln.runtime.get_pipeline() == before
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({}, "2stage"),
+    ({"KILN_PIPELINE": "4stage"}, "4stage"),
+    ({"KILN_PIPELINE": "sync"}, "sync"),
+    ({"KILN_PIPELINE": "2stage"}, "2stage"),
+    ({"KILN_LAUNCH_BLOCKING": "1"}, "sync"),
+    ({"KILN_LAUNCH_BLOCKING": "1", "KILN_PIPELINE": "4stage"}, "sync"),
+    ({"KILN_LAUNCH_BLOCKING": "0", "KILN_PIPELINE": "4stage"}, "4stage"),
+])
+def test_environment_sets_the_initial_mode(env, expected):
+    result = run_python("""
+        import kiln
+        x = kiln.tensor([1.0, 2.0])
+        print(kiln.runtime.get_pipeline(), (x + 1).tolist())
+    """, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[0] == f"{expected} [2.0, 3.0]"
+
+
+def test_synchronize_waits_for_every_queued_op(mode):
+    a = np.random.default_rng(0).standard_normal((32, 32)).astype(np.float32)
+    x = kiln.tensor(a)
+    y = x
+    for _ in range(200):
+        y = M.tanh(y @ x * 0.01)
+    assert kiln.runtime.synchronize() is None
+    expected = a
+    for _ in range(200):
+        expected = np.tanh(expected @ a * np.float32(0.01))
+    np.testing.assert_allclose(y.numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_memory_stats_and_empty_cache(mode):
+    kiln.runtime.synchronize()
+    kiln.runtime.empty_cache()
+    stats = kiln.runtime.memory_stats()
+    assert set(stats) == {"allocated", "cached", "peak", "num_allocs", "num_os_allocs"}
+    assert stats["cached"] == 0
+    t = M.zeros((1024, 1024))  # 4 MiB, made by an op
+    kiln.runtime.synchronize()
+    held = kiln.runtime.memory_stats()
+    assert held["allocated"] - stats["allocated"] == 4 << 20
+    assert held["peak"] >= held["allocated"]
+    assert held["num_allocs"] > stats["num_allocs"]
+    del t
+    freed = kiln.runtime.memory_stats()
+    assert freed["allocated"] == stats["allocated"]
+    assert freed["cached"] == 4 << 20
+    again = M.ones((1024, 1024))  # takes the cached block: no new system memory
+    kiln.runtime.synchronize()
+    assert kiln.runtime.memory_stats()["num_os_allocs"] == held["num_os_allocs"]
+    del again
+    kiln.runtime.empty_cache()
+    assert kiln.runtime.memory_stats()["cached"] == 0
+    kiln.runtime.reset_peak_memory_stats()
+    stats = kiln.runtime.memory_stats()
+    assert stats["peak"] == stats["allocated"]
+
+
+def test_shape_error_raises_at_the_call_in_sync_mode_and_at_a_sync_point_otherwise(mode):
+    kiln.runtime.synchronize()
+    a = kiln.tensor(np.ones((2, 3), dtype=np.float32))
+    b = kiln.tensor(np.ones(4, dtype=np.float32))
+    if mode == "sync":
+        with pytest.raises(kiln.ShapeError, match=r"in Add\(float32\[2, 3\], float32\[4\]\)"):
+            M.add(a, b)
+        return
+    y = M.add(a, b)  # queued: the call returns
+    z = M.exp(y) * 2  # so do its consumers
+    with pytest.raises(kiln.ShapeError, match=r"in Add\(float32\[2, 3\], float32\[4\]\)"):
+        y.numpy()
+    # A consumer raises the original cause, not one of its own.
+    with pytest.raises(kiln.ShapeError, match=r"in Add\(float32\[2, 3\], float32\[4\]\)") as info:
+        z.numpy()
+    assert "Exp(" not in str(info.value) and "Mul(" not in str(info.value)
+    kiln.runtime.synchronize()  # raised already by the reads
+    np.testing.assert_array_equal((a + 1).numpy(), np.full((2, 3), 2.0))
+
+
+def test_kernel_error_raises_at_the_right_sync_point(mode):
+    kiln.runtime.synchronize()
+    x = kiln.tensor(np.arange(3, dtype=np.float32))
+    index = kiln.tensor(np.array([0, 7], dtype=np.int64))
+    match = r"index 7 is out of bounds(.|\n)*in IndexSelect\(float32\[3\], int64\[2\]\)"
+    if mode == "sync":
+        with pytest.raises(kiln.KilnIndexError, match=match):
+            M.index_select(x, 0, index)
+    else:
+        y = M.index_select(x, 0, index)
+        assert y.shape == (2,)  # metadata is known; the data failed
+        with pytest.raises(kiln.KilnIndexError, match=match):
+            (y + 1).numpy()
+    kiln.runtime.synchronize()
+    np.testing.assert_array_equal(M.index_select(x, 0, kiln.tensor([2, 0])).numpy(), [2.0, 0.0])
+
+
+def test_raises_helper_catches_errors_in_every_mode(mode):
+    with raises(kiln.ShapeError, match="do not broadcast"):
+        M.add(kiln.tensor([1.0, 2.0]), kiln.tensor([1.0, 2.0, 3.0]))
+
+
+def _thread_program(tid, steps=300):
+    """One thread's chain: new results, in-place writes and a reduction, with a read midway."""
+    start = np.full((16, 16), float(tid), dtype=np.float32) + np.arange(16, dtype=np.float32)
+    acc = kiln.tensor(start)
+    midway = None
+    for i in range(steps):
+        if i % 3 == 0:
+            M.add(acc, 1.0, out=acc)
+        elif i % 3 == 1:
+            acc = acc * 0.5
+        else:
+            acc = acc - M.mean(acc, dim=1, keepdim=True) + 2.0
+        if i == steps // 2:
+            midway = acc.numpy().copy()
+    return midway, acc.numpy()
+
+
+def _numpy_program(tid, steps=300):
+    acc = np.full((16, 16), float(tid), dtype=np.float32) + np.arange(16, dtype=np.float32)
+    for i in range(steps):
+        if i % 3 == 0:
+            acc = acc + np.float32(1.0)
+        elif i % 3 == 1:
+            acc = acc * np.float32(0.5)
+        else:
+            acc = acc - acc.mean(axis=1, keepdims=True) + np.float32(2.0)
+    return acc
+
+
+def test_python_threads_keep_their_program_order(mode):
+    n_threads = 4
+    kiln.runtime.set_pipeline("sync")
+    alone = [_thread_program(tid) for tid in range(n_threads)]
+    kiln.runtime.set_pipeline(mode)
+    results = [None] * n_threads
+    errors = []
+
+    def work(tid):
+        try:
+            results[tid] = _thread_program(tid)
+        except Exception as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    assert errors == []
+    for tid in range(n_threads):
+        # Bit for bit what the thread's program gives alone, and NumPy's values.
+        np.testing.assert_array_equal(results[tid][0], alone[tid][0])
+        np.testing.assert_array_equal(results[tid][1], alone[tid][1])
+        np.testing.assert_allclose(results[tid][1], _numpy_program(tid), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("pipeline", MODES)
+def test_an_idle_process_uses_no_cpu(pipeline):
+    result = run_python("""
+        import time
+        import kiln
+        x = kiln.tensor([[0.5] * 64] * 64)
+        for _ in range(2000):
+            x = kiln.mint.tanh(x @ x)
+        kiln.runtime.synchronize()
+        time.sleep(0.05)  # past any spinning
+        start = time.process_time()
+        time.sleep(0.5)
+        print(time.process_time() - start)
+    """, env={"KILN_PIPELINE": pipeline})
+    assert result.returncode == 0, result.stderr
+    assert float(result.stdout) < 0.05, f"{result.stdout} s of CPU in 0.5 s of idling"
+
+
+@pytest.mark.parametrize("pipeline", MODES)
+def test_fork_after_the_workers_started_gives_a_usable_child(pipeline):
+    result = run_python("""
+        import os
+        import numpy as np
+        import kiln
+        x = kiln.tensor(np.arange(1000, dtype=np.float32))
+        y = x
+        for _ in range(500):
+            y = y + 1.0                   # work in flight when fork() comes
+        pid = os.fork()
+        if pid == 0:
+            z = y * 2.0
+            for _ in range(500):
+                z = z - 1.0
+            ok = np.array_equal(z.numpy(), (np.arange(1000) + 500) * 2 - 500)
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), y.numpy()[10], (y * 3.0).numpy()[1])
+    """, env={"KILN_PIPELINE": pipeline})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0", "510.0", "1503.0"]
+
+
+@pytest.mark.parametrize("pipeline", MODES)
+def test_exit_with_work_queued_drains_cleanly(pipeline, tmp_path):
+    # The last op writes into a memory-mapped file through out=; nothing reads it before exit,
+    # so only the exit-time drain can have run it.
+    path = tmp_path / "result.bin"
+    result = run_python(f"""
+        import numpy as np
+        import kiln
+        out = np.memmap({str(path)!r}, dtype=np.float32, mode="w+", shape=(4096,))
+        target = kiln.from_numpy(out)
+        x = kiln.tensor(np.arange(4096, dtype=np.float32))
+        print("before", (x + 1).numpy()[3])
+        y = x
+        for _ in range(3000):
+            y = y * 1.0 + 1.0
+        kiln.mint.add(y, 0.5, out=target)
+    """, env={"KILN_PIPELINE": pipeline})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["before", "4.0"]
+    assert result.stderr == ""
+    written = np.fromfile(path, dtype=np.float32)
+    np.testing.assert_array_equal(written, np.arange(4096, dtype=np.float32) + 3000.5)
