@@ -50,15 +50,13 @@ def show(name, coef, err, note=""):
     print("  " + ", ".join(f"{np.float32(c):.9g}f" for c in coef[::-1]))
 
 
-# 0.5 * erfc(a) = t * P(t) * exp(-a^2), t = 1 / (1 + a / 2), a in [0, 10.5]; P in u = t - center.
+# 0.5 * erfc(a) = t * P(t) * exp(-a^2), t = 1 / (1 + a / 2), a in [0, 10.5].
 A_MAX = 10.5
-t_lo = 1 / (1 + A_MAX / 2)
-center = float(np.float32((t_lo + 1) / 2))
-ts = chebyshev_grid(t_lo, 1.0)
+ts = chebyshev_grid(1 / (1 + A_MAX / 2), 1.0)
 a = [(1 / mp.mpf(t) - 1) * 2 for t in ts]
 half_p = np.array([float(mp.erfc(ai) * mp.exp(ai * ai) / mp.mpf(t) / 2) for ai, t in zip(a, ts)])
-coef, err = fit_relative(ts - center, half_p, 8)
-show("P(t) / 2", coef, err, f" (u = t - {np.float32(center):.9g})")
+coef, err = fit_relative(ts, half_p, 8)
+show("P(t) / 2", coef, err)
 
 # exp(r) on |r| <= ln(2) / 2.
 rs = chebyshev_grid(-np.log(2) / 2, np.log(2) / 2)

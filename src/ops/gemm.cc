@@ -67,12 +67,13 @@ bool onednn_layout(const Tensor& t, int64_t nd, Layout* layout) {
 // Note [oneDNN matmul implementation]
 // For float32 on x86, oneDNN 2.6 offers two fast matmul implementations: brgemm
 // ("brg:avx512_core", its first choice on AVX-512) and "gemm:jit", the kernel behind dnnl_sgemm.
-// brgemm wins on small and thin products, gemm:jit on large ones: measured with both in one
-// process (bench/RESULTS.md, "sgemm"), gemm:jit took 0.89x brgemm's time on 2048^3 and 0.88x on
-// 1024^3, about the same from 256^3 to 512^3, while brgemm took 0.53x gemm:jit's time on
-// 32 x 4096 x 4096 and 0.94x on 64 x 2048 x 2048. So a product whose matrices have every dimension
-// (rows, columns, depth) at least kJitGemmMinDim runs on gemm:jit when oneDNN offers it for the
-// descriptor, and every other one on oneDNN's first choice.
+// brgemm wins on thin products, gemm:jit on large ones. Measured with both in one process
+// (bench/RESULTS.md, "sgemm"; best of 6), gemm:jit took 0.87x brgemm's time on 2048^3, 0.90x on
+// 1024^3, 0.92x on 4096 x 1024 x 1024 and 0.94x on 512^3, the two were within noise of each other
+// on 256^3, and brgemm took 0.66x gemm:jit's time on 64 x 2048 x 2048 and 0.83x on 32 x 4096 x
+// 4096. So a product whose matrices have every dimension (rows, columns, depth) at least
+// kJitGemmMinDim runs on gemm:jit when oneDNN offers it for the descriptor, and every other one on
+// oneDNN's first choice.
 constexpr int64_t kJitGemmMinDim = 256;
 
 struct MatmulEntry {

@@ -61,12 +61,12 @@ HWY_NOINLINE void map_unary(D d, const T* x, T* y, size_t n, F f, T pad = T(0)) 
 // op's output is too large to be read back from cache by the next op anyway (store_for_output: more
 // than half the last-level cache), the unary elementwise kernels and the row kernels' final pass
 // stream it: measured on layer_norm and softmax [4096, 4096] float32 (64 MiB out of a 105 MiB L3),
-// about 15 to 25% less time, on gelu of 16M float32 5 to 10% (bench/RESULTS.md). Streaming needs
-// vector-aligned addresses, so the unaligned head and the tail of a row are written normally
-// (stream_span); each kernel ends with a store fence, so the data is ordered before the kernel
-// returns. Values are bitwise the same either way (nan payloads aside: they follow operand order,
-// which the compiler may pick differently per loop), provided each lane's result does not depend on
-// its neighbours (unary_kernels.cc keeps sin / cos / tan cached).
+// about 15 to 25% less time; on gelu of 16M float32 less in three runs of four (bench/RESULTS.md).
+// Streaming needs vector-aligned addresses, so the unaligned head and the tail of a row are written
+// normally (stream_span); each kernel ends with a store fence, so the data is ordered before the
+// kernel returns. Values are bitwise the same either way (nan payloads aside: they follow operand
+// order, which the compiler may pick differently per loop), provided each lane's result does not
+// depend on its neighbours (unary_kernels.cc keeps sin / cos / tan cached).
 
 /// [begin, end): the part of a run of n outputs at y that `store` writes with streaming stores,
 /// whole vectors from the first vector-aligned element; empty for Store::kCached.

@@ -20,7 +20,7 @@
 //   sigmoid      1.7      1.8
 //   silu         2.1      2.0    for x >= -80 (see the subnormal note below)
 //   erf          0.9      exact  float32: Note [float32 erfc]; float64: std::erf lane by lane
-//   gelu_erf     4.0      exact  float32 also for negative x (no 1 + erf cancellation); float64:
+//   gelu_erf     4.1      exact  float32 also for negative x (no 1 + erf cancellation); float64:
 //                                std::erfc lane by lane
 //   gelu_tanh    18.0     14.3   for x >= -5 (2.1e-6 / 3.2e-15). Below, the rounding of 2u grows
 //                                into ~1.5 * |2u| eps: the formula's own conditioning, equal to

@@ -243,15 +243,16 @@ HWY_INLINE V gelu_tanh(D d, V x) {
 
 // Note [float32 erfc]
 // 0.5 * erfc(a) = t * P(t) * exp(-a^2) with t = 1 / (1 + a / 2), for 0 <= a <= 10.5 (beyond,
-// erfc is below every float32 the callers can produce). P is a degree-9 polynomial in t - 0.58
-// (Estrin) with relative error 4.5e-8 (scripts/fit_erfc.py: weighted minimax of the exact
-// erfc(a) exp(a^2) / (2t)). exp(-a^2) and t * P(t) are independent chains (Note [dependency
-// chains]). -a^2 must reach exp unrounded, or its rounding (a^2 * 2^-24 absolute) becomes a
-// relative error of erfc (4e-6 at a = 8): the caller passes -a^2 == hi + lo exactly (exact_square).
-// erf and gelu_erf use it only where erfc itself is wanted, never as 1 - erf (no cancellation):
-// gelu(x) = x * Phi(x) with Phi = 0.5 erfc(|x| / sqrt 2) for x < 0 and 1 - that for x >= 0, so
-// gelu needs no other branch; erf takes 1 - 2 * (0.5 erfc) only for |x| >= 0.9277, below that a
-// polynomial in x^2 (erf(0.9277) ~ 0.81: the subtraction loses nothing).
+// erfc is below every float32 the callers can produce). P is a degree-8 polynomial (Estrin) with
+// relative error 6.7e-8 (scripts/fit_erfc.py: weighted minimax of the exact erfc(a) exp(a^2) /
+// (2t), its float32 coefficients rounded one at a time with the rest refitted). exp(-a^2) and t *
+// P(t) are independent chains (Note [dependency chains]). -a^2 must reach exp unrounded, or its
+// rounding (a^2 * 2^-24 absolute) becomes a relative error of erfc (4e-6 at a = 8): the caller
+// passes -a^2 == hi + lo exactly (exact_square). erf and gelu_erf use it only where erfc itself is
+// wanted, never as 1 - erf (no cancellation): gelu(x) = x * Phi(x) with Phi = 0.5 erfc(|x| / sqrt
+// 2) for x < 0 and 1 - that for x >= 0, so gelu needs no other branch; erf takes 1 - 2 * (0.5 erfc)
+// only for |x| >= 0.9277, below that a polynomial in x^2 (erf(0.9277) ~ 0.81: the subtraction loses
+// nothing).
 constexpr float kErfSplit = 0.9277f;
 
 /// x with the low 12 mantissa bits cleared, so that the square of the result is exact in float32.
@@ -287,19 +288,17 @@ HWY_INLINE void half_erfc_f32(D d, V z, float z_scale, float z2_scale, V& factor
   exact_square(d, z, z2, z2_lo);
   const V one = hn::Set(d, 1.0f);
   const V t = hn::Div(one, hn::MulAdd(z, hn::Set(d, 0.5f * z_scale), one));
-  const V u = hn::Sub(t, hn::Set(d, 0.579999983f));
-  const V u2 = hn::Mul(u, u);
-  const V u4 = hn::Mul(u2, u2);
-  // c_lo + c_hi * u
+  const V t2 = hn::Mul(t, t);
+  const V t4 = hn::Mul(t2, t2);
+  // c_lo + c_hi * t
   const auto pair = [&](float c_lo, float c_hi) {
-    return hn::MulAdd(hn::Set(d, c_hi), u, hn::Set(d, c_lo));
+    return hn::MulAdd(hn::Set(d, c_hi), t, hn::Set(d, c_lo));
   };
-  const V p0_3 =
-      hn::MulAdd(pair(0.293425739f, 0.0425930433f), u2, pair(0.284704357f, 0.389509171f));
+  const V p0_3 = hn::MulAdd(pair(0.121498324f, 0.101554893f), t2, pair(0.141042784f, 0.141195029f));
   const V p4_7 =
-      hn::MulAdd(pair(0.0559137724f, 0.00526290713f), u2, pair(-0.101611279f, -0.0262240786f));
-  const V p0_7 = hn::MulAdd(p4_7, u4, p0_3);
-  factor = hn::Mul(t, hn::MulAdd(hn::Set(d, -0.0295966212f), hn::Mul(u4, u4), p0_7));
+      hn::MulAdd(pair(-0.244230092f, 0.142591223f), t2, pair(-0.0138115147f, 0.139755949f));
+  const V p0_7 = hn::MulAdd(p4_7, t4, p0_3);
+  factor = hn::Mul(t, hn::MulAdd(hn::Set(d, -0.0295966212f), hn::Mul(t4, t4), p0_7));
   e = exp_f32<kAnyRange>(d, hn::Mul(z2, hn::Set(d, z2_scale)), z2_lo, z2_scale);
 }
 
