@@ -46,8 +46,7 @@ KILN_API void set_pipeline(PipelineMode mode);
 KILN_API PipelineMode get_pipeline();
 
 /// Waits until every op issued so far (by any thread) has run, then raises the first failure
-/// that happened since the previous synchronize() (even if a read of a failed tensor already
-/// raised it).
+/// since the previous synchronize() that no read of a failed tensor has raised.
 KILN_API void synchronize();
 
 /// Waits until every op issued so far has run, raising nothing (for exit and fork handlers;

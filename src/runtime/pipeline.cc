@@ -152,7 +152,14 @@ void Pipeline::fail(Slot& s, std::shared_ptr<const OpFailure> failure) {
     if (is_fresh_result(call, i)) call.results[i].impl()->set_failure(failure);
   }
   std::lock_guard<std::mutex> lock(failure_mutex_);
-  if (first_failure_ == nullptr) first_failure_ = std::move(failure);
+  // synchronize() raises the earliest failure no read has raised, so failures a read raised make
+  // way. The bound keeps a program that fails forever without reading or synchronizing from
+  // growing the list; the earliest failures are the ones kept.
+  auto& list = unraised_failures_;
+  list.erase(std::remove_if(list.begin(), list.end(),
+                            [](const auto& f) { return f->raised.load(std::memory_order_acquire); }),
+             list.end());
+  if (list.size() < kMaxUnraisedFailures) list.push_back(std::move(failure));
 }
 
 void Pipeline::run_frontend(uint64_t seq) {
@@ -341,12 +348,14 @@ void Pipeline::drain() {
 
 void Pipeline::synchronize() {
   drain();
-  std::shared_ptr<const OpFailure> failure;
+  std::vector<std::shared_ptr<const OpFailure>> failures;
   {
     std::lock_guard<std::mutex> lock(failure_mutex_);
-    failure.swap(first_failure_);
+    failures.swap(unraised_failures_);
   }
-  if (failure != nullptr && !failure->raised.load(std::memory_order_acquire)) failure->raise();
+  for (const auto& failure : failures) {  // raises the earliest one still unraised
+    if (!failure->raised.load(std::memory_order_acquire)) failure->raise();
+  }
 }
 
 void Pipeline::wait_for_metadata(const TensorImpl& impl) {

@@ -103,7 +103,8 @@ class Pipeline final : public Dispatcher {
   std::vector<std::thread> workers_;
 
   std::mutex failure_mutex_;
-  std::shared_ptr<const OpFailure> first_failure_;  // since the last synchronize()
+  static constexpr size_t kMaxUnraisedFailures = 64;
+  std::vector<std::shared_ptr<const OpFailure>> unraised_failures_;  // since the last synchronize()
 };
 
 }  // namespace kiln::runtime

@@ -19,21 +19,16 @@ MODES = ["sync", "2stage", "4stage"]
 ASYNC_MODES = ["2stage", "4stage"]
 
 
-@pytest.fixture(params=MODES)
-def mode(request):
-    """Runs a test in each pipeline mode and restores the mode after it."""
+def run_in_mode(request):
+    """Sets the pipeline mode `request.param` for one test and restores the previous mode after."""
     previous = kiln.runtime.get_pipeline()
     kiln.runtime.set_pipeline(request.param)
     yield request.param
     kiln.runtime.set_pipeline(previous)
 
 
-@pytest.fixture(params=ASYNC_MODES)
-def async_mode(request):
-    previous = kiln.runtime.get_pipeline()
-    kiln.runtime.set_pipeline(request.param)
-    yield request.param
-    kiln.runtime.set_pipeline(previous)
+mode = pytest.fixture(params=MODES, name="mode")(run_in_mode)
+async_mode = pytest.fixture(params=ASYNC_MODES, name="async_mode")(run_in_mode)
 
 
 def run_python(code, env=None, timeout=120):
@@ -149,6 +144,10 @@ def test_kernel_error_raises_at_the_right_sync_point(mode):
         assert y.shape == (2,)  # metadata is known; the data failed
         with pytest.raises(kiln.KilnIndexError, match=match):
             (y + 1).numpy()
+        # Not read: the failure waits for the next synchronize(), once.
+        M.index_select(x, 0, index)
+        with pytest.raises(kiln.KilnIndexError, match=match):
+            kiln.runtime.synchronize()
     kiln.runtime.synchronize()
     np.testing.assert_array_equal(M.index_select(x, 0, kiln.tensor([2, 0])).numpy(), [2.0, 0.0])
 

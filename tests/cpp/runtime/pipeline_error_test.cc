@@ -109,6 +109,34 @@ TEST_P(PipelineError, UnreadFailureRaisesAtSynchronize_Once) {
   EXPECT_EQ(testing::floats(x * 3.0), (std::vector<float>{0, 3, 6, 9, 12, 15}));
 }
 
+TEST_P(PipelineError, AnUnreadFailure_RaisesAtSynchronize_AfterAnotherWasRaisedByARead) {
+  runtime::synchronize();
+  const Tensor x = testing::iota({2, 3});
+  const Injection& inj = injection();
+  if (is_sync()) {
+    expect_injected(raised_by([&] { testing::probe(x, {"kernel"}); }), kInjections[2]);
+    expect_injected(raised_by([&] { testing::probe(x, {inj.stage}); }), inj);
+  } else {
+    const Tensor read = testing::probe(x, {"kernel"});
+    expect_injected(raised_by([&] { (void)read.data_ptr(); }), kInjections[2]);
+    testing::probe(x, {inj.stage});  // never read
+    expect_injected(raised_by([] { runtime::synchronize(); }), inj);
+  }
+  EXPECT_NO_THROW(runtime::synchronize());
+}
+
+TEST_P(PipelineError, TheSecondOfTwoUnreadFailures_RaisesAtSynchronize_WhenTheFirstIsRead) {
+  if (is_sync()) GTEST_SKIP() << "sync mode raises each failure at its call";
+  runtime::synchronize();
+  const Tensor x = testing::iota({2, 3});
+  const Tensor first = testing::probe(x, {"kernel"});
+  testing::probe(x, {injection().stage});  // never read
+  runtime::drain();                        // both have failed before the read
+  expect_injected(raised_by([&] { (void)first.data_ptr(); }), kInjections[2]);
+  expect_injected(raised_by([] { runtime::synchronize(); }), injection());
+  EXPECT_NO_THROW(runtime::synchronize());
+}
+
 TEST_P(PipelineError, FailedWriteIntoOutTensor_RaisesOnce_AndKeepsItsData) {
   runtime::synchronize();
   const Tensor x = testing::iota({2, 3});
