@@ -67,7 +67,7 @@ class KILN_API Storage {
   /// Not thread-safe: the pipeline calls it once, in the DeviceTask of the op that made it.
   void materialize();
 
-  /// Pipeline bookkeeping (see Note [Waiting for data] in src/runtime/waits.cc): records that the
+  /// Pipeline bookkeeping (see Note [Waiting for data] in src/runtime/pipeline.cc): records that the
   /// queued op `seq` reads or writes this memory. Sequence numbers only grow.
   void note_queued_use(uint64_t seq) {
     queued_.store(true, std::memory_order_relaxed);

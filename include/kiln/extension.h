@@ -16,9 +16,13 @@
 //
 // Python: `ops = kiln.ops.CustomOpBuilder("my_ops", ["add3.cpp"]).load(); ops.add3(x, y, z)`.
 //
-// - OpRunner runs a kernel the way a built-in op runs: Run() allocates the outputs that have no
-//   memory yet and CalcWorkspace() bytes of workspace, then calls LaunchKernel(). Create runners
-//   with std::make_shared (the pipeline keeps a runner alive until its kernel has run).
+// - OpRunner runs a kernel the way a built-in op runs, through the eager pipeline: the function
+//   that makes the outputs' metadata (add3 above) is the FrontendTask; Run() queues the rest, so
+//   the DeviceTask allocates the outputs that have no memory yet and CalcWorkspace() bytes of
+//   workspace, and the LaunchTask calls LaunchKernel(). Run() returns at once (in the "sync"
+//   pipeline mode, after the kernel ran); reading an output's data waits for it, and a failure
+//   raises at that read or at the next synchronize(), naming the op. Create runners with
+//   std::make_shared: the pipeline keeps a runner alive until its kernel has run.
 // - KILN_EXTENSION(m) { ... } is run when the library loads; `m.def` exposes a C++ function to
 //   Python. Parameters may be Tensor (by value or const&), std::optional<Tensor> (None in
 //   Python), int64_t, int, double, float, bool, std::string and std::vector<int64_t>; the return
@@ -34,6 +38,7 @@
 // precompiled header (bench/RESULTS.md, "Custom operators").
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -50,15 +55,14 @@
 namespace kiln {
 
 class OpDef;
-class OpRunner;
 
 namespace detail {
-/// The steps of OpRunner::Run (allocate outputs and workspace, launch, add the op to errors).
-KILN_API void run_op_runner(OpRunner& runner);
+class RunnerKernel;  // how the pipeline runs an OpRunner (src/extension/op_runner.cc)
 }  // namespace detail
 
 /// The base of a custom op's kernel. Subclasses override LaunchKernel() and, when the kernel needs
-/// scratch memory, CalcWorkspace(). Not thread-safe: one Run at a time per runner object.
+/// scratch memory, CalcWorkspace(). A runner runs one call at a time: Run() again before its kernel
+/// has run is an error (make one runner per call).
 class KILN_API OpRunner : public std::enable_shared_from_this<OpRunner> {
  public:
   /// `op_name` names the op in error messages ("Add3(float32[4], ...)").
@@ -67,31 +71,36 @@ class KILN_API OpRunner : public std::enable_shared_from_this<OpRunner> {
   OpRunner(const OpRunner&) = delete;
   OpRunner& operator=(const OpRunner&) = delete;
 
-  /// Runs the op: gives every output without memory a contiguous allocation of its shape and
-  /// dtype, allocates CalcWorkspace() bytes, then calls LaunchKernel(). Outputs must be defined
-  /// tensors (make them with `Tensor(dtype, shape)`); inputs may be undefined (omitted optional
-  /// inputs). Errors from any step are rethrown with the op and its input types as context.
+  /// Queues the op: every output without memory gets a contiguous allocation of its shape and
+  /// dtype, then CalcWorkspace() bytes of workspace, then LaunchKernel() runs; outputs with memory
+  /// are written in place. Outputs must be defined tensors (make them with `Tensor(dtype, shape)`);
+  /// inputs may be undefined (omitted optional inputs). Errors of any step carry the op and its
+  /// input types. Throws kValue at once when the runner was not made by std::make_shared or is
+  /// still queued.
   void Run(std::vector<Tensor> inputs, std::vector<Tensor> outputs);
 
-  /// Bytes of scratch memory LaunchKernel needs, computed from inputs() and outputs() (optional;
-  /// default: 0).
+  /// Bytes of scratch memory LaunchKernel needs, computed from the metadata of inputs() and
+  /// outputs() (optional; default: 0). Runs in the DeviceTask, before the inputs' data is ready.
   virtual size_t CalcWorkspace();
   /// Computes outputs() from inputs(). Runs when both have memory; may use workspace_ptr().
   virtual void LaunchKernel() = 0;
 
+  /// The tensors passed to Run(), from Run() until the kernel has run.
   const std::vector<Tensor>& inputs() const { return inputs_; }
   const std::vector<Tensor>& outputs() const { return outputs_; }
   /// CalcWorkspace() bytes, 64-byte aligned, valid during LaunchKernel (null when 0 bytes).
-  void* workspace_ptr() const { return workspace_ != nullptr ? workspace_->data() : nullptr; }
-  size_t workspace_size() const { return workspace_ != nullptr ? workspace_->nbytes() : 0; }
+  void* workspace_ptr() const { return workspace_; }
+  size_t workspace_size() const { return workspace_size_; }
   const std::string& op_name() const { return op_name_; }
 
  private:
-  friend void detail::run_op_runner(OpRunner& runner);
+  friend class detail::RunnerKernel;
   std::string op_name_;
   std::vector<Tensor> inputs_;
   std::vector<Tensor> outputs_;
-  std::shared_ptr<Storage> workspace_;
+  void* workspace_ = nullptr;
+  size_t workspace_size_ = 0;
+  std::atomic<bool> queued_{false};  // between Run() and the end of the kernel
 };
 
 class ExtensionModule;

@@ -271,14 +271,28 @@ class KILN_API OpRegistration {
   std::string name_;
 };
 
+/// A kernel object bound to one call: the kernel of an op whose state is made per call (a custom
+/// op's OpRunner, kiln/extension.h) instead of an OpDef's kernel function. A bound call has no
+/// `infer`: its outputs are tensors the caller made with their metadata (see call_bound_kernel).
+class KILN_API BoundKernel {
+ public:
+  virtual ~BoundKernel();
+  /// Bytes of workspace the kernel needs; asked by the DeviceTask.
+  virtual size_t workspace_size() = 0;
+  /// Computes the outputs, which have memory by now, into ctx.outputs.
+  virtual void launch(const KernelContext& ctx) = 0;
+};
+
 /// Runs ops eagerly. The synchronous dispatcher is built in; the runtime installs the pipeline.
 class KILN_API Dispatcher {
  public:
   virtual ~Dispatcher();
   /// Runs `op` on `inputs`; `attrs` are already normalized. When `out` is non-empty the results
-  /// are written into those tensors (which must have the inferred shapes) and returned.
+  /// are written into those tensors (which must have the inferred shapes) and returned. With a
+  /// `bound_kernel`, `out` holds the outputs (see call_bound_kernel) and `op` only names the call.
   virtual std::vector<Tensor> dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
-                                       const Attrs& attrs, const std::vector<Tensor>& out) = 0;
+                                       const Attrs& attrs, const std::vector<Tensor>& out,
+                                       const std::shared_ptr<BoundKernel>& bound_kernel) = 0;
 };
 /// The dispatcher call_op uses now.
 KILN_API Dispatcher* current_dispatcher();
@@ -292,6 +306,14 @@ KILN_API std::vector<Tensor> call_op(const OpDef& op, const std::vector<Tensor>&
                                      const Attrs& attrs = {}, const std::vector<Tensor>& out = {});
 KILN_API std::vector<Tensor> call_op(const std::string& name, const std::vector<Tensor>& inputs,
                                      const Attrs& attrs = {}, const std::vector<Tensor>& out = {});
+/// Runs `kernel` eagerly through the current dispatcher, as the call `op` (whose name and the
+/// inputs' types appear in errors; `op` must outlive the call, as the kernel object may ensure).
+/// `outputs` must be defined; those without memory get it, contiguous, in the DeviceTask, and any
+/// failure of the call stays on them. Outputs that have memory are written in place. Returns
+/// once the call is queued, or has run in sync mode.
+KILN_API void call_bound_kernel(const OpDef& op, const std::vector<Tensor>& inputs,
+                                const std::vector<Tensor>& outputs,
+                                std::shared_ptr<BoundKernel> kernel);
 
 /// One eager op call as it moves through the steps of execution (see Note [Dispatch] in
 /// src/ops/dispatch.cc). Every dispatcher runs the same three steps: plan_op (the FrontendTask),
@@ -301,6 +323,8 @@ struct KILN_API OpCall {
   std::vector<Tensor> inputs;
   Attrs attrs;               // normalized
   std::vector<Tensor> out;   // the caller's out tensors; empty for new results
+  /// The call's own kernel, replacing `op`'s infer and kernel (see BoundKernel); null for most.
+  std::shared_ptr<BoundKernel> bound_kernel;
   /// What the call returns. Before plan_op either empty (plan_op creates the results) or one
   /// metadata-less handle per output, which plan_op fills (the pipeline's pending tensors).
   std::vector<Tensor> results;
@@ -317,6 +341,9 @@ struct KILN_API OpCall {
   void clear();
 };
 
+/// For a bound call, on the caller's thread before it is queued: `outputs` become the results;
+/// those with memory are also `out` (written in place), the others get deferred storage.
+KILN_API void bind_outputs(OpCall& call, const std::vector<Tensor>& outputs);
 /// The FrontendTask: checks the inputs, infers the results' metadata and fills `results` (with
 /// deferred storage) or, for a view op whose inputs allow it, makes them views. Reads no data.
 KILN_API void plan_op(OpCall& call);
@@ -326,7 +353,8 @@ KILN_API void allocate_op(OpCall& call);
 KILN_API void launch_op(OpCall& call);
 /// plan_op, allocate_op and launch_op in a row; returns the results.
 KILN_API std::vector<Tensor> run_op_sync(const OpDef& op, const std::vector<Tensor>& inputs,
-                                         const Attrs& attrs, const std::vector<Tensor>& out);
+                                         const Attrs& attrs, const std::vector<Tensor>& out,
+                                         const std::shared_ptr<BoundKernel>& bound_kernel = {});
 /// "Add(float32[2, 3], float32[3])": an op call as error messages print it.
 KILN_API std::string op_call_str(const OpDef& op, const MetaList& inputs);
 

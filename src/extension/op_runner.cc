@@ -8,14 +8,65 @@
 
 namespace kiln {
 
-// Note [OpRunner steps]
-// run_op_runner holds every step of OpRunner::Run, in the order a built-in op's dispatch runs
-// them after `infer` (which, for a custom op, is the user's own function that made the output
-// tensors): give outputs memory, give the kernel its workspace, launch. Until the asynchronous
-// pipeline lands these run inline on the caller's thread; the pipeline sends the allocation steps
-// as the DeviceTask and LaunchKernel as the LaunchTask, keeping the runner alive through
-// shared_from_this(). Keeping the steps in one function keeps one definition of "running a custom
-// op", as run_op_sync does for built-ins.
+// Note [OpRunner through the pipeline]
+// A custom op is the user's function, which makes the outputs' metadata (the FrontendTask's work,
+// done on the caller's thread), and an OpRunner, whose Run() hands the rest to the eager pipeline
+// as a bound call (kiln::call_bound_kernel): the DeviceTask allocates the outputs and asks
+// CalcWorkspace(), the LaunchTask calls LaunchKernel(). RunnerKernel is that call's kernel object:
+// it owns the runner until the call is done, and an OpDef named after the op, so that errors print
+// "Add3(float32[4], ...)" exactly as built-in ops print a call. The runner's `queued_` flag spans
+// Run() to the end of the call, which is when RunnerKernel dies (on the worker that launched it,
+// or on the caller in sync mode).
+
+namespace detail {
+namespace {
+
+// Runs user code, turning an exception of its own type into a kiln::Error with its message, so
+// that the op's context is added and Python sees a KilnError.
+template <typename Fn>
+auto as_kiln_error(Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kGeneric, e.what());
+  }
+}
+
+}  // namespace
+
+class RunnerKernel final : public BoundKernel {
+ public:
+  explicit RunnerKernel(std::shared_ptr<OpRunner> runner)
+      : op_(runner->op_name()), runner_(std::move(runner)) {}
+
+  ~RunnerKernel() override {
+    runner_->inputs_.clear();
+    runner_->outputs_.clear();
+    runner_->queued_.store(false, std::memory_order_release);
+  }
+
+  const OpDef& op() const { return op_; }
+
+  size_t workspace_size() override {
+    return as_kiln_error([&] { return runner_->CalcWorkspace(); });
+  }
+
+  void launch(const KernelContext& ctx) override {
+    runner_->workspace_ = ctx.workspace;
+    runner_->workspace_size_ = ctx.workspace_size;
+    as_kiln_error([&] { runner_->LaunchKernel(); });
+    runner_->workspace_ = nullptr;
+    runner_->workspace_size_ = 0;
+  }
+
+ private:
+  OpDef op_;
+  std::shared_ptr<OpRunner> runner_;
+};
+
+}  // namespace detail
 
 OpRunner::OpRunner(std::string op_name) : op_name_(std::move(op_name)) {}
 
@@ -24,56 +75,18 @@ OpRunner::~OpRunner() = default;
 size_t OpRunner::CalcWorkspace() { return 0; }
 
 void OpRunner::Run(std::vector<Tensor> inputs, std::vector<Tensor> outputs) {
+  std::shared_ptr<OpRunner> self = weak_from_this().lock();
+  KILN_CHECK_VALUE(self != nullptr)
+      << "OpRunner '" << op_name_ << "' was not created by std::make_shared; the pipeline keeps "
+      << "a runner alive until its kernel has run, so make it with std::make_shared<YourRunner>(...)";
+  KILN_CHECK_VALUE(!queued_.exchange(true, std::memory_order_acq_rel))
+      << "OpRunner '" << op_name_ << "' is still queued from an earlier Run(); a runner runs one "
+      << "call at a time, so make one runner per call";
+  auto kernel = std::make_shared<detail::RunnerKernel>(std::move(self));
   inputs_ = std::move(inputs);
   outputs_ = std::move(outputs);
-  detail::run_op_runner(*this);
+  // From here `kernel` releases the runner when it dies, including when queueing fails.
+  call_bound_kernel(kernel->op(), inputs_, outputs_, kernel);
 }
 
-namespace detail {
-namespace {
-
-// "Add3(float32[4], float32[4], None)", formatted exactly as built-in ops print a call.
-std::string runner_call_str(const OpRunner& runner) {
-  MetaList metas;
-  for (const Tensor& t : runner.inputs()) {
-    TensorMeta meta;
-    if (t.defined()) {
-      meta = TensorMeta::of(t);
-    } else {
-      meta.defined = false;
-    }
-    metas.push_back(std::move(meta));
-  }
-  return op_call_str(OpDef(runner.op_name()), metas);
-}
-
-}  // namespace
-
-void run_op_runner(OpRunner& runner) {
-  try {
-    for (size_t i = 0; i < runner.outputs_.size(); ++i) {
-      const Tensor& out = runner.outputs_[i];
-      KILN_CHECK_VALUE(out.defined())
-          << "output " << i << " is an undefined tensor; make outputs with "
-          << "kiln::Tensor(dtype, shape)";
-      if (!out.has_storage()) out.allocate();
-    }
-    const size_t workspace_bytes = runner.CalcWorkspace();
-    runner.workspace_ = workspace_bytes > 0 ? Storage::allocate(workspace_bytes) : nullptr;
-    runner.LaunchKernel();
-    runner.workspace_.reset();
-  } catch (Error& e) {
-    runner.workspace_.reset();
-    e.add_context("in " + runner_call_str(runner));
-    throw;
-  } catch (const std::exception& e) {
-    // A kernel's own exception type: keep its message, add the op like any other error.
-    runner.workspace_.reset();
-    Error error(ErrorKind::kGeneric, e.what());
-    error.add_context("in " + runner_call_str(runner));
-    throw error;
-  }
-}
-
-}  // namespace detail
 }  // namespace kiln

@@ -16,21 +16,27 @@ namespace kiln {
 // as its FrontendTask, DeviceTask and LaunchTask on worker threads, handing the caller tensors
 // whose metadata plan_op fills later (OpCall::results made beforehand). plan_op reads metadata
 // only, never data, so it may run before the kernels that compute its inputs.
+//
+// A bound call (call_bound_kernel: a custom op's OpRunner) brings its own kernel object and its
+// outputs, already described by the code that made them, which plays the FrontendTask's part. So
+// plan_op only records the outputs; the workspace size is asked in allocate_op, the kernel object
+// run in launch_op. Its outputs without memory are fresh results (a failure stays on them); those
+// with memory are written in place like `out` tensors.
 
 namespace {
 
 class SyncDispatcher final : public Dispatcher {
  public:
   std::vector<Tensor> dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
-                               const Attrs& attrs, const std::vector<Tensor>& out) override {
-    return run_op_sync(op, inputs, attrs, out);
+                               const Attrs& attrs, const std::vector<Tensor>& out,
+                               const std::shared_ptr<BoundKernel>& bound_kernel) override {
+    return run_op_sync(op, inputs, attrs, out, bound_kernel);
   }
 };
 
 SyncDispatcher g_sync_dispatcher;
 std::atomic<Dispatcher*> g_dispatcher{&g_sync_dispatcher};
 
-// Gives a result handle the metadata of a new contiguous tensor and deferred storage.
 // Runs one step of `call`, adding the op call to any error it raises.
 template <typename Step>
 void with_op_context(const OpCall& call, Step&& step) {
@@ -42,6 +48,7 @@ void with_op_context(const OpCall& call, Step&& step) {
   }
 }
 
+// Gives a result handle the metadata of a new contiguous tensor and deferred storage.
 void fill_result(const Tensor& result, const TensorMeta& meta) {
   TensorImpl* impl = result.impl();
   impl->dtype = meta.dtype;
@@ -119,6 +126,8 @@ void plan_outputs(OpCall& call, const MetaList& metas) {
 
 }  // namespace
 
+BoundKernel::~BoundKernel() = default;
+
 Dispatcher::~Dispatcher() = default;
 
 Dispatcher* current_dispatcher() { return g_dispatcher.load(std::memory_order_acquire); }
@@ -133,6 +142,7 @@ void OpCall::clear() {
   inputs.clear();
   attrs = Attrs();
   out.clear();
+  bound_kernel.reset();
   results.clear();
   input_metas.clear();
   aliased = false;
@@ -142,11 +152,30 @@ void OpCall::clear() {
   workspace.reset();
 }
 
+void bind_outputs(OpCall& call, const std::vector<Tensor>& outputs) {
+  call.results = outputs;
+  call.out.clear();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& t = outputs[i];
+    KILN_ASSERT(t.defined()) << call.op->name() << ": output " << i << " is undefined";
+    if (t.has_storage()) {
+      call.out.push_back(t);
+    } else {
+      TensorImpl* impl = t.impl();
+      impl->storage = Storage::deferred(t.nbytes(), impl->device);
+    }
+  }
+}
+
 void plan_op(OpCall& call) {
   const OpDef& op = *call.op;
   call.input_metas.clear();
   call.input_metas.reserve(call.inputs.size());
   for (const Tensor& t : call.inputs) call.input_metas.push_back(TensorMeta::of(t));
+  if (call.bound_kernel != nullptr) {
+    call.kernel_outputs = call.results;
+    return;
+  }
   const MetaList metas = op.infer_outputs(call.input_metas, call.attrs);  // adds its own context
   with_op_context(call, [&] {
     if (op.view_fn() && call.out.empty() && plan_views(call)) return;
@@ -161,6 +190,7 @@ void allocate_op(OpCall& call) {
   if (call.aliased) return;
   with_op_context(call, [&] {
     for (const Tensor& t : call.kernel_outputs) t.storage()->materialize();
+    if (call.bound_kernel != nullptr) call.workspace_size = call.bound_kernel->workspace_size();
     if (call.workspace_size > 0) call.workspace = Storage::allocate(call.workspace_size);
   });
 }
@@ -168,8 +198,8 @@ void allocate_op(OpCall& call) {
 void launch_op(OpCall& call) {
   if (call.aliased) return;
   const OpDef& op = *call.op;
-  const KernelFn* kernel = op.find_kernel(DeviceType::kCPU);
-  KILN_CHECK_KIND(ErrorKind::kNotImplemented, kernel != nullptr)
+  const KernelFn* kernel = call.bound_kernel != nullptr ? nullptr : op.find_kernel(DeviceType::kCPU);
+  KILN_CHECK_KIND(ErrorKind::kNotImplemented, kernel != nullptr || call.bound_kernel != nullptr)
       << op.name() << " has no CPU kernel";
   KernelContext ctx{op, call.inputs, call.kernel_outputs, call.attrs};
   if (call.workspace != nullptr) {
@@ -177,18 +207,28 @@ void launch_op(OpCall& call) {
     ctx.workspace_size = call.workspace_size;
   }
   with_op_context(call, [&] {
-    (*kernel)(ctx);
+    if (kernel != nullptr) {
+      (*kernel)(ctx);
+    } else {
+      call.bound_kernel->launch(ctx);
+    }
     for (const auto& [target, computed] : call.convert_back) copy_into(target, computed);
   });
 }
 
 std::vector<Tensor> run_op_sync(const OpDef& op, const std::vector<Tensor>& inputs,
-                                const Attrs& attrs, const std::vector<Tensor>& out) {
+                                const Attrs& attrs, const std::vector<Tensor>& out,
+                                const std::shared_ptr<BoundKernel>& bound_kernel) {
   OpCall call;
   call.op = &op;
   call.inputs = inputs;
   call.attrs = attrs;
-  call.out = out;
+  call.bound_kernel = bound_kernel;
+  if (bound_kernel != nullptr) {
+    bind_outputs(call, out);
+  } else {
+    call.out = out;
+  }
   plan_op(call);
   allocate_op(call);
   launch_op(call);
@@ -197,12 +237,28 @@ std::vector<Tensor> run_op_sync(const OpDef& op, const std::vector<Tensor>& inpu
 
 std::vector<Tensor> call_op(const OpDef& op, const std::vector<Tensor>& inputs,
                             const Attrs& attrs, const std::vector<Tensor>& out) {
-  return current_dispatcher()->dispatch(op, inputs, op.normalize_attrs(attrs), out);
+  return current_dispatcher()->dispatch(op, inputs, op.normalize_attrs(attrs), out, nullptr);
 }
 
 std::vector<Tensor> call_op(const std::string& name, const std::vector<Tensor>& inputs,
                             const Attrs& attrs, const std::vector<Tensor>& out) {
   return call_op(*OpRegistry::Instance().get(name), inputs, attrs, out);
+}
+
+void call_bound_kernel(const OpDef& op, const std::vector<Tensor>& inputs,
+                       const std::vector<Tensor>& outputs, std::shared_ptr<BoundKernel> kernel) {
+  KILN_CHECK(kernel != nullptr) << "call_bound_kernel: expected a kernel object, got null";
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].defined()) continue;
+    MetaList metas;
+    for (const Tensor& t : inputs) metas.push_back(TensorMeta::of(t));
+    Error error(ErrorKind::kValue, "output " + std::to_string(i) +
+                                       " is an undefined tensor; make outputs with "
+                                       "kiln::Tensor(dtype, shape)");
+    error.add_context("in " + op_call_str(op, metas));
+    throw error;
+  }
+  current_dispatcher()->dispatch(op, inputs, Attrs(), outputs, kernel);
 }
 
 }  // namespace kiln

@@ -59,8 +59,11 @@ void stamp_use(const Tensor& t, uint64_t seq) {
   if (const std::shared_ptr<Storage>& storage = t.impl()->storage) storage->note_queued_use(seq);
 }
 
+// A result the call made (not one of the caller's `out` tensors, which earlier calls may read).
 bool is_fresh_result(const OpCall& call, size_t i) {
-  return call.out.empty() || !call.results[i].is_same(call.out[i]);
+  const Tensor& result = call.results[i];
+  return std::none_of(call.out.begin(), call.out.end(),
+                      [&](const Tensor& t) { return t.is_same(result); });
 }
 
 
@@ -76,11 +79,18 @@ Pipeline::Pipeline() : mode_(initial_mode()) {}
 // ---- the caller's side (PyTask) ----------------------------------------------------------------
 
 std::vector<Tensor> Pipeline::dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
-                                       const Attrs& attrs, const std::vector<Tensor>& out) {
-  if (t_in_worker || mode() == PipelineMode::kSync) return run_op_sync(op, inputs, attrs, out);
+                                       const Attrs& attrs, const std::vector<Tensor>& out,
+                                       const std::shared_ptr<BoundKernel>& bound_kernel) {
+  if (t_in_worker || mode() == PipelineMode::kSync) {
+    return run_op_sync(op, inputs, attrs, out, bound_kernel);
+  }
   ensure_workers();
   for (const Tensor& t : inputs) mark_queued(t);
   for (const Tensor& t : out) mark_queued(t);
+  if (bound_kernel != nullptr) {
+    publish(claim_slot(), op, inputs, attrs, out, {}, nullptr, bound_kernel);
+    return out;
+  }
   if (op.num_outputs() == OpDef::kVariableOutputs && out.empty()) {
     // How many results there are is metadata: plan here, waiting for the inputs' metadata, and
     // queue the rest. A planning failure raises now, with nothing queued.
@@ -91,7 +101,7 @@ std::vector<Tensor> Pipeline::dispatch(const OpDef& op, const std::vector<Tensor
     plan_op(planned);
     for (const Tensor& t : planned.kernel_outputs) mark_queued(t);
     std::vector<Tensor> results = planned.results;
-    publish(claim_slot(), op, inputs, attrs, out, {}, &planned);
+    publish(claim_slot(), op, inputs, attrs, out, {}, &planned, nullptr);
     return results;
   }
   std::vector<Tensor> results;
@@ -106,7 +116,7 @@ std::vector<Tensor> Pipeline::dispatch(const OpDef& op, const std::vector<Tensor
   if (out.empty()) {
     for (const Tensor& r : results) r.impl()->pending.store(seq, std::memory_order_relaxed);
   }
-  publish(seq, op, inputs, attrs, out, results, nullptr);
+  publish(seq, op, inputs, attrs, out, results, nullptr, nullptr);
   return results;
 }
 
@@ -122,7 +132,8 @@ uint64_t Pipeline::claim_slot() {
 
 void Pipeline::publish(uint64_t seq, const OpDef& op, const std::vector<Tensor>& inputs,
                        const Attrs& attrs, const std::vector<Tensor>& out,
-                       std::vector<Tensor> results, OpCall* planned) {
+                       std::vector<Tensor> results, OpCall* planned,
+                       const std::shared_ptr<BoundKernel>& bound_kernel) {
   Slot& s = slot(seq);
   // Once claimed, the slot must be published whatever happens, or the ring would stall.
   try {
@@ -133,8 +144,14 @@ void Pipeline::publish(uint64_t seq, const OpDef& op, const std::vector<Tensor>&
       s.call.op = &op;
       s.call.inputs = inputs;
       s.call.attrs = attrs;
-      s.call.out = out;
-      s.call.results = std::move(results);
+      if (bound_kernel != nullptr) {
+        s.call.bound_kernel = bound_kernel;
+        bind_outputs(s.call, out);
+        for (const Tensor& t : s.call.results) mark_queued(t);  // fresh outputs' new storage
+      } else {
+        s.call.out = out;
+        s.call.results = std::move(results);
+      }
     }
   } catch (...) {
     s.failure = std::make_shared<const OpFailure>(std::current_exception());

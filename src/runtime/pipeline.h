@@ -25,7 +25,8 @@ class Pipeline final : public Dispatcher {
   static Pipeline& instance();
 
   std::vector<Tensor> dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
-                               const Attrs& attrs, const std::vector<Tensor>& out) override;
+                               const Attrs& attrs, const std::vector<Tensor>& out,
+                               const std::shared_ptr<BoundKernel>& bound_kernel) override;
 
   void set_mode(PipelineMode mode);
   PipelineMode mode() const { return mode_.load(std::memory_order_acquire); }
@@ -67,7 +68,7 @@ class Pipeline final : public Dispatcher {
   uint64_t claim_slot();
   void publish(uint64_t seq, const OpDef& op, const std::vector<Tensor>& inputs,
                const Attrs& attrs, const std::vector<Tensor>& out, std::vector<Tensor> results,
-               OpCall* planned);
+               OpCall* planned, const std::shared_ptr<BoundKernel>& bound_kernel);
 
   // The three stages over one slot.
   void run_frontend(uint64_t seq);

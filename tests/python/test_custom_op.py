@@ -147,3 +147,33 @@ def test_def_op_registers_an_op_like_a_builtin(example_ops, rng):
         example_ops.row_moments(kiln.tensor([[1, 2]]))
     with raises(TypeError, match="argument 'correction' .* must be int, not str"):
         example_ops.row_moments(t(x), correction="1")
+
+
+@pytest.mark.parametrize("mode", ["sync", "2stage", "4stage"])
+def test_custom_ops_run_through_every_pipeline_mode(example_ops, rng, mode):
+    previous = kiln.runtime.get_pipeline()
+    kiln.runtime.set_pipeline(mode)
+    try:
+        x, y, z = (rng.standard_normal((3, 7)).astype(np.float32) for _ in range(3))
+        # Custom and built-in ops chained without a sync point in between.
+        total = example_ops.add3(t(x) * 2.0, t(y), t(z)) + 1.0
+        s, c = example_ops.sin_cos(total)
+        expected = x * 2 + y + z + 1
+        assert_close(s * c, np.sin(expected) * np.cos(expected))
+        # A kernel's failure raises at the call in sync mode, at the first read otherwise, and
+        # the op's consumers fail with the same cause.
+        bad = kiln.tensor([[1, 2, 3, 4, 5, 6, 7]] * 3)
+        if mode == "sync":
+            with raises(kiln.DTypeError, match=r"in Add3\(float32\[3, 7\], float32\[3, 7\], int64"):
+                example_ops.add3(t(x), t(y), bad)
+        else:
+            out = example_ops.add3(t(x), t(y), bad)
+            assert out.shape == (3, 7)  # metadata came from the custom op's own function
+            consumer = out * 2.0
+            for tensor in (out, consumer):
+                with pytest.raises(kiln.DTypeError, match=r"in Add3\(float32\[3, 7\]"):
+                    tensor.numpy()
+        kiln.runtime.synchronize()
+        assert_close(example_ops.add3(t(x), t(y), t(z)), x + y + z)
+    finally:
+        kiln.runtime.set_pipeline(previous)

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "kiln/runtime.h"
 #include "ops/onednn_util.h"
 
 namespace kiln {
@@ -27,9 +28,11 @@ float at(const Tensor& t, std::initializer_list<int64_t> index) {
   return t.data<float>()[offset];
 }
 
+// The error `f` raises, by the next sync point at the latest (a runner's kernel runs queued).
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
+    runtime::synchronize();
   } catch (const Error& e) {
     return e.what();
   }
@@ -58,8 +61,10 @@ TEST(OneDnnOpRunner, ReusesTheCachedPrimitive_ForTheSameShapes) {
     std::make_shared<OneDnnOpRunner>("M", OneDnnPrimitive::MatMul())->Run({a, b}, {out});
   };
   run();
+  runtime::synchronize();
   const int64_t hits = onednn::primitive_cache_stats().hits;
   run();
+  runtime::synchronize();
   EXPECT_EQ(onednn::primitive_cache_stats().hits, hits + 1);
 }
 
