@@ -1,6 +1,9 @@
 // OpRunner: how a custom op's kernel runs (see kiln/extension.h).
 #include <exception>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "kiln/extension.h"
@@ -16,7 +19,9 @@ namespace kiln {
 // it owns the runner until the call is done, and an OpDef named after the op, so that errors print
 // "Add3(float32[4], ...)" exactly as built-in ops print a call. The runner's `queued_` flag spans
 // Run() to the end of the call, which is when RunnerKernel dies (on the worker that launched it,
-// or on the caller in sync mode).
+// or on the caller in sync mode). The OpDefs are made once per op name and kept: a custom op's
+// call then allocates nothing beyond what a built-in op's does, except the two small objects
+// (the runner and its RunnerKernel).
 
 namespace detail {
 namespace {
@@ -34,12 +39,25 @@ auto as_kiln_error(Fn&& fn) -> decltype(fn()) {
   }
 }
 
+// The OpDef naming the calls of op `name`; the last one a thread used is found without a lock.
+const OpDef& op_def_named(const std::string& name) {
+  thread_local const OpDef* last = nullptr;
+  if (last != nullptr && last->name() == name) return *last;
+  static std::mutex mutex;
+  static auto* defs = new std::unordered_map<std::string, std::unique_ptr<const OpDef>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<const OpDef>& def = (*defs)[name];
+  if (def == nullptr) def = std::make_unique<const OpDef>(name);
+  last = def.get();
+  return *last;
+}
+
 }  // namespace
 
 class RunnerKernel final : public BoundKernel {
  public:
   explicit RunnerKernel(std::shared_ptr<OpRunner> runner)
-      : op_(runner->op_name()), runner_(std::move(runner)) {}
+      : op_(op_def_named(runner->op_name())), runner_(std::move(runner)) {}
 
   ~RunnerKernel() override {
     runner_->inputs_.clear();
@@ -62,7 +80,7 @@ class RunnerKernel final : public BoundKernel {
   }
 
  private:
-  OpDef op_;
+  const OpDef& op_;
   std::shared_ptr<OpRunner> runner_;
 };
 
