@@ -24,6 +24,10 @@
 // (or by synchronize()) as a kiln::Error naming the op, its input types and the cause; ops that
 // consume a failed tensor fail with the same cause. Ops from one thread run in that thread's
 // program order; several threads may issue ops at once. Workers spin briefly, then sleep.
+//
+// Memory: a finished op's references to its tensors are dropped by the next op its caller's
+// thread (or any caller) queues, or by synchronize(), memory_stats() and empty_cache(): a tensor
+// Python no longer holds returns its memory to the caching allocator then.
 #pragma once
 
 #include <cstddef>
@@ -45,15 +49,17 @@ KILN_API PipelineMode pipeline_mode_from_name(const std::string& name);
 KILN_API void set_pipeline(PipelineMode mode);
 KILN_API PipelineMode get_pipeline();
 
-/// Waits until every op issued so far (by any thread) has run, then raises the first failure
-/// since the previous synchronize() that no read of a failed tensor has raised.
+/// Waits until every op issued so far (by any thread) has run, drops finished ops' references to
+/// their tensors, then raises the first failure since the previous synchronize() that no read of
+/// a failed tensor has raised.
 KILN_API void synchronize();
 
 /// Waits until every op issued so far has run, raising nothing (for exit and fork handlers;
 /// failures stay for the next synchronize()).
 KILN_API void drain();
 
-/// The caching allocator's counters, in bytes unless named otherwise.
+/// The caching allocator's counters, in bytes unless named otherwise (after dropping finished
+/// ops' references, so memory only they held counts as cached).
 struct MemoryStats {
   size_t allocated = 0;       // in blocks handed out now (rounded to their size class)
   size_t cached = 0;          // in freed blocks kept for reuse

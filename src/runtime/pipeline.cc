@@ -28,6 +28,16 @@ namespace kiln::runtime {
 // frontend failed); `out` tensors, which earlier calls may still read, get it only in the launch
 // stage, which runs in order. A call with a failed input fails with the input's error.
 //
+// Note [Releasing on the caller's side]
+// A finished call's tensors are released by a caller, not by the worker that launched it: when a
+// caller queues its next call (try-lock: one caller does it, others go on) and at sync points. The
+// caller made those references, so their reference counts and the blocks malloc gave it stay in
+// its core's cache and thread cache; released on the worker, every op moved the control blocks'
+// cache lines between cores twice and sent the caller's allocations to the worker's free lists,
+// leaving the caller on malloc's slow path (bench/RESULTS.md, "Eager pipeline per-op cost"). The
+// cost is that a call's tensors live until its caller's next op or sync point; `released_` trails
+// `launched_`, and a slot is refilled only once released.
+//
 // Threads: in kFourStage one worker per stage; in kTwoStage one worker that plans every published
 // call before it allocates and launches the next (so metadata stays ahead of kernels and a
 // metadata wait lasts at most one kernel); in kSync no worker: dispatch runs run_op_sync inline.
@@ -85,6 +95,7 @@ std::vector<Tensor> Pipeline::dispatch(const OpDef& op, const std::vector<Tensor
     return run_op_sync(op, inputs, attrs, out, bound_kernel);
   }
   ensure_workers();
+  release_finished(/*wait=*/false);
   for (const Tensor& t : inputs) mark_queued(t);
   for (const Tensor& t : out) mark_queued(t);
   if (bound_kernel != nullptr) {
@@ -127,6 +138,8 @@ uint64_t Pipeline::claim_slot() {
     // the workers sleeps once per half ring instead of once per call.
     launched_.wait_for(seq - kRingSize / 2, kCallerSpin, /*run_blocking_hooks=*/true);
   }
+  // The slot's previous call has run; its tensors must be gone before the slot is refilled.
+  if (released_.load(std::memory_order_acquire) + kRingSize < seq) release_finished(/*wait=*/true);
   return seq;
 }
 
@@ -251,7 +264,7 @@ void Pipeline::run_launch(uint64_t seq) {
   if (s.failure != nullptr) {
     for (const Tensor& t : call.out) t.impl()->set_failure(s.failure, /*transient=*/true);
   }
-  call.clear();
+  call.workspace.reset();  // allocated here: freed here; the tensors wait for release_finished
   s.failure = nullptr;
   s.planned = false;
 }
@@ -363,8 +376,26 @@ void Pipeline::drain() {
                      /*run_blocking_hooks=*/true);
 }
 
+void Pipeline::release_finished(bool wait) {
+  const uint64_t launched = launched_.load();
+  if (released_.load(std::memory_order_acquire) >= launched) return;
+  std::unique_lock<std::mutex> lock(release_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    if (!wait) return;
+    // The holder may be releasing a tensor whose deleter needs what our embedder's hooks give
+    // up (Python's GIL).
+    BlockingScope blocking(/*run_hooks=*/true);
+    lock.lock();
+  }
+  const uint64_t first = released_.load(std::memory_order_relaxed) + 1;
+  if (first > launched) return;
+  for (uint64_t seq = first; seq <= launched; ++seq) slot(seq).call.clear();
+  released_.store(launched, std::memory_order_release);
+}
+
 void Pipeline::synchronize() {
   drain();
+  release_finished(/*wait=*/true);
   std::vector<std::shared_ptr<const OpFailure>> failures;
   {
     std::lock_guard<std::mutex> lock(failure_mutex_);
@@ -419,6 +450,7 @@ void Pipeline::after_fork_in_child() {
   published_.reset_after_fork();
   for (Counter* c : {&planned_, &allocated_, &launched_}) c->reset_after_fork();
   new (&failure_mutex_) std::mutex();
+  new (&release_mutex_) std::mutex();
 }
 
 }  // namespace kiln::runtime

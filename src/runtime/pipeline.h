@@ -33,7 +33,10 @@ class Pipeline final : public Dispatcher {
 
   /// Waits until every op issued so far has run. Called from a worker it is an error.
   void drain();
-  /// drain(), then raises the first failure since the last synchronize() if no read raised it.
+  /// Drops the tensor references of calls that have run (Note [Releasing on the caller's side]).
+  /// With `wait`, waits for another thread that is doing it; else leaves the work to that thread.
+  void release_finished(bool wait);
+  /// drain() and release_finished(), then raises the first failure since the last synchronize() if no read raised it.
   void synchronize();
 
   /// The pending-tensor hooks (kiln::detail::PendingTensorHooks).
@@ -93,6 +96,8 @@ class Pipeline final : public Dispatcher {
   // Sequence numbers: the last one claimed by a caller, and the last one each stage finished.
   // Each stage finishes calls in sequence order, so "planned_ >= s" means call s is planned.
   std::atomic<uint64_t> claimed_{0};
+  std::atomic<uint64_t> released_{0};  // calls up to here have dropped their tensors
+  std::mutex release_mutex_;           // one releasing thread at a time
   Counter planned_;
   Counter allocated_;
   Counter launched_;

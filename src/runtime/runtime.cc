@@ -89,8 +89,16 @@ PipelineMode get_pipeline() { return Pipeline::instance().mode(); }
 void synchronize() { Pipeline::instance().synchronize(); }
 void drain() { Pipeline::instance().drain(); }
 
-MemoryStats memory_stats() { return caching_allocator().stats(); }
-void empty_cache() { caching_allocator().empty_cache(); }
+// Both first release the tensors of finished calls (Note [Releasing on the caller's side]), so
+// that they count what the program still holds.
+MemoryStats memory_stats() {
+  Pipeline::instance().release_finished(/*wait=*/true);
+  return caching_allocator().stats();
+}
+void empty_cache() {
+  Pipeline::instance().release_finished(/*wait=*/true);
+  caching_allocator().empty_cache();
+}
 void reset_peak_memory_stats() { caching_allocator().reset_peak(); }
 
 }  // namespace kiln::runtime
