@@ -11,12 +11,37 @@
 
 namespace kiln {
 
-int get_num_threads() { return omp_get_max_threads(); }
+namespace {
+
+// OpenMP's own default (the cores, or OMP_NUM_THREADS), read before anything changes it.
+const int kDefaultThreads = omp_get_max_threads();
+std::atomic<int> g_num_threads{0};  // 0: the default
+thread_local int t_thread_cap = 0;  // 0: none
+
+}  // namespace
+
+int get_num_threads() {
+  const int set = g_num_threads.load(std::memory_order_relaxed);
+  const int n = set > 0 ? set : kDefaultThreads;
+  return t_thread_cap > 0 ? std::min(n, t_thread_cap) : n;
+}
 
 void set_num_threads(int n) {
   KILN_CHECK_VALUE(n >= 1) << "set_num_threads: expected at least 1 thread, got " << n;
+  g_num_threads.store(n, std::memory_order_relaxed);
   omp_set_num_threads(n);
 }
+
+namespace detail {
+
+void set_thread_cap(int n) { t_thread_cap = std::max(n, 0); }
+
+void apply_num_threads() {
+  const int n = get_num_threads();
+  if (omp_get_max_threads() != n) omp_set_num_threads(n);
+}
+
+}  // namespace detail
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn) {

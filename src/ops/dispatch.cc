@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "kiln/op.h"
+#include "kiln/parallel.h"
 
 namespace kiln {
 
@@ -206,6 +207,7 @@ void launch_op(OpCall& call) {
     ctx.workspace = call.workspace->data();
     ctx.workspace_size = call.workspace_size;
   }
+  detail::apply_num_threads();
   with_op_context(call, [&] {
     if (kernel != nullptr) {
       (*kernel)(ctx);

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
+
+#include "kiln/parallel.h"
 
 namespace kiln::runtime {
 
@@ -38,6 +41,15 @@ namespace kiln::runtime {
 // cost is that a call's tensors live until its caller's next op or sync point; `released_` trails
 // `launched_`, and a slot is refilled only once released.
 //
+// Note [Worker threads]
+// Kernels a worker launches use at most all cores but one: the caller's thread is running Python
+// meanwhile, and an OpenMP team on its core (whose threads also spin between regions) slows both.
+// Measured on two cores (bench/RESULTS.md, "Eager pipeline per-op cost"): a 64x64 matmul loop took
+// 18 us per op in 2stage with two-thread kernels, 12 us in sync, and 12 us in 2stage with this
+// cap. Lifting the cap while a caller waits did not help (the ring's waits are short and frequent,
+// and the team's spinning outlives them). The price: a large kernel in an asynchronous mode runs
+// on one core fewer than in sync mode; set_num_threads() still lowers the count for both.
+//
 // Threads: in kFourStage one worker per stage; in kTwoStage one worker that plans every published
 // call before it allocates and launches the next (so metadata stays ahead of kernels and a
 // metadata wait lasts at most one kernel); in kSync no worker: dispatch runs run_op_sync inline.
@@ -50,6 +62,8 @@ thread_local bool t_in_worker = false;
 
 constexpr auto kWorkerSpin = std::chrono::microseconds(50);
 constexpr auto kCallerSpin = std::chrono::microseconds(20);
+// Note [Worker threads]: the cores a kernel may use while its caller runs.
+const int kWorkerThreadCap = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
 
 PipelineMode initial_mode() {
   const char* blocking = std::getenv("KILN_LAUNCH_BLOCKING");
@@ -283,6 +297,7 @@ void Pipeline::start_workers(PipelineMode mode) {
   auto spawn = [this](void (Pipeline::*loop)()) {
     workers_.emplace_back([this, loop] {
       t_in_worker = true;
+      detail::set_thread_cap(kWorkerThreadCap);
       (this->*loop)();
     });
   };
