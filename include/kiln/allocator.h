@@ -67,8 +67,8 @@ class KILN_API Storage {
   /// Not thread-safe: the pipeline calls it once, in the DeviceTask of the op that made it.
   void materialize();
 
-  /// Pipeline bookkeeping (see Note [Waiting for data] in src/runtime/pipeline.cc): records that the
-  /// queued op `seq` reads or writes this memory. Sequence numbers only grow.
+  /// Pipeline bookkeeping (Note [Waiting for data] in src/runtime/pipeline.cc): records that
+  /// the queued op `seq` reads or writes this memory. Sequence numbers only grow.
   void note_queued_use(uint64_t seq) {
     queued_.store(true, std::memory_order_relaxed);
     last_use_.store(seq, std::memory_order_release);

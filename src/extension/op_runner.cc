@@ -96,7 +96,8 @@ void OpRunner::Run(std::vector<Tensor> inputs, std::vector<Tensor> outputs) {
   std::shared_ptr<OpRunner> self = weak_from_this().lock();
   KILN_CHECK_VALUE(self != nullptr)
       << "OpRunner '" << op_name_ << "' was not created by std::make_shared; the pipeline keeps "
-      << "a runner alive until its kernel has run, so make it with std::make_shared<YourRunner>(...)";
+      << "a runner alive until its kernel has run, so make it with "
+      << "std::make_shared<YourRunner>(...)";
   KILN_CHECK_VALUE(!queued_.exchange(true, std::memory_order_acq_rel))
       << "OpRunner '" << op_name_ << "' is still queued from an earlier Run(); a runner runs one "
       << "call at a time, so make one runner per call";

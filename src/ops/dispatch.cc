@@ -199,7 +199,8 @@ void allocate_op(OpCall& call) {
 void launch_op(OpCall& call) {
   if (call.aliased) return;
   const OpDef& op = *call.op;
-  const KernelFn* kernel = call.bound_kernel != nullptr ? nullptr : op.find_kernel(DeviceType::kCPU);
+  const KernelFn* kernel =
+      call.bound_kernel != nullptr ? nullptr : op.find_kernel(DeviceType::kCPU);
   KILN_CHECK_KIND(ErrorKind::kNotImplemented, kernel != nullptr || call.bound_kernel != nullptr)
       << op.name() << " has no CPU kernel";
   KernelContext ctx{op, call.inputs, call.kernel_outputs, call.attrs};

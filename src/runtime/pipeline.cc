@@ -200,9 +200,8 @@ void Pipeline::fail(Slot& s, std::shared_ptr<const OpFailure> failure) {
   // way. The bound keeps a program that fails forever without reading or synchronizing from
   // growing the list; the earliest failures are the ones kept.
   auto& list = unraised_failures_;
-  list.erase(std::remove_if(list.begin(), list.end(),
-                            [](const auto& f) { return f->raised.load(std::memory_order_acquire); }),
-             list.end());
+  auto raised = [](const auto& f) { return f->raised.load(std::memory_order_acquire); };
+  list.erase(std::remove_if(list.begin(), list.end(), raised), list.end());
   if (list.size() < kMaxUnraisedFailures) list.push_back(std::move(failure));
 }
 

@@ -36,7 +36,8 @@ class Pipeline final : public Dispatcher {
   /// Drops the tensor references of calls that have run (Note [Releasing on the caller's side]).
   /// With `wait`, waits for another thread that is doing it; else leaves the work to that thread.
   void release_finished(bool wait);
-  /// drain() and release_finished(), then raises the first failure since the last synchronize() if no read raised it.
+  /// drain() and release_finished(), then raises the first failure since the last synchronize()
+  /// that no read raised.
   void synchronize();
 
   /// The pending-tensor hooks (kiln::detail::PendingTensorHooks).

@@ -53,7 +53,8 @@ class CopyThroughWorkspace : public OpRunner {
 // Fails in the step `where` names: "workspace" (the DeviceTask), "kernel" or "kernel_std".
 class Failing : public OpRunner {
  public:
-  Failing(std::string name, std::string where) : OpRunner(std::move(name)), where_(std::move(where)) {}
+  Failing(std::string name, std::string where)
+      : OpRunner(std::move(name)), where_(std::move(where)) {}
   size_t CalcWorkspace() override {
     KILN_CHECK_VALUE(where_ != "workspace") << "workspace says no";
     return 0;
@@ -141,7 +142,9 @@ TEST_P(OpRunnerInMode, RunReturnsBeforeTheKernel_AndTheRunnerLivesUntilItRan) {
 TEST_P(OpRunnerInMode, KernelErrors_CarryTheOp_AndStayOnTheOutputs) {
   const std::string call = "in MyOp(float32[2], None)";
   Tensor out(DType::kFloat32, {1});
-  auto run = [&] { std::make_shared<Failing>("MyOp", "kernel")->Run({testing::iota({2}), Tensor()}, {out}); };
+  auto run = [&] {
+    std::make_shared<Failing>("MyOp", "kernel")->Run({testing::iota({2}), Tensor()}, {out});
+  };
   if (is_sync()) {
     expect_error(run, ErrorKind::kShape, "kernel says no", call);
     return;
@@ -156,7 +159,9 @@ TEST_P(OpRunnerInMode, KernelErrors_CarryTheOp_AndStayOnTheOutputs) {
 
 TEST_P(OpRunnerInMode, OtherExceptions_BecomeKilnErrors_WithTheOp) {
   Tensor out(DType::kFloat32, {2});
-  auto run = [&] { std::make_shared<Failing>("Plain", "kernel_std")->Run({testing::iota({2})}, {out}); };
+  auto run = [&] {
+    std::make_shared<Failing>("Plain", "kernel_std")->Run({testing::iota({2})}, {out});
+  };
   expect_error(
       [&] {
         run();
@@ -190,8 +195,9 @@ TEST_P(OpRunnerInMode, AFailedInput_FailsTheCallWithTheInputsCause) {
 }
 
 TEST_P(OpRunnerInMode, RejectsUndefinedOutputs_AtRun) {
-  expect_error([] { std::make_shared<CopyThroughWorkspace>("Copy")->Run({testing::iota({2})}, {Tensor()}); },
-               ErrorKind::kValue, "output 0 is an undefined tensor", "in Copy(float32[2])");
+  expect_error(
+      [] { std::make_shared<CopyThroughWorkspace>("Copy")->Run({testing::iota({2})}, {Tensor()}); },
+      ErrorKind::kValue, "output 0 is an undefined tensor", "in Copy(float32[2])");
   EXPECT_NO_THROW(runtime::synchronize());
 }
 
