@@ -12,9 +12,9 @@
 // DeviceTask allocates their memory from the caching allocator; a LaunchTask runs the kernel. The
 // mode says which threads run them:
 //   kFourStage  one worker per stage (frontend, device, launch)
-//   kTwoStage   one worker runs frontend, device and launch (the default; see
-//               docs/architecture.md, "Eager pipeline", for the measurement behind it)
-//   kSync       everything inline on the caller's thread; errors raise at the call
+//   kTwoStage   one worker runs frontend, device and launch
+//   kSync       everything inline on the caller's thread; errors raise at the call (the
+//               default; see docs/architecture.md, "Eager pipeline", for the measurement)
 // The environment sets the initial mode: KILN_PIPELINE=sync|2stage|4stage, and
 // KILN_LAUNCH_BLOCKING=1 (as in PyTorch) means sync.
 //

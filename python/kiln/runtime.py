@@ -1,12 +1,13 @@
 """The eager runtime: pipeline mode, sync points and the caching allocator (see kiln/runtime.h).
 
-    kiln.runtime.set_pipeline("sync")   # debugging: every op runs at its call, errors raise there
-    y = kiln.mint.exp(x)                # in "2stage"/"4stage" this returns before exp has run
-    kiln.runtime.synchronize()          # waits for all ops; raises the first unraised failure
-    kiln.runtime.memory_stats()         # {"allocated": ..., "cached": ..., "peak": ..., ...}
+    kiln.runtime.set_pipeline("2stage")  # asynchronous: one worker thread runs the ops
+    y = kiln.mint.exp(x)                 # returns before exp has run
+    kiln.runtime.synchronize()           # waits for all ops; raises the first unraised failure
+    kiln.runtime.memory_stats()          # {"allocated": ..., "cached": ..., "peak": ..., ...}
 
 The initial mode comes from the environment: KILN_PIPELINE=sync|2stage|4stage, or
-KILN_LAUNCH_BLOCKING=1 for sync.
+KILN_LAUNCH_BLOCKING=1 for sync. Without either it is "sync", every op running at its call:
+measured the fastest on a two-core machine (docs/architecture.md, "Eager pipeline").
 """
 
 import atexit as _atexit

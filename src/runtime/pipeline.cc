@@ -69,7 +69,8 @@ PipelineMode initial_mode() {
   const char* blocking = std::getenv("KILN_LAUNCH_BLOCKING");
   if (blocking != nullptr && std::strcmp(blocking, "1") == 0) return PipelineMode::kSync;
   const char* name = std::getenv("KILN_PIPELINE");
-  if (name == nullptr || *name == '\0') return PipelineMode::kTwoStage;
+  // The default is measured (docs/architecture.md, "Eager pipeline").
+  if (name == nullptr || *name == '\0') return PipelineMode::kSync;
   return pipeline_mode_from_name(name);
 }
 

@@ -53,7 +53,7 @@ def test_set_pipeline_rejects_an_unknown_mode():
 
 
 @pytest.mark.parametrize("env, expected", [
-    ({}, "2stage"),
+    ({}, "sync"),
     ({"KILN_PIPELINE": "4stage"}, "4stage"),
     ({"KILN_PIPELINE": "sync"}, "sync"),
     ({"KILN_PIPELINE": "2stage"}, "2stage"),
