@@ -2,6 +2,7 @@
 torch.utils.cpp_extension.load on the same add3 (when PyTorch is installed).
 
     chrt -r 10 .venv/bin/python bench/custom_op_bench.py [--runs 5] [--no-torch]
+    chrt -r 10 .venv/bin/python bench/custom_op_bench.py --calls-only --modes sync,2stage,4stage
 
 Every build starts from an empty cache folder; every "new process" number is measured inside a
 fresh interpreter (time of the call itself, printed by the child). Prints a Markdown table with
@@ -115,10 +116,13 @@ def per_call(fn, number=100_000, repeat=5):
     return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
 
 
-def call_overheads(cache):
+def call_overheads(cache, mode=None):
     import numpy as np
 
     import kiln
+
+    if mode is not None:
+        kiln.runtime.set_pipeline(mode)
 
     add3 = kiln.ops.CustomOpBuilder("cpu_add", [str(ADD3)], build_dir=cache).load().add3
     custom_add = kiln.ops.CustomOpBuilder("bench_add", [str(CUSTOM_ADD)], build_dir=cache).load().add
@@ -141,7 +145,14 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--no-torch", action="store_true")
+    parser.add_argument("--calls-only", action="store_true", help="only the per-call rows")
+    parser.add_argument("--modes", default="",
+                        help="per-call rows in these pipeline modes (comma-separated; default: "
+                             "the default mode)")
     args = parser.parse_args()
+    if args.calls_only:
+        print_call_overheads(private_tmp(), args.modes)
+        return
     try:
         import torch  # noqa: F401
 
@@ -182,12 +193,18 @@ def main():
     for name, samples in rows:
         print(f"| {name} | {summary(samples)} |")
 
-    calls = [call_overheads(cache) for _ in range(3)]
+    print_call_overheads(cache, args.modes)
+
+
+def print_call_overheads(cache, modes):
+    for mode in modes.split(",") if modes else [None]:
+        calls = [call_overheads(cache, mode) for _ in range(3)]
+        title = "per call, 16 float32 elements (3 runs x best of 5 x 100,000 calls)"
+        print(f"\n| {title}{f', {mode}' if mode else ''} | best / median |")
+        print("|---|---:|")
+        for name in calls[0]:
+            print(f"| {name} | {summary([c[name] for c in calls], 1e9, 'ns')} |")
     shutil.rmtree(cache)
-    print("\n| per call, 16 float32 elements (3 runs x best of 5 x 100,000 calls) | best / median |")
-    print("|---|---:|")
-    for name in calls[0]:
-        print(f"| {name} | {summary([c[name] for c in calls], 1e9, 'ns')} |")
 
 
 if __name__ == "__main__":
