@@ -30,6 +30,28 @@ void SignatureKey::add_scalar(const Scalar& value) {
   }
 }
 
+bool SignatureKey::is_constant_input(const Tensor& t) {
+  if (!t.defined()) return true;
+  const DType d = t.dtype();
+  return t.is_weak_scalar() && (d == DType::kBool || d == DType::kInt64 || d == DType::kFloat64);
+}
+
+void SignatureKey::add_input(const Tensor& t) {
+  if (!t.defined()) {
+    add(kNone);
+    return;
+  }
+  if (!is_constant_input(t)) {
+    add_tensor(t);
+    return;
+  }
+  switch (t.dtype()) {
+    case DType::kBool: add_scalar(Scalar(*t.data<bool>())); break;
+    case DType::kInt64: add_scalar(Scalar(*t.data<int64_t>())); break;
+    default: add_scalar(Scalar(*t.data<double>())); break;
+  }
+}
+
 size_t SignatureKey::hash() const {
   uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the words, then a final mix
   for (int64_t w : words_) {

@@ -32,6 +32,12 @@ class KILN_API SignatureKey {
   void add_tensor(DType dtype, const Shape& shape);
   /// kBool, kInt or kFloat and the value's bits (-0.0 and 0.0 differ; NaNs of one payload match).
   void add_scalar(const Scalar& value);
+  /// A call's tensor argument: kNone for an undefined tensor, its value for a constant input
+  /// (is_constant_input), else its dtype and shape.
+  void add_input(const Tensor& t);
+  /// True for the tensor arguments the jit treats as constants, traced by value: undefined
+  /// tensors and weak scalars (Python numbers, Tensor::scalar).
+  static bool is_constant_input(const Tensor& t);
   size_t hash() const;
   bool operator==(const SignatureKey& other) const { return words_ == other.words_; }
 

@@ -24,41 +24,16 @@ void validate(const JitOptions& options) {
          "dynamic=False each new input shape is traced and built once";
 }
 
-namespace {
-
-// Weak scalars (Python numbers, kiln::Tensor::scalar) and undefined tensors are constants:
-// traced by value.
-bool is_constant(const Tensor& t) {
-  if (!t.defined()) return true;
-  const DType d = t.dtype();
-  return t.is_weak_scalar() && (d == DType::kBool || d == DType::kInt64 || d == DType::kFloat64);
-}
-
-void add_to_key(SignatureKey& key, const Tensor& t) {
-  if (!t.defined()) {
-    key.add(SignatureKey::kNone);
-  } else if (is_constant(t)) {
-    switch (t.dtype()) {
-      case DType::kBool: key.add_scalar(Scalar(*t.data<bool>())); break;
-      case DType::kInt64: key.add_scalar(Scalar(*t.data<int64_t>())); break;
-      default: key.add_scalar(Scalar(*t.data<double>())); break;
-    }
-  } else {
-    key.add_tensor(t);
-  }
-}
-
-}  // namespace
-
 FuncGraphPtr trace(const TensorFn& fn, const std::vector<Tensor>& inputs, const std::string& name) {
   Trace trace(name);
   std::vector<Tensor> args;
   args.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
-    args.push_back(is_constant(t) ? t
-                                  : trace.add_input(TensorMeta(t.dtype(), t.shape()),
-                                                    "input" + std::to_string(i)));
+    args.push_back(SignatureKey::is_constant_input(t)
+                       ? t
+                       : trace.add_input(TensorMeta(t.dtype(), t.shape()),
+                                         "input" + std::to_string(i)));
   }
   return trace.finish(fn(args));
 }
@@ -90,7 +65,7 @@ std::vector<Tensor> JitFunction::operator()(const std::vector<Tensor>& inputs) c
   State& s = *state_;
   if (Trace::active()) return s.fn(inputs);  // part of the enclosing trace
   SignatureKey key;
-  for (const Tensor& t : inputs) add_to_key(key, t);
+  for (const Tensor& t : inputs) key.add_input(t);
   std::shared_ptr<const CacheEntry> entry = s.cache.find(key);
   if (entry == nullptr) {
     CacheEntry made;
@@ -100,7 +75,7 @@ std::vector<Tensor> JitFunction::operator()(const std::vector<Tensor>& inputs) c
   std::vector<Tensor> params;
   params.reserve(inputs.size());
   for (const Tensor& t : inputs) {
-    if (!is_constant(t)) params.push_back(t);
+    if (!SignatureKey::is_constant_input(t)) params.push_back(t);
   }
   std::vector<Tensor> outputs;
   entry->graph->run(params, &outputs);

@@ -1,8 +1,11 @@
 // The jit tests' backend plugin, built as a user builds one: "jit_plugin_backend" runs every node
 // and "jit_plugin_elementwise" only elementwise ones (the jit runs the rest on kiln_cpu); both
-// delegate Build and Run to the built-in "reference" backend.
+// delegate Build and Run to the built-in "reference" backend. "jit_plugin_failing" and
+// "jit_plugin_throwing" build like them but fail every Run, by status and by exception.
 #include <kiln/backend.h>
 #include <kiln/op.h>
+
+#include <stdexcept>
 
 namespace {
 
@@ -29,7 +32,25 @@ class ElementwiseBackend : public PluginBackend {
   }
 };
 
+class FailingBackend : public PluginBackend {
+ public:
+  kiln::RunningStatus Run(kiln::BackendGraphId, const std::vector<kiln::Tensor>&,
+                          std::vector<kiln::Tensor>*) override {
+    return kiln::RunningStatus::kRunningFailure;
+  }
+};
+
+class ThrowingBackend : public PluginBackend {
+ public:
+  kiln::RunningStatus Run(kiln::BackendGraphId, const std::vector<kiln::Tensor>&,
+                          std::vector<kiln::Tensor>*) override {
+    throw std::runtime_error("the accelerator caught fire");
+  }
+};
+
 }  // namespace
 
 KILN_REGISTER_BACKEND("jit_plugin_backend", PluginBackend);
 KILN_REGISTER_BACKEND("jit_plugin_elementwise", ElementwiseBackend);
+KILN_REGISTER_BACKEND("jit_plugin_failing", FailingBackend);
+KILN_REGISTER_BACKEND("jit_plugin_throwing", ThrowingBackend);
