@@ -6,6 +6,8 @@ backend, failing backends, bad options)."""
 import collections
 import random
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -14,7 +16,7 @@ import kiln
 from kiln import mint
 from kiln.jit import CacheInfo
 
-from conftest import assert_close, raises
+from conftest import REPO_DIR, assert_close, raises
 
 BACKENDS = ["reference", "kiln_cpu", "jit_plugin_backend", "jit_plugin_elementwise"]
 
@@ -430,3 +432,16 @@ def test_graph_module_registers_and_lists_backends(tmp_path):
     (tmp_path / "text.so").write_text("not a library")
     with raises(kiln.KilnValueError, match="not a shared library"):
         kiln.graph.register_custom_backend("x", tmp_path / "text.so")
+
+
+def test_the_custom_backend_examples_run():
+    """examples/custom_backend/run.py (part of make demo): both plugins built with CMake,
+    registered, and run beside kiln_cpu, results checked against eager inside."""
+    done = subprocess.run([sys.executable, str(REPO_DIR / "examples" / "custom_backend" / "run.py")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert out.count('[my_custom_backend] Build graph "sine"') == 1
+    assert out.count("[my_custom_backend] Run id") == 2
+    assert '[elementwise_backend] Build graph "mlp.part1": Add Relu Mul' in out
+    assert "01_part0_kiln_cpu" in out and "MatMul" in out
