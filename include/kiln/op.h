@@ -298,6 +298,10 @@ class KILN_API Dispatcher {
 KILN_API Dispatcher* current_dispatcher();
 /// Installs a dispatcher (must outlive its use); returns the previous one.
 KILN_API Dispatcher* set_dispatcher(Dispatcher* dispatcher);
+/// Installs a dispatcher for the calling thread only, in front of the process-wide one (null
+/// removes it); returns the thread's previous one, or null. The jit's tracer uses it, so that the
+/// ops a traced function calls become graph nodes while other threads keep running eagerly.
+KILN_API Dispatcher* set_thread_dispatcher(Dispatcher* dispatcher);
 
 /// Runs `op` eagerly through the current dispatcher. Errors carry the op's name and input types.
 /// `op` must stay alive until the call has run (registered ops do: unregistering one waits for

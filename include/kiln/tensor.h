@@ -90,6 +90,8 @@ struct KILN_API TensorImpl {
   /// the failure, the tensor is healthy again. A failure already recorded stays unless it was
   /// transient and raised.
   void set_failure(std::shared_ptr<const OpFailure> failure, bool transient = false);
+  /// Records `base`'s live failure, transient or not, on this tensor (a view of `base`).
+  void inherit_failure(const TensorImpl& base);
 
  private:
   struct FailureLink {

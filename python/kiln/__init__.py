@@ -15,6 +15,8 @@ from . import _tensor  # noqa: F401  (installs Python-level Tensor methods)
 from . import _indexing  # noqa: F401  (installs Tensor.__getitem__ / __setitem__)
 from . import mint  # noqa: F401
 from . import runtime  # noqa: F401
+from . import graph  # noqa: F401
+from .jit import jit  # noqa: F401  (kiln.jit is the decorator; its module is kiln/jit.py)
 from ._C import Tensor, dtype, from_numpy, promote_types, tensor  # noqa: F401
 from ._C.mint import from_dlpack, manual_seed  # noqa: F401
 

@@ -7,6 +7,8 @@ Tensor = _C.Tensor
 
 
 def _repr(self):
+    if _C.jit.is_tracer(self):  # printing inside a jitted function: no data to show
+        return f"Tracer({self.dtype!r}{list(self.shape)})"
     values = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
     return f"tensor({values}, dtype={self.dtype!r})"
 

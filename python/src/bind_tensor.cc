@@ -29,7 +29,14 @@ Shape shape_from_args(const nb::args& args) {
   return nb::cast<Shape>(args);
 }
 
+// A failed tensor, or a value traced by kiln.jit, raises why before any count of its elements
+// could complain about something else.
+void raise_if_failed(const Tensor& t) {
+  if (const std::shared_ptr<const OpFailure> failure = t.impl()->failure()) failure->raise();
+}
+
 nb::object item(const Tensor& t) {
+  raise_if_failed(t);
   KILN_CHECK_VALUE(t.numel() == 1) << "item(): expected a tensor with one element, got "
                                    << type_str(t);
   const Tensor one = t.reshape({1});
@@ -80,11 +87,14 @@ void bind_tensor(nb::module_& m) {
            })
       .def("item", &item, "The single element as a Python number.")
       .def("__bool__", [](const Tensor& t) {
+             raise_if_failed(t);
              KILN_CHECK_VALUE(t.numel() == 1)
                  << "the truth value of a tensor with " << t.numel()
                  << " elements is ambiguous; use kiln.mint.any/all or compare element by element";
              return nb::cast<bool>(nb::bool_(item(t)));
            })
+      .def("__float__", [](const Tensor& t) { return nb::float_(item(t)); })
+      .def("__int__", [](const Tensor& t) { return nb::int_(item(t)); })
       .def("numpy", &tensor_to_numpy,
            "A NumPy array sharing this tensor's memory (bfloat16 converts to a float32 copy).")
       .def("view", [](const Tensor& t, nb::args shape) { return t.view(shape_from_args(shape)); })

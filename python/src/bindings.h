@@ -12,6 +12,7 @@ void bind_tensor(nanobind::module_& m);
 void bind_tensor_operators(nanobind::module_& m);
 void bind_ops_registry(nanobind::module_& m);
 void bind_runtime(nanobind::module_& m);
+void bind_jit(nanobind::module_& m);
 void bind_mint_elementwise(nanobind::module_& mint);
 void bind_mint_reduce(nanobind::module_& mint);
 void bind_mint_nn(nanobind::module_& mint);

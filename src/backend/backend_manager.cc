@@ -128,29 +128,30 @@ void BackendManager::Run(const std::string& backend, BackendGraphId id,
                          const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) {
   KILN_CHECK_VALUE(outputs != nullptr) << "backend '" << backend << "': Run needs an output vector";
   BackendBase* b = Get(backend);
-  std::string graph;
-  {
+  // How errors name the graph; made only for an error (Run is on every jitted call's path).
+  const auto graph = [&] {
     std::lock_guard<std::mutex> lock(state_->mutex);
     auto it = state_->graph_names.find({backend, id});
-    graph = it != state_->graph_names.end()
-                ? "graph \"" + it->second + "\" (id " + std::to_string(id) + ")"
-                : "graph id " + std::to_string(id);
-  }
+    return it != state_->graph_names.end()
+               ? "graph \"" + it->second + "\" (id " + std::to_string(id) + ")"
+               : "graph id " + std::to_string(id);
+  };
   RunningStatus status = RunningStatus::kRunningFailure;
   try {
     status = b->Run(id, inputs, outputs);
   } catch (Error& e) {
-    e.add_context("in backend '" + backend + "' running " + graph);
+    e.add_context("in backend '" + backend + "' running " + graph());
     throw;
   } catch (const std::exception& e) {
-    KILN_FAIL(kGeneric) << "backend '" << backend << "' failed running " << graph << ": "
+    KILN_FAIL(kGeneric) << "backend '" << backend << "' failed running " << graph() << ": "
                         << e.what();
   } catch (...) {
-    KILN_FAIL(kGeneric) << "backend '" << backend << "' failed running " << graph
+    KILN_FAIL(kGeneric) << "backend '" << backend << "' failed running " << graph()
                         << ": an unknown exception";
   }
   KILN_CHECK(status == RunningStatus::kRunningSuccess)
-      << "backend '" << backend << "' failed running " << graph << ": Run returned kRunningFailure";
+      << "backend '" << backend << "' failed running " << graph()
+      << ": Run returned kRunningFailure";
 }
 
 void BackendManager::ClearGraph(const std::string& backend, BackendGraphId id) {

@@ -15,6 +15,9 @@ std::shared_ptr<TensorImpl> make_view(const Tensor& base, Shape shape, Shape str
   impl->strides = std::move(strides);
   impl->offset = offset;
   impl->storage = base.storage();
+  // A view of a failed tensor is failed too, so reading it raises the cause instead of reading
+  // memory that was never written (a value being traced by the jit is such a tensor).
+  impl->inherit_failure(*base.impl());
   return impl;
 }
 
@@ -211,6 +214,13 @@ void TensorImpl::set_failure(std::shared_ptr<const OpFailure> failure, bool tran
     link->previous = current;
   } while (!failure_.compare_exchange_weak(current, link, std::memory_order_acq_rel,
                                            std::memory_order_acquire));
+}
+
+void TensorImpl::inherit_failure(const TensorImpl& base) {
+  const FailureLink* link = base.failure_.load(std::memory_order_acquire);
+  if (link == nullptr) return;
+  if (link->transient && link->failure->raised.load(std::memory_order_acquire)) return;
+  set_failure(link->failure, link->transient);
 }
 
 void OpFailure::raise() const {

@@ -16,7 +16,9 @@ namespace kiln {
 // The built-in SyncDispatcher runs them in a row (run_op_sync). The runtime's pipeline runs them
 // as its FrontendTask, DeviceTask and LaunchTask on worker threads, handing the caller tensors
 // whose metadata plan_op fills later (OpCall::results made beforehand). plan_op reads metadata
-// only, never data, so it may run before the kernels that compute its inputs.
+// only, never data, so it may run before the kernels that compute its inputs. A thread may put
+// its own dispatcher in front of the process-wide one (set_thread_dispatcher): the jit's tracer
+// records the calls of a traced function as graph nodes instead of running them.
 //
 // A bound call (call_bound_kernel: a custom op's OpRunner) brings its own kernel object and its
 // outputs, already described by the code that made them, which plays the FrontendTask's part. So
@@ -37,6 +39,7 @@ class SyncDispatcher final : public Dispatcher {
 
 SyncDispatcher g_sync_dispatcher;
 std::atomic<Dispatcher*> g_dispatcher{&g_sync_dispatcher};
+thread_local Dispatcher* t_dispatcher = nullptr;  // set_thread_dispatcher
 
 // Runs one step of `call`, adding the op call to any error it raises.
 template <typename Step>
@@ -131,7 +134,16 @@ BoundKernel::~BoundKernel() = default;
 
 Dispatcher::~Dispatcher() = default;
 
-Dispatcher* current_dispatcher() { return g_dispatcher.load(std::memory_order_acquire); }
+Dispatcher* current_dispatcher() {
+  if (Dispatcher* d = t_dispatcher; __builtin_expect(d != nullptr, 0)) return d;
+  return g_dispatcher.load(std::memory_order_acquire);
+}
+
+Dispatcher* set_thread_dispatcher(Dispatcher* dispatcher) {
+  Dispatcher* previous = t_dispatcher;
+  t_dispatcher = dispatcher;
+  return previous;
+}
 
 Dispatcher* set_dispatcher(Dispatcher* dispatcher) {
   KILN_CHECK(dispatcher != nullptr) << "set_dispatcher: expected a dispatcher, got null";

@@ -1,4 +1,5 @@
-// View primitives: Reshape, Transpose, Permute, Expand, Squeeze, Unsqueeze, Flatten, Contiguous.
+// View primitives: Reshape, Transpose, Permute, Expand, Squeeze, Unsqueeze, Flatten, Contiguous,
+// AsStrided.
 //
 // See Note [View ops]: eagerly each returns a view sharing its input's storage (through the Tensor
 // methods in src/core/tensor.cc); in graphs each is an ordinary primitive whose CPU kernel writes a
@@ -64,6 +65,45 @@ Tensor do_flatten(const Tensor& x, const Attrs& a) {
   return x.try_view(flatten_shape(x.shape(), a.get<int64_t>("start_dim"), a.get<int64_t>("end_dim")));
 }
 Tensor do_contiguous(const Tensor& x, const Attrs&) { return x.is_contiguous() ? x : Tensor(); }
+
+// AsStrided reads its input as the row-major sequence of its elements, whatever its layout, so
+// that the graph primitive means the same on every backend: element (i0, i1, ...) of the result
+// is element offset + i0 * stride[0] + i1 * stride[1] + ... of that sequence. The jit records a
+// view made by a Tensor method (x.T, x[1:], x.select(0, 2)) of a traced value this way.
+MetaList infer_as_strided(const InferContext& ctx) {
+  const TensorMeta& x = ctx.input(0);
+  const Shape size = ctx.attrs.get<std::vector<int64_t>>("size");
+  const Shape stride = ctx.attrs.get<std::vector<int64_t>>("stride");
+  const int64_t offset = ctx.attrs.get<int64_t>("offset");
+  KILN_CHECK_SHAPE(size.size() == stride.size())
+      << "AsStrided: expected as many strides as sizes, got size " << shape_str(size)
+      << " and stride " << shape_str(stride);
+  int64_t last = offset;
+  bool empty = false;
+  for (size_t d = 0; d < size.size(); ++d) {
+    KILN_CHECK_SHAPE(size[d] >= 0 && stride[d] >= 0)
+        << "AsStrided: expected non-negative sizes and strides, got size " << shape_str(size)
+        << " and stride " << shape_str(stride);
+    empty = empty || size[d] == 0;
+    if (size[d] > 0) last += (size[d] - 1) * stride[d];
+  }
+  KILN_CHECK_SHAPE(offset >= 0 && (empty || last < x.numel()))
+      << "AsStrided: size " << shape_str(size) << ", stride " << shape_str(stride)
+      << " and offset " << offset << " reach element " << last << " of an input with "
+      << x.numel() << " elements";
+  return MetaList{{x.dtype, size}};
+}
+
+Tensor do_as_strided(const Tensor& x, const Attrs& a) {
+  if (!x.is_contiguous()) return Tensor();
+  return x.as_strided(a.get<std::vector<int64_t>>("size"), a.get<std::vector<int64_t>>("stride"),
+                      x.storage_offset() + a.get<int64_t>("offset"));
+}
+
+void as_strided_kernel(KernelContext& ctx) {
+  const Tensor x = ctx.inputs[0].contiguous();
+  copy_into(ctx.outputs[0], do_as_strided(x, ctx.attrs));
+}
 
 InferFn infer_with(ViewMethod method) {
   return [method](const InferContext& ctx) { return infer_view(ctx, method); };
@@ -134,7 +174,23 @@ KILN_REGISTER_OP(OpDef("Contiguous")
                      .view(view_fn(do_contiguous))
                      .kernel(DeviceType::kCPU, copy_in_order));
 
+KILN_REGISTER_OP(OpDef("AsStrided")
+                     .input("x")
+                     .attr("size", AttrKind::kInts)
+                     .attr("stride", AttrKind::kInts)
+                     .attr("offset", AttrKind::kInt, AttrValue{int64_t{0}})
+                     .doc("a strided view of x's elements in row-major order: element i of the "
+                          "result is element offset + sum(i[d] * stride[d]) of x")
+                     .infer(infer_as_strided)
+                     .view(view_fn(do_as_strided))
+                     .kernel(DeviceType::kCPU, as_strided_kernel));
+
 }  // namespace
+
+Tensor as_strided(const Tensor& x, const Shape& size, const Shape& stride, int64_t offset) {
+  static const OpDefPtr op = OpRegistry::Instance().get("AsStrided");
+  return call_op(*op, {x}, {{"size", size}, {"stride", stride}, {"offset", offset}})[0];
+}
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
   static const OpDefPtr op = OpRegistry::Instance().get("Reshape");

@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -106,3 +107,42 @@ def example_ops_builder(extension_cache):
 @pytest.fixture(scope="session")
 def example_ops(example_ops_builder):
     return example_ops_builder.load()
+
+
+REPO_DIR = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def build_plugin(tmp_path_factory):
+    """Builds a plugin the way a user does -- CMake, find_package(Kiln), kiln_add_plugin -- and
+    returns the path of lib<name>.so. Usage: build_plugin("name", [source, ...])."""
+    def build(name, sources):
+        folder = tmp_path_factory.mktemp(name)
+        listed = " ".join(f'"{Path(s).resolve()}"' for s in sources)
+        (folder / "CMakeLists.txt").write_text(
+            "cmake_minimum_required(VERSION 3.18)\n"
+            f"project({name} LANGUAGES CXX)\n"
+            "find_package(Kiln REQUIRED)\n"
+            f"kiln_add_plugin({name} SOURCES {listed})\n")
+        build_dir = folder / "build"
+        for command in (["cmake", "-S", str(folder), "-B", str(build_dir), "-G", "Ninja",
+                         "-DCMAKE_BUILD_TYPE=Release", f"-DKiln_DIR={kiln.get_cmake_dir()}"],
+                        ["cmake", "--build", str(build_dir)]):
+            done = subprocess.run(command, capture_output=True, text=True)
+            assert done.returncode == 0, done.stdout + done.stderr
+        return build_dir / f"lib{name}.so"
+    return build
+
+
+@pytest.fixture(scope="session")
+def jit_test_backends(build_plugin):
+    """The jit's test backends (tests/cpp/jit/plugins/jit_test_backends.cc), registered:
+    jit_plugin_backend, jit_plugin_elementwise, jit_plugin_failing, jit_plugin_throwing."""
+    path = build_plugin("jit_test_backends",
+                        [REPO_DIR / "tests" / "cpp" / "jit" / "plugins" / "jit_test_backends.cc"])
+    names = ["jit_plugin_backend", "jit_plugin_elementwise", "jit_plugin_failing",
+             "jit_plugin_throwing"]
+    for name in names:
+        if name not in kiln.graph.list_backends():
+            kiln.graph.register_custom_backend(name, path)
+    return names

@@ -1,7 +1,8 @@
 // Shape and indexing ops (part of kiln/functional.h).
 //
-// reshape, transpose, permute, expand, squeeze, unsqueeze and flatten return views in eager mode
-// (as the Tensor methods do) and are primitives in graphs. The rest copy.
+// reshape, transpose, permute, expand, squeeze, unsqueeze, flatten and as_strided (of a contiguous
+// tensor) return views in eager mode (as the Tensor methods do) and are primitives in graphs. The
+// rest copy.
 #pragma once
 
 #include <optional>
@@ -23,6 +24,10 @@ KILN_API Tensor squeeze(const Tensor& x, std::optional<int64_t> dim = std::nullo
 KILN_API Tensor unsqueeze(const Tensor& x, int64_t dim);
 KILN_API Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
 KILN_API Tensor contiguous(const Tensor& x);
+/// Elements offset + sum(i[d] * stride[d]) of x's row-major element sequence (a view when x is
+/// contiguous). The jit records views made by Tensor methods of traced values with it.
+KILN_API Tensor as_strided(const Tensor& x, const Shape& size, const Shape& stride,
+                           int64_t offset = 0);
 
 /// Joins tensors (promoted to a common dtype) along an existing / a new dimension.
 KILN_API Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);

@@ -192,5 +192,25 @@ TEST(Tensor, ScalarIsWeakZeroDim) {
   EXPECT_EQ(Tensor::scalar(Scalar(int64_t{3})).dtype(), DType::kInt64);
 }
 
+TEST(Tensor, ViewsOfAFailedTensorCarryItsFailure) {
+  const Tensor base = iota({2, 3});
+  auto failure = std::make_shared<OpFailure>(
+      std::make_exception_ptr(Error(ErrorKind::kValue, "the op that wrote base failed")));
+  base.impl()->set_failure(failure);
+  for (const Tensor& view : {base.transpose(0, 1), base.select(0, 1), base.view({6})}) {
+    EXPECT_EQ(view.impl()->failure(), failure);
+  }
+  // A transient failure (an out= tensor) is inherited only until a sync point raised it.
+  const Tensor out = iota({4});
+  auto transient = std::make_shared<OpFailure>(
+      std::make_exception_ptr(Error(ErrorKind::kValue, "writing out failed")));
+  out.impl()->set_failure(transient, /*transient=*/true);
+  const Tensor early = out.slice(0, 1, 3);
+  EXPECT_THROW(transient->raise(), Error);
+  EXPECT_EQ(early.impl()->failure(), nullptr);  // raised: healthy again, as out itself
+  EXPECT_EQ(out.slice(0, 0, 2).impl()->failure(), nullptr);
+  EXPECT_EQ(iota({2}).select(0, 0).impl()->failure(), nullptr);
+}
+
 }  // namespace
 }  // namespace kiln

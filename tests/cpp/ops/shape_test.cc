@@ -87,6 +87,25 @@ TEST(ShapeViews, KernelCopiesNonContiguousInput_ForReshape) {
   EXPECT_EQ(values(out)[1], 4.0f);
 }
 
+TEST(AsStrided, ViewsAContiguousInput_AndReadsOthersInRowMajorOrder) {
+  const Tensor x = iota({3, 4});
+  const Tensor view = as_strided(x.slice(0, 1, 3), {4, 2}, {1, 4});  // relative to the slice
+  EXPECT_EQ(view.storage(), x.storage());
+  EXPECT_EQ(values(view), (std::vector<float>{4, 8, 5, 9, 6, 10, 7, 11}));
+  // A transposed input is read as its row-major elements: 0 4 8 1 5 9 ...
+  const Tensor xt = transpose(x, 0, 1);
+  const Tensor copied = as_strided(xt, {2, 2}, {3, 1}, 1);
+  EXPECT_NE(copied.storage(), x.storage());
+  EXPECT_EQ(values(copied), (std::vector<float>{4, 8, 5, 9}));
+  Tensor out = Tensor::empty({2, 2});  // the kernel (graph mode) on a contiguous input
+  call_op("AsStrided", {x}, {{"size", Shape{2, 2}}, {"stride", Shape{0, 2}}}, {out});
+  EXPECT_EQ(values(out), (std::vector<float>{0, 2, 0, 2}));
+  expect_error([&] { as_strided(x, {2, 2}, {6, 1}, 5); }, ErrorKind::kShape,
+               "reach element 12 of an input with 12 elements");
+  expect_error([&] { as_strided(x, {2}, {1, 1}); }, ErrorKind::kShape, "as many strides");
+  EXPECT_EQ(as_strided(x, {0, 5}, {100, 100}, 0).numel(), 0);
+}
+
 TEST(ShapeViews, ReportBadArguments_WithTheOpName) {
   const Tensor x = iota({2, 3});
   expect_error([&] { reshape(x, {4, 2}); }, ErrorKind::kShape, "in Reshape(float32[2, 3])");

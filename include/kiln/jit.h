@@ -1,0 +1,125 @@
+// The jit: turns a function of tensors into a graph that a backend builds once and runs on every
+// later call with inputs of the same dtypes and shapes.
+//
+//   #include <kiln/jit.h>
+//   kiln::JitOptions options;
+//   options.backend = "kiln_cpu";                       // any registered backend (kiln/backend.h)
+//   kiln::JitFunction f = kiln::jit(
+//       [](const std::vector<kiln::Tensor>& in) {
+//         return std::vector<kiln::Tensor>{kiln::sin(in[0]) + in[1] * 2.0};
+//       },
+//       options, "f");
+//   std::vector<kiln::Tensor> out = f({x, y});         // traced, built, run
+//   out = f({x2, y2});                                  // same dtypes and shapes: runs the build
+//   std::string ir = f.graph({x, y});                   // the traced graph as IR text
+//
+// Tracing runs the function once per new input signature, on *tracers*: tensors with a dtype and
+// a shape but no data. Every op it calls (kiln::sin, an operator, a custom op registered with
+// m.def_op) becomes a node of a kiln::FuncGraph instead of running. Reading a tracer's data
+// (data<T>(), or item()/numpy()/float() in Python) throws kiln::Error (kType): values exist only
+// when the graph runs, so control flow that depends on them cannot be traced; kiln::where selects
+// between values instead. Views made with Tensor's methods (transpose, slice, select) are recorded
+// as Reshape, Permute or AsStrided nodes. Tensors the function reads from elsewhere (weights) are
+// constants of the graph: it sees in-place updates of them, not a new tensor put in their place
+// (clear_cache() then). Inputs that are weak scalars (kiln::Tensor::scalar, Python numbers) and
+// undefined tensors are constants too, and part of the cache key. A custom op that runs an
+// OpRunner cannot be traced (the error says to register it with m.def_op). A jitted function
+// called while another is being traced runs inline, as part of the outer graph.
+//
+// The pipeline after tracing: ir::verify; the frontend passes (none yet); partitioning, when the
+// backend's Supports declines nodes (those parts run on "kiln_cpu"); BackendManager::Build of each
+// part. Dumps (JitOptions::dump_ir or $KILN_DUMP_IR): the graph after tracing and each graph
+// handed to a backend, as .kir text, .dot and .svg (when Graphviz is installed).
+//
+// Thread-safety: a JitFunction may be called from several threads at once (its cache is locked;
+// two threads missing on one signature may both build it); the callable must allow that too.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/export.h"
+#include "kiln/ir.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+/// How a function is compiled: what @kiln.jit takes in Python.
+struct JitOptions {
+  /// A registered backend (kiln::list_backends()); an unknown name fails at the first call, with
+  /// the registered names.
+  std::string backend = "kiln_cpu";
+  /// "O0", "O1" or "O2"; passed to the backend (BackendJitConfig::jit_level).
+  std::string jit_level = "O1";
+  /// "trace", the only mode.
+  std::string capture_mode = "trace";
+  /// Shape-generic graphs: not supported (kNotImplemented); each new shape is traced again.
+  bool dynamic = false;
+  /// Kiln always captures the whole function or fails (no graph breaks), so true and false
+  /// behave alike.
+  bool fullgraph = false;
+  /// A folder for IR dumps; empty: $KILN_DUMP_IR when set, else no dumps.
+  std::string dump_ir;
+  /// Extra options for the backend (BackendJitConfig::options).
+  std::map<std::string, std::string> options;
+};
+
+/// Checks `options` (capture_mode, jit_level, dynamic); throws kValue or kNotImplemented.
+KILN_API void validate(const JitOptions& options);
+
+/// A function from tensors to tensors, as the jit traces it.
+using TensorFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+/// Counters of a jitted function's cache of built graphs.
+struct JitCacheInfo {
+  uint64_t hits = 0;    // calls that ran a graph built before
+  uint64_t misses = 0;  // calls that traced and built a graph
+  size_t size = 0;      // built graphs kept now
+};
+
+/// A jitted function: `fn` plus its cache of built graphs, keyed by the inputs' dtypes and
+/// shapes and the values of constant inputs (backend and options are fixed per JitFunction).
+/// Copies share the cache.
+class KILN_API JitFunction {
+ public:
+  /// Throws what validate(options) throws.
+  JitFunction(TensorFn fn, JitOptions options = {}, std::string name = "jit");
+
+  /// Runs the graph built for these inputs' signature, tracing and building it first on a miss.
+  /// Errors of tracing, of the build and of the backend's Run (naming the backend and the graph)
+  /// propagate as kiln::Error. While another function is traced on this thread, calls `fn`
+  /// directly (it becomes part of that trace).
+  std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const;
+  /// The graph `fn` gives for these inputs, as traced (IR text; kiln::ir::parse reads it).
+  std::string graph(const std::vector<Tensor>& inputs) const;
+  JitCacheInfo cache_info() const;
+  /// Forgets every built graph (the backends free them).
+  void clear_cache() const;
+  const JitOptions& options() const;
+  const std::string& name() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+/// JitFunction(fn, options, name).
+KILN_API JitFunction jit(TensorFn fn, JitOptions options = {}, std::string name = "jit");
+
+/// Traces `fn` on tracers for `inputs` (their dtypes and shapes; weak scalars and undefined
+/// tensors are passed through as constants) into a graph named `name`, whose parameters are
+/// "input0", "input1", ... for the tensor inputs. Throws what `fn` throws; kValue when this
+/// thread is already tracing.
+KILN_API FuncGraphPtr trace(const TensorFn& fn, const std::vector<Tensor>& inputs,
+                            const std::string& name = "graph");
+
+/// True while this thread traces a function.
+KILN_API bool is_tracing();
+/// True when `t` is a tracer (or a view of one) of the trace running on this thread.
+KILN_API bool is_tracer(const Tensor& t);
+
+}  // namespace kiln

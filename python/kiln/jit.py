@@ -1,0 +1,116 @@
+"""kiln.jit: compile a function of tensors into a graph that a backend builds once and runs.
+
+    @kiln.jit
+    def f(x, y, scale=2.0):
+        return kiln.mint.sin(x) + y * scale
+
+    @kiln.jit(backend="my_custom_backend")       # any name in kiln.graph.list_backends()
+    def g(x):
+        return kiln.mint.softmax(x @ x.T, dim=-1)
+
+    f(x, y)                  # traced, built and run
+    f(x2, y2)                # same dtypes and shapes: runs the built graph
+    f.graph(x, y)            # the traced graph as IR text
+    f.cache_info()           # CacheInfo(hits=1, misses=1, size=1)
+
+The first call with a new *signature* runs the function once on tracers -- tensors with a dtype
+and a shape but no data -- and records every op it calls (``kiln.mint``, Tensor operators and
+methods, custom ops registered with ``m.def_op``) as a graph, which the backend then builds. The
+signature is the dtypes and shapes of the tensor arguments, the values of everything else (Python
+numbers, strings, None, other objects by equality or identity) and the layout of tuples, lists
+and dicts of them; any argument may be such a nesting, and so may the result. Functions defined
+in a class work as methods (``self`` is a constant of the signature).
+
+Because tracers have no data, Python control flow on their values cannot be traced: ``if t > 0:``,
+``float(t)``, ``t.item()`` or ``t.numpy()`` raise a KilnError that names the file and line and
+suggests ``kiln.mint.where``. Tensors the function reads from elsewhere (globals, attributes of
+``self``) are constants of the graph: it sees in-place updates of them, not a new tensor put in
+their place (call ``clear_cache()`` then). An unknown backend is a KilnError at the first call,
+listing the registered ones. ``dump_ir="dir"`` (or ``KILN_DUMP_IR=dir``) writes the IR after
+tracing and each graph handed to a backend (.kir text, .dot, and .svg when Graphviz is present).
+Extra keyword options go to the backend as text (kiln/backend.h, ``BackendJitConfig.options``).
+"""
+
+import collections
+import functools
+import inspect
+import os
+import traceback
+import types
+
+from . import _C
+from .errors import KilnError
+
+__all__ = ["jit", "JitFunction", "CacheInfo"]
+
+CacheInfo = collections.namedtuple("CacheInfo", ["hits", "misses", "size"])
+
+_KILN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_NO_DATA = _C.jit.TRACED_VALUE_HAS_NO_DATA
+
+
+def jit(fn=None, *, backend="kiln_cpu", jit_level="O1", capture_mode="trace", dynamic=False,
+        fullgraph=False, dump_ir=None, **options):
+    """Compiles ``fn`` (see the module's documentation); usable as ``@kiln.jit`` and
+    ``@kiln.jit(backend=...)``."""
+    def wrap(f):
+        return JitFunction(f, backend=backend, jit_level=jit_level, capture_mode=capture_mode,
+                           dynamic=dynamic, fullgraph=fullgraph, dump_ir=dump_ir, **options)
+
+    return wrap if fn is None else wrap(fn)
+
+
+class JitFunction(_C.jit.JitFunction):
+    """A jitted function: call it like the function it wraps."""
+
+    def __init__(self, fn, *, backend="kiln_cpu", jit_level="O1", capture_mode="trace",
+                 dynamic=False, fullgraph=False, dump_ir=None, **options):
+        if not callable(fn):
+            raise TypeError(f"kiln.jit: expected a callable, got {type(fn).__name__}")
+        super().__init__(fn, _call_traced, _parameter_names(fn),
+                         getattr(fn, "__qualname__", getattr(fn, "__name__", "jit")), backend,
+                         jit_level, capture_mode, bool(dynamic), bool(fullgraph),
+                         os.fspath(dump_ir) if dump_ir is not None else "",
+                         {str(k): str(v) for k, v in options.items()})
+        functools.update_wrapper(self, fn)
+
+    def __get__(self, obj, objtype=None):
+        # A method: calls pass the instance first, as a plain function's would get it.
+        return self if obj is None else types.MethodType(self, obj)
+
+    def cache_info(self):
+        """CacheInfo(hits, misses, size) of the built graphs."""
+        return CacheInfo(*self._cache_info())
+
+    def __repr__(self):
+        return f"<kiln.jit of {self.__qualname__} on backend {self.backend!r}>"
+
+
+def _parameter_names(fn):
+    """Names of fn's positional parameters, for the graph's parameter names."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p.name for p in parameters if p.kind in kinds]
+
+
+def _call_traced(fn, args, kwargs):
+    """Runs fn on tracers; a read of a traced value's data gets the user's file and line."""
+    try:
+        return fn(*args, **kwargs)
+    except KilnError as e:
+        if _NO_DATA not in str(e):
+            raise
+        raise type(e)(_located(e)).with_traceback(e.__traceback__) from None
+
+
+def _located(error):
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if not os.path.abspath(f.filename).startswith(_KILN_DIR)]
+    if not frames:
+        return str(error)
+    where = frames[-1]
+    return (f"data-dependent control flow on a traced value at {where.filename}:{where.lineno} "
+            f"(in {where.name}): `{(where.line or '').strip()}`\n{error}")

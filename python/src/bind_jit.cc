@@ -1,0 +1,368 @@
+// kiln._C.jit: the object behind kiln.jit (python/kiln/jit.py subclasses JitFunction).
+//
+// A call walks the arguments once in C++: kiln.Tensor values become graph inputs (their dtype and
+// shape go into the signature), Python numbers, None, strings and any other objects become
+// constants (their value, or an interned token, goes into the signature), tuples, lists, dicts
+// and namedtuples are walked into (their kind and length go into the signature). A hit runs the
+// built graph and rebuilds the function's result from the graph's outputs with the output tree
+// kept beside it; only a miss calls Python code (the function itself, on tracers).
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+#include "jit/graph_cache.h"
+#include "jit/trace.h"
+#include "kiln/jit.h"
+
+namespace kiln::py {
+namespace nb = nanobind;
+using namespace nb::literals;
+using jit_detail::CacheEntry;
+using jit_detail::CompiledGraph;
+using jit_detail::SignatureKey;
+using jit_detail::Trace;
+
+namespace {
+
+// Signature words of the Python front end (after the core's tensor and scalar tags).
+enum Tag : int64_t {
+  kTuple = SignatureKey::kFrontEndTags,
+  kList,
+  kDict,
+  kNamedTuple,
+  kToken,
+};
+
+const Tensor* as_tensor(PyObject* o) {
+  static PyTypeObject* tensor_type = reinterpret_cast<PyTypeObject*>(nb::type<Tensor>().ptr());
+  if (Py_TYPE(o) != tensor_type && !PyType_IsSubtype(Py_TYPE(o), tensor_type)) return nullptr;
+  return nb::inst_ptr<Tensor>(o);
+}
+
+bool is_namedtuple(PyObject* o) {
+  return PyTuple_Check(o) && !PyTuple_CheckExact(o) &&
+         PyObject_HasAttrString(reinterpret_cast<PyObject*>(Py_TYPE(o)), "_fields");
+}
+
+// How to rebuild the function's result from the graph's outputs.
+struct OutputTree {
+  enum class Kind : uint8_t { kTensor, kConstant, kTuple, kList, kDict, kNamedTuple };
+  Kind kind = Kind::kConstant;
+  size_t index = 0;    // kTensor: which output
+  nb::object object;   // kConstant: the value; kDict: the keys (a tuple); kNamedTuple: the type
+  std::vector<OutputTree> children;
+};
+
+OutputTree output_tree(nb::handle result, std::vector<Tensor>& outputs) {
+  PyObject* o = result.ptr();
+  OutputTree tree;
+  if (const Tensor* t = as_tensor(o)) {
+    tree.kind = OutputTree::Kind::kTensor;
+    tree.index = outputs.size();
+    outputs.push_back(*t);
+    return tree;
+  }
+  if (PyTuple_CheckExact(o) || PyList_CheckExact(o) || is_namedtuple(o)) {
+    tree.kind = PyList_CheckExact(o)    ? OutputTree::Kind::kList
+                : PyTuple_CheckExact(o) ? OutputTree::Kind::kTuple
+                                        : OutputTree::Kind::kNamedTuple;
+    if (tree.kind == OutputTree::Kind::kNamedTuple) tree.object = nb::borrow(result.type());
+    for (nb::handle item : result) tree.children.push_back(output_tree(item, outputs));
+    return tree;
+  }
+  if (PyDict_CheckExact(o)) {
+    tree.kind = OutputTree::Kind::kDict;
+    nb::dict d = nb::borrow<nb::dict>(result);
+    nb::list keys;
+    for (auto [key, value] : d) {
+      keys.append(key);
+      tree.children.push_back(output_tree(value, outputs));
+    }
+    tree.object = nb::tuple(keys);
+    return tree;
+  }
+  tree.object = nb::borrow(result);
+  return tree;
+}
+
+nb::object rebuild(const OutputTree& tree, std::vector<Tensor>& outputs) {
+  switch (tree.kind) {
+    case OutputTree::Kind::kTensor: return nb::cast(std::move(outputs[tree.index]));
+    case OutputTree::Kind::kConstant: return tree.object;
+    case OutputTree::Kind::kDict: {
+      nb::dict d;
+      for (size_t i = 0; i < tree.children.size(); ++i) {
+        d[tree.object[i]] = rebuild(tree.children[i], outputs);
+      }
+      return std::move(d);
+    }
+    default: break;
+  }
+  nb::list items;
+  for (const OutputTree& child : tree.children) items.append(rebuild(child, outputs));
+  if (tree.kind == OutputTree::Kind::kList) return std::move(items);
+  if (tree.kind == OutputTree::Kind::kTuple) return nb::tuple(items);
+  return tree.object(*items);  // a namedtuple
+}
+
+class JitFunctionObject {
+ public:
+  JitFunctionObject(nb::object fn, nb::object trace_call, std::vector<std::string> arg_names,
+                    std::string name, JitOptions options)
+      : fn_(std::move(fn)),
+        trace_call_(std::move(trace_call)),
+        arg_names_(std::move(arg_names)),
+        name_(std::move(name)),
+        options_(std::move(options)) {
+    validate(options_);
+  }
+
+  nb::object call(nb::args args, nb::kwargs kwargs) {
+    if (Trace::active()) {  // part of the enclosing trace
+      return nb::steal(PyObject_Call(fn_.ptr(), args.ptr(), kwargs.ptr()));
+    }
+    SignatureKey key;
+    std::vector<Tensor> inputs;
+    add_arguments(args, kwargs, key, inputs);
+    std::shared_ptr<const CacheEntry> entry = cache_.find(key);
+    if (entry == nullptr) entry = compile(args, kwargs, key);
+    std::vector<Tensor> outputs;
+    entry->graph->run(inputs, &outputs);
+    return rebuild(*static_cast<const OutputTree*>(entry->front_end.get()), outputs);
+  }
+
+  std::string graph(nb::args args, nb::kwargs kwargs) {
+    std::vector<Tensor> outputs;
+    return ir::print(*trace(args, kwargs, outputs).first);
+  }
+
+  nb::tuple cache_info() const {
+    const JitCacheInfo info = cache_.info();
+    return nb::make_tuple(info.hits, info.misses, info.size);
+  }
+
+  void clear_cache() { cache_.clear(); }
+
+  const JitOptions& options() const { return options_; }
+
+  int traverse(visitproc visit, void* arg) {
+    Py_VISIT(fn_.ptr());
+    Py_VISIT(trace_call_.ptr());
+    Py_VISIT(tokens_.ptr());
+    Py_VISIT(identities_.ptr());
+    return 0;
+  }
+
+  void clear() {
+    cache_.clear();
+    fn_.reset();
+    trace_call_.reset();
+    tokens_.reset();
+    identities_.reset();
+  }
+
+ private:
+  void add_arguments(const nb::args& args, const nb::kwargs& kwargs, SignatureKey& key,
+                     std::vector<Tensor>& inputs) {
+    add(args, key, inputs);
+    if (kwargs.size() != 0) add(kwargs, key, inputs);
+  }
+
+  // One argument (depth first); the order of `inputs` is the order of the graph's parameters.
+  void add(nb::handle value, SignatureKey& key, std::vector<Tensor>& inputs) {
+    PyObject* o = value.ptr();
+    if (const Tensor* t = as_tensor(o)) {
+      key.add_input(*t);
+      if (!SignatureKey::is_constant_input(*t)) inputs.push_back(*t);
+    } else if (PyTuple_CheckExact(o) || PyList_CheckExact(o) || is_namedtuple(o)) {
+      key.add(PyList_CheckExact(o) ? kList : PyTuple_CheckExact(o) ? kTuple : kNamedTuple);
+      if (!PyTuple_CheckExact(o) && !PyList_CheckExact(o)) key.add(token(value.type()));
+      key.add(static_cast<int64_t>(PySequence_Fast_GET_SIZE(o)));
+      for (nb::handle item : value) add(item, key, inputs);
+    } else if (PyDict_CheckExact(o)) {
+      key.add(kDict);
+      key.add(static_cast<int64_t>(PyDict_GET_SIZE(o)));
+      for (auto [k, v] : nb::borrow<nb::dict>(value)) {
+        add_constant(k, key);
+        add(v, key, inputs);
+      }
+    } else {
+      add_constant(value, key);
+    }
+  }
+
+  void add_constant(nb::handle value, SignatureKey& key) {
+    PyObject* o = value.ptr();
+    if (o == Py_None) {
+      key.add(SignatureKey::kNone);
+    } else if (PyBool_Check(o)) {
+      key.add_scalar(Scalar(o == Py_True));
+    } else if (PyFloat_CheckExact(o)) {
+      key.add_scalar(Scalar(PyFloat_AS_DOUBLE(o)));
+    } else if (PyLong_CheckExact(o)) {
+      int overflow = 0;
+      const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+      if (overflow == 0) {
+        key.add_scalar(Scalar(static_cast<int64_t>(v)));
+      } else {
+        key.add(kToken);
+        key.add(token(value));
+      }
+    } else {
+      key.add(kToken);
+      key.add(token(value));
+    }
+  }
+
+  // A number standing for a constant: equal (hashable) objects share one, other objects are told
+  // apart by identity. The objects are kept, so that an identity is never reused.
+  int64_t token(nb::handle value) {
+    PyObject* found = PyDict_GetItemWithError(tokens_.ptr(), value.ptr());
+    if (found != nullptr) return PyLong_AsLongLong(found);
+    if (!PyErr_Occurred()) {
+      tokens_[value] = next_token_;
+      return next_token_++;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw nb::python_error();
+    PyErr_Clear();  // unhashable: by identity
+    nb::object id = nb::steal(PyLong_FromVoidPtr(value.ptr()));
+    found = PyDict_GetItemWithError(identities_.ptr(), id.ptr());
+    if (found != nullptr) return PyLong_AsLongLong(PyTuple_GET_ITEM(found, 0));
+    if (PyErr_Occurred()) throw nb::python_error();
+    identities_[id] = nb::make_tuple(next_token_, value);
+    return next_token_++;
+  }
+
+  // The argument with its tensors replaced by tracers, walked in add()'s order.
+  nb::object traced(nb::handle value, Trace& trace, const std::string& path) {
+    PyObject* o = value.ptr();
+    if (const Tensor* t = as_tensor(o)) {
+      if (SignatureKey::is_constant_input(*t)) return nb::borrow(value);
+      return nb::cast(trace.add_input(TensorMeta(t->dtype(), t->shape()), path));
+    }
+    if (PyTuple_CheckExact(o) || PyList_CheckExact(o) || is_namedtuple(o)) {
+      nb::list items;
+      size_t i = 0;
+      for (nb::handle item : value) {
+        items.append(traced(item, trace, path + "[" + std::to_string(i++) + "]"));
+      }
+      if (PyList_CheckExact(o)) return std::move(items);
+      if (PyTuple_CheckExact(o)) return nb::tuple(items);
+      return value.type()(*items);
+    }
+    if (PyDict_CheckExact(o)) {
+      nb::dict d;
+      for (auto [k, v] : nb::borrow<nb::dict>(value)) {
+        d[k] = traced(v, trace, path + "[" + nb::repr(k).c_str() + "]");
+      }
+      return std::move(d);
+    }
+    return nb::borrow(value);
+  }
+
+  // Traces the function on these arguments; the graph, and the tree of its result.
+  std::pair<FuncGraphPtr, OutputTree> trace(const nb::args& args, const nb::kwargs& kwargs,
+                                            std::vector<Tensor>& outputs) {
+    Trace trace(name_);
+    nb::list traced_args;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const std::string path =
+          i < arg_names_.size() ? arg_names_[i] : "args[" + std::to_string(i) + "]";
+      traced_args.append(traced(args[i], trace, path));
+    }
+    nb::dict traced_kwargs;
+    for (auto [k, v] : kwargs) traced_kwargs[k] = traced(v, trace, nb::str(k).c_str());
+    nb::object result = trace_call_(fn_, nb::tuple(traced_args), traced_kwargs);
+    OutputTree tree = output_tree(result, outputs);
+    return {trace.finish(outputs), std::move(tree)};
+  }
+
+  std::shared_ptr<const CacheEntry> compile(const nb::args& args, const nb::kwargs& kwargs,
+                                            const SignatureKey& key) {
+    std::vector<Tensor> outputs;
+    auto [graph, tree] = trace(args, kwargs, outputs);
+    CacheEntry entry;
+    entry.graph = CompiledGraph::compile(std::move(graph), options_);
+    entry.front_end = std::make_shared<OutputTree>(std::move(tree));
+    return cache_.insert(key, std::move(entry));
+  }
+
+  nb::object fn_;
+  nb::object trace_call_;
+  std::vector<std::string> arg_names_;
+  std::string name_;
+  JitOptions options_;
+  jit_detail::GraphCache cache_;
+  nb::dict tokens_;      // hashable constant -> token
+  nb::dict identities_;  // id of an unhashable constant -> (token, the object)
+  int64_t next_token_ = 0;
+};
+
+int jit_function_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  return nb::inst_ptr<JitFunctionObject>(self)->traverse(visit, arg);
+}
+
+int jit_function_clear(PyObject* self) {
+  if (nb::inst_ready(self)) nb::inst_ptr<JitFunctionObject>(self)->clear();
+  return 0;
+}
+
+PyType_Slot kJitFunctionSlots[] = {
+    {Py_tp_traverse, reinterpret_cast<void*>(jit_function_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(jit_function_clear)},
+    {0, nullptr},
+};
+
+}  // namespace
+
+void bind_jit(nb::module_& m) {
+  nb::module_ jit = m.def_submodule("jit", "kiln.jit's C++ side (use kiln.jit)");
+  jit.attr("TRACED_VALUE_HAS_NO_DATA") = jit_detail::kTracedValueHasNoData;
+  nb::class_<JitFunctionObject>(jit, "JitFunction", nb::type_slots(kJitFunctionSlots),
+                                "A jitted function (see kiln.jit)")
+      .def(
+          "__init__",
+          [](JitFunctionObject* self, nb::object fn, nb::object trace_call,
+             std::vector<std::string> arg_names, std::string name, std::string backend,
+             std::string jit_level, std::string capture_mode, bool dynamic, bool fullgraph,
+             std::string dump_ir, std::map<std::string, std::string> options) {
+            JitOptions o;
+            o.backend = std::move(backend);
+            o.jit_level = std::move(jit_level);
+            o.capture_mode = std::move(capture_mode);
+            o.dynamic = dynamic;
+            o.fullgraph = fullgraph;
+            o.dump_ir = std::move(dump_ir);
+            o.options = std::move(options);
+            new (self) JitFunctionObject(std::move(fn), std::move(trace_call),
+                                         std::move(arg_names), std::move(name), std::move(o));
+          },
+          "fn"_a, "trace_call"_a, "arg_names"_a, "name"_a, "backend"_a, "jit_level"_a,
+          "capture_mode"_a, "dynamic"_a, "fullgraph"_a, "dump_ir"_a, "options"_a)
+      .def("__call__", &JitFunctionObject::call,
+           "Runs the graph built for these arguments' signature, tracing and building it first.")
+      .def("graph", &JitFunctionObject::graph,
+           "The graph the function gives for these arguments, as traced (IR text).")
+      .def("_cache_info", &JitFunctionObject::cache_info, "(hits, misses, size)")
+      .def("clear_cache", &JitFunctionObject::clear_cache,
+           "Forgets every built graph (the next call traces again).")
+      .def_prop_ro("backend", [](const JitFunctionObject& f) { return f.options().backend; })
+      .def_prop_ro("jit_level", [](const JitFunctionObject& f) { return f.options().jit_level; });
+  jit.def("is_tracing", &is_tracing, "True while this thread traces a function.");
+  jit.def("is_tracer", &is_tracer, "t"_a, "True for a tensor of the trace running on this thread.");
+
+  nb::module_ graph = m.def_submodule("graph", "Graph backends (kiln.graph)");
+  graph.def("register_custom_backend", &register_custom_backend, "name"_a, "path"_a,
+            "Loads the backend plugin at `path` and registers its backend `name`.");
+  graph.def("list_backends", &list_backends, "Registered backend names, sorted.");
+}
+
+}  // namespace kiln::py

@@ -1,0 +1,147 @@
+// CompiledGraph: the jit pipeline after tracing, and running its result (see compiled_graph.h).
+#include "jit/compiled_graph.h"
+
+#include <unordered_map>
+
+#include "jit/dump.h"
+
+namespace kiln::jit_detail {
+
+namespace {
+
+// Asks the backend about one node; its errors name the backend and the node.
+bool backend_supports(const BackendBase& backend, const std::string& name, const CNodePtr& node) {
+  try {
+    return backend.Supports(node);
+  } catch (Error& e) {
+    e.add_context("in backend '" + name + "' deciding whether it supports " +
+                  node->debug_string());
+    throw;
+  } catch (const std::exception& e) {
+    KILN_FAIL(kGeneric) << "backend '" << name << "' failed deciding whether it supports "
+                        << node->debug_string() << ": " << e.what();
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<CompiledGraph> CompiledGraph::compile(FuncGraphPtr traced,
+                                                      const JitOptions& options) {
+  std::shared_ptr<CompiledGraph> c(new CompiledGraph());
+  c->traced_ = std::move(traced);
+  const FuncGraph& graph = *c->traced_;
+  c->registry_generation_ = OpRegistry::Instance().generation();
+  IrDump dump(dump_dir(options.dump_ir), graph.name());
+  dump.write("traced", graph);
+  ir::verify(graph);
+  for (const NodePtr& n : graph.nodes()) {
+    if (!n->is_cnode()) continue;
+    const Primitive& prim = *static_cast<const CNode&>(*n).primitive();
+    if (prim.is_builtin()) continue;
+    bool seen = false;
+    for (const auto& [name, op] : c->ops_) seen = seen || name == prim.name();
+    if (!seen) c->ops_.emplace_back(prim.name(), prim.op_def());
+  }
+
+  BackendManager& manager = BackendManager::Instance();
+  const BackendBase* backend = manager.Get(options.backend);
+  c->parts_ = partition(
+      c->traced_, options.backend,
+      [&](const CNodePtr& node) { return backend_supports(*backend, options.backend, node); },
+      kFallbackBackend);
+  for (size_t k = 0; k < c->parts_.size(); ++k) {
+    const GraphPart& part = c->parts_[k];
+    dump.write(c->parts_.size() == 1 ? part.backend
+                                     : "part" + std::to_string(k) + "_" + part.backend,
+               *part.graph);
+    BackendJitConfig config;
+    config.jit_level = options.jit_level;
+    config.backend = part.backend;
+    config.options = options.options;
+    Step step;
+    step.backend = part.backend;
+    step.id = manager.Build(part.graph, config, part.backend);
+    c->steps_.push_back(std::move(step));  // from here on the destructor clears it
+  }
+  c->plan();
+  return c;
+}
+
+// Numbers the values that cross a part boundary (see Step).
+void CompiledGraph::plan() {
+  if (parts_.size() == 1 && parts_[0].graph == traced_) {
+    direct_ = true;
+    return;
+  }
+  std::unordered_map<const Node*, size_t> slot;
+  for (const ParameterPtr& p : traced_->parameters()) slot.emplace(p.get(), num_slots_++);
+  for (size_t k = 0; k < parts_.size(); ++k) {
+    Step& step = steps_[k];
+    for (const NodePtr& in : parts_[k].inputs) step.inputs.push_back(slot.at(in.get()));
+    for (const NodePtr& out : parts_[k].outputs) {
+      step.outputs.push_back(num_slots_);
+      slot.emplace(out.get(), num_slots_++);
+    }
+  }
+  for (const NodePtr& out : traced_->outputs()) {
+    auto it = slot.find(out.get());
+    if (it == slot.end()) {
+      KILN_ASSERT(out->is_value()) << out->debug_string() << " is an output of no part";
+      it = slot.emplace(out.get(), num_slots_++).first;
+      constants_.emplace_back(it->second, static_cast<const ValueNode&>(*out).value());
+    }
+    outputs_.push_back(it->second);
+  }
+}
+
+CompiledGraph::~CompiledGraph() {
+  for (const Step& step : steps_) {
+    try {
+      BackendManager::Instance().ClearGraph(step.backend, step.id);
+    } catch (...) {  // NOLINT: a destructor never throws; an unregistered backend has nothing
+    }
+  }
+}
+
+void CompiledGraph::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) const {
+  BackendManager& manager = BackendManager::Instance();
+  if (direct_) {
+    manager.Run(steps_[0].backend, steps_[0].id, inputs, outputs);
+    KILN_CHECK(outputs->size() == traced_->outputs().size())
+        << "backend '" << steps_[0].backend << "' returned " << outputs->size()
+        << " outputs for graph \"" << traced_->name() << "\", which has "
+        << traced_->outputs().size();
+    return;
+  }
+  KILN_CHECK_VALUE(inputs.size() == traced_->parameters().size())
+      << "graph \"" << traced_->name() << "\" takes " << traced_->parameters().size()
+      << " inputs, got " << inputs.size();
+  std::vector<Tensor> slots(num_slots_);
+  for (size_t i = 0; i < inputs.size(); ++i) slots[i] = inputs[i];
+  for (const auto& [s, value] : constants_) slots[s] = value;
+  std::vector<Tensor> args;
+  std::vector<Tensor> results;
+  for (const Step& step : steps_) {
+    args.clear();
+    for (size_t s : step.inputs) args.push_back(slots[s]);
+    manager.Run(step.backend, step.id, args, &results);
+    KILN_CHECK(results.size() == step.outputs.size())
+        << "backend '" << step.backend << "' returned " << results.size() << " outputs for a "
+        << "part of graph \"" << traced_->name() << "\" that has " << step.outputs.size();
+    for (size_t i = 0; i < results.size(); ++i) slots[step.outputs[i]] = std::move(results[i]);
+  }
+  outputs->clear();
+  for (size_t s : outputs_) outputs->push_back(slots[s]);
+}
+
+bool CompiledGraph::ops_current() const {
+  const uint64_t generation = OpRegistry::Instance().generation();
+  if (generation == registry_generation_.load(std::memory_order_relaxed)) return true;
+  for (const auto& [name, op] : ops_) {
+    if (OpRegistry::Instance().find(name) != op) return false;
+  }
+  registry_generation_.store(generation, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace kiln::jit_detail

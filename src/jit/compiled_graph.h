@@ -1,0 +1,67 @@
+// CompiledGraph: a traced graph taken through the jit pipeline and built on its backends; runs it
+// (private to libkiln, the Python bindings and the tests).
+//
+//   auto compiled = kiln::jit_detail::CompiledGraph::compile(traced, options);
+//   std::vector<kiln::Tensor> out;
+//   compiled->run(inputs, &out);   // one tensor per parameter of `traced`, in order
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "jit/partition.h"
+#include "kiln/backend.h"
+#include "kiln/jit.h"
+
+namespace kiln::jit_detail {
+
+/// The backend that runs what a backend's Supports declines.
+inline constexpr const char* kFallbackBackend = "kiln_cpu";
+
+class KILN_API CompiledGraph {
+ public:
+  /// The jit pipeline on a traced graph (see kiln/jit.h): dumps, verify, partitioning, Build of
+  /// each part. Throws the first error (parts built before it are cleared).
+  static std::shared_ptr<CompiledGraph> compile(FuncGraphPtr traced, const JitOptions& options);
+  /// Clears the built parts on their backends.
+  ~CompiledGraph();
+  CompiledGraph(const CompiledGraph&) = delete;
+  CompiledGraph& operator=(const CompiledGraph&) = delete;
+
+  /// Runs the parts in order on `inputs` (one per parameter of the traced graph) and replaces
+  /// *outputs with the traced graph's outputs. Backend failures name the backend and the graph.
+  void run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) const;
+
+  const FuncGraphPtr& traced() const { return traced_; }
+  /// The parts as built, in run order (one when the backend supports every node).
+  const std::vector<GraphPart>& parts() const { return parts_; }
+  /// False when an op the graph uses was unregistered or replaced since it was built (the graph
+  /// must be built again). Cheap while the op registry has not changed.
+  bool ops_current() const;
+
+ private:
+  // Where a part reads an input or the graph an output: a slot of the run's value table.
+  struct Step {
+    std::string backend;
+    BackendGraphId id = 0;
+    std::vector<size_t> inputs;
+    std::vector<size_t> outputs;
+  };
+  CompiledGraph() = default;
+  void plan();
+
+  FuncGraphPtr traced_;
+  std::vector<GraphPart> parts_;
+  std::vector<Step> steps_;
+  std::vector<std::pair<size_t, Tensor>> constants_;  // constant outputs of the whole graph
+  std::vector<size_t> outputs_;
+  size_t num_slots_ = 0;
+  bool direct_ = false;  // one part over the whole graph: inputs and outputs need no table
+  std::vector<std::pair<std::string, OpDefPtr>> ops_;  // every op used, as built
+  mutable std::atomic<uint64_t> registry_generation_{0};
+};
+
+}  // namespace kiln::jit_detail

@@ -1,0 +1,77 @@
+// The cache of a jitted function: built graphs by call signature (private to libkiln, the Python
+// bindings and the tests).
+//
+//   kiln::jit_detail::SignatureKey key;
+//   key.add_tensor(x);                       // dtype and shape
+//   key.add_scalar(kiln::Scalar(2.0));       // a constant's value
+//   if (auto entry = cache.find(key)) entry->graph->run(inputs, &outputs);
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "jit/compiled_graph.h"
+#include "kiln/jit.h"
+#include "kiln/small_vector.h"
+
+namespace kiln::jit_detail {
+
+/// A call's signature as a list of words: each argument adds a tag and what identifies it (a
+/// tensor its dtype and shape, a constant its value). Front ends may add words of their own
+/// (tags from kFrontEndTags on) for structure and other constants.
+class KILN_API SignatureKey {
+ public:
+  enum Tag : int64_t { kTensor = 1, kNone, kBool, kInt, kFloat, kFrontEndTags = 16 };
+
+  void clear() { words_.clear(); }
+  void add(int64_t word) { words_.push_back(word); }
+  void add_tensor(const Tensor& t);
+  void add_tensor(DType dtype, const Shape& shape);
+  /// kBool, kInt or kFloat and the value's bits (-0.0 and 0.0 differ; NaNs of one payload match).
+  void add_scalar(const Scalar& value);
+  /// A call's tensor argument: kNone for an undefined tensor, its value for a constant input
+  /// (is_constant_input), else its dtype and shape.
+  void add_input(const Tensor& t);
+  /// True for the tensor arguments the jit treats as constants, traced by value: undefined
+  /// tensors and weak scalars (Python numbers, Tensor::scalar).
+  static bool is_constant_input(const Tensor& t);
+  size_t hash() const;
+  bool operator==(const SignatureKey& other) const { return words_ == other.words_; }
+
+ private:
+  SmallVector<int64_t, 16> words_;
+};
+
+struct SignatureKeyHash {
+  size_t operator()(const SignatureKey& key) const { return key.hash(); }
+};
+
+/// What the cache keeps per signature: the built graph, and what the front end needs to turn the
+/// graph's outputs into its result (the Python bindings keep the output structure there).
+struct CacheEntry {
+  std::shared_ptr<CompiledGraph> graph;
+  std::shared_ptr<void> front_end;
+};
+
+/// Built graphs by signature, with hit and miss counters. Thread-safe.
+class KILN_API GraphCache {
+ public:
+  /// The entry for `key` (a hit), or null (a miss). An entry whose ops were unregistered or
+  /// replaced since it was built is dropped (a miss).
+  std::shared_ptr<const CacheEntry> find(const SignatureKey& key);
+  /// Stores an entry (replacing one of the same key) and returns it.
+  std::shared_ptr<const CacheEntry> insert(const SignatureKey& key, CacheEntry entry);
+  JitCacheInfo info() const;
+  void clear();
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_map<SignatureKey, std::shared_ptr<const CacheEntry>, SignatureKeyHash> entries_;
+  std::atomic<uint64_t> hits_{0};
+  std::atomic<uint64_t> misses_{0};
+};
+
+}  // namespace kiln::jit_detail

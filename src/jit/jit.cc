@@ -1,0 +1,101 @@
+// kiln::jit over C++ callables (see kiln/jit.h): JitFunction's call path, trace(), validate().
+#include "kiln/jit.h"
+
+#include "jit/graph_cache.h"
+#include "jit/trace.h"
+
+namespace kiln {
+
+using jit_detail::CacheEntry;
+using jit_detail::CompiledGraph;
+using jit_detail::SignatureKey;
+using jit_detail::Trace;
+
+void validate(const JitOptions& options) {
+  KILN_CHECK_VALUE(!options.backend.empty()) << "jit: expected a backend name, got \"\"";
+  KILN_CHECK_VALUE(options.capture_mode == "trace")
+      << "jit: capture_mode \"" << options.capture_mode
+      << "\" is not supported; kiln captures functions by tracing (capture_mode=\"trace\")";
+  KILN_CHECK_VALUE(options.jit_level == "O0" || options.jit_level == "O1" ||
+                   options.jit_level == "O2")
+      << "jit: jit_level must be \"O0\", \"O1\" or \"O2\", got \"" << options.jit_level << "\"";
+  KILN_CHECK_KIND(ErrorKind::kNotImplemented, !options.dynamic)
+      << "jit: dynamic=True (graphs generic in their input shapes) is not supported yet; with "
+         "dynamic=False each new input shape is traced and built once";
+}
+
+FuncGraphPtr trace(const TensorFn& fn, const std::vector<Tensor>& inputs, const std::string& name) {
+  Trace trace(name);
+  std::vector<Tensor> args;
+  args.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    args.push_back(SignatureKey::is_constant_input(t)
+                       ? t
+                       : trace.add_input(TensorMeta(t.dtype(), t.shape()),
+                                         "input" + std::to_string(i)));
+  }
+  return trace.finish(fn(args));
+}
+
+bool is_tracing() { return Trace::active(); }
+
+bool is_tracer(const Tensor& t) {
+  const Trace* trace = Trace::current();
+  return trace != nullptr && trace->is_tracer(t);
+}
+
+struct JitFunction::State {
+  TensorFn fn;
+  JitOptions options;
+  std::string name;
+  jit_detail::GraphCache cache;
+};
+
+JitFunction::JitFunction(TensorFn fn, JitOptions options, std::string name)
+    : state_(std::make_shared<State>()) {
+  KILN_CHECK_VALUE(fn != nullptr) << "jit: the function is empty";
+  validate(options);
+  state_->fn = std::move(fn);
+  state_->options = std::move(options);
+  state_->name = std::move(name);
+}
+
+std::vector<Tensor> JitFunction::operator()(const std::vector<Tensor>& inputs) const {
+  State& s = *state_;
+  if (Trace::active()) return s.fn(inputs);  // part of the enclosing trace
+  SignatureKey key;
+  for (const Tensor& t : inputs) key.add_input(t);
+  std::shared_ptr<const CacheEntry> entry = s.cache.find(key);
+  if (entry == nullptr) {
+    CacheEntry made;
+    made.graph = CompiledGraph::compile(trace(s.fn, inputs, s.name), s.options);
+    entry = s.cache.insert(key, std::move(made));
+  }
+  std::vector<Tensor> params;
+  params.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    if (!SignatureKey::is_constant_input(t)) params.push_back(t);
+  }
+  std::vector<Tensor> outputs;
+  entry->graph->run(params, &outputs);
+  return outputs;
+}
+
+std::string JitFunction::graph(const std::vector<Tensor>& inputs) const {
+  return ir::print(*trace(state_->fn, inputs, state_->name));
+}
+
+JitCacheInfo JitFunction::cache_info() const { return state_->cache.info(); }
+
+void JitFunction::clear_cache() const { state_->cache.clear(); }
+
+const JitOptions& JitFunction::options() const { return state_->options; }
+
+const std::string& JitFunction::name() const { return state_->name; }
+
+JitFunction jit(TensorFn fn, JitOptions options, std::string name) {
+  return JitFunction(std::move(fn), std::move(options), std::move(name));
+}
+
+}  // namespace kiln

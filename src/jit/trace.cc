@@ -1,0 +1,260 @@
+// Trace: the tracing dispatcher (see trace.h and Note [Tracing]).
+#include "jit/trace.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace kiln::jit_detail {
+
+// Note [Tracing]
+// A Trace is the calling thread's dispatcher while it lives, so every op the traced function calls
+// (kiln::sin, a Tensor operator in Python, a def_op custom op) reaches Trace::dispatch instead of
+// the eager pipeline. dispatch adds a CNode (the op's name and its normalized attributes, with its
+// abstract from the op's infer) and returns *tracers*: tensors with the node's dtype and shape, a
+// storage of their own without memory, and a failure that every data read raises (a view made
+// from a tracer inherits it), so `float(t)` or `t.numpy()` fails clearly instead of reading
+// garbage.
+//
+// A tensor maps to a node through its storage: each tracer's storage is a key of `traced_`. A
+// tensor with that storage and the tracer's own layout is the tracer's value; any other layout is
+// a view made by a Tensor method (x.T, x[1:], x.select(0, 2)), recorded as Reshape, Permute or
+// AsStrided of the value. Tensors from outside the trace (weights, captured arrays) become
+// constants (ValueNodes holding the same tensor, so the graph sees in-place updates of them),
+// Python numbers weak 0-d constants. In-place ops and `out=` move a tracer's storage on to the new
+// value, so later reads of the tracer and of its views see the update, as in eager mode; writing
+// into a graph input, a constant or part of a value is refused with a message that says what to
+// do instead. A custom op that runs an OpRunner brings a kernel object made per call, which
+// cannot become a graph node: the error asks for an OpDef (m.def_op).
+
+const char* const kTracedValueHasNoData = "a value traced by kiln.jit has no data";
+
+namespace {
+
+thread_local Trace* t_trace = nullptr;
+
+Attrs normalized(const std::string& op, Attrs attrs) {
+  return OpRegistry::Instance().get(op)->normalize_attrs(attrs);
+}
+
+std::vector<int64_t> to_ints(const Shape& s) { return std::vector<int64_t>(s.begin(), s.end()); }
+
+// True when `strides` lay `shape` out row-major (size-1 dimensions may have any stride).
+bool row_major(const Shape& shape, const Shape& strides) {
+  const Shape expected = contiguous_strides(shape);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] != 1 && strides[d] != expected[d]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Trace::Trace(std::string graph_name) : graph_(std::make_shared<FuncGraph>(std::move(graph_name))) {
+  KILN_CHECK_VALUE(t_trace == nullptr)
+      << "this thread is already tracing graph \"" << t_trace->graph_->name()
+      << "\"; a trace cannot start inside another (a jitted function called while tracing runs "
+         "inline instead)";
+  const std::string message =
+      std::string(kTracedValueHasNoData) +
+      ": while a function is traced its tensors have a dtype and a shape but no values (those "
+      "exist only when the compiled graph runs), so control flow that depends on a tensor's "
+      "values (`if t > 0:`, `float(t)`, `t.item()`, `t.numpy()`) cannot be traced. Select "
+      "between values with kiln.mint.where(cond, a, b) (kiln::where in C++), or call the "
+      "function without jit";
+  no_data_ = std::make_shared<OpFailure>(std::make_exception_ptr(Error(ErrorKind::kType, message)));
+  previous_ = set_thread_dispatcher(this);
+  t_trace = this;
+  recording_ = true;
+}
+
+Trace::~Trace() { stop(); }
+
+void Trace::stop() {
+  if (!recording_) return;
+  recording_ = false;
+  t_trace = nullptr;
+  set_thread_dispatcher(previous_);
+}
+
+bool Trace::active() { return t_trace != nullptr; }
+
+Trace* Trace::current() { return t_trace; }
+
+bool Trace::is_tracer(const Tensor& t) const {
+  return t.defined() && t.impl()->storage != nullptr &&
+         traced_.count(t.impl()->storage.get()) != 0;
+}
+
+Tensor Trace::make_tracer(const TensorMeta& meta, const NodePtr& node, bool is_input) {
+  Tensor t(meta.dtype, meta.shape);
+  TensorImpl* impl = t.impl();
+  impl->weak = meta.weak;
+  auto storage = Storage::deferred(t.nbytes(), impl->device);
+  // A queued use sends data reads through the wait, where the failure is raised.
+  storage->note_queued();
+  impl->storage = storage;
+  impl->set_failure(no_data_);
+  const Storage* key = storage.get();
+  traced_[key] = Traced{node, std::move(storage), is_input};
+  return t;
+}
+
+Tensor Trace::add_input(const TensorMeta& meta, const std::string& name) {
+  KILN_CHECK(recording_) << "graph \"" << graph_->name() << "\": the trace has finished";
+  return make_tracer(meta, graph_->add_parameter(meta.dtype, meta.shape, name), true);
+}
+
+FuncGraphPtr Trace::finish(const std::vector<Tensor>& outputs) {
+  KILN_CHECK(recording_) << "graph \"" << graph_->name() << "\": the trace has finished";
+  std::vector<NodePtr> nodes;
+  nodes.reserve(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    KILN_CHECK_TYPE(outputs[i].defined())
+        << "graph \"" << graph_->name() << "\": output " << i << " is an undefined tensor";
+    nodes.push_back(node_of(outputs[i]));
+  }
+  graph_->set_outputs(nodes);
+  stop();
+  return graph_;
+}
+
+NodePtr Trace::node_of(const Tensor& t) {
+  if (!t.defined()) return graph_->add_value(Tensor());  // an omitted optional input
+  const TensorImpl* impl = t.ready();
+  if (impl->storage != nullptr) {
+    auto traced = traced_.find(impl->storage.get());
+    if (traced != traced_.end()) {
+      const NodePtr& value = traced->second.node;
+      if (impl->offset == 0 && impl->shape == value->abstract().shape() &&
+          row_major(impl->shape, impl->strides)) {
+        return value;
+      }
+      auto memo = memo_.find(impl);
+      if (memo != memo_.end() && memo->second.base == value) return memo->second.node;
+      NodePtr view = view_node(t, traced->second);
+      memo_[impl] = Memo{t, view, value};
+      return view;
+    }
+  }
+  if (impl->weak) return graph_->add_value(t);  // a Python number: a fresh tensor every call
+  auto memo = memo_.find(impl);
+  if (memo != memo_.end()) return memo->second.node;
+  NodePtr constant = constant_node(t);
+  memo_[impl] = Memo{t, constant, nullptr};
+  return constant;
+}
+
+// A view of a traced value made by a Tensor method (not an op): Reshape when it keeps the
+// elements in order, Permute (after a Reshape) when it reorders whole dimensions, else AsStrided.
+NodePtr Trace::view_node(const Tensor& t, const Traced& base) {
+  const Shape& shape = t.shape();
+  const Shape& strides = t.strides();
+  const NodePtr& value = base.node;
+  const Shape& base_shape = value->abstract().shape();
+  if (t.storage_offset() == 0 && shape_numel(shape) == shape_numel(base_shape)) {
+    if (shape_numel(shape) == 0 || row_major(shape, strides)) {
+      return graph_->add_cnode("Reshape", {value}, normalized("Reshape", {{"shape", to_ints(shape)}}));
+    }
+    std::vector<int64_t> order(shape.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+    Shape permuted;
+    for (int64_t d : order) permuted.push_back(shape[d]);
+    Shape permuted_strides;
+    for (int64_t d : order) permuted_strides.push_back(strides[d]);
+    if (row_major(permuted, permuted_strides)) {
+      NodePtr source = value;
+      if (permuted != base_shape) {
+        source = graph_->add_cnode("Reshape", {value},
+                                   normalized("Reshape", {{"shape", to_ints(permuted)}}));
+      }
+      // Output dimension order[k] is dimension k of `permuted`.
+      std::vector<int64_t> dims(shape.size());
+      for (size_t k = 0; k < order.size(); ++k) dims[static_cast<size_t>(order[k])] = int64_t(k);
+      return graph_->add_cnode("Permute", {source}, normalized("Permute", {{"dims", dims}}));
+    }
+  }
+  return graph_->add_cnode("AsStrided", {value},
+                           normalized("AsStrided", {{"size", to_ints(shape)},
+                                                    {"stride", to_ints(strides)},
+                                                    {"offset", t.storage_offset()}}));
+}
+
+NodePtr Trace::constant_node(const Tensor& t) {
+  // A failed eager result, or a tracer of an earlier trace that escaped it: its failure says why.
+  if (const std::shared_ptr<const OpFailure> failure = t.impl()->failure()) failure->raise();
+  return graph_->add_value(t);
+}
+
+std::vector<Tensor> Trace::dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
+                                    const Attrs& attrs, const std::vector<Tensor>& out,
+                                    const std::shared_ptr<BoundKernel>& bound_kernel) {
+  KILN_CHECK_KIND(ErrorKind::kNotImplemented, bound_kernel == nullptr)
+      << "custom op '" << op.name() << "' runs an OpRunner, a kernel object made for each call, "
+      << "which graph \"" << graph_->name() << "\" cannot record as a node. Register the op with "
+      << "m.def_op(kiln::OpDef(\"" << op.name() << "\").input(...).infer(...).kernel(...)) in "
+      << "its KILN_EXTENSION block: an op registered with def_op traces like a built-in op";
+  const OpDefPtr registered = OpRegistry::Instance().find(op.name());
+  KILN_CHECK_VALUE(registered.get() == &op)
+      << "op '" << op.name() << "' is not the registered op of that name, so graph \""
+      << graph_->name() << "\" cannot record it (register it with KILN_REGISTER_OP or m.def_op)";
+  std::vector<NodePtr> nodes;
+  nodes.reserve(inputs.size());
+  for (const Tensor& t : inputs) nodes.push_back(node_of(t));
+  const CNodePtr node = graph_->add_cnode(std::make_shared<Primitive>(op.name(), attrs), nodes);
+  if (!out.empty()) return record_inplace(op, node, out);
+  const Abstract& abstract = node->abstract();
+  if (abstract.is_tensor()) return {make_tracer(abstract.tensor(), node, false)};
+  std::vector<Tensor> results;
+  const std::vector<TensorMeta>& elements = abstract.elements();
+  results.reserve(elements.size());
+  for (size_t i = 0; i < elements.size(); ++i) {
+    results.push_back(
+        make_tracer(elements[i], graph_->tuple_get_item(node, static_cast<int64_t>(i)), false));
+  }
+  return results;
+}
+
+// An op writing into existing tensors (in place, or out=): the tensors' storages hold the new
+// values from now on (see Note [Tracing]).
+std::vector<Tensor> Trace::record_inplace(const OpDef& op, const CNodePtr& node,
+                                          const std::vector<Tensor>& out) {
+  const Abstract& abstract = node->abstract();
+  const size_t n = abstract.is_tuple() ? abstract.elements().size() : 1;
+  KILN_CHECK_VALUE(out.size() == n)
+      << op.name() << ": expected " << n << " out tensors, got " << out.size();
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor& target = out[i];
+    const TensorImpl* impl = target.ready();
+    auto traced = impl->storage != nullptr ? traced_.find(impl->storage.get()) : traced_.end();
+    KILN_CHECK_KIND(ErrorKind::kNotImplemented, traced != traced_.end())
+        << op.name() << " writes into a tensor from outside the traced function (in place or "
+        << "with out=), which graph \"" << graph_->name() << "\" cannot do; return the new value "
+        << "instead";
+    Traced& value = traced->second;
+    KILN_CHECK_KIND(ErrorKind::kNotImplemented, !value.is_input)
+        << op.name() << " writes into " << value.node->debug_string() << ", an input of graph \""
+        << graph_->name() << "\", in place; a compiled graph does not change its inputs: return "
+        << "the new value instead (y = x + 1, not x += 1)";
+    KILN_CHECK_KIND(ErrorKind::kNotImplemented,
+                    impl->offset == 0 && impl->shape == value.node->abstract().shape() &&
+                        row_major(impl->shape, impl->strides))
+        << op.name() << " writes into part of a traced value (x[i] = v, or an in-place op on a "
+        << "view), which graph \"" << graph_->name() << "\" cannot record; build the new value "
+        << "with ops instead (kiln.mint.where, cat, ...)";
+    const TensorMeta& meta = abstract.is_tuple() ? abstract.elements()[i] : abstract.tensor();
+    KILN_CHECK_SHAPE(impl->shape == meta.shape)
+        << op.name() << ": out tensor " << i << " has shape " << shape_str(impl->shape)
+        << ", expected " << shape_str(meta.shape);
+    NodePtr result =
+        abstract.is_tuple() ? NodePtr(graph_->tuple_get_item(node, static_cast<int64_t>(i))) : node;
+    if (impl->dtype != meta.dtype) {
+      result = graph_->add_cnode("Cast", {result}, normalized("Cast", {{"dtype", impl->dtype}}));
+    }
+    value.node = std::move(result);
+  }
+  return out;
+}
+
+}  // namespace kiln::jit_detail

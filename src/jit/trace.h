@@ -1,0 +1,84 @@
+// Trace: records the ops a function calls as a FuncGraph (private to libkiln, the Python bindings
+// and the tests; users call kiln::trace or kiln::jit, kiln/jit.h).
+//
+//   kiln::jit_detail::Trace trace("f");             // this thread's op calls are recorded now
+//   kiln::Tensor x = trace.add_input(meta, "x");     // a tracer: dtype and shape, no data
+//   kiln::Tensor y = kiln::sin(x) * 2.0;             // two CNodes; y is a tracer too
+//   kiln::FuncGraphPtr g = trace.finish({y});        // the graph; recording stops
+//
+// See Note [Tracing] in trace.cc for how tensors map to nodes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/export.h"
+#include "kiln/ir.h"
+#include "kiln/op.h"
+
+namespace kiln::jit_detail {
+
+/// The text every read of a traced value's data raises (a kiln::Error of kind kType), so that
+/// front ends can recognise it and add where it happened.
+KILN_API extern const char* const kTracedValueHasNoData;
+
+/// A tracing session: while alive it is the calling thread's dispatcher (set_thread_dispatcher),
+/// so every op the thread calls becomes a CNode and returns tracers. One per thread at a time.
+class KILN_API Trace final : public Dispatcher {
+ public:
+  /// Starts recording into a new graph named `graph_name`. Throws kValue when this thread is
+  /// already tracing.
+  explicit Trace(std::string graph_name);
+  /// Stops recording (when finish() was not called, e.g. because the function threw).
+  ~Trace() override;
+  Trace(const Trace&) = delete;
+  Trace& operator=(const Trace&) = delete;
+
+  /// A new graph parameter and the tracer that stands for it. `name` may be empty.
+  Tensor add_input(const TensorMeta& meta, const std::string& name);
+  /// Stops recording and returns the graph whose outputs are `outputs`: tracers, or tensors from
+  /// outside the trace (constants). Throws kType for an undefined output.
+  FuncGraphPtr finish(const std::vector<Tensor>& outputs);
+
+  /// True while a Trace records this thread's op calls.
+  static bool active();
+  /// The Trace recording this thread's op calls, or null.
+  static Trace* current();
+  /// True when `t` is a tracer of this Trace or a view of one.
+  bool is_tracer(const Tensor& t) const;
+
+  std::vector<Tensor> dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
+                               const Attrs& attrs, const std::vector<Tensor>& out,
+                               const std::shared_ptr<BoundKernel>& bound_kernel) override;
+
+ private:
+  struct Traced {
+    NodePtr node;              // the value the storage holds now (in-place ops move it on)
+    std::shared_ptr<Storage> storage;  // kept alive: its address is the key
+    bool is_input = false;     // a graph parameter: never written in place
+  };
+  struct Memo {
+    Tensor tensor;             // kept alive: its impl's address is the key
+    NodePtr node;
+    NodePtr base;              // for a view: the base value it was made from
+  };
+
+  Tensor make_tracer(const TensorMeta& meta, const NodePtr& node, bool is_input);
+  NodePtr node_of(const Tensor& t);
+  NodePtr view_node(const Tensor& t, const Traced& base);
+  NodePtr constant_node(const Tensor& t);
+  std::vector<Tensor> record_inplace(const OpDef& op, const CNodePtr& node,
+                                     const std::vector<Tensor>& out);
+  void stop();
+
+  FuncGraphPtr graph_;
+  Dispatcher* previous_ = nullptr;
+  bool recording_ = false;
+  std::shared_ptr<const OpFailure> no_data_;  // every tracer carries it: reads raise it
+  std::unordered_map<const Storage*, Traced> traced_;
+  std::unordered_map<const TensorImpl*, Memo> memo_;  // views and captured tensors
+};
+
+}  // namespace kiln::jit_detail

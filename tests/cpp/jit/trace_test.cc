@@ -1,0 +1,275 @@
+// Tracing (src/jit/trace.cc): ops become CNodes, tracers carry no data, views made by Tensor
+// methods become Reshape/Permute/AsStrided, constants, in-place updates, and the refusals.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "jit/trace.h"
+#include "jit/jit_testing.h"
+#include "kiln/functional.h"
+#include "kiln/jit.h"
+#include "testing.h"
+
+namespace kiln {
+namespace {
+
+using testing::error_of;
+using testing::expect_error;
+using testing::expect_same_values;
+
+// Runs the graph on the reference backend.
+std::vector<Tensor> run_graph(const FuncGraphPtr& g, const std::vector<Tensor>& inputs) {
+  BackendManager& m = BackendManager::Instance();
+  const BackendGraphId id = m.Build(g, {}, "reference");
+  std::vector<Tensor> out;
+  m.Run("reference", id, inputs, &out);
+  m.ClearGraph("reference", id);
+  return out;
+}
+
+TEST(Trace, RecordsEachOpCallAsACNode) {
+  const Tensor x = Tensor::empty({2, 3});
+  const Tensor y = Tensor::empty({3});
+  FuncGraphPtr g = trace(
+      [](const std::vector<Tensor>& in) {
+        const Tensor a = sin(in[0]);
+        const Tensor b = in[1] * 2.0;
+        return std::vector<Tensor>{add(a, b)};
+      },
+      {x, y}, "f");
+  EXPECT_EQ(ir::print(*g),
+            "graph \"f\"(%0 \"input0\": float32[2, 3], %1 \"input1\": float32[3]) {\n"
+            "  %2 = Sin(%0) : float32[2, 3]\n"
+            "  %3 = const float64[] weak [2.0]\n"
+            "  %4 = Mul(%1, %3) : float32[3]\n"
+            "  %5 = Add(%2, %4) : float32[2, 3]\n"
+            "  return %5\n"
+            "}\n");
+  ir::verify(*g);
+}
+
+TEST(Trace, TracersHaveMetadataButReadingTheirDataThrows) {
+  trace(
+      [](const std::vector<Tensor>& in) {
+        const Tensor y = exp(in[0]);
+        EXPECT_EQ(y.dtype(), DType::kFloat32);
+        EXPECT_EQ(y.shape(), Shape({4}));
+        EXPECT_TRUE(is_tracer(y));
+        EXPECT_TRUE(is_tracer(y.select(0, 1)));
+        EXPECT_TRUE(is_tracing());
+        for (const Tensor& t : {in[0], y, y.select(0, 2), y.transpose(0, 0)}) {
+          const Error e = error_of([&] { t.data_ptr(); });
+          EXPECT_EQ(e.kind(), ErrorKind::kType);
+          EXPECT_NE(std::string(e.what()).find(jit_detail::kTracedValueHasNoData),
+                    std::string::npos)
+              << e.what();
+          EXPECT_NE(std::string(e.what()).find("kiln.mint.where"), std::string::npos);
+        }
+        return std::vector<Tensor>{y};
+      },
+      {Tensor::empty({4})});
+  EXPECT_FALSE(is_tracing());
+}
+
+TEST(Trace, ViewsMadeByTensorMethodsBecomeViewPrimitives) {
+  std::mt19937 rng(5);
+  const Tensor x = testing::random_input(rng, {3, 4});
+  const auto fn = [](const std::vector<Tensor>& in) {
+    const Tensor y = exp(in[0]);
+    return std::vector<Tensor>{
+        neg(y.transpose(0, 1)),              // Permute
+        neg(y.reshape({2, 6})),              // Reshape
+        neg(y.select(1, 2)),                 // AsStrided
+        neg(y.slice(0, 1, 3).transpose(0, 1)),  // AsStrided of an offset view
+        neg(y.unsqueeze(0).permute({2, 0, 1})),  // Reshape, then Permute
+    };
+  };
+  FuncGraphPtr g = trace(fn, {x});
+  const std::string text = ir::print(*g);
+  EXPECT_NE(text.find("Permute(%1) {dims = [1, 0]}"), std::string::npos) << text;
+  EXPECT_NE(text.find("Reshape(%1) {shape = [2, 6]}"), std::string::npos) << text;
+  EXPECT_NE(text.find("AsStrided(%1) {size = [3], stride = [4], offset = 2}"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("AsStrided(%1) {size = [4, 2], stride = [1, 4], offset = 4}"),
+            std::string::npos)
+      << text;
+  const std::vector<Tensor> got = run_graph(g, {x});
+  const std::vector<Tensor> want = fn({x});
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) expect_same_values(got[i], want[i]);
+}
+
+TEST(Trace, OutsideTensorsAreConstantsThatShareMemory) {
+  const Tensor w = Tensor::empty({2});
+  w.data<float>()[0] = 1.0f;
+  w.data<float>()[1] = 2.0f;
+  FuncGraphPtr g =
+      trace([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * w + w}; },
+            {Tensor::empty({2})});
+  // One constant for both uses, holding w itself: an in-place update of w is seen.
+  size_t constants = 0;
+  for (const NodePtr& n : g->nodes()) {
+    if (!n->is_value()) continue;
+    ++constants;
+    EXPECT_TRUE(static_cast<const ValueNode&>(*n).value().is_same(w));
+  }
+  EXPECT_EQ(constants, 1u);
+}
+
+TEST(Trace, InPlaceUpdatesMoveTheValueOn) {
+  std::mt19937 rng(9);
+  const Tensor x = testing::random_input(rng, {2, 3});
+  const auto fn = [](const std::vector<Tensor>& in) {
+    Tensor y = exp(in[0]);
+    const Tensor row = y.select(0, 1);   // a view made before the update sees it
+    const Tensor before = neg(y);        // a use before the update does not
+    add(y, in[0], y);                    // y += x
+    return std::vector<Tensor>{y, row * 1.0, before};
+  };
+  const std::vector<Tensor> got = run_graph(trace(fn, {x}), {x});
+  const std::vector<Tensor> want = fn({x});
+  for (size_t i = 0; i < got.size(); ++i) expect_same_values(got[i], want[i]);
+}
+
+TEST(Trace, InPlaceIntoAnOutTensorOfAnotherDTypeCasts) {
+  std::mt19937 rng(2);
+  const Tensor x = testing::random_input(rng, {3});
+  const auto fn = [](const std::vector<Tensor>& in) {
+    Tensor y = to(in[0], DType::kFloat64);
+    add(in[0], in[0], y);  // a float32 result into a float64 tensor
+    return std::vector<Tensor>{y};
+  };
+  FuncGraphPtr g = trace(fn, {x});
+  EXPECT_NE(ir::print(*g).find("Cast("), std::string::npos);
+  expect_same_values(run_graph(g, {x})[0], fn({x})[0]);
+}
+
+TEST(Trace, RefusesWritesIntoInputsConstantsAndParts) {
+  const Tensor outside = Tensor::empty({3});
+  const auto traced = [](auto body) {
+    return [body] {
+      trace(
+          [&](const std::vector<Tensor>& in) {
+            body(in[0]);
+            return std::vector<Tensor>{in[0]};
+          },
+          {Tensor::empty({3})});
+    };
+  };
+  expect_error(traced([](const Tensor& x) { add(x, x, x); }), ErrorKind::kNotImplemented,
+               "an input of graph \"graph\", in place");
+  expect_error(traced([&](const Tensor& x) { add(x, x, outside); }), ErrorKind::kNotImplemented,
+               "writes into a tensor from outside the traced function");
+  expect_error(traced([](const Tensor& x) {
+                 const Tensor y = exp(x);
+                 neg(x, y.slice(0, 0, 3));  // all of y through a view: allowed
+                 neg(x.slice(0, 1, 3), y.slice(0, 1, 3));
+               }),
+               ErrorKind::kNotImplemented, "writes into part of a traced value");
+}
+
+class PerCallKernel final : public BoundKernel {
+ public:
+  size_t workspace_size() override { return 0; }
+  void launch(const KernelContext&) override {}
+};
+
+TEST(Trace, RefusesOpsWithAPerCallKernelObject) {
+  const OpDef op("PerCall");
+  expect_error(
+      [&] {
+        trace(
+            [&](const std::vector<Tensor>& in) {
+              Tensor out(DType::kFloat32, {2});
+              call_bound_kernel(op, {in[0]}, {out}, std::make_shared<PerCallKernel>());
+              return std::vector<Tensor>{out};
+            },
+            {Tensor::empty({2})});
+      },
+      ErrorKind::kNotImplemented, "m.def_op(kiln::OpDef(\"PerCall\")");
+}
+
+TEST(Trace, OpsRegisteredLikeCustomDefOpsTrace) {
+  OpRegistration reg(OpDef("TraceTestTwice")
+                         .input("x")
+                         .infer([](const InferContext& ctx) { return MetaList{ctx.input(0)}; })
+                         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+                           copy_into(ctx.outputs[0], ctx.inputs[0] * 2.0);
+                         }));
+  const auto fn = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{call_op("TraceTestTwice", {sin(in[0])})[0]};
+  };
+  std::mt19937 rng(1);
+  const Tensor x = testing::random_input(rng, {5});
+  FuncGraphPtr g = trace(fn, {x});
+  EXPECT_NE(ir::print(*g).find("TraceTestTwice(%1)"), std::string::npos);
+  expect_same_values(run_graph(g, {x})[0], fn({x})[0]);
+}
+
+TEST(Trace, LeakedTracersFailClearlyLater) {
+  Tensor leaked;
+  trace(
+      [&](const std::vector<Tensor>& in) {
+        leaked = exp(in[0]);
+        return std::vector<Tensor>{leaked};
+      },
+      {Tensor::empty({2})});
+  EXPECT_FALSE(is_tracer(leaked));
+  expect_error([&] { leaked.data_ptr(); }, ErrorKind::kType, jit_detail::kTracedValueHasNoData);
+  // Captured by a later trace, it is refused with the same reason.
+  expect_error(
+      [&] {
+        trace([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] + leaked}; },
+              {Tensor::empty({2})});
+      },
+      ErrorKind::kType, jit_detail::kTracedValueHasNoData);
+}
+
+TEST(Trace, OneTraceAtATimePerThreadOthersRunEagerly) {
+  expect_error(
+      [] {
+        trace(
+            [](const std::vector<Tensor>& in) {
+              trace([](const std::vector<Tensor>& i) { return i; }, in);
+              return in;
+            },
+            {Tensor::empty({1})});
+      },
+      ErrorKind::kValue, "already tracing graph");
+  // While this thread traces, another thread's ops run eagerly.
+  trace(
+      [](const std::vector<Tensor>& in) {
+        Tensor eager;
+        std::thread other([&] {
+          const Tensor a = Tensor::empty({2});
+          a.data<float>()[0] = 1.0f;
+          a.data<float>()[1] = -1.0f;
+          eager = abs(a);
+          EXPECT_FALSE(is_tracing());
+        });
+        other.join();
+        EXPECT_EQ(eager.data<float>()[1], 1.0f);
+        return in;
+      },
+      {Tensor::empty({1})});
+}
+
+TEST(Trace, ErrorsInsideTheFunctionStopTheTrace) {
+  expect_error(
+      [] {
+        trace(
+            [](const std::vector<Tensor>& in) {
+              return std::vector<Tensor>{add(in[0], Tensor::empty({3}))};
+            },
+            {Tensor::empty({2})});
+      },
+      ErrorKind::kShape, "Add(float32[2], float32[3])");
+  EXPECT_FALSE(is_tracing());
+  const Tensor a = Tensor::empty({1});
+  a.data<float>()[0] = -3.0f;
+  EXPECT_EQ(abs(a).data<float>()[0], 3.0f);  // eager again
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,447 @@
+"""kiln.jit and kiln.graph: jitted results equal eager ones on every backend (random programs
+through kiln.mint, Tensor operators, methods and indexing), the cache and its key, containers in
+and out, methods, custom ops, IR dumps, and the errors (control flow on traced values, unknown
+backend, failing backends, bad options)."""
+
+import collections
+import random
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import mint
+from kiln.jit import CacheInfo
+
+from conftest import REPO_DIR, assert_close, raises
+
+BACKENDS = ["reference", "kiln_cpu", "jit_plugin_backend", "jit_plugin_elementwise"]
+
+
+@pytest.fixture(autouse=True)
+def _backends(jit_test_backends):
+    return jit_test_backends
+
+
+def t(array):
+    return kiln.tensor(np.asarray(array))
+
+
+# --- random programs ---------------------------------------------------------------------------
+
+def random_program(seed, num_ops):
+    """A function of tensors whose op choices depend on the seed and on shapes, never on values:
+    run eagerly and jitted, it must give the same results."""
+    n = random.Random(seed).randint(1, 4)
+
+    def program(*xs, scale=1.5):
+        r = random.Random(seed * 31 + 7)
+        values = [(x, False) for x in xs]  # (tensor, fresh: own memory no view shares)
+
+        def any_value():
+            return values[r.randrange(len(values))][0]
+
+        def square():
+            for _ in range(2 * len(values)):
+                v = any_value()
+                if v.shape == (n, n):
+                    return v
+            return None
+
+        for _ in range(num_ops):
+            a, b = any_value(), any_value()
+            op = r.randrange(15)
+            if op == 0:
+                values.append((mint.sin(a), True))
+            elif op == 1:
+                values.append((a + b, True))
+            elif op == 2:
+                values.append((a * scale - 0.25, True))
+            elif op == 3:
+                values.append((mint.where(a > b, a, -b), True))
+            elif op == 4:
+                values.append((mint.tanh(mint.maximum(a, b)), True))
+            elif op == 5:
+                values.append((mint.sum(a, dim=-1, keepdim=True), True))
+            elif op == 6:
+                values.append(((a.double() * 0.5).float(), True))
+            elif op == 7 and square() is not None:
+                values.append((mint.softmax(square(), dim=-1), True))
+            elif op == 8:
+                s, u = square(), square()
+                if s is not None and u is not None:
+                    values.append((s @ u, True))
+            elif op == 9:
+                s = square()
+                if s is not None:  # views made by Tensor methods and indexing: no op runs
+                    values.append((s.T, False))
+                    values.append((s[r.randrange(n)], False))
+                    values.append((s[:, ::2].sum(-1, keepdim=True), True))
+            elif op == 10:
+                fresh = [v for v, f in values if f]
+                if fresh:
+                    v = fresh[r.randrange(len(fresh))]
+                    values.append((v.reshape(-1).reshape(v.shape), False))
+            elif op == 11:
+                s = square()
+                if s is not None:
+                    top, index = mint.max(s, dim=1)
+                    values.append((top, True))
+                    values.append((index.float(), True))
+            elif op == 12:  # in place, into a value no view shares
+                fresh = [i for i, (v, f) in enumerate(values) if f]
+                if fresh:
+                    v = values[fresh[r.randrange(len(fresh))]][0]
+                    if np.broadcast_shapes(v.shape, b.shape) == v.shape:
+                        v += mint.exp(-abs(b))
+            elif op == 13:
+                values.append((abs(a) + 1, True))
+            else:
+                values.append((a ** 2 / (b * b + 1.0), True))
+        return values[-1][0], {"first": values[0][0], "any": [any_value(), None]}
+
+    shapes = [random.Random(seed + i).choice([(n, n), (n,)]) for i in range(1 + seed % 3)]
+    return program, shapes
+
+
+def eager_and_jitted(fn, args, kwargs, backend):
+    want = fn(*args, **kwargs)
+    got = kiln.jit(fn, backend=backend)(*args, **kwargs)
+    return got, want
+
+
+def assert_same_tree(got, want):
+    assert type(got) is type(want)
+    if isinstance(want, kiln.Tensor):
+        assert got.dtype == want.dtype
+        assert_close(got, want.numpy())
+    elif isinstance(want, (tuple, list)):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert_same_tree(g, w)
+    elif isinstance(want, dict):
+        assert list(got) == list(want)
+        for k in want:
+            assert_same_tree(got[k], want[k])
+    else:
+        assert got == want
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_random_programs_give_the_eager_results(backend):
+    for seed in range(40):
+        program, shapes = random_program(seed, 4 + seed % 20)
+        jitted = kiln.jit(program, backend=backend)
+        rng = np.random.default_rng(seed)
+        for _ in range(2):  # a miss, then a hit on new values
+            xs = [t(rng.uniform(-2, 2, s).astype(np.float32)) for s in shapes]
+            assert_same_tree(jitted(*xs, scale=0.75), program(*xs, scale=0.75))
+        assert jitted.cache_info().misses == 1 and jitted.cache_info().hits == 1
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.int32, kiln.bfloat16])
+def test_dtypes_and_broadcasting(rng, dtype):
+    def f(x, y):
+        return x * y + x, mint.maximum(x, y) - 1
+
+    x = kiln.tensor(rng.uniform(-3, 3, (3, 1, 4)) * 4, dtype=dtype)
+    y = kiln.tensor(rng.uniform(-3, 3, (5, 1)) * 4, dtype=dtype)
+    for backend in BACKENDS:
+        got, want = eager_and_jitted(f, (x, y), {}, backend)
+        assert_same_tree(got, want)
+
+
+# --- decorator forms, methods, the cache --------------------------------------------------------
+
+def test_decorator_forms_keep_the_function_s_identity():
+    @kiln.jit
+    def plain(x):
+        """Doubles."""
+        return x * 2
+
+    @kiln.jit(backend="reference", jit_level="O0")
+    def configured(x):
+        return x * 3
+
+    direct = kiln.jit(lambda x: x * 4, backend="jit_plugin_backend")
+    x = t([1.0, 2.0])
+    assert plain(x).tolist() == [2.0, 4.0]
+    assert configured(x).tolist() == [3.0, 6.0]
+    assert direct(x).tolist() == [4.0, 8.0]
+    assert plain.__name__ == "plain" and plain.__doc__ == "Doubles."
+    assert plain.__wrapped__(x).tolist() == [2.0, 4.0]
+    assert configured.backend == "reference" and configured.jit_level == "O0"
+    assert "on backend 'reference'" in repr(configured)
+
+
+def test_cache_hits_and_misses_by_signature():
+    traces = []
+
+    @kiln.jit
+    def f(x, y, mode="add", k=1):
+        traces.append(1)
+        return x + y * k if mode == "add" else x - y * k
+
+    x, y = t(np.ones((2, 3), np.float32)), t(np.ones(3, np.float32))
+    f(x, y)
+    f(t(np.zeros((2, 3), np.float32)), y)              # hit: same dtypes and shapes
+    f(x, t(np.ones((2, 3), np.float32)))               # another shape
+    f(x, y.double())                                    # another dtype
+    assert f(x, y, "sub").tolist() == [[0.0] * 3] * 2   # a string constant
+    assert f(x, y, mode="sub").tolist() == [[0.0] * 3] * 2  # a keyword: another signature
+    f(x, y, "add", 2)
+    f(x, y, "add", 2.0)                                 # 2 and 2.0 are different constants
+    f(x, y, "add", True)
+    f(x, y, "add", 2)                                   # hit
+    assert f.cache_info() == CacheInfo(hits=2, misses=8, size=8)
+    assert len(traces) == 8
+    f.clear_cache()
+    assert f.cache_info().size == 0
+    f(x, y)
+    assert len(traces) == 9
+
+
+def test_python_numbers_are_constants_of_the_graph():
+    @kiln.jit
+    def f(x, s):
+        return x * s
+
+    x = t([1.0, -2.0])
+    assert f(x, 3.0).tolist() == [3.0, -6.0]
+    assert f(x, 0.5).tolist() == [0.5, -1.0]
+    assert "const float64[] weak [0.5]" in f.graph(x, 0.5)
+    assert f(x, -0.0).tolist() == [-0.0, 0.0] and f.cache_info().misses == 3
+    g = kiln.jit(lambda x, big: x * float(big))  # beyond int64: a constant by value
+    assert g(x, 10**30).tolist() == [1e30, -2e30]
+    assert g(x, 10**30).tolist() == [1e30, -2e30] and g.cache_info().hits == 1
+
+
+def test_nested_containers_in_and_out():
+    Pair = collections.namedtuple("Pair", ["left", "right"])
+
+    @kiln.jit
+    def f(batch, pair, options):
+        a, b = batch["xs"]
+        out = a * pair.left + b * options["w"]
+        return {"out": out, "parts": [a, Pair(b, pair.right)], "tag": options["tag"], "none": None}
+
+    rng = np.random.default_rng(0)
+    a, b, c, d = (t(rng.standard_normal(4).astype(np.float32)) for _ in range(4))
+    args = ({"xs": [a, b]}, Pair(c, d), {"w": 0.5, "tag": "v1"})
+    got = f(*args)
+    assert set(got) == {"out", "parts", "tag", "none"}
+    assert got["tag"] == "v1" and got["none"] is None
+    assert isinstance(got["parts"][1], Pair)
+    assert_close(got["out"], a.numpy() * c.numpy() + b.numpy() * 0.5)
+    assert_close(got["parts"][1].right, d.numpy())
+    assert got["parts"][0].data_ptr() == a.data_ptr()  # an input returned as is
+    f(*args)
+    f({"xs": (a, b)}, Pair(c, d), {"w": 0.5, "tag": "v1"})  # a tuple, not a list: new signature
+    assert f.cache_info().misses == 2 and f.cache_info().hits == 1
+    text = f.graph(*args)
+    for name in ('"batch[\'xs\'][0]"', '"batch[\'xs\'][1]"', '"pair[0]"', '"pair[1]"'):
+        assert name in text
+
+
+def test_methods_key_on_the_instance_and_see_in_place_updates():
+    class Scale:
+        def __init__(self, w):
+            self.w = t(w)
+
+        @kiln.jit
+        def forward(self, x):
+            return x * self.w
+
+    one, two = Scale([1.0, 1.0]), Scale([2.0, 2.0])
+    x = t([3.0, 4.0])
+    assert one.forward(x).tolist() == [3.0, 4.0]
+    assert two.forward(x).tolist() == [6.0, 8.0]
+    one.w += 1.0  # in place: the graph holds the same tensor
+    assert one.forward(x).tolist() == [6.0, 8.0]
+    assert Scale.forward.cache_info().misses == 2
+
+
+def test_a_jitted_call_inside_a_trace_is_inlined():
+    inner = kiln.jit(lambda x: mint.exp(x))
+
+    @kiln.jit
+    def outer(x):
+        return inner(x) + 1
+
+    x = t([0.0, 1.0])
+    assert_close(outer(x), np.exp([0.0, 1.0]) + 1)
+    assert inner.cache_info().misses == 0
+    assert "Exp(%0)" in outer.graph(x)
+
+
+def test_views_made_by_methods_and_indexing_trace(rng):
+    def f(x):
+        return x.T @ x, x[1], x[:, 1:3] * 2, x.reshape(2, -1).sum(0), x.unsqueeze(0).permute(2, 0, 1)
+
+    x = t(rng.standard_normal((3, 4)).astype(np.float32))
+    for backend in BACKENDS:
+        got, want = eager_and_jitted(f, (x,), {}, backend)
+        assert_same_tree(got, want)
+    text = kiln.jit(f).graph(x)
+    assert "Permute(%0) {dims = [1, 0]}" in text and "AsStrided" in text
+
+
+def test_printing_a_traced_value():
+    seen = []
+
+    @kiln.jit
+    def f(x):
+        seen.append(repr(x * 2))
+        return x
+
+    f(t(np.zeros((2, 3), np.float32)))
+    assert seen == ["Tracer(kiln.float32[2, 3])"]
+
+
+# --- custom ops -----------------------------------------------------------------------------------
+
+def test_def_op_custom_ops_trace_like_built_ins(example_ops, rng):
+    @kiln.jit
+    def f(x):
+        mean, var = example_ops.row_moments(mint.exp(x), correction=1)
+        return mean + var
+
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    e = np.exp(x)
+    assert_close(f(t(x)), e.mean(-1) + e.var(-1, ddof=1))
+    assert "RowMoments(%1) {correction = 1}" in f.graph(t(x))
+
+
+def test_op_runner_custom_ops_ask_for_def_op(example_ops):
+    f = kiln.jit(lambda x: example_ops.add3(x, x, x))
+    with raises(kiln.KilnNotImplementedError, match=r"Register the op with m\.def_op"):
+        f(t([1.0]))
+    with raises(kiln.KilnError, match=r"m\.def_op\(kiln::OpDef\(\"Add3\"\)"):
+        f(t([1.0]))
+
+
+# --- errors ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("body, source", [
+    (lambda x: x if x.sum() > 0 else -x, "lambda x: x if x.sum() > 0 else -x"),
+    (lambda x: x * float(x.sum()), "lambda x: x * float(x.sum())"),
+    (lambda x: x * int(x.sum()), "lambda x: x * int(x.sum())"),
+    (lambda x: x * x.sum().item(), "lambda x: x * x.sum().item()"),
+    (lambda x: kiln.tensor(x.numpy()), "lambda x: kiln.tensor(x.numpy())"),
+    (lambda x: x if bool(x[0] > 0) else x, "lambda x: x if bool(x[0] > 0) else x"),
+    (lambda x: t(x.tolist()), "lambda x: t(x.tolist())"),
+])
+def test_control_flow_on_traced_values_names_the_line(body, source):
+    f = kiln.jit(body)
+    with raises(kiln.KilnError) as info:
+        f(t([1.0, 2.0]))
+    message = str(info.value)
+    assert "test_jit.py:" in message and source in message
+    assert "a value traced by kiln.jit has no data" in message
+    assert "kiln.mint.where" in message
+    assert body(t([1.0, 2.0])) is not None  # eagerly the same function works
+
+
+def test_if_on_a_traced_comparison_names_the_line():
+    @kiln.jit
+    def f(x):
+        if x > 0:
+            return x
+        return -x
+
+    line = f.__wrapped__.__code__.co_firstlineno + 2
+    with raises(kiln.KilnTypeError, match=rf"test_jit\.py:{line} \(in f\): `if x > 0:`"):
+        f(t([1.0, 2.0]))
+    assert f.cache_info().size == 0
+    # The process goes on: the same function traced and run after the failure.
+    g = kiln.jit(lambda x: mint.where(x > 0, x, -x))
+    assert g(t([1.0, -2.0])).tolist() == [1.0, 2.0]
+
+
+def test_writing_into_an_input_in_place_is_refused():
+    def f(x):
+        x += 1
+        return x
+
+    with raises(kiln.KilnNotImplementedError, match=r"return the new value instead"):
+        kiln.jit(f)(t([1.0]))
+
+
+def test_an_unknown_backend_lists_the_registered_ones():
+    f = kiln.jit(lambda x: x, backend="no_such_backend")
+    with raises(kiln.KilnError, match="unknown backend 'no_such_backend'; registered backends: "
+                                      ".*jit_plugin_backend.*kiln_cpu.*reference"):
+        f(t([1.0]))
+
+
+@pytest.mark.parametrize("backend, reason", [
+    ("jit_plugin_failing", "Run returned kRunningFailure"),
+    ("jit_plugin_throwing", "the accelerator caught fire"),
+])
+def test_a_failing_backend_names_itself_and_the_graph(backend, reason):
+    @kiln.jit(backend=backend)
+    def net(x):
+        return mint.neg(x)
+
+    for _ in range(2):  # the first call builds, the second runs the cached graph: both fail
+        with raises(kiln.KilnError, match=rf"backend '{backend}' failed running graph \"(.*)net\""
+                                          rf" \(id \d+\): {reason}"):
+            net(t([1.0]))
+    assert kiln.jit(lambda x: mint.neg(x))(t([1.0])).tolist() == [-1.0]
+
+
+def test_options_are_checked():
+    with raises(kiln.KilnValueError, match="capture_mode \"ast\" is not supported"):
+        kiln.jit(lambda x: x, capture_mode="ast")
+    with raises(kiln.KilnValueError, match="jit_level"):
+        kiln.jit(lambda x: x, jit_level="fast")
+    with raises(kiln.KilnNotImplementedError, match="dynamic=True"):
+        kiln.jit(lambda x: x, dynamic=True)
+    with raises(TypeError, match="expected a callable"):
+        kiln.jit(3)
+    assert kiln.jit(lambda x: x + 1, fullgraph=True, some_option=3)(t([1.0])).tolist() == [2.0]
+
+
+# --- dumps and kiln.graph --------------------------------------------------------------------------
+
+def test_dump_ir_writes_each_step(tmp_path, monkeypatch):
+    f = kiln.jit(lambda x: mint.sin(mint.softmax(mint.exp(x), dim=-1)),
+                 backend="jit_plugin_elementwise", dump_ir=tmp_path / "ir")
+    f(t(np.zeros((2, 3), np.float32)))
+    kir = sorted(p.name for p in (tmp_path / "ir").glob("*.kir"))
+    assert kir[0].startswith("test_dump_ir_writes_each_step._locals_._lambda_.")
+    assert [k.split(".")[-2] for k in kir] == [
+        "00_traced", "01_part0_jit_plugin_elementwise", "02_part1_kiln_cpu",
+        "03_part2_jit_plugin_elementwise"]
+    assert len(list((tmp_path / "ir").glob("*.dot"))) == 4
+    assert len(list((tmp_path / "ir").glob("*.svg"))) == (4 if shutil.which("dot") else 0)
+    assert "Softmax" in (tmp_path / "ir" / kir[2]).read_text()
+
+    monkeypatch.setenv("KILN_DUMP_IR", str(tmp_path / "env"))
+    kiln.jit(lambda x: -x)(t([1.0]))
+    assert len(list((tmp_path / "env").glob("*.kir"))) == 2
+
+
+def test_graph_module_registers_and_lists_backends(tmp_path):
+    assert {"kiln_cpu", "reference", "jit_plugin_backend"} <= set(kiln.graph.list_backends())
+    with raises(kiln.KilnValueError, match="no such file"):
+        kiln.graph.register_custom_backend("x", tmp_path / "missing.so")
+    (tmp_path / "text.so").write_text("not a library")
+    with raises(kiln.KilnValueError, match="not a shared library"):
+        kiln.graph.register_custom_backend("x", tmp_path / "text.so")
+
+
+def test_the_custom_backend_examples_run():
+    """examples/custom_backend/run.py (part of make demo): both plugins built with CMake,
+    registered, and run beside kiln_cpu, results checked against eager inside."""
+    done = subprocess.run([sys.executable, str(REPO_DIR / "examples" / "custom_backend" / "run.py")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert out.count('[my_custom_backend] Build graph "sine"') == 1
+    assert out.count("[my_custom_backend] Run id") == 2
+    assert '[elementwise_backend] Build graph "mlp.part1": Add Relu Mul' in out
+    assert "01_part0_kiln_cpu" in out and "MatMul" in out
