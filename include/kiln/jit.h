@@ -44,6 +44,7 @@
 
 #include "kiln/export.h"
 #include "kiln/ir.h"
+#include "kiln/pass.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -64,6 +65,9 @@ struct JitOptions {
   bool fullgraph = false;
   /// A folder for IR dumps; empty: $KILN_DUMP_IR when set, else no dumps.
   std::string dump_ir;
+  /// Debug mode: ir::verify after every pass, naming the pass that broke the graph. Also on
+  /// when $KILN_DEBUG is set (and not "0").
+  bool debug = false;
   /// Extra options for the backend (BackendJitConfig::options).
   std::map<std::string, std::string> options;
 };
@@ -96,6 +100,11 @@ class KILN_API JitFunction {
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const;
   /// The graph `fn` gives for these inputs, as traced (IR text; kiln::ir::parse reads it).
   std::string graph(const std::vector<Tensor>& inputs) const;
+  /// The graph after every pass, as the backend receives it (IR text); traces and runs the
+  /// passes, builds nothing.
+  std::string optimized_graph(const std::vector<Tensor>& inputs) const;
+  /// What the passes did in the most recent build (empty before the first).
+  PassReport pass_report() const;
   JitCacheInfo cache_info() const;
   /// Forgets every built graph (the backends free them).
   void clear_cache() const;
@@ -116,6 +125,26 @@ KILN_API JitFunction jit(TensorFn fn, JitOptions options = {}, std::string name 
 /// thread is already tracing.
 KILN_API FuncGraphPtr trace(const TensorFn& fn, const std::vector<Tensor>& inputs,
                             const std::string& name = "graph");
+
+/// Registers the pass `pass_name` of the pass plugin at `plugin_path` for the jit builds on
+/// `backend` ("all", or a registered backend's name), in `stage` ("frontend", "pre_fusion",
+/// "fusion", "post_fusion"), ordered by `priority` (lower first) and then registration order. It
+/// takes effect for every later build on that backend (built graphs of that backend are built
+/// again at their next call). Throws kValue saying what went wrong: a missing file, not a shared
+/// library, not a pass plugin, another ABI version (both named), a pass the plugin does not have
+/// (listing its names), an unknown stage or backend, a name already registered, an invalid
+/// pattern.
+KILN_API void register_custom_pass(const std::string& pass_name, const std::string& plugin_path,
+                                   const std::string& backend = "all",
+                                   const std::string& stage = "pre_fusion", int priority = 0);
+/// Registers a pass object made in this process (a C++ pass, or a Python pattern); the same
+/// rules and errors as register_custom_pass.
+KILN_API void register_pass(PassPtr pass, const std::string& backend = "all",
+                            const std::string& stage = "pre_fusion", int priority = 0);
+/// Removes a registered pass (kValue for an unknown name, listing the registered ones).
+KILN_API void unregister_custom_pass(const std::string& name);
+/// Every registered pass, built-in ones included, in run order.
+KILN_API std::vector<PassInfo> list_passes();
 
 /// True while this thread traces a function.
 KILN_API bool is_tracing();

@@ -1,6 +1,8 @@
 // CompiledGraph: the jit pipeline after tracing, and running its result (see compiled_graph.h).
 #include "jit/compiled_graph.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <unordered_map>
 
 #include "jit/dump.h"
@@ -23,17 +25,43 @@ bool backend_supports(const BackendBase& backend, const std::string& name, const
   }
 }
 
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' && std::string(v) != "0";
+}
+
 }  // namespace
+
+void optimize(const FuncGraphPtr& graph, const JitOptions& options, PassReport* report,
+              IrDump* dump) {
+  ir::verify(*graph);
+  PassRegistry& registry = PassRegistry::Instance();
+  PassManager passes = registry.manager(options.backend, options.jit_level != "O0");
+  passes.set_verify(options.debug || env_flag("KILN_DEBUG"));
+  const size_t num_parameters = graph->parameters().size();
+  passes.Run(graph, report, dump != nullptr && dump->enabled() ? dump : nullptr);
+  KILN_CHECK_VALUE(graph->parameters().size() == num_parameters)
+      << "the passes changed the parameters of graph \"" << graph->name() << "\" (from "
+      << num_parameters << " to " << graph->parameters().size()
+      << "); a pass must keep the graph's inputs";
+}
 
 std::shared_ptr<CompiledGraph> CompiledGraph::compile(FuncGraphPtr traced,
                                                       const JitOptions& options) {
   std::shared_ptr<CompiledGraph> c(new CompiledGraph());
-  c->traced_ = std::move(traced);
-  const FuncGraph& graph = *c->traced_;
+  c->graph_ = std::move(traced);
+  c->backend_ = options.backend;
+  const FuncGraph& graph = *c->graph_;
   c->registry_generation_ = OpRegistry::Instance().generation();
+  c->pass_registry_generation_ = PassRegistry::Instance().generation();
+  c->backend_passes_ = PassRegistry::Instance().generation(options.backend);
   IrDump dump(dump_dir(options.dump_ir), graph.name());
   dump.write("traced", graph);
-  ir::verify(graph);
+  optimize(c->graph_, options, &c->report_, &dump);
+  if (env_flag("KILN_PASS_REPORT")) {
+    std::fprintf(stderr, "kiln: passes on graph \"%s\" (backend %s)\n%s", graph.name().c_str(),
+                 options.backend.c_str(), c->report_.str().c_str());
+  }
   for (const NodePtr& n : graph.nodes()) {
     if (!n->is_cnode()) continue;
     const Primitive& prim = *static_cast<const CNode&>(*n).primitive();
@@ -46,7 +74,7 @@ std::shared_ptr<CompiledGraph> CompiledGraph::compile(FuncGraphPtr traced,
   BackendManager& manager = BackendManager::Instance();
   const BackendBase* backend = manager.Get(options.backend);
   c->parts_ = partition(
-      c->traced_, options.backend,
+      c->graph_, options.backend,
       [&](const CNodePtr& node) { return backend_supports(*backend, options.backend, node); },
       kFallbackBackend);
   for (size_t k = 0; k < c->parts_.size(); ++k) {
@@ -69,12 +97,12 @@ std::shared_ptr<CompiledGraph> CompiledGraph::compile(FuncGraphPtr traced,
 
 // Numbers the values that cross a part boundary (see Step).
 void CompiledGraph::plan() {
-  if (parts_.size() == 1 && parts_[0].graph == traced_) {
+  if (parts_.size() == 1 && parts_[0].graph == graph_) {
     direct_ = true;
     return;
   }
   std::unordered_map<const Node*, size_t> slot;
-  for (const ParameterPtr& p : traced_->parameters()) slot.emplace(p.get(), num_slots_++);
+  for (const ParameterPtr& p : graph_->parameters()) slot.emplace(p.get(), num_slots_++);
   for (size_t k = 0; k < parts_.size(); ++k) {
     Step& step = steps_[k];
     for (const NodePtr& in : parts_[k].inputs) step.inputs.push_back(slot.at(in.get()));
@@ -83,7 +111,7 @@ void CompiledGraph::plan() {
       slot.emplace(out.get(), num_slots_++);
     }
   }
-  for (const NodePtr& out : traced_->outputs()) {
+  for (const NodePtr& out : graph_->outputs()) {
     auto it = slot.find(out.get());
     if (it == slot.end()) {
       KILN_ASSERT(out->is_value()) << out->debug_string() << " is an output of no part";
@@ -107,14 +135,14 @@ void CompiledGraph::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* 
   BackendManager& manager = BackendManager::Instance();
   if (direct_) {
     manager.Run(steps_[0].backend, steps_[0].id, inputs, outputs);
-    KILN_CHECK(outputs->size() == traced_->outputs().size())
+    KILN_CHECK(outputs->size() == graph_->outputs().size())
         << "backend '" << steps_[0].backend << "' returned " << outputs->size()
-        << " outputs for graph \"" << traced_->name() << "\", which has "
-        << traced_->outputs().size();
+        << " outputs for graph \"" << graph_->name() << "\", which has "
+        << graph_->outputs().size();
     return;
   }
-  KILN_CHECK_VALUE(inputs.size() == traced_->parameters().size())
-      << "graph \"" << traced_->name() << "\" takes " << traced_->parameters().size()
+  KILN_CHECK_VALUE(inputs.size() == graph_->parameters().size())
+      << "graph \"" << graph_->name() << "\" takes " << graph_->parameters().size()
       << " inputs, got " << inputs.size();
   std::vector<Tensor> slots(num_slots_);
   for (size_t i = 0; i < inputs.size(); ++i) slots[i] = inputs[i];
@@ -127,11 +155,22 @@ void CompiledGraph::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* 
     manager.Run(step.backend, step.id, args, &results);
     KILN_CHECK(results.size() == step.outputs.size())
         << "backend '" << step.backend << "' returned " << results.size() << " outputs for a "
-        << "part of graph \"" << traced_->name() << "\" that has " << step.outputs.size();
+        << "part of graph \"" << graph_->name() << "\" that has " << step.outputs.size();
     for (size_t i = 0; i < results.size(); ++i) slots[step.outputs[i]] = std::move(results[i]);
   }
   outputs->clear();
   for (size_t s : outputs_) outputs->push_back(slots[s]);
+}
+
+bool CompiledGraph::current() const { return ops_current() && passes_current(); }
+
+bool CompiledGraph::passes_current() const {
+  const PassRegistry& registry = PassRegistry::Instance();
+  const uint64_t generation = registry.generation();
+  if (generation == pass_registry_generation_.load(std::memory_order_relaxed)) return true;
+  if (registry.generation(backend_) != backend_passes_) return false;
+  pass_registry_generation_.store(generation, std::memory_order_relaxed);
+  return true;
 }
 
 bool CompiledGraph::ops_current() const {

@@ -15,15 +15,25 @@
 #include "jit/partition.h"
 #include "kiln/backend.h"
 #include "kiln/jit.h"
+#include "kiln/pass.h"
 
 namespace kiln::jit_detail {
 
 /// The backend that runs what a backend's Supports declines.
 inline constexpr const char* kFallbackBackend = "kiln_cpu";
 
+class IrDump;
+
+/// The pass pipeline on a traced graph, in place: ir::verify, then the registered passes for
+/// options.backend (PassRegistry::manager; built-in ones unless jit_level is "O0"), verifying
+/// after each in debug mode. Fills *report; dumps through *dump when given. Throws what a pass
+/// throws, and kValue when a pass removed or added a graph parameter.
+KILN_API void optimize(const FuncGraphPtr& graph, const JitOptions& options, PassReport* report,
+                       IrDump* dump = nullptr);
+
 class KILN_API CompiledGraph {
  public:
-  /// The jit pipeline on a traced graph (see kiln/jit.h): dumps, verify, partitioning, Build of
+  /// The jit pipeline on a traced graph (see kiln/jit.h): dumps, optimize, partitioning, Build of
   /// each part. Throws the first error (parts built before it are cleared).
   static std::shared_ptr<CompiledGraph> compile(FuncGraphPtr traced, const JitOptions& options);
   /// Clears the built parts on their backends.
@@ -35,12 +45,16 @@ class KILN_API CompiledGraph {
   /// *outputs with the traced graph's outputs. Backend failures name the backend and the graph.
   void run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) const;
 
-  const FuncGraphPtr& traced() const { return traced_; }
+  /// The graph after the passes, as the backends received it (before partitioning).
+  const FuncGraphPtr& optimized() const { return graph_; }
+  /// What the passes did.
+  const PassReport& pass_report() const { return report_; }
   /// The parts as built, in run order (one when the backend supports every node).
   const std::vector<GraphPart>& parts() const { return parts_; }
-  /// False when an op the graph uses was unregistered or replaced since it was built (the graph
-  /// must be built again). Cheap while the op registry has not changed.
-  bool ops_current() const;
+  /// False when an op the graph uses was unregistered or replaced, or when the passes registered
+  /// for its backend changed, since it was built (the graph must be built again). Cheap while
+  /// neither registry has changed.
+  bool current() const;
 
  private:
   // Where a part reads an input or the graph an output: a slot of the run's value table.
@@ -53,7 +67,12 @@ class KILN_API CompiledGraph {
   CompiledGraph() = default;
   void plan();
 
-  FuncGraphPtr traced_;
+  bool ops_current() const;
+  bool passes_current() const;
+
+  FuncGraphPtr graph_;
+  std::string backend_;
+  PassReport report_;
   std::vector<GraphPart> parts_;
   std::vector<Step> steps_;
   std::vector<std::pair<size_t, Tensor>> constants_;  // constant outputs of the whole graph
@@ -62,6 +81,8 @@ class KILN_API CompiledGraph {
   bool direct_ = false;  // one part over the whole graph: inputs and outputs need no table
   std::vector<std::pair<std::string, OpDefPtr>> ops_;  // every op used, as built
   mutable std::atomic<uint64_t> registry_generation_{0};
+  uint64_t backend_passes_ = 0;                        // PassRegistry::generation(backend_)
+  mutable std::atomic<uint64_t> pass_registry_generation_{0};
 };
 
 }  // namespace kiln::jit_detail

@@ -74,4 +74,10 @@ void IrDump::write(const std::string& step, const FuncGraph& graph) {
   if (has_dot) ir::write_svg(graph, base + ".svg");
 }
 
+void IrDump::before(const Pass&, PassStage, const FuncGraph&) {}
+
+void IrDump::after(const PassRunRecord& record, const FuncGraph& graph) {
+  if (record.changed) write(std::string(stage_name(record.stage)) + "." + record.pass, graph);
+}
+
 }  // namespace kiln::jit_detail

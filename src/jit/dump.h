@@ -9,6 +9,7 @@
 
 #include "kiln/export.h"
 #include "kiln/ir.h"
+#include "kiln/pass.h"
 
 namespace kiln::jit_detail {
 
@@ -16,14 +17,18 @@ namespace kiln::jit_detail {
 KILN_API std::string dump_dir(const std::string& option);
 
 /// The dumps of one compilation. Files are named "<graph>.<compilation>.<step number>_<step>":
-/// the compilation number is unique in the process, so recompiling never overwrites a dump.
-class KILN_API IrDump {
+/// the compilation number is unique in the process, so recompiling never overwrites a dump. As
+/// a PassObserver it writes the graph after every pass that changed it ("<stage>.<pass>").
+class KILN_API IrDump : public PassObserver {
  public:
   /// Dumps into `dir` (created when missing); an empty `dir` writes nothing.
   IrDump(std::string dir, const std::string& graph_name);
   bool enabled() const { return !dir_.empty(); }
   /// Writes `graph` as the next step. Throws kValue naming the file when it cannot be written.
   void write(const std::string& step, const FuncGraph& graph);
+
+  void before(const Pass& pass, PassStage stage, const FuncGraph& graph) override;
+  void after(const PassRunRecord& record, const FuncGraph& graph) override;
 
  private:
   std::string dir_;

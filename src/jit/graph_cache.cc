@@ -71,7 +71,7 @@ std::shared_ptr<const CacheEntry> GraphCache::find(const SignatureKey& key) {
     auto it = entries_.find(key);
     if (it != entries_.end()) entry = it->second;
   }
-  if (entry != nullptr && !entry->graph->ops_current()) {
+  if (entry != nullptr && !entry->graph->current()) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = entries_.find(key);
     if (it != entries_.end() && it->second == entry) entries_.erase(it);

@@ -60,7 +60,7 @@ struct CacheEntry {
 class KILN_API GraphCache {
  public:
   /// The entry for `key` (a hit), or null (a miss). An entry whose ops were unregistered or
-  /// replaced since it was built is dropped (a miss).
+  /// replaced, or whose backend's passes changed, since it was built is dropped (a miss).
   std::shared_ptr<const CacheEntry> find(const SignatureKey& key);
   /// Stores an entry (replacing one of the same key) and returns it.
   std::shared_ptr<const CacheEntry> insert(const SignatureKey& key, CacheEntry entry);

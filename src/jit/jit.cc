@@ -1,6 +1,8 @@
 // kiln::jit over C++ callables (see kiln/jit.h): JitFunction's call path, trace(), validate().
 #include "kiln/jit.h"
 
+#include <mutex>
+
 #include "jit/graph_cache.h"
 #include "jit/trace.h"
 
@@ -50,6 +52,8 @@ struct JitFunction::State {
   JitOptions options;
   std::string name;
   jit_detail::GraphCache cache;
+  mutable std::mutex report_mutex;
+  PassReport last_report;  // of the most recent build
 };
 
 JitFunction::JitFunction(TensorFn fn, JitOptions options, std::string name)
@@ -70,6 +74,10 @@ std::vector<Tensor> JitFunction::operator()(const std::vector<Tensor>& inputs) c
   if (entry == nullptr) {
     CacheEntry made;
     made.graph = CompiledGraph::compile(trace(s.fn, inputs, s.name), s.options);
+    {
+      std::lock_guard<std::mutex> lock(s.report_mutex);
+      s.last_report = made.graph->pass_report();
+    }
     entry = s.cache.insert(key, std::move(made));
   }
   std::vector<Tensor> params;
@@ -84,6 +92,18 @@ std::vector<Tensor> JitFunction::operator()(const std::vector<Tensor>& inputs) c
 
 std::string JitFunction::graph(const std::vector<Tensor>& inputs) const {
   return ir::print(*trace(state_->fn, inputs, state_->name));
+}
+
+std::string JitFunction::optimized_graph(const std::vector<Tensor>& inputs) const {
+  FuncGraphPtr graph = trace(state_->fn, inputs, state_->name);
+  PassReport report;
+  jit_detail::optimize(graph, state_->options, &report);
+  return ir::print(*graph);
+}
+
+PassReport JitFunction::pass_report() const {
+  std::lock_guard<std::mutex> lock(state_->report_mutex);
+  return state_->last_report;
 }
 
 JitCacheInfo JitFunction::cache_info() const { return state_->cache.info(); }
