@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "kiln/pass.h"
+#include "pass/builtin/builtin_passes.h"
 
 namespace kiln {
 
@@ -24,8 +25,14 @@ struct PassRegistry::State {
 PassRegistry::PassRegistry() : state_(std::make_unique<State>()) {}
 
 PassRegistry& PassRegistry::Instance() {
-  // Never destroyed: plugin passes may outlive static destruction order.
-  static PassRegistry* registry = new PassRegistry();
+  // Never destroyed: plugin passes may outlive static destruction order. The built-in passes
+  // are registered here, on first use, not by a static initializer: registering prepares their
+  // patterns, which checks their primitives against the op registry, filled as libkiln loads.
+  static PassRegistry* registry = [] {
+    auto* r = new PassRegistry();
+    pass::register_builtin_passes(*r);
+    return r;
+  }();
   return *registry;
 }
 
