@@ -29,7 +29,11 @@ suggests ``kiln.mint.where``. Tensors the function reads from elsewhere (globals
 ``self``) are constants of the graph: it sees in-place updates of them, not a new tensor put in
 their place (call ``clear_cache()`` then). An unknown backend is a KilnError at the first call,
 listing the registered ones. ``dump_ir="dir"`` (or ``KILN_DUMP_IR=dir``) writes the IR after
-tracing and each graph handed to a backend (.kir text, .dot, and .svg when Graphviz is present).
+tracing, before and after each pass that changed the graph, and each graph handed to a backend
+(.kir text, .dot, and .svg when Graphviz is present), plus ``<graph>.<n>.html`` per compilation
+(open it in a browser: it steps through the passes with the arrow keys, showing each pass's
+graph before and after with the changed nodes highlighted, its stage, matches and time) and an
+``index.html`` listing the compilations in the folder. Without it nothing is written.
 Extra keyword options go to the backend as text (kiln/backend.h, ``BackendJitConfig.options``).
 
 Before the backend builds a graph, the passes registered for it run (``kiln.graph``:
