@@ -57,19 +57,25 @@ std::shared_ptr<CompiledGraph> CompiledGraph::compile(FuncGraphPtr traced,
   c->backend_passes_ = PassRegistry::Instance().generation(options.backend);
   IrDump dump(dump_dir(options.dump_ir), graph.name());
   dump.write("traced", graph);
+  // The ops of the graph as traced and as built: an op that constant folding ran at compile
+  // time is gone from the built graph, but replacing it must rebuild the graph all the same.
+  const auto record_ops = [&] {
+    for (const NodePtr& n : graph.nodes()) {
+      if (!n->is_cnode()) continue;
+      const Primitive& prim = *static_cast<const CNode&>(*n).primitive();
+      if (prim.is_builtin()) continue;
+      bool seen = false;
+      for (const auto& [name, op] : c->ops_) seen = seen || name == prim.name();
+      if (!seen) c->ops_.emplace_back(prim.name(), prim.op_def());
+    }
+  };
+  record_ops();
   optimize(c->graph_, options, &c->report_, &dump);
   if (env_flag("KILN_PASS_REPORT")) {
     std::fprintf(stderr, "kiln: passes on graph \"%s\" (backend %s)\n%s", graph.name().c_str(),
                  options.backend.c_str(), c->report_.str().c_str());
   }
-  for (const NodePtr& n : graph.nodes()) {
-    if (!n->is_cnode()) continue;
-    const Primitive& prim = *static_cast<const CNode&>(*n).primitive();
-    if (prim.is_builtin()) continue;
-    bool seen = false;
-    for (const auto& [name, op] : c->ops_) seen = seen || name == prim.name();
-    if (!seen) c->ops_.emplace_back(prim.name(), prim.op_def());
-  }
+  record_ops();
 
   BackendManager& manager = BackendManager::Instance();
   const BackendBase* backend = manager.Get(options.backend);

@@ -825,5 +825,38 @@ TEST(BuiltinPasses, RunAtO1AndNotAtO0) {
   EXPECT_TRUE(ran_folding) << f1.pass_report().str();
 }
 
+// An op that multiplies by `k`, registered under one name with different k in turn.
+OpDef times(double k) {
+  return OpDef("BuiltinPassesTestTimes")
+      .input("x")
+      .infer([](const InferContext& ctx) { return MetaList{ctx.input(0)}; })
+      .kernel(DeviceType::kCPU, [k](KernelContext& ctx) {
+        const Tensor& out = ctx.outputs[0];
+        for (int64_t i = 0; i < out.numel(); ++i) {
+          out.data<float>()[i] = static_cast<float>(k * ctx.inputs[0].data<float>()[i]);
+        }
+      });
+}
+
+TEST(BuiltinPasses, AJitGraphIsRebuiltWhenAFoldedOpIsReplaced) {
+  // Folding runs the op at compile time, so the built graph no longer contains it; replacing
+  // the op must still rebuild the graph, as for any op the function calls.
+  auto registration = std::make_unique<OpRegistration>(times(2));
+  JitOptions options;
+  options.backend = "reference";
+  const JitFunction f = jit(
+      [](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{in[0] + call_op("BuiltinPassesTestTimes", {full({2}, 1.0)})[0]};
+      },
+      options, "f");
+  const Tensor x = make_tensor(DType::kFloat32, {2}, {0, 1});
+  EXPECT_EQ(values_of(f({x})[0]), (std::vector<double>{2, 3}));
+  EXPECT_EQ(f.optimized_graph({x}).find("BuiltinPassesTestTimes"), std::string::npos);
+  registration.reset();
+  registration = std::make_unique<OpRegistration>(times(3));
+  EXPECT_EQ(values_of(f({x})[0]), (std::vector<double>{3, 4}));
+  EXPECT_EQ(f.cache_info().misses, 2u);
+}
+
 }  // namespace
 }  // namespace kiln
