@@ -62,6 +62,10 @@ class KILN_API Storage {
   /// The memory; null for a deferred storage that has not been materialized.
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  /// True when the memory came from an Allocator (allocate(), or materialize() of a deferred
+  /// storage), so only tensors that view this storage can write it; false for wrap()ped memory
+  /// owned elsewhere (NumPy, DLPack), which its owner may still change, and before materialize().
+  bool owns_memory() const { return allocator_ != nullptr; }
   Device device() const { return device_; }
   /// Gives a deferred storage its memory from the device's allocator (no-op when it has memory).
   /// Not thread-safe: the pipeline calls it once, in the DeviceTask of the op that made it.

@@ -155,7 +155,11 @@ C wrapping_mul(C a, C b) {
 
 template <typename C>
 C wrapping_neg(C x) {
-  return wrapping_sub(C(0), x);
+  if constexpr (std::is_integral_v<C>) {
+    return wrapping_sub(C(0), x);
+  } else {
+    return -x;  // flips the sign bit, of zeros too (0 - x would give +0 for +0), as hn::Neg does
+  }
 }
 
 template <typename C>

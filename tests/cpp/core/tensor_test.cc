@@ -182,6 +182,17 @@ TEST(Tensor, FromBlobRunsDeleterOnce) {
   EXPECT_EQ(calls, 1);
 }
 
+TEST(Storage, OwnsMemoryFromAnAllocator_NotWrappedMemory) {
+  EXPECT_TRUE(Storage::allocate(64)->owns_memory());
+  EXPECT_TRUE(Tensor::empty({2}).storage()->owns_memory());
+  std::vector<float> outside(2);
+  EXPECT_FALSE(Tensor::from_blob(outside.data(), {2}, DType::kFloat32).storage()->owns_memory());
+  const std::shared_ptr<Storage> deferred = Storage::deferred(64);
+  EXPECT_FALSE(deferred->owns_memory());
+  deferred->materialize();
+  EXPECT_TRUE(deferred->owns_memory());
+}
+
 TEST(Tensor, ScalarIsWeakZeroDim) {
   Tensor s = Tensor::scalar(Scalar(2.5));
   EXPECT_EQ(s.ndim(), 0);

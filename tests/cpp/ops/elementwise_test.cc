@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -127,6 +128,21 @@ TEST(Elementwise, MatchesScalarPath_OnLargeContiguousAndBroadcastInputs) {
     EXPECT_EQ(sum[static_cast<size_t>(i)], 2 * e);
     EXPECT_EQ(shifted[static_cast<size_t>(i)], e - 1);
     EXPECT_EQ(flipped[static_cast<size_t>(i)], 1 - e);
+  }
+}
+
+TEST(Elementwise, NegFlipsTheSignOfZeros_AtEverySize) {
+  // One element takes the scalar path, 64 the SIMD one: both give IEEE negation (-(+0) is -0),
+  // as NumPy does, so rewriting x + neg(y) to x - y keeps the bits.
+  for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+    for (int64_t n : {1, 3, 64}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " x " + std::to_string(n));
+      for (double zero : {0.0, -0.0}) {
+        for (double v : values(neg(make({n}, std::vector<double>(n, zero), dtype)))) {
+          EXPECT_EQ(std::signbit(v), !std::signbit(zero));
+        }
+      }
+    }
   }
 }
 
