@@ -1,7 +1,7 @@
 // Random graphs through every built-in pass plus an AddNeg -> Sub pattern pass: each result is
 // checked by ir::verify (after every pass) and by running it on the "reference" backend against
 // the graph as built: integers exactly, floats with the same sign, NaN-ness and infinity and
-// within a few ulps (see kUlps: the kernels, not the rewrites, round differently on different
+// within an ulp (see kUlps: the kernels, not the rewrites, round differently on different
 // layouts). Each pass must also be idempotent.
 //
 // The graphs are small and made to be rewritten: elementwise ops with broadcasting over several
@@ -327,11 +327,12 @@ uint64_t ulps_apart(T a, T b) {
   return static_cast<uint64_t>(d < 0 ? -d : d);
 }
 
-// Floats may differ by this many ulps: a rewrite changes the layout an op reads (removing
+// Floats may differ by this many ulps: a rewrite can change the layout an op reads (removing
 // Maximum(v, v) after an Expand hands Exp a broadcast view instead of a contiguous buffer), and
 // Kiln's kernels round differently on different layouts (Exp's SIMD and scalar paths differ by
-// an ulp). Signs (so -0.0 against +0.0), NaNs and infinities must match exactly.
-constexpr uint64_t kUlps = 4;
+// an ulp). Of the 100,000 graphs, one needs it (seed 43102). Signs (so -0.0 against +0.0),
+// NaNs and infinities must match exactly.
+constexpr uint64_t kUlps = 1;
 
 // Same dtype and shape; integers and bools equal, floats as above. Returns a description of the
 // first difference, or "".
