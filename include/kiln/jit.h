@@ -26,10 +26,13 @@
 // OpRunner cannot be traced (the error says to register it with m.def_op). A jitted function
 // called while another is being traced runs inline, as part of the outer graph.
 //
-// The pipeline after tracing: ir::verify; the frontend passes (none yet); partitioning, when the
-// backend's Supports declines nodes (those parts run on "kiln_cpu"); BackendManager::Build of each
-// part. Dumps (JitOptions::dump_ir or $KILN_DUMP_IR): the graph after tracing and each graph
-// handed to a backend, as .kir text, .dot and .svg (when Graphviz is installed).
+// The pipeline after tracing: ir::verify; the passes registered for the backend (kiln/pass.h;
+// register_custom_pass and register_pass below), stage by stage, checked after each one in debug
+// mode; partitioning, when the backend's Supports declines nodes (those parts run on
+// "kiln_cpu"); BackendManager::Build of each part. Dumps (JitOptions::dump_ir or $KILN_DUMP_IR):
+// the graph after tracing and each graph handed to a backend, as .kir text, .dot and .svg (when
+// Graphviz is installed). kiln::verify_pass (kiln/verify_pass.h) checks a registered pattern
+// pass on random instances of its source pattern.
 //
 // Thread-safety: a JitFunction may be called from several threads at once (its cache is locked;
 // two threads missing on one signature may both build it); the callable must allow that too.
