@@ -377,11 +377,12 @@ def test_jit_debug_option_and_pass_report_env(tmp_path):
     assert "kiln: passes on graph" in done.stderr and "Twice" in done.stderr, done.stderr
 
 
-def test_the_custom_pass_examples_run():
+def test_the_custom_pass_examples_run(extension_cache):
     """examples/custom_pass/run.py (part of make demo): the plugin built with CMake, a Python
     pattern, the matmul + add + relu fusion into a custom op; results checked inside."""
     done = subprocess.run([sys.executable, str(REPO_DIR / "examples" / "custom_pass" / "run.py"),
-                           "--quick"], capture_output=True, text=True, timeout=900)
+                           "--quick"], capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "KILN_EXTENSION_DIR": str(extension_cache)})
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert "AddNegFusionPass" in out and "Sub(" in out
