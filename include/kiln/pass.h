@@ -272,6 +272,8 @@ namespace pattern {
 KILN_API PatternConditionFunc IsConstant();
 /// A constant whose every element equals `value` (any dtype, any shape, at least one element).
 KILN_API PatternConditionFunc IsConstantEqual(double value);
+/// A constant with at least one element, each satisfying `pred` (read as a double).
+KILN_API PatternConditionFunc IsConstantWhere(std::function<bool(double)> pred);
 /// A node whose value is one tensor of `dtype`.
 KILN_API PatternConditionFunc HasDType(DType dtype);
 /// A node whose value is one tensor of floating-point dtype.

@@ -295,8 +295,8 @@ PatternConditionFunc IsConstant() {
   return [](const NodePtr& n) { return n->is_value(); };
 }
 
-PatternConditionFunc IsConstantEqual(double value) {
-  return [value](const NodePtr& n) {
+PatternConditionFunc IsConstantWhere(std::function<bool(double)> pred) {
+  return [pred = std::move(pred)](const NodePtr& n) {
     if (!n->is_value()) return false;
     const Tensor& t = static_cast<const ValueNode&>(*n).value();
     if (!t.defined() || t.numel() == 0) return false;
@@ -304,11 +304,15 @@ PatternConditionFunc IsConstantEqual(double value) {
       using T = typename decltype(tag)::type;
       const T* data = t.data<T>();
       for (int64_t i = 0; i < t.numel(); ++i) {
-        if (convert<double>(data[i]) != value) return false;
+        if (!pred(convert<double>(data[i]))) return false;
       }
       return true;
     });
   };
+}
+
+PatternConditionFunc IsConstantEqual(double value) {
+  return IsConstantWhere([value](double v) { return v == value; });
 }
 
 PatternConditionFunc HasDType(DType dtype) {

@@ -47,18 +47,8 @@ const CNode& cnode(const NodePtr& n) { return static_cast<const CNode&>(*n); }
 
 // A frozen constant with at least one element, each satisfying `pred` (as a double).
 PatternConditionFunc frozen_constant_where(std::function<bool(double)> pred) {
-  return [pred = std::move(pred)](const NodePtr& n) {
-    if (!is_frozen_constant(*n)) return false;
-    const Tensor& t = static_cast<const ValueNode&>(*n).value();
-    if (!t.defined() || t.numel() == 0) return false;
-    return visit_dtype(t.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* data = t.data<T>();
-      for (int64_t i = 0; i < t.numel(); ++i) {
-        if (!pred(convert<double>(data[i]))) return false;
-      }
-      return true;
-    });
+  return [where = pattern::IsConstantWhere(std::move(pred))](const NodePtr& n) {
+    return is_frozen_constant(*n) && where(n);
   };
 }
 

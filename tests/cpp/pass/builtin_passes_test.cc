@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../backend/backend_testing.h"
 #include "core/dtype_dispatch.h"
 #include "kiln/backend.h"
 #include "kiln/functional.h"
@@ -66,15 +67,6 @@ std::vector<double> values_of(const Tensor& t) {
 const Tensor& value_of(const NodePtr& n) {
   EXPECT_TRUE(n->is_value()) << n->debug_string();
   return static_cast<const ValueNode&>(*n).value();
-}
-
-std::vector<Tensor> run_reference(const FuncGraphPtr& g, const std::vector<Tensor>& inputs) {
-  BackendManager& m = BackendManager::Instance();
-  const BackendGraphId id = m.Build(g, {}, "reference");
-  std::vector<Tensor> out;
-  m.Run("reference", id, inputs, &out);
-  m.ClearGraph("reference", id);
-  return out;
 }
 
 // Same dtype, shape and bytes (so -0.0 differs from 0.0), except that NaNs equal NaNs.
@@ -445,7 +437,7 @@ TEST(ConstantFolding, ConstantsTheProgramMayWriteAreNotFolded) {
   EXPECT_FALSE(pass::make_constant_folding()->Run(g));
   const Tensor input = make_tensor(DType::kFloat32, {2}, {0, 0});
   weight.data<float>()[0] = 5;  // the program writes its weight
-  EXPECT_EQ(values_of(run_reference(g, {input})[0]), (std::vector<double>{-5, -2}));
+  EXPECT_EQ(values_of(testing::run_on_reference(g, {input})[0]), (std::vector<double>{-5, -2}));
   // Memory wrapped from outside (NumPy, DLPack) may be written by its owner, even when only
   // the graph holds the tensor.
   std::vector<float> outside{1, 2};
@@ -491,7 +483,7 @@ TEST(ConstantFolding, AFailingOpIsLeftAloneAndReported) {
   EXPECT_NE(r.reasons[0].find("is out of bounds"), std::string::npos) << r.reasons[0];
   runtime::synchronize();  // the failure was raised by the pass's read, not left pending
   // Running the graph raises the op's error where it always would have.
-  expect_error([&] { run_reference(g, {make_tensor(DType::kFloat32, {1}, {0})}); },
+  expect_error([&] { testing::run_on_reference(g, {make_tensor(DType::kFloat32, {1}, {0})}); },
                ErrorKind::kIndex, "index 7 is out of bounds");
 }
 
@@ -717,11 +709,11 @@ TEST(AlgebraicSimplification, SignedZerosNaNsAndInfinitiesComeOutTheSame) {
           g->set_output(g->add_cnode("Neg", {r}));
           return g;
         };
-        const Tensor want = run_reference(build(), {input})[0];
+        const Tensor want = testing::run_on_reference(build(), {input})[0];
         auto g = build();
         pass::make_algebraic_simplification()->Run(g);
         ir::verify(*g);
-        expect_same_bits(run_reference(g, {input})[0], want);
+        expect_same_bits(testing::run_on_reference(g, {input})[0], want);
       }
     }
   }

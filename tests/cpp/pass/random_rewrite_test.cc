@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "../backend/backend_testing.h"
 #include "core/dtype_dispatch.h"
 #include "kiln/backend.h"
 #include "kiln/ir.h"
@@ -302,15 +303,6 @@ class RewriteGraphBuilder {
   std::vector<Tensor> held_;
 };
 
-std::vector<Tensor> run_reference(const FuncGraphPtr& g, const std::vector<Tensor>& inputs) {
-  BackendManager& m = BackendManager::Instance();
-  const BackendGraphId id = m.Build(g, {}, "reference");
-  std::vector<Tensor> out;
-  m.Run("reference", id, inputs, &out);
-  m.ClearGraph("reference", id);
-  return out;
-}
-
 // How far apart two floats of one dtype are, in units in the last place (adjacent values of the
 // dtype are 1 apart; +0 and -0 are 0 apart, their signs are compared separately).
 template <typename T>
@@ -432,12 +424,12 @@ TEST_P(RandomRewrite, KeepsEveryResult) {
       ir::verify(*graph);
       // Results first; the reference backend keeps no reference to the graph's constants once
       // the graph is cleared, so the passes see them as the builder made them.
-      const std::vector<Tensor> want = run_reference(graph, inputs);
+      const std::vector<Tensor> want = testing::run_on_reference(graph, inputs);
       nodes_before += graph->num_nodes();
       changed += passes.Run(graph) ? 1 : 0;
       ir::verify(*graph);
       nodes_after += graph->num_nodes();
-      const std::vector<Tensor> got = run_reference(graph, inputs);
+      const std::vector<Tensor> got = testing::run_on_reference(graph, inputs);
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i) {
         const std::string diff = difference(got[i], want[i]);
