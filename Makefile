@@ -3,7 +3,8 @@
 #
 #   make build      configure + incremental build (C++ library, Python module in place, tests)
 #   make test       build, C++ tests (ctest), Python tests (pytest), the sanitizer jobs
-#   make demo       build and run examples/demo.py, the custom-op and the custom-backend examples
+#   make demo       build and run examples/demo.py and the custom-op, custom-backend and
+#                   custom-pass examples
 #   make bench      Google Benchmark programs + bench/compare.py
 
 PYTHON      ?= python3
@@ -81,6 +82,7 @@ demo: build
 	$(VENV_PY) examples/demo.py
 	$(VENV_PY) examples/custom_op/run.py
 	$(VENV_PY) examples/custom_backend/run.py
+	$(VENV_PY) examples/custom_pass/run.py
 
 bench: build
 	$(VENV_PY) bench/compare.py

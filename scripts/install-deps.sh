@@ -11,6 +11,11 @@ packages=(
   googletest libgtest-dev libbenchmark-dev
   graphviz          # optional: SVG dumps of the IR
 )
+# Headless Chromium loads the IR dump pages in a test (tests/cpp/jit/dump_test.cc). It is large:
+# asked for only when no chromium is on PATH.
+if ! command -v chromium >/dev/null 2>&1; then
+  packages+=(chromium)
+fi
 
 missing=()
 for pkg in "${packages[@]}"; do

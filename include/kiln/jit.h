@@ -26,11 +26,19 @@
 // OpRunner cannot be traced (the error says to register it with m.def_op). A jitted function
 // called while another is being traced runs inline, as part of the outer graph.
 //
-// The pipeline after tracing: ir::verify; the registered passes for the backend (list_passes;
-// at jit_level "O1" and "O2" also the built-in ones: constant folding, algebraic simplification,
-// CSE, dead-code elimination); partitioning, when the backend's Supports declines nodes (those
-// parts run on "kiln_cpu"); BackendManager::Build of each part. Dumps (JitOptions::dump_ir or $KILN_DUMP_IR): the graph after tracing and each graph
-// handed to a backend, as .kir text, .dot and .svg (when Graphviz is installed).
+// The pipeline after tracing: ir::verify; the passes registered for the backend (kiln/pass.h;
+// register_custom_pass and register_pass below; at jit_level "O1" and "O2" also the built-in
+// ones: constant folding, algebraic simplification, CSE, dead-code elimination), stage by stage,
+// checked after each one in debug mode; partitioning, when the backend's Supports declines nodes
+// (those parts run on "kiln_cpu"); BackendManager::Build of each part. kiln::verify_pass
+// (kiln/verify_pass.h) checks a registered pattern pass on random instances of its source
+// pattern. Dumps (JitOptions::dump_ir or $KILN_DUMP_IR): the graph after tracing, before and after
+// each pass that changed it (changed nodes highlighted), and each graph handed to a backend, as
+// .kir text, .dot and .svg (when Graphviz is installed; dot gets 20 s per graph), named
+// "<graph>.<compilation>.<step>_<what>"; "<graph>.<compilation>.html", a self-contained page that
+// steps through them (prev/next, arrow keys, the list of steps with each pass's stage, matches
+// and time), and index.html, which lists the folder's compilations. With no folder nothing is
+// written and the pipeline does no dump work.
 //
 // Thread-safety: a JitFunction may be called from several threads at once (its cache is locked;
 // two threads missing on one signature may both build it); the callable must allow that too.

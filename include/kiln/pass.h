@@ -57,6 +57,11 @@
 // million nodes are fine); a pass whose rewrites keep matching their own results stops with an
 // error after 16 rewrites per node of the graph.
 //
+// Tools: src_pattern() reads a pass's source pattern and instantiate_src_pattern builds it as a
+// graph (kiln::verify_pass, kiln/verify_pass.h, runs such instances before and after the rewrite
+// to check that it keeps their meaning); make_graph_pattern_pass makes a pass from two graphs
+// (Python's kiln.graph.register_pattern traces them).
+//
 // Thread-safety: a Pass object may run on several graphs at once (PatternToPatternPass keeps no
 // per-run state in the object); Prepare is thread-safe.
 #pragma once
@@ -186,6 +191,17 @@ class KILN_API DstPattern {
   PatternDefinition* definition_;
 };
 
+/// One element of a source pattern, as tools read it (PatternToPatternPass::src_pattern,
+/// instantiate_src_pattern, kiln::verify_pass).
+struct SrcPatternElement {
+  enum class Kind : uint8_t { kVar, kSeqVar, kCNode };
+  std::string name;
+  Kind kind = Kind::kVar;
+  PatternConditionFunc cond;   // null when the element has none
+  PrimitivePtr primitive;      // CNodes: the op, with the attributes a match requires
+  std::vector<size_t> inputs;  // CNodes: indices of earlier elements, in input order
+};
+
 /// A pass defined by a source and a destination pattern (see the file comment).
 class KILN_API PatternToPatternPass : public Pass {
  public:
@@ -198,14 +214,57 @@ class KILN_API PatternToPatternPass : public Pass {
   virtual bool CheckMatchedDAG(const PatternMap& map, const FuncGraphPtr& graph,
                                const NodePtr& node) const;
 
+  /// Constants that the condition of the source var `var` accepts, for the instances of the
+  /// source pattern that kiln::verify_pass builds (optional; default: none, and verify_pass tries
+  /// a parameter and the constants 0, 1, -1, 2, 0.5 and -2). Override it when a var matches only
+  /// some other constant.
+  virtual std::vector<Tensor> ExampleConstants(const std::string& var) const;
+
   /// Defines and checks both patterns (once; thread-safe). Throws kValue naming the pass.
   void Prepare() override;
   bool Run(const FuncGraphPtr& graph) override;
+
+  /// The source pattern, element by element in definition order (its last CNode is the root).
+  /// Prepares the pass first (throws what Prepare throws).
+  std::vector<SrcPatternElement> src_pattern();
 
  private:
   std::once_flag prepared_;
   std::unique_ptr<PatternDefinition> definition_;
 };
+
+/// Gives the nodes an instance of a source pattern uses for a var: one node of `graph` for a var,
+/// any number for a seq var.
+using PatternVarFunc =
+    std::function<std::vector<NodePtr>(FuncGraph& graph, const SrcPatternElement& var)>;
+
+/// Builds the source pattern of `pass` as a graph named `name` whose one output is the root: each
+/// var is what `make_var` gives, each CNode its primitive applied to its inputs (abstract from
+/// the op's infer). The instance is what the pass matches, unless its CheckMatchedDAG declines.
+/// Throws what inference throws (the ops do not accept the vars' dtypes and shapes), kValue when
+/// a node fails its pattern condition or make_var gives a var other than one node of `graph`,
+/// and what Prepare throws.
+KILN_API FuncGraphPtr instantiate_src_pattern(PatternToPatternPass& pass,
+                                              const PatternVarFunc& make_var,
+                                              const std::string& name = "pattern");
+
+/// Decides whether a match of a graph pattern may be rewritten; gets the nodes matched by the
+/// source graph's parameters, in order.
+using GraphPatternCheckFunc = std::function<bool(const std::vector<NodePtr>& vars)>;
+
+/// A PatternToPatternPass made from two graphs with the same number of parameters (Python's
+/// kiln.graph.register_pattern traces them): `src`'s one output, an op node, and everything it
+/// is computed from form the source pattern, `dst`'s output the destination. Parameters become
+/// vars, matched by position (parameter i of `dst` is the node that parameter i of `src`
+/// matched); constants become vars that match a constant of the same value (a constant whose
+/// elements all equal v matches any constant whose elements all equal v; others match an equal
+/// dtype, shape and contents); op nodes become pattern nodes whose attributes, all of them, must
+/// match. `check`, when given, may decline a match (CheckMatchedDAG). Throws kValue when a graph
+/// has other than one output, `src`'s output is not an op, a parameter of `src` is unused, the
+/// parameter counts differ, or a pattern is invalid (see Prepare). The graphs are kept, not
+/// copied: do not change them afterwards.
+KILN_API std::shared_ptr<PatternToPatternPass> make_graph_pattern_pass(
+    std::string name, FuncGraphPtr src, FuncGraphPtr dst, GraphPatternCheckFunc check = nullptr);
 
 /// Conditions for pattern vars.
 namespace pattern {
@@ -306,6 +365,9 @@ class KILN_API PassRegistry {
   void remove(const std::string& name);
   /// Every registered pass, in run order: stage, priority, order of registration.
   std::vector<PassInfo> list() const;
+  /// The registered pass named `name`; throws kValue, listing the registered names, when there
+  /// is none.
+  PassPtr get(const std::string& name) const;
   /// The passes that apply to `backend` ("all"'s and its own), built-in ones when `builtins`.
   PassManager manager(const std::string& backend, bool builtins) const;
   /// Changes whenever a pass for `backend` (or for "all") is added or removed.

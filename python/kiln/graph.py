@@ -1,28 +1,215 @@
-"""kiln.graph: the graph side of Kiln that users extend -- backends (and, later, passes).
+"""kiln.graph: the graph side of Kiln that users extend -- passes and backends.
+
+    kiln.graph.register_custom_pass("AddNegFusionPass", "build/libmy_passes.so", backend="kiln_cpu")
+    kiln.graph.register_pattern("MulTwoToAdd", src=lambda x: x * 2.0, dst=lambda x: x + x)
+    kiln.graph.list_passes()       # [PassInfo(name='AddNegFusionPass', backend='kiln_cpu', ...)]
+    print(kiln.graph.verify_pass("MulTwoToAdd"))   # 100 random instances checked: ok
+    kiln.graph.unregister_custom_pass("MulTwoToAdd")
 
     kiln.graph.register_custom_backend("my_custom_backend", "build/libmy_backend.so")
     kiln.graph.list_backends()     # ['kiln_cpu', 'my_custom_backend', 'reference']
 
-    @kiln.jit(backend="my_custom_backend")
-    def net(x):
-        return kiln.mint.sin(x)
+Passes rewrite the graphs ``kiln.jit`` traces, before a backend builds them. A pass runs for one
+backend or for ``"all"``, in a stage -- ``"frontend"``, ``"pre_fusion"``, ``"fusion"``,
+``"post_fusion"``, in that order -- and within a stage by ``priority`` (lower first), then in
+registration order. A registration takes effect for every later build on its backends: jitted
+functions built before are built again at their next call (functions on other backends keep
+theirs). ``f.optimized_graph(*args)`` shows a jitted function's graph after every pass and
+``f.pass_report()`` what each pass did.
 
-A backend plugin is a shared library built against ``kiln/backend.h`` (see
-examples/custom_backend). ``register_custom_backend`` loads it and registers the backend it
-defines under ``name``; a missing file, a file that is not a shared library, a library that
-registers no backend or another name, a name already registered and a library built for another
-Kiln ABI version each raise a KilnError that says which.
+A pass plugin is a shared library built against ``kiln/pass.h`` (see examples/custom_pass), with
+CMake: ``find_package(Kiln)`` and ``-DKiln_DIR=$(python -c "import kiln;
+print(kiln.get_cmake_dir())")``. A pattern written in Python (``register_pattern``) is traced into
+the same kind of C++ pass. Every failure -- a missing file, a file that is not a shared library or
+not a pass plugin, a plugin built for another Kiln ABI version, a pass the plugin does not have, an
+unknown stage or backend, a name already registered, a pattern that cannot be traced -- raises a
+KilnError that says which. A backend plugin (``kiln/backend.h``, examples/custom_backend) is
+loaded by ``register_custom_backend`` with the same care.
 """
 
+import atexit as _atexit
+import collections as _collections
+import inspect as _inspect
 import os as _os
 
+from . import _C
 from ._C.graph import list_backends  # noqa: F401
-from ._C.graph import register_custom_backend as _register_custom_backend
+from .jit import _call_traced
 
-__all__ = ["register_custom_backend", "list_backends"]
+__all__ = ["register_custom_pass", "unregister_custom_pass", "list_passes", "register_pattern",
+           "verify_pass", "register_custom_backend", "list_backends", "PassInfo", "PassRun",
+           "PassReport", "PatternValue", "VerifyReport", "VerifyFailure"]
+
+# Registered patterns keep their check callbacks in C++'s pass registry, which outlives the
+# interpreter: let them go at exit.
+_atexit.register(_C.graph._release_python_objects)
+
+PassInfo = _collections.namedtuple("PassInfo",
+                                   ["name", "backend", "stage", "priority", "source", "builtin"])
+PassInfo.__doc__ = """One registered pass, as list_passes() gives it.
+
+name: the pass's name; backend: the one backend whose builds it runs for, or "all"; stage and
+priority: where it runs; source: the plugin's path ("" for a pass made in this process, such as a
+Python pattern); builtin: one of Kiln's own passes (jit_level="O0" skips them; they cannot be
+unregistered)."""
+
+PassRun = _collections.namedtuple(
+    "PassRun", ["pass_name", "stage", "changed", "matches", "refusals", "reasons", "seconds"])
+PassRun.__doc__ = """What one pass did in one build: whether it changed the graph, how many
+rewrites it made (matches) and declined (refusals, with the first few reasons), and its time."""
+
+PatternValue = _collections.namedtuple("PatternValue", ["dtype", "shape", "value"])
+PatternValue.__doc__ = """What a register_pattern check gets for each matched input: its dtype
+and shape, and for a constant its value (a kiln.Tensor; None for other nodes). dtype and shape are
+None for a node that is not one tensor (a multi-output op)."""
+
+VerifyFailure = _collections.namedtuple(
+    "VerifyFailure", ["trial", "reason", "inputs", "expected", "got", "before", "after"])
+VerifyFailure.__doc__ = """The first trial of verify_pass whose rewrite changed the results (or
+failed): the reason, the inputs (a dict from input name to kiln.Tensor), the results before
+(expected) and after (got) the rewrite, and the instance's IR text before and after."""
+
+
+class PassReport:
+    """What the passes did in one build, pass by pass in run order (``runs``, a list of PassRun);
+    ``str()`` gives a table."""
+
+    def __init__(self, runs, text):
+        self.runs = runs
+        self._text = text
+
+    @classmethod
+    def _from_c(cls, runs, text):
+        return cls([PassRun(*r) for r in runs], text)
+
+    def __iter__(self):
+        return iter(self.runs)
+
+    def __len__(self):
+        return len(self.runs)
+
+    def __str__(self):
+        return self._text
+
+    def __repr__(self):
+        return f"<kiln.graph.PassReport of {len(self.runs)} pass runs>\n{self._text}"
+
+
+class VerifyReport:
+    """What verify_pass found: ``trials`` run, ``rewrites`` (trials whose instance the pass
+    rewrote), ``failures``, ``ok`` (no failure and at least one rewrite), ``refusals`` (the first
+    few reasons the pass gave for declining an instance), ``first_failure`` (a VerifyFailure or
+    None). Its repr is the whole report, failing input included."""
+
+    def __init__(self, pass_name, trials, rewrites, failures, ok, refusals, failure, text):
+        self.pass_name = pass_name
+        self.trials = trials
+        self.rewrites = rewrites
+        self.failures = failures
+        self.ok = ok
+        self.refusals = refusals
+        self.first_failure = None
+        if failure is not None:
+            trial, reason, names, inputs, expected, got, before, after = failure
+            self.first_failure = VerifyFailure(trial, reason, dict(zip(names, inputs)), expected,
+                                               got, before, after)
+        self._text = text
+
+    def __str__(self):
+        return self._text
+
+    def __repr__(self):
+        return self._text
+
+
+def register_custom_pass(pass_name, plugin_so_path, backend="all", stage="pre_fusion",
+                         priority=0):
+    """Loads the pass plugin at ``plugin_so_path`` (str or path-like) and registers its pass
+    ``pass_name`` for jit builds on ``backend`` ("all" or a backend's name) in ``stage``, ordered
+    by ``priority`` (lower first). Raises KilnError saying what went wrong."""
+    _C.graph.register_custom_pass(pass_name, _os.fspath(plugin_so_path), backend, stage,
+                                  int(priority))
+
+
+def unregister_custom_pass(name):
+    """Removes the registered pass ``name``; later builds run without it. KilnError (listing the
+    registered names) for an unknown name."""
+    _C.graph.unregister_custom_pass(name)
+
+
+def list_passes():
+    """Every registered pass, built-in ones included, in run order: a list of PassInfo."""
+    return [PassInfo(*p) for p in _C.graph.list_passes()]
+
+
+def register_pattern(name, src, dst, backend="all", stage="pre_fusion", priority=0, check=None,
+                     example_args=None):
+    """Registers the rewrite ``src`` -> ``dst`` as a pass named ``name``.
+
+    ``src`` and ``dst`` are functions of the same number of tensors; both are traced like a
+    jitted function's body (so Python numbers in them are constants) and turned into a C++
+    PatternToPatternPass that runs in every later jit build on ``backend``:
+
+        kiln.graph.register_pattern("SubFusion", src=lambda x, y: x + kiln.mint.neg(y),
+                                    dst=lambda x, y: x - y)
+
+    Inputs are matched by position: wherever the graph computes what ``src`` computes from some
+    nodes, ``dst`` applied to those nodes replaces it. Constants of ``src`` match constants of the
+    same value, and ops must have the same attributes (a ``dim=-1`` in ``src`` matches only
+    ``dim=-1``). ``check(*values)``, when given, gets one PatternValue per input of ``src`` for each
+    match and returns whether to rewrite it. The functions are traced with float32 tensors of
+    shape (4, 4), or with the dtypes and shapes of ``example_args`` (tensors, one per input) when
+    given: ops whose attributes depend on shapes (views, reshapes) match only such graphs. A
+    rewrite that would change a result's dtype or shape is refused at each match. Raises
+    KilnError when the functions cannot be traced, do not return one tensor, when an input of
+    ``src`` is unused, and for the errors of register_custom_pass.
+    """
+    names = _parameter_names(src, "src")
+    # A dst whose signature cannot be read (a built-in such as kiln.mint.silu) takes src's inputs;
+    # another count is an error the C++ side explains.
+    dst_names = _parameter_names(dst, "dst", default=names)
+    if example_args is None:
+        metas = [(_C.dtype.float32, [4, 4])] * len(names)
+    else:
+        example_args = list(example_args)
+        if len(example_args) != len(names):
+            raise TypeError(f"register_pattern: src takes {len(names)} inputs but "
+                            f"example_args has {len(example_args)}")
+        metas = [(t.dtype, list(t.shape)) for t in example_args]
+    if check is not None and not callable(check):
+        raise TypeError(f"register_pattern: check must be callable, got {type(check).__name__}")
+    _C.graph.register_pattern(name, src, dst, names, dst_names, metas, backend, stage,
+                              int(priority), check, PatternValue, _call_traced)
+
+
+def verify_pass(name, *, trials=100, seed=0):
+    """Checks that the registered pattern pass ``name`` keeps the meaning of what it rewrites:
+    each trial builds an instance of its source pattern with random inputs of fitting dtypes and
+    shapes, runs it before and after the rewrite on the "reference" backend, and compares the
+    results. Returns a VerifyReport (``print`` it: a failure shows the input, both results and
+    both graphs). The same seed gives the same instances. KilnError for an unknown name, a pass
+    that is not a pattern pass, or a source pattern no instance of which could be built."""
+    return VerifyReport(*_C.graph.verify_pass(name, int(trials), int(seed)))
 
 
 def register_custom_backend(name, path):
     """Loads the backend plugin at ``path`` (str or path-like) and registers its backend
     ``name``."""
-    _register_custom_backend(name, _os.fspath(path))
+    _C.graph.register_custom_backend(name, _os.fspath(path))
+
+
+def _parameter_names(fn, which, default=None):
+    if not callable(fn):
+        raise TypeError(f"register_pattern: {which} must be callable, got {type(fn).__name__}")
+    kinds = (_inspect.Parameter.POSITIONAL_ONLY, _inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    try:
+        parameters = list(_inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        if default is not None:
+            return default
+        raise TypeError(f"register_pattern: the parameters of {which} ({fn!r}) cannot be read; "
+                        f"pass a Python function (a lambda will do)") from None
+    if any(p.kind not in kinds for p in parameters):
+        raise TypeError(f"register_pattern: {which} must take only positional tensors, got "
+                        f"{which}{_inspect.signature(fn)}")
+    return [p.name for p in parameters]

@@ -11,6 +11,8 @@
     f(x, y)                  # traced, built and run
     f(x2, y2)                # same dtypes and shapes: runs the built graph
     f.graph(x, y)            # the traced graph as IR text
+    f.optimized_graph(x, y)  # the graph after every pass, as the backend receives it
+    f.pass_report()          # what each pass did in the most recent build (kiln.graph.PassReport)
     f.cache_info()           # CacheInfo(hits=1, misses=1, size=1)
 
 The first call with a new *signature* runs the function once on tracers -- tensors with a dtype
@@ -27,8 +29,17 @@ suggests ``kiln.mint.where``. Tensors the function reads from elsewhere (globals
 ``self``) are constants of the graph: it sees in-place updates of them, not a new tensor put in
 their place (call ``clear_cache()`` then). An unknown backend is a KilnError at the first call,
 listing the registered ones. ``dump_ir="dir"`` (or ``KILN_DUMP_IR=dir``) writes the IR after
-tracing and each graph handed to a backend (.kir text, .dot, and .svg when Graphviz is present).
+tracing, before and after each pass that changed the graph, and each graph handed to a backend
+(.kir text, .dot, and .svg when Graphviz is present), plus ``<graph>.<n>.html`` per compilation
+(open it in a browser: it steps through the passes with the arrow keys, showing each pass's
+graph before and after with the changed nodes highlighted, its stage, matches and time) and an
+``index.html`` listing the compilations in the folder. Without it nothing is written.
 Extra keyword options go to the backend as text (kiln/backend.h, ``BackendJitConfig.options``).
+
+Before the backend builds a graph, the passes registered for it run (``kiln.graph``:
+``register_custom_pass``, ``register_pattern``; built-in passes unless ``jit_level="O0"``).
+``debug=True`` (or ``KILN_DEBUG=1``) checks the graph after every pass and names the pass that
+broke it; ``KILN_PASS_REPORT=1`` prints each build's pass report to stderr.
 """
 
 import collections
@@ -50,12 +61,13 @@ _NO_DATA = _C.jit.TRACED_VALUE_HAS_NO_DATA
 
 
 def jit(fn=None, *, backend="kiln_cpu", jit_level="O1", capture_mode="trace", dynamic=False,
-        fullgraph=False, dump_ir=None, **options):
+        fullgraph=False, dump_ir=None, debug=False, **options):
     """Compiles ``fn`` (see the module's documentation); usable as ``@kiln.jit`` and
     ``@kiln.jit(backend=...)``."""
     def wrap(f):
         return JitFunction(f, backend=backend, jit_level=jit_level, capture_mode=capture_mode,
-                           dynamic=dynamic, fullgraph=fullgraph, dump_ir=dump_ir, **options)
+                           dynamic=dynamic, fullgraph=fullgraph, dump_ir=dump_ir, debug=debug,
+                           **options)
 
     return wrap if fn is None else wrap(fn)
 
@@ -64,13 +76,13 @@ class JitFunction(_C.jit.JitFunction):
     """A jitted function: call it like the function it wraps."""
 
     def __init__(self, fn, *, backend="kiln_cpu", jit_level="O1", capture_mode="trace",
-                 dynamic=False, fullgraph=False, dump_ir=None, **options):
+                 dynamic=False, fullgraph=False, dump_ir=None, debug=False, **options):
         if not callable(fn):
             raise TypeError(f"kiln.jit: expected a callable, got {type(fn).__name__}")
         super().__init__(fn, _call_traced, _parameter_names(fn),
                          getattr(fn, "__qualname__", getattr(fn, "__name__", "jit")), backend,
                          jit_level, capture_mode, bool(dynamic), bool(fullgraph),
-                         os.fspath(dump_ir) if dump_ir is not None else "",
+                         os.fspath(dump_ir) if dump_ir is not None else "", bool(debug),
                          {str(k): str(v) for k, v in options.items()})
         functools.update_wrapper(self, fn)
 
@@ -81,6 +93,13 @@ class JitFunction(_C.jit.JitFunction):
     def cache_info(self):
         """CacheInfo(hits, misses, size) of the built graphs."""
         return CacheInfo(*self._cache_info())
+
+    def pass_report(self):
+        """What the passes did in the most recent build: a kiln.graph.PassReport (no runs before
+        the first build); ``print`` it for a table."""
+        from .graph import PassReport
+
+        return PassReport._from_c(*self._pass_report())
 
     def __repr__(self):
         return f"<kiln.jit of {self.__qualname__} on backend {self.backend!r}>"

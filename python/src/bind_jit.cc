@@ -142,6 +142,17 @@ class JitFunctionObject {
     return ir::print(*trace(args, kwargs, outputs).first);
   }
 
+  std::string optimized_graph(nb::args args, nb::kwargs kwargs) {
+    std::vector<Tensor> outputs;
+    FuncGraphPtr graph = trace(args, kwargs, outputs).first;
+    PassReport report;
+    jit_detail::optimize(graph, options_, &report);
+    return ir::print(*graph);
+  }
+
+  // Calls that build run with the GIL held, so the report needs no lock.
+  nb::tuple pass_report() const { return pass_report_to_python(last_report_); }
+
   nb::tuple cache_info() const {
     const JitCacheInfo info = cache_.info();
     return nb::make_tuple(info.hits, info.misses, info.size);
@@ -289,6 +300,7 @@ class JitFunctionObject {
     auto [graph, tree] = trace(args, kwargs, outputs);
     CacheEntry entry;
     entry.graph = CompiledGraph::compile(std::move(graph), options_);
+    last_report_ = entry.graph->pass_report();
     entry.front_end = std::make_shared<OutputTree>(std::move(tree));
     return cache_.insert(key, std::move(entry));
   }
@@ -298,6 +310,7 @@ class JitFunctionObject {
   std::vector<std::string> arg_names_;
   std::string name_;
   JitOptions options_;
+  PassReport last_report_;  // of the most recent build
   jit_detail::GraphCache cache_;
   nb::dict tokens_;      // hashable constant -> token
   nb::dict identities_;  // id of an unhashable constant -> (token, the object)
@@ -333,7 +346,7 @@ void bind_jit(nb::module_& m) {
           [](JitFunctionObject* self, nb::object fn, nb::object trace_call,
              std::vector<std::string> arg_names, std::string name, std::string backend,
              std::string jit_level, std::string capture_mode, bool dynamic, bool fullgraph,
-             std::string dump_ir, std::map<std::string, std::string> options) {
+             std::string dump_ir, bool debug, std::map<std::string, std::string> options) {
             JitOptions o;
             o.backend = std::move(backend);
             o.jit_level = std::move(jit_level);
@@ -341,21 +354,28 @@ void bind_jit(nb::module_& m) {
             o.dynamic = dynamic;
             o.fullgraph = fullgraph;
             o.dump_ir = std::move(dump_ir);
+            o.debug = debug;
             o.options = std::move(options);
             new (self) JitFunctionObject(std::move(fn), std::move(trace_call),
                                          std::move(arg_names), std::move(name), std::move(o));
           },
           "fn"_a, "trace_call"_a, "arg_names"_a, "name"_a, "backend"_a, "jit_level"_a,
-          "capture_mode"_a, "dynamic"_a, "fullgraph"_a, "dump_ir"_a, "options"_a)
+          "capture_mode"_a, "dynamic"_a, "fullgraph"_a, "dump_ir"_a, "debug"_a, "options"_a)
       .def("__call__", &JitFunctionObject::call,
            "Runs the graph built for these arguments' signature, tracing and building it first.")
       .def("graph", &JitFunctionObject::graph,
            "The graph the function gives for these arguments, as traced (IR text).")
+      .def("optimized_graph", &JitFunctionObject::optimized_graph,
+           "The graph for these arguments after every pass, as the backend receives it (IR "
+           "text); builds nothing.")
+      .def("_pass_report", &JitFunctionObject::pass_report,
+           "(runs, text) of the most recent build's passes")
       .def("_cache_info", &JitFunctionObject::cache_info, "(hits, misses, size)")
       .def("clear_cache", &JitFunctionObject::clear_cache,
            "Forgets every built graph (the next call traces again).")
       .def_prop_ro("backend", [](const JitFunctionObject& f) { return f.options().backend; })
-      .def_prop_ro("jit_level", [](const JitFunctionObject& f) { return f.options().jit_level; });
+      .def_prop_ro("jit_level", [](const JitFunctionObject& f) { return f.options().jit_level; })
+      .def_prop_ro("debug", [](const JitFunctionObject& f) { return f.options().debug; });
   jit.def("is_tracing", &is_tracing, "True while this thread traces a function.");
   jit.def("is_tracer", &is_tracer, "t"_a, "True for a tensor of the trace running on this thread.");
 

@@ -3,6 +3,10 @@
 
 #include <nanobind/nanobind.h>
 
+namespace kiln {
+struct PassReport;
+}  // namespace kiln
+
 namespace kiln::py {
 
 void bind_errors(nanobind::module_& m);
@@ -13,11 +17,17 @@ void bind_tensor_operators(nanobind::module_& m);
 void bind_ops_registry(nanobind::module_& m);
 void bind_runtime(nanobind::module_& m);
 void bind_jit(nanobind::module_& m);
+/// kiln._C.graph's pass functions (after bind_jit, which makes kiln._C.graph).
+void bind_passes(nanobind::module_& m);
 void bind_mint_elementwise(nanobind::module_& mint);
 void bind_mint_reduce(nanobind::module_& mint);
 void bind_mint_nn(nanobind::module_& mint);
 void bind_mint_shape(nanobind::module_& mint);
 void bind_mint_factory(nanobind::module_& mint);
+
+/// (runs, text): one (pass, stage, changed, matches, refusals, reasons, seconds) tuple per pass
+/// run, and PassReport::str(); python/kiln/jit.py makes a kiln.graph.PassReport of it.
+nanobind::tuple pass_report_to_python(const PassReport& report);
 
 /// Sets the Python error for the C++ exception being handled (call it inside `catch (...)`):
 /// kiln::Error by kind as nanobind's translator does, a pending Python error as it was, anything

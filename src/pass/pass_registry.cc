@@ -56,19 +56,36 @@ void PassRegistry::add(PassPtr pass, PassInfo info) {
   state_->generation.fetch_add(1, std::memory_order_release);
 }
 
+namespace {
+
+// Fails for a name that is not registered, listing the registered passes (built-in ones when
+// `builtins`).
+template <typename Entries>
+[[noreturn]] void unknown_pass(const std::string& name, const Entries& entries, bool builtins) {
+  std::string names;
+  for (const auto& e : entries) {
+    if (builtins || !e.info.builtin) names += (names.empty() ? "'" : ", '") + e.info.name + "'";
+  }
+  KILN_FAIL(kValue) << "no pass named '" << name << "' is registered; registered passes: "
+                    << (names.empty() ? "none" : names);
+}
+
+}  // namespace
+
+PassPtr PassRegistry::get(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  for (const State::Entry& e : state_->entries) {
+    if (e.info.name == name) return e.pass;
+  }
+  unknown_pass(name, state_->entries, true);
+}
+
 void PassRegistry::remove(const std::string& name) {
   PassPtr removed;  // destroyed outside the lock
   std::lock_guard<std::mutex> lock(state_->mutex);
   auto it = std::find_if(state_->entries.begin(), state_->entries.end(),
                          [&](const State::Entry& e) { return e.info.name == name; });
-  if (it == state_->entries.end()) {
-    std::string names;
-    for (const State::Entry& e : state_->entries) {
-      if (!e.info.builtin) names += (names.empty() ? "'" : ", '") + e.info.name + "'";
-    }
-    KILN_FAIL(kValue) << "no pass named '" << name << "' is registered; registered passes: "
-                      << (names.empty() ? "none" : names);
-  }
+  if (it == state_->entries.end()) unknown_pass(name, state_->entries, false);
   KILN_CHECK_VALUE(!it->info.builtin)
       << "pass '" << name << "' is built in and cannot be unregistered (jit_level=\"O0\" runs "
       << "without the built-in passes)";

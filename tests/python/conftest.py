@@ -11,6 +11,9 @@ import pytest
 # The suite runs in the asynchronous "2stage" pipeline unless told otherwise: errors surface at
 # sync points there, which the tests must handle, while the default ("sync") raises at the call.
 os.environ.setdefault("KILN_PIPELINE", "2stage")
+# Debug mode: the jit verifies the graph after every pass, so a pass that breaks a graph in any
+# test is named there.
+os.environ.setdefault("KILN_DEBUG", "1")
 
 import kiln  # noqa: E402  (after the pipeline mode is chosen)
 

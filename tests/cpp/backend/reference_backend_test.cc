@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "../ir/ir_testing.h"
+#include "backend_testing.h"
 #include "kiln/backend.h"
 #include "kiln/functional.h"
 #include "testing.h"
@@ -15,15 +16,6 @@ namespace kiln {
 namespace {
 
 using testing::expect_error;
-
-std::vector<Tensor> run_reference(const FuncGraphPtr& g, const std::vector<Tensor>& inputs) {
-  BackendManager& m = BackendManager::Instance();
-  const BackendGraphId id = m.Build(g, {}, "reference");
-  std::vector<Tensor> out;
-  m.Run("reference", id, inputs, &out);
-  m.ClearGraph("reference", id);
-  return out;
-}
 
 void expect_same_tensor(const Tensor& a, const Tensor& b) {
   ASSERT_EQ(a.dtype(), b.dtype());
@@ -98,7 +90,7 @@ TEST(ReferenceBackend, MatchesEagerCallsOnAHandWrittenGraph) {
   std::mt19937 rng(3);
   const Tensor xv = random_tensor(rng, TensorMeta(DType::kFloat32, {2, 4}));
   const Tensor yv = random_tensor(rng, TensorMeta(DType::kFloat32, {4}));
-  const std::vector<Tensor> out = run_reference(g, {xv, yv});
+  const std::vector<Tensor> out = testing::run_on_reference(g, {xv, yv});
   ASSERT_EQ(out.size(), 4u);
   const auto [values, indices] =
       kiln::max(add(mul(layer_norm(xv, {4}), Tensor::scalar(0.5)), yv), 1);
@@ -117,7 +109,7 @@ TEST(ReferenceBackend, MatchesEagerOnRandomGraphs) {
     for (const ParameterPtr& p : g->parameters())
       inputs.push_back(random_tensor(rng, p->abstract().tensor()));
     const std::vector<Tensor> expected = run_eager(*g, inputs);
-    const std::vector<Tensor> got = run_reference(g, inputs);
+    const std::vector<Tensor> got = testing::run_on_reference(g, inputs);
     ASSERT_EQ(got.size(), expected.size());
     for (size_t i = 0; i < got.size(); ++i) expect_same_tensor(got[i], expected[i]);
     if (HasFatalFailure()) return;
@@ -135,7 +127,7 @@ TEST(ReferenceBackend, KilnCpuIsTheOpByOpBackendForNow) {
   const BackendGraphId id = m.Build(g, {}, "kiln_cpu");
   std::vector<Tensor> out;
   m.Run("kiln_cpu", id, inputs, &out);
-  const std::vector<Tensor> expected = run_reference(g, inputs);
+  const std::vector<Tensor> expected = testing::run_on_reference(g, inputs);
   ASSERT_EQ(out.size(), expected.size());
   for (size_t i = 0; i < out.size(); ++i) expect_same_tensor(out[i], expected[i]);
 }

@@ -1,6 +1,7 @@
 // Graphviz dumps: DOT text always, SVG when Graphviz's dot is installed.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -33,10 +34,31 @@ TEST(IrDot, WritesNodesEdgesAndEscapedLabels) {
             std::string::npos)
       << dot;
   EXPECT_NE(dot.find("ret [shape=doublecircle, label=\"return\"];"), std::string::npos) << dot;
-  EXPECT_NE(dot.find("n0 -> n2 [label=\"0\"];"), std::string::npos) << dot;
-  EXPECT_NE(dot.find("n1 -> n2 [label=\"1\"];"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("n0 -> n2 [headlabel=\"0\"];"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("n1 -> n2 [headlabel=\"1\"];"), std::string::npos) << dot;
   EXPECT_NE(dot.find("n2 -> n3;"), std::string::npos) << dot;
   EXPECT_NE(dot.find("n3 -> ret;"), std::string::npos) << dot;
+  EXPECT_EQ(dot.find("fillcolor"), std::string::npos) << dot;  // nothing highlighted
+}
+
+TEST(IrDot, HighlightsTheGivenNodesAndTheEdgesIntoThem) {
+  const FuncGraphPtr g = sample();
+  // Mul (%2) and the return node; id 99 names no node and is ignored.
+  const std::string dot = ir::to_dot(*g, {2, Node::kReturnId, 99});
+  const std::string marked = ", style=filled, fillcolor=\"#ffd54f\", color=\"#d32f2f\", penwidth=2.5];";
+  EXPECT_NE(dot.find("n2 [shape=box, label=\"%2 Mul\\nfloat32[2, 3]\"" + marked), std::string::npos)
+      << dot;
+  EXPECT_NE(dot.find("ret [shape=doublecircle, label=\"return\"" + marked), std::string::npos)
+      << dot;
+  EXPECT_NE(dot.find("n3 [shape=box, label=\"%3 ReduceSum\\n{dims=[1]}\\nfloat32[2]\"];"),
+            std::string::npos)
+      << dot;
+  EXPECT_NE(dot.find("n0 -> n2 [headlabel=\"0\", color=\"#d32f2f\", penwidth=2];"),
+            std::string::npos)
+      << dot;
+  EXPECT_NE(dot.find("n3 -> ret [color=\"#d32f2f\", penwidth=2];"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("n2 -> n3;"), std::string::npos) << dot;
+  EXPECT_EQ(ir::to_dot(*g, {}), ir::to_dot(*g));
 }
 
 TEST(IrDot, WritesSvgWhenGraphvizIsInstalled) {
@@ -49,6 +71,34 @@ TEST(IrDot, WritesSvgWhenGraphvizIsInstalled) {
   EXPECT_NE(svg.str().find("<svg"), std::string::npos);
   EXPECT_NE(svg.str().find("ReduceSum"), std::string::npos);
   std::remove(path.c_str());
+}
+
+TEST(IrDot, HighlightsInTheSvg) {
+  if (!ir::graphviz_available()) GTEST_SKIP() << "Graphviz's dot is not on PATH";
+  const std::string path = ::testing::TempDir() + "kiln_ir_dot_test_highlight.svg";
+  ir::write_svg(*sample(), path, {3});
+  std::ifstream in(path);
+  std::stringstream svg;
+  svg << in.rdbuf();
+  EXPECT_NE(svg.str().find("fill=\"#ffd54f\""), std::string::npos) << svg.str();
+  std::remove(path.c_str());
+}
+
+// A node used by every step of a long chain: dot's layout takes minutes on a few hundred nodes.
+TEST(IrDot, StopsDotAtTheTimeLimit) {
+  if (!ir::graphviz_available()) GTEST_SKIP() << "Graphviz's dot is not on PATH";
+  auto g = std::make_shared<FuncGraph>("fan");
+  auto x = g->add_parameter(DType::kFloat32, {2});
+  NodePtr acc = x;
+  for (int i = 0; i < 400; ++i) acc = g->add_cnode("Add", {acc, x});
+  g->set_output(acc);
+  const std::string path = ::testing::TempDir() + "kiln_ir_dot_test_slow.svg";
+  const auto start = std::chrono::steady_clock::now();
+  testing::expect_error([&] { ir::write_svg(*g, path, {}, 0.3); }, ErrorKind::kValue,
+                        "dot did not finish writing " + path + " within 0.3 s (a graph of 402 "
+                        "nodes); it was stopped");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10);
+  EXPECT_FALSE(std::ifstream(path).good());
 }
 
 TEST(IrDot, ReportsDotsErrors) {

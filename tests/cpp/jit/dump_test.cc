@@ -1,5 +1,7 @@
-// IR dumps of the jit pipeline (src/jit/dump.cc): the traced graph and each graph handed to a
-// backend, as text that parses back, DOT, and SVG when Graphviz is installed.
+// IR dumps of the jit pipeline (src/jit/dump.cc, src/jit/dump_page.cc): the traced graph, each
+// pass that changed the graph (before and after, changed nodes highlighted) and each graph handed
+// to a backend, as text that parses back, DOT, and SVG when Graphviz is installed; the page that
+// steps through them, checked in headless Chromium.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -8,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "jit/dump.h"
@@ -48,6 +51,59 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// The file in `dir` whose name ends with `suffix`; "" when there is none.
+std::string find_file(const std::string& dir, const std::string& suffix) {
+  for (const std::string& name : files_in(dir)) {
+    if (ends_with(name, suffix)) return name;
+  }
+  return {};
+}
+
+// The compilation pages in `dir` (the .html files but index.html).
+std::vector<std::string> compilation_pages(const std::string& dir) {
+  std::vector<std::string> pages;
+  for (const std::string& name : files_in(dir)) {
+    if (ends_with(name, ".html") && name != "index.html") pages.push_back(name);
+  }
+  return pages;
+}
+
+// The seed's example pass, registered for the jit under its own name while it lives.
+class AddNegFusionPass : public PatternToPatternPass {
+ public:
+  explicit AddNegFusionPass(std::string name) : PatternToPatternPass(std::move(name)) {}
+  void DefineSrcPattern(SrcPattern* src) override {
+    (*src).AddVar("x").AddVar("y")
+        .AddCNode("neg", {std::make_shared<Primitive>("Neg"), "y"})
+        .AddCNode("add", {std::make_shared<Primitive>("Add"), "x", "neg"});
+  }
+  void DefineDstPattern(DstPattern* dst) override {
+    (*dst).AddCNode("sub", {std::make_shared<Primitive>("Sub"), "x", "y"});
+  }
+};
+
+struct ScopedPass {
+  explicit ScopedPass(const std::string& name) : name_(name) {
+    register_pass(std::make_shared<AddNegFusionPass>(name));
+  }
+  ~ScopedPass() { unregister_custom_pass(name_); }
+  std::string name_;
+};
+
+// Compiles x + neg(y) with the AddNeg pass registered, dumping into `dir`.
+void compile_add_neg(const std::string& dir, const std::string& pass_name) {
+  ScopedPass pass(pass_name);
+  JitOptions options;
+  options.dump_ir = dir;
+  options.jit_level = "O0";  // only this pass: the built-in ones would add steps to the page
+  jit([](const std::vector<Tensor>& in) { return std::vector<Tensor>{add(in[0], neg(in[1]))}; },
+      options, "add_neg")({Tensor::empty({2, 3}), Tensor::empty({2, 3})});
+}
+
 TEST(IrDump, WritesTheTracedGraphAndEachBuiltPart) {
   testing::register_jit_test_backends();
   const std::string dir = temp_dir("parts");
@@ -64,7 +120,10 @@ TEST(IrDump, WritesTheTracedGraphAndEachBuiltPart) {
   for (const std::string& name : files) {
     if (ends_with(name, ".kir")) steps.push_back(name);
   }
-  EXPECT_EQ(files.size(), steps.size() * (svg ? 3 : 2));
+  // Per step .kir, .dot (and .svg), then the compilation's page and the folder's index.
+  EXPECT_EQ(files.size(), steps.size() * (svg ? 3 : 2) + 2);
+  EXPECT_EQ(compilation_pages(dir + "/nested").size(), 1u);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/nested/index.html"));
   ASSERT_EQ(steps.size(), 4u);
   EXPECT_EQ(steps[0].find("Net.forward._locals_.f."), 0u) << steps[0];
   EXPECT_TRUE(ends_with(steps[0], ".00_traced.kir")) << steps[0];
@@ -80,9 +139,10 @@ TEST(IrDump, WritesTheTracedGraphAndEachBuiltPart) {
     const std::string base = steps[0].substr(0, steps[0].size() - 4);
     EXPECT_NE(read(dir + "/nested/" + base + ".svg").find("<svg"), std::string::npos);
   }
-  // A recompilation never overwrites: a new shape adds a new set.
+  // A recompilation never overwrites: a new shape adds a new set (the index is shared).
   f({Tensor::empty({4})});
-  EXPECT_EQ(files_in(dir + "/nested").size(), files.size() * 2);
+  EXPECT_EQ(files_in(dir + "/nested").size(), files.size() * 2 - 1);
+  EXPECT_EQ(compilation_pages(dir + "/nested").size(), 2u);
   std::filesystem::remove_all(dir);
 }
 
@@ -101,6 +161,173 @@ TEST(IrDump, TheEnvironmentVariableTurnsDumpsOn) {
   }
   ASSERT_EQ(kir.size(), 2u);
   EXPECT_TRUE(ends_with(kir[1], ".01_kiln_cpu.kir")) << kir[1];
+  std::filesystem::remove_all(dir);
+}
+
+TEST(IrDump, ChangedNodesAreTheAddedRemovedAndRewiredOnes) {
+  auto g = std::make_shared<FuncGraph>("f");
+  auto x = g->add_parameter(DType::kFloat32, {3}, "x");
+  auto y = g->add_parameter(DType::kFloat32, {3}, "y");
+  auto neg = g->add_cnode("Neg", {y});
+  auto add_node = g->add_cnode("Add", {x, neg});
+  auto keep = g->add_cnode("Mul", {x, y});
+  auto user = g->add_cnode("Exp", {add_node});
+  g->set_outputs({user, keep});
+  const FuncGraphPtr before = ir::parse(ir::print(*g));
+  EXPECT_TRUE(jit_detail::changed_nodes(*before, *g).empty());
+  auto sub = g->add_cnode("Sub", {x, y});
+  g->replace_all_uses_with(add_node, sub);
+  g->erase(add_node);
+  g->erase(neg);
+  // Sub added, Add and Neg removed, Exp rewired; Mul, the parameters and the return unchanged.
+  EXPECT_EQ(jit_detail::changed_nodes(*before, *g),
+            (ir::NodeIdSet{sub->id(), add_node->id(), neg->id(), user->id()}));
+  g->set_outputs({user});
+  EXPECT_EQ(jit_detail::changed_nodes(*before, *g).count(Node::kReturnId), 1u);
+  // A primitive edited in place counts too.
+  const FuncGraphPtr again = ir::parse(ir::print(*g));
+  user->set_primitive(std::make_shared<Primitive>("Sin"));
+  EXPECT_EQ(jit_detail::changed_nodes(*again, *g), ir::NodeIdSet{user->id()});
+}
+
+TEST(IrDump, WritesEachPassThatChangedTheGraphBeforeAndAfter) {
+  const std::string dir = temp_dir("pass");
+  compile_add_neg(dir, "DumpTestAddNegPass");
+  const std::string before = find_file(dir, "_pre_fusion.DumpTestAddNegPass.before.kir");
+  const std::string after = find_file(dir, "_pre_fusion.DumpTestAddNegPass.after.kir");
+  ASSERT_FALSE(before.empty());
+  ASSERT_FALSE(after.empty());
+  EXPECT_TRUE(contains(before, "add_neg.")) << before;
+  const std::string before_text = read(dir + "/" + before);
+  const std::string after_text = read(dir + "/" + after);
+  EXPECT_TRUE(contains(before_text, "Neg(") && contains(before_text, "Add(")) << before_text;
+  EXPECT_TRUE(contains(after_text, "Sub(") && !contains(after_text, "Neg(")) << after_text;
+  EXPECT_EQ(ir::print(*ir::parse(after_text)), after_text);
+  // The DOT files highlight what changed: Neg and Add before, Sub and the return after.
+  const std::string stem = before.substr(0, before.size() - 4);
+  const std::string before_dot = read(dir + "/" + stem + ".dot");
+  const std::string after_dot =
+      read(dir + "/" + after.substr(0, after.size() - 4) + ".dot");
+  const std::regex highlighted("n\\d+ \\[shape=box, label=\"%\\d+ (\\w+)[^\\n]*fillcolor");
+  std::vector<std::string> marked_before;
+  for (std::sregex_iterator m(before_dot.begin(), before_dot.end(), highlighted), end; m != end;
+       ++m) {
+    marked_before.push_back((*m)[1]);
+  }
+  EXPECT_EQ(marked_before, (std::vector<std::string>{"Neg", "Add"})) << before_dot;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(after_dot, m, highlighted)) << after_dot;
+  EXPECT_EQ(m[1], "Sub");
+  EXPECT_TRUE(contains(after_dot, "ret [shape=doublecircle, label=\"return\", style=filled"))
+      << after_dot;
+  if (ir::graphviz_available()) {
+    EXPECT_TRUE(contains(read(dir + "/" + stem + ".svg"), "#ffd54f"));
+  }
+  // The page: every step, the pass with its stage and match count, the changed node ids.
+  const std::vector<std::string> pages = compilation_pages(dir);
+  ASSERT_EQ(pages.size(), 1u);
+  EXPECT_TRUE(contains(before, pages[0].substr(0, pages[0].size() - 4))) << pages[0];
+  const std::string page = read(dir + "/" + pages[0]);
+  EXPECT_TRUE(contains(page, "\"title\":\"traced\"")) << page;
+  EXPECT_TRUE(contains(page, "\"name\":\"DumpTestAddNegPass\"")) << page;
+  EXPECT_TRUE(contains(page, "\"stage\":\"pre_fusion\"")) << page;
+  EXPECT_TRUE(contains(page, "\"matches\":1,")) << page;
+  EXPECT_TRUE(contains(page, "\"title\":\"kiln_cpu\"")) << page;
+  EXPECT_TRUE(contains(page, "\"highlight\":[\"2\",\"3\",\"4\",\"ret\"]")) << page;
+  EXPECT_TRUE(contains(read(dir + "/index.html"), ".html\">add_neg.")) << read(dir + "/index.html");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(IrDump, WritesNothingWhenDumpingIsOff) {
+  ::unsetenv("KILN_DUMP_IR");
+  const std::string dir = temp_dir("off");
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir);  // where a relative path would land
+  {
+    jit_detail::IrDump dump(jit_detail::dump_dir(""), "f");
+    EXPECT_FALSE(dump.enabled());
+    auto g = std::make_shared<FuncGraph>("f");
+    g->set_output(g->add_parameter(DType::kFloat32, {1}));
+    dump.write("traced", *g);
+    compile_add_neg("", "DumpTestOffPass");
+  }
+  std::filesystem::current_path(cwd);
+  EXPECT_TRUE(files_in(dir).empty());
+  std::filesystem::remove_all(dir);
+}
+
+// Chromium's path, or "" when it is not installed (scripts/install-deps.sh installs it).
+std::string find_chromium() {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path != nullptr ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    for (const char* name : {"chromium", "chromium-browser"}) {
+      const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+  }
+  return {};
+}
+
+size_t count(const std::string& s, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+  return n;
+}
+
+TEST(IrDump, ThePageStepsThroughThePassesInHeadlessChromium) {
+  const std::string chromium = find_chromium();
+  if (chromium.empty()) {
+    GTEST_SKIP() << "chromium is not installed (Debian package chromium; scripts/install-deps.sh "
+                    "installs it), so the dump page cannot be loaded";
+  }
+  const std::string dir = temp_dir("chromium");
+  compile_add_neg(dir, "DumpTestChromiumPass");
+  const std::vector<std::string> pages = compilation_pages(dir);
+  ASSERT_EQ(pages.size(), 1u);
+  // The DOM after the page's script ran (a URL fragment selects a step).
+  const auto dom = [&](const std::string& url) {
+    const std::string out = dir + "/dom.html";
+    const std::string command = "timeout 120 '" + chromium +
+                                "' --headless --no-sandbox --disable-gpu --user-data-dir='" + dir +
+                                "/profile' --dump-dom 'file://" + dir + "/" + url + "' > '" + out +
+                                "' 2> '" + dir + "/chromium.log'";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command << "\n" << read(dir + "/chromium.log");
+    return read(out);
+  };
+  const bool svg = ir::graphviz_available();
+
+  // Step 1, the traced graph. The list holds every step: traced, the pass, the backend's graph.
+  const std::string first = dom(pages[0]);
+  EXPECT_TRUE(contains(first, "<ol id=\"steps\">")) << first;
+  EXPECT_EQ(count(first, "<li class=\"step"), 3u) << first;
+  EXPECT_TRUE(contains(first, "DumpTestChromiumPass")) << first;
+  EXPECT_TRUE(contains(first, "<span id=\"counter\">step 1 of 3</span>")) << first;
+  EXPECT_TRUE(contains(first, "<main id=\"view\" data-step=\"1\">")) << first;
+  EXPECT_TRUE(contains(first, "<h2>traced</h2>")) << first;
+  if (svg) {  // the SVG beside the page, loaded
+    EXPECT_TRUE(std::regex_search(first, std::regex("<img class=\"graph\"[^>]*src=\"[^\"]*"
+                                                    "00_traced\\.svg\"[^>]*data-loaded=\"1\"")))
+        << first;
+  } else {
+    EXPECT_TRUE(contains(first, "<pre class=\"ir\">")) << first;
+  }
+  // Step 2: the pass, before and after side by side, the changed nodes marked.
+  const std::string second = dom(pages[0] + "#2");
+  EXPECT_TRUE(contains(second, "<span id=\"counter\">step 2 of 3</span>")) << second;
+  EXPECT_TRUE(contains(second, "<h2>pre_fusion · DumpTestChromiumPass</h2>")) << second;
+  EXPECT_TRUE(contains(second, "<h3>before</h3>") && contains(second, "<h3>after</h3>")) << second;
+  EXPECT_TRUE(contains(second, "1 match, ")) << second;
+  EXPECT_TRUE(std::regex_search(second, std::regex("<mark>  %\\d+ = Neg\\("))) << second;
+  EXPECT_TRUE(std::regex_search(second, std::regex("<mark>  %\\d+ = Sub\\("))) << second;
+  if (svg) {
+    EXPECT_EQ(count(second, "data-loaded=\"1\""), 2u) << second;
+    EXPECT_TRUE(contains(second, ".before.svg")) << second;
+  }
+  // The folder's index links to the page.
+  const std::string index = dom("index.html");
+  EXPECT_TRUE(contains(index, "<a href=\"" + pages[0] + "\">")) << index;
   std::filesystem::remove_all(dir);
 }
 

@@ -5,6 +5,7 @@
 #include <random>
 #include <thread>
 
+#include "../backend/backend_testing.h"
 #include "jit/trace.h"
 #include "jit/jit_testing.h"
 #include "kiln/functional.h"
@@ -19,15 +20,6 @@ using testing::expect_error;
 using testing::expect_same_values;
 
 // Runs the graph on the reference backend.
-std::vector<Tensor> run_graph(const FuncGraphPtr& g, const std::vector<Tensor>& inputs) {
-  BackendManager& m = BackendManager::Instance();
-  const BackendGraphId id = m.Build(g, {}, "reference");
-  std::vector<Tensor> out;
-  m.Run("reference", id, inputs, &out);
-  m.ClearGraph("reference", id);
-  return out;
-}
-
 TEST(Trace, RecordsEachOpCallAsACNode) {
   const Tensor x = Tensor::empty({2, 3});
   const Tensor y = Tensor::empty({3});
@@ -94,7 +86,7 @@ TEST(Trace, ViewsMadeByTensorMethodsBecomeViewPrimitives) {
   EXPECT_NE(text.find("AsStrided(%1) {size = [4, 2], stride = [1, 4], offset = 4}"),
             std::string::npos)
       << text;
-  const std::vector<Tensor> got = run_graph(g, {x});
+  const std::vector<Tensor> got = testing::run_on_reference(g, {x});
   const std::vector<Tensor> want = fn({x});
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) expect_same_values(got[i], want[i]);
@@ -127,7 +119,7 @@ TEST(Trace, InPlaceUpdatesMoveTheValueOn) {
     add(y, in[0], y);                    // y += x
     return std::vector<Tensor>{y, row * 1.0, before};
   };
-  const std::vector<Tensor> got = run_graph(trace(fn, {x}), {x});
+  const std::vector<Tensor> got = testing::run_on_reference(trace(fn, {x}), {x});
   const std::vector<Tensor> want = fn({x});
   for (size_t i = 0; i < got.size(); ++i) expect_same_values(got[i], want[i]);
 }
@@ -142,7 +134,7 @@ TEST(Trace, InPlaceIntoAnOutTensorOfAnotherDTypeCasts) {
   };
   FuncGraphPtr g = trace(fn, {x});
   EXPECT_NE(ir::print(*g).find("Cast("), std::string::npos);
-  expect_same_values(run_graph(g, {x})[0], fn({x})[0]);
+  expect_same_values(testing::run_on_reference(g, {x})[0], fn({x})[0]);
 }
 
 TEST(Trace, RefusesWritesIntoInputsConstantsAndParts) {
@@ -204,7 +196,7 @@ TEST(Trace, OpsRegisteredLikeCustomDefOpsTrace) {
   const Tensor x = testing::random_input(rng, {5});
   FuncGraphPtr g = trace(fn, {x});
   EXPECT_NE(ir::print(*g).find("TraceTestTwice(%1)"), std::string::npos);
-  expect_same_values(run_graph(g, {x})[0], fn({x})[0]);
+  expect_same_values(testing::run_on_reference(g, {x})[0], fn({x})[0]);
 }
 
 TEST(Trace, LeakedTracersFailClearlyLater) {
