@@ -159,9 +159,9 @@ constexpr std::string_view kStyle = R"CSS(
   #layout { display: grid; grid-template-columns: minmax(16em, 22em) 1fr; }
   nav { border-right: 1px solid #ddd; max-height: calc(100vh - 3em); overflow: auto;
         position: sticky; top: 3em; }
-  #steps { margin: 0; padding: .5em .5em .5em 2.5em; }
+  #steps { margin: 0; padding: .5em; list-style: none; }  /* the counter numbers the shown steps */
   #steps li { padding: .25em .4em; cursor: pointer; border-radius: 4px; }
-  #steps li .stage { color: #666; font-size: .85em; margin-left: .5em; }
+  #steps li .stage { color: #666; font-size: .85em; margin-left: .3em; }
   #steps li .meta { display: block; color: #666; font-size: .85em; }
   #steps li.unchanged { color: #999; cursor: default; }
   #steps li.current { background: #ffe082; }
@@ -209,6 +209,7 @@ constexpr std::string_view kScript = R"JS(
     li.dataset.index = String(i);
     li.appendChild(el('span', 'name', s.pass ? s.name : s.title));
     if (s.pass) {
+      li.appendChild(document.createTextNode(' '));  // lets a long pass name wrap before it
       li.appendChild(el('span', 'stage', s.stage));
       li.appendChild(el('span', 'meta', summary(s) + (s.shown ? '' : ', no change')));
     }
