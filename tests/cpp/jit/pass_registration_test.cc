@@ -13,12 +13,15 @@
 
 #include "jit/jit_testing.h"
 #include "kiln/jit.h"
+#include "../pass/pass_testing.h"
 #include "testing.h"
 
 namespace kiln {
 namespace {
 
+using testing::BreakingPass;
 using testing::expect_error;
+using testing::NamedPass;
 using testing::expect_same_values;
 using testing::random_input;
 
@@ -71,29 +74,6 @@ std::vector<Tensor> add_neg(const std::vector<Tensor>& in) { return {add(in[0], 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
-
-// Records the order passes run in.
-class NamedPass : public Pass {
- public:
-  NamedPass(std::string name, std::vector<std::string>* log) : Pass(std::move(name)), log_(log) {}
-  bool Run(const FuncGraphPtr&) override {
-    log_->push_back(name());
-    return false;
-  }
-
- private:
-  std::vector<std::string>* log_;
-};
-
-// Gives the output a wrong abstract: a pass that breaks the graph.
-class BreakingPass : public Pass {
- public:
-  BreakingPass() : Pass("Breaker") {}
-  bool Run(const FuncGraphPtr& g) override {
-    g->outputs()[0]->set_abstract(Abstract(DType::kInt8, {7}));
-    return true;
-  }
-};
 
 TEST(RegisterCustomPass, SeedPluginRewritesAddNegToSubOnItsBackendOnly) {
   register_custom_pass("AddNegFusionPass", kSeedPlugin, "reference");

@@ -7,12 +7,15 @@
 
 #include "kiln/ir.h"
 #include "kiln/pass.h"
+#include "pass_testing.h"
 #include "testing.h"
 
 namespace kiln {
 namespace {
 
+using testing::BreakingPass;
 using testing::expect_error;
+using testing::NamedPass;
 
 PrimitivePtr prim(const std::string& name, Attrs attrs = {}) {
   return std::make_shared<Primitive>(name, std::move(attrs));
@@ -380,30 +383,6 @@ TEST(PatternPass, PatternMapNamesWhatIsBound) {
   g->set_output(g->add_cnode("Add", {x, g->add_cnode("Neg", {x})}));
   EXPECT_TRUE(pass->Run(g));
 }
-
-// A pass that breaks the graph (a wrong abstract), to check debug-mode verification.
-class BreakingPass : public Pass {
- public:
-  BreakingPass() : Pass("Breaker") {}
-  bool Run(const FuncGraphPtr& g) override {
-    g->outputs()[0]->set_abstract(Abstract(DType::kInt8, {7}));
-    return true;
-  }
-};
-
-// Records the order passes run in.
-class NamedPass : public Pass {
- public:
-  NamedPass(std::string name, std::vector<std::string>* log) : Pass(std::move(name)), log_(log) {}
-  bool Run(const FuncGraphPtr&) override {
-    log_->push_back(name());
-    record_matches(2);
-    return false;
-  }
-
- private:
-  std::vector<std::string>* log_;
-};
 
 TEST(PassManager, RunsByStageThenPriorityThenOrder) {
   std::vector<std::string> log;
