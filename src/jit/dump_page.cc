@@ -48,38 +48,46 @@ void append_html(std::string& out, std::string_view s) {
   }
 }
 
-void append_key(std::string& out, const char* key) {
-  out += '"';
-  out += key;
-  out += "\":";
-}
-
 void append_number(std::string& out, double v) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.6g", v);
   out += text;
 }
 
+// Writes one JSON object's members, placing the commas: `JsonObject o(out); o.string("a", x);`.
+// The object's braces are the caller's (open() and close() write them).
+class JsonObject {
+ public:
+  explicit JsonObject(std::string& out) : out_(out) {}
+  void open() { out_ += '{'; }
+  void close() { out_ += '}'; }
+  /// Writes `"key":` (after a comma from the second member on); the value is the caller's.
+  std::string& key(const char* name) {
+    if (members_++) out_ += ',';
+    out_ += '"';
+    out_ += name;
+    out_ += "\":";
+    return out_;
+  }
+  void string(const char* name, std::string_view v) { append_json(key(name), v); }
+  void boolean(const char* name, bool v) { key(name) += v ? "true" : "false"; }
+  void number(const char* name, double v) { append_number(key(name), v); }
+
+ private:
+  std::string& out_;
+  int members_ = 0;
+};
+
 void append_files(std::string& out, const DumpGraphFiles& f) {
-  out += '{';
-  append_key(out, "kir");
-  append_json(out, f.kir);
-  out += ',';
-  append_key(out, "dot");
-  append_json(out, f.dot);
-  out += ',';
-  append_key(out, "svg");
-  append_json(out, f.svg);
-  out += ',';
-  append_key(out, "svgNote");
-  append_json(out, f.svg_note);
-  out += ',';
-  append_key(out, "text");
-  append_json(out, f.text);
-  out += ',';
-  append_key(out, "textCut");
-  out += f.text_cut ? "true" : "false";
-  out += '}';
+  JsonObject o(out);
+  o.open();
+  o.string("kir", f.kir);
+  o.string("dot", f.dot);
+  o.string("svg", f.svg);
+  o.string("svgNote", f.svg_note);
+  o.string("text", f.text);
+  o.boolean("textCut", f.text_cut);
+  o.close();
 }
 
 // Node ids as strings: the return node's id (2^64 - 1) is past JavaScript's exact integers, so it
@@ -96,57 +104,31 @@ void append_ids(std::string& out, const ir::NodeIdSet& ids) {
 }
 
 void append_step(std::string& out, const DumpStep& s) {
-  out += '{';
-  append_key(out, "title");
-  append_json(out, s.title);
-  out += ',';
-  append_key(out, "pass");
-  out += s.is_pass ? "true" : "false";
-  out += ',';
-  append_key(out, "stage");
-  append_json(out, s.stage);
-  out += ',';
-  append_key(out, "name");
-  append_json(out, s.pass);
-  out += ',';
-  append_key(out, "changed");
-  out += s.changed ? "true" : "false";
-  out += ',';
-  append_key(out, "matches");
-  append_number(out, static_cast<double>(s.matches));
-  out += ',';
-  append_key(out, "refusals");
-  append_number(out, static_cast<double>(s.refusals));
-  out += ',';
-  append_key(out, "reasons");
-  out += '[';
+  JsonObject o(out);
+  o.open();
+  o.string("title", s.title);
+  o.boolean("pass", s.is_pass);
+  o.string("stage", s.stage);
+  o.string("name", s.pass);
+  o.boolean("changed", s.changed);
+  o.number("matches", static_cast<double>(s.matches));
+  o.number("refusals", static_cast<double>(s.refusals));
+  std::string& reasons = o.key("reasons");
+  reasons += '[';
   for (size_t i = 0; i < s.reasons.size(); ++i) {
-    out += i ? "," : "";
-    append_json(out, s.reasons[i]);
+    reasons += i ? "," : "";
+    append_json(reasons, s.reasons[i]);
   }
-  out += "],";
-  append_key(out, "ms");
-  append_number(out, s.seconds * 1e3);
-  out += ',';
-  append_key(out, "note");
-  append_json(out, s.note);
-  out += ',';
-  append_key(out, "shown");
-  out += s.has_graphs ? "true" : "false";
+  reasons += ']';
+  o.number("ms", s.seconds * 1e3);
+  o.string("note", s.note);
+  o.boolean("shown", s.has_graphs);
   if (s.has_graphs) {
-    if (s.is_pass) {
-      out += ',';
-      append_key(out, "before");
-      append_files(out, s.before);
-    }
-    out += ',';
-    append_key(out, "after");
-    append_files(out, s.after);
-    out += ',';
-    append_key(out, "highlight");
-    append_ids(out, s.highlight);
+    if (s.is_pass) append_files(o.key("before"), s.before);
+    append_files(o.key("after"), s.after);
+    append_ids(o.key("highlight"), s.highlight);
   }
-  out += '}';
+  o.close();
 }
 
 constexpr std::string_view kStyle = R"CSS(
@@ -363,20 +345,19 @@ std::string compilation_page(const std::string& stem, const std::string& graph,
          "arrow)\">next &#9654;</button><span class=\"hint\">&larr; &rarr; keys</span>"
          "<a href=\"index.html\">all compilations</a></header>\n"
          "<div id=\"layout\"><nav><ol id=\"steps\"></ol></nav><main id=\"view\"></main></div>\n"
-         "<script id=\"kiln-data\" type=\"application/json\">{";
-  append_key(out, "graph");
-  append_json(out, graph);
-  out += ',';
-  append_key(out, "stem");
-  append_json(out, stem);
-  out += ',';
-  append_key(out, "steps");
-  out += '[';
+         "<script id=\"kiln-data\" type=\"application/json\">";
+  JsonObject data(out);
+  data.open();
+  data.string("graph", graph);
+  data.string("stem", stem);
+  data.key("steps") += '[';
   for (size_t i = 0; i < steps.size(); ++i) {
     out += i ? ",\n" : "\n";
     append_step(out, steps[i]);
   }
-  out += "]}</script>\n<script>";
+  out += ']';
+  data.close();
+  out += "</script>\n<script>";
   out += kScript;
   out += "</script>\n</body>\n</html>\n";
   return out;
