@@ -52,11 +52,13 @@ line. Times are single calls with time.perf_counter after a warm-up, each call i
 the result back as a NumPy array (`.numpy()`, which waits for Kiln's asynchronous work); the tables
 give best and median over all rounds, and "x vs kiln jit O1" is the variant's best time over Kiln
 jit O1's best (above 1.0: Kiln jit is faster). "first call" is the first call's time (tracing and
-building for the Kiln jit, compiling for torch.compile) or, for ONNX Runtime, export, session
-creation and the first run.
+building for the Kiln jit, compiling for torch.compile: much shorter once inductor's on-disk cache
+holds the kernels from an earlier run) or, for ONNX Runtime, export, session creation and the
+first run.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -121,9 +123,10 @@ def data(workload, s):
     if workload == "block":
         p = {"ln1_w": 1 + rand(WIDTH, 10, 0.1), "ln1_b": rand(WIDTH, 11, 0.1),
              "ln2_w": 1 + rand(WIDTH, 12, 0.1), "ln2_b": rand(WIDTH, 13, 0.1)}
-        for name, (n_in, n_out), seed in (("qkv", (WIDTH, 3 * WIDTH), 20), ("out", (WIDTH, WIDTH), 22),
-                                          ("fc1", (WIDTH, HIDDEN), 24), ("fc2", (HIDDEN, WIDTH), 26)):
-            p[name + "_w"], p[name + "_b"] = linear_weights(n_in, n_out, seed)
+        layers = (("qkv", WIDTH, 3 * WIDTH), ("out", WIDTH, WIDTH), ("fc1", WIDTH, HIDDEN),
+                  ("fc2", HIDDEN, WIDTH))
+        for i, (name, n_in, n_out) in enumerate(layers):
+            p[name + "_w"], p[name + "_b"] = linear_weights(n_in, n_out, 20 + 2 * i)
         return {"x": rand((s["batch"], s["seq"], WIDTH), 2), "params": p}
     if workload == "mlp":
         p = {}
@@ -217,14 +220,13 @@ def torch_module(workload, params):
 
 
 def build_kiln(workload, d):
-    """{variant: (call, fn, args)}: call() runs one call and returns the result as NumPy."""
+    """({variant: function}, input tensor)."""
     import kiln
     fn = kiln_function(workload, d["params"])
-    x = kiln.tensor(d["x"])
-    variants = {"kiln eager": fn}
+    functions = {"kiln eager": fn}
     for level in ("O0", "O1"):
-        variants[f"kiln jit {level}"] = kiln.jit(fn, backend="kiln_cpu", jit_level=level)
-    return {name: ((lambda f=f: f(x).numpy()), f, (x,)) for name, f in variants.items()}
+        functions[f"kiln jit {level}"] = kiln.jit(fn, backend="kiln_cpu", jit_level=level)
+    return functions, kiln.tensor(d["x"])
 
 
 def export_opset(path):
@@ -278,19 +280,19 @@ def max_err(got, want):
     return float(np.max(np.abs(got.astype(np.float64) - want))) if want.size else 0.0
 
 
-def kiln_memory(variants, d):
+def kiln_memory(functions, x, d):
     """Peak allocated bytes around one call per Kiln variant (see the module's documentation)."""
     import kiln
     rt = kiln.runtime
     out = {"inputs_weights": d["x"].nbytes + sum(v.nbytes for v in d["params"].values())}
-    for name, (call, fn, args) in variants.items():
-        result = fn(*args)  # warm call; then nothing of it stays alive
+    for name, fn in functions.items():
+        result = fn(x)  # warm call; then nothing of it stays alive
         result.numpy()
         del result
         rt.synchronize()
         before = rt.memory_stats()["allocated"]
         rt.reset_peak_memory_stats()
-        result = fn(*args)
+        result = fn(x)
         out["output"] = result.numpy().nbytes
         peak = rt.memory_stats()["peak"]
         del result
@@ -298,7 +300,7 @@ def kiln_memory(variants, d):
         plan = getattr(fn, "memory_plan", None)
         if plan is not None:
             try:
-                entry["planned"] = plan(*args)["peak_bytes"]
+                entry["planned"] = plan(x)["peak_bytes"]
             except Exception as e:  # noqa: BLE001  (shown as the reason, not fatal)
                 entry["planned_na"] = first_line(e)
         out[name] = entry
@@ -327,58 +329,54 @@ def child(group, workloads, quick, reps_override, scratch):
         return
     for workload in workloads:
         d = data(workload, s)
-        ref_path = os.path.join(scratch, f"{workload}.kiln_eager.npy")
-        results[workload] = {}
         try:
             start = time.perf_counter()
             if group == "kiln":
-                variants = build_kiln(workload, d)
+                functions, x = build_kiln(workload, d)
+                variants = {name: (lambda f=f: f(x).numpy()) for name, f in functions.items()}
             else:
-                variants = {k: (v, None, None)
-                            for k, v in build_torch(workload, d, group, scratch,
-                                                                   info).items()}
+                variants = build_torch(workload, d, group, scratch, info)
             setup_s = time.perf_counter() - start if group == "ort" else 0.0
         except Exception as e:  # noqa: BLE001  (export or build failure: n/a with the reason)
             why = first_line(e)
             results[workload] = {v: {"na": why} for v in GROUPS[group]}
             continue
-        ctx = None
-        if group != "kiln":
-            import torch
-            ctx = torch.inference_mode()
-            ctx.__enter__()
-        try:
-            for name, (call, _, _) in variants.items():
-                r = results[workload][name] = {}
-                try:
-                    start = time.perf_counter()
-                    got = np.array(call())  # a copy: later calls may reuse the result's memory
-                    r["first_s"] = setup_s + time.perf_counter() - start
-                except Exception as e:  # noqa: BLE001
-                    r["na"] = first_line(e)
-                    continue
-                if name == "kiln eager" and not os.path.exists(ref_path):
-                    np.save(ref_path, got)
-                if not os.path.exists(ref_path):
-                    r["na"] = "no Kiln eager result to check against"
-                    continue
-                want = np.load(ref_path)
-                if got.shape != want.shape:
-                    r["mismatch"] = f"MISMATCH: shape {got.shape}, kiln eager {want.shape}"
-                    continue
-                mismatch = check(workload, got, want)
-                if mismatch:
-                    r["mismatch"] = mismatch
-                    continue
-                r["err"] = max_err(got, want)
-                reps = reps_override or reps_for(workload, quick)
-                r["times"] = time_calls(call, lambda: None, max(2, reps // 10), reps)
-            if group == "kiln" and workload == "block":
-                memory = kiln_memory(variants, d)
-        finally:
-            if ctx is not None:
-                ctx.__exit__(None, None, None)
+        with contextlib.nullcontext() if group == "kiln" else torch_inference_mode():
+            results[workload] = {
+                name: measure(workload, name, call, setup_s, scratch,
+                              reps_override or reps_for(workload, quick))
+                for name, call in variants.items()}
+        if group == "kiln" and workload == "block":
+            memory = kiln_memory(functions, x, d)
     print(json.dumps({"info": info, "results": results, "memory": memory}))
+
+
+def torch_inference_mode():
+    import torch
+    return torch.inference_mode()
+
+
+def measure(workload, name, call, setup_s, scratch, reps):
+    """One variant: its first call, the check against Kiln eager, then `reps` timed calls."""
+    ref_path = os.path.join(scratch, f"{workload}.kiln_eager.npy")
+    try:
+        start = time.perf_counter()
+        got = np.array(call())  # a copy: later calls may reuse the result's memory
+        first_s = setup_s + time.perf_counter() - start
+    except Exception as e:  # noqa: BLE001  (a variant that fails to run: n/a with the reason)
+        return {"na": first_line(e)}
+    if name == "kiln eager" and not os.path.exists(ref_path):
+        np.save(ref_path, got)  # the first Kiln child's result is every child's reference
+    if not os.path.exists(ref_path):
+        return {"na": "no Kiln eager result to check against"}
+    want = np.load(ref_path)
+    if got.shape != want.shape:
+        return {"mismatch": f"MISMATCH: shape {got.shape}, kiln eager {want.shape}"}
+    mismatch = check(workload, got, want)
+    if mismatch:
+        return {"mismatch": mismatch}
+    return {"first_s": first_s, "err": max_err(got, want),
+            "times": time_calls(call, lambda: None, max(2, reps // 10), reps)}
 
 
 def run_child(group, args, scratch):
@@ -515,8 +513,9 @@ def ratio_line(results, other, target):
     return f"{other} / {JIT} = {b:.2f}x best, {med:.2f}x median (target >= {target}x): {met}"
 
 
-def targets(data):
-    print("### targets\n")
+def targets(data, quick):
+    print("### targets" + (" (SMOKE RUN: reduced sizes, the verdicts do not apply)" if quick
+                           else "") + "\n")
     res = data.get("results", {})
     if "gelu" in res:
         k = res["gelu"].get(JIT, {})
@@ -598,7 +597,7 @@ def main():
         workload_table(workload, merged["results"][workload])
         if workload == "block":
             memory_table(data["kiln"].get("memory"))
-    targets(merged)
+    targets(merged, args.quick)
     failed = [f"{w} / {v}: {r['mismatch']}" for w, vs in merged["results"].items()
               for v, r in vs.items() if "mismatch" in r]
     if failed:
