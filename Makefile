@@ -5,7 +5,7 @@
 #   make test       build, C++ tests (ctest), Python tests (pytest), the sanitizer jobs
 #   make demo       build and run examples/demo.py and the custom-op, custom-backend and
 #                   custom-pass examples
-#   make bench      Google Benchmark programs + bench/compare.py
+#   make bench      Google Benchmark programs + bench/compare.py + bench/jit_cpu_bench.py
 
 PYTHON      ?= python3
 VENV        := .venv
@@ -86,6 +86,7 @@ demo: build
 
 bench: build
 	$(VENV_PY) bench/compare.py
+	$(VENV_PY) bench/jit_cpu_bench.py
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
