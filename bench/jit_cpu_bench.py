@@ -48,7 +48,7 @@ alternated. Every child builds the same inputs and weights from the same seeds.
 Checks: the first Kiln child saves Kiln eager's results; every other variant's result must agree
 with them (np.testing.assert_allclose, tolerances in TOLERANCE) before it is timed. A mismatch is
 shown in the table, that variant is not timed, and the script exits with status 1 and a FAILED
-line. Times are single calls with time.perf_counter after a warm-up, each call including reading
+line; so it does when a Kiln variant fails to run. Times are single calls with time.perf_counter after a warm-up, each call including reading
 the result back as a NumPy array (`.numpy()`, which waits for Kiln's asynchronous work); the tables
 give best and median over all rounds, and "x vs kiln jit O1" is the variant's best time over Kiln
 jit O1's best (above 1.0: Kiln jit is faster). "first call" is the first call's time (tracing and
@@ -598,10 +598,15 @@ def main():
         if workload == "block":
             memory_table(data["kiln"].get("memory"))
     targets(merged, args.quick)
+    # A mismatch anywhere, or a Kiln variant that did not run, fails the run; other libraries'
+    # n/a (torch.compile or the export failing, a package missing) are reported only.
     failed = [f"{w} / {v}: {r['mismatch']}" for w, vs in merged["results"].items()
               for v, r in vs.items() if "mismatch" in r]
+    failed += [f"{w} / {v}: n/a ({r['na']})" for w, vs in merged["results"].items()
+               for v, r in vs.items() if v in GROUPS["kiln"] and "na" in r]
     if failed:
-        print("FAILED: results disagree with Kiln eager:", file=sys.stderr)
+        print("FAILED: results that disagree with Kiln eager, or Kiln variants that did not run:",
+              file=sys.stderr)
         for line in failed:
             print(f"  {line}", file=sys.stderr)
         sys.exit(1)
