@@ -19,7 +19,7 @@ import kiln
 from kiln import mint
 from kiln.jit import CacheInfo
 
-from conftest import numpy_dtype, random_array, raises
+from conftest import random_array, raises
 from test_elementwise import (BINARY, UNARY, binary_inputs, binary_reference, unary_input,
                               unary_reference, unary_valid)
 
@@ -86,7 +86,7 @@ def assert_near(got, want, tolerances, scale=None, what=""):
     g = got.numpy()
     assert g.shape == w.shape, f"{what}: shape {g.shape} != {w.shape}"
     if got.dtype not in tolerances:
-        np.testing.assert_array_equal(g, w.astype(g.dtype), err_msg=what)
+        np.testing.assert_array_equal(g, w, err_msg=what)
         return
     rtol, atol = tolerances[got.dtype]
     scale = magnitude([w.astype(np.float64)]) if scale is None else scale
@@ -138,7 +138,7 @@ def check(fn, *args, expected=None, scale=None):
     return results
 
 
-# --- the same graph on kiln.mint and on NumPy -------------------------------------------------
+# --- the same graph on kiln.mint and on NumPy -----------------------------------------------------
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -330,7 +330,7 @@ def test_elementwise_chains_and_trees(dtype, rng):
     check_graph(graph, floats(rng, (5, 33)), floats(rng, (33,)), dtype=dtype)
 
 
-# --- softmax and reductions after a chain --------------------------------------------------------
+# --- softmax and reductions after a chain ---------------------------------------------------------
 
 @pytest.mark.parametrize("dim", [-1, 0, 1])
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
@@ -376,10 +376,10 @@ def test_large_odd_shapes(dtype, rng):
     def graph(m, x, row, col, w, b):
         z = m.gelu(m.tanh(x) * row + col, "tanh")
         return (z, m.softmax(z * 2.0 - row, -1), m.sum(m.exp(-m.abs(z)), dim=-1, keepdim=True),
-                m.mean(z, dim=0), m.relu(m.linear(z[:, :257], w, b)))
+                m.mean(z, dim=0), m.relu(m.linear(z[:, :129], w, b)))
 
     check_graph(graph, floats(rng, (263, 1031)), floats(rng, (1031,)), floats(rng, (263, 1)),
-                floats(rng, (131, 257), -0.2, 0.2), floats(rng, (131,)), dtype=dtype)
+                floats(rng, (131, 129), -0.2, 0.2), floats(rng, (131,)), dtype=dtype)
 
 
 # --- matmul, linear and the nn ops ----------------------------------------------------------------
@@ -561,8 +561,8 @@ GRAPHS = [shared_intermediate, long_liveness, diamond, output_also_used_later, i
 @pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64], ids=str)
 @pytest.mark.parametrize("graph", GRAPHS, ids=lambda g: g.__name__)
 def test_memory_planner_graph_shapes(graph, dtype, rng):
-    """Each graph called twice, on other data: the first results are not overwritten by the second call
-    (a plan that reuses an output's buffer would change them), and no input is written."""
+    """Each graph called twice, on other data: the second call does not overwrite the first
+    one's results (as a plan that reused an output's buffer would), and no input is written."""
     fns = jitted(lambda x, y: graph(MINT, x, y))
     first = check_graph(graph, floats(rng, (4, 6)), floats(rng, (6,)), dtype=dtype, fns=fns)
     kept = {level: [t.numpy().copy() for t in results] for level, results in first.items()}
@@ -594,14 +594,15 @@ def test_non_contiguous_inputs(dtype, rng):
     assert not x.is_contiguous() and not y.is_contiguous()
 
     def graph(m, x, y):
-        return m.tanh(x) * 2.0 + x[:, :1], m.exp(-m.abs(y)) + m.sum(y, dim=-1, keepdim=True), x @ x.T
+        return (m.tanh(x) * 2.0 + x[:, :1], m.exp(-m.abs(y)) + m.sum(y, dim=-1, keepdim=True),
+                x @ x.T)
 
     check(lambda x, y: graph(MINT, x, y), x, y,
           expected=on_numpy(graph, x.numpy().copy(), y.numpy().copy()))
     np.testing.assert_array_equal(base.numpy().T, x.numpy())  # the base is untouched too
 
 
-# --- random elementwise DAGs -----------------------------------------------------------------------
+# --- random elementwise DAGs ----------------------------------------------------------------------
 
 # Ops whose error grows at most with the magnitude of their operands (Lipschitz about 1 or less),
 # so that a float32 result stays within a few ulp of the computation's largest value. Each is
@@ -709,14 +710,17 @@ def test_random_elementwise_dags(first_seed, dtype):
             raise
 
 
-# --- the cache and threads --------------------------------------------------------------------------
+# --- the cache and threads ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_cache_hits_and_a_new_shape_rebuilds(level, rng):
     f = kiln.jit(lambda x, y: diamond(MINT, x, y), backend="kiln_cpu", jit_level=level)
-    for shapes, info in [(((4, 6), (6,)), CacheInfo(0, 1, 1)), (((4, 6), (6,)), CacheInfo(1, 1, 1)),
-                         (((7, 3), (3,)), CacheInfo(1, 2, 2)), (((7, 3), (7, 1)), CacheInfo(1, 3, 3)),
-                         (((4, 6), (6,)), CacheInfo(2, 3, 3))]:
+    steps = [(((4, 6), (6,)), CacheInfo(hits=0, misses=1, size=1)),
+             (((4, 6), (6,)), CacheInfo(hits=1, misses=1, size=1)),   # a hit
+             (((7, 3), (3,)), CacheInfo(hits=1, misses=2, size=2)),   # a new shape: rebuilt
+             (((7, 3), (7, 1)), CacheInfo(hits=1, misses=3, size=3)),
+             (((4, 6), (6,)), CacheInfo(hits=2, misses=3, size=3))]
+    for shapes, info in steps:
         x, y = (floats(rng, s).astype(np.float32) for s in shapes)
         assert_near(f(kt(x), kt(y)), on_numpy(diamond, x, y)[0], NUMPY_TOL)
         assert f.cache_info() == info
@@ -767,7 +771,8 @@ def test_wrong_inputs_name_what_was_expected(level):
     with raises(kiln.ShapeError, match=r"expected a.shape\[-1\] == b.shape\[-2\], got 3 and 2"):
         product(x, x)
     add = jit(lambda a, b: mint.tanh(a + b))
-    with raises(kiln.ShapeError, match=r"\[2, 3\].*\[4\]"):
+    with raises(kiln.ShapeError, match=r"shapes \[2, 3\] and \[4\] do not broadcast: dimension 1 "
+                                       r"has sizes 3 and 4 \(expected equal sizes or 1\)"):
         add(x, kt(np.ones(4, np.float32)))
     # A call with the wrong number of inputs fails as the Python function would.
     with raises(TypeError, match="missing 1 required positional argument: 'b'"):
