@@ -22,8 +22,9 @@
 // A backend plugin is a shared library linked to libkiln (kiln_add_plugin in CMake);
 // KILN_REGISTER_BACKEND stamps it with KILN_ABI_VERSION, and register_custom_backend loads it
 // through the core's plugin loader, which refuses another ABI version naming both. Built into
-// libkiln: "reference", which runs a graph op by op through eager dispatch (the oracle that other
-// backends and passes are checked against).
+// libkiln: "kiln_cpu", the default (fusion passes, kernel selection, a static memory plan and a
+// precomputed schedule; see docs/architecture.md, "kiln_cpu"), and "reference", which runs a graph
+// op by op through eager dispatch (the oracle that other backends and passes are checked against).
 //
 // Thread-safety: the manager is thread-safe. A backend's Build, Run, ClearGraph and Clear may be
 // called from several threads (Run concurrently with itself); built-in backends allow that.
@@ -79,6 +80,31 @@ class KILN_API BackendBase {
   /// Whether this backend can run `node` (optional; default: every node). The jit runs the
   /// nodes a backend declines elsewhere.
   virtual bool Supports(const CNodePtr& node) const;
+};
+
+/// What a backend planned for the memory of one built graph (see BackendMemoryPlanner).
+struct BackendMemoryPlan {
+  /// The most one Run allocates at once: the arena plus the outputs.
+  size_t peak_bytes = 0;
+  /// One block per Run holding every intermediate value and kernel workspace.
+  size_t arena_bytes = 0;
+  /// The graph's outputs (allocated per Run, since they outlive it).
+  size_t output_bytes = 0;
+  /// What the intermediates and workspaces would take without sharing memory.
+  size_t unshared_bytes = 0;
+  /// Intermediate values placed in the arena, and how many of them reuse the memory of an input
+  /// that dies where they are made (in place).
+  size_t buffers = 0;
+  size_t in_place = 0;
+};
+
+/// An interface a backend may implement besides BackendBase when it plans memory statically
+/// ("kiln_cpu" does); the jit finds it with dynamic_cast, so backends without it are unaffected.
+class KILN_API BackendMemoryPlanner {
+ public:
+  virtual ~BackendMemoryPlanner();
+  /// The plan of a built graph; throws kValue for an unknown id.
+  virtual BackendMemoryPlan GetMemoryPlan(BackendGraphId id) const = 0;
 };
 
 /// Makes a backend instance (called once, when the backend is first used).

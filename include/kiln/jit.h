@@ -51,12 +51,17 @@
 #include <string>
 #include <vector>
 
+#include "kiln/backend.h"
 #include "kiln/export.h"
 #include "kiln/ir.h"
 #include "kiln/pass.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
+
+namespace jit_detail {
+struct CacheEntry;
+}  // namespace jit_detail
 
 /// How a function is compiled: what @kiln.jit takes in Python.
 struct JitOptions {
@@ -112,6 +117,11 @@ class KILN_API JitFunction {
   /// The graph after every pass, as the backend receives it (IR text); traces and runs the
   /// passes, builds nothing.
   std::string optimized_graph(const std::vector<Tensor>& inputs) const;
+  /// The memory plan of the graph built for these inputs (building it on a miss): for a backend
+  /// that plans memory statically (kiln_cpu), the most one call allocates (peak_bytes) and how
+  /// (see BackendMemoryPlan), summed over the parts when the graph is partitioned. Throws kValue
+  /// when no backend that runs the graph plans memory.
+  BackendMemoryPlan memory_plan(const std::vector<Tensor>& inputs) const;
   /// What the passes did in the most recent build (empty before the first).
   PassReport pass_report() const;
   JitCacheInfo cache_info() const;
@@ -122,6 +132,7 @@ class KILN_API JitFunction {
 
  private:
   struct State;
+  std::shared_ptr<const jit_detail::CacheEntry> entry_for(const std::vector<Tensor>& inputs) const;
   std::shared_ptr<State> state_;
 };
 

@@ -150,6 +150,24 @@ class JitFunctionObject {
     return ir::print(*graph);
   }
 
+  // The memory plan of the graph built for these arguments (building it on a miss), as a dict.
+  nb::dict memory_plan(nb::args args, nb::kwargs kwargs) {
+    SignatureKey key;
+    std::vector<Tensor> inputs;
+    add_arguments(args, kwargs, key, inputs);
+    std::shared_ptr<const CacheEntry> entry = cache_.find(key);
+    if (entry == nullptr) entry = compile(args, kwargs, key);
+    const BackendMemoryPlan plan = entry->graph->memory_plan();
+    nb::dict d;
+    d["peak_bytes"] = plan.peak_bytes;
+    d["arena_bytes"] = plan.arena_bytes;
+    d["output_bytes"] = plan.output_bytes;
+    d["unshared_bytes"] = plan.unshared_bytes;
+    d["buffers"] = plan.buffers;
+    d["in_place"] = plan.in_place;
+    return d;
+  }
+
   // Calls that build run with the GIL held, so the report needs no lock.
   nb::tuple pass_report() const { return pass_report_to_python(last_report_); }
 
@@ -368,6 +386,11 @@ void bind_jit(nb::module_& m) {
       .def("optimized_graph", &JitFunctionObject::optimized_graph,
            "The graph for these arguments after every pass, as the backend receives it (IR "
            "text); builds nothing.")
+      .def("memory_plan", &JitFunctionObject::memory_plan,
+           "The memory plan of the graph built for these arguments (building it first): a dict "
+           "with peak_bytes (the most one call allocates: arena + outputs), arena_bytes, "
+           "output_bytes, unshared_bytes (the intermediates without sharing), buffers and "
+           "in_place. Raises KilnValueError when the backend does not plan memory.")
       .def("_pass_report", &JitFunctionObject::pass_report,
            "(runs, text) of the most recent build's passes")
       .def("_cache_info", &JitFunctionObject::cache_info, "(hits, misses, size)")

@@ -11,6 +11,7 @@
 namespace kiln {
 
 BackendBase::~BackendBase() = default;
+BackendMemoryPlanner::~BackendMemoryPlanner() = default;
 void BackendBase::ClearGraph(BackendGraphId) {}
 void BackendBase::Clear() {}
 bool BackendBase::Supports(const CNodePtr&) const { return true; }

@@ -1,13 +1,11 @@
 // The "reference" backend: runs a graph op by op through eager dispatch (kiln::call_op), exactly
 // as the same ops called one after another would run. It is the oracle that other backends and
 // pass rewrites are checked against, so it does nothing clever: Build verifies the graph and
-// lays it out as a list of op calls over numbered value slots; Run fills the slots. Until the
-// fusing, memory-planning kiln_cpu backend exists, "kiln_cpu" is this same backend under its
-// own name (a separate instance with its own graphs), so that code written against kiln_cpu
-// runs today.
+// lays it out as a list of op calls over numbered value slots; Run fills the slots.
 #include <mutex>
 #include <unordered_map>
 
+#include "backend/graph_checks.h"
 #include "kiln/backend.h"
 
 namespace kiln {
@@ -33,6 +31,7 @@ struct Program {
   std::vector<uint32_t> outputs;
   size_t num_slots = 0;
   uint64_t registry_generation = 0;
+  std::vector<OpDefPtr> ops;  // every step's op, for check_ops_current
 };
 
 std::shared_ptr<const Program> compile(const FuncGraphPtr& graph) {
@@ -77,6 +76,7 @@ std::shared_ptr<const Program> compile(const FuncGraphPtr& graph) {
         static_cast<uint32_t>(c.abstract().is_tuple() ? c.abstract().elements().size() : 1);
     step.first_output = new_slots(step.num_outputs);
     slot_of[n.get()] = step.first_output;
+    p->ops.push_back(step.op);
     p->steps.push_back(std::move(step));
   }
   for (const NodePtr& out : graph->outputs()) p->outputs.push_back(slot_of.at(out.get()));
@@ -94,33 +94,6 @@ std::shared_ptr<const Program> compile(const FuncGraphPtr& graph) {
   return p;
 }
 
-void check_inputs(const Program& p, const std::vector<Tensor>& inputs) {
-  KILN_CHECK_VALUE(inputs.size() == p.parameters.size())
-      << "graph \"" << p.name << "\" takes " << p.parameters.size() << " inputs, got "
-      << inputs.size();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const TensorMeta& want = p.parameters[i];
-    const std::string& name = p.parameter_names[i];
-    KILN_CHECK_VALUE(inputs[i].defined()) << "input " << i << " (" << name << ") is undefined";
-    KILN_CHECK_DTYPE(inputs[i].dtype() == want.dtype)
-        << "input " << i << " (" << name << ") must be " << dtype_name(want.dtype) << ", got "
-        << dtype_name(inputs[i].dtype());
-    KILN_CHECK_SHAPE(inputs[i].shape() == want.shape)
-        << "input " << i << " (" << name << ") must have shape " << shape_str(want.shape)
-        << ", got " << shape_str(inputs[i].shape());
-  }
-}
-
-// An op unregistered (or replaced) after Build must not run from a stale definition.
-void check_ops_current(const Program& p) {
-  if (OpRegistry::Instance().generation() == p.registry_generation) return;
-  for (const Step& step : p.steps) {
-    KILN_CHECK_VALUE(OpRegistry::Instance().find(step.op->name()) == step.op)
-        << "op '" << step.op->name() << "' was unregistered or replaced after graph \"" << p.name
-        << "\" was built; build it again";
-  }
-}
-
 class OpByOpBackend final : public BackendBase {
  public:
   BackendGraphId Build(const FuncGraphPtr& graph, const BackendJitConfig&) override {
@@ -134,8 +107,8 @@ class OpByOpBackend final : public BackendBase {
   RunningStatus Run(BackendGraphId id, const std::vector<Tensor>& inputs,
                     std::vector<Tensor>* outputs) override {
     const std::shared_ptr<const Program> p = find(id);
-    check_inputs(*p, inputs);
-    check_ops_current(*p);
+    backend_detail::check_inputs(p->name, p->parameters, p->parameter_names, inputs);
+    backend_detail::check_ops_current(p->name, p->registry_generation, p->ops);
     std::vector<Tensor> slots(p->num_slots);
     for (size_t i = 0; i < inputs.size(); ++i) slots[p->parameter_slots[i]] = inputs[i];
     for (const auto& [slot, value] : p->constants) slots[slot] = value;
@@ -184,6 +157,5 @@ class OpByOpBackend final : public BackendBase {
 }  // namespace
 
 KILN_REGISTER_BACKEND("reference", OpByOpBackend);
-KILN_REGISTER_BACKEND("kiln_cpu", OpByOpBackend);
 
 }  // namespace kiln

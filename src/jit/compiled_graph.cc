@@ -168,6 +168,27 @@ void CompiledGraph::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* 
   for (size_t s : outputs_) outputs->push_back(slots[s]);
 }
 
+BackendMemoryPlan CompiledGraph::memory_plan() const {
+  BackendMemoryPlan total;
+  bool planned = false;
+  for (const Step& step : steps_) {
+    const auto* planner =
+        dynamic_cast<const BackendMemoryPlanner*>(BackendManager::Instance().Get(step.backend));
+    if (planner == nullptr) continue;
+    const BackendMemoryPlan plan = planner->GetMemoryPlan(step.id);
+    planned = true;
+    total.peak_bytes += plan.peak_bytes;
+    total.arena_bytes += plan.arena_bytes;
+    total.output_bytes += plan.output_bytes;
+    total.unshared_bytes += plan.unshared_bytes;
+    total.buffers += plan.buffers;
+    total.in_place += plan.in_place;
+  }
+  KILN_CHECK_VALUE(planned) << "graph \"" << graph_->name() << "\" runs on backend '" << backend_
+                            << "', which does not plan memory statically (kiln_cpu does)";
+  return total;
+}
+
 bool CompiledGraph::current() const { return ops_current() && passes_current(); }
 
 bool CompiledGraph::passes_current() const {

@@ -49,6 +49,9 @@ class KILN_API CompiledGraph {
   const FuncGraphPtr& optimized() const { return graph_; }
   /// What the passes did.
   const PassReport& pass_report() const { return report_; }
+  /// The memory plans of the parts whose backends plan memory (BackendMemoryPlanner), summed;
+  /// throws kValue when none does.
+  BackendMemoryPlan memory_plan() const;
   /// The parts as built, in run order (one when the backend supports every node).
   const std::vector<GraphPart>& parts() const { return parts_; }
   /// False when an op the graph uses was unregistered or replaced, or when the passes registered

@@ -65,21 +65,26 @@ JitFunction::JitFunction(TensorFn fn, JitOptions options, std::string name)
   state_->name = std::move(name);
 }
 
-std::vector<Tensor> JitFunction::operator()(const std::vector<Tensor>& inputs) const {
+// The built graph for these inputs' signature, traced and built first on a miss.
+std::shared_ptr<const CacheEntry> JitFunction::entry_for(const std::vector<Tensor>& inputs) const {
   State& s = *state_;
-  if (Trace::active()) return s.fn(inputs);  // part of the enclosing trace
   SignatureKey key;
   for (const Tensor& t : inputs) key.add_input(t);
   std::shared_ptr<const CacheEntry> entry = s.cache.find(key);
-  if (entry == nullptr) {
-    CacheEntry made;
-    made.graph = CompiledGraph::compile(trace(s.fn, inputs, s.name), s.options);
-    {
-      std::lock_guard<std::mutex> lock(s.report_mutex);
-      s.last_report = made.graph->pass_report();
-    }
-    entry = s.cache.insert(key, std::move(made));
+  if (entry != nullptr) return entry;
+  CacheEntry made;
+  made.graph = CompiledGraph::compile(trace(s.fn, inputs, s.name), s.options);
+  {
+    std::lock_guard<std::mutex> lock(s.report_mutex);
+    s.last_report = made.graph->pass_report();
   }
+  return s.cache.insert(key, std::move(made));
+}
+
+std::vector<Tensor> JitFunction::operator()(const std::vector<Tensor>& inputs) const {
+  State& s = *state_;
+  if (Trace::active()) return s.fn(inputs);  // part of the enclosing trace
+  const std::shared_ptr<const CacheEntry> entry = entry_for(inputs);
   std::vector<Tensor> params;
   params.reserve(inputs.size());
   for (const Tensor& t : inputs) {
@@ -88,6 +93,10 @@ std::vector<Tensor> JitFunction::operator()(const std::vector<Tensor>& inputs) c
   std::vector<Tensor> outputs;
   entry->graph->run(params, &outputs);
   return outputs;
+}
+
+BackendMemoryPlan JitFunction::memory_plan(const std::vector<Tensor>& inputs) const {
+  return entry_for(inputs)->graph->memory_plan();
 }
 
 std::string JitFunction::graph(const std::vector<Tensor>& inputs) const {

@@ -97,12 +97,34 @@ dnnl::matmul::primitive_desc choose_implementation(const dnnl::matmul::desc& des
   return dnnl::matmul::primitive_desc(desc, attr, onednn::engine());
 }
 
+// The oneDNN post-op of an activation epilogue, taken with alpha = beta = 0 except swish, whose
+// alpha 1 makes x * sigmoid(alpha * x) silu.
+dnnl::algorithm eltwise_algorithm(simd::UnaryOp op) {
+  switch (op) {
+    case simd::UnaryOp::kRelu:
+      return dnnl::algorithm::eltwise_relu;
+    case simd::UnaryOp::kGeluErf:
+      return dnnl::algorithm::eltwise_gelu_erf;
+    case simd::UnaryOp::kGeluTanh:
+      return dnnl::algorithm::eltwise_gelu_tanh;
+    case simd::UnaryOp::kSilu:
+      return dnnl::algorithm::eltwise_swish;
+    case simd::UnaryOp::kSigmoid:
+      return dnnl::algorithm::eltwise_logistic;
+    case simd::UnaryOp::kTanh:
+      return dnnl::algorithm::eltwise_tanh;
+    default:
+      KILN_FAIL(kGeneric) << "no gemm activation " << static_cast<int>(op);
+  }
+}
+
 std::shared_ptr<const MatmulEntry> matmul_primitive(const Layout& a, const Layout& b,
                                                     const Shape& out_dims, const GemmEpilogue& ep) {
   onednn::PrimitiveKey key("matmul.f32");
   key.add(a.dims).add(a.strides).add(b.dims).add(b.strides).add(out_dims);
   key.add(ep.bias.defined() ? 1 : 0).add(ep.accumulate ? 1 : 0);
   key.add_double(ep.alpha).add_double(ep.beta);
+  key.add(ep.activation ? static_cast<int64_t>(*ep.activation) : -1);
   return onednn::get_or_create<MatmulEntry>(key, [&] {
     auto entry = std::make_shared<MatmulEntry>();
     entry->a_md = onednn::plain_desc(a.dims, a.strides, DType::kFloat32);
@@ -110,11 +132,13 @@ std::shared_ptr<const MatmulEntry> matmul_primitive(const Layout& a, const Layou
     entry->c_md = onednn::plain_desc(out_dims, contiguous_strides(out_dims), DType::kFloat32);
     dnnl::primitive_attr attr = onednn::cached_attr();
     if (ep.alpha != 1.0) attr.set_output_scales(0, {static_cast<float>(ep.alpha)});
-    if (ep.accumulate) {
-      dnnl::post_ops post;
-      post.append_sum(static_cast<float>(ep.beta));
-      attr.set_post_ops(post);
+    dnnl::post_ops post;
+    if (ep.accumulate) post.append_sum(static_cast<float>(ep.beta));
+    if (ep.activation) {
+      const float alpha = *ep.activation == simd::UnaryOp::kSilu ? 1.0f : 0.0f;
+      post.append_eltwise(1.0f, eltwise_algorithm(*ep.activation), alpha, 0.0f);
     }
+    if (post.len() > 0) attr.set_post_ops(post);
     std::unique_ptr<dnnl::matmul::desc> desc;
     if (ep.bias.defined()) {
       Shape bias_dims(out_dims.size(), 1);
@@ -336,7 +360,37 @@ void generic_gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out,
                });
 }
 
+// out = op(out) in place, for the loops oneDNN does not run.
+void apply_activation(simd::UnaryOp op, const Tensor& out) {
+  KILN_ASSERT(out.dtype() == DType::kFloat32 || out.dtype() == DType::kFloat64)
+      << "gemm activation on " << out.dtype();
+  const int64_t n = out.numel();
+  parallel_for(0, n, 32768, [&](int64_t begin, int64_t end) {
+    if (out.dtype() == DType::kFloat32) {
+      float* y = out.data<float>() + begin;
+      simd::unary(op, y, y, end - begin);
+    } else {
+      double* y = out.data<double>() + begin;
+      simd::unary(op, y, y, end - begin);
+    }
+  });
+}
+
 }  // namespace
+
+bool is_gemm_activation(simd::UnaryOp op) {
+  switch (op) {
+    case simd::UnaryOp::kRelu:
+    case simd::UnaryOp::kGeluErf:
+    case simd::UnaryOp::kGeluTanh:
+    case simd::UnaryOp::kSilu:
+    case simd::UnaryOp::kSigmoid:
+    case simd::UnaryOp::kTanh:
+      return true;
+    default:
+      return false;
+  }
+}
 
 void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogue& epilogue) {
   KILN_ASSERT(a.dtype() == out.dtype() && b.dtype() == out.dtype() && out.is_contiguous())
@@ -346,6 +400,13 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogu
   OneDnnPlan plan;
   if (uses_onednn(a, out) && plan_onednn(a, b, out, epilogue, &plan)) {
     run_onednn(plan, out, epilogue);
+    return;
+  }
+  if (epilogue.activation) {
+    GemmEpilogue linear = epilogue;
+    linear.activation.reset();
+    gemm(a, b, out, linear);
+    apply_activation(*epilogue.activation, out);
     return;
   }
   visit_dtype(out.dtype(), [&](auto tag) {

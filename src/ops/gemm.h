@@ -10,15 +10,17 @@
 // float64, the integer types and bool run a blocked, parallel loop.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "kiln/export.h"
 #include "kiln/tensor.h"
+#include "ops/simd/float_kernels.h"
 
 namespace kiln {
 
 /// What is done with the product before it is stored:
-///   out = alpha * (a @ b) + bias + (accumulate ? beta * out : 0).
+///   out = activation(alpha * (a @ b) + bias + (accumulate ? beta * out : 0)).
 struct GemmEpilogue {
   double alpha = 1.0;
   /// Adds beta times the values already in `out` (AddMM pre-fills out with its bias).
@@ -27,7 +29,14 @@ struct GemmEpilogue {
   /// 1-d [m], contiguous, of out's dtype, added to every row; undefined for none. Only with
   /// alpha == 1 (Linear).
   Tensor bias;
+  /// Applied last, for float32 and float64 only: one of kRelu, kGeluErf, kGeluTanh, kSilu,
+  /// kSigmoid, kTanh (float32 runs it as a oneDNN eltwise post-op, so its values agree with
+  /// simd::unary's to a few ulp, not bitwise); nullopt for none.
+  std::optional<simd::UnaryOp> activation;
 };
+
+/// Whether gemm() can apply `op` as an activation epilogue.
+bool is_gemm_activation(simd::UnaryOp op);
 
 /// out = epilogue(a @ b) over broadcast batch dimensions.
 /// Preconditions (checked by the ops' infer): a and b have ndim >= 2, a.shape[-1] ==

@@ -9,6 +9,7 @@
 
 #include "kiln/functional/nn.h"
 #include "kiln/op.h"
+#include "ops/fused_elementwise.h"
 #include "ops/gemm.h"
 
 namespace kiln {
@@ -210,6 +211,62 @@ KILN_REGISTER_OP(
           ep.accumulate = ep.beta != 0.0;
           gemm_into(ctx.inputs[1], ctx.inputs[2], out, out.shape(), ep,
                     ep.accumulate ? ctx.inputs[0] : Tensor());
+        }));
+
+// The activation of a FusedMatMul ("none", or a unary instruction of FusedElementwise).
+std::optional<simd::UnaryOp> fused_activation(const std::string& name) {
+  if (name == "none") return std::nullopt;
+  const std::optional<simd::UnaryOp> op = fused::unary_instruction(name);
+  KILN_CHECK_VALUE(op && is_gemm_activation(*op))
+      << "FusedMatMul: expected activation 'none', 'Relu', 'Gelu', 'GeluTanh', 'Silu', 'Sigmoid' "
+         "or 'Tanh', got '"
+      << name << "'";
+  return op;
+}
+
+KILN_REGISTER_OP(
+    OpDef("FusedMatMul")
+        .input("x")
+        .input("weight")
+        .input("bias", /*optional=*/true)
+        .attr("transpose_weight", AttrKind::kBool, false)
+        .attr("activation", AttrKind::kString, std::string("none"))
+        .doc("activation(x @ weight + bias), or x @ weight^T with transpose_weight (Linear's "
+             "layout), for float32/float64 x [..., k] and 2-d weight; made by kiln_cpu's "
+             "MatmulEpilogueFusion pass, run as one oneDNN matmul with post-ops")
+        .infer([](const InferContext& ctx) {
+          const TensorMeta& x = ctx.input(0);
+          const TensorMeta& w = ctx.input(1);
+          const TensorMeta& bias = ctx.input(2);
+          fused_activation(ctx.attrs.get<std::string>("activation"));
+          KILN_CHECK_DTYPE((x.dtype == DType::kFloat32 || x.dtype == DType::kFloat64) &&
+                           w.dtype == x.dtype && (!bias.defined || bias.dtype == x.dtype))
+              << "FusedMatMul: expected float32 or float64 operands of one dtype";
+          const bool transposed = ctx.attrs.get<bool>("transpose_weight");
+          KILN_CHECK_SHAPE(x.ndim() >= 1 && w.ndim() == 2)
+              << "FusedMatMul: expected x with at least 1 dimension and a 2-d weight, got "
+              << shape_str(x.shape) << " and " << shape_str(w.shape);
+          const int64_t k = transposed ? w.shape[1] : w.shape[0];
+          const int64_t n = transposed ? w.shape[0] : w.shape[1];
+          KILN_CHECK_SHAPE(x.shape.back() == k)
+              << "FusedMatMul: x has shape " << shape_str(x.shape) << " and weight "
+              << shape_str(w.shape) << "; expected x.shape[-1] == " << k;
+          KILN_CHECK_SHAPE(!bias.defined || bias.shape == Shape{n})
+              << "FusedMatMul: expected bias of shape [" << n << "], got " << shape_str(bias.shape);
+          Shape out(x.shape.begin(), x.shape.end() - 1);
+          out.push_back(n);
+          return MetaList{{x.dtype, out}};
+        })
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const Tensor& x = ctx.inputs[0];
+          const Tensor& weight = ctx.inputs[1];
+          const Tensor& out = ctx.outputs[0];
+          const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+          GemmEpilogue ep;
+          if (ctx.inputs[2].defined()) ep.bias = ctx.inputs[2].contiguous();
+          ep.activation = fused_activation(ctx.attrs.get<std::string>("activation"));
+          const Tensor b = ctx.attrs.get<bool>("transpose_weight") ? weight.transpose(0, 1) : weight;
+          gemm(x.reshape({rows, x.size(-1)}), b, out.view({rows, out.size(-1)}), ep);
         }));
 
 }  // namespace

@@ -31,6 +31,7 @@ PassRegistry& PassRegistry::Instance() {
   static PassRegistry* registry = [] {
     auto* r = new PassRegistry();
     pass::register_builtin_passes(*r);
+    for (const pass::BuiltinPassSet set : pass::builtin_pass_sets()) set(*r);
     return r;
   }();
   return *registry;

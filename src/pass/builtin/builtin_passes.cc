@@ -19,6 +19,11 @@ void register_builtin_passes(PassRegistry& registry) {
   add(make_dead_code_elimination(), kDeadCodeEliminationPriority);
 }
 
+std::vector<BuiltinPassSet>& builtin_pass_sets() {
+  static std::vector<BuiltinPassSet> sets;
+  return sets;
+}
+
 // See Note [Frozen constants] in builtin_passes.h.
 bool is_frozen_constant(const Node& node) {
   if (!node.is_value()) return false;

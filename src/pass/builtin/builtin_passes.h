@@ -45,6 +45,8 @@
 // as `return x` does, is the jit's business.)
 #pragma once
 
+#include <vector>
+
 #include "kiln/pass.h"
 
 namespace kiln::pass {
@@ -70,13 +72,24 @@ inline constexpr size_t kSmallConstantBytes = 64 * 1024;
 KILN_API PassPtr make_constant_folding();
 KILN_API PassPtr make_algebraic_simplification();
 KILN_API PassPtr make_common_subexpression_elimination();
-KILN_API PassPtr make_dead_code_elimination();
+/// `name` lets a backend run it again under its own name (kiln_cpu's after fusion).
+KILN_API PassPtr make_dead_code_elimination(const std::string& name = kDeadCodeEliminationName);
 
 /// Registers the four passes above as built-in (PassInfo::builtin), for backend "all", stage
 /// frontend, with the priorities above. PassRegistry::Instance calls it once, when the registry
 /// is first used: never from a static initializer, because registering prepares the pattern
 /// passes, which checks their primitives against the op registry (filled as libkiln loads).
 KILN_API void register_builtin_passes(PassRegistry& registry);
+
+/// Registers a layer's own built-in passes (a backend's fusion passes) in a registry.
+using BuiltinPassSet = void (*)(PassRegistry& registry);
+/// The sets that PassRegistry::Instance registers after the four above, when it is first used.
+std::vector<BuiltinPassSet>& builtin_pass_sets();
+/// Adds a set from a static initializer of libkiln (a namespace-scope registrar object); later
+/// layers use this, since the registry itself must not be made during static initialization.
+struct BuiltinPassSetRegistrar {
+  explicit BuiltinPassSetRegistrar(BuiltinPassSet set) { builtin_pass_sets().push_back(set); }
+};
 
 /// Whether `node` is a frozen constant, whose values a pass may read (see Note [Frozen
 /// constants]). False for anything but a ValueNode.

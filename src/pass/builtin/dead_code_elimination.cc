@@ -29,7 +29,7 @@ bool removable(const Node& n, const FuncGraph& graph) {
 
 class DeadCodeElimination final : public Pass {
  public:
-  DeadCodeElimination() : Pass(kDeadCodeEliminationName) {}
+  explicit DeadCodeElimination(const std::string& name) : Pass(name) {}
 
   bool Run(const FuncGraphPtr& graph) override {
     KILN_CHECK_VALUE(graph != nullptr) << "pass '" << name() << "': Run got a null graph";
@@ -64,6 +64,8 @@ class DeadCodeElimination final : public Pass {
 
 }  // namespace
 
-PassPtr make_dead_code_elimination() { return std::make_shared<DeadCodeElimination>(); }
+PassPtr make_dead_code_elimination(const std::string& name) {
+  return std::make_shared<DeadCodeElimination>(name);
+}
 
 }  // namespace kiln::pass

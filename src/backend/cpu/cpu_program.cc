@@ -1,0 +1,191 @@
+// compile(): kernel selection and the memory plan for kiln_cpu (see cpu_program.h).
+#include "backend/cpu/cpu_program.h"
+
+#include <unordered_map>
+
+#include "backend/cpu/memory_planner.h"
+#include "ops/elementwise.h"
+
+namespace kiln::cpu {
+namespace {
+
+size_t nbytes_of(const TensorMeta& m) {
+  return static_cast<size_t>(m.numel()) * itemsize(m.dtype);
+}
+
+bool is_view_op(const OpDef& op) { return op.has_trait(kTraitView) && op.view_fn() != nullptr; }
+
+// Lays out the steps and the values they read and write.
+class Compiler {
+ public:
+  explicit Compiler(const FuncGraph& graph) : graph_(graph), p_(std::make_shared<CpuProgram>()) {}
+
+  std::shared_ptr<const CpuProgram> run() {
+    p_->name = graph_.name();
+    p_->registry_generation = OpRegistry::Instance().generation();
+    for (const ParameterPtr& param : graph_.parameters()) {
+      const uint32_t v = new_value(param->abstract().tensor(), Home::kInput);
+      value_of_[param.get()] = v;
+      p_->parameters.push_back(param->abstract().tensor());
+      p_->parameter_names.push_back(param->debug_string());
+      p_->parameter_values.push_back(v);
+    }
+    for (const NodePtr& n : graph_.topological_order()) {
+      if (n->is_parameter() || n == graph_.return_node()) continue;
+      if (n->is_value()) {
+        const Tensor& value = static_cast<const ValueNode&>(*n).value();
+        const uint32_t v = new_value(TensorMeta::of(value), Home::kConstant);
+        p_->constants.emplace_back(v, value);
+        value_of_[n.get()] = v;
+        continue;
+      }
+      add_step(static_cast<const CNode&>(*n));
+    }
+    for (const NodePtr& out : graph_.outputs()) p_->outputs.push_back(value_of_.at(out.get()));
+    place_values();
+    return p_;
+  }
+
+ private:
+  uint32_t new_value(TensorMeta meta, Home home) {
+    p_->values.push_back(Value{std::move(meta), home, 0});
+    root_.push_back(static_cast<uint32_t>(p_->values.size() - 1));
+    return root_.back();
+  }
+
+  void add_step(const CNode& c) {
+    const Primitive& prim = *c.primitive();
+    if (prim.is_tuple_get_item()) {
+      value_of_[&c] = value_of_.at(c.input(0).get()) +
+                      static_cast<uint32_t>(prim.attrs().get<int64_t>("index"));
+      return;
+    }
+    Step step;
+    step.op = prim.op_def();
+    step.attrs = prim.normalized_attrs();
+    const OpDef& op = *step.op;
+    for (const NodePtr& in : c.inputs()) step.inputs.push_back(value_of_.at(in.get()));
+    if (op.name() == fused::kOpName) {
+      step.kind = StepKind::kFused;
+      step.program = fused::parse_program(step.attrs.get<std::string>("program"));
+      convert_scalars(step, c.abstract().dtype());
+    } else if (is_view_op(op)) {
+      step.kind = StepKind::kView;
+    }
+    // A view falls back to the kernel when its input's layout needs a copy.
+    step.kernel = op.find_kernel(DeviceType::kCPU);
+    KILN_CHECK_KIND(ErrorKind::kNotImplemented,
+                    step.kernel != nullptr || step.kind == StepKind::kFused)
+        << "kiln_cpu: op '" << op.name() << "' has no CPU kernel (" << c.debug_string() << ")";
+    const Home home = step.kind == StepKind::kView ? Home::kView : Home::kArena;
+    const auto add_output = [&](const TensorMeta& meta) {
+      const uint32_t v = new_value(meta, home);
+      if (home == Home::kView) root_[v] = root_[step.inputs.at(0)];
+      step.outputs.push_back(v);
+    };
+    if (c.abstract().is_tuple()) {
+      for (const TensorMeta& e : c.abstract().elements()) add_output(e);
+    } else {
+      add_output(c.abstract().tensor());
+    }
+    if (op.workspace_fn()) {
+      MetaList metas;
+      for (uint32_t v : step.inputs) metas.push_back(p_->values[v].meta);
+      step.workspace_bytes = op.workspace_fn()(InferContext{op, metas, step.attrs});
+    }
+    value_of_[&c] = step.outputs[0];
+    p_->ops.push_back(step.op);
+    p_->steps.push_back(std::move(step));
+  }
+
+  // Python numbers read by a fused step become constants of its dtype now, not at every run.
+  void convert_scalars(Step& step, DType dtype) {
+    for (uint32_t& v : step.inputs) {
+      if (p_->values[v].home != Home::kConstant || !p_->values[v].meta.weak) continue;
+      for (const auto& [value, tensor] : p_->constants) {
+        if (value != v) continue;
+        const Tensor converted = elementwise::as_dtype(tensor, dtype);
+        v = new_value(TensorMeta::of(converted), Home::kConstant);
+        p_->constants.emplace_back(v, converted);
+        break;
+      }
+    }
+  }
+
+  // Liveness over storage roots (a view keeps its root's memory alive), in-place candidates,
+  // then offsets in the arena.
+  void place_values() {
+    std::vector<Value>& values = p_->values;
+    const size_t num_steps = p_->steps.size();
+    std::vector<uint32_t> first(values.size(), 0), last(values.size(), 0);
+    std::vector<bool> viewed(values.size(), false);
+    for (uint32_t s = 0; s < num_steps; ++s) {
+      const Step& step = p_->steps[s];
+      for (uint32_t v : step.outputs) {
+        first[v] = last[v] = s;
+        if (values[v].home == Home::kView) viewed[root_[v]] = true;
+      }
+      for (uint32_t v : step.inputs) last[root_[v]] = std::max(last[root_[v]], s);
+    }
+    size_t output_bytes = 0;
+    for (uint32_t v : p_->outputs) {
+      Value& root = values[root_[v]];
+      if (root.home == Home::kArena) {
+        root.home = Home::kOwn;
+        output_bytes += nbytes_of(root.meta);
+      }
+    }
+
+    std::vector<BufferRequest> requests;
+    std::vector<int64_t> request_of(values.size(), -1);
+    std::vector<std::pair<size_t, size_t>> workspace_request;  // (step, request)
+    for (uint32_t s = 0; s < num_steps; ++s) {
+      const Step& step = p_->steps[s];
+      const bool elementwise =
+          step.kind == StepKind::kFused || step.op->has_trait(kTraitElementwise);
+      for (uint32_t v : step.outputs) {
+        if (values[v].home != Home::kArena) continue;
+        BufferRequest req{nbytes_of(values[v].meta), s, last[v], -1};
+        if (elementwise && step.outputs.size() == 1) {
+          for (uint32_t in : step.inputs) {
+            if (values[in].home == Home::kArena && root_[in] == in && !viewed[in] &&
+                last[in] == s && values[in].meta == values[v].meta) {
+              req.in_place_of = request_of[in];
+              break;
+            }
+          }
+        }
+        request_of[v] = static_cast<int64_t>(requests.size());
+        requests.push_back(req);
+      }
+      if (step.workspace_bytes > 0) {
+        workspace_request.emplace_back(s, requests.size());
+        requests.push_back(BufferRequest{step.workspace_bytes, s, s, -1});
+      }
+    }
+    const ArenaPlan plan = plan_arena(requests);
+    for (size_t v = 0; v < values.size(); ++v) {
+      if (request_of[v] >= 0) values[v].offset = plan.offsets[request_of[v]];
+    }
+    for (const auto& [s, r] : workspace_request) p_->steps[s].workspace_offset = plan.offsets[r];
+
+    BackendMemoryPlan& m = p_->memory;
+    m.arena_bytes = plan.arena_bytes;
+    m.output_bytes = output_bytes;
+    m.peak_bytes = plan.arena_bytes + output_bytes;
+    for (const BufferRequest& r : requests) m.unshared_bytes += aligned_bytes(r.bytes);
+    m.buffers = requests.size() - workspace_request.size();
+    m.in_place = plan.in_place;
+  }
+
+  const FuncGraph& graph_;
+  std::shared_ptr<CpuProgram> p_;
+  std::unordered_map<const Node*, uint32_t> value_of_;
+  std::vector<uint32_t> root_;  // per value: the value whose memory it uses
+};
+
+}  // namespace
+
+std::shared_ptr<const CpuProgram> compile(const FuncGraph& graph) { return Compiler(graph).run(); }
+
+}  // namespace kiln::cpu

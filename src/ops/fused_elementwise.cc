@@ -1,0 +1,443 @@
+// FusedElementwise: program text, layouts, the tile interpreter and the op (see
+// fused_elementwise.h).
+#include "ops/fused_elementwise.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <sstream>
+
+#include "kiln/parallel.h"
+#include "ops/elementwise.h"
+
+namespace kiln::fused {
+namespace {
+
+using U = simd::UnaryOp;
+using B = simd::BinaryOp;
+
+struct UnaryName {
+  const char* name;
+  U op;
+};
+// The graph ops whose float kernels are these simd kernels (src/ops/elementwise_unary.cc).
+constexpr UnaryName kUnary[] = {
+    {"Neg", U::kNeg},         {"Abs", U::kAbs},         {"Sign", U::kSign},
+    {"Exp", U::kExp},         {"Expm1", U::kExpm1},     {"Log", U::kLog},
+    {"Log1p", U::kLog1p},     {"Log2", U::kLog2},       {"Sqrt", U::kSqrt},
+    {"Rsqrt", U::kRsqrt},     {"Reciprocal", U::kReciprocal}, {"Square", U::kSquare},
+    {"Sin", U::kSin},         {"Cos", U::kCos},         {"Tan", U::kTan},
+    {"Tanh", U::kTanh},       {"Sigmoid", U::kSigmoid}, {"Relu", U::kRelu},
+    {"Gelu", U::kGeluErf},    {"GeluTanh", U::kGeluTanh}, {"Silu", U::kSilu},
+    {"Erf", U::kErf},         {"Floor", U::kFloor},     {"Ceil", U::kCeil},
+    {"Round", U::kRound},
+};
+
+struct BinaryName {
+  const char* name;
+  B op;
+};
+// src/ops/elementwise_binary.cc
+constexpr BinaryName kBinary[] = {
+    {"Add", B::kAdd},         {"Sub", B::kSub},         {"Mul", B::kMul}, {"Div", B::kDiv},
+    {"Maximum", B::kMaximum}, {"Minimum", B::kMinimum}, {"Pow", B::kPow},
+};
+
+std::optional<U> find_unary(const std::string& name) {
+  for (const UnaryName& u : kUnary) {
+    if (name == u.name) return u.op;
+  }
+  return std::nullopt;
+}
+
+std::optional<B> find_binary(const std::string& name) {
+  for (const BinaryName& b : kBinary) {
+    if (name == b.name) return b.op;
+  }
+  return std::nullopt;
+}
+
+const char* unary_name(int op) {
+  for (const UnaryName& u : kUnary) {
+    if (static_cast<int>(u.op) == op) return u.name;
+  }
+  KILN_FAIL(kGeneric) << "no unary instruction " << op;
+}
+
+const char* binary_name(int op) {
+  for (const BinaryName& b : kBinary) {
+    if (static_cast<int>(b.op) == op) return b.name;
+  }
+  KILN_FAIL(kGeneric) << "no binary instruction " << op;
+}
+
+Operand parse_operand(const std::string& text, size_t instr, const std::string& where) {
+  KILN_CHECK_VALUE(text.size() >= 2 && (text[0] == 'i' || text[0] == 'r') &&
+                   text.find_first_not_of("0123456789", 1) == std::string::npos &&
+                   text.size() <= 10)
+      << where << ": operand '" << text << "' is not i<k> (an input) or r<j> (a result)";
+  Operand o;
+  o.is_input = text[0] == 'i';
+  o.index = static_cast<uint32_t>(std::stoul(text.substr(1)));
+  KILN_CHECK_VALUE(o.is_input || o.index < instr)
+      << where << ": operand '" << text << "' reads a result that does not exist yet";
+  return o;
+}
+
+// Gives each instruction a tile register, reusing those of results read for the last time (the
+// kernels allow an output to alias an input exactly).
+void assign_registers(Program& p) {
+  const size_t n = p.instrs.size();
+  std::vector<size_t> last_use(n, 0);
+  const auto use = [&](const Operand& o, size_t at) {
+    if (!o.is_input) last_use[o.index] = at;
+  };
+  for (size_t j = 0; j < n; ++j) {
+    use(p.instrs[j].a, j);
+    if (p.instrs[j].kind == InstrKind::kBinary) use(p.instrs[j].b, j);
+  }
+  p.dest.assign(n, Program::kOutput);
+  std::vector<int> free;
+  const auto release = [&](const Operand& o, size_t at) {
+    if (!o.is_input && last_use[o.index] == at) free.push_back(p.dest[o.index]);
+  };
+  for (size_t j = 0; j < n; ++j) {
+    const Instr& in = p.instrs[j];
+    release(in.a, j);
+    const bool same_operands = in.b.is_input == in.a.is_input && in.b.index == in.a.index;
+    if (in.kind == InstrKind::kBinary && !same_operands) release(in.b, j);
+    if (j + 1 == n) break;  // the last one writes the output
+    if (free.empty()) {
+      p.dest[j] = p.num_registers++;
+    } else {
+      p.dest[j] = free.back();
+      free.pop_back();
+    }
+  }
+}
+
+}  // namespace
+
+Program parse_program(const std::string& text) {
+  Program p;
+  std::vector<std::string> parts;
+  {
+    std::string part;
+    std::istringstream in(text);
+    while (std::getline(in, part, ';')) parts.push_back(part);
+  }
+  KILN_CHECK_VALUE(!parts.empty()) << "FusedElementwise: the program is empty";
+  for (size_t j = 0; j < parts.size(); ++j) {
+    const std::string& s = parts[j];
+    const std::string where = "FusedElementwise: instruction " + std::to_string(j) + " '" + s + "'";
+    const size_t open = s.find('(');
+    KILN_CHECK_VALUE(open != std::string::npos && s.back() == ')')
+        << where << " is not Name(operands)";
+    const std::string name = s.substr(0, open);
+    std::vector<std::string> args;
+    {
+      std::string arg;
+      std::istringstream in(s.substr(open + 1, s.size() - open - 2));
+      while (std::getline(in, arg, ',')) args.push_back(arg);
+    }
+    Instr instr;
+    if (name == "Softmax" || name == "LogSoftmax") {
+      KILN_CHECK_VALUE(j + 1 == parts.size() && j > 0)
+          << where << ": a softmax must be the last instruction, after another";
+      instr.kind = name == "Softmax" ? InstrKind::kSoftmax : InstrKind::kLogSoftmax;
+      KILN_CHECK_VALUE(args.size() == 1) << where << " takes one operand";
+    } else if (const std::optional<U> u = find_unary(name)) {
+      instr.kind = InstrKind::kUnary;
+      instr.op = static_cast<int>(*u);
+      KILN_CHECK_VALUE(args.size() == 1) << where << " takes one operand";
+    } else if (const std::optional<B> b = find_binary(name)) {
+      instr.kind = InstrKind::kBinary;
+      instr.op = static_cast<int>(*b);
+      KILN_CHECK_VALUE(args.size() == 2) << where << " takes two operands";
+    } else {
+      KILN_FAIL(kValue) << where << ": unknown instruction '" << name << "'";
+    }
+    instr.a = parse_operand(args[0], j, where);
+    if (instr.kind == InstrKind::kBinary) instr.b = parse_operand(args[1], j, where);
+    for (const Operand& o : {instr.a, instr.b}) {
+      if (o.is_input) p.num_inputs = std::max(p.num_inputs, o.index + 1);
+    }
+    p.instrs.push_back(instr);
+  }
+  assign_registers(p);
+  return p;
+}
+
+std::string program_text(const Program& program) {
+  std::string text;
+  const auto operand = [](const Operand& o) {
+    return (o.is_input ? "i" : "r") + std::to_string(o.index);
+  };
+  for (const Instr& in : program.instrs) {
+    if (!text.empty()) text += ';';
+    switch (in.kind) {
+      case InstrKind::kUnary:
+        text += std::string(unary_name(in.op)) + "(" + operand(in.a) + ")";
+        break;
+      case InstrKind::kBinary:
+        text += std::string(binary_name(in.op)) + "(" + operand(in.a) + "," + operand(in.b) + ")";
+        break;
+      case InstrKind::kSoftmax:
+        text += "Softmax(" + operand(in.a) + ")";
+        break;
+      case InstrKind::kLogSoftmax:
+        text += "LogSoftmax(" + operand(in.a) + ")";
+        break;
+    }
+  }
+  return text;
+}
+
+std::optional<std::string> instruction_name(const std::string& op, const Attrs& attrs) {
+  if (op == "Gelu") return attrs.get<std::string>("approximate") == "tanh" ? "GeluTanh" : "Gelu";
+  if (find_unary(op) || find_binary(op)) return op;
+  return std::nullopt;
+}
+
+std::optional<simd::UnaryOp> unary_instruction(const std::string& name) {
+  return find_unary(name);
+}
+
+std::optional<Layout> plan_layout(const Shape& out, const std::vector<Shape>& input_shapes) {
+  const size_t n = out.size();
+  std::vector<Shape> padded;
+  for (const Shape& s : input_shapes) {
+    if (s.size() > n) return std::nullopt;
+    Shape p(n - s.size(), 1);
+    for (int64_t d : s) p.push_back(d);
+    padded.push_back(std::move(p));
+  }
+  // Split the dimensions into outer [0, k) and inner [k, n); the smallest k that classifies every
+  // input gives the longest contiguous runs.
+  for (size_t k = 0; k <= n; ++k) {
+    Layout layout;
+    bool fits = true;
+    for (const Shape& s : padded) {
+      bool outer_same = true, outer_one = true, inner_same = true, inner_one = true;
+      for (size_t d = 0; d < n; ++d) {
+        const bool same = s[d] == out[d];
+        const bool one = s[d] == 1;
+        (d < k ? outer_same : inner_same) &= same;
+        (d < k ? outer_one : inner_one) &= one;
+      }
+      if (shape_numel(s) == 1) {
+        layout.inputs.push_back(InputKind::kScalar);
+      } else if (outer_same && inner_same) {
+        layout.inputs.push_back(InputKind::kFull);
+      } else if (outer_one && inner_same) {
+        layout.inputs.push_back(InputKind::kRow);
+      } else if (outer_same && inner_one) {
+        layout.inputs.push_back(InputKind::kColumn);
+      } else {
+        fits = false;
+        break;
+      }
+    }
+    if (!fits) continue;
+    for (size_t d = 0; d < n; ++d) (d < k ? layout.outer : layout.inner) *= out[d];
+    return layout;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// Elements per tile: 8 KiB, so that a program's few registers and its inputs' tiles stay in L1.
+constexpr size_t kTileBytes = 8192;
+// Elements each parallel chunk covers at least.
+constexpr int64_t kParallelGrainElements = 32768;
+
+// Where an operand's values for the current tile are: a run of `pointer`s or one `value`.
+template <typename T>
+struct Source {
+  const T* pointer = nullptr;
+  T value = T(0);
+};
+
+template <typename T>
+struct Interpreter {
+  const Program& program;
+  const Layout& layout;
+  const std::vector<Tensor>& inputs;  // converted, contiguous
+  T* out;
+  int64_t tile;           // elements per tile
+  int64_t tiles_per_row;  // tiles per run of `inner`
+  simd::Store store;
+
+  Source<T> input(uint32_t k, int64_t row, int64_t column) const {
+    const T* base = static_cast<const T*>(inputs[k].data_ptr());
+    switch (layout.inputs[k]) {
+      case InputKind::kFull:
+        return {base + row * layout.inner + column, T(0)};
+      case InputKind::kRow:
+        return {base + column, T(0)};
+      case InputKind::kColumn:
+        return {nullptr, base[row]};
+      case InputKind::kScalar:
+        return {nullptr, base[0]};
+    }
+    return {};
+  }
+
+  void run_tiles(int64_t begin, int64_t end, T* registers) const {
+    const std::vector<Instr>& instrs = program.instrs;
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t row = t / tiles_per_row;
+      const int64_t column = (t % tiles_per_row) * tile;
+      const int64_t n = std::min(tile, layout.inner - column);
+      T* const out_tile = out + row * layout.inner + column;
+      const auto source = [&](const Operand& o) -> Source<T> {
+        if (o.is_input) return input(o.index, row, column);
+        return {registers + program.dest[o.index] * tile, T(0)};
+      };
+      for (size_t j = 0; j < instrs.size(); ++j) {
+        const Instr& in = instrs[j];
+        T* y = program.dest[j] == Program::kOutput ? out_tile : registers + program.dest[j] * tile;
+        const Source<T> a = source(in.a);
+        switch (in.kind) {
+          case InstrKind::kUnary: {
+            const T* x = a.pointer;
+            if (x == nullptr) {  // a unary op of a broadcast value: fill the tile first
+              std::fill(y, y + n, a.value);
+              x = y;
+            }
+            simd::unary(static_cast<U>(in.op), x, y, n,
+                        y == out_tile ? store : simd::Store::kCached);
+            break;
+          }
+          case InstrKind::kBinary: {
+            const Source<T> b = source(in.b);
+            const B op = static_cast<B>(in.op);
+            if (a.pointer != nullptr && b.pointer != nullptr) {
+              simd::binary(op, a.pointer, b.pointer, y, n);
+            } else if (a.pointer != nullptr) {
+              simd::binary_scalar_rhs(op, a.pointer, b.value, y, n);
+            } else if (b.pointer != nullptr) {
+              simd::binary_scalar_lhs(op, a.value, b.pointer, y, n);
+            } else {
+              std::fill(y, y + n, a.value);
+              simd::binary_scalar_rhs(op, y, b.value, y, n);
+            }
+            break;
+          }
+          case InstrKind::kSoftmax:
+          case InstrKind::kLogSoftmax: {
+            // A tile is one row here (run() sets tile to the last dimension).
+            const T* x = a.pointer;
+            if (x == nullptr) {
+              std::fill(y, y + n, a.value);
+              x = y;
+            }
+            if (in.kind == InstrKind::kSoftmax) {
+              simd::softmax_row(x, y, n, store);
+            } else {
+              simd::log_softmax_row(x, y, n, store);
+            }
+            break;
+          }
+        }
+      }
+    }
+  }
+};
+
+bool ends_in_softmax(const Program& p) {
+  const InstrKind last = p.instrs.back().kind;
+  return last == InstrKind::kSoftmax || last == InstrKind::kLogSoftmax;
+}
+
+template <typename T>
+void run_typed(const Program& program, const Layout& layout, const std::vector<Tensor>& inputs,
+               const Tensor& out) {
+  const int64_t numel = layout.outer * layout.inner;
+  if (numel == 0) return;
+  int64_t tile = static_cast<int64_t>(kTileBytes / sizeof(T));
+  if (ends_in_softmax(program)) tile = out.shape().back();  // one row per tile
+  tile = std::min(tile, layout.inner);
+  const int64_t tiles_per_row = (layout.inner + tile - 1) / tile;
+  const Interpreter<T> interpreter{program,
+                                   layout,
+                                   inputs,
+                                   static_cast<T*>(out.data_ptr()),
+                                   tile,
+                                   tiles_per_row,
+                                   simd::store_for_output(static_cast<int64_t>(out.nbytes()))};
+  const size_t register_elements = static_cast<size_t>(program.num_registers) * tile;
+  const int64_t grain = std::max<int64_t>(1, kParallelGrainElements / tile);
+  parallel_for(0, layout.outer * tiles_per_row, grain, [&](int64_t begin, int64_t end) {
+    // Each thread keeps its register file from call to call: no allocation once warm.
+    thread_local std::vector<T> registers;
+    if (registers.size() < register_elements) registers.resize(register_elements);
+    interpreter.run_tiles(begin, end, registers.data());
+  });
+}
+
+}  // namespace
+
+void run(const Program& program, const std::vector<Tensor>& inputs, const Tensor& out) {
+  std::vector<Shape> shapes;
+  for (const Tensor& in : inputs) shapes.push_back(in.shape());
+  const std::optional<Layout> layout = plan_layout(out.shape(), shapes);
+  KILN_CHECK_SHAPE(layout.has_value())
+      << "FusedElementwise: inputs broadcast in a way the fused kernel does not run";
+  std::vector<Tensor> ready;
+  ready.reserve(inputs.size());
+  for (const Tensor& in : inputs) {
+    ready.push_back(elementwise::as_dtype(in, out.dtype()).contiguous());
+  }
+  if (out.dtype() == DType::kFloat32) {
+    run_typed<float>(program, *layout, ready, out);
+  } else {
+    run_typed<double>(program, *layout, ready, out);
+  }
+}
+
+namespace {
+
+MetaList infer(const InferContext& ctx) {
+  const Program program = parse_program(ctx.attrs.get<std::string>("program"));
+  const DType dtype = ctx.attrs.get<DType>("dtype");
+  KILN_CHECK_DTYPE(dtype == DType::kFloat32 || dtype == DType::kFloat64)
+      << "FusedElementwise: dtype must be float32 or float64, got " << dtype_name(dtype);
+  KILN_CHECK_VALUE(ctx.num_inputs() == program.num_inputs)
+      << "FusedElementwise: the program reads " << program.num_inputs << " inputs, got "
+      << ctx.num_inputs();
+  Shape shape;
+  std::vector<Shape> shapes;
+  for (size_t k = 0; k < ctx.num_inputs(); ++k) {
+    const TensorMeta& in = ctx.input(k);
+    KILN_CHECK_DTYPE(in.dtype == dtype || in.weak)
+        << "FusedElementwise: input " << k << " must be " << dtype_name(dtype)
+        << " or a Python number, got " << dtype_name(in.dtype);
+    shape = broadcast_shapes(shape, in.shape);
+    shapes.push_back(in.shape);
+  }
+  KILN_CHECK_SHAPE(plan_layout(shape, shapes).has_value())
+      << "FusedElementwise: inputs broadcast to " << shape_str(shape)
+      << " in a way the fused kernel does not run (each must be full, a scalar, a row or a "
+         "column)";
+  KILN_CHECK_SHAPE(!ends_in_softmax(program) || !shape.empty())
+      << "FusedElementwise: a softmax needs at least one dimension";
+  return {{dtype, shape}};
+}
+
+}  // namespace
+
+KILN_REGISTER_OP(OpDef(kOpName)
+                     .variadic_input("inputs")
+                     .attr("program", AttrKind::kString)
+                     .attr("dtype", AttrKind::kDType)
+                     .doc("a chain of float elementwise ops (and a last-dim softmax) run as one "
+                          "tile interpreter; made by kiln_cpu's ElementwiseFusion pass")
+                     .infer(infer)
+                     .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+                       run(parse_program(ctx.attrs.get<std::string>("program")), ctx.inputs,
+                           ctx.outputs[0]);
+                     }));
+
+}  // namespace kiln::fused
