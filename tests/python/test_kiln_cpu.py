@@ -1,0 +1,153 @@
+"""What kiln_cpu does to a graph and how it runs it, beyond the results (test_jit_cpu.py checks
+those): its fusion passes in the optimized graph at "O1" and not at "O0", the FusedElementwise
+and FusedMatMul ops they make (also run on the reference backend), f.memory_plan() and the peak
+memory of a call against it."""
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import mint
+
+from conftest import raises
+
+
+def kt(array):
+    return kiln.tensor(np.asarray(array))
+
+
+def rand(*shape, dtype=np.float32, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def test_o1_fuses_an_elementwise_chain_into_one_node_and_o0_does_not():
+    x = kt(rand(64, 300))
+
+    def f(x):
+        return mint.gelu(x * 2 + 1)
+
+    o1 = kiln.jit(f, jit_level="O1").optimized_graph(x)
+    o0 = kiln.jit(f, jit_level="O0").optimized_graph(x)
+    assert o1.count("FusedElementwise(") == 1 and "= Gelu(" not in o1 and "= Mul(" not in o1
+    assert 'program = "Mul(i0,i1);Add(r0,i2);Gelu(r1)"' in o1
+    assert "FusedElementwise" not in o0 and "= Gelu(" in o0
+    want = kiln.jit(f, backend="reference")(x).numpy()
+    np.testing.assert_array_equal(kiln.jit(f)(x).numpy(), want)  # the same kernels, tile by tile
+
+
+def test_a_trailing_softmax_and_broadcast_rows_and_columns_join_the_group():
+    x, row, col = kt(rand(16, 128)), kt(rand(128, seed=1)), kt(rand(16, 1, seed=2))
+
+    def f(x, row, col):
+        return mint.softmax(mint.exp(x * col) * 0.5 + row, dim=-1)
+
+    g = kiln.jit(f)
+    text = g.optimized_graph(x, row, col)
+    assert text.count("FusedElementwise(") == 1 and "Softmax(r" in text
+    np.testing.assert_array_equal(g(x, row, col).numpy(),
+                                  kiln.jit(f, backend="reference")(x, row, col).numpy())
+
+
+def test_a_value_used_outside_the_group_is_stored_not_fused_away():
+    x = kt(rand(8, 32))
+
+    def f(x):
+        t = mint.exp(x)          # read by the group and returned
+        return mint.sqrt(mint.abs(t - 1.0)), t
+
+    g = kiln.jit(f)
+    text = g.optimized_graph(x)
+    assert "= Exp(" in text and "FusedElementwise(" in text
+    a, b = g(x)
+    ra, rb = kiln.jit(f, backend="reference")(x)
+    np.testing.assert_array_equal(a.numpy(), ra.numpy())
+    np.testing.assert_array_equal(b.numpy(), rb.numpy())
+
+
+@pytest.mark.parametrize("activation,name", [(mint.relu, "Relu"), (mint.gelu, "Gelu"),
+                                             (mint.silu, "Silu"), (mint.sigmoid, "Sigmoid")])
+def test_linear_bias_activation_becomes_one_fused_matmul(activation, name):
+    x, w, b = kt(rand(32, 48)), kt(rand(24, 48, seed=1)), kt(rand(24, seed=2))
+
+    def f(x):
+        return activation(mint.linear(x, w, b))
+
+    g = kiln.jit(f)
+    text = g.optimized_graph(x)
+    assert "FusedMatMul(" in text and f'activation = "{name}"' in text
+    assert "= Linear(" not in text
+    np.testing.assert_allclose(g(x).numpy(), kiln.jit(f, backend="reference")(x).numpy(),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_plus_a_bias_row_becomes_a_fused_matmul_in_matmul_layout():
+    x, w, b = kt(rand(4, 8, 16)), kt(rand(16, 12, seed=1)), kt(rand(12, seed=2))
+
+    def f(x):
+        return mint.tanh(mint.matmul(x, w) + b)
+
+    g = kiln.jit(f)
+    text = g.optimized_graph(x)
+    assert "FusedMatMul(" in text and "transpose_weight = false" in text
+    np.testing.assert_allclose(g(x).numpy(), np.tanh(x.numpy() @ w.numpy() + b.numpy()),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_memory_plan_reports_the_arena_and_reuses_memory_along_a_chain():
+    x = kt(rand(256, 256))
+
+    def chain(x):
+        for _ in range(8):
+            x = mint.softmax(x, dim=0)  # not fusible (not the last dimension): 8 buffers
+        return x
+
+    g = kiln.jit(chain)
+    plan = g.memory_plan(x)
+    assert set(plan) == {"peak_bytes", "arena_bytes", "output_bytes", "unshared_bytes", "buffers",
+                         "in_place"}
+    size = 256 * 256 * 4
+    assert plan["output_bytes"] == size
+    assert plan["peak_bytes"] == plan["arena_bytes"] + plan["output_bytes"]
+    assert plan["buffers"] == 7 and plan["unshared_bytes"] == 7 * size
+    assert plan["arena_bytes"] == 2 * size  # two buffers take turns
+    assert g.cache_info().misses == 1  # memory_plan built the graph; calls reuse it
+    np.testing.assert_array_equal(g(x).numpy(), kiln.jit(chain, backend="reference")(x).numpy())
+    assert g.cache_info().hits == 1
+
+
+def test_an_elementwise_chain_at_o0_writes_in_place():
+    x = kt(rand(64, 64))
+
+    def chain(x):
+        return mint.exp(mint.sin(mint.cos(mint.exp(x * 0.01))))
+
+    plan = kiln.jit(chain, jit_level="O0").memory_plan(x)
+    assert plan["in_place"] >= 2
+    assert plan["arena_bytes"] == 64 * 64 * 4  # one buffer, rewritten in place
+
+
+def test_peak_memory_of_a_call_stays_within_the_plan():
+    x, w = kt(rand(128, 256)), kt(rand(256, 256, seed=1))
+
+    def f(x):
+        h = mint.relu(mint.matmul(x, w))
+        h = mint.softmax(h * 0.1, dim=0)
+        return mint.gelu(mint.matmul(h, w) + x) * 2
+
+    g = kiln.jit(f)
+    plan = g.memory_plan(x)
+    g(x).numpy()  # warm
+    kiln.runtime.synchronize()
+    kiln.runtime.reset_peak_memory_stats()
+    before = kiln.runtime.memory_stats()["allocated"]
+    out = g(x)
+    out.numpy()
+    peak = kiln.runtime.memory_stats()["peak"] - before
+    assert 0 < peak <= plan["peak_bytes"], (peak, plan)
+
+
+def test_memory_plan_needs_a_backend_that_plans():
+    x = kt(rand(4))
+    with raises(kiln.KilnValueError, match="does not plan memory"):
+        kiln.jit(lambda x: x + 1, backend="reference").memory_plan(x)
+
