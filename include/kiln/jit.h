@@ -28,7 +28,8 @@
 //
 // The pipeline after tracing: ir::verify; the passes registered for the backend (kiln/pass.h;
 // register_custom_pass and register_pass below; at jit_level "O1" and "O2" also the built-in
-// ones: constant folding, algebraic simplification, CSE, dead-code elimination), stage by stage,
+// ones: constant folding, algebraic simplification, CSE, dead-code elimination, and kiln_cpu's
+// matmul-epilogue and elementwise fusion), stage by stage,
 // checked after each one in debug mode; partitioning, when the backend's Supports declines nodes
 // (those parts run on "kiln_cpu"); BackendManager::Build of each part. kiln::verify_pass
 // (kiln/verify_pass.h) checks a registered pattern pass on random instances of its source
