@@ -1,6 +1,7 @@
 // FusedElementwise: one op that runs a whole chain or tree of float elementwise ops, optionally
 // ending in a softmax over the last dimension, as a tile interpreter (private to libkiln; the
-// kiln_cpu backend's fusion pass makes these nodes, and any backend can run them).
+// kiln_cpu backend's fusion pass makes these nodes, and any backend can run them; KILN_API for
+// the tests).
 //
 //   // exp(x * 2 + b) with x: float32[64, 256] and b: float32[256]:
 //   FusedElementwise(x, 2.0, b) {program = "Mul(i0,i1);Add(r0,i2);Exp(r1)", dtype = float32}
@@ -60,9 +61,9 @@ struct Program {
 /// Parses and checks program text (see the top of this file); throws kValue naming the
 /// instruction that is wrong (unknown op, bad operand, a result used before it exists, a softmax
 /// that is not last, an empty program).
-Program parse_program(const std::string& text);
+KILN_API Program parse_program(const std::string& text);
 /// The text parse_program reads.
-std::string program_text(const Program& program);
+KILN_API std::string program_text(const Program& program);
 
 /// The instruction name of a graph op the interpreter runs (`attrs` normalized), or nullopt:
 /// "Gelu" with approximate "tanh" is "GeluTanh".
@@ -80,7 +81,8 @@ struct Layout {
 };
 /// The layout for inputs of `input_shapes` broadcast to `out`, or nullopt when some input
 /// broadcasts in another way (e.g. [4, 1, 8] against [4, 5, 8]).
-std::optional<Layout> plan_layout(const Shape& out, const std::vector<Shape>& input_shapes);
+KILN_API std::optional<Layout> plan_layout(const Shape& out,
+                                          const std::vector<Shape>& input_shapes);
 
 /// Runs `program` on `inputs` into `out` (contiguous, of the broadcast shape and the program's
 /// dtype). Inputs may be strided; weak scalars of any dtype are converted.

@@ -1,6 +1,6 @@
-// Static memory planning for kiln_cpu (private to libkiln): every intermediate value of a built
-// graph gets an offset in one arena, allocated once per run, so that values whose lifetimes do not
-// overlap share memory and a run allocates nothing per node.
+// Static memory planning for kiln_cpu (private to libkiln; KILN_API for the tests): every
+// intermediate value of a built graph gets an offset in one arena, allocated once per run, so that
+// values whose lifetimes do not overlap share memory and a run allocates nothing per node.
 //
 //   std::vector<kiln::cpu::BufferRequest> requests = ...;   // one per value, in step order
 //   kiln::cpu::ArenaPlan plan = kiln::cpu::plan_arena(requests);
@@ -19,6 +19,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "kiln/export.h"
 
 namespace kiln::cpu {
 
@@ -40,7 +42,7 @@ struct ArenaPlan {
 };
 
 /// Places `requests`; they must be sorted by first_step.
-ArenaPlan plan_arena(const std::vector<BufferRequest>& requests);
+KILN_API ArenaPlan plan_arena(const std::vector<BufferRequest>& requests);
 
 /// `bytes` rounded up to kArenaAlignment.
 inline size_t aligned_bytes(size_t bytes) {
