@@ -31,7 +31,8 @@ struct BufferRequest {
   uint32_t first_step = 0;  // the step that writes it
   uint32_t last_step = 0;   // the last step that reads it (>= first_step)
   /// Another request whose block this one may take over (its last_step must be this one's
-  /// first_step); -1 for none.
+  /// first_step, and it must have been written at an earlier step: a donor is an input of the
+  /// step, never another output of it); -1 for none.
   int64_t in_place_of = -1;
 };
 
