@@ -263,14 +263,15 @@ template <typename T>
 struct Interpreter {
   const Program& program;
   const Layout& layout;
-  const std::vector<Tensor>& inputs;  // converted, contiguous
+  std::vector<const T*> inputs;  // data of the converted, contiguous inputs
   T* out;
   int64_t tile;           // elements per tile
   int64_t tiles_per_row;  // tiles per run of `inner`
   simd::Store store;
+  int64_t softmax_row;    // the last dimension, when the program ends in a softmax
 
   Source<T> input(uint32_t k, int64_t row, int64_t column) const {
-    const T* base = static_cast<const T*>(inputs[k].data_ptr());
+    const T* base = inputs[k];
     switch (layout.inputs[k]) {
       case InputKind::kFull:
         return {base + row * layout.inner + column, T(0)};
@@ -284,6 +285,21 @@ struct Interpreter {
     return {};
   }
 
+  // Asks for tile t's full inputs while this tile computes: a tile's instructions read memory
+  // only at its start, so without this the memory bus idles while they run (the hardware
+  // prefetcher does not run a whole tile ahead).
+  void prefetch_inputs(int64_t t) const {
+    constexpr int64_t kLine = 64 / sizeof(T);
+    const int64_t row = t / tiles_per_row;
+    const int64_t column = (t % tiles_per_row) * tile;
+    const int64_t n = std::min(tile, layout.inner - column);
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      if (layout.inputs[k] != InputKind::kFull) continue;
+      const T* p = inputs[k] + row * layout.inner + column;
+      for (int64_t i = 0; i < n; i += kLine) __builtin_prefetch(p + i, 0, 3);
+    }
+  }
+
   void run_tiles(int64_t begin, int64_t end, T* registers) const {
     const std::vector<Instr>& instrs = program.instrs;
     for (int64_t t = begin; t < end; ++t) {
@@ -291,6 +307,7 @@ struct Interpreter {
       const int64_t column = (t % tiles_per_row) * tile;
       const int64_t n = std::min(tile, layout.inner - column);
       T* const out_tile = out + row * layout.inner + column;
+      if (t + 1 < end) prefetch_inputs(t + 1);
       const auto source = [&](const Operand& o) -> Source<T> {
         if (o.is_input) return input(o.index, row, column);
         return {registers + program.dest[o.index] * tile, T(0)};
@@ -327,16 +344,18 @@ struct Interpreter {
           }
           case InstrKind::kSoftmax:
           case InstrKind::kLogSoftmax: {
-            // A tile is one row here (run() sets tile to the last dimension).
+            // A tile is whole rows here (run_typed makes it a multiple of the last dimension).
             const T* x = a.pointer;
             if (x == nullptr) {
               std::fill(y, y + n, a.value);
               x = y;
             }
-            if (in.kind == InstrKind::kSoftmax) {
-              simd::softmax_row(x, y, n, store);
-            } else {
-              simd::log_softmax_row(x, y, n, store);
+            for (int64_t r = 0; r < n; r += softmax_row) {
+              if (in.kind == InstrKind::kSoftmax) {
+                simd::softmax_row(x + r, y + r, softmax_row, store);
+              } else {
+                simd::log_softmax_row(x + r, y + r, softmax_row, store);
+              }
             }
             break;
           }
@@ -356,17 +375,25 @@ void run_typed(const Program& program, const Layout& layout, const std::vector<T
                const Tensor& out) {
   const int64_t numel = layout.outer * layout.inner;
   if (numel == 0) return;
-  int64_t tile = static_cast<int64_t>(kTileBytes / sizeof(T));
-  if (ends_in_softmax(program)) tile = out.shape().back();  // one row per tile
-  tile = std::min(tile, layout.inner);
+  int64_t tile = std::min(static_cast<int64_t>(kTileBytes / sizeof(T)), layout.inner);
+  const int64_t softmax_row = ends_in_softmax(program) ? out.shape().back() : 0;
+  if (softmax_row > 0) {
+    // Whole rows per tile (inner is a multiple of the row), as many as fit, at least one: short
+    // rows share the instructions' per-call cost.
+    tile = std::max<int64_t>(1, tile / softmax_row) * softmax_row;
+  }
   const int64_t tiles_per_row = (layout.inner + tile - 1) / tile;
+  // Data pointers once per call: Tensor::data_ptr checks the tensor's state, too slow per tile.
+  std::vector<const T*> data;
+  for (const Tensor& in : inputs) data.push_back(static_cast<const T*>(in.data_ptr()));
   const Interpreter<T> interpreter{program,
                                    layout,
-                                   inputs,
+                                   std::move(data),
                                    static_cast<T*>(out.data_ptr()),
                                    tile,
                                    tiles_per_row,
-                                   simd::store_for_output(static_cast<int64_t>(out.nbytes()))};
+                                   simd::store_for_output(static_cast<int64_t>(out.nbytes())),
+                                   softmax_row};
   const size_t register_elements = static_cast<size_t>(program.num_registers) * tile;
   const int64_t grain = std::max<int64_t>(1, kParallelGrainElements / tile);
   parallel_for(0, layout.outer * tiles_per_row, grain, [&](int64_t begin, int64_t end) {

@@ -94,10 +94,47 @@ MetaList infer_as_strided(const InferContext& ctx) {
   return MetaList{{x.dtype, size}};
 }
 
+// AsStrided of a non-contiguous x as a view of x's own memory, or an undefined tensor when its
+// elements do not form a strided view of x's layout. A step of `stride` elements in the
+// row-major sequence moves one index of x, dimension d's, by stride / C[d] (C: x's row-major
+// strides) when C[d] <= stride < C[d] * size[d] and C[d] divides it; the view is exact when,
+// per dimension of x, the offset's index plus every step the view can take stays inside the
+// dimension (no carry into the next one). A select or slice of a permuted tensor (how the jit
+// records x.permute(...).select(0, 1)) always passes, so it costs no copy.
+Tensor as_strided_of_layout(const Tensor& x, const Shape& size, const Shape& stride,
+                            int64_t offset) {
+  const Shape& shape = x.shape();
+  const Shape row_major = contiguous_strides(shape);
+  const size_t n = shape.size();
+  Shape reach(n, 0);  // per dimension of x: the largest index the view reaches
+  Shape strides(size.size(), 0);
+  int64_t start = x.storage_offset();
+  for (size_t d = 0; d < n; ++d) {
+    reach[d] = shape[d] > 0 ? (offset / row_major[d]) % shape[d] : 0;
+    start += reach[d] * x.strides()[d];
+  }
+  for (size_t k = 0; k < size.size(); ++k) {
+    if (size[k] <= 1 || stride[k] == 0) continue;
+    size_t d = 0;
+    while (d < n && !(shape[d] > 1 && row_major[d] <= stride[k] &&
+                      stride[k] < row_major[d] * shape[d] && stride[k] % row_major[d] == 0)) {
+      ++d;
+    }
+    if (d == n) return Tensor();
+    const int64_t step = stride[k] / row_major[d];
+    reach[d] += step * (size[k] - 1);
+    if (reach[d] >= shape[d]) return Tensor();
+    strides[k] = step * x.strides()[d];
+  }
+  return x.as_strided(size, strides, start);
+}
+
 Tensor do_as_strided(const Tensor& x, const Attrs& a) {
-  if (!x.is_contiguous()) return Tensor();
-  return x.as_strided(a.get<std::vector<int64_t>>("size"), a.get<std::vector<int64_t>>("stride"),
-                      x.storage_offset() + a.get<int64_t>("offset"));
+  const Shape size = a.get<std::vector<int64_t>>("size");
+  const Shape stride = a.get<std::vector<int64_t>>("stride");
+  const int64_t offset = a.get<int64_t>("offset");
+  if (!x.is_contiguous()) return as_strided_of_layout(x, size, stride, offset);
+  return x.as_strided(size, stride, x.storage_offset() + offset);
 }
 
 void as_strided_kernel(KernelContext& ctx) {

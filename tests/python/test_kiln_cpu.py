@@ -151,3 +151,62 @@ def test_memory_plan_needs_a_backend_that_plans():
     with raises(kiln.KilnValueError, match="does not plan memory"):
         kiln.jit(lambda x: x + 1, backend="reference").memory_plan(x)
 
+
+
+@pytest.mark.parametrize("rows,length", [(100, 16), (7, 3000), (33, 2048), (5, 1)])
+def test_a_fused_softmax_over_short_and_long_rows_equals_the_ops_one_by_one(rows, length):
+    x = kt(rand(rows, length))
+
+    def f(x):
+        return mint.log_softmax(mint.tanh(x) * 3.0, dim=-1), mint.softmax(x * 0.5 - 1.0, dim=-1)
+
+    g = kiln.jit(f)
+    assert g.optimized_graph(x).count("FusedElementwise(") == 2
+    for got, want in zip(g(x), kiln.jit(f, backend="reference")(x)):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_selects_and_slices_of_permuted_values_are_views_with_numpys_values(seed):
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(d) for d in rng.integers(1, 6, size=4))
+    perm = [int(d) for d in rng.permutation(4)]
+    x = kt(rand(*shape, seed=seed))
+    pshape = [shape[d] for d in perm]
+    dim = int(rng.integers(0, 4))
+    index = int(rng.integers(0, pshape[dim]))
+    start = int(rng.integers(0, pshape[-1]))
+
+    def f(x):
+        p = mint.permute(x + 1.0, perm)
+        return p.select(dim, index) * 2.0, p[..., start:] * 3.0
+
+    expected_p = np.transpose(x.numpy() + 1.0, perm)
+    expected = (np.take(expected_p, index, axis=dim) * 2.0, expected_p[..., start:] * 3.0)
+    for backend in ("kiln_cpu", "reference"):
+        got = kiln.jit(f, backend=backend)(x)
+        for g, e in zip(got, expected):
+            np.testing.assert_array_equal(g.numpy(), e.astype(np.float32))
+
+
+def test_a_reshape_that_must_copy_is_planned_and_the_peak_stays_within_the_plan():
+    x = kt(rand(8, 64, 4, 32))
+
+    def f(x):
+        h = mint.permute(mint.exp(x), [0, 2, 1, 3])      # a view
+        return mint.reshape(h, [8, 4, 64 * 32]) * 2.0 + 1.0   # must copy: the copy is planned
+
+    g = kiln.jit(f)
+    plan = g.memory_plan(x)
+    size = 8 * 64 * 4 * 32 * 4
+    assert plan["buffers"] == 2 and plan["output_bytes"] == size
+    g(x).numpy()
+    kiln.runtime.synchronize()
+    kiln.runtime.reset_peak_memory_stats()
+    before = kiln.runtime.memory_stats()["allocated"]
+    out = g(x)
+    out.numpy()
+    assert kiln.runtime.memory_stats()["peak"] - before <= plan["peak_bytes"]
+    np.testing.assert_allclose(
+        out.numpy(), (np.exp(x.numpy()).transpose(0, 2, 1, 3).reshape(8, 4, -1) * 2.0 + 1.0),
+        rtol=1e-6)

@@ -48,9 +48,33 @@ class Compiler {
 
  private:
   uint32_t new_value(TensorMeta meta, Home home) {
+    layout_.push_back(Tensor());  // contiguous; a view's is set by add_step
     p_->values.push_back(Value{std::move(meta), home, 0});
     root_.push_back(static_cast<uint32_t>(p_->values.size() - 1));
     return root_.back();
+  }
+
+  // A tensor with `v`'s shape and strides over no memory of its own, for asking a view op at
+  // Build whether it will be a view at run time. Data is never read.
+  Tensor layout_of(uint32_t v) {
+    if (layout_[v].defined()) return layout_[v];
+    static char nothing[64];
+    const TensorMeta& meta = p_->values[v].meta;
+    return Tensor::from_blob(nothing, meta.shape, meta.dtype);
+  }
+
+  // Whether a view op's outputs are views of its input given the layouts known at Build (graph
+  // inputs and constants contiguous); when not, the step copies into planned memory instead.
+  // (A graph input passed with other strides may still make a view step copy at run time.)
+  bool view_at_run(const Step& step, const OpDef& op) {
+    std::vector<Tensor> proxies;
+    for (uint32_t v : step.inputs) proxies.push_back(layout_of(v));
+    try {
+      view_layouts_ = op.view_fn()(proxies, step.attrs);
+    } catch (const Error&) {
+      view_layouts_.clear();  // let the kernel report it at run time
+    }
+    return !view_layouts_.empty();
   }
 
   void add_step(const CNode& c) {
@@ -69,7 +93,7 @@ class Compiler {
       step.kind = StepKind::kFused;
       step.program = fused::parse_program(step.attrs.get<std::string>("program"));
       convert_scalars(step, c.abstract().dtype());
-    } else if (is_view_op(op)) {
+    } else if (is_view_op(op) && view_at_run(step, op)) {
       step.kind = StepKind::kView;
     }
     // A view falls back to the kernel when its input's layout needs a copy.
@@ -80,7 +104,10 @@ class Compiler {
     const Home home = step.kind == StepKind::kView ? Home::kView : Home::kArena;
     const auto add_output = [&](const TensorMeta& meta) {
       const uint32_t v = new_value(meta, home);
-      if (home == Home::kView) root_[v] = root_[step.inputs.at(0)];
+      if (home == Home::kView) {
+        root_[v] = root_[step.inputs.at(0)];
+        layout_[v] = view_layouts_[step.outputs.size()];
+      }
       step.outputs.push_back(v);
     };
     if (c.abstract().is_tuple()) {
@@ -182,6 +209,8 @@ class Compiler {
   std::shared_ptr<CpuProgram> p_;
   std::unordered_map<const Node*, uint32_t> value_of_;
   std::vector<uint32_t> root_;  // per value: the value whose memory it uses
+  std::vector<Tensor> layout_;  // per view value: its strides (see layout_of)
+  std::vector<Tensor> view_layouts_;  // the outputs of the last view_at_run
 };
 
 }  // namespace

@@ -5,9 +5,10 @@
 //   // p->steps in order; each reads and writes value ids; p->values say where each lives
 //
 // Kernel selection: a FusedElementwise node runs the tile interpreter on its parsed program; a view
-// op (kTraitView with a view function) makes a view of its input at run time, no copy; every
-// other op calls its CPU kernel directly with outputs already placed (no dispatch, no inference,
-// no allocation per node). Memory: every value a step writes lives in one arena per run at an
+// op (kTraitView with a view function) makes a view of its input at run time, no copy, when its
+// view function gives one for the layouts known at Build (graph inputs contiguous; else the step
+// copies into planned memory); every other op calls its CPU kernel directly with outputs already
+// placed (no dispatch, no inference, no allocation per node). Memory: every value a step writes lives in one arena per run at an
 // offset fixed here (memory_planner.h), except the graph's outputs and the values they view,
 // which are allocated per run because they outlive it. An elementwise step may write over an
 // input of its own shape and dtype that dies there (in place), when nothing views that input.

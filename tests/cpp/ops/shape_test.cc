@@ -92,11 +92,18 @@ TEST(AsStrided, ViewsAContiguousInput_AndReadsOthersInRowMajorOrder) {
   const Tensor view = as_strided(x.slice(0, 1, 3), {4, 2}, {1, 4});  // relative to the slice
   EXPECT_EQ(view.storage(), x.storage());
   EXPECT_EQ(values(view), (std::vector<float>{4, 8, 5, 9, 6, 10, 7, 11}));
-  // A transposed input is read as its row-major elements: 0 4 8 1 5 9 ...
+  // A transposed input is read as its row-major elements: 0 4 8 1 5 9 2 6 10 3 7 11. A window
+  // of whole steps within its dimensions is still a view of x's memory...
   const Tensor xt = transpose(x, 0, 1);
-  const Tensor copied = as_strided(xt, {2, 2}, {3, 1}, 1);
+  const Tensor window = as_strided(xt, {2, 2}, {3, 1}, 1);
+  EXPECT_EQ(window.storage(), x.storage());
+  EXPECT_EQ(values(window), (std::vector<float>{4, 8, 5, 9}));
+  EXPECT_EQ(values(as_strided(xt, {3}, {3}, 2)), (std::vector<float>{8, 9, 10}));  // a column
+  // ... one whose steps carry from one dimension into the next is a copy.
+  const Tensor copied = as_strided(xt, {4}, {2}, 0);
   EXPECT_NE(copied.storage(), x.storage());
-  EXPECT_EQ(values(copied), (std::vector<float>{4, 8, 5, 9}));
+  EXPECT_EQ(values(copied), (std::vector<float>{0, 8, 5, 2}));
+  EXPECT_NE(as_strided(xt, {2, 2}, {3, 1}, 2).storage(), x.storage());  // 8 1 / 9 2: wraps
   Tensor out = Tensor::empty({2, 2});  // the kernel (graph mode) on a contiguous input
   call_op("AsStrided", {x}, {{"size", Shape{2, 2}}, {"stride", Shape{0, 2}}}, {out});
   EXPECT_EQ(values(out), (std::vector<float>{0, 2, 0, 2}));
