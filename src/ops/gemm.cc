@@ -97,27 +97,6 @@ dnnl::matmul::primitive_desc choose_implementation(const dnnl::matmul::desc& des
   return dnnl::matmul::primitive_desc(desc, attr, onednn::engine());
 }
 
-// The oneDNN post-op of an activation epilogue, taken with alpha = beta = 0 except swish, whose
-// alpha 1 makes x * sigmoid(alpha * x) silu.
-dnnl::algorithm eltwise_algorithm(simd::UnaryOp op) {
-  switch (op) {
-    case simd::UnaryOp::kRelu:
-      return dnnl::algorithm::eltwise_relu;
-    case simd::UnaryOp::kGeluErf:
-      return dnnl::algorithm::eltwise_gelu_erf;
-    case simd::UnaryOp::kGeluTanh:
-      return dnnl::algorithm::eltwise_gelu_tanh;
-    case simd::UnaryOp::kSilu:
-      return dnnl::algorithm::eltwise_swish;
-    case simd::UnaryOp::kSigmoid:
-      return dnnl::algorithm::eltwise_logistic;
-    case simd::UnaryOp::kTanh:
-      return dnnl::algorithm::eltwise_tanh;
-    default:
-      KILN_FAIL(kGeneric) << "no gemm activation " << static_cast<int>(op);
-  }
-}
-
 std::shared_ptr<const MatmulEntry> matmul_primitive(const Layout& a, const Layout& b,
                                                     const Shape& out_dims, const GemmEpilogue& ep) {
   onednn::PrimitiveKey key("matmul.f32");
@@ -134,10 +113,7 @@ std::shared_ptr<const MatmulEntry> matmul_primitive(const Layout& a, const Layou
     if (ep.alpha != 1.0) attr.set_output_scales(0, {static_cast<float>(ep.alpha)});
     dnnl::post_ops post;
     if (ep.accumulate) post.append_sum(static_cast<float>(ep.beta));
-    if (ep.activation) {
-      const float alpha = *ep.activation == simd::UnaryOp::kSilu ? 1.0f : 0.0f;
-      post.append_eltwise(1.0f, eltwise_algorithm(*ep.activation), alpha, 0.0f);
-    }
+    if (ep.activation) onednn::append_activation(*ep.activation, &post);
     if (post.len() > 0) attr.set_post_ops(post);
     std::unique_ptr<dnnl::matmul::desc> desc;
     if (ep.bias.defined()) {

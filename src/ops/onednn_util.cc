@@ -141,6 +141,36 @@ bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
   return std::strncmp(pd.impl_info_str(), "ref", 3) == 0;
 }
 
+void append_activation(simd::UnaryOp op, dnnl::post_ops* post) {
+  // alpha and beta are 0 except for swish, whose alpha 1 makes x * sigmoid(alpha * x) silu.
+  float alpha = 0.0f;
+  dnnl::algorithm algorithm;
+  switch (op) {
+    case simd::UnaryOp::kRelu:
+      algorithm = dnnl::algorithm::eltwise_relu;
+      break;
+    case simd::UnaryOp::kGeluErf:
+      algorithm = dnnl::algorithm::eltwise_gelu_erf;
+      break;
+    case simd::UnaryOp::kGeluTanh:
+      algorithm = dnnl::algorithm::eltwise_gelu_tanh;
+      break;
+    case simd::UnaryOp::kSilu:
+      algorithm = dnnl::algorithm::eltwise_swish;
+      alpha = 1.0f;
+      break;
+    case simd::UnaryOp::kSigmoid:
+      algorithm = dnnl::algorithm::eltwise_logistic;
+      break;
+    case simd::UnaryOp::kTanh:
+      algorithm = dnnl::algorithm::eltwise_tanh;
+      break;
+    default:
+      KILN_FAIL(kGeneric) << "no oneDNN activation for unary op " << static_cast<int>(op);
+  }
+  post->append_eltwise(1.0f, algorithm, alpha, 0.0f);
+}
+
 dnnl::primitive_attr cached_attr() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);

@@ -21,6 +21,7 @@
 #include "kiln/dtype.h"
 #include "kiln/export.h"
 #include "kiln/tensor.h"
+#include "ops/simd/float_kernels.h"
 
 namespace kiln::onednn {
 
@@ -47,6 +48,10 @@ dnnl::primitive_attr cached_attr();
 /// null when the primitive needs none. Keep it until the execution ends.
 std::shared_ptr<Storage> add_scratchpad(const dnnl::memory::desc& md,
                                         std::unordered_map<int, dnnl::memory>* args);
+
+/// Appends `op` (kRelu, kGeluErf, kGeluTanh, kSilu, kSigmoid or kTanh; see is_gemm_activation in
+/// gemm.h) as an eltwise post-op.
+void append_activation(simd::UnaryOp op, dnnl::post_ops* post);
 
 /// Everything that identifies a primitive: a kind name, the intra-op thread count and a sequence
 /// of integers.

@@ -3,6 +3,8 @@ those): its fusion passes in the optimized graph at "O1" and not at "O0", the Fu
 and FusedMatMul ops they make (also run on the reference backend), f.memory_plan() and the peak
 memory of a call against it."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,13 @@ import kiln
 from kiln import mint
 
 from conftest import raises
+
+
+def within_plan(peak, plan):
+    """The measured peak against the plan: the caching allocator rounds each block up to its size
+    class (at most a quarter more below 2 MiB, Note [Size classes] in caching_allocator.cc; the
+    sizes here stay below it), and the plan counts requested bytes."""
+    return 0 < peak <= plan["peak_bytes"] * 1.25 + 128
 
 
 def kt(array):
@@ -143,7 +152,7 @@ def test_peak_memory_of_a_call_stays_within_the_plan():
     out = g(x)
     out.numpy()
     peak = kiln.runtime.memory_stats()["peak"] - before
-    assert 0 < peak <= plan["peak_bytes"], (peak, plan)
+    assert within_plan(peak, plan), (peak, plan)
 
 
 def test_memory_plan_needs_a_backend_that_plans():
@@ -206,7 +215,30 @@ def test_a_reshape_that_must_copy_is_planned_and_the_peak_stays_within_the_plan(
     before = kiln.runtime.memory_stats()["allocated"]
     out = g(x)
     out.numpy()
-    assert kiln.runtime.memory_stats()["peak"] - before <= plan["peak_bytes"]
+    assert within_plan(kiln.runtime.memory_stats()["peak"] - before, plan)
     np.testing.assert_allclose(
         out.numpy(), (np.exp(x.numpy()).transpose(0, 2, 1, 3).reshape(8, 4, -1) * 2.0 + 1.0),
         rtol=1e-6)
+
+
+@pytest.mark.parametrize("rows,k,n", [(1, 1, 1), (3, 17, 5), (64, 784, 512), (130, 33, 257)])
+@pytest.mark.parametrize("form", ["linear", "linear_nobias", "matmul", "linear_gelu", "matmul_relu"])
+def test_products_by_constant_weights_run_packed_and_match_numpy(rows, k, n, form):
+    # Closed-over weights are constants of the graph: kiln_cpu reorders them once at Build.
+    x = kt(rand(rows, k))
+    wl, wm, b = rand(n, k, seed=1), rand(k, n, seed=2), rand(n, seed=3)
+    kwl, kwm, kb = kt(wl), kt(wm), kt(b)
+    fns = {
+        "linear": (lambda x: mint.linear(x, kwl, kb), lambda v: v @ wl.T + b),
+        "linear_nobias": (lambda x: mint.linear(x, kwl), lambda v: v @ wl.T),
+        "matmul": (lambda x: mint.matmul(x, kwm), lambda v: v @ wm),
+        "linear_gelu": (lambda x: mint.gelu(mint.linear(x, kwl, kb)),
+                        lambda v: (lambda z: 0.5 * z * (1 + np.vectorize(math.erf)(z / math.sqrt(2))))(
+                            v.astype(np.float64) @ wl.T + b)),
+        "matmul_relu": (lambda x: mint.relu(mint.matmul(x, kwm)), lambda v: np.maximum(v @ wm, 0)),
+    }
+    f, ref = fns[form]
+    g = kiln.jit(f)
+    want = ref(x.numpy().astype(np.float64))
+    for _ in range(2):  # the packed weight is reused, not consumed
+        np.testing.assert_allclose(g(x).numpy(), want, rtol=2e-5, atol=2e-5 * max(1, np.abs(want).max()))

@@ -96,12 +96,14 @@ class CpuBackend final : public BackendBase, public BackendMemoryPlanner {
                                                      : own_tensor(value.meta));
       }
       try {
+        void* workspace = step.workspace_bytes > 0
+                              ? static_cast<char*>(arena->data()) + step.workspace_offset
+                              : nullptr;
         if (step.kind == StepKind::kFused) {
           fused::run(step.program, args, results[0]);
+        } else if (step.kind == StepKind::kPackedMatmul) {
+          step.matmul->run(args[0], args.size() > 2 ? args[2] : Tensor(), results[0], workspace);
         } else {
-          void* workspace = step.workspace_bytes > 0
-                                ? static_cast<char*>(arena->data()) + step.workspace_offset
-                                : nullptr;
           KernelContext ctx{*step.op, args, results, step.attrs, workspace, step.workspace_bytes};
           (*step.kernel)(ctx);
         }

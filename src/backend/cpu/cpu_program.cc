@@ -115,7 +115,10 @@ class Compiler {
     } else {
       add_output(c.abstract().tensor());
     }
-    if (op.workspace_fn()) {
+    if (step.kind == StepKind::kKernel) pack_matmul(step, c);
+    if (step.kind == StepKind::kPackedMatmul) {
+      step.workspace_bytes = step.matmul->scratchpad_bytes();
+    } else if (op.workspace_fn()) {
       MetaList metas;
       for (uint32_t v : step.inputs) metas.push_back(p_->values[v].meta);
       step.workspace_bytes = op.workspace_fn()(InferContext{op, metas, step.attrs});
@@ -123,6 +126,38 @@ class Compiler {
     value_of_[&c] = step.outputs[0];
     p_->ops.push_back(step.op);
     p_->steps.push_back(std::move(step));
+  }
+
+  // A float32 product by a constant 2-d weight becomes a PackedMatmul (packed_matmul.h).
+  void pack_matmul(Step& step, const CNode& c) {
+    const std::string& name = step.op->name();
+    const bool linear = name == "Linear";
+    const bool fused = name == "FusedMatMul";
+    if (!linear && !fused && name != "MatMul") return;
+    const TensorMeta& x = p_->values[step.inputs[0]].meta;
+    const uint32_t w = step.inputs[1];
+    const TensorMeta& weight = p_->values[w].meta;
+    if (c.abstract().dtype() != DType::kFloat32 || x.dtype != DType::kFloat32 ||
+        weight.dtype != DType::kFloat32 || weight.ndim() != 2 ||
+        p_->values[w].home != Home::kConstant || x.ndim() < (linear || fused ? 1 : 2)) {
+      return;
+    }
+    const bool transposed = linear || (fused && step.attrs.get<bool>("transpose_weight"));
+    const int64_t k = x.shape.back();
+    const int64_t n = transposed ? weight.shape[0] : weight.shape[1];
+    const int64_t rows = k > 0 ? x.numel() / k : 0;
+    if (rows == 0 || k == 0 || n == 0) return;
+    const bool has_bias = step.inputs.size() > 2 && p_->values[step.inputs[2]].meta.defined;
+    std::optional<simd::UnaryOp> activation;
+    if (fused && step.attrs.get<std::string>("activation") != "none") {
+      activation = fused::unary_instruction(step.attrs.get<std::string>("activation"));
+    }
+    for (const auto& [value, tensor] : p_->constants) {
+      if (value != w) continue;
+      step.matmul = PackedMatmul::make(rows, k, n, tensor, transposed, has_bias, activation);
+      step.kind = StepKind::kPackedMatmul;
+      return;
+    }
   }
 
   // Python numbers read by a fused step become constants of its dtype now, not at every run.

@@ -7,8 +7,9 @@
 // Kernel selection: a FusedElementwise node runs the tile interpreter on its parsed program; a view
 // op (kTraitView with a view function) makes a view of its input at run time, no copy, when its
 // view function gives one for the layouts known at Build (graph inputs contiguous; else the step
-// copies into planned memory); every other op calls its CPU kernel directly with outputs already
-// placed (no dispatch, no inference, no allocation per node). Memory: every value a step writes lives in one arena per run at an
+// copies into planned memory); a float32 Linear, MatMul or FusedMatMul by a constant 2-d weight
+// runs a PackedMatmul (its weight reordered once, here); every other op calls its CPU kernel
+// directly with outputs already placed (no dispatch, no inference, no allocation per node). Memory: every value a step writes lives in one arena per run at an
 // offset fixed here (memory_planner.h), except the graph's outputs and the values they view,
 // which are allocated per run because they outlive it. An elementwise step may write over an
 // input of its own shape and dtype that dies there (in place), when nothing views that input.
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/packed_matmul.h"
 #include "kiln/backend.h"
 #include "ops/fused_elementwise.h"
 
@@ -39,7 +41,7 @@ struct Value {
   size_t offset = 0;  // kArena
 };
 
-enum class StepKind : uint8_t { kKernel, kFused, kView };
+enum class StepKind : uint8_t { kKernel, kFused, kView, kPackedMatmul };
 
 struct Step {
   StepKind kind = StepKind::kKernel;
@@ -49,6 +51,7 @@ struct Step {
   std::vector<uint32_t> inputs;   // value ids
   std::vector<uint32_t> outputs;  // value ids
   fused::Program program;         // kFused
+  std::shared_ptr<const PackedMatmul> matmul;  // kPackedMatmul
   size_t workspace_bytes = 0;
   size_t workspace_offset = 0;  // in the arena
 };

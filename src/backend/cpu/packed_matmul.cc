@@ -1,0 +1,71 @@
+// PackedMatmul (see packed_matmul.h).
+#include "backend/cpu/packed_matmul.h"
+
+#include <unordered_map>
+
+#include "ops/onednn_util.h"
+
+namespace kiln::cpu {
+
+std::shared_ptr<const PackedMatmul> PackedMatmul::make(int64_t rows, int64_t k, int64_t n,
+                                                       const Tensor& weight, bool transposed,
+                                                       bool has_bias,
+                                                       std::optional<simd::UnaryOp> activation) {
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  auto mm = std::make_shared<PackedMatmul>();
+  mm->has_bias_ = has_bias;
+  mm->src_md_ = dnnl::memory::desc({rows, k}, dt::f32, tag::ab);
+  mm->dst_md_ = dnnl::memory::desc({rows, n}, dt::f32, tag::ab);
+  if (has_bias) mm->bias_md_ = dnnl::memory::desc({1, n}, dt::f32, tag::ab);
+  const dnnl::memory::desc any_weights({k, n}, dt::f32, tag::any);
+  dnnl::primitive_attr attr = onednn::cached_attr();
+  if (activation) {
+    dnnl::post_ops post;
+    onednn::append_activation(*activation, &post);
+    attr.set_post_ops(post);
+  }
+  const dnnl::matmul::desc desc =
+      has_bias ? dnnl::matmul::desc(mm->src_md_, any_weights, mm->bias_md_, mm->dst_md_)
+               : dnnl::matmul::desc(mm->src_md_, any_weights, mm->dst_md_);
+  const dnnl::matmul::primitive_desc pd(desc, attr, onednn::engine());
+  mm->primitive_ = dnnl::matmul(pd);
+  mm->weights_md_ = pd.weights_desc();
+  mm->scratchpad_md_ = pd.scratchpad_desc();
+
+  // The weight as given: [k, n] row-major, or Linear's [n, k] read as its transpose.
+  const Tensor w = weight.contiguous();
+  const dnnl::memory::dims strides = transposed ? dnnl::memory::dims{1, k}
+                                                : dnnl::memory::dims{n, 1};
+  const dnnl::memory::desc given({k, n}, dt::f32, strides);
+  mm->packed_ = Storage::allocate(mm->weights_md_.get_size());
+  dnnl::memory from(given, onednn::engine(), w.data_ptr());
+  dnnl::memory to(mm->weights_md_, onednn::engine(), mm->packed_->data());
+  dnnl::stream& stream = onednn::stream();
+  dnnl::reorder(from, to).execute(stream, from, to);
+  stream.wait();
+  return mm;
+}
+
+void PackedMatmul::run(const Tensor& x, const Tensor& bias, const Tensor& out,
+                       void* scratchpad) const {
+  const Tensor src = x.contiguous();
+  const dnnl::engine& engine = onednn::engine();
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, dnnl::memory(src_md_, engine, src.data_ptr())},
+      {DNNL_ARG_WEIGHTS, dnnl::memory(weights_md_, engine, packed_->data())},
+      {DNNL_ARG_DST, dnnl::memory(dst_md_, engine, out.data_ptr())}};
+  Tensor bias_data;
+  if (has_bias_) {
+    bias_data = bias.contiguous();
+    args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md_, engine, bias_data.data_ptr()));
+  }
+  if (scratchpad_md_.get_size() > 0) {
+    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad_md_, engine, scratchpad));
+  }
+  dnnl::stream& stream = onednn::stream();
+  primitive_.execute(stream, args);
+  stream.wait();
+}
+
+}  // namespace kiln::cpu

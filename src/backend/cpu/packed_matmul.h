@@ -1,0 +1,46 @@
+// A float32 matmul by a constant weight whose weight kiln_cpu reorders once, at Build, into the
+// blocked layout oneDNN's kernel for that problem prefers (private to libkiln).
+//
+//   auto mm = kiln::cpu::PackedMatmul::make(rows, k, n, weight, /*transposed=*/true, true, {});
+//   mm->run(x, bias, out, scratchpad);   // out[rows, n] = x[rows, k] @ weight^T + bias
+//
+// Eager matmuls cannot do this: they see the weight fresh at every call, so they hand oneDNN a
+// plain (and, for Linear, transposed) weight. A graph's weights are constants, so kiln_cpu packs
+// them once; the primitive, created then too, is kept with them (no cache lookup per run), and its
+// scratchpad is planned memory (the step's workspace).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "kiln/tensor.h"
+#include "ops/simd/float_kernels.h"
+
+namespace kiln::cpu {
+
+class PackedMatmul {
+ public:
+  /// out = activation(x @ W + bias) for x [rows, k] with W = weight^T (`transposed`: weight is
+  /// [n, k], Linear's layout) or W = weight ([k, n]); float32 only. Packs the weight now.
+  static std::shared_ptr<const PackedMatmul> make(int64_t rows, int64_t k, int64_t n,
+                                                  const Tensor& weight, bool transposed,
+                                                  bool has_bias,
+                                                  std::optional<simd::UnaryOp> activation);
+
+  /// Bytes of scratchpad run() needs.
+  size_t scratchpad_bytes() const { return scratchpad_md_.get_size(); }
+  /// x: [..., k] float32 with rows rows (any layout; copied when not contiguous); bias: [n] or
+  /// undefined (as made); out: contiguous with rows x n elements. Thread-safe.
+  void run(const Tensor& x, const Tensor& bias, const Tensor& out, void* scratchpad) const;
+
+ private:
+  dnnl::matmul primitive_;
+  dnnl::memory::desc src_md_, weights_md_, bias_md_, dst_md_, scratchpad_md_;
+  std::shared_ptr<Storage> packed_;  // the weight, reordered into weights_md_
+  bool has_bias_ = false;
+};
+
+}  // namespace kiln::cpu
