@@ -2,9 +2,9 @@
 // as the same ops called one after another would run. It is the oracle that other backends and
 // pass rewrites are checked against, so it does nothing clever: Build verifies the graph and
 // lays it out as a list of op calls over numbered value slots; Run fills the slots.
-#include <mutex>
 #include <unordered_map>
 
+#include "backend/built_graphs.h"
 #include "backend/graph_checks.h"
 #include "kiln/backend.h"
 
@@ -97,16 +97,12 @@ std::shared_ptr<const Program> compile(const FuncGraphPtr& graph) {
 class OpByOpBackend final : public BackendBase {
  public:
   BackendGraphId Build(const FuncGraphPtr& graph, const BackendJitConfig&) override {
-    std::shared_ptr<const Program> program = compile(graph);
-    std::lock_guard<std::mutex> lock(mutex_);
-    const BackendGraphId id = next_id_++;
-    programs_.emplace(id, std::move(program));
-    return id;
+    return graphs_.add(compile(graph));
   }
 
   RunningStatus Run(BackendGraphId id, const std::vector<Tensor>& inputs,
                     std::vector<Tensor>* outputs) override {
-    const std::shared_ptr<const Program> p = find(id);
+    const std::shared_ptr<const Program> p = graphs_.find(id);
     backend_detail::check_inputs(p->name, p->parameters, p->parameter_names, inputs);
     backend_detail::check_ops_current(p->name, p->registry_generation, p->ops);
     std::vector<Tensor> slots(p->num_slots);
@@ -130,28 +126,12 @@ class OpByOpBackend final : public BackendBase {
     return RunningStatus::kRunningSuccess;
   }
 
-  void ClearGraph(BackendGraphId id) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    programs_.erase(id);
-  }
+  void ClearGraph(BackendGraphId id) override { graphs_.erase(id); }
 
-  void Clear() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    programs_.clear();
-  }
+  void Clear() override { graphs_.clear(); }
 
  private:
-  std::shared_ptr<const Program> find(BackendGraphId id) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = programs_.find(id);
-    KILN_CHECK_VALUE(it != programs_.end())
-        << "no graph with id " << id << " (never built, or cleared)";
-    return it->second;
-  }
-
-  mutable std::mutex mutex_;
-  std::unordered_map<BackendGraphId, std::shared_ptr<const Program>> programs_;
-  BackendGraphId next_id_ = 0;
+  backend_detail::BuiltGraphs<Program> graphs_;
 };
 
 }  // namespace

@@ -49,6 +49,12 @@ void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out, const Shape&
   if (!target.is_same(dst)) copy_into(dst, target);
 }
 
+// out[..., n] = epilogue(x[..., k] @ b[k, n]), the leading dimensions of x taken as rows.
+void rows_product(const Tensor& x, const Tensor& b, const Tensor& out, const GemmEpilogue& ep) {
+  const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  gemm_into(x.reshape({rows, x.size(-1)}), b, out, {rows, b.size(1)}, ep);
+}
+
 DType product_dtype(const char* op, const MetaList& operands, bool allow_bool) {
   const DType dtype = result_type(operands);
   KILN_CHECK_DTYPE(allow_bool || dtype != DType::kBool)
@@ -156,15 +162,10 @@ KILN_REGISTER_OP(
           return MetaList{{product_dtype("linear", ctx.inputs, /*allow_bool=*/false), out}};
         })
         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
-          const Tensor& x = ctx.inputs[0];
-          const Tensor& weight = ctx.inputs[1];
-          const Tensor& out = ctx.outputs[0];
-          const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
           GemmEpilogue ep;
           ep.bias = ctx.inputs[2];
           // weight^T as a column-major view: oneDNN reads it through strides, no copy.
-          gemm_into(x.reshape({rows, x.size(-1)}), weight.transpose(0, 1), out,
-                    {rows, weight.size(0)}, ep);
+          rows_product(ctx.inputs[0], ctx.inputs[1].transpose(0, 1), ctx.outputs[0], ep);
         }));
 
 KILN_REGISTER_OP(
@@ -258,15 +259,13 @@ KILN_REGISTER_OP(
           return MetaList{{x.dtype, out}};
         })
         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
-          const Tensor& x = ctx.inputs[0];
           const Tensor& weight = ctx.inputs[1];
-          const Tensor& out = ctx.outputs[0];
-          const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
           GemmEpilogue ep;
-          if (ctx.inputs[2].defined()) ep.bias = ctx.inputs[2].contiguous();
+          ep.bias = ctx.inputs[2];
           ep.activation = fused_activation(ctx.attrs.get<std::string>("activation"));
-          const Tensor b = ctx.attrs.get<bool>("transpose_weight") ? weight.transpose(0, 1) : weight;
-          gemm(x.reshape({rows, x.size(-1)}), b, out.view({rows, out.size(-1)}), ep);
+          rows_product(ctx.inputs[0],
+                       ctx.attrs.get<bool>("transpose_weight") ? weight.transpose(0, 1) : weight,
+                       ctx.outputs[0], ep);
         }));
 
 }  // namespace

@@ -6,10 +6,8 @@
 // Run is thread-safe: every run has its own arena and value table. Inputs that eager ops are still
 // computing are waited for first (kernels here run on the caller's thread, outside the eager
 // pipeline).
-#include <mutex>
-#include <unordered_map>
-
 #include "backend/cpu/cpu_program.h"
+#include "backend/built_graphs.h"
 #include "backend/graph_checks.h"
 #include "kiln/parallel.h"
 
@@ -37,16 +35,12 @@ class CpuBackend final : public BackendBase, public BackendMemoryPlanner {
  public:
   BackendGraphId Build(const FuncGraphPtr& graph, const BackendJitConfig&) override {
     ir::verify(*graph);
-    std::shared_ptr<const CpuProgram> program = compile(*graph);
-    std::lock_guard<std::mutex> lock(mutex_);
-    const BackendGraphId id = next_id_++;
-    programs_.emplace(id, std::move(program));
-    return id;
+    return graphs_.add(compile(*graph));
   }
 
   RunningStatus Run(BackendGraphId id, const std::vector<Tensor>& inputs,
                     std::vector<Tensor>* outputs) override {
-    const std::shared_ptr<const CpuProgram> p = find(id);
+    const std::shared_ptr<const CpuProgram> p = graphs_.find(id);
     backend_detail::check_inputs(p->name, p->parameters, p->parameter_names, inputs);
     backend_detail::check_ops_current(p->name, p->registry_generation, p->ops);
     for (const Tensor& in : inputs) {
@@ -57,17 +51,13 @@ class CpuBackend final : public BackendBase, public BackendMemoryPlanner {
     return RunningStatus::kRunningSuccess;
   }
 
-  void ClearGraph(BackendGraphId id) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    programs_.erase(id);
-  }
+  void ClearGraph(BackendGraphId id) override { graphs_.erase(id); }
 
-  void Clear() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    programs_.clear();
-  }
+  void Clear() override { graphs_.clear(); }
 
-  BackendMemoryPlan GetMemoryPlan(BackendGraphId id) const override { return find(id)->memory; }
+  BackendMemoryPlan GetMemoryPlan(BackendGraphId id) const override {
+    return graphs_.find(id)->memory;
+  }
 
  private:
   static void execute(const CpuProgram& p, const std::vector<Tensor>& inputs,
@@ -124,17 +114,7 @@ class CpuBackend final : public BackendBase, public BackendMemoryPlanner {
     return metas;
   }
 
-  std::shared_ptr<const CpuProgram> find(BackendGraphId id) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = programs_.find(id);
-    KILN_CHECK_VALUE(it != programs_.end())
-        << "no graph with id " << id << " (never built, or cleared)";
-    return it->second;
-  }
-
-  mutable std::mutex mutex_;
-  std::unordered_map<BackendGraphId, std::shared_ptr<const CpuProgram>> programs_;
-  BackendGraphId next_id_ = 0;
+  backend_detail::BuiltGraphs<CpuProgram> graphs_;
 };
 
 }  // namespace
