@@ -3,6 +3,7 @@
 #include "ops/fused_elementwise.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <sstream>
@@ -70,6 +71,36 @@ const char* binary_name(int op) {
   }
   KILN_FAIL(kGeneric) << "no binary instruction " << op;
 }
+
+struct EpilogueName {
+  const char* name;
+  InstrKind kind;
+  bool keepdim;
+};
+// The row epilogues (over the last dimension); one of them may end a program.
+constexpr EpilogueName kEpilogues[] = {
+    {"Softmax", InstrKind::kSoftmax, false}, {"LogSoftmax", InstrKind::kLogSoftmax, false},
+    {"Sum", InstrKind::kRowSum, false},      {"SumKeepdim", InstrKind::kRowSum, true},
+    {"Mean", InstrKind::kRowMean, false},    {"MeanKeepdim", InstrKind::kRowMean, true},
+};
+
+const EpilogueName* find_epilogue(const std::string& name) {
+  for (const EpilogueName& e : kEpilogues) {
+    if (name == e.name) return &e;
+  }
+  return nullptr;
+}
+
+const char* epilogue_name(const Instr& in) {
+  for (const EpilogueName& e : kEpilogues) {
+    if (e.kind == in.kind && e.keepdim == in.keepdim) return e.name;
+  }
+  KILN_FAIL(kGeneric) << "no row epilogue " << static_cast<int>(in.kind);
+}
+
+bool is_epilogue(InstrKind kind) { return kind != InstrKind::kUnary && kind != InstrKind::kBinary; }
+
+bool is_reduction(InstrKind kind) { return kind == InstrKind::kRowSum || kind == InstrKind::kRowMean; }
 
 Operand parse_operand(const std::string& text, size_t instr, const std::string& where) {
   KILN_CHECK_VALUE(text.size() >= 2 && (text[0] == 'i' || text[0] == 'r') &&
@@ -141,10 +172,12 @@ Program parse_program(const std::string& text) {
       while (std::getline(in, arg, ',')) args.push_back(arg);
     }
     Instr instr;
-    if (name == "Softmax" || name == "LogSoftmax") {
+    if (const EpilogueName* e = find_epilogue(name)) {
       KILN_CHECK_VALUE(j + 1 == parts.size() && j > 0)
-          << where << ": a softmax must be the last instruction, after another";
-      instr.kind = name == "Softmax" ? InstrKind::kSoftmax : InstrKind::kLogSoftmax;
+          << where << ": a row epilogue (softmax, sum, mean) must be the last instruction, after "
+             "another";
+      instr.kind = e->kind;
+      instr.keepdim = e->keepdim;
       KILN_CHECK_VALUE(args.size() == 1) << where << " takes one operand";
     } else if (const std::optional<U> u = find_unary(name)) {
       instr.kind = InstrKind::kUnary;
@@ -182,15 +215,23 @@ std::string program_text(const Program& program) {
       case InstrKind::kBinary:
         text += std::string(binary_name(in.op)) + "(" + operand(in.a) + "," + operand(in.b) + ")";
         break;
-      case InstrKind::kSoftmax:
-        text += "Softmax(" + operand(in.a) + ")";
-        break;
-      case InstrKind::kLogSoftmax:
-        text += "LogSoftmax(" + operand(in.a) + ")";
+      default:
+        text += std::string(epilogue_name(in)) + "(" + operand(in.a) + ")";
         break;
     }
   }
   return text;
+}
+
+Shape output_shape(const Program& program, Shape shape) {
+  const Instr& last = program.instrs.back();
+  if (!is_reduction(last.kind) || shape.empty()) return shape;
+  if (last.keepdim) {
+    shape.back() = 1;
+  } else {
+    shape.pop_back();
+  }
+  return shape;
 }
 
 std::optional<std::string> instruction_name(const std::string& op, const Attrs& attrs) {
@@ -268,7 +309,41 @@ struct Interpreter {
   int64_t tile;           // elements per tile
   int64_t tiles_per_row;  // tiles per run of `inner`
   simd::Store store;
-  int64_t softmax_row;    // the last dimension, when the program ends in a softmax
+  int64_t row_length;     // the last dimension, when the program ends in a row epilogue
+
+  // A row epilogue over the n / row_length rows of `a`: a softmax writes y (the output tile), a
+  // reduction one value per row at sums. Sums accumulate as the eager ReduceSum does: float64,
+  // over simd::reduce_sum for rows of 32 or more.
+  void row_epilogue(InstrKind kind, const Source<T>& a, int64_t n, T* y, T* sums) const {
+    const T* x = a.pointer;
+    if (x == nullptr && !is_reduction(kind)) {  // a softmax of a broadcast value
+      std::fill(y, y + n, a.value);
+      x = y;
+    }
+    for (int64_t r = 0; r < n; r += row_length) {
+      switch (kind) {
+        case InstrKind::kSoftmax:
+          simd::softmax_row(x + r, y + r, row_length, store);
+          break;
+        case InstrKind::kLogSoftmax:
+          simd::log_softmax_row(x + r, y + r, row_length, store);
+          break;
+        default: {
+          double total = 0;
+          if (x == nullptr) {
+            total = static_cast<double>(a.value) * static_cast<double>(row_length);
+          } else if (row_length >= 32) {
+            total = static_cast<double>(simd::reduce_sum(x + r, row_length));
+          } else {
+            for (int64_t i = 0; i < row_length; ++i) total += static_cast<double>(x[r + i]);
+          }
+          const double divisor = kind == InstrKind::kRowMean ? static_cast<double>(row_length) : 1;
+          sums[r / row_length] = static_cast<T>(total / divisor);
+          break;
+        }
+      }
+    }
+  }
 
   Source<T> input(uint32_t k, int64_t row, int64_t column) const {
     const T* base = inputs[k];
@@ -314,6 +389,7 @@ struct Interpreter {
       };
       for (size_t j = 0; j < instrs.size(); ++j) {
         const Instr& in = instrs[j];
+        // (A row reduction writes one value per row instead; see row_epilogue.)
         T* y = program.dest[j] == Program::kOutput ? out_tile : registers + program.dest[j] * tile;
         const Source<T> a = source(in.a);
         switch (in.kind) {
@@ -342,45 +418,38 @@ struct Interpreter {
             }
             break;
           }
-          case InstrKind::kSoftmax:
-          case InstrKind::kLogSoftmax: {
+          default:
             // A tile is whole rows here (run_typed makes it a multiple of the last dimension).
-            const T* x = a.pointer;
-            if (x == nullptr) {
-              std::fill(y, y + n, a.value);
-              x = y;
-            }
-            for (int64_t r = 0; r < n; r += softmax_row) {
-              if (in.kind == InstrKind::kSoftmax) {
-                simd::softmax_row(x + r, y + r, softmax_row, store);
-              } else {
-                simd::log_softmax_row(x + r, y + r, softmax_row, store);
-              }
-            }
+            row_epilogue(in.kind, a, n, y, out + (row * layout.inner + column) / row_length);
             break;
-          }
         }
       }
     }
   }
 };
 
-bool ends_in_softmax(const Program& p) {
-  const InstrKind last = p.instrs.back().kind;
-  return last == InstrKind::kSoftmax || last == InstrKind::kLogSoftmax;
-}
+bool ends_in_row_epilogue(const Program& p) { return is_epilogue(p.instrs.back().kind); }
 
+// `last_dim`: the last dimension of the inputs' broadcast shape (a row epilogue's row).
 template <typename T>
 void run_typed(const Program& program, const Layout& layout, const std::vector<Tensor>& inputs,
-               const Tensor& out) {
+               const Tensor& out, int64_t last_dim) {
   const int64_t numel = layout.outer * layout.inner;
-  if (numel == 0) return;
+  if (numel == 0) {
+    // Rows of no elements: their sums are 0 and their means 0 / 0, as eager's.
+    const InstrKind last = program.instrs.back().kind;
+    if (is_reduction(last)) {
+      T* y = static_cast<T*>(out.data_ptr());
+      std::fill(y, y + out.numel(), last == InstrKind::kRowSum ? T(0) : T(NAN));
+    }
+    return;
+  }
   int64_t tile = std::min(static_cast<int64_t>(kTileBytes / sizeof(T)), layout.inner);
-  const int64_t softmax_row = ends_in_softmax(program) ? out.shape().back() : 0;
-  if (softmax_row > 0) {
+  const int64_t row_length = ends_in_row_epilogue(program) ? last_dim : 0;
+  if (row_length > 0) {
     // Whole rows per tile (inner is a multiple of the row), as many as fit, at least one: short
     // rows share the instructions' per-call cost.
-    tile = std::max<int64_t>(1, tile / softmax_row) * softmax_row;
+    tile = std::max<int64_t>(1, tile / row_length) * row_length;
   }
   const int64_t tiles_per_row = (layout.inner + tile - 1) / tile;
   // Data pointers once per call: Tensor::data_ptr checks the tensor's state, too slow per tile.
@@ -393,7 +462,7 @@ void run_typed(const Program& program, const Layout& layout, const std::vector<T
                                    tile,
                                    tiles_per_row,
                                    simd::store_for_output(static_cast<int64_t>(out.nbytes())),
-                                   softmax_row};
+                                   row_length};
   const size_t register_elements = static_cast<size_t>(program.num_registers) * tile;
   const int64_t grain = std::max<int64_t>(1, kParallelGrainElements / tile);
   parallel_for(0, layout.outer * tiles_per_row, grain, [&](int64_t begin, int64_t end) {
@@ -408,8 +477,12 @@ void run_typed(const Program& program, const Layout& layout, const std::vector<T
 
 void run(const Program& program, const std::vector<Tensor>& inputs, const Tensor& out) {
   std::vector<Shape> shapes;
-  for (const Tensor& in : inputs) shapes.push_back(in.shape());
-  const std::optional<Layout> layout = plan_layout(out.shape(), shapes);
+  Shape shape;  // the elementwise part's (the output's, unless a reduction ends the program)
+  for (const Tensor& in : inputs) {
+    shapes.push_back(in.shape());
+    shape = broadcast_shapes(shape, in.shape());
+  }
+  const std::optional<Layout> layout = plan_layout(shape, shapes);
   KILN_CHECK_SHAPE(layout.has_value())
       << "FusedElementwise: inputs broadcast in a way the fused kernel does not run";
   std::vector<Tensor> ready;
@@ -418,9 +491,9 @@ void run(const Program& program, const std::vector<Tensor>& inputs, const Tensor
     ready.push_back(elementwise::as_dtype(in, out.dtype()).contiguous());
   }
   if (out.dtype() == DType::kFloat32) {
-    run_typed<float>(program, *layout, ready, out);
+    run_typed<float>(program, *layout, ready, out, shape.empty() ? 1 : shape.back());
   } else {
-    run_typed<double>(program, *layout, ready, out);
+    run_typed<double>(program, *layout, ready, out, shape.empty() ? 1 : shape.back());
   }
 }
 
@@ -448,9 +521,9 @@ MetaList infer(const InferContext& ctx) {
       << "FusedElementwise: inputs broadcast to " << shape_str(shape)
       << " in a way the fused kernel does not run (each must be full, a scalar, a row or a "
          "column)";
-  KILN_CHECK_SHAPE(!ends_in_softmax(program) || !shape.empty())
-      << "FusedElementwise: a softmax needs at least one dimension";
-  return {{dtype, shape}};
+  KILN_CHECK_SHAPE(!ends_in_row_epilogue(program) || !shape.empty())
+      << "FusedElementwise: a row epilogue (softmax, sum, mean) needs at least one dimension";
+  return {{dtype, output_shape(program, std::move(shape))}};
 }
 
 }  // namespace

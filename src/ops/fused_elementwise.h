@@ -9,8 +9,9 @@
 // The program is a list of instructions separated by ';'. Each names a simd::UnaryOp or
 // simd::BinaryOp by its op's name ("Exp", "Gelu" (erf form), "GeluTanh", "Add", "Pow", ...) and
 // takes operands `i<k>` (input k of the node) or `r<j>` (the result of instruction j < this one).
-// The last instruction's result is the op's output; "Softmax(r<j>)" or "LogSoftmax(r<j>)" may end
-// the program (over the last dimension). Every input has the op's dtype (float32 or float64) or is
+// The last instruction's result is the op's output. A row epilogue over the last dimension may end
+// the program: "Softmax(r<j>)", "LogSoftmax(r<j>)", or a reduction "Sum(r<j>)" / "Mean(r<j>)"
+// (the output drops the last dimension) or "SumKeepdim" / "MeanKeepdim" (it keeps it as 1). Every input has the op's dtype (float32 or float64) or is
 // a weak scalar (a Python number), and the output has the broadcast shape of all inputs.
 //
 // Why an interpreter over tiles (see docs/architecture.md, "kiln_cpu"): every instruction runs the
@@ -33,7 +34,7 @@ namespace kiln::fused {
 
 inline constexpr const char* kOpName = "FusedElementwise";
 
-enum class InstrKind : uint8_t { kUnary, kBinary, kSoftmax, kLogSoftmax };
+enum class InstrKind : uint8_t { kUnary, kBinary, kSoftmax, kLogSoftmax, kRowSum, kRowMean };
 
 /// An operand: input `index` of the node, or the result of instruction `index`.
 struct Operand {
@@ -46,6 +47,7 @@ struct Instr {
   int op = 0;  // a simd::UnaryOp or simd::BinaryOp
   Operand a;
   Operand b;  // kBinary only
+  bool keepdim = false;  // kRowSum / kRowMean
 };
 
 struct Program {
@@ -64,6 +66,10 @@ struct Program {
 KILN_API Program parse_program(const std::string& text);
 /// The text parse_program reads.
 KILN_API std::string program_text(const Program& program);
+
+/// The shape of the op's output for inputs broadcasting to `shape` (a row reduction drops or
+/// keeps-as-1 the last dimension).
+Shape output_shape(const Program& program, Shape shape);
 
 /// The instruction name of a graph op the interpreter runs (`attrs` normalized), or nullopt:
 /// "Gelu" with approximate "tanh" is "GeluTanh".

@@ -242,3 +242,27 @@ def test_products_by_constant_weights_run_packed_and_match_numpy(rows, k, n, for
     want = ref(x.numpy().astype(np.float64))
     for _ in range(2):  # the packed weight is reused, not consumed
         np.testing.assert_allclose(g(x).numpy(), want, rtol=2e-5, atol=2e-5 * max(1, np.abs(want).max()))
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("shape", [(64, 300), (3, 5, 17), (2, 70000), (4, 0)])
+def test_a_trailing_sum_or_mean_over_the_last_dim_joins_the_group(shape, keepdim):
+    x, row = kt(rand(*shape)), kt(rand(shape[-1], seed=1))
+
+    def f(x, row):
+        return (mint.sum(mint.exp(x * 0.5) + row, dim=-1, keepdim=keepdim),
+                mint.mean(mint.square(x - 1.0), dim=[-1], keepdim=keepdim),
+                mint.sum(mint.abs(x) * 2.0, dim=0))  # not the last dim: not fused
+
+    g = kiln.jit(f)
+    text = g.optimized_graph(x, row)
+    # Three groups either way; the sum and the mean join theirs unless a row is longer than a
+    # tile holds (65536), and the sum over dim 0 never does.
+    assert text.count("FusedElementwise(") == 3
+    fused = shape[-1] <= 65536
+    assert ("Sum(r" in text or "SumKeepdim(r" in text) == fused
+    assert ("ReduceMean(" in text) != fused
+    assert "ReduceSum(" in text
+    for got, want in zip(g(x, row), kiln.jit(f, backend="reference")(x, row)):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-5)

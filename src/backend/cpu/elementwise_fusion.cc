@@ -1,10 +1,11 @@
 // ElementwiseFusion: kiln_cpu's "fusion"-stage pass. Maximal trees of float elementwise ops,
-// optionally ending in a softmax over the last dimension, become one FusedElementwise node
-// (src/ops/fused_elementwise.h) that streams tiles through cache and writes only the result.
+// optionally ending in a row epilogue over the last dimension (softmax, log_softmax, sum or
+// mean), become one FusedElementwise node (src/ops/fused_elementwise.h) that streams tiles
+// through cache and writes only the result.
 //
 // A group grows from a root (visited from the graph's end) towards its inputs: an op joins when
 // the interpreter runs it (ops/fused_elementwise.h: instruction_name), its result has the root's
-// dtype (float32 or float64) and shape, every tensor it reads has that dtype or is a Python
+// dtype (float32 or float64) and shape (the epilogue's input shape), every tensor it reads has that dtype or is a Python
 // number, and every user of its result is already in the group (so nothing outside needs the
 // value, which the fused kernel never stores). Producers are taken in decreasing topological
 // order from a heap, which makes "every user already decided" true when one is looked at: a
@@ -26,8 +27,8 @@ namespace {
 // Bounds that keep one kernel's register file and argument list small.
 constexpr size_t kMaxInstructions = 64;
 constexpr size_t kMaxInputs = 16;
-// The longest softmax row a tile holds (256 KiB of float32).
-constexpr int64_t kMaxSoftmaxRow = 65536;
+// The longest row a row epilogue's tile holds (256 KiB of float32).
+constexpr int64_t kMaxRow = 65536;
 
 bool float_dtype(DType d) { return d == DType::kFloat32 || d == DType::kFloat64; }
 
@@ -55,19 +56,33 @@ std::optional<std::string> elementwise_instruction(const NodePtr& n, DType dtype
   return c->inputs().size() == arity ? name : std::nullopt;
 }
 
-// "Softmax"/"LogSoftmax" when `n` is one over the last dimension that can end a group.
-std::optional<std::string> softmax_instruction(const NodePtr& n) {
+// The row epilogue `n` is when it can end a group: a Softmax or LogSoftmax over the last
+// dimension ("Softmax", "LogSoftmax"), or a ReduceSum / ReduceMean of the last dimension alone
+// ("Sum", "MeanKeepdim", ...).
+std::optional<std::string> row_epilogue(const NodePtr& n) {
   const CNode* c = as_op(n);
-  if (c == nullptr) return std::nullopt;
+  if (c == nullptr || c->inputs().empty() || !c->input(0)->abstract().is_tensor()) {
+    return std::nullopt;
+  }
   const Primitive& p = *c->primitive();
-  if (p.name() != "Softmax" && p.name() != "LogSoftmax") return std::nullopt;
   const TensorMeta& out = c->abstract().tensor();
   const TensorMeta& in = c->input(0)->abstract().tensor();
-  if (!float_dtype(out.dtype) || in.dtype != out.dtype || out.shape.empty()) return std::nullopt;
-  if (out.shape.back() > kMaxSoftmaxRow) return std::nullopt;
-  const int64_t dim = p.normalized_attrs().get<int64_t>("dim");
-  if (dim != -1 && dim != out.ndim() - 1) return std::nullopt;
-  return p.name();
+  if (!float_dtype(out.dtype) || in.dtype != out.dtype || in.shape.empty()) return std::nullopt;
+  if (in.shape.back() > kMaxRow) return std::nullopt;
+  const Attrs& attrs = p.normalized_attrs();
+  const auto is_last = [&](int64_t dim) { return dim == -1 || dim == in.ndim() - 1; };
+  if (p.name() == "Softmax" || p.name() == "LogSoftmax") {
+    return is_last(attrs.get<int64_t>("dim")) ? std::optional<std::string>(p.name())
+                                              : std::nullopt;
+  }
+  if (p.name() != "ReduceSum" && p.name() != "ReduceMean") return std::nullopt;
+  const std::vector<int64_t> dims = attrs.get<std::vector<int64_t>>("dims");
+  if (dims.size() != 1 || !is_last(dims[0])) return std::nullopt;
+  if (p.name() == "ReduceSum" && !attrs.is_none("dtype") && attrs.get<DType>("dtype") != out.dtype) {
+    return std::nullopt;
+  }
+  return std::string(p.name() == "ReduceSum" ? "Sum" : "Mean") +
+         (attrs.get<bool>("keepdim") ? "Keepdim" : "");
 }
 
 class ElementwiseFusion final : public Pass {
@@ -99,8 +114,10 @@ class ElementwiseFusion final : public Pass {
     if (root_op == nullptr) return false;
     const TensorMeta& out = root_op->abstract().tensor();
     if (!float_dtype(out.dtype)) return false;
-    const std::optional<std::string> epilogue = softmax_instruction(root_node);
+    const std::optional<std::string> epilogue = row_epilogue(root_node);
     if (!epilogue && !elementwise_instruction(root_node, out.dtype)) return false;
+    // The shape every member computes: the root's, or its input's under a row epilogue.
+    const Shape& shape = epilogue ? root_op->input(0)->abstract().shape() : out.shape;
 
     std::unordered_map<const Node*, std::string> members;  // node -> its instruction
     members.emplace(root_node.get(), epilogue ? *epilogue
@@ -118,7 +135,7 @@ class ElementwiseFusion final : public Pass {
       const size_t at = candidates.top();
       candidates.pop();
       const NodePtr& n = order[at];
-      if (n->abstract().is_tensor() && n->abstract().shape() != out.shape) continue;
+      if (n->abstract().is_tensor() && n->abstract().shape() != shape) continue;
       const std::optional<std::string> instruction = elementwise_instruction(n, out.dtype);
       if (!instruction) continue;
       const bool users_inside = std::all_of(n->users().begin(), n->users().end(), [&](const Use& u) {
@@ -158,7 +175,7 @@ class ElementwiseFusion final : public Pass {
     if (inputs.size() > kMaxInputs) return false;
     std::vector<Shape> shapes;
     for (const NodePtr& in : inputs) shapes.push_back(in->abstract().shape());
-    if (!fused::plan_layout(out.shape, shapes)) return false;
+    if (!fused::plan_layout(shape, shapes)) return false;
 
     const CNodePtr replacement = graph->add_cnode(
         std::make_shared<Primitive>(fused::kOpName,
