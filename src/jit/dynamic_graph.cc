@@ -72,6 +72,7 @@ struct DynamicGraph::Template {
   };
   std::vector<NodeInfo> nodes;  // the first trace in topological order
   std::unordered_map<const Node*, size_t> position;
+  int64_t second_batch = -1;    // the batch size of the second trace, once learned
 };
 
 DynamicGraph::DynamicGraph(FuncGraphPtr first, int64_t batch, std::vector<bool> batched,
@@ -129,6 +130,7 @@ std::shared_ptr<const DynamicGraph::Template> DynamicGraph::template_snapshot() 
 void DynamicGraph::learn(const FuncGraph& second, int64_t batch) {
   KILN_ASSERT(batch != first_batch_) << "learning from two traces at batch size " << batch;
   auto learned = std::make_shared<Template>(*base_);
+  learned->second_batch = batch;
   const int64_t db = batch - first_batch_;
   const auto fail = [&](const Node& node) {
     return "jit (dynamic=True): graph \"" + first_->name() +
@@ -175,8 +177,10 @@ void DynamicGraph::learn(const FuncGraph& second, int64_t batch) {
     } else if (n1.is_value()) {
       if (!same_value(static_cast<const ValueNode&>(n1).value(),
                       static_cast<const ValueNode&>(n2).value())) {
-        KILN_FAIL(kValue) << fail(n1) << "is a constant that differs between them ("
-                          << n2.abstract().str() << " at the second)" << kAdvice;
+        KILN_FAIL(kValue) << fail(n1)
+                          << "is a constant whose value differs at the second (a number "
+                             "computed from the batch size?)"
+                          << kAdvice;
       }
     } else {
       const auto& c1 = static_cast<const CNode&>(n1);
@@ -315,15 +319,15 @@ FuncGraphPtr DynamicGraph::instantiate(int64_t batch) const {
     }
     const auto not_following = [&]() {
       return "jit (dynamic=True): graph \"" + first_->name() + "\" instantiated at batch size " +
-             std::to_string(batch) + " (traced at " + std::to_string(first_batch_) +
-             " and another) fails at " + n.debug_string() + ": ";
+             std::to_string(batch) + " (traced at " + std::to_string(first_batch_) + " and " +
+             std::to_string(t.second_batch) + ") fails at " + n.debug_string() + ": ";
     };
     CNodePtr node;
     try {
       node = g->add_cnode(std::make_shared<Primitive>(c.primitive()->name(), std::move(attrs)),
                           inputs);
     } catch (const Error& e) {
-      KILN_FAIL(kValue) << not_following() << e.what()
+      KILN_FAIL(kValue) << not_following() << e.message()
                         << "; its attributes are not linear in the batch size. Use "
                                "dynamic=False for this function";
     }
