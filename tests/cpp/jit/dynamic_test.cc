@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <random>
+#include <thread>
 
 #include "jit/jit_testing.h"
 #include "kiln/functional.h"
@@ -122,6 +123,33 @@ TEST(DynamicJitKey, ABatchOfOneAndAnEmptyBatchWork) {
   }
   EXPECT_EQ(calls.load(), 2);
   EXPECT_EQ(f.cache_info().hits, 2u);
+}
+
+TEST(DynamicJitKey, ThreadsCallingAtManyBatchSizesGetTheirResults) {
+  JitFunction f = jit(
+      [](const std::vector<Tensor>& in) {
+        const int64_t b = in[0].shape()[0];
+        return std::vector<Tensor>{reshape(reshape(in[0], {b * 3}) * 2.0, {b, 3})};
+      },
+      options_for("kiln_cpu", true));
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<uint32_t>(t));
+      for (int64_t b = 1; b <= 6; ++b) {
+        const Tensor x = random_input(rng, {(b + t) % 6 + 1, 3});
+        const Tensor got = f({x})[0];
+        const Tensor want = x * 2.0;
+        const float* g = got.data<float>();
+        const float* w = want.data<float>();
+        for (int64_t i = 0; i < x.numel(); ++i) failures += g[i] != w[i];
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(f.cache_info().size, 6u);
 }
 
 TEST(DynamicJitErrors, AConstantComputedFromTheBatchSizeNamesItsNode) {
