@@ -13,7 +13,8 @@
 //   out = f({x2, y2});                                  // same dtypes and shapes: runs the build
 //   std::string ir = f.graph({x, y});                   // the traced graph as IR text
 //
-// Tracing runs the function once per new input signature, on *tracers*: tensors with a dtype and
+// Tracing runs the function once per new input signature (with JitOptions::dynamic, at most twice
+// for all the batch sizes of one signature), on *tracers*: tensors with a dtype and
 // a shape but no data. Every op it calls (kiln::sin, an operator, a custom op registered with
 // m.def_op) becomes a node of a kiln::FuncGraph instead of running. Reading a tracer's data
 // (data<T>(), or item()/numpy()/float() in Python) throws kiln::Error (kType): values exist only
