@@ -191,6 +191,21 @@ TEST(DynamicJitErrors, AnAttributeThatIsNotLinearFailsWhereItStopsFitting) {
   expect_error([&] { f({random_input(rng, {3, 2})}); }, ErrorKind::kValue, "Reshape");
 }
 
+TEST(DynamicJitErrors, AShapeThatStopsFollowingTheBatchSizeNamesItsNode) {
+  std::mt19937 rng(17);
+  // squeeze() of every size-1 dimension: [B, 3] at 8 and 4, but [3] at batch size 1.
+  JitFunction f = jit(
+      [](const std::vector<Tensor>& in) { return std::vector<Tensor>{squeeze(in[0])}; },
+      options_for("kiln_cpu", true), "squeezed");
+  for (int64_t b : {8, 4, 2}) {
+    const Tensor x = random_input(rng, {b, 3, 1});
+    expect_same_values(f({x})[0], reshape(x, {b, 3}));
+  }
+  expect_error([&] { f({random_input(rng, {1, 3, 1})}); }, ErrorKind::kValue,
+               "graph \"squeezed\" instantiated at batch size 1 (traced at 8 and 4) fails at %1 = "
+               "Squeeze(%0): it is float32[3], not linear in the batch size (float32[8, 3]");
+}
+
 TEST(DynamicJitErrors, AnAttributeWithAFractionalSlopeNamesItsNode) {
   std::mt19937 rng(13);
   // Reshape to [B / 2, 2 * D]: 4 at batch size 8, 2 at batch size 4: half an element per batch.
