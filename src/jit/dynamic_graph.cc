@@ -65,13 +65,12 @@ std::vector<const TensorMeta*> tensors_of(const Abstract& a) {
 
 struct DynamicGraph::Template {
   struct NodeInfo {
-    NodePtr node;                           // in the first trace
-    std::vector<size_t> inputs;             // positions of its inputs in `nodes`
-    std::vector<AttrMap> attrs;             // integers that follow the batch size
+    NodePtr node;                                  // in the first trace
+    std::vector<size_t> inputs;                    // positions of its inputs in `nodes`
+    std::vector<AttrMap> attrs;                    // integers that follow the batch size
     std::vector<std::vector<int64_t>> dim_slopes;  // per tensor of its abstract, per dimension
   };
   std::vector<NodeInfo> nodes;  // the first trace in topological order
-  std::unordered_map<const Node*, size_t> position;
   int64_t second_batch = -1;    // the batch size of the second trace, once learned
 };
 
@@ -87,13 +86,14 @@ DynamicGraph::DynamicGraph(FuncGraphPtr first, int64_t batch, std::vector<bool> 
   auto base = std::make_shared<Template>();
   const std::vector<NodePtr> order = first_->topological_order();
   base->nodes.reserve(order.size());
-  for (size_t i = 0; i < order.size(); ++i) base->position.emplace(order[i].get(), i);
+  std::unordered_map<const Node*, size_t> position;
+  for (size_t i = 0; i < order.size(); ++i) position.emplace(order[i].get(), i);
   for (const NodePtr& n : order) {
     Template::NodeInfo info;
     info.node = n;
     if (n->is_cnode()) {
       for (const NodePtr& in : static_cast<const CNode&>(*n).inputs()) {
-        info.inputs.push_back(base->position.at(in.get()));
+        info.inputs.push_back(position.at(in.get()));
       }
     }
     for (const TensorMeta* m : tensors_of(n->abstract())) {
