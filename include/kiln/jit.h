@@ -13,7 +13,8 @@
 //   out = f({x2, y2});                                  // same dtypes and shapes: runs the build
 //   std::string ir = f.graph({x, y});                   // the traced graph as IR text
 //
-// Tracing runs the function once per new input signature, on *tracers*: tensors with a dtype and
+// Tracing runs the function once per new input signature (with JitOptions::dynamic, at most twice
+// for all the batch sizes of one signature), on *tracers*: tensors with a dtype and
 // a shape but no data. Every op it calls (kiln::sin, an operator, a custom op registered with
 // m.def_op) becomes a node of a kiln::FuncGraph instead of running. Reading a tracer's data
 // (data<T>(), or item()/numpy()/float() in Python) throws kiln::Error (kType): values exist only
@@ -61,7 +62,7 @@
 namespace kiln {
 
 namespace jit_detail {
-struct CacheEntry;
+class CompiledGraph;
 }  // namespace jit_detail
 
 /// How a function is compiled: what @kiln.jit takes in Python.
@@ -73,7 +74,18 @@ struct JitOptions {
   std::string jit_level = "O1";
   /// "trace", the only mode.
   std::string capture_mode = "trace";
-  /// Shape-generic graphs: not supported (kNotImplemented); each new shape is traced again.
+  /// Graphs generic in the batch size. false: each new input shape is traced and built. true:
+  /// the leading dimension of the first tensor input that has a dimension is the batch size B,
+  /// and every tensor input whose leading dimension is B is batched (the others keep their
+  /// shapes in the cache key); calls that differ only in B share one cache entry. The function
+  /// is traced at the first two batch sizes only, and the two graphs compared: they must differ
+  /// only in integer attributes and dimensions that are linear in B (a Reshape to [B * 128, 256]
+  /// is). Every later batch size is made from that template without calling the function, then
+  /// optimized and built for that B (for kiln_cpu, Build is kernel selection and a memory plan),
+  /// so each batch size is still a build and a miss in cache_info(). A graph that depends on B
+  /// otherwise (a constant or a Python number computed from B, a shape from data, B * B) fails
+  /// with kValue naming the node, at the second batch size or when a later one does not fit;
+  /// use dynamic = false for such a function.
   bool dynamic = false;
   /// Kiln always captures the whole function or fails (no graph breaks), so true and false
   /// behave alike.
@@ -87,7 +99,7 @@ struct JitOptions {
   std::map<std::string, std::string> options;
 };
 
-/// Checks `options` (capture_mode, jit_level, dynamic); throws kValue or kNotImplemented.
+/// Checks `options` (backend, capture_mode, jit_level); throws kValue.
 KILN_API void validate(const JitOptions& options);
 
 /// A function from tensors to tensors, as the jit traces it.
@@ -133,7 +145,7 @@ class KILN_API JitFunction {
 
  private:
   struct State;
-  std::shared_ptr<const jit_detail::CacheEntry> entry_for(const std::vector<Tensor>& inputs) const;
+  std::shared_ptr<jit_detail::CompiledGraph> graph_for(const std::vector<Tensor>& inputs) const;
   std::shared_ptr<State> state_;
 };
 

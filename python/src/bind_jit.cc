@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "jit/dynamic_graph.h"
 #include "jit/graph_cache.h"
 #include "jit/trace.h"
 #include "kiln/jit.h"
@@ -23,8 +24,6 @@
 namespace kiln::py {
 namespace nb = nanobind;
 using namespace nb::literals;
-using jit_detail::CacheEntry;
-using jit_detail::CompiledGraph;
 using jit_detail::SignatureKey;
 using jit_detail::Trace;
 
@@ -91,6 +90,23 @@ OutputTree output_tree(nb::handle result, std::vector<Tensor>& outputs) {
   return tree;
 }
 
+// Equal kinds, output indices and constants (by ==, or identity where == fails).
+bool same_tree(const OutputTree& a, const OutputTree& b) {
+  if (a.kind != b.kind || a.index != b.index || a.children.size() != b.children.size()) {
+    return false;
+  }
+  if (a.object.is_valid() != b.object.is_valid()) return false;
+  if (a.object.is_valid()) {
+    const int equal = PyObject_RichCompareBool(a.object.ptr(), b.object.ptr(), Py_EQ);
+    if (equal < 0) PyErr_Clear();
+    if (equal != 1) return false;
+  }
+  for (size_t i = 0; i < a.children.size(); ++i) {
+    if (!same_tree(a.children[i], b.children[i])) return false;
+  }
+  return true;
+}
+
 nb::object rebuild(const OutputTree& tree, std::vector<Tensor>& outputs) {
   switch (tree.kind) {
     case OutputTree::Kind::kTensor: return nb::cast(std::move(outputs[tree.index]));
@@ -127,14 +143,11 @@ class JitFunctionObject {
     if (Trace::active()) {  // part of the enclosing trace
       return nb::steal(PyObject_Call(fn_.ptr(), args.ptr(), kwargs.ptr()));
     }
-    SignatureKey key;
     std::vector<Tensor> inputs;
-    add_arguments(args, kwargs, key, inputs);
-    std::shared_ptr<const CacheEntry> entry = cache_.find(key);
-    if (entry == nullptr) entry = compile(args, kwargs, key);
+    const jit_detail::Lookup found = lookup(args, kwargs, inputs);
     std::vector<Tensor> outputs;
-    entry->graph->run(inputs, &outputs);
-    return rebuild(*static_cast<const OutputTree*>(entry->front_end.get()), outputs);
+    found.graph->run(inputs, &outputs);
+    return rebuild(*static_cast<const OutputTree*>(found.entry->front_end.get()), outputs);
   }
 
   std::string graph(nb::args args, nb::kwargs kwargs) {
@@ -152,12 +165,8 @@ class JitFunctionObject {
 
   // The memory plan of the graph built for these arguments (building it on a miss), as a dict.
   nb::dict memory_plan(nb::args args, nb::kwargs kwargs) {
-    SignatureKey key;
     std::vector<Tensor> inputs;
-    add_arguments(args, kwargs, key, inputs);
-    std::shared_ptr<const CacheEntry> entry = cache_.find(key);
-    if (entry == nullptr) entry = compile(args, kwargs, key);
-    const BackendMemoryPlan plan = entry->graph->memory_plan();
+    const BackendMemoryPlan plan = lookup(args, kwargs, inputs).graph->memory_plan();
     nb::dict d;
     d["peak_bytes"] = plan.peak_bytes;
     d["arena_bytes"] = plan.arena_bytes;
@@ -197,10 +206,30 @@ class JitFunctionObject {
   }
 
  private:
-  void add_arguments(const nb::args& args, const nb::kwargs& kwargs, SignatureKey& key,
-                     std::vector<Tensor>& inputs) {
+  // The built graph for these arguments (traced and built first on a miss); fills `inputs`.
+  jit_detail::Lookup lookup(const nb::args& args, const nb::kwargs& kwargs,
+                            std::vector<Tensor>& inputs) {
+    SignatureKey key;
+    if (options_.dynamic) key.set_dynamic();
     add(args, key, inputs);
     if (kwargs.size() != 0) add(kwargs, key, inputs);
+    jit_detail::Lookup found = jit_detail::lookup(
+        cache_, key, options_,
+        [&] {
+          std::vector<Tensor> outputs;
+          auto [graph, tree] = trace(args, kwargs, outputs);
+          return jit_detail::Traced{std::move(graph),
+                                    std::make_shared<OutputTree>(std::move(tree))};
+        },
+        [&](const void* first, const void* second) {
+          KILN_CHECK_VALUE(same_tree(*static_cast<const OutputTree*>(first),
+                                     *static_cast<const OutputTree*>(second)))
+              << "jit (dynamic=True): " << name_ << " returns a result of another structure, or "
+              << "other constants in it, at another batch size; its result may depend on the "
+              << "batch size only through its tensors. Use dynamic=False for this function";
+        });
+    if (found.built) last_report_ = found.graph->pass_report();
+    return found;
   }
 
   // One argument (depth first); the order of `inputs` is the order of the graph's parameters.
@@ -310,17 +339,6 @@ class JitFunctionObject {
     nb::object result = trace_call_(fn_, nb::tuple(traced_args), traced_kwargs);
     OutputTree tree = output_tree(result, outputs);
     return {trace.finish(outputs), std::move(tree)};
-  }
-
-  std::shared_ptr<const CacheEntry> compile(const nb::args& args, const nb::kwargs& kwargs,
-                                            const SignatureKey& key) {
-    std::vector<Tensor> outputs;
-    auto [graph, tree] = trace(args, kwargs, outputs);
-    CacheEntry entry;
-    entry.graph = CompiledGraph::compile(std::move(graph), options_);
-    last_report_ = entry.graph->pass_report();
-    entry.front_end = std::make_shared<OutputTree>(std::move(tree));
-    return cache_.insert(key, std::move(entry));
   }
 
   nb::object fn_;

@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "jit/dynamic_graph.h"
+
 namespace kiln::jit_detail {
 
 void SignatureKey::add_tensor(const Tensor& t) {
@@ -42,7 +44,23 @@ void SignatureKey::add_input(const Tensor& t) {
     return;
   }
   if (!is_constant_input(t)) {
-    add_tensor(t);
+    const TensorImpl* impl = t.ready();
+    if (!dynamic_) {
+      add_tensor(impl->dtype, impl->shape);
+      return;
+    }
+    const Shape& shape = impl->shape;
+    if (batch_ < 0 && !shape.empty()) batch_ = shape[0];
+    const bool batched = !shape.empty() && shape[0] == batch_;
+    batched_.push_back(batched);
+    if (!batched) {
+      add_tensor(impl->dtype, shape);
+      return;
+    }
+    words_.push_back(kBatchedTensor);
+    words_.push_back(static_cast<int64_t>(impl->dtype));
+    words_.push_back(static_cast<int64_t>(shape.size()));
+    for (size_t d = 1; d < shape.size(); ++d) words_.push_back(shape[d]);
     return;
   }
   switch (t.dtype()) {
@@ -64,7 +82,7 @@ size_t SignatureKey::hash() const {
   return static_cast<size_t>(h);
 }
 
-std::shared_ptr<const CacheEntry> GraphCache::find(const SignatureKey& key) {
+std::shared_ptr<const CacheEntry> GraphCache::find(const SignatureKey& key, bool count) {
   std::shared_ptr<const CacheEntry> entry;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -77,7 +95,7 @@ std::shared_ptr<const CacheEntry> GraphCache::find(const SignatureKey& key) {
     if (it != entries_.end() && it->second == entry) entries_.erase(it);
     entry.reset();
   }
-  (entry != nullptr ? hits_ : misses_).fetch_add(1, std::memory_order_relaxed);
+  if (count) this->count(entry != nullptr);
   return entry;
 }
 
@@ -96,7 +114,9 @@ JitCacheInfo GraphCache::info() const {
   info.hits = hits_.load(std::memory_order_relaxed);
   info.misses = misses_.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mutex_);
-  info.size = entries_.size();
+  for (const auto& [key, entry] : entries_) {
+    info.size += entry->dynamic != nullptr ? entry->dynamic->size() : 1;
+  }
   return info;
 }
 

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "jit/compiled_graph.h"
 #include "kiln/jit.h"
@@ -22,18 +23,43 @@ namespace kiln::jit_detail {
 /// A call's signature as a list of words: each argument adds a tag and what identifies it (a
 /// tensor its dtype and shape, a constant its value). Front ends may add words of their own
 /// (tags from kFrontEndTags on) for structure and other constants.
+///
+/// The key of a dynamic function's call (set_dynamic) leaves out the batch size: the leading
+/// dimension of the first tensor input with a dimension is the batch size B, and every tensor
+/// input whose leading dimension is B is *batched*, keyed by its dtype and the rest of its shape
+/// (tag kBatchedTensor), so calls that differ only in B share a key.
 class KILN_API SignatureKey {
  public:
-  enum Tag : int64_t { kTensor = 1, kNone, kBool, kInt, kFloat, kFrontEndTags = 16 };
+  enum Tag : int64_t {
+    kTensor = 1,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kBatchedTensor,
+    kFrontEndTags = 16
+  };
 
-  void clear() { words_.clear(); }
+  /// Keys a dynamic function's call from here on (see above); call it before adding inputs.
+  void set_dynamic() { dynamic_ = true; }
+  /// The batch size of a dynamic call; -1 when no tensor input has a dimension (or not dynamic).
+  int64_t batch() const { return batch_; }
+  /// For each tensor input added with add_input (the graph's parameters, in order), whether it
+  /// is batched; empty unless dynamic.
+  const std::vector<bool>& batched() const { return batched_; }
+
+  void clear() {
+    words_.clear();
+    batch_ = -1;
+    batched_.clear();
+  }
   void add(int64_t word) { words_.push_back(word); }
   void add_tensor(const Tensor& t);
   void add_tensor(DType dtype, const Shape& shape);
   /// kBool, kInt or kFloat and the value's bits (-0.0 and 0.0 differ; NaNs of one payload match).
   void add_scalar(const Scalar& value);
   /// A call's tensor argument: kNone for an undefined tensor, its value for a constant input
-  /// (is_constant_input), else its dtype and shape.
+  /// (is_constant_input), else its dtype and shape (for a batched input, without the batch size).
   void add_input(const Tensor& t);
   /// True for the tensor arguments the jit treats as constants, traced by value: undefined
   /// tensors and weak scalars (Python numbers, Tensor::scalar).
@@ -43,27 +69,39 @@ class KILN_API SignatureKey {
 
  private:
   SmallVector<int64_t, 16> words_;
+  bool dynamic_ = false;
+  int64_t batch_ = -1;
+  std::vector<bool> batched_;
 };
 
 struct SignatureKeyHash {
   size_t operator()(const SignatureKey& key) const { return key.hash(); }
 };
 
+class DynamicGraph;
+
 /// What the cache keeps per signature: the built graph, and what the front end needs to turn the
-/// graph's outputs into its result (the Python bindings keep the output structure there).
+/// graph's outputs into its result (the Python bindings keep the output structure there). For a
+/// dynamic function's batched signature, `graph` is the graph built for the first batch size and
+/// `dynamic` the graphs of the others (see dynamic_graph.h).
 struct CacheEntry {
   std::shared_ptr<CompiledGraph> graph;
   std::shared_ptr<void> front_end;
+  std::shared_ptr<DynamicGraph> dynamic;
 };
 
 /// Built graphs by signature, with hit and miss counters. Thread-safe.
 class KILN_API GraphCache {
  public:
   /// The entry for `key` (a hit), or null (a miss). An entry whose ops were unregistered or
-  /// replaced, or whose backend's passes changed, since it was built is dropped (a miss).
-  std::shared_ptr<const CacheEntry> find(const SignatureKey& key);
+  /// replaced, or whose backend's passes changed, since it was built is dropped (a miss). With
+  /// count false the call is not counted (the caller counts it with count()).
+  std::shared_ptr<const CacheEntry> find(const SignatureKey& key, bool count = true);
+  /// Counts a call as a hit (it ran a graph built before) or a miss (it built one).
+  void count(bool hit) { (hit ? hits_ : misses_).fetch_add(1, std::memory_order_relaxed); }
   /// Stores an entry (replacing one of the same key) and returns it.
   std::shared_ptr<const CacheEntry> insert(const SignatureKey& key, CacheEntry entry);
+  /// The counters; size counts every built graph, those of each batch size of a dynamic entry.
   JitCacheInfo info() const;
   void clear();
 

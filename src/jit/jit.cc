@@ -3,12 +3,12 @@
 
 #include <mutex>
 
+#include "jit/dynamic_graph.h"
 #include "jit/graph_cache.h"
 #include "jit/trace.h"
 
 namespace kiln {
 
-using jit_detail::CacheEntry;
 using jit_detail::CompiledGraph;
 using jit_detail::SignatureKey;
 using jit_detail::Trace;
@@ -21,9 +21,6 @@ void validate(const JitOptions& options) {
   KILN_CHECK_VALUE(options.jit_level == "O0" || options.jit_level == "O1" ||
                    options.jit_level == "O2")
       << "jit: jit_level must be \"O0\", \"O1\" or \"O2\", got \"" << options.jit_level << "\"";
-  KILN_CHECK_KIND(ErrorKind::kNotImplemented, !options.dynamic)
-      << "jit: dynamic=True (graphs generic in their input shapes) is not supported yet; with "
-         "dynamic=False each new input shape is traced and built once";
 }
 
 FuncGraphPtr trace(const TensorFn& fn, const std::vector<Tensor>& inputs, const std::string& name) {
@@ -66,37 +63,37 @@ JitFunction::JitFunction(TensorFn fn, JitOptions options, std::string name)
 }
 
 // The built graph for these inputs' signature, traced and built first on a miss.
-std::shared_ptr<const CacheEntry> JitFunction::entry_for(const std::vector<Tensor>& inputs) const {
+std::shared_ptr<CompiledGraph> JitFunction::graph_for(const std::vector<Tensor>& inputs) const {
   State& s = *state_;
   SignatureKey key;
+  if (s.options.dynamic) key.set_dynamic();
   for (const Tensor& t : inputs) key.add_input(t);
-  std::shared_ptr<const CacheEntry> entry = s.cache.find(key);
-  if (entry != nullptr) return entry;
-  CacheEntry made;
-  made.graph = CompiledGraph::compile(trace(s.fn, inputs, s.name), s.options);
-  {
+  const jit_detail::Lookup found = jit_detail::lookup(s.cache, key, s.options, [&] {
+    return jit_detail::Traced{trace(s.fn, inputs, s.name), nullptr};
+  });
+  if (found.built) {
     std::lock_guard<std::mutex> lock(s.report_mutex);
-    s.last_report = made.graph->pass_report();
+    s.last_report = found.graph->pass_report();
   }
-  return s.cache.insert(key, std::move(made));
+  return found.graph;
 }
 
 std::vector<Tensor> JitFunction::operator()(const std::vector<Tensor>& inputs) const {
   State& s = *state_;
   if (Trace::active()) return s.fn(inputs);  // part of the enclosing trace
-  const std::shared_ptr<const CacheEntry> entry = entry_for(inputs);
+  const std::shared_ptr<CompiledGraph> graph = graph_for(inputs);
   std::vector<Tensor> params;
   params.reserve(inputs.size());
   for (const Tensor& t : inputs) {
     if (!SignatureKey::is_constant_input(t)) params.push_back(t);
   }
   std::vector<Tensor> outputs;
-  entry->graph->run(params, &outputs);
+  graph->run(params, &outputs);
   return outputs;
 }
 
 BackendMemoryPlan JitFunction::memory_plan(const std::vector<Tensor>& inputs) const {
-  return entry_for(inputs)->graph->memory_plan();
+  return graph_for(inputs)->memory_plan();
 }
 
 std::string JitFunction::graph(const std::vector<Tensor>& inputs) const {

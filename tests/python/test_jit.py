@@ -398,8 +398,6 @@ def test_options_are_checked():
         kiln.jit(lambda x: x, capture_mode="ast")
     with raises(kiln.KilnValueError, match="jit_level"):
         kiln.jit(lambda x: x, jit_level="fast")
-    with raises(kiln.KilnNotImplementedError, match="dynamic=True"):
-        kiln.jit(lambda x: x, dynamic=True)
     with raises(TypeError, match="expected a callable"):
         kiln.jit(3)
     assert kiln.jit(lambda x: x + 1, fullgraph=True, some_option=3)(t([1.0])).tolist() == [2.0]

@@ -1,0 +1,403 @@
+// DynamicGraph and the jit's cache lookup (see dynamic_graph.h and Note [Dynamic batch size]).
+#include "jit/dynamic_graph.h"
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+#include <utility>
+
+namespace kiln::jit_detail {
+
+// Note [Dynamic batch size]
+// A dynamic function's signature leaves out the batch size B (SignatureKey::set_dynamic), so
+// calls at every B share one cache entry, whose DynamicGraph keeps a built graph per B. Tracing
+// gives a graph for one B only: shapes are concrete and ops keep shape-like integer attributes
+// (Reshape's shape, a slice's bounds). The first call traces at B1 and builds a copy of that
+// graph (the trace itself stays unoptimized: it is the template). The second call, at B2, traces
+// again and compares the two graphs node by node in topological order (creation order, so the
+// same program gives the same order): same kinds, ops, input positions, constants (by value) and
+// attributes, except integers (and elements of integer lists) that differ, each of which must be
+// linear in B with an integer slope: v(B) = v1 + k (B - B1), k = (v2 - v1) / (B2 - B1). The
+// dimensions of every node's abstract are checked the same way. From then on a batch size is
+// built by instantiating the template: parameters with B leading the batched ones, each CNode
+// added again with its attributes evaluated at B and its abstract inferred, which must match the
+// dimensions predicted (an attribute like B*B passes the two-point check but not this one,
+// except where it happens to agree). Constants are shared with the first trace (the same
+// tensors). Two traces cannot tell every dependence on B from a linear one: an integer attribute
+// that is linear at B1 and B2 and not elsewhere, without changing any shape, is not detected.
+// Only ops record attributes; Python numbers the function computes from B are constants, which
+// must be equal in both traces.
+
+namespace {
+
+// A value linear in the batch size: at(b) = first + slope * (b - first batch size).
+struct Affine {
+  int64_t first = 0;
+  int64_t slope = 0;
+};
+
+// One integer of a CNode's attributes that follows the batch size.
+struct AttrMap {
+  size_t item = 0;      // index in Attrs::items()
+  int64_t element = -1;  // element of an integer list; -1 for an integer attribute
+  Affine value;
+};
+
+bool same_value(const Tensor& a, const Tensor& b) {
+  if (a.defined() != b.defined()) return false;
+  if (!a.defined()) return true;
+  if (a.ready() == b.ready()) return true;
+  if (a.dtype() != b.dtype() || a.shape() != b.shape() || a.is_weak_scalar() != b.is_weak_scalar())
+    return false;
+  return std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
+}
+
+std::vector<const TensorMeta*> tensors_of(const Abstract& a) {
+  std::vector<const TensorMeta*> out;
+  if (a.is_tensor()) out.push_back(&a.tensor());
+  if (a.is_tuple()) {
+    for (const TensorMeta& m : a.elements()) out.push_back(&m);
+  }
+  return out;
+}
+
+}  // namespace
+
+struct DynamicGraph::Template {
+  struct NodeInfo {
+    NodePtr node;                                  // in the first trace
+    std::vector<size_t> inputs;                    // positions of its inputs in `nodes`
+    std::vector<AttrMap> attrs;                    // integers that follow the batch size
+    std::vector<std::vector<int64_t>> dim_slopes;  // per tensor of its abstract, per dimension
+  };
+  std::vector<NodeInfo> nodes;  // the first trace in topological order
+  int64_t second_batch = -1;    // the batch size of the second trace, once learned
+};
+
+DynamicGraph::DynamicGraph(FuncGraphPtr first, int64_t batch, std::vector<bool> batched,
+                           JitOptions options)
+    : first_(std::move(first)),
+      first_batch_(batch),
+      batched_(std::move(batched)),
+      options_(std::move(options)) {
+  KILN_ASSERT(batched_.size() == first_->parameters().size())
+      << "graph \"" << first_->name() << "\" has " << first_->parameters().size()
+      << " parameters, " << batched_.size() << " batched flags";
+  auto base = std::make_shared<Template>();
+  const std::vector<NodePtr> order = first_->topological_order();
+  base->nodes.reserve(order.size());
+  std::unordered_map<const Node*, size_t> position;
+  for (size_t i = 0; i < order.size(); ++i) position.emplace(order[i].get(), i);
+  for (const NodePtr& n : order) {
+    Template::NodeInfo info;
+    info.node = n;
+    if (n->is_cnode()) {
+      for (const NodePtr& in : static_cast<const CNode&>(*n).inputs()) {
+        info.inputs.push_back(position.at(in.get()));
+      }
+    }
+    for (const TensorMeta* m : tensors_of(n->abstract())) {
+      info.dim_slopes.emplace_back(m->shape.size(), 0);
+    }
+    base->nodes.push_back(std::move(info));
+  }
+  base_ = std::move(base);
+}
+
+DynamicGraph::~DynamicGraph() = default;
+
+std::shared_ptr<CompiledGraph> DynamicGraph::find(int64_t batch) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = built_.find(batch);
+  return it != built_.end() ? it->second : nullptr;
+}
+
+bool DynamicGraph::learned() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return learned_ != nullptr;
+}
+
+size_t DynamicGraph::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return built_.size();
+}
+
+std::shared_ptr<const DynamicGraph::Template> DynamicGraph::template_snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return learned_;
+}
+
+void DynamicGraph::learn(const FuncGraph& second, int64_t batch) {
+  KILN_ASSERT(batch != first_batch_) << "learning from two traces at batch size " << batch;
+  auto learned = std::make_shared<Template>(*base_);
+  learned->second_batch = batch;
+  const int64_t db = batch - first_batch_;
+  const auto fail = [&](const Node& node) {
+    return "jit (dynamic=True): graph \"" + first_->name() +
+           "\" does not follow the batch size (the leading dimension of its batched inputs): "
+           "traced at batch sizes " +
+           std::to_string(first_batch_) + " and " + std::to_string(batch) + ", " +
+           node.debug_string() + " ";
+  };
+  constexpr const char* kAdvice =
+      "; dynamic=True needs a graph whose only dependence on the batch size is integer "
+      "attributes and dimensions linear in it (no data-dependent shapes, no constants computed "
+      "from it). Use dynamic=False (each batch size is traced and built) for this function";
+  // An integer at both batch sizes, as an Affine, or false when not linear with an integer slope.
+  const auto linear = [&](int64_t v1, int64_t v2, Affine* out) {
+    if ((v2 - v1) % db != 0) return false;
+    *out = Affine{v1, (v2 - v1) / db};
+    return true;
+  };
+
+  // Compared up to the shorter one's length: where a graph has more nodes, the first difference
+  // names a node.
+  const std::vector<NodePtr> order = second.topological_order();
+  std::unordered_map<const Node*, size_t> position;
+  for (size_t i = 0; i < order.size(); ++i) position.emplace(order[i].get(), i);
+  std::unordered_map<const Node*, size_t> parameter1, parameter2;
+  for (size_t i = 0; i < first_->parameters().size(); ++i) {
+    parameter1.emplace(first_->parameters()[i].get(), i);
+  }
+  for (size_t i = 0; i < second.parameters().size(); ++i) {
+    parameter2.emplace(second.parameters()[i].get(), i);
+  }
+
+  for (size_t i = 0; i < std::min(order.size(), learned->nodes.size()); ++i) {
+    Template::NodeInfo& info = learned->nodes[i];
+    const Node& n1 = *info.node;
+    const Node& n2 = *order[i];
+    if (n1.kind() != n2.kind()) {
+      KILN_FAIL(kValue) << fail(n1) << "is " << n2.debug_string() << " at the second" << kAdvice;
+    }
+    if (n1.is_parameter()) {
+      if (parameter1.at(&n1) != parameter2.at(&n2)) {
+        KILN_FAIL(kValue) << fail(n1) << "is another parameter at the second" << kAdvice;
+      }
+    } else if (n1.is_value()) {
+      if (!same_value(static_cast<const ValueNode&>(n1).value(),
+                      static_cast<const ValueNode&>(n2).value())) {
+        KILN_FAIL(kValue) << fail(n1)
+                          << "is a constant whose value differs at the second (a number "
+                             "computed from the batch size?)"
+                          << kAdvice;
+      }
+    } else {
+      const auto& c1 = static_cast<const CNode&>(n1);
+      const auto& c2 = static_cast<const CNode&>(n2);
+      if (c1.primitive()->name() != c2.primitive()->name()) {
+        KILN_FAIL(kValue) << fail(n1) << "is " << n2.debug_string() << " at the second" << kAdvice;
+      }
+      bool same_inputs = c1.num_inputs() == c2.num_inputs();
+      for (size_t k = 0; same_inputs && k < c1.num_inputs(); ++k) {
+        same_inputs = info.inputs[k] == position.at(c2.input(k).get());
+      }
+      if (!same_inputs) {
+        KILN_FAIL(kValue) << fail(n1) << "has other inputs at the second ("
+                          << n2.debug_string() << ")" << kAdvice;
+      }
+      const auto& items1 = c1.primitive()->attrs().items();
+      const auto& items2 = c2.primitive()->attrs().items();
+      if (items1.size() != items2.size()) {
+        KILN_FAIL(kValue) << fail(n1) << "has other attributes at the second" << kAdvice;
+      }
+      for (size_t a = 0; a < items1.size(); ++a) {
+        const auto& [name, v1] = items1[a];
+        const AttrValue& v2 = items2[a].second;
+        if (name != items2[a].first) {
+          KILN_FAIL(kValue) << fail(n1) << "has other attributes at the second" << kAdvice;
+        }
+        if (v1 == v2) continue;
+        const auto* i1 = std::get_if<int64_t>(&v1);
+        const auto* i2 = std::get_if<int64_t>(&v2);
+        const auto* l1 = std::get_if<std::vector<int64_t>>(&v1);
+        const auto* l2 = std::get_if<std::vector<int64_t>>(&v2);
+        const auto not_linear = [&]() {
+          return fail(n1) + "has attribute " + name + " = " + attr_str(v1) + " at the first and " +
+                 attr_str(v2) + " at the second, which is not linear in the batch size";
+        };
+        if (i1 != nullptr && i2 != nullptr) {
+          AttrMap map{a, -1, {}};
+          if (!linear(*i1, *i2, &map.value)) {
+            KILN_FAIL(kValue) << not_linear() << kAdvice;
+          }
+          info.attrs.push_back(map);
+        } else if (l1 != nullptr && l2 != nullptr && l1->size() == l2->size()) {
+          for (size_t e = 0; e < l1->size(); ++e) {
+            AttrMap map{a, static_cast<int64_t>(e), {}};
+            if ((*l1)[e] == (*l2)[e]) continue;
+            if (!linear((*l1)[e], (*l2)[e], &map.value)) {
+              KILN_FAIL(kValue) << not_linear() << " (element " << e << ")" << kAdvice;
+            }
+            info.attrs.push_back(map);
+          }
+        } else {
+          KILN_FAIL(kValue) << fail(n1) << "has attribute " << name << " = " << attr_str(v1)
+                            << " at the first and " << attr_str(v2) << " at the second" << kAdvice;
+        }
+      }
+    }
+    const std::vector<const TensorMeta*> t1 = tensors_of(n1.abstract());
+    const std::vector<const TensorMeta*> t2 = tensors_of(n2.abstract());
+    bool same_kind = n1.abstract().kind() == n2.abstract().kind() && t1.size() == t2.size();
+    for (size_t t = 0; same_kind && t < t1.size(); ++t) {
+      same_kind = t1[t]->dtype == t2[t]->dtype && t1[t]->weak == t2[t]->weak &&
+                  t1[t]->shape.size() == t2[t]->shape.size();
+    }
+    if (!same_kind) {
+      KILN_FAIL(kValue) << fail(n1) << "is " << n1.abstract().str() << " at the first and "
+                        << n2.abstract().str() << " at the second" << kAdvice;
+    }
+    for (size_t t = 0; t < t1.size(); ++t) {
+      for (size_t d = 0; d < t1[t]->shape.size(); ++d) {
+        Affine dim;
+        if (!linear(t1[t]->shape[d], t2[t]->shape[d], &dim)) {
+          KILN_FAIL(kValue) << fail(n1) << "is " << n1.abstract().str() << " at the first and "
+                            << n2.abstract().str()
+                            << " at the second: dimension " << d
+                            << " is not linear in the batch size" << kAdvice;
+        }
+        info.dim_slopes[t][d] = dim.slope;
+      }
+    }
+  }
+  KILN_CHECK_VALUE(order.size() == learned->nodes.size())
+      << "jit (dynamic=True): graph \"" << first_->name() << "\" has " << learned->nodes.size()
+      << " nodes at batch size " << first_batch_ << " and " << order.size() << " at " << batch
+      << kAdvice;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (learned_ == nullptr) learned_ = std::move(learned);
+}
+
+FuncGraphPtr DynamicGraph::instantiate(int64_t batch) const {
+  std::shared_ptr<const Template> learned = template_snapshot();
+  KILN_ASSERT(learned != nullptr || batch == first_batch_)
+      << "graph \"" << first_->name() << "\" cannot be instantiated at batch size " << batch
+      << " before a second trace";
+  const Template& t = learned != nullptr ? *learned : *base_;
+  const int64_t db = batch - first_batch_;
+  const auto at = [&](int64_t first, int64_t slope) { return first + slope * db; };
+
+  auto g = std::make_shared<FuncGraph>(first_->name());
+  std::unordered_map<const Node*, NodePtr> parameters;
+  for (size_t i = 0; i < first_->parameters().size(); ++i) {
+    const ParameterPtr& p = first_->parameters()[i];
+    Shape shape = p->abstract().shape();
+    if (batched_[i]) shape[0] = batch;
+    parameters.emplace(p.get(), g->add_parameter(p->abstract().dtype(), shape, p->name()));
+  }
+  std::vector<NodePtr> made(t.nodes.size());
+  std::vector<NodePtr> inputs;
+  for (size_t i = 0; i < t.nodes.size(); ++i) {
+    const Template::NodeInfo& info = t.nodes[i];
+    const Node& n = *info.node;
+    if (n.is_parameter()) {
+      made[i] = parameters.at(&n);
+      continue;
+    }
+    if (n.is_value()) {
+      made[i] = g->add_value(static_cast<const ValueNode&>(n).value());
+      continue;
+    }
+    const auto& c = static_cast<const CNode&>(n);
+    inputs.clear();
+    for (size_t k : info.inputs) inputs.push_back(made[k]);
+    if (c.primitive()->is_return()) {
+      g->set_outputs(inputs);
+      continue;
+    }
+    Attrs attrs = c.primitive()->attrs();
+    for (const AttrMap& map : info.attrs) {
+      const auto& [name, value] = attrs.items()[map.item];
+      if (map.element < 0) {
+        attrs.set(name, at(map.value.first, map.value.slope));
+      } else {
+        std::vector<int64_t> list = std::get<std::vector<int64_t>>(value);
+        list[static_cast<size_t>(map.element)] = at(map.value.first, map.value.slope);
+        attrs.set(name, std::move(list));
+      }
+    }
+    const auto not_following = [&]() {
+      return "jit (dynamic=True): graph \"" + first_->name() + "\" instantiated at batch size " +
+             std::to_string(batch) + " (traced at " + std::to_string(first_batch_) + " and " +
+             std::to_string(t.second_batch) + ") fails at " + n.debug_string() + ": ";
+    };
+    CNodePtr node;
+    try {
+      node = g->add_cnode(std::make_shared<Primitive>(c.primitive()->name(), std::move(attrs)),
+                          inputs);
+    } catch (const Error& e) {
+      KILN_FAIL(kValue) << not_following() << e.message()
+                        << "; its attributes are not linear in the batch size. Use "
+                               "dynamic=False for this function";
+    }
+    const std::vector<const TensorMeta*> expected = tensors_of(n.abstract());
+    const std::vector<const TensorMeta*> got = tensors_of(node->abstract());
+    bool follows = expected.size() == got.size();
+    for (size_t k = 0; follows && k < expected.size(); ++k) {
+      follows = expected[k]->shape.size() == got[k]->shape.size();
+      for (size_t d = 0; follows && d < expected[k]->shape.size(); ++d) {
+        follows = got[k]->shape[d] == at(expected[k]->shape[d], info.dim_slopes[k][d]);
+      }
+    }
+    if (!follows) {
+      KILN_FAIL(kValue) << not_following() << "it is " << node->abstract().str()
+                        << ", not linear in the batch size (" << n.abstract().str()
+                        << " at batch size " << first_batch_
+                        << "). Use dynamic=False for this function";
+    }
+    made[i] = std::move(node);
+  }
+  return g;
+}
+
+std::shared_ptr<CompiledGraph> DynamicGraph::build(int64_t batch) {
+  std::shared_ptr<CompiledGraph> graph = CompiledGraph::compile(instantiate(batch), options_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto [it, inserted] = built_.emplace(batch, graph);
+  return it->second;  // another thread's, when it built this batch size first
+}
+
+Lookup lookup(GraphCache& cache, const SignatureKey& key, const JitOptions& options,
+              const std::function<Traced()>& trace,
+              const std::function<void(const void*, const void*)>& check_front_end) {
+  const int64_t batch = key.batch();
+  const bool dynamic = batch >= 0;
+  Lookup found;
+  found.entry = cache.find(key, /*count=*/!dynamic);
+  if (found.entry == nullptr) {
+    if (dynamic) cache.count(false);
+    Traced traced = trace();
+    CacheEntry made;
+    if (dynamic) {
+      made.dynamic = std::make_shared<DynamicGraph>(std::move(traced.graph), batch, key.batched(),
+                                                    options);
+      made.graph = made.dynamic->build(batch);
+    } else {
+      made.graph = CompiledGraph::compile(std::move(traced.graph), options);
+    }
+    made.front_end = std::move(traced.front_end);
+    found.graph = made.graph;
+    found.built = true;
+    found.entry = cache.insert(key, std::move(made));
+    return found;
+  }
+  if (!dynamic) {
+    found.graph = found.entry->graph;
+    return found;
+  }
+  DynamicGraph& graphs = *found.entry->dynamic;
+  found.graph = graphs.find(batch);
+  cache.count(found.graph != nullptr);
+  if (found.graph != nullptr) return found;
+  if (!graphs.learned()) {
+    Traced second = trace();
+    if (check_front_end) check_front_end(found.entry->front_end.get(), second.front_end.get());
+    graphs.learn(*second.graph, batch);
+  }
+  found.graph = graphs.build(batch);
+  found.built = true;
+  return found;
+}
+
+}  // namespace kiln::jit_detail

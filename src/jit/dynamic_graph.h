@@ -1,0 +1,96 @@
+// DynamicGraph: what a dynamic function (JitOptions::dynamic) keeps for one batched signature — a
+// built graph per batch size, made from a template of the traced graph so that only the first two
+// batch sizes trace the function (private to libkiln, the Python bindings and the tests).
+//
+//   kiln::jit_detail::SignatureKey key;
+//   key.set_dynamic();
+//   for (const kiln::Tensor& t : inputs) key.add_input(t);
+//   kiln::jit_detail::Lookup found = kiln::jit_detail::lookup(cache, key, options, [&] {
+//     return kiln::jit_detail::Traced{kiln::trace(fn, inputs), nullptr};
+//   });
+//   found.graph->run(params, &outputs);
+//
+// See Note [Dynamic batch size] in dynamic_graph.cc.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "jit/compiled_graph.h"
+#include "jit/graph_cache.h"
+#include "kiln/ir.h"
+#include "kiln/jit.h"
+
+namespace kiln::jit_detail {
+
+/// What a front end's trace of one call gives: the graph, and the front end's own data (the
+/// Python bindings' output tree; may be null).
+struct Traced {
+  FuncGraphPtr graph;
+  std::shared_ptr<void> front_end;
+};
+
+class KILN_API DynamicGraph {
+ public:
+  /// `first`: the graph traced at batch size `batch`, unoptimized (kept as the template; not
+  /// changed); `batched`: per parameter of `first`, whether its leading dimension is the batch
+  /// size.
+  DynamicGraph(FuncGraphPtr first, int64_t batch, std::vector<bool> batched, JitOptions options);
+  DynamicGraph(const DynamicGraph&) = delete;
+  DynamicGraph& operator=(const DynamicGraph&) = delete;
+  ~DynamicGraph();
+
+  /// The graph built for `batch`, or null.
+  std::shared_ptr<CompiledGraph> find(int64_t batch) const;
+  /// True once learn() succeeded: every batch size can be built without tracing.
+  bool learned() const;
+  /// Compares the first trace with `second`, traced at another batch size, and keeps how each
+  /// integer attribute and dimension changes with the batch size. Throws kValue, naming the node
+  /// and what differs, when the graphs differ otherwise or a value is not linear in the batch
+  /// size with an integer slope. Keeps the first template learned when threads race.
+  void learn(const FuncGraph& second, int64_t batch);
+  /// A new graph for `batch`: the first trace with the batch size substituted. Before learn(),
+  /// only the first batch size. Throws kValue naming a node whose shape does not follow.
+  FuncGraphPtr instantiate(int64_t batch) const;
+  /// instantiate(batch) through the jit pipeline (CompiledGraph::compile), kept for find().
+  std::shared_ptr<CompiledGraph> build(int64_t batch);
+  /// The number of built graphs.
+  size_t size() const;
+
+ private:
+  struct Template;
+  std::shared_ptr<const Template> template_snapshot() const;
+
+  FuncGraphPtr first_;
+  int64_t first_batch_;
+  std::vector<bool> batched_;
+  JitOptions options_;
+  std::shared_ptr<const Template> base_;  // the first trace with no batch dependence learned
+  mutable std::mutex mutex_;
+  std::shared_ptr<const Template> learned_;
+  std::map<int64_t, std::shared_ptr<CompiledGraph>> built_;
+};
+
+/// A found or built graph for a call.
+struct Lookup {
+  std::shared_ptr<const CacheEntry> entry;  // its front_end is the first trace's
+  std::shared_ptr<CompiledGraph> graph;     // the graph to run
+  bool built = false;                       // this call built `graph`
+};
+
+/// The graph for a call whose signature is `key`: from `cache` (a hit), or built (a miss)
+/// from trace(), which traces the function on the call's inputs. A dynamic key (batch() >= 0)
+/// finds or makes its DynamicGraph: the first batch size traces and builds; the second traces
+/// again, calls check_front_end(first, second) on the two traces' front-end data (when given; it
+/// throws kValue when they differ) and learns the template; every later batch size is built from
+/// the template without tracing. Locks are never held while trace() runs.
+KILN_API Lookup lookup(
+    GraphCache& cache, const SignatureKey& key, const JitOptions& options,
+    const std::function<Traced()>& trace,
+    const std::function<void(const void* first, const void* second)>& check_front_end = {});
+
+}  // namespace kiln::jit_detail

@@ -1,0 +1,122 @@
+"""kiln.jit(dynamic=True): one cache entry for every batch size, the function run at most twice,
+results equal to NumPy on kiln_cpu and reference; inputs whose leading dimension is not the batch
+size stay static; a result or graph that depends on the batch size otherwise is a
+KilnValueError naming the node."""
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import mint
+from kiln.jit import CacheInfo
+
+from conftest import assert_close, raises
+
+SEQ, WIDTH = 5, 8
+
+
+def softmax(a):
+    e = np.exp(a - a.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def make_block(weight, bias, calls):
+    """x [B, S, D] through a reshape to [B * S, D] and back, a closed-over weight, a broadcast
+    [D] row, and softmax attention with a [S, S] mask (not batched)."""
+    w, b_row = kiln.tensor(weight), kiln.tensor(bias)
+
+    def block(x, mask):
+        calls.append(x.shape[0])
+        b = x.shape[0]
+        h = mint.reshape(mint.matmul(mint.reshape(x, [b * SEQ, WIDTH]), w) + b_row,
+                         [b, SEQ, WIDTH])
+        scores = mint.softmax(mint.matmul(h, mint.transpose(h, 1, 2)) + mask, -1)
+        return {"out": mint.matmul(scores, h), "rows": (mint.sum(h, [-1]), b > 0)}
+
+    return block
+
+
+def numpy_block(x, mask, weight, bias):
+    b = x.shape[0]
+    h = (x.reshape(b * SEQ, WIDTH) @ weight + bias).reshape(b, SEQ, WIDTH)
+    scores = softmax(h @ h.transpose(0, 2, 1) + mask)
+    return scores @ h, h.sum(-1)
+
+
+@pytest.mark.parametrize("backend", ["kiln_cpu", "reference"])
+def test_traced_at_two_batch_sizes_and_equal_to_numpy(backend):
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((WIDTH, WIDTH)).astype(np.float32)
+    bias = rng.standard_normal(WIDTH).astype(np.float32)
+    mask = rng.standard_normal((SEQ, SEQ)).astype(np.float32)
+    calls = []
+    f = kiln.jit(make_block(weight, bias, calls), backend=backend, dynamic=True)
+    for b in [8, 4, 1, 3, 8]:
+        x = rng.standard_normal((b, SEQ, WIDTH)).astype(np.float32)
+        got = f(kiln.tensor(x), kiln.tensor(mask))
+        out, rows = numpy_block(x, mask, weight, bias)
+        assert_close(got["out"], out)
+        assert_close(got["rows"][0], rows)
+        assert got["rows"][1] is True
+    assert calls == [8, 4]
+    assert f.cache_info() == CacheInfo(hits=1, misses=4, size=4)
+
+
+def test_an_input_whose_leading_dimension_is_not_the_batch_size_stays_static():
+    rng = np.random.default_rng(1)
+    calls = []
+
+    @kiln.jit(dynamic=True)
+    def f(x, m, scale=2.0):
+        calls.append((x.shape[0], m.shape[0]))
+        return mint.matmul(x, mint.transpose(m, 0, 1)) * scale
+
+    def check(b, rows):
+        x = rng.standard_normal((b, 4)).astype(np.float32)
+        m = rng.standard_normal((rows, 4)).astype(np.float32)
+        assert_close(f(kiln.tensor(x), kiln.tensor(m)), x @ m.T * 2.0)
+
+    for b in [2, 6, 4, 0, 1]:
+        check(b, 3)
+    assert calls == [(2, 3), (6, 3)]
+    check(2, 7)  # another number of rows: another signature
+    assert calls[-1] == (2, 7)
+    check(7, 7)  # rows equal to the batch size: m is batched too, another signature
+    assert len(calls) == 4
+
+
+def test_a_constant_computed_from_the_batch_size_is_refused():
+    @kiln.jit(dynamic=True)
+    def mean_by_hand(x):
+        return mint.sum(x, [0]) / x.shape[0]
+
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    assert_close(mean_by_hand(kiln.tensor(x)), x.mean(0))
+    with raises(kiln.KilnValueError, match=r"graph \"(.*)mean_by_hand\" does not follow the batch "
+                                           r"size(.|\n)*dynamic=False"):
+        mean_by_hand(kiln.tensor(x[:2]))
+    assert_close(kiln.jit(mean_by_hand.__wrapped__)(kiln.tensor(x[:2])), x[:2].mean(0))
+
+
+def test_a_result_that_depends_on_the_batch_size_is_refused():
+    @kiln.jit(dynamic=True)
+    def f(x):
+        return x * 2, x.shape[0]
+
+    assert f(kiln.tensor(np.ones((3, 2), np.float32)))[1] == 3
+    with raises(kiln.KilnValueError, match="returns a result of another structure"):
+        f(kiln.tensor(np.ones((5, 2), np.float32)))
+
+
+def test_an_attribute_that_is_not_linear_in_the_batch_size_names_the_node():
+    @kiln.jit(dynamic=True)
+    def squared(x):
+        b = x.shape[0]
+        return mint.reshape(mint.matmul(x, mint.transpose(x, 0, 1)), [b * b])
+
+    rng = np.random.default_rng(2)
+    for b in [8, 4]:
+        x = rng.standard_normal((b, 2)).astype(np.float32)
+        assert_close(squared(kiln.tensor(x)), (x @ x.T).reshape(-1))
+    with raises(kiln.KilnValueError, match=r"instantiated at batch size 3(.|\n)*Reshape"):
+        squared(kiln.tensor(np.ones((3, 2), np.float32)))
