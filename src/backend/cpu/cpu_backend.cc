@@ -69,6 +69,7 @@ class CpuBackend final : public BackendBase, public BackendMemoryPlanner {
         p.memory.arena_bytes > 0 ? Storage::allocate(p.memory.arena_bytes) : nullptr;
     std::vector<Tensor> args;
     std::vector<Tensor> results;
+    const int threads = get_num_threads();
     for (const Step& step : p.steps) {
       args.clear();
       for (uint32_t v : step.inputs) args.push_back(values[v]);
@@ -91,9 +92,9 @@ class CpuBackend final : public BackendBase, public BackendMemoryPlanner {
                               : nullptr;
         if (step.kind == StepKind::kFused) {
           fused::run(step.program, args, results[0]);
-        } else if (step.kind == StepKind::kPackedMatmul) {
+        } else if (step.kind == StepKind::kPackedMatmul && step.matmul->threads() == threads) {
           step.matmul->run(args[0], args.size() > 2 ? args[2] : Tensor(), results[0], workspace);
-        } else {
+        } else {  // (a packed product whose thread count changed since Build runs its kernel)
           KernelContext ctx{*step.op, args, results, step.attrs, workspace, step.workspace_bytes};
           (*step.kernel)(ctx);
         }

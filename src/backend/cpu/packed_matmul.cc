@@ -3,6 +3,7 @@
 
 #include <unordered_map>
 
+#include "kiln/parallel.h"
 #include "ops/onednn_util.h"
 
 namespace kiln::cpu {
@@ -15,6 +16,8 @@ std::shared_ptr<const PackedMatmul> PackedMatmul::make(int64_t rows, int64_t k, 
   using dt = dnnl::memory::data_type;
   auto mm = std::make_shared<PackedMatmul>();
   mm->has_bias_ = has_bias;
+  detail::apply_num_threads();  // oneDNN reads OpenMP's count when it makes the primitive
+  mm->threads_ = get_num_threads();
   mm->src_md_ = dnnl::memory::desc({rows, k}, dt::f32, tag::ab);
   mm->dst_md_ = dnnl::memory::desc({rows, n}, dt::f32, tag::ab);
   if (has_bias) mm->bias_md_ = dnnl::memory::desc({1, n}, dt::f32, tag::ab);

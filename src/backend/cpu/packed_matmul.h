@@ -32,6 +32,10 @@ class PackedMatmul {
 
   /// Bytes of scratchpad run() needs.
   size_t scratchpad_bytes() const { return scratchpad_md_.get_size(); }
+  /// The intra-op thread count the primitive was made for: oneDNN sizes a primitive's scratchpad
+  /// and splits its work for it, so run() is only for calls made with that count
+  /// (kiln::get_num_threads()); the caller runs the op's own kernel otherwise.
+  int threads() const { return threads_; }
   /// x: [..., k] float32 with rows rows (any layout; copied when not contiguous); bias: [n] or
   /// undefined (as made); out: contiguous with rows x n elements. Thread-safe.
   void run(const Tensor& x, const Tensor& bias, const Tensor& out, void* scratchpad) const;
@@ -41,6 +45,7 @@ class PackedMatmul {
   dnnl::memory::desc src_md_, weights_md_, bias_md_, dst_md_, scratchpad_md_;
   std::shared_ptr<Storage> packed_;  // the weight, reordered into weights_md_
   bool has_bias_ = false;
+  int threads_ = 0;
 };
 
 }  // namespace kiln::cpu

@@ -16,6 +16,7 @@
 #include "kiln/ir.h"
 #include "kiln/ir/text.h"
 #include "kiln/jit.h"
+#include "kiln/parallel.h"
 #include "kiln/runtime.h"
 #include "testing.h"
 
@@ -280,6 +281,36 @@ TEST(CpuBackend, OutputsThatAliasSurviveTheNextCall) {
     }
     EXPECT_EQ(got1[2].shape(), (Shape{50, 37}));
   }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A product by a constant weight is packed for the thread count of its Build; called with
+// another count it runs the op's own kernel (a oneDNN primitive's scratchpad and work split are
+// sized for its thread count), with the same results.
+TEST(CpuBackend, APackedProductBuiltForOneThreadCountRunsUnderAnother) {
+  std::mt19937 rng(5);
+  const Tensor x = random_input(rng, {64, 96});
+  const Tensor w = random_input(rng, {48, 96});
+  const Tensor b = random_input(rng, {48});
+  const TensorFn fn = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{relu(linear(in[0], w, b))};
+  };
+  const int threads = get_num_threads();
+  set_num_threads(1);
+  const JitFunction f = jit(fn, options("kiln_cpu"));
+  const Tensor built_single = f({x})[0];  // built and run with one thread
+  set_num_threads(2);
+  const Tensor run_double = f({x})[0];
+  set_num_threads(threads);
+  const Tensor want = jit(fn, options("reference"))({x})[0];
+  expect_close(built_single, want, 1e-5);
+  expect_close(run_double, want, 1e-5);
+  EXPECT_EQ(f.cache_info().misses, 1u);
 }
 
 }  // namespace
