@@ -22,12 +22,12 @@ namespace kiln::ir {
 // A million-node graph is a million shared_ptr'd nodes. Made with std::make_shared, each is a
 // malloc of ~300 bytes, and glibc's bookkeeping plus the page faults of touching fresh memory
 // 4 KiB at a time cost more than everything else in building the graph. So a FuncGraph hands
-// out node memory from its own arena: 2 MiB blocks (huge pages where the kernel allows), a bump
-// pointer, and per-size free lists that let later nodes reuse what erased nodes left. Nodes are
-// still ordinary shared_ptrs (std::allocate_shared with ArenaAllocator): each holds a reference
-// to the arena, so a node kept after its graph is gone keeps the arena's memory alive, and the
-// last node (or the graph) to go frees it. Under AddressSanitizer returned memory is poisoned,
-// so a use after free is still caught.
+// out node memory from its own arena: 2 MiB blocks (huge pages where the kernel allows, from the
+// second block on), a bump pointer, and per-size free lists that let later nodes reuse what
+// erased nodes left. Nodes are still ordinary shared_ptrs (std::allocate_shared with
+// ArenaAllocator): each holds a reference to the arena, so a node kept after its graph is gone
+// keeps the arena's memory alive, and the last node (or the graph) to go frees it. Under
+// AddressSanitizer returned memory is poisoned, so a use after free is still caught.
 
 NodeArena::~NodeArena() {
   for (void* b : blocks_) {
@@ -39,8 +39,8 @@ NodeArena::~NodeArena() {
 namespace {
 
 // A kBlock-aligned block straight from the kernel (malloc'ing 2 MiB would make glibc consolidate
-// its fast bins every time), with transparent huge pages requested.
-void* map_block() {
+// its fast bins every time), with transparent huge pages requested when `huge`.
+void* map_block(bool huge) {
   const size_t span = 2 * NodeArena::kBlock;
   void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) throw std::bad_alloc();
@@ -51,7 +51,7 @@ void* map_block() {
   if (start + span > tail) munmap(reinterpret_cast<void*>(tail), start + span - tail);
   void* block = reinterpret_cast<void*>(aligned);
   // Advisory only: where transparent huge pages are off this is a no-op.
-  madvise(block, NodeArena::kBlock, MADV_HUGEPAGE);
+  if (huge) madvise(block, NodeArena::kBlock, MADV_HUGEPAGE);
   return block;
 }
 
@@ -72,7 +72,10 @@ void* NodeArena::allocate(size_t bytes) {
   }
   const size_t rounded = cls * 16;
   if (static_cast<size_t>(end_ - next_) < rounded) {
-    void* block = map_block();
+    // A graph's first block takes small pages, touched as nodes fill it: most graphs (a jitted
+    // function, a part, a pattern) are small, and a huge page costs the kernel 2 MiB of zeroing,
+    // about 0.1 ms, at its first touch. Later blocks are for big graphs: huge pages.
+    void* block = map_block(/*huge=*/!blocks_.empty());
     KILN_ARENA_POISON(block, kBlock);
     blocks_.push_back(block);
     next_ = static_cast<char*>(block);
