@@ -23,6 +23,7 @@
 namespace kiln {
 namespace {
 
+using testing::expect_close;
 using testing::expect_error;
 using testing::random_input;
 
@@ -52,18 +53,6 @@ std::string attr_of(const std::string& graph_text, const std::string& op, const 
   return "";
 }
 
-// Within `rtol` of the reference relative to max(1, |want|).
-void expect_close(const Tensor& got, const Tensor& want, double rtol) {
-  ASSERT_EQ(got.dtype(), want.dtype());
-  ASSERT_EQ(got.shape(), want.shape());
-  const Tensor g = to(got, DType::kFloat64).contiguous();
-  const Tensor w = to(want, DType::kFloat64).contiguous();
-  for (int64_t i = 0; i < g.numel(); ++i) {
-    const double a = g.data<double>()[i], b = w.data<double>()[i];
-    if (a == b) continue;
-    ASSERT_NEAR(a, b, rtol * std::max(1.0, std::abs(b))) << "element " << i;
-  }
-}
 
 std::vector<Tensor> gelu_affine(const std::vector<Tensor>& in) { return {gelu(in[0] * 2.0 + 1.0)}; }
 
@@ -282,12 +271,6 @@ TEST(CpuBackend, OutputsThatAliasSurviveTheNextCall) {
     EXPECT_EQ(got1[2].shape(), (Shape{50, 37}));
   }
 }
-
-}  // namespace
-}  // namespace kiln
-
-namespace kiln {
-namespace {
 
 // A product by a constant weight is packed for the thread count of its Build; called with
 // another count it runs the op's own kernel (a oneDNN primitive's scratchpad and work split are

@@ -23,6 +23,7 @@ using fused::InputKind;
 using fused::parse_program;
 using fused::plan_layout;
 using fused::program_text;
+using testing::expect_close;
 using testing::expect_error;
 
 Attrs fused_attrs(const std::string& program, DType dtype) {
@@ -272,16 +273,6 @@ void expect_bitwise_equal(const Tensor& got, const Tensor& want) {
   }
 }
 
-void expect_close(const Tensor& got, const Tensor& want, double rtol) {
-  ASSERT_EQ(got.dtype(), want.dtype());
-  ASSERT_EQ(got.shape(), want.shape());
-  const Tensor g = to(got, DType::kFloat64).contiguous();
-  const Tensor w = to(want, DType::kFloat64).contiguous();
-  for (int64_t i = 0; i < g.numel(); ++i) {
-    const double a = g.data<double>()[i], b = w.data<double>()[i];
-    ASSERT_LE(std::fabs(a - b), rtol * std::max(1.0, std::fabs(b))) << "element " << i;
-  }
-}
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = {
