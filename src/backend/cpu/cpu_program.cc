@@ -33,10 +33,7 @@ class Compiler {
     for (const NodePtr& n : graph_.topological_order()) {
       if (n->is_parameter() || n == graph_.return_node()) continue;
       if (n->is_value()) {
-        const Tensor& value = static_cast<const ValueNode&>(*n).value();
-        const uint32_t v = new_value(TensorMeta::of(value), Home::kConstant);
-        p_->constants.emplace_back(v, value);
-        value_of_[n.get()] = v;
+        value_of_[n.get()] = add_constant(static_cast<const ValueNode&>(*n).value());
         continue;
       }
       add_step(static_cast<const CNode&>(*n));
@@ -49,9 +46,17 @@ class Compiler {
  private:
   uint32_t new_value(TensorMeta meta, Home home) {
     layout_.push_back(Tensor());  // contiguous; a view's is set by add_step
+    constant_.push_back(Tensor());
     p_->values.push_back(Value{std::move(meta), home, 0});
     root_.push_back(static_cast<uint32_t>(p_->values.size() - 1));
     return root_.back();
+  }
+
+  uint32_t add_constant(const Tensor& value) {
+    const uint32_t v = new_value(TensorMeta::of(value), Home::kConstant);
+    constant_[v] = value;
+    p_->constants.emplace_back(v, value);
+    return v;
   }
 
   // A tensor with `v`'s shape and strides over no memory of its own, for asking a view op at
@@ -152,25 +157,15 @@ class Compiler {
     if (fused && step.attrs.get<std::string>("activation") != "none") {
       activation = fused::unary_instruction(step.attrs.get<std::string>("activation"));
     }
-    for (const auto& [value, tensor] : p_->constants) {
-      if (value != w) continue;
-      step.matmul = PackedMatmul::make(rows, k, n, tensor, transposed, has_bias, activation);
-      step.kind = StepKind::kPackedMatmul;
-      return;
-    }
+    step.matmul = PackedMatmul::make(rows, k, n, constant_[w], transposed, has_bias, activation);
+    step.kind = StepKind::kPackedMatmul;
   }
 
   // Python numbers read by a fused step become constants of its dtype now, not at every run.
   void convert_scalars(Step& step, DType dtype) {
     for (uint32_t& v : step.inputs) {
       if (p_->values[v].home != Home::kConstant || !p_->values[v].meta.weak) continue;
-      for (const auto& [value, tensor] : p_->constants) {
-        if (value != v) continue;
-        const Tensor converted = elementwise::as_dtype(tensor, dtype);
-        v = new_value(TensorMeta::of(converted), Home::kConstant);
-        p_->constants.emplace_back(v, converted);
-        break;
-      }
+      v = add_constant(elementwise::as_dtype(constant_[v], dtype));
     }
   }
 
@@ -245,6 +240,7 @@ class Compiler {
   std::unordered_map<const Node*, uint32_t> value_of_;
   std::vector<uint32_t> root_;  // per value: the value whose memory it uses
   std::vector<Tensor> layout_;  // per view value: its strides (see layout_of)
+  std::vector<Tensor> constant_;  // per constant value: its tensor
   std::vector<Tensor> view_layouts_;  // the outputs of the last view_at_run
 };
 
