@@ -115,13 +115,14 @@ class ElementwiseFusion final : public Pass {
     const TensorMeta& out = root_op->abstract().tensor();
     if (!float_dtype(out.dtype)) return false;
     const std::optional<std::string> epilogue = row_epilogue(root_node);
-    if (!epilogue && !elementwise_instruction(root_node, out.dtype)) return false;
+    const std::optional<std::string> root_instruction =
+        epilogue ? epilogue : elementwise_instruction(root_node, out.dtype);
+    if (!root_instruction) return false;
     // The shape every member computes: the root's, or its input's under a row epilogue.
     const Shape& shape = epilogue ? root_op->input(0)->abstract().shape() : out.shape;
 
     std::unordered_map<const Node*, std::string> members;  // node -> its instruction
-    members.emplace(root_node.get(), epilogue ? *epilogue
-                                              : *elementwise_instruction(root_node, out.dtype));
+    members.emplace(root_node.get(), *root_instruction);
     std::priority_queue<size_t> candidates;  // positions, latest first
     std::unordered_set<size_t> queued;
     const auto queue_inputs = [&](const NodePtr& n) {
