@@ -149,6 +149,7 @@ enum OpTrait : uint32_t {
   kTraitRandom = 1u << 2,       // reads the global generator: never fold or CSE
   kTraitReduction = 1u << 3,
   kTraitSideEffect = 1u << 4,   // writes an input or the outside world: never remove
+  kTraitNotDifferentiable = 1u << 5,  // outputs carry no gradient (comparisons, argmax, random ints)
 };
 
 struct InputSpec {

@@ -7,6 +7,7 @@
 // without signed-overflow UB. max and min propagate NaN (as numpy.max) and refuse an empty
 // reduction.
 #include "kiln/functional/reduce.h"
+#include "kiln/functional/shape.h"
 
 #include <algorithm>
 #include <limits>
@@ -281,6 +282,19 @@ Tensor sum(const Tensor& x, const Dims& dims, bool keepdim, std::optional<DType>
   Attrs attrs{{"dims", dims}, {"keepdim", keepdim}};
   if (dtype) attrs.set("dtype", *dtype);
   return call_op(*op, {x}, attrs)[0];
+}
+
+Tensor sum_to(const Tensor& x, const Shape& shape) {
+  const Shape& from = x.shape();
+  if (from == shape) return x;
+  KILN_CHECK_SHAPE(broadcast_shapes(shape, from) == from)
+      << "sum_to: shape " << shape_str(shape) << " does not broadcast to " << shape_str(from);
+  const int64_t lead = static_cast<int64_t>(from.size() - shape.size());
+  Dims dims;
+  for (int64_t d = 0; d < static_cast<int64_t>(from.size()); ++d) {
+    if (d < lead || (shape[d - lead] == 1 && from[d] != 1)) dims.push_back(d);
+  }
+  return reshape(sum(x, dims, /*keepdim=*/true), shape);
 }
 
 Tensor prod(const Tensor& x, const Dims& dims, bool keepdim) {

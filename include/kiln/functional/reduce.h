@@ -20,6 +20,9 @@ using Dims = std::vector<int64_t>;
 
 KILN_API Tensor sum(const Tensor& x, const Dims& dims = {}, bool keepdim = false,
                     std::optional<DType> dtype = std::nullopt);
+/// `x` summed down to `shape`, which x's shape broadcasts from (x itself when equal): the gradient
+/// of a broadcast operand. Throws kShape when `shape` does not broadcast to x's shape.
+KILN_API Tensor sum_to(const Tensor& x, const Shape& shape);
 KILN_API Tensor mean(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
 KILN_API Tensor prod(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
 KILN_API Tensor amax(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
