@@ -54,7 +54,7 @@ inline void expect_grad_rule(const std::string& op_name, const std::vector<Tenso
   const std::vector<Tensor> ys = call_op(*op, xs, normalized);
   std::vector<Tensor> gys;
   for (const Tensor& y : ys) {
-    gys.push_back(is_floating(y.dtype()) ? randn(y.shape(), DType::kFloat64) : Tensor());
+    gys.push_back(is_floating_point(y.dtype()) ? randn(y.shape(), DType::kFloat64) : Tensor());
   }
   std::vector<Tensor> analytic = op->grad_fn()(xs, ys, normalized, gys);
   runtime::synchronize();
@@ -64,7 +64,7 @@ inline void expect_grad_rule(const std::string& op_name, const std::vector<Tenso
     const Tensor& x = xs[k];
     const bool skipped =
         std::find(skip_inputs.begin(), skip_inputs.end(), k) != skip_inputs.end();
-    if (!x.defined() || !is_floating(x.dtype()) || skipped) continue;
+    if (!x.defined() || !is_floating_point(x.dtype()) || skipped) continue;
     ASSERT_TRUE(analytic[k].defined()) << op_name << ": no gradient for input " << k;
     ASSERT_EQ(analytic[k].shape(), x.shape()) << op_name << ": gradient " << k << " shape";
     const Tensor a = to(analytic[k], DType::kFloat64).contiguous();
