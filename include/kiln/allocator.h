@@ -86,6 +86,13 @@ class KILN_API Storage {
   /// The sequence number of the last queued op known to use this memory (0 if none).
   uint64_t last_queued_use() const { return last_use_.load(std::memory_order_acquire); }
 
+  /// Counts the op calls made to write into this existing memory (in-place ops and out=, counted
+  /// when the call is made), so that code holding something derived from its values (kiln_cpu's
+  /// packed weights) can tell that it is stale. Writes through raw pointers (data_ptr(), a NumPy
+  /// view of the tensor) are not counted.
+  uint64_t write_version() const { return write_version_.load(std::memory_order_acquire); }
+  void note_write() { write_version_.fetch_add(1, std::memory_order_acq_rel); }
+
  private:
   void* data_;
   size_t nbytes_;
@@ -94,6 +101,7 @@ class KILN_API Storage {
   Device device_;
   std::atomic<bool> queued_{false};
   std::atomic<uint64_t> last_use_{0};
+  std::atomic<uint64_t> write_version_{0};
 };
 
 }  // namespace kiln

@@ -145,7 +145,10 @@ class KILN_API JitFunction {
 
  private:
   struct State;
-  std::shared_ptr<jit_detail::CompiledGraph> graph_for(const std::vector<Tensor>& inputs) const;
+  /// The built graph for these inputs (traced and built on a miss); `written`, when given, gets
+  /// the tensors from outside the function writes into (see jit_detail::write_back).
+  std::shared_ptr<jit_detail::CompiledGraph> graph_for(
+      const std::vector<Tensor>& inputs, std::vector<Tensor>* written = nullptr) const;
   std::shared_ptr<State> state_;
 };
 

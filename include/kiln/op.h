@@ -364,6 +364,15 @@ KILN_API std::vector<Tensor> run_op_sync(const OpDef& op, const std::vector<Tens
 KILN_API std::string op_call_str(const OpDef& op, const MetaList& inputs);
 
 namespace detail {
+/// Autograd's entry into eager dispatch, installed by the autograd layer (kiln/autograd.h):
+/// call_op hands it every call that has an input or out tensor autograd has seen
+/// (TensorImpl::autograd set); the hook dispatches the call itself and records it for backward.
+using AutogradCallHook = std::vector<Tensor> (*)(const OpDef& op,
+                                                 const std::vector<Tensor>& inputs,
+                                                 const Attrs& attrs,
+                                                 const std::vector<Tensor>& out);
+KILN_API void set_autograd_call_hook(AutogradCallHook hook);
+
 /// Runs before an op leaves the registry; the runtime installs a wait for the calls queued on it.
 KILN_API void set_op_removal_hook(void (*hook)(const OpDef& op));
 }  // namespace detail

@@ -57,6 +57,7 @@ KILN_API Shape flatten_shape(const Shape& shape, int64_t start_dim, int64_t end_
 KILN_API Shape broadcast_shapes(const Shape& a, const Shape& b);
 
 struct OpFailure;
+struct AutogradMeta;  // kiln/autograd.h
 
 /// The state behind a Tensor handle. Exposed for the runtime and backends; user code goes through
 /// Tensor.
@@ -76,6 +77,9 @@ struct KILN_API TensorImpl {
   // sequence number; kFailedMetadata when it failed first. Written with release by the stage
   // that fills the metadata, so an acquire load that sees 0 sees the metadata.
   std::atomic<uint64_t> pending{0};
+  // Gradient state (requires_grad, the op that made it, .grad) when autograd has seen this
+  // tensor; null for the vast majority of tensors. Owned by the autograd layer (kiln/autograd.h).
+  std::shared_ptr<AutogradMeta> autograd;
 
   TensorImpl() = default;
   TensorImpl(const TensorImpl&) = delete;

@@ -16,6 +16,11 @@ from . import _indexing  # noqa: F401  (installs Tensor.__getitem__ / __setitem_
 from . import mint  # noqa: F401
 from . import runtime  # noqa: F401
 from . import graph  # noqa: F401
+from . import autograd  # noqa: F401
+from . import testing  # noqa: F401
+from .autograd import (enable_grad, is_grad_enabled, no_grad, set_grad_enabled,  # noqa: F401
+                       value_and_grad)
+from .autograd import functional_grad as grad  # noqa: F401
 from .jit import jit  # noqa: F401  (kiln.jit is the decorator; its module is kiln/jit.py)
 from ._C import Tensor, dtype, from_numpy, promote_types, tensor  # noqa: F401
 from ._C.mint import from_dlpack, manual_seed  # noqa: F401

@@ -56,6 +56,7 @@ struct OutputTree {
   size_t index = 0;    // kTensor: which output
   nb::object object;   // kConstant: the value; kDict: the keys (a tuple); kNamedTuple: the type
   std::vector<OutputTree> children;
+  std::vector<Tensor> written;  // the root's: tensors the function writes into (Trace::written)
 };
 
 OutputTree output_tree(nb::handle result, std::vector<Tensor>& outputs) {
@@ -147,7 +148,9 @@ class JitFunctionObject {
     const jit_detail::Lookup found = lookup(args, kwargs, inputs);
     std::vector<Tensor> outputs;
     found.graph->run(inputs, &outputs);
-    return rebuild(*static_cast<const OutputTree*>(found.entry->front_end.get()), outputs);
+    const OutputTree& tree = *static_cast<const OutputTree*>(found.entry->front_end.get());
+    jit_detail::write_back(tree.written, outputs);
+    return rebuild(tree, outputs);
   }
 
   std::string graph(nb::args args, nb::kwargs kwargs) {
@@ -338,7 +341,9 @@ class JitFunctionObject {
     for (auto [k, v] : kwargs) traced_kwargs[k] = traced(v, trace, nb::str(k).c_str());
     nb::object result = trace_call_(fn_, nb::tuple(traced_args), traced_kwargs);
     OutputTree tree = output_tree(result, outputs);
-    return {trace.finish(outputs), std::move(tree)};
+    FuncGraphPtr graph = trace.finish(outputs);
+    tree.written = trace.written();
+    return {std::move(graph), std::move(tree)};
   }
 
   nb::object fn_;

@@ -7,6 +7,7 @@
 #include "bindings.h"
 #include "convert.h"
 #include "core/dtype_dispatch.h"
+#include "kiln/autograd.h"
 #include "kiln/functional/shape.h"
 
 namespace kiln::py {
@@ -162,7 +163,14 @@ void bind_mint_shape(nb::module_& mint) {
       },
       "x"_a, "indices"_a, "values"_a, "In place: x[i0, i1, ...] = values (broadcast).");
   mint.def(
-      "_copy_into", [](const Tensor& dst, const TensorArg& src) { copy_into(dst, src); }, "dst"_a,
+      "_copy_into",
+      [](const Tensor& dst, const TensorArg& src) {
+        KILN_CHECK_VALUE(!autograd::is_grad_enabled() || !autograd::requires_grad(dst))
+            << "assignment into a tensor that requires grad (x[i] = v on it or on its view); "
+            << "autograd cannot track that: build the new value with ops, or assign under no_grad";
+        copy_into(dst, src);
+      },
+      "dst"_a,
       "src"_a, "Copies src into dst, converting the dtype and broadcasting src.");
 }
 

@@ -7,6 +7,8 @@
 #include "bindings.h"
 #include "convert.h"
 #include "core/dtype_dispatch.h"
+#include "kiln/autograd.h"
+#include "kiln/functional/shape.h"
 #include "kiln/tensor.h"
 
 namespace kiln::py {
@@ -27,6 +29,13 @@ Shape shape_from_args(const nb::args& args) {
     return nb::cast<Shape>(args[0]);
   }
   return nb::cast<Shape>(args);
+}
+
+// `make_view(t)`, recorded for autograd when it tracks t (see autograd::differentiable_view).
+template <typename MakeView>
+Tensor tracked_view(const Tensor& t, MakeView&& make_view) {
+  if (!autograd::requires_grad(t)) return make_view(t);
+  return autograd::differentiable_view(t, make_view);
 }
 
 // A failed tensor, or a value traced by kiln.jit, raises why before any count of its elements
@@ -97,35 +106,69 @@ void bind_tensor(nb::module_& m) {
       .def("__int__", [](const Tensor& t) { return nb::int_(item(t)); })
       .def("numpy", &tensor_to_numpy,
            "A NumPy array sharing this tensor's memory (bfloat16 converts to a float32 copy).")
-      .def("view", [](const Tensor& t, nb::args shape) { return t.view(shape_from_args(shape)); })
-      .def("reshape",
-           [](const Tensor& t, nb::args shape) { return t.reshape(shape_from_args(shape)); })
-      .def("expand",
-           [](const Tensor& t, nb::args shape) { return t.expand(shape_from_args(shape)); })
-      .def("broadcast_to", [](const Tensor& t, const Shape& shape) { return t.broadcast_to(shape); },
-           "shape"_a)
-      .def("permute",
-           [](const Tensor& t, nb::args dims) { return t.permute(shape_from_args(dims)); })
-      .def("transpose", &Tensor::transpose, "dim0"_a, "dim1"_a)
+      // View methods: plain views, recorded as AsStrided calls when autograd tracks the tensor.
+      .def("view", [](const Tensor& t, nb::args shape) {
+             const Shape s = shape_from_args(shape);
+             return tracked_view(t, [&](const Tensor& b) { return b.view(s); });
+           })
+      .def("reshape", [](const Tensor& t, nb::args shape) {
+             const Shape s = shape_from_args(shape);
+             return autograd::requires_grad(t) ? kiln::reshape(t, s) : t.reshape(s);
+           })
+      .def("expand", [](const Tensor& t, nb::args shape) {
+             const Shape s = shape_from_args(shape);
+             return tracked_view(t, [&](const Tensor& b) { return b.expand(s); });
+           })
+      .def("broadcast_to", [](const Tensor& t, const Shape& shape) {
+             return tracked_view(t, [&](const Tensor& b) { return b.broadcast_to(shape); });
+           }, "shape"_a)
+      .def("permute", [](const Tensor& t, nb::args dims) {
+             const Shape d = shape_from_args(dims);
+             return tracked_view(t, [&](const Tensor& b) { return b.permute(std::vector<int64_t>(d.begin(), d.end())); });
+           })
+      .def("transpose", [](const Tensor& t, int64_t dim0, int64_t dim1) {
+             return tracked_view(t, [&](const Tensor& b) { return b.transpose(dim0, dim1); });
+           }, "dim0"_a, "dim1"_a)
       .def_prop_ro("T", [](const Tensor& t) {
              std::vector<int64_t> dims(static_cast<size_t>(t.ndim()));
              for (size_t i = 0; i < dims.size(); ++i) dims[i] = t.ndim() - 1 - static_cast<int64_t>(i);
-             return t.permute(dims);
+             return tracked_view(t, [&](const Tensor& b) { return b.permute(dims); });
            })
-      .def("slice", &Tensor::slice, "dim"_a, "start"_a, "end"_a, "step"_a = 1)
-      .def("narrow", &Tensor::narrow, "dim"_a, "start"_a, "length"_a)
-      .def("select", &Tensor::select, "dim"_a, "index"_a)
+      .def("slice", [](const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step) {
+             return tracked_view(t, [&](const Tensor& b) { return b.slice(dim, start, end, step); });
+           }, "dim"_a, "start"_a, "end"_a, "step"_a = 1)
+      .def("narrow", [](const Tensor& t, int64_t dim, int64_t start, int64_t length) {
+             return tracked_view(t, [&](const Tensor& b) { return b.narrow(dim, start, length); });
+           }, "dim"_a, "start"_a, "length"_a)
+      .def("select", [](const Tensor& t, int64_t dim, int64_t index) {
+             return tracked_view(t, [&](const Tensor& b) { return b.select(dim, index); });
+           }, "dim"_a, "index"_a)
       .def("squeeze", [](const Tensor& t, std::optional<int64_t> dim) {
-             return dim ? t.squeeze(*dim) : t.squeeze();
+             return tracked_view(t, [&](const Tensor& b) { return dim ? b.squeeze(*dim) : b.squeeze(); });
            }, "dim"_a = nb::none())
-      .def("unsqueeze", &Tensor::unsqueeze, "dim"_a)
-      .def("flatten", &Tensor::flatten, "start_dim"_a = 0, "end_dim"_a = -1)
-      .def("unfold", &Tensor::unfold, "dimension"_a, "size"_a, "step"_a)
+      .def("unsqueeze", [](const Tensor& t, int64_t dim) {
+             return tracked_view(t, [&](const Tensor& b) { return b.unsqueeze(dim); });
+           }, "dim"_a)
+      .def("flatten", [](const Tensor& t, int64_t start_dim, int64_t end_dim) {
+             return autograd::requires_grad(t) ? kiln::flatten(t, start_dim, end_dim)
+                                               : t.flatten(start_dim, end_dim);
+           }, "start_dim"_a = 0, "end_dim"_a = -1)
+      .def("unfold", [](const Tensor& t, int64_t dimension, int64_t size, int64_t step) {
+             return tracked_view(t, [&](const Tensor& b) { return b.unfold(dimension, size, step); });
+           }, "dimension"_a, "size"_a, "step"_a)
       .def("as_strided", &Tensor::as_strided, "size"_a, "stride"_a, "storage_offset"_a = 0)
-      .def("contiguous", &Tensor::contiguous)
-      .def("clone", &Tensor::clone)
+      .def("contiguous", [](const Tensor& t) {
+             return autograd::requires_grad(t) ? kiln::contiguous(t) : t.contiguous();
+           })
+      .def("clone", [](const Tensor& t) {
+             // A recorded copy (Cast to its own dtype) when autograd tracks t.
+             if (!autograd::requires_grad(t)) return t.clone();
+             static const OpDefPtr cast = OpRegistry::Instance().get("Cast");
+             return call_op(*cast, {t}, {{"dtype", t.dtype()}})[0];
+           })
       .def("is_same", &Tensor::is_same, "other"_a,
            "True when both objects are handles to the same tensor.");
+  bind_tensor_autograd(cls);
 
   m.def("tensor", [](nb::handle data, std::optional<DTypeArg> dtype) {
           const DType d = dtype ? dtype->get() : DType::kFloat32;

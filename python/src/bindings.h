@@ -5,6 +5,7 @@
 
 namespace kiln {
 struct PassReport;
+class Tensor;
 }  // namespace kiln
 
 namespace kiln::py {
@@ -14,6 +15,9 @@ void bind_extension(nanobind::module_& m);
 void bind_dtype(nanobind::module_& m);
 void bind_tensor(nanobind::module_& m);
 void bind_tensor_operators(nanobind::module_& m);
+/// Tensor's gradient state (requires_grad, grad, grad_fn, backward, ...), on the Tensor class.
+void bind_tensor_autograd(nanobind::class_<kiln::Tensor>& cls);
+void bind_autograd(nanobind::module_& m);
 void bind_ops_registry(nanobind::module_& m);
 void bind_runtime(nanobind::module_& m);
 void bind_jit(nanobind::module_& m);

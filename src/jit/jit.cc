@@ -23,7 +23,12 @@ void validate(const JitOptions& options) {
       << "jit: jit_level must be \"O0\", \"O1\" or \"O2\", got \"" << options.jit_level << "\"";
 }
 
-FuncGraphPtr trace(const TensorFn& fn, const std::vector<Tensor>& inputs, const std::string& name) {
+namespace {
+
+// The traced graph, with the tensors from outside it writes into (Trace::written) as its front
+// end's data.
+jit_detail::Traced trace_with_writes(const TensorFn& fn, const std::vector<Tensor>& inputs,
+                                     const std::string& name) {
   Trace trace(name);
   std::vector<Tensor> args;
   args.reserve(inputs.size());
@@ -34,7 +39,15 @@ FuncGraphPtr trace(const TensorFn& fn, const std::vector<Tensor>& inputs, const 
                        : trace.add_input(TensorMeta(t.dtype(), t.shape()),
                                          "input" + std::to_string(i)));
   }
-  return trace.finish(fn(args));
+  FuncGraphPtr graph = trace.finish(fn(args));
+  return jit_detail::Traced{std::move(graph),
+                            std::make_shared<std::vector<Tensor>>(trace.written())};
+}
+
+}  // namespace
+
+FuncGraphPtr trace(const TensorFn& fn, const std::vector<Tensor>& inputs, const std::string& name) {
+  return trace_with_writes(fn, inputs, name).graph;
 }
 
 bool is_tracing() { return Trace::active(); }
@@ -62,15 +75,17 @@ JitFunction::JitFunction(TensorFn fn, JitOptions options, std::string name)
   state_->name = std::move(name);
 }
 
-// The built graph for these inputs' signature, traced and built first on a miss.
-std::shared_ptr<CompiledGraph> JitFunction::graph_for(const std::vector<Tensor>& inputs) const {
+std::shared_ptr<CompiledGraph> JitFunction::graph_for(const std::vector<Tensor>& inputs,
+                                                      std::vector<Tensor>* written) const {
   State& s = *state_;
   SignatureKey key;
   if (s.options.dynamic) key.set_dynamic();
   for (const Tensor& t : inputs) key.add_input(t);
-  const jit_detail::Lookup found = jit_detail::lookup(s.cache, key, s.options, [&] {
-    return jit_detail::Traced{trace(s.fn, inputs, s.name), nullptr};
-  });
+  const jit_detail::Lookup found = jit_detail::lookup(
+      s.cache, key, s.options, [&] { return trace_with_writes(s.fn, inputs, s.name); });
+  if (written != nullptr) {
+    *written = *static_cast<const std::vector<Tensor>*>(found.entry->front_end.get());
+  }
   if (found.built) {
     std::lock_guard<std::mutex> lock(s.report_mutex);
     s.last_report = found.graph->pass_report();
@@ -81,7 +96,8 @@ std::shared_ptr<CompiledGraph> JitFunction::graph_for(const std::vector<Tensor>&
 std::vector<Tensor> JitFunction::operator()(const std::vector<Tensor>& inputs) const {
   State& s = *state_;
   if (Trace::active()) return s.fn(inputs);  // part of the enclosing trace
-  const std::shared_ptr<CompiledGraph> graph = graph_for(inputs);
+  std::vector<Tensor> written;
+  const std::shared_ptr<CompiledGraph> graph = graph_for(inputs, &written);
   std::vector<Tensor> params;
   params.reserve(inputs.size());
   for (const Tensor& t : inputs) {
@@ -89,6 +105,7 @@ std::vector<Tensor> JitFunction::operator()(const std::vector<Tensor>& inputs) c
   }
   std::vector<Tensor> outputs;
   graph->run(params, &outputs);
+  jit_detail::write_back(written, outputs);
   return outputs;
 }
 

@@ -1,6 +1,8 @@
 // Trace: the tracing dispatcher (see trace.h and Note [Tracing]).
 #include "jit/trace.h"
 
+#include "kiln/autograd.h"
+
 #include <algorithm>
 #include <numeric>
 
@@ -21,12 +23,31 @@ namespace kiln::jit_detail {
 // AsStrided of the value. Tensors from outside the trace (weights, captured arrays) become
 // constants (ValueNodes holding the same tensor, so the graph sees in-place updates of them),
 // Python numbers weak 0-d constants. In-place ops and `out=` move a tracer's storage on to the new
-// value, so later reads of the tracer and of its views see the update, as in eager mode; writing
-// into a graph input, a constant or part of a value is refused with a message that says what to
-// do instead. A custom op that runs an OpRunner brings a kernel object made per call, which
+// value, so later reads of the tracer and of its views see the update, as in eager mode. Writing
+// into a whole tensor from outside (a weight or an optimizer's state updated by a jitted training
+// step) makes its storage traced too, from then on holding the new value; finish() makes each
+// such tensor's final value an extra output, which the front end copies into the tensor after
+// every run (written()). So the graph stays a pure function and the update lands after the run,
+// as it would eagerly. Writing into a graph input, or into part of a value or of a tensor from
+// outside, is refused with a message that says what to do instead. A custom op that runs an OpRunner brings a kernel object made per call, which
 // cannot become a graph node: the error asks for an OpDef (m.def_op).
 
 const char* const kTracedValueHasNoData = "a value traced by kiln.jit has no data";
+
+void write_back(const std::vector<Tensor>& written, std::vector<Tensor>& outputs) {
+  if (written.empty()) return;
+  KILN_ASSERT(outputs.size() >= written.size())
+      << "the graph has " << outputs.size() << " outputs, fewer than its " << written.size()
+      << " written tensors";
+  static const OpDefPtr cast = OpRegistry::Instance().get("Cast");
+  const size_t first = outputs.size() - written.size();
+  // The update of a weight is no computation to differentiate (as an optimizer's step eagerly).
+  autograd::NoGradGuard no_grad;
+  for (size_t i = 0; i < written.size(); ++i) {
+    call_op(*cast, {outputs[first + i]}, {{"dtype", written[i].dtype()}}, {written[i]});
+  }
+  outputs.resize(first);
+}
 
 namespace {
 
@@ -113,6 +134,7 @@ FuncGraphPtr Trace::finish(const std::vector<Tensor>& outputs) {
         << "graph \"" << graph_->name() << "\": output " << i << " is an undefined tensor";
     nodes.push_back(node_of(outputs[i]));
   }
+  for (const Tensor& t : written_) nodes.push_back(traced_.at(t.impl()->storage.get()).node);
   graph_->set_outputs(nodes);
   stop();
   return graph_;
@@ -216,6 +238,23 @@ std::vector<Tensor> Trace::dispatch(const OpDef& op, const std::vector<Tensor>& 
   return results;
 }
 
+// A tensor from outside the trace that an op writes into: its storage is traced from now on,
+// holding its current value (a constant) until the write moves it on (see Note [Tracing]).
+std::unordered_map<const Storage*, Trace::Traced>::iterator Trace::adopt_written(
+    const OpDef& op, const Tensor& target) {
+  const TensorImpl* impl = target.ready();
+  KILN_CHECK_KIND(ErrorKind::kNotImplemented,
+                  !impl->weak && impl->storage != nullptr && impl->offset == 0 &&
+                      row_major(impl->shape, impl->strides) &&
+                      target.nbytes() == impl->storage->nbytes())
+      << op.name() << " writes into part of a tensor from outside the traced function (in place "
+      << "or with out=), which graph \"" << graph_->name() << "\" cannot do; write whole tensors, "
+      << "or return the new value instead";
+  const NodePtr current = node_of(target);
+  written_.push_back(target);
+  return traced_.emplace(impl->storage.get(), Traced{current, impl->storage, false}).first;
+}
+
 // An op writing into existing tensors (in place, or out=): the tensors' storages hold the new
 // values from now on (see Note [Tracing]).
 std::vector<Tensor> Trace::record_inplace(const OpDef& op, const CNodePtr& node,
@@ -228,10 +267,7 @@ std::vector<Tensor> Trace::record_inplace(const OpDef& op, const CNodePtr& node,
     const Tensor& target = out[i];
     const TensorImpl* impl = target.ready();
     auto traced = impl->storage != nullptr ? traced_.find(impl->storage.get()) : traced_.end();
-    KILN_CHECK_KIND(ErrorKind::kNotImplemented, traced != traced_.end())
-        << op.name() << " writes into a tensor from outside the traced function (in place or "
-        << "with out=), which graph \"" << graph_->name() << "\" cannot do; return the new value "
-        << "instead";
+    if (traced == traced_.end()) traced = adopt_written(op, target);
     Traced& value = traced->second;
     KILN_CHECK_KIND(ErrorKind::kNotImplemented, !value.is_input)
         << op.name() << " writes into " << value.node->debug_string() << ", an input of graph \""

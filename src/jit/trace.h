@@ -24,6 +24,11 @@ namespace kiln::jit_detail {
 /// front ends can recognise it and add where it happened.
 KILN_API extern const char* const kTracedValueHasNoData;
 
+/// After a run of a graph traced by a function that wrote into tensors from outside
+/// (Trace::written()): copies the extra outputs at the end of `outputs` into those tensors and
+/// removes them from `outputs`. The copies are eager ops, queued behind the run.
+KILN_API void write_back(const std::vector<Tensor>& written, std::vector<Tensor>& outputs);
+
 /// A tracing session: while alive it is the calling thread's dispatcher (set_thread_dispatcher),
 /// so every op the thread calls becomes a CNode and returns tracers. One per thread at a time.
 class KILN_API Trace final : public Dispatcher {
@@ -39,8 +44,13 @@ class KILN_API Trace final : public Dispatcher {
   /// A new graph parameter and the tracer that stands for it. `name` may be empty.
   Tensor add_input(const TensorMeta& meta, const std::string& name);
   /// Stops recording and returns the graph whose outputs are `outputs`: tracers, or tensors from
-  /// outside the trace (constants). Throws kType for an undefined output.
+  /// outside the trace (constants). Throws kType for an undefined output. When the function wrote
+  /// into tensors from outside (written()), their final values follow as extra outputs.
   FuncGraphPtr finish(const std::vector<Tensor>& outputs);
+  /// The tensors from outside the trace the function wrote into, in place (an optimizer's update
+  /// of a weight), in order of first write: after each run of the graph, output
+  /// `outputs.size() + i` must be copied into written()[i] (see Note [Tracing]).
+  const std::vector<Tensor>& written() const { return written_; }
 
   /// True while a Trace records this thread's op calls.
   static bool active();
@@ -71,6 +81,8 @@ class KILN_API Trace final : public Dispatcher {
   NodePtr constant_node(const Tensor& t);
   std::vector<Tensor> record_inplace(const OpDef& op, const CNodePtr& node,
                                      const std::vector<Tensor>& out);
+  std::unordered_map<const Storage*, Traced>::iterator adopt_written(const OpDef& op,
+                                                                     const Tensor& target);
   void stop();
 
   FuncGraphPtr graph_;
@@ -79,6 +91,7 @@ class KILN_API Trace final : public Dispatcher {
   std::shared_ptr<const OpFailure> no_data_;  // every tracer carries it: reads raise it
   std::unordered_map<const Storage*, Traced> traced_;
   std::unordered_map<const TensorImpl*, Memo> memo_;  // views and captured tensors
+  std::vector<Tensor> written_;  // tensors from outside written in place, in order
 };
 
 }  // namespace kiln::jit_detail

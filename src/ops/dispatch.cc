@@ -40,6 +40,14 @@ class SyncDispatcher final : public Dispatcher {
 SyncDispatcher g_sync_dispatcher;
 std::atomic<Dispatcher*> g_dispatcher{&g_sync_dispatcher};
 thread_local Dispatcher* t_dispatcher = nullptr;  // set_thread_dispatcher
+std::atomic<detail::AutogradCallHook> g_autograd_hook{nullptr};
+
+bool seen_by_autograd(const std::vector<Tensor>& tensors) {
+  for (const Tensor& t : tensors) {
+    if (t.defined() && t.impl()->autograd != nullptr) return true;
+  }
+  return false;
+}
 
 // Runs one step of `call`, adding the op call to any error it raises.
 template <typename Step>
@@ -250,9 +258,32 @@ std::vector<Tensor> run_op_sync(const OpDef& op, const std::vector<Tensor>& inpu
   return std::move(call.results);
 }
 
+namespace {
+
+// Counts a write into each `out` tensor's memory (Storage::write_version). A pending out tensor
+// is a result still being made, which nothing can have derived anything from yet.
+void note_writes(const std::vector<Tensor>& out) {
+  for (const Tensor& t : out) {
+    if (t.defined() && !t.is_pending() && t.impl()->storage != nullptr) {
+      t.impl()->storage->note_write();
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<Tensor> call_op(const OpDef& op, const std::vector<Tensor>& inputs,
                             const Attrs& attrs, const std::vector<Tensor>& out) {
+  if (!out.empty()) note_writes(out);
+  detail::AutogradCallHook hook = g_autograd_hook.load(std::memory_order_acquire);
+  if (hook != nullptr && (seen_by_autograd(inputs) || seen_by_autograd(out))) {
+    return hook(op, inputs, op.normalize_attrs(attrs), out);
+  }
   return current_dispatcher()->dispatch(op, inputs, op.normalize_attrs(attrs), out, nullptr);
+}
+
+void detail::set_autograd_call_hook(AutogradCallHook hook) {
+  g_autograd_hook.store(hook, std::memory_order_release);
 }
 
 std::vector<Tensor> call_op(const std::string& name, const std::vector<Tensor>& inputs,

@@ -36,22 +36,38 @@ std::shared_ptr<const PackedMatmul> PackedMatmul::make(int64_t rows, int64_t k, 
   mm->weights_md_ = pd.weights_desc();
   mm->scratchpad_md_ = pd.scratchpad_desc();
 
-  // The weight as given: [k, n] row-major, or Linear's [n, k] read as its transpose.
-  const Tensor w = weight.contiguous();
-  const dnnl::memory::dims strides = transposed ? dnnl::memory::dims{1, k}
-                                                : dnnl::memory::dims{n, 1};
-  const dnnl::memory::desc given({k, n}, dt::f32, strides);
+  mm->weight_ = weight;
+  mm->transposed_ = transposed;
+  mm->k_ = k;
+  mm->n_ = n;
   mm->packed_ = Storage::allocate(mm->weights_md_.get_size());
+  const uint64_t version = weight.storage()->write_version();
+  mm->pack(version);
+  return mm;
+}
+
+void PackedMatmul::pack(uint64_t version) const {
+  // The weight as given: [k, n] row-major, or Linear's [n, k] read as its transpose.
+  using dt = dnnl::memory::data_type;
+  const Tensor w = weight_.contiguous();
+  const dnnl::memory::dims strides = transposed_ ? dnnl::memory::dims{1, k_}
+                                                 : dnnl::memory::dims{n_, 1};
+  const dnnl::memory::desc given({k_, n_}, dt::f32, strides);
   dnnl::memory from(given, onednn::engine(), w.data_ptr());
-  dnnl::memory to(mm->weights_md_, onednn::engine(), mm->packed_->data());
+  dnnl::memory to(weights_md_, onednn::engine(), packed_->data());
   dnnl::stream& stream = onednn::stream();
   dnnl::reorder(from, to).execute(stream, from, to);
   stream.wait();
-  return mm;
+  packed_version_.store(version, std::memory_order_release);
 }
 
 void PackedMatmul::run(const Tensor& x, const Tensor& bias, const Tensor& out,
                        void* scratchpad) const {
+  const uint64_t version = weight_.storage()->write_version();
+  if (version != packed_version_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(pack_mutex_);
+    if (version != packed_version_.load(std::memory_order_relaxed)) pack(version);
+  }
   const Tensor src = x.contiguous();
   const dnnl::engine& engine = onednn::engine();
   std::unordered_map<int, dnnl::memory> args{

@@ -7,11 +7,15 @@
 // Eager matmuls cannot do this: they see the weight fresh at every call, so they hand oneDNN a
 // plain (and, for Linear, transposed) weight. A graph's weights are constants, so kiln_cpu packs
 // them once; the primitive, created then too, is kept with them (no cache lookup per run), and its
-// scratchpad is planned memory (the step's workspace).
+// scratchpad is planned memory (the step's workspace). A graph constant is the program's own
+// tensor (a weight it may update in place, as an optimizer does): run() packs the weight again when
+// an op has written into it since (Storage::write_version).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -41,6 +45,14 @@ class PackedMatmul {
   void run(const Tensor& x, const Tensor& bias, const Tensor& out, void* scratchpad) const;
 
  private:
+  /// Reorders the weight's current values into packed_ and records `version` as packed.
+  void pack(uint64_t version) const;
+
+  Tensor weight_;
+  bool transposed_ = false;
+  int64_t k_ = 0, n_ = 0;
+  mutable std::mutex pack_mutex_;  // one run packs; the others wait for it
+  mutable std::atomic<uint64_t> packed_version_{0};  // the weight's write_version when packed
   dnnl::matmul primitive_;
   dnnl::memory::desc src_md_, weights_md_, bias_md_, dst_md_, scratchpad_md_;
   std::shared_ptr<Storage> packed_;  // the weight, reordered into weights_md_

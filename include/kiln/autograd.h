@@ -1,0 +1,285 @@
+// Autograd: reverse-mode gradients of eager computations.
+//
+//   kiln::Tensor w = kiln::randn({3, 2});
+//   kiln::autograd::set_requires_grad(w, true);
+//   kiln::Tensor loss = kiln::sum(kiln::square(kiln::matmul(x, w)));
+//   kiln::autograd::backward({loss});                      // w's .grad is now d loss / d w
+//   kiln::Tensor dw = kiln::autograd::get_grad(w);
+//   std::vector<kiln::Tensor> g = kiln::autograd::grad({loss}, {w});   // or, without .grad
+//
+// Recording. Every eager op call goes through call_op (kiln/op.h). When grad mode is on and an
+// input requires grad, the call is recorded as a Node of the backward graph: the op, its inputs,
+// its outputs, its attributes and one Edge per input to where that input's gradient goes (the
+// Node that made it, or the leaf's accumulator). The outputs then require grad and point back at
+// the Node (AutogradMeta::grad_fn). An op's gradient is its OpDef's gradient rule (OpDef::grad),
+// written with other ops, so that:
+//   - backward runs those ops eagerly, through the pipeline, like any other call;
+//   - with create_graph the backward ops are recorded too (higher-order gradients);
+//   - inside kiln::jit the backward ops are traced, so forward and backward become one graph.
+// Ops with kTraitNotDifferentiable (comparisons, argmax, ...) are not recorded; their outputs do
+// not require grad. An op without a gradient rule is recorded, and backward through it raises a
+// kNotImplemented error naming it.
+//
+// Writing into an existing tensor (out= or an in-place operator) while an input requires grad is
+// a kValue error, as is writing into a tensor that requires grad with grad mode on: autograd
+// would otherwise compute gradients from overwritten values. Run such updates (an optimizer's)
+// under NoGradGuard.
+//
+// Custom differentiable functions: kiln::Function<T> (below), whose T has static Forward and
+// Backward, for code that is not a single op (a custom op's kernel called through OpRunner, or a
+// composite with a cheaper hand-written gradient).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include "kiln/export.h"
+#include "kiln/op.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+namespace autograd {
+class Node;
+}
+
+/// The gradient state of one tensor (TensorImpl::autograd).
+struct KILN_API AutogradMeta {
+  bool requires_grad = false;
+  /// The recorded call that made this tensor; null for a leaf (a tensor the user marked).
+  std::shared_ptr<autograd::Node> grad_fn;
+  /// Which output of grad_fn this tensor is.
+  uint32_t output_nr = 0;
+  /// A leaf's accumulator: the Node that adds gradients into `grad`. Weak: the graphs that use
+  /// the leaf own it.
+  std::weak_ptr<autograd::Node> grad_accumulator;
+  std::mutex mutex;  // guards grad and grad_accumulator
+  /// The accumulated gradient of a leaf (PyTorch's .grad); undefined until a backward reaches it.
+  Tensor grad;
+};
+
+namespace autograd {
+
+/// One step of the backward graph: the gradients of a call's inputs from those of its outputs.
+class KILN_API Node : public std::enable_shared_from_this<Node> {
+ public:
+  /// Where one input's gradient goes: input `input_nr` of `node`, or nowhere (null node).
+  struct Edge {
+    std::shared_ptr<Node> node;
+    uint32_t input_nr = 0;
+    bool valid() const { return node != nullptr; }
+  };
+
+  virtual ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  /// What backward errors and grad_fn print: the op's name ("Mul"), "AccumulateGrad", ...
+  virtual std::string name() const = 0;
+  /// One gradient per next edge, from one gradient per output of the recorded call (an
+  /// undefined tensor is a zero gradient; at least one is defined). Undefined results: none.
+  virtual std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) = 0;
+  /// Frees what the node saved for apply(), after a backward that does not retain the graph.
+  virtual void release_saved() {}
+
+  size_t num_outputs() const { return num_outputs_; }
+  const std::vector<Edge>& next_edges() const { return next_edges_; }
+
+ protected:
+  Node(std::vector<Edge> next_edges, size_t num_outputs)
+      : next_edges_(std::move(next_edges)), num_outputs_(num_outputs) {}
+
+ private:
+  std::vector<Edge> next_edges_;
+  size_t num_outputs_;
+};
+
+/// The edge along which a gradient of `t` flows back: t's grad_fn and output number, the
+/// accumulator of a leaf, or an invalid edge when t does not require grad.
+KILN_API Node::Edge gradient_edge(const Tensor& t);
+
+// ---- Grad mode (per thread; on by default) ------------------------------------------------------
+
+KILN_API bool is_grad_enabled();
+KILN_API void set_grad_enabled(bool enabled);
+
+/// Sets grad mode for a scope and restores the previous mode on exit.
+class KILN_API GradModeGuard {
+ public:
+  explicit GradModeGuard(bool enabled);
+  ~GradModeGuard();
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// No recording in this scope (inference, optimizer updates).
+class NoGradGuard : public GradModeGuard {
+ public:
+  NoGradGuard() : GradModeGuard(false) {}
+};
+
+// ---- Tensor state -------------------------------------------------------------------------------
+
+KILN_API bool requires_grad(const Tensor& t);
+/// Marks a leaf as requiring grad (or not). Throws kDType for a non-floating tensor and kValue for
+/// a tensor made by a recorded op (its requires_grad follows from its inputs; detach() it first).
+KILN_API void set_requires_grad(const Tensor& t, bool value = true);
+/// True for tensors no recorded op made (every tensor that does not require grad, too).
+KILN_API bool is_leaf(const Tensor& t);
+/// The recorded call that made `t`, or null.
+KILN_API std::shared_ptr<Node> grad_fn(const Tensor& t);
+/// The accumulated gradient of a leaf (undefined until backward reaches it).
+KILN_API Tensor get_grad(const Tensor& t);
+/// Replaces (or, with an undefined tensor, clears) the accumulated gradient. Throws kShape or
+/// kDType when `grad` does not match `t`.
+KILN_API void set_grad(const Tensor& t, const Tensor& grad);
+/// A new handle to the same data that autograd does not track (a leaf that does not require grad).
+KILN_API Tensor detach(const Tensor& t);
+/// The view `make_view(base)` of base (a Tensor view method: select, slice, ...), recorded as an
+/// AsStrided call when base requires grad and grad mode is on, so that gradients flow through it.
+KILN_API Tensor differentiable_view(const Tensor& base,
+                                   const std::function<Tensor(const Tensor&)>& make_view);
+
+// ---- Backward -----------------------------------------------------------------------------------
+
+/// Accumulates d outputs / d leaf into the .grad of every leaf the outputs depend on.
+/// `grad_outputs` holds one gradient per output (the weights of a vector-Jacobian product); it may
+/// be empty when every output has one element (the gradient is then 1). Without retain_graph the
+/// graph's saved tensors are freed and a second backward through it raises kValue. With
+/// create_graph the backward ops are recorded, so the gradients can be differentiated again.
+KILN_API void backward(const std::vector<Tensor>& outputs,
+                       const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
+                       bool create_graph = false);
+/// The gradients of `outputs` with respect to `inputs` (leaves or not), without touching .grad.
+/// An input the outputs do not depend on raises kValue, or gives an undefined tensor with
+/// allow_unused.
+KILN_API std::vector<Tensor> grad(const std::vector<Tensor>& outputs,
+                                  const std::vector<Tensor>& inputs,
+                                  const std::vector<Tensor>& grad_outputs = {},
+                                  bool retain_graph = false, bool create_graph = false,
+                                  bool allow_unused = false);
+
+// ---- Custom differentiable functions ------------------------------------------------------------
+
+/// What a Function's Forward hands its Backward.
+class KILN_API AutogradContext {
+ public:
+  /// Tensors Backward needs (inputs or outputs of Forward).
+  void SaveForBackward(std::vector<Tensor> tensors);
+  /// The saved tensors; throws kValue after a backward that freed them.
+  const std::vector<Tensor>& GetSavedTensors() const;
+  /// Whether the gradient of tensor input `index` (counting Tensor arguments only) is needed.
+  bool NeedsInputGrad(size_t index) const;
+  /// Outputs that carry no gradient (indices, masks): they will not require grad.
+  void MarkNonDifferentiable(const std::vector<Tensor>& outputs);
+  /// Non-tensor values Forward leaves for Backward (shapes, flags, scales).
+  Attrs saved_data;
+
+  // For the machinery in Function<T>::apply.
+  void set_needs_input_grad(std::vector<bool> needs) { needs_input_grad_ = std::move(needs); }
+  bool is_non_differentiable(const Tensor& output) const;
+  void replace_saved(const Tensor& from, const Tensor& to);
+  void release_saved();
+
+ private:
+  std::vector<Tensor> saved_;
+  std::vector<bool> needs_input_grad_;
+  std::vector<Tensor> non_differentiable_;
+  bool released_ = false;
+};
+
+namespace detail {
+using FunctionBackward =
+    std::function<std::vector<Tensor>(AutogradContext*, const std::vector<Tensor>&)>;
+/// Records a custom function's call: `outputs` (made by Forward under no grad) get a Node whose
+/// apply calls `backward`. Returns the outputs (an output that is an input becomes a new handle).
+KILN_API std::vector<Tensor> record_function(const std::string& name,
+                                             std::shared_ptr<AutogradContext> ctx,
+                                             const std::vector<Tensor>& inputs,
+                                             std::vector<Tensor> outputs,
+                                             FunctionBackward backward);
+}  // namespace detail
+
+}  // namespace autograd
+
+/// A differentiable function with a hand-written gradient:
+///
+///   struct ScaledExp : kiln::Function<ScaledExp> {
+///     static kiln::Tensor Forward(kiln::AutogradContext* ctx, const kiln::Tensor& x, double s) {
+///       kiln::Tensor y = kiln::exp(x) * s;
+///       ctx->SaveForBackward({y});
+///       return y;
+///     }
+///     static std::vector<kiln::Tensor> Backward(kiln::AutogradContext* ctx,
+///                                               const std::vector<kiln::Tensor>& grads) {
+///       return {grads[0] * ctx->GetSavedTensors()[0]};   // one gradient per Tensor argument
+///     }
+///   };
+///   kiln::Tensor y = ScaledExp::apply(x, 2.0);
+///
+/// Forward runs with grad mode off; it returns a Tensor, a std::vector<Tensor> or a std::tuple of
+/// Tensors. Backward gets one gradient per output (undefined: zero) and returns one per Tensor
+/// argument of Forward, undefined where there is none.
+using AutogradContext = autograd::AutogradContext;
+
+template <typename T>
+class Function {
+ public:
+  template <typename... Args>
+  static auto apply(Args&&... args) {
+    auto ctx = std::make_shared<AutogradContext>();
+    std::vector<Tensor> inputs;
+    (collect(inputs, args), ...);
+    std::vector<bool> needs;
+    for (const Tensor& t : inputs) needs.push_back(autograd::requires_grad(t));
+    ctx->set_needs_input_grad(needs);
+    using Result = decltype(T::Forward(ctx.get(), std::forward<Args>(args)...));
+    Result result = [&] {
+      autograd::NoGradGuard no_grad;
+      return T::Forward(ctx.get(), std::forward<Args>(args)...);
+    }();
+    std::vector<Tensor> outputs = autograd::detail::record_function(
+        typeid(T).name(), ctx, inputs, flatten(result),
+        [](AutogradContext* c, const std::vector<Tensor>& grads) { return T::Backward(c, grads); });
+    return unflatten(result, outputs);
+  }
+
+ private:
+  template <typename A>
+  static void collect(std::vector<Tensor>& inputs, const A& arg) {
+    if constexpr (std::is_same_v<std::decay_t<A>, Tensor>) inputs.push_back(arg);
+  }
+  static std::vector<Tensor> flatten(const Tensor& t) { return {t}; }
+  static std::vector<Tensor> flatten(const std::vector<Tensor>& ts) { return ts; }
+  template <typename... Ts>
+  static std::vector<Tensor> flatten(const std::tuple<Ts...>& ts) {
+    return std::apply([](const auto&... t) { return std::vector<Tensor>{t...}; }, ts);
+  }
+  static Tensor unflatten(const Tensor&, const std::vector<Tensor>& out) { return out[0]; }
+  static std::vector<Tensor> unflatten(const std::vector<Tensor>&,
+                                       const std::vector<Tensor>& out) {
+    return out;
+  }
+  template <typename... Ts>
+  static std::tuple<Ts...> unflatten(const std::tuple<Ts...>&, const std::vector<Tensor>& out) {
+    return unflatten_tuple<Ts...>(out, std::index_sequence_for<Ts...>{});
+  }
+  template <typename... Ts, size_t... I>
+  static std::tuple<Ts...> unflatten_tuple(const std::vector<Tensor>& out,
+                                           std::index_sequence<I...>) {
+    return std::tuple<Ts...>{out[I]...};
+  }
+};
+
+}  // namespace kiln

@@ -1,0 +1,331 @@
+"""kiln.autograd: reverse-mode gradients of Kiln computations.
+
+    x = kiln.tensor([1.0, 2.0, 3.0], dtype=kiln.float64).requires_grad_()
+    y = (x * x).sum()
+    y.backward()                   # x.grad == 2 * x
+    with kiln.no_grad():           # no recording (inference, optimizer updates)
+        x -= 0.1 * x.grad
+
+Eager ops on tensors that require grad are recorded; ``Tensor.backward()`` and
+``kiln.autograd.grad`` run each op's gradient rule backwards through the record (see
+``include/kiln/autograd.h`` for the rules of the game: what is recorded, in-place writes,
+``retain_graph`` and ``create_graph``). The functional forms with MindSpore's signatures,
+``kiln.grad`` and ``kiln.value_and_grad``, are in this module too, and work inside ``kiln.jit``:
+there forward and backward are traced into one graph.
+
+``Function`` gives Python code a hand-written gradient (as ``torch.autograd.Function``).
+"""
+
+import functools
+
+from . import _C
+from .errors import KilnValueError
+
+_ag = _C.autograd
+Tensor = _C.Tensor
+
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "backward", "grad",
+           "Function", "FunctionCtx", "functional_grad", "value_and_grad"]
+
+
+def is_grad_enabled():
+    """True when ops are recorded for backward on this thread."""
+    return _ag.is_grad_enabled()
+
+
+class _GradMode:
+    """A context manager that sets grad mode and restores it; also a function decorator."""
+
+    _enabled = True
+
+    def __enter__(self):
+        self._previous = _ag.is_grad_enabled()
+        _ag.set_grad_enabled(self._enabled)
+        return self
+
+    def __exit__(self, *exc):
+        _ag.set_grad_enabled(self._previous)
+        return False
+
+    def __call__(self, fn):
+        mode = self._enabled
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with _set(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class no_grad(_GradMode):
+    """Ops in this block (or decorated function) are not recorded for backward."""
+
+    _enabled = False
+
+
+class enable_grad(_GradMode):
+    """Ops in this block are recorded even inside ``no_grad``."""
+
+    _enabled = True
+
+
+class set_grad_enabled(_GradMode):
+    """Sets grad mode now; as a context manager, restores the previous mode on exit."""
+
+    def __init__(self, mode):
+        self._enabled = bool(mode)
+        self._previous = _ag.is_grad_enabled()
+        _ag.set_grad_enabled(self._enabled)
+
+    def __enter__(self):
+        return self
+
+
+def _set(mode):
+    return enable_grad() if mode else no_grad()
+
+
+def _as_list(tensors, what):
+    if isinstance(tensors, Tensor):
+        return [tensors]
+    items = list(tensors)
+    for i, t in enumerate(items):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{what}: item {i} is {type(t).__name__}, expected kiln.Tensor")
+    return items
+
+
+def _grads_list(grad_tensors, count, what):
+    if grad_tensors is None:
+        return []
+    items = [grad_tensors] if isinstance(grad_tensors, Tensor) else list(grad_tensors)
+    if len(items) != count:
+        raise ValueError(f"{what}: got {len(items)} gradients for {count} outputs")
+    return items
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
+    """Accumulates the gradients of ``tensors`` into the ``.grad`` of the leaves they depend on."""
+    outputs = _as_list(tensors, "backward")
+    retain = create_graph if retain_graph is None else retain_graph
+    _ag.backward(outputs, _grads_list(grad_tensors, len(outputs), "backward"), retain,
+                 create_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=False):
+    """The gradients of ``outputs`` with respect to ``inputs`` as a tuple; ``.grad`` is untouched.
+
+    An input the outputs do not depend on raises ``KilnValueError``, or gives None with
+    ``allow_unused=True``.
+    """
+    outs = _as_list(outputs, "grad")
+    ins = _as_list(inputs, "grad")
+    retain = create_graph if retain_graph is None else retain_graph
+    return tuple(_ag.grad(outs, ins, _grads_list(grad_outputs, len(outs), "grad"), retain,
+                          create_graph, allow_unused))
+
+
+# ---- Custom functions ----------------------------------------------------------------------------
+
+class FunctionCtx:
+    """What ``forward`` hands ``backward``: saved tensors and any attributes set on it."""
+
+    def __init__(self, needs_input_grad):
+        self.needs_input_grad = needs_input_grad
+        self._saved = ()
+        self._non_differentiable = []
+
+    def save_for_backward(self, *tensors):
+        self._saved = tensors
+
+    @property
+    def saved_tensors(self):
+        """The tensors ``forward`` saved (readable in ``backward``)."""
+        if self._saved is None:
+            raise KilnValueError("saved_tensors can only be read inside backward")
+        return self._saved
+
+    def mark_non_differentiable(self, *tensors):
+        self._non_differentiable.extend(tensors)
+
+
+class Function:
+    """A differentiable function with a hand-written gradient.
+
+        class ScaledExp(kiln.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, scale):
+                y = kiln.mint.exp(x) * scale
+                ctx.save_for_backward(y)
+                return y
+
+            @staticmethod
+            def backward(ctx, grad_y):
+                (y,) = ctx.saved_tensors
+                return grad_y * y, None    # one gradient per argument of forward
+
+        y = ScaledExp.apply(x, 2.0)
+
+    ``forward`` runs without recording and returns a tensor or a tuple of tensors. ``backward``
+    gets one gradient per output (None where none flows) and returns one per argument of
+    ``forward`` (None for non-tensor arguments and inputs without a gradient).
+    """
+
+    @staticmethod
+    def forward(ctx, *args):
+        raise NotImplementedError("a kiln.autograd.Function subclass must define forward")
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError("a kiln.autograd.Function subclass must define backward")
+
+    @classmethod
+    def apply(cls, *args):
+        tensor_positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        inputs = [args[i] for i in tensor_positions]
+        ctx = FunctionCtx(tuple(isinstance(a, Tensor) and a.requires_grad for a in args))
+        with no_grad():
+            result = cls.forward(ctx, *args)
+        single = isinstance(result, Tensor)
+        outputs = [result] if single else list(result)
+        num_args = len(args)
+
+        def run_backward(saved, grads):
+            ctx._saved = tuple(saved)
+            try:
+                result = cls.backward(ctx, *grads)
+            finally:
+                ctx._saved = None
+            result = (result,) if isinstance(result, Tensor) or result is None else tuple(result)
+            if len(result) == num_args:  # one per argument: keep the tensor arguments' ones
+                result = tuple(result[i] for i in tensor_positions)
+            return result
+
+        # The node keeps the saved tensors (the context must not: it would hold outputs that
+        # point back at the node, a cycle through Python).
+        saved, ctx._saved = list(ctx._saved), None
+        outputs = _ag.record_function(cls.__name__, inputs, outputs, saved,
+                                      ctx._non_differentiable, run_backward)
+        return outputs[0] if single else tuple(outputs)
+
+
+# ---- Functional forms (MindSpore's signatures) ---------------------------------------------------
+
+def _positions(grad_position, num_args):
+    if grad_position is None:
+        return None
+    single = isinstance(grad_position, int)
+    positions = (grad_position,) if single else tuple(grad_position)
+    for p in positions:
+        if not isinstance(p, int) or not -num_args <= p < num_args:
+            raise KilnValueError(f"grad_position {p!r} is out of range for {num_args} "
+                                    "arguments")
+    return single, tuple(p % num_args for p in positions)
+
+
+def _weights(weights):
+    if weights is None:
+        return None
+    if isinstance(weights, Tensor):
+        return True, [weights]
+    return False, list(weights)
+
+
+def _differentiate(fn, grad_position, weights, has_aux, args):
+    """(value of fn, gradients as kiln.grad returns them, aux outputs)."""
+    if grad_position is None and weights is None:
+        raise KilnValueError("grad: grad_position and weights cannot both be None")
+    pos = _positions(grad_position, len(args))
+    wts = _weights(weights)
+    args = list(args)
+    # Differentiation already in progress around this call (a nested kiln.grad): keep the
+    # recorded history, and record the backward too, so the outer one can differentiate it.
+    nested = _ag.is_grad_enabled() and any(
+        isinstance(a, Tensor) and a.requires_grad for a in args)
+    targets = []
+    if pos is not None:
+        for p in pos[1]:
+            a = args[p]
+            if not isinstance(a, Tensor):
+                raise TypeError(f"grad: argument {p} is {type(a).__name__}, expected kiln.Tensor")
+            if not a.requires_grad:
+                a = a.detach().requires_grad_()
+                args[p] = a
+            targets.append(a)
+    weight_list = wts[1] if wts is not None else []
+    with enable_grad():
+        value = fn(*args)
+    outputs = list(value) if isinstance(value, (tuple, list)) else [value]
+    if has_aux and len(outputs) < 2:
+        raise KilnValueError("grad: has_aux=True needs fn to return at least two outputs")
+    differentiated = outputs[:1] if has_aux else outputs
+    tracked = [w for w in weight_list if w.requires_grad]
+    sources = targets + tracked
+    found = []
+    if any(o.requires_grad for o in differentiated):
+        live = [o for o in differentiated if o.requires_grad]
+        ones = [_C.mint.ones_like(o) for o in live]
+        found = list(_ag.grad(live, sources, ones, nested, nested, True)) if sources else []
+    found += [None] * (len(sources) - len(found))
+    by_id = {id(s): g for s, g in zip(sources, found)}
+
+    def gradient_of(t):
+        g = by_id.get(id(t))
+        return _C.mint.zeros_like(t) if g is None else g
+
+    input_grads = [gradient_of(t) for t in targets]
+    weight_grads = [gradient_of(w) for w in weight_list]
+    if pos is not None:
+        input_part = input_grads[0] if pos[0] else tuple(input_grads)
+    if wts is not None:
+        weight_part = weight_grads[0] if wts[0] else tuple(weight_grads)
+    if pos is not None and wts is not None:
+        grads = (input_part, weight_part)
+    else:
+        grads = input_part if pos is not None else weight_part
+    if not nested:
+        value = _detach_all(value)
+    aux = None
+    if has_aux:
+        rest = _detach_all(tuple(outputs[1:])) if not nested else tuple(outputs[1:])
+        aux = rest[0] if len(rest) == 1 else rest
+    return value, grads, aux
+
+
+def _detach_all(value):
+    if isinstance(value, Tensor):
+        return value.detach()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_detach_all(v) for v in value)
+    return value
+
+
+def functional_grad(fn, grad_position=0, weights=None, has_aux=False):
+    """``kiln.grad``: a function computing the gradients of ``fn`` (MindSpore's ``grad``).
+
+    ``grad_position`` (int, tuple of ints or None) picks the arguments to differentiate;
+    ``weights`` (a Parameter or a list of them, e.g. ``opt.parameters``) adds gradients of
+    parameters ``fn`` uses. The returned function gives the gradients of the arguments (one
+    tensor for an int position, a tuple for a tuple), of the weights, or ``(arguments, weights)``
+    when both are asked for. Every output of ``fn`` is differentiated with a gradient of ones;
+    with ``has_aux`` only the first, and the result is ``(gradients, aux)`` where aux are the
+    other outputs. A target the outputs do not depend on gets zeros.
+    """
+
+    def grad_fn(*args):
+        _, grads, aux = _differentiate(fn, grad_position, weights, has_aux, args)
+        return (grads, aux) if has_aux else grads
+
+    return grad_fn
+
+
+def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
+    """``kiln.value_and_grad``: as ``kiln.grad``, returning ``(value of fn, gradients)``."""
+
+    def value_and_grad_fn(*args):
+        value, grads, _ = _differentiate(fn, grad_position, weights, has_aux, args)
+        return value, grads
+
+    return value_and_grad_fn

@@ -1,0 +1,170 @@
+// kiln._C.autograd: grad mode, backward/grad, the gradient state of tensors (Tensor.requires_grad,
+// .grad, .grad_fn, .is_leaf, .detach(), .backward()) and the recording of Python custom functions
+// (python/kiln/autograd.py builds kiln.autograd on these).
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "kiln/autograd.h"
+
+namespace kiln::py {
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+std::vector<Tensor> tensors_or_undefined(const std::vector<std::optional<Tensor>>& items) {
+  std::vector<Tensor> out;
+  out.reserve(items.size());
+  for (const std::optional<Tensor>& t : items) out.push_back(t ? *t : Tensor());
+  return out;
+}
+
+nb::list none_for_undefined(const std::vector<Tensor>& tensors) {
+  nb::list out;
+  for (const Tensor& t : tensors) {
+    if (t.defined()) {
+      out.append(nb::cast(t));
+    } else {
+      out.append(nb::none());
+    }
+  }
+  return out;
+}
+
+// A Python callable owned by C++ (a Node's backward): released with the GIL held, whichever
+// thread drops the last reference.
+struct PythonCallable {
+  nb::object fn;
+  explicit PythonCallable(nb::object f) : fn(std::move(f)) {}
+  ~PythonCallable() {
+    if (!Py_IsInitialized()) {
+      fn.release();  // the interpreter is gone: nothing left to decrement
+      return;
+    }
+    nb::gil_scoped_acquire gil;
+    fn.reset();
+  }
+};
+
+}  // namespace
+
+void bind_autograd(nb::module_& m) {
+  nb::module_ ag = m.def_submodule("autograd", "Gradients (kiln.autograd)");
+  ag.def("is_grad_enabled", &autograd::is_grad_enabled,
+         "True when ops are recorded for backward on this thread.");
+  ag.def("set_grad_enabled", &autograd::set_grad_enabled, "enabled"_a);
+
+  nb::class_<autograd::Node>(ag, "Node", "One recorded call of the backward graph (Tensor.grad_fn).")
+      .def("name", &autograd::Node::name)
+      .def_prop_ro("next_functions",
+                   [](const autograd::Node& n) {
+                     nb::list out;
+                     for (const autograd::Node::Edge& e : n.next_edges()) {
+                       out.append(nb::make_tuple(e.node ? nb::cast(e.node) : nb::none(),
+                                                 e.input_nr));
+                     }
+                     return nb::tuple(out);
+                   },
+                   "(node, input_nr) for each input of the call; node is None where no gradient "
+                   "flows.")
+      .def("__repr__", [](const autograd::Node& n) { return "<" + n.name() + " backward>"; });
+
+  ag.def(
+      "backward",
+      [](const std::vector<Tensor>& outputs,
+         const std::vector<std::optional<Tensor>>& grad_outputs, bool retain_graph,
+         bool create_graph) {
+        autograd::backward(outputs, tensors_or_undefined(grad_outputs), retain_graph,
+                           create_graph);
+      },
+      "outputs"_a, "grad_outputs"_a, "retain_graph"_a, "create_graph"_a);
+  ag.def(
+      "grad",
+      [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+         const std::vector<std::optional<Tensor>>& grad_outputs, bool retain_graph,
+         bool create_graph, bool allow_unused) {
+        return none_for_undefined(autograd::grad(outputs, inputs,
+                                                 tensors_or_undefined(grad_outputs),
+                                                 retain_graph, create_graph, allow_unused));
+      },
+      "outputs"_a, "inputs"_a, "grad_outputs"_a, "retain_graph"_a, "create_graph"_a,
+      "allow_unused"_a);
+  ag.def(
+      "record_function",
+      [](const std::string& name, const std::vector<Tensor>& inputs,
+         const std::vector<Tensor>& outputs, const std::vector<Tensor>& saved,
+         const std::vector<Tensor>& non_differentiable, nb::object backward) {
+        auto ctx = std::make_shared<AutogradContext>();
+        ctx->SaveForBackward(saved);
+        ctx->MarkNonDifferentiable(non_differentiable);
+        auto callable = std::make_shared<PythonCallable>(std::move(backward));
+        const size_t num_inputs = inputs.size();
+        return autograd::detail::record_function(
+            name, ctx, inputs, outputs,
+            [callable, num_inputs](AutogradContext* c, const std::vector<Tensor>& grads) {
+              nb::gil_scoped_acquire gil;
+              nb::object result =
+                  callable->fn(nb::cast(c->GetSavedTensors()), none_for_undefined(grads));
+              std::vector<Tensor> out;
+              for (nb::handle item : result) {
+                out.push_back(item.is_none() ? Tensor() : nb::cast<Tensor>(item));
+              }
+              KILN_CHECK_VALUE(out.size() == num_inputs)
+                  << "backward returned " << out.size() << " gradients, expected one per tensor "
+                  << "argument of forward (" << num_inputs << ")";
+              return out;
+            });
+      },
+      "name"_a, "inputs"_a, "outputs"_a, "saved"_a, "non_differentiable"_a, "backward"_a,
+      "Gives `outputs` (computed without recording) a node whose gradients come from "
+      "`backward(saved, grads) -> sequence`, one per input; returns the outputs to hand out. "
+      "The node keeps `saved` (outputs among them as untracked aliases) until a backward that "
+      "does not retain the graph.");
+}
+
+void bind_tensor_autograd(nb::class_<Tensor>& cls) {
+  cls.def_prop_rw(
+         "requires_grad", [](const Tensor& t) { return autograd::requires_grad(t); },
+         [](const Tensor& t, bool value) { autograd::set_requires_grad(t, value); },
+         "True when gradients are computed for this tensor (set it on leaves).")
+      .def(
+          "requires_grad_",
+          [](const Tensor& t, bool value) {
+            autograd::set_requires_grad(t, value);
+            return t;
+          },
+          "requires_grad"_a = true, "Sets requires_grad in place and returns this tensor.")
+      .def_prop_rw(
+          "grad",
+          [](const Tensor& t) -> std::optional<Tensor> {
+            Tensor g = autograd::get_grad(t);
+            return g.defined() ? std::optional<Tensor>(g) : std::nullopt;
+          },
+          [](const Tensor& t, std::optional<Tensor> g) {
+            autograd::set_grad(t, g ? *g : Tensor());
+          },
+          nb::arg("value").none(),
+          "The gradient backward() accumulated into this leaf, or None.")
+      .def_prop_ro("grad_fn", &autograd::grad_fn,
+                   "The recorded call that made this tensor, or None for a leaf.")
+      .def_prop_ro("is_leaf", &autograd::is_leaf,
+                   "True unless a recorded op made this tensor.")
+      .def("detach", &autograd::detach,
+           "The same data as a new tensor that autograd does not track.")
+      .def(
+          "backward",
+          [](const Tensor& t, std::optional<Tensor> gradient, std::optional<bool> retain_graph,
+             bool create_graph) {
+            autograd::backward({t}, gradient ? std::vector<Tensor>{*gradient}
+                                             : std::vector<Tensor>{},
+                               retain_graph.value_or(create_graph), create_graph);
+          },
+          "gradient"_a = nb::none(), "retain_graph"_a = nb::none(), "create_graph"_a = false,
+          "Accumulates the gradient of this tensor into the .grad of the leaves it depends on "
+          "(`gradient` is required unless it has one element).");
+}
+
+}  // namespace kiln::py

@@ -1,0 +1,183 @@
+// The backward pass: backward() and grad() over the graph of recorded calls.
+//
+// Note [Engine]
+// The graph is a DAG of Nodes; an output's gradient enters at its grad_fn (or a leaf's
+// accumulator). A node runs once every node that sends it a gradient has run: the engine counts,
+// for each node reachable from the roots, the edges that reach it, and runs nodes whose count
+// dropped to zero (Kahn's order, with an explicit stack: graphs of a million ops do not recurse).
+// Gradients arriving at the same output are summed. Each node's gradient rule runs with grad
+// mode set to create_graph: off, its ops are plain eager calls; on, they are recorded, so the
+// gradients can be differentiated again. grad() only runs nodes from which a requested input can
+// be reached, and reads the requested gradients instead of accumulating into .grad.
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/nodes.h"
+#include "kiln/functional/elementwise.h"
+#include "kiln/functional/factory.h"
+
+namespace kiln::autograd {
+namespace {
+
+struct Capture {
+  std::vector<Node::Edge> edges;  // where each requested input's gradient arrives
+  std::vector<Tensor> grads;
+};
+
+void accumulate(Tensor& slot, const Tensor& g) {
+  if (!g.defined()) return;
+  slot = slot.defined() ? add(slot, g) : g;
+}
+
+// The starting gradients: given ones checked against the outputs, or ones for one-element outputs.
+std::vector<Tensor> root_gradients(const std::vector<Tensor>& outputs,
+                                   const std::vector<Tensor>& grad_outputs, const char* what) {
+  if (!grad_outputs.empty()) {
+    KILN_CHECK_VALUE(grad_outputs.size() == outputs.size())
+        << what << ": got " << grad_outputs.size() << " output gradients for " << outputs.size()
+        << " outputs";
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (!grad_outputs[i].defined()) continue;
+      KILN_CHECK_SHAPE(grad_outputs[i].shape() == outputs[i].shape())
+          << what << ": the gradient of output " << i << " has shape "
+          << shape_str(grad_outputs[i].shape()) << ", expected " << shape_str(outputs[i].shape());
+    }
+    return grad_outputs;
+  }
+  std::vector<Tensor> ones;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    KILN_CHECK_VALUE(outputs[i].numel() == 1)
+        << what << ": output " << i << " has shape " << shape_str(outputs[i].shape())
+        << "; a gradient is implied only for one-element outputs, pass grad_outputs";
+    ones.push_back(ones_like(outputs[i]));
+  }
+  return ones;
+}
+
+void run_graph(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+               bool retain_graph, bool create_graph, Capture* capture, const char* what) {
+  KILN_CHECK_VALUE(!outputs.empty()) << what << ": expected at least one output";
+  std::vector<Node::Edge> roots;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    KILN_CHECK_VALUE(outputs[i].defined()) << what << ": output " << i << " is undefined";
+    roots.push_back(gradient_edge(outputs[i]));
+    KILN_CHECK_VALUE(roots.back().valid())
+        << what << ": output " << i << " does not require grad (no input of the ops that made "
+        << "it requires grad, or it was computed with grad mode off)";
+  }
+  const std::vector<Tensor> root_grads = root_gradients(outputs, grad_outputs, what);
+
+  // Every reachable node with the number of edges that reach it.
+  std::unordered_map<Node*, size_t> dependencies;
+  std::vector<Node*> order;  // reachable nodes, parents before children
+  {
+    std::vector<Node*> stack;
+    for (const Node::Edge& e : roots) {
+      if (dependencies.emplace(e.node.get(), 0).second) stack.push_back(e.node.get());
+    }
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      order.push_back(n);
+      for (const Node::Edge& e : n->next_edges()) {
+        if (!e.valid()) continue;
+        auto [it, inserted] = dependencies.emplace(e.node.get(), 0);
+        ++it->second;
+        if (inserted) stack.push_back(e.node.get());
+      }
+    }
+  }
+  // With a capture, only nodes from which a requested gradient can be reached need to run.
+  std::unordered_set<Node*> needed;
+  if (capture != nullptr) {
+    std::unordered_set<Node*> targets;
+    for (const Node::Edge& e : capture->edges) {
+      if (e.valid()) targets.insert(e.node.get());
+    }
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {  // children before parents
+      Node* n = *it;
+      bool need = false;
+      for (const Node::Edge& e : n->next_edges()) {
+        need = need || (e.valid() && (targets.count(e.node.get()) || needed.count(e.node.get())));
+      }
+      if (need) needed.insert(n);
+    }
+  }
+
+  GradModeGuard mode(create_graph);
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  auto buffer_of = [&](Node* n) -> std::vector<Tensor>& {
+    std::vector<Tensor>& b = buffers[n];
+    if (b.size() < n->num_outputs()) b.resize(n->num_outputs());
+    return b;
+  };
+  for (size_t i = 0; i < roots.size(); ++i) {
+    accumulate(buffer_of(roots[i].node.get())[roots[i].input_nr], root_grads[i]);
+  }
+  std::vector<Node*> ready;
+  std::unordered_set<Node*> queued;
+  for (const Node::Edge& e : roots) {
+    if (dependencies[e.node.get()] == 0 && queued.insert(e.node.get()).second) {
+      ready.push_back(e.node.get());
+    }
+  }
+  while (!ready.empty()) {
+    Node* n = ready.back();
+    ready.pop_back();
+    std::vector<Tensor> grads = std::move(buffer_of(n));
+    buffers.erase(n);
+    if (capture != nullptr) {
+      for (size_t k = 0; k < capture->edges.size(); ++k) {
+        if (capture->edges[k].node.get() == n) {
+          capture->grads[k] = grads.at(capture->edges[k].input_nr);
+        }
+      }
+    }
+    const bool run = capture == nullptr || needed.count(n) != 0;
+    bool any_gradient = false;
+    for (const Tensor& g : grads) any_gradient = any_gradient || g.defined();
+    std::vector<Tensor> input_grads;
+    if (run && any_gradient) {
+      input_grads = n->apply(grads);
+      if (!retain_graph) n->release_saved();
+    }
+    const std::vector<Node::Edge>& edges = n->next_edges();
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const Node::Edge& e = edges[i];
+      if (!e.valid()) continue;
+      if (i < input_grads.size()) accumulate(buffer_of(e.node.get())[e.input_nr], input_grads[i]);
+      if (--dependencies[e.node.get()] == 0 && queued.insert(e.node.get()).second) {
+        ready.push_back(e.node.get());
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+              bool retain_graph, bool create_graph) {
+  run_graph(outputs, grad_outputs, retain_graph || create_graph, create_graph, nullptr,
+            "backward");
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph,
+                         bool create_graph, bool allow_unused) {
+  Capture capture;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    KILN_CHECK_VALUE(inputs[k].defined() && requires_grad(inputs[k]))
+        << "grad: input " << k << " does not require grad";
+    capture.edges.push_back(gradient_edge(inputs[k]));
+  }
+  capture.grads.resize(inputs.size());
+  run_graph(outputs, grad_outputs, retain_graph || create_graph, create_graph, &capture, "grad");
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    KILN_CHECK_VALUE(allow_unused || capture.grads[k].defined())
+        << "grad: input " << k << " is not used to compute the outputs (pass allow_unused=true "
+        << "to get an undefined gradient for it)";
+  }
+  return capture.grads;
+}
+
+}  // namespace kiln::autograd

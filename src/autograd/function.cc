@@ -1,0 +1,128 @@
+// Custom differentiable functions (kiln::Function<T>, and Python's kiln.autograd.Function through
+// the bindings): AutogradContext and the Node that calls a user's Backward.
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "autograd/nodes.h"
+
+namespace kiln::autograd {
+
+void AutogradContext::SaveForBackward(std::vector<Tensor> tensors) { saved_ = std::move(tensors); }
+
+const std::vector<Tensor>& AutogradContext::GetSavedTensors() const {
+  KILN_CHECK_VALUE(!released_)
+      << "GetSavedTensors: the saved tensors were freed by an earlier backward; pass "
+      << "retain_graph=true to it to backward through this function again";
+  return saved_;
+}
+
+bool AutogradContext::NeedsInputGrad(size_t index) const {
+  KILN_CHECK_INDEX(index < needs_input_grad_.size())
+      << "NeedsInputGrad: index " << index << " out of range for " << needs_input_grad_.size()
+      << " tensor inputs";
+  return needs_input_grad_[index];
+}
+
+void AutogradContext::MarkNonDifferentiable(const std::vector<Tensor>& outputs) {
+  non_differentiable_.insert(non_differentiable_.end(), outputs.begin(), outputs.end());
+}
+
+bool AutogradContext::is_non_differentiable(const Tensor& output) const {
+  return std::any_of(non_differentiable_.begin(), non_differentiable_.end(),
+                     [&](const Tensor& t) { return t.is_same(output); });
+}
+
+void AutogradContext::replace_saved(const Tensor& from, const Tensor& to) {
+  for (Tensor& t : saved_) {
+    if (t.is_same(from)) t = to;
+  }
+}
+
+void AutogradContext::release_saved() {
+  saved_.clear();
+  released_ = true;
+}
+
+namespace {
+
+std::string demangle(const std::string& name) {
+  int status = 0;
+  char* readable = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  if (readable == nullptr) return name;
+  std::string result(readable);
+  std::free(readable);
+  return result;
+}
+
+class FunctionNode final : public Node {
+ public:
+  FunctionNode(std::string name, std::shared_ptr<AutogradContext> ctx, std::vector<Tensor> inputs,
+               std::vector<Edge> edges, size_t num_outputs, detail::FunctionBackward backward)
+      : Node(std::move(edges), num_outputs),
+        name_(std::move(name)),
+        ctx_(std::move(ctx)),
+        inputs_(std::move(inputs)),
+        backward_(std::move(backward)) {}
+
+  std::string name() const override { return name_; }
+
+  std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
+    try {
+      std::vector<Tensor> grads = backward_(ctx_.get(), grad_outputs);
+      KILN_CHECK_VALUE(grads.size() == inputs_.size())
+          << "Backward returned " << grads.size() << " gradients, expected one per Tensor "
+          << "argument of Forward (" << inputs_.size() << ")";
+      for (size_t i = 0; i < grads.size(); ++i) {
+        if (!grads[i].defined() || !next_edges()[i].valid()) continue;
+        KILN_CHECK_SHAPE(grads[i].shape() == inputs_[i].shape())
+            << "Backward returned shape " << shape_str(grads[i].shape()) << " for input " << i
+            << ", expected " << shape_str(inputs_[i].shape());
+      }
+      return grads;
+    } catch (Error& e) {
+      e.add_context("in the Backward of " + name_);
+      throw;
+    }
+  }
+
+  void release_saved() override { ctx_->release_saved(); }
+
+ private:
+  std::string name_;
+  std::shared_ptr<AutogradContext> ctx_;
+  std::vector<Tensor> inputs_;  // for the shapes of their gradients
+  detail::FunctionBackward backward_;
+};
+
+}  // namespace
+
+std::vector<Tensor> detail::record_function(const std::string& name,
+                                            std::shared_ptr<AutogradContext> ctx,
+                                            const std::vector<Tensor>& inputs,
+                                            std::vector<Tensor> outputs,
+                                            FunctionBackward backward) {
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || (t.defined() && requires_grad(t));
+  if (!is_grad_enabled() || !any) return outputs;
+  std::vector<Node::Edge> edges;
+  for (const Tensor& t : inputs) edges.push_back(t.defined() ? gradient_edge(t) : Node::Edge{});
+  auto node = std::make_shared<FunctionNode>(demangle(name), ctx, inputs, std::move(edges),
+                                             outputs.size(), std::move(backward));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    Tensor& out = outputs[i];
+    if (!out.defined() || ctx->is_non_differentiable(out)) continue;
+    // The context must not hold the output that points back at it (a cycle): it keeps an alias.
+    ctx->replace_saved(out, untracked_alias(out));
+    // An output that already has gradient state (an input returned as is) gets its own handle.
+    if (out.impl()->autograd != nullptr) out = untracked_alias(out);
+    AutogradMeta& meta = meta_of(out);
+    meta.requires_grad = true;
+    meta.grad_fn = node;
+    meta.output_nr = static_cast<uint32_t>(i);
+  }
+  return outputs;
+}
+
+}  // namespace kiln::autograd

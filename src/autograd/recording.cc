@@ -1,0 +1,148 @@
+// Recording eager op calls for backward (see "Recording" in kiln/autograd.h): the hook call_op
+// hands calls with autograd state to, and OpNode, the backward step of one recorded call.
+#include "autograd/nodes.h"
+#include "kiln/functional/elementwise.h"
+#include "kiln/functional/shape.h"
+
+namespace kiln::autograd {
+namespace {
+
+// The backward step of one recorded op call: the op's gradient rule over the saved inputs and
+// outputs. Outputs are saved as untracked aliases: the outputs themselves point at this node
+// (AutogradMeta::grad_fn), so holding them would make a cycle.
+class OpNode final : public Node {
+ public:
+  OpNode(OpDefPtr op, std::vector<Tensor> inputs, std::vector<Tensor> outputs, Attrs attrs,
+         std::vector<Edge> edges)
+      : Node(std::move(edges), outputs.size()),
+        op_(std::move(op)),
+        inputs_(std::move(inputs)),
+        outputs_(std::move(outputs)),
+        attrs_(std::move(attrs)) {}
+
+  std::string name() const override { return op_->name(); }
+
+  std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
+    KILN_CHECK_VALUE(!released_)
+        << "backward through " << name() << " a second time: the first backward freed what it "
+        << "saved; pass retain_graph=true to the first backward to keep it";
+    KILN_CHECK_KIND(ErrorKind::kNotImplemented, op_->grad_fn() != nullptr)
+        << name() << " has no gradient rule (OpDef::grad), so gradients cannot flow through it";
+    try {
+      std::vector<Tensor> grads = op_->grad_fn()(inputs_, outputs_for_rule(), attrs_, grad_outputs);
+      check_gradients(grads);
+      return grads;
+    } catch (Error& e) {
+      MetaList metas;
+      for (const Tensor& t : inputs_) metas.push_back(TensorMeta::of(t));
+      e.add_context("in the gradient of " + op_call_str(*op_, metas));
+      throw;
+    }
+  }
+
+  void release_saved() override {
+    inputs_.clear();
+    outputs_.clear();
+    released_ = true;
+  }
+
+ private:
+  // With create_graph (grad mode on during backward), a rule's uses of the outputs must be
+  // differentiable again: hand it aliases that point back at this node.
+  std::vector<Tensor> outputs_for_rule() {
+    if (!is_grad_enabled()) return outputs_;
+    std::vector<Tensor> tracked;
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      Tensor alias = untracked_alias(outputs_[i]);
+      AutogradMeta& meta = meta_of(alias);
+      meta.requires_grad = true;
+      meta.grad_fn = shared_from_this();
+      meta.output_nr = static_cast<uint32_t>(i);
+      tracked.push_back(alias);
+    }
+    return tracked;
+  }
+
+  void check_gradients(std::vector<Tensor>& grads) const {
+    KILN_CHECK_VALUE(grads.size() == inputs_.size())
+        << "the gradient rule returned " << grads.size() << " gradients, expected one per input ("
+        << inputs_.size() << ")";
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i].defined() || !next_edges()[i].valid()) continue;
+      const Tensor& input = inputs_[i];
+      KILN_CHECK_SHAPE(grads[i].shape() == input.shape())
+          << "the gradient rule returned shape " << shape_str(grads[i].shape()) << " for input "
+          << i << ", expected " << shape_str(input.shape());
+      if (grads[i].dtype() != input.dtype()) grads[i] = to(grads[i], input.dtype());
+    }
+  }
+
+  OpDefPtr op_;
+  std::vector<Tensor> inputs_;
+  std::vector<Tensor> outputs_;
+  Attrs attrs_;
+  bool released_ = false;
+};
+
+// The registry's shared handle of `op`, which keeps it alive as long as the graph needs it; an
+// op object that is not the registered one (made by hand) is copied.
+OpDefPtr owned(const OpDef& op) {
+  OpDefPtr registered = OpRegistry::Instance().find(op.name());
+  if (registered.get() == &op) return registered;
+  return std::make_shared<const OpDef>(op);
+}
+
+bool any_requires_grad(const std::vector<Tensor>& tensors) {
+  for (const Tensor& t : tensors) {
+    if (t.defined() && requires_grad(t)) return true;
+  }
+  return false;
+}
+
+std::vector<Tensor> dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
+                             const Attrs& attrs, const std::vector<Tensor>& out) {
+  return current_dispatcher()->dispatch(op, inputs, attrs, out, nullptr);
+}
+
+std::vector<Tensor> record_call(const OpDef& op, const std::vector<Tensor>& inputs,
+                                const Attrs& attrs, const std::vector<Tensor>& out) {
+  if (!is_grad_enabled()) return dispatch(op, inputs, attrs, out);
+  const bool recorded = any_requires_grad(inputs) && !op.has_trait(kTraitNotDifferentiable);
+  KILN_CHECK_VALUE(!any_requires_grad(out))
+      << op.name() << " writes into a tensor that requires grad (out= or an in-place operator); "
+      << "autograd cannot track that: use the out-of-place form, or run it under no_grad";
+  KILN_CHECK_VALUE(!recorded || out.empty())
+      << op.name() << " writes into an existing tensor (out= or an in-place operator) while an "
+      << "input requires grad; autograd cannot track that: use the out-of-place form, or run it "
+      << "under no_grad";
+  std::vector<Tensor> results = dispatch(op, inputs, attrs, out);
+  if (!recorded) return results;
+
+  std::vector<Node::Edge> edges;
+  edges.reserve(inputs.size());
+  for (const Tensor& t : inputs) edges.push_back(t.defined() ? gradient_edge(t) : Node::Edge{});
+  std::vector<Tensor> saved_outputs;
+  saved_outputs.reserve(results.size());
+  for (Tensor& result : results) {
+    // A result that is an input (a view op with nothing to do) must not turn the input into a
+    // non-leaf: it becomes a handle of its own.
+    for (const Tensor& t : inputs) {
+      if (result.is_same(t)) result = untracked_alias(result);
+    }
+    saved_outputs.push_back(untracked_alias(result));
+  }
+  auto node = std::make_shared<OpNode>(owned(op), inputs, std::move(saved_outputs), attrs,
+                                       std::move(edges));
+  for (size_t i = 0; i < results.size(); ++i) {
+    AutogradMeta& meta = meta_of(results[i]);
+    meta.requires_grad = true;
+    meta.grad_fn = node;
+    meta.output_nr = static_cast<uint32_t>(i);
+  }
+  return results;
+}
+
+const bool g_hook_installed = (kiln::detail::set_autograd_call_hook(&record_call), true);
+
+}  // namespace
+}  // namespace kiln::autograd

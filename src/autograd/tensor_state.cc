@@ -1,0 +1,137 @@
+// Grad mode, the gradient state of tensors (requires_grad, .grad, grad_fn, detach) and leaf
+// accumulators.
+#include "kiln/functional/elementwise.h"
+#include "kiln/functional/shape.h"
+#include "autograd/nodes.h"
+
+namespace kiln::autograd {
+
+namespace {
+thread_local bool t_grad_enabled = true;
+
+// A copy of `t` with its own memory, made through the pipeline like any op.
+Tensor copy_of(const Tensor& t) {
+  static const OpDefPtr cast = OpRegistry::Instance().get("Cast");
+  return call_op(*cast, {t}, {{"dtype", t.dtype()}})[0];
+}
+}  // namespace
+
+Node::~Node() = default;
+
+bool is_grad_enabled() { return t_grad_enabled; }
+void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
+
+GradModeGuard::GradModeGuard(bool enabled) : previous_(t_grad_enabled) {
+  t_grad_enabled = enabled;
+}
+GradModeGuard::~GradModeGuard() { t_grad_enabled = previous_; }
+
+AutogradMeta& meta_of(const Tensor& t) {
+  TensorImpl* impl = t.impl();
+  if (impl->autograd == nullptr) impl->autograd = std::make_shared<AutogradMeta>();
+  return *impl->autograd;
+}
+
+bool requires_grad(const Tensor& t) {
+  const AutogradMeta* meta = t.impl()->autograd.get();
+  return meta != nullptr && meta->requires_grad;
+}
+
+void set_requires_grad(const Tensor& t, bool value) {
+  const AutogradMeta* meta = t.impl()->autograd.get();
+  KILN_CHECK_VALUE(meta == nullptr || meta->grad_fn == nullptr)
+      << "set_requires_grad: only a leaf tensor can be marked; this one was made by "
+      << meta->grad_fn->name() << " and requires grad because its inputs do (detach() it first)";
+  if (!value && meta == nullptr) return;
+  KILN_CHECK_DTYPE(!value || is_floating_point(t.dtype()))
+      << "set_requires_grad: only floating-point tensors can require grad, got " << type_str(t);
+  meta_of(t).requires_grad = value;
+}
+
+bool is_leaf(const Tensor& t) {
+  const AutogradMeta* meta = t.impl()->autograd.get();
+  return meta == nullptr || meta->grad_fn == nullptr;
+}
+
+std::shared_ptr<Node> grad_fn(const Tensor& t) {
+  const AutogradMeta* meta = t.impl()->autograd.get();
+  return meta == nullptr ? nullptr : meta->grad_fn;
+}
+
+Tensor get_grad(const Tensor& t) {
+  AutogradMeta* meta = t.impl()->autograd.get();
+  if (meta == nullptr) return Tensor();
+  std::lock_guard<std::mutex> lock(meta->mutex);
+  return meta->grad;
+}
+
+void set_grad(const Tensor& t, const Tensor& grad) {
+  if (grad.defined()) {
+    KILN_CHECK_SHAPE(grad.shape() == t.shape())
+        << "set_grad: the gradient has shape " << shape_str(grad.shape()) << ", expected "
+        << shape_str(t.shape());
+    KILN_CHECK_DTYPE(grad.dtype() == t.dtype())
+        << "set_grad: the gradient has dtype " << grad.dtype() << ", expected " << t.dtype();
+  } else if (t.impl()->autograd == nullptr) {
+    return;
+  }
+  AutogradMeta& meta = meta_of(t);
+  std::lock_guard<std::mutex> lock(meta.mutex);
+  meta.grad = grad;
+}
+
+Tensor untracked_alias(const Tensor& t) {
+  if (!t.is_pending()) return t.as_strided(t.shape(), t.strides(), t.storage_offset());
+  static const OpDefPtr contiguous = OpRegistry::Instance().get("Contiguous");
+  NoGradGuard no_grad;
+  return call_op(*contiguous, {t})[0];
+}
+
+Tensor detach(const Tensor& t) {
+  return t.as_strided(t.shape(), t.strides(), t.storage_offset());
+}
+
+Tensor differentiable_view(const Tensor& base,
+                           const std::function<Tensor(const Tensor&)>& make_view) {
+  if (!is_grad_enabled() || !requires_grad(base)) return make_view(base);
+  // The same view of a contiguous stand-in gives it in AsStrided's terms (strides and offset
+  // over base's elements in row-major order, whatever base's own layout).
+  const Tensor standin(base.dtype(), base.shape());
+  const Tensor view = make_view(standin);
+  return as_strided(base, view.shape(), view.strides(), view.storage_offset());
+}
+
+Node::Edge gradient_edge(const Tensor& t) {
+  AutogradMeta* meta = t.impl()->autograd.get();
+  if (meta == nullptr || !meta->requires_grad) return {};
+  if (meta->grad_fn != nullptr) return {meta->grad_fn, meta->output_nr};
+  return {AccumulateGrad::of(t), 0};
+}
+
+std::shared_ptr<Node> AccumulateGrad::of(const Tensor& t) {
+  AutogradMeta& meta = meta_of(t);
+  std::lock_guard<std::mutex> lock(meta.mutex);
+  std::shared_ptr<Node> node = meta.grad_accumulator.lock();
+  if (node == nullptr) {
+    node = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    meta.grad_accumulator = node;
+  }
+  return node;
+}
+
+std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_outputs) {
+  const Tensor& incoming = grad_outputs.at(0);
+  if (!incoming.defined()) return {};
+  AutogradMeta& meta = *leaf_->autograd;
+  std::lock_guard<std::mutex> lock(meta.mutex);
+  if (!meta.grad.defined()) {
+    // The gradient a rule returned may be shared (Add hands the same tensor to both inputs), so
+    // a leaf gets its own copy unless it is to be differentiated again (create_graph).
+    meta.grad = is_grad_enabled() ? incoming : copy_of(incoming);
+  } else {
+    meta.grad = add(meta.grad, incoming);
+  }
+  return {};
+}
+
+}  // namespace kiln::autograd

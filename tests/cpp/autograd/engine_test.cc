@@ -1,0 +1,266 @@
+// The autograd engine on ops registered here (so that the engine is tested apart from the
+// built-in gradient rules): recording, backward and grad, accumulation, retain/create graph,
+// grad mode, errors, custom Functions and the absence of reference cycles.
+#include <gtest/gtest.h>
+
+#include "kiln/autograd.h"
+#include "kiln/functional.h"
+#include "testing.h"
+
+namespace kiln {
+namespace {
+
+using autograd::backward;
+using autograd::get_grad;
+using autograd::requires_grad;
+using autograd::set_requires_grad;
+
+// Elementwise product of two float64 tensors of one shape, with a rule written with itself (so
+// it can be differentiated again).
+void mul_kernel(KernelContext& ctx) {
+  const Tensor a = ctx.inputs[0].contiguous(), b = ctx.inputs[1].contiguous();
+  double* out = ctx.outputs[0].data<double>();
+  for (int64_t i = 0; i < a.numel(); ++i) out[i] = a.data<double>()[i] * b.data<double>()[i];
+}
+
+std::vector<Tensor> test_mul(const Tensor& a, const Tensor& b) {
+  return call_op("AutogradTestMul", {a, b});
+}
+
+OpDef test_mul_def() {
+  return OpDef("AutogradTestMul")
+      .input("a")
+      .input("b")
+      .infer([](const InferContext& ctx) { return MetaList{ctx.input(0)}; })
+      .kernel(DeviceType::kCPU, mul_kernel)
+      .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>&, const Attrs&,
+               const std::vector<Tensor>& g) {
+        return std::vector<Tensor>{test_mul(g[0], in[1])[0], test_mul(g[0], in[0])[0]};
+      });
+}
+
+// Same kernel, no gradient rule.
+OpDef no_rule_def() {
+  return OpDef("AutogradTestNoRule")
+      .input("a")
+      .input("b")
+      .infer([](const InferContext& ctx) { return MetaList{ctx.input(0)}; })
+      .kernel(DeviceType::kCPU, mul_kernel);
+}
+
+// Same kernel, outputs carry no gradient.
+OpDef not_differentiable_def() {
+  return OpDef("AutogradTestNotDifferentiable")
+      .input("a")
+      .input("b")
+      .traits(kTraitNotDifferentiable)
+      .infer([](const InferContext& ctx) { return MetaList{ctx.input(0)}; })
+      .kernel(DeviceType::kCPU, mul_kernel);
+}
+
+class AutogradEngine : public ::testing::Test {
+ protected:
+  AutogradEngine()
+      : mul_(test_mul_def()), no_rule_(no_rule_def()), not_diff_(not_differentiable_def()) {}
+  static Tensor leaf(const Shape& shape) {
+    Tensor t = randn(shape, DType::kFloat64);
+    set_requires_grad(t);
+    return t;
+  }
+  static Tensor mul(const Tensor& a, const Tensor& b) { return test_mul(a, b)[0]; }
+  static Tensor ones64(const Shape& s) { return ones(s, DType::kFloat64); }
+
+  OpRegistration mul_, no_rule_, not_diff_;
+};
+
+TEST_F(AutogradEngine, BackwardAccumulatesIntoLeaves) {
+  const Tensor x = leaf({2, 3}), w = leaf({2, 3});
+  const Tensor y = mul(x, w);
+  EXPECT_TRUE(requires_grad(y));
+  EXPECT_FALSE(autograd::is_leaf(y));
+  EXPECT_EQ(autograd::grad_fn(y)->name(), "AutogradTestMul");
+  const Tensor gy = randn({2, 3}, DType::kFloat64);
+  backward({y}, {gy});
+  testing::expect_close(get_grad(x), kiln::mul(gy, w), 1e-12);
+  testing::expect_close(get_grad(w), kiln::mul(gy, x), 1e-12);
+  // A second graph adds to .grad.
+  backward({mul(x, w)}, {gy});
+  testing::expect_close(get_grad(x), kiln::mul(gy, w) * 2.0, 1e-12);
+}
+
+TEST_F(AutogradEngine, GradientsOfSharedValuesAreSummed) {
+  const Tensor x = leaf({4});
+  const Tensor y = mul(x, x);          // x used twice by one call
+  const Tensor z = mul(mul(y, x), y);  // y used twice: z = x^5
+  const std::vector<Tensor> g = autograd::grad({z}, {x}, {ones64({4})});
+  const Tensor x4 = kiln::mul(kiln::mul(x, x), kiln::mul(x, x));
+  testing::expect_close(g[0], x4 * 5.0, 1e-12);
+  EXPECT_FALSE(get_grad(x).defined()) << "grad() must not touch .grad";
+}
+
+TEST_F(AutogradEngine, GradOfNonLeafInputsAndUnusedInputs) {
+  const Tensor x = leaf({3}), unused = leaf({3});
+  const Tensor y = mul(x, x);
+  const Tensor z = mul(y, y);
+  const Tensor gz = randn({3}, DType::kFloat64);
+  const std::vector<Tensor> g = autograd::grad({z}, {y, x}, {gz}, /*retain_graph=*/true);
+  testing::expect_close(g[0], kiln::mul(gz, y) * 2.0, 1e-12);
+  testing::expect_close(g[1], kiln::mul(kiln::mul(gz, y), x) * 4.0, 1e-12);
+  testing::expect_error([&] { autograd::grad({z}, {unused}, {gz}, true); }, ErrorKind::kValue,
+                        "not used");
+  const std::vector<Tensor> allowed = autograd::grad({z}, {unused}, {gz}, true, false, true);
+  EXPECT_FALSE(allowed[0].defined());
+}
+
+TEST_F(AutogradEngine, SecondBackwardNeedsRetainGraph) {
+  const Tensor x = leaf({2});
+  const Tensor y = mul(x, x);
+  backward({y}, {ones64({2})}, /*retain_graph=*/true);
+  backward({y}, {ones64({2})});
+  testing::expect_close(get_grad(x), x * 4.0, 1e-12);
+  testing::expect_error([&] { backward({y}, {ones64({2})}); }, ErrorKind::kValue,
+                        "retain_graph");
+}
+
+TEST_F(AutogradEngine, CreateGraphGivesHigherOrderGradients) {
+  const Tensor x = leaf({5});
+  const Tensor y = mul(mul(x, x), x);  // x^3
+  const Tensor dy = autograd::grad({y}, {x}, {ones64({5})}, false, /*create_graph=*/true)[0];
+  testing::expect_close(dy, kiln::mul(x, x) * 3.0, 1e-12);
+  ASSERT_TRUE(requires_grad(dy));
+  const Tensor d2y = autograd::grad({dy}, {x}, {ones64({5})}, false, true)[0];
+  testing::expect_close(d2y, x * 6.0, 1e-12);
+  const Tensor d3y = autograd::grad({d2y}, {x}, {ones64({5})})[0];
+  testing::expect_close(d3y, full({5}, 6.0, DType::kFloat64), 1e-12);
+}
+
+TEST_F(AutogradEngine, ImpliedGradientOnlyForOneElementOutputs) {
+  const Tensor x = leaf({1});
+  backward({mul(x, x)});
+  testing::expect_close(get_grad(x), x * 2.0, 1e-12);
+  const Tensor v = leaf({3});
+  testing::expect_error([&] { backward({mul(v, v)}); }, ErrorKind::kValue,
+                        "one-element outputs");
+  testing::expect_error([&] { backward({mul(v, v)}, {ones64({2})}); }, ErrorKind::kShape,
+                        "expected [3]");
+}
+
+TEST_F(AutogradEngine, GradModeAndDetach) {
+  const Tensor x = leaf({3});
+  {
+    autograd::NoGradGuard no_grad;
+    EXPECT_FALSE(autograd::is_grad_enabled());
+    EXPECT_FALSE(requires_grad(mul(x, x)));
+    autograd::GradModeGuard enable(true);
+    EXPECT_TRUE(requires_grad(mul(x, x)));
+  }
+  EXPECT_TRUE(autograd::is_grad_enabled());
+  const Tensor d = autograd::detach(x);
+  EXPECT_FALSE(requires_grad(d));
+  EXPECT_FALSE(requires_grad(mul(d, d)));
+  EXPECT_EQ(d.data_ptr(), x.data_ptr());
+  testing::expect_error([&] { backward({mul(d, d)}, {ones64({3})}); }, ErrorKind::kValue,
+                        "does not require grad");
+}
+
+TEST_F(AutogradEngine, NotDifferentiableOpsAreNotRecorded) {
+  const Tensor x = leaf({3});
+  EXPECT_FALSE(requires_grad(call_op("AutogradTestNotDifferentiable", {x, x})[0]));
+}
+
+TEST_F(AutogradEngine, OpWithoutRuleFailsAtBackwardNamingIt) {
+  const Tensor x = leaf({3});
+  const Tensor y = call_op("AutogradTestNoRule", {x, x})[0];
+  EXPECT_TRUE(requires_grad(y));
+  testing::expect_error([&] { backward({y}, {ones64({3})}); }, ErrorKind::kNotImplemented,
+                        "AutogradTestNoRule has no gradient rule");
+}
+
+TEST_F(AutogradEngine, WritingIntoTrackedTensorsIsRefused) {
+  const Tensor x = leaf({3});
+  const Tensor buffer = zeros({3}, DType::kFloat64);
+  testing::expect_error([&] { call_op("AutogradTestMul", {x, x}, {}, {buffer}); },
+                        ErrorKind::kValue, "while an input requires grad");
+  const Tensor plain = randn({3}, DType::kFloat64);
+  testing::expect_error([&] { call_op("AutogradTestMul", {plain, plain}, {}, {x}); },
+                        ErrorKind::kValue, "writes into a tensor that requires grad");
+  autograd::NoGradGuard no_grad;
+  call_op("AutogradTestMul", {plain, plain}, {}, {x});  // an optimizer's update
+  testing::expect_close(x, kiln::mul(plain, plain), 1e-12);
+}
+
+TEST_F(AutogradEngine, RequiresGradOnlyOnFloatingLeaves) {
+  const Tensor x = leaf({2});
+  testing::expect_error([&] { set_requires_grad(mul(x, x)); }, ErrorKind::kValue,
+                        "only a leaf tensor");
+  testing::expect_error([&] { set_requires_grad(zeros({2}, DType::kInt64)); }, ErrorKind::kDType,
+                        "floating-point");
+  testing::expect_error([&] { autograd::set_grad(x, ones({3}, DType::kFloat64)); },
+                        ErrorKind::kShape, "expected [2]");
+  autograd::set_grad(x, ones64({2}));
+  testing::expect_close(get_grad(x), ones64({2}), 0);
+  autograd::set_grad(x, Tensor());
+  EXPECT_FALSE(get_grad(x).defined());
+}
+
+TEST_F(AutogradEngine, GraphHoldsNoCycles) {
+  std::weak_ptr<TensorImpl> output;
+  std::weak_ptr<autograd::Node> node;
+  const Tensor x = leaf({3});
+  {
+    const Tensor y = mul(x, x);
+    output = y.impl_ptr();
+    node = autograd::grad_fn(y);
+  }
+  runtime::synchronize();
+  EXPECT_TRUE(output.expired());
+  EXPECT_TRUE(node.expired());
+}
+
+struct ScaledExp : Function<ScaledExp> {
+  static Tensor Forward(AutogradContext* ctx, const Tensor& x, double s) {
+    EXPECT_FALSE(autograd::is_grad_enabled());
+    Tensor y = kiln::exp(x) * s;
+    ctx->SaveForBackward({y});
+    ctx->saved_data.set("needs_x", ctx->NeedsInputGrad(0));
+    return y;
+  }
+  static std::vector<Tensor> Backward(AutogradContext* ctx, const std::vector<Tensor>& grads) {
+    EXPECT_TRUE(ctx->saved_data.get<bool>("needs_x"));
+    return {kiln::mul(grads[0], ctx->GetSavedTensors()[0])};
+  }
+};
+
+struct SplitHalves : Function<SplitHalves> {  // two outputs, the second not differentiable
+  static std::tuple<Tensor, Tensor> Forward(AutogradContext* ctx, const Tensor& x) {
+    Tensor a = x * 2.0, mask = gt(x, Tensor::scalar(0.0));
+    ctx->MarkNonDifferentiable({mask});
+    return {a, mask};
+  }
+  static std::vector<Tensor> Backward(AutogradContext*, const std::vector<Tensor>& grads) {
+    EXPECT_FALSE(grads[1].defined());
+    return {grads[0] * 2.0};
+  }
+};
+
+TEST_F(AutogradEngine, CustomFunction) {
+  const Tensor x = leaf({4});
+  const Tensor y = ScaledExp::apply(x, 3.0);
+  EXPECT_EQ(autograd::grad_fn(y)->name(), "kiln::(anonymous namespace)::ScaledExp");
+  const Tensor gy = randn({4}, DType::kFloat64);
+  backward({y}, {gy});
+  testing::expect_close(get_grad(x), kiln::mul(gy, kiln::exp(x) * 3.0), 1e-12);
+  testing::expect_error([&] { backward({y}, {gy}); }, ErrorKind::kValue, "freed");
+
+  const auto [a, mask] = SplitHalves::apply(x);
+  EXPECT_TRUE(requires_grad(a));
+  EXPECT_FALSE(requires_grad(mask));
+  const std::vector<Tensor> g = autograd::grad({a}, {x}, {gy});
+  testing::expect_close(g[0], gy * 2.0, 1e-12);
+
+  const Tensor plain = randn({4}, DType::kFloat64);
+  EXPECT_FALSE(requires_grad(ScaledExp::apply(plain, 2.0)));
+}
+
+}  // namespace
+}  // namespace kiln

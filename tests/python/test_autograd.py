@@ -1,0 +1,325 @@
+"""Autograd from Python: Tensor.backward/.grad, kiln.autograd.grad, grad mode, views, custom
+Functions, kiln.grad / kiln.value_and_grad (MindSpore's signatures), higher order, jit, gradcheck
+and the errors. The built-in ops' gradient rules are checked one by one in test_grad_ops.py."""
+
+import gc
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import raises
+
+mint = kiln.mint
+RNG = np.random.default_rng(7)
+
+
+def leaf(*shape, dtype=kiln.float64):
+    return kiln.tensor(RNG.standard_normal(shape), dtype=dtype).requires_grad_()
+
+
+def test_backward_accumulates_into_grad():
+    x, w = leaf(3, 4), leaf(4, 2)
+    loss = mint.sum(mint.tanh(x @ w))
+    assert loss.requires_grad and not loss.is_leaf and loss.grad_fn.name() == "ReduceSum"
+    assert x.is_leaf and x.grad is None
+    loss.backward()
+    t = np.tanh(x.numpy() @ w.numpy())
+    np.testing.assert_allclose(w.grad.numpy(), x.numpy().T @ (1 - t * t), rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), (1 - t * t) @ w.numpy().T, rtol=1e-12)
+    first = x.grad.numpy().copy()
+    mint.sum(mint.tanh(x @ w)).backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * first, rtol=1e-12)
+    x.grad = None
+    assert x.grad is None
+
+
+def test_autograd_grad_leaves_dot_grad_alone_and_takes_non_leaves():
+    x = leaf(5)
+    y = x * x
+    z = mint.sum(mint.exp(y))
+    gy, gx = kiln.autograd.grad(z, [y, x])
+    np.testing.assert_allclose(gy.numpy(), np.exp(x.numpy() ** 2), rtol=1e-12)
+    np.testing.assert_allclose(gx.numpy(), 2 * x.numpy() * np.exp(x.numpy() ** 2), rtol=1e-12)
+    assert x.grad is None
+    unused = leaf(2)
+    with raises(kiln.KilnValueError, match="not used"):
+        kiln.autograd.grad(mint.sum(x * 2), [unused])
+    assert kiln.autograd.grad(mint.sum(x * 2), [unused], allow_unused=True) == (None,)
+
+
+def test_non_scalar_backward_needs_a_gradient():
+    x = leaf(3)
+    y = x * 3
+    with raises(kiln.KilnValueError, match="one-element outputs"):
+        y.backward()
+    v = kiln.tensor([1.0, 2.0, 3.0], dtype=kiln.float64)
+    y.backward(v)
+    np.testing.assert_allclose(x.grad.numpy(), 3 * v.numpy())
+
+
+def test_second_backward_needs_retain_graph():
+    x = leaf(3)
+    y = mint.sum(mint.sin(x))
+    y.backward(retain_graph=True)
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.cos(x.numpy()), rtol=1e-12)
+    with raises(kiln.KilnValueError, match="retain_graph"):
+        y.backward()
+
+
+def test_grad_mode_contexts_and_decorator():
+    x = leaf(2)
+    with kiln.no_grad():
+        assert not kiln.is_grad_enabled()
+        assert not (x * 2).requires_grad
+        with kiln.enable_grad():
+            assert (x * 2).requires_grad
+    assert kiln.is_grad_enabled()
+
+    @kiln.no_grad()
+    def infer(t):
+        return t * 2
+
+    assert not infer(x).requires_grad
+    with kiln.set_grad_enabled(False):
+        assert not (x * 2).requires_grad
+    assert kiln.is_grad_enabled()
+
+
+def test_detach_shares_memory_and_stops_gradients():
+    x = leaf(4)
+    d = x.detach()
+    assert not d.requires_grad and d.is_leaf
+    assert d.numpy().__array_interface__["data"][0] == x.numpy().__array_interface__["data"][0]
+    with raises(kiln.KilnValueError, match="does not require grad"):
+        mint.sum(d * 2).backward()
+
+
+def test_requires_grad_errors():
+    with raises(kiln.DTypeError, match="floating-point"):
+        kiln.tensor([1, 2, 3]).requires_grad_()
+    x = leaf(2)
+    with raises(kiln.KilnValueError, match="only a leaf tensor"):
+        (x * 2).requires_grad_()
+    with raises(kiln.ShapeError, match="expected"):
+        x.grad = kiln.tensor([1.0, 2.0, 3.0], dtype=kiln.float64)
+
+
+def test_in_place_on_tracked_tensors_is_refused():
+    x = leaf(3)
+    with raises(kiln.KilnValueError, match="requires grad"):
+        x += 1
+    y = x * 2
+    with raises(kiln.KilnValueError, match="requires grad"):
+        y *= 3
+    with kiln.no_grad():
+        x -= 1  # an optimizer's update
+    assert x.requires_grad and x.is_leaf
+
+
+def test_views_carry_gradients():
+    x = leaf(3, 4)
+    parts = [x[1], x[:, 2], x.T, x.reshape(12)[3:7], x.view(4, 3), x.unsqueeze(0),
+             x.transpose(0, 1).contiguous(), x.flatten(), x.narrow(1, 1, 2), x[None, ..., 0]]
+    weights = [RNG.standard_normal(tuple(p.shape)) for p in parts]
+    loss = None
+    for p, w in zip(parts, weights):
+        term = mint.sum(p * kiln.tensor(w, dtype=kiln.float64))
+        loss = term if loss is None else loss + term
+    loss.backward()
+    want = np.zeros((3, 4))
+    want[1] += weights[0]
+    want[:, 2] += weights[1]
+    want += weights[2].T
+    want.reshape(12)[3:7] += weights[3]
+    want += weights[4].reshape(3, 4)
+    want += weights[5][0]
+    want += weights[6].T
+    want += weights[7].reshape(3, 4)
+    want[:, 1:3] += weights[8]
+    want[:, 0] += weights[9][0]
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-12)
+
+
+class ScaledExp(kiln.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale):
+        assert not kiln.is_grad_enabled()
+        y = mint.exp(x) * scale
+        ctx.save_for_backward(y)
+        ctx.needs = ctx.needs_input_grad
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        (y,) = ctx.saved_tensors
+        return grad_y * y, None
+
+
+class SplitMask(kiln.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        mask = x > 0
+        ctx.mark_non_differentiable(mask)
+        return x * 2, mask
+
+    @staticmethod
+    def backward(ctx, grad_a, grad_mask):
+        assert grad_mask is None
+        return grad_a * 2
+
+
+def test_python_custom_function():
+    x = leaf(4)
+    y = ScaledExp.apply(x, 3.0)
+    assert y.grad_fn.name() == "ScaledExp"
+    mint.sum(y).backward()
+    np.testing.assert_allclose(x.grad.numpy(), 3 * np.exp(x.numpy()), rtol=1e-12)
+    a, mask = SplitMask.apply(x)
+    assert a.requires_grad and not mask.requires_grad
+    (g,) = kiln.autograd.grad(mint.sum(a), x)
+    np.testing.assert_allclose(g.numpy(), np.full(4, 2.0))
+    assert kiln.testing.gradcheck(lambda t: ScaledExp.apply(t, 2.0), (leaf(3),))
+
+
+def test_custom_function_graph_is_freed():
+    kiln.runtime.synchronize()
+    x = leaf(1000)
+    before = kiln.runtime.memory_stats()["allocated"]
+    for _ in range(3):
+        y = ScaledExp.apply(x, 2.0)
+        z = mint.sum(y * y)
+        del y, z
+    gc.collect()
+    kiln.runtime.synchronize()
+    assert kiln.runtime.memory_stats()["allocated"] == before
+
+
+def test_op_graph_is_freed():
+    kiln.runtime.synchronize()
+    x = leaf(1000)
+    before = kiln.runtime.memory_stats()["allocated"]
+    for _ in range(3):
+        z = mint.sum(mint.exp(x) * x)
+        del z
+    kiln.runtime.synchronize()
+    assert kiln.runtime.memory_stats()["allocated"] == before
+
+
+def test_gradcheck_finds_a_wrong_gradient():
+    class WrongSquare(kiln.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * x * 3  # should be 2
+
+    with pytest.raises(kiln.testing.GradcheckError, match="input 0"):
+        kiln.testing.gradcheck(WrongSquare.apply, (leaf(3),))
+    assert not kiln.testing.gradcheck(WrongSquare.apply, (leaf(3),), raise_exception=False)
+    with raises(kiln.KilnValueError, match="no input requires grad"):
+        kiln.testing.gradcheck(mint.exp, (kiln.tensor([1.0]),))
+
+
+def f_xyz(x, y, z):
+    return mint.sum(x * y * z)
+
+
+def test_functional_grad_positions():
+    x, y, z = (kiln.tensor(RNG.standard_normal(3), dtype=kiln.float64) for _ in range(3))
+    gx = kiln.grad(f_xyz)(x, y, z)
+    np.testing.assert_allclose(gx.numpy(), (y * z).numpy(), rtol=1e-12)
+    gy, gz = kiln.grad(f_xyz, grad_position=(1, 2))(x, y, z)
+    np.testing.assert_allclose(gy.numpy(), (x * z).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(gz.numpy(), (x * y).numpy(), rtol=1e-12)
+    value, g = kiln.value_and_grad(f_xyz, grad_position=-1)(x, y, z)
+    np.testing.assert_allclose(value.numpy(), np.sum((x * y * z).numpy()), rtol=1e-12)
+    assert not value.requires_grad
+    np.testing.assert_allclose(g.numpy(), (x * y).numpy(), rtol=1e-12)
+    assert not x.requires_grad, "kiln.grad must not mark the caller's tensors"
+    with raises(kiln.KilnValueError, match="out of range"):
+        kiln.grad(f_xyz, grad_position=3)(x, y, z)
+    with raises(kiln.KilnValueError, match="both be None"):
+        kiln.grad(f_xyz, grad_position=None)(x, y, z)
+
+
+def test_functional_grad_weights_and_aux():
+    w = leaf(3)
+    frozen = kiln.tensor([1.0, 2.0, 3.0], dtype=kiln.float64)
+    x = kiln.tensor(RNG.standard_normal(3), dtype=kiln.float64)
+
+    def loss(x):
+        out = mint.sum(mint.square(x * w))
+        return out, x * 2
+
+    (gw,) = kiln.grad(loss, grad_position=None, weights=[w], has_aux=True)(x)[0]
+    np.testing.assert_allclose(gw.numpy(), 2 * w.numpy() * x.numpy() ** 2, rtol=1e-12)
+    (gx, (gw2, gf)), aux = kiln.grad(loss, 0, [w, frozen], has_aux=True)(x)
+    np.testing.assert_allclose(gw2.numpy(), gw.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(gf.numpy(), np.zeros(3))
+    np.testing.assert_allclose(gx.numpy(), 2 * x.numpy() * w.numpy() ** 2, rtol=1e-12)
+    np.testing.assert_allclose(aux.numpy(), 2 * x.numpy())
+    (value, aux2), g = kiln.value_and_grad(loss, None, w, has_aux=True)(x)
+    np.testing.assert_allclose(g.numpy(), gw.numpy(), rtol=1e-12)
+    assert w.grad is None, "the functional forms do not touch .grad"
+    with raises(kiln.KilnValueError, match="at least two outputs"):
+        kiln.grad(lambda x: mint.sum(x), has_aux=True)(x)
+
+
+def test_higher_order_gradients():
+    x = kiln.tensor(RNG.standard_normal(4), dtype=kiln.float64)
+
+    def cube_sum(t):
+        return mint.sum(t * t * t)
+
+    d1 = kiln.grad(cube_sum)
+    d2 = kiln.grad(lambda t: mint.sum(d1(t)))
+    d3 = kiln.grad(lambda t: mint.sum(d2(t)))
+    np.testing.assert_allclose(d1(x).numpy(), 3 * x.numpy() ** 2, rtol=1e-12)
+    np.testing.assert_allclose(d2(x).numpy(), 6 * x.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(d3(x).numpy(), np.full(4, 6.0), rtol=1e-12)
+    y = leaf(3)
+    assert kiln.testing.gradgradcheck(lambda t: mint.sum(mint.sin(t) * t), (y,))
+
+
+@pytest.mark.parametrize("mode", ["sync", "2stage", "4stage"])
+def test_every_pipeline_mode_gives_the_same_gradients(mode):
+    previous = kiln.runtime.get_pipeline()
+    kiln.runtime.set_pipeline(mode)
+    try:
+        rng = np.random.default_rng(3)
+        x = kiln.tensor(rng.standard_normal((8, 5)), dtype=kiln.float32).requires_grad_()
+        w = kiln.tensor(rng.standard_normal((5, 3)), dtype=kiln.float32).requires_grad_()
+        loss = mint.mean(mint.square(mint.relu(x @ w) - 1.0))
+        loss.backward()
+        got = (x.grad.numpy().copy(), w.grad.numpy().copy())
+    finally:
+        kiln.runtime.set_pipeline(previous)
+    xs, ws = x.detach().numpy(), w.detach().numpy()
+    h = xs @ ws
+    d = 2 * (np.maximum(h, 0) - 1) / h.size * (h > 0)
+    np.testing.assert_allclose(got[1], xs.T @ d, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[0], d @ ws.T, rtol=1e-5, atol=1e-6)
+
+
+def test_value_and_grad_inside_jit_matches_eager():
+    rng = np.random.default_rng(5)
+    w = kiln.tensor(rng.standard_normal((4, 3)), dtype=kiln.float32)
+    x = kiln.tensor(rng.standard_normal((6, 4)), dtype=kiln.float32)
+
+    def loss(w, x):
+        return mint.mean(mint.square(mint.tanh(x @ w)))
+
+    step = kiln.value_and_grad(loss)
+    eager_value, eager_grad = step(w, x)
+    jitted = kiln.jit(step)
+    value, g = jitted(w, x)
+    np.testing.assert_allclose(value.numpy(), eager_value.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(g.numpy(), eager_grad.numpy(), rtol=1e-5, atol=1e-6)
+    text = jitted.graph(w, x)
+    assert "Tanh" in text and text.count("MatMul") >= 2, text  # forward and backward, one graph

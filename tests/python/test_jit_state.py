@@ -1,0 +1,87 @@
+"""Jitted functions that update tensors from outside in place (an optimizer's step inside a jitted
+training step), and kiln_cpu's packed weights following in-place updates of captured weights."""
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import raises
+
+mint = kiln.mint
+
+
+@pytest.mark.parametrize("update", ["inplace_op", "setitem"])
+def test_packed_weight_follows_in_place_updates(update):
+    rng = np.random.default_rng(0)
+    w = kiln.tensor(rng.standard_normal((16, 32)), dtype=kiln.float32)
+    x = kiln.tensor(rng.standard_normal((8, 32)), dtype=kiln.float32)
+    f = kiln.jit(lambda x: mint.linear(x, w), backend="kiln_cpu")
+    np.testing.assert_allclose(f(x).numpy(), x.numpy() @ w.numpy().T, rtol=1e-5, atol=1e-5)
+    if update == "inplace_op":
+        w *= 2.0
+    else:
+        w[...] = kiln.tensor(rng.standard_normal((16, 32)), dtype=kiln.float32)
+    np.testing.assert_allclose(f(x).numpy(), x.numpy() @ w.numpy().T, rtol=1e-5, atol=1e-5)
+    assert f.cache_info().misses == 1, "the update must not rebuild the graph"
+
+
+@pytest.mark.parametrize("backend", ["kiln_cpu", "reference"])
+def test_jitted_function_updates_captured_state(backend):
+    total = mint.zeros((3,))
+    steps = mint.zeros(())
+
+    @kiln.jit(backend=backend)
+    def accumulate(x):
+        mint.add(total, x, out=total)   # in place into tensors from outside
+        mint.add(steps, 1.0, out=steps)
+        return total * 2       # reads see the new value, as eagerly
+
+    ones = mint.ones((3,))
+    for i in range(1, 4):
+        out = accumulate(ones * i)
+        np.testing.assert_allclose(out.numpy(), 2 * np.full(3, sum(range(1, i + 1))))
+    np.testing.assert_allclose(total.numpy(), np.full(3, 6.0))
+    assert steps.item() == 3.0
+    assert accumulate.cache_info().misses == 1
+
+
+def test_writing_part_of_an_outside_tensor_is_refused():
+    state = mint.zeros((4,))
+
+    @kiln.jit(backend="kiln_cpu")
+    def f(x):
+        part = state[1:3]
+        mint.add(part, x, out=part)
+        return x
+
+    with raises(kiln.KilnNotImplementedError, match="part of a tensor from outside"):
+        f(mint.ones((2,)))
+
+
+def test_jitted_training_step_matches_eager():
+    rng = np.random.default_rng(1)
+    x = kiln.tensor(rng.standard_normal((32, 8)), dtype=kiln.float32)
+    y = kiln.tensor(rng.standard_normal((32, 1)), dtype=kiln.float32)
+    w0 = rng.standard_normal((1, 8)).astype(np.float32)
+
+    def make_step(w):
+        def loss_fn(x, y):
+            return mint.mean(mint.square(mint.linear(x, w) - y))
+
+        def step(x, y):
+            loss, (g,) = kiln.value_and_grad(loss_fn, grad_position=None, weights=[w])(x, y)
+            with kiln.no_grad():
+                mint.sub(w, g * 0.1, out=w)
+            return loss
+
+        return step
+
+    w_eager = kiln.tensor(w0).requires_grad_()
+    w_jit = kiln.tensor(w0).requires_grad_()
+    eager_step, jit_step = make_step(w_eager), kiln.jit(make_step(w_jit), backend="kiln_cpu")
+    for _ in range(5):
+        le, lj = eager_step(x, y), jit_step(x, y)
+        np.testing.assert_allclose(lj.numpy(), le.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(w_jit.detach().numpy(), w_eager.detach().numpy(), rtol=1e-5,
+                               atol=1e-6)
+    assert jit_step.cache_info().misses == 1
