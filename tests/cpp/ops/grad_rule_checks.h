@@ -26,9 +26,8 @@ namespace kiln::testing {
 /// eagerly, a gradient with the input's shape and dtype for every floating
 /// input and none for the others, and the same gradients when traced and run by
 /// the jit.
-inline void expect_rule_uses_ops(const std::string &op_name,
-                                 const std::vector<Tensor> &inputs,
-                                 const Attrs &attrs = {}, double rtol = 1e-5) {
+inline void expect_rule_uses_ops(const std::string& op_name, const std::vector<Tensor>& inputs,
+                                 const Attrs& attrs = {}, double rtol = 1e-5) {
   SCOPED_TRACE(op_name);
   const OpDefPtr op = OpRegistry::Instance().get(op_name);
   ASSERT_TRUE(op->grad_fn()) << op_name << " has no gradient rule";
@@ -36,20 +35,17 @@ inline void expect_rule_uses_ops(const std::string &op_name,
   const std::vector<Tensor> ys = call_op(*op, inputs, normalized);
   std::vector<Tensor> gys;
   std::vector<Tensor> jit_inputs = inputs;
-  for (const Tensor &y : ys) {
-    gys.push_back(is_floating_point(y.dtype()) ? randn(y.shape(), y.dtype())
-                                               : Tensor());
-    if (gys.back().defined())
-      jit_inputs.push_back(gys.back());
+  for (const Tensor& y : ys) {
+    gys.push_back(is_floating_point(y.dtype()) ? randn(y.shape(), y.dtype()) : Tensor());
+    if (gys.back().defined()) jit_inputs.push_back(gys.back());
   }
   const std::vector<Tensor> eager = op->grad_fn()(inputs, ys, normalized, gys);
   ASSERT_EQ(eager.size(), inputs.size());
   std::vector<Tensor> eager_defined;
   for (size_t k = 0; k < inputs.size(); ++k) {
-    const Tensor &x = inputs[k];
+    const Tensor& x = inputs[k];
     if (!is_floating_point(x.dtype())) {
-      EXPECT_FALSE(eager[k].defined())
-          << "a gradient for the non-floating input " << k;
+      EXPECT_FALSE(eager[k].defined()) << "a gradient for the non-floating input " << k;
       continue;
     }
     ASSERT_TRUE(eager[k].defined()) << "no gradient for input " << k;
@@ -58,32 +54,27 @@ inline void expect_rule_uses_ops(const std::string &op_name,
     eager_defined.push_back(eager[k]);
   }
   const size_t n = inputs.size();
-  const TensorFn traced = [&](const std::vector<Tensor> &in) {
-    const std::vector<Tensor> xs(in.begin(),
-                                 in.begin() + static_cast<std::ptrdiff_t>(n));
+  const TensorFn traced = [&](const std::vector<Tensor>& in) {
+    const std::vector<Tensor> xs(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n));
     const std::vector<Tensor> outs = call_op(*op, xs, normalized);
     std::vector<Tensor> gs;
     size_t next = n;
-    for (const Tensor &g : gys)
-      gs.push_back(g.defined() ? in[next++] : Tensor());
+    for (const Tensor& g : gys) gs.push_back(g.defined() ? in[next++] : Tensor());
     std::vector<Tensor> result;
-    for (const Tensor &gx : op->grad_fn()(xs, outs, normalized, gs)) {
-      if (gx.defined())
-        result.push_back(gx);
+    for (const Tensor& gx : op->grad_fn()(xs, outs, normalized, gs)) {
+      if (gx.defined()) result.push_back(gx);
     }
     return result;
   };
-  const std::vector<Tensor> jitted =
-      jit(traced, {}, "grad_" + op_name)(jit_inputs);
+  const std::vector<Tensor> jitted = jit(traced, {}, "grad_" + op_name)(jit_inputs);
   ASSERT_EQ(jitted.size(), eager_defined.size());
-  for (size_t i = 0; i < jitted.size(); ++i)
-    expect_close(jitted[i], eager_defined[i], rtol);
+  for (size_t i = 0; i < jitted.size(); ++i) expect_close(jitted[i], eager_defined[i], rtol);
 }
 
 /// True when `op_name` is marked kTraitNotDifferentiable and has no rule.
-inline bool not_differentiable(const std::string &op_name) {
+inline bool not_differentiable(const std::string& op_name) {
   const OpDefPtr op = OpRegistry::Instance().get(op_name);
   return op->has_trait(kTraitNotDifferentiable) && !op->grad_fn();
 }
 
-} // namespace kiln::testing
+}  // namespace kiln::testing
