@@ -135,9 +135,12 @@ using WorkspaceFn = std::function<size_t(const InferContext&)>;
 /// It must not read data: the pipeline calls it before the inputs are computed.
 using ViewFn =
     std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Attrs& attrs)>;
-/// A gradient rule: the gradients of the inputs (undefined for non-differentiable ones) from the
-/// op's inputs, outputs, attributes and the gradients of its outputs, written with other ops so
-/// that it can be traced and differentiated again.
+/// A gradient rule (kiln/autograd.h): the gradients of the inputs from the op's inputs, outputs,
+/// normalized attributes and the gradients of its outputs (an undefined one means zero). It
+/// returns one tensor per input, with that input's shape and dtype, or undefined where no gradient
+/// flows (integer and bool inputs, Python numbers, omitted optional inputs). It is written with
+/// other ops and reads shapes and dtypes, never data, so that eager backward runs it through the
+/// pipeline, the jit traces it, and autograd differentiates it again for higher orders.
 using GradFn = std::function<std::vector<Tensor>(
     const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, const Attrs& attrs,
     const std::vector<Tensor>& grad_outputs)>;
