@@ -15,6 +15,9 @@ ASAN_BUILD  := build-asan
 TSAN_BUILD  := build-tsan
 JOBS        ?= $(shell nproc)
 PY_DEPS     := numpy pytest nanobind scikit-build-core
+# What examples/train_mlp.py and its test need (the digits data set ships with scikit-learn).
+# A stamp of their own installs them into a .venv made before they were listed.
+EXAMPLE_DEPS := scikit-learn tqdm matplotlib
 CMAKE_FLAGS := -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_INPLACE=ON \
                -DPython_EXECUTABLE=$(abspath $(VENV_PY))
 
@@ -29,7 +32,11 @@ $(VENV)/.deps-stamp:
 	$(VENV_PY) -m pip install --quiet $(PY_DEPS)
 	touch $@
 
-deps: $(VENV)/.deps-stamp
+$(VENV)/.example-deps-stamp: $(VENV)/.deps-stamp
+	$(VENV_PY) -m pip install --quiet $(EXAMPLE_DEPS)
+	touch $@
+
+deps: $(VENV)/.deps-stamp $(VENV)/.example-deps-stamp
 
 $(BUILD)/build.ninja: $(VENV)/.deps-stamp
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
@@ -42,7 +49,7 @@ build: $(BUILD)/build.ninja
 test-cpp: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-test-python: build
+test-python: build $(VENV)/.example-deps-stamp
 	$(VENV_PY) -m pytest -q tests/python
 
 # The sanitizer builds compile with -O1 and line tables only (-g1): enough for the sanitizers'
@@ -78,8 +85,9 @@ test-tsan: $(TSAN_BUILD)/build.ninja
 
 test: test-cpp test-python test-asan test-tsan
 
-demo: build
+demo: build $(VENV)/.example-deps-stamp
 	$(VENV_PY) examples/demo.py
+	$(VENV_PY) examples/train_mlp.py --plot $(BUILD)/mlp_loss.png
 	$(VENV_PY) examples/custom_op/run.py
 	$(VENV_PY) examples/custom_backend/run.py
 	$(VENV_PY) examples/custom_pass/run.py

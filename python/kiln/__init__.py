@@ -24,6 +24,8 @@ from .autograd import functional_grad as grad  # noqa: F401
 from .jit import jit  # noqa: F401  (kiln.jit is the decorator; its module is kiln/jit.py)
 from ._C import Tensor, dtype, from_numpy, promote_types, tensor  # noqa: F401
 from ._C.mint import from_dlpack, manual_seed  # noqa: F401
+from . import nn, optim  # noqa: F401  (after autograd, which they use)
+from .serialization import load, load_metadata, save  # noqa: F401
 
 __version__ = "0.1.0"
 

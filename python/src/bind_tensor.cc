@@ -69,6 +69,9 @@ nb::object item(const Tensor& t) {
 void bind_tensor(nb::module_& m) {
   nb::class_<Tensor> cls(m, "Tensor", "An n-dimensional array (see kiln/tensor.h)");
   cls.def(nb::init<>())
+      .def(nb::init<const Tensor&>(), "other"_a,
+           "Another handle to `other` (the same tensor, not a copy); lets Python subclasses such "
+           "as kiln.nn.Parameter wrap an existing tensor.")
       .def_prop_ro("shape", [](const Tensor& t) { return to_tuple(t.shape()); })
       .def_prop_ro("dtype", &Tensor::dtype)
       .def_prop_ro("ndim", &Tensor::ndim)

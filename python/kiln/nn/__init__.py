@@ -1,0 +1,43 @@
+"""kiln.nn: cells (layers and models), parameters and initialisers for training with Kiln.
+
+    import kiln
+    from kiln import nn
+
+    net = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    loss_fn = nn.CrossEntropyLoss()
+    loss = loss_fn(net(x), labels)
+    loss.backward()                      # fills p.grad for p in net.parameters()
+
+- ``Cell`` (alias ``Module``): parameter and sub-cell registration by attribute assignment,
+  ``construct`` (or ``forward``) called by ``__call__``, ``parameters()``,
+  ``named_parameters()``, ``trainable_params()``, ``cells()``, ``named_cells()``,
+  ``state_dict()`` / ``load_state_dict(strict=True)``, ``train()`` / ``eval()``,
+  ``zero_grad()`` (kiln/nn/cell.py).
+- ``Parameter(data, requires_grad=True)``: a leaf tensor that cells register.
+- Layers: ``Linear`` / ``Dense``, ``Conv2d``, ``LayerNorm``, ``RMSNorm``, ``Embedding``,
+  ``Dropout``, ``MultiheadAttention``, ``Sequential``; activations ``ReLU``, ``GELU``, ``SiLU``,
+  ``Tanh``, ``Sigmoid``, ``Softmax``, ``Identity``; losses ``CrossEntropyLoss``, ``MSELoss``.
+  Each layer's file documents its arguments and its (PyTorch-equal) initialisation; layers with
+  parameters take ``dtype`` (default float32).
+- ``kiln.nn.init``: ``uniform_``, ``normal_``, ``constant_``, ``zeros_``, ``ones_``,
+  ``xavier_uniform_``, ``xavier_normal_``, ``kaiming_uniform_``, ``kaiming_normal_``, seeded by
+  ``kiln.manual_seed``.
+"""
+
+from . import init  # noqa: F401
+from .activation import GELU, Identity, ReLU, Sigmoid, SiLU, Softmax, Tanh  # noqa: F401
+from .attention import MultiheadAttention  # noqa: F401
+from .cell import Cell, LoadResult, Module  # noqa: F401
+from .container import Sequential  # noqa: F401
+from .conv import Conv2d  # noqa: F401
+from .dropout import Dropout  # noqa: F401
+from .embedding import Embedding  # noqa: F401
+from .linear import Dense, Linear  # noqa: F401
+from .loss import CrossEntropyLoss, MSELoss  # noqa: F401
+from .normalization import LayerNorm, RMSNorm  # noqa: F401
+from .parameter import Parameter  # noqa: F401
+
+__all__ = ["init", "Cell", "Module", "LoadResult", "Parameter", "Linear", "Dense", "Conv2d",
+           "LayerNorm", "RMSNorm", "Embedding", "Dropout", "MultiheadAttention", "Sequential",
+           "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "Identity", "CrossEntropyLoss",
+           "MSELoss"]

@@ -1,0 +1,133 @@
+"""kiln.nn.MultiheadAttention: scaled dot-product attention over ``num_heads`` heads, with
+PyTorch's parameter layout, so a torch.nn.MultiheadAttention state dict loads as it is.
+
+    mha = kiln.nn.MultiheadAttention(embed_dim=64, num_heads=4, batch_first=True)
+    out, weights = mha(x, x, x, is_causal=True)         # x [batch, seq, 64]
+
+Parameters: ``in_proj_weight`` [3 * E, E] (the query, key and value projections stacked),
+``in_proj_bias`` [3 * E], and ``out_proj`` (a Linear(E, E): ``out_proj.weight``,
+``out_proj.bias``). Initialised as PyTorch does: xavier_uniform_ in_proj_weight, zero biases,
+out_proj.weight as a Linear's.
+
+``construct(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+average_attn_weights=True, is_causal=False)`` returns ``(output, weights)``:
+
+- query [B, L, E], key and value [B, S, E] with ``batch_first=True``; [L, B, E] and [S, B, E]
+  otherwise (PyTorch's default layout). The output has the query's layout.
+- ``attn_mask`` [L, S] or [B * num_heads, L, S]: a bool mask (True = may not attend) or a float
+  mask added to the scores. ``key_padding_mask`` [B, S]: True marks keys to ignore.
+  ``is_causal=True`` forbids attending to later positions (combined with ``attn_mask``, if any).
+- ``weights`` is None unless ``need_weights``: [B, L, S] averaged over heads, or
+  [B, num_heads, L, S] with ``average_attn_weights=False``.
+- ``dropout`` applies to the attention weights while training.
+"""
+
+import math
+
+from .. import _C
+from ..errors import KilnValueError, ShapeError
+from . import init
+from .cell import Cell
+from .linear import Linear
+from .parameter import Parameter
+
+__all__ = ["MultiheadAttention"]
+
+_mint = _C.mint
+
+
+class MultiheadAttention(Cell):
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, batch_first=False,
+                 dtype=None):
+        super().__init__()
+        if num_heads <= 0 or embed_dim % num_heads:
+            raise KilnValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible "
+                                 f"by num_heads ({num_heads})")
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.head_dim = embed_dim // num_heads
+        self.dropout = dropout
+        self.batch_first = batch_first
+        dtype = dtype or _C.dtype.float32
+        self.in_proj_weight = Parameter(_mint.empty(3 * embed_dim, embed_dim, dtype=dtype))
+        self.in_proj_bias = Parameter(_mint.empty(3 * embed_dim, dtype=dtype)) if bias else None
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        init.xavier_uniform_(self.in_proj_weight)
+        if self.in_proj_bias is not None:
+            init.zeros_(self.in_proj_bias)
+            init.zeros_(self.out_proj.bias)
+
+    def _heads(self, x, weight, bias):
+        """[B, T, E] -> projected and split into heads: [B, H, T, D]."""
+        b, t, _ = x.shape
+        y = _mint.linear(x, weight, bias)
+        return y.reshape(b, t, self.num_heads, self.head_dim).permute(0, 2, 1, 3)
+
+    def _additive_mask(self, attn_mask, key_padding_mask, is_causal, b, l, s, dtype):
+        """The masks as one float tensor added to the scores [B, H, L, S] (None when none)."""
+        masks = []
+        if attn_mask is not None:
+            if attn_mask.ndim == 3:
+                if tuple(attn_mask.shape) != (b * self.num_heads, l, s):
+                    raise ShapeError(f"MultiheadAttention: a 3-d attn_mask must have shape "
+                                     f"{[b * self.num_heads, l, s]}, got {list(attn_mask.shape)}")
+                attn_mask = attn_mask.reshape(b, self.num_heads, l, s)
+            elif tuple(attn_mask.shape) != (l, s):
+                raise ShapeError(f"MultiheadAttention: attn_mask must have shape {[l, s]} or "
+                                 f"{[b * self.num_heads, l, s]}, got {list(attn_mask.shape)}")
+            masks.append(attn_mask)
+        if is_causal:
+            masks.append(_mint.triu(_mint.ones(l, s, dtype=_C.dtype.bool), 1))
+        if key_padding_mask is not None:
+            if tuple(key_padding_mask.shape) != (b, s):
+                raise ShapeError(f"MultiheadAttention: key_padding_mask must have shape {[b, s]}, "
+                                 f"got {list(key_padding_mask.shape)}")
+            masks.append(key_padding_mask.reshape(b, 1, 1, s))
+        total = None
+        for mask in masks:
+            if mask.dtype == _C.dtype.bool:
+                mask = _mint.masked_fill(_mint.zeros(mask.shape, dtype=dtype), mask,
+                                         float("-inf"))
+            else:
+                mask = mask.to(dtype)
+            total = mask if total is None else total + mask
+        return total
+
+    def construct(self, query, key, value, key_padding_mask=None, need_weights=True,
+                  attn_mask=None, average_attn_weights=True, is_causal=False):
+        if not self.batch_first:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        if query.ndim != 3 or query.shape[-1] != self.embed_dim:
+            raise ShapeError(f"MultiheadAttention: expected a query [batch, seq, {self.embed_dim}]"
+                             f" (batch_first={self.batch_first}), got {list(query.shape)}")
+        b, l, _ = query.shape
+        s = key.shape[1]
+        weights = _mint.chunk(self.in_proj_weight, 3, 0)
+        biases = (_mint.chunk(self.in_proj_bias, 3, 0) if self.in_proj_bias is not None
+                  else (None, None, None))
+        q = self._heads(query, weights[0], biases[0])
+        k = self._heads(key, weights[1], biases[1])
+        v = self._heads(value, weights[2], biases[2])
+
+        scores = _mint.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))
+        mask = self._additive_mask(attn_mask, key_padding_mask, is_causal, b, l, s, scores.dtype)
+        if mask is not None:
+            scores = scores + mask
+        attn = _mint.softmax(scores, -1)
+        if self.dropout > 0.0:
+            attn = _mint.dropout(attn, self.dropout, self.training)
+
+        out = _mint.matmul(attn, v).permute(0, 2, 1, 3).reshape(b, l, self.embed_dim)
+        out = self.out_proj(out)
+        if not self.batch_first:
+            out = out.transpose(0, 1)
+        if not need_weights:
+            return out, None
+        return out, (_mint.mean(attn, 1) if average_attn_weights else attn)
+
+    def extra_repr(self):
+        return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
+                f"dropout={self.dropout}, batch_first={self.batch_first}")

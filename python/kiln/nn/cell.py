@@ -1,0 +1,249 @@
+"""kiln.nn.Cell (alias ``Module``): the base class of layers and models.
+
+    class MLP(kiln.nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = kiln.nn.Linear(64, 128)       # a sub-cell: registered
+            self.fc2 = kiln.nn.Linear(128, 10)
+            self.scale = kiln.nn.Parameter(kiln.mint.ones(1))  # a parameter: registered
+
+        def construct(self, x):                     # MindSpore's name; `forward` works too
+            return self.fc2(kiln.mint.relu(self.fc1(x))) * self.scale
+
+    net = MLP()
+    y = net(x)                                      # calls construct
+    [name for name, _ in net.named_parameters()]    # ['scale', 'fc1.weight', 'fc1.bias', ...]
+    net.load_state_dict(other.state_dict())
+
+Assigning a ``Parameter`` or a ``Cell`` to an attribute registers it (call ``super().__init__()``
+first); assigning None to a registered name keeps the slot empty (a Linear without bias), and
+``del`` removes it. Names are dotted paths: ``fc1.weight``.
+
+- ``parameters(recurse=True)`` / ``named_parameters(prefix="", recurse=True)``: each parameter
+  once (a parameter shared by two cells appears under its first name); ``trainable_params()``:
+  those with ``requires_grad`` (MindSpore's name).
+- ``cells()`` / ``children()``: the direct sub-cells; ``named_cells()`` / ``cells_and_names()`` /
+  ``named_modules()``: this cell (named "") and every cell below it; ``modules()``.
+- ``state_dict()``: an ordered dict of name -> tensor, each sharing its parameter's memory
+  (detached). ``load_state_dict(state_dict, strict=True)`` copies values (kiln tensors or NumPy
+  arrays, converted to each parameter's dtype) into the parameters in place, so optimizers and
+  jitted functions holding them see the new values. It checks everything before copying
+  anything: a missing or unexpected key (strict) is a KilnValueError listing them, a shape that
+  differs is a ShapeError naming the key. It returns ``(missing_keys, unexpected_keys)``.
+- ``train(mode=True)`` / ``eval()`` / ``set_train(mode=True)`` set ``training`` on every cell
+  (Dropout only drops while training); they return the cell.
+- ``zero_grad(set_to_none=True)``: clears (or zeroes) every parameter's ``.grad``.
+"""
+
+import collections
+
+from .._numpy import np
+from ..autograd import no_grad
+from ..errors import KilnNotImplementedError, KilnTypeError, KilnValueError, ShapeError
+from .parameter import Parameter
+
+__all__ = ["Cell", "Module", "LoadResult"]
+
+LoadResult = collections.namedtuple("LoadResult", ["missing_keys", "unexpected_keys"])
+
+
+class Cell:
+    """Base class of every layer and model; see the module's documentation."""
+
+    def __init__(self):
+        object.__setattr__(self, "_params", collections.OrderedDict())
+        object.__setattr__(self, "_cells", collections.OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    # ----------------------------------------------------------------------------------------
+    # Registration
+
+    def __setattr__(self, name, value):
+        registries = self.__dict__.get("_params"), self.__dict__.get("_cells")
+        if registries[0] is None:
+            if isinstance(value, (Parameter, Cell)):
+                raise KilnTypeError(f"cannot assign {type(value).__name__} {name!r} before "
+                                    f"Cell.__init__() (call super().__init__() first)")
+            object.__setattr__(self, name, value)
+            return
+        params, cells = registries
+        if isinstance(value, Parameter):
+            self._forget(name)
+            params[name] = value
+        elif isinstance(value, Cell):
+            self._forget(name)
+            cells[name] = value
+        elif name in params:
+            if value is not None:
+                raise KilnTypeError(f"cannot assign {type(value).__name__} to parameter {name!r} "
+                                    f"(expected a kiln.nn.Parameter or None)")
+            params[name] = None
+        elif name in cells:
+            if value is not None:
+                raise KilnTypeError(f"cannot assign {type(value).__name__} to sub-cell {name!r} "
+                                    f"(expected a kiln.nn.Cell or None)")
+            cells[name] = None
+        else:
+            object.__setattr__(self, name, value)
+
+    def _forget(self, name):
+        self.__dict__.pop(name, None)
+        self._params.pop(name, None)
+        self._cells.pop(name, None)
+
+    def __getattr__(self, name):
+        # Only reached when normal lookup fails: registered parameters and cells live in the
+        # registries, not in __dict__.
+        for registry in ("_params", "_cells"):
+            entries = self.__dict__.get(registry)
+            if entries is not None and name in entries:
+                return entries[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __delattr__(self, name):
+        if name in self._params or name in self._cells:
+            self._forget(name)
+        else:
+            object.__delattr__(self, name)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._params) | set(self._cells))
+
+    # ----------------------------------------------------------------------------------------
+    # Calling
+
+    def __call__(self, *args, **kwargs):
+        return self.construct(*args, **kwargs)
+
+    def construct(self, *args, **kwargs):
+        """The computation; subclasses override this (or ``forward``)."""
+        if type(self).forward is Cell.forward:
+            raise KilnNotImplementedError(f"{type(self).__name__} defines neither construct() "
+                                          f"nor forward()")
+        return self.forward(*args, **kwargs)
+
+    def forward(self, *args, **kwargs):
+        """PyTorch's name for ``construct``."""
+        return self.construct(*args, **kwargs)
+
+    # ----------------------------------------------------------------------------------------
+    # Traversal
+
+    def named_cells(self, prefix=""):
+        """(name, cell) for this cell and every cell below it, each once, parents first."""
+        seen = set()
+        stack = [(prefix, self)]
+        while stack:
+            name, cell = stack.pop()
+            if id(cell) in seen:
+                continue
+            seen.add(id(cell))
+            yield name, cell
+            children = [(f"{name}.{n}" if name else n, c) for n, c in cell._cells.items()
+                        if c is not None]
+            stack.extend(reversed(children))
+
+    cells_and_names = named_cells
+    named_modules = named_cells
+
+    def modules(self):
+        return (cell for _, cell in self.named_cells())
+
+    def cells(self):
+        """The direct sub-cells."""
+        return (cell for cell in self._cells.values() if cell is not None)
+
+    children = cells
+
+    def named_parameters(self, prefix="", recurse=True):
+        """(dotted name, parameter) pairs, each parameter once."""
+        seen = set()
+        cells = self.named_cells(prefix) if recurse else [(prefix, self)]
+        for cell_name, cell in cells:
+            for name, param in cell._params.items():
+                if param is None or id(param) in seen:
+                    continue
+                seen.add(id(param))
+                yield (f"{cell_name}.{name}" if cell_name else name), param
+
+    def parameters(self, recurse=True):
+        return (param for _, param in self.named_parameters(recurse=recurse))
+
+    def trainable_params(self, recurse=True):
+        """The parameters with requires_grad, as a list (MindSpore's Cell.trainable_params)."""
+        return [p for p in self.parameters(recurse) if p.requires_grad]
+
+    # ----------------------------------------------------------------------------------------
+    # State
+
+    def state_dict(self):
+        """An ordered dict of dotted name -> tensor sharing the parameter's memory (detached)."""
+        return collections.OrderedDict(
+            (name, param.detach()) for name, param in self.named_parameters())
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copies ``state_dict``'s values into the parameters in place (see the module's
+        documentation); returns LoadResult(missing_keys, unexpected_keys)."""
+        params = dict(self.named_parameters())
+        missing = [name for name in params if name not in state_dict]
+        unexpected = [name for name in state_dict if name not in params]
+        if strict and (missing or unexpected):
+            parts = []
+            if missing:
+                parts.append(f"missing keys {missing}")
+            if unexpected:
+                parts.append(f"unexpected keys {unexpected}")
+            raise KilnValueError(f"load_state_dict for {type(self).__name__}: "
+                                 + " and ".join(parts))
+        for name, param in params.items():
+            if name in state_dict:
+                shape = tuple(np.shape(state_dict[name]))
+                if shape != tuple(param.shape):
+                    raise ShapeError(f"load_state_dict for {type(self).__name__}: {name!r} has "
+                                     f"shape {list(shape)} in the state dict, expected "
+                                     f"{list(param.shape)}")
+        with no_grad():
+            for name, param in params.items():
+                if name in state_dict:
+                    param[...] = state_dict[name]
+        return LoadResult(missing, unexpected)
+
+    def train(self, mode=True):
+        for cell in self.modules():
+            object.__setattr__(cell, "training", bool(mode))
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def set_train(self, mode=True):
+        """MindSpore's name for ``train``."""
+        return self.train(mode)
+
+    def zero_grad(self, set_to_none=True):
+        """Clears every parameter's gradient (or fills it with zeros)."""
+        for param in self.parameters():
+            if set_to_none or param.grad is None:
+                param.grad = None
+            else:
+                with no_grad():
+                    param.grad[...] = 0
+
+    # ----------------------------------------------------------------------------------------
+    # Printing
+
+    def extra_repr(self):
+        """The text inside this cell's parentheses in repr (subclasses override)."""
+        return ""
+
+    def __repr__(self):
+        lines = [f"({name}): " + repr(cell).replace("\n", "\n  ")
+                 for name, cell in self._cells.items()]
+        if not lines:
+            return f"{type(self).__name__}({self.extra_repr()})"
+        head = self.extra_repr()
+        body = "\n  ".join(([head] if head else []) + lines)
+        return f"{type(self).__name__}(\n  {body}\n)"
+
+
+Module = Cell

@@ -1,0 +1,56 @@
+"""kiln.nn.Sequential: cells applied one after another.
+
+    net = kiln.nn.Sequential(kiln.nn.Linear(64, 128), kiln.nn.ReLU(), kiln.nn.Linear(128, 10))
+    net = kiln.nn.Sequential(OrderedDict([("fc", kiln.nn.Linear(4, 4)), ("act", kiln.nn.ReLU())]))
+    net[0], net[-1], net[1:], len(net), list(net), net.append(cell)
+
+Cells passed positionally are named "0", "1", ... (so parameters are "0.weight", "0.bias", ...,
+as in PyTorch); an OrderedDict gives its own names.
+"""
+
+import collections
+
+from ..errors import KilnIndexError, KilnTypeError
+from .cell import Cell
+
+__all__ = ["Sequential"]
+
+
+class Sequential(Cell):
+    def __init__(self, *cells):
+        super().__init__()
+        if len(cells) == 1 and isinstance(cells[0], collections.OrderedDict):
+            items = list(cells[0].items())
+        else:
+            items = [(str(i), cell) for i, cell in enumerate(cells)]
+        for name, cell in items:
+            if not isinstance(cell, Cell):
+                raise KilnTypeError(f"Sequential: {name!r} is a {type(cell).__name__}, expected "
+                                    f"a kiln.nn.Cell")
+            setattr(self, name, cell)
+
+    def append(self, cell):
+        if not isinstance(cell, Cell):
+            raise KilnTypeError(f"Sequential.append: expected a kiln.nn.Cell, got "
+                                f"{type(cell).__name__}")
+        setattr(self, str(len(self)), cell)
+        return self
+
+    def __len__(self):
+        return len(self._cells)
+
+    def __iter__(self):
+        return iter(self._cells.values())
+
+    def __getitem__(self, index):
+        cells = list(self._cells.items())
+        if isinstance(index, slice):
+            return Sequential(collections.OrderedDict(cells[index]))
+        if not -len(cells) <= index < len(cells):
+            raise KilnIndexError(f"Sequential: index {index} out of range for {len(cells)} cells")
+        return cells[index][1]
+
+    def construct(self, x):
+        for cell in self._cells.values():
+            x = cell(x)
+        return x

@@ -1,0 +1,64 @@
+"""kiln.nn.Conv2d: 2-d convolution of x [N, C_in, H, W] with weight [C_out, C_in / groups, kH, kW].
+
+    conv = kiln.nn.Conv2d(3, 16, kernel_size=3, padding=1)
+
+``kernel_size``, ``stride``, ``padding`` and ``dilation`` take an int or a pair. Initialised as
+PyTorch's Conv2d: weight ~ kaiming_uniform_(a=sqrt(5)) and bias ~ U(-1/sqrt(fan_in),
+1/sqrt(fan_in)) with fan_in = C_in / groups * kH * kW.
+"""
+
+import math
+
+from .. import _C
+from ..errors import KilnValueError
+from . import init
+from .cell import Cell
+from .parameter import Parameter
+
+__all__ = ["Conv2d"]
+
+
+def _pair(value, name):
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value, value)
+    pair = tuple(value)
+    if len(pair) != 2:
+        raise KilnValueError(f"Conv2d: {name} must be an int or a pair of ints, got {value!r}")
+    return pair
+
+
+class Conv2d(Cell):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, dtype=None):
+        super().__init__()
+        if groups <= 0 or in_channels % groups or out_channels % groups:
+            raise KilnValueError(f"Conv2d: in_channels ({in_channels}) and out_channels "
+                                 f"({out_channels}) must be divisible by groups ({groups})")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = _pair(kernel_size, "kernel_size")
+        self.stride = _pair(stride, "stride")
+        self.padding = _pair(padding, "padding")
+        self.dilation = _pair(dilation, "dilation")
+        self.groups = groups
+        dtype = dtype or _C.dtype.float32
+        shape = (out_channels, in_channels // groups) + self.kernel_size
+        self.weight = Parameter(_C.mint.empty(shape, dtype=dtype))
+        self.bias = Parameter(_C.mint.empty(out_channels, dtype=dtype)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init.fan_in_and_fan_out(self.weight)
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def construct(self, x):
+        return _C.mint.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                              self.groups)
+
+    def extra_repr(self):
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, padding={self.padding}, dilation={self.dilation}, "
+                f"groups={self.groups}, bias={self.bias is not None}")

@@ -1,0 +1,125 @@
+"""kiln.nn.init: fill a tensor in place with initial values, as torch.nn.init does.
+
+    w = kiln.nn.Parameter(kiln.mint.empty(128, 64))
+    kiln.nn.init.kaiming_uniform_(w, a=math.sqrt(5))   # what Linear and Conv2d use
+    kiln.nn.init.zeros_(bias)
+
+Every function writes into ``tensor`` under ``kiln.no_grad()`` and returns it. Random values come
+from Kiln's global generator, so ``kiln.manual_seed(n)`` makes them repeat.
+
+- ``uniform_(t, a=0, b=1)``, ``normal_(t, mean=0, std=1)``, ``constant_(t, value)``,
+  ``zeros_(t)``, ``ones_(t)``.
+- ``xavier_uniform_(t, gain=1)``: U(-b, b) with b = gain * sqrt(6 / (fan_in + fan_out));
+  ``xavier_normal_(t, gain=1)``: N(0, gain * sqrt(2 / (fan_in + fan_out))).
+- ``kaiming_uniform_(t, a=0, mode="fan_in", nonlinearity="leaky_relu")``: U(-b, b) with
+  b = gain * sqrt(3 / fan); ``kaiming_normal_`` likewise with std = gain / sqrt(fan).
+- ``calculate_gain(nonlinearity, param=None)`` and ``fan_in_and_fan_out(t)``: the fans of a
+  weight [out, in, *kernel] are in * prod(kernel) and out * prod(kernel).
+"""
+
+import math
+
+from .. import _C
+from ..autograd import no_grad
+from ..errors import KilnValueError
+
+__all__ = ["calculate_gain", "fan_in_and_fan_out", "uniform_", "normal_", "constant_", "zeros_",
+           "ones_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
+
+_mint = _C.mint
+
+
+def _sample_dtype(tensor):
+    # float64 tensors get float64 samples; every other float dtype is sampled in float32 and
+    # rounded once when written.
+    return _C.dtype.float64 if tensor.dtype == _C.dtype.float64 else _C.dtype.float32
+
+
+def _fill(tensor, values):
+    with no_grad():
+        tensor[...] = values
+    return tensor
+
+
+def uniform_(tensor, a=0.0, b=1.0):
+    """Samples U(a, b) into ``tensor``."""
+    sample = _mint.rand(tensor.shape, dtype=_sample_dtype(tensor))
+    return _fill(tensor, sample * (b - a) + a)
+
+
+def normal_(tensor, mean=0.0, std=1.0):
+    """Samples N(mean, std**2) into ``tensor``."""
+    sample = _mint.randn(tensor.shape, dtype=_sample_dtype(tensor))
+    return _fill(tensor, sample * std + mean)
+
+
+def constant_(tensor, value):
+    """Fills ``tensor`` with ``value``."""
+    return _fill(tensor, value)
+
+
+def zeros_(tensor):
+    return constant_(tensor, 0)
+
+
+def ones_(tensor):
+    return constant_(tensor, 1)
+
+
+def calculate_gain(nonlinearity, param=None):
+    """The recommended gain for a nonlinearity (PyTorch's table): 1 for linear, conv and sigmoid,
+    5/3 for tanh, sqrt(2) for relu, sqrt(2 / (1 + slope**2)) for leaky_relu (slope 0.01 when
+    ``param`` is None), 3/4 for selu."""
+    linear = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+              "conv_transpose3d", "sigmoid")
+    if nonlinearity in linear:
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else param
+        if isinstance(slope, bool) or not isinstance(slope, (int, float)):
+            raise KilnValueError(f"calculate_gain: negative_slope {slope!r} is not a number")
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise KilnValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+
+
+def fan_in_and_fan_out(tensor):
+    """(fan_in, fan_out) of a weight [out, in, *kernel]; KilnValueError below two dimensions."""
+    if tensor.ndim < 2:
+        raise KilnValueError(f"fan in and fan out need a tensor with at least 2 dimensions, got "
+                             f"shape {list(tensor.shape)}")
+    receptive = math.prod(tensor.shape[2:])
+    return tensor.shape[1] * receptive, tensor.shape[0] * receptive
+
+
+def _fan(tensor, mode):
+    if mode not in ("fan_in", "fan_out"):
+        raise KilnValueError(f"mode {mode!r} not supported, expected 'fan_in' or 'fan_out'")
+    fan_in, fan_out = fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def xavier_uniform_(tensor, gain=1.0):
+    fan_in, fan_out = fan_in_and_fan_out(tensor)
+    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    return uniform_(tensor, -bound, bound)
+
+
+def xavier_normal_(tensor, gain=1.0):
+    fan_in, fan_out = fan_in_and_fan_out(tensor)
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+
+
+def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+    bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / _fan(tensor, mode))
+    return uniform_(tensor, -bound, bound)
+
+
+def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+    std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
+    return normal_(tensor, 0.0, std)

@@ -1,0 +1,58 @@
+"""kiln.nn.Linear and kiln.nn.Dense: y = x @ weight.T + bias.
+
+    fc = kiln.nn.Linear(64, 10)                 # weight [10, 64], bias [10] (PyTorch's names)
+    fc = kiln.nn.Dense(64, 10, activation="relu", has_bias=True)   # MindSpore's names
+
+Both initialise as PyTorch's Linear does: weight ~ kaiming_uniform_(a=sqrt(5)), that is
+U(-1/sqrt(in), 1/sqrt(in)), and bias ~ U(-1/sqrt(in), 1/sqrt(in)). ``dtype`` (default float32)
+is the parameters' dtype. Dense's ``activation`` is None, a Cell, or one of "relu", "gelu",
+"silu", "tanh", "sigmoid", applied after the affine map.
+"""
+
+import math
+
+from .. import _C
+from . import init
+from .activation import activation_cell
+from .cell import Cell
+from .parameter import Parameter
+
+__all__ = ["Linear", "Dense"]
+
+_mint = _C.mint
+
+
+class Linear(Cell):
+    def __init__(self, in_features, out_features, bias=True, dtype=None):
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        dtype = dtype or _C.dtype.float32
+        self.weight = Parameter(_mint.empty(out_features, in_features, dtype=dtype))
+        self.bias = Parameter(_mint.empty(out_features, dtype=dtype)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def construct(self, x):
+        return _mint.linear(x, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class Dense(Linear):
+    """MindSpore's Dense: Linear with ``has_bias`` and an optional activation."""
+
+    def __init__(self, in_channels, out_channels, has_bias=True, activation=None, dtype=None):
+        super().__init__(in_channels, out_channels, bias=has_bias, dtype=dtype)
+        self.activation = activation_cell(activation)
+
+    def construct(self, x):
+        y = super().construct(x)
+        return y if self.activation is None else self.activation(y)

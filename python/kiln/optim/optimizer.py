@@ -1,0 +1,201 @@
+"""kiln.optim.Optimizer: the base class of Kiln's optimizers.
+
+    opt = kiln.optim.Adam(net.trainable_params(), lr=1e-3)
+
+    # PyTorch style: gradients in each parameter's .grad
+    loss = loss_fn(net(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+    # MindSpore style: gradients as a tuple in the order of opt.parameters
+    grad_fn = kiln.value_and_grad(forward, None, opt.parameters)
+    loss, grads = grad_fn(x, y)
+    opt(grads)
+
+``params`` is an iterable of parameters, or of dicts ("parameter groups") each holding
+``params`` and any hyperparameter that differs from the optimizer's defaults (``lr``, ...).
+``opt.parameters`` is the flat list of every group's parameters; ``opt.param_groups`` the groups
+(a scheduler writes ``group["lr"]``); ``opt.state[i]`` the state of ``opt.parameters[i]``.
+
+An update runs under ``kiln.no_grad()`` and writes the parameters and the optimizer's state in
+place, so it can run inside a ``kiln.jit`` function: everything it reads (state, learning rate)
+is a tensor that exists before the first call, and the learning rate is a 0-d tensor per group
+and dtype that ``step()`` / ``opt(grads)`` refresh from ``group["lr"]`` before an eager update
+(a scheduler refreshes it too, so a jitted step sees a scheduled learning rate; other
+hyperparameters are read as Python numbers and are fixed in a jitted step once traced).
+
+- ``step(closure=None)``: one update from ``p.grad`` (parameters whose grad is None are skipped);
+  ``closure`` (optional) recomputes and returns the loss, which ``step`` returns.
+- ``opt(grads)``: one update from ``grads`` (a tuple or list as long as ``parameters``; a None
+  entry skips its parameter); a wrong length is a KilnValueError.
+- ``zero_grad(set_to_none=True)``: clears (or zeroes) the parameters' ``.grad``.
+- ``state_dict()`` / ``load_state_dict(d)``: the hyperparameters of each group and copies of the
+  state tensors, keyed by parameter index; loading checks the group layout and the state's
+  shapes (KilnValueError / ShapeError) before changing anything, then copies in place.
+
+A subclass defines ``_init_state(param, group)`` (a dict of state tensors, created when the
+parameter is added) and ``_update(param, grad, state, group, lr)`` (in place; ``lr`` is the 0-d
+learning-rate tensor of the parameter's dtype).
+"""
+
+from .. import _C
+from ..autograd import enable_grad, no_grad
+from ..errors import KilnTypeError, KilnValueError, ShapeError
+
+__all__ = ["Optimizer"]
+
+
+class Optimizer:
+    def __init__(self, params, defaults):
+        self.defaults = dict(defaults)
+        self.param_groups = []
+        self.parameters = []
+        self.state = []
+        self._lr = {}  # (group index, dtype) -> [0-d lr tensor, the value it holds]
+        if isinstance(params, _C.Tensor):
+            raise KilnTypeError(f"{type(self).__name__}: params must be an iterable of tensors or "
+                                f"dicts, got a single tensor")
+        params = list(params)
+        if not params:
+            raise KilnValueError(f"{type(self).__name__} got an empty parameter list")
+        groups = params if isinstance(params[0], dict) else [{"params": params}]
+        for group in groups:
+            self.add_param_group(group)
+
+    def add_param_group(self, group):
+        """Adds a group: a dict with ``params`` and optional hyperparameters."""
+        group = dict(group)
+        params = group["params"]
+        group["params"] = [params] if isinstance(params, _C.Tensor) else list(params)
+        known = {id(p) for p in self.parameters}
+        for p in group["params"]:
+            if not isinstance(p, _C.Tensor):
+                raise KilnTypeError(f"{type(self).__name__}: expected kiln tensors as parameters, "
+                                    f"got {type(p).__name__}")
+            if id(p) in known:
+                raise KilnValueError(f"{type(self).__name__}: a parameter appears in more than "
+                                     f"one place")
+            known.add(id(p))
+        for key, value in self.defaults.items():
+            group.setdefault(key, value)
+        self._check_hyperparameters(group)
+        index = len(self.param_groups)
+        self.param_groups.append(group)
+        with no_grad():
+            for p in group["params"]:
+                self.parameters.append(p)
+                self.state.append(self._init_state(p, group))
+                if (index, p.dtype) not in self._lr:
+                    lr = _C.mint.full((), group["lr"], dtype=p.dtype)
+                    self._lr[(index, p.dtype)] = [lr, group["lr"]]
+
+    # ----------------------------------------------------------------------------------------
+    # Updates
+
+    def __call__(self, grads):
+        grads = tuple(grads)
+        if len(grads) != len(self.parameters):
+            raise KilnValueError(f"{type(self).__name__}: got {len(grads)} gradients for "
+                                 f"{len(self.parameters)} parameters")
+        self._apply(grads)
+
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        self._apply([p.grad for p in self.parameters])
+        return loss
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.parameters:
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                with no_grad():
+                    p.grad[...] = 0
+
+    def _apply(self, grads):
+        # Inside kiln.jit the learning-rate tensors are constants of the graph: refreshing them
+        # there would record the traced value; the scheduler refreshes them eagerly instead.
+        if not _C.jit.is_tracing():
+            self._sync_lr()
+        with no_grad():
+            i = 0
+            for index, group in enumerate(self.param_groups):
+                for p in group["params"]:
+                    if grads[i] is not None:
+                        if tuple(grads[i].shape) != tuple(p.shape):
+                            raise ShapeError(f"{type(self).__name__}: the gradient of parameter "
+                                             f"{i} has shape {list(grads[i].shape)}, expected "
+                                             f"{list(p.shape)}")
+                        self._update(p, grads[i], self.state[i], group,
+                                     self._lr[(index, p.dtype)][0])
+                    i += 1
+
+    def _sync_lr(self):
+        """Writes each group's ``lr`` into its learning-rate tensors where it changed."""
+        for (index, _), entry in self._lr.items():
+            lr = self.param_groups[index]["lr"]
+            if entry[1] != lr:
+                entry[0][...] = lr
+                entry[1] = lr
+
+    # ----------------------------------------------------------------------------------------
+    # Subclass hooks
+
+    def _check_hyperparameters(self, group):
+        if not group["lr"] >= 0.0:
+            raise KilnValueError(f"{type(self).__name__}: invalid learning rate {group['lr']}")
+
+    def _init_state(self, param, group):
+        return {}
+
+    def _update(self, param, grad, state, group, lr):
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------------------------------
+    # Checkpoints
+
+    def state_dict(self):
+        groups, start = [], 0
+        for group in self.param_groups:
+            saved = {k: v for k, v in group.items() if k != "params"}
+            saved["params"] = list(range(start, start + len(group["params"])))
+            start += len(group["params"])
+            groups.append(saved)
+        state = {i: {k: v.clone() for k, v in s.items()} for i, s in enumerate(self.state)}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        groups = state_dict["param_groups"]
+        sizes = [len(g["params"]) for g in self.param_groups]
+        if [len(g["params"]) for g in groups] != sizes:
+            raise KilnValueError(f"{type(self).__name__}.load_state_dict: the state dict has "
+                                 f"groups of {[len(g['params']) for g in groups]} parameters, "
+                                 f"the optimizer {sizes}")
+        for i, state in enumerate(self.state):
+            saved = state_dict["state"].get(i, {})
+            if set(saved) != set(state):
+                raise KilnValueError(f"{type(self).__name__}.load_state_dict: parameter {i} has "
+                                     f"state {sorted(saved)}, expected {sorted(state)}")
+            for key, value in saved.items():
+                if tuple(value.shape) != tuple(state[key].shape):
+                    raise ShapeError(f"{type(self).__name__}.load_state_dict: state {key!r} of "
+                                     f"parameter {i} has shape {list(value.shape)}, expected "
+                                     f"{list(state[key].shape)}")
+        for group, saved in zip(self.param_groups, groups):
+            group.update({k: v for k, v in saved.items() if k != "params"})
+        with no_grad():
+            for i, state in enumerate(self.state):
+                for key, value in state_dict["state"].get(i, {}).items():
+                    state[key][...] = value
+        self._sync_lr()
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"  group {i}: {len(group['params'])} parameters, "
+                         + ", ".join(f"{k}={v}" for k, v in group.items() if k != "params"))
+        return "\n".join(lines + [")"])

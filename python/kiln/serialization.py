@@ -1,0 +1,160 @@
+"""kiln.save / kiln.load: tensors to and from a file in the safetensors format.
+
+    kiln.save(net.state_dict(), "mlp.safetensors")
+    net.load_state_dict(kiln.load("mlp.safetensors"))
+    kiln.save({"w": w}, "w.safetensors", metadata={"epoch": "3"})
+
+``save(tensors, path, metadata=None)`` takes a mapping of str -> kiln.Tensor (or NumPy array)
+and writes it; ``load(path)`` returns a dict of str -> kiln.Tensor in the file's order;
+``load_metadata(path)`` returns the file's ``__metadata__`` (a dict of str -> str, {} if none).
+Files are read and written by this module alone (NumPy for the bytes), and are compatible with
+the ``safetensors`` package of Hugging Face in both directions.
+
+The format (https://github.com/huggingface/safetensors, "Format"):
+
+    bytes 0..8         N, the header's length: an unsigned 64-bit little-endian integer
+    bytes 8..8+N       the header: a UTF-8 JSON object
+                       {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]},
+                        ..., "__metadata__": {"key": "value", ...}}     (__metadata__ optional)
+                       padded with spaces so that 8 + N is a multiple of 8
+    bytes 8+N..        the data: each tensor's elements in row-major (C) order, little-endian,
+                       at [8 + N + begin, 8 + N + end) of the file; the tensors tile the data
+                       section without gaps or overlaps
+
+dtypes: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL (one byte, 0 or 1), Kiln's ten dtypes. Kiln
+writes the tensors in the mapping's order. ``load`` checks all of the above and raises
+KilnValueError naming the problem (a truncated file, a bad header, an unknown dtype, offsets
+that do not match the shape or leave gaps); an unsupported dtype in ``save`` is a DTypeError.
+"""
+
+import json
+import os
+import struct
+
+from . import _C
+from ._numpy import np
+from .errors import DTypeError, KilnValueError
+
+__all__ = ["save", "load", "load_metadata"]
+
+_dt = _C.dtype
+# safetensors name -> (kiln dtype, little-endian NumPy dtype of the stored bytes)
+_FORMATS = {
+    "F64": (_dt.float64, "<f8"),
+    "F32": (_dt.float32, "<f4"),
+    "F16": (_dt.float16, "<f2"),
+    "BF16": (_dt.bfloat16, "<u2"),  # the top 16 bits of a float32
+    "I64": (_dt.int64, "<i8"),
+    "I32": (_dt.int32, "<i4"),
+    "I16": (_dt.int16, "<i2"),
+    "I8": (_dt.int8, "i1"),
+    "U8": (_dt.uint8, "u1"),
+    "BOOL": (_dt.bool, "u1"),
+}
+_NAMES = {kiln_dtype: name for name, (kiln_dtype, _) in _FORMATS.items()}
+
+
+def _to_bytes(tensor):
+    """(safetensors dtype name, the tensor's elements as little-endian bytes)."""
+    if not isinstance(tensor, _C.Tensor):
+        tensor = _C.tensor(np.asarray(tensor))
+    name = _NAMES.get(tensor.dtype)
+    if name is None:
+        raise DTypeError(f"kiln.save: dtype {tensor.dtype!r} has no safetensors name")
+    array = np.ascontiguousarray(tensor.numpy())
+    if name == "BF16":
+        # numpy() gives bfloat16 as float32 holding exactly the bfloat16 value: its upper half.
+        array = (array.astype("<f4").view("<u4") >> 16).astype("<u2")
+    else:
+        array = array.astype(_FORMATS[name][1], copy=False)
+    return name, array.tobytes()
+
+
+def save(tensors, path, metadata=None):
+    """Writes ``tensors`` (a mapping of str -> tensor) to ``path`` in the safetensors format."""
+    header, chunks, offset = {}, [], 0
+    if metadata is not None:
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+            raise KilnValueError("kiln.save: metadata must map str to str")
+        header["__metadata__"] = dict(metadata)
+    for name, tensor in tensors.items():
+        if not isinstance(name, str) or name == "__metadata__":
+            raise KilnValueError(f"kiln.save: invalid tensor name {name!r}")
+        dtype, data = _to_bytes(tensor)
+        header[name] = {"dtype": dtype, "shape": list(tensor.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        chunks.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-(8 + len(text)) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for data in chunks:
+            f.write(data)
+
+
+def _read(path):
+    """(header dict, data section as bytes) of a safetensors file, checked."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    where = os.fspath(path)
+    if len(blob) < 8:
+        raise KilnValueError(f"kiln.load: {where} is too short for a safetensors file")
+    (length,) = struct.unpack("<Q", blob[:8])
+    if length > len(blob) - 8:
+        raise KilnValueError(f"kiln.load: {where}: header length {length} exceeds the file "
+                             f"({len(blob)} bytes)")
+    try:
+        header = json.loads(blob[8:8 + length].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise KilnValueError(f"kiln.load: {where}: the header is not JSON ({e})") from None
+    if not isinstance(header, dict):
+        raise KilnValueError(f"kiln.load: {where}: the header is not a JSON object")
+    return header, blob[8 + length:]
+
+
+def load_metadata(path):
+    """The ``__metadata__`` of a safetensors file ({} when it has none)."""
+    return dict(_read(path)[0].get("__metadata__", {}))
+
+
+def load(path):
+    """Reads a safetensors file into a dict of str -> kiln.Tensor."""
+    header, data = _read(path)
+    where = os.fspath(path)
+    entries = [(name, info) for name, info in header.items() if name != "__metadata__"]
+    result, spans = {}, []
+    for name, info in entries:
+        try:
+            dtype_name, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
+        except (KeyError, TypeError, ValueError):
+            raise KilnValueError(f"kiln.load: {where}: tensor {name!r} needs dtype, shape and "
+                                 f"data_offsets [begin, end], got {info!r}") from None
+        if dtype_name not in _FORMATS:
+            raise KilnValueError(f"kiln.load: {where}: tensor {name!r} has unknown dtype "
+                                 f"{dtype_name!r} (known: {', '.join(_FORMATS)})")
+        kiln_dtype, stored = _FORMATS[dtype_name]
+        itemsize = np.dtype(stored).itemsize
+        count = int(np.prod(shape, dtype=np.int64))
+        if not 0 <= begin <= end <= len(data) or end - begin != count * itemsize:
+            raise KilnValueError(f"kiln.load: {where}: tensor {name!r} ({dtype_name}{shape}) has "
+                                 f"data_offsets [{begin}, {end}], which do not hold "
+                                 f"{count * itemsize} bytes within the {len(data)}-byte data")
+        array = np.frombuffer(data, dtype=stored, count=count, offset=begin).reshape(shape)
+        if dtype_name == "BF16":
+            array = (array.astype("<u4") << 16).view("<f4")
+        elif dtype_name == "BOOL":
+            array = array.astype(np.bool_)
+        result[name] = _C.tensor(array, dtype=kiln_dtype)
+        spans.append((begin, end, name))
+    position = 0
+    for begin, end, name in sorted(spans):
+        if begin != position:
+            raise KilnValueError(f"kiln.load: {where}: tensor {name!r} starts at byte {begin} of "
+                                 f"the data, expected {position} (a gap or an overlap)")
+        position = end
+    if position != len(data):
+        raise KilnValueError(f"kiln.load: {where}: {len(data) - position} bytes after the last "
+                             f"tensor")
+    return result

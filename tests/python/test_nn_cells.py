@@ -1,0 +1,631 @@
+"""kiln.nn: Parameter, Cell (registration, traversal, state_dict, train/eval), every layer's
+forward pass against a NumPy reference, and the initialisers' statistics. (The kiln.mint
+functions these layers call are tested in test_nn.py.)"""
+
+import collections
+import math
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import raises
+from kiln import nn
+
+mint = kiln.mint
+
+
+def t(array, dtype=None):
+    return kiln.tensor(np.asarray(array), dtype=dtype)
+
+
+def close(actual, expected, rtol=1e-5, atol=1e-6):
+    np.testing.assert_allclose(np.asarray(actual.numpy(), dtype=np.float64),
+                               np.asarray(expected, dtype=np.float64), rtol=rtol, atol=atol)
+
+
+class Block(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.scale = nn.Parameter(mint.ones(3))
+
+    def construct(self, x):
+        return self.fc(x) * self.scale
+
+
+class Net(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.first = Block()
+        self.act = nn.ReLU()
+        self.second = nn.Linear(3, 2)
+
+    def construct(self, x):
+        return self.second(self.act(self.first(x)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameter
+
+
+def test_parameter_wraps_a_detached_handle_to_the_same_memory():
+    data = mint.ones(2, 3)
+    p = nn.Parameter(data)
+    assert isinstance(p, kiln.Tensor)
+    assert p.requires_grad and p.is_leaf and p.grad_fn is None
+    assert p.shares_storage_with(data)
+    assert not data.requires_grad  # the wrapped tensor itself is not changed
+    assert p.shape == (2, 3) and p.dtype == kiln.float32
+    assert "Parameter containing" in repr(p)
+
+
+def test_parameter_detaches_from_history_and_accepts_arrays():
+    x = mint.ones(3).requires_grad_()
+    y = x * 2
+    p = nn.Parameter(y)
+    assert p.is_leaf and p.grad_fn is None
+    frozen = nn.Parameter(np.arange(4.0), requires_grad=False)
+    assert not frozen.requires_grad and frozen.dtype == kiln.float64
+    np.testing.assert_array_equal(frozen.numpy(), np.arange(4.0))
+    # ops on a Parameter give plain tensors
+    assert type(p + 1) is kiln.Tensor
+
+
+# ---------------------------------------------------------------------------------------------
+# Cell: registration and traversal
+
+
+def test_named_parameters_are_dotted_paths_in_registration_order():
+    net = Net()
+    names = [name for name, _ in net.named_parameters()]
+    assert names == ["first.scale", "first.fc.weight", "first.fc.bias", "second.weight",
+                     "second.bias"]
+    assert [p for p in net.parameters()] == [p for _, p in net.named_parameters()]
+    assert list(net.parameters(recurse=False)) == []
+    assert [n for n, _ in net.first.named_parameters(prefix="x")] == [
+        "x.scale", "x.fc.weight", "x.fc.bias"]
+
+
+def test_cells_and_named_cells():
+    net = Net()
+    assert list(net.cells()) == [net.first, net.act, net.second]
+    assert [n for n, _ in net.named_cells()] == ["", "first", "first.fc", "act", "second"]
+    assert list(net.children()) == list(net.cells())
+    assert list(net.modules()) == [c for _, c in net.cells_and_names()]
+    assert nn.Module is nn.Cell
+
+
+def test_trainable_params_skip_frozen_parameters():
+    net = Net()
+    net.first.scale.requires_grad_(False)
+    assert len(net.trainable_params()) == 4
+    assert not any(p is net.first.scale for p in net.trainable_params())
+
+
+def test_shared_parameters_and_cells_are_listed_once():
+    net = nn.Cell()
+    shared = nn.Linear(2, 2)
+    net.a = shared
+    net.b = shared
+    net.c = nn.Linear(2, 2)
+    net.c.weight = shared.weight
+    assert [n for n, _ in net.named_parameters()] == ["a.weight", "a.bias", "c.bias"]
+    assert [n for n, _ in net.named_cells()] == ["", "a", "c"]
+
+
+def test_assignment_rules():
+    cell = nn.Linear(2, 3)
+    cell.bias = None  # an empty slot stays registered but holds nothing
+    assert cell.bias is None
+    assert [n for n, _ in cell.named_parameters()] == ["weight"]
+    with pytest.raises(kiln.KilnTypeError, match="parameter 'weight'"):
+        cell.weight = mint.ones(3, 2)  # a plain tensor does not replace a parameter
+    cell.bias = nn.Parameter(mint.zeros(3))
+    assert [n for n, _ in cell.named_parameters()] == ["weight", "bias"]
+    del cell.bias
+    assert not hasattr(cell, "bias")
+    cell.note = "plain attribute"
+    assert cell.note == "plain attribute" and "note" not in dict(cell.named_parameters())
+    # replacing a parameter by a cell of the same name moves it between registries
+    cell.weight = nn.ReLU()
+    assert [n for n, _ in cell.named_parameters()] == [] and list(cell.cells()) == [cell.weight]
+    with pytest.raises(AttributeError, match="no attribute 'missing'"):
+        cell.missing
+
+
+def test_assigning_before_init_is_a_clear_error():
+    class Broken(nn.Cell):
+        def __init__(self):
+            self.w = nn.Parameter(mint.ones(1))
+
+    with pytest.raises(kiln.KilnTypeError, match="super\\(\\).__init__"):
+        Broken()
+
+
+def test_construct_and_forward_are_interchangeable():
+    class WithForward(nn.Cell):
+        def forward(self, x):
+            return x + 1
+
+    class WithConstruct(nn.Cell):
+        def construct(self, x):
+            return x * 2
+
+    x = mint.ones(2)
+    close(WithForward()(x), [2, 2])
+    close(WithConstruct()(x), [2, 2])
+    close(WithConstruct().forward(x), [2, 2])
+    with pytest.raises(kiln.KilnNotImplementedError, match="neither construct"):
+        nn.Cell()(x)
+
+
+def test_train_and_eval_reach_every_cell():
+    net = nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.Dropout(0.5)))
+    assert net.training and net[1][0].training
+    assert net.eval() is net
+    assert not any(c.training for c in net.modules())
+    net.set_train()
+    assert all(c.training for c in net.modules())
+    net.train(False)
+    assert not net[1][0].training
+
+
+def test_zero_grad_clears_or_zeroes():
+    net = nn.Linear(2, 2)
+    for p in net.parameters():
+        p.grad = mint.ones(p.shape)
+    net.zero_grad(set_to_none=False)
+    assert all(np.all(p.grad.numpy() == 0) for p in net.parameters())
+    net.zero_grad()
+    assert all(p.grad is None for p in net.parameters())
+
+
+def test_repr_lists_sub_cells():
+    text = repr(nn.Sequential(nn.Linear(2, 3), nn.GELU("tanh")))
+    assert "Sequential(" in text and "(0): Linear(in_features=2, out_features=3, bias=True)" in text
+    assert "(1): GELU(approximate='tanh')" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# state_dict
+
+
+def test_state_dict_round_trip():
+    kiln.manual_seed(1)
+    source, target = Net(), Net()
+    state = source.state_dict()
+    assert list(state) == [n for n, _ in source.named_parameters()]
+    assert all(not v.requires_grad for v in state.values())
+    assert state["second.weight"].shares_storage_with(source.second.weight)
+    weight = target.second.weight
+    result = target.load_state_dict(state)
+    assert result == nn.LoadResult([], [])
+    assert target.second.weight is weight  # loaded in place
+    for (name, a), (_, b) in zip(source.named_parameters(), target.named_parameters()):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
+    x = t(np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32))
+    np.testing.assert_array_equal(source(x).numpy(), target(x).numpy())
+
+
+def test_load_state_dict_accepts_numpy_and_converts_dtypes():
+    cell = nn.Linear(2, 2, dtype=kiln.float64)
+    cell.load_state_dict({"weight": np.eye(2, dtype=np.float32), "bias": [1.0, 2.0]})
+    assert cell.weight.dtype == kiln.float64
+    np.testing.assert_array_equal(cell.weight.numpy(), np.eye(2))
+    np.testing.assert_array_equal(cell.bias.numpy(), [1.0, 2.0])
+
+
+def test_load_state_dict_errors_change_nothing():
+    net = Net()
+    before = {k: v.numpy().copy() for k, v in net.state_dict().items()}
+    state = {k: mint.zeros(v.shape) for k, v in net.state_dict().items()}
+
+    missing = dict(state)
+    del missing["second.bias"]
+    with pytest.raises(kiln.KilnValueError, match=r"missing keys \['second.bias'\]"):
+        net.load_state_dict(missing)
+
+    extra = dict(state, **{"third.weight": mint.zeros(1)})
+    with pytest.raises(kiln.KilnValueError, match=r"unexpected keys \['third.weight'\]"):
+        net.load_state_dict(extra)
+
+    wrong = dict(state, **{"first.fc.weight": mint.zeros(4, 3)})
+    with pytest.raises(kiln.ShapeError, match=r"'first.fc.weight' has shape \[4, 3\].*"
+                                              r"expected \[3, 4\]"):
+        net.load_state_dict(wrong)
+    for k, v in net.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), before[k])
+
+    result = net.load_state_dict(dict(missing, **{"third.weight": mint.zeros(1)}), strict=False)
+    assert result.missing_keys == ["second.bias"] and result.unexpected_keys == ["third.weight"]
+    assert np.all(net.second.weight.numpy() == 0)
+    np.testing.assert_array_equal(net.second.bias.numpy(), before["second.bias"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Layers against NumPy
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64])
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear(rng, dtype, bias):
+    fc = nn.Linear(5, 3, bias=bias, dtype=dtype)
+    assert fc.weight.shape == (3, 5) and fc.weight.dtype == dtype
+    assert (fc.bias is not None) == bias
+    x = rng.standard_normal((2, 4, 5)).astype(dtype.name)
+    expected = x @ fc.weight.numpy().T + (fc.bias.numpy() if bias else 0)
+    close(fc(t(x)), expected, rtol=1e-5 if dtype == kiln.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("activation, reference", [
+    ("relu", lambda y: np.maximum(y, 0)),
+    ("tanh", np.tanh),
+    (None, lambda y: y),
+])
+def test_dense(rng, activation, reference):
+    dense = nn.Dense(4, 2, activation=activation)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    y = x @ dense.weight.numpy().T + dense.bias.numpy()
+    close(dense(t(x)), reference(y))
+    assert nn.Dense(4, 2, has_bias=False).bias is None
+
+
+def test_dense_rejects_unknown_activation():
+    with pytest.raises(kiln.KilnValueError, match="unknown activation 'swish'"):
+        nn.Dense(2, 2, activation="swish")
+
+
+def conv2d_reference(x, w, b, stride, padding, dilation, groups):
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    x = np.pad(x, ((0, 0), (0, 0), (padding[0],) * 2, (padding[1],) * 2))
+    oh = (x.shape[2] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (x.shape[3] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    out = np.zeros((n, o, oh, ow))
+    og = o // groups
+    for g in range(groups):
+        xs = x[:, g * cg:(g + 1) * cg]
+        for i in range(kh):
+            for j in range(kw):
+                patch = xs[:, :, i * dilation[0]:i * dilation[0] + stride[0] * oh:stride[0],
+                           j * dilation[1]:j * dilation[1] + stride[1] * ow:stride[1]]
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch,
+                                                         w[g * og:(g + 1) * og, :, i, j])
+    return out + (b.reshape(1, -1, 1, 1) if b is not None else 0)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(kernel_size=3),
+    dict(kernel_size=3, padding=1, bias=False),
+    dict(kernel_size=(2, 3), stride=2, padding=(1, 0), dilation=(1, 2)),
+    dict(kernel_size=1, groups=2),
+])
+def test_conv2d(rng, kwargs):
+    conv = nn.Conv2d(4, 6, dtype=kiln.float64, **kwargs)
+    kh, kw = conv.kernel_size
+    assert conv.weight.shape == (6, 4 // conv.groups, kh, kw)
+    x = rng.standard_normal((2, 4, 7, 8))
+    expected = conv2d_reference(x, conv.weight.numpy(),
+                                None if conv.bias is None else conv.bias.numpy(), conv.stride,
+                                conv.padding, conv.dilation, conv.groups)
+    close(conv(t(x)), expected, rtol=1e-10, atol=1e-10)
+
+
+def test_conv2d_checks_groups():
+    with pytest.raises(kiln.KilnValueError, match="divisible by groups"):
+        nn.Conv2d(3, 6, 3, groups=2)
+
+
+@pytest.mark.parametrize("shape", [8, (3, 8)])
+def test_layer_norm(rng, shape):
+    ln = nn.LayerNorm(shape, dtype=kiln.float64)
+    dims = (shape,) if isinstance(shape, int) else shape
+    np.testing.assert_array_equal(ln.weight.numpy(), np.ones(dims))
+    np.testing.assert_array_equal(ln.bias.numpy(), np.zeros(dims))
+    with kiln.no_grad():
+        ln.weight[...] = t(rng.standard_normal(dims))
+        ln.bias[...] = t(rng.standard_normal(dims))
+    x = rng.standard_normal((2, 3, 8))
+    axes = tuple(range(x.ndim - len(dims), x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    var = x.var(axis=axes, keepdims=True)
+    expected = (x - mean) / np.sqrt(var + 1e-5) * ln.weight.numpy() + ln.bias.numpy()
+    close(ln(t(x)), expected, rtol=1e-10, atol=1e-10)
+
+
+def test_layer_norm_without_affine_or_bias():
+    assert list(nn.LayerNorm(4, elementwise_affine=False).parameters()) == []
+    assert [n for n, _ in nn.LayerNorm(4, bias=False).named_parameters()] == ["weight"]
+
+
+def test_rms_norm(rng):
+    rms = nn.RMSNorm(6, eps=1e-6, dtype=kiln.float64)
+    with kiln.no_grad():
+        rms.weight[...] = t(rng.standard_normal(6))
+    x = rng.standard_normal((4, 6))
+    expected = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * rms.weight.numpy()
+    close(rms(t(x)), expected, rtol=1e-10, atol=1e-10)
+    assert list(nn.RMSNorm(6, elementwise_affine=False).parameters()) == []
+
+
+def test_embedding():
+    emb = nn.Embedding(10, 4)
+    assert emb.weight.shape == (10, 4)
+    idx = np.array([[1, 2, 9], [0, 0, 5]])
+    np.testing.assert_array_equal(emb(t(idx, kiln.int64)).numpy(), emb.weight.numpy()[idx])
+
+
+def test_dropout_drops_only_while_training():
+    drop = nn.Dropout(0.25)
+    x = mint.ones(200, 100)
+    kiln.manual_seed(3)
+    y = drop(x).numpy()
+    zeros = np.mean(y == 0)
+    assert abs(zeros - 0.25) < 0.02, zeros
+    np.testing.assert_allclose(y[y != 0], 1 / 0.75, rtol=1e-6)
+    drop.eval()
+    np.testing.assert_array_equal(drop(x).numpy(), x.numpy())
+    with pytest.raises(kiln.KilnValueError, match="p must be in"):
+        nn.Dropout(1.5)
+
+
+def _erf(x):
+    return np.vectorize(math.erf)(x)
+
+
+@pytest.mark.parametrize("cell, reference", [
+    (nn.ReLU(), lambda x: np.maximum(x, 0)),
+    (nn.GELU(), lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2)))),
+    (nn.GELU(approximate="tanh"),
+     lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))),
+    (nn.SiLU(), lambda x: x / (1 + np.exp(-x))),
+    (nn.Tanh(), np.tanh),
+    (nn.Sigmoid(), lambda x: 1 / (1 + np.exp(-x))),
+    (nn.Softmax(dim=-1), lambda x: np.exp(x) / np.exp(x).sum(-1, keepdims=True)),
+    (nn.Identity(), lambda x: x),
+])
+def test_activations(rng, cell, reference):
+    x = rng.standard_normal((3, 5))
+    close(cell(t(x)), reference(x), rtol=1e-10, atol=1e-12)
+    assert list(cell.parameters()) == []
+
+
+def test_gelu_checks_approximate():
+    with pytest.raises(kiln.KilnValueError, match="approximate"):
+        nn.GELU("fast")
+
+
+def test_sequential(rng):
+    a, b = nn.Linear(4, 5), nn.Linear(5, 2)
+    net = nn.Sequential(a, nn.ReLU(), b)
+    assert len(net) == 3 and net[0] is a and net[-1] is b and list(net)[1] is net[1]
+    assert [n for n, _ in net.named_parameters()] == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    hidden = np.maximum(x @ a.weight.numpy().T + a.bias.numpy(), 0)
+    close(net(t(x)), hidden @ b.weight.numpy().T + b.bias.numpy())
+    head = net[:2]
+    assert isinstance(head, nn.Sequential) and len(head) == 2 and head[0] is a
+    net.append(nn.Tanh())
+    assert len(net) == 4 and isinstance(net[3], nn.Tanh)
+    named = nn.Sequential(collections.OrderedDict([("fc", a), ("act", nn.ReLU())]))
+    assert [n for n, _ in named.named_parameters()] == ["fc.weight", "fc.bias"]
+    with pytest.raises(kiln.KilnIndexError, match="index 5 out of range"):
+        net[5]
+    with pytest.raises(kiln.KilnTypeError, match="expected a kiln.nn.Cell"):
+        nn.Sequential(nn.ReLU(), "relu")
+
+
+def mha_reference(mha, q, k, v, attn_mask=None, key_padding_mask=None, is_causal=False):
+    """PyTorch's multi-head attention in NumPy, batch first: returns (out, per-head weights)."""
+    e, h = mha.embed_dim, mha.num_heads
+    d = e // h
+    w = mha.in_proj_weight.numpy()
+    bias = mha.in_proj_bias.numpy()
+    b, l, _ = q.shape
+    s = k.shape[1]
+
+    def heads(x, i):
+        y = x @ w[i * e:(i + 1) * e].T + bias[i * e:(i + 1) * e]
+        return y.reshape(b, -1, h, d).transpose(0, 2, 1, 3)
+
+    scores = heads(q, 0) @ heads(k, 1).transpose(0, 1, 3, 2) / math.sqrt(d)
+    if attn_mask is not None:
+        mask = attn_mask.reshape(-1, h, l, s) if attn_mask.ndim == 3 else attn_mask
+        scores = np.where(mask, -np.inf, scores) if mask.dtype == bool else scores + mask
+    if is_causal:
+        scores = np.where(np.triu(np.ones((l, s), bool), 1), -np.inf, scores)
+    if key_padding_mask is not None:
+        scores = np.where(key_padding_mask[:, None, None, :], -np.inf, scores)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    out = (p @ heads(v, 2)).transpose(0, 2, 1, 3).reshape(b, l, e)
+    out = out @ mha.out_proj.weight.numpy().T + mha.out_proj.bias.numpy()
+    return out, p
+
+
+def _randomise_biases(mha, rng):
+    with kiln.no_grad():
+        mha.in_proj_bias[...] = t(rng.standard_normal(mha.in_proj_bias.shape))
+        mha.out_proj.bias[...] = t(rng.standard_normal(mha.out_proj.bias.shape))
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_multihead_attention_self_and_cross(rng, batch_first):
+    mha = nn.MultiheadAttention(8, 2, batch_first=batch_first, dtype=kiln.float64)
+    _randomise_biases(mha, rng)
+    q = rng.standard_normal((3, 4, 8))
+    kv = rng.standard_normal((3, 6, 8))
+    expected, p = mha_reference(mha, q, kv, kv)
+    to = (lambda a: a) if batch_first else (lambda a: a.transpose(1, 0, 2))
+    out, weights = mha(t(to(q)), t(to(kv)), t(to(kv)))
+    close(out, to(expected), rtol=1e-10, atol=1e-10)
+    close(weights, p.mean(1), rtol=1e-10, atol=1e-12)
+    out, weights = mha(t(to(q)), t(to(kv)), t(to(kv)), average_attn_weights=False)
+    close(weights, p, rtol=1e-10, atol=1e-12)
+    assert mha(t(to(q)), t(to(q)), t(to(q)), need_weights=False)[1] is None
+
+
+def test_multihead_attention_masks(rng):
+    mha = nn.MultiheadAttention(8, 4, batch_first=True, dtype=kiln.float64)
+    _randomise_biases(mha, rng)
+    x = rng.standard_normal((2, 5, 8))
+    bool_mask = rng.random((5, 5)) < 0.3
+    np.fill_diagonal(bool_mask, False)  # every row keeps a key
+    float_mask = rng.standard_normal((2 * 4, 5, 5))
+    padding = np.array([[False] * 5, [False, False, False, True, True]])
+    cases = [dict(attn_mask=bool_mask), dict(attn_mask=float_mask), dict(is_causal=True),
+             dict(key_padding_mask=padding), dict(is_causal=True, key_padding_mask=padding)]
+    for case in cases:
+        expected, p = mha_reference(mha, x, x, x, **case)
+        kiln_case = {k: (t(v) if isinstance(v, np.ndarray) else v) for k, v in case.items()}
+        out, weights = mha(t(x), t(x), t(x), **kiln_case)
+        close(out, expected, rtol=1e-10, atol=1e-10)
+        close(weights, p.mean(1), rtol=1e-10, atol=1e-12)
+
+
+def test_multihead_attention_layout_and_errors():
+    mha = nn.MultiheadAttention(6, 3)
+    assert [(n, p.shape) for n, p in mha.named_parameters()] == [
+        ("in_proj_weight", (18, 6)), ("in_proj_bias", (18,)), ("out_proj.weight", (6, 6)),
+        ("out_proj.bias", (6,))]
+    np.testing.assert_array_equal(mha.in_proj_bias.numpy(), 0)
+    np.testing.assert_array_equal(mha.out_proj.bias.numpy(), 0)
+    bound = math.sqrt(6 / (6 + 18))
+    assert np.abs(mha.in_proj_weight.numpy()).max() <= bound
+    assert [n for n, _ in nn.MultiheadAttention(6, 3, bias=False).named_parameters()] == [
+        "in_proj_weight", "out_proj.weight"]
+    with pytest.raises(kiln.KilnValueError, match="divisible by num_heads"):
+        nn.MultiheadAttention(6, 4)
+    x = mint.ones(2, 4, 6)
+    with pytest.raises(kiln.ShapeError, match="attn_mask must have shape"):
+        nn.MultiheadAttention(6, 3, batch_first=True)(x, x, x, attn_mask=mint.zeros(3, 3))
+    with pytest.raises(kiln.ShapeError, match="key_padding_mask must have shape"):
+        nn.MultiheadAttention(6, 3, batch_first=True)(
+            x, x, x, key_padding_mask=mint.zeros(2, 5, dtype=kiln.bool_))
+    with pytest.raises(kiln.ShapeError, match="expected a query"):
+        nn.MultiheadAttention(6, 3, batch_first=True)(mint.ones(2, 4, 5), x, x)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_losses(rng, reduction):
+    logits = rng.standard_normal((6, 4))
+    labels = rng.integers(0, 4, size=6)
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    ce = -log_p[np.arange(6), labels]
+    reduce = {"mean": np.mean, "sum": np.sum, "none": lambda a: a}[reduction]
+    close(nn.CrossEntropyLoss(reduction)(t(logits), t(labels, kiln.int64)), reduce(ce),
+          rtol=1e-10, atol=1e-12)
+    a, b = rng.standard_normal((3, 5)), rng.standard_normal((3, 5))
+    close(nn.MSELoss(reduction)(t(a), t(b)), reduce((a - b) ** 2), rtol=1e-10, atol=1e-12)
+
+
+def test_loss_options_and_errors(rng):
+    logits = rng.standard_normal((4, 3))
+    labels = np.array([0, 2, -100, 1])
+    kept = labels != -100
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    expected = -log_p[np.arange(4)[kept], labels[kept]].mean()
+    close(nn.CrossEntropyLoss()(t(logits), t(labels, kiln.int64)), expected, rtol=1e-10)
+    smoothing = 0.1
+    targets = np.array([0, 2, 1, 1])
+    smooth = -(1 - smoothing) * log_p[np.arange(4), targets] - smoothing * log_p.mean(-1)
+    close(nn.CrossEntropyLoss(label_smoothing=smoothing)(t(logits), t(targets, kiln.int64)),
+          smooth.mean(), rtol=1e-10)
+    with pytest.raises(kiln.KilnValueError, match="reduction must be one of"):
+        nn.MSELoss("avg")
+    with pytest.raises(kiln.KilnValueError, match="reduction must be one of"):
+        nn.CrossEntropyLoss("total")
+
+
+# ---------------------------------------------------------------------------------------------
+# Initialisers
+
+
+def _stats(tensor):
+    values = tensor.numpy().astype(np.float64).ravel()
+    return values.min(), values.max(), values.mean(), values.std()
+
+
+def test_uniform_and_normal_statistics():
+    kiln.manual_seed(0)
+    w = mint.empty(400, 500)
+    assert nn.init.uniform_(w, -2.0, 3.0) is w
+    lo, hi, mean, std = _stats(w)
+    assert -2.0 <= lo and hi < 3.0
+    assert abs(mean - 0.5) < 0.02 and abs(std - 5 / math.sqrt(12)) < 0.02
+    nn.init.normal_(w, 1.0, 0.5)
+    _, _, mean, std = _stats(w)
+    assert abs(mean - 1.0) < 0.01 and abs(std - 0.5) < 0.01
+    nn.init.constant_(w, 0.25)
+    assert np.all(w.numpy() == 0.25)
+    nn.init.zeros_(w)
+    assert np.all(w.numpy() == 0)
+    nn.init.ones_(w)
+    assert np.all(w.numpy() == 1)
+
+
+@pytest.mark.parametrize("dtype", [kiln.float64, kiln.float16, kiln.bfloat16])
+def test_initialisers_fill_every_float_dtype(dtype):
+    w = mint.empty(300, 300, dtype=dtype)
+    nn.init.uniform_(w, -1, 1)
+    lo, hi, mean, _ = _stats(w)
+    assert w.dtype == dtype and -1 <= lo and hi <= 1 and abs(mean) < 0.02
+
+
+def test_xavier_and_kaiming_bounds_and_spread():
+    kiln.manual_seed(0)
+    w = mint.empty(300, 200, 2, 2)  # fan_in 800, fan_out 1200
+    nn.init.xavier_uniform_(w, gain=2.0)
+    bound = 2.0 * math.sqrt(6 / 2000)
+    lo, hi, _, std = _stats(w)
+    assert -bound <= lo and hi <= bound and abs(std - bound / math.sqrt(3)) < 0.01 * bound
+    nn.init.xavier_normal_(w)
+    assert abs(_stats(w)[3] - math.sqrt(2 / 2000)) < 0.01 * math.sqrt(2 / 2000)
+    nn.init.kaiming_uniform_(w, a=math.sqrt(5))
+    bound = math.sqrt(2 / 6) * math.sqrt(3 / 800)  # 1 / sqrt(fan_in)
+    lo, hi, _, _ = _stats(w)
+    assert -bound <= lo and hi <= bound and hi > 0.99 * bound
+    nn.init.kaiming_normal_(w, mode="fan_out", nonlinearity="relu")
+    expected = math.sqrt(2) / math.sqrt(1200)
+    assert abs(_stats(w)[3] - expected) < 0.01 * expected
+
+
+def test_linear_and_conv_initialise_like_pytorch():
+    kiln.manual_seed(0)
+    fc = nn.Linear(256, 512)
+    bound = 1 / math.sqrt(256)
+    for p in (fc.weight, fc.bias):
+        lo, hi, _, _ = _stats(p)
+        assert -bound <= lo and hi <= bound and hi > 0.95 * bound
+    assert abs(_stats(fc.weight)[3] - bound / math.sqrt(3)) < 0.02 * bound
+    conv = nn.Conv2d(16, 32, 3, groups=2)
+    bound = 1 / math.sqrt(8 * 9)
+    for p in (conv.weight, conv.bias):
+        lo, hi, _, _ = _stats(p)
+        assert -bound <= lo and hi <= bound
+    _, _, mean, std = _stats(nn.Embedding(300, 200).weight)
+    assert abs(mean) < 0.01 and abs(std - 1) < 0.01
+
+
+def test_initialisation_repeats_under_manual_seed():
+    kiln.manual_seed(42)
+    a = nn.Linear(8, 8)
+    kiln.manual_seed(42)
+    b = nn.Linear(8, 8)
+    np.testing.assert_array_equal(a.weight.numpy(), b.weight.numpy())
+    np.testing.assert_array_equal(a.bias.numpy(), b.bias.numpy())
+    assert not np.array_equal(a.weight.numpy(), nn.Linear(8, 8).weight.numpy())
+
+
+def test_gain_and_fan_errors():
+    assert nn.init.calculate_gain("relu") == math.sqrt(2)
+    assert nn.init.calculate_gain("tanh") == 5 / 3
+    assert nn.init.calculate_gain("conv2d") == 1
+    assert nn.init.calculate_gain("leaky_relu", 0.2) == math.sqrt(2 / 1.04)
+    with pytest.raises(kiln.KilnValueError, match="unsupported nonlinearity"):
+        nn.init.calculate_gain("swish")
+    with pytest.raises(kiln.KilnValueError, match="at least 2 dimensions"):
+        nn.init.xavier_uniform_(mint.empty(5))
+    with pytest.raises(kiln.KilnValueError, match="mode 'fan_avg'"):
+        nn.init.kaiming_uniform_(mint.empty(5, 5), mode="fan_avg")

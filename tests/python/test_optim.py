@@ -1,0 +1,281 @@
+"""kiln.optim: SGD (momentum, Nesterov, weight decay), Adam and AdamW against updates written out
+in NumPy, driven both MindSpore style (``opt(grads)``) and PyTorch style (``.grad`` + ``step()``);
+parameter groups, the cosine schedule, optimizer checkpoints and the error paths."""
+
+import math
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import nn, optim
+
+mint = kiln.mint
+
+
+# ---------------------------------------------------------------------------------------------
+# NumPy references: state in a dict per parameter, one call per step.
+
+
+def sgd_reference(p, g, state, lr, momentum=0.0, weight_decay=0.0, nesterov=False):
+    g = g + weight_decay * p
+    if momentum:
+        buf = state.get("buf")
+        buf = g.copy() if buf is None else momentum * buf + g
+        state["buf"] = buf
+        g = g + momentum * buf if nesterov else buf
+    return p - lr * g
+
+
+def adam_reference(p, g, state, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                   decoupled=False):
+    b1, b2 = betas
+    t = state["t"] = state.get("t", 0) + 1
+    if decoupled:
+        p = p * (1 - lr * weight_decay)
+    else:
+        g = g + weight_decay * p
+    m = state["m"] = b1 * state.get("m", 0) + (1 - b1) * g
+    v = state["v"] = b2 * state.get("v", 0) + (1 - b2) * g * g
+    denom = np.sqrt(v) / math.sqrt(1 - b2 ** t) + eps
+    return p - lr / (1 - b1 ** t) * m / denom
+
+
+def adamw_reference(p, g, state, lr, weight_decay=1e-2, **kwargs):
+    return adam_reference(p, g, state, lr, weight_decay=weight_decay, decoupled=True, **kwargs)
+
+
+CASES = [
+    (optim.SGD, dict(lr=0.1), sgd_reference),
+    (optim.SGD, dict(lr=0.05, momentum=0.9), sgd_reference),
+    (optim.SGD, dict(lr=0.05, momentum=0.8, weight_decay=0.1), sgd_reference),
+    (optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01), sgd_reference),
+    (optim.Adam, dict(lr=0.01), adam_reference),
+    (optim.Adam, dict(lr=0.02, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1), adam_reference),
+    (optim.AdamW, dict(lr=0.01), adamw_reference),
+    (optim.AdamW, dict(lr=0.02, weight_decay=0.3), adamw_reference),
+]
+IDS = [f"{cls.__name__}-{'-'.join(f'{k}={v}' for k, v in kw.items())}" for cls, kw, _ in CASES]
+
+
+def run_both(cls, kwargs, reference, style, dtype, steps=4, seed=0):
+    rng = np.random.default_rng(seed)
+    values = [rng.standard_normal((3, 4)), rng.standard_normal(5)]
+    params = [nn.Parameter(kiln.tensor(v, dtype=dtype)) for v in values]
+    pointers = [p.data_ptr() for p in params]
+    opt = cls(params, **kwargs)
+    assert opt.parameters == params
+    expected = [v.astype(np.float64) for v in values]
+    states = [{}, {}]
+    for _ in range(steps):
+        grads = [rng.standard_normal(v.shape) for v in values]
+        if style == "call":
+            assert opt(tuple(kiln.tensor(g, dtype=dtype) for g in grads)) is None
+        else:
+            for p, g in zip(params, grads):
+                p.grad = kiln.tensor(g, dtype=dtype)
+            opt.step()
+        expected = [reference(e, g, s, **kwargs) for e, g, s in zip(expected, grads, states)]
+    assert [p.data_ptr() for p in params] == pointers  # updated in place
+    return params, expected
+
+
+@pytest.mark.parametrize("style", ["call", "step"])
+@pytest.mark.parametrize("cls, kwargs, reference", CASES, ids=IDS)
+def test_updates_match_numpy_float64(cls, kwargs, reference, style):
+    params, expected = run_both(cls, kwargs, reference, style, kiln.float64)
+    for p, e in zip(params, expected):
+        np.testing.assert_allclose(p.numpy(), e, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("cls, kwargs, reference", CASES, ids=IDS)
+def test_updates_match_numpy_float32(cls, kwargs, reference):
+    params, expected = run_both(cls, kwargs, reference, "call", kiln.float32)
+    for p, e in zip(params, expected):
+        assert p.dtype == kiln.float32
+        np.testing.assert_allclose(p.numpy(), e, rtol=1e-5, atol=1e-5)
+
+
+def test_missing_gradients_skip_their_parameters():
+    a, b = nn.Parameter(mint.ones(2)), nn.Parameter(mint.ones(3))
+    opt = optim.SGD([a, b], lr=0.5)
+    opt((mint.ones(2), None))
+    np.testing.assert_array_equal(a.numpy(), [0.5, 0.5])
+    np.testing.assert_array_equal(b.numpy(), [1, 1, 1])
+    b.grad = mint.ones(3)
+    opt.step()  # a.grad is None
+    np.testing.assert_array_equal(a.numpy(), [0.5, 0.5])
+    np.testing.assert_array_equal(b.numpy(), [0.5, 0.5, 0.5])
+
+
+def test_adam_state_counts_steps_per_parameter():
+    a, b = nn.Parameter(mint.ones(2, dtype=kiln.float16)), nn.Parameter(mint.ones(2))
+    opt = optim.Adam([a, b], lr=0.1)
+    for _ in range(3):
+        opt((mint.ones(2, dtype=kiln.float16), None))
+    assert opt.state[0]["step"].item() == 3 and opt.state[0]["step"].dtype == kiln.float32
+    assert opt.state[1]["step"].item() == 0
+    assert a.dtype == kiln.float16
+    # three Adam steps with a constant gradient move by about lr each
+    np.testing.assert_allclose(a.numpy(), 1 - 0.3, rtol=2e-3)
+
+
+def test_zero_grad():
+    p = nn.Parameter(mint.ones(2))
+    opt = optim.SGD([p], lr=0.1)
+    p.grad = mint.ones(2)
+    opt.zero_grad(set_to_none=False)
+    np.testing.assert_array_equal(p.grad.numpy(), [0, 0])
+    opt.zero_grad()
+    assert p.grad is None
+
+
+def test_parameter_groups_have_their_own_hyperparameters():
+    a, b = nn.Parameter(mint.ones(2)), nn.Parameter(mint.ones(2))
+    opt = optim.SGD([{"params": [a]}, {"params": b, "lr": 0.5}], lr=0.1)
+    assert opt.parameters == [a, b] and [g["lr"] for g in opt.param_groups] == [0.1, 0.5]
+    opt((mint.ones(2), mint.ones(2)))
+    np.testing.assert_allclose(a.numpy(), 0.9)
+    np.testing.assert_allclose(b.numpy(), 0.5)
+    opt.param_groups[1]["lr"] = 0.25  # a changed lr is used by the next eager step
+    opt((None, mint.ones(2)))
+    np.testing.assert_allclose(b.numpy(), 0.25)
+
+
+def test_optimizer_argument_errors():
+    p = nn.Parameter(mint.ones(2))
+    with pytest.raises(kiln.KilnValueError, match="empty parameter list"):
+        optim.SGD([], lr=0.1)
+    with pytest.raises(kiln.KilnTypeError, match="single tensor"):
+        optim.SGD(p, lr=0.1)
+    with pytest.raises(kiln.KilnTypeError, match="expected kiln tensors"):
+        optim.SGD([1.0], lr=0.1)
+    with pytest.raises(kiln.KilnValueError, match="more than one place"):
+        optim.SGD([p, p], lr=0.1)
+    with pytest.raises(kiln.KilnValueError, match="invalid learning rate -1"):
+        optim.SGD([p], lr=-1)
+    with pytest.raises(kiln.KilnValueError, match="invalid momentum"):
+        optim.SGD([p], lr=0.1, momentum=-0.5)
+    with pytest.raises(kiln.KilnValueError, match="nesterov momentum needs momentum > 0"):
+        optim.SGD([p], lr=0.1, nesterov=True)
+    with pytest.raises(kiln.KilnValueError, match=r"betas must be in \[0, 1\)"):
+        optim.Adam([p], betas=(0.9, 1.0))
+    with pytest.raises(kiln.KilnValueError, match="invalid eps"):
+        optim.AdamW([p], eps=-1)
+    with pytest.raises(kiln.KilnValueError, match="invalid weight_decay"):
+        optim.Adam([p], weight_decay=-0.1)
+    opt = optim.SGD([p], lr=0.1)
+    with pytest.raises(kiln.KilnValueError, match="got 2 gradients for 1 parameters"):
+        opt((mint.ones(2), mint.ones(2)))
+    with pytest.raises(kiln.ShapeError, match=r"parameter 0 has shape \[3\], expected \[2\]"):
+        opt((mint.ones(3),))
+
+
+def test_optimizer_on_cell_parameters_and_repr():
+    net = nn.Sequential(nn.Linear(3, 2), nn.ReLU(), nn.Linear(2, 1))
+    opt = optim.AdamW(net.trainable_params(), lr=1e-3)
+    assert len(opt.parameters) == 4
+    assert "AdamW" in repr(opt) and "4 parameters" in repr(opt)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cosine schedule
+
+
+def test_cosine_annealing_matches_the_closed_form():
+    p = nn.Parameter(mint.ones(1))
+    opt = optim.SGD([{"params": [p]}, {"params": [nn.Parameter(mint.ones(1))], "lr": 0.2}],
+                    lr=1.0)
+    sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10, eta_min=0.1)
+    seen = []
+    for _ in range(12):
+        seen.append(sched.get_last_lr())
+        sched.step()
+    for step, lrs in enumerate(seen):
+        for base, lr in zip((1.0, 0.2), lrs):
+            assert lr == pytest.approx(0.1 + (base - 0.1) * (1 + math.cos(math.pi * step / 10)) / 2)
+    assert seen[10] == [pytest.approx(0.1), pytest.approx(0.1)]
+    assert [g["initial_lr"] for g in opt.param_groups] == [1.0, 0.2]
+
+
+def test_cosine_with_warmup():
+    opt = optim.SGD([nn.Parameter(mint.ones(1))], lr=0.4)
+    sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=12, warmup_steps=4)
+    lrs = []
+    for _ in range(13):
+        lrs.append(opt.param_groups[0]["lr"])
+        sched.step()
+    assert lrs[:4] == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    assert lrs[4] == pytest.approx(0.4)
+    assert lrs[8] == pytest.approx(0.2)
+    assert lrs[12] == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(kiln.KilnValueError, match="warmup_steps < T_max"):
+        optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4, warmup_steps=4)
+
+
+def test_scheduled_rate_is_the_one_used():
+    p = nn.Parameter(mint.zeros(1, dtype=kiln.float64))
+    opt = optim.SGD([p], lr=1.0)
+    sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4)
+    expected = 0.0
+    for step in range(4):
+        opt((mint.ones(1, dtype=kiln.float64),))
+        expected -= (1 + math.cos(math.pi * step / 4)) / 2
+        sched.step()
+    np.testing.assert_allclose(p.numpy(), [expected], rtol=1e-12)
+    # the optimizer's learning-rate tensor follows the schedule without a step in between
+    assert opt._lr[(0, kiln.float64)][0].item() == pytest.approx(0.0, abs=1e-15)
+
+
+def test_scheduler_state_dict():
+    opt = optim.SGD([nn.Parameter(mint.ones(1))], lr=1.0)
+    sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)
+    for _ in range(3):
+        sched.step()
+    saved = sched.state_dict()
+    assert "optimizer" not in saved and saved["last_epoch"] == 3
+    other_opt = optim.SGD([nn.Parameter(mint.ones(1))], lr=1.0)
+    other = optim.lr_scheduler.CosineAnnealingLR(other_opt, T_max=10)
+    other.load_state_dict(saved)
+    assert other_opt.param_groups[0]["lr"] == pytest.approx(sched.get_last_lr()[0])
+    other.step()
+    sched.step()
+    assert other.get_last_lr() == sched.get_last_lr()
+
+
+# ---------------------------------------------------------------------------------------------
+# Optimizer checkpoints
+
+
+@pytest.mark.parametrize("cls, kwargs", [(optim.SGD, dict(lr=0.1, momentum=0.9)),
+                                         (optim.AdamW, dict(lr=0.01))])
+def test_optimizer_state_dict_resumes_exactly(cls, kwargs):
+    rng = np.random.default_rng(5)
+    start = rng.standard_normal(4)
+    grads = [kiln.tensor(rng.standard_normal(4)) for _ in range(4)]
+    a = nn.Parameter(kiln.tensor(start))
+    opt_a = cls([a], **kwargs)
+    for g in grads[:2]:
+        opt_a((g,))
+    saved = opt_a.state_dict()
+    b = nn.Parameter(kiln.tensor(a.numpy().copy()))
+    opt_b = cls([b], **kwargs)
+    opt_b.load_state_dict(saved)
+    for g in grads[2:]:
+        opt_a((g,))
+        opt_b((g,))
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    # the saved state is a copy: later steps did not change it
+    key = "momentum_buffer" if cls is optim.SGD else "exp_avg"
+    assert not np.array_equal(saved["state"][0][key].numpy(), opt_a.state[0][key].numpy())
+
+
+def test_optimizer_load_state_dict_errors():
+    p = nn.Parameter(mint.ones(2))
+    saved = optim.Adam([p]).state_dict()
+    with pytest.raises(kiln.KilnValueError, match="groups of"):
+        optim.Adam([p, nn.Parameter(mint.ones(2))]).load_state_dict(saved)
+    with pytest.raises(kiln.ShapeError, match="state 'exp_avg' of parameter 0 has shape"):
+        optim.Adam([nn.Parameter(mint.ones(3))]).load_state_dict(saved)
+    with pytest.raises(kiln.KilnValueError, match="has state"):
+        optim.SGD([p], lr=0.1, momentum=0.9).load_state_dict(saved)

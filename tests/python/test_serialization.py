@@ -1,0 +1,150 @@
+"""kiln.save / kiln.load: the safetensors bytes checked by hand, a round trip of every dtype,
+a Cell's state dict through a file, the checks on malformed files, and (when the safetensors
+package happens to be installed) reading each other's files."""
+
+import json
+import struct
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import ALL_DTYPES, random_array
+from kiln import nn
+
+SAFETENSORS_NAMES = {
+    kiln.float64: "F64", kiln.float32: "F32", kiln.float16: "F16", kiln.bfloat16: "BF16",
+    kiln.int64: "I64", kiln.int32: "I32", kiln.int16: "I16", kiln.int8: "I8", kiln.uint8: "U8",
+    kiln.bool_: "BOOL",
+}
+
+
+def read_header(path):
+    blob = path.read_bytes()
+    (length,) = struct.unpack("<Q", blob[:8])
+    return json.loads(blob[8:8 + length]), blob[8 + length:], length
+
+
+def test_bytes_and_header_by_hand(tmp_path):
+    path = tmp_path / "a.safetensors"
+    a = kiln.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    b = kiln.tensor([7, -8], dtype=kiln.int16)
+    kiln.save({"a": a, "b": b}, path, metadata={"epoch": "3"})
+    header, data, length = read_header(path)
+    assert (8 + length) % 8 == 0  # the header is padded to keep the data aligned
+    assert header == {
+        "__metadata__": {"epoch": "3"},
+        "a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
+        "b": {"dtype": "I16", "shape": [2], "data_offsets": [24, 28]},
+    }
+    assert data == struct.pack("<6f", 1, 2, 3, 4, 5, 6) + struct.pack("<2h", 7, -8)
+    assert kiln.load_metadata(path) == {"epoch": "3"}
+
+
+def test_bfloat16_is_stored_as_its_16_bits(tmp_path):
+    path = tmp_path / "bf16.safetensors"
+    kiln.save({"x": kiln.tensor([1.0, -2.5, 3.140625], dtype=kiln.bfloat16)}, path)
+    header, data, _ = read_header(path)
+    assert header["x"] == {"dtype": "BF16", "shape": [3], "data_offsets": [0, 6]}
+    expected = (np.array([1.0, -2.5, 3.140625], "<f4").view("<u4") >> 16).astype("<u2")
+    assert data == expected.tobytes()
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: d.name)
+def test_round_trip_every_dtype(tmp_path, rng, dtype):
+    path = tmp_path / "t.safetensors"
+    tensors = {"matrix": kiln.tensor(random_array((3, 5), dtype, rng), dtype=dtype),
+               "scalar": kiln.tensor(random_array((), dtype, rng), dtype=dtype),
+               "empty": kiln.tensor(random_array((0, 4), dtype, rng), dtype=dtype),
+               "view": kiln.tensor(random_array((4, 6), dtype, rng), dtype=dtype).T}
+    kiln.save(tensors, path)
+    header, _, _ = read_header(path)
+    assert {v["dtype"] for v in header.values()} == {SAFETENSORS_NAMES[dtype]}
+    loaded = kiln.load(path)
+    assert list(loaded) == list(tensors)
+    for name, tensor in tensors.items():
+        assert loaded[name].dtype == dtype and loaded[name].shape == tensor.shape, name
+        np.testing.assert_array_equal(loaded[name].numpy(), tensor.numpy(), err_msg=name)
+
+
+def test_numpy_arrays_are_saved_too(tmp_path):
+    path = tmp_path / "np.safetensors"
+    kiln.save({"x": np.arange(6, dtype=np.int32).reshape(2, 3)}, path)
+    x = kiln.load(path)["x"]
+    assert x.dtype == kiln.int32
+    np.testing.assert_array_equal(x.numpy(), np.arange(6).reshape(2, 3))
+
+
+def test_cell_state_dict_through_a_file(tmp_path):
+    path = tmp_path / "net.safetensors"
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.LayerNorm(8), nn.Linear(8, 2))
+    kiln.save(net.state_dict(), path)
+    other = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.LayerNorm(8), nn.Linear(8, 2))
+    other.load_state_dict(kiln.load(path))
+    x = kiln.tensor(np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32))
+    np.testing.assert_array_equal(net(x).numpy(), other(x).numpy())
+
+
+def write_raw(path, header, data=b""):
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + data)
+
+
+@pytest.mark.parametrize("header, data, message", [
+    ({"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}}, b"\0" * 4,
+     "do not hold 8 bytes"),
+    ({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 8,
+     "4 bytes after the last tensor"),
+    ({"x": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, b"\0" * 8,
+     "starts at byte 4 of the data, expected 0"),
+    ({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+      "y": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4,
+     "a gap or an overlap"),
+    ({"x": {"dtype": "C64", "shape": [1], "data_offsets": [0, 8]}}, b"\0" * 8,
+     "unknown dtype 'C64'"),
+    ({"x": {"dtype": "F32", "shape": [1]}}, b"\0" * 4, "needs dtype, shape and data_offsets"),
+    ([1, 2], b"", "not a JSON object"),
+])
+def test_malformed_files(tmp_path, header, data, message):
+    path = tmp_path / "bad.safetensors"
+    write_raw(path, header, data)
+    with pytest.raises(kiln.KilnValueError, match=message):
+        kiln.load(path)
+
+
+def test_truncated_and_garbage_files(tmp_path):
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes(b"\1\2\3")
+    with pytest.raises(kiln.KilnValueError, match="too short"):
+        kiln.load(path)
+    path.write_bytes(struct.pack("<Q", 1000) + b"{}")
+    with pytest.raises(kiln.KilnValueError, match="header length 1000 exceeds the file"):
+        kiln.load(path)
+    path.write_bytes(struct.pack("<Q", 3) + b"{x}")
+    with pytest.raises(kiln.KilnValueError, match="not JSON"):
+        kiln.load(path)
+
+
+def test_save_argument_errors(tmp_path):
+    with pytest.raises(kiln.KilnValueError, match="invalid tensor name"):
+        kiln.save({"__metadata__": kiln.tensor([1.0])}, tmp_path / "x")
+    with pytest.raises(kiln.KilnValueError, match="metadata must map str to str"):
+        kiln.save({"a": kiln.tensor([1.0])}, tmp_path / "x", metadata={"epoch": 3})
+
+
+def test_cross_read_with_the_safetensors_package(tmp_path, rng):
+    numpy_io = pytest.importorskip("safetensors.numpy")
+    arrays = {"f": rng.standard_normal((2, 3)).astype(np.float32),
+              "h": rng.standard_normal(4).astype(np.float16),
+              "i": rng.integers(-5, 5, size=(3,)).astype(np.int64),
+              "b": rng.random(5) > 0.5}
+    ours = tmp_path / "ours.safetensors"
+    kiln.save({k: kiln.tensor(v) for k, v in arrays.items()}, ours)
+    theirs = numpy_io.load_file(str(ours))
+    for k, v in arrays.items():
+        np.testing.assert_array_equal(theirs[k], v)
+    other = tmp_path / "theirs.safetensors"
+    numpy_io.save_file(arrays, str(other))
+    loaded = kiln.load(other)
+    for k, v in arrays.items():
+        np.testing.assert_array_equal(loaded[k].numpy(), v)
