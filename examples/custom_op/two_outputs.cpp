@@ -5,8 +5,13 @@
 //     list, of any length (views of x: no copy).
 //   ops.row_moments(x, correction=0) -> (mean, variance) over the last dimension: a full OpDef
 //     registered with m.def_op, so it is also kiln::call_op("RowMoments", {x}) from C++ and an
-//     op like any built-in for the registry (kiln.ops.list_ops()).
+//     op like any built-in for the registry (kiln.ops.list_ops()). Its gradient rule (.grad) is
+//     written with ops, so it trains eagerly and inside kiln.jit, like a built-in.
+// sin_cos is differentiable too: its OpRunner runs inside a kiln::Function whose Backward says
+// how (a kernel object made per call cannot be traced, so sin_cos stays eager-only).
+#include <kiln/autograd.h>
 #include <kiln/extension.h>
+#include <kiln/functional.h>
 #include <kiln/op.h>
 
 #include <cmath>
@@ -62,17 +67,49 @@ kiln::OpDef row_moments_op() {
         return kiln::MetaList{{x.dtype, rows}, {x.dtype, rows}};
       })
       .kernel(kiln::DeviceType::kCPU, &row_moments_kernel)
+      // d mean / dx = 1/n; d var / dx = 2 (x - mean) / (n - correction), both along the row.
+      .grad([](const std::vector<kiln::Tensor>& in, const std::vector<kiln::Tensor>& out,
+               const kiln::Attrs& attrs, const std::vector<kiln::Tensor>& grads) {
+        const kiln::Tensor& x = in[0];
+        const int64_t n = x.size(-1);
+        kiln::Tensor dx = kiln::zeros_like(x);
+        if (grads[0].defined()) dx = dx + kiln::unsqueeze(grads[0], -1) / static_cast<double>(n);
+        if (grads[1].defined()) {
+          const double scale = 2.0 / static_cast<double>(n - attrs.get<int64_t>("correction"));
+          const kiln::Tensor centered = x - kiln::unsqueeze(out[0], -1);
+          dx = dx + kiln::unsqueeze(grads[1], -1) * centered * scale;
+        }
+        return std::vector<kiln::Tensor>{dx};
+      })
       .doc("Mean and variance over the last dimension (variance divided by n - correction).");
 }
+
+// d/dx: sin' = cos, cos' = -sin.
+struct SinCosFunction : kiln::Function<SinCosFunction> {
+  static std::tuple<kiln::Tensor, kiln::Tensor> Forward(kiln::AutogradContext* ctx,
+                                                        const kiln::Tensor& x) {
+    kiln::Tensor s(x.dtype(), x.shape()), c(x.dtype(), x.shape());
+    std::make_shared<SinCos>("SinCos")->Run({x}, {s, c});
+    ctx->SaveForBackward({s, c});
+    return {s, c};
+  }
+  static std::vector<kiln::Tensor> Backward(kiln::AutogradContext* ctx,
+                                            const std::vector<kiln::Tensor>& grads) {
+    const kiln::Tensor& s = ctx->GetSavedTensors()[0];
+    const kiln::Tensor& c = ctx->GetSavedTensors()[1];
+    kiln::Tensor dx = kiln::zeros_like(s);
+    if (grads[0].defined()) dx = dx + grads[0] * c;
+    if (grads[1].defined()) dx = dx - grads[1] * s;
+    return {dx};
+  }
+};
 
 }  // namespace
 
 std::tuple<kiln::Tensor, kiln::Tensor> sin_cos(const kiln::Tensor& x) {
   KILN_CHECK_DTYPE(x.dtype() == kiln::DType::kFloat32) << "sin_cos: expected float32, got "
                                                        << x.dtype();
-  kiln::Tensor s(x.dtype(), x.shape()), c(x.dtype(), x.shape());
-  std::make_shared<SinCos>("SinCos")->Run({x}, {s, c});
-  return {s, c};
+  return SinCosFunction::apply(x);
 }
 
 std::vector<kiln::Tensor> split_rows(const kiln::Tensor& x, int parts) {

@@ -9,6 +9,8 @@ import pytest
 import kiln
 from conftest import assert_close, raises
 
+mint = kiln.mint
+
 
 def t(array):
     return kiln.tensor(np.asarray(array))
@@ -177,3 +179,29 @@ def test_custom_ops_run_through_every_pipeline_mode(example_ops, rng, mode):
         assert_close(example_ops.add3(t(x), t(y), t(z)), x + y + z)
     finally:
         kiln.runtime.set_pipeline(previous)
+
+
+def test_def_op_with_a_gradient_rule_trains_eagerly_and_in_jit(example_ops, rng):
+    x = t(rng.standard_normal((3, 6)).astype(np.float32)).requires_grad_()
+    # float32 only (the example's kernel), so coarser finite differences.
+    assert kiln.testing.gradcheck(lambda v: example_ops.row_moments(v, correction=1), (x,),
+                                  eps=1e-2, atol=2e-3, rtol=2e-2)
+
+    def loss(v):
+        mean, var = example_ops.row_moments(v)
+        return mint.sum(mean * var)
+
+    eager = kiln.grad(loss)(x.detach())
+    jitted = kiln.jit(kiln.grad(loss), backend="kiln_cpu")
+    np.testing.assert_allclose(jitted(x.detach()).numpy(), eager.numpy(), rtol=1e-5, atol=1e-6)
+    assert "RowMoments" in jitted.graph(x.detach())
+
+
+def test_function_around_an_op_runner_trains_eagerly(example_ops, rng):
+    x = t(rng.standard_normal((4, 5)).astype(np.float32)).requires_grad_()
+    s, c = example_ops.sin_cos(x)
+    assert s.grad_fn.name().endswith("SinCosFunction")
+    mint.sum(s * 2.0 + c).backward()
+    want = 2 * np.cos(x.detach().numpy()) - np.sin(x.detach().numpy())
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-5, atol=1e-6)
+    assert kiln.testing.gradcheck(example_ops.sin_cos, (x,), eps=1e-2, atol=2e-3, rtol=2e-2)

@@ -6,10 +6,11 @@
 ``CustomOpBuilder`` compiles C++ sources written against ``kiln/extension.h``, keeps the library
 in a content-addressed cache (``~/.cache/kiln/extensions`` or ``$KILN_EXTENSION_DIR``) and loads
 it as a module of Python functions. ``python -m kiln.ops build NAME SOURCES...`` builds ahead of
-time from a shell. ``list_ops``, ``op_signature`` and ``op_doc`` describe the registered ops.
+time from a shell. ``list_ops``, ``op_signature``, ``op_doc`` and ``op_gradient`` describe the
+registered ops.
 """
 
-from .._C import list_ops, op_doc, op_signature  # noqa: F401
+from .._C import list_ops, op_doc, op_gradient, op_signature  # noqa: F401
 from ._builder import CustomOpBuilder  # noqa: F401
 
-__all__ = ["CustomOpBuilder", "list_ops", "op_doc", "op_signature"]
+__all__ = ["CustomOpBuilder", "list_ops", "op_doc", "op_gradient", "op_signature"]

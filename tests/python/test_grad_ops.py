@@ -1,0 +1,238 @@
+"""The gradient rule of every differentiable built-in op, checked with kiln.testing.gradcheck
+(autograd's gradients against central finite differences, in float64), over shapes, broadcasting
+and attributes; and a census: every registered op is differentiable or says it is not."""
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import raises
+
+mint = kiln.mint
+gradcheck = kiln.testing.gradcheck
+
+
+def r(*shape, low=-2.0, high=2.0, seed=None, grad=True):
+    rng = np.random.default_rng(seed if seed is not None else abs(hash((shape, low))) % 2**32)
+    t = kiln.tensor(rng.uniform(low, high, size=shape), dtype=kiln.float64)
+    return t.requires_grad_() if grad else t
+
+
+def away(*shape, gap=0.3):
+    """Random values with |v| >= gap (away from kinks at 0)."""
+    rng = np.random.default_rng(len(shape) * 7 + 1)
+    v = rng.uniform(gap, 2.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
+    return kiln.tensor(v, dtype=kiln.float64).requires_grad_()
+
+
+def distinct(*shape):
+    """A permutation of well separated values (no ties for max/min/sort-like ops)."""
+    n = int(np.prod(shape))
+    v = np.random.default_rng(n).permutation(n).reshape(shape) * 0.37 - n * 0.15
+    return kiln.tensor(v, dtype=kiln.float64).requires_grad_()
+
+
+def positive(*shape):
+    return r(*shape, low=0.3, high=2.0)
+
+
+def index(values, dtype=kiln.int64):
+    return kiln.tensor(np.asarray(values), dtype=dtype)
+
+
+UNARY = {
+    "neg": (mint.neg, r), "abs": (mint.abs, away), "exp": (mint.exp, r),
+    "expm1": (mint.expm1, r), "log": (mint.log, positive), "log1p": (mint.log1p, positive),
+    "log2": (mint.log2, positive), "sqrt": (mint.sqrt, positive), "rsqrt": (mint.rsqrt, positive),
+    "reciprocal": (mint.reciprocal, away), "square": (mint.square, r), "sin": (mint.sin, r),
+    "cos": (mint.cos, r), "tan": (lambda x: mint.tan(x * 0.5), r), "tanh": (mint.tanh, r),
+    "sigmoid": (mint.sigmoid, r), "relu": (mint.relu, away), "silu": (mint.silu, r),
+    "erf": (mint.erf, r), "gelu": (mint.gelu, r),
+    "gelu_tanh": (lambda x: mint.gelu(x, approximate="tanh"), r),
+    "clamp": (lambda x: mint.clamp(x, -0.5, 0.7), away),
+    "clamp_min": (lambda x: mint.clamp(x, min=0.1), away),
+    "floor": (mint.floor, away), "ceil": (mint.ceil, away), "round": (mint.round, away),
+    "sign": (mint.sign, away),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+@pytest.mark.parametrize("shape", [(), (5,), (2, 3)])
+def test_unary(name, shape):
+    fn, make = UNARY[name]
+    assert gradcheck(fn, (make(*shape),))
+
+
+def test_unary_on_a_non_contiguous_input():
+    x = r(3, 4)
+    assert gradcheck(lambda v: mint.sigmoid(v.T) * 2.0, (x,))
+
+
+BINARY = {
+    "add": (mint.add, r, r), "sub": (mint.sub, r, r), "mul": (mint.mul, r, r),
+    "div": (mint.div, r, away), "pow": (mint.pow, positive, r),
+    "maximum": (mint.maximum, distinct, lambda *s: distinct(*s) * 0.5 + 0.1),
+    "minimum": (mint.minimum, distinct, lambda *s: distinct(*s) * 0.5 + 0.1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+@pytest.mark.parametrize("shapes", [((2, 3), (2, 3)), ((2, 3), (3,)), ((4, 1), (1, 3)),
+                                    ((), (2, 2))])
+def test_binary_with_broadcasting(name, shapes):
+    fn, make_a, make_b = BINARY[name]
+    a, b = make_a(*shapes[0]), make_b(*shapes[1])
+    if name in ("maximum", "minimum"):
+        b = b.detach().requires_grad_()
+    assert gradcheck(fn, (a, b))
+
+
+def test_binary_with_python_numbers_and_mixed_dtypes():
+    x = r(2, 3)
+    assert gradcheck(lambda v: 3.0 * v - 1.5, (x,))
+    assert gradcheck(lambda v: mint.pow(v * v + 1.0, 1.5), (x,))
+    f32 = kiln.tensor(np.ones((2, 3)), dtype=kiln.float32)
+    y = mint.mul(x, f32)  # float64 result: the float32 operand is not differentiated
+    assert y.dtype == kiln.float64
+    (g,) = kiln.autograd.grad(mint.sum(y), x)
+    assert g.dtype == kiln.float64
+
+
+def test_where_and_masked_fill():
+    c = kiln.tensor(np.array([[True, False, True], [False, True, False]]))
+    assert gradcheck(lambda a, b: mint.where(c, a, b), (r(2, 3), r(3)))
+    assert gradcheck(lambda a: mint.masked_fill(a, c, 0.5), (r(2, 3),))
+
+
+def test_cast_round_trip():
+    assert gradcheck(lambda v: v.to(kiln.float32).to(kiln.float64) * 2.0, (r(4),), eps=1e-3,
+                     atol=1e-3)
+
+
+REDUCTIONS = {
+    "sum": lambda x: mint.sum(x), "sum_dim": lambda x: mint.sum(x, dim=1),
+    "sum_keep": lambda x: mint.sum(x, dim=(0, 2), keepdim=True),
+    "mean": lambda x: mint.mean(x, dim=-1), "mean_all": lambda x: mint.mean(x),
+    "prod": lambda x: mint.prod(x, dim=1), "amax": lambda x: mint.amax(x, dim=2),
+    "amin": lambda x: mint.amin(x, dim=(0, 1), keepdim=True), "max_all": lambda x: mint.max(x),
+    "max_dim": lambda x: mint.max(x, dim=1)[0], "min_dim": lambda x: mint.min(x, 2, True)[0],
+    "var": lambda x: mint.var(x, dim=1), "std": lambda x: mint.std(x, dim=2, correction=0),
+    "var_all": lambda x: mint.var(x),
+    "logsumexp": lambda x: mint.logsumexp(x, dim=1), "cumsum": lambda x: mint.cumsum(x, dim=1),
+    "softmax": lambda x: mint.softmax(x, dim=-1), "log_softmax": lambda x: mint.log_softmax(x, 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_reductions(name):
+    x = distinct(2, 3, 4) if name[:3] in ("max", "min", "ama", "ami") else r(2, 3, 4)
+    assert gradcheck(REDUCTIONS[name], (x,))
+
+
+def test_matmul_family():
+    assert gradcheck(mint.matmul, (r(3, 4), r(4, 2)))
+    assert gradcheck(mint.matmul, (r(2, 3, 4), r(4, 5)))      # batched by broadcast
+    assert gradcheck(mint.matmul, (r(2, 1, 3, 4), r(3, 4, 2)))
+    assert gradcheck(mint.matmul, (r(4), r(4, 3)))            # 1-d operands, as NumPy
+    assert gradcheck(mint.matmul, (r(3, 4), r(4)))
+    assert gradcheck(mint.matmul, (r(4), r(4)))
+    assert gradcheck(mint.bmm, (r(2, 3, 4), r(2, 4, 2)))
+    assert gradcheck(mint.linear, (r(3, 4), r(2, 4), r(2)))
+    assert gradcheck(mint.linear, (r(2, 3, 4), r(5, 4)))
+    assert gradcheck(lambda b, x, w: mint.addmm(b, x, w, beta=0.5, alpha=2.0),
+                     (r(3, 2), r(3, 4), r(4, 2)))
+
+
+def test_norms():
+    assert gradcheck(lambda x, w, b: mint.layer_norm(x, (4,), w, b), (r(3, 4), r(4), r(4)))
+    assert gradcheck(lambda x: mint.layer_norm(x, (2, 4)), (r(3, 2, 4),))
+    assert gradcheck(lambda x, w: mint.rms_norm(x, (4,), w), (r(3, 4), r(4)))
+    assert gradcheck(lambda x: mint.rms_norm(x, (3, 4)), (r(2, 3, 4),))
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"stride": 2, "padding": 1}, {"dilation": 2},
+                                    {"groups": 2, "padding": 1}])
+def test_conv2d(kwargs):
+    groups = kwargs.get("groups", 1)
+    x, w, b = r(2, 4, 5, 5), r(3 * groups, 4 // groups, 3, 3), r(3 * groups)
+    assert gradcheck(lambda x, w, b: mint.conv2d(x, w, b, **kwargs), (x, w, b))
+
+
+def test_pools():
+    x = distinct(1, 2, 5, 5)
+    assert gradcheck(lambda v: mint.max_pool2d(v, 2), (x,))
+    assert gradcheck(lambda v: mint.max_pool2d(v, 3, stride=2, padding=1), (x,))
+    assert gradcheck(lambda v: mint.avg_pool2d(v, 2), (r(1, 2, 4, 4),))
+    assert gradcheck(lambda v: mint.avg_pool2d(v, 3, stride=2, padding=1), (r(1, 2, 5, 5),))
+
+
+def test_embedding_weight():
+    ids = index([[0, 2, 2], [3, 1, 0]])
+    assert gradcheck(lambda w: mint.embedding(ids, w), (r(4, 3),))
+
+
+def test_losses():
+    target = index([1, 0, 3])
+    for reduction in ("mean", "sum", "none"):
+        assert gradcheck(lambda z: mint.cross_entropy(z, target, reduction=reduction), (r(3, 4),))
+        assert gradcheck(lambda z: mint.nll_loss(mint.log_softmax(z, 1), target,
+                                                 reduction=reduction), (r(3, 4),))
+        assert gradcheck(lambda a, b: mint.mse_loss(a, b, reduction=reduction), (r(3, 4), r(3, 4)))
+    ignored = index([1, -100, 3])
+    assert gradcheck(lambda z: mint.cross_entropy(z, ignored), (r(3, 4),))
+    assert gradcheck(lambda z: mint.cross_entropy(z, target, label_smoothing=0.1), (r(3, 4),))
+
+
+def test_dropout_gradient_is_its_mask():
+    x = r(50)
+    kiln.manual_seed(3)
+    y = mint.dropout(x, p=0.4)
+    (g,) = kiln.autograd.grad(mint.sum(y * 3.0), x)
+    kept = y.detach().numpy() != 0
+    np.testing.assert_allclose(g.numpy(), np.where(kept, 3.0 / 0.6, 0.0), rtol=1e-12)
+
+
+SHAPE_OPS = {
+    "reshape": lambda x: mint.reshape(x, (4, 3)), "transpose": lambda x: mint.transpose(x, 0, 1),
+    "permute": lambda x: mint.permute(x, (1, 0)), "expand": lambda x: mint.expand(x[None], (2, 3, 4)),
+    "squeeze": lambda x: mint.squeeze(x[:, None]), "unsqueeze": lambda x: mint.unsqueeze(x, 1),
+    "flatten": lambda x: mint.flatten(x), "contiguous": lambda x: mint.contiguous(x.T),
+    "cat": lambda x: mint.cat([x, x * 2.0], dim=1), "stack": lambda x: mint.stack([x, x], 0),
+    "split": lambda x: mint.split(x, 2, dim=1)[1], "chunk": lambda x: mint.chunk(x, 3, 0)[2],
+    "index_select": lambda x: mint.index_select(x, 1, index([3, 0, 3])),
+    "gather": lambda x: mint.gather(x, 1, index([[0, 0], [3, 1], [2, 2]])),
+    "scatter": lambda x: mint.scatter(x, 1, index([[0], [3], [1]]), x[:, :1] * 5.0),
+    "pad": lambda x: mint.pad(x, (1, 2)), "tril": lambda x: mint.tril(x),
+    "triu": lambda x: mint.triu(x, 1), "getitem_basic": lambda x: x[1:, ::2],
+    "getitem_int": lambda x: x[index([2, 0, 2])], "getitem_mask": lambda x: x[x.detach() > 0],
+    "select": lambda x: x.select(1, 2), "narrow": lambda x: x.narrow(1, 1, 2),
+    "view": lambda x: x.view(2, 6), "clone": lambda x: x.clone(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPE_OPS))
+def test_shape_and_index_ops(name):
+    assert gradcheck(SHAPE_OPS[name], (r(3, 4),))
+
+
+# Ops without tensor inputs to differentiate: factories and random draws.
+NO_INPUTS = {"Arange", "Empty", "Eye", "Full", "Linspace", "Ones", "Zeros", "RandUniform",
+             "RandNormal", "RandInt"}
+
+
+def test_every_op_is_differentiable_or_says_it_is_not():
+    missing = [name for name in kiln.ops.list_ops()
+               if kiln.ops.op_gradient(name) == "missing" and name not in NO_INPUTS]
+    assert missing == []
+    for name in ("Eq", "Lt", "LogicalAnd", "ArgMax"):
+        assert kiln.ops.op_gradient(name) == "not differentiable"
+    assert kiln.ops.op_gradient("Mul") == "rule"
+    with raises(kiln.KilnValueError):
+        kiln.ops.op_gradient("NoSuchOp")
+
+
+def test_non_differentiable_outputs_do_not_require_grad():
+    x = r(3)
+    assert not (x > 0).requires_grad
+    assert not mint.argmax(x).requires_grad
+    assert mint.max(x, dim=0)[0].requires_grad
