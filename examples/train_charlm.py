@@ -74,7 +74,7 @@ class Config:
 def load_fused_ops():
     """Builds (or loads from the cache) charlm/fused_ops.cpp: ops.bias_gelu."""
     return kiln.ops.CustomOpBuilder("charlm_fused_ops", [str(HERE / "charlm" / "fused_ops.cpp")],
-                                    cflags=["-O3"]).load()
+                                    cflags=["-O3", "-fno-trapping-math"]).load()
 
 
 def register_fusion_pass(ops):
