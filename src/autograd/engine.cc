@@ -69,7 +69,6 @@ void run_graph(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gr
 
   // Every reachable node with the number of edges that reach it.
   std::unordered_map<Node*, size_t> dependencies;
-  std::vector<Node*> order;  // reachable nodes, parents before children
   {
     std::vector<Node*> stack;
     for (const Node::Edge& e : roots) {
@@ -78,7 +77,6 @@ void run_graph(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gr
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
-      order.push_back(n);
       for (const Node::Edge& e : n->next_edges()) {
         if (!e.valid()) continue;
         auto [it, inserted] = dependencies.emplace(e.node.get(), 0);
@@ -87,20 +85,35 @@ void run_graph(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gr
       }
     }
   }
-  // With a capture, only nodes from which a requested gradient can be reached need to run.
+  // With a capture, only nodes from which a requested gradient can be reached need to run:
+  // decided children first, over a topological order (parents before children, Kahn's).
   std::unordered_set<Node*> needed;
   if (capture != nullptr) {
     std::unordered_set<Node*> targets;
     for (const Node::Edge& e : capture->edges) {
       if (e.valid()) targets.insert(e.node.get());
     }
-    for (auto it = order.rbegin(); it != order.rend(); ++it) {  // children before parents
-      Node* n = *it;
-      bool need = false;
+    std::unordered_map<Node*, size_t> remaining = dependencies;
+    std::vector<Node*> order, stack;
+    for (const auto& [n, count] : remaining) {
+      if (count == 0) stack.push_back(n);
+    }
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      order.push_back(n);
       for (const Node::Edge& e : n->next_edges()) {
-        need = need || (e.valid() && (targets.count(e.node.get()) || needed.count(e.node.get())));
+        if (e.valid() && --remaining[e.node.get()] == 0) stack.push_back(e.node.get());
       }
-      if (need) needed.insert(n);
+    }
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      Node* n = *it;
+      for (const Node::Edge& e : n->next_edges()) {
+        if (e.valid() && (targets.count(e.node.get()) || needed.count(e.node.get()))) {
+          needed.insert(n);
+          break;
+        }
+      }
     }
   }
 

@@ -1,6 +1,7 @@
 // Cast: dtype conversion (kiln::to), a copy through copy_into.
 #include "kiln/functional/elementwise.h"
 #include "kiln/op.h"
+#include "ops/grad_util.h"
 
 namespace kiln {
 namespace {
@@ -9,6 +10,13 @@ KILN_REGISTER_OP(OpDef("Cast")
                      .input("x")
                      .attr("dtype", AttrKind::kDType)
                      .traits(kTraitElementwise)
+                     // Between floating dtypes the gradient is converted back; an integer or
+                     // bool result carries none (its gradient is undefined).
+                     .grad(detail::one_output_rule([](const std::vector<Tensor>& in,
+                                                      const Tensor&, const Attrs&,
+                                                      const Tensor& g) {
+                       return std::vector<Tensor>{detail::input_grad(g, in[0])};
+                     }))
                      .doc("x converted to `dtype` (floats to integers truncate toward zero)")
                      .infer([](const InferContext& ctx) {
                        return MetaList{{ctx.attrs.get<DType>("dtype"), ctx.input(0).shape}};

@@ -8,6 +8,7 @@
 // See Note [Elementwise kernels] for how an op call becomes loops.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -474,12 +475,31 @@ DType predicate_operand_dtype(DType operand, const Tensor& a, const Tensor& b);
 /// Throws kValue when `b` (of operand dtype) fails `check`.
 void check_operand(const char* prim, OperandCheck check, const Tensor& b);
 
-/// An elementwise unary op: functor F (a generic callable on the compute type), dtype rule R.
+/// The derivative of a unary op: the gradient of x (in y's dtype) from the input x, the output y
+/// and y's gradient g, written with ops (see Note [Gradient rules] in ops/grad_util.h).
+using UnaryDerivative = Tensor (*)(const Tensor& x, const Tensor& y, const Tensor& g);
+/// The derivative of a binary op: the gradients of a and b in the output's shape and dtype (the
+/// rule sums them to the operands' shapes and converts them to their dtypes).
+using BinaryDerivative = std::array<Tensor, 2> (*)(const Tensor& a, const Tensor& b,
+                                                   const Tensor& y, const Tensor& g);
+
+/// The rule of a unary op with derivative `d`: no gradient for integer and bool inputs.
+GradFn unary_grad(UnaryDerivative d);
+/// The rule of a binary op with derivative `d`: each operand's gradient summed over the dims it
+/// was broadcast along.
+GradFn binary_grad(BinaryDerivative d);
+
+/// An elementwise unary op: functor F (a generic callable on the compute type), dtype rule R and
+/// derivative `d`. Predicates (bool results) are marked kTraitNotDifferentiable; `d` is unused.
 template <typename F, UnaryRule R>
-OpDef unary_def(const char* prim, simd::UnaryOp simd_op, const char* doc) {
-  return OpDef(prim)
-      .input("x")
-      .traits(kTraitElementwise)
+OpDef unary_def(const char* prim, simd::UnaryOp simd_op, const char* doc, UnaryDerivative d) {
+  OpDef def(prim);
+  if constexpr (R == UnaryRule::kPredicate) {
+    def.traits(kTraitElementwise | kTraitNotDifferentiable);
+  } else {
+    def.traits(kTraitElementwise).grad(unary_grad(d));
+  }
+  return def.input("x")
       .doc(doc)
       .infer([prim](const InferContext& ctx) {
         const TensorMeta& x = ctx.input(0);
@@ -497,13 +517,19 @@ OpDef unary_def(const char* prim, simd::UnaryOp simd_op, const char* doc) {
       });
 }
 
-/// An elementwise binary op with NumPy broadcasting: functor F, dtype rule R, operand check K.
+/// An elementwise binary op with NumPy broadcasting: functor F, dtype rule R, operand check K and
+/// derivative `d`. Predicates (bool results) are marked kTraitNotDifferentiable and take no `d`.
 template <typename F, BinaryRule R, OperandCheck K>
-OpDef binary_def(const char* prim, simd::BinaryOp simd_op, const char* doc) {
-  return OpDef(prim)
-      .input("a")
+OpDef binary_def(const char* prim, simd::BinaryOp simd_op, const char* doc,
+                 BinaryDerivative d = nullptr) {
+  OpDef def(prim);
+  if constexpr (R == BinaryRule::kPredicate) {
+    def.traits(kTraitElementwise | kTraitNotDifferentiable);
+  } else {
+    def.traits(kTraitElementwise).grad(binary_grad(d));
+  }
+  return def.input("a")
       .input("b")
-      .traits(kTraitElementwise)
       .doc(doc)
       .infer([prim](const InferContext& ctx) {
         const TensorMeta& a = ctx.input(0);

@@ -1,6 +1,10 @@
 // Binary arithmetic ops with NumPy broadcasting and weak-scalar promotion: add, sub, mul, div,
 // floor_divide, remainder, pow, maximum, minimum, and the C++ operators. One table row per op;
 // the loops are in ops/elementwise.h.
+#include <array>
+#include <utility>
+
+#include "kiln/functional/factory.h"
 #include "kiln/functional/elementwise.h"
 #include "ops/elementwise.h"
 
@@ -10,32 +14,69 @@ namespace {
 
 using B = simd::BinaryOp;
 
+// Derivative helpers of the table below, written with ops (see Note [Gradient rules]).
+std::array<Tensor, 2> both(Tensor ga, Tensor gb) { return {std::move(ga), std::move(gb)}; }
+
+std::array<Tensor, 2> div_grads(const Tensor& b, const Tensor& y, const Tensor& g) {
+  Tensor ga = g / b;
+  Tensor gb = -(ga * y);  // d(a / b)/db = -a / b^2 = -(1 / b) (a / b)
+  return both(std::move(ga), std::move(gb));
+}
+
+// As PyTorch: d/da is 0 where b == 0 (also at a == 0), d/db is 0 where a == 0 and b >= 0 (the
+// one-sided limit), so that x ** 0 and 0 ** y give finite gradients.
+std::array<Tensor, 2> pow_grads(const Tensor& a, const Tensor& b, const Tensor& y,
+                                const Tensor& g) {
+  const Tensor zero = Tensor::scalar(0.0);
+  Tensor ga = where(eq(b, Tensor::scalar(0)), zero, g * (b * pow(a, b - 1)));
+  const Tensor a_zero = logical_and(eq(a, Tensor::scalar(0)), ge(b, Tensor::scalar(0)));
+  Tensor gb = g * where(a_zero, zero, y * log(a));
+  return both(std::move(ga), std::move(gb));
+}
+
+// maximum (kMax) / minimum: the gradient goes to the selected operand, split evenly on ties (as
+// in PyTorch); where either is nan both get it.
+template <bool kMax>
+std::array<Tensor, 2> extremum_grads(const Tensor& a, const Tensor& b, const Tensor& g) {
+  const Tensor zero = Tensor::scalar(0.0);
+  const Tensor shared = where(eq(a, b), g * 0.5, g);
+  Tensor ga = where(kMax ? lt(a, b) : gt(a, b), zero, shared);
+  Tensor gb = where(kMax ? gt(a, b) : lt(a, b), zero, shared);
+  return both(std::move(ga), std::move(gb));
+}
+
 // Each row: function, primitive, dtype rule, Highway kernel, the result as an expression of `a`
-// and `b` in the compute type C, the check on b made before computing, and the documentation.
+// and `b` in the compute type C, the check on b made before computing, the gradients of a and b
+// (in the result's shape) as an expression of the tensors a, b, y (the result) and g (y's
+// gradient), and the documentation. floor_divide is piecewise constant: zero gradients.
 #define KILN_ARITHMETIC_OPS(X)                                                                \
-  X(add, Add, kPromote, B::kAdd, wrapping_add(a, b), kNone,                                   \
+  X(add, Add, kPromote, B::kAdd, wrapping_add(a, b), kNone, both(g, g),                       \
     "a + b (bool + bool is logical or; integers wrap around)")                                \
-  X(sub, Sub, kPromoteNoBool, B::kSub, wrapping_sub(a, b), kNone,                             \
+  X(sub, Sub, kPromoteNoBool, B::kSub, wrapping_sub(a, b), kNone, both(g, -g),                \
     "a - b (bool operands are a DTypeError; use logical_xor)")                                \
-  X(mul, Mul, kPromote, B::kMul, wrapping_mul(a, b), kNone,                                   \
+  X(mul, Mul, kPromote, B::kMul, wrapping_mul(a, b), kNone, both(g * b, g * a),               \
     "a * b (bool * bool is logical and; integers wrap around)")                               \
-  X(div, Div, kFloating, B::kDiv, a / b, kNone, "true division a / b (float32 for integers)") \
+  X(div, Div, kFloating, B::kDiv, a / b, kNone, div_grads(b, y, g),                           \
+    "true division a / b (float32 for integers)")                                             \
   X(floor_divide, FloorDivide, kPromoteNoBool, kNoSimdBinary, floor_divide_value(a, b),       \
-    kNonzeroIntDivisor,                                                                       \
+    kNonzeroIntDivisor, both(zeros_like(g), zeros_like(g)),                                   \
     "a // b rounded toward -inf, as Python; integer division by zero is a "                   \
     "KilnValueError")                                                                         \
   X(remainder, Remainder, kPromoteNoBool, kNoSimdBinary, remainder_value(a, b),               \
-    kNonzeroIntDivisor,                                                                       \
+    kNonzeroIntDivisor, both(g, -(g * floor_divide(a, b))),                                   \
     "a % b with the sign of b, as Python; integer modulo by zero is a "                       \
     "KilnValueError")                                                                         \
   X(pow, Pow, kPromoteNoBool, B::kPow, power_value(a, b), kNonnegativeIntExponent,            \
+    pow_grads(a, b, y, g),                                                                    \
     "a ** b; integers to negative integer powers are a KilnValueError (as NumPy)")            \
   X(maximum, Maximum, kPromote, B::kMaximum, maximum_value(a, b), kNone,                      \
+    extremum_grads<true>(a, b, g),                                                            \
     "the larger of a and b; nan if either is nan (numpy.maximum)")                            \
   X(minimum, Minimum, kPromote, B::kMinimum, minimum_value(a, b), kNone,                      \
+    extremum_grads<false>(a, b, g),                                                           \
     "the smaller of a and b; nan if either is nan (numpy.minimum)")
 
-#define KILN_BINARY_FUNCTOR(name, Prim, rule, simd_op, expr, check, doc) \
+#define KILN_BINARY_FUNCTOR(name, Prim, rule, simd_op, expr, check, dx, doc) \
   struct Prim##Fn {                                                      \
     template <typename C>                                                \
     auto operator()(C a, C b) const {                                    \
@@ -45,16 +86,18 @@ using B = simd::BinaryOp;
 KILN_ARITHMETIC_OPS(KILN_BINARY_FUNCTOR)
 #undef KILN_BINARY_FUNCTOR
 
-#define KILN_BINARY_REGISTER(name, Prim, rule, simd_op, expr, check, doc) \
-  KILN_REGISTER_OP(                                                       \
-      (binary_def<Prim##Fn, BinaryRule::rule, OperandCheck::check>(#Prim, simd_op, doc)));
+#define KILN_BINARY_REGISTER(name, Prim, rule, simd_op, expr, check, dx, doc)         \
+  KILN_REGISTER_OP((binary_def<Prim##Fn, BinaryRule::rule, OperandCheck::check>(           \
+      #Prim, simd_op, doc,                                                                 \
+      [](const Tensor& a, const Tensor& b, const Tensor& y, const Tensor& g)                \
+          -> std::array<Tensor, 2> { return dx; })));
 KILN_ARITHMETIC_OPS(KILN_BINARY_REGISTER)
 #undef KILN_BINARY_REGISTER
 
 }  // namespace
 }  // namespace elementwise
 
-#define KILN_BINARY_FUNCTION(name, Prim, rule, simd_op, expr, check, doc) \
+#define KILN_BINARY_FUNCTION(name, Prim, rule, simd_op, expr, check, dx, doc) \
   Tensor name(const Tensor& a, const Tensor& b, const Tensor& out) {      \
     static const OpDefPtr op = OpRegistry::Instance().get(#Prim);         \
     return elementwise::call_elementwise(*op, {a, b}, out);               \

@@ -3,7 +3,9 @@
 #include <limits>
 #include <utility>
 
+#include "kiln/functional.h"
 #include "ops/elementwise.h"
+#include "ops/grad_util.h"
 
 namespace kiln::elementwise {
 namespace {
@@ -130,6 +132,26 @@ void check_operand(const char* prim, OperandCheck check, const Tensor& b) {
         }
       }
     });
+  });
+}
+
+GradFn unary_grad(UnaryDerivative d) {
+  return detail::one_output_rule([d](const std::vector<Tensor>& in, const Tensor& y, const Attrs&,
+                                     const Tensor& g) {
+    if (!detail::differentiable(in[0])) return std::vector<Tensor>{Tensor()};
+    return std::vector<Tensor>{to(d(in[0], y, g), in[0].dtype())};
+  });
+}
+
+GradFn binary_grad(BinaryDerivative d) {
+  return detail::one_output_rule([d](const std::vector<Tensor>& in, const Tensor& y, const Attrs&,
+                                     const Tensor& g) {
+    if (!detail::differentiable(in[0]) && !detail::differentiable(in[1])) {
+      return std::vector<Tensor>(2);
+    }
+    const std::array<Tensor, 2> grads = d(in[0], in[1], y, g);
+    return std::vector<Tensor>{detail::input_grad(grads[0], in[0]),
+                               detail::input_grad(grads[1], in[1])};
   });
 }
 

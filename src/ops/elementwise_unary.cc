@@ -5,7 +5,9 @@
 #include <string>
 
 #include "kiln/functional/elementwise.h"
+#include "kiln/functional/factory.h"
 #include "ops/elementwise.h"
+#include "ops/grad_util.h"
 
 namespace kiln {
 namespace elementwise {
@@ -13,35 +15,62 @@ namespace {
 
 using U = simd::UnaryOp;
 
-// Each row: function, primitive, dtype rule, Highway kernel, the result as an expression of `x`
-// in the compute type C, and the op's documentation.
-#define KILN_UNARY_OPS(X)                                                                       \
-  X(neg, Neg, kSameNoBool, U::kNeg, wrapping_neg(x), "-x (integers wrap; bool: DTypeError)")    \
-  X(abs, Abs, kSame, U::kAbs, abs_value(x), "|x| (integers wrap around at the minimum)")        \
-  X(sign, Sign, kSame, U::kSign, sign_value(x), "-1, 0 or 1 by the sign of x; sign(nan) = nan") \
-  X(exp, Exp, kFloating, U::kExp, std::exp(x), "e^x")                                           \
-  X(expm1, Expm1, kFloating, U::kExpm1, std::expm1(x), "e^x - 1, accurate near 0")              \
-  X(log, Log, kFloating, U::kLog, std::log(x), "natural logarithm; nan below 0")                \
-  X(log1p, Log1p, kFloating, U::kLog1p, std::log1p(x), "log(1 + x), accurate near 0")           \
-  X(log2, Log2, kFloating, U::kLog2, std::log2(x), "base-2 logarithm")                          \
-  X(sqrt, Sqrt, kFloating, U::kSqrt, std::sqrt(x), "square root; nan below 0")                  \
-  X(rsqrt, Rsqrt, kFloating, U::kRsqrt, C(1) / std::sqrt(x), "1 / sqrt(x)")                     \
-  X(reciprocal, Reciprocal, kFloating, U::kReciprocal, C(1) / x, "1 / x")                       \
-  X(square, Square, kSame, U::kSquare, wrapping_mul(x, x), "x * x")                             \
-  X(sin, Sin, kFloating, U::kSin, std::sin(x), "sine (radians)")                                \
-  X(cos, Cos, kFloating, U::kCos, std::cos(x), "cosine (radians)")                              \
-  X(tan, Tan, kFloating, U::kTan, std::tan(x), "tangent (radians)")                             \
-  X(tanh, Tanh, kFloating, U::kTanh, std::tanh(x), "hyperbolic tangent")                        \
-  X(sigmoid, Sigmoid, kFloating, U::kSigmoid, C(1) / (C(1) + std::exp(-x)), "1 / (1 + e^-x)")   \
-  X(relu, Relu, kSame, U::kRelu, relu_value(x), "max(x, 0); relu(nan) = nan")                   \
-  X(silu, Silu, kFloating, U::kSilu, x / (C(1) + std::exp(-x)), "x * sigmoid(x)")               \
-  X(erf, Erf, kFloating, U::kErf, std::erf(x), "the error function")                            \
-  X(floor, Floor, kSame, U::kFloor, floor_value(x), "largest integer <= x (integers: x)")       \
-  X(ceil, Ceil, kSame, U::kCeil, ceil_value(x), "smallest integer >= x (integers: x)")          \
-  X(round, Round, kSame, U::kRound, round_value(x), "nearest integer, ties to even (as NumPy)") \
-  X(logical_not, LogicalNot, kPredicate, kNoSimdUnary, !truthy(x), "x == 0, as bool")
+// Derivative helpers of the table below, written with ops (see Note [Gradient rules]).
+// g where x > 0, else 0: relu'(0) = 0, as in PyTorch.
+Tensor where_positive(const Tensor& x, const Tensor& g) {
+  return where(gt(x, Tensor::scalar(0)), g, Tensor::scalar(0.0));
+}
+// silu'(x) = s (1 + x (1 - s)) with s = sigmoid(x).
+Tensor silu_derivative(const Tensor& x) {
+  const Tensor s = sigmoid(x);
+  return s * (1.0 + x * (1.0 - s));
+}
+constexpr double kLn2 = 0.69314718055994530942;
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 
-#define KILN_UNARY_FUNCTOR(name, Prim, rule, simd_op, expr, doc) \
+// Each row: function, primitive, dtype rule, Highway kernel, the result as an expression of `x`
+// in the compute type C, the gradient of x as an expression of the tensors x, y (the result) and
+// g (y's gradient), and the op's documentation. Floor, ceil, round and sign have zero gradients
+// (as in PyTorch); abs'(0) = sign(0) = 0.
+#define KILN_UNARY_OPS(X)                                                                        \
+  X(neg, Neg, kSameNoBool, U::kNeg, wrapping_neg(x), -g,                                         \
+    "-x (integers wrap; bool: DTypeError)")                                                      \
+  X(abs, Abs, kSame, U::kAbs, abs_value(x), g * sign(x),                                         \
+    "|x| (integers wrap around at the minimum)")                                                 \
+  X(sign, Sign, kSame, U::kSign, sign_value(x), zeros_like(g),                                    \
+    "-1, 0 or 1 by the sign of x; sign(nan) = nan")                                              \
+  X(exp, Exp, kFloating, U::kExp, std::exp(x), g * y, "e^x")                                     \
+  X(expm1, Expm1, kFloating, U::kExpm1, std::expm1(x), g * (y + 1.0), "e^x - 1, accurate near 0") \
+  X(log, Log, kFloating, U::kLog, std::log(x), g / x, "natural logarithm; nan below 0")          \
+  X(log1p, Log1p, kFloating, U::kLog1p, std::log1p(x), g / (x + 1.0),                            \
+    "log(1 + x), accurate near 0")                                                               \
+  X(log2, Log2, kFloating, U::kLog2, std::log2(x), g / (x * kLn2), "base-2 logarithm")           \
+  X(sqrt, Sqrt, kFloating, U::kSqrt, std::sqrt(x), g / (y * 2.0), "square root; nan below 0")    \
+  X(rsqrt, Rsqrt, kFloating, U::kRsqrt, C(1) / std::sqrt(x), g * (y * y * y * -0.5),             \
+    "1 / sqrt(x)")                                                                               \
+  X(reciprocal, Reciprocal, kFloating, U::kReciprocal, C(1) / x, -(g * (y * y)), "1 / x")        \
+  X(square, Square, kSame, U::kSquare, wrapping_mul(x, x), g * (x * 2.0), "x * x")              \
+  X(sin, Sin, kFloating, U::kSin, std::sin(x), g * cos(x), "sine (radians)")                     \
+  X(cos, Cos, kFloating, U::kCos, std::cos(x), -(g * sin(x)), "cosine (radians)")                \
+  X(tan, Tan, kFloating, U::kTan, std::tan(x), g * (y * y + 1.0), "tangent (radians)")           \
+  X(tanh, Tanh, kFloating, U::kTanh, std::tanh(x), g * (1.0 - y * y), "hyperbolic tangent")      \
+  X(sigmoid, Sigmoid, kFloating, U::kSigmoid, C(1) / (C(1) + std::exp(-x)), g * (y * (1.0 - y)), \
+    "1 / (1 + e^-x)")                                                                            \
+  X(relu, Relu, kSame, U::kRelu, relu_value(x), where_positive(x, g),                            \
+    "max(x, 0); relu(nan) = nan")                                                                \
+  X(silu, Silu, kFloating, U::kSilu, x / (C(1) + std::exp(-x)), g * silu_derivative(x),          \
+    "x * sigmoid(x)")                                                                            \
+  X(erf, Erf, kFloating, U::kErf, std::erf(x), g * (exp(-(x * x)) * kTwoOverSqrtPi),            \
+    "the error function")                                                                        \
+  X(floor, Floor, kSame, U::kFloor, floor_value(x), zeros_like(g),                                \
+    "largest integer <= x (integers: x)")                                                        \
+  X(ceil, Ceil, kSame, U::kCeil, ceil_value(x), zeros_like(g),                                    \
+    "smallest integer >= x (integers: x)")                                                       \
+  X(round, Round, kSame, U::kRound, round_value(x), zeros_like(g),                                \
+    "nearest integer, ties to even (as NumPy)")                                                  \
+  X(logical_not, LogicalNot, kPredicate, kNoSimdUnary, !truthy(x), Tensor(), "x == 0, as bool")
+
+#define KILN_UNARY_FUNCTOR(name, Prim, rule, simd_op, expr, dx, doc) \
   struct Prim##Fn {                                              \
     template <typename C>                                        \
     auto operator()(C x) const {                                 \
@@ -51,8 +80,11 @@ using U = simd::UnaryOp;
 KILN_UNARY_OPS(KILN_UNARY_FUNCTOR)
 #undef KILN_UNARY_FUNCTOR
 
-#define KILN_UNARY_REGISTER(name, Prim, rule, simd_op, expr, doc) \
-  KILN_REGISTER_OP((unary_def<Prim##Fn, UnaryRule::rule>(#Prim, simd_op, doc)));
+#define KILN_UNARY_REGISTER(name, Prim, rule, simd_op, expr, dx, doc)                      \
+  KILN_REGISTER_OP((unary_def<Prim##Fn, UnaryRule::rule>(                                   \
+      #Prim, simd_op, doc, [](const Tensor& x, const Tensor& y, const Tensor& g) -> Tensor { \
+        return dx;                                                                          \
+      })));
 KILN_UNARY_OPS(KILN_UNARY_REGISTER)
 #undef KILN_UNARY_REGISTER
 
@@ -74,11 +106,32 @@ struct GeluTanhFn {
   }
 };
 
+// d gelu / dx: Phi(x) + x phi(x) for the erf form (Phi, phi: the standard normal CDF and PDF);
+// 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2 / pi) (1 + 3 * 0.044715 x^2), t = tanh(inner), for tanh.
+Tensor gelu_derivative(const Tensor& x, bool tanh_form) {
+  if (tanh_form) {
+    constexpr double kSqrt2OverPi = 0.79788456080286535588;
+    const Tensor x2 = x * x;
+    const Tensor t = tanh((x + x2 * x * 0.044715) * kSqrt2OverPi);
+    return (t + 1.0) * 0.5 + x * (1.0 - t * t) * (x2 * (3 * 0.044715 * kSqrt2OverPi) + kSqrt2OverPi) * 0.5;
+  }
+  constexpr double kInvSqrt2 = 0.70710678118654752440;
+  constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+  return (erf(x * kInvSqrt2) + 1.0) * 0.5 + x * exp(x * x * -0.5) * kInvSqrt2Pi;
+}
+
 KILN_REGISTER_OP(
     OpDef("Gelu")
         .input("x")
         .attr("approximate", AttrKind::kString, std::string("none"))
         .traits(kTraitElementwise)
+        .grad(detail::one_output_rule([](const std::vector<Tensor>& in, const Tensor&,
+                                         const Attrs& attrs, const Tensor& g) {
+          const Tensor& x = in[0];
+          if (!detail::differentiable(x)) return std::vector<Tensor>{Tensor()};
+          const bool tanh_form = attrs.get<std::string>("approximate") == "tanh";
+          return std::vector<Tensor>{to(g * gelu_derivative(x, tanh_form), x.dtype())};
+        }))
         .doc("Gaussian error linear unit: 0.5 x (1 + erf(x / sqrt 2)); approximate='tanh' uses "
              "0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))")
         .infer([](const InferContext& ctx) {
@@ -157,6 +210,19 @@ KILN_REGISTER_OP(
         .attr("min", AttrKind::kScalar, std::monostate{})
         .attr("max", AttrKind::kScalar, std::monostate{})
         .traits(kTraitElementwise)
+        // The gradient passes where min <= x <= max (at the bounds too), as in PyTorch.
+        .grad(detail::one_output_rule([](const std::vector<Tensor>& in, const Tensor&,
+                                         const Attrs& attrs, const Tensor& g) {
+          const Tensor& x = in[0];
+          if (!detail::differentiable(x)) return std::vector<Tensor>{Tensor()};
+          Tensor inside;  // min <= x <= max
+          const auto require = [&inside](const Tensor& ok) {
+            inside = inside.defined() ? logical_and(inside, ok) : ok;
+          };
+          if (!attrs.is_none("min")) require(ge(x, Tensor::scalar(attrs.get<Scalar>("min"))));
+          if (!attrs.is_none("max")) require(le(x, Tensor::scalar(attrs.get<Scalar>("max"))));
+          return std::vector<Tensor>{to(where(inside, g, Tensor::scalar(0.0)), x.dtype())};
+        }))
         .doc("min(max(x, min), max); either bound may be None (not both). The bounds are weak "
              "scalars: an integer tensor with a float bound gives float32, as in PyTorch")
         .infer([](const InferContext& ctx) {
@@ -181,7 +247,7 @@ KILN_REGISTER_OP(
 }  // namespace
 }  // namespace elementwise
 
-#define KILN_UNARY_FUNCTION(name, Prim, rule, simd_op, expr, doc) \
+#define KILN_UNARY_FUNCTION(name, Prim, rule, simd_op, expr, dx, doc) \
   Tensor name(const Tensor& x, const Tensor& out) {               \
     static const OpDefPtr op = OpRegistry::Instance().get(#Prim); \
     return elementwise::call_elementwise(*op, {x}, out);          \

@@ -1,6 +1,7 @@
 // where(cond, a, b): cond ? a : b with all three broadcast; the result dtype is result_type(a, b).
 #include "kiln/functional/elementwise.h"
 #include "ops/elementwise.h"
+#include "ops/grad_util.h"
 
 namespace kiln {
 namespace elementwise {
@@ -23,6 +24,16 @@ KILN_REGISTER_OP(
         .input("a")
         .input("b")
         .traits(kTraitElementwise)
+        // The gradient goes to the selected operand; the condition gets none.
+        .grad(detail::one_output_rule([](const std::vector<Tensor>& in, const Tensor&,
+                                         const Attrs&, const Tensor& g) {
+          const Tensor zero = Tensor::scalar(0.0);
+          const Tensor& cond = in[0];
+          const Tensor ga = detail::differentiable(in[1]) ? where(cond, g, zero) : Tensor();
+          const Tensor gb = detail::differentiable(in[2]) ? where(cond, zero, g) : Tensor();
+          return std::vector<Tensor>{Tensor(), detail::input_grad(ga, in[1]),
+                                     detail::input_grad(gb, in[2])};
+        }))
         .doc("condition ? a : b, broadcasting all three; condition is converted to bool (nonzero "
              "is true) and the result has result_type(a, b)")
         .infer([](const InferContext& ctx) {

@@ -14,9 +14,13 @@
 
 #include "core/dtype_dispatch.h"
 #include "core/strided_loop.h"
+#include "kiln/functional/elementwise.h"
+#include "kiln/functional/factory.h"
+#include "kiln/functional/reduce.h"
 #include "kiln/functional/shape.h"
 #include "kiln/op.h"
 #include "kiln/parallel.h"
+#include "ops/grad_util.h"
 
 namespace kiln {
 namespace {
@@ -209,6 +213,21 @@ int64_t check_along_dim(const char* op, const InferContext& ctx, const TensorMet
   return dim;
 }
 
+// Gradient rules (see Note [Gradient rules] in ops/grad_util.h). What a gather-like op reads, its
+// gradient scatter-adds back (indices read twice sum their gradients); index tensors get none.
+
+std::vector<Tensor> index_select_grad(const std::vector<Tensor>& in, const Tensor&,
+                                      const Attrs& attrs, const Tensor& g) {
+  const Tensor& x = in[0];
+  if (!detail::differentiable(x)) return {Tensor(), Tensor()};
+  const int64_t dim = wrap_dim(attrs.get<int64_t>("dim"), x.ndim());
+  // The index along dim, broadcast over g's other dims.
+  Shape along(static_cast<size_t>(x.ndim()), 1);
+  along[static_cast<size_t>(dim)] = in[1].numel();
+  const Tensor index = expand(reshape(in[1], along), g.shape());
+  return {to(scatter(zeros_like(x, g.dtype()), dim, index, g, "add"), x.dtype()), Tensor()};
+}
+
 KILN_REGISTER_OP(
     OpDef("IndexSelect")
         .input("x")
@@ -227,6 +246,7 @@ KILN_REGISTER_OP(
           shape[wrap_dim(ctx.attrs.get<int64_t>("dim"), x.ndim())] = index.numel();
           return MetaList{{x.dtype, shape}};
         })
+        .grad(detail::one_output_rule(index_select_grad))
         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
           const Tensor& x = ctx.inputs[0];
           const int64_t dim = wrap_dim(ctx.attrs.get<int64_t>("dim"), x.ndim());
@@ -270,6 +290,14 @@ KILN_REGISTER_OP(OpDef("Gather")
                        check_along_dim("Gather", ctx, x, ctx.input(1));
                        return MetaList{{x.dtype, ctx.input(1).shape}};
                      })
+                     .grad(detail::one_output_rule([](const std::vector<Tensor>& in, const Tensor&,
+                                                      const Attrs& attrs, const Tensor& g) {
+                       const Tensor& x = in[0];
+                       if (!detail::differentiable(x)) return std::vector<Tensor>(2);
+                       const Tensor gx = scatter(zeros_like(x, g.dtype()), attrs.get<int64_t>("dim"),
+                                                 in[1], g, "add");
+                       return std::vector<Tensor>{to(gx, x.dtype()), Tensor()};
+                     }))
                      .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
                        const Tensor x = at_least_1d(ctx.inputs[0]);
                        const Tensor index = at_least_1d(ctx.inputs[1]);
@@ -378,6 +406,38 @@ void scatter_kernel(KernelContext& ctx) {
   if (!acc.is_same(out)) copy_into(out, acc);
 }
 
+// x's gradient is g where nothing was written ("none") or all of g ("add"); src's is g gathered at
+// the index, zero-padded to src's shape (src may be larger than index) or summed for a 0-d src.
+std::vector<Tensor> scatter_grad(const std::vector<Tensor>& in, const Tensor&, const Attrs& attrs,
+                                 const Tensor& g) {
+  const Tensor& x = in[0];
+  const Tensor& index = in[1];
+  const Tensor& src = in[2];
+  const int64_t dim = attrs.get<int64_t>("dim");
+  const std::string reduce = attrs.get<std::string>("reduce");
+  KILN_CHECK_KIND(ErrorKind::kNotImplemented, reduce != "multiply")
+      << "Scatter: the gradient of reduce='multiply' is not implemented";
+  Tensor gx;
+  if (detail::differentiable(x)) {
+    gx = reduce == "add" ? g : scatter(g, dim, index, zeros({}, g.dtype()));
+  }
+  Tensor gsrc;
+  if (detail::differentiable(src)) {
+    gsrc = gather(g, dim, index);
+    if (src.ndim() == 0) {
+      gsrc = sum(gsrc);
+    } else if (src.shape() != index.shape()) {
+      std::vector<int64_t> pads;  // (before, after) from the last dim, as pad() takes them
+      for (int64_t d = src.ndim() - 1; d >= 0; --d) {
+        pads.push_back(0);
+        pads.push_back(src.shape()[d] - index.shape()[d]);
+      }
+      gsrc = pad(gsrc, pads);
+    }
+  }
+  return {detail::input_grad(gx, x), Tensor(), detail::input_grad(gsrc, src)};
+}
+
 KILN_REGISTER_OP(
     OpDef("Scatter")
         .input("x")
@@ -407,6 +467,7 @@ KILN_REGISTER_OP(
           }
           return MetaList{{x.dtype, x.shape}};
         })
+        .grad(detail::one_output_rule(scatter_grad))
         .kernel(DeviceType::kCPU, scatter_kernel));
 
 KILN_REGISTER_OP(OpDef("MaskedFill")
@@ -433,6 +494,11 @@ KILN_REGISTER_OP(OpDef("MaskedFill")
                            << v;
                        return MetaList{{x.dtype, x.shape}};
                      })
+                     .grad(detail::one_output_rule([](const std::vector<Tensor>& in, const Tensor&,
+                                                      const Attrs&, const Tensor& g) {
+                       const Tensor kept = where(in[1], Tensor::scalar(0.0), g);
+                       return std::vector<Tensor>{detail::input_grad(kept, in[0]), Tensor()};
+                     }))
                      .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
                        const Tensor& out = ctx.outputs[0];
                        const Tensor& x = ctx.inputs[0];
@@ -493,6 +559,52 @@ std::vector<int64_t> indexed_rows(const char* op, const Tensor& x,
   return rows;
 }
 
+// Index: g's rows go back to the rows of x they were read from, summed where an index repeats:
+// the indexed leading dims flattened into one (positions from the wrapped indices) and g's rows
+// scatter-added along it.
+std::vector<Tensor> index_grad(const std::vector<Tensor>& in, const Tensor&, const Attrs&,
+                               const Tensor& g) {
+  std::vector<Tensor> grads(in.size());
+  const Tensor& x = in[0];
+  if (!detail::differentiable(x)) return grads;
+  const size_t k = in.size() - 1;
+  const Shape& shape = x.shape();
+  Tensor row = zeros({}, DType::kInt64);  // the flattened position over the indexed dims
+  int64_t rows = 1;
+  for (size_t d = 0; d < k; ++d) {
+    const Tensor size = Tensor::scalar(shape[d]);
+    const Tensor i = to(in[d + 1], DType::kInt64);
+    row = row * shape[d] + where(lt(i, Tensor::scalar(0)), i + size, i);
+    rows *= shape[d];
+  }
+  Shape rest(shape.begin() + static_cast<std::ptrdiff_t>(k), shape.end());
+  Shape flat_g{-1};
+  flat_g.insert(flat_g.end(), rest.begin(), rest.end());
+  const Tensor g_rows = reshape(g, flat_g);
+  Shape along(rest.size() + 1, 1);
+  along[0] = -1;
+  const Tensor index = expand(reshape(expand(row, index_shape(in, 1)), along), g_rows.shape());
+  Shape flat_x{rows};
+  flat_x.insert(flat_x.end(), rest.begin(), rest.end());
+  const Tensor summed = scatter(zeros(flat_x, g.dtype()), 0, index, g_rows, "add");
+  grads[0] = to(reshape(summed, shape), x.dtype());
+  return grads;
+}
+
+// IndexPut: x's gradient is g with the assigned elements zeroed; the values' is g at the indices.
+std::vector<Tensor> index_put_grad(const std::vector<Tensor>& in, const Tensor&, const Attrs&,
+                                   const Tensor& g) {
+  std::vector<Tensor> grads(in.size());
+  const std::vector<Tensor> indices(in.begin() + 2, in.end());
+  if (detail::differentiable(in[0])) {
+    std::vector<Tensor> put{g, zeros({}, g.dtype())};
+    put.insert(put.end(), indices.begin(), indices.end());
+    grads[0] = detail::input_grad(call_op("IndexPut", put)[0], in[0]);
+  }
+  if (detail::differentiable(in[1])) grads[1] = detail::input_grad(index(g, indices), in[1]);
+  return grads;
+}
+
 KILN_REGISTER_OP(OpDef("Index")
                      .input("x")
                      .variadic_input("indices")
@@ -501,6 +613,7 @@ KILN_REGISTER_OP(OpDef("Index")
                        return MetaList{{ctx.input(0).dtype,
                                         indexed_shape("Index", ctx.input(0), ctx.inputs, 1)}};
                      })
+                     .grad(detail::one_output_rule(index_grad))
                      .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
                        const Tensor& x = ctx.inputs[0];
                        const Tensor& out = ctx.outputs[0];
@@ -526,6 +639,7 @@ KILN_REGISTER_OP(
               << shape_str(target) << ", got shape " << shape_str(values.shape);
           return MetaList{{x.dtype, x.shape}};
         })
+        .grad(detail::one_output_rule(index_put_grad))
         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
           const Tensor& x = ctx.inputs[0];
           const Tensor& out = ctx.outputs[0];

@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kiln/functional/elementwise.h"
+#include "kiln/functional/factory.h"
 #include "kiln/functional/shape.h"
 #include "kiln/op.h"
 #include "kiln/parallel.h"
+#include "ops/grad_util.h"
 
 namespace kiln {
 namespace {
@@ -127,11 +130,51 @@ MetaList infer_split(const InferContext& ctx) {
   return out;
 }
 
+// Gradient rules (see Note [Gradient rules] in ops/grad_util.h): concat and stack split g back
+// into the inputs' pieces (each in its input's dtype); split concatenates the pieces' gradients,
+// zeros for pieces that got none.
+std::vector<Tensor> concat_grad(const std::vector<Tensor>& in, const Tensor& y, const Attrs& attrs,
+                                const Tensor& g) {
+  const int64_t dim = wrap_dim(attrs.get<int64_t>("dim"), y.ndim());
+  std::vector<int64_t> sizes;
+  for (const Tensor& t : in) sizes.push_back(t.shape()[dim]);
+  const std::vector<Tensor> pieces = split(g, sizes, dim);
+  std::vector<Tensor> grads;
+  for (size_t i = 0; i < in.size(); ++i) grads.push_back(detail::input_grad(pieces[i], in[i]));
+  return grads;
+}
+
+std::vector<Tensor> stack_grad(const std::vector<Tensor>& in, const Tensor& y, const Attrs& attrs,
+                               const Tensor& g) {
+  const int64_t dim = wrap_dim(attrs.get<int64_t>("dim"), y.ndim());
+  const std::vector<Tensor> pieces = split(g, std::vector<int64_t>(in.size(), 1), dim);
+  std::vector<Tensor> grads;
+  for (size_t i = 0; i < in.size(); ++i) {
+    grads.push_back(detail::input_grad(reshape(pieces[i], in[i].shape()), in[i]));
+  }
+  return grads;
+}
+
+std::vector<Tensor> split_grad(const std::vector<Tensor>& inputs,
+                               const std::vector<Tensor>& outputs, const Attrs& attrs,
+                               const std::vector<Tensor>& grad_outputs) {
+  const Tensor& x = inputs[0];
+  bool any = false;
+  for (const Tensor& g : grad_outputs) any = any || g.defined();
+  if (!any || !detail::differentiable(x)) return {Tensor()};
+  std::vector<Tensor> pieces;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    pieces.push_back(grad_outputs[i].defined() ? grad_outputs[i] : zeros_like(outputs[i]));
+  }
+  return {to(cat(pieces, attrs.get<int64_t>("dim")), x.dtype())};
+}
+
 KILN_REGISTER_OP(OpDef("Concat")
                      .variadic_input("tensors")
                      .attr("dim", AttrKind::kInt, AttrValue{int64_t{0}})
                      .doc("the tensors (promoted to a common dtype) joined along `dim`")
                      .infer(infer_concat)
+                     .grad(detail::one_output_rule(concat_grad))
                      .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
                        const Tensor& out = ctx.outputs[0];
                        concat_into(out, ctx.inputs,
@@ -144,6 +187,7 @@ KILN_REGISTER_OP(OpDef("Stack")
                      .doc("the tensors (same shape, promoted to a common dtype) joined along a new "
                           "dimension `dim`")
                      .infer(infer_stack)
+                     .grad(detail::one_output_rule(stack_grad))
                      .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
                        const Tensor& out = ctx.outputs[0];
                        const int64_t dim = wrap_dim(ctx.attrs.get<int64_t>("dim"), out.ndim());
@@ -176,6 +220,7 @@ KILN_REGISTER_OP(OpDef("Split")
                      .outputs(OpDef::kVariableOutputs)
                      .doc("consecutive pieces of x along `dim` with the given sizes")
                      .infer(infer_split)
+                     .grad(split_grad)
                      .view(split_views)
                      .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
                        const Tensor& x = ctx.inputs[0];

@@ -4,8 +4,11 @@
 #include <cstring>
 
 #include "core/dtype_dispatch.h"
+#include "kiln/functional/elementwise.h"
+#include "kiln/functional/factory.h"
 #include "kiln/functional/shape.h"
 #include "kiln/op.h"
+#include "ops/grad_util.h"
 #include "kiln/parallel.h"
 
 namespace kiln {
@@ -140,6 +143,23 @@ void pad_mapped(const Tensor& x, const Tensor& out,
   });
 }
 
+// Gradient rule (see Note [Gradient rules] in ops/grad_util.h): padding 0, 1, ..., numel - 1 in
+// x's shape the same way (constant: -1) names the element of x each output element copies; the
+// gradient accumulates there (reflect and replicate read elements several times).
+std::vector<Tensor> pad_grad(const std::vector<Tensor>& in, const Tensor&, const Attrs& attrs,
+                             const Tensor& g) {
+  const Tensor& x = in[0];
+  if (!detail::differentiable(x)) return {Tensor()};
+  if (x.numel() == 0) return {zeros_like(x)};
+  const Tensor positions =
+      pad(reshape(arange(0, x.numel()), x.shape()), attrs.get<std::vector<int64_t>>("pads"),
+          attrs.get<std::string>("mode"), -1.0);
+  const Tensor copied = ge(positions, Tensor::scalar(0));
+  const Tensor gx = detail::accumulate_at(where(copied, g, Tensor::scalar(0.0)),
+                                          where(copied, positions, Tensor::scalar(0)), x);
+  return {to(gx, x.dtype())};
+}
+
 KILN_REGISTER_OP(OpDef("Pad")
                      .input("x")
                      .attr("pads", AttrKind::kInts)
@@ -148,6 +168,7 @@ KILN_REGISTER_OP(OpDef("Pad")
                      .doc("x padded by (before, after) pairs from the last dim (as torch's F.pad); "
                           "constant mode accepts negative pads, which crop")
                      .infer(infer_pad)
+                     .grad(detail::one_output_rule(pad_grad))
                      .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
                        const Tensor& x = ctx.inputs[0];
                        const auto per_dim =
@@ -201,6 +222,11 @@ KILN_REGISTER_OP(
         .attr("diagonal", AttrKind::kInt, AttrValue{int64_t{0}})
         .doc("x with elements above the `diagonal`-th diagonal of the last two dims set to zero")
         .infer(infer_triangle)
+        .grad(detail::one_output_rule(
+            [](const std::vector<Tensor>& in, const Tensor&, const Attrs& attrs, const Tensor& g) {
+              return std::vector<Tensor>{
+                  detail::input_grad(tril(g, attrs.get<int64_t>("diagonal")), in[0])};
+            }))
         .kernel(DeviceType::kCPU,
                 [](KernelContext& ctx) { triangle_kernel(ctx, /*lower=*/true); }));
 
@@ -210,6 +236,11 @@ KILN_REGISTER_OP(
         .attr("diagonal", AttrKind::kInt, AttrValue{int64_t{0}})
         .doc("x with elements below the `diagonal`-th diagonal of the last two dims set to zero")
         .infer(infer_triangle)
+        .grad(detail::one_output_rule(
+            [](const std::vector<Tensor>& in, const Tensor&, const Attrs& attrs, const Tensor& g) {
+              return std::vector<Tensor>{
+                  detail::input_grad(triu(g, attrs.get<int64_t>("diagonal")), in[0])};
+            }))
         .kernel(DeviceType::kCPU,
                 [](KernelContext& ctx) { triangle_kernel(ctx, /*lower=*/false); }));
 

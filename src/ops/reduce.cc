@@ -6,6 +6,7 @@
 // Integer and bool sums and products accumulate in uint64, which wraps like int64 arithmetic
 // without signed-overflow UB. max and min propagate NaN (as numpy.max) and refuse an empty
 // reduction.
+#include "kiln/functional/elementwise.h"
 #include "kiln/functional/reduce.h"
 #include "kiln/functional/shape.h"
 
@@ -13,6 +14,7 @@
 #include <limits>
 
 #include "core/dtype_dispatch.h"
+#include "ops/grad_util.h"
 #include "ops/reduce.h"
 #include "ops/simd/float_kernels.h"
 
@@ -247,11 +249,47 @@ InferFn accumulate_infer(const char* name) {
 DType same_dtype(DType in, const Attrs&) { return in; }
 DType floating_dtype(DType in, const Attrs&) { return to_floating(in); }
 
+// Gradient rules (see Note [Gradient rules] in ops/grad_util.h). g and y arrive with the reduced
+// dims kept, so they broadcast against x.
+
+Tensor sum_derivative(const Tensor& x, const Tensor&, const Tensor& g, const Dims&,
+                      const Attrs&) {
+  return expand(g, x.shape());
+}
+
+Tensor mean_derivative(const Tensor& x, const Tensor&, const Tensor& g, const Dims& dims,
+                      const Attrs&) {
+  int64_t count = 1;
+  for (int64_t d : dims) count *= x.shape()[d];
+  return expand(g / static_cast<double>(count), x.shape());
+}
+
+// The product of the other elements: y / x where x != 0; at a zero, the product of the nonzero
+// others when it is the only zero of its slice, else 0. No division by zero, no data read.
+Tensor prod_derivative(const Tensor& x, const Tensor& y, const Tensor& g, const Dims& dims,
+                      const Attrs&) {
+  const Tensor zero = Tensor::scalar(0.0);
+  const Tensor one = Tensor::scalar(1.0);
+  const Tensor is_zero = eq(x, Tensor::scalar(0));
+  const Tensor x_or_one = where(is_zero, one, x);
+  const Tensor one_zero = eq(sum(is_zero, dims, /*keepdim=*/true), Tensor::scalar(1));
+  const Tensor at_zero = where(one_zero, prod(x_or_one, dims, /*keepdim=*/true), zero);
+  return g * where(is_zero, at_zero, y / x_or_one);
+}
+
+// amax / amin: the gradient is split evenly among the elements equal to the result (PyTorch).
+Tensor extremum_derivative(const Tensor& x, const Tensor& y, const Tensor& g, const Dims& dims,
+                      const Attrs&) {
+  const Tensor hit = eq(x, y);
+  return where(hit, g / sum(hit, dims, /*keepdim=*/true), Tensor::scalar(0.0));
+}
+
 KILN_REGISTER_OP(reduce_op("ReduceSum",
                            "Sum over `dims` (all when empty); bool and integer inputs give int64 "
                            "unless `dtype` is given")
                      .attr("dtype", AttrKind::kDType, std::monostate{})
                      .infer(accumulate_infer("sum"))
+                     .grad(detail::reduction_rule(sum_derivative))
                      .kernel(DeviceType::kCPU,
                              [](KernelContext& ctx) { accumulate_kernel<false>(ctx, "sum"); }));
 
@@ -260,19 +298,23 @@ KILN_REGISTER_OP(reduce_op("ReduceProd",
                            "`dtype` is given")
                      .attr("dtype", AttrKind::kDType, std::monostate{})
                      .infer(accumulate_infer("prod"))
+                     .grad(detail::reduction_rule(prod_derivative))
                      .kernel(DeviceType::kCPU,
                              [](KernelContext& ctx) { accumulate_kernel<true>(ctx, "prod"); }));
 
 KILN_REGISTER_OP(reduce_op("ReduceMean", "Mean over `dims`; integer inputs give float32")
                      .infer(reduce_infer("mean", false, floating_dtype))
+                     .grad(detail::reduction_rule(mean_derivative))
                      .kernel(DeviceType::kCPU, mean_kernel));
 
 KILN_REGISTER_OP(reduce_op("ReduceMax", "Largest element over `dims` (NaN propagates)")
                      .infer(reduce_infer("amax", true, same_dtype))
+                     .grad(detail::reduction_rule(extremum_derivative))
                      .kernel(DeviceType::kCPU, extremum_kernel<true>));
 
 KILN_REGISTER_OP(reduce_op("ReduceMin", "Smallest element over `dims` (NaN propagates)")
                      .infer(reduce_infer("amin", true, same_dtype))
+                     .grad(detail::reduction_rule(extremum_derivative))
                      .kernel(DeviceType::kCPU, extremum_kernel<false>));
 
 }  // namespace

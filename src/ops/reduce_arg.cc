@@ -7,7 +7,10 @@
 #include <limits>
 
 #include "core/dtype_dispatch.h"
+#include "kiln/functional/factory.h"
 #include "kiln/functional/reduce.h"
+#include "kiln/functional/shape.h"
+#include "ops/grad_util.h"
 #include "ops/reduce.h"
 #include "ops/simd/float_kernels.h"
 
@@ -110,6 +113,21 @@ InferFn arg_infer(const char* name, bool with_values) {
   };
 }
 
+// max / min along a dim: the gradient of the values goes to the element each index names (the
+// first extremum, as PyTorch's max(dim) does); the indices carry none. See Note [Gradient rules].
+std::vector<Tensor> value_selection_grad(const std::vector<Tensor>& inputs,
+                                         const std::vector<Tensor>& outputs, const Attrs& attrs,
+                                         const std::vector<Tensor>& grad_outputs) {
+  const Tensor& x = inputs[0];
+  const Tensor& g = grad_outputs[0];
+  if (!g.defined() || !detail::differentiable(x)) return {Tensor()};
+  if (x.ndim() == 0) return {reshape(g, {})};
+  const int64_t dim = wrap_dim(attrs.get<int64_t>("dim"), x.ndim());
+  const bool keepdim = attrs.get<bool>("keepdim");
+  const Tensor index = keepdim ? outputs[1] : unsqueeze(outputs[1], dim);
+  return {scatter(zeros_like(x), dim, index, keepdim ? g : unsqueeze(g, dim))};
+}
+
 KILN_REGISTER_OP(OpDef("MaxDim")
                      .input("x")
                      .attr("dim", AttrKind::kInt)
@@ -119,6 +137,7 @@ KILN_REGISTER_OP(OpDef("MaxDim")
                      .doc("(values, indices) of the maximum along `dim`; the first maximum "
                           "(or first NaN) wins")
                      .infer(arg_infer("max", true))
+                     .grad(value_selection_grad)
                      .kernel(DeviceType::kCPU, dim_kernel<true>));
 
 KILN_REGISTER_OP(OpDef("MinDim")
@@ -130,13 +149,14 @@ KILN_REGISTER_OP(OpDef("MinDim")
                      .doc("(values, indices) of the minimum along `dim`; the first minimum "
                           "(or first NaN) wins")
                      .infer(arg_infer("min", true))
+                     .grad(value_selection_grad)
                      .kernel(DeviceType::kCPU, dim_kernel<false>));
 
 KILN_REGISTER_OP(OpDef("ArgMax")
                      .input("x")
                      .attr("dim", AttrKind::kInt, std::monostate{})
                      .attr("keepdim", AttrKind::kBool, false)
-                     .traits(kTraitReduction)
+                     .traits(kTraitReduction | kTraitNotDifferentiable)
                      .doc("int64 index of the first maximum along `dim`, or in the row-major "
                           "flattening when `dim` is None")
                      .infer(arg_infer("argmax", false))
@@ -146,7 +166,7 @@ KILN_REGISTER_OP(OpDef("ArgMin")
                      .input("x")
                      .attr("dim", AttrKind::kInt, std::monostate{})
                      .attr("keepdim", AttrKind::kBool, false)
-                     .traits(kTraitReduction)
+                     .traits(kTraitReduction | kTraitNotDifferentiable)
                      .doc("int64 index of the first minimum along `dim`, or in the row-major "
                           "flattening when `dim` is None")
                      .infer(arg_infer("argmin", false))

@@ -16,7 +16,9 @@
 #include <limits>
 
 #include "core/dtype_dispatch.h"
+#include "kiln/functional/elementwise.h"
 #include "kiln/functional/reduce.h"
+#include "ops/grad_util.h"
 #include "ops/reduce.h"
 #include "ops/simd/float_kernels.h"
 
@@ -208,15 +210,36 @@ OpDef moments_op(const char* name, const char* doc) {
   return def;
 }
 
+// Gradient rules (see Note [Gradient rules] in ops/grad_util.h). var: 2 (x - mean) / divisor;
+// std: (x - mean) / (divisor * std); the divisor is max(0, count - correction), as in the
+// forward; logsumexp: exp(x - y).
+template <bool kSqrt>
+Tensor moments_derivative(const Tensor& x, const Tensor& y, const Tensor& g, const Dims& dims,
+                          const Attrs& attrs) {
+  int64_t count = 1;
+  for (int64_t d : dims) count *= x.shape()[d];
+  const int64_t correction = attrs.get<int64_t>("correction");
+  const double divisor = static_cast<double>(std::max<int64_t>(0, count - correction));
+  const Tensor centered = x - mean(x, dims, /*keepdim=*/true);
+  return kSqrt ? g * centered / (y * divisor) : g * centered * (2.0 / divisor);
+}
+
+Tensor logsumexp_derivative(const Tensor& x, const Tensor& y, const Tensor& g, const Dims&,
+                            const Attrs&) {
+  return g * exp(x - y);
+}
+
 KILN_REGISTER_OP(moments_op("Var",
                             "Variance over `dims` with divisor max(0, count - correction); "
                             "integer inputs give float32")
                      .infer(floating_reduce_infer("var"))
+                     .grad(detail::reduction_rule(moments_derivative<false>))
                      .kernel(DeviceType::kCPU, moments_kernel<false>));
 
 KILN_REGISTER_OP(moments_op("Std",
                             "Standard deviation: the square root of Var, taken before rounding")
                      .infer(floating_reduce_infer("std"))
+                     .grad(detail::reduction_rule(moments_derivative<true>))
                      .kernel(DeviceType::kCPU, moments_kernel<true>));
 
 KILN_REGISTER_OP(OpDef("LogSumExp")
@@ -227,6 +250,7 @@ KILN_REGISTER_OP(OpDef("LogSumExp")
                      .doc("log(sum(exp(x))) over `dims`, computed without overflow; integer "
                           "inputs give float32")
                      .infer(floating_reduce_infer("logsumexp"))
+                     .grad(detail::reduction_rule(logsumexp_derivative))
                      .kernel(DeviceType::kCPU, logsumexp_kernel));
 
 }  // namespace

@@ -10,7 +10,11 @@
 #include <memory>
 
 #include "core/dtype_dispatch.h"
+#include "kiln/functional/elementwise.h"
+#include "kiln/functional/factory.h"
 #include "kiln/functional/reduce.h"
+#include "kiln/functional/shape.h"
+#include "ops/grad_util.h"
 #include "ops/reduce.h"
 
 namespace kiln {
@@ -90,6 +94,21 @@ void cumsum_kernel(KernelContext& ctx) {
   if (!wide.is_same(out)) copy_into(out, wide);
 }
 
+// The gradient of a prefix sum is the suffix sum of g: g reversed along dim, summed, reversed
+// back (index_select with a descending index, so the rule stays made of ops; see Note [Gradient
+// rules] in ops/grad_util.h).
+std::vector<Tensor> cumsum_grad(const std::vector<Tensor>& in, const Tensor&, const Attrs& attrs,
+                                const Tensor& g) {
+  const Tensor& x = in[0];
+  if (!detail::differentiable(x)) return {Tensor()};
+  if (x.ndim() == 0) return {to(g, x.dtype())};
+  const int64_t dim = wrap_dim(attrs.get<int64_t>("dim"), x.ndim());
+  const int64_t n = x.shape()[dim];
+  const Tensor reversed = arange(n - 1, -1, -1);
+  const Tensor suffix = index_select(cumsum(index_select(g, dim, reversed), dim), dim, reversed);
+  return {to(suffix, x.dtype())};
+}
+
 KILN_REGISTER_OP(OpDef("CumSum")
                      .input("x")
                      .attr("dim", AttrKind::kInt)
@@ -105,6 +124,7 @@ KILN_REGISTER_OP(OpDef("CumSum")
                        }
                        return MetaList{{detail::accumulate_dtype(x.dtype, ctx.attrs), x.shape}};
                      })
+                     .grad(detail::one_output_rule(cumsum_grad))
                      .kernel(DeviceType::kCPU, cumsum_kernel));
 
 }  // namespace

@@ -4,8 +4,11 @@
 // See Note [View ops]: eagerly each returns a view sharing its input's storage (through the Tensor
 // methods in src/core/tensor.cc); in graphs each is an ordinary primitive whose CPU kernel writes a
 // contiguous copy.
+#include "kiln/functional/elementwise.h"
+#include "kiln/functional/factory.h"
 #include "kiln/functional/shape.h"
 #include "kiln/op.h"
+#include "ops/grad_util.h"
 
 namespace kiln {
 namespace {
@@ -146,12 +149,56 @@ InferFn infer_with(ViewMethod method) {
   return [method](const InferContext& ctx) { return infer_view(ctx, method); };
 }
 
+// Gradient rules (see Note [Gradient rules] in ops/grad_util.h). Views that keep the row-major
+// order of the elements (reshape, squeeze, unsqueeze, flatten, contiguous) give g back in x's
+// shape; the others undo their reordering, sum what they broadcast, or accumulate what they read.
+
+std::vector<Tensor> reshape_back(const std::vector<Tensor>& in, const Tensor&, const Attrs&,
+                                 const Tensor& g) {
+  return {detail::input_grad(reshape(g, in[0].shape()), in[0])};
+}
+
+std::vector<Tensor> transpose_back(const std::vector<Tensor>& in, const Tensor&, const Attrs& a,
+                                   const Tensor& g) {
+  return {detail::input_grad(transpose(g, a.get<int64_t>("dim0"), a.get<int64_t>("dim1")), in[0])};
+}
+
+std::vector<Tensor> permute_back(const std::vector<Tensor>& in, const Tensor&, const Attrs& a,
+                                 const Tensor& g) {
+  const auto dims = a.get<std::vector<int64_t>>("dims");
+  std::vector<int64_t> inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    inverse[static_cast<size_t>(wrap_dim(dims[i], static_cast<int64_t>(dims.size())))] =
+        static_cast<int64_t>(i);
+  }
+  return {detail::input_grad(permute(g, inverse), in[0])};
+}
+
+std::vector<Tensor> expand_back(const std::vector<Tensor>& in, const Tensor&, const Attrs&,
+                                const Tensor& g) {
+  return {detail::input_grad(g, in[0])};  // summed over the broadcast dims
+}
+
+// Each output element is element p of x's row-major sequence, p read off the same view of
+// 0, 1, ..., numel - 1; elements the view reads several times (stride 0, overlaps) sum their
+// gradients.
+std::vector<Tensor> as_strided_back(const std::vector<Tensor>& in, const Tensor&, const Attrs& a,
+                                    const Tensor& g) {
+  const Tensor& x = in[0];
+  if (!detail::differentiable(x)) return {Tensor()};
+  const Tensor positions =
+      as_strided(reshape(arange(0, x.numel()), x.shape()), a.get<std::vector<int64_t>>("size"),
+                 a.get<std::vector<int64_t>>("stride"), a.get<int64_t>("offset"));
+  return {to(detail::accumulate_at(g, positions, x), x.dtype())};
+}
+
 KILN_REGISTER_OP(OpDef("Reshape")
                      .input("x")
                      .attr("shape", AttrKind::kInts)
                      .doc("x with a new shape (one size may be -1); a view when strides allow")
                      .infer(infer_with(do_reshape))
                      .view(view_fn(do_reshape))
+                     .grad(detail::one_output_rule(reshape_back))
                      .kernel(DeviceType::kCPU, copy_in_order));
 
 KILN_REGISTER_OP(OpDef("Transpose")
@@ -161,6 +208,7 @@ KILN_REGISTER_OP(OpDef("Transpose")
                      .doc("x with dimensions dim0 and dim1 swapped")
                      .infer(infer_with(do_transpose))
                      .view(view_fn(do_transpose))
+                     .grad(detail::one_output_rule(transpose_back))
                      .kernel(DeviceType::kCPU, copy_of_view(do_transpose)));
 
 KILN_REGISTER_OP(OpDef("Permute")
@@ -169,6 +217,7 @@ KILN_REGISTER_OP(OpDef("Permute")
                      .doc("x with its dimensions reordered: output dim i is input dim dims[i]")
                      .infer(infer_with(do_permute))
                      .view(view_fn(do_permute))
+                     .grad(detail::one_output_rule(permute_back))
                      .kernel(DeviceType::kCPU, copy_of_view(do_permute)));
 
 KILN_REGISTER_OP(OpDef("Expand")
@@ -177,6 +226,7 @@ KILN_REGISTER_OP(OpDef("Expand")
                      .doc("x broadcast to `shape` (-1 keeps a dimension)")
                      .infer(infer_with(do_expand))
                      .view(view_fn(do_expand))
+                     .grad(detail::one_output_rule(expand_back))
                      .kernel(DeviceType::kCPU, copy_of_view(do_expand)));
 
 KILN_REGISTER_OP(OpDef("Squeeze")
@@ -185,6 +235,7 @@ KILN_REGISTER_OP(OpDef("Squeeze")
                      .doc("x without size-1 dimensions (only `dim` when given)")
                      .infer(infer_with(do_squeeze))
                      .view(view_fn(do_squeeze))
+                     .grad(detail::one_output_rule(reshape_back))
                      .kernel(DeviceType::kCPU, copy_in_order));
 
 KILN_REGISTER_OP(OpDef("Unsqueeze")
@@ -193,6 +244,7 @@ KILN_REGISTER_OP(OpDef("Unsqueeze")
                      .doc("x with a new size-1 dimension at `dim`")
                      .infer(infer_with(do_unsqueeze))
                      .view(view_fn(do_unsqueeze))
+                     .grad(detail::one_output_rule(reshape_back))
                      .kernel(DeviceType::kCPU, copy_in_order));
 
 KILN_REGISTER_OP(OpDef("Flatten")
@@ -202,6 +254,7 @@ KILN_REGISTER_OP(OpDef("Flatten")
                      .doc("x with dimensions start_dim..end_dim merged into one")
                      .infer(infer_with(do_flatten))
                      .view(view_fn(do_flatten))
+                     .grad(detail::one_output_rule(reshape_back))
                      .kernel(DeviceType::kCPU, copy_in_order));
 
 KILN_REGISTER_OP(OpDef("Contiguous")
@@ -209,6 +262,7 @@ KILN_REGISTER_OP(OpDef("Contiguous")
                      .doc("x itself when row-major contiguous, else a contiguous copy")
                      .infer(infer_with(do_contiguous))
                      .view(view_fn(do_contiguous))
+                     .grad(detail::one_output_rule(reshape_back))
                      .kernel(DeviceType::kCPU, copy_in_order));
 
 KILN_REGISTER_OP(OpDef("AsStrided")
@@ -220,6 +274,7 @@ KILN_REGISTER_OP(OpDef("AsStrided")
                           "result is element offset + sum(i[d] * stride[d]) of x")
                      .infer(infer_as_strided)
                      .view(view_fn(do_as_strided))
+                     .grad(detail::one_output_rule(as_strided_back))
                      .kernel(DeviceType::kCPU, as_strided_kernel));
 
 }  // namespace

@@ -11,7 +11,9 @@
 #include <memory>
 
 #include "core/dtype_dispatch.h"
+#include "kiln/functional/elementwise.h"
 #include "kiln/functional/reduce.h"
+#include "ops/grad_util.h"
 #include "ops/reduce.h"
 #include "ops/simd/float_kernels.h"
 
@@ -147,12 +149,26 @@ InferFn softmax_infer(const char* what) {
   };
 }
 
+// Gradient rules (see Note [Gradient rules] in ops/grad_util.h): softmax y (g - sum(g y)),
+// log_softmax g - exp(y) sum(g), the sums along dim.
+template <bool kLog>
+std::vector<Tensor> softmax_grad(const std::vector<Tensor>& in, const Tensor& y,
+                                 const Attrs& attrs, const Tensor& g) {
+  const Tensor& x = in[0];
+  if (!detail::differentiable(x)) return {Tensor()};
+  const int64_t dim = attrs.get<int64_t>("dim");
+  const Tensor dx = kLog ? g - exp(y) * sum(g, {dim}, /*keepdim=*/true)
+                         : y * (g - sum(g * y, {dim}, /*keepdim=*/true));
+  return {to(dx, x.dtype())};
+}
+
 KILN_REGISTER_OP(OpDef("Softmax")
                      .input("x")
                      .attr("dim", AttrKind::kInt, int64_t{-1})
                      .doc("exp(x - max) / sum(exp(x - max)) along `dim`; integer inputs give "
                           "float32")
                      .infer(softmax_infer("softmax: dim"))
+                     .grad(detail::one_output_rule(softmax_grad<false>))
                      .kernel(DeviceType::kCPU,
                              [](KernelContext& ctx) { softmax_kernel(ctx, false); }));
 
@@ -162,6 +178,7 @@ KILN_REGISTER_OP(OpDef("LogSoftmax")
                      .doc("x - max - log(sum(exp(x - max))) along `dim`; integer inputs give "
                           "float32")
                      .infer(softmax_infer("log_softmax: dim"))
+                     .grad(detail::one_output_rule(softmax_grad<true>))
                      .kernel(DeviceType::kCPU,
                              [](KernelContext& ctx) { softmax_kernel(ctx, true); }));
 

@@ -1,0 +1,71 @@
+// Shared pieces of the built-in ops' gradient rules; see ops/grad_util.h.
+#include "ops/grad_util.h"
+
+#include <utility>
+
+#include "kiln/functional.h"
+#include "ops/reduce.h"
+
+namespace kiln::detail {
+
+bool differentiable(const Tensor &x) {
+  return x.defined() && is_floating_point(x.dtype()) && !x.is_weak_scalar();
+}
+
+Tensor input_grad(const Tensor &g, const Tensor &x) {
+  if (!g.defined() || !differentiable(x))
+    return Tensor();
+  return to(sum_to(g, x.shape()), x.dtype());
+}
+
+GradFn one_output_rule(OneOutputGradFn fn) {
+  return [fn = std::move(fn)](const std::vector<Tensor> &inputs,
+                              const std::vector<Tensor> &outputs,
+                              const Attrs &attrs,
+                              const std::vector<Tensor> &grad_outputs) {
+    if (!grad_outputs[0].defined())
+      return std::vector<Tensor>(inputs.size());
+    return fn(inputs, outputs[0], attrs, grad_outputs[0]);
+  };
+}
+
+Tensor keep_reduced_dims(const Tensor &r, const Shape &x_shape,
+                         const std::vector<bool> &mask) {
+  const Shape kept = reduced_shape(x_shape, mask, /*keepdim=*/true);
+  return r.shape() == kept ? r : reshape(r, kept);
+}
+
+Tensor unreduce(const Tensor &g, const Shape &x_shape,
+                const std::vector<bool> &mask) {
+  return expand(keep_reduced_dims(g, x_shape, mask), x_shape);
+}
+
+Tensor accumulate_at(const Tensor &g, const Tensor &positions,
+                     const Tensor &x) {
+  const Tensor flat = zeros({x.numel()}, g.dtype());
+  const Tensor summed =
+      scatter(flat, 0, reshape(positions, {-1}), reshape(g, {-1}), "add");
+  return reshape(summed, x.shape());
+}
+
+GradFn reduction_rule(ReductionDerivative d) {
+  return one_output_rule([d](const std::vector<Tensor> &in, const Tensor &y,
+                             const Attrs &attrs, const Tensor &g) {
+    const Tensor &x = in[0];
+    if (!differentiable(x))
+      return std::vector<Tensor>{Tensor()};
+    const Shape &shape = x.shape();
+    const std::vector<bool> mask =
+        reduce_args("reduction gradient", shape, attrs).mask;
+    std::vector<int64_t> dims;
+    for (size_t i = 0; i < mask.size(); ++i) {
+      if (mask[i])
+        dims.push_back(static_cast<int64_t>(i));
+    }
+    const Tensor dx = d(x, keep_reduced_dims(y, shape, mask),
+                        keep_reduced_dims(g, shape, mask), dims, attrs);
+    return std::vector<Tensor>{to(dx, x.dtype())};
+  });
+}
+
+} // namespace kiln::detail

@@ -1,0 +1,77 @@
+// Shared pieces of the built-in ops' gradient rules (OpDef::grad; private to
+// libkiln).
+//
+//   def.grad(one_output_rule([](const std::vector<Tensor>& in, const Tensor& y,
+//   const Attrs&,
+//                               const Tensor& g) {
+//     return std::vector<Tensor>{input_grad(g * y, in[0])};  // d exp(x) =
+//     exp(x) dx
+//   }));
+//
+// Note [Gradient rules]
+// A rule is written with the public functional ops only (kiln/functional.h) and
+// reads shapes and dtypes, never data: eager ops are asynchronous, the jit
+// traces a rule into a graph, and autograd differentiates a rule's ops again
+// for higher-order gradients. A rule returns one tensor per input: the gradient
+// with that input's shape and dtype, or an undefined tensor for an input no
+// gradient flows into (integer and bool tensors, weak Python numbers). An
+// undefined output gradient means zero.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "kiln/op.h"
+
+namespace kiln::detail {
+
+/// True when gradients flow into `x`: a defined floating-point tensor that is
+/// not a weak Python number (a Python number never requires a gradient).
+bool differentiable(const Tensor &x);
+
+/// The gradient of input `x` from `g`, a gradient in the shape and dtype of a
+/// result that x entered broadcast and promoted: g summed to x's shape and
+/// converted to x's dtype. Undefined when `g` is undefined or x is not
+/// differentiable.
+Tensor input_grad(const Tensor &g, const Tensor &x);
+
+/// The body of a one-output op's rule: the input gradients from the inputs, the
+/// output `y`, the normalized attributes and y's gradient `g`, which is
+/// defined.
+using OneOutputGradFn = std::function<std::vector<Tensor>(
+    const std::vector<Tensor> &inputs, const Tensor &y, const Attrs &attrs,
+    const Tensor &g)>;
+/// A rule that gives every input an undefined gradient when the output's
+/// gradient is undefined and calls `fn` otherwise.
+GradFn one_output_rule(OneOutputGradFn fn);
+
+/// `r`, a tensor of the shape a reduction of a tensor of shape `x_shape` over
+/// `mask` has (with or without the reduced dims), reshaped to keep the reduced
+/// dims with size 1, so that it broadcasts against the input.
+Tensor keep_reduced_dims(const Tensor &r, const Shape &x_shape,
+                         const std::vector<bool> &mask);
+/// The gradient `g` of a reduction, broadcast back to the input's shape
+/// `x_shape`.
+Tensor unreduce(const Tensor &g, const Shape &x_shape,
+                const std::vector<bool> &mask);
+
+/// A tensor of x's shape and g's dtype whose element i (in row-major order) is
+/// the sum of the elements of `g` whose entry in `positions` (int64, g's shape)
+/// is i: the gradient of an op whose output elements are copies of x's elements
+/// at `positions` (as_strided, pad).
+Tensor accumulate_at(const Tensor &g, const Tensor &positions, const Tensor &x);
+
+/// The derivative of a reduction with the attributes `dims` and `keepdim`: x's
+/// gradient (in any floating dtype) from x, the output y and its gradient g
+/// (both with the reduced dims kept with size 1, so they broadcast against x),
+/// the reduced dims (non-negative, ascending) and the op's attributes.
+using ReductionDerivative = Tensor (*)(const Tensor &x, const Tensor &y,
+                                       const Tensor &g,
+                                       const std::vector<int64_t> &dims,
+                                       const Attrs &attrs);
+/// The rule of such a reduction: no gradient for integer and bool inputs; the
+/// result converted to x's dtype (a `dtype` attribute may have made the output
+/// wider).
+GradFn reduction_rule(ReductionDerivative d);
+
+} // namespace kiln::detail

@@ -1,0 +1,291 @@
+// Gradient rules of the elementwise ops (src/ops/elementwise_*.cc, cast.cc)
+// against finite differences in float64, their broadcasting and dtype handling,
+// and that they are made of ops.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "grad_rule_checks.h"
+#include "grad_testing.h"
+#include "kiln/functional.h"
+#include "kiln/op.h"
+
+namespace kiln {
+namespace {
+
+using testing::expect_grad_rule;
+using testing::expect_rule_uses_ops;
+
+constexpr DType f64 = DType::kFloat64;
+constexpr DType f32 = DType::kFloat32;
+
+// Where inputs are drawn from, so that finite differences stay away from points
+// where an op is not differentiable or not defined.
+enum class Domain { kAny, kPositive, kUnit, kAwayFromZero, kAwayFromIntegers };
+
+Tensor draw(const Shape &shape, Domain domain, DType dtype = f64) {
+  switch (domain) {
+  case Domain::kAny:
+    return randn(shape, dtype);
+  case Domain::kPositive:
+    return rand(shape, dtype) + 0.5;
+  case Domain::kUnit:
+    return rand(shape, dtype) * 1.6 - 0.8;
+  case Domain::kAwayFromZero:
+    return (rand(shape, dtype) + 0.3) *
+           where(gt(rand(shape), Tensor::scalar(0.5)), Tensor::scalar(1.0),
+                 Tensor::scalar(-1.0));
+  case Domain::kAwayFromIntegers:
+    // k + 0.1 .. k + 0.9 for integers k in [-3, 3).
+    return floor(rand(shape, dtype) * 6.0 - 3.0) + rand(shape, dtype) * 0.8 +
+           0.1;
+  }
+  return Tensor();
+}
+
+struct UnaryCase {
+  const char *op;
+  Domain domain;
+  Attrs attrs;
+};
+
+std::vector<UnaryCase> unary_cases() {
+  return {
+      {"Neg", Domain::kAny, {}},
+      {"Abs", Domain::kAwayFromZero, {}},
+      {"Sign", Domain::kAwayFromZero, {}},
+      {"Exp", Domain::kAny, {}},
+      {"Expm1", Domain::kAny, {}},
+      {"Log", Domain::kPositive, {}},
+      {"Log1p", Domain::kPositive, {}},
+      {"Log2", Domain::kPositive, {}},
+      {"Sqrt", Domain::kPositive, {}},
+      {"Rsqrt", Domain::kPositive, {}},
+      {"Reciprocal", Domain::kAwayFromZero, {}},
+      {"Square", Domain::kAny, {}},
+      {"Sin", Domain::kAny, {}},
+      {"Cos", Domain::kAny, {}},
+      {"Tan", Domain::kUnit, {}},
+      {"Tanh", Domain::kAny, {}},
+      {"Sigmoid", Domain::kAny, {}},
+      {"Relu", Domain::kAwayFromZero, {}},
+      {"Gelu", Domain::kAny, {{"approximate", std::string("none")}}},
+      {"Gelu", Domain::kAny, {{"approximate", std::string("tanh")}}},
+      {"Silu", Domain::kAny, {}},
+      {"Erf", Domain::kAny, {}},
+      {"Floor", Domain::kAwayFromIntegers, {}},
+      {"Ceil", Domain::kAwayFromIntegers, {}},
+      {"Round", Domain::kAwayFromIntegers, {}},
+      // The bounds sit between the drawn points' integer parts, away from them.
+      {"Clamp", Domain::kAwayFromIntegers, {{"min", -1.0}, {"max", 1.0}}},
+      {"Clamp", Domain::kAwayFromIntegers, {{"min", 0.0}}},
+      {"Clamp", Domain::kAwayFromIntegers, {{"max", int64_t{-1}}}},
+  };
+}
+
+TEST(GradElementwise, UnaryRulesMatchFiniteDifferences) {
+  manual_seed(1);
+  for (const UnaryCase &c : unary_cases()) {
+    for (const Shape &shape : {Shape{}, Shape{5}, Shape{2, 3}}) {
+      SCOPED_TRACE(std::string(c.op) + " " + shape_str(shape));
+      expect_grad_rule(c.op, {draw(shape, c.domain)}, c.attrs);
+    }
+  }
+}
+
+TEST(GradElementwise, UnaryRulesUseOpsOnly_WhenFloat32AndStrided) {
+  manual_seed(2);
+  for (const UnaryCase &c : unary_cases()) {
+    // A transposed (non-contiguous) float32 input.
+    expect_rule_uses_ops(c.op, {draw({4, 3}, c.domain, f32).transpose(0, 1)},
+                         c.attrs);
+  }
+}
+
+TEST(GradElementwise, PiecewiseConstantOpsHaveZeroGradients) {
+  const Tensor x = randn({3, 2}, f64);
+  const Tensor g = randn({3, 2}, f64);
+  for (const char *name : {"Floor", "Ceil", "Round", "Sign"}) {
+    const OpDefPtr op = OpRegistry::Instance().get(name);
+    const std::vector<Tensor> gx =
+        op->grad_fn()({x}, call_op(*op, {x}), {}, {g});
+    testing::expect_close(gx[0], zeros({3, 2}, f64), 0);
+  }
+}
+
+TEST(GradElementwise, NonDifferentiablePointsFollowPyTorch) {
+  // relu'(0) = 0, abs'(0) = 0; clamp passes the gradient at its bounds.
+  const Tensor x = zeros({2}, f64);
+  const Tensor g = ones({2}, f64);
+  const OpDefPtr relu = OpRegistry::Instance().get("Relu");
+  const OpDefPtr abs = OpRegistry::Instance().get("Abs");
+  testing::expect_close(relu->grad_fn()({x}, {kiln::relu(x)}, {}, {g})[0],
+                        zeros({2}, f64), 0);
+  testing::expect_close(abs->grad_fn()({x}, {kiln::abs(x)}, {}, {g})[0],
+                        zeros({2}, f64), 0);
+  const OpDefPtr clamp = OpRegistry::Instance().get("Clamp");
+  const Attrs bounds = clamp->normalize_attrs({{"min", 0.0}, {"max", 1.0}});
+  const Tensor at_bounds = cat({zeros({1}, f64), ones({1}, f64)});
+  testing::expect_close(
+      clamp->grad_fn()({at_bounds}, {at_bounds}, bounds, {g})[0], g, 0);
+}
+
+struct BinaryCase {
+  const char *op;
+  Domain a;
+  Domain b;
+};
+
+const BinaryCase kBinaryCases[] = {
+    {"Add", Domain::kAny, Domain::kAny},
+    {"Sub", Domain::kAny, Domain::kAny},
+    {"Mul", Domain::kAny, Domain::kAny},
+    {"Div", Domain::kAny, Domain::kAwayFromZero},
+    {"Pow", Domain::kPositive, Domain::kAny},
+    {"Maximum", Domain::kAny, Domain::kAny},
+    {"Minimum", Domain::kAny, Domain::kAny},
+    {"FloorDivide", Domain::kAny, Domain::kAwayFromZero},
+    {"Remainder", Domain::kAny, Domain::kAwayFromZero},
+};
+
+// (shape of a, shape of b): equal, broadcast either way, both broadcast, and
+// 0-d.
+const std::pair<Shape, Shape> kBroadcastShapes[] = {
+    {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{3}, {2, 3}},
+    {{3, 1}, {1, 4}}, {{}, {2, 2}},  {{4}, {}},
+};
+
+TEST(GradElementwise, BinaryRulesMatchFiniteDifferences_WithBroadcasting) {
+  manual_seed(3);
+  for (const BinaryCase &c : kBinaryCases) {
+    for (const auto &[sa, sb] : kBroadcastShapes) {
+      SCOPED_TRACE(std::string(c.op) + " " + shape_str(sa) + " " +
+                   shape_str(sb));
+      expect_grad_rule(c.op, {draw(sa, c.a), draw(sb, c.b)});
+    }
+  }
+}
+
+TEST(GradElementwise, BinaryRulesUseOpsOnly_WhenFloat32AndStrided) {
+  manual_seed(4);
+  for (const BinaryCase &c : kBinaryCases) {
+    expect_rule_uses_ops(
+        c.op, {draw({3, 2}, c.a, f32).transpose(0, 1), draw({3}, c.b, f32)});
+  }
+}
+
+TEST(GradElementwise, PromotedOperandGetsItsOwnDtype) {
+  // float32 * float64 computes in float64; each gradient comes back in its
+  // operand's dtype, and an integer operand gets none.
+  manual_seed(5);
+  for (const char *name : {"Add", "Mul", "Div", "Maximum"}) {
+    expect_rule_uses_ops(name, {randn({2, 3}, f32), rand({3}, f64) + 1.0});
+    expect_rule_uses_ops(name, {randint(1, 5, {2, 3}), rand({3}, f64) + 1.0});
+  }
+  expect_grad_rule("Mul", {randint(-3, 3, {2, 3}), randn({3}, f64)});
+}
+
+TEST(GradElementwise, WeakScalarOperandGetsNoGradient) {
+  const Tensor x = randn({3}, f64);
+  const Tensor two = Tensor::scalar(2.0);
+  const OpDefPtr mul = OpRegistry::Instance().get("Mul");
+  const std::vector<Tensor> gx =
+      mul->grad_fn()({x, two}, {x * 2.0}, {}, {ones({3}, f64)});
+  testing::expect_close(gx[0], full({3}, 2.0, f64), 0);
+  EXPECT_FALSE(gx[1].defined());
+}
+
+TEST(GradElementwise, MaximumAndMinimumSplitTies) {
+  const Tensor a = cat({ones({1}, f64), full({1}, 3.0, f64), zeros({1}, f64)});
+  const Tensor b = cat({ones({1}, f64), zeros({1}, f64), full({1}, 3.0, f64)});
+  const Tensor g = ones({3}, f64);
+  const OpDefPtr max = OpRegistry::Instance().get("Maximum");
+  const OpDefPtr min = OpRegistry::Instance().get("Minimum");
+  const std::vector<Tensor> gmax =
+      max->grad_fn()({a, b}, {maximum(a, b)}, {}, {g});
+  const std::vector<Tensor> gmin =
+      min->grad_fn()({a, b}, {minimum(a, b)}, {}, {g});
+  const Tensor half = full({1}, 0.5, f64);
+  testing::expect_close(gmax[0], cat({half, ones({1}, f64), zeros({1}, f64)}),
+                        0);
+  testing::expect_close(gmax[1], cat({half, zeros({1}, f64), ones({1}, f64)}),
+                        0);
+  testing::expect_close(gmin[0], cat({half, zeros({1}, f64), ones({1}, f64)}),
+                        0);
+  testing::expect_close(gmin[1], cat({half, ones({1}, f64), zeros({1}, f64)}),
+                        0);
+}
+
+TEST(GradElementwise, PowIsFiniteAtZeroBaseAndZeroExponent) {
+  // d(0 ** b)/db = 0 for b >= 0 and d(a ** 0)/da = 0, as in PyTorch (log(0) and
+  // 0 * inf avoided).
+  const Tensor a = zeros({2}, f64);
+  const Tensor b = cat({zeros({1}, f64), full({1}, 2.0, f64)});
+  const OpDefPtr pow_op = OpRegistry::Instance().get("Pow");
+  const std::vector<Tensor> g =
+      pow_op->grad_fn()({a, b}, {kiln::pow(a, b)}, {}, {ones({2}, f64)});
+  testing::expect_close(g[0], zeros({2}, f64), 0);
+  testing::expect_close(g[1], zeros({2}, f64), 0);
+}
+
+TEST(GradElementwise, WhereSendsGradientToTheSelectedOperand) {
+  manual_seed(6);
+  const Tensor cond = gt(rand({2, 3}), Tensor::scalar(0.5));
+  expect_grad_rule("Where", {cond, randn({2, 3}, f64), randn({3}, f64)});
+  expect_grad_rule("Where", {cond, randn({}, f64), randn({2, 1}, f64)});
+  expect_grad_rule("Where", {gt(rand({3}), Tensor::scalar(0.5)),
+                             randn({2, 3}, f64), randn({2, 3}, f64)});
+  expect_rule_uses_ops(
+      "Where", {cond, randn({3, 2}, f32).transpose(0, 1), randn({3}, f64)});
+}
+
+TEST(GradElementwise, CastConvertsTheGradientBack) {
+  manual_seed(7);
+  // float64 -> float32 -> (gradient) float64: linear, so a large step is exact
+  // up to rounding.
+  expect_grad_rule("Cast", {randn({2, 3}, f64)}, {{"dtype", f32}}, 1e-2, 1e-4);
+  expect_rule_uses_ops("Cast", {randn({2, 3}, f32)}, {{"dtype", f64}});
+  expect_rule_uses_ops("Cast", {randn({3, 2}, f64).transpose(0, 1)},
+                       {{"dtype", f32}});
+  // An integer result carries no gradient; an integer input gets none.
+  const OpDefPtr cast = OpRegistry::Instance().get("Cast");
+  const Tensor x = randn({3}, f32);
+  const Attrs to_int = cast->normalize_attrs({{"dtype", DType::kInt64}});
+  EXPECT_FALSE(
+      cast->grad_fn()({x}, {to(x, DType::kInt64)}, to_int, {Tensor()})[0]
+          .defined());
+  expect_rule_uses_ops("Cast", {randint(0, 4, {3})}, {{"dtype", f32}});
+}
+
+TEST(GradElementwise, UndefinedOutputGradientGivesUndefinedInputGradients) {
+  const Tensor x = randn({3}, f64);
+  const struct {
+    const char *op;
+    std::vector<Tensor> inputs;
+    Attrs attrs;
+  } cases[] = {{"Exp", {x}, {}},
+               {"Mul", {x, x}, {}},
+               {"Where", {gt(x, Tensor::scalar(0)), x, x}, {}},
+               {"Clamp", {x}, {{"min", 0.0}}}};
+  for (const auto &c : cases) {
+    const OpDefPtr op = OpRegistry::Instance().get(c.op);
+    const Attrs attrs = op->normalize_attrs(c.attrs);
+    const std::vector<Tensor> grads = op->grad_fn()(
+        c.inputs, call_op(*op, c.inputs, attrs), attrs, {Tensor()});
+    ASSERT_EQ(grads.size(), c.inputs.size()) << c.op;
+    for (const Tensor &g : grads)
+      EXPECT_FALSE(g.defined()) << c.op;
+  }
+}
+
+TEST(GradElementwise, ComparisonsAndLogicalOpsAreNotDifferentiable) {
+  for (const char *name : {"Eq", "Ne", "Lt", "Le", "Gt", "Ge", "LogicalAnd",
+                           "LogicalOr", "LogicalXor", "LogicalNot"}) {
+    EXPECT_TRUE(testing::not_differentiable(name)) << name;
+  }
+  EXPECT_FALSE(testing::not_differentiable("Add"));
+}
+
+} // namespace
+} // namespace kiln

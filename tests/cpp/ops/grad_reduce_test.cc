@@ -1,0 +1,165 @@
+// Gradient rules of the reductions, scans and softmax (src/ops/reduce*.cc,
+// scan.cc, softmax.cc) against finite differences in float64, over several dims
+// and keepdim, and that they are made of ops.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "grad_rule_checks.h"
+#include "grad_testing.h"
+#include "kiln/functional.h"
+#include "kiln/op.h"
+
+namespace kiln {
+namespace {
+
+using testing::expect_grad_rule;
+using testing::expect_rule_uses_ops;
+
+constexpr DType f64 = DType::kFloat64;
+constexpr DType f32 = DType::kFloat32;
+
+// (dims, keepdim) pairs over a [2, 3, 4] input: all dims, one, a negative one,
+// two.
+std::vector<Attrs> reduce_attrs() {
+  std::vector<Attrs> out;
+  for (const std::vector<int64_t> &dims :
+       {std::vector<int64_t>{}, {1}, {-1}, {0, 2}}) {
+    for (bool keepdim : {false, true})
+      out.push_back({{"dims", dims}, {"keepdim", keepdim}});
+  }
+  return out;
+}
+
+const char *const kReductions[] = {"ReduceSum", "ReduceMean", "ReduceProd",
+                                   "ReduceMax", "ReduceMin",  "Var",
+                                   "Std",       "LogSumExp"};
+
+TEST(GradReduce, ReductionRulesMatchFiniteDifferences) {
+  manual_seed(11);
+  for (const char *name : kReductions) {
+    for (const Attrs &attrs : reduce_attrs()) {
+      SCOPED_TRACE(name);
+      // Distinct values (no ties for max/min) away from zero (prod).
+      expect_grad_rule(name, {randn({2, 3, 4}, f64) + 0.1}, attrs);
+    }
+    SCOPED_TRACE(std::string(name) + " 0-d");
+    if (std::string(name) != "Var" && std::string(name) != "Std") {
+      expect_grad_rule(name, {randn({}, f64)});
+    }
+  }
+}
+
+TEST(GradReduce, VarAndStdHonourCorrection) {
+  manual_seed(12);
+  for (const char *name : {"Var", "Std"}) {
+    for (int64_t correction : {0, 1, 2}) {
+      expect_grad_rule(
+          name, {randn({3, 5}, f64)},
+          {{"dims", std::vector<int64_t>{1}}, {"correction", correction}});
+    }
+  }
+}
+
+TEST(GradReduce, SumAndProdWithWiderDtypeGiveTheInputsDtype) {
+  manual_seed(13);
+  const Attrs wide{{"dims", std::vector<int64_t>{1}}, {"dtype", f64}};
+  expect_rule_uses_ops("ReduceSum", {randn({2, 3}, f32)}, wide);
+  expect_rule_uses_ops("ReduceProd", {randn({2, 3}, f32)}, wide);
+  expect_rule_uses_ops("CumSum", {randn({2, 3}, f32)},
+                       {{"dim", int64_t{1}}, {"dtype", f64}});
+}
+
+TEST(GradReduce, ProdGradientIsExactWithZeros) {
+  // One zero in a row: its gradient is the product of the others; two zeros:
+  // all zero.
+  const Tensor x = reshape(cat({zeros({1}, f64), full({2}, 2.0, f64),
+                                zeros({2}, f64), full({1}, 3.0, f64)}),
+                           {2, 3});
+  expect_grad_rule("ReduceProd", {x}, {{"dims", std::vector<int64_t>{1}}});
+  const OpDefPtr op = OpRegistry::Instance().get("ReduceProd");
+  const Attrs attrs = op->normalize_attrs({{"dims", std::vector<int64_t>{1}}});
+  const std::vector<Tensor> g =
+      op->grad_fn()({x}, call_op(*op, {x}, attrs), attrs, {ones({2}, f64)});
+  const Tensor want =
+      reshape(cat({full({1}, 4.0, f64), zeros({5}, f64)}), {2, 3});
+  testing::expect_close(g[0], want, 0);
+}
+
+TEST(GradReduce, MaxAndMinSplitTiesEvenly) {
+  // amax over a row with two equal maxima gives each half (as PyTorch's amax).
+  const Tensor x = reshape(cat({ones({2}, f64), zeros({1}, f64)}), {1, 3});
+  for (const char *name : {"ReduceMax", "ReduceMin"}) {
+    const OpDefPtr op = OpRegistry::Instance().get(name);
+    const Attrs attrs =
+        op->normalize_attrs({{"dims", std::vector<int64_t>{1}}});
+    const Tensor y = name == std::string("ReduceMax") ? x : -x;
+    const std::vector<Tensor> g =
+        op->grad_fn()({y}, call_op(*op, {y}, attrs), attrs, {ones({1}, f64)});
+    testing::expect_close(
+        g[0], reshape(cat({full({2}, 0.5, f64), zeros({1}, f64)}), {1, 3}), 0);
+  }
+}
+
+TEST(GradReduce, MaxDimAndMinDimSendTheValuesGradientToTheIndex) {
+  manual_seed(14);
+  for (const char *name : {"MaxDim", "MinDim"}) {
+    for (int64_t dim : {0, 1, -1}) {
+      for (bool keepdim : {false, true}) {
+        SCOPED_TRACE(name);
+        expect_grad_rule(name, {randn({3, 4}, f64)},
+                         {{"dim", dim}, {"keepdim", keepdim}});
+      }
+    }
+    expect_grad_rule(name, {randn({}, f64)}, {{"dim", int64_t{0}}});
+    expect_rule_uses_ops(name, {randn({4, 3}, f32).transpose(0, 1)},
+                         {{"dim", int64_t{1}}});
+  }
+}
+
+TEST(GradReduce, ScansAndSoftmaxMatchFiniteDifferences) {
+  manual_seed(15);
+  for (const char *name : {"CumSum", "Softmax", "LogSoftmax"}) {
+    for (int64_t dim : {0, 1, -1}) {
+      SCOPED_TRACE(std::string(name) + " dim " + std::to_string(dim));
+      expect_grad_rule(name, {randn({3, 4}, f64)}, {{"dim", dim}});
+    }
+    expect_grad_rule(name, {randn({5}, f64)}, {{"dim", int64_t{0}}});
+    expect_grad_rule(name, {randn({}, f64)}, {{"dim", int64_t{0}}});
+  }
+}
+
+TEST(GradReduce, RulesUseOpsOnly_WhenFloat32AndStrided) {
+  manual_seed(16);
+  const Tensor x =
+      randn({4, 3, 2}, f32).permute({2, 0, 1}); // [2, 4, 3], non-contiguous
+  for (const char *name : kReductions) {
+    for (const Attrs &attrs : reduce_attrs())
+      expect_rule_uses_ops(name, {x}, attrs);
+  }
+  for (const char *name : {"CumSum", "Softmax", "LogSoftmax"}) {
+    expect_rule_uses_ops(name, {x}, {{"dim", int64_t{1}}});
+  }
+}
+
+TEST(GradReduce, IntegerInputsGetNoGradient) {
+  const Tensor x = randint(0, 5, {2, 3});
+  for (const char *name : {"ReduceSum", "ReduceMean", "Var", "LogSumExp"}) {
+    const OpDefPtr op = OpRegistry::Instance().get(name);
+    const Attrs attrs = op->normalize_attrs({});
+    const std::vector<Tensor> ys = call_op(*op, {x}, attrs);
+    const Tensor gy = ones(
+        ys[0].shape(), is_floating_point(ys[0].dtype()) ? ys[0].dtype() : f32);
+    EXPECT_FALSE(op->grad_fn()({x}, ys, attrs, {gy})[0].defined()) << name;
+  }
+}
+
+TEST(GradReduce, ArgMaxAndArgMinAreNotDifferentiable) {
+  EXPECT_TRUE(testing::not_differentiable("ArgMax"));
+  EXPECT_TRUE(testing::not_differentiable("ArgMin"));
+  EXPECT_FALSE(testing::not_differentiable("MaxDim"));
+}
+
+} // namespace
+} // namespace kiln
