@@ -11,9 +11,14 @@
 
 #include "core/dtype_dispatch.h"
 #include "core/strided_loop.h"
+#include "kiln/functional/elementwise.h"
+#include "kiln/functional/factory.h"
 #include "kiln/functional/nn.h"
+#include "kiln/functional/reduce.h"
+#include "kiln/functional/shape.h"
 #include "kiln/op.h"
 #include "kiln/parallel.h"
+#include "ops/nn_grad.h"
 #include "ops/simd/float_kernels.h"
 
 namespace kiln {
@@ -146,6 +151,39 @@ void run_class_loss(const ClassLoss& cfg, KernelContext& ctx) {
   }
 }
 
+// Note [Class loss gradients]
+// Per position (a target element t at class dimension cd of the input), CrossEntropy's loss is
+// (1 - s) * -logp[t] + s / C * sum_c -logp[c] with logp = log_softmax(logits), whose gradient in
+// the logits is softmax(logits) - (1 - s) * onehot(t) - s / C; NLLLoss's, -input[t], has gradient
+// -onehot(t). A position's weight is the output gradient (per position for "none", the scalar one
+// for "sum", that divided by the number of counted positions for "mean"), and 0 at ignore_index.
+std::vector<Tensor> class_loss_grad(const ClassLoss& cfg, const std::vector<Tensor>& inputs,
+                                    const std::vector<Tensor>& outputs,
+                                    const std::vector<Tensor>& grad_outputs) {
+  const Tensor& x = inputs[0];
+  const Tensor& target = inputs[1];
+  const DType cd = compute_dtype(x.dtype());
+  const int64_t class_dim = x.ndim() == 1 ? 0 : 1;
+  const int64_t classes = x.size(class_dim);
+  const Tensor g = to(grad::or_zeros(grad_outputs[0], outputs[0]), cd);
+  const Tensor counted = to(ne(target, Tensor::scalar(cfg.ignore_index)), cd);
+  const Tensor weight =
+      cfg.reduction == Reduction::kMean ? counted * (g / sum(counted)) : counted * g;
+  Shape class_shape(static_cast<size_t>(x.ndim()), 1);
+  class_shape[class_dim] = classes;
+  const Tensor onehot = to(
+      eq(unsqueeze(target, class_dim), reshape(arange(0, classes, 1, DType::kInt64), class_shape)),
+      cd);
+  Tensor dx;
+  if (cfg.log_softmax) {
+    dx = softmax(to(x, cd), class_dim) - onehot * (1.0 - cfg.smoothing);
+    if (cfg.smoothing > 0) dx = dx - cfg.smoothing / static_cast<double>(classes);
+  } else {
+    dx = -onehot;
+  }
+  return {grad::as_grad_of(dx * unsqueeze(weight, class_dim), x), Tensor()};
+}
+
 KILN_REGISTER_OP(
     OpDef("CrossEntropy")
         .input("logits")
@@ -166,6 +204,14 @@ KILN_REGISTER_OP(
                ctx.attrs.get<int64_t>("ignore_index"),
                parse_reduction("cross_entropy", ctx.attrs.get<std::string>("reduction"))},
               ctx);
+        })
+        .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                 const Attrs& attrs, const std::vector<Tensor>& grad_outputs) {
+          return class_loss_grad(
+              {"cross_entropy", true, attrs.get<double>("label_smoothing"),
+               attrs.get<int64_t>("ignore_index"),
+               parse_reduction("cross_entropy", attrs.get<std::string>("reduction"))},
+              in, out, grad_outputs);
         }));
 
 KILN_REGISTER_OP(
@@ -180,6 +226,12 @@ KILN_REGISTER_OP(
           run_class_loss({"nll_loss", false, 0.0, ctx.attrs.get<int64_t>("ignore_index"),
                           parse_reduction("nll_loss", ctx.attrs.get<std::string>("reduction"))},
                          ctx);
+        })
+        .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                 const Attrs& attrs, const std::vector<Tensor>& grad_outputs) {
+          return class_loss_grad({"nll_loss", false, 0.0, attrs.get<int64_t>("ignore_index"),
+                                  parse_reduction("nll_loss", attrs.get<std::string>("reduction"))},
+                                 in, out, grad_outputs);
         }));
 
 // Squared differences of a and b (already in C and broadcast to one shape), visited in runs.
@@ -261,6 +313,30 @@ KILN_REGISTER_OP(OpDef("MSELoss")
                        } else {
                          mse<float>(ctx.inputs[0], ctx.inputs[1], r, out);
                        }
+                     })
+                     // d/d input = 2 (input - target) * g (g / n for "mean" over n elements),
+                     // summed down to each operand's shape; the target's is its negation.
+                     .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                              const Attrs& attrs, const std::vector<Tensor>& grad_outputs) {
+                       const Tensor& a = in[0];
+                       const Tensor& b = in[1];
+                       const DType cd = compute_dtype(out[0].dtype());
+                       const Tensor diff = to(a, cd) - to(b, cd);
+                       const bool mean = parse_reduction("mse_loss", attrs.get<std::string>(
+                                                                         "reduction")) ==
+                                         Reduction::kMean;
+                       const double scale =
+                           mean ? 2.0 / static_cast<double>(diff.numel()) : 2.0;
+                       const Tensor gd =
+                           diff * to(grad::or_zeros(grad_outputs[0], out[0]), cd) * scale;
+                       std::vector<Tensor> grads(2);
+                       if (grad::differentiable(a)) {
+                         grads[0] = grad::as_grad_of(sum_to(gd, a.shape()), a);
+                       }
+                       if (grad::differentiable(b)) {
+                         grads[1] = grad::as_grad_of(-sum_to(gd, b.shape()), b);
+                       }
+                       return grads;
                      }));
 
 }  // namespace

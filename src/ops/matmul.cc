@@ -7,10 +7,14 @@
 #include <cmath>
 #include <optional>
 
+#include "kiln/functional/elementwise.h"
 #include "kiln/functional/nn.h"
+#include "kiln/functional/reduce.h"
+#include "kiln/functional/shape.h"
 #include "kiln/op.h"
 #include "ops/fused_elementwise.h"
 #include "ops/gemm.h"
+#include "ops/nn_grad.h"
 
 namespace kiln {
 namespace {
@@ -93,6 +97,41 @@ MatmulShapes matmul_shapes(const Shape& a, const Shape& b) {
   return s;
 }
 
+// x^T over the last two dimensions.
+Tensor mT(const Tensor& x) { return transpose(x, -2, -1); }
+
+// The gradients of a @ b (NumPy matmul) for the output gradient g. 1-d operands are promoted as
+// in the forward and the gradient reshaped back; a broadcast batch dimension sums its gradient.
+std::vector<Tensor> matmul_grad(const std::vector<Tensor>& inputs,
+                                const std::vector<Tensor>& outputs, const Attrs&,
+                                const std::vector<Tensor>& grad_outputs) {
+  const Tensor& a = inputs[0];
+  const Tensor& b = inputs[1];
+  std::vector<Tensor> grads(2);
+  if (!grad::differentiable(a) && !grad::differentiable(b)) return grads;
+  const Tensor a2 = a.ndim() == 1 ? unsqueeze(a, 0) : a;
+  const Tensor b2 = b.ndim() == 1 ? unsqueeze(b, 1) : b;
+  const Tensor g = reshape(grad::or_zeros(grad_outputs[0], outputs[0]),
+                           matmul_shapes(a.shape(), b.shape()).full);
+  if (grad::differentiable(a)) {
+    grads[0] = grad::as_grad_of(reshape(sum_to(matmul(g, mT(b2)), a2.shape()), a.shape()), a);
+  }
+  if (grad::differentiable(b)) {
+    Tensor gb;
+    if (b2.ndim() == 2 && g.ndim() > 2) {
+      // A matrix b shared by every batch (whose batch dimensions are then a's): one product over
+      // the batch-flattened rows instead of a batched product and a sum.
+      const int64_t rows = shape_numel(Shape(g.shape().begin(), g.shape().end() - 1));
+      gb = matmul(transpose(reshape(a2, {rows, a2.size(-1)}), 0, 1),
+                  reshape(g, {rows, g.size(-1)}));
+    } else {
+      gb = sum_to(matmul(mT(a2), g), b2.shape());
+    }
+    grads[1] = grad::as_grad_of(reshape(gb, b.shape()), b);
+  }
+  return grads;
+}
+
 KILN_REGISTER_OP(
     OpDef("MatMul")
         .input("a")
@@ -108,7 +147,8 @@ KILN_REGISTER_OP(
           const MatmulShapes s = matmul_shapes(a.shape(), b.shape());
           gemm_into(a.ndim() == 1 ? a.unsqueeze(0) : a, b.ndim() == 1 ? b.unsqueeze(1) : b,
                     ctx.outputs[0], s.full, {});
-        }));
+        })
+        .grad(matmul_grad));
 
 KILN_REGISTER_OP(OpDef("BatchMatMul")
                      .input("a")
@@ -134,7 +174,41 @@ KILN_REGISTER_OP(OpDef("BatchMatMul")
                      .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
                        const Tensor& out = ctx.outputs[0];
                        gemm_into(ctx.inputs[0], ctx.inputs[1], out, out.shape(), {});
+                     })
+                     .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                              const Attrs&, const std::vector<Tensor>& grad_outputs) {
+                       const Tensor g = grad::or_zeros(grad_outputs[0], out[0]);
+                       std::vector<Tensor> grads(2);
+                       if (grad::differentiable(in[0])) {
+                         grads[0] = grad::as_grad_of(bmm(g, transpose(in[1], 1, 2)), in[0]);
+                       }
+                       if (grad::differentiable(in[1])) {
+                         grads[1] = grad::as_grad_of(bmm(transpose(in[0], 1, 2), g), in[1]);
+                       }
+                       return grads;
                      }));
+
+// The gradients of x @ weight^T + bias (transposed, Linear's layout) or x @ weight + bias, for
+// x [..., k], 2-d weight and optional bias [n], given the output gradient g [..., n].
+std::vector<Tensor> dense_grad(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                               bool transposed, const Tensor& g) {
+  std::vector<Tensor> grads(3);
+  if (grad::differentiable(x)) {
+    grads[0] = grad::as_grad_of(matmul(g, transposed ? weight : transpose(weight, 0, 1)), x);
+  }
+  if (grad::differentiable(weight)) {
+    // Every leading dimension of x is a row: one [n, rows] @ [rows, k] product.
+    const int64_t n = g.size(-1), k = x.size(-1);
+    const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+    const Tensor g2 = reshape(g, {rows, n});
+    const Tensor x2 = reshape(x, {rows, k});
+    grads[1] = grad::as_grad_of(transposed ? matmul(transpose(g2, 0, 1), x2)
+                                           : matmul(transpose(x2, 0, 1), g2),
+                                weight);
+  }
+  if (grad::differentiable(bias)) grads[2] = grad::as_grad_of(sum_to(g, bias.shape()), bias);
+  return grads;
+}
 
 KILN_REGISTER_OP(
     OpDef("Linear")
@@ -166,6 +240,11 @@ KILN_REGISTER_OP(
           ep.bias = ctx.inputs[2];
           // weight^T as a column-major view: oneDNN reads it through strides, no copy.
           rows_product(ctx.inputs[0], ctx.inputs[1].transpose(0, 1), ctx.outputs[0], ep);
+        })
+        .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs&,
+                 const std::vector<Tensor>& grad_outputs) {
+          return dense_grad(in[0], in[1], in[2], /*transposed=*/true,
+                            grad::or_zeros(grad_outputs[0], out[0]));
         }));
 
 KILN_REGISTER_OP(
@@ -212,6 +291,29 @@ KILN_REGISTER_OP(
           ep.accumulate = ep.beta != 0.0;
           gemm_into(ctx.inputs[1], ctx.inputs[2], out, out.shape(), ep,
                     ep.accumulate ? ctx.inputs[0] : Tensor());
+        })
+        .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                 const Attrs& attrs, const std::vector<Tensor>& grad_outputs) {
+          const Tensor& bias = in[0];
+          const Tensor& a = in[1];
+          const Tensor& b = in[2];
+          const double beta = attrs.get<double>("beta");
+          const double alpha = attrs.get<double>("alpha");
+          const Tensor g = grad::or_zeros(grad_outputs[0], out[0]);
+          const auto scaled = [](const Tensor& t, double s) { return s == 1.0 ? t : t * s; };
+          std::vector<Tensor> grads(3);
+          if (grad::differentiable(bias)) {
+            // beta == 0 ignores bias entirely (see the kernel): its gradient is zero.
+            grads[0] = beta == 0.0 ? zeros_like(bias)
+                                   : grad::as_grad_of(sum_to(scaled(g, beta), bias.shape()), bias);
+          }
+          if (grad::differentiable(a)) {
+            grads[1] = grad::as_grad_of(scaled(matmul(g, transpose(b, 0, 1)), alpha), a);
+          }
+          if (grad::differentiable(b)) {
+            grads[2] = grad::as_grad_of(scaled(matmul(transpose(a, 0, 1), g), alpha), b);
+          }
+          return grads;
         }));
 
 // The activation of a FusedMatMul ("none", or a unary instruction of FusedElementwise).
@@ -223,6 +325,36 @@ std::optional<simd::UnaryOp> fused_activation(const std::string& name) {
          "or 'Tanh', got '"
       << name << "'";
   return op;
+}
+
+// g * act'(z) for the activation `op` of a FusedMatMul, with z its input and y = act(z).
+Tensor activation_grad(simd::UnaryOp op, const Tensor& z, const Tensor& y, const Tensor& g) {
+  constexpr double kSqrt2 = 1.4142135623730951;
+  constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1 / sqrt(2 pi)
+  constexpr double kSqrt2OverPi = 0.7978845608028654;
+  constexpr double kGeluCoeff = 0.044715;
+  switch (op) {
+    case simd::UnaryOp::kRelu:
+      return where(gt(z, Tensor::scalar(0.0)), g, Tensor::scalar(0.0));
+    case simd::UnaryOp::kSigmoid:
+      return g * y * (1.0 - y);
+    case simd::UnaryOp::kTanh:
+      return g * (1.0 - square(y));
+    case simd::UnaryOp::kSilu: {
+      const Tensor s = sigmoid(z);
+      return g * s * (1.0 + z * (1.0 - s));
+    }
+    case simd::UnaryOp::kGeluErf:
+      // d/dz z * Phi(z) = Phi(z) + z * phi(z)
+      return g * (0.5 * (1.0 + erf(z / kSqrt2)) + z * exp(square(z) * -0.5) * kInvSqrt2Pi);
+    case simd::UnaryOp::kGeluTanh: {
+      const Tensor t = tanh((z + kGeluCoeff * z * square(z)) * kSqrt2OverPi);
+      const Tensor du = (1.0 + 3.0 * kGeluCoeff * square(z)) * kSqrt2OverPi;
+      return g * (0.5 * (1.0 + t) + 0.5 * z * (1.0 - square(t)) * du);
+    }
+    default:
+      KILN_FAIL(kValue) << "FusedMatMul: no gradient for activation " << static_cast<int>(op);
+  }
 }
 
 KILN_REGISTER_OP(
@@ -266,6 +398,20 @@ KILN_REGISTER_OP(
           rows_product(ctx.inputs[0],
                        ctx.attrs.get<bool>("transpose_weight") ? weight.transpose(0, 1) : weight,
                        ctx.outputs[0], ep);
+        })
+        .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                 const Attrs& attrs, const std::vector<Tensor>& grad_outputs) {
+          const std::string activation = attrs.get<std::string>("activation");
+          Tensor g = grad::or_zeros(grad_outputs[0], out[0]);
+          if (activation != "none") {
+            // The pre-activation product, computed again (one more matmul) rather than kept.
+            static const OpDefPtr op = OpRegistry::Instance().get("FusedMatMul");
+            Attrs linear_attrs = attrs;
+            linear_attrs.set("activation", std::string("none"));
+            const Tensor z = call_op(*op, in, linear_attrs)[0];
+            g = activation_grad(*fused_activation(activation), z, out[0], g);
+          }
+          return dense_grad(in[0], in[1], in[2], attrs.get<bool>("transpose_weight"), g);
         }));
 
 }  // namespace

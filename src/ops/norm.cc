@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <vector>
 
+#include "kiln/functional/elementwise.h"
 #include "kiln/functional/nn.h"
+#include "kiln/functional/reduce.h"
 #include "kiln/op.h"
 #include "kiln/parallel.h"
+#include "ops/nn_grad.h"
 #include "ops/simd/float_kernels.h"
 
 namespace kiln {
@@ -80,6 +83,51 @@ void visit_compute_float(DType out_dtype, F&& f) {
   }
 }
 
+// The normalized dimensions (the trailing ones, counted from the end) of a norm's attributes.
+Dims normalized_dims(const Attrs& attrs) {
+  const int64_t k =
+      static_cast<int64_t>(attrs.get<std::vector<int64_t>>("normalized_shape").size());
+  Dims dims;
+  for (int64_t d = -k; d < 0; ++d) dims.push_back(d);
+  return dims;
+}
+
+// Note [Norm gradients]
+// Both rules recompute the row statistics from x (a few reductions) instead of saving them from
+// the forward, so the forward kernel stays a single pass. With xhat the normalised x, r the
+// reciprocal of the row's standard deviation (or root mean square) and gh = g * weight:
+//   LayerNorm: dx = r * (gh - mean(gh) - xhat * mean(gh * xhat))
+//   RMSNorm:   dx = r * (gh - xhat * mean(gh * xhat))
+// and d weight = sum over rows of g * xhat, d bias = sum over rows of g. 16-bit floats are
+// differentiated in float32, as the kernels compute them.
+std::vector<Tensor> norm_grad(bool centered, const std::vector<Tensor>& inputs,
+                              const std::vector<Tensor>& outputs, const Attrs& attrs,
+                              const std::vector<Tensor>& grad_outputs) {
+  const Tensor& x = inputs[0];
+  const Tensor& weight = inputs[1];
+  const Dims dims = normalized_dims(attrs);
+  const DType cd = compute_dtype(outputs[0].dtype());
+  const Tensor g = to(grad::or_zeros(grad_outputs[0], outputs[0]), cd);
+  const Tensor xc = to(x, cd);
+  const Tensor xm = centered ? xc - mean(xc, dims, /*keepdim=*/true) : xc;
+  const Tensor r = rsqrt(mean(square(xm), dims, /*keepdim=*/true) + attrs.get<double>("eps"));
+  const Tensor xhat = xm * r;
+  std::vector<Tensor> grads(inputs.size());
+  if (grad::differentiable(x)) {
+    const Tensor gh = weight.defined() ? g * to(weight, cd) : g;
+    Tensor inner = gh - xhat * mean(gh * xhat, dims, /*keepdim=*/true);
+    if (centered) inner = inner - mean(gh, dims, /*keepdim=*/true);
+    grads[0] = grad::as_grad_of(r * inner, x);
+  }
+  if (grad::differentiable(weight)) {
+    grads[1] = grad::as_grad_of(sum_to(g * xhat, weight.shape()), weight);
+  }
+  if (inputs.size() > 2 && grad::differentiable(inputs[2])) {
+    grads[2] = grad::as_grad_of(sum_to(g, inputs[2].shape()), inputs[2]);
+  }
+  return grads;
+}
+
 KILN_REGISTER_OP(
     OpDef("LayerNorm")
         .input("x")
@@ -109,6 +157,10 @@ KILN_REGISTER_OP(
                                                    nullptr, store);
                             });
           });
+        })
+        .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                 const Attrs& attrs, const std::vector<Tensor>& grad_outputs) {
+          return norm_grad(/*centered=*/true, in, out, attrs, grad_outputs);
         }));
 
 KILN_REGISTER_OP(OpDef("RMSNorm")
@@ -137,6 +189,10 @@ KILN_REGISTER_OP(OpDef("RMSNorm")
                                                               store);
                                          });
                        });
+                     })
+                     .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                              const Attrs& attrs, const std::vector<Tensor>& grad_outputs) {
+                       return norm_grad(/*centered=*/false, in, out, attrs, grad_outputs);
                      }));
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "kiln/functional/nn.h"
 #include "kiln/op.h"
 #include "kiln/parallel.h"
+#include "ops/nn_grad.h"
 
 namespace kiln {
 namespace {
@@ -93,36 +94,73 @@ void for_each_plane(const Tensor& x, const Tensor& out, PlaneFn&& plane) {
   });
 }
 
+// The offset (ih * W + iw) of the maximum of output position (oh, ow)'s window in plane xp: the
+// first maximum, or the last nan (nan wins, as in PyTorch and numpy.max); -1 for a window with no
+// element inside the input. V is the type values compare in.
+template <typename V, typename T>
+int64_t window_argmax(const T* xp, int64_t H, int64_t W, int64_t oh, int64_t ow,
+                      const PoolParams& p) {
+  int64_t best_at = -1;
+  V best{};
+  for (int64_t kh = 0; kh < p.kernel_h; ++kh) {
+    const int64_t ih = oh * p.stride_h - p.pad_h + kh * p.dil_h;
+    if (ih < 0 || ih >= H) continue;
+    for (int64_t kw = 0; kw < p.kernel_w; ++kw) {
+      const int64_t iw = ow * p.stride_w - p.pad_w + kw * p.dil_w;
+      if (iw < 0 || iw >= W) continue;
+      const V v = static_cast<V>(xp[ih * W + iw]);
+      bool wins = best_at < 0 || v > best;
+      if constexpr (std::is_floating_point_v<V>) wins = wins || std::isnan(v);
+      if (wins) {
+        best = v;
+        best_at = ih * W + iw;
+      }
+    }
+  }
+  return best_at;
+}
+
+// Accumulates 16-bit floats as float; the maximum is one of the inputs, so nothing rounds.
+template <typename T>
+using MaxValue =
+    std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+
 template <typename T>
 void max_pool(const Tensor& x, const Tensor& out, const PoolParams& p) {
   const int64_t H = x.size(2), W = x.size(3), OH = out.size(2), OW = out.size(3);
-  // Accumulate 16-bit floats as float; the maximum is one of the inputs, so nothing rounds.
-  using V = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+  using V = MaxValue<T>;
   const V lowest = std::numeric_limits<V>::has_infinity ? -std::numeric_limits<V>::infinity()
                                                         : std::numeric_limits<V>::lowest();
   for_each_plane<T>(x, out, [&](const T* xp, T* yp) {
     for (int64_t oh = 0; oh < OH; ++oh) {
       for (int64_t ow = 0; ow < OW; ++ow) {
-        V best = lowest;
-        for (int64_t kh = 0; kh < p.kernel_h; ++kh) {
-          const int64_t ih = oh * p.stride_h - p.pad_h + kh * p.dil_h;
-          if (ih < 0 || ih >= H) continue;
-          for (int64_t kw = 0; kw < p.kernel_w; ++kw) {
-            const int64_t iw = ow * p.stride_w - p.pad_w + kw * p.dil_w;
-            if (iw < 0 || iw >= W) continue;
-            const V v = static_cast<V>(xp[ih * W + iw]);
-            // nan wins, as in PyTorch and numpy.max.
-            if constexpr (std::is_floating_point_v<V>) {
-              if (v > best || std::isnan(v)) best = v;
-            } else {
-              best = std::max(best, v);
-            }
-          }
-        }
-        yp[oh * OW + ow] = convert<T>(best);
+        const int64_t at = window_argmax<V>(xp, H, W, oh, ow, p);
+        yp[oh * OW + ow] = at < 0 ? convert<T>(lowest) : xp[at];
       }
     }
   });
+}
+
+// The window of output position (oh, ow) of an average pool, clipped to the input, and its
+// divisor: the window clipped to the padded input for count_include_pad, else to the input.
+struct AvgWindow {
+  int64_t h0, h1, w0, w1, count;
+};
+
+AvgWindow avg_window(int64_t oh, int64_t ow, int64_t H, int64_t W, const PoolParams& p,
+                     bool count_include_pad) {
+  AvgWindow w;
+  w.h0 = oh * p.stride_h - p.pad_h;
+  w.w0 = ow * p.stride_w - p.pad_w;
+  w.h1 = std::min(w.h0 + p.kernel_h, H + p.pad_h);
+  w.w1 = std::min(w.w0 + p.kernel_w, W + p.pad_w);
+  const int64_t padded_count = (w.h1 - w.h0) * (w.w1 - w.w0);
+  w.h0 = std::max<int64_t>(w.h0, 0);
+  w.w0 = std::max<int64_t>(w.w0, 0);
+  w.h1 = std::min(w.h1, H);
+  w.w1 = std::min(w.w1, W);
+  w.count = count_include_pad ? padded_count : (w.h1 - w.h0) * (w.w1 - w.w0);
+  return w;
 }
 
 template <typename T>
@@ -132,26 +170,165 @@ void avg_pool(const Tensor& x, const Tensor& out, const PoolParams& p, bool coun
   for_each_plane<T>(x, out, [&](const T* xp, T* yp) {
     for (int64_t oh = 0; oh < OH; ++oh) {
       for (int64_t ow = 0; ow < OW; ++ow) {
-        // The window clipped to the padded input gives count_include_pad's divisor; clipped to
-        // the input, the other one.
-        int64_t h0 = oh * p.stride_h - p.pad_h, w0 = ow * p.stride_w - p.pad_w;
-        int64_t h1 = std::min(h0 + p.kernel_h, H + p.pad_h);
-        int64_t w1 = std::min(w0 + p.kernel_w, W + p.pad_w);
-        const int64_t padded_count = (h1 - h0) * (w1 - w0);
-        h0 = std::max<int64_t>(h0, 0);
-        w0 = std::max<int64_t>(w0, 0);
-        h1 = std::min(h1, H);
-        w1 = std::min(w1, W);
+        const AvgWindow w = avg_window(oh, ow, H, W, p, count_include_pad);
         V sum = 0;
-        for (int64_t ih = h0; ih < h1; ++ih) {
-          for (int64_t iw = w0; iw < w1; ++iw) sum += static_cast<V>(xp[ih * W + iw]);
+        for (int64_t ih = w.h0; ih < w.h1; ++ih) {
+          for (int64_t iw = w.w0; iw < w.w1; ++iw) sum += static_cast<V>(xp[ih * W + iw]);
         }
-        const int64_t count = count_include_pad ? padded_count : (h1 - h0) * (w1 - w0);
-        yp[oh * OW + ow] = convert<T>(count > 0 ? sum / static_cast<V>(count) : V(0));
+        yp[oh * OW + ow] = convert<T>(w.count > 0 ? sum / static_cast<V>(w.count) : V(0));
       }
     }
   });
 }
+
+// Note [Pooling gradients]
+// MaxPool2DBackward adds each output gradient at its window's maximum, found again from x (the
+// same scan as the forward, so ties and nans pick the same element); AvgPool2DBackward spreads
+// it over the window divided by the forward's divisor. Both run one thread per (n, c) plane, so
+// the additions of overlapping windows never race. AvgPool2DBackward is linear and its rule is
+// AvgPool2D again; MaxPool2DBackward has no rule (the second derivative of a max pool in x is
+// zero almost everywhere, and in the output gradient a gather Kiln has no primitive for).
+
+Tensor as_dtype(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t.contiguous();
+  Tensor converted = Tensor::empty(t.shape(), dtype);
+  copy_into(converted, t);
+  return converted;
+}
+
+// Runs `plane(grad_plane, dx_plane, n * C + c)` over every plane of contiguous grad [N, C, OH, OW]
+// and dx [N, C, H, W] (zeroed first) in parallel, in the compute dtype C of `out`'s, then
+// converts into `out`.
+template <typename T, typename PlaneFn>
+void for_each_grad_plane(const Tensor& grad_output, const Tensor& out, PlaneFn&& plane) {
+  const Tensor grad = as_dtype(grad_output, dtype_of<T>());
+  const Tensor dx = out.dtype() == dtype_of<T>() ? out : Tensor::empty(out.shape(), dtype_of<T>());
+  const int64_t in_plane = dx.size(2) * dx.size(3), out_plane = grad.size(2) * grad.size(3);
+  const T* pg = grad.data<T>();
+  T* pd = dx.data<T>();
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, in_plane));
+  parallel_for(0, dx.size(0) * dx.size(1), grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      std::fill(pd + i * in_plane, pd + (i + 1) * in_plane, T(0));
+      plane(pg + i * out_plane, pd + i * in_plane, i);
+    }
+  });
+  if (!dx.is_same(out)) copy_into(out, dx);
+}
+
+template <typename F>
+void visit_compute_float(DType dtype, F&& f) {
+  if (compute_dtype(dtype) == DType::kFloat64) {
+    f(double{});
+  } else {
+    f(float{});
+  }
+}
+
+// Checks a backward op's output gradient against the forward's output shape for x.
+void check_pool_grad(const char* op, const TensorMeta& grad, const TensorMeta& x,
+                     const PoolParams& p) {
+  const Shape expected = pool_out_shape(op, x, p);
+  KILN_CHECK_SHAPE(grad.shape == expected)
+      << op << ": expected grad_output of shape " << shape_str(expected) << " for x of shape "
+      << shape_str(x.shape) << ", got " << shape_str(grad.shape);
+  KILN_CHECK_DTYPE(is_floating_point(grad.dtype) && is_floating_point(x.dtype))
+      << op << ": expected floating-point tensors, got " << grad.dtype << " and " << x.dtype;
+}
+
+KILN_REGISTER_OP(
+    OpDef("MaxPool2DBackward")
+        .input("grad_output")
+        .input("x")
+        .attr("kernel_size", AttrKind::kInts)
+        .attr("stride", AttrKind::kInts, std::vector<int64_t>{})
+        .attr("padding", AttrKind::kInts, std::vector<int64_t>{0, 0})
+        .attr("dilation", AttrKind::kInts, std::vector<int64_t>{1, 1})
+        .attr("ceil_mode", AttrKind::kBool, false)
+        .doc("The gradient of MaxPool2D's x from its output gradient (see Note [Pooling "
+             "gradients])")
+        .infer([](const InferContext& ctx) {
+          const char* op = "max_pool2d_backward";
+          check_pool_grad(op, ctx.input(0), ctx.input(1), pool_params(op, ctx.attrs, true));
+          return MetaList{{result_type(ctx.inputs), ctx.input(1).shape}};
+        })
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const Tensor& out = ctx.outputs[0];
+          if (out.numel() == 0) return;
+          const PoolParams p = pool_params("max_pool2d_backward", ctx.attrs, true);
+          const int64_t H = out.size(2), W = out.size(3);
+          const int64_t OH = ctx.inputs[0].size(2), OW = ctx.inputs[0].size(3);
+          visit_compute_float(out.dtype(), [&](auto zero) {
+            using C = decltype(zero);
+            const Tensor x = as_dtype(ctx.inputs[1], dtype_of<C>());
+            const C* px = x.data<C>();
+            for_each_grad_plane<C>(ctx.inputs[0], out, [&](const C* gp, C* dp, int64_t i) {
+              const C* xp = px + i * H * W;
+              for (int64_t oh = 0; oh < OH; ++oh) {
+                for (int64_t ow = 0; ow < OW; ++ow) {
+                  const int64_t at = window_argmax<C>(xp, H, W, oh, ow, p);
+                  if (at >= 0) dp[at] += gp[oh * OW + ow];
+                }
+              }
+            });
+          });
+        }));
+
+KILN_REGISTER_OP(
+    OpDef("AvgPool2DBackward")
+        .input("grad_output")
+        .attr("input_size", AttrKind::kInts)
+        .attr("kernel_size", AttrKind::kInts)
+        .attr("stride", AttrKind::kInts, std::vector<int64_t>{})
+        .attr("padding", AttrKind::kInts, std::vector<int64_t>{0, 0})
+        .attr("ceil_mode", AttrKind::kBool, false)
+        .attr("count_include_pad", AttrKind::kBool, true)
+        .doc("The gradient of AvgPool2D's x (of shape input_size) from its output gradient (see "
+             "Note [Pooling gradients])")
+        .infer([](const InferContext& ctx) {
+          const char* op = "avg_pool2d_backward";
+          const std::vector<int64_t> size = ctx.attrs.get<std::vector<int64_t>>("input_size");
+          KILN_CHECK_SHAPE(size.size() == 4 && std::all_of(size.begin(), size.end(),
+                                                           [](int64_t d) { return d >= 0; }))
+              << op << ": expected input_size of four non-negative sizes, got " << shape_str(size);
+          const TensorMeta x(ctx.input(0).dtype, Shape(size.begin(), size.end()));
+          check_pool_grad(op, ctx.input(0), x, pool_params(op, ctx.attrs, false));
+          return MetaList{x};
+        })
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const Tensor& out = ctx.outputs[0];
+          if (out.numel() == 0) return;
+          const PoolParams p = pool_params("avg_pool2d_backward", ctx.attrs, false);
+          const bool include_pad = ctx.attrs.get<bool>("count_include_pad");
+          const int64_t H = out.size(2), W = out.size(3);
+          const int64_t OH = ctx.inputs[0].size(2), OW = ctx.inputs[0].size(3);
+          visit_compute_float(out.dtype(), [&](auto zero) {
+            using C = decltype(zero);
+            for_each_grad_plane<C>(ctx.inputs[0], out, [&](const C* gp, C* dp, int64_t) {
+              for (int64_t oh = 0; oh < OH; ++oh) {
+                for (int64_t ow = 0; ow < OW; ++ow) {
+                  const AvgWindow w = avg_window(oh, ow, H, W, p, include_pad);
+                  if (w.count <= 0) continue;
+                  const C share = gp[oh * OW + ow] / static_cast<C>(w.count);
+                  for (int64_t ih = w.h0; ih < w.h1; ++ih) {
+                    for (int64_t iw = w.w0; iw < w.w1; ++iw) dp[ih * W + iw] += share;
+                  }
+                }
+              }
+            });
+          });
+        })
+        .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                 const Attrs& attrs, const std::vector<Tensor>& grad_outputs) {
+          // Linear in the output gradient: its own gradient is the forward pool.
+          Attrs pool_attrs;
+          for (const auto& [name, value] : attrs.items()) {
+            if (name != "input_size") pool_attrs.set(name, value);
+          }
+          static const OpDefPtr op = OpRegistry::Instance().get("AvgPool2D");
+          const Tensor g = grad::or_zeros(grad_outputs[0], out[0]);
+          return std::vector<Tensor>{grad::as_grad_of(call_op(*op, {g}, pool_attrs)[0], in[0])};
+        }));
 
 KILN_REGISTER_OP(OpDef("MaxPool2D")
                      .input("x")
@@ -178,6 +355,14 @@ KILN_REGISTER_OP(OpDef("MaxPool2D")
                          using T = typename decltype(tag)::type;
                          if constexpr (!std::is_same_v<T, bool>) max_pool<T>(x, out, p);
                        });
+                     })
+                     .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                              const Attrs& attrs, const std::vector<Tensor>& grad_outputs) {
+                       if (!grad::differentiable(in[0])) return std::vector<Tensor>{Tensor()};
+                       static const OpDefPtr op = OpRegistry::Instance().get("MaxPool2DBackward");
+                       const Tensor g = grad::or_zeros(grad_outputs[0], out[0]);
+                       return std::vector<Tensor>{
+                           grad::as_grad_of(call_op(*op, {g, in[0]}, attrs)[0], in[0])};
                      }));
 
 KILN_REGISTER_OP(OpDef("AvgPool2D")
@@ -206,6 +391,16 @@ KILN_REGISTER_OP(OpDef("AvgPool2D")
                          using T = typename decltype(tag)::type;
                          if constexpr (!std::is_integral_v<T>) avg_pool<T>(x, out, p, include_pad);
                        });
+                     })
+                     .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                              const Attrs& attrs, const std::vector<Tensor>& grad_outputs) {
+                       static const OpDefPtr op = OpRegistry::Instance().get("AvgPool2DBackward");
+                       const Shape& x = in[0].shape();
+                       Attrs backward_attrs = attrs;
+                       backward_attrs.set("input_size", std::vector<int64_t>(x.begin(), x.end()));
+                       const Tensor g = grad::or_zeros(grad_outputs[0], out[0]);
+                       return std::vector<Tensor>{grad::as_grad_of(
+                           call_op(*op, {g}, backward_attrs)[0], in[0])};
                      }));
 
 }  // namespace
@@ -228,6 +423,33 @@ Tensor avg_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_size,
   static const OpDefPtr op = OpRegistry::Instance().get("AvgPool2D");
   return call_op(*op, {x},
                  {{"kernel_size", kernel_size},
+                  {"stride", stride},
+                  {"padding", padding},
+                  {"ceil_mode", ceil_mode},
+                  {"count_include_pad", count_include_pad}})[0];
+}
+
+Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& x,
+                           const std::vector<int64_t>& kernel_size,
+                           const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                           const std::vector<int64_t>& dilation, bool ceil_mode) {
+  static const OpDefPtr op = OpRegistry::Instance().get("MaxPool2DBackward");
+  return call_op(*op, {grad_output, x},
+                 {{"kernel_size", kernel_size},
+                  {"stride", stride},
+                  {"padding", padding},
+                  {"dilation", dilation},
+                  {"ceil_mode", ceil_mode}})[0];
+}
+
+Tensor avg_pool2d_backward(const Tensor& grad_output, const Shape& input_size,
+                           const std::vector<int64_t>& kernel_size,
+                           const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                           bool ceil_mode, bool count_include_pad) {
+  static const OpDefPtr op = OpRegistry::Instance().get("AvgPool2DBackward");
+  return call_op(*op, {grad_output},
+                 {{"input_size", std::vector<int64_t>(input_size.begin(), input_size.end())},
+                  {"kernel_size", kernel_size},
                   {"stride", stride},
                   {"padding", padding},
                   {"ceil_mode", ceil_mode},

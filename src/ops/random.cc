@@ -330,10 +330,11 @@ KILN_REGISTER_OP(
         })
         // The same seed and offset give the same mask, so the gradient is Dropout of the output
         // gradient with the forward call's attributes.
-        .grad([](const std::vector<Tensor>&, const std::vector<Tensor>&, const Attrs& attrs,
-                 const std::vector<Tensor>& grad_outputs) {
+        .grad([](const std::vector<Tensor>&, const std::vector<Tensor>& outputs,
+                 const Attrs& attrs, const std::vector<Tensor>& grad_outputs) {
           KILN_CHECK_VALUE(!attrs.is_none("seed") && !attrs.is_none("offset"))
               << "Dropout: the gradient needs the forward call's seed and offset attributes";
+          if (!grad_outputs[0].defined()) return std::vector<Tensor>{zeros_like(outputs[0])};
           static const OpDefPtr op = OpRegistry::Instance().get("Dropout");
           return std::vector<Tensor>{call_op(*op, {grad_outputs[0]}, attrs)[0]};
         }));

@@ -35,6 +35,21 @@ KILN_API Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias
                        const std::vector<int64_t>& stride = {1, 1},
                        const std::vector<int64_t>& padding = {0, 0},
                        const std::vector<int64_t>& dilation = {1, 1}, int64_t groups = 1);
+/// The gradients of conv2d's x (of shape `input_size`) and weight (of shape `weight_size`) from
+/// its output gradient, for the same stride, padding, dilation and groups (primitives
+/// Conv2DBackwardInput and Conv2DBackwardWeight).
+KILN_API Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight,
+                                      const Shape& input_size,
+                                      const std::vector<int64_t>& stride = {1, 1},
+                                      const std::vector<int64_t>& padding = {0, 0},
+                                      const std::vector<int64_t>& dilation = {1, 1},
+                                      int64_t groups = 1);
+KILN_API Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& x,
+                                       const Shape& weight_size,
+                                       const std::vector<int64_t>& stride = {1, 1},
+                                       const std::vector<int64_t>& padding = {0, 0},
+                                       const std::vector<int64_t>& dilation = {1, 1},
+                                       int64_t groups = 1);
 /// stride empty = kernel_size.
 KILN_API Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_size,
                            const std::vector<int64_t>& stride = {},
@@ -45,9 +60,28 @@ KILN_API Tensor avg_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_s
                            const std::vector<int64_t>& stride = {},
                            const std::vector<int64_t>& padding = {0, 0}, bool ceil_mode = false,
                            bool count_include_pad = true);
+/// The gradient of max_pool2d's x: each output gradient added at its window's maximum (the first
+/// one, or the last nan, as the forward picks it) (primitive MaxPool2DBackward).
+KILN_API Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& x,
+                                    const std::vector<int64_t>& kernel_size,
+                                    const std::vector<int64_t>& stride = {},
+                                    const std::vector<int64_t>& padding = {0, 0},
+                                    const std::vector<int64_t>& dilation = {1, 1},
+                                    bool ceil_mode = false);
+/// The gradient of avg_pool2d's x (of shape `input_size`): each output gradient spread evenly
+/// over its window's divisor (primitive AvgPool2DBackward).
+KILN_API Tensor avg_pool2d_backward(const Tensor& grad_output, const Shape& input_size,
+                                    const std::vector<int64_t>& kernel_size,
+                                    const std::vector<int64_t>& stride = {},
+                                    const std::vector<int64_t>& padding = {0, 0},
+                                    bool ceil_mode = false, bool count_include_pad = true);
 
 /// Rows of `weight` [num, dim] picked by integer `indices` (any shape) -> indices.shape + [dim].
 KILN_API Tensor embedding(const Tensor& indices, const Tensor& weight);
+/// The gradient of embedding's weight: zeros [num_weights, dim] with every row of `grad_output`
+/// (indices.shape + [dim]) added at its index (primitive EmbeddingBackward).
+KILN_API Tensor embedding_backward(const Tensor& indices, const Tensor& grad_output,
+                                   int64_t num_weights);
 /// Zeroes elements with probability p and scales the rest by 1/(1-p), drawing from the global
 /// generator (kiln::manual_seed); identity when !training or p == 0.
 KILN_API Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);

@@ -1,0 +1,443 @@
+// Gradient rules of the neural-network ops: LayerNorm, RMSNorm (src/ops/norm.cc), CrossEntropy,
+// NLLLoss, MSELoss (src/ops/loss.cc), Dropout (src/ops/random.cc), Conv2D (src/ops/conv.cc),
+// MaxPool2D, AvgPool2D (src/ops/pool.cc) and Embedding (src/ops/embedding.cc), and of their
+// backward ops, against central finite differences in float64 over their shapes and attributes;
+// the backward ops against hand-computed results and the adjoint identity; the dtypes and shapes
+// of the gradients of float32 inputs (the oneDNN paths) and undefined output gradients.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "grad_testing.h"
+#include "kiln/functional.h"
+#include "kiln/op.h"
+#include "kiln/runtime.h"
+#include "testing.h"
+
+namespace kiln {
+namespace {
+
+using testing::expect_grad_rule;
+
+Tensor r64(const Shape& shape) { return randn(shape, DType::kFloat64); }
+
+// An integer tensor holding `values`.
+Tensor ints(const Shape& shape, const std::vector<int64_t>& values, DType dtype = DType::kInt64) {
+  Tensor t = Tensor::empty(shape, DType::kInt64);
+  for (size_t i = 0; i < values.size(); ++i) t.data<int64_t>()[i] = values[i];
+  return to(t, dtype);
+}
+
+// The op's rule at `inputs` for the output gradients `grads` (random ones when empty).
+std::vector<Tensor> run_rule(const std::string& name, const std::vector<Tensor>& inputs,
+                             const Attrs& attrs = {}, std::vector<Tensor> grads = {}) {
+  const OpDefPtr op = OpRegistry::Instance().get(name);
+  const Attrs normalized = op->normalize_attrs(attrs);
+  const std::vector<Tensor> outputs = call_op(*op, inputs, normalized);
+  if (grads.empty()) {
+    for (const Tensor& y : outputs) grads.push_back(randn(y.shape(), y.dtype()));
+  }
+  std::vector<Tensor> result = op->grad_fn()(inputs, outputs, normalized, grads);
+  runtime::synchronize();
+  return result;
+}
+
+// Expects the rule on float32 copies of float64 `inputs` to give float32 gradients close to the
+// float64 rule's, for the same output gradients.
+void expect_float32_rule(const std::string& name, const std::vector<Tensor>& inputs,
+                         const Attrs& attrs = {}) {
+  const OpDefPtr op = OpRegistry::Instance().get(name);
+  std::vector<Tensor> grads;
+  for (const Tensor& y : call_op(*op, inputs, op->normalize_attrs(attrs))) {
+    grads.push_back(r64(y.shape()));
+  }
+  std::vector<Tensor> inputs32, grads32;
+  for (const Tensor& x : inputs) {
+    inputs32.push_back(x.defined() && is_floating_point(x.dtype()) ? to(x, DType::kFloat32) : x);
+  }
+  for (const Tensor& g : grads) grads32.push_back(to(g, DType::kFloat32));
+  const std::vector<Tensor> want = run_rule(name, inputs, attrs, grads);
+  const std::vector<Tensor> got = run_rule(name, inputs32, attrs, grads32);
+  ASSERT_EQ(got.size(), inputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    SCOPED_TRACE("input " + std::to_string(k));
+    ASSERT_EQ(got[k].defined(), want[k].defined());
+    if (!got[k].defined()) continue;
+    EXPECT_EQ(got[k].dtype(), DType::kFloat32);
+    testing::expect_close(got[k], to(want[k], DType::kFloat32), 2e-4);
+  }
+}
+
+// ---- LayerNorm, RMSNorm ----
+
+TEST(GradLayerNorm, MatchesFiniteDifferences_WithAndWithoutAffine) {
+  manual_seed(20);
+  expect_grad_rule("LayerNorm", {r64({3, 5}), r64({5}), r64({5})}, {{"normalized_shape", Dims{5}}});
+  expect_grad_rule("LayerNorm", {r64({2, 3, 4}), Tensor(), Tensor()},
+                   {{"normalized_shape", Dims{4}}});
+  expect_grad_rule("LayerNorm", {r64({2, 3, 4}), r64({3, 4}), Tensor()},
+                   {{"normalized_shape", Dims{3, 4}}, {"eps", 1e-2}});
+  expect_grad_rule("LayerNorm", {r64({6}), Tensor(), r64({6})}, {{"normalized_shape", Dims{6}}});
+}
+
+TEST(GradLayerNorm, GradientsAreFloat32_ForFloat32Inputs) {
+  manual_seed(21);
+  expect_float32_rule("LayerNorm", {r64({4, 8}), r64({8}), r64({8})},
+                      {{"normalized_shape", Dims{8}}});
+  const std::vector<Tensor> g =
+      run_rule("LayerNorm", {r64({2, 3}), Tensor(), Tensor()}, {{"normalized_shape", Dims{3}}});
+  EXPECT_EQ(g[0].shape(), (Shape{2, 3}));
+  EXPECT_FALSE(g[1].defined());
+  EXPECT_FALSE(g[2].defined());
+}
+
+TEST(GradRMSNorm, MatchesFiniteDifferences_WithAndWithoutWeight) {
+  manual_seed(22);
+  expect_grad_rule("RMSNorm", {r64({3, 5}), r64({5})}, {{"normalized_shape", Dims{5}}});
+  expect_grad_rule("RMSNorm", {r64({2, 3, 4}), Tensor()}, {{"normalized_shape", Dims{3, 4}}});
+  expect_grad_rule("RMSNorm", {r64({4}), r64({4})}, {{"normalized_shape", Dims{4}}, {"eps", 0.1}});
+  expect_float32_rule("RMSNorm", {r64({4, 8}), r64({8})}, {{"normalized_shape", Dims{8}}});
+}
+
+TEST(GradNorm, GivesZeros_WhenNoGradientFlowsIn) {
+  const std::vector<Tensor> g = run_rule("LayerNorm", {r64({2, 3}), r64({3}), r64({3})},
+                                         {{"normalized_shape", Dims{3}}}, {Tensor()});
+  for (const Tensor& t : g) testing::expect_close(t, zeros(t.shape(), DType::kFloat64), 0);
+}
+
+// ---- CrossEntropy, NLLLoss ----
+
+const char* const kReductions[] = {"mean", "sum", "none"};
+
+TEST(GradCrossEntropy, MatchesFiniteDifferences_ForEveryReduction) {
+  manual_seed(23);
+  for (const char* reduction : kReductions) {
+    SCOPED_TRACE(reduction);
+    const Attrs attrs{{"reduction", std::string(reduction)}};
+    expect_grad_rule("CrossEntropy", {r64({4, 5}), ints({4}, {0, 3, 4, 3})}, attrs);
+    expect_grad_rule("CrossEntropy", {r64({2, 3, 4}), ints({2, 4}, {0, 1, 2, 2, 1, 1, 0, 2})},
+                     attrs);
+    expect_grad_rule("CrossEntropy", {r64({5}), ints({}, {2})}, attrs);
+  }
+}
+
+TEST(GradCrossEntropy, MatchesFiniteDifferences_WithIgnoreIndexAndLabelSmoothing) {
+  manual_seed(24);
+  for (const char* reduction : kReductions) {
+    SCOPED_TRACE(reduction);
+    const std::string red = reduction;
+    const Tensor target = ints({5}, {1, -100, 3, 0, -100});
+    expect_grad_rule("CrossEntropy", {r64({5, 4}), target}, {{"reduction", red}});
+    expect_grad_rule("CrossEntropy", {r64({5, 4}), target},
+                     {{"reduction", red}, {"label_smoothing", 0.2}});
+    // ignore_index may name a real class; int32 targets.
+    expect_grad_rule("CrossEntropy", {r64({5, 4}), ints({5}, {1, 2, 3, 2, 0}, DType::kInt32)},
+                     {{"reduction", red}, {"ignore_index", int64_t{2}}, {"label_smoothing", 0.1}});
+    expect_grad_rule("CrossEntropy", {r64({2, 3, 2}), ints({2, 2}, {0, 2, -1, 1})},
+                     {{"reduction", red}, {"ignore_index", int64_t{-1}}, {"label_smoothing", 1.0}});
+  }
+}
+
+TEST(GradCrossEntropy, GradientOfLogitsOnly_AndFloat32) {
+  manual_seed(25);
+  const std::vector<Tensor> g = run_rule("CrossEntropy", {r64({3, 4}), ints({3}, {0, 1, 2})});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_FALSE(g[1].defined());
+  expect_float32_rule("CrossEntropy", {r64({3, 4}), ints({3}, {0, -100, 2})},
+                      {{"label_smoothing", 0.1}});
+}
+
+TEST(GradNLLLoss, MatchesFiniteDifferences_ForEveryReductionAndIgnoreIndex) {
+  manual_seed(26);
+  for (const char* reduction : kReductions) {
+    SCOPED_TRACE(reduction);
+    const std::string red = reduction;
+    expect_grad_rule("NLLLoss", {r64({4, 3}), ints({4}, {2, 0, 1, 2})}, {{"reduction", red}});
+    expect_grad_rule("NLLLoss", {r64({4, 3}), ints({4}, {2, -100, 1, -100})}, {{"reduction", red}});
+    expect_grad_rule("NLLLoss", {r64({2, 3, 2, 2}), ints({2, 2, 2}, {0, 1, 2, 0, 1, 1, 0, 2})},
+                     {{"reduction", red}, {"ignore_index", int64_t{0}}});
+    expect_grad_rule("NLLLoss", {r64({3}), ints({}, {1})}, {{"reduction", red}});
+  }
+  expect_float32_rule("NLLLoss", {r64({4, 3}), ints({4}, {2, -100, 1, 0})});
+}
+
+// ---- MSELoss ----
+
+TEST(GradMSELoss, MatchesFiniteDifferences_ForEveryReductionAndBroadcast) {
+  manual_seed(27);
+  for (const char* reduction : kReductions) {
+    SCOPED_TRACE(reduction);
+    const Attrs attrs{{"reduction", std::string(reduction)}};
+    expect_grad_rule("MSELoss", {r64({3, 4}), r64({3, 4})}, attrs);
+    expect_grad_rule("MSELoss", {r64({3, 4}), r64({4})}, attrs);
+    expect_grad_rule("MSELoss", {r64({1, 4}), r64({3, 1})}, attrs);
+    expect_grad_rule("MSELoss", {r64({}), r64({2})}, attrs);
+  }
+}
+
+TEST(GradMSELoss, IntegerTargetHasNoGradient_AndFloat32) {
+  manual_seed(28);
+  const std::vector<Tensor> g = run_rule("MSELoss", {r64({2, 3}), ints({3}, {1, 2, 3})});
+  EXPECT_EQ(g[0].shape(), (Shape{2, 3}));
+  EXPECT_FALSE(g[1].defined());
+  expect_float32_rule("MSELoss", {r64({2, 3}), r64({2, 3})}, {{"reduction", std::string("sum")}});
+}
+
+// ---- Dropout ----
+
+Attrs dropout_attrs(double p) {
+  return {{"p", p}, {"seed", int64_t{1234}}, {"offset", int64_t{64}}};
+}
+
+TEST(GradDropout, MatchesFiniteDifferences_WithTheForwardMask) {
+  manual_seed(29);
+  for (double p : {0.0, 0.3, 0.8, 1.0}) {
+    SCOPED_TRACE(p);
+    expect_grad_rule("Dropout", {r64({4, 7})}, dropout_attrs(p));
+  }
+}
+
+TEST(GradDropout, KeepsTheOutputsZeros_AndScalesTheRest) {
+  manual_seed(30);
+  const Tensor x = randn({1000});
+  const Attrs attrs = dropout_attrs(0.25);
+  const OpDefPtr op = OpRegistry::Instance().get("Dropout");
+  const Tensor y = call_op(*op, {x}, op->normalize_attrs(attrs))[0];
+  const std::vector<Tensor> g = run_rule("Dropout", {x}, attrs, {ones({1000})});
+  ASSERT_EQ(g[0].dtype(), DType::kFloat32);
+  int64_t dropped = 0;
+  for (int64_t i = 0; i < 1000; ++i) {
+    const bool kept = y.data<float>()[i] != 0.0f;
+    dropped += kept ? 0 : 1;
+    EXPECT_FLOAT_EQ(g[0].data<float>()[i], kept ? 1.0f / 0.75f : 0.0f) << i;
+  }
+  EXPECT_GT(dropped, 150);
+  EXPECT_LT(dropped, 350);
+}
+
+TEST(GradDropout, GivesZeros_WhenNoGradientFlowsIn_AndNeedsTheSeed) {
+  const std::vector<Tensor> g = run_rule("Dropout", {r64({3})}, dropout_attrs(0.5), {Tensor()});
+  testing::expect_close(g[0], zeros({3}, DType::kFloat64), 0);
+  const OpDefPtr op = OpRegistry::Instance().get("Dropout");
+  testing::expect_error(
+      [&] {
+        const Tensor x = r64({3});
+        op->grad_fn()({x}, {x}, op->normalize_attrs({{"p", 0.5}}), {x});
+      },
+      ErrorKind::kValue, "seed and offset");
+}
+
+// ---- Conv2D and its backward ops ----
+
+Attrs conv_attrs(std::vector<int64_t> stride, std::vector<int64_t> padding,
+                 std::vector<int64_t> dilation, int64_t groups) {
+  return {{"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}};
+}
+
+// (x shape, weight shape, attrs): plain, strided and padded, dilated, grouped (depthwise too),
+// and a stride that skips the input's last rows and columns.
+struct ConvCase {
+  Shape x, w;
+  Attrs attrs;
+};
+std::vector<ConvCase> conv_cases() {
+  return {
+      {{2, 3, 5, 6}, {4, 3, 3, 3}, conv_attrs({1, 1}, {0, 0}, {1, 1}, 1)},
+      {{1, 2, 6, 5}, {3, 2, 3, 2}, conv_attrs({2, 1}, {1, 2}, {1, 1}, 1)},
+      {{1, 2, 7, 7}, {2, 2, 2, 3}, conv_attrs({1, 2}, {1, 0}, {2, 2}, 1)},
+      {{2, 4, 5, 5}, {6, 2, 3, 1}, conv_attrs({1, 1}, {1, 0}, {1, 1}, 2)},
+      {{1, 3, 4, 4}, {3, 1, 2, 2}, conv_attrs({1, 1}, {1, 1}, {1, 1}, 3)},
+      {{1, 2, 6, 6}, {2, 2, 3, 3}, conv_attrs({2, 2}, {0, 0}, {1, 1}, 1)},
+  };
+}
+
+TEST(GradConv2D, MatchesFiniteDifferences_ForStridePaddingDilationGroups) {
+  manual_seed(40);
+  for (const ConvCase& c : conv_cases()) {
+    SCOPED_TRACE(shape_str(c.x) + " " + shape_str(c.w));
+    expect_grad_rule("Conv2D", {r64(c.x), r64(c.w), r64({c.w[0]})}, c.attrs);
+    expect_grad_rule("Conv2D", {r64(c.x), r64(c.w), Tensor()}, c.attrs);
+  }
+}
+
+TEST(GradConv2D, Float32GradientsOnOneDnnMatchFloat64) {
+  manual_seed(41);
+  for (const ConvCase& c : conv_cases()) {
+    SCOPED_TRACE(shape_str(c.x) + " " + shape_str(c.w));
+    expect_float32_rule("Conv2D", {r64(c.x), r64(c.w), r64({c.w[0]})}, c.attrs);
+  }
+}
+
+TEST(GradConv2DBackward, BackwardOpsMatchFiniteDifferences) {
+  manual_seed(42);
+  for (const ConvCase& c : conv_cases()) {
+    SCOPED_TRACE(shape_str(c.x) + " " + shape_str(c.w));
+    const Tensor y = conv2d(r64(c.x), r64(c.w), Tensor(), c.attrs.get<Dims>("stride"),
+                            c.attrs.get<Dims>("padding"), c.attrs.get<Dims>("dilation"),
+                            c.attrs.get<int64_t>("groups"));
+    Attrs input_attrs = c.attrs;
+    input_attrs.set("input_size", Dims(c.x.begin(), c.x.end()));
+    expect_grad_rule("Conv2DBackwardInput", {r64(y.shape()), r64(c.w)}, input_attrs);
+    Attrs weight_attrs = c.attrs;
+    weight_attrs.set("weight_size", Dims(c.w.begin(), c.w.end()));
+    expect_grad_rule("Conv2DBackwardWeight", {r64(y.shape()), r64(c.x)}, weight_attrs);
+  }
+}
+
+// <conv2d(x, w), g> = <x, backward_input(g, w)> = <w, backward_weight(g, x)>.
+double dot(const Tensor& a, const Tensor& b) {
+  return sum(mul(to(a, DType::kFloat64), to(b, DType::kFloat64))).data<double>()[0];
+}
+
+TEST(GradConv2DBackward, SatisfiesTheAdjointIdentity_InFloat32AndFloat64) {
+  manual_seed(43);
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    for (const ConvCase& c : conv_cases()) {
+      SCOPED_TRACE(shape_str(c.x) + " " + shape_str(c.w));
+      const Dims stride = c.attrs.get<Dims>("stride"), padding = c.attrs.get<Dims>("padding"),
+                 dilation = c.attrs.get<Dims>("dilation");
+      const int64_t groups = c.attrs.get<int64_t>("groups");
+      const Tensor x = randn(c.x, dtype), w = randn(c.w, dtype);
+      const Tensor y = conv2d(x, w, Tensor(), stride, padding, dilation, groups);
+      const Tensor g = randn(y.shape(), dtype);
+      const Tensor dx = conv2d_backward_input(g, w, c.x, stride, padding, dilation, groups);
+      const Tensor dw = conv2d_backward_weight(g, x, c.w, stride, padding, dilation, groups);
+      EXPECT_EQ(dx.dtype(), dtype);
+      EXPECT_EQ(dw.dtype(), dtype);
+      const double tol = dtype == DType::kFloat32 ? 1e-4 : 1e-12;
+      const double yg = dot(y, g);
+      EXPECT_NEAR(dot(x, dx), yg, tol * (1 + std::abs(yg)));
+      EXPECT_NEAR(dot(w, dw), yg, tol * (1 + std::abs(yg)));
+    }
+  }
+}
+
+TEST(GradConv2DBackward, RejectsAnOutputGradientOfTheWrongShape) {
+  testing::expect_error(
+      [] {
+        conv2d_backward_input(randn({1, 2, 3, 3}), randn({2, 2, 3, 3}), {1, 2, 4, 4});
+      },
+      ErrorKind::kShape, "expected grad_output of shape [1, 2, 2, 2]");
+  testing::expect_error(
+      [] {
+        conv2d_backward_weight(randn({1, 2, 2, 2}), randn({1, 2, 4, 4}), {2, 2, 3});
+      },
+      ErrorKind::kShape, "expected weight_size of four non-negative sizes");
+}
+
+// ---- MaxPool2D, AvgPool2D and their backward ops ----
+
+Attrs pool_attrs(std::vector<int64_t> kernel, std::vector<int64_t> stride,
+                 std::vector<int64_t> padding, bool ceil_mode) {
+  return {
+      {"kernel_size", kernel}, {"stride", stride}, {"padding", padding}, {"ceil_mode", ceil_mode}};
+}
+
+std::vector<Attrs> pool_cases() {
+  return {
+      pool_attrs({2, 2}, {}, {0, 0}, false),     pool_attrs({3, 3}, {2, 2}, {1, 1}, false),
+      pool_attrs({3, 2}, {1, 1}, {1, 0}, false), pool_attrs({3, 3}, {2, 2}, {0, 1}, true),
+      pool_attrs({2, 3}, {2, 3}, {1, 1}, true),
+  };
+}
+
+TEST(GradMaxPool2D, MatchesFiniteDifferences_ForEveryWindowRule) {
+  manual_seed(44);
+  for (const Attrs& base : pool_cases()) {
+    SCOPED_TRACE(attr_str(*base.find("kernel_size")) + " " + attr_str(*base.find("stride")));
+    expect_grad_rule("MaxPool2D", {r64({2, 2, 7, 6})}, base);
+  }
+  Attrs dilated = pool_attrs({2, 2}, {1, 2}, {1, 1}, false);
+  dilated.set("dilation", Dims{2, 1});
+  expect_grad_rule("MaxPool2D", {r64({1, 2, 6, 6})}, dilated);
+  expect_float32_rule("MaxPool2D", {r64({2, 3, 5, 5})}, pool_attrs({3, 3}, {1, 1}, {1, 1}, false));
+}
+
+TEST(GradMaxPool2D, BackwardPicksTheForwardsElement_OnTiesAndNan) {
+  // Windows of [[1, 3], [3, 2]]: the first maximum; of [[1, nan], [nan, 2]]: the last nan.
+  const double nan = std::nan("");
+  Tensor x = Tensor::empty({1, 2, 2, 2}, DType::kFloat64);
+  const double values[] = {1, 3, 3, 2, 1, nan, nan, 2};
+  for (int i = 0; i < 8; ++i) x.data<double>()[i] = values[i];
+  const Tensor g = full({1, 2, 1, 1}, 5.0, DType::kFloat64);
+  const Tensor dx = max_pool2d_backward(g, x, {2, 2});
+  const double want[] = {0, 5, 0, 0, 0, 0, 5, 0};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(dx.data<double>()[i], want[i]) << i;
+  // Overlapping windows add up at a shared maximum.
+  const Tensor ramp = reshape(arange(0, 9, 1, DType::kFloat64), {1, 1, 3, 3});
+  const Tensor d2 = max_pool2d_backward(ones({1, 1, 2, 2}, DType::kFloat64), ramp, {2, 2}, {1, 1});
+  const double want2[] = {0, 0, 0, 0, 1, 1, 0, 1, 1};
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(d2.data<double>()[i], want2[i]) << i;
+}
+
+TEST(GradAvgPool2D, MatchesFiniteDifferences_WithAndWithoutPadInTheCount) {
+  manual_seed(45);
+  for (bool include_pad : {true, false}) {
+    for (Attrs attrs : pool_cases()) {
+      SCOPED_TRACE(attr_str(*attrs.find("kernel_size")) + " " + attr_str(*attrs.find("stride")));
+      attrs.set("count_include_pad", include_pad);
+      expect_grad_rule("AvgPool2D", {r64({2, 2, 7, 6})}, attrs);
+      Attrs backward = attrs;
+      backward.set("input_size", Dims{2, 2, 7, 6});
+      const OpDefPtr op = OpRegistry::Instance().get("AvgPool2D");
+      const Shape out = call_op(*op, {r64({2, 2, 7, 6})}, op->normalize_attrs(attrs))[0].shape();
+      expect_grad_rule("AvgPool2DBackward", {r64(out)}, backward);
+    }
+  }
+  expect_float32_rule("AvgPool2D", {r64({2, 3, 5, 5})}, pool_attrs({3, 3}, {2, 2}, {1, 1}, true));
+}
+
+TEST(GradAvgPool2D, BackwardSpreadsEachGradientOverItsDivisor) {
+  // A 3x3 window at stride 2 with padding 1 over 3x3: four windows, each clipped to 2x2 of x.
+  const Tensor g = reshape(arange(1, 5, 1, DType::kFloat64), {1, 1, 2, 2});
+  const Tensor with_pad = avg_pool2d_backward(g, {1, 1, 3, 3}, {3, 3}, {2, 2}, {1, 1});
+  const Tensor without = avg_pool2d_backward(g, {1, 1, 3, 3}, {3, 3}, {2, 2}, {1, 1}, false, false);
+  // x[1][1] is in every window; x[0][0] only in the first.
+  EXPECT_DOUBLE_EQ(with_pad.data<double>()[4], (1 + 2 + 3 + 4) / 9.0);
+  EXPECT_DOUBLE_EQ(with_pad.data<double>()[0], 1 / 9.0);
+  EXPECT_DOUBLE_EQ(without.data<double>()[4], (1 + 2 + 3 + 4) / 4.0);
+  EXPECT_DOUBLE_EQ(without.data<double>()[0], 1 / 4.0);
+  testing::expect_error(
+      [] {
+        avg_pool2d_backward(randn({1, 1, 3, 3}), {1, 1, 4, 4}, {2, 2});
+      },
+      ErrorKind::kShape, "expected grad_output of shape [1, 1, 2, 2]");
+}
+
+// ---- Embedding ----
+
+TEST(GradEmbedding, MatchesFiniteDifferences_WithRepeatedIndices) {
+  manual_seed(46);
+  expect_grad_rule("Embedding", {ints({4}, {0, 2, 0, 4}), r64({5, 3})});
+  expect_grad_rule("Embedding", {ints({2, 3}, {1, 1, 1, 0, 3, 1}, DType::kInt32), r64({4, 2})});
+  expect_grad_rule("EmbeddingBackward", {ints({2, 3}, {1, 1, 1, 0, 3, 1}), r64({2, 3, 2})},
+                   {{"num_weights", int64_t{4}}});
+  const std::vector<Tensor> g = run_rule("Embedding", {ints({3}, {1, 0, 1}), randn({2, 4})});
+  EXPECT_FALSE(g[0].defined());
+  EXPECT_EQ(g[1].dtype(), DType::kFloat32);
+  EXPECT_EQ(g[1].shape(), (Shape{2, 4}));
+}
+
+TEST(GradEmbedding, BackwardAddsRowsAtTheirIndices) {
+  const Tensor rows = reshape(arange(0, 8, 1, DType::kFloat32), {4, 2});
+  const Tensor table = embedding_backward(ints({4}, {3, 0, 3, 3}), rows, 5);
+  ASSERT_EQ(table.shape(), (Shape{5, 2}));
+  const float want[] = {2, 3, 0, 0, 0, 0, 0 + 4 + 6, 1 + 5 + 7, 0, 0};
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(table.data<float>()[i], want[i]) << i;
+  testing::expect_error(
+      [&] {
+        embedding_backward(ints({2}, {0, 5}), randn({2, 2}), 5);
+      },
+      ErrorKind::kIndex, "index 5 is out of range");
+  testing::expect_error(
+      [&] {
+        embedding_backward(ints({2}, {0, 1}), randn({3, 2}), 5);
+      },
+      ErrorKind::kShape, "expected grad_output of shape indices.shape + [dim]");
+}
+
+}  // namespace
+}  // namespace kiln
