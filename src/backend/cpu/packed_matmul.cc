@@ -37,9 +37,13 @@ std::shared_ptr<const PackedMatmul> PackedMatmul::make(int64_t rows, int64_t k, 
   mm->scratchpad_md_ = pd.scratchpad_desc();
 
   mm->weight_ = weight;
-  mm->transposed_ = transposed;
-  mm->k_ = k;
-  mm->n_ = n;
+  // The weight as given: [k, n] row-major, or Linear's [n, k] read as its transpose. The reorder
+  // primitive is made once: a training step packs the updated weight at every run.
+  const dnnl::memory::dims strides = transposed ? dnnl::memory::dims{1, k}
+                                                : dnnl::memory::dims{n, 1};
+  mm->given_md_ = dnnl::memory::desc({k, n}, dt::f32, strides);
+  mm->reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(onednn::engine(), mm->given_md_,
+                                                             onednn::engine(), mm->weights_md_));
   mm->packed_ = Storage::allocate(mm->weights_md_.get_size());
   const uint64_t version = weight.storage()->write_version();
   mm->pack(version);
@@ -47,16 +51,11 @@ std::shared_ptr<const PackedMatmul> PackedMatmul::make(int64_t rows, int64_t k, 
 }
 
 void PackedMatmul::pack(uint64_t version) const {
-  // The weight as given: [k, n] row-major, or Linear's [n, k] read as its transpose.
-  using dt = dnnl::memory::data_type;
   const Tensor w = weight_.contiguous();
-  const dnnl::memory::dims strides = transposed_ ? dnnl::memory::dims{1, k_}
-                                                 : dnnl::memory::dims{n_, 1};
-  const dnnl::memory::desc given({k_, n_}, dt::f32, strides);
-  dnnl::memory from(given, onednn::engine(), w.data_ptr());
+  dnnl::memory from(given_md_, onednn::engine(), w.data_ptr());
   dnnl::memory to(weights_md_, onednn::engine(), packed_->data());
   dnnl::stream& stream = onednn::stream();
-  dnnl::reorder(from, to).execute(stream, from, to);
+  reorder_.execute(stream, from, to);
   stream.wait();
   packed_version_.store(version, std::memory_order_release);
 }

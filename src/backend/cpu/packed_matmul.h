@@ -49,8 +49,8 @@ class PackedMatmul {
   void pack(uint64_t version) const;
 
   Tensor weight_;
-  bool transposed_ = false;
-  int64_t k_ = 0, n_ = 0;
+  dnnl::memory::desc given_md_;  // the weight's own layout
+  dnnl::reorder reorder_;        // given_md_ -> weights_md_
   mutable std::mutex pack_mutex_;  // one run packs; the others wait for it
   mutable std::atomic<uint64_t> packed_version_{0};  // the weight's write_version when packed
   dnnl::matmul primitive_;
