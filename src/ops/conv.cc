@@ -243,14 +243,21 @@ void direct_conv(const Tensor& x, const Tensor& weight, const Tensor& bias, cons
 // the weight: a correlation of x with the output gradient); the bias's is a sum. Both are linear
 // in each operand, so their own rules are again Conv2D and the other backward op, and Conv2D is
 // differentiable to any order. float32 runs on oneDNN's backward-data and backward-weights
-// primitives over Kiln's plain layouts (no reorders: the inputs of a backward step are seldom
-// reused); float64 (and empty problems) on the direct loops below.
+// primitives in the layouts oneDNN picks, with reorders as for the forward (see Note [oneDNN
+// convolution layouts]: on plain layouts oneDNN falls back to gemm-based kernels, and measured
+// here the backward-weights one took ~15x the forward's time); float64 (and empty problems) on
+// the direct loops below.
 
 enum class ConvBackward { kData, kWeights };
 
+// A backward primitive with its layouts: `prim_*` what the primitive wants (oneDNN chooses, as
+// for the forward), `user_*` Kiln's plain ones, and the reorders between them where they differ
+// (into the primitive for its two inputs, out of it for its result).
 struct ConvBackwardEntry {
   dnnl::primitive prim;
-  dnnl::memory::desc src_md, weights_md, dst_md, scratchpad_md;
+  dnnl::memory::desc prim_src_md, prim_weights_md, prim_dst_md, scratchpad_md;
+  dnnl::memory::desc user_src_md, user_weights_md, user_dst_md;
+  std::optional<dnnl::reorder> src_reorder, weights_reorder, dst_reorder;
 };
 
 std::shared_ptr<const ConvBackwardEntry> conv_backward_primitive(ConvBackward kind, const Shape& x,
@@ -265,30 +272,42 @@ std::shared_ptr<const ConvBackwardEntry> conv_backward_primitive(ConvBackward ki
     const dnnl::engine& eng = onednn::engine();
     const ConvDims d = conv_dims(x, w, out, p);
     auto e = std::make_shared<ConvBackwardEntry>();
-    e->src_md = dnnl::memory::desc(d.src, f32, tag::nchw);
-    e->weights_md = dnnl::memory::desc(d.weights, f32, d.weights_tag);
-    e->dst_md = dnnl::memory::desc(d.dst, f32, tag::nchw);
+    e->user_src_md = dnnl::memory::desc(d.src, f32, tag::nchw);
+    e->user_weights_md = dnnl::memory::desc(d.weights, f32, d.weights_tag);
+    e->user_dst_md = dnnl::memory::desc(d.dst, f32, tag::nchw);
+    const dnnl::memory::desc any_src(d.src, f32, tag::any), any_w(d.weights, f32, tag::any),
+        any_dst(d.dst, f32, tag::any);
     // oneDNN builds backward primitives from a forward one (as a hint for layouts).
     const dnnl::convolution_forward::primitive_desc hint(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, e->src_md,
-                                        e->weights_md, e->dst_md, d.strides, d.dilates, d.pad_l,
-                                        d.pad_r),
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, any_src, any_w,
+                                        any_dst, d.strides, d.dilates, d.pad_l, d.pad_r),
         eng);
     if (kind == ConvBackward::kData) {
       const dnnl::convolution_backward_data::primitive_desc pd(
-          dnnl::convolution_backward_data::desc(alg, e->src_md, e->weights_md, e->dst_md,
-                                                d.strides, d.dilates, d.pad_l, d.pad_r),
+          dnnl::convolution_backward_data::desc(alg, any_src, any_w, any_dst, d.strides,
+                                                d.dilates, d.pad_l, d.pad_r),
           onednn::cached_attr(), eng, hint);
       e->prim = dnnl::convolution_backward_data(pd);
+      e->prim_src_md = pd.diff_src_desc();
+      e->prim_weights_md = pd.weights_desc();
+      e->prim_dst_md = pd.diff_dst_desc();
       e->scratchpad_md = pd.scratchpad_desc();
+      e->src_reorder = maybe_reorder(e->prim_src_md, e->user_src_md);
+      e->weights_reorder = maybe_reorder(e->user_weights_md, e->prim_weights_md);
     } else {
       const dnnl::convolution_backward_weights::primitive_desc pd(
-          dnnl::convolution_backward_weights::desc(alg, e->src_md, e->weights_md, e->dst_md,
-                                                   d.strides, d.dilates, d.pad_l, d.pad_r),
+          dnnl::convolution_backward_weights::desc(alg, any_src, any_w, any_dst, d.strides,
+                                                   d.dilates, d.pad_l, d.pad_r),
           onednn::cached_attr(), eng, hint);
       e->prim = dnnl::convolution_backward_weights(pd);
+      e->prim_src_md = pd.src_desc();
+      e->prim_weights_md = pd.diff_weights_desc();
+      e->prim_dst_md = pd.diff_dst_desc();
       e->scratchpad_md = pd.scratchpad_desc();
+      e->src_reorder = maybe_reorder(e->user_src_md, e->prim_src_md);
+      e->weights_reorder = maybe_reorder(e->prim_weights_md, e->user_weights_md);
     }
+    e->dst_reorder = maybe_reorder(e->user_dst_md, e->prim_dst_md);
     return e;
   });
 }
@@ -299,13 +318,35 @@ void onednn_conv_backward(ConvBackward kind, const Tensor& x, const Tensor& weig
                           const Tensor& grad, const ConvParams& p) {
   const auto e = conv_backward_primitive(kind, x.shape(), weight.shape(), grad.shape(), p);
   const bool data = kind == ConvBackward::kData;
-  std::unordered_map<int, dnnl::memory> args{
-      {data ? DNNL_ARG_DIFF_SRC : DNNL_ARG_SRC, onednn::wrap(e->src_md, x)},
-      {data ? DNNL_ARG_WEIGHTS : DNNL_ARG_DIFF_WEIGHTS, onednn::wrap(e->weights_md, weight)},
-      {DNNL_ARG_DIFF_DST, onednn::wrap(e->dst_md, grad)}};
-  const std::shared_ptr<Storage> scratchpad = onednn::add_scratchpad(e->scratchpad_md, &args);
   dnnl::stream& stream = onednn::stream();
+  const dnnl::engine& eng = onednn::engine();
+  // An input in the primitive's layout (reordered when it differs), or the result's memory there.
+  auto input = [&](const std::optional<dnnl::reorder>& reorder, const dnnl::memory::desc& md,
+                   dnnl::memory user) {
+    if (!reorder) return user;
+    dnnl::memory m(md, eng);
+    reorder->execute(stream, user, m);
+    return m;
+  };
+  dnnl::memory user_result =
+      data ? onednn::wrap(e->user_src_md, x) : onednn::wrap(e->user_weights_md, weight);
+  const std::optional<dnnl::reorder>& result_reorder = data ? e->src_reorder : e->weights_reorder;
+  dnnl::memory result =
+      result_reorder ? dnnl::memory(data ? e->prim_src_md : e->prim_weights_md, eng) : user_result;
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_DIFF_DST, input(e->dst_reorder, e->prim_dst_md, onednn::wrap(e->user_dst_md, grad))}};
+  if (data) {
+    args.emplace(DNNL_ARG_DIFF_SRC, result);
+    args.emplace(DNNL_ARG_WEIGHTS, input(e->weights_reorder, e->prim_weights_md,
+                                         onednn::wrap(e->user_weights_md, weight)));
+  } else {
+    args.emplace(DNNL_ARG_DIFF_WEIGHTS, result);
+    args.emplace(DNNL_ARG_SRC,
+                 input(e->src_reorder, e->prim_src_md, onednn::wrap(e->user_src_md, x)));
+  }
+  const std::shared_ptr<Storage> scratchpad = onednn::add_scratchpad(e->scratchpad_md, &args);
   e->prim.execute(stream, args);
+  if (result_reorder) result_reorder->execute(stream, result, user_result);
   stream.wait();
 }
 
