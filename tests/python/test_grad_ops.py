@@ -2,6 +2,9 @@
 (autograd's gradients against central finite differences, in float64), over shapes, broadcasting
 and attributes; and a census: every registered op is differentiable or says it is not."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -225,10 +228,13 @@ WITHOUT_RULE = {"FusedElementwise", "MaxPool2DBackward"}
 
 
 def test_every_op_is_differentiable_or_says_it_is_not():
-    missing = [name for name in kiln.ops.list_ops()
-               if kiln.ops.op_gradient(name) == "missing"
-               and name not in NO_INPUTS | WITHOUT_RULE]
-    assert missing == []
+    # In a fresh interpreter: the suite's other tests register custom ops of their own.
+    code = ("import kiln; print(' '.join(n for n in kiln.ops.list_ops() "
+            "if kiln.ops.op_gradient(n) == 'missing'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    missing = set(done.stdout.split()) - NO_INPUTS - WITHOUT_RULE
+    assert missing == set()
     for name in ("Eq", "Lt", "LogicalAnd", "ArgMax"):
         assert kiln.ops.op_gradient(name) == "not differentiable"
     assert kiln.ops.op_gradient("Mul") == "rule"
