@@ -629,3 +629,90 @@ def test_gain_and_fan_errors():
         nn.init.xavier_uniform_(mint.empty(5))
     with pytest.raises(kiln.KilnValueError, match="mode 'fan_avg'"):
         nn.init.kaiming_uniform_(mint.empty(5, 5), mode="fan_avg")
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradients through cells: autograd's parameter and input gradients against finite differences
+
+
+def _mha_self(mha):
+    return lambda x: mha(x, x, x, is_causal=True)[0]
+
+
+GRAD_CASES = {
+    "Linear": (lambda: nn.Linear(3, 2, dtype=kiln.float64), (2, 3), None),
+    "Dense-gelu": (lambda: nn.Dense(3, 2, activation="gelu", dtype=kiln.float64), (2, 3), None),
+    "Conv2d": (lambda: nn.Conv2d(2, 2, 2, padding=1, dtype=kiln.float64), (1, 2, 3, 3), None),
+    "LayerNorm": (lambda: nn.LayerNorm(4, dtype=kiln.float64), (3, 4), None),
+    "RMSNorm": (lambda: nn.RMSNorm(4, dtype=kiln.float64), (3, 4), None),
+    "MultiheadAttention": (lambda: nn.MultiheadAttention(4, 2, batch_first=True,
+                                                         dtype=kiln.float64), (1, 3, 4),
+                           _mha_self),
+}
+
+
+@pytest.mark.parametrize("name", list(GRAD_CASES))
+def test_gradients_through_cells(rng, name):
+    make, shape, call = GRAD_CASES[name]
+    kiln.manual_seed(0)
+    cell = make()
+    run = call(cell) if call else cell
+    params = list(cell.parameters())
+    with kiln.no_grad():  # nonzero biases and affine terms, so every gradient is exercised
+        for p in params:
+            p[...] = t(rng.uniform(-1, 1, p.shape))
+    x = t(rng.standard_normal(shape))
+    cotangent = None
+
+    def loss_of(x):
+        nonlocal cotangent
+        y = run(x)
+        if cotangent is None:
+            cotangent = t(rng.standard_normal(y.shape))
+        return (y * cotangent).sum()
+
+    _, (x_grad, param_grads) = kiln.value_and_grad(loss_of, 0, params)(x)
+    eps = 1e-6
+    for p, g in zip(params, param_grads):
+        base = p.numpy().copy()
+        numeric = np.zeros(base.size)
+        for i in range(base.size):
+            values = []
+            for sign in (1, -1):
+                v = base.copy()
+                v.flat[i] += sign * eps
+                with kiln.no_grad():
+                    p[...] = t(v)
+                values.append(loss_of(x).item())
+            numeric[i] = (values[0] - values[1]) / (2 * eps)
+        with kiln.no_grad():
+            p[...] = t(base)
+        np.testing.assert_allclose(g.numpy().ravel(), numeric, rtol=1e-5, atol=1e-7)
+    kiln.testing.gradcheck(run, (x.detach().requires_grad_(),))
+    assert x_grad.shape == x.shape
+
+
+def test_embedding_gradient_accumulates_repeated_rows():
+    emb = nn.Embedding(5, 3, dtype=kiln.float64)
+    idx = t(np.array([[1, 4], [1, 0]]), kiln.int64)
+    emb(idx).sum().backward()
+    expected = np.zeros((5, 3))
+    for i in (1, 4, 1, 0):
+        expected[i] += 1
+    np.testing.assert_array_equal(emb.weight.grad.numpy(), expected)
+
+
+def test_backward_fills_grads_and_dropout_masks_them():
+    kiln.manual_seed(7)
+    net = nn.Sequential(nn.Linear(4, 6), nn.Dropout(0.5), nn.Linear(6, 1))
+    x = mint.ones(3, 4)
+    net(x).sum().backward()
+    assert all(p.grad is not None and p.grad.shape == p.shape for p in net.parameters())
+    # rows of the last layer's weight gradient are the kept (scaled) hidden activations' sums
+    assert np.any(net[2].weight.grad.numpy() == 0)
+    net.zero_grad()
+    net.eval()
+    net(x).sum().backward()
+    hidden = x.numpy() @ net[0].weight.numpy().T + net[0].bias.numpy()
+    np.testing.assert_allclose(net[2].weight.grad.numpy(), hidden.sum(0, keepdims=True),
+                               rtol=1e-5)

@@ -279,3 +279,56 @@ def test_optimizer_load_state_dict_errors():
         optim.Adam([nn.Parameter(mint.ones(3))]).load_state_dict(saved)
     with pytest.raises(kiln.KilnValueError, match="has state"):
         optim.SGD([p], lr=0.1, momentum=0.9).load_state_dict(saved)
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end: backward, then an update
+
+
+@pytest.mark.parametrize("make", [lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+                                  lambda ps: optim.Adam(ps, lr=0.05)], ids=["SGD", "Adam"])
+def test_fitting_a_linear_model(make):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 3)).astype(np.float32)
+    y = x @ np.array([[1.5], [-2.0], [0.5]], np.float32) + 0.3
+    kiln.manual_seed(0)
+    model = nn.Linear(3, 1)
+    opt = make(model.trainable_params())
+    loss_fn = nn.MSELoss()
+    xs, ys = kiln.tensor(x), kiln.tensor(y)
+    losses = []
+    for _ in range(100):
+        loss = loss_fn(model(xs), ys)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 1e-3 * losses[0], (losses[0], losses[-1])
+    np.testing.assert_allclose(model.weight.numpy(), [[1.5, -2.0, 0.5]], atol=0.05)
+    np.testing.assert_allclose(model.bias.numpy(), [0.3], atol=0.05)
+
+
+@pytest.mark.parametrize("cls, kwargs", [(optim.SGD, dict(lr=1.0, momentum=0.5)),
+                                         (optim.AdamW, dict(lr=0.5))])
+def test_jitted_update_matches_eager_and_follows_the_schedule(cls, kwargs):
+    rng = np.random.default_rng(3)
+    start = rng.standard_normal(4)
+    grads = [kiln.tensor(rng.standard_normal(4)) for _ in range(6)]
+    runs = []
+    for jit in (False, True):
+        p = nn.Parameter(kiln.tensor(start))
+        opt = cls([p], **kwargs)
+        sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=6, warmup_steps=2)
+
+        def update(g):
+            opt((g,))
+            return g * 2
+
+        step = kiln.jit(update) if jit else update
+        for g in grads:
+            step(g)
+            sched.step()
+        if jit:
+            assert step.cache_info().misses == 1  # one trace served every scheduled rate
+        runs.append(p.numpy().copy())
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-12, atol=1e-12)
