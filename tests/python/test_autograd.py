@@ -326,3 +326,11 @@ def test_value_and_grad_inside_jit_matches_eager():
     np.testing.assert_allclose(g.numpy(), eager_grad.numpy(), rtol=1e-5, atol=1e-6)
     text = jitted.graph(w, x)
     assert "Tanh" in text and text.count("MatMul") >= 2, text  # forward and backward, one graph
+
+
+def test_results_of_a_jitted_call_carry_no_gradients():
+    w = leaf(3)
+    f = kiln.jit(lambda x: mint.sum(x * w))
+    y = f(kiln.tensor(np.ones(3), dtype=kiln.float64))
+    assert not y.requires_grad and y.grad_fn is None
+    np.testing.assert_allclose(y.item(), w.detach().numpy().sum(), rtol=1e-12)
