@@ -83,4 +83,19 @@ inline void expect_grad_rule(const std::string& op_name, const std::vector<Tenso
   }
 }
 
+/// The gradients `op_name`'s rule gives at `inputs` for the output gradients `grads` (random ones,
+/// in each output's dtype, when empty), the rule called directly after the op ran eagerly.
+inline std::vector<Tensor> run_rule(const std::string& op_name, const std::vector<Tensor>& inputs,
+                                    const Attrs& attrs = {}, std::vector<Tensor> grads = {}) {
+  const OpDefPtr op = OpRegistry::Instance().get(op_name);
+  const Attrs normalized = op->normalize_attrs(attrs);
+  const std::vector<Tensor> outputs = call_op(*op, inputs, normalized);
+  if (grads.empty()) {
+    for (const Tensor& y : outputs) grads.push_back(randn(y.shape(), y.dtype()));
+  }
+  std::vector<Tensor> result = op->grad_fn()(inputs, outputs, normalized, grads);
+  runtime::synchronize();
+  return result;
+}
+
 }  // namespace kiln::testing

@@ -16,23 +16,12 @@
 namespace kiln {
 namespace {
 
+using testing::run_rule;
+
 using testing::expect_grad_rule;
 
 Tensor r64(const Shape& shape) { return randn(shape, DType::kFloat64); }
 
-// The op's rule at `inputs` for the output gradients `grads` (random ones when empty).
-std::vector<Tensor> run_rule(const std::string& name, const std::vector<Tensor>& inputs,
-                             const Attrs& attrs = {}, std::vector<Tensor> grads = {}) {
-  const OpDefPtr op = OpRegistry::Instance().get(name);
-  const Attrs normalized = op->normalize_attrs(attrs);
-  const std::vector<Tensor> outputs = call_op(*op, inputs, normalized);
-  if (grads.empty()) {
-    for (const Tensor& y : outputs) grads.push_back(randn(y.shape(), y.dtype()));
-  }
-  std::vector<Tensor> result = op->grad_fn()(inputs, outputs, normalized, grads);
-  runtime::synchronize();
-  return result;
-}
 
 TEST(GradMatMul, MatchesFiniteDifferences_ForMatrices) {
   manual_seed(1);

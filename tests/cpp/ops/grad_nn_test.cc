@@ -20,6 +20,8 @@
 namespace kiln {
 namespace {
 
+using testing::run_rule;
+
 using testing::expect_grad_rule;
 
 Tensor r64(const Shape& shape) { return randn(shape, DType::kFloat64); }
@@ -31,19 +33,6 @@ Tensor ints(const Shape& shape, const std::vector<int64_t>& values, DType dtype 
   return to(t, dtype);
 }
 
-// The op's rule at `inputs` for the output gradients `grads` (random ones when empty).
-std::vector<Tensor> run_rule(const std::string& name, const std::vector<Tensor>& inputs,
-                             const Attrs& attrs = {}, std::vector<Tensor> grads = {}) {
-  const OpDefPtr op = OpRegistry::Instance().get(name);
-  const Attrs normalized = op->normalize_attrs(attrs);
-  const std::vector<Tensor> outputs = call_op(*op, inputs, normalized);
-  if (grads.empty()) {
-    for (const Tensor& y : outputs) grads.push_back(randn(y.shape(), y.dtype()));
-  }
-  std::vector<Tensor> result = op->grad_fn()(inputs, outputs, normalized, grads);
-  runtime::synchronize();
-  return result;
-}
 
 // Expects the rule on float32 copies of float64 `inputs` to give float32 gradients close to the
 // float64 rule's, for the same output gradients.
