@@ -117,8 +117,10 @@ Tensor tensor_from_object(nb::handle data, const DType* dtype) {
     nb::handle np = numpy();
     const bool was_array = nb::isinstance(data, np.attr("ndarray"));
     nb::object arr = np.attr("asarray")(data);
-    // Python floats become float32 (the deep-learning default), not NumPy's float64.
-    if (!was_array && nb::cast<std::string>(arr.attr("dtype").attr("name")) == "float64") {
+    // Python floats become float32 (the deep-learning default), not NumPy's float64; with a
+    // dtype given they convert from their own (double) value, so float64 keeps every digit.
+    if (!was_array && dtype == nullptr &&
+        nb::cast<std::string>(arr.attr("dtype").attr("name")) == "float64") {
       arr = arr.attr("astype")("float32");
     }
     result = tensor_from_numpy(arr, /*copy=*/true);

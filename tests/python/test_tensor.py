@@ -29,6 +29,13 @@ def test_tensor_from_python_values_uses_deep_learning_defaults():
     assert kiln.tensor([1], dtype=np.int8).dtype == kiln.int8
 
 
+def test_python_floats_with_a_dtype_keep_their_value():
+    assert kiln.tensor(0.1, dtype=kiln.float64).item() == 0.1  # not rounded through float32
+    assert kiln.tensor([0.1, 1 / 3], dtype="float64").tolist() == [0.1, 1 / 3]
+    assert kiln.tensor(0.1).item() == np.float32(0.1)           # float32 by default
+    assert kiln.tensor(0.1, dtype=kiln.float16).item() == np.float16(0.1)
+
+
 def test_from_numpy_shares_memory_and_tensor_copies():
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     shared = kiln.from_numpy(a)
