@@ -489,6 +489,14 @@ void conv_backward_kernel(ConvBackward kind, KernelContext& ctx) {
   if (!target.is_same(out)) copy_into(out, target);
 }
 
+// Adds the attributes Conv2D and its backward ops share, with Conv2D's defaults.
+OpDef& with_conv_attrs(OpDef& def) {
+  return def.attr("stride", AttrKind::kInts, std::vector<int64_t>{1, 1})
+      .attr("padding", AttrKind::kInts, std::vector<int64_t>{0, 0})
+      .attr("dilation", AttrKind::kInts, std::vector<int64_t>{1, 1})
+      .attr("groups", AttrKind::kInt, int64_t{1});
+}
+
 // The convolution attributes of `attrs` (a Conv2D's or a backward op's), as conv2d's arguments.
 struct ConvArgs {
   std::vector<int64_t> stride, padding, dilation;
@@ -500,14 +508,10 @@ ConvArgs conv_args(const Attrs& attrs) {
 }
 
 KILN_REGISTER_OP(
-    OpDef("Conv2DBackwardInput")
-        .input("grad_output")
-        .input("weight")
-        .attr("input_size", AttrKind::kInts)
-        .attr("stride", AttrKind::kInts, std::vector<int64_t>{1, 1})
-        .attr("padding", AttrKind::kInts, std::vector<int64_t>{0, 0})
-        .attr("dilation", AttrKind::kInts, std::vector<int64_t>{1, 1})
-        .attr("groups", AttrKind::kInt, int64_t{1})
+    with_conv_attrs(OpDef("Conv2DBackwardInput")
+                        .input("grad_output")
+                        .input("weight")
+                        .attr("input_size", AttrKind::kInts))
         .doc("The gradient of Conv2D's x (of shape input_size) from its output gradient and weight")
         .infer([](const InferContext& ctx) {
           const char* op = "conv2d_backward_input";
@@ -536,14 +540,10 @@ KILN_REGISTER_OP(
         }));
 
 KILN_REGISTER_OP(
-    OpDef("Conv2DBackwardWeight")
-        .input("grad_output")
-        .input("x")
-        .attr("weight_size", AttrKind::kInts)
-        .attr("stride", AttrKind::kInts, std::vector<int64_t>{1, 1})
-        .attr("padding", AttrKind::kInts, std::vector<int64_t>{0, 0})
-        .attr("dilation", AttrKind::kInts, std::vector<int64_t>{1, 1})
-        .attr("groups", AttrKind::kInt, int64_t{1})
+    with_conv_attrs(OpDef("Conv2DBackwardWeight")
+                        .input("grad_output")
+                        .input("x")
+                        .attr("weight_size", AttrKind::kInts))
         .doc("The gradient of Conv2D's weight (of shape weight_size) from its output gradient and x")
         .infer([](const InferContext& ctx) {
           const char* op = "conv2d_backward_weight";
@@ -569,14 +569,10 @@ KILN_REGISTER_OP(
           return grads;
         }));
 
-KILN_REGISTER_OP(OpDef("Conv2D")
-                     .input("x")
-                     .input("weight")
-                     .input("bias", /*optional=*/true)
-                     .attr("stride", AttrKind::kInts, std::vector<int64_t>{1, 1})
-                     .attr("padding", AttrKind::kInts, std::vector<int64_t>{0, 0})
-                     .attr("dilation", AttrKind::kInts, std::vector<int64_t>{1, 1})
-                     .attr("groups", AttrKind::kInt, int64_t{1})
+KILN_REGISTER_OP(with_conv_attrs(OpDef("Conv2D")
+                                     .input("x")
+                                     .input("weight")
+                                     .input("bias", /*optional=*/true))
                      .doc("2-d convolution of NCHW x with weight [O, C / groups, kH, kW]")
                      .infer([](const InferContext& ctx) {
                        const ConvParams p = conv_params(ctx.attrs);
