@@ -1,0 +1,247 @@
+"""Starts one process per rank of a single-node data-parallel job.
+
+    python -m kiln.distributed.run --nproc 4 train.py --epochs 3
+    python -m kiln.distributed.run --nproc 2 --master-port 29500 --timeout 60 train.py
+    python -m kiln.distributed.run --nproc 2 -m mypkg.train       # a module instead of a script
+    python path/to/kiln/distributed/run.py --nproc 2 train.py      # the same, run as a file
+
+Each of the N children runs ``sys.executable script.py args...`` (``-m``: ``sys.executable -m
+module args...``) with the environment the ``env://`` init method reads (see
+include/kiln/distributed.h):
+
+    RANK, LOCAL_RANK          0 .. N-1 (the same number: one node)
+    WORLD_SIZE, LOCAL_WORLD_SIZE   N
+    MASTER_ADDR, MASTER_PORT  where rank 0 serves the rendezvous (--master-addr, default
+                              127.0.0.1; --master-port, default a port free when the launcher
+                              looked)
+    KILN_DIST_TIMEOUT         --timeout, when given: seconds every blocking distributed call waits
+
+The children share the launcher's stdout and stderr, unprefixed. Each runs in its own session
+(process group), so a signal the launcher sends a rank also reaches the processes that rank
+started; a consequence is that children cannot read from the terminal.
+
+Exit status:
+    0          every rank exited with 0
+    code       the first rank seen to fail exited with `code`; the launcher names it on stderr and
+               stops the other ranks: SIGTERM, then SIGKILL after --kill-grace seconds
+    128 + sig  the first rank seen to fail was killed by signal `sig`, or the launcher itself got
+               SIGINT/SIGTERM `sig`, which it forwards to every rank (then SIGKILL after
+               --kill-grace seconds to those still running)
+    2          bad arguments
+
+From Python, ``main(["--nproc", "2", "train.py"])`` does the same and returns the status.
+This module uses the standard library only, so it runs without Kiln's compiled core.
+"""
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+__all__ = ["main"]
+
+_PROG = "kiln.distributed.run"
+# How often the launcher checks its children. A failure is noticed within this long, and two
+# failures within one interval are ranked by rank rather than by time.
+_POLL_S = 0.05
+
+
+def _parse(kind, text: str):
+    # A ValueError would make argparse name the checking function ("invalid _port value").
+    try:
+        return kind(text)
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+
+
+def _positive_int(text: str) -> int:
+    value = _parse(int, text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _parse(int, text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be in 1..65535, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _parse(float, text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = _parse(float, text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {text}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {_PROG}",
+        description="Start NPROC processes of a Python script, one per rank, with the "
+                    "environment kiln.distributed's env:// rendezvous reads. Exits with the "
+                    "first failing rank's status after stopping the others, or 0.")
+    parser.add_argument("--nproc", type=_positive_int, required=True,
+                        help="number of ranks (processes) to start, at least 1")
+    parser.add_argument("--master-addr", default="127.0.0.1",
+                        help="address of rank 0's rendezvous store (default: %(default)s)")
+    parser.add_argument("--master-port", type=_port, default=None,
+                        help="port of rank 0's rendezvous store (default: a free port)")
+    parser.add_argument("--timeout", type=_positive_float, default=None,
+                        help="seconds each blocking distributed call waits, passed to the ranks "
+                             "as KILN_DIST_TIMEOUT (default: KILN_DIST_TIMEOUT as inherited; "
+                             "unset, the ranks wait 300 s)")
+    parser.add_argument("--kill-grace", type=_non_negative_float, default=5.0,
+                        help="seconds a rank has to exit after SIGTERM before SIGKILL "
+                             "(default: %(default)s)")
+    parser.add_argument("-m", "--module", action="store_true",
+                        help="treat SCRIPT as a module name, run as `python -m SCRIPT`")
+    parser.add_argument("script", help="the Python script (or, with -m, module) each rank runs")
+    parser.add_argument("script_args", nargs=argparse.REMAINDER,
+                        help="arguments passed to the script unchanged")
+    return parser
+
+
+def _free_port(addr: str) -> int:
+    # The port is free now; another process could take it before rank 0 binds it. Pass
+    # --master-port where that race matters.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((addr, 0))
+        return s.getsockname()[1]
+
+
+def _describe(returncode: int) -> str:
+    if returncode >= 0:
+        return f"exited with code {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:  # real-time signals have no name of their own
+        name = f"signal {-returncode}"
+    return f"was killed by {name}"
+
+
+def _status(returncode: int) -> int:
+    # Popen reports death by signal s as -s; a shell reports it as 128 + s, and sys.exit(-s)
+    # would turn into 256 - s, which reads like an ordinary code.
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _log(message: str) -> None:
+    print(f"{_PROG}: {message}", file=sys.stderr, flush=True)
+
+
+class _Ranks:
+    """The children, one per rank."""
+
+    def __init__(self):
+        self.procs = []
+
+    def running(self):
+        return [(rank, p) for rank, p in enumerate(self.procs) if p.poll() is None]
+
+    def send(self, sig: int) -> None:
+        # Only to children not yet reaped: a reaped child's pid may belong to another process.
+        for _, p in self.running():
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:  # exited since poll()
+                pass
+
+
+def main(argv=None) -> int:
+    """Runs the launcher on `argv` (default: sys.argv[1:]) and returns its exit status.
+
+    Installs handlers for SIGINT and SIGTERM while it runs (so it must run on the main thread)
+    and restores the previous ones before it returns.
+    """
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not args.module and not os.path.isfile(args.script):
+        parser.error(f"script not found: {args.script}")
+    if args.master_port is None:
+        try:
+            args.master_port = _free_port(args.master_addr)
+        except OSError as e:
+            parser.error(f"cannot find a free port on {args.master_addr} ({e}); "
+                         f"pass --master-port")
+
+    command = [sys.executable] + (["-m"] if args.module else []) + [args.script] + args.script_args
+    base_env = dict(os.environ, WORLD_SIZE=str(args.nproc), LOCAL_WORLD_SIZE=str(args.nproc),
+                    MASTER_ADDR=args.master_addr, MASTER_PORT=str(args.master_port))
+    if args.timeout is not None:
+        base_env["KILN_DIST_TIMEOUT"] = str(args.timeout)
+
+    # The handler only records the signal; the supervising loop forwards it. Sending from the
+    # handler could interrupt a Popen.poll() that has reaped a child but not yet recorded it,
+    # and signal a pid that is no longer ours.
+    received = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        ranks = _Ranks()
+        for rank in range(args.nproc):
+            if received:  # stopped while starting: start no more ranks
+                break
+            env = dict(base_env, RANK=str(rank), LOCAL_RANK=str(rank))
+            ranks.procs.append(subprocess.Popen(command, env=env, start_new_session=True))
+        return _supervise(ranks, received, args.kill_grace)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _supervise(ranks: _Ranks, received: list, kill_grace: float) -> int:
+    """Waits for every rank, stopping them all at the first failure or signal; returns the
+    launcher's exit status."""
+    forwarded = 0         # how many of `received` the ranks have been sent
+    failure = None        # (rank, returncode) of the first failure seen
+    kill_deadline = None  # when ranks still running get SIGKILL; set once stopping begins
+    killed = False
+    while True:
+        for signum in received[forwarded:]:
+            _log(f"got {signal.Signals(signum).name}; forwarding it to every rank")
+            ranks.send(signum)
+        forwarded = len(received)
+        # A rank that fails after the launcher was signalled is most likely failing because of
+        # the signal, so it is not reported as the cause.
+        if failure is None and not received:
+            for rank, p in enumerate(ranks.procs):
+                if p.poll() not in (None, 0):
+                    failure = (rank, p.returncode)
+                    others = len(ranks.running())
+                    _log(f"rank {rank} (pid {p.pid}) {_describe(p.returncode)}"
+                         + (f"; stopping the other {others} rank(s)" if others else ""))
+                    ranks.send(signal.SIGTERM)
+                    break
+        if kill_deadline is None and (failure is not None or received):
+            kill_deadline = time.monotonic() + kill_grace
+        running = ranks.running()
+        if not running:
+            break
+        if not killed and kill_deadline is not None and time.monotonic() >= kill_deadline:
+            for rank, p in running:
+                _log(f"rank {rank} (pid {p.pid}) still running {kill_grace:g} s after being "
+                     f"signalled; sending SIGKILL")
+            ranks.send(signal.SIGKILL)
+            killed = True
+        time.sleep(_POLL_S)
+    if failure is not None:
+        return _status(failure[1])
+    if received:
+        return 128 + received[0]
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
