@@ -69,7 +69,8 @@ test-asan: $(ASAN_BUILD)/build.ninja
 	    ctest --output-on-failure -j $(JOBS) -E cmake_consumer
 
 # ThreadSanitizer over the runtime's tests (tests/cpp/runtime: the pipeline, its sync points and
-# the caching allocator) and custom ops' runners in every pipeline mode. OpenMP (libgomp) is not
+# the caching allocator), custom ops' runners in every pipeline mode, and the distributed layer
+# (the rendezvous stores' server and client threads, each group's collective thread). OpenMP (libgomp) is not
 # instrumented, so TSan cannot see its barriers and would report the chunks of one parallel loop
 # as racing: the job runs one intra-op thread (OMP_NUM_THREADS, which kiln::get_num_threads and
 # oneDNN follow). die_after_fork=0: the fork
@@ -81,13 +82,14 @@ $(TSAN_BUILD)/build.ninja: $(VENV)/.deps-stamp
 test-tsan: $(TSAN_BUILD)/build.ninja
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kiln_tests
 	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" \
-	    ctest --output-on-failure -j $(JOBS) -R 'Pipeline|CachingAllocator|OpRunnerInMode'
+	    ctest --output-on-failure -j $(JOBS) -R 'Pipeline|CachingAllocator|OpRunnerInMode|Distributed|Store'
 
 test: test-cpp test-python test-asan test-tsan
 
 demo: build $(VENV)/.example-deps-stamp
 	$(VENV_PY) examples/demo.py
 	$(VENV_PY) examples/train_mlp.py --plot $(BUILD)/mlp_loss.png
+	$(VENV_PY) -m kiln.distributed.run --nproc 2 examples/train_mlp_distributed.py
 	$(VENV_PY) examples/custom_op/run.py
 	$(VENV_PY) examples/custom_backend/run.py
 	$(VENV_PY) examples/custom_pass/run.py

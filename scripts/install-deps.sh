@@ -8,6 +8,7 @@ packages=(
   ocl-icd-opencl-dev  # only Recommended by libdnnl-dev, but its CMake config requires OpenCL
   libhwy-dev        # Google Highway: SIMD with runtime dispatch
   libfftw3-dev      # FFTs for the FftOpRunner
+  libgloo-dev       # Gloo: the collectives of kiln/distributed.h
   googletest libgtest-dev libbenchmark-dev
   graphviz          # optional: SVG dumps of the IR
 )

@@ -61,9 +61,11 @@ struct KILN_API AutogradMeta {
   /// A leaf's accumulator: the Node that adds gradients into `grad`. Weak: the graphs that use
   /// the leaf own it.
   std::weak_ptr<autograd::Node> grad_accumulator;
-  std::mutex mutex;  // guards grad and grad_accumulator
+  std::mutex mutex;  // guards grad, grad_accumulator and the hooks
   /// The accumulated gradient of a leaf (PyTorch's .grad); undefined until a backward reaches it.
   Tensor grad;
+  /// register_post_accumulate_grad_hook's hooks, by handle.
+  std::vector<std::pair<uint64_t, std::function<void(const Tensor&)>>> post_accumulate_grad_hooks;
 };
 
 namespace autograd {
@@ -150,6 +152,16 @@ KILN_API Tensor detach(const Tensor& t);
 /// AsStrided call when base requires grad and grad mode is on, so that gradients flow through it.
 KILN_API Tensor differentiable_view(const Tensor& base,
                                    const std::function<Tensor(const Tensor&)>& make_view);
+
+/// Calls `hook(leaf)` every time backward() has accumulated a gradient into the leaf's .grad
+/// (after the add, on the thread running backward): DataParallel starts a gradient's all-reduce
+/// from here while backward goes on. Returns a handle for remove_post_accumulate_grad_hook.
+/// Throws kValue unless `leaf` is a leaf that requires grad. grad() does not accumulate, so it
+/// calls no hooks.
+KILN_API uint64_t register_post_accumulate_grad_hook(const Tensor& leaf,
+                                                      std::function<void(const Tensor&)> hook);
+/// Removes a hook; an unknown handle is ignored (removing twice is harmless).
+KILN_API void remove_post_accumulate_grad_hook(const Tensor& leaf, uint64_t handle);
 
 // ---- Backward -----------------------------------------------------------------------------------
 

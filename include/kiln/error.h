@@ -9,7 +9,8 @@
 // exception type: kGeneric -> KilnError, kShape -> ShapeError, kDType -> DTypeError, kIndex ->
 // KilnIndexError (also an IndexError), kValue -> KilnValueError (also a ValueError), kType ->
 // KilnTypeError (also a TypeError), kNotImplemented -> KilnNotImplementedError, kBuild ->
-// KilnBuildError.
+// KilnBuildError, kDistributed -> DistributedError (a rendezvous or collective that failed or
+// timed out, kiln/distributed.h).
 //
 // KILN_ASSERT is for Kiln's own invariants: a failure there is a bug in Kiln, and says so.
 #pragma once
@@ -33,6 +34,7 @@ enum class ErrorKind : int {
   kType,
   kNotImplemented,
   kBuild,
+  kDistributed,  // keep last: plugins' error reports are range-checked against it
 };
 
 /// The exception every Kiln failure throws. Thread-safe to copy; immutable except add_context.
@@ -105,6 +107,7 @@ struct ErrorThrower {
 #define KILN_CHECK_INDEX(cond) KILN_CHECK_KIND(::kiln::ErrorKind::kIndex, cond)
 #define KILN_CHECK_VALUE(cond) KILN_CHECK_KIND(::kiln::ErrorKind::kValue, cond)
 #define KILN_CHECK_TYPE(cond) KILN_CHECK_KIND(::kiln::ErrorKind::kType, cond)
+#define KILN_CHECK_DIST(cond) KILN_CHECK_KIND(::kiln::ErrorKind::kDistributed, cond)
 /// Unconditionally throws an error of the given kind: `KILN_FAIL(kValue) << "..."`.
 #define KILN_FAIL(kind) KILN_CHECK_KIND(::kiln::ErrorKind::kind, false)
 /// An internal invariant; a failure is a bug in Kiln.

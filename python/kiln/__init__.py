@@ -9,8 +9,9 @@
 import os as _os
 
 from . import _C
-from .errors import (DTypeError, KilnBuildError, KilnError, KilnIndexError,  # noqa: F401
-                     KilnNotImplementedError, KilnTypeError, KilnValueError, ShapeError)
+from .errors import (DistributedError, DTypeError, KilnBuildError, KilnError,  # noqa: F401
+                     KilnIndexError, KilnNotImplementedError, KilnTypeError, KilnValueError,
+                     ShapeError)
 from . import _tensor  # noqa: F401  (installs Python-level Tensor methods)
 from . import _indexing  # noqa: F401  (installs Tensor.__getitem__ / __setitem__)
 from . import mint  # noqa: F401
@@ -25,6 +26,7 @@ from .jit import jit  # noqa: F401  (kiln.jit is the decorator; its module is ki
 from ._C import Tensor, dtype, from_numpy, promote_types, tensor  # noqa: F401
 from ._C.mint import from_dlpack, manual_seed  # noqa: F401
 from . import nn, optim  # noqa: F401  (after autograd, which they use)
+from . import distributed  # noqa: F401
 from .serialization import load, load_metadata, save  # noqa: F401
 
 __version__ = "0.1.0"

@@ -39,9 +39,15 @@ class KilnBuildError(KilnError):
     """A failed build of a custom op or plugin; the message holds the compiler's diagnostics."""
 
 
+class DistributedError(KilnError):
+    """A rendezvous or collective that failed: a peer exited or stalled past the timeout, a bad
+    ``init_method``, ranks that disagree on the world size (see ``kiln.distributed``)."""
+
+
 # Order must match kiln::ErrorKind in include/kiln/error.h.
 _C._set_error_types([KilnError, ShapeError, DTypeError, KilnIndexError, KilnValueError,
-                     KilnTypeError, KilnNotImplementedError, KilnBuildError])
+                     KilnTypeError, KilnNotImplementedError, KilnBuildError,
+                     DistributedError])
 
 __all__ = ["KilnError", "ShapeError", "DTypeError", "KilnIndexError", "KilnValueError",
-           "KilnTypeError", "KilnNotImplementedError", "KilnBuildError"]
+           "KilnTypeError", "KilnNotImplementedError", "KilnBuildError", "DistributedError"]

@@ -49,6 +49,13 @@ struct PythonCallable {
   }
 };
 
+// What Tensor.register_post_accumulate_grad_hook returns.
+struct PostAccumulateGradHookHandle {
+  Tensor leaf;
+  uint64_t handle;
+  void remove() const { autograd::remove_post_accumulate_grad_hook(leaf, handle); }
+};
+
 }  // namespace
 
 void bind_autograd(nb::module_& m) {
@@ -56,6 +63,10 @@ void bind_autograd(nb::module_& m) {
   ag.def("is_grad_enabled", &autograd::is_grad_enabled,
          "True when ops are recorded for backward on this thread.");
   ag.def("set_grad_enabled", &autograd::set_grad_enabled, "enabled"_a);
+  nb::class_<PostAccumulateGradHookHandle>(ag, "PostAccumulateGradHookHandle",
+                                           "A registered hook; remove() unregisters it.")
+      .def("remove", &PostAccumulateGradHookHandle::remove,
+           "Unregisters the hook (again is harmless).");
 
   nb::class_<autograd::Node>(ag, "Node", "One recorded call of the backward graph (Tensor.grad_fn).")
       .def("name", &autograd::Node::name)
@@ -164,7 +175,21 @@ void bind_tensor_autograd(nb::class_<Tensor>& cls) {
           },
           "gradient"_a = nb::none(), "retain_graph"_a = nb::none(), "create_graph"_a = false,
           "Accumulates the gradient of this tensor into the .grad of the leaves it depends on "
-          "(`gradient` is required unless it has one element).");
+          "(`gradient` is required unless it has one element).")
+      .def(
+          "register_post_accumulate_grad_hook",
+          [](const Tensor& t, nb::object hook) {
+            auto callable = std::make_shared<PythonCallable>(std::move(hook));
+            const uint64_t handle = autograd::register_post_accumulate_grad_hook(
+                t, [callable](const Tensor& leaf) {
+                  nb::gil_scoped_acquire gil;
+                  callable->fn(leaf);
+                });
+            return PostAccumulateGradHookHandle{t, handle};
+          },
+          "hook"_a,
+          "Calls hook(tensor) each time backward() has accumulated a gradient into this leaf's "
+          ".grad. Returns a handle whose remove() unregisters it.");
 }
 
 }  // namespace kiln::py

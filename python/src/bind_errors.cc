@@ -11,7 +11,7 @@ namespace nb = nanobind;
 namespace {
 
 // One Python type per ErrorKind, installed by kiln/errors.py through _set_error_types.
-std::array<PyObject*, 8> g_error_types{};
+std::array<PyObject*, static_cast<size_t>(ErrorKind::kDistributed) + 1> g_error_types{};
 
 void set_error(const Error& e) {
   PyObject* type = g_error_types[static_cast<size_t>(e.kind())];

@@ -13,6 +13,7 @@ NB_MODULE(_C, m) {
   kiln::py::bind_extension(m);
   kiln::py::bind_jit(m);
   kiln::py::bind_passes(m);
+  kiln::py::bind_distributed(m);
   nanobind::module_ mint = m.def_submodule("mint", "Built-in ops (kiln.mint)");
   kiln::py::bind_mint_elementwise(mint);
   kiln::py::bind_mint_reduce(mint);

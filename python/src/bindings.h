@@ -20,6 +20,7 @@ void bind_tensor_autograd(nanobind::class_<kiln::Tensor>& cls);
 void bind_autograd(nanobind::module_& m);
 void bind_ops_registry(nanobind::module_& m);
 void bind_runtime(nanobind::module_& m);
+void bind_distributed(nanobind::module_& m);
 void bind_jit(nanobind::module_& m);
 /// kiln._C.graph's pass functions (after bind_jit, which makes kiln._C.graph).
 void bind_passes(nanobind::module_& m);

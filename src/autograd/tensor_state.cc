@@ -1,5 +1,8 @@
 // Grad mode, the gradient state of tensors (requires_grad, .grad, grad_fn, detach) and leaf
 // accumulators.
+#include <algorithm>
+#include <atomic>
+
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/shape.h"
 #include "autograd/nodes.h"
@@ -123,15 +126,47 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_output
   const Tensor& incoming = grad_outputs.at(0);
   if (!incoming.defined()) return {};
   AutogradMeta& meta = *leaf_->autograd;
-  std::lock_guard<std::mutex> lock(meta.mutex);
-  if (!meta.grad.defined()) {
-    // The gradient a rule returned may be shared (Add hands the same tensor to both inputs), so
-    // a leaf gets its own copy unless it is to be differentiated again (create_graph).
-    meta.grad = is_grad_enabled() ? incoming : copy_of(incoming);
-  } else {
-    meta.grad = add(meta.grad, incoming);
+  std::vector<std::function<void(const Tensor&)>> hooks;
+  {
+    std::lock_guard<std::mutex> lock(meta.mutex);
+    if (!meta.grad.defined()) {
+      // The gradient a rule returned may be shared (Add hands the same tensor to both inputs), so
+      // a leaf gets its own copy unless it is to be differentiated again (create_graph).
+      meta.grad = is_grad_enabled() ? incoming : copy_of(incoming);
+    } else {
+      meta.grad = add(meta.grad, incoming);
+    }
+    for (const auto& entry : meta.post_accumulate_grad_hooks) hooks.push_back(entry.second);
   }
+  // Outside the lock: a hook may read or replace .grad.
+  const Tensor leaf(leaf_);
+  for (const auto& hook : hooks) hook(leaf);
   return {};
+}
+
+uint64_t register_post_accumulate_grad_hook(const Tensor& leaf,
+                                            std::function<void(const Tensor&)> hook) {
+  KILN_CHECK_VALUE(requires_grad(leaf) && is_leaf(leaf))
+      << "register_post_accumulate_grad_hook: expected a leaf tensor that requires grad (a "
+         "parameter), got "
+      << (requires_grad(leaf) ? "a tensor made by a recorded op"
+                              : "one that does not require grad");
+  static std::atomic<uint64_t> next_handle{1};
+  const uint64_t handle = next_handle++;
+  AutogradMeta& meta = meta_of(leaf);
+  std::lock_guard<std::mutex> lock(meta.mutex);
+  meta.post_accumulate_grad_hooks.emplace_back(handle, std::move(hook));
+  return handle;
+}
+
+void remove_post_accumulate_grad_hook(const Tensor& leaf, uint64_t handle) {
+  AutogradMeta* meta = leaf.impl()->autograd.get();
+  if (meta == nullptr) return;
+  std::lock_guard<std::mutex> lock(meta->mutex);
+  auto& hooks = meta->post_accumulate_grad_hooks;
+  hooks.erase(std::remove_if(hooks.begin(), hooks.end(),
+                             [&](const auto& entry) { return entry.first == handle; }),
+              hooks.end());
 }
 
 }  // namespace kiln::autograd

@@ -64,7 +64,7 @@ void PluginLibrary::init(void* host) const {
   InitReport report;
   const int status = entry_->init(host, &record_report, &report);
   if (status == 0) return;
-  const int kind = report.kind >= 0 && report.kind <= static_cast<int>(ErrorKind::kBuild)
+  const int kind = report.kind >= 0 && report.kind <= static_cast<int>(ErrorKind::kDistributed)
                        ? report.kind
                        : static_cast<int>(ErrorKind::kGeneric);
   throw Error(static_cast<ErrorKind>(kind),

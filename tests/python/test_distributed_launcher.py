@@ -79,6 +79,18 @@ def test_default_port_and_no_timeout(tmp_path):
     assert 0 < int(port) < 65536 and has_timeout == "False"
 
 
+def test_cores_are_divided_among_the_ranks_unless_chosen(tmp_path):
+    child = write_child(tmp_path, """
+        Path(sys.argv[1], f"rank{rank}").write_text(os.environ["OMP_NUM_THREADS"])
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    assert launch("--nproc", 2, child, tmp_path, env=env).returncode == 0
+    expected = str(max(1, os.cpu_count() // 2))
+    assert {(tmp_path / f"rank{rank}").read_text() for rank in range(2)} == {expected}
+    assert launch("--nproc", 2, child, tmp_path, env={**env, "OMP_NUM_THREADS": "3"}).returncode == 0
+    assert {(tmp_path / f"rank{rank}").read_text() for rank in range(2)} == {"3"}
+
+
 def test_module(tmp_path):
     write_child(tmp_path, "Path(sys.argv[1], f'rank{rank}').write_text(__name__)\n",
                 name="rank_module.py")

@@ -144,6 +144,8 @@ def test_error_types_derive_from_builtin_exceptions():
     assert issubclass(kiln.DTypeError, TypeError)
     with raises(kiln.KilnBuildError, match="boom"):
         kiln._C._raise_error(7, "boom")
+    with raises(kiln.DistributedError, match="peer"):
+        kiln._C._raise_error(8, "peer gone")
 
 
 def test_get_include_and_cmake_dir_point_at_real_files():

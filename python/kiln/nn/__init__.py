@@ -19,6 +19,9 @@
   ``Tanh``, ``Sigmoid``, ``Softmax``, ``Identity``; losses ``CrossEntropyLoss``, ``MSELoss``.
   Each layer's file documents its arguments and its (PyTorch-equal) initialisation; layers with
   parameters take ``dtype`` (default float32).
+- ``DataParallel(cell, group=None, bucket_cap_mb=25)``: data-parallel training over a
+  ``kiln.distributed`` process group, gradients averaged by bucketed all-reduce overlapped with
+  backward (kiln/nn/parallel.py).
 - ``kiln.nn.init``: ``uniform_``, ``normal_``, ``constant_``, ``zeros_``, ``ones_``,
   ``xavier_uniform_``, ``xavier_normal_``, ``kaiming_uniform_``, ``kaiming_normal_``, seeded by
   ``kiln.manual_seed``.
@@ -35,9 +38,10 @@ from .embedding import Embedding  # noqa: F401
 from .linear import Dense, Linear  # noqa: F401
 from .loss import CrossEntropyLoss, MSELoss  # noqa: F401
 from .normalization import LayerNorm, RMSNorm  # noqa: F401
+from .parallel import DataParallel  # noqa: F401
 from .parameter import Parameter  # noqa: F401
 
 __all__ = ["init", "Cell", "Module", "LoadResult", "Parameter", "Linear", "Dense", "Conv2d",
            "LayerNorm", "RMSNorm", "Embedding", "Dropout", "MultiheadAttention", "Sequential",
            "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "Identity", "CrossEntropyLoss",
-           "MSELoss"]
+           "MSELoss", "DataParallel"]

@@ -88,6 +88,38 @@ TEST_F(AutogradEngine, BackwardAccumulatesIntoLeaves) {
   testing::expect_close(get_grad(x), kiln::mul(gy, w) * 2.0, 1e-12);
 }
 
+TEST_F(AutogradEngine, PostAccumulateGradHooksRunAfterEachAccumulation) {
+  Tensor x = leaf({3});
+  const Tensor w = randn({3}, DType::kFloat64);
+  std::vector<double> seen;  // x.grad[0] as each call saw it
+  const uint64_t handle = autograd::register_post_accumulate_grad_hook(x, [&](const Tensor& t) {
+    EXPECT_EQ(t.impl(), x.impl());
+    seen.push_back(get_grad(t).contiguous().data<double>()[0]);
+  });
+  backward({mul(x, w)}, {ones64({3})});
+  backward({mul(x, w)}, {ones64({3})});
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_DOUBLE_EQ(seen[0], w.data<double>()[0]);
+  EXPECT_DOUBLE_EQ(seen[1], 2 * w.data<double>()[0]);  // after the second add
+  // Used twice in one graph, x gets one accumulation (the engine sums first), so one call.
+  backward({mul(mul(x, w), x)}, {ones64({3})});
+  EXPECT_EQ(seen.size(), 3u);
+  autograd::remove_post_accumulate_grad_hook(x, handle);
+  autograd::remove_post_accumulate_grad_hook(x, handle);  // again: harmless
+  backward({mul(x, w)}, {ones64({3})});
+  EXPECT_EQ(seen.size(), 3u);
+  // grad() does not accumulate, so it calls no hooks.
+  autograd::register_post_accumulate_grad_hook(x, [&](const Tensor&) { seen.push_back(0); });
+  autograd::grad({mul(x, w)}, {x}, {ones64({3})});
+  EXPECT_EQ(seen.size(), 3u);
+  testing::expect_error(
+      [&] { autograd::register_post_accumulate_grad_hook(mul(x, w), [](const Tensor&) {}); },
+      ErrorKind::kValue, "expected a leaf tensor that requires grad");
+  testing::expect_error(
+      [&] { autograd::register_post_accumulate_grad_hook(ones64({2}), [](const Tensor&) {}); },
+      ErrorKind::kValue, "one that does not require grad");
+}
+
 TEST_F(AutogradEngine, GradientsOfSharedValuesAreSummed) {
   const Tensor x = leaf({4});
   const Tensor y = mul(x, x);          // x used twice by one call

@@ -1,0 +1,192 @@
+"""kiln.nn.DataParallel: data-parallel training over a process group (PyTorch's DDP design).
+
+    dist.init_process_group("gloo")
+    model = kiln.nn.DataParallel(MLP())          # rank 0's parameters are copied to every rank
+    opt = kiln.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in my_shard_of_the_data:
+        loss = loss_fn(model(x), y)
+        opt.zero_grad()
+        loss.backward()                          # gradients are averaged over the ranks ...
+        opt.step()                               # ... so every rank takes the same step
+
+At construction every parameter is broadcast from the group's first rank. The trainable
+parameters are put into buckets of about ``bucket_cap_mb`` megabytes, in reverse registration
+order (roughly the order backward produces their gradients). During ``backward()`` a hook on each
+parameter notes when its gradient has been accumulated; when a bucket's gradients are all there,
+they are flattened into one buffer whose all-reduce (op "avg") starts at once, asynchronously, so
+that the transfer overlaps the rest of the backward pass. When the last bucket has started, the
+hook waits for every bucket and points each ``.grad`` at its slice of the averaged buffer.
+
+With equal local batch sizes and a loss that is a mean over the batch, the averaged gradient is
+the gradient of the loss over the combined batch, so N ranks step exactly as one process would on
+the N batches together. Every trainable parameter must receive a gradient in every backward (a
+parameter that gets none leaves its bucket waiting; the next forward raises a DistributedError
+naming it). ``no_sync()`` accumulates gradients locally for the backward passes inside it.
+"""
+
+import contextlib
+import weakref
+
+from .. import _C
+from .. import distributed as dist
+from ..autograd import no_grad
+from ..errors import DistributedError
+from .cell import Cell
+
+__all__ = ["DataParallel"]
+
+
+class _Bucket:
+    """Parameters whose gradients are all-reduced together, in one flat buffer."""
+
+    def __init__(self, indices):
+        self.indices = indices          # positions in DataParallel's parameter list
+        self.pending = set(indices)     # those whose gradient has not arrived this backward
+        self.buffer = None
+        self.work = None
+
+
+class DataParallel(Cell):
+    """Wraps ``cell``; calls go to it. See the module's documentation.
+
+    Args:
+        cell: the model.
+        group: the process group (the world by default).
+        bucket_cap_mb: the size of a gradient bucket in megabytes (25, as PyTorch's DDP).
+    """
+
+    def __init__(self, cell, group=None, bucket_cap_mb=25.0):
+        super().__init__()
+        if not dist.is_initialized():
+            raise DistributedError("DataParallel: call kiln.distributed.init_process_group() "
+                                   "first")
+        if bucket_cap_mb <= 0:
+            raise ValueError(f"DataParallel: bucket_cap_mb must be positive, got {bucket_cap_mb}")
+        self.module = cell
+        object.__setattr__(self, "_group", group)
+        object.__setattr__(self, "_sync", True)
+        params = [p for p in cell.parameters() if p.requires_grad]
+        object.__setattr__(self, "_trainable", params)
+        object.__setattr__(self, "_names", {id(p): n for n, p in cell.named_parameters()})
+        self._check_same_model(params)
+        src = (group.ranks[0] if group is not None else 0)
+        for bucket in self._make_buckets(list(range(len(params))), bucket_cap_mb):
+            self._broadcast_parameters([params[i] for i in bucket.indices], src)
+        # Buckets in reverse order: the last layers' gradients are ready first.
+        buckets = self._make_buckets(list(reversed(range(len(params)))), bucket_cap_mb)
+        object.__setattr__(self, "_buckets", buckets)
+        object.__setattr__(self, "_bucket_of", {i: b for b in buckets for i in b.indices})
+        object.__setattr__(self, "_started", 0)
+        # The hooks hold the DataParallel weakly: a parameter must not keep its wrapper alive.
+        this = weakref.ref(self)
+        handles = [p.register_post_accumulate_grad_hook(_make_hook(this, i))
+                   for i, p in enumerate(params)]
+        object.__setattr__(self, "_hook_handles", handles)
+
+    def construct(self, *args, **kwargs):
+        if any(b.pending != set(b.indices) for b in self._buckets):
+            missing = sorted(self._names.get(id(self._trainable[i]), f"#{i}")
+                             for b in self._buckets for i in b.pending)
+            raise DistributedError(
+                "DataParallel: the previous backward gave no gradient to parameters "
+                f"{missing}, so their buckets were never all-reduced; every trainable parameter "
+                "must get a gradient in every backward")
+        return self.module(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Backward passes inside accumulate gradients locally, without all-reduce; the first
+        backward after it all-reduces the accumulated sum."""
+        object.__setattr__(self, "_sync", False)
+        try:
+            yield
+        finally:
+            object.__setattr__(self, "_sync", True)
+
+    def remove_hooks(self):
+        """Stops synchronising gradients (the model then trains like an unwrapped one)."""
+        for handle in self._hook_handles:
+            handle.remove()
+        object.__setattr__(self, "_hook_handles", [])
+
+    def __del__(self):
+        for handle in getattr(self, "_hook_handles", []):
+            handle.remove()
+
+    # ----------------------------------------------------------------------------------------
+
+    def _make_buckets(self, order, cap_mb):
+        cap = cap_mb * 1024 * 1024
+        buckets, current, size, dtype = [], [], 0, None
+        for i in order:
+            p = self._trainable[i]
+            nbytes = p.numel() * p.dtype.itemsize
+            if current and (size + nbytes > cap or p.dtype != dtype):
+                buckets.append(_Bucket(current))
+                current, size = [], 0
+            current.append(i)
+            size += nbytes
+            dtype = p.dtype
+        if current:
+            buckets.append(_Bucket(current))
+        return buckets
+
+    def _check_same_model(self, params):
+        # Every rank must bucket the same parameters: compare counts and sizes across the group.
+        local = [len(params), sum(p.numel() for p in params)]
+        lo = _C.tensor(local, dtype=_C.dtype.int64)
+        hi = _C.tensor(local, dtype=_C.dtype.int64)
+        dist.all_reduce(lo, "min", self._group)
+        dist.all_reduce(hi, "max", self._group)
+        if lo.tolist() != hi.tolist():
+            raise DistributedError(
+                f"DataParallel: the ranks' models differ: this rank has {local[0]} trainable "
+                f"parameters with {local[1]} elements, but across the group these range from "
+                f"{lo.tolist()} to {hi.tolist()}")
+
+    def _broadcast_parameters(self, params, src):
+        with no_grad():
+            flat = _C.mint.cat([p.detach().reshape(-1) for p in params])
+            dist.broadcast(flat, src, self._group)
+            offset = 0
+            for p in params:
+                n = p.numel()
+                p.detach()[...] = flat[offset:offset + n].reshape(p.shape)
+                offset += n
+
+    def _grad_ready(self, index):
+        if not self._sync:
+            return
+        bucket = self._bucket_of[index]
+        bucket.pending.discard(index)
+        if bucket.pending:
+            return
+        with no_grad():
+            grads = [self._trainable[i].grad for i in bucket.indices]
+            bucket.buffer = _C.mint.cat([g.reshape(-1) for g in grads])
+            bucket.work = dist.all_reduce(bucket.buffer, "avg", self._group, async_op=True)
+        object.__setattr__(self, "_started", self._started + 1)
+        if self._started == len(self._buckets):
+            self._finish()
+
+    def _finish(self):
+        for bucket in self._buckets:
+            if bucket.work is not None:
+                bucket.work.wait()
+            offset = 0
+            for i in bucket.indices:
+                p = self._trainable[i]
+                n = p.numel()
+                p.grad = bucket.buffer[offset:offset + n].reshape(p.shape)
+                offset += n
+            bucket.pending = set(bucket.indices)
+            bucket.buffer = bucket.work = None
+        object.__setattr__(self, "_started", 0)
+
+
+def _make_hook(wrapper_ref, index):
+    def hook(_param):
+        wrapper = wrapper_ref()
+        if wrapper is not None:
+            wrapper._grad_ready(index)
+    return hook

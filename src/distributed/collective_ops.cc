@@ -1,0 +1,377 @@
+// The collective ops: AllReduce, Broadcast, AllGather, ReduceScatter, Barrier.
+//
+// Each kernel queues one Gloo collective on its group's thread (distributed/group.h) and, unless
+// the call is async (attribute async_op, set only by the eager API in collectives.cc), waits for
+// it. An async kernel returns at once, having noted which storage the collective writes, so that
+// Work::wait() finds it; until then the pipeline treats the result as written, and the caller
+// must not touch it (the contract of async_op).
+//
+// Gradients follow the collectives' linear algebra: AllReduce(sum) and AllReduce(avg) are their
+// own adjoints, AllGather's adjoint is ReduceScatter(sum) and the other way round, and
+// Broadcast's is the sum of every rank's gradient, arriving at the source.
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+
+#include <cstring>
+#include <string>
+
+#include "core/dtype_dispatch.h"
+#include "distributed/group.h"
+#include "kiln/functional/factory.h"
+#include "kiln/op.h"
+
+namespace kiln::distributed {
+namespace {
+
+enum class ReduceKind { kSum, kProd, kMin, kMax, kAvg };
+
+ReduceKind reduce_kind(const std::string& name) {
+  if (name == "sum") return ReduceKind::kSum;
+  if (name == "prod") return ReduceKind::kProd;
+  if (name == "min") return ReduceKind::kMin;
+  if (name == "max") return ReduceKind::kMax;
+  if (name == "avg") return ReduceKind::kAvg;
+  KILN_FAIL(kValue) << "unknown reduction op '" << name
+                    << "'; expected 'sum', 'prod', 'min', 'max' or 'avg'";
+  return ReduceKind::kSum;
+}
+
+template <typename T>
+using arith_t =
+    std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+
+// c[i] = a[i] (op) b[i]: the reduction Gloo applies between ranks' chunks. Bool sums are ORs and
+// products ANDs, as the casts from int give.
+template <typename T>
+gloo::AllreduceOptions::Func reduction(ReduceKind kind) {
+  using A = arith_t<T>;
+  auto apply = [](auto op) {
+    return [op](void* c, const void* a, const void* b, size_t n) {
+      auto* out = static_cast<T*>(c);
+      const auto* x = static_cast<const T*>(a);
+      const auto* y = static_cast<const T*>(b);
+      for (size_t i = 0; i < n; ++i) {
+        out[i] = convert<T>(op(convert<A>(x[i]), convert<A>(y[i])));
+      }
+    };
+  };
+  switch (kind) {
+    case ReduceKind::kProd:
+      return apply([](A x, A y) { return static_cast<A>(x * y); });
+    case ReduceKind::kMin:
+      return apply([](A x, A y) { return y < x ? y : x; });
+    case ReduceKind::kMax:
+      return apply([](A x, A y) { return x < y ? y : x; });
+    case ReduceKind::kSum:
+    case ReduceKind::kAvg:
+      break;
+  }
+  return apply([](A x, A y) { return static_cast<A>(x + y); });
+}
+
+// Every rank's kernel has the same view of the call: the group, and whether it waits.
+struct Collective {
+  std::shared_ptr<Group> group;
+  bool async;
+
+  explicit Collective(const Attrs& attrs)
+      : group(group_of(attrs.get<int64_t>("group"))),
+        async(attrs.get_or<bool>("async_op", false)) {}
+
+  // Runs `fn`, which writes `result`; async: queues it and returns.
+  void run(const KernelContext& ctx, const Tensor& result, CollectiveFn fn) const {
+    std::string what = op_call_str(ctx.op, metas_of(ctx.inputs));
+    if (async) {
+      group->note_async_write(result.storage().get(),
+                              group->enqueue(std::move(what), std::move(fn)));
+    } else {
+      group->run(std::move(what), std::move(fn));
+    }
+  }
+
+  static MetaList metas_of(const std::vector<Tensor>& ts) {
+    MetaList metas;
+    for (const Tensor& t : ts) metas.push_back(TensorMeta::of(t));
+    return metas;
+  }
+};
+
+// The kernel's output starts as a copy of the input (the collectives work in place on it).
+void copy_input_to_output(const Tensor& in, const Tensor& out) {
+  const bool same = in.storage() == out.storage() && in.storage_offset() == out.storage_offset() &&
+                    in.is_contiguous();
+  if (!same) copy_into(out, in);
+}
+
+// A contiguous copy in memory of its own, which an async collective may keep using after the
+// kernel returns (the pipeline reclaims workspaces at once).
+Tensor owned_copy(const Tensor& t) {
+  Tensor copy = Tensor::empty(t.shape(), t.dtype());
+  copy_into(copy, t);
+  return copy;
+}
+
+void scale_in_place(const Tensor& t, void* data, double factor) {
+  visit_dtype(t.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool>) {
+      KILN_ASSERT(false) << "avg reached a bool tensor";
+    } else {
+      using A = arith_t<T>;
+      T* p = static_cast<T*>(data);
+      const int64_t n = t.numel();
+      for (int64_t i = 0; i < n; ++i) p[i] = convert<T>(static_cast<A>(convert<A>(p[i]) * factor));
+    }
+  });
+}
+
+void all_reduce_kernel(KernelContext& ctx) {
+  const Tensor& out = ctx.outputs[0];
+  copy_input_to_output(ctx.inputs[0], out);
+  const Collective c(ctx.attrs);
+  const ReduceKind kind = reduce_kind(ctx.attrs.get<std::string>("op"));
+  void* data = out.data_ptr();
+  const int size = c.group->size();
+  c.run(ctx, out,
+        [out, data, kind, size](const std::shared_ptr<gloo::Context>& context,
+                                const CollectiveSlot& slot) {
+          gloo::AllreduceOptions opts(context);
+          visit_dtype(out.dtype(), [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            opts.setOutput(static_cast<T*>(data), static_cast<size_t>(out.numel()));
+            opts.setReduceFunction(reduction<T>(kind));
+          });
+          opts.setTag(slot.tag);
+          opts.setTimeout(slot.timeout);
+          gloo::allreduce(opts);
+          if (kind == ReduceKind::kAvg) scale_in_place(out, data, 1.0 / size);
+        });
+}
+
+void broadcast_kernel(KernelContext& ctx) {
+  const Tensor& out = ctx.outputs[0];
+  copy_input_to_output(ctx.inputs[0], out);
+  const Collective c(ctx.attrs);
+  const int root = c.group->rank_of(ctx.attrs.get<int64_t>("src"));
+  void* data = out.data_ptr();
+  c.run(
+      ctx, out,
+      [out, data, root](const std::shared_ptr<gloo::Context>& context, const CollectiveSlot& slot) {
+        gloo::BroadcastOptions opts(context);
+        opts.setOutput(static_cast<char*>(data), static_cast<size_t>(out.nbytes()));
+        opts.setRoot(root);
+        opts.setTag(slot.tag);
+        opts.setTimeout(slot.timeout);
+        gloo::broadcast(opts);
+      });
+}
+
+void all_gather_kernel(KernelContext& ctx) {
+  const Tensor input = ctx.inputs[0].is_contiguous() ? ctx.inputs[0] : owned_copy(ctx.inputs[0]);
+  const Tensor& out = ctx.outputs[0];
+  const Collective c(ctx.attrs);
+  const void* in_data = input.data_ptr();
+  void* out_data = out.data_ptr();
+  c.run(ctx, out,
+        [input, in_data, out, out_data](const std::shared_ptr<gloo::Context>& context,
+                                        const CollectiveSlot& slot) {
+          gloo::AllgatherOptions opts(context);
+          opts.setInput(const_cast<char*>(static_cast<const char*>(in_data)), input.nbytes());
+          opts.setOutput(static_cast<char*>(out_data), out.nbytes());
+          opts.setTag(slot.tag);
+          opts.setTimeout(slot.timeout);
+          gloo::allgather(opts);
+        });
+}
+
+// Gloo's new-style API has no reduce-scatter: all-reduce a scratch copy, keep this rank's slice
+// (PyTorch's Gloo backend does the same). It moves twice the bytes a ring reduce-scatter would.
+void reduce_scatter_kernel(KernelContext& ctx) {
+  const Tensor scratch = owned_copy(ctx.inputs[0]);
+  const Tensor& out = ctx.outputs[0];
+  const Collective c(ctx.attrs);
+  const ReduceKind kind = reduce_kind(ctx.attrs.get<std::string>("op"));
+  void* scratch_data = scratch.data_ptr();
+  void* out_data = out.data_ptr();
+  const int rank = c.group->rank();
+  const int size = c.group->size();
+  c.run(ctx, out,
+        [scratch, scratch_data, out, out_data, kind, rank, size](
+            const std::shared_ptr<gloo::Context>& context, const CollectiveSlot& slot) {
+          gloo::AllreduceOptions opts(context);
+          visit_dtype(scratch.dtype(), [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            opts.setOutput(static_cast<T*>(scratch_data), static_cast<size_t>(scratch.numel()));
+            opts.setReduceFunction(reduction<T>(kind));
+          });
+          opts.setTag(slot.tag);
+          opts.setTimeout(slot.timeout);
+          gloo::allreduce(opts);
+          std::memcpy(out_data, static_cast<const char*>(scratch_data) + rank * out.nbytes(),
+                      out.nbytes());
+          if (kind == ReduceKind::kAvg) scale_in_place(out, out_data, 1.0 / size);
+        });
+}
+
+void barrier_kernel(KernelContext& ctx) {
+  const Tensor& token = ctx.outputs[0];
+  *static_cast<bool*>(token.data_ptr()) = true;
+  const Collective c(ctx.attrs);
+  c.run(ctx, token, [](const std::shared_ptr<gloo::Context>& context, const CollectiveSlot& slot) {
+    gloo::BarrierOptions opts(context);
+    opts.setTag(slot.tag);
+    opts.setTimeout(slot.timeout);
+    gloo::barrier(opts);
+  });
+}
+
+MetaList same_as_input(const InferContext& ctx) {
+  const TensorMeta& x = ctx.input(0);
+  const ReduceKind kind = reduce_kind(ctx.attrs.get<std::string>("op"));
+  KILN_CHECK_DTYPE(kind != ReduceKind::kAvg || is_floating_point(x.dtype))
+      << ctx.op.name() << ": op='avg' needs a floating-point tensor, got " << x.dtype
+      << "; reduce with 'sum' and divide";
+  group_of(ctx.attrs.get<int64_t>("group"));  // an unknown group fails here, before the kernel
+  return {x};
+}
+
+MetaList broadcast_infer(const InferContext& ctx) {
+  group_of(ctx.attrs.get<int64_t>("group"))->rank_of(ctx.attrs.get<int64_t>("src"));
+  return {ctx.input(0)};
+}
+
+MetaList gathered(const InferContext& ctx) {
+  TensorMeta x = ctx.input(0);
+  const int size = group_of(ctx.attrs.get<int64_t>("group"))->size();
+  if (x.shape.empty()) x.shape = {1};
+  x.shape[0] *= size;
+  return {x};
+}
+
+MetaList scattered(const InferContext& ctx) {
+  MetaList out = same_as_input(ctx);
+  TensorMeta& x = out[0];
+  const int size = group_of(ctx.attrs.get<int64_t>("group"))->size();
+  KILN_CHECK_SHAPE(!x.shape.empty() && x.shape[0] % size == 0)
+      << "ReduceScatter: expected dim 0 divisible by the group's size " << size << ", got shape "
+      << shape_str(x.shape);
+  x.shape[0] /= size;
+  return out;
+}
+
+// Gradient rules: collectives of the gradients, issued in the same order on every rank because
+// every rank runs the same backward.
+Attrs reduce_attrs(const Attrs& attrs, const std::string& op) {
+  return {{"op", op}, {"group", attrs.get<int64_t>("group")}};
+}
+
+void check_linear(const Attrs& attrs, const char* name) {
+  const std::string op = attrs.get<std::string>("op");
+  KILN_CHECK_VALUE(op == "sum" || op == "avg")
+      << name << " is differentiable for op='sum' and op='avg', not op='" << op << "'";
+}
+
+std::vector<Tensor> all_reduce_grad(const std::vector<Tensor>&, const std::vector<Tensor>&,
+                                    const Attrs& attrs, const std::vector<Tensor>& grads) {
+  check_linear(attrs, "AllReduce");
+  if (!grads[0].defined()) return {Tensor()};
+  const std::string op = attrs.get<std::string>("op");
+  return {call_op("AllReduce", {grads[0]}, reduce_attrs(attrs, op))[0]};
+}
+
+std::vector<Tensor> broadcast_grad(const std::vector<Tensor>& inputs, const std::vector<Tensor>&,
+                                   const Attrs& attrs, const std::vector<Tensor>& grads) {
+  const std::shared_ptr<Group> group = group_of(attrs.get<int64_t>("group"));
+  const Tensor g = grads[0].defined() ? grads[0] : zeros_like(inputs[0]);
+  Tensor total = call_op("AllReduce", {g}, reduce_attrs(attrs, "sum"))[0];
+  const bool is_source = group->rank() == group->rank_of(attrs.get<int64_t>("src"));
+  return {is_source ? total : zeros_like(inputs[0])};
+}
+
+std::vector<Tensor> all_gather_grad(const std::vector<Tensor>& inputs, const std::vector<Tensor>&,
+                                    const Attrs& attrs, const std::vector<Tensor>& grads) {
+  if (!grads[0].defined()) return {Tensor()};
+  const Tensor g = call_op("ReduceScatter", {grads[0]}, reduce_attrs(attrs, "sum"))[0];
+  return {g.reshape(inputs[0].shape())};
+}
+
+std::vector<Tensor> reduce_scatter_grad(const std::vector<Tensor>&, const std::vector<Tensor>&,
+                                        const Attrs& attrs, const std::vector<Tensor>& grads) {
+  check_linear(attrs, "ReduceScatter");
+  if (!grads[0].defined()) return {Tensor()};
+  Tensor g = call_op("AllGather", {grads[0]}, {{"group", attrs.get<int64_t>("group")}})[0];
+  if (attrs.get<std::string>("op") == "avg") {
+    g = call_op("Mul", {g, Tensor::scalar(1.0 / group_of(attrs.get<int64_t>("group"))->size())})[0];
+  }
+  return {g};
+}
+
+constexpr const char* kAsyncDoc =
+    " async_op (set by the eager API only) queues the transfer and returns; "
+    "kiln::distributed::Work::wait() completes it.";
+
+KILN_REGISTER_OP(OpDef("AllReduce")
+                     .input("x")
+                     .attr("op", AttrKind::kString, std::string("sum"))
+                     .attr("group", AttrKind::kInt, int64_t{0})
+                     .attr("async_op", AttrKind::kBool, false)
+                     .infer(same_as_input)
+                     .kernel(DeviceType::kCPU, all_reduce_kernel)
+                     .grad(all_reduce_grad)
+                     .traits(kTraitSideEffect)
+                     .doc(std::string("Reduces x across the ranks of `group` (op: sum, prod, min, "
+                                      "max or avg); every rank gets the result.") +
+                          kAsyncDoc));
+
+KILN_REGISTER_OP(OpDef("Broadcast")
+                     .input("x")
+                     .attr("src", AttrKind::kInt)
+                     .attr("group", AttrKind::kInt, int64_t{0})
+                     .attr("async_op", AttrKind::kBool, false)
+                     .infer(broadcast_infer)
+                     .kernel(DeviceType::kCPU, broadcast_kernel)
+                     .grad(broadcast_grad)
+                     .traits(kTraitSideEffect)
+                     .doc(std::string("Every rank of `group` gets world rank src's x.") +
+                          kAsyncDoc));
+
+KILN_REGISTER_OP(OpDef("AllGather")
+                     .input("x")
+                     .attr("group", AttrKind::kInt, int64_t{0})
+                     .attr("async_op", AttrKind::kBool, false)
+                     .infer(gathered)
+                     .kernel(DeviceType::kCPU, all_gather_kernel)
+                     .grad(all_gather_grad)
+                     .traits(kTraitSideEffect)
+                     .doc(std::string("Every rank's x stacked along dim 0 in group-rank order.") +
+                          kAsyncDoc));
+
+KILN_REGISTER_OP(OpDef("ReduceScatter")
+                     .input("x")
+                     .attr("op", AttrKind::kString, std::string("sum"))
+                     .attr("group", AttrKind::kInt, int64_t{0})
+                     .attr("async_op", AttrKind::kBool, false)
+                     .infer(scattered)
+                     .kernel(DeviceType::kCPU, reduce_scatter_kernel)
+                     .grad(reduce_scatter_grad)
+                     .traits(kTraitSideEffect)
+                     .doc(std::string("Reduces x across `group` and keeps this rank's slice of "
+                                      "dim 0 (dim 0 / group size rows).") +
+                          kAsyncDoc));
+
+KILN_REGISTER_OP(OpDef("Barrier")
+                     .attr("group", AttrKind::kInt, int64_t{0})
+                     .attr("async_op", AttrKind::kBool, false)
+                     .infer([](const InferContext& ctx) {
+                       group_of(ctx.attrs.get<int64_t>("group"));
+                       return MetaList{TensorMeta(DType::kBool, {})};
+                     })
+                     .kernel(DeviceType::kCPU, barrier_kernel)
+                     .traits(kTraitSideEffect | kTraitNotDifferentiable)
+                     .doc("Waits until every rank of `group` has reached it; returns a bool "
+                          "token (true) that later ops may depend on."));
+
+}  // namespace
+}  // namespace kiln::distributed

@@ -1,0 +1,89 @@
+// The eager collective API of kiln/distributed.h: each function is one call of a collective op
+// (distributed/collective_ops.cc); async calls return a Work that finds the collective the op's
+// kernel queued.
+#include "distributed/group.h"
+#include "kiln/jit.h"
+#include "kiln/op.h"
+
+namespace kiln::distributed {
+namespace {
+
+// Waits for the pipeline to launch the op (reading the result's data does), then for the
+// collective its kernel queued on the group's thread.
+class AsyncWork final : public Work {
+ public:
+  AsyncWork(Tensor result, std::shared_ptr<Group> group)
+      : result_(std::move(result)), group_(std::move(group)) {}
+
+  void wait() override {
+    result_.data_ptr();  // rethrows the op's failure, if it failed before its kernel ran
+    const uint64_t seq = group_->last_async_write(result_.storage().get());
+    if (seq != 0) group_->wait_for(seq);
+  }
+
+ private:
+  Tensor result_;
+  std::shared_ptr<Group> group_;
+};
+
+// A call is async only where the kernel writes the caller's tensor itself: inside a traced
+// function a collective is a graph node the backend runs in order, and an output of another
+// layout or dtype is converted right after the kernel returns, before an async transfer is done.
+struct Call {
+  std::shared_ptr<Group> group;
+  bool async;
+
+  Call(const std::shared_ptr<ProcessGroup>& requested, bool async_op, const Tensor& output,
+       const Tensor& input)
+      : group(group_of(requested ? requested->id() : 0)),
+        async(async_op && !is_tracing() && output.is_contiguous() &&
+              output.dtype() == input.dtype()) {}
+
+  std::shared_ptr<Work> finish(const Tensor& result) const {
+    if (!async) return nullptr;
+    return std::make_shared<AsyncWork>(result, group);
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Work> all_reduce(Tensor& tensor, const std::string& op,
+                                 const std::shared_ptr<ProcessGroup>& group, bool async_op) {
+  const Call c(group, async_op, tensor, tensor);
+  call_op("AllReduce", {tensor},
+          {{"op", op}, {"group", int64_t{c.group->id()}}, {"async_op", c.async}}, {tensor});
+  return c.finish(tensor);
+}
+
+std::shared_ptr<Work> broadcast(Tensor& tensor, int src, const std::shared_ptr<ProcessGroup>& group,
+                                bool async_op) {
+  const Call c(group, async_op, tensor, tensor);
+  call_op("Broadcast", {tensor},
+          {{"src", int64_t{src}}, {"group", int64_t{c.group->id()}}, {"async_op", c.async}},
+          {tensor});
+  return c.finish(tensor);
+}
+
+std::shared_ptr<Work> all_gather(Tensor& output, const Tensor& input,
+                                 const std::shared_ptr<ProcessGroup>& group, bool async_op) {
+  const Call c(group, async_op, output, input);
+  call_op("AllGather", {input}, {{"group", int64_t{c.group->id()}}, {"async_op", c.async}},
+          {output});
+  return c.finish(output);
+}
+
+std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, const std::string& op,
+                                     const std::shared_ptr<ProcessGroup>& group, bool async_op) {
+  const Call c(group, async_op, output, input);
+  call_op("ReduceScatter", {input},
+          {{"op", op}, {"group", int64_t{c.group->id()}}, {"async_op", c.async}}, {output});
+  return c.finish(output);
+}
+
+void barrier(const std::shared_ptr<ProcessGroup>& group) {
+  const int64_t id = group_of(group ? group->id() : 0)->id();
+  const Tensor token = call_op("Barrier", {}, {{"group", id}})[0];
+  if (!is_tracing()) token.data_ptr();  // the barrier has passed once its token is written
+}
+
+}  // namespace kiln::distributed

@@ -1,0 +1,277 @@
+// The process's groups: init_process_group (options, the rendezvous and its checks), new_group,
+// destroy_process_group, and the lookups collective ops use.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "distributed/group.h"
+#include "distributed/store.h"
+#include "kiln/error.h"
+
+namespace kiln::distributed {
+namespace {
+
+constexpr double kDefaultTimeoutSeconds = 300;
+
+struct World {
+  std::mutex mutex;
+  std::shared_ptr<Store> store;
+  std::string hostname;  // where this rank's Gloo pairs listen
+  int next_group_id = 1;
+  std::map<int, std::shared_ptr<Group>> groups;
+};
+
+World& world_state() {
+  static World* world = new World;  // leaked: groups may outlive static destruction order
+  return *world;
+}
+
+double timeout_seconds(double requested) {
+  if (requested > 0) return requested;
+  const char* env = std::getenv("KILN_DIST_TIMEOUT");
+  if (env == nullptr || *env == '\0') return kDefaultTimeoutSeconds;
+  char* end = nullptr;
+  const double value = std::strtod(env, &end);
+  KILN_CHECK_VALUE(end != env && *end == '\0' && value > 0)
+      << "KILN_DIST_TIMEOUT: expected a positive number of seconds, got '" << env << "'";
+  return value;
+}
+
+int int_from_env(const char* name, int given, const char* what) {
+  if (given >= 0) return given;
+  const char* env = std::getenv(name);
+  KILN_CHECK_DIST(env != nullptr && *env != '\0')
+      << "init_process_group: " << what << " was not given and " << name
+      << " is not set (the launcher, python -m kiln.distributed.run, sets it)";
+  char* end = nullptr;
+  const long value = std::strtol(env, &end, 10);
+  KILN_CHECK_VALUE(end != env && *end == '\0' && value >= 0)
+      << name << ": expected a non-negative integer, got '" << env << "'";
+  return static_cast<int>(value);
+}
+
+struct HostPort {
+  std::string host;
+  int port;
+};
+
+HostPort parse_host_port(const std::string& text, const std::string& init_method) {
+  const size_t colon = text.rfind(':');
+  KILN_CHECK_VALUE(colon != std::string::npos && colon > 0 && colon + 1 < text.size())
+      << "init_method '" << init_method << "': expected host:port";
+  std::string host = text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);  // [::1]:29500
+  }
+  const std::string port_text = text.substr(colon + 1);
+  char* end = nullptr;
+  const long port = std::strtol(port_text.c_str(), &end, 10);
+  KILN_CHECK_VALUE(*end == '\0' && port > 0 && port < 65536)
+      << "init_method '" << init_method << "': expected a port in 1..65535, got '" << port_text
+      << "'";
+  return {host, static_cast<int>(port)};
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// The address other ranks reach this one's Gloo pairs at: KILN_DIST_HOSTNAME when set, loopback
+// when the rendezvous is on loopback (everything runs on this machine), else this host's name.
+std::string gloo_hostname(const std::string& rendezvous_host) {
+  if (const char* env = std::getenv("KILN_DIST_HOSTNAME"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  if (is_loopback(rendezvous_host)) return "127.0.0.1";
+  char name[256] = {};
+  KILN_CHECK_DIST(gethostname(name, sizeof(name) - 1) == 0)
+      << "init_process_group: gethostname failed; set KILN_DIST_HOSTNAME";
+  return name;
+}
+
+struct Rendezvous {
+  std::shared_ptr<Store> store;
+  std::string hostname;
+};
+
+Rendezvous connect_store(const std::string& init_method, int rank,
+                         std::chrono::milliseconds timeout) {
+  const std::string tcp = "tcp://", env = "env://", file = "file://";
+  if (init_method.rfind(tcp, 0) == 0 || init_method == env) {
+    HostPort where;
+    if (init_method == env) {
+      const char* addr = std::getenv("MASTER_ADDR");
+      const char* port = std::getenv("MASTER_PORT");
+      KILN_CHECK_DIST(addr != nullptr && *addr != '\0' && port != nullptr && *port != '\0')
+          << "init_method 'env://' needs MASTER_ADDR and MASTER_PORT in the environment (the "
+             "launcher, python -m kiln.distributed.run, sets them)";
+      where = parse_host_port(std::string(addr) + ":" + port, init_method);
+    } else {
+      where = parse_host_port(init_method.substr(tcp.size()), init_method);
+    }
+    return {make_tcp_store(where.host, where.port, rank == 0, timeout), gloo_hostname(where.host)};
+  }
+  if (init_method.rfind(file, 0) == 0) {
+    const std::string path = init_method.substr(file.size());
+    KILN_CHECK_VALUE(!path.empty())
+        << "init_method '" << init_method << "': expected file:///path/to/shared/directory";
+    return {make_file_store(path, timeout), gloo_hostname("")};
+  }
+  KILN_FAIL(kValue) << "init_method '" << init_method
+                    << "': expected 'env://', 'tcp://host:port' or 'file:///path'";
+  return {};
+}
+
+// Every rank announces its world size; each then waits for all of them, naming the ranks that
+// never came, and checks that they agree.
+void check_world(Store& store, int rank, int world_size, const std::string& init_method) {
+  const int64_t joined = store.add("kiln/joined", 1);
+  KILN_CHECK_DIST(joined <= world_size)
+      << "init_process_group: " << joined << " processes joined a world of size " << world_size
+      << " at " << init_method
+      << " (a rank started twice, or the rendezvous is left over from an earlier run: a file:// "
+         "directory must be fresh)";
+  const std::string mine = std::to_string(world_size);
+  store.set("kiln/world_size/" + std::to_string(rank), std::vector<char>(mine.begin(), mine.end()));
+  std::vector<std::string> keys;
+  for (int r = 0; r < world_size; ++r) keys.push_back("kiln/world_size/" + std::to_string(r));
+  const auto deadline = std::chrono::steady_clock::now() + store.timeout();
+  for (;;) {
+    std::vector<int> missing;
+    for (int r = 0; r < world_size; ++r) {
+      if (!store.check({keys[r]})) missing.push_back(r);
+    }
+    if (missing.empty()) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::ostringstream list;
+      for (size_t i = 0; i < missing.size(); ++i) list << (i ? ", " : "") << missing[i];
+      KILN_FAIL(kDistributed) << "init_process_group: rank " << rank << " waited "
+                              << store.timeout().count() / 1000.0 << " s at " << init_method
+                              << " for ranks [" << list.str() << "] of a world of size "
+                              << world_size << ", which never joined";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (int r = 0; r < world_size; ++r) {
+    const std::vector<char> value = store.get(keys[r]);
+    const std::string theirs(value.begin(), value.end());
+    KILN_CHECK_DIST(theirs == mine)
+        << "init_process_group: rank " << r << " was started with world_size " << theirs
+        << " but rank " << rank << " with " << world_size << "; every rank must agree";
+  }
+}
+
+std::shared_ptr<Group> make_group(int id, const std::vector<int>& ranks, int my_rank,
+                                  std::chrono::milliseconds timeout,
+                                  const std::shared_ptr<Store>& store,
+                                  const std::string& hostname) {
+  const auto it = std::find(ranks.begin(), ranks.end(), my_rank);
+  const int rank = it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
+  return std::make_shared<Group>(
+      id, rank, ranks, timeout,
+      std::shared_ptr<Store>(make_prefix_store("group" + std::to_string(id), store)), hostname);
+}
+
+}  // namespace
+
+std::shared_ptr<Group> group_of(int64_t id) {
+  World& w = world_state();
+  std::lock_guard<std::mutex> lock(w.mutex);
+  KILN_CHECK_DIST(!w.groups.empty())
+      << "no process group: call init_process_group() before collectives";
+  const auto it = w.groups.find(static_cast<int>(id));
+  if (it != w.groups.end()) return it->second;
+  std::ostringstream ids;
+  for (const auto& [known, group] : w.groups) ids << (ids.tellp() > 0 ? ", " : "") << known;
+  KILN_FAIL(kDistributed) << "unknown process group " << id << "; the groups are [" << ids.str()
+                          << "]";
+  return nullptr;
+}
+
+void init_process_group(const InitOptions& options) {
+  World& w = world_state();
+  std::lock_guard<std::mutex> lock(w.mutex);
+  KILN_CHECK_DIST(w.groups.empty())
+      << "init_process_group: already initialized; call destroy_process_group() first";
+  KILN_CHECK_VALUE(options.backend == "gloo" || options.backend == "mpi")
+      << "init_process_group: unknown backend '" << options.backend << "'; expected 'gloo'";
+  KILN_CHECK_DIST(options.backend == "gloo")
+      << "init_process_group: backend 'mpi' is not built into this Kiln (it needs OpenMPI at "
+         "build time); use backend='gloo'";
+  const int world_size = int_from_env("WORLD_SIZE", options.world_size, "world_size");
+  const int rank = int_from_env("RANK", options.rank, "rank");
+  KILN_CHECK_VALUE(world_size >= 1)
+      << "init_process_group: world_size must be >= 1, got " << world_size;
+  KILN_CHECK_VALUE(rank < world_size)
+      << "init_process_group: rank " << rank << " is outside [0, " << world_size << ")";
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds(options.timeout_s) * 1000.0));
+
+  Rendezvous rendezvous = connect_store(options.init_method, rank, timeout);
+  check_world(*rendezvous.store, rank, world_size, options.init_method);
+  w.store = std::move(rendezvous.store);
+  w.hostname = std::move(rendezvous.hostname);
+  std::vector<int> everyone(world_size);
+  for (int r = 0; r < world_size; ++r) everyone[r] = r;
+  try {
+    w.groups[0] = make_group(0, everyone, rank, timeout, w.store, w.hostname);
+  } catch (...) {
+    w.store.reset();
+    throw;
+  }
+  w.next_group_id = 1;
+}
+
+void destroy_process_group() {
+  World& w = world_state();
+  std::map<int, std::shared_ptr<Group>> groups;
+  {
+    std::lock_guard<std::mutex> lock(w.mutex);
+    groups.swap(w.groups);
+    w.store.reset();
+  }
+  for (auto& [id, group] : groups) group->drain();
+}
+
+bool is_initialized() {
+  World& w = world_state();
+  std::lock_guard<std::mutex> lock(w.mutex);
+  return !w.groups.empty();
+}
+
+std::shared_ptr<ProcessGroup> world() { return group_of(0); }
+std::shared_ptr<ProcessGroup> group_by_id(int id) { return group_of(id); }
+int get_rank() { return group_of(0)->rank(); }
+int get_world_size() { return group_of(0)->size(); }
+
+std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks) {
+  World& w = world_state();
+  std::unique_lock<std::mutex> lock(w.mutex);
+  KILN_CHECK_DIST(!w.groups.empty()) << "new_group: call init_process_group() first";
+  const std::shared_ptr<Group> everyone = w.groups.at(0);
+  KILN_CHECK_VALUE(!ranks.empty()) << "new_group: expected at least one rank";
+  std::set<int> seen;
+  for (int r : ranks) {
+    KILN_CHECK_VALUE(r >= 0 && r < everyone->size())
+        << "new_group: rank " << r << " is outside the world [0, " << everyone->size() << ")";
+    KILN_CHECK_VALUE(seen.insert(r).second) << "new_group: rank " << r << " appears twice";
+  }
+  const int id = w.next_group_id++;
+  const std::shared_ptr<Store> store = w.store;
+  const std::string hostname = w.hostname;
+  // Connecting waits for the other members; collectives on other groups look groups up meanwhile.
+  lock.unlock();
+  std::shared_ptr<Group> group =
+      make_group(id, ranks, everyone->rank(), everyone->timeout(), store, hostname);
+  lock.lock();
+  w.groups[id] = group;
+  return group;
+}
+
+}  // namespace kiln::distributed
