@@ -368,12 +368,26 @@ model = kiln.nn.DataParallel(net, bucket_cap_mb=0.004)
 assert len(model._buckets) > 1
 opt = kiln.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
 share = batch // world
+# Overlap: each bucket's all-reduce starts from a hook while backward still runs, so the first
+# one starts before every parameter has its gradient (grads are None after zero_grad).
+params = list(net.parameters())
+waiting_at_start = []
+real_all_reduce = dist.all_reduce
+def spy(tensor, op="sum", group=None, async_op=False):
+    waiting_at_start.append(sum(p.grad is None for p in params))
+    return real_all_reduce(tensor, op, group, async_op)
+kiln.nn.parallel.dist.all_reduce = spy
 for xb, yb in batches():
     xs, ys = xb[rank * share:(rank + 1) * share], yb[rank * share:(rank + 1) * share]
     loss = loss_fn(model(kiln.tensor(xs)), kiln.tensor(ys))
     opt.zero_grad()
     loss.backward()
     opt.step()
+
+kiln.nn.parallel.dist.all_reduce = real_all_reduce
+buckets = len(model._buckets)
+assert len(waiting_at_start) == steps * buckets, waiting_at_start
+assert all(w > 0 for w in waiting_at_start[:buckets - 1]), waiting_at_start
 
 for (name, p), q in zip(net.named_parameters(), ref.parameters()):
     np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=2e-4, atol=2e-5, err_msg=name)
