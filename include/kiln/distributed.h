@@ -96,7 +96,9 @@ KILN_API std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
 // Collectives. `group` null means the world. Each is an op call (AllReduce, ...) through the eager
 // pipeline; with async_op the call returns a Work at once and the transfer overlaps later ops —
 // until wait(), the tensor must not be read or written. Without async_op they return null, and
-// the result is ready (in program order) like any op's.
+// the result is ready (in program order) like any op's. Where a transfer cannot overlap (inside a
+// traced function, or an output the kernel does not write directly: strided or of another dtype)
+// an async_op call blocks like the others and returns a Work that has finished.
 
 /// Reduces `tensor` across the group in place. op: "sum", "prod", "min", "max" or "avg".
 KILN_API std::shared_ptr<Work> all_reduce(Tensor& tensor, const std::string& op = "sum",

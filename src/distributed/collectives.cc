@@ -26,6 +26,11 @@ class AsyncWork final : public Work {
   std::shared_ptr<Group> group_;
 };
 
+class FinishedWork final : public Work {
+ public:
+  void wait() override {}
+};
+
 // A call is async only where the kernel writes the caller's tensor itself: inside a traced
 // function a collective is a graph node the backend runs in order, and an output of another
 // layout or dtype is converted right after the kernel returns, before an async transfer is done.
@@ -39,9 +44,10 @@ struct Call {
         async(async_op && !is_tracing() && output.is_contiguous() &&
               output.dtype() == input.dtype()) {}
 
-  std::shared_ptr<Work> finish(const Tensor& result) const {
-    if (!async) return nullptr;
-    return std::make_shared<AsyncWork>(result, group);
+  // The caller's handle: for an async request that ran as a blocking call, a finished Work.
+  std::shared_ptr<Work> finish(const Tensor& result, bool async_op) const {
+    if (async) return std::make_shared<AsyncWork>(result, group);
+    return async_op ? std::make_shared<FinishedWork>() : nullptr;
   }
 };
 
@@ -52,7 +58,7 @@ std::shared_ptr<Work> all_reduce(Tensor& tensor, const std::string& op,
   const Call c(group, async_op, tensor, tensor);
   call_op("AllReduce", {tensor},
           {{"op", op}, {"group", int64_t{c.group->id()}}, {"async_op", c.async}}, {tensor});
-  return c.finish(tensor);
+  return c.finish(tensor, async_op);
 }
 
 std::shared_ptr<Work> broadcast(Tensor& tensor, int src, const std::shared_ptr<ProcessGroup>& group,
@@ -61,7 +67,7 @@ std::shared_ptr<Work> broadcast(Tensor& tensor, int src, const std::shared_ptr<P
   call_op("Broadcast", {tensor},
           {{"src", int64_t{src}}, {"group", int64_t{c.group->id()}}, {"async_op", c.async}},
           {tensor});
-  return c.finish(tensor);
+  return c.finish(tensor, async_op);
 }
 
 std::shared_ptr<Work> all_gather(Tensor& output, const Tensor& input,
@@ -69,7 +75,7 @@ std::shared_ptr<Work> all_gather(Tensor& output, const Tensor& input,
   const Call c(group, async_op, output, input);
   call_op("AllGather", {input}, {{"group", int64_t{c.group->id()}}, {"async_op", c.async}},
           {output});
-  return c.finish(output);
+  return c.finish(output, async_op);
 }
 
 std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, const std::string& op,
@@ -77,7 +83,7 @@ std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, const 
   const Call c(group, async_op, output, input);
   call_op("ReduceScatter", {input},
           {{"op", op}, {"group", int64_t{c.group->id()}}, {"async_op", c.async}}, {output});
-  return c.finish(output);
+  return c.finish(output, async_op);
 }
 
 void barrier(const std::shared_ptr<ProcessGroup>& group) {

@@ -155,7 +155,7 @@ for dtype in DTYPES:
 # A strided (transposed) tensor is reduced in place, through its own layout.
 base = data(rank, (4, 6), "float32")
 view = base.transpose(0, 1)
-dist.all_reduce(view)
+dist.all_reduce(view, async_op=True).wait()           # blocks (strided), returns a finished Work
 check(base, np.sum([values(data(r, (4, 6), "float32")) for r in range(world)], axis=0),
       "float32", "all_reduce of a transposed view")
 
@@ -320,7 +320,7 @@ check(gather(x), np.sum([values(data(r, (6,), "float32")) for r in range(world)]
 buf = data(rank, (6,), "float32")
 @kiln.jit
 def in_place(scale):
-    dist.all_reduce(buf)                              # writes an outside tensor: written back
+    dist.all_reduce(buf, async_op=True).wait()        # a graph node: ordered, never async
     return buf * scale
 out = in_place(kiln.tensor(2.0))
 total = np.sum([values(data(r, (6,), "float32")) for r in range(world)], axis=0)
