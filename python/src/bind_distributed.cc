@@ -21,7 +21,21 @@ using distributed::Work;
 using GroupPtr = std::shared_ptr<ProcessGroup>;
 using Release = nb::call_guard<nb::gil_scoped_release>;
 
-int64_t group_id(const GroupPtr& group) { return group ? group->id() : 0; }
+int64_t group_id(const GroupPtr& group) {
+  if (group == nullptr) return 0;
+  GroupPtr current;
+  if (distributed::is_initialized()) {
+    try {
+      current = distributed::group_by_id(group->id());
+    } catch (const Error&) {
+      // not a group of this world: reported below
+    }
+  }
+  KILN_CHECK_KIND(ErrorKind::kDistributed, current == group)
+      << "process group " << group->id()
+      << " was destroyed by destroy_process_group(); make a new one with new_group()";
+  return group->id();
+}
 
 // The functional collectives: a new result, recorded for autograd like any op.
 Tensor collective(const char* op, const Tensor& x, Attrs attrs, const GroupPtr& group) {

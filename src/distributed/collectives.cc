@@ -2,6 +2,7 @@
 // (distributed/collective_ops.cc); async calls return a Work that finds the collective the op's
 // kernel queued.
 #include "distributed/group.h"
+#include "kiln/autograd.h"
 #include "kiln/jit.h"
 #include "kiln/op.h"
 
@@ -40,7 +41,7 @@ struct Call {
 
   Call(const std::shared_ptr<ProcessGroup>& requested, bool async_op, const Tensor& output,
        const Tensor& input)
-      : group(group_of(requested ? requested->id() : 0)),
+      : group(group_of(requested)),
         async(async_op && !is_tracing() && output.is_contiguous() &&
               output.dtype() == input.dtype()) {}
 
@@ -73,21 +74,22 @@ std::shared_ptr<Work> broadcast(Tensor& tensor, int src, const std::shared_ptr<P
 std::shared_ptr<Work> all_gather(Tensor& output, const Tensor& input,
                                  const std::shared_ptr<ProcessGroup>& group, bool async_op) {
   const Call c(group, async_op, output, input);
-  call_op("AllGather", {input}, {{"group", int64_t{c.group->id()}}, {"async_op", c.async}},
-          {output});
+  // Reading a tensor that requires grad is fine here: this in-place form records nothing.
+  call_op("AllGather", {autograd::detach(input)},
+          {{"group", int64_t{c.group->id()}}, {"async_op", c.async}}, {output});
   return c.finish(output, async_op);
 }
 
 std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, const std::string& op,
                                      const std::shared_ptr<ProcessGroup>& group, bool async_op) {
   const Call c(group, async_op, output, input);
-  call_op("ReduceScatter", {input},
+  call_op("ReduceScatter", {autograd::detach(input)},
           {{"op", op}, {"group", int64_t{c.group->id()}}, {"async_op", c.async}}, {output});
   return c.finish(output, async_op);
 }
 
 void barrier(const std::shared_ptr<ProcessGroup>& group) {
-  const int64_t id = group_of(group ? group->id() : 0)->id();
+  const int64_t id = group_of(group)->id();
   const Tensor token = call_op("Barrier", {}, {{"group", id}})[0];
   if (!is_tracing()) token.data_ptr();  // the barrier has passed once its token is written
 }

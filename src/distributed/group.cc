@@ -9,6 +9,7 @@
 
 #include "distributed/store.h"
 #include "kiln/error.h"
+#include "runtime/parker.h"
 
 namespace kiln::distributed {
 
@@ -97,7 +98,7 @@ int Group::rank_of(int64_t world_rank) const {
 }
 
 void Group::check_member(const std::string& what) const {
-  KILN_CHECK_DIST(rank_ >= 0) << what << ": this process is not a member of " << describe()
+  KILN_CHECK_DIST(rank_ >= 0) << what << ": this process is not a member of group " << id_
                               << "; only its ranks may run its collectives";
 }
 
@@ -140,6 +141,8 @@ void Group::execute(Job& job, std::unique_lock<std::mutex>& lock) {
       failure = job.what + " on " + describe() + " failed: " + e.what() +
                 " (a peer may have exited or stalled; the group's timeout is " +
                 seconds_str(timeout_) + ")";
+    } catch (...) {
+      failure = job.what + " on " + describe() + " failed with an exception of unknown type";
     }
   }
   job.fn = nullptr;  // drops the tensors it holds before anyone is told it finished
@@ -166,7 +169,18 @@ void Group::run_jobs() {
 
 void Group::wait_for(uint64_t seq) {
   std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [&] { return completed_ >= seq; });
+  if (completed_ < seq) {
+    // Sleeping gives up the GIL (the runtime's blocking hooks): the group's thread may drop the
+    // last reference to a tensor whose memory Python owns, which takes the GIL.
+    lock.unlock();
+    const runtime::BlockingHooks& hooks = runtime::blocking_hooks();
+    void* token = hooks.enter != nullptr ? hooks.enter() : nullptr;
+    lock.lock();
+    changed_.wait(lock, [&] { return completed_ >= seq; });
+    lock.unlock();
+    if (hooks.leave != nullptr) hooks.leave(token);
+    lock.lock();
+  }
   if (failed_seq_ == 0 || seq < failed_seq_) return;
   if (seq == failed_seq_) throw Error(ErrorKind::kDistributed, failure_);
   throw Error(ErrorKind::kDistributed, "a collective on " + describe() +

@@ -121,5 +121,8 @@ class Group final : public ProcessGroup {
 
 /// The group with this id (the `group` attribute of collective ops); throws kDistributed.
 std::shared_ptr<Group> group_of(int64_t id);
+/// The group a caller passed (null: the world); throws kDistributed for a group that
+/// destroy_process_group() ended, even if a later group reuses its id.
+std::shared_ptr<Group> group_of(const std::shared_ptr<ProcessGroup>& requested);
 
 }  // namespace kiln::distributed

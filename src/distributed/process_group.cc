@@ -6,13 +6,13 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <set>
 #include <sstream>
 #include <thread>
 
 #include "distributed/group.h"
 #include "distributed/store.h"
 #include "kiln/error.h"
+#include "kiln/runtime.h"
 
 namespace kiln::distributed {
 namespace {
@@ -33,13 +33,16 @@ World& world_state() {
 }
 
 double timeout_seconds(double requested) {
+  KILN_CHECK_VALUE(requested <= 1e9)
+      << "init_process_group: timeout " << requested << " s is too long; expected at most 1e9 s";
   if (requested > 0) return requested;
   const char* env = std::getenv("KILN_DIST_TIMEOUT");
   if (env == nullptr || *env == '\0') return kDefaultTimeoutSeconds;
   char* end = nullptr;
   const double value = std::strtod(env, &end);
-  KILN_CHECK_VALUE(end != env && *end == '\0' && value > 0)
-      << "KILN_DIST_TIMEOUT: expected a positive number of seconds, got '" << env << "'";
+  KILN_CHECK_VALUE(end != env && *end == '\0' && value > 0 && value <= 1e9)
+      << "KILN_DIST_TIMEOUT: expected a positive number of seconds (at most 1e9), got '" << env
+      << "'";
   return value;
 }
 
@@ -141,12 +144,13 @@ void check_world(Store& store, int rank, int world_size, const std::string& init
   store.set("kiln/world_size/" + std::to_string(rank), std::vector<char>(mine.begin(), mine.end()));
   std::vector<std::string> keys;
   for (int r = 0; r < world_size; ++r) keys.push_back("kiln/world_size/" + std::to_string(r));
+  std::vector<int> missing(world_size);
+  for (int r = 0; r < world_size; ++r) missing[r] = r;
   const auto deadline = std::chrono::steady_clock::now() + store.timeout();
   for (;;) {
-    std::vector<int> missing;
-    for (int r = 0; r < world_size; ++r) {
-      if (!store.check({keys[r]})) missing.push_back(r);
-    }
+    missing.erase(std::remove_if(missing.begin(), missing.end(),
+                                 [&](int r) { return store.check({keys[r]}); }),
+                  missing.end());
     if (missing.empty()) break;
     if (std::chrono::steady_clock::now() >= deadline) {
       std::ostringstream list;
@@ -194,6 +198,17 @@ std::shared_ptr<Group> group_of(int64_t id) {
   return nullptr;
 }
 
+std::shared_ptr<Group> group_of(const std::shared_ptr<ProcessGroup>& requested) {
+  if (requested == nullptr) return group_of(0);
+  World& w = world_state();
+  std::lock_guard<std::mutex> lock(w.mutex);
+  const auto it = w.groups.find(requested->id());
+  KILN_CHECK_DIST(it != w.groups.end() && it->second == requested)
+      << "process group " << requested->id()
+      << " was destroyed by destroy_process_group(); make a new one with new_group()";
+  return it->second;
+}
+
 void init_process_group(const InitOptions& options) {
   World& w = world_state();
   std::lock_guard<std::mutex> lock(w.mutex);
@@ -229,6 +244,9 @@ void init_process_group(const InitOptions& options) {
 }
 
 void destroy_process_group() {
+  // Collectives the pipeline has not launched yet still need their group (and the peers expect
+  // them): let them run first.
+  runtime::drain();
   World& w = world_state();
   std::map<int, std::shared_ptr<Group>> groups;
   {
@@ -250,17 +268,23 @@ std::shared_ptr<ProcessGroup> group_by_id(int id) { return group_of(id); }
 int get_rank() { return group_of(0)->rank(); }
 int get_world_size() { return group_of(0)->size(); }
 
-std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks) {
+std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& requested) {
   World& w = world_state();
   std::unique_lock<std::mutex> lock(w.mutex);
-  KILN_CHECK_DIST(!w.groups.empty()) << "new_group: call init_process_group() first";
-  const std::shared_ptr<Group> everyone = w.groups.at(0);
-  KILN_CHECK_VALUE(!ranks.empty()) << "new_group: expected at least one rank";
-  std::set<int> seen;
-  for (int r : ranks) {
-    KILN_CHECK_VALUE(r >= 0 && r < everyone->size())
-        << "new_group: rank " << r << " is outside the world [0, " << everyone->size() << ")";
-    KILN_CHECK_VALUE(seen.insert(r).second) << "new_group: rank " << r << " appears twice";
+  const auto world_it = w.groups.find(0);
+  KILN_CHECK_DIST(world_it != w.groups.end()) << "new_group: call init_process_group() first";
+  const std::shared_ptr<Group> everyone = world_it->second;
+  KILN_CHECK_VALUE(!requested.empty()) << "new_group: expected at least one rank";
+  // Sorted, as torch.distributed does: group ranks follow world ranks whatever order each
+  // process listed them in.
+  std::vector<int> ranks = requested;
+  std::sort(ranks.begin(), ranks.end());
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    KILN_CHECK_VALUE(ranks[i] >= 0 && ranks[i] < everyone->size())
+        << "new_group: rank " << ranks[i] << " is outside the world [0, " << everyone->size()
+        << ")";
+    KILN_CHECK_VALUE(i == 0 || ranks[i] != ranks[i - 1])
+        << "new_group: rank " << ranks[i] << " appears twice";
   }
   const int id = w.next_group_id++;
   const std::shared_ptr<Store> store = w.store;
@@ -270,6 +294,9 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks) {
   std::shared_ptr<Group> group =
       make_group(id, ranks, everyone->rank(), everyone->timeout(), store, hostname);
   lock.lock();
+  const auto now = w.groups.find(0);
+  KILN_CHECK_DIST(now != w.groups.end() && now->second == everyone)
+      << "new_group: the process group was destroyed while the new group connected";
   w.groups[id] = group;
   return group;
 }

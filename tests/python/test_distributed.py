@@ -200,10 +200,41 @@ try:
 except kiln.DistributedError as e:
     assert "not a member" in str(e), e
 
+# Group ranks follow world ranks, whatever order the list was in.
+backwards = dist.new_group(list(reversed(range(world))))
+assert backwards.ranks == list(range(world)) and backwards.rank == rank
+
 dist.barrier()
 dist.barrier(mine)
+# A collective queued just before destroy_process_group still runs (destroy waits for it).
+last = data(rank, (8,), "float32", seed=5)
+dist.all_reduce(last)
 dist.destroy_process_group()
 assert not dist.is_initialized()
+check(last, np.sum([values(data(r, (8,), "float32", seed=5)) for r in range(world)], axis=0),
+      "float32", "all_reduce queued before destroy")
+# A group from the destroyed world is refused, even once new groups reuse its id.
+dist.init_process_group("gloo", init_method="file://" + sys.argv[0] + ".again", timeout=60)
+again = dist.new_group(range(world))
+assert again.id == mine.id or again.id == evens.id
+try:
+    dist.all_reduce(data(rank, (2,), "float32"), group=evens if rank % 2 == 0 else odds)
+    raise AssertionError("a destroyed group was used")
+except kiln.DistributedError as e:
+    assert "was destroyed by destroy_process_group()" in str(e), e
+try:
+    F.all_reduce(data(rank, (2,), "float32"), group=mine)
+    raise AssertionError("a destroyed group was used")
+except kiln.DistributedError as e:
+    assert "was destroyed" in str(e), e
+# Inputs that require grad are read by the in-place forms (which record nothing).
+x = data(rank, (2, 3), "float64").requires_grad_()
+parts = [kiln.mint.zeros((2, 3), dtype=kiln.float64) for _ in range(world)]
+dist.all_gather(parts, x)
+out = kiln.mint.zeros((world * 2, 3), dtype=kiln.float64)
+dist.all_gather_into_tensor(out, x)
+check(parts[rank], values(x.detach()), "float64", "all_gather of a tensor that requires grad")
+dist.destroy_process_group()
 print(f"rank {rank} ok")
 '''
 
@@ -419,6 +450,56 @@ try:
     raise AssertionError("an unused parameter went unnoticed")
 except kiln.DistributedError as e:
     assert "unused.weight" in str(e), e
+
+# A backward that raises part-way leaves buckets unreduced: the next forward says so and resets,
+# and training goes on.
+class Boom(kiln.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1.0
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError("boom")
+class Raising(kiln.nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.first = kiln.nn.Linear(4, 4)
+        self.second = kiln.nn.Linear(4, 2)
+        self.boom = False
+    def construct(self, x):
+        h = self.first(x)
+        return self.second(Boom.apply(h) if self.boom else h)
+net2 = Raising()
+small = kiln.nn.DataParallel(net2, bucket_cap_mb=1e-6)
+net2.boom = True                                           # second's gradients arrive, then boom
+try:
+    small(kiln.mint.ones((2, 4))).sum().backward()
+    raise AssertionError("Boom did not raise")
+except RuntimeError as e:
+    assert "boom" in str(e)
+net2.boom = False
+try:
+    small(kiln.mint.ones((2, 4)))
+    raise AssertionError("an aborted backward went unnoticed")
+except kiln.DistributedError as e:
+    assert "DataParallel has reset" in str(e), e
+small(kiln.mint.ones((2, 4))).sum().backward()              # works again
+for p in small.parameters():
+    g = F.all_gather(p.grad.reshape(1, -1)).numpy()
+    assert (g == g[0]).all()
+
+# no_sync nests; frozen parameters are broadcast too.
+with small.no_sync():
+    with small.no_sync():
+        pass
+    assert not small._sync
+assert small._sync
+kiln.manual_seed(rank)
+frozen = kiln.nn.Linear(3, 3)
+frozen.weight.requires_grad_(False)
+frozen_dp = kiln.nn.DataParallel(frozen)
+w = F.all_gather(frozen.weight.detach().reshape(1, -1)).numpy()
+assert (w == w[0]).all()
 print("dp ok")
 '''
 
@@ -553,6 +634,8 @@ def test_init_argument_errors(tmp_path):
         dist.init_process_group("nccl", rank=0, world_size=1)
     with raises(kiln.DistributedError, match="backend 'mpi' is not built"):
         dist.init_process_group("mpi", rank=0, world_size=1)
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
+        dist.init_process_group("gloo", rank=0, world_size=1, timeout=0)
     with raises(kiln.KilnValueError, match="KILN_DIST_TIMEOUT"):
         os.environ["KILN_DIST_TIMEOUT"] = "soon"
         try:

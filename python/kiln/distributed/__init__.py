@@ -48,9 +48,12 @@ class ReduceOp:
 def _seconds(timeout):
     if timeout is None:
         return 0.0  # KILN_DIST_TIMEOUT, else 300 s
-    if isinstance(timeout, datetime.timedelta):
-        return timeout.total_seconds()
-    return float(timeout)
+    seconds = (timeout.total_seconds() if isinstance(timeout, datetime.timedelta)
+               else float(timeout))
+    if not seconds > 0:
+        raise ValueError(f"init_process_group: timeout must be a positive number of seconds, "
+                         f"got {timeout!r}")
+    return seconds
 
 
 def init_process_group(backend="gloo", init_method=None, rank=-1, world_size=-1, timeout=None):
@@ -108,7 +111,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     if len(tensor_list) != size:
         raise ValueError(f"all_gather: expected a list of {size} tensors (one per member), "
                          f"got {len(tensor_list)}")
-    gathered = functional.all_gather(tensor.reshape((1,) + tuple(tensor.shape)), group)
+    gathered = functional.all_gather(tensor.detach().reshape((1,) + tuple(tensor.shape)), group)
     for i, out in enumerate(tensor_list):
         out[...] = gathered[i]
     return _Done() if async_op else None

@@ -21,7 +21,8 @@ With equal local batch sizes and a loss that is a mean over the batch, the avera
 the gradient of the loss over the combined batch, so N ranks step exactly as one process would on
 the N batches together. Every trainable parameter must receive a gradient in every backward (a
 parameter that gets none leaves its bucket waiting; the next forward raises a DistributedError
-naming it). ``no_sync()`` accumulates gradients locally for the backward passes inside it.
+naming it, and resets). ``no_sync()`` accumulates gradients locally for the backward passes of the
+forward passes inside it.
 """
 
 import contextlib
@@ -64,19 +65,23 @@ class DataParallel(Cell):
             raise ValueError(f"DataParallel: bucket_cap_mb must be positive, got {bucket_cap_mb}")
         self.module = cell
         object.__setattr__(self, "_group", group)
-        object.__setattr__(self, "_sync", True)
-        params = [p for p in cell.parameters() if p.requires_grad]
+        object.__setattr__(self, "_sync", True)              # no_sync() clears it
+        object.__setattr__(self, "_sync_this_backward", True)  # _sync when forward ran
+        everything = list(cell.parameters())
+        params = [p for p in everything if p.requires_grad]
         object.__setattr__(self, "_trainable", params)
         object.__setattr__(self, "_names", {id(p): n for n, p in cell.named_parameters()})
-        self._check_same_model(params)
-        src = (group.ranks[0] if group is not None else 0)
-        for bucket in self._make_buckets(list(range(len(params))), bucket_cap_mb):
-            self._broadcast_parameters([params[i] for i in bucket.indices], src)
-        # Buckets in reverse order: the last layers' gradients are ready first.
-        buckets = self._make_buckets(list(reversed(range(len(params)))), bucket_cap_mb)
+        self._check_same_model(everything)
+        # Every parameter, frozen ones too, starts from the first rank's values.
+        src = group.ranks[0] if group is not None else 0
+        for bucket in _make_buckets(everything, range(len(everything)), bucket_cap_mb):
+            self._broadcast_parameters([everything[i] for i in bucket.indices], src)
+        # Buckets in reverse order: the last layers' gradients are ready first. They are
+        # all-reduced strictly in this order on every rank (collectives match by order).
+        buckets = _make_buckets(params, reversed(range(len(params))), bucket_cap_mb)
         object.__setattr__(self, "_buckets", buckets)
         object.__setattr__(self, "_bucket_of", {i: b for b in buckets for i in b.indices})
-        object.__setattr__(self, "_started", 0)
+        object.__setattr__(self, "_next", 0)                 # the next bucket to start
         # The hooks hold the DataParallel weakly: a parameter must not keep its wrapper alive.
         this = weakref.ref(self)
         handles = [p.register_post_accumulate_grad_hook(_make_hook(this, i))
@@ -84,24 +89,20 @@ class DataParallel(Cell):
         object.__setattr__(self, "_hook_handles", handles)
 
     def construct(self, *args, **kwargs):
-        if any(b.pending != set(b.indices) for b in self._buckets):
-            missing = sorted(self._names.get(id(self._trainable[i]), f"#{i}")
-                             for b in self._buckets for i in b.pending)
-            raise DistributedError(
-                "DataParallel: the previous backward gave no gradient to parameters "
-                f"{missing}, so their buckets were never all-reduced; every trainable parameter "
-                "must get a gradient in every backward")
+        self._check_previous_backward()
+        object.__setattr__(self, "_sync_this_backward", self._sync)
         return self.module(*args, **kwargs)
 
     @contextlib.contextmanager
     def no_sync(self):
-        """Backward passes inside accumulate gradients locally, without all-reduce; the first
-        backward after it all-reduces the accumulated sum."""
+        """Backward passes of the forward passes run inside accumulate gradients locally, without
+        all-reduce; the first synchronised backward after it all-reduces the accumulated sum."""
+        previous = self._sync
         object.__setattr__(self, "_sync", False)
         try:
             yield
         finally:
-            object.__setattr__(self, "_sync", True)
+            object.__setattr__(self, "_sync", previous)
 
     def remove_hooks(self):
         """Stops synchronising gradients (the model then trains like an unwrapped one)."""
@@ -115,22 +116,6 @@ class DataParallel(Cell):
 
     # ----------------------------------------------------------------------------------------
 
-    def _make_buckets(self, order, cap_mb):
-        cap = cap_mb * 1024 * 1024
-        buckets, current, size, dtype = [], [], 0, None
-        for i in order:
-            p = self._trainable[i]
-            nbytes = p.numel() * p.dtype.itemsize
-            if current and (size + nbytes > cap or p.dtype != dtype):
-                buckets.append(_Bucket(current))
-                current, size = [], 0
-            current.append(i)
-            size += nbytes
-            dtype = p.dtype
-        if current:
-            buckets.append(_Bucket(current))
-        return buckets
-
     def _check_same_model(self, params):
         # Every rank must bucket the same parameters: compare counts and sizes across the group.
         local = [len(params), sum(p.numel() for p in params)]
@@ -140,8 +125,8 @@ class DataParallel(Cell):
         dist.all_reduce(hi, "max", self._group)
         if lo.tolist() != hi.tolist():
             raise DistributedError(
-                f"DataParallel: the ranks' models differ: this rank has {local[0]} trainable "
-                f"parameters with {local[1]} elements, but across the group these range from "
+                f"DataParallel: the ranks' models differ: this rank has {local[0]} parameters "
+                f"with {local[1]} elements, but across the group these range from "
                 f"{lo.tolist()} to {hi.tolist()}")
 
     def _broadcast_parameters(self, params, src):
@@ -154,34 +139,77 @@ class DataParallel(Cell):
                 p.detach()[...] = flat[offset:offset + n].reshape(p.shape)
                 offset += n
 
+    def _check_previous_backward(self):
+        """Raises (after resetting) when the last synchronised backward left buckets unreduced:
+        a parameter that got no gradient, or a backward that raised part-way."""
+        if self._next == 0 and all(b.pending == set(b.indices) for b in self._buckets):
+            return
+        missing = sorted(self._names.get(id(self._trainable[i]), f"#{i}")
+                         for b in self._buckets for i in b.pending)
+        self._reset()
+        raise DistributedError(
+            f"DataParallel: the previous backward gave no gradient to parameters {missing}, so "
+            "not every bucket was all-reduced and the ranks' gradients differ (a parameter the "
+            "forward did not use, or a backward that raised part-way). Every trainable "
+            "parameter must get a gradient in every backward; DataParallel has reset and the "
+            "next step may proceed.")
+
+    def _reset(self):
+        for bucket in self._buckets:
+            if bucket.work is not None:
+                try:
+                    bucket.work.wait()
+                except DistributedError:
+                    pass  # the group is broken; its next collective says so
+            bucket.pending = set(bucket.indices)
+            bucket.buffer = bucket.work = None
+        object.__setattr__(self, "_next", 0)
+
     def _grad_ready(self, index):
-        if not self._sync:
+        if not self._sync_this_backward:
             return
-        bucket = self._bucket_of[index]
-        bucket.pending.discard(index)
-        if bucket.pending:
-            return
-        with no_grad():
-            grads = [self._trainable[i].grad for i in bucket.indices]
-            bucket.buffer = _C.mint.cat([g.reshape(-1) for g in grads])
-            bucket.work = dist.all_reduce(bucket.buffer, "avg", self._group, async_op=True)
-        object.__setattr__(self, "_started", self._started + 1)
-        if self._started == len(self._buckets):
+        self._bucket_of[index].pending.discard(index)
+        while self._next < len(self._buckets) and not self._buckets[self._next].pending:
+            bucket = self._buckets[self._next]
+            with no_grad():
+                grads = [self._trainable[i].grad for i in bucket.indices]
+                bucket.buffer = _C.mint.cat([g.reshape(-1) for g in grads])
+                bucket.work = dist.all_reduce(bucket.buffer, "avg", self._group, async_op=True)
+            object.__setattr__(self, "_next", self._next + 1)
+        if self._next == len(self._buckets):
             self._finish()
 
     def _finish(self):
-        for bucket in self._buckets:
-            if bucket.work is not None:
+        try:
+            for bucket in self._buckets:
                 bucket.work.wait()
-            offset = 0
-            for i in bucket.indices:
-                p = self._trainable[i]
-                n = p.numel()
-                p.grad = bucket.buffer[offset:offset + n].reshape(p.shape)
-                offset += n
-            bucket.pending = set(bucket.indices)
-            bucket.buffer = bucket.work = None
-        object.__setattr__(self, "_started", 0)
+                offset = 0
+                for i in bucket.indices:
+                    p = self._trainable[i]
+                    n = p.numel()
+                    p.grad = bucket.buffer[offset:offset + n].reshape(p.shape)
+                    offset += n
+        finally:
+            self._reset()
+
+
+def _make_buckets(params, order, cap_mb):
+    """Consecutive runs of `order` (indices into `params`) of at most cap_mb megabytes and one
+    dtype each."""
+    cap = cap_mb * 1024 * 1024
+    buckets, current, size, dtype = [], [], 0, None
+    for i in order:
+        p = params[i]
+        nbytes = p.numel() * p.dtype.itemsize
+        if current and (size + nbytes > cap or p.dtype != dtype):
+            buckets.append(_Bucket(current))
+            current, size = [], 0
+        current.append(i)
+        size += nbytes
+        dtype = p.dtype
+    if current:
+        buckets.append(_Bucket(current))
+    return buckets
 
 
 def _make_hook(wrapper_ref, index):
