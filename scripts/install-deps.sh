@@ -9,6 +9,7 @@ packages=(
   libhwy-dev        # Google Highway: SIMD with runtime dispatch
   libfftw3-dev      # FFTs for the FftOpRunner
   libgloo-dev       # Gloo: the collectives of kiln/distributed.h
+  libopenmpi-dev openmpi-bin  # MPI: kiln/distributed.h's other backend, and mpirun for its tests
   googletest libgtest-dev libbenchmark-dev
   graphviz          # optional: SVG dumps of the IR
 )

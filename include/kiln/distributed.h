@@ -41,7 +41,8 @@
 namespace kiln::distributed {
 
 struct InitOptions {
-  /// "gloo". ("mpi" is reserved: it names the MPI backend, which this build does not provide.)
+  /// "gloo", or "mpi" (when is_mpi_available(): the processes are started by mpirun, which
+  /// decides rank and world size; init_method does not apply).
   std::string backend = "gloo";
   /// "env://" (MASTER_ADDR, MASTER_PORT and, where rank/world_size are unset, RANK and WORLD_SIZE
   /// from the environment), "tcp://host:port" (rank 0 serves the rendezvous there) or
@@ -83,6 +84,8 @@ KILN_API void init_process_group(const InitOptions& options = {});
 /// Leaves every group (waits for their queued collectives first); init_process_group may follow.
 KILN_API void destroy_process_group();
 KILN_API bool is_initialized();
+/// True when this Kiln was built with MPI (backend "mpi"); Gloo is always there.
+KILN_API bool is_mpi_available();
 /// The world group; throws kDistributed when not initialized.
 KILN_API std::shared_ptr<ProcessGroup> world();
 /// The group with this id; throws kDistributed naming the known ids.

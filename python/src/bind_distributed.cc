@@ -81,6 +81,7 @@ void bind_distributed(nb::module_& m) {
       "backend"_a, "init_method"_a, "rank"_a, "world_size"_a, "timeout"_a, Release());
   d.def("destroy_process_group", &distributed::destroy_process_group, Release());
   d.def("is_initialized", &distributed::is_initialized);
+  d.def("is_mpi_available", &distributed::is_mpi_available);
   d.def("world", &distributed::world);
   d.def("new_group", &distributed::new_group, "ranks"_a, Release());
 

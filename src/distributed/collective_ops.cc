@@ -1,23 +1,19 @@
 // The collective ops: AllReduce, Broadcast, AllGather, ReduceScatter, Barrier.
 //
-// Each kernel queues one Gloo collective on its group's thread (distributed/group.h) and, unless
-// the call is async (attribute async_op, set only by the eager API in collectives.cc), waits for
-// it. An async kernel returns at once, having noted which storage the collective writes, so that
-// Work::wait() finds it; until then the pipeline treats the result as written, and the caller
-// must not touch it (the contract of async_op).
+// Each kernel runs one collective of its group's communicator (Gloo or MPI) on the group's thread
+// (distributed/group.h) and, unless the call is async (attribute async_op, set only by the eager
+// API in collectives.cc), waits for it. An async kernel returns at once, having noted which storage
+// the collective writes, so that Work::wait() finds it; until then the pipeline treats the result
+// as written, and the caller must not touch it (the contract of async_op).
 //
 // Gradients follow the collectives' linear algebra: AllReduce(sum) and AllReduce(avg) are their
 // own adjoints, AllGather's adjoint is ReduceScatter(sum) and the other way round, and
 // Broadcast's is the sum of every rank's gradient, arriving at the source.
-#include <gloo/allgather.h>
-#include <gloo/allreduce.h>
-#include <gloo/barrier.h>
-#include <gloo/broadcast.h>
-
 #include <cstring>
 #include <string>
 
 #include "core/dtype_dispatch.h"
+#include "distributed/communicator.h"
 #include "distributed/group.h"
 #include "kiln/functional/factory.h"
 #include "kiln/op.h"
@@ -25,51 +21,9 @@
 namespace kiln::distributed {
 namespace {
 
-enum class ReduceKind { kSum, kProd, kMin, kMax, kAvg };
-
-ReduceKind reduce_kind(const std::string& name) {
-  if (name == "sum") return ReduceKind::kSum;
-  if (name == "prod") return ReduceKind::kProd;
-  if (name == "min") return ReduceKind::kMin;
-  if (name == "max") return ReduceKind::kMax;
-  if (name == "avg") return ReduceKind::kAvg;
-  KILN_FAIL(kValue) << "unknown reduction op '" << name
-                    << "'; expected 'sum', 'prod', 'min', 'max' or 'avg'";
-  return ReduceKind::kSum;
-}
-
 template <typename T>
 using arith_t =
     std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
-
-// c[i] = a[i] (op) b[i]: the reduction Gloo applies between ranks' chunks. Bool sums are ORs and
-// products ANDs, as the casts from int give.
-template <typename T>
-gloo::AllreduceOptions::Func reduction(ReduceKind kind) {
-  using A = arith_t<T>;
-  auto apply = [](auto op) {
-    return [op](void* c, const void* a, const void* b, size_t n) {
-      auto* out = static_cast<T*>(c);
-      const auto* x = static_cast<const T*>(a);
-      const auto* y = static_cast<const T*>(b);
-      for (size_t i = 0; i < n; ++i) {
-        out[i] = convert<T>(op(convert<A>(x[i]), convert<A>(y[i])));
-      }
-    };
-  };
-  switch (kind) {
-    case ReduceKind::kProd:
-      return apply([](A x, A y) { return static_cast<A>(x * y); });
-    case ReduceKind::kMin:
-      return apply([](A x, A y) { return y < x ? y : x; });
-    case ReduceKind::kMax:
-      return apply([](A x, A y) { return x < y ? y : x; });
-    case ReduceKind::kSum:
-    case ReduceKind::kAvg:
-      break;
-  }
-  return apply([](A x, A y) { return static_cast<A>(x + y); });
-}
 
 // Every rank's kernel has the same view of the call: the group, and whether it waits.
 struct Collective {
@@ -127,6 +81,13 @@ void scale_in_place(const Tensor& t, void* data, double factor) {
   });
 }
 
+// The all-reduce both AllReduce and ReduceScatter run: in place, then / size for avg.
+void all_reduce_in_place(Communicator& c, const Tensor& t, void* data, ReduceKind kind, int size) {
+  c.all_reduce(data, static_cast<size_t>(t.numel()), t.dtype(),
+               kind == ReduceKind::kAvg ? ReduceKind::kSum : kind);
+  if (kind == ReduceKind::kAvg) scale_in_place(t, data, 1.0 / size);
+}
+
 void all_reduce_kernel(KernelContext& ctx) {
   const Tensor& out = ctx.outputs[0];
   copy_input_to_output(ctx.inputs[0], out);
@@ -134,20 +95,9 @@ void all_reduce_kernel(KernelContext& ctx) {
   const ReduceKind kind = reduce_kind(ctx.attrs.get<std::string>("op"));
   void* data = out.data_ptr();
   const int size = c.group->size();
-  c.run(ctx, out,
-        [out, data, kind, size](const std::shared_ptr<gloo::Context>& context,
-                                const CollectiveSlot& slot) {
-          gloo::AllreduceOptions opts(context);
-          visit_dtype(out.dtype(), [&](auto tag) {
-            using T = typename decltype(tag)::type;
-            opts.setOutput(static_cast<T*>(data), static_cast<size_t>(out.numel()));
-            opts.setReduceFunction(reduction<T>(kind));
-          });
-          opts.setTag(slot.tag);
-          opts.setTimeout(slot.timeout);
-          gloo::allreduce(opts);
-          if (kind == ReduceKind::kAvg) scale_in_place(out, data, 1.0 / size);
-        });
+  c.run(ctx, out, [out, data, kind, size](Communicator& comm) {
+    all_reduce_in_place(comm, out, data, kind, size);
+  });
 }
 
 void broadcast_kernel(KernelContext& ctx) {
@@ -156,16 +106,8 @@ void broadcast_kernel(KernelContext& ctx) {
   const Collective c(ctx.attrs);
   const int root = c.group->rank_of(ctx.attrs.get<int64_t>("src"));
   void* data = out.data_ptr();
-  c.run(
-      ctx, out,
-      [out, data, root](const std::shared_ptr<gloo::Context>& context, const CollectiveSlot& slot) {
-        gloo::BroadcastOptions opts(context);
-        opts.setOutput(static_cast<char*>(data), static_cast<size_t>(out.nbytes()));
-        opts.setRoot(root);
-        opts.setTag(slot.tag);
-        opts.setTimeout(slot.timeout);
-        gloo::broadcast(opts);
-      });
+  c.run(ctx, out,
+        [out, data, root](Communicator& comm) { comm.broadcast(data, out.nbytes(), root); });
 }
 
 void all_gather_kernel(KernelContext& ctx) {
@@ -174,20 +116,14 @@ void all_gather_kernel(KernelContext& ctx) {
   const Collective c(ctx.attrs);
   const void* in_data = input.data_ptr();
   void* out_data = out.data_ptr();
-  c.run(ctx, out,
-        [input, in_data, out, out_data](const std::shared_ptr<gloo::Context>& context,
-                                        const CollectiveSlot& slot) {
-          gloo::AllgatherOptions opts(context);
-          opts.setInput(const_cast<char*>(static_cast<const char*>(in_data)), input.nbytes());
-          opts.setOutput(static_cast<char*>(out_data), out.nbytes());
-          opts.setTag(slot.tag);
-          opts.setTimeout(slot.timeout);
-          gloo::allgather(opts);
-        });
+  c.run(ctx, out, [input, in_data, out, out_data](Communicator& comm) {
+    comm.all_gather(in_data, out_data, input.nbytes());
+  });
 }
 
-// Gloo's new-style API has no reduce-scatter: all-reduce a scratch copy, keep this rank's slice
-// (PyTorch's Gloo backend does the same). It moves twice the bytes a ring reduce-scatter would.
+// An all-reduce of a scratch copy, of which this rank keeps its slice (PyTorch's Gloo backend
+// does the same): twice the bytes a ring reduce-scatter would move, but one code path for Gloo,
+// whose new-style API has no reduce-scatter, and MPI.
 void reduce_scatter_kernel(KernelContext& ctx) {
   const Tensor scratch = owned_copy(ctx.inputs[0]);
   const Tensor& out = ctx.outputs[0];
@@ -197,34 +133,18 @@ void reduce_scatter_kernel(KernelContext& ctx) {
   void* out_data = out.data_ptr();
   const int rank = c.group->rank();
   const int size = c.group->size();
-  c.run(ctx, out,
-        [scratch, scratch_data, out, out_data, kind, rank, size](
-            const std::shared_ptr<gloo::Context>& context, const CollectiveSlot& slot) {
-          gloo::AllreduceOptions opts(context);
-          visit_dtype(scratch.dtype(), [&](auto tag) {
-            using T = typename decltype(tag)::type;
-            opts.setOutput(static_cast<T*>(scratch_data), static_cast<size_t>(scratch.numel()));
-            opts.setReduceFunction(reduction<T>(kind));
-          });
-          opts.setTag(slot.tag);
-          opts.setTimeout(slot.timeout);
-          gloo::allreduce(opts);
-          std::memcpy(out_data, static_cast<const char*>(scratch_data) + rank * out.nbytes(),
-                      out.nbytes());
-          if (kind == ReduceKind::kAvg) scale_in_place(out, out_data, 1.0 / size);
-        });
+  c.run(ctx, out, [scratch, scratch_data, out, out_data, kind, rank, size](Communicator& comm) {
+    all_reduce_in_place(comm, scratch, scratch_data, kind, size);
+    std::memcpy(out_data, static_cast<const char*>(scratch_data) + rank * out.nbytes(),
+                out.nbytes());
+  });
 }
 
 void barrier_kernel(KernelContext& ctx) {
   const Tensor& token = ctx.outputs[0];
   *static_cast<bool*>(token.data_ptr()) = true;
   const Collective c(ctx.attrs);
-  c.run(ctx, token, [](const std::shared_ptr<gloo::Context>& context, const CollectiveSlot& slot) {
-    gloo::BarrierOptions opts(context);
-    opts.setTag(slot.tag);
-    opts.setTimeout(slot.timeout);
-    gloo::barrier(opts);
-  });
+  c.run(ctx, token, [](Communicator& comm) { comm.barrier(); });
 }
 
 MetaList same_as_input(const InferContext& ctx) {

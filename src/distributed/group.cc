@@ -1,13 +1,9 @@
 #include "distributed/group.h"
 
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/store.h>
-#include <gloo/transport/tcp/device.h>
-
 #include <sstream>
 #include <utility>
 
-#include "distributed/store.h"
+#include "distributed/communicator.h"
 #include "kiln/error.h"
 #include "runtime/parker.h"
 
@@ -18,23 +14,6 @@ ProcessGroup::~ProcessGroup() = default;
 
 namespace {
 
-// Gloo's rendezvous reads and writes through its own Store interface.
-class GlooStore final : public gloo::rendezvous::Store {
- public:
-  explicit GlooStore(kiln::distributed::Store& store) : store_(store) {}
-  void set(const std::string& key, const std::vector<char>& data) override {
-    store_.set(key, data);
-  }
-  std::vector<char> get(const std::string& key) override { return store_.get(key); }
-  void wait(const std::vector<std::string>& keys) override { store_.wait(keys); }
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override {
-    store_.wait(keys);  // the Kiln store applies its own timeout, the group's
-  }
-
- private:
-  kiln::distributed::Store& store_;
-};
-
 std::string seconds_str(std::chrono::milliseconds t) {
   std::ostringstream s;
   s << static_cast<double>(t.count()) / 1000.0 << " s";
@@ -44,26 +23,14 @@ std::string seconds_str(std::chrono::milliseconds t) {
 }  // namespace
 
 Group::Group(int id, int rank, std::vector<int> ranks, std::chrono::milliseconds timeout,
-             const std::shared_ptr<Store>& store, const std::string& hostname)
-    : id_(id), rank_(rank), ranks_(std::move(ranks)), timeout_(timeout) {
-  if (rank_ < 0) return;
-  try {
-    auto context = std::make_shared<gloo::rendezvous::Context>(rank_, size());
-    context->setTimeout(timeout_);
-    gloo::transport::tcp::attr attr;
-    attr.hostname = hostname;
-    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
-    GlooStore gloo_store(*store);
-    context->connectFullMesh(gloo_store, device);
-    context_ = std::move(context);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Error(ErrorKind::kDistributed, describe() + ": could not connect to the other ranks " +
-                                             "(timeout " + seconds_str(timeout_) +
-                                             "): " + e.what());
-  }
-  worker_ = std::thread([this] { run_jobs(); });
+             std::string backend, std::unique_ptr<Communicator> communicator)
+    : id_(id),
+      rank_(rank),
+      ranks_(std::move(ranks)),
+      timeout_(timeout),
+      backend_(std::move(backend)),
+      communicator_(std::move(communicator)) {
+  if (rank_ >= 0) worker_ = std::thread([this] { run_jobs(); });
 }
 
 Group::~Group() {
@@ -131,12 +98,11 @@ void Group::run(std::string what, CollectiveFn fn) {
 void Group::execute(Job& job, std::unique_lock<std::mutex>& lock) {
   running_ = true;
   const bool broken = failed_seq_ != 0;
-  const CollectiveSlot slot{next_tag_++, timeout_};
   lock.unlock();
   std::string failure;
   if (!broken) {
     try {
-      job.fn(context_, slot);
+      job.fn(*communicator_);
     } catch (const std::exception& e) {
       failure = job.what + " on " + describe() + " failed: " + e.what() +
                 " (a peer may have exited or stalled; the group's timeout is " +

@@ -1,15 +1,15 @@
-// Group: the ProcessGroup behind kiln/distributed.h — a Gloo context over the members and the
-// thread that runs the group's collectives one at a time. Private to Kiln.
+// Group: the ProcessGroup behind kiln/distributed.h — a communicator over the members (Gloo's or
+// MPI's, distributed/communicator.h) and the thread that runs the group's collectives one at a
+// time. Private to Kiln.
 //
 //   std::shared_ptr<Group> g = group_of(attrs.get<int64_t>("group"));
-//   uint64_t seq = g->enqueue("AllReduce", [=](gloo::Context& ctx, const CollectiveSlot& slot) {
-//     gloo::AllreduceOptions opts(...);  ... gloo::allreduce(opts);
-//   });
+//   uint64_t seq = g->enqueue("AllReduce", [=](Communicator& c) { c.all_reduce(...); });
 //   g->wait_for(seq);                    // rethrows the collective's failure as kDistributed
 //
 // Why a thread per group: an async collective must make progress while the caller computes, and
-// Gloo wants one collective at a time per context, issued in the same order on every rank. The
-// pipeline launches a caller's ops in program order, so queueing at launch keeps that order.
+// Gloo and MPI want one collective at a time per communicator, issued in the same order on every
+// rank. The pipeline launches a caller's ops in program order, so queueing at launch keeps that
+// order.
 //
 // After a collective fails (a peer closed its connection, or the timeout passed) the group is
 // broken — Gloo's pairs are in an unknown state — and every later collective fails at once with
@@ -30,29 +30,17 @@
 
 #include "kiln/distributed.h"
 
-namespace gloo {
-class Context;
-}
-
 namespace kiln::distributed {
 
-class Store;
-
-/// What a collective passes to Gloo besides the context: a tag that keeps consecutive collectives
-/// apart, and the timeout.
-struct CollectiveSlot {
-  uint32_t tag;
-  std::chrono::milliseconds timeout;
-};
-using CollectiveFn =
-    std::function<void(const std::shared_ptr<gloo::Context>&, const CollectiveSlot&)>;
+class Communicator;
+using CollectiveFn = std::function<void(Communicator&)>;
 
 class Group final : public ProcessGroup {
  public:
-  /// Connects this rank (`rank` of `ranks.size()`, or -1 for a non-member, which connects
-  /// nothing) to the others through `store` (Gloo's full mesh over TCP, bound to `hostname`).
+  /// Member `rank` of the world ranks `ranks` over `communicator`; a non-member has rank -1 and
+  /// no communicator.
   Group(int id, int rank, std::vector<int> ranks, std::chrono::milliseconds timeout,
-        const std::shared_ptr<Store>& store, const std::string& hostname);
+        std::string backend, std::unique_ptr<Communicator> communicator);
   ~Group() override;
 
   int id() const override { return id_; }
@@ -102,8 +90,8 @@ class Group final : public ProcessGroup {
   const int rank_;
   const std::vector<int> ranks_;
   const std::chrono::milliseconds timeout_;
-  const std::string backend_ = "gloo";
-  std::shared_ptr<gloo::Context> context_;
+  const std::string backend_;
+  std::unique_ptr<Communicator> communicator_;
 
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -8,7 +8,9 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
+#include "distributed/communicator.h"
 #include "distributed/group.h"
 #include "distributed/store.h"
 #include "kiln/error.h"
@@ -21,8 +23,9 @@ constexpr double kDefaultTimeoutSeconds = 300;
 
 struct World {
   std::mutex mutex;
-  std::shared_ptr<Store> store;
-  std::string hostname;  // where this rank's Gloo pairs listen
+  std::string backend;
+  std::shared_ptr<Store> store;  // Gloo's rendezvous (MPI has its own)
+  std::string hostname;          // where this rank's Gloo pairs listen
   int next_group_id = 1;
   std::map<int, std::shared_ptr<Group>> groups;
 };
@@ -171,15 +174,47 @@ void check_world(Store& store, int rank, int world_size, const std::string& init
   }
 }
 
-std::shared_ptr<Group> make_group(int id, const std::vector<int>& ranks, int my_rank,
-                                  std::chrono::milliseconds timeout,
-                                  const std::shared_ptr<Store>& store,
-                                  const std::string& hostname) {
-  const auto it = std::find(ranks.begin(), ranks.end(), my_rank);
+// How a group connects its members: the backend, and for Gloo the rendezvous.
+struct Connection {
+  std::string backend;
+  std::shared_ptr<Store> store;
+  std::string hostname;
+  std::chrono::milliseconds timeout;
+};
+
+std::string seconds_str(std::chrono::milliseconds t) {
+  std::ostringstream s;
+  s << static_cast<double>(t.count()) / 1000.0 << " s";
+  return s.str();
+}
+
+std::shared_ptr<Group> make_group(int id, const std::vector<int>& ranks, int world_rank,
+                                  const Connection& how) {
+  const auto it = std::find(ranks.begin(), ranks.end(), world_rank);
   const int rank = it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
-  return std::make_shared<Group>(
-      id, rank, ranks, timeout,
-      std::shared_ptr<Store>(make_prefix_store("group" + std::to_string(id), store)), hostname);
+  std::unique_ptr<Communicator> communicator;
+  try {
+    if (how.backend == "mpi") {
+      communicator = connect_mpi(ranks, world_rank, how.timeout);  // collective over the world
+    } else if (rank >= 0) {
+      const std::unique_ptr<Store> store =
+          make_prefix_store("group" + std::to_string(id), how.store);
+      communicator =
+          connect_gloo(rank, static_cast<int>(ranks.size()), how.timeout, *store, how.hostname);
+    }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    KILN_FAIL(kDistributed) << "group " << id << " (rank " << rank << " of " << ranks.size()
+                            << "): could not connect to the other ranks (timeout "
+                            << seconds_str(how.timeout) << "): " << e.what();
+  }
+  return std::make_shared<Group>(id, rank, ranks, how.timeout, how.backend,
+                                 std::move(communicator));
+}
+
+Connection connection_of(const World& w, std::chrono::milliseconds timeout) {
+  return {w.backend, w.store, w.hostname, timeout};
 }
 
 }  // namespace
@@ -215,27 +250,37 @@ void init_process_group(const InitOptions& options) {
   KILN_CHECK_DIST(w.groups.empty())
       << "init_process_group: already initialized; call destroy_process_group() first";
   KILN_CHECK_VALUE(options.backend == "gloo" || options.backend == "mpi")
-      << "init_process_group: unknown backend '" << options.backend << "'; expected 'gloo'";
-  KILN_CHECK_DIST(options.backend == "gloo")
-      << "init_process_group: backend 'mpi' is not built into this Kiln (it needs OpenMPI at "
-         "build time); use backend='gloo'";
-  const int world_size = int_from_env("WORLD_SIZE", options.world_size, "world_size");
-  const int rank = int_from_env("RANK", options.rank, "rank");
-  KILN_CHECK_VALUE(world_size >= 1)
-      << "init_process_group: world_size must be >= 1, got " << world_size;
-  KILN_CHECK_VALUE(rank < world_size)
-      << "init_process_group: rank " << rank << " is outside [0, " << world_size << ")";
+      << "init_process_group: unknown backend '" << options.backend
+      << "'; expected 'gloo' or 'mpi'";
   const auto timeout =
       std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds(options.timeout_s) * 1000.0));
-
-  Rendezvous rendezvous = connect_store(options.init_method, rank, timeout);
-  check_world(*rendezvous.store, rank, world_size, options.init_method);
-  w.store = std::move(rendezvous.store);
-  w.hostname = std::move(rendezvous.hostname);
+  int rank = 0, world_size = 0;
+  if (options.backend == "mpi") {
+    // MPI's launcher (mpirun) decides the ranks; init_method does not apply.
+    std::tie(rank, world_size) = mpi_start();
+    KILN_CHECK_VALUE(options.rank < 0 || options.rank == rank)
+        << "init_process_group: rank " << options.rank << " was given, but MPI made this process "
+        << "rank " << rank;
+    KILN_CHECK_VALUE(options.world_size < 0 || options.world_size == world_size)
+        << "init_process_group: world_size " << options.world_size
+        << " was given, but MPI's world has " << world_size << " processes";
+  } else {
+    world_size = int_from_env("WORLD_SIZE", options.world_size, "world_size");
+    rank = int_from_env("RANK", options.rank, "rank");
+    KILN_CHECK_VALUE(world_size >= 1)
+        << "init_process_group: world_size must be >= 1, got " << world_size;
+    KILN_CHECK_VALUE(rank < world_size)
+        << "init_process_group: rank " << rank << " is outside [0, " << world_size << ")";
+    Rendezvous rendezvous = connect_store(options.init_method, rank, timeout);
+    check_world(*rendezvous.store, rank, world_size, options.init_method);
+    w.store = std::move(rendezvous.store);
+    w.hostname = std::move(rendezvous.hostname);
+  }
+  w.backend = options.backend;
   std::vector<int> everyone(world_size);
   for (int r = 0; r < world_size; ++r) everyone[r] = r;
   try {
-    w.groups[0] = make_group(0, everyone, rank, timeout, w.store, w.hostname);
+    w.groups[0] = make_group(0, everyone, rank, connection_of(w, timeout));
   } catch (...) {
     w.store.reset();
     throw;
@@ -256,6 +301,8 @@ void destroy_process_group() {
   }
   for (auto& [id, group] : groups) group->drain();
 }
+
+bool is_mpi_available() { return mpi_built(); }
 
 bool is_initialized() {
   World& w = world_state();
@@ -287,12 +334,10 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& requested) {
         << "new_group: rank " << ranks[i] << " appears twice";
   }
   const int id = w.next_group_id++;
-  const std::shared_ptr<Store> store = w.store;
-  const std::string hostname = w.hostname;
+  const Connection how = connection_of(w, everyone->timeout());
   // Connecting waits for the other members; collectives on other groups look groups up meanwhile.
   lock.unlock();
-  std::shared_ptr<Group> group =
-      make_group(id, ranks, everyone->rank(), everyone->timeout(), store, hostname);
+  std::shared_ptr<Group> group = make_group(id, ranks, everyone->rank(), how);
   lock.lock();
   const auto now = w.groups.find(0);
   KILN_CHECK_DIST(now != w.groups.end() && now->second == everyone)

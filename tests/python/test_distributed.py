@@ -1,7 +1,8 @@
 """kiln.distributed over real processes on loopback: every collective against NumPy over 2 and 4
 ranks (dtypes, shapes, sync and async, subgroups), the differentiable collectives, collectives
 inside kiln.jit, DataParallel against single-process training, and the failure modes (a killed
-or stalled rank, bad init arguments) within bounded time.
+or stalled rank, bad init arguments) within bounded time. The backend-independent scripts run
+over Gloo (through kiln's launcher) and over MPI (through mpirun, when Kiln has MPI).
 
 Each test writes a script that every rank runs; a rank checks its own results (NumPy asserts)
 and exits non-zero on failure, and the test checks the exit codes and output."""
@@ -14,7 +15,16 @@ import sys
 import textwrap
 import time
 
+import shutil
+
 import pytest
+
+import kiln.distributed
+
+MPIRUN = shutil.which("mpirun")
+BACKENDS = ["gloo", pytest.param("mpi", marks=pytest.mark.skipif(
+    not (kiln.distributed.is_mpi_available() and MPIRUN),
+    reason="Kiln built without MPI, or no mpirun"))]
 
 # What every rank script starts with: Kiln, NumPy and the data helpers. `data(r, ...)` is rank
 # r's input, which any rank can recompute, so each rank knows every other rank's data.
@@ -44,6 +54,18 @@ def data(r, shape, dtype, seed=0):
 def values(t):
     return t.numpy().astype(np.float64) if t.dtype.is_floating_point else t.numpy()
 
+BACKEND = os.environ.get("KILN_TEST_BACKEND", "gloo")
+
+def init(again=False):
+    """Joins the world: through env:// (the launcher's variables) for Gloo, a fresh file://
+    rendezvous when joining again; through mpirun's world for MPI."""
+    if BACKEND == "mpi":
+        dist.init_process_group("mpi", timeout=60)
+    elif again:
+        dist.init_process_group("gloo", init_method="file://" + sys.argv[0] + ".again", timeout=60)
+    else:
+        dist.init_process_group("gloo", timeout=60)
+
 def check(actual, expected, dtype, what):
     a = values(actual)
     if dtype in TOL:
@@ -60,20 +82,26 @@ def free_port():
         return s.getsockname()[1]
 
 
-def write_script(tmp_path, body, init=True):
-    init_line = "dist.init_process_group('gloo', timeout=60)\n" if init else ""
+def write_script(tmp_path, body):
     script = tmp_path / "rank.py"
-    script.write_text(PRELUDE + init_line + textwrap.dedent(body))
+    script.write_text(PRELUDE + "init()\n" + textwrap.dedent(body))
     return script
 
 
-def launch(tmp_path, nproc, body, timeout=120, env=None):
-    """Runs `body` on `nproc` ranks through the launcher; returns its output. Fails the test with
-    every rank's output when any rank fails."""
+def rank_command(backend, nproc, script):
+    if backend == "mpi":
+        return [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(nproc),
+                sys.executable, str(script)]
+    return [sys.executable, "-m", "kiln.distributed.run", "--nproc", str(nproc), str(script)]
+
+
+def launch(tmp_path, nproc, body, timeout=120, env=None, backend="gloo"):
+    """Runs `body` on `nproc` ranks (through the launcher, or mpirun for MPI); returns the output.
+    Fails the test with every rank's output when any rank fails."""
     script = write_script(tmp_path, body)
     done = subprocess.run(
-        [sys.executable, "-m", "kiln.distributed.run", "--nproc", str(nproc), str(script)],
-        capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+        rank_command(backend, nproc, script), capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "KILN_TEST_BACKEND": backend, **(env or {})})
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
@@ -214,7 +242,7 @@ assert not dist.is_initialized()
 check(last, np.sum([values(data(r, (8,), "float32", seed=5)) for r in range(world)], axis=0),
       "float32", "all_reduce queued before destroy")
 # A group from the destroyed world is refused, even once new groups reuse its id.
-dist.init_process_group("gloo", init_method="file://" + sys.argv[0] + ".again", timeout=60)
+init(again=True)
 again = dist.new_group(range(world))
 assert again.id == mine.id or again.id == evens.id
 try:
@@ -239,9 +267,10 @@ print(f"rank {rank} ok")
 '''
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("nproc", [2, 4])
-def test_collectives_match_numpy(tmp_path, nproc):
-    out = launch(tmp_path, nproc, COLLECTIVES, timeout=240)
+def test_collectives_match_numpy(tmp_path, nproc, backend):
+    out = launch(tmp_path, nproc, COLLECTIVES, timeout=240, backend=backend)
     assert all(out.count(f"rank {r} ok") == 1 for r in range(nproc)), out
 
 
@@ -257,8 +286,9 @@ print(f"pipeline {kiln.runtime.get_pipeline()}")
     assert out.count("pipeline sync") == 2
 
 
-def test_argument_errors_are_clear_and_leave_the_group_usable(tmp_path):
-    launch(tmp_path, 2, '''
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_argument_errors_are_clear_and_leave_the_group_usable(tmp_path, backend):
+    launch(tmp_path, 2, backend=backend, body='''
 rank = dist.get_rank()
 def expect(kind, text, fn):
     try:
@@ -277,7 +307,7 @@ expect(kiln.KilnValueError, "rank 5 is not a member of group 0",
 expect(kiln.ShapeError, "dim 0 divisible by the group's size 2",
        lambda: dist.reduce_scatter(kiln.mint.zeros(1), kiln.mint.ones(3)))
 expect(kiln.DistributedError, "already initialized",
-       lambda: dist.init_process_group("gloo"))
+       lambda: dist.init_process_group(BACKEND))
 expect(kiln.KilnValueError, "appears twice", lambda: dist.new_group([0, 0]))
 expect(kiln.KilnValueError, "outside the world", lambda: dist.new_group([0, 7]))
 # The group still works after all of that.
@@ -290,8 +320,9 @@ check(t, np.full(4, 3.0), "float32", "after errors")
 # ------------------------------------------------------------------------------------------------
 # Differentiable collectives and jit
 
-def test_functional_collectives_and_their_gradients(tmp_path):
-    launch(tmp_path, 2, '''
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_functional_collectives_and_their_gradients(tmp_path, backend):
+    launch(tmp_path, 2, backend=backend, body='''
 world, rank = dist.get_world_size(), dist.get_rank()
 def w(r):
     return values(data(r, (4, 3), "float64", seed=3))
@@ -331,8 +362,9 @@ except kiln.KilnValueError as e:
 ''')
 
 
-def test_collectives_inside_jit(tmp_path):
-    launch(tmp_path, 2, '''
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_collectives_inside_jit(tmp_path, backend):
+    launch(tmp_path, 2, backend=backend, body='''
 world, rank = dist.get_world_size(), dist.get_rank()
 @kiln.jit
 def step(x):
@@ -504,8 +536,9 @@ print("dp ok")
 '''
 
 
-def test_data_parallel_matches_single_process_training(tmp_path):
-    out = launch(tmp_path, 2, DATA_PARALLEL, timeout=180)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_data_parallel_matches_single_process_training(tmp_path, backend):
+    out = launch(tmp_path, 2, DATA_PARALLEL, timeout=180, backend=backend)
     assert out.count("dp ok") == 2
 
 
@@ -573,6 +606,33 @@ except kiln.DistributedError as e:
     assert "then after 0.0 s" in out0 and "the group is broken since" in out0, out0
 
 
+@pytest.mark.skipif(not (kiln.distributed.is_mpi_available() and MPIRUN),
+                    reason="Kiln built without MPI, or no mpirun")
+def test_a_stalled_rank_makes_the_others_fail_at_the_timeout_over_mpi(tmp_path):
+    script = tmp_path / "stall.py"
+    script.write_text(PRELUDE + textwrap.dedent('''
+dist.init_process_group("mpi", timeout=2)
+if dist.get_rank() == 1:
+    time.sleep(60)                       # never joins the collective
+    sys.exit(0)
+start = time.monotonic()
+try:
+    dist.all_reduce(kiln.mint.ones(4))
+    kiln.runtime.synchronize()
+except kiln.DistributedError as e:
+    print(f"DistributedError after {time.monotonic() - start:.1f} s: {e}", flush=True)
+    os._exit(3)                          # mpirun then stops rank 1
+'''))
+    start = time.monotonic()
+    done = subprocess.run(rank_command("mpi", 2, script), capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode != 0
+    assert "did not complete within 2 s" in done.stdout, done.stdout + done.stderr
+    seconds = float(done.stdout.split("DistributedError after ")[1].split(" s")[0])
+    assert 1.5 <= seconds < 10, done.stdout
+    assert time.monotonic() - start < 40
+
+
 def test_init_waits_for_missing_ranks_at_most_the_timeout(tmp_path):
     port = free_port()
     procs = spawn(tmp_path, 3, '''
@@ -630,10 +690,11 @@ def test_init_argument_errors(tmp_path):
         dist.init_process_group("gloo", init_method="tcp://127.0.0.1:http", rank=0, world_size=1)
     with raises(kiln.KilnValueError, match="rank 2 is outside"):
         dist.init_process_group("gloo", init_method="tcp://127.0.0.1:1", rank=2, world_size=2)
-    with raises(kiln.KilnValueError, match="unknown backend 'nccl'"):
+    with raises(kiln.KilnValueError, match="unknown backend 'nccl'; expected 'gloo' or 'mpi'"):
         dist.init_process_group("nccl", rank=0, world_size=1)
-    with raises(kiln.DistributedError, match="backend 'mpi' is not built"):
-        dist.init_process_group("mpi", rank=0, world_size=1)
+    if not dist.is_mpi_available():
+        with raises(kiln.DistributedError, match="backend 'mpi' is not built"):
+            dist.init_process_group("mpi", rank=0, world_size=1)
     with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
         dist.init_process_group("gloo", rank=0, world_size=1, timeout=0)
     with raises(kiln.KilnValueError, match="KILN_DIST_TIMEOUT"):

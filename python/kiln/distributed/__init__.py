@@ -12,7 +12,9 @@
 
 Start the ranks with ``python -m kiln.distributed.run --nproc N script.py`` (it sets the
 environment ``env://`` reads). ``init_method`` may also be ``"tcp://host:port"`` (rank 0 serves
-the rendezvous there) or ``"file:///shared/dir"`` (a fresh directory every rank can reach).
+the rendezvous there) or ``"file:///shared/dir"`` (a fresh directory every rank can reach). With
+``backend="mpi"`` (when ``is_mpi_available()``), start them with ``mpirun -np N python
+script.py`` instead: MPI decides the ranks, and the same collectives run over MPI.
 
 Collectives are ops (``AllReduce``, ``Broadcast``, ``AllGather``, ``ReduceScatter``,
 ``Barrier``): they run through the eager pipeline in program order and are traced into
@@ -72,6 +74,16 @@ def destroy_process_group():
 
 def is_initialized():
     return _dist.is_initialized()
+
+
+def is_mpi_available():
+    """True when this Kiln was built with MPI: ``init_process_group("mpi")`` in processes started
+    by ``mpirun`` (which decides the ranks)."""
+    return _dist.is_mpi_available()
+
+
+def is_gloo_available():
+    return True
 
 
 def get_rank(group=None):
@@ -139,6 +151,7 @@ class _Done:
 
 
 __all__ = ["ReduceOp", "ProcessGroup", "Work", "init_process_group", "destroy_process_group",
-           "is_initialized", "get_rank", "get_world_size", "new_group", "all_reduce", "broadcast",
-           "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
-           "barrier", "functional"]
+           "is_initialized", "is_mpi_available", "is_gloo_available", "get_rank",
+           "get_world_size", "new_group", "all_reduce", "broadcast", "all_gather",
+           "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor", "barrier",
+           "functional"]
