@@ -4,6 +4,7 @@ and DataParallel step time from 1 to 2 processes.
 
     chrt -r 10 .venv/bin/python bench/dist_bench.py                    # both parts
     .venv/bin/python bench/dist_bench.py --part allreduce --quick       # smoke run
+    .venv/bin/python bench/dist_bench.py --backend mpi                  # Kiln over MPI (mpirun)
 
 --part allreduce: 2 ranks; for each size from 4 KB to 64 MB (float32, powers of 4), Kiln and
 PyTorch alternate for --rounds rounds of --iters all-reduces each (after warm-up); a Kiln call is
@@ -54,8 +55,8 @@ def have_torch():
 def allreduce_rank(args):
     import kiln
     import kiln.distributed as kdist
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    kdist.init_process_group("gloo")
+    kdist.init_process_group(args.backend)
+    rank, world = kdist.get_rank(), kdist.get_world_size()
     torch = None
     if have_torch():
         import torch
@@ -125,12 +126,12 @@ def median_step(model, opt, loss_fn, to_tensor, batches, warmup):
 
 
 def dp_rank(args):
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    batches = mlp_batches(args.dp_warmup + args.dp_steps, 64, seed=rank)
-    times = {}
     import kiln
     import kiln.distributed as kdist
-    kdist.init_process_group("gloo")
+    kdist.init_process_group(args.backend)
+    rank, world = kdist.get_rank(), kdist.get_world_size()
+    batches = mlp_batches(args.dp_warmup + args.dp_steps, 64, seed=rank)
+    times = {}
     kiln.manual_seed(0)
     net = kiln.nn.Sequential(kiln.nn.Linear(64, 1024), kiln.nn.ReLU(), kiln.nn.Linear(1024, 1024),
                              kiln.nn.ReLU(), kiln.nn.Linear(1024, 10))
@@ -164,8 +165,13 @@ def dp_rank(args):
 
 def launch(part, nproc, args):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "kiln.distributed.run", "--nproc", str(nproc),
-           "--master-port", str(free_port()), __file__, "--rank-body", part,
+    if args.backend == "mpi":
+        starter = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(nproc),
+                   "-x", "OMP_NUM_THREADS", sys.executable]
+    else:
+        starter = [sys.executable, "-m", "kiln.distributed.run", "--nproc", str(nproc),
+                   "--master-port", str(free_port())]
+    cmd = starter + [__file__, "--rank-body", part, "--backend", args.backend,
            "--torch-port", str(free_port()), "--iters", str(args.iters), "--rounds",
            str(args.rounds), "--dp-steps", str(args.dp_steps), "--dp-warmup", str(args.dp_warmup)]
     if args.quick:
@@ -184,7 +190,8 @@ def human(size):
 def report_allreduce(args):
     results = launch("allreduce", 2, args)
     n = 2
-    print("\nAll-reduce bus bandwidth, 2 ranks over loopback, float32 (GB/s; best of rounds)\n")
+    print(f"\nAll-reduce bus bandwidth, 2 ranks over loopback, float32, Kiln over {args.backend} "
+          "(GB/s; best of rounds)\n")
     print("| size | Kiln | PyTorch (gloo) | Kiln / PyTorch |")
     print("|---:|---:|---:|---:|")
     for size_text, r in results.items():
@@ -214,6 +221,8 @@ def report_dp(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", choices=["allreduce", "dp", "both"], default="both")
+    parser.add_argument("--backend", choices=["gloo", "mpi"], default="gloo",
+                        help="Kiln's backend (mpi: the ranks are started by mpirun)")
     parser.add_argument("--quick", action="store_true", help="small sizes, few steps")
     parser.add_argument("--iters", type=int, default=50, help="all-reduces per round (max)")
     parser.add_argument("--rounds", type=int, default=5)
