@@ -572,12 +572,12 @@ except kiln.DistributedError as e:
     assert seconds < 15, out0
 
 
-def test_a_stalled_rank_makes_the_others_fail_at_the_timeout(tmp_path):
-    port = free_port()
-    procs = spawn(tmp_path, 2, '''
-dist.init_process_group("gloo")
+# Rank 1 never joins the collective; rank 0 must fail at the timeout (KILN_DIST_TIMEOUT=2), and
+# its next collective at once, naming the first failure.
+STALLED_RANK = '''
+dist.init_process_group(BACKEND)
 if dist.get_rank() == 1:
-    time.sleep(60)                       # never joins the collective
+    time.sleep(60)
     sys.exit(0)
 start = time.monotonic()
 try:
@@ -585,51 +585,45 @@ try:
     kiln.runtime.synchronize()
 except kiln.DistributedError as e:
     print(f"DistributedError after {time.monotonic() - start:.1f} s: {e}")
-    # The group is broken now: the next collective fails at once, with the first cause.
     again = time.monotonic()
     try:
         dist.all_reduce(kiln.mint.ones(4))
         kiln.runtime.synchronize()
     except kiln.DistributedError as e2:
-        print(f"then after {time.monotonic() - again:.1f} s: {e2}")
-    sys.exit(3)
-''', port, timeout_s=2)
+        print(f"then after {time.monotonic() - again:.1f} s: {e2}", flush=True)
+    os._exit(3)
+'''
+
+
+def check_stalled_rank_output(out):
+    seconds = float(out.split("DistributedError after ")[1].split(" s")[0])
+    assert 1.5 <= seconds < 10, out
+    assert "timeout is 2 s" in out
+    assert "then after 0.0 s" in out and "the group is broken since" in out, out
+
+
+def test_a_stalled_rank_makes_the_others_fail_at_the_timeout(tmp_path):
+    procs = spawn(tmp_path, 2, STALLED_RANK, free_port(), timeout_s=2)
     try:
         code0, out0 = finish(procs[0], timeout=60)
     finally:
         procs[1].kill()
         procs[1].communicate()
     assert code0 == 3, out0
-    seconds = float(out0.split("DistributedError after ")[1].split(" s")[0])
-    assert 1.5 <= seconds < 10, out0
-    assert "timeout is 2 s" in out0
-    assert "then after 0.0 s" in out0 and "the group is broken since" in out0, out0
+    check_stalled_rank_output(out0)
 
 
 @pytest.mark.skipif(not (kiln.distributed.is_mpi_available() and MPIRUN),
                     reason="Kiln built without MPI, or no mpirun")
 def test_a_stalled_rank_makes_the_others_fail_at_the_timeout_over_mpi(tmp_path):
     script = tmp_path / "stall.py"
-    script.write_text(PRELUDE + textwrap.dedent('''
-dist.init_process_group("mpi", timeout=2)
-if dist.get_rank() == 1:
-    time.sleep(60)                       # never joins the collective
-    sys.exit(0)
-start = time.monotonic()
-try:
-    dist.all_reduce(kiln.mint.ones(4))
-    kiln.runtime.synchronize()
-except kiln.DistributedError as e:
-    print(f"DistributedError after {time.monotonic() - start:.1f} s: {e}", flush=True)
-    os._exit(3)                          # mpirun then stops rank 1
-'''))
+    script.write_text(PRELUDE + STALLED_RANK)
     start = time.monotonic()
     done = subprocess.run(rank_command("mpi", 2, script), capture_output=True, text=True,
-                          timeout=60)
-    assert done.returncode != 0
-    assert "did not complete within 2 s" in done.stdout, done.stdout + done.stderr
-    seconds = float(done.stdout.split("DistributedError after ")[1].split(" s")[0])
-    assert 1.5 <= seconds < 10, done.stdout
+                          timeout=60, env={**os.environ, "KILN_TEST_BACKEND": "mpi",
+                                           "KILN_DIST_TIMEOUT": "2"})
+    assert done.returncode != 0                   # mpirun stops rank 1 once rank 0 has failed
+    check_stalled_rank_output(done.stdout + done.stderr)
     assert time.monotonic() - start < 40
 
 
