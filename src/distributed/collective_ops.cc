@@ -1,10 +1,11 @@
 // The collective ops: AllReduce, Broadcast, AllGather, ReduceScatter, Barrier.
 //
-// Each kernel runs one collective of its group's communicator (Gloo or MPI) on the group's thread
-// (distributed/group.h) and, unless the call is async (attribute async_op, set only by the eager
-// API in collectives.cc), waits for it. An async kernel returns at once, having noted which storage
-// the collective writes, so that Work::wait() finds it; until then the pipeline treats the result
-// as written, and the caller must not touch it (the contract of async_op).
+// Each kernel runs one collective of its group's communicator (Gloo or MPI; distributed/group.h):
+// on the calling thread when the group is idle, else after the group's queued ones. A call with
+// async_op (set only by the eager API in collectives.cc) queues it instead and returns. An async
+// kernel returns at once, having noted which storage the collective writes, so that Work::wait()
+// finds it; until then the pipeline treats the result as written, and the caller must not touch it
+// (the contract of async_op).
 //
 // Gradients follow the collectives' linear algebra: AllReduce(sum) and AllReduce(avg) are their
 // own adjoints, AllGather's adjoint is ReduceScatter(sum) and the other way round, and
@@ -12,18 +13,14 @@
 #include <cstring>
 #include <string>
 
-#include "core/dtype_dispatch.h"
 #include "distributed/communicator.h"
 #include "distributed/group.h"
+#include "distributed/reduction.h"
 #include "kiln/functional/factory.h"
 #include "kiln/op.h"
 
 namespace kiln::distributed {
 namespace {
-
-template <typename T>
-using arith_t =
-    std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
 
 // Every rank's kernel has the same view of the call: the group, and whether it waits.
 struct Collective {
@@ -67,25 +64,12 @@ Tensor owned_copy(const Tensor& t) {
   return copy;
 }
 
-void scale_in_place(const Tensor& t, void* data, double factor) {
-  visit_dtype(t.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, bool>) {
-      KILN_ASSERT(false) << "avg reached a bool tensor";
-    } else {
-      using A = arith_t<T>;
-      T* p = static_cast<T*>(data);
-      const int64_t n = t.numel();
-      for (int64_t i = 0; i < n; ++i) p[i] = convert<T>(static_cast<A>(convert<A>(p[i]) * factor));
-    }
-  });
-}
-
 // The all-reduce both AllReduce and ReduceScatter run: in place, then / size for avg.
 void all_reduce_in_place(Communicator& c, const Tensor& t, void* data, ReduceKind kind, int size) {
   c.all_reduce(data, static_cast<size_t>(t.numel()), t.dtype(),
                kind == ReduceKind::kAvg ? ReduceKind::kSum : kind);
-  if (kind == ReduceKind::kAvg) scale_in_place(t, data, 1.0 / size);
+  if (kind == ReduceKind::kAvg)
+    scale_elements(t.dtype(), data, static_cast<size_t>(t.numel()), 1.0 / size);
 }
 
 void all_reduce_kernel(KernelContext& ctx) {

@@ -55,4 +55,17 @@ void reduce_elements(DType dtype, ReduceKind kind, const void* a, const void* b,
   });
 }
 
+void scale_elements(DType dtype, void* data, size_t n, double factor) {
+  visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool>) {
+      KILN_ASSERT(false) << "scale_elements reached a bool tensor";
+    } else {
+      using A = arith_t<T>;
+      T* p = static_cast<T*>(data);
+      for (size_t i = 0; i < n; ++i) p[i] = convert<T>(static_cast<A>(convert<A>(p[i]) * factor));
+    }
+  });
+}
+
 }  // namespace kiln::distributed

@@ -12,5 +12,7 @@ namespace kiln::distributed {
 /// combined in float and rounded once; bool sums are ORs, products ANDs. kind is never kAvg.
 void reduce_elements(DType dtype, ReduceKind kind, const void* a, const void* b, void* out,
                      size_t n);
+/// data[i] *= factor for n elements of a floating `dtype` (an average's division).
+void scale_elements(DType dtype, void* data, size_t n, double factor);
 
 }  // namespace kiln::distributed
