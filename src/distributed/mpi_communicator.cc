@@ -139,20 +139,22 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
-  // Polls until the request completes: first spinning (small collectives finish in
-  // microseconds), then sleeping a little longer each time, up to 1 ms.
+  // Polls until the request completes. Open MPI advances a non-blocking collective only inside
+  // MPI calls, so the first second polls back to back (yielding the core), as MPI's blocking
+  // calls do; a collective still running after that is waiting for a stalled peer, and is
+  // polled every millisecond until the timeout.
   void finish(MPI_Request& request, const char* what) {
     const auto start = std::chrono::steady_clock::now();
-    auto pause = std::chrono::microseconds(0);
     for (;;) {
       int done = 0;
       check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
       if (done) return;
       const auto waited = std::chrono::steady_clock::now() - start;
       KILN_CHECK_DIST(waited < timeout_) << what << " did not complete within the timeout";
-      if (waited > std::chrono::microseconds(100)) {
-        pause = std::min(pause + std::chrono::microseconds(20), std::chrono::microseconds(1000));
-        std::this_thread::sleep_for(pause);
+      if (waited < std::chrono::seconds(1)) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     }
   }
