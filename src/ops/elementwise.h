@@ -434,6 +434,9 @@ Tensor loop_operand(const Tensor& x, const Tensor& out);
 void run_loop(const Tensor& out, const Tensor& x, const InnerLoop& loop);
 /// Runs `loop` over out, a and b broadcast to out's shape, in parallel chunks.
 void run_loop(const Tensor& out, const Tensor& a, const Tensor& b, const InnerLoop& loop);
+/// out = cond ? a : b, all three broadcast to out's shape (a and b converted to out's dtype, cond
+/// to bool): the kernel of Where and MaskedFill.
+void run_select(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
 
 template <typename T, typename O, typename F>
 void erased_unary_run(const void* f, int simd_op, simd::Store out_store, char* const* p,

@@ -10,13 +10,70 @@ namespace {
 // Selecting moves bits, so the kernel is instantiated per element size, not per dtype. The
 // condition is read as a byte and tested against 0, so a bool array from outside (NumPy) whose
 // bytes are not exactly 0 or 1 is still well defined.
+//
+// The common layouts (everything contiguous, or a broadcast scalar on either side: masked_fill,
+// and the gradients of where and masked_fill) get a loop over typed pointers with both operands
+// loaded unconditionally, which the compiler turns into vector blends; the strided loop is ~4x
+// slower on a [16, 4, 64, 64] causal-mask fill.
+template <typename Bits, int64_t kAStep, int64_t kBStep>
+void select_contiguous(char* out, const char* cond, const char* a, const char* b, int64_t n) {
+  auto* o = reinterpret_cast<Bits*>(out);
+  const auto* c = reinterpret_cast<const uint8_t*>(cond);
+  const auto* x = reinterpret_cast<const Bits*>(a);
+  const auto* y = reinterpret_cast<const Bits*>(b);
+  for (int64_t i = 0; i < n; ++i) {
+    const Bits if_true = x[i * kAStep];
+    const Bits if_false = y[i * kBStep];
+    o[i] = c[i] != 0 ? if_true : if_false;
+  }
+}
+
 template <typename Bits>
-void where_run(char* const* p, const int64_t* s, int64_t n) {
+void select_run(char* const* p, const int64_t* s, int64_t n) {
+  constexpr int64_t kItem = sizeof(Bits);
+  const auto unit_or_zero = [](int64_t stride) { return stride == kItem || stride == 0; };
+  if (s[0] == kItem && s[1] == 1 && unit_or_zero(s[2]) && unit_or_zero(s[3])) {
+    if (s[2] == 0) {
+      (s[3] == 0 ? select_contiguous<Bits, 0, 0> : select_contiguous<Bits, 0, 1>)(p[0], p[1], p[2],
+                                                                                  p[3], n);
+    } else {
+      (s[3] == 0 ? select_contiguous<Bits, 1, 0> : select_contiguous<Bits, 1, 1>)(p[0], p[1], p[2],
+                                                                                  p[3], n);
+    }
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const char* src = load<uint8_t>(p[1] + i * s[1]) != 0 ? p[2] + i * s[2] : p[3] + i * s[3];
     store<Bits>(p[0] + i * s[0], load<Bits>(src));
   }
 }
+
+}  // namespace
+
+void run_select(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  const Tensor c = loop_operand(as_dtype(cond, DType::kBool), out);
+  const Tensor x = loop_operand(as_dtype(a, out.dtype()), out);
+  const Tensor y = loop_operand(as_dtype(b, out.dtype()), out);
+  StridedLoop<4> loop(out.shape(), {&out, &c, &x, &y});
+  switch (out.itemsize()) {
+    case 1:
+      loop.parallel_run(kElementwiseGrain, select_run<uint8_t>);
+      break;
+    case 2:
+      loop.parallel_run(kElementwiseGrain, select_run<uint16_t>);
+      break;
+    case 4:
+      loop.parallel_run(kElementwiseGrain, select_run<uint32_t>);
+      break;
+    case 8:
+      loop.parallel_run(kElementwiseGrain, select_run<uint64_t>);
+      break;
+    default:
+      KILN_ASSERT(false) << "select: unexpected item size " << out.itemsize();
+  }
+}
+
+namespace {
 
 KILN_REGISTER_OP(
     OpDef("Where")
@@ -42,28 +99,7 @@ KILN_REGISTER_OP(
           return MetaList{{result_type({ctx.input(1), ctx.input(2)}), shape}};
         })
         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
-          const Tensor& out = ctx.outputs[0];
-          const Shape& shape = out.shape();
-          const Tensor cond = loop_operand(as_dtype(ctx.inputs[0], DType::kBool), out);
-          const Tensor a = loop_operand(as_dtype(ctx.inputs[1], out.dtype()), out);
-          const Tensor b = loop_operand(as_dtype(ctx.inputs[2], out.dtype()), out);
-          StridedLoop<4> loop(shape, {&out, &cond, &a, &b});
-          switch (out.itemsize()) {
-            case 1:
-              loop.parallel_run(kElementwiseGrain, where_run<uint8_t>);
-              break;
-            case 2:
-              loop.parallel_run(kElementwiseGrain, where_run<uint16_t>);
-              break;
-            case 4:
-              loop.parallel_run(kElementwiseGrain, where_run<uint32_t>);
-              break;
-            case 8:
-              loop.parallel_run(kElementwiseGrain, where_run<uint64_t>);
-              break;
-            default:
-              KILN_ASSERT(false) << "Where: unexpected item size " << out.itemsize();
-          }
+          run_select(ctx.outputs[0], ctx.inputs[0], ctx.inputs[1], ctx.inputs[2]);
         }));
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "kiln/functional/shape.h"
 #include "kiln/op.h"
 #include "kiln/parallel.h"
+#include "ops/elementwise.h"
 #include "ops/grad_util.h"
 
 namespace kiln {
@@ -501,24 +502,12 @@ KILN_REGISTER_OP(OpDef("MaskedFill")
                      }))
                      .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
                        const Tensor& out = ctx.outputs[0];
-                       const Tensor& x = ctx.inputs[0];
-                       const Tensor mask = ctx.inputs[1].expand(out.shape());
                        const Scalar value = ctx.attrs.get<Scalar>("value");
-                       StridedLoop<3> loop(out.shape(), {&out, &x, &mask});
                        visit_dtype(out.dtype(), [&](auto tag) {
                          using T = typename decltype(tag)::type;
-                         const T fill = value.to<T>();
-                         loop.parallel_run(kElementwiseGrain,
-                                           [&](char* const* p, const int64_t* s, int64_t n) {
-                                             for (int64_t i = 0; i < n; ++i) {
-                                               bool m;
-                                               T v;
-                                               std::memcpy(&m, p[2] + i * s[2], sizeof(bool));
-                                               std::memcpy(&v, p[1] + i * s[1], sizeof(T));
-                                               if (m) v = fill;
-                                               std::memcpy(p[0] + i * s[0], &v, sizeof(T));
-                                             }
-                                           });
+                         T fill = value.to<T>();
+                         const Tensor fill_tensor = Tensor::from_blob(&fill, {}, out.dtype());
+                         elementwise::run_select(out, ctx.inputs[1], fill_tensor, ctx.inputs[0]);
                        });
                      }));
 

@@ -525,6 +525,26 @@ def test_where_matches_numpy(dtype, rng):
     assert_close(result, np.where(cond, a, b))
 
 
+@pytest.mark.parametrize("dtype", [kiln.bool_, kiln.int8, kiln.float16, kiln.float32, kiln.int64],
+                         ids=str)
+@pytest.mark.parametrize("a_kind", ["tensor", "scalar"])
+@pytest.mark.parametrize("b_kind", ["tensor", "scalar"])
+def test_where_contiguous_and_scalar_operands_of_a_large_result(dtype, a_kind, b_kind, rng):
+    # Every element size, with either operand a broadcast 0-d tensor, over enough elements for
+    # several parallel chunks; the condition broadcasts a [64, 64] block over leading dims.
+    cond = rng.random((64, 64)) > 0.5
+    shape = (3, 5, 64, 64)
+
+    def operand(kind):
+        return random_array(shape if kind == "tensor" else (), dtype, rng)
+
+    a, b = operand(a_kind), operand(b_kind)
+    result = M.where(kiln.tensor(cond), kt(a, dtype), kt(b, dtype))
+    expected = np.where(cond, a, b)
+    assert result.dtype == dtype and result.shape == expected.shape
+    np.testing.assert_array_equal(result.numpy(), expected)
+
+
 def test_where_broadcasts_converts_and_promotes(rng):
     cond = rng.uniform(-1, 1, size=(2, 1, 3)).astype(np.float32)
     cond[0, 0, 0] = 0.0

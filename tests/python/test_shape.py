@@ -434,6 +434,16 @@ def test_masked_fill_matches_where(mask_shape, value, layout, dtype, rng):
     assert_close(out, np.where(mask, fill, a))
 
 
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.bfloat16, kiln.int64, kiln.uint8], ids=str)
+def test_masked_fill_with_a_causal_mask_over_heads(dtype, rng):
+    # The attention pattern: a [T, T] mask broadcast over [batch, heads, T, T].
+    a, t = make((2, 3, 64, 64), dtype, rng)
+    mask = np.triu(np.ones((64, 64), dtype=bool), k=1)
+    fill = 7
+    out = mint.masked_fill(t, kiln.tensor(mask), fill)
+    np.testing.assert_array_equal(out.numpy(), np.where(mask, np.array(fill).astype(a.dtype), a))
+
+
 def test_masked_fill_takes_a_0d_tensor_value(rng):
     a, t = make((2, 3), kiln.float32, rng)
     mask = a > 0
