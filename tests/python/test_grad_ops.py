@@ -153,6 +153,44 @@ def test_norms():
     assert gradcheck(lambda x: mint.rms_norm(x, (3, 4)), (r(2, 3, 4),))
 
 
+def test_norms_second_order():
+    # Through LayerNormBackward / RMSNormBackward's own rules.
+    gradgradcheck = kiln.testing.gradgradcheck
+    assert gradgradcheck(lambda x, w, b: mint.layer_norm(x, (4,), w, b), (r(3, 4), r(4), r(4)))
+    assert gradgradcheck(lambda x: mint.layer_norm(x, (2, 3)), (r(2, 2, 3),))
+    assert gradgradcheck(lambda x, w: mint.rms_norm(x, (4,), w), (r(3, 4), r(4)))
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.bfloat16], ids=str)
+@pytest.mark.parametrize("centered", [True, False], ids=["layer_norm", "rms_norm"])
+def test_norm_gradients_match_numpy(dtype, centered):
+    # Many rows (several partial-sum blocks of the fused backward kernel) against NumPy's formulas.
+    rng = np.random.default_rng(5)
+    x, w, b = rng.normal(size=(24, 32, 80)), rng.normal(size=80), rng.normal(size=80)
+    g = rng.normal(size=x.shape)
+    xm = x - x.mean(-1, keepdims=True) if centered else x
+    rstd = 1 / np.sqrt((xm ** 2).mean(-1, keepdims=True) + 1e-5)
+    xhat = xm * rstd
+    gh = g * w
+    inner = gh - xhat * (gh * xhat).mean(-1, keepdims=True)
+    if centered:
+        inner -= gh.mean(-1, keepdims=True)
+    want = {"x": rstd * inner, "w": (g * xhat).sum((0, 1)), "b": g.sum((0, 1))}
+    tx, tw, tb = (kiln.tensor(a, dtype=dtype).requires_grad_() for a in (x, w, b))
+    y = (mint.layer_norm(tx, (80,), tw, tb, eps=1e-5) if centered
+         else mint.rms_norm(tx, (80,), tw, eps=1e-5))
+    y.backward(kiln.tensor(g, dtype=dtype))
+    tol = {kiln.float32: 2e-4, kiln.float64: 1e-10, kiln.bfloat16: 6e-2}[dtype]
+    got = {"x": tx.grad, "w": tw.grad}
+    if centered:
+        got["b"] = tb.grad
+    for name, grad in got.items():
+        assert grad.dtype == dtype
+        scale = np.abs(want[name]).max()
+        np.testing.assert_allclose(grad.to(kiln.float64).numpy() / scale, want[name] / scale,
+                                   atol=tol, err_msg=name)
+
+
 @pytest.mark.parametrize("kwargs", [{}, {"stride": 2, "padding": 1}, {"dilation": 2},
                                     {"groups": 2, "padding": 1}])
 def test_conv2d(kwargs):

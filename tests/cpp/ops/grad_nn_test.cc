@@ -6,6 +6,7 @@
 // of the gradients of float32 inputs (the oneDNN paths) and undefined output gradients.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -14,6 +15,7 @@
 #include "grad_testing.h"
 #include "kiln/functional.h"
 #include "kiln/op.h"
+#include "kiln/parallel.h"
 #include "kiln/runtime.h"
 #include "testing.h"
 
@@ -95,6 +97,68 @@ TEST(GradNorm, GivesZeros_WhenNoGradientFlowsIn) {
   const std::vector<Tensor> g = run_rule("LayerNorm", {r64({2, 3}), r64({3}), r64({3})},
                                          {{"normalized_shape", Dims{3}}}, {Tensor()});
   for (const Tensor& t : g) testing::expect_close(t, zeros(t.shape(), DType::kFloat64), 0);
+}
+
+// LayerNormBackward / RMSNormBackward (x, weight, grad_output) -> (dx, d weight[, d bias]): the
+// first-order gradients in one kernel, and their own rules (the second order).
+TEST(GradNormBackward, RulesMatchFiniteDifferences_WithAndWithoutWeight) {
+  manual_seed(23);
+  const Attrs row5 = {{"normalized_shape", Dims{5}}};
+  expect_grad_rule("LayerNormBackward", {r64({3, 5}), r64({5}), r64({3, 5})}, row5);
+  expect_grad_rule("LayerNormBackward", {r64({3, 5}), Tensor(), r64({3, 5})}, row5);
+  expect_grad_rule("LayerNormBackward", {r64({2, 3, 4}), r64({3, 4}), r64({2, 3, 4})},
+                   {{"normalized_shape", Dims{3, 4}}, {"eps", 1e-2}});
+  expect_grad_rule("RMSNormBackward", {r64({3, 5}), r64({5}), r64({3, 5})}, row5);
+  expect_grad_rule("RMSNormBackward", {r64({2, 3, 4}), Tensor(), r64({2, 3, 4})},
+                   {{"normalized_shape", Dims{3, 4}}, {"eps", 0.1}});
+}
+
+TEST(GradNormBackward, RulesGiveZeros_WhenNoGradientFlowsIn) {
+  const std::vector<Tensor> g =
+      run_rule("LayerNormBackward", {r64({2, 3}), r64({3}), r64({2, 3})},
+               {{"normalized_shape", Dims{3}}}, {Tensor(), Tensor(), Tensor()});
+  ASSERT_EQ(g.size(), 3u);
+  for (const Tensor& t : g) testing::expect_close(t, zeros(t.shape(), DType::kFloat64), 0);
+}
+
+// The per-block partial sums of d weight and d bias: many blocks (rows * n well above one block's
+// 32768 elements) give the same result for one thread and for several, and match float64 sums.
+TEST(GradNormBackward, WeightGradientIsTheSameForAnyThreadCount) {
+  manual_seed(24);
+  const Tensor x = randn({300, 4, 96}, DType::kFloat32);
+  const Tensor w = randn({96}, DType::kFloat32);
+  const Tensor g = randn({300, 4, 96}, DType::kFloat32);
+  const Attrs attrs = {{"normalized_shape", Dims{96}}};
+  const int threads = get_num_threads();
+  set_num_threads(1);
+  const std::vector<Tensor> one = call_op("LayerNormBackward", {x, w, g}, attrs);
+  set_num_threads(std::max(2, threads));
+  const std::vector<Tensor> many = call_op("LayerNormBackward", {x, w, g}, attrs);
+  set_num_threads(threads);
+  for (size_t k = 0; k < 3; ++k) testing::expect_close(many[k], one[k], 0);
+  const std::vector<Tensor> want = call_op("LayerNormBackward",
+                                           {to(x, DType::kFloat64), to(w, DType::kFloat64),
+                                            to(g, DType::kFloat64)},
+                                           attrs);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(one[k].dtype(), DType::kFloat32);
+    testing::expect_close(one[k], to(want[k], DType::kFloat32), 1e-4);
+  }
+}
+
+TEST(GradNormBackward, BadInputs_AreClearErrors) {
+  const Attrs attrs = {{"normalized_shape", Dims{3}}};
+  testing::expect_error(
+      [&] { call_op("LayerNormBackward", {r64({2, 3}), r64({3}), r64({3, 2})}, attrs); },
+      ErrorKind::kShape, "layer_norm_backward: expected grad_output of x's shape [2, 3]");
+  testing::expect_error(
+      [&] { call_op("RMSNormBackward", {r64({2, 3}), r64({4}), r64({2, 3})}, attrs); },
+      ErrorKind::kShape, "expected weight of shape [3] (normalized_shape), got [4]");
+  testing::expect_error(
+      [&] {
+        call_op("RMSNormBackward", {r64({2, 3}), Tensor(), to(r64({2, 3}), DType::kInt64)}, attrs);
+      },
+      ErrorKind::kDType, "rms_norm_backward: expected a floating-point grad_output, got int64");
 }
 
 // ---- CrossEntropy, NLLLoss ----
