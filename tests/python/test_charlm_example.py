@@ -55,6 +55,24 @@ def test_bias_gelu_matches_numpy_and_gradcheck(ops, shape):
                                                   kiln.tensor(b).requires_grad_()))
 
 
+def test_bias_gelu_backward_is_the_fused_gradient_and_differentiable_again(ops):
+    # BiasGelu's rule calls BiasGeluBackward (one pass); its own rule gives second derivatives.
+    rng = np.random.default_rng(1)
+    x, b, g = rng.standard_normal((6, 40)) * 3, rng.standard_normal(40), rng.standard_normal((6, 40))
+    from math import erfc
+    z = x + b
+    want = g * (0.5 * np.vectorize(erfc)(-z / np.sqrt(2)) + z * np.exp(-0.5 * z * z)
+                / np.sqrt(2 * np.pi))
+    f32 = [kiln.tensor(a.astype(np.float32)) for a in (g, x, b)]
+    np.testing.assert_allclose(ops.bias_gelu_backward(*f32).numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ops.bias_gelu_backward(*map(kiln.tensor, (g, x, b))).numpy(), want,
+                               rtol=1e-12, atol=1e-12)
+    assert kiln.testing.gradgradcheck(ops.bias_gelu, (kiln.tensor(x[:2, :5]).requires_grad_(),
+                                                      kiln.tensor(b[:5]).requires_grad_()))
+    with pytest.raises(kiln.ShapeError, match=r"BiasGeluBackward: expected g of x's shape"):
+        ops.bias_gelu_backward(mint.zeros((3, 4)), mint.zeros((2, 4)), mint.zeros((4,))).numpy()
+
+
 def test_bias_gelu_rejects_a_bias_of_the_wrong_length(ops):
     with pytest.raises(kiln.ShapeError, match=r"BiasGelu: expected x \[\.\.\., N\] and b \[N\]"):
         ops.bias_gelu(mint.zeros((2, 4)), mint.zeros((3,))).numpy()

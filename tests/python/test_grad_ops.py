@@ -153,6 +153,33 @@ def test_norms():
     assert gradcheck(lambda x: mint.rms_norm(x, (3, 4)), (r(2, 3, 4),))
 
 
+def test_gelu_second_order():
+    # Through GeluBackward's own rule (the erf form); the tanh form stays composed.
+    assert kiln.testing.gradgradcheck(mint.gelu, (r(3, 4, low=-4.0, high=4.0),))
+    assert kiln.testing.gradgradcheck(lambda x: mint.gelu(x, approximate="tanh"), (r(5),))
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.bfloat16, kiln.float16],
+                         ids=str)
+def test_gelu_gradient_matches_numpy(dtype):
+    from math import erfc
+    rng = np.random.default_rng(6)
+    x = np.concatenate([rng.uniform(-8, 8, 4000), [0.0, -0.75, 12.0, -12.0, np.inf, -np.inf]])
+    g = rng.normal(size=x.shape)
+    t = kiln.tensor(x, dtype=dtype).requires_grad_()
+    xr = t.detach().to(kiln.float64).numpy()  # x as the dtype holds it
+    gr = kiln.tensor(g, dtype=dtype).to(kiln.float64).numpy()
+    cdf = 0.5 * np.vectorize(erfc)(-xr / np.sqrt(2))
+    x_pdf = np.where(np.isinf(xr), 0.0, xr * np.exp(-0.5 * np.where(np.isinf(xr), 0, xr) ** 2)
+                     / np.sqrt(2 * np.pi))
+    want = gr * (cdf + x_pdf)
+    mint.gelu(t).backward(kiln.tensor(g, dtype=dtype))
+    assert t.grad.dtype == dtype
+    tol = {kiln.float32: 1e-6, kiln.float64: 1e-13, kiln.bfloat16: 1e-2, kiln.float16: 1e-3}[dtype]
+    np.testing.assert_allclose(t.grad.to(kiln.float64).numpy(), want,
+                               atol=tol * max(1.0, np.abs(want).max()), rtol=tol)
+
+
 def test_norms_second_order():
     # Through LayerNormBackward / RMSNormBackward's own rules.
     gradgradcheck = kiln.testing.gradgradcheck

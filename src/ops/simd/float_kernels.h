@@ -78,6 +78,13 @@ KILN_API void unary(UnaryOp op, const float* x, float* y, int64_t n, Store store
 /// Float64 overload of unary().
 KILN_API void unary(UnaryOp op, const double* x, double* y, int64_t n,
                     Store store = Store::kCached);
+/// y[i] = g[i] * gelu'(x[i]) for gelu's erf form, gelu'(x) = Phi(x) + x phi(x) (the standard
+/// normal CDF and density), for i in [0, n); y may alias g or x exactly. float32 within 4e-7 of
+/// max(|g gelu'(x)|, |g|) (tests/cpp/ops/simd_float_kernels_test.cc); float64 lane by lane with
+/// std::erfc and std::exp.
+KILN_API void gelu_backward(const float* g, const float* x, float* y, int64_t n);
+/// Float64 overload of gelu_backward().
+KILN_API void gelu_backward(const double* g, const double* x, double* y, int64_t n);
 
 /// y[i] = op(a[i], b[i]) for i in [0, n). Any of a, b, y may alias exactly.
 KILN_API void binary(BinaryOp op, const float* a, const float* b, float* y, int64_t n);

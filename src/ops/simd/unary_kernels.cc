@@ -177,6 +177,11 @@ HWY_INLINE void unary_impl(UnaryOp op, const T* x, T* y, size_t n, Store store) 
 void unary_f32(UnaryOp op, const float* x, float* y, size_t n, Store store) {
   unary_impl(op, x, y, n, store);
 }
+void gelu_backward_f32(const float* g, const float* x, float* y, size_t n) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  map_binary(d, g, x, y, n, [](auto dv, V gv, V xv) { return hn::Mul(gv, gelu_erf_grad_f32(dv, xv)); });
+}
 void unary_f64(UnaryOp op, const double* x, double* y, size_t n, Store store) {
   unary_impl(op, x, y, n, store);
 }
@@ -190,6 +195,7 @@ namespace kiln::simd {
 
 HWY_EXPORT(unary_f32);
 HWY_EXPORT(unary_f64);
+HWY_EXPORT(gelu_backward_f32);
 
 void unary(UnaryOp op, const float* x, float* y, int64_t n, Store store) {
   if (n > 0) HWY_DYNAMIC_DISPATCH(unary_f32)(op, x, y, static_cast<size_t>(n), store);
@@ -197,6 +203,20 @@ void unary(UnaryOp op, const float* x, float* y, int64_t n, Store store) {
 
 void unary(UnaryOp op, const double* x, double* y, int64_t n, Store store) {
   if (n > 0) HWY_DYNAMIC_DISPATCH(unary_f64)(op, x, y, static_cast<size_t>(n), store);
+}
+
+void gelu_backward(const float* g, const float* x, float* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(gelu_backward_f32)(g, x, y, static_cast<size_t>(n));
+}
+
+void gelu_backward(const double* g, const double* x, double* y, int64_t n) {
+  // Lane by lane with std::erfc and std::exp, as float64 gelu_erf (Note [unary accuracy]). x phi(x)
+  // is 0 at the infinities (not inf * 0).
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    const double x_pdf = std::isinf(v) ? 0.0 : v * std::exp(-0.5 * v * v) * 0.39894228040143267794;
+    y[i] = g[i] * (0.5 * std::erfc(-v * 0.70710678118654752440) + x_pdf);
+  }
 }
 
 }  // namespace kiln::simd

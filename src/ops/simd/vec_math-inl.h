@@ -353,6 +353,21 @@ HWY_INLINE V gelu_erf_f32(D d, V x) {
   return hn::IfThenElse(hn::Eq(x, hn::Neg(inf(d))), quiet_nan(d), r);
 }
 
+/// d gelu / dx = Phi(x) + x phi(x) for the erf form, float32 only. One half_erfc gives both
+/// terms: with a = |x| / sqrt 2, factor * e = 0.5 erfc(a) = Phi(-|x|) and e = exp(-x^2 / 2) =
+/// sqrt(2 pi) phi(x). |x| is clamped at 14.85 (Phi is 0 or 1 in float32 beyond, and x phi(x) is
+/// 0), so the infinities give 0 and 1; nan stays nan.
+template <class D, class V>
+HWY_INLINE V gelu_erf_grad_f32(D d, V x) {
+  const V ax = hn::Min(hn::Abs(x), hn::Set(d, 14.8492424f));
+  V factor, e;
+  half_erfc_f32<true>(d, ax, 0.70710678118654752440f, -0.5f, factor, e);
+  const V lower = hn::Mul(factor, e);  // Phi(-|x|)
+  const V cdf = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), lower, hn::Sub(hn::Set(d, 1.0f), lower));
+  const V x_pdf = hn::Mul(hn::CopySign(ax, x), hn::Mul(e, hn::Set(d, 0.39894228040143267794f)));
+  return keep_nan(x, hn::Add(cdf, x_pdf));
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace kiln::simd
 HWY_AFTER_NAMESPACE();
