@@ -183,7 +183,8 @@ void bias_gelu_backward_kernel(kiln::KernelContext& ctx) {
   run_bias_gelu(ctx.inputs[1], ctx.inputs[2], ctx.inputs[0], ctx.outputs[0]);
 }
 
-kiln::Tensor bias_gelu_backward(const kiln::Tensor& g, const kiln::Tensor& x, const kiln::Tensor& b) {
+kiln::Tensor bias_gelu_backward(const kiln::Tensor& g, const kiln::Tensor& x,
+                                const kiln::Tensor& b) {
   return kiln::call_op("BiasGeluBackward", {g, x, b})[0];
 }
 

@@ -115,7 +115,8 @@ Tensor gelu_tanh_derivative(const Tensor& x) {
   constexpr double kSqrt2OverPi = 0.79788456080286535588;
   const Tensor x2 = x * x;
   const Tensor t = tanh((x + x2 * x * 0.044715) * kSqrt2OverPi);
-  return (t + 1.0) * 0.5 + x * (1.0 - t * t) * (x2 * (3 * 0.044715 * kSqrt2OverPi) + kSqrt2OverPi) * 0.5;
+  return (t + 1.0) * 0.5 +
+         x * (1.0 - t * t) * (x2 * (3 * 0.044715 * kSqrt2OverPi) + kSqrt2OverPi) * 0.5;
 }
 
 Tensor gelu_backward(const Tensor& grad_output, const Tensor& x) {

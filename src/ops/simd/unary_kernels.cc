@@ -180,7 +180,8 @@ void unary_f32(UnaryOp op, const float* x, float* y, size_t n, Store store) {
 void gelu_backward_f32(const float* g, const float* x, float* y, size_t n) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
-  map_binary(d, g, x, y, n, [](auto dv, V gv, V xv) { return hn::Mul(gv, gelu_erf_grad_f32(dv, xv)); });
+  map_binary(d, g, x, y, n,
+             [](auto dv, V gv, V xv) { return hn::Mul(gv, gelu_erf_grad_f32(dv, xv)); });
 }
 void unary_f64(UnaryOp op, const double* x, double* y, size_t n, Store store) {
   unary_impl(op, x, y, n, store);

@@ -103,14 +103,18 @@ TEST(GradElementwise, GeluBackwardRuleMatchesFiniteDifferences) {
   }
   const Tensor x = randn({4, 6}, f64) * 3.0;
   const Tensor g = randn({4, 6}, f64);
-  const Tensor composed =
-      g * ((erf(x * 0.70710678118654752440) + 1.0) * 0.5 + x * exp(x * x * -0.5) * 0.3989422804014327);
+  const Tensor composed = g * ((erf(x * 0.70710678118654752440) + 1.0) * 0.5 +
+                               x * exp(x * x * -0.5) * 0.3989422804014327);
   testing::expect_close(call_op("GeluBackward", {g, x})[0], composed, 1e-13);
   // float32 (through the SIMD kernel, transposed operands) against float64.
-  const Tensor got = call_op("GeluBackward", {to(g, f32).transpose(0, 1), to(x, f32).transpose(0, 1)})[0];
+  const Tensor got =
+      call_op("GeluBackward", {to(g, f32).transpose(0, 1), to(x, f32).transpose(0, 1)})[0];
   testing::expect_close(got, to(composed.transpose(0, 1), f32), 1e-5);
-  testing::expect_error([&] { call_op("GeluBackward", {randn({2, 3}, f64), randn({3, 2}, f64)}); },
-                        ErrorKind::kShape, "GeluBackward: expected grad_output of x's shape [3, 2]");
+  testing::expect_error(
+      [&] {
+        call_op("GeluBackward", {randn({2, 3}, f64), randn({3, 2}, f64)});
+      },
+      ErrorKind::kShape, "GeluBackward: expected grad_output of x's shape [3, 2]");
 }
 
 TEST(GradElementwise, UnaryRulesUseOpsOnly_WhenFloat32AndStrided) {

@@ -136,10 +136,9 @@ TEST(GradNormBackward, WeightGradientIsTheSameForAnyThreadCount) {
   const std::vector<Tensor> many = call_op("LayerNormBackward", {x, w, g}, attrs);
   set_num_threads(threads);
   for (size_t k = 0; k < 3; ++k) testing::expect_close(many[k], one[k], 0);
-  const std::vector<Tensor> want = call_op("LayerNormBackward",
-                                           {to(x, DType::kFloat64), to(w, DType::kFloat64),
-                                            to(g, DType::kFloat64)},
-                                           attrs);
+  const std::vector<Tensor> want =
+      call_op("LayerNormBackward",
+              {to(x, DType::kFloat64), to(w, DType::kFloat64), to(g, DType::kFloat64)}, attrs);
   for (size_t k = 0; k < 3; ++k) {
     EXPECT_EQ(one[k].dtype(), DType::kFloat32);
     testing::expect_close(one[k], to(want[k], DType::kFloat32), 1e-4);
@@ -149,10 +148,14 @@ TEST(GradNormBackward, WeightGradientIsTheSameForAnyThreadCount) {
 TEST(GradNormBackward, BadInputs_AreClearErrors) {
   const Attrs attrs = {{"normalized_shape", Dims{3}}};
   testing::expect_error(
-      [&] { call_op("LayerNormBackward", {r64({2, 3}), r64({3}), r64({3, 2})}, attrs); },
+      [&] {
+        call_op("LayerNormBackward", {r64({2, 3}), r64({3}), r64({3, 2})}, attrs);
+      },
       ErrorKind::kShape, "layer_norm_backward: expected grad_output of x's shape [2, 3]");
   testing::expect_error(
-      [&] { call_op("RMSNormBackward", {r64({2, 3}), r64({4}), r64({2, 3})}, attrs); },
+      [&] {
+        call_op("RMSNormBackward", {r64({2, 3}), r64({4}), r64({2, 3})}, attrs);
+      },
       ErrorKind::kShape, "expected weight of shape [3] (normalized_shape), got [4]");
   testing::expect_error(
       [&] {

@@ -341,12 +341,12 @@ TEST(SimdFloatKernels, GeluBackwardMatchesReference_WhenAnyLengthAndInPlace) {
       gelu_backward(gd.data(), xd.data(), yd.data(), n);
       for (int64_t i = 0; i < n; ++i) {
         const long double want_f = reference(xf[i], gf[i]);
-        EXPECT_LE(std::fabs(yf[i] - want_f), 4e-7L * std::max(std::fabs(want_f), std::fabs(
-                                                                  static_cast<long double>(gf[i]))))
+        EXPECT_LE(std::fabs(yf[i] - want_f),
+                  4e-7L * std::max(std::fabs(want_f), std::fabs(static_cast<long double>(gf[i]))))
             << "float32 x = " << xf[i] << " g = " << gf[i] << " got " << yf[i];
         const long double want_d = reference(xd[i], gd[i]);
-        EXPECT_LE(std::fabs(yd[i] - want_d), 1e-14L * std::max(std::fabs(want_d), std::fabs(
-                                                                   static_cast<long double>(gd[i]))))
+        EXPECT_LE(std::fabs(yd[i] - want_d),
+                  1e-14L * std::max(std::fabs(want_d), std::fabs(static_cast<long double>(gd[i]))))
             << "float64 x = " << xd[i] << " got " << yd[i];
       }
     }
