@@ -182,6 +182,46 @@ KILN_API std::vector<Tensor> grad(const std::vector<Tensor>& outputs,
                                   bool retain_graph = false, bool create_graph = false,
                                   bool allow_unused = false);
 
+// ---- Functional differentiation (MindSpore's grad / value_and_grad) ------------------------------
+//
+//   auto loss_fn = [&](const std::vector<kiln::Tensor>& a) {
+//     return std::vector<kiln::Tensor>{kiln::mean(kiln::square(kiln::matmul(a[0], w) - a[1]))};
+//   };
+//   auto step = kiln::autograd::value_and_grad(loss_fn, /*grad_positions=*/{}, /*weights=*/{w});
+//   kiln::autograd::GradResult r = step({x, y});
+//   // r.value[0]: the loss; r.weight_grads[0]: d loss / d w; x and y get no gradient.
+//
+// Python's kiln.grad / kiln.value_and_grad are the same functions with Python's argument forms.
+
+/// A function of tensors to differentiate: its outputs from its arguments.
+using DifferentiableFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+/// What value_and_grad gives.
+struct GradResult {
+  /// fn's outputs; detached (they do not require grad) unless the call is nested in another
+  /// differentiation, whose graph they then stay part of.
+  std::vector<Tensor> value;
+  /// One gradient per grad position, in their order.
+  std::vector<Tensor> grads;
+  /// One gradient per weight, in their order.
+  std::vector<Tensor> weight_grads;
+};
+
+/// MindSpore's value_and_grad: a function that evaluates `fn` at its arguments and gives its
+/// gradients with respect to the arguments at `grad_positions` (negative ones count from the end)
+/// and to `weights` (tensors fn uses, such as parameters). Every output of fn is differentiated
+/// with a gradient of ones; with has_aux only the first (the others are returned in `value`, as
+/// auxiliary results). A differentiated argument that does not require grad is differentiated
+/// through a detached copy, so the caller's tensor is not marked; a weight that does not require
+/// grad, or a target the outputs do not depend on, gets zeros. A nested call (an argument already
+/// requires grad, with grad mode on) records the backward too, so an outer call differentiates
+/// it again (higher orders). The returned function throws kValue for a position out of range,
+/// nothing to differentiate, or has_aux with fewer than two outputs, and kDType for a
+/// differentiated argument that is not floating-point.
+KILN_API std::function<GradResult(const std::vector<Tensor>&)> value_and_grad(
+    DifferentiableFn fn, std::vector<int64_t> grad_positions = {0},
+    std::vector<Tensor> weights = {}, bool has_aux = false);
+
 // ---- Custom differentiable functions ------------------------------------------------------------
 
 /// What a Function's Forward hands its Backward.
