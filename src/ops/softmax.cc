@@ -6,13 +6,16 @@
 // exp(x - max) in float64, output), each pass a SIMD kernel call per row, so memory is always
 // read along contiguous rows. Integer and bool inputs give float32; float16 / bfloat16 compute
 // in float32 and round once. A NaN, a +inf, or only -inf along the dim gives NaN (as PyTorch).
+// Their gradients are one op, SoftmaxBackward (Note [Softmax gradients]).
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <type_traits>
 
 #include "core/dtype_dispatch.h"
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/reduce.h"
+#include "ops/elementwise.h"
 #include "ops/grad_util.h"
 #include "ops/reduce.h"
 #include "ops/simd/float_kernels.h"
@@ -149,17 +152,145 @@ InferFn softmax_infer(const char* what) {
   };
 }
 
-// Gradient rules (see Note [Gradient rules] in ops/grad_util.h): softmax y (g - sum(g y)),
-// log_softmax g - exp(y) sum(g), the sums along dim.
+// Note [Softmax gradients]
+// Softmax's and LogSoftmax's rules are one op, SoftmaxBackward(y, g) with y the forward's output:
+//   softmax:     dx = y (g - sum(g y))
+//   log_softmax: dx = g - exp(y) sum(g)          (log = true)
+// the sums along dim, in one kernel whose passes over a row stay in cache (composed, they were
+// four ops and as many passes over memory). Rows along the last dim run in place; another dim is
+// moved last first (copies of y and g). Sums are accumulated in float64. Its own rule (the second
+// order), valid for any y and g, with ddx the gradient of dx:
+//   softmax:     d g = SoftmaxBackward(y, ddx)    d y = ddx (g - sum(g y)) - g sum(ddx y)
+//   log_softmax: d g = ddx - sum(ddx exp(y))      d y = -ddx exp(y) sum(g)
+
+template <typename C>
+[[gnu::always_inline]] inline void softmax_backward_rows(bool log, const C* y, const C* g, C* dx,
+                                                         int64_t begin, int64_t end, int64_t n) {
+  for (int64_t r = begin; r < end; ++r) {
+    const C* yr = y + r * n;
+    const C* gr = g + r * n;
+    C* out = dx + r * n;
+    double sum = 0;
+    if (log) {
+#pragma omp simd reduction(+ : sum)
+      for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(gr[i]);
+      simd::unary(simd::UnaryOp::kExp, yr, out, n);
+      const C s = static_cast<C>(sum);
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) out[i] = gr[i] - out[i] * s;
+    } else {
+#pragma omp simd reduction(+ : sum)
+      for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(gr[i] * yr[i]);
+      const C s = static_cast<C>(sum);
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) out[i] = yr[i] * (gr[i] - s);
+    }
+  }
+}
+
+// The float32 rows compiled for AVX-512 and AVX2 too, picked when the library loads (as the norms'
+// backward rows: see docs/architecture.md, "SIMD math").
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+void softmax_backward_rows_f32(bool log, const float* y, const float* g, float* dx, int64_t begin,
+                               int64_t end, int64_t n) {
+  softmax_backward_rows(log, y, g, dx, begin, end, n);
+}
+
+void softmax_backward_kernel(KernelContext& ctx) {
+  if (ctx.outputs[0].numel() == 0) return;
+  // A 0-d softmax is one row of one element.
+  const auto one_d = [](const Tensor& t) { return t.ndim() == 0 ? t.reshape({1}) : t; };
+  const Tensor out = one_d(ctx.outputs[0]);
+  const bool log = ctx.attrs.get<bool>("log");
+  const int64_t last = out.ndim() - 1;
+  const int64_t dim = wrap_dim(ctx.attrs.get<int64_t>("dim"), out.ndim(), "softmax_backward: dim");
+  const DType cd = compute_dtype(out.dtype());
+  // y and g with dim last, contiguous, in the compute dtype.
+  const auto rows_of = [&](const Tensor& t) {
+    return elementwise::as_dtype(one_d(t).transpose(dim, last), cd).contiguous();
+  };
+  const Tensor y = rows_of(ctx.inputs[0]);
+  const Tensor g = rows_of(ctx.inputs[1]);
+  const bool direct = dim == last && out.dtype() == cd;
+  const Tensor dx = direct ? out : Tensor::empty(y.shape(), cd);
+  const int64_t n = y.size(last);
+  const int64_t rows = y.numel() / n;
+  const int64_t grain = std::max<int64_t>(1, detail::kReduceChunk / n);
+  const auto run = [&](auto zero) {
+    using C = decltype(zero);
+    const C* py = y.data<C>();
+    const C* pg = g.data<C>();
+    C* pdx = dx.data<C>();
+    parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
+      if constexpr (std::is_same_v<C, float>) {
+        softmax_backward_rows_f32(log, py, pg, pdx, lo, hi, n);
+      } else {
+        softmax_backward_rows(log, py, pg, pdx, lo, hi, n);
+      }
+    });
+  };
+  if (cd == DType::kFloat32) {
+    run(float{});
+  } else {
+    run(double{});
+  }
+  if (!direct) copy_into(out.transpose(dim, last), dx);
+}
+
+Tensor softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log) {
+  static const OpDefPtr op = OpRegistry::Instance().get("SoftmaxBackward");
+  return call_op(*op, {y, g}, {{"dim", dim}, {"log", log}})[0];
+}
+
+std::vector<Tensor> softmax_backward_grad(const std::vector<Tensor>& in, const Tensor& dx,
+                                          const Attrs& attrs, const Tensor& ddx) {
+  const Tensor& y = in[0];
+  const Tensor& g = in[1];
+  const int64_t dim = attrs.get<int64_t>("dim");
+  const auto row_sum = [dim](const Tensor& t) { return sum(t, {dim}, /*keepdim=*/true); };
+  Tensor dg, dy;
+  if (attrs.get<bool>("log")) {
+    const Tensor e = exp(y);
+    dg = ddx - row_sum(ddx * e);
+    dy = -(ddx * e * row_sum(g));
+  } else {
+    dg = softmax_backward(y, ddx, dim, /*log=*/false);
+    dy = ddx * (g - row_sum(g * y)) - g * row_sum(ddx * y);
+  }
+  return {detail::input_grad(dy, y), detail::input_grad(dg, g)};
+}
+
+KILN_REGISTER_OP(
+    OpDef("SoftmaxBackward")
+        .input("y")
+        .input("grad_output")
+        .attr("dim", AttrKind::kInt, int64_t{-1})
+        .attr("log", AttrKind::kBool, false)
+        .doc("Softmax's input gradient y (g - sum(g y)) from its output y and output gradient g, "
+             "or with log=true LogSoftmax's, g - exp(y) sum(g); sums along `dim`")
+        .infer([](const InferContext& ctx) {
+          const TensorMeta& y = ctx.input(0);
+          const TensorMeta& g = ctx.input(1);
+          KILN_CHECK_SHAPE(y.shape == g.shape)
+              << "softmax_backward: expected grad_output of y's shape " << shape_str(y.shape)
+              << ", got " << shape_str(g.shape);
+          KILN_CHECK_DTYPE(is_floating_point(y.dtype) && is_floating_point(g.dtype))
+              << "softmax_backward: expected floating-point y and grad_output, got " << y.dtype
+              << " and " << g.dtype;
+          wrap_dim(ctx.attrs.get<int64_t>("dim"), y.ndim(), "softmax_backward: dim");
+          return MetaList{{result_type(ctx.inputs), y.shape}};
+        })
+        .grad(detail::one_output_rule(softmax_backward_grad))
+        .kernel(DeviceType::kCPU, softmax_backward_kernel));
+
 template <bool kLog>
 std::vector<Tensor> softmax_grad(const std::vector<Tensor>& in, const Tensor& y,
                                  const Attrs& attrs, const Tensor& g) {
   const Tensor& x = in[0];
   if (!detail::differentiable(x)) return {Tensor()};
-  const int64_t dim = attrs.get<int64_t>("dim");
-  const Tensor dx = kLog ? g - exp(y) * sum(g, {dim}, /*keepdim=*/true)
-                         : y * (g - sum(g * y, {dim}, /*keepdim=*/true));
-  return {to(dx, x.dtype())};
+  return {to(softmax_backward(y, g, attrs.get<int64_t>("dim"), kLog), x.dtype())};
 }
 
 KILN_REGISTER_OP(OpDef("Softmax")

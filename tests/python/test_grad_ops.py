@@ -180,6 +180,34 @@ def test_gelu_gradient_matches_numpy(dtype):
                                atol=tol * max(1.0, np.abs(want).max()), rtol=tol)
 
 
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_softmax_second_order(log):
+    # Through SoftmaxBackward's own rule.
+    f = mint.log_softmax if log else mint.softmax
+    assert kiln.testing.gradgradcheck(lambda x: f(x, 1), (r(3, 4),))
+    assert kiln.testing.gradgradcheck(lambda x: f(x, 0), (r(3, 2),))
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.bfloat16], ids=str)
+@pytest.mark.parametrize("dim", [-1, 1, 0])
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_softmax_gradients_match_numpy(dtype, dim, log):
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(6, 64, 5)) * 3
+    g = rng.normal(size=x.shape)
+    t = kiln.tensor(x, dtype=dtype).requires_grad_()
+    y = (mint.log_softmax if log else mint.softmax)(t, dim)
+    y.backward(kiln.tensor(g, dtype=dtype))
+    xr = t.detach().to(kiln.float64).numpy()
+    gr = kiln.tensor(g, dtype=dtype).to(kiln.float64).numpy()
+    e = np.exp(xr - xr.max(dim, keepdims=True))
+    sm = e / e.sum(dim, keepdims=True)
+    want = (gr - sm * gr.sum(dim, keepdims=True)) if log else sm * (gr - (gr * sm).sum(dim, keepdims=True))
+    tol = {kiln.float32: 1e-5, kiln.float64: 1e-12, kiln.bfloat16: 3e-2}[dtype]
+    assert t.grad.dtype == dtype
+    np.testing.assert_allclose(t.grad.to(kiln.float64).numpy(), want, atol=tol * np.abs(want).max())
+
+
 def test_norms_second_order():
     # Through LayerNormBackward / RMSNormBackward's own rules.
     gradgradcheck = kiln.testing.gradgradcheck

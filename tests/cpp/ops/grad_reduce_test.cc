@@ -10,6 +10,7 @@
 #include "grad_testing.h"
 #include "kiln/functional.h"
 #include "kiln/op.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
@@ -117,6 +118,33 @@ TEST(GradReduce, ScansAndSoftmaxMatchFiniteDifferences) {
     expect_grad_rule(name, {randn({5}, f64)}, {{"dim", int64_t{0}}});
     expect_grad_rule(name, {randn({}, f64)}, {{"dim", int64_t{0}}});
   }
+}
+
+// SoftmaxBackward (y, g) -> Softmax's / LogSoftmax's input gradient: its own rule (the second
+// order) against finite differences for any y and g, and the kernel against the formula along
+// every dim, in float32 too (strided operands, a dim that is not last).
+TEST(GradReduce, SoftmaxBackwardMatchesItsFormulaAndItsRuleFiniteDifferences) {
+  manual_seed(17);
+  for (bool log : {false, true}) {
+    for (int64_t dim : {0, 1, -1}) {
+      SCOPED_TRACE(std::string(log ? "log " : "") + "dim " + std::to_string(dim));
+      const Attrs attrs = {{"dim", dim}, {"log", log}};
+      expect_grad_rule("SoftmaxBackward", {randn({3, 4}, f64), randn({3, 4}, f64)}, attrs);
+      const Tensor y = randn({2, 3, 4}, f64);
+      const Tensor g = randn({2, 3, 4}, f64);
+      const Tensor want =
+          log ? g - exp(y) * sum(g, {dim}, true) : y * (g - sum(g * y, {dim}, true));
+      testing::expect_close(call_op("SoftmaxBackward", {y, g}, attrs)[0], want, 1e-13);
+      const Tensor y32 = to(y, f32).transpose(0, 2).contiguous().transpose(0, 2);  // strided
+      const Tensor got = call_op("SoftmaxBackward", {y32, to(g, f32)}, attrs)[0];
+      testing::expect_close(got, to(want, f32), 1e-5);
+    }
+  }
+  testing::expect_error(
+      [] {
+        call_op("SoftmaxBackward", {randn({2, 3}, f64), randn({3, 2}, f64)});
+      },
+      ErrorKind::kShape, "softmax_backward: expected grad_output of y's shape [2, 3]");
 }
 
 TEST(GradReduce, RulesUseOpsOnly_WhenFloat32AndStrided) {
