@@ -17,6 +17,7 @@
 #include "kiln/parallel.h"
 #include "ops/nn_grad.h"
 #include "ops/simd/float_kernels.h"
+#include "ops/simd/target_clones.h"
 
 namespace kiln {
 namespace {
@@ -173,9 +174,7 @@ template <typename C>
   }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+KILN_TARGET_CLONES
 void norm_backward_rows_f32(bool centered, const float* x, const float* w, const float* g,
                             double eps, int64_t n, int64_t begin, int64_t end, float* dx,
                             double* sum_gx, double* sum_g) {

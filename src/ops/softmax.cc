@@ -19,6 +19,7 @@
 #include "ops/grad_util.h"
 #include "ops/reduce.h"
 #include "ops/simd/float_kernels.h"
+#include "ops/simd/target_clones.h"
 
 namespace kiln {
 namespace {
@@ -190,9 +191,7 @@ template <typename C>
 
 // The float32 rows compiled for AVX-512 and AVX2 too, picked when the library loads (as the norms'
 // backward rows: see docs/architecture.md, "SIMD math").
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+KILN_TARGET_CLONES
 void softmax_backward_rows_f32(bool log, const float* y, const float* g, float* dx, int64_t begin,
                                int64_t end, int64_t n) {
   softmax_backward_rows(log, y, g, dx, begin, end, n);
