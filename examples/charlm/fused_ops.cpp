@@ -76,10 +76,11 @@ inline double gelu(double z) {
 // exp(x) for x <= 0 in float, written so that it vectorises (std::exp does not): x = n ln 2 + r
 // with |r| <= ln 2 / 2 (n rounded by the 1.5 * 2^23 trick, ln 2 split in two so that n ln 2 is
 // exact), exp(r) by its degree-6 Taylor polynomial (relative error below 2e-7), times 2^n built in
-// the exponent bits. Inputs below -87 give exp(-87) (~1.6e-38) rather than a denormal or 0: the
-// one caller multiplies it by z phi's other factors, where the difference is far below float.
+// the exponent bits. Inputs below -87 (and nan) give exp(-87) (~1.6e-38) rather than a denormal
+// or 0, so the conversion of n to an integer is always defined; the one caller passes at most
+// |z| = 10 (-50), where z phi(z) is below 1e-20.
 [[gnu::always_inline]] inline float exp_nonpositive(float x) {
-  x = x < -87.0f ? -87.0f : x;
+  x = x >= -87.0f ? x : -87.0f;
   const float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
   const float r = (x - n * 0.693145751953125f) - n * 1.42860677e-06f;
   float p = 1.0f / 720;
@@ -96,14 +97,18 @@ inline double gelu(double z) {
 }
 
 // d gelu(z) / dz = Phi(z) + z phi(z), with Phi and phi the standard normal CDF and density.
+// z phi(z) is below 1e-20 past |z| = 10 and 0 at the infinities (not inf * 0): z is clamped there.
 inline double gelu_derivative(double z) {
+  const double zc = std::isinf(z) ? 0.0 : z;
   return 0.5 * std::erfc(-z * 0.70710678118654752440) +
-         z * std::exp(-0.5 * z * z) * 0.39894228040143267794;
+         zc * std::exp(-0.5 * zc * zc) * 0.39894228040143267794;
 }
 
 [[gnu::always_inline]] inline float gelu_derivative(float z) {
+  float zc = z < -10.0f ? -10.0f : z;
+  zc = zc > 10.0f ? 10.0f : zc;
   return 0.5f * (1.0f + erf_rational(z * 0.70710678f)) +
-         z * exp_nonpositive(-0.5f * z * z) * 0.39894228f;
+         zc * exp_nonpositive(-0.5f * zc * zc) * 0.39894228f;
 }
 
 // Rows [begin, end) of y = gelu(x + b) (g == nullptr) or y = g * gelu'(x + b), x, g and y
@@ -126,7 +131,8 @@ template <typename T>
   }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
+// (Not under ThreadSanitizer: ifunc resolvers run before its runtime is initialised.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 void bias_gelu_rows_f32(const float* x, const float* b, const float* g, float* y, int64_t begin,
@@ -208,9 +214,11 @@ std::vector<kiln::Tensor> bias_gelu_backward_grad(const std::vector<kiln::Tensor
   const kiln::Tensor& x = inputs[1];
   const kiln::Tensor& b = inputs[2];
   const kiln::Tensor& gg = grad_outputs[0];
-  const kiln::Tensor z = x + b;
-  const kiln::Tensor pdf = kiln::exp(kiln::square(z) * -0.5) * 0.39894228040143267794;
-  const kiln::Tensor dz = gg * g * pdf * (2.0 - kiln::square(z));
+  // Clamped: gelu'' is below 1e-340 past |z| = 40, and 0 * inf must not reach the product.
+  const kiln::Tensor z = kiln::clamp(x + b, kiln::Scalar(-40.0), kiln::Scalar(40.0));
+  const kiln::Tensor z2 = kiln::square(z);
+  const kiln::Tensor pdf = kiln::exp(z2 * -0.5) * 0.39894228040143267794;
+  const kiln::Tensor dz = gg * g * pdf * (2.0 - z2);
   return {bias_gelu_backward(gg, x, b), dz, kiln::sum_to(dz, b.shape())};
 }
 

@@ -182,7 +182,7 @@ KILN_API std::vector<Tensor> grad(const std::vector<Tensor>& outputs,
                                   bool retain_graph = false, bool create_graph = false,
                                   bool allow_unused = false);
 
-// ---- Functional differentiation (MindSpore's grad / value_and_grad) ------------------------------
+// ---- Functional differentiation (MindSpore's grad / value_and_grad) -----------------------------
 //
 //   auto loss_fn = [&](const std::vector<kiln::Tensor>& a) {
 //     return std::vector<kiln::Tensor>{kiln::mean(kiln::square(kiln::matmul(a[0], w) - a[1]))};
@@ -191,7 +191,8 @@ KILN_API std::vector<Tensor> grad(const std::vector<Tensor>& outputs,
 //   kiln::autograd::GradResult r = step({x, y});
 //   // r.value[0]: the loss; r.weight_grads[0]: d loss / d w; x and y get no gradient.
 //
-// Python's kiln.grad / kiln.value_and_grad are the same functions with Python's argument forms.
+// Python's kiln.grad / kiln.value_and_grad follow the same rules in a Python implementation of
+// their own (Python functions may take and return values that are not tensors).
 
 /// A function of tensors to differentiate: its outputs from its arguments.
 using DifferentiableFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
@@ -213,10 +214,13 @@ struct GradResult {
 /// with a gradient of ones; with has_aux only the first (the others are returned in `value`, as
 /// auxiliary results). A differentiated argument that does not require grad is differentiated
 /// through a detached copy, so the caller's tensor is not marked; a weight that does not require
-/// grad, or a target the outputs do not depend on, gets zeros. A nested call (an argument already
-/// requires grad, with grad mode on) records the backward too, so an outer call differentiates
-/// it again (higher orders). The returned function throws kValue for a position out of range,
-/// nothing to differentiate, or has_aux with fewer than two outputs, and kDType for a
+/// grad, or a target the outputs do not depend on, gets zeros. A call is nested when one of its
+/// arguments already requires grad with grad mode on (it is inside another differentiation, or
+/// was given a tracked tensor): it then records the backward too, so an outer call
+/// differentiates it again (higher orders), and leaves the value attached. Only the arguments
+/// decide this: a weights-only call inside another differentiation gives first-order gradients.
+/// The returned function throws kValue for a position out of range, nothing to differentiate,
+/// has_aux with fewer than two outputs or an undefined argument or weight, and kDType for a
 /// differentiated argument that is not floating-point.
 KILN_API std::function<GradResult(const std::vector<Tensor>&)> value_and_grad(
     DifferentiableFn fn, std::vector<int64_t> grad_positions = {0},

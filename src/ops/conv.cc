@@ -97,7 +97,6 @@ ConvArgs conv_args(const Attrs& attrs) {
           attrs.get<std::vector<int64_t>>("dilation"), attrs.get<int64_t>("groups")};
 }
 
-
 std::optional<dnnl::reorder> maybe_reorder(const dnnl::memory::desc& from,
                                            const dnnl::memory::desc& to) {
   if (from == to) return std::nullopt;

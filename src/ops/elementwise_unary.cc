@@ -169,7 +169,9 @@ KILN_REGISTER_OP(
           constexpr double kInvSqrt2Pi = 0.39894228040143267794;
           const Tensor& g = in[0];
           const Tensor& x = in[1];
-          const Tensor x2 = x * x;
+          // gelu'' vanishes past |x| = 40 (below 1e-340); clamping keeps 0 * inf out of large
+          // and infinite x (and x^2 finite in float16).
+          const Tensor x2 = square(clamp(x, Scalar(-40.0), Scalar(40.0)));
           const Tensor second = exp(x2 * -0.5) * kInvSqrt2Pi * (2.0 - x2);
           return std::vector<Tensor>{detail::input_grad(gelu_backward(gg, x), g),
                                      detail::input_grad(gg * g * second, x)};

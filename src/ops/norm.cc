@@ -118,8 +118,9 @@ Dims normalized_dims(const Attrs& attrs) {
 // B = sum(ddx * xhat) and c = mean(gh * xhat), per row. They are composed of differentiable ops,
 // so higher orders follow.
 
-// Rows per block of the d weight / d bias partial sums: about kNormChunkElements per block, at
-// most kMaxNormBlocks blocks (the partial sums take 2 * n float64 each).
+// Blocks of rows for the d weight / d bias partial sums: about kNormChunkElements per block, at
+// most kMaxNormBlocks, and few enough that their sums (2 * n float64 each) take no more memory
+// than x itself.
 constexpr int64_t kMaxNormBlocks = 64;
 
 // One row of Note [Norm gradients]: dx, and g * xhat and g added into a block's sums. Plain loops
@@ -157,7 +158,10 @@ template <typename C>
     const C xhat = (x[i] - mean) * r;
     dx[i] = r * (g[i] * w[i] - mean_gh - xhat * mean_ghx);
     sum_gx[i] += static_cast<double>(g[i] * xhat);
-    sum_g[i] += static_cast<double>(g[i]);
+  }
+  if (centered) {  // d bias: RMSNorm has none
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) sum_g[i] += static_cast<double>(g[i]);
   }
 }
 
@@ -196,7 +200,9 @@ void norm_backward_kernel(bool centered, KernelContext& ctx) {
   C* pdx = ctx.outputs[0].data<C>();
   const int64_t rows = n == 0 ? 0 : x.numel() / n;
   const int64_t wanted = std::max<int64_t>(1, rows * n / kNormChunkElements);
-  const int64_t blocks = std::min({wanted, kMaxNormBlocks, std::max<int64_t>(rows, 1)});
+  const int64_t by_memory =
+      std::max<int64_t>(1, rows * static_cast<int64_t>(sizeof(C)) / (2 * sizeof(double)));
+  const int64_t blocks = std::min({wanted, kMaxNormBlocks, by_memory});
   const int64_t rows_per_block = (rows + blocks - 1) / blocks;
   std::vector<double> partial(static_cast<size_t>(blocks * 2 * n), 0.0);
   parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
@@ -213,15 +219,19 @@ void norm_backward_kernel(bool centered, KernelContext& ctx) {
   });
   C* pdw = ctx.outputs[1].data<C>();
   C* pdb = centered ? ctx.outputs[2].data<C>() : nullptr;
-  for (int64_t i = 0; i < n; ++i) {
-    double dw = 0, db = 0;
-    for (int64_t block = 0; block < blocks; ++block) {
-      dw += partial[block * 2 * n + i];
-      db += partial[block * 2 * n + n + i];
-    }
-    pdw[i] = static_cast<C>(dw);
-    if (pdb != nullptr) pdb[i] = static_cast<C>(db);
-  }
+  // Each column adds its blocks in order: the same result for any split of the columns.
+  parallel_for(0, n, std::max<int64_t>(1, kNormChunkElements / blocks),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t i = lo; i < hi; ++i) {
+                   double dw = 0, db = 0;
+                   for (int64_t block = 0; block < blocks; ++block) {
+                     dw += partial[block * 2 * n + i];
+                     db += partial[block * 2 * n + n + i];
+                   }
+                   pdw[i] = static_cast<C>(dw);
+                   if (pdb != nullptr) pdb[i] = static_cast<C>(db);
+                 }
+               });
 }
 
 std::vector<Tensor> norm_grad(bool centered, const std::vector<Tensor>& inputs,
@@ -261,19 +271,23 @@ std::vector<Tensor> norm_backward_grad(bool centered, const std::vector<Tensor>&
   const Tensor gh = w.defined() ? gc * w : gc;
   const Tensor r_pddx = r * project(ddx);
 
-  const Tensor b = sum(ddx * xhat, dims, /*keepdim=*/true);
-  const Tensor c = row_mean(gh * xhat);
-  Tensor grad_g = w.defined() ? r_pddx * w : r_pddx;
-  Tensor v = -(r * b / n) * gh - r * c * ddx;
-  if (grad_outputs[1].defined()) {
-    const Tensor ddw = to(grad_outputs[1], cd);
-    grad_g = grad_g + ddw * xhat;
-    v = v + ddw * gc;
+  const Tensor ddw = grad_outputs[1].defined() ? to(grad_outputs[1], cd) : Tensor();
+  Tensor grad_g;
+  if (grad::differentiable(inputs[2])) {
+    grad_g = w.defined() ? r_pddx * w : r_pddx;
+    if (ddw.defined()) grad_g = grad_g + ddw * xhat;
+    if (centered && grad_outputs[2].defined()) grad_g = grad_g + to(grad_outputs[2], cd);
   }
-  if (centered && grad_outputs[2].defined()) grad_g = grad_g + to(grad_outputs[2], cd);
-  const Tensor a = centered ? gh - row_mean(gh) : gh;
-  const Tensor big_a = sum(ddx * a, dims, /*keepdim=*/true);
-  const Tensor grad_x = r * project(v) - (r * r / n) * (big_a - c * b) * xhat;
+  Tensor grad_x;
+  if (grad::differentiable(x)) {
+    const Tensor b = sum(ddx * xhat, dims, /*keepdim=*/true);
+    const Tensor c = row_mean(gh * xhat);
+    Tensor v = -(r * b / n) * gh - r * c * ddx;
+    if (ddw.defined()) v = v + ddw * gc;
+    const Tensor a = centered ? gh - row_mean(gh) : gh;
+    const Tensor big_a = sum(ddx * a, dims, /*keepdim=*/true);
+    grad_x = r * project(v) - (r * r / n) * (big_a - c * b) * xhat;
+  }
   const Tensor grad_w =
       grad::differentiable(weight) ? sum_to(gc * r_pddx, weight.shape()) : Tensor();
   return {grad::as_grad_of(grad_x, x), grad::as_grad_of(grad_w, weight),

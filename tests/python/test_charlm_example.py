@@ -58,7 +58,8 @@ def test_bias_gelu_matches_numpy_and_gradcheck(ops, shape):
 def test_bias_gelu_backward_is_the_fused_gradient_and_differentiable_again(ops):
     # BiasGelu's rule calls BiasGeluBackward (one pass); its own rule gives second derivatives.
     rng = np.random.default_rng(1)
-    x, b, g = rng.standard_normal((6, 40)) * 3, rng.standard_normal(40), rng.standard_normal((6, 40))
+    x, b = rng.standard_normal((6, 40)) * 3, rng.standard_normal(40)
+    g = rng.standard_normal((6, 40))
     from math import erfc
     z = x + b
     want = g * (0.5 * np.vectorize(erfc)(-z / np.sqrt(2)) + z * np.exp(-0.5 * z * z)
@@ -69,6 +70,15 @@ def test_bias_gelu_backward_is_the_fused_gradient_and_differentiable_again(ops):
                                rtol=1e-12, atol=1e-12)
     assert kiln.testing.gradgradcheck(ops.bias_gelu, (kiln.tensor(x[:2, :5]).requires_grad_(),
                                                       kiln.tensor(b[:5]).requires_grad_()))
+    # At the infinities and far out, g * gelu'(z) is g or 0 within 1e-20 (not inf * 0, nor the
+    # float kernel's clamped z phi(z) growing with z); nan stays nan.
+    z = np.array([[np.inf, -np.inf, 1e30, -1e30, 12.0, -12.0, np.nan]])
+    for dt in (np.float32, np.float64):
+        ones, zeros = np.ones_like(z, dtype=dt), np.zeros(z.shape[1], dtype=dt)
+        got = ops.bias_gelu_backward(kiln.tensor(ones), kiln.tensor(z.astype(dt)),
+                                     kiln.tensor(zeros)).numpy()
+        np.testing.assert_allclose(got[0, :6], [1, 0, 1, 0, 1, 0], rtol=0, atol=1e-20)
+        assert np.isnan(got[0, 6])
     with pytest.raises(kiln.ShapeError, match=r"BiasGeluBackward: expected g of x's shape"):
         ops.bias_gelu_backward(mint.zeros((3, 4)), mint.zeros((2, 4)), mint.zeros((4,))).numpy()
 
