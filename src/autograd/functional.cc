@@ -1,6 +1,5 @@
 // Functional differentiation (kiln/autograd.h, "Functional differentiation"): the function runs
 // with recording on, then one grad() call finds every target's gradient at once.
-#include <string>
 #include <utility>
 #include <vector>
 

@@ -1,4 +1,5 @@
-// visit_dtype: calls a generic lambda with a tag for the C++ type of a DType (private to Kiln).
+// visit_dtype: calls a generic lambda with a tag for the C++ type of a DType (private to Kiln);
+// visit_compute_float: with a value of the float type a dtype computes in.
 //
 //   visit_dtype(t.dtype(), [&](auto tag) {
 //     using T = typename decltype(tag)::type;
@@ -31,6 +32,14 @@ decltype(auto) visit_dtype(DType dtype, F&& f) {
     case DType::kFloat64: return f(TypeTag<double>{});
   }
   KILN_ASSERT(false) << "unknown dtype " << static_cast<int>(dtype);
+}
+
+/// Calls f(double{}) when `dtype` computes in float64 and f(float{}) otherwise (float32, and the
+/// 16-bit floats, which compute in float32): for kernels written for the two compute types.
+template <typename F>
+decltype(auto) visit_compute_float(DType dtype, F&& f) {
+  if (compute_dtype(dtype) == DType::kFloat64) return f(double{});
+  return f(float{});
 }
 
 /// Converts between any two element types through float for the 16-bit floats.

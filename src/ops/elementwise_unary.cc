@@ -151,16 +151,14 @@ KILN_REGISTER_OP(
                   const Tensor g = as_dtype(ctx.inputs[0], cd).contiguous();
                   const Tensor x = as_dtype(ctx.inputs[1], cd).contiguous();
                   const Tensor y = out.dtype() == cd ? out : Tensor::empty(out.shape(), cd);
-                  visit_types<kFloatTypes>(cd, [&](auto tag) {
-                    using T = typename decltype(tag)::type;
-                    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-                      const T* pg = g.data<T>();
-                      const T* px = x.data<T>();
-                      T* py = y.data<T>();
-                      parallel_for(0, out.numel(), kElementwiseGrain, [&](int64_t lo, int64_t hi) {
-                        simd::gelu_backward(pg + lo, px + lo, py + lo, hi - lo);
-                      });
-                    }
+                  visit_compute_float(cd, [&](auto zero) {
+                    using C = decltype(zero);
+                    const C* pg = g.data<C>();
+                    const C* px = x.data<C>();
+                    C* py = y.data<C>();
+                    parallel_for(0, out.numel(), kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+                      simd::gelu_backward(pg + lo, px + lo, py + lo, hi - lo);
+                    });
                   });
                   if (!y.is_same(out)) copy_into(out, y);
                 })

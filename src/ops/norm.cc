@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/dtype_dispatch.h"
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/nn.h"
 #include "kiln/functional/reduce.h"
@@ -77,15 +78,6 @@ void for_each_row(const Tensor& x, const Tensor& out, int64_t n, RowFn&& row) {
     for (int64_t r = lo; r < hi; ++r) row(px + r * n, py + r * n, n, store);
   });
   if (!target.is_same(out)) copy_into(out, target);
-}
-
-template <typename F>
-void visit_compute_float(DType out_dtype, F&& f) {
-  if (compute_dtype(out_dtype) == DType::kFloat64) {
-    f(double{});
-  } else {
-    f(float{});
-  }
 }
 
 // The normalized dimensions (the trailing ones, counted from the end) of a norm's attributes.

@@ -216,15 +216,6 @@ void for_each_grad_plane(const Tensor& grad_output, const Tensor& out, PlaneFn&&
   if (!dx.is_same(out)) copy_into(out, dx);
 }
 
-template <typename F>
-void visit_compute_float(DType dtype, F&& f) {
-  if (compute_dtype(dtype) == DType::kFloat64) {
-    f(double{});
-  } else {
-    f(float{});
-  }
-}
-
 // Checks a backward op's output gradient against the forward's output shape for x.
 void check_pool_grad(const char* op, const TensorMeta& grad, const TensorMeta& x,
                      const PoolParams& p) {

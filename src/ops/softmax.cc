@@ -230,11 +230,7 @@ void softmax_backward_kernel(KernelContext& ctx) {
       }
     });
   };
-  if (cd == DType::kFloat32) {
-    run(float{});
-  } else {
-    run(double{});
-  }
+  visit_compute_float(cd, run);
   if (!direct) copy_into(out.transpose(dim, last), dx);
 }
 
