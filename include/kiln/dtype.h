@@ -64,8 +64,11 @@ struct BFloat16 {
   }
 };
 
-/// Bytes per element.
-KILN_API size_t itemsize(DType dtype);
+/// Bytes per element (inline: every strided loop and data pointer asks).
+constexpr size_t itemsize(DType dtype) {
+  constexpr unsigned char kSizes[kNumDTypes] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
+  return kSizes[static_cast<int>(dtype)];
+}
 /// "float32", "int64", "bool", ... (NumPy's spelling; "bfloat16" for kBFloat16).
 KILN_API const char* dtype_name(DType dtype);
 /// Parses a name as dtype_name spells it; throws a kDType kiln::Error listing the valid names.

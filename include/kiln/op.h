@@ -102,8 +102,18 @@ struct KILN_API TensorMeta {
 };
 using MetaList = std::vector<TensorMeta>;
 
+/// The MetaList of one output, taking the shape over (MetaList{{dtype, shape}} copies it out of
+/// the initializer list): for the infer functions of small, frequent ops.
+inline MetaList single_output(DType dtype, Shape shape) {
+  MetaList out;
+  out.emplace_back(dtype, std::move(shape));
+  return out;
+}
+
 /// The dtype a set of operands promotes to, treating weak scalars as NumPy 2 does.
 KILN_API DType result_type(const MetaList& operands);
+/// result_type of two operands (no list to build: the binary ops' hot path).
+KILN_API DType result_type(const TensorMeta& a, const TensorMeta& b);
 
 class OpDef;
 

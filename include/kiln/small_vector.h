@@ -49,12 +49,12 @@ class SmallVector {
     assign(first, last);
   }
   SmallVector(const std::vector<T>& v) { assign(v.begin(), v.end()); }  // NOLINT: implicit
-  SmallVector(const SmallVector& other) { assign(other.begin(), other.end()); }
+  SmallVector(const SmallVector& other) { copy_from(other); }
   SmallVector(SmallVector&& other) noexcept { take(other); }
   ~SmallVector() { release(); }
 
   SmallVector& operator=(const SmallVector& other) {
-    if (this != &other) assign(other.begin(), other.end());
+    if (this != &other) copy_from(other);
     return *this;
   }
   SmallVector& operator=(SmallVector&& other) noexcept {
@@ -192,6 +192,17 @@ class SmallVector {
     data_ = inline_;
     capacity_ = N;
     size_ = 0;
+  }
+  // Copies other's elements. When they fit inline, the whole inline buffer is copied: a fixed-size
+  // copy the compiler turns into a few moves (a heap buffer, when other has one, holds more than N
+  // elements, so reading N is in bounds; the bytes past size_ are never read as values).
+  void copy_from(const SmallVector& other) {
+    if (data_ == inline_ && other.size_ <= N) {
+      std::memcpy(inline_, other.data_, sizeof(inline_));
+      size_ = other.size_;
+      return;
+    }
+    assign(other.begin(), other.end());
   }
   // Moves other's elements here (this is empty and inline); leaves other empty.
   void take(SmallVector& other) {

@@ -101,12 +101,6 @@ void require(const BoundFunction& f, PyObject* const* slots, size_t i) {
   }
 }
 
-const Tensor* tensor_ptr(PyObject* o) {
-  static PyTypeObject* tensor_type = reinterpret_cast<PyTypeObject*>(nb::type<Tensor>().ptr());
-  if (Py_TYPE(o) != tensor_type && !PyType_IsSubtype(Py_TYPE(o), tensor_type)) return nullptr;
-  return nb::inst_ptr<Tensor>(o);
-}
-
 int64_t to_int(const BoundFunction& f, size_t i, PyObject* o) {
   if (PyBool_Check(o) || !PyIndex_Check(o)) type_error(f, i, "int", o);
   const long long v = PyLong_AsLongLong(o);
@@ -243,7 +237,7 @@ Tensor op_input(const BoundFunction& f, size_t i, PyObject* o) {
   if (!caster.from_python(o, 0, nullptr)) {
     type_error(f, i, "a kiln.Tensor, a number or an array", o);
   }
-  return caster.value.tensor;
+  return caster.value.get();
 }
 
 AttrValue op_attr(const BoundFunction& f, size_t i, PyObject* o, const AttrSpec& spec) {

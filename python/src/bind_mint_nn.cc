@@ -42,7 +42,7 @@ std::vector<int64_t> shape_of(nb::handle obj) {
   return values;
 }
 
-Tensor optional_tensor(const std::optional<TensorArg>& t) { return t ? t->tensor : Tensor(); }
+Tensor optional_tensor(const std::optional<TensorArg>& t) { return t ? t->get() : Tensor(); }
 
 }  // namespace
 

@@ -133,6 +133,13 @@ Tensor tensor_from_object(nb::handle data, const DType* dtype) {
   return result;
 }
 
+const Tensor* tensor_ptr(PyObject* o) {
+  static PyTypeObject* const tensor_type =
+      reinterpret_cast<PyTypeObject*>(nb::type<Tensor>().ptr());
+  if (Py_TYPE(o) != tensor_type && !PyType_IsSubtype(Py_TYPE(o), tensor_type)) return nullptr;
+  return nb::inst_ptr<Tensor>(o);
+}
+
 }  // namespace kiln::py
 
 namespace nanobind::detail {
@@ -140,12 +147,12 @@ namespace nanobind::detail {
 bool type_caster<kiln::py::TensorArg>::from_python(handle src, uint32_t flags,
                                                    cleanup_list* cleanup) noexcept {
   try {
-    if (nanobind::isinstance<kiln::Tensor>(src)) {
-      value.tensor = nanobind::cast<kiln::Tensor>(src);
+    if (const kiln::Tensor* t = kiln::py::tensor_ptr(src.ptr())) {
+      value.borrow(t);
       return true;
     }
     if (PyBool_Check(src.ptr())) {
-      value.tensor = kiln::Tensor::scalar(kiln::Scalar(src.ptr() == Py_True));
+      value.own(kiln::Tensor::scalar(kiln::Scalar(src.ptr() == Py_True)));
       return true;
     }
     if (PyLong_Check(src.ptr())) {
@@ -154,15 +161,15 @@ bool type_caster<kiln::py::TensorArg>::from_python(handle src, uint32_t flags,
         PyErr_Clear();
         return false;
       }
-      value.tensor = kiln::Tensor::scalar(kiln::Scalar(static_cast<int64_t>(v)));
+      value.own(kiln::Tensor::scalar(kiln::Scalar(static_cast<int64_t>(v))));
       return true;
     }
     if (PyFloat_Check(src.ptr())) {
-      value.tensor = kiln::Tensor::scalar(kiln::Scalar(PyFloat_AsDouble(src.ptr())));
+      value.own(kiln::Tensor::scalar(kiln::Scalar(PyFloat_AsDouble(src.ptr()))));
       return true;
     }
     if (nanobind::hasattr(src, "__array_interface__") || nanobind::hasattr(src, "__dlpack__")) {
-      value.tensor = kiln::py::tensor_from_object(src, nullptr);
+      value.own(kiln::py::tensor_from_object(src, nullptr));
       return true;
     }
   } catch (...) {

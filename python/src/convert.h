@@ -17,10 +17,23 @@ namespace kiln::py {
 
 namespace nb = nanobind;
 
-struct TensorArg {
-  Tensor tensor;
-  operator const Tensor&() const { return tensor; }  // NOLINT: seamless use as a Tensor
+/// A kiln.Tensor argument is borrowed from its Python object, which the call keeps alive (no
+/// reference-count traffic per argument); anything else is converted into a tensor of its own.
+class TensorArg {
+ public:
+  const Tensor& get() const { return borrowed_ != nullptr ? *borrowed_ : owned_; }
+  operator const Tensor&() const { return get(); }  // NOLINT: seamless use as a Tensor
+  void borrow(const Tensor* tensor) { borrowed_ = tensor; }
+  void own(Tensor tensor) { owned_ = std::move(tensor); }
+
+ private:
+  const Tensor* borrowed_ = nullptr;
+  Tensor owned_;
 };
+
+/// The tensor a kiln.Tensor (or subclass) object holds, or null for any other object; a pointer
+/// compare for kiln.Tensor itself (nanobind's isinstance looks the C++ type up in a hash table).
+const Tensor* tensor_ptr(PyObject* o);
 
 /// Holds the Python object and converts on use, so that a bad value raises kiln.DTypeError with
 /// the reason (a caster that refused would give only nanobind's generic TypeError).
@@ -59,7 +72,7 @@ struct type_caster<kiln::py::TensorArg> {
   bool from_python(handle src, uint32_t flags, cleanup_list* cleanup) noexcept;
   static handle from_cpp(const kiln::py::TensorArg& value, rv_policy policy,
                          cleanup_list* cleanup) noexcept {
-    return make_caster<kiln::Tensor>::from_cpp(value.tensor, policy, cleanup);
+    return make_caster<kiln::Tensor>::from_cpp(value.get(), policy, cleanup);
   }
 };
 

@@ -7,15 +7,8 @@
 namespace kiln {
 namespace {
 
-struct DTypeInfo {
-  const char* name;
-  size_t size;
-};
-
-constexpr DTypeInfo kInfo[kNumDTypes] = {
-    {"bool", 1},    {"int8", 1},     {"uint8", 1},    {"int16", 2},   {"int32", 4},
-    {"int64", 8},   {"float16", 2},  {"bfloat16", 2}, {"float32", 4}, {"float64", 8},
-};
+constexpr const char* kNames[kNumDTypes] = {"bool",  "int8",    "uint8",    "int16",   "int32",
+                                            "int64", "float16", "bfloat16", "float32", "float64"};
 
 // Rank of a floating type on the float16 < float32 < float64 ladder (bfloat16 sits beside
 // float16 and the two meet at float32).
@@ -33,17 +26,15 @@ int float_rank(DType d) {
 
 }  // namespace
 
-size_t itemsize(DType dtype) { return kInfo[static_cast<int>(dtype)].size; }
-
-const char* dtype_name(DType dtype) { return kInfo[static_cast<int>(dtype)].name; }
+const char* dtype_name(DType dtype) { return kNames[static_cast<int>(dtype)]; }
 
 DType dtype_from_name(const std::string& name) {
   for (int i = 0; i < kNumDTypes; ++i) {
-    if (name == kInfo[i].name) return static_cast<DType>(i);
+    if (name == kNames[i]) return static_cast<DType>(i);
   }
   std::string valid;
   for (int i = 0; i < kNumDTypes; ++i) {
-    valid += (i ? ", " : "") + std::string(kInfo[i].name);
+    valid += (i ? ", " : "") + std::string(kNames[i]);
   }
   KILN_FAIL(kDType) << "unknown dtype '" << name << "'; expected one of: " << valid;
 }

@@ -12,7 +12,6 @@
 
 #include <array>
 #include <cstdint>
-#include <vector>
 
 #include "kiln/parallel.h"
 #include "kiln/tensor.h"
@@ -63,7 +62,7 @@ class StridedLoop {
   void run(int64_t begin, int64_t end, F&& f) const {
     if (begin >= end) return;
     const size_t nd = sizes_.size();
-    std::vector<int64_t> index(nd);
+    SmallVector<int64_t, kMaxInlineDims> index(nd);
     int64_t rest = begin;
     for (size_t d = 0; d < nd; ++d) {
       index[d] = rest % sizes_[d];
@@ -97,14 +96,16 @@ class StridedLoop {
   /// run() over all elements, split across the intra-op pool in chunks of at least `grain`.
   template <typename F>
   void parallel_run(int64_t grain, F&& f) const {
+    if (numel_ <= grain) return run(0, numel_, f);  // one chunk: straight to f, no pool
     parallel_for(0, numel_, grain, [&](int64_t lo, int64_t hi) { run(lo, hi, f); });
   }
 
  private:
   int64_t numel_ = 0;
   std::array<char*, N> base_{};
-  std::vector<int64_t> sizes_;                  // innermost first
-  std::vector<std::array<int64_t, N>> strides_;  // byte strides, innermost first
+  // Inline up to kMaxInlineDims dims, like Shape: a loop over a small tensor allocates nothing.
+  SmallVector<int64_t, kMaxInlineDims> sizes_;                  // innermost first
+  SmallVector<std::array<int64_t, N>, kMaxInlineDims> strides_;  // byte strides, innermost first
 };
 
 /// Elements per parallel chunk for cheap elementwise work: large enough that thread start-up

@@ -159,28 +159,51 @@ TensorMeta TensorMeta::of(const Tensor& t) {
   return m;
 }
 
-DType result_type(const MetaList& operands) {
-  // Strong (tensor) operands promote among themselves; weak scalars only lift the category
-  // (bool < int < float) when they are of a higher one.
-  bool have_strong = false;
-  DType strong = DType::kBool;
-  int weak_category = 0;  // 0 none/bool, 1 int, 2 float
-  for (const TensorMeta& m : operands) {
-    if (!m.defined) continue;
+namespace {
+
+// result_type's rule, operand by operand: strong (tensor) operands promote among themselves; weak
+// scalars only lift the category (bool < int < float) when they are of a higher one.
+class Promotion {
+ public:
+  void add(const TensorMeta& m) {
+    if (!m.defined) return;
     if (m.weak) {
       const int c = is_floating_point(m.dtype) ? 2 : (m.dtype == DType::kBool ? 0 : 1);
-      weak_category = std::max(weak_category, c);
+      weak_category_ = std::max(weak_category_, c);
     } else {
-      strong = have_strong ? promote_types(strong, m.dtype) : m.dtype;
-      have_strong = true;
+      strong_ = have_strong_ ? promote_types(strong_, m.dtype) : m.dtype;
+      have_strong_ = true;
     }
   }
-  if (!have_strong) {
-    return weak_category == 2 ? DType::kFloat32 : (weak_category == 1 ? DType::kInt64 : DType::kBool);
+  DType result() const {
+    if (!have_strong_) {
+      return weak_category_ == 2 ? DType::kFloat32
+                                 : (weak_category_ == 1 ? DType::kInt64 : DType::kBool);
+    }
+    if (weak_category_ == 2 && !is_floating_point(strong_)) return DType::kFloat32;
+    if (weak_category_ == 1 && strong_ == DType::kBool) return DType::kInt64;
+    return strong_;
   }
-  if (weak_category == 2 && !is_floating_point(strong)) return DType::kFloat32;
-  if (weak_category == 1 && strong == DType::kBool) return DType::kInt64;
-  return strong;
+
+ private:
+  bool have_strong_ = false;
+  DType strong_ = DType::kBool;
+  int weak_category_ = 0;  // 0 none/bool, 1 int, 2 float
+};
+
+}  // namespace
+
+DType result_type(const MetaList& operands) {
+  Promotion p;
+  for (const TensorMeta& m : operands) p.add(m);
+  return p.result();
+}
+
+DType result_type(const TensorMeta& a, const TensorMeta& b) {
+  Promotion p;
+  p.add(a);
+  p.add(b);
+  return p.result();
 }
 
 }  // namespace kiln

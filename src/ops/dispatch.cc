@@ -1,6 +1,7 @@
 // Eager dispatch: the one path every eager op call takes, and the three steps of running an op
 // (see Note [Dispatch]).
 #include <atomic>
+#include <memory>
 
 #include "kiln/op.h"
 #include "kiln/parallel.h"
@@ -107,12 +108,13 @@ void plan_outputs(OpCall& call, const MetaList& metas) {
     call.results = call.out;
   } else if (call.results.empty()) {
     call.results.reserve(metas.size());
-    for (const TensorMeta& meta : metas) call.results.emplace_back(meta.dtype, meta.shape);
+    for (size_t i = 0; i < metas.size(); ++i) call.results.emplace_back(std::make_shared<TensorImpl>());
   } else {
     KILN_ASSERT(call.results.size() == metas.size())
         << op.name() << ": infer gave " << metas.size() << " outputs, expected "
         << call.results.size();
   }
+  call.kernel_outputs.reserve(metas.size());
   for (size_t i = 0; i < metas.size(); ++i) {
     const TensorMeta& meta = metas[i];
     if (call.out.empty()) {
@@ -239,10 +241,44 @@ void launch_op(OpCall& call) {
   });
 }
 
+namespace {
+
+// The OpCall objects a thread's synchronous calls run in, one per nesting depth (kernels call
+// ops), reused so that their vectors keep their capacity: a small op call then allocates little
+// more than its results. Cleared, holding no tensors, whenever not in use.
+class PooledCall {
+ public:
+  PooledCall() {
+    Pool& pool = t_pool;
+    if (pool.depth == pool.calls.size()) pool.calls.push_back(std::make_unique<OpCall>());
+    call_ = pool.calls[pool.depth++].get();
+  }
+  ~PooledCall() {
+    call_->clear();
+    --t_pool.depth;
+  }
+  PooledCall(const PooledCall&) = delete;
+  PooledCall& operator=(const PooledCall&) = delete;
+  OpCall& get() { return *call_; }
+
+ private:
+  struct Pool {
+    std::vector<std::unique_ptr<OpCall>> calls;
+    size_t depth = 0;
+  };
+  static thread_local Pool t_pool;
+  OpCall* call_;
+};
+
+thread_local PooledCall::Pool PooledCall::t_pool;
+
+}  // namespace
+
 std::vector<Tensor> run_op_sync(const OpDef& op, const std::vector<Tensor>& inputs,
                                 const Attrs& attrs, const std::vector<Tensor>& out,
                                 const std::shared_ptr<BoundKernel>& bound_kernel) {
-  OpCall call;
+  PooledCall pooled;
+  OpCall& call = pooled.get();
   call.op = &op;
   call.inputs = inputs;
   call.attrs = attrs;

@@ -506,7 +506,7 @@ OpDef unary_def(const char* prim, simd::UnaryOp simd_op, const char* doc, UnaryD
       .doc(doc)
       .infer([prim](const InferContext& ctx) {
         const TensorMeta& x = ctx.input(0);
-        return MetaList{{unary_result_dtype(prim, R, x.dtype), x.shape}};
+        return single_output(unary_result_dtype(prim, R, x.dtype), x.shape);
       })
       .kernel(DeviceType::kCPU, [simd_op](KernelContext& ctx) {
         const Tensor& out = ctx.outputs[0];
@@ -537,15 +537,17 @@ OpDef binary_def(const char* prim, simd::BinaryOp simd_op, const char* doc,
       .infer([prim](const InferContext& ctx) {
         const TensorMeta& a = ctx.input(0);
         const TensorMeta& b = ctx.input(1);
-        const Shape shape = broadcast_shapes(a.shape, b.shape);
         const DType operand = binary_operand_dtype(prim, R, a, b);
-        return MetaList{{R == BinaryRule::kPredicate ? DType::kBool : operand, shape}};
+        return single_output(R == BinaryRule::kPredicate ? DType::kBool : operand,
+                             broadcast_shapes(a.shape, b.shape));
       })
       .kernel(DeviceType::kCPU, [prim, simd_op](KernelContext& ctx) {
         const Tensor& out = ctx.outputs[0];
-        DType operand = binary_operand_dtype(prim, R, TensorMeta::of(ctx.inputs[0]),
-                                             TensorMeta::of(ctx.inputs[1]));
+        // The output has the dtype infer gave: the operand dtype, except for predicates (bool).
+        DType operand = out.dtype();
         if constexpr (R == BinaryRule::kPredicate) {
+          operand = binary_operand_dtype(prim, R, TensorMeta::of(ctx.inputs[0]),
+                                         TensorMeta::of(ctx.inputs[1]));
           operand = predicate_operand_dtype(operand, ctx.inputs[0], ctx.inputs[1]);
         }
         const Tensor a = as_dtype(ctx.inputs[0], operand);

@@ -1,5 +1,6 @@
 // The non-template parts of the elementwise ops (see ops/elementwise.h): dtype rules, operand
 // checks and the loop drivers.
+#include <array>
 #include <limits>
 #include <utility>
 
@@ -38,7 +39,7 @@ std::pair<const char*, const char*> byte_extent(const Tensor& t) {
 // True when writing `out` element by element could change elements of `x` not yet read: they
 // share memory and are not the very same view (which elementwise loops handle in place).
 bool overlaps_partially(const Tensor& x, const Tensor& out) {
-  if (x.numel() == 0 || out.numel() == 0 || x.storage() != out.storage()) return false;
+  if (x.storage() != out.storage() || x.numel() == 0 || out.numel() == 0) return false;
   if (x.data_ptr() == out.data_ptr() && x.shape() == out.shape() && x.strides() == out.strides()) {
     return false;
   }
@@ -73,7 +74,7 @@ DType unary_result_dtype(const char* prim, UnaryRule rule, DType input) {
 
 DType binary_operand_dtype(const char* prim, BinaryRule rule, const TensorMeta& a,
                            const TensorMeta& b) {
-  const DType common = result_type({a, b});
+  const DType common = result_type(a, b);
   switch (rule) {
     case BinaryRule::kPromote:
       return common;
@@ -102,7 +103,40 @@ DType predicate_operand_dtype(DType operand, const Tensor& a, const Tensor& b) {
   return operand;
 }
 
+namespace {
+
+// True when `x` is read in one flat run beside the (contiguous) `out`: x is contiguous, of out's
+// shape, and shares no memory with out other than as the very same view.
+bool flat_operand(const Tensor& x, const Tensor& out) {
+  return x.shape() == out.shape() && x.is_contiguous() && !overlaps_partially(x, out);
+}
+
+// The fast path of small ops: when every operand is flat and the output is within one parallel
+// chunk, `loop` runs once over the whole output, with no broadcast views or loop plan to build.
+template <size_t N>
+bool run_flat(const Tensor& out, const std::array<const Tensor*, N>& in, const InnerLoop& loop) {
+  const int64_t n = out.numel();
+  if (n == 0) return true;  // nothing to compute (empty tensors may have no memory)
+  if (n > kElementwiseGrain) return false;
+  for (const Tensor* x : in) {
+    if (!flat_operand(*x, out)) return false;
+  }
+  std::array<char*, N + 1> p;
+  std::array<int64_t, N + 1> s;
+  p[0] = static_cast<char*>(out.data_ptr());
+  s[0] = static_cast<int64_t>(out.itemsize());
+  for (size_t k = 0; k < N; ++k) {
+    p[k + 1] = static_cast<char*>(in[k]->data_ptr());
+    s[k + 1] = static_cast<int64_t>(in[k]->itemsize());
+  }
+  loop(p.data(), s.data(), n);
+  return true;
+}
+
+}  // namespace
+
 void run_loop(const Tensor& out, const Tensor& x, const InnerLoop& loop) {
+  if (run_flat<1>(out, {&x}, loop)) return;
   const Tensor xb = loop_operand(x, out);
   InnerLoop streamed = loop;
   streamed.out_store = simd::store_for_output(static_cast<int64_t>(out.nbytes()));
@@ -110,6 +144,7 @@ void run_loop(const Tensor& out, const Tensor& x, const InnerLoop& loop) {
 }
 
 void run_loop(const Tensor& out, const Tensor& a, const Tensor& b, const InnerLoop& loop) {
+  if (run_flat<2>(out, {&a, &b}, loop)) return;
   const Tensor ab = loop_operand(a, out);
   const Tensor bb = loop_operand(b, out);
   StridedLoop<3>(out.shape(), {&out, &ab, &bb}).parallel_run(kElementwiseGrain, loop);

@@ -150,6 +150,12 @@ MetaList OpDef::infer_outputs(const MetaList& inputs, const Attrs& normalized) c
   KILN_ASSERT(num_outputs_ == kVariableOutputs || out.size() == static_cast<size_t>(num_outputs_))
       << name_ << ": infer returned " << out.size() << " outputs, the schema says "
       << num_outputs_;
+  for (const TensorMeta& meta : out) {
+    for (int64_t size : meta.shape) {
+      KILN_CHECK_SHAPE(size >= 0) << name_ << ": infer gave an output of shape "
+                                  << shape_str(meta.shape) << "; sizes must be non-negative";
+    }
+  }
   return out;
 }
 

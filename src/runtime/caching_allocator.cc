@@ -9,6 +9,22 @@ namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
 
+// The index of a block size below a huge page among the classes of Note [Size classes]: 64, 128,
+// 192, 256, then four steps for each power of two from 2^8 to 2^20.
+size_t small_class(size_t size) {
+  if (size <= 256) return size / kAlignment - 1;
+  const int k = 63 - __builtin_clzll(size - 1);  // largest 2^k < size
+  const size_t step = (size_t{1} << k) / 4;
+  return 4 + static_cast<size_t>(k - 8) * 4 + (size - (size_t{1} << k)) / step - 1;
+}
+
+// The block size of small class `index` (small_class's inverse).
+size_t small_class_size(size_t index) {
+  if (index < 4) return (index + 1) * kAlignment;
+  const size_t below = size_t{1} << (8 + (index - 4) / 4);
+  return below + ((index - 4) % 4 + 1) * (below / 4);
+}
+
 }  // namespace
 
 // Note [Size classes]
@@ -28,16 +44,27 @@ size_t CachingAllocator::block_size(size_t nbytes) {
 CachingAllocator::CachingAllocator(Allocator* system, size_t cache_limit)
     : system_(system), cache_limit_(cache_limit) {}
 
+std::vector<void*>& CachingAllocator::free_list(size_t size) {
+  return size < kHugePage ? small_free_[small_class(size)] : huge_free_[size];
+}
+
 void* CachingAllocator::take_cached(size_t size) {
-  const auto it = free_.lower_bound(size);
-  const size_t largest_fit = size >= kHugePage ? size + size / 4 : size;
-  if (it == free_.end() || it->first > largest_fit) return nullptr;
+  if (size < kHugePage) {
+    std::vector<void*>& blocks = small_free_[small_class(size)];
+    if (blocks.empty()) return nullptr;
+    void* ptr = blocks.back();
+    blocks.pop_back();
+    stats_.cached -= size;
+    return ptr;
+  }
+  const auto it = huge_free_.lower_bound(size);
+  if (it == huge_free_.end() || it->first > size + size / 4) return nullptr;
   void* ptr = it->second.back();
   const size_t got = it->first;
   it->second.pop_back();
-  if (it->second.empty()) free_.erase(it);
+  if (it->second.empty()) huge_free_.erase(it);
   stats_.cached -= got;
-  if (got >= kHugePage) large_sizes_[ptr] = got;
+  large_sizes_[ptr] = got;
   return ptr;
 }
 
@@ -76,7 +103,7 @@ void CachingAllocator::deallocate(void* ptr, size_t nbytes) {
   }
   stats_.allocated -= size;
   if (stats_.cached + size <= cache_limit_) {
-    free_[size].push_back(ptr);
+    free_list(size).push_back(ptr);
     stats_.cached += size;
     return;
   }
@@ -85,15 +112,20 @@ void CachingAllocator::deallocate(void* ptr, size_t nbytes) {
 }
 
 void CachingAllocator::empty_cache() {
-  std::map<size_t, std::vector<void*>> blocks;
+  std::vector<std::pair<void*, size_t>> blocks;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    blocks.swap(free_);
+    for (size_t i = 0; i < kNumSmallClasses; ++i) {
+      for (void* ptr : small_free_[i]) blocks.emplace_back(ptr, small_class_size(i));
+      small_free_[i].clear();
+    }
+    for (const auto& [size, ptrs] : huge_free_) {
+      for (void* ptr : ptrs) blocks.emplace_back(ptr, size);
+    }
+    huge_free_.clear();
     stats_.cached = 0;
   }
-  for (const auto& [size, ptrs] : blocks) {
-    for (void* ptr : ptrs) system_->deallocate(ptr, size);
-  }
+  for (const auto& [ptr, size] : blocks) system_->deallocate(ptr, size);
 }
 
 MemoryStats CachingAllocator::stats() const {

@@ -6,6 +6,7 @@
 // LaunchTask ends, so a block is never reused while a queued op still reads it. Thread-safe.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <map>
 #include <mutex>
@@ -39,11 +40,18 @@ class CachingAllocator final : public Allocator {
 
  private:
   void* take_cached(size_t size);  // under mutex_; null when nothing fits
+  /// Where freed blocks of class `size` wait (under mutex_).
+  std::vector<void*>& free_list(size_t size);
 
   Allocator* system_;
   const size_t cache_limit_;
   mutable std::mutex mutex_;
-  std::map<size_t, std::vector<void*>> free_;  // cached blocks by block size
+  // Cached blocks by block size. The classes below a huge page each keep a list for the process's
+  // life (no map node or vector allocated per alloc/free of a small tensor); huge ones, of any
+  // number of pages, are in the map.
+  static constexpr size_t kNumSmallClasses = 55;  // 64 B to 1.75 MiB; see small_class()
+  std::array<std::vector<void*>, kNumSmallClasses> small_free_;
+  std::map<size_t, std::vector<void*>> huge_free_;
   // Large blocks may serve a smaller request (Note [Size classes]), so their size is recorded.
   std::unordered_map<void*, size_t> large_sizes_;
   MemoryStats stats_;

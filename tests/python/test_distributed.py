@@ -538,6 +538,7 @@ print("dp ok")
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_data_parallel_matches_single_process_training(tmp_path, backend):
+    pytest.importorskip("sklearn")  # the digits data; make test installs it
     out = launch(tmp_path, 2, DATA_PARALLEL, timeout=180, backend=backend)
     assert out.count("dp ok") == 2
 

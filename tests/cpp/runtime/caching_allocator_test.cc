@@ -1,6 +1,7 @@
 // The caching allocator as the runtime installs it, through its public counters:
 // memory_stats(), empty_cache() and reset_peak_memory_stats() (Note [Size classes] in
 // src/runtime/caching_allocator.cc).
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -65,6 +66,44 @@ TEST(CachingAllocator, ReusesOnlyBlocksOfTheSameSizeClass) {
   const Tensor larger = block_of(8000);  // another class: not served by the 4096-byte block
   EXPECT_NE(larger.data_ptr(), memory);
   EXPECT_EQ(runtime::memory_stats().cached, 4096u);
+}
+
+TEST(CachingAllocator, EverySizeClassKeepsItsOwnBlocks) {
+  // Every block size below a huge page, as Note [Size classes] gives them: 64, 128, 192, 256, then
+  // four steps per power of two up to 1.75 MiB. One block of each (asked for with its class's
+  // smallest request), freed together, then asked for again in reverse order: each request must
+  // get a block of its own class back from the cache.
+  std::vector<size_t> classes = {64, 128, 192, 256};
+  for (size_t below = 256; below < kMiB * 2; below *= 2) {
+    for (size_t step = 1; step <= 4 && below + step * below / 4 < 2 * kMiB; ++step) {
+      classes.push_back(below + step * below / 4);
+    }
+  }
+  ASSERT_EQ(classes.size(), 55u);
+  runtime::synchronize();
+  runtime::empty_cache();
+  std::vector<Tensor> blocks;
+  std::vector<const void*> memory;
+  size_t total = 0;
+  size_t previous = 0;
+  for (size_t size : classes) {
+    blocks.push_back(block_of(previous + 4));
+    memory.push_back(blocks.back().data_ptr());
+    total += size;
+    previous = size;
+  }
+  blocks.clear();
+  const runtime::MemoryStats cached = runtime::memory_stats();
+  EXPECT_EQ(cached.cached, total);
+  for (size_t i = classes.size(); i-- > 0;) {
+    blocks.push_back(block_of(i == 0 ? 4 : classes[i - 1] + 4));
+    EXPECT_EQ(blocks.back().data_ptr(), memory[i]) << "class of " << classes[i] << " bytes";
+  }
+  EXPECT_EQ(runtime::memory_stats().num_os_allocs, cached.num_os_allocs);
+  EXPECT_EQ(runtime::memory_stats().cached, 0u);
+  blocks.clear();
+  runtime::empty_cache();
+  EXPECT_EQ(runtime::memory_stats().cached, 0u);
 }
 
 TEST(CachingAllocator, LargeBlockServesASomewhatSmallerRequest) {
