@@ -344,7 +344,7 @@ inline std::vector<Tensor> out_list(const Tensor& out) {
 /// Runs `op` on `inputs`, writing into `out` when it is defined.
 inline Tensor call_elementwise(const OpDef& op, const std::vector<Tensor>& inputs,
                                const Tensor& out, const Attrs& attrs = {}) {
-  return call_op(op, inputs, attrs, out_list(out))[0];
+  return std::move(call_op(op, inputs, attrs, out_list(out))[0]);
 }
 
 // ---- inner loops ------------------------------------------------------------------------------

@@ -106,7 +106,7 @@ Pipeline::Pipeline() : mode_(initial_mode()) {}
 std::vector<Tensor> Pipeline::dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
                                        const Attrs& attrs, const std::vector<Tensor>& out,
                                        const std::shared_ptr<BoundKernel>& bound_kernel) {
-  if (t_in_worker || mode() == PipelineMode::kSync) {
+  if (mode() == PipelineMode::kSync || t_in_worker) {  // (the mode first: no TLS read in sync)
     return run_op_sync(op, inputs, attrs, out, bound_kernel);
   }
   ensure_workers();
