@@ -7,12 +7,10 @@
 #include <vector>
 
 #include "kiln/op.h"
+#include "ops/dtype_convert.h"
 #include "ops/onednn_util.h"
 
 namespace kiln::conv {
-
-/// `t` as a contiguous tensor of `dtype` (a converted copy when the dtype differs).
-Tensor as_dtype(const Tensor& t, DType dtype);
 
 /// Convolution attributes, checked: stride, padding and dilation per spatial dimension, groups.
 struct ConvParams {

@@ -16,7 +16,6 @@
 namespace kiln {
 namespace {
 
-using conv::as_dtype;
 using conv::ConvParams;
 using conv::conv_params;
 using conv::conv_out_shape;
@@ -259,8 +258,8 @@ void conv_backward_kernel(ConvBackward kind, KernelContext& ctx) {
   if (out.numel() == 0) return;
   const ConvParams p = conv_params(ctx.attrs);
   const DType cd = compute_dtype(out.dtype());
-  const Tensor grad = as_dtype(ctx.inputs[0], cd);
-  const Tensor other = as_dtype(ctx.inputs[1], cd);  // the weight (kData) or x (kWeights)
+  const Tensor grad = contiguous_as(ctx.inputs[0], cd);
+  const Tensor other = contiguous_as(ctx.inputs[1], cd);  // the weight (kData) or x (kWeights)
   const Tensor target = out.dtype() == cd ? out : Tensor::empty(out.shape(), cd);
   const bool data = kind == ConvBackward::kData;
   const Tensor& x = data ? target : other;

@@ -17,6 +17,7 @@
 #include "core/dtype_dispatch.h"
 #include "core/strided_loop.h"
 #include "kiln/op.h"
+#include "ops/dtype_convert.h"
 #include "ops/simd/float_kernels.h"
 
 namespace kiln::elementwise {
@@ -310,14 +311,6 @@ C power_value(C a, C b) {
 }
 
 // ---- operands -----------------------------------------------------------------------------------
-
-/// `x` itself when it has `dtype`, else a converted contiguous temporary of x's shape.
-inline Tensor as_dtype(const Tensor& x, DType dtype) {
-  if (x.dtype() == dtype) return x;
-  Tensor converted = Tensor::empty(x.shape(), dtype);
-  copy_into(converted, x);
-  return converted;
-}
 
 /// `x` viewed with the output's shape (stride 0 in broadcast dimensions).
 inline Tensor broadcast_operand(const Tensor& x, const Shape& shape) {

@@ -488,7 +488,7 @@ void run(const Program& program, const std::vector<Tensor>& inputs, const Tensor
   std::vector<Tensor> ready;
   ready.reserve(inputs.size());
   for (const Tensor& in : inputs) {
-    ready.push_back(elementwise::as_dtype(in, out.dtype()).contiguous());
+    ready.push_back(contiguous_as(in, out.dtype()));
   }
   if (out.dtype() == DType::kFloat32) {
     run_typed<float>(program, *layout, ready, out, shape.empty() ? 1 : shape.back());

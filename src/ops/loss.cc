@@ -20,6 +20,7 @@
 #include "kiln/parallel.h"
 #include "ops/nn_grad.h"
 #include "ops/simd/float_kernels.h"
+#include "ops/dtype_convert.h"
 
 namespace kiln {
 namespace {
@@ -32,13 +33,6 @@ Reduction parse_reduction(const char* op, const std::string& s) {
   KILN_CHECK_VALUE(s == "none") << op << ": expected reduction 'mean', 'sum' or 'none', got '" << s
                                 << "'";
   return Reduction::kNone;
-}
-
-Tensor as_dtype(const Tensor& t, DType dtype) {
-  if (t.dtype() == dtype) return t;
-  Tensor converted = Tensor::empty(t.shape(), dtype);
-  copy_into(converted, t);
-  return converted;
 }
 
 // Checks input [N, C, d...] (or [C]) against target [N, d...] (or []) and returns the shape of

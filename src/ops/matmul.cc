@@ -15,16 +15,10 @@
 #include "ops/fused_elementwise.h"
 #include "ops/gemm.h"
 #include "ops/nn_grad.h"
+#include "ops/dtype_convert.h"
 
 namespace kiln {
 namespace {
-
-Tensor as_dtype(const Tensor& t, DType dtype) {
-  if (t.dtype() == dtype) return t;
-  Tensor converted = Tensor::empty(t.shape(), dtype);
-  copy_into(converted, t);
-  return converted;
-}
 
 // NumPy broadcasting of two shapes, or nullopt when they do not broadcast.
 std::optional<Shape> try_broadcast(const Shape& a, const Shape& b) {

@@ -19,19 +19,13 @@
 #include "ops/nn_grad.h"
 #include "ops/simd/float_kernels.h"
 #include "ops/simd/target_clones.h"
+#include "ops/dtype_convert.h"
 
 namespace kiln {
 namespace {
 
 // Elements per parallel chunk: a chunk of rows should touch a few hundred KiB.
 constexpr int64_t kNormChunkElements = int64_t{1} << 15;
-
-Tensor as_dtype(const Tensor& t, DType dtype) {
-  if (t.dtype() == dtype) return t.contiguous();
-  Tensor converted = Tensor::empty(t.shape(), dtype);
-  copy_into(converted, t);
-  return converted;
-}
 
 // Checks x, the optional affine tensors and normalized_shape; returns the output's dtype.
 DType check_norm(const char* op, const InferContext& ctx, size_t num_affine) {
@@ -66,7 +60,7 @@ DType check_norm(const char* op, const InferContext& ctx, size_t num_affine) {
 template <typename C, typename RowFn>
 void for_each_row(const Tensor& x, const Tensor& out, int64_t n, RowFn&& row) {
   if (out.numel() == 0) return;
-  const Tensor xc = as_dtype(x, dtype_of<C>());
+  const Tensor xc = contiguous_as(x, dtype_of<C>());
   const Tensor target =
       out.dtype() == dtype_of<C>() ? out : Tensor::empty(out.shape(), dtype_of<C>());
   const C* px = xc.data<C>();
@@ -181,11 +175,11 @@ template <typename C>
 void norm_backward_kernel(bool centered, KernelContext& ctx) {
   const int64_t n = shape_numel(ctx.attrs.get<std::vector<int64_t>>("normalized_shape"));
   const double eps = ctx.attrs.get<double>("eps");
-  const Tensor x = as_dtype(ctx.inputs[0], dtype_of<C>());
+  const Tensor x = contiguous_as(ctx.inputs[0], dtype_of<C>());
   // Without a weight the formulas are those of a weight of ones.
-  const Tensor w = ctx.inputs[1].defined() ? as_dtype(ctx.inputs[1], dtype_of<C>()) : Tensor();
+  const Tensor w = ctx.inputs[1].defined() ? contiguous_as(ctx.inputs[1], dtype_of<C>()) : Tensor();
   const std::vector<C> unit_weight(w.defined() ? 0 : static_cast<size_t>(n), C(1));
-  const Tensor g = as_dtype(ctx.inputs[2], dtype_of<C>());
+  const Tensor g = contiguous_as(ctx.inputs[2], dtype_of<C>());
   const C* px = x.data<C>();
   const C* pw = w.defined() ? w.data<C>() : unit_weight.data();
   const C* pg = g.data<C>();
@@ -373,9 +367,9 @@ KILN_REGISTER_OP(
           visit_compute_float(out.dtype(), [&](auto zero) {
             using C = decltype(zero);
             const Tensor w =
-                ctx.inputs[1].defined() ? as_dtype(ctx.inputs[1], dtype_of<C>()) : Tensor();
+                ctx.inputs[1].defined() ? contiguous_as(ctx.inputs[1], dtype_of<C>()) : Tensor();
             const Tensor b =
-                ctx.inputs[2].defined() ? as_dtype(ctx.inputs[2], dtype_of<C>()) : Tensor();
+                ctx.inputs[2].defined() ? contiguous_as(ctx.inputs[2], dtype_of<C>()) : Tensor();
             const C* pw = w.defined() ? w.data<C>() : nullptr;
             const C* pb = b.defined() ? b.data<C>() : nullptr;
             for_each_row<C>(ctx.inputs[0], out, n,
@@ -407,7 +401,7 @@ KILN_REGISTER_OP(OpDef("RMSNorm")
                        visit_compute_float(out.dtype(), [&](auto zero) {
                          using C = decltype(zero);
                          const Tensor w = ctx.inputs[1].defined()
-                                              ? as_dtype(ctx.inputs[1], dtype_of<C>())
+                                              ? contiguous_as(ctx.inputs[1], dtype_of<C>())
                                               : Tensor();
                          const C* pw = w.defined() ? w.data<C>() : nullptr;
                          for_each_row<C>(ctx.inputs[0], out, n,

@@ -15,6 +15,7 @@
 #include "kiln/op.h"
 #include "kiln/parallel.h"
 #include "ops/nn_grad.h"
+#include "ops/dtype_convert.h"
 
 namespace kiln {
 namespace {
@@ -189,19 +190,12 @@ void avg_pool(const Tensor& x, const Tensor& out, const PoolParams& p, bool coun
 // AvgPool2D again; MaxPool2DBackward has no rule (the second derivative of a max pool in x is
 // zero almost everywhere, and in the output gradient a gather Kiln has no primitive for).
 
-Tensor as_dtype(const Tensor& t, DType dtype) {
-  if (t.dtype() == dtype) return t.contiguous();
-  Tensor converted = Tensor::empty(t.shape(), dtype);
-  copy_into(converted, t);
-  return converted;
-}
-
 // Runs `plane(grad_plane, dx_plane, n * C + c)` over every plane of contiguous grad [N, C, OH, OW]
 // and dx [N, C, H, W] (zeroed first) in parallel, in the compute dtype C of `out`'s, then
 // converts into `out`.
 template <typename T, typename PlaneFn>
 void for_each_grad_plane(const Tensor& grad_output, const Tensor& out, PlaneFn&& plane) {
-  const Tensor grad = as_dtype(grad_output, dtype_of<T>());
+  const Tensor grad = contiguous_as(grad_output, dtype_of<T>());
   const Tensor dx = out.dtype() == dtype_of<T>() ? out : Tensor::empty(out.shape(), dtype_of<T>());
   const int64_t in_plane = dx.size(2) * dx.size(3), out_plane = grad.size(2) * grad.size(3);
   const T* pg = grad.data<T>();
@@ -251,7 +245,7 @@ KILN_REGISTER_OP(
           const int64_t OH = ctx.inputs[0].size(2), OW = ctx.inputs[0].size(3);
           visit_compute_float(out.dtype(), [&](auto zero) {
             using C = decltype(zero);
-            const Tensor x = as_dtype(ctx.inputs[1], dtype_of<C>());
+            const Tensor x = contiguous_as(ctx.inputs[1], dtype_of<C>());
             const C* px = x.data<C>();
             for_each_grad_plane<C>(ctx.inputs[0], out, [&](const C* gp, C* dp, int64_t i) {
               const C* xp = px + i * H * W;

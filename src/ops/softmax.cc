@@ -208,7 +208,7 @@ void softmax_backward_kernel(KernelContext& ctx) {
   const DType cd = compute_dtype(out.dtype());
   // y and g with dim last, contiguous, in the compute dtype.
   const auto rows_of = [&](const Tensor& t) {
-    return elementwise::as_dtype(one_d(t).transpose(dim, last), cd).contiguous();
+    return contiguous_as(one_d(t).transpose(dim, last), cd);
   };
   const Tensor y = rows_of(ctx.inputs[0]);
   const Tensor g = rows_of(ctx.inputs[1]);

@@ -4,7 +4,7 @@
 #include <unordered_map>
 
 #include "backend/cpu/memory_planner.h"
-#include "ops/elementwise.h"
+#include "ops/dtype_convert.h"
 
 namespace kiln::cpu {
 namespace {
@@ -165,7 +165,7 @@ class Compiler {
   void convert_scalars(Step& step, DType dtype) {
     for (uint32_t& v : step.inputs) {
       if (p_->values[v].home != Home::kConstant || !p_->values[v].meta.weak) continue;
-      v = add_constant(elementwise::as_dtype(constant_[v], dtype));
+      v = add_constant(as_dtype(constant_[v], dtype));
     }
   }
 

@@ -1,0 +1,22 @@
+// Private to src/ops: a kernel's operands in its compute dtype, the conversion kernels make before
+// their loops (one place for it, instead of a copy per op file).
+#pragma once
+
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+/// `x` itself when it has `dtype`, else a converted contiguous copy of x's shape.
+inline Tensor as_dtype(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  Tensor converted = Tensor::empty(x.shape(), dtype);
+  copy_into(converted, x);
+  return converted;
+}
+
+/// `x` as a contiguous tensor of `dtype`: x itself when it already is one, else a copy.
+inline Tensor contiguous_as(const Tensor& x, DType dtype) {
+  return x.dtype() == dtype ? x.contiguous() : as_dtype(x, dtype);
+}
+
+}  // namespace kiln
