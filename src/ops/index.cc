@@ -1,10 +1,8 @@
-// Integer indexing: IndexSelect, Gather, Scatter, MaskedFill, Index (NumPy advanced indexing) and
-// IndexPut (its in-place assignment form).
+// Integer indexing along one dimension: IndexSelect, Gather, Scatter, and MaskedFill (Index and
+// IndexPut, NumPy's advanced indexing, are in index_advanced.cc).
 //
-// Index tensors are int64 or int32; negative values count from the end of their dimension, as in
-// NumPy. Every index is checked before anything is written, so a failed call leaves its inputs
-// (and, for IndexPut, the tensor being assigned to) untouched; the error names the bad value, the
-// dimension and its size.
+// Every index is checked before anything is written, so a failed call leaves its inputs untouched;
+// the error names the bad value, the dimension and its size (ops/index_rows.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,152 +20,21 @@
 #include "kiln/parallel.h"
 #include "ops/elementwise.h"
 #include "ops/grad_util.h"
+#include "ops/index_rows.h"
 
 namespace kiln {
 namespace {
 
-// Bytes per parallel chunk of row copies.
-constexpr int64_t kCopyChunkBytes = int64_t{1} << 18;
-
-void check_index_dtype(const char* op, const TensorMeta& index) {
-  KILN_CHECK_DTYPE(index.dtype == DType::kInt64 || index.dtype == DType::kInt32)
-      << op << ": expected an int64 or int32 index tensor, got " << dtype_name(index.dtype);
-}
-
-// `index` (int32/int64, any layout) broadcast to `shape` as a contiguous int64 tensor (index itself
-// when it already is one: no copy), after checking every value against [-size, size). Readers
-// wrap negative values with wrap_index.
-Tensor load_index(const char* op, const Tensor& index, const Shape& shape, int64_t dim,
-                  int64_t size) {
-  Tensor out = index;
-  if (index.dtype() != DType::kInt64 || !index.is_contiguous() || index.shape() != shape) {
-    out = Tensor::empty(shape, DType::kInt64);
-    copy_into(out, index);
-  }
-  const int64_t* p = out.data<int64_t>();
-  const int64_t n = out.numel();
-  bool ok = true;
-  for (int64_t i = 0; i < n; ++i) ok &= p[i] >= -size && p[i] < size;
-  if (!ok) {
-    for (int64_t i = 0; i < n; ++i) {
-      KILN_CHECK_INDEX(p[i] >= -size && p[i] < size)
-          << op << ": index " << p[i] << " is out of bounds for dimension " << dim << " with size "
-          << size;
-    }
-  }
-  return out;
-}
-
-// A checked index value in [-size, size) as a position in [0, size).
-inline int64_t wrap_index(int64_t v, int64_t size) { return v < 0 ? v + size : v; }
-
-// Element offsets, in row-major order, of the sub-tensor with dims [begin, end) of `shape` laid out
-// with `strides`.
-std::vector<int64_t> element_offsets(const Shape& shape, const Shape& strides, int64_t begin,
-                                     int64_t end) {
-  std::vector<int64_t> offsets{0};
-  for (int64_t d = begin; d < end; ++d) {
-    std::vector<int64_t> next;
-    next.reserve(offsets.size() * static_cast<size_t>(shape[d]));
-    for (int64_t base : offsets) {
-      for (int64_t k = 0; k < shape[d]; ++k) next.push_back(base + k * strides[d]);
-    }
-    offsets = std::move(next);
-  }
-  return offsets;
-}
-
-// True when dims [begin, end) of (shape, strides) are row-major contiguous.
-bool dense_from(const Shape& shape, const Shape& strides, int64_t begin, int64_t end) {
-  int64_t expected = 1;
-  for (int64_t d = end - 1; d >= begin; --d) {
-    if (shape[d] != 1 && strides[d] != expected) return false;
-    expected *= shape[d];
-  }
-  return true;
-}
-
-// True when `from` broadcasts to exactly `to` (NumPy rules, `to` unchanged).
-bool broadcasts_to(const Shape& from, const Shape& to) {
-  if (from.size() > to.size()) return false;
-  const size_t lead = to.size() - from.size();
-  for (size_t i = 0; i < from.size(); ++i) {
-    if (from[i] != 1 && from[i] != to[lead + i]) return false;
-  }
-  return true;
-}
-
-// Calls f(std::integral_constant<size_t, N>) for an element size N, so element moves are fixed-size
-// memcpys (one load and store, no aliasing questions).
-template <typename F>
-void visit_itemsize(size_t size, F&& f) {
-  switch (size) {
-    case 1:
-      return f(std::integral_constant<size_t, 1>{});
-    case 2:
-      return f(std::integral_constant<size_t, 2>{});
-    case 4:
-      return f(std::integral_constant<size_t, 4>{});
-    case 8:
-      return f(std::integral_constant<size_t, 8>{});
-  }
-  KILN_ASSERT(false) << "unexpected element size " << size;
-}
-
-// The trailing dims [first, ndim) of `src` that every gathered row copies.
-struct RowLayout {
-  int64_t numel = 1;
-  bool dense = true;
-  std::vector<int64_t> offsets;  // element offsets within a row when not dense
-};
-
-RowLayout row_layout(const Tensor& src, int64_t first) {
-  RowLayout r;
-  for (int64_t d = first; d < src.ndim(); ++d) r.numel *= src.shape()[d];
-  r.dense = dense_from(src.shape(), src.strides(), first, src.ndim());
-  if (!r.dense) r.offsets = element_offsets(src.shape(), src.strides(), first, src.ndim());
-  return r;
-}
-
-// Copies one row laid out as `layout` at `from` to the contiguous `to` (kSize-byte elements).
-template <size_t kSize>
-inline void copy_row(char* to, const char* from, const RowLayout& layout) {
-  if (layout.numel == 1) {
-    std::memcpy(to, from, kSize);
-  } else if (layout.dense) {
-    std::memcpy(to, from, static_cast<size_t>(layout.numel) * kSize);
-  } else {
-    for (int64_t i = 0; i < layout.numel; ++i) {
-      std::memcpy(to + i * static_cast<int64_t>(kSize),
-                  from + layout.offsets[i] * static_cast<int64_t>(kSize), kSize);
-    }
-  }
-}
-
-// Rows per parallel chunk when each row holds `row_elements` elements.
-int64_t row_grain(int64_t row_elements, size_t item) {
-  const int64_t bytes = std::max<int64_t>(1, row_elements * static_cast<int64_t>(item));
-  return std::max<int64_t>(1, kCopyChunkBytes / bytes);
-}
-
-// out row r (contiguous, layout.numel elements) = the row of `src` starting at element
-// row_offsets[r].
-void gather_rows(const Tensor& out, const Tensor& src, const std::vector<int64_t>& row_offsets,
-                 const RowLayout& layout) {
-  if (out.numel() == 0) return;
-  char* dst = static_cast<char*>(out.data_ptr());
-  const char* base = static_cast<const char*>(src.data_ptr());
-  const int64_t rows = static_cast<int64_t>(row_offsets.size());
-  visit_itemsize(out.itemsize(), [&](auto size) {
-    constexpr int64_t kSize = static_cast<int64_t>(decltype(size)::value);
-    const int64_t row_bytes = layout.numel * kSize;
-    parallel_for(0, rows, row_grain(layout.numel, kSize), [&](int64_t lo, int64_t hi) {
-      for (int64_t r = lo; r < hi; ++r) {
-        copy_row<kSize>(dst + r * row_bytes, base + row_offsets[r] * kSize, layout);
-      }
-    });
-  });
-}
+using indexing::broadcasts_to;
+using indexing::check_index_dtype;
+using indexing::copy_row;
+using indexing::element_offsets;
+using indexing::load_index;
+using indexing::row_grain;
+using indexing::row_layout;
+using indexing::RowLayout;
+using indexing::visit_itemsize;
+using indexing::wrap_index;
 
 // Gather/Scatter address x's elements through the coordinates of `index`: element (o, j, i) of
 // index (o over dims before `dim`, i over dims after) maps to x offset outer[o] + index *
@@ -511,152 +378,6 @@ KILN_REGISTER_OP(OpDef("MaskedFill")
                        });
                      }));
 
-// Index and IndexPut: the index tensors (inputs[first..]) broadcast to one shape B and address the
-// leading dims of x; the result has shape B + x.shape[k:].
-Shape indexed_shape(const char* op, const TensorMeta& x, const MetaList& inputs, size_t first) {
-  const int64_t k = static_cast<int64_t>(inputs.size() - first);
-  KILN_CHECK_INDEX(k <= x.ndim()) << op << ": too many indices for a tensor of dimension "
-                                  << x.ndim() << ": got " << k << " index tensors";
-  Shape b;
-  for (size_t i = first; i < inputs.size(); ++i) {
-    check_index_dtype(op, inputs[i]);
-    b = broadcast_shapes(b, inputs[i].shape);
-  }
-  b.insert(b.end(), x.shape.begin() + k, x.shape.end());
-  return b;
-}
-
-// The broadcast shape of the index tensors inputs[first..].
-Shape index_shape(const std::vector<Tensor>& inputs, size_t first) {
-  Shape b;
-  for (size_t i = first; i < inputs.size(); ++i) b = broadcast_shapes(b, inputs[i].shape());
-  return b;
-}
-
-// Element offset in `x` of every indexed row (index tensors inputs[first..] broadcast to `b`),
-// after checking every index.
-std::vector<int64_t> indexed_rows(const char* op, const Tensor& x,
-                                  const std::vector<Tensor>& inputs, size_t first, const Shape& b) {
-  std::vector<int64_t> rows(static_cast<size_t>(shape_numel(b)), 0);
-  for (size_t i = first; i < inputs.size(); ++i) {
-    const int64_t d = static_cast<int64_t>(i - first);
-    const Tensor idx = load_index(op, inputs[i], b, d, x.shape()[d]);
-    const int64_t* ip = idx.data<int64_t>();
-    const int64_t size = x.shape()[d];
-    for (size_t r = 0; r < rows.size(); ++r) rows[r] += wrap_index(ip[r], size) * x.strides()[d];
-  }
-  return rows;
-}
-
-// Index: g's rows go back to the rows of x they were read from, summed where an index repeats:
-// the indexed leading dims flattened into one (positions from the wrapped indices) and g's rows
-// scatter-added along it.
-std::vector<Tensor> index_grad(const std::vector<Tensor>& in, const Tensor&, const Attrs&,
-                               const Tensor& g) {
-  std::vector<Tensor> grads(in.size());
-  const Tensor& x = in[0];
-  if (!detail::differentiable(x)) return grads;
-  const size_t k = in.size() - 1;
-  const Shape& shape = x.shape();
-  Tensor row = zeros({}, DType::kInt64);  // the flattened position over the indexed dims
-  int64_t rows = 1;
-  for (size_t d = 0; d < k; ++d) {
-    const Tensor size = Tensor::scalar(shape[d]);
-    const Tensor i = to(in[d + 1], DType::kInt64);
-    row = row * shape[d] + where(lt(i, Tensor::scalar(0)), i + size, i);
-    rows *= shape[d];
-  }
-  Shape rest(shape.begin() + static_cast<std::ptrdiff_t>(k), shape.end());
-  Shape flat_g{-1};
-  flat_g.insert(flat_g.end(), rest.begin(), rest.end());
-  const Tensor g_rows = reshape(g, flat_g);
-  Shape along(rest.size() + 1, 1);
-  along[0] = -1;
-  const Tensor index = expand(reshape(expand(row, index_shape(in, 1)), along), g_rows.shape());
-  Shape flat_x{rows};
-  flat_x.insert(flat_x.end(), rest.begin(), rest.end());
-  const Tensor summed = scatter(zeros(flat_x, g.dtype()), 0, index, g_rows, "add");
-  grads[0] = to(reshape(summed, shape), x.dtype());
-  return grads;
-}
-
-// IndexPut: x's gradient is g with the assigned elements zeroed; the values' is g at the indices.
-std::vector<Tensor> index_put_grad(const std::vector<Tensor>& in, const Tensor&, const Attrs&,
-                                   const Tensor& g) {
-  std::vector<Tensor> grads(in.size());
-  const std::vector<Tensor> indices(in.begin() + 2, in.end());
-  if (detail::differentiable(in[0])) {
-    std::vector<Tensor> put{g, zeros({}, g.dtype())};
-    put.insert(put.end(), indices.begin(), indices.end());
-    grads[0] = detail::input_grad(call_op("IndexPut", put)[0], in[0]);
-  }
-  if (detail::differentiable(in[1])) grads[1] = detail::input_grad(index(g, indices), in[1]);
-  return grads;
-}
-
-KILN_REGISTER_OP(OpDef("Index")
-                     .input("x")
-                     .variadic_input("indices")
-                     .doc("NumPy advanced indexing x[i0, i1, ...] over the leading dims (a copy)")
-                     .infer([](const InferContext& ctx) {
-                       return MetaList{{ctx.input(0).dtype,
-                                        indexed_shape("Index", ctx.input(0), ctx.inputs, 1)}};
-                     })
-                     .grad(detail::one_output_rule(index_grad))
-                     .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
-                       const Tensor& x = ctx.inputs[0];
-                       const Tensor& out = ctx.outputs[0];
-                       const int64_t k = static_cast<int64_t>(ctx.inputs.size()) - 1;
-                       const std::vector<int64_t> rows =
-                           indexed_rows("Index", x, ctx.inputs, 1, index_shape(ctx.inputs, 1));
-                       gather_rows(out, x, rows, row_layout(x, k));
-                     }));
-
-KILN_REGISTER_OP(
-    OpDef("IndexPut")
-        .input("x")
-        .input("values")
-        .variadic_input("indices")
-        .traits(kTraitSideEffect)
-        .doc("x with x[indices...] = values (broadcast); eagerly written into x itself")
-        .infer([](const InferContext& ctx) {
-          const TensorMeta& x = ctx.input(0);
-          const TensorMeta& values = ctx.input(1);
-          const Shape target = indexed_shape("IndexPut", x, ctx.inputs, 2);
-          KILN_CHECK_SHAPE(broadcasts_to(values.shape, target))
-              << "IndexPut: expected values that broadcast to the indexed shape "
-              << shape_str(target) << ", got shape " << shape_str(values.shape);
-          return MetaList{{x.dtype, x.shape}};
-        })
-        .grad(detail::one_output_rule(index_put_grad))
-        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
-          const Tensor& x = ctx.inputs[0];
-          const Tensor& out = ctx.outputs[0];
-          const int64_t k = static_cast<int64_t>(ctx.inputs.size()) - 2;
-          // Offsets into `out` (contiguous), computed and checked before any write.
-          Shape target = index_shape(ctx.inputs, 2);
-          const std::vector<int64_t> rows = indexed_rows("IndexPut", out, ctx.inputs, 2, target);
-          const int64_t rest = shape_numel(Shape(x.shape().begin() + k, x.shape().end()));
-          target.insert(target.end(), x.shape().begin() + k, x.shape().end());
-          // A private copy of the values: they may alias x.
-          Tensor values = Tensor::empty(target, x.dtype());
-          copy_into(values, ctx.inputs[1]);
-          if (!out.is_same(x)) copy_into(out, x);
-          if (values.numel() == 0) return;
-          char* dst = static_cast<char*>(out.data_ptr());
-          const char* src = static_cast<const char*>(values.data_ptr());
-          RowLayout layout;
-          layout.numel = rest;
-          visit_itemsize(out.itemsize(), [&](auto size) {
-            constexpr int64_t kSize = static_cast<int64_t>(decltype(size)::value);
-            // In order, so that with duplicate indices the last assignment wins, as in NumPy.
-            for (size_t r = 0; r < rows.size(); ++r) {
-              copy_row<kSize>(dst + rows[r] * kSize, src + static_cast<int64_t>(r) * rest * kSize,
-                              layout);
-            }
-          });
-        }));
-
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
@@ -678,20 +399,6 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
   static const OpDefPtr op = OpRegistry::Instance().get("MaskedFill");
   return call_op(*op, {x, mask}, {{"value", value}})[0];
-}
-
-Tensor index(const Tensor& x, const std::vector<Tensor>& indices) {
-  static const OpDefPtr op = OpRegistry::Instance().get("Index");
-  std::vector<Tensor> inputs{x};
-  inputs.insert(inputs.end(), indices.begin(), indices.end());
-  return call_op(*op, inputs)[0];
-}
-
-void index_put_(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values) {
-  static const OpDefPtr op = OpRegistry::Instance().get("IndexPut");
-  std::vector<Tensor> inputs{x, values};
-  inputs.insert(inputs.end(), indices.begin(), indices.end());
-  call_op(*op, inputs, {}, {x});
 }
 
 }  // namespace kiln
