@@ -1,5 +1,5 @@
 // Gradient rules of the shape, join, index and padding ops
-// (src/ops/shape_views.cc, join.cc, index.cc, pad.cc) against finite
+// (src/ops/shape_views.cc, join.cc, index.cc, index_advanced.cc, pad.cc) against finite
 // differences in float64, and that they are made of ops.
 #include <gtest/gtest.h>
 
