@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "convert.h"
 #include "jit/dynamic_graph.h"
 #include "jit/graph_cache.h"
 #include "jit/trace.h"
@@ -38,12 +39,6 @@ enum Tag : int64_t {
   kToken,
 };
 
-const Tensor* as_tensor(PyObject* o) {
-  static PyTypeObject* tensor_type = reinterpret_cast<PyTypeObject*>(nb::type<Tensor>().ptr());
-  if (Py_TYPE(o) != tensor_type && !PyType_IsSubtype(Py_TYPE(o), tensor_type)) return nullptr;
-  return nb::inst_ptr<Tensor>(o);
-}
-
 bool is_namedtuple(PyObject* o) {
   return PyTuple_Check(o) && !PyTuple_CheckExact(o) &&
          PyObject_HasAttrString(reinterpret_cast<PyObject*>(Py_TYPE(o)), "_fields");
@@ -62,7 +57,7 @@ struct OutputTree {
 OutputTree output_tree(nb::handle result, std::vector<Tensor>& outputs) {
   PyObject* o = result.ptr();
   OutputTree tree;
-  if (const Tensor* t = as_tensor(o)) {
+  if (const Tensor* t = tensor_ptr(o)) {
     tree.kind = OutputTree::Kind::kTensor;
     tree.index = outputs.size();
     outputs.push_back(*t);
@@ -238,7 +233,7 @@ class JitFunctionObject {
   // One argument (depth first); the order of `inputs` is the order of the graph's parameters.
   void add(nb::handle value, SignatureKey& key, std::vector<Tensor>& inputs) {
     PyObject* o = value.ptr();
-    if (const Tensor* t = as_tensor(o)) {
+    if (const Tensor* t = tensor_ptr(o)) {
       key.add_input(*t);
       if (!SignatureKey::is_constant_input(*t)) inputs.push_back(*t);
     } else if (PyTuple_CheckExact(o) || PyList_CheckExact(o) || is_namedtuple(o)) {
@@ -303,7 +298,7 @@ class JitFunctionObject {
   // The argument with its tensors replaced by tracers, walked in add()'s order.
   nb::object traced(nb::handle value, Trace& trace, const std::string& path) {
     PyObject* o = value.ptr();
-    if (const Tensor* t = as_tensor(o)) {
+    if (const Tensor* t = tensor_ptr(o)) {
       if (SignatureKey::is_constant_input(*t)) return nb::borrow(value);
       return nb::cast(trace.add_input(TensorMeta(t->dtype(), t->shape()), path));
     }

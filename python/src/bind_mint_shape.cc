@@ -16,10 +16,6 @@ using namespace nb::literals;
 
 namespace {
 
-std::vector<Tensor> tensors_of(const std::vector<TensorArg>& args) {
-  return std::vector<Tensor>(args.begin(), args.end());
-}
-
 // A shape or list of dims given as an int or a sequence of ints.
 Shape shape_of(nb::handle obj) {
   if (nb::isinstance<nb::int_>(obj)) return {nb::cast<int64_t>(obj)};
@@ -82,17 +78,11 @@ void bind_mint_shape(nb::module_& mint) {
       "x itself when contiguous, else a contiguous copy.");
 
   mint.def(
-      "cat",
-      [](const std::vector<TensorArg>& tensors, int64_t dim) {
-        return cat(tensors_of(tensors), dim);
-      },
+      "cat", [](const TensorList& tensors, int64_t dim) { return cat(tensors.tensors, dim); },
       "tensors"_a, "dim"_a = 0,
       "The tensors (promoted to a common dtype) joined along an existing dim.");
   mint.def(
-      "stack",
-      [](const std::vector<TensorArg>& tensors, int64_t dim) {
-        return stack(tensors_of(tensors), dim);
-      },
+      "stack", [](const TensorList& tensors, int64_t dim) { return stack(tensors.tensors, dim); },
       "tensors"_a, "dim"_a = 0, "The tensors (same shape) joined along a new dim.");
   mint.def(
       "split",
@@ -151,15 +141,13 @@ void bind_mint_shape(nb::module_& mint) {
 
   mint.def(
       "_index",
-      [](const TensorArg& x, const std::vector<TensorArg>& indices) {
-        return index(x, tensors_of(indices));
-      },
+      [](const TensorArg& x, const TensorList& indices) { return index(x, indices.tensors); },
       "x"_a, "indices"_a,
       "x[i0, i1, ...] with integer index tensors over the leading dims (a copy).");
   mint.def(
       "_index_put_",
-      [](const Tensor& x, const std::vector<TensorArg>& indices, const TensorArg& values) {
-        index_put_(x, tensors_of(indices), values);
+      [](const Tensor& x, const TensorList& indices, const TensorArg& values) {
+        index_put_(x, indices.tensors, values);
       },
       "x"_a, "indices"_a, "values"_a, "In place: x[i0, i1, ...] = values (broadcast).");
   mint.def(

@@ -137,6 +137,7 @@ const Tensor* tensor_ptr(PyObject* o) {
   static PyTypeObject* const tensor_type =
       reinterpret_cast<PyTypeObject*>(nb::type<Tensor>().ptr());
   if (Py_TYPE(o) != tensor_type && !PyType_IsSubtype(Py_TYPE(o), tensor_type)) return nullptr;
+  if (!nb::inst_ready(o)) return nullptr;  // Tensor.__new__ without __init__: not a tensor yet
   return nb::inst_ptr<Tensor>(o);
 }
 
@@ -176,6 +177,30 @@ bool type_caster<kiln::py::TensorArg>::from_python(handle src, uint32_t flags,
     PyErr_Clear();
   }
   return false;
+}
+
+bool type_caster<kiln::py::TensorList>::from_python(handle src, uint32_t flags,
+                                                    cleanup_list* cleanup) noexcept {
+  PyObject* o = src.ptr();
+  if (PyUnicode_Check(o) || PyBytes_Check(o) || !PySequence_Check(o)) return false;
+  // The list or tuple itself, or a new list holding the items (alive until released below).
+  PyObject* fast = PySequence_Fast(o, "");
+  if (fast == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  PyObject** items = PySequence_Fast_ITEMS(fast);
+  value.tensors.clear();
+  value.tensors.reserve(static_cast<size_t>(n));
+  make_caster<kiln::py::TensorArg> item;
+  bool ok = true;
+  for (Py_ssize_t i = 0; ok && i < n; ++i) {
+    ok = item.from_python(items[i], flags, cleanup);
+    if (ok) value.tensors.push_back(item.value.get());
+  }
+  Py_DECREF(fast);
+  return ok;
 }
 
 bool type_caster<kiln::py::DTypeArg>::from_python(handle src, uint32_t, cleanup_list*) noexcept {

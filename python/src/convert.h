@@ -23,12 +23,25 @@ class TensorArg {
  public:
   const Tensor& get() const { return borrowed_ != nullptr ? *borrowed_ : owned_; }
   operator const Tensor&() const { return get(); }  // NOLINT: seamless use as a Tensor
-  void borrow(const Tensor* tensor) { borrowed_ = tensor; }
-  void own(Tensor tensor) { owned_ = std::move(tensor); }
+  void borrow(const Tensor* tensor) {
+    borrowed_ = tensor;
+    owned_ = Tensor();
+  }
+  void own(Tensor tensor) {
+    borrowed_ = nullptr;
+    owned_ = std::move(tensor);
+  }
 
  private:
   const Tensor* borrowed_ = nullptr;
   Tensor owned_;
+};
+
+/// A sequence of TensorArg values, each copied while its Python object is alive: a sequence that is
+/// not a list or tuple (a kiln.Tensor iterated by rows, a generator-backed Sequence) makes its
+/// items on the fly, so nothing may be borrowed from them past the conversion.
+struct TensorList {
+  std::vector<Tensor> tensors;
 };
 
 /// The tensor a kiln.Tensor (or subclass) object holds, or null for any other object; a pointer
@@ -74,6 +87,12 @@ struct type_caster<kiln::py::TensorArg> {
                          cleanup_list* cleanup) noexcept {
     return make_caster<kiln::Tensor>::from_cpp(value.get(), policy, cleanup);
   }
+};
+
+template <>
+struct type_caster<kiln::py::TensorList> {
+  NB_TYPE_CASTER(kiln::py::TensorList, const_name("Sequence[kiln.Tensor | float | int | bool]"))
+  bool from_python(handle src, uint32_t flags, cleanup_list* cleanup) noexcept;
 };
 
 template <>

@@ -143,19 +143,18 @@ MetaList OpDef::infer_outputs(const MetaList& inputs, const Attrs& normalized) c
   MetaList out;
   try {
     out = infer_(InferContext{*this, inputs, normalized});
+    for (const TensorMeta& meta : out) {
+      for (int64_t size : meta.shape) {
+        KILN_CHECK_SHAPE(size >= 0) << name_ << ": infer gave an output of shape "
+                                    << shape_str(meta.shape) << "; sizes must be non-negative";
+      }
+    }
   } catch (Error& e) {
     e.add_context("in " + op_call_str(*this, inputs));
     throw;
   }
   KILN_ASSERT(num_outputs_ == kVariableOutputs || out.size() == static_cast<size_t>(num_outputs_))
-      << name_ << ": infer returned " << out.size() << " outputs, the schema says "
-      << num_outputs_;
-  for (const TensorMeta& meta : out) {
-    for (int64_t size : meta.shape) {
-      KILN_CHECK_SHAPE(size >= 0) << name_ << ": infer gave an output of shape "
-                                  << shape_str(meta.shape) << "; sizes must be non-negative";
-    }
-  }
+      << name_ << ": infer returned " << out.size() << " outputs, the schema says " << num_outputs_;
   return out;
 }
 

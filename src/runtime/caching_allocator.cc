@@ -112,20 +112,22 @@ void CachingAllocator::deallocate(void* ptr, size_t nbytes) {
 }
 
 void CachingAllocator::empty_cache() {
-  std::vector<std::pair<void*, size_t>> blocks;
+  // The lists are swapped out under the lock (no allocation there, so nothing can throw halfway)
+  // and their blocks returned to the system after it.
+  std::array<std::vector<void*>, kNumSmallClasses> small;
+  std::map<size_t, std::vector<void*>> huge;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (size_t i = 0; i < kNumSmallClasses; ++i) {
-      for (void* ptr : small_free_[i]) blocks.emplace_back(ptr, small_class_size(i));
-      small_free_[i].clear();
-    }
-    for (const auto& [size, ptrs] : huge_free_) {
-      for (void* ptr : ptrs) blocks.emplace_back(ptr, size);
-    }
-    huge_free_.clear();
+    small.swap(small_free_);
+    huge.swap(huge_free_);
     stats_.cached = 0;
   }
-  for (const auto& [ptr, size] : blocks) system_->deallocate(ptr, size);
+  for (size_t i = 0; i < kNumSmallClasses; ++i) {
+    for (void* ptr : small[i]) system_->deallocate(ptr, small_class_size(i));
+  }
+  for (const auto& [size, ptrs] : huge) {
+    for (void* ptr : ptrs) system_->deallocate(ptr, size);
+  }
 }
 
 MemoryStats CachingAllocator::stats() const {

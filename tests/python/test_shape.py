@@ -175,6 +175,42 @@ def test_stack_matches_numpy(dim, layout, dtype, rng):
     assert_close(out, np.stack([a for a, _ in pairs], axis=dim))
 
 
+def test_cat_and_stack_take_each_item_of_a_mixed_or_generated_sequence(rng):
+    # A tensor followed by an array or a number: each item converts on its own (an earlier
+    # converter handed the tensor back for the items after it).
+    a = random_array((3,), kiln.float32, rng)
+    t = kiln.tensor(a)
+    assert_close(mint.stack([t, np.zeros(3, np.float32)]), np.stack([a, np.zeros(3, np.float32)]))
+    assert_close(mint.stack([kiln.tensor(1.5), 2.0]), np.array([1.5, 2.0], np.float32))
+    assert_close(mint.cat([t, np.ones(2, np.float32), t]), np.concatenate([a, np.ones(2), a]))
+
+    # A sequence that makes its items on the fly (a tensor iterated by rows, a Sequence class):
+    # the items are gone once converted, so the op must hold copies, not borrowed pointers.
+    b = random_array((4, 3), kiln.float32, rng)
+    assert_close(mint.stack(kiln.tensor(b)), b)
+    assert_close(mint.cat(kiln.tensor(b)), b.reshape(-1))
+
+    class Rows:
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            if i >= 4:
+                raise IndexError(i)
+            return kiln.tensor(b[i] * 2)
+
+    assert_close(mint.stack(Rows()), b * 2)
+
+
+@pytest.mark.filterwarnings("ignore:nanobind")  # nanobind warns of the access it refuses
+def test_an_uninitialised_tensor_object_is_refused_not_read():
+    blank = kiln.Tensor.__new__(kiln.Tensor)
+    with pytest.raises(TypeError):
+        mint.add(blank, 1)
+    with pytest.raises(TypeError):
+        mint.stack([blank])
+
+
 def test_stack_joins_0d_and_empty_tensors(rng):
     assert_close(mint.stack([kiln.tensor(1.5), kiln.tensor(2.5)]), np.array([1.5, 2.5], np.float32))
     empty = kiln.tensor(np.zeros((0, 2), np.float32))

@@ -185,6 +185,29 @@ TEST_P(PipelineError, FailureInALongQueue_LosesNothing) {
   EXPECT_NO_THROW(runtime::synchronize());
 }
 
+// An infer function that gives a negative size is refused the same way in every mode: a ShapeError
+// naming the op and its inputs (the results never get memory of a bogus size).
+TEST(PipelineInfer, ANegativeOutputSizeIsAShapeErrorNamingTheCall_InEveryMode) {
+  OpRegistration reg(OpDef("NegativeSizeProbe")
+                         .input("x")
+                         .infer([](const InferContext& ctx) {
+                           return MetaList{{ctx.input(0).dtype, Shape{2, -1}}};
+                         })
+                         .kernel(DeviceType::kCPU, [](KernelContext&) {}));
+  for (PipelineMode mode : testing::all_modes()) {
+    testing::ScopedPipeline pipeline(mode);
+    const Error e = raised_by([] {
+      const Tensor y = call_op("NegativeSizeProbe", {Tensor::empty({3})})[0];
+      (void)y.shape();
+      runtime::synchronize();
+    });
+    EXPECT_EQ(e.kind(), ErrorKind::kShape) << e.what();
+    EXPECT_TRUE(testing::contains(e.what(), "sizes must be non-negative")) << e.what();
+    EXPECT_TRUE(testing::contains(e.what(), "in NegativeSizeProbe(float32[3])")) << e.what();
+    EXPECT_NO_THROW(runtime::synchronize());
+  }
+}
+
 std::string injection_test_name(
     const ::testing::TestParamInfo<std::tuple<PipelineMode, int>>& info) {
   return testing::mode_param_name({std::get<0>(info.param), info.index}) + "_" +
