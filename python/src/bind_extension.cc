@@ -232,8 +232,7 @@ PyObject* call_function(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
 }
 
 Tensor op_input(const BoundFunction& f, size_t i, PyObject* o) {
-  if (const Tensor* t = tensor_ptr(o)) return *t;
-  nb::detail::make_caster<TensorArg> caster;
+  nb::detail::make_caster<TensorArg> caster;  // a kiln.Tensor first, by type pointer
   if (!caster.from_python(o, 0, nullptr)) {
     type_error(f, i, "a kiln.Tensor, a number or an array", o);
   }

@@ -181,9 +181,9 @@ void bind_tensor(nb::module_& m) {
         "floats give float32; a NumPy array keeps its dtype unless `dtype` is given.");
   m.def("from_numpy", [](nb::handle array) { return tensor_from_numpy(array, /*copy=*/false); },
         "array"_a, "A tensor that shares the NumPy array's memory (and keeps it alive).");
-  m.def("scalar_tensor", [](nb::handle v) {
-          return nb::cast<TensorArg>(v).get();
-        }, "value"_a, "A 0-d weak-scalar tensor from a Python number (for tests and tracing).");
+  m.def(
+      "scalar_tensor", [](nb::handle v) { return nb::cast<TensorArg>(v).get(); }, "value"_a,
+      "A 0-d weak-scalar tensor from a Python number (for tests and tracing).");
 }
 
 }  // namespace kiln::py

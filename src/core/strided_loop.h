@@ -104,7 +104,7 @@ class StridedLoop {
   int64_t numel_ = 0;
   std::array<char*, N> base_{};
   // Inline up to kMaxInlineDims dims, like Shape: a loop over a small tensor allocates nothing.
-  SmallVector<int64_t, kMaxInlineDims> sizes_;                  // innermost first
+  SmallVector<int64_t, kMaxInlineDims> sizes_;                   // innermost first
   SmallVector<std::array<int64_t, N>, kMaxInlineDims> strides_;  // byte strides, innermost first
 };
 

@@ -108,7 +108,9 @@ void plan_outputs(OpCall& call, const MetaList& metas) {
     call.results = call.out;
   } else if (call.results.empty()) {
     call.results.reserve(metas.size());
-    for (size_t i = 0; i < metas.size(); ++i) call.results.emplace_back(std::make_shared<TensorImpl>());
+    for (size_t i = 0; i < metas.size(); ++i) {
+      call.results.emplace_back(std::make_shared<TensorImpl>());
+    }
   } else {
     KILN_ASSERT(call.results.size() == metas.size())
         << op.name() << ": infer gave " << metas.size() << " outputs, expected "

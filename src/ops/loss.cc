@@ -18,9 +18,9 @@
 #include "kiln/functional/shape.h"
 #include "kiln/op.h"
 #include "kiln/parallel.h"
+#include "ops/dtype_convert.h"
 #include "ops/nn_grad.h"
 #include "ops/simd/float_kernels.h"
-#include "ops/dtype_convert.h"
 
 namespace kiln {
 namespace {

@@ -12,10 +12,10 @@
 #include "kiln/functional/reduce.h"
 #include "kiln/functional/shape.h"
 #include "kiln/op.h"
+#include "ops/dtype_convert.h"
 #include "ops/fused_elementwise.h"
 #include "ops/gemm.h"
 #include "ops/nn_grad.h"
-#include "ops/dtype_convert.h"
 
 namespace kiln {
 namespace {

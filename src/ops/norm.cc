@@ -16,10 +16,10 @@
 #include "kiln/functional/reduce.h"
 #include "kiln/op.h"
 #include "kiln/parallel.h"
+#include "ops/dtype_convert.h"
 #include "ops/nn_grad.h"
 #include "ops/simd/float_kernels.h"
 #include "ops/simd/target_clones.h"
-#include "ops/dtype_convert.h"
 
 namespace kiln {
 namespace {

@@ -14,8 +14,8 @@
 #include "kiln/functional/nn.h"
 #include "kiln/op.h"
 #include "kiln/parallel.h"
-#include "ops/nn_grad.h"
 #include "ops/dtype_convert.h"
+#include "ops/nn_grad.h"
 
 namespace kiln {
 namespace {
