@@ -300,11 +300,74 @@ struct Source {
   T value = T(0);
 };
 
+// Note [scalar steps]
+// A unary instruction whose operand is made by binary instructions right before it, each with one
+// scalar input and each result read only by the next, takes those as simd::ScalarSteps and runs
+// them in its own pass; the binary instructions are skipped. gelu(x * 2 + 1) then reads each
+// tile of x once and computes the whole expression vector by vector, so the loads of the next
+// vectors overlap gelu's arithmetic instead of stalling a pass of their own (bench/RESULTS.md,
+// "kiln_cpu: scalar steps"). The bits do not change: each step rounds as its binary kernel does.
+// The run must end right before the unary instruction: assign_registers frees the register of the
+// run's first operand at the run's first instruction, and an instruction in between that is not
+// skipped could take that register and overwrite the operand.
+template <typename T>
+struct Fold {
+  bool skipped = false;        // folded into the unary instruction after it
+  simd::ScalarSteps<T> steps;  // a unary instruction's steps, run on `source` before the op
+  Operand source;
+};
+
+template <typename T>
+std::vector<Fold<T>> fold_scalar_steps(const Program& program, const Layout& layout,
+                                       const std::vector<const T*>& inputs) {
+  const std::vector<Instr>& instrs = program.instrs;
+  std::vector<int> reads(instrs.size(), 0);
+  for (const Instr& in : instrs) {
+    if (!in.a.is_input) ++reads[in.a.index];
+    if (in.kind == InstrKind::kBinary && !in.b.is_input) ++reads[in.b.index];
+  }
+  const auto is_scalar = [&](const Operand& o) {
+    return o.is_input && layout.inputs[o.index] == InputKind::kScalar;
+  };
+  const auto is_tile = [&](const Operand& o) {  // has a run of values per tile
+    return !o.is_input || layout.inputs[o.index] == InputKind::kFull ||
+           layout.inputs[o.index] == InputKind::kRow;
+  };
+  std::vector<Fold<T>> folds(instrs.size());
+  for (size_t j = 0; j < instrs.size(); ++j) {
+    if (instrs[j].kind != InstrKind::kUnary) continue;
+    Fold<T>& fold = folds[j];
+    fold.source = instrs[j].a;
+    std::vector<size_t> run;  // the binary instructions folded, last first
+    for (size_t k = j; k-- > 0 && run.size() < simd::ScalarSteps<T>::kMax;) {
+      const Instr& b = instrs[k];
+      const Operand& o = fold.source;
+      if (o.is_input || o.index != k || reads[k] != 1 || b.kind != InstrKind::kBinary ||
+          static_cast<B>(b.op) == B::kPow || is_scalar(b.a) == is_scalar(b.b)) {
+        break;
+      }
+      const Operand& other = is_scalar(b.a) ? b.b : b.a;
+      if (!is_tile(other)) break;
+      run.push_back(k);
+      fold.source = other;
+    }
+    for (auto k = run.rbegin(); k != run.rend(); ++k) {
+      const Instr& b = instrs[*k];
+      const bool scalar_first = is_scalar(b.a);
+      fold.steps.push(static_cast<B>(b.op), inputs[(scalar_first ? b.a : b.b).index][0],
+                      scalar_first);
+      folds[*k].skipped = true;
+    }
+  }
+  return folds;
+}
+
 template <typename T>
 struct Interpreter {
   const Program& program;
   const Layout& layout;
   std::vector<const T*> inputs;  // data of the converted, contiguous inputs
+  std::vector<Fold<T>> folds;    // per instruction (Note [scalar steps])
   T* out;
   int64_t tile;           // elements per tile
   int64_t tiles_per_row;  // tiles per run of `inner`
@@ -389,9 +452,11 @@ struct Interpreter {
       };
       for (size_t j = 0; j < instrs.size(); ++j) {
         const Instr& in = instrs[j];
+        const Fold<T>& fold = folds[j];
+        if (fold.skipped) continue;
         // (A row reduction writes one value per row instead; see row_epilogue.)
         T* y = program.dest[j] == Program::kOutput ? out_tile : registers + program.dest[j] * tile;
-        const Source<T> a = source(in.a);
+        const Source<T> a = source(in.kind == InstrKind::kUnary ? fold.source : in.a);
         switch (in.kind) {
           case InstrKind::kUnary: {
             const T* x = a.pointer;
@@ -399,7 +464,7 @@ struct Interpreter {
               std::fill(y, y + n, a.value);
               x = y;
             }
-            simd::unary(static_cast<U>(in.op), x, y, n,
+            simd::unary(static_cast<U>(in.op), fold.steps, x, y, n,
                         y == out_tile ? store : simd::Store::kCached);
             break;
           }
@@ -455,9 +520,11 @@ void run_typed(const Program& program, const Layout& layout, const std::vector<T
   // Data pointers once per call: Tensor::data_ptr checks the tensor's state, too slow per tile.
   std::vector<const T*> data;
   for (const Tensor& in : inputs) data.push_back(static_cast<const T*>(in.data_ptr()));
+  std::vector<Fold<T>> folds = fold_scalar_steps(program, layout, data);
   const Interpreter<T> interpreter{program,
                                    layout,
                                    std::move(data),
+                                   std::move(folds),
                                    static_cast<T*>(out.data_ptr()),
                                    tile,
                                    tiles_per_row,

@@ -22,17 +22,6 @@ namespace kiln::simd {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-/// numpy.maximum: nan if either operand is nan (hwy's Max, like maxps, would drop one).
-template <class V>
-HWY_INLINE V maximum(V a, V b) {
-  return hn::IfThenElse(hn::Or(hn::IsNaN(a), hn::IsNaN(b)), hn::Add(a, b), hn::Max(a, b));
-}
-
-template <class V>
-HWY_INLINE V minimum(V a, V b) {
-  return hn::IfThenElse(hn::Or(hn::IsNaN(a), hn::IsNaN(b)), hn::Add(a, b), hn::Min(a, b));
-}
-
 /// Applies `f(d, a_vec, b_vec)` over the broadcast shape selected by the pointers: a null `a` or
 /// `b` means "the scalar sa / sb". One loop skeleton serves all three operand layouts.
 template <class D, class F, typename T = hn::TFromD<D>>

@@ -20,6 +20,7 @@
 // to the other kernels); every bound holds on all compiled targets.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -78,6 +79,84 @@ KILN_API void unary(UnaryOp op, const float* x, float* y, int64_t n, Store store
 /// Float64 overload of unary().
 KILN_API void unary(UnaryOp op, const double* x, double* y, int64_t n,
                     Store store = Store::kCached);
+/// Scalar steps that unary() applies to each element before its op, in the same pass: the
+/// `x * 2 + 1` of gelu(x * 2 + 1). A step is v = v op s, or s op v (`scalar_first`), for any
+/// BinaryOp but kPow, rounded on its own as binary_scalar_rhs / binary_scalar_lhs round it: so
+/// unary(op, steps, x, y, n) writes the values those calls followed by unary(op, ...) write (nan
+/// payloads aside), reading x from memory once instead of once per step.
+template <typename T>
+class ScalarSteps {
+ public:
+  static constexpr int kMax = 4;
+
+  /// Appends v = v op scalar (scalar op v when scalar_first). Returns false, changing nothing,
+  /// when `op` is kPow or the steps are full (a multiply followed by an add takes one).
+  bool push(BinaryOp op, T scalar, bool scalar_first) {
+    Step next;
+    switch (op) {
+      case BinaryOp::kAdd:  // v * 1 is v exactly
+        if (count_ > 0 && is_multiply(step_[count_ - 1])) {
+          step_[count_ - 1].offset = scalar;  // v * m + (-0) + s is v * m + s exactly
+          return true;
+        }
+        next = {Kind::kAffine, T(1), scalar};
+        break;
+      case BinaryOp::kSub:  // v - s is v + (-s) exactly; s - v is (-v) + s
+        next =
+            scalar_first ? Step{Kind::kAffine, T(-1), scalar} : Step{Kind::kAffine, T(1), -scalar};
+        break;
+      case BinaryOp::kMul:  // x + (-0) is x exactly, whatever x is
+        next = {Kind::kAffine, scalar, -T(0)};
+        break;
+      case BinaryOp::kDiv:
+        next = {Kind::kDivide, T(1), scalar, scalar_first};
+        break;
+      case BinaryOp::kMaximum:  // the operand order picks the sign of a zero result
+        next = {Kind::kMaximum, T(1), scalar, scalar_first};
+        break;
+      case BinaryOp::kMinimum:
+        next = {Kind::kMinimum, T(1), scalar, scalar_first};
+        break;
+      case BinaryOp::kPow:
+        return false;
+    }
+    if (count_ == kMax) return false;
+    step_[count_++] = next;
+    return true;
+  }
+
+  bool empty() const { return count_ == 0; }
+  void clear() { count_ = 0; }
+
+  /// How the kernels run the steps: kAffine is v * scale + offset with two roundings (never
+  /// fused); the others are their op of v and `offset`, which holds the scalar (offset op v when
+  /// scalar_first).
+  enum class Kind : uint8_t { kAffine, kDivide, kMaximum, kMinimum };
+  struct Step {
+    Kind kind = Kind::kAffine;
+    T scale = T(1);
+    T offset = T(0);
+    bool scalar_first = false;
+  };
+  int size() const { return count_; }
+  const Step& operator[](int k) const { return step_[k]; }
+
+ private:
+  static bool is_multiply(const Step& s) {
+    return s.kind == Kind::kAffine && s.offset == T(0) && std::signbit(s.offset);
+  }
+
+  Step step_[kMax];
+  int count_ = 0;
+};
+
+/// y[i] = op(steps(x[i])) for i in [0, n) (see ScalarSteps). x and y may alias exactly.
+KILN_API void unary(UnaryOp op, const ScalarSteps<float>& steps, const float* x, float* y,
+                    int64_t n, Store store = Store::kCached);
+/// Float64 overload of unary() with steps.
+KILN_API void unary(UnaryOp op, const ScalarSteps<double>& steps, const double* x, double* y,
+                    int64_t n, Store store = Store::kCached);
+
 /// y[i] = g[i] * gelu'(x[i]) for gelu's erf form, gelu'(x) = Phi(x) + x phi(x) (the standard
 /// normal CDF and density), for i in [0, n); y may alias g or x exactly. float32 within 4e-7 of
 /// max(|g gelu'(x)|, |g|) (tests/cpp/ops/simd_float_kernels_test.cc); float64 lane by lane with

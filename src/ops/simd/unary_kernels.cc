@@ -96,23 +96,46 @@ HWY_INLINE void erf_f64(UnaryOp op, const double* x, double* y, size_t n) {
 }
 
 template <typename T>
-HWY_INLINE void unary_impl(UnaryOp op, const T* x, T* y, size_t n, Store store) {
+HWY_INLINE void unary_impl(UnaryOp op, ScalarSteps<T> steps, const T* x, T* y, size_t n,
+                           Store store) {
   const hn::ScalableTag<T> d;
   using V = hn::Vec<decltype(d)>;
   // One switch per call; each case instantiates its own loop with the op inlined. `pad` fills the
-  // tail lanes (see map_unary).
-  const auto map = [&](auto f, T pad = T(0)) { map_unary(d, x, y, n, f, pad, store); };
+  // tail lanes (see map_unary). The scalar steps (ScalarSteps) run in the op's loop for the ops
+  // that take many instructions per vector (`map`), whose arithmetic then hides the loads; for
+  // the rest they run in a pass of their own first (`apply_steps_first`): a short op gains little
+  // from sharing its loop, and its loop is not instantiated twice.
+  const auto apply_steps_first = [&] {
+    if (steps.empty()) return;
+    map_unary(d, x, y, n, [steps](auto dv, V v) { return apply_steps(dv, steps, v); });
+    x = y;
+    steps.clear();
+  };
+  const auto map = [&](auto f, T pad = T(0)) {
+    if (steps.empty()) return map_unary(d, x, y, n, f, pad, store);
+    map_unary(
+        d, x, y, n, [f, steps](auto dv, V v) { return f(dv, apply_steps(dv, steps, v)); }, pad,
+        store);
+  };
+  const auto map_short = [&](auto f, T pad = T(0)) {
+    apply_steps_first();
+    map_unary(d, x, y, n, f, pad, store);
+  };
   // sin and cos take a lane-by-lane slow path for a whole vector when one lane needs it, so their
   // results depend on how lanes are grouped into vectors; streaming regroups the head of the run
-  // (stream_span), so they always write through the cache and keep their bits.
-  const auto map_grouped = [&](auto f) { map_unary(d, x, y, n, f); };
+  // (stream_span), so they always write through the cache and keep their bits. (Their steps run
+  // first, too: a step could send a padded tail lane, and so its vector, down the slow path.)
+  const auto map_grouped = [&](auto f) {
+    apply_steps_first();
+    map_unary(d, x, y, n, f);
+  };
   switch (op) {
     case UnaryOp::kNeg:
-      return map([](auto, V v) { return hn::Neg(v); });
+      return map_short([](auto, V v) { return hn::Neg(v); });
     case UnaryOp::kAbs:
-      return map([](auto, V v) { return hn::Abs(v); });
+      return map_short([](auto, V v) { return hn::Abs(v); });
     case UnaryOp::kSign:
-      return map([](auto dv, V v) {
+      return map_short([](auto dv, V v) {
         // +-1 with the sign of v; +0 for +-0 (numpy); nan stays nan.
         const V s = hn::IfThenZeroElse(hn::Eq(v, hn::Zero(dv)), hn::CopySign(hn::Set(dv, T(1)), v));
         return keep_nan(v, s);
@@ -128,19 +151,20 @@ HWY_INLINE void unary_impl(UnaryOp op, const T* x, T* y, size_t n, Store store) 
     case UnaryOp::kLog2:
       return map([](auto dv, V v) { return log2_full(dv, v); }, T(1));
     case UnaryOp::kSqrt:
-      return map([](auto, V v) { return hn::Sqrt(v); });
+      return map_short([](auto, V v) { return hn::Sqrt(v); });
     case UnaryOp::kRsqrt:
-      return map([](auto dv, V v) { return hn::Div(hn::Set(dv, T(1)), hn::Sqrt(v)); });
+      return map_short([](auto dv, V v) { return hn::Div(hn::Set(dv, T(1)), hn::Sqrt(v)); });
     case UnaryOp::kReciprocal:
-      return map([](auto dv, V v) { return hn::Div(hn::Set(dv, T(1)), v); });
+      return map_short([](auto dv, V v) { return hn::Div(hn::Set(dv, T(1)), v); });
     case UnaryOp::kSquare:
-      return map([](auto, V v) { return hn::Mul(v, v); });
+      return map_short([](auto, V v) { return hn::Mul(v, v); });
     case UnaryOp::kSin:
       return map_grouped([](auto dv, V v) { return sin_full(dv, v); });
     case UnaryOp::kCos:
       return map_grouped([](auto dv, V v) { return cos_full(dv, v); });
     case UnaryOp::kTan:
       if constexpr (sizeof(T) == 4) {
+        apply_steps_first();
         return tan_f32(x, y, n);
       } else {
         return map_grouped([](auto dv, V v) { return tan_full(dv, v); });
@@ -151,7 +175,7 @@ HWY_INLINE void unary_impl(UnaryOp op, const T* x, T* y, size_t n, Store store) 
       return map([](auto dv, V v) { return sigmoid(dv, v); });
     case UnaryOp::kRelu:
       // Le, not Lt: relu(-0) = +0; nan compares false and passes through.
-      return map([](auto dv, V v) { return hn::IfThenZeroElse(hn::Le(v, hn::Zero(dv)), v); });
+      return map_short([](auto dv, V v) { return hn::IfThenZeroElse(hn::Le(v, hn::Zero(dv)), v); });
     case UnaryOp::kGeluErf:
     case UnaryOp::kErf:
       if constexpr (sizeof(T) == 4) {
@@ -160,6 +184,7 @@ HWY_INLINE void unary_impl(UnaryOp op, const T* x, T* y, size_t n, Store store) 
         }
         return map([](auto dv, V v) { return gelu_erf_f32(dv, v); });
       } else {
+        apply_steps_first();  // lane by lane
         return erf_f64(op, x, y, n);
       }
     case UnaryOp::kGeluTanh:
@@ -169,16 +194,17 @@ HWY_INLINE void unary_impl(UnaryOp op, const T* x, T* y, size_t n, Store store) 
     // CopySign: HWY_SCALAR's Floor(-0) is +0 and its Ceil(+0) is -0; the result of floor / ceil
     // always has the sign of the input.
     case UnaryOp::kFloor:
-      return map([](auto, V v) { return hn::CopySign(hn::Floor(v), v); });
+      return map_short([](auto, V v) { return hn::CopySign(hn::Floor(v), v); });
     case UnaryOp::kCeil:
-      return map([](auto, V v) { return hn::CopySign(hn::Ceil(v), v); });
+      return map_short([](auto, V v) { return hn::CopySign(hn::Ceil(v), v); });
     case UnaryOp::kRound:
-      return map([](auto dv, V v) { return round_half_even(dv, v); });
+      return map_short([](auto dv, V v) { return round_half_even(dv, v); });
   }
 }
 
-void unary_f32(UnaryOp op, const float* x, float* y, size_t n, Store store) {
-  unary_impl(op, x, y, n, store);
+void unary_f32(UnaryOp op, const ScalarSteps<float>& steps, const float* x, float* y, size_t n,
+               Store store) {
+  unary_impl(op, steps, x, y, n, store);
 }
 void gelu_backward_f32(const float* g, const float* x, float* y, size_t n) {
   const hn::ScalableTag<float> d;
@@ -186,8 +212,9 @@ void gelu_backward_f32(const float* g, const float* x, float* y, size_t n) {
   map_binary(d, g, x, y, n,
              [](auto dv, V gv, V xv) { return hn::Mul(gv, gelu_erf_grad_f32(dv, xv)); });
 }
-void unary_f64(UnaryOp op, const double* x, double* y, size_t n, Store store) {
-  unary_impl(op, x, y, n, store);
+void unary_f64(UnaryOp op, const ScalarSteps<double>& steps, const double* x, double* y, size_t n,
+               Store store) {
+  unary_impl(op, steps, x, y, n, store);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -202,11 +229,21 @@ HWY_EXPORT(unary_f64);
 HWY_EXPORT(gelu_backward_f32);
 
 void unary(UnaryOp op, const float* x, float* y, int64_t n, Store store) {
-  if (n > 0) HWY_DYNAMIC_DISPATCH(unary_f32)(op, x, y, static_cast<size_t>(n), store);
+  unary(op, ScalarSteps<float>{}, x, y, n, store);
 }
 
 void unary(UnaryOp op, const double* x, double* y, int64_t n, Store store) {
-  if (n > 0) HWY_DYNAMIC_DISPATCH(unary_f64)(op, x, y, static_cast<size_t>(n), store);
+  unary(op, ScalarSteps<double>{}, x, y, n, store);
+}
+
+void unary(UnaryOp op, const ScalarSteps<float>& steps, const float* x, float* y, int64_t n,
+           Store store) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(unary_f32)(op, steps, x, y, static_cast<size_t>(n), store);
+}
+
+void unary(UnaryOp op, const ScalarSteps<double>& steps, const double* x, double* y, int64_t n,
+           Store store) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(unary_f64)(op, steps, x, y, static_cast<size_t>(n), store);
 }
 
 void gelu_backward(const float* g, const float* x, float* y, int64_t n) {

@@ -41,6 +41,61 @@ HWY_INLINE V keep_nan(V x, V r) {
   return hn::IfThenElse(hn::IsNaN(x), x, r);
 }
 
+/// numpy.maximum: nan if either operand is nan (hwy's Max, like maxps, would drop one).
+template <class V>
+HWY_INLINE V maximum(V a, V b) {
+  return hn::IfThenElse(hn::Or(hn::IsNaN(a), hn::IsNaN(b)), hn::Add(a, b), hn::Max(a, b));
+}
+
+template <class V>
+HWY_INLINE V minimum(V a, V b) {
+  return hn::IfThenElse(hn::Or(hn::IsNaN(a), hn::IsNaN(b)), hn::Add(a, b), hn::Min(a, b));
+}
+
+/// v, which the compiler may no longer fuse with the operation that reads it. GCC contracts a
+/// multiply followed by an add into one fused multiply-add (C++ compiles with -ffp-contract=fast),
+/// which rounds once where two kernels, one op each, round twice. An empty asm that claims to
+/// change the register stops that. (x86 only, the targets Kiln compiles SIMD kernels for; other
+/// architectures keep whatever the compiler does.)
+template <class V>
+HWY_INLINE V rounded(V v) {
+#if HWY_ARCH_X86 && defined(__GNUC__)
+  asm("" : "+v"(v.raw));
+#endif
+  return v;
+}
+
+/// v after `steps` (ScalarSteps in float_kernels.h): each step the IEEE operations the binary
+/// kernels run for it, so the values are theirs.
+template <class D, typename T = hn::TFromD<D>>
+HWY_INLINE hn::Vec<D> apply_steps(D d, const ScalarSteps<T>& steps, hn::Vec<D> v) {
+  using Kind = typename ScalarSteps<T>::Kind;
+  for (int k = 0; k < steps.size(); ++k) {
+    const typename ScalarSteps<T>::Step& s = steps[k];
+    const hn::Vec<D> c = hn::Set(d, s.offset);
+    if (HWY_LIKELY(s.kind == Kind::kAffine)) {
+      v = hn::Add(rounded(hn::Mul(v, hn::Set(d, s.scale))), c);
+      continue;
+    }
+    const hn::Vec<D> lhs = s.scalar_first ? c : v;
+    const hn::Vec<D> rhs = s.scalar_first ? v : c;
+    switch (s.kind) {
+      case Kind::kDivide:
+        v = hn::Div(lhs, rhs);
+        break;
+      case Kind::kMaximum:
+        v = maximum(lhs, rhs);
+        break;
+      case Kind::kMinimum:
+        v = minimum(lhs, rhs);
+        break;
+      case Kind::kAffine:
+        break;
+    }
+  }
+  return v;
+}
+
 // Note [dependency chains]
 // The transcendental kernels are limited by the length of each vector's chain of dependent
 // operations more than by their number: once a chain is longer than the out-of-order window can

@@ -289,6 +289,17 @@ const std::vector<Case>& cases() {
       {"Sub(i0,i1);Square(r0);MeanKeepdim(r1)", {Arg::kFull, Arg::kRow}},
       {"Abs(i0);SumKeepdim(r0)", {Arg::kFull}},
       {"Add(i0,i1);Mean(r0)", {Arg::kFull, Arg::kColumn}},
+      // Scalar steps folded into the unary op after them (Note [scalar steps]): a multiply and
+      // an add (one merged step); four of five steps, every op, scalar on either side; a row as
+      // the steps' source; steps run in a pass of their own (relu, sin; float64 gelu).
+      {"Mul(i0,i1);Add(r0,i2);Gelu(r1)", {Arg::kFull, Arg::kWeak, Arg::kScalar0d}},
+      {"Sub(i1,i0);Div(i2,r0);Maximum(r1,i3);Minimum(i4,r2);Mul(r3,i5);Sigmoid(r4)",
+       {Arg::kFull, Arg::kWeak, Arg::kWeak, Arg::kScalar0d, Arg::kWeak, Arg::kWeak}},
+      {"Mul(i1,i2);Erf(r0);Add(r1,i0)", {Arg::kFull, Arg::kRow, Arg::kWeak}},
+      {"Add(i0,i1);Relu(r0);Mul(i1,r1);Sin(r2)", {Arg::kFull, Arg::kWeak}},
+      // Not folded: a step's result read twice; a step not right before the unary op.
+      {"Mul(i0,i1);Exp(r0);Add(r0,r1)", {Arg::kFull, Arg::kWeak}},
+      {"Mul(i0,i1);Exp(i0);Tanh(r0);Add(r1,r2)", {Arg::kFull, Arg::kWeak}},
   };
   return all;
 }

@@ -42,6 +42,18 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
          (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
+/// a and b hold the same values bit for bit, except that any nan matches any nan (the payload a
+/// nan carries depends on operand order, which the compiler may choose differently per loop).
+template <typename T>
+bool same_values(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return false;
+  }
+  return true;
+}
+
 bool verbose() { return std::getenv("KILN_SIMD_TEST_VERBOSE") != nullptr; }
 
 template <typename T>
@@ -476,6 +488,89 @@ TEST(SimdFloatKernels, BinaryMatchesStdReference_WhenAnyOperandLayout) {
   });
 }
 
+/// unary with scalar steps against the steps run one by one through binary_scalar_rhs / _lhs and
+/// then unary: the same values (nan payloads aside), for every op, in place or not, streamed or
+/// not.
+template <typename T>
+void check_unary_with_steps(const UnaryCase& c) {
+  struct StepArgs {
+    BinaryOp op;
+    T scalar;
+    bool scalar_first;
+  };
+  // Chains that merge (a multiply then an add take one step), fill all four steps, and use every
+  // op on both sides, with scalars that keep most values in the op's domain; signed zeros too.
+  const std::vector<std::vector<StepArgs>> chains = {
+      {{BinaryOp::kMul, T(1.3), false}, {BinaryOp::kAdd, T(1), false}},
+      {{BinaryOp::kSub, T(0.5), true}, {BinaryOp::kDiv, T(3), false}},
+      {{BinaryOp::kDiv, T(2.5), true},
+       {BinaryOp::kMaximum, T(-0.75), false},
+       {BinaryOp::kMinimum, T(4), true},
+       {BinaryOp::kMul, T(-1.5), true}},
+      {{BinaryOp::kAdd, T(0), true},
+       {BinaryOp::kMul, -T(0), false},
+       {BinaryOp::kSub, T(-0.25), false},
+       {BinaryOp::kMaximum, -T(0), true}},
+      {{BinaryOp::kMul, T(0.3), false},
+       {BinaryOp::kAdd, -T(0), false},
+       {BinaryOp::kAdd, T(3), true},
+       {BinaryOp::kMinimum, T(1.5), false}},
+  };
+  std::mt19937 rng(11);
+  for (const std::vector<StepArgs>& chain : chains) {
+    ScalarSteps<T> steps;
+    for (const StepArgs& a : chain) ASSERT_TRUE(steps.push(a.op, a.scalar, a.scalar_first));
+    for (int64_t n : kLengths) {
+      const std::vector<T> x = make_input<T>(n, rng, sampler(rng, c.domain));
+      std::vector<T> want = x;
+      for (const StepArgs& a : chain) {
+        if (a.scalar_first) {
+          binary_scalar_lhs(a.op, a.scalar, want.data(), want.data(), n);
+        } else {
+          binary_scalar_rhs(a.op, want.data(), a.scalar, want.data(), n);
+        }
+      }
+      unary(c.op, want.data(), want.data(), n);
+      for (Store store : {Store::kCached, Store::kStream}) {
+        std::vector<T> y(x.size(), T(-7));
+        unary(c.op, steps, x.data(), y.data(), n, store);
+        EXPECT_TRUE(same_values(y, want)) << c.name << ", " << chain.size() << " steps, n = " << n;
+        std::vector<T> z = x;
+        unary(c.op, steps, z.data(), z.data(), n, store);
+        EXPECT_TRUE(same_values(z, want)) << c.name << " in place";
+      }
+    }
+  }
+}
+
+TEST(SimdFloatKernels, UnaryWithStepsEqualsTheStepsOneByOne) {
+  for_each_target([](const std::string&) {
+    for (const UnaryCase& c : kUnaryCases) {
+      check_unary_with_steps<float>(c);
+      check_unary_with_steps<double>(c);
+    }
+  });
+}
+
+TEST(SimdFloatKernels, ScalarStepsMergeAMultiplyWithTheNextAdd_AndRefusePowAndAFifthStep) {
+  ScalarSteps<float> steps;
+  EXPECT_TRUE(steps.empty());
+  EXPECT_FALSE(steps.push(BinaryOp::kPow, 2.0f, false));
+  EXPECT_TRUE(steps.empty());
+  ASSERT_TRUE(steps.push(BinaryOp::kMul, 2.0f, false));
+  ASSERT_TRUE(steps.push(BinaryOp::kAdd, 1.0f, false));
+  EXPECT_EQ(steps.size(), 1);  // v * 2 + 1, two roundings
+  ASSERT_TRUE(steps.push(BinaryOp::kAdd, 1.0f, false));
+  ASSERT_TRUE(steps.push(BinaryOp::kDiv, 3.0f, true));
+  ASSERT_TRUE(steps.push(BinaryOp::kMaximum, 0.0f, false));
+  EXPECT_EQ(steps.size(), ScalarSteps<float>::kMax);
+  EXPECT_FALSE(steps.push(BinaryOp::kSub, 1.0f, false));
+  EXPECT_TRUE(steps.push(BinaryOp::kAdd, 1.0f, false) == false);  // the last step is no multiply
+  EXPECT_EQ(steps.size(), ScalarSteps<float>::kMax);
+  steps.clear();
+  EXPECT_TRUE(steps.empty());
+}
+
 template <typename T>
 void check_affine() {
   std::mt19937 rng(5);
@@ -650,18 +745,6 @@ TEST(SimdFloatKernels, RowKernelsMatchReference_WhenAnyLength) {
     check_rows<float>();
     check_rows<double>();
   });
-}
-
-/// a and b hold the same values bit for bit, except that any nan matches any nan (the payload a
-/// nan carries depends on operand order, which the compiler may choose differently per loop).
-template <typename T>
-bool same_values(const std::vector<T>& a, const std::vector<T>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return false;
-  }
-  return true;
 }
 
 /// Runs every row kernel on x[offset, offset + n) with `store`, into a copy of x (in place) or a
