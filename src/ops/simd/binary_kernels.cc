@@ -1,11 +1,10 @@
-// Elementwise binary kernels: binary, binary_scalar_rhs / _lhs and affine (see float_kernels.h).
+// Elementwise binary kernels: binary and binary_scalar_rhs / _lhs (see float_kernels.h).
 //
-// add / sub / mul / div / maximum / minimum are exact (one IEEE operation). affine is one fused
-// multiply-add on AVX2 / AVX-512 and a multiply then an add (<= 1 ulp from the fused result) on
-// SSE4 and the scalar fallback. pow calls std::pow lane by lane: a vector pow that keeps all of
-// std::pow's special cases (negative base with integral exponent, signed zeros, infinities) is not
-// worth its code size here. The scalar-exponent fast paths below (x^2 = x * x, x^0.5 = sqrt, ...)
-// are correctly rounded, so they agree with std::pow wherever std::pow is (glibc: < 1 ulp always).
+// add / sub / mul / div / maximum / minimum are exact (one IEEE operation). pow calls std::pow
+// lane by lane: a vector pow that keeps all of std::pow's special cases (negative base with
+// integral exponent, signed zeros, infinities) is not worth its code size here. The
+// scalar-exponent fast paths below (x^2 = x * x, x^0.5 = sqrt, ...) are correctly rounded, so they
+// agree with std::pow wherever std::pow is (glibc: < 1 ulp always).
 #include "ops/simd/highway_targets.h"  // First: selects the compiled targets.
 
 #undef HWY_TARGET_INCLUDE
@@ -97,14 +96,6 @@ HWY_INLINE void binary_impl(BinaryOp op, const T* a, T sa, const T* b, T sb, T* 
   }
 }
 
-template <typename T>
-HWY_INLINE void affine_impl(const T* x, T alpha, T beta, T* y, size_t n) {
-  const hn::ScalableTag<T> d;
-  const auto va = hn::Set(d, alpha);
-  const auto vb = hn::Set(d, beta);
-  map_unary(d, x, y, n, [&](decltype(d), hn::Vec<decltype(d)> v) { return hn::MulAdd(v, va, vb); });
-}
-
 void binary_f32(BinaryOp op, const float* a, float sa, const float* b, float sb, float* y,
                 size_t n) {
   binary_impl(op, a, sa, b, sb, y, n);
@@ -112,12 +103,6 @@ void binary_f32(BinaryOp op, const float* a, float sa, const float* b, float sb,
 void binary_f64(BinaryOp op, const double* a, double sa, const double* b, double sb, double* y,
                 size_t n) {
   binary_impl(op, a, sa, b, sb, y, n);
-}
-void affine_f32(const float* x, float alpha, float beta, float* y, size_t n) {
-  affine_impl(x, alpha, beta, y, n);
-}
-void affine_f64(const double* x, double alpha, double beta, double* y, size_t n) {
-  affine_impl(x, alpha, beta, y, n);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -129,8 +114,6 @@ namespace kiln::simd {
 
 HWY_EXPORT(binary_f32);
 HWY_EXPORT(binary_f64);
-HWY_EXPORT(affine_f32);
-HWY_EXPORT(affine_f64);
 
 void binary(BinaryOp op, const float* a, const float* b, float* y, int64_t n) {
   if (n > 0) HWY_DYNAMIC_DISPATCH(binary_f32)(op, a, 0.0f, b, 0.0f, y, static_cast<size_t>(n));
@@ -149,12 +132,6 @@ void binary_scalar_lhs(BinaryOp op, float a, const float* b, float* y, int64_t n
 }
 void binary_scalar_lhs(BinaryOp op, double a, const double* b, double* y, int64_t n) {
   if (n > 0) HWY_DYNAMIC_DISPATCH(binary_f64)(op, nullptr, a, b, 0.0, y, static_cast<size_t>(n));
-}
-void affine(const float* x, float alpha, float beta, float* y, int64_t n) {
-  if (n > 0) HWY_DYNAMIC_DISPATCH(affine_f32)(x, alpha, beta, y, static_cast<size_t>(n));
-}
-void affine(const double* x, double alpha, double beta, double* y, int64_t n) {
-  if (n > 0) HWY_DYNAMIC_DISPATCH(affine_f64)(x, alpha, beta, y, static_cast<size_t>(n));
 }
 
 }  // namespace kiln::simd

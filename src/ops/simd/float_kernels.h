@@ -181,12 +181,6 @@ KILN_API void binary_scalar_lhs(BinaryOp op, float a, const float* b, float* y, 
 /// Float64 overload of binary_scalar_lhs().
 KILN_API void binary_scalar_lhs(BinaryOp op, double a, const double* b, double* y, int64_t n);
 
-/// y[i] = x[i] * alpha + beta (used to fuse chains of scalar add/mul). One rounding (fma) on CPUs
-/// with FMA (AVX2, AVX-512); a multiply then an add otherwise. x and y may alias exactly.
-KILN_API void affine(const float* x, float alpha, float beta, float* y, int64_t n);
-/// Float64 overload of affine().
-KILN_API void affine(const double* x, double alpha, double beta, double* y, int64_t n);
-
 /// Sum of x[0..n). Blocked: vector accumulators over short blocks, block sums combined in float64
 /// with Neumaier compensation, so the error is far below that of numpy's pairwise sum (see
 /// Note [blocked summation] in reduce_kernels.cc). Returns 0 for n == 0.

@@ -571,37 +571,6 @@ TEST(SimdFloatKernels, ScalarStepsMergeAMultiplyWithTheNextAdd_AndRefusePowAndAF
   EXPECT_TRUE(steps.empty());
 }
 
-template <typename T>
-void check_affine() {
-  std::mt19937 rng(5);
-  for (int64_t n : kLengths) {
-    std::vector<T> x = make_input<T>(n, rng, sampler(rng, {-100, 100, false}));
-    std::vector<T> y(x.size());
-    const T alpha = T(1.7), beta = T(-3.25);
-    affine(x.data(), alpha, beta, y.data(), n);
-    for (int64_t i = 0; i < n; ++i) {
-      const T want = std::fma(x[i], alpha, beta);
-      if (!std::isfinite(want)) {
-        EXPECT_TRUE(std::isnan(want) ? std::isnan(y[i]) : y[i] == want) << x[i];
-        continue;
-      }
-      // Fused or not (SSE4 has no FMA): within one rounding of |x * alpha| + |beta|.
-      const T bound =
-          std::numeric_limits<T>::epsilon() * (std::fabs(x[i] * alpha) + std::fabs(beta));
-      EXPECT_LE(std::fabs(y[i] - want), bound) << x[i];
-    }
-    affine(x.data(), alpha, beta, x.data(), n);
-    EXPECT_TRUE(same_bits(x, y)) << "affine in place";
-  }
-}
-
-TEST(SimdFloatKernels, AffineMatchesFma_WhenInPlaceOrNot) {
-  for_each_target([](const std::string&) {
-    check_affine<float>();
-    check_affine<double>();
-  });
-}
-
 // ------------------------------------------------------------------------------------------------
 // Reductions.
 
