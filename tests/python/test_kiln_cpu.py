@@ -244,6 +244,20 @@ def test_products_by_constant_weights_run_packed_and_match_numpy(rows, k, n, for
         np.testing.assert_allclose(g(x).numpy(), want, rtol=2e-5, atol=2e-5 * max(1, np.abs(want).max()))
 
 
+@pytest.mark.parametrize("form", ["linear", "matmul"])
+def test_a_constant_weight_updated_in_place_is_read_again(form):
+    # A weight may be packed at Build (where oneDNN wants a blocked layout) or read as it is
+    # (where it wants a plain one): either way a call after an in-place update sees the new values.
+    x = kt(rand(64, 96))
+    w = kt(rand(48, 96, seed=1) if form == "linear" else rand(96, 48, seed=1))
+    g = kiln.jit((lambda x: mint.linear(x, w)) if form == "linear" else (lambda x: mint.matmul(x, w)))
+    g(x).numpy()
+    w += 1.0
+    want = x.numpy() @ (w.numpy().T if form == "linear" else w.numpy())
+    np.testing.assert_allclose(g(x).numpy(), want, rtol=1e-5, atol=1e-4)
+    assert g.cache_info().misses == 1
+
+
 @pytest.mark.parametrize("keepdim", [False, True])
 @pytest.mark.parametrize("shape", [(64, 300), (3, 5, 17), (2, 70000), (4, 0)])
 def test_a_trailing_sum_or_mean_over_the_last_dim_joins_the_group(shape, keepdim):

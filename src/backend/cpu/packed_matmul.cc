@@ -21,32 +21,42 @@ std::shared_ptr<const PackedMatmul> PackedMatmul::make(int64_t rows, int64_t k, 
   mm->src_md_ = dnnl::memory::desc({rows, k}, dt::f32, tag::ab);
   mm->dst_md_ = dnnl::memory::desc({rows, n}, dt::f32, tag::ab);
   if (has_bias) mm->bias_md_ = dnnl::memory::desc({1, n}, dt::f32, tag::ab);
-  const dnnl::memory::desc any_weights({k, n}, dt::f32, tag::any);
   dnnl::primitive_attr attr = onednn::cached_attr();
   if (activation) {
     dnnl::post_ops post;
     onednn::append_activation(*activation, &post);
     attr.set_post_ops(post);
   }
-  const dnnl::matmul::desc desc =
-      has_bias ? dnnl::matmul::desc(mm->src_md_, any_weights, mm->bias_md_, mm->dst_md_)
-               : dnnl::matmul::desc(mm->src_md_, any_weights, mm->dst_md_);
-  const dnnl::matmul::primitive_desc pd(desc, attr, onednn::engine());
+  const auto primitive_for = [&](const dnnl::memory::desc& weights) {
+    const dnnl::matmul::desc desc =
+        has_bias ? dnnl::matmul::desc(mm->src_md_, weights, mm->bias_md_, mm->dst_md_)
+                 : dnnl::matmul::desc(mm->src_md_, weights, mm->dst_md_);
+    return dnnl::matmul::primitive_desc(desc, attr, onednn::engine());
+  };
+  // The weight as given: [k, n] row-major, or Linear's [n, k] read as its transpose.
+  const dnnl::memory::dims strides =
+      transposed ? dnnl::memory::dims{1, k} : dnnl::memory::dims{n, 1};
+  mm->given_md_ = dnnl::memory::desc({k, n}, dt::f32, strides);
+  mm->weight_ = weight;
+  dnnl::matmul::primitive_desc pd = primitive_for(dnnl::memory::desc({k, n}, dt::f32, tag::any));
+  // Note [plain weights stay as given]
+  // Where oneDNN's kernel for the problem wants a plain layout for a weight of any layout (its
+  // gemm:jit kernel, the one it picks on AVX2), there is nothing to pack, and the weight's own
+  // layout, the one eager passes, is the better plain one: Linear's transposed weight ran 25-30%
+  // faster than the row-major copy that "any" asks for (64 x 512 x 512 on AVX2, machine C;
+  // bench/RESULTS.md, "kiln_cpu graph backend — machine C"). So such a weight is used as it is.
+  mm->packs_ = pd.weights_desc().data.format_desc.blocking.inner_nblks > 0;
+  if (!mm->packs_) pd = primitive_for(mm->given_md_);
   mm->primitive_ = dnnl::matmul(pd);
   mm->weights_md_ = pd.weights_desc();
   mm->scratchpad_md_ = pd.scratchpad_desc();
+  if (!mm->packs_) return mm;
 
-  mm->weight_ = weight;
-  // The weight as given: [k, n] row-major, or Linear's [n, k] read as its transpose. The reorder
-  // primitive is made once: a training step packs the updated weight at every run.
-  const dnnl::memory::dims strides = transposed ? dnnl::memory::dims{1, k}
-                                                : dnnl::memory::dims{n, 1};
-  mm->given_md_ = dnnl::memory::desc({k, n}, dt::f32, strides);
+  // The reorder primitive is made once: a training step packs the updated weight at every run.
   mm->reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(onednn::engine(), mm->given_md_,
                                                              onednn::engine(), mm->weights_md_));
   mm->packed_ = Storage::allocate(mm->weights_md_.get_size());
-  const uint64_t version = weight.storage()->write_version();
-  mm->pack(version);
+  mm->pack(weight.storage()->write_version());
   return mm;
 }
 
@@ -62,16 +72,22 @@ void PackedMatmul::pack(uint64_t version) const {
 
 void PackedMatmul::run(const Tensor& x, const Tensor& bias, const Tensor& out,
                        void* scratchpad) const {
-  const uint64_t version = weight_.storage()->write_version();
-  if (version != packed_version_.load(std::memory_order_acquire)) {
-    std::lock_guard<std::mutex> lock(pack_mutex_);
-    if (version != packed_version_.load(std::memory_order_relaxed)) pack(version);
+  Tensor unpacked;  // the weight itself, when it is not packed
+  if (packs_) {
+    const uint64_t version = weight_.storage()->write_version();
+    if (version != packed_version_.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(pack_mutex_);
+      if (version != packed_version_.load(std::memory_order_relaxed)) pack(version);
+    }
+  } else {
+    unpacked = weight_.contiguous();
   }
   const Tensor src = x.contiguous();
   const dnnl::engine& engine = onednn::engine();
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, dnnl::memory(src_md_, engine, src.data_ptr())},
-      {DNNL_ARG_WEIGHTS, dnnl::memory(weights_md_, engine, packed_->data())},
+      {DNNL_ARG_WEIGHTS,
+       dnnl::memory(weights_md_, engine, packs_ ? packed_->data() : unpacked.data_ptr())},
       {DNNL_ARG_DST, dnnl::memory(dst_md_, engine, out.data_ptr())}};
   Tensor bias_data;
   if (has_bias_) {

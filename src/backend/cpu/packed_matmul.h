@@ -1,5 +1,6 @@
 // A float32 matmul by a constant weight whose weight kiln_cpu reorders once, at Build, into the
-// blocked layout oneDNN's kernel for that problem prefers (private to libkiln).
+// blocked layout oneDNN's kernel for that problem prefers, when it prefers one (private to
+// libkiln).
 //
 //   auto mm = kiln::cpu::PackedMatmul::make(rows, k, n, weight, /*transposed=*/true, true, {});
 //   mm->run(x, bias, out, scratchpad);   // out[rows, n] = x[rows, k] @ weight^T + bias
@@ -56,6 +57,7 @@ class PackedMatmul {
   dnnl::matmul primitive_;
   dnnl::memory::desc src_md_, weights_md_, bias_md_, dst_md_, scratchpad_md_;
   std::shared_ptr<Storage> packed_;  // the weight, reordered into weights_md_
+  bool packs_ = false;  // false: the weight runs as given (Note [plain weights stay as given])
   bool has_bias_ = false;
   int threads_ = 0;
 };
