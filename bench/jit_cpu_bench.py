@@ -30,8 +30,9 @@ Workloads (float32):
   of them (intermediates, the result, and whatever a backend keeps between calls: "held between
   calls" is what was allocated before the call beyond the inputs and weights). Where the jitted
   function has `memory_plan(*args)`, its "peak_bytes" is shown as the planned figure and compared
-  with "peak - inputs - weights". Memory a backend takes other than through the caching allocator
-  is not counted.
+  with what the call itself added: the peak minus what was allocated just before the call (the
+  inputs and weights as the allocator rounds them, plus what the built graph holds). Memory a
+  backend takes other than through the caching allocator is not counted.
 
 "Kiln jit" is kiln.jit(fn, backend="kiln_cpu") at jit_level "O1" (the target rows use it), shown
 beside jit_level "O0". torch.compile is the default (inductor) on CPU; ONNX Runtime runs the
@@ -493,9 +494,13 @@ def memory_table(memory):
         print(f"memory: peak - inputs - weights, kiln eager / {JIT} = "
               f"{eager['above'] / jit['above']:.2f}x")
     if jit and "planned" in jit:
-        within = "within" if jit["above"] <= jit["planned"] else "ABOVE"
-        print(f"memory: {JIT} peak - inputs - weights {fmt_mib(jit['above'])}, planned "
-              f"{fmt_mib(jit['planned'])}: {within} the plan")
+        # What the call itself added: its peak over what was allocated before it (the inputs and
+        # weights as the allocator rounds them, and whatever the built graph holds).
+        added = jit["peak"] - jit["before"]
+        within = "within" if added <= jit["planned"] else "ABOVE"
+        print(f"memory: {JIT} peak - allocated before the call {fmt_mib(added)} "
+              f"({added} bytes), planned {fmt_mib(jit['planned'])} ({jit['planned']} bytes): "
+              f"{within} the plan")
     if not planned_any:
         print("memory: the jitted function has no memory_plan() (or it failed): "
               "planned column skipped")

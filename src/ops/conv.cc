@@ -133,21 +133,8 @@ onednn::PrimitiveKey conv_key(const char* kind, const Shape& x, const Shape& w, 
   return key;
 }
 
-}  // namespace conv
-
+// The ops, inside conv so that its helpers need no qualification.
 namespace {
-
-using conv::ConvParams;
-using conv::conv_params;
-using conv::conv_out_shape;
-using conv::with_conv_attrs;
-using conv::ConvArgs;
-using conv::conv_args;
-using conv::ConvDims;
-using conv::conv_dims;
-using conv::conv_key;
-using conv::maybe_reorder;
-using conv::staged_input;
 
 struct ConvEntry {
   dnnl::convolution_forward prim;
@@ -314,6 +301,7 @@ KILN_REGISTER_OP(with_conv_attrs(OpDef("Conv2D")
                      }));
 
 }  // namespace
+}  // namespace conv
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
               const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,

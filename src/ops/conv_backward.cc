@@ -14,19 +14,8 @@
 #include "ops/onednn_util.h"
 
 namespace kiln {
+namespace conv {  // its helpers (ops/conv.h) need no qualification
 namespace {
-
-using conv::ConvParams;
-using conv::conv_params;
-using conv::conv_out_shape;
-using conv::with_conv_attrs;
-using conv::ConvArgs;
-using conv::conv_args;
-using conv::ConvDims;
-using conv::conv_dims;
-using conv::conv_key;
-using conv::maybe_reorder;
-using conv::staged_input;
 
 // Note [Convolution gradients]
 // Conv2D's gradient is two registered ops: Conv2DBackwardInput (the gradient of x: a transposed
@@ -336,6 +325,7 @@ KILN_REGISTER_OP(
         }));
 
 }  // namespace
+}  // namespace conv
 
 Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight,
                              const Shape& input_size, const std::vector<int64_t>& stride,
