@@ -12,8 +12,10 @@ Cases (the benchmarks of the eager-runtime issue):
           "chain" queues many chains and synchronizes once (throughput), "chain+read" reads the
           result (`.numpy()`) after every chain (latency: the caller waits for the kernels).
 - matmul: a loop of 64x64 float32 matmuls, each followed by a scale, with a little pure-Python
-          work per iteration standing for a model's bookkeeping; kernel time and Python overlap in
-          the asynchronous modes.
+          work per iteration standing for a model's bookkeeping (`sum(range(40))`, ~0.4 us);
+          kernel time and Python overlap in the asynchronous modes.
+- matmul+python: the same loop with more Python per iteration (`sum(range(300))`, ~2.7 us, a
+          quarter of the kernels' time): what the asynchronous modes can hide grows with it.
 
 Every (framework, mode) runs in its own child process and the rounds alternate between them, so
 a change in machine load hits all of them; the table shows best and median per-op time over the
@@ -31,7 +33,7 @@ import sys
 import time
 
 MODES = ("sync", "2stage", "4stage")
-CASES = ("add", "chain", "chain+read", "matmul")
+CASES = ("add", "chain", "chain+read", "matmul", "matmul+python")
 
 
 def make_ops(framework, mode):
@@ -79,12 +81,13 @@ def time_case(case, framework, mode, n):
     else:
         a = from_numpy(rng.standard_normal((64, 64), dtype=np.float32))
         b = from_numpy(rng.standard_normal((64, 64), dtype=np.float32))
+        work = 300 if case == "matmul+python" else 40
 
         def run(count):
             bookkeeping = []
             for i in range(count):
                 c = mul(mm(a, b), 0.5)
-                bookkeeping.append((i, sum(range(40))))  # a model's Python-side work
+                bookkeeping.append((i, sum(range(work))))  # a model's Python-side work
             sync()
             return c
         ops_per_iter = 2
@@ -129,7 +132,7 @@ def main():
         p.error(f"unknown cases {sorted(unknown)}; expected some of {list(CASES)}")
     scale = 10 if args.quick else 1
     args.n = {"add": 200000 // scale, "chain": 200000 // scale, "chain+read": 100000 // scale,
-              "matmul": 20000 // scale}
+              "matmul": 20000 // scale, "matmul+python": 20000 // scale}
     if args.child:
         return child(args)
 
