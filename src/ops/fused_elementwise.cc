@@ -286,6 +286,59 @@ std::optional<Layout> plan_layout(const Shape& out, const std::vector<Shape>& in
   return std::nullopt;
 }
 
+// Note [scalar steps]
+// A unary instruction whose operand is made by binary instructions right before it, each with one
+// scalar input and each result read only by the next, takes those as simd::ScalarSteps and runs
+// them in its own pass; the binary instructions are skipped. gelu(x * 2 + 1) then reads each
+// tile of x once and computes the whole expression vector by vector, so the loads of the next
+// vectors overlap gelu's arithmetic instead of stalling a pass of their own (bench/RESULTS.md,
+// "kiln_cpu graph backend — machine C"). The values do not change: each step rounds as its
+// binary kernel does. The folded run must end right before the unary instruction, so that nothing
+// runs between the first folded instruction, where assign_registers may free the register of the
+// run's operand, and the unary one that reads it. (Its free list is a stack, so today the run's
+// own results take that register back at once; the rule keeps folding independent of that.)
+std::vector<FoldPlan> plan_folds(const Program& program, const Layout& layout) {
+  const std::vector<Instr>& instrs = program.instrs;
+  std::vector<int> reads(instrs.size(), 0);
+  for (const Instr& in : instrs) {
+    if (!in.a.is_input) ++reads[in.a.index];
+    if (in.kind == InstrKind::kBinary && !in.b.is_input) ++reads[in.b.index];
+  }
+  const auto is_scalar = [&](const Operand& o) {
+    return o.is_input && layout.inputs[o.index] == InputKind::kScalar;
+  };
+  const auto is_tile = [&](const Operand& o) {  // has a run of values per tile
+    return !o.is_input || layout.inputs[o.index] == InputKind::kFull ||
+           layout.inputs[o.index] == InputKind::kRow;
+  };
+  // At most as many instructions as ScalarSteps holds steps (one instruction takes one step, or
+  // none when it merges with the one before).
+  constexpr size_t kMaxRun = simd::ScalarSteps<float>::kMax;
+  std::vector<FoldPlan> plan(instrs.size());
+  for (size_t j = 0; j < instrs.size(); ++j) {
+    if (instrs[j].kind != InstrKind::kUnary) continue;
+    FoldPlan& fold = plan[j];
+    fold.source = instrs[j].a;
+    for (size_t k = j; k-- > 0 && fold.steps.size() < kMaxRun;) {
+      const Instr& b = instrs[k];
+      const Operand& o = fold.source;
+      if (o.is_input || o.index != k || reads[k] != 1 || b.kind != InstrKind::kBinary ||
+          static_cast<B>(b.op) == B::kPow || is_scalar(b.a) == is_scalar(b.b)) {
+        break;
+      }
+      const bool scalar_first = is_scalar(b.a);
+      const Operand& other = scalar_first ? b.b : b.a;
+      if (!is_tile(other)) break;
+      fold.steps.push_back(
+          {static_cast<uint32_t>(k), b.op, (scalar_first ? b.a : b.b).index, scalar_first});
+      fold.source = other;
+    }
+    std::reverse(fold.steps.begin(), fold.steps.end());  // collected last first
+    for (const FoldStep& step : fold.steps) plan[step.instr].folded = true;
+  }
+  return plan;
+}
+
 namespace {
 
 // Elements per tile: 8 KiB, so that a program's few registers and its inputs' tiles stay in L1.
@@ -300,16 +353,6 @@ struct Source {
   T value = T(0);
 };
 
-// Note [scalar steps]
-// A unary instruction whose operand is made by binary instructions right before it, each with one
-// scalar input and each result read only by the next, takes those as simd::ScalarSteps and runs
-// them in its own pass; the binary instructions are skipped. gelu(x * 2 + 1) then reads each
-// tile of x once and computes the whole expression vector by vector, so the loads of the next
-// vectors overlap gelu's arithmetic instead of stalling a pass of their own (bench/RESULTS.md,
-// "kiln_cpu: scalar steps"). The bits do not change: each step rounds as its binary kernel does.
-// The run must end right before the unary instruction: assign_registers frees the register of the
-// run's first operand at the run's first instruction, and an instruction in between that is not
-// skipped could take that register and overwrite the operand.
 template <typename T>
 struct Fold {
   bool skipped = false;        // folded into the unary instruction after it
@@ -317,46 +360,19 @@ struct Fold {
   Operand source;
 };
 
+// plan_folds' plan with the scalars (each a scalar input's one value) filled in.
 template <typename T>
-std::vector<Fold<T>> fold_scalar_steps(const Program& program, const Layout& layout,
-                                       const std::vector<const T*>& inputs) {
-  const std::vector<Instr>& instrs = program.instrs;
-  std::vector<int> reads(instrs.size(), 0);
-  for (const Instr& in : instrs) {
-    if (!in.a.is_input) ++reads[in.a.index];
-    if (in.kind == InstrKind::kBinary && !in.b.is_input) ++reads[in.b.index];
-  }
-  const auto is_scalar = [&](const Operand& o) {
-    return o.is_input && layout.inputs[o.index] == InputKind::kScalar;
-  };
-  const auto is_tile = [&](const Operand& o) {  // has a run of values per tile
-    return !o.is_input || layout.inputs[o.index] == InputKind::kFull ||
-           layout.inputs[o.index] == InputKind::kRow;
-  };
-  std::vector<Fold<T>> folds(instrs.size());
-  for (size_t j = 0; j < instrs.size(); ++j) {
-    if (instrs[j].kind != InstrKind::kUnary) continue;
-    Fold<T>& fold = folds[j];
-    fold.source = instrs[j].a;
-    std::vector<size_t> run;  // the binary instructions folded, last first
-    for (size_t k = j; k-- > 0 && run.size() < simd::ScalarSteps<T>::kMax;) {
-      const Instr& b = instrs[k];
-      const Operand& o = fold.source;
-      if (o.is_input || o.index != k || reads[k] != 1 || b.kind != InstrKind::kBinary ||
-          static_cast<B>(b.op) == B::kPow || is_scalar(b.a) == is_scalar(b.b)) {
-        break;
-      }
-      const Operand& other = is_scalar(b.a) ? b.b : b.a;
-      if (!is_tile(other)) break;
-      run.push_back(k);
-      fold.source = other;
-    }
-    for (auto k = run.rbegin(); k != run.rend(); ++k) {
-      const Instr& b = instrs[*k];
-      const bool scalar_first = is_scalar(b.a);
-      fold.steps.push(static_cast<B>(b.op), inputs[(scalar_first ? b.a : b.b).index][0],
-                      scalar_first);
-      folds[*k].skipped = true;
+std::vector<Fold<T>> make_folds(const std::vector<FoldPlan>& plan,
+                                const std::vector<const T*>& inputs) {
+  std::vector<Fold<T>> folds(plan.size());
+  for (size_t j = 0; j < plan.size(); ++j) {
+    folds[j].skipped = plan[j].folded;
+    folds[j].source = plan[j].source;
+    for (const FoldStep& step : plan[j].steps) {
+      const bool pushed = folds[j].steps.push(static_cast<B>(step.op), inputs[step.scalar_input][0],
+                                              step.scalar_first);
+      KILN_CHECK(pushed) << "FusedElementwise: instruction " << j
+                         << " folds more scalar steps than simd::ScalarSteps holds";
     }
   }
   return folds;
@@ -520,7 +536,7 @@ void run_typed(const Program& program, const Layout& layout, const std::vector<T
   // Data pointers once per call: Tensor::data_ptr checks the tensor's state, too slow per tile.
   std::vector<const T*> data;
   for (const Tensor& in : inputs) data.push_back(static_cast<const T*>(in.data_ptr()));
-  std::vector<Fold<T>> folds = fold_scalar_steps(program, layout, data);
+  std::vector<Fold<T>> folds = make_folds(plan_folds(program, layout), data);
   const Interpreter<T> interpreter{program,
                                    layout,
                                    std::move(data),

@@ -90,6 +90,23 @@ struct Layout {
 KILN_API std::optional<Layout> plan_layout(const Shape& out,
                                           const std::vector<Shape>& input_shapes);
 
+/// A binary instruction that runs inside a later unary instruction as one of its scalar steps.
+struct FoldStep {
+  uint32_t instr = 0;         // the binary instruction
+  int op = 0;                 // its simd::BinaryOp
+  uint32_t scalar_input = 0;  // its scalar operand, input i<scalar_input>
+  bool scalar_first = false;  // the scalar is its left operand
+};
+/// How the interpreter runs one instruction (Note [scalar steps] in fused_elementwise.cc).
+struct FoldPlan {
+  bool folded = false;          // runs as a step of a later unary instruction
+  Operand source;               // a unary instruction: what its steps and op read
+  std::vector<FoldStep> steps;  // a unary instruction: the steps, first to last
+};
+/// Per instruction of `program`, for inputs laid out as `layout`: which binary instructions with
+/// a scalar input run as steps inside the unary instruction right after them.
+KILN_API std::vector<FoldPlan> plan_folds(const Program& program, const Layout& layout);
+
 /// Runs `program` on `inputs` into `out` (contiguous, of the broadcast shape and the program's
 /// dtype). Inputs may be strided; weak scalars of any dtype are converted.
 void run(const Program& program, const std::vector<Tensor>& inputs, const Tensor& out);

@@ -1,6 +1,8 @@
 #include "ops/gemm.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -76,7 +78,11 @@ bool onednn_layout(const Tensor& t, int64_t nd, Layout* layout) {
 // oneDNN's first choice.
 constexpr int64_t kJitGemmMinDim = 256;
 
+std::atomic<uint64_t> g_next_entry_id{1};
+
 struct MatmulEntry {
+  // Tells entries apart where an address could not: a freed entry's address may come back.
+  uint64_t id = g_next_entry_id.fetch_add(1, std::memory_order_relaxed);
   dnnl::matmul prim;
   dnnl::memory::desc a_md, b_md, c_md, bias_md, scratchpad_md;
   bool reference = false;
@@ -192,25 +198,40 @@ bool uses_onednn(const Tensor& a, const Tensor& out) {
 // A dnnl::memory costs an aligned allocation and ~1,500 instructions to make, and the
 // std::unordered_map that primitive::execute takes a few allocations more: for a 64x64 product,
 // whose kernel is ~70k instructions, that was a tenth of the call. So each thread keeps the
-// memory objects of the product it ran last, together with that product's cache entry (held, so
-// that its address cannot come back as another entry's), points them at the call's tensors, and
-// executes through the C API with the arguments on the stack.
+// memory objects of the last few products it ran (an MLP's layers take turns), known by their
+// cache entry's id, points them at the call's tensors, and executes through the C API with the
+// arguments on the stack. The memory objects hold descriptors, not the primitive: an entry the
+// cache evicts is freed as before.
 struct BoundMemory {
-  std::shared_ptr<const MatmulEntry> entry;
+  uint64_t entry_id = 0;  // 0: unused
   dnnl::memory a, b, c, bias, scratchpad;
 };
 
+BoundMemory& bound_memory(const MatmulEntry& entry) {
+  constexpr size_t kSlots = 4;
+  thread_local std::array<BoundMemory, kSlots> slots;
+  thread_local size_t next = 0;  // the slot a new product takes (round robin)
+  for (BoundMemory& slot : slots) {
+    if (slot.entry_id == entry.id) return slot;
+  }
+  const dnnl::engine& engine = onednn::engine();
+  const auto unbound = [&](const dnnl::memory::desc& md) {
+    return md.get_size() == 0 ? dnnl::memory() : dnnl::memory(md, engine, DNNL_MEMORY_NONE);
+  };
+  BoundMemory& slot = slots[next];
+  next = (next + 1) % kSlots;
+  slot = {entry.id,
+          unbound(entry.a_md),
+          unbound(entry.b_md),
+          unbound(entry.c_md),
+          unbound(entry.bias_md),
+          unbound(entry.scratchpad_md)};
+  return slot;
+}
+
 void run_onednn(const OneDnnPlan& plan, const Tensor& out, const GemmEpilogue& ep) {
   const MatmulEntry& entry = *plan.entry;
-  thread_local BoundMemory bound;
-  if (bound.entry != plan.entry) {
-    const dnnl::engine& engine = onednn::engine();
-    const auto unbound = [&](const dnnl::memory::desc& md) {
-      return md.get_size() == 0 ? dnnl::memory() : dnnl::memory(md, engine, DNNL_MEMORY_NONE);
-    };
-    bound = {plan.entry,          unbound(entry.a_md),    unbound(entry.b_md),
-             unbound(entry.c_md), unbound(entry.bias_md), unbound(entry.scratchpad_md)};
-  }
+  BoundMemory& bound = bound_memory(entry);
   bound.a.set_data_handle(plan.a.data_ptr());
   bound.b.set_data_handle(plan.b.data_ptr());
   bound.c.set_data_handle(out.data_ptr());

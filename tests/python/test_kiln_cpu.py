@@ -258,6 +258,17 @@ def test_a_constant_weight_updated_in_place_is_read_again(form):
     assert g.cache_info().misses == 1
 
 
+def test_a_constant_weight_that_is_a_strided_view_gives_the_product_of_its_values():
+    # Linear's weight closed over as a transposed view: packed once at Build rather than copied
+    # into a contiguous tensor at every run.
+    x = kt(rand(64, 96))
+    w = rand(96, 48, seed=1)
+    wt = mint.transpose(kt(w), 0, 1)  # [48, 96], strides (1, 48)
+    g = kiln.jit(lambda x: mint.linear(x, wt))
+    for _ in range(2):
+        np.testing.assert_allclose(g(x).numpy(), x.numpy() @ w, rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("keepdim", [False, True])
 @pytest.mark.parametrize("shape", [(64, 300), (3, 5, 17), (2, 70000), (4, 0)])
 def test_a_trailing_sum_or_mean_over_the_last_dim_joins_the_group(shape, keepdim):

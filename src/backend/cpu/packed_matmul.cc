@@ -44,9 +44,18 @@ std::shared_ptr<const PackedMatmul> PackedMatmul::make(int64_t rows, int64_t k, 
   // gemm:jit kernel, the one it picks on AVX2), there is nothing to pack, and the weight's own
   // layout, the one eager passes, is the better plain one: Linear's transposed weight ran 25-30%
   // faster than the row-major copy that "any" asks for (64 x 512 x 512 on AVX2, machine C;
-  // bench/RESULTS.md, "kiln_cpu graph backend — machine C"). So such a weight is used as it is.
-  mm->packs_ = pd.weights_desc().data.format_desc.blocking.inner_nblks > 0;
-  if (!mm->packs_) pd = primitive_for(mm->given_md_);
+  // bench/RESULTS.md, "kiln_cpu graph backend — machine C"). So such a weight is used as it is,
+  // unless it is not contiguous (a copy per run) or oneDNN has only its reference kernel for it.
+  mm->packs_ =
+      pd.weights_desc().data.format_desc.blocking.inner_nblks > 0 || !weight.is_contiguous();
+  if (!mm->packs_) {
+    dnnl::matmul::primitive_desc given = primitive_for(mm->given_md_);
+    if (onednn::is_reference_impl(given)) {
+      mm->packs_ = true;
+    } else {
+      pd = std::move(given);
+    }
+  }
   mm->primitive_ = dnnl::matmul(pd);
   mm->weights_md_ = pd.weights_desc();
   mm->scratchpad_md_ = pd.scratchpad_desc();
@@ -80,7 +89,7 @@ void PackedMatmul::run(const Tensor& x, const Tensor& bias, const Tensor& out,
       if (version != packed_version_.load(std::memory_order_relaxed)) pack(version);
     }
   } else {
-    unpacked = weight_.contiguous();
+    unpacked = weight_;  // contiguous (make() packs a weight that is not)
   }
   const Tensor src = x.contiguous();
   const dnnl::engine& engine = onednn::engine();

@@ -29,7 +29,8 @@ namespace kiln::cpu {
 class PackedMatmul {
  public:
   /// out = activation(x @ W + bias) for x [rows, k] with W = weight^T (`transposed`: weight is
-  /// [n, k], Linear's layout) or W = weight ([k, n]); float32 only. Packs the weight now.
+  /// [n, k], Linear's layout) or W = weight ([k, n]); float32 only. Packs the weight now, when
+  /// it packs it (Note [plain weights stay as given] in packed_matmul.cc).
   static std::shared_ptr<const PackedMatmul> make(int64_t rows, int64_t k, int64_t n,
                                                   const Tensor& weight, bool transposed,
                                                   bool has_bias,

@@ -83,22 +83,21 @@ KILN_API void unary(UnaryOp op, const double* x, double* y, int64_t n,
 /// `x * 2 + 1` of gelu(x * 2 + 1). A step is v = v op s, or s op v (`scalar_first`), for any
 /// BinaryOp but kPow, rounded on its own as binary_scalar_rhs / binary_scalar_lhs round it: so
 /// unary(op, steps, x, y, n) writes the values those calls followed by unary(op, ...) write (nan
-/// payloads aside), reading x from memory once instead of once per step.
+/// payloads aside), reading x from memory once instead of once per step. That holds on x86 in
+/// the default floating-point environment (round to nearest, subnormals kept): a multiply runs as
+/// v * s + (-0), which is v * s exactly there.
 template <typename T>
 class ScalarSteps {
  public:
   static constexpr int kMax = 4;
 
   /// Appends v = v op scalar (scalar op v when scalar_first). Returns false, changing nothing,
-  /// when `op` is kPow or the steps are full (a multiply followed by an add takes one).
+  /// when `op` is kPow or the steps are full (a multiply followed by an add or a subtraction of
+  /// the scalar takes one).
   bool push(BinaryOp op, T scalar, bool scalar_first) {
     Step next;
     switch (op) {
       case BinaryOp::kAdd:  // v * 1 is v exactly
-        if (count_ > 0 && is_multiply(step_[count_ - 1])) {
-          step_[count_ - 1].offset = scalar;  // v * m + (-0) + s is v * m + s exactly
-          return true;
-        }
         next = {Kind::kAffine, T(1), scalar};
         break;
       case BinaryOp::kSub:  // v - s is v + (-s) exactly; s - v is (-v) + s
@@ -119,6 +118,12 @@ class ScalarSteps {
         break;
       case BinaryOp::kPow:
         return false;
+    }
+    // v * m + (-0) + s is v * m + s exactly: an add after a step that adds nothing joins it.
+    if (count_ > 0 && adds_nothing(step_[count_ - 1]) && next.kind == Kind::kAffine &&
+        next.scale == T(1)) {
+      step_[count_ - 1].offset = next.offset;
+      return true;
     }
     if (count_ == kMax) return false;
     step_[count_++] = next;
@@ -142,7 +147,7 @@ class ScalarSteps {
   const Step& operator[](int k) const { return step_[k]; }
 
  private:
-  static bool is_multiply(const Step& s) {
+  static bool adds_nothing(const Step& s) {
     return s.kind == Kind::kAffine && s.offset == T(0) && std::signbit(s.offset);
   }
 

@@ -55,12 +55,17 @@ HWY_INLINE V minimum(V a, V b) {
 /// v, which the compiler may no longer fuse with the operation that reads it. GCC contracts a
 /// multiply followed by an add into one fused multiply-add (C++ compiles with -ffp-contract=fast),
 /// which rounds once where two kernels, one op each, round twice. An empty asm that claims to
-/// change the register stops that. (x86 only, the targets Kiln compiles SIMD kernels for; other
-/// architectures keep whatever the compiler does.)
+/// change the value stops that: on the register that holds it, or in memory for HWY_EMU128,
+/// whose vectors are arrays. (x86 only, the architecture Kiln compiles SIMD kernels for; elsewhere
+/// the compiler may still contract.)
 template <class V>
 HWY_INLINE V rounded(V v) {
 #if HWY_ARCH_X86 && defined(__GNUC__)
+#if HWY_TARGET == HWY_EMU128
+  asm("" : "+m"(v));
+#else
   asm("" : "+v"(v.raw));
+#endif
 #endif
   return v;
 }

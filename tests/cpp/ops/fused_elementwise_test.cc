@@ -187,6 +187,61 @@ TEST(FusedElementwiseLayout, RejectsOtherBroadcasts) {
   EXPECT_FALSE(plan_layout({4}, {{2, 4}}));  // more dimensions than the output
 }
 
+// ---- plan_folds (Note [scalar steps]) ----
+
+fused::Layout layout_of(std::vector<InputKind> inputs) {
+  fused::Layout l;
+  l.inputs = std::move(inputs);
+  return l;
+}
+
+// The instructions plan_folds folds, and each unary instruction's steps as "instr:scalar_input"
+// (with a "^" when the scalar is the left operand) and its source.
+std::string folds_text(const std::string& program, std::vector<InputKind> inputs) {
+  const fused::Program p = parse_program(program);
+  const std::vector<fused::FoldPlan> plan = fused::plan_folds(p, layout_of(std::move(inputs)));
+  std::string text;
+  for (size_t j = 0; j < plan.size(); ++j) {
+    if (plan[j].folded) text += "folded " + std::to_string(j) + "; ";
+    if (plan[j].steps.empty()) continue;
+    text += std::to_string(j) + " <-";
+    for (const fused::FoldStep& s : plan[j].steps) {
+      text += " " + std::to_string(s.instr) + ":" + (s.scalar_first ? "^" : "") +
+              std::to_string(s.scalar_input);
+    }
+    text += std::string(" from ") + (plan[j].source.is_input ? "i" : "r") +
+            std::to_string(plan[j].source.index) + "; ";
+  }
+  return text;
+}
+
+TEST(FusedElementwiseFolds, ScalarStepsRightBeforeAUnaryInstructionJoinIt) {
+  using K = InputKind;
+  EXPECT_EQ(folds_text("Mul(i0,i1);Add(r0,i2);Gelu(r1)", {K::kFull, K::kScalar, K::kScalar}),
+            "folded 0; folded 1; 2 <- 0:1 1:2 from i0; ");
+  // Scalar on the left, a row as the source, a register as the source.
+  EXPECT_EQ(folds_text("Sub(i1,i0);Exp(r0)", {K::kRow, K::kScalar}),
+            "folded 0; 1 <- 0:^1 from i0; ");
+  EXPECT_EQ(folds_text("Exp(i0);Mul(r0,i1);Tanh(r1)", {K::kFull, K::kScalar}),
+            "folded 1; 2 <- 1:1 from r0; ");
+  // At most four: the fifth instruction back runs as a pass of its own.
+  EXPECT_EQ(folds_text("Add(i0,i1);Mul(r0,i1);Sub(r1,i1);Div(r2,i1);Maximum(r3,i1);Exp(r4)",
+                       {K::kFull, K::kScalar}),
+            "folded 1; folded 2; folded 3; folded 4; 5 <- 1:1 2:1 3:1 4:1 from r0; ");
+}
+
+TEST(FusedElementwiseFolds, NothingFolds_WhenAStepIsNotRightBeforeOrReadTwiceOrNotByAScalar) {
+  using K = InputKind;
+  const std::vector<K> full_scalar = {K::kFull, K::kScalar};
+  EXPECT_EQ(folds_text("Mul(i0,i1);Exp(i0);Tanh(r0);Add(r1,r2)", full_scalar), "");
+  EXPECT_EQ(folds_text("Mul(i0,i1);Exp(r0);Add(r0,r1)", full_scalar), "");  // r0 read twice
+  EXPECT_EQ(folds_text("Pow(i0,i1);Exp(r0)", full_scalar), "");
+  EXPECT_EQ(folds_text("Mul(i0,i1);Exp(r0)", {K::kFull, K::kFull}), "");        // no scalar
+  EXPECT_EQ(folds_text("Mul(i0,i1);Exp(r0)", {K::kFull, K::kColumn}), "");      // one value per row
+  EXPECT_EQ(folds_text("Mul(i0,i1);Exp(r0)", {K::kScalar, K::kScalar}), "");    // no tile to read
+  EXPECT_EQ(folds_text("Mul(i0,i1);Add(r0,i1);Softmax(r1)", full_scalar), "");  // not unary
+}
+
 // ---- the op against eager ops ----
 
 // Runs the program instruction by instruction with the eager ops the instructions name.

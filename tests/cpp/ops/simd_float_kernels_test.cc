@@ -498,8 +498,9 @@ void check_unary_with_steps(const UnaryCase& c) {
     T scalar;
     bool scalar_first;
   };
-  // Chains that merge (a multiply then an add take one step), fill all four steps, and use every
-  // op on both sides, with scalars that keep most values in the op's domain; signed zeros too.
+  // Chains that merge (a multiply then an add or subtraction take one step), fill all four steps,
+  // and use every op on both sides, with scalars that keep most values in the op's domain; signed
+  // zeros too.
   const std::vector<std::vector<StepArgs>> chains = {
       {{BinaryOp::kMul, T(1.3), false}, {BinaryOp::kAdd, T(1), false}},
       {{BinaryOp::kSub, T(0.5), true}, {BinaryOp::kDiv, T(3), false}},
@@ -515,6 +516,15 @@ void check_unary_with_steps(const UnaryCase& c) {
        {BinaryOp::kAdd, -T(0), false},
        {BinaryOp::kAdd, T(3), true},
        {BinaryOp::kMinimum, T(1.5), false}},
+      {{BinaryOp::kMul, T(1.3), true}, {BinaryOp::kSub, T(0.7), false}},  // merged
+      // One step on inputs that hold +-0: the operand order decides a tie's sign.
+      {{BinaryOp::kMaximum, -T(0), false}},
+      {{BinaryOp::kMaximum, T(0), true}},
+      {{BinaryOp::kMinimum, T(0), false}},
+      {{BinaryOp::kMinimum, -T(0), true}},
+      {{BinaryOp::kSub, T(0), true}},
+      // The tail's padding (0) becomes inf: padded lanes take the ops' slow paths.
+      {{BinaryOp::kDiv, T(1), true}},
   };
   std::mt19937 rng(11);
   for (const std::vector<StepArgs>& chain : chains) {
@@ -552,7 +562,8 @@ TEST(SimdFloatKernels, UnaryWithStepsEqualsTheStepsOneByOne) {
   });
 }
 
-TEST(SimdFloatKernels, ScalarStepsMergeAMultiplyWithTheNextAdd_AndRefusePowAndAFifthStep) {
+TEST(SimdFloatKernels,
+     ScalarStepsMergeAMultiplyWithTheNextAddOrSubtraction_AndRefusePowAndAFifthStep) {
   ScalarSteps<float> steps;
   EXPECT_TRUE(steps.empty());
   EXPECT_FALSE(steps.push(BinaryOp::kPow, 2.0f, false));
@@ -560,12 +571,14 @@ TEST(SimdFloatKernels, ScalarStepsMergeAMultiplyWithTheNextAdd_AndRefusePowAndAF
   ASSERT_TRUE(steps.push(BinaryOp::kMul, 2.0f, false));
   ASSERT_TRUE(steps.push(BinaryOp::kAdd, 1.0f, false));
   EXPECT_EQ(steps.size(), 1);  // v * 2 + 1, two roundings
-  ASSERT_TRUE(steps.push(BinaryOp::kAdd, 1.0f, false));
+  ASSERT_TRUE(steps.push(BinaryOp::kMul, 3.0f, true));
+  ASSERT_TRUE(steps.push(BinaryOp::kSub, 1.0f, false));
+  EXPECT_EQ(steps.size(), 2);  // v * 3 - 1
   ASSERT_TRUE(steps.push(BinaryOp::kDiv, 3.0f, true));
   ASSERT_TRUE(steps.push(BinaryOp::kMaximum, 0.0f, false));
   EXPECT_EQ(steps.size(), ScalarSteps<float>::kMax);
-  EXPECT_FALSE(steps.push(BinaryOp::kSub, 1.0f, false));
-  EXPECT_TRUE(steps.push(BinaryOp::kAdd, 1.0f, false) == false);  // the last step is no multiply
+  EXPECT_FALSE(steps.push(BinaryOp::kSub, 1.0f, true));
+  EXPECT_FALSE(steps.push(BinaryOp::kAdd, 1.0f, false));  // the last step is no multiply
   EXPECT_EQ(steps.size(), ScalarSteps<float>::kMax);
   steps.clear();
   EXPECT_TRUE(steps.empty());
