@@ -49,7 +49,9 @@ def test_environment_arguments_and_output(tmp_path):
         record = {k: os.environ.get(k) for k in keys}
         record["argv"] = sys.argv[1:]
         Path(sys.argv[1], f"rank{rank}.json").write_text(__import__("json").dumps(record))
-        print(f"hello from rank {rank}")
+        # One write per line: print() writes the text and the newline separately when stdout
+        # is unbuffered (PYTHONUNBUFFERED), and three children's writes then interleave.
+        sys.stdout.write(f"hello from rank {rank}\\n")
     """)
     r = launch("--nproc", 3, "--master-port", 29517, "--timeout", 42, child, tmp_path,
                "--flag", "-x")
