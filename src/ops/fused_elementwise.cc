@@ -299,7 +299,7 @@ std::optional<Layout> plan_layout(const Shape& out, const std::vector<Shape>& in
 // own results take that register back at once; the rule keeps folding independent of that.)
 std::vector<FoldPlan> plan_folds(const Program& program, const Layout& layout) {
   const std::vector<Instr>& instrs = program.instrs;
-  std::vector<int> reads(instrs.size(), 0);
+  SmallVector<int, 16> reads(instrs.size(), 0);
   for (const Instr& in : instrs) {
     if (!in.a.is_input) ++reads[in.a.index];
     if (in.kind == InstrKind::kBinary && !in.b.is_input) ++reads[in.b.index];

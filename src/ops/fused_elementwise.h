@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "kiln/op.h"
+#include "kiln/small_vector.h"
 #include "ops/simd/float_kernels.h"
 
 namespace kiln::fused {
@@ -101,7 +102,8 @@ struct FoldStep {
 struct FoldPlan {
   bool folded = false;          // runs as a step of a later unary instruction
   Operand source;               // a unary instruction: what its steps and op read
-  std::vector<FoldStep> steps;  // a unary instruction: the steps, first to last
+  // A unary instruction: the steps, first to last (inline: a plan is made at every run).
+  SmallVector<FoldStep, simd::ScalarSteps<float>::kMax> steps;
 };
 /// Per instruction of `program`, for inputs laid out as `layout`: which binary instructions with
 /// a scalar input run as steps inside the unary instruction right after them.
