@@ -353,29 +353,20 @@ struct Source {
   T value = T(0);
 };
 
+// Each instruction's scalar steps in T, from plan_folds' plan and the scalar inputs' values.
 template <typename T>
-struct Fold {
-  bool skipped = false;        // folded into the unary instruction after it
-  simd::ScalarSteps<T> steps;  // a unary instruction's steps, run on `source` before the op
-  Operand source;
-};
-
-// plan_folds' plan with the scalars (each a scalar input's one value) filled in.
-template <typename T>
-std::vector<Fold<T>> make_folds(const std::vector<FoldPlan>& plan,
-                                const std::vector<const T*>& inputs) {
-  std::vector<Fold<T>> folds(plan.size());
+std::vector<simd::ScalarSteps<T>> scalar_steps(const std::vector<FoldPlan>& plan,
+                                               const std::vector<const T*>& inputs) {
+  std::vector<simd::ScalarSteps<T>> steps(plan.size());
   for (size_t j = 0; j < plan.size(); ++j) {
-    folds[j].skipped = plan[j].folded;
-    folds[j].source = plan[j].source;
     for (const FoldStep& step : plan[j].steps) {
-      const bool pushed = folds[j].steps.push(static_cast<B>(step.op), inputs[step.scalar_input][0],
-                                              step.scalar_first);
+      const bool pushed =
+          steps[j].push(static_cast<B>(step.op), inputs[step.scalar_input][0], step.scalar_first);
       KILN_CHECK(pushed) << "FusedElementwise: instruction " << j
                          << " folds more scalar steps than simd::ScalarSteps holds";
     }
   }
-  return folds;
+  return steps;
 }
 
 template <typename T>
@@ -383,7 +374,8 @@ struct Interpreter {
   const Program& program;
   const Layout& layout;
   std::vector<const T*> inputs;  // data of the converted, contiguous inputs
-  std::vector<Fold<T>> folds;    // per instruction (Note [scalar steps])
+  std::vector<FoldPlan> folds;   // per instruction (Note [scalar steps])
+  std::vector<simd::ScalarSteps<T>> steps;  // per instruction: a unary one's folded steps
   T* out;
   int64_t tile;           // elements per tile
   int64_t tiles_per_row;  // tiles per run of `inner`
@@ -468,8 +460,8 @@ struct Interpreter {
       };
       for (size_t j = 0; j < instrs.size(); ++j) {
         const Instr& in = instrs[j];
-        const Fold<T>& fold = folds[j];
-        if (fold.skipped) continue;
+        const FoldPlan& fold = folds[j];
+        if (fold.folded) continue;
         // (A row reduction writes one value per row instead; see row_epilogue.)
         T* y = program.dest[j] == Program::kOutput ? out_tile : registers + program.dest[j] * tile;
         const Source<T> a = source(in.kind == InstrKind::kUnary ? fold.source : in.a);
@@ -480,7 +472,7 @@ struct Interpreter {
               std::fill(y, y + n, a.value);
               x = y;
             }
-            simd::unary(static_cast<U>(in.op), fold.steps, x, y, n,
+            simd::unary(static_cast<U>(in.op), steps[j], x, y, n,
                         y == out_tile ? store : simd::Store::kCached);
             break;
           }
@@ -536,11 +528,13 @@ void run_typed(const Program& program, const Layout& layout, const std::vector<T
   // Data pointers once per call: Tensor::data_ptr checks the tensor's state, too slow per tile.
   std::vector<const T*> data;
   for (const Tensor& in : inputs) data.push_back(static_cast<const T*>(in.data_ptr()));
-  std::vector<Fold<T>> folds = make_folds(plan_folds(program, layout), data);
+  std::vector<FoldPlan> folds = plan_folds(program, layout);
+  std::vector<simd::ScalarSteps<T>> steps = scalar_steps(folds, data);
   const Interpreter<T> interpreter{program,
                                    layout,
                                    std::move(data),
                                    std::move(folds),
+                                   std::move(steps),
                                    static_cast<T*>(out.data_ptr()),
                                    tile,
                                    tiles_per_row,

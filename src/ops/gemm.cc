@@ -6,7 +6,6 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
-#include <unordered_map>
 #include <vector>
 
 #include "core/dtype_dispatch.h"

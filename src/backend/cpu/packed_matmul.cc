@@ -81,22 +81,20 @@ void PackedMatmul::pack(uint64_t version) const {
 
 void PackedMatmul::run(const Tensor& x, const Tensor& bias, const Tensor& out,
                        void* scratchpad) const {
-  Tensor unpacked;  // the weight itself, when it is not packed
   if (packs_) {
     const uint64_t version = weight_.storage()->write_version();
     if (version != packed_version_.load(std::memory_order_acquire)) {
       std::lock_guard<std::mutex> lock(pack_mutex_);
       if (version != packed_version_.load(std::memory_order_relaxed)) pack(version);
     }
-  } else {
-    unpacked = weight_;  // contiguous (make() packs a weight that is not)
   }
+  // Unpacked, the weight is contiguous: make() packs one that is not.
+  void* const weights = packs_ ? packed_->data() : weight_.data_ptr();
   const Tensor src = x.contiguous();
   const dnnl::engine& engine = onednn::engine();
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, dnnl::memory(src_md_, engine, src.data_ptr())},
-      {DNNL_ARG_WEIGHTS,
-       dnnl::memory(weights_md_, engine, packs_ ? packed_->data() : unpacked.data_ptr())},
+      {DNNL_ARG_WEIGHTS, dnnl::memory(weights_md_, engine, weights)},
       {DNNL_ARG_DST, dnnl::memory(dst_md_, engine, out.data_ptr())}};
   Tensor bias_data;
   if (has_bias_) {
