@@ -28,6 +28,10 @@
 // throws ErrorKind::kDistributed naming the op, the group, this rank and the cause (a peer that
 // closed its connection is reported at once; a peer that stalls, at the timeout). After a failed
 // collective the group is broken: later collectives on it fail at once with the first cause.
+// A write to a peer that has gone raises SIGPIPE, whose default action would end this process
+// instead: where SIGPIPE still has its default action, connecting a Gloo group installs a handler
+// that does nothing (the write then fails, and the collective with it). A disposition the program
+// set itself, such as Python's SIG_IGN, is kept.
 #pragma once
 
 #include <chrono>
