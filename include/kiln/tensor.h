@@ -125,6 +125,9 @@ struct PendingTensorHooks {
   void (*wait_for_data)(const TensorImpl& impl);
 };
 KILN_API void set_pending_tensor_hooks(const PendingTensorHooks& hooks);
+/// Throws kiln::Error for a use of an undefined tensor; out of line, so that Tensor::impl(), on
+/// every accessor's path, stays small enough to inline.
+[[noreturn]] KILN_API void throw_undefined_tensor();
 }  // namespace detail
 
 class KILN_API Tensor {
@@ -218,7 +221,7 @@ class KILN_API Tensor {
   /// True when both handles refer to the same TensorImpl.
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
   TensorImpl* impl() const {
-    KILN_CHECK(impl_ != nullptr) << "operation on an undefined tensor";
+    if (__builtin_expect(impl_ == nullptr, 0)) detail::throw_undefined_tensor();
     return impl_.get();
   }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }

@@ -168,11 +168,12 @@ int64_t Tensor::stride(int64_t dim) const {
 }
 
 bool Tensor::is_contiguous() const {
+  const TensorImpl* t = ready();
   int64_t expected = 1;
-  for (int64_t d = ndim() - 1; d >= 0; --d) {
-    const int64_t s = shape()[d];
+  for (int64_t d = static_cast<int64_t>(t->shape.size()) - 1; d >= 0; --d) {
+    const int64_t s = t->shape[d];
     if (s == 0) return true;
-    if (s != 1 && strides()[d] != expected) return false;
+    if (s != 1 && t->strides[d] != expected) return false;
     expected *= s;
   }
   return true;
@@ -235,7 +236,8 @@ void* Tensor::data_ptr() const {
     g_hooks.wait_for_data(*t);
     if (const std::shared_ptr<const OpFailure> failure = t->failure()) failure->raise();
   }
-  return static_cast<char*>(t->storage->data()) + t->offset * static_cast<int64_t>(itemsize());
+  return static_cast<char*>(t->storage->data()) +
+         t->offset * static_cast<int64_t>(kiln::itemsize(t->dtype));
 }
 
 void Tensor::wait_for_metadata() const {
@@ -255,6 +257,8 @@ void set_pending_tensor_hooks(const PendingTensorHooks& hooks) {
       << "set_pending_tensor_hooks: expected both hooks";
   g_hooks = hooks;
 }
+
+void throw_undefined_tensor() { KILN_FAIL(kGeneric) << "operation on an undefined tensor"; }
 
 }  // namespace detail
 

@@ -14,6 +14,14 @@ inline Tensor as_dtype(const Tensor& x, DType dtype) {
   return converted;
 }
 
+/// as_dtype for hot kernels: x itself, by reference, when it has `dtype` (no reference-count
+/// round trip), else the converted copy, kept in `converted`.
+inline const Tensor& as_dtype(const Tensor& x, DType dtype, Tensor& converted) {
+  if (x.dtype() == dtype) return x;
+  converted = as_dtype(x, dtype);
+  return converted;
+}
+
 /// `x` as a contiguous tensor of `dtype`: x itself when it already is one, else a copy.
 inline Tensor contiguous_as(const Tensor& x, DType dtype) {
   return x.dtype() == dtype ? x.contiguous() : as_dtype(x, dtype);

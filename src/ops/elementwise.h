@@ -334,6 +334,16 @@ inline std::vector<Tensor> out_list(const Tensor& out) {
   return out.defined() ? std::vector<Tensor>{out} : std::vector<Tensor>{};
 }
 
+/// A call's input list with each tensor copied once (a braced list copies each twice: into the
+/// initializer_list, then into the vector), which on a small op is measurable.
+template <typename... T>
+std::vector<Tensor> input_list(const T&... tensors) {
+  std::vector<Tensor> list;
+  list.reserve(sizeof...(T));
+  (list.push_back(tensors), ...);
+  return list;
+}
+
 /// Runs `op` on `inputs`, writing into `out` when it is defined.
 inline Tensor call_elementwise(const OpDef& op, const std::vector<Tensor>& inputs,
                                const Tensor& out, const Attrs& attrs = {}) {
@@ -504,7 +514,8 @@ OpDef unary_def(const char* prim, simd::UnaryOp simd_op, const char* doc, UnaryD
       .kernel(DeviceType::kCPU, [simd_op](KernelContext& ctx) {
         const Tensor& out = ctx.outputs[0];
         const DType operand = R == UnaryRule::kPredicate ? ctx.inputs[0].dtype() : out.dtype();
-        const Tensor x = as_dtype(ctx.inputs[0], operand);
+        Tensor converted;
+        const Tensor& x = as_dtype(ctx.inputs[0], operand, converted);
         visit_types<types_of(R)>(operand, [&](auto tag) {
           using T = typename decltype(tag)::type;
           using O = std::conditional_t<R == UnaryRule::kPredicate, bool, T>;
@@ -543,8 +554,9 @@ OpDef binary_def(const char* prim, simd::BinaryOp simd_op, const char* doc,
                                          TensorMeta::of(ctx.inputs[1]));
           operand = predicate_operand_dtype(operand, ctx.inputs[0], ctx.inputs[1]);
         }
-        const Tensor a = as_dtype(ctx.inputs[0], operand);
-        const Tensor b = as_dtype(ctx.inputs[1], operand);
+        Tensor a_converted, b_converted;
+        const Tensor& a = as_dtype(ctx.inputs[0], operand, a_converted);
+        const Tensor& b = as_dtype(ctx.inputs[1], operand, b_converted);
         if constexpr (K != OperandCheck::kNone) check_operand(prim, K, b);
         visit_types<types_of(R)>(operand, [&](auto tag) {
           using T = typename decltype(tag)::type;

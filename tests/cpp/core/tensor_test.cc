@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <numeric>
+#include <vector>
+
+#include "testing.h"
 
 namespace kiln {
 namespace {
@@ -40,6 +44,16 @@ TEST(Tensor, RejectsNegativeSizes) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kShape);
     EXPECT_NE(std::string(e.what()).find("non-negative"), std::string::npos);
+  }
+}
+
+TEST(Tensor, AnUndefinedTensor_IsAClearErrorOnEveryUse) {
+  const Tensor t;
+  EXPECT_FALSE(t.defined());
+  for (const auto& use : std::vector<std::function<void()>>{
+           [&] { t.shape(); }, [&] { t.dtype(); }, [&] { t.data_ptr(); },
+           [&] { t.is_contiguous(); }, [&] { t.is_pending(); }, [&] { t.numel(); }}) {
+    testing::expect_error(use, ErrorKind::kGeneric, "operation on an undefined tensor");
   }
 }
 
