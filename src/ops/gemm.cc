@@ -1,8 +1,6 @@
 #include "ops/gemm.h"
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -77,11 +75,8 @@ bool onednn_layout(const Tensor& t, int64_t nd, Layout* layout) {
 // oneDNN's first choice.
 constexpr int64_t kJitGemmMinDim = 256;
 
-std::atomic<uint64_t> g_next_entry_id{1};
-
 struct MatmulEntry {
-  // Tells entries apart where an address could not: a freed entry's address may come back.
-  uint64_t id = g_next_entry_id.fetch_add(1, std::memory_order_relaxed);
+  uint64_t id = onednn::new_primitive_id();  // for onednn::ExecArgs
   dnnl::matmul prim;
   dnnl::memory::desc a_md, b_md, c_md, bias_md, scratchpad_md;
   bool reference = false;
@@ -193,65 +188,24 @@ bool uses_onednn(const Tensor& a, const Tensor& out) {
   return out.dtype() == DType::kFloat32 && out.numel() > 0 && a.size(-1) > 0;
 }
 
-// Note [Reused memory objects]
-// A dnnl::memory costs an aligned allocation and ~1,500 instructions to make, and the
-// std::unordered_map that primitive::execute takes a few allocations more: for a 64x64 product,
-// whose kernel is ~70k instructions, that was a tenth of the call. So each thread keeps the
-// memory objects of the last few products it ran (an MLP's layers take turns), known by their
-// cache entry's id, points them at the call's tensors, and executes through the C API with the
-// arguments on the stack. The memory objects hold descriptors, not the primitive: an entry the
-// cache evicts is freed as before.
-struct BoundMemory {
-  uint64_t entry_id = 0;  // 0: unused
-  dnnl::memory a, b, c, bias, scratchpad;
-};
-
-BoundMemory& bound_memory(const MatmulEntry& entry) {
-  constexpr size_t kSlots = 4;
-  thread_local std::array<BoundMemory, kSlots> slots;
-  thread_local size_t next = 0;  // the slot a new product takes (round robin)
-  for (BoundMemory& slot : slots) {
-    if (slot.entry_id == entry.id) return slot;
-  }
-  const dnnl::engine& engine = onednn::engine();
-  const auto unbound = [&](const dnnl::memory::desc& md) {
-    return md.get_size() == 0 ? dnnl::memory() : dnnl::memory(md, engine, DNNL_MEMORY_NONE);
-  };
-  BoundMemory& slot = slots[next];
-  next = (next + 1) % kSlots;
-  slot = {entry.id,
-          unbound(entry.a_md),
-          unbound(entry.b_md),
-          unbound(entry.c_md),
-          unbound(entry.bias_md),
-          unbound(entry.scratchpad_md)};
-  return slot;
-}
-
 void run_onednn(const OneDnnPlan& plan, const Tensor& out, const GemmEpilogue& ep) {
   const MatmulEntry& entry = *plan.entry;
-  BoundMemory& bound = bound_memory(entry);
-  bound.a.set_data_handle(plan.a.data_ptr());
-  bound.b.set_data_handle(plan.b.data_ptr());
-  bound.c.set_data_handle(out.data_ptr());
-  dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, bound.a.get()},
-                             {DNNL_ARG_WEIGHTS, bound.b.get()},
-                             {DNNL_ARG_DST, bound.c.get()}};
-  int count = 3;
-  if (ep.bias.defined()) {
-    bound.bias.set_data_handle(ep.bias.data_ptr());
-    args[count++] = {DNNL_ARG_BIAS, bound.bias.get()};
-  }
+  onednn::ExecArgs& args =
+      onednn::ExecArgs::of(entry.id, {{DNNL_ARG_SRC, &entry.a_md},
+                                      {DNNL_ARG_WEIGHTS, &entry.b_md},
+                                      {DNNL_ARG_DST, &entry.c_md},
+                                      {DNNL_ARG_BIAS, &entry.bias_md},
+                                      {DNNL_ARG_SCRATCHPAD, &entry.scratchpad_md}});
+  args.bind(DNNL_ARG_SRC, plan.a.data_ptr());
+  args.bind(DNNL_ARG_WEIGHTS, plan.b.data_ptr());
+  args.bind(DNNL_ARG_DST, out.data_ptr());
+  if (ep.bias.defined()) args.bind(DNNL_ARG_BIAS, ep.bias.data_ptr());
   std::shared_ptr<Storage> scratchpad;  // held until the execution ends
   if (entry.scratchpad_md.get_size() > 0) {
     scratchpad = Storage::allocate(entry.scratchpad_md.get_size());
-    bound.scratchpad.set_data_handle(scratchpad->data());
-    args[count++] = {DNNL_ARG_SCRATCHPAD, bound.scratchpad.get()};
+    args.bind(DNNL_ARG_SCRATCHPAD, scratchpad->data());
   }
-  dnnl::stream& stream = onednn::stream();
-  dnnl::error::wrap_c_api(dnnl_primitive_execute(entry.prim.get(), stream.get(), count, args),
-                          "could not execute a matmul primitive");
-  stream.wait();
+  args.execute(entry.prim, "could not execute a matmul primitive");
 }
 
 // The accumulator of the generic loop: the type itself for floats; for integers and bool a

@@ -1,6 +1,8 @@
 #include "ops/onednn_util.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstring>
 #include <list>
 #include <mutex>
@@ -183,6 +185,61 @@ std::shared_ptr<Storage> add_scratchpad(const dnnl::memory::desc& md,
   std::shared_ptr<Storage> memory = Storage::allocate(md.get_size());
   args->emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(md, engine(), memory->data()));
   return memory;
+}
+
+// Note [Reused memory objects]
+// A dnnl::memory costs an aligned allocation and ~1,500 instructions to make, and the
+// std::unordered_map that primitive::execute takes a few allocations more: for a 64x64 product,
+// whose kernel is ~70k instructions, that was a tenth of the call. So each thread keeps the
+// memory objects of the last few primitives it ran (an MLP's layers take turns), known by an id
+// that is never reused (an address could come back after the cache evicts an entry), points them
+// at the call's buffers, and executes through the C API with the arguments on the stack. The
+// objects hold descriptors only, never the primitive: an evicted entry is freed as before.
+
+uint64_t new_primitive_id() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+ExecArgs& ExecArgs::of(uint64_t id, std::initializer_list<Arg> args) {
+  constexpr size_t kSlots = 4;
+  thread_local std::array<ExecArgs, kSlots> slots;
+  thread_local size_t next = 0;  // the slot a new primitive takes (round robin)
+  for (ExecArgs& slot : slots) {
+    if (slot.id_ == id) return slot;
+  }
+  KILN_ASSERT(args.size() <= kMaxArgs)
+      << "ExecArgs: " << args.size() << " args, at most " << kMaxArgs;
+  ExecArgs& slot = slots[next];
+  next = (next + 1) % kSlots;
+  slot = ExecArgs();
+  slot.id_ = id;
+  for (const Arg& a : args) {
+    if (a.desc->get_size() == 0) continue;
+    slot.args_[slot.count_] = a.arg;
+    slot.memory_[slot.count_] = dnnl::memory(*a.desc, engine(), DNNL_MEMORY_NONE);
+    ++slot.count_;
+  }
+  return slot;
+}
+
+void ExecArgs::bind(int arg, void* data) {
+  for (size_t i = 0; i < count_; ++i) {
+    if (args_[i] != arg) continue;
+    memory_[i].set_data_handle(data);
+    bound_[bound_count_++] = {arg, memory_[i].get()};
+    return;
+  }
+  KILN_ASSERT(false) << "ExecArgs: argument " << arg << " was not described";
+}
+
+void ExecArgs::execute(const dnnl::primitive& prim, const char* error_message) {
+  const int count = static_cast<int>(bound_count_);
+  bound_count_ = 0;
+  dnnl::stream& s = stream();
+  dnnl::error::wrap_c_api(dnnl_primitive_execute(prim.get(), s.get(), count, bound_),
+                          error_message);
+  s.wait();
 }
 
 PrimitiveKey::PrimitiveKey(const char* kind) {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
@@ -48,6 +49,45 @@ dnnl::primitive_attr cached_attr();
 /// null when the primitive needs none. Keep it until the execution ends.
 std::shared_ptr<Storage> add_scratchpad(const dnnl::memory::desc& md,
                                         std::unordered_map<int, dnnl::memory>* args);
+
+/// A new identity for a primitive a kernel keeps (a cache entry, a jit's packed matmul), for
+/// ExecArgs: unlike an address, never given twice.
+uint64_t new_primitive_id();
+
+/// The memory objects of one primitive's arguments on the calling thread, pointed at each
+/// execution's buffers and executed through the C API with the arguments on the stack (see
+/// Note [Reused memory objects] in onednn_util.cc).
+///
+///   onednn::ExecArgs& args = onednn::ExecArgs::of(entry.id, {{DNNL_ARG_SRC, &entry.src_md}, ...});
+///   args.bind(DNNL_ARG_SRC, src.data_ptr());
+///   ...
+///   args.execute(entry.prim, "could not execute a matmul primitive");
+class ExecArgs {
+ public:
+  struct Arg {
+    int arg;                         // DNNL_ARG_*
+    const dnnl::memory::desc* desc;  // an empty desc (size 0): the primitive takes no such arg
+  };
+  static constexpr size_t kMaxArgs = 6;
+
+  /// The calling thread's objects for primitive `id` (from new_primitive_id()), made from `args`
+  /// unless the thread ran it among its last few primitives. Valid until the thread's next of().
+  static ExecArgs& of(uint64_t id, std::initializer_list<Arg> args);
+  /// Points `arg`'s memory at `data` for the next execute(). Only args `of` was given.
+  void bind(int arg, void* data);
+  /// Runs `prim` on the thread's stream with the args bound since the last execute(), waits for
+  /// it, and forgets the bindings. Throws dnnl::error with `error_message`, which must be a string
+  /// literal (dnnl::error keeps the pointer).
+  void execute(const dnnl::primitive& prim, const char* error_message);
+
+ private:
+  uint64_t id_ = 0;  // 0: unused
+  size_t count_ = 0;
+  int args_[kMaxArgs] = {};
+  dnnl::memory memory_[kMaxArgs];
+  size_t bound_count_ = 0;
+  dnnl_exec_arg_t bound_[kMaxArgs] = {};
+};
 
 /// Appends `op` (kRelu, kGeluErf, kGeluTanh, kSilu, kSigmoid or kTanh; see is_gemm_activation in
 /// gemm.h) as an eltwise post-op.

@@ -258,6 +258,33 @@ def test_a_constant_weight_updated_in_place_is_read_again(form):
     assert g.cache_info().misses == 1
 
 
+def test_more_packed_products_than_a_thread_keeps_memory_for_each_read_their_own_operands():
+    # A thread keeps the oneDNN argument memory of its last four primitives (Note [Reused memory
+    # objects]): six layers of two functions called in turn evict one another's at every call.
+    sizes = [17, 23, 31, 12, 40, 9, 26]
+    ws = [rand(sizes[i + 1], sizes[i], seed=10 + i) for i in range(6)]
+    kws = [kt(w) for w in ws]
+
+    def stack(lo, hi):
+        def f(x):
+            for w in kws[lo:hi]:
+                x = mint.relu(mint.linear(x, w))
+            return x
+        return f
+
+    def ref(v, lo, hi):
+        for w in ws[lo:hi]:
+            v = np.maximum(v @ w.T, 0)
+        return v
+
+    first, second = kiln.jit(stack(0, 3)), kiln.jit(stack(3, 6))
+    for seed in range(3):
+        x = rand(5, sizes[0], seed=seed)
+        h = first(kt(x))
+        np.testing.assert_allclose(h.numpy(), ref(x, 0, 3), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(second(h).numpy(), ref(h.numpy(), 3, 6), rtol=1e-4, atol=1e-4)
+
+
 def test_a_constant_weight_that_is_a_strided_view_gives_the_product_of_its_values():
     # Linear's weight closed over as a transposed view: packed once at Build rather than copied
     # into a contiguous tensor at every run.

@@ -1,8 +1,6 @@
 // PackedMatmul (see packed_matmul.h).
 #include "backend/cpu/packed_matmul.h"
 
-#include <unordered_map>
-
 #include "kiln/parallel.h"
 #include "ops/onednn_util.h"
 
@@ -91,22 +89,21 @@ void PackedMatmul::run(const Tensor& x, const Tensor& bias, const Tensor& out,
   // Unpacked, the weight is contiguous: make() packs one that is not.
   void* const weights = packs_ ? packed_->data() : weight_.data_ptr();
   const Tensor src = x.contiguous();
-  const dnnl::engine& engine = onednn::engine();
-  std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, dnnl::memory(src_md_, engine, src.data_ptr())},
-      {DNNL_ARG_WEIGHTS, dnnl::memory(weights_md_, engine, weights)},
-      {DNNL_ARG_DST, dnnl::memory(dst_md_, engine, out.data_ptr())}};
-  Tensor bias_data;
+  onednn::ExecArgs& args = onednn::ExecArgs::of(id_, {{DNNL_ARG_SRC, &src_md_},
+                                                      {DNNL_ARG_WEIGHTS, &weights_md_},
+                                                      {DNNL_ARG_DST, &dst_md_},
+                                                      {DNNL_ARG_BIAS, &bias_md_},
+                                                      {DNNL_ARG_SCRATCHPAD, &scratchpad_md_}});
+  args.bind(DNNL_ARG_SRC, src.data_ptr());
+  args.bind(DNNL_ARG_WEIGHTS, weights);
+  args.bind(DNNL_ARG_DST, out.data_ptr());
+  Tensor bias_data;  // held until the execution ends
   if (has_bias_) {
     bias_data = bias.contiguous();
-    args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md_, engine, bias_data.data_ptr()));
+    args.bind(DNNL_ARG_BIAS, bias_data.data_ptr());
   }
-  if (scratchpad_md_.get_size() > 0) {
-    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad_md_, engine, scratchpad));
-  }
-  dnnl::stream& stream = onednn::stream();
-  primitive_.execute(stream, args);
-  stream.wait();
+  if (scratchpad_md_.get_size() > 0) args.bind(DNNL_ARG_SCRATCHPAD, scratchpad);
+  args.execute(primitive_, "could not execute a packed matmul primitive");
 }
 
 }  // namespace kiln::cpu

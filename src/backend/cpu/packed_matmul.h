@@ -15,13 +15,14 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include "kiln/tensor.h"
+#include "ops/onednn_util.h"
 #include "ops/simd/float_kernels.h"
 
 namespace kiln::cpu {
@@ -50,6 +51,7 @@ class PackedMatmul {
   /// Reorders the weight's current values into packed_ and records `version` as packed.
   void pack(uint64_t version) const;
 
+  uint64_t id_ = onednn::new_primitive_id();  // for onednn::ExecArgs
   Tensor weight_;
   dnnl::memory::desc given_md_;  // the weight's own layout
   dnnl::reorder reorder_;        // given_md_ -> weights_md_

@@ -154,6 +154,23 @@ TEST(MatMul, ReusesCachedPrimitive_WhenShapesRepeat) {
   EXPECT_EQ(onednn::primitive_cache_stats().size, 2);
 }
 
+// Note [Reused memory objects]: a thread keeps the argument memory of its last four primitives.
+// Seven products taking turns evict one another's, and a cleared cache makes new entries under
+// new ids; every product must still read its own operands and write its own result.
+TEST(MatMul, EachProductUsesItsOwnOperands_WhenMoreProductsTakeTurnsThanAThreadKeeps) {
+  for (int round = 0; round < 3; ++round) {
+    if (round == 2) onednn::clear_primitive_cache();
+    for (int64_t i = 0; i < 7; ++i) {
+      const Tensor a =
+          random_tensor<float>({3 + i, 5}, static_cast<unsigned>(100 + 10 * round + i));
+      const Tensor b =
+          random_tensor<float>({5, 2 + i}, static_cast<unsigned>(200 + 10 * round + i));
+      const Tensor out = matmul(a, b);
+      expect_matrix_eq<float>(out, naive_matmul<float>(a, b), 1e-4);
+    }
+  }
+}
+
 bool runs_on_jit_gemm(const Tensor& a, const Tensor& b, const Shape& out_shape,
                       const GemmEpilogue& ep = {}) {
   return gemm_implementation(a, b, Tensor::empty(out_shape), ep).rfind("gemm:jit", 0) == 0;
