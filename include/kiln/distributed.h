@@ -30,8 +30,8 @@
 // collective the group is broken: later collectives on it fail at once with the first cause.
 // A write to a peer that has gone raises SIGPIPE, whose default action would end this process
 // instead: where SIGPIPE still has its default action, connecting a Gloo group installs a handler
-// that does nothing (the write then fails, and the collective with it). A disposition the program
-// set itself, such as Python's SIG_IGN, is kept.
+// that does nothing (the write then fails, and the collective with it), for the life of the
+// process. A disposition the program set itself, such as Python's SIG_IGN, is kept.
 #pragma once
 
 #include <chrono>

@@ -7,8 +7,8 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
+#include <signal.h>
 
-#include <csignal>
 #include <cstdint>
 
 #include "distributed/communicator.h"
@@ -96,13 +96,16 @@ class GlooCommunicator final : public Communicator {
   uint32_t next_tag_ = 0;
 };
 
+void ignore_signal(int) {}
+
 // Gloo writes to its sockets with writev, which raises SIGPIPE when the peer has gone; SIGPIPE's
 // default action ends the process, so a dead peer would kill every rank that next writes to it
 // instead of failing their collective with a kDistributed error. Python ignores SIGPIPE itself; a
 // C++ program usually does not. Where the disposition is still the default, a handler that does
 // nothing takes its place: the write then fails with EPIPE, which Gloo reports. A handler rather
 // than SIG_IGN, because an ignored signal stays ignored in programs this process execs, while a
-// caught one returns to the default there. A disposition the program chose is left alone.
+// caught one returns to the default there. A disposition the program chose is left alone; the
+// handler stays for the life of the process (a write to a closed pipe then fails with EPIPE).
 void keep_sigpipe_from_ending_the_process() {
   struct sigaction current = {};
   if (sigaction(SIGPIPE, nullptr, &current) != 0 || (current.sa_flags & SA_SIGINFO) != 0 ||
@@ -110,7 +113,7 @@ void keep_sigpipe_from_ending_the_process() {
     return;
   }
   struct sigaction nothing = {};
-  nothing.sa_handler = [](int) {};
+  nothing.sa_handler = ignore_signal;
   nothing.sa_flags = SA_RESTART;
   sigemptyset(&nothing.sa_mask);
   sigaction(SIGPIPE, &nothing, nullptr);

@@ -21,6 +21,8 @@ inline const Tensor& as_dtype(const Tensor& x, DType dtype, Tensor& converted) {
   converted = as_dtype(x, dtype);
   return converted;
 }
+/// A temporary would not outlive the returned reference.
+const Tensor& as_dtype(Tensor&& x, DType dtype, Tensor& converted) = delete;
 
 /// `x` as a contiguous tensor of `dtype`: x itself when it already is one, else a copy.
 inline Tensor contiguous_as(const Tensor& x, DType dtype) {

@@ -190,21 +190,26 @@ bool uses_onednn(const Tensor& a, const Tensor& out) {
 
 void run_onednn(const OneDnnPlan& plan, const Tensor& out, const GemmEpilogue& ep) {
   const MatmulEntry& entry = *plan.entry;
+  // Everything that can throw comes before ExecArgs::of (see its header).
+  void* const a = plan.a.data_ptr();
+  void* const b = plan.b.data_ptr();
+  void* const c = out.data_ptr();
+  void* const bias = ep.bias.defined() ? ep.bias.data_ptr() : nullptr;
+  std::shared_ptr<Storage> scratchpad;  // held until the execution ends
+  if (entry.scratchpad_md.get_size() > 0) {
+    scratchpad = Storage::allocate(entry.scratchpad_md.get_size());
+  }
   onednn::ExecArgs& args =
       onednn::ExecArgs::of(entry.id, {{DNNL_ARG_SRC, &entry.a_md},
                                       {DNNL_ARG_WEIGHTS, &entry.b_md},
                                       {DNNL_ARG_DST, &entry.c_md},
                                       {DNNL_ARG_BIAS, &entry.bias_md},
                                       {DNNL_ARG_SCRATCHPAD, &entry.scratchpad_md}});
-  args.bind(DNNL_ARG_SRC, plan.a.data_ptr());
-  args.bind(DNNL_ARG_WEIGHTS, plan.b.data_ptr());
-  args.bind(DNNL_ARG_DST, out.data_ptr());
-  if (ep.bias.defined()) args.bind(DNNL_ARG_BIAS, ep.bias.data_ptr());
-  std::shared_ptr<Storage> scratchpad;  // held until the execution ends
-  if (entry.scratchpad_md.get_size() > 0) {
-    scratchpad = Storage::allocate(entry.scratchpad_md.get_size());
-    args.bind(DNNL_ARG_SCRATCHPAD, scratchpad->data());
-  }
+  args.bind(DNNL_ARG_SRC, a);
+  args.bind(DNNL_ARG_WEIGHTS, b);
+  args.bind(DNNL_ARG_DST, c);
+  if (bias != nullptr) args.bind(DNNL_ARG_BIAS, bias);
+  if (scratchpad != nullptr) args.bind(DNNL_ARG_SCRATCHPAD, scratchpad->data());
   args.execute(entry.prim, "could not execute a matmul primitive");
 }
 

@@ -206,7 +206,9 @@ ExecArgs& ExecArgs::of(uint64_t id, std::initializer_list<Arg> args) {
   thread_local std::array<ExecArgs, kSlots> slots;
   thread_local size_t next = 0;  // the slot a new primitive takes (round robin)
   for (ExecArgs& slot : slots) {
-    if (slot.id_ == id) return slot;
+    if (slot.id_ != id) continue;
+    slot.bound_count_ = 0;  // drops the bindings of a use that threw before its execute()
+    return slot;
   }
   KILN_ASSERT(args.size() <= kMaxArgs)
       << "ExecArgs: " << args.size() << " args, at most " << kMaxArgs;
@@ -226,11 +228,13 @@ ExecArgs& ExecArgs::of(uint64_t id, std::initializer_list<Arg> args) {
 void ExecArgs::bind(int arg, void* data) {
   for (size_t i = 0; i < count_; ++i) {
     if (args_[i] != arg) continue;
+    KILN_ASSERT(bound_count_ < count_) << "ExecArgs: argument " << arg << " bound twice";
     memory_[i].set_data_handle(data);
     bound_[bound_count_++] = {arg, memory_[i].get()};
     return;
   }
-  KILN_ASSERT(false) << "ExecArgs: argument " << arg << " was not described";
+  KILN_ASSERT(false) << "ExecArgs: argument " << arg
+                     << " was not described, or described with an empty desc";
 }
 
 void ExecArgs::execute(const dnnl::primitive& prim, const char* error_message) {

@@ -11,6 +11,7 @@
 // See Note [Primitive cache].
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -70,10 +71,19 @@ class ExecArgs {
   };
   static constexpr size_t kMaxArgs = 6;
 
+  ExecArgs() = default;
+  ExecArgs(const ExecArgs&) = delete;  // `auto args = of(...)` would bind a copy
+  ExecArgs& operator=(const ExecArgs&) = delete;
+  ExecArgs(ExecArgs&&) = default;
+  ExecArgs& operator=(ExecArgs&&) = default;
+
   /// The calling thread's objects for primitive `id` (from new_primitive_id()), made from `args`
-  /// unless the thread ran it among its last few primitives. Valid until the thread's next of().
+  /// unless the thread ran it among its last few primitives, with no bindings. Valid until the
+  /// thread's next of(): so a caller does everything that can throw or run another primitive
+  /// (data_ptr(), allocations, copies) first, then of(), bind() and execute() in a row.
   static ExecArgs& of(uint64_t id, std::initializer_list<Arg> args);
-  /// Points `arg`'s memory at `data` for the next execute(). Only args `of` was given.
+  /// Points `arg`'s memory at `data` for the next execute(). Only args `of` was given with a
+  /// nonempty desc, each at most once.
   void bind(int arg, void* data);
   /// Runs `prim` on the thread's stream with the args bound since the last execute(), waits for
   /// it, and forgets the bindings. Throws dnnl::error with `error_message`, which must be a string

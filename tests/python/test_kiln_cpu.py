@@ -278,6 +278,8 @@ def test_more_packed_products_than_a_thread_keeps_memory_for_each_read_their_own
         return v
 
     first, second = kiln.jit(stack(0, 3)), kiln.jit(stack(3, 6))
+    x0 = kt(rand(5, sizes[0]))
+    assert first.optimized_graph(x0).count("FusedMatMul(") == 3  # each layer a packed product
     for seed in range(3):
         x = rand(5, sizes[0], seed=seed)
         h = first(kt(x))

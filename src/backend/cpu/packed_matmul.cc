@@ -88,20 +88,21 @@ void PackedMatmul::run(const Tensor& x, const Tensor& bias, const Tensor& out,
   }
   // Unpacked, the weight is contiguous: make() packs one that is not.
   void* const weights = packs_ ? packed_->data() : weight_.data_ptr();
+  // Everything that can throw comes before ExecArgs::of (see its header).
   const Tensor src = x.contiguous();
+  const Tensor bias_data = has_bias_ ? bias.contiguous() : Tensor();  // held until the end
+  void* const src_ptr = src.data_ptr();
+  void* const out_ptr = out.data_ptr();
+  void* const bias_ptr = has_bias_ ? bias_data.data_ptr() : nullptr;
   onednn::ExecArgs& args = onednn::ExecArgs::of(id_, {{DNNL_ARG_SRC, &src_md_},
                                                       {DNNL_ARG_WEIGHTS, &weights_md_},
                                                       {DNNL_ARG_DST, &dst_md_},
                                                       {DNNL_ARG_BIAS, &bias_md_},
                                                       {DNNL_ARG_SCRATCHPAD, &scratchpad_md_}});
-  args.bind(DNNL_ARG_SRC, src.data_ptr());
+  args.bind(DNNL_ARG_SRC, src_ptr);
   args.bind(DNNL_ARG_WEIGHTS, weights);
-  args.bind(DNNL_ARG_DST, out.data_ptr());
-  Tensor bias_data;  // held until the execution ends
-  if (has_bias_) {
-    bias_data = bias.contiguous();
-    args.bind(DNNL_ARG_BIAS, bias_data.data_ptr());
-  }
+  args.bind(DNNL_ARG_DST, out_ptr);
+  if (has_bias_) args.bind(DNNL_ARG_BIAS, bias_ptr);
   if (scratchpad_md_.get_size() > 0) args.bind(DNNL_ARG_SCRATCHPAD, scratchpad);
   args.execute(primitive_, "could not execute a packed matmul primitive");
 }
