@@ -93,7 +93,7 @@ struct KILN_API TensorMeta {
   bool defined = true;  // false for an omitted optional input
   bool weak = false;    // a Python number (see kiln/scalar.h)
 
-  TensorMeta() = default;
+  TensorMeta() {}  // user-provided: value-initialization need not zero the shape's buffer
   TensorMeta(DType d, Shape s) : dtype(d), shape(std::move(s)) {}
   static TensorMeta of(const Tensor& t);
   int64_t ndim() const { return static_cast<int64_t>(shape.size()); }

@@ -40,7 +40,9 @@ class SmallVector {
   using reverse_iterator = std::reverse_iterator<iterator>;
   using const_reverse_iterator = std::reverse_iterator<const_iterator>;
 
-  SmallVector() = default;
+  // User-provided, so that value-initialization (`Shape()`, `Shape{}`) does not zero the inline
+  // buffer first: a tensor's metadata is made on every op call.
+  SmallVector() noexcept {}
   explicit SmallVector(size_t n) { resize(n); }
   SmallVector(size_t n, const T& value) { assign(n, value); }
   SmallVector(std::initializer_list<T> values) { assign(values.begin(), values.end()); }

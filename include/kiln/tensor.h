@@ -81,7 +81,9 @@ struct KILN_API TensorImpl {
   // tensor; null for the vast majority of tensors. Owned by the autograd layer (kiln/autograd.h).
   std::shared_ptr<AutogradMeta> autograd;
 
-  TensorImpl() = default;
+  // User-provided, so that make_shared<TensorImpl>() does not zero the object (two inline
+  // shapes) before the member initializers run; it happens for every op's result.
+  TensorImpl() {}
   TensorImpl(const TensorImpl&) = delete;
   TensorImpl& operator=(const TensorImpl&) = delete;
   ~TensorImpl();

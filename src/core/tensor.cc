@@ -229,13 +229,25 @@ void OpFailure::raise() const {
   detail::rethrow_stored(error);
 }
 
+namespace {
+
+// data_ptr's slow paths, out of line: with them inline, the error message's stream and the
+// failure's shared_ptr gave every read of a tensor's data a large frame to set up.
+[[noreturn]] __attribute__((noinline, cold)) void throw_no_memory(const Tensor& t) {
+  KILN_FAIL(kGeneric) << "tensor " << type_str(t) << " has no memory yet";
+}
+
+__attribute__((noinline)) void wait_for_queued_writers(const TensorImpl& t) {
+  g_hooks.wait_for_data(t);
+  if (const std::shared_ptr<const OpFailure> failure = t.failure()) failure->raise();
+}
+
+}  // namespace
+
 void* Tensor::data_ptr() const {
   const TensorImpl* t = ready();
-  KILN_CHECK(t->storage != nullptr) << "tensor " << type_str(*this) << " has no memory yet";
-  if (t->storage->has_queued_use()) {
-    g_hooks.wait_for_data(*t);
-    if (const std::shared_ptr<const OpFailure> failure = t->failure()) failure->raise();
-  }
+  if (__builtin_expect(t->storage == nullptr, 0)) throw_no_memory(*this);
+  if (t->storage->has_queued_use()) wait_for_queued_writers(*t);
   return static_cast<char*>(t->storage->data()) +
          t->offset * static_cast<int64_t>(kiln::itemsize(t->dtype));
 }
