@@ -20,8 +20,13 @@ Workloads (float32):
   random constants the function closes over (Kiln) or the module's parameters (PyTorch, the same
   values). Targets: Kiln jit >= 1.5x PyTorch eager, and at least level with torch.compile and ONNX
   Runtime.
-- mlp: linear 784->512, relu, 512->512, relu, 512->512, relu, 512->10 at batch 64 (small kernels:
-  overhead-bound). Target: Kiln jit >= 2x PyTorch eager.
+- mlp: linear 784->512, relu, 512->512, relu, 512->512, relu, 512->10 at batch 64. Target: Kiln
+  jit >= 2x PyTorch eager. About 120 MFLOP per call: on two cores this one is bound by the matmuls'
+  arithmetic, not by per-op overhead.
+- mlp_small: linear 64->128, relu, 128->64, relu, 64->10 at batch 64 (the MLP that
+  examples/train_mlp.py trains on the digits data): about 2 MFLOP, small kernels, so per-op
+  overhead is most of its time: the case the target's "small kernels, overhead-bound" describes.
+  Same target.
 - The block's peak memory (part of the block workload, Kiln only): for Kiln eager and Kiln jit,
   after a warm call and with its result freed, kiln.runtime.reset_peak_memory_stats(), one call
   whose result is read back, then kiln.runtime.memory_stats()["peak"]. That is the caching
@@ -86,11 +91,13 @@ WORKLOADS = {
     "gelu": "gelu(x * 2 + 1), 16M f32",
     "block": "transformer block, batch 8, seq 128, width 256, 4 heads",
     "mlp": "MLP 784-512-512-512-10 relu, batch 64",
+    "mlp_small": "MLP 64-128-64-10 relu, batch 64",
 }
 # (rtol, atol) against Kiln eager: float32, different summation orders and erf implementations.
-TOLERANCE = {"gelu": (1e-5, 1e-5), "block": (1e-4, 5e-5), "mlp": (1e-4, 1e-5)}
+TOLERANCE = {"gelu": (1e-5, 1e-5), "block": (1e-4, 5e-5), "mlp": (1e-4, 1e-5),
+             "mlp_small": (1e-4, 1e-5)}
 HEADS, WIDTH, HIDDEN = 4, 256, 1024
-MLP_WIDTHS = (784, 512, 512, 512, 10)
+MLP_WIDTHS = {"mlp": (784, 512, 512, 512, 10), "mlp_small": (64, 128, 64, 10)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,7 +113,7 @@ def sizes(quick):
 def reps_for(workload, quick):
     if quick:
         return 3
-    return {"gelu": 20, "block": 50, "mlp": 300}[workload]
+    return {"gelu": 20, "block": 50, "mlp": 300, "mlp_small": 2000}[workload]
 
 
 def rand(shape, seed, scale=1.0):
@@ -129,11 +136,12 @@ def data(workload, s):
         for i, (name, n_in, n_out) in enumerate(layers):
             p[name + "_w"], p[name + "_b"] = linear_weights(n_in, n_out, 20 + 2 * i)
         return {"x": rand((s["batch"], s["seq"], WIDTH), 2), "params": p}
-    if workload == "mlp":
+    if workload in MLP_WIDTHS:
+        widths = MLP_WIDTHS[workload]
         p = {}
-        for i, (n_in, n_out) in enumerate(zip(MLP_WIDTHS, MLP_WIDTHS[1:])):
+        for i, (n_in, n_out) in enumerate(zip(widths, widths[1:])):
             p[f"l{i}_w"], p[f"l{i}_b"] = linear_weights(n_in, n_out, 30 + 2 * i)
-        return {"x": rand((s["mlp_batch"], MLP_WIDTHS[0]), 3), "params": p}
+        return {"x": rand((s["mlp_batch"], widths[0]), 3), "params": p}
     raise KeyError(workload)
 
 
@@ -165,8 +173,8 @@ def kiln_function(workload, params):
             return x + mint.linear(h, p["fc2_w"], p["fc2_b"])
 
         return block
-    if workload == "mlp":
-        layers = len(MLP_WIDTHS) - 1
+    if workload in MLP_WIDTHS:
+        layers = len(MLP_WIDTHS[workload]) - 1
 
         def mlp(x):
             for i in range(layers):
@@ -206,7 +214,7 @@ def torch_module(workload, params):
                 h = F.layer_norm(x, (c,), self.ln2_w, self.ln2_b, 1e-5)
                 h = F.gelu(F.linear(h, self.fc1_w, self.fc1_b))
                 return x + F.linear(h, self.fc2_w, self.fc2_b)
-            layers = len(MLP_WIDTHS) - 1
+            layers = len(MLP_WIDTHS[workload]) - 1
             for i in range(layers):
                 x = F.linear(x, getattr(self, f"l{i}_w"), getattr(self, f"l{i}_b"))
                 if i < layers - 1:
@@ -533,8 +541,9 @@ def targets(data, quick):
     if "block" in res:
         for other, target in (("torch eager", 1.5), ("torch.compile", 1.0), ("onnxruntime", 1.0)):
             print(f"- block: {ratio_line(res['block'], other, target)}")
-    if "mlp" in res:
-        print(f"- mlp: {ratio_line(res['mlp'], 'torch eager', 2.0)}")
+    for mlp in MLP_WIDTHS:
+        if mlp in res:
+            print(f"- {mlp}: {ratio_line(res[mlp], 'torch eager', 2.0)}")
     print()
 
 
@@ -552,7 +561,7 @@ def header(data, args):
           f"torch {torch_info.get('threads', 'n/a')} (torch.set_num_threads(2)), "
           f"onnxruntime intra_op_num_threads=2")
     print(f"thread environment (as found, not changed): {env or 'none set'}")
-    reps = args.reps or ("3" if args.quick else "gelu 20, block 50, mlp 300")
+    reps = args.reps or ("3" if args.quick else "gelu 20, block 50, mlp 300, mlp_small 2000")
     print(f"{args.rounds} round(s), groups alternated; {reps} timed calls per variant and round, "
           f"after a warm-up")
     if args.quick:
@@ -570,7 +579,7 @@ def main():
                         help=f"comma-separated variant groups not to run: {','.join(GROUPS)}")
     parser.add_argument("--reps", type=int, default=0,
                         help="timed calls per variant and round (default gelu 20, block 50, "
-                             "mlp 300; 3 with --quick)")
+                             "mlp 300, mlp_small 2000; 3 with --quick)")
     parser.add_argument("--rounds", type=int, default=0,
                         help="child runs per group, alternated (default 3; 1 with --quick)")
     parser.add_argument("--child-limit", type=float, default=1200,
