@@ -23,6 +23,7 @@ from .autograd import (enable_grad, is_grad_enabled, no_grad, set_grad_enabled, 
                        value_and_grad)
 from .autograd import functional_grad as grad  # noqa: F401
 from .jit import jit  # noqa: F401  (kiln.jit is the decorator; its module is kiln/jit.py)
+from .runtime import get_num_threads, set_num_threads  # noqa: F401  (torch.set_num_threads)
 from ._C import Tensor, dtype, from_numpy, promote_types, tensor  # noqa: F401
 from ._C.mint import from_dlpack, manual_seed  # noqa: F401
 from . import nn, optim  # noqa: F401  (after autograd, which they use)

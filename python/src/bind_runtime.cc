@@ -3,6 +3,7 @@
 #include <nanobind/stl/string.h>
 
 #include "bindings.h"
+#include "kiln/parallel.h"
 #include "kiln/runtime.h"
 
 namespace kiln::py {
@@ -60,6 +61,12 @@ void bind_runtime(nb::module_& m) {
   rt.def("empty_cache", &runtime::empty_cache, "Returns every cached block to the system.");
   rt.def("reset_peak_memory_stats", &runtime::reset_peak_memory_stats,
          "Sets the peak to what is allocated now.");
+  rt.def("set_num_threads", &set_num_threads, "n"_a,
+         "Sets how many threads each kernel's parallel regions use (n >= 1), for the whole "
+         "process; ops already queued may run with either count.");
+  rt.def("get_num_threads", &get_num_threads,
+         "Threads a kernel launched from this thread uses: set_num_threads()'s value, by default "
+         "one per core (or OMP_NUM_THREADS).");
 }
 
 }  // namespace kiln::py

@@ -71,6 +71,67 @@ def test_environment_sets_the_initial_mode(env, expected):
     assert result.stdout.split("\n")[0] == f"{expected} [2.0, 3.0]"
 
 
+@pytest.fixture
+def thread_count():
+    """Restores kiln.get_num_threads() after the test."""
+    saved = kiln.get_num_threads()
+    yield saved
+    kiln.set_num_threads(saved)
+
+
+def test_set_num_threads_round_trips_and_results_hold(mode, thread_count):
+    assert kiln.runtime.set_num_threads is kiln.set_num_threads
+    assert kiln.runtime.get_num_threads is kiln.get_num_threads
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((300, 200)).astype(np.float32)
+    b = rng.standard_normal((200, 100)).astype(np.float32)
+    x = rng.standard_normal(1 << 18).astype(np.float32)
+    for n in (1, 2, 3):
+        kiln.set_num_threads(n)
+        assert kiln.get_num_threads() == n
+        np.testing.assert_allclose((kiln.tensor(a) @ kiln.tensor(b)).numpy(), a @ b,
+                                   rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(M.exp(kiln.tensor(x)).numpy(), np.exp(x), rtol=1e-6)
+        np.testing.assert_allclose(M.sum(kiln.tensor(x)).item(), x.sum(dtype=np.float64),
+                                   rtol=1e-4)
+
+
+@pytest.mark.parametrize("bad, error, match", [
+    (0, kiln.KilnValueError, "expected at least 1 thread, got 0"),
+    (-2, kiln.KilnValueError, "expected at least 1 thread, got -2"),
+    ("2", TypeError, None),
+    (1.5, TypeError, None),
+])
+def test_set_num_threads_rejects_a_bad_count_and_keeps_the_setting(bad, error, match,
+                                                                   thread_count):
+    kiln.set_num_threads(1)
+    with pytest.raises(error, match=match):
+        kiln.set_num_threads(bad)
+    assert kiln.get_num_threads() == 1
+
+
+@pytest.mark.parametrize("count", [0, 1])
+def test_set_num_threads_bounds_the_threads_a_kernel_starts(count):
+    # OpenMP starts its worker threads at the first parallel region that needs them; with
+    # OMP_NUM_THREADS=4, copying a large array in and exp over it start three, unless
+    # kiln.set_num_threads(1) came first.
+    result = run_python(f"""
+        import os
+        import numpy as np
+        import kiln
+        if {count}:
+            kiln.set_num_threads({count})
+        print(kiln.get_num_threads())
+        before = len(os.listdir("/proc/self/task"))
+        kiln.mint.exp(kiln.tensor(np.ones(1 << 22, np.float32))).numpy()
+        print(len(os.listdir("/proc/self/task")) - before)
+    """, env={"OMP_NUM_THREADS": "4", "OPENBLAS_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr
+    threads, started = map(int, result.stdout.split())
+    assert threads == (count or 4)
+    assert started == (count or 4) - 1
+
+
 def test_synchronize_waits_for_every_queued_op(mode):
     a = np.random.default_rng(0).standard_normal((32, 32)).astype(np.float32)
     x = kiln.tensor(a)
