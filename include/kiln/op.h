@@ -7,6 +7,7 @@
 //       .kernel(kiln::DeviceType::kCPU, [](kiln::KernelContext& ctx) { ... }));
 //
 //   std::vector<kiln::Tensor> out = kiln::call_op("Scale", {x}, {{"factor", 2.0}});
+//   (the inputs are a kiln::TensorSpan: a braced list or a std::vector<kiln::Tensor>)
 //
 // One OpDef serves eager dispatch, graph shape inference, passes, backends and autograd: its schema
 // (named tensor inputs, typed attributes with defaults, a fixed or variable number of outputs),
@@ -32,6 +33,7 @@
 #include "kiln/device.h"
 #include "kiln/export.h"
 #include "kiln/tensor.h"
+#include "kiln/tensor_span.h"
 
 namespace kiln {
 
@@ -304,8 +306,8 @@ class KILN_API Dispatcher {
   /// Runs `op` on `inputs`; `attrs` are already normalized. When `out` is non-empty the results
   /// are written into those tensors (which must have the inferred shapes) and returned. With a
   /// `bound_kernel`, `out` holds the outputs (see call_bound_kernel) and `op` only names the call.
-  virtual std::vector<Tensor> dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
-                                       const Attrs& attrs, const std::vector<Tensor>& out,
+  virtual std::vector<Tensor> dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                                       const std::vector<Tensor>& out,
                                        const std::shared_ptr<BoundKernel>& bound_kernel) = 0;
 };
 /// The dispatcher call_op uses now.
@@ -320,16 +322,16 @@ KILN_API Dispatcher* set_thread_dispatcher(Dispatcher* dispatcher);
 /// Runs `op` eagerly through the current dispatcher. Errors carry the op's name and input types.
 /// `op` must stay alive until the call has run (registered ops do: unregistering one waits for
 /// the calls queued on it).
-KILN_API std::vector<Tensor> call_op(const OpDef& op, const std::vector<Tensor>& inputs,
-                                     const Attrs& attrs = {}, const std::vector<Tensor>& out = {});
-KILN_API std::vector<Tensor> call_op(const std::string& name, const std::vector<Tensor>& inputs,
+KILN_API std::vector<Tensor> call_op(const OpDef& op, TensorSpan inputs, const Attrs& attrs = {},
+                                     const std::vector<Tensor>& out = {});
+KILN_API std::vector<Tensor> call_op(const std::string& name, TensorSpan inputs,
                                      const Attrs& attrs = {}, const std::vector<Tensor>& out = {});
 /// Runs `kernel` eagerly through the current dispatcher, as the call `op` (whose name and the
 /// inputs' types appear in errors; `op` must outlive the call, as the kernel object may ensure).
 /// `outputs` must be defined; those without memory get it, contiguous, in the DeviceTask, and any
 /// failure of the call stays on them. Outputs that have memory are written in place. Returns
 /// once the call is queued, or has run in sync mode.
-KILN_API void call_bound_kernel(const OpDef& op, const std::vector<Tensor>& inputs,
+KILN_API void call_bound_kernel(const OpDef& op, TensorSpan inputs,
                                 const std::vector<Tensor>& outputs,
                                 std::shared_ptr<BoundKernel> kernel);
 
@@ -370,8 +372,8 @@ KILN_API void allocate_op(OpCall& call);
 /// The LaunchTask: runs the kernel and converts results into out tensors of another dtype.
 KILN_API void launch_op(OpCall& call);
 /// plan_op, allocate_op and launch_op in a row; returns the results.
-KILN_API std::vector<Tensor> run_op_sync(const OpDef& op, const std::vector<Tensor>& inputs,
-                                         const Attrs& attrs, const std::vector<Tensor>& out,
+KILN_API std::vector<Tensor> run_op_sync(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                                         const std::vector<Tensor>& out,
                                          const std::shared_ptr<BoundKernel>& bound_kernel = {});
 /// "Add(float32[2, 3], float32[3])": an op call as error messages print it.
 KILN_API std::string op_call_str(const OpDef& op, const MetaList& inputs);
@@ -380,8 +382,7 @@ namespace detail {
 /// Autograd's entry into eager dispatch, installed by the autograd layer (kiln/autograd.h):
 /// call_op hands it every call that has an input or out tensor autograd has seen
 /// (TensorImpl::autograd set); the hook dispatches the call itself and records it for backward.
-using AutogradCallHook = std::vector<Tensor> (*)(const OpDef& op,
-                                                 const std::vector<Tensor>& inputs,
+using AutogradCallHook = std::vector<Tensor> (*)(const OpDef& op, TensorSpan inputs,
                                                  const Attrs& attrs,
                                                  const std::vector<Tensor>& out);
 KILN_API void set_autograd_call_hook(AutogradCallHook hook);

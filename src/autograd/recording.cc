@@ -92,20 +92,20 @@ OpDefPtr owned(const OpDef& op) {
   return std::make_shared<const OpDef>(op);
 }
 
-bool any_requires_grad(const std::vector<Tensor>& tensors) {
+bool any_requires_grad(TensorSpan tensors) {
   for (const Tensor& t : tensors) {
     if (t.defined() && requires_grad(t)) return true;
   }
   return false;
 }
 
-std::vector<Tensor> dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
-                             const Attrs& attrs, const std::vector<Tensor>& out) {
+std::vector<Tensor> dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                             const std::vector<Tensor>& out) {
   return current_dispatcher()->dispatch(op, inputs, attrs, out, nullptr);
 }
 
-std::vector<Tensor> record_call(const OpDef& op, const std::vector<Tensor>& inputs,
-                                const Attrs& attrs, const std::vector<Tensor>& out) {
+std::vector<Tensor> record_call(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                                const std::vector<Tensor>& out) {
   if (!is_grad_enabled()) return dispatch(op, inputs, attrs, out);
   const bool recorded = any_requires_grad(inputs) && !op.has_trait(kTraitNotDifferentiable);
   KILN_CHECK_VALUE(!any_requires_grad(out))
@@ -131,7 +131,7 @@ std::vector<Tensor> record_call(const OpDef& op, const std::vector<Tensor>& inpu
     }
     saved_outputs.push_back(untracked_alias(result));
   }
-  auto node = std::make_shared<OpNode>(owned(op), inputs, std::move(saved_outputs), attrs,
+  auto node = std::make_shared<OpNode>(owned(op), inputs.vec(), std::move(saved_outputs), attrs,
                                        std::move(edges));
   for (size_t i = 0; i < results.size(); ++i) {
     AutogradMeta& meta = meta_of(results[i]);

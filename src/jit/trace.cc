@@ -209,8 +209,8 @@ NodePtr Trace::constant_node(const Tensor& t) {
   return graph_->add_value(t);
 }
 
-std::vector<Tensor> Trace::dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
-                                    const Attrs& attrs, const std::vector<Tensor>& out,
+std::vector<Tensor> Trace::dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                                    const std::vector<Tensor>& out,
                                     const std::shared_ptr<BoundKernel>& bound_kernel) {
   KILN_CHECK_KIND(ErrorKind::kNotImplemented, bound_kernel == nullptr)
       << "custom op '" << op.name() << "' runs an OpRunner, a kernel object made for each call, "

@@ -59,8 +59,8 @@ class KILN_API Trace final : public Dispatcher {
   /// True when `t` is a tracer of this Trace or a view of one.
   bool is_tracer(const Tensor& t) const;
 
-  std::vector<Tensor> dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
-                               const Attrs& attrs, const std::vector<Tensor>& out,
+  std::vector<Tensor> dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                               const std::vector<Tensor>& out,
                                const std::shared_ptr<BoundKernel>& bound_kernel) override;
 
  private:

@@ -31,8 +31,8 @@ namespace {
 
 class SyncDispatcher final : public Dispatcher {
  public:
-  std::vector<Tensor> dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
-                               const Attrs& attrs, const std::vector<Tensor>& out,
+  std::vector<Tensor> dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                               const std::vector<Tensor>& out,
                                const std::shared_ptr<BoundKernel>& bound_kernel) override {
     return run_op_sync(op, inputs, attrs, out, bound_kernel);
   }
@@ -43,7 +43,7 @@ std::atomic<Dispatcher*> g_dispatcher{&g_sync_dispatcher};
 thread_local Dispatcher* t_dispatcher = nullptr;  // set_thread_dispatcher
 std::atomic<detail::AutogradCallHook> g_autograd_hook{nullptr};
 
-bool seen_by_autograd(const std::vector<Tensor>& tensors) {
+bool seen_by_autograd(TensorSpan tensors) {
   for (const Tensor& t : tensors) {
     if (t.defined() && t.impl()->autograd != nullptr) return true;
   }
@@ -276,13 +276,13 @@ thread_local PooledCall::Pool PooledCall::t_pool;
 
 }  // namespace
 
-std::vector<Tensor> run_op_sync(const OpDef& op, const std::vector<Tensor>& inputs,
-                                const Attrs& attrs, const std::vector<Tensor>& out,
+std::vector<Tensor> run_op_sync(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                                const std::vector<Tensor>& out,
                                 const std::shared_ptr<BoundKernel>& bound_kernel) {
   PooledCall pooled;
   OpCall& call = pooled.get();
   call.op = &op;
-  call.inputs = inputs;
+  call.inputs.assign(inputs.begin(), inputs.end());
   call.attrs = attrs;
   call.bound_kernel = bound_kernel;
   if (bound_kernel != nullptr) {
@@ -310,8 +310,8 @@ void note_writes(const std::vector<Tensor>& out) {
 
 }  // namespace
 
-std::vector<Tensor> call_op(const OpDef& op, const std::vector<Tensor>& inputs,
-                            const Attrs& attrs, const std::vector<Tensor>& out) {
+std::vector<Tensor> call_op(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                            const std::vector<Tensor>& out) {
   if (!out.empty()) note_writes(out);
   detail::AutogradCallHook hook = g_autograd_hook.load(std::memory_order_acquire);
   if (hook != nullptr && (seen_by_autograd(inputs) || seen_by_autograd(out))) {
@@ -324,13 +324,13 @@ void detail::set_autograd_call_hook(AutogradCallHook hook) {
   g_autograd_hook.store(hook, std::memory_order_release);
 }
 
-std::vector<Tensor> call_op(const std::string& name, const std::vector<Tensor>& inputs,
-                            const Attrs& attrs, const std::vector<Tensor>& out) {
+std::vector<Tensor> call_op(const std::string& name, TensorSpan inputs, const Attrs& attrs,
+                            const std::vector<Tensor>& out) {
   return call_op(*OpRegistry::Instance().get(name), inputs, attrs, out);
 }
 
-void call_bound_kernel(const OpDef& op, const std::vector<Tensor>& inputs,
-                       const std::vector<Tensor>& outputs, std::shared_ptr<BoundKernel> kernel) {
+void call_bound_kernel(const OpDef& op, TensorSpan inputs, const std::vector<Tensor>& outputs,
+                       std::shared_ptr<BoundKernel> kernel) {
   KILN_CHECK(kernel != nullptr) << "call_bound_kernel: expected a kernel object, got null";
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i].defined()) continue;

@@ -334,19 +334,9 @@ inline std::vector<Tensor> out_list(const Tensor& out) {
   return out.defined() ? std::vector<Tensor>{out} : std::vector<Tensor>{};
 }
 
-/// A call's input list with each tensor copied once (a braced list copies each twice: into the
-/// initializer_list, then into the vector), which on a small op is measurable.
-template <typename... T>
-std::vector<Tensor> input_list(const T&... tensors) {
-  std::vector<Tensor> list;
-  list.reserve(sizeof...(T));
-  (list.push_back(tensors), ...);
-  return list;
-}
-
 /// Runs `op` on `inputs`, writing into `out` when it is defined.
-inline Tensor call_elementwise(const OpDef& op, const std::vector<Tensor>& inputs,
-                               const Tensor& out, const Attrs& attrs = {}) {
+inline Tensor call_elementwise(const OpDef& op, TensorSpan inputs, const Tensor& out,
+                               const Attrs& attrs = {}) {
   return std::move(call_op(op, inputs, attrs, out_list(out))[0]);
 }
 

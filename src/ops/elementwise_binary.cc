@@ -97,10 +97,10 @@ KILN_ARITHMETIC_OPS(KILN_BINARY_REGISTER)
 }  // namespace
 }  // namespace elementwise
 
-#define KILN_BINARY_FUNCTION(name, Prim, rule, simd_op, expr, check, dx, doc)      \
-  Tensor name(const Tensor& a, const Tensor& b, const Tensor& out) {               \
-    static const OpDefPtr op = OpRegistry::Instance().get(#Prim);                  \
-    return elementwise::call_elementwise(*op, elementwise::input_list(a, b), out); \
+#define KILN_BINARY_FUNCTION(name, Prim, rule, simd_op, expr, check, dx, doc) \
+  Tensor name(const Tensor& a, const Tensor& b, const Tensor& out) {          \
+    static const OpDefPtr op = OpRegistry::Instance().get(#Prim);             \
+    return elementwise::call_elementwise(*op, {a, b}, out);                   \
   }
 KILN_ARITHMETIC_OPS(KILN_BINARY_FUNCTION)
 #undef KILN_BINARY_FUNCTION

@@ -40,10 +40,10 @@ KILN_PREDICATE_OPS(KILN_PREDICATE_REGISTER)
 }  // namespace
 }  // namespace elementwise
 
-#define KILN_PREDICATE_FUNCTION(name, Prim, expr, doc)                             \
-  Tensor name(const Tensor& a, const Tensor& b, const Tensor& out) {               \
-    static const OpDefPtr op = OpRegistry::Instance().get(#Prim);                  \
-    return elementwise::call_elementwise(*op, elementwise::input_list(a, b), out); \
+#define KILN_PREDICATE_FUNCTION(name, Prim, expr, doc)               \
+  Tensor name(const Tensor& a, const Tensor& b, const Tensor& out) { \
+    static const OpDefPtr op = OpRegistry::Instance().get(#Prim);    \
+    return elementwise::call_elementwise(*op, {a, b}, out);          \
   }
 KILN_PREDICATE_OPS(KILN_PREDICATE_FUNCTION)
 #undef KILN_PREDICATE_FUNCTION

@@ -304,10 +304,10 @@ KILN_REGISTER_OP(
 }  // namespace
 }  // namespace elementwise
 
-#define KILN_UNARY_FUNCTION(name, Prim, rule, simd_op, expr, dx, doc)           \
-  Tensor name(const Tensor& x, const Tensor& out) {                             \
-    static const OpDefPtr op = OpRegistry::Instance().get(#Prim);               \
-    return elementwise::call_elementwise(*op, elementwise::input_list(x), out); \
+#define KILN_UNARY_FUNCTION(name, Prim, rule, simd_op, expr, dx, doc) \
+  Tensor name(const Tensor& x, const Tensor& out) {                   \
+    static const OpDefPtr op = OpRegistry::Instance().get(#Prim);     \
+    return elementwise::call_elementwise(*op, {x}, out);              \
   }
 KILN_UNARY_OPS(KILN_UNARY_FUNCTION)
 #undef KILN_UNARY_FUNCTION
@@ -315,8 +315,7 @@ KILN_UNARY_OPS(KILN_UNARY_FUNCTION)
 
 Tensor gelu(const Tensor& x, const std::string& approximate, const Tensor& out) {
   static const OpDefPtr op = OpRegistry::Instance().get("Gelu");
-  return elementwise::call_elementwise(*op, elementwise::input_list(x), out,
-                                       {{"approximate", approximate}});
+  return elementwise::call_elementwise(*op, {x}, out, {{"approximate", approximate}});
 }
 
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi,
@@ -325,7 +324,7 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
   Attrs attrs;
   if (lo) attrs.set("min", *lo);
   if (hi) attrs.set("max", *hi);
-  return elementwise::call_elementwise(*op, elementwise::input_list(x), out, attrs);
+  return elementwise::call_elementwise(*op, {x}, out, attrs);
 }
 
 }  // namespace kiln

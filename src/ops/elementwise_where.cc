@@ -105,7 +105,7 @@ KILN_REGISTER_OP(
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
   static const OpDefPtr op = OpRegistry::Instance().get("Where");
-  return elementwise::call_elementwise(*op, elementwise::input_list(cond, a, b), out);
+  return elementwise::call_elementwise(*op, {cond, a, b}, out);
 }
 
 }  // namespace kiln

@@ -103,8 +103,8 @@ Pipeline::Pipeline() : mode_(initial_mode()) {}
 
 // ---- the caller's side (PyTask) ----------------------------------------------------------------
 
-std::vector<Tensor> Pipeline::dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
-                                       const Attrs& attrs, const std::vector<Tensor>& out,
+std::vector<Tensor> Pipeline::dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                                       const std::vector<Tensor>& out,
                                        const std::shared_ptr<BoundKernel>& bound_kernel) {
   if (mode() == PipelineMode::kSync || t_in_worker) {  // (the mode first: no TLS read in sync)
     return run_op_sync(op, inputs, attrs, out, bound_kernel);
@@ -122,7 +122,7 @@ std::vector<Tensor> Pipeline::dispatch(const OpDef& op, const std::vector<Tensor
     // queue the rest. A planning failure raises now, with nothing queued.
     OpCall planned;
     planned.op = &op;
-    planned.inputs = inputs;
+    planned.inputs = inputs.vec();
     planned.attrs = attrs;
     plan_op(planned);
     for (const Tensor& t : planned.kernel_outputs) mark_queued(t);
@@ -158,9 +158,8 @@ uint64_t Pipeline::claim_slot() {
   return seq;
 }
 
-void Pipeline::publish(uint64_t seq, const OpDef& op, const std::vector<Tensor>& inputs,
-                       const Attrs& attrs, const std::vector<Tensor>& out,
-                       std::vector<Tensor> results, OpCall* planned,
+void Pipeline::publish(uint64_t seq, const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                       const std::vector<Tensor>& out, std::vector<Tensor> results, OpCall* planned,
                        const std::shared_ptr<BoundKernel>& bound_kernel) {
   Slot& s = slot(seq);
   // Once claimed, the slot must be published whatever happens, or the ring would stall.
@@ -170,7 +169,7 @@ void Pipeline::publish(uint64_t seq, const OpDef& op, const std::vector<Tensor>&
       s.planned = true;
     } else {
       s.call.op = &op;
-      s.call.inputs = inputs;
+      s.call.inputs.assign(inputs.begin(), inputs.end());
       s.call.attrs = attrs;
       if (bound_kernel != nullptr) {
         s.call.bound_kernel = bound_kernel;

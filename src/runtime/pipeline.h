@@ -24,8 +24,8 @@ class Pipeline final : public Dispatcher {
   /// The process's pipeline (never destroyed: worker threads may outlive static destructors).
   static Pipeline& instance();
 
-  std::vector<Tensor> dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
-                               const Attrs& attrs, const std::vector<Tensor>& out,
+  std::vector<Tensor> dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                               const std::vector<Tensor>& out,
                                const std::shared_ptr<BoundKernel>& bound_kernel) override;
 
   void set_mode(PipelineMode mode);
@@ -70,9 +70,9 @@ class Pipeline final : public Dispatcher {
 
   // The PyTask: claims a sequence number, waits for its slot, fills and publishes it.
   uint64_t claim_slot();
-  void publish(uint64_t seq, const OpDef& op, const std::vector<Tensor>& inputs,
-               const Attrs& attrs, const std::vector<Tensor>& out, std::vector<Tensor> results,
-               OpCall* planned, const std::shared_ptr<BoundKernel>& bound_kernel);
+  void publish(uint64_t seq, const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+               const std::vector<Tensor>& out, std::vector<Tensor> results, OpCall* planned,
+               const std::shared_ptr<BoundKernel>& bound_kernel);
 
   // The three stages over one slot.
   void run_frontend(uint64_t seq);
