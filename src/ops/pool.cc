@@ -187,8 +187,11 @@ void avg_pool(const Tensor& x, const Tensor& out, const PoolParams& p, bool coun
 // same scan as the forward, so ties and nans pick the same element); AvgPool2DBackward spreads
 // it over the window divided by the forward's divisor. Both run one thread per (n, c) plane, so
 // the additions of overlapping windows never race. AvgPool2DBackward is linear and its rule is
-// AvgPool2D again; MaxPool2DBackward has no rule (the second derivative of a max pool in x is
-// zero almost everywhere, and in the output gradient a gather Kiln has no primitive for).
+// AvgPool2D again. MaxPool2DBackward is linear in the output gradient, and its adjoint is a
+// gather: MaxPool2DSelect picks, for each window, the element of a tensor shaped like x at the
+// window's maximum (the same scan again). The two are each other's rule, so max pooling
+// differentiates to any order; in x both are piecewise constant, so x gets no gradient from them
+// (zero almost everywhere, as in PyTorch).
 
 // Runs `plane(grad_plane, dx_plane, n * C + c)` over every plane of contiguous grad [N, C, OH, OW]
 // and dx [N, C, H, W] (zeroed first) in parallel, in the compute dtype C of `out`'s, then
@@ -237,26 +240,100 @@ KILN_REGISTER_OP(
           check_pool_grad(op, ctx.input(0), ctx.input(1), pool_params(op, ctx.attrs, true));
           return MetaList{{result_type(ctx.inputs), ctx.input(1).shape}};
         })
-        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
-          const Tensor& out = ctx.outputs[0];
-          if (out.numel() == 0) return;
-          const PoolParams p = pool_params("max_pool2d_backward", ctx.attrs, true);
-          const int64_t H = out.size(2), W = out.size(3);
-          const int64_t OH = ctx.inputs[0].size(2), OW = ctx.inputs[0].size(3);
-          visit_compute_float(out.dtype(), [&](auto zero) {
-            using C = decltype(zero);
-            const Tensor x = contiguous_as(ctx.inputs[1], dtype_of<C>());
-            const C* px = x.data<C>();
-            for_each_grad_plane<C>(ctx.inputs[0], out, [&](const C* gp, C* dp, int64_t i) {
-              const C* xp = px + i * H * W;
-              for (int64_t oh = 0; oh < OH; ++oh) {
-                for (int64_t ow = 0; ow < OW; ++ow) {
-                  const int64_t at = window_argmax<C>(xp, H, W, oh, ow, p);
-                  if (at >= 0) dp[at] += gp[oh * OW + ow];
-                }
-              }
-            });
-          });
+        .kernel(DeviceType::kCPU,
+                [](KernelContext& ctx) {
+                  const Tensor& out = ctx.outputs[0];
+                  if (out.numel() == 0) return;
+                  const PoolParams p = pool_params("max_pool2d_backward", ctx.attrs, true);
+                  const int64_t H = out.size(2), W = out.size(3);
+                  const int64_t OH = ctx.inputs[0].size(2), OW = ctx.inputs[0].size(3);
+                  visit_compute_float(out.dtype(), [&](auto zero) {
+                    using C = decltype(zero);
+                    const Tensor x = contiguous_as(ctx.inputs[1], dtype_of<C>());
+                    const C* px = x.data<C>();
+                    for_each_grad_plane<C>(ctx.inputs[0], out, [&](const C* gp, C* dp, int64_t i) {
+                      const C* xp = px + i * H * W;
+                      for (int64_t oh = 0; oh < OH; ++oh) {
+                        for (int64_t ow = 0; ow < OW; ++ow) {
+                          const int64_t at = window_argmax<C>(xp, H, W, oh, ow, p);
+                          if (at >= 0) dp[at] += gp[oh * OW + ow];
+                        }
+                      }
+                    });
+                  });
+                })
+        .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs& attrs,
+                 const std::vector<Tensor>& grad_outputs) {
+          // Linear in grad_output: its gradient is the gather at the maxima (Note [Pooling
+          // gradients]); x's is zero almost everywhere.
+          if (!grad::differentiable(in[0])) return std::vector<Tensor>{Tensor(), Tensor()};
+          static const OpDefPtr op = OpRegistry::Instance().get("MaxPool2DSelect");
+          const Tensor g = grad::or_zeros(grad_outputs[0], out[0]);
+          return std::vector<Tensor>{grad::as_grad_of(call_op(*op, {g, in[1]}, attrs)[0], in[0]),
+                                     Tensor()};
+        }));
+
+KILN_REGISTER_OP(
+    OpDef("MaxPool2DSelect")
+        .input("source")
+        .input("x")
+        .attr("kernel_size", AttrKind::kInts)
+        .attr("stride", AttrKind::kInts, std::vector<int64_t>{})
+        .attr("padding", AttrKind::kInts, std::vector<int64_t>{0, 0})
+        .attr("dilation", AttrKind::kInts, std::vector<int64_t>{1, 1})
+        .attr("ceil_mode", AttrKind::kBool, false)
+        .doc("For each window of MaxPool2D over x, the element of source (x's shape) at the "
+             "window's maximum, 0 for a window outside x: the gradient of MaxPool2DBackward's "
+             "grad_output (see Note [Pooling gradients])")
+        .infer([](const InferContext& ctx) {
+          const char* op = "max_pool2d_select";
+          const TensorMeta& source = ctx.input(0);
+          const TensorMeta& x = ctx.input(1);
+          KILN_CHECK_SHAPE(source.shape == x.shape)
+              << op << ": expected source of x's shape " << shape_str(x.shape) << ", got "
+              << shape_str(source.shape);
+          KILN_CHECK_DTYPE(is_floating_point(source.dtype) && is_floating_point(x.dtype))
+              << op << ": expected floating-point tensors, got " << source.dtype << " and "
+              << x.dtype;
+          return MetaList{
+              {result_type(ctx.inputs), pool_out_shape(op, x, pool_params(op, ctx.attrs, true))}};
+        })
+        .kernel(DeviceType::kCPU,
+                [](KernelContext& ctx) {
+                  const Tensor& out = ctx.outputs[0];
+                  if (out.numel() == 0) return;
+                  const PoolParams p = pool_params("max_pool2d_select", ctx.attrs, true);
+                  const int64_t H = ctx.inputs[1].size(2), W = ctx.inputs[1].size(3);
+                  const int64_t OH = out.size(2), OW = out.size(3);
+                  visit_compute_float(out.dtype(), [&](auto zero) {
+                    using C = decltype(zero);
+                    const Tensor source = contiguous_as(ctx.inputs[0], dtype_of<C>());
+                    const Tensor x = contiguous_as(ctx.inputs[1], dtype_of<C>());
+                    const Tensor y = out.dtype() == dtype_of<C>()
+                                         ? out
+                                         : Tensor::empty(out.shape(), dtype_of<C>());
+                    const C* px = x.data<C>();
+                    const C* ps = source.data<C>();
+                    for_each_plane<C>(x, y, [&](const C* xp, C* yp) {
+                      const C* sp = ps + (xp - px);
+                      for (int64_t oh = 0; oh < OH; ++oh) {
+                        for (int64_t ow = 0; ow < OW; ++ow) {
+                          const int64_t at = window_argmax<C>(xp, H, W, oh, ow, p);
+                          yp[oh * OW + ow] = at < 0 ? C(0) : sp[at];
+                        }
+                      }
+                    });
+                    if (!y.is_same(out)) copy_into(out, y);
+                  });
+                })
+        .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs& attrs,
+                 const std::vector<Tensor>& grad_outputs) {
+          // Linear in source, the adjoint of MaxPool2DBackward's grad_output (and back).
+          if (!grad::differentiable(in[0])) return std::vector<Tensor>{Tensor(), Tensor()};
+          static const OpDefPtr op = OpRegistry::Instance().get("MaxPool2DBackward");
+          const Tensor g = grad::or_zeros(grad_outputs[0], out[0]);
+          return std::vector<Tensor>{grad::as_grad_of(call_op(*op, {g, in[1]}, attrs)[0], in[0]),
+                                     Tensor()};
         }));
 
 KILN_REGISTER_OP(

@@ -269,6 +269,10 @@ def test_pools():
     x = distinct(1, 2, 5, 5)
     assert gradcheck(lambda v: mint.max_pool2d(v, 2), (x,))
     assert gradcheck(lambda v: mint.max_pool2d(v, 3, stride=2, padding=1), (x,))
+    # Second derivatives: max pooling's backward and the gather at its maxima are each other's
+    # rule, so double backward works (and is checked against finite differences).
+    assert kiln.testing.gradgradcheck(lambda v: mint.max_pool2d(v, 2), (x,))
+    assert kiln.testing.gradgradcheck(lambda v: mint.max_pool2d(v, 3, stride=2, padding=1), (x,))
     assert gradcheck(lambda v: mint.avg_pool2d(v, 2), (r(1, 2, 4, 4),))
     assert gradcheck(lambda v: mint.avg_pool2d(v, 3, stride=2, padding=1), (r(1, 2, 5, 5),))
 
@@ -326,9 +330,8 @@ def test_shape_and_index_ops(name):
 NO_INPUTS = {"Arange", "Empty", "Eye", "Full", "Linspace", "Ones", "Zeros", "RandUniform",
              "RandNormal", "RandInt"}
 # Ops without a rule on purpose: FusedElementwise is made by kiln_cpu's fusion pass from a graph
-# that is already differentiated; MaxPool2DBackward would be needed only for second derivatives
-# of max pooling (backward through it raises, naming it).
-WITHOUT_RULE = {"FusedElementwise", "MaxPool2DBackward"}
+# that is already differentiated.
+WITHOUT_RULE = {"FusedElementwise"}
 
 
 def test_every_op_is_differentiable_or_says_it_is_not():

@@ -429,6 +429,47 @@ TEST(GradMaxPool2D, BackwardPicksTheForwardsElement_OnTiesAndNan) {
   for (int i = 0; i < 9; ++i) EXPECT_EQ(d2.data<double>()[i], want2[i]) << i;
 }
 
+TEST(GradMaxPool2D, BackwardAndSelectAreEachOthersRule_MatchingFiniteDifferences) {
+  manual_seed(46);
+  std::vector<Attrs> cases = pool_cases();
+  Attrs dilated = pool_attrs({2, 2}, {1, 2}, {1, 1}, false);
+  dilated.set("dilation", Dims{2, 1});
+  cases.push_back(dilated);
+  const OpDefPtr pool = OpRegistry::Instance().get("MaxPool2D");
+  for (const Attrs& attrs : cases) {
+    SCOPED_TRACE(attr_str(*attrs.find("kernel_size")) + " " + attr_str(*attrs.find("stride")));
+    const Tensor x = r64({2, 2, 7, 6});
+    const Shape out = call_op(*pool, {x}, pool->normalize_attrs(attrs))[0].shape();
+    // Both are linear in their first input; in x they are piecewise constant, and their rules
+    // give x no gradient (skipped here: the finite differences are zero but for ties).
+    expect_grad_rule("MaxPool2DBackward", {r64(out), x}, attrs, 1e-6, 1e-5, 1e-4, {1});
+    expect_grad_rule("MaxPool2DSelect", {r64(x.shape()), x}, attrs, 1e-6, 1e-5, 1e-4, {1});
+    EXPECT_FALSE(testing::run_rule("MaxPool2DSelect", {r64(x.shape()), x}, attrs)[1].defined());
+  }
+}
+
+TEST(GradMaxPool2D, SelectPicksTheSourceAtEachWindowsMaximum) {
+  // Overlapping 2x2 windows over a 3x3 ramp have their maxima at 4, 5, 7 and 8.
+  const Tensor ramp = reshape(arange(0, 9, 1, DType::kFloat64), {1, 1, 3, 3});
+  const Tensor source = reshape(arange(10, 19, 1, DType::kFloat32), {1, 1, 3, 3});
+  const Attrs attrs = pool_attrs({2, 2}, {1, 1}, {0, 0}, false);
+  const Tensor picked = call_op("MaxPool2DSelect", {source, ramp}, attrs)[0];
+  EXPECT_EQ(picked.dtype(), DType::kFloat64);  // promoted, as MaxPool2DBackward's result
+  ASSERT_EQ(picked.shape(), (Shape{1, 1, 2, 2}));
+  const double want[] = {14, 15, 17, 18};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(picked.data<double>()[i], want[i]) << i;
+  testing::expect_error(
+      [&] {
+        call_op("MaxPool2DSelect", {ones({1, 1, 3, 2}), ramp}, attrs);
+      },
+      ErrorKind::kShape, "expected source of x's shape [1, 1, 3, 3]");
+  testing::expect_error(
+      [&] {
+        call_op("MaxPool2DSelect", {ones({1, 1, 3, 3}, DType::kInt64), ramp}, attrs);
+      },
+      ErrorKind::kDType, "expected floating-point tensors");
+}
+
 TEST(GradAvgPool2D, MatchesFiniteDifferences_WithAndWithoutPadInTheCount) {
   manual_seed(45);
   for (bool include_pad : {true, false}) {
