@@ -108,6 +108,7 @@ using MetaList = std::vector<TensorMeta>;
 /// the initializer list): for the infer functions of small, frequent ops.
 inline MetaList single_output(DType dtype, Shape shape) {
   MetaList out;
+  out.reserve(1);  // emplace_back into no capacity takes the vector's slow, growing path
   out.emplace_back(dtype, std::move(shape));
   return out;
 }
