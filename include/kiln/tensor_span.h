@@ -8,8 +8,9 @@
 // handle into it twice when built from a braced list), for a list the callee only reads.
 //
 // A TensorSpan does not own the tensors it shows, like std::span or llvm::ArrayRef: use it as a
-// parameter. A braced list's tensors live until the end of the full expression that makes the
-// call, so a TensorSpan variable initialised from one dangles.
+// parameter. A braced list's tensors, like a temporary vector's, live until the end of the full
+// expression that makes the call, so a TensorSpan variable initialised from either dangles
+// (`TensorSpan s = make_inputs();`); a callee that keeps the tensors copies them (vec()).
 #pragma once
 
 #include <cstddef>

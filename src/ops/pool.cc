@@ -265,8 +265,7 @@ KILN_REGISTER_OP(
         .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs& attrs,
                  const std::vector<Tensor>& grad_outputs) {
           // Linear in grad_output: its gradient is the gather at the maxima (Note [Pooling
-          // gradients]); x's is zero almost everywhere.
-          if (!grad::differentiable(in[0])) return std::vector<Tensor>{Tensor(), Tensor()};
+          // gradients]); x's is zero almost everywhere. (infer admits floating point only.)
           static const OpDefPtr op = OpRegistry::Instance().get("MaxPool2DSelect");
           const Tensor g = grad::or_zeros(grad_outputs[0], out[0]);
           return std::vector<Tensor>{grad::as_grad_of(call_op(*op, {g, in[1]}, attrs)[0], in[0]),
@@ -286,7 +285,7 @@ KILN_REGISTER_OP(
              "window's maximum, 0 for a window outside x: the gradient of MaxPool2DBackward's "
              "grad_output (see Note [Pooling gradients])")
         .infer([](const InferContext& ctx) {
-          const char* op = "max_pool2d_select";
+          const char* op = "MaxPool2DSelect";
           const TensorMeta& source = ctx.input(0);
           const TensorMeta& x = ctx.input(1);
           KILN_CHECK_SHAPE(source.shape == x.shape)
@@ -302,7 +301,7 @@ KILN_REGISTER_OP(
                 [](KernelContext& ctx) {
                   const Tensor& out = ctx.outputs[0];
                   if (out.numel() == 0) return;
-                  const PoolParams p = pool_params("max_pool2d_select", ctx.attrs, true);
+                  const PoolParams p = pool_params("MaxPool2DSelect", ctx.attrs, true);
                   const int64_t H = ctx.inputs[1].size(2), W = ctx.inputs[1].size(3);
                   const int64_t OH = out.size(2), OW = out.size(3);
                   visit_compute_float(out.dtype(), [&](auto zero) {
@@ -329,7 +328,6 @@ KILN_REGISTER_OP(
         .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs& attrs,
                  const std::vector<Tensor>& grad_outputs) {
           // Linear in source, the adjoint of MaxPool2DBackward's grad_output (and back).
-          if (!grad::differentiable(in[0])) return std::vector<Tensor>{Tensor(), Tensor()};
           static const OpDefPtr op = OpRegistry::Instance().get("MaxPool2DBackward");
           const Tensor g = grad::or_zeros(grad_outputs[0], out[0]);
           return std::vector<Tensor>{grad::as_grad_of(call_op(*op, {g, in[1]}, attrs)[0], in[0]),

@@ -270,9 +270,17 @@ def test_pools():
     assert gradcheck(lambda v: mint.max_pool2d(v, 2), (x,))
     assert gradcheck(lambda v: mint.max_pool2d(v, 3, stride=2, padding=1), (x,))
     # Second derivatives: max pooling's backward and the gather at its maxima are each other's
-    # rule, so double backward works (and is checked against finite differences).
+    # rule, so double backward runs (in x the second derivative is zero)...
     assert kiln.testing.gradgradcheck(lambda v: mint.max_pool2d(v, 2), (x,))
     assert kiln.testing.gradgradcheck(lambda v: mint.max_pool2d(v, 3, stride=2, padding=1), (x,))
+    # ...and in the output gradient, where backward is linear, the gather's values are checked
+    # against finite differences through the autograd engine, to third order.
+    for kwargs, out in (({"kernel_size": 2}, (1, 2, 2, 2)),
+                        ({"kernel_size": 3, "stride": 2, "padding": 1}, (1, 2, 3, 3))):
+        def dx(gy, kwargs=kwargs):
+            return kiln.autograd.grad(mint.max_pool2d(x, **kwargs), x, gy, create_graph=True)[0]
+        assert gradcheck(dx, (r(*out),))
+        assert kiln.testing.gradgradcheck(dx, (r(*out),))
     assert gradcheck(lambda v: mint.avg_pool2d(v, 2), (r(1, 2, 4, 4),))
     assert gradcheck(lambda v: mint.avg_pool2d(v, 3, stride=2, padding=1), (r(1, 2, 5, 5),))
 

@@ -445,6 +445,7 @@ TEST(GradMaxPool2D, BackwardAndSelectAreEachOthersRule_MatchingFiniteDifferences
     expect_grad_rule("MaxPool2DBackward", {r64(out), x}, attrs, 1e-6, 1e-5, 1e-4, {1});
     expect_grad_rule("MaxPool2DSelect", {r64(x.shape()), x}, attrs, 1e-6, 1e-5, 1e-4, {1});
     EXPECT_FALSE(testing::run_rule("MaxPool2DSelect", {r64(x.shape()), x}, attrs)[1].defined());
+    EXPECT_FALSE(testing::run_rule("MaxPool2DBackward", {r64(out), x}, attrs)[1].defined());
   }
 }
 
@@ -458,6 +459,19 @@ TEST(GradMaxPool2D, SelectPicksTheSourceAtEachWindowsMaximum) {
   ASSERT_EQ(picked.shape(), (Shape{1, 1, 2, 2}));
   const double want[] = {14, 15, 17, 18};
   for (int i = 0; i < 4; ++i) EXPECT_EQ(picked.data<double>()[i], want[i]) << i;
+  // Several planes, 16-bit source and x: each plane's own maxima, the result in float32 (the
+  // promoted type) computed through a float buffer. Each window picks one element of source, the
+  // one MaxPool2DBackward adds that window's gradient to: sum(select(s)) = sum(s * backward(1)).
+  const Tensor x16 = to(r64({2, 3, 4, 5}), DType::kFloat16);
+  const Tensor s16 = to(r64({2, 3, 4, 5}), DType::kBFloat16);
+  const Attrs strided = pool_attrs({2, 3}, {2, 2}, {1, 1}, true);
+  const Tensor got = call_op("MaxPool2DSelect", {s16, x16}, strided)[0];
+  EXPECT_EQ(got.dtype(), DType::kFloat32);
+  const Tensor dx = max_pool2d_backward(ones(got.shape(), DType::kFloat64), x16, {2, 3}, {2, 2},
+                                        {1, 1}, {1, 1}, true);
+  const double lhs = to(sum(got), DType::kFloat64).data<double>()[0];
+  const double rhs = sum(mul(to(s16, DType::kFloat64), dx)).data<double>()[0];
+  EXPECT_NEAR(lhs, rhs, 1e-4 * std::max(1.0, std::abs(rhs)));
   testing::expect_error(
       [&] {
         call_op("MaxPool2DSelect", {ones({1, 1, 3, 2}), ramp}, attrs);
