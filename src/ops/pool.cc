@@ -6,6 +6,7 @@
 // on planes of this layout. float16/bfloat16 average in float32 and round once.
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -224,15 +225,31 @@ void check_pool_grad(const char* op, const TensorMeta& grad, const TensorMeta& x
       << op << ": expected floating-point tensors, got " << grad.dtype << " and " << x.dtype;
 }
 
+// MaxPool2D's schema, which its backward and select ops share: `inputs`, then the window
+// attributes.
+OpDef max_pool_op(const char* name, std::initializer_list<const char*> inputs) {
+  OpDef def(name);
+  for (const char* input : inputs) def.input(input);
+  def.attr("kernel_size", AttrKind::kInts)
+      .attr("stride", AttrKind::kInts, std::vector<int64_t>{})
+      .attr("padding", AttrKind::kInts, std::vector<int64_t>{0, 0})
+      .attr("dilation", AttrKind::kInts, std::vector<int64_t>{1, 1})
+      .attr("ceil_mode", AttrKind::kBool, false);
+  return def;
+}
+
+// The rule of MaxPool2DBackward and of MaxPool2DSelect (Note [Pooling gradients]): each is
+// linear in its first input, and `adjoint`, the other of the two, is its gradient there, on the
+// output gradient and the same x; x gets none.
+std::vector<Tensor> max_pool_adjoint_grad(const OpDef& adjoint, const std::vector<Tensor>& in,
+                                          const std::vector<Tensor>& out, const Attrs& attrs,
+                                          const std::vector<Tensor>& grad_outputs) {
+  const Tensor g = grad::or_zeros(grad_outputs[0], out[0]);
+  return {grad::as_grad_of(call_op(adjoint, {g, in[1]}, attrs)[0], in[0]), Tensor()};
+}
+
 KILN_REGISTER_OP(
-    OpDef("MaxPool2DBackward")
-        .input("grad_output")
-        .input("x")
-        .attr("kernel_size", AttrKind::kInts)
-        .attr("stride", AttrKind::kInts, std::vector<int64_t>{})
-        .attr("padding", AttrKind::kInts, std::vector<int64_t>{0, 0})
-        .attr("dilation", AttrKind::kInts, std::vector<int64_t>{1, 1})
-        .attr("ceil_mode", AttrKind::kBool, false)
+    max_pool_op("MaxPool2DBackward", {"grad_output", "x"})
         .doc("The gradient of MaxPool2D's x from its output gradient (see Note [Pooling "
              "gradients])")
         .infer([](const InferContext& ctx) {
@@ -264,23 +281,14 @@ KILN_REGISTER_OP(
                 })
         .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs& attrs,
                  const std::vector<Tensor>& grad_outputs) {
-          // Linear in grad_output: its gradient is the gather at the maxima (Note [Pooling
-          // gradients]); x's is zero almost everywhere. (infer admits floating point only.)
+          // Linear in grad_output, whose gradient is the gather at the maxima; x's is zero almost
+          // everywhere. (infer admits floating point only.)
           static const OpDefPtr op = OpRegistry::Instance().get("MaxPool2DSelect");
-          const Tensor g = grad::or_zeros(grad_outputs[0], out[0]);
-          return std::vector<Tensor>{grad::as_grad_of(call_op(*op, {g, in[1]}, attrs)[0], in[0]),
-                                     Tensor()};
+          return max_pool_adjoint_grad(*op, in, out, attrs, grad_outputs);
         }));
 
 KILN_REGISTER_OP(
-    OpDef("MaxPool2DSelect")
-        .input("source")
-        .input("x")
-        .attr("kernel_size", AttrKind::kInts)
-        .attr("stride", AttrKind::kInts, std::vector<int64_t>{})
-        .attr("padding", AttrKind::kInts, std::vector<int64_t>{0, 0})
-        .attr("dilation", AttrKind::kInts, std::vector<int64_t>{1, 1})
-        .attr("ceil_mode", AttrKind::kBool, false)
+    max_pool_op("MaxPool2DSelect", {"source", "x"})
         .doc("For each window of MaxPool2D over x, the element of source (x's shape) at the "
              "window's maximum, 0 for a window outside x: the gradient of MaxPool2DBackward's "
              "grad_output (see Note [Pooling gradients])")
@@ -329,9 +337,7 @@ KILN_REGISTER_OP(
                  const std::vector<Tensor>& grad_outputs) {
           // Linear in source, the adjoint of MaxPool2DBackward's grad_output (and back).
           static const OpDefPtr op = OpRegistry::Instance().get("MaxPool2DBackward");
-          const Tensor g = grad::or_zeros(grad_outputs[0], out[0]);
-          return std::vector<Tensor>{grad::as_grad_of(call_op(*op, {g, in[1]}, attrs)[0], in[0]),
-                                     Tensor()};
+          return max_pool_adjoint_grad(*op, in, out, attrs, grad_outputs);
         }));
 
 KILN_REGISTER_OP(
@@ -390,13 +396,7 @@ KILN_REGISTER_OP(
           return std::vector<Tensor>{grad::as_grad_of(call_op(*op, {g}, pool_attrs)[0], in[0])};
         }));
 
-KILN_REGISTER_OP(OpDef("MaxPool2D")
-                     .input("x")
-                     .attr("kernel_size", AttrKind::kInts)
-                     .attr("stride", AttrKind::kInts, std::vector<int64_t>{})
-                     .attr("padding", AttrKind::kInts, std::vector<int64_t>{0, 0})
-                     .attr("dilation", AttrKind::kInts, std::vector<int64_t>{1, 1})
-                     .attr("ceil_mode", AttrKind::kBool, false)
+KILN_REGISTER_OP(max_pool_op("MaxPool2D", {"x"})
                      .doc("Maximum over kernel_size windows of NCHW x (stride [] = kernel_size)")
                      .infer([](const InferContext& ctx) {
                        const TensorMeta& x = ctx.input(0);
@@ -406,16 +406,17 @@ KILN_REGISTER_OP(OpDef("MaxPool2D")
                            {x.dtype, pool_out_shape("max_pool2d", x,
                                                     pool_params("max_pool2d", ctx.attrs, true))}};
                      })
-                     .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
-                       const Tensor& out = ctx.outputs[0];
-                       if (out.numel() == 0) return;
-                       const PoolParams p = pool_params("max_pool2d", ctx.attrs, true);
-                       const Tensor x = ctx.inputs[0].contiguous();
-                       visit_dtype(out.dtype(), [&](auto tag) {
-                         using T = typename decltype(tag)::type;
-                         if constexpr (!std::is_same_v<T, bool>) max_pool<T>(x, out, p);
-                       });
-                     })
+                     .kernel(DeviceType::kCPU,
+                             [](KernelContext& ctx) {
+                               const Tensor& out = ctx.outputs[0];
+                               if (out.numel() == 0) return;
+                               const PoolParams p = pool_params("max_pool2d", ctx.attrs, true);
+                               const Tensor x = ctx.inputs[0].contiguous();
+                               visit_dtype(out.dtype(), [&](auto tag) {
+                                 using T = typename decltype(tag)::type;
+                                 if constexpr (!std::is_same_v<T, bool>) max_pool<T>(x, out, p);
+                               });
+                             })
                      .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
                               const Attrs& attrs, const std::vector<Tensor>& grad_outputs) {
                        if (!grad::differentiable(in[0])) return std::vector<Tensor>{Tensor()};
