@@ -102,13 +102,14 @@ struct KILN_API TensorMeta {
   int64_t numel() const { return shape_numel(shape); }
   bool operator==(const TensorMeta& o) const { return dtype == o.dtype && shape == o.shape; }
 };
-using MetaList = std::vector<TensorMeta>;
+/// The metadata of an op's inputs or outputs. Inline up to two tensors: `infer` returns one on
+/// every eager op call, and most ops have one or two outputs.
+using MetaList = SmallVector<TensorMeta, 2>;
 
 /// The MetaList of one output, taking the shape over (MetaList{{dtype, shape}} copies it out of
 /// the initializer list): for the infer functions of small, frequent ops.
 inline MetaList single_output(DType dtype, Shape shape) {
   MetaList out;
-  out.reserve(1);  // emplace_back into no capacity takes the vector's slow, growing path
   out.emplace_back(dtype, std::move(shape));
   return out;
 }

@@ -1,14 +1,17 @@
 // kiln::SmallVector: a std::vector-like array that keeps up to N elements inside itself and only
-// goes to the heap beyond that. Shapes and strides are SmallVectors (kiln::Shape), so the metadata
-// of an op call — made and copied several times per call — costs no memory allocation for tensors
-// of up to kMaxInlineDims dimensions.
+// goes to the heap beyond that. The metadata of an op call is made and copied several times per
+// call, so its lists are SmallVectors: shapes and strides (kiln::Shape, no allocation up to
+// kMaxInlineDims dimensions), the input and output metadata `infer` sees and returns
+// (kiln::MetaList) and the tensors an op call returns (kiln::TensorList).
 //
-//   kiln::Shape s{2, 3};       // inline
-//   s.push_back(4);            // still inline
+//   kiln::Shape s{2, 3};         // inline
+//   s.push_back(4);              // still inline
 //   std::vector<int64_t> v = s;  // converts both ways
 //
-// Only trivially copyable element types (it moves elements with memcpy). The interface is the
-// subset of std::vector that Kiln uses; iterators are pointers.
+// Elements are any type whose move constructor does not throw. Trivially copyable ones (shape
+// extents) are moved with memcpy, and a copy of an inline list copies the whole fixed-size buffer,
+// which the compiler turns into a few moves. The interface is the subset of std::vector that Kiln
+// uses; iterators are pointers, and, as with std::vector, any growth invalidates them.
 #pragma once
 
 #include <algorithm>
@@ -17,15 +20,22 @@
 #include <cstring>
 #include <initializer_list>
 #include <iterator>
+#include <memory>
 #include <new>
+#include <stdexcept>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace kiln {
 
 template <typename T, size_t N>
 class SmallVector {
-  static_assert(std::is_trivially_copyable_v<T>, "SmallVector holds trivially copyable types");
+  static_assert(N > 0, "SmallVector keeps at least one element inline");
+  static_assert(std::is_nothrow_move_constructible_v<T>,
+                "SmallVector moves its elements when it grows: their move must not throw");
+  static_assert(alignof(T) <= alignof(std::max_align_t), "the heap buffer comes from malloc");
+  static constexpr bool kTrivial = std::is_trivially_copyable_v<T>;
 
  public:
   using value_type = T;
@@ -41,17 +51,22 @@ class SmallVector {
   using const_reverse_iterator = std::reverse_iterator<const_iterator>;
 
   // User-provided, so that value-initialization (`Shape()`, `Shape{}`) does not zero the inline
-  // buffer first: a tensor's metadata is made on every op call.
+  // buffer first: a tensor's metadata is made on every op call. The other constructors delegate
+  // to it, so that the destructor cleans up after an element's copy that throws half-way.
   SmallVector() noexcept {}
-  explicit SmallVector(size_t n) { resize(n); }
-  SmallVector(size_t n, const T& value) { assign(n, value); }
-  SmallVector(std::initializer_list<T> values) { assign(values.begin(), values.end()); }
-  template <typename It, typename = typename std::iterator_traits<It>::iterator_category>
-  SmallVector(It first, It last) {
-    assign(first, last);
+  explicit SmallVector(size_t n) : SmallVector() { resize(n); }
+  SmallVector(size_t n, const T& value) : SmallVector() { resize(n, value); }
+  SmallVector(std::initializer_list<T> values) : SmallVector() {
+    append(values.begin(), values.end());
   }
-  SmallVector(const std::vector<T>& v) { assign(v.begin(), v.end()); }  // NOLINT: implicit
-  SmallVector(const SmallVector& other) { copy_from(other); }
+  template <typename It, typename = typename std::iterator_traits<It>::iterator_category>
+  SmallVector(It first, It last) : SmallVector() {
+    append(first, last);
+  }
+  SmallVector(const std::vector<T>& v) : SmallVector() {  // NOLINT: implicit
+    append(v.begin(), v.end());
+  }
+  SmallVector(const SmallVector& other) : SmallVector() { copy_from(other); }
   SmallVector(SmallVector&& other) noexcept { take(other); }
   ~SmallVector() { release(); }
 
@@ -73,15 +88,14 @@ class SmallVector {
   operator std::vector<T>() const { return std::vector<T>(begin(), end()); }  // NOLINT
 
   void assign(size_t n, const T& value) {
+    const T copy = value;  // `value` may live in this vector
     clear();
-    resize(n, value);
+    resize(n, copy);
   }
   template <typename It, typename = typename std::iterator_traits<It>::iterator_category>
   void assign(It first, It last) {
-    const auto n = static_cast<size_t>(std::distance(first, last));
-    reserve(n);
-    std::copy(first, last, data_);
-    size_ = n;
+    clear();
+    append(first, last);
   }
 
   size_t size() const { return size_; }
@@ -91,6 +105,8 @@ class SmallVector {
   const T* data() const { return data_; }
   T& operator[](size_t i) { return data_[i]; }
   const T& operator[](size_t i) const { return data_[i]; }
+  T& at(size_t i) { return data_[checked(i)]; }
+  const T& at(size_t i) const { return data_[checked(i)]; }
   T& front() { return data_[0]; }
   const T& front() const { return data_[0]; }
   T& back() { return data_[size_ - 1]; }
@@ -112,46 +128,74 @@ class SmallVector {
     const size_t grown = std::max(n, capacity_ * 2);
     T* heap = static_cast<T*>(std::malloc(grown * sizeof(T)));
     if (heap == nullptr) throw std::bad_alloc();
-    if (size_ > 0) std::memcpy(heap, data_, size_ * sizeof(T));
+    if constexpr (kTrivial) {
+      if (size_ > 0) std::memcpy(heap, data_, size_ * sizeof(T));
+    } else {
+      std::uninitialized_move(data_, data_ + size_, heap);
+      std::destroy(data_, data_ + size_);
+    }
     if (data_ != inline_) std::free(data_);
     data_ = heap;
     capacity_ = grown;
   }
-  void resize(size_t n) { resize(n, T()); }
-  void resize(size_t n, const T& value) {
-    reserve(n);
-    if (n > size_) std::fill(data_ + size_, data_ + n, value);
-    size_ = n;
-  }
-  void clear() { size_ = 0; }
-  void push_back(const T& value) {
-    if (size_ == capacity_) {
-      const T copy = value;  // `value` may live in this vector
-      reserve(size_ + 1);
-      data_[size_++] = copy;
+  void resize(size_t n) {  // new elements value-initialized in place
+    if (n <= size_) {
+      destroy_from(n);
       return;
     }
-    data_[size_++] = value;
+    reserve(n);
+    for (; size_ < n; ++size_) new (data_ + size_) T();
   }
+  void resize(size_t n, const T& value) {
+    if (n <= size_) {
+      destroy_from(n);
+      return;
+    }
+    const T copy = value;  // `value` may live in this vector
+    reserve(n);
+    if constexpr (kTrivial) {
+      std::fill(data_ + size_, data_ + n, copy);
+      size_ = n;
+    } else {
+      for (; size_ < n; ++size_) new (data_ + size_) T(copy);
+    }
+  }
+  void clear() { destroy_from(0); }
+  void push_back(const T& value) { emplace_back(value); }
+  void push_back(T&& value) { emplace_back(std::move(value)); }
   template <typename... Args>
   T& emplace_back(Args&&... args) {
-    push_back(T(std::forward<Args>(args)...));
-    return back();
+    if (size_ == capacity_) {
+      T value(std::forward<Args>(args)...);  // the arguments may live in this vector
+      reserve(size_ + 1);
+      new (data_ + size_) T(std::move(value));
+    } else {
+      new (data_ + size_) T(std::forward<Args>(args)...);
+    }
+    return data_[size_++];
   }
-  void pop_back() { --size_; }
+  void pop_back() { destroy_from(size_ - 1); }
 
   iterator insert(const_iterator pos, const T& value) { return insert(pos, size_t{1}, value); }
   iterator insert(const_iterator pos, size_t n, const T& value) {
-    const T copy = value;
-    const size_t at = open_gap(pos, n);
-    std::fill(data_ + at, data_ + at + n, copy);
+    const auto at = static_cast<size_t>(pos - data_);
+    const size_t old_size = size_;
+    resize(size_ + n, value);
+    std::rotate(data_ + at, data_ + old_size, data_ + size_);
     return data_ + at;
   }
   template <typename It, typename = typename std::iterator_traits<It>::iterator_category>
   iterator insert(const_iterator pos, It first, It last) {
-    const SmallVector copy(first, last);  // the range may live in this vector
-    const size_t at = open_gap(pos, copy.size());
-    std::copy(copy.begin(), copy.end(), data_ + at);
+    const auto at = static_cast<size_t>(pos - data_);
+    const size_t old_size = size_;
+    if constexpr (std::is_convertible_v<It, const_iterator>) {
+      // The range may live in this vector, which append may move: copy it out first.
+      const SmallVector copy(first, last);
+      append(copy.begin(), copy.end());
+    } else {
+      append(first, last);
+    }
+    std::rotate(data_ + at, data_ + old_size, data_ + size_);
     return data_ + at;
   }
   iterator insert(const_iterator pos, std::initializer_list<T> values) {
@@ -159,11 +203,10 @@ class SmallVector {
   }
   iterator erase(const_iterator pos) { return erase(pos, pos + 1); }
   iterator erase(const_iterator first, const_iterator last) {
-    const auto at = static_cast<size_t>(first - data_);
-    const auto n = static_cast<size_t>(last - first);
-    std::memmove(data_ + at, data_ + at + n, (size_ - at - n) * sizeof(T));
-    size_ -= n;
-    return data_ + at;
+    T* const to = data_ + (first - data_);
+    T* const from = data_ + (last - data_);
+    destroy_from(static_cast<size_t>(std::move(from, end(), to) - data_));
+    return to;
   }
 
   friend bool operator==(const SmallVector& a, const SmallVector& b) {
@@ -181,35 +224,53 @@ class SmallVector {
   friend bool operator!=(const std::vector<T>& a, const SmallVector& b) { return !(b == a); }
 
  private:
-  // Makes room for n elements at pos; returns pos as an index.
-  size_t open_gap(const_iterator pos, size_t n) {
-    const auto at = static_cast<size_t>(pos - data_);
-    reserve(size_ + n);
-    std::memmove(data_ + at + n, data_ + at, (size_ - at) * sizeof(T));
-    size_ += n;
-    return at;
+  size_t checked(size_t i) const {
+    if (i >= size_) throw std::out_of_range("SmallVector::at: index past the end");
+    return i;
+  }
+  // Copies [first, last) onto the end.
+  template <typename It>
+  void append(It first, It last) {
+    reserve(size_ + static_cast<size_t>(std::distance(first, last)));
+    if constexpr (kTrivial) {
+      size_ = static_cast<size_t>(std::copy(first, last, data_ + size_) - data_);
+    } else {
+      for (; first != last; ++first, ++size_) new (data_ + size_) T(*first);
+    }
+  }
+  // Destroys the elements from index n on.
+  void destroy_from(size_t n) {
+    if constexpr (!kTrivial) std::destroy(data_ + n, data_ + size_);
+    size_ = n;
   }
   void release() {
+    clear();
     if (data_ != inline_) std::free(data_);
     data_ = inline_;
     capacity_ = N;
-    size_ = 0;
   }
-  // Copies other's elements. When they fit inline, the whole inline buffer is copied: a fixed-size
-  // copy the compiler turns into a few moves (a heap buffer, when other has one, holds more than N
+  // Copies other's elements. When both are inline, trivially copyable elements go as the whole
+  // inline buffer: a fixed-size copy (a heap buffer, when other has one, holds more than N
   // elements, so reading N is in bounds; the bytes past size_ are never read as values).
   void copy_from(const SmallVector& other) {
-    if (data_ == inline_ && other.size_ <= N) {
-      std::memcpy(inline_, other.data_, sizeof(inline_));
-      size_ = other.size_;
-      return;
+    if constexpr (kTrivial) {
+      if (data_ == inline_ && other.size_ <= N) {
+        std::memcpy(inline_, other.data_, sizeof(inline_));
+        size_ = other.size_;
+        return;
+      }
     }
     assign(other.begin(), other.end());
   }
   // Moves other's elements here (this is empty and inline); leaves other empty.
-  void take(SmallVector& other) {
+  void take(SmallVector& other) noexcept {
     if (other.data_ == other.inline_) {
-      std::memcpy(inline_, other.inline_, other.size_ * sizeof(T));
+      if constexpr (kTrivial) {
+        std::memcpy(inline_, other.inline_, other.size_ * sizeof(T));
+      } else {
+        std::uninitialized_move(other.data_, other.data_ + other.size_, data_);
+        std::destroy(other.data_, other.data_ + other.size_);
+      }
     } else {
       data_ = other.data_;
       capacity_ = other.capacity_;
@@ -223,7 +284,10 @@ class SmallVector {
   T* data_ = inline_;
   size_t size_ = 0;
   size_t capacity_ = N;
-  T inline_[N];
+  // A union, so that the inline elements are constructed only as they are added.
+  union {
+    T inline_[N];
+  };
 };
 
 }  // namespace kiln
