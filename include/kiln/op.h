@@ -6,8 +6,9 @@
 //       .infer([](const kiln::InferContext& ctx) { return kiln::MetaList{ctx.input(0)}; })
 //       .kernel(kiln::DeviceType::kCPU, [](kiln::KernelContext& ctx) { ... }));
 //
-//   std::vector<kiln::Tensor> out = kiln::call_op("Scale", {x}, {{"factor", 2.0}});
-//   (the inputs are a kiln::TensorSpan: a braced list or a std::vector<kiln::Tensor>)
+//   kiln::TensorList out = kiln::call_op("Scale", {x}, {{"factor", 2.0}});
+//   (the inputs are a kiln::TensorSpan: a braced list, a std::vector<kiln::Tensor> or a
+//   kiln::TensorList; the results a TensorList, which converts to a std::vector<kiln::Tensor>)
 //
 // One OpDef serves eager dispatch, graph shape inference, passes, backends and autograd: its schema
 // (named tensor inputs, typed attributes with defaults, a fixed or variable number of outputs),
@@ -102,6 +103,9 @@ struct KILN_API TensorMeta {
   int64_t numel() const { return shape_numel(shape); }
   bool operator==(const TensorMeta& o) const { return dtype == o.dtype && shape == o.shape; }
 };
+/// The tensors an op call returns, inline up to two (no allocation for the common one result).
+using TensorList = SmallVector<Tensor, 2>;
+
 /// The metadata of an op's inputs or outputs. Inline up to two tensors: `infer` returns one on
 /// every eager op call, and most ops have one or two outputs.
 using MetaList = SmallVector<TensorMeta, 2>;
@@ -147,8 +151,7 @@ using WorkspaceFn = std::function<size_t(const InferContext&)>;
 /// The eager results of a view op: tensors sharing their input's storage (one per output), or an
 /// empty vector when the inputs' layout needs a copy (then the op's kernel computes the result).
 /// It must not read data: the pipeline calls it before the inputs are computed.
-using ViewFn =
-    std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Attrs& attrs)>;
+using ViewFn = std::function<TensorList(const std::vector<Tensor>& inputs, const Attrs& attrs)>;
 /// A gradient rule (kiln/autograd.h): the gradients of the inputs from the op's inputs, outputs,
 /// normalized attributes and the gradients of its outputs (an undefined one means zero). It
 /// returns one tensor per input, with that input's shape and dtype, or undefined where no gradient
@@ -308,9 +311,9 @@ class KILN_API Dispatcher {
   /// Runs `op` on `inputs`; `attrs` are already normalized. When `out` is non-empty the results
   /// are written into those tensors (which must have the inferred shapes) and returned. With a
   /// `bound_kernel`, `out` holds the outputs (see call_bound_kernel) and `op` only names the call.
-  virtual std::vector<Tensor> dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
-                                       const std::vector<Tensor>& out,
-                                       const std::shared_ptr<BoundKernel>& bound_kernel) = 0;
+  virtual TensorList dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                              const std::vector<Tensor>& out,
+                              const std::shared_ptr<BoundKernel>& bound_kernel) = 0;
 };
 /// The dispatcher call_op uses now.
 KILN_API Dispatcher* current_dispatcher();
@@ -324,10 +327,10 @@ KILN_API Dispatcher* set_thread_dispatcher(Dispatcher* dispatcher);
 /// Runs `op` eagerly through the current dispatcher. Errors carry the op's name and input types.
 /// `op` must stay alive until the call has run (registered ops do: unregistering one waits for
 /// the calls queued on it).
-KILN_API std::vector<Tensor> call_op(const OpDef& op, TensorSpan inputs, const Attrs& attrs = {},
-                                     const std::vector<Tensor>& out = {});
-KILN_API std::vector<Tensor> call_op(const std::string& name, TensorSpan inputs,
-                                     const Attrs& attrs = {}, const std::vector<Tensor>& out = {});
+KILN_API TensorList call_op(const OpDef& op, TensorSpan inputs, const Attrs& attrs = {},
+                            const std::vector<Tensor>& out = {});
+KILN_API TensorList call_op(const std::string& name, TensorSpan inputs, const Attrs& attrs = {},
+                            const std::vector<Tensor>& out = {});
 /// Runs `kernel` eagerly through the current dispatcher, as the call `op` (whose name and the
 /// inputs' types appear in errors; `op` must outlive the call, as the kernel object may ensure).
 /// `outputs` must be defined; those without memory get it, contiguous, in the DeviceTask, and any
@@ -349,7 +352,7 @@ struct KILN_API OpCall {
   std::shared_ptr<BoundKernel> bound_kernel;
   /// What the call returns. Before plan_op either empty (plan_op creates the results) or one
   /// metadata-less handle per output, which plan_op fills (the pipeline's pending tensors).
-  std::vector<Tensor> results;
+  TensorList results;
 
   // Filled by plan_op.
   MetaList input_metas;
@@ -374,9 +377,9 @@ KILN_API void allocate_op(OpCall& call);
 /// The LaunchTask: runs the kernel and converts results into out tensors of another dtype.
 KILN_API void launch_op(OpCall& call);
 /// plan_op, allocate_op and launch_op in a row; returns the results.
-KILN_API std::vector<Tensor> run_op_sync(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
-                                         const std::vector<Tensor>& out,
-                                         const std::shared_ptr<BoundKernel>& bound_kernel = {});
+KILN_API TensorList run_op_sync(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                                const std::vector<Tensor>& out,
+                                const std::shared_ptr<BoundKernel>& bound_kernel = {});
 /// "Add(float32[2, 3], float32[3])": an op call as error messages print it.
 KILN_API std::string op_call_str(const OpDef& op, const MetaList& inputs);
 
@@ -384,9 +387,8 @@ namespace detail {
 /// Autograd's entry into eager dispatch, installed by the autograd layer (kiln/autograd.h):
 /// call_op hands it every call that has an input or out tensor autograd has seen
 /// (TensorImpl::autograd set); the hook dispatches the call itself and records it for backward.
-using AutogradCallHook = std::vector<Tensor> (*)(const OpDef& op, TensorSpan inputs,
-                                                 const Attrs& attrs,
-                                                 const std::vector<Tensor>& out);
+using AutogradCallHook = TensorList (*)(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                                        const std::vector<Tensor>& out);
 KILN_API void set_autograd_call_hook(AutogradCallHook hook);
 
 /// Runs before an op leaves the registry; the runtime installs a wait for the calls queued on it.

@@ -1,7 +1,7 @@
 // TensorSpan: a read-only view of consecutive tensors, the type op calls take their inputs as.
 //
 //   kiln::call_op(op, {a, b});         // a braced list: no std::vector is built
-//   kiln::call_op(op, inputs);         // a std::vector<Tensor>
+//   kiln::call_op(op, inputs);         // a std::vector<Tensor> or a SmallVector<Tensor, N>
 //
 // Why: every eager op call passes its inputs down through call_op, the dispatcher and the
 // autograd hook; a std::vector parameter made each call allocate a vector (and copy every tensor
@@ -37,6 +37,9 @@ class TensorSpan {
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+  template <size_t N>
+  TensorSpan(const SmallVector<Tensor, N>& tensors)  // NOLINT: implicit, as a parameter type
+      : data_(tensors.data()), size_(tensors.size()) {}
   TensorSpan(const Tensor* data, size_t size) : data_(data), size_(size) {}
 
   const Tensor* data() const { return data_; }

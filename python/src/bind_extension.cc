@@ -132,7 +132,9 @@ std::vector<int64_t> to_ints(const BoundFunction& f, size_t i, PyObject* o) {
 
 PyObject* to_python(Tensor&& t) { return nb::cast(std::move(t), nb::rv_policy::move).release().ptr(); }
 
-PyObject* tensors_to_python(std::vector<Tensor>&& tensors, bool as_tuple) {
+// `tensors`: a std::vector<Tensor> or a TensorList, whose tensors move into the Python objects.
+template <typename List>
+PyObject* tensors_to_python(List&& tensors, bool as_tuple) {
   nb::object seq = nb::steal(as_tuple ? PyTuple_New(static_cast<Py_ssize_t>(tensors.size()))
                                       : PyList_New(static_cast<Py_ssize_t>(tensors.size())));
   if (!seq.is_valid()) throw nb::python_error();
@@ -289,7 +291,7 @@ PyObject* call_op_function(PyObject* self, PyObject* const* args, Py_ssize_t nar
       if (slots[i] == nullptr) continue;  // call_op fills defaults and names missing ones
       attrs.set(spec.name, op_attr(f, i, slots[i], spec));
     }
-    std::vector<Tensor> outputs = call_op(op, inputs, attrs);
+    TensorList outputs = call_op(op, inputs, attrs);
     if (op.num_outputs() == 1) return to_python(std::move(outputs.at(0)));
     return tensors_to_python(std::move(outputs), op.num_outputs() != OpDef::kVariableOutputs);
   } catch (...) {

@@ -78,11 +78,12 @@ void bind_mint_shape(nb::module_& mint) {
       "x itself when contiguous, else a contiguous copy.");
 
   mint.def(
-      "cat", [](const TensorList& tensors, int64_t dim) { return cat(tensors.tensors, dim); },
+      "cat", [](const TensorListArg& tensors, int64_t dim) { return cat(tensors.tensors, dim); },
       "tensors"_a, "dim"_a = 0,
       "The tensors (promoted to a common dtype) joined along an existing dim.");
   mint.def(
-      "stack", [](const TensorList& tensors, int64_t dim) { return stack(tensors.tensors, dim); },
+      "stack",
+      [](const TensorListArg& tensors, int64_t dim) { return stack(tensors.tensors, dim); },
       "tensors"_a, "dim"_a = 0, "The tensors (same shape) joined along a new dim.");
   mint.def(
       "split",
@@ -141,12 +142,12 @@ void bind_mint_shape(nb::module_& mint) {
 
   mint.def(
       "_index",
-      [](const TensorArg& x, const TensorList& indices) { return index(x, indices.tensors); },
+      [](const TensorArg& x, const TensorListArg& indices) { return index(x, indices.tensors); },
       "x"_a, "indices"_a,
       "x[i0, i1, ...] with integer index tensors over the leading dims (a copy).");
   mint.def(
       "_index_put_",
-      [](const Tensor& x, const TensorList& indices, const TensorArg& values) {
+      [](const Tensor& x, const TensorListArg& indices, const TensorArg& values) {
         index_put_(x, indices.tensors, values);
       },
       "x"_a, "indices"_a, "values"_a, "In place: x[i0, i1, ...] = values (broadcast).");

@@ -179,8 +179,8 @@ bool type_caster<kiln::py::TensorArg>::from_python(handle src, uint32_t flags,
   return false;
 }
 
-bool type_caster<kiln::py::TensorList>::from_python(handle src, uint32_t flags,
-                                                    cleanup_list* cleanup) noexcept {
+bool type_caster<kiln::py::TensorListArg>::from_python(handle src, uint32_t flags,
+                                                       cleanup_list* cleanup) noexcept {
   PyObject* o = src.ptr();
   if (PyUnicode_Check(o) || PyBytes_Check(o) || !PySequence_Check(o)) return false;
   // The list or tuple itself, or a new list holding the items (alive until released below).

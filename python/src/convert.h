@@ -40,7 +40,7 @@ class TensorArg {
 /// A sequence of TensorArg values, each copied while its Python object is alive: a sequence that is
 /// not a list or tuple (a kiln.Tensor iterated by rows, a generator-backed Sequence) makes its
 /// items on the fly, so nothing may be borrowed from them past the conversion.
-struct TensorList {
+struct TensorListArg {
   std::vector<Tensor> tensors;
 };
 
@@ -90,8 +90,8 @@ struct type_caster<kiln::py::TensorArg> {
 };
 
 template <>
-struct type_caster<kiln::py::TensorList> {
-  NB_TYPE_CASTER(kiln::py::TensorList, const_name("Sequence[kiln.Tensor | float | int | bool]"))
+struct type_caster<kiln::py::TensorListArg> {
+  NB_TYPE_CASTER(kiln::py::TensorListArg, const_name("Sequence[kiln.Tensor | float | int | bool]"))
   bool from_python(handle src, uint32_t flags, cleanup_list* cleanup) noexcept;
 };
 

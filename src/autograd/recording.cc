@@ -99,13 +99,13 @@ bool any_requires_grad(TensorSpan tensors) {
   return false;
 }
 
-std::vector<Tensor> dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
-                             const std::vector<Tensor>& out) {
+TensorList dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                    const std::vector<Tensor>& out) {
   return current_dispatcher()->dispatch(op, inputs, attrs, out, nullptr);
 }
 
-std::vector<Tensor> record_call(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
-                                const std::vector<Tensor>& out) {
+TensorList record_call(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                       const std::vector<Tensor>& out) {
   if (!is_grad_enabled()) return dispatch(op, inputs, attrs, out);
   const bool recorded = any_requires_grad(inputs) && !op.has_trait(kTraitNotDifferentiable);
   KILN_CHECK_VALUE(!any_requires_grad(out))
@@ -115,7 +115,7 @@ std::vector<Tensor> record_call(const OpDef& op, TensorSpan inputs, const Attrs&
       << op.name() << " writes into an existing tensor (out= or an in-place operator) while an "
       << "input requires grad; autograd cannot track that: use the out-of-place form, or run it "
       << "under no_grad";
-  std::vector<Tensor> results = dispatch(op, inputs, attrs, out);
+  TensorList results = dispatch(op, inputs, attrs, out);
   if (!recorded) return results;
 
   std::vector<Node::Edge> edges;

@@ -112,7 +112,7 @@ class OpByOpBackend final : public BackendBase {
     for (const Step& step : p->steps) {
       args.clear();
       for (uint32_t s : step.inputs) args.push_back(slots[s]);
-      std::vector<Tensor> results = call_op(*step.op, args, step.attrs);
+      TensorList results = call_op(*step.op, args, step.attrs);
       KILN_CHECK(results.size() == step.num_outputs)
           << step.op->name() << " returned " << results.size() << " results, the graph says "
           << step.num_outputs;

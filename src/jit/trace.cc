@@ -209,9 +209,9 @@ NodePtr Trace::constant_node(const Tensor& t) {
   return graph_->add_value(t);
 }
 
-std::vector<Tensor> Trace::dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
-                                    const std::vector<Tensor>& out,
-                                    const std::shared_ptr<BoundKernel>& bound_kernel) {
+TensorList Trace::dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                           const std::vector<Tensor>& out,
+                           const std::shared_ptr<BoundKernel>& bound_kernel) {
   KILN_CHECK_KIND(ErrorKind::kNotImplemented, bound_kernel == nullptr)
       << "custom op '" << op.name() << "' runs an OpRunner, a kernel object made for each call, "
       << "which graph \"" << graph_->name() << "\" cannot record as a node. Register the op with "
@@ -228,7 +228,7 @@ std::vector<Tensor> Trace::dispatch(const OpDef& op, TensorSpan inputs, const At
   if (!out.empty()) return record_inplace(op, node, out);
   const Abstract& abstract = node->abstract();
   if (abstract.is_tensor()) return {make_tracer(abstract.tensor(), node, false)};
-  std::vector<Tensor> results;
+  TensorList results;
   const std::vector<TensorMeta>& elements = abstract.elements();
   results.reserve(elements.size());
   for (size_t i = 0; i < elements.size(); ++i) {
@@ -257,8 +257,8 @@ std::unordered_map<const Storage*, Trace::Traced>::iterator Trace::adopt_written
 
 // An op writing into existing tensors (in place, or out=): the tensors' storages hold the new
 // values from now on (see Note [Tracing]).
-std::vector<Tensor> Trace::record_inplace(const OpDef& op, const CNodePtr& node,
-                                          const std::vector<Tensor>& out) {
+TensorList Trace::record_inplace(const OpDef& op, const CNodePtr& node,
+                                 const std::vector<Tensor>& out) {
   const Abstract& abstract = node->abstract();
   const size_t n = abstract.is_tuple() ? abstract.elements().size() : 1;
   KILN_CHECK_VALUE(out.size() == n)
@@ -290,7 +290,7 @@ std::vector<Tensor> Trace::record_inplace(const OpDef& op, const CNodePtr& node,
     }
     value.node = std::move(result);
   }
-  return out;
+  return TensorList(out.begin(), out.end());
 }
 
 }  // namespace kiln::jit_detail

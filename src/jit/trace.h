@@ -59,9 +59,9 @@ class KILN_API Trace final : public Dispatcher {
   /// True when `t` is a tracer of this Trace or a view of one.
   bool is_tracer(const Tensor& t) const;
 
-  std::vector<Tensor> dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
-                               const std::vector<Tensor>& out,
-                               const std::shared_ptr<BoundKernel>& bound_kernel) override;
+  TensorList dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                      const std::vector<Tensor>& out,
+                      const std::shared_ptr<BoundKernel>& bound_kernel) override;
 
  private:
   struct Traced {
@@ -79,8 +79,7 @@ class KILN_API Trace final : public Dispatcher {
   NodePtr node_of(const Tensor& t);
   NodePtr view_node(const Tensor& t, const Traced& base);
   NodePtr constant_node(const Tensor& t);
-  std::vector<Tensor> record_inplace(const OpDef& op, const CNodePtr& node,
-                                     const std::vector<Tensor>& out);
+  TensorList record_inplace(const OpDef& op, const CNodePtr& node, const std::vector<Tensor>& out);
   std::unordered_map<const Storage*, Traced>::iterator adopt_written(const OpDef& op,
                                                                      const Tensor& target);
   void stop();

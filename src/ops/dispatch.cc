@@ -31,9 +31,9 @@ namespace {
 
 class SyncDispatcher final : public Dispatcher {
  public:
-  std::vector<Tensor> dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
-                               const std::vector<Tensor>& out,
-                               const std::shared_ptr<BoundKernel>& bound_kernel) override {
+  TensorList dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                      const std::vector<Tensor>& out,
+                      const std::shared_ptr<BoundKernel>& bound_kernel) override {
     return run_op_sync(op, inputs, attrs, out, bound_kernel);
   }
 };
@@ -86,7 +86,7 @@ void alias_result(const Tensor& result, const Tensor& view) {
 
 // Fills call.results with the views; false when the view function declined (a copy is needed).
 bool plan_views(OpCall& call) {
-  std::vector<Tensor> views = call.op->view_fn()(call.inputs, call.attrs);
+  TensorList views = call.op->view_fn()(call.inputs, call.attrs);
   if (views.empty()) return false;
   if (call.results.empty()) {
     call.results = std::move(views);
@@ -105,7 +105,7 @@ void plan_outputs(OpCall& call, const MetaList& metas) {
   if (!call.out.empty()) {
     KILN_CHECK_VALUE(call.out.size() == metas.size())
         << op.name() << ": expected " << metas.size() << " out tensors, got " << call.out.size();
-    call.results = call.out;
+    call.results.assign(call.out.begin(), call.out.end());
   } else if (call.results.empty()) {
     call.results.reserve(metas.size());
     for (size_t i = 0; i < metas.size(); ++i) {
@@ -178,7 +178,7 @@ void OpCall::clear() {
 }
 
 void bind_outputs(OpCall& call, const std::vector<Tensor>& outputs) {
-  call.results = outputs;
+  call.results.assign(outputs.begin(), outputs.end());
   call.out.clear();
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& t = outputs[i];
@@ -198,7 +198,7 @@ void plan_op(OpCall& call) {
   call.input_metas.reserve(call.inputs.size());
   for (const Tensor& t : call.inputs) call.input_metas.push_back(TensorMeta::of(t));
   if (call.bound_kernel != nullptr) {
-    call.kernel_outputs = call.results;
+    call.kernel_outputs.assign(call.results.begin(), call.results.end());
     return;
   }
   const MetaList metas = op.infer_outputs(call.input_metas, call.attrs);  // adds its own context
@@ -276,9 +276,9 @@ thread_local PooledCall::Pool PooledCall::t_pool;
 
 }  // namespace
 
-std::vector<Tensor> run_op_sync(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
-                                const std::vector<Tensor>& out,
-                                const std::shared_ptr<BoundKernel>& bound_kernel) {
+TensorList run_op_sync(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                       const std::vector<Tensor>& out,
+                       const std::shared_ptr<BoundKernel>& bound_kernel) {
   PooledCall pooled;
   OpCall& call = pooled.get();
   call.op = &op;
@@ -310,8 +310,8 @@ void note_writes(const std::vector<Tensor>& out) {
 
 }  // namespace
 
-std::vector<Tensor> call_op(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
-                            const std::vector<Tensor>& out) {
+TensorList call_op(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                   const std::vector<Tensor>& out) {
   if (!out.empty()) note_writes(out);
   detail::AutogradCallHook hook = g_autograd_hook.load(std::memory_order_acquire);
   if (hook != nullptr && (seen_by_autograd(inputs) || seen_by_autograd(out))) {
@@ -324,8 +324,8 @@ void detail::set_autograd_call_hook(AutogradCallHook hook) {
   g_autograd_hook.store(hook, std::memory_order_release);
 }
 
-std::vector<Tensor> call_op(const std::string& name, TensorSpan inputs, const Attrs& attrs,
-                            const std::vector<Tensor>& out) {
+TensorList call_op(const std::string& name, TensorSpan inputs, const Attrs& attrs,
+                   const std::vector<Tensor>& out) {
   return call_op(*OpRegistry::Instance().get(name), inputs, attrs, out);
 }
 

@@ -201,10 +201,10 @@ KILN_REGISTER_OP(OpDef("Stack")
 // As in PyTorch, the pieces of split and chunk are views of x (narrow), so eager split is free and
 // writes through a piece reach x. In graphs Split is an ordinary primitive whose kernel copies the
 // pieces.
-std::vector<Tensor> split_views(const std::vector<Tensor>& inputs, const Attrs& attrs) {
+TensorList split_views(const std::vector<Tensor>& inputs, const Attrs& attrs) {
   const Tensor& x = inputs[0];
   const int64_t d = wrap_dim(attrs.get<int64_t>("dim"), x.ndim());
-  std::vector<Tensor> pieces;
+  TensorList pieces;
   int64_t offset = 0;
   for (int64_t s : attrs.get<std::vector<int64_t>>("sizes")) {
     pieces.push_back(x.narrow(d, offset, s));

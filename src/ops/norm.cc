@@ -226,8 +226,8 @@ std::vector<Tensor> norm_grad(bool centered, const std::vector<Tensor>& inputs,
   static const OpDefPtr layer_norm_backward = OpRegistry::Instance().get("LayerNormBackward");
   static const OpDefPtr rms_norm_backward = OpRegistry::Instance().get("RMSNormBackward");
   const Tensor g = grad::or_zeros(grad_outputs[0], outputs[0]);
-  const std::vector<Tensor> d = call_op(centered ? *layer_norm_backward : *rms_norm_backward,
-                                        {inputs[0], inputs[1], g}, attrs);
+  const TensorList d = call_op(centered ? *layer_norm_backward : *rms_norm_backward,
+                               {inputs[0], inputs[1], g}, attrs);
   std::vector<Tensor> grads(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) grads[i] = grad::as_grad_of(d[i], inputs[i]);
   return grads;

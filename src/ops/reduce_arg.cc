@@ -182,14 +182,14 @@ Attrs arg_attrs(std::optional<int64_t> dim, bool keepdim) {
 
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
   static const OpDefPtr op = OpRegistry::Instance().get("MaxDim");
-  std::vector<Tensor> out = call_op(*op, {x}, {{"dim", dim}, {"keepdim", keepdim}});
-  return {out[0], out[1]};
+  TensorList out = call_op(*op, {x}, {{"dim", dim}, {"keepdim", keepdim}});
+  return {std::move(out[0]), std::move(out[1])};
 }
 
 std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
   static const OpDefPtr op = OpRegistry::Instance().get("MinDim");
-  std::vector<Tensor> out = call_op(*op, {x}, {{"dim", dim}, {"keepdim", keepdim}});
-  return {out[0], out[1]};
+  TensorList out = call_op(*op, {x}, {{"dim", dim}, {"keepdim", keepdim}});
+  return {std::move(out[0]), std::move(out[1])};
 }
 
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {

@@ -32,7 +32,9 @@ MetaList infer_view(const InferContext& ctx, ViewMethod method) {
 ViewFn view_fn(ViewMethod method) {
   return [method](const std::vector<Tensor>& inputs, const Attrs& attrs) {
     Tensor view = method(inputs[0], attrs);
-    return view.defined() ? std::vector<Tensor>{std::move(view)} : std::vector<Tensor>{};
+    TensorList views;
+    if (view.defined()) views.push_back(std::move(view));
+    return views;
   };
 }
 

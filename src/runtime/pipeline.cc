@@ -103,9 +103,9 @@ Pipeline::Pipeline() : mode_(initial_mode()) {}
 
 // ---- the caller's side (PyTask) ----------------------------------------------------------------
 
-std::vector<Tensor> Pipeline::dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
-                                       const std::vector<Tensor>& out,
-                                       const std::shared_ptr<BoundKernel>& bound_kernel) {
+TensorList Pipeline::dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                              const std::vector<Tensor>& out,
+                              const std::shared_ptr<BoundKernel>& bound_kernel) {
   if (mode() == PipelineMode::kSync || t_in_worker) {  // (the mode first: no TLS read in sync)
     return run_op_sync(op, inputs, attrs, out, bound_kernel);
   }
@@ -115,7 +115,7 @@ std::vector<Tensor> Pipeline::dispatch(const OpDef& op, TensorSpan inputs, const
   for (const Tensor& t : out) mark_queued(t);
   if (bound_kernel != nullptr) {
     publish(claim_slot(), op, inputs, attrs, out, {}, nullptr, bound_kernel);
-    return out;
+    return TensorList(out.begin(), out.end());
   }
   if (op.num_outputs() == OpDef::kVariableOutputs && out.empty()) {
     // How many results there are is metadata: plan here, waiting for the inputs' metadata, and
@@ -126,17 +126,17 @@ std::vector<Tensor> Pipeline::dispatch(const OpDef& op, TensorSpan inputs, const
     planned.attrs = attrs;
     plan_op(planned);
     for (const Tensor& t : planned.kernel_outputs) mark_queued(t);
-    std::vector<Tensor> results = planned.results;
+    TensorList results = planned.results;
     publish(claim_slot(), op, inputs, attrs, out, {}, &planned, nullptr);
     return results;
   }
-  std::vector<Tensor> results;
+  TensorList results;
   if (out.empty()) {
     const int n = op.num_outputs();
     results.reserve(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) results.emplace_back(std::make_shared<TensorImpl>());
   } else {
-    results = out;
+    results.assign(out.begin(), out.end());
   }
   const uint64_t seq = claim_slot();
   if (out.empty()) {
@@ -159,7 +159,7 @@ uint64_t Pipeline::claim_slot() {
 }
 
 void Pipeline::publish(uint64_t seq, const OpDef& op, TensorSpan inputs, const Attrs& attrs,
-                       const std::vector<Tensor>& out, std::vector<Tensor> results, OpCall* planned,
+                       const std::vector<Tensor>& out, TensorList results, OpCall* planned,
                        const std::shared_ptr<BoundKernel>& bound_kernel) {
   Slot& s = slot(seq);
   // Once claimed, the slot must be published whatever happens, or the ring would stall.

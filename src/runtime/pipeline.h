@@ -24,9 +24,9 @@ class Pipeline final : public Dispatcher {
   /// The process's pipeline (never destroyed: worker threads may outlive static destructors).
   static Pipeline& instance();
 
-  std::vector<Tensor> dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
-                               const std::vector<Tensor>& out,
-                               const std::shared_ptr<BoundKernel>& bound_kernel) override;
+  TensorList dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                      const std::vector<Tensor>& out,
+                      const std::shared_ptr<BoundKernel>& bound_kernel) override;
 
   void set_mode(PipelineMode mode);
   PipelineMode mode() const { return mode_.load(std::memory_order_acquire); }
@@ -71,7 +71,7 @@ class Pipeline final : public Dispatcher {
   // The PyTask: claims a sequence number, waits for its slot, fills and publishes it.
   uint64_t claim_slot();
   void publish(uint64_t seq, const OpDef& op, TensorSpan inputs, const Attrs& attrs,
-               const std::vector<Tensor>& out, std::vector<Tensor> results, OpCall* planned,
+               const std::vector<Tensor>& out, TensorList results, OpCall* planned,
                const std::shared_ptr<BoundKernel>& bound_kernel);
 
   // The three stages over one slot.

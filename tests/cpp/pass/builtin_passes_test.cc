@@ -490,9 +490,8 @@ TEST(ConstantFolding, AFailingOpIsLeftAloneAndReported) {
 // A dispatcher that records nothing and fails every call: folding must not reach it.
 class RefusingDispatcher final : public Dispatcher {
  public:
-  std::vector<Tensor> dispatch(const OpDef& op, TensorSpan, const Attrs&,
-                               const std::vector<Tensor>&,
-                               const std::shared_ptr<BoundKernel>&) override {
+  TensorList dispatch(const OpDef& op, TensorSpan, const Attrs&, const std::vector<Tensor>&,
+                      const std::shared_ptr<BoundKernel>&) override {
     ADD_FAILURE() << "folding called " << op.name() << " through the thread's dispatcher";
     return {};
   }
