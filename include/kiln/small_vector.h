@@ -255,18 +255,33 @@ class SmallVector {
   void copy_from(const SmallVector& other) {
     if constexpr (kTrivial) {
       if (data_ == inline_ && other.size_ <= N) {
-        std::memcpy(inline_, other.data_, sizeof(inline_));
+        copy_buffer(other.data_);
         size_ = other.size_;
         return;
       }
     }
     assign(other.begin(), other.end());
   }
-  // Moves other's elements here (this is empty and inline); leaves other empty.
+  // Copies N elements' bytes from `from` into the inline buffer: past the size, bytes that were
+  // never written, which is harmless (they are never read as values) but what GCC's
+  // maybe-uninitialized analysis warns about.
+  void copy_buffer(const T* from) {
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+    std::memcpy(inline_, from, sizeof(inline_));
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+  }
+  // Moves other's elements here (this is empty and inline); leaves other empty. Inline trivially
+  // copyable elements go as the whole buffer, like copy_from's (a copy of variable length is a
+  // call into the C library).
   void take(SmallVector& other) noexcept {
     if (other.data_ == other.inline_) {
       if constexpr (kTrivial) {
-        std::memcpy(inline_, other.inline_, other.size_ * sizeof(T));
+        copy_buffer(other.inline_);
       } else {
         std::uninitialized_move(other.data_, other.data_ + other.size_, data_);
         std::destroy(other.data_, other.data_ + other.size_);

@@ -130,7 +130,7 @@ std::vector<int64_t> to_ints(const BoundFunction& f, size_t i, PyObject* o) {
   return values;
 }
 
-PyObject* to_python(Tensor&& t) { return nb::cast(std::move(t), nb::rv_policy::move).release().ptr(); }
+PyObject* to_python(Tensor&& t) { return tensor_object(std::move(t)).release().ptr(); }
 
 // `tensors`: a std::vector<Tensor> or a TensorList, whose tensors move into the Python objects.
 template <typename List>

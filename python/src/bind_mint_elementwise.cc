@@ -84,7 +84,7 @@ constexpr BinaryEntry kBinary[] = {
 /// object itself (so `mint.add(x, y, out=z) is z`, as in PyTorch).
 template <typename F>
 nb::object with_out(nb::handle out, F&& f) {
-  if (out.is_none()) return nb::cast(f(Tensor()));
+  if (out.is_none()) return tensor_object(f(Tensor()));
   KILN_CHECK_TYPE(nb::isinstance<Tensor>(out))
       << "out: expected a kiln.Tensor or None, got " << nb::type_name(out.type()).c_str();
   f(nb::cast<const Tensor&>(out));
@@ -126,8 +126,9 @@ void bind_mint_elementwise(nb::module_& mint) {
           return with_out(out, [&](const Tensor& o) { return fn(x, o); });
         },
         "input"_a, nb::kw_only(), "out"_a = nb::none(), doc_of(e.prim));
-    nb::cpp_function_def([fn = e.fn](const Tensor& self) { return fn(self, Tensor()); },
-                         nb::scope(tensor_type), nb::name(e.name), nb::is_method(), doc_of(e.prim));
+    nb::cpp_function_def(
+        [fn = e.fn](const Tensor& self) { return tensor_object(fn(self, Tensor())); },
+        nb::scope(tensor_type), nb::name(e.name), nb::is_method(), doc_of(e.prim));
   }
   for (const BinaryEntry& e : kBinary) {
     mint.def(

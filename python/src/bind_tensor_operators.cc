@@ -99,11 +99,15 @@ void bind_tensor_operators(nb::module_& /*m*/) {
   for (const ArithmeticOperator& op : kArithmetic) {
     def_method(
         cls, op.forward,
-        [fn = op.fn](const Tensor& self, TensorArg other) { return fn(self, other, {}); },
+        [fn = op.fn](const Tensor& self, TensorArg other) {
+          return tensor_object(fn(self, other, {}));
+        },
         nb::is_operator());
     def_method(
         cls, op.reflected,
-        [fn = op.fn](const Tensor& self, TensorArg other) { return fn(other, self, {}); },
+        [fn = op.fn](const Tensor& self, TensorArg other) {
+          return tensor_object(fn(other, self, {}));
+        },
         nb::is_operator());
     // In place: the result is written into self through `out` and self itself is returned.
     def_method(
@@ -119,7 +123,9 @@ void bind_tensor_operators(nb::module_& /*m*/) {
   for (const ComparisonOperator& op : kComparisons) {
     def_method(
         cls, op.name,
-        [fn = op.fn](const Tensor& self, TensorArg other) { return fn(self, other, {}); },
+        [fn = op.fn](const Tensor& self, TensorArg other) {
+          return tensor_object(fn(self, other, {}));
+        },
         nb::is_operator());
   }
   for (const LogicalOperator& op : kLogical) {

@@ -141,6 +141,14 @@ const Tensor* tensor_ptr(PyObject* o) {
   return nb::inst_ptr<Tensor>(o);
 }
 
+nb::object tensor_object(Tensor&& t) {
+  static const nb::handle tensor_type = nb::type<Tensor>();
+  nb::object o = nb::inst_alloc(tensor_type);
+  new (nb::inst_ptr<Tensor>(o)) Tensor(std::move(t));
+  nb::inst_mark_ready(o);  // ready, and destroyed with the object
+  return o;
+}
+
 }  // namespace kiln::py
 
 namespace nanobind::detail {

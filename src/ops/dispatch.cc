@@ -250,14 +250,15 @@ namespace {
 // more than its results. Cleared, holding no tensors, whenever not in use.
 class PooledCall {
  public:
-  PooledCall() {
-    Pool& pool = t_pool;
-    if (pool.depth == pool.calls.size()) pool.calls.push_back(std::make_unique<OpCall>());
-    call_ = pool.calls[pool.depth++].get();
+  // The pool is found once: each thread_local access from a shared library is a call into the
+  // dynamic linker (__tls_get_addr), two for a thread_local with a constructor.
+  PooledCall() : pool_(t_pool) {
+    if (pool_.depth == pool_.calls.size()) pool_.calls.push_back(std::make_unique<OpCall>());
+    call_ = pool_.calls[pool_.depth++].get();
   }
   ~PooledCall() {
     call_->clear();
-    --t_pool.depth;
+    --pool_.depth;
   }
   PooledCall(const PooledCall&) = delete;
   PooledCall& operator=(const PooledCall&) = delete;
@@ -269,6 +270,7 @@ class PooledCall {
     size_t depth = 0;
   };
   static thread_local Pool t_pool;
+  Pool& pool_;
   OpCall* call_;
 };
 

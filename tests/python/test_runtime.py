@@ -172,6 +172,28 @@ def test_memory_stats_and_empty_cache(mode):
     assert stats["peak"] == stats["allocated"]
 
 
+@pytest.mark.parametrize("make, expected", [
+    (lambda x, y: x + y, 3.0), (lambda x, y: 2 + x, 3.0), (lambda x, y: x < y, True),
+    (lambda x, y: M.add(x, y), 3.0), (lambda x, y: x.exp(), np.float32(np.e)),
+    (lambda x, y: M.exp(x), np.float32(np.e))],
+    ids=["op", "reflected", "compare", "mint", "method", "mint_unary"])
+def test_op_results_are_tensors_that_free_their_memory_with_the_object(mode, make, expected):
+    # The bindings of the small ops build their result objects directly (not through
+    # nb::cast): each must be a plain kiln.Tensor that owns its tensor and releases it.
+    x = M.ones((256, 1024))
+    y = M.full((256, 1024), 2.0)
+    kiln.runtime.synchronize()
+    before = kiln.runtime.memory_stats()["allocated"]
+    r = make(x, y)
+    assert type(r) is kiln.Tensor
+    kiln.runtime.synchronize()
+    assert kiln.runtime.memory_stats()["allocated"] == before + r.numel() * r.dtype.itemsize
+    np.testing.assert_allclose(r.numpy(), np.full(r.shape, expected), rtol=1e-6)
+    del r
+    kiln.runtime.synchronize()
+    assert kiln.runtime.memory_stats()["allocated"] == before
+
+
 def test_shape_error_raises_at_the_call_in_sync_mode_and_at_a_sync_point_otherwise(mode):
     kiln.runtime.synchronize()
     a = kiln.tensor(np.ones((2, 3), dtype=np.float32))
