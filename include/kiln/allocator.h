@@ -7,7 +7,9 @@
 // last Tensor that views it goes away. The CPU allocator is replaceable: the runtime installs its
 // caching allocator with set_cpu_allocator(). A *deferred* storage has its size but no memory yet:
 // the pipeline creates one for each op output when it plans the op and gives it memory
-// (materialize()) in the op's DeviceTask, so views of a pending result can share it early.
+// (materialize()) in the op's DeviceTask, so views of a pending result can share it early. A
+// deferred storage of at most Storage::kInlineBytes gets its memory inside the Storage object
+// instead (a scalar, a 4x4 float matrix): an op on a few elements then makes no allocator call.
 #pragma once
 
 #include <atomic>
@@ -54,6 +56,11 @@ class KILN_API Storage {
   /// A storage of `nbytes` whose memory is allocated later by materialize().
   static std::shared_ptr<Storage> deferred(size_t nbytes, Device device = Device::cpu());
 
+  /// The most bytes a deferred storage keeps inside itself when materialized, rather than in a
+  /// block from the allocator. Such memory is 16-byte aligned (not kAlignment) and does not
+  /// appear in the allocator's statistics.
+  static constexpr size_t kInlineBytes = 64;
+
   Storage(void* data, size_t nbytes, Allocator* allocator, Deleter deleter, Device device);
   ~Storage();
   Storage(const Storage&) = delete;
@@ -62,13 +69,15 @@ class KILN_API Storage {
   /// The memory; null for a deferred storage that has not been materialized.
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
-  /// True when the memory came from an Allocator (allocate(), or materialize() of a deferred
-  /// storage), so only tensors that view this storage can write it; false for wrap()ped memory
-  /// owned elsewhere (NumPy, DLPack), which its owner may still change, and before materialize().
-  bool owns_memory() const { return allocator_ != nullptr; }
+  /// True when the memory came from an Allocator or lives inside this object (allocate(), or
+  /// materialize() of a deferred storage), so only tensors that view this storage can write it;
+  /// false for wrap()ped memory owned elsewhere (NumPy, DLPack), which its owner may still
+  /// change, and before materialize().
+  bool owns_memory() const { return allocator_ != nullptr || data_ == inline_; }
   Device device() const { return device_; }
-  /// Gives a deferred storage its memory from the device's allocator (no-op when it has memory).
-  /// Not thread-safe: the pipeline calls it once, in the DeviceTask of the op that made it.
+  /// Gives a deferred storage its memory: inside this object up to kInlineBytes, else from the
+  /// device's allocator (no-op when it has memory). Not thread-safe: the pipeline calls it once,
+  /// in the DeviceTask of the op that made it.
   void materialize();
 
   /// Pipeline bookkeeping (Note [Waiting for data] in src/runtime/pipeline.cc): records that
@@ -102,6 +111,7 @@ class KILN_API Storage {
   std::atomic<bool> queued_{false};
   std::atomic<uint64_t> last_use_{0};
   std::atomic<uint64_t> write_version_{0};
+  alignas(16) unsigned char inline_[kInlineBytes];  // the memory of a small deferred storage
 };
 
 }  // namespace kiln

@@ -149,7 +149,7 @@ using InferFn = std::function<MetaList(const InferContext&)>;
 using KernelFn = std::function<void(KernelContext&)>;
 using WorkspaceFn = std::function<size_t(const InferContext&)>;
 /// The eager results of a view op: tensors sharing their input's storage (one per output), or an
-/// empty vector when the inputs' layout needs a copy (then the op's kernel computes the result).
+/// empty list when the inputs' layout needs a copy (then the op's kernel computes the result).
 /// It must not read data: the pipeline calls it before the inputs are computed.
 using ViewFn = std::function<TensorList(const std::vector<Tensor>& inputs, const Attrs& attrs)>;
 /// A gradient rule (kiln/autograd.h): the gradients of the inputs from the op's inputs, outputs,

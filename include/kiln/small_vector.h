@@ -11,7 +11,12 @@
 // Elements are any type whose move constructor does not throw. Trivially copyable ones (shape
 // extents) are moved with memcpy, and a copy of an inline list copies the whole fixed-size buffer,
 // which the compiler turns into a few moves. The interface is the subset of std::vector that Kiln
-// uses; iterators are pointers, and, as with std::vector, any growth invalidates them.
+// uses; iterators are pointers, and, as with std::vector, any growth invalidates them. Unlike
+// std::vector, moving (or returning) a list that is inline moves its elements too, so pointers,
+// references and spans into it do not survive that either. Ranges given to insert may lie in
+// the list itself; those given to assign may not (as with std::vector). A copy that throws
+// inside resize, insert or assign leaves the elements made so far in place (the basic
+// guarantee).
 #pragma once
 
 #include <algorithm>
@@ -85,7 +90,10 @@ class SmallVector {
     assign(values.begin(), values.end());
     return *this;
   }
-  operator std::vector<T>() const { return std::vector<T>(begin(), end()); }  // NOLINT
+  operator std::vector<T>() const& { return std::vector<T>(begin(), end()); }  // NOLINT
+  operator std::vector<T>() && {  // NOLINT: a list about to die gives its elements up
+    return std::vector<T>(std::make_move_iterator(begin()), std::make_move_iterator(end()));
+  }
 
   void assign(size_t n, const T& value) {
     const T copy = value;  // `value` may live in this vector
@@ -204,6 +212,7 @@ class SmallVector {
   iterator erase(const_iterator pos) { return erase(pos, pos + 1); }
   iterator erase(const_iterator first, const_iterator last) {
     T* const to = data_ + (first - data_);
+    if (first == last) return to;  // (std::move onto itself is outside its contract)
     T* const from = data_ + (last - data_);
     destroy_from(static_cast<size_t>(std::move(from, end(), to) - data_));
     return to;

@@ -171,7 +171,8 @@ class KILN_API Tensor {
   /// True while the producing op has not computed this tensor's metadata (never waits).
   bool is_pending() const { return impl()->pending.load(std::memory_order_acquire) != 0; }
 
-  /// Gives the tensor memory if it has none (contiguous, from the device allocator).
+  /// Gives the tensor memory if it has none (contiguous, from the device allocator; inside its
+  /// Storage when at most Storage::kInlineBytes).
   void allocate() const;
   bool has_storage() const { return ready()->storage != nullptr; }
   const std::shared_ptr<Storage>& storage() const { return ready()->storage; }

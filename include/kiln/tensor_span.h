@@ -37,6 +37,8 @@ class TensorSpan {
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+  // (A span of an inline SmallVector shows the elements where they are: moving the list moves
+  // them, as a vector's growth would.)
   template <size_t N>
   TensorSpan(const SmallVector<Tensor, N>& tensors)  // NOLINT: implicit, as a parameter type
       : data_(tensors.data()), size_(tensors.size()) {}

@@ -83,12 +83,12 @@ constexpr BinaryEntry kBinary[] = {
 /// Runs f(out tensor) with an undefined tensor for out=None; returns the new tensor, or the `out`
 /// object itself (so `mint.add(x, y, out=z) is z`, as in PyTorch).
 template <typename F>
-nb::object with_out(nb::handle out, F&& f) {
+TensorObject with_out(nb::handle out, F&& f) {
   if (out.is_none()) return tensor_object(f(Tensor()));
   KILN_CHECK_TYPE(nb::isinstance<Tensor>(out))
       << "out: expected a kiln.Tensor or None, got " << nb::type_name(out.type()).c_str();
   f(nb::cast<const Tensor&>(out));
-  return nb::borrow(out);
+  return TensorObject(nb::borrow(out));
 }
 
 /// A clamp bound: None, or a Python (or NumPy) number keeping its kind.

@@ -141,12 +141,12 @@ const Tensor* tensor_ptr(PyObject* o) {
   return nb::inst_ptr<Tensor>(o);
 }
 
-nb::object tensor_object(Tensor&& t) {
+TensorObject tensor_object(Tensor&& t) {
   static const nb::handle tensor_type = nb::type<Tensor>();
   nb::object o = nb::inst_alloc(tensor_type);
   new (nb::inst_ptr<Tensor>(o)) Tensor(std::move(t));
   nb::inst_mark_ready(o);  // ready, and destroyed with the object
-  return o;
+  return TensorObject(std::move(o));
 }
 
 }  // namespace kiln::py

@@ -51,7 +51,8 @@ const Tensor* tensor_ptr(PyObject* o);
 /// A new kiln.Tensor object holding `t` (moved in). What nb::cast does, without its searches for
 /// the Python type and for an object already wrapping the same C++ address (never there for a
 /// result): the binding of each small, frequent op returns its result through it.
-nb::object tensor_object(Tensor&& t);
+using TensorObject = nb::typed<nb::object, Tensor>;  // a kiln.Tensor in signatures
+TensorObject tensor_object(Tensor&& t);
 
 /// Holds the Python object and converts on use, so that a bad value raises kiln.DTypeError with
 /// the reason (a caster that refused would give only nanobind's generic TypeError).

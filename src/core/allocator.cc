@@ -62,6 +62,10 @@ std::shared_ptr<Storage> Storage::deferred(size_t nbytes, Device device) {
 
 void Storage::materialize() {
   if (data_ != nullptr) return;
+  if (nbytes_ <= kInlineBytes) {  // no allocator call (and its lock) for the smallest results
+    data_ = inline_;
+    return;
+  }
   Allocator* allocator = cpu_allocator();
   data_ = allocator->allocate(nbytes_);
   allocator_ = allocator;

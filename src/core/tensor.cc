@@ -184,7 +184,11 @@ void Tensor::allocate() const {
   if (t->storage != nullptr) return;
   t->strides = contiguous_strides(t->shape);
   t->offset = 0;
-  t->storage = Storage::allocate(nbytes(), t->device);
+  // Deferred and materialized at once: a tensor of at most Storage::kInlineBytes (a Python
+  // number's scalar, a small temporary) keeps its memory inside its Storage.
+  std::shared_ptr<Storage> storage = Storage::deferred(nbytes(), t->device);
+  storage->materialize();
+  t->storage = std::move(storage);
 }
 
 TensorImpl::~TensorImpl() {

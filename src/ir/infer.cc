@@ -7,10 +7,10 @@ namespace kiln::ir {
 // metadata goes into a MetaList that the graph keeps (FuncGraph::scratch_) and that keeps its
 // capacity, and a TensorMeta's shape is a SmallVector with six dims inline, so filling it
 // allocates nothing; the op is found through the Primitive's cache (no registry lock per node),
-// which also keeps the normalized attributes (none to make for an op without attributes). What
-// remains is the op's own result list (one allocation; its shapes are inline as well). A node's
-// inputs live inline in the node (InputList) and callers pass them as a NodeSpan, so the node
-// itself is the only other allocation.
+// which also keeps the normalized attributes (none to make for an op without attributes). The
+// op's own result list is a MetaList too, inline up to two outputs (a tuple's elements are then
+// moved into the Abstract's own vector). A node's inputs live inline in the node (InputList) and
+// callers pass them as a NodeSpan, so the node itself is the only allocation for most nodes.
 
 namespace {
 

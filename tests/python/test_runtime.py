@@ -194,6 +194,13 @@ def test_op_results_are_tensors_that_free_their_memory_with_the_object(mode, mak
     assert kiln.runtime.memory_stats()["allocated"] == before
 
 
+@pytest.mark.parametrize("fn", [M.add, M.exp, kiln.Tensor.__add__, kiln.Tensor.__radd__,
+                                kiln.Tensor.__lt__, kiln.Tensor.exp],
+                         ids=["mint", "mint_unary", "op", "reflected", "compare", "method"])
+def test_signatures_of_the_directly_made_results_name_the_tensor_type(fn):
+    assert fn.__doc__.splitlines()[0].endswith("-> kiln._C.Tensor")
+
+
 def test_shape_error_raises_at_the_call_in_sync_mode_and_at_a_sync_point_otherwise(mode):
     kiln.runtime.synchronize()
     a = kiln.tensor(np.ones((2, 3), dtype=np.float32))

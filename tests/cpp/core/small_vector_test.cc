@@ -76,6 +76,22 @@ TEST(SmallVector, TrivialElements_InsertEraseResizeAssign) {
   EXPECT_EQ(vec(v), (std::vector<int64_t>{6}));
 }
 
+TEST(SmallVector, EdgeCases_EmptyErase_SelfAssignment_HeapToInline) {
+  Ints v{1, 2};
+  EXPECT_EQ(v.erase(v.begin() + 1, v.begin() + 1), v.begin() + 1);  // an empty range: no change
+  EXPECT_EQ(vec(v), (std::vector<int64_t>{1, 2}));
+  const Ints& same = v;
+  v = same;
+  EXPECT_EQ(vec(v), (std::vector<int64_t>{1, 2}));
+  v = std::move(v);  // NOLINT: self-move keeps the elements
+  EXPECT_EQ(vec(v), (std::vector<int64_t>{1, 2}));
+  Ints shrunk{1, 2, 3, 4, 5};  // on the heap, then back to N elements or fewer
+  shrunk.erase(shrunk.begin() + 1, shrunk.end());
+  const Ints copy = shrunk;  // inline again
+  EXPECT_EQ(vec(copy), (std::vector<int64_t>{1}));
+  EXPECT_EQ(copy.capacity(), 3u);
+}
+
 TEST(SmallVector, AtChecksTheIndex_ComparisonsMatchStdVector) {
   const Ints v{1, 2};
   EXPECT_EQ(v.at(1), 2);
@@ -194,16 +210,28 @@ TEST_F(SmallVectorOfObjects, ACopyThatThrowsHalfWay_LeavesNothingBehind) {
   Counted::copies_until_throw = -1;
 }
 
-TEST(SmallVector, OfTensors_SharesAndReleasesTheirStorage) {
+TEST(SmallVector, OfTensors_SharesAndReleasesTheirHandles) {
   const Tensor t = ones({4});
-  const long before = t.impl()->storage.use_count();
+  const long before = t.impl_ptr().use_count();
   {
     SmallVector<Tensor, 1> list{t};
     list.push_back(t);  // to the heap
     SmallVector<Tensor, 1> copy = list;
     EXPECT_TRUE(copy[1].is_same(t));
+    EXPECT_EQ(t.impl_ptr().use_count(), before + 4);
   }
-  EXPECT_EQ(t.impl()->storage.use_count(), before);
+  EXPECT_EQ(t.impl_ptr().use_count(), before);
+}
+
+TEST(SmallVector, ADyingListMovesItsElementsIntoAStdVector) {
+  const Tensor t = ones({2});
+  const long before = t.impl_ptr().use_count();
+  TensorList list{t, t, t};                 // on the heap
+  const std::vector<Tensor> copied = list;  // a copy: the handles are shared
+  EXPECT_EQ(t.impl_ptr().use_count(), before + 6);
+  const std::vector<Tensor> moved = std::move(list);
+  EXPECT_EQ(t.impl_ptr().use_count(), before + 6);  // moved, not copied
+  EXPECT_TRUE(moved[2].is_same(t));
 }
 
 TEST(SmallVector, MetaListHoldsTwoTensorsMetadataInline) {

@@ -36,6 +36,14 @@ TEST(TensorSpan, ShowsABracedListForTheCallsDuration) {
   EXPECT_EQ(impls_of({}), std::vector<const TensorImpl*>{});
 }
 
+TEST(TensorSpan, ShowsATensorListsTensorsInPlace) {
+  TensorList list{ones({2}), zeros({3})};
+  const TensorSpan span(list);
+  ASSERT_EQ(span.size(), 2u);
+  EXPECT_EQ(span.data(), list.data());
+  EXPECT_EQ(impls_of(list), (std::vector<const TensorImpl*>{list[0].impl(), list[1].impl()}));
+}
+
 TEST(TensorSpan, DefaultIsEmpty) {
   const TensorSpan span;
   EXPECT_TRUE(span.empty());

@@ -34,7 +34,15 @@ TEST(Tensor, HasMetadataButNoMemory_WhenConstructedFromShape) {
   EXPECT_THROW(t.data_ptr(), Error);
   t.allocate();
   EXPECT_TRUE(t.has_storage());
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data_ptr()) % kAlignment, 0u);
+  // 12 bytes: kept inside the Storage object, 16-byte aligned.
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16, 0u);
+  const auto* storage = reinterpret_cast<const char*>(t.storage().get());
+  EXPECT_TRUE(static_cast<const char*>(t.data_ptr()) >= storage &&
+              static_cast<const char*>(t.data_ptr()) < storage + sizeof(Storage));
+  // Past Storage::kInlineBytes: a block from the allocator, kAlignment-aligned.
+  Tensor big(DType::kFloat32, {17});
+  big.allocate();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data_ptr()) % kAlignment, 0u);
 }
 
 TEST(Tensor, RejectsNegativeSizes) {

@@ -22,8 +22,14 @@ runtime::MemoryStats settled_stats() {
   return runtime::memory_stats();
 }
 
-// A float32 tensor of `nbytes` bytes from the CPU allocator (on this thread, past the pipeline).
-Tensor block_of(size_t nbytes) { return Tensor::empty({static_cast<int64_t>(nbytes / 4)}); }
+// A float32 tensor over a block of `nbytes` bytes from the CPU allocator (on this thread, past the
+// pipeline). Storage::allocate, because a tensor of at most Storage::kInlineBytes made any other
+// way keeps its memory inside its Storage; the block goes back when the tensor dies.
+Tensor block_of(size_t nbytes) {
+  std::shared_ptr<Storage> block = Storage::allocate(nbytes);
+  return Tensor::from_blob(block->data(), {static_cast<int64_t>(nbytes / 4)}, DType::kFloat32, {},
+                           [block](void*) mutable { block.reset(); });
+}
 
 TEST(CachingAllocator, FollowsABlockThroughItsLife) {
   runtime::synchronize();
@@ -192,6 +198,30 @@ TEST_P(CachingAllocatorPipeline, EmptyCacheWithWorkQueued_KeepsMemoryInUse) {
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(got[i], static_cast<float>(i) + 500.0f);
   runtime::empty_cache();
   EXPECT_EQ(runtime::memory_stats().cached, 0u);
+}
+
+TEST_P(CachingAllocatorPipeline, ResultsOfAtMostKInlineBytes_LiveInTheirStorage) {
+  testing::Watchdog watchdog("CachingAllocatorPipeline");
+  testing::ScopedPipeline pipeline(GetParam());
+  const Tensor x = testing::iota({16});  // 64 bytes: the most a Storage keeps inside itself
+  const Tensor big = testing::iota({17});
+  const runtime::MemoryStats start = settled_stats();
+  Tensor y = x;
+  for (int i = 0; i < 10; ++i) y = y * 2.0 + 1.0;
+  const Tensor z = big + 1.0;
+  runtime::synchronize();
+  const runtime::MemoryStats after = runtime::memory_stats();
+  EXPECT_EQ(after.num_allocs - start.num_allocs, 1u);  // z's block only
+  EXPECT_EQ(after.allocated - start.allocated, 128u);  // z: 68 bytes, a 128-byte block
+  const std::shared_ptr<Storage>& storage = y.storage();
+  const auto* inside = reinterpret_cast<const char*>(storage.get());
+  const auto* data = static_cast<const char*>(storage->data());
+  EXPECT_TRUE(data >= inside && data + Storage::kInlineBytes <= inside + sizeof(Storage));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(data) % 16, 0u);
+  EXPECT_TRUE(storage->owns_memory());
+  const std::vector<float> got = testing::floats(y);
+  for (int i = 0; i < 16; ++i) ASSERT_EQ(got[i], static_cast<float>(i) * 1024.0f + 1023.0f);
+  EXPECT_EQ(testing::floats(z)[16], 17.0f);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModes, CachingAllocatorPipeline,
