@@ -218,8 +218,14 @@ class SmallVector {
     return to;
   }
 
+  // An element loop, not std::equal: for extents that is a call to memcmp, more than the
+  // comparison of a few-dimensional shape costs (two per small elementwise op).
   friend bool operator==(const SmallVector& a, const SmallVector& b) {
-    return a.size_ == b.size_ && std::equal(a.begin(), a.end(), b.begin());
+    if (a.size_ != b.size_) return false;
+    for (size_t i = 0; i < a.size_; ++i) {
+      if (!(a.data_[i] == b.data_[i])) return false;
+    }
+    return true;
   }
   friend bool operator!=(const SmallVector& a, const SmallVector& b) { return !(a == b); }
   friend bool operator<(const SmallVector& a, const SmallVector& b) {

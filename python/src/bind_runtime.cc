@@ -57,7 +57,9 @@ void bind_runtime(nb::module_& m) {
         return d;
       },
       "The caching allocator's counters: allocated, cached and peak bytes, blocks handed out "
-      "(num_allocs) and of those the ones that took new memory from the system (num_os_allocs).");
+      "(num_allocs) and of those the ones that took new memory from the system (num_os_allocs). "
+      "Tensors of at most 64 bytes keep their memory inside their storage object and are not "
+      "counted.");
   rt.def("empty_cache", &runtime::empty_cache, "Returns every cached block to the system.");
   rt.def("reset_peak_memory_stats", &runtime::reset_peak_memory_stats,
          "Sets the peak to what is allocated now.");
