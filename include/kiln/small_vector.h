@@ -161,12 +161,7 @@ class SmallVector {
     }
     const T copy = value;  // `value` may live in this vector
     reserve(n);
-    if constexpr (kTrivial) {
-      std::fill(data_ + size_, data_ + n, copy);
-      size_ = n;
-    } else {
-      for (; size_ < n; ++size_) new (data_ + size_) T(copy);
-    }
+    for (; size_ < n; ++size_) new (data_ + size_) T(copy);
   }
   void clear() { destroy_from(0); }
   void push_back(const T& value) { emplace_back(value); }

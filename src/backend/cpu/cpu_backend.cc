@@ -69,13 +69,12 @@ class CpuBackend final : public BackendBase, public BackendMemoryPlanner {
         p.memory.arena_bytes > 0 ? Storage::allocate(p.memory.arena_bytes) : nullptr;
     std::vector<Tensor> args;
     std::vector<Tensor> results;
-    TensorList views;
     const int threads = get_num_threads();
     for (const Step& step : p.steps) {
       args.clear();
       for (uint32_t v : step.inputs) args.push_back(values[v]);
       if (step.kind == StepKind::kView) {
-        views = step.op->view_fn()(args, step.attrs);
+        TensorList views = step.op->view_fn()(args, step.attrs);
         if (!views.empty()) {
           for (size_t k = 0; k < views.size(); ++k) values[step.outputs[k]] = std::move(views[k]);
           continue;
