@@ -75,13 +75,15 @@ test-asan: $(ASAN_BUILD)/build.ninja
 # as racing: the job runs one intra-op thread (OMP_NUM_THREADS, which kiln::get_num_threads and
 # oneDNN follow). die_after_fork=0: the fork
 # tests start the pipeline's workers again in the child, which TSan refuses by default once the
-# parent has had threads.
+# parent has had threads. tests/tsan.supp: races TSan reports inside uninstrumented libraries (each
+# entry says why it is not one).
 $(TSAN_BUILD)/build.ninja: $(VENV)/.deps-stamp
 	cmake -S . -B $(TSAN_BUILD) $(SANITIZER_FLAGS) -DKILN_SANITIZE=thread
 
 test-tsan: $(TSAN_BUILD)/build.ninja
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kiln_tests
-	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" \
+	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 \
+	    TSAN_OPTIONS="halt_on_error=1 die_after_fork=0 suppressions=$(CURDIR)/tests/tsan.supp" \
 	    ctest --output-on-failure -j $(JOBS) -R 'Pipeline|CachingAllocator|OpRunnerInMode|Distributed|Store'
 
 test: test-cpp test-python test-asan test-tsan
