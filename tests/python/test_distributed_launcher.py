@@ -126,7 +126,7 @@ def test_failing_rank_stops_the_others(tmp_path):
     start = time.monotonic()
     r = launch("--nproc", 2, failing_rank_1(tmp_path), tmp_path)
     assert r.returncode == 3
-    assert time.monotonic() - start < 4  # the sibling was stopped, not waited out
+    assert time.monotonic() - start < 20  # the sibling (asleep for 60 s) was stopped, not waited out
     assert "rank 1 " in r.stderr and "exited with code 3" in r.stderr, r.stderr
     assert_gone(int((tmp_path / "rank0.pid").read_text()))
 
@@ -136,7 +136,7 @@ def test_sibling_ignoring_sigterm_gets_sigkill(tmp_path):
     start = time.monotonic()
     r = launch("--nproc", 2, "--kill-grace", 0.5, child, tmp_path)
     assert r.returncode == 3  # the first failure's code, not the SIGKILLed sibling's
-    assert time.monotonic() - start < 4
+    assert time.monotonic() - start < 20
     assert "rank 0 " in r.stderr and "SIGKILL" in r.stderr, r.stderr
     assert_gone(int((tmp_path / "rank0.pid").read_text()))
 
