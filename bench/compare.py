@@ -4,6 +4,7 @@
     python bench/compare.py --quick         # smoke run: small sizes, few repetitions
     python bench/compare.py --cases add,sum # a subset
     python bench/compare.py --cases gelu_out,softmax_out,layer_norm_out  # kernels alone (below)
+    python bench/compare.py --cases softmax_backward  # softmax's gradient along dim 0
     python bench/compare.py --threads-check # thread counts / oversubscription (see below)
 
 Each framework runs in its own child process, so one framework's thread pool (PyTorch's bundled
@@ -28,6 +29,11 @@ The *_out cases time the kernels without output allocation: PyTorch writes into 
 tensor through its out= overloads (torch._C._nn.gelu, aten._softmax.out, aten.native_layer_norm.out),
 Kiln into out= where it has one (gelu) and otherwise from its caching allocator, which hands the
 same block back on every call without faulting pages in. They are not run by default.
+
+softmax_backward times softmax's input gradient along dim 0 (not the last dim) through each
+framework's autograd (`grad(y, x, g)` of a recorded softmax, the graph retained): one
+SoftmaxBackward kernel in Kiln, aten._softmax_backward_data in PyTorch, the formula
+y (g - sum(g y)) in NumPy. Not run by default.
 
 --threads-check runs kiln.mint.matmul in a loop and samples the process's threads
 (/proc/self/task) and CPU use, with OMP_NUM_THREADS=2 and unset, and with elementwise and matmul
@@ -70,10 +76,15 @@ def erf_np(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64))
 
 
-def numpy_softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    e /= e.sum(axis=-1, keepdims=True)
+def numpy_softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    e /= e.sum(axis=axis, keepdims=True)
     return e
+
+
+def numpy_softmax_backward(y, g, axis):
+    """Softmax's input gradient along `axis` from its output y and output gradient g."""
+    return y * (g - (g * y).sum(axis=axis, keepdims=True))
 
 
 def numpy_layer_norm(x, w, b, eps=1e-5):
@@ -100,6 +111,9 @@ CASES = {
     "layer_norm_out": ("layer_norm [4096,4096] w+b, kernel only", "bytes",
                        lambda s: [rand((s["rows"], s["cols"]), 6), rand(s["cols"], 7),
                                   rand(s["cols"], 8)]),
+    "softmax_backward": ("softmax backward [4096,4096] dim=0", "bytes",
+                         lambda s: [rand((s["rows"], s["cols"]), 11) * 4,
+                                    rand((s["rows"], s["cols"]), 12)]),
 }
 DEFAULT_CASES = ("add", "matmul", "softmax", "layer_norm", "sum", "gelu")
 # The kernel-only cases compute what their namesakes do.
@@ -112,7 +126,8 @@ def work(case, s):
     if case == "matmul":
         return 2.0 * s["mm"] ** 3
     n = s["n"]
-    return {"add": 3, "softmax": 2, "layer_norm": 2, "sum": 1, "gelu": 2}[case] * 4.0 * n
+    return {"add": 3, "softmax": 2, "layer_norm": 2, "sum": 1, "gelu": 2,
+            "softmax_backward": 3}[case] * 4.0 * n
 
 
 def reference(case, arrays):
@@ -127,6 +142,8 @@ def reference(case, arrays):
         return numpy_layer_norm(*arrays)
     if case == "sum":
         return np.asarray(arrays[0].sum(dtype=np.float64))
+    if case == "softmax_backward":
+        return numpy_softmax_backward(numpy_softmax(arrays[0], 0), arrays[1], 0)
     if case == "gelu":
         x = arrays[0][:4096]  # math.erf per element: check a slice only
         return (0.5 * x * (1 + erf_np(x / np.sqrt(2)))).astype(np.float32)
@@ -137,7 +154,7 @@ def build_kiln(case, arrays):
     import kiln
     mint = kiln.mint
     name = {"add": "add", "matmul": "matmul", "softmax": "softmax", "layer_norm": "layer_norm",
-            "sum": "sum", "gelu": "gelu"}[SAME_AS.get(case, case)]
+            "sum": "sum", "gelu": "gelu", "softmax_backward": "softmax"}[SAME_AS.get(case, case)]
     if not hasattr(mint, name):
         raise NotImplementedError(f"kiln.mint.{name} does not exist yet")
     t = [kiln.tensor(a) for a in arrays]  # copies into Kiln's allocator
@@ -158,6 +175,11 @@ def build_kiln(case, arrays):
     if case == "gelu_out":
         out = kiln.tensor(np.zeros_like(arrays[0]))
         return (lambda: mint.gelu(t[0], out=out)), lambda r: out.numpy()[:4096]
+    if case == "softmax_backward":
+        x = t[0].requires_grad_()
+        y = mint.softmax(x, 0)
+        return ((lambda: kiln.autograd.grad(y, x, t[1], retain_graph=True)[0]),
+                lambda r: r.numpy())
     if case in SAME_AS:  # no out= in Kiln: its caching allocator reuses one block
         return build_kiln(SAME_AS[case], arrays)
     raise KeyError(case)
@@ -181,6 +203,11 @@ def build_torch(case, arrays):
         return (lambda: torch.sum(t[0])), lambda r: r.numpy()
     if case == "gelu":
         return (lambda: F.gelu(t[0])), lambda r: r.numpy()[:4096]
+    if case == "softmax_backward":
+        x = t[0].requires_grad_()
+        y = torch.softmax(x, dim=0)
+        return ((lambda: torch.autograd.grad(y, x, t[1], retain_graph=True)[0]),
+                lambda r: r.numpy())
     aten = torch.ops.aten
     if case == "gelu_out":
         out = torch.empty_like(t[0])
@@ -211,6 +238,9 @@ def build_numpy(case, arrays):
         return (lambda: numpy_layer_norm(*a)), lambda r: r
     if case == "sum":
         return (lambda: np.sum(a[0])), lambda r: np.asarray(r)
+    if case == "softmax_backward":
+        y = numpy_softmax(a[0], 0)
+        return (lambda: numpy_softmax_backward(y, a[1], 0)), lambda r: r
     if case == "gelu":
         raise NotImplementedError("NumPy has no vectorised erf")
     if case in SAME_AS:

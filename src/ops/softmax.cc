@@ -158,9 +158,9 @@ InferFn softmax_infer(const char* what) {
 //   softmax:     dx = y (g - sum(g y))
 //   log_softmax: dx = g - exp(y) sum(g)          (log = true)
 // the sums along dim, in one kernel whose passes over a row stay in cache (composed, they were
-// four ops and as many passes over memory). Rows along the last dim run in place; another dim is
-// moved last first (copies of y and g). Sums are accumulated in float64. Its own rule (the second
-// order), valid for any y and g, with ddx the gradient of dx:
+// four ops and as many passes over memory). Rows along the last dim run as rows; along another
+// dim, tiles of columns as the forward's (no transposed copies of y and g). Sums are accumulated
+// in float64. Its own rule (the second order), valid for any y and g, with ddx the gradient of dx:
 //   softmax:     d g = SoftmaxBackward(y, ddx)    d y = ddx (g - sum(g y)) - g sum(ddx y)
 //   log_softmax: d g = ddx - sum(ddx exp(y))      d y = -ddx exp(y) sum(g)
 
@@ -197,41 +197,83 @@ void softmax_backward_rows_f32(bool log, const float* y, const float* g, float* 
   softmax_backward_rows(log, y, g, dx, begin, end, n);
 }
 
+/// Another dim: `outer` blocks of `len` rows of `inner` columns, in tiles of columns whose rows
+/// the second pass re-reads from cache (as softmax_columns).
+template <typename C>
+void softmax_backward_columns(bool log, const C* y, const C* g, C* dx,
+                              const detail::AxisLayout& l) {
+  constexpr int64_t kTile = 512;
+  const int64_t tiles = (l.inner + kTile - 1) / kTile;
+  const int64_t grain =
+      std::max<int64_t>(1, detail::kReduceChunk / std::max<int64_t>(l.len * kTile, 1));
+  parallel_for(0, l.outer * tiles, grain, [&](int64_t lo, int64_t hi) {
+    double sum[kTile];
+    C s[kTile];
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t a = item / tiles;
+      const int64_t j0 = (item % tiles) * kTile;
+      const int64_t w = std::min(kTile, l.inner - j0);
+      const auto offset = [&](int64_t k) { return (a * l.len + k) * l.inner + j0; };
+      for (int64_t j = 0; j < w; ++j) sum[j] = 0;
+      for (int64_t k = 0; k < l.len; ++k) {
+        const C* yr = y + offset(k);
+        const C* gr = g + offset(k);
+        if (log) {
+#pragma omp simd
+          for (int64_t j = 0; j < w; ++j) sum[j] += static_cast<double>(gr[j]);
+        } else {
+#pragma omp simd
+          for (int64_t j = 0; j < w; ++j) sum[j] += static_cast<double>(gr[j] * yr[j]);
+        }
+      }
+      for (int64_t j = 0; j < w; ++j) s[j] = static_cast<C>(sum[j]);
+      for (int64_t k = 0; k < l.len; ++k) {
+        const C* yr = y + offset(k);
+        const C* gr = g + offset(k);
+        C* out = dx + offset(k);
+        if (log) {
+          simd::unary(simd::UnaryOp::kExp, yr, out, w);
+#pragma omp simd
+          for (int64_t j = 0; j < w; ++j) out[j] = gr[j] - out[j] * s[j];
+        } else {
+#pragma omp simd
+          for (int64_t j = 0; j < w; ++j) out[j] = yr[j] * (gr[j] - s[j]);
+        }
+      }
+    }
+  });
+}
+
 void softmax_backward_kernel(KernelContext& ctx) {
-  if (ctx.outputs[0].numel() == 0) return;
-  // A 0-d softmax is one row of one element.
-  const auto one_d = [](const Tensor& t) { return t.ndim() == 0 ? t.reshape({1}) : t; };
-  const Tensor out = one_d(ctx.outputs[0]);
+  const Tensor& out = ctx.outputs[0];
+  if (out.numel() == 0) return;
   const bool log = ctx.attrs.get<bool>("log");
-  const int64_t last = out.ndim() - 1;
+  // (A 0-d softmax is one row of one element: plan_axis makes it [1, 1, 1].)
   const int64_t dim = wrap_dim(ctx.attrs.get<int64_t>("dim"), out.ndim(), "softmax_backward: dim");
   const DType cd = compute_dtype(out.dtype());
-  // y and g with dim last, contiguous, in the compute dtype.
-  const auto rows_of = [&](const Tensor& t) {
-    return contiguous_as(one_d(t).transpose(dim, last), cd);
-  };
-  const Tensor y = rows_of(ctx.inputs[0]);
-  const Tensor g = rows_of(ctx.inputs[1]);
-  const bool direct = dim == last && out.dtype() == cd;
-  const Tensor dx = direct ? out : Tensor::empty(y.shape(), cd);
-  const int64_t n = y.size(last);
-  const int64_t rows = y.numel() / n;
-  const int64_t grain = std::max<int64_t>(1, detail::kReduceChunk / n);
-  const auto run = [&](auto zero) {
+  // y and g contiguous in the compute dtype (no copy when they already are).
+  const detail::AxisLayout l = detail::plan_axis(contiguous_as(ctx.inputs[0], cd), dim);
+  const Tensor g = contiguous_as(ctx.inputs[1], cd);
+  const Tensor dx = out.dtype() == cd ? out : Tensor::empty(out.shape(), cd);
+  visit_compute_float(cd, [&](auto zero) {
     using C = decltype(zero);
-    const C* py = y.data<C>();
+    const C* py = l.input.data<C>();
     const C* pg = g.data<C>();
     C* pdx = dx.data<C>();
-    parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
-      if constexpr (std::is_same_v<C, float>) {
-        softmax_backward_rows_f32(log, py, pg, pdx, lo, hi, n);
-      } else {
-        softmax_backward_rows(log, py, pg, pdx, lo, hi, n);
-      }
-    });
-  };
-  visit_compute_float(cd, run);
-  if (!direct) copy_into(out.transpose(dim, last), dx);
+    if (l.inner > 1) {
+      softmax_backward_columns(log, py, pg, pdx, l);
+    } else {  // `outer` rows of `len` elements
+      const int64_t grain = std::max<int64_t>(1, detail::kReduceChunk / l.len);
+      parallel_for(0, l.outer, grain, [&](int64_t lo, int64_t hi) {
+        if constexpr (std::is_same_v<C, float>) {
+          softmax_backward_rows_f32(log, py, pg, pdx, lo, hi, l.len);
+        } else {
+          softmax_backward_rows(log, py, pg, pdx, lo, hi, l.len);
+        }
+      });
+    }
+  });
+  if (dx.storage() != out.storage()) copy_into(out, dx);
 }
 
 Tensor softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log) {
