@@ -53,9 +53,12 @@ class StridedLoop {
   }
 
   int64_t numel() const { return numel_; }
-  /// Length and byte strides of the innermost (merged) dimension.
-  int64_t inner_size() const { return sizes_[0]; }
-  const std::array<int64_t, N>& inner_strides() const { return strides_[0]; }
+  /// The merged dimensions, innermost (0) first: their sizes, and each operand's byte strides.
+  size_t ndim() const { return sizes_.size(); }
+  int64_t size(size_t d) const { return sizes_[d]; }
+  const std::array<int64_t, N>& strides(size_t d) const { return strides_[d]; }
+  /// Operand k's first element.
+  char* base(int k) const { return base_[k]; }
 
   /// Calls f(ptrs, inner_byte_strides, count) for runs covering linear indices [begin, end).
   template <typename F>

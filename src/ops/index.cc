@@ -124,27 +124,43 @@ KILN_REGISTER_OP(
           if (ctx.outputs[0].numel() == 0) return;
           const std::vector<int64_t> outer = element_offsets(x.shape(), x.strides(), 0, dim);
           const RowLayout layout = row_layout(x, dim + 1);
+          // The element offset of each selected position along dim.
+          std::vector<int64_t> at(static_cast<size_t>(m));
           const int64_t* ip = idx.data<int64_t>();
-          const int64_t step = x.strides()[dim];
+          for (int64_t j = 0; j < m; ++j) at[j] = wrap_index(ip[j], n) * x.strides()[dim];
           const char* src = static_cast<const char*>(x.data_ptr());
           char* dst = static_cast<char*>(ctx.outputs[0].data_ptr());
-          const int64_t rows = static_cast<int64_t>(outer.size()) * m;
+          const auto outer_count = static_cast<int64_t>(outer.size());
           visit_itemsize(x.itemsize(), [&](auto size) {
             constexpr int64_t kSize = static_cast<int64_t>(decltype(size)::value);
-            const int64_t row_bytes = layout.numel * kSize;
-            parallel_for(0, rows, row_grain(layout.numel, kSize), [&](int64_t lo, int64_t hi) {
-              // Row r is (o, j): outer index o, index position j.
-              int64_t o = lo / m;
-              int64_t j = lo % m;
-              for (int64_t r = lo; r < hi; ++r) {
-                copy_row<kSize>(dst + r * row_bytes,
-                                src + (outer[o] + wrap_index(ip[j], n) * step) * kSize, layout);
-                if (++j == m) {
-                  j = 0;
-                  ++o;
+            if (layout.numel == 1) {  // the dims after dim hold one element: a gather per outer
+              const int64_t grain =
+                  std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(m, 1));
+              parallel_for(0, outer_count, grain, [&](int64_t lo, int64_t hi) {
+                for (int64_t o = lo; o < hi; ++o) {
+                  const char* from = src + outer[o] * kSize;
+                  char* to = dst + o * m * kSize;
+                  for (int64_t j = 0; j < m; ++j) {
+                    std::memcpy(to + j * kSize, from + at[j] * kSize, kSize);
+                  }
                 }
-              }
-            });
+              });
+            } else {
+              const int64_t row_bytes = layout.numel * kSize;
+              const int64_t grain = row_grain(layout.numel, kSize);
+              parallel_for(0, outer_count * m, grain, [&](int64_t lo, int64_t hi) {
+                // Row r is (o, j): outer index o, index position j.
+                int64_t o = lo / m;
+                int64_t j = lo % m;
+                for (int64_t r = lo; r < hi; ++r) {
+                  copy_row<kSize>(dst + r * row_bytes, src + (outer[o] + at[j]) * kSize, layout);
+                  if (++j == m) {
+                    j = 0;
+                    ++o;
+                  }
+                }
+              });
+            }
           });
         }));
 

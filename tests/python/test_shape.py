@@ -99,6 +99,30 @@ def test_contiguous_copies_only_non_contiguous_tensors(rng):
     assert_close(c, a.T)
 
 
+# Copies whose source runs along another dim than the destination go in tiles (Note [Transposing
+# copies] in src/core/copy.cc): sizes that are not multiples of the tile, batch dims around the
+# two, every element size, conversions on the way, and the parallel split of tiles.
+@pytest.mark.parametrize("shape,dims", [
+    ((100, 70), (1, 0)),
+    ((33, 64, 31), (2, 1, 0)),
+    ((3, 40, 50), (0, 2, 1)),
+    ((8, 128, 4, 64), (0, 2, 1, 3)),
+    ((6, 5, 70, 40), (3, 1, 0, 2)),
+    ((1100, 1200), (1, 0)),
+])
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.float16, kiln.int8, kiln.bool_],
+                         ids=str)
+def test_transposing_copy_matches_numpy(shape, dims, dtype, rng):
+    base = random_array(shape, dtype, rng)
+    t = mint.permute(kiln.tensor(base, dtype=dtype), dims)
+    want = base.transpose(dims)
+    c = mint.contiguous(t)
+    assert c.is_contiguous()
+    np.testing.assert_array_equal(c.numpy(), want)
+    to = kiln.int32 if dtype == kiln.bool_ else kiln.float64
+    np.testing.assert_array_equal(t.to(to).numpy(), want.astype(numpy_dtype(to)))
+
+
 def test_writes_through_a_view_reach_the_base():
     t = kiln.tensor(np.zeros((2, 3), np.float32))
     v = mint.transpose(t, 0, 1)
@@ -321,6 +345,14 @@ def test_index_select_matches_take(dim, index_dtype, layout, dtype, rng):
     out = mint.index_select(t, dim, kiln.tensor(index))
     assert out.dtype == dtype
     assert_close(out, np.take(a, index, axis=dim))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_index_select_along_the_last_dim_of_a_large_tensor(dtype, rng):
+    # Single elements per selected position, enough outer rows to split across threads.
+    a, t = make((20000, 7), dtype, rng, "transposed")
+    index = np.array([6, 0, -1, 3, -7], np.int64)
+    assert_close(mint.index_select(t, 1, kiln.tensor(index)), np.take(a, index, axis=1))
 
 
 def test_index_select_with_0d_and_empty_indices(rng):
