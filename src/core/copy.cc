@@ -35,8 +35,10 @@ void copy_run(char* const* ptrs, const int64_t* strides, int64_t n) {
   }
 }
 
-// Tiles of kTile x kTile elements: 32 source lines of 64 bytes per tile (2 KB), well inside L1.
-constexpr int64_t kTile = 32;
+// Tiles of kTile x kTile elements. Of 16 to 128, 96 was fastest on 1000^2 to 2048^2 transposes of
+// 1- to 8-byte elements here (bench/RESULTS.md, "Transposing copies"); powers of two were slowest,
+// a tile's rows then sharing cache sets.
+constexpr int64_t kTile = 96;
 
 // The merged dim along which the source runs (unit stride), when the destination runs along dim 0
 // and the source's dim-0 steps skip a cache line or more (Note [Transposing copies]); 0 if none.

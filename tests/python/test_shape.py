@@ -103,9 +103,9 @@ def test_contiguous_copies_only_non_contiguous_tensors(rng):
 # copies] in src/core/copy.cc): sizes that are not multiples of the tile, batch dims around the
 # two, every element size, conversions on the way, and the parallel split of tiles.
 @pytest.mark.parametrize("shape,dims", [
-    ((100, 70), (1, 0)),
+    ((200, 130), (1, 0)),
     ((33, 64, 31), (2, 1, 0)),
-    ((3, 40, 50), (0, 2, 1)),
+    ((3, 140, 150), (0, 2, 1)),
     ((8, 128, 4, 64), (0, 2, 1, 3)),
     ((6, 5, 70, 40), (3, 1, 0, 2)),
     ((1100, 1200), (1, 0)),
