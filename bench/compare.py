@@ -5,6 +5,7 @@
     python bench/compare.py --cases add,sum # a subset
     python bench/compare.py --cases gelu_out,softmax_out,layer_norm_out  # kernels alone (below)
     python bench/compare.py --cases softmax_backward  # softmax's gradient along dim 0
+    python bench/compare.py --cases transpose         # a transpose made contiguous
     python bench/compare.py --threads-check # thread counts / oversubscription (see below)
 
 Each framework runs in its own child process, so one framework's thread pool (PyTorch's bundled
@@ -33,7 +34,8 @@ same block back on every call without faulting pages in. They are not run by def
 softmax_backward times softmax's input gradient along dim 0 (not the last dim) through each
 framework's autograd (`grad(y, x, g)` of a recorded softmax, the graph retained): one
 SoftmaxBackward kernel in Kiln, aten._softmax_backward_data in PyTorch, the formula
-y (g - sum(g y)) in NumPy. Not run by default.
+y (g - sum(g y)) in NumPy. transpose times x.t().contiguous() (np.ascontiguousarray(x.T)).
+Neither is run by default.
 
 --threads-check runs kiln.mint.matmul in a loop and samples the process's threads
 (/proc/self/task) and CPU use, with OMP_NUM_THREADS=2 and unset, and with elementwise and matmul
@@ -111,6 +113,8 @@ CASES = {
     "layer_norm_out": ("layer_norm [4096,4096] w+b, kernel only", "bytes",
                        lambda s: [rand((s["rows"], s["cols"]), 6), rand(s["cols"], 7),
                                   rand(s["cols"], 8)]),
+    "transpose": ("transpose [4096,4096] made contiguous", "bytes",
+                  lambda s: [rand((s["rows"], s["cols"]), 13)]),
     "softmax_backward": ("softmax backward [4096,4096] dim=0", "bytes",
                          lambda s: [rand((s["rows"], s["cols"]), 11) * 4,
                                     rand((s["rows"], s["cols"]), 12)]),
@@ -127,7 +131,7 @@ def work(case, s):
         return 2.0 * s["mm"] ** 3
     n = s["n"]
     return {"add": 3, "softmax": 2, "layer_norm": 2, "sum": 1, "gelu": 2,
-            "softmax_backward": 3}[case] * 4.0 * n
+            "softmax_backward": 3, "transpose": 2}[case] * 4.0 * n
 
 
 def reference(case, arrays):
@@ -144,6 +148,8 @@ def reference(case, arrays):
         return np.asarray(arrays[0].sum(dtype=np.float64))
     if case == "softmax_backward":
         return numpy_softmax_backward(numpy_softmax(arrays[0], 0), arrays[1], 0)
+    if case == "transpose":
+        return arrays[0].T
     if case == "gelu":
         x = arrays[0][:4096]  # math.erf per element: check a slice only
         return (0.5 * x * (1 + erf_np(x / np.sqrt(2)))).astype(np.float32)
@@ -154,7 +160,8 @@ def build_kiln(case, arrays):
     import kiln
     mint = kiln.mint
     name = {"add": "add", "matmul": "matmul", "softmax": "softmax", "layer_norm": "layer_norm",
-            "sum": "sum", "gelu": "gelu", "softmax_backward": "softmax"}[SAME_AS.get(case, case)]
+            "sum": "sum", "gelu": "gelu", "softmax_backward": "softmax",
+            "transpose": "contiguous"}[SAME_AS.get(case, case)]
     if not hasattr(mint, name):
         raise NotImplementedError(f"kiln.mint.{name} does not exist yet")
     t = [kiln.tensor(a) for a in arrays]  # copies into Kiln's allocator
@@ -175,6 +182,8 @@ def build_kiln(case, arrays):
     if case == "gelu_out":
         out = kiln.tensor(np.zeros_like(arrays[0]))
         return (lambda: mint.gelu(t[0], out=out)), lambda r: out.numpy()[:4096]
+    if case == "transpose":
+        return (lambda: mint.contiguous(mint.transpose(t[0], 0, 1))), lambda r: r.numpy()
     if case == "softmax_backward":
         x = t[0].requires_grad_()
         y = mint.softmax(x, 0)
@@ -203,6 +212,8 @@ def build_torch(case, arrays):
         return (lambda: torch.sum(t[0])), lambda r: r.numpy()
     if case == "gelu":
         return (lambda: F.gelu(t[0])), lambda r: r.numpy()[:4096]
+    if case == "transpose":
+        return (lambda: t[0].t().contiguous()), lambda r: r.numpy()
     if case == "softmax_backward":
         x = t[0].requires_grad_()
         y = torch.softmax(x, dim=0)
@@ -238,6 +249,8 @@ def build_numpy(case, arrays):
         return (lambda: numpy_layer_norm(*a)), lambda r: r
     if case == "sum":
         return (lambda: np.sum(a[0])), lambda r: np.asarray(r)
+    if case == "transpose":
+        return (lambda: np.ascontiguousarray(a[0].T)), lambda r: r
     if case == "softmax_backward":
         y = numpy_softmax(a[0], 0)
         return (lambda: numpy_softmax_backward(y, a[1], 0)), lambda r: r
