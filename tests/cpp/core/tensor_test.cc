@@ -172,6 +172,34 @@ TEST(Tensor, ContiguousCopiesOnlyWhenNeeded) {
   EXPECT_EQ(c.data<float>()[1], 4.0f);
 }
 
+// A source running along another dim than the destination goes in tiles (Note [Transposing
+// copies] in src/core/copy.cc): partial tiles, a batch dim around the two, a destination with a
+// row pitch of its own, and a conversion on the way.
+TEST(Tensor, TransposingCopyInTilesMatchesTheElementwiseCopy) {
+  const Tensor src = iota({3, 130, 200});  // element (b, j, i) = (b * 130 + j) * 200 + i
+  const Tensor moved = src.permute({0, 2, 1}).contiguous();
+  ASSERT_EQ(moved.shape(), (Shape{3, 200, 130}));
+  const float* m = moved.data<float>();
+  for (int64_t b = 0; b < 3; ++b) {
+    for (int64_t i = 0; i < 200; ++i) {
+      for (int64_t j = 0; j < 130; ++j) {
+        ASSERT_EQ(m[(b * 200 + i) * 130 + j], static_cast<float>((b * 130 + j) * 200 + i))
+            << b << ", " << i << ", " << j;
+      }
+    }
+  }
+  // Into the first 130 columns of a [200, 300] double matrix: its own row pitch, and a cast.
+  const Tensor wide = zeros({200, 300}, DType::kFloat64);
+  copy_into(wide.slice(1, 0, 130), src.select(0, 1).transpose(0, 1));
+  const double* w = wide.data<double>();
+  for (int64_t i = 0; i < 200; ++i) {
+    for (int64_t j = 0; j < 300; ++j) {
+      const double want = j < 130 ? static_cast<double>((130 + j) * 200 + i) : 0.0;
+      ASSERT_EQ(w[i * 300 + j], want) << i << ", " << j;
+    }
+  }
+}
+
 TEST(Tensor, DataChecksDType) {
   Tensor t = Tensor::empty({2}, DType::kInt32);
   EXPECT_THROW(t.data<float>(), Error);
