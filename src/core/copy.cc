@@ -2,13 +2,15 @@
 //
 // Note [Transposing copies]
 // A copy whose destination runs along one dim and whose source along another (x.t().contiguous(),
-// the copy after a permute) reads one source element per cache line when walked in the
-// destination's order, and comes back for the line's next element only after a whole row: a
-// 1024x1024 float transpose ran at a fifth of PyTorch's speed. Such copies go in square tiles of
-// the two dims instead, whose source lines stay in L1 between the tile's rows.
+// the copy after a permute, an assignment into a transposed view) touches one cache line per
+// element on one side when walked in either side's order, and comes back for the line's next
+// element only after a whole row: a 1024x1024 float transpose ran at a seventh of PyTorch's speed.
+// Such copies go in square tiles of the two dims through a buffer instead: the source's runs in,
+// the destination's runs out, each line read or written once.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "core/dtype_dispatch.h"
 #include "core/strided_loop.h"
@@ -35,67 +37,82 @@ void copy_run(char* const* ptrs, const int64_t* strides, int64_t n) {
   }
 }
 
-// Tiles of kTile x kTile elements. Of 16 to 128, 96 was fastest on 1000^2 to 2048^2 transposes of
-// 1- to 8-byte elements here (bench/RESULTS.md, "Transposing copies"); powers of two were slowest,
-// a tile's rows then sharing cache sets.
+// Tiles of kTile x kTile elements. Of 16 to 128, 96 was fastest for float32 from 1000^2 to
+// 2048^2 here, and within 1.4x of the fastest for 1-, 2- and 8-byte elements (bench/RESULTS.md,
+// "Copies across layouts"); powers of two were slowest, a tile's rows then sharing cache sets.
 constexpr int64_t kTile = 96;
 
-// The merged dim along which the source runs (unit stride), when the destination runs along dim 0
-// and the source's dim-0 steps skip a cache line or more (Note [Transposing copies]); 0 if none.
-size_t transposed_dim(const StridedLoop<2>& loop, int64_t to_size, int64_t from_size) {
-  if (loop.numel() < kTile * kTile || loop.strides(0)[0] != to_size ||
-      std::abs(loop.strides(0)[1]) < 64) {
+// The two merged dims a transposing copy tiles: the destination runs (unit stride) along
+// `dst_run`, the source along `src_run`; one of them is the innermost dim 0.
+struct TransposedDims {
+  size_t dst_run = 0;
+  size_t src_run = 0;
+};
+
+// The dims to tile when one operand runs along dim 0 and the other along another dim, stepping a
+// cache line or more along dim 0 (Note [Transposing copies]); nullopt for any other copy.
+std::optional<TransposedDims> transposed_dims(const StridedLoop<2>& loop, int64_t to_size,
+                                              int64_t from_size) {
+  if (loop.numel() < kTile * kTile) return std::nullopt;
+  // k runs along dim 0; the other operand must step >= 64 bytes there and run along dim d.
+  const auto other_runs_along = [&](int k, int64_t other_size) -> size_t {
+    if (std::abs(loop.strides(0)[1 - k]) < 64) return 0;
+    for (size_t d = 1; d < loop.ndim(); ++d) {
+      if (loop.strides(d)[1 - k] == other_size) return d;
+    }
     return 0;
+  };
+  if (loop.strides(0)[0] == to_size) {
+    if (const size_t d = other_runs_along(0, from_size); d != 0) return TransposedDims{0, d};
+  } else if (loop.strides(0)[1] == from_size) {
+    if (const size_t d = other_runs_along(1, to_size); d != 0) return TransposedDims{d, 0};
   }
-  for (size_t d = 1; d < loop.ndim(); ++d) {
-    if (loop.strides(d)[1] == from_size) return d;
-  }
-  return 0;
+  return std::nullopt;
 }
 
-// The copy in tiles of dim 0 (the destination's) and dim t (the source's), looping over the others.
+// The copy in tiles of the two run dims, looping over the others.
 template <typename To, typename From>
-void copy_transposed(const StridedLoop<2>& loop, size_t t) {
-  const int64_t cols = loop.size(0);
-  const int64_t rows = loop.size(t);
-  const int64_t col_tiles = (cols + kTile - 1) / kTile;
-  const int64_t row_tiles = (rows + kTile - 1) / kTile;
+void copy_transposed(const StridedLoop<2>& loop, const TransposedDims& dims) {
+  // A tile is `w` destination runs' worth of positions along dst_run by `h` along src_run.
+  const int64_t dst_len = loop.size(dims.dst_run);
+  const int64_t src_len = loop.size(dims.src_run);
+  const int64_t dst_tiles = (dst_len + kTile - 1) / kTile;
+  const int64_t src_tiles = (src_len + kTile - 1) / kTile;
   int64_t outer = 1;
-  for (size_t d = 1; d < loop.ndim(); ++d) {
-    if (d != t) outer *= loop.size(d);
+  for (size_t d = 0; d < loop.ndim(); ++d) {
+    if (d != dims.dst_run && d != dims.src_run) outer *= loop.size(d);
   }
-  const int64_t from_col_stride = loop.strides(0)[1];
-  const int64_t to_row_stride = loop.strides(t)[0];
+  // Byte steps: the source's along the destination's run dim, the destination's along the
+  // source's.
+  const int64_t src_step = loop.strides(dims.dst_run)[1];
+  const int64_t dst_step = loop.strides(dims.src_run)[0];
   const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / (kTile * kTile));
-  parallel_for(0, outer * row_tiles * col_tiles, grain, [&](int64_t lo, int64_t hi) {
-    To tile[kTile][kTile];  // [column][row]
+  parallel_for(0, outer * src_tiles * dst_tiles, grain, [&](int64_t lo, int64_t hi) {
+    To tile[kTile][kTile];  // [position along dst_run][position along src_run]
     for (int64_t item = lo; item < hi; ++item) {
       int64_t rest = item;
-      const int64_t c0 = rest % col_tiles * kTile;
-      rest /= col_tiles;
-      const int64_t r0 = rest % row_tiles * kTile;
-      rest /= row_tiles;
+      const int64_t i0 = rest % dst_tiles * kTile;  // first position along dst_run
+      rest /= dst_tiles;
+      const int64_t j0 = rest % src_tiles * kTile;  // first position along src_run
+      rest /= src_tiles;
       char* out = loop.base(0);
       const char* in = loop.base(1);
-      for (size_t d = 1; d < loop.ndim(); ++d) {
-        if (d == t) continue;
-        const int64_t i = rest % loop.size(d);
+      for (size_t d = 0; d < loop.ndim(); ++d) {
+        if (d == dims.dst_run || d == dims.src_run) continue;
+        const int64_t index = rest % loop.size(d);
         rest /= loop.size(d);
-        out += i * loop.strides(d)[0];
-        in += i * loop.strides(d)[1];
+        out += index * loop.strides(d)[0];
+        in += index * loop.strides(d)[1];
       }
-      const int64_t h = std::min(rows - r0, kTile);
-      const int64_t w = std::min(cols - c0, kTile);
-      // Through a buffer: the source's runs along rows in, the destination's along columns out,
-      // both sequential (walking either side across the other's runs, a power-of-two row
-      // pitch maps every line of a tile to one L1 set).
-      for (int64_t c = 0; c < w; ++c) {
-        const From* x = reinterpret_cast<const From*>(in + (c0 + c) * from_col_stride) + r0;
-        for (int64_t r = 0; r < h; ++r) tile[c][r] = convert<To>(x[r]);
+      const int64_t w = std::min(dst_len - i0, kTile);
+      const int64_t h = std::min(src_len - j0, kTile);
+      for (int64_t i = 0; i < w; ++i) {  // source runs in
+        const From* x = reinterpret_cast<const From*>(in + (i0 + i) * src_step) + j0;
+        for (int64_t j = 0; j < h; ++j) tile[i][j] = convert<To>(x[j]);
       }
-      for (int64_t r = 0; r < h; ++r) {
-        To* o = reinterpret_cast<To*>(out + (r0 + r) * to_row_stride) + c0;
-        for (int64_t c = 0; c < w; ++c) o[c] = tile[c][r];
+      for (int64_t j = 0; j < h; ++j) {  // destination runs out
+        To* o = reinterpret_cast<To*>(out + (j0 + j) * dst_step) + i0;
+        for (int64_t i = 0; i < w; ++i) o[i] = tile[i][j];
       }
     }
   });
@@ -119,14 +136,14 @@ void copy_into(const Tensor& dst, const Tensor& src) {
     return;
   }
   StridedLoop<2> loop(dst.shape(), {&dst, &source});
-  const size_t t = transposed_dim(loop, static_cast<int64_t>(dst.itemsize()),
-                                  static_cast<int64_t>(source.itemsize()));
+  const std::optional<TransposedDims> transposed = transposed_dims(
+      loop, static_cast<int64_t>(dst.itemsize()), static_cast<int64_t>(source.itemsize()));
   visit_dtype(dst.dtype(), [&](auto to_tag) {
     using To = typename decltype(to_tag)::type;
     visit_dtype(source.dtype(), [&](auto from_tag) {
       using From = typename decltype(from_tag)::type;
-      if (t != 0) {
-        copy_transposed<To, From>(loop, t);
+      if (transposed) {
+        copy_transposed<To, From>(loop, *transposed);
       } else {
         loop.parallel_run(kElementwiseGrain, copy_run<To, From>);
       }

@@ -133,15 +133,15 @@ KILN_REGISTER_OP(
           const auto outer_count = static_cast<int64_t>(outer.size());
           visit_itemsize(x.itemsize(), [&](auto size) {
             constexpr int64_t kSize = static_cast<int64_t>(decltype(size)::value);
-            if (layout.numel == 1) {  // the dims after dim hold one element: a gather per outer
-              const int64_t grain =
-                  std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(m, 1));
-              parallel_for(0, outer_count, grain, [&](int64_t lo, int64_t hi) {
-                for (int64_t o = lo; o < hi; ++o) {
+            if (layout.numel == 1) {  // the dims after dim hold one element: gathers
+              parallel_for(0, outer_count * m, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+                // Element r of the result is (o, j): outer index o, index position j.
+                for (int64_t r = lo; r < hi;) {
+                  const int64_t o = r / m;
+                  const int64_t end = std::min(hi, (o + 1) * m);
                   const char* from = src + outer[o] * kSize;
-                  char* to = dst + o * m * kSize;
-                  for (int64_t j = 0; j < m; ++j) {
-                    std::memcpy(to + j * kSize, from + at[j] * kSize, kSize);
+                  for (int64_t j = r - o * m; r < end; ++r, ++j) {
+                    std::memcpy(dst + r * kSize, from + at[j] * kSize, kSize);
                   }
                 }
               });

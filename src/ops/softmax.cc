@@ -273,7 +273,7 @@ void softmax_backward_kernel(KernelContext& ctx) {
       });
     }
   });
-  if (dx.storage() != out.storage()) copy_into(out, dx);
+  if (out.dtype() != cd) copy_into(out, dx);
 }
 
 Tensor softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log) {

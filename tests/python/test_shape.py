@@ -106,7 +106,7 @@ def test_contiguous_copies_only_non_contiguous_tensors(rng):
     ((200, 130), (1, 0)),
     ((33, 64, 31), (2, 1, 0)),
     ((3, 140, 150), (0, 2, 1)),
-    ((8, 128, 4, 64), (0, 2, 1, 3)),
+    ((8, 128, 4, 64), (0, 2, 1, 3)),  # runs of 64 on both sides: the plain copy
     ((6, 5, 70, 40), (3, 1, 0, 2)),
     ((1100, 1200), (1, 0)),
 ])
@@ -119,8 +119,12 @@ def test_transposing_copy_matches_numpy(shape, dims, dtype, rng):
     c = mint.contiguous(t)
     assert c.is_contiguous()
     np.testing.assert_array_equal(c.numpy(), want)
-    to = kiln.int32 if dtype == kiln.bool_ else kiln.float64
+    to = {kiln.bool_: kiln.int32, kiln.float64: kiln.float32}.get(dtype, kiln.float64)
     np.testing.assert_array_equal(t.to(to).numpy(), want.astype(numpy_dtype(to)))
+    # The mirror case: a contiguous source assigned into a permuted view of a destination.
+    dst = kiln.tensor(np.zeros(shape, numpy_dtype(dtype)), dtype=dtype)
+    mint.permute(dst, dims)[...] = kiln.tensor(np.ascontiguousarray(want), dtype=dtype)
+    np.testing.assert_array_equal(dst.numpy(), base)
 
 
 def test_writes_through_a_view_reach_the_base():
@@ -352,6 +356,12 @@ def test_index_select_along_the_last_dim_of_a_large_tensor(dtype, rng):
     # Single elements per selected position, enough outer rows to split across threads.
     a, t = make((20000, 7), dtype, rng, "transposed")
     index = np.array([6, 0, -1, 3, -7], np.int64)
+    assert_close(mint.index_select(t, 1, kiln.tensor(index)), np.take(a, index, axis=1))
+    # One row, many positions: split within the row.
+    a, t = make((1000,), dtype, rng)
+    index = rng.integers(-1000, 1000, size=100000)
+    assert_close(mint.index_select(t, 0, kiln.tensor(index)), np.take(a, index))
+    a, t = make((3, 1000, 1), dtype, rng)
     assert_close(mint.index_select(t, 1, kiln.tensor(index)), np.take(a, index, axis=1))
 
 

@@ -198,6 +198,10 @@ TEST(Tensor, TransposingCopyInTilesMatchesTheElementwiseCopy) {
       ASSERT_EQ(w[i * 300 + j], want) << i << ", " << j;
     }
   }
+  // The mirror case: a contiguous source into a transposed view of the destination.
+  const Tensor back = Tensor::empty({3, 130, 200}, DType::kFloat32);
+  copy_into(back.permute({0, 2, 1}), moved);
+  testing::expect_close(back, src, 0);
 }
 
 TEST(Tensor, DataChecksDType) {
