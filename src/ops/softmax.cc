@@ -64,62 +64,69 @@ void softmax_rows(const T* x, O* y, int64_t rows, int64_t len, bool log) {
   });
 }
 
-/// Another dim: `outer` blocks of `len` rows of `inner` columns; see the file comment.
+/// A dim that is not last: x viewed as [outer, len, inner] goes in tiles of up to kColumnTile
+/// columns of one outer block, in parallel: fn(first, w) for each, the tile's row k starting at
+/// element first + k * inner, w columns wide. A tile's rows (len x 2 KB for float32) are re-read by
+/// the later passes over it mostly from cache.
+constexpr int64_t kColumnTile = 512;
+
+template <typename F>
+void for_each_column_tile(const detail::AxisLayout& l, F&& fn) {
+  const int64_t tiles = (l.inner + kColumnTile - 1) / kColumnTile;
+  const int64_t grain =
+      std::max<int64_t>(1, detail::kReduceChunk / std::max<int64_t>(l.len * kColumnTile, 1));
+  parallel_for(0, l.outer * tiles, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t j0 = (item % tiles) * kColumnTile;
+      fn((item / tiles) * l.len * l.inner + j0, std::min(kColumnTile, l.inner - j0));
+    }
+  });
+}
+
+/// Another dim: see for_each_column_tile and the file comment.
 template <typename T, typename O>
 void softmax_columns(const T* x, O* y, const detail::AxisLayout& l, bool log) {
   using C = ComputeType<O>;
-  // 512 columns: the tile's rows (len x 2 KB for float32) are re-read by passes two and three,
-  // mostly from cache.
-  constexpr int64_t kTile = 512;
-  const int64_t tiles = (l.inner + kTile - 1) / kTile;
-  const int64_t grain =
-      std::max<int64_t>(1, detail::kReduceChunk / std::max<int64_t>(l.len * kTile, 1));
-  parallel_for(0, l.outer * tiles, grain, [&](int64_t lo, int64_t hi) {
-    C in[kTile];
-    C buf[kTile];
-    C max[kTile];
-    C aux[kTile];
-    double sum[kTile];
-    for (int64_t item = lo; item < hi; ++item) {
-      const int64_t a = item / tiles;
-      const int64_t j0 = (item % tiles) * kTile;
-      const int64_t w = std::min(kTile, l.inner - j0);
-      const auto offset = [&](int64_t k) { return (a * l.len + k) * l.inner + j0; };
-      // Row k of the tile in the compute type (converted into `in` when T is not C).
-      const auto load = [&](int64_t k) -> const C* {
-        if constexpr (std::is_same_v<T, C>) {
-          return x + offset(k);
-        } else {
-          for (int64_t j = 0; j < w; ++j) in[j] = static_cast<C>(x[offset(k) + j]);
-          return in;
-        }
-      };
-      for (int64_t j = 0; j < w; ++j) max[j] = -std::numeric_limits<C>::infinity();
-      for (int64_t k = 0; k < l.len; ++k) {
-        simd::binary(simd::BinaryOp::kMaximum, max, load(k), max, w);  // NaN-propagating
+  for_each_column_tile(l, [&](int64_t first, int64_t w) {
+    C in[kColumnTile];
+    C buf[kColumnTile];
+    C max[kColumnTile];
+    C aux[kColumnTile];
+    double sum[kColumnTile];
+    const auto offset = [&](int64_t k) { return first + k * l.inner; };
+    // Row k of the tile in the compute type (converted into `in` when T is not C).
+    const auto load = [&](int64_t k) -> const C* {
+      if constexpr (std::is_same_v<T, C>) {
+        return x + offset(k);
+      } else {
+        for (int64_t j = 0; j < w; ++j) in[j] = static_cast<C>(x[offset(k) + j]);
+        return in;
       }
-      for (int64_t j = 0; j < w; ++j) sum[j] = 0;
-      for (int64_t k = 0; k < l.len; ++k) {
-        simd::binary(simd::BinaryOp::kSub, load(k), max, buf, w);
-        simd::unary(simd::UnaryOp::kExp, buf, buf, w);
-        for (int64_t j = 0; j < w; ++j) sum[j] += static_cast<double>(buf[j]);
+    };
+    for (int64_t j = 0; j < w; ++j) max[j] = -std::numeric_limits<C>::infinity();
+    for (int64_t k = 0; k < l.len; ++k) {
+      simd::binary(simd::BinaryOp::kMaximum, max, load(k), max, w);  // NaN-propagating
+    }
+    for (int64_t j = 0; j < w; ++j) sum[j] = 0;
+    for (int64_t k = 0; k < l.len; ++k) {
+      simd::binary(simd::BinaryOp::kSub, load(k), max, buf, w);
+      simd::unary(simd::UnaryOp::kExp, buf, buf, w);
+      for (int64_t j = 0; j < w; ++j) sum[j] += static_cast<double>(buf[j]);
+    }
+    for (int64_t j = 0; j < w; ++j) aux[j] = static_cast<C>(log ? std::log(sum[j]) : 1.0 / sum[j]);
+    for (int64_t k = 0; k < l.len; ++k) {
+      O* yr = y + offset(k);
+      C* dst = buf;
+      if constexpr (std::is_same_v<O, C>) dst = yr;
+      simd::binary(simd::BinaryOp::kSub, load(k), max, dst, w);
+      if (log) {
+        simd::binary(simd::BinaryOp::kSub, dst, aux, dst, w);
+      } else {
+        simd::unary(simd::UnaryOp::kExp, dst, dst, w);
+        simd::binary(simd::BinaryOp::kMul, dst, aux, dst, w);
       }
-      for (int64_t j = 0; j < w; ++j)
-        aux[j] = static_cast<C>(log ? std::log(sum[j]) : 1.0 / sum[j]);
-      for (int64_t k = 0; k < l.len; ++k) {
-        O* yr = y + offset(k);
-        C* dst = buf;
-        if constexpr (std::is_same_v<O, C>) dst = yr;
-        simd::binary(simd::BinaryOp::kSub, load(k), max, dst, w);
-        if (log) {
-          simd::binary(simd::BinaryOp::kSub, dst, aux, dst, w);
-        } else {
-          simd::unary(simd::UnaryOp::kExp, dst, dst, w);
-          simd::binary(simd::BinaryOp::kMul, dst, aux, dst, w);
-        }
-        if constexpr (!std::is_same_v<O, C>) {
-          for (int64_t j = 0; j < w; ++j) yr[j] = O(buf[j]);
-        }
+      if constexpr (!std::is_same_v<O, C>) {
+        for (int64_t j = 0; j < w; ++j) yr[j] = O(buf[j]);
       }
     }
   });
@@ -189,59 +196,51 @@ template <typename C>
   }
 }
 
-// The float32 rows compiled for AVX-512 and AVX2 too, picked when the library loads (as the norms'
-// backward rows: see docs/architecture.md, "SIMD math").
+/// One tile of columns (for_each_column_tile): `len` rows of `w` elements, `stride` apart.
+template <typename C>
+[[gnu::always_inline]] inline void softmax_backward_tile(bool log, const C* y, const C* g, C* dx,
+                                                         int64_t len, int64_t stride, int64_t w) {
+  double sum[kColumnTile];
+  C s[kColumnTile];
+  for (int64_t j = 0; j < w; ++j) sum[j] = 0;
+  for (int64_t k = 0; k < len; ++k) {
+    const C* yr = y + k * stride;
+    const C* gr = g + k * stride;
+    if (log) {
+#pragma omp simd
+      for (int64_t j = 0; j < w; ++j) sum[j] += static_cast<double>(gr[j]);
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < w; ++j) sum[j] += static_cast<double>(gr[j] * yr[j]);
+    }
+  }
+  for (int64_t j = 0; j < w; ++j) s[j] = static_cast<C>(sum[j]);
+  for (int64_t k = 0; k < len; ++k) {
+    const C* yr = y + k * stride;
+    const C* gr = g + k * stride;
+    C* out = dx + k * stride;
+    if (log) {
+      simd::unary(simd::UnaryOp::kExp, yr, out, w);
+#pragma omp simd
+      for (int64_t j = 0; j < w; ++j) out[j] = gr[j] - out[j] * s[j];
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < w; ++j) out[j] = yr[j] * (gr[j] - s[j]);
+    }
+  }
+}
+
+// The float32 rows and tiles compiled for AVX-512 and AVX2 too, picked when the library loads (as
+// the norms' backward rows: see docs/architecture.md, "SIMD math").
 KILN_TARGET_CLONES
 void softmax_backward_rows_f32(bool log, const float* y, const float* g, float* dx, int64_t begin,
                                int64_t end, int64_t n) {
   softmax_backward_rows(log, y, g, dx, begin, end, n);
 }
-
-/// Another dim: `outer` blocks of `len` rows of `inner` columns, in tiles of columns whose rows
-/// the second pass re-reads from cache (as softmax_columns).
-template <typename C>
-void softmax_backward_columns(bool log, const C* y, const C* g, C* dx,
-                              const detail::AxisLayout& l) {
-  constexpr int64_t kTile = 512;
-  const int64_t tiles = (l.inner + kTile - 1) / kTile;
-  const int64_t grain =
-      std::max<int64_t>(1, detail::kReduceChunk / std::max<int64_t>(l.len * kTile, 1));
-  parallel_for(0, l.outer * tiles, grain, [&](int64_t lo, int64_t hi) {
-    double sum[kTile];
-    C s[kTile];
-    for (int64_t item = lo; item < hi; ++item) {
-      const int64_t a = item / tiles;
-      const int64_t j0 = (item % tiles) * kTile;
-      const int64_t w = std::min(kTile, l.inner - j0);
-      const auto offset = [&](int64_t k) { return (a * l.len + k) * l.inner + j0; };
-      for (int64_t j = 0; j < w; ++j) sum[j] = 0;
-      for (int64_t k = 0; k < l.len; ++k) {
-        const C* yr = y + offset(k);
-        const C* gr = g + offset(k);
-        if (log) {
-#pragma omp simd
-          for (int64_t j = 0; j < w; ++j) sum[j] += static_cast<double>(gr[j]);
-        } else {
-#pragma omp simd
-          for (int64_t j = 0; j < w; ++j) sum[j] += static_cast<double>(gr[j] * yr[j]);
-        }
-      }
-      for (int64_t j = 0; j < w; ++j) s[j] = static_cast<C>(sum[j]);
-      for (int64_t k = 0; k < l.len; ++k) {
-        const C* yr = y + offset(k);
-        const C* gr = g + offset(k);
-        C* out = dx + offset(k);
-        if (log) {
-          simd::unary(simd::UnaryOp::kExp, yr, out, w);
-#pragma omp simd
-          for (int64_t j = 0; j < w; ++j) out[j] = gr[j] - out[j] * s[j];
-        } else {
-#pragma omp simd
-          for (int64_t j = 0; j < w; ++j) out[j] = yr[j] * (gr[j] - s[j]);
-        }
-      }
-    }
-  });
+KILN_TARGET_CLONES
+void softmax_backward_tile_f32(bool log, const float* y, const float* g, float* dx, int64_t len,
+                               int64_t stride, int64_t w) {
+  softmax_backward_tile(log, y, g, dx, len, stride, w);
 }
 
 void softmax_backward_kernel(KernelContext& ctx) {
@@ -261,7 +260,13 @@ void softmax_backward_kernel(KernelContext& ctx) {
     const C* pg = g.data<C>();
     C* pdx = dx.data<C>();
     if (l.inner > 1) {
-      softmax_backward_columns(log, py, pg, pdx, l);
+      for_each_column_tile(l, [&](int64_t first, int64_t w) {
+        if constexpr (std::is_same_v<C, float>) {
+          softmax_backward_tile_f32(log, py + first, pg + first, pdx + first, l.len, l.inner, w);
+        } else {
+          softmax_backward_tile(log, py + first, pg + first, pdx + first, l.len, l.inner, w);
+        }
+      });
     } else {  // `outer` rows of `len` elements
       const int64_t grain = std::max<int64_t>(1, detail::kReduceChunk / l.len);
       parallel_for(0, l.outer, grain, [&](int64_t lo, int64_t hi) {
