@@ -3,6 +3,7 @@
 #include "autograd/nodes.h"
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/shape.h"
+#include "ops/grad_util.h"
 
 namespace kiln::autograd {
 namespace {
@@ -29,6 +30,7 @@ class OpNode final : public Node {
     KILN_CHECK_KIND(ErrorKind::kNotImplemented, op_->grad_fn() != nullptr)
         << name() << " has no gradient rule (OpDef::grad), so gradients cannot flow through it";
     try {
+      const kiln::detail::UnusedGradients unused(unused_inputs());
       std::vector<Tensor> grads = op_->grad_fn()(inputs_, outputs_for_rule(), attrs_, grad_outputs);
       check_gradients(grads);
       return grads;
@@ -61,6 +63,16 @@ class OpNode final : public Node {
       tracked.push_back(alias);
     }
     return tracked;
+  }
+
+  // The inputs whose gradients no edge carries on (they do not require one): the rule may skip
+  // them (a layer's input data, a constant operand).
+  std::vector<const TensorImpl*> unused_inputs() const {
+    std::vector<const TensorImpl*> unused;
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      if (inputs_[i].defined() && !next_edges()[i].valid()) unused.push_back(inputs_[i].impl());
+    }
+    return unused;
   }
 
   void check_gradients(std::vector<Tensor>& grads) const {

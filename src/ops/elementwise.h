@@ -475,9 +475,11 @@ void check_operand(const char* prim, OperandCheck check, const Tensor& b);
 /// and y's gradient g, written with ops (see Note [Gradient rules] in ops/grad_util.h).
 using UnaryDerivative = Tensor (*)(const Tensor& x, const Tensor& y, const Tensor& g);
 /// The derivative of a binary op: the gradients of a and b in the output's shape and dtype (the
-/// rule sums them to the operands' shapes and converts them to their dtypes).
+/// rule sums them to the operands' shapes and converts them to their dtypes), each computed only
+/// where `needed` says (detail::differentiable; the other left undefined).
 using BinaryDerivative = std::array<Tensor, 2> (*)(const Tensor& a, const Tensor& b,
-                                                   const Tensor& y, const Tensor& g);
+                                                   const Tensor& y, const Tensor& g,
+                                                   std::array<bool, 2> needed);
 
 /// The rule of a unary op with derivative `d`: no gradient for integer and bool inputs.
 GradFn unary_grad(UnaryDerivative d);

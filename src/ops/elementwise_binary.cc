@@ -14,66 +14,67 @@ namespace {
 
 using B = simd::BinaryOp;
 
-// Derivative helpers of the table below, written with ops (see Note [Gradient rules]).
-std::array<Tensor, 2> both(Tensor ga, Tensor gb) { return {std::move(ga), std::move(gb)}; }
+// Derivative helpers of the table below, written with ops (see Note [Gradient rules]). `n` says
+// which of a's and b's gradients are needed; `both` evaluates only those expressions.
+#define KILN_BOTH(ga, gb) \
+  std::array<Tensor, 2> { n[0] ? Tensor(ga) : Tensor(), n[1] ? Tensor(gb) : Tensor() }
 
-std::array<Tensor, 2> div_grads(const Tensor& b, const Tensor& y, const Tensor& g) {
-  Tensor ga = g / b;
-  Tensor gb = -(ga * y);  // d(a / b)/db = -a / b^2 = -(1 / b) (a / b)
-  return both(std::move(ga), std::move(gb));
+std::array<Tensor, 2> div_grads(const Tensor& b, const Tensor& y, const Tensor& g,
+                                std::array<bool, 2> n) {
+  const Tensor ga = g / b;
+  return KILN_BOTH(ga, -(ga * y));  // d(a / b)/db = -a / b^2 = -(1 / b) (a / b)
 }
 
 // As PyTorch: d/da is 0 where b == 0 (also at a == 0), d/db is 0 where a == 0 and b >= 0 (the
 // one-sided limit), so that x ** 0 and 0 ** y give finite gradients.
-std::array<Tensor, 2> pow_grads(const Tensor& a, const Tensor& b, const Tensor& y,
-                                const Tensor& g) {
+std::array<Tensor, 2> pow_grads(const Tensor& a, const Tensor& b, const Tensor& y, const Tensor& g,
+                                std::array<bool, 2> n) {
   const Tensor zero = Tensor::scalar(0.0);
-  Tensor ga = where(eq(b, Tensor::scalar(0)), zero, g * (b * pow(a, b - 1)));
-  const Tensor a_zero = logical_and(eq(a, Tensor::scalar(0)), ge(b, Tensor::scalar(0)));
-  Tensor gb = g * where(a_zero, zero, y * log(a));
-  return both(std::move(ga), std::move(gb));
+  return KILN_BOTH(
+      where(eq(b, Tensor::scalar(0)), zero, g * (b * pow(a, b - 1))),
+      g * where(logical_and(eq(a, Tensor::scalar(0)), ge(b, Tensor::scalar(0))), zero, y * log(a)));
 }
 
 // maximum (kMax) / minimum: the gradient goes to the selected operand, split evenly on ties (as
 // in PyTorch); where either is nan both get it.
 template <bool kMax>
-std::array<Tensor, 2> extremum_grads(const Tensor& a, const Tensor& b, const Tensor& g) {
+std::array<Tensor, 2> extremum_grads(const Tensor& a, const Tensor& b, const Tensor& g,
+                                     std::array<bool, 2> n) {
   const Tensor zero = Tensor::scalar(0.0);
   const Tensor shared = where(eq(a, b), g * 0.5, g);
-  Tensor ga = where(kMax ? lt(a, b) : gt(a, b), zero, shared);
-  Tensor gb = where(kMax ? gt(a, b) : lt(a, b), zero, shared);
-  return both(std::move(ga), std::move(gb));
+  return KILN_BOTH(where(kMax ? lt(a, b) : gt(a, b), zero, shared),
+                   where(kMax ? gt(a, b) : lt(a, b), zero, shared));
 }
 
 // Each row: function, primitive, dtype rule, Highway kernel, the result as an expression of `a`
 // and `b` in the compute type C, the check on b made before computing, the gradients of a and b
 // (in the result's shape) as an expression of the tensors a, b, y (the result) and g (y's
 // gradient), and the documentation. floor_divide is piecewise constant: zero gradients.
-#define KILN_ARITHMETIC_OPS(X)                                                                \
-  X(add, Add, kPromote, B::kAdd, wrapping_add(a, b), kNone, both(g, g),                       \
-    "a + b (bool + bool is logical or; integers wrap around)")                                \
-  X(sub, Sub, kPromoteNoBool, B::kSub, wrapping_sub(a, b), kNone, both(g, -g),                \
-    "a - b (bool operands are a DTypeError; use logical_xor)")                                \
-  X(mul, Mul, kPromote, B::kMul, wrapping_mul(a, b), kNone, both(g * b, g * a),               \
-    "a * b (bool * bool is logical and; integers wrap around)")                               \
-  X(div, Div, kFloating, B::kDiv, a / b, kNone, div_grads(b, y, g),                           \
-    "true division a / b (float32 for integers)")                                             \
-  X(floor_divide, FloorDivide, kPromoteNoBool, kNoSimdBinary, floor_divide_value(a, b),       \
-    kNonzeroIntDivisor, both(zeros_like(g), zeros_like(g)),                                   \
-    "a // b rounded toward -inf, as Python; integer division by zero is a "                   \
-    "KilnValueError")                                                                         \
-  X(remainder, Remainder, kPromoteNoBool, kNoSimdBinary, remainder_value(a, b),               \
-    kNonzeroIntDivisor, both(g, -(g * floor_divide(a, b))),                                   \
-    "a % b with the sign of b, as Python; integer modulo by zero is a "                       \
-    "KilnValueError")                                                                         \
-  X(pow, Pow, kPromoteNoBool, B::kPow, power_value(a, b), kNonnegativeIntExponent,            \
-    pow_grads(a, b, y, g),                                                                    \
-    "a ** b; integers to negative integer powers are a KilnValueError (as NumPy)")            \
-  X(maximum, Maximum, kPromote, B::kMaximum, maximum_value(a, b), kNone,                      \
-    extremum_grads<true>(a, b, g),                                                            \
-    "the larger of a and b; nan if either is nan (numpy.maximum)")                            \
-  X(minimum, Minimum, kPromote, B::kMinimum, minimum_value(a, b), kNone,                      \
-    extremum_grads<false>(a, b, g),                                                           \
+#define KILN_ARITHMETIC_OPS(X)                                                          \
+  X(add, Add, kPromote, B::kAdd, wrapping_add(a, b), kNone, KILN_BOTH(g, g),            \
+    "a + b (bool + bool is logical or; integers wrap around)")                          \
+  X(sub, Sub, kPromoteNoBool, B::kSub, wrapping_sub(a, b), kNone, KILN_BOTH(g, -g),     \
+    "a - b (bool operands are a DTypeError; use logical_xor)")                          \
+  X(mul, Mul, kPromote, B::kMul, wrapping_mul(a, b), kNone, KILN_BOTH(g* b, g* a),      \
+    "a * b (bool * bool is logical and; integers wrap around)")                         \
+  X(div, Div, kFloating, B::kDiv, a / b, kNone, div_grads(b, y, g, n),                  \
+    "true division a / b (float32 for integers)")                                       \
+  X(floor_divide, FloorDivide, kPromoteNoBool, kNoSimdBinary, floor_divide_value(a, b), \
+    kNonzeroIntDivisor, KILN_BOTH(zeros_like(g), zeros_like(g)),                        \
+    "a // b rounded toward -inf, as Python; integer division by zero is a "             \
+    "KilnValueError")                                                                   \
+  X(remainder, Remainder, kPromoteNoBool, kNoSimdBinary, remainder_value(a, b),         \
+    kNonzeroIntDivisor, KILN_BOTH(g, -(g * floor_divide(a, b))),                        \
+    "a % b with the sign of b, as Python; integer modulo by zero is a "                 \
+    "KilnValueError")                                                                   \
+  X(pow, Pow, kPromoteNoBool, B::kPow, power_value(a, b), kNonnegativeIntExponent,      \
+    pow_grads(a, b, y, g, n),                                                           \
+    "a ** b; integers to negative integer powers are a KilnValueError (as NumPy)")      \
+  X(maximum, Maximum, kPromote, B::kMaximum, maximum_value(a, b), kNone,                \
+    extremum_grads<true>(a, b, g, n),                                                   \
+    "the larger of a and b; nan if either is nan (numpy.maximum)")                      \
+  X(minimum, Minimum, kPromote, B::kMinimum, minimum_value(a, b), kNone,                \
+    extremum_grads<false>(a, b, g, n),                                                  \
     "the smaller of a and b; nan if either is nan (numpy.minimum)")
 
 #define KILN_BINARY_FUNCTOR(name, Prim, rule, simd_op, expr, check, dx, doc) \
@@ -86,11 +87,11 @@ std::array<Tensor, 2> extremum_grads(const Tensor& a, const Tensor& b, const Ten
 KILN_ARITHMETIC_OPS(KILN_BINARY_FUNCTOR)
 #undef KILN_BINARY_FUNCTOR
 
-#define KILN_BINARY_REGISTER(name, Prim, rule, simd_op, expr, check, dx, doc)         \
-  KILN_REGISTER_OP((binary_def<Prim##Fn, BinaryRule::rule, OperandCheck::check>(           \
-      #Prim, simd_op, doc,                                                                 \
-      [](const Tensor& a, const Tensor& b, const Tensor& y, const Tensor& g)                \
-          -> std::array<Tensor, 2> { return dx; })));
+#define KILN_BINARY_REGISTER(name, Prim, rule, simd_op, expr, check, dx, doc)    \
+  KILN_REGISTER_OP((binary_def<Prim##Fn, BinaryRule::rule, OperandCheck::check>( \
+      #Prim, simd_op, doc,                                                       \
+      [](const Tensor& a, const Tensor& b, const Tensor& y, const Tensor& g,     \
+         std::array<bool, 2> n) -> std::array<Tensor, 2> { return dx; })));
 KILN_ARITHMETIC_OPS(KILN_BINARY_REGISTER)
 #undef KILN_BINARY_REGISTER
 
@@ -105,6 +106,7 @@ KILN_ARITHMETIC_OPS(KILN_BINARY_REGISTER)
 KILN_ARITHMETIC_OPS(KILN_BINARY_FUNCTION)
 #undef KILN_BINARY_FUNCTION
 #undef KILN_ARITHMETIC_OPS
+#undef KILN_BOTH
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

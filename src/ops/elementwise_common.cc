@@ -181,10 +181,10 @@ GradFn unary_grad(UnaryDerivative d) {
 GradFn binary_grad(BinaryDerivative d) {
   return detail::one_output_rule([d](const std::vector<Tensor>& in, const Tensor& y, const Attrs&,
                                      const Tensor& g) {
-    if (!detail::differentiable(in[0]) && !detail::differentiable(in[1])) {
-      return std::vector<Tensor>(2);
-    }
-    const std::array<Tensor, 2> grads = d(in[0], in[1], y, g);
+    const std::array<bool, 2> needed = {detail::differentiable(in[0]),
+                                        detail::differentiable(in[1])};
+    if (!needed[0] && !needed[1]) return std::vector<Tensor>(2);
+    const std::array<Tensor, 2> grads = d(in[0], in[1], y, g, needed);
     return std::vector<Tensor>{detail::input_grad(grads[0], in[0]),
                                detail::input_grad(grads[1], in[1])};
   });

@@ -1,6 +1,7 @@
 // Shared pieces of the built-in ops' gradient rules; see ops/grad_util.h.
 #include "ops/grad_util.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "kiln/functional.h"
@@ -8,8 +9,26 @@
 
 namespace kiln::detail {
 
+namespace {
+thread_local const UnusedGradients* t_unused_gradients = nullptr;
+}  // namespace
+
+UnusedGradients::UnusedGradients(std::vector<const TensorImpl*> unused)
+    : unused_(std::move(unused)), outer_(t_unused_gradients) {
+  t_unused_gradients = this;
+}
+
+UnusedGradients::~UnusedGradients() { t_unused_gradients = outer_; }
+
+bool UnusedGradients::contains(const TensorImpl* x) {
+  const UnusedGradients* scope = t_unused_gradients;
+  return scope != nullptr &&
+         std::find(scope->unused_.begin(), scope->unused_.end(), x) != scope->unused_.end();
+}
+
 bool differentiable(const Tensor& x) {
-  return x.defined() && is_floating_point(x.dtype()) && !x.is_weak_scalar();
+  return x.defined() && is_floating_point(x.dtype()) && !x.is_weak_scalar() &&
+         !UnusedGradients::contains(x.impl());
 }
 
 Tensor input_grad(const Tensor& g, const Tensor& x) {

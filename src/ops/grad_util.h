@@ -22,8 +22,30 @@
 namespace kiln::detail {
 
 /// True when gradients flow into `x`: a defined floating-point tensor that is
-/// not a weak Python number (a Python number never requires a gradient).
+/// not a weak Python number (a Python number never requires a gradient) nor an
+/// input whose gradient the backward step running the rule will not use (see
+/// UnusedGradients).
 bool differentiable(const Tensor& x);
+
+/// While alive, differentiable() is false on this thread for the tensors
+/// `unused`: autograd's backward step of an op call names the inputs whose
+/// gradients reach no tensor that requires one (a layer's input data, a
+/// constant operand), so that rules gated on differentiable() skip computing
+/// them. Scopes nest; outside any (the jit tracing a rule) every input counts.
+class UnusedGradients {
+ public:
+  explicit UnusedGradients(std::vector<const TensorImpl*> unused);
+  ~UnusedGradients();
+  UnusedGradients(const UnusedGradients&) = delete;
+  UnusedGradients& operator=(const UnusedGradients&) = delete;
+
+  /// Whether the innermost scope on this thread names `x`.
+  static bool contains(const TensorImpl* x);
+
+ private:
+  std::vector<const TensorImpl*> unused_;
+  const UnusedGradients* outer_;
+};
 
 /// The gradient of input `x` from `g`, a gradient in the shape and dtype of a
 /// result that x entered broadcast and promoted: g summed to x's shape and

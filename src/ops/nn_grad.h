@@ -14,12 +14,13 @@
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/factory.h"
 #include "kiln/tensor.h"
+#include "ops/grad_util.h"
 
 namespace kiln::grad {
 
-/// True when `x` takes a gradient: defined (not an omitted optional input) and floating point
-/// (integer and bool inputs such as targets and indices do not).
-inline bool differentiable(const Tensor& x) { return x.defined() && is_floating_point(x.dtype()); }
+/// True when `x` takes a gradient: defined (not an omitted optional input), floating point
+/// (integer and bool inputs such as targets and indices do not) and used (detail::differentiable).
+inline bool differentiable(const Tensor& x) { return detail::differentiable(x); }
 
 /// The output gradient `g`, or zeros shaped like the output when no gradient flows into it.
 inline Tensor or_zeros(const Tensor& g, const Tensor& output) {
