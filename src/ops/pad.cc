@@ -143,14 +143,21 @@ void pad_mapped(const Tensor& x, const Tensor& out,
   });
 }
 
-// Gradient rule (see Note [Gradient rules] in ops/grad_util.h): padding 0, 1, ..., numel - 1 in
-// x's shape the same way (constant: -1) names the element of x each output element copies; the
-// gradient accumulates there (reflect and replicate read elements several times).
+// Gradient rule (see Note [Gradient rules] in ops/grad_util.h). Constant mode copies each element
+// of x at most once: its gradient is g with the padding cropped off (and zeros where the forward
+// cropped), Pad with the pads negated. Otherwise padding 0, 1, ..., numel - 1 in x's shape the
+// same way names the element of x each output element copies; the gradient accumulates there
+// (reflect and replicate read elements several times).
 std::vector<Tensor> pad_grad(const std::vector<Tensor>& in, const Tensor&, const Attrs& attrs,
                              const Tensor& g) {
   const Tensor& x = in[0];
   if (!detail::differentiable(x)) return {Tensor()};
   if (x.numel() == 0) return {zeros_like(x)};
+  if (attrs.get<std::string>("mode") == "constant") {
+    std::vector<int64_t> negated = attrs.get<std::vector<int64_t>>("pads");
+    for (int64_t& p : negated) p = -p;
+    return {to(pad(g, negated, "constant", 0.0), x.dtype())};
+  }
   const Tensor positions =
       pad(reshape(arange(0, x.numel()), x.shape()), attrs.get<std::vector<int64_t>>("pads"),
           attrs.get<std::string>("mode"), -1.0);
