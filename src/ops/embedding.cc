@@ -26,6 +26,7 @@ constexpr int64_t kCopyChunkBytes = int64_t{1} << 16;
 
 // The indices as int64, after checking that every one is in [0, rows).
 std::vector<int64_t> checked_indices(const Tensor& indices, int64_t rows) {
+  if (indices.numel() == 0) return {};  // (a planned graph gives an empty tensor no memory)
   const Tensor idx = indices.contiguous();
   std::vector<int64_t> out(static_cast<size_t>(idx.numel()));
   visit_dtype(idx.dtype(), [&](auto tag) {

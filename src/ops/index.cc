@@ -14,6 +14,7 @@
 #include "core/strided_loop.h"
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/factory.h"
+#include "kiln/functional/nn.h"
 #include "kiln/functional/reduce.h"
 #include "kiln/functional/shape.h"
 #include "kiln/op.h"
@@ -89,11 +90,27 @@ std::vector<Tensor> index_select_grad(const std::vector<Tensor>& in, const Tenso
   const Tensor& x = in[0];
   if (!detail::differentiable(x)) return {Tensor(), Tensor()};
   const int64_t dim = wrap_dim(attrs.get<int64_t>("dim"), x.ndim());
-  // The index along dim, broadcast over g's other dims.
-  Shape along(static_cast<size_t>(x.ndim()), 1);
-  along[static_cast<size_t>(dim)] = in[1].numel();
-  const Tensor index = expand(reshape(in[1], along), g.shape());
-  return {to(scatter(zeros_like(x, g.dtype()), dim, index, g, "add"), x.dtype()), Tensor()};
+  const int64_t n = x.size(dim);
+  // With dim first, g is rows that add into x's rows at the (wrapped) positions: the embedding
+  // table's gradient, whose kernel owns whole columns per thread.
+  std::vector<int64_t> dim_first(static_cast<size_t>(x.ndim()));
+  dim_first[0] = dim;
+  for (int64_t d = 0, k = 1; d < x.ndim(); ++d) {
+    if (d != dim) dim_first[static_cast<size_t>(k++)] = d;
+  }
+  int64_t rest = 1;  // elements of x per position along dim
+  for (int64_t d = 0; d < x.ndim(); ++d) {
+    if (d != dim) rest *= x.size(d);
+  }
+  Tensor positions = reshape(in[1], {-1});
+  positions = where(lt(positions, Tensor::scalar(0)), positions + n, positions);
+  const Tensor rows = reshape(permute(g, dim_first), {positions.numel(), rest});
+  Shape moved = x.shape();
+  std::rotate(moved.begin(), moved.begin() + dim, moved.begin() + dim + 1);
+  std::vector<int64_t> back(static_cast<size_t>(x.ndim()));  // inverse of dim_first
+  for (size_t k = 0; k < back.size(); ++k) back[static_cast<size_t>(dim_first[k])] = k;
+  const Tensor gx = permute(reshape(embedding_backward(positions, rows, n), moved), back);
+  return {to(gx, x.dtype()), Tensor()};
 }
 
 KILN_REGISTER_OP(
