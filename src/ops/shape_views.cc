@@ -1,9 +1,13 @@
 // View primitives: Reshape, Transpose, Permute, Expand, Squeeze, Unsqueeze, Flatten, Contiguous,
-// AsStrided.
+// AsStrided, and AsStridedScatter (the copy that writes an AsStrided view: its gradient).
 //
 // See Note [View ops]: eagerly each returns a view sharing its input's storage (through the Tensor
 // methods in src/core/tensor.cc); in graphs each is an ordinary primitive whose CPU kernel writes a
 // contiguous copy.
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/factory.h"
 #include "kiln/functional/shape.h"
@@ -184,14 +188,55 @@ std::vector<Tensor> expand_back(const std::vector<Tensor>& in, const Tensor&, co
 // Each output element is element p of x's row-major sequence, p read off the same view of
 // 0, 1, ..., numel - 1; elements the view reads several times (stride 0, overlaps) sum their
 // gradients.
+// Whether the view (size, stride) reaches no element twice: with its dims of more than one
+// element in increasing stride, each stride steps past everything the dims before it reach.
+bool reaches_each_element_once(const Shape& size, const Shape& stride) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+  for (size_t d = 0; d < size.size(); ++d) {
+    if (size[d] == 0) return true;
+    if (size[d] > 1) dims.emplace_back(stride[d], size[d]);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;  // the largest offset the dims so far reach
+  for (const auto& [step, n] : dims) {
+    if (step <= reach) return false;
+    reach += step * (n - 1);
+  }
+  return true;
+}
+
+// A view that reaches each element once puts g back where it came from (as_strided_scatter into
+// zeros, a strided copy); an overlapping one accumulates at computed positions.
 std::vector<Tensor> as_strided_back(const std::vector<Tensor>& in, const Tensor&, const Attrs& a,
                                     const Tensor& g) {
   const Tensor& x = in[0];
   if (!detail::differentiable(x)) return {Tensor()};
+  const Shape size = a.get<std::vector<int64_t>>("size");
+  const Shape stride = a.get<std::vector<int64_t>>("stride");
+  const int64_t offset = a.get<int64_t>("offset");
+  if (reaches_each_element_once(size, stride)) {
+    return {to(as_strided_scatter(zeros_like(x, g.dtype()), g, size, stride, offset), x.dtype())};
+  }
   const Tensor positions =
-      as_strided(reshape(arange(0, x.numel()), x.shape()), a.get<std::vector<int64_t>>("size"),
-                 a.get<std::vector<int64_t>>("stride"), a.get<int64_t>("offset"));
+      as_strided(reshape(arange(0, x.numel()), x.shape()), size, stride, offset);
   return {to(detail::accumulate_at(g, positions, x), x.dtype())};
+}
+
+// AsStridedScatter's: x's gradient is g with the view's elements zeroed, src's the view of g.
+std::vector<Tensor> as_strided_scatter_back(const std::vector<Tensor>& in, const Tensor&,
+                                            const Attrs& a, const Tensor& g) {
+  const Shape size = a.get<std::vector<int64_t>>("size");
+  const Shape stride = a.get<std::vector<int64_t>>("stride");
+  const int64_t offset = a.get<int64_t>("offset");
+  Tensor gx, gsrc;
+  if (detail::differentiable(in[0])) {
+    gx = to(as_strided_scatter(g, zeros_like(in[1], g.dtype()), size, stride, offset),
+            in[0].dtype());
+  }
+  if (detail::differentiable(in[1])) {
+    gsrc = to(as_strided(g, size, stride, offset), in[1].dtype());
+  }
+  return {gx, gsrc};
 }
 
 KILN_REGISTER_OP(OpDef("Reshape")
@@ -279,11 +324,41 @@ KILN_REGISTER_OP(OpDef("AsStrided")
                      .grad(detail::one_output_rule(as_strided_back))
                      .kernel(DeviceType::kCPU, as_strided_kernel));
 
+KILN_REGISTER_OP(
+    OpDef("AsStridedScatter")
+        .input("x")
+        .input("src")
+        .attr("size", AttrKind::kInts)
+        .attr("stride", AttrKind::kInts)
+        .attr("offset", AttrKind::kInt, AttrValue{int64_t{0}})
+        .doc("a contiguous copy of x whose elements in AsStrided(x, size, stride, offset) are "
+             "src's")
+        .infer([](const InferContext& ctx) {
+          const MetaList view = infer_as_strided(ctx);
+          const TensorMeta& src = ctx.input(1);
+          KILN_CHECK_SHAPE(src.shape == view[0].shape)
+              << "AsStridedScatter: expected src of the view's shape " << shape_str(view[0].shape)
+              << ", got " << shape_str(src.shape);
+          return MetaList{{ctx.input(0).dtype, ctx.input(0).shape}};
+        })
+        .grad(detail::one_output_rule(as_strided_scatter_back))
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const Tensor& out = ctx.outputs[0];
+          copy_into(out, ctx.inputs[0]);
+          copy_into(do_as_strided(out, ctx.attrs), ctx.inputs[1]);
+        }));
+
 }  // namespace
 
 Tensor as_strided(const Tensor& x, const Shape& size, const Shape& stride, int64_t offset) {
   static const OpDefPtr op = OpRegistry::Instance().get("AsStrided");
   return call_op(*op, {x}, {{"size", size}, {"stride", stride}, {"offset", offset}})[0];
+}
+
+Tensor as_strided_scatter(const Tensor& x, const Tensor& src, const Shape& size,
+                          const Shape& stride, int64_t offset) {
+  static const OpDefPtr op = OpRegistry::Instance().get("AsStridedScatter");
+  return call_op(*op, {x, src}, {{"size", size}, {"stride", stride}, {"offset", offset}})[0];
 }
 
 Tensor reshape(const Tensor& x, const Shape& shape) {

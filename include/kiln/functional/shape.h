@@ -28,6 +28,11 @@ KILN_API Tensor contiguous(const Tensor& x);
 /// contiguous). The jit records views made by Tensor methods of traced values with it.
 KILN_API Tensor as_strided(const Tensor& x, const Shape& size, const Shape& stride,
                            int64_t offset = 0);
+/// A contiguous copy of x whose elements in as_strided(x, size, stride, offset) are src's (src has
+/// shape `size`; an element the view reaches more than once gets one of src's values for it).
+/// Its gradient is the one of a non-overlapping as_strided.
+KILN_API Tensor as_strided_scatter(const Tensor& x, const Tensor& src, const Shape& size,
+                                   const Shape& stride, int64_t offset = 0);
 
 /// Joins tensors (promoted to a common dtype) along an existing / a new dimension.
 KILN_API Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);

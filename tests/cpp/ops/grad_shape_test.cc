@@ -57,6 +57,12 @@ std::vector<Case> shape_cases() {
       {"AsStrided", {x}, {{"size", Ints{3, 4}}, {"stride", Ints{2, 3}}, {"offset", int64_t{1}}}},
       {"AsStrided", {x}, {{"size", Ints{2, 5}}, {"stride", Ints{0, 1}}, {"offset", int64_t{7}}}},
       {"AsStrided", {x}, {{"size", Ints{}}, {"stride", Ints{}}, {"offset", int64_t{5}}}},
+      // Views reaching each element once (a transposed block, a strided row): a strided copy.
+      {"AsStrided", {x}, {{"size", Ints{2, 3}}, {"stride", Ints{1, 4}}, {"offset", int64_t{1}}}},
+      {"AsStrided", {x}, {{"size", Ints{2}}, {"stride", Ints{2}}, {"offset", int64_t{8}}}},
+      {"AsStridedScatter",
+       {x, randn({2, 3}, f64)},
+       {{"size", Ints{2, 3}}, {"stride", Ints{1, 4}}, {"offset", int64_t{1}}}},
       {"Concat", {randn({2, 3}, f64), randn({1, 3}, f64), randn({0, 3}, f64)}, {}},
       {"Concat", {randn({2, 3}, f64), randn({2, 2}, f64)}, {{"dim", int64_t{-1}}}},
       {"Stack", {randn({2, 3}, f64), randn({2, 3}, f64)}, {{"dim", int64_t{1}}}},

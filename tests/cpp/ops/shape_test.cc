@@ -113,6 +113,24 @@ TEST(AsStrided, ViewsAContiguousInput_AndReadsOthersInRowMajorOrder) {
   EXPECT_EQ(as_strided(x, {0, 5}, {100, 100}, 0).numel(), 0);
 }
 
+TEST(AsStridedScatter, WritesTheViewOfACopy_ReadingItsInputInRowMajorOrder) {
+  const Tensor x = iota({3, 4});
+  // Elements 1, 5, 2, 6 of x's row-major sequence (a transposed 2x2 block) become 100..103.
+  const Tensor src = iota({2, 2}, DType::kFloat64) + 100.0;
+  const Tensor out = as_strided_scatter(x, src, {2, 2}, {1, 4}, 1);
+  EXPECT_EQ(out.dtype(), DType::kFloat32);
+  EXPECT_TRUE(out.is_contiguous());
+  EXPECT_EQ(values(out), (std::vector<float>{0, 100, 102, 3, 4, 101, 103, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(values(x)[1], 1.0f);  // x is not written
+  // A transposed x is read in its row-major order: 0 4 8 1 5 9 2 6 10 3 7 11.
+  const Tensor t = as_strided_scatter(transpose(x, 0, 1), iota({2}) - 1.0f, {2}, {2}, 0);
+  EXPECT_EQ(values(t), (std::vector<float>{-1, 4, 0, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
+  expect_error([&] { as_strided_scatter(x, iota({3}), {2}, {1}); }, ErrorKind::kShape,
+               "expected src of the view's shape [2], got [3]");
+  expect_error([&] { as_strided_scatter(x, iota({2}), {2}, {6}, 7); }, ErrorKind::kShape,
+               "reach element 13 of an input with 12 elements");
+}
+
 TEST(ShapeViews, ReportBadArguments_WithTheOpName) {
   const Tensor x = iota({2, 3});
   expect_error([&] { reshape(x, {4, 2}); }, ErrorKind::kShape, "in Reshape(float32[2, 3])");
