@@ -14,6 +14,7 @@
 
 #include "core/dtype_dispatch.h"
 #include "core/strided_loop.h"
+#include "core/transposing_copy.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -119,6 +120,14 @@ void copy_transposed(const StridedLoop<2>& loop, const TransposedDims& dims) {
 }
 
 }  // namespace
+
+bool is_transposing_copy(const Tensor& dst, const Tensor& src) {
+  if (dst.numel() < kTile * kTile) return false;
+  const StridedLoop<2> loop(dst.shape(), {&dst, &src});
+  return transposed_dims(loop, static_cast<int64_t>(dst.itemsize()),
+                         static_cast<int64_t>(src.itemsize()))
+      .has_value();
+}
 
 void copy_into(const Tensor& dst, const Tensor& src) {
   const Tensor source = src.shape() == dst.shape() ? src : src.expand(dst.shape());

@@ -383,6 +383,23 @@ def test_binary_reads_strided_views(name, dtype, rng):
         assert_close(getattr(M, name)(x, y), binary_reference(name, xn, yn, dtype))
 
 
+@pytest.mark.parametrize("dtype", LAYOUT_DTYPES, ids=str)
+@pytest.mark.parametrize("name", ["add", "mul", "maximum"])
+def test_binary_copies_an_operand_running_across_the_output_first(name, dtype, rng):
+    # Large enough for the tiled copy (Note [Transposing copies]): a transposed operand against a
+    # contiguous one, against a scalar, broadcast over a batch dim, and in place (x += x.T).
+    a, b = binary_inputs(name, (130, 120), (120, 130), dtype, rng)
+    ka, kb = kt(a, dtype), kt(b, dtype)
+    assert_close(getattr(M, name)(ka, kb.transpose(0, 1)), binary_reference(name, a, b.T, dtype))
+    assert_close(getattr(M, name)(kb.transpose(0, 1), 1), binary_reference(name, b.T, 1, dtype))
+    batch = kt(np.stack([a, a]), dtype)
+    assert_close(getattr(M, name)(batch, kb.transpose(0, 1)),
+                 binary_reference(name, np.stack([a, a]), b.T, dtype))
+    square = kt(a[:120, :120], dtype)
+    square += square.transpose(0, 1)
+    assert_close(square, binary_reference("add", a[:120, :120], a[:120, :120].T, dtype))
+
+
 def weak_result(dtype, scalar):
     """NumPy 2's weak-scalar rule as Kiln applies it (float scalar, integer tensor: float32)."""
     if isinstance(scalar, bool):
