@@ -28,10 +28,10 @@ namespace kiln::detail {
 bool differentiable(const Tensor& x);
 
 /// While alive, differentiable() is false on this thread for the tensors
-/// `unused`: autograd's backward step of an op call names the inputs whose
-/// gradients reach no tensor that requires one (a layer's input data, a
-/// constant operand), so that rules gated on differentiable() skip computing
-/// them. Scopes nest; outside any (the jit tracing a rule) every input counts.
+/// `unused` (it is asked about a rule's own inputs, never about g): autograd's backward step of an
+/// op call names the inputs whose gradients reach no tensor that requires one (a layer's input
+/// data, a constant operand), so that rules gated on differentiable() skip computing them. Scopes
+/// nest; outside any (the jit tracing a rule) every input counts.
 class UnusedGradients {
  public:
   explicit UnusedGradients(std::vector<const TensorImpl*> unused);

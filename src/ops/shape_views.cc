@@ -185,9 +185,6 @@ std::vector<Tensor> expand_back(const std::vector<Tensor>& in, const Tensor&, co
   return {detail::input_grad(g, in[0])};  // summed over the broadcast dims
 }
 
-// Each output element is element p of x's row-major sequence, p read off the same view of
-// 0, 1, ..., numel - 1; elements the view reads several times (stride 0, overlaps) sum their
-// gradients.
 // Whether the view (size, stride) reaches no element twice: with its dims of more than one
 // element in increasing stride, each stride steps past everything the dims before it reach.
 bool reaches_each_element_once(const Shape& size, const Shape& stride) {
@@ -206,7 +203,9 @@ bool reaches_each_element_once(const Shape& size, const Shape& stride) {
 }
 
 // A view that reaches each element once puts g back where it came from (as_strided_scatter into
-// zeros, a strided copy); an overlapping one accumulates at computed positions.
+// zeros, a strided copy). Otherwise each output element is element p of x's row-major sequence,
+// p read off the same view of 0, 1, ..., numel - 1, and the elements the view reads several times
+// (stride 0, overlaps) sum their gradients.
 std::vector<Tensor> as_strided_back(const std::vector<Tensor>& in, const Tensor&, const Attrs& a,
                                     const Tensor& g) {
   const Tensor& x = in[0];
@@ -335,6 +334,11 @@ KILN_REGISTER_OP(
              "src's")
         .infer([](const InferContext& ctx) {
           const MetaList view = infer_as_strided(ctx);
+          KILN_CHECK_SHAPE(reaches_each_element_once(ctx.attrs.get<std::vector<int64_t>>("size"),
+                                                     ctx.attrs.get<std::vector<int64_t>>("stride")))
+              << "AsStridedScatter: expected a view that reaches each element of x at most once, "
+              << "got size " << shape_str(ctx.attrs.get<std::vector<int64_t>>("size"))
+              << " and stride " << shape_str(ctx.attrs.get<std::vector<int64_t>>("stride"));
           const TensorMeta& src = ctx.input(1);
           KILN_CHECK_SHAPE(src.shape == view[0].shape)
               << "AsStridedScatter: expected src of the view's shape " << shape_str(view[0].shape)

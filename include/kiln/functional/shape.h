@@ -29,8 +29,8 @@ KILN_API Tensor contiguous(const Tensor& x);
 KILN_API Tensor as_strided(const Tensor& x, const Shape& size, const Shape& stride,
                            int64_t offset = 0);
 /// A contiguous copy of x whose elements in as_strided(x, size, stride, offset) are src's (src has
-/// shape `size`; an element the view reaches more than once gets one of src's values for it).
-/// Its gradient is the one of a non-overlapping as_strided.
+/// shape `size`); the view must reach each element at most once (a ShapeError otherwise). The
+/// gradient of a non-overlapping as_strided.
 KILN_API Tensor as_strided_scatter(const Tensor& x, const Tensor& src, const Shape& size,
                                    const Shape& stride, int64_t offset = 0);
 

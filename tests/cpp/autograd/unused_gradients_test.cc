@@ -35,9 +35,11 @@ class CountingDispatcher final : public Dispatcher {
 template <typename F>
 std::map<std::string, int> calls_of(F&& fn) {
   CountingDispatcher counting;
-  Dispatcher* previous = set_thread_dispatcher(&counting);
+  struct Restore {
+    Dispatcher* previous;
+    ~Restore() { set_thread_dispatcher(previous); }
+  } restore{set_thread_dispatcher(&counting)};
   fn();
-  set_thread_dispatcher(previous);
   return counting.calls;
 }
 
@@ -75,13 +77,30 @@ TEST(UnusedGradients, MatmulOfInputDataComputesOnlyTheWeightGradient) {
   testing::expect_close(get_grad(w), matmul(transpose(data, 0, 1), g), 1e-12);
 }
 
-TEST(UnusedGradients, ARuleRunOutsideBackwardComputesEveryGradient) {
-  // As the jit traces a rule, and as after any backward: no scope is left on the thread.
-  const Tensor a = randn({3}, DType::kFloat64);
-  const Tensor b = randn({3}, DType::kFloat64);
+TEST(UnusedGradients, AGradientBuiltFromASkippedOneAndASharedInputAreRight) {
+  // c / x: x's gradient -c / x^2 is computed from c's (g / x) term, which c itself does not use.
+  const Tensor x = randn({6}, DType::kFloat64) + 3.0;
+  const Tensor c = randn({6}, DType::kFloat64);
+  set_requires_grad(x);
+  backward({div(c, x)}, {ones({6}, DType::kFloat64)});
+  testing::expect_close(get_grad(x), -(c / (x * x)), 1e-12);
+  // x * x: one tensor as both operands, both gradients used.
+  const Tensor v = randn({6}, DType::kFloat64);
+  set_requires_grad(v);
+  backward({mul(v, v)}, {ones({6}, DType::kFloat64)});
+  testing::expect_close(get_grad(v), v * 2.0, 1e-12);
+}
+
+TEST(UnusedGradients, TheScopeEndsWithTheBackwardStep) {
+  // After a backward that skipped c's gradient, the rule run directly (as the jit traces one)
+  // computes both: no scope is left on the thread.
+  const Tensor x = randn({3}, DType::kFloat64);
+  const Tensor c = randn({3}, DType::kFloat64);
+  set_requires_grad(x);
+  const Tensor y = mul(x, c);
+  backward({y}, {ones({3}, DType::kFloat64)}, /*retain_graph=*/true);
   const OpDefPtr op = OpRegistry::Instance().get("Mul");
-  const Tensor g = ones({3}, DType::kFloat64);
-  const std::vector<Tensor> grads = op->grad_fn()({a, b}, {mul(a, b)}, {}, {g});
+  const std::vector<Tensor> grads = op->grad_fn()({x, c}, {y}, {}, {ones({3}, DType::kFloat64)});
   ASSERT_EQ(grads.size(), 2u);
   EXPECT_TRUE(grads[0].defined());
   EXPECT_TRUE(grads[1].defined());

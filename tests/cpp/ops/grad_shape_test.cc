@@ -70,7 +70,7 @@ std::vector<Case> shape_cases() {
       {"Split", {x}, {{"sizes", Ints{1, 2}}, {"dim", int64_t{1}}}},
       {"IndexSelect", {x, int_index({2, 0, 2, -1}, {4})}, {{"dim", int64_t{-1}}}},
       {"IndexSelect", {x, int_index({1}, {}, DType::kInt32)}, {{"dim", int64_t{0}}}},
-      {"IndexSelect",  // a middle dim, repeated and negative positions, a size-0 selection
+      {"IndexSelect",  // a middle dim, repeated and negative positions; then an empty selection
        {randn({2, 3, 4}, f64), int_index({2, 0, 2, -3, -1}, {5})},
        {{"dim", int64_t{1}}}},
       {"IndexSelect", {randn({2, 3}, f64), int_index({}, {0})}, {{"dim", int64_t{1}}}},

@@ -129,6 +129,15 @@ TEST(AsStridedScatter, WritesTheViewOfACopy_ReadingItsInputInRowMajorOrder) {
                "expected src of the view's shape [2], got [3]");
   expect_error([&] { as_strided_scatter(x, iota({2}), {2}, {6}, 7); }, ErrorKind::kShape,
                "reach element 13 of an input with 12 elements");
+  expect_error(
+      [&] {
+        as_strided_scatter(x, iota({2, 3}), {2, 3}, {1, 1});
+      },
+      ErrorKind::kShape,
+      "a view that reaches each element of x at most once, got size [2, 3] and stride "
+      "[1, 1]");
+  expect_error([&] { as_strided_scatter(x, iota({2}), {2}, {0}); }, ErrorKind::kShape,
+               "reaches each element of x at most once");
 }
 
 TEST(ShapeViews, ReportBadArguments_WithTheOpName) {
