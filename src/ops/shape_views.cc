@@ -334,11 +334,11 @@ KILN_REGISTER_OP(
              "src's")
         .infer([](const InferContext& ctx) {
           const MetaList view = infer_as_strided(ctx);
-          KILN_CHECK_SHAPE(reaches_each_element_once(ctx.attrs.get<std::vector<int64_t>>("size"),
-                                                     ctx.attrs.get<std::vector<int64_t>>("stride")))
+          const Shape size = ctx.attrs.get<std::vector<int64_t>>("size");
+          const Shape stride = ctx.attrs.get<std::vector<int64_t>>("stride");
+          KILN_CHECK_SHAPE(reaches_each_element_once(size, stride))
               << "AsStridedScatter: expected a view that reaches each element of x at most once, "
-              << "got size " << shape_str(ctx.attrs.get<std::vector<int64_t>>("size"))
-              << " and stride " << shape_str(ctx.attrs.get<std::vector<int64_t>>("stride"));
+              << "got size " << shape_str(size) << " and stride " << shape_str(stride);
           const TensorMeta& src = ctx.input(1);
           KILN_CHECK_SHAPE(src.shape == view[0].shape)
               << "AsStridedScatter: expected src of the view's shape " << shape_str(view[0].shape)
