@@ -95,12 +95,11 @@ std::vector<Tensor> index_select_grad(const std::vector<Tensor>& in, const Tenso
   // table's gradient, whose kernel owns whole columns per thread.
   std::vector<int64_t> dim_first(static_cast<size_t>(x.ndim()));
   dim_first[0] = dim;
-  for (int64_t d = 0, k = 1; d < x.ndim(); ++d) {
-    if (d != dim) dim_first[static_cast<size_t>(k++)] = d;
-  }
   int64_t rest = 1;  // elements of x per position along dim
-  for (int64_t d = 0; d < x.ndim(); ++d) {
-    if (d != dim) rest *= x.size(d);
+  for (int64_t d = 0, k = 1; d < x.ndim(); ++d) {
+    if (d == dim) continue;
+    dim_first[static_cast<size_t>(k++)] = d;
+    rest *= x.size(d);
   }
   Tensor positions = reshape(in[1], {-1});
   positions = where(lt(positions, Tensor::scalar(0)), positions + n, positions);

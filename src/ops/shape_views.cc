@@ -79,11 +79,28 @@ Tensor do_contiguous(const Tensor& x, const Attrs&) { return x.is_contiguous() ?
 // that the graph primitive means the same on every backend: element (i0, i1, ...) of the result
 // is element offset + i0 * stride[0] + i1 * stride[1] + ... of that sequence. The jit records a
 // view made by a Tensor method (x.T, x[1:], x.select(0, 2)) of a traced value this way.
+// AsStrided and AsStridedScatter share the attributes naming the view: declared by
+// strided_view_attrs, read as a StridedView.
+OpDef& strided_view_attrs(OpDef& def) {
+  return def.attr("size", AttrKind::kInts)
+      .attr("stride", AttrKind::kInts)
+      .attr("offset", AttrKind::kInt, AttrValue{int64_t{0}});
+}
+
+struct StridedView {
+  Shape size;
+  Shape stride;
+  int64_t offset;
+
+  explicit StridedView(const Attrs& a)
+      : size(a.get<std::vector<int64_t>>("size")),
+        stride(a.get<std::vector<int64_t>>("stride")),
+        offset(a.get<int64_t>("offset")) {}
+};
+
 MetaList infer_as_strided(const InferContext& ctx) {
   const TensorMeta& x = ctx.input(0);
-  const Shape size = ctx.attrs.get<std::vector<int64_t>>("size");
-  const Shape stride = ctx.attrs.get<std::vector<int64_t>>("stride");
-  const int64_t offset = ctx.attrs.get<int64_t>("offset");
+  const auto [size, stride, offset] = StridedView(ctx.attrs);
   KILN_CHECK_SHAPE(size.size() == stride.size())
       << "AsStrided: expected as many strides as sizes, got size " << shape_str(size)
       << " and stride " << shape_str(stride);
@@ -139,9 +156,7 @@ Tensor as_strided_of_layout(const Tensor& x, const Shape& size, const Shape& str
 }
 
 Tensor do_as_strided(const Tensor& x, const Attrs& a) {
-  const Shape size = a.get<std::vector<int64_t>>("size");
-  const Shape stride = a.get<std::vector<int64_t>>("stride");
-  const int64_t offset = a.get<int64_t>("offset");
+  const auto [size, stride, offset] = StridedView(a);
   if (!x.is_contiguous()) return as_strided_of_layout(x, size, stride, offset);
   return x.as_strided(size, stride, x.storage_offset() + offset);
 }
@@ -210,9 +225,7 @@ std::vector<Tensor> as_strided_back(const std::vector<Tensor>& in, const Tensor&
                                     const Tensor& g) {
   const Tensor& x = in[0];
   if (!detail::differentiable(x)) return {Tensor()};
-  const Shape size = a.get<std::vector<int64_t>>("size");
-  const Shape stride = a.get<std::vector<int64_t>>("stride");
-  const int64_t offset = a.get<int64_t>("offset");
+  const auto [size, stride, offset] = StridedView(a);
   if (reaches_each_element_once(size, stride)) {
     return {to(as_strided_scatter(zeros_like(x, g.dtype()), g, size, stride, offset), x.dtype())};
   }
@@ -224,9 +237,7 @@ std::vector<Tensor> as_strided_back(const std::vector<Tensor>& in, const Tensor&
 // AsStridedScatter's: x's gradient is g with the view's elements zeroed, src's the view of g.
 std::vector<Tensor> as_strided_scatter_back(const std::vector<Tensor>& in, const Tensor&,
                                             const Attrs& a, const Tensor& g) {
-  const Shape size = a.get<std::vector<int64_t>>("size");
-  const Shape stride = a.get<std::vector<int64_t>>("stride");
-  const int64_t offset = a.get<int64_t>("offset");
+  const auto [size, stride, offset] = StridedView(a);
   Tensor gx, gsrc;
   if (detail::differentiable(in[0])) {
     gx = to(as_strided_scatter(g, zeros_like(in[1], g.dtype()), size, stride, offset),
@@ -311,11 +322,7 @@ KILN_REGISTER_OP(OpDef("Contiguous")
                      .grad(detail::one_output_rule(reshape_back))
                      .kernel(DeviceType::kCPU, copy_in_order));
 
-KILN_REGISTER_OP(OpDef("AsStrided")
-                     .input("x")
-                     .attr("size", AttrKind::kInts)
-                     .attr("stride", AttrKind::kInts)
-                     .attr("offset", AttrKind::kInt, AttrValue{int64_t{0}})
+KILN_REGISTER_OP(strided_view_attrs(OpDef("AsStrided").input("x"))
                      .doc("a strided view of x's elements in row-major order: element i of the "
                           "result is element offset + sum(i[d] * stride[d]) of x")
                      .infer(infer_as_strided)
@@ -324,18 +331,12 @@ KILN_REGISTER_OP(OpDef("AsStrided")
                      .kernel(DeviceType::kCPU, as_strided_kernel));
 
 KILN_REGISTER_OP(
-    OpDef("AsStridedScatter")
-        .input("x")
-        .input("src")
-        .attr("size", AttrKind::kInts)
-        .attr("stride", AttrKind::kInts)
-        .attr("offset", AttrKind::kInt, AttrValue{int64_t{0}})
+    strided_view_attrs(OpDef("AsStridedScatter").input("x").input("src"))
         .doc("a contiguous copy of x whose elements in AsStrided(x, size, stride, offset) are "
              "src's")
         .infer([](const InferContext& ctx) {
           const MetaList view = infer_as_strided(ctx);
-          const Shape size = ctx.attrs.get<std::vector<int64_t>>("size");
-          const Shape stride = ctx.attrs.get<std::vector<int64_t>>("stride");
+          const auto [size, stride, offset] = StridedView(ctx.attrs);
           KILN_CHECK_SHAPE(reaches_each_element_once(size, stride))
               << "AsStridedScatter: expected a view that reaches each element of x at most once, "
               << "got size " << shape_str(size) << " and stride " << shape_str(stride);
