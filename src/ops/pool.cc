@@ -1,9 +1,9 @@
 // MaxPool2D and AvgPool2D (kiln::max_pool2d, kiln::avg_pool2d) over NCHW input, with PyTorch's
 // window, padding and ceil_mode rules.
 //
-// A direct loop over output planes in parallel: pooling reads each input element about
-// kernel_size / stride^2 times and is memory-bound, so there is nothing for a library to win
-// on planes of this layout. float16/bfloat16 average in float32 and round once.
+// Output planes run in parallel. Max pooling and its gradient walk each output row one kernel
+// offset at a time with vectorised selects (Note [Max pooling by runs]); average pooling is a
+// direct loop over windows. float16/bfloat16 average in float32 and round once.
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
@@ -17,6 +17,7 @@
 #include "kiln/parallel.h"
 #include "ops/dtype_convert.h"
 #include "ops/nn_grad.h"
+#include "ops/simd/target_clones.h"
 
 namespace kiln {
 namespace {
@@ -96,51 +97,229 @@ void for_each_plane(const Tensor& x, const Tensor& out, PlaneFn&& plane) {
   });
 }
 
-// The offset (ih * W + iw) of the maximum of output position (oh, ow)'s window in plane xp: the
-// first maximum, or the last nan (nan wins, as in PyTorch and numpy.max); -1 for a window with no
-// element inside the input. V is the type values compare in.
-template <typename V, typename T>
-int64_t window_argmax(const T* xp, int64_t H, int64_t W, int64_t oh, int64_t ow,
-                      const PoolParams& p) {
-  int64_t best_at = -1;
-  V best{};
-  for (int64_t kh = 0; kh < p.kernel_h; ++kh) {
-    const int64_t ih = oh * p.stride_h - p.pad_h + kh * p.dil_h;
-    if (ih < 0 || ih >= H) continue;
-    for (int64_t kw = 0; kw < p.kernel_w; ++kw) {
-      const int64_t iw = ow * p.stride_w - p.pad_w + kw * p.dil_w;
-      if (iw < 0 || iw >= W) continue;
-      const V v = static_cast<V>(xp[ih * W + iw]);
-      bool wins = best_at < 0 || v > best;
-      if constexpr (std::is_floating_point_v<V>) wins = wins || std::isnan(v);
-      if (wins) {
-        best = v;
-        best_at = ih * W + iw;
-      }
-    }
+// Note [Max pooling by runs]
+// For a fixed kernel offset (kh, kw), output row oh reads input row ih = oh * stride_h - pad_h +
+// kh * dil_h at columns ow * stride_w + kw * dil_w - pad_w: a strided run of that row, inside the
+// input for the ow of one interval [lo, hi). The max-pooling kernels walk an output row run by
+// run, updating every window's running maximum (and which candidate it came from) with
+// branch-free selects that the compiler vectorises. Each input row is first staged in the compute
+// type and split into its stride_w phases (columns j, j + stride_w, ...), so every run reads a
+// contiguous stretch: a strided loop ends in a scalar tail (a vector of its loads would read past
+// the run), which on short rows costs as much as the vector part. Scanned window by window
+// instead, each comparison of random data is a branch mispredicted half the time: ~26 ns per 2x2
+// float32 window here. Visiting the runs in (kh, kw) order keeps each window's candidates in scan
+// order, so ties pick the first maximum and nans the last (nan wins, as in PyTorch and
+// numpy.max).
+
+// Output columns [lo, hi) have their window's column kw inside the input, at input column
+// ow * stride_w + offset, which is element ow + staged of the staged row.
+struct ColumnRun {
+  int64_t offset = 0, staged = 0, lo = 0, hi = 0;
+};
+
+// A max pool of H x W planes into OH x OW: its parameters, the length of a staged row's phase,
+// and the column run of each kw.
+struct PoolGeometry {
+  PoolParams p;
+  int64_t H = 0, W = 0, OH = 0, OW = 0, phase = 0;
+  std::vector<ColumnRun> runs;
+};
+
+PoolGeometry pool_geometry(const PoolParams& p, int64_t H, int64_t W, int64_t OH, int64_t OW) {
+  // (Window argmaxes number their candidates in 32 bits; a larger kernel spans > 8 GiB planes.)
+  KILN_CHECK_VALUE(p.kernel_h * p.kernel_w <= std::numeric_limits<int32_t>::max())
+      << "max_pool2d: expected a kernel of at most 2^31 - 1 elements, got " << p.kernel_h << " x "
+      << p.kernel_w;
+  const int64_t s = p.stride_w;
+  PoolGeometry g{p, H, W, OH, OW, (W + s - 1) / s, {}};
+  for (int64_t kw = 0; kw < p.kernel_w; ++kw) {
+    const int64_t offset = kw * p.dil_w - p.pad_w;
+    const int64_t lo = offset >= 0 ? 0 : (s - 1 - offset) / s;
+    const int64_t hi = offset >= W ? 0 : std::min(OW, (W - 1 - offset) / s + 1);
+    // Column ow * s + offset is element q = ow + floor(offset / s) of phase offset mod s.
+    const int64_t phase = ((offset % s) + s) % s;
+    g.runs.push_back({offset, phase * g.phase + (offset - phase) / s, lo, std::max(lo, hi)});
   }
-  return best_at;
+  return g;
 }
 
-// Accumulates 16-bit floats as float; the maximum is one of the inputs, so nothing rounds.
+// Values compare in float for the 16-bit floats; the maximum is one of the inputs, so nothing
+// rounds.
 template <typename T>
 using MaxValue =
     std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
 
+// Input row `row` as V, split into its stride_w phases of g.phase elements in buf (stride_w *
+// g.phase of them); the row itself when that is already its layout.
+template <typename T, typename V>
+[[gnu::always_inline]] inline const V* stage_row(const T* row, const PoolGeometry& g, V* buf) {
+  const int64_t s = g.p.stride_w, W = g.W;
+  if constexpr (std::is_same_v<T, V>) {
+    if (s == 1) return row;
+  }
+  if (s == 2) {  // the common stride, as pairs: a loop the compiler vectorises without a tail
+    const int64_t pairs = W / 2;
+#pragma omp simd
+    for (int64_t i = 0; i < pairs; ++i) {
+      buf[i] = static_cast<V>(row[2 * i]);
+      buf[g.phase + i] = static_cast<V>(row[2 * i + 1]);
+    }
+    if (W % 2 != 0) buf[pairs] = static_cast<V>(row[W - 1]);
+  } else {
+    for (int64_t j = 0; j < s; ++j) {
+      for (int64_t i = 0; i * s + j < W; ++i) buf[j * g.phase + i] = static_cast<V>(row[i * s + j]);
+    }
+  }
+  return buf;
+}
+
+// The input row of kernel row kh for output row oh (outside [0, H) in the padding).
+inline int64_t input_row(const PoolGeometry& g, int64_t oh, int64_t kh) {
+  return oh * g.p.stride_h - g.p.pad_h + kh * g.p.dil_h;
+}
+
+// Calls run(staged_row, kh, kw, column_run) for each kernel offset (kh, kw) of output row oh of
+// plane xp in scan order, skipping the rows in the padding; buf is stage_row's.
+template <typename T, typename V, typename RunFn>
+[[gnu::always_inline]] inline void for_each_run(const T* xp, const PoolGeometry& g, int64_t oh,
+                                                V* buf, RunFn&& run) {
+  for (int64_t kh = 0; kh < g.p.kernel_h; ++kh) {
+    const int64_t ih = input_row(g, oh, kh);
+    if (ih < 0 || ih >= g.H) continue;
+    const V* staged = stage_row(xp + ih * g.W, g, buf);
+    for (int64_t kw = 0; kw < g.p.kernel_w; ++kw) run(staged, kh, kw, g.runs[kw]);
+  }
+}
+
+// Every store below is unconditional (a select of the old and the new value): a conditional
+// store compiles to a masked store, which is microcoded and slow on AMD's cores. The run's
+// bounds are copied out first: GCC does not vectorise a loop that reads them through `r`, which
+// the stores might alias.
+
+// best[ow] = max(best[ow], staged[ow + r.staged]) over the run, nan winning.
+template <typename V>
+[[gnu::always_inline]] inline void max_run(const V* staged, const ColumnRun& r, V* best) {
+  const V* x = staged + r.staged;
+  const int64_t hi = r.hi;
+#pragma omp simd
+  for (int64_t ow = r.lo; ow < hi; ++ow) {
+    const V v = x[ow];
+    const V b = best[ow];
+    best[ow] = ((v > b) | (v != v)) ? v : b;
+  }
+}
+
+// As max_run, also keeping in k[ow] the number of the candidate best[ow] came from (-1 before
+// the window's first): 32-bit, as wide as a float lane, so the loop needs no wider vectors.
+template <typename V>
+[[gnu::always_inline]] inline void argmax_run(const V* staged, int32_t candidate,
+                                              const ColumnRun& r, V* best, int32_t* k) {
+  const V* x = staged + r.staged;
+  const int64_t hi = r.hi;
+#pragma omp simd
+  for (int64_t ow = r.lo; ow < hi; ++ow) {
+    const V v = x[ow];
+    const V b = best[ow];
+    const int32_t a = k[ow];
+    const bool wins = (a < 0) | (v > b) | (v != v);
+    best[ow] = wins ? v : b;
+    k[ow] = wins ? candidate : a;
+  }
+}
+
+// The length of stage_row's buffer.
+inline size_t staged_row_size(const PoolGeometry& g) {
+  return static_cast<size_t>(g.p.stride_w * g.phase);
+}
+
+// Max pool of plane xp into yp (see Note [Max pooling by runs]); a window with no element inside
+// the input (none can have one, given the padding check) would give the lowest value.
 template <typename T>
-void max_pool(const Tensor& x, const Tensor& out, const PoolParams& p) {
-  const int64_t H = x.size(2), W = x.size(3), OH = out.size(2), OW = out.size(3);
+[[gnu::always_inline]] inline void max_pool_plane(const T* xp, T* yp, const PoolGeometry& g) {
   using V = MaxValue<T>;
   const V lowest = std::numeric_limits<V>::has_infinity ? -std::numeric_limits<V>::infinity()
                                                         : std::numeric_limits<V>::lowest();
+  std::vector<V> buf(staged_row_size(g));
+  std::vector<V> converted(std::is_same_v<V, T> ? 0 : g.OW);
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    V* best = nullptr;
+    if constexpr (std::is_same_v<V, T>) {
+      best = yp + oh * g.OW;
+    } else {
+      best = converted.data();
+    }
+    std::fill(best, best + g.OW, lowest);
+    for_each_run(xp, g, oh, buf.data(), [&](const V* staged, int64_t, int64_t, const ColumnRun& r) {
+      max_run(staged, r, best);
+    });
+    if constexpr (!std::is_same_v<V, T>) {
+      for (int64_t ow = 0; ow < g.OW; ++ow) yp[oh * g.OW + ow] = convert<T>(best[ow]);
+    }
+  }
+}
+
+// The number of the winning candidate (kh * kernel_w + kw) of each window of output row oh of
+// plane xp in k, -1 for a window with no element inside the input; best (OW) and buf
+// (staged_row_size) are scratch.
+template <typename T>
+[[gnu::always_inline]] inline void window_argmax_row(const T* xp, const PoolGeometry& g, int64_t oh,
+                                                     MaxValue<T>* best, int32_t* k,
+                                                     MaxValue<T>* buf) {
+  std::fill(k, k + g.OW, -1);
+  for_each_run(xp, g, oh, buf,
+               [&](const MaxValue<T>* staged, int64_t kh, int64_t kw, const ColumnRun& r) {
+                 argmax_run(staged, static_cast<int32_t>(kh * g.p.kernel_w + kw), r, best, k);
+               });
+}
+
+// float32 compiled for AVX-512 and AVX2 too, picked when the library loads (as softmax's rows:
+// docs/architecture.md, "SIMD math"); the other dtypes use the baseline build.
+KILN_TARGET_CLONES
+void max_pool_plane_f32(const float* xp, float* yp, const PoolGeometry& g) {
+  max_pool_plane(xp, yp, g);
+}
+KILN_TARGET_CLONES
+void window_argmax_row_f32(const float* xp, const PoolGeometry& g, int64_t oh, float* best,
+                           int32_t* k, float* buf) {
+  window_argmax_row(xp, g, oh, best, k, buf);
+}
+
+template <typename T>
+void max_pool(const Tensor& x, const Tensor& out, const PoolParams& p) {
+  const PoolGeometry g = pool_geometry(p, x.size(2), x.size(3), out.size(2), out.size(3));
   for_each_plane<T>(x, out, [&](const T* xp, T* yp) {
-    for (int64_t oh = 0; oh < OH; ++oh) {
-      for (int64_t ow = 0; ow < OW; ++ow) {
-        const int64_t at = window_argmax<V>(xp, H, W, oh, ow, p);
-        yp[oh * OW + ow] = at < 0 ? convert<T>(lowest) : xp[at];
-      }
+    if constexpr (std::is_same_v<T, float>) {
+      max_pool_plane_f32(xp, yp, g);
+    } else {
+      max_pool_plane(xp, yp, g);
     }
   });
+}
+
+// Calls fn(oh, at) for each output row oh of plane xp of a max pool of geometry g, with at[ow] the
+// offset ih * W + iw of window (oh, ow)'s maximum in the plane (-1 for a window outside the input).
+template <typename C, typename RowFn>
+void for_each_argmax_row(const C* xp, const PoolGeometry& g, RowFn&& fn) {
+  std::vector<C> best(static_cast<size_t>(g.OW)), buf(staged_row_size(g));
+  std::vector<int32_t> k(static_cast<size_t>(g.OW));
+  std::vector<int64_t> at(static_cast<size_t>(g.OW));
+  std::vector<int64_t> candidate_offset(static_cast<size_t>(g.p.kernel_h * g.p.kernel_w));
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    if constexpr (std::is_same_v<C, float>) {
+      window_argmax_row_f32(xp, g, oh, best.data(), k.data(), buf.data());
+    } else {
+      window_argmax_row(xp, g, oh, best.data(), k.data(), buf.data());
+    }
+    for (int64_t kh = 0; kh < g.p.kernel_h; ++kh) {
+      for (int64_t kw = 0; kw < g.p.kernel_w; ++kw) {
+        candidate_offset[kh * g.p.kernel_w + kw] = input_row(g, oh, kh) * g.W + g.runs[kw].offset;
+      }
+    }
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      at[ow] = k[ow] < 0 ? -1 : candidate_offset[k[ow]] + ow * g.p.stride_w;
+    }
+    fn(oh, static_cast<const int64_t*>(at.data()));
+  }
 }
 
 // The window of output position (oh, ow) of an average pool, clipped to the input, and its
@@ -261,21 +440,20 @@ KILN_REGISTER_OP(
                 [](KernelContext& ctx) {
                   const Tensor& out = ctx.outputs[0];
                   if (out.numel() == 0) return;
-                  const PoolParams p = pool_params("max_pool2d_backward", ctx.attrs, true);
-                  const int64_t H = out.size(2), W = out.size(3);
-                  const int64_t OH = ctx.inputs[0].size(2), OW = ctx.inputs[0].size(3);
+                  const int64_t H = out.size(2), W = out.size(3), OW = ctx.inputs[0].size(3);
+                  const PoolGeometry g =
+                      pool_geometry(pool_params("max_pool2d_backward", ctx.attrs, true), H, W,
+                                    ctx.inputs[0].size(2), OW);
                   visit_compute_float(out.dtype(), [&](auto zero) {
                     using C = decltype(zero);
                     const Tensor x = contiguous_as(ctx.inputs[1], dtype_of<C>());
                     const C* px = x.data<C>();
                     for_each_grad_plane<C>(ctx.inputs[0], out, [&](const C* gp, C* dp, int64_t i) {
-                      const C* xp = px + i * H * W;
-                      for (int64_t oh = 0; oh < OH; ++oh) {
+                      for_each_argmax_row(px + i * H * W, g, [&](int64_t oh, const int64_t* at) {
                         for (int64_t ow = 0; ow < OW; ++ow) {
-                          const int64_t at = window_argmax<C>(xp, H, W, oh, ow, p);
-                          if (at >= 0) dp[at] += gp[oh * OW + ow];
+                          if (at[ow] >= 0) dp[at[ow]] += gp[oh * OW + ow];
                         }
-                      }
+                      });
                     });
                   });
                 })
@@ -309,9 +487,10 @@ KILN_REGISTER_OP(
                 [](KernelContext& ctx) {
                   const Tensor& out = ctx.outputs[0];
                   if (out.numel() == 0) return;
-                  const PoolParams p = pool_params("MaxPool2DSelect", ctx.attrs, true);
-                  const int64_t H = ctx.inputs[1].size(2), W = ctx.inputs[1].size(3);
-                  const int64_t OH = out.size(2), OW = out.size(3);
+                  const int64_t OW = out.size(3);
+                  const PoolGeometry g =
+                      pool_geometry(pool_params("MaxPool2DSelect", ctx.attrs, true),
+                                    ctx.inputs[1].size(2), ctx.inputs[1].size(3), out.size(2), OW);
                   visit_compute_float(out.dtype(), [&](auto zero) {
                     using C = decltype(zero);
                     const Tensor source = contiguous_as(ctx.inputs[0], dtype_of<C>());
@@ -323,12 +502,11 @@ KILN_REGISTER_OP(
                     const C* ps = source.data<C>();
                     for_each_plane<C>(x, y, [&](const C* xp, C* yp) {
                       const C* sp = ps + (xp - px);
-                      for (int64_t oh = 0; oh < OH; ++oh) {
+                      for_each_argmax_row(xp, g, [&](int64_t oh, const int64_t* at) {
                         for (int64_t ow = 0; ow < OW; ++ow) {
-                          const int64_t at = window_argmax<C>(xp, H, W, oh, ow, p);
-                          yp[oh * OW + ow] = at < 0 ? C(0) : sp[at];
+                          yp[oh * OW + ow] = at[ow] < 0 ? C(0) : sp[at[ow]];
                         }
-                      }
+                      });
                     });
                     if (!y.is_same(out)) copy_into(out, y);
                   });

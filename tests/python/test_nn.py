@@ -393,6 +393,11 @@ POOL_CASES = [
     ((2, 2, 9, 9), 3, 1, 1, 2, False),
     ((1, 1, 10, 7), 2, 3, 0, (2, 3), True),
     ((1, 1, 5, 5), 4, 3, 2, 1, True),
+    # Rows wide enough for the vector loops and their tails (Note [Max pooling by runs]).
+    ((2, 3, 9, 67), 3, 2, 1, 1, False),
+    ((1, 2, 5, 70), 3, 1, 1, 1, True),
+    ((1, 2, 4, 41), 2, 2, 0, 1, True),
+    ((1, 1, 5, 53), (2, 5), (1, 3), (1, 2), (1, 2), False),
 ]
 
 
@@ -408,14 +413,60 @@ def test_max_pool2d(x_shape, kernel, stride, padding, dilation, ceil_mode, rng):
 
 @pytest.mark.parametrize("dtype", [kiln.float64, kiln.float16, kiln.bfloat16, kiln.int32,
                                    kiln.uint8, kiln.int64], ids=lambda d: d.name)
-def test_max_pool2d_dtypes_and_nan(dtype, rng):
-    x = random_array((1, 2, 5, 6), dtype, rng)
+@pytest.mark.parametrize("width", [6, 45])
+def test_max_pool2d_dtypes_and_nan(dtype, width, rng):
+    x = random_array((1, 2, 5, width), dtype, rng)
     if dtype.is_floating_point:
         x[0, 0, 1, 1] = np.nan
+        x[0, 1, 3, width - 2] = np.nan
     out = mint.max_pool2d(t(x, dtype), 2, 2, 1, ceil_mode=True)
     assert out.dtype == dtype
     expected = max_pool_reference(x, (2, 2), (2, 2), (1, 1), (1, 1), True)
     np.testing.assert_array_equal(out.numpy(), expected)
+
+
+def max_pool_grad_reference(x, g, kernel, stride, padding, dilation, ceil_mode):
+    """x's gradient: each window's g added at its first maximum in (kh, kw) order, or at its
+    last nan (PyTorch's choice)."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    n, c, h, w = x.shape
+    planes = x.reshape(n * c, h * w).astype(np.float64)
+    dx = np.zeros_like(planes)
+    rows = np.arange(n * c)
+    for i in range(g.shape[2]):
+        for j in range(g.shape[3]):
+            best = np.full(n * c, -np.inf)
+            at = np.full(n * c, -1)
+            for a in range(kh):
+                for b in range(kw):
+                    r, col = i * sh - ph + a * dh, j * sw - pw + b * dw
+                    if 0 <= r < h and 0 <= col < w:
+                        v = planes[:, r * w + col]
+                        wins = (at < 0) | (v > best) | np.isnan(v)
+                        best = np.where(wins, v, best)
+                        at = np.where(wins, r * w + col, at)
+            np.add.at(dx, (rows, at), g[:, :, i, j].reshape(-1).astype(np.float64))
+    return dx.reshape(x.shape)
+
+
+@pytest.mark.parametrize("x_shape, kernel, stride, padding, dilation, ceil_mode", POOL_CASES,
+                         ids=str)
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.float16])
+def test_max_pool2d_gradient_picks_the_first_maximum(x_shape, kernel, stride, padding, dilation,
+                                                     ceil_mode, dtype, rng):
+    # Small integers: most windows hold ties, which must go to the first maximum, as must the
+    # rare nan's window to its last nan.
+    x = rng.integers(-3, 3, size=x_shape).astype(np.float64)
+    x.reshape(-1)[rng.integers(0, x.size, size=2)] = np.nan
+    k, s = as_pair(kernel), as_pair(stride or kernel)
+    p, d = as_pair(padding), as_pair(dilation)
+    xt = t(x, dtype).requires_grad_()
+    y = mint.max_pool2d(xt, kernel, stride, padding, dilation, ceil_mode)
+    g = rng.integers(1, 5, size=y.shape).astype(np.float64)
+    (dx,) = kiln.autograd.grad(y, xt, t(g, dtype))
+    assert dx.dtype == dtype
+    expected = max_pool_grad_reference(x, g, k, s, p, d, ceil_mode)
+    np.testing.assert_array_equal(dx.to(kiln.float64).numpy(), expected)
 
 
 @pytest.mark.parametrize("x_shape, kernel, stride, padding, dilation, ceil_mode",
