@@ -1,6 +1,7 @@
 // Binary arithmetic ops with NumPy broadcasting and weak-scalar promotion: add, sub, mul, div,
-// floor_divide, remainder, pow, maximum, minimum, and the C++ operators. One table row per op;
-// the loops are in ops/elementwise.h.
+// floor_divide, remainder, pow, maximum, minimum, the C++ operators, and the backward ops of
+// sigmoid, tanh and relu (one pass where their gradient formulas compose two or three ops). One
+// table row per op; the loops are in ops/elementwise.h.
 #include <array>
 #include <utility>
 
@@ -35,6 +36,23 @@ std::array<Tensor, 2> pow_grads(const Tensor& a, const Tensor& b, const Tensor& 
       g * where(logical_and(eq(a, Tensor::scalar(0)), ge(b, Tensor::scalar(0))), zero, y * log(a)));
 }
 
+// SigmoidBackward(g, y) = g y (1 - y) is linear in g; in y its derivative is g (1 - 2 y).
+std::array<Tensor, 2> sigmoid_backward_grads(const Tensor& a, const Tensor& b, const Tensor& g,
+                                             std::array<bool, 2> n) {
+  return KILN_BOTH(sigmoid_backward(g, b), g * a * (1.0 - b * 2.0));
+}
+
+// TanhBackward(g, y) = g (1 - y)(1 + y) is linear in g; in y its derivative is -2 g y.
+std::array<Tensor, 2> tanh_backward_grads(const Tensor& a, const Tensor& b, const Tensor& g,
+                                          std::array<bool, 2> n) {
+  return KILN_BOTH(tanh_backward(g, b), g * a * (b * -2.0));
+}
+
+// ReluBackward(g, x) = x > 0 ? g : 0 is linear in g and piecewise constant in x.
+std::array<Tensor, 2> relu_backward_grads(const Tensor& b, const Tensor& g, std::array<bool, 2> n) {
+  return KILN_BOTH(relu_backward(g, b), zeros_like(g));
+}
+
 // maximum (kMax) / minimum: the gradient goes to the selected operand, split evenly on ties (as
 // in PyTorch); where either is nan both get it.
 template <bool kMax>
@@ -50,32 +68,41 @@ std::array<Tensor, 2> extremum_grads(const Tensor& a, const Tensor& b, const Ten
 // and `b` in the compute type C, the check on b made before computing, the gradients of a and b
 // (in the result's shape) as an expression of the tensors a, b, y (the result) and g (y's
 // gradient), and the documentation. floor_divide is piecewise constant: zero gradients.
-#define KILN_ARITHMETIC_OPS(X)                                                          \
-  X(add, Add, kPromote, B::kAdd, wrapping_add(a, b), kNone, KILN_BOTH(g, g),            \
-    "a + b (bool + bool is logical or; integers wrap around)")                          \
-  X(sub, Sub, kPromoteNoBool, B::kSub, wrapping_sub(a, b), kNone, KILN_BOTH(g, -g),     \
-    "a - b (bool operands are a DTypeError; use logical_xor)")                          \
-  X(mul, Mul, kPromote, B::kMul, wrapping_mul(a, b), kNone, KILN_BOTH(g* b, g* a),      \
-    "a * b (bool * bool is logical and; integers wrap around)")                         \
-  X(div, Div, kFloating, B::kDiv, a / b, kNone, div_grads(b, y, g, n),                  \
-    "true division a / b (float32 for integers)")                                       \
-  X(floor_divide, FloorDivide, kPromoteNoBool, kNoSimdBinary, floor_divide_value(a, b), \
-    kNonzeroIntDivisor, KILN_BOTH(zeros_like(g), zeros_like(g)),                        \
-    "a // b rounded toward -inf, as Python; integer division by zero is a "             \
-    "KilnValueError")                                                                   \
-  X(remainder, Remainder, kPromoteNoBool, kNoSimdBinary, remainder_value(a, b),         \
-    kNonzeroIntDivisor, KILN_BOTH(g, -(g * floor_divide(a, b))),                        \
-    "a % b with the sign of b, as Python; integer modulo by zero is a "                 \
-    "KilnValueError")                                                                   \
-  X(pow, Pow, kPromoteNoBool, B::kPow, power_value(a, b), kNonnegativeIntExponent,      \
-    pow_grads(a, b, y, g, n),                                                           \
-    "a ** b; integers to negative integer powers are a KilnValueError (as NumPy)")      \
-  X(maximum, Maximum, kPromote, B::kMaximum, maximum_value(a, b), kNone,                \
-    extremum_grads<true>(a, b, g, n),                                                   \
-    "the larger of a and b; nan if either is nan (numpy.maximum)")                      \
-  X(minimum, Minimum, kPromote, B::kMinimum, minimum_value(a, b), kNone,                \
-    extremum_grads<false>(a, b, g, n),                                                  \
-    "the smaller of a and b; nan if either is nan (numpy.minimum)")
+#define KILN_ARITHMETIC_OPS(X)                                                                    \
+  X(add, Add, kPromote, B::kAdd, wrapping_add(a, b), kNone, KILN_BOTH(g, g),                      \
+    "a + b (bool + bool is logical or; integers wrap around)")                                    \
+  X(sub, Sub, kPromoteNoBool, B::kSub, wrapping_sub(a, b), kNone, KILN_BOTH(g, -g),               \
+    "a - b (bool operands are a DTypeError; use logical_xor)")                                    \
+  X(mul, Mul, kPromote, B::kMul, wrapping_mul(a, b), kNone, KILN_BOTH(g* b, g* a),                \
+    "a * b (bool * bool is logical and; integers wrap around)")                                   \
+  X(div, Div, kFloating, B::kDiv, a / b, kNone, div_grads(b, y, g, n),                            \
+    "true division a / b (float32 for integers)")                                                 \
+  X(floor_divide, FloorDivide, kPromoteNoBool, kNoSimdBinary, floor_divide_value(a, b),           \
+    kNonzeroIntDivisor, KILN_BOTH(zeros_like(g), zeros_like(g)),                                  \
+    "a // b rounded toward -inf, as Python; integer division by zero is a "                       \
+    "KilnValueError")                                                                             \
+  X(remainder, Remainder, kPromoteNoBool, kNoSimdBinary, remainder_value(a, b),                   \
+    kNonzeroIntDivisor, KILN_BOTH(g, -(g * floor_divide(a, b))),                                  \
+    "a % b with the sign of b, as Python; integer modulo by zero is a "                           \
+    "KilnValueError")                                                                             \
+  X(pow, Pow, kPromoteNoBool, B::kPow, power_value(a, b), kNonnegativeIntExponent,                \
+    pow_grads(a, b, y, g, n),                                                                     \
+    "a ** b; integers to negative integer powers are a KilnValueError (as NumPy)")                \
+  X(maximum, Maximum, kPromote, B::kMaximum, maximum_value(a, b), kNone,                          \
+    extremum_grads<true>(a, b, g, n),                                                             \
+    "the larger of a and b; nan if either is nan (numpy.maximum)")                                \
+  X(minimum, Minimum, kPromote, B::kMinimum, minimum_value(a, b), kNone,                          \
+    extremum_grads<false>(a, b, g, n),                                                            \
+    "the smaller of a and b; nan if either is nan (numpy.minimum)")                               \
+  X(sigmoid_backward, SigmoidBackward, kFloating, B::kSigmoidBackward, a*(b * (C(1) - b)), kNone, \
+    sigmoid_backward_grads(a, b, g, n),                                                           \
+    "grad_output * y * (1 - y) for y = sigmoid(x): Sigmoid's input gradient in one pass")         \
+  X(tanh_backward, TanhBackward, kFloating, B::kTanhBackward, a*((C(1) - b) * (C(1) + b)), kNone, \
+    tanh_backward_grads(a, b, g, n),                                                              \
+    "grad_output * (1 - y) * (1 + y) for y = tanh(x): Tanh's input gradient in one pass")         \
+  X(relu_backward, ReluBackward, kFloating, B::kReluBackward, b > C(0) ? a : C(0), kNone,         \
+    relu_backward_grads(b, g, n),                                                                 \
+    "grad_output where x > 0, else 0 (also at 0 and nan, as PyTorch): Relu's input gradient")
 
 #define KILN_BINARY_FUNCTOR(name, Prim, rule, simd_op, expr, check, dx, doc) \
   struct Prim##Fn {                                                      \

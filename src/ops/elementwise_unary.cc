@@ -19,10 +19,6 @@ namespace {
 using U = simd::UnaryOp;
 
 // Derivative helpers of the table below, written with ops (see Note [Gradient rules]).
-// g where x > 0, else 0: relu'(0) = 0, as in PyTorch.
-Tensor where_positive(const Tensor& x, const Tensor& g) {
-  return where(gt(x, Tensor::scalar(0)), g, Tensor::scalar(0.0));
-}
 // silu'(x) = s (1 + x (1 - s)) with s = sigmoid(x).
 Tensor silu_derivative(const Tensor& x) {
   const Tensor s = sigmoid(x);
@@ -35,42 +31,40 @@ constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 // in the compute type C, the gradient of x as an expression of the tensors x, y (the result) and
 // g (y's gradient), and the op's documentation. Floor, ceil, round and sign have zero gradients
 // (as in PyTorch); abs'(0) = sign(0) = 0.
-#define KILN_UNARY_OPS(X)                                                                        \
-  X(neg, Neg, kSameNoBool, U::kNeg, wrapping_neg(x), -g,                                         \
-    "-x (integers wrap; bool: DTypeError)")                                                      \
-  X(abs, Abs, kSame, U::kAbs, abs_value(x), g * sign(x),                                         \
-    "|x| (integers wrap around at the minimum)")                                                 \
-  X(sign, Sign, kSame, U::kSign, sign_value(x), zeros_like(g),                                    \
-    "-1, 0 or 1 by the sign of x; sign(nan) = nan")                                              \
-  X(exp, Exp, kFloating, U::kExp, std::exp(x), g * y, "e^x")                                     \
-  X(expm1, Expm1, kFloating, U::kExpm1, std::expm1(x), g * (y + 1.0), "e^x - 1, accurate near 0") \
-  X(log, Log, kFloating, U::kLog, std::log(x), g / x, "natural logarithm; nan below 0")          \
-  X(log1p, Log1p, kFloating, U::kLog1p, std::log1p(x), g / (x + 1.0),                            \
-    "log(1 + x), accurate near 0")                                                               \
-  X(log2, Log2, kFloating, U::kLog2, std::log2(x), g / (x * kLn2), "base-2 logarithm")           \
-  X(sqrt, Sqrt, kFloating, U::kSqrt, std::sqrt(x), g / (y * 2.0), "square root; nan below 0")    \
-  X(rsqrt, Rsqrt, kFloating, U::kRsqrt, C(1) / std::sqrt(x), g * (y * y * y * -0.5),             \
-    "1 / sqrt(x)")                                                                               \
-  X(reciprocal, Reciprocal, kFloating, U::kReciprocal, C(1) / x, -(g * (y * y)), "1 / x")        \
-  X(square, Square, kSame, U::kSquare, wrapping_mul(x, x), g * (x * 2.0), "x * x")              \
-  X(sin, Sin, kFloating, U::kSin, std::sin(x), g * cos(x), "sine (radians)")                     \
-  X(cos, Cos, kFloating, U::kCos, std::cos(x), -(g * sin(x)), "cosine (radians)")                \
-  X(tan, Tan, kFloating, U::kTan, std::tan(x), g * (y * y + 1.0), "tangent (radians)")           \
-  X(tanh, Tanh, kFloating, U::kTanh, std::tanh(x), g * (1.0 - y * y), "hyperbolic tangent")      \
-  X(sigmoid, Sigmoid, kFloating, U::kSigmoid, C(1) / (C(1) + std::exp(-x)), g * (y * (1.0 - y)), \
-    "1 / (1 + e^-x)")                                                                            \
-  X(relu, Relu, kSame, U::kRelu, relu_value(x), where_positive(x, g),                            \
-    "max(x, 0); relu(nan) = nan")                                                                \
-  X(silu, Silu, kFloating, U::kSilu, x / (C(1) + std::exp(-x)), g * silu_derivative(x),          \
-    "x * sigmoid(x)")                                                                            \
-  X(erf, Erf, kFloating, U::kErf, std::erf(x), g * (exp(-(x * x)) * kTwoOverSqrtPi),            \
-    "the error function")                                                                        \
-  X(floor, Floor, kSame, U::kFloor, floor_value(x), zeros_like(g),                                \
-    "largest integer <= x (integers: x)")                                                        \
-  X(ceil, Ceil, kSame, U::kCeil, ceil_value(x), zeros_like(g),                                    \
-    "smallest integer >= x (integers: x)")                                                       \
-  X(round, Round, kSame, U::kRound, round_value(x), zeros_like(g),                                \
-    "nearest integer, ties to even (as NumPy)")                                                  \
+#define KILN_UNARY_OPS(X)                                                                          \
+  X(neg, Neg, kSameNoBool, U::kNeg, wrapping_neg(x), -g, "-x (integers wrap; bool: DTypeError)")   \
+  X(abs, Abs, kSame, U::kAbs, abs_value(x), g* sign(x),                                            \
+    "|x| (integers wrap around at the minimum)")                                                   \
+  X(sign, Sign, kSame, U::kSign, sign_value(x), zeros_like(g),                                     \
+    "-1, 0 or 1 by the sign of x; sign(nan) = nan")                                                \
+  X(exp, Exp, kFloating, U::kExp, std::exp(x), g* y, "e^x")                                        \
+  X(expm1, Expm1, kFloating, U::kExpm1, std::expm1(x), g*(y + 1.0), "e^x - 1, accurate near 0")    \
+  X(log, Log, kFloating, U::kLog, std::log(x), g / x, "natural logarithm; nan below 0")            \
+  X(log1p, Log1p, kFloating, U::kLog1p, std::log1p(x), g / (x + 1.0),                              \
+    "log(1 + x), accurate near 0")                                                                 \
+  X(log2, Log2, kFloating, U::kLog2, std::log2(x), g / (x * kLn2), "base-2 logarithm")             \
+  X(sqrt, Sqrt, kFloating, U::kSqrt, std::sqrt(x), g / (y * 2.0), "square root; nan below 0")      \
+  X(rsqrt, Rsqrt, kFloating, U::kRsqrt, C(1) / std::sqrt(x), g * (y * y * y * -0.5),               \
+    "1 / sqrt(x)")                                                                                 \
+  X(reciprocal, Reciprocal, kFloating, U::kReciprocal, C(1) / x, -(g * (y * y)), "1 / x")          \
+  X(square, Square, kSame, U::kSquare, wrapping_mul(x, x), g*(x * 2.0), "x * x")                   \
+  X(sin, Sin, kFloating, U::kSin, std::sin(x), g* cos(x), "sine (radians)")                        \
+  X(cos, Cos, kFloating, U::kCos, std::cos(x), -(g * sin(x)), "cosine (radians)")                  \
+  X(tan, Tan, kFloating, U::kTan, std::tan(x), g*(y * y + 1.0), "tangent (radians)")               \
+  X(tanh, Tanh, kFloating, U::kTanh, std::tanh(x), tanh_backward(g, y), "hyperbolic tangent")      \
+  X(sigmoid, Sigmoid, kFloating, U::kSigmoid, C(1) / (C(1) + std::exp(-x)),                        \
+    sigmoid_backward(g, y), "1 / (1 + e^-x)")                                                      \
+  X(relu, Relu, kSame, U::kRelu, relu_value(x), relu_backward(g, x), "max(x, 0); relu(nan) = nan") \
+  X(silu, Silu, kFloating, U::kSilu, x / (C(1) + std::exp(-x)), g * silu_derivative(x),            \
+    "x * sigmoid(x)")                                                                              \
+  X(erf, Erf, kFloating, U::kErf, std::erf(x), g*(exp(-(x * x)) * kTwoOverSqrtPi),                 \
+    "the error function")                                                                          \
+  X(floor, Floor, kSame, U::kFloor, floor_value(x), zeros_like(g),                                 \
+    "largest integer <= x (integers: x)")                                                          \
+  X(ceil, Ceil, kSame, U::kCeil, ceil_value(x), zeros_like(g),                                     \
+    "smallest integer >= x (integers: x)")                                                         \
+  X(round, Round, kSame, U::kRound, round_value(x), zeros_like(g),                                 \
+    "nearest integer, ties to even (as NumPy)")                                                    \
   X(logical_not, LogicalNot, kPredicate, kNoSimdUnary, !truthy(x), Tensor(), "x == 0, as bool")
 
 #define KILN_UNARY_FUNCTOR(name, Prim, rule, simd_op, expr, dx, doc) \

@@ -40,8 +40,16 @@ struct BinaryName {
 };
 // src/ops/elementwise_binary.cc
 constexpr BinaryName kBinary[] = {
-    {"Add", B::kAdd},         {"Sub", B::kSub},         {"Mul", B::kMul}, {"Div", B::kDiv},
-    {"Maximum", B::kMaximum}, {"Minimum", B::kMinimum}, {"Pow", B::kPow},
+    {"Add", B::kAdd},
+    {"Sub", B::kSub},
+    {"Mul", B::kMul},
+    {"Div", B::kDiv},
+    {"Maximum", B::kMaximum},
+    {"Minimum", B::kMinimum},
+    {"Pow", B::kPow},
+    {"SigmoidBackward", B::kSigmoidBackward},
+    {"TanhBackward", B::kTanhBackward},
+    {"ReluBackward", B::kReluBackward},
 };
 
 std::optional<U> find_unary(const std::string& name) {
@@ -323,7 +331,8 @@ std::vector<FoldPlan> plan_folds(const Program& program, const Layout& layout) {
       const Instr& b = instrs[k];
       const Operand& o = fold.source;
       if (o.is_input || o.index != k || reads[k] != 1 || b.kind != InstrKind::kBinary ||
-          static_cast<B>(b.op) == B::kPow || is_scalar(b.a) == is_scalar(b.b)) {
+          !simd::ScalarSteps<float>::takes(static_cast<B>(b.op)) ||
+          is_scalar(b.a) == is_scalar(b.b)) {
         break;
       }
       const bool scalar_first = is_scalar(b.a);

@@ -1,6 +1,9 @@
 // Elementwise binary kernels: binary and binary_scalar_rhs / _lhs (see float_kernels.h).
 //
-// add / sub / mul / div / maximum / minimum are exact (one IEEE operation). pow calls std::pow
+// add / sub / mul / div / maximum / minimum are exact (one IEEE operation). The backward ops
+// round each step as written; tanh's takes 1 - y^2 as (1 - y)(1 + y), which no compiler fuses
+// into an FMA (1 - y * y would round differently where it does, so per target) and which keeps
+// its accuracy near |y| = 1, where 1 - y * y cancels. pow calls std::pow
 // lane by lane: a vector pow that keeps all of std::pow's special cases (negative base with
 // integral exponent, signed zeros, infinities) is not worth its code size here. The
 // scalar-exponent fast paths below (x^2 = x * x, x^0.5 = sqrt, ...) are correctly rounded, so they
@@ -93,6 +96,19 @@ HWY_INLINE void binary_impl(BinaryOp op, const T* a, T sa, const T* b, T sb, T* 
     case BinaryOp::kPow:
       if (b == nullptr && pow_scalar_exponent(d, a, sb, y, n)) return;
       return pow_lanes(a, sa, b, sb, y, n);
+    case BinaryOp::kSigmoidBackward:
+      return map_layout(d, a, sa, b, sb, y, n, [](D dv, V g, V v) {
+        return hn::Mul(g, hn::Mul(v, hn::Sub(hn::Set(dv, T(1)), v)));
+      });
+    case BinaryOp::kTanhBackward:
+      return map_layout(d, a, sa, b, sb, y, n, [](D dv, V g, V v) {
+        const V one = hn::Set(dv, T(1));
+        return hn::Mul(g, hn::Mul(hn::Sub(one, v), hn::Add(one, v)));
+      });
+    case BinaryOp::kReluBackward:
+      return map_layout(d, a, sa, b, sb, y, n, [](D dv, V g, V x) {
+        return hn::IfThenElseZero(hn::Gt(x, hn::Zero(dv)), g);
+      });
   }
 }
 

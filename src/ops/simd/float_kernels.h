@@ -62,7 +62,20 @@ enum class UnaryOp : int {
 
 /// Elementwise binary operations. kMaximum / kMinimum propagate nan (numpy.maximum, not fmax);
 /// kPow follows std::pow (negative base with an integral exponent is fine, pow(x, 0) = 1, ...).
-enum class BinaryOp : int { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow };
+/// The backward ops take a = the output gradient g and b = the forward's result y (relu's: its
+/// input x), and round each step as written.
+enum class BinaryOp : int {
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMaximum,
+  kMinimum,
+  kPow,
+  kSigmoidBackward,  ///< g * (y * (1 - y)), y = sigmoid(x)
+  kTanhBackward,     ///< g * ((1 - y) * (1 + y)), y = tanh(x)
+  kReluBackward,     ///< x > 0 ? g : 0 (b is relu's input x, not its result)
+};
 
 /// How a kernel writes its output. kStream uses non-temporal stores, which bypass the caches
 /// and skip reading each output line before overwriting it: for outputs too large to be read back
@@ -92,8 +105,8 @@ class ScalarSteps {
   static constexpr int kMax = 4;
 
   /// Appends v = v op scalar (scalar op v when scalar_first). Returns false, changing nothing,
-  /// when `op` is kPow or the steps are full (a multiply followed by an add or a subtraction of
-  /// the scalar takes one).
+  /// when `op` is not a step (takes(op) is false) or the steps are full (a multiply followed by an
+  /// add or a subtraction of the scalar takes one).
   bool push(BinaryOp op, T scalar, bool scalar_first) {
     Step next;
     switch (op) {
@@ -117,6 +130,9 @@ class ScalarSteps {
         next = {Kind::kMinimum, T(1), scalar, scalar_first};
         break;
       case BinaryOp::kPow:
+      case BinaryOp::kSigmoidBackward:
+      case BinaryOp::kTanhBackward:
+      case BinaryOp::kReluBackward:
         return false;
     }
     // v * m + (-0) + s is v * m + s exactly: an add after a step that adds nothing joins it.
@@ -128,6 +144,12 @@ class ScalarSteps {
     if (count_ == kMax) return false;
     step_[count_++] = next;
     return true;
+  }
+
+  /// Whether `op` with a scalar operand can be a step: the arithmetic ops but kPow.
+  static constexpr bool takes(BinaryOp op) {
+    return op != BinaryOp::kPow && op != BinaryOp::kSigmoidBackward &&
+           op != BinaryOp::kTanhBackward && op != BinaryOp::kReluBackward;
   }
 
   bool empty() const { return count_ == 0; }

@@ -67,7 +67,9 @@ TEST(FusedElementwiseProgram, EveryInstructionRoundTrips) {
                          "Log2", "Sqrt",    "Rsqrt",      "Reciprocal", "Square", "Sin", "Cos",
                          "Tan",  "Tanh",    "Sigmoid",    "Relu",   "Gelu",  "GeluTanh", "Silu",
                          "Erf",  "Floor",   "Ceil",       "Round"};
-  const char* binary[] = {"Add", "Sub", "Mul", "Div", "Maximum", "Minimum", "Pow"};
+  const char* binary[] = {"Add",          "Sub",         "Mul", "Div",
+                          "Maximum",      "Minimum",     "Pow", "SigmoidBackward",
+                          "TanhBackward", "ReluBackward"};
   std::string text = "Exp(i0)";
   int j = 1;
   for (const char* u : unary) text += ";" + std::string(u) + "(r" + std::to_string(j++ - 1) + ")";
@@ -236,6 +238,8 @@ TEST(FusedElementwiseFolds, NothingFolds_WhenAStepIsNotRightBeforeOrReadTwiceOrN
   EXPECT_EQ(folds_text("Mul(i0,i1);Exp(i0);Tanh(r0);Add(r1,r2)", full_scalar), "");
   EXPECT_EQ(folds_text("Mul(i0,i1);Exp(r0);Add(r0,r1)", full_scalar), "");  // r0 read twice
   EXPECT_EQ(folds_text("Pow(i0,i1);Exp(r0)", full_scalar), "");
+  EXPECT_EQ(folds_text("SigmoidBackward(i0,i1);Exp(r0)", full_scalar), "");  // not a step
+  EXPECT_EQ(folds_text("TanhBackward(i1,i0);Exp(r0)", full_scalar), "");
   EXPECT_EQ(folds_text("Mul(i0,i1);Exp(r0)", {K::kFull, K::kFull}), "");        // no scalar
   EXPECT_EQ(folds_text("Mul(i0,i1);Exp(r0)", {K::kFull, K::kColumn}), "");      // one value per row
   EXPECT_EQ(folds_text("Mul(i0,i1);Exp(r0)", {K::kScalar, K::kScalar}), "");    // no tile to read
@@ -336,6 +340,11 @@ const std::vector<Case>& cases() {
       {"Exp(i0);Neg(i0);Maximum(r0,r1);Div(r2,i1);Mul(r3,r0);GeluTanh(r4);Silu(r5)",
        {Arg::kFull, Arg::kPositive}},
       {"Mul(i0,i0);Add(r0,r0);Sigmoid(r1)", {Arg::kFull}},
+      // A training graph's activation gradients: g and a row-broadcast y, a scalar g.
+      {"Sigmoid(i1);SigmoidBackward(i0,r0);TanhBackward(r1,i2)",
+       {Arg::kFull, Arg::kRow, Arg::kColumn}},
+      {"Tanh(i1);TanhBackward(i0,r0)", {Arg::kWeak, Arg::kFull}},
+      {"ReluBackward(i0,i1);Mul(r0,i2)", {Arg::kFull, Arg::kRow, Arg::kWeak}},
       {"Abs(i0);Pow(r0,i1);Sqrt(r1);Minimum(i2,r2)", {Arg::kFull, Arg::kWeak, Arg::kRow}},
       {"Sub(i1,i0);Log(i2);Add(r0,r1)", {Arg::kFull, Arg::kWeak, Arg::kPositive}},
       {"Mul(i0,i1);Add(r0,i2);Softmax(r1)", {Arg::kFull, Arg::kWeak, Arg::kRow}},

@@ -3,6 +3,9 @@
 // and that they are made of ops.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -117,6 +120,65 @@ TEST(GradElementwise, GeluBackwardRuleMatchesFiniteDifferences) {
       ErrorKind::kShape, "GeluBackward: expected grad_output of x's shape [3, 2]");
 }
 
+// Sigmoid's, Tanh's and Relu's rules are one SigmoidBackward / TanhBackward of g and y, or
+// ReluBackward of g and x: the composed formulas' values, in every floating dtype (float16 computed
+// in float32, rounded once), integers promoted to float32, broadcasting, through the SIMD kernel on
+// transposed operands.
+TEST(GradElementwise, ActivationBackwardOpsAreTheirFormulasInOnePass) {
+  manual_seed(4);
+  const Tensor g = randn({5, 7}, f64);
+  const Tensor x = randn({5, 7}, f64) * 2.0;
+  const Tensor s = sigmoid(x), t = tanh(x);
+  testing::expect_close(sigmoid_backward(g, s), g * s * (1.0 - s), 1e-15);
+  testing::expect_close(tanh_backward(g, t), g * (1.0 - t * t), 1e-14);
+  for (DType dtype : {f32, DType::kFloat16, DType::kBFloat16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const double tol = dtype == f32 ? 1e-6 : dtype == DType::kFloat16 ? 2e-3 : 1e-2;
+    const Tensor gd = to(g, dtype).transpose(0, 1), sd = to(s, dtype).transpose(0, 1);
+    const Tensor td = to(t, dtype).transpose(0, 1);
+    const Tensor got_s = sigmoid_backward(gd, sd), got_t = tanh_backward(gd, td);
+    EXPECT_EQ(got_s.dtype(), dtype);
+    const Tensor g64 = to(gd, f64), s64 = to(sd, f64), t64 = to(td, f64);
+    testing::expect_close(to(got_s, f64), g64 * s64 * (1.0 - s64), tol);
+    testing::expect_close(to(got_t, f64), g64 * (1.0 - t64 * t64), tol);
+  }
+  // Broadcasting either operand; integer operands compute in float32.
+  const Tensor row = randn({7}, f64);
+  testing::expect_close(sigmoid_backward(row, s), row * s * (1.0 - s), 1e-15);
+  testing::expect_close(tanh_backward(g, tanh(row)), g * (1.0 - square(tanh(row))), 1e-14);
+  const Tensor ints = arange(Scalar(int64_t{-2}), Scalar(int64_t{3}));
+  EXPECT_EQ(sigmoid_backward(ints, ints).dtype(), f32);
+  testing::expect_close(to(tanh_backward(ints, ints), f64), to(ints * (1 - ints * ints), f64), 0.0);
+  // relu's: g where x > 0; 0 at 0, below and at nan (as PyTorch), in g's dtype.
+  const auto values = [](std::initializer_list<double> v) {
+    Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, f64);
+    std::copy(v.begin(), v.end(), t.data<double>());
+    return t;
+  };
+  const Tensor at = values({-1.0, 0.0, 2.0, std::nan(""), -0.0, 1e-300});
+  testing::expect_close(relu_backward(ones({6}, f32) * 3.0, to(at, f32)),
+                        to(values({0, 0, 3, 0, 0, 0}), f32), 0.0);  // 1e-300 is 0 in float32
+  testing::expect_close(relu_backward(ones({6}, f64), at), values({0, 0, 1, 0, 0, 1}), 0.0);
+  testing::expect_close(relu_backward(g, x), where(gt(x, Tensor::scalar(0)), g, zeros_like(g)),
+                        0.0);
+  // The rules of Sigmoid, Tanh and Relu call exactly these ops.
+  for (const char* op : {"Sigmoid", "Tanh", "Relu"}) {
+    SCOPED_TRACE(op);
+    const Tensor y = call_op(op, {x})[0];
+    const std::vector<Tensor> dx = testing::run_rule(op, {x}, {}, {g});
+    const std::string name = op;
+    const Tensor want = name == "Sigmoid" ? sigmoid_backward(g, y)
+                        : name == "Tanh"  ? tanh_backward(g, y)
+                                          : relu_backward(g, x);
+    testing::expect_close(dx[0], want, 0.0);
+  }
+  testing::expect_error(
+      [&] {
+        sigmoid_backward(randn({2, 3}), randn({3, 2}));
+      },
+      ErrorKind::kShape, "broadcast");
+}
+
 TEST(GradElementwise, UnaryRulesUseOpsOnly_WhenFloat32AndStrided) {
   manual_seed(2);
   for (const UnaryCase& c : unary_cases()) {
@@ -165,6 +227,9 @@ const BinaryCase kBinaryCases[] = {
     {"Minimum", Domain::kAny, Domain::kAny},
     {"FloorDivide", Domain::kAny, Domain::kAwayFromZero},
     {"Remainder", Domain::kAny, Domain::kAwayFromZero},
+    {"SigmoidBackward", Domain::kAny, Domain::kUnit},
+    {"TanhBackward", Domain::kAny, Domain::kUnit},
+    {"ReluBackward", Domain::kAny, Domain::kAwayFromZero},
 };
 
 // (shape of a, shape of b): equal, broadcast either way, both broadcast, and

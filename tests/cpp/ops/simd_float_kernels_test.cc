@@ -404,10 +404,16 @@ struct BinaryCase {
   const char* name;
 };
 
-const BinaryCase kBinaryCases[] = {{BinaryOp::kAdd, "add"},         {BinaryOp::kSub, "sub"},
-                                   {BinaryOp::kMul, "mul"},         {BinaryOp::kDiv, "div"},
-                                   {BinaryOp::kMaximum, "maximum"}, {BinaryOp::kMinimum, "minimum"},
-                                   {BinaryOp::kPow, "pow"}};
+const BinaryCase kBinaryCases[] = {{BinaryOp::kAdd, "add"},
+                                   {BinaryOp::kSub, "sub"},
+                                   {BinaryOp::kMul, "mul"},
+                                   {BinaryOp::kDiv, "div"},
+                                   {BinaryOp::kMaximum, "maximum"},
+                                   {BinaryOp::kMinimum, "minimum"},
+                                   {BinaryOp::kPow, "pow"},
+                                   {BinaryOp::kSigmoidBackward, "sigmoid_backward"},
+                                   {BinaryOp::kTanhBackward, "tanh_backward"},
+                                   {BinaryOp::kReluBackward, "relu_backward"}};
 
 template <typename T>
 T ref_binary(BinaryOp op, T a, T b) {
@@ -426,6 +432,12 @@ T ref_binary(BinaryOp op, T a, T b) {
       return std::isnan(a) || std::isnan(b) ? std::numeric_limits<T>::quiet_NaN() : std::min(a, b);
     case BinaryOp::kPow:
       return std::pow(a, b);
+    case BinaryOp::kSigmoidBackward:  // each step rounded, as the composed ops
+      return a * (b * (T(1) - b));
+    case BinaryOp::kTanhBackward:
+      return a * ((T(1) - b) * (T(1) + b));
+    case BinaryOp::kReluBackward:
+      return b > T(0) ? a : T(0);
   }
   return a;
 }
