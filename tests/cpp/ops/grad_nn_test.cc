@@ -145,6 +145,26 @@ TEST(GradNormBackward, WeightGradientIsTheSameForAnyThreadCount) {
   }
 }
 
+// Rows longer than one chunk of the row statistics (256) and a row count that is no multiple of
+// the rows summed in float32 before each float64 flush (16): float32 matches float64.
+TEST(GradNormBackward, LongRowsInFloat32_MatchFloat64) {
+  manual_seed(25);
+  const Tensor x = randn({37, 700}, DType::kFloat32) * 3.0 + 1.0;
+  const Tensor w = randn({700}, DType::kFloat32);
+  const Tensor g = randn({37, 700}, DType::kFloat32);
+  const Attrs attrs = {{"normalized_shape", Dims{700}}};
+  for (const char* op : {"LayerNormBackward", "RMSNormBackward"}) {
+    SCOPED_TRACE(op);
+    const std::vector<Tensor> got = call_op(op, {x, w, g}, attrs);
+    const std::vector<Tensor> want = call_op(
+        op, {to(x, DType::kFloat64), to(w, DType::kFloat64), to(g, DType::kFloat64)}, attrs);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      testing::expect_close(got[k], to(want[k], DType::kFloat32), 1e-4);
+    }
+  }
+}
+
 TEST(GradNormBackward, BadInputs_AreClearErrors) {
   const Attrs attrs = {{"normalized_shape", Dims{3}}};
   testing::expect_error(
