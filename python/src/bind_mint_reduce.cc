@@ -94,8 +94,9 @@ Tensor std_impl(const Tensor& x, nb::handle dim, int64_t correction, bool keepdi
 Tensor logsumexp_impl(const Tensor& x, nb::handle dim, bool keepdim) {
   return logsumexp(x, parse_dims("logsumexp", dim), keepdim);
 }
-Tensor cumsum_impl(const Tensor& x, nb::handle dim, const std::optional<DTypeArg>& dtype) {
-  return cumsum(x, parse_dim("cumsum", dim), parse_dtype(dtype));
+Tensor cumsum_impl(const Tensor& x, nb::handle dim, const std::optional<DTypeArg>& dtype,
+                   bool reverse) {
+  return cumsum(x, parse_dim("cumsum", dim), parse_dtype(dtype), reverse);
 }
 Tensor softmax_impl(const Tensor& x, nb::handle dim) {
   return softmax(x, parse_dim("softmax", dim));
@@ -148,9 +149,11 @@ void bind_mint_reduce(nb::module_& mint) {
            "correction"_a = 1, keepdim);
   def_both(mint, cls, "logsumexp", &logsumexp_impl,
            "log(sum(exp(x))) over `dim`, without overflow.", "dim"_a.none(), keepdim);
-  def_both(mint, cls, "cumsum", &cumsum_impl,
-           "Inclusive prefix sums along `dim`; bool and integer inputs give int64.", "dim"_a.none(),
-           "dtype"_a = nb::none());
+  def_both(
+      mint, cls, "cumsum", &cumsum_impl,
+      "Inclusive prefix sums along `dim` (suffix sums with `reverse`); bool and integer inputs "
+      "give int64.",
+      "dim"_a.none(), "dtype"_a = nb::none(), nb::kw_only(), "reverse"_a = false);
   def_both(mint, cls, "softmax", &softmax_impl, "Softmax along `dim` (numerically stable).",
            "dim"_a = -1);
   def_both(mint, cls, "log_softmax", &log_softmax_impl,

@@ -1,19 +1,19 @@
-// CumSum: inclusive prefix sums along one dim.
+// CumSum: inclusive prefix sums along one dim, or suffix sums (`reverse`: from the end; the
+// gradient of each is the other).
 //
 // Floating inputs accumulate in float64 and round each prefix once; bool and integer inputs give
 // int64 by default (as NumPy and PyTorch) and accumulate in wrapping uint64. With `dtype` the
 // input is converted first (same_kind rule, as sum). The input is viewed as [outer, len, inner].
 // Along the last dim each row keeps one running sum; along another dim a work item scans a tile
 // of up to kColumnTile columns row by row, so memory is read along contiguous rows. Rows or tiles
-// are split across threads, and each prefix is computed by exactly one thread, in order, so
-// results do not depend on the thread count.
+// are split across threads, and each prefix is computed by exactly one thread, in order, so results
+// do not depend on the thread count.
+#include <algorithm>
 #include <memory>
 
 #include "core/dtype_dispatch.h"
 #include "kiln/functional/elementwise.h"
-#include "kiln/functional/factory.h"
 #include "kiln/functional/reduce.h"
-#include "kiln/functional/shape.h"
 #include "ops/grad_util.h"
 #include "ops/reduce.h"
 
@@ -23,17 +23,20 @@ namespace {
 using detail::ComputeType;
 using detail::kIsFloat;
 
-/// Scans x ([outer, len, inner], contiguous) into y; Acc accumulates, `load` / `store` convert.
+/// Scans x ([outer, len, inner], contiguous) into y, from the end of each scan when `reverse`;
+/// Acc accumulates, `load` / `store` convert.
 template <typename Acc, typename T, typename O, typename Load, typename Store>
-void scan(const T* x, O* y, const detail::AxisLayout& l, Load load, Store store) {
+void scan(const T* x, O* y, const detail::AxisLayout& l, bool reverse, Load load, Store store) {
+  // The k-th element of a scan of len elements is element at(k) along dim.
+  const auto at = [&](int64_t k) { return reverse ? l.len - 1 - k : k; };
   if (l.inner == 1) {  // the last dim: one running sum per row
     const int64_t grain = std::max<int64_t>(1, detail::kReduceChunk / std::max<int64_t>(l.len, 1));
     parallel_for(0, l.outer, grain, [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r) {
         Acc acc{0};
-        for (int64_t k = r * l.len; k < (r + 1) * l.len; ++k) {
-          acc += load(x[k]);
-          y[k] = store(acc);
+        for (int64_t k = 0; k < l.len; ++k) {
+          acc += load(x[r * l.len + at(k)]);
+          y[r * l.len + at(k)] = store(acc);
         }
       }
     });
@@ -51,7 +54,7 @@ void scan(const T* x, O* y, const detail::AxisLayout& l, Load load, Store store)
       const int64_t w = std::min(tile, l.inner - j0);
       for (int64_t j = 0; j < w; ++j) acc[j] = Acc{0};
       for (int64_t k = 0; k < l.len; ++k) {
-        const int64_t offset = (a * l.len + k) * l.inner + j0;
+        const int64_t offset = (a * l.len + at(k)) * l.inner + j0;
         for (int64_t j = 0; j < w; ++j) {
           acc[j] += load(x[offset + j]);
           y[offset + j] = store(acc[j]);
@@ -66,6 +69,7 @@ void cumsum_kernel(KernelContext& ctx) {
   if (out.numel() == 0) return;
   const DType dtype = out.dtype();
   const int64_t dim = wrap_dim(ctx.attrs.get<int64_t>("dim"), ctx.inputs[0].ndim(), "cumsum: dim");
+  const bool reverse = ctx.attrs.get<bool>("reverse");
   if (is_floating_point(dtype)) {
     const detail::AxisLayout layout =
         detail::plan_axis(detail::converted(ctx.inputs[0], dtype), dim);
@@ -73,7 +77,7 @@ void cumsum_kernel(KernelContext& ctx) {
       using T = typename decltype(tag)::type;
       if constexpr (kIsFloat<T>) {
         scan<double>(
-            layout.input.data<T>(), out.data<T>(), layout,
+            layout.input.data<T>(), out.data<T>(), layout, reverse,
             [](T v) { return static_cast<double>(static_cast<ComputeType<T>>(v)); },
             [](double acc) { return convert<T>(acc); });
       }
@@ -86,7 +90,7 @@ void cumsum_kernel(KernelContext& ctx) {
     using T = typename decltype(tag)::type;
     if constexpr (!kIsFloat<T>) {
       scan<uint64_t>(
-          layout.input.data<T>(), wide.data<int64_t>(), layout,
+          layout.input.data<T>(), wide.data<int64_t>(), layout, reverse,
           [](T v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); },
           [](uint64_t acc) { return static_cast<int64_t>(acc); });
     }
@@ -94,27 +98,23 @@ void cumsum_kernel(KernelContext& ctx) {
   if (!wide.is_same(out)) copy_into(out, wide);
 }
 
-// The gradient of a prefix sum is the suffix sum of g: g reversed along dim, summed, reversed
-// back (index_select with a descending index, so the rule stays made of ops; see Note [Gradient
-// rules] in ops/grad_util.h).
+// The gradient of a prefix sum is the suffix sum of g, and the other way round.
 std::vector<Tensor> cumsum_grad(const std::vector<Tensor>& in, const Tensor&, const Attrs& attrs,
                                 const Tensor& g) {
   const Tensor& x = in[0];
   if (!detail::differentiable(x)) return {Tensor()};
   if (x.ndim() == 0) return {to(g, x.dtype())};
   const int64_t dim = wrap_dim(attrs.get<int64_t>("dim"), x.ndim());
-  const int64_t n = x.shape()[dim];
-  const Tensor reversed = arange(n - 1, -1, -1);
-  const Tensor suffix = index_select(cumsum(index_select(g, dim, reversed), dim), dim, reversed);
-  return {to(suffix, x.dtype())};
+  return {to(cumsum(g, dim, std::nullopt, !attrs.get<bool>("reverse")), x.dtype())};
 }
 
 KILN_REGISTER_OP(OpDef("CumSum")
                      .input("x")
                      .attr("dim", AttrKind::kInt)
                      .attr("dtype", AttrKind::kDType, std::monostate{})
-                     .doc("Inclusive prefix sums along `dim`; bool and integer inputs give int64 "
-                          "unless `dtype` is given")
+                     .attr("reverse", AttrKind::kBool, false)
+                     .doc("Inclusive prefix sums along `dim` (suffix sums, from the end, with "
+                          "`reverse`); bool and integer inputs give int64 unless `dtype` is given")
                      .infer([](const InferContext& ctx) {
                        const TensorMeta& x = ctx.input(0);
                        wrap_dim(ctx.attrs.get<int64_t>("dim"), x.ndim(), "cumsum: dim");
@@ -129,9 +129,9 @@ KILN_REGISTER_OP(OpDef("CumSum")
 
 }  // namespace
 
-Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype, bool reverse) {
   static const OpDefPtr op = OpRegistry::Instance().get("CumSum");
-  Attrs attrs{{"dim", dim}};
+  Attrs attrs{{"dim", dim}, {"reverse", reverse}};
   if (dtype) attrs.set("dtype", *dtype);
   return call_op(*op, {x}, attrs)[0];
 }

@@ -122,6 +122,7 @@ REDUCTIONS = {
     "var": lambda x: mint.var(x, dim=1), "std": lambda x: mint.std(x, dim=2, correction=0),
     "var_all": lambda x: mint.var(x),
     "logsumexp": lambda x: mint.logsumexp(x, dim=1), "cumsum": lambda x: mint.cumsum(x, dim=1),
+    "cumsum_reverse": lambda x: mint.cumsum(x, dim=2, reverse=True),
     "softmax": lambda x: mint.softmax(x, dim=-1), "log_softmax": lambda x: mint.log_softmax(x, 1),
 }
 

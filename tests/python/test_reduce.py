@@ -227,6 +227,22 @@ def test_along_dim_ops_match_numpy(op, dtype, rng):
             assert_close(out, expected.reshape(shape).astype(numpy_dtype(out.dtype)))
 
 
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_ids)
+def test_reverse_cumsum_is_numpys_suffix_sums(dtype, rng):
+    for shape, dim, layout in each_case(SHAPES, [0, -1, 1], ("contiguous", "transposed")):
+        t, a = make_input(shape, dtype, rng, layout)
+        ax = np_axis(shape, dim)
+        with context(shape=shape, dim=dim, layout=layout):
+            out = mint.cumsum(t, dim, reverse=True)
+            expected = np.flip(np.cumsum(np.flip(wide(a, dtype), ax), axis=ax), ax)
+            assert out.dtype == accumulate_dtype(dtype)
+            assert_close(out, expected.reshape(shape).astype(numpy_dtype(out.dtype)))
+    assert mint.cumsum(kiln.tensor([1, 2, 3]), 0, reverse=True).tolist() == [6, 5, 3]
+    assert t.cumsum(0, reverse=True).shape == t.shape
+    with pytest.raises(TypeError):
+        mint.cumsum(kiln.tensor([1.0]), 0, None, True)  # reverse is keyword-only
+
+
 @pytest.mark.parametrize("correction", [0, 1, 2, 5])
 @pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.int16], ids=_ids)
 def test_var_and_std_follow_correction_like_numpy_ddof(dtype, correction, rng):
@@ -275,6 +291,9 @@ def test_long_along_dim_ops_match_numpy(op, dtype, shape, dim, rng):
     out = getattr(mint, op)(t, dim)
     if op == "cumsum":
         expected = np.cumsum(wide(a, dtype), axis=dim)
+        suffix = np.flip(np.cumsum(np.flip(wide(a, dtype), dim), axis=dim), dim)
+        np.testing.assert_allclose(mint.cumsum(t, dim, reverse=True).numpy().astype(np.float64),
+                                   suffix, rtol=2e-3, atol=0.1)
         if dtype == kiln.float16:  # prefix sums reach ~100: compare at float16's resolution there
             np.testing.assert_allclose(out.numpy(), expected, rtol=2e-3, atol=0.1)
             return
