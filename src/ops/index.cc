@@ -1,5 +1,5 @@
-// Integer indexing along one dimension: IndexSelect, Gather, Scatter, and MaskedFill (Index and
-// IndexPut, NumPy's advanced indexing, are in index_advanced.cc).
+// Integer indexing along one dimension: IndexSelect, Gather (and GatherBackward), Scatter, and
+// MaskedFill (Index and IndexPut, NumPy's advanced indexing, are in index_advanced.cc).
 //
 // Every index is checked before anything is written, so a failed call leaves its inputs untouched;
 // the error names the bad value, the dimension and its size (ops/index_rows.h).
@@ -19,6 +19,7 @@
 #include "kiln/functional/shape.h"
 #include "kiln/op.h"
 #include "kiln/parallel.h"
+#include "ops/dtype_convert.h"
 #include "ops/elementwise.h"
 #include "ops/grad_util.h"
 #include "ops/index_rows.h"
@@ -180,6 +181,15 @@ KILN_REGISTER_OP(
           });
         }));
 
+// GatherBackward (below) of g for x of shape `x_shape`, Gather's `attrs` giving the dim.
+Tensor gather_backward(const Tensor& g, const Tensor& index, const Attrs& attrs,
+                       const Shape& x_shape) {
+  static const OpDefPtr op = OpRegistry::Instance().get("GatherBackward");
+  return call_op(*op, {g, index},
+                 {{"dim", attrs.get<int64_t>("dim")},
+                  {"input_size", std::vector<int64_t>(x_shape.begin(), x_shape.end())}})[0];
+}
+
 KILN_REGISTER_OP(OpDef("Gather")
                      .input("x")
                      .input("index")
@@ -194,9 +204,9 @@ KILN_REGISTER_OP(OpDef("Gather")
                                                       const Attrs& attrs, const Tensor& g) {
                        const Tensor& x = in[0];
                        if (!detail::differentiable(x)) return std::vector<Tensor>(2);
-                       const Tensor gx = scatter(zeros_like(x, g.dtype()), attrs.get<int64_t>("dim"),
-                                                 in[1], g, "add");
-                       return std::vector<Tensor>{to(gx, x.dtype()), Tensor()};
+                       return std::vector<Tensor>{
+                           detail::input_grad(gather_backward(g, in[1], attrs, x.shape()), x),
+                           Tensor()};
                      }))
                      .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
                        const Tensor x = at_least_1d(ctx.inputs[0]);
@@ -250,6 +260,35 @@ T combine(T a, T b, bool multiply) {
   }
 }
 
+// Sets each target element of dst that element e of the index addresses (AlongDim a; `step` is
+// dst's stride along dim) to combine(target, values[e]). Columns (o, i) write disjoint elements,
+// so blocks of columns run in parallel; along `dim` the writes run in order, which makes duplicate
+// indices deterministic (the last one wins for an assignment). Within a block, i is the inner loop
+// so index and values are read contiguously.
+template <typename T, typename Combine>
+void scatter_along(T* dst, const T* values, const int64_t* ip, const AlongDim& a, int64_t n,
+                   int64_t step, Combine combine) {
+  constexpr int64_t kBlock = 1024;
+  const int64_t blocks = (a.inner + kBlock - 1) / kBlock;
+  const int64_t grain =
+      std::max<int64_t>(1, kElementwiseGrain / (a.len * std::min(a.inner, kBlock)));
+  parallel_for(0, a.outer * blocks, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t task = lo; task < hi; ++task) {
+      const int64_t o = task / blocks;
+      const int64_t i0 = (task % blocks) * kBlock;
+      const int64_t i1 = std::min(a.inner, i0 + kBlock);
+      T* column = dst + a.outer_offsets[o];
+      for (int64_t j = 0; j < a.len; ++j) {
+        const int64_t e0 = (o * a.len + j) * a.inner;
+        for (int64_t i = i0; i < i1; ++i) {
+          T& target = column[wrap_index(ip[e0 + i], n) * step + a.inner_offsets[i]];
+          target = combine(target, values[e0 + i]);
+        }
+      }
+    }
+  });
+}
+
 void scatter_kernel(KernelContext& ctx) {
   const Tensor x = at_least_1d(ctx.inputs[0]);
   const Tensor index = at_least_1d(ctx.inputs[1]);
@@ -270,39 +309,22 @@ void scatter_kernel(KernelContext& ctx) {
     for (int64_t d = 0; d < src.ndim(); ++d) source = source.narrow(d, 0, index.shape()[d]);
   }
   copy_into(values, source);
-  if (idx.numel() == 0) return;
-  const AlongDim a = along_dim(index.shape(), acc.strides(), dim);
-  const int64_t* ip = idx.data<int64_t>();
-  const int64_t step = acc.strides()[dim];
-  const bool assign = reduce == "none";
-  const bool multiply = reduce == "multiply";
-  // Columns (o, i) write disjoint elements, so blocks of columns run in parallel; along `dim` the
-  // writes run in order, which makes duplicate indices deterministic (the last one wins for
-  // "none"). Within a block, i is the inner loop so index and values are read contiguously.
-  constexpr int64_t kBlock = 1024;
-  const int64_t blocks = (a.inner + kBlock - 1) / kBlock;
-  const int64_t grain =
-      std::max<int64_t>(1, kElementwiseGrain / (a.len * std::min(a.inner, kBlock)));
-  visit_dtype(acc_dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* dst = acc.data<T>();
-    const T* vp = values.data<T>();
-    parallel_for(0, a.outer * blocks, grain, [&](int64_t lo, int64_t hi) {
-      for (int64_t task = lo; task < hi; ++task) {
-        const int64_t o = task / blocks;
-        const int64_t i0 = (task % blocks) * kBlock;
-        const int64_t i1 = std::min(a.inner, i0 + kBlock);
-        for (int64_t j = 0; j < a.len; ++j) {
-          const int64_t e0 = (o * a.len + j) * a.inner;
-          for (int64_t i = i0; i < i1; ++i) {
-            T& target =
-                dst[a.outer_offsets[o] + wrap_index(ip[e0 + i], n) * step + a.inner_offsets[i]];
-            target = assign ? vp[e0 + i] : combine(target, vp[e0 + i], multiply);
-          }
-        }
+  if (idx.numel() > 0) {
+    const AlongDim a = along_dim(index.shape(), acc.strides(), dim);
+    visit_dtype(acc_dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const auto write = [&](auto combine) {
+        scatter_along(acc.data<T>(), values.data<T>(), idx.data<int64_t>(), a, n,
+                      acc.strides()[dim], combine);
+      };
+      if (reduce == "none") {
+        write([](T, T v) { return v; });
+      } else {
+        const bool multiply = reduce == "multiply";
+        write([multiply](T t, T v) { return combine(t, v, multiply); });
       }
     });
-  });
+  }
   if (!acc.is_same(out)) copy_into(out, acc);
 }
 
@@ -369,6 +391,58 @@ KILN_REGISTER_OP(
         })
         .grad(detail::one_output_rule(scatter_grad))
         .kernel(DeviceType::kCPU, scatter_kernel));
+
+// Gather's gradient: zeros of x's shape (`input_size`) with grad_output added at the index along
+// dim (repeated indices sum), without the copy of a zero tensor that a Scatter into zeros makes.
+// Linear in grad_output, and Gather's adjoint: each is the other's rule.
+KILN_REGISTER_OP(
+    OpDef("GatherBackward")
+        .input("grad_output")
+        .input("index")
+        .attr("dim", AttrKind::kInt)
+        .attr("input_size", AttrKind::kInts)
+        .doc("Gather's gradient: zeros of input_size with grad_output added at index along dim")
+        .infer([](const InferContext& ctx) {
+          const TensorMeta& g = ctx.input(0);
+          const TensorMeta& index = ctx.input(1);
+          const std::vector<int64_t> size = ctx.attrs.get<std::vector<int64_t>>("input_size");
+          const TensorMeta x(g.dtype, Shape(size.begin(), size.end()));
+          check_along_dim("GatherBackward", ctx, x, index);
+          KILN_CHECK_SHAPE(g.shape == index.shape)
+              << "GatherBackward: expected grad_output of index's shape " << shape_str(index.shape)
+              << ", got " << shape_str(g.shape);
+          KILN_CHECK_DTYPE(is_floating_point(g.dtype))
+              << "GatherBackward: expected a floating-point grad_output, got " << g.dtype;
+          return MetaList{x};
+        })
+        .grad(detail::one_output_rule([](const std::vector<Tensor>& in, const Tensor&,
+                                         const Attrs& attrs, const Tensor& g) {
+          if (!detail::differentiable(in[0])) return std::vector<Tensor>(2);
+          return std::vector<Tensor>{
+              detail::input_grad(gather(g, attrs.get<int64_t>("dim"), in[1]), in[0]), Tensor()};
+        }))
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const Tensor out = at_least_1d(ctx.outputs[0]);
+          const Tensor index = at_least_1d(ctx.inputs[1]);
+          const int64_t dim = wrap_dim(ctx.attrs.get<int64_t>("dim"), out.ndim());
+          const int64_t n = out.shape()[dim];
+          const Tensor idx = load_index("GatherBackward", index, index.shape(), dim, n);
+          // Sums run in the compute dtype (float32 for the 16-bit floats) and round once.
+          const DType cd = compute_dtype(out.dtype());
+          const Tensor acc = out.dtype() == cd ? out : Tensor::empty(out.shape(), cd);
+          const Tensor values = contiguous_as(at_least_1d(ctx.inputs[0]), cd);
+          visit_compute_float(cd, [&](auto zero) {
+            using C = decltype(zero);
+            C* dst = acc.data<C>();
+            parallel_for(0, acc.numel(), kElementwiseGrain,
+                         [&](int64_t lo, int64_t hi) { std::fill(dst + lo, dst + hi, C(0)); });
+            if (idx.numel() == 0) return;
+            scatter_along(dst, values.data<C>(), idx.data<int64_t>(),
+                          along_dim(index.shape(), acc.strides(), dim), n, acc.strides()[dim],
+                          [](C t, C v) { return t + v; });
+          });
+          if (!acc.is_same(out)) copy_into(out, acc);
+        }));
 
 KILN_REGISTER_OP(OpDef("MaskedFill")
                      .input("x")

@@ -78,6 +78,13 @@ std::vector<Case> shape_cases() {
        {randn({3, 4}, f64), int_index({0, 2, 2, 1, 0, 0}, {3, 2})},
        {{"dim", int64_t{1}}}},
       {"Gather", {randn({3, 4}, f64), int_index({0, 2, 2, -1}, {2, 2})}, {{"dim", int64_t{0}}}},
+      // Gather's gradient op (repeated positions sum; an index smaller than x in another dim).
+      {"GatherBackward",
+       {randn({3, 2}, f64), int_index({0, 2, 2, 1, 0, 0}, {3, 2})},
+       {{"dim", int64_t{1}}, {"input_size", Ints{3, 4}}}},
+      {"GatherBackward",
+       {randn({2, 2}, f64), int_index({0, 2, 2, -1}, {2, 2})},
+       {{"dim", int64_t{0}}, {"input_size", Ints{3, 4}}}},
       // Distinct positions for "none" (duplicates would make the assignment
       // order matter).
       {"Scatter",
@@ -150,6 +157,65 @@ TEST(GradShape, SplitGivesZerosForPiecesWithoutGradient) {
 
 TEST(GradShape, ConcatGivesEachInputItsDtype) {
   expect_rule_uses_ops("Concat", {randn({2, 3}, f32), randn({1, 3}, f64), randint(0, 3, {1, 3})});
+}
+
+// Gather's rule is one GatherBackward: a Scatter-add into zeros of x's shape, in every floating
+// dtype (16-bit floats summed in float32), along every dim, from a strided g, and for 0-d x.
+TEST(GradShape, GatherBackwardIsAScatterAddIntoZeros) {
+  manual_seed(22);
+  const Tensor x = randn({4, 5, 6}, f64);
+  for (int64_t dim = 0; dim < 3; ++dim) {
+    SCOPED_TRACE("dim " + std::to_string(dim));
+    Shape index_shape = {3, 4, 5};
+    index_shape[static_cast<size_t>(dim)] = 7;  // longer than x along dim: repeats
+    const Tensor index = randint(-x.shape()[dim], x.shape()[dim], index_shape);
+    const Attrs attrs = {{"dim", dim}, {"input_size", Ints{4, 5, 6}}};
+    for (DType dtype : {f64, f32, DType::kFloat16, DType::kBFloat16}) {
+      SCOPED_TRACE(dtype_name(dtype));
+      // g, non-contiguous: a transposed copy viewed back.
+      const Tensor g =
+          to(randn(index_shape, f64), dtype).transpose(0, 2).contiguous().transpose(0, 2);
+      const Tensor got = call_op("GatherBackward", {g, index}, attrs)[0];
+      const Tensor want = scatter(zeros(x.shape(), f64), dim, index, to(g, f64), "add");
+      EXPECT_EQ(got.dtype(), dtype);
+      const double tol = dtype == f64 ? 0.0 : dtype == f32 ? 1e-6 : 1e-2;  // sums round once
+      testing::expect_close(to(got, f64), to(to(want, dtype), f64), tol);
+      const std::vector<Tensor> rule =
+          testing::run_rule("Gather", {to(x, dtype), index}, {{"dim", dim}}, {g});
+      testing::expect_close(rule[0], got, 0);
+    }
+  }
+  const Tensor scalar_index = int_index({0}, {});
+  testing::expect_close(call_op("GatherBackward", {ones({}, f64) * 2.0, scalar_index},
+                                {{"dim", int64_t{0}}, {"input_size", Ints{}}})[0],
+                        ones({}, f64) * 2.0, 0);
+}
+
+TEST(GradShape, GatherBackwardBadInputs_AreClearErrors) {
+  const Attrs attrs = {{"dim", int64_t{1}}, {"input_size", Ints{3, 4}}};
+  const Tensor index = int_index({0, 1, 2, 3}, {2, 2});
+  testing::expect_error(
+      [&] {
+        call_op("GatherBackward", {randn({2, 3}, f64), index}, attrs);
+      },
+      ErrorKind::kShape,
+      "GatherBackward: expected grad_output of index's shape [2, 2], got [2, 3]");
+  testing::expect_error(
+      [&] {
+        call_op("GatherBackward", {int_index({1, 2, 3, 4}, {2, 2}), index}, attrs);
+      },
+      ErrorKind::kDType, "GatherBackward: expected a floating-point grad_output, got int64");
+  testing::expect_error(
+      [&] {
+        call_op("GatherBackward", {randn({2, 2}, f64), int_index({0, 4, 1, 1}, {2, 2})}, attrs);
+      },
+      ErrorKind::kIndex, "4");
+  testing::expect_error(
+      [&] {
+        call_op("GatherBackward", {randn({4, 2}, f64), int_index({0, 1, 2, 3, 0, 1, 2, 3}, {4, 2})},
+                attrs);
+      },
+      ErrorKind::kShape, "GatherBackward: expected index size <= 3 in dimension 0");
 }
 
 TEST(GradShape, ScatterMultiplyGradientIsNotImplemented) {
