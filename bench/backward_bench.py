@@ -1,5 +1,6 @@
 """Backward cost of single ops, Kiln vs PyTorch: for each case, the time of grad(y, x, g) of one
-recorded op call (the graph retained, so only the backward runs), best of 10 after a warm-up.
+recorded op call (the graph retained, so only the backward runs), best of 10 after a warm-up;
+and, for reference, the forward call itself on an x that requires grad (as in training).
 
     OMP_NUM_THREADS=1 chrt -r 10 .venv/bin/python bench/backward_bench.py
 
@@ -90,6 +91,8 @@ def main():
         x = array(*shape)
         xk = kiln.tensor(x).requires_grad_()
         xt = torch.from_numpy(x.copy()).requires_grad_()
+        fk = best_ms(lambda: kiln_fn(xk), kiln.runtime.synchronize)
+        ft = best_ms(lambda: torch_fn(xt), lambda: None)
         yk, yt = kiln_fn(xk), torch_fn(xt)
         g = RNG.standard_normal(tuple(yk.shape)).astype(np.float32)
         gk, gt = kiln.tensor(g), torch.from_numpy(g)
@@ -97,7 +100,8 @@ def main():
                     kiln.runtime.synchronize)
         t = best_ms(lambda: torch.autograd.grad(yt, xt, gt, retain_graph=True), lambda: None)
         slow = "  slow" if k > 1.5 * t else ""
-        print(f"{name:14s} kiln {k:8.3f} ms  torch {t:8.3f} ms  torch/kiln {t / k:6.2f}x{slow}")
+        print(f"{name:14s} kiln {k:8.3f} ms  torch {t:8.3f} ms  torch/kiln {t / k:6.2f}x{slow:6s}"
+              f"  forward: kiln {fk:8.3f} ms  torch {ft:8.3f} ms  {ft / fk:6.2f}x")
 
 
 if __name__ == "__main__":

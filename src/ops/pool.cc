@@ -1,9 +1,9 @@
 // MaxPool2D and AvgPool2D (kiln::max_pool2d, kiln::avg_pool2d) over NCHW input, with PyTorch's
 // window, padding and ceil_mode rules.
 //
-// Output planes run in parallel. Max pooling and its gradient walk each output row one kernel
-// offset at a time with vectorised selects (Note [Max pooling by runs]); average pooling is a
-// direct loop over windows. float16/bfloat16 average in float32 and round once.
+// Output planes run in parallel. Pooling and its gradients walk each output row one kernel offset
+// at a time, with vectorised selects for the maximum and sums for the average (Note [Max pooling
+// by runs]). float16/bfloat16 average in float32 and round once.
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
@@ -51,10 +51,14 @@ PoolParams pool_params(const char* op, const Attrs& attrs, bool has_dilation) {
   p.pad_h = padding[0];
   p.pad_w = padding[1];
   p.ceil_mode = attrs.get<bool>("ceil_mode");
-  if (has_dilation) {
+  if (has_dilation) {  // max pooling
     const std::vector<int64_t> dilation = pair_attr(op, attrs, "dilation", 1);
     p.dil_h = dilation[0];
     p.dil_w = dilation[1];
+    // (Window argmaxes number their candidates in 32 bits; a larger kernel spans > 8 GiB planes.)
+    KILN_CHECK_VALUE(p.kernel_h <= std::numeric_limits<int32_t>::max() / p.kernel_w)
+        << op << ": expected a kernel of at most 2^31 - 1 elements, got " << p.kernel_h << " x "
+        << p.kernel_w;
   }
   KILN_CHECK_VALUE(p.pad_h <= p.kernel_h / 2 && p.pad_w <= p.kernel_w / 2)
       << op << ": expected padding at most half the kernel size, got padding " << shape_str(padding)
@@ -126,10 +130,6 @@ struct PoolGeometry {
 };
 
 PoolGeometry pool_geometry(const PoolParams& p, int64_t H, int64_t W, int64_t OH, int64_t OW) {
-  // (Window argmaxes number their candidates in 32 bits; a larger kernel spans > 8 GiB planes.)
-  KILN_CHECK_VALUE(p.kernel_h * p.kernel_w <= std::numeric_limits<int32_t>::max())
-      << "max_pool2d: expected a kernel of at most 2^31 - 1 elements, got " << p.kernel_h << " x "
-      << p.kernel_w;
   const int64_t s = p.stride_w;
   PoolGeometry g{p, H, W, OH, OW, (W + s - 1) / s, {}};
   for (int64_t kw = 0; kw < p.kernel_w; ++kw) {
@@ -322,42 +322,134 @@ void for_each_argmax_row(const C* xp, const PoolGeometry& g, RowFn&& fn) {
   }
 }
 
-// The window of output position (oh, ow) of an average pool, clipped to the input, and its
-// divisor: the window clipped to the padded input for count_include_pad, else to the input.
-struct AvgWindow {
-  int64_t h0, h1, w0, w1, count;
+// Average pooling walks the same runs (Note [Max pooling by runs]), adding where max pooling
+// compares: window (oh, ow) still sums its elements in (kh, kw) order, as a scan of the window
+// would. Its divisor is a product of one factor per dimension (avg_extent).
+
+// The extent of window position o along a dimension of `in` elements: the number of its elements
+// inside the input, or inside the padded input for count_include_pad.
+int64_t avg_extent(int64_t o, int64_t in, int64_t kernel, int64_t stride, int64_t pad,
+                   bool include_pad) {
+  const int64_t start = o * stride - pad;
+  const int64_t end = std::min(start + kernel, in + pad);
+  return include_pad ? end - start : std::min(end, in) - std::max<int64_t>(start, 0);
+}
+
+// Each window's divisor, as its row factor times its column factor.
+struct AvgDivisors {
+  std::vector<int64_t> rows, cols;
+  int64_t at(int64_t oh, int64_t ow) const { return rows[oh] * cols[ow]; }
 };
 
-AvgWindow avg_window(int64_t oh, int64_t ow, int64_t H, int64_t W, const PoolParams& p,
-                     bool count_include_pad) {
-  AvgWindow w;
-  w.h0 = oh * p.stride_h - p.pad_h;
-  w.w0 = ow * p.stride_w - p.pad_w;
-  w.h1 = std::min(w.h0 + p.kernel_h, H + p.pad_h);
-  w.w1 = std::min(w.w0 + p.kernel_w, W + p.pad_w);
-  const int64_t padded_count = (w.h1 - w.h0) * (w.w1 - w.w0);
-  w.h0 = std::max<int64_t>(w.h0, 0);
-  w.w0 = std::max<int64_t>(w.w0, 0);
-  w.h1 = std::min(w.h1, H);
-  w.w1 = std::min(w.w1, W);
-  w.count = count_include_pad ? padded_count : (w.h1 - w.h0) * (w.w1 - w.w0);
-  return w;
+AvgDivisors avg_divisors(const PoolGeometry& g, bool include_pad) {
+  AvgDivisors d;
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    d.rows.push_back(avg_extent(oh, g.H, g.p.kernel_h, g.p.stride_h, g.p.pad_h, include_pad));
+  }
+  for (int64_t ow = 0; ow < g.OW; ++ow) {
+    d.cols.push_back(avg_extent(ow, g.W, g.p.kernel_w, g.p.stride_w, g.p.pad_w, include_pad));
+  }
+  return d;
+}
+
+// Sums are taken in float (double for double).
+template <typename T>
+using AvgValue = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// sum[ow] += staged[ow + r.staged] over the run.
+template <typename V>
+[[gnu::always_inline]] inline void sum_run(const V* staged, const ColumnRun& r, V* sum) {
+  const V* x = staged + r.staged;
+  const int64_t hi = r.hi;
+#pragma omp simd
+  for (int64_t ow = r.lo; ow < hi; ++ow) sum[ow] += x[ow];
+}
+
+template <typename T>
+[[gnu::always_inline]] inline void avg_pool_plane(const T* xp, T* yp, const PoolGeometry& g,
+                                                  const AvgDivisors& d) {
+  using V = AvgValue<T>;
+  std::vector<V> buf(staged_row_size(g)), sum(static_cast<size_t>(g.OW));
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    std::fill(sum.begin(), sum.end(), V(0));
+    for_each_run(xp, g, oh, buf.data(), [&](const V* staged, int64_t, int64_t, const ColumnRun& r) {
+      sum_run(staged, r, sum.data());
+    });
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      const int64_t count = d.at(oh, ow);
+      yp[oh * g.OW + ow] = convert<T>(count > 0 ? sum[ow] / static_cast<V>(count) : V(0));
+    }
+  }
+}
+
+// Adds buf, in stage_row's phases, back into input row `row` (its inverse, adding).
+template <typename V>
+[[gnu::always_inline]] inline void unstage_add_row(const V* buf, const PoolGeometry& g, V* row) {
+  const int64_t s = g.p.stride_w, W = g.W;
+  if (s == 2) {
+    const int64_t pairs = W / 2;
+#pragma omp simd
+    for (int64_t i = 0; i < pairs; ++i) {
+      row[2 * i] += buf[i];
+      row[2 * i + 1] += buf[g.phase + i];
+    }
+    if (W % 2 != 0) row[W - 1] += buf[pairs];
+  } else {
+    for (int64_t j = 0; j < s; ++j) {
+      for (int64_t i = 0; i * s + j < W; ++i) row[i * s + j] += buf[j * g.phase + i];
+    }
+  }
+}
+
+// AvgPool2DBackward of one plane: each window's gradient share added over its elements, run by
+// run, into dp (zeroed). With a stride, the runs add into a phase-split row that is then added
+// back, so both loops read and write contiguously.
+template <typename C>
+[[gnu::always_inline]] inline void avg_pool_backward_plane(const C* gp, C* dp,
+                                                           const PoolGeometry& g,
+                                                           const AvgDivisors& d) {
+  std::vector<C> share(static_cast<size_t>(g.OW)), buf(staged_row_size(g));
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      const int64_t count = d.at(oh, ow);
+      share[ow] = count > 0 ? gp[oh * g.OW + ow] / static_cast<C>(count) : C(0);
+    }
+    for (int64_t kh = 0; kh < g.p.kernel_h; ++kh) {
+      const int64_t ih = input_row(g, oh, kh);
+      if (ih < 0 || ih >= g.H) continue;
+      C* row = dp + ih * g.W;
+      C* target = g.p.stride_w == 1 ? row : buf.data();  // stride 1: the row is its one phase
+      if (target != row) std::fill(buf.begin(), buf.end(), C(0));
+      for (const ColumnRun& r : g.runs) {
+        C* t = target + r.staged;
+        const int64_t hi = r.hi;
+#pragma omp simd
+        for (int64_t ow = r.lo; ow < hi; ++ow) t[ow] += share[ow];
+      }
+      if (target != row) unstage_add_row(buf.data(), g, row);
+    }
+  }
+}
+
+KILN_TARGET_CLONES
+void avg_pool_plane_f32(const float* xp, float* yp, const PoolGeometry& g, const AvgDivisors& d) {
+  avg_pool_plane(xp, yp, g, d);
+}
+KILN_TARGET_CLONES
+void avg_pool_backward_plane_f32(const float* gp, float* dp, const PoolGeometry& g,
+                                 const AvgDivisors& d) {
+  avg_pool_backward_plane(gp, dp, g, d);
 }
 
 template <typename T>
 void avg_pool(const Tensor& x, const Tensor& out, const PoolParams& p, bool count_include_pad) {
-  const int64_t H = x.size(2), W = x.size(3), OH = out.size(2), OW = out.size(3);
-  using V = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  const PoolGeometry g = pool_geometry(p, x.size(2), x.size(3), out.size(2), out.size(3));
+  const AvgDivisors d = avg_divisors(g, count_include_pad);
   for_each_plane<T>(x, out, [&](const T* xp, T* yp) {
-    for (int64_t oh = 0; oh < OH; ++oh) {
-      for (int64_t ow = 0; ow < OW; ++ow) {
-        const AvgWindow w = avg_window(oh, ow, H, W, p, count_include_pad);
-        V sum = 0;
-        for (int64_t ih = w.h0; ih < w.h1; ++ih) {
-          for (int64_t iw = w.w0; iw < w.w1; ++iw) sum += static_cast<V>(xp[ih * W + iw]);
-        }
-        yp[oh * OW + ow] = convert<T>(w.count > 0 ? sum / static_cast<V>(w.count) : V(0));
-      }
+    if constexpr (std::is_same_v<T, float>) {
+      avg_pool_plane_f32(xp, yp, g, d);
+    } else {
+      avg_pool_plane(xp, yp, g, d);
     }
   });
 }
@@ -542,22 +634,17 @@ KILN_REGISTER_OP(
         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
           const Tensor& out = ctx.outputs[0];
           if (out.numel() == 0) return;
-          const PoolParams p = pool_params("avg_pool2d_backward", ctx.attrs, false);
-          const bool include_pad = ctx.attrs.get<bool>("count_include_pad");
-          const int64_t H = out.size(2), W = out.size(3);
-          const int64_t OH = ctx.inputs[0].size(2), OW = ctx.inputs[0].size(3);
+          const PoolGeometry g =
+              pool_geometry(pool_params("avg_pool2d_backward", ctx.attrs, false), out.size(2),
+                            out.size(3), ctx.inputs[0].size(2), ctx.inputs[0].size(3));
+          const AvgDivisors d = avg_divisors(g, ctx.attrs.get<bool>("count_include_pad"));
           visit_compute_float(out.dtype(), [&](auto zero) {
             using C = decltype(zero);
             for_each_grad_plane<C>(ctx.inputs[0], out, [&](const C* gp, C* dp, int64_t) {
-              for (int64_t oh = 0; oh < OH; ++oh) {
-                for (int64_t ow = 0; ow < OW; ++ow) {
-                  const AvgWindow w = avg_window(oh, ow, H, W, p, include_pad);
-                  if (w.count <= 0) continue;
-                  const C share = gp[oh * OW + ow] / static_cast<C>(w.count);
-                  for (int64_t ih = w.h0; ih < w.h1; ++ih) {
-                    for (int64_t iw = w.w0; iw < w.w1; ++iw) dp[ih * W + iw] += share;
-                  }
-                }
+              if constexpr (std::is_same_v<C, float>) {
+                avg_pool_backward_plane_f32(gp, dp, g, d);
+              } else {
+                avg_pool_backward_plane(gp, dp, g, d);
               }
             });
           });

@@ -481,6 +481,38 @@ def test_avg_pool2d(x_shape, kernel, stride, padding, dilation, ceil_mode, count
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-6)
 
 
+def avg_pool_grad_reference(x_shape, g, kernel, stride, padding, count_include_pad):
+    """x's gradient: each window's g divided by its divisor, added over the window."""
+    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
+    h, w = x_shape[2:]
+    dx = np.zeros(x_shape)
+    for i in range(g.shape[2]):
+        h0 = i * sh - ph
+        h1 = min(h0 + kh, h + ph)
+        for j in range(g.shape[3]):
+            w0 = j * sw - pw
+            w1 = min(w0 + kw, w + pw)
+            r0, r1, c0, c1 = max(h0, 0), min(h1, h), max(w0, 0), min(w1, w)
+            count = (h1 - h0) * (w1 - w0) if count_include_pad else (r1 - r0) * (c1 - c0)
+            dx[:, :, r0:r1, c0:c1] += g[:, :, i, j][:, :, None, None] / count
+    return dx
+
+
+@pytest.mark.parametrize("x_shape, kernel, stride, padding, dilation, ceil_mode",
+                         [c for c in POOL_CASES if c[4] == 1], ids=str)
+@pytest.mark.parametrize("count_include_pad", [True, False])
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64])
+def test_avg_pool2d_gradient_matches_numpy(x_shape, kernel, stride, padding, dilation, ceil_mode,
+                                           count_include_pad, dtype, rng):
+    xt = t(random_array(x_shape, kiln.float64, rng), dtype).requires_grad_()
+    y = mint.avg_pool2d(xt, kernel, stride, padding, ceil_mode, count_include_pad)
+    g = rng.standard_normal(y.shape)
+    (dx,) = kiln.autograd.grad(y, xt, t(g, dtype))
+    expected = avg_pool_grad_reference(x_shape, g, as_pair(kernel), as_pair(stride or kernel),
+                                       as_pair(padding), count_include_pad)
+    np.testing.assert_allclose(dx.to(kiln.float64).numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("dtype", [kiln.float64, kiln.float16, kiln.bfloat16],
                          ids=lambda d: d.name)
 def test_avg_pool2d_dtypes_and_strided_input(dtype, rng):
