@@ -48,7 +48,8 @@ std::array<Tensor, 2> tanh_backward_grads(const Tensor& a, const Tensor& b, cons
   return KILN_BOTH(tanh_backward(g, b), g * a * (b * -2.0));
 }
 
-// ReluBackward(g, x) = x > 0 ? g : 0 is linear in g and piecewise constant in x.
+// ReluBackward(g, x) = x > 0 ? g : 0 is linear in g and piecewise constant in x (zero gradient,
+// as the table's other piecewise-constant ops give).
 std::array<Tensor, 2> relu_backward_grads(const Tensor& b, const Tensor& g, std::array<bool, 2> n) {
   return KILN_BOTH(relu_backward(g, b), zeros_like(g));
 }

@@ -406,6 +406,9 @@ KILN_REGISTER_OP(
           const TensorMeta& g = ctx.input(0);
           const TensorMeta& index = ctx.input(1);
           const std::vector<int64_t> size = ctx.attrs.get<std::vector<int64_t>>("input_size");
+          KILN_CHECK_SHAPE(std::all_of(size.begin(), size.end(), [](int64_t d) { return d >= 0; }))
+              << "GatherBackward: expected input_size of non-negative sizes, got "
+              << shape_str(size);
           const TensorMeta x(g.dtype, Shape(size.begin(), size.end()));
           check_along_dim("GatherBackward", ctx, x, index);
           KILN_CHECK_SHAPE(g.shape == index.shape)

@@ -116,9 +116,11 @@ void for_each_plane(const Tensor& x, const Tensor& out, PlaneFn&& plane) {
 // numpy.max).
 
 // Output columns [lo, hi) have their window's column kw inside the input, at input column
-// ow * stride_w + offset, which is element ow + staged of the staged row.
+// ow * stride_w + offset, which is element ow + staged of the staged row. (staged alone may be
+// negative; staged + lo, where the run's first element is, is not.)
 struct ColumnRun {
   int64_t offset = 0, staged = 0, lo = 0, hi = 0;
+  int64_t size() const { return hi - lo; }
 };
 
 // A max pool of H x W planes into OH x OW: its parameters, the length of a staged row's phase,
@@ -192,20 +194,22 @@ template <typename T, typename V, typename RunFn>
 }
 
 // Every store below is unconditional (a select of the old and the new value): a conditional
-// store compiles to a masked store, which is microcoded and slow on AMD's cores. The run's
-// bounds are copied out first: GCC does not vectorise a loop that reads them through `r`, which
-// the stores might alias.
+// store compiles to a masked store, which is microcoded and slow on AMD's cores. The loops index
+// from the run's first output column, with its length in a local: GCC does not vectorise a loop
+// that reads its bound through `r`, which the stores might alias.
 
 // best[ow] = max(best[ow], staged[ow + r.staged]) over the run, nan winning.
 template <typename V>
 [[gnu::always_inline]] inline void max_run(const V* staged, const ColumnRun& r, V* best) {
-  const V* x = staged + r.staged;
-  const int64_t hi = r.hi;
+  if (r.size() <= 0) return;
+  const V* x = staged + (r.staged + r.lo);
+  V* out = best + r.lo;
+  const int64_t n = r.size();
 #pragma omp simd
-  for (int64_t ow = r.lo; ow < hi; ++ow) {
-    const V v = x[ow];
-    const V b = best[ow];
-    best[ow] = ((v > b) | (v != v)) ? v : b;
+  for (int64_t i = 0; i < n; ++i) {
+    const V v = x[i];
+    const V b = out[i];
+    out[i] = ((v > b) | (v != v)) ? v : b;
   }
 }
 
@@ -214,16 +218,19 @@ template <typename V>
 template <typename V>
 [[gnu::always_inline]] inline void argmax_run(const V* staged, int32_t candidate,
                                               const ColumnRun& r, V* best, int32_t* k) {
-  const V* x = staged + r.staged;
-  const int64_t hi = r.hi;
+  if (r.size() <= 0) return;
+  const V* x = staged + (r.staged + r.lo);
+  V* out = best + r.lo;
+  int32_t* from = k + r.lo;
+  const int64_t n = r.size();
 #pragma omp simd
-  for (int64_t ow = r.lo; ow < hi; ++ow) {
-    const V v = x[ow];
-    const V b = best[ow];
-    const int32_t a = k[ow];
+  for (int64_t i = 0; i < n; ++i) {
+    const V v = x[i];
+    const V b = out[i];
+    const int32_t a = from[i];
     const bool wins = (a < 0) | (v > b) | (v != v);
-    best[ow] = wins ? v : b;
-    k[ow] = wins ? candidate : a;
+    out[i] = wins ? v : b;
+    from[i] = wins ? candidate : a;
   }
 }
 
@@ -359,10 +366,12 @@ using AvgValue = std::conditional_t<std::is_same_v<T, double>, double, float>;
 // sum[ow] += staged[ow + r.staged] over the run.
 template <typename V>
 [[gnu::always_inline]] inline void sum_run(const V* staged, const ColumnRun& r, V* sum) {
-  const V* x = staged + r.staged;
-  const int64_t hi = r.hi;
+  if (r.size() <= 0) return;
+  const V* x = staged + (r.staged + r.lo);
+  V* out = sum + r.lo;
+  const int64_t n = r.size();
 #pragma omp simd
-  for (int64_t ow = r.lo; ow < hi; ++ow) sum[ow] += x[ow];
+  for (int64_t i = 0; i < n; ++i) out[i] += x[i];
 }
 
 template <typename T>
@@ -420,11 +429,13 @@ template <typename C>
       C* row = dp + ih * g.W;
       C* target = g.p.stride_w == 1 ? row : buf.data();  // stride 1: the row is its one phase
       if (target != row) std::fill(buf.begin(), buf.end(), C(0));
-      for (const ColumnRun& r : g.runs) {
-        C* t = target + r.staged;
-        const int64_t hi = r.hi;
+      for (const ColumnRun& r : g.runs) {  // the inverse of sum_run
+        if (r.size() <= 0) continue;
+        C* t = target + (r.staged + r.lo);
+        const C* from = share.data() + r.lo;
+        const int64_t n = r.size();
 #pragma omp simd
-        for (int64_t ow = r.lo; ow < hi; ++ow) t[ow] += share[ow];
+        for (int64_t i = 0; i < n; ++i) t[i] += from[i];
       }
       if (target != row) unstage_add_row(buf.data(), g, row);
     }

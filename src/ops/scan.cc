@@ -129,6 +129,10 @@ KILN_REGISTER_OP(OpDef("CumSum")
 
 }  // namespace
 
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  return cumsum(x, dim, dtype, false);
+}
+
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype, bool reverse) {
   static const OpDefPtr op = OpRegistry::Instance().get("CumSum");
   Attrs attrs{{"dim", dim}, {"reverse", reverse}};

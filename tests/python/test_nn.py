@@ -398,6 +398,7 @@ POOL_CASES = [
     ((1, 2, 5, 70), 3, 1, 1, 1, True),
     ((1, 2, 4, 41), 2, 2, 0, 1, True),
     ((1, 1, 5, 53), (2, 5), (1, 3), (1, 2), (1, 2), False),
+    ((1, 2, 7, 50), 2, 3, 0, 1, False),  # a stride past the kernel: columns no window reads
 ]
 
 
@@ -414,59 +415,65 @@ def test_max_pool2d(x_shape, kernel, stride, padding, dilation, ceil_mode, rng):
 @pytest.mark.parametrize("dtype", [kiln.float64, kiln.float16, kiln.bfloat16, kiln.int32,
                                    kiln.uint8, kiln.int64], ids=lambda d: d.name)
 @pytest.mark.parametrize("width", [6, 45])
-def test_max_pool2d_dtypes_and_nan(dtype, width, rng):
+@pytest.mark.parametrize("kernel, stride, padding", [(2, 2, 1), (3, 1, 1), (3, 3, 0)], ids=str)
+def test_max_pool2d_dtypes_and_nan(dtype, width, kernel, stride, padding, rng):
     x = random_array((1, 2, 5, width), dtype, rng)
     if dtype.is_floating_point:
         x[0, 0, 1, 1] = np.nan
         x[0, 1, 3, width - 2] = np.nan
-    out = mint.max_pool2d(t(x, dtype), 2, 2, 1, ceil_mode=True)
+    out = mint.max_pool2d(t(x, dtype), kernel, stride, padding, ceil_mode=True)
     assert out.dtype == dtype
-    expected = max_pool_reference(x, (2, 2), (2, 2), (1, 1), (1, 1), True)
+    expected = max_pool_reference(x, (kernel,) * 2, (stride,) * 2, (padding,) * 2, (1, 1), True)
     np.testing.assert_array_equal(out.numpy(), expected)
 
 
-def max_pool_grad_reference(x, g, kernel, stride, padding, dilation, ceil_mode):
-    """x's gradient: each window's g added at its first maximum in (kh, kw) order, or at its
-    last nan (PyTorch's choice)."""
+def max_pool_argmax_reference(x, out_hw, kernel, stride, padding, dilation):
+    """Where each window's maximum is, as an offset in its plane ([N * C, OH, OW]): the first
+    maximum in (kh, kw) order, or the last nan (PyTorch's choice)."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     n, c, h, w = x.shape
     planes = x.reshape(n * c, h * w).astype(np.float64)
-    dx = np.zeros_like(planes)
-    rows = np.arange(n * c)
-    for i in range(g.shape[2]):
-        for j in range(g.shape[3]):
+    at = np.full((n * c,) + out_hw, -1)
+    for i in range(out_hw[0]):
+        for j in range(out_hw[1]):
             best = np.full(n * c, -np.inf)
-            at = np.full(n * c, -1)
             for a in range(kh):
                 for b in range(kw):
                     r, col = i * sh - ph + a * dh, j * sw - pw + b * dw
                     if 0 <= r < h and 0 <= col < w:
                         v = planes[:, r * w + col]
-                        wins = (at < 0) | (v > best) | np.isnan(v)
+                        wins = (at[:, i, j] < 0) | (v > best) | np.isnan(v)
                         best = np.where(wins, v, best)
-                        at = np.where(wins, r * w + col, at)
-            np.add.at(dx, (rows, at), g[:, :, i, j].reshape(-1).astype(np.float64))
-    return dx.reshape(x.shape)
+                        at[:, i, j] = np.where(wins, r * w + col, at[:, i, j])
+    return at
 
 
 @pytest.mark.parametrize("x_shape, kernel, stride, padding, dilation, ceil_mode", POOL_CASES,
                          ids=str)
-@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.float16])
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.float16, kiln.bfloat16])
 def test_max_pool2d_gradient_picks_the_first_maximum(x_shape, kernel, stride, padding, dilation,
                                                      ceil_mode, dtype, rng):
     # Small integers: most windows hold ties, which must go to the first maximum, as must the
     # rare nan's window to its last nan.
     x = rng.integers(-3, 3, size=x_shape).astype(np.float64)
     x.reshape(-1)[rng.integers(0, x.size, size=2)] = np.nan
-    k, s = as_pair(kernel), as_pair(stride or kernel)
-    p, d = as_pair(padding), as_pair(dilation)
     xt = t(x, dtype).requires_grad_()
     y = mint.max_pool2d(xt, kernel, stride, padding, dilation, ceil_mode)
     g = rng.integers(1, 5, size=y.shape).astype(np.float64)
-    (dx,) = kiln.autograd.grad(y, xt, t(g, dtype))
+    gt = t(g, dtype).requires_grad_()
+    (dx,) = kiln.autograd.grad(y, xt, gt, create_graph=True)
     assert dx.dtype == dtype
-    expected = max_pool_grad_reference(x, g, k, s, p, d, ceil_mode)
-    np.testing.assert_array_equal(dx.to(kiln.float64).numpy(), expected)
+    n, c = x_shape[:2]
+    at = max_pool_argmax_reference(x, tuple(y.shape[2:]), as_pair(kernel),
+                                   as_pair(stride or kernel), as_pair(padding), as_pair(dilation))
+    expected = np.zeros((n * c, x.size // (n * c)))
+    np.add.at(expected, (np.arange(n * c)[:, None, None], at), g.reshape(at.shape))
+    np.testing.assert_array_equal(dx.to(kiln.float64).numpy(), expected.reshape(x_shape))
+    # The gradient of dx in g (MaxPool2DSelect): v picked at each window's maximum.
+    v = rng.integers(-4, 4, size=x_shape).astype(np.float64)
+    (picked,) = kiln.autograd.grad(dx, gt, t(v, dtype))
+    want = np.take_along_axis(v.reshape(n * c, -1), at.reshape(n * c, -1), axis=1)
+    np.testing.assert_array_equal(picked.to(kiln.float64).numpy(), want.reshape(y.shape))
 
 
 @pytest.mark.parametrize("x_shape, kernel, stride, padding, dilation, ceil_mode",
@@ -515,8 +522,9 @@ def test_avg_pool2d_gradient_matches_numpy(x_shape, kernel, stride, padding, dil
 
 @pytest.mark.parametrize("dtype", [kiln.float64, kiln.float16, kiln.bfloat16],
                          ids=lambda d: d.name)
-def test_avg_pool2d_dtypes_and_strided_input(dtype, rng):
-    x = random_array((1, 2, 6, 7), dtype, rng)
+@pytest.mark.parametrize("width", [7, 52])
+def test_avg_pool2d_dtypes_and_strided_input(dtype, width, rng):
+    x = random_array((1, 2, 6, width), dtype, rng)
     kx = t(x.transpose(0, 1, 3, 2).copy(), dtype).transpose(2, 3)  # non-contiguous view of x
     out = mint.avg_pool2d(kx, (2, 3), padding=1, count_include_pad=False)
     assert out.dtype == dtype

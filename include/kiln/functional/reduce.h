@@ -43,10 +43,11 @@ KILN_API Tensor var(const Tensor& x, const Dims& dims = {}, int64_t correction =
 KILN_API Tensor std(const Tensor& x, const Dims& dims = {}, int64_t correction = 1,
                     bool keepdim = false);
 KILN_API Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim = false);
-/// Inclusive prefix sums along `dim`; with `reverse`, suffix sums (element i is the sum of
-/// elements i.. of its scan), the gradient of prefix sums.
-KILN_API Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt,
-                       bool reverse = false);
+/// Inclusive prefix sums along `dim`.
+KILN_API Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+/// With `reverse`, suffix sums (element i is the sum of elements i.. of its scan), the gradient
+/// of prefix sums. (An overload, not a default argument: the three-argument symbol stays.)
+KILN_API Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype, bool reverse);
 KILN_API Tensor softmax(const Tensor& x, int64_t dim = -1);
 KILN_API Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 

@@ -165,6 +165,31 @@ TEST(GradNormBackward, LongRowsInFloat32_MatchFloat64) {
   }
 }
 
+// The kernel against Note [Norm gradients]'s formulas composed of ops, in float64, on rows longer
+// than a chunk of the row statistics and more rows than one float32 flush of d weight / d bias.
+TEST(GradNormBackward, MatchesTheComposedFormulas_OverChunksAndRowGroups) {
+  manual_seed(26);
+  const Tensor x = randn({37, 300}, DType::kFloat64) * 2.0 + 0.5;
+  const Tensor w = randn({300}, DType::kFloat64);
+  const Tensor g = randn({37, 300}, DType::kFloat64);
+  const Attrs attrs = {{"normalized_shape", Dims{300}}, {"eps", 1e-5}};
+  for (const bool centered : {true, false}) {
+    SCOPED_TRACE(centered ? "LayerNorm" : "RMSNorm");
+    const auto row_mean = [](const Tensor& t) { return mean(t, {1}, /*keepdim=*/true); };
+    const Tensor xm = centered ? x - row_mean(x) : x;
+    const Tensor r = rsqrt(row_mean(square(xm)) + 1e-5);
+    const Tensor xhat = xm * r;
+    const Tensor gh = g * w;
+    Tensor projected = gh - xhat * row_mean(gh * xhat);
+    if (centered) projected = projected - row_mean(gh);
+    const std::vector<Tensor> got =
+        call_op(centered ? "LayerNormBackward" : "RMSNormBackward", {x, w, g}, attrs);
+    testing::expect_close(got[0], r * projected, 1e-12);
+    testing::expect_close(got[1], sum(g * xhat, {0}), 1e-12);
+    if (centered) testing::expect_close(got[2], sum(g, {0}), 1e-12);
+  }
+}
+
 TEST(GradNormBackward, BadInputs_AreClearErrors) {
   const Attrs attrs = {{"normalized_shape", Dims{3}}};
   testing::expect_error(

@@ -216,6 +216,12 @@ TEST(GradShape, GatherBackwardBadInputs_AreClearErrors) {
                 attrs);
       },
       ErrorKind::kShape, "GatherBackward: expected index size <= 3 in dimension 0");
+  testing::expect_error(
+      [&] {
+        call_op("GatherBackward", {randn({2, 2}, f64), index},
+                {{"dim", int64_t{1}}, {"input_size", Ints{-3, 4}}});
+      },
+      ErrorKind::kShape, "GatherBackward: expected input_size of non-negative sizes, got [-3, 4]");
 }
 
 TEST(GradShape, ScatterMultiplyGradientIsNotImplemented) {
