@@ -224,19 +224,38 @@ KILN_REGISTER_OP(OpDef("Gather")
                          constexpr int64_t kSize = static_cast<int64_t>(decltype(size)::value);
                          const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / a.inner);
                          parallel_for(0, a.outer * a.len, grain, [&](int64_t lo, int64_t hi) {
-                           // Row r is (o, j); its `inner` elements are contiguous in out.
-                           int64_t o = lo / a.len;
-                           int64_t j = lo % a.len;
-                           for (int64_t r = lo; r < hi; ++r) {
-                             const int64_t* row = ip + r * a.inner;
-                             char* to = dst + r * a.inner * kSize;
-                             for (int64_t i = 0; i < a.inner; ++i) {
-                               const int64_t from = a.outer_offsets[o] +
-                                                    wrap_index(row[i], n) * step +
-                                                    a.inner_offsets[i];
-                               std::memcpy(to + i * kSize, src + from * kSize, kSize);
+                           // In locals: the byte copies below may alias any memory, so anything
+                           // read through a capture would be read again after each of them.
+                           const int64_t len = a.len, inner = a.inner, size = n, stride = step;
+                           const int64_t* outer_offsets = a.outer_offsets.data();
+                           const int64_t* inner_offsets = a.inner_offsets.data();
+                           if (inner == 1) {  // along the last dim: one element per (o, j)
+                             for (int64_t r = lo; r < hi;) {
+                               const int64_t o = r / len;
+                               const int64_t end = std::min(hi, (o + 1) * len);
+                               const char* base =
+                                   src + (outer_offsets[o] + inner_offsets[0]) * kSize;
+                               for (; r < end; ++r) {
+                                 std::memcpy(dst + r * kSize,
+                                             base + wrap_index(ip[r], size) * stride * kSize,
+                                             kSize);
+                               }
                              }
-                             if (++j == a.len) {
+                             return;
+                           }
+                           // Row r is (o, j); its `inner` elements are contiguous in out.
+                           int64_t o = lo / len;
+                           int64_t j = lo % len;
+                           for (int64_t r = lo; r < hi; ++r) {
+                             const int64_t* row = ip + r * inner;
+                             char* to = dst + r * inner * kSize;
+                             const char* base = src + outer_offsets[o] * kSize;
+                             for (int64_t i = 0; i < inner; ++i) {
+                               const int64_t from =
+                                   wrap_index(row[i], size) * stride + inner_offsets[i];
+                               std::memcpy(to + i * kSize, base + from * kSize, kSize);
+                             }
+                             if (++j == len) {
                                j = 0;
                                ++o;
                              }

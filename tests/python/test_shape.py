@@ -387,6 +387,14 @@ def test_gather_matches_take_along_axis(dim, index_dtype, layout, dtype, rng):
     assert_close(out, np.take_along_axis(a, index, axis=dim))
 
 
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.int8, kiln.float16], ids=str)
+def test_gather_along_the_last_dim_in_parallel_chunks(dtype, rng):
+    # Enough elements for several work chunks, which start part-way through rows of the index.
+    a, t = make((300, 1000), dtype, rng)
+    index = rng.integers(-1000, 1000, size=(290, 700))
+    assert_close(mint.gather(t, 1, index), np.take_along_axis(a[:290], index, axis=1))
+
+
 def test_gather_with_an_index_smaller_than_x(rng):
     a, t = make((4, 5), kiln.int64, rng)
     index = rng.integers(0, 4, size=(2, 3))
