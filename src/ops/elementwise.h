@@ -8,6 +8,7 @@
 // See Note [Elementwise kernels] for how an op call becomes loops.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -397,6 +398,11 @@ void binary_run(const F& f, simd::BinaryOp simd_op, char* const* p, const int64_
     if (s[1] == kT && s[2] == kT) return binary_contiguous<T, O, true, true>(f, p, n);
     if (s[1] == kT && s[2] == 0) return binary_contiguous<T, O, true, false>(f, p, n);
     if (s[1] == 0 && s[2] == kT) return binary_contiguous<T, O, false, true>(f, p, n);
+    if (s[1] == 0 && s[2] == 0) {  // both broadcast along the run (expand(col) * 3): one value
+      const O v = convert<O>(f(convert<C>(load<T>(p[1])), convert<C>(load<T>(p[2]))));
+      O* y = reinterpret_cast<O*>(p[0]);
+      return std::fill(y, y + n, v);
+    }
   }
   for (int64_t i = 0; i < n; ++i) {
     const C a = convert<C>(load<T>(p[1] + i * s[1]));

@@ -370,6 +370,21 @@ def test_binary_broadcasts(name, dtype, shapes, rng):
         assert_close(result, binary_reference(name, a, b, dtype))
 
 
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.int32, kiln.float16], ids=str)
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_of_operands_both_expanded_along_rows(name, dtype, rng):
+    # expand(col) op expand(col): each row of the output is one value, computed once and stored.
+    rule = BINARY[name][1]
+    if not binary_valid(rule, dtype):
+        pytest.skip("rejected; see test_bool_arithmetic_that_numpy_rejects")
+    a, b = binary_inputs(name, (5, 1), (5, 1), dtype, rng)
+    ka, kb = M.expand(kt(a, dtype), [5, 70]), M.expand(kt(b, dtype), [5, 70])
+    result = getattr(M, name)(ka, kb)
+    assert result.shape == (5, 70)
+    assert_close(result, binary_reference(name, np.broadcast_to(a, (5, 70)),
+                                          np.broadcast_to(b, (5, 70)), dtype))
+
+
 @pytest.mark.parametrize("dtype", LAYOUT_DTYPES, ids=str)
 @pytest.mark.parametrize("name", sorted(BINARY))
 def test_binary_reads_strided_views(name, dtype, rng):
