@@ -121,9 +121,9 @@ constexpr int64_t kStatChunk = 256;
 // on [1024, 64] inside a training step took 0.19 ms that way). sum(gh * xhat) is taken as
 // r * sum(gh * (x - mean)), in the pass that finds r.
 template <typename C>
-[[gnu::always_inline]] inline void norm_backward_row(bool centered, const C* x, const C* w,
-                                                     const C* g, double eps, int64_t n, C* dx,
-                                                     C* sum_gx, C* sum_g) {
+[[gnu::always_inline]] inline void norm_backward_row(bool centered, bool affine, const C* x,
+                                                     const C* w, const C* g, double eps, int64_t n,
+                                                     C* dx, C* sum_gx, C* sum_g) {
   double sum_x = 0;
   if (centered) {
     for (int64_t lo = 0; lo < n; lo += kStatChunk) {
@@ -159,8 +159,10 @@ template <typename C>
   for (int64_t i = 0; i < n; ++i) {
     const C xhat = (x[i] - mean) * r;
     dx[i] = r * (g[i] * w[i] - mean_gh - xhat * mean_ghx);
-    sum_gx[i] += g[i] * xhat;
-    if (centered) sum_g[i] += g[i];  // d bias: RMSNorm has none
+    if (affine) {
+      sum_gx[i] += g[i] * xhat;
+      if (centered) sum_g[i] += g[i];  // d bias: RMSNorm has none
+    }
   }
 }
 
@@ -172,18 +174,20 @@ constexpr int64_t kRowsPerFlush = 16;
 // the widest this CPU runs is picked when the library loads (GCC's target_clones; the rest of
 // this file is baseline x86-64 code): with AVX2 the kernel takes ~half the time.
 template <typename C>
-[[gnu::always_inline]] inline void norm_backward_rows(bool centered, const C* x, const C* w,
-                                                      const C* g, double eps, int64_t n,
+[[gnu::always_inline]] inline void norm_backward_rows(bool centered, bool affine, const C* x,
+                                                      const C* w, const C* g, double eps, int64_t n,
                                                       int64_t begin, int64_t end, C* dx,
                                                       double* sum_gx, double* sum_g) {
-  std::vector<C> gx(static_cast<size_t>(n)), gs(static_cast<size_t>(centered ? n : 0));
+  std::vector<C> gx(static_cast<size_t>(affine ? n : 0));
+  std::vector<C> gs(static_cast<size_t>(affine && centered ? n : 0));
   for (int64_t first = begin; first < end; first += kRowsPerFlush) {
     std::fill(gx.begin(), gx.end(), C(0));
     std::fill(gs.begin(), gs.end(), C(0));
     for (int64_t row = first; row < std::min(end, first + kRowsPerFlush); ++row) {
-      norm_backward_row(centered, x + row * n, w, g + row * n, eps, n, dx + row * n, gx.data(),
-                        gs.data());
+      norm_backward_row(centered, affine, x + row * n, w, g + row * n, eps, n, dx + row * n,
+                        gx.data(), gs.data());
     }
+    if (!affine) continue;
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) sum_gx[i] += static_cast<double>(gx[i]);
     if (centered) {
@@ -194,16 +198,17 @@ template <typename C>
 }
 
 KILN_TARGET_CLONES
-void norm_backward_rows_f32(bool centered, const float* x, const float* w, const float* g,
-                            double eps, int64_t n, int64_t begin, int64_t end, float* dx,
-                            double* sum_gx, double* sum_g) {
-  norm_backward_rows(centered, x, w, g, eps, n, begin, end, dx, sum_gx, sum_g);
+void norm_backward_rows_f32(bool centered, bool affine, const float* x, const float* w,
+                            const float* g, double eps, int64_t n, int64_t begin, int64_t end,
+                            float* dx, double* sum_gx, double* sum_g) {
+  norm_backward_rows(centered, affine, x, w, g, eps, n, begin, end, dx, sum_gx, sum_g);
 }
 
 template <typename C>
 void norm_backward_kernel(bool centered, KernelContext& ctx) {
   const int64_t n = shape_numel(ctx.attrs.get<std::vector<int64_t>>("normalized_shape"));
   const double eps = ctx.attrs.get<double>("eps");
+  const bool affine = ctx.attrs.get<bool>("affine_grads");  // else d weight, d bias stay zeros
   const Tensor x = contiguous_as(ctx.inputs[0], dtype_of<C>());
   // Without a weight the formulas are those of a weight of ones.
   const Tensor w = ctx.inputs[1].defined() ? contiguous_as(ctx.inputs[1], dtype_of<C>()) : Tensor();
@@ -226,9 +231,11 @@ void norm_backward_kernel(bool centered, KernelContext& ctx) {
       const int64_t begin = block * rows_per_block;
       const int64_t end = std::min(rows, begin + rows_per_block);
       if constexpr (std::is_same_v<C, float>) {
-        norm_backward_rows_f32(centered, px, pw, pg, eps, n, begin, end, pdx, sum_gx, sum_gx + n);
+        norm_backward_rows_f32(centered, affine, px, pw, pg, eps, n, begin, end, pdx, sum_gx,
+                               sum_gx + n);
       } else {
-        norm_backward_rows(centered, px, pw, pg, eps, n, begin, end, pdx, sum_gx, sum_gx + n);
+        norm_backward_rows(centered, affine, px, pw, pg, eps, n, begin, end, pdx, sum_gx,
+                           sum_gx + n);
       }
     }
   });
@@ -255,8 +262,13 @@ std::vector<Tensor> norm_grad(bool centered, const std::vector<Tensor>& inputs,
   static const OpDefPtr layer_norm_backward = OpRegistry::Instance().get("LayerNormBackward");
   static const OpDefPtr rms_norm_backward = OpRegistry::Instance().get("RMSNormBackward");
   const Tensor g = grad::or_zeros(grad_outputs[0], outputs[0]);
+  // d weight and d bias only where someone needs them (a frozen or absent weight does not).
+  bool affine = false;
+  for (size_t i = 1; i < inputs.size(); ++i) affine = affine || grad::differentiable(inputs[i]);
+  Attrs backward_attrs = attrs;
+  backward_attrs.set("affine_grads", affine);
   const TensorList d = call_op(centered ? *layer_norm_backward : *rms_norm_backward,
-                               {inputs[0], inputs[1], g}, attrs);
+                               {inputs[0], inputs[1], g}, backward_attrs);
   std::vector<Tensor> grads(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) grads[i] = grad::as_grad_of(d[i], inputs[i]);
   return grads;
@@ -336,9 +348,11 @@ KILN_REGISTER_OP(
         .input("grad_output")
         .attr("normalized_shape", AttrKind::kInts)
         .attr("eps", AttrKind::kFloat, 1e-5)
+        .attr("affine_grads", AttrKind::kBool, true)
         .outputs(3)
         .doc("LayerNorm's gradients (dx, d weight, d bias) from its output gradient, in the "
-             "compute dtype; d weight is sum(g * xhat) even without a weight (Note [Norm "
+             "compute dtype; d weight is sum(g * xhat) even without a weight, and d weight and "
+             "d bias are zeros, not computed, when affine_grads is false (Note [Norm "
              "gradients])")
         .infer([](const InferContext& ctx) {
           return norm_backward_metas("layer_norm_backward", ctx, /*centered=*/true);
@@ -349,8 +363,8 @@ KILN_REGISTER_OP(
                     norm_backward_kernel<decltype(zero)>(/*centered=*/true, ctx);
                   });
                 })
-        .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
-                 const Attrs& attrs, const std::vector<Tensor>& grad_outputs) {
+        .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs& attrs,
+                 const std::vector<Tensor>& grad_outputs) {
           return norm_backward_grad(/*centered=*/true, in, out, attrs, grad_outputs);
         }));
 
@@ -361,9 +375,11 @@ KILN_REGISTER_OP(
         .input("grad_output")
         .attr("normalized_shape", AttrKind::kInts)
         .attr("eps", AttrKind::kFloat, 1e-6)
+        .attr("affine_grads", AttrKind::kBool, true)
         .outputs(2)
         .doc("RMSNorm's gradients (dx, d weight) from its output gradient, in the compute dtype; "
-             "d weight is sum(g * xhat) even without a weight (Note [Norm gradients])")
+             "d weight is sum(g * xhat) even without a weight, and zeros, not computed, when "
+             "affine_grads is false (Note [Norm gradients])")
         .infer([](const InferContext& ctx) {
           return norm_backward_metas("rms_norm_backward", ctx, /*centered=*/false);
         })
@@ -373,8 +389,8 @@ KILN_REGISTER_OP(
                     norm_backward_kernel<decltype(zero)>(/*centered=*/false, ctx);
                   });
                 })
-        .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
-                 const Attrs& attrs, const std::vector<Tensor>& grad_outputs) {
+        .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs& attrs,
+                 const std::vector<Tensor>& grad_outputs) {
           return norm_backward_grad(/*centered=*/false, in, out, attrs, grad_outputs);
         }));
 

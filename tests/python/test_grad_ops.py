@@ -228,9 +228,10 @@ def test_norms_second_order():
     assert gradgradcheck(lambda x, w: mint.rms_norm(x, (4,), w), (r(3, 4), r(4)))
 
 
+@pytest.mark.parametrize("frozen", [False, True], ids=["trained", "frozen_affine"])
 @pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.bfloat16], ids=str)
 @pytest.mark.parametrize("centered", [True, False], ids=["layer_norm", "rms_norm"])
-def test_norm_gradients_match_numpy(dtype, centered):
+def test_norm_gradients_match_numpy(dtype, centered, frozen):
     # Many rows (six partial-sum blocks of the fused backward kernel) against NumPy's formulas.
     rng = np.random.default_rng(5)
     x, w, b = rng.normal(size=(40, 64, 80)), rng.normal(size=80), rng.normal(size=80)
@@ -243,14 +244,20 @@ def test_norm_gradients_match_numpy(dtype, centered):
     if centered:
         inner -= gh.mean(-1, keepdims=True)
     want = {"x": rstd * inner, "w": (g * xhat).sum((0, 1)), "b": g.sum((0, 1))}
-    tx, tw, tb = (kiln.tensor(a, dtype=dtype).requires_grad_() for a in (x, w, b))
+    tx = kiln.tensor(x, dtype=dtype).requires_grad_()
+    # A frozen weight and bias: the backward op skips their sums (affine_grads), x's is the same.
+    tw, tb = (kiln.tensor(a, dtype=dtype).requires_grad_(not frozen) for a in (w, b))
     y = (mint.layer_norm(tx, (80,), tw, tb, eps=1e-5) if centered
          else mint.rms_norm(tx, (80,), tw, eps=1e-5))
     y.backward(kiln.tensor(g, dtype=dtype))
     tol = {kiln.float32: 2e-4, kiln.float64: 1e-10, kiln.bfloat16: 6e-2}[dtype]
-    got = {"x": tx.grad, "w": tw.grad}
-    if centered:
-        got["b"] = tb.grad
+    got = {"x": tx.grad}
+    if frozen:
+        assert tw.grad is None and tb.grad is None
+    else:
+        got["w"] = tw.grad
+        if centered:
+            got["b"] = tb.grad
     for name, grad in got.items():
         assert grad.dtype == dtype
         scale = np.abs(want[name]).max()

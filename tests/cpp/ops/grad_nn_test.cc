@@ -190,6 +190,26 @@ TEST(GradNormBackward, MatchesTheComposedFormulas_OverChunksAndRowGroups) {
   }
 }
 
+// affine_grads = false (set by the rules when neither weight nor bias needs a gradient): the same
+// dx, and d weight / d bias left as zeros.
+TEST(GradNormBackward, WithoutAffineGrads_GivesTheSameDxAndZeroSums) {
+  manual_seed(27);
+  const Tensor x = randn({37, 300}, DType::kFloat32);
+  const Tensor w = randn({300}, DType::kFloat32);
+  const Tensor g = randn({37, 300}, DType::kFloat32);
+  for (const char* op : {"LayerNormBackward", "RMSNormBackward"}) {
+    SCOPED_TRACE(op);
+    const Attrs all = {{"normalized_shape", Dims{300}}};
+    const Attrs dx_only = {{"normalized_shape", Dims{300}}, {"affine_grads", false}};
+    const std::vector<Tensor> full = call_op(op, {x, w, g}, all);
+    const std::vector<Tensor> partial = call_op(op, {x, w, g}, dx_only);
+    testing::expect_close(partial[0], full[0], 0);
+    for (size_t k = 1; k < partial.size(); ++k) {
+      testing::expect_close(partial[k], zeros({300}, DType::kFloat32), 0);
+    }
+  }
+}
+
 TEST(GradNormBackward, BadInputs_AreClearErrors) {
   const Attrs attrs = {{"normalized_shape", Dims{3}}};
   testing::expect_error(
