@@ -198,23 +198,28 @@ template <typename T, typename V, typename RunFn>
 // from the run's first output column, with its length in a local: GCC does not vectorise a loop
 // that reads its bound through `r`, which the stores might alias.
 
-// best[ow] = max(best[ow], staged[ow + r.staged]) over the run, nan winning.
-template <typename V>
-[[gnu::always_inline]] inline void max_run(const V* staged, const ColumnRun& r, V* best) {
+// acc[ow] = combine(acc[ow], staged[ow + r.staged]) over the run: a window's running maximum or
+// sum takes its candidate at kernel offset (kh, kw).
+template <typename V, typename Combine>
+[[gnu::always_inline]] inline void update_run(const V* staged, const ColumnRun& r, V* acc,
+                                              Combine combine) {
   if (r.size() <= 0) return;
   const V* x = staged + (r.staged + r.lo);
-  V* out = best + r.lo;
+  V* out = acc + r.lo;
   const int64_t n = r.size();
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const V v = x[i];
-    const V b = out[i];
-    out[i] = ((v > b) | (v != v)) ? v : b;
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = combine(out[i], x[i]);
 }
 
-// As max_run, also keeping in k[ow] the number of the candidate best[ow] came from (-1 before
-// the window's first): 32-bit, as wide as a float lane, so the loop needs no wider vectors.
+// The larger of a running maximum b and a candidate v, nan winning.
+template <typename V>
+[[gnu::always_inline]] inline V max_with_nan(V b, V v) {
+  return ((v > b) | (v != v)) ? v : b;
+}
+
+// update_run with max_with_nan, also keeping in k[ow] the number of the candidate best[ow] came
+// from (-1 before the window's first): 32-bit, as wide as a float lane, so the loop needs no wider
+// vectors.
 template <typename V>
 [[gnu::always_inline]] inline void argmax_run(const V* staged, int32_t candidate,
                                               const ColumnRun& r, V* best, int32_t* k) {
@@ -257,7 +262,7 @@ template <typename T>
     }
     std::fill(best, best + g.OW, lowest);
     for_each_run(xp, g, oh, buf.data(), [&](const V* staged, int64_t, int64_t, const ColumnRun& r) {
-      max_run(staged, r, best);
+      update_run(staged, r, best, max_with_nan<V>);
     });
     if constexpr (!std::is_same_v<V, T>) {
       for (int64_t ow = 0; ow < g.OW; ++ow) yp[oh * g.OW + ow] = convert<T>(best[ow]);
@@ -363,17 +368,6 @@ AvgDivisors avg_divisors(const PoolGeometry& g, bool include_pad) {
 template <typename T>
 using AvgValue = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-// sum[ow] += staged[ow + r.staged] over the run.
-template <typename V>
-[[gnu::always_inline]] inline void sum_run(const V* staged, const ColumnRun& r, V* sum) {
-  if (r.size() <= 0) return;
-  const V* x = staged + (r.staged + r.lo);
-  V* out = sum + r.lo;
-  const int64_t n = r.size();
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] += x[i];
-}
-
 template <typename T>
 [[gnu::always_inline]] inline void avg_pool_plane(const T* xp, T* yp, const PoolGeometry& g,
                                                   const AvgDivisors& d) {
@@ -382,7 +376,7 @@ template <typename T>
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     std::fill(sum.begin(), sum.end(), V(0));
     for_each_run(xp, g, oh, buf.data(), [&](const V* staged, int64_t, int64_t, const ColumnRun& r) {
-      sum_run(staged, r, sum.data());
+      update_run(staged, r, sum.data(), [](V a, V b) { return a + b; });
     });
     for (int64_t ow = 0; ow < g.OW; ++ow) {
       const int64_t count = d.at(oh, ow);
@@ -429,7 +423,7 @@ template <typename C>
       C* row = dp + ih * g.W;
       C* target = g.p.stride_w == 1 ? row : buf.data();  // stride 1: the row is its one phase
       if (target != row) std::fill(buf.begin(), buf.end(), C(0));
-      for (const ColumnRun& r : g.runs) {  // the inverse of sum_run
+      for (const ColumnRun& r : g.runs) {  // the transpose of the forward's sums
         if (r.size() <= 0) continue;
         C* t = target + (r.staged + r.lo);
         const C* from = share.data() + r.lo;
