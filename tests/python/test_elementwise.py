@@ -370,10 +370,12 @@ def test_binary_broadcasts(name, dtype, shapes, rng):
         assert_close(result, binary_reference(name, a, b, dtype))
 
 
-@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.int32, kiln.float16], ids=str)
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.int32, kiln.int8,
+                                   kiln.float16, kiln.bfloat16, kiln.bool_], ids=str)
 @pytest.mark.parametrize("name", sorted(BINARY))
 def test_binary_of_operands_both_expanded_along_rows(name, dtype, rng):
-    # expand(col) op expand(col): each row of the output is one value, computed once and stored.
+    # expand(col) op expand(col): each row of the output is one value, computed once and stored,
+    # the same value the op's vector kernels give on the materialised operands.
     rule = BINARY[name][1]
     if not binary_valid(rule, dtype):
         pytest.skip("rejected; see test_bool_arithmetic_that_numpy_rejects")
@@ -383,6 +385,8 @@ def test_binary_of_operands_both_expanded_along_rows(name, dtype, rng):
     assert result.shape == (5, 70)
     assert_close(result, binary_reference(name, np.broadcast_to(a, (5, 70)),
                                           np.broadcast_to(b, (5, 70)), dtype))
+    flat = getattr(M, name)(M.contiguous(ka), M.contiguous(kb))
+    np.testing.assert_array_equal(result.numpy(), flat.numpy())
 
 
 @pytest.mark.parametrize("dtype", LAYOUT_DTYPES, ids=str)

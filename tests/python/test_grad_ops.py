@@ -265,6 +265,37 @@ def test_norm_gradients_match_numpy(dtype, centered, frozen):
                                    atol=tol, err_msg=name)
 
 
+def test_layer_norm_with_part_of_its_affine_frozen():
+    # The rule asks its backward op for d weight / d bias whenever either is needed
+    # (affine_grads); each case matches the gradients of the fully trained layer.
+    rng = np.random.default_rng(6)
+    x, w, b, g = (rng.normal(size=s) for s in ((6, 300), (300,), (300,), (6, 300)))
+
+    def grads(weight_grad, bias_grad, with_weight=True):
+        tx = kiln.tensor(x).requires_grad_()
+        tw = kiln.tensor(w).requires_grad_(weight_grad) if with_weight else None
+        tb = kiln.tensor(b).requires_grad_(bias_grad)
+        mint.layer_norm(tx, (300,), tw, tb).backward(kiln.tensor(g))
+        return tx.grad, tw.grad if tw is not None else None, tb.grad
+
+    full = grads(True, True)
+    for weight_grad, bias_grad in ((False, True), (True, False), (False, False)):
+        got = grads(weight_grad, bias_grad)
+        np.testing.assert_allclose(got[0].numpy(), full[0].numpy(), rtol=1e-12, atol=1e-12)
+        assert (got[1] is not None) == weight_grad and (got[2] is not None) == bias_grad
+        if weight_grad:
+            np.testing.assert_allclose(got[1].numpy(), full[1].numpy(), rtol=1e-12)
+        if bias_grad:
+            np.testing.assert_allclose(got[2].numpy(), full[2].numpy(), rtol=1e-12)
+    no_weight = grads(False, True, with_weight=False)  # bias only, no weight
+    assert no_weight[2] is not None
+    np.testing.assert_allclose(no_weight[2].numpy(), full[2].numpy(), rtol=1e-12)
+    # Second order with a frozen weight and bias.
+    frozen_w, frozen_b = kiln.tensor(w[:4]), kiln.tensor(b[:4])
+    assert kiln.testing.gradgradcheck(lambda v: mint.layer_norm(v, (4,), frozen_w, frozen_b),
+                                      (r(3, 4),))
+
+
 @pytest.mark.parametrize("kwargs", [{}, {"stride": 2, "padding": 1}, {"dilation": 2},
                                     {"groups": 2, "padding": 1}])
 def test_conv2d(kwargs):

@@ -387,12 +387,23 @@ def test_gather_matches_take_along_axis(dim, index_dtype, layout, dtype, rng):
     assert_close(out, np.take_along_axis(a, index, axis=dim))
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
 @pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.int8, kiln.float16], ids=str)
-def test_gather_along_the_last_dim_in_parallel_chunks(dtype, rng):
-    # Enough elements for several work chunks, which start part-way through rows of the index.
-    a, t = make((300, 1000), dtype, rng)
-    index = rng.integers(-1000, 1000, size=(290, 700))
-    assert_close(mint.gather(t, 1, index), np.take_along_axis(a[:290], index, axis=1))
+def test_gather_along_the_last_dim_in_parallel_chunks(dtype, layout, rng):
+    # Enough elements for several work chunks on three threads, which start part-way through
+    # rows of the index (291 * 701 does not split evenly into rows).
+    threads = kiln.get_num_threads()
+    kiln.set_num_threads(3)
+    try:
+        a, t = make((300, 1000), dtype, rng, layout)
+        index = rng.integers(-1000, 1000, size=(291, 701))
+        assert_close(mint.gather(t, 1, index), np.take_along_axis(a[:291], index, axis=1))
+        # A trailing size-1 dim after the gathered one: still one element per (row, position).
+        a3, t3 = make((300, 900, 1), dtype, rng)
+        index3 = rng.integers(-900, 900, size=(291, 701, 1))
+        assert_close(mint.gather(t3, 1, index3), np.take_along_axis(a3[:291], index3, axis=1))
+    finally:
+        kiln.set_num_threads(threads)
 
 
 def test_gather_with_an_index_smaller_than_x(rng):
