@@ -208,7 +208,7 @@ template <typename C>
 void norm_backward_kernel(bool centered, KernelContext& ctx) {
   const int64_t n = shape_numel(ctx.attrs.get<std::vector<int64_t>>("normalized_shape"));
   const double eps = ctx.attrs.get<double>("eps");
-  const bool affine = ctx.attrs.get<bool>("affine_grads");  // else d weight, d bias stay zeros
+  const bool affine = ctx.attrs.get<bool>("affine_grads");  // else d weight, d bias are zeros
   const Tensor x = contiguous_as(ctx.inputs[0], dtype_of<C>());
   // Without a weight the formulas are those of a weight of ones.
   const Tensor w = ctx.inputs[1].defined() ? contiguous_as(ctx.inputs[1], dtype_of<C>()) : Tensor();
@@ -224,23 +224,29 @@ void norm_backward_kernel(bool centered, KernelContext& ctx) {
       std::max<int64_t>(1, rows * static_cast<int64_t>(sizeof(C)) / (2 * sizeof(double)));
   const int64_t blocks = std::min({wanted, kMaxNormBlocks, by_memory});
   const int64_t rows_per_block = (rows + blocks - 1) / blocks;
-  std::vector<double> partial(static_cast<size_t>(blocks * 2 * n), 0.0);
+  // Each block's d weight and d bias sums (none without affine_grads).
+  std::vector<double> partial(static_cast<size_t>(affine ? blocks * 2 * n : 0), 0.0);
   parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t block = lo; block < hi; ++block) {
-      double* sum_gx = partial.data() + block * 2 * n;
+      double* sum_gx = affine ? partial.data() + block * 2 * n : nullptr;
+      double* sum_g = affine ? sum_gx + n : nullptr;
       const int64_t begin = block * rows_per_block;
       const int64_t end = std::min(rows, begin + rows_per_block);
       if constexpr (std::is_same_v<C, float>) {
         norm_backward_rows_f32(centered, affine, px, pw, pg, eps, n, begin, end, pdx, sum_gx,
-                               sum_gx + n);
+                               sum_g);
       } else {
-        norm_backward_rows(centered, affine, px, pw, pg, eps, n, begin, end, pdx, sum_gx,
-                           sum_gx + n);
+        norm_backward_rows(centered, affine, px, pw, pg, eps, n, begin, end, pdx, sum_gx, sum_g);
       }
     }
   });
   C* pdw = ctx.outputs[1].data<C>();
   C* pdb = centered ? ctx.outputs[2].data<C>() : nullptr;
+  if (!affine) {
+    std::fill(pdw, pdw + n, C(0));
+    if (pdb != nullptr) std::fill(pdb, pdb + n, C(0));
+    return;
+  }
   // Each column adds its blocks in order: the same result for any split of the columns.
   parallel_for(0, n, std::max<int64_t>(1, kNormChunkElements / blocks),
                [&](int64_t lo, int64_t hi) {

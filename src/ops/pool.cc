@@ -123,8 +123,8 @@ struct ColumnRun {
   int64_t size() const { return hi - lo; }
 };
 
-// A max pool of H x W planes into OH x OW: its parameters, the length of a staged row's phase,
-// and the column run of each kw.
+// A pool (max or average) of H x W planes into OH x OW: its parameters, the length of a staged
+// row's phase, and the column run of each kw.
 struct PoolGeometry {
   PoolParams p;
   int64_t H = 0, W = 0, OH = 0, OW = 0, phase = 0;
