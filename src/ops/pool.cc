@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "core/dtype_dispatch.h"
+#include "core/target_clones.h"
 #include "kiln/functional/nn.h"
 #include "kiln/op.h"
 #include "kiln/parallel.h"
 #include "ops/dtype_convert.h"
 #include "ops/nn_grad.h"
-#include "ops/simd/target_clones.h"
 
 namespace kiln {
 namespace {

@@ -34,7 +34,7 @@ double sum_run(const T* x, int64_t n) {
     float buf[256];
     for (int64_t i = 0; i < n; i += 256) {
       const int64_t m = std::min<int64_t>(256, n - i);
-      for (int64_t j = 0; j < m; ++j) buf[j] = static_cast<float>(x[i + j]);
+      convert_contiguous(x + i, buf, m);
       total += static_cast<double>(simd::reduce_sum(buf, m));
     }
     return total;
@@ -60,20 +60,30 @@ struct FloatSum {
   void finish(int64_t i, const Acc& acc) const { out[i] = convert<O>(acc / divisor); }
 };
 
-/// FloatSum for float32 / float64: rows are added with SIMD into a T accumulator row, folded into
-/// the float64 accumulators every kRows rows (a float32 partial of 32 rows loses at most ~32 ulp,
-/// and the fold keeps that from growing with the row count).
+/// FloatSum for the float types: rows are added with SIMD into an accumulator row of the compute
+/// type (float for the 16-bit floats, whose rows are widened first), folded into the float64
+/// accumulators every kRows rows (a float32 partial of 32 rows loses at most ~32 ulp, and the fold
+/// keeps that from growing with the row count).
 template <typename T>
 struct SimdFloatSum : FloatSum<T, T> {
+  using C = ComputeType<T>;
   static constexpr int64_t kRows = 32;
   void update_block(double* acc, const T* rows, int64_t stride, int64_t k0, int64_t k1,
                     int64_t w) const {
-    T block[detail::kColumnTile];
+    C block[detail::kColumnTile];
+    C widened[kIsFloat16<T> ? detail::kColumnTile : 1];
     for (int64_t k = k0; k < k1; k += kRows) {
       const int64_t end = std::min(k1, k + kRows);
-      std::copy(rows + k * stride, rows + k * stride + w, block);
+      convert_contiguous(rows + k * stride, block, w);
       for (int64_t r = k + 1; r < end; ++r) {
-        simd::binary(simd::BinaryOp::kAdd, block, rows + r * stride, block, w);
+        const C* row = nullptr;
+        if constexpr (kIsFloat16<T>) {
+          convert_contiguous(rows + r * stride, widened, w);
+          row = widened;
+        } else {
+          row = rows + r * stride;
+        }
+        simd::binary(simd::BinaryOp::kAdd, block, row, block, w);
       }
       for (int64_t j = 0; j < w; ++j) acc[j] += static_cast<double>(block[j]);
     }
@@ -83,7 +93,7 @@ struct SimdFloatSum : FloatSum<T, T> {
 /// The sum / mean reducer for input T and output O.
 template <typename T, typename O>
 auto float_sum(O* out, double divisor) {
-  if constexpr (std::is_same_v<T, O> && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+  if constexpr (std::is_same_v<T, O> && std::is_floating_point_v<ComputeType<T>>) {
     return SimdFloatSum<T>{{out, divisor}};
   } else {
     return FloatSum<T, O>{out, divisor};

@@ -13,13 +13,13 @@
 #include <type_traits>
 
 #include "core/dtype_dispatch.h"
+#include "core/target_clones.h"
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/reduce.h"
 #include "ops/elementwise.h"
 #include "ops/grad_util.h"
 #include "ops/reduce.h"
 #include "ops/simd/float_kernels.h"
-#include "ops/simd/target_clones.h"
 
 namespace kiln {
 namespace {
@@ -53,12 +53,12 @@ void softmax_rows(const T* x, O* y, int64_t rows, int64_t len, bool log) {
         row_kernel(log, xr, yr, len, store);
       } else if constexpr (std::is_same_v<O, C>) {
         // Integer input, float32 output: convert into the output row and work in place.
-        for (int64_t i = 0; i < len; ++i) yr[i] = static_cast<C>(xr[i]);
+        convert_contiguous(xr, yr, len);
         row_kernel(log, yr, yr, len);
       } else {
-        for (int64_t i = 0; i < len; ++i) buf[i] = static_cast<C>(xr[i]);
+        convert_contiguous(xr, buf.get(), len);
         row_kernel(log, buf.get(), buf.get(), len);
-        for (int64_t i = 0; i < len; ++i) yr[i] = O(buf[i]);
+        convert_contiguous(buf.get(), yr, len);
       }
     }
   });
@@ -99,7 +99,7 @@ void softmax_columns(const T* x, O* y, const detail::AxisLayout& l, bool log) {
       if constexpr (std::is_same_v<T, C>) {
         return x + offset(k);
       } else {
-        for (int64_t j = 0; j < w; ++j) in[j] = static_cast<C>(x[offset(k) + j]);
+        convert_contiguous(x + offset(k), in, w);
         return in;
       }
     };
@@ -126,7 +126,7 @@ void softmax_columns(const T* x, O* y, const detail::AxisLayout& l, bool log) {
         simd::binary(simd::BinaryOp::kMul, dst, aux, dst, w);
       }
       if constexpr (!std::is_same_v<O, C>) {
-        for (int64_t j = 0; j < w; ++j) yr[j] = O(buf[j]);
+        convert_contiguous(buf, yr, w);
       }
     }
   });

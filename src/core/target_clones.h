@@ -8,8 +8,7 @@
 // and crash the process at load.
 #pragma once
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define KILN_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define KILN_TARGET_CLONES

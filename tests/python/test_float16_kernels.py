@@ -1,0 +1,171 @@
+"""float16 and bfloat16 through the fast paths: casts in vectorised runs, elementwise ops computed
+in float32 blocks, sums and softmax over widened rows. Runs are long enough to cross the kernels'
+blocks (1024 elements) with tails, and come contiguous, strided, broadcast and in place; results
+are checked against NumPy computed in float32 and rounded once."""
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import assert_close
+
+M = kiln.mint
+HALF_DTYPES = [kiln.float16, kiln.bfloat16]
+
+
+def rounded(values, dtype):
+    """float32 values rounded once to dtype, as float32 (bfloat16 by round-to-nearest-even on the
+    bits, written out here independently of Kiln)."""
+    values = np.asarray(values, dtype=np.float32)
+    if dtype == kiln.float16:
+        with np.errstate(over="ignore"):  # past 65520: inf, as intended
+            return values.astype(np.float16).astype(np.float32)
+    bits = values.view(np.uint32).astype(np.uint64)
+    up = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    out = up.astype(np.uint32).view(np.float32)
+    return np.where(np.isnan(values), np.float32(np.nan), out)
+
+
+def half_array(rng, shape, dtype, low=-4.0, high=4.0):
+    """Random values already representable in dtype, as float32."""
+    return rounded(rng.uniform(low, high, size=shape), dtype)
+
+
+def special_floats(rng):
+    """Every kind of float the conversions treat differently: subnormal and normal halves, ties,
+    values past the largest half, infinities, NaNs, signed zeros, and random bit patterns."""
+    halves = np.arange(0x7C00, dtype=np.uint16).view(np.float16).astype(np.float32)
+    ties = (halves[:-1] + halves[1:]) / 2  # exact in float32
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 65504, 65519.99, 65520, 1e30,
+                         3e38, -3e38, 1e-45, 6e-8, 3e-8, 2.9e-8], dtype=np.float32)
+    random_bits = rng.integers(0, 2**32, size=50_000, dtype=np.uint64).astype(np.uint32)
+    return np.concatenate([halves, -halves, ties, -ties, specials, random_bits.view(np.float32)])
+
+
+def assert_same_floats(actual, expected):
+    """Equal element for element, NaN where expected has NaN, zeros with the same sign."""
+    expected = np.asarray(expected)
+    actual = np.asarray(actual).astype(expected.dtype)
+    np.testing.assert_array_equal(np.isnan(actual), np.isnan(expected))
+    ok = ~np.isnan(expected)
+    np.testing.assert_array_equal(actual[ok], expected[ok])
+    np.testing.assert_array_equal(np.signbit(actual[ok]), np.signbit(expected[ok]))
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_float32_casts_round_to_nearest_even(dtype, rng):
+    values = special_floats(rng)
+    for view in (values, values[1:], values[::3]):  # contiguous, unaligned, strided
+        got = kiln.tensor(view).to(dtype).to(kiln.float32).numpy()
+        assert_same_floats(got, rounded(view, dtype))
+
+
+def test_every_float16_value_widens_exactly():
+    every = np.arange(2**16, dtype=np.uint16).view(np.float16)
+    got = kiln.tensor(every).to(kiln.float32).numpy()
+    assert_same_floats(got, every.astype(np.float32))
+    assert_same_floats(kiln.tensor(every).to(kiln.float64).numpy(), every.astype(np.float64))
+
+
+@pytest.mark.parametrize("source, target", [
+    (kiln.float16, kiln.bfloat16), (kiln.bfloat16, kiln.float16), (kiln.float16, kiln.float64),
+    (kiln.bfloat16, kiln.int32), (kiln.int32, kiln.float16), (kiln.float16, kiln.bool_)])
+def test_casts_between_16_bit_floats_and_other_types_go_through_float(source, target, rng):
+    values = rng.uniform(-300, 300, size=3001).astype(np.float32)
+    if source == kiln.int32:
+        values = np.rint(values)
+    values[::7] = 0
+    x = kiln.tensor(values).to(source)
+    as_float = x.to(kiln.float32).numpy()
+    expected = kiln.tensor(as_float).to(target).numpy()  # float32 -> target: the direct cast
+    if target in HALF_DTYPES:
+        expected = rounded(as_float, target)
+    np.testing.assert_array_equal(x.to(target).numpy(), expected)
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "maximum"])
+def test_binary_ops_round_the_float32_result_once(op, dtype, rng):
+    a = half_array(rng, (3, 2500), dtype)
+    b = half_array(rng, (3, 2500), dtype, low=0.5, high=4.0)
+    ka, kb = kiln.tensor(a).to(dtype), kiln.tensor(b).to(dtype)
+    ref = getattr(np, {"div": "divide", "sub": "subtract", "mul": "multiply"}.get(op, op))
+    fn = getattr(M, op)
+    cases = [
+        (fn(ka, kb), ref(a, b)),  # contiguous, crossing blocks with a tail
+        (fn(ka[:, ::2], kb[:, 1::2]), ref(a[:, ::2], b[:, 1::2])),  # strided
+        (fn(ka, kb[0]), ref(a, b[0])),  # a broadcast row
+        (fn(ka, 1.5), ref(a, np.float32(1.5))),  # a scalar operand on either side
+        (fn(2.5, kb), ref(np.float32(2.5), b)),
+        (fn(kiln.tensor(a.T.copy()).to(dtype).transpose(0, 1), kb), ref(a, b)),  # transposed
+    ]
+    for got, expected in cases:
+        assert got.dtype == dtype
+        assert_same_floats(got.to(kiln.float32).numpy(), rounded(expected, dtype))
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_comparisons_of_16_bit_floats_give_bool(dtype, rng):
+    a = half_array(rng, 4100, dtype)
+    b = a.copy()
+    b[::3] = half_array(rng, b[::3].shape, dtype)
+    ka, kb = kiln.tensor(a).to(dtype), kiln.tensor(b).to(dtype)
+    for got, expected in [(ka < kb, a < b), (ka == kb, a == b),
+                          (ka[::2] >= kb[1::2], a[::2] >= b[1::2]), (ka > 0.5, a > 0.5)]:
+        assert got.dtype == kiln.bool_
+        np.testing.assert_array_equal(got.numpy(), expected)
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_in_place_ops_on_16_bit_floats(dtype, rng):
+    a = half_array(rng, 3000, dtype)
+    b = half_array(rng, 3000, dtype)
+    x = kiln.tensor(a).to(dtype)
+    x += kiln.tensor(b).to(dtype)
+    assert_same_floats(x.to(kiln.float32).numpy(), rounded(a + b, dtype))
+    x *= 2.0
+    assert_same_floats(x.to(kiln.float32).numpy(), rounded(rounded(a + b, dtype) * 2, dtype))
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+@pytest.mark.parametrize("op", ["neg", "abs", "relu", "sqrt", "floor", "exp", "sigmoid", "gelu"])
+def test_unary_ops_on_16_bit_floats_match_float32(op, dtype, rng):
+    x = half_array(rng, 3001, dtype, low=0.0 if op == "sqrt" else -4.0)
+    kx = kiln.tensor(x).to(dtype)
+    fn = getattr(M, op)
+    # Kiln's float32 result rounded once: exactly what a 16-bit run must give.
+    expected = rounded(fn(kiln.tensor(x)).numpy(), dtype)
+    for got, want in [(fn(kx), expected), (fn(kx[::2]), expected[::2])]:
+        assert got.dtype == dtype
+        assert_same_floats(got.to(kiln.float32).numpy(), want)
+    reference = {"neg": np.negative, "abs": np.abs, "relu": lambda v: np.maximum(v, 0),
+                 "sqrt": np.sqrt, "floor": np.floor, "exp": np.exp,
+                 "sigmoid": lambda v: 1 / (1 + np.exp(-v.astype(np.float64)))}.get(op)
+    if reference is not None:
+        assert_close(fn(kx).to(kiln.float32), reference(x), dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+@pytest.mark.parametrize("shape, dim", [((70, 3000), 0), ((70, 3000), 1), ((5, 40, 33), 1),
+                                        ((4099,), 0)])
+def test_sums_of_16_bit_floats(shape, dim, dtype, rng):
+    x = half_array(rng, shape, dtype, low=-1.0, high=1.0)
+    kx = kiln.tensor(x).to(dtype)
+    exact = x.astype(np.float64).sum(axis=dim)
+    got = M.sum(kx, dim)
+    assert got.dtype == dtype
+    # The exact sum rounded once, give or take one rounding of the float32 partial sums.
+    np.testing.assert_allclose(got.to(kiln.float32).numpy(), exact, rtol=2e-3 if dtype ==
+                               kiln.float16 else 1.6e-2, atol=0.05 * np.sqrt(shape[dim]) * 2**-8)
+    assert_close(M.mean(kx, dim).to(kiln.float32), exact / shape[dim], dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_softmax_of_16_bit_floats_is_the_float32_result_rounded(fn, dim, dtype, rng):
+    x = half_array(rng, (64, 1500), dtype)
+    got = getattr(M, fn)(kiln.tensor(x).to(dtype), dim)
+    assert got.dtype == dtype
+    expected = rounded(getattr(M, fn)(kiln.tensor(x), dim).numpy(), dtype)
+    assert_same_floats(got.to(kiln.float32).numpy(), expected)
