@@ -128,8 +128,17 @@ struct FloatProd {
   static double value(T v) { return static_cast<double>(static_cast<ComputeType<T>>(v)); }
   Acc init() const { return 1; }
   Acc run(const T* x, int64_t n, int64_t) const {
+    // Eight interleaved partial products: one chain of dependent multiplies waits out the
+    // multiply's latency on every element (1 ms for 1M), eight chains vectorise.
+    constexpr int64_t kLanes = 8;
+    double lanes[kLanes] = {1, 1, 1, 1, 1, 1, 1, 1};
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      for (int64_t k = 0; k < kLanes; ++k) lanes[k] *= value(x[i + k]);
+    }
     double acc = 1;
-    for (int64_t i = 0; i < n; ++i) acc *= value(x[i]);
+    for (int64_t k = 0; k < kLanes; ++k) acc *= lanes[k];
+    for (; i < n; ++i) acc *= value(x[i]);
     return acc;
   }
   void update(Acc* acc, const T* row, int64_t w, int64_t) const {

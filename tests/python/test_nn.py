@@ -816,6 +816,18 @@ def test_mse_loss_scalar_target_strided_input_and_empty(rng):
     assert mint.mse_loss(empty, empty, "none").shape == (0, 3)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_over_many_blocks_with_broadcast_and_strided_operands(reduction, rng):
+    # 40,000 elements: several of the kernel's 16,384-element blocks and 1,024-element buffers,
+    # the broadcast target and the transposed input crossing their edges.
+    a = random_array((1000, 40), kiln.float32, rng)
+    b = random_array((40,), kiln.float32, rng)
+    out = mint.mse_loss(t(a.T.copy()).T, t(b), reduction=reduction)
+    sq = (f64(a) - f64(b)) ** 2
+    expected = {"none": sq, "sum": sq.sum(), "mean": sq.mean()}[reduction]
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("call, error, message", [
     (lambda x, y: mint.cross_entropy(x, t(np.array([0, 4, 1]))), kiln.KilnIndexError,
      r"cross_entropy: target 4 is out of range for 4 classes \(expected 0 <= target < 4, or "

@@ -336,6 +336,18 @@ def test_nan_propagates_like_numpy():
     assert lse[0] == -np.inf and lse[1] == np.inf
 
 
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.float16], ids=str)
+@pytest.mark.parametrize("length", [1, 7, 8, 9, 1003])
+def test_prod_of_long_rows(length, dtype, rng):
+    # Long enough for the eight interleaved partial products and their tail; values near 1 keep
+    # the product finite, a zero and a negative sign checked in one row each.
+    x = rng.uniform(0.9, 1.1, size=(3, length))
+    x[1, length // 2] = 0
+    x[2, 0] = -x[2, 0]
+    k = kiln.tensor(x).to(dtype)
+    assert_close(mint.prod(k, 1), np.prod(k.to(kiln.float64).numpy(), axis=1), dtype=dtype)
+
+
 def test_empty_reductions_give_identities():
     t = kiln.tensor(np.zeros((2, 0, 3), np.float32))
     assert mint.sum(t, 1).tolist() == [[0, 0, 0]] * 2

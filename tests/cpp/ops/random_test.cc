@@ -18,6 +18,8 @@
 #include "kiln/op.h"
 #include "kiln/parallel.h"
 #include "kiln/runtime.h"
+#include "ops/simd/float_kernels.h"
+#include "ops/simd/philox.h"
 #include "testing.h"
 
 namespace kiln {
@@ -87,6 +89,84 @@ TEST(Philox, MatchesTheRandom123KnownAnswers) {
   EXPECT_EQ(philox4x32_10({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
                           {0xa4093822u, 0x299f31d0u}),
             (std::array<uint32_t, 4>{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}));
+}
+
+TEST(Philox, TheVectorisedRunGivesEachCounterItsOwnWords_OnEveryTarget) {
+  // Counters crossing 2^32 carry into the counter's second word; 2^64 wraps to 0.
+  for (const std::string& target : simd::supported_targets()) {
+    simd::set_target_for_testing(target);
+    for (uint64_t first : {uint64_t{0}, uint64_t{12345}, uint64_t{0xfffffff8u}, ~uint64_t{20}}) {
+      for (uint64_t seed : {uint64_t{0}, uint64_t{0x0123456789abcdefu}}) {
+        for (int64_t count : {1, 5, 16, 64, 100}) {
+          std::vector<uint32_t> words(static_cast<size_t>(4 * count));
+          simd::philox4x32_10(first, seed, words.data(), count);
+          for (int64_t c = 0; c < count; ++c) {
+            const auto expected = detail::philox4x32_10(first + static_cast<uint64_t>(c), seed);
+            for (int k = 0; k < 4; ++k) {
+              ASSERT_EQ(words[static_cast<size_t>(k * count + c)], expected[k])
+                  << target << ": counter " << first << " + " << c << ", word " << k;
+            }
+          }
+        }
+      }
+    }
+  }
+  simd::set_target_for_testing("");
+}
+
+TEST(Philox, ElementIIsLaneIOfItsCounter_AcrossBlocksAndChunks) {
+  // Note [Counter-based generator], element by element, against one Philox call per counter:
+  // for every op and at indices around the kernels' blocks (256 float lanes) and parallel chunks.
+  ThreadCount restore;
+  set_num_threads(2);
+  const int64_t n = 40003;
+  const std::vector<int64_t> indices = {0,     1,     3,     4,     255,   256,   257,
+                                        16383, 16384, 16385, 20001, 32768, 40000, 40002};
+  manual_seed(99);
+  const std::vector<double> u32 = values(rand({n}));
+  const std::vector<double> u64 = values(rand({n}, DType::kFloat64));
+  const std::vector<double> normals = values(randn({n}));
+  const std::vector<double> ints = values(randint(-7, 1000, {n}));
+  const std::vector<double> kept = values(dropout(ones({n}), 0.25));
+  uint64_t offset = 0;
+  const auto words = [&](uint64_t counter) { return detail::philox4x32_10(offset + counter, 99); };
+  for (int64_t i : indices) {
+    const auto k = static_cast<size_t>(i);
+    EXPECT_EQ(u32[k], detail::uniform_float(words(i / 4)[i % 4])) << "rand, element " << i;
+  }
+  offset += (n + 3) / 4;
+  for (int64_t i : indices) {
+    const auto w = words(i / 2);
+    const auto k = static_cast<size_t>(i);
+    EXPECT_EQ(u64[k], detail::uniform_double(w[2 * (i % 2)], w[2 * (i % 2) + 1]))
+        << "rand float64, element " << i;
+  }
+  offset += (n + 1) / 2;
+  for (int64_t i : indices) {
+    const auto w = words(i / 4);
+    const int pair = static_cast<int>(i % 4) / 2;
+    const double r = std::sqrt(-2 * std::log(1.0 - detail::uniform_float(w[2 * pair])));
+    const double theta = 2 * M_PI * detail::uniform_float(w[2 * pair + 1]);
+    const double z = r * (i % 2 == 0 ? std::cos(theta) : std::sin(theta));
+    EXPECT_NEAR(normals[static_cast<size_t>(i)], z, 1e-5 * (1 + std::fabs(z)))
+        << "randn, element " << i;
+  }
+  offset += (n + 3) / 4;
+  for (int64_t i : indices) {
+    const auto w = words(i / 2);
+    const uint64_t bits = (static_cast<uint64_t>(w[2 * (i % 2)]) << 32) | w[2 * (i % 2) + 1];
+    // floor(bits * 1007 / 2^64), the multiply-shift onto [0, 1007), from 32-bit halves.
+    const uint64_t scaled = ((bits >> 32) * 1007 + (((bits & 0xffffffffu) * 1007) >> 32)) >> 32;
+    const auto expected = static_cast<double>(-7 + static_cast<int64_t>(scaled));
+    EXPECT_EQ(ints[static_cast<size_t>(i)], expected) << "randint, element " << i;
+  }
+  offset += (n + 1) / 2;
+  for (int64_t i : indices) {
+    const bool keep = detail::uniform_float(words(i / 4)[i % 4]) >= 0.25f;
+    EXPECT_EQ(kept[static_cast<size_t>(i)],
+              keep ? static_cast<double>(static_cast<float>(1.0 / 0.75)) : 0.0)
+        << "dropout, element " << i;
+  }
 }
 
 TEST(Philox, UniformConversionsStayBelowOne) {
