@@ -152,6 +152,38 @@ struct LogSumExp {
   void update(Acc* acc, const T* row, int64_t w, int64_t) const {
     for (int64_t j = 0; j < w; ++j) add(acc[j], as_double(row[j]));
   }
+  /// Rows [k0, k1) of a tile of columns in two passes with the SIMD kernels, as the rows path
+  /// does: the columns' maxima, then the sums of exp(x - max). A column whose maximum is not
+  /// finite (inf, -inf or NaN somewhere) goes through add() instead, which handles those. Element
+  /// by element, one exp in double each, logsumexp along dim 0 of [1024, 1024] took 11 ms.
+  void update_block(Acc* acc, const T* rows, int64_t stride, int64_t k0, int64_t k1,
+                    int64_t w) const {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      T max[detail::kColumnTile], shift[detail::kColumnTile], buf[detail::kColumnTile];
+      double sum[detail::kColumnTile];
+      std::fill(max, max + w, -std::numeric_limits<T>::infinity());
+      for (int64_t k = k0; k < k1; ++k) {
+        simd::binary(simd::BinaryOp::kMaximum, max, rows + k * stride, max, w);  // NaN wins
+      }
+      // Non-finite columns shift by 0 here (their sums are dropped below), so no inf - inf.
+      for (int64_t j = 0; j < w; ++j) shift[j] = std::isfinite(max[j]) ? max[j] : T(0);
+      std::fill(sum, sum + w, 0.0);
+      for (int64_t k = k0; k < k1; ++k) {
+        simd::binary(simd::BinaryOp::kSub, rows + k * stride, shift, buf, w);
+        simd::unary(simd::UnaryOp::kExp, buf, buf, w);
+        for (int64_t j = 0; j < w; ++j) sum[j] += static_cast<double>(buf[j]);
+      }
+      for (int64_t j = 0; j < w; ++j) {
+        if (std::isfinite(max[j])) {
+          merge(acc[j], Acc{static_cast<double>(max[j]), sum[j]});
+        } else {
+          for (int64_t k = k0; k < k1; ++k) add(acc[j], as_double(rows[k * stride + j]));
+        }
+      }
+    } else {
+      for (int64_t k = k0; k < k1; ++k) update(acc, rows + k * stride, w, k);
+    }
+  }
   void merge(Acc& a, const Acc& b) const {
     if (std::isnan(a.max) || std::isnan(b.max)) {
       a.max = std::numeric_limits<double>::quiet_NaN();

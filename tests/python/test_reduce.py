@@ -336,6 +336,31 @@ def test_nan_propagates_like_numpy():
     assert lse[0] == -np.inf and lse[1] == np.inf
 
 
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64], ids=str)
+@pytest.mark.parametrize("shape", [(300, 5000), (3000, 7), (2, 3, 4099)])
+def test_logsumexp_over_columns_with_non_finite_columns(shape, dtype, rng):
+    # Along dim 0 (dim 1 for the 3-d case): the column path, over several column tiles and row
+    # chunks, where a column's maximum may be inf, -inf (every element) or NaN.
+    x = rng.uniform(-30, 30, size=shape)
+    dim = 1 if len(shape) == 3 else 0
+    cols = np.moveaxis(x, dim, 0)  # a view: writes land in x
+    cols[:, ..., 0] = -np.inf
+    cols[-1, ..., 1] = np.inf
+    cols[1, ..., 2] = np.nan
+    cols[:, ..., 3] = np.inf
+    cols[0, ..., 4] = -np.inf
+    got = mint.logsumexp(kiln.tensor(x).to(dtype), dim).numpy().astype(np.float64)
+    top = np.max(np.where(np.isnan(x), -np.inf, x), axis=dim, keepdims=True)
+    shift = np.where(np.isfinite(top), top, 0)
+    with np.errstate(invalid="ignore"):
+        expected = np.log(np.sum(np.exp(x - shift), axis=dim)) + np.squeeze(shift, dim)
+    expected = np.where(np.isinf(np.squeeze(top, dim)), np.squeeze(top, dim), expected)
+    expected = np.where(np.isnan(x).any(axis=dim), np.nan, expected)
+    # The result is max + log(sum), so its absolute error scales with the max (up to 30 here).
+    eps = 1.2e-7 if dtype == kiln.float32 else 2.2e-16
+    np.testing.assert_allclose(got, expected, rtol=16 * eps, atol=30 * 4 * eps, equal_nan=True)
+
+
 @pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.float16], ids=str)
 @pytest.mark.parametrize("length", [1, 7, 8, 9, 1003])
 def test_prod_of_long_rows(length, dtype, rng):

@@ -476,7 +476,9 @@ void check_binary(const BinaryCase& c, const std::string& target) {
       checker.check(yy[i], ref_binary(c.op, a[i], a[i]), a[i]);
     }
     // Broadcast scalars, including pow's fast-path exponents and special values.
-    std::vector<T> scalars = {T(2), T(0.5), T(1), T(0), T(-1), T(3), T(-2.5), T(0.25)};
+    // Integral exponents up to 64 take float32's squaring path; 65 does not.
+    std::vector<T> scalars = {T(2),    T(0.5), T(1), T(0),  T(-1), T(3),   T(-2.5),
+                              T(0.25), T(-3),  T(7), T(-2), T(64), T(-64), T(65)};
     for (T s : special_values<T>()) scalars.push_back(s);
     for (T s : scalars) {
       std::vector<T> r(a.size()), l(a.size());
