@@ -160,20 +160,28 @@ std::vector<Tensor> class_loss_grad(const ClassLoss& cfg, const std::vector<Tens
   const int64_t class_dim = x.ndim() == 1 ? 0 : 1;
   const int64_t classes = x.size(class_dim);
   const Tensor g = to(grad::or_zeros(grad_outputs[0], outputs[0]), cd);
-  const Tensor counted = to(ne(target, Tensor::scalar(cfg.ignore_index)), cd);
+  const Tensor valid = ne(target, Tensor::scalar(cfg.ignore_index));
+  const Tensor counted = to(valid, cd);
   const Tensor weight =
       cfg.reduction == Reduction::kMean ? counted * (g / sum(counted)) : counted * g;
-  Shape class_shape(static_cast<size_t>(x.ndim()), 1);
-  class_shape[class_dim] = classes;
-  const Tensor onehot = to(
-      eq(unsqueeze(target, class_dim), reshape(arange(0, classes, 1, DType::kInt64), class_shape)),
-      cd);
+  // `hit` at each counted row's target class, 0 elsewhere: GatherBackward (a zero fill and one
+  // write per row) rather than comparing every class with the target, which made and converted a
+  // bool tensor of x's size (cross_entropy's backward took 2.5 ms for [1024, 1024], PyTorch 1.5).
+  const auto at_targets = [&](double hit) {
+    static const OpDefPtr gather_backward = OpRegistry::Instance().get("GatherBackward");
+    const Tensor values = unsqueeze(counted * hit, class_dim);
+    // Ignored rows add their 0 at class 0.
+    const Tensor index = unsqueeze(where(valid, target, Tensor::scalar(int64_t{0})), class_dim);
+    return call_op(*gather_backward, {values, index},
+                   {{"dim", class_dim},
+                    {"input_size", std::vector<int64_t>(x.shape().begin(), x.shape().end())}})[0];
+  };
   Tensor dx;
   if (cfg.log_softmax) {
-    dx = softmax(to(x, cd), class_dim) - onehot * (1.0 - cfg.smoothing);
+    dx = softmax(to(x, cd), class_dim) - at_targets(1.0 - cfg.smoothing);
     if (cfg.smoothing > 0) dx = dx - cfg.smoothing / static_cast<double>(classes);
   } else {
-    dx = -onehot;
+    dx = at_targets(-1.0);
   }
   return {grad::as_grad_of(dx * unsqueeze(weight, class_dim), x), Tensor()};
 }

@@ -339,6 +339,11 @@ def test_losses():
     ignored = index([1, -100, 3])
     assert gradcheck(lambda z: mint.cross_entropy(z, ignored), (r(3, 4),))
     assert gradcheck(lambda z: mint.cross_entropy(z, target, label_smoothing=0.1), (r(3, 4),))
+    # Class dim 1 of a 3-d input, an ignored position, and the second order.
+    spatial = index([[1, -100, 0], [3, 2, 2]])
+    assert gradcheck(lambda z: mint.cross_entropy(z, spatial), (r(2, 4, 3),))
+    assert gradcheck(lambda z: mint.nll_loss(z, spatial, reduction="sum"), (r(2, 4, 3),))
+    assert kiln.testing.gradgradcheck(lambda z: mint.cross_entropy(z, ignored), (r(3, 4),))
 
 
 def test_dropout_gradient_is_its_mask():
