@@ -154,15 +154,17 @@ def test_norms():
     assert gradcheck(lambda x: mint.rms_norm(x, (3, 4)), (r(2, 3, 4),))
 
 
-def test_gelu_second_order():
-    # Through GeluBackward's own rule (the erf form); the tanh form stays composed.
-    assert kiln.testing.gradgradcheck(mint.gelu, (r(3, 4, low=-4.0, high=4.0),))
-    assert kiln.testing.gradgradcheck(lambda x: mint.gelu(x, approximate="tanh"), (r(5),))
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_second_order(approximate):
+    # Through GeluBackward's own rule, for either form.
+    gelu = lambda x: mint.gelu(x, approximate=approximate)  # noqa: E731
+    assert kiln.testing.gradgradcheck(gelu, (r(3, 4, low=-4.0, high=4.0),))
+    assert kiln.testing.gradgradcheck(gelu, (r(5),))
     # gelu'' is 0, not nan (0 * inf), for huge and infinite x, in float32 and float16.
     for dtype in (kiln.float32, kiln.float16):
         x = kiln.tensor([1e4, -1e4, 300.0, float("inf"), -float("inf")], dtype=dtype)
         x.requires_grad_()
-        (dx,) = kiln.autograd.grad([mint.sum(mint.gelu(x))], [x], create_graph=True)
+        (dx,) = kiln.autograd.grad([mint.sum(gelu(x))], [x], create_graph=True)
         (ddx,) = kiln.autograd.grad([mint.sum(dx)], [x])
         np.testing.assert_array_equal(dx.to(kiln.float64).numpy(), [1, 0, 1, 1, 0])
         np.testing.assert_array_equal(ddx.to(kiln.float64).numpy(), [0, 0, 0, 0, 0])
@@ -183,6 +185,30 @@ def test_gelu_gradient_matches_numpy(dtype):
                      / np.sqrt(2 * np.pi))
     want = gr * (cdf + x_pdf)
     mint.gelu(t).backward(kiln.tensor(g, dtype=dtype))
+    assert t.grad.dtype == dtype
+    tol = {kiln.float32: 1e-6, kiln.float64: 1e-13, kiln.bfloat16: 1e-2, kiln.float16: 1e-3}[dtype]
+    np.testing.assert_allclose(t.grad.to(kiln.float64).numpy(), want,
+                               atol=tol * max(1.0, np.abs(want).max()), rtol=tol)
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.bfloat16, kiln.float16],
+                         ids=str)
+def test_gelu_tanh_gradient_matches_numpy(dtype):
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.uniform(-8, 8, 4000), [0.0, -0.75, 12.0, -12.0, 25.0, -25.0, np.inf,
+                                                   -np.inf]])
+    g = rng.normal(size=x.shape)
+    t = kiln.tensor(x, dtype=dtype).requires_grad_()
+    xr = t.detach().to(kiln.float64).numpy()  # x as the dtype holds it
+    gr = kiln.tensor(g, dtype=dtype).to(kiln.float64).numpy()
+    # The textbook derivative, 0.5 (1 + t) + 0.5 x (1 - t^2) u', in float64 (finite x), 1 or 0
+    # at the infinities.
+    k = np.sqrt(2 / np.pi)
+    xf = np.where(np.isinf(xr), 0.0, xr)
+    th = np.tanh(k * (xf + 0.044715 * xf ** 3))
+    d = 0.5 * (1 + th) + 0.5 * xf * (1 - th ** 2) * k * (1 + 3 * 0.044715 * xf ** 2)
+    want = gr * np.where(np.isinf(xr), (xr > 0).astype(np.float64), d)
+    mint.gelu(t, approximate="tanh").backward(kiln.tensor(g, dtype=dtype))
     assert t.grad.dtype == dtype
     tol = {kiln.float32: 1e-6, kiln.float64: 1e-13, kiln.bfloat16: 1e-2, kiln.float16: 1e-3}[dtype]
     np.testing.assert_allclose(t.grad.to(kiln.float64).numpy(), want,

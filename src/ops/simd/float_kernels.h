@@ -191,6 +191,12 @@ KILN_API void unary(UnaryOp op, const ScalarSteps<double>& steps, const double* 
 KILN_API void gelu_backward(const float* g, const float* x, float* y, int64_t n);
 /// Float64 overload of gelu_backward().
 KILN_API void gelu_backward(const double* g, const double* x, double* y, int64_t n);
+/// y[i] = g[i] * gelu'(x[i]) for gelu's tanh form (UnaryOp::kGeluTanh), computed as
+/// s (1 + 2 x (1 - s) u') with s = sigmoid(2u), so nothing cancels; y may alias g or x exactly.
+/// float64 lane by lane with std::exp.
+KILN_API void gelu_tanh_backward(const float* g, const float* x, float* y, int64_t n);
+/// Float64 overload of gelu_tanh_backward().
+KILN_API void gelu_tanh_backward(const double* g, const double* x, double* y, int64_t n);
 
 /// y[i] = op(a[i], b[i]) for i in [0, n). Any of a, b, y may alias exactly.
 KILN_API void binary(BinaryOp op, const float* a, const float* b, float* y, int64_t n);

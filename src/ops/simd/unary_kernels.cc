@@ -38,6 +38,8 @@
 #define HWY_TARGET_INCLUDE "ops/simd/unary_kernels.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must follow foreach_target.h.
+#include <algorithm>
+
 #include "hwy/highway.h"
 #include "ops/simd/float_kernels.h"
 #include "ops/simd/simd_loops-inl.h"
@@ -212,6 +214,12 @@ void gelu_backward_f32(const float* g, const float* x, float* y, size_t n) {
   map_binary(d, g, x, y, n,
              [](auto dv, V gv, V xv) { return hn::Mul(gv, gelu_erf_grad_f32(dv, xv)); });
 }
+void gelu_tanh_backward_f32(const float* g, const float* x, float* y, size_t n) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  map_binary(d, g, x, y, n,
+             [](auto dv, V gv, V xv) { return hn::Mul(gv, gelu_tanh_grad(dv, xv)); });
+}
 void unary_f64(UnaryOp op, const ScalarSteps<double>& steps, const double* x, double* y, size_t n,
                Store store) {
   unary_impl(op, steps, x, y, n, store);
@@ -227,6 +235,7 @@ namespace kiln::simd {
 HWY_EXPORT(unary_f32);
 HWY_EXPORT(unary_f64);
 HWY_EXPORT(gelu_backward_f32);
+HWY_EXPORT(gelu_tanh_backward_f32);
 
 void unary(UnaryOp op, const float* x, float* y, int64_t n, Store store) {
   unary(op, ScalarSteps<float>{}, x, y, n, store);
@@ -248,6 +257,26 @@ void unary(UnaryOp op, const ScalarSteps<double>& steps, const double* x, double
 
 void gelu_backward(const float* g, const float* x, float* y, int64_t n) {
   if (n > 0) HWY_DYNAMIC_DISPATCH(gelu_backward_f32)(g, x, y, static_cast<size_t>(n));
+}
+
+void gelu_tanh_backward(const float* g, const float* x, float* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(gelu_tanh_backward_f32)(g, x, y, static_cast<size_t>(n));
+}
+
+void gelu_tanh_backward(const double* g, const double* x, double* y, int64_t n) {
+  // Lane by lane with std::exp, as the erf form's float64 gradient; the formula of
+  // gelu_tanh_grad (vec_math-inl.h).
+  constexpr double kSqrt2OverPi = 0.79788456080286535588;
+  for (int64_t i = 0; i < n; ++i) {
+    const double xc = std::min(std::max(x[i], -20.0), 20.0);  // NaN stays NaN
+    const double x2 = xc * xc;
+    const double two_u = 2 * kSqrt2OverPi * xc * (1 + 0.044715 * x2);
+    const double du = kSqrt2OverPi * (1 + 3 * 0.044715 * x2);
+    const double e = std::exp(-std::fabs(two_u));
+    const double s = (two_u >= 0 ? 1.0 : e) / (1 + e);
+    const double rest = (two_u >= 0 ? e : 1.0) / (1 + e);
+    y[i] = g[i] * (s * (1 + 2 * xc * rest * du));
+  }
 }
 
 void gelu_backward(const double* g, const double* x, double* y, int64_t n) {

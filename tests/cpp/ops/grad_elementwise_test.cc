@@ -120,6 +120,38 @@ TEST(GradElementwise, GeluBackwardRuleMatchesFiniteDifferences) {
       ErrorKind::kShape, "GeluBackward: expected grad_output of x's shape [3, 2]");
 }
 
+// GeluBackward with approximate="tanh", Gelu's rule for the tanh form: its own rule against finite
+// differences, the first derivative against the textbook formula (composed ops, float64), the
+// SIMD kernel in float32 and float16 against it, and a bad mode.
+TEST(GradElementwise, GeluTanhBackwardRuleMatchesFiniteDifferences) {
+  manual_seed(5);
+  const Attrs tanh_form{{"approximate", std::string("tanh")}};
+  for (const Shape& shape : {Shape{}, Shape{5}, Shape{2, 3}}) {
+    SCOPED_TRACE(shape_str(shape));
+    expect_grad_rule("GeluBackward", {randn(shape, f64), randn(shape, f64) * 3.0}, tanh_form);
+  }
+  const Tensor x = randn({4, 6}, f64) * 3.0;
+  const Tensor g = randn({4, 6}, f64);
+  const Tensor t = tanh((x + x * x * x * 0.044715) * 0.79788456080286535588);
+  const Tensor composed =
+      g * ((t + 1.0) * 0.5 +
+           x * (1.0 - t * t) * ((x * x * (3 * 0.044715) + 1.0) * 0.79788456080286535588) * 0.5);
+  testing::expect_close(call_op("GeluBackward", {g, x}, tanh_form)[0], composed, 1e-13);
+  const Tensor got = call_op(
+      "GeluBackward", {to(g, f32).transpose(0, 1), to(x, f32).transpose(0, 1)}, tanh_form)[0];
+  testing::expect_close(got, to(composed.transpose(0, 1), f32), 1e-5);
+  const Tensor half =
+      call_op("GeluBackward", {to(g, DType::kFloat16), to(x, DType::kFloat16)}, tanh_form)[0];
+  EXPECT_EQ(half.dtype(), DType::kFloat16);
+  testing::expect_close(to(half, f64), composed, 2e-2);
+  testing::expect_error(
+      [&] {
+        call_op("GeluBackward", {g, x}, {{"approximate", std::string("sigmoid")}});
+      },
+      ErrorKind::kValue,
+      "GeluBackward: expected approximate to be 'none' or 'tanh', got 'sigmoid'");
+}
+
 // Sigmoid's, Tanh's and Relu's rules are one SigmoidBackward / TanhBackward of g and y, or
 // ReluBackward of g and x: the composed formulas' values, in every floating dtype (float16 computed
 // in float32, rounded once), integers promoted to float32, broadcasting, through the SIMD kernel on
