@@ -2,15 +2,17 @@
 recorded op call (the graph retained, so only the backward runs), best of 10 after a warm-up;
 and, for reference, the forward call itself on an x that requires grad (as in training).
 
-    OMP_NUM_THREADS=1 chrt -r 10 .venv/bin/python bench/backward_bench.py
+    OMP_NUM_THREADS=1 chrt -r 10 .venv/bin/python bench/backward_bench.py [CASE ...]
 
 Both frameworks run in this process on the same inputs; PyTorch with torch.set_num_threads from
 OMP_NUM_THREADS (2 if unset), Kiln with its default (which follows OMP_NUM_THREADS). A case where
 Kiln takes more than 1.5x PyTorch's time is marked "slow". Only x requires grad; the other tensor
-operands (weights, indices) do not, as a layer's input data would not.
+operands (weights, indices) do not, as a layer's input data would not. Name cases to run only
+those.
 """
 
 import os
+import sys
 import time
 
 import numpy as np
@@ -50,6 +52,8 @@ def cases():
     rk, rt = kiln.tensor(rows), torch.from_numpy(rows)
     ik, it = kiln.tensor(cols), torch.from_numpy(cols)
     square = (1024, 1024)
+    labels = RNG.integers(0, 1024, size=1024)
+    lk, lt = kiln.tensor(labels), torch.from_numpy(labels)
     return {
         "matmul": ((256, 512), lambda x: mint.matmul(x, wk), lambda x: x @ wt),
         "layer_norm": ((1024, 512), lambda x: mint.layer_norm(x, [512]),
@@ -80,6 +84,11 @@ def cases():
                        lambda x: x.expand(1024, 1024) * 3),
         "slice": (square, lambda x: x[:, 100:900] * 1, lambda x: x[:, 100:900] * 1),
         "pad": ((64, 64, 64), lambda x: mint.pad(x, [1, 1, 1, 1]), lambda x: F.pad(x, [1, 1, 1, 1])),
+        "gelu tanh": (square, lambda x: mint.gelu(x, approximate="tanh"),
+                      lambda x: F.gelu(x, approximate="tanh")),
+        "cross_entropy": (square, lambda x: mint.cross_entropy(x, lk),
+                          lambda x: F.cross_entropy(x, lt)),
+        "logsumexp dim0": (square, lambda x: mint.logsumexp(x, 0), lambda x: torch.logsumexp(x, 0)),
     }
 
 
@@ -87,7 +96,10 @@ def main():
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
     print(f"kiln {kiln.__version__}, torch {torch.__version__}, "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
+    chosen = set(sys.argv[1:])
     for name, (shape, kiln_fn, torch_fn) in cases().items():
+        if chosen and name not in chosen:
+            continue
         x = array(*shape)
         xk = kiln.tensor(x).requires_grad_()
         xt = torch.from_numpy(x.copy()).requires_grad_()

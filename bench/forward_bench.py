@@ -1,0 +1,99 @@
+"""Forward cost of single ops outside the foundation's benchmark set, Kiln vs PyTorch: for each
+case, the time of one call, best of 10 after a warm-up, on inputs of about 1M elements (float32
+unless the name says otherwise).
+
+    OMP_NUM_THREADS=1 chrt -r 10 .venv/bin/python bench/forward_bench.py [CASE ...]
+
+Both frameworks run in this process on the same inputs; PyTorch with torch.set_num_threads from
+OMP_NUM_THREADS (2 if unset), Kiln with its default (which follows OMP_NUM_THREADS). A case where
+Kiln takes more than 1.5x PyTorch's time is marked "slow". Name cases to run only those.
+"""
+
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+import kiln
+
+mint = kiln.mint
+F = torch.nn.functional
+RNG = np.random.default_rng(0)
+
+
+def best_ms(fn, sync, reps=10):
+    fn()
+    sync()
+    best = float("inf")
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        sync()
+        best = min(best, time.perf_counter() - start)
+    return best * 1e3
+
+
+def both(array):
+    """The same values as a Kiln tensor and a PyTorch tensor."""
+    return kiln.tensor(array), torch.from_numpy(np.ascontiguousarray(array).copy())
+
+
+def cases():
+    """name: (Kiln call, PyTorch call)."""
+    x = RNG.standard_normal((1024, 1024)).astype(np.float32)
+    xk, xt = both(x)
+    hk, ht = both(x.astype(np.float16))
+    bk, bt = xk.to(kiln.bfloat16), xt.to(torch.bfloat16)
+    mk, mt = both(x > 0)
+    nk, nt = both(RNG.random((1024, 1024)) > 0.5)
+    yk, yt = both(RNG.standard_normal((1024, 1024)).astype(np.float32))
+    labels = RNG.integers(0, 1024, size=1024)
+    lk, lt = both(labels)
+    return {
+        "float16 add": (lambda: hk + hk, lambda: ht + ht),
+        "float16 exp": (lambda: mint.exp(hk), lambda: torch.exp(ht)),
+        "float16 x * 3": (lambda: hk * 3.0, lambda: ht * 3.0),
+        "float16 sum dim1": (lambda: mint.sum(hk, 1), lambda: torch.sum(ht, 1)),
+        "float16 sum dim0": (lambda: mint.sum(hk, 0), lambda: torch.sum(ht, 0)),
+        "float16 softmax": (lambda: mint.softmax(hk, 1), lambda: torch.softmax(ht, 1)),
+        "bfloat16 add": (lambda: bk + bk, lambda: bt + bt),
+        "bfloat16 layer_norm": (lambda: mint.layer_norm(bk, [1024]),
+                                lambda: F.layer_norm(bt, [1024])),
+        "cast to float16": (lambda: xk.to(kiln.float16), lambda: xt.to(torch.float16)),
+        "cast to bfloat16": (lambda: xk.to(kiln.bfloat16), lambda: xt.to(torch.bfloat16)),
+        "float16 to float32": (lambda: hk.to(kiln.float32), lambda: ht.to(torch.float32)),
+        "logical_and": (lambda: mint.logical_and(mk, nk), lambda: torch.logical_and(mt, nt)),
+        "prod dim1": (lambda: mint.prod(xk, 1), lambda: torch.prod(xt, 1)),
+        "mse_loss": (lambda: mint.mse_loss(xk, yk), lambda: F.mse_loss(xt, yt)),
+        "pow 3": (lambda: mint.pow(xk, 3.0), lambda: torch.pow(xt, 3.0)),
+        "logsumexp dim0": (lambda: mint.logsumexp(xk, 0), lambda: torch.logsumexp(xt, 0)),
+        "cross_entropy": (lambda: mint.cross_entropy(xk, lk), lambda: F.cross_entropy(xt, lt)),
+        "rand": (lambda: mint.rand([1024, 1024]), lambda: torch.rand(1024, 1024)),
+        "randn": (lambda: mint.randn([1024, 1024]), lambda: torch.randn(1024, 1024)),
+        "randint": (lambda: mint.randint(0, 10, [1024, 1024]),
+                    lambda: torch.randint(0, 10, (1024, 1024))),
+        "dropout": (lambda: mint.dropout(xk, 0.5, True), lambda: F.dropout(xt, 0.5, True)),
+        "floor_divide": (lambda: mint.floor_divide(xk, yk), lambda: torch.floor_divide(xt, yt)),
+        "tan": (lambda: mint.tan(xk), lambda: torch.tan(xt)),
+        "exp (control)": (lambda: mint.exp(xk), lambda: torch.exp(xt)),
+    }
+
+
+def main():
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
+    print(f"kiln {kiln.__version__}, torch {torch.__version__}, "
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
+    chosen = set(sys.argv[1:])
+    for name, (kiln_fn, torch_fn) in cases().items():
+        if chosen and name not in chosen:
+            continue
+        k = best_ms(kiln_fn, kiln.runtime.synchronize)
+        t = best_ms(torch_fn, lambda: None)
+        slow = "  slow" if k > 1.5 * t else ""
+        print(f"{name:20s} kiln {k:8.3f} ms  torch {t:8.3f} ms  torch/kiln {t / k:6.2f}x{slow}")
+
+
+if __name__ == "__main__":
+    main()
