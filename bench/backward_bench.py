@@ -84,6 +84,7 @@ def cases():
                        lambda x: x.expand(1024, 1024) * 3),
         "slice": (square, lambda x: x[:, 100:900] * 1, lambda x: x[:, 100:900] * 1),
         "pad": ((64, 64, 64), lambda x: mint.pad(x, [1, 1, 1, 1]), lambda x: F.pad(x, [1, 1, 1, 1])),
+        "silu": (square, mint.silu, F.silu),
         "gelu tanh": (square, lambda x: mint.gelu(x, approximate="tanh"),
                       lambda x: F.gelu(x, approximate="tanh")),
         "cross_entropy": (square, lambda x: mint.cross_entropy(x, lk),

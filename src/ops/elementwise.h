@@ -246,6 +246,14 @@ C minimum_value(C a, C b) {
   return a < b ? a : b;
 }
 
+/// d silu / dx = s (1 + x (1 - s)) with s = sigmoid(x): 1 at +inf and 0 at -inf.
+template <typename C>
+C silu_derivative_value(C x) {
+  if (std::isinf(x)) return x > C(0) ? C(1) : C(0);
+  const C s = C(1) / (C(1) + std::exp(-x));
+  return s * (C(1) + x * (C(1) - s));
+}
+
 template <typename C>
 bool truthy(C x) {
   return x != C(0);

@@ -1,12 +1,13 @@
 // Binary arithmetic ops with NumPy broadcasting and weak-scalar promotion: add, sub, mul, div,
 // floor_divide, remainder, pow, maximum, minimum, the C++ operators, and the backward ops of
-// sigmoid, tanh and relu (one pass where their gradient formulas compose two or three ops). One
-// table row per op; the loops are in ops/elementwise.h.
+// sigmoid, tanh, relu and silu (one pass where their gradient formulas compose two to five ops).
+// One table row per op; the loops are in ops/elementwise.h.
 #include <array>
+#include <limits>
 #include <utility>
 
-#include "kiln/functional/factory.h"
 #include "kiln/functional/elementwise.h"
+#include "kiln/functional/factory.h"
 #include "ops/elementwise.h"
 
 namespace kiln {
@@ -52,6 +53,23 @@ std::array<Tensor, 2> tanh_backward_grads(const Tensor& a, const Tensor& b, cons
 // as the table's other piecewise-constant ops give).
 std::array<Tensor, 2> relu_backward_grads(const Tensor& b, const Tensor& g, std::array<bool, 2> n) {
   return KILN_BOTH(relu_backward(g, b), zeros_like(g));
+}
+
+// SiluBackward(g, x) = g silu'(x) is linear in g; in x its derivative is g silu''(x), silu''(x) =
+// s (1 - s) (2 + x (1 - 2 s)). Infinite x is clamped to the largest finite value, where s (1 - s)
+// is already exactly 0, which keeps inf * 0 out; float32 at least keeps x (1 - 2 s) in range for
+// float16.
+std::array<Tensor, 2> silu_backward_grads(const Tensor& a, const Tensor& b, const Tensor& g,
+                                          std::array<bool, 2> n) {
+  const auto second = [&] {
+    const DType cd = compute_dtype(b.dtype());
+    const double largest = cd == DType::kFloat64 ? std::numeric_limits<double>::max()
+                                                 : std::numeric_limits<float>::max();
+    const Tensor x = clamp(to(b, cd), Scalar(-largest), Scalar(largest));
+    const Tensor s = sigmoid(x);
+    return s * (1.0 - s) * (x * (1.0 - s * 2.0) + 2.0);
+  };
+  return KILN_BOTH(silu_backward(g, b), g * a * second());
 }
 
 // maximum (kMax) / minimum: the gradient goes to the selected operand, split evenly on ties (as
@@ -103,7 +121,10 @@ std::array<Tensor, 2> extremum_grads(const Tensor& a, const Tensor& b, const Ten
     "grad_output * (1 - y) * (1 + y) for y = tanh(x): Tanh's input gradient in one pass")         \
   X(relu_backward, ReluBackward, kFloating, B::kReluBackward, b > C(0) ? a : C(0), kNone,         \
     relu_backward_grads(b, g, n),                                                                 \
-    "grad_output where x > 0, else 0 (also at 0 and nan, as PyTorch): Relu's input gradient")
+    "grad_output where x > 0, else 0 (also at 0 and nan, as PyTorch): Relu's input gradient")     \
+  X(silu_backward, SiluBackward, kFloating, B::kSiluBackward, a* silu_derivative_value(b), kNone, \
+    silu_backward_grads(a, b, g, n),                                                              \
+    "grad_output * s * (1 + x * (1 - s)) for s = sigmoid(x): Silu's input gradient in one pass")
 
 #define KILN_BINARY_FUNCTOR(name, Prim, rule, simd_op, expr, check, dx, doc) \
   struct Prim##Fn {                                                      \

@@ -18,12 +18,7 @@ namespace {
 
 using U = simd::UnaryOp;
 
-// Derivative helpers of the table below, written with ops (see Note [Gradient rules]).
-// silu'(x) = s (1 + x (1 - s)) with s = sigmoid(x).
-Tensor silu_derivative(const Tensor& x) {
-  const Tensor s = sigmoid(x);
-  return s * (1.0 + x * (1.0 - s));
-}
+// Constants of the table's derivatives, which are written with ops (see Note [Gradient rules]).
 constexpr double kLn2 = 0.69314718055994530942;
 constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 
@@ -55,7 +50,7 @@ constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
   X(sigmoid, Sigmoid, kFloating, U::kSigmoid, C(1) / (C(1) + std::exp(-x)),                        \
     sigmoid_backward(g, y), "1 / (1 + e^-x)")                                                      \
   X(relu, Relu, kSame, U::kRelu, relu_value(x), relu_backward(g, x), "max(x, 0); relu(nan) = nan") \
-  X(silu, Silu, kFloating, U::kSilu, x / (C(1) + std::exp(-x)), g * silu_derivative(x),            \
+  X(silu, Silu, kFloating, U::kSilu, x / (C(1) + std::exp(-x)), silu_backward(g, x),               \
     "x * sigmoid(x)")                                                                              \
   X(erf, Erf, kFloating, U::kErf, std::erf(x), g*(exp(-(x * x)) * kTwoOverSqrtPi),                 \
     "the error function")                                                                          \

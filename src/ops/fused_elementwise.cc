@@ -50,6 +50,7 @@ constexpr BinaryName kBinary[] = {
     {"SigmoidBackward", B::kSigmoidBackward},
     {"TanhBackward", B::kTanhBackward},
     {"ReluBackward", B::kReluBackward},
+    {"SiluBackward", B::kSiluBackward},
 };
 
 std::optional<U> find_unary(const std::string& name) {

@@ -191,6 +191,19 @@ def test_gelu_gradient_matches_numpy(dtype):
                                atol=tol * max(1.0, np.abs(want).max()), rtol=tol)
 
 
+def test_silu_second_order():
+    # Through SiluBackward's own rule; finite (0, not nan) at huge and infinite x in float32 and
+    # float16, where silu' is 1 or 0.
+    assert kiln.testing.gradgradcheck(mint.silu, (r(3, 4, low=-6.0, high=6.0),))
+    for dtype in (kiln.float32, kiln.float16):
+        x = kiln.tensor([1e4, -1e4, 300.0, float("inf"), -float("inf")], dtype=dtype)
+        x.requires_grad_()
+        (dx,) = kiln.autograd.grad([mint.sum(mint.silu(x))], [x], create_graph=True)
+        (ddx,) = kiln.autograd.grad([mint.sum(dx)], [x])
+        np.testing.assert_array_equal(dx.to(kiln.float64).numpy(), [1, 0, 1, 1, 0])
+        np.testing.assert_array_equal(ddx.to(kiln.float64).numpy(), [0, 0, 0, 0, 0])
+
+
 @pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.bfloat16, kiln.float16],
                          ids=str)
 def test_gelu_tanh_gradient_matches_numpy(dtype):

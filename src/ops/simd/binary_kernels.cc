@@ -1,7 +1,8 @@
 // Elementwise binary kernels: binary and binary_scalar_rhs / _lhs (see float_kernels.h).
 //
 // add / sub / mul / div / maximum / minimum are exact (one IEEE operation). The backward ops
-// round each step as written; tanh's takes 1 - y^2 as (1 - y)(1 + y), which no compiler fuses
+// round each step as written (silu's, which starts from x, within a few ulp of g or of its
+// result); tanh's takes 1 - y^2 as (1 - y)(1 + y), which no compiler fuses
 // into an FMA (1 - y * y would round differently where it does, so per target) and which keeps
 // its accuracy near |y| = 1, where 1 - y * y cancels. pow calls std::pow
 // lane by lane: a vector pow that keeps all of std::pow's special cases (negative base with
@@ -151,6 +152,9 @@ HWY_INLINE void binary_impl(BinaryOp op, const T* a, T sa, const T* b, T sb, T* 
       return map_layout(d, a, sa, b, sb, y, n, [](D dv, V g, V x) {
         return hn::IfThenElseZero(hn::Gt(x, hn::Zero(dv)), g);
       });
+    case BinaryOp::kSiluBackward:
+      return map_layout(d, a, sa, b, sb, y, n,
+                        [](D dv, V g, V x) { return hn::Mul(g, silu_grad(dv, x)); });
   }
 }
 

@@ -75,6 +75,8 @@ enum class BinaryOp : int {
   kSigmoidBackward,  ///< g * (y * (1 - y)), y = sigmoid(x)
   kTanhBackward,     ///< g * ((1 - y) * (1 + y)), y = tanh(x)
   kReluBackward,     ///< x > 0 ? g : 0 (b is relu's input x, not its result)
+  kSiluBackward,     ///< g * s (1 + x (1 - s)), s = sigmoid(x) (b is silu's input x); 1 or 0 at
+                     ///< x = +inf or -inf
 };
 
 /// How a kernel writes its output. kStream uses non-temporal stores, which bypass the caches
@@ -133,6 +135,7 @@ class ScalarSteps {
       case BinaryOp::kSigmoidBackward:
       case BinaryOp::kTanhBackward:
       case BinaryOp::kReluBackward:
+      case BinaryOp::kSiluBackward:
         return false;
     }
     // v * m + (-0) + s is v * m + s exactly: an add after a step that adds nothing joins it.
@@ -149,7 +152,8 @@ class ScalarSteps {
   /// Whether `op` with a scalar operand can be a step: the arithmetic ops but kPow.
   static constexpr bool takes(BinaryOp op) {
     return op != BinaryOp::kPow && op != BinaryOp::kSigmoidBackward &&
-           op != BinaryOp::kTanhBackward && op != BinaryOp::kReluBackward;
+           op != BinaryOp::kTanhBackward && op != BinaryOp::kReluBackward &&
+           op != BinaryOp::kSiluBackward;
   }
 
   bool empty() const { return count_ == 0; }

@@ -285,6 +285,21 @@ HWY_INLINE V silu(D d, V x) {
   return hn::Div(hn::Mul(x, num), den);
 }
 
+/// d silu / dx = s (1 + x (1 - s)) with s = sigmoid(x), both s and 1 - s from e = exp(-|x|) (so
+/// 1 - s does not cancel for large x); 1 at x = +inf and 0 at -inf, where x (1 - s) is inf * 0.
+template <class D, class V>
+HWY_INLINE V silu_grad(D d, V x) {
+  using T = hn::TFromD<D>;
+  const V one = hn::Set(d, T(1));
+  const V e = exp_full(d, hn::Neg(hn::Abs(x)));
+  const auto positive = hn::Ge(x, hn::Zero(d));
+  const V den = hn::Add(one, e);
+  const V s = hn::Div(hn::IfThenElse(positive, one, e), den);
+  const V rest = hn::Div(hn::IfThenElse(positive, e, one), den);
+  const V x_rest = hn::IfThenZeroElse(hn::IsInf(x), hn::Mul(x, rest));
+  return hn::Mul(s, hn::Add(one, x_rest));
+}
+
 /// 0.5 * x * (1 + tanh(u)) evaluated as x * sigmoid(2u): the same function, without the
 /// cancellation in 1 + tanh(u) for negative x. The rounding of 2u (|2u| * 2^-24 absolute) is
 /// amplified into a relative error of the result for very negative x; that is the conditioning of

@@ -67,9 +67,9 @@ TEST(FusedElementwiseProgram, EveryInstructionRoundTrips) {
                          "Log2", "Sqrt",    "Rsqrt",      "Reciprocal", "Square", "Sin", "Cos",
                          "Tan",  "Tanh",    "Sigmoid",    "Relu",   "Gelu",  "GeluTanh", "Silu",
                          "Erf",  "Floor",   "Ceil",       "Round"};
-  const char* binary[] = {"Add",          "Sub",         "Mul", "Div",
-                          "Maximum",      "Minimum",     "Pow", "SigmoidBackward",
-                          "TanhBackward", "ReluBackward"};
+  const char* binary[] = {"Add",          "Sub",          "Mul",         "Div",
+                          "Maximum",      "Minimum",      "Pow",         "SigmoidBackward",
+                          "TanhBackward", "ReluBackward", "SiluBackward"};
   std::string text = "Exp(i0)";
   int j = 1;
   for (const char* u : unary) text += ";" + std::string(u) + "(r" + std::to_string(j++ - 1) + ")";

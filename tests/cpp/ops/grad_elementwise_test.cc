@@ -193,15 +193,20 @@ TEST(GradElementwise, ActivationBackwardOpsAreTheirFormulasInOnePass) {
   testing::expect_close(relu_backward(ones({6}, f64), at), values({0, 0, 1, 0, 0, 1}), 0.0);
   testing::expect_close(relu_backward(g, x), where(gt(x, Tensor::scalar(0)), g, zeros_like(g)),
                         0.0);
-  // The rules of Sigmoid, Tanh and Relu call exactly these ops.
-  for (const char* op : {"Sigmoid", "Tanh", "Relu"}) {
+  // silu's: g s (1 + x (1 - s)), with its limits 1 and 0 at the infinities.
+  testing::expect_close(silu_backward(g, x), g * s * (1.0 + x * (1.0 - s)), 1e-15);
+  const Tensor limits = values({INFINITY, -INFINITY, 0.0});
+  testing::expect_close(silu_backward(ones({3}, f64), limits), values({1, 0, 0.5}), 0.0);
+  // The rules of Sigmoid, Tanh, Relu and Silu call exactly these ops.
+  for (const char* op : {"Sigmoid", "Tanh", "Relu", "Silu"}) {
     SCOPED_TRACE(op);
     const Tensor y = call_op(op, {x})[0];
     const std::vector<Tensor> dx = testing::run_rule(op, {x}, {}, {g});
     const std::string name = op;
     const Tensor want = name == "Sigmoid" ? sigmoid_backward(g, y)
                         : name == "Tanh"  ? tanh_backward(g, y)
-                                          : relu_backward(g, x);
+                        : name == "Relu"  ? relu_backward(g, x)
+                                          : silu_backward(g, x);
     testing::expect_close(dx[0], want, 0.0);
   }
   testing::expect_error(
@@ -262,6 +267,7 @@ const BinaryCase kBinaryCases[] = {
     {"SigmoidBackward", Domain::kAny, Domain::kUnit},
     {"TanhBackward", Domain::kAny, Domain::kUnit},
     {"ReluBackward", Domain::kAny, Domain::kAwayFromZero},
+    {"SiluBackward", Domain::kAny, Domain::kAny},
 };
 
 // (shape of a, shape of b): equal, broadcast either way, both broadcast, and

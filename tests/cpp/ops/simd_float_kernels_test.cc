@@ -471,6 +471,7 @@ const BinaryCase kBinaryCases[] = {{BinaryOp::kAdd, "add"},
                                    {BinaryOp::kSigmoidBackward, "sigmoid_backward"},
                                    {BinaryOp::kTanhBackward, "tanh_backward"},
                                    {BinaryOp::kReluBackward, "relu_backward"}};
+// kSiluBackward has its own test (below): its error is relative to g, not to the result.
 
 template <typename T>
 T ref_binary(BinaryOp op, T a, T b) {
@@ -495,6 +496,11 @@ T ref_binary(BinaryOp op, T a, T b) {
       return a * ((T(1) - b) * (T(1) + b));
     case BinaryOp::kReluBackward:
       return b > T(0) ? a : T(0);
+    case BinaryOp::kSiluBackward: {  // silu'(x) in long double rounded to T, times g
+      if (std::isinf(b)) return b > 0 ? a : a * T(0);
+      const long double x = b, s = 1 / (1 + std::exp(-x));
+      return a * static_cast<T>(s * (1 + x * (1 - s)));
+    }
   }
   return a;
 }
@@ -556,6 +562,58 @@ TEST(SimdFloatKernels, BinaryMatchesStdReference_WhenAnyOperandLayout) {
       check_binary<float>(c, t);
       check_binary<double>(c, t);
     }
+  });
+}
+
+// silu_backward: g * silu'(x) against silu' in long double (rounded to T), over every tail length,
+// the range where silu' is neither 0 nor 1 (and past it), the infinities and nan, with g or x a
+// broadcast scalar and in place. silu'(x) crosses 0 near x = -1.28 and its exp underflows for very
+// negative x, so the error is bounded relative to max(|result|, |g|), as gelu_backward's.
+template <typename T>
+void check_silu_backward(double rtol) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> wide(-110.0, 110.0), grads(-3.0, 3.0);
+  const auto near = [&](T got, T g, T x) {
+    const T want = ref_binary(BinaryOp::kSiluBackward, g, x);
+    if (std::isnan(want)) return std::isnan(got);
+    return std::fabs(static_cast<double>(got) - static_cast<double>(want)) <=
+           rtol * std::max(std::fabs(static_cast<double>(want)), std::fabs(static_cast<double>(g)));
+  };
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{17}, int64_t{4097}}) {
+    std::vector<T> x(n), g(n);
+    for (int64_t i = 0; i < n; ++i) {
+      x[i] = static_cast<T>(wide(rng) * (i % 3 == 0 ? 0.05 : 1.0));  // a third within +-5.5
+      g[i] = static_cast<T>(grads(rng));
+    }
+    const T specials[] = {T(0),
+                          -T(0),
+                          T(-1.2785),
+                          T(1e-30),
+                          T(1e30),
+                          T(-1e30),
+                          std::numeric_limits<T>::infinity(),
+                          -std::numeric_limits<T>::infinity(),
+                          std::numeric_limits<T>::quiet_NaN()};
+    for (int64_t i = 0; i < n && i < 9; ++i) x[i] = specials[i];
+    std::vector<T> y = g;  // in place: y aliases g
+    binary(BinaryOp::kSiluBackward, y.data(), x.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_TRUE(near(y[i], g[i], x[i])) << "g = " << g[i] << " x = " << x[i] << " got " << y[i];
+    }
+    std::vector<T> rhs(n), lhs(n);
+    binary_scalar_rhs(BinaryOp::kSiluBackward, g.data(), T(0.5), rhs.data(), n);
+    binary_scalar_lhs(BinaryOp::kSiluBackward, T(-2), x.data(), lhs.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_TRUE(near(rhs[i], g[i], T(0.5))) << "g = " << g[i] << " got " << rhs[i];
+      EXPECT_TRUE(near(lhs[i], T(-2), x[i])) << "x = " << x[i] << " got " << lhs[i];
+    }
+  }
+}
+
+TEST(SimdFloatKernels, SiluBackwardMatchesReference_WhenAnyLayout) {
+  for_each_target([](const std::string&) {
+    check_silu_backward<float>(1e-6);
+    check_silu_backward<double>(1e-14);
   });
 }
 
