@@ -11,28 +11,16 @@ Kiln takes more than 1.5x PyTorch's time is marked "slow". Name cases to run onl
 
 import os
 import sys
-import time
 
 import numpy as np
 import torch
 
 import kiln
+from backward_bench import best_ms  # this folder is on sys.path when run as a script
 
 mint = kiln.mint
 F = torch.nn.functional
 RNG = np.random.default_rng(0)
-
-
-def best_ms(fn, sync, reps=10):
-    fn()
-    sync()
-    best = float("inf")
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        sync()
-        best = min(best, time.perf_counter() - start)
-    return best * 1e3
 
 
 def both(array):

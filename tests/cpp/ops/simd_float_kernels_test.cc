@@ -321,16 +321,15 @@ TEST(SimdFloatKernels, UnaryIsAccurate_WhenArgumentsAreExtreme) {
   });
 }
 
-// gelu_backward: g * (Phi(x) + x phi(x)) against long double, over every tail length, the whole
-// range where it is neither 0 nor g (and past it), the infinities and nan, in place into g.
-TEST(SimdFloatKernels, GeluBackwardMatchesReference_WhenAnyLengthAndInPlace) {
-  const auto reference = [](long double x, long double g) {
-    if (std::isinf(x)) return x > 0 ? g : 0.0L;
-    return g * (0.5L * std::erfc(-x / std::sqrt(2.0L)) +
-                x * std::exp(-0.5L * x * x) / std::sqrt(2.0L * 3.14159265358979323846L));
-  };
+// A gelu gradient kernel, y = g * gelu'(x) (kernel(g, x, y, n) for float32 and float64), against
+// reference(x, g) in long double: over every tail length, x uniform in [-range, range] with
+// `specials` first, in place into g; the error is bounded relative to max(|want|, |g|) (gelu'
+// crosses 0 and underflows); nan gives nan.
+template <typename Kernel, typename Reference>
+void check_gelu_gradient(Kernel kernel, Reference reference, double range,
+                         const std::vector<double>& specials, long double rtol_f32) {
   std::mt19937 rng(7);
-  std::uniform_real_distribution<double> wide(-20.0, 20.0), grads(-3.0, 3.0);
+  std::uniform_real_distribution<double> wide(-range, range), grads(-3.0, 3.0);
   for_each_target([&](const std::string&) {
     for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{17}, int64_t{4097}}) {
       std::vector<float> xf(n), gf(n);
@@ -339,22 +338,22 @@ TEST(SimdFloatKernels, GeluBackwardMatchesReference_WhenAnyLengthAndInPlace) {
         xd[i] = wide(rng);
         gd[i] = grads(rng);
       }
-      const double specials[] = {0.0, -0.0, 1e-30, -0.7518, 14.8, -14.9, 40.0,
-                                 std::numeric_limits<double>::infinity(),
-                                 -std::numeric_limits<double>::infinity()};
-      for (int64_t i = 0; i < n && i < 9; ++i) xd[i] = specials[i];
+      for (size_t i = 0; i < static_cast<size_t>(n) && i < specials.size(); ++i) {
+        xd[i] = specials[i];
+      }
       for (int64_t i = 0; i < n; ++i) {
         xf[i] = static_cast<float>(xd[i]);
         gf[i] = static_cast<float>(gd[i]);
       }
       std::vector<float> yf = gf;  // in place: y aliases g
-      gelu_backward(yf.data(), xf.data(), yf.data(), n);
+      kernel(yf.data(), xf.data(), yf.data(), n);
       std::vector<double> yd(n);
-      gelu_backward(gd.data(), xd.data(), yd.data(), n);
+      kernel(gd.data(), xd.data(), yd.data(), n);
       for (int64_t i = 0; i < n; ++i) {
         const long double want_f = reference(xf[i], gf[i]);
-        EXPECT_LE(std::fabs(yf[i] - want_f),
-                  4e-7L * std::max(std::fabs(want_f), std::fabs(static_cast<long double>(gf[i]))))
+        EXPECT_LE(
+            std::fabs(yf[i] - want_f),
+            rtol_f32 * std::max(std::fabs(want_f), std::fabs(static_cast<long double>(gf[i]))))
             << "float32 x = " << xf[i] << " g = " << gf[i] << " got " << yf[i];
         const long double want_d = reference(xd[i], gd[i]);
         EXPECT_LE(std::fabs(yd[i] - want_d),
@@ -365,66 +364,38 @@ TEST(SimdFloatKernels, GeluBackwardMatchesReference_WhenAnyLengthAndInPlace) {
     const float nan = std::numeric_limits<float>::quiet_NaN();
     float y = 0;
     const float one = 1;
-    gelu_backward(&one, &nan, &y, 1);
+    kernel(&one, &nan, &y, 1);
     EXPECT_TRUE(std::isnan(y));
   });
 }
 
-// gelu_tanh_backward: g * d/dx [0.5 x (1 + tanh(u))] against long double, over every tail length,
-// [-20, 20] and past it, the infinities and nan, in place into g.
+const double kInf = std::numeric_limits<double>::infinity();
+
+// gelu_backward: g * (Phi(x) + x phi(x)), over the whole range where it is neither 0 nor g (and
+// past it) and the infinities.
+TEST(SimdFloatKernels, GeluBackwardMatchesReference_WhenAnyLengthAndInPlace) {
+  check_gelu_gradient(
+      [](const auto* g, const auto* x, auto* y, int64_t n) { gelu_backward(g, x, y, n); },
+      [](long double x, long double g) {
+        if (std::isinf(x)) return x > 0 ? g : 0.0L;
+        return g * (0.5L * std::erfc(-x / std::sqrt(2.0L)) +
+                    x * std::exp(-0.5L * x * x) / std::sqrt(2.0L * 3.14159265358979323846L));
+      },
+      20.0, {0.0, -0.0, 1e-30, -0.7518, 14.8, -14.9, 40.0, kInf, -kInf}, 4e-7L);
+}
+
+// gelu_tanh_backward: g * d/dx [0.5 x (1 + tanh(u))], over [-12, 12], around the clamp at 20 and
+// past it, and the infinities.
 TEST(SimdFloatKernels, GeluTanhBackwardMatchesReference_WhenAnyLengthAndInPlace) {
-  const auto reference = [](long double x, long double g) {
-    if (std::isinf(x)) return x > 0 ? g : 0.0L;
-    const long double k = std::sqrt(2.0L / 3.14159265358979323846L);
-    const long double t = std::tanh(k * (x + 0.044715L * x * x * x));
-    return g * (0.5L * (1 + t) + 0.5L * x * (1 - t * t) * k * (1 + 3 * 0.044715L * x * x));
-  };
-  std::mt19937 rng(8);
-  std::uniform_real_distribution<double> wide(-12.0, 12.0), grads(-3.0, 3.0);
-  for_each_target([&](const std::string&) {
-    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{17}, int64_t{4097}}) {
-      std::vector<float> xf(n), gf(n);
-      std::vector<double> xd(n), gd(n);
-      for (int64_t i = 0; i < n; ++i) {
-        xd[i] = wide(rng);
-        gd[i] = grads(rng);
-      }
-      const double specials[] = {0.0,
-                                 -0.0,
-                                 1e-30,
-                                 -0.7518,
-                                 19.5,
-                                 -19.5,
-                                 40.0,
-                                 -1e30,
-                                 std::numeric_limits<double>::infinity(),
-                                 -std::numeric_limits<double>::infinity()};
-      for (int64_t i = 0; i < n && i < 10; ++i) xd[i] = specials[i];
-      for (int64_t i = 0; i < n; ++i) {
-        xf[i] = static_cast<float>(xd[i]);
-        gf[i] = static_cast<float>(gd[i]);
-      }
-      std::vector<float> yf = gf;  // in place: y aliases g
-      gelu_tanh_backward(yf.data(), xf.data(), yf.data(), n);
-      std::vector<double> yd(n);
-      gelu_tanh_backward(gd.data(), xd.data(), yd.data(), n);
-      for (int64_t i = 0; i < n; ++i) {
-        const long double want_f = reference(xf[i], gf[i]);
-        EXPECT_LE(std::fabs(yf[i] - want_f),
-                  1e-6L * std::max(std::fabs(want_f), std::fabs(static_cast<long double>(gf[i]))))
-            << "float32 x = " << xf[i] << " g = " << gf[i] << " got " << yf[i];
-        const long double want_d = reference(xd[i], gd[i]);
-        EXPECT_LE(std::fabs(yd[i] - want_d),
-                  1e-14L * std::max(std::fabs(want_d), std::fabs(static_cast<long double>(gd[i]))))
-            << "float64 x = " << xd[i] << " got " << yd[i];
-      }
-    }
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    float y = 0;
-    const float one = 1;
-    gelu_tanh_backward(&one, &nan, &y, 1);
-    EXPECT_TRUE(std::isnan(y));
-  });
+  check_gelu_gradient(
+      [](const auto* g, const auto* x, auto* y, int64_t n) { gelu_tanh_backward(g, x, y, n); },
+      [](long double x, long double g) {
+        if (std::isinf(x)) return x > 0 ? g : 0.0L;
+        const long double k = std::sqrt(2.0L / 3.14159265358979323846L);
+        const long double t = std::tanh(k * (x + 0.044715L * x * x * x));
+        return g * (0.5L * (1 + t) + 0.5L * x * (1 - t * t) * k * (1 + 3 * 0.044715L * x * x));
+      },
+      12.0, {0.0, -0.0, 1e-30, -0.7518, 19.5, -19.5, 40.0, -1e30, kInf, -kInf}, 1e-6L);
 }
 
 TEST(SimdFloatKernels, UnaryIsAccurate_WhenSweptOverEveryBinade) {
