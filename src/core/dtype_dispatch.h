@@ -7,6 +7,7 @@
 //   });
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -67,7 +68,9 @@ constexpr bool kIsFloat16 = std::is_same_v<T, Half> || std::is_same_v<T, BFloat1
 /// through float, in blocks, with the vectorised runs of core/float16_runs.h.
 template <typename To, typename From>
 void convert_contiguous(const From* x, To* y, int64_t n) {
-  if constexpr (kIsFloat16<From> && std::is_same_v<To, float>) {
+  if constexpr (std::is_same_v<To, From>) {
+    std::copy(x, x + n, y);  // bit for bit: a float16 NaN's payload stays as it is
+  } else if constexpr (kIsFloat16<From> && std::is_same_v<To, float>) {
     widen_run(x, y, n);
   } else if constexpr (std::is_same_v<From, float> && kIsFloat16<To>) {
     narrow_run(x, y, n);

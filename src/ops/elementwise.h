@@ -246,12 +246,15 @@ C minimum_value(C a, C b) {
   return a < b ? a : b;
 }
 
-/// d silu / dx = s (1 + x (1 - s)) with s = sigmoid(x): 1 at +inf and 0 at -inf.
+/// d silu / dx = s (1 + x (1 - s)) with s = sigmoid(x), both s and 1 - s from e = exp(-|x|) as
+/// the SIMD kernel's silu_grad (so strided and contiguous operands agree): 1 at +inf, 0 at -inf.
 template <typename C>
 C silu_derivative_value(C x) {
   if (std::isinf(x)) return x > C(0) ? C(1) : C(0);
-  const C s = C(1) / (C(1) + std::exp(-x));
-  return s * (C(1) + x * (C(1) - s));
+  const C e = std::exp(-std::abs(x));
+  const C s = (x >= C(0) ? C(1) : e) / (C(1) + e);
+  const C rest = (x >= C(0) ? e : C(1)) / (C(1) + e);
+  return s * (C(1) + x * rest);
 }
 
 template <typename C>

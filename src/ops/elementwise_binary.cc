@@ -69,7 +69,9 @@ std::array<Tensor, 2> silu_backward_grads(const Tensor& a, const Tensor& b, cons
     const Tensor s = sigmoid(x);
     return s * (1.0 - s) * (x * (1.0 - s * 2.0) + 2.0);
   };
-  return KILN_BOTH(silu_backward(g, b), g * a * second());
+  // second() first: it is float32 at least, and a float16 g * a could overflow before meeting
+  // a zero second derivative.
+  return KILN_BOTH(silu_backward(g, b), second() * a * g);
 }
 
 // maximum (kMax) / minimum: the gradient goes to the selected operand, split evenly on ties (as

@@ -182,8 +182,9 @@ KILN_REGISTER_OP(
             const Tensor x2 = square(clamp(x, Scalar(-40.0), Scalar(40.0)));
             second = exp(x2 * -0.5) * kInvSqrt2Pi * (2.0 - x2);
           }
+          // second first: a float16 gg * g could overflow before meeting a zero second.
           return std::vector<Tensor>{detail::input_grad(gelu_backward(gg, x, approximate), g),
-                                     detail::input_grad(gg * g * second, x)};
+                                     detail::input_grad(second * g * gg, x)};
         })));
 
 KILN_REGISTER_OP(

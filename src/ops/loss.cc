@@ -236,21 +236,22 @@ KILN_REGISTER_OP(
                                  in, out, grad_outputs);
         }));
 
-// squares[i - begin] = (a[i] - b[i])^2 for the flat indices [begin, end) of a and b (already in C
-// and broadcast to one shape).
-template <typename C>
-void squared_errors(const StridedLoop<2>& loop, int64_t begin, int64_t end, C* squares) {
+// squares[i - begin] = (a[i] - b[i])^2, computed in C and stored as S, for the flat indices
+// [begin, end) of a and b (already in C and broadcast to one shape).
+template <typename C, typename S>
+void squared_errors(const StridedLoop<2>& loop, int64_t begin, int64_t end, S* squares) {
+  constexpr auto kSize = static_cast<int64_t>(sizeof(C));
   loop.run(begin, end, [&](char* const* ptrs, const int64_t* strides, int64_t n) {
     const auto* a = reinterpret_cast<const C*>(ptrs[0]);
     const auto* b = reinterpret_cast<const C*>(ptrs[1]);
-    if (strides[0] == sizeof(C) && strides[1] == sizeof(C)) {
-      for (int64_t i = 0; i < n; ++i) squares[i] = (a[i] - b[i]) * (a[i] - b[i]);
+    if (strides[0] == kSize && strides[1] == kSize) {
+      for (int64_t i = 0; i < n; ++i) squares[i] = static_cast<S>((a[i] - b[i]) * (a[i] - b[i]));
     } else {
-      const int64_t sa = strides[0] / static_cast<int64_t>(sizeof(C));
-      const int64_t sb = strides[1] / static_cast<int64_t>(sizeof(C));
+      const int64_t sa = strides[0] / kSize;
+      const int64_t sb = strides[1] / kSize;
       for (int64_t i = 0; i < n; ++i) {
         const C d = a[i * sa] - b[i * sb];
-        squares[i] = d * d;
+        squares[i] = static_cast<S>(d * d);
       }
     }
     squares += n;
@@ -269,24 +270,24 @@ void mse(const Tensor& input, const Tensor& target, Reduction reduction, const T
   C* y = result.data<C>();
   if (reduction == Reduction::kNone) {
     parallel_for(0, n, kElementwiseGrain,
-                 [&](int64_t lo, int64_t hi) { squared_errors<C>(loop, lo, hi, y + lo); });
+                 [&](int64_t lo, int64_t hi) { squared_errors<C, C>(loop, lo, hi, y + lo); });
   } else {
     // Fixed blocks, summed in order: the same result on any number of threads. Within a block,
-    // squares go through a buffer to the SIMD sum (one float64 add per element was a chain of
-    // dependent adds: 1 ms for 1M elements).
+    // squares go through a float64 buffer to the SIMD sum (one float64 add per element was a
+    // chain of dependent adds: 1 ms for 1M elements; a float32 sum of a buffer could overflow).
     constexpr int64_t kBlock = int64_t{1} << 14;
     constexpr int64_t kBuffer = 1024;
     const int64_t blocks = (n + kBlock - 1) / kBlock;
     std::vector<double> partial(static_cast<size_t>(blocks));
     parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
-      C squares[kBuffer];
+      double squares[kBuffer];
       for (int64_t blk = lo; blk < hi; ++blk) {
         double s = 0;
         const int64_t end = std::min(n, (blk + 1) * kBlock);
         for (int64_t start = blk * kBlock; start < end; start += kBuffer) {
           const int64_t m = std::min(kBuffer, end - start);
-          squared_errors<C>(loop, start, start + m, squares);
-          s += static_cast<double>(simd::reduce_sum(squares, m));
+          squared_errors<C, double>(loop, start, start + m, squares);
+          s += simd::reduce_sum(squares, m);
         }
         partial[blk] = s;
       }

@@ -6,14 +6,15 @@
 // Integer and bool sums and products accumulate in uint64, which wraps like int64 arithmetic
 // without signed-overflow UB. max and min propagate NaN (as numpy.max) and refuse an empty
 // reduction.
-#include "kiln/functional/elementwise.h"
 #include "kiln/functional/reduce.h"
-#include "kiln/functional/shape.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "core/dtype_dispatch.h"
+#include "kiln/functional/elementwise.h"
+#include "kiln/functional/shape.h"
 #include "ops/grad_util.h"
 #include "ops/reduce.h"
 #include "ops/simd/float_kernels.h"
@@ -60,8 +61,8 @@ struct FloatSum {
   void finish(int64_t i, const Acc& acc) const { out[i] = convert<O>(acc / divisor); }
 };
 
-/// FloatSum for the float types: rows are added with SIMD into an accumulator row of the compute
-/// type (float for the 16-bit floats, whose rows are widened first), folded into the float64
+/// FloatSum for float32, float64 and float16: rows are added with SIMD into an accumulator row of
+/// the compute type (float for float16, whose rows are widened first), folded into the float64
 /// accumulators every kRows rows (a float32 partial of 32 rows loses at most ~32 ulp, and the fold
 /// keeps that from growing with the row count).
 template <typename T>
@@ -90,10 +91,12 @@ struct SimdFloatSum : FloatSum<T, T> {
   }
 };
 
-/// The sum / mean reducer for input T and output O.
+/// The sum / mean reducer for input T and output O. bfloat16 keeps the float64 sum of each
+/// element: with float32's exponent range, its float32 partial sums could overflow.
 template <typename T, typename O>
 auto float_sum(O* out, double divisor) {
-  if constexpr (std::is_same_v<T, O> && std::is_floating_point_v<ComputeType<T>>) {
+  if constexpr (std::is_same_v<T, O> && std::is_floating_point_v<ComputeType<T>> &&
+                !std::is_same_v<T, BFloat16>) {
     return SimdFloatSum<T>{{out, divisor}};
   } else {
     return FloatSum<T, O>{out, divisor};
@@ -139,6 +142,11 @@ struct FloatProd {
     double acc = 1;
     for (int64_t k = 0; k < kLanes; ++k) acc *= lanes[k];
     for (; i < n; ++i) acc *= value(x[i]);
+    if (std::isfinite(acc) && acc != 0) return acc;
+    // One lane may have overflowed while another underflowed (1e200, 1e-200, ... gives inf * 0):
+    // the product in order decides.
+    acc = 1;
+    for (i = 0; i < n; ++i) acc *= value(x[i]);
     return acc;
   }
   void update(Acc* acc, const T* row, int64_t w, int64_t) const {

@@ -169,3 +169,23 @@ def test_softmax_of_16_bit_floats_is_the_float32_result_rounded(fn, dim, dtype, 
     assert got.dtype == dtype
     expected = rounded(getattr(M, fn)(kiln.tensor(x), dim).numpy(), dtype)
     assert_same_floats(got.to(kiln.float32).numpy(), expected)
+
+
+def test_copies_within_a_16_bit_dtype_keep_every_bit():
+    # A strided copy of float16 (or bfloat16) into the same dtype is not a conversion: signalling
+    # NaN payloads and every other bit pattern come through as they are.
+    bits = np.arange(2**16, dtype=np.uint16).reshape(256, 256)
+    x = kiln.tensor(bits.view(np.float16))
+    copied = x[:, ::2].contiguous().numpy().view(np.uint16)
+    np.testing.assert_array_equal(copied, bits[:, ::2])
+    np.testing.assert_array_equal(x.transpose(0, 1).contiguous().numpy().view(np.uint16), bits.T)
+
+
+def test_bfloat16_sums_keep_float32s_range():
+    # Summed in float64 element by element: 64 values near bfloat16's (float32's) largest do not
+    # overflow a partial sum on the way to their mean.
+    big = kiln.tensor(np.full((64, 4), 1e38, np.float32)).to(kiln.bfloat16)
+    expected = big.to(kiln.float64).numpy()[0, 0]
+    for dim in (0, 1):
+        got = M.mean(big if dim == 0 else big.transpose(0, 1), dim).to(kiln.float64).numpy()
+        np.testing.assert_allclose(got, expected, rtol=8e-3)

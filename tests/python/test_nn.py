@@ -816,6 +816,14 @@ def test_mse_loss_scalar_target_strided_input_and_empty(rng):
     assert mint.mse_loss(empty, empty, "none").shape == (0, 3)
 
 
+def test_mse_loss_sums_float32_squares_beyond_float32s_range():
+    # Each square (1e36) is a float32; their sum (1e39) is not, and is kept in float64 until the
+    # mean.
+    big = t(np.full(1024, 1e18, np.float32))
+    np.testing.assert_allclose(mint.mse_loss(big, t(np.zeros(1024, np.float32))).item(), 1e36,
+                               rtol=1e-6)
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_mse_loss_over_many_blocks_with_broadcast_and_strided_operands(reduction, rng):
     # 40,000 elements: several of the kernel's 16,384-element blocks and 1,024-element buffers,

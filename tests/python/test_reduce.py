@@ -373,6 +373,15 @@ def test_prod_of_long_rows(length, dtype, rng):
     assert_close(mint.prod(k, 1), np.prod(k.to(kiln.float64).numpy(), axis=1), dtype=dtype)
 
 
+def test_prod_does_not_turn_an_in_range_product_into_nan():
+    # Interleaved partial products can overflow in one lane and underflow in another (inf * 0);
+    # the product in order is finite.
+    alternating = np.tile([1e200, 1e-200], 8)
+    assert mint.prod(kiln.tensor(alternating)).item() == pytest.approx(1.0)
+    alternating32 = np.tile(np.array([1e38, 1e-38], np.float32), 72)
+    assert mint.prod(kiln.tensor(alternating32)).item() == pytest.approx(1.0, rel=1e-3)
+
+
 def test_empty_reductions_give_identities():
     t = kiln.tensor(np.zeros((2, 0, 3), np.float32))
     assert mint.sum(t, 1).tolist() == [[0, 0, 0]] * 2
