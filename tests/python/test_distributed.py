@@ -551,7 +551,8 @@ def test_a_killed_rank_makes_the_others_fail_within_the_timeout(tmp_path):
     procs = spawn(tmp_path, 2, '''
 dist.init_process_group("gloo")
 t = kiln.mint.ones(1000)
-dist.all_reduce(t)                       # both ranks are connected and working
+dist.all_reduce(t)
+kiln.runtime.synchronize()  # both ranks are connected and working: rank 0 is past its init
 if dist.get_rank() == 1:
     os.kill(os.getpid(), 9)
 start = time.monotonic()
