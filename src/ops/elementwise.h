@@ -360,6 +360,11 @@ inline Tensor call_elementwise(const OpDef& op, TensorSpan inputs, const Tensor&
 
 // ---- inner loops ------------------------------------------------------------------------------
 
+/// The element type run_through_float's float run writes for an output of type O: float for a
+/// 16-bit float output T, O itself (bool) for a predicate.
+template <typename T, typename O>
+using float_result_t = std::conditional_t<std::is_same_v<O, T>, float, O>;
+
 /// Runs `float_run` (an inner loop over float operands) on a run of N - 1 float16 / bfloat16
 /// operands p[1..] and an output p[0] of type O (the same 16-bit type, or bool): block by block,
 /// the operands widened into float buffers (a broadcast one, stride 0, stays one element so that
@@ -368,7 +373,7 @@ inline Tensor call_elementwise(const OpDef& op, TensorSpan inputs, const Tensor&
 template <typename T, typename O, int N, typename FloatRun>
 void run_through_float(char* const* p, const int64_t* s, int64_t n, const FloatRun& float_run) {
   constexpr int64_t kBlock = 1024;
-  using ResultT = std::conditional_t<std::is_same_v<O, T>, float, O>;
+  using ResultT = float_result_t<T, O>;
   float in[N - 1][kBlock];
   ResultT result[kBlock];
   char* block_p[N];
@@ -407,9 +412,8 @@ void unary_run(const F& f, simd::UnaryOp simd_op, simd::Store out_store, char* c
                const int64_t* s, int64_t n) {
   using C = compute_t<T>;
   if constexpr (kIsFloat16<T>) {
-    using ResultT = std::conditional_t<std::is_same_v<O, T>, float, O>;
     return run_through_float<T, O, 2>(p, s, n, [&](char* const* q, const int64_t* qs, int64_t m) {
-      unary_run<float, ResultT>(f, simd_op, simd::Store::kCached, q, qs, m);
+      unary_run<float, float_result_t<T, O>>(f, simd_op, simd::Store::kCached, q, qs, m);
     });
   }
   if constexpr (kIsSimdFloat<T> && std::is_same_v<O, T>) {
@@ -448,9 +452,8 @@ void binary_run(const F& f, simd::BinaryOp simd_op, char* const* p, const int64_
   using C = compute_t<T>;
   constexpr int64_t kT = sizeof(T);
   if constexpr (kIsFloat16<T>) {
-    using ResultT = std::conditional_t<std::is_same_v<O, T>, float, O>;
     return run_through_float<T, O, 3>(p, s, n, [&](char* const* q, const int64_t* qs, int64_t m) {
-      binary_run<float, ResultT>(f, simd_op, q, qs, m);
+      binary_run<float, float_result_t<T, O>>(f, simd_op, q, qs, m);
     });
   }
   if (s[0] == static_cast<int64_t>(sizeof(O))) {

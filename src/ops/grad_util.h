@@ -76,6 +76,10 @@ Tensor unreduce(const Tensor& g, const Shape& x_shape, const std::vector<bool>& 
 /// at `positions` (as_strided, pad).
 Tensor accumulate_at(const Tensor& g, const Tensor& positions, const Tensor& x);
 
+/// Zeros of shape `input_shape` with g added at `index` along `dim` (the GatherBackward op, the
+/// gradient of gather(x, dim, index); repeated indices sum): defined in index.cc.
+Tensor gather_backward(const Tensor& g, const Tensor& index, int64_t dim, const Shape& input_shape);
+
 /// The derivative of a reduction with the attributes `dims` and `keepdim`: x's
 /// gradient (in any floating dtype) from x, the output y and its gradient g
 /// (both with the reduced dims kept with size 1, so they broadcast against x),

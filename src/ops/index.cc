@@ -181,15 +181,6 @@ KILN_REGISTER_OP(
           });
         }));
 
-// GatherBackward (below) of g for x of shape `x_shape`, Gather's `attrs` giving the dim.
-Tensor gather_backward(const Tensor& g, const Tensor& index, const Attrs& attrs,
-                       const Shape& x_shape) {
-  static const OpDefPtr op = OpRegistry::Instance().get("GatherBackward");
-  return call_op(*op, {g, index},
-                 {{"dim", attrs.get<int64_t>("dim")},
-                  {"input_size", std::vector<int64_t>(x_shape.begin(), x_shape.end())}})[0];
-}
-
 KILN_REGISTER_OP(OpDef("Gather")
                      .input("x")
                      .input("index")
@@ -205,7 +196,9 @@ KILN_REGISTER_OP(OpDef("Gather")
                        const Tensor& x = in[0];
                        if (!detail::differentiable(x)) return std::vector<Tensor>(2);
                        return std::vector<Tensor>{
-                           detail::input_grad(gather_backward(g, in[1], attrs, x.shape()), x),
+                           detail::input_grad(detail::gather_backward(
+                                                  g, in[1], attrs.get<int64_t>("dim"), x.shape()),
+                                              x),
                            Tensor()};
                      }))
                      .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
@@ -507,6 +500,18 @@ KILN_REGISTER_OP(OpDef("MaskedFill")
                      }));
 
 }  // namespace
+
+namespace detail {
+
+Tensor gather_backward(const Tensor& g, const Tensor& index, int64_t dim,
+                       const Shape& input_shape) {
+  static const OpDefPtr op = OpRegistry::Instance().get("GatherBackward");
+  return call_op(*op, {g, index},
+                 {{"dim", dim},
+                  {"input_size", std::vector<int64_t>(input_shape.begin(), input_shape.end())}})[0];
+}
+
+}  // namespace detail
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   static const OpDefPtr op = OpRegistry::Instance().get("IndexSelect");

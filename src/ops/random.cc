@@ -32,8 +32,9 @@ namespace kiln {
 // Kernels draw 64 counters at a time (simd::philox4x32_10: vectors of counters go through the
 // rounds together) and turn each block into values with loops that vectorise, Box-Muller's log,
 // sqrt, sin and cos through the SIMD kernels. One counter and one element at a time, through
-// libm, rand / randn / randint / dropout of 1M float32 took 3.3 / 13.0 / 11.4 / 11.2 ms on one
-// core; in blocks, 0.9 / 2.3 / 2.8 / 1.7 (bench/RESULTS.md, "Random ops").
+// libm, rand / randn / randint / dropout of 1M float32 took 3.5 / 12.7-13.0 / 11.0-11.4 /
+// 11.2-11.5 ms on one core; in blocks, 0.88 / 2.3 / 2.7-2.8 / 1.7-1.9 (bench/RESULTS.md,
+// "16-bit floats, random ops and other slow single ops").
 
 namespace detail {
 namespace {

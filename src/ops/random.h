@@ -18,19 +18,22 @@
 
 namespace kiln::detail {
 
+/// Philox4x32-10's round multipliers and key increments (Random123's).
+inline constexpr uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
+inline constexpr uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
+
 /// Philox4x32 with 10 rounds (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3",
-/// SC'11): four 32-bit words from a 128-bit counter and a 64-bit key. Pure and thread-safe.
+/// SC'11): four 32-bit words from a 128-bit counter and a 64-bit key. Pure and thread-safe. The
+/// definition that simd::philox4x32_10, which the kernels draw from, is tested against.
 inline std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> ctr,
                                              std::array<uint32_t, 2> key) {
-  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   for (int round = 0; round < 10; ++round) {
     if (round > 0) {
-      key[0] += kW0;
-      key[1] += kW1;
+      key[0] += kPhiloxW0;
+      key[1] += kPhiloxW1;
     }
-    const uint64_t p0 = static_cast<uint64_t>(kM0) * ctr[0];
-    const uint64_t p1 = static_cast<uint64_t>(kM1) * ctr[2];
+    const uint64_t p0 = static_cast<uint64_t>(kPhiloxM0) * ctr[0];
+    const uint64_t p1 = static_cast<uint64_t>(kPhiloxM1) * ctr[2];
     ctr = {static_cast<uint32_t>(p1 >> 32) ^ ctr[1] ^ key[0], static_cast<uint32_t>(p1),
            static_cast<uint32_t>(p0 >> 32) ^ ctr[3] ^ key[1], static_cast<uint32_t>(p0)};
   }

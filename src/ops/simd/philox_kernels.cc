@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "hwy/highway.h"
+#include "ops/random.h"
 #include "ops/simd/philox.h"
 #include "ops/simd/simd_loops-inl.h"
 
@@ -16,8 +17,10 @@ namespace kiln::simd {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+using detail::kPhiloxM0;
+using detail::kPhiloxM1;
+using detail::kPhiloxW0;
+using detail::kPhiloxW1;
 
 /// The high and low 32 bits of m * c in every lane.
 template <class D, class V>
@@ -47,7 +50,7 @@ void philox_impl(uint64_t first, uint64_t seed, uint32_t* words, size_t count) {
   using V = hn::Vec<decltype(d)>;
   const size_t lanes = hn::Lanes(d);
   const size_t step = kChains * lanes;
-  const V m0 = hn::Set(d, kM0), m1 = hn::Set(d, kM1);
+  const V m0 = hn::Set(d, kPhiloxM0), m1 = hn::Set(d, kPhiloxM1);
   HWY_ALIGN uint32_t counter_low[kChains * kMaxLanes<uint32_t>];
   HWY_ALIGN uint32_t counter_high[kChains * kMaxLanes<uint32_t>];
   HWY_ALIGN uint32_t out[4][kChains * kMaxLanes<uint32_t>];
@@ -67,8 +70,8 @@ void philox_impl(uint64_t first, uint64_t seed, uint32_t* words, size_t count) {
     uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
     for (int round = 0; round < 10; ++round) {
       if (round > 0) {
-        key0 += kW0;
-        key1 += kW1;
+        key0 += kPhiloxW0;
+        key1 += kPhiloxW1;
       }
       const V k0 = hn::Set(d, key0), k1 = hn::Set(d, key1);
       for (size_t v = 0; v < kChains; ++v) {

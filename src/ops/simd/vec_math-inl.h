@@ -285,19 +285,29 @@ HWY_INLINE V silu(D d, V x) {
   return hn::Div(hn::Mul(x, num), den);
 }
 
-/// d silu / dx = s (1 + x (1 - s)) with s = sigmoid(x), both s and 1 - s from e = exp(-|x|) (so
-/// 1 - s does not cancel for large x); 1 at x = +inf and 0 at -inf, where x (1 - s) is inf * 0.
+/// sigmoid(t) and 1 - sigmoid(t), both from e = exp(-|t|) as sigmoid_parts takes it: the
+/// complement's numerator is e for t >= 0 and 1 below, so 1 - s never cancels (1 - sigmoid(t)
+/// would lose all of it for large t).
+template <class D, class V>
+HWY_INLINE void sigmoid_and_complement(D d, V t, V& s, V& complement) {
+  using T = hn::TFromD<D>;
+  const V one = hn::Set(d, T(1));
+  const V e = exp_full(d, hn::Neg(hn::Abs(t)));
+  const auto positive = hn::Ge(t, hn::Zero(d));
+  const V den = hn::Add(one, e);
+  s = hn::Div(hn::IfThenElse(positive, one, e), den);
+  complement = hn::Div(hn::IfThenElse(positive, e, one), den);
+}
+
+/// d silu / dx = s (1 + x (1 - s)) with s = sigmoid(x); 1 at x = +inf and 0 at -inf, where
+/// x (1 - s) is inf * 0.
 template <class D, class V>
 HWY_INLINE V silu_grad(D d, V x) {
   using T = hn::TFromD<D>;
-  const V one = hn::Set(d, T(1));
-  const V e = exp_full(d, hn::Neg(hn::Abs(x)));
-  const auto positive = hn::Ge(x, hn::Zero(d));
-  const V den = hn::Add(one, e);
-  const V s = hn::Div(hn::IfThenElse(positive, one, e), den);
-  const V rest = hn::Div(hn::IfThenElse(positive, e, one), den);
+  V s, rest;
+  sigmoid_and_complement(d, x, s, rest);
   const V x_rest = hn::IfThenZeroElse(hn::IsInf(x), hn::Mul(x, rest));
-  return hn::Mul(s, hn::Add(one, x_rest));
+  return hn::Mul(s, hn::Add(hn::Set(d, T(1)), x_rest));
 }
 
 /// 0.5 * x * (1 + tanh(u)) evaluated as x * sigmoid(2u): the same function, without the
@@ -333,12 +343,8 @@ HWY_INLINE V gelu_tanh_grad(D d, V x) {
                              hn::Set(d, static_cast<T>(2 * kSqrt2OverPi))));
   const V du = hn::MulAdd(x2, hn::Set(d, static_cast<T>(3 * kSqrt2OverPi * 0.044715)),
                           hn::Set(d, static_cast<T>(kSqrt2OverPi)));
-  // s and 1 - s from e = exp(-|2u|) <= 1, as sigmoid_parts does.
-  const V e = exp_full(d, hn::Neg(hn::Abs(two_u)));
-  const auto positive = hn::Ge(two_u, hn::Zero(d));
-  const V den = hn::Add(one, e);
-  const V s = hn::Div(hn::IfThenElse(positive, one, e), den);
-  const V rest = hn::Div(hn::IfThenElse(positive, e, one), den);
+  V s, rest;
+  sigmoid_and_complement(d, two_u, s, rest);
   return keep_nan(x, hn::Mul(s, hn::MulAdd(hn::Mul(hn::Add(xc, xc), rest), du, one)));
 }
 
