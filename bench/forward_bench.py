@@ -64,6 +64,8 @@ def cases():
                     lambda: torch.randint(0, 10, (1024, 1024))),
         "dropout": (lambda: mint.dropout(xk, 0.5, True), lambda: F.dropout(xt, 0.5, True)),
         "floor_divide": (lambda: mint.floor_divide(xk, yk), lambda: torch.floor_divide(xt, yt)),
+        "remainder": (lambda: mint.remainder(xk, yk), lambda: torch.remainder(xt, yt)),
+        "remainder 0.5": (lambda: mint.remainder(xk, 0.5), lambda: torch.remainder(xt, 0.5)),
         "tan": (lambda: mint.tan(xk), lambda: torch.tan(xt)),
         "exp (control)": (lambda: mint.exp(xk), lambda: torch.exp(xt)),
     }

@@ -98,11 +98,11 @@ std::array<Tensor, 2> extremum_grads(const Tensor& a, const Tensor& b, const Ten
     "a * b (bool * bool is logical and; integers wrap around)")                                   \
   X(div, Div, kFloating, B::kDiv, a / b, kNone, div_grads(b, y, g, n),                            \
     "true division a / b (float32 for integers)")                                                 \
-  X(floor_divide, FloorDivide, kPromoteNoBool, kNoSimdBinary, floor_divide_value(a, b),           \
+  X(floor_divide, FloorDivide, kPromoteNoBool, B::kFloorDivide, floor_divide_value(a, b),         \
     kNonzeroIntDivisor, KILN_BOTH(zeros_like(g), zeros_like(g)),                                  \
     "a // b rounded toward -inf, as Python; integer division by zero is a "                       \
     "KilnValueError")                                                                             \
-  X(remainder, Remainder, kPromoteNoBool, kNoSimdBinary, remainder_value(a, b),                   \
+  X(remainder, Remainder, kPromoteNoBool, B::kRemainder, remainder_value(a, b),                   \
     kNonzeroIntDivisor, KILN_BOTH(g, -(g * floor_divide(a, b))),                                  \
     "a % b with the sign of b, as Python; integer modulo by zero is a "                           \
     "KilnValueError")                                                                             \

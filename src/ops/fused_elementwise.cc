@@ -47,6 +47,8 @@ constexpr BinaryName kBinary[] = {
     {"Maximum", B::kMaximum},
     {"Minimum", B::kMinimum},
     {"Pow", B::kPow},
+    {"FloorDivide", B::kFloorDivide},
+    {"Remainder", B::kRemainder},
     {"SigmoidBackward", B::kSigmoidBackward},
     {"TanhBackward", B::kTanhBackward},
     {"ReluBackward", B::kReluBackward},

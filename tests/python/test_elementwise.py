@@ -541,6 +541,28 @@ def test_float_floor_divide_and_remainder_special_values():
     assert_close(M.remainder(kt(a, kiln.float64), kt(b, kiln.float64)), np.remainder(a, b))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_floor_divide_and_remainder_equal_numpy_bit_for_bit(dtype):
+    # Quotients from tiny to past the vector kernel's exact range, and dividends within an ulp of
+    # a multiple of the divisor, where a rounded quotient can land on the next integer.
+    rng = np.random.default_rng(3)
+    n = 4000
+    sign = rng.choice([-1, 1], n)
+    b = (rng.uniform(1, 2, n) * 2.0 ** rng.integers(-20, 20, n) * sign).astype(dtype)
+    k = np.floor(2.0 ** rng.uniform(0, 60, n)) * rng.choice([-1, 1], n)
+    near = (k * b.astype(np.float64)).astype(dtype)
+    a = np.concatenate([near, np.nextafter(near, dtype(0)), rng.standard_normal(n).astype(dtype)])
+    b = np.concatenate([b, b, b])
+    with np.errstate(all="ignore"):
+        want_q, want_r = np.floor_divide(a, b), np.remainder(a, b)
+    got_q = M.floor_divide(kiln.tensor(a), kiln.tensor(b)).numpy()
+    got_r = M.remainder(kiln.tensor(a), kiln.tensor(b)).numpy()
+    np.testing.assert_array_equal(got_q, want_q)
+    np.testing.assert_array_equal(got_r, want_r)
+    np.testing.assert_array_equal(np.signbit(got_q), np.signbit(want_q))
+    np.testing.assert_array_equal(np.signbit(got_r), np.signbit(want_r))
+
+
 def test_maximum_minimum_propagate_nan():
     a = kiln.tensor([np.nan, 1.0, 2.0])
     b = kiln.tensor([0.0, np.nan, 1.0])

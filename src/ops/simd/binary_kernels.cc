@@ -6,7 +6,9 @@
 // into an FMA (1 - y * y would round differently where it does, so per target) and which keeps
 // its accuracy near |y| = 1, where 1 - y * y cancels. pow calls std::pow
 // lane by lane: a vector pow that keeps all of std::pow's special cases (negative base with
-// integral exponent, signed zeros, infinities) is not worth its code size here. The
+// integral exponent, signed zeros, infinities) is not worth its code size here. floor_divide and
+// remainder are exact: their fmod is (Note [Exact vector fmod]), and the rest follows NumPy's
+// npy_divmod one IEEE step at a time. The
 // scalar-exponent fast paths below (x^2 = x * x, x^0.5 = sqrt, ...) are correctly rounded, so they
 // agree with std::pow wherever std::pow is (glibc: < 1 ulp always); float32 to a small integral
 // power squares in double (float_integer_power), within a hair of correctly rounded.
@@ -139,6 +141,11 @@ HWY_INLINE void binary_impl(BinaryOp op, const T* a, T sa, const T* b, T sb, T* 
     case BinaryOp::kPow:
       if (b == nullptr && pow_scalar_exponent(d, a, sb, y, n)) return;
       return pow_lanes(a, sa, b, sb, y, n);
+    case BinaryOp::kFloorDivide:
+      return map_layout(d, a, sa, b, sb, y, n,
+                        [](D dv, V u, V v) { return floor_divide(dv, u, v); });
+    case BinaryOp::kRemainder:
+      return map_layout(d, a, sa, b, sb, y, n, [](D dv, V u, V v) { return remainder(dv, u, v); });
     case BinaryOp::kSigmoidBackward:
       return map_layout(d, a, sa, b, sb, y, n, [](D dv, V g, V v) {
         return hn::Mul(g, hn::Mul(v, hn::Sub(hn::Set(dv, T(1)), v)));

@@ -72,6 +72,8 @@ enum class BinaryOp : int {
   kMaximum,
   kMinimum,
   kPow,
+  kFloorDivide,      ///< Python's a // b (rounds toward -inf; a / b where b == 0)
+  kRemainder,        ///< Python's a % b (the sign of b)
   kSigmoidBackward,  ///< g * (y * (1 - y)), y = sigmoid(x)
   kTanhBackward,     ///< g * ((1 - y) * (1 + y)), y = tanh(x)
   kReluBackward,     ///< x > 0 ? g : 0 (b is relu's input x, not its result)
@@ -132,6 +134,8 @@ class ScalarSteps {
         next = {Kind::kMinimum, T(1), scalar, scalar_first};
         break;
       case BinaryOp::kPow:
+      case BinaryOp::kFloorDivide:
+      case BinaryOp::kRemainder:
       case BinaryOp::kSigmoidBackward:
       case BinaryOp::kTanhBackward:
       case BinaryOp::kReluBackward:
@@ -149,11 +153,10 @@ class ScalarSteps {
     return true;
   }
 
-  /// Whether `op` with a scalar operand can be a step: the arithmetic ops but kPow.
+  /// Whether `op` with a scalar operand can be a step: the ops one IEEE operation computes.
   static constexpr bool takes(BinaryOp op) {
-    return op != BinaryOp::kPow && op != BinaryOp::kSigmoidBackward &&
-           op != BinaryOp::kTanhBackward && op != BinaryOp::kReluBackward &&
-           op != BinaryOp::kSiluBackward;
+    return op == BinaryOp::kAdd || op == BinaryOp::kSub || op == BinaryOp::kMul ||
+           op == BinaryOp::kDiv || op == BinaryOp::kMaximum || op == BinaryOp::kMinimum;
   }
 
   bool empty() const { return count_ == 0; }

@@ -362,6 +362,73 @@ HWY_INLINE V gelu_tanh_grad(D d, V x) {
 // nothing).
 constexpr float kErfSplit = 0.9277f;
 
+// Note [Exact vector fmod]
+// With x = |a|, y = |b| and n the integer part of the exact x / y, q = trunc(x / y rounded) is n or
+// n + 1 while x / y < 2^(digits - 1): rounding is monotone and n is representable, so the rounded
+// quotient is not below n; it can round up to n + 1 only from just below. A fused multiply-add
+// rounds r = x - q y once, and its exact value is representable either way: for q = n it is
+// fmod(x, y) itself; for q = n + 1 it is fmod - y, a multiple of ulp(y) (x >= y) smaller than y in
+// magnitude, or x - y with x >= y / 2 (Sterbenz) when x < y. So r is exact, r < 0 exactly when
+// q = n + 1, and r + y is then fmod, exactly, since fmod is representable. Lanes outside that range
+// (a huge quotient, an infinite or nan operand, b = 0), and targets without FMA, take std::fmod.
+
+/// std::fmod(a, b), exactly (the result has a's sign); see Note [Exact vector fmod].
+template <class D, class V>
+HWY_INLINE V fmod(D d, V a, V b) {
+  using T = hn::TFromD<D>;
+#if HWY_NATIVE_FMA
+  constexpr T kExactQuotient = T(uint64_t{1} << (std::numeric_limits<T>::digits - 1));
+  const V x = hn::Abs(a);
+  const V y = hn::Abs(b);
+  const V quotient = hn::Div(x, y);
+  if (HWY_LIKELY(hn::AllTrue(
+          d, hn::And(hn::Lt(quotient, hn::Set(d, kExactQuotient)), hn::Lt(y, inf(d)))))) {
+    const V r = hn::NegMulAdd(hn::Trunc(quotient), y, x);
+    return hn::CopySignToAbs(hn::IfThenElse(hn::Lt(r, hn::Zero(d)), hn::Add(r, y), r), a);
+  }
+#endif
+  HWY_ALIGN T av[kMaxLanes<T>];
+  HWY_ALIGN T bv[kMaxLanes<T>];
+  hn::Store(a, d, av);
+  hn::Store(b, d, bv);
+  for (size_t i = 0; i < hn::Lanes(d); ++i) av[i] = std::fmod(av[i], bv[i]);
+  return hn::Load(d, av);
+}
+
+/// Whether the nonzero lanes of `mod` differ in sign from b: where Python's // and % step from C's
+/// truncating fmod to the floor.
+template <class D, class V>
+HWY_INLINE auto floor_adjust(D d, V mod, V b) {
+  const V zero = hn::Zero(d);
+  return hn::And(hn::Ne(mod, zero), hn::Xor(hn::Lt(b, zero), hn::Lt(mod, zero)));
+}
+
+/// Python's a // b for floats, step for step as floor_divide_value (NumPy's npy_divmod).
+template <class D, class V>
+HWY_INLINE V floor_divide(D d, V a, V b) {
+  using T = hn::TFromD<D>;
+  const V zero = hn::Zero(d);
+  const V one = hn::Set(d, T(1));
+  const V mod = fmod(d, a, b);
+  V div = hn::Div(hn::Sub(a, mod), b);
+  div = hn::IfThenElse(floor_adjust(d, mod, b), hn::Sub(div, one), div);
+  V floordiv = hn::Floor(div);
+  floordiv = hn::IfThenElse(hn::Gt(hn::Sub(div, floordiv), hn::Set(d, T(0.5))),
+                            hn::Add(floordiv, one), floordiv);
+  const V quotient = hn::Div(a, b);
+  floordiv = hn::IfThenElse(hn::Eq(div, zero), hn::CopySign(zero, quotient), floordiv);
+  return hn::IfThenElse(hn::Eq(b, zero), quotient, floordiv);
+}
+
+/// Python's a % b for floats (the sign of b), as remainder_value.
+template <class D, class V>
+HWY_INLINE V remainder(D d, V a, V b) {
+  const V zero = hn::Zero(d);
+  const V mod = fmod(d, a, b);
+  const V r = hn::IfThenElse(floor_adjust(d, mod, b), hn::Add(mod, b), mod);
+  return hn::IfThenElse(hn::Eq(mod, zero), hn::CopySign(zero, b), r);
+}
+
 /// x with the low 12 mantissa bits cleared, so that the square of the result is exact in float32.
 template <class D, class V>
 HWY_INLINE V truncate_mantissa12(D d, V x) {

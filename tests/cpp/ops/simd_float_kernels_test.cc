@@ -19,10 +19,14 @@
 #include <string>
 #include <vector>
 
+#include "ops/elementwise.h"
 #include "ops/simd/float_kernels.h"
 
 namespace kiln::simd {
 namespace {
+
+using elementwise::floor_divide_value;
+using elementwise::remainder_value;
 
 constexpr int64_t kLengths[] = {0, 1, 3, 7, 15, 16, 17, 100, 1023, 4097};
 
@@ -439,6 +443,8 @@ const BinaryCase kBinaryCases[] = {{BinaryOp::kAdd, "add"},
                                    {BinaryOp::kMaximum, "maximum"},
                                    {BinaryOp::kMinimum, "minimum"},
                                    {BinaryOp::kPow, "pow"},
+                                   {BinaryOp::kFloorDivide, "floor_divide"},
+                                   {BinaryOp::kRemainder, "remainder"},
                                    {BinaryOp::kSigmoidBackward, "sigmoid_backward"},
                                    {BinaryOp::kTanhBackward, "tanh_backward"},
                                    {BinaryOp::kReluBackward, "relu_backward"}};
@@ -461,6 +467,10 @@ T ref_binary(BinaryOp op, T a, T b) {
       return std::isnan(a) || std::isnan(b) ? std::numeric_limits<T>::quiet_NaN() : std::min(a, b);
     case BinaryOp::kPow:
       return std::pow(a, b);
+    case BinaryOp::kFloorDivide:  // the scalar kernels, from std::fmod (NumPy's npy_divmod)
+      return floor_divide_value(a, b);
+    case BinaryOp::kRemainder:
+      return remainder_value(a, b);
     case BinaryOp::kSigmoidBackward:  // each step rounded, as the composed ops
       return a * (b * (T(1) - b));
     case BinaryOp::kTanhBackward:
@@ -488,7 +498,12 @@ template <typename T>
 void check_binary(const BinaryCase& c, const std::string& target) {
   Checker<T> checker{c.name, binary_tol<T>(c.op)};
   std::mt19937 rng(99);
-  const Domain dom = c.op == BinaryOp::kPow ? Domain{-6, 6, false} : Domain{1e-20, 1e20, true};
+  // floor_divide and remainder: quotients from tiny to past 2^52, so that both the vector fmod
+  // and its std::fmod fallback run.
+  const bool divides = c.op == BinaryOp::kFloorDivide || c.op == BinaryOp::kRemainder;
+  const Domain dom = c.op == BinaryOp::kPow ? Domain{-6, 6, false}
+                     : divides              ? Domain{1e-9, 1e9, true}
+                                            : Domain{1e-20, 1e20, true};
   for (int64_t n : kLengths) {
     std::vector<T> a = make_input<T>(n, rng, sampler(rng, dom));
     std::vector<T> b = make_input<T>(n, rng, sampler(rng, dom));
@@ -533,6 +548,57 @@ TEST(SimdFloatKernels, BinaryMatchesStdReference_WhenAnyOperandLayout) {
       check_binary<float>(c, t);
       check_binary<double>(c, t);
     }
+  });
+}
+
+// floor_divide and remainder where the vector fmod is delicate: a within an ulp of k * b, where
+// the rounded quotient a / b can round up to the next integer (Note [Exact vector fmod]), for
+// quotients up to the vector path's limit and past it; subnormal operands; a smaller than b.
+template <typename T>
+void check_division_near_integral_quotients(const std::string& target) {
+  Checker<T> floor_checker{"floor_divide", kExact};
+  Checker<T> remainder_checker{"remainder", kExact};
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> mantissa(1.0, 2.0);
+  std::uniform_int_distribution<int> exponent(-30, 30);
+  const double limit = std::ldexp(1.0, std::numeric_limits<T>::digits + 1);
+  std::vector<T> a, b;
+  for (int i = 0; i < 3000; ++i) {
+    const T divisor = static_cast<T>(std::ldexp(mantissa(rng), exponent(rng)) * (i % 2 ? -1 : 1));
+    const double k =
+        std::floor(std::exp2(std::uniform_real_distribution<double>(0.0, std::log2(limit))(rng))) *
+        (i % 3 == 0 ? -1 : 1);
+    const T near = static_cast<T>(k * static_cast<double>(divisor));
+    for (T dividend : {near, std::nextafter(near, T(0)), std::nextafter(near, -near * 2)}) {
+      a.push_back(dividend);
+      b.push_back(divisor);
+    }
+  }
+  const T tiny = std::numeric_limits<T>::denorm_min();
+  const T small[] = {tiny, tiny * 3, std::numeric_limits<T>::min(),
+                     T(1) - std::numeric_limits<T>::epsilon()};
+  for (T x : small) {
+    for (T y : small) {
+      a.push_back(x), b.push_back(y);
+      a.push_back(-x), b.push_back(y);
+    }
+  }
+  const int64_t n = static_cast<int64_t>(a.size());
+  std::vector<T> q(n), r(n);
+  binary(BinaryOp::kFloorDivide, a.data(), b.data(), q.data(), n);
+  binary(BinaryOp::kRemainder, a.data(), b.data(), r.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    floor_checker.check(q[i], floor_divide_value(a[i], b[i]), a[i]);
+    remainder_checker.check(r[i], remainder_value(a[i], b[i]), a[i]);
+  }
+  floor_checker.report(target);
+  remainder_checker.report(target);
+}
+
+TEST(SimdFloatKernels, FloorDivideAndRemainderAreExact_NearIntegralQuotients) {
+  for_each_target([](const std::string& t) {
+    check_division_near_integral_quotients<float>(t);
+    check_division_near_integral_quotients<double>(t);
   });
 }
 
