@@ -90,6 +90,11 @@ def cases():
         "cross_entropy": (square, lambda x: mint.cross_entropy(x, lk),
                           lambda x: F.cross_entropy(x, lt)),
         "logsumexp dim0": (square, lambda x: mint.logsumexp(x, 0), lambda x: torch.logsumexp(x, 0)),
+        "pow 3": (square, lambda x: mint.pow(x, 3.0), lambda x: torch.pow(x, 3.0)),
+        "dropout": (square, lambda x: mint.dropout(x, 0.5, True),
+                    lambda x: F.dropout(x, 0.5, True)),
+        "mse_loss": (square, lambda x: mint.mse_loss(x, x * 0.5), lambda x: F.mse_loss(x, x * 0.5)),
+        "max dim1": (square, lambda x: mint.max(x, 1)[0], lambda x: torch.max(x, 1)[0]),
     }
 
 

@@ -1,5 +1,5 @@
 // Random ops: RandUniform, RandNormal, RandInt and Dropout, drawing from the global Philox
-// generator (see Note [Counter-based generator]).
+// generator (see Note [Counter-based generator]), and DropoutBackward.
 #include "ops/random.h"
 
 #include <algorithm>
@@ -391,61 +391,133 @@ void check_dropout_p(double p) {
   KILN_CHECK_VALUE(p >= 0.0 && p <= 1.0) << "Dropout: expected p in [0, 1], got " << p;
 }
 
+// Dropout scales in float for float32 and the 16-bit floats, in double for double.
+template <typename T>
+using dropout_scale_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <typename T>
+dropout_scale_t<T> dropout_scale(double p) {
+  return p < 1.0 ? static_cast<dropout_scale_t<T>>(1.0 / (1.0 - p)) : dropout_scale_t<T>(0);
+}
+
+// y[i] = x[i] * scale where keep[i], else +0: Dropout's forward on x and its backward on g.
+template <typename T>
+void apply_dropout_mask(const T* x, const bool* keep, dropout_scale_t<T> scale, T* y, int64_t n) {
+  if constexpr (std::is_same_v<T, dropout_scale_t<T>>) {
+    simd::masked_scale(x, keep, scale, y, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      y[i] = convert<T>(zero_unless(keep[i], static_cast<float>(x[i]) * scale));
+    }
+  }
+}
+
+Tensor dropout_backward(const Tensor& g, const Tensor& mask, double p) {
+  static const OpDefPtr op = OpRegistry::Instance().get("DropoutBackward");
+  return call_op(*op, {g, mask}, {{"p", p}})[0];
+}
+
+// Note [Dropout's mask]
+// Dropout also returns the mask it drew (bool, true where it kept the element), and its gradient
+// is DropoutBackward(g, mask): one pass over g and a byte per element. Drawing the mask again from
+// the forward's seed and offset gives the same mask, but costs the Philox draws a second time:
+// 1.7 ms for the gradient of 1M float32 against 0.27 for PyTorch, which keeps its mask too.
 KILN_REGISTER_OP(
     OpDef("Dropout")
         .input("x")
         .attr("p", AttrKind::kFloat, 0.5)
         .attr("seed", AttrKind::kInt, std::monostate{})
         .attr("offset", AttrKind::kInt, std::monostate{})
+        .outputs(2)
         .traits(kTraitRandom)
-        .doc("x with each element zeroed with probability p and the rest scaled by 1 / (1 - p)")
+        .doc("(x with each element zeroed with probability p and the rest scaled by 1 / (1 - p), "
+             "the bool mask of the kept elements)")
         .infer([](const InferContext& ctx) {
           check_dropout_p(ctx.attrs.get<double>("p"));
           const TensorMeta& x = ctx.input(0);
           KILN_CHECK_DTYPE(is_floating_point(x.dtype))
               << "Dropout: expected a floating input, got " << x.dtype;
-          return MetaList{{x.dtype, x.shape}};
+          return MetaList{{x.dtype, x.shape}, {DType::kBool, x.shape}};
         })
-        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
-          const Tensor& out = ctx.outputs[0];
-          const Tensor x = ctx.inputs[0].contiguous();
-          const double p = ctx.attrs.get<double>("p");
-          const GeneratorDraw draw = draw_of(ctx.attrs, out.numel(), dropout_lanes(out.dtype()));
-          // The mask compares a 24-bit uniform with p, so p == 1 drops everything.
-          const float keep_above = static_cast<float>(p);
-          visit_floating(out.dtype(), [&](auto tag) {
-            using T = typename decltype(tag)::type;
-            using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
-            const C scale = p < 1.0 ? static_cast<C>(1.0 / (1.0 - p)) : C(0);
-            const T* src = static_cast<const T*>(x.data_ptr());
-            T* dst = static_cast<T*>(out.data_ptr());
-            for_each_draw<4, bool>(
-                out.numel(), draw,
-                [keep_above](const BlockWords& w, int64_t count, bool* keep) {
-                  for (int64_t c = 0; c < count; ++c) {
-                    for (int k = 0; k < 4; ++k) {
-                      keep[4 * c + k] = detail::uniform_float(w(k, c)) >= keep_above;
-                    }
-                  }
-                },
-                [&](int64_t begin, const bool* keep, int64_t count) {
-                  const T* x = src + begin;
-                  T* y = dst + begin;
-                  for (int64_t i = 0; i < count; ++i) {
-                    y[i] = convert<T>(zero_unless(keep[i], static_cast<C>(x[i]) * scale));
-                  }
-                });
-          });
-        })
-        // The same seed and offset give the same mask, so the gradient is Dropout of the output
-        // gradient with the forward call's attributes.
-        .grad([](const std::vector<Tensor>&, const std::vector<Tensor>& outputs,
-                 const Attrs& attrs, const std::vector<Tensor>& grad_outputs) {
-          KILN_CHECK_VALUE(!attrs.is_none("seed") && !attrs.is_none("offset"))
-              << "Dropout: the gradient needs the forward call's seed and offset attributes";
+        .kernel(DeviceType::kCPU,
+                [](KernelContext& ctx) {
+                  const Tensor& out = ctx.outputs[0];
+                  const Tensor x = ctx.inputs[0].contiguous();
+                  bool* mask = static_cast<bool*>(ctx.outputs[1].data_ptr());
+                  const double p = ctx.attrs.get<double>("p");
+                  const GeneratorDraw draw =
+                      draw_of(ctx.attrs, out.numel(), dropout_lanes(out.dtype()));
+                  // The mask compares a 24-bit uniform with p, so p == 1 drops everything.
+                  const float keep_above = static_cast<float>(p);
+                  visit_floating(out.dtype(), [&](auto tag) {
+                    using T = typename decltype(tag)::type;
+                    const dropout_scale_t<T> scale = dropout_scale<T>(p);
+                    const T* src = static_cast<const T*>(x.data_ptr());
+                    T* dst = static_cast<T*>(out.data_ptr());
+                    for_each_draw<4, bool>(
+                        out.numel(), draw,
+                        [keep_above](const BlockWords& w, int64_t count, bool* keep) {
+                          for (int64_t c = 0; c < count; ++c) {
+                            for (int k = 0; k < 4; ++k) {
+                              keep[4 * c + k] = detail::uniform_float(w(k, c)) >= keep_above;
+                            }
+                          }
+                        },
+                        [&](int64_t begin, const bool* keep, int64_t count) {
+                          std::copy(keep, keep + count, mask + begin);
+                          apply_dropout_mask(src + begin, keep, scale, dst + begin, count);
+                        });
+                  });
+                })
+        .grad([](const std::vector<Tensor>&, const std::vector<Tensor>& outputs, const Attrs& attrs,
+                 const std::vector<Tensor>& grad_outputs) {
           if (!grad_outputs[0].defined()) return std::vector<Tensor>{zeros_like(outputs[0])};
-          static const OpDefPtr op = OpRegistry::Instance().get("Dropout");
-          return std::vector<Tensor>{call_op(*op, {grad_outputs[0]}, attrs)[0]};
+          return std::vector<Tensor>{
+              dropout_backward(grad_outputs[0], outputs[1], attrs.get<double>("p"))};
+        }));
+
+KILN_REGISTER_OP(
+    OpDef("DropoutBackward")
+        .input("grad_output")
+        .input("mask")
+        .attr("p", AttrKind::kFloat)
+        .doc("grad_output / (1 - p) where mask, else 0: Dropout's input gradient from the mask its "
+             "forward returned")
+        .infer([](const InferContext& ctx) {
+          check_dropout_p(ctx.attrs.get<double>("p"));
+          const TensorMeta& g = ctx.input(0);
+          const TensorMeta& mask = ctx.input(1);
+          KILN_CHECK_DTYPE(is_floating_point(g.dtype))
+              << "DropoutBackward: expected a floating grad_output, got " << g.dtype;
+          KILN_CHECK_DTYPE(mask.dtype == DType::kBool)
+              << "DropoutBackward: expected a bool mask, got " << mask.dtype;
+          KILN_CHECK_SHAPE(mask.shape == g.shape)
+              << "DropoutBackward: expected the mask in grad_output's shape " << shape_str(g.shape)
+              << ", got " << shape_str(mask.shape);
+          return MetaList{{g.dtype, g.shape}};
+        })
+        .kernel(DeviceType::kCPU,
+                [](KernelContext& ctx) {
+                  const Tensor g = ctx.inputs[0].contiguous();
+                  const Tensor mask = ctx.inputs[1].contiguous();
+                  const Tensor& out = ctx.outputs[0];
+                  const bool* keep = static_cast<const bool*>(mask.data_ptr());
+                  visit_floating(out.dtype(), [&](auto tag) {
+                    using T = typename decltype(tag)::type;
+                    const dropout_scale_t<T> scale = dropout_scale<T>(ctx.attrs.get<double>("p"));
+                    const T* src = static_cast<const T*>(g.data_ptr());
+                    T* dst = static_cast<T*>(out.data_ptr());
+                    parallel_for(0, out.numel(), kRandomGrain, [&](int64_t lo, int64_t hi) {
+                      apply_dropout_mask(src + lo, keep + lo, scale, dst + lo, hi - lo);
+                    });
+                  });
+                })
+        // Linear in grad_output: its gradient is DropoutBackward of the incoming one, same mask.
+        .grad([](const std::vector<Tensor>& inputs, const std::vector<Tensor>&, const Attrs& attrs,
+                 const std::vector<Tensor>& grad_outputs) {
+          if (!grad_outputs[0].defined()) return std::vector<Tensor>{Tensor(), Tensor()};
+          return std::vector<Tensor>{
+              dropout_backward(grad_outputs[0], inputs[1], attrs.get<double>("p")), Tensor()};
         }));
 
 }  // namespace

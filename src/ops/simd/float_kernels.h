@@ -220,6 +220,11 @@ KILN_API void binary_scalar_rhs(BinaryOp op, const double* a, double b, double* 
 KILN_API void binary_scalar_lhs(BinaryOp op, float a, const float* b, float* y, int64_t n);
 /// Float64 overload of binary_scalar_lhs().
 KILN_API void binary_scalar_lhs(BinaryOp op, double a, const double* b, double* y, int64_t n);
+/// y[i] = x[i] * scale where keep[i], else +0: Dropout's forward on x, its backward on the
+/// gradient. x and y may alias exactly.
+KILN_API void masked_scale(const float* x, const bool* keep, float scale, float* y, int64_t n);
+/// Float64 overload of masked_scale().
+KILN_API void masked_scale(const double* x, const bool* keep, double scale, double* y, int64_t n);
 
 /// Sum of x[0..n). Blocked: vector accumulators over short blocks, block sums combined in float64
 /// with Neumaier compensation, so the error is far below that of numpy's pairwise sum (see

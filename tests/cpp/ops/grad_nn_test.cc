@@ -321,17 +321,20 @@ TEST(GradDropout, MatchesFiniteDifferences_WithTheForwardMask) {
   }
 }
 
-TEST(GradDropout, KeepsTheOutputsZeros_AndScalesTheRest) {
+TEST(GradDropout, ScalesWhereTheMaskKept_AndTheMaskIsTheKeptElements) {
   manual_seed(30);
   const Tensor x = randn({1000});
   const Attrs attrs = dropout_attrs(0.25);
   const OpDefPtr op = OpRegistry::Instance().get("Dropout");
-  const Tensor y = call_op(*op, {x}, op->normalize_attrs(attrs))[0];
+  const std::vector<Tensor> out = call_op(*op, {x}, op->normalize_attrs(attrs));
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_EQ(out[1].dtype(), DType::kBool);
   const std::vector<Tensor> g = run_rule("Dropout", {x}, attrs, {ones({1000})});
   ASSERT_EQ(g[0].dtype(), DType::kFloat32);
   int64_t dropped = 0;
   for (int64_t i = 0; i < 1000; ++i) {
-    const bool kept = y.data<float>()[i] != 0.0f;
+    const bool kept = out[0].data<float>()[i] != 0.0f;
+    EXPECT_EQ(out[1].data<bool>()[i], kept) << i;
     dropped += kept ? 0 : 1;
     EXPECT_FLOAT_EQ(g[0].data<float>()[i], kept ? 1.0f / 0.75f : 0.0f) << i;
   }
@@ -339,16 +342,63 @@ TEST(GradDropout, KeepsTheOutputsZeros_AndScalesTheRest) {
   EXPECT_LT(dropped, 350);
 }
 
-TEST(GradDropout, GivesZeros_WhenNoGradientFlowsIn_AndNeedsTheSeed) {
+// A kept element whose value is 0 still passes its gradient: the mask, not the output, decides.
+TEST(GradDropout, KeptZerosPassTheirGradient) {
+  const Attrs attrs = dropout_attrs(0.5);
+  const OpDefPtr op = OpRegistry::Instance().get("Dropout");
+  const Tensor x = zeros({256}, DType::kFloat64);
+  const std::vector<Tensor> out = call_op(*op, {x}, op->normalize_attrs(attrs));
+  const std::vector<Tensor> g = run_rule("Dropout", {x}, attrs, {ones({256}, DType::kFloat64)});
+  int64_t kept = 0;
+  for (int64_t i = 0; i < 256; ++i) {
+    EXPECT_EQ(out[0].data<double>()[i], 0.0);
+    kept += out[1].data<bool>()[i] ? 1 : 0;
+    EXPECT_EQ(g[0].data<double>()[i], out[1].data<bool>()[i] ? 2.0 : 0.0) << i;
+  }
+  EXPECT_GT(kept, 64);
+  EXPECT_LT(kept, 192);
+}
+
+TEST(GradDropout, GivesZeros_WhenNoGradientFlowsIn) {
   const std::vector<Tensor> g = run_rule("Dropout", {r64({3})}, dropout_attrs(0.5), {Tensor()});
   testing::expect_close(g[0], zeros({3}, DType::kFloat64), 0);
-  const OpDefPtr op = OpRegistry::Instance().get("Dropout");
+}
+
+TEST(GradDropoutBackward, IsLinearInTheGradient_AndTheMaskHasNone) {
+  manual_seed(31);
+  const Tensor mask = gt(randn({5, 6}), Tensor::scalar(0.0));
+  for (double p : {0.0, 0.4, 1.0}) {
+    SCOPED_TRACE(p);
+    expect_grad_rule("DropoutBackward", {r64({5, 6}), mask}, {{"p", p}});
+  }
+  const std::vector<Tensor> g = run_rule("DropoutBackward", {r64({5, 6}), mask}, {{"p", 0.4}});
+  EXPECT_FALSE(g[1].defined());
+}
+
+TEST(GradDropoutBackward, RefusesANonBoolMask_AMaskOfAnotherShape_AndAnIntegerGradient) {
+  const OpDefPtr op = OpRegistry::Instance().get("DropoutBackward");
+  const Tensor mask = gt(randn({4}), Tensor::scalar(0.0));
+  const Attrs attrs{{"p", 0.5}};
   testing::expect_error(
       [&] {
-        const Tensor x = r64({3});
-        op->grad_fn()({x}, {x}, op->normalize_attrs({{"p", 0.5}}), {x});
+        call_op(*op, {randn({4}), randn({4})}, attrs);
       },
-      ErrorKind::kValue, "seed and offset");
+      ErrorKind::kDType, "expected a bool mask, got float32");
+  testing::expect_error(
+      [&] {
+        call_op(*op, {randn({5}), mask}, attrs);
+      },
+      ErrorKind::kShape, "expected the mask in grad_output's shape");
+  testing::expect_error(
+      [&] {
+        call_op(*op, {ones({4}, DType::kInt64), mask}, attrs);
+      },
+      ErrorKind::kDType, "expected a floating grad_output, got int64");
+  testing::expect_error(
+      [&] {
+        call_op(*op, {randn({4}), mask}, {{"p", 1.5}});
+      },
+      ErrorKind::kValue, "expected p in [0, 1], got 1.5");
 }
 
 // ---- Conv2D and its backward ops ----

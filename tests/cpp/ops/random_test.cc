@@ -443,24 +443,5 @@ TEST(Dropout, RejectsBadArguments) {
                "Dropout: expected a floating input, got int64");
 }
 
-TEST(Dropout, GradientReusesTheForwardMask) {
-  const OpDefPtr op = OpRegistry::Instance().get("Dropout");
-  const Tensor x = randn({500});
-  const Attrs attrs{{"p", 0.5}, {"seed", int64_t{3}}, {"offset", int64_t{77}}};
-  const Tensor y = call_op(*op, {x}, attrs)[0];
-  const Tensor g = ones({500});
-  const std::vector<Tensor> grads = op->grad_fn()({x}, {y}, op->normalize_attrs(attrs), {g});
-  ASSERT_EQ(grads.size(), 1u);
-  const std::vector<double> gv = values(grads[0]), yv = values(y);
-  for (size_t i = 0; i < gv.size(); ++i) {
-    ASSERT_EQ(gv[i] == 0.0, yv[i] == 0.0) << i;
-    if (gv[i] != 0.0) {
-      ASSERT_EQ(gv[i], 2.0);
-    }
-  }
-  expect_error([&] { op->grad_fn()({x}, {y}, op->normalize_attrs({{"p", 0.5}}), {g}); },
-               ErrorKind::kValue, "the gradient needs the forward call's seed");
-}
-
 }  // namespace
 }  // namespace kiln

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -599,6 +600,36 @@ TEST(SimdFloatKernels, FloorDivideAndRemainderAreExact_NearIntegralQuotients) {
   for_each_target([](const std::string& t) {
     check_division_near_integral_quotients<float>(t);
     check_division_near_integral_quotients<double>(t);
+  });
+}
+
+// masked_scale: x * scale where kept, +0 elsewhere (nan and inf included), over every tail
+// length, in place or not.
+template <typename T>
+void check_masked_scale(const std::string& target) {
+  Checker<T> checker{"masked_scale", kExact};
+  std::mt19937 rng(8);
+  for (int64_t n : kLengths) {
+    std::vector<T> x = make_input<T>(n, rng, sampler(rng, Domain{1e-3, 1e3, true}));
+    std::unique_ptr<bool[]> keep(new bool[std::max<int64_t>(n, 1)]);
+    for (int64_t i = 0; i < n; ++i) keep[i] = (rng() & 1) != 0;
+    const T scale = T(1) / T(0.7);
+    std::vector<T> y(n), in_place = x;
+    masked_scale(x.data(), keep.get(), scale, y.data(), n);
+    masked_scale(in_place.data(), keep.get(), scale, in_place.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const T want = keep[i] ? x[i] * scale : T(0);
+      checker.check(y[i], want, x[i]);
+      checker.check(in_place[i], want, x[i]);
+    }
+  }
+  checker.report(target);
+}
+
+TEST(SimdFloatKernels, MaskedScaleKeepsTheMaskedLanes_AndZeroesTheRest) {
+  for_each_target([](const std::string& t) {
+    check_masked_scale<float>(t);
+    check_masked_scale<double>(t);
   });
 }
 
