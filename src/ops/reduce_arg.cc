@@ -125,7 +125,8 @@ std::vector<Tensor> value_selection_grad(const std::vector<Tensor>& inputs,
   const int64_t dim = wrap_dim(attrs.get<int64_t>("dim"), x.ndim());
   const bool keepdim = attrs.get<bool>("keepdim");
   const Tensor index = keepdim ? outputs[1] : unsqueeze(outputs[1], dim);
-  return {scatter(zeros_like(x), dim, index, keepdim ? g : unsqueeze(g, dim))};
+  // One index per slice, so GatherBackward's scatter-add into zeros is a scatter, in one op.
+  return {detail::gather_backward(keepdim ? g : unsqueeze(g, dim), index, dim, x.shape())};
 }
 
 KILN_REGISTER_OP(OpDef("MaxDim")
