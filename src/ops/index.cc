@@ -209,10 +209,10 @@ KILN_REGISTER_OP(OpDef("Gather")
                        const Tensor idx = load_index("Gather", index, index.shape(), dim, n);
                        if (idx.numel() == 0) return;
                        const AlongDim a = along_dim(index.shape(), x.strides(), dim);
-                       const int64_t* ip = idx.data<int64_t>();
+                       const int64_t* indices = idx.data<int64_t>();
                        const int64_t step = x.strides()[dim];
-                       const char* src = static_cast<const char*>(x.data_ptr());
-                       char* dst = static_cast<char*>(ctx.outputs[0].data_ptr());
+                       const char* from_bytes = static_cast<const char*>(x.data_ptr());
+                       char* to_bytes = static_cast<char*>(ctx.outputs[0].data_ptr());
                        visit_itemsize(x.itemsize(), [&](auto size) {
                          constexpr int64_t kSize = static_cast<int64_t>(decltype(size)::value);
                          const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / a.inner);
@@ -222,6 +222,9 @@ KILN_REGISTER_OP(OpDef("Gather")
                            const int64_t len = a.len, inner = a.inner, size = n, stride = step;
                            const int64_t* outer_offsets = a.outer_offsets.data();
                            const int64_t* inner_offsets = a.inner_offsets.data();
+                           const int64_t* ip = indices;
+                           const char* src = from_bytes;
+                           char* dst = to_bytes;
                            if (inner == 1) {  // along the last dim: one element per (o, j)
                              for (int64_t r = lo; r < hi;) {
                                const int64_t o = r / len;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/target_clones.h"
 #include "kiln/parallel.h"
 
 namespace kiln::indexing {
@@ -20,6 +21,20 @@ bool dense_from(const Shape& shape, const Shape& strides, int64_t begin, int64_t
   return true;
 }
 
+// Whether every p[i] lies in [-size, size): p[i] + size in [0, 2 size), one unsigned compare that
+// wraps the negatives out of range. An OR reduction, vectorised per target: the scalar loop with
+// two compares took 30% of a gather of 64K indices.
+KILN_TARGET_CLONES
+bool all_within(const int64_t* p, int64_t n, int64_t size) {
+  const uint64_t bound = 2 * static_cast<uint64_t>(size);
+  uint64_t outside = 0;
+#pragma omp simd reduction(| : outside)
+  for (int64_t i = 0; i < n; ++i) {
+    outside |= static_cast<uint64_t>(p[i]) + static_cast<uint64_t>(size) >= bound ? 1u : 0u;
+  }
+  return outside == 0;
+}
+
 }  // namespace
 
 void check_index_dtype(const char* op, const TensorMeta& index) {
@@ -36,9 +51,7 @@ Tensor load_index(const char* op, const Tensor& index, const Shape& shape, int64
   }
   const int64_t* p = out.data<int64_t>();
   const int64_t n = out.numel();
-  bool ok = true;
-  for (int64_t i = 0; i < n; ++i) ok &= p[i] >= -size && p[i] < size;
-  if (!ok) {
+  if (!all_within(p, n, size)) {
     for (int64_t i = 0; i < n; ++i) {
       KILN_CHECK_INDEX(p[i] >= -size && p[i] < size)
           << op << ": index " << p[i] << " is out of bounds for dimension " << dim << " with size "

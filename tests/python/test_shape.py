@@ -412,6 +412,22 @@ def test_gather_with_an_index_smaller_than_x(rng):
     assert_close(mint.gather(t, 0, index), np.take_along_axis(a[:, :3], index, axis=0))
 
 
+@pytest.mark.parametrize("bad", [7, -8, 2**63 - 1, -(2**63), 2**62, -(2**62)])
+@pytest.mark.parametrize("at", [0, 5, 38])
+def test_index_bounds_are_exact_at_every_position(bad, at, rng):
+    # -n and n - 1 are in range, anything past either is an IndexError naming the first bad
+    # index, wherever it sits among the others (the check runs over vectors of indices).
+    a, t = make((3, 7), kiln.float32, rng)
+    index = np.tile(np.array([-7, 6, 0, -1], np.int64), (3, 10))
+    assert_close(mint.gather(t, 1, index), np.take_along_axis(a, index, axis=1))
+    assert_close(mint.index_select(t, 1, index[0]), a[:, index[0]])
+    index[1, at] = bad
+    with raises(kiln.KilnIndexError, f"index {bad} is out of bounds for dimension 1 with size 7"):
+        mint.gather(t, 1, index)
+    with raises(kiln.KilnIndexError, f"index {bad} is out of bounds for dimension 1 with size 7"):
+        mint.index_select(t, 1, index[1])
+
+
 def test_gather_on_0d_and_empty(rng):
     assert mint.gather(kiln.tensor(3.0), 0, kiln.tensor(0)).item() == 3.0
     assert mint.gather(kiln.tensor(np.zeros((2, 3))), 1, np.zeros((2, 0), np.int64)).shape == (2, 0)
