@@ -376,7 +376,8 @@ def test_prod_of_long_rows(length, dtype, rng):
 def test_prod_does_not_turn_an_in_range_product_into_nan():
     # Interleaved partial products can overflow in one lane and underflow in another (inf * 0);
     # the product in order is finite.
-    alternating = np.tile([1e200, 1e-200], 8)
+    # (Long enough for every one of the 32 lanes to overflow or underflow.)
+    alternating = np.tile([1e200, 1e-200], 256)
     assert mint.prod(kiln.tensor(alternating)).item() == pytest.approx(1.0)
     alternating32 = np.tile(np.array([1e38, 1e-38], np.float32), 72)
     assert mint.prod(kiln.tensor(alternating32)).item() == pytest.approx(1.0, rel=1e-3)
