@@ -28,6 +28,13 @@ void copy_run(char* const* ptrs, const int64_t* strides, int64_t n) {
     convert_contiguous(reinterpret_cast<const From*>(in), reinterpret_cast<To*>(out), n);
     return;
   }
+  if (strides[0] == sizeof(To) && strides[1] == 0) {  // a broadcast value: expand(...).contiguous()
+    From v;
+    std::memcpy(&v, in, sizeof(From));
+    To* o = reinterpret_cast<To*>(out);
+    std::fill(o, o + n, convert<To>(v));
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     From v;
     std::memcpy(&v, in + i * strides[1], sizeof(From));

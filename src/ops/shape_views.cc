@@ -227,7 +227,9 @@ std::vector<Tensor> as_strided_back(const std::vector<Tensor>& in, const Tensor&
   if (!detail::differentiable(x)) return {Tensor()};
   const auto [size, stride, offset] = StridedView(a);
   if (reaches_each_element_once(size, stride)) {
-    return {to(as_strided_scatter(zeros_like(x, g.dtype()), g, size, stride, offset), x.dtype())};
+    // Into a broadcast zero: the scatter's copy of it is a fill, with no zeros tensor to read.
+    const Tensor zero = expand(zeros({}, g.dtype()), x.shape());
+    return {to(as_strided_scatter(zero, g, size, stride, offset), x.dtype())};
   }
   const Tensor positions =
       as_strided(reshape(arange(0, x.numel()), x.shape()), size, stride, offset);

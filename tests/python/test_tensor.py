@@ -111,6 +111,21 @@ def test_contiguous_copies_only_when_needed():
     np.testing.assert_array_equal(t.numpy(), np.arange(6).reshape(2, 3).T)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int8, np.int64, np.bool_],
+                         ids=lambda d: np.dtype(d).name)
+def test_broadcast_views_copy_into_every_element(dtype):
+    # A 0-d value and a column expanded along rows: the copy fills runs from one element, also
+    # while converting to another dtype.
+    rng = np.random.default_rng(4)
+    column = (rng.standard_normal((37, 1)) * 10).astype(dtype)
+    scalar = column[3, 0]
+    for source, shape in ((column, (37, 1000)), (np.array(scalar), (5, 7, 300))):
+        view = kiln.tensor(source).expand(*shape)
+        want = np.broadcast_to(source, shape)
+        np.testing.assert_array_equal(view.contiguous().numpy(), want)
+        np.testing.assert_array_equal(view.to(kiln.float64).numpy(), want.astype(np.float64))
+
+
 def test_empty_and_zero_dim_tensors():
     e = kiln.tensor(np.zeros((0, 3), np.float32))
     assert e.shape == (0, 3) and e.numel() == 0
