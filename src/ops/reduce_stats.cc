@@ -253,7 +253,8 @@ Tensor moments_derivative(const Tensor& x, const Tensor& y, const Tensor& g, con
   const int64_t correction = attrs.get<int64_t>("correction");
   const double divisor = static_cast<double>(std::max<int64_t>(0, count - correction));
   const Tensor centered = x - mean(x, dims, /*keepdim=*/true);
-  return kSqrt ? g * centered / (y * divisor) : g * centered * (2.0 / divisor);
+  // The factors are in the reduced shape: combined first, they cost one pass over x's shape.
+  return centered * (kSqrt ? g / (y * divisor) : g * (2.0 / divisor));
 }
 
 Tensor logsumexp_derivative(const Tensor& x, const Tensor& y, const Tensor& g, const Dims&,
