@@ -189,3 +189,18 @@ def test_bfloat16_sums_keep_float32s_range():
     for dim in (0, 1):
         got = M.mean(big if dim == 0 else big.transpose(0, 1), dim).to(kiln.float64).numpy()
         np.testing.assert_allclose(got, expected, rtol=8e-3)
+
+
+def test_float64_to_float16_rounds_once_like_numpy():
+    # Values a hair past (and before) the midpoints of neighbouring float16 values, where going
+    # through float32 would round onto the midpoint and then to even (Note [Rounding to odd]).
+    rng = np.random.default_rng(9)
+    halves = np.sort(rng.choice(np.arange(0x0001, 0x7BFF, dtype=np.uint16), 3000)).view(np.float16)
+    lo = halves.astype(np.float64)
+    hi = np.nextafter(halves, np.float16(np.inf)).astype(np.float64)
+    mid = (lo + hi) / 2
+    nudge = mid * 2.0**-35
+    values = np.concatenate([mid + nudge, mid - nudge, mid])
+    values = np.concatenate([values, -values])
+    got = kiln.tensor(values).to(kiln.float16).numpy()
+    np.testing.assert_array_equal(got.view(np.uint16), values.astype(np.float16).view(np.uint16))

@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
+#include "core/dtype_dispatch.h"
 #include "kiln/error.h"
 
 namespace kiln {
@@ -80,6 +83,68 @@ TEST(BFloat16, RoundsToNearestEven) {
   EXPECT_EQ(static_cast<float>(BFloat16(1.00390625f)), 1.0f);  // tie -> even
   EXPECT_EQ(static_cast<float>(BFloat16(1.01171875f)), 1.015625f);
   EXPECT_TRUE(std::isnan(static_cast<float>(BFloat16(std::numeric_limits<float>::quiet_NaN()))));
+}
+
+// Note [Rounding to odd]: every positive finite 16-bit value T below the largest and the next one
+// up, with a double just above and just below their midpoint (close enough that float rounds it
+// onto the midpoint) and the midpoint itself, each sign: one correct rounding, not two.
+template <typename T>
+void expect_doubles_round_once(uint32_t last_bits) {
+  int wrong = 0;
+  for (uint32_t bits = 0; bits < last_bits && wrong < 5; ++bits) {
+    T lo, hi;
+    lo.bits = static_cast<uint16_t>(bits);
+    hi.bits = static_cast<uint16_t>(bits + 1);
+    const double mid = (static_cast<double>(static_cast<float>(lo)) + static_cast<float>(hi)) / 2;
+    const double nudge = std::max(mid * 0x1p-35, 0x1p-160);
+    const uint32_t even = (bits & 1u) == 0 ? bits : bits + 1;
+    for (const double sign : {1.0, -1.0}) {
+      const uint32_t sign_bit = sign < 0 ? 0x8000u : 0u;
+      const std::pair<double, uint32_t> cases[] = {
+          {mid + nudge, bits + 1}, {mid - nudge, bits}, {mid, even}};
+      for (const auto& [value, want] : cases) {
+        const uint32_t got = convert<T>(sign * value).bits;
+        if (got != (want | sign_bit)) {
+          ADD_FAILURE() << "convert(" << sign * value << "): bits " << got << ", expected "
+                        << (want | sign_bit);
+          ++wrong;
+        }
+      }
+    }
+  }
+}
+
+TEST(Convert, DoubleToFloat16RoundsOnce) { expect_doubles_round_once<Half>(0x7bffu); }
+
+TEST(Convert, DoubleToBFloat16RoundsOnce) { expect_doubles_round_once<BFloat16>(0x7f7fu); }
+
+TEST(Convert, DoubleOutOfRangeNanAndTinyGiveInfNanAndZero) {
+  EXPECT_EQ(convert<Half>(65519.99).bits, 0x7bffu);  // below the midpoint to 65536: the largest
+  EXPECT_EQ(convert<Half>(65520.0).bits, 0x7c00u);   // the midpoint rounds to even: inf
+  EXPECT_EQ(convert<Half>(-1e300).bits, 0xfc00u);
+  EXPECT_EQ(convert<BFloat16>(1e300).bits, 0x7f80u);
+  EXPECT_TRUE(std::isnan(static_cast<float>(convert<Half>(std::nan("")))));
+  EXPECT_TRUE(std::isnan(static_cast<float>(convert<BFloat16>(-std::nan("")))));
+  EXPECT_EQ(convert<Half>(1e-320).bits, 0u);
+  EXPECT_EQ(convert<Half>(-1e-320).bits, 0x8000u);
+  EXPECT_EQ(convert<BFloat16>(0x1p-150).bits, 0u);  // half the smallest float: to even, zero
+}
+
+// Integers past float's 24 bits, one past a bfloat16 midpoint: through float (2^25 + 2^17 + 1
+// rounds to the midpoint 2^25 + 2^17, then to even) they went the wrong way.
+TEST(Convert, WideIntegersToBFloat16RoundOnce) {
+  EXPECT_EQ(static_cast<float>(convert<BFloat16>(int32_t{(1 << 25) + (1 << 17) + 1})),
+            0x1p25f + 0x1p18f);
+  EXPECT_EQ(static_cast<float>(convert<BFloat16>(int32_t{(1 << 25) + (1 << 17) - 1})), 0x1p25f);
+  EXPECT_EQ(static_cast<float>(convert<BFloat16>(int32_t{-(1 << 25) - (1 << 17) - 1})),
+            -0x1p25f - 0x1p18f);
+  const int64_t big = (int64_t{1} << 60) + (int64_t{1} << 52);  // a midpoint at 2^60
+  EXPECT_EQ(static_cast<float>(convert<BFloat16>(big + 1)), 0x1p60f + 0x1p53f);
+  EXPECT_EQ(static_cast<float>(convert<BFloat16>(big - 1)), 0x1p60f);
+  EXPECT_EQ(static_cast<float>(convert<BFloat16>(big)), 0x1p60f);  // the tie goes to even
+  EXPECT_EQ(static_cast<float>(convert<BFloat16>(std::numeric_limits<int64_t>::min())), -0x1p63f);
+  EXPECT_EQ(static_cast<float>(convert<Half>(int64_t{1} << 40)), INFINITY);
+  EXPECT_EQ(static_cast<float>(convert<Half>(int32_t{2049})), 2048.0f);  // exact in float: a tie
 }
 
 }  // namespace
