@@ -39,6 +39,8 @@ def cases():
     yk, yt = both(RNG.standard_normal((1024, 1024)).astype(np.float32))
     labels = RNG.integers(0, 1024, size=1024)
     lk, lt = both(labels)
+    sk, st = both(np.array(1.5, np.float32))
+    pk, pt = both(RNG.standard_normal((32, 64, 32, 16)).astype(np.float32))  # runs of 16
     return {
         "float16 add": (lambda: hk + hk, lambda: ht + ht),
         "float16 exp": (lambda: mint.exp(hk), lambda: torch.exp(ht)),
@@ -67,6 +69,10 @@ def cases():
         "remainder": (lambda: mint.remainder(xk, yk), lambda: torch.remainder(xt, yt)),
         "remainder 0.5": (lambda: mint.remainder(xk, 0.5), lambda: torch.remainder(xt, 0.5)),
         "tan": (lambda: mint.tan(xk), lambda: torch.tan(xt)),
+        "permute 0213 copy": (lambda: pk.permute(0, 2, 1, 3).contiguous(),
+                              lambda: pt.permute(0, 2, 1, 3).contiguous()),
+        "expand 0-d copy": (lambda: mint.expand(sk, [1024, 1024]).contiguous(),
+                            lambda: st.expand(1024, 1024).contiguous()),
         "exp (control)": (lambda: mint.exp(xk), lambda: torch.exp(xt)),
     }
 

@@ -124,6 +124,42 @@ void copy_transposed(const StridedLoop<2>& loop, const TransposedDims& dims) {
   });
 }
 
+// Note [Copies of short runs]
+// A same-dtype copy whose innermost dim is contiguous on both sides but short (splitting or
+// merging attention heads: runs of 16 to 64 elements, the next dim strided) spent more time in
+// the strided loop's bookkeeping and a call per run than in copying: a [32, 64, 64, 16] permute
+// took 3.5x PyTorch's time. Such copies walk the next dim in a plain loop of fixed-length
+// memcpys, and split the work over blocks of the dims beyond it.
+constexpr int64_t kShortRunBytes = 512;
+
+bool has_short_runs(const StridedLoop<2>& loop, int64_t itemsize) {
+  return loop.ndim() >= 2 && loop.strides(0)[0] == itemsize && loop.strides(0)[1] == itemsize &&
+         loop.size(0) * itemsize <= kShortRunBytes;
+}
+
+void copy_short_runs(const StridedLoop<2>& loop, int64_t itemsize) {
+  const size_t run_bytes = static_cast<size_t>(loop.size(0) * itemsize);
+  const int64_t rows = loop.size(1);
+  const int64_t out_step = loop.strides(1)[0], in_step = loop.strides(1)[1];
+  const int64_t blocks = loop.numel() / (loop.size(0) * rows);
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / (loop.size(0) * rows));
+  parallel_for(0, blocks, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t block = lo; block < hi; ++block) {
+      char* out = loop.base(0);
+      const char* in = loop.base(1);
+      int64_t rest = block;
+      for (size_t d = 2; d < loop.ndim(); ++d) {
+        const int64_t index = rest % loop.size(d);
+        rest /= loop.size(d);
+        out += index * loop.strides(d)[0];
+        in += index * loop.strides(d)[1];
+      }
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(out + r * out_step, in + r * in_step, run_bytes);
+    }
+  });
+}
+
 }  // namespace
 
 bool is_transposing_copy(const Tensor& dst, const Tensor& src) {
@@ -150,6 +186,10 @@ void copy_into(const Tensor& dst, const Tensor& src) {
     return;
   }
   StridedLoop<2> loop(dst.shape(), {&dst, &source});
+  const auto itemsize = static_cast<int64_t>(dst.itemsize());
+  if (dst.dtype() == source.dtype() && has_short_runs(loop, itemsize)) {
+    return copy_short_runs(loop, itemsize);
+  }
   const std::optional<TransposedDims> transposed = transposed_dims(
       loop, static_cast<int64_t>(dst.itemsize()), static_cast<int64_t>(source.itemsize()));
   visit_dtype(dst.dtype(), [&](auto to_tag) {

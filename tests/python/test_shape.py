@@ -669,3 +669,24 @@ def test_tril_triu_non_contiguous(layout, rng):
 def test_tril_triu_need_two_dims(op):
     with raises(kiln.ShapeError, match=r"at least 2 dimensions, got 1-d"):
         op(kiln.tensor([1.0, 2.0]))
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float16, kiln.int64, kiln.bool_, kiln.int8],
+                         ids=str)
+@pytest.mark.parametrize("run", [1, 3, 16, 33, 128, 129])
+def test_copies_of_short_contiguous_runs(dtype, run, rng):
+    # Runs contiguous on both sides with the next dim strided (the attention-head permute), short
+    # and long, into a fresh tensor and into a strided view of another, split across threads.
+    threads = kiln.get_num_threads()
+    kiln.set_num_threads(3)
+    try:
+        a, t = make((6, 40, 5, run), dtype, rng)
+        assert_close(t.permute(0, 2, 1, 3).contiguous(), a.transpose(0, 2, 1, 3))
+        target = kiln.tensor(np.zeros((5, 6, 40, 2 * run), a.dtype))
+        view = target.permute(1, 0, 2, 3)[:, :, :, :run]  # [6, 5, 40, run], runs of `run`
+        view[...] = t.permute(0, 2, 1, 3)
+        want = np.zeros((5, 6, 40, 2 * run), a.dtype)
+        want.transpose(1, 0, 2, 3)[:, :, :, :run] = a.transpose(0, 2, 1, 3)
+        assert_close(target, want)
+    finally:
+        kiln.set_num_threads(threads)
