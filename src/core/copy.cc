@@ -162,6 +162,15 @@ void copy_short_runs(const StridedLoop<2>& loop, int64_t itemsize) {
 
 }  // namespace
 
+bool has_short_runs(const Tensor& dst, const Tensor& src, int64_t max_run) {
+  for (int64_t d = 0; d < src.ndim(); ++d) {
+    if (src.strides()[d] == 0 && src.size(d) > 1) return false;  // a broadcast: nothing to gain
+  }
+  const StridedLoop<2> loop(dst.shape(), {&dst, &src});
+  return loop.ndim() >= 2 && loop.size(0) <= max_run &&
+         has_short_runs(loop, static_cast<int64_t>(src.itemsize()));
+}
+
 bool is_transposing_copy(const Tensor& dst, const Tensor& src) {
   if (dst.numel() < kTile * kTile) return false;
   const StridedLoop<2> loop(dst.shape(), {&dst, &src});

@@ -848,3 +848,22 @@ def test_attribute_errors():
         M.clamp(x)
     with raises(kiln.KilnTypeError, match="min to be a number"):
         M.clamp(x, "low")
+
+
+@pytest.mark.parametrize("run", [1, 5, 32, 33])
+def test_operands_read_in_short_runs(run, rng):
+    # Slices and head permutes whose contiguous runs are short: the loop copies them first (Note
+    # [Copies of short runs]); the values are the same either way, in place or not.
+    a = rng.standard_normal((300, 2 * run)).astype(np.float32)
+    b = rng.standard_normal((8, 300, 2, run)).astype(np.float32)
+    ka, kb = kiln.tensor(a), kiln.tensor(b)
+    assert_close(M.mul(ka[:, :run], 3.0), a[:, :run] * 3.0)
+    assert_close(M.exp(ka[:, run:]), np.exp(a[:, run:]))
+    heads = kb.permute(1, 0, 2, 3)  # [300, 8, 2, run]
+    assert_close(M.add(heads, heads.contiguous()), 2 * b.transpose(1, 0, 2, 3))
+    assert_close(M.sub(ka[:, :run], heads[:, 0, 0]), a[:, :run] - b[0, :, 0])
+    out = kiln.tensor(a.copy())
+    M.add(out[:, :run], out[:, run:], out=out[:, :run])
+    want = a.copy()
+    want[:, :run] += a[:, run:]
+    assert_close(out, want)
