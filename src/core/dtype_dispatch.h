@@ -8,9 +8,7 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 #include "core/float16_runs.h"
@@ -47,43 +45,6 @@ template <typename F>
 decltype(auto) visit_compute_float(DType dtype, F&& f) {
   if (compute_dtype(dtype) == DType::kFloat64) return f(double{});
   return f(float{});
-}
-
-// Note [Rounding to odd]
-// A double or a wide integer converted to float16 / bfloat16 through float would round twice: to
-// float, then to 16 bits. A value just past the midpoint of two 16-bit values can land exactly on
-// it in float, and the second rounding then goes to even, the wrong way (NumPy's float64 ->
-// float16 does not). Rounding to float "to odd" instead, toward zero with the lowest bit set
-// when anything was dropped, keeps the dropped part's sign: with float's 13 (float16) or 16
-// (bfloat16) more bits than the target, the nearest-even rounding to 16 bits that follows is then
-// the correctly rounded result (Boldo and Melquiond, "Emulation of FMA and correctly rounded sums:
-// proved algorithms using rounding to odd", 2008).
-
-/// v rounded to float to odd (Note [Rounding to odd]); NaN stays NaN, beyond float's range gives
-/// the largest float (which the 16-bit rounding takes to inf, as the exact value would go).
-inline float float_rounded_to_odd(double v) {
-  float f = static_cast<float>(v);
-  if (std::fabs(static_cast<double>(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
-  if (static_cast<double>(f) != v) {
-    uint32_t bits;
-    std::memcpy(&bits, &f, sizeof(bits));
-    bits |= 1u;
-    std::memcpy(&f, &bits, sizeof(f));
-  }
-  return f;
-}
-
-/// An integer rounded to float to odd: exact below 2^24, else its top 24 bits with the lowest set
-/// when any bit below them is.
-inline float float_rounded_to_odd(int64_t v) {
-  constexpr int64_t kExact = int64_t{1} << 24;
-  if (v > -kExact && v < kExact) return static_cast<float>(v);
-  const uint64_t magnitude = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
-  const int dropped = 40 - __builtin_clzll(magnitude);  // bits below the top 24, >= 1
-  uint64_t kept = magnitude >> dropped;
-  if ((magnitude & ((uint64_t{1} << dropped) - 1)) != 0) kept |= 1u;
-  const float f = std::ldexp(static_cast<float>(kept), dropped);
-  return v < 0 ? -f : f;
 }
 
 /// The float a value of type From goes through on its way to a 16-bit float: itself for the types
@@ -132,7 +93,9 @@ void convert_contiguous(const From* x, To* y, int64_t n) {
     float block[kBlock];
     for (int64_t i = 0; i < n; i += kBlock) {
       const int64_t m = n - i < kBlock ? n - i : kBlock;
-      if constexpr (kIsFloat16<To>) {
+      if constexpr (kIsFloat16<To> && std::is_same_v<From, double>) {
+        round_to_odd_run(x + i, block, m);
+      } else if constexpr (kIsFloat16<To>) {
         for (int64_t j = 0; j < m; ++j) block[j] = float_for_narrowing(x[i + j]);
       } else {
         convert_contiguous(x + i, block, m);

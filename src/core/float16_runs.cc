@@ -69,4 +69,8 @@ KILN_TARGET_CLONES void narrow_run(const float* x, BFloat16* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i].bits = BFloat16(x[i]).bits;
 }
 
+KILN_TARGET_CLONES void round_to_odd_run(const double* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = float_rounded_to_odd(x[i]);
+}
+
 }  // namespace kiln

@@ -32,15 +32,21 @@ std::array<Tensor, 2> div_grads(const Tensor& b, const Tensor& y, const Tensor& 
 std::array<Tensor, 2> pow_grads(const Tensor& a, const Tensor& b, const Tensor& y, const Tensor& g,
                                 std::array<bool, 2> n) {
   const Tensor zero = Tensor::scalar(0.0);
+  // A Python number (base or exponent) as a strong 0-d tensor of the result's dtype, what the
+  // forward computed with: among weak scalars alone (log(2), b - 1), ops compute in float32.
+  const auto strong = [&](const Tensor& t) {
+    return t.is_weak_scalar() ? zeros({}, y.dtype()) + t : t;
+  };
   // d/da = b a^(b-1), and 0 where b == 0 (a^0 is constant), even at a == 0, where a^(b-1) is inf.
   // The selections act on b alone, so a scalar exponent costs three passes over a, not five.
   const auto da = [&] {
-    const Tensor int_zero = Tensor::scalar(0);  // keeps b's dtype, integral or floating
-    const Tensor b_zero = eq(b, int_zero);
-    return g * (where(b_zero, int_zero, b) * pow(a, where(b_zero, int_zero, b - 1)));
+    const Tensor e = strong(b);
+    const Tensor int_zero = Tensor::scalar(0);  // keeps e's dtype, integral or floating
+    const Tensor e_zero = eq(e, int_zero);
+    return g * (where(e_zero, int_zero, e) * pow(a, where(e_zero, int_zero, e - 1)));
   };
   return KILN_BOTH(da(), g * where(logical_and(eq(a, Tensor::scalar(0)), ge(b, Tensor::scalar(0))),
-                                   zero, y * log(a)));
+                                   zero, y * log(strong(a))));
 }
 
 // SigmoidBackward(g, y) = g y (1 - y) is linear in g; in y its derivative is g (1 - 2 y).

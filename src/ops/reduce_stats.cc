@@ -253,8 +253,12 @@ Tensor moments_derivative(const Tensor& x, const Tensor& y, const Tensor& g, con
   const int64_t correction = attrs.get<int64_t>("correction");
   const double divisor = static_cast<double>(std::max<int64_t>(0, count - correction));
   const Tensor centered = x - mean(x, dims, /*keepdim=*/true);
-  // The factors are in the reduced shape: combined first, they cost one pass over x's shape.
-  return centered * (kSqrt ? g / (y * divisor) : g * (2.0 / divisor));
+  // The factors are in the reduced shape: combined first, they cost one pass over x's shape. In
+  // the compute dtype: a float16 g * 2 / divisor is subnormal or 0 for a million elements, and a
+  // float16 std * divisor overflows past 65504.
+  const DType cd = compute_dtype(g.dtype());
+  const Tensor factor = kSqrt ? to(g, cd) / (to(y, cd) * divisor) : to(g, cd) * (2.0 / divisor);
+  return centered * factor;
 }
 
 Tensor logsumexp_derivative(const Tensor& x, const Tensor& y, const Tensor& g, const Dims&,

@@ -434,3 +434,33 @@ def test_non_differentiable_outputs_do_not_require_grad():
     assert not (x > 0).requires_grad
     assert not mint.argmax(x).requires_grad
     assert mint.max(x, dim=0)[0].requires_grad
+
+
+@pytest.mark.parametrize("op", ["var", "std"])
+def test_float16_var_and_std_gradients_over_a_million_elements(op):
+    # The gradient's factor g * 2 / (n - 1) (var) or g / (std * (n - 1)) (std) is subnormal in
+    # float16 at this size, and std * (n - 1) overflows it: the factors are formed in float32.
+    rng = np.random.default_rng(12)
+    x = (rng.standard_normal(1_000_001) * 2).astype(np.float16)
+    xk = kiln.tensor(x).requires_grad_()
+    y = getattr(mint, op)(xk)
+    (gx,) = kiln.autograd.grad(y, [xk], kiln.tensor(np.float16(1.0)))
+    x64 = x.astype(np.float64)
+    centered = (x64 - x64.mean()).astype(np.float16).astype(np.float64)  # as the rule rounds it
+    factor = 2.0 / (x.size - 1) if op == "var" else 1.0 / (x64.std(ddof=1) * (x.size - 1))
+    want = centered * factor
+    got = gx.numpy().astype(np.float64)
+    assert gx.dtype == kiln.float16
+    # Within half an ulp of the float16 result, subnormals included, plus float32's part.
+    assert np.all(np.abs(got - want) <= 2.0**-25 + 2.0**-11 * np.abs(want)), np.max(np.abs(got - want))
+
+
+def test_pow_gradients_keep_a_python_number_in_float64():
+    x = np.array([0.5, 3.0, 1e10], np.float64)
+    xk = kiln.tensor(x).requires_grad_()
+    (gx,) = kiln.autograd.grad(mint.sum(mint.pow(xk, 0.1)), [xk])
+    np.testing.assert_allclose(gx.numpy(), 0.1 * x**-0.9, rtol=1e-14)
+    e = np.array([0.5, 3.0, -7.25], np.float64)
+    ek = kiln.tensor(e).requires_grad_()
+    (ge,) = kiln.autograd.grad(mint.sum(mint.pow(2.1, ek)), [ek])
+    np.testing.assert_allclose(ge.numpy(), 2.1**e * np.log(2.1), rtol=1e-14)

@@ -8,8 +8,8 @@
 // its accuracy near |y| = 1, where 1 - y * y cancels. pow calls std::pow
 // lane by lane: a vector pow that keeps all of std::pow's special cases (negative base with
 // integral exponent, signed zeros, infinities) is not worth its code size here. floor_divide and
-// remainder are exact: their fmod is (Note [Exact vector fmod]), and the rest follows NumPy's
-// npy_divmod one IEEE step at a time. The
+// remainder give npy_divmod's values bit for bit: their fmod is exact (Note [Exact vector fmod]),
+// and the rest follows npy_divmod one IEEE step at a time. The
 // scalar-exponent fast paths below (x^2 = x * x, x^0.5 = sqrt, ...) are correctly rounded, so they
 // agree with std::pow wherever std::pow is (glibc: < 1 ulp always); float32 to a small integral
 // power squares in double (float_integer_power), within a hair of correctly rounded.

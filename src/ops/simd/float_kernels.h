@@ -97,12 +97,12 @@ KILN_API void unary(UnaryOp op, const float* x, float* y, int64_t n, Store store
 KILN_API void unary(UnaryOp op, const double* x, double* y, int64_t n,
                     Store store = Store::kCached);
 /// Scalar steps that unary() applies to each element before its op, in the same pass: the
-/// `x * 2 + 1` of gelu(x * 2 + 1). A step is v = v op s, or s op v (`scalar_first`), for any
-/// BinaryOp but kPow, rounded on its own as binary_scalar_rhs / binary_scalar_lhs round it: so
-/// unary(op, steps, x, y, n) writes the values those calls followed by unary(op, ...) write (nan
-/// payloads aside), reading x from memory once instead of once per step. That holds on x86 in
-/// the default floating-point environment (round to nearest, subnormals kept): a multiply runs as
-/// v * s + (-0), which is v * s exactly there.
+/// `x * 2 + 1` of gelu(x * 2 + 1). A step is v = v op s, or s op v (`scalar_first`), for a
+/// BinaryOp that one IEEE operation computes (takes()), rounded on its own as binary_scalar_rhs /
+/// binary_scalar_lhs round it: so unary(op, steps, x, y, n) writes the values those calls followed
+/// by unary(op, ...) write (nan payloads aside), reading x from memory once instead of once per
+/// step. That holds on x86 in the default floating-point environment (round to nearest, subnormals
+/// kept): a multiply runs as v * s + (-0), which is v * s exactly there.
 template <typename T>
 class ScalarSteps {
  public:

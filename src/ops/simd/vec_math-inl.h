@@ -369,8 +369,9 @@ constexpr float kErfSplit = 0.9277f;
 // rounds r = x - q y once, and its exact value is representable either way: for q = n it is
 // fmod(x, y) itself; for q = n + 1 it is fmod - y, a multiple of ulp(y) (x >= y) smaller than y in
 // magnitude, or x - y with x >= y / 2 (Sterbenz) when x < y. So r is exact, r < 0 exactly when
-// q = n + 1, and r + y is then fmod, exactly, since fmod is representable. Lanes outside that range
-// (a huge quotient, an infinite or nan operand, b = 0), and targets without FMA, take std::fmod.
+// q = n + 1, and r + y is then fmod, exactly, since fmod is representable. A vector with any lane
+// outside that range (a huge quotient, an infinite or nan operand, b = 0) takes std::fmod lane by
+// lane, as every vector does on targets without FMA (SSE4 and the emulated ones).
 
 /// std::fmod(a, b), exactly (the result has a's sign); see Note [Exact vector fmod].
 template <class D, class V>
