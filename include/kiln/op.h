@@ -323,6 +323,8 @@ KILN_API Dispatcher* set_dispatcher(Dispatcher* dispatcher);
 /// removes it); returns the thread's previous one, or null. The jit's tracer uses it, so that the
 /// ops a traced function calls become graph nodes while other threads keep running eagerly.
 KILN_API Dispatcher* set_thread_dispatcher(Dispatcher* dispatcher);
+/// The calling thread's own dispatcher (set_thread_dispatcher), or null.
+KILN_API Dispatcher* thread_dispatcher();
 
 /// Runs `op` eagerly through the current dispatcher. Errors carry the op's name and input types.
 /// `op` must stay alive until the call has run (registered ops do: unregistering one waits for

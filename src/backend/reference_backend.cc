@@ -18,6 +18,7 @@ struct Step {
   uint32_t first_output;         // its results fill first_output, first_output + 1, ...
   uint32_t num_outputs;
   std::vector<uint32_t> release;  // slots read for the last time here
+  bool draws_when_run = false;    // a random op without recorded seed and offset
 };
 
 struct Program {
@@ -71,6 +72,8 @@ std::shared_ptr<const Program> compile(const FuncGraphPtr& graph) {
     Step step;
     step.op = prim.op_def();
     step.attrs = prim.normalized_attrs();
+    step.draws_when_run = step.op->has_trait(kTraitRandom) &&
+                          (step.attrs.is_none("seed") || step.attrs.is_none("offset"));
     for (const NodePtr& in : c.inputs()) step.inputs.push_back(slot_of.at(in.get()));
     step.num_outputs =
         static_cast<uint32_t>(c.abstract().is_tuple() ? c.abstract().elements().size() : 1);
@@ -116,6 +119,9 @@ class OpByOpBackend final : public BackendBase {
       KILN_CHECK(results.size() == step.num_outputs)
           << step.op->name() << " returned " << results.size() << " results, the graph says "
           << step.num_outputs;
+      // Its kernel reserves generator counters when it runs (Note [Random ops in graphs] in
+      // src/ops/random.cc): waiting for it keeps that before any later call's reservation.
+      if (step.draws_when_run && !results.empty()) results[0].data_ptr();
       for (uint32_t k = 0; k < step.num_outputs; ++k) {
         slots[step.first_output + k] = std::move(results[k]);
       }

@@ -151,6 +151,8 @@ Dispatcher* current_dispatcher() {
   return g_dispatcher.load(std::memory_order_acquire);
 }
 
+Dispatcher* thread_dispatcher() { return t_dispatcher; }
+
 Dispatcher* set_thread_dispatcher(Dispatcher* dispatcher) {
   Dispatcher* previous = t_dispatcher;
   t_dispatcher = dispatcher;

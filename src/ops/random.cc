@@ -137,10 +137,22 @@ GeneratorDraw draw_of(const Attrs& attrs, int64_t numel, int lanes) {
           static_cast<uint64_t>(attrs.get<int64_t>("offset"))};
 }
 
-// `attrs` with a fresh reservation recorded for a call of `op`. The call is validated (infer)
-// first so that a rejected call leaves the generator untouched.
+// Note [Random ops in graphs]
+// An eager call reserves its counters when it is dispatched and records them in its "seed" and
+// "offset" attributes. A call that a thread's own dispatcher records instead of running (the
+// jit's tracer) reserves nothing and records them as None: a graph keeping its trace's draws
+// would replay them on every run, the same dropout mask at every training step. So each run of
+// the graph reserves fresh counters when its kernel runs, and tracing leaves the generator as it
+// was. Backends run a graph's nodes one after another on the calling thread (kiln_cpu) or wait
+// for a random node before the next (reference), so the reservations stay in program order and a
+// seeded program draws the same numbers on every run. Attributes given explicitly are kept.
+
+// `attrs` with a fresh reservation recorded for a call of `op` (none while a trace records it:
+// Note [Random ops in graphs]). The call is validated (infer) first so that a rejected call leaves
+// the generator untouched.
 Attrs with_draw(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                 int (*lanes_for)(DType)) {
+  if (thread_dispatcher() != nullptr) return attrs;
   MetaList metas;
   for (const Tensor& t : inputs) metas.push_back(TensorMeta::of(t));
   const TensorMeta out = op.infer_outputs(metas, op.normalize_attrs(attrs))[0];

@@ -142,6 +142,31 @@ def test_random_programs_give_the_eager_results(backend):
         assert jitted.cache_info().misses == 1 and jitted.cache_info().hits == 1
 
 
+@pytest.mark.parametrize("backend", ["reference", "kiln_cpu"])
+def test_random_ops_draw_anew_on_every_run_and_as_eager(backend):
+    # Note [Random ops in graphs]: each run reserves fresh counters (a new dropout mask every
+    # step), in program order, and tracing draws nothing, so a seeded sequence of jitted calls
+    # gives what the same eager calls give.
+    def step(x):
+        return mint.dropout(x, 0.5, True) + mint.rand([64]), mint.randn([3, 5])
+
+    x = t(np.ones(64, np.float32))
+    jitted = kiln.jit(step, backend=backend)
+    runs = []
+    for _ in range(2):
+        kiln.manual_seed(7)
+        runs.append([[r.numpy() for r in jitted(x)] for _ in range(3)])
+    kiln.manual_seed(7)
+    eager = [[r.numpy() for r in step(x)] for _ in range(3)]
+    for a, b, e in zip(runs[0], runs[1], eager):
+        for got, again, want in zip(a, b, e):
+            np.testing.assert_array_equal(got, again)
+            np.testing.assert_array_equal(got, want)
+    assert not np.array_equal(runs[0][0][0], runs[0][1][0])  # a new mask on the next run
+    assert not np.array_equal(runs[0][0][1], runs[0][1][1])
+    assert jitted.cache_info().misses == 1
+
+
 @pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.int32, kiln.bfloat16])
 def test_dtypes_and_broadcasting(rng, dtype):
     def f(x, y):

@@ -1,15 +1,17 @@
 // Tracing (src/jit/trace.cc): ops become CNodes, tracers carry no data, views made by Tensor
 // methods become Reshape/Permute/AsStrided, constants, in-place updates, and the refusals.
+#include "jit/trace.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <thread>
 
 #include "../backend/backend_testing.h"
-#include "jit/trace.h"
 #include "jit/jit_testing.h"
 #include "kiln/functional.h"
 #include "kiln/jit.h"
+#include "ops/random.h"
 #include "testing.h"
 
 namespace kiln {
@@ -39,6 +41,32 @@ TEST(Trace, RecordsEachOpCallAsACNode) {
             "  return %5\n"
             "}\n");
   ir::verify(*g);
+}
+
+// Note [Random ops in graphs]: a traced random call reserves no counters and records its draw as
+// None (each run draws anew); a draw given explicitly stays recorded.
+TEST(Trace, RandomCallsRecordNoDraw_UnlessGivenOne) {
+  manual_seed(5);
+  const detail::GeneratorDraw before = detail::generator_state();
+  const OpDefPtr uniform = OpRegistry::Instance().get("RandUniform");
+  FuncGraphPtr g = trace(
+      [&](const std::vector<Tensor>& in) {
+        const Tensor fresh = dropout(in[0], 0.5, true);
+        const Tensor fixed = call_op(*uniform, {},
+                                     {{"shape", std::vector<int64_t>{4}},
+                                      {"seed", int64_t{9}},
+                                      {"offset", int64_t{100}}})[0];
+        return std::vector<Tensor>{fresh, fixed};
+      },
+      {Tensor::empty({4})}, "f");
+  const detail::GeneratorDraw after = detail::generator_state();
+  EXPECT_EQ(after.offset, before.offset);
+  const std::string text = ir::print(*g);
+  EXPECT_NE(text.find("Dropout(%0) {p = 0.5, seed = None, offset = None}"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("RandUniform() {shape = [4], dtype = float32, seed = 9, offset = 100}"),
+            std::string::npos)
+      << text;
 }
 
 TEST(Trace, TracersHaveMetadataButReadingTheirDataThrows) {
