@@ -34,7 +34,8 @@ namespace kiln {
 // sqrt, sin and cos through the SIMD kernels. One counter and one element at a time, through
 // libm, rand / randn / randint / dropout of 1M float32 took 3.5 / 12.7-13.0 / 11.0-11.4 /
 // 11.2-11.5 ms on one core; in blocks, 0.88 / 2.3 / 2.7-2.8 / 1.7-1.9 (bench/RESULTS.md,
-// "16-bit floats, random ops and other slow single ops").
+// "16-bit floats, random ops and other slow single ops"), and dropout 1.05 with its mask applied
+// by a Highway kernel ("Slow single ops, second pass").
 
 namespace detail {
 namespace {
