@@ -196,7 +196,19 @@ struct Extremum {
       return kMax ? simd::reduce_max(x, n) : simd::reduce_min(x, n);
     }
     Acc acc = init();
-    for (int64_t i = 0; i < n; ++i) acc = pick(acc, static_cast<Acc>(x[i]));
+    int64_t i = 0;
+    if constexpr (std::is_integral_v<Acc>) {
+      // Eight independent chains: one waits out a compare and select per element (int64 amax
+      // along rows of 1024 ran at 0.3x PyTorch).
+      constexpr int64_t kLanes = 8;
+      Acc lanes[kLanes];
+      std::fill(lanes, lanes + kLanes, acc);
+      for (; i + kLanes <= n; i += kLanes) {
+        for (int64_t k = 0; k < kLanes; ++k) lanes[k] = pick(lanes[k], static_cast<Acc>(x[i + k]));
+      }
+      for (const Acc v : lanes) acc = pick(acc, v);
+    }
+    for (; i < n; ++i) acc = pick(acc, static_cast<Acc>(x[i]));
     return acc;
   }
   void update(Acc* acc, const T* row, int64_t w, int64_t) const {
