@@ -40,6 +40,7 @@ def cases():
     labels = RNG.integers(0, 1024, size=1024)
     lk, lt = both(labels)
     sk, st = both(np.array(1.5, np.float32))
+    ik, it = both(RNG.integers(-10**12, 10**12, size=(1024, 1024)))
     pk, pt = both(RNG.standard_normal((32, 64, 32, 16)).astype(np.float32))  # runs of 16
     return {
         "float16 add": (lambda: hk + hk, lambda: ht + ht),
@@ -56,6 +57,7 @@ def cases():
         "float16 to float32": (lambda: hk.to(kiln.float32), lambda: ht.to(torch.float32)),
         "logical_and": (lambda: mint.logical_and(mk, nk), lambda: torch.logical_and(mt, nt)),
         "prod dim1": (lambda: mint.prod(xk, 1), lambda: torch.prod(xt, 1)),
+        "int64 amax dim1": (lambda: mint.amax(ik, 1), lambda: torch.amax(it, 1)),
         "mse_loss": (lambda: mint.mse_loss(xk, yk), lambda: F.mse_loss(xt, yt)),
         "pow 3": (lambda: mint.pow(xk, 3.0), lambda: torch.pow(xt, 3.0)),
         "logsumexp dim0": (lambda: mint.logsumexp(xk, 0), lambda: torch.logsumexp(xt, 0)),
