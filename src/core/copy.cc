@@ -199,8 +199,8 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   if (dst.dtype() == source.dtype() && has_short_runs(loop, itemsize)) {
     return copy_short_runs(loop, itemsize);
   }
-  const std::optional<TransposedDims> transposed = transposed_dims(
-      loop, static_cast<int64_t>(dst.itemsize()), static_cast<int64_t>(source.itemsize()));
+  const std::optional<TransposedDims> transposed =
+      transposed_dims(loop, itemsize, static_cast<int64_t>(source.itemsize()));
   visit_dtype(dst.dtype(), [&](auto to_tag) {
     using To = typename decltype(to_tag)::type;
     visit_dtype(source.dtype(), [&](auto from_tag) {

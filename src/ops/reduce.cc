@@ -124,6 +124,12 @@ struct IntAccumulate {
   void finish(int64_t i, const Acc& acc) const { out[i] = static_cast<int64_t>(acc); }
 };
 
+/// A factor of a floating product in float64 (the 16-bit floats through float).
+template <typename T>
+double prod_factor(T v) {
+  return static_cast<double>(static_cast<ComputeType<T>>(v));
+}
+
 /// lanes[k] *= x[i] for every i = k (mod kProdLanes) in [0, n), n a multiple of kProdLanes:
 /// interleaved partial products in float64. One chain of dependent multiplies waits out the
 /// multiply's latency on every element (1 ms for 1M); 32 chains are eight AVX2 vectors, enough to
@@ -134,7 +140,7 @@ template <typename T>
 void multiply_lanes_loop(const T* x, int64_t n, double* lanes) {
   for (int64_t i = 0; i < n; i += kProdLanes) {
     for (int64_t k = 0; k < kProdLanes; ++k) {
-      lanes[k] *= static_cast<double>(static_cast<ComputeType<T>>(x[i + k]));
+      lanes[k] *= prod_factor(x[i + k]);
     }
   }
 }
@@ -152,7 +158,6 @@ template <typename T>
 struct FloatProd {
   using Acc = double;
   T* out;
-  static double value(T v) { return static_cast<double>(static_cast<ComputeType<T>>(v)); }
   Acc init() const { return 1; }
   Acc run(const T* x, int64_t n, int64_t) const {
     double lanes[kProdLanes];
@@ -163,16 +168,16 @@ struct FloatProd {
       for (int64_t k = 0; k < half; ++k) lanes[k] *= lanes[k + half];
     }
     double acc = lanes[0];
-    for (; i < n; ++i) acc *= value(x[i]);
+    for (; i < n; ++i) acc *= prod_factor(x[i]);
     if (std::isfinite(acc) && acc != 0) return acc;
     // One lane may have overflowed while another underflowed (1e200, 1e-200, ... gives inf * 0):
     // the product in order decides.
     acc = 1;
-    for (i = 0; i < n; ++i) acc *= value(x[i]);
+    for (i = 0; i < n; ++i) acc *= prod_factor(x[i]);
     return acc;
   }
   void update(Acc* acc, const T* row, int64_t w, int64_t) const {
-    for (int64_t j = 0; j < w; ++j) acc[j] *= value(row[j]);
+    for (int64_t j = 0; j < w; ++j) acc[j] *= prod_factor(row[j]);
   }
   void merge(Acc& a, const Acc& b) const { a *= b; }
   void finish(int64_t i, const Acc& acc) const { out[i] = convert<T>(acc); }
