@@ -370,6 +370,8 @@ using float_result_t = std::conditional_t<std::is_same_v<O, T>, float, O>;
 /// the operands widened into float buffers (a broadcast one, stride 0, stays one element so that
 /// the scalar-operand kernels apply) and the float (or bool) results stored into the output. So
 /// every 16-bit op runs the float32 kernels, Highway's included, with one rounding at the store.
+/// Contiguous runs of the ops with SIMD kernels skip the buffers: simd::unary and simd::binary
+/// convert in registers, to the same bits (Note [16-bit runs in float vectors]).
 template <typename T, typename O, int N, typename FloatRun>
 void run_through_float(char* const* p, const int64_t* s, int64_t n, const FloatRun& float_run) {
   constexpr int64_t kBlock = 1024;
@@ -411,6 +413,13 @@ template <typename T, typename O, typename F>
 void unary_run(const F& f, simd::UnaryOp simd_op, simd::Store out_store, char* const* p,
                const int64_t* s, int64_t n) {
   using C = compute_t<T>;
+  if constexpr (kIsFloat16<T> && std::is_same_v<O, T>) {
+    // One pass in registers where simd::unary can (Note [16-bit runs in float vectors]).
+    if (simd_op != kNoSimdUnary && s[0] == sizeof(T) && s[1] == sizeof(T) &&
+        simd::unary(simd_op, reinterpret_cast<const T*>(p[1]), reinterpret_cast<T*>(p[0]), n)) {
+      return;
+    }
+  }
   if constexpr (kIsFloat16<T>) {
     return run_through_float<T, O, 2>(p, s, n, [&](char* const* q, const int64_t* qs, int64_t m) {
       unary_run<float, float_result_t<T, O>>(f, simd_op, simd::Store::kCached, q, qs, m);
@@ -446,12 +455,33 @@ void binary_contiguous(const F& f, char* const* p, int64_t n) {
   }
 }
 
+/// A run of y = op(a, b) on 16-bit floats, each operand contiguous or one broadcast element,
+/// computed in one pass by simd::binary. Returns false, writing nothing, for other layouts and
+/// where simd::binary cannot (then run_through_float computes the same bits).
+template <typename T>
+bool binary_16bit_in_registers(simd::BinaryOp op, char* const* p, const int64_t* s, int64_t n) {
+  constexpr int64_t kT = sizeof(T);
+  const bool a_steps = s[1] == kT;
+  const bool b_steps = s[2] == kT;
+  if (s[0] != kT || !(a_steps || s[1] == 0) || !(b_steps || s[2] == 0) || !(a_steps || b_steps)) {
+    return false;
+  }
+  const T* a = reinterpret_cast<const T*>(p[1]);
+  const T* b = reinterpret_cast<const T*>(p[2]);
+  return simd::binary(op, a_steps ? a : nullptr, a_steps ? 0.0f : static_cast<float>(*a),
+                      b_steps ? b : nullptr, b_steps ? 0.0f : static_cast<float>(*b),
+                      reinterpret_cast<T*>(p[0]), n);
+}
+
 /// One run of y = f(a, b): a and b have element type T, y type O; byte strides s[0..2].
 template <typename T, typename O, typename F>
 void binary_run(const F& f, simd::BinaryOp simd_op, char* const* p, const int64_t* s, int64_t n) {
   using C = compute_t<T>;
   constexpr int64_t kT = sizeof(T);
   if constexpr (kIsFloat16<T>) {
+    if constexpr (std::is_same_v<O, T>) {
+      if (simd_op != kNoSimdBinary && binary_16bit_in_registers<T>(simd_op, p, s, n)) return;
+    }
     return run_through_float<T, O, 3>(p, s, n, [&](char* const* q, const int64_t* qs, int64_t m) {
       binary_run<float, float_result_t<T, O>>(f, simd_op, q, qs, m);
     });

@@ -35,17 +35,20 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 /// Applies `f(d, a_vec, b_vec)` over the broadcast shape selected by the pointers: a null `a` or
 /// `b` means "the scalar sa / sb". One loop skeleton serves all three operand layouts.
-template <class D, class F, typename T = hn::TFromD<D>>
-HWY_INLINE void map_layout(D d, const T* a, T sa, const T* b, T sb, T* y, size_t n, F f) {
-  if (a != nullptr && b != nullptr) return map_binary(d, a, b, y, n, f);
+template <class D, class Codec, class F, typename S = typename Codec::Stored,
+          typename T = hn::TFromD<D>>
+HWY_INLINE void map_layout(D d, Codec codec, const S* a, T sa, const S* b, T sb, S* y, size_t n,
+                           F f) {
+  const S one = Codec::from(T(1));
+  if (a != nullptr && b != nullptr) return map_binary(d, codec, a, b, y, n, f, one);
   if (b == nullptr) {
     const auto vb = hn::Set(d, sb);
     return map_unary(
-        d, a, y, n, [&](D dv, hn::Vec<D> va) { return f(dv, va, vb); }, T(1));
+        d, codec, a, y, n, [&](D dv, hn::Vec<D> va) { return f(dv, va, vb); }, one);
   }
   const auto va = hn::Set(d, sa);
   map_unary(
-      d, b, y, n, [&](D dv, hn::Vec<D> vb) { return f(dv, va, vb); }, T(1));
+      d, codec, b, y, n, [&](D dv, hn::Vec<D> vb) { return f(dv, va, vb); }, one);
 }
 
 template <typename T>
@@ -140,49 +143,75 @@ HWY_INLINE bool pow_scalar_exponent(D d, const T* a, T b, T* y, size_t n) {
   return true;
 }
 
-template <typename T>
-HWY_INLINE void binary_impl(BinaryOp op, const T* a, T sa, const T* b, T sb, T* y, size_t n) {
-  const hn::ScalableTag<T> d;
-  using D = decltype(d);
+/// map_layout with op's vector function, on runs stored as `Codec` says. Returns false for kPow,
+/// which has none (binary_impl's lanes and fast paths compute it).
+template <class D, class Codec, typename S = typename Codec::Stored, typename T = hn::TFromD<D>>
+HWY_INLINE bool map_op(D d, Codec codec, BinaryOp op, const S* a, T sa, const S* b, T sb, S* y,
+                       size_t n) {
   using V = hn::Vec<D>;
+  const auto run = [&](auto f) { map_layout(d, codec, a, sa, b, sb, y, n, f); };
   switch (op) {
     case BinaryOp::kAdd:
-      return map_layout(d, a, sa, b, sb, y, n, [](D, V u, V v) { return hn::Add(u, v); });
+      run([](D, V u, V v) { return hn::Add(u, v); });
+      return true;
     case BinaryOp::kSub:
-      return map_layout(d, a, sa, b, sb, y, n, [](D, V u, V v) { return hn::Sub(u, v); });
+      run([](D, V u, V v) { return hn::Sub(u, v); });
+      return true;
     case BinaryOp::kMul:
-      return map_layout(d, a, sa, b, sb, y, n, [](D, V u, V v) { return hn::Mul(u, v); });
+      run([](D, V u, V v) { return hn::Mul(u, v); });
+      return true;
     case BinaryOp::kDiv:
-      return map_layout(d, a, sa, b, sb, y, n, [](D, V u, V v) { return hn::Div(u, v); });
+      run([](D, V u, V v) { return hn::Div(u, v); });
+      return true;
     case BinaryOp::kMaximum:
-      return map_layout(d, a, sa, b, sb, y, n, [](D, V u, V v) { return maximum(u, v); });
+      run([](D, V u, V v) { return maximum(u, v); });
+      return true;
     case BinaryOp::kMinimum:
-      return map_layout(d, a, sa, b, sb, y, n, [](D, V u, V v) { return minimum(u, v); });
+      run([](D, V u, V v) { return minimum(u, v); });
+      return true;
     case BinaryOp::kPow:
-      if (b == nullptr && pow_scalar_exponent(d, a, sb, y, n)) return;
-      return pow_lanes(a, sa, b, sb, y, n);
+      return false;
     case BinaryOp::kFloorDivide:
-      return map_layout(d, a, sa, b, sb, y, n,
-                        [](D dv, V u, V v) { return floor_divide(dv, u, v); });
+      run([](D dv, V u, V v) { return floor_divide(dv, u, v); });
+      return true;
     case BinaryOp::kRemainder:
-      return map_layout(d, a, sa, b, sb, y, n, [](D dv, V u, V v) { return remainder(dv, u, v); });
+      run([](D dv, V u, V v) { return remainder(dv, u, v); });
+      return true;
     case BinaryOp::kSigmoidBackward:
-      return map_layout(d, a, sa, b, sb, y, n, [](D dv, V g, V v) {
-        return hn::Mul(g, hn::Mul(v, hn::Sub(hn::Set(dv, T(1)), v)));
-      });
+      run([](D dv, V g, V v) { return hn::Mul(g, hn::Mul(v, hn::Sub(hn::Set(dv, T(1)), v))); });
+      return true;
     case BinaryOp::kTanhBackward:
-      return map_layout(d, a, sa, b, sb, y, n, [](D dv, V g, V v) {
+      run([](D dv, V g, V v) {
         const V one = hn::Set(dv, T(1));
         return hn::Mul(g, hn::Mul(hn::Sub(one, v), hn::Add(one, v)));
       });
+      return true;
     case BinaryOp::kReluBackward:
-      return map_layout(d, a, sa, b, sb, y, n, [](D dv, V g, V x) {
-        return hn::IfThenElseZero(hn::Gt(x, hn::Zero(dv)), g);
-      });
+      run([](D dv, V g, V x) { return hn::IfThenElseZero(hn::Gt(x, hn::Zero(dv)), g); });
+      return true;
     case BinaryOp::kSiluBackward:
-      return map_layout(d, a, sa, b, sb, y, n,
-                        [](D dv, V g, V x) { return hn::Mul(g, silu_grad(dv, x)); });
+      run([](D dv, V g, V x) { return hn::Mul(g, silu_grad(dv, x)); });
+      return true;
   }
+  return false;
+}
+
+template <typename T>
+HWY_INLINE void binary_impl(BinaryOp op, const T* a, T sa, const T* b, T sb, T* y, size_t n) {
+  const hn::ScalableTag<T> d;
+  if (map_op(d, AsIs<decltype(d)>{}, op, a, sa, b, sb, y, n)) return;
+  if (b == nullptr && pow_scalar_exponent(d, a, sb, y, n)) return;
+  pow_lanes(a, sa, b, sb, y, n);
+}
+
+/// binary_impl on 16-bit float runs (Note [16-bit runs in float vectors]); false where the target
+/// cannot convert them in vectors, or for kPow.
+template <template <class> class Codec, typename S>
+HWY_INLINE bool binary_16bit_impl(BinaryOp op, const S* a, float sa, const S* b, float sb, S* y,
+                                  size_t n) {
+  const hn::ScalableTag<float> d;
+  using C = Codec<decltype(d)>;
+  return C::kSupported && map_op(d, C{}, op, a, sa, b, sb, y, n);
 }
 
 /// Lanes of d (float or double) where keep (bytes 0 or 1, as many as d has lanes) is nonzero.
@@ -226,6 +255,13 @@ void binary_f64(BinaryOp op, const double* a, double sa, const double* b, double
                 size_t n) {
   binary_impl(op, a, sa, b, sb, y, n);
 }
+bool binary_f16(BinaryOp op, const Half* a, float sa, const Half* b, float sb, Half* y, size_t n) {
+  return binary_16bit_impl<AsFloat16>(op, a, sa, b, sb, y, n);
+}
+bool binary_bf16(BinaryOp op, const BFloat16* a, float sa, const BFloat16* b, float sb, BFloat16* y,
+                 size_t n) {
+  return binary_16bit_impl<AsBFloat16>(op, a, sa, b, sb, y, n);
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace kiln::simd
@@ -236,6 +272,8 @@ namespace kiln::simd {
 
 HWY_EXPORT(binary_f32);
 HWY_EXPORT(binary_f64);
+HWY_EXPORT(binary_f16);
+HWY_EXPORT(binary_bf16);
 HWY_EXPORT(masked_scale_f32);
 HWY_EXPORT(masked_scale_f64);
 
@@ -256,6 +294,14 @@ void binary_scalar_lhs(BinaryOp op, float a, const float* b, float* y, int64_t n
 }
 void binary_scalar_lhs(BinaryOp op, double a, const double* b, double* y, int64_t n) {
   if (n > 0) HWY_DYNAMIC_DISPATCH(binary_f64)(op, nullptr, a, b, 0.0, y, static_cast<size_t>(n));
+}
+
+bool binary(BinaryOp op, const Half* a, float sa, const Half* b, float sb, Half* y, int64_t n) {
+  return n <= 0 || HWY_DYNAMIC_DISPATCH(binary_f16)(op, a, sa, b, sb, y, static_cast<size_t>(n));
+}
+bool binary(BinaryOp op, const BFloat16* a, float sa, const BFloat16* b, float sb, BFloat16* y,
+            int64_t n) {
+  return n <= 0 || HWY_DYNAMIC_DISPATCH(binary_bf16)(op, a, sa, b, sb, y, static_cast<size_t>(n));
 }
 
 // bool holds 0 or 1 in one byte.

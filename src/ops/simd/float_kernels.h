@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/dtype.h"
 #include "kiln/export.h"
 
 namespace kiln::simd {
@@ -191,6 +192,15 @@ KILN_API void unary(UnaryOp op, const ScalarSteps<float>& steps, const float* x,
 KILN_API void unary(UnaryOp op, const ScalarSteps<double>& steps, const double* x, double* y,
                     int64_t n, Store store = Store::kCached);
 
+/// unary() on float16 runs, in one pass: each element widened to float, op'd as the float32
+/// unary() does, and rounded to nearest even once: the bits of unary() on the widened run followed
+/// by narrow_run (Note [16-bit runs in float vectors] in simd_loops-inl.h). x and y may alias
+/// exactly. Returns false, writing nothing, on a CPU without vector float16 conversions (x86
+/// without F16C, other architectures): the caller then converts through float buffers.
+KILN_API bool unary(UnaryOp op, const Half* x, Half* y, int64_t n);
+/// bfloat16 overload of the 16-bit unary(); true on every CPU.
+KILN_API bool unary(UnaryOp op, const BFloat16* x, BFloat16* y, int64_t n);
+
 /// y[i] = g[i] * gelu'(x[i]) for gelu's erf form, gelu'(x) = Phi(x) + x phi(x) (the standard
 /// normal CDF and density), for i in [0, n); y may alias g or x exactly. float32 within 4e-7 of
 /// max(|g gelu'(x)|, |g|) (tests/cpp/ops/simd_float_kernels_test.cc); float64 lane by lane with
@@ -220,6 +230,18 @@ KILN_API void binary_scalar_rhs(BinaryOp op, const double* a, double b, double* 
 KILN_API void binary_scalar_lhs(BinaryOp op, float a, const float* b, float* y, int64_t n);
 /// Float64 overload of binary_scalar_lhs().
 KILN_API void binary_scalar_lhs(BinaryOp op, double a, const double* b, double* y, int64_t n);
+/// binary() and its scalar forms on float16 / bfloat16 runs, in one pass: a null a (b) stands for
+/// the scalar sa (sb), given as float. Each element is widened to float, op'd as the float32
+/// binary() does, and rounded to nearest even once: the bits of binary() on the widened runs
+/// followed by narrow_run (Note [16-bit runs in float vectors] in simd_loops-inl.h). Any of a, b, y
+/// may alias exactly. Returns false, writing nothing, for kPow and for float16 on a CPU without
+/// vector float16 conversions (x86 without F16C, other architectures): the caller then converts
+/// through float buffers.
+KILN_API bool binary(BinaryOp op, const Half* a, float sa, const Half* b, float sb, Half* y,
+                     int64_t n);
+/// bfloat16 overload of the 16-bit binary(); false only for kPow.
+KILN_API bool binary(BinaryOp op, const BFloat16* a, float sa, const BFloat16* b, float sb,
+                     BFloat16* y, int64_t n);
 /// y[i] = x[i] * scale where keep[i], else +0: Dropout's forward on x, its backward on the
 /// gradient. x and y may alias exactly.
 KILN_API void masked_scale(const float* x, const bool* keep, float scale, float* y, int64_t n);

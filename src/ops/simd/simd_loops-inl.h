@@ -19,9 +19,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "kiln/dtype.h"
 #include "ops/simd/float_kernels.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -33,25 +35,96 @@ namespace hn = hwy::HWY_NAMESPACE;
 template <typename T>
 constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(T);
 
-/// y[i] = f(d, x[i]) vector by vector; the tail goes through a buffer padded with `pad`, a value
-/// chosen so the functor's padded lanes stay cheap and exception-free.
-template <class D, class F, typename T = hn::TFromD<D>>
-HWY_NOINLINE void map_unary(D d, const T* x, T* y, size_t n, F f, T pad = T(0)) {
+// ---- how a skeleton moves its elements between memory and vectors ---------------------------
+
+/// Elements stored as D's own lane type.
+template <class D>
+struct AsIs {
+  using Stored = hn::TFromD<D>;
+  static constexpr bool kSupported = true;
+  static Stored from(hn::TFromD<D> v) { return v; }
+  static hn::Vec<D> load(D d, const Stored* p) { return hn::LoadU(d, p); }
+  static void store(D d, hn::Vec<D> v, Stored* p) { hn::StoreU(v, d, p); }
+};
+
+// Note [16-bit runs in float vectors]
+// The float16 / bfloat16 elementwise kernels compute in float, as the float32 kernels do, with the
+// conversions in registers: a load widens (exactly), a store rounds to nearest even with the bits
+// of Half's and BFloat16's own conversions (kiln/dtype.h), NaN included. So one pass gives what
+// widening, the float kernel and narrowing give in three. float16 goes through x86's F16C
+// instructions (Highway's AVX2 and AVX-512 targets); Highway 1.0's emulation on the other targets
+// truncates instead of rounding, so there kSupported is false and the caller converts through float
+// blocks. bfloat16's rounding is integer arithmetic on the float's bits, on every target.
+
+/// float16 elements of float vectors (Note [16-bit runs in float vectors]).
+template <class D>
+struct AsFloat16 {
+  using Stored = Half;
+  static constexpr bool kSupported = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2;
+  static Stored from(float v) { return Half(v); }
+  static hn::Vec<D> load(D d, const Stored* p) {
+    const hn::Rebind<hwy::float16_t, D> dh;
+    return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+  }
+  static void store(D d, hn::Vec<D> v, Stored* p) {
+    const hn::Rebind<hwy::float16_t, D> dh;
+    hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(p));
+  }
+};
+
+/// bfloat16 elements of float vectors (Note [16-bit runs in float vectors]).
+template <class D>
+struct AsBFloat16 {
+  using Stored = BFloat16;
+  static constexpr bool kSupported = true;
+  static Stored from(float v) { return BFloat16(v); }
+  static hn::Vec<D> load(D d, const Stored* p) {
+    const hn::Rebind<uint16_t, D> d16;
+    const hn::RebindToUnsigned<D> du;
+    const auto bits = hn::LoadU(d16, reinterpret_cast<const uint16_t*>(p));
+    return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, bits)));
+  }
+  static void store(D d, hn::Vec<D> v, Stored* p) {
+    const hn::Rebind<uint16_t, D> d16;
+    const hn::RebindToUnsigned<D> du;
+    const hn::RebindToSigned<D> di;
+    const auto u = hn::BitCast(du, v);
+    const auto high = hn::ShiftRight<16>(u);
+    // BFloat16(float): (u + 0x7fff + lowest kept bit) >> 16; a NaN keeps its top bits, made quiet.
+    const auto rounded = hn::ShiftRight<16>(
+        hn::Add(hn::Add(u, hn::Set(du, 0x7fffu)), hn::And(high, hn::Set(du, 1u))));
+    const auto nan = hn::Or(high, hn::Set(du, 0x40u));
+    const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), nan, rounded);
+    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, bits)), d16, reinterpret_cast<uint16_t*>(p));
+  }
+};
+
+/// y[i] = f(d, x[i]) vector by vector, elements moved by `Codec` (AsIs, AsFloat16, AsBFloat16); the
+/// tail goes through a buffer padded with `pad`, a value chosen so the functor's padded lanes stay
+/// cheap and exception-free.
+template <class D, class Codec, class F, typename S = typename Codec::Stored>
+HWY_NOINLINE void map_unary(D d, Codec, const S* x, S* y, size_t n, F f, S pad) {
   const size_t lanes = hn::Lanes(d);
-  HWY_ALIGN T buf[kMaxLanes<T>];
+  HWY_ALIGN S buf[kMaxLanes<hn::TFromD<D>>];
   for (size_t i = 0; i < n; i += lanes) {
     const size_t count = n - i < lanes ? n - i : lanes;
     const bool tail = count < lanes;
-    const T* src = x + i;
-    T* dst = y + i;
+    const S* src = x + i;
+    S* dst = y + i;
     if (HWY_UNLIKELY(tail)) {
       for (size_t j = 0; j < lanes; ++j) buf[j] = j < count ? x[i + j] : pad;
       src = buf;
       dst = buf;
     }
-    hn::StoreU(f(d, hn::LoadU(d, src)), d, dst);
-    if (HWY_UNLIKELY(tail)) std::memcpy(y + i, buf, count * sizeof(T));
+    Codec::store(d, f(d, Codec::load(d, src)), dst);
+    if (HWY_UNLIKELY(tail)) std::memcpy(y + i, buf, count * sizeof(S));
   }
+}
+
+/// map_unary on elements of D's own lane type.
+template <class D, class F, typename T = hn::TFromD<D>>
+HWY_INLINE void map_unary(D d, const T* x, T* y, size_t n, F f, T pad = T(0)) {
+  map_unary(d, AsIs<D>{}, x, y, n, f, pad);
 }
 
 // Note [streaming stores]
@@ -86,31 +159,42 @@ HWY_INLINE StreamSpan stream_span(D d, const T* y, size_t n, Store store) {
   return {begin, begin + (n - begin) / lanes * lanes};
 }
 
-/// map_unary that writes y per `store` (Note [streaming stores]); same values.
+/// map_unary that writes y per `store` (Note [streaming stores]); same values. Runs of other
+/// element types than D's own (the 16-bit codecs) are written through the cache.
+template <class D, class Codec, class F, typename S = typename Codec::Stored>
+HWY_INLINE void map_unary(D d, Codec codec, const S* x, S* y, size_t n, F f, S pad, Store store) {
+  if constexpr (!std::is_same_v<Codec, AsIs<D>>) {
+    map_unary(d, codec, x, y, n, f, pad);
+  } else {
+    const StreamSpan span = stream_span(d, y, n, store);
+    if (span.begin == span.end) return map_unary(d, codec, x, y, n, f, pad);
+    map_unary(d, codec, x, y, span.begin, f, pad);
+    for (size_t i = span.begin; i < span.end; i += hn::Lanes(d)) {
+      hn::Stream(f(d, hn::LoadU(d, x + i)), d, y + i);
+    }
+    map_unary(d, codec, x + span.end, y + span.end, n - span.end, f, pad);
+    hwy::FlushStream();
+  }
+}
+
+/// The streaming map_unary on elements of D's own lane type.
 template <class D, class F, typename T = hn::TFromD<D>>
 HWY_INLINE void map_unary(D d, const T* x, T* y, size_t n, F f, T pad, Store store) {
-  const StreamSpan span = stream_span(d, y, n, store);
-  if (span.begin == span.end) return map_unary(d, x, y, n, f, pad);
-  map_unary(d, x, y, span.begin, f, pad);
-  for (size_t i = span.begin; i < span.end; i += hn::Lanes(d)) {
-    hn::Stream(f(d, hn::LoadU(d, x + i)), d, y + i);
-  }
-  map_unary(d, x + span.end, y + span.end, n - span.end, f, pad);
-  hwy::FlushStream();
+  map_unary(d, AsIs<D>{}, x, y, n, f, pad, store);
 }
 
 /// y[i] = f(d, a[i], b[i]); same tail scheme as map_unary (both operands padded with `pad`).
-template <class D, class F, typename T = hn::TFromD<D>>
-HWY_NOINLINE void map_binary(D d, const T* a, const T* b, T* y, size_t n, F f, T pad = T(1)) {
+template <class D, class Codec, class F, typename S = typename Codec::Stored>
+HWY_NOINLINE void map_binary(D d, Codec, const S* a, const S* b, S* y, size_t n, F f, S pad) {
   const size_t lanes = hn::Lanes(d);
-  HWY_ALIGN T buf_a[kMaxLanes<T>];
-  HWY_ALIGN T buf_b[kMaxLanes<T>];
+  HWY_ALIGN S buf_a[kMaxLanes<hn::TFromD<D>>];
+  HWY_ALIGN S buf_b[kMaxLanes<hn::TFromD<D>>];
   for (size_t i = 0; i < n; i += lanes) {
     const size_t count = n - i < lanes ? n - i : lanes;
     const bool tail = count < lanes;
-    const T* src_a = a + i;
-    const T* src_b = b + i;
-    T* dst = y + i;
+    const S* src_a = a + i;
+    const S* src_b = b + i;
+    S* dst = y + i;
     if (HWY_UNLIKELY(tail)) {
       for (size_t j = 0; j < lanes; ++j) {
         buf_a[j] = j < count ? a[i + j] : pad;
@@ -120,9 +204,15 @@ HWY_NOINLINE void map_binary(D d, const T* a, const T* b, T* y, size_t n, F f, T
       src_b = buf_b;
       dst = buf_a;
     }
-    hn::StoreU(f(d, hn::LoadU(d, src_a), hn::LoadU(d, src_b)), d, dst);
-    if (HWY_UNLIKELY(tail)) std::memcpy(y + i, buf_a, count * sizeof(T));
+    Codec::store(d, f(d, Codec::load(d, src_a), Codec::load(d, src_b)), dst);
+    if (HWY_UNLIKELY(tail)) std::memcpy(y + i, buf_a, count * sizeof(S));
   }
+}
+
+/// map_binary on elements of D's own lane type.
+template <class D, class F, typename T = hn::TFromD<D>>
+HWY_INLINE void map_binary(D d, const T* a, const T* b, T* y, size_t n, F f, T pad = T(1)) {
+  map_binary(d, AsIs<D>{}, a, b, y, n, f, pad);
 }
 
 /// Neumaier-compensated running sum in float64: the combination step of blocked_sum().

@@ -67,24 +67,27 @@ HWY_INLINE V round_half_even(D d, V v) {
 }
 
 /// float32 tan: promote to float64, where sin / cos are accurate to ~1e-15 even near the poles,
-/// then round once.
-HWY_INLINE void tan_f32(const float* x, float* y, size_t n) {
+/// then round once. Runs of 16-bit floats (CodecOf AsFloat16 / AsBFloat16) round to float, then to
+/// their own type, as the float path they stand for does.
+template <template <class> class CodecOf, typename S>
+HWY_INLINE void tan_f32(const S* x, S* y, size_t n) {
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> df;
+  using Codec = CodecOf<decltype(df)>;
   const size_t lanes = hn::Lanes(dd);
-  HWY_ALIGN float buf[kMaxLanes<double>];
+  HWY_ALIGN S buf[kMaxLanes<double>];
   for (size_t i = 0; i < n; i += lanes) {
     const size_t count = n - i < lanes ? n - i : lanes;
-    const float* src = x + i;
-    float* dst = y + i;
+    const S* src = x + i;
+    S* dst = y + i;
     if (HWY_UNLIKELY(count < lanes)) {
-      for (size_t j = 0; j < lanes; ++j) buf[j] = j < count ? x[i + j] : 0.0f;
+      for (size_t j = 0; j < lanes; ++j) buf[j] = j < count ? x[i + j] : Codec::from(0.0f);
       src = buf;
       dst = buf;
     }
-    const auto r = tan_full(dd, hn::PromoteTo(dd, hn::LoadU(df, src)));
-    hn::StoreU(hn::DemoteTo(df, r), df, dst);
-    if (HWY_UNLIKELY(count < lanes)) std::memcpy(y + i, buf, count * sizeof(float));
+    const auto r = tan_full(dd, hn::PromoteTo(dd, Codec::load(df, src)));
+    Codec::store(df, hn::DemoteTo(df, r), dst);
+    if (HWY_UNLIKELY(count < lanes)) std::memcpy(y + i, buf, count * sizeof(S));
   }
 }
 
@@ -97,11 +100,14 @@ HWY_INLINE void erf_f64(UnaryOp op, const double* x, double* y, size_t n) {
   }
 }
 
-template <typename T>
-HWY_INLINE void unary_impl(UnaryOp op, ScalarSteps<T> steps, const T* x, T* y, size_t n,
+/// unary() on runs stored as CodecOf says (AsIs: T itself; AsFloat16 / AsBFloat16 for T = float).
+template <typename T, template <class> class CodecOf, typename S>
+HWY_INLINE void unary_impl(UnaryOp op, ScalarSteps<T> steps, const S* x, S* y, size_t n,
                            Store store) {
   const hn::ScalableTag<T> d;
   using V = hn::Vec<decltype(d)>;
+  using Codec = CodecOf<decltype(d)>;
+  const Codec codec;
   // One switch per call; each case instantiates its own loop with the op inlined. `pad` fills the
   // tail lanes (see map_unary). The scalar steps (ScalarSteps) run in the op's loop for the ops
   // that take many instructions per vector (`map`), whose arithmetic then hides the loads; for
@@ -109,19 +115,21 @@ HWY_INLINE void unary_impl(UnaryOp op, ScalarSteps<T> steps, const T* x, T* y, s
   // from sharing its loop, and its loop is not instantiated twice.
   const auto apply_steps_first = [&] {
     if (steps.empty()) return;
-    map_unary(d, x, y, n, [steps](auto dv, V v) { return apply_steps(dv, steps, v); });
+    map_unary(
+        d, codec, x, y, n, [steps](auto dv, V v) { return apply_steps(dv, steps, v); },
+        Codec::from(T(0)));
     x = y;
     steps.clear();
   };
   const auto map = [&](auto f, T pad = T(0)) {
-    if (steps.empty()) return map_unary(d, x, y, n, f, pad, store);
+    if (steps.empty()) return map_unary(d, codec, x, y, n, f, Codec::from(pad), store);
     map_unary(
-        d, x, y, n, [f, steps](auto dv, V v) { return f(dv, apply_steps(dv, steps, v)); }, pad,
-        store);
+        d, codec, x, y, n, [f, steps](auto dv, V v) { return f(dv, apply_steps(dv, steps, v)); },
+        Codec::from(pad), store);
   };
   const auto map_short = [&](auto f, T pad = T(0)) {
     apply_steps_first();
-    map_unary(d, x, y, n, f, pad, store);
+    map_unary(d, codec, x, y, n, f, Codec::from(pad), store);
   };
   // sin and cos take a lane-by-lane slow path for a whole vector when one lane needs it, so their
   // results depend on how lanes are grouped into vectors; streaming regroups the head of the run
@@ -129,7 +137,7 @@ HWY_INLINE void unary_impl(UnaryOp op, ScalarSteps<T> steps, const T* x, T* y, s
   // first, too: a step could send a padded tail lane, and so its vector, down the slow path.)
   const auto map_grouped = [&](auto f) {
     apply_steps_first();
-    map_unary(d, x, y, n, f);
+    map_unary(d, codec, x, y, n, f, Codec::from(T(0)));
   };
   switch (op) {
     case UnaryOp::kNeg:
@@ -167,7 +175,7 @@ HWY_INLINE void unary_impl(UnaryOp op, ScalarSteps<T> steps, const T* x, T* y, s
     case UnaryOp::kTan:
       if constexpr (sizeof(T) == 4) {
         apply_steps_first();
-        return tan_f32(x, y, n);
+        return tan_f32<CodecOf>(x, y, n);
       } else {
         return map_grouped([](auto dv, V v) { return tan_full(dv, v); });
       }
@@ -206,7 +214,16 @@ HWY_INLINE void unary_impl(UnaryOp op, ScalarSteps<T> steps, const T* x, T* y, s
 
 void unary_f32(UnaryOp op, const ScalarSteps<float>& steps, const float* x, float* y, size_t n,
                Store store) {
-  unary_impl(op, steps, x, y, n, store);
+  unary_impl<float, AsIs>(op, steps, x, y, n, store);
+}
+bool unary_f16(UnaryOp op, const Half* x, Half* y, size_t n) {
+  if (!AsFloat16<hn::ScalableTag<float>>::kSupported) return false;
+  unary_impl<float, AsFloat16>(op, ScalarSteps<float>{}, x, y, n, Store::kCached);
+  return true;
+}
+bool unary_bf16(UnaryOp op, const BFloat16* x, BFloat16* y, size_t n) {
+  unary_impl<float, AsBFloat16>(op, ScalarSteps<float>{}, x, y, n, Store::kCached);
+  return true;
 }
 void gelu_backward_f32(const float* g, const float* x, float* y, size_t n) {
   const hn::ScalableTag<float> d;
@@ -222,7 +239,7 @@ void gelu_tanh_backward_f32(const float* g, const float* x, float* y, size_t n) 
 }
 void unary_f64(UnaryOp op, const ScalarSteps<double>& steps, const double* x, double* y, size_t n,
                Store store) {
-  unary_impl(op, steps, x, y, n, store);
+  unary_impl<double, AsIs>(op, steps, x, y, n, store);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -234,6 +251,8 @@ namespace kiln::simd {
 
 HWY_EXPORT(unary_f32);
 HWY_EXPORT(unary_f64);
+HWY_EXPORT(unary_f16);
+HWY_EXPORT(unary_bf16);
 HWY_EXPORT(gelu_backward_f32);
 HWY_EXPORT(gelu_tanh_backward_f32);
 
@@ -253,6 +272,14 @@ void unary(UnaryOp op, const ScalarSteps<float>& steps, const float* x, float* y
 void unary(UnaryOp op, const ScalarSteps<double>& steps, const double* x, double* y, int64_t n,
            Store store) {
   if (n > 0) HWY_DYNAMIC_DISPATCH(unary_f64)(op, steps, x, y, static_cast<size_t>(n), store);
+}
+
+bool unary(UnaryOp op, const Half* x, Half* y, int64_t n) {
+  return n <= 0 || HWY_DYNAMIC_DISPATCH(unary_f16)(op, x, y, static_cast<size_t>(n));
+}
+
+bool unary(UnaryOp op, const BFloat16* x, BFloat16* y, int64_t n) {
+  return n <= 0 || HWY_DYNAMIC_DISPATCH(unary_bf16)(op, x, y, static_cast<size_t>(n));
 }
 
 void gelu_backward(const float* g, const float* x, float* y, int64_t n) {

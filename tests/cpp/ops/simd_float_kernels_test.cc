@@ -552,6 +552,172 @@ TEST(SimdFloatKernels, BinaryMatchesStdReference_WhenAnyOperandLayout) {
   });
 }
 
+// The 16-bit binary(): bit for bit the float32 kernel on the widened operands, rounded once
+// (Half's and BFloat16's own conversions), on every bit pattern's neighbourhood (NaNs with
+// payloads, infinities, subnormals), every layout, every tail length and in place.
+template <typename H>
+std::vector<H> random_16bit(int64_t n, std::mt19937& rng) {
+  std::vector<H> v(n);
+  for (H& h : v) h.bits = static_cast<uint16_t>(rng());
+  return v;
+}
+
+template <typename H>
+std::vector<uint16_t> bits_of(const std::vector<H>& v) {
+  std::vector<uint16_t> bits(v.size());
+  for (size_t i = 0; i < v.size(); ++i) bits[i] = v[i].bits;
+  return bits;
+}
+
+/// Whether h is a quiet NaN: exponent all ones and the top mantissa bit set.
+bool is_quiet_nan(Half h) { return (h.bits & 0x7e00u) == 0x7e00u; }
+bool is_quiet_nan(BFloat16 h) { return (h.bits & 0x7fc0u) == 0x7fc0u; }
+
+/// The bits of y, except that a quiet NaN where `want` has a NaN takes want's bits: a NaN's sign
+/// and payload follow operand order, which the compiler may pick differently per loop (as in
+/// same_values). A signalling NaN never matches: every rounding to 16 bits quiets.
+template <typename H>
+std::vector<uint16_t> bits_matching_nans(const std::vector<H>& y,
+                                         const std::vector<uint16_t>& want) {
+  std::vector<uint16_t> bits = bits_of(y);
+  for (size_t i = 0; i < bits.size() && i < want.size(); ++i) {
+    H w;
+    w.bits = want[i];
+    if (is_quiet_nan(y[i]) && std::isnan(static_cast<float>(w))) bits[i] = want[i];
+  }
+  return bits;
+}
+
+template <typename H>
+std::vector<float> widened(const std::vector<H>& v) {
+  return std::vector<float>(v.begin(), v.end());
+}
+
+/// Each float rounded to H (its own conversion), as bits.
+template <typename H>
+std::vector<uint16_t> rounded_bits(const std::vector<float>& v) {
+  std::vector<uint16_t> bits(v.size());
+  for (size_t i = 0; i < v.size(); ++i) bits[i] = H(v[i]).bits;
+  return bits;
+}
+
+/// Whether the 16-bit kernels run on `target`: float16 converts in vectors through F16C only
+/// (Note [16-bit runs in float vectors]).
+template <typename H>
+bool runs_16bit(const std::string& target) {
+  return std::is_same_v<H, BFloat16> || target == "AVX2" || target == "AVX3";
+}
+
+/// The value the 16-bit tests fill outputs with first.
+constexpr float kUntouched = -7.0f;
+
+/// Checks how a 16-bit kernel call answered (`done`) for output y, filled with kUntouched first:
+/// an empty run is done; a call the target cannot take declines, writing nothing. Returns whether
+/// y holds results to check.
+template <typename H>
+bool has_results(bool done, bool runs, const std::vector<H>& y) {
+  if (y.empty() || !runs) {
+    EXPECT_EQ(done, y.empty());
+    EXPECT_EQ(bits_of(y), bits_of(std::vector<H>(y.size(), H(kUntouched))))
+        << "wrote while declining";
+    return false;
+  }
+  EXPECT_TRUE(done);
+  return done;
+}
+
+/// The float32 kernel on the widened operands (null: the scalar), rounded to H.
+template <typename H>
+std::vector<uint16_t> binary_through_float(BinaryOp op, const std::vector<H>* a, float sa,
+                                           const std::vector<H>* b, float sb, int64_t n) {
+  std::vector<float> y(n);
+  if (a != nullptr && b != nullptr) {
+    binary(op, widened(*a).data(), widened(*b).data(), y.data(), n);
+  } else if (b == nullptr) {
+    binary_scalar_rhs(op, widened(*a).data(), sb, y.data(), n);
+  } else {
+    binary_scalar_lhs(op, sa, widened(*b).data(), y.data(), n);
+  }
+  return rounded_bits<H>(y);
+}
+
+template <typename H>
+void check_16bit_binary(const std::string& target) {
+  std::mt19937 rng(16);
+  const std::vector<H> scalars = random_16bit<H>(3, rng);
+  for (const BinaryCase& c : kBinaryCases) {
+    SCOPED_TRACE(c.name);
+    for (int64_t n : kLengths) {
+      SCOPED_TRACE("n = " + std::to_string(n));
+      const std::vector<H> a = random_16bit<H>(n, rng);
+      const std::vector<H> b = random_16bit<H>(n, rng);
+      std::vector<H> y(n, H(kUntouched));
+      const bool done = binary(c.op, a.data(), 0.0f, b.data(), 0.0f, y.data(), n);
+      if (!has_results(done, c.op != BinaryOp::kPow && runs_16bit<H>(target), y)) continue;
+      const std::vector<uint16_t> want = binary_through_float(c.op, &a, 0.0f, &b, 0.0f, n);
+      EXPECT_EQ(bits_matching_nans(y, want), want);
+      std::vector<H> in_place = a;
+      binary(c.op, in_place.data(), 0.0f, b.data(), 0.0f, in_place.data(), n);
+      EXPECT_EQ(bits_of(in_place), bits_of(y));
+      for (const H& scalar : scalars) {
+        const float s = scalar;
+        binary(c.op, a.data(), 0.0f, nullptr, s, y.data(), n);
+        const std::vector<uint16_t> want_rhs =
+            binary_through_float<H>(c.op, &a, 0.0f, nullptr, s, n);
+        EXPECT_EQ(bits_matching_nans(y, want_rhs), want_rhs);
+        binary(c.op, nullptr, s, b.data(), 0.0f, y.data(), n);
+        const std::vector<uint16_t> want_lhs =
+            binary_through_float<H>(c.op, nullptr, s, &b, 0.0f, n);
+        EXPECT_EQ(bits_matching_nans(y, want_lhs), want_lhs);
+      }
+    }
+  }
+}
+
+TEST(SimdFloatKernels, SixteenBitBinaryEqualsTheFloatKernelRoundedOnce) {
+  for_each_target([](const std::string& t) {
+    check_16bit_binary<Half>(t);
+    check_16bit_binary<BFloat16>(t);
+  });
+}
+
+/// The 16-bit unary() on every bit pattern of H (and on each tail length), against the float32
+/// kernel on the widened run rounded once; in place too.
+template <typename H>
+void check_16bit_unary(const std::string& target) {
+  const bool runs = runs_16bit<H>(target);
+  std::vector<H> every(1 << 16);
+  for (size_t i = 0; i < every.size(); ++i) every[i].bits = static_cast<uint16_t>(i);
+  for (const UnaryCase& c : kUnaryCases) {
+    SCOPED_TRACE(c.name);
+    for (int64_t n : kLengths) {
+      SCOPED_TRACE("n = " + std::to_string(n));
+      // The tail lengths take the patterns from the middle of the range, the full run all of them.
+      const std::vector<H> x(every.begin() + 0x3c00, every.begin() + 0x3c00 + n);
+      std::vector<H> y(n, H(kUntouched));
+      if (!has_results(unary(c.op, x.data(), y.data(), n), runs, y)) continue;
+      std::vector<float> wide = widened(x);
+      unary(c.op, wide.data(), wide.data(), n);
+      const std::vector<uint16_t> want = rounded_bits<H>(wide);
+      EXPECT_EQ(bits_matching_nans(y, want), want);
+    }
+    if (!runs) continue;
+    std::vector<H> in_place = every;
+    ASSERT_TRUE(unary(c.op, in_place.data(), in_place.data(), static_cast<int64_t>(every.size())));
+    std::vector<float> wide = widened(every);
+    unary(c.op, wide.data(), wide.data(), static_cast<int64_t>(wide.size()));
+    const std::vector<uint16_t> want = rounded_bits<H>(wide);
+    EXPECT_EQ(bits_matching_nans(in_place, want), want);
+  }
+}
+
+TEST(SimdFloatKernels, SixteenBitUnaryEqualsTheFloatKernelRoundedOnce_OnEveryValue) {
+  for_each_target([](const std::string& t) {
+    check_16bit_unary<Half>(t);
+    check_16bit_unary<BFloat16>(t);
+  });
+}
+
 // floor_divide and remainder where the vector fmod is delicate: a within an ulp of k * b, where
 // the rounded quotient a / b can round up to the next integer (Note [Exact vector fmod]), for
 // quotients up to the vector path's limit and past it; subnormal operands; a smaller than b.
