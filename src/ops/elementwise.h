@@ -414,10 +414,9 @@ void unary_run(const F& f, simd::UnaryOp simd_op, simd::Store out_store, char* c
                const int64_t* s, int64_t n) {
   using C = compute_t<T>;
   if constexpr (kIsFloat16<T> && std::is_same_v<O, T>) {
-    // One pass in registers where simd::unary can (Note [16-bit runs in float vectors]).
-    if (simd_op != kNoSimdUnary && s[0] == sizeof(T) && s[1] == sizeof(T) &&
-        simd::unary(simd_op, reinterpret_cast<const T*>(p[1]), reinterpret_cast<T*>(p[0]), n)) {
-      return;
+    // One pass in registers (Note [16-bit runs in float vectors]).
+    if (simd_op != kNoSimdUnary && s[0] == sizeof(T) && s[1] == sizeof(T)) {
+      return simd::unary(simd_op, reinterpret_cast<const T*>(p[1]), reinterpret_cast<T*>(p[0]), n);
     }
   }
   if constexpr (kIsFloat16<T>) {
@@ -457,7 +456,7 @@ void binary_contiguous(const F& f, char* const* p, int64_t n) {
 
 /// A run of y = op(a, b) on 16-bit floats, each operand contiguous or one broadcast element,
 /// computed in one pass by simd::binary. Returns false, writing nothing, for other layouts and
-/// where simd::binary cannot (then run_through_float computes the same bits).
+/// for kPow (then run_through_float computes the same bits).
 template <typename T>
 bool binary_16bit_in_registers(simd::BinaryOp op, char* const* p, const int64_t* s, int64_t n) {
   constexpr int64_t kT = sizeof(T);

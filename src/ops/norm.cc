@@ -54,24 +54,32 @@ DType check_norm(const char* op, const InferContext& ctx, size_t num_affine) {
   return result_type(ctx.inputs);
 }
 
-// Runs row(x_row, y_row, n, store) over every row of x (viewed as [rows, n]) into out, in the
-// compute dtype C of out's dtype; `store` streams a large output past the caches (Note [streaming
-// stores] in simd_loops-inl.h).
-template <typename C, typename RowFn>
-void for_each_row(const Tensor& x, const Tensor& out, int64_t n, RowFn&& row) {
-  if (out.numel() == 0) return;
-  const Tensor xc = contiguous_as(x, dtype_of<C>());
-  const Tensor target =
-      out.dtype() == dtype_of<C>() ? out : Tensor::empty(out.shape(), dtype_of<C>());
-  const C* px = xc.data<C>();
-  C* py = target.data<C>();
+// for_each_row for an out of element type T: C itself, or a 16-bit float (computing in float).
+template <typename T, typename RowFn>
+void for_each_row_of(const Tensor& x, const Tensor& out, int64_t n, RowFn& row) {
+  const Tensor xc = contiguous_as(x, dtype_of<T>());
+  const T* px = xc.data<T>();
+  T* py = out.data<T>();
   const int64_t rows = out.numel() / n;
   const int64_t grain = std::max<int64_t>(1, kNormChunkElements / n);
-  const simd::Store store = simd::store_for_output(target.numel() * int64_t{sizeof(C)});
+  const simd::Store store = simd::store_for_output(out.numel() * int64_t{sizeof(T)});
   parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) row(px + r * n, py + r * n, n, store);
   });
-  if (!target.is_same(out)) copy_into(out, target);
+}
+
+// Runs row(x_row, y_row, n, store) over every row of x (viewed as [rows, n]) into out (contiguous),
+// with rows of out's dtype (row computes in C, the compute dtype, widening 16-bit rows in
+// registers); `store` streams a large output past the caches (Note [streaming stores] in
+// simd_loops-inl.h).
+template <typename C, typename RowFn>
+void for_each_row(const Tensor& x, const Tensor& out, int64_t n, RowFn&& row) {
+  if (out.numel() == 0) return;
+  if constexpr (std::is_same_v<C, float>) {
+    if (out.dtype() == DType::kFloat16) return for_each_row_of<Half>(x, out, n, row);
+    if (out.dtype() == DType::kBFloat16) return for_each_row_of<BFloat16>(x, out, n, row);
+  }
+  for_each_row_of<C>(x, out, n, row);
 }
 
 // The normalized dimensions (the trailing ones, counted from the end) of a norm's attributes.
@@ -424,7 +432,7 @@ KILN_REGISTER_OP(
             const C* pw = w.defined() ? w.data<C>() : nullptr;
             const C* pb = b.defined() ? b.data<C>() : nullptr;
             for_each_row<C>(ctx.inputs[0], out, n,
-                            [&](const C* x, C* y, int64_t len, simd::Store store) {
+                            [&](const auto* x, auto* y, int64_t len, simd::Store store) {
                               simd::layer_norm_row(x, pw, pb, static_cast<C>(eps), y, len, nullptr,
                                                    nullptr, store);
                             });
@@ -455,11 +463,11 @@ KILN_REGISTER_OP(OpDef("RMSNorm")
                                               ? contiguous_as(ctx.inputs[1], dtype_of<C>())
                                               : Tensor();
                          const C* pw = w.defined() ? w.data<C>() : nullptr;
-                         for_each_row<C>(ctx.inputs[0], out, n,
-                                         [&](const C* x, C* y, int64_t len, simd::Store store) {
-                                           simd::rms_norm_row(x, pw, static_cast<C>(eps), y, len,
-                                                              store);
-                                         });
+                         for_each_row<C>(
+                             ctx.inputs[0], out, n,
+                             [&](const auto* x, auto* y, int64_t len, simd::Store store) {
+                               simd::rms_norm_row(x, pw, static_cast<C>(eps), y, len, store);
+                             });
                        });
                      })
                      .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out,

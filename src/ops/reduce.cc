@@ -31,15 +31,8 @@ template <typename T>
 double sum_run(const T* x, int64_t n) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     if (n >= 32) return static_cast<double>(simd::reduce_sum(x, n));
-  } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    double total = 0;
-    float buf[256];
-    for (int64_t i = 0; i < n; i += 256) {
-      const int64_t m = std::min<int64_t>(256, n - i);
-      convert_contiguous(x + i, buf, m);
-      total += static_cast<double>(simd::reduce_sum(buf, m));
-    }
-    return total;
+  } else if constexpr (kIsFloat16<T>) {
+    return simd::reduce_sum(x, n);
   }
   double total = 0;
   for (int64_t i = 0; i < n; ++i) total += static_cast<double>(static_cast<ComputeType<T>>(x[i]));

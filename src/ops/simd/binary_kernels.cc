@@ -204,14 +204,12 @@ HWY_INLINE void binary_impl(BinaryOp op, const T* a, T sa, const T* b, T sb, T* 
   pow_lanes(a, sa, b, sb, y, n);
 }
 
-/// binary_impl on 16-bit float runs (Note [16-bit runs in float vectors]); false where the target
-/// cannot convert them in vectors, or for kPow.
+/// binary_impl on 16-bit float runs (Note [16-bit runs in float vectors]); false for kPow.
 template <template <class> class Codec, typename S>
 HWY_INLINE bool binary_16bit_impl(BinaryOp op, const S* a, float sa, const S* b, float sb, S* y,
                                   size_t n) {
   const hn::ScalableTag<float> d;
-  using C = Codec<decltype(d)>;
-  return C::kSupported && map_op(d, C{}, op, a, sa, b, sb, y, n);
+  return map_op(d, Codec<decltype(d)>{}, op, a, sa, b, sb, y, n);
 }
 
 /// Lanes of d (float or double) where keep (bytes 0 or 1, as many as d has lanes) is nonzero.

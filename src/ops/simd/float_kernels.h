@@ -195,11 +195,10 @@ KILN_API void unary(UnaryOp op, const ScalarSteps<double>& steps, const double* 
 /// unary() on float16 runs, in one pass: each element widened to float, op'd as the float32
 /// unary() does, and rounded to nearest even once: the bits of unary() on the widened run followed
 /// by narrow_run (Note [16-bit runs in float vectors] in simd_loops-inl.h). x and y may alias
-/// exactly. Returns false, writing nothing, on a CPU without vector float16 conversions (x86
-/// without F16C, other architectures): the caller then converts through float buffers.
-KILN_API bool unary(UnaryOp op, const Half* x, Half* y, int64_t n);
-/// bfloat16 overload of the 16-bit unary(); true on every CPU.
-KILN_API bool unary(UnaryOp op, const BFloat16* x, BFloat16* y, int64_t n);
+/// exactly.
+KILN_API void unary(UnaryOp op, const Half* x, Half* y, int64_t n);
+/// bfloat16 overload of the 16-bit unary().
+KILN_API void unary(UnaryOp op, const BFloat16* x, BFloat16* y, int64_t n);
 
 /// y[i] = g[i] * gelu'(x[i]) for gelu's erf form, gelu'(x) = Phi(x) + x phi(x) (the standard
 /// normal CDF and density), for i in [0, n); y may alias g or x exactly. float32 within 4e-7 of
@@ -234,12 +233,11 @@ KILN_API void binary_scalar_lhs(BinaryOp op, double a, const double* b, double* 
 /// the scalar sa (sb), given as float. Each element is widened to float, op'd as the float32
 /// binary() does, and rounded to nearest even once: the bits of binary() on the widened runs
 /// followed by narrow_run (Note [16-bit runs in float vectors] in simd_loops-inl.h). Any of a, b, y
-/// may alias exactly. Returns false, writing nothing, for kPow and for float16 on a CPU without
-/// vector float16 conversions (x86 without F16C, other architectures): the caller then converts
-/// through float buffers.
+/// may alias exactly. Returns false, writing nothing, for kPow (whose float32 fast paths work on
+/// float runs): the caller then converts through float buffers.
 KILN_API bool binary(BinaryOp op, const Half* a, float sa, const Half* b, float sb, Half* y,
                      int64_t n);
-/// bfloat16 overload of the 16-bit binary(); false only for kPow.
+/// bfloat16 overload of the 16-bit binary().
 KILN_API bool binary(BinaryOp op, const BFloat16* a, float sa, const BFloat16* b, float sb,
                      BFloat16* y, int64_t n);
 /// y[i] = x[i] * scale where keep[i], else +0: Dropout's forward on x, its backward on the
@@ -254,6 +252,12 @@ KILN_API void masked_scale(const double* x, const bool* keep, double scale, doub
 KILN_API float reduce_sum(const float* x, int64_t n);
 /// Float64 overload of reduce_sum().
 KILN_API double reduce_sum(const double* x, int64_t n);
+/// Sum of a float16 run, in float64: the elements widened in registers and summed in float
+/// vectors, blocked as the float32 reduce_sum is (the block sums are float32: a bfloat16 run whose
+/// partial sums pass float's range overflows to inf).
+KILN_API double reduce_sum(const Half* x, int64_t n);
+/// bfloat16 overload of the 16-bit reduce_sum().
+KILN_API double reduce_sum(const BFloat16* x, int64_t n);
 /// Largest element; nan if any element is nan (like numpy.max). Returns -inf for n == 0.
 KILN_API float reduce_max(const float* x, int64_t n);
 /// Float64 overload of reduce_max().
@@ -283,11 +287,29 @@ KILN_API void layer_norm_row(const float* x, const float* gamma, const float* be
 KILN_API void layer_norm_row(const double* x, const double* gamma, const double* beta, double eps,
                              double* y, int64_t n, double* mean_out, double* rstd_out,
                              Store store = Store::kCached);
+/// layer_norm_row on a float16 row, computed in float with gamma, beta and the statistics in float:
+/// each element widened in registers and the result rounded to nearest even once, as layer_norm_row
+/// on the widened row followed by narrow_run gives (Note [16-bit runs in float vectors] in
+/// simd_loops-inl.h). x and y may alias. The row is written through the cache whatever `store`
+/// asks (a hint, as everywhere).
+KILN_API void layer_norm_row(const Half* x, const float* gamma, const float* beta, float eps,
+                             Half* y, int64_t n, float* mean_out, float* rstd_out,
+                             Store store = Store::kCached);
+/// bfloat16 overload of the 16-bit layer_norm_row().
+KILN_API void layer_norm_row(const BFloat16* x, const float* gamma, const float* beta, float eps,
+                             BFloat16* y, int64_t n, float* mean_out, float* rstd_out,
+                             Store store = Store::kCached);
 /// y = x / sqrt(mean(x^2) + eps) * gamma over one row; gamma may be null. x and y may alias.
 KILN_API void rms_norm_row(const float* x, const float* gamma, float eps, float* y, int64_t n,
                            Store store = Store::kCached);
 /// Float64 overload of rms_norm_row().
 KILN_API void rms_norm_row(const double* x, const double* gamma, double eps, double* y, int64_t n,
+                           Store store = Store::kCached);
+/// rms_norm_row on a float16 row (computed in float, as the 16-bit layer_norm_row).
+KILN_API void rms_norm_row(const Half* x, const float* gamma, float eps, Half* y, int64_t n,
+                           Store store = Store::kCached);
+/// bfloat16 overload of the 16-bit rms_norm_row().
+KILN_API void rms_norm_row(const BFloat16* x, const float* gamma, float eps, BFloat16* y, int64_t n,
                            Store store = Store::kCached);
 /// Testing hook: names of the SIMD targets compiled into this build that this CPU can run, best
 /// first, e.g. {"AVX3", "AVX2", "SSE4", "SCALAR"}. Unaffected by set_target_for_testing().

@@ -65,7 +65,16 @@ HWY_INLINE T extremum_impl(const T* x, size_t n) {
   return hn::GetLane(kIsMax ? hn::MaxOfLanes(d, r) : hn::MinOfLanes(d, r));
 }
 
+/// The float64 sum of a 16-bit float run, summed in float vectors as a float32 run is.
+template <template <class> class Codec, typename S>
+HWY_INLINE double sum_16bit_impl(const S* x, size_t n) {
+  const hn::ScalableTag<float> d;
+  return blocked_sum(d, Codec<decltype(d)>{}, x, n, S{}, [](auto, auto v) { return v; });
+}
+
 float sum_f32(const float* x, size_t n) { return sum_impl(x, n); }
+double sum_f16(const Half* x, size_t n) { return sum_16bit_impl<AsFloat16>(x, n); }
+double sum_bf16(const BFloat16* x, size_t n) { return sum_16bit_impl<AsBFloat16>(x, n); }
 double sum_f64(const double* x, size_t n) { return sum_impl(x, n); }
 float max_f32(const float* x, size_t n) { return extremum_impl<true>(x, n); }
 double max_f64(const double* x, size_t n) { return extremum_impl<true>(x, n); }
@@ -81,6 +90,8 @@ namespace kiln::simd {
 
 HWY_EXPORT(sum_f32);
 HWY_EXPORT(sum_f64);
+HWY_EXPORT(sum_f16);
+HWY_EXPORT(sum_bf16);
 HWY_EXPORT(max_f32);
 HWY_EXPORT(max_f64);
 HWY_EXPORT(min_f32);
@@ -91,6 +102,12 @@ float reduce_sum(const float* x, int64_t n) {
 }
 double reduce_sum(const double* x, int64_t n) {
   return n > 0 ? HWY_DYNAMIC_DISPATCH(sum_f64)(x, static_cast<size_t>(n)) : 0.0;
+}
+double reduce_sum(const Half* x, int64_t n) {
+  return n > 0 ? HWY_DYNAMIC_DISPATCH(sum_f16)(x, static_cast<size_t>(n)) : 0.0;
+}
+double reduce_sum(const BFloat16* x, int64_t n) {
+  return n > 0 ? HWY_DYNAMIC_DISPATCH(sum_bf16)(x, static_cast<size_t>(n)) : 0.0;
 }
 float reduce_max(const float* x, int64_t n) {
   return n > 0 ? HWY_DYNAMIC_DISPATCH(max_f32)(x, static_cast<size_t>(n))

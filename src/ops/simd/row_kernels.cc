@@ -69,27 +69,28 @@ HWY_INLINE void log_softmax_impl(const T* x, T* y, size_t n, Store store) {
 }
 
 /// y = (x - shift) * scale [* gamma] [+ beta] for i in [begin, end), gamma / beta nullable; x and
-/// y may alias. `stream`: every vector is whole and aligned, and is written with a streaming store.
-template <typename T>
-HWY_INLINE void normalize_run(const T* x, const T* gamma, const T* beta, T shift, T scale, T* y,
+/// y (stored as `Codec` says) may alias. `stream`: every vector is whole and aligned, and is
+/// written with a streaming store (runs of T only).
+template <typename T, class Codec = AsIs<hn::ScalableTag<T>>, typename S = typename Codec::Stored>
+HWY_INLINE void normalize_run(const S* x, const T* gamma, const T* beta, T shift, T scale, S* y,
                               size_t begin, size_t end, bool stream) {
   const hn::ScalableTag<T> d;
   const size_t lanes = hn::Lanes(d);
   const auto vshift = hn::Set(d, shift);
   const auto vscale = hn::Set(d, scale);
-  HWY_ALIGN T buf_x[kMaxLanes<T>];
+  HWY_ALIGN S buf_x[kMaxLanes<T>];
   HWY_ALIGN T buf_g[kMaxLanes<T>];
   HWY_ALIGN T buf_b[kMaxLanes<T>];
   for (size_t i = begin; i < end; i += lanes) {
     const size_t count = end - i < lanes ? end - i : lanes;
     const bool tail = count < lanes;
-    const T* px = x + i;
+    const S* px = x + i;
     const T* pg = gamma != nullptr ? gamma + i : nullptr;
     const T* pb = beta != nullptr ? beta + i : nullptr;
-    T* py = y + i;
+    S* py = y + i;
     if (HWY_UNLIKELY(tail)) {
       for (size_t j = 0; j < lanes; ++j) {
-        buf_x[j] = j < count ? x[i + j] : T(0);
+        buf_x[j] = j < count ? x[i + j] : Codec::from(T(0));
         buf_g[j] = j < count && gamma != nullptr ? gamma[i + j] : T(1);
         buf_b[j] = j < count && beta != nullptr ? beta[i + j] : T(0);
       }
@@ -100,7 +101,7 @@ HWY_INLINE void normalize_run(const T* x, const T* gamma, const T* beta, T shift
     }
     // The null checks are loop-invariant branches: perfectly predicted, and they keep a single
     // instantiation for all four gamma / beta combinations.
-    auto r = hn::Mul(hn::Sub(hn::LoadU(d, px), vshift), vscale);
+    auto r = hn::Mul(hn::Sub(Codec::load(d, px), vshift), vscale);
     if (pg != nullptr && pb != nullptr) {
       r = hn::MulAdd(r, hn::LoadU(d, pg), hn::LoadU(d, pb));
     } else if (pg != nullptr) {
@@ -108,37 +109,48 @@ HWY_INLINE void normalize_run(const T* x, const T* gamma, const T* beta, T shift
     } else if (pb != nullptr) {
       r = hn::Add(r, hn::LoadU(d, pb));
     }
-    if (stream) {
-      hn::Stream(r, d, py);
+    if constexpr (std::is_same_v<S, T>) {
+      if (stream) {
+        hn::Stream(r, d, py);
+      } else {
+        hn::StoreU(r, d, py);
+      }
     } else {
-      hn::StoreU(r, d, py);
+      Codec::store(d, r, py);
     }
-    if (HWY_UNLIKELY(tail)) std::memcpy(y + i, buf_x, count * sizeof(T));
+    if (HWY_UNLIKELY(tail)) std::memcpy(y + i, buf_x, count * sizeof(S));
   }
 }
 
-/// normalize_run over [0, n), writing y per `store` (Note [streaming stores]).
-template <typename T>
-HWY_INLINE void normalize(const T* x, const T* gamma, const T* beta, T shift, T scale, T* y,
+/// normalize_run over [0, n), writing y per `store` (Note [streaming stores]; runs of T only).
+template <typename T, class Codec, typename S = typename Codec::Stored>
+HWY_INLINE void normalize(const S* x, const T* gamma, const T* beta, T shift, T scale, S* y,
                           size_t n, Store store) {
-  const StreamSpan span = stream_span(hn::ScalableTag<T>(), y, n, store);
-  if (span.begin == span.end) return normalize_run(x, gamma, beta, shift, scale, y, 0, n, false);
-  normalize_run(x, gamma, beta, shift, scale, y, 0, span.begin, false);
-  normalize_run(x, gamma, beta, shift, scale, y, span.begin, span.end, true);
-  normalize_run(x, gamma, beta, shift, scale, y, span.end, n, false);
+  const StreamSpan span =
+      std::is_same_v<S, T> ? stream_span(hn::ScalableTag<T>(), y, n, store) : StreamSpan{};
+  if (span.begin == span.end) {
+    return normalize_run<T, Codec>(x, gamma, beta, shift, scale, y, 0, n, false);
+  }
+  normalize_run<T, Codec>(x, gamma, beta, shift, scale, y, 0, span.begin, false);
+  normalize_run<T, Codec>(x, gamma, beta, shift, scale, y, span.begin, span.end, true);
+  normalize_run<T, Codec>(x, gamma, beta, shift, scale, y, span.end, n, false);
   hwy::FlushStream();
 }
 
-template <typename T>
-HWY_INLINE void layer_norm_impl(const T* x, const T* gamma, const T* beta, T eps, T* y, size_t n,
+/// layer_norm_row on x and y stored as CodecOf says (AsIs: T itself; the 16-bit codecs for T =
+/// float); gamma, beta and the statistics are T.
+template <typename T, template <class> class CodecOf = AsIs, typename S>
+HWY_INLINE void layer_norm_impl(const S* x, const T* gamma, const T* beta, T eps, S* y, size_t n,
                                 T* mean_out, T* rstd_out, Store store) {
   const hn::ScalableTag<T> d;
   using V = hn::Vec<decltype(d)>;
+  using Codec = CodecOf<decltype(d)>;
   const auto dn = static_cast<double>(n);
   // Two passes (mean, then squared deviations): no cancellation, unlike E[x^2] - E[x]^2.
-  const T mean = static_cast<T>(blocked_sum(d, x, n, T(0), [](auto, V v) { return v; }) / dn);
+  const T mean = static_cast<T>(
+      blocked_sum(d, Codec{}, x, n, Codec::from(T(0)), [](auto, V v) { return v; }) / dn);
   const V vmean = hn::Set(d, mean);
-  const double var = blocked_sum(d, x, n, mean,
+  const double var = blocked_sum(d, Codec{}, x, n, Codec::from(mean),
                                  [vmean](auto, V v) {
                                    const V dev = hn::Sub(v, vmean);
                                    return hn::Mul(dev, dev);
@@ -147,17 +159,20 @@ HWY_INLINE void layer_norm_impl(const T* x, const T* gamma, const T* beta, T eps
   const T rstd = static_cast<T>(1.0 / std::sqrt(var + static_cast<double>(eps)));
   if (mean_out != nullptr) *mean_out = mean;
   if (rstd_out != nullptr) *rstd_out = rstd;
-  normalize(x, gamma, beta, mean, rstd, y, n, store);
+  normalize<T, Codec>(x, gamma, beta, mean, rstd, y, n, store);
 }
 
-template <typename T>
-HWY_INLINE void rms_norm_impl(const T* x, const T* gamma, T eps, T* y, size_t n, Store store) {
+/// rms_norm_row on x and y stored as CodecOf says (see layer_norm_impl).
+template <typename T, template <class> class CodecOf = AsIs, typename S>
+HWY_INLINE void rms_norm_impl(const S* x, const T* gamma, T eps, S* y, size_t n, Store store) {
   const hn::ScalableTag<T> d;
   using V = hn::Vec<decltype(d)>;
+  using Codec = CodecOf<decltype(d)>;
   const double mean_square =
-      blocked_sum(d, x, n, T(0), [](auto, V v) { return hn::Mul(v, v); }) / static_cast<double>(n);
+      blocked_sum(d, Codec{}, x, n, Codec::from(T(0)), [](auto, V v) { return hn::Mul(v, v); }) /
+      static_cast<double>(n);
   const T scale = static_cast<T>(1.0 / std::sqrt(mean_square + static_cast<double>(eps)));
-  normalize(x, gamma, static_cast<const T*>(nullptr), T(0), scale, y, n, store);
+  normalize<T, Codec>(x, gamma, static_cast<const T*>(nullptr), T(0), scale, y, n, store);
 }
 
 void softmax_f32(const float* x, float* y, size_t n, Store store) { softmax_impl(x, y, n, store); }
@@ -177,6 +192,20 @@ void layer_norm_f32(const float* x, const float* gamma, const float* beta, float
 void layer_norm_f64(const double* x, const double* gamma, const double* beta, double eps, double* y,
                     size_t n, double* mean_out, double* rstd_out, Store store) {
   layer_norm_impl(x, gamma, beta, eps, y, n, mean_out, rstd_out, store);
+}
+void layer_norm_f16(const Half* x, const float* gamma, const float* beta, float eps, Half* y,
+                    size_t n, float* mean_out, float* rstd_out) {
+  layer_norm_impl<float, AsFloat16>(x, gamma, beta, eps, y, n, mean_out, rstd_out, Store::kCached);
+}
+void layer_norm_bf16(const BFloat16* x, const float* gamma, const float* beta, float eps,
+                     BFloat16* y, size_t n, float* mean_out, float* rstd_out) {
+  layer_norm_impl<float, AsBFloat16>(x, gamma, beta, eps, y, n, mean_out, rstd_out, Store::kCached);
+}
+void rms_norm_f16(const Half* x, const float* gamma, float eps, Half* y, size_t n) {
+  rms_norm_impl<float, AsFloat16>(x, gamma, eps, y, n, Store::kCached);
+}
+void rms_norm_bf16(const BFloat16* x, const float* gamma, float eps, BFloat16* y, size_t n) {
+  rms_norm_impl<float, AsBFloat16>(x, gamma, eps, y, n, Store::kCached);
 }
 void rms_norm_f32(const float* x, const float* gamma, float eps, float* y, size_t n, Store store) {
   rms_norm_impl(x, gamma, eps, y, n, store);
@@ -201,6 +230,10 @@ HWY_EXPORT(layer_norm_f32);
 HWY_EXPORT(layer_norm_f64);
 HWY_EXPORT(rms_norm_f32);
 HWY_EXPORT(rms_norm_f64);
+HWY_EXPORT(layer_norm_f16);
+HWY_EXPORT(layer_norm_bf16);
+HWY_EXPORT(rms_norm_f16);
+HWY_EXPORT(rms_norm_bf16);
 
 void softmax_row(const float* x, float* y, int64_t n, Store store) {
   if (n > 0) HWY_DYNAMIC_DISPATCH(softmax_f32)(x, y, static_cast<size_t>(n), store);
@@ -234,6 +267,24 @@ void layer_norm_row(const double* x, const double* gamma, const double* beta, do
   if (n <= 0) return empty_row_stats(mean_out, rstd_out);
   HWY_DYNAMIC_DISPATCH(layer_norm_f64)
   (x, gamma, beta, eps, y, static_cast<size_t>(n), mean_out, rstd_out, store);
+}
+void layer_norm_row(const Half* x, const float* gamma, const float* beta, float eps, Half* y,
+                    int64_t n, float* mean_out, float* rstd_out, Store) {
+  if (n <= 0) return empty_row_stats(mean_out, rstd_out);
+  HWY_DYNAMIC_DISPATCH(layer_norm_f16)
+  (x, gamma, beta, eps, y, static_cast<size_t>(n), mean_out, rstd_out);
+}
+void layer_norm_row(const BFloat16* x, const float* gamma, const float* beta, float eps,
+                    BFloat16* y, int64_t n, float* mean_out, float* rstd_out, Store) {
+  if (n <= 0) return empty_row_stats(mean_out, rstd_out);
+  HWY_DYNAMIC_DISPATCH(layer_norm_bf16)
+  (x, gamma, beta, eps, y, static_cast<size_t>(n), mean_out, rstd_out);
+}
+void rms_norm_row(const Half* x, const float* gamma, float eps, Half* y, int64_t n, Store) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(rms_norm_f16)(x, gamma, eps, y, static_cast<size_t>(n));
+}
+void rms_norm_row(const BFloat16* x, const float* gamma, float eps, BFloat16* y, int64_t n, Store) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(rms_norm_bf16)(x, gamma, eps, y, static_cast<size_t>(n));
 }
 void rms_norm_row(const float* x, const float* gamma, float eps, float* y, int64_t n, Store store) {
   if (n > 0) HWY_DYNAMIC_DISPATCH(rms_norm_f32)(x, gamma, eps, y, static_cast<size_t>(n), store);

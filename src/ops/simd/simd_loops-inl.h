@@ -41,7 +41,6 @@ constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(T);
 template <class D>
 struct AsIs {
   using Stored = hn::TFromD<D>;
-  static constexpr bool kSupported = true;
   static Stored from(hn::TFromD<D> v) { return v; }
   static hn::Vec<D> load(D d, const Stored* p) { return hn::LoadU(d, p); }
   static void store(D d, hn::Vec<D> v, Stored* p) { hn::StoreU(v, d, p); }
@@ -52,16 +51,17 @@ struct AsIs {
 // conversions in registers: a load widens (exactly), a store rounds to nearest even with the bits
 // of Half's and BFloat16's own conversions (kiln/dtype.h), NaN included. So one pass gives what
 // widening, the float kernel and narrowing give in three. float16 goes through x86's F16C
-// instructions (Highway's AVX2 and AVX-512 targets); Highway 1.0's emulation on the other targets
-// truncates instead of rounding, so there kSupported is false and the caller converts through float
-// blocks. bfloat16's rounding is integer arithmetic on the float's bits, on every target.
+// instructions on Highway's AVX2 and AVX-512 targets; Highway 1.0's emulation elsewhere truncates
+// instead of rounding (and mistakes inf and NaN), so the other targets convert lane by lane through
+// a buffer, with Half's own conversions. bfloat16's rounding is integer arithmetic on the float's
+// bits, on every target.
 
 /// float16 elements of float vectors (Note [16-bit runs in float vectors]).
 template <class D>
 struct AsFloat16 {
   using Stored = Half;
-  static constexpr bool kSupported = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2;
   static Stored from(float v) { return Half(v); }
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
   static hn::Vec<D> load(D d, const Stored* p) {
     const hn::Rebind<hwy::float16_t, D> dh;
     return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
@@ -70,13 +70,24 @@ struct AsFloat16 {
     const hn::Rebind<hwy::float16_t, D> dh;
     hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(p));
   }
+#else
+  static hn::Vec<D> load(D d, const Stored* p) {
+    HWY_ALIGN float lanes[kMaxLanes<float>];
+    for (size_t i = 0; i < hn::Lanes(d); ++i) lanes[i] = static_cast<float>(p[i]);
+    return hn::Load(d, lanes);
+  }
+  static void store(D d, hn::Vec<D> v, Stored* p) {
+    HWY_ALIGN float lanes[kMaxLanes<float>];
+    hn::Store(v, d, lanes);
+    for (size_t i = 0; i < hn::Lanes(d); ++i) p[i] = Half(lanes[i]);
+  }
+#endif
 };
 
 /// bfloat16 elements of float vectors (Note [16-bit runs in float vectors]).
 template <class D>
 struct AsBFloat16 {
   using Stored = BFloat16;
-  static constexpr bool kSupported = true;
   static Stored from(float v) { return BFloat16(v); }
   static hn::Vec<D> load(D d, const Stored* p) {
     const hn::Rebind<uint16_t, D> d16;
@@ -231,11 +242,12 @@ struct CompensatedSum {
 /// Vectors per block in Note [blocked summation] (reduce_kernels.cc); a multiple of 4.
 constexpr size_t kSumBlockVectors = 32;
 
-/// Sum over i of f(d, x[i]) (vector by vector), accumulated as in Note [blocked summation]. If
-/// `out` is not null it also receives f(d, x[i]) (softmax stores its exponentials this way). The
-/// tail is padded with `pad`, which must satisfy f(pad) == 0.
-template <class D, class F, typename T = hn::TFromD<D>>
-HWY_NOINLINE double blocked_sum(D d, const T* x, size_t n, T pad, F f, T* out = nullptr) {
+/// Sum over i of f(d, x[i]) (vector by vector), accumulated as in Note [blocked summation], the
+/// elements moved by `Codec`. If `out` is not null it also receives f(d, x[i]) (softmax stores its
+/// exponentials this way). The tail is padded with `pad`, a value that keeps f cheap and
+/// exception-free; the padded lanes add nothing (their f is zeroed).
+template <class D, class Codec, class F, typename S = typename Codec::Stored>
+HWY_NOINLINE double blocked_sum(D d, Codec, const S* x, size_t n, S pad, F f, S* out = nullptr) {
   const size_t lanes = hn::Lanes(d);
   const size_t block = kSumBlockVectors * lanes;
   CompensatedSum total;
@@ -247,15 +259,15 @@ HWY_NOINLINE double blocked_sum(D d, const T* x, size_t n, T pad, F f, T* out = 
     auto acc3 = hn::Zero(d);
     size_t i = start;
     for (; i + 4 * lanes <= end; i += 4 * lanes) {
-      const auto v0 = f(d, hn::LoadU(d, x + i));
-      const auto v1 = f(d, hn::LoadU(d, x + i + lanes));
-      const auto v2 = f(d, hn::LoadU(d, x + i + 2 * lanes));
-      const auto v3 = f(d, hn::LoadU(d, x + i + 3 * lanes));
+      const auto v0 = f(d, Codec::load(d, x + i));
+      const auto v1 = f(d, Codec::load(d, x + i + lanes));
+      const auto v2 = f(d, Codec::load(d, x + i + 2 * lanes));
+      const auto v3 = f(d, Codec::load(d, x + i + 3 * lanes));
       if (out != nullptr) {
-        hn::StoreU(v0, d, out + i);
-        hn::StoreU(v1, d, out + i + lanes);
-        hn::StoreU(v2, d, out + i + 2 * lanes);
-        hn::StoreU(v3, d, out + i + 3 * lanes);
+        Codec::store(d, v0, out + i);
+        Codec::store(d, v1, out + i + lanes);
+        Codec::store(d, v2, out + i + 2 * lanes);
+        Codec::store(d, v3, out + i + 3 * lanes);
       }
       acc0 = hn::Add(acc0, v0);
       acc1 = hn::Add(acc1, v1);
@@ -264,18 +276,18 @@ HWY_NOINLINE double blocked_sum(D d, const T* x, size_t n, T pad, F f, T* out = 
     }
     for (; i < end; i += lanes) {
       const size_t count = end - i < lanes ? end - i : lanes;
-      HWY_ALIGN T buf[kMaxLanes<T>];
-      const T* src = x + i;
+      HWY_ALIGN S buf[kMaxLanes<hn::TFromD<D>>];
+      const S* src = x + i;
       if (count < lanes) {
         for (size_t j = 0; j < lanes; ++j) buf[j] = j < count ? x[i + j] : pad;
         src = buf;
       }
-      const auto v = f(d, hn::LoadU(d, src));
+      const auto v = hn::IfThenElseZero(hn::FirstN(d, count), f(d, Codec::load(d, src)));
       if (out != nullptr && count == lanes) {
-        hn::StoreU(v, d, out + i);
+        Codec::store(d, v, out + i);
       } else if (out != nullptr) {
-        hn::Store(v, d, buf);
-        std::memcpy(out + i, buf, count * sizeof(T));
+        Codec::store(d, v, buf);
+        std::memcpy(out + i, buf, count * sizeof(S));
       }
       acc0 = hn::Add(acc0, v);
     }
@@ -283,6 +295,12 @@ HWY_NOINLINE double blocked_sum(D d, const T* x, size_t n, T pad, F f, T* out = 
     total.add(static_cast<double>(hn::GetLane(hn::SumOfLanes(d, sum))));
   }
   return total.value();
+}
+
+/// blocked_sum on elements of D's own lane type.
+template <class D, class F, typename T = hn::TFromD<D>>
+HWY_INLINE double blocked_sum(D d, const T* x, size_t n, T pad, F f, T* out = nullptr) {
+  return blocked_sum(d, AsIs<D>{}, x, n, pad, f, out);
 }
 
 /// Applies `lane_fn` (a plain T -> T function) to the lanes of v. Slow path for the rare lanes a

@@ -216,14 +216,11 @@ void unary_f32(UnaryOp op, const ScalarSteps<float>& steps, const float* x, floa
                Store store) {
   unary_impl<float, AsIs>(op, steps, x, y, n, store);
 }
-bool unary_f16(UnaryOp op, const Half* x, Half* y, size_t n) {
-  if (!AsFloat16<hn::ScalableTag<float>>::kSupported) return false;
+void unary_f16(UnaryOp op, const Half* x, Half* y, size_t n) {
   unary_impl<float, AsFloat16>(op, ScalarSteps<float>{}, x, y, n, Store::kCached);
-  return true;
 }
-bool unary_bf16(UnaryOp op, const BFloat16* x, BFloat16* y, size_t n) {
+void unary_bf16(UnaryOp op, const BFloat16* x, BFloat16* y, size_t n) {
   unary_impl<float, AsBFloat16>(op, ScalarSteps<float>{}, x, y, n, Store::kCached);
-  return true;
 }
 void gelu_backward_f32(const float* g, const float* x, float* y, size_t n) {
   const hn::ScalableTag<float> d;
@@ -274,12 +271,12 @@ void unary(UnaryOp op, const ScalarSteps<double>& steps, const double* x, double
   if (n > 0) HWY_DYNAMIC_DISPATCH(unary_f64)(op, steps, x, y, static_cast<size_t>(n), store);
 }
 
-bool unary(UnaryOp op, const Half* x, Half* y, int64_t n) {
-  return n <= 0 || HWY_DYNAMIC_DISPATCH(unary_f16)(op, x, y, static_cast<size_t>(n));
+void unary(UnaryOp op, const Half* x, Half* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(unary_f16)(op, x, y, static_cast<size_t>(n));
 }
 
-bool unary(UnaryOp op, const BFloat16* x, BFloat16* y, int64_t n) {
-  return n <= 0 || HWY_DYNAMIC_DISPATCH(unary_bf16)(op, x, y, static_cast<size_t>(n));
+void unary(UnaryOp op, const BFloat16* x, BFloat16* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(unary_bf16)(op, x, y, static_cast<size_t>(n));
 }
 
 void gelu_backward(const float* g, const float* x, float* y, int64_t n) {
