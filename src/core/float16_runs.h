@@ -6,8 +6,9 @@
 //
 // Casts, copies and the elementwise kernels on float16 / bfloat16 convert through these (see
 // convert_contiguous in core/dtype_dispatch.h). float16 runs use x86's F16C instructions where the
-// CPU has them; bfloat16 runs are compiled per instruction set (KILN_TARGET_CLONES). Every path
-// gives the same bits as Half's and BFloat16's own conversions (kiln/dtype.h).
+// CPU has them; bfloat16 runs narrow with AVX2 where the CPU has it and widen compiled per
+// instruction set (KILN_TARGET_CLONES). Every path gives the same bits as Half's and BFloat16's own
+// conversions (kiln/dtype.h).
 #pragma once
 
 #include <cmath>
