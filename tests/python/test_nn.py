@@ -399,6 +399,11 @@ POOL_CASES = [
     ((1, 2, 4, 41), 2, 2, 0, 1, True),
     ((1, 1, 5, 53), (2, 5), (1, 3), (1, 2), (1, 2), False),
     ((1, 2, 7, 50), 2, 3, 0, 1, False),  # a stride past the kernel: columns no window reads
+    # Windows that tile x (Note [Max pooling backward by tiles]), with a row and columns past the
+    # last window, a width the vector loop ends in a tail of, a kernel width of 3 and one of 2 x 3.
+    ((2, 2, 7, 69), 2, None, 0, 1, False),
+    ((1, 2, 9, 10), 3, None, 0, 1, False),
+    ((1, 3, 6, 8), (2, 3), None, 0, 1, False),
 ]
 
 
