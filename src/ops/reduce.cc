@@ -130,12 +130,15 @@ double prod_factor(T v) {
 /// per target: baseline x86-64 holds two doubles a vector, AVX2 four.
 constexpr int64_t kProdLanes = 32;
 template <typename T>
-void multiply_lanes_loop(const T* x, int64_t n, double* lanes) {
+[[gnu::always_inline]] inline void multiply_lanes_loop(const T* x, int64_t n, double* lanes) {
+  double acc[kProdLanes];  // a local copy stays in registers (lanes could alias x)
+  std::copy(lanes, lanes + kProdLanes, acc);
   for (int64_t i = 0; i < n; i += kProdLanes) {
     for (int64_t k = 0; k < kProdLanes; ++k) {
-      lanes[k] *= prod_factor(x[i + k]);
+      acc[k] *= prod_factor(x[i + k]);
     }
   }
+  std::copy(acc, acc + kProdLanes, lanes);
 }
 template <typename T>
 void multiply_lanes(const T* x, int64_t n, double* lanes) {  // the 16-bit floats
@@ -176,6 +179,36 @@ struct FloatProd {
   void finish(int64_t i, const Acc& acc) const { out[i] = convert<T>(acc); }
 };
 
+/// lanes[k] = max (kMax) or min of lanes[k] and every x[i], i = k (mod kExtremumLanes), over [0,
+/// n), n a multiple of kExtremumLanes: independent chains for an integer row (one chain waits out a
+/// compare and select per element: int64 amax along rows of 1024 ran at 0.3x PyTorch). int64 and
+/// int32 are compiled per target: baseline x86-64 has no 64-bit compare in vectors, AVX2 compares
+/// four lanes at once (int64 amax along rows of 1024: 0.26 -> 0.15 ms for 1M, PyTorch 0.14).
+constexpr int64_t kExtremumLanes = 16;
+template <typename T>
+[[gnu::always_inline]] inline void extremum_lanes_loop(const T* x, int64_t n, bool max, T* lanes) {
+  T acc[kExtremumLanes];  // a local copy stays in registers (lanes could alias x)
+  std::copy(lanes, lanes + kExtremumLanes, acc);
+  for (int64_t i = 0; i < n; i += kExtremumLanes) {
+    for (int64_t k = 0; k < kExtremumLanes; ++k) {
+      acc[k] = max ? std::max(acc[k], x[i + k]) : std::min(acc[k], x[i + k]);
+    }
+  }
+  std::copy(acc, acc + kExtremumLanes, lanes);
+}
+template <typename T>
+void extremum_lanes(const T* x, int64_t n, bool max, T* lanes) {
+  extremum_lanes_loop(x, n, max, lanes);
+}
+KILN_TARGET_CLONES
+void extremum_lanes(const int64_t* x, int64_t n, bool max, int64_t* lanes) {
+  extremum_lanes_loop(x, n, max, lanes);
+}
+KILN_TARGET_CLONES
+void extremum_lanes(const int32_t* x, int64_t n, bool max, int32_t* lanes) {
+  extremum_lanes_loop(x, n, max, lanes);
+}
+
 /// max (kMax) or min; a NaN anywhere wins.
 template <typename T, bool kMax>
 struct Extremum {
@@ -195,16 +228,12 @@ struct Extremum {
     }
     Acc acc = init();
     int64_t i = 0;
-    if constexpr (std::is_integral_v<Acc>) {
-      // Eight independent chains: one waits out a compare and select per element (int64 amax
-      // along rows of 1024 ran at 0.3x PyTorch).
-      constexpr int64_t kLanes = 8;
-      Acc lanes[kLanes];
-      std::fill(lanes, lanes + kLanes, acc);
-      for (; i + kLanes <= n; i += kLanes) {
-        for (int64_t k = 0; k < kLanes; ++k) lanes[k] = pick(lanes[k], static_cast<Acc>(x[i + k]));
-      }
-      for (const Acc v : lanes) acc = pick(acc, v);
+    if constexpr (std::is_integral_v<T>) {
+      T lanes[kExtremumLanes];
+      std::fill(lanes, lanes + kExtremumLanes, static_cast<T>(acc));
+      i = n - n % kExtremumLanes;
+      extremum_lanes(x, i, kMax, lanes);
+      for (const T v : lanes) acc = pick(acc, static_cast<Acc>(v));
     }
     for (; i < n; ++i) acc = pick(acc, static_cast<Acc>(x[i]));
     return acc;
