@@ -56,9 +56,9 @@ struct FloatSum {
 };
 
 /// FloatSum for float32, float64 and float16: rows are added with SIMD into an accumulator row of
-/// the compute type (float for float16, whose rows are widened first), folded into the float64
-/// accumulators every kRows rows (a float32 partial of 32 rows loses at most ~32 ulp, and the fold
-/// keeps that from growing with the row count).
+/// the compute type (float for float16, whose rows are widened in registers), folded into the
+/// float64 accumulators every kRows rows (a float32 partial of 32 rows loses at most ~32 ulp, and
+/// the fold keeps that from growing with the row count).
 template <typename T>
 struct SimdFloatSum : FloatSum<T, T> {
   using C = ComputeType<T>;
@@ -66,19 +66,15 @@ struct SimdFloatSum : FloatSum<T, T> {
   void update_block(double* acc, const T* rows, int64_t stride, int64_t k0, int64_t k1,
                     int64_t w) const {
     C block[detail::kColumnTile];
-    C widened[kIsFloat16<T> ? detail::kColumnTile : 1];
     for (int64_t k = k0; k < k1; k += kRows) {
       const int64_t end = std::min(k1, k + kRows);
       convert_contiguous(rows + k * stride, block, w);
       for (int64_t r = k + 1; r < end; ++r) {
-        const C* row = nullptr;
         if constexpr (kIsFloat16<T>) {
-          convert_contiguous(rows + r * stride, widened, w);
-          row = widened;
+          simd::accumulate(rows + r * stride, block, w);
         } else {
-          row = rows + r * stride;
+          simd::binary(simd::BinaryOp::kAdd, block, rows + r * stride, block, w);
         }
-        simd::binary(simd::BinaryOp::kAdd, block, row, block, w);
       }
       for (int64_t j = 0; j < w; ++j) acc[j] += static_cast<double>(block[j]);
     }

@@ -1,4 +1,4 @@
-// Elementwise binary kernels: binary, binary_scalar_rhs / _lhs and masked_scale (see
+// Elementwise binary kernels: binary, binary_scalar_rhs / _lhs, accumulate and masked_scale (see
 // float_kernels.h).
 //
 // add / sub / mul / div / maximum / minimum are exact (one IEEE operation). The backward ops
@@ -245,6 +245,17 @@ void masked_scale_f64(const double* x, const uint8_t* keep, double scale, double
   masked_scale_impl(x, keep, scale, y, n);
 }
 
+void accumulate_f16(const Half* x, float* acc, size_t n) {
+  const hn::ScalableTag<float> d;
+  using Codec = AsFloat16<decltype(d)>;
+  const size_t lanes = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    hn::StoreU(hn::Add(hn::LoadU(d, acc + i), Codec::load(d, x + i)), d, acc + i);
+  }
+  for (; i < n; ++i) acc[i] += static_cast<float>(x[i]);
+}
+
 void binary_f32(BinaryOp op, const float* a, float sa, const float* b, float sb, float* y,
                 size_t n) {
   binary_impl(op, a, sa, b, sb, y, n);
@@ -272,6 +283,7 @@ HWY_EXPORT(binary_f32);
 HWY_EXPORT(binary_f64);
 HWY_EXPORT(binary_f16);
 HWY_EXPORT(binary_bf16);
+HWY_EXPORT(accumulate_f16);
 HWY_EXPORT(masked_scale_f32);
 HWY_EXPORT(masked_scale_f64);
 
@@ -300,6 +312,10 @@ bool binary(BinaryOp op, const Half* a, float sa, const Half* b, float sb, Half*
 bool binary(BinaryOp op, const BFloat16* a, float sa, const BFloat16* b, float sb, BFloat16* y,
             int64_t n) {
   return n <= 0 || HWY_DYNAMIC_DISPATCH(binary_bf16)(op, a, sa, b, sb, y, static_cast<size_t>(n));
+}
+
+void accumulate(const Half* x, float* acc, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(accumulate_f16)(x, acc, static_cast<size_t>(n));
 }
 
 // bool holds 0 or 1 in one byte.

@@ -240,6 +240,9 @@ KILN_API bool binary(BinaryOp op, const Half* a, float sa, const Half* b, float 
 /// bfloat16 overload of the 16-bit binary().
 KILN_API bool binary(BinaryOp op, const BFloat16* a, float sa, const BFloat16* b, float sb,
                      BFloat16* y, int64_t n);
+/// acc[i] += float(x[i]), the float16 elements widened in registers: a float16 row added into a
+/// float32 accumulator row (column sums). x and acc do not overlap.
+KILN_API void accumulate(const Half* x, float* acc, int64_t n);
 /// y[i] = x[i] * scale where keep[i], else +0: Dropout's forward on x, its backward on the
 /// gradient. x and y may alias exactly.
 KILN_API void masked_scale(const float* x, const bool* keep, float scale, float* y, int64_t n);

@@ -990,6 +990,20 @@ void check_16bit_sum() {
   }
 }
 
+TEST(SimdFloatKernels, AccumulateAddsTheWidenedFloat16s_OnEveryTailLength) {
+  for_each_target([](const std::string&) {
+    std::mt19937 rng(19);
+    for (int64_t n : kLengths) {
+      const std::vector<Half> x = random_16bit<Half>(n, rng);
+      std::vector<float> acc(n), want(n);
+      for (int64_t i = 0; i < n; ++i) acc[i] = want[i] = static_cast<float>(i) - 3.5f;
+      for (int64_t i = 0; i < n; ++i) want[i] += static_cast<float>(x[i]);
+      accumulate(x.data(), acc.data(), n);
+      EXPECT_TRUE(same_values(acc, want)) << n;
+    }
+  });
+}
+
 TEST(SimdFloatKernels, SixteenBitSumMatchesTheWidenedSum) {
   for_each_target([](const std::string&) {
     check_16bit_sum<Half>();
