@@ -506,12 +506,18 @@ template <int64_t kKW, typename C>
   static_assert(sizeof(Bits) == sizeof(C));
   const int64_t KW = kKW > 0 ? kKW : kw_runtime;
   const int32_t first = static_cast<int32_t>(kh * KW);
+  // g + 0: the other paths add g into zeros, which makes a -0 gradient +0.
+  const auto bits_of_gradient = [&](int64_t ow) {
+    const C v = grad_row[ow] + C(0);
+    Bits g;
+    std::memcpy(&g, &v, sizeof(g));
+    return g;
+  };
   if constexpr (kKW == 2 && sizeof(C) == 4 && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__) {
     // Both columns of a window in one 64-bit store, which GCC vectorises (scalar stores it
     // does not).
     for (int64_t ow = 0; ow < OW; ++ow) {
-      Bits g;
-      std::memcpy(&g, grad_row + ow, sizeof(g));
+      const Bits g = bits_of_gradient(ow);
       const uint64_t left = g & (Bits{0} - static_cast<Bits>(k[ow] == first));
       const uint64_t right = g & (Bits{0} - static_cast<Bits>(k[ow] == first + 1));
       const uint64_t both = left | (right << 32);  // left at the lower address
@@ -519,8 +525,7 @@ template <int64_t kKW, typename C>
     }
   } else {
     for (int64_t ow = 0; ow < OW; ++ow) {
-      Bits g;
-      std::memcpy(&g, grad_row + ow, sizeof(g));
+      const Bits g = bits_of_gradient(ow);
       for (int64_t kw = 0; kw < KW; ++kw) {
         const Bits v = g & (Bits{0} - static_cast<Bits>(k[ow] == first + kw));
         std::memcpy(row + ow * KW + kw, &v, sizeof(v));

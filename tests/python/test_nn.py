@@ -481,6 +481,15 @@ def test_max_pool2d_gradient_picks_the_first_maximum(x_shape, kernel, stride, pa
     np.testing.assert_array_equal(picked.to(kiln.float64).numpy(), want.reshape(y.shape))
 
 
+@pytest.mark.parametrize("stride", [None, 1], ids=["tiled", "overlapping"])
+def test_max_pool2d_gradient_of_minus_zero_is_plus_zero(stride):
+    # As PyTorch's (a zeroed dx plus the gradient): both window layouts agree.
+    x = kiln.tensor(np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)).requires_grad_()
+    y = mint.max_pool2d(x, 2, stride)
+    (dx,) = kiln.autograd.grad(y, x, kiln.tensor(np.full(tuple(y.shape), -0.0, np.float32)))
+    assert not np.signbit(dx.numpy()).any()
+
+
 @pytest.mark.parametrize("x_shape, kernel, stride, padding, dilation, ceil_mode",
                          [c for c in POOL_CASES if c[4] == 1], ids=str)
 @pytest.mark.parametrize("count_include_pad", [True, False])

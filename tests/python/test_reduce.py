@@ -282,7 +282,7 @@ def test_long_index_reductions_find_the_first_extremum(op, shape, dim, rng):
     assert_close(out if op.startswith("arg") else out[1], indices)
 
 
-# (11, 3000): rows scanned four side by side over several threads' chunks, and the rows left over.
+# (11, 3000): rows scanned four side by side, and the rows a chunk leaves over.
 @pytest.mark.parametrize("shape,dim", [((3, 40000), 1), ((11, 3000), 1), ((40000, 3), 0),
                                        ((5, 300, 7), 1)], ids=_ids)
 @pytest.mark.parametrize("op", ["cumsum", "softmax", "log_softmax"])
@@ -490,6 +490,14 @@ def test_softmax_is_stable_for_large_inputs(dtype):
             out, lout = out.transpose(0, 1), lout.transpose(0, 1)
         assert_close(out, np_softmax(a, 1).astype(numpy_dtype(dtype)))
         assert_close(lout, np_log_softmax(a, 1).astype(numpy_dtype(dtype)))
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_bfloat16_means_past_float_range_are_finite(dim):
+    # bfloat16 has float's range: sums past it are kept in float64 along rows and columns alike.
+    t = mint.full((4, 40), 3e38, dtype=kiln.bfloat16)
+    out = mint.mean(t, dim).to(kiln.float32).numpy()
+    np.testing.assert_allclose(out, np.float32(kiln.tensor(3e38, dtype=kiln.bfloat16).item()))
 
 
 @pytest.mark.parametrize("dtype", [kiln.int8, kiln.uint8, kiln.int16, kiln.int32, kiln.int64,

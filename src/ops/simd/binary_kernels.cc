@@ -199,9 +199,13 @@ HWY_INLINE bool map_op(D d, Codec codec, BinaryOp op, const S* a, T sa, const S*
 template <typename T>
 HWY_INLINE void binary_impl(BinaryOp op, const T* a, T sa, const T* b, T sb, T* y, size_t n) {
   const hn::ScalableTag<T> d;
-  if (map_op(d, AsIs<decltype(d)>{}, op, a, sa, b, sb, y, n)) return;
-  if (b == nullptr && pow_scalar_exponent(d, a, sb, y, n)) return;
-  pow_lanes(a, sa, b, sb, y, n);
+  if (op != BinaryOp::kPow) {
+    map_op(d, AsIs<decltype(d)>{}, op, a, sa, b, sb, y, n);
+  } else if (b == nullptr && pow_scalar_exponent(d, a, sb, y, n)) {
+    return;
+  } else {
+    pow_lanes(a, sa, b, sb, y, n);
+  }
 }
 
 /// binary_impl on 16-bit float runs (Note [16-bit runs in float vectors]); false for kPow.

@@ -1,4 +1,5 @@
-// Vectorised kernels over contiguous float32/float64 runs (private to libkiln).
+// Vectorised kernels over contiguous float32/float64 runs, and float16/bfloat16 runs computed in
+// float32 (private to libkiln).
 //
 // The elementwise, reduction and normalisation ops call these on their innermost contiguous runs
 // after they have resolved strides, broadcasting and threading. Each call is single-threaded and
@@ -232,7 +233,8 @@ KILN_API void binary_scalar_lhs(BinaryOp op, double a, const double* b, double* 
 /// binary() and its scalar forms on float16 / bfloat16 runs, in one pass: a null a (b) stands for
 /// the scalar sa (sb), given as float. Each element is widened to float, op'd as the float32
 /// binary() does, and rounded to nearest even once: the bits of binary() on the widened runs
-/// followed by narrow_run (Note [16-bit runs in float vectors] in simd_loops-inl.h). Any of a, b, y
+/// followed by narrow_run, but for which payload a NaN op NaN carries (Note [16-bit runs in float
+/// vectors] in simd_loops-inl.h). Any of a, b, y
 /// may alias exactly. Returns false, writing nothing, for kPow (whose float32 fast paths work on
 /// float runs): the caller then converts through float buffers.
 KILN_API bool binary(BinaryOp op, const Half* a, float sa, const Half* b, float sb, Half* y,
@@ -256,10 +258,10 @@ KILN_API float reduce_sum(const float* x, int64_t n);
 /// Float64 overload of reduce_sum().
 KILN_API double reduce_sum(const double* x, int64_t n);
 /// Sum of a float16 run, in float64: the elements widened in registers and summed in float
-/// vectors, blocked as the float32 reduce_sum is (the block sums are float32: a bfloat16 run whose
-/// partial sums pass float's range overflows to inf).
+/// vectors, blocked as the float32 reduce_sum is.
 KILN_API double reduce_sum(const Half* x, int64_t n);
-/// bfloat16 overload of the 16-bit reduce_sum().
+/// bfloat16 overload of the 16-bit reduce_sum(). Where a float block sum overflows (bfloat16 has
+/// float's range) and the float64 sum would not, the run is added again in float64.
 KILN_API double reduce_sum(const BFloat16* x, int64_t n);
 /// Largest element; nan if any element is nan (like numpy.max). Returns -inf for n == 0.
 KILN_API float reduce_max(const float* x, int64_t n);

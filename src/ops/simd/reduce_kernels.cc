@@ -107,7 +107,14 @@ double reduce_sum(const Half* x, int64_t n) {
   return n > 0 ? HWY_DYNAMIC_DISPATCH(sum_f16)(x, static_cast<size_t>(n)) : 0.0;
 }
 double reduce_sum(const BFloat16* x, int64_t n) {
-  return n > 0 ? HWY_DYNAMIC_DISPATCH(sum_bf16)(x, static_cast<size_t>(n)) : 0.0;
+  if (n <= 0) return 0.0;
+  const double sum = HWY_DYNAMIC_DISPATCH(sum_bf16)(x, static_cast<size_t>(n));
+  if (std::isfinite(sum)) return sum;
+  // bfloat16 has float's range, so a float block sum can overflow where the float64 sum does not:
+  // add in float64 then (the same inf or NaN when an element is one).
+  double exact = 0.0;
+  for (int64_t i = 0; i < n; ++i) exact += static_cast<float>(x[i]);
+  return exact;
 }
 float reduce_max(const float* x, int64_t n) {
   return n > 0 ? HWY_DYNAMIC_DISPATCH(max_f32)(x, static_cast<size_t>(n))

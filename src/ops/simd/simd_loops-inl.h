@@ -49,19 +49,21 @@ struct AsIs {
 // Note [16-bit runs in float vectors]
 // The float16 / bfloat16 elementwise kernels compute in float, as the float32 kernels do, with the
 // conversions in registers: a load widens (exactly), a store rounds to nearest even with the bits
-// of Half's and BFloat16's own conversions (kiln/dtype.h), NaN included. So one pass gives what
-// widening, the float kernel and narrowing give in three. float16 goes through x86's F16C
-// instructions on Highway's AVX2 and AVX-512 targets; Highway 1.0's emulation elsewhere truncates
-// instead of rounding (and mistakes inf and NaN), so the other targets convert lane by lane through
-// a buffer, with Half's own conversions. bfloat16's rounding is integer arithmetic on the float's
-// bits, on every target.
+// of Half's and BFloat16's own conversions (kiln/dtype.h), NaN included (quiet, the top of the
+// payload kept). So one pass gives what widening, the float kernel and narrowing give in three,
+// except that a NaN op NaN may carry either operand's payload (the float kernels promise no
+// order). float16 goes through x86's F16C instructions on Highway's AVX2 and AVX-512 targets;
+// Highway 1.0's emulation elsewhere truncates instead of rounding and mistakes inf and NaN, so
+// the other targets run Half's branch-free bit code in vectors. bfloat16's rounding is integer
+// arithmetic on the float's bits, on every target. Integer comparisons are signed: every value
+// compared is below 2^31.
 
 /// float16 elements of float vectors (Note [16-bit runs in float vectors]).
 template <class D>
 struct AsFloat16 {
   using Stored = Half;
   static Stored from(float v) { return Half(v); }
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
   static hn::Vec<D> load(D d, const Stored* p) {
     const hn::Rebind<hwy::float16_t, D> dh;
     return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
@@ -71,15 +73,50 @@ struct AsFloat16 {
     hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(p));
   }
 #else
+  // Half's conversions (kiln/dtype.h), step for step.
   static hn::Vec<D> load(D d, const Stored* p) {
-    HWY_ALIGN float lanes[kMaxLanes<float>];
-    for (size_t i = 0; i < hn::Lanes(d); ++i) lanes[i] = static_cast<float>(p[i]);
-    return hn::Load(d, lanes);
+    const hn::RebindToSigned<D> di;
+    const hn::Rebind<uint16_t, D> d16;
+    const auto bits =
+        hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<D>(),
+                                      hn::LoadU(d16, reinterpret_cast<const uint16_t*>(p))));
+    const auto sign = hn::ShiftLeft<16>(hn::And(bits, hn::Set(di, 0x8000)));
+    const auto magnitude = hn::And(bits, hn::Set(di, 0x7fff));
+    const auto exponent = hn::ShiftRight<10>(magnitude);
+    const auto rebias = hn::IfThenElse(hn::Eq(exponent, hn::Set(di, 31)), hn::Set(di, 224 << 23),
+                                       hn::Set(di, 112 << 23));
+    const auto quiet =
+        hn::IfThenElseZero(hn::Gt(magnitude, hn::Set(di, 0x7c00)), hn::Set(di, 0x400000));
+    const auto widened = hn::Or(hn::Add(hn::ShiftLeft<13>(magnitude), rebias), quiet);
+    const auto small = hn::BitCast(di, hn::Mul(hn::ConvertTo(d, magnitude), hn::Set(d, 0x1p-24f)));
+    const auto is_small = hn::Eq(exponent, hn::Zero(di));
+    return hn::BitCast(d, hn::Or(sign, hn::IfThenElse(is_small, small, widened)));
   }
   static void store(D d, hn::Vec<D> v, Stored* p) {
-    HWY_ALIGN float lanes[kMaxLanes<float>];
-    hn::Store(v, d, lanes);
-    for (size_t i = 0; i < hn::Lanes(d); ++i) p[i] = Half(lanes[i]);
+    const hn::RebindToSigned<D> di;
+    const hn::RebindToUnsigned<D> du;
+    const auto f = hn::BitCast(du, v);
+    const auto sign = hn::And(hn::ShiftRight<16>(f), hn::Set(du, 0x8000u));
+    const auto magnitude = hn::And(f, hn::Set(du, 0x7fffffffu));
+    const auto normal =
+        hn::ShiftRight<13>(hn::Add(hn::Add(magnitude, hn::Set(du, 0xc8000fffu)),
+                                   hn::And(hn::ShiftRight<13>(magnitude), hn::Set(du, 1u))));
+    const auto subnormal =
+        hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(d, magnitude), hn::Set(d, 0.5f))),
+                hn::Set(du, 0x3f000000u));
+    const auto m = hn::BitCast(di, magnitude);
+    const auto payload =
+        hn::Or(hn::Set(du, 0x200u), hn::And(hn::ShiftRight<13>(magnitude), hn::Set(du, 0x3ffu)));
+    const auto special =
+        hn::Or(hn::Set(du, 0x7c00u),
+               hn::IfThenElseZero(hn::RebindMask(du, hn::Gt(m, hn::Set(di, 0x7f800000))), payload));
+    const auto finite =
+        hn::IfThenElse(hn::RebindMask(du, hn::Lt(m, hn::Set(di, 0x38800000))), subnormal, normal);
+    const auto bits = hn::Or(
+        sign,
+        hn::IfThenElse(hn::RebindMask(du, hn::Gt(m, hn::Set(di, 0x477fefff))), special, finite));
+    const hn::Rebind<uint16_t, D> d16;
+    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, bits)), d16, reinterpret_cast<uint16_t*>(p));
   }
 #endif
 };

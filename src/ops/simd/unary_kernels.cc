@@ -70,7 +70,7 @@ HWY_INLINE V round_half_even(D d, V v) {
 /// then round once. Runs of 16-bit floats (CodecOf AsFloat16 / AsBFloat16) round to float, then to
 /// their own type, as the float path they stand for does.
 template <template <class> class CodecOf, typename S>
-HWY_INLINE void tan_f32(const S* x, S* y, size_t n) {
+HWY_INLINE void tan_through_double(const S* x, S* y, size_t n) {
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> df;
   using Codec = CodecOf<decltype(df)>;
@@ -175,7 +175,7 @@ HWY_INLINE void unary_impl(UnaryOp op, ScalarSteps<T> steps, const S* x, S* y, s
     case UnaryOp::kTan:
       if constexpr (sizeof(T) == 4) {
         apply_steps_first();
-        return tan_f32<CodecOf>(x, y, n);
+        return tan_through_double<CodecOf>(x, y, n);
       } else {
         return map_grouped([](auto dv, V v) { return tan_full(dv, v); });
       }

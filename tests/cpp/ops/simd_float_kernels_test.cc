@@ -1008,6 +1008,10 @@ TEST(SimdFloatKernels, SixteenBitSumMatchesTheWidenedSum) {
   for_each_target([](const std::string&) {
     check_16bit_sum<Half>();
     check_16bit_sum<BFloat16>();
+    // bfloat16 reaches float's range: a sum past it is still the float64 sum.
+    const BFloat16 big(3e38f);
+    const std::vector<BFloat16> bigs(300, big);
+    EXPECT_DOUBLE_EQ(reduce_sum(bigs.data(), 300), 300.0 * static_cast<float>(big));
   });
 }
 
