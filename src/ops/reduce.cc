@@ -126,15 +126,12 @@ double prod_factor(T v) {
 /// per target: baseline x86-64 holds two doubles a vector, AVX2 four.
 constexpr int64_t kProdLanes = 32;
 template <typename T>
-[[gnu::always_inline]] inline void multiply_lanes_loop(const T* x, int64_t n, double* lanes) {
-  double acc[kProdLanes];  // a local copy stays in registers (lanes could alias x)
-  std::copy(lanes, lanes + kProdLanes, acc);
+void multiply_lanes_loop(const T* x, int64_t n, double* lanes) {
   for (int64_t i = 0; i < n; i += kProdLanes) {
     for (int64_t k = 0; k < kProdLanes; ++k) {
-      acc[k] *= prod_factor(x[i + k]);
+      lanes[k] *= prod_factor(x[i + k]);
     }
   }
-  std::copy(acc, acc + kProdLanes, lanes);
 }
 template <typename T>
 void multiply_lanes(const T* x, int64_t n, double* lanes) {  // the 16-bit floats
