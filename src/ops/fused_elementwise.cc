@@ -366,14 +366,14 @@ struct Source {
 };
 
 // Each instruction's scalar steps in T, from plan_folds' plan and the scalar inputs' values.
-template <typename T>
+template <typename T, typename S>
 std::vector<simd::ScalarSteps<T>> scalar_steps(const std::vector<FoldPlan>& plan,
-                                               const std::vector<const T*>& inputs) {
+                                               const std::vector<const S*>& inputs) {
   std::vector<simd::ScalarSteps<T>> steps(plan.size());
   for (size_t j = 0; j < plan.size(); ++j) {
     for (const FoldStep& step : plan[j].steps) {
-      const bool pushed =
-          steps[j].push(static_cast<B>(step.op), inputs[step.scalar_input][0], step.scalar_first);
+      const bool pushed = steps[j].push(
+          static_cast<B>(step.op), convert<T>(inputs[step.scalar_input][0]), step.scalar_first);
       KILN_CHECK(pushed) << "FusedElementwise: instruction " << j
                          << " folds more scalar steps than simd::ScalarSteps holds";
     }
@@ -381,14 +381,26 @@ std::vector<simd::ScalarSteps<T>> scalar_steps(const std::vector<FoldPlan>& plan
   return steps;
 }
 
-template <typename T>
+// Note [16-bit programs]
+// A float16 / bfloat16 program computes in float32 as the eager ops do, but rounds once, at the
+// output: each tile's 16-bit inputs are widened into scratch tiles first, the instructions run on
+// float tiles, and the last one's tile is rounded into the output (a row reduction rounds each
+// float64 sum). The eager ops round after every op, so a 16-bit program's results are the more
+// accurate, not the same bits (within a unit in the last place per op folded in, as a fused
+// 16-bit kernel in PyTorch's inductor does likewise); float32 and float64 programs keep eager's
+// bits.
+
+// Runs the program on tiles of T (float32 or float64) over inputs and an output stored as S: T
+// itself, or a 16-bit float for T = float (Note [16-bit programs]).
+template <typename T, typename S>
 struct Interpreter {
+  static constexpr bool kStaged = !std::is_same_v<S, T>;
   const Program& program;
   const Layout& layout;
-  std::vector<const T*> inputs;  // data of the converted, contiguous inputs
+  std::vector<const S*> inputs;  // data of the converted, contiguous inputs
   std::vector<FoldPlan> folds;   // per instruction (Note [scalar steps])
   std::vector<simd::ScalarSteps<T>> steps;  // per instruction: a unary one's folded steps
-  T* out;
+  S* out;
   int64_t tile;           // elements per tile
   int64_t tiles_per_row;  // tiles per run of `inner`
   simd::Store store;
@@ -397,7 +409,7 @@ struct Interpreter {
   // A row epilogue over the n / row_length rows of `a`: a softmax writes y (the output tile), a
   // reduction one value per row at sums. Sums accumulate as the eager ReduceSum does: float64,
   // over simd::reduce_sum for rows of 32 or more.
-  void row_epilogue(InstrKind kind, const Source<T>& a, int64_t n, T* y, T* sums) const {
+  void row_epilogue(InstrKind kind, const Source<T>& a, int64_t n, T* y, S* sums) const {
     const T* x = a.pointer;
     if (x == nullptr && !is_reduction(kind)) {  // a softmax of a broadcast value
       std::fill(y, y + n, a.value);
@@ -421,53 +433,86 @@ struct Interpreter {
             for (int64_t i = 0; i < row_length; ++i) total += static_cast<double>(x[r + i]);
           }
           const double divisor = kind == InstrKind::kRowMean ? static_cast<double>(row_length) : 1;
-          sums[r / row_length] = static_cast<T>(total / divisor);
+          sums[r / row_length] = convert<S>(total / divisor);
           break;
         }
       }
     }
   }
 
-  Source<T> input(uint32_t k, int64_t row, int64_t column) const {
-    const T* base = inputs[k];
+  // Input k's values for the tile at (row, column): its own run, or for 16-bit inputs the run
+  // widened into `staged` (stage_inputs), or one value.
+  Source<T> input(uint32_t k, int64_t row, int64_t column, const T* staged) const {
+    const S* base = inputs[k];
     switch (layout.inputs[k]) {
       case InputKind::kFull:
-        return {base + row * layout.inner + column, T(0)};
       case InputKind::kRow:
-        return {base + column, T(0)};
+        if constexpr (kStaged) {
+          return {staged + k * tile, T(0)};
+        } else {
+          return {base + (layout.inputs[k] == InputKind::kFull ? row * layout.inner : 0) + column,
+                  T(0)};
+        }
       case InputKind::kColumn:
-        return {nullptr, base[row]};
+        return {nullptr, convert<T>(base[row])};
       case InputKind::kScalar:
-        return {nullptr, base[0]};
+        return {nullptr, convert<T>(base[0])};
     }
     return {};
+  }
+
+  // Widens the tile's runs of the 16-bit full and row inputs into `staged` (one tile each).
+  void stage_inputs(int64_t row, int64_t column, int64_t n, T* staged) const {
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      const InputKind kind = layout.inputs[k];
+      if (kind != InputKind::kFull && kind != InputKind::kRow) continue;
+      const S* run = inputs[k] + (kind == InputKind::kFull ? row * layout.inner : 0) + column;
+      convert_contiguous(run, staged + k * tile, n);
+    }
   }
 
   // Asks for tile t's full inputs while this tile computes: a tile's instructions read memory
   // only at its start, so without this the memory bus idles while they run (the hardware
   // prefetcher does not run a whole tile ahead).
   void prefetch_inputs(int64_t t) const {
-    constexpr int64_t kLine = 64 / sizeof(T);
+    constexpr int64_t kLine = 64 / sizeof(S);
     const int64_t row = t / tiles_per_row;
     const int64_t column = (t % tiles_per_row) * tile;
     const int64_t n = std::min(tile, layout.inner - column);
     for (size_t k = 0; k < inputs.size(); ++k) {
       if (layout.inputs[k] != InputKind::kFull) continue;
-      const T* p = inputs[k] + row * layout.inner + column;
+      const S* p = inputs[k] + row * layout.inner + column;
       for (int64_t i = 0; i < n; i += kLine) __builtin_prefetch(p + i, 0, 3);
     }
   }
 
+  // Tiles of T each run_tiles call needs: the program's registers, and for 16-bit data one per
+  // input and one for the output.
+  size_t scratch_elements() const {
+    const size_t staged = kStaged ? inputs.size() + 1 : 0;
+    return (static_cast<size_t>(program.num_registers) + staged) * static_cast<size_t>(tile);
+  }
+
   void run_tiles(int64_t begin, int64_t end, T* registers) const {
     const std::vector<Instr>& instrs = program.instrs;
+    T* const staged = registers + static_cast<int64_t>(program.num_registers) * tile;
     for (int64_t t = begin; t < end; ++t) {
       const int64_t row = t / tiles_per_row;
       const int64_t column = (t % tiles_per_row) * tile;
       const int64_t n = std::min(tile, layout.inner - column);
-      T* const out_tile = out + row * layout.inner + column;
+      S* const out_run = out + row * layout.inner + column;
+      // The last instruction's tile: the output's run itself, or one widened results go to
+      // before they are rounded into it.
+      T* out_tile = nullptr;
+      if constexpr (kStaged) {
+        out_tile = staged + static_cast<int64_t>(inputs.size()) * tile;
+      } else {
+        out_tile = out_run;
+      }
       if (t + 1 < end) prefetch_inputs(t + 1);
+      if constexpr (kStaged) stage_inputs(row, column, n, staged);
       const auto source = [&](const Operand& o) -> Source<T> {
-        if (o.is_input) return input(o.index, row, column);
+        if (o.is_input) return input(o.index, row, column, staged);
         return {registers + program.dest[o.index] * tile, T(0)};
       };
       for (size_t j = 0; j < instrs.size(); ++j) {
@@ -485,7 +530,7 @@ struct Interpreter {
               x = y;
             }
             simd::unary(static_cast<U>(in.op), steps[j], x, y, n,
-                        y == out_tile ? store : simd::Store::kCached);
+                        !kStaged && y == out_tile ? store : simd::Store::kCached);
             break;
           }
           case InstrKind::kBinary: {
@@ -509,14 +554,18 @@ struct Interpreter {
             break;
         }
       }
+      if constexpr (kStaged) {
+        if (!is_reduction(instrs.back().kind)) convert_contiguous(out_tile, out_run, n);
+      }
     }
   }
 };
 
 bool ends_in_row_epilogue(const Program& p) { return is_epilogue(p.instrs.back().kind); }
 
-// `last_dim`: the last dimension of the inputs' broadcast shape (a row epilogue's row).
-template <typename T>
+// `last_dim`: the last dimension of the inputs' broadcast shape (a row epilogue's row). T is the
+// compute type, S the inputs' and output's element type (T itself, or a 16-bit float for float).
+template <typename T, typename S>
 void run_typed(const Program& program, const Layout& layout, const std::vector<Tensor>& inputs,
                const Tensor& out, int64_t last_dim) {
   const int64_t numel = layout.outer * layout.inner;
@@ -524,8 +573,8 @@ void run_typed(const Program& program, const Layout& layout, const std::vector<T
     // Rows of no elements: their sums are 0 and their means 0 / 0, as eager's.
     const InstrKind last = program.instrs.back().kind;
     if (is_reduction(last)) {
-      T* y = static_cast<T*>(out.data_ptr());
-      std::fill(y, y + out.numel(), last == InstrKind::kRowSum ? T(0) : T(NAN));
+      S* y = static_cast<S*>(out.data_ptr());
+      std::fill(y, y + out.numel(), convert<S>(last == InstrKind::kRowSum ? T(0) : T(NAN)));
     }
     return;
   }
@@ -538,21 +587,21 @@ void run_typed(const Program& program, const Layout& layout, const std::vector<T
   }
   const int64_t tiles_per_row = (layout.inner + tile - 1) / tile;
   // Data pointers once per call: Tensor::data_ptr checks the tensor's state, too slow per tile.
-  std::vector<const T*> data;
-  for (const Tensor& in : inputs) data.push_back(static_cast<const T*>(in.data_ptr()));
+  std::vector<const S*> data;
+  for (const Tensor& in : inputs) data.push_back(static_cast<const S*>(in.data_ptr()));
   std::vector<FoldPlan> folds = plan_folds(program, layout);
-  std::vector<simd::ScalarSteps<T>> steps = scalar_steps(folds, data);
-  const Interpreter<T> interpreter{program,
-                                   layout,
-                                   std::move(data),
-                                   std::move(folds),
-                                   std::move(steps),
-                                   static_cast<T*>(out.data_ptr()),
-                                   tile,
-                                   tiles_per_row,
-                                   simd::store_for_output(static_cast<int64_t>(out.nbytes())),
-                                   row_length};
-  const size_t register_elements = static_cast<size_t>(program.num_registers) * tile;
+  std::vector<simd::ScalarSteps<T>> steps = scalar_steps<T>(folds, data);
+  const Interpreter<T, S> interpreter{program,
+                                      layout,
+                                      std::move(data),
+                                      std::move(folds),
+                                      std::move(steps),
+                                      static_cast<S*>(out.data_ptr()),
+                                      tile,
+                                      tiles_per_row,
+                                      simd::store_for_output(static_cast<int64_t>(out.nbytes())),
+                                      row_length};
+  const size_t register_elements = interpreter.scratch_elements();
   const int64_t grain = std::max<int64_t>(1, kParallelGrainElements / tile);
   parallel_for(0, layout.outer * tiles_per_row, grain, [&](int64_t begin, int64_t end) {
     // Each thread keeps its register file from call to call: no allocation once warm.
@@ -579,10 +628,16 @@ void run(const Program& program, const std::vector<Tensor>& inputs, const Tensor
   for (const Tensor& in : inputs) {
     ready.push_back(contiguous_as(in, out.dtype()));
   }
-  if (out.dtype() == DType::kFloat32) {
-    run_typed<float>(program, *layout, ready, out, shape.empty() ? 1 : shape.back());
-  } else {
-    run_typed<double>(program, *layout, ready, out, shape.empty() ? 1 : shape.back());
+  const int64_t last_dim = shape.empty() ? 1 : shape.back();
+  switch (out.dtype()) {
+    case DType::kFloat64:
+      return run_typed<double, double>(program, *layout, ready, out, last_dim);
+    case DType::kFloat16:
+      return run_typed<float, Half>(program, *layout, ready, out, last_dim);
+    case DType::kBFloat16:
+      return run_typed<float, BFloat16>(program, *layout, ready, out, last_dim);
+    default:
+      return run_typed<float, float>(program, *layout, ready, out, last_dim);
   }
 }
 
@@ -591,8 +646,8 @@ namespace {
 MetaList infer(const InferContext& ctx) {
   const Program program = parse_program(ctx.attrs.get<std::string>("program"));
   const DType dtype = ctx.attrs.get<DType>("dtype");
-  KILN_CHECK_DTYPE(dtype == DType::kFloat32 || dtype == DType::kFloat64)
-      << "FusedElementwise: dtype must be float32 or float64, got " << dtype_name(dtype);
+  KILN_CHECK_DTYPE(is_floating_point(dtype))
+      << "FusedElementwise: dtype must be a floating-point type, got " << dtype_name(dtype);
   KILN_CHECK_VALUE(ctx.num_inputs() == program.num_inputs)
       << "FusedElementwise: the program reads " << program.num_inputs << " inputs, got "
       << ctx.num_inputs();

@@ -11,15 +11,17 @@
 // takes operands `i<k>` (input k of the node) or `r<j>` (the result of instruction j < this one).
 // The last instruction's result is the op's output. A row epilogue over the last dimension may end
 // the program: "Softmax(r<j>)", "LogSoftmax(r<j>)", or a reduction "Sum(r<j>)" / "Mean(r<j>)"
-// (the output drops the last dimension) or "SumKeepdim" / "MeanKeepdim" (it keeps it as 1). Every input has the op's dtype (float32 or float64) or is
-// a weak scalar (a Python number), and the output has the broadcast shape of all inputs.
+// (the output drops the last dimension) or "SumKeepdim" / "MeanKeepdim" (it keeps it as 1). Every
+// input has the op's dtype (any floating-point type; float16 and bfloat16 compute in float32 and
+// round once, at the output) or is a weak scalar (a Python number), and the output has the
+// broadcast shape of all inputs.
 //
 // Why an interpreter over tiles (see docs/architecture.md, "kiln_cpu"): every instruction runs the
 // same Highway kernel that the eager op runs, on a tile of a few KiB that stays in L1, so a chain
 // of n ops reads its inputs and writes its output once instead of n times, and its results are
-// bitwise those of the ops run one by one. An input may be full (the output's shape), a scalar,
-// a row (broadcast along the leading dimensions) or a column (one value per row); plan_layout says
-// whether the inputs' shapes fit that scheme.
+// bitwise those of the ops run one by one (16-bit programs: rounded once instead of per op). An
+// input may be full (the output's shape), a scalar, a row (broadcast along the leading dimensions)
+// or a column (one value per row); plan_layout says whether the inputs' shapes fit that scheme.
 #pragma once
 
 #include <cstdint>

@@ -44,6 +44,27 @@ def test_o1_fuses_an_elementwise_chain_into_one_node_and_o0_does_not():
     np.testing.assert_array_equal(kiln.jit(f)(x).numpy(), want)  # the same kernels, tile by tile
 
 
+@pytest.mark.parametrize("dtype", [kiln.float16, kiln.bfloat16], ids=str)
+def test_a_16_bit_chain_is_fused_and_rounds_once(dtype):
+    # Note [16-bit programs]: the chain computes in float32 and rounds at its output, so it is the
+    # float32 chain on the same inputs rounded once; eager rounds after every op, within a few
+    # units in the last place of that.
+    x = kt(rand(64, 300)).to(dtype)
+
+    def f(x):
+        return mint.softmax(mint.gelu(x * 2 + 1), dim=-1)
+
+    g = kiln.jit(f)
+    assert g.optimized_graph(x).count("FusedElementwise(") == 1
+    got = g(x)
+    assert got.dtype == dtype
+    once = f(x.to(kiln.float32)).to(dtype)
+    np.testing.assert_array_equal(got.to(kiln.float32).numpy(), once.to(kiln.float32).numpy())
+    eager = f(x).to(kiln.float32).numpy()
+    np.testing.assert_allclose(got.to(kiln.float32).numpy(), eager,
+                               rtol=2e-2 if dtype == kiln.bfloat16 else 4e-3, atol=1e-4)
+
+
 def test_a_trailing_softmax_and_broadcast_rows_and_columns_join_the_group():
     x, row, col = kt(rand(16, 128)), kt(rand(128, seed=1)), kt(rand(16, 1, seed=2))
 

@@ -5,8 +5,10 @@
 //
 // A group grows from a root (visited from the graph's end) towards its inputs: an op joins when
 // the interpreter runs it (ops/fused_elementwise.h: instruction_name), its result has the root's
-// dtype (float32 or float64) and shape (the epilogue's input shape), every tensor it reads has that dtype or is a Python
-// number, and every user of its result is already in the group (so nothing outside needs the
+// floating-point dtype (a 16-bit group computes in float32 and rounds once, at its output: Note
+// [16-bit programs] in src/ops/fused_elementwise.cc) and shape (the epilogue's input shape), every
+// tensor it reads has that dtype or is a Python number, and every user of its result is already
+// in the group (so nothing outside needs the
 // value, which the fused kernel never stores). Producers are taken in decreasing topological
 // order from a heap, which makes "every user already decided" true when one is looked at: a
 // user comes later in the order. Each node joins at most one group and is looked at once per
@@ -30,7 +32,7 @@ constexpr size_t kMaxInputs = 16;
 // The longest row a row epilogue's tile holds (256 KiB of float32).
 constexpr int64_t kMaxRow = 65536;
 
-bool float_dtype(DType d) { return d == DType::kFloat32 || d == DType::kFloat64; }
+bool float_dtype(DType d) { return is_floating_point(d); }
 
 const CNode* as_op(const NodePtr& n) {
   if (!n->is_cnode()) return nullptr;
