@@ -383,11 +383,15 @@ std::vector<simd::ScalarSteps<T>> scalar_steps(const std::vector<FoldPlan>& plan
 
 // Note [16-bit programs]
 // A float16 / bfloat16 program computes in float32 as the eager ops do, but rounds once, at the
-// output: each tile's 16-bit inputs are widened into scratch tiles first, the instructions run on
-// float tiles, and the last one's tile is rounded into the output (a row reduction rounds each
-// float64 sum). The eager ops round after every op, so a 16-bit program's results are the more
-// accurate, not the same bits (within a unit in the last place per op folded in, as a fused
-// 16-bit kernel in PyTorch's inductor does likewise); float32 and float64 programs keep eager's
+// output: each tile's 16-bit full and row inputs are widened into scratch tiles first, the
+// instructions run on float tiles, and the last one's tile is rounded into the output (a row
+// reduction rounds each float64 sum; a bfloat16 sum whose float blocks overflow is added again in
+// float64, as eager's is). The eager ops round after every op, so a 16-bit program gives the
+// float32 result rounded once, not eager's bits: the same or more accurate, and apart from eager's
+// by what eager's roundings add (much, relatively, where a later op cancels), as a fused 16-bit
+// kernel of PyTorch's inductor does. Ops whose result jumps at a boundary (floor, sign, remainder,
+// ...) would land a whole unit away from eager's on an unrounded operand, so kiln_cpu keeps them
+// out of 16-bit groups (ElementwiseFusion's `jumps`). float32 and float64 programs keep eager's
 // bits.
 
 // Runs the program on tiles of T (float32 or float64) over inputs and an output stored as S: T
@@ -405,6 +409,9 @@ struct Interpreter {
   int64_t tiles_per_row;  // tiles per run of `inner`
   simd::Store store;
   int64_t row_length;     // the last dimension, when the program ends in a row epilogue
+  // 16-bit data: the scratch tile each full or row input is widened into, and how many there are.
+  std::vector<int64_t> staged_slot;
+  int64_t num_staged = 0;
 
   // A row epilogue over the n / row_length rows of `a`: a softmax writes y (the output tile), a
   // reduction one value per row at sums. Sums accumulate as the eager ReduceSum does: float64,
@@ -418,10 +425,10 @@ struct Interpreter {
     for (int64_t r = 0; r < n; r += row_length) {
       switch (kind) {
         case InstrKind::kSoftmax:
-          simd::softmax_row(x + r, y + r, row_length, store);
+          simd::softmax_row(x + r, y + r, row_length, output_store());
           break;
         case InstrKind::kLogSoftmax:
-          simd::log_softmax_row(x + r, y + r, row_length, store);
+          simd::log_softmax_row(x + r, y + r, row_length, output_store());
           break;
         default: {
           double total = 0;
@@ -429,6 +436,11 @@ struct Interpreter {
             total = static_cast<double>(a.value) * static_cast<double>(row_length);
           } else if (row_length >= 32) {
             total = static_cast<double>(simd::reduce_sum(x + r, row_length));
+            if (std::is_same_v<S, BFloat16> && !std::isfinite(total)) {
+              // bfloat16 has float's range: the float blocks overflowed where float64 need not.
+              total = 0;
+              for (int64_t i = 0; i < row_length; ++i) total += static_cast<double>(x[r + i]);
+            }
           } else {
             for (int64_t i = 0; i < row_length; ++i) total += static_cast<double>(x[r + i]);
           }
@@ -440,6 +452,10 @@ struct Interpreter {
     }
   }
 
+  // How the last instruction writes its tile: past the caches when that is the output and it is
+  // large; a 16-bit program's is a scratch tile, read back at once to be rounded into the output.
+  simd::Store output_store() const { return kStaged ? simd::Store::kCached : store; }
+
   // Input k's values for the tile at (row, column): its own run, or for 16-bit inputs the run
   // widened into `staged` (stage_inputs), or one value.
   Source<T> input(uint32_t k, int64_t row, int64_t column, const T* staged) const {
@@ -448,7 +464,7 @@ struct Interpreter {
       case InputKind::kFull:
       case InputKind::kRow:
         if constexpr (kStaged) {
-          return {staged + k * tile, T(0)};
+          return {staged + staged_slot[k] * tile, T(0)};
         } else {
           return {base + (layout.inputs[k] == InputKind::kFull ? row * layout.inner : 0) + column,
                   T(0)};
@@ -467,7 +483,7 @@ struct Interpreter {
       const InputKind kind = layout.inputs[k];
       if (kind != InputKind::kFull && kind != InputKind::kRow) continue;
       const S* run = inputs[k] + (kind == InputKind::kFull ? row * layout.inner : 0) + column;
-      convert_contiguous(run, staged + k * tile, n);
+      convert_contiguous(run, staged + staged_slot[k] * tile, n);
     }
   }
 
@@ -487,9 +503,9 @@ struct Interpreter {
   }
 
   // Tiles of T each run_tiles call needs: the program's registers, and for 16-bit data one per
-  // input and one for the output.
+  // full or row input and one for the output.
   size_t scratch_elements() const {
-    const size_t staged = kStaged ? inputs.size() + 1 : 0;
+    const size_t staged = kStaged ? static_cast<size_t>(num_staged) + 1 : 0;
     return (static_cast<size_t>(program.num_registers) + staged) * static_cast<size_t>(tile);
   }
 
@@ -505,7 +521,7 @@ struct Interpreter {
       // before they are rounded into it.
       T* out_tile = nullptr;
       if constexpr (kStaged) {
-        out_tile = staged + static_cast<int64_t>(inputs.size()) * tile;
+        out_tile = staged + num_staged * tile;
       } else {
         out_tile = out_run;
       }
@@ -530,7 +546,7 @@ struct Interpreter {
               x = y;
             }
             simd::unary(static_cast<U>(in.op), steps[j], x, y, n,
-                        !kStaged && y == out_tile ? store : simd::Store::kCached);
+                        y == out_tile ? output_store() : simd::Store::kCached);
             break;
           }
           case InstrKind::kBinary: {
@@ -591,16 +607,22 @@ void run_typed(const Program& program, const Layout& layout, const std::vector<T
   for (const Tensor& in : inputs) data.push_back(static_cast<const S*>(in.data_ptr()));
   std::vector<FoldPlan> folds = plan_folds(program, layout);
   std::vector<simd::ScalarSteps<T>> steps = scalar_steps<T>(folds, data);
-  const Interpreter<T, S> interpreter{program,
-                                      layout,
-                                      std::move(data),
-                                      std::move(folds),
-                                      std::move(steps),
-                                      static_cast<S*>(out.data_ptr()),
-                                      tile,
-                                      tiles_per_row,
-                                      simd::store_for_output(static_cast<int64_t>(out.nbytes())),
-                                      row_length};
+  Interpreter<T, S> interpreter{program,
+                                layout,
+                                std::move(data),
+                                std::move(folds),
+                                std::move(steps),
+                                static_cast<S*>(out.data_ptr()),
+                                tile,
+                                tiles_per_row,
+                                simd::store_for_output(static_cast<int64_t>(out.nbytes())),
+                                row_length,
+                                {},
+                                0};
+  for (const InputKind kind : layout.inputs) {
+    const bool runs = kind == InputKind::kFull || kind == InputKind::kRow;
+    interpreter.staged_slot.push_back(runs ? interpreter.num_staged++ : -1);
+  }
   const size_t register_elements = interpreter.scratch_elements();
   const int64_t grain = std::max<int64_t>(1, kParallelGrainElements / tile);
   parallel_for(0, layout.outer * tiles_per_row, grain, [&](int64_t begin, int64_t end) {
@@ -636,8 +658,10 @@ void run(const Program& program, const std::vector<Tensor>& inputs, const Tensor
       return run_typed<float, Half>(program, *layout, ready, out, last_dim);
     case DType::kBFloat16:
       return run_typed<float, BFloat16>(program, *layout, ready, out, last_dim);
-    default:
+    case DType::kFloat32:
       return run_typed<float, float>(program, *layout, ready, out, last_dim);
+    default:
+      KILN_ASSERT(false) << "FusedElementwise: no kernel for " << out.dtype();
   }
 }
 

@@ -65,6 +65,19 @@ def test_a_16_bit_chain_is_fused_and_rounds_once(dtype):
                                rtol=2e-2 if dtype == kiln.bfloat16 else 4e-3, atol=1e-4)
 
 
+def test_ops_that_jump_at_a_boundary_stay_out_of_16_bit_groups():
+    # floor(x * 10) of float16 0.1 is 1 on the rounded product (as eager), 0 on float32's 0.99998.
+    x = kt(np.array([0.1, 1.3, -0.7], np.float32)).to(kiln.float16)
+
+    def f(x):
+        return mint.exp(mint.floor(x * 10) + mint.remainder(x * 10, 1.0))
+
+    g = kiln.jit(f)
+    text = g.optimized_graph(x)
+    assert "= Floor(" in text and "= Remainder(" in text
+    np.testing.assert_array_equal(g(x).numpy(), f(x).numpy())
+
+
 def test_a_trailing_softmax_and_broadcast_rows_and_columns_join_the_group():
     x, row, col = kt(rand(16, 128)), kt(rand(128, seed=1)), kt(rand(16, 1, seed=2))
 

@@ -42,6 +42,17 @@ const CNode* as_op(const NodePtr& n) {
   return c;
 }
 
+// Whether an instruction's result jumps where an operand crosses a boundary. A 16-bit group hands
+// its instructions unrounded float32 operands (Note [16-bit programs] in
+// src/ops/fused_elementwise.cc), which could put such a result a whole unit away from eager's
+// (floor(x * 10) of float16 0.1: 0 against 1), so these stay out of 16-bit groups and run on
+// operands rounded as in eager.
+bool jumps(const std::string& instruction) {
+  return instruction == "Floor" || instruction == "Ceil" || instruction == "Round" ||
+         instruction == "Sign" || instruction == "FloorDivide" || instruction == "Remainder" ||
+         instruction == "ReluBackward";
+}
+
 // The instruction `n` becomes inside a group of dtype `dtype`, or nullopt.
 std::optional<std::string> elementwise_instruction(const NodePtr& n, DType dtype) {
   const CNode* c = as_op(n);
@@ -54,6 +65,7 @@ std::optional<std::string> elementwise_instruction(const NodePtr& n, DType dtype
   const Primitive& p = *c->primitive();
   std::optional<std::string> name = fused::instruction_name(p.name(), p.normalized_attrs());
   if (!name) return std::nullopt;
+  if (itemsize(dtype) == 2 && jumps(*name)) return std::nullopt;
   const size_t arity = fused::unary_instruction(*name) ? 1 : 2;
   return c->inputs().size() == arity ? name : std::nullopt;
 }

@@ -438,6 +438,16 @@ TEST(FusedElementwiseOp, SixteenBitProgramsAreTheFloat32ProgramRoundedOnce) {
   }
 }
 
+TEST(FusedElementwiseOp, BFloat16RowSumsPastFloatsRangeAreEagersFloat64Sums) {
+  // bfloat16 has float's range: float block sums overflow where eager's float64 sum does not.
+  const Tensor x = to(full({2, 64}, 3e38, DType::kFloat32), DType::kBFloat16);
+  for (const char* program : {"Relu(i0);Mean(r0)", "Relu(i0);Sum(r0)"}) {
+    SCOPED_TRACE(program);
+    const Tensor got = call_op(fused::kOpName, {x}, fused_attrs(program, DType::kBFloat16))[0];
+    expect_bitwise_equal(got, run_eagerly(program, {x}));
+  }
+}
+
 TEST(FusedElementwiseOp, StridedInputs) {
   std::mt19937 rng(3);
   const Tensor x = random_tensor(rng, {300, 17}, DType::kFloat32, -3, 3).transpose(0, 1);
