@@ -409,9 +409,10 @@ struct Interpreter {
   int64_t tiles_per_row;  // tiles per run of `inner`
   simd::Store store;
   int64_t row_length;     // the last dimension, when the program ends in a row epilogue
-  // 16-bit data: the scratch tile each full or row input is widened into, and how many there are.
+  // 16-bit data: the scratch tile each full or row input is widened into (-1 for the others), and
+  // how many there are.
   std::vector<int64_t> staged_slot;
-  int64_t num_staged = 0;
+  int64_t num_staged;
 
   // A row epilogue over the n / row_length rows of `a`: a softmax writes y (the output tile), a
   // reduction one value per row at sums. Sums accumulate as the eager ReduceSum does: float64,
@@ -434,15 +435,14 @@ struct Interpreter {
           double total = 0;
           if (x == nullptr) {
             total = static_cast<double>(a.value) * static_cast<double>(row_length);
-          } else if (row_length >= 32) {
-            total = static_cast<double>(simd::reduce_sum(x + r, row_length));
-            if (std::is_same_v<S, BFloat16> && !std::isfinite(total)) {
-              // bfloat16 has float's range: the float blocks overflowed where float64 need not.
+          } else {
+            if (row_length >= 32) total = static_cast<double>(simd::reduce_sum(x + r, row_length));
+            // Short rows add in float64 one by one; so does a bfloat16 row whose float blocks
+            // overflowed (bfloat16 has float's range) where float64 need not.
+            if (row_length < 32 || (std::is_same_v<S, BFloat16> && !std::isfinite(total))) {
               total = 0;
               for (int64_t i = 0; i < row_length; ++i) total += static_cast<double>(x[r + i]);
             }
-          } else {
-            for (int64_t i = 0; i < row_length; ++i) total += static_cast<double>(x[r + i]);
           }
           const double divisor = kind == InstrKind::kRowMean ? static_cast<double>(row_length) : 1;
           sums[r / row_length] = convert<S>(total / divisor);
@@ -456,6 +456,11 @@ struct Interpreter {
   // large; a 16-bit program's is a scratch tile, read back at once to be rounded into the output.
   simd::Store output_store() const { return kStaged ? simd::Store::kCached : store; }
 
+  // The run of full or row input k for the tile at (row, column).
+  const S* run_of(size_t k, int64_t row, int64_t column) const {
+    return inputs[k] + (layout.inputs[k] == InputKind::kFull ? row * layout.inner : 0) + column;
+  }
+
   // Input k's values for the tile at (row, column): its own run, or for 16-bit inputs the run
   // widened into `staged` (stage_inputs), or one value.
   Source<T> input(uint32_t k, int64_t row, int64_t column, const T* staged) const {
@@ -466,8 +471,7 @@ struct Interpreter {
         if constexpr (kStaged) {
           return {staged + staged_slot[k] * tile, T(0)};
         } else {
-          return {base + (layout.inputs[k] == InputKind::kFull ? row * layout.inner : 0) + column,
-                  T(0)};
+          return {run_of(k, row, column), T(0)};
         }
       case InputKind::kColumn:
         return {nullptr, convert<T>(base[row])};
@@ -480,10 +484,8 @@ struct Interpreter {
   // Widens the tile's runs of the 16-bit full and row inputs into `staged` (one tile each).
   void stage_inputs(int64_t row, int64_t column, int64_t n, T* staged) const {
     for (size_t k = 0; k < inputs.size(); ++k) {
-      const InputKind kind = layout.inputs[k];
-      if (kind != InputKind::kFull && kind != InputKind::kRow) continue;
-      const S* run = inputs[k] + (kind == InputKind::kFull ? row * layout.inner : 0) + column;
-      convert_contiguous(run, staged + staged_slot[k] * tile, n);
+      if (staged_slot[k] >= 0)
+        convert_contiguous(run_of(k, row, column), staged + staged_slot[k] * tile, n);
     }
   }
 
@@ -497,7 +499,7 @@ struct Interpreter {
     const int64_t n = std::min(tile, layout.inner - column);
     for (size_t k = 0; k < inputs.size(); ++k) {
       if (layout.inputs[k] != InputKind::kFull) continue;
-      const S* p = inputs[k] + row * layout.inner + column;
+      const S* p = run_of(k, row, column);
       for (int64_t i = 0; i < n; i += kLine) __builtin_prefetch(p + i, 0, 3);
     }
   }
@@ -607,22 +609,24 @@ void run_typed(const Program& program, const Layout& layout, const std::vector<T
   for (const Tensor& in : inputs) data.push_back(static_cast<const S*>(in.data_ptr()));
   std::vector<FoldPlan> folds = plan_folds(program, layout);
   std::vector<simd::ScalarSteps<T>> steps = scalar_steps<T>(folds, data);
-  Interpreter<T, S> interpreter{program,
-                                layout,
-                                std::move(data),
-                                std::move(folds),
-                                std::move(steps),
-                                static_cast<S*>(out.data_ptr()),
-                                tile,
-                                tiles_per_row,
-                                simd::store_for_output(static_cast<int64_t>(out.nbytes())),
-                                row_length,
-                                {},
-                                0};
+  std::vector<int64_t> staged_slot;
+  int64_t num_staged = 0;
   for (const InputKind kind : layout.inputs) {
     const bool runs = kind == InputKind::kFull || kind == InputKind::kRow;
-    interpreter.staged_slot.push_back(runs ? interpreter.num_staged++ : -1);
+    staged_slot.push_back(runs ? num_staged++ : -1);
   }
+  const Interpreter<T, S> interpreter{program,
+                                      layout,
+                                      std::move(data),
+                                      std::move(folds),
+                                      std::move(steps),
+                                      static_cast<S*>(out.data_ptr()),
+                                      tile,
+                                      tiles_per_row,
+                                      simd::store_for_output(static_cast<int64_t>(out.nbytes())),
+                                      row_length,
+                                      std::move(staged_slot),
+                                      num_staged};
   const size_t register_elements = interpreter.scratch_elements();
   const int64_t grain = std::max<int64_t>(1, kParallelGrainElements / tile);
   parallel_for(0, layout.outer * tiles_per_row, grain, [&](int64_t begin, int64_t end) {

@@ -32,8 +32,6 @@ constexpr size_t kMaxInputs = 16;
 // The longest row a row epilogue's tile holds (256 KiB of float32).
 constexpr int64_t kMaxRow = 65536;
 
-bool float_dtype(DType d) { return is_floating_point(d); }
-
 const CNode* as_op(const NodePtr& n) {
   if (!n->is_cnode()) return nullptr;
   const auto* c = static_cast<const CNode*>(n.get());
@@ -81,7 +79,8 @@ std::optional<std::string> row_epilogue(const NodePtr& n) {
   const Primitive& p = *c->primitive();
   const TensorMeta& out = c->abstract().tensor();
   const TensorMeta& in = c->input(0)->abstract().tensor();
-  if (!float_dtype(out.dtype) || in.dtype != out.dtype || in.shape.empty()) return std::nullopt;
+  if (!is_floating_point(out.dtype) || in.dtype != out.dtype || in.shape.empty())
+    return std::nullopt;
   if (in.shape.back() > kMaxRow) return std::nullopt;
   const Attrs& attrs = p.normalized_attrs();
   const auto is_last = [&](int64_t dim) { return dim == -1 || dim == in.ndim() - 1; };
@@ -127,7 +126,7 @@ class ElementwiseFusion final : public Pass {
     const CNode* root_op = as_op(root_node);
     if (root_op == nullptr) return false;
     const TensorMeta& out = root_op->abstract().tensor();
-    if (!float_dtype(out.dtype)) return false;
+    if (!is_floating_point(out.dtype)) return false;
     const std::optional<std::string> epilogue = row_epilogue(root_node);
     const std::optional<std::string> root_instruction =
         epilogue ? epilogue : elementwise_instruction(root_node, out.dtype);

@@ -149,49 +149,41 @@ template <class D, class Codec, typename S = typename Codec::Stored, typename T 
 HWY_INLINE bool map_op(D d, Codec codec, BinaryOp op, const S* a, T sa, const S* b, T sb, S* y,
                        size_t n) {
   using V = hn::Vec<D>;
-  const auto run = [&](auto f) { map_layout(d, codec, a, sa, b, sb, y, n, f); };
+  const auto run = [&](auto f) {
+    map_layout(d, codec, a, sa, b, sb, y, n, f);
+    return true;
+  };
   switch (op) {
     case BinaryOp::kAdd:
-      run([](D, V u, V v) { return hn::Add(u, v); });
-      return true;
+      return run([](D, V u, V v) { return hn::Add(u, v); });
     case BinaryOp::kSub:
-      run([](D, V u, V v) { return hn::Sub(u, v); });
-      return true;
+      return run([](D, V u, V v) { return hn::Sub(u, v); });
     case BinaryOp::kMul:
-      run([](D, V u, V v) { return hn::Mul(u, v); });
-      return true;
+      return run([](D, V u, V v) { return hn::Mul(u, v); });
     case BinaryOp::kDiv:
-      run([](D, V u, V v) { return hn::Div(u, v); });
-      return true;
+      return run([](D, V u, V v) { return hn::Div(u, v); });
     case BinaryOp::kMaximum:
-      run([](D, V u, V v) { return maximum(u, v); });
-      return true;
+      return run([](D, V u, V v) { return maximum(u, v); });
     case BinaryOp::kMinimum:
-      run([](D, V u, V v) { return minimum(u, v); });
-      return true;
+      return run([](D, V u, V v) { return minimum(u, v); });
     case BinaryOp::kPow:
       return false;
     case BinaryOp::kFloorDivide:
-      run([](D dv, V u, V v) { return floor_divide(dv, u, v); });
-      return true;
+      return run([](D dv, V u, V v) { return floor_divide(dv, u, v); });
     case BinaryOp::kRemainder:
-      run([](D dv, V u, V v) { return remainder(dv, u, v); });
-      return true;
+      return run([](D dv, V u, V v) { return remainder(dv, u, v); });
     case BinaryOp::kSigmoidBackward:
-      run([](D dv, V g, V v) { return hn::Mul(g, hn::Mul(v, hn::Sub(hn::Set(dv, T(1)), v))); });
-      return true;
+      return run(
+          [](D dv, V g, V v) { return hn::Mul(g, hn::Mul(v, hn::Sub(hn::Set(dv, T(1)), v))); });
     case BinaryOp::kTanhBackward:
-      run([](D dv, V g, V v) {
+      return run([](D dv, V g, V v) {
         const V one = hn::Set(dv, T(1));
         return hn::Mul(g, hn::Mul(hn::Sub(one, v), hn::Add(one, v)));
       });
-      return true;
     case BinaryOp::kReluBackward:
-      run([](D dv, V g, V x) { return hn::IfThenElseZero(hn::Gt(x, hn::Zero(dv)), g); });
-      return true;
+      return run([](D dv, V g, V x) { return hn::IfThenElseZero(hn::Gt(x, hn::Zero(dv)), g); });
     case BinaryOp::kSiluBackward:
-      run([](D dv, V g, V x) { return hn::Mul(g, silu_grad(dv, x)); });
-      return true;
+      return run([](D dv, V g, V x) { return hn::Mul(g, silu_grad(dv, x)); });
   }
   return false;
 }
