@@ -42,6 +42,7 @@ def cases():
     sk, st = both(np.array(1.5, np.float32))
     ik, it = both(RNG.integers(-10**12, 10**12, size=(1024, 1024)))
     pk, pt = both(RNG.standard_normal((32, 64, 32, 16)).astype(np.float32))  # runs of 16
+    ck, ct = both(RNG.standard_normal((64, 64, 64)).astype(np.float32))
     return {
         "float16 add": (lambda: hk + hk, lambda: ht + ht),
         "float16 exp": (lambda: mint.exp(hk), lambda: torch.exp(ht)),
@@ -80,6 +81,9 @@ def cases():
                               lambda: pt.permute(0, 2, 1, 3).contiguous()),
         "expand 0-d copy": (lambda: mint.expand(sk, [1024, 1024]).contiguous(),
                             lambda: st.expand(1024, 1024).contiguous()),
+        "pad reflect": (lambda: mint.pad(ck, [1, 1, 1, 1], "reflect"),
+                        lambda: F.pad(ct, [1, 1, 1, 1], mode="reflect")),
+        "pad 4-d by 2": (lambda: mint.pad(pk, [2, 2, 2, 2]), lambda: F.pad(pt, [2, 2, 2, 2])),
         "exp (control)": (lambda: mint.exp(xk), lambda: torch.exp(xt)),
     }
 

@@ -2,14 +2,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/dtype_dispatch.h"
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/factory.h"
 #include "kiln/functional/shape.h"
 #include "kiln/op.h"
-#include "ops/grad_util.h"
 #include "kiln/parallel.h"
+#include "ops/grad_util.h"
 
 namespace kiln {
 namespace {
@@ -70,74 +71,100 @@ MetaList infer_pad(const InferContext& ctx) {
   return MetaList{{x.dtype, shape}};
 }
 
-void fill(const Tensor& out, double value) {
-  visit_dtype(out.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T v = Scalar(value).to<T>();
-    T* p = out.data<T>();
-    parallel_for(0, out.numel(), kCopyGrain,
-                 [&](int64_t lo, int64_t hi) { std::fill(p + lo, p + hi, v); });
-  });
-}
-
-// Constant mode: fill, then copy the part of x that survives (negative pads crop).
-void pad_constant(const Tensor& x, const Tensor& out,
-                  const std::vector<std::pair<int64_t, int64_t>>& per_dim, double value) {
-  if (out.numel() == 0) return;
-  fill(out, value);
-  Tensor src = x;
-  Tensor dst = out;
-  for (int64_t d = 0; d < x.ndim(); ++d) {
-    const auto [before, after] = per_dim[d];
-    const int64_t lo = std::max<int64_t>(0, -before);
-    const int64_t len = x.shape()[d] - lo - std::max<int64_t>(0, -after);
-    if (len <= 0) return;
-    src = src.narrow(d, lo, len);
-    dst = dst.narrow(d, std::max<int64_t>(0, before), len);
-  }
-  copy_into(dst, src);
-}
-
-// Reflect and replicate: output coordinate c of dim d reads x at map_d(c); each dim's map is a
-// table of element offsets into x, so a row of the output is a table lookup per element.
-void pad_mapped(const Tensor& x, const Tensor& out,
-                const std::vector<std::pair<int64_t, int64_t>>& per_dim, bool reflect) {
+// Pad's kernel. Output coordinate c of dim d reads x at index c - before_d; where that falls
+// outside x, constant mode writes the value, reflect mirrors the index about the edge and replicate
+// clamps it (negative constant pads crop: the first indices read lie past x's start). Each output
+// row is written once: the columns that read x's row in order are one copy, the few others fill
+// or look their element up. (Filling the whole output and copying x over it wrote the inside
+// twice: 0.72x-0.86x of PyTorch on [64, 64, 64] padded by one.)
+void pad_kernel(const Tensor& x, const Tensor& out,
+                const std::vector<std::pair<int64_t, int64_t>>& per_dim, const std::string& mode,
+                double value) {
   const int64_t nd = x.ndim();
-  if (nd == 0 || out.numel() == 0) {
+  if (out.numel() == 0) return;
+  if (nd == 0) {
     copy_into(out, x);
     return;
   }
+  constexpr int64_t kOutside = std::numeric_limits<int64_t>::min();
+  // offsets[d][c]: the element offset into x that output coordinate c of dim d reads, or kOutside.
   std::vector<std::vector<int64_t>> offsets(static_cast<size_t>(nd));
   for (int64_t d = 0; d < nd; ++d) {
     const int64_t n = x.shape()[d];
-    const int64_t before = per_dim[d].first;
     for (int64_t c = 0; c < out.shape()[d]; ++c) {
-      int64_t i = c - before;
-      if (reflect) {
-        i = i < 0 ? -i : (i >= n ? 2 * (n - 1) - i : i);
-      } else {
-        i = std::clamp<int64_t>(i, 0, n - 1);
+      int64_t i = c - per_dim[d].first;
+      if (i < 0 || i >= n) {
+        if (mode == "reflect") {
+          i = i < 0 ? -i : 2 * (n - 1) - i;
+        } else if (mode == "replicate") {
+          i = std::clamp<int64_t>(i, 0, n - 1);
+        } else {
+          offsets[d].push_back(kOutside);
+          continue;
+        }
       }
       offsets[d].push_back(i * x.strides()[d]);
     }
   }
   const int64_t row = out.shape()[nd - 1];
   const int64_t rows = out.numel() / row;
+  const int64_t before = per_dim[nd - 1].first;
+  // The columns [middle_begin, middle_end) read x's row from index middle_begin - before on.
+  const int64_t middle_begin = std::clamp<int64_t>(before, 0, row);
+  const int64_t middle_end = std::clamp<int64_t>(before + x.shape()[nd - 1], 0, row);
+  const int64_t step = x.strides()[nd - 1];
+  const std::vector<int64_t>& last = offsets[nd - 1];
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
+    const T fill = mode == "constant" ? Scalar(value).to<T>() : T{};
     const T* src = x.data<T>();
     T* dst = out.data<T>();
-    const std::vector<int64_t>& last = offsets[nd - 1];
+    // Writes output row r, whose x row starts at element base of x (or is kOutside).
+    const bool constant = mode == "constant";
+    const auto write_row = [&](int64_t r, int64_t base) {
+      T* o = dst + r * row;
+      if (base == kOutside) {
+        std::fill(o, o + row, fill);
+        return;
+      }
+      const T* x_row = src + base;
+      const T* run = x_row + (middle_begin - before) * step;
+      T* run_out = o + middle_begin;
+      const int64_t run_length = middle_end - middle_begin;
+      if (step == 1) {
+        std::copy(run, run + run_length, run_out);
+      } else {
+        for (int64_t k = 0; k < run_length; ++k) run_out[k] = run[k * step];
+      }
+      if (constant) {  // the columns outside the run are exactly those that read no element
+        std::fill(o, run_out, fill);
+        std::fill(run_out + run_length, o + row, fill);
+      } else {
+        for (int64_t k = 0; k < middle_begin; ++k) o[k] = x_row[last[k]];
+        for (int64_t k = middle_end; k < row; ++k) o[k] = x_row[last[k]];
+      }
+    };
+    // Rows go by planes (the second-to-last dim), so that a row's x offset is one addition to its
+    // plane's: dividing a row's index into coordinates cost as much as copying a row of 64 floats.
+    const int64_t plane_rows = nd >= 2 ? out.shape()[nd - 2] : 1;
+    const std::vector<int64_t> no_plane_dim{0};
+    const std::vector<int64_t>& in_plane = nd >= 2 ? offsets[nd - 2] : no_plane_dim;
     parallel_for(0, rows, std::max<int64_t>(1, kCopyGrain / row), [&](int64_t lo, int64_t hi) {
-      for (int64_t r = lo; r < hi; ++r) {
-        int64_t base = 0;
-        int64_t rest = r;
-        for (int64_t d = nd - 2; d >= 0; --d) {
-          base += offsets[d][rest % out.shape()[d]];
+      for (int64_t r = lo; r < hi;) {
+        int64_t plane_base = 0;
+        int64_t rest = r / plane_rows;
+        for (int64_t d = nd - 3; d >= 0 && plane_base != kOutside; --d) {
+          const int64_t offset = offsets[d][rest % out.shape()[d]];
+          plane_base = offset == kOutside ? kOutside : plane_base + offset;
           rest /= out.shape()[d];
         }
-        T* o = dst + r * row;
-        for (int64_t k = 0; k < row; ++k) o[k] = src[base + last[k]];
+        const int64_t first = r % plane_rows;
+        const int64_t plane_end = std::min(hi, r - first + plane_rows);
+        for (int64_t c = first; r < plane_end; ++r, ++c) {
+          const int64_t offset = in_plane[c];
+          write_row(r,
+                    plane_base == kOutside || offset == kOutside ? kOutside : plane_base + offset);
+        }
       }
     });
   });
@@ -180,12 +207,8 @@ KILN_REGISTER_OP(OpDef("Pad")
                        const Tensor& x = ctx.inputs[0];
                        const auto per_dim =
                            per_dim_pads(ctx.attrs.get<std::vector<int64_t>>("pads"), x.ndim());
-                       const std::string mode = ctx.attrs.get<std::string>("mode");
-                       if (mode == "constant") {
-                         pad_constant(x, ctx.outputs[0], per_dim, ctx.attrs.get<double>("value"));
-                       } else {
-                         pad_mapped(x, ctx.outputs[0], per_dim, mode == "reflect");
-                       }
+                       pad_kernel(x, ctx.outputs[0], per_dim, ctx.attrs.get<std::string>("mode"),
+                                  ctx.attrs.get<double>("value"));
                      }));
 
 MetaList infer_triangle(const InferContext& ctx) {

@@ -610,6 +610,18 @@ def test_pad_matches_numpy(pads, mode, layout, dtype, rng):
     assert_close(out, numpy_pad(a, pads, mode, np.array(value).astype(a.dtype)))
 
 
+@pytest.mark.parametrize("pads, mode", [
+    ([2, 3, 1, 4], "constant"), ([2, 3, 1, 4], "reflect"), ([2, 3, 1, 4], "replicate"),
+    ([0, 0, 1, 0, 2, 1], "reflect"), ([-1, 2, 0, 0, 1, 0], "constant"),
+    ([0, 0, -2, -3], "constant"),
+], ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_pad_large_tensors_split_across_threads(pads, mode, layout, rng):
+    # Hundreds of rows of 300: the kernel's parallel chunks start inside outer dims.
+    a, t = make((3, 70, 301), kiln.float32, rng, layout)
+    assert_close(mint.pad(t, pads, mode, -2.0), numpy_pad(a, pads, mode, np.float32(-2.0)))
+
+
 @pytest.mark.parametrize("pads", [[-1, 2], [-1, -1, 1, 0], [0, -3]], ids=str)
 def test_pad_constant_crops_with_negative_pads(pads, rng):
     a, t = make((2, 3), kiln.float32, rng)
