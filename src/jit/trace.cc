@@ -153,7 +153,7 @@ NodePtr Trace::node_of(const Tensor& t) {
       }
       auto memo = memo_.find(impl);
       if (memo != memo_.end() && memo->second.base == value) return memo->second.node;
-      NodePtr view = view_node(t, traced->second);
+      NodePtr view = view_node(t, value);
       memo_[impl] = Memo{t, view, value};
       return view;
     }
@@ -166,12 +166,13 @@ NodePtr Trace::node_of(const Tensor& t) {
   return constant;
 }
 
-// A view of a traced value made by a Tensor method (not an op): Reshape when it keeps the
-// elements in order, Permute (after a Reshape) when it reorders whole dimensions, else AsStrided.
-NodePtr Trace::view_node(const Tensor& t, const Traced& base) {
+// The node for t, a view of `value`'s memory (a traced value made by a Tensor method rather than
+// an op, or a strided constant's storage), with t's offset counted from value's first element:
+// Reshape when it keeps the elements in order, Permute (after a Reshape) when it reorders whole
+// dimensions, else AsStrided.
+NodePtr Trace::view_node(const Tensor& t, const NodePtr& value) {
   const Shape& shape = t.shape();
   const Shape& strides = t.strides();
-  const NodePtr& value = base.node;
   const Shape& base_shape = value->abstract().shape();
   if (t.storage_offset() == 0 && shape_numel(shape) == shape_numel(base_shape)) {
     if (shape_numel(shape) == 0 || row_major(shape, strides)) {
@@ -206,7 +207,16 @@ NodePtr Trace::view_node(const Tensor& t, const Traced& base) {
 NodePtr Trace::constant_node(const Tensor& t) {
   // A failed eager result, or a tracer of an earlier trace that escaped it: its failure says why.
   if (const std::shared_ptr<const OpFailure> failure = t.impl()->failure()) failure->raise();
-  return graph_->add_value(t);
+  if (t.numel() == 0 || t.is_contiguous()) return graph_->add_value(t);
+  // Note [Strided constants]
+  // A graph's constants are contiguous. A strided view (w.T, w[:, ::2]) is a view node of a
+  // constant holding its storage's elements up to the last it reaches: the graph then reads the
+  // tensor's memory at every run and sees in-place updates, as it does for a contiguous tensor,
+  // where a contiguous copy would keep the values of the trace. (kiln_cpu makes such a view a
+  // constant again at Build, over the same memory.)
+  int64_t extent = t.storage_offset() + 1;
+  for (int64_t d = 0; d < t.ndim(); ++d) extent += (t.size(d) - 1) * t.stride(d);
+  return view_node(t, graph_->add_value(t.as_strided({extent}, {1}, 0)));
 }
 
 TensorList Trace::dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,

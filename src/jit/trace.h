@@ -77,7 +77,7 @@ class KILN_API Trace final : public Dispatcher {
 
   Tensor make_tracer(const TensorMeta& meta, const NodePtr& node, bool is_input);
   NodePtr node_of(const Tensor& t);
-  NodePtr view_node(const Tensor& t, const Traced& base);
+  NodePtr view_node(const Tensor& t, const NodePtr& value);
   NodePtr constant_node(const Tensor& t);
   TensorList record_inplace(const OpDef& op, const CNodePtr& node, const std::vector<Tensor>& out);
   std::unordered_map<const Storage*, Traced>::iterator adopt_written(const OpDef& op,

@@ -167,10 +167,14 @@ template <typename C>
   for (int64_t i = 0; i < n; ++i) {
     const C xhat = (x[i] - mean) * r;
     dx[i] = r * (g[i] * w[i] - mean_gh - xhat * mean_ghx);
-    if (affine) {
-      sum_gx[i] += g[i] * xhat;
-      if (centered) sum_g[i] += g[i];  // d bias: RMSNorm has none
-    }
+  }
+  // A loop of its own: in one with dx the compiler contracted dx's products into FMAs differently
+  // with and without the sums (AVX-512), and dx is to be the same either way.
+  if (!affine) return;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    sum_gx[i] += g[i] * ((x[i] - mean) * r);
+    if (centered) sum_g[i] += g[i];  // d bias: RMSNorm has none
   }
 }
 

@@ -26,6 +26,25 @@ def test_packed_weight_follows_in_place_updates(update):
 
 
 @pytest.mark.parametrize("backend", ["kiln_cpu", "reference"])
+@pytest.mark.parametrize("view", ["transposed", "every_other_column", "expanded_row"])
+def test_a_captured_strided_view_follows_in_place_updates_of_its_base(backend, view):
+    # The graph reads the view's memory at every run (a view node of its storage), as it does a
+    # contiguous tensor's: a copy made at the trace would keep the trace's values.
+    w = kiln.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    make = {"transposed": lambda w: w.T, "every_other_column": lambda w: w[:, ::2],
+            "expanded_row": lambda w: w[1:2].broadcast_to((3, 4))}[view]
+    expected = {"transposed": lambda w: w.T, "every_other_column": lambda w: w[:, ::2],
+                "expanded_row": lambda w: np.broadcast_to(w[1:2], (3, 4))}[view]
+    captured = make(w)
+    f = kiln.jit(lambda x: x * captured, backend=backend)
+    x = kiln.tensor(np.ones(tuple(captured.shape), np.float32))
+    np.testing.assert_array_equal(f(x).numpy(), expected(w.numpy()))
+    w += 100.0
+    np.testing.assert_array_equal(f(x).numpy(), expected(w.numpy()))
+    assert f.cache_info().misses == 1
+
+
+@pytest.mark.parametrize("backend", ["kiln_cpu", "reference"])
 def test_jitted_function_updates_captured_state(backend):
     total = mint.zeros((3,))
     steps = mint.zeros(())

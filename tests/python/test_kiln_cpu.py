@@ -322,14 +322,17 @@ def test_more_packed_products_than_a_thread_keeps_memory_for_each_read_their_own
 
 
 def test_a_constant_weight_that_is_a_strided_view_gives_the_product_of_its_values():
-    # Linear's weight closed over as a transposed view: packed once at Build rather than copied
-    # into a contiguous tensor at every run.
+    # Linear's weight closed over as a transposed view: a Permute of its storage in the graph,
+    # a constant view again at Build, packed once and packed again after an in-place update.
     x = kt(rand(64, 96))
-    w = rand(96, 48, seed=1)
-    wt = mint.transpose(kt(w), 0, 1)  # [48, 96], strides (1, 48)
+    w = kt(rand(96, 48, seed=1))
+    wt = mint.transpose(w, 0, 1)  # [48, 96], strides (1, 48)
     g = kiln.jit(lambda x: mint.linear(x, wt))
     for _ in range(2):
-        np.testing.assert_allclose(g(x).numpy(), x.numpy() @ w, rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(g(x).numpy(), x.numpy() @ w.numpy(), rtol=1e-5, atol=1e-4)
+    w *= 2.0
+    np.testing.assert_allclose(g(x).numpy(), x.numpy() @ w.numpy(), rtol=1e-5, atol=1e-4)
+    assert g.cache_info().misses == 1
 
 
 @pytest.mark.parametrize("keepdim", [False, True])
@@ -354,3 +357,14 @@ def test_a_trailing_sum_or_mean_over_the_last_dim_joins_the_group(shape, keepdim
     for got, want in zip(g(x, row), kiln.jit(f, backend="reference")(x, row)):
         assert got.shape == want.shape
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("jit_level", ["O0", "O1"])
+def test_a_graph_whose_intermediates_are_all_empty_runs(jit_level):
+    # Nothing to plan: the arena is empty, yet its kernels still get tensors with memory.
+    x = kt(np.zeros((0, 3), np.float32))
+    reduced = kiln.jit(lambda x: mint.amax(x * 2, dim=-1, keepdim=True) + 1, jit_level=jit_level)
+    assert reduced.memory_plan(x)["arena_bytes"] == 0
+    assert reduced(x).shape == (0, 1)
+    product = kiln.jit(lambda x: mint.matmul(mint.transpose(x, 0, 1) * 2, x), jit_level=jit_level)
+    np.testing.assert_array_equal(product(x).numpy(), np.zeros((3, 3), np.float32))

@@ -65,8 +65,9 @@ class CpuBackend final : public BackendBase, public BackendMemoryPlanner {
     std::vector<Tensor> values(p.values.size());
     for (size_t i = 0; i < inputs.size(); ++i) values[p.parameter_values[i]] = inputs[i];
     for (const auto& [v, tensor] : p.constants) values[v] = tensor;
-    const std::shared_ptr<Storage> arena =
-        p.memory.arena_bytes > 0 ? Storage::allocate(p.memory.arena_bytes) : nullptr;
+    // Allocated even when empty: a graph whose intermediates are all zero-size still hands its
+    // kernels tensors with (empty) memory.
+    const std::shared_ptr<Storage> arena = Storage::allocate(p.memory.arena_bytes);
     std::vector<Tensor> args;
     std::vector<Tensor> results;
     const int threads = get_num_threads();

@@ -82,6 +82,27 @@ class Compiler {
     return !view_layouts_.empty();
   }
 
+  // A view of constants (a captured w.T is a Permute of its storage's constant, Note [Strided
+  // constants] in jit/trace.cc) is a constant itself, made now over the same memory: runs see
+  // in-place updates of it, and products by it are packed as those by w are.
+  bool view_of_constants(const Step& step, const CNode& c) {
+    std::vector<Tensor> inputs;
+    for (uint32_t v : step.inputs) {
+      if (p_->values[v].home != Home::kConstant || !constant_[v].defined()) return false;
+      inputs.push_back(constant_[v]);
+    }
+    TensorList views;
+    try {
+      views = step.op->view_fn()(inputs, step.attrs);
+    } catch (const Error&) {
+      return false;  // the kernel reports it at run time
+    }
+    if (views.empty()) return false;
+    value_of_[&c] = add_constant(views[0]);
+    for (size_t k = 1; k < views.size(); ++k) add_constant(views[k]);  // the next values
+    return true;
+  }
+
   void add_step(const CNode& c) {
     const Primitive& prim = *c.primitive();
     if (prim.is_tuple_get_item()) {
@@ -94,6 +115,7 @@ class Compiler {
     step.attrs = prim.normalized_attrs();
     const OpDef& op = *step.op;
     for (const NodePtr& in : c.inputs()) step.inputs.push_back(value_of_.at(in.get()));
+    if (is_view_op(op) && view_of_constants(step, c)) return;
     if (op.name() == fused::kOpName) {
       step.kind = StepKind::kFused;
       step.program = fused::parse_program(step.attrs.get<std::string>("program"));
