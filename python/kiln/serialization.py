@@ -22,12 +22,15 @@ The format (https://github.com/huggingface/safetensors, "Format"):
                        section without gaps or overlaps
 
 dtypes: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL (one byte, 0 or 1), Kiln's ten dtypes. Kiln
-writes the tensors in the mapping's order. ``load`` checks all of the above and raises
-KilnValueError naming the problem (a truncated file, a bad header, an unknown dtype, offsets
-that do not match the shape or leave gaps); an unsupported dtype in ``save`` is a DTypeError.
+writes the tensors in the mapping's order. ``load`` and ``load_metadata`` check all of the above
+and raise KilnValueError naming the problem (a truncated file, a bad header, an unknown dtype, a
+shape or offsets that are not lists of non-negative integers, offsets that do not match the
+shape or leave gaps, a ``__metadata__`` that is not an object of str -> str); an unsupported
+dtype in ``save`` is a DTypeError.
 """
 
 import json
+import math
 import os
 import struct
 
@@ -111,7 +114,20 @@ def _read(path):
         raise KilnValueError(f"kiln.load: {where}: the header is not JSON ({e})") from None
     if not isinstance(header, dict):
         raise KilnValueError(f"kiln.load: {where}: the header is not a JSON object")
+    metadata = header.get("__metadata__", {})
+    if not isinstance(metadata, dict):
+        raise KilnValueError(f"kiln.load: {where}: __metadata__ is {metadata!r}, expected an "
+                             f"object of str -> str")
+    for key, value in metadata.items():
+        if not isinstance(value, str):
+            raise KilnValueError(f"kiln.load: {where}: __metadata__ {key!r} is {value!r}, "
+                                 f"expected a str")
     return header, blob[8 + length:]
+
+
+def _is_size(value):
+    """Whether a header's ``value`` is a dimension or an offset: a JSON integer >= 0."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def load_metadata(path):
@@ -127,17 +143,25 @@ def load(path):
     result, spans = {}, []
     for name, info in entries:
         try:
-            dtype_name, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
-        except (KeyError, TypeError, ValueError):
+            dtype_name, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+        except (KeyError, TypeError):
             raise KilnValueError(f"kiln.load: {where}: tensor {name!r} needs dtype, shape and "
                                  f"data_offsets [begin, end], got {info!r}") from None
-        if dtype_name not in _FORMATS:
+        if not isinstance(dtype_name, str) or dtype_name not in _FORMATS:
             raise KilnValueError(f"kiln.load: {where}: tensor {name!r} has unknown dtype "
                                  f"{dtype_name!r} (known: {', '.join(_FORMATS)})")
+        if not isinstance(shape, list) or not all(_is_size(d) for d in shape):
+            raise KilnValueError(f"kiln.load: {where}: tensor {name!r} has shape {shape!r}, "
+                                 f"expected a list of non-negative integers")
+        if not (isinstance(offsets, list) and len(offsets) == 2
+                and all(_is_size(o) for o in offsets)):
+            raise KilnValueError(f"kiln.load: {where}: tensor {name!r} has data_offsets "
+                                 f"{offsets!r}, expected [begin, end] of non-negative integers")
+        begin, end = offsets
         kiln_dtype, stored = _FORMATS[dtype_name]
         itemsize = np.dtype(stored).itemsize
-        count = int(np.prod(shape, dtype=np.int64))
-        if not 0 <= begin <= end <= len(data) or end - begin != count * itemsize:
+        count = math.prod(shape)  # Python integers: a huge shape cannot wrap around to a small size
+        if not begin <= end <= len(data) or end - begin != count * itemsize:
             raise KilnValueError(f"kiln.load: {where}: tensor {name!r} ({dtype_name}{shape}) has "
                                  f"data_offsets [{begin}, {end}], which do not hold "
                                  f"{count * itemsize} bytes within the {len(data)}-byte data")

@@ -134,6 +134,27 @@ def test_assignment_rules():
         cell.missing
 
 
+def test_reassigning_a_name_keeps_its_place():
+    # a sub-cell replaced in a named Sequential still runs first
+    net = nn.Sequential(collections.OrderedDict([("fc", nn.Linear(2, 2)), ("act", nn.ReLU())]))
+    net.fc = nn.Linear(2, 2)
+    net.load_state_dict({"fc.weight": np.eye(2), "fc.bias": [-5.0, 0.0]})
+    assert [n for n, _ in net.named_cells()] == ["", "fc", "act"]
+    assert list(net.state_dict()) == ["fc.weight", "fc.bias"]
+    x = np.array([[1.0, -2.0]], np.float32)
+    close(net(t(x)), np.maximum(x + [-5.0, 0.0], 0))  # relu(fc(x)) = [[0, 0]]
+    # a replaced parameter keeps its place in parameters() and state_dict()
+    fc = nn.Linear(2, 3)
+    fc.weight = nn.Parameter(mint.zeros(3, 2))
+    assert [n for n, _ in fc.named_parameters()] == ["weight", "bias"]
+    assert list(fc.state_dict()) == ["weight", "bias"]
+    # and a replaced positional layer keeps its index
+    first, second, replacement = nn.Linear(2, 2), nn.ReLU(), nn.Tanh()
+    seq = nn.Sequential(first, second)
+    setattr(seq, "0", replacement)
+    assert seq[0] is replacement and seq[1] is second and list(seq) == [replacement, second]
+
+
 def test_assigning_before_init_is_a_clear_error():
     class Broken(nn.Cell):
         def __init__(self):
@@ -214,6 +235,43 @@ def test_load_state_dict_accepts_numpy_and_converts_dtypes():
     assert cell.weight.dtype == kiln.float64
     np.testing.assert_array_equal(cell.weight.numpy(), np.eye(2))
     np.testing.assert_array_equal(cell.bias.numpy(), [1.0, 2.0])
+    # float64 into float32, integers, kiln tensors of another dtype, big-endian arrays
+    cell = nn.Linear(2, 2)
+    cell.load_state_dict({"weight": np.arange(4).reshape(2, 2), "bias": np.array([0.5, 1.5])})
+    np.testing.assert_array_equal(cell.weight.numpy(), [[0, 1], [2, 3]])
+    np.testing.assert_array_equal(cell.bias.numpy(), [0.5, 1.5])
+    cell.load_state_dict({"weight": t(np.ones((2, 2)), kiln.float16),
+                          "bias": np.array([2.5, -1.0], dtype=">f4")})
+    assert cell.weight.dtype == kiln.float32 and cell.bias.dtype == kiln.float32
+    np.testing.assert_array_equal(cell.weight.numpy(), np.ones((2, 2)))
+    np.testing.assert_array_equal(cell.bias.numpy(), [2.5, -1.0])
+
+
+class NotAnArray:
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("no NumPy view of this")
+
+
+@pytest.mark.parametrize("bias, message", [
+    (np.zeros(2, np.uint32), r"'bias' has dtype uint32 in the state dict, expected one of bool, "
+                             r"int8, .*float64 \(to convert to float32\)"),
+    (np.zeros(2, np.complex64), "'bias' has dtype complex64"),
+    pytest.param(np.zeros(2, np.longdouble), f"'bias' has dtype {np.dtype(np.longdouble)}",
+                 marks=pytest.mark.skipif(np.dtype(np.longdouble).itemsize == 8,
+                                          reason="long double is float64 here")),
+    (np.array([None, None]), "'bias' has dtype object"),
+    (["a", "b"], "'bias' has dtype <U1"),
+    ([[1.0], [1.0, 2.0]], "'bias' is a list that NumPy cannot convert"),
+    (NotAnArray(), r"'bias' is a NotAnArray that NumPy cannot convert \(no NumPy view"),
+])
+def test_load_state_dict_refuses_values_kiln_cannot_hold_and_changes_nothing(bias, message):
+    cell = nn.Linear(2, 2)
+    before = {k: v.numpy().copy() for k, v in cell.state_dict().items()}
+    # "weight" comes first: a load that copied before checking "bias" would change it
+    with pytest.raises(kiln.DTypeError, match=message):
+        cell.load_state_dict({"weight": np.zeros((2, 2), np.float32), "bias": bias})
+    for k, v in cell.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), before[k])
 
 
 def test_load_state_dict_errors_change_nothing():
@@ -310,6 +368,19 @@ def test_conv2d(rng, kwargs):
                                 None if conv.bias is None else conv.bias.numpy(), conv.stride,
                                 conv.padding, conv.dilation, conv.groups)
     close(conv(t(x)), expected, rtol=1e-10, atol=1e-10)
+
+
+def test_cells_with_zero_input_features_build_and_run(rng):
+    fc = nn.Linear(0, 3)
+    assert fc.weight.shape == (3, 0)
+    fc.load_state_dict({"weight": np.zeros((3, 0)), "bias": [1.0, 2.0, 3.0]})
+    x = np.zeros((2, 0), np.float32)
+    y = fc(t(x))
+    close(y, x @ fc.weight.numpy().T + fc.bias.numpy())  # the bias, once per row
+    assert y.shape == (2, 3)
+    conv = nn.Conv2d(0, 4, 3)
+    assert conv.weight.shape == (4, 0, 3, 3)
+    np.testing.assert_array_equal(conv(mint.empty(1, 0, 4, 4)).numpy(), np.zeros((1, 4, 2, 2)))
 
 
 def test_conv2d_checks_groups():
@@ -497,6 +568,8 @@ def test_multihead_attention_layout_and_errors():
         "in_proj_weight", "out_proj.weight"]
     with pytest.raises(kiln.KilnValueError, match="divisible by num_heads"):
         nn.MultiheadAttention(6, 4)
+    with pytest.raises(kiln.KilnValueError, match=r"embed_dim \(0\) must be positive"):
+        nn.MultiheadAttention(0, 1)
     x = mint.ones(2, 4, 6)
     with pytest.raises(kiln.ShapeError, match="attn_mask must have shape"):
         nn.MultiheadAttention(6, 3, batch_first=True)(x, x, x, attn_mask=mint.zeros(3, 3))
@@ -616,6 +689,44 @@ def test_initialisation_repeats_under_manual_seed():
     np.testing.assert_array_equal(a.weight.numpy(), b.weight.numpy())
     np.testing.assert_array_equal(a.bias.numpy(), b.bias.numpy())
     assert not np.array_equal(a.weight.numpy(), nn.Linear(8, 8).weight.numpy())
+
+
+RANDOM_INITIALISERS = {
+    "uniform_": nn.init.uniform_,
+    "normal_": nn.init.normal_,
+    "xavier_uniform_": nn.init.xavier_uniform_,
+    "xavier_normal_": nn.init.xavier_normal_,
+    "kaiming_uniform_": nn.init.kaiming_uniform_,
+    "kaiming_normal_": nn.init.kaiming_normal_,
+}
+
+
+@pytest.mark.parametrize("name", list(RANDOM_INITIALISERS))
+@pytest.mark.parametrize("shape", [(3, 0), (0, 3), (0, 0), (4, 0, 3, 3)])
+def test_initialisers_leave_zero_element_tensors_as_they_are(name, shape):
+    w = mint.empty(shape)
+    assert RANDOM_INITIALISERS[name](w) is w and w.shape == shape
+    if name.startswith(("xavier", "kaiming")):  # the arguments are still checked
+        with pytest.raises(kiln.KilnValueError, match="at least 2 dimensions"):
+            RANDOM_INITIALISERS[name](mint.empty(0))
+
+
+@pytest.mark.parametrize("name", list(RANDOM_INITIALISERS))
+@pytest.mark.parametrize("dtype", [kiln.int32, kiln.uint8, kiln.bool_])
+def test_random_initialisers_refuse_integer_and_bool_tensors(name, dtype):
+    w = mint.zeros(4, 5, dtype=dtype)
+    with pytest.raises(kiln.DTypeError, match=f"nn.init.{name}: expected a floating-point "
+                                              f"tensor, got {dtype.name}"):
+        RANDOM_INITIALISERS[name](w)
+    np.testing.assert_array_equal(w.numpy(), np.zeros((4, 5)))
+
+
+def test_constant_initialisers_fill_any_dtype():
+    w = mint.empty(2, 3, dtype=kiln.int32)
+    nn.init.constant_(w, 7)
+    np.testing.assert_array_equal(w.numpy(), np.full((2, 3), 7))
+    b = nn.init.ones_(mint.zeros(3, dtype=kiln.bool_))
+    np.testing.assert_array_equal(b.numpy(), [True] * 3)
 
 
 def test_gain_and_fan_errors():

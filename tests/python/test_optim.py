@@ -108,6 +108,35 @@ def test_missing_gradients_skip_their_parameters():
     np.testing.assert_array_equal(b.numpy(), [0.5, 0.5, 0.5])
 
 
+def test_sgd_momentum_raised_after_construction_makes_its_buffer():
+    rng = np.random.default_rng(2)
+    start = rng.standard_normal(3)
+    p = nn.Parameter(kiln.tensor(start))
+    opt = optim.SGD([p], lr=0.1)
+    assert opt.state[0] == {}  # momentum 0: no buffer
+    opt.param_groups[0]["momentum"] = 0.9
+    expected, state = start, {}
+    for _ in range(3):
+        g = rng.standard_normal(3)
+        p.grad = kiln.tensor(g)
+        opt.step()
+        expected = sgd_reference(expected, g, state, 0.1, momentum=0.9)
+    np.testing.assert_allclose(p.numpy(), expected, rtol=1e-12)
+    np.testing.assert_allclose(opt.state[0]["momentum_buffer"].numpy(), state["buf"],
+                               rtol=1e-12)
+
+
+def test_sgd_buffer_cannot_be_made_inside_a_jitted_step():
+    p = nn.Parameter(mint.ones(2))
+    opt = optim.SGD([p], lr=0.1)
+    opt.param_groups[0]["momentum"] = 0.9
+    step = kiln.jit(lambda g: opt((g,)))
+    with pytest.raises(kiln.KilnValueError, match="a kiln.jit step cannot create one"):
+        step(mint.ones(2))
+    assert opt.state[0] == {}
+    np.testing.assert_array_equal(p.numpy(), [1, 1])
+
+
 def test_adam_state_counts_steps_per_parameter():
     a, b = nn.Parameter(mint.ones(2, dtype=kiln.float16)), nn.Parameter(mint.ones(2))
     opt = optim.Adam([a, b], lr=0.1)
@@ -279,6 +308,86 @@ def test_optimizer_load_state_dict_errors():
         optim.Adam([nn.Parameter(mint.ones(3))]).load_state_dict(saved)
     with pytest.raises(kiln.KilnValueError, match="has state"):
         optim.SGD([p], lr=0.1, momentum=0.9).load_state_dict(saved)
+
+
+def test_optimizer_load_state_dict_converts_numpy_state():
+    p = nn.Parameter(mint.ones(2))
+    opt = optim.SGD([p], lr=0.1, momentum=0.9)
+    saved = opt.state_dict()
+    saved["state"][0]["momentum_buffer"] = np.array([0.5, 1.5])  # float64 into float32
+    opt.load_state_dict(saved)
+    assert opt.state[0]["momentum_buffer"].dtype == kiln.float32
+    np.testing.assert_array_equal(opt.state[0]["momentum_buffer"].numpy(), [0.5, 1.5])
+
+
+def _optimizer_snapshot(opt):
+    groups = [{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups]
+    state = [{k: v.numpy().copy() for k, v in s.items()} for s in opt.state]
+    return groups, state
+
+
+def _assert_unchanged(opt, snapshot):
+    groups, state = _optimizer_snapshot(opt)
+    assert groups == snapshot[0]
+    assert [sorted(s) for s in state] == [sorted(s) for s in snapshot[1]]
+    for now, before in zip(state, snapshot[1]):
+        for key in now:
+            np.testing.assert_array_equal(now[key], before[key])
+
+
+def _stepped(opt):
+    for p in opt.parameters:
+        p.grad = mint.ones(p.shape)
+    opt.step()
+    return opt
+
+
+@pytest.mark.parametrize("make, edit, error, message", [
+    (lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+     lambda sd: sd["state"][1].update(momentum_buffer=np.array([1 + 2j, 0j])),
+     kiln.DTypeError, "state 'momentum_buffer' of parameter 1 has dtype complex128"),
+    (lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+     lambda sd: sd["state"][1].update(momentum_buffer=np.zeros(3)),
+     kiln.ShapeError, r"'momentum_buffer' of parameter 1 has shape \[3\] .*expected \[2\]"),
+    (lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+     lambda sd: sd["param_groups"][0].update(momentum=-0.5),
+     kiln.KilnValueError, "invalid momentum -0.5"),
+    (lambda ps: optim.Adam(ps, lr=0.01),
+     lambda sd: sd["param_groups"][0].update(betas=(1.5, 0.9)),
+     kiln.KilnValueError, r"betas must be in \[0, 1\), got \(1.5, 0.9\)"),
+    (lambda ps: optim.Adam(ps, lr=0.01),
+     lambda sd: sd["state"][1].update(exp_avg_sq=["a", "b"]),
+     kiln.DTypeError, "state 'exp_avg_sq' of parameter 1 has dtype <U1"),
+], ids=["complex-state", "state-shape", "sgd-momentum", "adam-betas", "string-state"])
+def test_optimizer_failed_load_changes_nothing(make, edit, error, message):
+    opt = _stepped(make([nn.Parameter(mint.ones(2)), nn.Parameter(mint.ones(2))]))
+    saved = _stepped(make([nn.Parameter(mint.zeros(2)), nn.Parameter(mint.zeros(2))])
+                     ).state_dict()
+    saved["param_groups"][0]["lr"] = 9.0  # would be loaded before the bad entry
+    edit(saved)
+    snapshot = _optimizer_snapshot(opt)
+    with pytest.raises(error, match=message):
+        opt.load_state_dict(saved)
+    _assert_unchanged(opt, snapshot)
+
+
+def test_sgd_checkpoints_with_and_without_a_buffer_load_either_way():
+    # saved after momentum was raised (a buffer made at a step) into an optimizer without one
+    a = nn.Parameter(mint.ones(2))
+    source = optim.SGD([a], lr=0.1)
+    source.param_groups[0]["momentum"] = 0.9
+    _stepped(source)
+    target = optim.SGD([nn.Parameter(mint.ones(2))], lr=0.1)
+    target.load_state_dict(source.state_dict())
+    assert target.param_groups[0]["momentum"] == 0.9
+    np.testing.assert_array_equal(target.state[0]["momentum_buffer"].numpy(),
+                                  source.state[0]["momentum_buffer"].numpy())
+    assert not target.state[0]["momentum_buffer"].shares_storage_with(
+        source.state[0]["momentum_buffer"])
+    # saved without a buffer into an optimizer with one: the buffer restarts from zero
+    target.load_state_dict(optim.SGD([nn.Parameter(mint.ones(2))], lr=0.1).state_dict())
+    assert target.param_groups[0]["momentum"] == 0.0
+    np.testing.assert_array_equal(target.state[0]["momentum_buffer"].numpy(), [0, 0])
 
 
 # ---------------------------------------------------------------------------------------------

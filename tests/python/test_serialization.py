@@ -103,11 +103,48 @@ def write_raw(path, header, data=b""):
     ({"x": {"dtype": "C64", "shape": [1], "data_offsets": [0, 8]}}, b"\0" * 8,
      "unknown dtype 'C64'"),
     ({"x": {"dtype": "F32", "shape": [1]}}, b"\0" * 4, "needs dtype, shape and data_offsets"),
+    ({"x": [1, 2]}, b"", "needs dtype, shape and data_offsets"),
+    ({"x": {"dtype": ["F32"], "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4,
+     r"unknown dtype \['F32'\]"),
+    # -2 * -2 elements would pass the size check
+    ({"x": {"dtype": "F32", "shape": [-2, -2], "data_offsets": [0, 16]}}, b"\0" * 16,
+     r"shape \[-2, -2\], expected a list of non-negative integers"),
+    ({"x": {"dtype": "F32", "shape": [True], "data_offsets": [0, 4]}}, b"\0" * 4,
+     r"shape \[True\], expected a list of non-negative integers"),
+    ({"x": {"dtype": "F32", "shape": 4, "data_offsets": [0, 16]}}, b"\0" * 16,
+     "shape 4, expected a list"),
+    ({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0.0, 4.0]}}, b"\0" * 4,
+     r"data_offsets \[0.0, 4.0\], expected \[begin, end\] of non-negative integers"),
+    ({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 2, 4]}}, b"\0" * 4,
+     r"data_offsets \[0, 2, 4\], expected \[begin, end\]"),
+    ({"x": {"dtype": "F32", "shape": [1], "data_offsets": [-4, 0]}}, b"\0" * 4,
+     r"data_offsets \[-4, 0\], expected \[begin, end\] of non-negative integers"),
+    # 2**62 * 2**62 * 4 elements wrap around to 0 in int64
+    ({"x": {"dtype": "F32", "shape": [2 ** 62, 2 ** 62, 4], "data_offsets": [0, 0]}}, b"",
+     "do not hold 340282366920938463463374607431768211456 bytes"),
+    ({"__metadata__": ["a"], "x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}},
+     b"\0" * 4, r"__metadata__ is \['a'\], expected an object of str -> str"),
+    ({"__metadata__": {"epoch": 3}}, b"", "__metadata__ 'epoch' is 3, expected a str"),
     ([1, 2], b"", "not a JSON object"),
 ])
 def test_malformed_files(tmp_path, header, data, message):
     path = tmp_path / "bad.safetensors"
     write_raw(path, header, data)
+    with pytest.raises(kiln.KilnValueError, match=message):
+        kiln.load(path)
+
+
+@pytest.mark.parametrize("metadata, message", [
+    (["a"], r"__metadata__ is \['a'\], expected an object of str -> str"),
+    ("epoch 3", "__metadata__ is 'epoch 3', expected an object"),
+    ({"epoch": "3", "lr": 0.1}, "__metadata__ 'lr' is 0.1, expected a str"),
+    ({"tags": ["a"]}, r"__metadata__ 'tags' is \['a'\], expected a str"),
+])
+def test_malformed_metadata(tmp_path, metadata, message):
+    path = tmp_path / "bad.safetensors"
+    write_raw(path, {"__metadata__": metadata})
+    with pytest.raises(kiln.KilnValueError, match=message):
+        kiln.load_metadata(path)
     with pytest.raises(kiln.KilnValueError, match=message):
         kiln.load(path)
 

@@ -40,9 +40,10 @@ class MultiheadAttention(Cell):
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, batch_first=False,
                  dtype=None):
         super().__init__()
-        if num_heads <= 0 or embed_dim % num_heads:
-            raise KilnValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible "
-                                 f"by num_heads ({num_heads})")
+        # embed_dim 0 is refused as in PyTorch: its heads of size 0 have no attention scale.
+        if num_heads <= 0 or embed_dim <= 0 or embed_dim % num_heads:
+            raise KilnValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be positive "
+                                 f"and divisible by num_heads ({num_heads})")
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads

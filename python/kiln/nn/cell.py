@@ -25,11 +25,14 @@ first); assigning None to a registered name keeps the slot empty (a Linear witho
 - ``cells()`` / ``children()``: the direct sub-cells; ``named_cells()`` / ``cells_and_names()`` /
   ``named_modules()``: this cell (named "") and every cell below it; ``modules()``.
 - ``state_dict()``: an ordered dict of name -> tensor, each sharing its parameter's memory
-  (detached). ``load_state_dict(state_dict, strict=True)`` copies values (kiln tensors or NumPy
-  arrays, converted to each parameter's dtype) into the parameters in place, so optimizers and
-  jitted functions holding them see the new values. It checks everything before copying
-  anything: a missing or unexpected key (strict) is a KilnValueError listing them, a shape that
-  differs is a ShapeError naming the key. It returns ``(missing_keys, unexpected_keys)``.
+  (detached). ``load_state_dict(state_dict, strict=True)`` copies values (kiln tensors, NumPy
+  arrays or lists, converted to each parameter's dtype) into the parameters in place, so
+  optimizers and jitted functions holding them see the new values. It checks and converts
+  everything before copying anything: a missing or unexpected key (strict) is a KilnValueError
+  listing them, a shape that differs is a ShapeError naming the key, a value of a dtype Kiln does
+  not hold (uint32, complex, strings, objects) is a DTypeError naming the key; every dtype Kiln
+  holds converts to every other, and big-endian arrays load as well. It returns
+  ``(missing_keys, unexpected_keys)``.
 - ``train(mode=True)`` / ``eval()`` / ``set_train(mode=True)`` set ``training`` on every cell
   (Dropout only drops while training); they return the cell.
 - ``zero_grad(set_to_none=True)``: clears (or zeroes) every parameter's ``.grad``.
@@ -37,9 +40,9 @@ first); assigning None to a registered name keeps the slot empty (a Linear witho
 
 import collections
 
-from .._numpy import np
 from ..autograd import no_grad
-from ..errors import KilnNotImplementedError, KilnTypeError, KilnValueError, ShapeError
+from ..errors import KilnNotImplementedError, KilnTypeError, KilnValueError
+from ._state import converted_like
 from .parameter import Parameter
 
 __all__ = ["Cell", "Module", "LoadResult"]
@@ -68,10 +71,10 @@ class Cell:
             return
         params, cells = registries
         if isinstance(value, Parameter):
-            self._forget(name)
+            self._forget(name, keep=params)
             params[name] = value
         elif isinstance(value, Cell):
-            self._forget(name)
+            self._forget(name, keep=cells)
             cells[name] = value
         elif name in params:
             if value is not None:
@@ -86,10 +89,14 @@ class Cell:
         else:
             object.__setattr__(self, name, value)
 
-    def _forget(self, name):
+    def _forget(self, name, keep=None):
+        """Removes ``name`` from __dict__ and from every registry but ``keep``."""
+        # A name re-assigned with the same kind keeps its place in its registry (as in PyTorch):
+        # the order is Sequential's order of calls and state_dict's order of keys.
         self.__dict__.pop(name, None)
-        self._params.pop(name, None)
-        self._cells.pop(name, None)
+        for registry in (self._params, self._cells):
+            if registry is not keep:
+                registry.pop(name, None)
 
     def __getattr__(self, name):
         # Only reached when normal lookup fails: registered parameters and cells live in the
@@ -195,17 +202,13 @@ class Cell:
                 parts.append(f"unexpected keys {unexpected}")
             raise KilnValueError(f"load_state_dict for {type(self).__name__}: "
                                  + " and ".join(parts))
-        for name, param in params.items():
-            if name in state_dict:
-                shape = tuple(np.shape(state_dict[name]))
-                if shape != tuple(param.shape):
-                    raise ShapeError(f"load_state_dict for {type(self).__name__}: {name!r} has "
-                                     f"shape {list(shape)} in the state dict, expected "
-                                     f"{list(param.shape)}")
+        # Every value is converted before the first copy, so a bad one changes nothing.
+        values = {name: converted_like(state_dict[name], param,
+                                       f"load_state_dict for {type(self).__name__}: {name!r}")
+                  for name, param in params.items() if name in state_dict}
         with no_grad():
-            for name, param in params.items():
-                if name in state_dict:
-                    param[...] = state_dict[name]
+            for name, value in values.items():
+                params[name][...] = value
         return LoadResult(missing, unexpected)
 
     def train(self, mode=True):

@@ -15,13 +15,18 @@ from Kiln's global generator, so ``kiln.manual_seed(n)`` makes them repeat.
   b = gain * sqrt(3 / fan); ``kaiming_normal_`` likewise with std = gain / sqrt(fan).
 - ``calculate_gain(nonlinearity, param=None)`` and ``fan_in_and_fan_out(t)``: the fans of a
   weight [out, in, *kernel] are in * prod(kernel) and out * prod(kernel).
+
+The random initialisers (``uniform_``, ``normal_``, ``xavier_*``, ``kaiming_*``) need a
+floating-point tensor: an integer or bool one is a DTypeError, as in PyTorch (``constant_``,
+``zeros_`` and ``ones_`` fill any dtype). A tensor with no elements is returned unchanged after
+the arguments are checked (a fan of 0 has no bound), so ``Linear(0, 3)`` builds.
 """
 
 import math
 
 from .. import _C
 from ..autograd import no_grad
-from ..errors import KilnValueError
+from ..errors import DTypeError, KilnValueError
 
 __all__ = ["calculate_gain", "fan_in_and_fan_out", "uniform_", "normal_", "constant_", "zeros_",
            "ones_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
@@ -35,6 +40,13 @@ def _sample_dtype(tensor):
     return _C.dtype.float64 if tensor.dtype == _C.dtype.float64 else _C.dtype.float32
 
 
+def _check_floating(tensor, name):
+    # Random values rounded into integers or bools would not follow the distribution asked for.
+    if not tensor.dtype.is_floating_point:
+        raise DTypeError(f"nn.init.{name}: expected a floating-point tensor, got "
+                         f"{tensor.dtype.name}")
+
+
 def _fill(tensor, values):
     with no_grad():
         tensor[...] = values
@@ -43,12 +55,14 @@ def _fill(tensor, values):
 
 def uniform_(tensor, a=0.0, b=1.0):
     """Samples U(a, b) into ``tensor``."""
+    _check_floating(tensor, "uniform_")
     sample = _mint.rand(tensor.shape, dtype=_sample_dtype(tensor))
     return _fill(tensor, sample * (b - a) + a)
 
 
 def normal_(tensor, mean=0.0, std=1.0):
     """Samples N(mean, std**2) into ``tensor``."""
+    _check_floating(tensor, "normal_")
     sample = _mint.randn(tensor.shape, dtype=_sample_dtype(tensor))
     return _fill(tensor, sample * std + mean)
 
@@ -105,21 +119,35 @@ def _fan(tensor, mode):
 
 
 def xavier_uniform_(tensor, gain=1.0):
+    _check_floating(tensor, "xavier_uniform_")
     fan_in, fan_out = fan_in_and_fan_out(tensor)
+    if tensor.numel() == 0:
+        return tensor
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(tensor, -bound, bound)
 
 
 def xavier_normal_(tensor, gain=1.0):
+    _check_floating(tensor, "xavier_normal_")
     fan_in, fan_out = fan_in_and_fan_out(tensor)
+    if tensor.numel() == 0:
+        return tensor
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
 
 def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
-    bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / _fan(tensor, mode))
+    _check_floating(tensor, "kaiming_uniform_")
+    gain, fan = calculate_gain(nonlinearity, a), _fan(tensor, mode)
+    if tensor.numel() == 0:
+        return tensor
+    bound = gain * math.sqrt(3.0 / fan)
     return uniform_(tensor, -bound, bound)
 
 
 def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
-    std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
+    _check_floating(tensor, "kaiming_normal_")
+    gain, fan = calculate_gain(nonlinearity, a), _fan(tensor, mode)
+    if tensor.numel() == 0:
+        return tensor
+    std = gain / math.sqrt(fan)
     return normal_(tensor, 0.0, std)

@@ -31,17 +31,21 @@ hyperparameters are read as Python numbers and are fixed in a jitted step once t
   entry skips its parameter); a wrong length is a KilnValueError.
 - ``zero_grad(set_to_none=True)``: clears (or zeroes) the parameters' ``.grad``.
 - ``state_dict()`` / ``load_state_dict(d)``: the hyperparameters of each group and copies of the
-  state tensors, keyed by parameter index; loading checks the group layout and the state's
-  shapes (KilnValueError / ShapeError) before changing anything, then copies in place.
+  state tensors, keyed by parameter index. Loading checks everything before changing anything:
+  the group layout and the hyperparameters (as the constructor does; KilnValueError), the state's
+  keys and shapes (KilnValueError / ShapeError), and converts the state's values (kiln tensors or
+  NumPy arrays, as ``Cell.load_state_dict`` does; DTypeError), then copies them in place.
 
 A subclass defines ``_init_state(param, group)`` (a dict of state tensors, created when the
 parameter is added) and ``_update(param, grad, state, group, lr)`` (in place; ``lr`` is the 0-d
-learning-rate tensor of the parameter's dtype).
+learning-rate tensor of the parameter's dtype), and ``_lazy_state`` (optional; default: none) for
+state that ``_update`` creates when first needed.
 """
 
 from .. import _C
 from ..autograd import enable_grad, no_grad
 from ..errors import KilnTypeError, KilnValueError, ShapeError
+from ..nn._state import converted_like
 
 __all__ = ["Optimizer"]
 
@@ -149,6 +153,11 @@ class Optimizer:
         if not group["lr"] >= 0.0:
             raise KilnValueError(f"{type(self).__name__}: invalid learning rate {group['lr']}")
 
+    # State keys that a parameter's state may lack: ``_update`` creates them (zero-filled, shaped
+    # and typed like the parameter) when a changed hyperparameter first needs them. A checkpoint
+    # may have them or not, whatever this optimizer holds; one without them loads as zeros.
+    _lazy_state = frozenset()
+
     def _init_state(self, param, group):
         return {}
 
@@ -169,28 +178,43 @@ class Optimizer:
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict):
+        name = f"{type(self).__name__}.load_state_dict"
         groups = state_dict["param_groups"]
         sizes = [len(g["params"]) for g in self.param_groups]
         if [len(g["params"]) for g in groups] != sizes:
-            raise KilnValueError(f"{type(self).__name__}.load_state_dict: the state dict has "
-                                 f"groups of {[len(g['params']) for g in groups]} parameters, "
-                                 f"the optimizer {sizes}")
+            raise KilnValueError(f"{name}: the state dict has groups of "
+                                 f"{[len(g['params']) for g in groups]} parameters, the "
+                                 f"optimizer {sizes}")
+        # Everything is checked and converted before anything changes, so a failed load leaves
+        # the optimizer as it was.
+        hyperparameters = []
+        for group, saved in zip(self.param_groups, groups):
+            merged = {k: v for k, v in group.items() if k != "params"}
+            merged.update((k, v) for k, v in saved.items() if k != "params")
+            self._check_hyperparameters(merged)
+            hyperparameters.append(merged)
+        values = []
         for i, state in enumerate(self.state):
             saved = state_dict["state"].get(i, {})
-            if set(saved) != set(state):
-                raise KilnValueError(f"{type(self).__name__}.load_state_dict: parameter {i} has "
-                                     f"state {sorted(saved)}, expected {sorted(state)}")
-            for key, value in saved.items():
-                if tuple(value.shape) != tuple(state[key].shape):
-                    raise ShapeError(f"{type(self).__name__}.load_state_dict: state {key!r} of "
-                                     f"parameter {i} has shape {list(value.shape)}, expected "
-                                     f"{list(state[key].shape)}")
-        for group, saved in zip(self.param_groups, groups):
-            group.update({k: v for k, v in saved.items() if k != "params"})
+            required = set(state) - self._lazy_state
+            if not required <= set(saved) <= set(state) | self._lazy_state:
+                raise KilnValueError(f"{name}: parameter {i} has state {sorted(saved)}, "
+                                     f"expected {sorted(state)}")
+            values.append({key: converted_like(value, state[key] if key in state
+                                               else self.parameters[i],
+                                               f"{name}: state {key!r} of parameter {i}")
+                           for key, value in saved.items()})
+        for group, merged in zip(self.param_groups, hyperparameters):
+            group.update(merged)
         with no_grad():
-            for i, state in enumerate(self.state):
-                for key, value in state_dict["state"].get(i, {}).items():
-                    state[key][...] = value
+            for state, saved in zip(self.state, values):
+                for key in self._lazy_state & (set(state) - set(saved)):
+                    state[key][...] = 0  # absent from the checkpoint: not created yet there
+                for key, value in saved.items():
+                    if key in state:
+                        state[key][...] = value
+                    else:
+                        state[key] = value.clone()
         self._sync_lr()
 
     def __repr__(self):
