@@ -270,9 +270,13 @@ KILN_API std::shared_ptr<PatternToPatternPass> make_graph_pattern_pass(
 namespace pattern {
 /// A constant (ValueNode).
 KILN_API PatternConditionFunc IsConstant();
-/// A constant whose every element equals `value` (any dtype, any shape, at least one element).
+/// A frozen constant whose every element equals `value` (any dtype, any shape, at least one
+/// element). Frozen: a Python number, or a tensor only the graph holds. A tensor the program
+/// still holds (a captured weight) never matches, whatever its values now: an in-place update
+/// may change them before the next run (Note [Frozen constants] in pass/builtin/builtin_passes.h).
 KILN_API PatternConditionFunc IsConstantEqual(double value);
-/// A constant with at least one element, each satisfying `pred` (read as a double).
+/// A frozen constant (as for IsConstantEqual) with at least one element, each satisfying `pred`
+/// (read as a double).
 KILN_API PatternConditionFunc IsConstantWhere(std::function<bool(double)> pred);
 /// A node whose value is one tensor of `dtype`.
 KILN_API PatternConditionFunc HasDType(DType dtype);

@@ -1,6 +1,7 @@
 // CompiledGraph: the jit pipeline after tracing, and running its result (see compiled_graph.h).
 #include "jit/compiled_graph.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <unordered_map>
@@ -25,6 +26,32 @@ bool backend_supports(const BackendBase& backend, const std::string& name, const
   }
 }
 
+// Note [Fresh outputs of a compiled graph]
+// Eagerly, each call of f makes its results anew: the caller owns them and may write them in
+// place. A compiled graph's output that is a constant comes back as the graph's own tensor (a
+// tensor created inside f, `kiln.tensor(...)`, is one: written by one caller, it would change for
+// every later call), and one that a pass turned into a parameter or into another output (a user
+// pattern x * 1 -> x at an output) comes back as the caller's input or as the other result. So
+// after the passes such outputs become copies (a Cast to their own dtype), run at every call. An
+// output that was a parameter or a repeated output as traced (`return x`, `return y, y`) stays
+// one: eagerly, too, f returned that very tensor.
+void copy_aliased_outputs(FuncGraph& graph, const std::vector<bool>& computed) {
+  std::vector<NodePtr> outputs(graph.outputs().begin(), graph.outputs().end());
+  bool changed = false;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const NodePtr& out = outputs[i];
+    const bool repeated =
+        std::find(outputs.begin(), outputs.begin() + i, out) != outputs.begin() + i;
+    const bool defined = !out->is_value() || static_cast<const ValueNode&>(*out).value().defined();
+    if (!defined || !(out->is_value() || (computed[i] && (out->is_parameter() || repeated)))) {
+      continue;
+    }
+    outputs[i] = graph.add_cnode("Cast", {out}, {{"dtype", out->abstract().dtype()}});
+    changed = true;
+  }
+  if (changed) graph.set_outputs(outputs);
+}
+
 bool env_flag(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' && std::string(v) != "0";
@@ -39,11 +66,30 @@ void optimize(const FuncGraphPtr& graph, const JitOptions& options, PassReport* 
   PassManager passes = registry.manager(options.backend, options.jit_level != "O0");
   passes.set_verify(options.debug || env_flag("KILN_DEBUG"));
   const size_t num_parameters = graph->parameters().size();
+  std::vector<Abstract> output_abstracts;
+  std::vector<bool> computed;  // output i as traced: a node's result that no earlier output is
+  const InputList& traced = graph->outputs();
+  for (size_t i = 0; i < traced.size(); ++i) {
+    output_abstracts.push_back(traced[i]->abstract());
+    computed.push_back(traced[i]->is_cnode() && std::find(traced.begin(), traced.begin() + i,
+                                                          traced[i]) == traced.begin() + i);
+  }
   passes.Run(graph, report, dump != nullptr && dump->enabled() ? dump : nullptr);
   KILN_CHECK_VALUE(graph->parameters().size() == num_parameters)
       << "the passes changed the parameters of graph \"" << graph->name() << "\" (from "
       << num_parameters << " to " << graph->parameters().size()
       << "); a pass must keep the graph's inputs";
+  KILN_CHECK_VALUE(graph->outputs().size() == output_abstracts.size())
+      << "the passes changed the number of outputs of graph \"" << graph->name() << "\" (from "
+      << output_abstracts.size() << " to " << graph->outputs().size()
+      << "); a pass must keep the graph's outputs";
+  for (size_t i = 0; i < output_abstracts.size(); ++i) {
+    KILN_CHECK_VALUE(graph->outputs()[i]->abstract() == output_abstracts[i])
+        << "the passes changed output " << i << " of graph \"" << graph->name() << "\" from "
+        << output_abstracts[i].str() << " to " << graph->outputs()[i]->abstract().str()
+        << "; a pass must keep the graph's outputs";
+  }
+  copy_aliased_outputs(*graph, computed);
 }
 
 std::shared_ptr<CompiledGraph> CompiledGraph::compile(FuncGraphPtr traced,

@@ -157,8 +157,12 @@ class VarMaker {
       if (v == std::floor(v)) constants.push_back(Tensor::scalar(Scalar(static_cast<int64_t>(v))));
       constants.push_back(filled(dtype, shape, v));
     }
+    // Each tried as a copy only its node holds: a frozen constant (Note [Frozen constants] in
+    // pass/builtin/builtin_passes.h), as value conditions require.
+    const auto own = [](const Tensor& c) { return c.is_weak_scalar() ? c : c.clone(); };
     for (const Tensor& c : constants) {
-      if (var.cond(scratch.add_value(c))) return graph.add_value(c);
+      const NodePtr candidate = scratch.add_value(own(c));
+      if (var.cond(candidate)) return graph.add_value(own(c));
     }
     KILN_FAIL(kValue) << "no node tried fits the condition of var '" << var.name << "' (a "
                       << Abstract(dtype, shape).str()

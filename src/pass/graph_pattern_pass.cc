@@ -6,6 +6,7 @@
 
 #include "core/dtype_dispatch.h"
 #include "kiln/pass.h"
+#include "pass/builtin/builtin_passes.h"
 
 namespace kiln {
 
@@ -62,7 +63,7 @@ PatternConditionFunc equal_constant(const Tensor& want) {
   double value = 0;
   if (uniform(want, &value)) return pattern::IsConstantEqual(value);
   return [want](const NodePtr& n) {
-    if (!n->is_value()) return false;
+    if (!pass::is_frozen_constant(*n)) return false;  // its values may change before the next run
     const Tensor& got = static_cast<const ValueNode&>(*n).value();
     return got.defined() && same_contents(got, want);
   };

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/dtype_dispatch.h"
+#include "pass/builtin/builtin_passes.h"
 #include "pass/pattern_definition.h"
 
 namespace kiln {
@@ -297,7 +298,7 @@ PatternConditionFunc IsConstant() {
 
 PatternConditionFunc IsConstantWhere(std::function<bool(double)> pred) {
   return [pred = std::move(pred)](const NodePtr& n) {
-    if (!n->is_value()) return false;
+    if (!pass::is_frozen_constant(*n)) return false;  // its values may change before the next run
     const Tensor& t = static_cast<const ValueNode&>(*n).value();
     if (!t.defined() || t.numel() == 0) return false;
     return visit_dtype(t.dtype(), [&](auto tag) {

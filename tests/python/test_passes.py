@@ -243,6 +243,44 @@ def test_pattern_constants_and_attributes_must_match(registered):
     assert kiln.graph.verify_pass("TwiceToAdd", trials=30).ok
 
 
+@pytest.mark.parametrize("backend", ["kiln_cpu", "reference"])
+def test_a_pattern_constant_never_matches_a_captured_tensor(registered, backend):
+    # w is all twos at the trace, but it is the program's tensor: rewriting x * w to x + x would
+    # go wrong at its first in-place update (Note [Frozen constants]).
+    kiln.graph.register_pattern("TwiceToAddFrozen", src=lambda x: x * 2.0, dst=lambda x: x + x)
+    kiln.graph.register_pattern("TimesRowToAdd", src=lambda x: x * t([2.0, 3.0]),
+                                dst=lambda x: x + x, example_args=[t(np.zeros((2, 2)))])
+    registered.extend(["TwiceToAddFrozen", "TimesRowToAdd"])
+    w, row = t(np.full((2, 2), 2.0)), t([2.0, 3.0])
+    f = kiln.jit(lambda x: (x * w, x * row, x * 2.0), backend=backend)
+    x = t(np.ones((2, 2)))
+    assert f.optimized_graph(x).count("Mul(") == 2  # only the Python number's product went
+    w += 1.0
+    row += 1.0
+    got = f(x)
+    wants = (np.full((2, 2), 3.0), np.tile([3.0, 4.0], (2, 1)), np.full((2, 2), 2.0))
+    for g, want in zip(got, wants):
+        assert_close(g, want)
+
+
+@pytest.mark.parametrize("backend", ["kiln_cpu", "reference"])
+def test_a_rewrite_never_makes_an_output_the_callers_input(registered, backend):
+    # x * 1.0 -> x at the output would hand the caller x itself: such an output becomes a copy
+    # (Note [Fresh outputs of a compiled graph]); `return x` as traced stays x, as eagerly.
+    kiln.graph.register_pattern("DropTimesOne", src=lambda x: x * 1.0, dst=lambda x: x)
+    registered.append("DropTimesOne")
+    f = kiln.jit(lambda x: (x * 1.0, mint.exp(x * 1.0), x), backend=backend)
+    x = t(np.zeros(3))
+    ir = f.optimized_graph(x)
+    assert "Mul(" not in ir and ir.count("Cast(") == 1, ir
+    out, e, same = f(x)
+    assert same.shares_storage_with(x) and not out.shares_storage_with(x)
+    out += 5.0
+    assert_close(x, np.zeros(3))
+    assert_close(e, np.ones(3))
+    assert "DropTimesOne" in [r.pass_name for r in f.pass_report().runs]
+
+
 def test_pattern_check_gets_pattern_values(registered):
     seen = []
 

@@ -45,19 +45,6 @@ PrimitivePtr prim(const char* name) { return std::make_shared<Primitive>(name); 
 
 const CNode& cnode(const NodePtr& n) { return static_cast<const CNode&>(*n); }
 
-// A frozen constant with at least one element, each satisfying `pred` (as a double).
-PatternConditionFunc frozen_constant_where(std::function<bool(double)> pred) {
-  return [where = pattern::IsConstantWhere(std::move(pred))](const NodePtr& n) {
-    return is_frozen_constant(*n) && where(n);
-  };
-}
-
-PatternConditionFunc frozen_constant_equal(double value) {
-  return [equal = pattern::IsConstantEqual(value)](const NodePtr& n) {
-    return is_frozen_constant(*n) && equal(n);
-  };
-}
-
 bool is_positive_zero(double v) { return v == 0 && !std::signbit(v); }
 bool is_negative_zero(double v) { return v == 0 && std::signbit(v); }
 
@@ -111,7 +98,7 @@ Rule drop_constant(const char* name, const char* op, bool constant_first,
 
 // x + c -> x: an integer (or bool) sum, or c all -0.0.
 PatternConditionFunc add_identity(size_t constant_input) {
-  const PatternConditionFunc negative_zero = frozen_constant_where(is_negative_zero);
+  const PatternConditionFunc negative_zero = pattern::IsConstantWhere(is_negative_zero);
   return [=](const NodePtr& root) {
     return !is_floating_point(root->abstract().dtype()) ||
            negative_zero(cnode(root).input(constant_input));
@@ -154,13 +141,13 @@ Rule involution(const char* name, const char* op) {
 }
 
 std::vector<Rule> rules() {
-  const PatternConditionFunc one = frozen_constant_equal(1.0);
-  const PatternConditionFunc zero = frozen_constant_equal(0.0);
+  const PatternConditionFunc one = pattern::IsConstantEqual(1.0);
+  const PatternConditionFunc zero = pattern::IsConstantEqual(0.0);
   return {
       drop_constant("MulOne", "Mul", false, one),
       drop_constant("OneMul", "Mul", true, one),
       drop_constant("DivOne", "Div", false, one),
-      drop_constant("SubZero", "Sub", false, frozen_constant_where(is_positive_zero)),
+      drop_constant("SubZero", "Sub", false, pattern::IsConstantWhere(is_positive_zero)),
       drop_constant("AddZero", "Add", false, zero, add_identity(1)),
       drop_constant("ZeroAdd", "Add", true, zero, add_identity(0)),
       involution("NegNeg", "Neg"),
@@ -178,7 +165,9 @@ std::vector<Rule> rules() {
              .AddCNode("inner", {prim("Neg"), "x"})
              .AddCNode("root", {prim("Abs"), "inner"});
        },
-       [](DstPattern& dst) { dst.AddCNode("abs", {prim("Abs"), "x"}); }},
+       [](DstPattern& dst) {
+         dst.AddCNode("abs", {prim("Abs"), "x"});
+       }},
       {"MaxSelf", "Maximum",
        [](SrcPattern& src) {
          src.AddVar("x").AddCNode("root", {prim("Maximum"), "x", "x"},

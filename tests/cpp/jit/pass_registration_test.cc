@@ -265,6 +265,33 @@ TEST(RegisterPass, SameRulesAsPluginPasses) {
                "no pass named 'Q' is registered; registered passes: ");
 }
 
+// A pass that drops the graph's last output.
+class DropLastOutput : public Pass {
+ public:
+  DropLastOutput() : Pass("DropLastOutput") {}
+  bool Run(const FuncGraphPtr& g) override {
+    std::vector<NodePtr> outputs(g->outputs().begin(), g->outputs().end() - 1);
+    g->set_outputs(outputs);
+    return true;
+  }
+};
+
+TEST(RegisterPass, APassThatChangesTheOutputsIsAClearError) {
+  register_pass(std::make_shared<DropLastOutput>(), "all");
+  Unregister cleanup({"DropLastOutput"});
+  std::mt19937 rng(5);
+  const std::vector<Tensor> in{random_input(rng, {3}), random_input(rng, {3})};
+  for (const char* backend : {"reference", "kiln_cpu"}) {
+    JitFunction f = jit(
+        [](const std::vector<Tensor>& x) {
+          return std::vector<Tensor>{mul(x[0], x[1]), add(x[0], x[1])};
+        },
+        on(backend), "two_outputs");
+    expect_error([&] { f(in); }, ErrorKind::kValue,
+                 "the passes changed the number of outputs of graph \"two_outputs\" (from 2 to 1)");
+  }
+}
+
 // Sets an environment variable for one scope (restoring what was there).
 class ScopedEnv {
  public:

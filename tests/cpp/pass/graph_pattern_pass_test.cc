@@ -73,9 +73,13 @@ TEST(GraphPatternPass, ConstantsMatchByValue) {
   auto x = g->add_parameter(DType::kFloat32, {3});
   auto by_two = g->add_cnode("Mul", {x, g->add_value(Scalar(2.0))});
   auto by_three = g->add_cnode("Mul", {x, g->add_value(Scalar(3.0))});
-  Tensor twos = Tensor::empty({3}, DType::kFloat32);
-  for (int i = 0; i < 3; ++i) twos.data<float>()[i] = 2.0f;
-  auto by_twos = g->add_cnode("Mul", {x, g->add_value(twos)});  // all elements equal 2
+  const auto twos = [] {
+    Tensor t = Tensor::empty({3}, DType::kFloat32);
+    for (int i = 0; i < 3; ++i) t.data<float>()[i] = 2.0f;
+    return t;
+  };
+  // All elements equal 2, in a tensor only the graph holds (a frozen constant).
+  auto by_twos = g->add_cnode("Mul", {x, g->add_value(twos())});
   g->set_outputs({by_two, by_three, by_twos});
   EXPECT_TRUE(pass->Run(g));
   ir::verify(*g);
@@ -104,13 +108,16 @@ TEST(GraphPatternPass, NonUniformConstantsMatchExactly) {
   auto x = g->add_parameter(DType::kFloat32, {3});
   Tensor other = Tensor::empty({3}, DType::kFloat32);
   for (int i = 0; i < 3; ++i) other.data<float>()[i] = static_cast<float>(2 - i);
-  auto same = g->add_cnode("Add", {x, g->add_value(pattern_value.contiguous())});
-  auto different = g->add_cnode("Add", {x, g->add_value(other)});
-  g->set_outputs({same, different});
+  // Copies only the graph holds (frozen constants): a tensor the program holds never matches.
+  auto same = g->add_cnode("Add", {x, g->add_value(pattern_value.clone())});
+  auto held = g->add_cnode("Add", {x, g->add_value(pattern_value)});
+  auto different = g->add_cnode("Add", {x, g->add_value(other.clone())});
+  g->set_outputs({same, held, different});
   EXPECT_TRUE(pass->Run(g));
   ir::verify(*g);
   EXPECT_EQ(static_cast<const CNode&>(*g->outputs()[0]).primitive()->name(), "Sub");
-  EXPECT_EQ(g->outputs()[1], different);
+  EXPECT_EQ(g->outputs()[1], held);
+  EXPECT_EQ(g->outputs()[2], different);
 }
 
 TEST(GraphPatternPass, EveryAttributeMustMatch) {
