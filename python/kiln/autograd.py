@@ -81,6 +81,12 @@ class set_grad_enabled(_GradMode):
     def __enter__(self):
         return self
 
+    def __call__(self, fn):
+        # As a decorator it sets the mode only while fn runs (as PyTorch's does): the mode set
+        # when the decorator was made is undone here.
+        _ag.set_grad_enabled(self._previous)
+        return super().__call__(fn)
+
 
 def _set(mode):
     return enable_grad() if mode else no_grad()

@@ -119,6 +119,9 @@ BackendGraphId BackendManager::Build(const FuncGraphPtr& graph, const BackendJit
   } catch (const std::exception& e) {
     KILN_FAIL(kGeneric) << "backend '" << backend << "' failed to build graph \"" << graph->name()
                         << "\": " << e.what();
+  } catch (...) {
+    KILN_FAIL(kGeneric) << "backend '" << backend << "' failed to build graph \"" << graph->name()
+                        << "\": an unknown exception";
   }
   std::lock_guard<std::mutex> lock(state_->mutex);
   state_->graph_names[{backend, id}] = graph->name();

@@ -47,6 +47,9 @@ void register_custom_pass(const std::string& pass_name, const std::string& plugi
     throw;
   } catch (const std::exception& e) {
     KILN_FAIL(kValue) << what << " failed creating pass '" << pass_name << "': " << e.what();
+  } catch (...) {
+    KILN_FAIL(kValue) << what << " failed creating pass '" << pass_name
+                      << "': an unknown exception";
   }
   KILN_CHECK_VALUE(pass != nullptr)
       << what << " lists the pass '" << pass_name << "' but CreatePass returned null for it";

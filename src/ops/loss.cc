@@ -162,8 +162,11 @@ std::vector<Tensor> class_loss_grad(const ClassLoss& cfg, const std::vector<Tens
   const Tensor g = to(grad::or_zeros(grad_outputs[0], outputs[0]), cd);
   const Tensor valid = ne(target, Tensor::scalar(cfg.ignore_index));
   const Tensor counted = to(valid, cd);
-  const Tensor weight =
-      cfg.reduction == Reduction::kMean ? counted * (g / sum(counted)) : counted * g;
+  // With every position ignored the mean loss is 0 / 0 = NaN, but no position has a gradient:
+  // dividing by at least 1 keeps them 0 (0 * inf was NaN), as PyTorch's are.
+  const Tensor weight = cfg.reduction == Reduction::kMean
+                            ? counted * (g / maximum(sum(counted), Tensor::scalar(1.0)))
+                            : counted * g;
   // `hit` at each counted row's target class, 0 elsewhere: GatherBackward (a zero fill and one
   // write per row) rather than comparing every class with the target, which made and converted a
   // bool tensor of x's size (cross_entropy's backward took 2.5 ms for [1024, 1024], PyTorch 1.5).

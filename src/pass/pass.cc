@@ -118,6 +118,9 @@ bool PassManager::Run(const FuncGraphPtr& graph, PassReport* report,
     } catch (const std::exception& e) {
       KILN_FAIL(kGeneric) << where() << " failed on graph \"" << graph->name()
                           << "\": " << e.what();
+    } catch (...) {
+      KILN_FAIL(kGeneric) << where() << " failed on graph \"" << graph->name()
+                          << "\": an unknown exception";
     }
     record.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

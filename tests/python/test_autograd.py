@@ -86,6 +86,15 @@ def test_grad_mode_contexts_and_decorator():
         assert not (x * 2).requires_grad
     assert kiln.is_grad_enabled()
 
+    @kiln.set_grad_enabled(False)  # as a decorator: off only while the function runs
+    def frozen(t):
+        assert not kiln.is_grad_enabled()
+        return t * 2
+
+    assert kiln.is_grad_enabled()
+    assert not frozen(x).requires_grad
+    assert kiln.is_grad_enabled()
+
 
 def test_detach_shares_memory_and_stops_gradients():
     x = leaf(4)

@@ -806,6 +806,17 @@ def test_nll_loss(x_shape, target_shape, reduction, rng):
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
+def test_a_mean_loss_with_every_target_ignored_has_zero_gradients(loss):
+    # The loss is 0 / 0 = NaN (as PyTorch's), but no position contributes: its gradient is 0,
+    # not NaN spreading into every parameter's .grad.
+    x = kiln.tensor(np.zeros((2, 3)), dtype=kiln.float32).requires_grad_()
+    out = getattr(mint, loss)(x, kiln.tensor(np.array([-100, -100])))
+    assert np.isnan(out.item())
+    out.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros((2, 3), np.float32))
+
+
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_mse_loss(dtype, reduction, rng):

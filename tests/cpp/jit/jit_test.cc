@@ -196,6 +196,24 @@ TEST(Jit, ABackendWhoseRunFailsRaisesNamingBackendAndGraph) {
   EXPECT_EQ(y.data<float>()[1], 2.0f);
 }
 
+// Build throws something that is no std::exception.
+class BuildThrowsAnInt final : public BackendBase {
+ public:
+  BackendGraphId Build(const FuncGraphPtr&, const BackendJitConfig&) override { throw 42; }
+  RunningStatus Run(BackendGraphId, const std::vector<Tensor>&, std::vector<Tensor>*) override {
+    return RunningStatus::kRunningFailure;
+  }
+};
+
+TEST(Jit, ABackendWhoseBuildThrowsAnythingRaisesNamingBackendAndGraph) {
+  BackendRegistration registration = BackendManager::Instance().Register(
+      "jit_test_build_int", [] { return std::make_unique<BuildThrowsAnInt>(); });
+  const auto fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{neg(in[0])}; };
+  expect_error([&] { jit(fn, on("jit_test_build_int"), "net")({Tensor::empty({2})}); },
+               ErrorKind::kGeneric,
+               "backend 'jit_test_build_int' failed to build graph \"net\": an unknown exception");
+}
+
 TEST(Jit, ReplacingAnOpRebuildsTheGraphsThatUseIt) {
   const auto scale_op = [](double factor) {
     return OpDef("JitTestScale")

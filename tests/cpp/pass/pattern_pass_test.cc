@@ -425,6 +425,16 @@ TEST(PassManager, PassExceptionsNameThePass) {
   pm.add(std::make_shared<Throwing>());
   auto g = std::make_shared<FuncGraph>("f");
   expect_error([&] { pm.Run(g); }, ErrorKind::kGeneric, "pass 'Thrower' (stage pre_fusion) failed");
+  // Something that is no std::exception at all still becomes a kiln::Error naming the pass.
+  class ThrowingAnInt : public Pass {
+   public:
+    ThrowingAnInt() : Pass("IntThrower") {}
+    bool Run(const FuncGraphPtr&) override { throw 42; }
+  };
+  PassManager ints;
+  ints.add(std::make_shared<ThrowingAnInt>());
+  expect_error([&] { ints.Run(g); }, ErrorKind::kGeneric,
+               "pass 'IntThrower' (stage pre_fusion) failed on graph \"f\": an unknown exception");
 }
 
 TEST(PassStage, NamesRoundTripAndUnknownNamesAreListed) {
