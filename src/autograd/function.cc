@@ -112,7 +112,9 @@ std::vector<Tensor> detail::record_function(const std::string& name,
                                              outputs.size(), std::move(backward));
   for (size_t i = 0; i < outputs.size(); ++i) {
     Tensor& out = outputs[i];
-    if (!out.defined() || ctx->is_non_differentiable(out)) continue;
+    if (!out.defined() || ctx->is_non_differentiable(out) || !is_floating_point(out.dtype())) {
+      continue;  // an integer or bool output has no gradient
+    }
     // The context must not hold the output that points back at it (a cycle): it keeps an alias.
     ctx->replace_saved(out, untracked_alias(out));
     // An output that already has gradient state (an input returned as is) gets its own handle.

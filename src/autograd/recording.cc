@@ -146,6 +146,8 @@ TensorList record_call(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
   auto node = std::make_shared<OpNode>(owned(op), inputs.vec(), std::move(saved_outputs), attrs,
                                        std::move(edges));
   for (size_t i = 0; i < results.size(); ++i) {
+    // An integer or bool result (max's indices, a comparison, a cast to int) has no gradient.
+    if (!is_floating_point(results[i].dtype())) continue;
     AutogradMeta& meta = meta_of(results[i]);
     meta.requires_grad = true;
     meta.grad_fn = node;

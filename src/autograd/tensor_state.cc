@@ -12,10 +12,11 @@ namespace kiln::autograd {
 namespace {
 thread_local bool t_grad_enabled = true;
 
-// A copy of `t` with its own memory, made through the pipeline like any op.
-Tensor copy_of(const Tensor& t) {
+// A copy of `t` in `dtype` with its own memory, made through the pipeline like any op (and
+// recorded like one while grad mode is on).
+Tensor copy_of(const Tensor& t, DType dtype) {
   static const OpDefPtr cast = OpRegistry::Instance().get("Cast");
-  return call_op(*cast, {t}, {{"dtype", t.dtype()}})[0];
+  return call_op(*cast, {t}, {{"dtype", dtype}})[0];
 }
 }  // namespace
 
@@ -129,12 +130,15 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_output
   std::vector<std::function<void(const Tensor&)>> hooks;
   {
     std::lock_guard<std::mutex> lock(meta.mutex);
+    // The gradient that arrives may be shared (Add hands one tensor to both inputs; under
+    // create_graph it may be the caller's grad_output) or of another dtype (a custom Function's
+    // float64 gradient of a float32 leaf): the leaf gets its own copy in its own dtype. Under
+    // create_graph the copy is recorded, so .grad can be differentiated again.
+    const DType dtype = leaf_->dtype;
     if (!meta.grad.defined()) {
-      // The gradient a rule returned may be shared (Add hands the same tensor to both inputs), so
-      // a leaf gets its own copy unless it is to be differentiated again (create_graph).
-      meta.grad = is_grad_enabled() ? incoming : copy_of(incoming);
+      meta.grad = copy_of(incoming, dtype);
     } else {
-      meta.grad = add(meta.grad, incoming);
+      meta.grad = add(meta.grad, incoming.dtype() == dtype ? incoming : copy_of(incoming, dtype));
     }
     for (const auto& entry : meta.post_accumulate_grad_hooks) hooks.push_back(entry.second);
   }

@@ -343,3 +343,63 @@ def test_results_of_a_jitted_call_carry_no_gradients():
     y = f(kiln.tensor(np.ones(3), dtype=kiln.float64))
     assert not y.requires_grad and y.grad_fn is None
     np.testing.assert_allclose(y.item(), w.detach().numpy().sum(), rtol=1e-12)
+
+
+def test_integer_and_bool_results_never_require_grad():
+    x = kiln.tensor([[1.0, 3.0], [4.0, 2.0]]).requires_grad_()
+    values, indices = mint.max(x, 1)
+    assert values.requires_grad
+    assert not indices.requires_grad and not x.long().requires_grad and not (x > 2).requires_grad
+    indices += 1  # an ordinary integer tensor: in-place ops are fine
+    np.testing.assert_array_equal(indices.numpy(), [2, 1])
+
+    class Split(kiln.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t * 2, t > 0
+
+        @staticmethod
+        def backward(ctx, g, _):
+            return g * 2
+
+    doubled, positive = Split.apply(x)
+    assert doubled.requires_grad and not positive.requires_grad
+
+
+def test_a_leafs_grad_has_the_leafs_dtype():
+    class Widening(kiln.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return (g * 2).to(kiln.float64)
+
+    x = kiln.tensor([1.0, 2.0], dtype=kiln.float32).requires_grad_()
+    mint.sum(Widening.apply(x)).backward()
+    mint.sum(Widening.apply(x)).backward()  # accumulated in float32 too
+    assert x.grad.dtype == kiln.float32
+    np.testing.assert_array_equal(x.grad.numpy(), [4.0, 4.0])
+    y = kiln.tensor([1.0, 2.0], dtype=kiln.float32).requires_grad_()
+    y.backward(kiln.tensor([1.0, 3.0], dtype=kiln.float64))
+    assert y.grad.dtype == kiln.float32
+    np.testing.assert_array_equal(y.grad.numpy(), [1.0, 3.0])
+
+
+def test_grads_made_under_create_graph_are_tensors_of_their_own():
+    a, b = leaf(2), leaf(2)
+    mint.sum(a + b).backward(create_graph=True)  # Add hands one gradient to both inputs
+    with kiln.no_grad():
+        a.grad *= 0.0
+    np.testing.assert_array_equal(b.grad.numpy(), [1.0, 1.0])
+    c, v = leaf(2), kiln.tensor([1.0, 1.0], dtype=kiln.float64)
+    c.backward(v, create_graph=True)
+    with kiln.no_grad():
+        c.grad *= 0.0
+    np.testing.assert_array_equal(v.numpy(), [1.0, 1.0])
+    # Still differentiable: d/dx of (d/dx sum(x^3)) = 6x.
+    x = leaf(3)
+    mint.sum(x * x * x).backward(create_graph=True)
+    (second,) = kiln.autograd.grad(mint.sum(x.grad), [x])
+    np.testing.assert_allclose(second.numpy(), 6 * x.numpy())
