@@ -157,7 +157,24 @@ void bind_mint_shape(nb::module_& mint) {
         KILN_CHECK_VALUE(!autograd::is_grad_enabled() || !autograd::requires_grad(dst))
             << "assignment into a tensor that requires grad (x[i] = v on it or on its view); "
             << "autograd cannot track that: build the new value with ops, or assign under no_grad";
-        copy_into(dst, src);
+        KILN_CHECK_VALUE(!autograd::is_grad_enabled() || !autograd::requires_grad(src))
+            << "assignment of a value that requires grad (x[i] = v with v computed from a tensor "
+            << "that requires grad); autograd cannot track it, and the gradient would be lost: "
+            << "build the new value with ops (kiln.mint.where, cat), or assign v.detach()";
+        // An op (Cast into dst, as out=) rather than a bare copy: the jit's tracer records it
+        // like any in-place write (a bare copy ran once, at the trace, and never again).
+        Tensor value = src;
+        if (value.is_weak_scalar() && value.dtype() != dst.dtype()) {
+          // A Python number in dst's dtype now: the fill then copies one value (converting it
+          // at every element took twice as long as the fill).
+          Tensor converted = Tensor::empty({}, dst.dtype());
+          copy_into(converted, value);
+          value = converted;
+        }
+        // Leading size-1 dims beyond dst's broadcast away, as in NumPy.
+        while (value.ndim() > dst.ndim() && value.size(0) == 1) value = value.squeeze(0);
+        static const OpDefPtr cast = OpRegistry::Instance().get("Cast");
+        call_op(*cast, {value.expand(dst.shape())}, {{"dtype", dst.dtype()}}, {dst});
       },
       "dst"_a,
       "src"_a, "Copies src into dst, converting the dtype and broadcasting src.");

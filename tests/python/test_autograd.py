@@ -403,3 +403,16 @@ def test_grads_made_under_create_graph_are_tensors_of_their_own():
     mint.sum(x * x * x).backward(create_graph=True)
     (second,) = kiln.autograd.grad(mint.sum(x.grad), [x])
     np.testing.assert_allclose(second.numpy(), 6 * x.numpy())
+
+
+def test_assigning_a_value_that_requires_grad_is_refused_not_silently_detached():
+    x = leaf(3)
+    buf = kiln.tensor(np.zeros(3))
+    with raises(kiln.KilnValueError, match="value that requires grad"):
+        buf[0] = x[1] * 5.0
+    np.testing.assert_array_equal(buf.numpy(), np.zeros(3))
+    buf[0] = (x[1] * 5.0).detach()  # the way to say it
+    assert buf.numpy()[0] == x.numpy()[1] * 5.0
+    with kiln.no_grad():
+        buf[1] = x[2]
+    assert buf.numpy()[1] == x.numpy()[2]

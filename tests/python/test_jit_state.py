@@ -120,3 +120,31 @@ def test_a_tensor_made_inside_the_function_is_a_fresh_result_at_every_call(backe
     _, second = f(x)
     np.testing.assert_array_equal(second.numpy(), np.zeros(3, np.float32))
     assert f.cache_info().misses == 1
+
+
+@pytest.mark.parametrize("backend", ["kiln_cpu", "reference"])
+def test_assignment_into_a_tensor_from_outside_runs_at_every_call(backend):
+    # x[...] = v is an op (a Cast into the selection), recorded like any in-place write.
+    state = mint.zeros((3,))
+
+    def step(x):
+        state[...] = 0.0  # reset, then accumulate
+        mint.add(state, x, out=state)
+        return state * 1
+
+    f = kiln.jit(step, backend=backend)
+    one = mint.ones((3,))
+    for _ in range(3):
+        np.testing.assert_array_equal(f(one).numpy(), np.ones(3, np.float32))
+    np.testing.assert_array_equal(state.numpy(), np.ones(3, np.float32))
+
+
+@pytest.mark.parametrize("body, match", [
+    ("y = x * 2\n    y[0] = 5.0\n    return y", "writes into part of a traced value"),
+    ("x[0] = 5.0\n    return x * 1", "an input of graph"),
+])
+def test_assignment_into_part_of_a_traced_value_is_a_clear_error(body, match):
+    scope = {}
+    exec("def f(x):\n    " + body, {}, scope)
+    with raises(kiln.KilnNotImplementedError, match=match):
+        kiln.jit(scope["f"])(mint.ones((3,)))
