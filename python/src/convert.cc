@@ -50,6 +50,16 @@ nb::handle numpy() {
 }  // namespace
 
 Tensor tensor_from_numpy(nb::handle array, bool copy) {
+  // Arrays of objects, strings, complex numbers, long doubles or another byte order have no
+  // DLPack dtype (nanobind's conversion failed with a bare std::bad_cast).
+  const nb::object numpy_dtype = array.attr("dtype");
+  const std::string kind = nb::cast<std::string>(numpy_dtype.attr("kind"));
+  KILN_CHECK_DTYPE(nb::cast<bool>(numpy_dtype.attr("isnative")) &&
+                   kind.find_first_of("biuf") != std::string::npos &&
+                   (kind != "f" || nb::cast<int>(numpy_dtype.attr("itemsize")) <= 8))
+      << "cannot read a NumPy array of dtype " << nb::cast<std::string>(nb::repr(numpy_dtype))
+      << "; expected bool, int8, uint8, int16, int32, int64, float16, float32 or float64 in "
+         "native byte order (convert it with array.astype(...))";
   auto arr = nb::cast<nb::ndarray<nb::ro, nb::device::cpu>>(array);
   const DType dtype = dtype_from_dlpack(arr.dtype(), "from_numpy");
   Shape shape(arr.ndim());

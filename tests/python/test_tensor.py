@@ -48,6 +48,16 @@ def test_from_numpy_shares_memory_and_tensor_copies():
     assert shared.tolist()[1] == [3.0, 4.0, 5.0]
 
 
+@pytest.mark.parametrize("array", [
+    np.array([None, None]), np.zeros(2, np.longdouble), np.arange(3, dtype=">f4"),
+    np.array(["a", "b"]), np.zeros(2, np.complex64), np.zeros(2, np.uint32),
+], ids=lambda a: a.dtype.str)
+def test_arrays_of_dtypes_kiln_does_not_hold_are_dtype_errors(array):
+    for make in (kiln.tensor, kiln.from_numpy):
+        with raises(kiln.DTypeError, match=r"expected (bool, int8|a dtype Kiln supports)"):
+            make(array)
+
+
 def test_from_numpy_keeps_strides_of_a_non_contiguous_array():
     a = np.arange(12, dtype=np.int32).reshape(3, 4)[:, ::2]
     t = kiln.from_numpy(a)
