@@ -174,8 +174,14 @@ NodePtr Trace::view_node(const Tensor& t, const NodePtr& value) {
   const Shape& shape = t.shape();
   const Shape& strides = t.strides();
   const Shape& base_shape = value->abstract().shape();
+  // The strides decide, size-1 dims' included: x.T of a [1, 4] x is a Permute as it is at
+  // [2, 4], not a Reshape (equal there), so that a dynamic=True trace at batch size 1 has the
+  // structure of one at any other (Note [Dynamic batch size]).
+  const auto strictly_row_major = [](const Shape& s, const Shape& st) {
+    return st == contiguous_strides(s);
+  };
   if (t.storage_offset() == 0 && shape_numel(shape) == shape_numel(base_shape)) {
-    if (shape_numel(shape) == 0 || row_major(shape, strides)) {
+    if (shape_numel(shape) == 0 || strictly_row_major(shape, strides)) {
       return graph_->add_cnode("Reshape", {value}, normalized("Reshape", {{"shape", to_ints(shape)}}));
     }
     std::vector<int64_t> order(shape.size());
@@ -186,7 +192,7 @@ NodePtr Trace::view_node(const Tensor& t, const NodePtr& value) {
     for (int64_t d : order) permuted.push_back(shape[d]);
     Shape permuted_strides;
     for (int64_t d : order) permuted_strides.push_back(strides[d]);
-    if (row_major(permuted, permuted_strides)) {
+    if (strictly_row_major(permuted, permuted_strides)) {
       NodePtr source = value;
       if (permuted != base_shape) {
         source = graph_->add_cnode("Reshape", {value},

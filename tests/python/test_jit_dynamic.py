@@ -62,6 +62,19 @@ def test_traced_at_two_batch_sizes_and_equal_to_numpy(backend):
     assert f.cache_info() == CacheInfo(hits=1, misses=4, size=4)
 
 
+@pytest.mark.parametrize("batches", [(1, 2, 5), (3, 1, 4)], ids=str)
+def test_views_that_move_the_batch_dimension_trace_alike_at_batch_size_one(batches):
+    # x.T of a [1, 4] x keeps its elements in order (a reshape would do), but it is recorded as
+    # the Permute it is at every other batch size: the two traces agree.
+    f = kiln.jit(lambda x: (x.T @ x, x.unsqueeze(1).transpose(1, 2).sum(-1)), dynamic=True)
+    rng = np.random.default_rng(0)
+    for b in batches:
+        a = rng.standard_normal((b, 4)).astype(np.float32)
+        product, same = f(kiln.tensor(a))
+        np.testing.assert_allclose(product.numpy(), a.T @ a, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(same.numpy(), a)
+
+
 def test_an_input_whose_leading_dimension_is_not_the_batch_size_stays_static():
     rng = np.random.default_rng(1)
     calls = []
