@@ -68,8 +68,15 @@ class FunctionNode final : public Node {
 
   std::string name() const override { return name_; }
 
+  /// Output `index`, saved in the context as `alias` (a handle without gradient state: the
+  /// context must not point back at this node).
+  void note_saved_output(size_t index, const Tensor& alias) {
+    saved_outputs_.emplace_back(index, alias);
+  }
+
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
     try {
+      const TrackedOutputs tracked(*this);
       std::vector<Tensor> grads = backward_(ctx_.get(), grad_outputs);
       KILN_CHECK_VALUE(grads.size() == inputs_.size())
           << "Backward returned " << grads.size() << " gradients, expected one per Tensor "
@@ -90,10 +97,39 @@ class FunctionNode final : public Node {
   void release_saved() override { ctx_->release_saved(); }
 
  private:
+  // With create_graph (grad mode on during backward), Backward's uses of the saved outputs must
+  // be differentiable again (d/dx of a Backward that reads y = x * x is 2 * dy/dx...): for the
+  // call, the context holds aliases that point back at this node, as OpNode hands its rule.
+  class TrackedOutputs {
+   public:
+    explicit TrackedOutputs(FunctionNode& node) : node_(node) {
+      if (!is_grad_enabled()) return;
+      for (const auto& [index, alias] : node_.saved_outputs_) {
+        Tensor tracked = untracked_alias(alias);
+        AutogradMeta& meta = meta_of(tracked);
+        meta.requires_grad = true;
+        meta.grad_fn = node_.shared_from_this();
+        meta.output_nr = static_cast<uint32_t>(index);
+        node_.ctx_->replace_saved(alias, tracked);
+        swapped_.emplace_back(alias, std::move(tracked));
+      }
+    }
+    ~TrackedOutputs() {
+      for (const auto& [alias, tracked] : swapped_) node_.ctx_->replace_saved(tracked, alias);
+    }
+    TrackedOutputs(const TrackedOutputs&) = delete;
+    TrackedOutputs& operator=(const TrackedOutputs&) = delete;
+
+   private:
+    FunctionNode& node_;
+    std::vector<std::pair<Tensor, Tensor>> swapped_;  // (untracked alias, tracked alias)
+  };
+
   std::string name_;
   std::shared_ptr<AutogradContext> ctx_;
   std::vector<Tensor> inputs_;  // for the shapes of their gradients
   detail::FunctionBackward backward_;
+  std::vector<std::pair<size_t, Tensor>> saved_outputs_;  // (output index, the context's alias)
 };
 
 }  // namespace
@@ -116,7 +152,9 @@ std::vector<Tensor> detail::record_function(const std::string& name,
       continue;  // an integer or bool output has no gradient
     }
     // The context must not hold the output that points back at it (a cycle): it keeps an alias.
-    ctx->replace_saved(out, untracked_alias(out));
+    const Tensor alias = untracked_alias(out);
+    ctx->replace_saved(out, alias);
+    node->note_saved_output(i, alias);
     // An output that already has gradient state (an input returned as is) gets its own handle.
     if (out.impl()->autograd != nullptr) out = untracked_alias(out);
     AutogradMeta& meta = meta_of(out);

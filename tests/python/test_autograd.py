@@ -416,3 +416,25 @@ def test_assigning_a_value_that_requires_grad_is_refused_not_silently_detached()
     with kiln.no_grad():
         buf[1] = x[2]
     assert buf.numpy()[1] == x.numpy()[2]
+
+
+def test_a_function_that_saves_its_output_has_the_right_second_derivative():
+    # Backward reads y = x * x: under create_graph its use of y is differentiable through y.
+    class Square(kiln.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x * x
+            ctx.save_for_backward(x, y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            x, y = ctx.saved_tensors
+            return g * 2.0 * y / x
+
+    x = kiln.tensor([0.5, 1.5, -2.0], dtype=kiln.float64).requires_grad_()
+    (g,) = kiln.autograd.grad(mint.sum(Square.apply(x)), [x], create_graph=True)
+    np.testing.assert_allclose(g.numpy(), 2 * x.numpy())
+    (gg,) = kiln.autograd.grad(mint.sum(g), [x])
+    np.testing.assert_allclose(gg.numpy(), [2.0, 2.0, 2.0])
+    assert kiln.testing.gradgradcheck(Square.apply, [leaf(4) + 3.0])
