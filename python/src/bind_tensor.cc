@@ -77,28 +77,39 @@ void bind_tensor(nb::module_& m) {
       .def_prop_ro("ndim", &Tensor::ndim)
       .def("numel", &Tensor::numel, "Number of elements.")
       .def("dim", &Tensor::ndim)
-      .def("size", [](const Tensor& t, std::optional<int64_t> dim) -> nb::object {
-             if (dim) return nb::int_(t.size(*dim));
-             return to_tuple(t.shape());
-           }, "dim"_a = nb::none())
-      .def("stride", [](const Tensor& t, std::optional<int64_t> dim) -> nb::object {
-             if (dim) return nb::int_(t.stride(*dim));
-             return to_tuple(t.strides());
-           }, "dim"_a = nb::none(), "Strides in elements.")
+      .def(
+          "size",
+          [](const Tensor& t, std::optional<int64_t> dim) -> nb::object {
+            if (dim) return nb::int_(t.size(*dim));
+            return to_tuple(t.shape());
+          },
+          "dim"_a = nb::none())
+      .def(
+          "stride",
+          [](const Tensor& t, std::optional<int64_t> dim) -> nb::object {
+            if (dim) return nb::int_(t.stride(*dim));
+            return to_tuple(t.strides());
+          },
+          "dim"_a = nb::none(), "Strides in elements.")
       .def_prop_ro("itemsize", &Tensor::itemsize)
       .def_prop_ro("nbytes", &Tensor::nbytes)
       .def("storage_offset", &Tensor::storage_offset)
       .def("is_contiguous", &Tensor::is_contiguous)
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
-      .def("shares_storage_with", [](const Tensor& a, const Tensor& b) {
-             return a.storage() != nullptr && a.storage() == b.storage();
-           }, "other"_a)
-      .def("__len__", [](const Tensor& t) {
+      .def(
+          "shares_storage_with",
+          [](const Tensor& a, const Tensor& b) {
+            return a.storage() != nullptr && a.storage() == b.storage();
+          },
+          "other"_a)
+      .def("__len__",
+           [](const Tensor& t) {
              KILN_CHECK_TYPE(t.ndim() > 0) << "len() of a 0-d tensor";
              return t.size(0);
            })
       .def("item", &item, "The single element as a Python number.")
-      .def("__bool__", [](const Tensor& t) {
+      .def("__bool__",
+           [](const Tensor& t) {
              raise_if_failed(t);
              KILN_CHECK_VALUE(t.numel() == 1)
                  << "the truth value of a tensor with " << t.numel()
@@ -110,60 +121,111 @@ void bind_tensor(nb::module_& m) {
       .def("numpy", &tensor_to_numpy,
            "A NumPy array sharing this tensor's memory (bfloat16 converts to a float32 copy).")
       // View methods: plain views, recorded as AsStrided calls when autograd tracks the tensor.
-      .def("view", [](const Tensor& t, nb::args shape) {
+      .def("view",
+           [](const Tensor& t, nb::args shape) {
              const Shape s = shape_from_args(shape);
              return tracked_view(t, [&](const Tensor& b) { return b.view(s); });
            })
-      .def("reshape", [](const Tensor& t, nb::args shape) {
+      .def("reshape",
+           [](const Tensor& t, nb::args shape) {
              const Shape s = shape_from_args(shape);
              return autograd::requires_grad(t) ? kiln::reshape(t, s) : t.reshape(s);
            })
-      .def("expand", [](const Tensor& t, nb::args shape) {
+      .def("expand",
+           [](const Tensor& t, nb::args shape) {
              const Shape s = shape_from_args(shape);
              return tracked_view(t, [&](const Tensor& b) { return b.expand(s); });
            })
-      .def("broadcast_to", [](const Tensor& t, const Shape& shape) {
-             return tracked_view(t, [&](const Tensor& b) { return b.broadcast_to(shape); });
-           }, "shape"_a)
-      .def("permute", [](const Tensor& t, nb::args dims) {
+      .def(
+          "broadcast_to",
+          [](const Tensor& t, const Shape& shape) {
+            return tracked_view(t, [&](const Tensor& b) { return b.broadcast_to(shape); });
+          },
+          "shape"_a)
+      .def("permute",
+           [](const Tensor& t, nb::args dims) {
              const Shape d = shape_from_args(dims);
              return tracked_view(t, [&](const Tensor& b) { return b.permute(std::vector<int64_t>(d.begin(), d.end())); });
            })
-      .def("transpose", [](const Tensor& t, int64_t dim0, int64_t dim1) {
-             return tracked_view(t, [&](const Tensor& b) { return b.transpose(dim0, dim1); });
-           }, "dim0"_a, "dim1"_a)
-      .def_prop_ro("T", [](const Tensor& t) {
-             std::vector<int64_t> dims(static_cast<size_t>(t.ndim()));
-             for (size_t i = 0; i < dims.size(); ++i) dims[i] = t.ndim() - 1 - static_cast<int64_t>(i);
-             return tracked_view(t, [&](const Tensor& b) { return b.permute(dims); });
-           })
-      .def("slice", [](const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step) {
-             return tracked_view(t, [&](const Tensor& b) { return b.slice(dim, start, end, step); });
-           }, "dim"_a, "start"_a, "end"_a, "step"_a = 1)
-      .def("narrow", [](const Tensor& t, int64_t dim, int64_t start, int64_t length) {
-             return tracked_view(t, [&](const Tensor& b) { return b.narrow(dim, start, length); });
-           }, "dim"_a, "start"_a, "length"_a)
-      .def("select", [](const Tensor& t, int64_t dim, int64_t index) {
-             return tracked_view(t, [&](const Tensor& b) { return b.select(dim, index); });
-           }, "dim"_a, "index"_a)
-      .def("squeeze", [](const Tensor& t, std::optional<int64_t> dim) {
-             return tracked_view(t, [&](const Tensor& b) { return dim ? b.squeeze(*dim) : b.squeeze(); });
-           }, "dim"_a = nb::none())
-      .def("unsqueeze", [](const Tensor& t, int64_t dim) {
-             return tracked_view(t, [&](const Tensor& b) { return b.unsqueeze(dim); });
-           }, "dim"_a)
-      .def("flatten", [](const Tensor& t, int64_t start_dim, int64_t end_dim) {
-             return autograd::requires_grad(t) ? kiln::flatten(t, start_dim, end_dim)
-                                               : t.flatten(start_dim, end_dim);
-           }, "start_dim"_a = 0, "end_dim"_a = -1)
-      .def("unfold", [](const Tensor& t, int64_t dimension, int64_t size, int64_t step) {
-             return tracked_view(t, [&](const Tensor& b) { return b.unfold(dimension, size, step); });
-           }, "dimension"_a, "size"_a, "step"_a)
-      .def("as_strided", &Tensor::as_strided, "size"_a, "stride"_a, "storage_offset"_a = 0)
-      .def("contiguous", [](const Tensor& t) {
+      .def(
+          "transpose",
+          [](const Tensor& t, int64_t dim0, int64_t dim1) {
+            return tracked_view(t, [&](const Tensor& b) { return b.transpose(dim0, dim1); });
+          },
+          "dim0"_a, "dim1"_a)
+      .def_prop_ro("T",
+                   [](const Tensor& t) {
+                     std::vector<int64_t> dims(static_cast<size_t>(t.ndim()));
+                     for (size_t i = 0; i < dims.size(); ++i)
+                       dims[i] = t.ndim() - 1 - static_cast<int64_t>(i);
+                     return tracked_view(t, [&](const Tensor& b) { return b.permute(dims); });
+                   })
+      .def(
+          "slice",
+          [](const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step) {
+            return tracked_view(t, [&](const Tensor& b) { return b.slice(dim, start, end, step); });
+          },
+          "dim"_a, "start"_a, "end"_a, "step"_a = 1)
+      .def(
+          "narrow",
+          [](const Tensor& t, int64_t dim, int64_t start, int64_t length) {
+            return tracked_view(t, [&](const Tensor& b) { return b.narrow(dim, start, length); });
+          },
+          "dim"_a, "start"_a, "length"_a)
+      .def(
+          "select",
+          [](const Tensor& t, int64_t dim, int64_t index) {
+            return tracked_view(t, [&](const Tensor& b) { return b.select(dim, index); });
+          },
+          "dim"_a, "index"_a)
+      .def(
+          "squeeze",
+          [](const Tensor& t, std::optional<int64_t> dim) {
+            return tracked_view(
+                t, [&](const Tensor& b) { return dim ? b.squeeze(*dim) : b.squeeze(); });
+          },
+          "dim"_a = nb::none())
+      .def(
+          "unsqueeze",
+          [](const Tensor& t, int64_t dim) {
+            return tracked_view(t, [&](const Tensor& b) { return b.unsqueeze(dim); });
+          },
+          "dim"_a)
+      .def(
+          "flatten",
+          [](const Tensor& t, int64_t start_dim, int64_t end_dim) {
+            return autograd::requires_grad(t) ? kiln::flatten(t, start_dim, end_dim)
+                                              : t.flatten(start_dim, end_dim);
+          },
+          "start_dim"_a = 0, "end_dim"_a = -1)
+      .def(
+          "unfold",
+          [](const Tensor& t, int64_t dimension, int64_t size, int64_t step) {
+            return tracked_view(t,
+                                [&](const Tensor& b) { return b.unfold(dimension, size, step); });
+          },
+          "dimension"_a, "size"_a, "step"_a)
+      .def(
+          "as_strided",
+          [](const Tensor& t, const Shape& size, const Shape& stride, int64_t storage_offset) {
+            if (!autograd::is_grad_enabled() || !autograd::requires_grad(t)) {
+              return t.as_strided(size, stride, storage_offset);
+            }
+            // Tracked: the AsStrided op counts strides and offset over t's elements in
+            // row-major order, which are the storage's from t's offset on when t is
+            // contiguous (and have no such meaning otherwise).
+            KILN_CHECK_VALUE(t.is_contiguous())
+                << "as_strided of a non-contiguous tensor that requires grad: its storage "
+                << "strides cannot be followed by autograd; call .contiguous() first";
+            return as_strided(t, size, stride, storage_offset - t.storage_offset());
+          },
+          "size"_a, "stride"_a, "storage_offset"_a = 0)
+      .def("contiguous",
+           [](const Tensor& t) {
              return autograd::requires_grad(t) ? kiln::contiguous(t) : t.contiguous();
            })
-      .def("clone", [](const Tensor& t) {
+      .def("clone",
+           [](const Tensor& t) {
              // A recorded copy (Cast to its own dtype) when autograd tracks t.
              if (!autograd::requires_grad(t)) return t.clone();
              static const OpDefPtr cast = OpRegistry::Instance().get("Cast");

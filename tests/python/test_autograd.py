@@ -438,3 +438,16 @@ def test_a_function_that_saves_its_output_has_the_right_second_derivative():
     (gg,) = kiln.autograd.grad(mint.sum(g), [x])
     np.testing.assert_allclose(gg.numpy(), [2.0, 2.0, 2.0])
     assert kiln.testing.gradgradcheck(Square.apply, [leaf(4) + 3.0])
+
+
+def test_as_strided_is_tracked_on_contiguous_tensors_and_refused_on_others():
+    x = kiln.tensor(np.arange(6.0)).requires_grad_()
+    windows = x[2:].as_strided((2, 2), (1, 1), 3)  # storage offset 3: x's elements 3, 4 and 5
+    assert windows.requires_grad
+    np.testing.assert_array_equal(windows.numpy(), [[3.0, 4.0], [4.0, 5.0]])
+    mint.sum(windows * kiln.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=kiln.float64)).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 0.0, 0.0, 1.0, 5.0, 4.0])
+    with raises(kiln.KilnValueError, match="non-contiguous tensor that requires grad"):
+        leaf(3, 2).T.as_strided((2,), (1,), 0)
+    with kiln.no_grad():  # untracked: storage strides as they are
+        assert leaf(3, 2).T.as_strided((2,), (1,), 0).shape == (2,)
