@@ -105,11 +105,7 @@ class FunctionNode final : public Node {
     explicit TrackedOutputs(FunctionNode& node) : node_(node) {
       if (!is_grad_enabled()) return;
       for (const auto& [index, alias] : node_.saved_outputs_) {
-        Tensor tracked = untracked_alias(alias);
-        AutogradMeta& meta = meta_of(tracked);
-        meta.requires_grad = true;
-        meta.grad_fn = node_.shared_from_this();
-        meta.output_nr = static_cast<uint32_t>(index);
+        Tensor tracked = output_alias(alias, node_.shared_from_this(), index);
         node_.ctx_->replace_saved(alias, tracked);
         swapped_.emplace_back(alias, std::move(tracked));
       }

@@ -55,12 +55,7 @@ class OpNode final : public Node {
     if (!is_grad_enabled()) return outputs_;
     std::vector<Tensor> tracked;
     for (size_t i = 0; i < outputs_.size(); ++i) {
-      Tensor alias = untracked_alias(outputs_[i]);
-      AutogradMeta& meta = meta_of(alias);
-      meta.requires_grad = true;
-      meta.grad_fn = shared_from_this();
-      meta.output_nr = static_cast<uint32_t>(i);
-      tracked.push_back(alias);
+      tracked.push_back(output_alias(outputs_[i], shared_from_this(), i));
     }
     return tracked;
   }

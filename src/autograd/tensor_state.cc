@@ -91,6 +91,15 @@ Tensor untracked_alias(const Tensor& t) {
   return call_op(*contiguous, {t})[0];
 }
 
+Tensor output_alias(const Tensor& t, std::shared_ptr<Node> node, size_t output_nr) {
+  Tensor alias = untracked_alias(t);
+  AutogradMeta& meta = meta_of(alias);
+  meta.requires_grad = true;
+  meta.grad_fn = std::move(node);
+  meta.output_nr = static_cast<uint32_t>(output_nr);
+  return alias;
+}
+
 Tensor detach(const Tensor& t) {
   return t.as_strided(t.shape(), t.strides(), t.storage_offset());
 }
