@@ -1,6 +1,7 @@
-"""kiln.optim: SGD (momentum, Nesterov, weight decay), Adam and AdamW against updates written out
-in NumPy, driven both MindSpore style (``opt(grads)``) and PyTorch style (``.grad`` + ``step()``);
-parameter groups, the cosine schedule, optimizer checkpoints and the error paths."""
+"""kiln.optim: SGD (momentum, dampening, Nesterov, weight decay, maximize), Adam and AdamW
+(amsgrad, maximize) against updates written out in NumPy (PyTorch's formulas), driven both
+MindSpore style (``opt(grads)``) and PyTorch style (``.grad`` + ``step()``); parameter groups,
+the cosine schedule, optimizer checkpoints and the error paths."""
 
 import math
 
@@ -17,19 +18,22 @@ mint = kiln.mint
 # NumPy references: state in a dict per parameter, one call per step.
 
 
-def sgd_reference(p, g, state, lr, momentum=0.0, weight_decay=0.0, nesterov=False):
+def sgd_reference(p, g, state, lr, momentum=0.0, weight_decay=0.0, nesterov=False,
+                  dampening=0.0, maximize=False):
+    g = -g if maximize else g
     g = g + weight_decay * p
     if momentum:
-        buf = state.get("buf")
-        buf = g.copy() if buf is None else momentum * buf + g
+        buf = state.get("buf")  # the first buffer is the gradient, undamped
+        buf = g.copy() if buf is None else momentum * buf + (1 - dampening) * g
         state["buf"] = buf
         g = g + momentum * buf if nesterov else buf
     return p - lr * g
 
 
 def adam_reference(p, g, state, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                   decoupled=False):
+                   amsgrad=False, maximize=False, decoupled=False):
     b1, b2 = betas
+    g = -g if maximize else g
     t = state["t"] = state.get("t", 0) + 1
     if decoupled:
         p = p * (1 - lr * weight_decay)
@@ -37,6 +41,8 @@ def adam_reference(p, g, state, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0
         g = g + weight_decay * p
     m = state["m"] = b1 * state.get("m", 0) + (1 - b1) * g
     v = state["v"] = b2 * state.get("v", 0) + (1 - b2) * g * g
+    if amsgrad:  # the maximum of v itself; the bias correction divides it afterwards
+        v = state["v_max"] = np.maximum(state.get("v_max", 0), v)
     denom = np.sqrt(v) / math.sqrt(1 - b2 ** t) + eps
     return p - lr / (1 - b1 ** t) * m / denom
 
@@ -50,10 +56,18 @@ CASES = [
     (optim.SGD, dict(lr=0.05, momentum=0.9), sgd_reference),
     (optim.SGD, dict(lr=0.05, momentum=0.8, weight_decay=0.1), sgd_reference),
     (optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01), sgd_reference),
+    (optim.SGD, dict(lr=0.05, momentum=0.9, dampening=0.3), sgd_reference),
+    (optim.SGD, dict(lr=0.05, momentum=0.8, dampening=-0.5, weight_decay=0.1), sgd_reference),
+    (optim.SGD, dict(lr=0.1, weight_decay=0.2, maximize=True), sgd_reference),
+    (optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True, maximize=True), sgd_reference),
+    (optim.SGD, dict(lr=0.05, momentum=0.9, dampening=0.5, maximize=True), sgd_reference),
     (optim.Adam, dict(lr=0.01), adam_reference),
     (optim.Adam, dict(lr=0.02, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1), adam_reference),
+    (optim.Adam, dict(lr=0.01, betas=(0.9, 0.5), amsgrad=True), adam_reference),
+    (optim.Adam, dict(lr=0.01, weight_decay=0.1, maximize=True), adam_reference),
     (optim.AdamW, dict(lr=0.01), adamw_reference),
     (optim.AdamW, dict(lr=0.02, weight_decay=0.3), adamw_reference),
+    (optim.AdamW, dict(lr=0.01, betas=(0.8, 0.6), amsgrad=True, maximize=True), adamw_reference),
 ]
 IDS = [f"{cls.__name__}-{'-'.join(f'{k}={v}' for k, v in kw.items())}" for cls, kw, _ in CASES]
 
@@ -208,6 +222,238 @@ def test_optimizer_on_cell_parameters_and_repr():
 
 
 # ---------------------------------------------------------------------------------------------
+# SGD dampening and maximize, Adam amsgrad and maximize, beyond the cases in CASES
+
+
+def _shrinking_grads(rng, shape, steps):
+    # each step's gradient is half as large: v falls, so amsgrad's running maximum is above it
+    return [rng.standard_normal(shape) * 0.5 ** k for k in range(steps)]
+
+
+def test_sgd_dampening_leaves_the_first_buffer_undamped():
+    rng = np.random.default_rng(7)
+    g1, g2 = rng.standard_normal(3), rng.standard_normal(3)
+    p = nn.Parameter(kiln.tensor(np.zeros(3)))
+    opt = optim.SGD([p], lr=0.1, momentum=0.9, dampening=0.25)
+    assert opt.state[0]["momentum_started"].item() == 0
+    opt((kiln.tensor(g1),))
+    np.testing.assert_array_equal(opt.state[0]["momentum_buffer"].numpy(), g1)
+    assert opt.state[0]["momentum_started"].item() == 1
+    opt((kiln.tensor(g2),))
+    buf = 0.9 * g1 + 0.75 * g2
+    np.testing.assert_allclose(opt.state[0]["momentum_buffer"].numpy(), buf, rtol=1e-12)
+    np.testing.assert_allclose(p.numpy(), -0.1 * g1 - 0.1 * buf, rtol=1e-12)
+
+
+def test_sgd_dampening_per_group_and_changed_later():
+    # group 0 damps from the start; group 1 is damped from its third step on, its buffer already
+    # started; group 2 gets momentum (and so a buffer, first undamped) at its second step
+    rng = np.random.default_rng(8)
+    starts = [rng.standard_normal(3) for _ in range(3)]
+    params = [nn.Parameter(kiln.tensor(v)) for v in starts]
+    opt = optim.SGD([{"params": [params[0]]}, {"params": [params[1]], "dampening": 0.0},
+                     {"params": [params[2]], "momentum": 0.0}],
+                    lr=0.1, momentum=0.9, dampening=0.4)
+    expected, states = list(starts), [{}, {}, {}]
+    for step in range(5):
+        if step == 2:
+            opt.param_groups[1]["dampening"] = 0.6
+        if step == 1:
+            opt.param_groups[2]["momentum"] = 0.8
+        grads = [rng.standard_normal(3) for _ in range(3)]
+        opt(tuple(kiln.tensor(g) for g in grads))
+        for i, group in enumerate(opt.param_groups):
+            expected[i] = sgd_reference(expected[i], grads[i], states[i], group["lr"],
+                                        momentum=group["momentum"],
+                                        dampening=group["dampening"])
+    for p, e in zip(params, expected):
+        np.testing.assert_allclose(p.numpy(), e, rtol=1e-12, atol=1e-15)
+    for i in range(3):
+        np.testing.assert_allclose(opt.state[i]["momentum_buffer"].numpy(), states[i]["buf"],
+                                   rtol=1e-12)
+
+
+def test_sgd_nesterov_needs_momentum_and_no_dampening():
+    p = nn.Parameter(mint.ones(2))
+    message = "nesterov momentum needs momentum > 0 and dampening 0"
+    for kwargs in (dict(momentum=0.0), dict(momentum=0.9, dampening=0.1),
+                   dict(momentum=0.9, dampening=-0.1)):
+        with pytest.raises(kiln.KilnValueError, match=message):
+            optim.SGD([p], lr=0.1, nesterov=True, **kwargs)
+    opt = optim.SGD([p], lr=0.1, momentum=0.9, nesterov=True, dampening=0.0)
+    # a group's own values are checked too, and a refused group is not added
+    q = nn.Parameter(mint.ones(2))
+    with pytest.raises(kiln.KilnValueError, match=message):
+        opt.add_param_group({"params": [q], "dampening": 0.5})
+    with pytest.raises(kiln.KilnValueError, match=message):
+        opt.add_param_group({"params": [q], "momentum": 0.0})
+    assert len(opt.param_groups) == 1 and opt.parameters == [p]
+    opt.add_param_group({"params": [q], "nesterov": False, "dampening": 0.5})
+    assert opt.param_groups[1]["dampening"] == 0.5
+
+
+def test_sgd_and_adam_take_any_dampening_and_flags_as_pytorch_does():
+    # PyTorch neither bounds dampening nor checks maximize / amsgrad (only the nesterov rule
+    # involves dampening)
+    p = nn.Parameter(mint.ones(2))
+    for dampening in (-0.5, 1.5):
+        opt = optim.SGD([p], lr=0.1, momentum=0.9, dampening=dampening)
+        assert opt.param_groups[0]["dampening"] == dampening
+    opt = optim.AdamW([p], amsgrad=True, maximize=True)
+    assert opt.defaults["amsgrad"] is True and opt.param_groups[0]["maximize"] is True
+    assert set(opt.state[0]) == {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}
+    assert set(optim.Adam([nn.Parameter(mint.ones(2))]).state[0]) == {"step", "exp_avg",
+                                                                      "exp_avg_sq"}
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: optim.SGD(ps, lr=0.05, momentum=0.5, maximize=True),
+    lambda ps: optim.Adam(ps, lr=0.05, maximize=True),
+    lambda ps: optim.AdamW(ps, lr=0.05, weight_decay=0.0, amsgrad=True, maximize=True),
+], ids=["SGD", "Adam", "AdamW-amsgrad"])
+def test_maximize_climbs_to_the_maximum(make):
+    # PyTorch style: backward of a gain, then steps that increase it (without maximize they
+    # would run away from 3)
+    p = nn.Parameter(mint.zeros(2))
+    opt = make([p])
+    for _ in range(300):
+        opt.zero_grad()
+        gain = -((p - 3.0) * (p - 3.0)).sum()
+        gain.backward()
+        opt.step()
+    np.testing.assert_allclose(p.numpy(), [3, 3], atol=1e-2)
+
+
+@pytest.mark.parametrize("cls, reference", [(optim.Adam, adam_reference),
+                                            (optim.AdamW, adamw_reference)])
+def test_amsgrad_divides_by_the_running_maximum(cls, reference):
+    rng = np.random.default_rng(9)
+    start = rng.standard_normal(5)
+    grads = _shrinking_grads(rng, 5, 6)
+    kwargs = dict(lr=0.05, betas=(0.9, 0.8))
+    runs = {}
+    for amsgrad in (False, True):
+        p = nn.Parameter(kiln.tensor(start))
+        opt = cls([p], amsgrad=amsgrad, **kwargs)
+        expected, state = start, {}
+        for g in grads:
+            opt((kiln.tensor(g),))
+            expected = reference(expected, g, state, amsgrad=amsgrad, **kwargs)
+            np.testing.assert_allclose(p.numpy(), expected, rtol=1e-12, atol=1e-15)
+            np.testing.assert_allclose(opt.state[0]["exp_avg_sq"].numpy(), state["v"],
+                                       rtol=1e-12)
+        runs[amsgrad] = p.numpy()
+    # a running maximum of v (not of a bias-corrected v), kept apart from v, which it exceeds
+    # by the end: so it mattered, and plain Adam ends elsewhere
+    v_max, v = opt.state[0]["max_exp_avg_sq"].numpy(), opt.state[0]["exp_avg_sq"].numpy()
+    np.testing.assert_allclose(v_max, state["v_max"], rtol=1e-12)
+    assert np.all(v_max > v)
+    assert not np.allclose(runs[True], runs[False], rtol=1e-6, atol=0)
+
+
+def test_amsgrad_set_after_construction_starts_its_maximum():
+    rng = np.random.default_rng(11)
+    start = rng.standard_normal(4)
+    p = nn.Parameter(kiln.tensor(start))
+    opt = optim.Adam([p], lr=0.05, betas=(0.9, 0.8))
+    assert "max_exp_avg_sq" not in opt.state[0]
+    expected, state = start, {}
+    for k, g in enumerate(_shrinking_grads(rng, 4, 6)):
+        if k == 2:
+            opt.param_groups[0]["amsgrad"] = True  # the maximum starts from this step's v
+        p.grad = kiln.tensor(g)
+        opt.step()
+        expected = adam_reference(expected, g, state, 0.05, betas=(0.9, 0.8),
+                                  amsgrad=opt.param_groups[0]["amsgrad"])
+    np.testing.assert_allclose(p.numpy(), expected, rtol=1e-12)
+    np.testing.assert_allclose(opt.state[0]["max_exp_avg_sq"].numpy(), state["v_max"],
+                               rtol=1e-12)
+
+
+def test_amsgrad_buffer_cannot_be_made_inside_a_jitted_step():
+    p = nn.Parameter(mint.ones(2))
+    opt = optim.Adam([p], lr=0.1)
+    opt.param_groups[0]["amsgrad"] = True
+    step = kiln.jit(lambda g: opt((g,)))
+    with pytest.raises(kiln.KilnValueError, match="a kiln.jit step cannot create one"):
+        step(mint.ones(2))
+    assert "max_exp_avg_sq" not in opt.state[0]
+
+
+@pytest.mark.parametrize("target", [
+    lambda ps: optim.Adam(ps, lr=0.05, betas=(0.9, 0.8), amsgrad=True),
+    lambda ps: optim.Adam(ps),  # without amsgrad: the checkpoint's hyperparameters and buffer
+], ids=["amsgrad", "default"])
+def test_amsgrad_state_survives_a_checkpoint(target):
+    rng = np.random.default_rng(10)
+    start = rng.standard_normal(4)
+    grads = [kiln.tensor(g) for g in _shrinking_grads(rng, 4, 7)]
+    a = nn.Parameter(kiln.tensor(start))
+    opt_a = optim.Adam([a], lr=0.05, betas=(0.9, 0.8), amsgrad=True)
+    for g in grads[:4]:
+        opt_a((g,))
+    saved = opt_a.state_dict()
+    at_save = a.numpy().copy()
+    assert saved["param_groups"][0]["amsgrad"] is True
+    # the maximum is above v when saved, so a lost maximum changes the steps that follow
+    assert np.any(saved["state"][0]["max_exp_avg_sq"].numpy()
+                  > saved["state"][0]["exp_avg_sq"].numpy())
+    for g in grads[4:]:
+        opt_a((g,))
+    b = nn.Parameter(kiln.tensor(at_save))
+    opt_b = target([b])
+    opt_b.load_state_dict(saved)
+    assert opt_b.param_groups[0]["amsgrad"] is True
+    for g in grads[4:]:
+        opt_b((g,))
+    np.testing.assert_array_equal(b.numpy(), a.numpy())
+    np.testing.assert_array_equal(opt_b.state[0]["max_exp_avg_sq"].numpy(),
+                                  opt_a.state[0]["max_exp_avg_sq"].numpy())
+    # a checkpoint without the maximum loads it as zeros, and the run then differs
+    dropped = {"param_groups": saved["param_groups"],
+               "state": {0: {k: v for k, v in saved["state"][0].items()
+                             if k != "max_exp_avg_sq"}}}
+    c = nn.Parameter(kiln.tensor(at_save))
+    opt_c = target([c])
+    opt_c.load_state_dict(dropped)
+    np.testing.assert_array_equal(opt_c.state[0].get("max_exp_avg_sq", mint.zeros(4)).numpy(),
+                                  np.zeros(4))
+    for g in grads[4:]:
+        opt_c((g,))
+    assert not np.allclose(c.numpy(), a.numpy(), rtol=1e-9, atol=0)
+
+
+@pytest.mark.parametrize("steps_before", [0, 2])
+@pytest.mark.parametrize("target", [lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.5),
+                                    lambda ps: optim.SGD(ps, lr=0.1)],
+                         ids=["same", "no-momentum"])
+def test_sgd_dampening_resumes_from_a_checkpoint(target, steps_before):
+    # whether the buffer has had its (undamped) first step is saved: a checkpoint from before
+    # the first step resumes undamped, one from after it damped
+    rng = np.random.default_rng(12)
+    start = rng.standard_normal(3)
+    grads = [rng.standard_normal(3) for _ in range(5)]
+    kwargs = dict(lr=0.1, momentum=0.9, dampening=0.5, maximize=True)
+    a = nn.Parameter(kiln.tensor(start))
+    opt_a = optim.SGD([a], **kwargs)
+    for g in grads[:steps_before]:
+        opt_a((kiln.tensor(g),))
+    saved = opt_a.state_dict()
+    assert saved["state"][0]["momentum_started"].item() == (steps_before > 0)
+    b = nn.Parameter(kiln.tensor(a.numpy().copy()))
+    opt_b = target([b])
+    opt_b.load_state_dict(saved)
+    assert {k: v for k, v in opt_b.param_groups[0].items() if k != "params"} == \
+        {k: v for k, v in saved["param_groups"][0].items() if k != "params"}
+    for g in grads[steps_before:]:
+        opt_b((kiln.tensor(g),))
+    expected, state = start, {}
+    for g in grads:
+        expected = sgd_reference(expected, g, state, **kwargs)
+    np.testing.assert_allclose(b.numpy(), expected, rtol=1e-12, atol=1e-15)
+
+
+# ---------------------------------------------------------------------------------------------
 # Cosine schedule
 
 
@@ -276,8 +522,12 @@ def test_scheduler_state_dict():
 # Optimizer checkpoints
 
 
-@pytest.mark.parametrize("cls, kwargs", [(optim.SGD, dict(lr=0.1, momentum=0.9)),
-                                         (optim.AdamW, dict(lr=0.01))])
+@pytest.mark.parametrize("cls, kwargs", [
+    (optim.SGD, dict(lr=0.1, momentum=0.9)),
+    (optim.SGD, dict(lr=0.1, momentum=0.9, dampening=0.5, maximize=True)),
+    (optim.AdamW, dict(lr=0.01)),
+    (optim.Adam, dict(lr=0.01, betas=(0.9, 0.8), amsgrad=True, maximize=True)),
+])
 def test_optimizer_state_dict_resumes_exactly(cls, kwargs):
     rng = np.random.default_rng(5)
     start = rng.standard_normal(4)
@@ -358,7 +608,17 @@ def _stepped(opt):
     (lambda ps: optim.Adam(ps, lr=0.01),
      lambda sd: sd["state"][1].update(exp_avg_sq=["a", "b"]),
      kiln.DTypeError, "state 'exp_avg_sq' of parameter 1 has dtype <U1"),
-], ids=["complex-state", "state-shape", "sgd-momentum", "adam-betas", "string-state"])
+    (lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True),
+     lambda sd: sd["param_groups"][0].update(dampening=0.5),
+     kiln.KilnValueError, "nesterov momentum needs momentum > 0 and dampening 0"),
+    (lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.5),
+     lambda sd: sd["state"][1].update(momentum_started=np.ones(2)),
+     kiln.ShapeError, r"'momentum_started' of parameter 1 has shape \[2\] .*expected \[\]"),
+    (lambda ps: optim.Adam(ps, lr=0.01, amsgrad=True),
+     lambda sd: sd["state"][1].update(max_exp_avg_sq=np.zeros(3)),
+     kiln.ShapeError, r"'max_exp_avg_sq' of parameter 1 has shape \[3\] .*expected \[2\]"),
+], ids=["complex-state", "state-shape", "sgd-momentum", "adam-betas", "string-state",
+        "sgd-nesterov-dampening", "sgd-flag-shape", "amsgrad-shape"])
 def test_optimizer_failed_load_changes_nothing(make, edit, error, message):
     opt = _stepped(make([nn.Parameter(mint.ones(2)), nn.Parameter(mint.ones(2))]))
     saved = _stepped(make([nn.Parameter(mint.zeros(2)), nn.Parameter(mint.zeros(2))])
@@ -417,8 +677,12 @@ def test_fitting_a_linear_model(make):
     np.testing.assert_allclose(model.bias.numpy(), [0.3], atol=0.05)
 
 
-@pytest.mark.parametrize("cls, kwargs", [(optim.SGD, dict(lr=1.0, momentum=0.5)),
-                                         (optim.AdamW, dict(lr=0.5))])
+@pytest.mark.parametrize("cls, kwargs", [
+    (optim.SGD, dict(lr=1.0, momentum=0.5)),
+    (optim.SGD, dict(lr=1.0, momentum=0.5, dampening=0.3, maximize=True)),
+    (optim.AdamW, dict(lr=0.5)),
+    (optim.Adam, dict(lr=0.5, betas=(0.9, 0.5), amsgrad=True, maximize=True)),
+])
 def test_jitted_update_matches_eager_and_follows_the_schedule(cls, kwargs):
     rng = np.random.default_rng(3)
     start = rng.standard_normal(4)

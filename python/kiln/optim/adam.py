@@ -5,15 +5,22 @@
 
 Per step t = 1, 2, ... (g is the gradient, p the parameter):
 
+    g = -g  if maximize
     Adam:   g = g + weight_decay * p                 (L2 penalty in the gradient)
     AdamW:  p = p * (1 - lr * weight_decay)          (decoupled decay)
     m = beta1 * m + (1 - beta1) * g
     v = beta2 * v + (1 - beta2) * g * g
+    v_max = max(v_max, v)  and  v = v_max            (amsgrad only; v_max starts at zero)
     p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
 
+As in PyTorch, amsgrad keeps the running maximum of v itself, not of the bias-corrected v: the
+correction divides sqrt(v_max) at each step.
+
 State: ``opt.state[i]`` holds ``step`` (a 0-d tensor, float64 for float64 parameters and float32
-otherwise, so that 16-bit parameters still count steps exactly), ``exp_avg`` (m) and
-``exp_avg_sq`` (v).
+otherwise, so that 16-bit parameters still count steps exactly), ``exp_avg`` (m),
+``exp_avg_sq`` (v) and, with amsgrad, ``max_exp_avg_sq`` (v_max): made when the parameter is added
+with amsgrad, or at the first step that needs it when ``group["amsgrad"]`` is set later (an eager
+step: a ``kiln.jit`` step cannot make it, a KilnValueError; the maximum then starts there).
 """
 
 from .. import _C
@@ -24,11 +31,26 @@ __all__ = ["Adam", "AdamW"]
 
 
 class Adam(Optimizer):
-    _decoupled = False
+    """Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
+    maximize=False)
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    - ``params``: parameters, or parameter groups (dicts; see ``kiln.optim.Optimizer``).
+    - ``lr``: the learning rate (>= 0).
+    - ``betas``: the decay rates of the running averages m and v (each in [0, 1)).
+    - ``eps``: added to the denominator (>= 0).
+    - ``weight_decay``: the L2 penalty added to the gradient (>= 0).
+    - ``amsgrad``: divides by the running maximum of v instead of v (AMSGrad).
+    - ``maximize``: maximizes the objective (steps along the gradient instead of against it).
+    """
+
+    _decoupled = False
+    _lazy_state = frozenset({"max_exp_avg_sq"})
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 amsgrad=False, *, maximize=False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay))
+                                      weight_decay=weight_decay, amsgrad=amsgrad,
+                                      maximize=maximize))
 
     def _check_hyperparameters(self, group):
         super()._check_hyperparameters(group)
@@ -43,15 +65,20 @@ class Adam(Optimizer):
 
     def _init_state(self, param, group):
         count = _C.dtype.float64 if param.dtype == _C.dtype.float64 else _C.dtype.float32
-        return {"step": _C.mint.zeros((), dtype=count),
-                "exp_avg": _C.mint.zeros_like(param),
-                "exp_avg_sq": _C.mint.zeros_like(param)}
+        state = {"step": _C.mint.zeros((), dtype=count),
+                 "exp_avg": _C.mint.zeros_like(param),
+                 "exp_avg_sq": _C.mint.zeros_like(param)}
+        if group["amsgrad"]:
+            state["max_exp_avg_sq"] = self._lazy_zeros("max_exp_avg_sq", param)
+        return state
 
     def _update(self, param, grad, state, group, lr):
         mint = _C.mint
         beta1, beta2 = group["betas"]
         decay = group["weight_decay"]
         step, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
+        if group["maximize"]:
+            grad = -grad
         step += 1
         if decay != 0.0:
             if self._decoupled:
@@ -62,6 +89,20 @@ class Adam(Optimizer):
         m += (1 - beta1) * grad
         mint.mul(v, beta2, out=v)
         v += (1 - beta2) * grad * grad
+        if group["amsgrad"]:
+            if "max_exp_avg_sq" not in state:
+                # amsgrad was set after the parameter was added: the maximum starts now (from
+                # zero, so it is v). Not while tracing: a traced buffer would restart from zero
+                # at every call of the graph, and eager steps could not read it.
+                if _C.jit.is_tracing():
+                    raise KilnValueError(f"{type(self).__name__}: a parameter added without "
+                                         f"amsgrad has no max_exp_avg_sq, and a kiln.jit step "
+                                         f"cannot create one; run one eager step after setting "
+                                         f"amsgrad, or build the optimizer with amsgrad=True")
+                state["max_exp_avg_sq"] = self._lazy_zeros("max_exp_avg_sq", param)
+            v_max = state["max_exp_avg_sq"]
+            mint.maximum(v_max, v, out=v_max)
+            v = v_max
         correction1 = (1 - mint.pow(beta1, step)).to(param.dtype)
         correction2 = mint.sqrt(1 - mint.pow(beta2, step)).to(param.dtype)
         denom = mint.sqrt(v) / correction2 + group["eps"]
@@ -69,9 +110,17 @@ class Adam(Optimizer):
 
 
 class AdamW(Adam):
-    """Adam with decoupled weight decay (default 1e-2, as in PyTorch)."""
+    """AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
+    maximize=False)
+
+    Adam with decoupled weight decay (default 1e-2, as in PyTorch): ``weight_decay`` (>= 0)
+    shrinks the parameter by ``1 - lr * weight_decay`` at each step instead of entering the
+    gradient. The other arguments are Adam's.
+    """
 
     _decoupled = True
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, *, maximize=False):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         amsgrad=amsgrad, maximize=maximize)

@@ -39,7 +39,8 @@ hyperparameters are read as Python numbers and are fixed in a jitted step once t
 A subclass defines ``_init_state(param, group)`` (a dict of state tensors, created when the
 parameter is added) and ``_update(param, grad, state, group, lr)`` (in place; ``lr`` is the 0-d
 learning-rate tensor of the parameter's dtype), and ``_lazy_state`` (optional; default: none) for
-state that ``_update`` creates when first needed.
+state that ``_update`` creates when first needed (as ``_lazy_zeros(key, param)`` makes it:
+zero-filled, shaped and typed like the parameter unless the subclass says otherwise).
 """
 
 from .. import _C
@@ -153,10 +154,14 @@ class Optimizer:
         if not group["lr"] >= 0.0:
             raise KilnValueError(f"{type(self).__name__}: invalid learning rate {group['lr']}")
 
-    # State keys that a parameter's state may lack: ``_update`` creates them (zero-filled, shaped
-    # and typed like the parameter) when a changed hyperparameter first needs them. A checkpoint
-    # may have them or not, whatever this optimizer holds; one without them loads as zeros.
+    # State keys that a parameter's state may lack: ``_update`` creates them (``_lazy_zeros``)
+    # when a changed hyperparameter first needs them. A checkpoint may have them or not, whatever
+    # this optimizer holds; one without them loads as zeros.
     _lazy_state = frozenset()
+
+    def _lazy_zeros(self, key, param):
+        """A new state tensor ``key`` of ``param`` for ``_lazy_state``, zero-filled."""
+        return _C.mint.zeros_like(param)
 
     def _init_state(self, param, group):
         return {}
@@ -201,7 +206,7 @@ class Optimizer:
                 raise KilnValueError(f"{name}: parameter {i} has state {sorted(saved)}, "
                                      f"expected {sorted(state)}")
             values.append({key: converted_like(value, state[key] if key in state
-                                               else self.parameters[i],
+                                               else self._lazy_zeros(key, self.parameters[i]),
                                                f"{name}: state {key!r} of parameter {i}")
                            for key, value in saved.items()})
         for group, merged in zip(self.param_groups, hyperparameters):

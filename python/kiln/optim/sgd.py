@@ -2,17 +2,21 @@
 
     opt = kiln.optim.SGD(net.trainable_params(), lr=0.1, momentum=0.9, weight_decay=1e-4)
 
-Per step, as PyTorch's SGD with dampening 0 (g is the gradient, p the parameter):
+Per step, as PyTorch's SGD (g is the gradient, p the parameter):
 
+    g = -g  if maximize
     g = g + weight_decay * p
-    buf = momentum * buf + g                 (buf starts at zero, so the first buf is g)
+    buf = g  at the buffer's first step, then  buf = momentum * buf + (1 - dampening) * g
     g = g + momentum * buf  if nesterov  else  buf      (momentum > 0 only)
     p = p - lr * g
 
-The momentum buffer is ``opt.state[i]["momentum_buffer"]``, made when the parameter is added
-with momentum > 0, or at the first step that needs it when ``group["momentum"]`` is raised from 0
-later (an eager step: a ``kiln.jit`` step cannot make it, a KilnValueError). ``nesterov`` needs
-momentum > 0.
+The momentum buffer is ``opt.state[i]["momentum_buffer"]``, with ``opt.state[i]
+["momentum_started"]`` (a 0-d tensor, 0 until the buffer's first step, then 1): a jitted step
+must find its state made already, so the buffer starts at zero instead of missing, and the flag
+says when it takes the gradient undamped, as PyTorch's first buffer does. Both are made when the
+parameter is added with momentum > 0, or at the first step that needs them when
+``group["momentum"]`` is raised from 0 later (an eager step: a ``kiln.jit`` step cannot make them,
+a KilnValueError).
 """
 
 from .. import _C
@@ -21,13 +25,33 @@ from .optimizer import Optimizer
 
 __all__ = ["SGD"]
 
+_MOMENTUM_STATE = ("momentum_buffer", "momentum_started")
+
 
 class SGD(Optimizer):
-    _lazy_state = frozenset({"momentum_buffer"})
+    """SGD(params, lr, momentum=0, weight_decay=0, nesterov=False, *, dampening=0,
+    maximize=False)
 
-    def __init__(self, params, lr, momentum=0.0, weight_decay=0.0, nesterov=False):
-        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay,
-                                      nesterov=nesterov))
+    - ``params``: parameters, or parameter groups (dicts; see ``kiln.optim.Optimizer``).
+    - ``lr``: the learning rate (>= 0).
+    - ``momentum``: the momentum factor (>= 0; 0: plain SGD, no buffer).
+    - ``weight_decay``: the L2 penalty added to the gradient (>= 0).
+    - ``nesterov``: Nesterov momentum; needs momentum > 0 and dampening 0.
+    - ``dampening``: scales the gradient added to the momentum buffer by ``1 - dampening``
+      (not at the buffer's first step), as in PyTorch, which does not bound it either.
+    - ``maximize``: maximizes the objective (steps along the gradient instead of against it).
+
+    ``dampening`` and ``maximize`` are keyword-only: PyTorch puts ``dampening`` before
+    ``weight_decay``, and a fourth positional argument here stays ``weight_decay``.
+    """
+
+    _lazy_state = frozenset(_MOMENTUM_STATE)
+
+    def __init__(self, params, lr, momentum=0.0, weight_decay=0.0, nesterov=False, *,
+                 dampening=0.0, maximize=False):
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=nesterov,
+                                      maximize=maximize))
 
     def _check_hyperparameters(self, group):
         super()._check_hyperparameters(group)
@@ -35,21 +59,29 @@ class SGD(Optimizer):
             raise KilnValueError(f"SGD: invalid momentum {group['momentum']}")
         if not group["weight_decay"] >= 0.0:
             raise KilnValueError(f"SGD: invalid weight_decay {group['weight_decay']}")
-        if group["nesterov"] and group["momentum"] <= 0.0:
-            raise KilnValueError("SGD: nesterov momentum needs momentum > 0")
+        if group["nesterov"] and (group["momentum"] <= 0.0 or group["dampening"] != 0.0):
+            raise KilnValueError(f"SGD: nesterov momentum needs momentum > 0 and dampening 0, "
+                                 f"got momentum {group['momentum']}, dampening "
+                                 f"{group['dampening']}")
+
+    def _lazy_zeros(self, key, param):
+        if key == "momentum_started":
+            return _C.mint.zeros((), dtype=param.dtype)
+        return super()._lazy_zeros(key, param)
 
     def _init_state(self, param, group):
         if group["momentum"] == 0.0:
             return {}
-        return {"momentum_buffer": _C.mint.zeros_like(param)}
+        return {key: self._lazy_zeros(key, param) for key in _MOMENTUM_STATE}
 
     def _update(self, param, grad, state, group, lr):
+        if group["maximize"]:
+            grad = -grad
         if group["weight_decay"] != 0.0:
             grad = grad + group["weight_decay"] * param
         momentum = group["momentum"]
         if momentum != 0.0:
-            buf = state.get("momentum_buffer")
-            if buf is None:
+            if not all(key in state for key in _MOMENTUM_STATE):
                 # The parameter was added with momentum 0: its buffer is made now, as PyTorch
                 # makes it. Not while tracing: a traced buffer would restart from zero at every
                 # call of the graph, and eager steps could not read it.
@@ -58,8 +90,14 @@ class SGD(Optimizer):
                                          "buffer, and a kiln.jit step cannot create one; run one "
                                          "eager step after raising momentum, or build the "
                                          "optimizer with momentum > 0")
-                buf = state["momentum_buffer"] = _C.mint.zeros_like(param)
+                for key in _MOMENTUM_STATE:
+                    if key not in state:
+                        state[key] = self._lazy_zeros(key, param)
+            buf, started = state["momentum_buffer"], state["momentum_started"]
             _C.mint.mul(buf, momentum, out=buf)
-            buf += grad
+            dampening = group["dampening"]
+            # At the first step buf is zero and takes the gradient undamped: buf = g.
+            buf += grad if dampening == 0.0 else (1 - dampening * started) * grad
+            _C.mint.clamp(started, min=1, out=started)  # started = 1, also in a jitted step
             grad = grad + momentum * buf if group["nesterov"] else buf
         param -= lr * grad
