@@ -95,12 +95,18 @@ class KILN_API Storage {
   /// The sequence number of the last queued op known to use this memory (0 if none).
   uint64_t last_queued_use() const { return last_use_.load(std::memory_order_acquire); }
 
-  /// Counts the op calls made to write into this existing memory (in-place ops and out=, counted
-  /// when the call is made), so that code holding something derived from its values (kiln_cpu's
-  /// packed weights) can tell that it is stale. Writes through raw pointers (data_ptr(), a NumPy
-  /// view of the tensor) are not counted.
+  /// When an op call last wrote into this existing memory (an in-place op or out=, counted when
+  /// the call is made, in the calling thread's order): the tick of the process-wide write clock
+  /// that the write took, 0 when none has. The clock only grows, so code holding something derived
+  /// from the values can tell whether they changed since a moment it noted: kiln_cpu's packed
+  /// weights compare the version they packed, autograd's saved tensors the clock at the call that
+  /// saved them. Writes through raw pointers (data_ptr(), copy_into, a NumPy view of the tensor)
+  /// are not counted.
   uint64_t write_version() const { return write_version_.load(std::memory_order_acquire); }
-  void note_write() { write_version_.fetch_add(1, std::memory_order_acq_rel); }
+  /// Counts a write: the write version becomes the clock's next tick.
+  void note_write();
+  /// The write clock now: the write version of the latest counted write into any storage.
+  static uint64_t write_clock();
 
  private:
   void* data_;

@@ -23,7 +23,10 @@
 // Writing into an existing tensor (out= or an in-place operator) while an input requires grad is
 // a kValue error, as is writing into a tensor that requires grad with grad mode on: autograd
 // would otherwise compute gradients from overwritten values. Run such updates (an optimizer's)
-// under NoGradGuard.
+// under NoGradGuard. A tensor a node saved (an op's inputs and outputs, a Function's saved
+// tensors) that such an update, or a write through another view of its memory, changes before
+// backward reaches the node fails that backward with a kValue naming it (Storage::write_version
+// tells; writes through raw pointers are not seen): clone it first, or change it after backward.
 //
 // Custom differentiable functions: kiln::Function<T> (below), whose T has static Forward and
 // Backward, for code that is not a single op (a custom op's kernel called through OpRunner, or a

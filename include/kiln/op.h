@@ -393,6 +393,18 @@ using AutogradCallHook = TensorList (*)(const OpDef& op, TensorSpan inputs, cons
                                         const std::vector<Tensor>& out);
 KILN_API void set_autograd_call_hook(AutogradCallHook hook);
 
+/// While one is alive, call_op counts a write into a pending out tensor (Storage::write_version)
+/// too, waiting for its memory; otherwise such writes are not counted, since a result still being
+/// made has nothing derived from it yet. Autograd's nodes hold one while they keep saved tensors,
+/// whose every change must be seen.
+class KILN_API CountPendingWrites {
+ public:
+  CountPendingWrites();
+  ~CountPendingWrites();
+  CountPendingWrites(const CountPendingWrites&) = delete;
+  CountPendingWrites& operator=(const CountPendingWrites&) = delete;
+};
+
 /// Runs before an op leaves the registry; the runtime installs a wait for the calls queued on it.
 KILN_API void set_op_removal_hook(void (*hook)(const OpDef& op));
 }  // namespace detail

@@ -247,6 +247,8 @@ KILN_API std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 /// Copies `src` into `dst` element by element, converting dtype and broadcasting src to dst's
 /// shape. Both must have memory. Overlapping memory is not supported, except dst == src exactly.
+/// A kernel's copy: it runs where it is called and is not counted as a write into dst's storage
+/// (Storage::write_version); into a tensor others may hold, write with an op (Cast with `out`).
 KILN_API void copy_into(const Tensor& dst, const Tensor& src);
 
 }  // namespace kiln

@@ -76,6 +76,7 @@ class FunctionNode final : public Node {
 
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
     try {
+      watch_.check(ctx_->GetSavedTensors(), "saved tensor");
       const TrackedOutputs tracked(*this);
       std::vector<Tensor> grads = backward_(ctx_.get(), grad_outputs);
       KILN_CHECK_VALUE(grads.size() == inputs_.size())
@@ -94,7 +95,10 @@ class FunctionNode final : public Node {
     }
   }
 
-  void release_saved() override { ctx_->release_saved(); }
+  void release_saved() override {
+    ctx_->release_saved();
+    watch_.stop();
+  }
 
  private:
   // With create_graph (grad mode on during backward), Backward's uses of the saved outputs must
@@ -126,6 +130,7 @@ class FunctionNode final : public Node {
   std::vector<Tensor> inputs_;  // for the shapes of their gradients
   detail::FunctionBackward backward_;
   std::vector<std::pair<size_t, Tensor>> saved_outputs_;  // (output index, the context's alias)
+  WriteWatch watch_;  // begins when the call is recorded, after Forward
 };
 
 }  // namespace

@@ -30,6 +30,8 @@ class OpNode final : public Node {
     KILN_CHECK_KIND(ErrorKind::kNotImplemented, op_->grad_fn() != nullptr)
         << name() << " has no gradient rule (OpDef::grad), so gradients cannot flow through it";
     try {
+      watch_.check(inputs_, "input");
+      watch_.check(outputs_, "output");
       const kiln::detail::UnusedGradients unused(unused_inputs());
       std::vector<Tensor> grads = op_->grad_fn()(inputs_, outputs_for_rule(), attrs_, grad_outputs);
       check_gradients(grads);
@@ -45,6 +47,7 @@ class OpNode final : public Node {
   void release_saved() override {
     inputs_.clear();
     outputs_.clear();
+    watch_.stop();
     released_ = true;
   }
 
@@ -88,6 +91,7 @@ class OpNode final : public Node {
   std::vector<Tensor> inputs_;
   std::vector<Tensor> outputs_;
   Attrs attrs_;
+  WriteWatch watch_;  // begins at the call: the node is made right after it
   bool released_ = false;
 };
 

@@ -35,6 +35,7 @@ class AlignedAllocator final : public Allocator {
 
 AlignedAllocator g_aligned_allocator;
 std::atomic<Allocator*> g_cpu_allocator{&g_aligned_allocator};
+std::atomic<uint64_t> g_write_clock{0};
 
 }  // namespace
 
@@ -78,6 +79,13 @@ std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Deleter delete
 Storage::Storage(void* data, size_t nbytes, Allocator* allocator, Deleter deleter, Device device)
     : data_(data), nbytes_(nbytes), allocator_(allocator), deleter_(std::move(deleter)),
       device_(device) {}
+
+void Storage::note_write() {
+  write_version_.store(g_write_clock.fetch_add(1, std::memory_order_acq_rel) + 1,
+                       std::memory_order_release);
+}
+
+uint64_t Storage::write_clock() { return g_write_clock.load(std::memory_order_acquire); }
 
 Storage::~Storage() {
   // A deferred storage that never got memory has neither an allocator nor a deleter.

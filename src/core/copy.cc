@@ -183,7 +183,6 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   const Tensor source = src.shape() == dst.shape() ? src : src.expand(dst.shape());
   if (dst.numel() == 0) return;
   if (dst.is_same(source)) return;
-  dst.storage()->note_write();
   if (dst.dtype() == source.dtype() && dst.is_contiguous() && source.is_contiguous()) {
     char* out = static_cast<char*>(dst.data_ptr());
     const char* in = static_cast<const char*>(source.data_ptr());

@@ -302,13 +302,17 @@ TensorList run_op_sync(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
 
 namespace {
 
+std::atomic<int64_t> g_pending_writes_counted{0};  // live detail::CountPendingWrites
+
 // Counts a write into each `out` tensor's memory (Storage::write_version). A pending out tensor
-// is a result still being made, which nothing can have derived anything from yet.
+// is a result still being made, whose memory is not known yet: usually nothing can have derived
+// anything from it, and waiting would hold the caller back; while autograd keeps saved tensors
+// (one may be this one, or share its memory), the write waits for the memory and is counted.
 void note_writes(const std::vector<Tensor>& out) {
   for (const Tensor& t : out) {
-    if (t.defined() && !t.is_pending() && t.impl()->storage != nullptr) {
-      t.impl()->storage->note_write();
-    }
+    if (!t.defined()) continue;
+    if (t.is_pending() && g_pending_writes_counted.load(std::memory_order_relaxed) == 0) continue;
+    if (const std::shared_ptr<Storage>& storage = t.storage()) storage->note_write();
   }
 }
 
@@ -322,6 +326,14 @@ TensorList call_op(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
     return hook(op, inputs, op.normalize_attrs(attrs), out);
   }
   return current_dispatcher()->dispatch(op, inputs, op.normalize_attrs(attrs), out, nullptr);
+}
+
+detail::CountPendingWrites::CountPendingWrites() {
+  g_pending_writes_counted.fetch_add(1, std::memory_order_relaxed);
+}
+
+detail::CountPendingWrites::~CountPendingWrites() {
+  g_pending_writes_counted.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void detail::set_autograd_call_hook(AutogradCallHook hook) {
@@ -346,6 +358,7 @@ void call_bound_kernel(const OpDef& op, TensorSpan inputs, const std::vector<Ten
     error.add_context("in " + op_call_str(op, metas));
     throw error;
   }
+  note_writes(outputs);  // those with memory are written in place
   current_dispatcher()->dispatch(op, inputs, Attrs(), outputs, kernel);
 }
 

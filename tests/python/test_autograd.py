@@ -451,3 +451,78 @@ def test_as_strided_is_tracked_on_contiguous_tensors_and_refused_on_others():
         leaf(3, 2).T.as_strided((2,), (1,), 0)
     with kiln.no_grad():  # untracked: storage strides as they are
         assert leaf(3, 2).T.as_strided((2,), (1,), 0).shape == (2,)
+
+
+# ---- saved tensors changed in place before backward ---------------------------------------------
+
+
+def test_changing_a_saved_input_in_place_before_backward_raises_naming_it():
+    w = leaf(3)
+    x = kiln.tensor(RNG.standard_normal(3))
+    loss = mint.sum(w * x)
+    x[1] = 5.0  # Mul saved x for w's gradient
+    with raises(kiln.KilnValueError, match=r"input 1 \(float64\[3\]\), saved for the gradient, "
+                r"was changed in place(.|\n)*in the gradient of Mul"):
+        loss.backward()
+    assert w.grad is None
+
+
+@pytest.mark.parametrize("write", ["setitem", "out", "inplace_op"])
+def test_every_kind_of_counted_write_is_seen(write):
+    w = leaf(2, 3)
+    x = kiln.tensor(RNG.standard_normal((2, 3)))
+    loss = mint.sum(mint.exp(w) * x)
+    row = x[0]  # a view: the write reaches x's memory through it
+    if write == "setitem":
+        row[...] = 0.0
+    elif write == "out":
+        mint.add(row, 1.0, out=row)
+    else:
+        row *= 2.0
+    with raises(kiln.KilnValueError, match="was changed in place"):
+        loss.backward()
+
+
+def test_an_optimizer_step_between_forward_and_backward_raises():
+    w = leaf(3)
+    opt = kiln.optim.SGD([w], lr=0.1)
+    first = mint.sum(mint.exp(w))
+    mint.sum(mint.exp(w)).backward()
+    opt.step()  # updates w in place, which Exp saved in `first`
+    with raises(kiln.KilnValueError, match=r"input 0 \(float64\[3\]\)(.|\n)*gradient of Exp"):
+        first.backward()
+
+
+def test_a_custom_functions_saved_tensor_changed_in_place_fails_its_backward():
+    x = leaf(3)
+    y = ScaledExp.apply(x, 2.0)  # saves its output y
+    with kiln.no_grad():
+        y += 1.0
+    with raises(kiln.KilnValueError, match=r"saved tensor 0 \(float64\[3\]\)(.|\n)*ScaledExp"):
+        mint.sum(y * 1.0).backward()
+
+
+def test_writes_after_backward_or_into_other_tensors_leave_gradients_alone():
+    w = leaf(3)
+    x = kiln.tensor(RNG.standard_normal(3))
+    other = kiln.tensor(RNG.standard_normal(3))
+    loss = mint.sum(w * x)
+    other[0] = 1.0  # not saved by the graph
+    x_before = x.numpy().copy()
+    loss.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), x_before)
+    x[0] = 9.0  # the backward freed what the graph saved
+    again = mint.sum(w * x.clone())
+    x[0] = 7.0  # changes x, not the clone Mul saved
+    again.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), x_before + [9.0, *x_before[1:]])
+
+
+def test_retained_graph_sees_writes_between_its_backwards():
+    w = leaf(3)
+    x = kiln.tensor(RNG.standard_normal(3))
+    loss = mint.sum(w * x)
+    loss.backward(retain_graph=True)
+    mint.mul(x, 2.0, out=x)
+    with raises(kiln.KilnValueError, match="was changed in place"):
+        loss.backward()
