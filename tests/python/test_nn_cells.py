@@ -827,3 +827,130 @@ def test_backward_fills_grads_and_dropout_masks_them():
     hidden = x.numpy() @ net[0].weight.numpy().T + net[0].bias.numpy()
     np.testing.assert_allclose(net[2].weight.grad.numpy(), hidden.sum(0, keepdims=True),
                                rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tied parameters: every name in state_dict, as in PyTorch
+
+
+class TiedNet(nn.Cell):
+    """An encoder and a decoder sharing one weight (dec.weight = enc.weight)."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(3, 3)
+        self.dec = nn.Linear(3, 3)
+        self.dec.weight = self.enc.weight
+
+    def construct(self, x):
+        return self.dec(mint.tanh(self.enc(x)))
+
+
+TIED_NAMES = ["enc.weight", "enc.bias", "dec.weight", "dec.bias"]
+
+
+def tied_checkpoint(rng):
+    """A PyTorch-style state dict of TiedNet: both names of the tied weight, one value."""
+    weight = rng.standard_normal((3, 3)).astype(np.float32)
+    return {"enc.weight": weight, "enc.bias": rng.standard_normal(3).astype(np.float32),
+            "dec.weight": weight, "dec.bias": rng.standard_normal(3).astype(np.float32)}
+
+
+def test_named_parameters_remove_duplicate():
+    net = TiedNet()
+    assert [n for n, _ in net.named_parameters()] == ["enc.weight", "enc.bias", "dec.bias"]
+    every = list(net.named_parameters(remove_duplicate=False))
+    assert [n for n, _ in every] == TIED_NAMES
+    assert every[2][1] is every[0][1] is net.enc.weight
+    assert [n for n, _ in net.named_parameters("m", remove_duplicate=False)] == [
+        "m." + n for n in TIED_NAMES]
+    assert [n for n, _ in net.dec.named_parameters(recurse=False, remove_duplicate=False)] == [
+        "weight", "bias"]
+    # parameters() and trainable_params() list the tied weight once: an optimizer updates it once
+    assert len(list(net.parameters())) == 3 and len(net.trainable_params()) == 3
+
+
+def test_shared_cells_are_listed_under_every_name_without_remove_duplicate():
+    net = nn.Cell()
+    shared = nn.Linear(2, 2)
+    net.a = shared
+    net.b = shared
+    net.c = nn.Linear(2, 2)
+    net.c.weight = shared.weight
+    assert [n for n, _ in net.named_cells(remove_duplicate=False)] == ["", "a", "b", "c"]
+    names = ["a.weight", "a.bias", "b.weight", "b.bias", "c.weight", "c.bias"]
+    assert [n for n, _ in net.named_parameters(remove_duplicate=False)] == names
+    assert list(net.state_dict()) == names
+    assert [n for n, _ in net.named_modules(remove_duplicate=False)] == ["", "a", "b", "c"]
+
+
+def test_state_dict_lists_every_name_of_a_tied_weight():
+    net = TiedNet()
+    state = net.state_dict()
+    assert list(state) == TIED_NAMES
+    assert state["dec.weight"].shares_storage_with(net.enc.weight)
+    assert not state["dec.weight"].requires_grad
+    np.testing.assert_array_equal(state["dec.weight"].numpy(), state["enc.weight"].numpy())
+
+
+def test_a_checkpoint_with_both_names_of_a_tied_weight_loads(rng):
+    net = TiedNet()
+    weight = net.enc.weight
+    checkpoint = tied_checkpoint(rng)
+    assert net.load_state_dict(checkpoint) == nn.LoadResult([], [])
+    assert net.enc.weight is weight and net.dec.weight is weight  # in place; still tied
+    for name in TIED_NAMES:
+        np.testing.assert_array_equal(net.state_dict()[name].numpy(), checkpoint[name])
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    hidden = np.tanh(x @ checkpoint["enc.weight"].T + checkpoint["enc.bias"])
+    close(net(t(x)), hidden @ checkpoint["dec.weight"].T + checkpoint["dec.bias"])
+    # another TiedNet's state dict loads too (every name written, every name accepted)
+    twin = TiedNet()
+    assert twin.load_state_dict(net.state_dict()) == nn.LoadResult([], [])
+    np.testing.assert_array_equal(twin(t(x)).numpy(), net(t(x)).numpy())
+
+
+def test_a_tied_weight_takes_the_value_of_its_last_name(rng):
+    # As PyTorch: the names are loaded in state_dict order, so dec.weight's value stays.
+    net = TiedNet()
+    checkpoint = dict(tied_checkpoint(rng), **{"dec.weight": np.full((3, 3), 7.0, np.float32)})
+    net.load_state_dict(checkpoint)
+    np.testing.assert_array_equal(net.enc.weight.numpy(), np.full((3, 3), 7.0))
+
+
+def test_tied_weights_round_trip_through_a_safetensors_file(rng, tmp_path):
+    net = TiedNet()
+    net.load_state_dict(tied_checkpoint(rng))
+    path = tmp_path / "tied.safetensors"
+    kiln.save(net.state_dict(), path)
+    loaded = kiln.load(path)
+    assert list(loaded) == TIED_NAMES
+    twin = TiedNet()
+    assert twin.load_state_dict(loaded) == nn.LoadResult([], [])
+    assert twin.dec.weight is twin.enc.weight
+    for name, value in net.state_dict().items():
+        np.testing.assert_array_equal(twin.state_dict()[name].numpy(), value.numpy())
+
+
+def test_missing_and_unexpected_keys_count_every_name_of_a_tied_weight(rng):
+    net = TiedNet()
+    before = {k: v.numpy().copy() for k, v in net.state_dict().items()}
+    checkpoint = tied_checkpoint(rng)
+    # A state dict with one name of the tied weight misses the other (as PyTorch's strict load).
+    one_name = {k: v for k, v in checkpoint.items() if k != "dec.weight"}
+    with pytest.raises(kiln.KilnValueError, match=r"missing keys \['dec.weight'\]$"):
+        net.load_state_dict(one_name)
+    extra = dict(checkpoint, **{"dec.scale": np.ones(3, np.float32)})
+    with pytest.raises(kiln.KilnValueError, match=r"unexpected keys \['dec.scale'\]$"):
+        net.load_state_dict(extra)
+    # A bad value under the second name is found before anything is copied.
+    bad = dict(checkpoint, **{"dec.weight": np.zeros((3, 2), np.float32)})
+    with pytest.raises(kiln.ShapeError, match=r"'dec.weight' has shape \[3, 2\]"):
+        net.load_state_dict(bad)
+    for k, v in net.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), before[k], err_msg=k)
+    # Not strict: the keys are reported and the tied weight loads through its other name.
+    result = net.load_state_dict(dict(one_name, **{"dec.scale": np.ones(3)}), strict=False)
+    assert result == nn.LoadResult(["dec.weight"], ["dec.scale"])
+    np.testing.assert_array_equal(net.dec.weight.numpy(), checkpoint["enc.weight"])
+    np.testing.assert_array_equal(net.dec.bias.numpy(), checkpoint["dec.bias"])

@@ -19,23 +19,34 @@ Assigning a ``Parameter`` or a ``Cell`` to an attribute registers it (call ``sup
 first); assigning None to a registered name keeps the slot empty (a Linear without bias), and
 ``del`` removes it. Names are dotted paths: ``fc1.weight``.
 
-- ``parameters(recurse=True)`` / ``named_parameters(prefix="", recurse=True)``: each parameter
-  once (a parameter shared by two cells appears under its first name); ``trainable_params()``:
-  those with ``requires_grad`` (MindSpore's name).
-- ``cells()`` / ``children()``: the direct sub-cells; ``named_cells()`` / ``cells_and_names()`` /
-  ``named_modules()``: this cell (named "") and every cell below it; ``modules()``.
+- ``parameters(recurse=True)`` / ``named_parameters(prefix="", recurse=True,
+  remove_duplicate=True)``: each parameter once (a parameter reached by two names -- tied weights,
+  a sub-cell used twice -- appears under its first name), or under every name with
+  ``remove_duplicate=False``; ``trainable_params()``: those with ``requires_grad`` (MindSpore's
+  name), each once, as an optimizer needs them.
+- ``cells()`` / ``children()``: the direct sub-cells; ``named_cells(prefix="",
+  remove_duplicate=True)`` / ``cells_and_names()`` / ``named_modules()``: this cell (named "") and
+  every cell below it (a cell used twice appears once, unless ``remove_duplicate=False``);
+  ``modules()``.
 - ``state_dict()``: an ordered dict of name -> tensor, each sharing its parameter's memory
-  (detached). ``load_state_dict(state_dict, strict=True)`` copies values (kiln tensors, NumPy
-  arrays or lists, converted to each parameter's dtype) into the parameters in place, so
-  optimizers and jitted functions holding them see the new values. It checks and converts
-  everything before copying anything: a missing or unexpected key (strict) is a KilnValueError
-  listing them, a shape that differs is a ShapeError naming the key, a value of a dtype Kiln does
-  not hold (uint32, complex, strings, objects) is a DTypeError naming the key; every dtype Kiln
-  holds converts to every other, and big-endian arrays load as well. It returns
-  ``(missing_keys, unexpected_keys)``.
+  (detached), with every name as in PyTorch: a tied weight appears under each of its names
+  (``enc.weight`` and ``dec.weight``, the same memory). ``load_state_dict(state_dict,
+  strict=True)`` copies values (kiln tensors, NumPy arrays or lists, converted to each
+  parameter's dtype) into the parameters in place, so optimizers and jitted functions holding them
+  see the new values; a tied weight takes the value of its last name present. Missing and
+  unexpected keys are counted over every name: a state dict with only one name of a tied weight
+  misses the other. It checks and converts everything before copying anything: a missing or
+  unexpected key (strict) is a KilnValueError listing them, a shape that differs is a ShapeError
+  naming the key, a value of a dtype Kiln does not hold (uint32, complex, strings, objects) is a
+  DTypeError naming the key; every dtype Kiln holds converts to every other, and big-endian arrays
+  load as well. It returns ``(missing_keys, unexpected_keys)``.
 - ``train(mode=True)`` / ``eval()`` / ``set_train(mode=True)`` set ``training`` on every cell
   (Dropout only drops while training); they return the cell.
 - ``zero_grad(set_to_none=True)``: clears (or zeroes) every parameter's ``.grad``.
+- ``copy.deepcopy(cell)``: an independent copy, as in PyTorch: new parameters (leaves with the
+  same values and ``requires_grad``, no ``.grad``), tied weights still tied, ready to train on its
+  own. ``pickle`` saves and loads a cell whose class can be imported (see kiln/nn/parameter.py and
+  kiln/_tensor.py for tensors).
 """
 
 import collections
@@ -136,13 +147,14 @@ class Cell:
     # ----------------------------------------------------------------------------------------
     # Traversal
 
-    def named_cells(self, prefix=""):
-        """(name, cell) for this cell and every cell below it, each once, parents first."""
+    def named_cells(self, prefix="", remove_duplicate=True):
+        """(name, cell) for this cell and every cell below it, parents first; a cell reached by
+        two paths appears once, under its first name, unless ``remove_duplicate`` is False."""
         seen = set()
         stack = [(prefix, self)]
         while stack:
             name, cell = stack.pop()
-            if id(cell) in seen:
+            if remove_duplicate and id(cell) in seen:
                 continue
             seen.add(id(cell))
             yield name, cell
@@ -162,13 +174,14 @@ class Cell:
 
     children = cells
 
-    def named_parameters(self, prefix="", recurse=True):
-        """(dotted name, parameter) pairs, each parameter once."""
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """(dotted name, parameter) pairs; a parameter reached by two names appears once, under
+        its first name, unless ``remove_duplicate`` is False (then under every name)."""
         seen = set()
-        cells = self.named_cells(prefix) if recurse else [(prefix, self)]
+        cells = self.named_cells(prefix, remove_duplicate) if recurse else [(prefix, self)]
         for cell_name, cell in cells:
             for name, param in cell._params.items():
-                if param is None or id(param) in seen:
+                if param is None or (remove_duplicate and id(param) in seen):
                     continue
                 seen.add(id(param))
                 yield (f"{cell_name}.{name}" if cell_name else name), param
@@ -184,14 +197,15 @@ class Cell:
     # State
 
     def state_dict(self):
-        """An ordered dict of dotted name -> tensor sharing the parameter's memory (detached)."""
-        return collections.OrderedDict(
-            (name, param.detach()) for name, param in self.named_parameters())
+        """An ordered dict of dotted name -> tensor sharing the parameter's memory (detached),
+        with every name of a tied parameter (as PyTorch's)."""
+        params = self.named_parameters(remove_duplicate=False)
+        return collections.OrderedDict((name, param.detach()) for name, param in params)
 
     def load_state_dict(self, state_dict, strict=True):
         """Copies ``state_dict``'s values into the parameters in place (see the module's
         documentation); returns LoadResult(missing_keys, unexpected_keys)."""
-        params = dict(self.named_parameters())
+        params = dict(self.named_parameters(remove_duplicate=False))  # state_dict's names
         missing = [name for name in params if name not in state_dict]
         unexpected = [name for name in state_dict if name not in params]
         if strict and (missing or unexpected):

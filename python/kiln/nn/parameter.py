@@ -6,7 +6,13 @@
 A Parameter is a ``kiln.Tensor`` (every op accepts it) holding ``data.detach()``: it shares
 ``data``'s memory but none of its autograd history, and it is a leaf of the autograd graph.
 Assigning one to an attribute of a ``Cell`` registers it (see ``kiln.nn.Cell``).
+
+Copies are Parameters with the same ``requires_grad`` and attributes, as in PyTorch:
+``copy.copy(p)`` shares ``p``'s memory, ``copy.deepcopy(p)`` has its own (without ``p.grad``, so
+a deep-copied model starts with no gradients), and ``pickle`` keeps the values, not ``p.grad``.
 """
+
+import copy
 
 from .. import _C
 from .._tensor import _repr as _tensor_repr
@@ -27,3 +33,19 @@ class Parameter(_C.Tensor):
         return f"Parameter containing:\n{_tensor_repr(self)}"
 
     __str__ = __repr__
+
+    def __copy__(self):
+        copied = type(self)(self, self.requires_grad)  # __init__ detaches: the memory is shared
+        copied.__dict__.update(self.__dict__)
+        return copied
+
+    def __deepcopy__(self, memo):
+        copied = type(self)(copy.deepcopy(self.detach(), memo), self.requires_grad)
+        memo[id(self)] = copied  # before the attributes, which may refer back to the Parameter
+        copied.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return copied
+
+    def __reduce__(self):
+        # The values travel as a plain tensor (Tensor.__reduce__); pickle calls the class with
+        # (values, requires_grad), then restores the attributes.
+        return type(self), (self.detach(), self.requires_grad), self.__dict__ or None
