@@ -47,6 +47,9 @@ using Shape = SmallVector<int64_t, kMaxInlineDims>;
 KILN_API std::string shape_str(const Shape& shape);
 /// Product of the sizes (1 for a 0-d shape).
 KILN_API int64_t shape_numel(const Shape& shape);
+/// The bytes of a contiguous tensor of `shape` and `dtype`; throws kShape naming `what` when a
+/// size is negative or the bytes would number more than 2^63 - 1 (a product that would wrap).
+KILN_API size_t checked_nbytes(const Shape& shape, DType dtype, const char* what);
 /// Row-major strides for `shape`.
 KILN_API Shape contiguous_strides(const Shape& shape);
 /// Wraps a possibly negative `dim` into [0, ndim); throws kIndex naming `what` when out of range.

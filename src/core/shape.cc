@@ -1,5 +1,6 @@
 #include <sstream>
 
+#include "kiln/error.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -18,6 +19,19 @@ int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
   return n;
+}
+
+size_t checked_nbytes(const Shape& shape, DType dtype, const char* what) {
+  int64_t bytes = static_cast<int64_t>(itemsize(dtype));
+  bool overflow = false;
+  for (int64_t s : shape) {
+    KILN_CHECK_SHAPE(s >= 0) << what << ": sizes must be non-negative, got " << shape_str(shape);
+    if (s == 0) return 0;  // (a zero anywhere: no bytes, however large the other sizes)
+    overflow = overflow || __builtin_mul_overflow(bytes, s, &bytes);
+  }
+  KILN_CHECK_SHAPE(!overflow) << what << ": a " << dtype_name(dtype) << " tensor of shape "
+                              << shape_str(shape) << " would take more than 2^63 - 1 bytes";
+  return static_cast<size_t>(bytes);
 }
 
 Shape contiguous_strides(const Shape& shape) {

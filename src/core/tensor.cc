@@ -102,7 +102,7 @@ detail::PendingTensorHooks g_hooks{&no_metadata_hook, &no_data_hook};
 }  // namespace
 
 Tensor::Tensor(DType dtype, Shape shape, Device device) : impl_(std::make_shared<TensorImpl>()) {
-  check_sizes(shape, "Tensor");
+  checked_nbytes(shape, dtype, "Tensor");
   impl_->dtype = dtype;
   impl_->device = device;
   impl_->strides = contiguous_strides(shape);

@@ -250,15 +250,22 @@ DType Parser::dtype() {
 TensorMeta Parser::tensor_type() {
   TensorMeta meta;
   meta.dtype = dtype();
+  const size_t shape_start = pos_;
   expect('[', "to start a shape");
   if (!accept(']')) {
+    int64_t numel = 1;  // of the nonzero dims
+    bool overflow = false, empty = false;
     do {
       const size_t start = pos_;
       const int64_t d = integer("a dimension");
       if (d < 0) fail_at(start, "a dimension may not be negative");
+      empty = empty || d == 0;
+      overflow = overflow || (d != 0 && __builtin_mul_overflow(numel, d, &numel));
       meta.shape.push_back(d);
     } while (accept(','));
     expect(']', "to end a shape");
+    // As kiln::checked_nbytes: a zero anywhere makes an empty shape, however large the others.
+    if (overflow && !empty) fail_at(shape_start, "a shape of more than 2^63 - 1 elements");
   }
   meta.weak = accept_keyword("weak");
   return meta;
@@ -380,12 +387,18 @@ ElementParser element_parser(DType dtype) {
 }  // namespace
 
 Tensor Parser::constant(const TensorMeta& meta) {
+  // Every element takes two characters at least ("0,"): a shape larger than the rest of the text
+  // can hold fails here, with its line, rather than asking for its memory first.
+  const int64_t n = shape_numel(meta.shape);
+  if (static_cast<uint64_t>(n) > (text_.size() - pos_) / 2 + 1) {
+    fail("a constant of shape " + shape_str(meta.shape) + " has " + std::to_string(n) +
+         " elements, more than the rest of the text holds");
+  }
   Tensor t = Tensor::empty(meta.shape, meta.dtype);
   t.impl()->weak = meta.weak;
   const ElementParser parse = element_parser(meta.dtype);
   auto* data = t.numel() > 0 ? static_cast<char*>(t.data_ptr()) : nullptr;
   const size_t item = itemsize(meta.dtype);
-  const int64_t n = t.numel();
   expect('[', "to start the constant's elements");
   for (int64_t i = 0; i < n; ++i) {
     if (i > 0) expect(',', "between elements");

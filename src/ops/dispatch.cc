@@ -63,13 +63,13 @@ void with_op_context(const OpCall& call, Step&& step) {
 
 // Gives a result handle the metadata of a new contiguous tensor and deferred storage.
 void fill_result(const Tensor& result, const TensorMeta& meta) {
+  const size_t nbytes = checked_nbytes(meta.shape, meta.dtype, "the result");
   TensorImpl* impl = result.impl();
   impl->dtype = meta.dtype;
   impl->shape = meta.shape;
   impl->strides = contiguous_strides(meta.shape);
   impl->offset = 0;
-  impl->storage = Storage::deferred(static_cast<size_t>(meta.numel()) * itemsize(meta.dtype),
-                                    impl->device);
+  impl->storage = Storage::deferred(nbytes, impl->device);
 }
 
 // Makes a result handle an alias of `view` (same storage, shape, strides and offset).

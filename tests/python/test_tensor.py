@@ -177,3 +177,14 @@ def test_get_include_and_cmake_dir_point_at_real_files():
     import os
     assert os.path.isfile(os.path.join(kiln.get_include(), "kiln", "tensor.h"))
     assert os.path.isfile(os.path.join(kiln.get_cmake_dir(), "KilnConfig.cmake"))
+
+
+def test_shapes_whose_bytes_would_wrap_are_refused_and_empty_ones_allowed():
+    big = 2**31  # big * big float32 elements: 2^64 bytes, which wraps to 0 in 64 bits
+    for make in (kiln.mint.zeros, kiln.mint.empty, kiln.mint.ones):
+        with raises(kiln.ShapeError, match=r"float32 tensor of shape \[2147483648, 2147483648\] "
+                    r"would take more than 2\^63 - 1 bytes"):
+            make((big, big))
+    with raises(kiln.ShapeError, match="more than 2\\^63 - 1 bytes"):
+        kiln.mint.ones(2**62).reshape(2**31, 2**31)
+    assert kiln.mint.zeros((big, 0, big)).shape == (big, 0, big)

@@ -55,6 +55,25 @@ TEST(Tensor, RejectsNegativeSizes) {
   }
 }
 
+TEST(Tensor, RejectsShapesWhoseBytesWouldWrap_AndAcceptsEmptyOnes) {
+  // 2^31 * 2^31 float32 elements are 2^64 bytes: the product wraps to 0 in 64 bits.
+  const int64_t big = int64_t{1} << 31;
+  testing::expect_error(
+      [&] {
+        Tensor(DType::kFloat32, {big, big});
+      },
+      ErrorKind::kShape,
+      "Tensor: a float32 tensor of shape [2147483648, 2147483648] would take "
+      "more than 2^63 - 1 bytes");
+  testing::expect_error([&] { Tensor(DType::kFloat64, {int64_t{1} << 61}); }, ErrorKind::kShape,
+                        "more than 2^63 - 1 bytes");
+  EXPECT_EQ(checked_nbytes({big, 0, big}, DType::kFloat32, "x"), 0u);
+  EXPECT_EQ(checked_nbytes({3, 5}, DType::kFloat64, "x"), 120u);
+  EXPECT_EQ(Tensor(DType::kFloat32, {big, 0, big}).numel(), 0);
+  // An op's result is checked when the op is planned.
+  testing::expect_error([&] { zeros({big, big}); }, ErrorKind::kShape, "in Zeros()");
+}
+
 TEST(Tensor, AnUndefinedTensor_IsAClearErrorOnEveryUse) {
   const Tensor t;
   EXPECT_FALSE(t.defined());
