@@ -186,14 +186,30 @@ CompiledGraph::~CompiledGraph() {
   }
 }
 
+namespace {
+
+// What a backend's Run gave for graph `graph` (`part` says whether all of it or a part): as
+// many results as it has outputs, each defined. A broken backend is named here, not by a bare
+// error at a later use.
+void check_results(const std::string& backend, const std::vector<Tensor>& results, size_t expected,
+                   const char* part, const std::string& graph) {
+  KILN_CHECK(results.size() == expected)
+      << "backend '" << backend << "' returned " << results.size() << " outputs for " << part
+      << "graph \"" << graph << "\", which has " << expected;
+  for (size_t i = 0; i < results.size(); ++i) {
+    KILN_CHECK(results[i].defined())
+        << "backend '" << backend << "' returned an undefined "
+        << "tensor as output " << i << " of " << part << "graph \"" << graph << "\"";
+  }
+}
+
+}  // namespace
+
 void CompiledGraph::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) const {
   BackendManager& manager = BackendManager::Instance();
   if (direct_) {
     manager.Run(steps_[0].backend, steps_[0].id, inputs, outputs);
-    KILN_CHECK(outputs->size() == graph_->outputs().size())
-        << "backend '" << steps_[0].backend << "' returned " << outputs->size()
-        << " outputs for graph \"" << graph_->name() << "\", which has "
-        << graph_->outputs().size();
+    check_results(steps_[0].backend, *outputs, graph_->outputs().size(), "", graph_->name());
     return;
   }
   KILN_CHECK_VALUE(inputs.size() == graph_->parameters().size())
@@ -208,9 +224,7 @@ void CompiledGraph::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* 
     args.clear();
     for (size_t s : step.inputs) args.push_back(slots[s]);
     manager.Run(step.backend, step.id, args, &results);
-    KILN_CHECK(results.size() == step.outputs.size())
-        << "backend '" << step.backend << "' returned " << results.size() << " outputs for a "
-        << "part of graph \"" << graph_->name() << "\" that has " << step.outputs.size();
+    check_results(step.backend, results, step.outputs.size(), "a part of ", graph_->name());
     for (size_t i = 0; i < results.size(); ++i) slots[step.outputs[i]] = std::move(results[i]);
   }
   outputs->clear();

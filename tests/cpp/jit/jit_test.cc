@@ -196,6 +196,37 @@ TEST(Jit, ABackendWhoseRunFailsRaisesNamingBackendAndGraph) {
   EXPECT_EQ(y.data<float>()[1], 2.0f);
 }
 
+// Builds through "reference"; Run hands back `outputs` undefined tensors.
+class UndefinedOutputsBackend final : public BackendBase {
+ public:
+  explicit UndefinedOutputsBackend(size_t outputs) : outputs_(outputs) {}
+  BackendGraphId Build(const FuncGraphPtr& g, const BackendJitConfig& c) override {
+    return BackendManager::Instance().Get("reference")->Build(g, c);
+  }
+  RunningStatus Run(BackendGraphId, const std::vector<Tensor>&,
+                    std::vector<Tensor>* outputs) override {
+    outputs->assign(outputs_, Tensor());
+    return RunningStatus::kRunningSuccess;
+  }
+
+ private:
+  size_t outputs_;
+};
+
+TEST(Jit, ABackendThatReturnsTooFewOrUndefinedOutputsRaisesNamingIt) {
+  BackendRegistration one = BackendManager::Instance().Register(
+      "jit_test_undefined", [] { return std::make_unique<UndefinedOutputsBackend>(1); });
+  BackendRegistration none = BackendManager::Instance().Register(
+      "jit_test_no_outputs", [] { return std::make_unique<UndefinedOutputsBackend>(0); });
+  const auto fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{neg(in[0])}; };
+  const Tensor x = Tensor::empty({2});
+  expect_error([&] { jit(fn, on("jit_test_undefined"), "net")({x}); }, ErrorKind::kGeneric,
+               "backend 'jit_test_undefined' returned an undefined tensor as output 0 of graph "
+               "\"net\"");
+  expect_error([&] { jit(fn, on("jit_test_no_outputs"), "net")({x}); }, ErrorKind::kGeneric,
+               "backend 'jit_test_no_outputs' returned 0 outputs for graph \"net\", which has 1");
+}
+
 // Build throws something that is no std::exception.
 class BuildThrowsAnInt final : public BackendBase {
  public:
