@@ -149,3 +149,17 @@ def jit_test_backends(build_plugin):
         if name not in kiln.graph.list_backends():
             kiln.graph.register_custom_backend(name, path)
     return names
+
+
+class TiedLinears(kiln.nn.Cell):
+    """An encoder and a decoder sharing one weight matrix (dec.weight = enc.weight): the tied
+    model the copy / pickle and state_dict tests share."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = kiln.nn.Linear(3, 3)
+        self.dec = kiln.nn.Linear(3, 3)
+        self.dec.weight = self.enc.weight
+
+    def construct(self, x):
+        return self.dec(kiln.mint.tanh(self.enc(x)))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import ALL_DTYPES, numpy_dtype, random_array, raises
+from conftest import ALL_DTYPES, TiedLinears, numpy_dtype, random_array, raises
 from kiln import nn, optim
 
 mint = kiln.mint
@@ -253,19 +253,6 @@ def test_parameter_deepcopy_and_pickle_leave_grad_behind():
 # Cells
 
 
-class Tied(nn.Cell):
-    """An encoder and a decoder sharing one weight matrix."""
-
-    def __init__(self):
-        super().__init__()
-        self.enc = nn.Linear(3, 3)
-        self.dec = nn.Linear(3, 3)
-        self.dec.weight = self.enc.weight
-
-    def construct(self, x):
-        return self.dec(mint.tanh(self.enc(x)))
-
-
 def params_numpy(cell):
     return {name: p.numpy().copy() for name, p in cell.named_parameters()}
 
@@ -296,7 +283,7 @@ def test_a_copied_linear_is_independent_and_computes_the_same(rng, how):
 
 @pytest.mark.parametrize("how", [deep, pickled], ids=["deepcopy", "pickle"])
 def test_tied_weights_stay_tied_in_the_copy(rng, how):
-    net = Tied()
+    net = TiedLinears()
     twin = how(net)
     assert twin.dec.weight is twin.enc.weight and twin.enc.weight is not net.enc.weight
     assert [n for n, _ in twin.named_parameters()] == ["enc.weight", "enc.bias", "dec.bias"]
@@ -372,19 +359,19 @@ def test_a_deep_copied_linear_trains_on_its_own(rng):
 
 @pytest.mark.parametrize("make", [
     lambda: nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)),
-    Tied,
-], ids=["Sequential", "Tied"])
+    TiedLinears,
+], ids=["Sequential", "TiedLinears"])
 def test_a_deep_copied_model_trains_like_the_original_would(rng, make):
     net = make()
-    x = sample(rng, 16, 3 if make is Tied else 4)
-    target = sample(rng, 16, 3 if make is Tied else 2)
+    x = sample(rng, 16, 3 if make is TiedLinears else 4)
+    target = sample(rng, 16, 3 if make is TiedLinears else 2)
     before = params_numpy(net)
     twin = deep(net)
     losses = train(twin, x, target, steps=20)
     assert losses[-1] < 0.9 * losses[0]
     for name, value in params_numpy(net).items():
         np.testing.assert_array_equal(value, before[name], err_msg=name)
-    if make is Tied:  # the tie holds through training: one parameter, updated once per step
+    if make is TiedLinears:  # the tie holds through training: one parameter, updated once per step
         assert twin.dec.weight is twin.enc.weight
         assert len(twin.trainable_params()) == 3
     # The original, trained the same way, ends where the copy did.

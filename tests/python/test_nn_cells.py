@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import raises
+from conftest import TiedLinears, raises
 from kiln import nn
 
 mint = kiln.mint
@@ -833,31 +833,18 @@ def test_backward_fills_grads_and_dropout_masks_them():
 # Tied parameters: every name in state_dict, as in PyTorch
 
 
-class TiedNet(nn.Cell):
-    """An encoder and a decoder sharing one weight (dec.weight = enc.weight)."""
-
-    def __init__(self):
-        super().__init__()
-        self.enc = nn.Linear(3, 3)
-        self.dec = nn.Linear(3, 3)
-        self.dec.weight = self.enc.weight
-
-    def construct(self, x):
-        return self.dec(mint.tanh(self.enc(x)))
-
-
 TIED_NAMES = ["enc.weight", "enc.bias", "dec.weight", "dec.bias"]
 
 
 def tied_checkpoint(rng):
-    """A PyTorch-style state dict of TiedNet: both names of the tied weight, one value."""
+    """A PyTorch-style state dict of TiedLinears: both names of the tied weight, one value."""
     weight = rng.standard_normal((3, 3)).astype(np.float32)
     return {"enc.weight": weight, "enc.bias": rng.standard_normal(3).astype(np.float32),
             "dec.weight": weight, "dec.bias": rng.standard_normal(3).astype(np.float32)}
 
 
 def test_named_parameters_remove_duplicate():
-    net = TiedNet()
+    net = TiedLinears()
     assert [n for n, _ in net.named_parameters()] == ["enc.weight", "enc.bias", "dec.bias"]
     every = list(net.named_parameters(remove_duplicate=False))
     assert [n for n, _ in every] == TIED_NAMES
@@ -885,7 +872,7 @@ def test_shared_cells_are_listed_under_every_name_without_remove_duplicate():
 
 
 def test_state_dict_lists_every_name_of_a_tied_weight():
-    net = TiedNet()
+    net = TiedLinears()
     state = net.state_dict()
     assert list(state) == TIED_NAMES
     assert state["dec.weight"].shares_storage_with(net.enc.weight)
@@ -894,7 +881,7 @@ def test_state_dict_lists_every_name_of_a_tied_weight():
 
 
 def test_a_checkpoint_with_both_names_of_a_tied_weight_loads(rng):
-    net = TiedNet()
+    net = TiedLinears()
     weight = net.enc.weight
     checkpoint = tied_checkpoint(rng)
     assert net.load_state_dict(checkpoint) == nn.LoadResult([], [])
@@ -904,28 +891,28 @@ def test_a_checkpoint_with_both_names_of_a_tied_weight_loads(rng):
     x = rng.standard_normal((2, 3)).astype(np.float32)
     hidden = np.tanh(x @ checkpoint["enc.weight"].T + checkpoint["enc.bias"])
     close(net(t(x)), hidden @ checkpoint["dec.weight"].T + checkpoint["dec.bias"])
-    # another TiedNet's state dict loads too (every name written, every name accepted)
-    twin = TiedNet()
+    # another TiedLinears's state dict loads too (every name written, every name accepted)
+    twin = TiedLinears()
     assert twin.load_state_dict(net.state_dict()) == nn.LoadResult([], [])
     np.testing.assert_array_equal(twin(t(x)).numpy(), net(t(x)).numpy())
 
 
 def test_a_tied_weight_takes_the_value_of_its_last_name(rng):
     # As PyTorch: the names are loaded in state_dict order, so dec.weight's value stays.
-    net = TiedNet()
+    net = TiedLinears()
     checkpoint = dict(tied_checkpoint(rng), **{"dec.weight": np.full((3, 3), 7.0, np.float32)})
     net.load_state_dict(checkpoint)
     np.testing.assert_array_equal(net.enc.weight.numpy(), np.full((3, 3), 7.0))
 
 
 def test_tied_weights_round_trip_through_a_safetensors_file(rng, tmp_path):
-    net = TiedNet()
+    net = TiedLinears()
     net.load_state_dict(tied_checkpoint(rng))
     path = tmp_path / "tied.safetensors"
     kiln.save(net.state_dict(), path)
     loaded = kiln.load(path)
     assert list(loaded) == TIED_NAMES
-    twin = TiedNet()
+    twin = TiedLinears()
     assert twin.load_state_dict(loaded) == nn.LoadResult([], [])
     assert twin.dec.weight is twin.enc.weight
     for name, value in net.state_dict().items():
@@ -933,7 +920,7 @@ def test_tied_weights_round_trip_through_a_safetensors_file(rng, tmp_path):
 
 
 def test_missing_and_unexpected_keys_count_every_name_of_a_tied_weight(rng):
-    net = TiedNet()
+    net = TiedLinears()
     before = {k: v.numpy().copy() for k, v in net.state_dict().items()}
     checkpoint = tied_checkpoint(rng)
     # A state dict with one name of the tied weight misses the other (as PyTorch's strict load).
