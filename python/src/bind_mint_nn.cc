@@ -33,13 +33,9 @@ std::vector<int64_t> pair_of(nb::handle obj, const char* name) {
 }
 
 // normalized_shape: an int or a sequence of ints.
-std::vector<int64_t> shape_of(nb::handle obj) {
-  if (nb::isinstance<nb::int_>(obj)) return {nb::cast<int64_t>(obj)};
-  std::vector<int64_t> values;
-  KILN_CHECK_TYPE(nb::try_cast(obj, values))
-      << "normalized_shape: expected an int or a sequence of ints, got "
-      << nb::cast<std::string>(nb::repr(obj));
-  return values;
+std::vector<int64_t> normalized_shape_of(nb::handle obj) {
+  const Shape shape = shape_arg(obj, "normalized_shape");
+  return std::vector<int64_t>(shape.begin(), shape.end());
 }
 
 Tensor optional_tensor(const std::optional<TensorArg>& t) { return t ? t->get() : Tensor(); }
@@ -72,7 +68,7 @@ void bind_mint_nn(nb::module_& mint) {
       "layer_norm",
       [](const TensorArg& x, nb::handle normalized_shape, const std::optional<TensorArg>& weight,
          const std::optional<TensorArg>& bias, double eps) {
-        return layer_norm(x, shape_of(normalized_shape), optional_tensor(weight),
+        return layer_norm(x, normalized_shape_of(normalized_shape), optional_tensor(weight),
                           optional_tensor(bias), eps);
       },
       "x"_a, "normalized_shape"_a, "weight"_a = nb::none(), "bias"_a = nb::none(), "eps"_a = 1e-5,
@@ -81,7 +77,7 @@ void bind_mint_nn(nb::module_& mint) {
       "rms_norm",
       [](const TensorArg& x, nb::handle normalized_shape, const std::optional<TensorArg>& weight,
          double eps) {
-        return rms_norm(x, shape_of(normalized_shape), optional_tensor(weight), eps);
+        return rms_norm(x, normalized_shape_of(normalized_shape), optional_tensor(weight), eps);
       },
       "x"_a, "normalized_shape"_a, "weight"_a = nb::none(), "eps"_a = 1e-6,
       "RMS normalisation over the trailing normalized_shape dimensions.");

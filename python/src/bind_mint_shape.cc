@@ -16,12 +16,6 @@ using namespace nb::literals;
 
 namespace {
 
-// A shape or list of dims given as an int or a sequence of ints.
-Shape shape_of(nb::handle obj) {
-  if (nb::isinstance<nb::int_>(obj)) return {nb::cast<int64_t>(obj)};
-  return nb::cast<Shape>(obj);
-}
-
 nb::tuple tuple_of(const std::vector<Tensor>& tensors) {
   nb::list out;
   for (const Tensor& t : tensors) out.append(nb::cast(t));
@@ -39,8 +33,10 @@ Scalar scalar_of(const Tensor& t) {
       return Scalar(v);
     } else if constexpr (std::is_integral_v<T>) {
       return Scalar(static_cast<int64_t>(v));
+    } else if constexpr (std::is_same_v<T, double>) {
+      return Scalar(v);  // (through float, 0.1 would fill float64 tensors with 0.10000000149)
     } else {
-      return Scalar(static_cast<double>(static_cast<float>(v)));
+      return Scalar(static_cast<double>(static_cast<float>(v)));  // Half, BFloat16: via float
     }
   });
 }
@@ -49,17 +45,20 @@ Scalar scalar_of(const Tensor& t) {
 
 void bind_mint_shape(nb::module_& mint) {
   mint.def(
-      "reshape", [](const TensorArg& x, nb::handle shape) { return reshape(x, shape_of(shape)); },
+      "reshape",
+      [](const TensorArg& x, nb::handle shape) { return reshape(x, shape_arg(shape, "reshape")); },
       "x"_a, "shape"_a, "x with a new shape (one size may be -1); a view when possible.");
   mint.def(
       "transpose",
       [](const TensorArg& x, int64_t dim0, int64_t dim1) { return transpose(x, dim0, dim1); },
       "x"_a, "dim0"_a, "dim1"_a, "A view of x with dims dim0 and dim1 swapped.");
   mint.def(
-      "permute", [](const TensorArg& x, nb::handle dims) { return permute(x, shape_of(dims)); },
+      "permute",
+      [](const TensorArg& x, nb::handle dims) { return permute(x, shape_arg(dims, "permute")); },
       "x"_a, "dims"_a, "A view of x with its dims reordered.");
   mint.def(
-      "expand", [](const TensorArg& x, nb::handle shape) { return expand(x, shape_of(shape)); },
+      "expand",
+      [](const TensorArg& x, nb::handle shape) { return expand(x, shape_arg(shape, "expand")); },
       "x"_a, "shape"_a, "A view of x broadcast to `shape` (-1 keeps a dim).");
   mint.def(
       "squeeze", [](const TensorArg& x, std::optional<int64_t> dim) { return squeeze(x, dim); },

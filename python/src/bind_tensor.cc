@@ -24,11 +24,9 @@ nb::tuple to_tuple(const Shape& s) {
 }
 
 // Accepts view(2, 3), view((2, 3)) and view([2, 3]), as PyTorch does.
-Shape shape_from_args(const nb::args& args) {
-  if (args.size() == 1 && !nb::isinstance<nb::int_>(args[0])) {
-    return nb::cast<Shape>(args[0]);
-  }
-  return nb::cast<Shape>(args);
+Shape shape_from_args(const nb::args& args, const char* what) {
+  if (args.size() == 1) return shape_arg(args[0], what);
+  return shape_arg(args, what);
 }
 
 // `make_view(t)`, recorded for autograd when it tracks t (see autograd::differentiable_view).
@@ -123,17 +121,17 @@ void bind_tensor(nb::module_& m) {
       // View methods: plain views, recorded as AsStrided calls when autograd tracks the tensor.
       .def("view",
            [](const Tensor& t, nb::args shape) {
-             const Shape s = shape_from_args(shape);
+             const Shape s = shape_from_args(shape, "view");
              return tracked_view(t, [&](const Tensor& b) { return b.view(s); });
            })
       .def("reshape",
            [](const Tensor& t, nb::args shape) {
-             const Shape s = shape_from_args(shape);
+             const Shape s = shape_from_args(shape, "reshape");
              return autograd::requires_grad(t) ? kiln::reshape(t, s) : t.reshape(s);
            })
       .def("expand",
            [](const Tensor& t, nb::args shape) {
-             const Shape s = shape_from_args(shape);
+             const Shape s = shape_from_args(shape, "expand");
              return tracked_view(t, [&](const Tensor& b) { return b.expand(s); });
            })
       .def(
@@ -144,7 +142,7 @@ void bind_tensor(nb::module_& m) {
           "shape"_a)
       .def("permute",
            [](const Tensor& t, nb::args dims) {
-             const Shape d = shape_from_args(dims);
+             const Shape d = shape_from_args(dims, "permute");
              return tracked_view(t, [&](const Tensor& b) { return b.permute(std::vector<int64_t>(d.begin(), d.end())); });
            })
       .def(

@@ -143,6 +143,21 @@ Tensor tensor_from_object(nb::handle data, const DType* dtype) {
   return result;
 }
 
+Shape shape_arg(nb::handle obj, const char* what) {
+  // A bool is an int to Python, never a size.
+  if (PyIndex_Check(obj.ptr()) && !PyBool_Check(obj.ptr())) {
+    int64_t value = 0;
+    KILN_CHECK_TYPE(nb::try_cast(obj, value))
+        << what << ": " << nb::cast<std::string>(nb::repr(obj)) << " does not fit in int64";
+    return {value};
+  }
+  Shape values;
+  KILN_CHECK_TYPE(!nb::isinstance<nb::str>(obj) && nb::try_cast(obj, values))
+      << what << ": expected an int or a sequence of ints, got "
+      << nb::cast<std::string>(nb::repr(obj));
+  return values;
+}
+
 const Tensor* tensor_ptr(PyObject* o) {
   static PyTypeObject* const tensor_type =
       reinterpret_cast<PyTypeObject*>(nb::type<Tensor>().ptr());

@@ -62,6 +62,10 @@ struct DTypeArg {
   operator DType() const { return get(); }  // NOLINT
 };
 
+/// A shape or list of dims given as one int or a sequence of ints (Python ints, NumPy integers,
+/// anything with __index__); anything else is a kType error naming `what` and the value.
+Shape shape_arg(nb::handle obj, const char* what);
+
 /// The DLPack dtype of a kiln dtype, and back; the reverse throws kDType (naming `what`) for
 /// DLPack dtypes Kiln lacks.
 nb::dlpack::dtype dlpack_dtype(DType d);

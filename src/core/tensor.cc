@@ -21,12 +21,6 @@ std::shared_ptr<TensorImpl> make_view(const Tensor& base, Shape shape, Shape str
   return impl;
 }
 
-void check_sizes(const Shape& shape, const char* what) {
-  for (int64_t s : shape) {
-    KILN_CHECK_SHAPE(s >= 0) << what << ": sizes must be non-negative, got " << shape_str(shape);
-  }
-}
-
 // Resolves one -1 in `shape` so that it holds `numel` elements.
 Shape infer_size(const Shape& shape, int64_t numel, const char* what) {
   Shape out = shape;
@@ -40,7 +34,10 @@ Shape infer_size(const Shape& shape, int64_t numel, const char* what) {
     } else {
       KILN_CHECK_SHAPE(out[i] >= 0) << what << ": invalid size " << out[i] << " in "
                                     << shape_str(shape);
-      known *= out[i];
+      // A product that wraps could land on numel by chance: such a shape holds no tensor.
+      KILN_CHECK_SHAPE(!__builtin_mul_overflow(known, out[i], &known))
+          << what << ": shape " << shape_str(shape) << " is invalid for " << numel
+          << " elements (it holds more than 2^63 - 1)";
     }
   }
   if (infer_at >= 0) {
@@ -130,7 +127,7 @@ Tensor Tensor::scalar(const Scalar& value) {
 
 Tensor Tensor::from_blob(void* data, Shape shape, DType dtype, Shape strides,
                          Storage::Deleter deleter, Device device) {
-  check_sizes(shape, "from_blob");
+  checked_nbytes(shape, dtype, "from_blob");
   if (strides.empty()) strides = contiguous_strides(shape);
   KILN_CHECK_SHAPE(strides.size() == shape.size())
       << "from_blob: expected " << shape.size() << " strides, got " << strides.size();
@@ -349,7 +346,7 @@ Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
   const int64_t d = wrap_dim(dim, ndim());
   const int64_t n = shape()[d];
   const int64_t s = start < 0 ? start + n : start;
-  KILN_CHECK_INDEX(s >= 0 && length >= 0 && s + length <= n)
+  KILN_CHECK_INDEX(s >= 0 && s <= n && length >= 0 && length <= n - s)
       << "narrow: range [" << start << ", " << start << " + " << length
       << ") is out of bounds for dimension " << d << " of size " << n;
   return slice(d, s, s + length);
@@ -394,6 +391,7 @@ Tensor Tensor::expand(const Shape& shape) const {
     out_shape[i] = want;
     out_strides[i] = want == have ? strides()[i - lead] : 0;
   }
+  checked_nbytes(out_shape, dtype(), "expand");  // no negative sizes, no count that wraps
   return Tensor(make_view(*this, std::move(out_shape), std::move(out_strides), storage_offset()));
 }
 
@@ -477,7 +475,30 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offs
   KILN_CHECK_SHAPE(shape.size() == strides.size())
       << "as_strided: expected as many strides as sizes, got " << shape_str(shape) << " and "
       << shape_str(strides);
-  check_sizes(shape, "as_strided");
+  checked_nbytes(shape, dtype(), "as_strided");
+  for (int64_t st : strides) {
+    KILN_CHECK_SHAPE(st >= 0) << "as_strided: strides must be non-negative, got "
+                              << shape_str(strides);
+  }
+  KILN_CHECK_INDEX(offset >= 0) << "as_strided: the storage offset must be non-negative, got "
+                                << offset;
+  // The view must lie inside the memory: its last element is offset + sum((size - 1) * stride).
+  const std::shared_ptr<Storage>& memory = storage();
+  const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
+  if (memory != nullptr && !empty) {
+    int64_t last = offset;
+    bool overflow = false;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      int64_t step = 0;
+      overflow = overflow || __builtin_mul_overflow(shape[d] - 1, strides[d], &step) ||
+                 __builtin_add_overflow(last, step, &last);
+    }
+    const auto elements = static_cast<int64_t>(memory->nbytes() / itemsize());
+    KILN_CHECK_INDEX(!overflow && last < elements)
+        << "as_strided: a view of sizes " << shape_str(shape) << ", strides " << shape_str(strides)
+        << " and offset " << offset << " reaches past the " << elements
+        << " elements of the tensor's memory";
+  }
   return Tensor(make_view(*this, shape, strides, offset));
 }
 

@@ -128,6 +128,14 @@ void plan_outputs(OpCall& call, const MetaList& metas) {
     KILN_CHECK_SHAPE(target.shape() == meta.shape)
         << op.name() << ": out tensor " << i << " has shape " << shape_str(target.shape())
         << ", expected " << shape_str(meta.shape);
+    for (int64_t d = 0; d < target.ndim(); ++d) {
+      // Several elements on one memory location (an expanded view): which write lands last
+      // would decide the result. PyTorch refuses too.
+      KILN_CHECK_VALUE(target.strides()[d] != 0 || target.shape()[d] <= 1)
+          << op.name() << ": out tensor " << i << " (shape " << shape_str(target.shape())
+          << ", strides " << shape_str(target.strides()) << ") has elements that share memory "
+          << "(an expanded view); write into a tensor of its own (clone() the view first)";
+    }
     if (target.dtype() == meta.dtype && target.is_contiguous() && target.has_storage()) {
       call.kernel_outputs.push_back(target);
     } else {

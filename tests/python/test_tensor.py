@@ -188,3 +188,60 @@ def test_shapes_whose_bytes_would_wrap_are_refused_and_empty_ones_allowed():
     with raises(kiln.ShapeError, match="more than 2\\^63 - 1 bytes"):
         kiln.mint.ones(2**62).reshape(2**31, 2**31)
     assert kiln.mint.zeros((big, 0, big)).shape == (big, 0, big)
+
+
+def test_shape_arguments_take_numpy_integers_and_refuse_other_values_clearly():
+    x = kiln.tensor(np.arange(12, dtype=np.float32))
+    assert x.reshape(np.int64(12)).shape == (12,)
+    assert x.view(np.int32(3), 4).shape == (3, 4)
+    assert kiln.mint.reshape(x, np.int64(12)).shape == (12,)
+    assert kiln.mint.layer_norm(x.reshape(3, 4), np.int64(4)).shape == (3, 4)
+    assert x.reshape(3, 4).permute(np.int64(1), 0).shape == (4, 3)
+    for bad, what in ((lambda: x.view(kiln.int32), "view: expected an int or a sequence of ints"),
+                      (lambda: x.reshape(2.0, 6), r"reshape: expected .* got \(2.0, 6\)"),
+                      (lambda: x.reshape(3, 4).permute("ab"), "permute: expected"),
+                      (lambda: kiln.mint.expand(x, True), "expand: expected"),
+                      (lambda: x.reshape(2**64), "does not fit in int64")):
+        with raises(kiln.KilnTypeError, match=what):
+            bad()
+
+
+def test_as_strided_refuses_views_outside_the_tensors_memory():
+    x = kiln.tensor(np.arange(12, dtype=np.float32))
+    np.testing.assert_array_equal(x.as_strided((2, 3), (3, 1), 6).numpy(),
+                                  np.arange(6, 12).reshape(2, 3))
+    with raises(kiln.KilnIndexError, match="reaches past the 12 elements"):
+        x.as_strided((4,), (1,), 10)
+    with raises(kiln.KilnIndexError, match="reaches past"):
+        x.as_strided((2,), (2**40,))
+    with raises(kiln.ShapeError, match="strides must be non-negative"):
+        x.as_strided((3,), (-1,), 2)
+    with raises(kiln.KilnIndexError, match="offset must be non-negative"):
+        x.as_strided((2,), (1,), -5)
+
+
+def test_masked_fill_keeps_a_float64_value_exact():
+    mask = kiln.tensor(np.array([True, False, True]))
+    for value in (0.1, kiln.tensor(np.array(1e300))):
+        got = kiln.mint.masked_fill(kiln.tensor(np.zeros(3)), mask, value).numpy()
+        expected = float(value) if isinstance(value, float) else 1e300
+        np.testing.assert_array_equal(got, [expected, 0.0, expected])
+
+
+@pytest.mark.parametrize("write", ["inplace", "out", "setitem"])
+def test_writes_into_an_expanded_view_are_refused_and_change_nothing(write):
+    base = kiln.tensor(np.zeros((1, 4), np.float32))
+    view = base.expand(3, 4)  # three rows on one memory row
+    values = kiln.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    with raises(kiln.KilnValueError, match=r"out tensor 0 \(shape \[3, 4\], strides \[0, 1\]\) "
+                r"has elements that share memory"):
+        if write == "inplace":
+            view += values
+        elif write == "out":
+            kiln.mint.add(values, 0.0, out=view)
+        else:
+            view[:] = values
+    np.testing.assert_array_equal(base.numpy(), np.zeros((1, 4)))
+    one_row = base.expand(1, 4)  # a stride-0 dim of size 1 shares nothing
+    one_row += 1.0
+    np.testing.assert_array_equal(base.numpy(), np.ones((1, 4)))

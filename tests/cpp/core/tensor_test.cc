@@ -74,6 +74,44 @@ TEST(Tensor, RejectsShapesWhoseBytesWouldWrap_AndAcceptsEmptyOnes) {
   testing::expect_error([&] { zeros({big, big}); }, ErrorKind::kShape, "in Zeros()");
 }
 
+TEST(Tensor, AsStrided_RefusesViewsOutsideTheMemory) {
+  const Tensor x = Tensor::empty({12});
+  EXPECT_EQ(x.as_strided({2, 3}, {3, 1}, 6).shape(), (Shape{2, 3}));  // elements 6..11: inside
+  EXPECT_EQ(x.as_strided({0, 5}, {100, 100}, 11).numel(), 0);         // empty: reaches nothing
+  testing::expect_error([&] { x.as_strided({4}, {1}, 10); }, ErrorKind::kIndex,
+                        "as_strided: a view of sizes [4], strides [1] and offset 10 reaches past "
+                        "the 12 elements of the tensor's memory");
+  testing::expect_error([&] { x.as_strided({2}, {int64_t{1} << 40}, 0); }, ErrorKind::kIndex,
+                        "reaches past the 12 elements");
+  // (size - 1) * stride wraps 64 bits: still refused
+  testing::expect_error([&] { x.as_strided({3}, {int64_t{1} << 62}, 0); }, ErrorKind::kIndex,
+                        "reaches past");
+  testing::expect_error([&] { x.as_strided({3}, {-1}, 2); }, ErrorKind::kShape,
+                        "strides must be non-negative");
+  testing::expect_error([&] { x.as_strided({2}, {1}, -5); }, ErrorKind::kIndex,
+                        "offset must be non-negative, got -5");
+}
+
+TEST(Tensor, NarrowExpandAndReshape_RefuseSizesWhoseArithmeticWraps) {
+  const Tensor x = Tensor::empty({3, 4});
+  testing::expect_error([&] { x.narrow(0, 1, INT64_MAX); }, ErrorKind::kIndex,
+                        "narrow: range [1, 1 + 9223372036854775807) is out of bounds");
+  testing::expect_error(
+      [&] {
+        x.expand({int64_t{1} << 62, 3, 4});
+      },
+      ErrorKind::kShape,
+      "expand: a float32 tensor of shape [4611686018427387904, 3, 4] would take");
+  testing::expect_error([&] { Tensor::empty({1}).expand({-5}); }, ErrorKind::kShape,
+                        "sizes must be non-negative");
+  // 4 * (2^62 + 3) wraps to 12, the element count: the shape is still no shape for 12 elements.
+  testing::expect_error(
+      [&] {
+        x.reshape({4, (int64_t{1} << 62) + 3});
+      },
+      ErrorKind::kShape, "is invalid for 12 elements (it holds more than 2^63 - 1)");
+}
+
 TEST(Tensor, AnUndefinedTensor_IsAClearErrorOnEveryUse) {
   const Tensor t;
   EXPECT_FALSE(t.defined());
