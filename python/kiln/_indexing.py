@@ -5,13 +5,18 @@ axis) and ``...`` -- give a VIEW that shares ``x``'s storage, built from ``Tenso
 ``slice`` and ``unsqueeze``. Advanced indices -- integer tensors, NumPy integer arrays and lists,
 boolean masks -- give a copy, with NumPy's placement rule for the indexed dims: the broadcast
 index dims replace the indexed dims in place when the advanced indices are adjacent, and go to the
-front when a slice, ``...`` or ``None`` separates them. As in NumPy, an int next to an advanced
-index counts as one (``x[0, :, [1, 2]]`` has the index dims first). A boolean mask selects the
-positions where it is true over as many dims as it has, which must match ``x``'s sizes there.
+front when a slice, ``...`` or ``None`` separates them -- an ``...`` that stands for no dims too
+(``x[:, [0, 1], ..., [1, 2]]`` on a 3-d ``x`` has the index dims first). As in NumPy, an int or a
+scalar bool next to an advanced index counts as one (``x[0, :, [1, 2]]`` has the index dims
+first). A boolean mask selects the positions where it is true over as many dims as it has, which
+must match ``x``'s sizes there.
 
 ``x[key] = value`` accepts a tensor, a NumPy array, a list or a Python number and broadcasts it to
-the indexed shape. Basic targets are written through the view; advanced and boolean targets use
-``index_put_`` (with duplicate indices the last assignment wins).
+the indexed shape. A list is read in ``x``'s dtype, not Kiln's default float32 (so ``0.1`` keeps
+every digit in a float64 ``x``); a NumPy array keeps its own dtype until it is cast to ``x``'s.
+Either way the values convert as a cast does (floats truncate into ints). Basic targets are
+written through the view; advanced and boolean targets use ``index_put_`` (with duplicate indices
+the last assignment wins).
 
 Negative slice steps raise ``KilnValueError``: Kiln strides are never negative, so such a slice
 cannot be a view; index with a reversed integer tensor instead (a copy).
@@ -107,8 +112,9 @@ def _index_tensor(arr, xdim, size):
 def _resolve(x, key):
     """Applies the basic part of `key` to x.
 
-    Returns (view, advanced) where `view` shares x's storage and `advanced` lists
-    (dim of view, int index tensor) for the advanced indices, in order.
+    Returns (view, advanced, adjacent): `view` shares x's storage, `advanced` lists
+    (dim of view, int index tensor) for the advanced indices, in order, and `adjacent` says no
+    slice, ``...`` or ``None`` came between two of them (NumPy's rule for where the index dims go).
     """
     items = _parse(key)
     if sum(kind == _ELLIPSIS for kind, _ in items) > 1:
@@ -118,6 +124,12 @@ def _resolve(x, key):
         raise KilnIndexError(f"too many indices for tensor: tensor is {x.ndim}-dimensional, but "
                              f"{used} were indexed")
     has_advanced = any(kind in (_ARRAY, _MASK, _BOOL) for kind, _ in items)
+    # Adjacency is read from the key ("a": advanced, "-": slice, `...` or None), not from the
+    # view's dims: an `...` that stands for no dims leaves the indexed dims consecutive, yet it
+    # separates the indices in NumPy.
+    marks = "".join("a" if kind in (_ARRAY, _MASK, _BOOL) or (kind == _INT and has_advanced)
+                    else "-" for kind, _ in items)
+    adjacent = "-" not in marks.strip("-")
     view, dim, xdim, advanced = x, 0, 0, []
     for kind, value in items:
         if kind == _ELLIPSIS:
@@ -177,16 +189,17 @@ def _resolve(x, key):
                 advanced.append((dim, _C.from_numpy(positions.astype(np.int64, copy=False))))
                 dim += 1
             xdim += value.ndim
-    return view, advanced
+    return view, advanced, adjacent
 
 
-def _advanced_plan(view, advanced):
+def _advanced_plan(view, advanced, adjacent):
     """(target, index tensors) such that ``_index(target, indices)`` is NumPy's result.
 
-    Adjacent advanced indices at dims p..: the dims before p get broadcastable arange indices,
-    so the result is (sizes before p, index dims, rest) -- NumPy's layout -- and `target` stays
-    the (unpermuted) view, which index_put_ writes in place when it is contiguous. Otherwise the
-    advanced dims are permuted to the front, which is NumPy's layout for that case.
+    Adjacent advanced indices (see _resolve) sit at consecutive dims p..: the dims before p get
+    broadcastable arange indices, so the result is (sizes before p, index dims, rest) -- NumPy's
+    layout -- and `target` stays the (unpermuted) view, which index_put_ writes in place when it
+    is contiguous. Otherwise the advanced dims are permuted to the front, which is NumPy's layout
+    for that case.
     """
     indices = [t for _, t in advanced]
     shapes = [tuple(t.shape) for t in indices]
@@ -197,7 +210,7 @@ def _advanced_plan(view, advanced):
                              f"with shapes {', '.join(map(str, shapes))}") from None
     dims = [d for d, _ in advanced]
     first = dims[0]
-    if dims == list(range(first, first + len(dims))):
+    if adjacent:
         lead = [_C.from_numpy(np.arange(view.shape[i], dtype=np.int64).reshape(
                     (view.shape[i],) + (1,) * (first - 1 - i + len(broadcast))))
                 for i in range(first)]
@@ -207,7 +220,7 @@ def _advanced_plan(view, advanced):
 
 
 def _getitem(self, key):
-    view, advanced = _resolve(self, key)
+    view, advanced, adjacent = _resolve(self, key)
     if not advanced:
         return view
     if len(advanced) == 1:
@@ -217,19 +230,22 @@ def _getitem(self, key):
         if index.ndim != 1:
             out = out.reshape(view.shape[:dim] + index.shape + view.shape[dim + 1:])
         return out
-    return _mint._index(*_advanced_plan(view, advanced))
+    return _mint._index(*_advanced_plan(view, advanced, adjacent))
 
 
 def _setitem(self, key, value):
-    view, advanced = _resolve(self, key)
+    view, advanced, adjacent = _resolve(self, key)
     if not isinstance(value, (bool, int, float)):
-        value = value if isinstance(value, Tensor) else _C.tensor(value)
+        if not isinstance(value, Tensor):
+            # A list is read in self's dtype: at Kiln's default float32, 0.1 would reach a float64
+            # self as 0.10000000149. An array keeps its dtype (converted as a tensor would be).
+            value = _C.tensor(value, dtype=None if isinstance(value, np.ndarray) else self.dtype)
         if not advanced and value.shares_storage_with(self):
             value = value.clone()  # copy_into does not support overlapping memory
     if not advanced:
         _mint._copy_into(view, value)
         return
-    target, indices = _advanced_plan(view, advanced)
+    target, indices = _advanced_plan(view, advanced, adjacent)
     _mint._index_put_(target, indices, value)
 
 

@@ -68,12 +68,20 @@ ADVANCED = [
     (A([0, 1]), None, A([1, 2])), (Ellipsis, A([0, 1]), slice(None)), (A([]),),
     (slice(None), A([[1, 2, 3]]), None, slice(1, 4)), (A([3, 2]), A([4]), A([5, 0])),
     (A([[1]]), slice(None, 2), 1), (Ellipsis, A([2]), 3),
+    # An `...` that stands for no dims separates advanced indices too (index dims first); one
+    # before the first or after the last does not.
+    (slice(None), A([0, 1, 2]), Ellipsis, A([2, 0, 1])), (slice(1, 3), A([0, 4]), Ellipsis, 5),
+    (slice(None), 1, Ellipsis, A([[0], [5]])), (slice(None), A([1, 2]), Ellipsis, True, A([3, 4])),
+    (None, A([0, 1]), Ellipsis, A([1, 2]), slice(None)),
+    (slice(None), A([0, 1]), A([2, 3]), Ellipsis), (Ellipsis, A([0, 1]), A([1, 2]), slice(None)),
 ]
 
 BOOLEAN = [
     M((4,)), M((4, 5)), M((4, 5, 6), every=3), (slice(None), M((5,))), (M((4,)), 1),
     (Ellipsis, M((6,))), (None, M((4, 5))), (M((4,)), A([1, 2])), (slice(1, 3), M((5, 6))),
     True, False, (0, True), (False, slice(None)), (M((4,), every=5), Ellipsis),
+    (slice(None), M((5,)), Ellipsis, A([0, 5, 2])), (slice(None), A([0, 1]), Ellipsis, M((6,), 3)),
+    (None, M((4,)), Ellipsis, A([1, 3]), slice(None)),
 ]
 
 ALL_KEYS = BASIC + ADVANCED + BOOLEAN
@@ -234,6 +242,96 @@ def test_setitem_converts_the_value_dtype():
     x[1:3] = np.array([1.9, -2.7])
     x[[0]] = 5.5
     np.testing.assert_array_equal(x.numpy(), [5, 1, -2, 0])
+
+
+# Lists whose values Kiln's default float32 would round: a list value is read in the target's
+# dtype, as NumPy does, so the result is exact (through float32, 1 + 2**-11 + 2**-40 becomes a
+# float16 tie and rounds to 1.0; NumPy gives 1 + 2**-10).
+LIST_VALUES = [
+    (np.float64, [0.1, 1 / 3, -1e-300]),
+    (np.int64, [2**62 + 1, -(2**62) - 3, 3]),
+    (np.int64, [2**40 + 1, 0.5, -7]),  # a mixed list: NumPy reads it as float64, exact here
+    (np.float32, [0.1, 1 / 3, 16777217]),
+    (np.float16, [1 + 2**-11 + 2**-40, 0.1, 65504]),
+]
+
+
+@pytest.mark.parametrize("key", [slice(1, 4), [3, 1, 2], np.array([False, True, True, True])],
+                         ids=["slice", "list", "mask"])
+@pytest.mark.parametrize("np_dtype, values", LIST_VALUES,
+                         ids=[f"{np.dtype(d).name}-{i}" for i, (d, _) in enumerate(LIST_VALUES)])
+def test_setitem_list_value_keeps_the_target_precision(np_dtype, values, key):
+    expected = np.zeros(4, np_dtype)
+    expected[key] = values
+    for value in (values, tuple(values)):
+        x = kiln.tensor(np.zeros(4, np_dtype))
+        x[key] = value
+        np.testing.assert_array_equal(x.numpy(), expected)  # exact: no tolerance hides a rounding
+
+
+def test_setitem_nested_list_value_keeps_float64_precision():
+    expected = np.zeros((3, 2))
+    value = [[0.1, 0.2], [0.3, 1 / 3]]
+    expected[[2, 0]] = value
+    expected[1] = [0.7]  # broadcast
+    x = kiln.tensor(np.zeros((3, 2)))
+    x[[2, 0]] = value
+    x[1] = [0.7]
+    np.testing.assert_array_equal(x.numpy(), expected)
+
+
+@pytest.mark.parametrize("dtype", [kiln.int64, kiln.int8, kiln.uint8, kiln.bool_, kiln.float16],
+                         ids=lambda d: d.name)
+def test_setitem_list_value_converts_like_an_array_of_it(dtype):
+    # Values the target cannot hold exactly: a list gives what a NumPy array of it gives (floats
+    # truncate into ints, as in NumPy; wrapping out-of-range ints is Kiln's cast).
+    values = [1.7, -2.2, 300, 0.0]
+    for key in ([0, 1, 2, 3], slice(None)):
+        from_list = kiln.tensor(np.zeros(4), dtype=dtype)
+        from_array = kiln.tensor(np.zeros(4), dtype=dtype)
+        from_list[key] = values
+        from_array[key] = np.array(values)
+        np.testing.assert_array_equal(from_list.numpy(), from_array.numpy())
+    x = kiln.tensor(np.zeros(2, np.int64))
+    x[[0, 1]] = [1.7, -2.2]
+    np.testing.assert_array_equal(x.numpy(), [1, -2])
+
+
+# Keys whose advanced indices an `...` standing for no dims separates (NumPy puts the index dims
+# first), and neighbours where it does not; several shapes, so a transposed result has the wrong
+# shape or the wrong values.
+EMPTY_ELLIPSIS_KEYS = [
+    ((3, 3, 3), (slice(None), A([0, 1, 2]), Ellipsis, A([2, 0, 1]))),
+    ((3, 4, 5), (slice(None), A([0, 1, 2]), Ellipsis, A([2, 0, 1]))),
+    ((3, 4, 5, 6), (slice(None), A([0, 1]), Ellipsis, A([1, 2]), slice(1, 3))),
+    ((3, 4, 5), (slice(None), A([0, 1]), Ellipsis, 2)),  # an int counts as an advanced index
+    ((3, 4, 5), (slice(None), A([0, 1]), Ellipsis, True, A([2, 3]))),
+    ((3, 4, 5), (slice(None), A([0, 1]), True, A([2, 3]))),  # so does a scalar bool: adjacent
+    ((3, 4, 5), (slice(None), M((4,)), Ellipsis, A([3, 4]))),
+    ((2, 3, 4, 5), (slice(None), A([0, 1]), Ellipsis, M((4, 5), every=10))),
+    ((3, 4), (A([0, 1]), Ellipsis, A([0, 1]))),
+    ((3, 4), (Ellipsis, A([0, 1]), A([0, 1]))),
+    ((3, 4), (A([0, 1]), None, A([0, 1]))),
+    ((3, 4), (None, A([0, 1]), Ellipsis, A([2, 3]))),
+    ((3, 4), (None, A([0, 1]), A([2, 3]), Ellipsis)),
+    ((3, 4), (None, M((3,)), Ellipsis, A([2, 3]))),
+    ((3, 4, 5), (None, 1, 2, Ellipsis, M((5,)))),
+]
+
+
+@pytest.mark.parametrize("shape, template", EMPTY_ELLIPSIS_KEYS,
+                         ids=[f"{s}-{case_id(t)}" for s, t in EMPTY_ELLIPSIS_KEYS])
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_empty_ellipsis_separates_advanced_indices(shape, template, kind):
+    a = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    key = build(template, "numpy")
+    assert_close(kiln.tensor(a)[build(template, kind)], a[key])
+    expected = a.copy()
+    value = -1 - np.arange(a[key].size, dtype=np.float32).reshape(a[key].shape)
+    expected[key] = value
+    x = kiln.tensor(a)
+    x[build(template, kind)] = value
+    assert_close(x, expected)
 
 
 # ---------------------------------------------------------------------------------------------
