@@ -131,6 +131,14 @@ inline bool is_floating_point(DType d) {
 inline bool is_integral(DType d) { return !is_floating_point(d) && d != DType::kBool; }
 inline bool is_signed(DType d) { return d != DType::kBool && d != DType::kUInt8; }
 
+/// PyTorch's rule for writing a result of type `result` into an existing tensor of type `target`
+/// (out=, in-place operators): a floating result never goes into an integer or bool tensor, and
+/// only a bool result goes into a bool tensor.
+inline bool can_write_result(DType result, DType target) {
+  return (!is_floating_point(result) || is_floating_point(target)) &&
+         (target != DType::kBool || result == DType::kBool);
+}
+
 /// The type both operands are converted to by a binary op (see the file comment for the rules).
 KILN_API DType promote_types(DType a, DType b);
 /// The type used for arithmetic: float32 for the 16-bit floats, the type itself otherwise.

@@ -64,17 +64,15 @@ TensorMeta meta_of(const Tensor& t) {
   return m;
 }
 
-/// PyTorch's rule for writing a result into an existing tensor: a floating result never goes into
-/// an integer or bool tensor, and only a bool result goes into a bool tensor.
+/// kiln::can_write_result, checked before the call (the call would check it in its planning step,
+/// which the pipeline may run later).
 void check_inplace(const ArithmeticOperator& op, const Tensor& self, const Tensor& other) {
   const OpDefPtr def = OpRegistry::Instance().get(op.prim);
   const DType result =
       def->infer_outputs({meta_of(self), meta_of(other)}, def->normalize_attrs({})).at(0).dtype;
-  const DType target = self.dtype();
-  const bool ok = (!is_floating_point(result) || is_floating_point(target)) &&
-                  (target != DType::kBool || result == DType::kBool);
-  KILN_CHECK_DTYPE(ok) << op.inplace << ": result type " << result
-                       << " can't be cast to the desired output type " << target;
+  KILN_CHECK_DTYPE(can_write_result(result, self.dtype()))
+      << op.inplace << ": result type " << result << " can't be cast to the desired output type "
+      << self.dtype();
 }
 
 void check_bool_operands(const char* symbol, const Tensor& a, const Tensor& b) {

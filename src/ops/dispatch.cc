@@ -128,6 +128,9 @@ void plan_outputs(OpCall& call, const MetaList& metas) {
     KILN_CHECK_SHAPE(target.shape() == meta.shape)
         << op.name() << ": out tensor " << i << " has shape " << shape_str(target.shape())
         << ", expected " << shape_str(meta.shape);
+    KILN_CHECK_DTYPE(can_write_result(meta.dtype, target.dtype()))
+        << op.name() << ": result type " << meta.dtype << " can't be cast to the dtype of out "
+        << "tensor " << i << ", " << target.dtype();
     for (int64_t d = 0; d < target.ndim(); ++d) {
       // Several elements on one memory location (an expanded view): which write lands last
       // would decide the result. PyTorch refuses too.

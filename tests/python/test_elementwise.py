@@ -870,3 +870,25 @@ def test_operands_read_in_short_runs(run, rng):
     want = a.copy()
     want[:, :run] += a[:, run:]
     assert_close(out, want)
+
+
+def test_out_follows_pytorchs_cast_rule():
+    # A floating result never goes into an integer or bool out, only bool into bool (PyTorch:
+    # "result type Float can't be cast to the desired output type Long"); the out is unchanged.
+    floats = kiln.tensor(np.array([0.5, 1.5, 2.5], np.float32))
+    ints = kiln.tensor(np.array([1, -1, 2]))
+    cases = [(lambda o: M.add(floats, floats, out=o), kiln.int64, "float32", "int64"),
+             (lambda o: M.div(ints, 2, out=o), kiln.int64, "float32", "int64"),
+             (lambda o: M.exp(floats, out=o), kiln.int32, "float32", "int32"),
+             (lambda o: M.add(ints, 1, out=o), kiln.bool_, "int64", "bool")]
+    for call, out_dtype, result, target in cases:
+        out = M.zeros(3, dtype=out_dtype)
+        with raises(kiln.DTypeError, match=f"result type {result} can't be cast to the dtype of "
+                    f"out tensor 0, {target}"):
+            call(out)
+        np.testing.assert_array_equal(out.numpy(), np.zeros(3))
+    into_float = M.zeros(3, dtype=kiln.float64)
+    assert M.add(ints, 1, out=into_float) is into_float
+    np.testing.assert_array_equal(into_float.numpy(), [2.0, 0.0, 3.0])
+    into_bool = M.zeros(3, dtype=kiln.bool_)
+    np.testing.assert_array_equal(M.gt(ints, 0, out=into_bool).numpy(), [True, False, True])

@@ -6,7 +6,8 @@
 // float32 for bool and integer inputs; comparisons and logical ops give bool. float16 and bfloat16
 // are computed in float32 and rounded once. Every function takes an optional `out`: when given
 // (defined), the result is written there (its shape must match; its dtype may differ and the
-// result is converted) and `out` is returned.
+// result is converted, under PyTorch's rule, kiln::can_write_result: no floating result into an
+// integer or bool out, only bool into bool) and `out` is returned.
 #pragma once
 
 #include <optional>

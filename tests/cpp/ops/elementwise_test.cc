@@ -97,10 +97,15 @@ TEST(Elementwise, WritesIntoOut_WithoutAllocating) {
   EXPECT_TRUE(r.is_same(out));
   EXPECT_EQ(out.data_ptr(), before);
   EXPECT_EQ(values(out), (std::vector<double>{1, 4, 9, 16}));
-  // Another dtype converts; another shape is a shape error.
+  // Another dtype converts where PyTorch's rule allows it (int into float, float into float64);
+  // a float result into an integer or bool out is a dtype error; another shape a shape error.
+  const Tensor ints = to(make({2, 2}, {1, 2, 3, 4}), DType::kInt64);
+  const Tensor as_float = Tensor::empty({2, 2}, DType::kFloat64);
+  add(ints, ints, as_float);
+  EXPECT_EQ(values(as_float), (std::vector<double>{2, 4, 6, 8}));
   const Tensor as_int = Tensor::empty({2, 2}, DType::kInt64);
-  add(a, a, as_int);
-  EXPECT_EQ(values(as_int), (std::vector<double>{2, 4, 6, 8}));
+  error_of(ErrorKind::kDType, [&] { add(a, a, as_int); });
+  error_of(ErrorKind::kDType, [&] { add(ints, ints, Tensor::empty({2, 2}, DType::kBool)); });
   error_of(ErrorKind::kShape, [&] { add(a, a, Tensor::empty({4})); });
 }
 
