@@ -221,14 +221,19 @@ KILN_REGISTER_OP(
           });
         }));
 
-/// min(max(x, lo), hi) with nan kept; lo > hi gives hi (as NumPy and PyTorch).
+/// min(max(x, lo), hi) with nan kept; lo > hi gives hi; a nan bound gives nan everywhere (as
+/// NumPy and PyTorch: the comparisons alone would let x through).
 template <typename C>
 struct ClampFn {
   C lo;
   C hi;
   C operator()(C x) const {
     const C v = x < lo ? lo : x;
-    return v > hi ? hi : v;
+    const C r = v > hi ? hi : v;
+    if constexpr (std::is_floating_point_v<C>) {
+      if (lo != lo || hi != hi) return std::numeric_limits<C>::quiet_NaN();
+    }
+    return r;
   }
 };
 

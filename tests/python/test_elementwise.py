@@ -334,6 +334,11 @@ def test_clamp_bound_promotion_and_nan():
                  np.array([-500, 10], dtype=np.int16))
     r = M.clamp(kiln.tensor([np.nan, 3.0]), 0.0, 1.0).numpy()
     assert np.isnan(r[0]) and r[1] == 1.0
+    x = np.array([-1.0, 0.5, 3.0], np.float32)
+    for dtype in (kiln.float32, kiln.float64, kiln.float16, kiln.bfloat16):
+        for lo, hi in ((np.nan, 1.0), (0.0, np.nan), (np.nan, None), (None, np.nan)):
+            got = M.clamp(kiln.tensor(x).to(dtype), lo, hi).to(kiln.float32).numpy()
+            np.testing.assert_array_equal(got, np.clip(x, lo, hi))  # all nan, as NumPy
     out = kiln.tensor(np.zeros(2, dtype=np.float32))
     assert M.clamp(kiln.tensor([-3.0, 3.0]), -1, 1, out=out) is out
     assert_close(out, np.array([-1, 1], dtype=np.float32))
