@@ -897,3 +897,15 @@ def test_out_follows_pytorchs_cast_rule():
     np.testing.assert_array_equal(into_float.numpy(), [2.0, 0.0, 3.0])
     into_bool = M.zeros(3, dtype=kiln.bool_)
     np.testing.assert_array_equal(M.gt(ints, 0, out=into_bool).numpy(), [True, False, True])
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_odd_functions_keep_the_sign_of_zero(dtype):
+    # IEEE, NumPy and PyTorch: sin(-0) = tan(-0) = expm1(-0) = tanh(-0) = -0; runs of 1 and of 1000
+    # take the scalar and the vector paths.
+    for n in (1, 1000):
+        x = np.zeros(n, np.float32)
+        x[::2] = -0.0
+        for name in ("sin", "tan", "expm1", "tanh"):
+            got = getattr(M, name)(kiln.tensor(x).to(dtype)).to(kiln.float32).numpy()
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(x), err_msg=name)

@@ -41,6 +41,13 @@ HWY_INLINE V keep_nan(V x, V r) {
   return hn::IfThenElse(hn::IsNaN(x), x, r);
 }
 
+/// r with the lanes where x is +-0 replaced by x: for odd functions (sin, tan, expm1 near 0),
+/// whose hwy kernels give +0 at -0 where IEEE, NumPy and PyTorch keep the sign.
+template <class D, class V>
+HWY_INLINE V keep_signed_zero(D d, V x, V r) {
+  return hn::IfThenElse(hn::Eq(x, hn::Zero(d)), x, r);
+}
+
 /// numpy.maximum: nan if either operand is nan (hwy's Max, like maxps, would drop one).
 template <class V>
 HWY_INLINE V maximum(V a, V b) {
@@ -192,7 +199,7 @@ template <class D, class V>
 HWY_INLINE V expm1_full(D d, V x) {
   using T = hn::TFromD<D>;
   const V kHi = hn::Set(d, static_cast<T>(sizeof(T) == 4 ? 100.0 : 710.0));
-  return keep_nan(x, hn::Expm1(d, hn::Min(x, kHi)));
+  return keep_signed_zero(d, x, keep_nan(x, hn::Expm1(d, hn::Min(x, kHi))));
 }
 
 /// Fixes the lanes of a log-family result r outside the open domain (pole, +inf): at x == pole the
@@ -233,7 +240,7 @@ HWY_INLINE bool trig_in_range(D d, V x) {
 template <class D, class V>
 HWY_INLINE V sin_full(D d, V x) {
   using T = hn::TFromD<D>;
-  if (HWY_LIKELY(trig_in_range(d, x))) return hn::Sin(d, x);
+  if (HWY_LIKELY(trig_in_range(d, x))) return keep_signed_zero(d, x, hn::Sin(d, x));
   return per_lane(d, x, [](T v) { return std::sin(v); });
 }
 
@@ -248,7 +255,9 @@ HWY_INLINE V cos_full(D d, V x) {
 template <class D, class V>
 HWY_INLINE V tan_full(D d, V x) {
   using T = hn::TFromD<D>;
-  if (HWY_LIKELY(trig_in_range(d, x))) return hn::Div(hn::Sin(d, x), hn::Cos(d, x));
+  if (HWY_LIKELY(trig_in_range(d, x))) {
+    return keep_signed_zero(d, x, hn::Div(hn::Sin(d, x), hn::Cos(d, x)));
+  }
   return per_lane(d, x, [](T v) { return std::tan(v); });
 }
 
