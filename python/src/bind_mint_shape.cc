@@ -9,6 +9,7 @@
 #include "core/dtype_dispatch.h"
 #include "kiln/autograd.h"
 #include "kiln/functional/shape.h"
+#include "ops/scalar_range.h"
 
 namespace kiln::py {
 namespace nb = nanobind;
@@ -163,6 +164,17 @@ void bind_mint_shape(nb::module_& mint) {
         // An op (Cast into dst, as out=) rather than a bare copy: the jit's tracer records it
         // like any in-place write (a bare copy ran once, at the trace, and never again).
         Tensor value = src;
+        if (value.is_weak_scalar()) {
+          // PyTorch refuses a number the target's type cannot hold (t_uint8[0] = 300) rather
+          // than wrap it.
+          const Scalar number =
+              value.dtype() == DType::kFloat64
+                  ? Scalar(*value.data<double>())
+                  : (value.dtype() == DType::kInt64 ? Scalar(*value.data<int64_t>())
+                                                    : Scalar(*value.data<bool>()));
+          KILN_CHECK_VALUE(detail::scalar_fits(dst.dtype(), number))
+              << "assignment: the value " << number << " does not fit in " << dst.dtype();
+        }
         if (value.is_weak_scalar() && value.dtype() != dst.dtype()) {
           // A Python number in dst's dtype now: the fill then copies one value (converting it
           // at every element took twice as long as the fill).

@@ -2,6 +2,7 @@
 #include "kiln/functional/elementwise.h"
 #include "ops/elementwise.h"
 #include "ops/grad_util.h"
+#include "ops/scalar_range.h"
 
 namespace kiln {
 namespace elementwise {
@@ -80,8 +81,8 @@ KILN_REGISTER_OP(
         .input("b")
         .traits(kTraitElementwise)
         // The gradient goes to the selected operand; the condition gets none.
-        .grad(detail::one_output_rule([](const std::vector<Tensor>& in, const Tensor&,
-                                         const Attrs&, const Tensor& g) {
+        .grad(detail::one_output_rule([](const std::vector<Tensor>& in, const Tensor&, const Attrs&,
+                                         const Tensor& g) {
           const Tensor zero = Tensor::scalar(0.0);
           const Tensor& cond = in[0];
           const Tensor ga = detail::differentiable(in[1]) ? where(cond, g, zero) : Tensor();
@@ -97,6 +98,14 @@ KILN_REGISTER_OP(
           return MetaList{{result_type({ctx.input(1), ctx.input(2)}), shape}};
         })
         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const DType dtype = ctx.outputs[0].dtype();
+          for (const Tensor* t : {&ctx.inputs[1], &ctx.inputs[2]}) {
+            // A Python int takes the integer result type: it must fit (PyTorch raises too).
+            if (!t->is_weak_scalar() || t->dtype() != DType::kInt64) continue;
+            const int64_t v = *t->data<int64_t>();
+            KILN_CHECK_VALUE(detail::int_fits(dtype, v))
+                << "Where: the value " << v << " does not fit in " << dtype_name(dtype);
+          }
           run_select(ctx.outputs[0], ctx.inputs[0], ctx.inputs[1], ctx.inputs[2]);
         }));
 

@@ -1,51 +1,18 @@
 // Tensor factories: Zeros, Ones, Full, Empty, Arange, Linspace, Eye (ops with no tensor inputs,
 // so that a traced graph records them), and zeros_like / ones_like composed from them.
+#include "kiln/functional/factory.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/dtype_dispatch.h"
-#include "kiln/functional/factory.h"
 #include "kiln/op.h"
 #include "kiln/parallel.h"
 #include "ops/random.h"
+#include "ops/scalar_range.h"
 
 namespace kiln {
-
-namespace detail {
-
-namespace {
-
-// [min, max] of an integer dtype.
-std::pair<int64_t, int64_t> int_range(DType dtype) {
-  return visit_dtype(dtype, [](auto tag) -> std::pair<int64_t, int64_t> {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      return {std::numeric_limits<T>::min(), std::numeric_limits<T>::max()};
-    } else {
-      return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
-    }
-  });
-}
-
-}  // namespace
-
-bool int_fits(DType dtype, int64_t v) {
-  if (!is_integral(dtype)) return true;
-  const auto [lo, hi] = int_range(dtype);
-  return v >= lo && v <= hi;
-}
-
-bool double_fits(DType dtype, double v) {
-  if (!is_integral(dtype)) return true;
-  if (!std::isfinite(v)) return false;
-  const auto [lo, hi] = int_range(dtype);
-  // 2^63 is exact as a double while INT64_MAX is not, so the int64 bound is a strict "<".
-  if (hi == std::numeric_limits<int64_t>::max()) return v >= -0x1p63 && v < 0x1p63;
-  return v >= static_cast<double>(lo) && v <= static_cast<double>(hi);
-}
-
-}  // namespace detail
 
 namespace {
 
@@ -53,11 +20,6 @@ using detail::check_factory_shape;
 
 // Elements per chunk for fills: writing memory is all they do.
 constexpr int64_t kFillGrain = 1 << 16;
-
-bool scalar_fits(DType dtype, const Scalar& value) {
-  return value.is_floating_point() ? detail::double_fits(dtype, value.to_double())
-                                   : detail::int_fits(dtype, value.to_int());
-}
 
 void fill(const Tensor& out, const Scalar& value) {
   visit_dtype(out.dtype(), [&](auto tag) {
@@ -112,7 +74,7 @@ KILN_REGISTER_OP(
           check_factory_shape("Full", shape);
           const Scalar value = ctx.attrs.get<Scalar>("value");
           const DType dtype = ctx.attrs.get_or<DType>("dtype", value.default_dtype());
-          KILN_CHECK_VALUE(scalar_fits(dtype, value))
+          KILN_CHECK_VALUE(detail::scalar_fits(dtype, value))
               << "Full: expected a fill value representable in " << dtype << ", got " << value;
           return MetaList{{dtype, shape}};
         })

@@ -23,6 +23,7 @@
 #include "ops/elementwise.h"
 #include "ops/grad_util.h"
 #include "ops/index_rows.h"
+#include "ops/scalar_range.h"
 
 namespace kiln {
 namespace {
@@ -477,13 +478,9 @@ KILN_REGISTER_OP(OpDef("MaskedFill")
                            << "MaskedFill: expected a mask that broadcasts to x's shape "
                            << shape_str(x.shape) << ", got shape " << shape_str(mask.shape);
                        const Scalar value = ctx.attrs.get<Scalar>("value");
-                       const double v = value.to_double();
-                       // Converting a non-finite or huge float to an integer is undefined: refuse
-                       // it.
-                       KILN_CHECK_VALUE(!value.is_floating_point() || is_floating_point(x.dtype) ||
-                                        (std::isfinite(v) && std::fabs(v) < 9.2e18))
-                           << "MaskedFill: cannot fill a " << dtype_name(x.dtype) << " tensor with "
-                           << v;
+                       KILN_CHECK_VALUE(detail::scalar_fits(x.dtype, value))
+                           << "MaskedFill: the value " << value << " does not fit in "
+                           << dtype_name(x.dtype);
                        return MetaList{{x.dtype, x.shape}};
                      })
                      .grad(detail::one_output_rule([](const std::vector<Tensor>& in, const Tensor&,

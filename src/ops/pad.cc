@@ -11,6 +11,7 @@
 #include "kiln/op.h"
 #include "kiln/parallel.h"
 #include "ops/grad_util.h"
+#include "ops/scalar_range.h"
 
 namespace kiln {
 namespace {
@@ -41,10 +42,8 @@ MetaList infer_pad(const InferContext& ctx) {
       << "Pad: expected at most " << 2 * x.ndim() << " pads for a " << x.ndim() << "-d tensor, got "
       << pads.size() << " " << shape_str(pads);
   const double value = ctx.attrs.get<double>("value");
-  // Converting a non-finite or huge float to an integer is undefined: refuse it.
-  KILN_CHECK_VALUE(is_floating_point(x.dtype) ||
-                   (std::isfinite(value) && std::fabs(value) < 9.2e18))
-      << "Pad: cannot pad a " << dtype_name(x.dtype) << " tensor with the value " << value;
+  KILN_CHECK_VALUE(detail::double_fits(x.dtype, value))
+      << "Pad: the value " << value << " does not fit in " << dtype_name(x.dtype);
   const auto per_dim = per_dim_pads(pads, x.ndim());
   Shape shape = x.shape;
   for (int64_t d = 0; d < x.ndim(); ++d) {

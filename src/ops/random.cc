@@ -13,6 +13,7 @@
 #include "kiln/functional/nn.h"
 #include "kiln/op.h"
 #include "kiln/parallel.h"
+#include "ops/scalar_range.h"
 #include "ops/simd/float_kernels.h"
 #include "ops/simd/philox.h"
 

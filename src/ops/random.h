@@ -73,12 +73,4 @@ inline void check_factory_shape(const std::string& op, const Shape& shape) {
   }
 }
 
-/// True when the integer `v` lies in the range of an integer `dtype`; always true for floating
-/// dtypes and bool (which take any number).
-bool int_fits(DType dtype, int64_t v);
-/// True when `v` is finite and lies in the range of an integer `dtype`; always true for floating
-/// dtypes and bool. Checked before a double is converted to an integer type, which is undefined
-/// behaviour out of range.
-bool double_fits(DType dtype, double v);
-
 }  // namespace kiln::detail

@@ -570,7 +570,7 @@ def test_masked_fill_takes_a_0d_tensor_value(rng):
     (lambda x: mint.masked_fill(x, np.ones(4, bool), kiln.tensor([1, 2])), kiln.KilnValueError,
      r"0-d tensor as value"),
     (lambda x: mint.masked_fill(x.numpy().astype(np.int32), np.ones(4, bool), float("inf")),
-     kiln.KilnValueError, r"cannot fill a int32 tensor"),
+     kiln.KilnValueError, r"the value inf does not fit in int32"),
 ])
 def test_masked_fill_errors(call, error, match):
     x = kiln.tensor(np.zeros((3, 4), np.float32))
@@ -652,7 +652,7 @@ def test_pad_errors(pads, mode, error, match):
 
 
 def test_pad_refuses_unrepresentable_values_and_empty_replicate():
-    with raises(kiln.KilnValueError, match=r"cannot pad a int64 tensor"):
+    with raises(kiln.KilnValueError, match=r"the value nan does not fit in int64"):
         mint.pad(kiln.tensor([1, 2]), [1, 1], value=float("nan"))
     with raises(kiln.KilnValueError, match=r"replicate-pad the empty dimension 0"):
         mint.pad(kiln.tensor(np.zeros(0)), [1, 0], "replicate")

@@ -245,3 +245,24 @@ def test_writes_into_an_expanded_view_are_refused_and_change_nothing(write):
     one_row = base.expand(1, 4)  # a stride-0 dim of size 1 shares nothing
     one_row += 1.0
     np.testing.assert_array_equal(base.numpy(), np.ones((1, 4)))
+
+
+def test_numbers_an_integer_tensor_cannot_hold_are_refused_not_wrapped():
+    # PyTorch: "value cannot be converted to type uint8_t without overflow"; the tensor is unchanged.
+    u = kiln.tensor(np.zeros(4, np.uint8))
+    mask = kiln.tensor(np.array([True] * 4))
+    i8 = kiln.tensor(np.zeros(2, np.int8))
+    cases = [(lambda: u.__setitem__(0, 300), "assignment: the value 300 does not fit in uint8"),
+             (lambda: u.__setitem__(slice(None), -1), "the value -1 does not fit in uint8"),
+             (lambda: u.__setitem__(0, float("inf")), "the value inf does not fit in uint8"),
+             (lambda: kiln.mint.masked_fill(u, mask, 256), "MaskedFill: the value 256 does not fit"),
+             (lambda: kiln.mint.pad(u, [1, 1], "constant", 300), "Pad: the value 300 does not fit"),
+             (lambda: kiln.mint.where(kiln.tensor([True, False]), i8, 1000),
+              "Where: the value 1000 does not fit in int8")]
+    for call, message in cases:
+        with raises(kiln.KilnValueError, match=message):
+            call()
+    np.testing.assert_array_equal(u.numpy(), np.zeros(4))
+    u[0], u[1], u[2] = 255, 2.7, True  # in range: a fraction truncates, as a cast does
+    np.testing.assert_array_equal(u.numpy(), [255, 2, 1, 0])
+    np.testing.assert_array_equal(kiln.mint.masked_fill(u, mask, 7).numpy(), [7] * 4)
