@@ -394,9 +394,9 @@ using AutogradCallHook = TensorList (*)(const OpDef& op, TensorSpan inputs, cons
 KILN_API void set_autograd_call_hook(AutogradCallHook hook);
 
 /// While one is alive, call_op counts a write into a pending out tensor (Storage::write_version)
-/// too, waiting for its memory; otherwise such writes are not counted, since a result still being
-/// made has nothing derived from it yet. Autograd's nodes hold one while they keep saved tensors,
-/// whose every change must be seen.
+/// too, waiting for its metadata (which names its storage); otherwise such writes are not
+/// counted, since a result still being made has nothing derived from it yet. Autograd's nodes
+/// hold one while they keep saved tensors, whose every change must be seen.
 class KILN_API CountPendingWrites {
  public:
   CountPendingWrites();

@@ -23,10 +23,8 @@ nb::tuple tuple_of(const std::vector<Tensor>& tensors) {
   return nb::tuple(out);
 }
 
-// The value of masked_fill: a Python number or a 0-d tensor.
+// The number a 0-d tensor holds (a float16 or bfloat16 one through float, exactly).
 Scalar scalar_of(const Tensor& t) {
-  KILN_CHECK_VALUE(t.ndim() == 0) << "masked_fill: expected a number or a 0-d tensor as value, "
-                                  << "got a tensor of shape " << shape_str(t.shape());
   return visit_dtype(t.dtype(), [&](auto tag) -> Scalar {
     using T = typename decltype(tag)::type;
     const T v = *static_cast<const T*>(t.data_ptr());
@@ -40,6 +38,15 @@ Scalar scalar_of(const Tensor& t) {
       return Scalar(static_cast<double>(static_cast<float>(v)));  // Half, BFloat16: via float
     }
   });
+}
+
+// Assignment of a Python number into a tensor of `dtype`: PyTorch refuses a number the type
+// cannot hold (t_uint8[0] = 300) rather than wrap it.
+void check_number_fits(const Tensor& value, DType dtype) {
+  if (!value.is_weak_scalar()) return;
+  const Scalar number = scalar_of(value);
+  KILN_CHECK_VALUE(detail::scalar_fits(dtype, number))
+      << "assignment: the value " << number << " does not fit in " << dtype;
 }
 
 }  // namespace
@@ -123,6 +130,9 @@ void bind_mint_shape(nb::module_& mint) {
   mint.def(
       "masked_fill",
       [](const TensorArg& x, const TensorArg& mask, const TensorArg& value) {
+        KILN_CHECK_VALUE(value.get().ndim() == 0)
+            << "masked_fill: expected a number or a 0-d tensor as value, got a tensor of shape "
+            << shape_str(value.get().shape());
         return masked_fill(x, mask, scalar_of(value));
       },
       "x"_a, "mask"_a, "value"_a, "x with `value` where the bool mask (broadcast) is true.");
@@ -148,6 +158,7 @@ void bind_mint_shape(nb::module_& mint) {
   mint.def(
       "_index_put_",
       [](const Tensor& x, const TensorListArg& indices, const TensorArg& values) {
+        check_number_fits(values, x.dtype());
         index_put_(x, indices.tensors, values);
       },
       "x"_a, "indices"_a, "values"_a, "In place: x[i0, i1, ...] = values (broadcast).");
@@ -164,17 +175,7 @@ void bind_mint_shape(nb::module_& mint) {
         // An op (Cast into dst, as out=) rather than a bare copy: the jit's tracer records it
         // like any in-place write (a bare copy ran once, at the trace, and never again).
         Tensor value = src;
-        if (value.is_weak_scalar()) {
-          // PyTorch refuses a number the target's type cannot hold (t_uint8[0] = 300) rather
-          // than wrap it.
-          const Scalar number =
-              value.dtype() == DType::kFloat64
-                  ? Scalar(*value.data<double>())
-                  : (value.dtype() == DType::kInt64 ? Scalar(*value.data<int64_t>())
-                                                    : Scalar(*value.data<bool>()));
-          KILN_CHECK_VALUE(detail::scalar_fits(dst.dtype(), number))
-              << "assignment: the value " << number << " does not fit in " << dst.dtype();
-        }
+        check_number_fits(value, dst.dtype());
         if (value.is_weak_scalar() && value.dtype() != dst.dtype()) {
           // A Python number in dst's dtype now: the fill then copies one value (converting it
           // at every element took twice as long as the fill).

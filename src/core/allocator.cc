@@ -81,8 +81,12 @@ Storage::Storage(void* data, size_t nbytes, Allocator* allocator, Deleter delete
       device_(device) {}
 
 void Storage::note_write() {
-  write_version_.store(g_write_clock.fetch_add(1, std::memory_order_acq_rel) + 1,
-                       std::memory_order_release);
+  const uint64_t tick = g_write_clock.fetch_add(1, std::memory_order_acq_rel) + 1;
+  // Two threads writing at once: the later tick must stay (a plain store could leave the earlier).
+  uint64_t seen = write_version_.load(std::memory_order_relaxed);
+  while (seen < tick && !write_version_.compare_exchange_weak(seen, tick, std::memory_order_release,
+                                                              std::memory_order_relaxed)) {
+  }
 }
 
 uint64_t Storage::write_clock() { return g_write_clock.load(std::memory_order_acquire); }

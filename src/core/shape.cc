@@ -22,10 +22,12 @@ int64_t shape_numel(const Shape& shape) {
 }
 
 size_t checked_nbytes(const Shape& shape, DType dtype, const char* what) {
+  for (int64_t s : shape) {
+    KILN_CHECK_SHAPE(s >= 0) << what << ": sizes must be non-negative, got " << shape_str(shape);
+  }
   int64_t bytes = static_cast<int64_t>(itemsize(dtype));
   bool overflow = false;
   for (int64_t s : shape) {
-    KILN_CHECK_SHAPE(s >= 0) << what << ": sizes must be non-negative, got " << shape_str(shape);
     if (s == 0) return 0;  // (a zero anywhere: no bytes, however large the other sizes)
     overflow = overflow || __builtin_mul_overflow(bytes, s, &bytes);
   }

@@ -264,8 +264,13 @@ TensorMeta Parser::tensor_type() {
       meta.shape.push_back(d);
     } while (accept(','));
     expect(']', "to end a shape");
-    // As kiln::checked_nbytes: a zero anywhere makes an empty shape, however large the others.
-    if (overflow && !empty) fail_at(shape_start, "a shape of more than 2^63 - 1 elements");
+    // As kiln::checked_nbytes, here with the line: a zero anywhere makes an empty shape, however
+    // large the others; otherwise the bytes must fit in int64.
+    const auto item = static_cast<int64_t>(itemsize(meta.dtype));
+    if (!empty && (overflow || __builtin_mul_overflow(numel, item, &numel))) {
+      fail_at(shape_start,
+              "a " + std::string(dtype_name(meta.dtype)) + " shape of more than 2^63 - 1 bytes");
+    }
   }
   meta.weak = accept_keyword("weak");
   return meta;

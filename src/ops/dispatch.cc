@@ -316,9 +316,11 @@ namespace {
 std::atomic<int64_t> g_pending_writes_counted{0};  // live detail::CountPendingWrites
 
 // Counts a write into each `out` tensor's memory (Storage::write_version). A pending out tensor
-// is a result still being made, whose memory is not known yet: usually nothing can have derived
+// is a result still being made, whose storage is not known yet: usually nothing can have derived
 // anything from it, and waiting would hold the caller back; while autograd keeps saved tensors
-// (one may be this one, or share its memory), the write waits for the memory and is counted.
+// (one may be this one, or share its memory), the write waits for the tensor's metadata (which
+// names its storage; not its data) and is counted. That wait raises the failure of the op that
+// made the tensor, if it failed before its metadata was known.
 void note_writes(const std::vector<Tensor>& out) {
   for (const Tensor& t : out) {
     if (!t.defined()) continue;
@@ -331,12 +333,14 @@ void note_writes(const std::vector<Tensor>& out) {
 
 TensorList call_op(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
                    const std::vector<Tensor>& out) {
-  if (!out.empty()) note_writes(out);
   detail::AutogradCallHook hook = g_autograd_hook.load(std::memory_order_acquire);
-  if (hook != nullptr && (seen_by_autograd(inputs) || seen_by_autograd(out))) {
-    return hook(op, inputs, op.normalize_attrs(attrs), out);
-  }
-  return current_dispatcher()->dispatch(op, inputs, op.normalize_attrs(attrs), out, nullptr);
+  TensorList results =
+      hook != nullptr && (seen_by_autograd(inputs) || seen_by_autograd(out))
+          ? hook(op, inputs, op.normalize_attrs(attrs), out)
+          : current_dispatcher()->dispatch(op, inputs, op.normalize_attrs(attrs), out, nullptr);
+  // Counted once the call is accepted (a refused one wrote nothing), still before the next call.
+  if (!out.empty()) note_writes(out);
+  return results;
 }
 
 detail::CountPendingWrites::CountPendingWrites() {
@@ -369,8 +373,8 @@ void call_bound_kernel(const OpDef& op, TensorSpan inputs, const std::vector<Ten
     error.add_context("in " + op_call_str(op, metas));
     throw error;
   }
-  note_writes(outputs);  // those with memory are written in place
   current_dispatcher()->dispatch(op, inputs, Attrs(), outputs, kernel);
+  note_writes(outputs);  // those with memory are written in place
 }
 
 }  // namespace kiln

@@ -8,21 +8,10 @@
 #include "kiln/functional.h"
 #include "ops/elementwise.h"
 #include "ops/grad_util.h"
+#include "ops/scalar_range.h"
 
 namespace kiln::elementwise {
 namespace {
-
-bool fits(int64_t v, DType dtype) {
-  return visit_dtype(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      return v >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
-             v <= static_cast<int64_t>(std::numeric_limits<T>::max());
-    } else {
-      return true;
-    }
-  });
-}
 
 // The half-open byte range [first, last) that a tensor's elements occupy.
 std::pair<const char*, const char*> byte_extent(const Tensor& t) {
@@ -114,7 +103,8 @@ DType predicate_operand_dtype(DType operand, const Tensor& a, const Tensor& b) {
   // converted (int8 tensor == 1000); compare in int64, which holds every integer dtype.
   if (!is_integral(operand)) return operand;
   for (const Tensor* t : {&a, &b}) {
-    if (t->is_weak_scalar() && t->dtype() == DType::kInt64 && !fits(*t->data<int64_t>(), operand)) {
+    if (t->is_weak_scalar() && t->dtype() == DType::kInt64 &&
+        !detail::int_fits(operand, *t->data<int64_t>())) {
       return DType::kInt64;
     }
   }

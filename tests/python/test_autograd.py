@@ -526,3 +526,15 @@ def test_retained_graph_sees_writes_between_its_backwards():
     mint.mul(x, 2.0, out=x)
     with raises(kiln.KilnValueError, match="was changed in place"):
         loss.backward()
+
+
+def test_a_refused_write_does_not_count_as_a_change_of_a_saved_tensor():
+    w = leaf(3)
+    x = kiln.tensor(RNG.standard_normal(3))
+    loss = mint.sum(w * x)
+    with raises(kiln.ShapeError):
+        mint.add(x, 1.0, out=kiln.tensor(np.zeros(4)))  # refused: nothing written
+    with raises(kiln.DTypeError):
+        mint.add(x, 0.5, out=x.to(kiln.int64))
+    loss.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), x.numpy())

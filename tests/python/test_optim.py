@@ -705,3 +705,20 @@ def test_jitted_update_matches_eager_and_follows_the_schedule(cls, kwargs):
             assert step.cache_info().misses == 1  # one trace served every scheduled rate
         runs.append(p.numpy().copy())
     np.testing.assert_allclose(runs[1], runs[0], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("built_with_momentum", [True, False])
+def test_sgd_checkpoint_with_a_buffer_but_no_flag_resumes_damped(built_with_momentum):
+    # An older Kiln's checkpoint (or a converted PyTorch one) has momentum_buffer only: it is past
+    # the buffer's first step, so the next step damps the gradient (buf = 0.9 * 10 + 0.5 * 1).
+    p = nn.Parameter(kiln.tensor(np.zeros(2)))
+    opt = optim.SGD([p], lr=1.0, momentum=0.9 if built_with_momentum else 0.0, dampening=0.5)
+    state = {"state": {0: {"momentum_buffer": kiln.tensor(np.full(2, 10.0))}},
+             "param_groups": [{"lr": 1.0, "momentum": 0.9, "dampening": 0.5, "params": [0]}]}
+    opt.load_state_dict(state)
+    p.grad = kiln.tensor(np.ones(2))
+    opt.step()
+    expected = sgd_reference(np.zeros(2), np.ones(2), {"buf": np.full(2, 10.0)}, 1.0, momentum=0.9,
+                             dampening=0.5)
+    np.testing.assert_allclose(p.numpy(), expected, rtol=1e-12)  # -9.5 each, not -10
+    np.testing.assert_allclose(opt.state[0]["momentum_buffer"].numpy(), [9.5, 9.5], rtol=1e-12)

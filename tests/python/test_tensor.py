@@ -255,6 +255,8 @@ def test_numbers_an_integer_tensor_cannot_hold_are_refused_not_wrapped():
     cases = [(lambda: u.__setitem__(0, 300), "assignment: the value 300 does not fit in uint8"),
              (lambda: u.__setitem__(slice(None), -1), "the value -1 does not fit in uint8"),
              (lambda: u.__setitem__(0, float("inf")), "the value inf does not fit in uint8"),
+             (lambda: u.__setitem__([0, 1], 300), "the value 300 does not fit in uint8"),
+             (lambda: u.__setitem__(u == 0, -5), "the value -5 does not fit in uint8"),
              (lambda: kiln.mint.masked_fill(u, mask, 256), "MaskedFill: the value 256 does not fit"),
              (lambda: kiln.mint.pad(u, [1, 1], "constant", 300), "Pad: the value 300 does not fit"),
              (lambda: kiln.mint.where(kiln.tensor([True, False]), i8, 1000),

@@ -212,7 +212,7 @@ class Optimizer:
         for group, merged in zip(self.param_groups, hyperparameters):
             group.update(merged)
         with no_grad():
-            for state, saved in zip(self.state, values):
+            for param, state, saved in zip(self.parameters, self.state, values):
                 for key in self._lazy_state & (set(state) - set(saved)):
                     state[key][...] = 0  # absent from the checkpoint: not created yet there
                 for key, value in saved.items():
@@ -220,7 +220,12 @@ class Optimizer:
                         state[key][...] = value
                     else:
                         state[key] = value.clone()
+                self._complete_loaded_state(param, state, set(saved))
         self._sync_lr()
+
+    def _complete_loaded_state(self, param, state, saved_keys):
+        """After load_state_dict: fixes up a parameter's state from what the checkpoint had
+        (``saved_keys``); runs under no_grad. Nothing to do by default."""
 
     def __repr__(self):
         lines = [f"{type(self).__name__} ("]

@@ -69,6 +69,14 @@ class SGD(Optimizer):
             return _C.mint.zeros((), dtype=param.dtype)
         return super()._lazy_zeros(key, param)
 
+    def _complete_loaded_state(self, param, state, saved_keys):
+        # A checkpoint with a buffer but no flag (an older Kiln's, a converted PyTorch one) is past
+        # the buffer's first step: the next one must be damped.
+        if "momentum_buffer" in saved_keys and "momentum_started" not in saved_keys:
+            if "momentum_started" not in state:
+                state["momentum_started"] = self._lazy_zeros("momentum_started", param)
+            state["momentum_started"][...] = 1
+
     def _init_state(self, param, group):
         if group["momentum"] == 0.0:
             return {}

@@ -68,6 +68,12 @@ TEST(Tensor, RejectsShapesWhoseBytesWouldWrap_AndAcceptsEmptyOnes) {
   testing::expect_error([&] { Tensor(DType::kFloat64, {int64_t{1} << 61}); }, ErrorKind::kShape,
                         "more than 2^63 - 1 bytes");
   EXPECT_EQ(checked_nbytes({big, 0, big}, DType::kFloat32, "x"), 0u);
+  // a zero first does not hide a negative size after it
+  testing::expect_error(
+      [&] {
+        checked_nbytes({0, -3}, DType::kFloat32, "x");
+      },
+      ErrorKind::kShape, "x: sizes must be non-negative, got [0, -3]");
   EXPECT_EQ(checked_nbytes({3, 5}, DType::kFloat64, "x"), 120u);
   EXPECT_EQ(Tensor(DType::kFloat32, {big, 0, big}).numel(), 0);
   // An op's result is checked when the op is planned.

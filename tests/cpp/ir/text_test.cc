@@ -182,7 +182,9 @@ INSTANTIATE_TEST_SUITE_P(
         ParseErrorCase{"graph \"g\"(%0: float32[-2]) {\n  return\n}",
                        "line 1, column 23: a dimension may not be negative"},
         ParseErrorCase{"graph \"g\"(%0: float32[4294967296, 4294967296]) {\n  return\n}",
-                       "line 1, column 22: a shape of more than 2^63 - 1 elements"},
+                       "line 1, column 22: a float32 shape of more than 2^63 - 1 bytes"},
+        ParseErrorCase{"graph \"g\"(%0: float32[4611686018427387904]) {\n  return\n}",
+                       "line 1, column 22: a float32 shape of more than 2^63 - 1 bytes"},
         ParseErrorCase{"graph \"g\"() {\n  %1 = const float32[1000000000000] [1, 2]\n  return\n}",
                        "line 2, column 37: a constant of shape [1000000000000] has 1000000000000 "
                        "elements, more than the rest of the text holds"},
