@@ -50,6 +50,10 @@ KILN_API int64_t shape_numel(const Shape& shape);
 /// The bytes of a contiguous tensor of `shape` and `dtype`; throws kShape naming `what` when a
 /// size is negative or the bytes would number more than 2^63 - 1 (a product that would wrap).
 KILN_API size_t checked_nbytes(const Shape& shape, DType dtype, const char* what);
+/// The elements of memory a view of `shape` and `strides` (non-negative) reaches when it starts
+/// `offset` elements in: offset + sum((size - 1) * stride) + 1, or 0 for an empty view. A sum past
+/// 2^63 - 1 gives INT64_MAX (more than any memory holds).
+KILN_API int64_t view_extent(const Shape& shape, const Shape& strides, int64_t offset);
 /// Row-major strides for `shape`.
 KILN_API Shape contiguous_strides(const Shape& shape);
 /// Wraps a possibly negative `dim` into [0, ndim); throws kIndex naming `what` when out of range.

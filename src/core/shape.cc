@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <limits>
 #include <sstream>
 
 #include "kiln/error.h"
@@ -34,6 +36,19 @@ size_t checked_nbytes(const Shape& shape, DType dtype, const char* what) {
   KILN_CHECK_SHAPE(!overflow) << what << ": a " << dtype_name(dtype) << " tensor of shape "
                               << shape_str(shape) << " would take more than 2^63 - 1 bytes";
   return static_cast<size_t>(bytes);
+}
+
+int64_t view_extent(const Shape& shape, const Shape& strides, int64_t offset) {
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
+  int64_t extent = offset + 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t step = 0;
+    if (__builtin_mul_overflow(shape[d] - 1, strides[d], &step) ||
+        __builtin_add_overflow(extent, step, &extent)) {
+      return std::numeric_limits<int64_t>::max();
+    }
+  }
+  return extent;
 }
 
 Shape contiguous_strides(const Shape& shape) {

@@ -132,16 +132,10 @@ Tensor Tensor::from_blob(void* data, Shape shape, DType dtype, Shape strides,
   KILN_CHECK_SHAPE(strides.size() == shape.size())
       << "from_blob: expected " << shape.size() << " strides, got " << strides.size();
   // Extent of memory the view touches, for Storage::nbytes.
-  int64_t extent = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 0) extent = 0;
-  }
-  if (extent != 0) {
-    for (size_t i = 0; i < shape.size(); ++i) {
-      KILN_CHECK_SHAPE(strides[i] >= 0) << "from_blob: negative strides are not supported, got "
-                                        << shape_str(strides);
-      extent += (shape[i] - 1) * strides[i];
-    }
+  const int64_t extent = view_extent(shape, strides, 0);
+  for (size_t i = 0; i < shape.size() && extent != 0; ++i) {
+    KILN_CHECK_SHAPE(strides[i] >= 0)
+        << "from_blob: negative strides are not supported, got " << shape_str(strides);
   }
   auto impl = std::make_shared<TensorImpl>();
   impl->dtype = dtype;
@@ -482,19 +476,10 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offs
   }
   KILN_CHECK_INDEX(offset >= 0) << "as_strided: the storage offset must be non-negative, got "
                                 << offset;
-  // The view must lie inside the memory: its last element is offset + sum((size - 1) * stride).
-  const std::shared_ptr<Storage>& memory = storage();
-  const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
-  if (memory != nullptr && !empty) {
-    int64_t last = offset;
-    bool overflow = false;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      int64_t step = 0;
-      overflow = overflow || __builtin_mul_overflow(shape[d] - 1, strides[d], &step) ||
-                 __builtin_add_overflow(last, step, &last);
-    }
+  // The view must lie inside the memory.
+  if (const std::shared_ptr<Storage>& memory = storage()) {
     const auto elements = static_cast<int64_t>(memory->nbytes() / itemsize());
-    KILN_CHECK_INDEX(!overflow && last < elements)
+    KILN_CHECK_INDEX(view_extent(shape, strides, offset) <= elements)
         << "as_strided: a view of sizes " << shape_str(shape) << ", strides " << shape_str(strides)
         << " and offset " << offset << " reaches past the " << elements
         << " elements of the tensor's memory";

@@ -253,21 +253,17 @@ TensorMeta Parser::tensor_type() {
   const size_t shape_start = pos_;
   expect('[', "to start a shape");
   if (!accept(']')) {
-    int64_t numel = 1;  // of the nonzero dims
-    bool overflow = false, empty = false;
     do {
       const size_t start = pos_;
       const int64_t d = integer("a dimension");
       if (d < 0) fail_at(start, "a dimension may not be negative");
-      empty = empty || d == 0;
-      overflow = overflow || (d != 0 && __builtin_mul_overflow(numel, d, &numel));
       meta.shape.push_back(d);
     } while (accept(','));
     expect(']', "to end a shape");
-    // As kiln::checked_nbytes, here with the line: a zero anywhere makes an empty shape, however
-    // large the others; otherwise the bytes must fit in int64.
-    const auto item = static_cast<int64_t>(itemsize(meta.dtype));
-    if (!empty && (overflow || __builtin_mul_overflow(numel, item, &numel))) {
+    // The sizes are non-negative by now: kiln::checked_nbytes can only refuse the byte count.
+    try {
+      checked_nbytes(meta.shape, meta.dtype, "shape");
+    } catch (const Error&) {
       fail_at(shape_start,
               "a " + std::string(dtype_name(meta.dtype)) + " shape of more than 2^63 - 1 bytes");
     }

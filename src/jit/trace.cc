@@ -220,8 +220,7 @@ NodePtr Trace::constant_node(const Tensor& t) {
   // tensor's memory at every run and sees in-place updates, as it does for a contiguous tensor,
   // where a contiguous copy would keep the values of the trace. (kiln_cpu makes such a view a
   // constant again at Build, over the same memory.)
-  int64_t extent = t.storage_offset() + 1;
-  for (int64_t d = 0; d < t.ndim(); ++d) extent += (t.size(d) - 1) * t.stride(d);
+  const int64_t extent = view_extent(t.shape(), t.strides(), t.storage_offset());
   return view_node(t, graph_->add_value(t.as_strided({extent}, {1}, 0)));
 }
 
