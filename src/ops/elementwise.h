@@ -371,8 +371,9 @@ using float_result_t = std::conditional_t<std::is_same_v<O, T>, float, O>;
 /// the scalar-operand kernels apply) and the float (or bool) results stored into the output. So
 /// every 16-bit op runs the float32 kernels, Highway's included, with one rounding at the store.
 /// Contiguous runs of the ops with SIMD kernels skip the buffers: simd::unary and simd::binary
-/// convert in registers, to the same bits (Note [16-bit runs in float vectors]).
-template <typename T, typename O, int N, typename FloatRun>
+/// convert in registers, to the same bits (Note [16-bit runs in float vectors]). Operand
+/// `FloatScalar` (0 for none) is one float already (Note [Scalars of 16-bit ops]).
+template <typename T, typename O, int N, int FloatScalar = 0, typename FloatRun>
 void run_through_float(char* const* p, const int64_t* s, int64_t n, const FloatRun& float_run) {
   constexpr int64_t kBlock = 1024;
   using ResultT = float_result_t<T, O>;
@@ -385,6 +386,11 @@ void run_through_float(char* const* p, const int64_t* s, int64_t n, const FloatR
   for (int64_t start = 0; start < n; start += kBlock) {
     const int64_t m = std::min(kBlock, n - start);
     for (int k = 1; k < N; ++k) {
+      if (k == FloatScalar) {
+        block_p[k] = p[k];
+        block_s[k] = 0;
+        continue;
+      }
       float* buffer = in[k - 1];
       const char* x = p[k] + start * s[k];
       block_p[k] = reinterpret_cast<char*>(buffer);
@@ -454,36 +460,60 @@ void binary_contiguous(const F& f, char* const* p, int64_t n) {
   }
 }
 
+// Note [Scalars of 16-bit ops]
+// A float16 / bfloat16 op with a number (h * 1e5, h / 1e5, a 0-d float32 tensor) computes with the
+// number's float32 value, as PyTorch does, rather than its 16-bit rounding: 1e5 is inf in float16
+// (h * 1e5 would overflow where the product fits, h / 1e5 would be 0), and bfloat16's 0.1 is off
+// in the third digit. The kernel converts such a 0-d operand to float32 instead of the operand
+// dtype (float_scalar_operand) and instantiates the 16-bit loops with its index as FloatScalar,
+// which read it as one float. Comparisons keep the number's 16-bit rounding (h == 0.1 is true
+// for h = float16(0.1)), as PyTorch and NumPy do.
+
+/// The 16-bit binary loops' view of operand k: a float scalar when k == FloatScalar, or else a
+/// run of T with byte stride s[k] (one broadcast element when 0).
+template <typename T, int FloatScalar>
+float scalar_operand(char* const* p, int k) {
+  return k == FloatScalar ? load<float>(p[k]) : static_cast<float>(load<T>(p[k]));
+}
+
 /// A run of y = op(a, b) on 16-bit floats, each operand contiguous or one broadcast element,
 /// computed in one pass by simd::binary. Returns false, writing nothing, for other layouts and
 /// for kPow (then run_through_float computes the same bits).
-template <typename T>
+template <typename T, int FloatScalar>
 bool binary_16bit_in_registers(simd::BinaryOp op, char* const* p, const int64_t* s, int64_t n) {
   constexpr int64_t kT = sizeof(T);
-  const bool a_steps = s[1] == kT;
-  const bool b_steps = s[2] == kT;
-  if (s[0] != kT || !(a_steps || s[1] == 0) || !(b_steps || s[2] == 0) || !(a_steps || b_steps)) {
+  const bool a_steps = FloatScalar != 1 && s[1] == kT;
+  const bool b_steps = FloatScalar != 2 && s[2] == kT;
+  const bool a_fixed = FloatScalar == 1 || s[1] == 0;
+  const bool b_fixed = FloatScalar == 2 || s[2] == 0;
+  if (s[0] != kT || !(a_steps || a_fixed) || !(b_steps || b_fixed) || !(a_steps || b_steps)) {
     return false;
   }
   const T* a = reinterpret_cast<const T*>(p[1]);
   const T* b = reinterpret_cast<const T*>(p[2]);
-  return simd::binary(op, a_steps ? a : nullptr, a_steps ? 0.0f : static_cast<float>(*a),
-                      b_steps ? b : nullptr, b_steps ? 0.0f : static_cast<float>(*b),
+  return simd::binary(op, a_steps ? a : nullptr,
+                      a_steps ? 0.0f : scalar_operand<T, FloatScalar>(p, 1), b_steps ? b : nullptr,
+                      b_steps ? 0.0f : scalar_operand<T, FloatScalar>(p, 2),
                       reinterpret_cast<T*>(p[0]), n);
 }
 
-/// One run of y = f(a, b): a and b have element type T, y type O; byte strides s[0..2].
-template <typename T, typename O, typename F>
+/// One run of y = f(a, b): a and b have element type T, y type O; byte strides s[0..2]. For a
+/// 16-bit T, operand FloatScalar (1 or 2; 0 for none) is one float (Note [Scalars of 16-bit ops]).
+template <typename T, typename O, int FloatScalar = 0, typename F>
 void binary_run(const F& f, simd::BinaryOp simd_op, char* const* p, const int64_t* s, int64_t n) {
+  static_assert(FloatScalar == 0 || kIsFloat16<T>, "only 16-bit loops take a float scalar");
   using C = compute_t<T>;
   constexpr int64_t kT = sizeof(T);
   if constexpr (kIsFloat16<T>) {
     if constexpr (std::is_same_v<O, T>) {
-      if (simd_op != kNoSimdBinary && binary_16bit_in_registers<T>(simd_op, p, s, n)) return;
+      if (simd_op != kNoSimdBinary && binary_16bit_in_registers<T, FloatScalar>(simd_op, p, s, n)) {
+        return;
+      }
     }
-    return run_through_float<T, O, 3>(p, s, n, [&](char* const* q, const int64_t* qs, int64_t m) {
-      binary_run<float, float_result_t<T, O>>(f, simd_op, q, qs, m);
-    });
+    return run_through_float<T, O, 3, FloatScalar>(
+        p, s, n, [&](char* const* q, const int64_t* qs, int64_t m) {
+          binary_run<float, float_result_t<T, O>>(f, simd_op, q, qs, m);
+        });
   }
   if (s[0] == static_cast<int64_t>(sizeof(O))) {
     if constexpr (kIsSimdFloat<T> && std::is_same_v<O, T>) {
@@ -546,10 +576,11 @@ void erased_unary_run(const void* f, int simd_op, simd::Store out_store, char* c
 }
 
 /// The binary kernels always write through the cache.
-template <typename T, typename O, typename F>
+template <typename T, typename O, int FloatScalar, typename F>
 void erased_binary_run(const void* f, int simd_op, simd::Store, char* const* p, const int64_t* s,
                        int64_t n) {
-  binary_run<T, O>(*static_cast<const F*>(f), static_cast<simd::BinaryOp>(simd_op), p, s, n);
+  binary_run<T, O, FloatScalar>(*static_cast<const F*>(f), static_cast<simd::BinaryOp>(simd_op), p,
+                                s, n);
 }
 
 /// out = f(x) over the whole output; x already has element type T and out type O.
@@ -558,11 +589,13 @@ void launch_unary(const Tensor& out, const Tensor& x, const F& f, simd::UnaryOp 
   run_loop(out, x, InnerLoop{&erased_unary_run<T, O, F>, &f, static_cast<int>(simd_op)});
 }
 
-/// out = f(a, b) over the whole output; a and b already have element type T and out type O.
-template <typename T, typename O, typename F>
+/// out = f(a, b) over the whole output; a and b already have element type T and out type O,
+/// except operand FloatScalar (1 = a, 2 = b), a 0-d float32 (Note [Scalars of 16-bit ops]).
+template <typename T, typename O, int FloatScalar = 0, typename F>
 void launch_binary(const Tensor& out, const Tensor& a, const Tensor& b, const F& f,
                    simd::BinaryOp simd_op) {
-  run_loop(out, a, b, InnerLoop{&erased_binary_run<T, O, F>, &f, static_cast<int>(simd_op)});
+  run_loop(out, a, b,
+           InnerLoop{&erased_binary_run<T, O, FloatScalar, F>, &f, static_cast<int>(simd_op)});
 }
 
 // ---- dtype rules and OpDef factories ----------------------------------------------------------
@@ -575,6 +608,10 @@ DType binary_operand_dtype(const char* prim, BinaryRule rule, const TensorMeta& 
 /// The operand dtype of a comparison: `operand`, or int64 when a weak integer scalar among a and b
 /// does not fit the integer type `operand` (so that int8 == 1000 is false, not a wrapped compare).
 DType predicate_operand_dtype(DType operand, const Tensor& a, const Tensor& b);
+/// Which operand of a float16 / bfloat16 op computes as a float32 scalar: 2 for b, 1 for a, when
+/// it is 0-d of another dtype than `operand`; 0 for none, and for other operand dtypes (Note
+/// [Scalars of 16-bit ops]).
+int float_scalar_operand(DType operand, const Tensor& a, const Tensor& b);
 /// Throws kValue when `b` (of operand dtype) fails `check`.
 void check_operand(const char* prim, OperandCheck check, const Tensor& b);
 
@@ -653,13 +690,22 @@ OpDef binary_def(const char* prim, simd::BinaryOp simd_op, const char* doc,
                                          TensorMeta::of(ctx.inputs[1]));
           operand = predicate_operand_dtype(operand, ctx.inputs[0], ctx.inputs[1]);
         }
+        const int float_scalar = R == BinaryRule::kPredicate
+                                     ? 0
+                                     : float_scalar_operand(operand, ctx.inputs[0], ctx.inputs[1]);
         Tensor a_converted, b_converted;
-        const Tensor& a = as_dtype(ctx.inputs[0], operand, a_converted);
-        const Tensor& b = as_dtype(ctx.inputs[1], operand, b_converted);
+        const Tensor& a =
+            as_dtype(ctx.inputs[0], float_scalar == 1 ? DType::kFloat32 : operand, a_converted);
+        const Tensor& b =
+            as_dtype(ctx.inputs[1], float_scalar == 2 ? DType::kFloat32 : operand, b_converted);
         if constexpr (K != OperandCheck::kNone) check_operand(prim, K, b);
         visit_types<types_of(R)>(operand, [&](auto tag) {
           using T = typename decltype(tag)::type;
           using O = std::conditional_t<R == BinaryRule::kPredicate, bool, T>;
+          if constexpr (kIsFloat16<T> && R != BinaryRule::kPredicate) {
+            if (float_scalar == 1) return launch_binary<T, O, 1>(out, a, b, F{}, simd_op);
+            if (float_scalar == 2) return launch_binary<T, O, 2>(out, a, b, F{}, simd_op);
+          }
           launch_binary<T, O>(out, a, b, F{}, simd_op);
         });
       });

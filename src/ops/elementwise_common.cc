@@ -158,6 +158,13 @@ void run_loop(const Tensor& out, const Tensor& a, const Tensor& b, const InnerLo
   StridedLoop<3>(out.shape(), {&out, &ab, &bb}).parallel_run(kElementwiseGrain, loop);
 }
 
+int float_scalar_operand(DType operand, const Tensor& a, const Tensor& b) {
+  if (operand != DType::kFloat16 && operand != DType::kBFloat16) return 0;
+  if (b.ndim() == 0 && b.dtype() != operand) return 2;
+  if (a.ndim() == 0 && a.dtype() != operand) return 1;
+  return 0;
+}
+
 void check_operand(const char* prim, OperandCheck check, const Tensor& b) {
   if (!is_integral(b.dtype()) || b.numel() == 0) return;
   visit_types<kIntTypes>(b.dtype(), [&](auto tag) {

@@ -365,15 +365,29 @@ struct Source {
   T value = T(0);
 };
 
+// The value in T of each scalar input (0 for the others), converted from the input itself: a
+// Python number (or kiln_cpu's float32 constant of one) in a 16-bit program keeps its float32
+// value, as in the eager ops (Note [Scalars of 16-bit ops] in ops/elementwise.h).
+template <typename T>
+std::vector<T> scalar_values(const Layout& layout, const std::vector<Tensor>& inputs) {
+  std::vector<T> values(inputs.size(), T(0));
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (layout.inputs[k] == InputKind::kScalar) {
+      values[k] = *contiguous_as(inputs[k], dtype_of<T>()).template data<T>();
+    }
+  }
+  return values;
+}
+
 // Each instruction's scalar steps in T, from plan_folds' plan and the scalar inputs' values.
-template <typename T, typename S>
+template <typename T>
 std::vector<simd::ScalarSteps<T>> scalar_steps(const std::vector<FoldPlan>& plan,
-                                               const std::vector<const S*>& inputs) {
+                                               const std::vector<T>& scalars) {
   std::vector<simd::ScalarSteps<T>> steps(plan.size());
   for (size_t j = 0; j < plan.size(); ++j) {
     for (const FoldStep& step : plan[j].steps) {
-      const bool pushed = steps[j].push(
-          static_cast<B>(step.op), convert<T>(inputs[step.scalar_input][0]), step.scalar_first);
+      const bool pushed =
+          steps[j].push(static_cast<B>(step.op), scalars[step.scalar_input], step.scalar_first);
       KILN_CHECK(pushed) << "FusedElementwise: instruction " << j
                          << " folds more scalar steps than simd::ScalarSteps holds";
     }
@@ -402,6 +416,7 @@ struct Interpreter {
   const Program& program;
   const Layout& layout;
   std::vector<const S*> inputs;  // data of the converted, contiguous inputs
+  std::vector<T> scalars;        // the scalar inputs' values (scalar_values)
   std::vector<FoldPlan> folds;   // per instruction (Note [scalar steps])
   std::vector<simd::ScalarSteps<T>> steps;  // per instruction: a unary one's folded steps
   S* out;
@@ -476,7 +491,7 @@ struct Interpreter {
       case InputKind::kColumn:
         return {nullptr, convert<T>(base[row])};
       case InputKind::kScalar:
-        return {nullptr, convert<T>(base[0])};
+        return {nullptr, scalars[k]};
     }
     return {};
   }
@@ -604,11 +619,18 @@ void run_typed(const Program& program, const Layout& layout, const std::vector<T
     tile = std::max<int64_t>(1, tile / row_length) * row_length;
   }
   const int64_t tiles_per_row = (layout.inner + tile - 1) / tile;
-  // Data pointers once per call: Tensor::data_ptr checks the tensor's state, too slow per tile.
-  std::vector<const S*> data;
-  for (const Tensor& in : inputs) data.push_back(static_cast<const S*>(in.data_ptr()));
+  // The inputs in S, contiguous, and their data pointers once per call (Tensor::data_ptr checks
+  // the tensor's state, too slow per tile); scalar inputs are read once, as T, instead.
+  std::vector<T> scalars = scalar_values<T>(layout, inputs);
+  std::vector<Tensor> ready(inputs.size());
+  std::vector<const S*> data(inputs.size(), nullptr);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (layout.inputs[k] == InputKind::kScalar) continue;
+    ready[k] = contiguous_as(inputs[k], out.dtype());
+    data[k] = static_cast<const S*>(ready[k].data_ptr());
+  }
   std::vector<FoldPlan> folds = plan_folds(program, layout);
-  std::vector<simd::ScalarSteps<T>> steps = scalar_steps<T>(folds, data);
+  std::vector<simd::ScalarSteps<T>> steps = scalar_steps<T>(folds, scalars);
   std::vector<int64_t> staged_slot;
   int64_t num_staged = 0;
   for (const InputKind kind : layout.inputs) {
@@ -618,6 +640,7 @@ void run_typed(const Program& program, const Layout& layout, const std::vector<T
   const Interpreter<T, S> interpreter{program,
                                       layout,
                                       std::move(data),
+                                      std::move(scalars),
                                       std::move(folds),
                                       std::move(steps),
                                       static_cast<S*>(out.data_ptr()),
@@ -649,21 +672,16 @@ void run(const Program& program, const std::vector<Tensor>& inputs, const Tensor
   const std::optional<Layout> layout = plan_layout(shape, shapes);
   KILN_CHECK_SHAPE(layout.has_value())
       << "FusedElementwise: inputs broadcast in a way the fused kernel does not run";
-  std::vector<Tensor> ready;
-  ready.reserve(inputs.size());
-  for (const Tensor& in : inputs) {
-    ready.push_back(contiguous_as(in, out.dtype()));
-  }
   const int64_t last_dim = shape.empty() ? 1 : shape.back();
   switch (out.dtype()) {
     case DType::kFloat64:
-      return run_typed<double, double>(program, *layout, ready, out, last_dim);
+      return run_typed<double, double>(program, *layout, inputs, out, last_dim);
     case DType::kFloat16:
-      return run_typed<float, Half>(program, *layout, ready, out, last_dim);
+      return run_typed<float, Half>(program, *layout, inputs, out, last_dim);
     case DType::kBFloat16:
-      return run_typed<float, BFloat16>(program, *layout, ready, out, last_dim);
+      return run_typed<float, BFloat16>(program, *layout, inputs, out, last_dim);
     case DType::kFloat32:
-      return run_typed<float, float>(program, *layout, ready, out, last_dim);
+      return run_typed<float, float>(program, *layout, inputs, out, last_dim);
     default:
       KILN_ASSERT(false) << "FusedElementwise: no kernel for " << out.dtype();
   }

@@ -104,6 +104,82 @@ def test_binary_ops_round_the_float32_result_once(op, dtype, rng):
         assert_same_floats(got.to(kiln.float32).numpy(), rounded(expected, dtype))
 
 
+NUMBERS = [0.1, 1e-4, 3e-6, 1e5, -7.3]  # none of them a float16 or bfloat16 value
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "maximum", "minimum"])
+def test_numbers_keep_their_float32_value(op, dtype, rng):
+    # h / 1e5 is h / 100000f rounded once, not h / inf (1e5 rounded to float16 first), as PyTorch.
+    a = half_array(rng, 3001, dtype, low=0.5, high=4.0)
+    ka = kiln.tensor(a).to(dtype)
+    ref = getattr(np, {"div": "divide", "sub": "subtract", "mul": "multiply"}.get(op, op))
+    fn = getattr(M, op)
+    for number in NUMBERS:
+        s = np.float32(number)
+        with np.errstate(over="ignore"):
+            cases = [(fn(ka, number), ref(a, s)), (fn(number, ka), ref(s, a)),
+                     (fn(ka[::3], number), ref(a[::3], s)),  # strided: through float blocks
+                     (fn(ka[5], number), ref(a[5], s))]  # 0-d with 0-d
+        for got, expected in cases:
+            assert got.dtype == dtype
+            assert_same_floats(got.to(kiln.float32).numpy(), rounded(expected, dtype))
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_in_place_and_gradient_ops_with_numbers_keep_their_float32_value(dtype, rng):
+    a = half_array(rng, 2000, dtype, low=0.5, high=4.0)
+    x = kiln.tensor(a).to(dtype)
+    x /= 1e5
+    assert_same_floats(x.to(kiln.float32).numpy(), rounded(a / np.float32(1e5), dtype))
+    w = kiln.tensor(a).to(dtype).requires_grad_()
+    (w * 0.1).sum().backward()
+    assert_same_floats(w.grad.to(kiln.float32).numpy(),
+                       rounded(np.full(a.shape, np.float32(0.1)), dtype))
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_other_binary_ops_with_numbers_compute_in_float32(dtype, rng):
+    a = half_array(rng, 2000, dtype, low=0.5, high=4.0)
+    ka = kiln.tensor(a).to(dtype)
+    for got, expected in [(ka ** 0.1, a ** np.float32(0.1)), (0.1 ** ka, np.float32(0.1) ** a),
+                          (ka // 0.1, a // np.float32(0.1)), (ka % 0.1, a % np.float32(0.1))]:
+        assert_close(got.to(kiln.float32), rounded(expected, dtype), dtype=dtype)
+    # float16's 0.1 is 0.0999755859375: the power of the rounded exponent is further off.
+    assert_same_floats((kiln.tensor([1e4], dtype=kiln.float16) ** 0.1).to(kiln.float32).numpy(),
+                       rounded(np.float32([1e4]) ** np.float32(0.1), kiln.float16))
+
+
+def test_a_product_that_fits_float16_is_not_inf_because_the_number_is_not_a_float16():
+    values = rounded([0.5, 1e-3], kiln.float16)
+    h = kiln.tensor(values).to(kiln.float16)
+    np.testing.assert_array_equal((h * 1e5).to(kiln.float32).numpy(),
+                                  rounded(values * np.float32(1e5), kiln.float16))
+    assert np.isfinite((h * 1e5).to(kiln.float32).numpy()).all()
+    np.testing.assert_array_equal((h / 1e5).to(kiln.float32).numpy(),
+                                  rounded(values / np.float32(1e5), kiln.float16))
+    assert (h / 1e5).numpy()[0] > 0  # 5e-6, not 0.5 / inf
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_comparisons_with_numbers_compare_the_numbers_16_bit_rounding(dtype):
+    # As PyTorch and NumPy: float16(0.1) == 0.1 holds, the number taking the tensor's dtype.
+    h = kiln.tensor([0.1, 0.2], dtype=dtype)
+    np.testing.assert_array_equal((h == 0.1).numpy(), [True, False])
+    np.testing.assert_array_equal((h <= 0.1).numpy(), [True, False])
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_jit_programs_use_the_numbers_float32_value_as_eager_does(dtype, rng):
+    a = half_array(rng, 3001, dtype)
+    x = kiln.tensor(a).to(dtype)
+    wide = x.to(kiln.float32)
+    for fn in [lambda h: h * 0.1 + 1e-4, lambda h: (h / 1e5) * 3e4, lambda h: M.exp(h * 0.1)]:
+        # A fused 16-bit program rounds once at the end: the float32 computation rounded.
+        expected = rounded(fn(wide).numpy(), dtype)
+        assert_same_floats(kiln.jit(fn)(x).to(kiln.float32).numpy(), expected)
+
+
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
 def test_comparisons_of_16_bit_floats_give_bool(dtype, rng):
     a = half_array(rng, 4100, dtype)

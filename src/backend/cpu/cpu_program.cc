@@ -183,11 +183,13 @@ class Compiler {
     step.kind = StepKind::kPackedMatmul;
   }
 
-  // Python numbers read by a fused step become constants of its dtype now, not at every run.
+  // Python numbers read by a fused step become constants of its compute dtype now, not at every
+  // run: float32 for a 16-bit step, whose numbers keep their float32 value (Note [Scalars of
+  // 16-bit ops] in ops/elementwise.h).
   void convert_scalars(Step& step, DType dtype) {
     for (uint32_t& v : step.inputs) {
       if (p_->values[v].home != Home::kConstant || !p_->values[v].meta.weak) continue;
-      v = add_constant(as_dtype(constant_[v], dtype));
+      v = add_constant(as_dtype(constant_[v], compute_dtype(dtype)));
     }
   }
 

@@ -400,9 +400,9 @@ TEST(FusedElementwiseOp, EqualsTheOpsOneByOne) {
 }
 
 // Note [16-bit programs]: a float16 / bfloat16 program computes in float32 and rounds once: the
-// float32 program on the widened inputs (the weak scalars as the 16-bit program takes them, in
-// its dtype), rounded to the 16-bit type. Bitwise, but for a row reduction, whose float64 sum the
-// 16-bit program rounds once where the float32 one rounds it to float first.
+// float32 program on the widened inputs (the weak scalars with their float32 values, Note
+// [Scalars of 16-bit ops]), rounded to the 16-bit type. Bitwise, but for a row reduction, whose
+// float64 sum the 16-bit program rounds once where the float32 one rounds it to float first.
 TEST(FusedElementwiseOp, SixteenBitProgramsAreTheFloat32ProgramRoundedOnce) {
   const std::vector<Shape> shapes = {{5000}, {7, 2049}, {2, 3, 700}};
   std::mt19937 rng(8);
@@ -414,9 +414,8 @@ TEST(FusedElementwiseOp, SixteenBitProgramsAreTheFloat32ProgramRoundedOnce) {
         for (Arg a : c.args) {
           const Tensor t = make_arg(rng, a, shape, DType::kFloat32);
           if (a == Arg::kWeak) {
-            const double in_dtype = to(to(t, dtype), DType::kFloat64).data<double>()[0];
             narrow.push_back(t);
-            wide.push_back(Tensor::scalar(in_dtype));
+            wide.push_back(t);
           } else {
             narrow.push_back(to(t, dtype));
             wide.push_back(to(narrow.back(), DType::kFloat32));
