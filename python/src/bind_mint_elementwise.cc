@@ -109,11 +109,37 @@ std::optional<Scalar> optional_scalar(nb::handle value, const char* what) {
     if (d == -1.0 && PyErr_Occurred()) throw nb::python_error();
     return Scalar(d);
   }
-  KILN_FAIL(kType) << "clamp: expected " << what << " to be a number or None, got "
+  KILN_FAIL(kType) << "clamp: expected " << what << " to be a number, a kiln.Tensor or None, got "
                    << nb::type_name(value.type()).c_str();
 }
 
+/// True when either clamp bound is a kiln.Tensor: then both go to the tensor form of clamp.
+bool tensor_bounds(nb::handle min, nb::handle max) {
+  return tensor_ptr(min.ptr()) != nullptr || tensor_ptr(max.ptr()) != nullptr;
+}
+
+/// A bound of the tensor form: undefined for None, a weak scalar for a number.
+Tensor bound_tensor(nb::handle value) {
+  return value.is_none() ? Tensor() : Tensor(nb::cast<TensorArg>(value).get());
+}
+
+/// clamp(x, min, max, out) with bounds that are numbers, tensors or None.
+Tensor clamp_with(const Tensor& x, nb::handle min, nb::handle max, const Tensor& out) {
+  if (tensor_bounds(min, max)) return clamp(x, bound_tensor(min), bound_tensor(max), out);
+  return clamp(x, optional_scalar(min, "min"), optional_scalar(max, "max"), out);
+}
+
 const char* doc_of(const char* prim) { return OpRegistry::Instance().get(prim)->doc().c_str(); }
+
+/// Clamp's op documentation and the tensor form, which is not an op of its own.
+const char* clamp_doc() {
+  static const std::string doc =
+      std::string(doc_of("Clamp")) +
+      ". With a kiln.Tensor bound: minimum(maximum(x, min), max), broadcast and promoted with x "
+      "(max wins where min > max, as in PyTorch); an element equal to its bound shares the "
+      "gradient with the bound, as maximum and minimum do.";
+  return doc.c_str();
+}
 
 }  // namespace
 
@@ -154,18 +180,14 @@ void bind_mint_elementwise(nb::module_& mint) {
   mint.def(
       "clamp",
       [](TensorArg x, nb::handle min, nb::handle max, nb::handle out) {
-        const std::optional<Scalar> lo = optional_scalar(min, "min");
-        const std::optional<Scalar> hi = optional_scalar(max, "max");
-        return with_out(out, [&](const Tensor& o) { return clamp(x, lo, hi, o); });
+        return with_out(out, [&](const Tensor& o) { return clamp_with(x, min, max, o); });
       },
       "input"_a, "min"_a = nb::none(), "max"_a = nb::none(), nb::kw_only(), "out"_a = nb::none(),
-      doc_of("Clamp"));
-  nb::cpp_function_def(
-      [](const Tensor& self, nb::handle min, nb::handle max) {
-        return clamp(self, optional_scalar(min, "min"), optional_scalar(max, "max"));
-      },
-      nb::scope(tensor_type), nb::name("clamp"), nb::is_method(), "min"_a = nb::none(),
-      "max"_a = nb::none(), doc_of("Clamp"));
+      clamp_doc());
+  nb::cpp_function_def([](const Tensor& self, nb::handle min,
+                          nb::handle max) { return clamp_with(self, min, max, Tensor()); },
+                       nb::scope(tensor_type), nb::name("clamp"), nb::is_method(),
+                       "min"_a = nb::none(), "max"_a = nb::none(), clamp_doc());
 }
 
 }  // namespace kiln::py

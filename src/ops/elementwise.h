@@ -612,8 +612,10 @@ DType predicate_operand_dtype(DType operand, const Tensor& a, const Tensor& b);
 /// it is 0-d of another dtype than `operand`; 0 for none, and for other operand dtypes (Note
 /// [Scalars of 16-bit ops]).
 int float_scalar_operand(DType operand, const Tensor& a, const Tensor& b);
-/// Throws kValue when `b` (of operand dtype) fails `check`.
-void check_operand(const char* prim, OperandCheck check, const Tensor& b);
+/// Throws kValue when `b` (of operand dtype) fails `check`. `given` is b as the op was given it:
+/// a Python number exponent must be non-negative and fit an integer operand dtype (uint8 ** -1
+/// and uint8 ** 257 would compute with the wrapped 255 and 1), as in PyTorch and NumPy.
+void check_operand(const char* prim, OperandCheck check, const Tensor& given, const Tensor& b);
 
 /// The derivative of a unary op: the gradient of x (in y's dtype) from the input x, the output y
 /// and y's gradient g, written with ops (see Note [Gradient rules] in ops/grad_util.h).
@@ -698,7 +700,7 @@ OpDef binary_def(const char* prim, simd::BinaryOp simd_op, const char* doc,
             as_dtype(ctx.inputs[0], float_scalar == 1 ? DType::kFloat32 : operand, a_converted);
         const Tensor& b =
             as_dtype(ctx.inputs[1], float_scalar == 2 ? DType::kFloat32 : operand, b_converted);
-        if constexpr (K != OperandCheck::kNone) check_operand(prim, K, b);
+        if constexpr (K != OperandCheck::kNone) check_operand(prim, K, ctx.inputs[1], b);
         visit_types<types_of(R)>(operand, [&](auto tag) {
           using T = typename decltype(tag)::type;
           using O = std::conditional_t<R == BinaryRule::kPredicate, bool, T>;

@@ -171,6 +171,14 @@ KILN_ARITHMETIC_OPS(KILN_BINARY_FUNCTION)
 #undef KILN_ARITHMETIC_OPS
 #undef KILN_BOTH
 
+Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi, const Tensor& out) {
+  KILN_CHECK_VALUE(lo.defined() || hi.defined())
+      << "clamp: expected at least one of min and max, got neither";
+  if (!hi.defined()) return maximum(x, lo, out);
+  if (!lo.defined()) return minimum(x, hi, out);
+  return minimum(maximum(x, lo), hi, out);
+}
+
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }

@@ -165,8 +165,26 @@ int float_scalar_operand(DType operand, const Tensor& a, const Tensor& b) {
   return 0;
 }
 
-void check_operand(const char* prim, OperandCheck check, const Tensor& b) {
+namespace {
+
+void check_exponent(const char* prim, int64_t e) {
+  KILN_CHECK_VALUE(e >= 0) << prim
+                           << ": integers to negative integer powers are not allowed (got exponent "
+                           << e << "); use a floating-point base or exponent";
+}
+
+}  // namespace
+
+void check_operand(const char* prim, OperandCheck check, const Tensor& given, const Tensor& b) {
   if (!is_integral(b.dtype()) || b.numel() == 0) return;
+  if (check == OperandCheck::kNonnegativeIntExponent && given.is_weak_scalar() &&
+      given.dtype() == DType::kInt64) {
+    const int64_t e = *given.data<int64_t>();
+    check_exponent(prim, e);
+    KILN_CHECK_VALUE(detail::int_fits(b.dtype(), e))
+        << prim << ": the exponent " << e << " does not fit " << b.dtype()
+        << ", the base's dtype; use a wider integer or a floating-point base";
+  }
   visit_types<kIntTypes>(b.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     StridedLoop<1> loop(b.shape(), {&b});
@@ -176,9 +194,7 @@ void check_operand(const char* prim, OperandCheck check, const Tensor& b) {
         if (check == OperandCheck::kNonzeroIntDivisor) {
           KILN_CHECK_VALUE(v != 0) << prim << ": integer division by zero";
         } else if constexpr (std::is_signed_v<T>) {
-          KILN_CHECK_VALUE(v >= 0)
-              << prim << ": integers to negative integer powers are not allowed (got exponent "
-              << static_cast<int64_t>(v) << "); use a floating-point base or exponent";
+          if (v < 0) check_exponent(prim, v);
         }
       }
     });

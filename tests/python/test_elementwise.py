@@ -344,6 +344,50 @@ def test_clamp_bound_promotion_and_nan():
     assert_close(out, np.array([-1, 1], dtype=np.float32))
 
 
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.int32, kiln.uint8,
+                                   kiln.float16], ids=str)
+def test_clamp_with_tensor_bounds_matches_numpy_clip(dtype, rng):
+    a = random_array((4, 5), dtype, rng)
+    lo = random_array((5,), dtype, rng)
+    hi = random_array((4, 1), dtype, rng)
+    x, klo, khi = kt(a, dtype), kt(lo, dtype), kt(hi, dtype)
+    # np.minimum(np.maximum(...)) rather than np.clip: where lo > hi both give hi.
+    assert_close(M.clamp(x, klo, khi), np.minimum(np.maximum(a, lo), hi))
+    assert_close(x.clamp(min=klo), np.maximum(a, lo))
+    assert_close(x.clamp(max=khi), np.minimum(a, hi))
+    assert M.clamp(x, klo, khi).shape == (4, 5)
+    # A number beside a tensor bound is a weak scalar: it keeps x's dtype.
+    assert_close(M.clamp(x, klo, 3), np.minimum(np.maximum(a, lo), a.dtype.type(3)))
+    assert M.clamp(x, 1, khi).dtype == dtype
+
+
+def test_clamp_with_tensor_bounds_broadcasts_promotes_and_propagates_nan():
+    x = kiln.tensor([1, 5, 9], dtype=kiln.int32)
+    assert M.clamp(x, kiln.tensor([2.5])).dtype == kiln.float32
+    assert M.clamp(x, max=kiln.tensor([[0], [6]])).shape == (2, 3)
+    got = M.clamp(kiln.tensor([1.0, np.nan, 3.0]), kiln.tensor([0.0, 0.0, np.nan]), 2.0).numpy()
+    np.testing.assert_array_equal(got, [1.0, np.nan, np.nan])
+    out = M.zeros([3])
+    assert M.clamp(kiln.tensor([-3.0, 0.5, 3.0]), kiln.tensor(-1.0), kiln.tensor(1.0),
+                   out=out) is out
+    np.testing.assert_array_equal(out.numpy(), [-1.0, 0.5, 1.0])
+    with raises(kiln.ShapeError, match="do not broadcast"):
+        M.clamp(M.zeros([2, 3]), M.zeros([2]))
+    with raises(kiln.KilnTypeError, match="expected min to be a number, a kiln.Tensor or "
+                                                 "None, got str"):
+        M.clamp(x, "1")
+
+
+def test_clamp_with_tensor_bounds_differentiates_through_the_selected_value():
+    x = kiln.tensor([-2.0, 0.5, 3.0]).requires_grad_()
+    lo = kiln.tensor([-1.0, -1.0, -1.0]).requires_grad_()
+    hi = kiln.tensor(1.0).requires_grad_()
+    M.clamp(x, lo, hi).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 1.0, 0.0])
+    np.testing.assert_array_equal(lo.grad.numpy(), [1.0, 0.0, 0.0])
+    assert hi.grad.item() == 1.0
+
+
 # ---- binary ops -------------------------------------------------------------------------------
 
 
@@ -829,6 +873,24 @@ def test_negative_integer_power_raises():
     with raises(kiln.KilnValueError, match="negative integer powers"):
         a ** -2
     assert_close(a ** -1.0, np.array([0.5, 1 / 3], dtype=np.float32))
+
+
+@pytest.mark.parametrize("dtype", [kiln.uint8, kiln.int8, kiln.int16, kiln.int32])
+def test_python_int_exponents_are_checked_before_taking_the_bases_dtype(dtype):
+    # Converted to uint8, -1 would be 255 and 257 would be 1: refused, as in PyTorch and NumPy.
+    a = kiln.tensor([2, 3], dtype=dtype)
+    with raises(kiln.KilnValueError, match=r"negative integer powers are not allowed \(got "
+                                           r"exponent -1\)"):
+        a ** -1
+    with raises(kiln.KilnValueError, match="negative integer powers"):
+        a.__ipow__(-3)
+    np.testing.assert_array_equal(a.numpy(), [2, 3])  # the refused in-place call wrote nothing
+    too_big = {kiln.uint8: 256, kiln.int8: 128, kiln.int16: 2**15, kiln.int32: 2**31}[dtype]
+    with raises(kiln.KilnValueError, match=f"the exponent {too_big} does not fit {dtype.name}"):
+        a ** too_big
+    np.testing.assert_array_equal((a ** (too_big - 1)).numpy(),
+                                  np.array([2, 3], dtype.name) ** np.array(too_big - 1, dtype.name))
+    assert (a ** 0).numpy().tolist() == [1, 1]
 
 
 def test_inplace_result_that_cannot_be_cast_raises():

@@ -49,9 +49,13 @@ KILN_DECLARE_UNARY(logical_not)
 /// approximate: "none" (the erf form) or "tanh".
 KILN_API Tensor gelu(const Tensor& x, const std::string& approximate = "none",
                      const Tensor& out = {});
-/// min(max(x, lo), hi); either bound may be omitted (not both).
+/// min(max(x, lo), hi); either bound may be omitted (not both). NaN if x or a bound is NaN.
 KILN_API Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi,
                       const Tensor& out = {});
+/// clamp with tensor bounds (an undefined one omitted), broadcast with x: minimum(maximum(x, lo),
+/// hi), of their promoted dtype; hi wins where lo > hi, as in PyTorch. The gradient is maximum's
+/// and minimum's, so an element equal to its bound shares it with the bound.
+KILN_API Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi, const Tensor& out = {});
 
 #define KILN_DECLARE_BINARY(name) \
   KILN_API Tensor name(const Tensor& a, const Tensor& b, const Tensor& out = {});

@@ -285,6 +285,24 @@ TEST(Elementwise, ClampsWithOptionalBounds) {
   error_of(ErrorKind::kValue, [&] { clamp(x, std::nullopt, std::nullopt); });
 }
 
+TEST(Elementwise, ClampsWithTensorBoundsBroadcastAndPromoted) {
+  const Tensor x = make({2, 3}, {-2, 0, 3, 9, 1, -7}, DType::kInt32);
+  const Tensor lo = make({3}, {0, 1, 2}, DType::kInt64);
+  const Tensor hi = make({2, 1}, {2, 5}, DType::kFloat32);
+  const Tensor both = clamp(x, lo, hi);
+  EXPECT_EQ(both.dtype(), DType::kFloat32);
+  EXPECT_EQ(values(both), (std::vector<double>{0, 1, 2, 5, 1, 2}));
+  EXPECT_EQ(values(clamp(x, lo, Tensor())), (std::vector<double>{0, 1, 3, 9, 1, 2}));
+  EXPECT_EQ(clamp(x, lo, Tensor()).dtype(), DType::kInt64);
+  EXPECT_EQ(values(clamp(x, Tensor(), hi)), (std::vector<double>{-2, 0, 2, 5, 1, -7}));
+  // lo > hi: hi, as in PyTorch.
+  EXPECT_EQ(values(clamp(make({1}, {3}), make({1}, {4}), make({1}, {1}))),
+            (std::vector<double>{1}));
+  EXPECT_EQ(clamp(make({3}, {1, 2, 3}), Tensor(), make({2, 1}, {0, 9})).shape(), (Shape{2, 3}));
+  error_of(ErrorKind::kValue, [&] { clamp(x, Tensor(), Tensor()); });
+  error_of(ErrorKind::kShape, [&] { clamp(x, make({2}, {0, 1}), Tensor()); });
+}
+
 TEST(Elementwise, ValidatesGeluApproximation) {
   const Tensor x = make({2}, {0, 1});
   EXPECT_NEAR(values(gelu(x))[1], 0.8413447460685429, 1e-6);
