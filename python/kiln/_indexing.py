@@ -245,6 +245,12 @@ def _setitem(self, key, value):
     if not advanced:
         _mint._copy_into(view, value)
         return
+    if isinstance(value, Tensor) and value.ndim > 0 and value.shape[0] == 1:
+        # Leading size-1 dims broadcast away, as basic assignment, NumPy and PyTorch allow them;
+        # index_put_ needs values no longer than the indexed shape.
+        shape = value.shape
+        lead = next((d for d, size in enumerate(shape) if size != 1), len(shape))
+        value = value.reshape(shape[lead:])
     target, indices = _advanced_plan(view, advanced, adjacent)
     _mint._index_put_(target, indices, value)
 

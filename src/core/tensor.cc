@@ -1,6 +1,7 @@
 #include "kiln/tensor.h"
 
 #include <algorithm>
+#include <limits>
 #include <sstream>
 
 namespace kiln {
@@ -137,14 +138,18 @@ Tensor Tensor::from_blob(void* data, Shape shape, DType dtype, Shape strides,
     KILN_CHECK_SHAPE(strides[i] >= 0)
         << "from_blob: negative strides are not supported, got " << shape_str(strides);
   }
+  int64_t nbytes = 0;
+  KILN_CHECK_SHAPE(
+      extent < std::numeric_limits<int64_t>::max() &&
+      !__builtin_mul_overflow(extent, static_cast<int64_t>(kiln::itemsize(dtype)), &nbytes))
+      << "from_blob: a view of shape " << shape_str(shape) << " and strides " << shape_str(strides)
+      << " would reach more than 2^63 - 1 bytes";
   auto impl = std::make_shared<TensorImpl>();
   impl->dtype = dtype;
   impl->device = device;
   impl->shape = std::move(shape);
   impl->strides = std::move(strides);
-  impl->storage =
-      Storage::wrap(data, static_cast<size_t>(extent) * kiln::itemsize(dtype), std::move(deleter),
-                    device);
+  impl->storage = Storage::wrap(data, static_cast<size_t>(nbytes), std::move(deleter), device);
   return Tensor(std::move(impl));
 }
 

@@ -237,6 +237,21 @@ def test_bool_mask_assignment_from_a_comparison(base):
     assert_close(x, expected)
 
 
+@pytest.mark.parametrize("key", [[0, 2], (slice(None), [1, 3]), np.arange(4) > 1,
+                                 ([0, 1], slice(None), [5, 0])])
+def test_advanced_setitem_drops_a_values_extra_leading_ones(key, base, rng):
+    # NumPy and PyTorch broadcast leading size-1 dims away, as basic assignment does.
+    indexed = base[key].shape
+    value = rng.standard_normal((1, 1) + indexed).astype(base.dtype)
+    for v in (value, value[:, :, :1]):  # the value, and one that also broadcasts its first dim
+        for given in (v, kiln.tensor(v)):
+            x = kiln.tensor(base)
+            x[key] = given
+            want = base.copy()
+            want[key] = v
+            np.testing.assert_array_equal(x.numpy(), want)
+
+
 def test_setitem_converts_the_value_dtype():
     x = kiln.tensor(np.zeros(4, np.int32))
     x[1:3] = np.array([1.9, -2.7])

@@ -299,6 +299,15 @@ TEST(Tensor, FromBlobRunsDeleterOnce) {
   EXPECT_EQ(calls, 1);
 }
 
+TEST(Tensor, FromBlobRefusesAViewReachingPastTheAddressSpace) {
+  // Each size fits, but the strides reach 2^62 elements: 2^64 bytes of float32, which wrapped to 0.
+  std::vector<float> buffer(4);
+  const int64_t huge = int64_t{1} << 61;
+  EXPECT_THROW(Tensor::from_blob(buffer.data(), {3}, DType::kFloat32, {huge}), Error);
+  EXPECT_THROW(Tensor::from_blob(buffer.data(), {2, 2}, DType::kInt8, {INT64_MAX, 1}), Error);
+  EXPECT_EQ(Tensor::from_blob(buffer.data(), {2}, DType::kFloat32, {2}).storage()->nbytes(), 12u);
+}
+
 TEST(Storage, OwnsMemoryFromAnAllocator_NotWrappedMemory) {
   EXPECT_TRUE(Storage::allocate(64)->owns_memory());
   EXPECT_TRUE(Tensor::empty({2}).storage()->owns_memory());
