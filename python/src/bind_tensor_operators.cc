@@ -88,6 +88,32 @@ void def_method(nb::handle cls, const char* name, F&& f, const Extra&... extra) 
                        extra...);
 }
 
+/// The operand an operator makes of a Python int beyond int64, which TensorArg refuses: a weak
+/// float64 beside a floating-point tensor, as NumPy and PyTorch take it; beside an integer or
+/// bool tensor an error (NumPy raises too), where Python would otherwise fall back to `t == big`
+/// being False and `t + big` a TypeError about the types.
+Tensor big_int_operand(const char* op, const Tensor& self, nb::handle big) {
+  KILN_CHECK_VALUE(is_floating_point(self.dtype()))
+      << op << ": the Python int " << nb::str(big).c_str()
+      << " does not fit int64, the range of Kiln's integer scalars, so it cannot be combined with "
+      << "a " << self.dtype() << " tensor; use a float or a floating-point tensor";
+  const double value = PyLong_AsDouble(big.ptr());
+  if (value == -1.0 && PyErr_Occurred()) throw nb::python_error();  // past double's range
+  return Tensor::scalar(Scalar(value));
+}
+
+/// Adds to operator `name` (already defined with a TensorArg operand) the overload that
+/// big_int_operand serves: `self` op `big`, or `big` op `self` when `reflected`.
+void def_big_int_overload(nb::handle cls, const char* name, BinaryFn fn, bool reflected) {
+  def_method(
+      cls, name,
+      [name, fn, reflected](const Tensor& self, nb::int_ big) {
+        const Tensor other = big_int_operand(name, self, big);
+        return tensor_object(reflected ? fn(other, self, {}) : fn(self, other, {}));
+      },
+      nb::is_operator());
+}
+
 }  // namespace
 
 // Everything here goes on kiln.Tensor, so the module itself is not used.
@@ -108,13 +134,22 @@ void bind_tensor_operators(nb::module_& /*m*/) {
         },
         nb::is_operator());
     // In place: the result is written into self through `out` and self itself is returned.
+    const auto inplace = [p = &op](nb::handle self, const Tensor& other) -> nb::object {
+      const Tensor& t = nb::cast<const Tensor&>(self);
+      check_inplace(*p, t, other);
+      p->fn(t, other, t);
+      return nb::borrow(self);
+    };
     def_method(
         cls, op.inplace,
-        [p = &op](nb::handle self, TensorArg other) -> nb::object {
-          const Tensor& t = nb::cast<const Tensor&>(self);
-          check_inplace(*p, t, other);
-          p->fn(t, other, t);
-          return nb::borrow(self);
+        [inplace](nb::handle self, TensorArg other) { return inplace(self, other); },
+        nb::is_operator());
+    def_big_int_overload(cls, op.forward, op.fn, false);
+    def_big_int_overload(cls, op.reflected, op.fn, true);
+    def_method(
+        cls, op.inplace,
+        [p = &op, inplace](nb::handle self, nb::int_ big) {
+          return inplace(self, big_int_operand(p->inplace, nb::cast<const Tensor&>(self), big));
         },
         nb::is_operator());
   }
@@ -125,6 +160,7 @@ void bind_tensor_operators(nb::module_& /*m*/) {
           return tensor_object(fn(self, other, {}));
         },
         nb::is_operator());
+    def_big_int_overload(cls, op.name, op.fn, false);
   }
   for (const LogicalOperator& op : kLogical) {
     def_method(

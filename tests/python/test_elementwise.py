@@ -781,6 +781,29 @@ def test_tensors_stay_hashable():
     assert {x: 1}[x] == 1
 
 
+@pytest.mark.parametrize("big", [2**63, 2**64 + 3, -2**63 - 1])
+def test_python_ints_beyond_int64_in_operators(big, rng):
+    # Beside a floating-point tensor the int is a float, as in NumPy and PyTorch.
+    a = rng.standard_normal(5).astype(np.float32)
+    x = kiln.tensor(a)
+    assert_close(x + big, a + np.float32(big))
+    assert_close(big - x, np.float32(big) - a)
+    assert_close(x < big, a < np.float32(big))
+    np.testing.assert_array_equal((x == big).numpy(), np.zeros(5, bool))
+    x *= big
+    assert_close(x, a * np.float32(big))
+    # Beside an integer or bool tensor no weak integer scalar holds it: a clear error, not
+    # Python's fallbacks (t == big was the bool False, t + big a TypeError about the types).
+    t = kiln.tensor([1, 2])
+    for op in [lambda: t == big, lambda: t != big, lambda: t + big, lambda: big * t,
+               lambda: t.__ipow__(big), lambda: kiln.tensor([True]) < big]:
+        with raises(kiln.KilnValueError, match=f"the Python int {big} does not fit int64"):
+            op()
+    np.testing.assert_array_equal(t.numpy(), [1, 2])
+    with pytest.raises(OverflowError):
+        x + 10**400  # past float64 too
+
+
 def test_logical_operators_on_bool_tensors(rng):
     a = rng.random((3, 4)) > 0.5
     b = rng.random((1, 4)) > 0.5
