@@ -118,14 +118,18 @@ bool tensor_bounds(nb::handle min, nb::handle max) {
   return tensor_ptr(min.ptr()) != nullptr || tensor_ptr(max.ptr()) != nullptr;
 }
 
-/// A bound of the tensor form: undefined for None, a weak scalar for a number.
-Tensor bound_tensor(nb::handle value) {
-  return value.is_none() ? Tensor() : Tensor(nb::cast<TensorArg>(value).get());
+/// A bound of the tensor form: the tensor, a weak scalar for a number, undefined for None.
+Tensor bound_tensor(nb::handle value, const char* what) {
+  if (const Tensor* t = tensor_ptr(value.ptr())) return *t;
+  const std::optional<Scalar> number = optional_scalar(value, what);
+  return number ? Tensor::scalar(*number) : Tensor();
 }
 
 /// clamp(x, min, max, out) with bounds that are numbers, tensors or None.
 Tensor clamp_with(const Tensor& x, nb::handle min, nb::handle max, const Tensor& out) {
-  if (tensor_bounds(min, max)) return clamp(x, bound_tensor(min), bound_tensor(max), out);
+  if (tensor_bounds(min, max)) {
+    return clamp(x, bound_tensor(min, "min"), bound_tensor(max, "max"), out);
+  }
   return clamp(x, optional_scalar(min, "min"), optional_scalar(max, "max"), out);
 }
 
@@ -136,8 +140,8 @@ const char* clamp_doc() {
   static const std::string doc =
       std::string(doc_of("Clamp")) +
       ". With a kiln.Tensor bound: minimum(maximum(x, min), max), broadcast and promoted with x "
-      "(max wins where min > max, as in PyTorch); an element equal to its bound shares the "
-      "gradient with the bound, as maximum and minimum do.";
+      "(max wins where min > max, as in PyTorch); an element equal to a tensor bound shares the "
+      "gradient with it, as maximum and minimum do.";
   return doc.c_str();
 }
 

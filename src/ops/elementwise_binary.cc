@@ -32,10 +32,11 @@ std::array<Tensor, 2> div_grads(const Tensor& b, const Tensor& y, const Tensor& 
 std::array<Tensor, 2> pow_grads(const Tensor& a, const Tensor& b, const Tensor& y, const Tensor& g,
                                 std::array<bool, 2> n) {
   const Tensor zero = Tensor::scalar(0.0);
-  // A Python number (base or exponent) as a strong 0-d tensor of the result's dtype, what the
-  // forward computed with: among weak scalars alone (log(2), b - 1), ops compute in float32.
+  // A Python number (base or exponent) as a strong 0-d tensor of the result's compute dtype, what
+  // the forward computed with (float32 for a 16-bit result: Note [Scalars of 16-bit ops]; among
+  // weak scalars alone, log(2) and b - 1 would compute in float32 whatever the result's dtype).
   const auto strong = [&](const Tensor& t) {
-    return t.is_weak_scalar() ? zeros({}, y.dtype()) + t : t;
+    return t.is_weak_scalar() ? zeros({}, compute_dtype(y.dtype())) + t : t;
   };
   // d/da = b a^(b-1), and 0 where b == 0 (a^0 is constant), even at a == 0, where a^(b-1) is inf.
   // The selections act on b alone, so a scalar exponent costs three passes over a, not five.
@@ -171,12 +172,40 @@ KILN_ARITHMETIC_OPS(KILN_BINARY_FUNCTION)
 #undef KILN_ARITHMETIC_OPS
 #undef KILN_BOTH
 
+namespace {
+
+// The number a weak scalar holds (a Python number: bool, int64 or float64), or none for a tensor.
+std::optional<Scalar> number_of(const Tensor& t) {
+  if (!t.defined() || !t.is_weak_scalar()) return std::nullopt;
+  switch (t.dtype()) {
+    case DType::kBool:
+      return Scalar(*t.data<bool>());
+    case DType::kInt64:
+      return Scalar(*t.data<int64_t>());
+    default:
+      return Scalar(*t.data<double>());
+  }
+}
+
+}  // namespace
+
 Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi, const Tensor& out) {
   KILN_CHECK_VALUE(lo.defined() || hi.defined())
       << "clamp: expected at least one of min and max, got neither";
-  if (!hi.defined()) return maximum(x, lo, out);
-  if (!lo.defined()) return minimum(x, hi, out);
-  return minimum(maximum(x, lo), hi, out);
+  // A number bound takes the scalar form, which compares it exactly in any dtype (maximum would
+  // convert 300 to a uint8 x's dtype, wrapping it) and passes the gradient at the bound.
+  const std::optional<Scalar> lo_number = number_of(lo);
+  const std::optional<Scalar> hi_number = number_of(hi);
+  const bool lo_tensor = lo.defined() && !lo_number;
+  const bool hi_tensor = hi.defined() && !hi_number;
+  if (!lo_tensor && !hi_tensor) return clamp(x, lo_number, hi_number, out);
+  if (!hi_tensor) {
+    return hi_number ? clamp(maximum(x, lo), std::nullopt, hi_number, out) : maximum(x, lo, out);
+  }
+  const Tensor floored = lo_tensor   ? maximum(x, lo)
+                         : lo_number ? clamp(x, lo_number, std::nullopt)
+                                     : x;
+  return minimum(floored, hi, out);
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

@@ -378,6 +378,26 @@ def test_clamp_with_tensor_bounds_broadcasts_promotes_and_propagates_nan():
         M.clamp(x, "1")
 
 
+def test_clamp_with_a_tensor_and_a_number_bound_takes_the_number_as_the_scalar_form_does():
+    # 300 and -1 do not fit uint8: compared exactly, not wrapped to 44 and 255.
+    u = kiln.tensor([50, 5], dtype=kiln.uint8)
+    np.testing.assert_array_equal(M.clamp(u, kiln.tensor(4, dtype=kiln.uint8), 300).numpy(),
+                                  [50, 5])
+    v = kiln.tensor([1, 5, 9], dtype=kiln.uint8)
+    np.testing.assert_array_equal(M.clamp(v, -1, kiln.tensor(4, dtype=kiln.uint8)).numpy(),
+                                  [1, 4, 4])
+    h = kiln.tensor([0.5, 3.0]).to(kiln.float16)
+    assert M.clamp(h, kiln.tensor([0.0, 0.0]).to(kiln.float16), np.float32(1)).dtype == kiln.float16
+    # The gradient passes at a number bound, as in the scalar form (and PyTorch).
+    x = kiln.tensor([1.0, 2.0, -3.0]).requires_grad_()
+    M.clamp(x, kiln.tensor(-1.0), 1.0).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 0.0, 0.0])
+    with raises(kiln.KilnTypeError, match="expected max to be a number, a kiln.Tensor or None"):
+        M.clamp(v, kiln.tensor(0), "a")
+    with raises(kiln.KilnValueError, match="max is out of the int64 range"):
+        M.clamp(v, kiln.tensor(0), 2**64)
+
+
 def test_clamp_with_tensor_bounds_differentiates_through_the_selected_value():
     x = kiln.tensor([-2.0, 0.5, 3.0]).requires_grad_()
     lo = kiln.tensor([-1.0, -1.0, -1.0]).requires_grad_()

@@ -150,6 +150,22 @@ def test_other_binary_ops_with_numbers_compute_in_float32(dtype, rng):
                        rounded(np.float32([1e4]) ** np.float32(0.1), kiln.float16))
 
 
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_pow_gradients_with_numbers_use_their_float32_value(dtype):
+    # As the forward: 1e5 ** x is finite in float16, so is its gradient (1e5 ** x * ln 1e5; with
+    # 1e5 rounded to float16 it was inf), and x ** 2e-8 is not x ** 0 (2e-8 is 0 in float16).
+    values = rounded([0.5, 0.25], dtype)
+    x = kiln.tensor(values).to(dtype).requires_grad_()
+    (1e5 ** x).sum().backward()
+    expected = np.float32(1e5) ** values * np.log(np.float32(1e5))
+    assert_close(x.grad.to(kiln.float32), rounded(expected, dtype), dtype=dtype)
+    small = rounded([1e-4, 1e-3], dtype)
+    z = kiln.tensor(small).to(dtype).requires_grad_()
+    (z ** 2e-8).sum().backward()
+    expected = np.float32(2e-8) * small ** np.float32(2e-8 - 1)
+    assert_close(z.grad.to(kiln.float32), rounded(expected, dtype), dtype=dtype)
+
+
 def test_a_product_that_fits_float16_is_not_inf_because_the_number_is_not_a_float16():
     values = rounded([0.5, 1e-3], kiln.float16)
     h = kiln.tensor(values).to(kiln.float16)

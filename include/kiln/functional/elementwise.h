@@ -54,7 +54,8 @@ KILN_API Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<S
                       const Tensor& out = {});
 /// clamp with tensor bounds (an undefined one omitted), broadcast with x: minimum(maximum(x, lo),
 /// hi), of their promoted dtype; hi wins where lo > hi, as in PyTorch. The gradient is maximum's
-/// and minimum's, so an element equal to its bound shares it with the bound.
+/// and minimum's, so an element equal to a tensor bound shares it with the bound. A weak scalar
+/// bound (a Python number) acts as in the scalar form.
 KILN_API Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi, const Tensor& out = {});
 
 #define KILN_DECLARE_BINARY(name) \

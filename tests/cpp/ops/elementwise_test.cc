@@ -301,6 +301,12 @@ TEST(Elementwise, ClampsWithTensorBoundsBroadcastAndPromoted) {
   EXPECT_EQ(clamp(make({3}, {1, 2, 3}), Tensor(), make({2, 1}, {0, 9})).shape(), (Shape{2, 3}));
   error_of(ErrorKind::kValue, [&] { clamp(x, Tensor(), Tensor()); });
   error_of(ErrorKind::kShape, [&] { clamp(x, make({2}, {0, 1}), Tensor()); });
+  // A weak scalar bound is compared exactly, as in the scalar form: -1 and 300 do not wrap.
+  const Tensor u = make({3}, {1, 5, 9}, DType::kUInt8);
+  const Tensor four = make({1}, {4}, DType::kUInt8);
+  EXPECT_EQ(values(clamp(u, Tensor::scalar(Scalar(-1)), four)), (std::vector<double>{1, 4, 4}));
+  EXPECT_EQ(values(clamp(u, four, Tensor::scalar(Scalar(300)))), (std::vector<double>{4, 5, 9}));
+  EXPECT_EQ(clamp(u, four, Tensor::scalar(Scalar(300))).dtype(), DType::kUInt8);
 }
 
 TEST(Elementwise, ValidatesGeluApproximation) {
