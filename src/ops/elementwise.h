@@ -464,10 +464,11 @@ void binary_contiguous(const F& f, char* const* p, int64_t n) {
 // A float16 / bfloat16 op with a number (h * 1e5, h / 1e5; a 0-d integer tensor too, where the
 // promotion keeps the 16-bit dtype) computes with the number's float32 value, as PyTorch does,
 // rather than its 16-bit rounding: 1e5 is inf in float16 (h * 1e5 would overflow where the
-// product fits, h / 1e5 would be 0), and bfloat16's 0.1 is off in the third digit. The kernel converts such a 0-d operand to float32 instead of the operand
-// dtype (float_scalar_operand) and instantiates the 16-bit loops with its index as FloatScalar,
-// which read it as one float. Comparisons keep the number's 16-bit rounding (h == 0.1 is true
-// for h = float16(0.1)), as PyTorch and NumPy do.
+// product fits, h / 1e5 would be 0), and bfloat16's 0.1 is off in the third digit. The kernel
+// converts such a 0-d operand to float32 instead of the operand dtype (float_scalar_operand) and
+// instantiates the 16-bit loops with its index as FloatScalar, which read it as one float.
+// Comparisons keep the number's 16-bit rounding (h == 0.1 is true for h = float16(0.1)), as
+// PyTorch and NumPy do.
 
 /// The 16-bit binary loops' view of operand k: a float scalar when k == FloatScalar, or else a
 /// run of T with byte stride s[k] (one broadcast element when 0).
