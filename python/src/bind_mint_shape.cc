@@ -6,7 +6,6 @@
 
 #include "bindings.h"
 #include "convert.h"
-#include "core/dtype_dispatch.h"
 #include "kiln/autograd.h"
 #include "kiln/functional/shape.h"
 #include "ops/scalar_range.h"
@@ -23,28 +22,11 @@ nb::tuple tuple_of(const std::vector<Tensor>& tensors) {
   return nb::tuple(out);
 }
 
-// The number a 0-d tensor holds (a float16 or bfloat16 one through float, exactly).
-Scalar scalar_of(const Tensor& t) {
-  return visit_dtype(t.dtype(), [&](auto tag) -> Scalar {
-    using T = typename decltype(tag)::type;
-    const T v = *static_cast<const T*>(t.data_ptr());
-    if constexpr (std::is_same_v<T, bool>) {
-      return Scalar(v);
-    } else if constexpr (std::is_integral_v<T>) {
-      return Scalar(static_cast<int64_t>(v));
-    } else if constexpr (std::is_same_v<T, double>) {
-      return Scalar(v);  // (through float, 0.1 would fill float64 tensors with 0.10000000149)
-    } else {
-      return Scalar(static_cast<double>(static_cast<float>(v)));  // Half, BFloat16: via float
-    }
-  });
-}
-
 // Assignment of a Python number into a tensor of `dtype`: PyTorch refuses a number the type
 // cannot hold (t_uint8[0] = 300) rather than wrap it.
 void check_number_fits(const Tensor& value, DType dtype) {
   if (!value.is_weak_scalar()) return;
-  const Scalar number = scalar_of(value);
+  const Scalar number = detail::scalar_value(value);
   KILN_CHECK_VALUE(detail::scalar_fits(dtype, number))
       << "assignment: the value " << number << " does not fit in " << dtype;
 }
@@ -133,7 +115,7 @@ void bind_mint_shape(nb::module_& mint) {
         KILN_CHECK_VALUE(value.get().ndim() == 0)
             << "masked_fill: expected a number or a 0-d tensor as value, got a tensor of shape "
             << shape_str(value.get().shape());
-        return masked_fill(x, mask, scalar_of(value));
+        return masked_fill(x, mask, detail::scalar_value(value));
       },
       "x"_a, "mask"_a, "value"_a, "x with `value` where the bool mask (broadcast) is true.");
   mint.def(

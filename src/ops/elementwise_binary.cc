@@ -9,6 +9,7 @@
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/factory.h"
 #include "ops/elementwise.h"
+#include "ops/scalar_range.h"
 
 namespace kiln {
 namespace elementwise {
@@ -174,17 +175,10 @@ KILN_ARITHMETIC_OPS(KILN_BINARY_FUNCTION)
 
 namespace {
 
-// The number a weak scalar holds (a Python number: bool, int64 or float64), or none for a tensor.
+// The number a weak scalar holds (a Python number), or none for a tensor.
 std::optional<Scalar> number_of(const Tensor& t) {
   if (!t.defined() || !t.is_weak_scalar()) return std::nullopt;
-  switch (t.dtype()) {
-    case DType::kBool:
-      return Scalar(*t.data<bool>());
-    case DType::kInt64:
-      return Scalar(*t.data<int64_t>());
-    default:
-      return Scalar(*t.data<double>());
-  }
+  return detail::scalar_value(t);
 }
 
 }  // namespace

@@ -100,10 +100,10 @@ KILN_REGISTER_OP(
         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
           const DType dtype = ctx.outputs[0].dtype();
           for (const Tensor* t : {&ctx.inputs[1], &ctx.inputs[2]}) {
-            // A Python int takes the integer result type: it must fit (PyTorch raises too).
-            if (!t->is_weak_scalar() || t->dtype() != DType::kInt64) continue;
-            const int64_t v = *t->data<int64_t>();
-            KILN_CHECK_VALUE(detail::int_fits(dtype, v))
+            // A Python number takes the result type: it must fit (PyTorch raises too).
+            if (!t->is_weak_scalar()) continue;
+            const Scalar v = detail::scalar_value(*t);
+            KILN_CHECK_VALUE(detail::scalar_fits(dtype, v))
                 << "Where: the value " << v << " does not fit in " << dtype_name(dtype);
           }
           run_select(ctx.outputs[0], ctx.inputs[0], ctx.inputs[1], ctx.inputs[2]);

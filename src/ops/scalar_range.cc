@@ -1,8 +1,9 @@
-// Whether a number fits a dtype (ops/scalar_range.h).
+// The number a 0-d tensor holds and whether a number fits a dtype (ops/scalar_range.h).
 #include "ops/scalar_range.h"
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "core/dtype_dispatch.h"
@@ -24,6 +25,22 @@ std::pair<int64_t, int64_t> int_range(DType dtype) {
 }
 
 }  // namespace
+
+Scalar scalar_value(const Tensor& t) {
+  return visit_dtype(t.dtype(), [&](auto tag) -> Scalar {
+    using T = typename decltype(tag)::type;
+    const T v = *static_cast<const T*>(t.data_ptr());
+    if constexpr (std::is_same_v<T, bool>) {
+      return Scalar(v);
+    } else if constexpr (std::is_integral_v<T>) {
+      return Scalar(static_cast<int64_t>(v));
+    } else if constexpr (std::is_same_v<T, double>) {
+      return Scalar(v);
+    } else {
+      return Scalar(static_cast<double>(static_cast<float>(v)));  // float, Half, BFloat16
+    }
+  });
+}
 
 bool int_fits(DType dtype, int64_t v) {
   if (!is_integral(dtype)) return true;

@@ -103,13 +103,20 @@ def test_trainable_params_skip_frozen_parameters():
     assert not any(p is net.first.scale for p in net.trainable_params())
 
 
-def test_shared_parameters_and_cells_are_listed_once():
+def shared_cell_and_weight():
+    """A cell holding one Linear under two names (a, b) and a third Linear (c) whose weight is
+    the shared one's."""
     net = nn.Cell()
     shared = nn.Linear(2, 2)
     net.a = shared
     net.b = shared
     net.c = nn.Linear(2, 2)
     net.c.weight = shared.weight
+    return net
+
+
+def test_shared_parameters_and_cells_are_listed_once():
+    net = shared_cell_and_weight()
     assert [n for n, _ in net.named_parameters()] == ["a.weight", "a.bias", "c.bias"]
     assert [n for n, _ in net.named_cells()] == ["", "a", "c"]
 
@@ -858,12 +865,7 @@ def test_named_parameters_remove_duplicate():
 
 
 def test_shared_cells_are_listed_under_every_name_without_remove_duplicate():
-    net = nn.Cell()
-    shared = nn.Linear(2, 2)
-    net.a = shared
-    net.b = shared
-    net.c = nn.Linear(2, 2)
-    net.c.weight = shared.weight
+    net = shared_cell_and_weight()
     assert [n for n, _ in net.named_cells(remove_duplicate=False)] == ["", "a", "b", "c"]
     names = ["a.weight", "a.bias", "b.weight", "b.bias", "c.weight", "c.bias"]
     assert [n for n, _ in net.named_parameters(remove_duplicate=False)] == names
