@@ -11,6 +11,8 @@ Cases (the benchmarks of the eager-runtime issue):
 - chain:  `x = x * 1.0001 + 0.5` ten times (20 ops with Python scalars) on 16 float32 elements;
           "chain" queues many chains and synchronizes once (throughput), "chain+read" reads the
           result (`.numpy()`) after every chain (latency: the caller waits for the kernels).
+- chain+grad: "chain" from a leaf that requires grad, so autograd records every op (no
+          backward): the cost of recording. Not run for NumPy.
 - matmul: a loop of 64x64 float32 matmuls, each followed by a scale, with a little pure-Python
           work per iteration standing for a model's bookkeeping (`sum(range(40))`, ~0.4 us);
           kernel time and Python overlap in the asynchronous modes.
@@ -33,7 +35,7 @@ import sys
 import time
 
 MODES = ("sync", "2stage", "4stage")
-CASES = ("add", "chain", "chain+read", "matmul", "matmul+python")
+CASES = ("add", "chain", "chain+read", "chain+grad", "matmul", "matmul+python")
 
 
 def make_ops(framework, mode):
@@ -55,9 +57,13 @@ def make_ops(framework, mode):
 
 def time_case(case, framework, mode, n):
     import numpy as np
+    if case == "chain+grad" and framework == "numpy":
+        return None  # no autograd
     add, mul, mm, from_numpy, to_numpy, sync = make_ops(framework, mode)
     rng = np.random.default_rng(0)
     x = from_numpy(rng.standard_normal(16, dtype=np.float32))
+    if case == "chain+grad":
+        x.requires_grad_()
     y = from_numpy(rng.standard_normal(16, dtype=np.float32))
 
     if case == "add":
@@ -66,7 +72,7 @@ def time_case(case, framework, mode, n):
                 add(x, y)
             sync()
         ops_per_iter = 1
-    elif case in ("chain", "chain+read"):
+    elif case in ("chain", "chain+read", "chain+grad"):
         read = case == "chain+read"
 
         def run(count):
@@ -132,7 +138,8 @@ def main():
         p.error(f"unknown cases {sorted(unknown)}; expected some of {list(CASES)}")
     scale = 10 if args.quick else 1
     args.n = {"add": 200000 // scale, "chain": 200000 // scale, "chain+read": 100000 // scale,
-              "matmul": 20000 // scale, "matmul+python": 20000 // scale}
+              "chain+grad": 200000 // scale, "matmul": 20000 // scale,
+              "matmul+python": 20000 // scale}
     if args.child:
         return child(args)
 
@@ -151,21 +158,24 @@ def main():
             res = json.loads(subprocess.run(cmd, check=True, capture_output=True,
                                             text=True).stdout)
             for case, us in res.items():
-                samples[(fw, mode)][case].append(us)
+                if us is not None:
+                    samples[(fw, mode)][case].append(us)
 
-    best = {run: {c: min(s) for c, s in cs.items()} for run, cs in samples.items()}
+    def cell(run, case):
+        s = samples[run][case]
+        return f"{min(s):.3f} / {statistics.median(s):.3f}" if s else "-"
+
     header = "| case | " + " | ".join(f"{fw} {m}".replace(" -", "") for fw, m in runs)
     if "torch" in v:
         header += " | torch/kiln best (" + "/".join(MODES) + ")"
     print(header + " |")
     print("|---" * (header.count("|")) + "|")
     for case in args.cases:
-        row = [f"{min(samples[r][case]):.3f} / {statistics.median(samples[r][case]):.3f}"
-               for r in runs]
-        line = f"| {case} | " + " | ".join(row)
+        line = f"| {case} | " + " | ".join(cell(r, case) for r in runs)
         if "torch" in v:
-            t = best[("torch", "-")][case]
-            line += " | " + " / ".join(f"{t / best[('kiln', m)][case]:.2f}x" for m in MODES)
+            t = min(samples[("torch", "-")][case])
+            line += " | " + " / ".join(f"{t / min(samples[('kiln', m)][case]):.2f}x"
+                                       for m in MODES)
         print(line + " |")
 
 

@@ -54,11 +54,17 @@ namespace autograd {
 class Node;
 }
 
-/// The gradient state of one tensor (TensorImpl::autograd).
+/// The gradient state of one tensor (TensorImpl::autograd). Read it through the functions below
+/// (requires_grad(), grad_fn(), ...), which honour `only_if_floating`.
 struct KILN_API AutogradMeta {
   bool requires_grad = false;
   /// The recorded call that made this tensor; null for a leaf (a tensor the user marked).
   std::shared_ptr<autograd::Node> grad_fn;
+  /// Set on a recorded op's result whose dtype the pipeline had not planned yet: requires_grad
+  /// and grad_fn hold only if the dtype turns out floating point (an integer or bool result has
+  /// no gradient). Deciding it when read, not when recorded, spares the caller a wait for the
+  /// call's metadata.
+  bool only_if_floating = false;
   /// Which output of grad_fn this tensor is.
   uint32_t output_nr = 0;
   /// A leaf's accumulator: the Node that adds gradients into `grad`. Weak: the graphs that use
@@ -135,6 +141,9 @@ class NoGradGuard : public GradModeGuard {
 };
 
 // ---- Tensor state -------------------------------------------------------------------------------
+// Whether a recorded op's result requires grad depends on its dtype (floating point only), so for
+// a result still in the pipeline requires_grad(), is_leaf(), grad_fn() and gradient_edge() wait
+// for its metadata, and raise its op's failure if the op failed before it was known.
 
 KILN_API bool requires_grad(const Tensor& t);
 /// Marks a leaf as requiring grad (or not). Throws kDType for a non-floating tensor and kValue for
@@ -149,7 +158,9 @@ KILN_API Tensor get_grad(const Tensor& t);
 /// Replaces (or, with an undefined tensor, clears) the accumulated gradient. Throws kShape or
 /// kDType when `grad` does not match `t`.
 KILN_API void set_grad(const Tensor& t, const Tensor& grad);
-/// A new handle to the same data that autograd does not track (a leaf that does not require grad).
+/// A new handle to the same data that autograd does not track (a leaf that does not require
+/// grad): Tensor::alias(), so it does not wait for a pending tensor, and a failed one's failure
+/// is raised where the detached tensor is read.
 KILN_API Tensor detach(const Tensor& t);
 /// The view `make_view(base)` of base (a Tensor view method: select, slice, ...), recorded as an
 /// AsStrided call when base requires grad and grad mode is on, so that gradients flow through it.

@@ -106,7 +106,23 @@ struct KILN_API TensorImpl {
   /// Records `base`'s live failure, transient or not, on this tensor (a view of `base`).
   void inherit_failure(const TensorImpl& base);
 
+  /// Registers `alias` (a pending handle, Tensor::alias()) to receive this pending tensor's
+  /// metadata; false when the metadata is already final (take_pending_aliases ran), in which case
+  /// the caller makes the alias from it directly. Thread-safe.
+  bool add_pending_alias(std::shared_ptr<TensorImpl> alias);
+  /// For the stage that made this tensor's `pending` final (0, or kFailedMetadata with the
+  /// failure recorded): gives the registered aliases this tensor's metadata and failure, and
+  /// closes registration. The aliases are still pending; that stage ends them as it ends this one.
+  std::vector<std::shared_ptr<TensorImpl>> take_pending_aliases();
+
  private:
+  struct PendingAlias {
+    std::shared_ptr<TensorImpl> alias;
+    PendingAlias* next;
+  };
+  static PendingAlias aliases_taken_;  // the list head once take_pending_aliases ran
+  std::atomic<PendingAlias*> pending_aliases_{nullptr};
+
   struct FailureLink {
     std::shared_ptr<const OpFailure> failure;
     bool transient;
@@ -222,6 +238,10 @@ class KILN_API Tensor {
   /// Sliding windows of `size` elements every `step` along `dim`, as a new last dimension.
   Tensor unfold(int64_t dim, int64_t size, int64_t step) const;
   Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
+  /// The same elements and metadata under a new handle, without this one's autograd state
+  /// (autograd's detach() and what it saves of an op's outputs). Does not wait for a pending
+  /// tensor: the alias is pending too and gets the metadata (or the failure) with it.
+  Tensor alias() const;
 
   /// This tensor when contiguous, else a contiguous copy.
   Tensor contiguous() const;

@@ -153,11 +153,11 @@ std::vector<Tensor> detail::record_function(const std::string& name,
       continue;  // an integer or bool output has no gradient
     }
     // The context must not hold the output that points back at it (a cycle): it keeps an alias.
-    const Tensor alias = untracked_alias(out);
+    const Tensor alias = out.alias();
     ctx->replace_saved(out, alias);
     node->note_saved_output(i, alias);
     // An output that already has gradient state (an input returned as is) gets its own handle.
-    if (out.impl()->autograd != nullptr) out = untracked_alias(out);
+    if (out.impl()->autograd != nullptr) out = out.alias();
     AutogradMeta& meta = meta_of(out);
     meta.requires_grad = true;
     meta.grad_fn = node;

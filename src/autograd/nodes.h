@@ -1,7 +1,7 @@
 // The Node kinds the autograd layer makes itself (private to src/autograd/):
 //   AccumulateGrad  a leaf's accumulator: adds the gradient that reaches it into the leaf's .grad
 //   WriteWatch      what a node keeps to tell that a tensor it saved was changed in place
-//   meta_of, untracked_alias, output_alias  helpers of the nodes
+//   meta_of, output_alias  helpers of the nodes
 #pragma once
 
 #include <memory>
@@ -15,9 +15,6 @@ namespace kiln::autograd {
 
 /// The AutogradMeta of `t`, created when absent.
 AutogradMeta& meta_of(const Tensor& t);
-/// A handle autograd does not track with `t`'s values, for a node to save: an alias of t, or,
-/// when t is still pending (no metadata to alias yet), a contiguous copy queued behind it.
-Tensor untracked_alias(const Tensor& t);
 /// An alias of `t` that autograd tracks as output `output_nr` of `node`: what a node hands its
 /// gradient rule for a saved output under create_graph, so that the rule's uses of it are
 /// differentiable again.

@@ -1,5 +1,9 @@
 // Recording eager op calls for backward (see "Recording" in kiln/autograd.h): the hook call_op
 // hands calls with autograd state to, and OpNode, the backward step of one recorded call.
+#include <deque>
+#include <memory>
+#include <mutex>
+
 #include "autograd/nodes.h"
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/shape.h"
@@ -103,6 +107,40 @@ OpDefPtr owned(const OpDef& op) {
   return std::make_shared<const OpDef>(op);
 }
 
+// Note [Results decided later]
+// A recorded result still in the pipeline points at its node until its dtype says whether it has
+// a gradient (AutogradMeta::only_if_floating). An integer one must then let go of the node, or a
+// stored integer result (max's indices, a cast) would keep the graph behind it, activations and
+// all, alive until it dies. The recording thread keeps its undecided results in the order it made
+// them, which is the order the pipeline plans them, and at each recorded call releases the nodes
+// of the integer ones planned since. Nothing but this reads the node of an integer result (the
+// readers in tensor_state.cc stop at its dtype), so releasing it under the meta's mutex is safe
+// while other threads read the result.
+class UndecidedResults {
+ public:
+  void add(const Tensor& result) { results_.push_back(result.impl_ptr()); }
+
+  void decide_planned() {
+    while (!results_.empty()) {
+      if (const std::shared_ptr<TensorImpl> result = results_.front().lock()) {
+        const uint64_t pending = result->pending.load(std::memory_order_acquire);
+        if (pending != 0 && pending != TensorImpl::kFailedMetadata) return;
+        if (pending == 0 && !is_floating_point(result->dtype)) {
+          AutogradMeta& meta = *result->autograd;
+          std::lock_guard<std::mutex> lock(meta.mutex);
+          meta.grad_fn.reset();
+        }
+      }
+      results_.pop_front();
+    }
+  }
+
+ private:
+  std::deque<std::weak_ptr<TensorImpl>> results_;
+};
+
+thread_local UndecidedResults t_undecided_results;
+
 bool any_requires_grad(TensorSpan tensors) {
   for (const Tensor& t : tensors) {
     if (t.defined() && requires_grad(t)) return true;
@@ -117,6 +155,7 @@ TensorList dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
 
 TensorList record_call(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
                        const std::vector<Tensor>& out) {
+  t_undecided_results.decide_planned();
   if (!is_grad_enabled()) return dispatch(op, inputs, attrs, out);
   const bool recorded = any_requires_grad(inputs) && !op.has_trait(kTraitNotDifferentiable);
   KILN_CHECK_VALUE(!any_requires_grad(out))
@@ -138,19 +177,25 @@ TensorList record_call(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
     // A result that is an input (a view op with nothing to do) must not turn the input into a
     // non-leaf: it becomes a handle of its own.
     for (const Tensor& t : inputs) {
-      if (result.is_same(t)) result = untracked_alias(result);
+      if (result.is_same(t)) result = result.alias();
     }
-    saved_outputs.push_back(untracked_alias(result));
+    saved_outputs.push_back(result.alias());
   }
   auto node = std::make_shared<OpNode>(owned(op), inputs.vec(), std::move(saved_outputs), attrs,
                                        std::move(edges));
   for (size_t i = 0; i < results.size(); ++i) {
-    // An integer or bool result (max's indices, a comparison, a cast to int) has no gradient.
-    if (!is_floating_point(results[i].dtype())) continue;
+    // An integer or bool result (max's indices, a comparison, a cast to int) has no gradient. A
+    // result still in the pipeline is decided when read (AutogradMeta::only_if_floating): its
+    // dtype would wait for the call's planning, and the next op that reads it usually finds it
+    // planned.
+    const bool pending = results[i].is_pending();
+    if (!pending && !is_floating_point(results[i].dtype())) continue;
     AutogradMeta& meta = meta_of(results[i]);
     meta.requires_grad = true;
     meta.grad_fn = node;
     meta.output_nr = static_cast<uint32_t>(i);
+    meta.only_if_floating = pending;
+    if (pending) t_undecided_results.add(results[i]);
   }
   return results;
 }

@@ -36,13 +36,24 @@ AutogradMeta& meta_of(const Tensor& t) {
   return *impl->autograd;
 }
 
-bool requires_grad(const Tensor& t) {
+namespace {
+// t's gradient state, or null when it has none: no state at all, or that of a recorded result
+// whose dtype turned out not floating point (AutogradMeta::only_if_floating; deciding it reads
+// the dtype, which waits for the call's metadata).
+const AutogradMeta* live_meta(const Tensor& t) {
   const AutogradMeta* meta = t.impl()->autograd.get();
+  if (meta != nullptr && meta->only_if_floating && !is_floating_point(t.dtype())) return nullptr;
+  return meta;
+}
+}  // namespace
+
+bool requires_grad(const Tensor& t) {
+  const AutogradMeta* meta = live_meta(t);
   return meta != nullptr && meta->requires_grad;
 }
 
 void set_requires_grad(const Tensor& t, bool value) {
-  const AutogradMeta* meta = t.impl()->autograd.get();
+  const AutogradMeta* meta = live_meta(t);
   KILN_CHECK_VALUE(meta == nullptr || meta->grad_fn == nullptr)
       << "set_requires_grad: only a leaf tensor can be marked; this one was made by "
       << meta->grad_fn->name() << " and requires grad because its inputs do (detach() it first)";
@@ -53,12 +64,12 @@ void set_requires_grad(const Tensor& t, bool value) {
 }
 
 bool is_leaf(const Tensor& t) {
-  const AutogradMeta* meta = t.impl()->autograd.get();
+  const AutogradMeta* meta = live_meta(t);
   return meta == nullptr || meta->grad_fn == nullptr;
 }
 
 std::shared_ptr<Node> grad_fn(const Tensor& t) {
-  const AutogradMeta* meta = t.impl()->autograd.get();
+  const AutogradMeta* meta = live_meta(t);
   return meta == nullptr ? nullptr : meta->grad_fn;
 }
 
@@ -84,15 +95,8 @@ void set_grad(const Tensor& t, const Tensor& grad) {
   meta.grad = grad;
 }
 
-Tensor untracked_alias(const Tensor& t) {
-  if (!t.is_pending()) return t.as_strided(t.shape(), t.strides(), t.storage_offset());
-  static const OpDefPtr contiguous = OpRegistry::Instance().get("Contiguous");
-  NoGradGuard no_grad;
-  return call_op(*contiguous, {t})[0];
-}
-
 Tensor output_alias(const Tensor& t, std::shared_ptr<Node> node, size_t output_nr) {
-  Tensor alias = untracked_alias(t);
+  Tensor alias = t.alias();
   AutogradMeta& meta = meta_of(alias);
   meta.requires_grad = true;
   meta.grad_fn = std::move(node);
@@ -100,9 +104,7 @@ Tensor output_alias(const Tensor& t, std::shared_ptr<Node> node, size_t output_n
   return alias;
 }
 
-Tensor detach(const Tensor& t) {
-  return t.as_strided(t.shape(), t.strides(), t.storage_offset());
-}
+Tensor detach(const Tensor& t) { return t.alias(); }
 
 Tensor differentiable_view(const Tensor& base,
                            const std::function<Tensor(const Tensor&)>& make_view) {
@@ -115,7 +117,7 @@ Tensor differentiable_view(const Tensor& base,
 }
 
 Node::Edge gradient_edge(const Tensor& t) {
-  AutogradMeta* meta = t.impl()->autograd.get();
+  const AutogradMeta* meta = live_meta(t);
   if (meta == nullptr || !meta->requires_grad) return {};
   if (meta->grad_fn != nullptr) return {meta->grad_fn, meta->output_nr};
   return {AccumulateGrad::of(t), 0};

@@ -3,22 +3,29 @@
 #include <algorithm>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 namespace kiln {
 namespace {
 
+// Makes `view` a view of `base`'s memory (whose metadata is known) with the given layout.
+void fill_view(TensorImpl& view, const TensorImpl& base, Shape shape, Shape strides,
+               int64_t offset) {
+  view.dtype = base.dtype;
+  view.device = base.device;
+  view.shape = std::move(shape);
+  view.strides = std::move(strides);
+  view.offset = offset;
+  view.storage = base.storage;
+  // A view of a failed tensor is failed too, so reading it raises the cause instead of reading
+  // memory that was never written (a value being traced by the jit is such a tensor).
+  view.inherit_failure(base);
+}
+
 std::shared_ptr<TensorImpl> make_view(const Tensor& base, Shape shape, Shape strides,
                                       int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
-  impl->dtype = base.dtype();
-  impl->device = base.device();
-  impl->shape = std::move(shape);
-  impl->strides = std::move(strides);
-  impl->offset = offset;
-  impl->storage = base.storage();
-  // A view of a failed tensor is failed too, so reading it raises the cause instead of reading
-  // memory that was never written (a value being traced by the jit is such a tensor).
-  impl->inherit_failure(*base.impl());
+  fill_view(*impl, *base.ready(), std::move(shape), std::move(strides), offset);
   return impl;
 }
 
@@ -187,6 +194,8 @@ void Tensor::allocate() const {
   t->storage = std::move(storage);
 }
 
+TensorImpl::PendingAlias TensorImpl::aliases_taken_{nullptr, nullptr};
+
 TensorImpl::~TensorImpl() {
   const FailureLink* link = failure_.load(std::memory_order_relaxed);
   while (link != nullptr) {
@@ -194,6 +203,43 @@ TensorImpl::~TensorImpl() {
     delete link;
     link = previous;
   }
+  // The stage that makes a pending tensor's metadata final takes its aliases, and the pipeline
+  // holds the tensor until then; a list left here belongs to a tensor that was never planned (its
+  // call could not be queued).
+  PendingAlias* alias = pending_aliases_.load(std::memory_order_relaxed);
+  while (alias != nullptr && alias != &aliases_taken_) delete std::exchange(alias, alias->next);
+}
+
+bool TensorImpl::add_pending_alias(std::shared_ptr<TensorImpl> alias) {
+  auto* entry = new PendingAlias{std::move(alias), nullptr};
+  PendingAlias* head = pending_aliases_.load(std::memory_order_acquire);
+  do {
+    if (head == &aliases_taken_) {
+      delete entry;
+      return false;
+    }
+    entry->next = head;
+  } while (!pending_aliases_.compare_exchange_weak(head, entry, std::memory_order_acq_rel,
+                                                   std::memory_order_acquire));
+  return true;
+}
+
+std::vector<std::shared_ptr<TensorImpl>> TensorImpl::take_pending_aliases() {
+  PendingAlias* entry = pending_aliases_.exchange(&aliases_taken_, std::memory_order_acq_rel);
+  std::vector<std::shared_ptr<TensorImpl>> aliases;
+  if (entry == &aliases_taken_) return aliases;
+  const bool failed = pending.load(std::memory_order_relaxed) == kFailedMetadata;
+  while (entry != nullptr) {
+    TensorImpl& alias = *entry->alias;
+    if (failed) {
+      alias.inherit_failure(*this);
+    } else {
+      fill_view(alias, *this, shape, strides, offset);
+    }
+    aliases.push_back(std::move(entry->alias));
+    delete std::exchange(entry, entry->next);
+  }
+  return aliases;
 }
 
 std::shared_ptr<const OpFailure> TensorImpl::failure() const {
@@ -490,6 +536,24 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offs
         << " elements of the tensor's memory";
   }
   return Tensor(make_view(*this, shape, strides, offset));
+}
+
+Tensor Tensor::alias() const {
+  TensorImpl* base = impl();
+  uint64_t pending = base->pending.load(std::memory_order_acquire);
+  if (pending != 0 && pending != TensorImpl::kFailedMetadata) {
+    auto alias = std::make_shared<TensorImpl>();
+    alias->pending.store(pending, std::memory_order_relaxed);
+    if (base->add_pending_alias(alias)) return Tensor(std::move(alias));
+    pending = base->pending.load(std::memory_order_acquire);  // final now
+  }
+  if (pending == TensorImpl::kFailedMetadata) {  // failed as its base, raising when read
+    auto alias = std::make_shared<TensorImpl>();
+    alias->pending.store(pending, std::memory_order_relaxed);
+    alias->inherit_failure(*base);
+    return Tensor(std::move(alias));
+  }
+  return Tensor(make_view(*this, shape(), strides(), storage_offset()));
 }
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }

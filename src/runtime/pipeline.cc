@@ -235,10 +235,14 @@ void Pipeline::run_frontend(uint64_t seq) {
   for (const Tensor& t : call.out) stamp_use(t, seq);
   for (const Tensor& t : call.kernel_outputs) stamp_use(t, seq);
   const uint64_t state = s.failure != nullptr ? TensorImpl::kFailedMetadata : 0;
+  // Aliases made of a result meanwhile (Tensor::alias) join the results: this loop ends their
+  // `pending` in turn (and takes their own aliases), and a later stage's failure reaches them.
   for (size_t i = 0; i < call.results.size(); ++i) {
     TensorImpl* impl = call.results[i].impl();
-    if (impl->pending.load(std::memory_order_relaxed) == seq) {
-      impl->pending.store(state, std::memory_order_release);
+    if (impl->pending.load(std::memory_order_relaxed) != seq) continue;
+    impl->pending.store(state, std::memory_order_release);
+    for (std::shared_ptr<TensorImpl>& alias : impl->take_pending_aliases()) {
+      call.results.emplace_back(std::move(alias));
     }
   }
 }

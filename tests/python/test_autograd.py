@@ -319,6 +319,26 @@ def test_every_pipeline_mode_gives_the_same_gradients(mode):
     np.testing.assert_allclose(got[0], d @ ws.T, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("mode", ["sync", "2stage", "4stage"])
+def test_only_floating_point_results_require_grad_in_every_pipeline_mode(mode):
+    # In the asynchronous modes a result's dtype is decided after the call is recorded.
+    previous = kiln.runtime.get_pipeline()
+    kiln.runtime.set_pipeline(mode)
+    try:
+        x = kiln.tensor([0.5, 1.5, 2.5]).requires_grad_()
+        as_int = x.to(kiln.int32)
+        back = as_int.to(kiln.float32) * 2.0
+        y = mint.exp(x * 2.0)  # Exp's gradient reads its saved output
+        assert (as_int.requires_grad, as_int.grad_fn, as_int.is_leaf) == (False, None, True)
+        assert (back.requires_grad, back.grad_fn) == (False, None)
+        assert y.requires_grad and y.grad_fn.name() == "Exp"
+        mint.sum(y).backward()
+        got = x.grad.numpy().copy()
+    finally:
+        kiln.runtime.set_pipeline(previous)
+    np.testing.assert_allclose(got, 2 * np.exp(2 * np.array([0.5, 1.5, 2.5])), rtol=1e-6)
+
+
 def test_value_and_grad_inside_jit_matches_eager():
     rng = np.random.default_rng(5)
     w = kiln.tensor(rng.standard_normal((4, 3)), dtype=kiln.float32)

@@ -140,6 +140,23 @@ TEST(Tensor, ViewSharesStorage_AndKeepsItAlive) {
   EXPECT_EQ(view.storage().use_count(), 1);
 }
 
+TEST(Tensor, Alias_IsANewHandleOnTheSameElements) {
+  const Tensor base = iota({4, 5}).transpose(0, 1).slice(0, 1, 3);
+  const Tensor alias = base.alias();
+  EXPECT_FALSE(alias.is_same(base));
+  EXPECT_EQ(alias.storage(), base.storage());
+  EXPECT_EQ(alias.shape(), base.shape());
+  EXPECT_EQ(alias.strides(), base.strides());
+  EXPECT_EQ(alias.storage_offset(), base.storage_offset());
+  EXPECT_EQ(alias.dtype(), base.dtype());
+  alias.data<float>()[0] = -1;
+  EXPECT_EQ(at(base, {0, 0}), -1.0f);
+  auto failure = std::make_shared<OpFailure>(
+      std::make_exception_ptr(Error(ErrorKind::kValue, "the op that wrote base failed")));
+  base.impl()->set_failure(failure);
+  EXPECT_EQ(base.alias().impl()->failure(), failure);
+}
+
 TEST(Tensor, TransposeAndPermute_SwapStrides) {
   Tensor t = iota({2, 3, 4});
   Tensor p = t.permute({2, 0, 1});

@@ -7,6 +7,7 @@
 //   gate(1).close();
 //   Tensor y = probe(x, {"", 1});                // its kernel waits until gate 1 opens
 //   Tensor z = probe(x, {"kernel"});             // fails in its LaunchTask
+//   Tensor w = probe(x, {"", 0, 2});             // stays unplanned until gate 2 opens
 #pragma once
 
 #include <gtest/gtest.h>
@@ -207,13 +208,20 @@ class ScopedRefusingAllocator {
 //   fail = "kernel"      the kernel raises (kValue) before writing: the LaunchTask fails
 //   fail = "kernel_std"  the kernel throws a std::runtime_error (not a kiln::Error)
 //   gate = n             the kernel waits for gate(n) to open first
+//   infer_gate = n       infer waits for gate(n) to open first: the call, and every call queued
+//                        behind it, stays unplanned (its results' metadata pending)
 inline const OpDef& probe_op() {
   static const OpRegistration registration(
       OpDef("RuntimeProbe")
           .input("x")
           .attr("fail", AttrKind::kString, std::string())
           .attr("gate", AttrKind::kInt, int64_t{0})
+          .attr("infer_gate", AttrKind::kInt, int64_t{0})
           .infer([](const InferContext& ctx) {
+            if (const int64_t gate_id = ctx.attrs.get<int64_t>("infer_gate")) {
+              KILN_CHECK(gate(gate_id).pass(kGateTimeout))
+                  << "RuntimeProbe: infer gate " << gate_id << " never opened";
+            }
             KILN_CHECK_SHAPE(ctx.attrs.get<std::string>("fail") != "infer")
                 << "RuntimeProbe: injected infer failure";
             KILN_CHECK_DTYPE(ctx.input(0).dtype == DType::kFloat32)
@@ -245,12 +253,16 @@ inline const OpDef& probe_op() {
 struct ProbeOptions {
   std::string fail;
   int64_t gate = 0;
+  int64_t infer_gate = 0;
 };
 inline Tensor probe(const Tensor& x, const ProbeOptions& options = {},
                     const Tensor& out = Tensor()) {
   std::vector<Tensor> outs;
   if (out.defined()) outs.push_back(out);
-  return call_op(probe_op(), {x}, {{"fail", options.fail}, {"gate", options.gate}}, outs)[0];
+  return call_op(
+      probe_op(), {x},
+      {{"fail", options.fail}, {"gate", options.gate}, {"infer_gate", options.infer_gate}},
+      outs)[0];
 }
 
 /// A float32 tensor of `shape` holding start, start + 1, ... (made on the caller's thread).
