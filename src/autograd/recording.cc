@@ -2,7 +2,6 @@
 // hands calls with autograd state to, and OpNode, the backward step of one recorded call.
 #include <deque>
 #include <memory>
-#include <mutex>
 
 #include "autograd/nodes.h"
 #include "kiln/functional/elementwise.h"
@@ -112,30 +111,41 @@ OpDefPtr owned(const OpDef& op) {
 // a gradient (AutogradMeta::only_if_floating). An integer one must then let go of the node, or a
 // stored integer result (max's indices, a cast) would keep the graph behind it, activations and
 // all, alive until it dies. The recording thread keeps its undecided results in the order it made
-// them, which is the order the pipeline plans them, and at each recorded call releases the nodes
-// of the integer ones planned since. Nothing but this reads the node of an integer result (the
-// readers in tensor_state.cc stop at its dtype), so releasing it under the meta's mutex is safe
-// while other threads read the result.
+// them, which is the order the pipeline plans them, and at each call that reaches record_call
+// (any call on a tensor with autograd state) releases the nodes of the integer ones planned since.
+// So an integer result holds its graph until its thread's next such call, or while it lives if the
+// thread makes none (it ended; a result whose op failed keeps it too: reading it raises). Nothing
+// is released when the thread ends: releasing a node may run code (a Python Function's context)
+// that records, which must not reach this object while it is destroyed. Only this thread ever
+// writes the node of such a result, and every reader stops at its dtype first (live_meta in
+// tensor_state.cc), so the release needs no lock.
 class UndecidedResults {
  public:
   void add(const Tensor& result) { results_.push_back(result.impl_ptr()); }
 
   void decide_planned() {
     while (!results_.empty()) {
-      if (const std::shared_ptr<TensorImpl> result = results_.front().lock()) {
-        const uint64_t pending = result->pending.load(std::memory_order_acquire);
-        if (pending != 0 && pending != TensorImpl::kFailedMetadata) return;
-        if (pending == 0 && !is_floating_point(result->dtype)) {
-          AutogradMeta& meta = *result->autograd;
-          std::lock_guard<std::mutex> lock(meta.mutex);
-          meta.grad_fn.reset();
-        }
-      }
-      results_.pop_front();
+      std::shared_ptr<TensorImpl> result = results_.front().lock();
+      if (result != nullptr && is_pending(*result)) return;
+      results_.pop_front();  // first: releasing a node may run code that records (Python's)
+      release_if_integer(std::move(result));
     }
   }
 
  private:
+  static bool is_pending(const TensorImpl& t) {
+    const uint64_t pending = t.pending.load(std::memory_order_acquire);
+    return pending != 0 && pending != TensorImpl::kFailedMetadata;
+  }
+
+  static void release_if_integer(std::shared_ptr<TensorImpl> result) {
+    if (result == nullptr || result->pending.load(std::memory_order_acquire) != 0 ||
+        is_floating_point(result->dtype)) {
+      return;
+    }
+    const std::shared_ptr<Node> node = std::move(result->autograd->grad_fn);
+  }
+
   std::deque<std::weak_ptr<TensorImpl>> results_;
 };
 

@@ -168,6 +168,9 @@ void Pipeline::publish(uint64_t seq, const OpDef& op, TensorSpan inputs, const A
       s.call = std::move(*planned);
       s.planned = true;
     } else {
+      // The results first (a move, which cannot fail): if copying the rest fails, the frontend
+      // still finds them and ends their `pending` with the failure.
+      s.call.results = std::move(results);
       s.call.op = &op;
       s.call.inputs.assign(inputs.begin(), inputs.end());
       s.call.attrs = attrs;
@@ -177,7 +180,6 @@ void Pipeline::publish(uint64_t seq, const OpDef& op, TensorSpan inputs, const A
         for (const Tensor& t : s.call.results) mark_queued(t);  // fresh outputs' new storage
       } else {
         s.call.out = out;
-        s.call.results = std::move(results);
       }
     }
   } catch (...) {

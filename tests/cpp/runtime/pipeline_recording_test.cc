@@ -84,6 +84,46 @@ TEST_P(PipelineRecording, AnIntegerResult_LetsGoOfItsNodeOnceItIsPlanned) {
   EXPECT_EQ(testing::floats(to(as_int, DType::kFloat32)), (std::vector<float>{1, 2, 3}));
 }
 
+TEST_P(PipelineRecording, ReleasingAnIntegerResultsNode_MayRecordAgain) {
+  // Releasing a node may run code that records a call (a Python Function's context dies): that
+  // call comes back to the loop that is releasing, here while another result waits in it.
+  struct RecordsWhenDestroyed {
+    RecordsWhenDestroyed(Tensor w, std::vector<Tensor>* recorded) : w(w), recorded(recorded) {}
+    ~RecordsWhenDestroyed() { recorded->push_back(exp(w)); }
+    Tensor w;
+    std::vector<Tensor>* recorded;
+  };
+  std::vector<Tensor> recorded;
+  testing::gate(1).open();
+  Tensor y;
+  {
+    Tensor doubled;
+    {
+      autograd::NoGradGuard no_grad;
+      doubled = w_ * 2.0;
+    }
+    auto witness = std::make_shared<RecordsWhenDestroyed>(w_, &recorded);
+    y = autograd::detail::record_function(
+        "Double", std::make_shared<AutogradContext>(), {w_}, {doubled},
+        [witness](AutogradContext*, const std::vector<Tensor>& g) {
+          return std::vector<Tensor>{g[0] * 2.0};
+        })[0];
+  }
+  testing::gate(1).close();
+  testing::probe(testing::iota({1}), {"", 0, /*infer_gate=*/1});
+  const Tensor first = to(y, DType::kInt32);  // its node holds y, whose node holds the witness
+  const Tensor second = to(w_, DType::kInt32);
+  ASSERT_TRUE(second.is_pending());
+  y = Tensor();
+  testing::gate(1).open();
+  runtime::drain();
+  const Tensor z = exp(w_);  // releases first's node, and so the witness, which records
+  ASSERT_EQ(recorded.size(), 1u);
+  EXPECT_EQ(grad_fn(recorded[0])->name(), "Exp");
+  EXPECT_EQ(grad_fn(z)->name(), "Exp");
+  EXPECT_EQ(testing::floats(to(first, DType::kFloat32)), (std::vector<float>{2, 4, 6}));
+}
+
 TEST_P(PipelineRecording, DetachOfAnUnplannedResult_DoesNotWait) {
   const Tensor y = w_ * 3.0;
   const Tensor d = autograd::detach(y);
