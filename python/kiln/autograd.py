@@ -212,9 +212,29 @@ class Function:
         # The node keeps the saved tensors (the context must not: it would hold outputs that
         # point back at the node, a cycle through Python).
         saved, ctx._saved = list(ctx._saved), None
+        _untangle_outputs(ctx, outputs)
         outputs = _ag.record_function(cls.__name__, inputs, outputs, saved,
                                       ctx._non_differentiable, run_backward)
         return outputs[0] if single else tuple(outputs)
+
+
+def _untangle_outputs(ctx, outputs):
+    """Replaces outputs that ``forward`` kept as context attributes (``ctx.y = y`` where
+    ``save_for_backward`` is meant), directly or in a list or tuple, with detached aliases (the
+    same values). Kept as they are, they would point back at the node, which holds the context
+    through ``backward``: a cycle through C++ that Python's collector cannot see, leaking the
+    graph."""
+    produced = {id(o) for o in outputs}
+
+    def untangled(value):
+        if isinstance(value, Tensor):
+            return value.detach() if id(value) in produced else value
+        if type(value) in (list, tuple) and any(id(v) in produced for v in value):
+            return type(value)(untangled(v) for v in value)
+        return value
+
+    for name, value in list(vars(ctx).items()):
+        setattr(ctx, name, untangled(value))
 
 
 # ---- Functional forms (MindSpore's signatures) ---------------------------------------------------

@@ -358,10 +358,12 @@ Tensor prod_derivative(const Tensor& x, const Tensor& y, const Tensor& g, const 
   return g * where(is_zero, at_zero, y / x_or_one);
 }
 
-// amax / amin: the gradient is split evenly among the elements equal to the result (PyTorch).
+// amax / amin: the gradient is split evenly among the elements equal to the result (PyTorch),
+// where a NaN result "equals" the NaNs that made it (as max / min along a dim route it to the NaN;
+// PyTorch's amax gives the whole reduction a NaN gradient there, its 0 / 0).
 Tensor extremum_derivative(const Tensor& x, const Tensor& y, const Tensor& g, const Dims& dims,
-                      const Attrs&) {
-  const Tensor hit = eq(x, y);
+                           const Attrs&) {
+  const Tensor hit = logical_or(eq(x, y), logical_and(ne(x, x), ne(y, y)));
   return where(hit, g / sum(hit, dims, /*keepdim=*/true), Tensor::scalar(0.0));
 }
 

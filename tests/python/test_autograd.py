@@ -460,6 +460,40 @@ def test_a_function_that_saves_its_output_has_the_right_second_derivative():
     assert kiln.testing.gradgradcheck(Square.apply, [leaf(4) + 3.0])
 
 
+def test_an_output_kept_as_a_context_attribute_does_not_leak_the_graph():
+    # ctx.y = y (where save_for_backward is meant) would make a cycle through C++: output ->
+    # node -> backward closure -> context -> output. The context keeps a detached alias instead.
+    import weakref
+
+    class Marker:
+        pass
+
+    markers = []
+
+    class Double(kiln.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x * 2.0
+            ctx.y, ctx.pair, ctx.marker = y, [y, x], Marker()
+            markers.append(weakref.ref(ctx.marker))
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            assert not ctx.y.requires_grad and ctx.pair[1].requires_grad
+            return g * ctx.y / ctx.pair[1]  # y / x == 2, from the kept values
+
+    x = kiln.tensor([1.0, 3.0]).requires_grad_()
+    y = Double.apply(x)
+    mint.sum(y).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
+    unused = Double.apply(x)  # never backward
+    del y, unused
+    kiln.runtime.synchronize()  # the pipeline lets go of finished calls' tensors
+    gc.collect()
+    assert [m() for m in markers] == [None, None]
+
+
 def test_as_strided_is_tracked_on_contiguous_tensors_and_refused_on_others():
     x = kiln.tensor(np.arange(6.0)).requires_grad_()
     windows = x[2:].as_strided((2, 2), (1, 1), 3)  # storage offset 3: x's elements 3, 4 and 5

@@ -133,6 +133,20 @@ def test_reductions(name):
     assert gradcheck(REDUCTIONS[name], (x,))
 
 
+@pytest.mark.parametrize("name, reduce, expected", [
+    ("amax", lambda x: mint.amax(x, dim=1), [[0, 0.5, 0.5], [1, 0, 1], [0, 3, 0]]),
+    ("amin", lambda x: mint.amin(x, dim=1), [[1, 0, 0], [1, 0, 1], [3, 0, 0]]),
+    ("max_dim", lambda x: mint.max(x, dim=1)[0], [[0, 1, 0], [2, 0, 0], [0, 3, 0]]),
+])
+def test_extremum_gradients_go_to_ties_and_to_nans(name, reduce, expected):
+    # Ties share the gradient (amax / amin) or the first takes it (max along a dim, as PyTorch);
+    # a NaN result sends it to the NaNs that made it, never to nothing.
+    nan = float("nan")
+    x = kiln.tensor([[1.0, 3.0, 3.0], [nan, 2.0, nan], [0.0, 5.0, 4.0]]).requires_grad_()
+    mint.sum(reduce(x) * kiln.tensor([1.0, 2.0, 3.0])).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.array(expected, dtype=np.float32))
+
+
 def test_matmul_family():
     assert gradcheck(mint.matmul, (r(3, 4), r(4, 2)))
     assert gradcheck(mint.matmul, (r(2, 3, 4), r(4, 5)))      # batched by broadcast
