@@ -143,7 +143,7 @@ class UndecidedResults {
         is_floating_point(result->dtype)) {
       return;
     }
-    const std::shared_ptr<Node> node = std::move(result->autograd->grad_fn);
+    result->autograd->grad_fn.reset();  // grad_fn is null before the node's destructor runs
   }
 
   std::deque<std::weak_ptr<TensorImpl>> results_;

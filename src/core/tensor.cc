@@ -204,8 +204,7 @@ TensorImpl::~TensorImpl() {
     link = previous;
   }
   // The stage that makes a pending tensor's metadata final takes its aliases, and the pipeline
-  // holds the tensor until then; a list left here belongs to a tensor that was never planned (its
-  // call could not be queued).
+  // holds the tensor until then: a list is left here only if no stage ever planned the tensor.
   PendingAlias* alias = pending_aliases_.load(std::memory_order_relaxed);
   while (alias != nullptr && alias != &aliases_taken_) delete std::exchange(alias, alias->next);
 }
