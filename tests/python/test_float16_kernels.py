@@ -273,6 +273,17 @@ def test_copies_within_a_16_bit_dtype_keep_every_bit():
     np.testing.assert_array_equal(x.transpose(0, 1).contiguous().numpy().view(np.uint16), bits.T)
 
 
+def test_float16_neg_and_abs_flip_the_sign_bit_of_every_value_as_numpy():
+    # Signalling NaNs included: no conversion, so they stay signalling (NumPy and PyTorch too).
+    bits = np.arange(2**16, dtype=np.uint16)
+    x = kiln.tensor(bits.view(np.float16))
+    np.testing.assert_array_equal(M.neg(x).numpy().view(np.uint16), bits ^ 0x8000)
+    np.testing.assert_array_equal(M.abs(x).numpy().view(np.uint16), bits & 0x7FFF)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal((-x).numpy().view(np.uint16),
+                                      np.negative(bits.view(np.float16)).view(np.uint16))
+
+
 def test_bfloat16_sums_keep_float32s_range():
     # Summed in float64 element by element: 64 values near bfloat16's (float32's) largest do not
     # overflow a partial sum on the way to their mean.

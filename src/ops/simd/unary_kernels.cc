@@ -216,10 +216,29 @@ void unary_f32(UnaryOp op, const ScalarSteps<float>& steps, const float* x, floa
                Store store) {
   unary_impl<float, AsIs>(op, steps, x, y, n, store);
 }
+/// neg and abs of a 16-bit float run: the sign bit flipped or cleared, with no conversion (the
+/// same values as the float path; a signaling NaN stays signaling, as in NumPy and PyTorch).
+/// False for other ops.
+HWY_INLINE bool sign_bit_unary(UnaryOp op, const void* x, void* y, size_t n) {
+  if (op != UnaryOp::kNeg && op != UnaryOp::kAbs) return false;
+  const hn::ScalableTag<uint16_t> d;
+  using V = hn::Vec<decltype(d)>;
+  const auto* in = static_cast<const uint16_t*>(x);
+  auto* out = static_cast<uint16_t*>(y);
+  if (op == UnaryOp::kNeg) {
+    map_unary(d, in, out, n, [](auto dv, V v) { return hn::Xor(v, hn::Set(dv, 0x8000)); });
+  } else {
+    map_unary(d, in, out, n, [](auto dv, V v) { return hn::And(v, hn::Set(dv, 0x7FFF)); });
+  }
+  return true;
+}
+
 void unary_f16(UnaryOp op, const Half* x, Half* y, size_t n) {
+  if (sign_bit_unary(op, x, y, n)) return;
   unary_impl<float, AsFloat16>(op, ScalarSteps<float>{}, x, y, n, Store::kCached);
 }
 void unary_bf16(UnaryOp op, const BFloat16* x, BFloat16* y, size_t n) {
+  if (sign_bit_unary(op, x, y, n)) return;
   unary_impl<float, AsBFloat16>(op, ScalarSteps<float>{}, x, y, n, Store::kCached);
 }
 void gelu_backward_f32(const float* g, const float* x, float* y, size_t n) {
