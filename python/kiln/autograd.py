@@ -198,43 +198,97 @@ class Function:
         outputs = [result] if single else list(result)
         num_args = len(args)
 
+        # The node keeps the saved tensors (the context must not: it would hold outputs that
+        # point back at the node, a cycle through Python); outputs kept as attributes go with them.
+        saved, ctx._saved = list(ctx._saved), None
+        kept = _KeptOutputs(ctx, outputs)
+        num_saved = len(saved)
+
         def run_backward(saved, grads):
-            ctx._saved = tuple(saved)
+            ctx._saved = tuple(saved[:num_saved])
+            kept.swap_in(ctx, saved[num_saved:])
             try:
                 result = cls.backward(ctx, *grads)
             finally:
                 ctx._saved = None
+                kept.swap_out(ctx)
             result = (result,) if isinstance(result, Tensor) or result is None else tuple(result)
             if len(result) == num_args:  # one per argument: keep the tensor arguments' ones
                 result = tuple(result[i] for i in tensor_positions)
             return result
 
-        # The node keeps the saved tensors (the context must not: it would hold outputs that
-        # point back at the node, a cycle through Python).
-        saved, ctx._saved = list(ctx._saved), None
-        _untangle_outputs(ctx, outputs)
-        outputs = _ag.record_function(cls.__name__, inputs, outputs, saved,
+        outputs = _ag.record_function(cls.__name__, inputs, outputs, saved + kept.take(),
                                       ctx._non_differentiable, run_backward)
         return outputs[0] if single else tuple(outputs)
 
 
-def _untangle_outputs(ctx, outputs):
-    """Replaces outputs that ``forward`` kept as context attributes (``ctx.y = y`` where
-    ``save_for_backward`` is meant), directly or in a list or tuple, with detached aliases (the
-    same values). Kept as they are, they would point back at the node, which holds the context
-    through ``backward``: a cycle through C++ that Python's collector cannot see, leaking the
-    graph."""
-    produced = {id(o) for o in outputs}
+class _KeptOutputs:
+    """Outputs ``forward`` kept as context attributes (``ctx.y = y``, also inside lists, tuples and
+    dicts) where ``save_for_backward`` is meant. Held there, an output would point back at the
+    node, which holds the context through ``backward``: a cycle through C++ that Python's collector
+    cannot see, leaking the graph. So they travel to the node as extra saved tensors (which hands
+    ``backward`` its aliases of them, tracked under create_graph like any saved output), and the
+    context holds detached placeholders, swapped for those aliases while ``backward`` runs."""
 
-    def untangled(value):
-        if isinstance(value, Tensor):
-            return value.detach() if id(value) in produced else value
-        if type(value) in (list, tuple) and any(id(v) in produced for v in value):
-            return type(value)(untangled(v) for v in value)
-        return value
+    _CONTEXT_OWN = frozenset(("needs_input_grad", "_saved", "_non_differentiable"))
 
-    for name, value in list(vars(ctx).items()):
-        setattr(ctx, name, untangled(value))
+    def __init__(self, ctx, outputs):
+        produced = {id(o) for o in outputs}
+        self._outputs = []       # until take(): the kept outputs, one per placeholder
+        self._placeholders = []
+        self._in_backward = []   # the node's tensors while backward runs
+        placeholder_at = {}      # id(output) -> its placeholder's index: one per output
+
+        def placeholder_of(t):
+            if id(t) not in produced:
+                return t
+            if id(t) not in placeholder_at:
+                placeholder_at[id(t)] = len(self._placeholders)
+                self._outputs.append(t)
+                self._placeholders.append(t.detach())
+            return self._placeholders[placeholder_at[id(t)]]
+
+        self._replace(ctx, placeholder_of)
+
+    def take(self):
+        """The kept outputs, for the node to save; the context and this object let go of them."""
+        outputs, self._outputs = self._outputs, []
+        return outputs
+
+    def swap_in(self, ctx, tensors):
+        self._in_backward = list(tensors)
+        by_placeholder = {id(p): t for p, t in zip(self._placeholders, self._in_backward)}
+        self._replace(ctx, lambda t: by_placeholder.get(id(t), t))
+
+    def swap_out(self, ctx):
+        by_tensor = {id(t): p for p, t in zip(self._placeholders, self._in_backward)}
+        self._replace(ctx, lambda t: by_tensor.get(id(t), t))
+        self._in_backward = []
+
+    @classmethod
+    def _replace(cls, ctx, replace):
+        """Applies ``replace`` to every tensor among the user's attributes of ``ctx``."""
+        for name, value in list(vars(ctx).items()):
+            if name not in cls._CONTEXT_OWN:
+                setattr(ctx, name, _map_tensors(value, replace))
+
+
+def _map_tensors(value, replace):
+    """``value`` with ``replace`` applied to each tensor in it, through lists, tuples and dicts (a
+    container is rebuilt only when something in it changed). A module function, not a closure that
+    calls itself: that would be a reference cycle holding ``replace``, and the tensors it maps,
+    until the collector runs."""
+    if isinstance(value, Tensor):
+        return replace(value)
+    if type(value) in (list, tuple):
+        items = [_map_tensors(v, replace) for v in value]
+        changed = any(a is not b for a, b in zip(items, value))
+        return type(value)(items) if changed else value
+    if type(value) is dict:
+        items = {k: _map_tensors(v, replace) for k, v in value.items()}
+        changed = any(items[k] is not v for k, v in value.items())
+        return items if changed else value
+    return value
 
 
 # ---- Functional forms (MindSpore's signatures) ---------------------------------------------------

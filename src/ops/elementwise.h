@@ -424,6 +424,17 @@ void unary_run(const F& f, simd::UnaryOp simd_op, simd::Store out_store, char* c
     if (simd_op != kNoSimdUnary && s[0] == sizeof(T) && s[1] == sizeof(T)) {
       return simd::unary(simd_op, reinterpret_cast<const T*>(p[1]), reinterpret_cast<T*>(p[0]), n);
     }
+    if (simd_op == simd::UnaryOp::kNeg || simd_op == simd::UnaryOp::kAbs) {
+      // On the sign bit, as simd::unary does for these (a signaling NaN stays signaling).
+      const uint16_t keep = simd_op == simd::UnaryOp::kAbs ? 0x7fff : 0xffff;
+      const uint16_t flip = simd_op == simd::UnaryOp::kNeg ? 0x8000 : 0;
+      for (int64_t i = 0; i < n; ++i) {
+        T v = load<T>(p[1] + i * s[1]);
+        v.bits = static_cast<uint16_t>((v.bits & keep) ^ flip);
+        store<T>(p[0] + i * s[0], v);
+      }
+      return;
+    }
   }
   if constexpr (kIsFloat16<T>) {
     return run_through_float<T, O, 2>(p, s, n, [&](char* const* q, const int64_t* qs, int64_t m) {

@@ -475,11 +475,14 @@ def test_an_output_kept_as_a_context_attribute_does_not_leak_the_graph():
         def forward(ctx, x):
             y = x * 2.0
             ctx.y, ctx.pair, ctx.marker = y, [y, x], Marker()
+            ctx.nested = {"y": y, "deeper": [(y,)]}
             markers.append(weakref.ref(ctx.marker))
             return y
 
         @staticmethod
         def backward(ctx, g):
+            # One tensor for y wherever it was kept; x, an input, is x itself.
+            assert ctx.pair[0] is ctx.y and ctx.nested["deeper"][0][0] is ctx.y
             assert not ctx.y.requires_grad and ctx.pair[1].requires_grad
             return g * ctx.y / ctx.pair[1]  # y / x == 2, from the kept values
 
@@ -492,6 +495,53 @@ def test_an_output_kept_as_a_context_attribute_does_not_leak_the_graph():
     kiln.runtime.synchronize()  # the pipeline lets go of finished calls' tensors
     gc.collect()
     assert [m() for m in markers] == [None, None]
+
+
+def test_an_output_kept_as_a_context_attribute_is_differentiable_again_under_create_graph():
+    class Exp(kiln.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = mint.exp(x)
+            ctx.y = y
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.y
+
+    class SquareKeepingItsInput(kiln.autograd.Function):  # x is also an output
+        @staticmethod
+        def forward(ctx, x):
+            ctx.x = x
+            return x, x * x
+
+        @staticmethod
+        def backward(ctx, gx, gy):
+            return (gx if gx is not None else 0.0) + (gy * 2.0 * ctx.x if gy is not None else 0.0)
+
+    x = kiln.tensor([0.5, 1.0, -1.5], dtype=kiln.float64).requires_grad_()
+    (g,) = kiln.autograd.grad(mint.sum(Exp.apply(x)), [x], create_graph=True)
+    (gg,) = kiln.autograd.grad(mint.sum(g), [x])
+    np.testing.assert_allclose(gg.numpy(), np.exp(x.detach().numpy()), rtol=1e-12)
+    assert kiln.testing.gradgradcheck(Exp.apply, (x,))
+    assert kiln.testing.gradcheck(SquareKeepingItsInput.apply, (x,))
+    assert kiln.testing.gradgradcheck(SquareKeepingItsInput.apply, (x,))
+
+
+def test_mark_non_differentiable_holds_for_a_floating_point_output():
+    class Two(kiln.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            a, b = x * 2.0, x * 3.0
+            ctx.mark_non_differentiable(b)
+            return a, b
+
+        @staticmethod
+        def backward(ctx, ga, gb):
+            return ga * 2.0
+
+    a, b = Two.apply(kiln.tensor([1.0, 2.0]).requires_grad_())
+    assert a.requires_grad and not b.requires_grad and b.grad_fn is None
 
 
 def test_as_strided_is_tracked_on_contiguous_tensors_and_refused_on_others():

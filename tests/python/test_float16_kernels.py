@@ -284,6 +284,16 @@ def test_float16_neg_and_abs_flip_the_sign_bit_of_every_value_as_numpy():
                                       np.negative(bits.view(np.float16)).view(np.uint16))
 
 
+def test_neg_and_abs_of_strided_float16_flip_the_sign_bit_as_contiguous_runs_do():
+    # The strided loop gives the contiguous kernel's bits, signalling NaNs included (bfloat16
+    # takes the same loop; its contiguous kernel is checked on every value in the C++ tests).
+    bits = np.arange(2**16, dtype=np.uint16).reshape(256, 256)
+    x = kiln.tensor(bits.view(np.float16))
+    for strided, want in ((x[:, ::2], bits[:, ::2]), (x.transpose(0, 1), bits.T)):
+        np.testing.assert_array_equal(M.neg(strided).numpy().view(np.uint16), want ^ 0x8000)
+        np.testing.assert_array_equal(M.abs(strided).numpy().view(np.uint16), want & 0x7FFF)
+
+
 def test_bfloat16_sums_keep_float32s_range():
     # Summed in float64 element by element: 64 values near bfloat16's (float32's) largest do not
     # overflow a partial sum on the way to their mean.

@@ -195,8 +195,9 @@ KILN_API void unary(UnaryOp op, const ScalarSteps<double>& steps, const double* 
 
 /// unary() on float16 runs, in one pass: each element widened to float, op'd as the float32
 /// unary() does, and rounded to nearest even once: the bits of unary() on the widened run followed
-/// by narrow_run (Note [16-bit runs in float vectors] in simd_loops-inl.h). x and y may alias
-/// exactly.
+/// by narrow_run (Note [16-bit runs in float vectors] in simd_loops-inl.h). kNeg and kAbs flip or
+/// clear the sign bit instead: the same bits, except that a signaling NaN stays signaling. x and y
+/// may alias exactly.
 KILN_API void unary(UnaryOp op, const Half* x, Half* y, int64_t n);
 /// bfloat16 overload of the 16-bit unary().
 KILN_API void unary(UnaryOp op, const BFloat16* x, BFloat16* y, int64_t n);
