@@ -22,8 +22,8 @@ std::vector<int64_t> pair_of(nb::handle obj, const char* name) {
   if (obj.is_none()) return {};
   KILN_CHECK_TYPE(!PyBool_Check(obj.ptr()))
       << name << ": expected an int or a pair of ints, got a bool";
-  if (nb::isinstance<nb::int_>(obj)) {
-    const int64_t v = nb::cast<int64_t>(obj);
+  if (is_int_arg(obj)) {
+    const int64_t v = shape_arg(obj, name)[0];  // a kType error when it does not fit int64
     return {v, v};
   }
   std::vector<int64_t> values;

@@ -77,10 +77,9 @@ void bind_mint_shape(nb::module_& mint) {
   mint.def(
       "split",
       [](const TensorArg& x, nb::handle split_size_or_sections, int64_t dim) {
-        if (nb::isinstance<nb::int_>(split_size_or_sections)) {
-          return tuple_of(split(x, nb::cast<int64_t>(split_size_or_sections), dim));
-        }
-        return tuple_of(split(x, nb::cast<std::vector<int64_t>>(split_size_or_sections), dim));
+        const Shape sizes = shape_arg(split_size_or_sections, "split");
+        if (is_int_arg(split_size_or_sections)) return tuple_of(split(x, sizes[0], dim));
+        return tuple_of(split(x, std::vector<int64_t>(sizes.begin(), sizes.end()), dim));
       },
       "x"_a, "split_size_or_sections"_a, "dim"_a = 0,
       "Views of consecutive pieces of x: of size split_size (the last may be smaller), or of the "

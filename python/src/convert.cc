@@ -143,9 +143,12 @@ Tensor tensor_from_object(nb::handle data, const DType* dtype) {
   return result;
 }
 
+bool is_int_arg(nb::handle obj) {
+  return PyIndex_Check(obj.ptr()) && !PyBool_Check(obj.ptr());  // a bool is never a size
+}
+
 Shape shape_arg(nb::handle obj, const char* what) {
-  // A bool is an int to Python, never a size.
-  if (PyIndex_Check(obj.ptr()) && !PyBool_Check(obj.ptr())) {
+  if (is_int_arg(obj)) {
     int64_t value = 0;
     KILN_CHECK_TYPE(nb::try_cast(obj, value))
         << what << ": " << nb::cast<std::string>(nb::repr(obj)) << " does not fit in int64";

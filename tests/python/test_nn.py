@@ -330,6 +330,10 @@ def test_conv2d_non_contiguous_input(rng):
      r"padded input height \(5\) to be at least the dilated kernel height \(7\)"),
     (lambda x, w: mint.conv2d(x, w, stride=(1, 2, 3)), kiln.KilnValueError, "stride"),
     (lambda x, w: mint.conv2d(x, w, stride="a"), kiln.KilnTypeError, "int or a pair"),
+    (lambda x, w: mint.conv2d(x, w, stride=2**70), kiln.KilnTypeError,
+     "stride: 1180591620717411303424 does not fit in int64"),
+    (lambda x, w: mint.conv2d(x, w, padding=(1, 2**70)), kiln.KilnTypeError,
+     r"padding: expected an int or a pair of ints, got \(1, 1180591620717411303424\)"),
     (lambda x, w: mint.conv2d(t(np.zeros((1, 3, 5, 5), np.int32)), t(np.zeros((4, 3, 3, 3),
                               np.int32))), kiln.DTypeError, "conv2d: expected floating-point"),
 ])

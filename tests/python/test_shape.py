@@ -309,6 +309,12 @@ def test_chunk_follows_torch_chunk(n, chunks, rng):
     check_pieces(mint.chunk(t, chunks, 1), a, torch_chunk_sizes(n, chunks), 1, t)
 
 
+def test_split_takes_numpy_integers():
+    t = kiln.tensor(np.arange(5, dtype=np.float32))
+    assert [p.shape for p in mint.split(t, np.int64(2))] == [(2,), (2,), (1,)]
+    assert [p.shape for p in mint.split(t, [np.int32(1), 4])] == [(1,), (4,)]
+
+
 def test_split_pieces_write_through_to_the_base():
     t = kiln.tensor(np.zeros(4, np.float32))
     first, second = mint.split(t, 2)
@@ -325,6 +331,12 @@ def test_split_pieces_write_through_to_the_base():
     (lambda t: mint.chunk(t, 0), kiln.KilnValueError, r"positive number of chunks"),
     (lambda t: mint.chunk(kiln.tensor(1.0), 2), kiln.ShapeError, r"0-d tensor"),
     (lambda t: mint.chunk(t, 2, -3), kiln.KilnIndexError, r"out of range"),
+    (lambda t: mint.split(t, 2**70), kiln.KilnTypeError, r"split: 1180591620717411303424 does "
+     r"not fit in int64"),
+    (lambda t: mint.split(t, [1, 2**70]), kiln.KilnTypeError, r"split: expected an int or a "
+     r"sequence of ints, got \[1, 1180591620717411303424\]"),
+    (lambda t: mint.split(t, "ab"), kiln.KilnTypeError, r"sequence of ints, got 'ab'"),
+    (lambda t: mint.split(t, True), kiln.KilnTypeError, r"sequence of ints, got True"),
 ])
 def test_split_and_chunk_errors(call, error, match):
     t = kiln.tensor(np.zeros((5, 2), np.float32))
