@@ -125,27 +125,18 @@ class UndecidedResults {
 
   void decide_planned() {
     while (!results_.empty()) {
-      std::shared_ptr<TensorImpl> result = results_.front().lock();
-      if (result != nullptr && is_pending(*result)) return;
+      const std::shared_ptr<TensorImpl> result = results_.front().lock();
+      const uint64_t pending =
+          result == nullptr ? 0 : result->pending.load(std::memory_order_acquire);
+      if (pending != 0 && pending != TensorImpl::kFailedMetadata) return;  // not planned yet
       results_.pop_front();  // first: releasing a node may run code that records (Python's)
-      release_if_integer(std::move(result));
+      if (result != nullptr && pending == 0 && !is_floating_point(result->dtype)) {
+        result->autograd->grad_fn.reset();  // grad_fn is null before the node's destructor runs
+      }
     }
   }
 
  private:
-  static bool is_pending(const TensorImpl& t) {
-    const uint64_t pending = t.pending.load(std::memory_order_acquire);
-    return pending != 0 && pending != TensorImpl::kFailedMetadata;
-  }
-
-  static void release_if_integer(std::shared_ptr<TensorImpl> result) {
-    if (result == nullptr || result->pending.load(std::memory_order_acquire) != 0 ||
-        is_floating_point(result->dtype)) {
-      return;
-    }
-    result->autograd->grad_fn.reset();  // grad_fn is null before the node's destructor runs
-  }
-
   std::deque<std::weak_ptr<TensorImpl>> results_;
 };
 

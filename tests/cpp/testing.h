@@ -21,19 +21,28 @@
 
 namespace kiln::testing {
 
-/// Runs `fn` and the next sync point; returns the kiln::Error either raised (fails the test when
-/// neither did). A failure left over from earlier code fails the test before `fn` runs.
+/// Runs `fn`, which must raise a kiln::Error, and returns it (fails the test when it raised
+/// none). No sync point: what `fn` itself raises, not a failure still queued.
 template <typename F>
-Error error_of(F&& fn) {
-  runtime::synchronize();
+Error raised_by(F&& fn) {
   try {
     std::forward<F>(fn)();
-    runtime::synchronize();
   } catch (const Error& e) {
     return e;
   }
   ADD_FAILURE() << "expected a kiln::Error";
   return Error(ErrorKind::kGeneric, "");
+}
+
+/// Runs `fn` and the next sync point; returns the kiln::Error either raised (fails the test when
+/// neither did). A failure left over from earlier code fails the test before `fn` runs.
+template <typename F>
+Error error_of(F&& fn) {
+  runtime::synchronize();
+  return raised_by([&] {
+    std::forward<F>(fn)();
+    runtime::synchronize();
+  });
 }
 
 /// Expects `fn` (or the sync point after it) to raise a kiln::Error of `kind` containing `needle`.

@@ -5,6 +5,7 @@
 
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kiln/functional.h"
@@ -20,13 +21,9 @@ using testing::PipelineMode;
 // first: the failure under test would raise there).
 template <typename F>
 void expect_read_raises(F&& read, ErrorKind kind, const std::string& needle) {
-  try {
-    read();
-    ADD_FAILURE() << "expected a kiln::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
+  const Error e = testing::raised_by(std::forward<F>(read));
+  EXPECT_EQ(e.kind(), kind) << e.what();
+  EXPECT_TRUE(testing::contains(e.what(), needle)) << e.what();
 }
 
 class PipelineAlias : public ::testing::TestWithParam<PipelineMode> {

@@ -37,18 +37,6 @@ void expect_injected(const Error& e, const Injection& injection) {
   EXPECT_TRUE(testing::contains(e.what(), kCall)) << e.what();
 }
 
-// Runs `fn`, which must raise a kiln::Error, and returns it.
-template <typename Fn>
-Error raised_by(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a kiln::Error";
-  return Error(ErrorKind::kGeneric, "");
-}
-
 class PipelineError : public ::testing::TestWithParam<std::tuple<PipelineMode, int>> {
  protected:
   PipelineMode mode() const { return std::get<0>(GetParam()); }
@@ -66,7 +54,7 @@ TEST_P(PipelineError, RaisesAtTheRightSyncPoint_AndConsumersRaiseTheSameCause) {
   const Injection& inj = injection();
   if (is_sync()) {
     // Inline: the call itself raises, and nothing is stored for later.
-    expect_injected(raised_by([&] { testing::probe(x, {inj.stage}); }), inj);
+    expect_injected(testing::raised_by([&] { testing::probe(x, {inj.stage}); }), inj);
     EXPECT_NO_THROW(runtime::synchronize());
   } else {
     Tensor y;
@@ -74,17 +62,17 @@ TEST_P(PipelineError, RaisesAtTheRightSyncPoint_AndConsumersRaiseTheSameCause) {
     const Tensor z = y * 2.0;                             // consumers queue too
     const Tensor w = sum(exp(z));
     if (std::string(inj.stage) == "infer") {
-      expect_injected(raised_by([&] { (void)y.shape(); }), inj);  // a metadata read raises
+      expect_injected(testing::raised_by([&] { (void)y.shape(); }), inj);  // a metadata read raises
     } else {
       EXPECT_EQ(y.shape(), (Shape{2, 3}));  // metadata is fine; the data is not
-      expect_injected(raised_by([&] { (void)y.data_ptr(); }), inj);
+      expect_injected(testing::raised_by([&] { (void)y.data_ptr(); }), inj);
     }
     // Consumers fail with the producer's error, not one of their own.
-    const Error from_w = raised_by([&] { (void)w.data<float>(); });
+    const Error from_w = testing::raised_by([&] { (void)w.data<float>(); });
     expect_injected(from_w, inj);
     EXPECT_FALSE(testing::contains(from_w.what(), "Mul(")) << from_w.what();
     EXPECT_FALSE(testing::contains(from_w.what(), "Sum(")) << from_w.what();
-    expect_injected(raised_by([&] { (void)z.data<float>(); }), inj);
+    expect_injected(testing::raised_by([&] { (void)z.data<float>(); }), inj);
     // Every failure was raised by a read, so synchronize() has nothing left to raise.
     EXPECT_NO_THROW(runtime::synchronize());
   }
@@ -99,11 +87,11 @@ TEST_P(PipelineError, UnreadFailureRaisesAtSynchronize_Once) {
   const Tensor x = testing::iota({2, 3});
   const Injection& inj = injection();
   if (is_sync()) {
-    expect_injected(raised_by([&] { testing::probe(x, {inj.stage}); }), inj);
+    expect_injected(testing::raised_by([&] { testing::probe(x, {inj.stage}); }), inj);
   } else {
     // The result is dropped at once: its failure must still reach the next synchronize().
     EXPECT_NO_THROW(testing::probe(x, {inj.stage}));
-    expect_injected(raised_by([] { runtime::synchronize(); }), inj);
+    expect_injected(testing::raised_by([] { runtime::synchronize(); }), inj);
   }
   EXPECT_NO_THROW(runtime::synchronize());
   EXPECT_EQ(testing::floats(x * 3.0), (std::vector<float>{0, 3, 6, 9, 12, 15}));
@@ -114,13 +102,13 @@ TEST_P(PipelineError, AnUnreadFailure_RaisesAtSynchronize_AfterAnotherWasRaisedB
   const Tensor x = testing::iota({2, 3});
   const Injection& inj = injection();
   if (is_sync()) {
-    expect_injected(raised_by([&] { testing::probe(x, {"kernel"}); }), kInjections[2]);
-    expect_injected(raised_by([&] { testing::probe(x, {inj.stage}); }), inj);
+    expect_injected(testing::raised_by([&] { testing::probe(x, {"kernel"}); }), kInjections[2]);
+    expect_injected(testing::raised_by([&] { testing::probe(x, {inj.stage}); }), inj);
   } else {
     const Tensor read = testing::probe(x, {"kernel"});
-    expect_injected(raised_by([&] { (void)read.data_ptr(); }), kInjections[2]);
+    expect_injected(testing::raised_by([&] { (void)read.data_ptr(); }), kInjections[2]);
     testing::probe(x, {inj.stage});  // never read
-    expect_injected(raised_by([] { runtime::synchronize(); }), inj);
+    expect_injected(testing::raised_by([] { runtime::synchronize(); }), inj);
   }
   EXPECT_NO_THROW(runtime::synchronize());
 }
@@ -132,8 +120,8 @@ TEST_P(PipelineError, TheSecondOfTwoUnreadFailures_RaisesAtSynchronize_WhenTheFi
   const Tensor first = testing::probe(x, {"kernel"});
   testing::probe(x, {injection().stage});  // never read
   runtime::drain();                        // both have failed before the read
-  expect_injected(raised_by([&] { (void)first.data_ptr(); }), kInjections[2]);
-  expect_injected(raised_by([] { runtime::synchronize(); }), injection());
+  expect_injected(testing::raised_by([&] { (void)first.data_ptr(); }), kInjections[2]);
+  expect_injected(testing::raised_by([] { runtime::synchronize(); }), injection());
   EXPECT_NO_THROW(runtime::synchronize());
 }
 
@@ -143,10 +131,10 @@ TEST_P(PipelineError, FailedWriteIntoOutTensor_RaisesOnce_AndKeepsItsData) {
   const Tensor target = testing::iota({2, 3}, 10);
   const Injection& inj = injection();
   if (is_sync()) {
-    expect_injected(raised_by([&] { testing::probe(x, {inj.stage}, target); }), inj);
+    expect_injected(testing::raised_by([&] { testing::probe(x, {inj.stage}, target); }), inj);
   } else {
     EXPECT_NO_THROW(testing::probe(x, {inj.stage}, target));
-    expect_injected(raised_by([&] { (void)target.data_ptr(); }), inj);
+    expect_injected(testing::raised_by([&] { (void)target.data_ptr(); }), inj);
   }
   // Kernels validate before they write: once raised, the target is healthy with its old data.
   EXPECT_EQ(testing::floats(target), (std::vector<float>{10, 11, 12, 13, 14, 15}));
@@ -167,7 +155,7 @@ TEST_P(PipelineError, FailureInALongQueue_LosesNothing) {
   std::vector<Tensor> results;
   for (int i = 0; i < kChains; ++i) {
     if (i == kFailing && is_sync()) {
-      expect_injected(raised_by([&] { testing::probe(x, {inj.stage}); }), inj);
+      expect_injected(testing::raised_by([&] { testing::probe(x, {inj.stage}); }), inj);
       results.emplace_back();
       continue;
     }
@@ -176,7 +164,8 @@ TEST_P(PipelineError, FailureInALongQueue_LosesNothing) {
   }
   for (int i = 0; i < kChains; ++i) {
     if (i == kFailing) {
-      if (!is_sync()) expect_injected(raised_by([&] { (void)results[i].data_ptr(); }), inj);
+      if (!is_sync())
+        expect_injected(testing::raised_by([&] { (void)results[i].data_ptr(); }), inj);
       continue;
     }
     const std::vector<float> got = testing::floats(results[i]);
@@ -196,7 +185,7 @@ TEST(PipelineInfer, ANegativeOutputSizeIsAShapeErrorNamingTheCall_InEveryMode) {
                          .kernel(DeviceType::kCPU, [](KernelContext&) {}));
   for (PipelineMode mode : testing::all_modes()) {
     testing::ScopedPipeline pipeline(mode);
-    const Error e = raised_by([] {
+    const Error e = testing::raised_by([] {
       const Tensor y = call_op("NegativeSizeProbe", {Tensor::empty({3})})[0];
       (void)y.shape();
       runtime::synchronize();
