@@ -426,11 +426,12 @@ void unary_run(const F& f, simd::UnaryOp simd_op, simd::Store out_store, char* c
     }
     if (simd_op == simd::UnaryOp::kNeg || simd_op == simd::UnaryOp::kAbs) {
       // On the sign bit, as simd::unary does for these (a signaling NaN stays signaling).
-      const uint16_t keep = simd_op == simd::UnaryOp::kAbs ? 0x7fff : 0xffff;
-      const uint16_t flip = simd_op == simd::UnaryOp::kNeg ? 0x8000 : 0;
+      const uint16_t sign = simd::kSignBit16;
+      const uint16_t clear = simd_op == simd::UnaryOp::kAbs ? sign : 0;
+      const uint16_t flip = simd_op == simd::UnaryOp::kNeg ? sign : 0;
       for (int64_t i = 0; i < n; ++i) {
         T v = load<T>(p[1] + i * s[1]);
-        v.bits = static_cast<uint16_t>((v.bits & keep) ^ flip);
+        v.bits = static_cast<uint16_t>((v.bits & ~clear) ^ flip);
         store<T>(p[0] + i * s[0], v);
       }
       return;

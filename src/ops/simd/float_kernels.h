@@ -199,6 +199,8 @@ KILN_API void unary(UnaryOp op, const ScalarSteps<double>& steps, const double* 
 /// clear the sign bit instead: the same bits, except that a signaling NaN stays signaling. x and y
 /// may alias exactly.
 KILN_API void unary(UnaryOp op, const Half* x, Half* y, int64_t n);
+/// The bit kNeg flips and kAbs clears in a float16 or bfloat16 value (both keep the sign on top).
+inline constexpr uint16_t kSignBit16 = 0x8000;
 /// bfloat16 overload of the 16-bit unary().
 KILN_API void unary(UnaryOp op, const BFloat16* x, BFloat16* y, int64_t n);
 

@@ -226,9 +226,9 @@ HWY_INLINE bool sign_bit_unary(UnaryOp op, const void* x, void* y, size_t n) {
   const auto* in = static_cast<const uint16_t*>(x);
   auto* out = static_cast<uint16_t*>(y);
   if (op == UnaryOp::kNeg) {
-    map_unary(d, in, out, n, [](auto dv, V v) { return hn::Xor(v, hn::Set(dv, 0x8000)); });
+    map_unary(d, in, out, n, [](auto dv, V v) { return hn::Xor(v, hn::Set(dv, kSignBit16)); });
   } else {
-    map_unary(d, in, out, n, [](auto dv, V v) { return hn::And(v, hn::Set(dv, 0x7FFF)); });
+    map_unary(d, in, out, n, [](auto dv, V v) { return hn::AndNot(hn::Set(dv, kSignBit16), v); });
   }
   return true;
 }
