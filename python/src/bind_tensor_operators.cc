@@ -88,7 +88,7 @@ void def_method(nb::handle cls, const char* name, F&& f, const Extra&... extra) 
                        extra...);
 }
 
-/// The operand an operator makes of a Python int beyond int64, which TensorArg refuses: a weak
+/// The operand an operator makes of a Python int beyond int64 (TensorArg::big_int): a weak
 /// float64 beside a floating-point tensor, as NumPy and PyTorch take it; beside an integer or
 /// bool tensor an error (NumPy raises too), where Python would otherwise fall back to `t == big`
 /// being False and `t + big` a TypeError about the types.
@@ -102,16 +102,13 @@ Tensor big_int_operand(const char* op, const Tensor& self, nb::handle big) {
   return Tensor::scalar(Scalar(value));
 }
 
-/// Adds to operator `name` (already defined with a TensorArg operand) the overload that
-/// big_int_operand serves: `self` op `big`, or `big` op `self` when `reflected`.
-void def_big_int_overload(nb::handle cls, const char* name, BinaryFn fn, bool reflected) {
-  def_method(
-      cls, name,
-      [name, fn, reflected](const Tensor& self, nb::int_ big) {
-        const Tensor other = big_int_operand(name, self, big);
-        return tensor_object(reflected ? fn(other, self, {}) : fn(self, other, {}));
-      },
-      nb::is_operator());
+/// call(o) with `other` as operator `op`'s operand beside `self`.
+template <typename Call>
+auto with_operand(const char* op, const Tensor& self, const TensorArg& other, const Call& call) {
+  if (other.big_int().is_valid()) [[unlikely]] {
+    return call(big_int_operand(op, self, other.big_int()));
+  }
+  return call(other.get());
 }
 
 }  // namespace
@@ -123,44 +120,39 @@ void bind_tensor_operators(nb::module_& /*m*/) {
   for (const ArithmeticOperator& op : kArithmetic) {
     def_method(
         cls, op.forward,
-        [fn = op.fn](const Tensor& self, TensorArg other) {
-          return tensor_object(fn(self, other, {}));
+        [p = &op](const Tensor& self, TensorArg other) {
+          return with_operand(p->forward, self, other,
+                              [&](const Tensor& o) { return tensor_object(p->fn(self, o, {})); });
         },
         nb::is_operator());
     def_method(
         cls, op.reflected,
-        [fn = op.fn](const Tensor& self, TensorArg other) {
-          return tensor_object(fn(other, self, {}));
+        [p = &op](const Tensor& self, TensorArg other) {
+          return with_operand(p->reflected, self, other,
+                              [&](const Tensor& o) { return tensor_object(p->fn(o, self, {})); });
         },
         nb::is_operator());
     // In place: the result is written into self through `out` and self itself is returned.
-    const auto inplace = [p = &op](nb::handle self, const Tensor& other) -> nb::object {
-      const Tensor& t = nb::cast<const Tensor&>(self);
-      check_inplace(*p, t, other);
-      p->fn(t, other, t);
-      return nb::borrow(self);
-    };
     def_method(
         cls, op.inplace,
-        [inplace](nb::handle self, TensorArg other) { return inplace(self, other); },
-        nb::is_operator());
-    def_big_int_overload(cls, op.forward, op.fn, false);
-    def_big_int_overload(cls, op.reflected, op.fn, true);
-    def_method(
-        cls, op.inplace,
-        [p = &op, inplace](nb::handle self, nb::int_ big) {
-          return inplace(self, big_int_operand(p->inplace, nb::cast<const Tensor&>(self), big));
+        [p = &op](nb::handle self, TensorArg other) {
+          const Tensor& t = nb::cast<const Tensor&>(self);
+          with_operand(p->inplace, t, other, [&](const Tensor& o) {
+            check_inplace(*p, t, o);
+            p->fn(t, o, t);
+          });
+          return nb::borrow(self);
         },
         nb::is_operator());
   }
   for (const ComparisonOperator& op : kComparisons) {
     def_method(
         cls, op.name,
-        [fn = op.fn](const Tensor& self, TensorArg other) {
-          return tensor_object(fn(self, other, {}));
+        [p = &op](const Tensor& self, TensorArg other) {
+          return with_operand(p->name, self, other,
+                              [&](const Tensor& o) { return tensor_object(p->fn(self, o, {})); });
         },
         nb::is_operator());
-    def_big_int_overload(cls, op.name, op.fn, false);
   }
   for (const LogicalOperator& op : kLogical) {
     def_method(

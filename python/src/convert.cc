@@ -161,6 +161,12 @@ Shape shape_arg(nb::handle obj, const char* what) {
   return values;
 }
 
+void TensorArg::refuse_big_int() const {
+  KILN_CHECK_VALUE(false) << "the Python int " << nb::str(big_int_).c_str()
+                          << " does not fit int64, the range of Kiln's integer scalars; use a "
+                             "float or a floating-point tensor";
+}
+
 const Tensor* tensor_ptr(PyObject* o) {
   static PyTypeObject* const tensor_type =
       reinterpret_cast<PyTypeObject*>(nb::type<Tensor>().ptr());
@@ -194,9 +200,10 @@ bool type_caster<kiln::py::TensorArg>::from_python(handle src, uint32_t flags,
     }
     if (PyLong_Check(src.ptr())) {
       const long long v = PyLong_AsLongLong(src.ptr());
-      if (v == -1 && PyErr_Occurred()) {
+      if (v == -1 && PyErr_Occurred()) {  // beyond int64: refused when the binding reads it
         PyErr_Clear();
-        return false;
+        value.hold_big_int(src);
+        return true;
       }
       value.own(kiln::Tensor::scalar(kiln::Scalar(static_cast<int64_t>(v))));
       return true;
@@ -232,7 +239,7 @@ bool type_caster<kiln::py::TensorListArg>::from_python(handle src, uint32_t flag
   make_caster<kiln::py::TensorArg> item;
   bool ok = true;
   for (Py_ssize_t i = 0; ok && i < n; ++i) {
-    ok = item.from_python(items[i], flags, cleanup);
+    ok = item.from_python(items[i], flags, cleanup) && !item.value.big_int().is_valid();
     if (ok) value.tensors.push_back(item.value.get());
   }
   Py_DECREF(fast);

@@ -19,22 +19,41 @@ namespace nb = nanobind;
 
 /// A kiln.Tensor argument is borrowed from its Python object, which the call keeps alive (no
 /// reference-count traffic per argument); anything else is converted into a tensor of its own.
+/// A Python int beyond int64 is taken too, and refused when the binding reads it: a kValue error
+/// that says why, where a caster that failed would give nanobind's TypeError listing signatures
+/// that name int among the accepted types. A binding with a use for it reads big_int() first.
 class TensorArg {
  public:
-  const Tensor& get() const { return borrowed_ != nullptr ? *borrowed_ : owned_; }
+  const Tensor& get() const {
+    if (borrowed_ != nullptr) return *borrowed_;
+    if (big_int_.is_valid()) [[unlikely]]
+      refuse_big_int();
+    return owned_;
+  }
   operator const Tensor&() const { return get(); }  // NOLINT: seamless use as a Tensor
   void borrow(const Tensor* tensor) {
     borrowed_ = tensor;
     owned_ = Tensor();
+    big_int_ = nb::handle();
   }
   void own(Tensor tensor) {
-    borrowed_ = nullptr;
+    borrow(nullptr);
     owned_ = std::move(tensor);
   }
+  /// Holds a Python int beyond int64 (borrowed, as a tensor is).
+  void hold_big_int(nb::handle value) {
+    borrow(nullptr);
+    big_int_ = value;
+  }
+  /// The Python int beyond int64 this argument is, or an invalid handle.
+  nb::handle big_int() const { return big_int_; }
 
  private:
+  [[noreturn]] void refuse_big_int() const;
+
   const Tensor* borrowed_ = nullptr;
   Tensor owned_;
+  nb::handle big_int_;
 };
 
 /// A sequence of TensorArg values, each copied while its Python object is alive: a sequence that is

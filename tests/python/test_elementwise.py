@@ -824,6 +824,22 @@ def test_python_ints_beyond_int64_in_operators(big, rng):
         x + 10**400  # past float64 too
 
 
+@pytest.mark.parametrize("big", [2**63, -2**63 - 1])
+def test_python_ints_beyond_int64_as_op_arguments(big):
+    # An op taking a tensor or a number refuses the int by what is wrong with it (nanobind's
+    # TypeError listed signatures naming int among the accepted types), before anything runs.
+    x, t = kiln.tensor([1.5, 2.5]), kiln.tensor([1, 2])
+    for op in [lambda: M.add(t, big), lambda: M.mul(x, big), lambda: M.exp(big),
+               lambda: M.where(t > 1, t, big), lambda: t & big]:
+        with raises(kiln.KilnValueError,
+                    match=f"the Python int {big} does not fit int64, the range of Kiln's integer "
+                          "scalars; use a float or a floating-point tensor"):
+            op()
+    np.testing.assert_array_equal(t.numpy(), [1, 2])
+    np.testing.assert_array_equal(x.numpy(), [1.5, 2.5])
+    assert_close(M.add(t, float(big)), np.array([1, 2]) + np.float32(big))
+
+
 def test_logical_operators_on_bool_tensors(rng):
     a = rng.random((3, 4)) > 0.5
     b = rng.random((1, 4)) > 0.5
