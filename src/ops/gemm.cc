@@ -161,14 +161,16 @@ bool plan_onednn(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
     b = b.contiguous();
     onednn_layout(b, nd, &lb);
   }
-  // Both operands broadcasting one batch dimension (both expanded with stride 0) leaves oneDNN
-  // no operand of the output's size there: materialise a.
+  // A batch dimension of the output where both operands have size 1 to oneDNN (one of them
+  // expanded there with stride 0, the other of size 1 or expanded too) leaves oneDNN no operand
+  // of the output's size: materialise the one that was expanded to it.
   for (int64_t d = 0; d < nd - 2; ++d) {
-    if (out.size(d) > 1 && la.dims[d] == 1 && lb.dims[d] == 1) {
-      a = a.contiguous();
-      onednn_layout(a, nd, &la);
-      break;
-    }
+    if (out.size(d) == 1 || la.dims[d] != 1 || lb.dims[d] != 1) continue;
+    const int64_t in_a = d - (nd - a.ndim());  // d among a's dimensions (a may have fewer)
+    const bool a_expanded = in_a >= 0 && a.size(in_a) > 1;
+    Tensor& t = a_expanded ? a : b;
+    t = t.contiguous();
+    onednn_layout(t, nd, a_expanded ? &la : &lb);
   }
   std::shared_ptr<const MatmulEntry> entry = matmul_primitive(la, lb, out.shape(), ep);
   if (entry->reference && !(a.is_contiguous() && b.is_contiguous())) {

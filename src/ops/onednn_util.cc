@@ -241,8 +241,8 @@ void ExecArgs::execute(const dnnl::primitive& prim, const char* error_message) {
   const int count = static_cast<int>(bound_count_);
   bound_count_ = 0;
   dnnl::stream& s = stream();
-  dnnl::error::wrap_c_api(dnnl_primitive_execute(prim.get(), s.get(), count, bound_),
-                          error_message);
+  const dnnl_status_t status = dnnl_primitive_execute(prim.get(), s.get(), count, bound_);
+  KILN_CHECK(status == dnnl_success) << error_message << " (oneDNN status " << status << ")";
   s.wait();
 }
 
@@ -291,7 +291,13 @@ size_t PrimitiveKey::hash() const {
 
 std::shared_ptr<const void> cache_lookup(const PrimitiveKey& key,
                                          const std::function<std::shared_ptr<const void>()>& make) {
-  return cache().lookup(key, make);
+  try {
+    return cache().lookup(key, make);
+  } catch (const dnnl::error& e) {
+    // Kernels describe only layouts oneDNN takes; a refusal is a Kiln bug, raised as a Kiln error
+    // so that the call it failed in is named.
+    KILN_ASSERT(false) << "oneDNN refused a primitive: " << e.what();
+  }
 }
 
 PrimitiveCacheStats primitive_cache_stats() { return cache().stats(); }

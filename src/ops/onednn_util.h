@@ -86,8 +86,7 @@ class ExecArgs {
   /// nonempty desc, each at most once.
   void bind(int arg, void* data);
   /// Runs `prim` on the thread's stream with the args bound since the last execute(), waits for
-  /// it, and forgets the bindings. Throws dnnl::error with `error_message`, which must be a string
-  /// literal (dnnl::error keeps the pointer).
+  /// it, and forgets the bindings. A failure throws a kiln::Error led by `error_message`.
   void execute(const dnnl::primitive& prim, const char* error_message);
 
  private:
@@ -126,7 +125,8 @@ std::shared_ptr<const void> cache_lookup(const PrimitiveKey& key,
                                          const std::function<std::shared_ptr<const void>()>& make);
 
 /// The cached entry for `key`, built by `make()` on a miss. Entries of one kind must always have
-/// the same type T (the key's kind name tells them apart). Thread-safe.
+/// the same type T (the key's kind name tells them apart). Thread-safe. A dnnl::error from `make`
+/// (a descriptor oneDNN refuses: a Kiln bug) comes out as a kiln::Error.
 template <typename T, typename Make>
 std::shared_ptr<const T> get_or_create(const PrimitiveKey& key, Make&& make) {
   return std::static_pointer_cast<const T>(

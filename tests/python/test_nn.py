@@ -119,6 +119,21 @@ def test_matmul_expanded_batch_operands(rng):
     check_product(mint.matmul(ka, t(b)), expected, kiln.float32)
 
 
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64])
+@pytest.mark.parametrize("a_shape, a_expand, b_shape, b_expand", [
+    ((3, 4), None, (1, 4, 2), (5, 4, 2)),  # only the right operand is expanded
+    ((1, 3, 4), None, (1, 4, 2), (5, 4, 2)),  # beside a batch of one
+    ((1, 1, 3, 4), (5, 1, 3, 4), (1, 1, 4, 2), (1, 6, 4, 2)),  # each along its own dim
+])
+def test_matmul_expanded_beside_unit_batch(dtype, a_shape, a_expand, b_shape, b_expand, rng):
+    a, b = random_array(a_shape, dtype, rng), random_array(b_shape, dtype, rng)
+    ka, kb = t(a), t(b)
+    if a_expand:
+        ka, a = ka.expand(*a_expand), np.broadcast_to(a, a_expand)
+    kb, b = kb.expand(*b_expand), np.broadcast_to(b, b_expand)
+    check_product(mint.matmul(ka, kb), np.matmul(f64(a), f64(b)), dtype)
+
+
 def test_matmul_promotes_mixed_dtypes(rng):
     a = random_array((2, 3), kiln.int32, rng)
     b = random_array((3, 2), kiln.float32, rng)
