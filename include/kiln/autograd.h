@@ -181,7 +181,8 @@ KILN_API void remove_post_accumulate_grad_hook(const Tensor& leaf, uint64_t hand
 
 /// Accumulates d outputs / d leaf into the .grad of every leaf the outputs depend on.
 /// `grad_outputs` holds one gradient per output (the weights of a vector-Jacobian product); it may
-/// be empty when every output has one element (the gradient is then 1). Without retain_graph the
+/// be empty, or hold undefined tensors, where outputs have one element (the gradient is then 1, as
+/// in PyTorch); elsewhere a missing gradient raises kValue. Without retain_graph the
 /// graph's saved tensors are freed and a second backward through it raises kValue. With
 /// create_graph the backward ops are recorded, so the gradients can be differentiated again.
 KILN_API void backward(const std::vector<Tensor>& outputs,

@@ -7,6 +7,7 @@
 #include "bindings.h"
 #include "convert.h"
 #include "kiln/autograd.h"
+#include "kiln/functional/elementwise.h"
 #include "kiln/functional/shape.h"
 #include "ops/scalar_range.h"
 
@@ -114,7 +115,11 @@ void bind_mint_shape(nb::module_& mint) {
         KILN_CHECK_VALUE(value.get().ndim() == 0)
             << "masked_fill: expected a number or a 0-d tensor as value, got a tensor of shape "
             << shape_str(value.get().shape());
-        return masked_fill(x, mask, detail::scalar_value(value));
+        const Tensor filled = masked_fill(x, mask, detail::scalar_value(value));
+        // MaskedFill takes the value as a number; one that requires grad goes in again as an
+        // operand, for its gradient (the sum of g where the mask is true), as PyTorch's does.
+        if (!autograd::requires_grad(value)) return filled;
+        return where(mask, to(value, filled.dtype()), filled);
       },
       "x"_a, "mask"_a, "value"_a, "x with `value` where the bool mask (broadcast) is true.");
   mint.def(

@@ -32,26 +32,25 @@ void accumulate(Tensor& slot, const Tensor& g) {
 // The starting gradients: given ones checked against the outputs, or ones for one-element outputs.
 std::vector<Tensor> root_gradients(const std::vector<Tensor>& outputs,
                                    const std::vector<Tensor>& grad_outputs, const char* what) {
-  if (!grad_outputs.empty()) {
-    KILN_CHECK_VALUE(grad_outputs.size() == outputs.size())
-        << what << ": got " << grad_outputs.size() << " output gradients for " << outputs.size()
-        << " outputs";
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      if (!grad_outputs[i].defined()) continue;
+  KILN_CHECK_VALUE(grad_outputs.empty() || grad_outputs.size() == outputs.size())
+      << what << ": got " << grad_outputs.size() << " output gradients for " << outputs.size()
+      << " outputs";
+  std::vector<Tensor> grads;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!grad_outputs.empty() && grad_outputs[i].defined()) {
       KILN_CHECK_SHAPE(grad_outputs[i].shape() == outputs[i].shape())
           << what << ": the gradient of output " << i << " has shape "
           << shape_str(grad_outputs[i].shape()) << ", expected " << shape_str(outputs[i].shape());
+      grads.push_back(grad_outputs[i]);
+      continue;
     }
-    return grad_outputs;
-  }
-  std::vector<Tensor> ones;
-  for (size_t i = 0; i < outputs.size(); ++i) {
+    // No gradient given (none at all, or an undefined one): 1 for a one-element output.
     KILN_CHECK_VALUE(outputs[i].numel() == 1)
         << what << ": output " << i << " has shape " << shape_str(outputs[i].shape())
-        << "; a gradient is implied only for one-element outputs, pass grad_outputs";
-    ones.push_back(ones_like(outputs[i]));
+        << "; a gradient is implied only for one-element outputs, pass its gradient";
+    grads.push_back(ones_like(outputs[i]));
   }
-  return ones;
+  return grads;
 }
 
 void run_graph(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,

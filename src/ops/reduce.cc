@@ -346,15 +346,23 @@ Tensor mean_derivative(const Tensor& x, const Tensor&, const Tensor& g, const Di
 }
 
 // The product of the other elements: y / x where x != 0; at a zero, the product of the nonzero
-// others when it is the only zero of its slice, else 0. No division by zero, no data read.
+// others times that of the other zeros: 1 when it is its slice's only zero, 0 when there are more.
+// No division by zero, no data read. With exactly two zeros the other zero's factor is that zero
+// itself, read through the sum of the slice's zeros less this one: 0 in value, but differentiable,
+// so that the second derivative (the product of the rest) is right. (With three or more, the
+// constant 0 is right to the second derivative; PyTorch, through cumulative products, to any.)
 Tensor prod_derivative(const Tensor& x, const Tensor& y, const Tensor& g, const Dims& dims,
                       const Attrs&) {
   const Tensor zero = Tensor::scalar(0.0);
   const Tensor one = Tensor::scalar(1.0);
   const Tensor is_zero = eq(x, Tensor::scalar(0));
   const Tensor x_or_one = where(is_zero, one, x);
-  const Tensor one_zero = eq(sum(is_zero, dims, /*keepdim=*/true), Tensor::scalar(1));
-  const Tensor at_zero = where(one_zero, prod(x_or_one, dims, /*keepdim=*/true), zero);
+  const Tensor zero_count = sum(is_zero, dims, /*keepdim=*/true);
+  const Tensor zeros = where(is_zero, x, zero);
+  const Tensor other_zeros = where(
+      eq(zero_count, Tensor::scalar(1)), one,
+      where(eq(zero_count, Tensor::scalar(2)), sum(zeros, dims, /*keepdim=*/true) - zeros, zero));
+  const Tensor at_zero = prod(x_or_one, dims, /*keepdim=*/true) * other_zeros;
   return g * where(is_zero, at_zero, y / x_or_one);
 }
 

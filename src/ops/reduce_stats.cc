@@ -257,8 +257,14 @@ Tensor moments_derivative(const Tensor& x, const Tensor& y, const Tensor& g, con
   // the compute dtype: a float16 g * 2 / divisor is subnormal or 0 for a million elements, and a
   // float16 std * divisor overflows past 65504.
   const DType cd = compute_dtype(g.dtype());
-  const Tensor factor = kSqrt ? to(g, cd) / (to(y, cd) * divisor) : to(g, cd) * (2.0 / divisor);
-  return centered * factor;
+  if constexpr (kSqrt) {
+    // g / (2 std) times var's 2 (x - mean) / divisor; 0 where std is 0 (every x equal, where the
+    // quotient would be 0 * inf), as in PyTorch.
+    const Tensor std = to(y, cd);
+    const Tensor zero = Tensor::scalar(0.0);
+    return centered * where(eq(std, zero), zero, to(g, cd) / (std * divisor));
+  }
+  return centered * (to(g, cd) * (2.0 / divisor));
 }
 
 Tensor logsumexp_derivative(const Tensor& x, const Tensor& y, const Tensor& g, const Dims&,

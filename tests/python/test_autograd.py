@@ -58,6 +58,19 @@ def test_non_scalar_backward_needs_a_gradient():
     np.testing.assert_allclose(x.grad.numpy(), 3 * v.numpy())
 
 
+def test_a_none_output_gradient_is_implied_for_one_element_outputs():
+    # As in PyTorch: None stands for 1 beside given gradients (it was a zero, dropping the output),
+    # and is refused for an output of more than one element.
+    x = leaf(2)
+    g = kiln.tensor([1.0, 2.0], dtype=kiln.float64)
+    kiln.autograd.backward([mint.sum(x * 2), x * 3], [None, g])
+    np.testing.assert_allclose(x.grad.numpy(), 2 + 3 * g.numpy())
+    (dx,) = kiln.autograd.grad([x * 3, mint.sum(x * 2)], [x], [g, None])
+    np.testing.assert_allclose(dx.numpy(), 2 + 3 * g.numpy())
+    with raises(kiln.KilnValueError, match="output 0 has shape \\[2\\]; a gradient is implied only"):
+        kiln.autograd.grad([x * 2, x * 3], [x], [None, g])
+
+
 def test_second_backward_needs_retain_graph():
     x = leaf(3)
     y = mint.sum(mint.sin(x))

@@ -105,6 +105,8 @@ def test_where_and_masked_fill():
     c = kiln.tensor(np.array([[True, False, True], [False, True, False]]))
     assert gradcheck(lambda a, b: mint.where(c, a, b), (r(2, 3), r(3)))
     assert gradcheck(lambda a: mint.masked_fill(a, c, 0.5), (r(2, 3),))
+    # A 0-d tensor value that requires grad gets the gradient where the mask is true.
+    assert gradcheck(lambda a, v: mint.masked_fill(a, c, v), (r(2, 3), r()))
 
 
 def test_cast_round_trip():
@@ -131,6 +133,40 @@ REDUCTIONS = {
 def test_reductions(name):
     x = distinct(2, 3, 4) if name[:3] in ("max", "min", "ama", "ami") else r(2, 3, 4)
     assert gradcheck(REDUCTIONS[name], (x,))
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_prod_at_zeros_to_the_second_derivative(dim):
+    # Slices with no zero, one, two and three: a product is linear in each element, so central
+    # differences are exact and the second derivative (the product of the rest, nonzero only for
+    # the two zeros of a slice with two) is checked too.
+    rows = [[0.5, -1.5, 2.0, 1.25], [0.0, -1.5, 2.0, 1.25], [0.0, -1.5, 0.0, 1.25],
+            [0.0, 0.0, 0.0, 1.25]]
+    x = kiln.tensor(np.array(rows) if dim == 1 else np.array(rows).T).requires_grad_()
+    assert gradcheck(lambda a: mint.prod(a, dim=dim), (x,))
+    assert kiln.testing.gradgradcheck(lambda a: mint.prod(a, dim=dim), (x,))
+    # By hand, in the slice with two zeros: d/dx of (d prod / d its first zero) is the product of
+    # the other elements at the second zero, 0 elsewhere.
+    (g,) = kiln.autograd.grad(mint.sum(mint.prod(x, dim=dim)), x, create_graph=True)
+    (h,) = kiln.autograd.grad(g[2, 0] if dim == 1 else g[0, 2], x)
+    expected = np.zeros((4, 4))
+    expected[2, 2] = -1.5 * 1.25
+    np.testing.assert_array_equal(h.numpy(), expected)
+
+
+@pytest.mark.parametrize("correction", [0, 1])
+def test_std_gradient_is_zero_where_std_is(correction):
+    # Every element of a row equal: std 0, and gradient 0 there (0 * inf was NaN), as in PyTorch.
+    a = np.array([[1.5, 1.5, 1.5], [1.0, 2.0, 4.0]])
+    x = kiln.tensor(a).requires_grad_()
+    mint.std(x, 1, correction=correction).sum().backward()
+    centered = a - a.mean(axis=1, keepdims=True)
+    std = np.sqrt((centered**2).sum(axis=1, keepdims=True) / (3 - correction))
+    expected = np.where(std == 0, 0.0, centered / ((3 - correction) * np.where(std == 0, 1, std)))
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-12, atol=0)
+    one = kiln.tensor(np.array([2.0])).requires_grad_()
+    mint.std(one, correction=0).backward()
+    np.testing.assert_array_equal(one.grad.numpy(), [0.0])
 
 
 @pytest.mark.parametrize("name, reduce, expected", [

@@ -175,6 +175,16 @@ TEST_F(AutogradEngine, ImpliedGradientOnlyForOneElementOutputs) {
                         "one-element outputs");
   testing::expect_error([&] { backward({mul(v, v)}, {ones64({2})}); }, ErrorKind::kShape,
                         "expected [3]");
+  // An undefined gradient beside given ones is implied the same way.
+  const Tensor w = leaf({1});
+  backward({mul(w, w), mul(v, v)}, {Tensor(), ones64({3})});
+  testing::expect_close(get_grad(w), w * 2.0, 1e-12);
+  testing::expect_close(get_grad(v), v * 2.0, 1e-12);
+  testing::expect_error(
+      [&] {
+        backward({mul(v, v), mul(w, w)}, {Tensor(), ones64({1})});
+      },
+      ErrorKind::kValue, "output 0 has shape [3]");
 }
 
 TEST_F(AutogradEngine, GradModeAndDetach) {
