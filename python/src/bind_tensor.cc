@@ -9,6 +9,7 @@
 #include "core/dtype_dispatch.h"
 #include "kiln/autograd.h"
 #include "kiln/functional/shape.h"
+#include "kiln/jit.h"
 #include "kiln/tensor.h"
 
 namespace kiln::py {
@@ -35,6 +36,10 @@ Tensor tracked_view(const Tensor& t, MakeView&& make_view) {
   if (!autograd::requires_grad(t)) return make_view(t);
   return autograd::differentiable_view(t, make_view);
 }
+
+// Whether a method that may copy (reshape, flatten, contiguous, clone) must call its op: autograd
+// records only op calls, and a trace sees only them (the plain methods' copy reads the data).
+bool recorded(const Tensor& t) { return autograd::requires_grad(t) || is_tracer(t); }
 
 // A failed tensor, or a value traced by kiln.jit, raises why before any count of its elements
 // could complain about something else.
@@ -127,7 +132,7 @@ void bind_tensor(nb::module_& m) {
       .def("reshape",
            [](const Tensor& t, nb::args shape) {
              const Shape s = shape_from_args(shape, "reshape");
-             return autograd::requires_grad(t) ? kiln::reshape(t, s) : t.reshape(s);
+             return recorded(t) ? kiln::reshape(t, s) : t.reshape(s);
            })
       .def("expand",
            [](const Tensor& t, nb::args shape) {
@@ -192,8 +197,8 @@ void bind_tensor(nb::module_& m) {
       .def(
           "flatten",
           [](const Tensor& t, int64_t start_dim, int64_t end_dim) {
-            return autograd::requires_grad(t) ? kiln::flatten(t, start_dim, end_dim)
-                                              : t.flatten(start_dim, end_dim);
+            return recorded(t) ? kiln::flatten(t, start_dim, end_dim)
+                               : t.flatten(start_dim, end_dim);
           },
           "start_dim"_a = 0, "end_dim"_a = -1)
       .def(
@@ -205,9 +210,16 @@ void bind_tensor(nb::module_& m) {
           "dimension"_a, "size"_a, "step"_a)
       .def(
           "as_strided",
-          [](const Tensor& t, const Shape& size, const Shape& stride, int64_t storage_offset) {
+          [](const Tensor& t, const Shape& size, const Shape& stride,
+             std::optional<int64_t> storage_offset) {
+            // Storage strides and offset: a traced value has no storage, and a graph built for
+            // one layout of its inputs runs on any other.
+            KILN_CHECK_VALUE(!is_tracer(t))
+                << "as_strided of a traced value: it follows the memory layout of a tensor, which "
+                << "a graph's values do not have; use view, reshape, slicing, unfold or expand";
+            const int64_t offset = storage_offset.value_or(t.storage_offset());  // PyTorch's
             if (!autograd::is_grad_enabled() || !autograd::requires_grad(t)) {
-              return t.as_strided(size, stride, storage_offset);
+              return t.as_strided(size, stride, offset);
             }
             // Tracked: the AsStrided op counts strides and offset over t's elements in
             // row-major order, which are the storage's from t's offset on when t is
@@ -215,17 +227,17 @@ void bind_tensor(nb::module_& m) {
             KILN_CHECK_VALUE(t.is_contiguous())
                 << "as_strided of a non-contiguous tensor that requires grad: its storage "
                 << "strides cannot be followed by autograd; call .contiguous() first";
-            return as_strided(t, size, stride, storage_offset - t.storage_offset());
+            return as_strided(t, size, stride, offset - t.storage_offset());
           },
-          "size"_a, "stride"_a, "storage_offset"_a = 0)
+          "size"_a, "stride"_a, "storage_offset"_a = nb::none(),
+          "A view with these storage strides, from `storage_offset` in the storage (by default "
+          "this tensor's own offset, as in PyTorch).")
       .def("contiguous",
-           [](const Tensor& t) {
-             return autograd::requires_grad(t) ? kiln::contiguous(t) : t.contiguous();
-           })
+           [](const Tensor& t) { return recorded(t) ? kiln::contiguous(t) : t.contiguous(); })
       .def("clone",
            [](const Tensor& t) {
-             // A recorded copy (Cast to its own dtype) when autograd tracks t.
-             if (!autograd::requires_grad(t)) return t.clone();
+             // A recorded copy: a Cast to its own dtype.
+             if (!recorded(t)) return t.clone();
              static const OpDefPtr cast = OpRegistry::Instance().get("Cast");
              return call_op(*cast, {t}, {{"dtype", t.dtype()}})[0];
            })

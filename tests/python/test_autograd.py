@@ -564,6 +564,8 @@ def test_as_strided_is_tracked_on_contiguous_tensors_and_refused_on_others():
     np.testing.assert_array_equal(windows.numpy(), [[3.0, 4.0], [4.0, 5.0]])
     mint.sum(windows * kiln.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=kiln.float64)).backward()
     np.testing.assert_array_equal(x.grad.numpy(), [0.0, 0.0, 0.0, 1.0, 5.0, 4.0])
+    y = kiln.tensor(np.arange(6.0)).requires_grad_()
+    np.testing.assert_array_equal(y[2:].as_strided((2,), (2,)).numpy(), [2.0, 4.0])  # y[2:]'s offset
     with raises(kiln.KilnValueError, match="non-contiguous tensor that requires grad"):
         leaf(3, 2).T.as_strided((2,), (1,), 0)
     with kiln.no_grad():  # untracked: storage strides as they are

@@ -314,6 +314,29 @@ def test_views_made_by_methods_and_indexing_trace(rng):
     assert "Permute(%0) {dims = [1, 0]}" in text and "AsStrided" in text
 
 
+def test_methods_that_may_copy_trace(rng):
+    # clone, contiguous, and reshape / flatten of a layout they must copy called the plain
+    # methods, whose copy read the traced value's data.
+    def f(x):
+        return (x.clone() * 2, (x * 1).T.contiguous(), x.T.reshape(12), x[:, 1:3].reshape(6),
+                x.T.flatten())
+
+    x = t(rng.standard_normal((3, 4)).astype(np.float32))
+    for backend in BACKENDS:
+        got, want = eager_and_jitted(f, (x,), {}, backend)
+        assert_same_tree(got, want)
+
+
+def test_as_strided_of_a_traced_value_is_refused():
+    # It follows storage strides and offset, which a graph's values lack (and a graph built for
+    # one layout of its inputs runs on any other): a clear refusal, not another element.
+    base = t(np.arange(12.0).reshape(3, 4))
+    with raises(kiln.KilnValueError, match="as_strided of a traced value"):
+        kiln.jit(lambda a: a.as_strided((2,), (1,), 1) * 1)(base[1:])
+    with raises(kiln.KilnValueError, match="as_strided of a traced value"):
+        kiln.jit(lambda a: (a * 2).T.as_strided((2,), (1,)))(base)
+
+
 def test_printing_a_traced_value():
     seen = []
 

@@ -220,6 +220,14 @@ def test_as_strided_refuses_views_outside_the_tensors_memory():
         x.as_strided((2,), (1,), -5)
 
 
+def test_as_strided_starts_at_the_tensors_own_offset_by_default():
+    # As in PyTorch: storage strides, and the view's own storage offset unless one is given.
+    x = kiln.tensor(np.arange(10.0))
+    np.testing.assert_array_equal(x[2:].as_strided((3,), (1,)).numpy(), [2.0, 3.0, 4.0])
+    np.testing.assert_array_equal(x[2:].as_strided((3,), (1,), 0).numpy(), [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(x[4:].as_strided((2, 2), (2, 1)).numpy(), [[4, 5], [6, 7]])
+
+
 def test_masked_fill_keeps_a_float64_value_exact():
     mask = kiln.tensor(np.array([True, False, True]))
     for value in (0.1, kiln.tensor(np.array(1e300))):
