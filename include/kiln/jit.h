@@ -186,5 +186,12 @@ KILN_API std::vector<PassInfo> list_passes();
 KILN_API bool is_tracing();
 /// True when `t` is a tracer (or a view of one) of the trace running on this thread.
 KILN_API bool is_tracer(const Tensor& t);
+/// Tells the trace running on this thread, if any, that the function decided something from a
+/// dimension's size in a way that is not linear in it (a slice bound clamped to the dimension, as
+/// x[:2] is x[:] at size 1): a dynamic function then traces every batch size, since two traces
+/// cannot tell such a decision from a line (Note [Dynamic batch size]). Python's indexing and
+/// Tensor.slice call it; C++ code that slices traced values with bounds past a batched dimension
+/// should too.
+KILN_API void note_size_decision();
 
 }  // namespace kiln

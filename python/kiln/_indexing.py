@@ -65,6 +65,12 @@ def _as_array_index(obj):
     return _ARRAY, arr
 
 
+def _clamps(s, size):
+    """Whether slice ``s`` has a bound past a dimension of ``size``, clamped to it: what it takes
+    is then not linear in the size (kiln.jit.note_size_decision)."""
+    return any(b is not None and not -size <= operator.index(b) <= size for b in (s.start, s.stop))
+
+
 def _parse(key):
     """The key as a list of (kind, value)."""
     items = []
@@ -152,6 +158,8 @@ def _resolve(x, key):
                                      "never negative); index with a reversed integer tensor "
                                      "instead")
             start, stop, step = value.indices(size)
+            if _clamps(value, size) and _C.jit.is_tracing():
+                _C.jit.note_size_decision()
             if (start, stop, step) != (0, size, 1):
                 view = view.slice(dim, start, stop, step)
             dim += 1

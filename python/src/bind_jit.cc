@@ -52,6 +52,7 @@ struct OutputTree {
   nb::object object;   // kConstant: the value; kDict: the keys (a tuple); kNamedTuple: the type
   std::vector<OutputTree> children;
   std::vector<Tensor> written;  // the root's: tensors the function writes into (Trace::written)
+  bool size_decisions = false;  // the root's: Trace::size_decisions
 };
 
 OutputTree output_tree(nb::handle result, std::vector<Tensor>& outputs) {
@@ -216,8 +217,9 @@ class JitFunctionObject {
         [&] {
           std::vector<Tensor> outputs;
           auto [graph, tree] = trace(args, kwargs, outputs);
-          return jit_detail::Traced{std::move(graph),
-                                    std::make_shared<OutputTree>(std::move(tree))};
+          const bool size_decisions = tree.size_decisions;
+          return jit_detail::Traced{std::move(graph), std::make_shared<OutputTree>(std::move(tree)),
+                                    size_decisions};
         },
         [&](const void* first, const void* second) {
           KILN_CHECK_VALUE(same_tree(*static_cast<const OutputTree*>(first),
@@ -338,6 +340,7 @@ class JitFunctionObject {
     OutputTree tree = output_tree(result, outputs);
     FuncGraphPtr graph = trace.finish(outputs);
     tree.written = trace.written();
+    tree.size_decisions = trace.size_decisions();
     return {std::move(graph), std::move(tree)};
   }
 
@@ -419,6 +422,10 @@ void bind_jit(nb::module_& m) {
       .def_prop_ro("debug", [](const JitFunctionObject& f) { return f.options().debug; });
   jit.def("is_tracing", &is_tracing, "True while this thread traces a function.");
   jit.def("is_tracer", &is_tracer, "t"_a, "True for a tensor of the trace running on this thread.");
+  jit.def("note_size_decision", &note_size_decision,
+          "Tells the trace running on this thread that the function decided something from a "
+          "dimension's size in a way not linear in it (a slice bound clamped to the dimension): "
+          "a dynamic=True function then traces every batch size.");
 
   nb::module_ graph = m.def_submodule("graph", "Graph backends (kiln.graph)");
   graph.def("register_custom_backend", &register_custom_backend, "name"_a, "path"_a,

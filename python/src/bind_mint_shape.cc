@@ -9,6 +9,7 @@
 #include "kiln/autograd.h"
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/shape.h"
+#include "kiln/jit.h"
 #include "ops/scalar_range.h"
 
 namespace kiln::py {
@@ -21,6 +22,15 @@ nb::tuple tuple_of(const std::vector<Tensor>& tensors) {
   nb::list out;
   for (const Tensor& t : tensors) out.append(nb::cast(t));
   return nb::tuple(out);
+}
+
+// Splitting a traced value's dimension into pieces of `n` elements, or into `n` pieces, where `n`
+// does not divide it: the pieces' sizes are not linear in the dimension's size (the last one is a
+// remainder), which a dynamic jit must know (kiln::note_size_decision). A bad dim is left to the
+// op to refuse.
+void note_uneven_pieces(const Tensor& x, int64_t dim, int64_t n) {
+  if (!is_tracer(x) || n <= 0 || dim < -x.ndim() || dim >= x.ndim()) return;
+  if (x.size(dim) % n != 0) note_size_decision();
 }
 
 // Assignment of a Python number into a tensor of `dtype`: PyTorch refuses a number the type
@@ -79,7 +89,10 @@ void bind_mint_shape(nb::module_& mint) {
       "split",
       [](const TensorArg& x, nb::handle split_size_or_sections, int64_t dim) {
         const Shape sizes = shape_arg(split_size_or_sections, "split");
-        if (is_int_arg(split_size_or_sections)) return tuple_of(split(x, sizes[0], dim));
+        if (is_int_arg(split_size_or_sections)) {
+          note_uneven_pieces(x, dim, sizes[0]);
+          return tuple_of(split(x, sizes[0], dim));
+        }
         return tuple_of(split(x, std::vector<int64_t>(sizes.begin(), sizes.end()), dim));
       },
       "x"_a, "split_size_or_sections"_a, "dim"_a = 0,
@@ -88,6 +101,7 @@ void bind_mint_shape(nb::module_& mint) {
   mint.def(
       "chunk",
       [](const TensorArg& x, int64_t chunks, int64_t dim) {
+        note_uneven_pieces(x, dim, chunks);
         return tuple_of(chunk(x, chunks, dim));
       },
       "x"_a, "chunks"_a, "dim"_a = 0,

@@ -166,7 +166,13 @@ void bind_tensor(nb::module_& m) {
       .def(
           "slice",
           [](const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step) {
-            return tracked_view(t, [&](const Tensor& b) { return b.slice(dim, start, end, step); });
+            Tensor view =
+                tracked_view(t, [&](const Tensor& b) { return b.slice(dim, start, end, step); });
+            const int64_t n = t.size(dim);
+            if ((start < -n || start > n || end < -n || end > n) && is_tracer(t)) {
+              note_size_decision();  // a bound clamped to the dimension
+            }
+            return view;
           },
           "dim"_a, "start"_a, "end"_a, "step"_a = 1)
       .def(

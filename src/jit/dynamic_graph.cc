@@ -24,7 +24,18 @@ namespace kiln::jit_detail {
 // dimensions predicted (an attribute like B*B passes the two-point check but not this one,
 // except where it happens to agree). Constants are shared with the first trace (the same
 // tensors). Two traces cannot tell every dependence on B from a linear one: an integer attribute
-// that is linear at B1 and B2 and not elsewhere, without changing any shape, is not detected.
+// that is linear at B1 and B2 and not elsewhere, without changing any shape, is not detected; nor
+// can the inferred shapes tell, where the attribute is what decides the shape. Pieces of the
+// batch dimension are where this happens: x[::2] has ceil(B / 2) rows (1 and 2 at B = 2 and 3,
+// like B - 1), chunk(x, 2)[0] too, and a slice bound past the dimension clamps to it (x[-2:] is
+// x[:] at B = 1 and 2: the same graph as x itself). So a dynamic function is traced at every
+// batch size, and each trace built, once (1) learn() finds a view (AsStrided) whose attributes
+// follow B other than by keeping the batch dimension whole (x[:, 0] and x[:, 1:] keep it:
+// keeps_batch_whole), or (2) a trace noted a decision from a size (kiln::note_size_decision:
+// Python's indexing and Tensor.slice for a clamped bound, mint.split / chunk for pieces that do
+// not divide the dimension). Then the graphs need not agree from one batch size to the next.
+// Python code that branches on a size itself (`if x.shape[0] > 2`) is seen only through the two
+// graphs it makes.
 // Only ops record attributes; Python numbers the function computes from B are constants, which
 // must be equal in both traces.
 
@@ -61,6 +72,30 @@ std::vector<const TensorMeta*> tensors_of(const Abstract& a) {
   return out;
 }
 
+// Whether an AsStrided view, traced as c1 and c2 at two batch sizes, follows the batch size only
+// by keeping its input's leading dimension whole (`maps`: its attributes that differ), as x[:, 0]
+// and x[:, 1:3] do at every batch size. Other views that follow it (x[::2], a chunk or a clamped
+// slice of the batch) take a part of it that is not linear in the batch size.
+bool keeps_batch_whole(const CNode& c1, const CNode& c2, const std::vector<AttrMap>& maps) {
+  const Attrs& attrs1 = c1.primitive()->attrs();
+  const Attrs& attrs2 = c2.primitive()->attrs();
+  const Shape& in1 = c1.input(0)->abstract().shape();
+  const Shape& in2 = c2.input(0)->abstract().shape();
+  if (in1.empty() || in2.empty()) return false;
+  const auto& size1 = attrs1.get<std::vector<int64_t>>("size");
+  const auto& size2 = attrs2.get<std::vector<int64_t>>("size");
+  const auto& stride = attrs1.get<std::vector<int64_t>>("stride");
+  const int64_t batch_stride = shape_numel(Shape(in1.begin() + 1, in1.end()));  // row-major input
+  for (const AttrMap& map : maps) {
+    const size_t e = static_cast<size_t>(map.element);
+    if (attrs1.items()[map.item].first != "size" || map.element < 0 || size1[e] != in1[0] ||
+        size2[e] != in2[0] || stride[e] != batch_stride) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 struct DynamicGraph::Template {
@@ -72,6 +107,7 @@ struct DynamicGraph::Template {
   };
   std::vector<NodeInfo> nodes;  // the first trace in topological order
   int64_t second_batch = -1;    // the batch size of the second trace, once learned
+  bool views_follow_batch = false;  // an AsStrided node has attributes that follow it
 };
 
 DynamicGraph::DynamicGraph(FuncGraphPtr first, int64_t batch, std::vector<bool> batched,
@@ -115,6 +151,16 @@ std::shared_ptr<CompiledGraph> DynamicGraph::find(int64_t batch) const {
 bool DynamicGraph::learned() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return learned_ != nullptr;
+}
+
+bool DynamicGraph::traces_each_batch() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return traces_each_batch_ || (learned_ != nullptr && learned_->views_follow_batch);
+}
+
+void DynamicGraph::trace_each_batch() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  traces_each_batch_ = true;
 }
 
 size_t DynamicGraph::size() const {
@@ -237,6 +283,12 @@ void DynamicGraph::learn(const FuncGraph& second, int64_t batch) {
         }
       }
     }
+    if (!info.attrs.empty() && n1.is_cnode() &&
+        static_cast<const CNode&>(n1).primitive()->name() == "AsStrided" &&
+        !keeps_batch_whole(static_cast<const CNode&>(n1), static_cast<const CNode&>(n2),
+                           info.attrs)) {
+      learned->views_follow_batch = true;
+    }
     const std::vector<const TensorMeta*> t1 = tensors_of(n1.abstract());
     const std::vector<const TensorMeta*> t2 = tensors_of(n2.abstract());
     bool same_kind = n1.abstract().kind() == n2.abstract().kind() && t1.size() == t2.size();
@@ -351,8 +403,9 @@ FuncGraphPtr DynamicGraph::instantiate(int64_t batch) const {
   return g;
 }
 
-std::shared_ptr<CompiledGraph> DynamicGraph::build(int64_t batch) {
-  std::shared_ptr<CompiledGraph> graph = CompiledGraph::compile(instantiate(batch), options_);
+std::shared_ptr<CompiledGraph> DynamicGraph::build(int64_t batch, FuncGraphPtr traced) {
+  std::shared_ptr<CompiledGraph> graph =
+      CompiledGraph::compile(traced != nullptr ? std::move(traced) : instantiate(batch), options_);
   std::lock_guard<std::mutex> lock(mutex_);
   auto [it, inserted] = built_.emplace(batch, graph);
   return it->second;  // another thread's, when it built this batch size first
@@ -372,6 +425,7 @@ Lookup lookup(GraphCache& cache, const SignatureKey& key, const JitOptions& opti
     if (dynamic) {
       made.dynamic = std::make_shared<DynamicGraph>(std::move(traced.graph), batch, key.batched(),
                                                     options);
+      if (traced.size_decisions) made.dynamic->trace_each_batch();
       made.graph = made.dynamic->build(batch);
     } else {
       made.graph = CompiledGraph::compile(std::move(traced.graph), options);
@@ -390,12 +444,17 @@ Lookup lookup(GraphCache& cache, const SignatureKey& key, const JitOptions& opti
   found.graph = graphs.find(batch);
   cache.count(found.graph != nullptr);
   if (found.graph != nullptr) return found;
-  if (!graphs.learned()) {
-    Traced second = trace();
-    if (check_front_end) check_front_end(found.entry->front_end.get(), second.front_end.get());
-    graphs.learn(*second.graph, batch);
+  FuncGraphPtr traced;
+  if (!graphs.learned() || graphs.traces_each_batch()) {
+    Traced again = trace();
+    if (check_front_end) check_front_end(found.entry->front_end.get(), again.front_end.get());
+    if (again.size_decisions) graphs.trace_each_batch();
+    // Learned only while needed: a graph traced at each batch size may differ from one to the
+    // next (a split into more pieces), which its own trace builds.
+    if (!graphs.traces_each_batch()) graphs.learn(*again.graph, batch);
+    if (graphs.traces_each_batch()) traced = std::move(again.graph);
   }
-  found.graph = graphs.build(batch);
+  found.graph = graphs.build(batch, std::move(traced));
   found.built = true;
   return found;
 }

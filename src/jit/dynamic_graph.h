@@ -32,6 +32,7 @@ namespace kiln::jit_detail {
 struct Traced {
   FuncGraphPtr graph;
   std::shared_ptr<void> front_end;
+  bool size_decisions = false;  // Trace::size_decisions(): a dynamic graph traces each batch size
 };
 
 class KILN_API DynamicGraph {
@@ -46,8 +47,16 @@ class KILN_API DynamicGraph {
 
   /// The graph built for `batch`, or null.
   std::shared_ptr<CompiledGraph> find(int64_t batch) const;
-  /// True once learn() succeeded: every batch size can be built without tracing.
+  /// True once learn() succeeded: every batch size can be built (without tracing, unless
+  /// traces_each_batch()).
   bool learned() const;
+  /// True once a trace noted a decision from a size (Traced::size_decisions), or learn() found a
+  /// view that takes part of the batch dimension at a place or size that follows the batch size
+  /// (x[::2], a chunk of it): neither is linear in the batch size, and two traces cannot always
+  /// tell, so every batch size is traced and its trace built.
+  bool traces_each_batch() const;
+  /// Makes traces_each_batch() true.
+  void trace_each_batch();
   /// Compares the first trace with `second`, traced at another batch size, and keeps how each
   /// integer attribute and dimension changes with the batch size. Throws kValue, naming the node
   /// and what differs, when the graphs differ otherwise or a value is not linear in the batch
@@ -56,8 +65,9 @@ class KILN_API DynamicGraph {
   /// A new graph for `batch`: the first trace with the batch size substituted. Before learn(),
   /// only the first batch size. Throws kValue naming a node whose shape does not follow.
   FuncGraphPtr instantiate(int64_t batch) const;
-  /// instantiate(batch) through the jit pipeline (CompiledGraph::compile), kept for find().
-  std::shared_ptr<CompiledGraph> build(int64_t batch);
+  /// `traced` (a trace at `batch`), or else instantiate(batch), through the jit pipeline
+  /// (CompiledGraph::compile), kept for find().
+  std::shared_ptr<CompiledGraph> build(int64_t batch, FuncGraphPtr traced = nullptr);
   /// The number of built graphs.
   size_t size() const;
 
@@ -72,6 +82,7 @@ class KILN_API DynamicGraph {
   std::shared_ptr<const Template> base_;  // the first trace with no batch dependence learned
   mutable std::mutex mutex_;
   std::shared_ptr<const Template> learned_;
+  bool traces_each_batch_ = false;
   std::map<int64_t, std::shared_ptr<CompiledGraph>> built_;
 };
 
@@ -87,7 +98,8 @@ struct Lookup {
 /// finds or makes its DynamicGraph: the first batch size traces and builds; the second traces
 /// again, calls check_front_end(first, second) on the two traces' front-end data (when given; it
 /// throws kValue when they differ) and learns the template; every later batch size is built from
-/// the template without tracing. Locks are never held while trace() runs.
+/// the template without tracing (traced, and checked the same way, when traces_each_batch()). Locks
+/// are never held while trace() runs.
 KILN_API Lookup lookup(
     GraphCache& cache, const SignatureKey& key, const JitOptions& options,
     const std::function<Traced()>& trace,

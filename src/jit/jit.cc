@@ -41,7 +41,8 @@ jit_detail::Traced trace_with_writes(const TensorFn& fn, const std::vector<Tenso
   }
   FuncGraphPtr graph = trace.finish(fn(args));
   return jit_detail::Traced{std::move(graph),
-                            std::make_shared<std::vector<Tensor>>(trace.written())};
+                            std::make_shared<std::vector<Tensor>>(trace.written()),
+                            trace.size_decisions()};
 }
 
 }  // namespace
@@ -55,6 +56,10 @@ bool is_tracing() { return Trace::active(); }
 bool is_tracer(const Tensor& t) {
   const Trace* trace = Trace::current();
   return trace != nullptr && trace->is_tracer(t);
+}
+
+void note_size_decision() {
+  if (Trace* trace = Trace::current()) trace->note_size_decision();
 }
 
 struct JitFunction::State {

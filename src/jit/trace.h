@@ -58,6 +58,10 @@ class KILN_API Trace final : public Dispatcher {
   static Trace* current();
   /// True when `t` is a tracer of this Trace or a view of one.
   bool is_tracer(const Tensor& t) const;
+  /// See kiln::note_size_decision.
+  void note_size_decision() { size_decisions_ = true; }
+  /// Whether the traced function noted a decision from a size (note_size_decision).
+  bool size_decisions() const { return size_decisions_; }
 
   TensorList dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
                       const std::vector<Tensor>& out,
@@ -91,6 +95,7 @@ class KILN_API Trace final : public Dispatcher {
   std::unordered_map<const Storage*, Traced> traced_;
   std::unordered_map<const TensorImpl*, Memo> memo_;  // views and captured tensors
   std::vector<Tensor> written_;  // tensors from outside written in place, in order
+  bool size_decisions_ = false;
 };
 
 }  // namespace kiln::jit_detail

@@ -1,4 +1,5 @@
-"""kiln.jit(dynamic=True): one cache entry for every batch size, the function run at most twice,
+"""kiln.jit(dynamic=True): one cache entry for every batch size, the function run at most twice
+(at every batch size where it takes pieces of the batch dimension that are not linear in it),
 results equal to NumPy on kiln_cpu and reference; inputs whose leading dimension is not the batch
 size stay static; a result or graph that depends on the batch size otherwise is a
 KilnValueError naming the node."""
@@ -133,3 +134,47 @@ def test_an_attribute_that_is_not_linear_in_the_batch_size_names_the_node():
         assert_close(squared(kiln.tensor(x)), (x @ x.T).reshape(-1))
     with raises(kiln.KilnValueError, match=r"instantiated at batch size 3(.|\n)*Reshape"):
         squared(kiln.tensor(np.ones((3, 2), np.float32)))
+
+
+@pytest.mark.parametrize("take, batches", [
+    (lambda x: x[-2:], (1, 2, 3, 5)),  # x[:] at 1 and 2 (clamped), two rows from 2 on
+    (lambda x: x[:2], (1, 2, 5, 3)),
+    (lambda x: x[::2], (2, 3, 1, 5, 7)),  # ceil(B / 2) rows: 1 and 2 look like B - 1
+    (lambda x: mint.chunk(x, 2)[0], (2, 3, 5, 7)),
+    (lambda x: mint.split(x, 2)[0], (3, 5, 7)),
+    (lambda x: x.slice(0, -2, 2**40), (1, 2, 4)),
+], ids=["last two", "first two", "every other", "chunk", "split", "slice method"])
+def test_pieces_of_the_batch_not_linear_in_it_trace_each_batch_size(take, batches):
+    # Two traces could not tell these from a line, and a template instantiated from them gave
+    # other rows than eager, silently. Each batch size is traced and its trace built.
+    traced = []
+
+    @kiln.jit(dynamic=True)
+    def f(x):
+        traced.append(x.shape[0])
+        return take(x) * 1
+
+    for b in batches:
+        x = kiln.tensor(np.arange(b * 3, dtype=np.float32).reshape(b, 3))
+        np.testing.assert_array_equal(f(x).numpy(), (take(x) * 1).numpy())
+    assert traced == list(batches)
+
+
+def test_views_that_keep_the_batch_whole_trace_twice():
+    # Columns, a row's element, a reshape, chunks of another dim: linear in B, instantiated
+    # without tracing.
+    def g(x):
+        return x[:, 0] * 1, x[:, 1:] * 2, x.reshape(x.shape[0] * 3) + 1, mint.chunk(x, 3, 1)[2]
+
+    traced = []
+
+    @kiln.jit(dynamic=True)
+    def f(x):
+        traced.append(x.shape[0])
+        return g(x)
+
+    for b in (1, 2, 3, 5):
+        x = kiln.tensor(np.arange(b * 3, dtype=np.float32).reshape(b, 3))
+        for got, want in zip(f(x), g(x)):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert traced == [1, 2]

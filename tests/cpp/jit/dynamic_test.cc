@@ -152,6 +152,39 @@ TEST(DynamicJitKey, ThreadsCallingAtManyBatchSizesGetTheirResults) {
   EXPECT_EQ(f.cache_info().size, 6u);
 }
 
+// A strided piece of the batch: ceil(B / 2) rows, 1 and 2 at batch sizes 2 and 3, which a
+// template would take for B - 1 (4 rows at 5); a clamped slice noted by the function
+// (note_size_decision): x[:2] is x[:] at batch sizes 1 and 2. Both are traced at every batch size.
+TEST(DynamicJit, PiecesOfTheBatchNotLinearInItTraceEachBatchSize) {
+  std::mt19937 rng(19);
+  std::atomic<int> calls{0};
+  JitFunction every_other = jit(
+      [&calls](const std::vector<Tensor>& in) {
+        calls.fetch_add(1);
+        return std::vector<Tensor>{in[0].slice(0, 0, in[0].shape()[0], 2) * 2.0};
+      },
+      options_for("kiln_cpu", true));
+  for (int64_t b : {2, 3, 5, 1}) {
+    SCOPED_TRACE("batch size " + std::to_string(b));
+    const Tensor x = random_input(rng, {b, 3});
+    expect_same_values(every_other({x})[0], x.slice(0, 0, b, 2) * 2.0);
+  }
+  EXPECT_EQ(calls.exchange(0), 4);
+  JitFunction first_two = jit(
+      [&calls](const std::vector<Tensor>& in) {
+        calls.fetch_add(1);
+        if (in[0].shape()[0] < 2) note_size_decision();
+        return std::vector<Tensor>{in[0].slice(0, 0, 2) * 2.0};
+      },
+      options_for("kiln_cpu", true));
+  for (int64_t b : {1, 2, 5}) {
+    SCOPED_TRACE("batch size " + std::to_string(b));
+    const Tensor x = random_input(rng, {b, 3});
+    expect_same_values(first_two({x})[0], x.slice(0, 0, 2) * 2.0);
+  }
+  EXPECT_EQ(calls.load(), 3);
+}
+
 TEST(DynamicJitErrors, AConstantComputedFromTheBatchSizeNamesItsNode) {
   std::mt19937 rng(5);
   // Dividing by the batch size as a number: the constant differs between batch sizes.
