@@ -278,13 +278,16 @@ class JitFunctionObject {
     }
   }
 
-  // A number standing for a constant: equal (hashable) objects share one, other objects are told
-  // apart by identity. The objects are kept, so that an identity is never reused.
+  // A number standing for a constant: equal (hashable) objects of one type share one, other
+  // objects are told apart by identity. The type is part of the key because equal objects of
+  // other types make other graphs: np.float32(3.0) == np.float16(3.0), but x * s has another
+  // dtype. The objects are kept, so that an identity is never reused.
   int64_t token(nb::handle value) {
-    PyObject* found = PyDict_GetItemWithError(tokens_.ptr(), value.ptr());
+    const nb::object key = nb::make_tuple(value.type(), value);
+    PyObject* found = PyDict_GetItemWithError(tokens_.ptr(), key.ptr());
     if (found != nullptr) return PyLong_AsLongLong(found);
     if (!PyErr_Occurred()) {
-      tokens_[value] = next_token_;
+      tokens_[key] = next_token_;
       return next_token_++;
     }
     if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw nb::python_error();
@@ -351,7 +354,7 @@ class JitFunctionObject {
   JitOptions options_;
   PassReport last_report_;  // of the most recent build
   jit_detail::GraphCache cache_;
-  nb::dict tokens_;      // hashable constant -> token
+  nb::dict tokens_;      // (type, hashable constant) -> token
   nb::dict identities_;  // id of an unhashable constant -> (token, the object)
   int64_t next_token_ = 0;
 };

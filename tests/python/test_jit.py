@@ -244,6 +244,23 @@ def test_python_numbers_are_constants_of_the_graph():
     assert g(x, 10**30).tolist() == [1e30, -2e30] and g.cache_info().hits == 1
 
 
+def test_equal_constants_of_other_types_are_other_signatures():
+    # np.float32(3.0) == np.float16(3.0) == 3, but each gives x * s another dtype: they shared a
+    # cache entry (the first one's graph).
+    @kiln.jit
+    def f(x, s):
+        return x * s
+
+    h = t(np.array([1.0, 2.0], np.float16))
+    i = t(np.array([1, 2], np.int32))
+    for x, s in [(h, np.float16(3.0)), (h, np.float32(3.0)), (i, np.int64(3)), (i, np.float32(3))]:
+        got, want = f(x, s), x * s
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()
+    assert f.cache_info().misses == 4
+    f(h, np.float32(3.0))
+    assert f.cache_info().hits == 1
+
+
 def test_nested_containers_in_and_out():
     Pair = collections.namedtuple("Pair", ["left", "right"])
 
