@@ -103,6 +103,10 @@ def _consumed(kind, value):
 
 def _index_tensor(arr, xdim, size):
     """An int64/int32 kiln tensor from an integer index, checked against the indexed dim."""
+    if isinstance(arr, Tensor) and _C.jit.is_tracer(arr):
+        # A traced index has no values yet: the Index / IndexPut kernels check them when the graph
+        # runs.
+        return arr if arr.dtype in _INDEX_DTYPES else arr.to(_C.dtype.int64)
     values = arr.numpy() if isinstance(arr, Tensor) else arr
     if values.size:
         low, high = int(values.min()), int(values.max())

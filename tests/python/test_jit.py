@@ -354,6 +354,23 @@ def test_as_strided_of_a_traced_value_is_refused():
         kiln.jit(lambda a: (a * 2).T.as_strided((2,), (1,)))(base)
 
 
+def test_indexing_with_a_traced_integer_tensor(rng):
+    # The index's values are the graph's to check (they were read for a bounds check in Python,
+    # which a traced value refuses); other integer dtypes become int64 in the graph.
+    def f(x, i, j):
+        y = x * 1
+        y[i] = -1.0
+        return x[i] * 2, x[:, j] + 1, y
+
+    x = t(rng.standard_normal((3, 4)).astype(np.float32))
+    i, j = t(np.array([2, 0])), t(np.array([3, 1], np.uint8))
+    for backend in BACKENDS:
+        got, want = eager_and_jitted(f, (x, i, j), {}, backend)
+        assert_same_tree(got, want)
+    with raises(kiln.KilnIndexError, match="index 5 is out of bounds for dimension 0 with size 3"):
+        kiln.jit(lambda x, i: x[i])(x, t(np.array([5, 0])))
+
+
 def test_printing_a_traced_value():
     seen = []
 
