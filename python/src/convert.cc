@@ -5,6 +5,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "kiln/error.h"
+#include "ops/scalar_range.h"
 
 namespace kiln::py {
 
@@ -45,6 +46,36 @@ nb::handle numpy() {
   // Leaked on purpose: a static nb::object would be released after the interpreter is gone.
   static PyObject* np = nb::module_::import_("numpy").release().ptr();
   return np;
+}
+
+// kiln.tensor's Python numbers (NumPy's array of them, `arr`) must be what `dtype` holds, or what
+// Kiln holds when no dtype is given: a number past an integer dtype's range, NaN or inf for an
+// integer dtype, or an int past int64 is a kValue error, never a wrap, as in assignment (NumPy 2
+// and PyTorch refuse them too). bool takes any number; a float's fraction truncates, as a cast.
+void check_numbers_fit(nb::handle arr, const DType* dtype) {
+  if (nb::cast<int64_t>(arr.attr("size")) == 0) return;
+  const std::string kind = nb::cast<std::string>(arr.attr("dtype").attr("kind"));
+  const auto does_not_fit = [&](nb::handle value, const char* range) {
+    KILN_FAIL(kValue) << "tensor: the value " << nb::str(value).c_str() << " does not fit in "
+                      << range;
+  };
+  if (kind == "O") {  // Python ints past uint64, or objects that are no numbers
+    for (nb::handle item : arr.attr("flat")) {
+      KILN_CHECK_TYPE(PyLong_Check(item.ptr()))
+          << "tensor: expected numbers (bool, int, float) in nested sequences, got "
+          << nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(item.ptr())))).c_str();
+    }
+  }
+  if (kind == "u" || kind == "O") {  // Python ints past int64
+    does_not_fit(arr.attr("max")(), "int64, the widest integer dtype");
+  }
+  if (dtype == nullptr || !is_integral(*dtype) || kind == "b") return;
+  const nb::object low = arr.attr("min")(), high = arr.attr("max")();
+  for (nb::handle bound : {low, high}) {
+    const bool fits = kind == "f" ? detail::double_fits(*dtype, nb::cast<double>(bound))
+                                  : detail::int_fits(*dtype, nb::cast<int64_t>(bound));
+    if (!fits) does_not_fit(bound, dtype_name(*dtype));
+  }
 }
 
 }  // namespace
@@ -126,7 +157,15 @@ Tensor tensor_from_object(nb::handle data, const DType* dtype) {
   } else {
     nb::handle np = numpy();
     const bool was_array = nb::isinstance(data, np.attr("ndarray"));
-    nb::object arr = np.attr("asarray")(data);
+    nb::object arr;
+    try {
+      arr = np.attr("asarray")(data);
+    } catch (const nb::python_error& e) {
+      // Ragged sequences: NumPy's ValueError says where.
+      if (!e.matches(PyExc_ValueError)) throw;
+      KILN_FAIL(kValue) << "tensor: " << nb::str(e.value()).c_str();
+    }
+    if (!was_array) check_numbers_fit(arr, dtype);
     // Python floats become float32 (the deep-learning default), not NumPy's float64; with a
     // dtype given they convert from their own (double) value, so float64 keeps every digit.
     if (!was_array && dtype == nullptr &&

@@ -299,14 +299,20 @@ def test_setitem_nested_list_value_keeps_float64_precision():
                          ids=lambda d: d.name)
 def test_setitem_list_value_converts_like_an_array_of_it(dtype):
     # Values the target cannot hold exactly: a list gives what a NumPy array of it gives (floats
-    # truncate into ints, as in NumPy; wrapping out-of-range ints is Kiln's cast).
-    values = [1.7, -2.2, 300, 0.0]
+    # truncate into ints, as in NumPy); numbers out of an integer target's range are refused, as
+    # one number is, where an array casts (wraps).
+    fits = dtype in (kiln.int64, kiln.bool_, kiln.float16)
+    values = [1.7, -2.2, 300, 0.0] if fits else [1.7, 2.2, 100, 0.0]
     for key in ([0, 1, 2, 3], slice(None)):
         from_list = kiln.tensor(np.zeros(4), dtype=dtype)
         from_array = kiln.tensor(np.zeros(4), dtype=dtype)
         from_list[key] = values
         from_array[key] = np.array(values)
         np.testing.assert_array_equal(from_list.numpy(), from_array.numpy())
+        if not fits:
+            with raises(kiln.KilnValueError, match="the value 300 does not fit"):
+                from_list[key] = [1, 300, 0, 0]
+            np.testing.assert_array_equal(from_list.numpy(), from_array.numpy())
     x = kiln.tensor(np.zeros(2, np.int64))
     x[[0, 1]] = [1.7, -2.2]
     np.testing.assert_array_equal(x.numpy(), [1, -2])

@@ -276,3 +276,34 @@ def test_numbers_an_integer_tensor_cannot_hold_are_refused_not_wrapped():
     u[0], u[1], u[2] = 255, 2.7, True  # in range: a fraction truncates, as a cast does
     np.testing.assert_array_equal(u.numpy(), [255, 2, 1, 0])
     np.testing.assert_array_equal(kiln.mint.masked_fill(u, mask, 7).numpy(), [7] * 4)
+
+
+def test_python_numbers_a_tensor_cannot_hold_are_refused_not_wrapped():
+    # kiln.tensor of Python numbers, and assignment of a list of them, as NumPy 2 and PyTorch:
+    # [300, -1] as uint8 was [44, 255], NaN as int32 was -2**31.
+    u = kiln.tensor(np.zeros(3, np.uint8))
+    cases = [
+        (lambda: kiln.tensor([300, -1], dtype=kiln.uint8), "the value -1 does not fit in uint8"),
+        (lambda: kiln.tensor([7, 300], dtype=kiln.uint8), "the value 300 does not fit in uint8"),
+        (lambda: kiln.tensor([float("nan")], dtype=kiln.int32), "the value nan does not fit"),
+        (lambda: kiln.tensor([[1.5], [2.0**40]], dtype=kiln.int32),
+         "the value 1099511627776.0 does not fit in int32"),
+        (lambda: kiln.tensor(2**63), "the value 9223372036854775808 does not fit in int64"),
+        (lambda: kiln.tensor([1, 2**64]), "the value 18446744073709551616 does not fit in int64"),
+        (lambda: kiln.tensor([[1, 2], [3]]), "tensor: setting an array element with a sequence"),
+        (lambda: u.__setitem__(slice(0, 2), [300, -1]), "the value -1 does not fit in uint8"),
+    ]
+    for call, message in cases:
+        with raises(kiln.KilnValueError, match=message):
+            call()
+    with raises(kiln.KilnTypeError, match="expected numbers .* got <class 'NoneType'>"):
+        kiln.tensor([1, None])
+    np.testing.assert_array_equal(u.numpy(), [0, 0, 0])
+    # In range: a fraction truncates and any number is a bool, as a cast; arrays cast as NumPy's
+    # astype does.
+    np.testing.assert_array_equal(kiln.tensor([2.7, -1, 127], dtype=kiln.int8).numpy(), [2, -1, 127])
+    np.testing.assert_array_equal(kiln.tensor([300, 0.5, 0], dtype=kiln.dtype.bool).numpy(),
+                                  [True, True, False])
+    np.testing.assert_array_equal(kiln.tensor(np.array([300]), dtype=kiln.uint8).numpy(), [44])
+    u[:2] = [255, 2.9]
+    np.testing.assert_array_equal(u.numpy(), [255, 2, 0])
