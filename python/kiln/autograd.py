@@ -19,7 +19,7 @@ there forward and backward are traced into one graph.
 import functools
 
 from . import _C
-from .errors import KilnValueError
+from .errors import KilnTypeError, KilnValueError
 
 _ag = _C.autograd
 Tensor = _C.Tensor
@@ -144,6 +144,11 @@ class FunctionCtx:
         self._non_differentiable = []
 
     def save_for_backward(self, *tensors):
+        """Keeps tensors (or None) for ``backward``, which reads them as ``saved_tensors``."""
+        for t in tensors:
+            if t is not None and not isinstance(t, Tensor):
+                raise KilnTypeError(f"save_for_backward: expected tensors or None, got "
+                                    f"{type(t).__name__}; keep other values as attributes of ctx")
         self._saved = tensors
 
     @property
@@ -195,24 +200,40 @@ class Function:
         with no_grad():
             result = cls.forward(ctx, *args)
         single = isinstance(result, Tensor)
+        if not single and not (isinstance(result, (tuple, list)) and result
+                               and all(isinstance(r, Tensor) for r in result)):
+            raise KilnTypeError(f"{cls.__name__}.forward: expected a tensor or a tuple of tensors "
+                                f"as its result, got {_describe(result)}")
         outputs = [result] if single else list(result)
         num_args = len(args)
 
         # The node keeps the saved tensors (the context must not: it would hold outputs that
         # point back at the node, a cycle through Python); outputs kept as attributes go with them.
-        saved, ctx._saved = list(ctx._saved), None
+        # A None saved is not the node's: it is put back in its place for backward.
+        saved_all, ctx._saved = ctx._saved, None
+        saved = [t for t in saved_all if t is not None]
+        nones = [i for i, t in enumerate(saved_all) if t is None]
         kept = _KeptOutputs(ctx, outputs)
         num_saved = len(saved)
 
         def run_backward(saved, grads):
-            ctx._saved = tuple(saved[:num_saved])
+            saved_tensors = list(saved[:num_saved])
+            for i in nones:
+                saved_tensors.insert(i, None)
+            ctx._saved = tuple(saved_tensors)
             kept.swap_in(ctx, saved[num_saved:])
             try:
                 result = cls.backward(ctx, *grads)
             finally:
                 ctx._saved = None
                 kept.swap_out(ctx)
-            result = (result,) if isinstance(result, Tensor) or result is None else tuple(result)
+            result = (result,) if isinstance(result, Tensor) or result is None else result
+            if not (isinstance(result, (tuple, list))
+                    and all(r is None or isinstance(r, Tensor) for r in result)):
+                raise KilnTypeError(f"{cls.__name__}.backward: expected a tensor, None, or a tuple "
+                                    f"of them (one per argument of forward) as its result, got "
+                                    f"{_describe(result)}")
+            result = tuple(result)
             if len(result) == num_args:  # one per argument: keep the tensor arguments' ones
                 result = tuple(result[i] for i in tensor_positions)
             return result
@@ -220,6 +241,13 @@ class Function:
         outputs = _ag.record_function(cls.__name__, inputs, outputs, saved + kept.take(),
                                       ctx._non_differentiable, run_backward)
         return outputs[0] if single else tuple(outputs)
+
+
+def _describe(value):
+    """A value's type for an error, and its items' where it is a tuple or list."""
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of ({', '.join(type(v).__name__ for v in value)})"
+    return type(value).__name__
 
 
 class _KeptOutputs:

@@ -143,9 +143,9 @@ void bind_tensor_autograd(nb::class_<Tensor>& cls) {
          "True when gradients are computed for this tensor (set it on leaves).")
       .def(
           "requires_grad_",
-          [](const Tensor& t, bool value) {
-            autograd::set_requires_grad(t, value);
-            return t;
+          [](nb::handle self, bool value) -> nb::typed<nb::object, Tensor> {
+            autograd::set_requires_grad(nb::cast<const Tensor&>(self), value);
+            return nb::borrow(self);  // the object itself, subclass (a Parameter) and all
           },
           "requires_grad"_a = true, "Sets requires_grad in place and returns this tensor.")
       .def_prop_rw(
@@ -157,12 +157,10 @@ void bind_tensor_autograd(nb::class_<Tensor>& cls) {
           [](const Tensor& t, std::optional<Tensor> g) {
             autograd::set_grad(t, g ? *g : Tensor());
           },
-          nb::arg("value").none(),
-          "The gradient backward() accumulated into this leaf, or None.")
+          nb::arg("value").none(), "The gradient backward() accumulated into this leaf, or None.")
       .def_prop_ro("grad_fn", &autograd::grad_fn,
                    "The recorded call that made this tensor, or None for a leaf.")
-      .def_prop_ro("is_leaf", &autograd::is_leaf,
-                   "True unless a recorded op made this tensor.")
+      .def_prop_ro("is_leaf", &autograd::is_leaf, "True unless a recorded op made this tensor.")
       .def("detach", &autograd::detach,
            "The same data as a new tensor that autograd does not track.")
       .def(

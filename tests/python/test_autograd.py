@@ -48,6 +48,13 @@ def test_autograd_grad_leaves_dot_grad_alone_and_takes_non_leaves():
     assert kiln.autograd.grad(mint.sum(x * 2), [unused], allow_unused=True) == (None,)
 
 
+def test_requires_grad_returns_the_object_itself():
+    x = kiln.tensor([1.0, 2.0])
+    assert x.requires_grad_() is x and x.requires_grad
+    p = kiln.nn.Parameter(kiln.tensor([1.0]))
+    assert p.requires_grad_(False) is p and not p.requires_grad  # still a Parameter
+
+
 def test_non_scalar_backward_needs_a_gradient():
     x = leaf(3)
     y = x * 3
@@ -203,6 +210,42 @@ def test_python_custom_function():
     (g,) = kiln.autograd.grad(mint.sum(a), x)
     np.testing.assert_allclose(g.numpy(), np.full(4, 2.0))
     assert kiln.testing.gradcheck(lambda t: ScaledExp.apply(t, 2.0), (leaf(3),))
+
+
+def test_python_custom_function_saves_none_and_checks_what_it_returns():
+    class Scale(kiln.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, result, grad):
+            ctx.save_for_backward(None, x)  # None keeps its place, as in PyTorch
+            ctx.grad = grad
+            return x * 2 if result is None else result
+
+        @staticmethod
+        def backward(ctx, g):
+            none, x = ctx.saved_tensors
+            assert none is None and x is not None
+            return (g * 2, None, None) if ctx.grad is None else ctx.grad
+
+    x = leaf(3)
+    mint.sum(Scale.apply(x, None, None)).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0] * 3)
+    with raises(kiln.KilnTypeError, match=r"Scale.forward: expected a tensor or a tuple of tensors "
+                                          r"as its result, got int"):
+        Scale.apply(x, 3, None)
+    with raises(kiln.KilnTypeError, match=r"got a tuple of \(Tensor, float\)"):
+        Scale.apply(x, (x * 1, 2.0), None)
+    with raises(kiln.KilnTypeError, match=r"Scale.backward: expected a tensor, None, or a tuple "
+                                          r"of them .* got float"):
+        mint.sum(Scale.apply(x, None, 1.0)).backward()
+
+    class SavesANumber(kiln.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x, 2.0)
+            return x
+
+    with raises(kiln.KilnTypeError, match="save_for_backward: expected tensors or None, got float"):
+        SavesANumber.apply(x)
 
 
 def _allocated_after(step, rounds):
