@@ -91,8 +91,9 @@ TensorObject with_out(nb::handle out, F&& f) {
   return TensorObject(nb::borrow(out));
 }
 
-/// A clamp bound: None, or a Python (or NumPy) number keeping its kind.
-std::optional<Scalar> optional_scalar(nb::handle value, const char* what) {
+/// A bound of clamp(x, ...): None, or a Python (or NumPy) number keeping its kind; an int past
+/// int64 is a float beside a floating-point x, as in the operators.
+std::optional<Scalar> optional_scalar(nb::handle value, const char* what, const Tensor& x) {
   if (value.is_none()) return std::nullopt;
   PyObject* v = value.ptr();
   if (PyBool_Check(v)) return Scalar(v == Py_True);
@@ -101,8 +102,14 @@ std::optional<Scalar> optional_scalar(nb::handle value, const char* what) {
     nb::object index = nb::steal(PyNumber_Index(v));
     if (!index.is_valid()) throw nb::python_error();
     const long long i = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
-    KILN_CHECK_VALUE(overflow == 0) << "clamp: " << what << " is out of the int64 range";
-    return Scalar(static_cast<int64_t>(i));
+    if (overflow == 0) return Scalar(static_cast<int64_t>(i));
+    KILN_CHECK_VALUE(is_floating_point(x.dtype()))
+        << "clamp: " << what << " " << nb::str(index).c_str()
+        << " does not fit int64, the range of Kiln's integer scalars, so it cannot bound a "
+        << x.dtype() << " tensor; use a float";
+    const double d = PyLong_AsDouble(index.ptr());
+    if (d == -1.0 && PyErr_Occurred()) throw nb::python_error();  // past double's range
+    return Scalar(d);
   }
   if (PyFloat_Check(v) || nb::hasattr(value, "__float__")) {
     const double d = PyFloat_AsDouble(v);
@@ -119,18 +126,18 @@ bool tensor_bounds(nb::handle min, nb::handle max) {
 }
 
 /// A bound of the tensor form: the tensor, a weak scalar for a number, undefined for None.
-Tensor bound_tensor(nb::handle value, const char* what) {
+Tensor bound_tensor(nb::handle value, const char* what, const Tensor& x) {
   if (const Tensor* t = tensor_ptr(value.ptr())) return *t;
-  const std::optional<Scalar> number = optional_scalar(value, what);
+  const std::optional<Scalar> number = optional_scalar(value, what, x);
   return number ? Tensor::scalar(*number) : Tensor();
 }
 
 /// clamp(x, min, max, out) with bounds that are numbers, tensors or None.
 Tensor clamp_with(const Tensor& x, nb::handle min, nb::handle max, const Tensor& out) {
   if (tensor_bounds(min, max)) {
-    return clamp(x, bound_tensor(min, "min"), bound_tensor(max, "max"), out);
+    return clamp(x, bound_tensor(min, "min", x), bound_tensor(max, "max", x), out);
   }
-  return clamp(x, optional_scalar(min, "min"), optional_scalar(max, "max"), out);
+  return clamp(x, optional_scalar(min, "min", x), optional_scalar(max, "max", x), out);
 }
 
 const char* doc_of(const char* prim) { return OpRegistry::Instance().get(prim)->doc().c_str(); }

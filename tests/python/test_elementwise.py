@@ -394,8 +394,18 @@ def test_clamp_with_a_tensor_and_a_number_bound_takes_the_number_as_the_scalar_f
     np.testing.assert_array_equal(x.grad.numpy(), [1.0, 0.0, 0.0])
     with raises(kiln.KilnTypeError, match="expected max to be a number, a kiln.Tensor or None"):
         M.clamp(v, kiln.tensor(0), "a")
-    with raises(kiln.KilnValueError, match="max is out of the int64 range"):
+    with raises(kiln.KilnValueError, match="max 18446744073709551616 does not fit int64, the "
+                                           "range of Kiln's integer scalars, so it cannot bound a "
+                                           "uint8 tensor"):
         M.clamp(v, kiln.tensor(0), 2**64)
+    with raises(kiln.KilnValueError, match="min -18446744073709551616 does not fit int64"):
+        M.clamp(v, -2**64)
+    # Beside a floating-point tensor such an int is a float, as in the operators.
+    f = kiln.tensor([1.0, 3e19, -3e19])
+    big = np.float32(2**64)
+    np.testing.assert_array_equal(M.clamp(f, -2**64, 2**64).numpy(), [1.0, big, -big])
+    np.testing.assert_array_equal(M.clamp(f, kiln.tensor(0.0), 2**64).numpy(), [1.0, big, 0.0])
+    np.testing.assert_array_equal(M.clamp(f, 2**65).numpy(), np.float32([2**65] * 3))
 
 
 def test_clamp_with_tensor_bounds_differentiates_through_the_selected_value():
