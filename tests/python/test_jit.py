@@ -485,6 +485,18 @@ def test_options_are_checked():
     assert kiln.jit(lambda x: x + 1, fullgraph=True, some_option=3)(t([1.0])).tolist() == [2.0]
 
 
+def test_a_memory_plan_covers_every_part_or_is_refused():
+    # Partitioned between a plugin backend that plans nothing and kiln_cpu: kiln_cpu's plan alone
+    # would understate the graph's memory.
+    f = kiln.jit(lambda x: mint.sin(mint.softmax(mint.exp(x), dim=-1)),
+                 backend="jit_plugin_elementwise")
+    with raises(kiln.KilnValueError, match="runs partly on backend 'jit_plugin_elementwise', which "
+                                           "does not plan memory statically"):
+        f.memory_plan(t(np.zeros((2, 3), np.float32)))
+    assert kiln.jit(lambda x: mint.softmax(x, dim=-1)).memory_plan(
+        t(np.zeros((2, 3), np.float32)))["peak_bytes"] > 0
+
+
 # --- dumps and kiln.graph --------------------------------------------------------------------------
 
 def test_dump_ir_writes_each_step(tmp_path, monkeypatch):
