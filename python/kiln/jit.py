@@ -62,7 +62,7 @@ import traceback
 import types
 
 from . import _C
-from .errors import KilnError
+from .errors import KilnError, KilnTypeError
 
 __all__ = ["jit", "JitFunction", "CacheInfo"]
 
@@ -91,6 +91,10 @@ class JitFunction(_C.jit.JitFunction):
                  dynamic=False, fullgraph=False, dump_ir=None, debug=False, **options):
         if not callable(fn):
             raise TypeError(f"kiln.jit: expected a callable, got {type(fn).__name__}")
+        for name, flag in (("dynamic", dynamic), ("fullgraph", fullgraph), ("debug", debug)):
+            if not isinstance(flag, bool) and flag not in (0, 1):  # dynamic="false" is no False
+                raise KilnTypeError(f"kiln.jit: expected {name} to be True or False, got "
+                                    f"{flag!r}")
         super().__init__(fn, _call_traced, _parameter_names(fn),
                          getattr(fn, "__qualname__", getattr(fn, "__name__", "jit")), backend,
                          jit_level, capture_mode, bool(dynamic), bool(fullgraph),

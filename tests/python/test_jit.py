@@ -483,6 +483,10 @@ def test_options_are_checked():
     with raises(TypeError, match="expected a callable"):
         kiln.jit(3)
     assert kiln.jit(lambda x: x + 1, fullgraph=True, some_option=3)(t([1.0])).tolist() == [2.0]
+    for flag in ("dynamic", "fullgraph", "debug"):
+        with raises(kiln.KilnTypeError, match=f"expected {flag} to be True or False, got 'false'"):
+            kiln.jit(lambda x: x, **{flag: "false"})
+    assert kiln.jit(lambda x: x * 2, dynamic=np.True_)(t([1.0])).tolist() == [2.0]
 
 
 def test_a_memory_plan_covers_every_part_or_is_refused():
