@@ -137,7 +137,7 @@ std::array<Tensor, 2> extremum_grads(const Tensor& a, const Tensor& b, const Ten
     "grad_output * (1 - y) * (1 + y) for y = tanh(x): Tanh's input gradient in one pass")         \
   X(relu_backward, ReluBackward, kFloating, B::kReluBackward, b > C(0) ? a : C(0), kNone,         \
     relu_backward_grads(b, g, n),                                                                 \
-    "grad_output where x > 0, else 0 (also at 0 and nan, as PyTorch): Relu's input gradient")     \
+    "grad_output where x > 0, else 0 (at 0 as PyTorch; at nan 0, where PyTorch passes it)")       \
   X(silu_backward, SiluBackward, kFloating, B::kSiluBackward, a* silu_derivative_value(b), kNone, \
     silu_backward_grads(a, b, g, n),                                                              \
     "grad_output * s * (1 + x * (1 - s)) for s = sigmoid(x): Silu's input gradient in one pass")
