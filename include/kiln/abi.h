@@ -23,7 +23,7 @@
 #include "kiln/export.h"
 
 #define KILN_VERSION_MAJOR 0
-#define KILN_VERSION_MINOR 5
+#define KILN_VERSION_MINOR 6
 #define KILN_VERSION_PATCH 0
 /// The version of Kiln's plugin ABI: major * 1000 + minor (patch releases keep the ABI). CMake
 /// checks that the project version agrees with the numbers above.

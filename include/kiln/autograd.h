@@ -52,7 +52,10 @@ namespace kiln {
 
 namespace autograd {
 class Node;
-}
+/// A hook on a tensor's gradient (register_hook): returns the gradient to use instead, or an
+/// undefined tensor to keep it.
+using GradHook = std::function<Tensor(const Tensor& grad)>;
+}  // namespace autograd
 
 /// The gradient state of one tensor (TensorImpl::autograd). Read it through the functions below
 /// (requires_grad(), grad_fn(), ...), which honour `only_if_floating`.
@@ -75,6 +78,10 @@ struct KILN_API AutogradMeta {
   Tensor grad;
   /// register_post_accumulate_grad_hook's hooks, by handle.
   std::vector<std::pair<uint64_t, std::function<void(const Tensor&)>>> post_accumulate_grad_hooks;
+  /// register_hook's hooks on a leaf's gradient, by handle (a non-leaf's are on its grad_fn).
+  std::vector<std::pair<uint64_t, autograd::GradHook>> grad_hooks;
+  /// retain_grad() was called on this non-leaf: backward accumulates its gradient into `grad`.
+  bool retains_grad = false;
 };
 
 namespace autograd {
@@ -109,8 +116,18 @@ class KILN_API Node : public std::enable_shared_from_this<Node> {
       : next_edges_(std::move(next_edges)), num_outputs_(num_outputs) {}
 
  private:
+  friend struct NodeGradHooks;  // register_hook's access (tensor_state.cc)
+  struct GradHookEntry {
+    uint64_t handle = 0;  // 0: retain_grad's, which runs after the others
+    uint32_t output_nr = 0;
+    GradHook hook;
+  };
+
   std::vector<Edge> next_edges_;
   size_t num_outputs_;
+  /// register_hook's hooks on the gradients of this node's outputs (non-leaf tensors), and
+  /// retain_grad's, guarded by one process-wide mutex.
+  std::vector<GradHookEntry> grad_hooks_;
 };
 
 /// The edge along which a gradient of `t` flows back: t's grad_fn and output number, the
@@ -176,6 +193,24 @@ KILN_API uint64_t register_post_accumulate_grad_hook(const Tensor& leaf,
                                                       std::function<void(const Tensor&)> hook);
 /// Removes a hook; an unknown handle is ignored (removing twice is harmless).
 KILN_API void remove_post_accumulate_grad_hook(const Tensor& leaf, uint64_t handle);
+
+/// Calls `hook(grad)` with the gradient of `t` each time backward() or grad() computes it: for a
+/// tensor a recorded op made, the sum over its uses, before it flows on (the hook is on its
+/// grad_fn, so it also sees the gradient of other handles to the same output); for a leaf,
+/// before it is accumulated into .grad or returned by grad(). A defined result replaces the
+/// gradient (it must have the gradient's shape and dtype: kShape / kDType otherwise, raised by
+/// that backward). Hooks run in the order registered, on the thread running backward, with grad
+/// mode set to create_graph. Returns a handle for remove_hook. Throws kValue when t does not
+/// require grad.
+KILN_API uint64_t register_hook(const Tensor& t, GradHook hook);
+/// Removes a hook of t; an unknown handle is ignored.
+KILN_API void remove_hook(const Tensor& t, uint64_t handle);
+/// Makes backward() accumulate the gradient of `t`, a tensor a recorded op made, into its .grad
+/// as it does for leaves (after t's hooks); a leaf's is kept anyway. Throws kValue when t does
+/// not require grad.
+KILN_API void retain_grad(const Tensor& t);
+/// True for a leaf that requires grad, or a tensor retain_grad() was called on.
+KILN_API bool retains_grad(const Tensor& t);
 
 // ---- Backward -----------------------------------------------------------------------------------
 

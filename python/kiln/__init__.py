@@ -30,7 +30,7 @@ from . import nn, optim  # noqa: F401  (after autograd, which they use)
 from . import distributed  # noqa: F401
 from .serialization import load, load_metadata, save  # noqa: F401
 
-__version__ = "0.5.0"
+__version__ = "0.6.0"
 
 bool_ = dtype.bool
 int8 = dtype.int8

@@ -27,7 +27,6 @@ KilnError that says which. A backend plugin (``kiln/backend.h``, examples/custom
 loaded by ``register_custom_backend`` with the same care.
 """
 
-import atexit as _atexit
 import collections as _collections
 import inspect as _inspect
 import os as _os
@@ -39,10 +38,6 @@ from .jit import _call_traced
 __all__ = ["register_custom_pass", "unregister_custom_pass", "list_passes", "register_pattern",
            "verify_pass", "register_custom_backend", "list_backends", "PassInfo", "PassRun",
            "PassReport", "PatternValue", "VerifyReport", "VerifyFailure"]
-
-# Registered patterns keep their check callbacks in C++'s pass registry, which outlives the
-# interpreter: let them go at exit.
-_atexit.register(_C.graph._release_python_objects)
 
 PassInfo = _collections.namedtuple("PassInfo",
                                    ["name", "backend", "stage", "priority", "source", "builtin"])

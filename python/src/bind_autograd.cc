@@ -7,7 +7,9 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "convert.h"
 #include "kiln/autograd.h"
+#include "python_owned.h"
 
 namespace kiln::py {
 namespace nb = nanobind;
@@ -34,26 +36,18 @@ nb::list none_for_undefined(const std::vector<Tensor>& tensors) {
   return out;
 }
 
-// A Python callable owned by C++ (a Node's backward): released with the GIL held, whichever
-// thread drops the last reference.
-struct PythonCallable {
-  nb::object fn;
-  explicit PythonCallable(nb::object f) : fn(std::move(f)) {}
-  ~PythonCallable() {
-    if (!Py_IsInitialized()) {
-      fn.release();  // the interpreter is gone: nothing left to decrement
-      return;
-    }
-    nb::gil_scoped_acquire gil;
-    fn.reset();
-  }
-};
-
 // What Tensor.register_post_accumulate_grad_hook returns.
 struct PostAccumulateGradHookHandle {
   Tensor leaf;
   uint64_t handle;
   void remove() const { autograd::remove_post_accumulate_grad_hook(leaf, handle); }
+};
+
+// What Tensor.register_hook returns.
+struct GradHookHandle {
+  Tensor tensor;
+  uint64_t handle;
+  void remove() const { autograd::remove_hook(tensor, handle); }
 };
 
 }  // namespace
@@ -67,6 +61,8 @@ void bind_autograd(nb::module_& m) {
                                            "A registered hook; remove() unregisters it.")
       .def("remove", &PostAccumulateGradHookHandle::remove,
            "Unregisters the hook (again is harmless).");
+  nb::class_<GradHookHandle>(ag, "GradHookHandle", "A registered hook; remove() unregisters it.")
+      .def("remove", &GradHookHandle::remove, "Unregisters the hook (again is harmless).");
 
   nb::class_<autograd::Node>(ag, "Node", "One recorded call of the backward graph (Tensor.grad_fn).")
       .def("name", &autograd::Node::name)
@@ -111,14 +107,16 @@ void bind_autograd(nb::module_& m) {
         auto ctx = std::make_shared<AutogradContext>();
         ctx->SaveForBackward(saved);
         ctx->MarkNonDifferentiable(non_differentiable);
-        auto callable = std::make_shared<PythonCallable>(std::move(backward));
+        auto callable = std::make_shared<PythonOwned>(std::move(backward));
         const size_t num_inputs = inputs.size();
         return autograd::detail::record_function(
             name, ctx, inputs, outputs,
             [callable, num_inputs](AutogradContext* c, const std::vector<Tensor>& grads) {
               nb::gil_scoped_acquire gil;
+              KILN_CHECK_VALUE(callable->get().is_valid())
+                  << "backward of a Python Function after the interpreter's exit began";
               nb::object result =
-                  callable->fn(nb::cast(c->GetSavedTensors()), none_for_undefined(grads));
+                  callable->get()(nb::cast(c->GetSavedTensors()), none_for_undefined(grads));
               std::vector<Tensor> out;
               for (nb::handle item : result) {
                 out.push_back(item.is_none() ? Tensor() : nb::cast<Tensor>(item));
@@ -177,17 +175,44 @@ void bind_tensor_autograd(nb::class_<Tensor>& cls) {
       .def(
           "register_post_accumulate_grad_hook",
           [](const Tensor& t, nb::object hook) {
-            auto callable = std::make_shared<PythonCallable>(std::move(hook));
+            auto callable = std::make_shared<PythonOwned>(std::move(hook));
             const uint64_t handle = autograd::register_post_accumulate_grad_hook(
                 t, [callable](const Tensor& leaf) {
                   nb::gil_scoped_acquire gil;
-                  callable->fn(leaf);
+                  if (callable->get().is_valid()) callable->get()(leaf);  // else: exit began
                 });
             return PostAccumulateGradHookHandle{t, handle};
           },
           "hook"_a,
           "Calls hook(tensor) each time backward() has accumulated a gradient into this leaf's "
-          ".grad. Returns a handle whose remove() unregisters it.");
+          ".grad. Returns a handle whose remove() unregisters it.")
+      .def(
+          "register_hook",
+          [](const Tensor& t, nb::object hook) {
+            KILN_CHECK_TYPE(PyCallable_Check(hook.ptr()))
+                << "register_hook: expected a callable, got " << nb::type_name(hook.type()).c_str();
+            auto callable = std::make_shared<PythonOwned>(std::move(hook));
+            const uint64_t handle = autograd::register_hook(t, [callable](const Tensor& grad) {
+              nb::gil_scoped_acquire gil;
+              if (!callable->get().is_valid()) return Tensor();  // the interpreter's exit began
+              nb::object result = callable->get()(grad);
+              if (result.is_none()) return Tensor();
+              const Tensor* replaced = tensor_ptr(result.ptr());
+              KILN_CHECK_TYPE(replaced != nullptr)
+                  << "a gradient hook (register_hook) must return a kiln.Tensor or None, got "
+                  << nb::type_name(result.type()).c_str();
+              return *replaced;
+            });
+            return GradHookHandle{t, handle};
+          },
+          "hook"_a,
+          "Calls hook(grad) with this tensor's gradient each time backward() or grad() computes "
+          "it (a leaf's before it is accumulated); a tensor returned replaces the gradient. "
+          "Returns a handle whose remove() unregisters it.")
+      .def("retain_grad", &autograd::retain_grad,
+           "Makes backward() fill this tensor's .grad although a recorded op made it.")
+      .def_prop_ro("retains_grad", &autograd::retains_grad,
+                   "True for a leaf that requires grad, or after retain_grad().");
 }
 
 }  // namespace kiln::py

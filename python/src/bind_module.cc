@@ -1,5 +1,6 @@
 // NB_MODULE(_C): assembles kiln._C from the bind_* functions.
 #include "bindings.h"
+#include "python_owned.h"
 
 NB_MODULE(_C, m) {
   m.doc() = "Kiln's C++ core (use the kiln package, not this module directly)";
@@ -20,4 +21,8 @@ NB_MODULE(_C, m) {
   kiln::py::bind_mint_nn(mint);
   kiln::py::bind_mint_shape(mint);
   kiln::py::bind_mint_factory(mint);
+  // Python objects C++ keeps (hooks, Function backwards, pattern checks) go before the
+  // interpreter does (python_owned.h).
+  nanobind::module_::import_("atexit").attr("register")(
+      nanobind::cpp_function(&kiln::py::release_python_owned));
 }

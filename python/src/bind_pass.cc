@@ -19,30 +19,13 @@
 #include "jit/trace.h"
 #include "kiln/jit.h"
 #include "kiln/verify_pass.h"
+#include "python_owned.h"
 
 namespace kiln::py {
 namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace {
-
-// Python objects a C++ pass keeps; released under the GIL whichever thread drops the pass last.
-// The pass registry is never destroyed, so the interpreter's exit releases them first
-// (release_python_objects): a check's closure can hold a whole module's globals.
-struct PythonObjects {
-  nb::object check;
-  nb::object value_type;
-  ~PythonObjects() {
-    if (!Py_IsInitialized()) {
-      check.release();
-      value_type.release();
-      return;
-    }
-    nb::gil_scoped_acquire gil;
-    check.reset();
-    value_type.reset();
-  }
-};
 
 using Metas = std::vector<std::pair<DType, std::vector<int64_t>>>;
 
@@ -82,43 +65,21 @@ nb::object pattern_value(const nb::handle& value_type, const NodePtr& node) {
   return value_type(dtype, shape, value);
 }
 
-// Every PythonObjects made (touched with the GIL held).
-std::vector<std::weak_ptr<PythonObjects>>& live_python_objects() {
-  static auto* live = new std::vector<std::weak_ptr<PythonObjects>>();
-  return *live;
-}
-
-// At the interpreter's exit: drops the Python objects of every pattern pass still registered.
-// Their checks decline every match from then on.
-void release_python_objects() {
-  for (const std::weak_ptr<PythonObjects>& weak : live_python_objects()) {
-    if (std::shared_ptr<PythonObjects> objects = weak.lock()) {
-      objects->check.reset();
-      objects->value_type.reset();
-    }
-  }
-  live_python_objects().clear();
-}
-
 GraphPatternCheckFunc python_check(const std::string& name, nb::object check,
                                    nb::object value_type) {
   if (check.is_none()) return nullptr;
-  auto objects = std::make_shared<PythonObjects>();
-  objects->check = std::move(check);
-  objects->value_type = std::move(value_type);
-  auto& live = live_python_objects();
-  live.erase(std::remove_if(live.begin(), live.end(),
-                            [](const std::weak_ptr<PythonObjects>& w) { return w.expired(); }),
-             live.end());
-  live.push_back(objects);
-  return [objects, name](const std::vector<NodePtr>& vars) {
+  // The pass registry outlives the interpreter: a check declines every match once its objects are
+  // released at exit.
+  auto checker = std::make_shared<PythonOwned>(std::move(check));
+  auto make_value = std::make_shared<PythonOwned>(std::move(value_type));
+  return [checker, make_value, name](const std::vector<NodePtr>& vars) {
     if (!Py_IsInitialized()) return false;
     nb::gil_scoped_acquire gil;
-    if (!objects->check.is_valid()) return false;  // released at exit
+    if (!checker->get().is_valid()) return false;  // released at exit
     try {
       nb::list args;
-      for (const NodePtr& n : vars) args.append(pattern_value(objects->value_type, n));
-      nb::object verdict = objects->check(*args);
+      for (const NodePtr& n : vars) args.append(pattern_value(make_value->get(), n));
+      nb::object verdict = checker->get()(*args);
       const int truth = PyObject_IsTrue(verdict.ptr());
       if (truth < 0) throw nb::python_error();
       return truth == 1;
@@ -197,8 +158,6 @@ void bind_passes(nb::module_& m) {
             "value_type"_a, "trace_call"_a,
             "Traces src and dst (input i a tracer of metas[i]) and registers the pattern pass they "
             "make.");
-  graph.def("_release_python_objects", &release_python_objects,
-            "Drops the Python objects of registered patterns (at the interpreter's exit).");
   graph.def(
       "verify_pass",
       [](const std::string& name, size_t trials, uint64_t seed) {

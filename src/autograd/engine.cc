@@ -138,6 +138,7 @@ void run_graph(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gr
     ready.pop_back();
     std::vector<Tensor> grads = std::move(buffer_of(n));
     buffers.erase(n);
+    run_grad_hooks(*n, grads);
     if (capture != nullptr) {
       for (size_t k = 0; k < capture->edges.size(); ++k) {
         if (capture->edges[k].node.get() == n) {

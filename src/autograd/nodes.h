@@ -2,6 +2,7 @@
 //   AccumulateGrad  a leaf's accumulator: adds the gradient that reaches it into the leaf's .grad
 //   WriteWatch      what a node keeps to tell that a tensor it saved was changed in place
 //   meta_of, output_alias  helpers of the nodes
+//   run_grad_hooks  register_hook's and retain_grad's hooks, for the engine
 #pragma once
 
 #include <memory>
@@ -15,6 +16,11 @@ namespace kiln::autograd {
 
 /// The AutogradMeta of `t`, created when absent.
 AutogradMeta& meta_of(const Tensor& t);
+/// Runs the gradient hooks of the tensors whose gradients `grads` are (one per output of `n`):
+/// register_hook's on n's outputs, or on the leaf of an AccumulateGrad, then retain_grad's.
+/// What the engine calls on a node's summed gradients before anything reads them.
+void run_grad_hooks(Node& n, std::vector<Tensor>& grads);
+
 /// An alias of `t` that autograd tracks as output `output_nr` of `node`: what a node hands its
 /// gradient rule for a saved output under create_graph, so that the rule's uses of it are
 /// differentiable again.

@@ -18,9 +18,70 @@ Tensor copy_of(const Tensor& t, DType dtype) {
   static const OpDefPtr cast = OpRegistry::Instance().get("Cast");
   return call_op(*cast, {t}, {{"dtype", dtype}})[0];
 }
+
+// Adds `incoming` into the .grad of `meta`, a tensor of `dtype` (its mutex held). The gradient that
+// arrives may be shared (Add hands one tensor to both inputs; under create_graph it may be the
+// caller's grad_output) or of another dtype (a custom Function's float64 gradient of a float32
+// leaf): .grad gets its own copy in its own dtype. Under create_graph the copy is recorded, so
+// .grad can be differentiated again.
+void accumulate_into(AutogradMeta& meta, DType dtype, const Tensor& incoming) {
+  if (!meta.grad.defined()) {
+    meta.grad = copy_of(incoming, dtype);
+  } else {
+    meta.grad = add(meta.grad, incoming.dtype() == dtype ? incoming : copy_of(incoming, dtype));
+  }
+}
+
+std::atomic<uint64_t> g_next_hook_handle{1};  // post-accumulate and gradient hooks alike
+std::mutex g_node_hooks_mutex;                // guards every Node::grad_hooks_
+// Gradient hooks registered and not removed (on nodes and leaves): while there are none, the
+// engine's run_grad_hooks returns at once.
+std::atomic<int64_t> g_grad_hooks{0};
+
+// hook(g), checked: an undefined result keeps g.
+Tensor hooked(const GradHook& hook, const Tensor& g) {
+  Tensor result = hook(g);
+  if (!result.defined()) return g;
+  KILN_CHECK_SHAPE(result.shape() == g.shape())
+      << "a gradient hook (register_hook) returned a gradient of shape "
+      << shape_str(result.shape()) << ", expected " << shape_str(g.shape());
+  KILN_CHECK_DTYPE(result.dtype() == g.dtype())
+      << "a gradient hook (register_hook) returned a gradient of dtype " << result.dtype()
+      << ", expected " << g.dtype();
+  return result;
+}
 }  // namespace
 
-Node::~Node() = default;
+// register_hook's access to Node::grad_hooks_, under g_node_hooks_mutex.
+struct NodeGradHooks {
+  using Entry = Node::GradHookEntry;
+
+  static void add(Node& n, Entry entry) {
+    std::lock_guard<std::mutex> lock(g_node_hooks_mutex);
+    n.grad_hooks_.push_back(std::move(entry));
+    g_grad_hooks.fetch_add(1, std::memory_order_relaxed);
+  }
+  static void remove(Node& n, uint64_t handle) {
+    std::lock_guard<std::mutex> lock(g_node_hooks_mutex);
+    auto& hooks = n.grad_hooks_;
+    const auto end = std::remove_if(hooks.begin(), hooks.end(),
+                                    [&](const Entry& e) { return e.handle == handle; });
+    g_grad_hooks.fetch_sub(hooks.end() - end, std::memory_order_relaxed);
+    hooks.erase(end, hooks.end());
+  }
+  // A copy, run outside the lock (a hook may register another or run a backward).
+  static std::vector<Entry> of(const Node& n) {
+    std::lock_guard<std::mutex> lock(g_node_hooks_mutex);
+    return n.grad_hooks_;
+  }
+  static void forget(Node& n) {  // n is being destroyed
+    if (n.grad_hooks_.empty()) return;
+    std::lock_guard<std::mutex> lock(g_node_hooks_mutex);
+    g_grad_hooks.fetch_sub(static_cast<int64_t>(n.grad_hooks_.size()), std::memory_order_relaxed);
+  }
+};
+
+Node::~Node() { NodeGradHooks::forget(*this); }
 
 bool is_grad_enabled() { return t_grad_enabled; }
 void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
@@ -141,16 +202,7 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_output
   std::vector<std::function<void(const Tensor&)>> hooks;
   {
     std::lock_guard<std::mutex> lock(meta.mutex);
-    // The gradient that arrives may be shared (Add hands one tensor to both inputs; under
-    // create_graph it may be the caller's grad_output) or of another dtype (a custom Function's
-    // float64 gradient of a float32 leaf): the leaf gets its own copy in its own dtype. Under
-    // create_graph the copy is recorded, so .grad can be differentiated again.
-    const DType dtype = leaf_->dtype;
-    if (!meta.grad.defined()) {
-      meta.grad = copy_of(incoming, dtype);
-    } else {
-      meta.grad = add(meta.grad, incoming.dtype() == dtype ? incoming : copy_of(incoming, dtype));
-    }
+    accumulate_into(meta, leaf_->dtype, incoming);
     for (const auto& entry : meta.post_accumulate_grad_hooks) hooks.push_back(entry.second);
   }
   // Outside the lock: a hook may read or replace .grad.
@@ -166,8 +218,7 @@ uint64_t register_post_accumulate_grad_hook(const Tensor& leaf,
          "parameter), got "
       << (requires_grad(leaf) ? "a tensor made by a recorded op"
                               : "one that does not require grad");
-  static std::atomic<uint64_t> next_handle{1};
-  const uint64_t handle = next_handle++;
+  const uint64_t handle = g_next_hook_handle++;
   AutogradMeta& meta = meta_of(leaf);
   std::lock_guard<std::mutex> lock(meta.mutex);
   meta.post_accumulate_grad_hooks.emplace_back(handle, std::move(hook));
@@ -182,6 +233,88 @@ void remove_post_accumulate_grad_hook(const Tensor& leaf, uint64_t handle) {
   hooks.erase(std::remove_if(hooks.begin(), hooks.end(),
                              [&](const auto& entry) { return entry.first == handle; }),
               hooks.end());
+}
+
+uint64_t register_hook(const Tensor& t, GradHook hook) {
+  KILN_CHECK_VALUE(requires_grad(t))
+      << "register_hook: expected a tensor that requires grad, got one that does not (no "
+         "gradient is computed for it)";
+  const uint64_t handle = g_next_hook_handle++;
+  if (const std::shared_ptr<Node> node = grad_fn(t)) {
+    NodeGradHooks::add(*node, {handle, meta_of(t).output_nr, std::move(hook)});
+  } else {
+    AutogradMeta& meta = meta_of(t);
+    std::lock_guard<std::mutex> lock(meta.mutex);
+    meta.grad_hooks.emplace_back(handle, std::move(hook));
+    g_grad_hooks.fetch_add(1, std::memory_order_relaxed);
+  }
+  return handle;
+}
+
+void remove_hook(const Tensor& t, uint64_t handle) {
+  AutogradMeta* meta = t.impl()->autograd.get();
+  if (meta == nullptr || handle == 0) return;
+  if (const std::shared_ptr<Node> node = grad_fn(t)) {
+    NodeGradHooks::remove(*node, handle);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(meta->mutex);
+  auto& hooks = meta->grad_hooks;
+  const auto end = std::remove_if(hooks.begin(), hooks.end(),
+                                  [&](const auto& entry) { return entry.first == handle; });
+  g_grad_hooks.fetch_sub(hooks.end() - end, std::memory_order_relaxed);
+  hooks.erase(end, hooks.end());
+}
+
+void retain_grad(const Tensor& t) {
+  KILN_CHECK_VALUE(requires_grad(t))
+      << "retain_grad: expected a tensor that requires grad, got one that does not";
+  const std::shared_ptr<Node> node = grad_fn(t);
+  if (node == nullptr) return;  // a leaf keeps its gradient anyway
+  AutogradMeta& meta = meta_of(t);
+  {
+    std::lock_guard<std::mutex> lock(meta.mutex);
+    if (meta.retains_grad) return;
+    meta.retains_grad = true;
+  }
+  // Weak: the node must not keep the tensor (and so itself, through grad_fn) alive.
+  std::weak_ptr<TensorImpl> weak = t.impl_ptr();
+  NodeGradHooks::add(*node, {0, meta.output_nr, [weak](const Tensor& g) {
+                               if (const std::shared_ptr<TensorImpl> impl = weak.lock()) {
+                                 AutogradMeta& m = *impl->autograd;
+                                 std::lock_guard<std::mutex> lock(m.mutex);
+                                 accumulate_into(m, impl->dtype, g);
+                               }
+                               return Tensor();
+                             }});
+}
+
+bool retains_grad(const Tensor& t) {
+  const AutogradMeta* meta = live_meta(t);
+  return meta != nullptr && meta->requires_grad && (meta->grad_fn == nullptr || meta->retains_grad);
+}
+
+void run_grad_hooks(Node& n, std::vector<Tensor>& grads) {
+  if (g_grad_hooks.load(std::memory_order_relaxed) == 0) return;
+  if (auto* accumulate = dynamic_cast<AccumulateGrad*>(&n)) {
+    AutogradMeta& meta = *accumulate->leaf()->autograd;
+    std::vector<GradHook> hooks;
+    {
+      std::lock_guard<std::mutex> lock(meta.mutex);
+      for (const auto& entry : meta.grad_hooks) hooks.push_back(entry.second);
+    }
+    for (const GradHook& hook : hooks) {
+      if (grads[0].defined()) grads[0] = hooked(hook, grads[0]);
+    }
+    return;
+  }
+  const std::vector<NodeGradHooks::Entry> hooks = NodeGradHooks::of(n);
+  for (const bool retaining : {false, true}) {  // retain_grad's after the others
+    for (const NodeGradHooks::Entry& entry : hooks) {
+      Tensor& g = grads.at(entry.output_nr);
+      if ((entry.handle == 0) == retaining && g.defined()) g = hooked(entry.hook, g);
+    }
+  }
 }
 
 }  // namespace kiln::autograd

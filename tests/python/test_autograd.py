@@ -700,3 +700,94 @@ def test_a_refused_write_does_not_count_as_a_change_of_a_saved_tensor():
         mint.add(x, 0.5, out=x.to(kiln.int64))
     loss.backward()
     np.testing.assert_array_equal(w.grad.numpy(), x.numpy())
+
+
+# ---- gradient hooks and retain_grad -------------------------------------------------------------
+
+def test_a_hook_sees_and_may_replace_a_tensors_summed_gradient():
+    x = leaf(3)
+    y = x * 2
+    seen = []
+    handle = y.register_hook(lambda g: seen.append(g.numpy().copy()) or g * 10)
+    mint.sum(y * y + y).backward()  # y used twice: the hook sees the sum, 2y + 1
+    np.testing.assert_allclose(seen[0], 2 * y.numpy() + 1)
+    np.testing.assert_allclose(x.grad.numpy(), 2 * 10 * (2 * y.numpy() + 1))
+    handle.remove()
+    handle.remove()  # again: harmless
+    x.grad = None
+    mint.sum(x * 2 * 1).backward()
+    assert len(seen) == 1  # removed
+    np.testing.assert_allclose(x.grad.numpy(), [2.0] * 3)
+
+
+def test_hooks_run_in_order_and_a_leafs_before_accumulation_and_in_grad():
+    x = leaf(2)
+    order = []
+    x.register_hook(lambda g: order.append("first") or g + 1)
+    x.register_hook(lambda g: order.append("second") or None)  # None keeps the gradient
+    mint.sum(x * 3).backward()
+    assert order == ["first", "second"]
+    np.testing.assert_allclose(x.grad.numpy(), [4.0, 4.0])
+    (g,) = kiln.autograd.grad(mint.sum(x * 3), x)  # grad() sees a leaf's hooks too
+    np.testing.assert_allclose(g.numpy(), [4.0, 4.0])
+    np.testing.assert_allclose(x.grad.numpy(), [4.0, 4.0])  # untouched by grad()
+
+
+def test_retain_grad_fills_a_non_leafs_grad_after_its_hooks():
+    x = leaf(3)
+    y = x * 2
+    assert not y.retains_grad and x.retains_grad
+    y.retain_grad()
+    y.retain_grad()  # again: once
+    assert y.retains_grad
+    y.register_hook(lambda g: g * 3)
+    mint.sum(y).backward(retain_graph=True)
+    np.testing.assert_array_equal(y.grad.numpy(), [3.0] * 3)
+    mint.sum(y).backward()  # accumulates, as a leaf's does
+    np.testing.assert_array_equal(y.grad.numpy(), [6.0] * 3)
+    z = x * 2  # no retain_grad: no .grad
+    mint.sum(z).backward()
+    assert z.grad is None
+
+
+def test_hook_errors():
+    x = leaf(2)
+    with raises(kiln.KilnValueError, match="register_hook: expected a tensor that requires grad"):
+        kiln.tensor([1.0]).register_hook(lambda g: g)
+    with raises(kiln.KilnValueError, match="retain_grad: expected a tensor that requires grad"):
+        kiln.tensor([1.0]).retain_grad()
+    with raises(kiln.KilnTypeError, match="register_hook: expected a callable, got int"):
+        x.register_hook(3)
+    for bad, error, message in [
+            (lambda g: g.reshape(2, 1), kiln.ShapeError, "returned a gradient of shape \\[2, 1\\]"),
+            (lambda g: g.float(), kiln.DTypeError, "returned a gradient of dtype float32"),
+            (lambda g: 2.0, kiln.KilnTypeError, "must return a kiln.Tensor or None, got float")]:
+        y = x * 1
+        y.register_hook(bad)
+        with raises(error, match=message):
+            mint.sum(y).backward()
+    assert x.grad is None  # nothing accumulated by the failed backwards
+    mint.sum(x * 1).backward()  # and the process goes on
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 1.0])
+
+
+def test_a_hook_that_raises_fails_that_backward():
+    x = leaf(2)
+    y = x * 1
+
+    def hook(g):
+        raise RuntimeError("from the hook")
+
+    y.register_hook(hook)
+    with raises(RuntimeError, match="from the hook"):
+        mint.sum(y).backward()
+
+
+def test_hooks_under_create_graph_are_differentiable():
+    x = leaf(3)
+    y = x * x
+    y.register_hook(lambda g: g * x)  # the gradient becomes x * g
+    (g,) = kiln.autograd.grad(mint.sum(y), x, create_graph=True)  # 2x * x
+    np.testing.assert_allclose(g.numpy(), 2 * x.numpy() ** 2)
+    (h,) = kiln.autograd.grad(mint.sum(g), x)
+    np.testing.assert_allclose(h.numpy(), 4 * x.numpy())

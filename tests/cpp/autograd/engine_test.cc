@@ -120,6 +120,40 @@ TEST_F(AutogradEngine, PostAccumulateGradHooksRunAfterEachAccumulation) {
       ErrorKind::kValue, "one that does not require grad");
 }
 
+TEST_F(AutogradEngine, GradientHooksSeeAndReplaceSummedGradients) {
+  const Tensor x = leaf({3});
+  const Tensor w = randn({3}, DType::kFloat64);
+  const Tensor y = mul(x, w);
+  std::vector<Tensor> seen;
+  const uint64_t on_y = autograd::register_hook(y, [&](const Tensor& g) {
+    seen.push_back(g);
+    return g * 2.0;
+  });
+  autograd::register_hook(x, [&](const Tensor& g) { return g + 1.0; });  // before accumulation
+  autograd::retain_grad(y);
+  EXPECT_TRUE(autograd::retains_grad(y));
+  EXPECT_TRUE(autograd::retains_grad(x));
+  backward({add(y, y)}, {ones64({3})}, /*retain_graph=*/true);  // y used twice: hooks see the sum
+  ASSERT_EQ(seen.size(), 1u);
+  testing::expect_close(seen[0], ones64({3}) * 2.0, 1e-12);
+  testing::expect_close(get_grad(y), ones64({3}) * 4.0, 1e-12);  // after y's hook
+  testing::expect_close(get_grad(x), w * 4.0 + 1.0, 1e-12);
+  // grad() runs them too, and leaves .grad alone.
+  const Tensor dx = autograd::grad({y}, {x}, {ones64({3})})[0];
+  testing::expect_close(dx, w * 2.0 + 1.0, 1e-12);
+  autograd::remove_hook(y, on_y);
+  autograd::remove_hook(y, on_y);  // again: harmless
+  backward({mul(x, w)}, {ones64({3})});
+  EXPECT_EQ(seen.size(), 2u);  // the grad() call's; none from a removed hook
+  testing::expect_error(
+      [&] { autograd::register_hook(ones64({2}), [](const Tensor& g) { return g; }); },
+      ErrorKind::kValue, "expected a tensor that requires grad");
+  const Tensor z = mul(x, w);
+  autograd::register_hook(z, [](const Tensor& g) { return reshape(g, {3, 1}); });
+  testing::expect_error([&] { backward({z}, {ones64({3})}); }, ErrorKind::kShape,
+                        "returned a gradient of shape [3, 1], expected [3]");
+}
+
 TEST_F(AutogradEngine, GradientsOfSharedValuesAreSummed) {
   const Tensor x = leaf({4});
   const Tensor y = mul(x, x);          // x used twice by one call
