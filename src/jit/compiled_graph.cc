@@ -188,18 +188,26 @@ CompiledGraph::~CompiledGraph() {
 
 namespace {
 
-// What a backend's Run gave for graph `graph` (`part` says whether all of it or a part): as
-// many results as it has outputs, each defined. A broken backend is named here, not by a bare
-// error at a later use.
-void check_results(const std::string& backend, const std::vector<Tensor>& results, size_t expected,
-                   const char* part, const std::string& graph) {
-  KILN_CHECK(results.size() == expected)
+// What a backend's Run gave for graph `graph` (`part` says whether all of it or a part): one
+// result per output node in `expected`, each defined, with the node's dtype and shape. A broken
+// backend is named here, not by a wrong result or a bare error at a later use. (A result still in
+// the pipeline is waited for until its metadata is known, not its data.)
+template <typename Nodes>  // the graph's InputList, or a part's std::vector<NodePtr>
+void check_results(const std::string& backend, const std::vector<Tensor>& results,
+                   const Nodes& expected, const char* part, const std::string& graph) {
+  KILN_CHECK(results.size() == expected.size())
       << "backend '" << backend << "' returned " << results.size() << " outputs for " << part
-      << "graph \"" << graph << "\", which has " << expected;
+      << "graph \"" << graph << "\", which has " << expected.size();
   for (size_t i = 0; i < results.size(); ++i) {
-    KILN_CHECK(results[i].defined())
-        << "backend '" << backend << "' returned an undefined "
-        << "tensor as output " << i << " of " << part << "graph \"" << graph << "\"";
+    const Tensor& r = results[i];
+    KILN_CHECK(r.defined()) << "backend '" << backend << "' returned an undefined "
+                            << "tensor as output " << i << " of " << part << "graph \"" << graph
+                            << "\"";
+    const Abstract& a = expected[i]->abstract();
+    if (!a.is_tensor()) continue;
+    KILN_CHECK(r.dtype() == a.dtype() && r.shape() == a.shape())
+        << "backend '" << backend << "' returned " << type_str(r) << " as output " << i << " of "
+        << part << "graph \"" << graph << "\", which is " << a.str();
   }
 }
 
@@ -209,7 +217,7 @@ void CompiledGraph::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* 
   BackendManager& manager = BackendManager::Instance();
   if (direct_) {
     manager.Run(steps_[0].backend, steps_[0].id, inputs, outputs);
-    check_results(steps_[0].backend, *outputs, graph_->outputs().size(), "", graph_->name());
+    check_results(steps_[0].backend, *outputs, graph_->outputs(), "", graph_->name());
     return;
   }
   KILN_CHECK_VALUE(inputs.size() == graph_->parameters().size())
@@ -220,11 +228,12 @@ void CompiledGraph::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* 
   for (const auto& [s, value] : constants_) slots[s] = value;
   std::vector<Tensor> args;
   std::vector<Tensor> results;
-  for (const Step& step : steps_) {
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    const Step& step = steps_[k];
     args.clear();
     for (size_t s : step.inputs) args.push_back(slots[s]);
     manager.Run(step.backend, step.id, args, &results);
-    check_results(step.backend, results, step.outputs.size(), "a part of ", graph_->name());
+    check_results(step.backend, results, parts_[k].outputs, "a part of ", graph_->name());
     for (size_t i = 0; i < results.size(); ++i) slots[step.outputs[i]] = std::move(results[i]);
   }
   outputs->clear();

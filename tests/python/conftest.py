@@ -140,11 +140,12 @@ def build_plugin(tmp_path_factory):
 @pytest.fixture(scope="session")
 def jit_test_backends(build_plugin):
     """The jit's test backends (tests/cpp/jit/plugins/jit_test_backends.cc), registered:
-    jit_plugin_backend, jit_plugin_elementwise, jit_plugin_failing, jit_plugin_throwing."""
+    jit_plugin_backend, jit_plugin_elementwise, jit_plugin_failing, jit_plugin_throwing,
+    jit_plugin_flattening, jit_plugin_widening."""
     path = build_plugin("jit_test_backends",
                         [REPO_DIR / "tests" / "cpp" / "jit" / "plugins" / "jit_test_backends.cc"])
     names = ["jit_plugin_backend", "jit_plugin_elementwise", "jit_plugin_failing",
-             "jit_plugin_throwing"]
+             "jit_plugin_throwing", "jit_plugin_flattening", "jit_plugin_widening"]
     for name in names:
         if name not in kiln.graph.list_backends():
             kiln.graph.register_custom_backend(name, path)

@@ -475,6 +475,16 @@ def test_a_failing_backend_names_itself_and_the_graph(backend, reason):
     assert kiln.jit(lambda x: mint.neg(x))(t([1.0])).tolist() == [-1.0]
 
 
+@pytest.mark.parametrize("backend, returned", [
+    ("jit_plugin_flattening", r"float32\[6\]"), ("jit_plugin_widening", r"float64\[2, 3\]")])
+def test_a_backend_result_of_another_shape_or_dtype_is_refused(backend, returned):
+    # Passed on, it was a wrong result (or an error at a later use naming another backend).
+    f = kiln.jit(lambda x: mint.neg(x) * 2, backend=backend)
+    with raises(kiln.KilnError, match=rf"backend '{backend}' returned {returned} as output 0 of "
+                                      r"graph \"(.*)\", which is float32\[2, 3\]"):
+        f(t(np.ones((2, 3), np.float32)))
+
+
 def test_options_are_checked():
     with raises(kiln.KilnValueError, match="capture_mode \"ast\" is not supported"):
         kiln.jit(lambda x: x, capture_mode="ast")
