@@ -168,8 +168,14 @@ enum OpTrait : uint32_t {
   kTraitView = 1u << 1,         // eager result aliases an input (has a ViewFn)
   kTraitRandom = 1u << 2,       // reads the global generator: never fold or CSE
   kTraitReduction = 1u << 3,
-  kTraitSideEffect = 1u << 4,   // writes an input or the outside world: never remove
-  kTraitNotDifferentiable = 1u << 5,  // outputs carry no gradient (comparisons, argmax, random ints)
+  kTraitSideEffect = 1u << 4,  // writes an input or the outside world: never remove
+  kTraitNotDifferentiable =
+      1u << 5,  // outputs carry no gradient (comparisons, argmax, random ints)
+  // The kernel is right when an output is exactly an input's memory (same dtype and shape: each
+  // element read before it is written): kiln_cpu may then give an elementwise op's output the
+  // buffer of an input that dies there. Not implied by kTraitElementwise: a kernel that writes
+  // its output before reading every input (out = y; out += x) is elementwise but not in place.
+  kTraitInPlace = 1u << 6,
 };
 
 struct InputSpec {

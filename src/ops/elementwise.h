@@ -652,9 +652,9 @@ template <typename F, UnaryRule R>
 OpDef unary_def(const char* prim, simd::UnaryOp simd_op, const char* doc, UnaryDerivative d) {
   OpDef def(prim);
   if constexpr (R == UnaryRule::kPredicate) {
-    def.traits(kTraitElementwise | kTraitNotDifferentiable);
+    def.traits(kTraitElementwise | kTraitInPlace | kTraitNotDifferentiable);
   } else {
-    def.traits(kTraitElementwise).grad(unary_grad(d));
+    def.traits(kTraitElementwise | kTraitInPlace).grad(unary_grad(d));
   }
   return def.input("x")
       .doc(doc)
@@ -682,9 +682,9 @@ OpDef binary_def(const char* prim, simd::BinaryOp simd_op, const char* doc,
                  BinaryDerivative d = nullptr) {
   OpDef def(prim);
   if constexpr (R == BinaryRule::kPredicate) {
-    def.traits(kTraitElementwise | kTraitNotDifferentiable);
+    def.traits(kTraitElementwise | kTraitInPlace | kTraitNotDifferentiable);
   } else {
-    def.traits(kTraitElementwise).grad(binary_grad(d));
+    def.traits(kTraitElementwise | kTraitInPlace).grad(binary_grad(d));
   }
   return def.input("a")
       .input("b")

@@ -191,7 +191,7 @@ KILN_REGISTER_OP(
     OpDef("Gelu")
         .input("x")
         .attr("approximate", AttrKind::kString, std::string("none"))
-        .traits(kTraitElementwise)
+        .traits(kTraitElementwise | kTraitInPlace)
         .grad(detail::one_output_rule([](const std::vector<Tensor>& in, const Tensor&,
                                          const Attrs& attrs, const Tensor& g) {
           const Tensor& x = in[0];
@@ -281,7 +281,7 @@ KILN_REGISTER_OP(
         .input("x")
         .attr("min", AttrKind::kScalar, std::monostate{})
         .attr("max", AttrKind::kScalar, std::monostate{})
-        .traits(kTraitElementwise)
+        .traits(kTraitElementwise | kTraitInPlace)
         // The gradient passes where min <= x <= max (at the bounds too), as in PyTorch.
         .grad(detail::one_output_rule([](const std::vector<Tensor>& in, const Tensor&,
                                          const Attrs& attrs, const Tensor& g) {

@@ -79,7 +79,7 @@ KILN_REGISTER_OP(
         .input("condition")
         .input("a")
         .input("b")
-        .traits(kTraitElementwise)
+        .traits(kTraitElementwise | kTraitInPlace)
         // The gradient goes to the selected operand; the condition gets none.
         .grad(detail::one_output_rule([](const std::vector<Tensor>& in, const Tensor&, const Attrs&,
                                          const Tensor& g) {

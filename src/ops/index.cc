@@ -467,7 +467,7 @@ KILN_REGISTER_OP(OpDef("MaskedFill")
                      .input("x")
                      .input("mask")
                      .attr("value", AttrKind::kScalar)
-                     .traits(kTraitElementwise)
+                     .traits(kTraitElementwise | kTraitInPlace)
                      .doc("x where mask is false, value where it is true (mask broadcasts to x)")
                      .infer([](const InferContext& ctx) {
                        const TensorMeta& x = ctx.input(0);

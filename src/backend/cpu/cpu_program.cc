@@ -223,7 +223,8 @@ class Compiler {
     for (uint32_t s = 0; s < num_steps; ++s) {
       const Step& step = p_->steps[s];
       const bool elementwise =
-          step.kind == StepKind::kFused || step.op->has_trait(kTraitElementwise);
+          step.kind == StepKind::kFused ||
+          (step.op->has_trait(kTraitElementwise) && step.op->has_trait(kTraitInPlace));
       for (uint32_t v : step.outputs) {
         if (values[v].home != Home::kArena) continue;
         BufferRequest req{nbytes_of(values[v].meta), s, last[v], -1};

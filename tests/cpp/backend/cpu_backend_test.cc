@@ -75,6 +75,42 @@ TEST(CpuBackend, FusesElementwiseChainsAtO1Only) {
   expect_close(o0({x})[0], want, 0);
 }
 
+// out = y, then out += x: elementwise, but wrong when out is x's memory. Planned in place (as
+// kTraitElementwise alone allowed), kiln_cpu gave exp(x) + ... with exp(x) overwritten by y.
+TEST(CpuBackend, GivesAnInputsBufferOnlyToOpsThatAreInPlace) {
+  for (const uint32_t traits : {uint32_t{kTraitElementwise}, kTraitElementwise | kTraitInPlace}) {
+    SCOPED_TRACE("traits " + std::to_string(traits));
+    const bool in_place = (traits & kTraitInPlace) != 0;
+    OpRegistration reg(OpDef("CpuTestCopyThenAdd")
+                           .input("x")
+                           .input("y")
+                           .traits(traits)
+                           .infer([](const InferContext& ctx) { return MetaList{ctx.input(0)}; })
+                           .kernel(DeviceType::kCPU, [in_place](KernelContext& ctx) {
+                             const Tensor x = ctx.inputs[0].contiguous(),
+                                          y = ctx.inputs[1].contiguous();
+                             float* out = ctx.outputs[0].data<float>();
+                             const int64_t n = ctx.outputs[0].numel();
+                             if (in_place) {  // reads each element before writing it
+                               for (int64_t i = 0; i < n; ++i)
+                                 out[i] = x.data<float>()[i] + y.data<float>()[i];
+                             } else {
+                               std::copy(y.data<float>(), y.data<float>() + n, out);
+                               for (int64_t i = 0; i < n; ++i) out[i] += x.data<float>()[i];
+                             }
+                           }));
+    JitFunction f = jit(
+        [](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{sqrt(call_op("CpuTestCopyThenAdd", {exp(in[0]), in[1]})[0])};
+        },
+        options("kiln_cpu"));
+    std::mt19937 rng(3);
+    const Tensor x = random_input(rng, {4, 8}), y = random_input(rng, {4, 8}) + 10.0;
+    expect_close(f({x, y})[0], sqrt(exp(x) + y), 1e-5);
+    EXPECT_EQ(f.memory_plan({x, y}).in_place, in_place ? 1u : 0u);  // the op's, on exp's block
+  }
+}
+
 TEST(CpuBackend, FusesLinearAndReluIntoFusedMatMul) {
   const auto fn = [](const std::vector<Tensor>& in) {
     return std::vector<Tensor>{relu(linear(in[0], in[1], in[2]))};
