@@ -16,6 +16,7 @@
 #pragma once
 
 #include <exception>
+#include <new>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -86,6 +87,26 @@ class KILN_API ErrorMessage {
 struct ErrorThrower {
   [[noreturn]] void operator&(const ErrorMessage& message) const { message.raise(); }
 };
+
+/// Runs fn(), user code (a custom op's kernel, infer or gradient rule), adding `context()` to a
+/// kiln::Error it throws and turning any other std::exception into one (kGeneric, its message,
+/// that context), so that every failure of an op call names it and Python sees a KilnError of one
+/// type whatever the pipeline mode. std::bad_alloc passes as it is.
+template <typename Fn, typename Context>
+auto with_error_context(Fn&& fn, Context&& context) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (Error& e) {
+    e.add_context(context());
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    Error error(ErrorKind::kGeneric, e.what());
+    error.add_context(context());
+    throw error;
+  }
+}
 
 /// Rethrows a stored failure (an asynchronous op's, raised at a sync point). A kiln::Error is
 /// thrown as a copy, so that handlers adding context never change the stored one, which other

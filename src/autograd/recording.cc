@@ -32,19 +32,21 @@ class OpNode final : public Node {
         << "saved; pass retain_graph=true to the first backward to keep it";
     KILN_CHECK_KIND(ErrorKind::kNotImplemented, op_->grad_fn() != nullptr)
         << name() << " has no gradient rule (OpDef::grad), so gradients cannot flow through it";
-    try {
-      watch_.check(inputs_, "input");
-      watch_.check(outputs_, "output");
-      const kiln::detail::UnusedGradients unused(unused_inputs());
-      std::vector<Tensor> grads = op_->grad_fn()(inputs_, outputs_for_rule(), attrs_, grad_outputs);
-      check_gradients(grads);
-      return grads;
-    } catch (Error& e) {
-      MetaList metas;
-      for (const Tensor& t : inputs_) metas.push_back(TensorMeta::of(t));
-      e.add_context("in the gradient of " + op_call_str(*op_, metas));
-      throw;
-    }
+    return kiln::detail::with_error_context(
+        [&] {
+          watch_.check(inputs_, "input");
+          watch_.check(outputs_, "output");
+          const kiln::detail::UnusedGradients unused(unused_inputs());
+          std::vector<Tensor> grads =
+              op_->grad_fn()(inputs_, outputs_for_rule(), attrs_, grad_outputs);
+          check_gradients(grads);
+          return grads;
+        },
+        [&] {
+          MetaList metas;
+          for (const Tensor& t : inputs_) metas.push_back(TensorMeta::of(t));
+          return "in the gradient of " + op_call_str(*op_, metas);
+        });
   }
 
   void release_saved() override {

@@ -26,19 +26,6 @@ namespace kiln {
 namespace detail {
 namespace {
 
-// Runs user code, turning an exception of its own type into a kiln::Error with its message, so
-// that the op's context is added and Python sees a KilnError.
-template <typename Fn>
-auto as_kiln_error(Fn&& fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Error(ErrorKind::kGeneric, e.what());
-  }
-}
-
 // The OpDef naming the calls of op `name`; the last one a thread used is found without a lock.
 const OpDef& op_def_named(const std::string& name) {
   thread_local const OpDef* last = nullptr;
@@ -67,14 +54,14 @@ class RunnerKernel final : public BoundKernel {
 
   const OpDef& op() const { return op_; }
 
-  size_t workspace_size() override {
-    return as_kiln_error([&] { return runner_->CalcWorkspace(); });
-  }
+  // Both run within the dispatcher's detail::with_error_context, which makes an exception of the
+  // runner's own type a kiln::Error naming the op.
+  size_t workspace_size() override { return runner_->CalcWorkspace(); }
 
   void launch(const KernelContext& ctx) override {
     runner_->workspace_ = ctx.workspace;
     runner_->workspace_size_ = ctx.workspace_size;
-    as_kiln_error([&] { runner_->LaunchKernel(); });
+    runner_->LaunchKernel();
     runner_->workspace_ = nullptr;
     runner_->workspace_size_ = 0;
   }

@@ -50,15 +50,11 @@ bool seen_by_autograd(TensorSpan tensors) {
   return false;
 }
 
-// Runs one step of `call`, adding the op call to any error it raises.
+// Runs one step of `call`, adding the op call to any error it raises (a kernel's std::exception
+// becomes a kiln::Error).
 template <typename Step>
 void with_op_context(const OpCall& call, Step&& step) {
-  try {
-    step();
-  } catch (Error& e) {
-    e.add_context("in " + op_call_str(*call.op, call.input_metas));
-    throw;
-  }
+  detail::with_error_context(step, [&] { return "in " + op_call_str(*call.op, call.input_metas); });
 }
 
 // Gives a result handle the metadata of a new contiguous tensor and deferred storage.

@@ -140,22 +140,22 @@ void OpDef::check_inputs(const MetaList& inputs) const {
 MetaList OpDef::infer_outputs(const MetaList& inputs, const Attrs& normalized) const {
   check_inputs(inputs);
   KILN_CHECK(infer_ != nullptr) << name_ << " has no infer function";
-  MetaList out;
-  try {
-    out = infer_(InferContext{*this, inputs, normalized});
-    for (const TensorMeta& meta : out) {
-      for (int64_t size : meta.shape) {
-        KILN_CHECK_SHAPE(size >= 0) << name_ << ": infer gave an output of shape "
-                                    << shape_str(meta.shape) << "; sizes must be non-negative";
-      }
-    }
-  } catch (Error& e) {
-    e.add_context("in " + op_call_str(*this, inputs));
-    throw;
-  }
-  KILN_ASSERT(num_outputs_ == kVariableOutputs || out.size() == static_cast<size_t>(num_outputs_))
-      << name_ << ": infer returned " << out.size() << " outputs, the schema says " << num_outputs_;
-  return out;
+  return detail::with_error_context(
+      [&] {
+        MetaList out = infer_(InferContext{*this, inputs, normalized});
+        KILN_CHECK_VALUE(num_outputs_ == kVariableOutputs ||
+                         out.size() == static_cast<size_t>(num_outputs_))
+            << name_ << ": infer returned " << out.size() << " outputs, the schema says "
+            << num_outputs_;
+        for (const TensorMeta& meta : out) {
+          for (int64_t size : meta.shape) {
+            KILN_CHECK_SHAPE(size >= 0) << name_ << ": infer gave an output of shape "
+                                        << shape_str(meta.shape) << "; sizes must be non-negative";
+          }
+        }
+        return out;
+      },
+      [&] { return "in " + op_call_str(*this, inputs); });
 }
 
 std::string OpDef::signature() const {

@@ -3,10 +3,12 @@
 // that consume the failed tensor raise the same cause, and the runtime keeps working.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "kiln/autograd.h"
 #include "kiln/functional.h"
 #include "runtime_testing.h"
 #include "testing.h"
@@ -194,6 +196,72 @@ TEST(PipelineInfer, ANegativeOutputSizeIsAShapeErrorNamingTheCall_InEveryMode) {
     EXPECT_TRUE(testing::contains(e.what(), "sizes must be non-negative")) << e.what();
     EXPECT_TRUE(testing::contains(e.what(), "in NegativeSizeProbe(float32[3])")) << e.what();
     EXPECT_NO_THROW(runtime::synchronize());
+  }
+}
+
+// Standard exceptions from a custom op's infer, kernel or gradient rule, and an infer that gives
+// another number of outputs than the schema, are KilnErrors naming the call in every mode (they
+// were bare std exceptions, whose Python type depended on the mode, or an "internal error").
+TEST(PipelineInfer, UserCodeFailuresAreKilnErrorsNamingTheCall_InEveryMode) {
+  const auto same = [](const InferContext& ctx) { return MetaList{ctx.input(0)}; };
+  OpRegistration infer_throws(OpDef("InferThrowsProbe")
+                                  .input("x")
+                                  .infer([](const InferContext&) -> MetaList {
+                                    throw std::invalid_argument("rank must be 2");
+                                  })
+                                  .kernel(DeviceType::kCPU, [](KernelContext&) {}));
+  OpRegistration kernel_throws(OpDef("KernelThrowsProbe")
+                                   .input("x")
+                                   .infer(same)
+                                   .kernel(DeviceType::kCPU, [](KernelContext&) {
+                                     throw std::runtime_error("bad input in my kernel");
+                                   }));
+  OpRegistration two_outputs(OpDef("TwoOutputsProbe")
+                                 .input("x")
+                                 .outputs(2)
+                                 .infer(same)
+                                 .kernel(DeviceType::kCPU, [](KernelContext&) {}));
+  OpRegistration grad_throws(
+      OpDef("GradThrowsProbe")
+          .input("x")
+          .infer(same)
+          .kernel(DeviceType::kCPU,
+                  [](KernelContext& ctx) { copy_into(ctx.outputs[0], ctx.inputs[0]); })
+          .grad([](const std::vector<Tensor>&, const std::vector<Tensor>&, const Attrs&,
+                   const std::vector<Tensor>&) -> std::vector<Tensor> {
+            throw std::out_of_range("no gradient here");
+          }));
+  struct Case {
+    const char* op;
+    ErrorKind kind;
+    const char* message;
+  };
+  for (PipelineMode mode : testing::all_modes()) {
+    testing::ScopedPipeline pipeline(mode);
+    for (const Case& c : {Case{"InferThrowsProbe", ErrorKind::kGeneric, "rank must be 2"},
+                          Case{"KernelThrowsProbe", ErrorKind::kGeneric, "bad input in my kernel"},
+                          Case{"TwoOutputsProbe", ErrorKind::kValue,
+                               "TwoOutputsProbe: infer returned 1 outputs, the schema says 2"}}) {
+      const Error e = testing::raised_by([&] {
+        const Tensor y = call_op(c.op, {Tensor::empty({3})})[0];
+        (void)y.numel();
+        runtime::synchronize();
+      });
+      EXPECT_EQ(e.kind(), c.kind) << e.what();
+      EXPECT_TRUE(testing::contains(e.what(), c.message)) << e.what();
+      EXPECT_TRUE(testing::contains(e.what(), std::string("in ") + c.op + "(float32[3])"))
+          << e.what();
+      EXPECT_NO_THROW(runtime::synchronize());
+    }
+    Tensor x = zeros({3});
+    autograd::set_requires_grad(x, true);
+    const Error e = testing::raised_by([&] {
+      autograd::backward({sum(call_op("GradThrowsProbe", {x})[0])});
+      runtime::synchronize();
+    });
+    EXPECT_TRUE(testing::contains(e.what(), "no gradient here")) << e.what();
+    EXPECT_TRUE(testing::contains(e.what(), "in the gradient of GradThrowsProbe(float32[3])"))
+        << e.what();
   }
 }
 
