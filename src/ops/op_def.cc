@@ -4,9 +4,30 @@
 
 namespace kiln {
 
+namespace {
+
+bool kind_accepts(AttrKind kind, const AttrValue& v);
+
+// A name an input or attribute of `op` may take: no other input or attribute has it (they are the
+// keyword arguments of one call).
+void check_new_name(const OpDef& op, const std::string& name, const char* what) {
+  KILN_CHECK_VALUE(!name.empty()) << op.name() << ": " << what << " without a name";
+  for (const InputSpec& in : op.input_specs()) {
+    KILN_CHECK_VALUE(in.name != name)
+        << op.name() << ": " << what << " '" << name << "' has the name of an input";
+  }
+  for (const AttrSpec& a : op.attr_specs()) {
+    KILN_CHECK_VALUE(a.name != name)
+        << op.name() << ": " << what << " '" << name << "' has the name of an attribute";
+  }
+}
+
+}  // namespace
+
 OpDef& OpDef::input(std::string name, bool optional) {
   KILN_CHECK_VALUE(inputs_.empty() || !inputs_.back().variadic)
       << name_ << ": no input may follow the variadic input '" << inputs_.back().name << "'";
+  check_new_name(*this, name, "input");
   inputs_.push_back({std::move(name), optional, false});
   return *this;
 }
@@ -18,6 +39,10 @@ OpDef& OpDef::variadic_input(std::string name) {
 }
 
 OpDef& OpDef::attr(std::string name, AttrKind kind, std::optional<AttrValue> default_value) {
+  check_new_name(*this, name, "attribute");
+  KILN_CHECK_VALUE(!default_value || kind_accepts(kind, *default_value))
+      << name_ << ": attribute '" << name << "' is " << attr_kind_name(kind)
+      << ", but its default is " << attr_str(*default_value);
   attrs_.push_back({std::move(name), kind, std::move(default_value)});
   return *this;
 }

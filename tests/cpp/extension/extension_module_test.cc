@@ -7,6 +7,7 @@
 
 #include "kiln/extension.h"
 #include "kiln/op.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
@@ -114,6 +115,28 @@ TEST(ExtensionModule, DefOpNamesInSnakeCase) {
   EXPECT_EQ(m.ops()[1].first, "linear_gelu");
   EXPECT_EQ(m.ops()[2].first, "fft_2d");
   expect_value_error([&] { m.def_op(OpDef("NoInfer").input("x")); }, "needs an infer function");
+}
+
+// A custom op's schema is checked as it is written: a name used twice (an input and an attribute
+// are both keyword arguments of one call), or a default of another kind than its attribute, was
+// accepted and failed at every call instead.
+TEST(OpDefSchema, RefusesNamesUsedTwiceAndDefaultsOfAnotherKind) {
+  using testing::expect_error;
+  expect_error([] { OpDef("DupInput").input("x").input("x"); }, ErrorKind::kValue,
+               "DupInput: input 'x' has the name of an input");
+  expect_error([] { OpDef("AttrLikeInput").input("x").attr("x", AttrKind::kInt, int64_t{1}); },
+               ErrorKind::kValue, "AttrLikeInput: attribute 'x' has the name of an input");
+  expect_error([] { OpDef("InputLikeAttr").attr("k", AttrKind::kInt, int64_t{1}).input("k"); },
+               ErrorKind::kValue, "InputLikeAttr: input 'k' has the name of an attribute");
+  expect_error(
+      [] { OpDef("BadDefault").input("x").attr("k", AttrKind::kInt, std::string("oops")); },
+      ErrorKind::kValue, "BadDefault: attribute 'k' is int, but its default is 'oops'");
+  // What may be: a None default of any kind, an int for a float, no default (required).
+  EXPECT_NO_THROW(OpDef("Fine")
+                      .input("x")
+                      .attr("a", AttrKind::kString, std::monostate{})
+                      .attr("b", AttrKind::kFloat, int64_t{2})
+                      .attr("c", AttrKind::kInts));
 }
 
 TEST(ExtensionModule, LoadRunsEveryBlockOfEverySource_InLinkOrder) {
