@@ -84,7 +84,10 @@ BackendBase* BackendManager::Find(const std::string& name) {
   }
   // Made outside the lock (a backend's constructor may look up the backend it delegates to);
   // when two threads race, the first instance stored wins.
-  std::shared_ptr<BackendBase> made = factory();
+  // A constructor's exception is a plugin's: raised as a kiln::Error naming the backend (and made
+  // again at the next use).
+  std::shared_ptr<BackendBase> made = detail::with_error_context(
+      factory, [&] { return "while making backend '" + name + "' (its constructor failed)"; });
   KILN_CHECK_VALUE(made != nullptr) << "backend '" << name << "': the factory returned null";
   std::lock_guard<std::mutex> lock(state_->mutex);
   auto it = state_->backends.find(name);

@@ -96,6 +96,19 @@ TEST(BackendManager, ListsGetsAndUnregisters) {
   EXPECT_EQ(list_backends(), m.List());
 }
 
+TEST(BackendManager, NamesABackendWhoseConstructorFails_AndTriesAgain) {
+  BackendManager& m = BackendManager::Instance();
+  int attempts = 0;
+  BackendRegistration reg = m.Register("test_ctor_throws", [&attempts] {
+    if (++attempts == 1) throw std::runtime_error("ctor exploded");
+    return std::make_unique<CountingBackend>();
+  });
+  expect_error([&] { m.Get("test_ctor_throws"); }, ErrorKind::kGeneric,
+               "ctor exploded\n  while making backend 'test_ctor_throws'");
+  EXPECT_NE(m.Get("test_ctor_throws"), nullptr);  // made at the next use
+  EXPECT_EQ(attempts, 2);
+}
+
 TEST(BackendManager, OptionalHooksHaveDefaults) {
   auto reg = register_lambda("test_defaults", [] { return RunningStatus::kRunningSuccess; });
   BackendBase* b = BackendManager::Instance().Get("test_defaults");
