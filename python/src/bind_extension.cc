@@ -11,6 +11,7 @@
 #include <nanobind/stl/string.h>
 
 #include <array>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -330,6 +331,54 @@ std::string joined(const std::vector<std::string>& names) {
   return s;
 }
 
+// An attribute default as a Python literal, for a __text_signature__; `...` where there is none
+// (a non-finite float, which inspect cannot read back).
+std::string python_literal(const AttrValue& value) {
+  return std::visit(
+      [](const auto& v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::monostate>) {
+          return "None";
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return v ? "True" : "False";
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          return std::to_string(v);
+        } else if constexpr (std::is_same_v<T, double>) {
+          return std::isfinite(v) ? nb::cast<std::string>(nb::repr(nb::float_(v))) : "...";
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          return nb::cast<std::string>(nb::repr(nb::str(v.c_str())));
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          std::string out = "[";
+          for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+          return out + "]";
+        } else if constexpr (std::is_same_v<T, DType>) {
+          return std::string("'") + dtype_name(v) + "'";
+        } else {
+          return "...";  // a Scalar default
+        }
+      },
+      value);
+}
+
+// "name(x, y=None, *, k=1)\n--\n\n": what makes inspect.signature() and help() show a def_op
+// function's parameters (OpDef::signature() has types, which a text signature cannot).
+std::string text_signature(const std::string& name, const OpDef& op) {
+  std::string s = name + "(";
+  bool first = true;
+  const auto next = [&] { return first ? (first = false, "") : ", "; };
+  bool keyword_only = false;
+  for (const InputSpec& in : op.input_specs()) {
+    s += next() + std::string(in.variadic ? "*" : "") + in.name + (in.optional ? "=None" : "");
+    keyword_only = keyword_only || in.variadic;
+  }
+  for (const AttrSpec& attr : op.attr_specs()) {
+    if (!keyword_only) s += next() + std::string("*");
+    keyword_only = true;
+    s += next() + attr.name + (attr.default_value ? "=" + python_literal(*attr.default_value) : "");
+  }
+  return s + ")\n--\n\n";
+}
+
 nb::list load_extension_functions(const std::string& path, const std::string& name) {
   std::shared_ptr<const ExtensionModule> module = load_extension(path, name);
   nb::list functions;
@@ -346,7 +395,8 @@ nb::list load_extension_functions(const std::string& path, const std::string& na
   for (const auto& [py_name, op] : module->ops()) {
     auto bound = std::make_unique<BoundFunction>();
     bound->name = py_name;
-    bound->doc = op->signature() + (op->doc().empty() ? "" : "\n\n" + op->doc());
+    bound->doc = text_signature(py_name, *op) + op->signature() +
+                 (op->doc().empty() ? "" : "\n\n" + op->doc());
     bound->module = module;
     bound->op = op;
     bound->num_inputs = op->input_specs().size();

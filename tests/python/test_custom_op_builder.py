@@ -4,6 +4,7 @@ builders, corrupt entries, permissions), build errors, ABI checks and the comman
 Every build here is a small source compiled with -O0 (debug=True), and most tests reuse the
 session's builds, so the file costs a handful of compiles."""
 
+import inspect
 import os
 import shutil
 import signal
@@ -301,3 +302,37 @@ def test_a_precompiled_header_is_built_in_the_background_and_used(tmp_path, monk
                                    verbose=True).load()
     assert f"-include {gch[0].parent / 'kiln_pch.h'}" in capfd.readouterr().out
     assert ops.answer(kiln.mint.ones([4])).item() == 5
+
+
+def test_a_def_op_functions_signature_reads_as_python(tmp_path, extension_cache):
+    # inspect.signature and help() read "name(...)\n--\n\n" at the start of the doc; OpDef's own
+    # signature has types and C++ spellings, which they cannot.
+    source = write(tmp_path / "signature_probe.cpp", """\
+        #include <kiln/extension.h>
+        #include <kiln/op.h>
+        #include <limits>
+        KILN_EXTENSION(m) {
+          using kiln::AttrKind;
+          m.def_op(kiln::OpDef("SignatureProbe")
+                       .input("x")
+                       .input("bias", /*optional=*/true)
+                       .attr("n", AttrKind::kInt)
+                       .attr("k", AttrKind::kInt, int64_t{3})
+                       .attr("scale", AttrKind::kFloat, 0.5)
+                       .attr("eps", AttrKind::kFloat, std::numeric_limits<double>::infinity())
+                       .attr("mode", AttrKind::kString, std::string("it's"))
+                       .attr("dims", AttrKind::kInts, std::vector<int64_t>{0, 1})
+                       .attr("dtype", AttrKind::kDType, kiln::DType::kFloat16)
+                       .attr("flag", AttrKind::kBool, true)
+                       .attr("limit", AttrKind::kScalar, std::monostate{})
+                       .infer([](const kiln::InferContext& c) { return kiln::MetaList{c.input(0)}; }));
+          m.def_op(kiln::OpDef("VariadicProbe").variadic_input("xs").attr("axis", AttrKind::kInt, int64_t{0})
+                       .infer([](const kiln::InferContext& c) { return kiln::MetaList{c.input(0)}; }));
+        }
+    """)
+    module = kiln.ops.CustomOpBuilder("signature_probe", [source], build_dir=extension_cache,
+                                      debug=True).load()
+    assert str(inspect.signature(module.signature_probe)) == (
+        "(x, bias=None, *, n, k=3, scale=0.5, eps=Ellipsis, mode=\"it's\", dims=[0, 1], "
+        "dtype='float16', flag=True, limit=None)")
+    assert str(inspect.signature(module.variadic_probe)) == "(*xs, axis=0)"
