@@ -27,7 +27,8 @@
 //   Python. Parameters may be Tensor (by value or const&), std::optional<Tensor> (None in
 //   Python), int64_t, int, double, float, bool, std::string and std::vector<int64_t>; the return
 //   type decides the outputs: Tensor, std::tuple<Tensor, ...> (a Python tuple),
-//   std::vector<Tensor> (a list of any length) or void (None). Every source file of a library may
+//   std::vector<Tensor> (a list of any length) or void (None); an undefined Tensor among them is
+//   None, as an omitted optional argument is. Every source file of a library may
 //   hold KILN_EXTENSION blocks (each on its own line); they run in link order.
 // - `m.def_op(op)` registers a full kiln::OpDef (include <kiln/op.h> to build one) so that the op
 //   is called through kiln::call_op like a built-in, by name from C++ and as a Python function.

@@ -131,7 +131,11 @@ std::vector<int64_t> to_ints(const BoundFunction& f, size_t i, PyObject* o) {
   return values;
 }
 
-PyObject* to_python(Tensor&& t) { return tensor_object(std::move(t)).release().ptr(); }
+// An undefined tensor (an output the function did not make) is None, as an optional argument's.
+PyObject* to_python(Tensor&& t) {
+  if (!t.defined()) Py_RETURN_NONE;
+  return tensor_object(std::move(t)).release().ptr();
+}
 
 // `tensors`: a std::vector<Tensor> or a TensorList, whose tensors move into the Python objects.
 template <typename List>

@@ -304,15 +304,23 @@ def test_a_precompiled_header_is_built_in_the_background_and_used(tmp_path, monk
     assert ops.answer(kiln.mint.ones([4])).item() == 5
 
 
-def test_a_def_op_functions_signature_reads_as_python(tmp_path, extension_cache):
+def test_signatures_and_undefined_results_read_as_python(tmp_path, extension_cache):
     # inspect.signature and help() read "name(...)\n--\n\n" at the start of the doc; OpDef's own
-    # signature has types and C++ spellings, which they cannot.
+    # signature has types and C++ spellings, which they cannot. An undefined Tensor returned is
+    # None (it was an error naming nothing: "operation on an undefined tensor").
     source = write(tmp_path / "signature_probe.cpp", """\
         #include <kiln/extension.h>
         #include <kiln/op.h>
         #include <limits>
+        #include <tuple>
+        std::tuple<kiln::Tensor, kiln::Tensor> maybe(const kiln::Tensor& x, bool both) {
+          return {x, both ? x : kiln::Tensor()};
+        }
+        kiln::Tensor nothing() { return kiln::Tensor(); }
         KILN_EXTENSION(m) {
           using kiln::AttrKind;
+          m.def("maybe", &maybe, {"x", "both"});
+          m.def("nothing", &nothing);
           m.def_op(kiln::OpDef("SignatureProbe")
                        .input("x")
                        .input("bias", /*optional=*/true)
@@ -336,3 +344,8 @@ def test_a_def_op_functions_signature_reads_as_python(tmp_path, extension_cache)
         "(x, bias=None, *, n, k=3, scale=0.5, eps=Ellipsis, mode=\"it's\", dims=[0, 1], "
         "dtype='float16', flag=True, limit=None)")
     assert str(inspect.signature(module.variadic_probe)) == "(*xs, axis=0)"
+    x = kiln.tensor([1.0])
+    first, second = module.maybe(x, False)
+    assert first.tolist() == [1.0] and second is None
+    assert module.maybe(x, True)[1].tolist() == [1.0]
+    assert module.nothing() is None
