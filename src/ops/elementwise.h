@@ -36,8 +36,9 @@ namespace kiln::elementwise {
 // intra-op pool in chunks of kElementwiseGrain. Each run picks the fastest loop its strides allow:
 // the Highway kernels of ops/simd/float_kernels.h for float32/float64 runs that are contiguous
 // or hold a broadcast scalar, a contiguous typed loop (auto-vectorised) otherwise, and a strided
-// loop for everything else. So a contiguous float add into a preallocated `out` is one
-// parallel_for over simd::binary, with no conversion, copy or allocation.
+// loop for everything else (a unary float32/float64 op with a kernel gathers a strided run into
+// blocks for it, so its values never depend on the layout). So a contiguous float add into a
+// preallocated `out` is one parallel_for over simd::binary, with no conversion, copy or allocation.
 //
 // float16 and bfloat16 runs go through float32 (run_through_float): blocks of 1024 elements are
 // widened into buffers on the stack (F16C for float16 on x86; core/float16_runs.h), the float32
@@ -446,6 +447,20 @@ void unary_run(const F& f, simd::UnaryOp simd_op, simd::Store out_store, char* c
     if (simd_op != kNoSimdUnary && s[0] == sizeof(T) && s[1] == sizeof(T)) {
       simd::unary(simd_op, reinterpret_cast<const T*>(p[1]), reinterpret_cast<T*>(p[0]), n,
                   out_store);
+      return;
+    }
+    if (simd_op != kNoSimdUnary) {
+      // Strided: gathered into blocks for the same kernel, so that a value does not depend on its
+      // layout. (The scalar formulas of the functors differ in the last bits, and in some tails by
+      // far: gelu's tanh form underflowed to -0 from x = -6, where the kernel keeps 1e-7 relative.)
+      constexpr int64_t kBlock = 256;
+      T in[kBlock], out[kBlock];
+      for (int64_t start = 0; start < n; start += kBlock) {
+        const int64_t m = std::min(kBlock, n - start);
+        for (int64_t i = 0; i < m; ++i) in[i] = load<T>(p[1] + (start + i) * s[1]);
+        simd::unary(simd_op, in, out, m);
+        for (int64_t i = 0; i < m; ++i) store<T>(p[0] + (start + i) * s[0], out[i]);
+      }
       return;
     }
   }

@@ -190,6 +190,32 @@ def test_unary_reads_strided_views(name, dtype, rng):
         assert_close(getattr(M, name)(view), unary_reference(name, view_np, dtype))
 
 
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64], ids=str)
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_values_do_not_depend_on_the_layout(name, dtype, rng):
+    # Strided runs took the functors' scalar formulas, contiguous ones the SIMD kernels: last-bit
+    # differences, and in some tails far more (below).
+    base_np = unary_input(name, (40, 37), dtype, rng)
+    contiguous = getattr(M, name)(kt(base_np, dtype)).numpy()
+    for view, index in ((kt(base_np.T.copy(), dtype).T, np.s_[:, :]),
+                        (kt(base_np, dtype).slice(1, 1, 37, 3), np.s_[:, 1:37:3])):
+        np.testing.assert_array_equal(getattr(M, name)(view).numpy(), contiguous[index])
+
+
+def test_strided_activation_tails_keep_their_precision():
+    x = np.array([-5.0, -6.0, -8.0, -9.5], np.float32)
+    strided = kiln.tensor(np.stack([x, x], 1))[:, 0]
+    assert not strided.is_contiguous()
+    # float64 truth of gelu's tanh form; the strided loop gave -0.0 from -6 on.
+    u = np.sqrt(2 / np.pi) * (x.astype(np.float64) + 0.044715 * x.astype(np.float64) ** 3)
+    truth = x.astype(np.float64) / (1 + np.exp(-2 * u))
+    np.testing.assert_allclose(M.gelu(strided, approximate="tanh").numpy(), truth, rtol=1e-5)
+    # sigmoid(-100) is float32's subnormal nearest e^-100 (about 3.7e-44), where the strided loop
+    # gave 0.
+    far = kiln.tensor(np.array([[-100.0, 0.0]], np.float32)).T[:, 0]
+    assert M.sigmoid(far).numpy()[0] == np.float32(np.exp(-100.0))
+
+
 @pytest.mark.parametrize("name", sorted(UNARY))
 def test_unary_writes_into_out(name, rng):
     a = unary_input(name, (3, 4), kiln.float32, rng)
