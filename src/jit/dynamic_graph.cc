@@ -29,11 +29,13 @@ namespace kiln::jit_detail {
 // batch dimension are where this happens: x[::2] has ceil(B / 2) rows (1 and 2 at B = 2 and 3,
 // like B - 1), chunk(x, 2)[0] too, and a slice bound past the dimension clamps to it (x[-2:] is
 // x[:] at B = 1 and 2: the same graph as x itself). So a dynamic function is traced at every
-// batch size, and each trace built, once (1) learn() finds a view (AsStrided) whose attributes
-// follow B other than by keeping the batch dimension whole (x[:, 0] and x[:, 1:] keep it:
-// keeps_batch_whole), or (2) a trace noted a decision from a size (kiln::note_size_decision:
-// Python's indexing and Tensor.slice for a clamped bound, mint.split / chunk for pieces that do
-// not divide the dimension). Then the graphs need not agree from one batch size to the next.
+// batch size, and each trace built, once (1) learn() finds a node that takes a piece of a
+// dimension following B (takes_piece_of_batch: a Split of it, or a view that does not keep it
+// whole as x[:, 0] and x[:, 1:] do; checked before anything else of the node, since such a piece
+// need not even look linear), or (2) a trace noted a decision from a size
+// (kiln::note_size_decision: Python's indexing and Tensor.slice for a clamped bound, mint.split /
+// chunk for pieces that do not divide the dimension; x[:2] at B = 1 and 2 is x[:], which no node
+// shows). Then the graphs need not agree from one batch size to the next.
 // Python code that branches on a size itself (`if x.shape[0] > 2`) is seen only through the two
 // graphs it makes.
 // Only ops record attributes; Python numbers the function computes from B are constants, which
@@ -72,28 +74,44 @@ std::vector<const TensorMeta*> tensors_of(const Abstract& a) {
   return out;
 }
 
-// Whether an AsStrided view, traced as c1 and c2 at two batch sizes, follows the batch size only
-// by keeping its input's leading dimension whole (`maps`: its attributes that differ), as x[:, 0]
-// and x[:, 1:3] do at every batch size. Other views that follow it (x[::2], a chunk or a clamped
-// slice of the batch) take a part of it that is not linear in the batch size.
-bool keeps_batch_whole(const CNode& c1, const CNode& c2, const std::vector<AttrMap>& maps) {
-  const Attrs& attrs1 = c1.primitive()->attrs();
-  const Attrs& attrs2 = c2.primitive()->attrs();
+// Whether a node traced as c1 and c2 at two batch sizes takes a piece of a dimension of its input
+// that follows the batch size (one whose size differs between the traces): what that piece is at
+// another batch size need not be linear in it (x[::2] has ceil(B / 2) rows, x[:2] is x[:] up to
+// B = 2, chunk(x, 2)[0] is ceil(B / 2) rows), and two traces cannot always tell. An AsStrided view
+// keeps such a dimension whole when one of its dimensions has the input's size and stride there
+// at both batch sizes, from the same offset (x[:, 0], x[:, 1:3], x.T do); a Split takes pieces of
+// its `dim`.
+bool takes_piece_of_batch(const CNode& c1, const CNode& c2) {
+  const std::string& op = c1.primitive()->name();
+  if (op != "AsStrided" && op != "Split") return false;
   const Shape& in1 = c1.input(0)->abstract().shape();
   const Shape& in2 = c2.input(0)->abstract().shape();
-  if (in1.empty() || in2.empty()) return false;
-  const auto& size1 = attrs1.get<std::vector<int64_t>>("size");
-  const auto& size2 = attrs2.get<std::vector<int64_t>>("size");
-  const auto& stride = attrs1.get<std::vector<int64_t>>("stride");
-  const int64_t batch_stride = shape_numel(Shape(in1.begin() + 1, in1.end()));  // row-major input
-  for (const AttrMap& map : maps) {
-    const size_t e = static_cast<size_t>(map.element);
-    if (attrs1.items()[map.item].first != "size" || map.element < 0 || size1[e] != in1[0] ||
-        size2[e] != in2[0] || stride[e] != batch_stride) {
-      return false;
-    }
+  if (in1.size() != in2.size()) return true;
+  const Attrs& attrs1 = c1.primitive()->normalized_attrs();
+  const Attrs& attrs2 = c2.primitive()->normalized_attrs();
+  if (op == "Split") {
+    const int64_t rank = static_cast<int64_t>(in1.size());
+    int64_t dim = attrs1.get<int64_t>("dim");
+    if (dim < 0) dim += rank;
+    return dim >= 0 && dim < rank && in1[dim] != in2[dim];
   }
-  return true;
+  const auto size1 = attrs1.get<std::vector<int64_t>>("size");
+  const auto size2 = attrs2.get<std::vector<int64_t>>("size");
+  const auto stride1 = attrs1.get<std::vector<int64_t>>("stride");
+  const auto stride2 = attrs2.get<std::vector<int64_t>>("stride");
+  if (attrs1.get<int64_t>("offset") != attrs2.get<int64_t>("offset")) return true;  // x[-1]
+  if (size1.size() != size2.size()) return true;
+  const Shape strides1 = contiguous_strides(in1), strides2 = contiguous_strides(in2);  // values
+  for (size_t d = 0; d < in1.size(); ++d) {
+    if (in1[d] == in2[d]) continue;
+    bool whole = false;
+    for (size_t e = 0; e < size1.size() && !whole; ++e) {
+      whole = size1[e] == in1[d] && size2[e] == in2[d] && stride1[e] == strides1[d] &&
+              stride2[e] == strides2[d];
+    }
+    if (!whole) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -107,7 +125,7 @@ struct DynamicGraph::Template {
   };
   std::vector<NodeInfo> nodes;  // the first trace in topological order
   int64_t second_batch = -1;    // the batch size of the second trace, once learned
-  bool views_follow_batch = false;  // an AsStrided node has attributes that follow it
+  bool views_follow_batch = false;  // a node takes a piece of the batch (takes_piece_of_batch)
 };
 
 DynamicGraph::DynamicGraph(FuncGraphPtr first, int64_t batch, std::vector<bool> batched,
@@ -242,6 +260,12 @@ void DynamicGraph::learn(const FuncGraph& second, int64_t batch) {
         KILN_FAIL(kValue) << fail(n1) << "has other inputs at the second ("
                           << n2.debug_string() << ")" << kAdvice;
       }
+      if (takes_piece_of_batch(c1, c2)) {
+        // Traced at every batch size from now on: nothing more to learn (the graphs may even
+        // differ further on, as a split into more pieces does).
+        learned->views_follow_batch = true;
+        break;
+      }
       const auto& items1 = c1.primitive()->attrs().items();
       const auto& items2 = c2.primitive()->attrs().items();
       if (items1.size() != items2.size()) {
@@ -283,12 +307,6 @@ void DynamicGraph::learn(const FuncGraph& second, int64_t batch) {
         }
       }
     }
-    if (!info.attrs.empty() && n1.is_cnode() &&
-        static_cast<const CNode&>(n1).primitive()->name() == "AsStrided" &&
-        !keeps_batch_whole(static_cast<const CNode&>(n1), static_cast<const CNode&>(n2),
-                           info.attrs)) {
-      learned->views_follow_batch = true;
-    }
     const std::vector<const TensorMeta*> t1 = tensors_of(n1.abstract());
     const std::vector<const TensorMeta*> t2 = tensors_of(n2.abstract());
     bool same_kind = n1.abstract().kind() == n2.abstract().kind() && t1.size() == t2.size();
@@ -313,7 +331,7 @@ void DynamicGraph::learn(const FuncGraph& second, int64_t batch) {
       }
     }
   }
-  KILN_CHECK_VALUE(order.size() == learned->nodes.size())
+  KILN_CHECK_VALUE(learned->views_follow_batch || order.size() == learned->nodes.size())
       << "jit (dynamic=True): graph \"" << first_->name() << "\" has " << learned->nodes.size()
       << " nodes at batch size " << first_batch_ << " and " << order.size() << " at " << batch
       << kAdvice;

@@ -143,7 +143,19 @@ def test_an_attribute_that_is_not_linear_in_the_batch_size_names_the_node():
     (lambda x: mint.chunk(x, 2)[0], (2, 3, 5, 7)),
     (lambda x: mint.split(x, 2)[0], (3, 5, 7)),
     (lambda x: x.slice(0, -2, 2**40), (1, 2, 4)),
-], ids=["last two", "first two", "every other", "chunk", "split", "slice method"])
+    # Where the first two batch sizes show nothing clamped or uneven: the piece's size or place
+    # looks linear (or constant) there, and it was instantiated from that line.
+    (lambda x: x[::2], (3, 4, 5, 6, 1)),
+    (lambda x: x[1::2], (4, 5, 6, 7)),
+    (lambda x: x[::2], (4, 6, 3)),  # 2 and 3 rows: half a row per batch size, not linear
+    (lambda x: mint.chunk(x, 2)[0], (4, 6, 5)),
+    (lambda x: mint.split(x, 2)[0], (4, 6, 5)),  # a split into more pieces at 6
+    (lambda x: x[:2], (4, 5, 1)),
+    (lambda x: x[1:3], (4, 5, 2)),
+    (lambda x: x[-1], (2, 3, 5)),
+], ids=["last two", "first two", "every other", "chunk", "split", "slice method",
+        "every other from 3", "odd rows", "every other from 4", "chunk from 4", "split from 4",
+        "first two from 4", "middle two from 4", "last row"])
 def test_pieces_of_the_batch_not_linear_in_it_trace_each_batch_size(take, batches):
     # Two traces could not tell these from a line, and a template instantiated from them gave
     # other rows than eager, silently. Each batch size is traced and its trace built.
