@@ -60,6 +60,8 @@ using GradHook = std::function<Tensor(const Tensor& grad)>;
 /// The gradient state of one tensor (TensorImpl::autograd). Read it through the functions below
 /// (requires_grad(), grad_fn(), ...), which honour `only_if_floating`.
 struct KILN_API AutogradMeta {
+  AutogradMeta() = default;
+  ~AutogradMeta();  // forgets its grad_hooks in the process-wide count
   bool requires_grad = false;
   /// The recorded call that made this tensor; null for a leaf (a tensor the user marked).
   std::shared_ptr<autograd::Node> grad_fn;
@@ -205,11 +207,15 @@ KILN_API void remove_post_accumulate_grad_hook(const Tensor& leaf, uint64_t hand
 KILN_API uint64_t register_hook(const Tensor& t, GradHook hook);
 /// Removes a hook of t; an unknown handle is ignored.
 KILN_API void remove_hook(const Tensor& t, uint64_t handle);
+/// Removes a hook registered on a tensor `grad_fn` made (its hooks live there): for a holder that
+/// must not keep the tensor alive, as a Python hook handle, whose hook may refer to the handle.
+KILN_API void remove_hook(Node& grad_fn, uint64_t handle);
 /// Makes backward() accumulate the gradient of `t`, a tensor a recorded op made, into its .grad
 /// as it does for leaves (after t's hooks); a leaf's is kept anyway. Throws kValue when t does
 /// not require grad.
 KILN_API void retain_grad(const Tensor& t);
-/// True for a leaf that requires grad, or a tensor retain_grad() was called on.
+/// True for a tensor a recorded op made that retain_grad() was called on (false for a leaf, as in
+/// PyTorch, though a leaf's .grad is kept anyway).
 KILN_API bool retains_grad(const Tensor& t);
 
 // ---- Backward -----------------------------------------------------------------------------------

@@ -247,6 +247,8 @@ def _getitem(self, key):
 
 def _setitem(self, key, value):
     view, advanced, adjacent = _resolve(self, key)
+    if (type(value) is int and not -2**63 <= value < 2**63 and self.dtype.is_floating_point):
+        value = float(value)  # as the operators take it; an integer self refuses it
     if not isinstance(value, (bool, int, float)):
         if not isinstance(value, Tensor):
             # A list is read in self's dtype: at Kiln's default float32, 0.1 would reach a float64

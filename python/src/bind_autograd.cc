@@ -43,11 +43,20 @@ struct PostAccumulateGradHookHandle {
   void remove() const { autograd::remove_post_accumulate_grad_hook(leaf, handle); }
 };
 
-// What Tensor.register_hook returns.
+// What Tensor.register_hook returns. Weak: a hook that refers to its handle (one that removes
+// itself) would otherwise keep the tensor and its graph alive through C++, out of the collector's
+// sight. A non-leaf's hooks live on its grad_fn, which may outlive the tensor.
 struct GradHookHandle {
-  Tensor tensor;
+  std::weak_ptr<autograd::Node> grad_fn;
+  std::weak_ptr<TensorImpl> leaf;
   uint64_t handle;
-  void remove() const { autograd::remove_hook(tensor, handle); }
+  void remove() const {
+    if (const std::shared_ptr<autograd::Node> node = grad_fn.lock()) {
+      autograd::remove_hook(*node, handle);
+    } else if (std::shared_ptr<TensorImpl> impl = leaf.lock()) {
+      autograd::remove_hook(Tensor(std::move(impl)), handle);
+    }
+  }
 };
 
 }  // namespace
@@ -203,7 +212,9 @@ void bind_tensor_autograd(nb::class_<Tensor>& cls) {
                   << nb::type_name(result.type()).c_str();
               return *replaced;
             });
-            return GradHookHandle{t, handle};
+            const std::shared_ptr<autograd::Node> node = autograd::grad_fn(t);
+            return node != nullptr ? GradHookHandle{node, {}, handle}
+                                   : GradHookHandle{{}, t.impl_ptr(), handle};
           },
           "hook"_a,
           "Calls hook(grad) with this tensor's gradient each time backward() or grad() computes "

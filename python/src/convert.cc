@@ -48,34 +48,41 @@ nb::handle numpy() {
   return np;
 }
 
-// kiln.tensor's Python numbers (NumPy's array of them, `arr`) must be what `dtype` holds, or what
-// Kiln holds when no dtype is given: a number past an integer dtype's range, NaN or inf for an
-// integer dtype, or an int past int64 is a kValue error, never a wrap, as in assignment (NumPy 2
-// and PyTorch refuse them too). bool takes any number; a float's fraction truncates, as a cast.
-void check_numbers_fit(nb::handle arr, const DType* dtype) {
-  if (nb::cast<int64_t>(arr.attr("size")) == 0) return;
+// kiln.tensor's Python numbers (NumPy's array of them, `arr`) checked against `dtype` (or what
+// Kiln holds when none is given): a number past an integer dtype's range, NaN or inf for an integer
+// dtype, or an int past int64 where no floating dtype takes it, is a kValue error, never a wrap, as
+// in assignment (NumPy 2 and PyTorch refuse them too). bool takes any number; a float's fraction
+// truncates, as a cast. Returns `arr`, or it as float64 where ints past int64 (an object or uint64
+// array to NumPy) meet a float: a floating dtype, or a float among them.
+nb::object checked_numbers(nb::object arr, const DType* dtype) {
+  if (nb::cast<int64_t>(arr.attr("size")) == 0) return arr;
   const std::string kind = nb::cast<std::string>(arr.attr("dtype").attr("kind"));
   const auto does_not_fit = [&](nb::handle value, const char* range) {
     KILN_FAIL(kValue) << "tensor: the value " << nb::str(value).c_str() << " does not fit in "
                       << range;
   };
-  if (kind == "O") {  // Python ints past uint64, or objects that are no numbers
+  if (kind == "O" || kind == "u") {  // Python ints past int64 (past uint64: objects), or others
+    bool any_float = false;
     for (nb::handle item : arr.attr("flat")) {
-      KILN_CHECK_TYPE(PyLong_Check(item.ptr()))
+      PyObject* o = item.ptr();
+      any_float = any_float || PyFloat_Check(o);
+      KILN_CHECK_TYPE(PyLong_Check(o) || PyFloat_Check(o) || kind == "u")
           << "tensor: expected numbers (bool, int, float) in nested sequences, got "
-          << nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(item.ptr())))).c_str();
+          << nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(o)))).c_str();
     }
-  }
-  if (kind == "u" || kind == "O") {  // Python ints past int64
+    if (dtype != nullptr ? is_floating_point(*dtype) : any_float) {
+      return arr.attr("astype")("float64");
+    }
     does_not_fit(arr.attr("max")(), "int64, the widest integer dtype");
   }
-  if (dtype == nullptr || !is_integral(*dtype) || kind == "b") return;
+  if (dtype == nullptr || !is_integral(*dtype) || kind == "b") return arr;
   const nb::object low = arr.attr("min")(), high = arr.attr("max")();
   for (nb::handle bound : {low, high}) {
     const bool fits = kind == "f" ? detail::double_fits(*dtype, nb::cast<double>(bound))
                                   : detail::int_fits(*dtype, nb::cast<int64_t>(bound));
     if (!fits) does_not_fit(bound, dtype_name(*dtype));
   }
+  return arr;
 }
 
 }  // namespace
@@ -165,7 +172,7 @@ Tensor tensor_from_object(nb::handle data, const DType* dtype) {
       if (!e.matches(PyExc_ValueError)) throw;
       KILN_FAIL(kValue) << "tensor: " << nb::str(e.value()).c_str();
     }
-    if (!was_array) check_numbers_fit(arr, dtype);
+    if (!was_array) arr = checked_numbers(std::move(arr), dtype);
     // Python floats become float32 (the deep-learning default), not NumPy's float64; with a
     // dtype given they convert from their own (double) value, so float64 keeps every digit.
     if (!was_array && dtype == nullptr &&

@@ -32,6 +32,8 @@ PythonOwned::~PythonOwned() {
     std::lock_guard<std::mutex> lock(live_mutex());
     live().erase(this);
   }
+  // Released at exit already: no GIL to take (a thread taking it during finalization would hang).
+  if (!object_.is_valid()) return;
   if (!Py_IsInitialized()) {
     object_.release();  // the interpreter is gone: nothing left to decrement
     return;

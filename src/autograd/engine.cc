@@ -87,8 +87,8 @@ void run_graph(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gr
   // With a capture, only nodes from which a requested gradient can be reached need to run:
   // decided children first, over a topological order (parents before children, Kahn's).
   std::unordered_set<Node*> needed;
+  std::unordered_set<Node*> targets;
   if (capture != nullptr) {
-    std::unordered_set<Node*> targets;
     for (const Node::Edge& e : capture->edges) {
       if (e.valid()) targets.insert(e.node.get());
     }
@@ -138,7 +138,9 @@ void run_graph(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gr
     ready.pop_back();
     std::vector<Tensor> grads = std::move(buffer_of(n));
     buffers.erase(n);
-    run_grad_hooks(*n, grads);
+    const bool run = capture == nullptr || needed.count(n) != 0;
+    // grad() evaluates nothing else: the hooks of tensors off its paths do not run.
+    if (run || targets.count(n) != 0) run_grad_hooks(*n, grads);
     if (capture != nullptr) {
       for (size_t k = 0; k < capture->edges.size(); ++k) {
         if (capture->edges[k].node.get() == n) {
@@ -146,7 +148,6 @@ void run_graph(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gr
         }
       }
     }
-    const bool run = capture == nullptr || needed.count(n) != 0;
     bool any_gradient = false;
     for (const Tensor& g : grads) any_gradient = any_gradient || g.defined();
     std::vector<Tensor> input_grads;

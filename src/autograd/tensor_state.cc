@@ -38,6 +38,18 @@ std::mutex g_node_hooks_mutex;                // guards every Node::grad_hooks_
 // engine's run_grad_hooks returns at once.
 std::atomic<int64_t> g_grad_hooks{0};
 
+// Moves the entries of `hooks` that `match` into `removed` (for the caller to destroy after its
+// lock: releasing a Python hook runs Python, which may switch threads) and uncounts them.
+template <typename Entry, typename Match>
+void take_out(std::vector<Entry>& hooks, const Match& match, std::vector<Entry>* removed) {
+  const auto end =
+      std::stable_partition(hooks.begin(), hooks.end(), [&](const Entry& e) { return !match(e); });
+  g_grad_hooks.fetch_sub(hooks.end() - end, std::memory_order_relaxed);
+  removed->insert(removed->end(), std::make_move_iterator(end),
+                  std::make_move_iterator(hooks.end()));
+  hooks.erase(end, hooks.end());
+}
+
 // hook(g), checked: an undefined result keeps g.
 Tensor hooked(const GradHook& hook, const Tensor& g) {
   Tensor result = hook(g);
@@ -62,12 +74,10 @@ struct NodeGradHooks {
     g_grad_hooks.fetch_add(1, std::memory_order_relaxed);
   }
   static void remove(Node& n, uint64_t handle) {
+    std::vector<Entry> removed;  // destroyed after the lock: a Python hook's release runs Python
     std::lock_guard<std::mutex> lock(g_node_hooks_mutex);
-    auto& hooks = n.grad_hooks_;
-    const auto end = std::remove_if(hooks.begin(), hooks.end(),
-                                    [&](const Entry& e) { return e.handle == handle; });
-    g_grad_hooks.fetch_sub(hooks.end() - end, std::memory_order_relaxed);
-    hooks.erase(end, hooks.end());
+    take_out(
+        n.grad_hooks_, [&](const Entry& e) { return e.handle == handle; }, &removed);
   }
   // A copy, run outside the lock (a hook may register another or run a backward).
   static std::vector<Entry> of(const Node& n) {
@@ -255,15 +265,17 @@ void remove_hook(const Tensor& t, uint64_t handle) {
   AutogradMeta* meta = t.impl()->autograd.get();
   if (meta == nullptr || handle == 0) return;
   if (const std::shared_ptr<Node> node = grad_fn(t)) {
-    NodeGradHooks::remove(*node, handle);
+    remove_hook(*node, handle);
     return;
   }
+  std::vector<std::pair<uint64_t, GradHook>> removed;  // destroyed after the lock, as above
   std::lock_guard<std::mutex> lock(meta->mutex);
-  auto& hooks = meta->grad_hooks;
-  const auto end = std::remove_if(hooks.begin(), hooks.end(),
-                                  [&](const auto& entry) { return entry.first == handle; });
-  g_grad_hooks.fetch_sub(hooks.end() - end, std::memory_order_relaxed);
-  hooks.erase(end, hooks.end());
+  take_out(
+      meta->grad_hooks, [&](const auto& entry) { return entry.first == handle; }, &removed);
+}
+
+void remove_hook(Node& grad_fn, uint64_t handle) {
+  if (handle != 0) NodeGradHooks::remove(grad_fn, handle);
 }
 
 void retain_grad(const Tensor& t) {
@@ -291,7 +303,7 @@ void retain_grad(const Tensor& t) {
 
 bool retains_grad(const Tensor& t) {
   const AutogradMeta* meta = live_meta(t);
-  return meta != nullptr && meta->requires_grad && (meta->grad_fn == nullptr || meta->retains_grad);
+  return meta != nullptr && meta->grad_fn != nullptr && meta->retains_grad;
 }
 
 void run_grad_hooks(Node& n, std::vector<Tensor>& grads) {
@@ -318,3 +330,10 @@ void run_grad_hooks(Node& n, std::vector<Tensor>& grads) {
 }
 
 }  // namespace kiln::autograd
+
+kiln::AutogradMeta::~AutogradMeta() {
+  if (!grad_hooks.empty()) {
+    autograd::g_grad_hooks.fetch_sub(static_cast<int64_t>(grad_hooks.size()),
+                                     std::memory_order_relaxed);
+  }
+}

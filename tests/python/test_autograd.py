@@ -3,6 +3,7 @@ Functions, kiln.grad / kiln.value_and_grad (MindSpore's signatures), higher orde
 and the errors. The built-in ops' gradient rules are checked one by one in test_grad_ops.py."""
 
 import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -733,10 +734,45 @@ def test_hooks_run_in_order_and_a_leafs_before_accumulation_and_in_grad():
     np.testing.assert_allclose(x.grad.numpy(), [4.0, 4.0])  # untouched by grad()
 
 
+def test_grad_runs_only_the_hooks_on_its_paths():
+    # grad(z, [a]) evaluates nothing off the paths to a: b's hook and c's retain_grad stay idle,
+    # as in PyTorch (they ran, and c.grad was filled).
+    a, b = leaf(2), leaf(2)
+    c = b * 2
+    c.retain_grad()
+    seen = []
+    b.register_hook(lambda g: seen.append("b"))
+    c.register_hook(lambda g: seen.append("c"))
+    a.register_hook(lambda g: seen.append("a"))
+    (g,) = kiln.autograd.grad(mint.sum(a * c), [a])
+    np.testing.assert_allclose(g.numpy(), c.numpy())
+    assert seen == ["a"] and c.grad is None
+
+
+def test_a_hook_handle_does_not_keep_its_tensor_alive():
+    # A hook that removes itself refers to its handle; a handle holding the tensor closed a cycle
+    # through C++ (tensor -> grad_fn -> hook -> handle -> tensor) that the collector cannot see.
+    def make():
+        x = leaf(3)
+        y = x * 2
+        handle = None
+
+        def once(g):
+            handle.remove()
+
+        handle = y.register_hook(once)
+        return weakref.ref(once)
+
+    gone = make()
+    kiln.runtime.synchronize()  # the pipeline lets go of finished calls' tensors
+    gc.collect()
+    assert gone() is None
+
+
 def test_retain_grad_fills_a_non_leafs_grad_after_its_hooks():
     x = leaf(3)
     y = x * 2
-    assert not y.retains_grad and x.retains_grad
+    assert not y.retains_grad and not x.retains_grad  # a leaf's .grad is kept anyway
     y.retain_grad()
     y.retain_grad()  # again: once
     assert y.retains_grad

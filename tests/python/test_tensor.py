@@ -307,3 +307,16 @@ def test_python_numbers_a_tensor_cannot_hold_are_refused_not_wrapped():
     np.testing.assert_array_equal(kiln.tensor(np.array([300]), dtype=kiln.uint8).numpy(), [44])
     u[:2] = [255, 2.9]
     np.testing.assert_array_equal(u.numpy(), [255, 2, 0])
+    # An int past int64 is a float where a float takes it: a floating dtype, a float beside it, a
+    # floating tensor assigned into (as the operators take it).
+    big = 2**70
+    assert kiln.tensor([1.5, big]).tolist() == [1.5, np.float32(big)]
+    assert kiln.tensor(big, dtype=kiln.float64).item() == float(big)
+    assert kiln.tensor([2**63], dtype=kiln.float32).tolist() == [np.float32(2**63)]
+    f = kiln.tensor([1.0, 2.0])
+    f[0] = big
+    assert f.tolist() == [np.float32(big), 2.0]
+    with raises(kiln.KilnValueError, match="does not fit int64"):
+        kiln.tensor([1, 2])[0] = big
+    with raises(kiln.KilnTypeError, match="got <class 'str'>"):
+        kiln.tensor([big, "a"])

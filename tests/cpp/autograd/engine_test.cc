@@ -132,7 +132,7 @@ TEST_F(AutogradEngine, GradientHooksSeeAndReplaceSummedGradients) {
   autograd::register_hook(x, [&](const Tensor& g) { return g + 1.0; });  // before accumulation
   autograd::retain_grad(y);
   EXPECT_TRUE(autograd::retains_grad(y));
-  EXPECT_TRUE(autograd::retains_grad(x));
+  EXPECT_FALSE(autograd::retains_grad(x));  // a leaf: kept anyway, as in PyTorch
   backward({add(y, y)}, {ones64({3})}, /*retain_graph=*/true);  // y used twice: hooks see the sum
   ASSERT_EQ(seen.size(), 1u);
   testing::expect_close(seen[0], ones64({3}) * 2.0, 1e-12);
