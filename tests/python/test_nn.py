@@ -664,6 +664,21 @@ def test_rms_norm(dtype, affine, rng):
                                rtol=rtol, atol=atol * 10)
 
 
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.bfloat16], ids=lambda d: d.name)
+def test_norms_of_rows_whose_squares_overflow(dtype):
+    # Deviations of 1e30: their float32 squares are inf, and the row came out all 0 (PyTorch:
+    # NaN). The statistics are taken again, scaled, in double.
+    x = np.array([[1e30, -1e30, 0, 0], [1e38, 0, 0, 0], [1, 2, 3, 4]], np.float32)
+    kx = t(x).to(dtype)
+    x64 = kx.float().numpy().astype(np.float64)
+    rtol = 1e-5 if dtype == kiln.float32 else 1e-2
+    np.testing.assert_allclose(mint.layer_norm(kx, 4).float().numpy(),
+                               layer_norm_reference(x64, 1, None, None, 1e-5), rtol=rtol,
+                               atol=rtol)
+    np.testing.assert_allclose(mint.rms_norm(kx, [4]).float().numpy(),
+                               rms_norm_reference(x64, 1, None, 1e-6), rtol=rtol, atol=rtol)
+
+
 def test_norms_on_non_contiguous_input_and_mixed_dtypes(rng):
     x = random_array((6, 5), kiln.float32, rng)
     kx = t(x).T  # [5, 6]

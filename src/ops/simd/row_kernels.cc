@@ -12,6 +12,7 @@
 #define HWY_TARGET_INCLUDE "ops/simd/row_kernels.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must follow foreach_target.h.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -137,6 +138,24 @@ HWY_INLINE void normalize(const S* x, const T* gamma, const T* beta, T shift, T 
   hwy::FlushStream();
 }
 
+/// The mean square of x - center in double, scaled by the largest |x - center|: for rows whose
+/// squares overflow the vector type (deviations past about 1.8e19 in float32), where the SIMD sum
+/// gives inf and the row would come out 0 instead of normalised. Two scalar passes, only then.
+template <typename S>
+double scaled_mean_square(const S* x, size_t n, double center) {
+  double largest = 0;
+  for (size_t i = 0; i < n; ++i) {
+    largest = std::max(largest, std::abs(static_cast<double>(x[i]) - center));
+  }
+  if (!(largest > 0) || std::isinf(largest)) return largest * largest;  // 0, inf or NaN as is
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double r = (static_cast<double>(x[i]) - center) / largest;
+    sum += r * r;
+  }
+  return sum / static_cast<double>(n) * largest * largest;
+}
+
 /// layer_norm_row on x and y stored as CodecOf says (AsIs: T itself; the 16-bit codecs for T =
 /// float); gamma, beta and the statistics are T.
 template <typename T, template <class> class CodecOf = AsIs, typename S>
@@ -150,12 +169,13 @@ HWY_INLINE void layer_norm_impl(const S* x, const T* gamma, const T* beta, T eps
   const T mean = static_cast<T>(
       blocked_sum(d, Codec{}, x, n, Codec::from(T(0)), [](auto, V v) { return v; }) / dn);
   const V vmean = hn::Set(d, mean);
-  const double var = blocked_sum(d, Codec{}, x, n, Codec::from(mean),
-                                 [vmean](auto, V v) {
-                                   const V dev = hn::Sub(v, vmean);
-                                   return hn::Mul(dev, dev);
-                                 }) /
-                     dn;
+  double var = blocked_sum(d, Codec{}, x, n, Codec::from(mean),
+                           [vmean](auto, V v) {
+                             const V dev = hn::Sub(v, vmean);
+                             return hn::Mul(dev, dev);
+                           }) /
+               dn;
+  if (HWY_UNLIKELY(std::isinf(var))) var = scaled_mean_square(x, n, static_cast<double>(mean));
   const T rstd = static_cast<T>(1.0 / std::sqrt(var + static_cast<double>(eps)));
   if (mean_out != nullptr) *mean_out = mean;
   if (rstd_out != nullptr) *rstd_out = rstd;
@@ -168,9 +188,10 @@ HWY_INLINE void rms_norm_impl(const S* x, const T* gamma, T eps, S* y, size_t n,
   const hn::ScalableTag<T> d;
   using V = hn::Vec<decltype(d)>;
   using Codec = CodecOf<decltype(d)>;
-  const double mean_square =
+  double mean_square =
       blocked_sum(d, Codec{}, x, n, Codec::from(T(0)), [](auto, V v) { return hn::Mul(v, v); }) /
       static_cast<double>(n);
+  if (HWY_UNLIKELY(std::isinf(mean_square))) mean_square = scaled_mean_square(x, n, 0.0);
   const T scale = static_cast<T>(1.0 / std::sqrt(mean_square + static_cast<double>(eps)));
   normalize<T, Codec>(x, gamma, static_cast<const T*>(nullptr), T(0), scale, y, n, store);
 }
