@@ -61,12 +61,16 @@ nb::object checked_numbers(nb::object arr, const DType* dtype) {
     KILN_FAIL(kValue) << "tensor: the value " << nb::str(value).c_str() << " does not fit in "
                       << range;
   };
-  if (kind == "O" || kind == "u") {  // Python ints past int64 (past uint64: objects), or others
+  // Python ints past int64: NumPy's uint64 (past uint64: objects); other unsigned data (a NumPy
+  // uint8 scalar, a memoryview) is what it is.
+  const bool past_int64 = kind == "u" && nb::cast<int>(arr.attr("dtype").attr("itemsize")) == 8 &&
+                          nb::cast<uint64_t>(arr.attr("max")()) > static_cast<uint64_t>(INT64_MAX);
+  if (kind == "O" || past_int64) {
     bool any_float = false;
     for (nb::handle item : arr.attr("flat")) {
       PyObject* o = item.ptr();
       any_float = any_float || PyFloat_Check(o);
-      KILN_CHECK_TYPE(PyLong_Check(o) || PyFloat_Check(o) || kind == "u")
+      KILN_CHECK_TYPE(PyLong_Check(o) || PyFloat_Check(o) || past_int64)
           << "tensor: expected numbers (bool, int, float) in nested sequences, got "
           << nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(o)))).c_str();
     }

@@ -320,3 +320,7 @@ def test_python_numbers_a_tensor_cannot_hold_are_refused_not_wrapped():
         kiln.tensor([1, 2])[0] = big
     with raises(kiln.KilnTypeError, match="got <class 'str'>"):
         kiln.tensor([big, "a"])
+    # Unsigned data that is not an array is what it is (da9cf22 refused every unsigned source).
+    for source in (np.uint8(5), [np.uint8(5)], memoryview(b"\x05")):
+        u8 = kiln.tensor(source)
+        assert u8.dtype == kiln.uint8 and u8.numpy().ravel().tolist() == [5]
