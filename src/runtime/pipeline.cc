@@ -1,6 +1,7 @@
 #include "runtime/pipeline.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -71,7 +72,15 @@ PipelineMode initial_mode() {
   const char* name = std::getenv("KILN_PIPELINE");
   // The default is measured (docs/architecture.md, "Eager pipeline").
   if (name == nullptr || *name == '\0') return PipelineMode::kSync;
-  return pipeline_mode_from_name(name);
+  try {
+    return pipeline_mode_from_name(name);
+  } catch (const Error& e) {
+    // Read while libkiln loads, where an exception would abort the process (no caller could
+    // catch it): said on stderr, and the default taken.
+    std::fprintf(stderr, "kiln: ignoring KILN_PIPELINE: %s; running in sync mode\n",
+                 e.message().c_str());
+    return PipelineMode::kSync;
+  }
 }
 
 void mark_queued(const Tensor& t) {
