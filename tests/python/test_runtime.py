@@ -71,6 +71,18 @@ def test_environment_sets_the_initial_mode(env, expected):
     assert result.stdout.split("\n")[0] == f"{expected} [2.0, 3.0]"
 
 
+def test_an_unknown_mode_in_the_environment_is_ignored_with_a_warning():
+    # Read while libkiln loads, where an exception aborted the process (uncatchable by `import`).
+    result = run_python("""
+        import kiln
+        print(kiln.runtime.get_pipeline(), (kiln.tensor([1.0]) + 1).tolist())
+    """, env={"KILN_PIPELINE": "async"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "sync [2.0]"
+    assert ("kiln: ignoring KILN_PIPELINE: unknown pipeline mode 'async': expected 'sync', "
+            "'2stage' or '4stage'; running in sync mode") in result.stderr
+
+
 @pytest.fixture
 def thread_count():
     """Restores kiln.get_num_threads() after the test."""
