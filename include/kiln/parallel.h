@@ -13,7 +13,9 @@
 // The thread count is one setting for the process (set_num_threads), which every kernel launch
 // applies to the OpenMP runtime of the thread it runs on, so that oneDNN's regions follow it too.
 // The eager pipeline's workers may cap it while the caller's thread is busy (see
-// docs/architecture.md, "Threads").
+// docs/architecture.md, "Threads"). A child of fork() runs every region on one thread:
+// libgomp's pool does not survive fork, and a child whose parent ran a region (Kiln's or oneDNN's)
+// would hang in its first one.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,8 @@
 namespace kiln {
 
 /// Threads a parallel region started by the calling thread uses: set_num_threads()'s value
-/// (default: the machine's cores, or OMP_NUM_THREADS), within the thread's cap.
+/// (default: the machine's cores, or OMP_NUM_THREADS), within the thread's cap; 1 in a child of
+/// fork().
 KILN_API int get_num_threads();
 /// Sets the pool's size for later parallel regions on every thread (n >= 1). Thread-safe.
 KILN_API void set_num_threads(int n);

@@ -1,6 +1,7 @@
 #include "kiln/parallel.h"
 
 #include <omp.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -18,9 +19,20 @@ const int kDefaultThreads = omp_get_max_threads();
 std::atomic<int> g_num_threads{0};  // 0: the default
 thread_local int t_thread_cap = 0;  // 0: none
 
+// In a child of fork(), every region runs on one thread: libgomp's pool does not survive fork,
+// and a child whose parent ran a region (Kiln's, or oneDNN's in a matmul) hangs in its first one,
+// as PyTorch's children would without the same rule.
+std::atomic<bool> g_forked{false};
+void single_threaded_after_fork() {
+  g_forked.store(true, std::memory_order_relaxed);
+  omp_set_num_threads(1);
+}
+const int g_atfork = pthread_atfork(nullptr, nullptr, &single_threaded_after_fork);
+
 }  // namespace
 
 int get_num_threads() {
+  if (g_forked.load(std::memory_order_relaxed)) return 1;
   const int set = g_num_threads.load(std::memory_order_relaxed);
   const int n = set > 0 ? set : kDefaultThreads;
   return t_thread_cap > 0 ? std::min(n, t_thread_cap) : n;
@@ -29,7 +41,7 @@ int get_num_threads() {
 void set_num_threads(int n) {
   KILN_CHECK_VALUE(n >= 1) << "set_num_threads: expected at least 1 thread, got " << n;
   g_num_threads.store(n, std::memory_order_relaxed);
-  omp_set_num_threads(n);
+  omp_set_num_threads(get_num_threads());
 }
 
 namespace detail {

@@ -359,6 +359,30 @@ def test_fork_after_the_workers_started_gives_a_usable_child(pipeline):
 
 
 @pytest.mark.parametrize("pipeline", MODES)
+def test_fork_after_parallel_regions_gives_a_child_that_runs_on_one_thread(pipeline):
+    # libgomp's pool does not survive fork: a child whose parent ran a parallel region (a 1M sum,
+    # oneDNN's matmul) hung in its first one. It runs every region on one thread instead.
+    result = run_python("""
+        import os
+        import numpy as np
+        import kiln
+        kiln.set_num_threads(2)
+        a = kiln.tensor(np.ones((256, 256), np.float32))
+        big = kiln.mint.ones(1 << 20)
+        print(kiln.mint.sum(big * 2).item(), (a @ a).numpy()[0, 0], flush=True)
+        pid = os.fork()
+        if pid == 0:
+            ok = (kiln.mint.sum(big * 3).item() == 3 * (1 << 20)
+                  and (a @ a).numpy()[0, 0] == 256 and kiln.get_num_threads() == 1)
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), kiln.get_num_threads())
+    """, env={"KILN_PIPELINE": pipeline}, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["2097152.0", "256.0", "0", "2"]
+
+
+@pytest.mark.parametrize("pipeline", MODES)
 def test_exit_with_work_queued_drains_cleanly(pipeline, tmp_path):
     # The last op writes into a memory-mapped file through out=; nothing reads it before exit,
     # so only the exit-time drain can have run it.
