@@ -83,6 +83,17 @@ PipelineMode initial_mode() {
   }
 }
 
+// Locks `mutex`, giving up what the blocking hooks give up (Python's GIL) while another thread
+// holds it: that thread may be waiting for the pipeline with the GIL given up, and need it back.
+std::unique_lock<std::mutex> lock_blocking(std::mutex& mutex) {
+  std::unique_lock<std::mutex> lock(mutex, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    BlockingScope blocking(/*run_hooks=*/true);
+    lock.lock();
+  }
+  return lock;
+}
+
 void mark_queued(const Tensor& t) {
   if (!t.defined() || t.is_pending()) return;
   if (const std::shared_ptr<Storage>& storage = t.impl()->storage) storage->note_queued();
@@ -118,7 +129,18 @@ TensorList Pipeline::dispatch(const OpDef& op, TensorSpan inputs, const Attrs& a
   if (mode() == PipelineMode::kSync || t_in_worker) {  // (the mode first: no TLS read in sync)
     return run_op_sync(op, inputs, attrs, out, bound_kernel);
   }
-  ensure_workers();
+  // Counted until the call is published: set_mode stores the new mode, then waits for no caller
+  // here before it drains and stops the workers, so a call that read the old mode is run by them
+  // (it was left in the ring with no worker, and every later drain hung). A caller counted after
+  // the store reads the new mode (both sequentially consistent).
+  dispatching_.fetch_add(1, std::memory_order_seq_cst);
+  struct Leave {
+    std::atomic<int>& count;
+    ~Leave() { count.fetch_sub(1, std::memory_order_release); }
+  } leave{dispatching_};
+  const PipelineMode mode = mode_.load(std::memory_order_seq_cst);
+  if (mode == PipelineMode::kSync) return run_op_sync(op, inputs, attrs, out, bound_kernel);
+  ensure_workers(mode);  // the mode read here: the call is published to its workers
   release_finished(/*wait=*/false);
   for (const Tensor& t : inputs) mark_queued(t);
   for (const Tensor& t : out) mark_queued(t);
@@ -299,13 +321,16 @@ void Pipeline::run_launch(uint64_t seq) {
 
 // ---- workers ---------------------------------------------------------------------------------------
 
-void Pipeline::ensure_workers() {
-  if (workers_mode_.load(std::memory_order_acquire) != mode()) start_workers(mode());
+void Pipeline::ensure_workers(PipelineMode mode) {
+  if (workers_mode_.load(std::memory_order_acquire) != mode) start_workers(mode);
 }
 
 void Pipeline::start_workers(PipelineMode mode) {
-  std::lock_guard<std::mutex> lock(workers_mutex_);
+  const std::unique_lock<std::mutex> lock = lock_blocking(workers_mutex_);
   if (workers_mode_.load(std::memory_order_relaxed) == mode) return;
+  // Another mode's workers (set_mode stores the mode before it stops them) finish what is queued
+  // first: stopped with calls in the ring, they would leave them to no one.
+  if (!workers_.empty()) drain();
   stop_workers();
   stop_.store(false, std::memory_order_relaxed);
   auto spawn = [this](void (Pipeline::*loop)()) {
@@ -393,9 +418,16 @@ void Pipeline::combined_loop() {
 
 void Pipeline::set_mode(PipelineMode mode) {
   KILN_CHECK(!t_in_worker) << "set_pipeline: cannot change the pipeline from inside an op";
-  std::lock_guard<std::mutex> lock(workers_mutex_);
+  const std::unique_lock<std::mutex> switching = lock_blocking(mode_mutex_);
+  mode_.store(mode, std::memory_order_seq_cst);
+  {
+    // Not under workers_mutex_: a counted caller may be starting workers. It may need what the
+    // blocking hooks give up (Python's GIL) to publish.
+    BlockingScope blocking(/*run_hooks=*/true);
+    while (dispatching_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  }
+  const std::unique_lock<std::mutex> lock = lock_blocking(workers_mutex_);
   drain();
-  mode_.store(mode, std::memory_order_release);
   if (workers_mode_.load(std::memory_order_relaxed) != mode) stop_workers();
 }
 
@@ -476,6 +508,8 @@ void Pipeline::after_fork_in_parent() {
 void Pipeline::after_fork_in_child() {
   if (t_in_worker) return;
   new (&workers_mutex_) std::mutex();
+  new (&mode_mutex_) std::mutex();  // another thread may have been changing the mode
+  dispatching_.store(0, std::memory_order_relaxed);  // or dispatching: it is not in the child
   published_.reset_after_fork();
   for (Counter* c : {&planned_, &allocated_, &launched_}) c->reset_after_fork();
   new (&failure_mutex_) std::mutex();

@@ -84,7 +84,7 @@ class Pipeline final : public Dispatcher {
   }
 
   bool wait_published(uint64_t seq);  // false when the workers stop
-  void ensure_workers();
+  void ensure_workers(PipelineMode mode);
   void start_workers(PipelineMode mode);
   void stop_workers();
   void frontend_loop();
@@ -104,7 +104,12 @@ class Pipeline final : public Dispatcher {
   Counter launched_;
   Parker published_;  // a worker waiting for a published call
 
-  std::mutex workers_mutex_;  // serialises starting, stopping and mode changes
+  // Callers between reading an asynchronous mode and publishing their call (dispatch), which
+  // set_mode waits out before it stops the workers that will run those calls; one mode change at
+  // a time.
+  std::atomic<int> dispatching_{0};
+  std::mutex mode_mutex_;
+  std::mutex workers_mutex_;  // serialises starting and stopping the workers
   std::atomic<PipelineMode> workers_mode_{PipelineMode::kSync};  // what the running workers do
   std::atomic<bool> stop_{false};
   std::vector<std::thread> workers_;

@@ -83,6 +83,31 @@ def test_an_unknown_mode_in_the_environment_is_ignored_with_a_warning():
             "'2stage' or '4stage'; running in sync mode") in result.stderr
 
 
+def test_mode_changes_while_another_thread_issues_ops():
+    # A call that read the old mode was published after the switch had stopped the workers, left
+    # to no one; and a switch holding the workers' lock while it waited for the GIL deadlocked
+    # with a caller holding the GIL while it waited for that lock.
+    result = run_python("""
+        import threading, time
+        import kiln
+        stop = False
+        def worker():
+            x = kiln.mint.ones(64, 64)
+            while not stop:
+                (kiln.mint.tanh(x @ x) + 1.0).numpy()
+        t = threading.Thread(target=worker)
+        t.start()
+        for i in range(300):
+            kiln.runtime.set_pipeline(["sync", "4stage", "2stage", "4stage"][i % 4])
+            time.sleep(0.001)
+        stop = True
+        t.join()
+        print("done")
+    """, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "done"
+
+
 @pytest.fixture
 def thread_count():
     """Restores kiln.get_num_threads() after the test."""

@@ -74,6 +74,34 @@ TEST_P(PipelineThreads, EachThreadKeepsItsProgramOrder) {
 INSTANTIATE_TEST_SUITE_P(AllModes, PipelineThreads, ::testing::ValuesIn(testing::all_modes()),
                          testing::mode_param_name);
 
+// A thread issuing ops while another changes the mode: each of its programs gives the sync
+// results, and nothing hangs. A call that read the old mode used to be published after the
+// switch had drained and stopped the workers, left to no one; a caller then waited for it forever.
+TEST(PipelineThreadsModes, ModeChangesWhileAnotherThreadIssuesOps) {
+  testing::Watchdog watchdog("PipelineThreadsModes");
+  const std::vector<unsigned char> expected = sync_reference()[0];
+  const testing::ScopedPipeline restore(runtime::get_pipeline());
+  const Tensor shared = shared_input();
+  std::atomic<bool> stop{false};
+  std::atomic<int> runs{0}, wrong{0};
+  std::thread issuing([&] {
+    while (!stop.load()) {
+      if (thread_program(0, shared) != expected) wrong.fetch_add(1);
+      runs.fetch_add(1);
+    }
+  });
+  const PipelineMode modes[] = {PipelineMode::kFourStage, PipelineMode::kSync,
+                                PipelineMode::kTwoStage, PipelineMode::kFourStage};
+  for (int i = 0; i < 400 || runs.load() < 3; ++i) {
+    runtime::set_pipeline(modes[i % 4]);
+    std::this_thread::yield();
+  }
+  stop.store(true);
+  issuing.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_NO_THROW(runtime::synchronize());
+}
+
 // Failures stay with the thread whose op failed: another thread's reads never see them.
 TEST(PipelineThreadsErrors, AFailureInOneThread_DoesNotLeakIntoAnother) {
   testing::Watchdog watchdog("PipelineThreadsErrors");
