@@ -15,7 +15,14 @@ namespace {
 // A thread that waits for the pipeline gives up the GIL: a worker may need it (a tensor viewing a
 // NumPy array releases the array when its last op has run).
 void* release_gil() {
-  if (!PyGILState_Check()) return nullptr;
+  // Not once the interpreter is finalizing (a wait at C++ exit, after Python's own drain): then
+  // PyGILState_Check says yes with no thread state to save, and saving it aborted the process.
+#if PY_VERSION_HEX >= 0x030D0000
+  const bool finalizing = Py_IsFinalizing();
+#else
+  const bool finalizing = _Py_IsFinalizing();
+#endif
+  if (!Py_IsInitialized() || finalizing || !PyGILState_Check()) return nullptr;
   return PyEval_SaveThread();
 }
 

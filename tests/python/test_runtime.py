@@ -407,6 +407,26 @@ def test_fork_after_parallel_regions_gives_a_child_that_runs_on_one_thread(pipel
     assert result.stdout.split() == ["2097152.0", "256.0", "0", "2"]
 
 
+@pytest.mark.parametrize("pipeline", ["2stage", "4stage"])
+def test_ops_queued_after_pythons_drain_at_exit_end_cleanly(pipeline):
+    # An atexit function registered before kiln's runs after its drain: the ops it queues are
+    # drained by the C++ side at exit, whose wait tried to give up a GIL the finalizing
+    # interpreter no longer had (Fatal Python error, abort).
+    result = run_python("""
+        import atexit
+        def last_words():
+            import kiln
+            x = kiln.mint.ones(1 << 16)
+            for _ in range(300):
+                x = kiln.mint.tanh(x) * 1.0001
+        atexit.register(last_words)
+        import kiln
+        print("ok")
+    """, env={"KILN_PIPELINE": pipeline})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
 @pytest.mark.parametrize("pipeline", MODES)
 def test_exit_with_work_queued_drains_cleanly(pipeline, tmp_path):
     # The last op writes into a memory-mapped file through out=; nothing reads it before exit,
