@@ -116,7 +116,7 @@ def _index_tensor(arr, xdim, size):
                                  f"{size}")
     if isinstance(arr, Tensor) and arr.dtype in _INDEX_DTYPES:
         return arr
-    return _C.from_numpy(np.ascontiguousarray(values, dtype=np.int64))
+    return _C.from_numpy(np.require(values, np.int64, ["C", "W"]))  # a read-only one copied
 
 
 def _resolve(x, key):

@@ -257,8 +257,17 @@ void bind_tensor(nb::module_& m) {
         }, "data"_a, "dtype"_a = nb::none(),
         "A new tensor (always a copy) from a list, a number, a NumPy array or a tensor. Python "
         "floats give float32; a NumPy array keeps its dtype unless `dtype` is given.");
-  m.def("from_numpy", [](nb::handle array) { return tensor_from_numpy(array, /*copy=*/false); },
-        "array"_a, "A tensor that shares the NumPy array's memory (and keeps it alive).");
+  m.def(
+      "from_numpy",
+      [](nb::handle array) {
+        KILN_CHECK_VALUE(!is_read_only(array))
+            << "from_numpy: the array is read-only, and a tensor sharing its memory could write "
+               "into it; pass a copy (kiln.tensor(array) copies)";
+        return tensor_from_numpy(array, /*copy=*/false);
+      },
+      "array"_a,
+      "A tensor that shares the NumPy array's memory (and keeps it alive); not of a read-only "
+      "array.");
   m.def(
       "scalar_tensor", [](nb::handle v) { return nb::cast<TensorArg>(v).get(); }, "value"_a,
       "A 0-d weak-scalar tensor from a Python number (for tests and tracing).");

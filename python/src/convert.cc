@@ -91,7 +91,28 @@ nb::object checked_numbers(nb::object arr, const DType* dtype) {
 
 }  // namespace
 
-Tensor tensor_from_numpy(nb::handle array, bool copy) {
+bool is_read_only(nb::handle obj) {
+  const nb::handle ndarray = numpy().attr("ndarray");
+  const auto writeable = [](nb::handle a) {
+    return nb::cast<bool>(a.attr("flags").attr("writeable"));
+  };
+  if (!nb::isinstance(obj, ndarray) || writeable(obj)) return false;
+  // A read-only view of writable memory (np.broadcast_to's) is read-only to NumPy only, against
+  // writes through overlapping elements, which Kiln refuses too; memory that is itself read-only
+  // (bytes, a read-only mapping) is what may not be shared.
+  nb::object root = nb::borrow(obj);
+  while (nb::isinstance(root.attr("base"), ndarray)) root = root.attr("base");
+  return !writeable(root);
+}
+
+Tensor tensor_from_numpy(nb::handle array_in, bool copy) {
+  KILN_CHECK_TYPE(nb::isinstance(array_in, numpy().attr("ndarray")))
+      << "from_numpy: expected a NumPy array, got "
+      << nb::cast<std::string>(nb::str(array_in.type().attr("__name__")))
+      << " (kiln.tensor converts other objects)";
+  // A copy takes any layout: negative strides, or a field of a structured array.
+  const bool reorder = copy && !nb::cast<bool>(array_in.attr("flags").attr("c_contiguous"));
+  const nb::object array = reorder ? array_in.attr("copy")("C") : nb::borrow(array_in);
   // Arrays of objects, strings, complex numbers, long doubles or another byte order have no
   // DLPack dtype (nanobind's conversion failed with a bare std::bad_cast).
   const nb::object numpy_dtype = array.attr("dtype");
@@ -102,6 +123,13 @@ Tensor tensor_from_numpy(nb::handle array, bool copy) {
       << "cannot read a NumPy array of dtype " << nb::cast<std::string>(nb::repr(numpy_dtype))
       << "; expected bool, int8, uint8, int16, int32, int64, float16, float32 or float64 in "
          "native byte order (convert it with array.astype(...))";
+  const int64_t itemsize = nb::cast<int64_t>(numpy_dtype.attr("itemsize"));
+  for (nb::handle stride : array.attr("strides")) {
+    KILN_CHECK_VALUE(nb::cast<int64_t>(stride) % itemsize == 0)
+        << "from_numpy: a stride of " << nb::cast<int64_t>(stride)
+        << " bytes is no multiple of the item size, " << itemsize
+        << " (a field of a structured array?); pass a copy (kiln.tensor(array) copies)";
+  }
   auto arr = nb::cast<nb::ndarray<nb::ro, nb::device::cpu>>(array);
   const DType dtype = dtype_from_dlpack(arr.dtype(), "from_numpy");
   Shape shape(arr.ndim());

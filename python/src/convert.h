@@ -93,8 +93,14 @@ nb::dlpack::dtype dlpack_dtype(DType d);
 DType dtype_from_dlpack(nb::dlpack::dtype dt, const char* what);
 
 /// A kiln tensor from a NumPy array (copy when `copy`, else sharing memory and keeping the array
-/// alive). Throws kDType for NumPy dtypes Kiln lacks.
+/// alive). Throws kType for another object, kDType for NumPy dtypes Kiln lacks and, when sharing,
+/// kValue for negative strides or strides that are no multiple of the item size (a copy takes
+/// any layout).
 Tensor tensor_from_numpy(nb::handle array, bool copy);
+/// Whether `obj` is a NumPy array over read-only memory, which no tensor may share: Kiln's tensors
+/// are all writable, and writing through one changed immutable bytes or crashed on a read-only
+/// mapping. (A read-only view of writable memory, as np.broadcast_to gives, is not.)
+bool is_read_only(nb::handle obj);
 /// A NumPy array viewing `t` (bfloat16 tensors, which NumPy lacks, convert to a float32 copy).
 nb::object tensor_to_numpy(const Tensor& t);
 /// kiln.tensor(data, dtype=None): lists, scalars, NumPy arrays, kiln tensors; always copies.

@@ -82,7 +82,10 @@ Tensor from_dlpack(nb::handle obj) {
                                  delete held;
                                });
   keep.release();
-  return t;
+  // A read-only array is copied (the array API standard lets a consumer copy): Kiln's tensors are
+  // all writable, and writing through a view changed immutable bytes or crashed on a read-only
+  // mapping.
+  return is_read_only(obj) ? t.clone() : t;
 }
 
 }  // namespace

@@ -221,3 +221,41 @@ def test_from_dlpack_torch_views_and_lifetime(torch):
     del p
     gc.collect()
     np.testing.assert_array_equal(t.numpy(), expected)
+
+
+def test_read_only_memory_is_never_shared(tmp_path):
+    # Kiln's tensors are all writable: writing through one that shared read-only memory changed an
+    # immutable bytes object (the interpreter's constant) or crashed on a read-only mapping.
+    frozen = bytes(16)
+    ro = np.frombuffer(frozen, dtype=np.float32)
+    with raises(kiln.KilnValueError, match="from_numpy: the array is read-only"):
+        kiln.from_numpy(ro)
+    t = kiln.from_dlpack(ro)  # a copy, as the array API standard lets a consumer make
+    t += 1
+    assert frozen == bytes(16) and t.tolist() == [1.0] * 4
+    path = tmp_path / "ro.bin"
+    path.write_bytes(bytes(16))
+    mapped = np.memmap(path, dtype=np.float32, mode="r")
+    m = kiln.from_dlpack(mapped)
+    m += 1
+    assert np.array_equal(mapped, np.zeros(4)) and m.tolist() == [1.0] * 4
+    # A read-only view of writable memory (what broadcast_to gives) is still shared.
+    a = np.arange(4.0)
+    shared = kiln.from_numpy(np.broadcast_to(a, (2, 4)))
+    a[0] = 7
+    assert shared.numpy()[1, 0] == 7
+
+
+def test_copying_conversions_take_any_layout():
+    reversed_ = np.arange(4.0)[::-1]
+    field = np.zeros(3, dtype=[("a", "<f4"), ("b", "u1")])["a"]  # 5-byte strides
+    field[:] = [1, 2, 3]
+    np.testing.assert_array_equal(kiln.tensor(reversed_).numpy(), reversed_)
+    np.testing.assert_array_equal(kiln.tensor(field).numpy(), [1, 2, 3])
+    np.testing.assert_array_equal(kiln.mint.add(kiln.tensor([1.0] * 4), reversed_).numpy(),
+                                  reversed_ + 1)
+    assert kiln.tensor(np.array(2.5)).shape == ()  # 0-d stays 0-d
+    with raises(kiln.KilnValueError, match="a stride of 5 bytes is no multiple of the item size"):
+        kiln.from_numpy(field)
+    with raises(kiln.KilnTypeError, match="from_numpy: expected a NumPy array, got list"):
+        kiln.from_numpy([1.0])
