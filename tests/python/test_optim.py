@@ -558,6 +558,13 @@ def test_optimizer_load_state_dict_errors():
         optim.Adam([nn.Parameter(mint.ones(3))]).load_state_dict(saved)
     with pytest.raises(kiln.KilnValueError, match="has state"):
         optim.SGD([p], lr=0.1, momentum=0.9).load_state_dict(saved)
+    # Not a state dict at all (it was a bare KeyError 'param_groups').
+    with pytest.raises(kiln.KilnValueError, match=r"expected a dict with 'state' and "
+                                                   r"'param_groups' \(what state_dict\(\) gives\), "
+                                                   r"got \['state'\]"):
+        optim.Adam([p]).load_state_dict({"state": {}})
+    with pytest.raises(kiln.KilnValueError, match="got list"):
+        optim.Adam([p]).load_state_dict([])
 
 
 def test_optimizer_load_state_dict_converts_numpy_state():

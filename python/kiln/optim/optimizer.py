@@ -184,6 +184,10 @@ class Optimizer:
 
     def load_state_dict(self, state_dict):
         name = f"{type(self).__name__}.load_state_dict"
+        if not isinstance(state_dict, dict) or not {"state", "param_groups"} <= state_dict.keys():
+            got = list(state_dict) if isinstance(state_dict, dict) else type(state_dict).__name__
+            raise KilnValueError(f"{name}: expected a dict with 'state' and 'param_groups' (what "
+                                 f"state_dict() gives), got {got}")
         groups = state_dict["param_groups"]
         sizes = [len(g["params"]) for g in self.param_groups]
         if [len(g["params"]) for g in groups] != sizes:
