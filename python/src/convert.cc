@@ -195,7 +195,9 @@ Tensor tensor_from_object(nb::handle data, const DType* dtype) {
     result = nb::cast<Tensor>(data).clone();
   } else {
     nb::handle np = numpy();
-    const bool was_array = nb::isinstance(data, np.attr("ndarray"));
+    // A NumPy array or scalar keeps its dtype (np.float64(0.1) stays float64, as in PyTorch).
+    const bool was_array =
+        nb::isinstance(data, np.attr("ndarray")) || nb::isinstance(data, np.attr("generic"));
     nb::object arr;
     try {
       arr = np.attr("asarray")(data);

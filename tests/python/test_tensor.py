@@ -25,6 +25,10 @@ def test_tensor_from_python_values_uses_deep_learning_defaults():
     assert kiln.tensor([True]).dtype == kiln.bool_
     assert kiln.tensor(2.5).shape == ()
     assert kiln.tensor(np.zeros(2, np.float64)).dtype == kiln.float64
+    # A NumPy scalar keeps its dtype as an array does (np.float64(0.1) was float32).
+    assert kiln.tensor(np.float64(0.1)).dtype == kiln.float64
+    assert kiln.tensor(np.float64(0.1)).item() == 0.1
+    assert kiln.tensor(np.int16(3)).dtype == kiln.int16
     assert kiln.tensor([[1, 2]], dtype="float16").dtype == kiln.float16
     assert kiln.tensor([1], dtype=np.int8).dtype == kiln.int8
 
