@@ -496,13 +496,18 @@ void Pipeline::wait_for_data(const TensorImpl& impl) {
 
 void Pipeline::before_fork() {
   if (t_in_worker) return;
-  workers_mutex_.lock();  // released in the parent and the child
+  lock_blocking(workers_mutex_).release();  // unlocked in the parent, made anew in the child
   drain();
   stop_workers();
 }
 
 void Pipeline::after_fork_in_parent() {
-  if (!t_in_worker) workers_mutex_.unlock();
+  if (t_in_worker) return;
+  workers_mutex_.unlock();
+  // Another thread may have published a call while the drain above gave up the GIL, after its
+  // target was read: the workers stopped with it queued, and its reader would wait forever.
+  const PipelineMode mode = this->mode();
+  if (mode != PipelineMode::kSync) ensure_workers(mode);
 }
 
 void Pipeline::after_fork_in_child() {

@@ -407,6 +407,35 @@ def test_fork_after_parallel_regions_gives_a_child_that_runs_on_one_thread(pipel
     assert result.stdout.split() == ["2097152.0", "256.0", "0", "2"]
 
 
+def test_fork_while_another_thread_issues_ops():
+    # A call published while the fork's drain had given up the GIL was left queued when the
+    # workers stopped for the fork, and its reader in the parent waited forever.
+    result = run_python("""
+        import os, threading, time
+        import numpy as np
+        import kiln
+        a = kiln.tensor(np.ones((128, 128), np.float32))
+        stop = False
+        reads = []
+        def issue():
+            while not stop:
+                reads.append(((a @ a) + 1.0).numpy()[0, 0])
+        t = threading.Thread(target=issue)
+        t.start()
+        end = time.time() + 5  # the race came within a second or two, here
+        while time.time() < end:
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+        stop = True
+        t.join()
+        print(len(reads) > 0 and set(reads) == {129.0})
+    """, env={"KILN_PIPELINE": "4stage"}, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
+
+
 @pytest.mark.parametrize("pipeline", ["2stage", "4stage"])
 def test_ops_queued_after_pythons_drain_at_exit_end_cleanly(pipeline):
     # An atexit function registered before kiln's runs after its drain: the ops it queues are
