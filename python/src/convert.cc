@@ -242,9 +242,9 @@ Shape shape_arg(nb::handle obj, const char* what) {
 }
 
 void TensorArg::refuse_big_int() const {
-  KILN_CHECK_VALUE(false) << "the Python int " << nb::str(big_int_).c_str()
-                          << " does not fit int64, the range of Kiln's integer scalars; use a "
-                             "float or a floating-point tensor";
+  KILN_FAIL(kValue) << "the Python int " << nb::str(big_int_).c_str()
+                    << " does not fit int64, the range of Kiln's integer scalars; use a float or "
+                       "a floating-point tensor";
 }
 
 const Tensor* tensor_ptr(PyObject* o) {

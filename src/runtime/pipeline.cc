@@ -440,14 +440,12 @@ void Pipeline::drain() {
 void Pipeline::release_finished(bool wait) {
   const uint64_t launched = launched_.load();
   if (released_.load(std::memory_order_acquire) >= launched) return;
-  std::unique_lock<std::mutex> lock(release_mutex_, std::try_to_lock);
-  if (!lock.owns_lock()) {
-    if (!wait) return;
-    // The holder may be releasing a tensor whose deleter needs what our embedder's hooks give
-    // up (Python's GIL).
-    BlockingScope blocking(/*run_hooks=*/true);
-    lock.lock();
-  }
+  // The holder may be releasing a tensor whose deleter needs what our embedder's hooks give up
+  // (Python's GIL): lock_blocking gives it up while it waits.
+  std::unique_lock<std::mutex> lock =
+      wait ? lock_blocking(release_mutex_) : std::unique_lock<std::mutex>(release_mutex_,
+                                                                          std::try_to_lock);
+  if (!lock.owns_lock()) return;
   const uint64_t first = released_.load(std::memory_order_relaxed) + 1;
   if (first > launched) return;
   for (uint64_t seq = first; seq <= launched; ++seq) slot(seq).call.clear();
