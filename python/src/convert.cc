@@ -91,22 +91,28 @@ nb::object checked_numbers(nb::object arr, const DType* dtype) {
 
 }  // namespace
 
+bool is_numpy_array(nb::handle obj) { return nb::isinstance(obj, numpy().attr("ndarray")); }
+
 bool is_read_only(nb::handle obj) {
-  const nb::handle ndarray = numpy().attr("ndarray");
   const auto writeable = [](nb::handle a) {
     return nb::cast<bool>(a.attr("flags").attr("writeable"));
   };
-  if (!nb::isinstance(obj, ndarray) || writeable(obj)) return false;
+  if (!is_numpy_array(obj) || writeable(obj)) return false;
   // A read-only view of writable memory (np.broadcast_to's) is read-only to NumPy only, against
   // writes through overlapping elements, which Kiln refuses too; memory that is itself read-only
   // (bytes, a read-only mapping) is what may not be shared.
+  // The chain of bases may pass through objects that are not arrays (sliding_window_view's
+  // DummyArray); its last array is the one that owns or wraps the memory.
   nb::object root = nb::borrow(obj);
-  while (nb::isinstance(root.attr("base"), ndarray)) root = root.attr("base");
+  for (nb::object base = obj.attr("base"); !base.is_none();
+       base = nb::getattr(base, "base", nb::none())) {
+    if (is_numpy_array(base)) root = base;
+  }
   return !writeable(root);
 }
 
 Tensor tensor_from_numpy(nb::handle array_in, bool copy) {
-  KILN_CHECK_TYPE(nb::isinstance(array_in, numpy().attr("ndarray")))
+  KILN_CHECK_TYPE(is_numpy_array(array_in))
       << "from_numpy: expected a NumPy array, got "
       << nb::cast<std::string>(nb::str(array_in.type().attr("__name__")))
       << " (kiln.tensor converts other objects)";

@@ -101,6 +101,8 @@ Tensor tensor_from_numpy(nb::handle array, bool copy);
 /// are all writable, and writing through one changed immutable bytes or crashed on a read-only
 /// mapping. (A read-only view of writable memory, as np.broadcast_to gives, is not.)
 bool is_read_only(nb::handle obj);
+/// Whether `obj` is a NumPy array (an instance of numpy.ndarray or a subclass).
+bool is_numpy_array(nb::handle obj);
 /// A NumPy array viewing `t` (bfloat16 tensors, which NumPy lacks, convert to a float32 copy).
 nb::object tensor_to_numpy(const Tensor& t);
 /// kiln.tensor(data, dtype=None): lists, scalars, NumPy arrays, kiln tensors; always copies.

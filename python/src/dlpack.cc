@@ -57,8 +57,20 @@ Tensor from_dlpack(nb::handle obj) {
         << "from_dlpack: expected a CPU array (DLPack device 1), got device "
         << nb::cast<std::string>(nb::repr(device));
   }
+  // Memory the producer marks read-only (DLPack 1.0's flag, which only a request for a writable
+  // array asks about) is copied: Kiln's tensors are all writable, and writing through a view
+  // changed immutable bytes or crashed on a read-only mapping. A NumPy array says it itself, which
+  // also tells a read-only view of writable memory (np.broadcast_to's) from read-only memory.
   nb::ndarray<nb::ro> array;
-  KILN_CHECK_TYPE(nb::try_cast(obj, array, /*convert=*/false))
+  bool read_only = false;
+  if (is_numpy_array(obj)) {
+    read_only = is_read_only(obj);
+  } else if (nb::ndarray<> writable; nb::try_cast(obj, writable, /*convert=*/false)) {
+    array = nb::ndarray<nb::ro>(writable);
+  } else {
+    read_only = true;
+  }
+  KILN_CHECK_TYPE(array.is_valid() || nb::try_cast(obj, array, /*convert=*/false))
       << "from_dlpack: " << type_of(obj) << ".__dlpack__() did not give a usable DLPack tensor";
   const DType dtype = dtype_from_dlpack(array.dtype(), "from_dlpack");
   Shape shape(array.ndim());
@@ -82,10 +94,7 @@ Tensor from_dlpack(nb::handle obj) {
                                  delete held;
                                });
   keep.release();
-  // A read-only array is copied (the array API standard lets a consumer copy): Kiln's tensors are
-  // all writable, and writing through a view changed immutable bytes or crashed on a read-only
-  // mapping.
-  return is_read_only(obj) ? t.clone() : t;
+  return read_only ? t.clone() : t;
 }
 
 }  // namespace
@@ -103,7 +112,7 @@ void bind_dlpack(nb::module_& m) {
       nb::scope(cls), nb::is_method(), "(device type, device id) in DLPack's numbering: (1, 0).");
   m.def("from_dlpack", &from_dlpack, "obj"_a,
         "A tensor sharing the memory of any object with __dlpack__ (NumPy arrays, PyTorch "
-        "tensors, ...), keeping it alive.");
+        "tensors, ...), keeping it alive; read-only memory is copied.");
 }
 
 }  // namespace kiln::py

@@ -244,6 +244,36 @@ def test_read_only_memory_is_never_shared(tmp_path):
     shared = kiln.from_numpy(np.broadcast_to(a, (2, 4)))
     a[0] = 7
     assert shared.numpy()[1, 0] == 7
+    # So is sliding_window_view's, whose chain of bases passes through a non-array.
+    windows = kiln.from_numpy(np.lib.stride_tricks.sliding_window_view(a, 3))
+    a[1] = 8
+    assert windows.tolist() == [[7, 8, 2], [8, 2, 3]]
+
+
+class _Forwarding:
+    """A DLPack producer that is no NumPy array: it forwards to the one it wraps."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_read_only_flag_of_other_producers_is_honoured():
+    # DLPack 1.0 marks read-only memory with a flag; any producer's, not only NumPy's, is copied.
+    frozen = np.arange(4.0)
+    frozen.flags.writeable = False
+    t = kiln.from_dlpack(_Forwarding(frozen))
+    t += 1
+    assert frozen.tolist() == [0, 1, 2, 3] and t.tolist() == [1, 2, 3, 4]
+    writable = np.arange(4.0)
+    shared = kiln.from_dlpack(_Forwarding(writable))
+    shared += 1
+    assert shared.tolist() == [1, 2, 3, 4] and writable.tolist() == [1, 2, 3, 4]
 
 
 def test_copying_conversions_take_any_layout():
