@@ -667,8 +667,10 @@ def test_rms_norm(dtype, affine, rng):
 @pytest.mark.parametrize("dtype", [kiln.float32, kiln.bfloat16], ids=lambda d: d.name)
 def test_norms_of_rows_whose_squares_overflow(dtype):
     # Deviations of 1e30: their float32 squares are inf, and the row came out all 0 (PyTorch:
-    # NaN). The statistics are taken again, scaled, in double.
-    x = np.array([[1e30, -1e30, 0, 0], [1e38, 0, 0, 0], [1, 2, 3, 4]], np.float32)
+    # NaN). The statistics are taken again, scaled, in double. So is a mean whose float32 sum
+    # overflows (the rows of 2e38 and 3e38 came out NaN).
+    x = np.array([[1e30, -1e30, 0, 0], [1e38, 0, 0, 0], [1, 2, 3, 4], [2e38, 2e38, 2e38, 3e38],
+                  [2e38, -3e38, 2e38, -3e38]], np.float32)
     kx = t(x).to(dtype)
     x64 = kx.float().numpy().astype(np.float64)
     rtol = 1e-5 if dtype == kiln.float32 else 1e-2

@@ -156,6 +156,17 @@ double scaled_mean_square(const S* x, size_t n, double center) {
   return sum / static_cast<double>(n) * largest * largest;
 }
 
+/// The mean of x in double, as a sum of x / n: for rows whose sum overflows the vector type
+/// (float32 rows summing past 3.4e38), where the SIMD sum gives inf, or NaN from inf - inf, and the
+/// row would come out NaN. One scalar pass, only then.
+template <typename S>
+double scaled_mean(const S* x, size_t n) {
+  const auto dn = static_cast<double>(n);
+  double mean = 0;
+  for (size_t i = 0; i < n; ++i) mean += static_cast<double>(x[i]) / dn;
+  return mean;
+}
+
 /// layer_norm_row on x and y stored as CodecOf says (AsIs: T itself; the 16-bit codecs for T =
 /// float); gamma, beta and the statistics are T.
 template <typename T, template <class> class CodecOf = AsIs, typename S>
@@ -166,8 +177,10 @@ HWY_INLINE void layer_norm_impl(const S* x, const T* gamma, const T* beta, T eps
   using Codec = CodecOf<decltype(d)>;
   const auto dn = static_cast<double>(n);
   // Two passes (mean, then squared deviations): no cancellation, unlike E[x^2] - E[x]^2.
-  const T mean = static_cast<T>(
-      blocked_sum(d, Codec{}, x, n, Codec::from(T(0)), [](auto, V v) { return v; }) / dn);
+  double row_mean =
+      blocked_sum(d, Codec{}, x, n, Codec::from(T(0)), [](auto, V v) { return v; }) / dn;
+  if (HWY_UNLIKELY(!std::isfinite(row_mean))) row_mean = scaled_mean(x, n);
+  const T mean = static_cast<T>(row_mean);
   const V vmean = hn::Set(d, mean);
   double var = blocked_sum(d, Codec{}, x, n, Codec::from(mean),
                            [vmean](auto, V v) {
