@@ -53,7 +53,9 @@ Tensor sum_impl(const Tensor& x, nb::handle dim, bool keepdim,
                 const std::optional<DTypeArg>& dtype) {
   return sum(x, parse_dims("sum", dim), keepdim, parse_dtype(dtype));
 }
-Tensor mean_impl(const Tensor& x, nb::handle dim, bool keepdim) {
+Tensor mean_impl(const Tensor& x, nb::handle dim, bool keepdim,
+                 const std::optional<DTypeArg>& dtype) {
+  if (dtype) return mean(x, parse_dims("mean", dim), keepdim, dtype->get());
   return mean(x, parse_dims("mean", dim), keepdim);
 }
 Tensor prod_impl(const Tensor& x, nb::handle dim, bool keepdim) {
@@ -125,8 +127,10 @@ void bind_mint_reduce(nb::module_& mint) {
   def_both(mint, cls, "sum", &sum_impl,
            "Sum over `dim` (None: all); bool and integer inputs give int64 unless `dtype`.", dim,
            keepdim, "dtype"_a = nb::none());
-  def_both(mint, cls, "mean", &mean_impl, "Mean over `dim`; integer inputs give float32.", dim,
-           keepdim);
+  def_both(mint, cls, "mean", &mean_impl,
+           "Mean over `dim`; integer inputs give float32. With `dtype` (a floating dtype), the "
+           "input is converted to it first.",
+           dim, keepdim, "dtype"_a = nb::none());
   def_both(mint, cls, "prod", &prod_impl, "Product over `dim`; bool and integer inputs give int64.",
            dim, keepdim);
   def_both(mint, cls, "amax", &amax_impl, "Largest element over `dim` (NaN propagates).", dim,

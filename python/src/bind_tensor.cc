@@ -251,12 +251,15 @@ void bind_tensor(nb::module_& m) {
            "True when both objects are handles to the same tensor.");
   bind_tensor_autograd(cls);
 
-  m.def("tensor", [](nb::handle data, std::optional<DTypeArg> dtype) {
-          const DType d = dtype ? dtype->get() : DType::kFloat32;
-          return tensor_from_object(data, dtype ? &d : nullptr);
-        }, "data"_a, "dtype"_a = nb::none(),
-        "A new tensor (always a copy) from a list, a number, a NumPy array or a tensor. Python "
-        "floats give float32; a NumPy array keeps its dtype unless `dtype` is given.");
+  m.def(
+      "tensor",
+      [](nb::handle data, std::optional<DTypeArg> dtype) {
+        const DType d = dtype ? dtype->get() : DType::kFloat32;
+        return tensor_from_object(data, dtype ? &d : nullptr);
+      },
+      "data"_a.none(), "dtype"_a = nb::none(),
+      "A new tensor (always a copy) from a list, a number, a NumPy array or a tensor. Python "
+      "floats give float32; a NumPy array keeps its dtype unless `dtype` is given.");
   m.def(
       "from_numpy",
       [](nb::handle array) {

@@ -196,6 +196,9 @@ DType dtype_from_object(nb::handle obj) {
 DType DTypeArg::get() const { return dtype_from_object(obj); }
 
 Tensor tensor_from_object(nb::handle data, const DType* dtype) {
+  KILN_CHECK_TYPE(!data.is_none())
+      << "tensor: expected data (a number, a nested list of numbers, a NumPy array or a tensor), "
+         "got None";
   Tensor result;
   if (nb::isinstance<Tensor>(data)) {
     result = nb::cast<Tensor>(data).clone();

@@ -440,6 +440,12 @@ Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
   return call_op(*op, {x}, {{"dims", dims}, {"keepdim", keepdim}})[0];
 }
 
+Tensor mean(const Tensor& x, const Dims& dims, bool keepdim, DType dtype) {
+  KILN_CHECK_DTYPE(is_floating_point(dtype))
+      << "mean: expected a floating dtype to compute in, got " << dtype_name(dtype);
+  return mean(to(x, dtype), dims, keepdim);
+}
+
 Tensor amax(const Tensor& x, const Dims& dims, bool keepdim) {
   static const OpDefPtr op = OpRegistry::Instance().get("ReduceMax");
   return call_op(*op, {x}, {{"dims", dims}, {"keepdim", keepdim}})[0];

@@ -409,6 +409,23 @@ def test_sum_and_cumsum_dtype_argument():
     assert mint.sum(big).item() == np.sum(np.array([2**62] * 3, np.int64))  # wraps like NumPy
 
 
+def test_mean_dtype_argument(rng):
+    # As PyTorch's mean(dtype=...): the input is converted first, so float64 accumulates a
+    # float32 tensor; only floating dtypes are accepted.
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    m = mint.mean(kiln.tensor(x), 1, dtype=kiln.float64)
+    assert m.dtype == kiln.float64
+    np.testing.assert_allclose(m.numpy(), x.astype(np.float64).mean(1), rtol=1e-15)
+    assert kiln.tensor(x).mean(dtype="float16").dtype == kiln.float16
+    assert mint.mean(kiln.tensor([1, 2], dtype=kiln.int32), dtype=kiln.float64).item() == 1.5
+    w = kiln.tensor(x).requires_grad_()
+    mint.mean(w, dtype=kiln.float64).backward()
+    assert w.grad.dtype == kiln.float32
+    np.testing.assert_allclose(w.grad.numpy(), np.full((3, 5), 1 / 15, np.float32))
+    with raises(kiln.DTypeError, match="mean: expected a floating dtype to compute in, got int64"):
+        mint.mean(kiln.tensor(x), dtype=kiln.int64)
+
+
 def test_python_numbers_are_accepted():
     assert mint.sum(3).item() == 3
     assert mint.mean(2).dtype == kiln.float32

@@ -302,6 +302,8 @@ def test_python_numbers_a_tensor_cannot_hold_are_refused_not_wrapped():
             call()
     with raises(kiln.KilnTypeError, match="expected numbers .* got <class 'NoneType'>"):
         kiln.tensor([1, None])
+    with raises(kiln.KilnTypeError, match="tensor: expected data .* got None"):
+        kiln.tensor(None)  # was nanobind's "incompatible function arguments"
     np.testing.assert_array_equal(u.numpy(), [0, 0, 0])
     # In range: a fraction truncates and any number is a bool, as a cast; arrays cast as NumPy's
     # astype does.

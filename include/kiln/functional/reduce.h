@@ -24,6 +24,9 @@ KILN_API Tensor sum(const Tensor& x, const Dims& dims = {}, bool keepdim = false
 /// of a broadcast operand. Throws kShape when `shape` does not broadcast to x's shape.
 KILN_API Tensor sum_to(const Tensor& x, const Shape& shape);
 KILN_API Tensor mean(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+/// The mean of x converted to `dtype` first, as PyTorch's mean(dtype=...): float64 accumulation
+/// of a float32 tensor, say. Throws kDType unless `dtype` is a floating dtype.
+KILN_API Tensor mean(const Tensor& x, const Dims& dims, bool keepdim, DType dtype);
 KILN_API Tensor prod(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
 KILN_API Tensor amax(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
 KILN_API Tensor amin(const Tensor& x, const Dims& dims = {}, bool keepdim = false);

@@ -108,6 +108,17 @@ TEST(ReduceSum, GivesInt64_WhenInputIsIntegerOrBool) {
   EXPECT_EQ(sum(b, {}, false, DType::kFloat64).dtype(), DType::kFloat64);
 }
 
+TEST(ReduceMean, ConvertsFirst_WhenGivenADtype) {
+  const Tensor x = iota({2, 3});
+  const Tensor m = mean(x, {1}, false, DType::kFloat64);
+  EXPECT_EQ(m.dtype(), DType::kFloat64);
+  EXPECT_EQ(m.data<double>()[0], 1.0);
+  EXPECT_EQ(m.data<double>()[1], 4.0);
+  const Error e = error_of([&] { mean(x, {}, false, DType::kInt32); });
+  EXPECT_EQ(e.kind(), ErrorKind::kDType);
+  EXPECT_EQ(e.message(), "mean: expected a floating dtype to compute in, got int32");
+}
+
 TEST(ReduceMean, GivesNaN_WhenReducingAnEmptyDim) {
   const Tensor x = Tensor::empty({3, 0}, DType::kFloat32);
   const std::vector<float> m = values_of(mean(x, {1}));
