@@ -77,6 +77,19 @@ inline DType promote_with_scalar(DType tensor, const Scalar& s) {
   return tensor;
 }
 
+/// Whether `a` and `b` are the same number whatever their kinds (1, 1.0 and True are): integers
+/// compare exactly, not through double (2**53 + 1 is not 2**53), and a float equals an integer
+/// only when it is that integer.
+inline bool same_value(const Scalar& a, const Scalar& b) {
+  if (a.is_floating_point() && b.is_floating_point()) return a.to_double() == b.to_double();
+  if (!a.is_floating_point() && !b.is_floating_point()) return a.to_int() == b.to_int();
+  const double d = a.is_floating_point() ? a.to_double() : b.to_double();
+  const int64_t i = a.is_floating_point() ? b.to_int() : a.to_int();
+  // [-2**63, 2**63): the doubles that convert to int64 without overflow.
+  return d >= -0x1p63 && d < 0x1p63 && static_cast<double>(static_cast<int64_t>(d)) == d &&
+         static_cast<int64_t>(d) == i;
+}
+
 inline std::ostream& operator<<(std::ostream& os, const Scalar& s) {
   if (s.is_bool()) return os << (s.to_bool() ? "True" : "False");
   if (s.is_integral()) return os << s.to_int();

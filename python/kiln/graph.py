@@ -150,7 +150,9 @@ def register_pattern(name, src, dst, backend="all", stage="pre_fusion", priority
 
     Inputs are matched by position: wherever the graph computes what ``src`` computes from some
     nodes, ``dst`` applied to those nodes replaces it. Constants of ``src`` match constants of the
-    same value, and ops must have the same attributes (a ``dim=-1`` in ``src`` matches only
+    same value (integers exactly; a constant of one repeated number, such as a Python number,
+    matches one of another shape only where that shape widens no other operand), and ops must
+    have the same attributes (a ``dim=-1`` in ``src`` matches only
     ``dim=-1``). ``check(*values)``, when given, gets one PatternValue per input of ``src`` for each
     match and returns whether to rewrite it. The functions are traced with float32 tensors of
     shape (4, 4), or with the dtypes and shapes of ``example_args`` (tensors, one per input) when

@@ -1,6 +1,8 @@
 // make_graph_pattern_pass: a PatternToPatternPass whose patterns are two graphs (see kiln/pass.h).
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -32,18 +34,32 @@ std::vector<NodePtr> pattern_nodes(const FuncGraph& graph, const char* which,
   return nodes;
 }
 
-// Whether every element of `t` (at least one) equals the first; sets *value to it.
-bool uniform(const Tensor& t, double* value) {
+// An element as a number: integers and bools exactly, floating values as a double.
+template <typename T>
+Scalar number_of(T v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return Scalar(v);
+  } else if constexpr (std::is_integral_v<T>) {
+    return Scalar(static_cast<int64_t>(v));
+  } else {
+    return Scalar(convert<double>(v));
+  }
+}
+
+// Whether every element of `t` (at least one) is the same number as the first, not NaN; sets
+// *value to it.
+bool uniform(const Tensor& t, Scalar* value) {
   if (!t.defined() || t.numel() == 0) return false;
   return visit_dtype(t.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* data = t.data<T>();
-    const double first = convert<double>(data[0]);
+    const Scalar first = number_of(data[0]);
+    if (first.is_floating_point() && std::isnan(first.to_double())) return false;
     for (int64_t i = 1; i < t.numel(); ++i) {
-      if (convert<double>(data[i]) != first) return false;  // a NaN never is uniform
+      if (!same_value(number_of(data[i]), first)) return false;
     }
     *value = first;
-    return !std::isnan(first);
+    return true;
   });
 }
 
@@ -53,19 +69,65 @@ bool same_contents(const Tensor& a, const Tensor& b) {
   return std::memcmp(a.data_ptr(), b.data_ptr(), bytes) == 0;
 }
 
+// The shape the inputs of `node` other than `constant` broadcast to; nullopt when one is no tensor,
+// there is none, or they do not broadcast together (an op such as MatMul).
+std::optional<Shape> broadcast_of_others(const CNode& node, const Node* constant) {
+  std::optional<Shape> out;
+  for (const NodePtr& in : node.inputs()) {
+    if (in.get() == constant) continue;
+    if (!in->abstract().is_tensor()) return std::nullopt;
+    const Shape& b = in->abstract().shape();
+    if (!out) {
+      out = b;
+      continue;
+    }
+    const Shape& a = *out;
+    const size_t n = std::max(a.size(), b.size());
+    Shape both(n);
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+      const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+      if (da != db && da != 1 && db != 1) return std::nullopt;
+      both[i] = da == 1 ? db : da;
+    }
+    out = std::move(both);
+  }
+  return out;
+}
+
+// Whether every user of `constant` among `users` has the shape its other inputs broadcast to: the
+// constant, whatever its shape, then widens nothing.
+bool widens_nothing(const Node* constant, const std::vector<const CNode*>& users) {
+  for (const CNode* user : users) {
+    const std::optional<Shape> others = broadcast_of_others(*user, constant);
+    if (!others || !user->abstract().is_tensor() || user->abstract().shape() != *others) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // The condition of a var made from a constant of the source graph (see make_graph_pattern_pass).
+// A uniform constant matches a frozen constant of the same number and any shape; CheckMatchedDAG
+// then sees that the shape changes nothing (see UniformConstant).
 PatternConditionFunc equal_constant(const Tensor& want) {
   if (!want.defined()) {
     return [](const NodePtr& n) {
       return n->is_value() && !static_cast<const ValueNode&>(*n).value().defined();
     };
   }
-  double value = 0;
-  if (uniform(want, &value)) return pattern::IsConstantEqual(value);
-  return [want](const NodePtr& n) {
-    if (!pass::is_frozen_constant(*n)) return false;  // its values may change before the next run
-    const Tensor& got = static_cast<const ValueNode&>(*n).value();
-    return got.defined() && same_contents(got, want);
+  Scalar value;
+  if (!uniform(want, &value)) {
+    return [want](const NodePtr& n) {
+      if (!pass::is_frozen_constant(*n)) return false;  // its values may change before the next run
+      const Tensor& got = static_cast<const ValueNode&>(*n).value();
+      return got.defined() && same_contents(got, want);
+    };
+  }
+  return [value](const NodePtr& n) {
+    if (!pass::is_frozen_constant(*n)) return false;
+    Scalar got;
+    return uniform(static_cast<const ValueNode&>(*n).value(), &got) && same_value(got, value);
   };
 }
 
@@ -106,6 +168,7 @@ class GraphPatternPass : public PatternToPatternPass {
   }
 
   void DefineSrcPattern(SrcPattern* src) override {
+    uniform_constants_.clear();
     std::unordered_map<const Node*, std::string> names;
     for (size_t i = 0; i < var_names_.size(); ++i) {
       names.emplace(src_->parameters()[i].get(), var_names_[i]);
@@ -119,6 +182,7 @@ class GraphPatternPass : public PatternToPatternPass {
         const Tensor& value = static_cast<const ValueNode&>(*node).value();
         constants_.emplace(name, value);
         src->AddVar(name, equal_constant(value));
+        if (Scalar unused; uniform(value, &unused)) add_uniform_constant(name, *node);
         continue;
       }
       const auto& c = static_cast<const CNode&>(*node);
@@ -153,6 +217,9 @@ class GraphPatternPass : public PatternToPatternPass {
   }
 
   bool CheckMatchedDAG(const PatternMap& map, const FuncGraphPtr&, const NodePtr&) const override {
+    for (const UniformConstant& c : uniform_constants_) {
+      if (!c.matches_in(map)) return false;
+    }
     if (check_ == nullptr) return true;
     std::vector<NodePtr> vars;
     vars.reserve(var_names_.size());
@@ -167,6 +234,45 @@ class GraphPatternPass : public PatternToPatternPass {
   }
 
  private:
+  // A uniform constant of the source graph matches one of another shape only where that shape
+  // widens no other operand, as the pattern's did not: sum(a * 2) -> sum(a) * 2 was applied to
+  // sum(a * full([3, 4, 4], 2)), whose reduction hid the wider product from the root's check.
+  // (A pattern whose constant widens something matches its own shape only.)
+  struct UniformConstant {
+    std::string name;
+    Shape shape;
+    bool widens_in_pattern;
+    std::vector<std::string> users;  // the pattern nodes that take it, by name
+
+    bool matches_in(const PatternMap& map) const {
+      const NodePtr& got = map.Get(name);
+      if (got->abstract().is_tensor() && got->abstract().shape() == shape) return true;
+      if (widens_in_pattern) return false;
+      std::vector<const CNode*> matched;
+      for (const std::string& user : users) {
+        matched.push_back(&static_cast<const CNode&>(*map.Get(user)));
+      }
+      return widens_nothing(got.get(), matched);
+    }
+  };
+
+  void add_uniform_constant(const std::string& name, const Node& constant) {
+    UniformConstant c{name, constant.abstract().shape(), false, {}};
+    std::vector<const CNode*> users;
+    for (const NodePtr& node : src_nodes_) {
+      if (!node->is_cnode()) continue;
+      const auto& user = static_cast<const CNode&>(*node);
+      for (const NodePtr& in : user.inputs()) {
+        if (in.get() != &constant) continue;
+        users.push_back(&user);
+        c.users.push_back("%" + std::to_string(user.id()));
+        break;
+      }
+    }
+    c.widens_in_pattern = !widens_nothing(&constant, users);
+    uniform_constants_.push_back(std::move(c));
+  }
+
   FuncGraphPtr src_;
   FuncGraphPtr dst_;
   GraphPatternCheckFunc check_;
@@ -174,6 +280,7 @@ class GraphPatternPass : public PatternToPatternPass {
   std::vector<NodePtr> dst_nodes_;
   std::vector<std::string> var_names_;                 // by input position
   std::unordered_map<std::string, Tensor> constants_;  // the source's constants, by var name
+  std::vector<UniformConstant> uniform_constants_;
 };
 
 }  // namespace

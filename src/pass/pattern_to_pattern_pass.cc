@@ -25,14 +25,14 @@ bool is_numeric(const AttrValue& v) {
          std::holds_alternative<Scalar>(v);
 }
 
-double numeric(const AttrValue& v) {
-  if (const auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+Scalar numeric(const AttrValue& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return *i;
   if (const auto* d = std::get_if<double>(&v)) return *d;
-  return std::get<Scalar>(v).to_double();
+  return std::get<Scalar>(v);
 }
 
 // A pattern primitive's attributes must all be present on the node with equal values; numbers
-// compare by value (a pattern's 1 matches an attribute stored as 1.0).
+// compare by value (a pattern's 1 matches an attribute stored as 1.0), integers exactly.
 bool attrs_match(const Primitive& pattern, const Primitive& node) {
   if (pattern.attrs().items().empty()) return true;
   const Attrs& have = node.is_builtin() ? node.attrs() : node.normalized_attrs();
@@ -40,7 +40,9 @@ bool attrs_match(const Primitive& pattern, const Primitive& node) {
     const AttrValue* got = have.find(name);
     if (got == nullptr) return false;
     if (*got == want) continue;
-    if (!is_numeric(*got) || !is_numeric(want) || numeric(*got) != numeric(want)) return false;
+    if (!is_numeric(*got) || !is_numeric(want) || !same_value(numeric(*got), numeric(want))) {
+      return false;
+    }
   }
   return true;
 }

@@ -243,6 +243,47 @@ def test_pattern_constants_and_attributes_must_match(registered):
     assert kiln.graph.verify_pass("TwiceToAdd", trials=30).ok
 
 
+def test_a_uniform_constant_matches_where_its_shape_widens_nothing(registered):
+    # The pattern's 2.0 matches a folded constant of twos of any shape that broadcasts into the
+    # other operand; full([3, 4, 4], 2) widens the product, which the sum hid from the root's
+    # check: the rewrite gave 240 for 720.
+    kiln.graph.register_pattern("SumOfTwice", src=lambda a: mint.sum(a * 2.0),
+                                dst=lambda a: mint.sum(a) * 2.0,
+                                example_args=[t(np.zeros((4, 4)))])
+    # A pattern whose own constant widens its operand matches that shape only.
+    kiln.graph.register_pattern("SumOfRows", src=lambda a: mint.sum(a * t(np.ones((4, 4)))),
+                                dst=lambda a: mint.sum(a) * 4.0, example_args=[t(np.zeros(4))])
+    registered.extend(["SumOfTwice", "SumOfRows"])
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    f = kiln.jit(lambda a: tuple(mint.sum(a * mint.full(shape, 2.0))
+                                 for shape in ([3, 4, 4], [4, 4], [4], [])))
+    for got, scale in zip(f(t(x)), (6, 2, 2, 2)):
+        assert got.item() == x.sum() * scale
+    assert [r.matches for r in f.pass_report() if r.pass_name == "SumOfTwice"] == [3]
+    g = kiln.jit(lambda a: (mint.sum(a * 1.0), mint.sum(a * mint.full([4, 4], 1.0))))
+    row = np.arange(4, dtype=np.float32)
+    assert [v.item() for v in g(t(row))] == [6.0, 24.0]
+    assert [r.matches for r in g.pass_report() if r.pass_name == "SumOfRows"] == [1]
+
+
+def test_integer_constants_and_attributes_match_exactly(registered):
+    # 2**53 + 1 and 2**53 are one double: compared through double, the pattern's constant and
+    # clamp bound matched the program's other number.
+    big = 2**53
+    xi = kiln.tensor(np.arange(4, dtype=np.int64))
+    kiln.graph.register_pattern("AddBigger", src=lambda a: a + (big + 1),
+                                dst=lambda a: a - (-(big + 1)), example_args=[xi])
+    kiln.graph.register_pattern("ClampBigger", src=lambda a: mint.clamp(a, min=big + 1),
+                                dst=lambda a: a * 0 + (big + 1), example_args=[xi])
+    registered.extend(["AddBigger", "ClampBigger"])
+    f = kiln.jit(lambda a: (a + big, mint.clamp(a, min=big), a + (big + 1)))
+    plus, clamped, plus_one = f(xi)
+    assert plus.tolist() == [big, big + 1, big + 2, big + 3]
+    assert clamped.tolist() == [big] * 4
+    assert plus_one.tolist() == [big + 1, big + 2, big + 3, big + 4]
+    assert [r.matches for r in f.pass_report() if r.pass_name == "AddBigger"] == [1]
+
+
 @pytest.mark.parametrize("backend", ["kiln_cpu", "reference"])
 def test_a_pattern_constant_never_matches_a_captured_tensor(registered, backend):
     # w is all twos at the trace, but it is the program's tensor: rewriting x * w to x + x would

@@ -9,6 +9,7 @@
 
 #include "core/dtype_dispatch.h"
 #include "kiln/error.h"
+#include "kiln/scalar.h"
 
 namespace kiln {
 namespace {
@@ -145,6 +146,19 @@ TEST(Convert, WideIntegersToBFloat16RoundOnce) {
   EXPECT_EQ(static_cast<float>(convert<BFloat16>(std::numeric_limits<int64_t>::min())), -0x1p63f);
   EXPECT_EQ(static_cast<float>(convert<Half>(int64_t{1} << 40)), INFINITY);
   EXPECT_EQ(static_cast<float>(convert<Half>(int32_t{2049})), 2048.0f);  // exact in float: a tie
+}
+
+TEST(Scalar, SameValueComparesNumbersAcrossKinds_IntegersExactly) {
+  constexpr int64_t kBig = int64_t{1} << 53;
+  EXPECT_TRUE(same_value(Scalar(1), Scalar(1.0)));
+  EXPECT_TRUE(same_value(Scalar(true), Scalar(int64_t{1})));
+  EXPECT_TRUE(same_value(Scalar(0.5), Scalar(0.5)));
+  EXPECT_FALSE(same_value(Scalar(kBig + 1), Scalar(kBig)));  // one double, two integers
+  EXPECT_FALSE(same_value(Scalar(kBig + 1), Scalar(static_cast<double>(kBig))));
+  EXPECT_TRUE(same_value(Scalar(kBig), Scalar(static_cast<double>(kBig))));
+  EXPECT_FALSE(same_value(Scalar(int64_t{1}), Scalar(1.5)));
+  EXPECT_FALSE(same_value(Scalar(std::numeric_limits<int64_t>::max()), Scalar(0x1p63)));
+  EXPECT_FALSE(same_value(Scalar(std::nan("")), Scalar(std::nan(""))));
 }
 
 }  // namespace
