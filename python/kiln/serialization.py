@@ -5,8 +5,10 @@
     kiln.save({"w": w}, "w.safetensors", metadata={"epoch": "3"})
 
 ``save(tensors, path, metadata=None)`` takes a mapping of str -> kiln.Tensor (or NumPy array)
-and writes it; ``load(path)`` returns a dict of str -> kiln.Tensor in the file's order;
-``load_metadata(path)`` returns the file's ``__metadata__`` (a dict of str -> str, {} if none).
+and writes it (any other value, such as a list or a number, is a KilnTypeError naming its key:
+``kiln.tensor`` converts it); ``load(path)`` returns a dict of str -> kiln.Tensor in the file's
+order; ``load_metadata(path)`` returns the file's ``__metadata__`` (a dict of str -> str, {} if
+none).
 Files are read and written by this module alone (NumPy for the bytes), and are compatible with
 the ``safetensors`` package of Hugging Face in both directions.
 
@@ -24,19 +26,23 @@ The format (https://github.com/huggingface/safetensors, "Format"):
 dtypes: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL (one byte, 0 or 1), Kiln's ten dtypes. Kiln
 writes the tensors in the mapping's order. ``load`` and ``load_metadata`` check all of the above
 and raise KilnValueError naming the problem (a truncated file, a bad header, an unknown dtype, a
-shape or offsets that are not lists of non-negative integers, offsets that do not match the
-shape or leave gaps, a ``__metadata__`` that is not an object of str -> str); an unsupported
-dtype in ``save`` is a DTypeError.
+shape or offsets that are not lists of integers in [0, 2**63), a shape of 2**63 elements or
+more, offsets that do not match the shape or leave gaps, a ``__metadata__`` that is not an
+object of str -> str, a header nested too deeply or with integers too long for Python to read).
+Any shape Kiln holds is saved and loaded, including those NumPy refuses (more than 64
+dimensions; no elements but huge other sizes). In ``save``, tensors or metadata that are not a
+mapping are a KilnTypeError, metadata that does not map str to str a KilnValueError, and an
+unsupported dtype a DTypeError naming the tensor.
 """
 
+import collections.abc
 import json
-import math
 import os
 import struct
 
 from . import _C
 from ._numpy import np
-from .errors import DTypeError, KilnValueError
+from .errors import DTypeError, KilnTypeError, KilnValueError
 
 __all__ = ["save", "load", "load_metadata"]
 
@@ -57,14 +63,23 @@ _FORMATS = {
 _NAMES = {kiln_dtype: name for name, (kiln_dtype, _) in _FORMATS.items()}
 
 
-def _to_bytes(tensor):
-    """(safetensors dtype name, the tensor's elements as little-endian bytes)."""
-    if not isinstance(tensor, _C.Tensor):
-        tensor = _C.tensor(np.asarray(tensor))
+def _to_bytes(key, tensor):
+    """(safetensors dtype name, the elements of the tensor or NumPy array saved under ``key`` as
+    little-endian bytes)."""
+    if isinstance(tensor, np.ndarray):
+        try:
+            tensor = _C.tensor(tensor)
+        except DTypeError as e:
+            raise DTypeError(f"kiln.save: tensor {key!r}: {e}") from None
+    elif not isinstance(tensor, _C.Tensor):
+        raise KilnTypeError(f"kiln.save: tensor {key!r} is a {type(tensor).__name__}, expected a "
+                            f"kiln.Tensor or a NumPy array (convert it with kiln.tensor)")
     name = _NAMES.get(tensor.dtype)
     if name is None:
-        raise DTypeError(f"kiln.save: dtype {tensor.dtype!r} has no safetensors name")
-    array = np.ascontiguousarray(tensor.numpy())
+        raise DTypeError(f"kiln.save: tensor {key!r} has dtype {tensor.dtype!r}, which has no "
+                         f"safetensors name")
+    # Flat, as the file holds it: NumPy refuses some shapes Kiln holds (see above).
+    array = np.ascontiguousarray(tensor.flatten().numpy())
     if name == "BF16":
         # numpy() gives bfloat16 as float32 holding exactly the bfloat16 value: its upper half.
         array = (array.astype("<f4").view("<u4") >> 16).astype("<u2")
@@ -73,17 +88,25 @@ def _to_bytes(tensor):
     return name, array.tobytes()
 
 
+def _check_mapping(value, what):
+    if not isinstance(value, collections.abc.Mapping):
+        raise KilnTypeError(f"kiln.save: {what} is a {type(value).__name__}, expected a mapping "
+                            f"(a dict)")
+
+
 def save(tensors, path, metadata=None):
     """Writes ``tensors`` (a mapping of str -> tensor) to ``path`` in the safetensors format."""
     header, chunks, offset = {}, [], 0
+    _check_mapping(tensors, "tensors")
     if metadata is not None:
+        _check_mapping(metadata, "metadata")
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
             raise KilnValueError("kiln.save: metadata must map str to str")
         header["__metadata__"] = dict(metadata)
     for name, tensor in tensors.items():
         if not isinstance(name, str) or name == "__metadata__":
             raise KilnValueError(f"kiln.save: invalid tensor name {name!r}")
-        dtype, data = _to_bytes(tensor)
+        dtype, data = _to_bytes(name, tensor)
         header[name] = {"dtype": dtype, "shape": list(tensor.shape),
                         "data_offsets": [offset, offset + len(data)]}
         chunks.append(data)
@@ -112,6 +135,12 @@ def _read(path):
         header = json.loads(blob[8:8 + length].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise KilnValueError(f"kiln.load: {where}: the header is not JSON ({e})") from None
+    except ValueError as e:  # an integer with more digits than Python converts from text
+        raise KilnValueError(f"kiln.load: {where}: the header holds an integer too long to read "
+                             f"({e})") from None
+    except RecursionError:
+        raise KilnValueError(f"kiln.load: {where}: the header nests arrays or objects too deeply "
+                             f"to read") from None
     if not isinstance(header, dict):
         raise KilnValueError(f"kiln.load: {where}: the header is not a JSON object")
     metadata = header.get("__metadata__", {})
@@ -125,9 +154,28 @@ def _read(path):
     return header, blob[8 + length:]
 
 
+# Kiln's sizes are int64: no dimension or element count reaches 2**63, nor an offset into data
+# that a file can hold.
+_SIZE_LIMIT = 2 ** 63
+
+
 def _is_size(value):
-    """Whether a header's ``value`` is a dimension or an offset: a JSON integer >= 0."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    """Whether a header's ``value`` is a dimension or an offset: a JSON integer in [0, 2**63)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _SIZE_LIMIT
+
+
+def _count(shape):
+    """The number of elements of ``shape`` (a list of sizes), or None from 2**63 on."""
+    if 0 in shape:
+        return 0
+    count = 1
+    for size in shape:
+        # Stopping early keeps the number small: a shape of many huge sizes would otherwise make
+        # a product slow to compute and too long to print in a message.
+        count *= size
+        if count >= _SIZE_LIMIT:
+            return None
+    return count
 
 
 def load_metadata(path):
@@ -152,25 +200,30 @@ def load(path):
                                  f"{dtype_name!r} (known: {', '.join(_FORMATS)})")
         if not isinstance(shape, list) or not all(_is_size(d) for d in shape):
             raise KilnValueError(f"kiln.load: {where}: tensor {name!r} has shape {shape!r}, "
-                                 f"expected a list of non-negative integers")
+                                 f"expected a list of non-negative integers below 2**63")
         if not (isinstance(offsets, list) and len(offsets) == 2
                 and all(_is_size(o) for o in offsets)):
             raise KilnValueError(f"kiln.load: {where}: tensor {name!r} has data_offsets "
-                                 f"{offsets!r}, expected [begin, end] of non-negative integers")
+                                 f"{offsets!r}, expected [begin, end] of non-negative integers "
+                                 f"below 2**63")
+        count = _count(shape)
+        if count is None:
+            raise KilnValueError(f"kiln.load: {where}: tensor {name!r} has shape {shape}, which "
+                                 f"holds 2**63 elements or more (Kiln holds fewer)")
         begin, end = offsets
         kiln_dtype, stored = _FORMATS[dtype_name]
         itemsize = np.dtype(stored).itemsize
-        count = math.prod(shape)  # Python integers: a huge shape cannot wrap around to a small size
         if not begin <= end <= len(data) or end - begin != count * itemsize:
             raise KilnValueError(f"kiln.load: {where}: tensor {name!r} ({dtype_name}{shape}) has "
                                  f"data_offsets [{begin}, {end}], which do not hold "
                                  f"{count * itemsize} bytes within the {len(data)}-byte data")
-        array = np.frombuffer(data, dtype=stored, count=count, offset=begin).reshape(shape)
+        # Read flat and shaped by Kiln: NumPy refuses some shapes Kiln holds (see above).
+        array = np.frombuffer(data, dtype=stored, count=count, offset=begin)
         if dtype_name == "BF16":
             array = (array.astype("<u4") << 16).view("<f4")
         elif dtype_name == "BOOL":
             array = array.astype(np.bool_)
-        result[name] = _C.tensor(array, dtype=kiln_dtype)
+        result[name] = _C.tensor(array, dtype=kiln_dtype).reshape(shape)
         spans.append((begin, end, name))
     position = 0
     for begin, end, name in sorted(spans):

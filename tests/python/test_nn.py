@@ -933,3 +933,98 @@ def test_loss_errors(call, error, message):
     with raises(error, match=message):
         call(x, y)
     assert x.tolist() == [[0.0] * 4] * 3  # inputs are left untouched
+
+
+# ---------------------------------------------------------------------------------------------
+# kiln.nn cells: loads that must change nothing or succeed, and arguments of the wrong kind
+
+
+class ExpandedParameter(kiln.nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.a = kiln.nn.Parameter(t([1.0, 1.0, 1.0]))
+        self.b = kiln.nn.Parameter(t([5.0]).expand(3))  # stride 0: its 3 elements are 1 float
+
+
+def test_load_state_dict_refuses_an_expanded_parameter_before_copying_anything():
+    cell = ExpandedParameter()
+    with raises(kiln.KilnValueError, match=r"'b' cannot be loaded: its tensor \(shape \[3\], "
+                                           r"strides \[0\]\) has elements that share memory"):
+        cell.load_state_dict({"a": np.full(3, 9.0), "b": np.array([1.0, 2.0, 3.0])})
+    assert cell.a.tolist() == [1.0, 1.0, 1.0] and cell.b.tolist() == [5.0, 5.0, 5.0]
+    # Leaving it out is fine: only the parameters being written must take values.
+    cell.load_state_dict({"a": np.full(3, 9.0)}, strict=False)
+    assert cell.a.tolist() == [9.0, 9.0, 9.0]
+
+
+def test_load_state_dict_reads_torch_tensors_that_require_grad():
+    torch = pytest.importorskip("torch")
+    linear = kiln.nn.Linear(2, 2)
+    linear.load_state_dict({"weight": torch.nn.Parameter(torch.ones(2, 2)),
+                            "bias": torch.zeros(2, requires_grad=True)})
+    assert linear.weight.tolist() == [[1.0, 1.0], [1.0, 1.0]] and linear.bias.tolist() == [0, 0]
+    assert linear.weight.requires_grad and linear.weight.is_leaf
+
+
+def self_containing():
+    net = kiln.nn.Sequential(kiln.nn.Linear(2, 2))
+    net.loop = net
+    return net
+
+
+@pytest.mark.parametrize("call", [
+    lambda net: net.state_dict(),
+    lambda net: net.load_state_dict({}),
+    lambda net: list(net.named_parameters(remove_duplicate=False)),
+    lambda net: list(net.parameters()),
+    lambda net: list(net.named_cells(remove_duplicate=False)),
+    lambda net: list(net.modules()),
+    lambda net: net.train(),
+], ids=["state_dict", "load_state_dict", "named_parameters", "parameters", "named_cells",
+        "modules", "train"])
+def test_a_cell_that_contains_itself_is_refused(call):
+    with raises(kiln.KilnValueError, match=r"^cell 'loop' contains itself: it is the top-level "
+                                           r"Sequential, which holds it \(a cycle of sub-cells\)"):
+        call(self_containing())
+
+
+def test_a_cycle_below_the_top_is_named_and_shared_cells_are_no_cycle():
+    shared = kiln.nn.Linear(2, 2)
+    inner = kiln.nn.Sequential(shared, shared)
+    net = kiln.nn.Sequential(inner, shared)
+    assert list(net.state_dict()) == ["0.0.weight", "0.0.bias", "0.1.weight", "0.1.bias",
+                                      "1.weight", "1.bias"]
+    inner.append(kiln.nn.Sequential(inner))
+    with raises(kiln.KilnValueError, match=r"cell '0.2.0' contains itself: it is '0'"):
+        net.state_dict()
+
+
+def test_cell_arguments_of_the_wrong_kind():
+    with raises(kiln.KilnTypeError, match="Parameter: requires_grad must be a bool, got int 0"):
+        kiln.nn.Parameter(t([1.0]), requires_grad=0)
+    net = kiln.nn.Sequential(kiln.nn.ReLU(), kiln.nn.Tanh())
+    with raises(kiln.KilnTypeError, match="Sequential: expected an int or a slice as index, got "
+                                          "str '0'"):
+        net["0"]
+    assert net[np.int64(1)] is net[1]  # integers of any kind index
+    with raises(kiln.KilnTypeError, match="Sequential.train: mode must be a bool, got str 'no'"):
+        net.train("no")
+    with raises(kiln.KilnTypeError, match="mode must be a bool, got int 0"):
+        net.set_train(0)
+    assert net.training and net[0].training  # left as they were
+    assert not net.eval().training and not net[1].training
+
+
+def test_a_cell_that_skipped_cell_init_says_so():
+    class Forgetful(kiln.nn.Cell):
+        def __init__(self):
+            self.scale = 2.0  # not a Parameter: accepted, but Cell.__init__ never runs
+
+    cell = Forgetful()
+    message = (r"Forgetful: cannot list parameters or sub-cells before Cell.__init__\(\) "
+               r"\(call super\(\).__init__\(\) first\)")
+    for call in (cell.state_dict, lambda: list(cell.named_parameters())):
+        with raises(kiln.KilnTypeError, match=message):
+            call()
+    with raises(AttributeError, match="'Forgetful' object has no attribute 'missing'"):
+        cell.missing

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import ALL_DTYPES, random_array
+from conftest import ALL_DTYPES, random_array, raises
 from kiln import nn
 
 SAFETENSORS_NAMES = {
@@ -121,7 +121,14 @@ def write_raw(path, header, data=b""):
      r"data_offsets \[-4, 0\], expected \[begin, end\] of non-negative integers"),
     # 2**62 * 2**62 * 4 elements wrap around to 0 in int64
     ({"x": {"dtype": "F32", "shape": [2 ** 62, 2 ** 62, 4], "data_offsets": [0, 0]}}, b"",
-     "do not hold 340282366920938463463374607431768211456 bytes"),
+     r"shape \[4611686018427387904, 4611686018427387904, 4\], which holds 2\*\*63 elements or "
+     "more"),
+    # a product of some 18,700 digits, past what Python prints
+    ({"x": {"dtype": "F32", "shape": [2 ** 62] * 1000, "data_offsets": [0, 0]}}, b"",
+     r"which holds 2\*\*63 elements or more"),
+    # no elements, but a dimension no Kiln shape holds
+    ({"x": {"dtype": "F32", "shape": [0, 2 ** 63], "data_offsets": [0, 0]}}, b"",
+     r"shape \[0, 9223372036854775808\], expected a list of non-negative integers below 2\*\*63"),
     ({"__metadata__": ["a"], "x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}},
      b"\0" * 4, r"__metadata__ is \['a'\], expected an object of str -> str"),
     ({"__metadata__": {"epoch": 3}}, b"", "__metadata__ 'epoch' is 3, expected a str"),
@@ -149,6 +156,35 @@ def test_malformed_metadata(tmp_path, metadata, message):
         kiln.load(path)
 
 
+@pytest.mark.parametrize("text, message", [
+    ('{"x": {"dtype": "F32", "shape": [' + "9" * 5000 + '], "data_offsets": [0, 0]}}',
+     "the header holds an integer too long to read"),
+    ("[" * 100000 + "]" * 100000, "the header nests arrays or objects too deeply to read"),
+    ('{"__metadata__": {"k": ' + "[" * 100000 + "]" * 100000 + "}}",
+     "the header nests arrays or objects too deeply to read"),
+])
+def test_headers_python_cannot_read(tmp_path, text, message):
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes(struct.pack("<Q", len(text)) + text.encode())
+    with raises(kiln.KilnValueError, match=message):
+        kiln.load(path)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: kiln.mint.zeros(0, 2 ** 40, 2 ** 40),  # NumPy: "array is too big"
+    lambda: kiln.tensor([2.5, -1.0]).reshape([1] * 64 + [2]),  # NumPy: 64 dimensions at most
+], ids=["empty-huge", "65-dims"])
+def test_shapes_numpy_refuses_round_trip(tmp_path, make):
+    tensor = make()
+    path = tmp_path / "t.safetensors"
+    kiln.save({"x": tensor}, path)
+    header, _, _ = read_header(path)
+    assert header["x"]["shape"] == list(tensor.shape)
+    loaded = kiln.load(path)["x"]
+    assert loaded.shape == tensor.shape and loaded.dtype == tensor.dtype
+    assert loaded.flatten().tolist() == tensor.flatten().tolist()
+
+
 def test_truncated_and_garbage_files(tmp_path):
     path = tmp_path / "bad.safetensors"
     path.write_bytes(b"\1\2\3")
@@ -167,6 +203,17 @@ def test_save_argument_errors(tmp_path):
         kiln.save({"__metadata__": kiln.tensor([1.0])}, tmp_path / "x")
     with pytest.raises(kiln.KilnValueError, match="metadata must map str to str"):
         kiln.save({"a": kiln.tensor([1.0])}, tmp_path / "x", metadata={"epoch": 3})
+    with raises(kiln.KilnTypeError, match=r"metadata is a list, expected a mapping"):
+        kiln.save({"a": kiln.tensor([1.0])}, tmp_path / "x", metadata=[("epoch", "3")])
+    with raises(kiln.KilnTypeError, match=r"tensors is a list, expected a mapping"):
+        kiln.save([("a", kiln.tensor([1.0]))], tmp_path / "x")
+    for value, kind in [([1.0, 2.0], "list"), (2.0, "float")]:
+        with raises(kiln.KilnTypeError, match=f"tensor 'a' is a {kind}, expected a kiln.Tensor "
+                                              f"or a NumPy array"):
+            kiln.save({"a": value}, tmp_path / "x")
+    with raises(kiln.DTypeError, match="tensor 'a': .*dtype Kiln supports"):
+        kiln.save({"a": np.zeros(2, np.uint32)}, tmp_path / "x")
+    assert not (tmp_path / "x").exists()  # every check comes before the file is opened
 
 
 def test_cross_read_with_the_safetensors_package(tmp_path, rng):

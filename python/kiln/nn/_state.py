@@ -3,14 +3,16 @@ into: shared by ``Cell.load_state_dict`` and ``Optimizer.load_state_dict``, whic
 value first so that a bad one leaves the cell or optimizer unchanged.
 
 A value is a kiln tensor, a NumPy array, or anything ``numpy.asarray`` turns into one (a number,
-nested lists of numbers, a tensor of another library that NumPy reads). Its dtype must be one of
-Kiln's (NumPy's bool, int8, uint8, int16, int32, int64, float16, float32, float64, in either byte
-order); it is then cast to the target's dtype, as ``target[...] = value`` would cast it.
+nested lists of numbers, a tensor of another library that NumPy reads, such as a torch Parameter:
+an object with a ``detach()`` method gives its detached values). Its dtype must be one of Kiln's
+(NumPy's bool, int8, uint8, int16, int32, int64, float16, float32, float64, in either byte
+order); it is then cast to the target's dtype, as ``target[...] = value`` would cast it. A target
+that cannot take values (an expanded view, whose elements share memory) is refused as well.
 """
 
 from .. import _C
 from .._numpy import np
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, KilnValueError, ShapeError
 
 # NumPy dtype names that hold a Kiln dtype (bfloat16 has no NumPy dtype).
 _NUMPY_NAMES = ("bool", "int8", "uint8", "int16", "int32", "int64", "float16", "float32",
@@ -20,10 +22,23 @@ _NUMPY_NAMES = ("bool", "int8", "uint8", "int16", "int32", "int64", "float16", "
 def converted_like(value, target, what):
     """``value`` as a tensor of ``target``'s dtype and shape, ready to copy into ``target`` (it may
     share memory with ``value``). ``what`` names the value in errors: DTypeError for a value of a
-    dtype Kiln does not hold or that is not an array at all, ShapeError for another shape."""
+    dtype Kiln does not hold or that is not an array at all, ShapeError for another shape,
+    KilnValueError for a target with elements that share memory."""
+    for size, stride in zip(target.shape, target.stride()):
+        # The copy would refuse it (as it refuses any out tensor whose writes collide), and only
+        # after earlier values were copied.
+        if stride == 0 and size > 1:
+            raise KilnValueError(f"{what} cannot be loaded: its tensor (shape "
+                                 f"{list(target.shape)}, strides {list(target.stride())}) has "
+                                 f"elements that share memory (an expanded view); give it memory "
+                                 f"of its own (clone() it) before loading")
     if isinstance(value, _C.Tensor):
         tensor = value.detach()
     else:
+        if callable(getattr(value, "detach", None)):
+            # Another library's tensor that tracks gradients (a torch Parameter) lends NumPy its
+            # values only once detached.
+            value = value.detach()
         try:
             array = np.asarray(value)
         except (TypeError, ValueError) as e:

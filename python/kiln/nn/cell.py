@@ -16,8 +16,11 @@
     net.load_state_dict(other.state_dict())
 
 Assigning a ``Parameter`` or a ``Cell`` to an attribute registers it (call ``super().__init__()``
-first); assigning None to a registered name keeps the slot empty (a Linear without bias), and
-``del`` removes it. Names are dotted paths: ``fc1.weight``.
+first: assigning one earlier, or listing the parameters of a cell that never called it, is a
+KilnTypeError); assigning None to a registered name keeps the slot empty (a Linear without bias),
+and ``del`` removes it. Names are dotted paths: ``fc1.weight``. A cell may hold a sub-cell under
+several names, but not itself, at any depth (``net.loop = net``): listing the cells, parameters
+or state dict of such a cell is a KilnValueError naming the cycle.
 
 - ``parameters(recurse=True)`` / ``named_parameters(prefix="", recurse=True,
   remove_duplicate=True)``: each parameter once (a parameter reached by two names -- tied weights,
@@ -38,10 +41,13 @@ first); assigning None to a registered name keeps the slot empty (a Linear witho
   misses the other. It checks and converts everything before copying anything: a missing or
   unexpected key (strict) is a KilnValueError listing them, a shape that differs is a ShapeError
   naming the key, a value of a dtype Kiln does not hold (uint32, complex, strings, objects) is a
-  DTypeError naming the key; every dtype Kiln holds converts to every other, and big-endian arrays
-  load as well. It returns ``(missing_keys, unexpected_keys)``.
+  DTypeError naming the key, a parameter that cannot take values (an expanded view, whose
+  elements share memory) is a KilnValueError naming the key; every dtype Kiln holds converts to
+  every other, and big-endian arrays and torch tensors that require grad load as well. It returns
+  ``(missing_keys, unexpected_keys)``.
 - ``train(mode=True)`` / ``eval()`` / ``set_train(mode=True)`` set ``training`` on every cell
-  (Dropout only drops while training); they return the cell.
+  (Dropout only drops while training); ``mode`` is a bool (else a KilnTypeError); they return the
+  cell.
 - ``zero_grad(set_to_none=True)``: clears (or zeroes) every parameter's ``.grad``.
 - ``copy.deepcopy(cell)``: an independent copy, as in PyTorch: new parameters (leaves with the
   same values and ``requires_grad``, no ``.grad``), tied weights still tied, ready to train on its
@@ -76,8 +82,7 @@ class Cell:
         registries = self.__dict__.get("_params"), self.__dict__.get("_cells")
         if registries[0] is None:
             if isinstance(value, (Parameter, Cell)):
-                raise KilnTypeError(f"cannot assign {type(value).__name__} {name!r} before "
-                                    f"Cell.__init__() (call super().__init__() first)")
+                raise self._before_init(f"assign {type(value).__name__} {name!r}")
             object.__setattr__(self, name, value)
             return
         params, cells = registries
@@ -109,6 +114,11 @@ class Cell:
             if registry is not keep:
                 registry.pop(name, None)
 
+    def _before_init(self, what):
+        """The error for doing ``what`` to a cell whose subclass has not run Cell.__init__()."""
+        return KilnTypeError(f"{type(self).__name__}: cannot {what} before Cell.__init__() "
+                             f"(call super().__init__() first)")
+
     def __getattr__(self, name):
         # Only reached when normal lookup fails: registered parameters and cells live in the
         # registries, not in __dict__.
@@ -116,6 +126,10 @@ class Cell:
             entries = self.__dict__.get(registry)
             if entries is not None and name in entries:
                 return entries[name]
+        if name in ("_params", "_cells"):
+            # Every traversal starts here: a subclass that skipped super().__init__() is named
+            # instead of the missing registry.
+            raise self._before_init("list parameters or sub-cells")
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __delattr__(self, name):
@@ -149,16 +163,26 @@ class Cell:
 
     def named_cells(self, prefix="", remove_duplicate=True):
         """(name, cell) for this cell and every cell below it, parents first; a cell reached by
-        two paths appears once, under its first name, unless ``remove_duplicate`` is False."""
+        two paths appears once, under its first name, unless ``remove_duplicate`` is False. A
+        cell below itself (``net.loop = net``) is a KilnValueError: its names never end."""
         seen = set()
-        stack = [(prefix, self)]
+        stack = [(prefix, self, ())]  # with the (id, name) of each cell above, to spot a cycle
         while stack:
-            name, cell = stack.pop()
-            if remove_duplicate and id(cell) in seen:
-                continue
+            name, cell, above = stack.pop()
+            if id(cell) in seen:
+                # Only a cell met before can close a cycle; a shared sub-cell is no ancestor.
+                for ancestor_id, ancestor_name in above:
+                    if ancestor_id == id(cell):
+                        where = (repr(ancestor_name) if ancestor_name
+                                 else f"the top-level {type(cell).__name__}")
+                        raise KilnValueError(f"cell {name!r} contains itself: it is {where}, "
+                                             f"which holds it (a cycle of sub-cells)")
+                if remove_duplicate:
+                    continue
             seen.add(id(cell))
             yield name, cell
-            children = [(f"{name}.{n}" if name else n, c) for n, c in cell._cells.items()
+            path = above + ((id(cell), name),)
+            children = [(f"{name}.{n}" if name else n, c, path) for n, c in cell._cells.items()
                         if c is not None]
             stack.extend(reversed(children))
 
@@ -226,8 +250,11 @@ class Cell:
         return LoadResult(missing, unexpected)
 
     def train(self, mode=True):
+        if not isinstance(mode, bool):
+            raise KilnTypeError(f"{type(self).__name__}.train: mode must be a bool, got "
+                                f"{type(mode).__name__} {mode!r}")
         for cell in self.modules():
-            object.__setattr__(cell, "training", bool(mode))
+            object.__setattr__(cell, "training", mode)
         return self
 
     def eval(self):

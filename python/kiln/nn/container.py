@@ -9,6 +9,7 @@ as in PyTorch); an OrderedDict gives its own names.
 """
 
 import collections
+import operator
 
 from ..errors import KilnIndexError, KilnTypeError
 from .cell import Cell
@@ -46,6 +47,11 @@ class Sequential(Cell):
         cells = list(self._cells.items())
         if isinstance(index, slice):
             return Sequential(collections.OrderedDict(cells[index]))
+        try:
+            index = operator.index(index)
+        except TypeError:
+            raise KilnTypeError(f"Sequential: expected an int or a slice as index, got "
+                                f"{type(index).__name__} {index!r}") from None
         if not -len(cells) <= index < len(cells):
             raise KilnIndexError(f"Sequential: index {index} out of range for {len(cells)} cells")
         return cells[index][1]

@@ -16,6 +16,7 @@ import copy
 
 from .. import _C
 from .._tensor import _repr as _tensor_repr
+from ..errors import KilnTypeError
 
 __all__ = ["Parameter"]
 
@@ -24,6 +25,9 @@ class Parameter(_C.Tensor):
     """A leaf tensor registered by ``Cell`` attribute assignment; ``requires_grad`` by default."""
 
     def __init__(self, data, requires_grad=True):
+        if not isinstance(requires_grad, bool):
+            raise KilnTypeError(f"Parameter: requires_grad must be a bool, got "
+                                f"{type(requires_grad).__name__} {requires_grad!r}")
         if not isinstance(data, _C.Tensor):
             data = _C.tensor(data)  # a list, a NumPy array or a number (float32 by default)
         super().__init__(data.detach())
