@@ -29,27 +29,44 @@ bool backend_supports(const BackendBase& backend, const std::string& name, const
   }
 }
 
+// The node whose memory `node`'s value may share: through view ops (kTraitView), whose results
+// the backends may return as views of their first input, that input's root.
+NodePtr alias_root(NodePtr node) {
+  while (node->is_cnode()) {
+    const auto& c = static_cast<const CNode&>(*node);
+    const OpDefPtr op = c.primitive()->is_builtin() ? nullptr : c.primitive()->op_def();
+    if (op == nullptr || !op->has_trait(kTraitView) || c.inputs().empty()) break;
+    node = c.inputs()[0];
+  }
+  return node;
+}
+
 // Note [Fresh outputs of a compiled graph]
 // Eagerly, each call of f makes its results anew: the caller owns them and may write them in
-// place. A compiled graph's output that is a constant comes back as the graph's own tensor (a
-// tensor created inside f, `kiln.tensor(...)`, is one: written by one caller, it would change for
-// every later call), and one that a pass turned into a parameter or into another output (a user
-// pattern x * 1 -> x at an output) comes back as the caller's input or as the other result. So
-// after the passes such outputs become copies (a Cast to their own dtype), run at every call. An
-// output that was a parameter or a repeated output as traced (`return x`, `return y, y`) stays
-// one: eagerly, too, f returned that very tensor.
-void copy_aliased_outputs(FuncGraph& graph, const std::vector<bool>& computed) {
+// place. A compiled graph's output that is a constant, or a view of one, comes back as the graph's
+// own memory (a tensor created inside f, `kiln.tensor(...)`, is one: written by one caller, it
+// would change for every later call); and one that a pass turned into a parameter, another output
+// or a view of either (a user pattern x * 1 -> x, or x * 1 -> x.reshape(...), at an output) comes
+// back as the caller's input or as the other result. So after the passes such outputs become
+// copies (a Cast to their own dtype), run at every call. An output whose memory is what it was as
+// traced stays as it is: `return x`, `return y, y` or `return x.T` returned that memory eagerly,
+// too. `traced_roots` are the traced outputs' alias_roots.
+void copy_aliased_outputs(FuncGraph& graph, const std::vector<NodePtr>& traced_roots) {
   std::vector<NodePtr> outputs(graph.outputs().begin(), graph.outputs().end());
+  std::vector<NodePtr> roots;
   bool changed = false;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const NodePtr& out = outputs[i];
-    const bool repeated =
-        std::find(outputs.begin(), outputs.begin() + i, out) != outputs.begin() + i;
-    const bool defined = !out->is_value() || static_cast<const ValueNode&>(*out).value().defined();
-    if (!defined || !(out->is_value() || (computed[i] && (out->is_parameter() || repeated)))) {
-      continue;
+    roots.push_back(alias_root(out));
+    const NodePtr& root = roots.back();
+    if (root->is_value() && !static_cast<const ValueNode&>(*root).value().defined()) continue;
+    bool fresh = !root->is_value() && (!root->is_parameter() || root == traced_roots[i]);
+    for (size_t j = 0; fresh && j < i; ++j) {
+      fresh = roots[j] != root || traced_roots[j] == traced_roots[i];
     }
+    if (fresh) continue;
     outputs[i] = graph.add_cnode("Cast", {out}, {{"dtype", out->abstract().dtype()}});
+    roots.back() = outputs[i];
     changed = true;
   }
   if (changed) graph.set_outputs(outputs);
@@ -70,12 +87,10 @@ void optimize(const FuncGraphPtr& graph, const JitOptions& options, PassReport* 
   passes.set_verify(options.debug || env_flag("KILN_DEBUG"));
   const size_t num_parameters = graph->parameters().size();
   std::vector<Abstract> output_abstracts;
-  std::vector<bool> computed;  // output i as traced: a node's result that no earlier output is
-  const InputList& traced = graph->outputs();
-  for (size_t i = 0; i < traced.size(); ++i) {
-    output_abstracts.push_back(traced[i]->abstract());
-    computed.push_back(traced[i]->is_cnode() && std::find(traced.begin(), traced.begin() + i,
-                                                          traced[i]) == traced.begin() + i);
+  std::vector<NodePtr> traced_roots;
+  for (const NodePtr& out : graph->outputs()) {
+    output_abstracts.push_back(out->abstract());
+    traced_roots.push_back(alias_root(out));
   }
   passes.Run(graph, report, dump != nullptr && dump->enabled() ? dump : nullptr);
   KILN_CHECK_VALUE(graph->parameters().size() == num_parameters)
@@ -92,7 +107,7 @@ void optimize(const FuncGraphPtr& graph, const JitOptions& options, PassReport* 
         << output_abstracts[i].str() << " to " << graph->outputs()[i]->abstract().str()
         << "; a pass must keep the graph's outputs";
   }
-  copy_aliased_outputs(*graph, computed);
+  copy_aliased_outputs(*graph, traced_roots);
 }
 
 std::shared_ptr<CompiledGraph> CompiledGraph::compile(FuncGraphPtr traced,

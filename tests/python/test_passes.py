@@ -322,6 +322,24 @@ def test_a_rewrite_never_makes_an_output_the_callers_input(registered, backend):
     assert "DropTimesOne" in [r.pass_name for r in f.pass_report().runs]
 
 
+@pytest.mark.parametrize("backend", ["kiln_cpu", "reference"])
+def test_a_rewrite_never_makes_an_output_a_view_of_the_callers_input(registered, backend):
+    # x * 1.0 -> x.reshape(...) at an output handed the caller a view of x, which its in-place
+    # update wrote through; x.T as traced stays the view it was eagerly.
+    kiln.graph.register_pattern("TimesOneToView", src=lambda x: x * 1.0,
+                                dst=lambda x: mint.reshape(x, [4, 4]))
+    registered.append("TimesOneToView")
+    f = kiln.jit(lambda x: (x * 1.0, x.T, x * 1.0), backend=backend)
+    x = t(np.zeros((4, 4)))
+    out, transposed, again = f(x)
+    assert "TimesOneToView" in [r.pass_name for r in f.pass_report().runs]
+    assert transposed.shares_storage_with(x)
+    assert not out.shares_storage_with(x) and not again.shares_storage_with(out)
+    out += 5.0
+    assert_close(x, np.zeros((4, 4)))
+    assert_close(again, np.zeros((4, 4)))
+
+
 def test_pattern_check_gets_pattern_values(registered):
     seen = []
 
