@@ -29,10 +29,13 @@ loaded by ``register_custom_backend`` with the same care.
 
 import collections as _collections
 import inspect as _inspect
+import operator as _operator
 import os as _os
 
 from . import _C
 from ._C.graph import list_backends  # noqa: F401
+from .errors import KilnTypeError as _KilnTypeError
+from .errors import KilnValueError as _KilnValueError
 from .jit import _call_traced
 
 __all__ = ["register_custom_pass", "unregister_custom_pass", "list_passes", "register_pattern",
@@ -122,14 +125,16 @@ def register_custom_pass(pass_name, plugin_so_path, backend="all", stage="pre_fu
     """Loads the pass plugin at ``plugin_so_path`` (str or path-like) and registers its pass
     ``pass_name`` for jit builds on ``backend`` ("all" or a backend's name) in ``stage``, ordered
     by ``priority`` (lower first). Raises KilnError saying what went wrong."""
-    _C.graph.register_custom_pass(pass_name, _os.fspath(plugin_so_path), backend, stage,
-                                  int(priority))
+    fn = "register_custom_pass"
+    _C.graph.register_custom_pass(_text(pass_name, "pass_name", fn), _os.fspath(plugin_so_path),
+                                  _text(backend, "backend", fn), _text(stage, "stage", fn),
+                                  _priority(priority, fn))
 
 
 def unregister_custom_pass(name):
     """Removes the registered pass ``name``; later builds run without it. KilnError (listing the
     registered names) for an unknown name."""
-    _C.graph.unregister_custom_pass(name)
+    _C.graph.unregister_custom_pass(_text(name, "name", "unregister_custom_pass"))
 
 
 def list_passes():
@@ -142,7 +147,8 @@ def register_pattern(name, src, dst, backend="all", stage="pre_fusion", priority
     """Registers the rewrite ``src`` -> ``dst`` as a pass named ``name``.
 
     ``src`` and ``dst`` are functions of the same number of tensors; both are traced like a
-    jitted function's body (so Python numbers in them are constants) and turned into a C++
+    jitted function's body (so Python numbers in them, and parameters with defaults, which keep
+    them, are constants) and turned into a C++
     PatternToPatternPass that runs in every later jit build on ``backend``:
 
         kiln.graph.register_pattern("SubFusion", src=lambda x, y: x + kiln.mint.neg(y),
@@ -161,6 +167,8 @@ def register_pattern(name, src, dst, backend="all", stage="pre_fusion", priority
     KilnError when the functions cannot be traced, do not return one tensor, when an input of
     ``src`` is unused, and for the errors of register_custom_pass.
     """
+    fn = "register_pattern"
+    _text(name, "name", fn)
     names = _parameter_names(src, "src")
     # A dst whose signature cannot be read (a built-in such as kiln.mint.silu) takes src's inputs;
     # another count is an error the C++ side explains.
@@ -170,13 +178,20 @@ def register_pattern(name, src, dst, backend="all", stage="pre_fusion", priority
     else:
         example_args = list(example_args)
         if len(example_args) != len(names):
-            raise TypeError(f"register_pattern: src takes {len(names)} inputs but "
-                            f"example_args has {len(example_args)}")
+            raise _KilnTypeError(f"register_pattern: src takes {len(names)} inputs but "
+                                 f"example_args has {len(example_args)}")
+        for i, t in enumerate(example_args):
+            if not isinstance(t, _C.Tensor):
+                raise _KilnTypeError(f"register_pattern: example_args[{i}] is a "
+                                     f"{type(t).__name__}, expected a kiln.Tensor (its dtype and "
+                                     f"shape are traced)")
         metas = [(t.dtype, list(t.shape)) for t in example_args]
     if check is not None and not callable(check):
-        raise TypeError(f"register_pattern: check must be callable, got {type(check).__name__}")
-    _C.graph.register_pattern(name, src, dst, names, dst_names, metas, backend, stage,
-                              int(priority), check, PatternValue, _call_traced)
+        raise _KilnTypeError(f"register_pattern: check must be callable, got "
+                             f"{type(check).__name__}")
+    _C.graph.register_pattern(name, src, dst, names, dst_names, metas, _text(backend, "backend", fn),
+                              _text(stage, "stage", fn), _priority(priority, fn), check,
+                              PatternValue, _call_traced)
 
 
 def verify_pass(name, *, trials=100, seed=0):
@@ -186,7 +201,10 @@ def verify_pass(name, *, trials=100, seed=0):
     results. Returns a VerifyReport (``print`` it: a failure shows the input, both results and
     both graphs). The same seed gives the same instances. KilnError for an unknown name, a pass
     that is not a pattern pass, or a source pattern no instance of which could be built."""
-    return VerifyReport(*_C.graph.verify_pass(name, int(trials), int(seed)))
+    fn = "verify_pass"
+    return VerifyReport(*_C.graph.verify_pass(_text(name, "name", fn),
+                                              _integer(trials, "trials", fn, 1, 2**63 - 1),
+                                              _integer(seed, "seed", fn, 0, 2**64 - 1)))
 
 
 def register_custom_backend(name, path):
@@ -195,18 +213,48 @@ def register_custom_backend(name, path):
     _C.graph.register_custom_backend(name, _os.fspath(path))
 
 
+def _text(value, what, fn):
+    if not isinstance(value, str):
+        raise _KilnTypeError(f"{fn}: {what} must be a str, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _integer(value, what, fn, low, high):
+    """``value`` as an int in [low, high] (anything with __index__ but a bool)."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = _operator.index(value)
+    except TypeError:
+        raise _KilnTypeError(f"{fn}: {what} must be an int, got {type(value).__name__} "
+                             f"{value!r}") from None
+    if not low <= number <= high:
+        raise _KilnValueError(f"{fn}: {what} must be in [{low}, {high}], got {number}")
+    return number
+
+
+def _priority(value, fn):
+    return _integer(value, "priority", fn, -2**31, 2**31 - 1)  # a C++ int
+
+
 def _parameter_names(fn, which, default=None):
     if not callable(fn):
-        raise TypeError(f"register_pattern: {which} must be callable, got {type(fn).__name__}")
+        raise _KilnTypeError(f"register_pattern: {which} must be callable, got "
+                             f"{type(fn).__name__}")
     kinds = (_inspect.Parameter.POSITIONAL_ONLY, _inspect.Parameter.POSITIONAL_OR_KEYWORD)
     try:
         parameters = list(_inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         if default is not None:
             return default
-        raise TypeError(f"register_pattern: the parameters of {which} ({fn!r}) cannot be read; "
-                        f"pass a Python function (a lambda will do)") from None
-    if any(p.kind not in kinds for p in parameters):
-        raise TypeError(f"register_pattern: {which} must take only positional tensors, got "
-                        f"{which}{_inspect.signature(fn)}")
-    return [p.name for p in parameters]
+        raise _KilnTypeError(f"register_pattern: the parameters of {which} ({fn!r}) cannot be "
+                             f"read; pass a Python function (a lambda will do)") from None
+    # A parameter with a default keeps it, a constant of the pattern (`lambda x, c=factor: x * c`
+    # binds a loop's value); it was an input, so that pattern matched every product.
+    inputs = [p for p in parameters if p.default is p.empty]
+    if any(p.kind not in kinds for p in inputs) or any(
+            p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
+        raise _KilnTypeError(f"register_pattern: {which} must take only positional tensors "
+                             f"(and parameters with defaults, which are constants), got "
+                             f"{which}{_inspect.signature(fn)}")
+    return [p.name for p in inputs]

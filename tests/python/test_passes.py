@@ -340,6 +340,18 @@ def test_a_rewrite_never_makes_an_output_a_view_of_the_callers_input(registered,
     assert_close(again, np.zeros((4, 4)))
 
 
+def test_parameters_with_defaults_are_constants(registered):
+    # `s=2.0` binds a value, as a loop's lambdas do; as an input it made a pattern of every
+    # product, and x * y became x + x.
+    kiln.graph.register_pattern("DefaultTwice", src=lambda a, s=2.0: a * s,
+                                dst=lambda a, s=2.0: a + a)
+    registered.append("DefaultTwice")
+    f = kiln.jit(lambda x, y: (x * y, x * 2.0))
+    product, twice = f(t([1.0, 2.0]), t([5.0, 7.0]))
+    assert product.tolist() == [5.0, 14.0] and twice.tolist() == [2.0, 4.0]
+    assert [r.matches for r in f.pass_report() if r.pass_name == "DefaultTwice"] == [1]
+
+
 def test_pattern_check_gets_pattern_values(registered):
     seen = []
 
@@ -381,7 +393,7 @@ def test_example_args_set_the_traced_dtypes_and_shapes(registered):
     x = np.arange(6.0).reshape(2, 3)
     assert_close(f(kiln.tensor(x)), x.T * 2 + 1)
     assert [r.matches for r in f.pass_report() if r.pass_name == "ScaleAfterTranspose"] == [1]
-    with raises(TypeError, match="example_args has 2"):
+    with raises(kiln.KilnTypeError, match="example_args has 2"):
         kiln.graph.register_pattern("Examples", src=lambda x: -x, dst=lambda x: x * -1.0,
                                     example_args=[t([1.0]), t([1.0])])
 
@@ -404,15 +416,28 @@ def test_pattern_errors(registered):
 
     with raises(kiln.KilnError, match="test_passes.py:.*if x.sum\\(\\) > 0"):
         kiln.graph.register_pattern("Branchy", src=data_dependent, dst=lambda x: x)
-    with raises(TypeError, match="src must be callable"):
+    with raises(kiln.KilnTypeError, match="src must be callable"):
         kiln.graph.register_pattern("NotCallable", src=3, dst=lambda x: x)
-    with raises(TypeError, match="only positional tensors"):
+    with raises(kiln.KilnTypeError, match="only positional tensors"):
         kiln.graph.register_pattern("Star", src=lambda *xs: xs[0], dst=lambda x: x)
+    argument_errors = [
+        (dict(name=5), kiln.KilnTypeError, "name must be a str, got int 5"),
+        (dict(backend=None), kiln.KilnTypeError, "backend must be a str, got NoneType None"),
+        (dict(stage=None), kiln.KilnTypeError, "stage must be a str"),
+        (dict(priority="x"), kiln.KilnTypeError, "priority must be an int, got str 'x'"),
+        (dict(priority=2**40), kiln.KilnValueError, "priority must be in \\[-2147483648, "),
+        (dict(example_args=[3.0]), kiln.KilnTypeError,
+         "example_args\\[0\\] is a float, expected a kiln.Tensor"),
+    ]
+    for kwargs, error, message in argument_errors:
+        arguments = dict(name="Arguments", src=lambda x: -x, dst=lambda x: x * -1.0) | kwargs
+        with raises(error, match="register_pattern: " + message):
+            kiln.graph.register_pattern(**arguments)
     with raises(kiln.KilnValueError, match="unknown pass stage 'late'"):
         kiln.graph.register_pattern("Stage", src=lambda x: -x, dst=lambda x: x * -1.0,
                                     stage="late")
     names = {p.name for p in kiln.graph.list_passes()}
-    assert not names & {"Unused", "Counts", "Tuple", "Nothing", "Branchy", "Stage"}
+    assert not names & {"Unused", "Counts", "Tuple", "Nothing", "Branchy", "Stage", "Arguments"}
 
 
 # --- verify_pass ------------------------------------------------------------------------------
@@ -454,6 +479,12 @@ def test_verify_pass_passes_right_rewrites(registered):
 def test_verify_pass_errors():
     with raises(kiln.KilnValueError, match="no pass named 'Nope' is registered"):
         kiln.graph.verify_pass("Nope")
+    with raises(kiln.KilnValueError, match="verify_pass: trials must be in \\[1, "):
+        kiln.graph.verify_pass("Nope", trials=-1)
+    with raises(kiln.KilnValueError, match="verify_pass: seed must be in \\[0, 18446744073709551615\\]"):
+        kiln.graph.verify_pass("Nope", seed=2**64)
+    with raises(kiln.KilnTypeError, match="unregister_custom_pass: name must be a str, got int 3"):
+        kiln.graph.unregister_custom_pass(3)
 
 
 # --- the jit side -----------------------------------------------------------------------------
