@@ -60,8 +60,10 @@ nb::object pattern_value(const nb::handle& value_type, const NodePtr& node) {
     dtype = nb::cast(a.dtype());
     shape = nb::tuple(nb::cast(std::vector<int64_t>(a.shape().begin(), a.shape().end())));
   }
-  nb::object value =
-      node->is_value() ? nb::cast(static_cast<const ValueNode&>(*node).value()) : nb::none();
+  // A None constant (an absent optional input, such as layer_norm's weight) is an undefined tensor.
+  const Tensor* constant =
+      node->is_value() ? &static_cast<const ValueNode&>(*node).value() : nullptr;
+  nb::object value = constant != nullptr && constant->defined() ? nb::cast(*constant) : nb::none();
   return value_type(dtype, shape, value);
 }
 

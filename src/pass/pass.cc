@@ -66,14 +66,19 @@ PassStage parse_stage(const std::string& name) {
 }
 
 std::string PassReport::str() const {
-  std::string out = "stage        pass                              changed  matches  refused"
-                    "        ms\n";
-  char line[256];
+  std::string out =
+      "stage        pass                              changed  matches  refused"
+      "        ms\n";
   for (const PassRunRecord& r : runs) {
-    std::snprintf(line, sizeof(line), "%-12s %-33s %-7s %8zu %8zu %9.3f\n", stage_name(r.stage),
-                  r.pass.c_str(), r.changed ? "yes" : "no", r.matches, r.refusals,
-                  r.seconds * 1e3);
-    out += line;
+    // The numbers alone go through a fixed buffer: a pass name may be of any length.
+    char numbers[96];
+    std::snprintf(numbers, sizeof(numbers), " %-7s %8zu %8zu %9.3f\n", r.changed ? "yes" : "no",
+                  r.matches, r.refusals, r.seconds * 1e3);
+    std::string stage = stage_name(r.stage);
+    stage.resize(std::max<size_t>(stage.size(), 12), ' ');
+    std::string pass = r.pass;
+    pass.resize(std::max<size_t>(pass.size(), 33), ' ');
+    out += stage + " " + pass + numbers;
   }
   for (const PassRunRecord& r : runs) {
     for (const std::string& reason : r.reasons) out += "  " + reason + "\n";

@@ -122,14 +122,20 @@ std::vector<PassInfo> PassRegistry::list() const {
 }
 
 PassManager PassRegistry::manager(const std::string& backend, bool builtins) const {
-  PassManager manager;
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  // Registration order is the entries' order, which PassManager::add keeps among equals.
-  for (const State::Entry& e : state_->entries) {
-    if (e.info.builtin && !builtins) continue;
-    if (e.info.backend != "all" && e.info.backend != backend) continue;
-    manager.add(e.pass, e.info.stage, e.info.priority);
+  std::vector<State::Entry> entries;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    for (const State::Entry& e : state_->entries) {
+      if (e.info.builtin && !builtins) continue;
+      if (e.info.backend != "all" && e.info.backend != backend) continue;
+      entries.push_back(e);
+    }
   }
+  // Outside the lock: PassManager::add calls each pass's Prepare, which may read the registry
+  // (list_passes) and deadlocked here. Registration order is the entries' order, which
+  // PassManager::add keeps among equals.
+  PassManager manager;
+  for (const State::Entry& e : entries) manager.add(e.pass, e.info.stage, e.info.priority);
   return manager;
 }
 

@@ -122,14 +122,14 @@ void PatternToPatternPass::Prepare() {
     def->pass_name = name();
     SrcPattern src(def.get());
     DstPattern dst(def.get());
-    try {
-      DefineSrcPattern(&src);
-      def->num_src = def->elements.size();
-      DefineDstPattern(&dst);
-    } catch (Error& e) {
-      e.add_context("in pass '" + name() + "' defining its patterns");
-      throw;
-    }
+    // A plugin's definitions may throw any std::exception; it becomes a KilnError naming the pass.
+    detail::with_error_context(
+        [&] {
+          DefineSrcPattern(&src);
+          def->num_src = def->elements.size();
+          DefineDstPattern(&dst);
+        },
+        [&] { return "in pass '" + name() + "' defining its patterns"; });
     def->check();
     definition_ = std::move(def);
   });

@@ -373,6 +373,26 @@ def test_pattern_check_gets_pattern_values(registered):
         == [(0, 1)]
 
 
+def test_a_none_constant_reaches_a_check_as_none(registered):
+    # layer_norm without weight and bias: its None inputs are constants, whose value was an
+    # undefined tensor that raised at repr, .shape or .dtype.
+    seen = []
+
+    def note(x, w, b):
+        seen.append((w, b))
+        return False  # the destination holds the source again
+
+    kiln.graph.register_pattern("NormTwice", src=lambda x, w, b: mint.layer_norm(x, [4], w, b),
+                                dst=lambda x, w, b: mint.layer_norm(x, [4], w, b) * 1.0,
+                                check=note, example_args=[t(np.zeros((2, 4))), t(np.ones(4)),
+                                                          t(np.zeros(4))])
+    registered.append("NormTwice")
+    f = kiln.jit(lambda x: mint.layer_norm(x, [4]))
+    f(t(np.arange(8.0).reshape(2, 4)))
+    assert seen and seen[0][0].value is None and seen[0][1].value is None, seen
+    assert "PatternValue" in repr(seen[0][0])
+
+
 def test_a_raising_check_names_the_pattern(registered):
     def broken(x):
         raise RuntimeError("no idea")

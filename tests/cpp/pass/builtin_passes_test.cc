@@ -744,6 +744,25 @@ TEST(BuiltinPasses, AreRegisteredInOrderAndCannotBeUnregistered) {
             PassRegistry::Instance().manager("reference", /*builtins=*/true).size());
 }
 
+// A pass whose Prepare reads the registry, as a plugin's may.
+class ListingPass final : public Pass {
+ public:
+  ListingPass() : Pass("ListingPass") {}
+  void Prepare() override { seen = list_passes().size(); }
+  bool Run(const FuncGraphPtr&) override { return false; }
+  size_t seen = 0;
+};
+
+TEST(PassRegistry, BuildsManagersOutsideItsLock_SoPrepareMayListThePasses) {
+  auto pass = std::make_shared<ListingPass>();
+  register_pass(pass, "reference");
+  // The jit builds a manager per compile; Prepare ran under the registry's lock and deadlocked.
+  const PassManager manager = PassRegistry::Instance().manager("reference", /*builtins=*/true);
+  EXPECT_EQ(pass->seen, list_passes().size());
+  unregister_custom_pass("ListingPass");
+  EXPECT_GT(manager.size(), 0u);
+}
+
 TEST(BuiltinPasses, RewriteAGraphAsTheJitRunsThem) {
   const FuncGraphPtr g = ir::parse(R"(graph "f"(%0 "x": float32[3]) {
   %1 = const float64[] weak [2.0]

@@ -365,6 +365,13 @@ TEST(PatternPass, InvalidPatternsFailAtPrepareNamingThePass) {
   }, "must be a primitive");
 }
 
+TEST(PatternPass, AnyExceptionOfADefinitionNamesThePass) {
+  auto pass = std::make_shared<LambdaPass>(
+      "Throws", [](SrcPattern*, DstPattern*) { throw std::runtime_error("define failed"); });
+  expect_error([&] { pass->Prepare(); }, ErrorKind::kGeneric,
+               "define failed\n  in pass 'Throws' defining its patterns");
+}
+
 TEST(PatternPass, PatternMapNamesWhatIsBound) {
   auto pass = std::make_shared<LambdaPass>("Probe", [](SrcPattern* src, DstPattern* dst) {
     if (src) src->AddVar("x").AddVar("y").AddCNode("neg", {prim("Neg"), "y"})
@@ -435,6 +442,19 @@ TEST(PassManager, PassExceptionsNameThePass) {
   ints.add(std::make_shared<ThrowingAnInt>());
   expect_error([&] { ints.Run(g); }, ErrorKind::kGeneric,
                "pass 'IntThrower' (stage pre_fusion) failed on graph \"f\": an unknown exception");
+}
+
+TEST(PassReport, ALongPassNameKeepsItsRowWhole) {
+  PassReport report;
+  report.runs.push_back({std::string(300, 'P'), PassStage::kFusion, true, 1, 0, {}, 0.0});
+  report.runs.push_back({"Short", PassStage::kPostFusion, false, 0, 0, {}, 0.0});
+  const std::string text = report.str();
+  // The 256-byte line buffer cut the first row before its numbers and its newline.
+  EXPECT_NE(text.find(std::string(300, 'P') + " yes            1        0     0.000\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\npost_fusion  Short                             no"), std::string::npos)
+      << text;
 }
 
 TEST(PassStage, NamesRoundTripAndUnknownNamesAreListed) {
