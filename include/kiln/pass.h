@@ -44,11 +44,11 @@
 // A rewrite is refused (left undone; the pass report counts it with the reason, naming the
 // pass) when CheckMatchedDAG returns false, when a new node's inference fails, when the new
 // root's abstract differs from the replaced root's (dtype, shape, weakness), or when it would
-// make a cycle. Patterns are checked by Prepare(): an unknown primitive, a name used before it is
-// defined or defined twice, a source pattern without a CNode, a source node that the root does
-// not use, or a destination input that names nothing is a kiln::Error (kValue) naming the pass.
-// register_custom_pass and PassManager::add call Prepare, so a bad pattern fails there, before
-// any graph is compiled.
+// make a cycle. Patterns are checked by Prepare(): an unknown primitive or attribute name, a name
+// used before it is defined or defined twice, a source pattern without a CNode, a source node that
+// the root does not use, or a destination input that names nothing is a kiln::Error (kValue) naming
+// the pass. register_custom_pass and PassManager::add call Prepare, so a bad pattern fails there,
+// before any graph is compiled.
 //
 // Matching: an index of the graph's op nodes by primitive name gives the candidate roots; a
 // worklist visits them in topological order and, after each rewrite, the nodes it made and their

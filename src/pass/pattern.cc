@@ -167,6 +167,22 @@ void PatternDefinition::check() {
         fail(std::string(which) + " node '" + e.name + "' uses the unknown primitive '" +
              e.primitive->name() + "' (not a registered op)");
       }
+      // A misspelt attribute never matches in the source and fails every rewrite in the
+      // destination: refused here, where it shows.
+      if (const OpDefPtr op = e.primitive->is_builtin() ? nullptr : e.primitive->op_def()) {
+        for (const auto& [attr, value] : e.primitive->attrs().items()) {
+          const auto& specs = op->attr_specs();
+          if (std::any_of(specs.begin(), specs.end(),
+                          [&](const AttrSpec& spec) { return spec.name == attr; })) {
+            continue;
+          }
+          std::string known;
+          for (const AttrSpec& spec : specs) known += (known.empty() ? "" : ", ") + spec.name;
+          fail(std::string(which) + " node '" + e.name + "' gives " + e.primitive->name() +
+               " the unknown attribute '" + attr +
+               "' (its attributes: " + (known.empty() ? "none" : known) + ")");
+        }
+      }
       e.inputs.clear();
       e.seq_position = -1;
       for (const std::string& in : e.input_names) {

@@ -363,6 +363,18 @@ TEST(PatternPass, InvalidPatternsFailAtPrepareNamingThePass) {
     if (s) s->AddVar("x").AddCNode("n", {"x"});
     if (d) d->SetRoot("x");
   }, "must be a primitive");
+  expect_invalid(
+      [](SrcPattern* s, DstPattern* d) {
+        if (s) s->AddVar("x").AddCNode("n", {prim("Softmax", {{"dimm", int64_t{1}}}), "x"});
+        if (d) d->SetRoot("x");
+      },
+      "source node 'n' gives Softmax the unknown attribute 'dimm' (its attributes: dim)");
+  expect_invalid(
+      [](SrcPattern* s, DstPattern* d) {
+        if (s) s->AddVar("x").AddCNode("n", {prim("Neg"), "x"});
+        if (d) d->AddCNode("m", {prim("Softmax", {{"dimm", int64_t{1}}}), "x"});
+      },
+      "destination node 'm' gives Softmax the unknown attribute 'dimm'");
 }
 
 TEST(PatternPass, AnyExceptionOfADefinitionNamesThePass) {
