@@ -162,6 +162,7 @@ def _resolve(x, key):
                                      "never negative); index with a reversed integer tensor "
                                      "instead")
             start, stop, step = value.indices(size)
+            step = min(step, 2**63 - 1)  # a step past int64 takes one element all the same
             if _clamps(value, size) and _C.jit.is_tracing():
                 _C.jit.note_size_decision()
             if (start, stop, step) != (0, size, 1):

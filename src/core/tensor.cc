@@ -379,9 +379,11 @@ Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) cons
   const int64_t hi = std::max(lo, clamp(end));
   Shape shape = this->shape();
   Shape strides = this->strides();
-  shape[d] = (hi - lo + step - 1) / step;
+  // Without overflow for any step (hi - lo + step - 1 wrapped for steps near 2**63).
+  shape[d] = hi > lo ? (hi - lo - 1) / step + 1 : 0;
   const int64_t offset = storage_offset() + lo * strides[d];
-  strides[d] *= step;
+  // With two or more elements the step is below n, so the product fits; with fewer it is unused.
+  if (shape[d] > 1) strides[d] *= step;
   return Tensor(make_view(*this, std::move(shape), std::move(strides), offset));
 }
 

@@ -81,12 +81,14 @@ std::vector<Tensor> index_grad(const std::vector<Tensor>& in, const Tensor&, con
     rows *= shape[d];
   }
   Shape rest(shape.begin() + static_cast<std::ptrdiff_t>(k), shape.end());
-  Shape flat_g{-1};
+  const Shape indices = index_shape(in, 1);
+  // The row count given, not inferred: with an empty `rest` it cannot be (-1 among zeros).
+  Shape flat_g{shape_numel(indices)};
   flat_g.insert(flat_g.end(), rest.begin(), rest.end());
   const Tensor g_rows = reshape(g, flat_g);
   Shape along(rest.size() + 1, 1);
-  along[0] = -1;
-  const Tensor index = expand(reshape(expand(row, index_shape(in, 1)), along), g_rows.shape());
+  along[0] = flat_g[0];
+  const Tensor index = expand(reshape(expand(row, indices), along), g_rows.shape());
   Shape flat_x{rows};
   flat_x.insert(flat_x.end(), rest.begin(), rest.end());
   const Tensor summed = scatter(zeros(flat_x, g.dtype()), 0, index, g_rows, "add");

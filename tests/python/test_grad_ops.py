@@ -456,6 +456,14 @@ def test_shape_and_index_ops(name):
     assert gradcheck(SHAPE_OPS[name], (r(3, 4),))
 
 
+def test_advanced_index_gradient_with_empty_trailing_dims():
+    # The gradient's rows were reshaped as [-1, 0], which no size infers.
+    for key in [([0, 1], [0, 1]), ([0, 1], [0, 1], slice(0, 0))]:
+        x = kiln.tensor(np.ones((2, 3, 0))).requires_grad_()
+        mint.sum(x[key]).backward()
+        assert x.grad.shape == (2, 3, 0)
+
+
 # Ops without tensor inputs to differentiate: factories and random draws.
 NO_INPUTS = {"Arange", "Empty", "Eye", "Full", "Linspace", "Ones", "Zeros", "RandUniform",
              "RandNormal", "RandInt"}

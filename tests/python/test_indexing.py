@@ -144,6 +144,16 @@ def test_0d_tensor_indexing():
         x[0]
 
 
+def test_slice_steps_past_int64_and_the_size():
+    # hi - lo + step - 1 overflowed: x[5:9:2**63 - 2] had shape (-1,), x[::2**63 - 1] (0,), and
+    # a step of 2**63 was nanobind's TypeError.
+    a = np.arange(10.0)
+    x = kiln.tensor(a)
+    for key in [slice(5, 9, 2**63 - 2), slice(None, None, 2**63 - 1), slice(1, None, 2**62),
+                slice(None, None, 2**63), slice(3, None, 2**200), slice(8, 2, 3)]:
+        assert_close(x[key], a[key])
+
+
 def test_integer_like_scalars_index_like_ints(base):
     x = kiln.tensor(base)
     assert_close(x[np.int32(2)], base[2])

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -179,6 +180,12 @@ TEST(Tensor, SliceFollowsPythonSemantics) {
   EXPECT_EQ(t.slice(0, -3, 100).shape(), (Shape{3}));
   EXPECT_EQ(t.slice(0, 8, 2).shape(), (Shape{0}));
   EXPECT_THROW(t.slice(0, 0, 5, 0), Error);
+  // Steps near int64's end: the size's formula overflowed (-1 and 0 elements).
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(t.slice(0, 5, 9, kMax - 1).shape(), (Shape{1}));
+  const Tensor first = t.slice(0, 0, 10, kMax);
+  EXPECT_EQ(first.shape(), (Shape{1}));
+  EXPECT_EQ(at(first, {0}), 0.0f);
 }
 
 TEST(Tensor, NarrowAndSelect_CheckBounds) {
