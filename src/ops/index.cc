@@ -314,6 +314,13 @@ void scatter_kernel(KernelContext& ctx) {
   const std::string reduce = ctx.attrs.get<std::string>("reduce");
   const int64_t n = x.shape()[dim];
   const Tensor idx = load_index("Scatter", index, index.shape(), dim, n);
+  if (src.is_weak_scalar()) {
+    // A Python number takes x's dtype: it must fit, as masked_fill's and where's (300 into
+    // uint8 wrapped to 44).
+    const Scalar v = detail::scalar_value(src);
+    KILN_CHECK_VALUE(detail::scalar_fits(x.dtype(), v))
+        << "Scatter: the value " << v << " does not fit in " << dtype_name(x.dtype());
+  }
   // Reductions run in the compute dtype (float32 for the 16-bit floats) and round once.
   const DType acc_dtype = reduce == "none" ? x.dtype() : compute_dtype(x.dtype());
   const Tensor acc = acc_dtype == out.dtype() ? out : Tensor::empty(x.shape(), acc_dtype);

@@ -269,7 +269,7 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   const int64_t n = x.size(dim);
   // An empty dimension keeps the requested count of (empty) chunks, as torch.chunk does.
   if (n == 0) return split(x, std::vector<int64_t>(static_cast<size_t>(chunks), 0), dim);
-  return split(x, (n + chunks - 1) / chunks, dim);
+  return split(x, n / chunks + (n % chunks != 0), dim);  // n + chunks - 1 overflowed
 }
 
 }  // namespace kiln

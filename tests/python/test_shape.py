@@ -309,6 +309,12 @@ def test_chunk_follows_torch_chunk(n, chunks, rng):
     check_pieces(mint.chunk(t, chunks, 1), a, torch_chunk_sizes(n, chunks), 1, t)
 
 
+def test_chunk_into_more_pieces_than_int64_rounding_allows():
+    # n + chunks - 1 overflowed: "split: expected a positive split_size, got 0".
+    t = kiln.tensor(np.arange(10.0))
+    assert [p.tolist() for p in mint.chunk(t, 2**63 - 1)] == [[float(i)] for i in range(10)]
+
+
 def test_split_takes_numpy_integers():
     t = kiln.tensor(np.arange(5, dtype=np.float32))
     assert [p.shape for p in mint.split(t, np.int64(2))] == [(2,), (2,), (1,)]
@@ -498,6 +504,17 @@ def test_scatter_takes_a_scalar_src(value, rng):
     out = mint.scatter(kiln.tensor(a), 1, index, value)
     assert out.dtype == kiln.int64
     assert_close(out, scatter_reference(a, 1, index, np.int64(value), "none"))
+
+
+def test_scatter_refuses_a_number_its_dtype_cannot_hold():
+    # As masked_fill and where: 300 into uint8 wrapped to 44, NaN into int64 to -2**63.
+    index = kiln.tensor([0])
+    for dtype, value in [(np.uint8, 300), (np.int64, float("nan")), (np.int8, -129)]:
+        x = kiln.tensor(np.zeros(3, dtype))
+        with raises(kiln.KilnValueError, match="Scatter: the value .* does not fit in"):
+            mint.scatter(x, 0, index, value)
+        assert x.tolist() == [0, 0, 0]
+    assert mint.scatter(kiln.tensor(np.zeros(3, np.uint8)), 0, index, 255).tolist() == [255, 0, 0]
 
 
 def test_scatter_with_duplicates_keeps_the_last_value():
