@@ -224,6 +224,10 @@ def _advanced_plan(view, advanced, adjacent):
     dims = [d for d, _ in advanced]
     first = dims[0]
     if adjacent:
+        if first > 0 and _C.jit.is_tracing():
+            # The aranges are constants of the dims' sizes: under kiln.jit(dynamic=True) the
+            # graph holds only for this batch size (it failed as "a constant whose value differs").
+            _C.jit.note_size_decision()
         lead = [_C.from_numpy(np.arange(view.shape[i], dtype=np.int64).reshape(
                     (view.shape[i],) + (1,) * (first - 1 - i + len(broadcast))))
                 for i in range(first)]

@@ -172,6 +172,28 @@ def test_pieces_of_the_batch_not_linear_in_it_trace_each_batch_size(take, batche
     assert traced == list(batches)
 
 
+def test_adjacent_advanced_indices_after_the_batch_trace_each_batch_size():
+    # x[:, i, j] indexes the batch dim with an arange of B, a constant of the graph: the second
+    # batch size failed as "a constant whose value differs". Reads and writes alike.
+    traced = []
+
+    @kiln.jit(dynamic=True)
+    def f(x):
+        traced.append(x.shape[0])
+        y = x * 1.0
+        y[:, [0, 1], [1, 1]] = -1.0
+        return x[:, [0, 1], [1, 0]] * 1.0, y
+
+    for b in (3, 4, 5):
+        a = np.arange(b * 4, dtype=np.float32).reshape(b, 2, 2)
+        read, written = f(kiln.tensor(a))
+        want = a.copy()
+        want[:, [0, 1], [1, 1]] = -1.0
+        np.testing.assert_array_equal(read.numpy(), a[:, [0, 1], [1, 0]])
+        np.testing.assert_array_equal(written.numpy(), want)
+    assert traced == [3, 4, 5]
+
+
 def test_views_that_keep_the_batch_whole_trace_twice():
     # Columns, a row's element, a reshape, chunks of another dim: linear in B, instantiated
     # without tracing.
