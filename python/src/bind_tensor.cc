@@ -233,7 +233,23 @@ void bind_tensor(nb::module_& m) {
             KILN_CHECK_VALUE(t.is_contiguous())
                 << "as_strided of a non-contiguous tensor that requires grad: its storage "
                 << "strides cannot be followed by autograd; call .contiguous() first";
-            return as_strided(t, size, stride, offset - t.storage_offset());
+            // So the view must stay within t's elements (untracked, it may reach the rest of
+            // the storage, as in PyTorch).
+            const int64_t first = offset - t.storage_offset();
+            int64_t last = first;
+            bool empty = false;
+            for (size_t d = 0; d < size.size() && d < stride.size(); ++d) {
+              empty = empty || size[d] == 0;
+              if (size[d] > 0 && stride[d] > 0) last += (size[d] - 1) * stride[d];
+            }
+            KILN_CHECK_VALUE(empty || (first >= 0 && last < t.numel()))
+                << "as_strided of a tensor that requires grad: the view reaches storage "
+                << "elements " << offset << " to " << last + t.storage_offset()
+                << ", outside this tensor's own (" << t.storage_offset() << " to "
+                << t.storage_offset() + t.numel() - 1
+                << "), which are all autograd follows; take the view of the tensor that holds "
+                << "them";
+            return as_strided(t, size, stride, first);
           },
           "size"_a, "stride"_a, "storage_offset"_a = nb::none(),
           "A view with these storage strides, from `storage_offset` in the storage (by default "

@@ -614,6 +614,13 @@ def test_as_strided_is_tracked_on_contiguous_tensors_and_refused_on_others():
         leaf(3, 2).T.as_strided((2,), (1,), 0)
     with kiln.no_grad():  # untracked: storage strides as they are
         assert leaf(3, 2).T.as_strided((2,), (1,), 0).shape == (2,)
+    # Tracked, the view stays within the tensor's elements (it said "offset -1 reach element 3");
+    # untracked it reads the storage around them, as in PyTorch.
+    with raises(kiln.KilnValueError, match="reaches storage elements 1 to 5, outside this "
+                                           "tensor's own \\(2 to 5\\)"):
+        y[2:].as_strided((3,), (2,), 1)
+    with kiln.no_grad():
+        assert y[2:].as_strided((3,), (2,), 1).tolist() == [1.0, 3.0, 5.0]
 
 
 # ---- saved tensors changed in place before backward ---------------------------------------------
