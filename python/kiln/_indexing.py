@@ -2,8 +2,8 @@
 
 Basic indices -- ints (negative count from the end), slices with positive steps, ``None`` (a new
 axis) and ``...`` -- give a VIEW that shares ``x``'s storage, built from ``Tensor.select``,
-``slice`` and ``unsqueeze``. Advanced indices -- integer tensors, NumPy integer arrays and lists,
-boolean masks -- give a copy, with NumPy's placement rule for the indexed dims: the broadcast
+``slice`` and ``unsqueeze``. Advanced indices -- integer tensors, NumPy integer arrays, lists,
+ranges and tuples within the key (``x[:, (0, 2)]``), boolean masks -- give a copy, with NumPy's placement rule for the indexed dims: the broadcast
 index dims replace the indexed dims in place when the advanced indices are adjacent, and go to the
 front when a slice, ``...`` or ``None`` separates them -- an ``...`` that stands for no dims too
 (``x[:, [0, 1], ..., [1, 2]]`` on a 3-d ``x`` has the index dims first). As in NumPy, an int or a
@@ -52,7 +52,10 @@ def _as_array_index(obj):
         else:
             return _ARRAY, obj
     else:
-        arr = np.asarray(obj)
+        try:
+            arr = np.asarray(obj)
+        except ValueError as e:  # a ragged sequence
+            raise KilnIndexError(f"a sequence used as an index must be rectangular: {e}") from None
         if arr.size == 0 and arr.dtype == np.float64 and not isinstance(obj, np.ndarray):
             arr = arr.astype(np.int64)  # [] indexes with no positions, as in NumPy
     if arr.dtype == np.bool_:
@@ -83,7 +86,8 @@ def _parse(key):
             items.append((_SLICE, k))
         elif isinstance(k, (bool, np.bool_)):
             items.append((_BOOL, bool(k)))
-        elif isinstance(k, (Tensor, np.ndarray, list)):
+        elif isinstance(k, (Tensor, np.ndarray, list, tuple, range)):
+            # A tuple inside the key is a sequence index, as in NumPy (the key itself is not).
             items.append(_as_array_index(k))
         else:
             try:
@@ -253,7 +257,11 @@ def _getitem(self, key):
 def _setitem(self, key, value):
     view, advanced, adjacent = _resolve(self, key)
     if (type(value) is int and not -2**63 <= value < 2**63 and self.dtype.is_floating_point):
-        value = float(value)  # as the operators take it; an integer self refuses it
+        try:
+            value = float(value)  # as the operators take it; an integer self refuses it
+        except OverflowError:
+            raise KilnValueError(f"the Python int {value} is past float64's range (about "
+                                 f"1.8e308)") from None
     if not isinstance(value, (bool, int, float)):
         if not isinstance(value, Tensor):
             # A list is read in self's dtype: at Kiln's default float32, 0.1 would reach a float64

@@ -44,7 +44,8 @@ def _tolist(self):
 
 def _iter(self):
     if self.ndim == 0:
-        raise TypeError("iteration over a 0-d tensor")
+        raise KilnTypeError("iteration over a 0-d tensor (it has no rows; item() gives its "
+                            "value)")
     return (self.select(0, i) for i in range(self.shape[0]))
 
 

@@ -98,7 +98,11 @@ Tensor big_int_operand(const char* op, const Tensor& self, nb::handle big) {
       << " does not fit int64, the range of Kiln's integer scalars, so it cannot be combined with "
       << "a " << self.dtype() << " tensor; use a float or a floating-point tensor";
   const double value = PyLong_AsDouble(big.ptr());
-  if (value == -1.0 && PyErr_Occurred()) throw nb::python_error();  // past double's range
+  if (value == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    KILN_FAIL(kValue) << op << ": the Python int " << nb::str(big).c_str()
+                      << " is past float64's range (about 1.8e308)";
+  }
   return Tensor::scalar(Scalar(value));
 }
 

@@ -856,8 +856,12 @@ def test_python_ints_beyond_int64_in_operators(big, rng):
         with raises(kiln.KilnValueError, match=f"the Python int {big} does not fit int64"):
             op()
     np.testing.assert_array_equal(t.numpy(), [1, 2])
-    with pytest.raises(OverflowError):
-        x + 10**400  # past float64 too
+    # Past float64 too: a KilnValueError (was Python's OverflowError), as for assignment.
+    with raises(kiln.KilnValueError, match="__add__: the Python int 1000.* is past float64.s range"):
+        x + 10**400
+    with raises(kiln.KilnValueError, match="the Python int 1000.* is past float64's range"):
+        x[0] = 10**400
+    assert_close(x, a * np.float32(big))
 
 
 @pytest.mark.parametrize("big", [2**63, -2**63 - 1])

@@ -144,6 +144,21 @@ def test_0d_tensor_indexing():
         x[0]
 
 
+def test_tuples_and_ranges_in_a_key_are_sequence_indices():
+    # As in NumPy (they were refused); the key itself as a tuple is still one index per dim.
+    a = np.arange(12.0).reshape(3, 4)
+    x = kiln.tensor(a)
+    for key in [((0, 1),), (slice(None), (0, 2)), range(2), (range(1, 3), 0), (0, 1)]:
+        assert_close(x[key], a[key])
+    x[(0, 2), ] = 7.0
+    a[(0, 2), ] = 7.0
+    assert_close(x, a)
+    with raises(kiln.KilnIndexError, match="a sequence used as an index must be rectangular"):
+        x[[0, [1]]]  # NumPy's bare ValueError
+    with raises(kiln.KilnTypeError, match="iteration over a 0-d tensor"):
+        list(kiln.tensor(1.0))
+
+
 def test_slice_steps_past_int64_and_the_size():
     # hi - lo + step - 1 overflowed: x[5:9:2**63 - 2] had shape (-1,), x[::2**63 - 1] (0,), and
     # a step of 2**63 was nanobind's TypeError.
