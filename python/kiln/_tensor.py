@@ -24,9 +24,15 @@ from .errors import KilnTypeError, KilnValueError
 Tensor = _C.Tensor
 
 
+# NumPy's NPY_MAXDIMS (32 before NumPy 2); numpy() of a tensor with more dims is a KilnValueError.
+_NUMPY_MAX_DIMS = 64 if int(np.__version__.split(".")[0]) >= 2 else 32
+
+
 def _repr(self):
     if _C.jit.is_tracer(self):  # printing inside a jitted function: no data to show
         return f"Tracer({self.dtype!r}{list(self.shape)})"
+    if self.ndim > _NUMPY_MAX_DIMS:  # past what a NumPy array holds: the shape alone
+        return f"tensor(<{self.ndim}-d, shape {list(self.shape)}>, dtype={self.dtype!r})"
     values = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
     return f"tensor({values}, dtype={self.dtype!r})"
 
@@ -39,6 +45,8 @@ def _array(self, dtype=None, copy=None):
 
 
 def _tolist(self):
+    if self.ndim > _NUMPY_MAX_DIMS:  # past what a NumPy array holds: row by row
+        return [row.tolist() for row in self]
     return self.numpy().tolist()
 
 
@@ -75,18 +83,30 @@ def _deepcopy(self, memo):
     return copied
 
 
-def _rebuild(values, dtype, requires_grad):
-    """Unpickles a tensor (the inverse of Tensor.__reduce__)."""
-    tensor = _C.tensor(values, dtype=dtype)
+def _rebuild(values, dtype, requires_grad, shape=None):
+    """Unpickles a tensor (the inverse of Tensor.__reduce__). bfloat16 comes as its bits (int16;
+    pickles of Kiln 0.6 hold float32 values), a tensor past NumPy's dimensions flat with its
+    ``shape``."""
+    if dtype == "bfloat16" and values.dtype == np.int16:
+        tensor = _C._bits_as(_C.tensor(values), dtype)
+    else:
+        tensor = _C.tensor(values, dtype=dtype)
+    if shape is not None:
+        tensor = tensor.reshape(shape)
     tensor.requires_grad_(requires_grad)
     return tensor
 
 
 def _reduce(self):
     _check_has_data(self, "pickle")
-    # numpy() gives bfloat16, which NumPy lacks, as float32 holding the same values: exact.
-    values = np.asarray(self.numpy(), order="C")  # a view pickles as its own elements
-    return _rebuild, (values, self.dtype.name, self.requires_grad)
+    source = self.detach()
+    if self.dtype == _C.dtype.bfloat16:  # NumPy lacks it: its bits, signalling NaNs and all
+        source = _C._bits_as(source, _C.dtype.int16)
+    shape = list(self.shape) if self.ndim > _NUMPY_MAX_DIMS else None
+    if shape is not None:
+        source = source.flatten()
+    values = np.asarray(source.numpy(), order="C")  # a view pickles as its own elements
+    return _rebuild, (values, self.dtype.name, self.requires_grad, shape)
 
 
 def _reduce_ex(self, protocol):

@@ -78,13 +78,12 @@ def _to_bytes(key, tensor):
     if name is None:
         raise DTypeError(f"kiln.save: tensor {key!r} has dtype {tensor.dtype!r}, which has no "
                          f"safetensors name")
-    # Flat, as the file holds it: NumPy refuses some shapes Kiln holds (see above).
-    array = np.ascontiguousarray(tensor.flatten().numpy())
+    # Flat, as the file holds it: NumPy refuses some shapes Kiln holds (see above). bfloat16,
+    # which NumPy lacks, goes as its bits.
+    flat = tensor.flatten()
     if name == "BF16":
-        # numpy() gives bfloat16 as float32 holding exactly the bfloat16 value: its upper half.
-        array = (array.astype("<f4").view("<u4") >> 16).astype("<u2")
-    else:
-        array = array.astype(_FORMATS[name][1], copy=False)
+        flat = _C._bits_as(flat, _C.dtype.int16)
+    array = np.ascontiguousarray(flat.numpy()).astype(_FORMATS[name][1], copy=False)
     return name, array.tobytes()
 
 
@@ -220,10 +219,12 @@ def load(path):
         # Read flat and shaped by Kiln: NumPy refuses some shapes Kiln holds (see above).
         array = np.frombuffer(data, dtype=stored, count=count, offset=begin)
         if dtype_name == "BF16":
-            array = (array.astype("<u4") << 16).view("<f4")
-        elif dtype_name == "BOOL":
-            array = array.astype(np.bool_)
-        result[name] = _C.tensor(array, dtype=kiln_dtype).reshape(shape)
+            # Bits as they are (a conversion from float32 would quiet a signalling NaN).
+            tensor = _C._bits_as(_C.tensor(array.view("<i2")), kiln_dtype)
+        else:
+            tensor = _C.tensor(array.astype(np.bool_) if dtype_name == "BOOL" else array,
+                               dtype=kiln_dtype)
+        result[name] = tensor.reshape(shape)
         spans.append((begin, end, name))
     position = 0
     for begin, end, name in sorted(spans):

@@ -277,6 +277,18 @@ void bind_tensor(nb::module_& m) {
       "A new tensor (always a copy) from a list, a number, a NumPy array or a tensor. Python "
       "floats give float32; a NumPy array keeps its dtype unless `dtype` is given.");
   m.def(
+      "_bits_as",
+      [](const Tensor& t, DTypeArg dtype) {
+        const DType d = dtype.get();
+        KILN_CHECK_DTYPE(itemsize(d) == itemsize(t.dtype()))
+            << "_bits_as: " << t.dtype() << " and " << d << " differ in size";
+        const Tensor bits = t.contiguous();
+        return Tensor::from_blob(bits.data_ptr(), bits.shape(), d, {}, [bits](void*) {}).clone();
+      },
+      "t"_a, "dtype"_a,
+      "A new tensor of `dtype` holding t's bits (dtypes of one size): how kiln.load and unpickling "
+      "read bfloat16 exactly, signalling NaNs included.");
+  m.def(
       "from_numpy",
       [](nb::handle array) {
         KILN_CHECK_VALUE(!is_read_only(array))

@@ -123,13 +123,15 @@ Tensor tensor_from_numpy(nb::handle array_in, bool copy) {
   // DLPack dtype (nanobind's conversion failed with a bare std::bad_cast).
   const nb::object numpy_dtype = array.attr("dtype");
   const std::string kind = nb::cast<std::string>(numpy_dtype.attr("kind"));
-  KILN_CHECK_DTYPE(nb::cast<bool>(numpy_dtype.attr("isnative")) &&
-                   kind.find_first_of("biuf") != std::string::npos &&
-                   (kind != "f" || nb::cast<int>(numpy_dtype.attr("itemsize")) <= 8))
+  const int64_t itemsize = nb::cast<int64_t>(numpy_dtype.attr("itemsize"));
+  // NumPy's kinds of Kiln's dtypes: bool, signed ints, uint8 (uint16 to uint64 reached
+  // dtype_from_dlpack, whose message spoke of DLPack codes), floats up to float64.
+  const bool held = kind == "b" || kind == "i" || (kind == "u" && itemsize == 1) ||
+                    (kind == "f" && itemsize <= 8);
+  KILN_CHECK_DTYPE(nb::cast<bool>(numpy_dtype.attr("isnative")) && held)
       << "cannot read a NumPy array of dtype " << nb::cast<std::string>(nb::repr(numpy_dtype))
       << "; expected bool, int8, uint8, int16, int32, int64, float16, float32 or float64 in "
          "native byte order (convert it with array.astype(...))";
-  const int64_t itemsize = nb::cast<int64_t>(numpy_dtype.attr("itemsize"));
   for (nb::handle stride : array.attr("strides")) {
     KILN_CHECK_VALUE(nb::cast<int64_t>(stride) % itemsize == 0)
         << "from_numpy: a stride of " << nb::cast<int64_t>(stride)
@@ -158,6 +160,12 @@ Tensor tensor_from_numpy(nb::handle array_in, bool copy) {
 }
 
 nb::object tensor_to_numpy(const Tensor& t) {
+  // NumPy's NPY_MAXDIMS; past it nanobind made a 0-d array of objects, silently.
+  static const int64_t max_dims =
+      nb::cast<std::string>(numpy().attr("__version__")).rfind("1.", 0) == 0 ? 32 : 64;
+  KILN_CHECK_VALUE(t.ndim() <= max_dims)
+      << "a NumPy array holds at most " << max_dims << " dimensions; this tensor has " << t.ndim()
+      << " (reshape it first)";
   Tensor source = t;
   if (t.dtype() == DType::kBFloat16) {
     source = Tensor::empty(t.shape(), DType::kFloat32);

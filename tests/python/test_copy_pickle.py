@@ -96,6 +96,41 @@ def test_bfloat16_special_values_round_trip_bit_for_bit():
     assert nan.dtype == kiln.bfloat16 and np.isnan(nan.numpy()[0])
 
 
+def bfloat16_of_bits(bits):
+    return kiln._C._bits_as(kiln.tensor(np.array(bits, np.uint16).view(np.int16)), kiln.bfloat16)
+
+
+def bits_of(x):
+    return [b & 0xFFFF for b in kiln._C._bits_as(x, kiln.int16).tolist()]
+
+
+def test_bfloat16_signalling_nans_pickle_as_their_bits():
+    # A pickle held float32 values, which the conversion back quieted (0x7F81 became 0x7FC1).
+    bits = [0x7F81, 0xFF81, 0x7FC0, 0x3F80]
+    for y in (pickled(bfloat16_of_bits(bits)), deep(bfloat16_of_bits(bits))):
+        assert y.dtype == kiln.bfloat16 and bits_of(y) == bits
+    # A pickle of Kiln 0.6 (float32 values) still loads.
+    old = kiln._tensor._rebuild(np.array([1.5, -2.0], np.float32), "bfloat16", True)
+    assert old.dtype == kiln.bfloat16 and old.tolist() == [1.5, -2.0] and old.requires_grad
+
+
+def test_tensors_past_numpys_dimensions():
+    # NumPy holds 64 dims: numpy() made a 0-d object array of it, silently, and repr, tolist and
+    # pickle broke on that.
+    shape = [1] * 64 + [2]
+    x = kiln.mint.ones(shape)
+    with raises(kiln.KilnValueError, match="a NumPy array holds at most 64 dimensions; this "
+                                           "tensor has 65"):
+        x.numpy()
+    assert repr(x).startswith("tensor(<65-d, shape [1, 1,")
+    nested = x.tolist()
+    for _ in range(64):
+        nested = nested[0]
+    assert nested == [1.0, 1.0]
+    y = pickled(x)
+    assert y.shape == tuple(shape) and y.reshape(-1).tolist() == [1.0, 1.0]
+
+
 @pytest.mark.parametrize("make", [
     lambda base: base.T,                                     # transposed
     lambda base: base[:, 1:3],                               # a slice of each row
