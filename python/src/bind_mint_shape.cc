@@ -142,7 +142,7 @@ void bind_mint_shape(nb::module_& mint) {
          std::optional<double> value) { return pad(x, pads, mode, value.value_or(0.0)); },
       "x"_a, "pad"_a, "mode"_a = "constant", "value"_a = nb::none(),
       "x padded by (before, after) pairs from the last dim, as torch.nn.functional.pad; mode "
-      "'constant', 'reflect' or 'replicate'.");
+      "'constant', 'reflect', 'replicate' or 'circular'.");
   mint.def(
       "tril", [](const TensorArg& x, int64_t diagonal) { return tril(x, diagonal); }, "x"_a,
       "diagonal"_a = 0, "x with elements above the diagonal of the last two dims zeroed.");

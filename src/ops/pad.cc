@@ -1,4 +1,4 @@
-// Padding and triangles: Pad (constant, reflect, replicate), Tril, Triu.
+// Padding and triangles: Pad (constant, reflect, replicate, circular), Tril, Triu.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -34,8 +34,10 @@ MetaList infer_pad(const InferContext& ctx) {
   const TensorMeta& x = ctx.input(0);
   const auto pads = ctx.attrs.get<std::vector<int64_t>>("pads");
   const std::string mode = ctx.attrs.get<std::string>("mode");
-  KILN_CHECK_VALUE(mode == "constant" || mode == "reflect" || mode == "replicate")
-      << "Pad: expected mode 'constant', 'reflect' or 'replicate', got '" << mode << "'";
+  KILN_CHECK_VALUE(mode == "constant" || mode == "reflect" || mode == "replicate" ||
+                   mode == "circular")
+      << "Pad: expected mode 'constant', 'reflect', 'replicate' or 'circular', got '" << mode
+      << "'";
   KILN_CHECK_VALUE(pads.size() % 2 == 0)
       << "Pad: expected (before, after) pairs, got an odd number of pads " << shape_str(pads);
   KILN_CHECK_VALUE(static_cast<int64_t>(pads.size()) <= 2 * x.ndim())
@@ -62,6 +64,11 @@ MetaList infer_pad(const InferContext& ctx) {
       KILN_CHECK_VALUE(n > 0 || before + after == 0)
           << "Pad: cannot replicate-pad the empty dimension " << d;
     }
+    if (mode == "circular") {  // as PyTorch: the padding wraps around x at most once
+      KILN_CHECK_VALUE(before <= n && after <= n)
+          << "Pad: circular padding must be at most the dimension size: got (" << before << ", "
+          << after << ") for dimension " << d << " of size " << n;
+    }
     shape[d] = n + before + after;
     KILN_CHECK_SHAPE(shape[d] >= 0)
         << "Pad: padding (" << before << ", " << after << ") of dimension " << d << " of size " << n
@@ -71,11 +78,11 @@ MetaList infer_pad(const InferContext& ctx) {
 }
 
 // Pad's kernel. Output coordinate c of dim d reads x at index c - before_d; where that falls
-// outside x, constant mode writes the value, reflect mirrors the index about the edge and replicate
-// clamps it (negative constant pads crop: the first indices read lie past x's start). Each output
-// row is written once: the columns that read x's row in order are one copy, the few others fill
-// or look their element up. (Filling the whole output and copying x over it wrote the inside
-// twice: 0.72x-0.86x of PyTorch on [64, 64, 64] padded by one.)
+// outside x, constant mode writes the value, reflect mirrors the index about the edge, replicate
+// clamps it and circular wraps it around (negative constant pads crop: the first indices read lie
+// past x's start). Each output row is written once: the columns that read x's row in order are one
+// copy, the few others fill or look their element up. (Filling the whole output and copying x over
+// it wrote the inside twice: 0.72x-0.86x of PyTorch on [64, 64, 64] padded by one.)
 void pad_kernel(const Tensor& x, const Tensor& out,
                 const std::vector<std::pair<int64_t, int64_t>>& per_dim, const std::string& mode,
                 double value) {
@@ -97,6 +104,8 @@ void pad_kernel(const Tensor& x, const Tensor& out,
           i = i < 0 ? -i : 2 * (n - 1) - i;
         } else if (mode == "replicate") {
           i = std::clamp<int64_t>(i, 0, n - 1);
+        } else if (mode == "circular") {
+          i = i < 0 ? i + n : i - n;  // at most one turn (infer_pad)
         } else {
           offsets[d].push_back(kOutside);
           continue;
@@ -173,7 +182,7 @@ void pad_kernel(const Tensor& x, const Tensor& out,
 // of x at most once: its gradient is g with the padding cropped off (and zeros where the forward
 // cropped), Pad with the pads negated. Otherwise padding 0, 1, ..., numel - 1 in x's shape the
 // same way names the element of x each output element copies; the gradient accumulates there
-// (reflect and replicate read elements several times).
+// (reflect, replicate and circular read elements several times).
 std::vector<Tensor> pad_grad(const std::vector<Tensor>& in, const Tensor&, const Attrs& attrs,
                              const Tensor& g) {
   const Tensor& x = in[0];

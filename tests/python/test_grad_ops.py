@@ -444,6 +444,8 @@ SHAPE_OPS = {
     "gather": lambda x: mint.gather(x, 1, index([[0, 0], [3, 1], [2, 2]])),
     "scatter": lambda x: mint.scatter(x, 1, index([[0], [3], [1]]), x[:, :1] * 5.0),
     "pad": lambda x: mint.pad(x, (1, 2)), "tril": lambda x: mint.tril(x),
+    "pad_circular": lambda x: mint.pad(x, (4, 3, 0, 2), "circular"),
+    "pad_reflect": lambda x: mint.pad(x, (3, 1), "reflect"),
     "triu": lambda x: mint.triu(x, 1), "getitem_basic": lambda x: x[1:, ::2],
     "getitem_int": lambda x: x[index([2, 0, 2])], "getitem_mask": lambda x: x[x.detach() > 0],
     "select": lambda x: x.select(1, 2), "narrow": lambda x: x.narrow(1, 1, 2),

@@ -377,6 +377,22 @@ def test_conv2d(rng, kwargs):
     close(conv(t(x)), expected, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_conv2d_padding_modes(rng, mode):
+    # As PyTorch: x padded in the mode (NumPy's reflect / edge / wrap), then no padding.
+    conv = nn.Conv2d(3, 4, 3, padding=(1, 2), padding_mode=mode, dtype=kiln.float64)
+    x = rng.standard_normal((2, 3, 5, 6))
+    padded = np.pad(x, [(0, 0), (0, 0), (1, 1), (2, 2)],
+                    mode={"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode])
+    expected = conv2d_reference(padded, conv.weight.numpy(), conv.bias.numpy(), (1, 1), (0, 0),
+                                (1, 1), 1)
+    close(conv(t(x)), expected, rtol=1e-10, atol=1e-10)
+    assert f"padding_mode='{mode}'" in repr(conv)
+    with pytest.raises(kiln.KilnValueError, match="padding_mode must be one of 'zeros', "
+                                                  "'reflect', 'replicate', 'circular', got 'same'"):
+        nn.Conv2d(3, 4, 3, padding_mode="same")
+
+
 def test_cells_with_zero_input_features_build_and_run(rng):
     fc = nn.Linear(0, 3)
     assert fc.weight.shape == (3, 0)

@@ -617,7 +617,8 @@ def numpy_pad(a, pads, mode, value):
     for i in range(len(pads) // 2):
         width[a.ndim - 1 - i] = (pads[2 * i], pads[2 * i + 1])
     grow = [(max(b, 0), max(e, 0)) for b, e in width]
-    np_mode = {"constant": "constant", "reflect": "reflect", "replicate": "edge"}[mode]
+    np_mode = {"constant": "constant", "reflect": "reflect", "replicate": "edge",
+               "circular": "wrap"}[mode]
     kwargs = {"constant_values": value} if mode == "constant" else {}
     out = np.pad(a, grow, mode=np_mode, **kwargs)
     crop = tuple(slice(max(-b, 0), out.shape[d] - max(-e, 0)) for d, (b, e) in enumerate(width))
@@ -628,7 +629,7 @@ PADS = [[1, 2], [0, 0, 2, 1], [2, 0, 1, 1, 1, 0], [3], [0, 1, 0, 0]]
 
 
 @pytest.mark.parametrize("pads", [p for p in PADS if len(p) % 2 == 0], ids=str)
-@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate"])
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_pad_matches_numpy(pads, mode, layout, dtype, rng):
@@ -642,6 +643,7 @@ def test_pad_matches_numpy(pads, mode, layout, dtype, rng):
 @pytest.mark.parametrize("pads, mode", [
     ([2, 3, 1, 4], "constant"), ([2, 3, 1, 4], "reflect"), ([2, 3, 1, 4], "replicate"),
     ([0, 0, 1, 0, 2, 1], "reflect"), ([-1, 2, 0, 0, 1, 0], "constant"),
+    ([2, 3, 1, 4], "circular"), ([301, 301, 70, 0], "circular"),
     ([0, 0, -2, -3], "constant"),
 ], ids=str)
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -668,7 +670,9 @@ def test_pad_0d_empty_and_default_value(rng):
 @pytest.mark.parametrize("pads, mode, error, match", [
     ([1], "constant", kiln.KilnValueError, r"odd number of pads"),
     ([1, 1] * 4, "constant", kiln.KilnValueError, r"at most 6 pads"),
-    ([1, 1], "circular", kiln.KilnValueError, r"got 'circular'"),
+    ([1, 1], "symmetric", kiln.KilnValueError, r"'replicate' or 'circular', got 'symmetric'"),
+    ([5, 0], "circular", kiln.KilnValueError, r"at most the dimension size.*\(5, 0\).*size 4"),
+    ([0, -1], "circular", kiln.KilnValueError, r"only supported in constant mode"),
     ([4, 0], "reflect", kiln.KilnValueError, r"less than the dimension size.*size 4"),
     ([-1, 0], "reflect", kiln.KilnValueError, r"only supported in constant mode"),
     ([0, -1], "replicate", kiln.KilnValueError, r"only supported in constant mode"),

@@ -56,7 +56,8 @@ KILN_API Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const
 /// x where !mask, value where mask (mask broadcasts to x).
 KILN_API Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value);
 /// pads: (before, after) pairs starting from the last dimension, as torch.nn.functional.pad;
-/// mode "constant", "reflect" or "replicate".
+/// mode "constant" (negative pads crop), "reflect" (pads below the size), "replicate" or
+/// "circular" (x wrapped around, pads at most the size).
 KILN_API Tensor pad(const Tensor& x, const std::vector<int64_t>& pads,
                     const std::string& mode = "constant", double value = 0.0);
 /// Lower / upper triangle of the last two dims, relative to `diagonal`.

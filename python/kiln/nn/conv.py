@@ -2,7 +2,9 @@
 
     conv = kiln.nn.Conv2d(3, 16, kernel_size=3, padding=1)
 
-``kernel_size``, ``stride``, ``padding`` and ``dilation`` take an int or a pair. Initialised as
+``kernel_size``, ``stride``, ``padding`` and ``dilation`` take an int or a pair. ``padding_mode``
+is "zeros" (the default), "reflect", "replicate" or "circular": the last three pad x with
+``kiln.mint.pad`` in that mode before a convolution without padding, as PyTorch does. Initialised as
 PyTorch's Conv2d: weight ~ kaiming_uniform_(a=sqrt(5)) and bias ~ U(-1/sqrt(fan_in),
 1/sqrt(fan_in)) with fan_in = C_in / groups * kH * kW.
 """
@@ -17,6 +19,8 @@ from .parameter import Parameter
 
 __all__ = ["Conv2d"]
 
+_PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
 
 def _pair(value, name):
     if isinstance(value, int) and not isinstance(value, bool):
@@ -29,8 +33,11 @@ def _pair(value, name):
 
 class Conv2d(Cell):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, dtype=None):
+                 groups=1, bias=True, padding_mode="zeros", dtype=None):
         super().__init__()
+        if padding_mode not in _PADDING_MODES:
+            raise KilnValueError(f"Conv2d: padding_mode must be one of "
+                                 f"{', '.join(map(repr, _PADDING_MODES))}, got {padding_mode!r}")
         if groups <= 0 or in_channels % groups or out_channels % groups:
             raise KilnValueError(f"Conv2d: in_channels ({in_channels}) and out_channels "
                                  f"({out_channels}) must be divisible by groups ({groups})")
@@ -41,6 +48,7 @@ class Conv2d(Cell):
         self.padding = _pair(padding, "padding")
         self.dilation = _pair(dilation, "dilation")
         self.groups = groups
+        self.padding_mode = padding_mode
         dtype = dtype or _C.dtype.float32
         shape = (out_channels, in_channels // groups) + self.kernel_size
         self.weight = Parameter(_C.mint.empty(shape, dtype=dtype))
@@ -55,10 +63,16 @@ class Conv2d(Cell):
             init.uniform_(self.bias, -bound, bound)
 
     def construct(self, x):
-        return _C.mint.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+        padding = self.padding
+        if self.padding_mode != "zeros":
+            ph, pw = padding
+            x = _C.mint.pad(x, (pw, pw, ph, ph), self.padding_mode)
+            padding = (0, 0)
+        return _C.mint.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation,
                               self.groups)
 
     def extra_repr(self):
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
                 f"stride={self.stride}, padding={self.padding}, dilation={self.dilation}, "
-                f"groups={self.groups}, bias={self.bias is not None}")
+                f"groups={self.groups}, bias={self.bias is not None}"
+                + (f", padding_mode={self.padding_mode!r}" if self.padding_mode != "zeros" else ""))
