@@ -125,7 +125,8 @@ void bind_mint_nn(nb::module_& mint) {
       },
       "logits"_a, "target"_a, "reduction"_a = "mean", "ignore_index"_a = -100,
       "label_smoothing"_a = 0.0,
-      "Cross entropy of logits [N, C, ...] against integer class targets [N, ...].");
+      "Cross entropy of logits [N, C, ...] against integer class targets [N, ...], or against "
+      "class probabilities of the logits' shape (a floating-point target).");
   mint.def(
       "nll_loss",
       [](const TensorArg& log_probs, const TensorArg& target, const std::string& reduction,

@@ -359,8 +359,45 @@ KILN_REGISTER_OP(OpDef("MSELoss")
 
 }  // namespace
 
+namespace {
+
+// Cross entropy against class probabilities (PyTorch's soft targets, target shaped as the input):
+// -sum over classes of target * log_softmax(logits), per position. Composed of ops, so autograd
+// and the jit see through it; ignore_index does not apply.
+Tensor cross_entropy_with_probabilities(const Tensor& logits, const Tensor& target,
+                                        const std::string& reduction, double label_smoothing) {
+  KILN_CHECK_DTYPE(is_floating_point(logits.dtype()))
+      << "cross_entropy: expected floating-point input, got " << logits.dtype();
+  KILN_CHECK_SHAPE(logits.ndim() >= 1)
+      << "cross_entropy: expected input of shape [N, C, ...] or [C], got a 0-d tensor";
+  KILN_CHECK_SHAPE(target.shape() == logits.shape())
+      << "cross_entropy: a floating-point target holds class probabilities and must have the "
+         "input's shape "
+      << shape_str(logits.shape()) << ", got " << shape_str(target.shape())
+      << " (class indices are an integer tensor)";
+  KILN_CHECK_VALUE(label_smoothing >= 0.0 && label_smoothing <= 1.0)
+      << "cross_entropy: expected label_smoothing in [0, 1], got " << label_smoothing;
+  const Reduction r = parse_reduction("cross_entropy", reduction);
+  const int64_t class_dim = logits.ndim() == 1 ? 0 : 1;
+  Tensor p = target;
+  if (label_smoothing > 0) {
+    const auto classes = static_cast<double>(logits.shape()[static_cast<size_t>(class_dim)]);
+    p = p * (1.0 - label_smoothing) + label_smoothing / classes;
+  }
+  const Tensor per_position = neg(sum(p * log_softmax(logits, class_dim), {class_dim}));
+  if (r == Reduction::kNone) return per_position;
+  const Tensor total = sum(per_position);
+  if (r == Reduction::kSum) return total;
+  return total / static_cast<double>(per_position.numel());  // 0 / 0: NaN of an empty batch
+}
+
+}  // namespace
+
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::string& reduction,
                      int64_t ignore_index, double label_smoothing) {
+  if (is_floating_point(target.dtype())) {
+    return cross_entropy_with_probabilities(logits, target, reduction, label_smoothing);
+  }
   static const OpDefPtr op = OpRegistry::Instance().get("CrossEntropy");
   return call_op(*op, {logits, target},
                  {{"reduction", reduction},

@@ -819,6 +819,43 @@ def test_cross_entropy_dtypes_and_custom_ignore_index(dtype, target_dtype, rng):
     np.testing.assert_allclose(out.numpy().astype(np.float64), expected, rtol=rtol, atol=atol)
 
 
+@pytest.mark.parametrize("x_shape", [s for s, _ in CLASS_SHAPES], ids=str)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_cross_entropy_with_class_probabilities(x_shape, reduction, smoothing, rng):
+    # A floating-point target of the input's shape holds probabilities, as in PyTorch.
+    axis = 0 if len(x_shape) == 1 else 1
+    classes = x_shape[axis]
+    x = random_array(x_shape, kiln.float64, rng)
+    p = rng.random(x_shape)
+    p /= p.sum(axis=axis, keepdims=True)
+    smoothed = p * (1 - smoothing) + smoothing / classes
+    per_position = -(smoothed * log_softmax(x, axis)).sum(axis=axis)
+    expected = {"none": per_position, "sum": per_position.sum(),
+                "mean": per_position.sum() / per_position.size}[reduction]
+    logits = t(x, kiln.float64).requires_grad_()
+    out = mint.cross_entropy(logits, t(p, kiln.float64), reduction=reduction,
+                             label_smoothing=smoothing)
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-12, atol=1e-12)
+    mint.sum(out).backward()
+    scale = 1 / per_position.size if reduction == "mean" else 1
+    softmax = np.exp(log_softmax(x, axis))
+    weight = smoothed.sum(axis=axis, keepdims=True)  # 1 when the probabilities sum to 1
+    np.testing.assert_allclose(logits.grad.numpy(), scale * (softmax * weight - smoothed),
+                               rtol=1e-10, atol=1e-12)
+
+
+def test_cross_entropy_probability_target_errors(rng):
+    x = t(random_array((4, 3), kiln.float32, rng))
+    with raises(kiln.ShapeError, match="a floating-point target holds class probabilities and "
+                                       "must have the input's shape \\[4, 3\\], got \\[4\\]"):
+        mint.cross_entropy(x, t(np.zeros(4, np.float32)))
+    with raises(kiln.KilnValueError, match="expected label_smoothing in \\[0, 1\\], got 1.5"):
+        mint.cross_entropy(x, t(np.zeros((4, 3), np.float32)), label_smoothing=1.5)
+    with raises(kiln.KilnValueError, match="expected reduction 'mean', 'sum' or 'none'"):
+        mint.cross_entropy(x, t(np.zeros((4, 3), np.float32)), reduction="avg")
+
+
 def test_cross_entropy_mean_over_all_ignored_is_nan_and_strided_logits_work(rng):
     x = random_array((3, 4), kiln.float32, rng)
     assert np.isnan(mint.cross_entropy(t(x), t(np.full(3, -100))).item())
@@ -903,8 +940,8 @@ def test_mse_loss_over_many_blocks_with_broadcast_and_strided_operands(reduction
      r"ignore_index -100\)"),
     (lambda x, y: mint.cross_entropy(x, t(np.array([0, -2, 1]))), kiln.KilnIndexError,
      "target -2 is out of range"),
-    (lambda x, y: mint.cross_entropy(x, t(np.zeros(3, np.float32))), kiln.DTypeError,
-     "cross_entropy: expected integer class indices as target, got float32"),
+    (lambda x, y: mint.cross_entropy(x, t(np.zeros(3, bool))), kiln.DTypeError,
+     "cross_entropy: expected integer class indices as target, got bool"),
     (lambda x, y: mint.cross_entropy(t(np.zeros((3, 4), np.int64)), y), kiln.DTypeError,
      "cross_entropy: expected floating-point input, got int64"),
     (lambda x, y: mint.cross_entropy(x, t(np.zeros(4, np.int64))), kiln.ShapeError,

@@ -86,7 +86,9 @@ KILN_API Tensor embedding_backward(const Tensor& indices, const Tensor& grad_out
 /// generator (kiln::manual_seed); identity when !training or p == 0.
 KILN_API Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
 
-/// logits [N, C] (or [N, C, d...]) against class indices [N] (or [N, d...]).
+/// logits [N, C] (or [N, C, d...]) against class indices [N] (or [N, d...]), or against class
+/// probabilities of the logits' shape (a floating-point target; ignore_index does not apply), as
+/// PyTorch's cross_entropy. "mean" divides by the number of counted positions.
 KILN_API Tensor cross_entropy(const Tensor& logits, const Tensor& target,
                               const std::string& reduction = "mean", int64_t ignore_index = -100,
                               double label_smoothing = 0.0);
