@@ -67,6 +67,8 @@ Shape conv_out_shape(const Shape& x, const Shape& w, const TensorMeta& bias, con
       << "conv2d: x has shape " << shape_str(x) << " and weight has shape " << shape_str(w)
       << "; expected weight.shape[1] * groups == x.shape[1], got " << w[1] << " * " << p.groups
       << " and " << x[1];
+  KILN_CHECK_SHAPE(w[2] >= 1 && w[3] >= 1)
+      << "conv2d: expected a kernel of at least 1 x 1, got weight of shape " << shape_str(w);
   KILN_CHECK_SHAPE(w[0] % p.groups == 0)
       << "conv2d: expected out_channels (weight.shape[0] = " << w[0] << ") divisible by groups ("
       << p.groups << ")";

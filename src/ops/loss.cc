@@ -170,9 +170,14 @@ std::vector<Tensor> class_loss_grad(const ClassLoss& cfg, const std::vector<Tens
   // `hit` at each counted row's target class, 0 elsewhere: GatherBackward (a zero fill and one
   // write per row) rather than comparing every class with the target, which made and converted a
   // bool tensor of x's size (cross_entropy's backward took 2.5 ms for [1024, 1024], PyTorch 1.5).
+  // Without classes every position was ignored (the forward checks targets): no gradient to
+  // route, and no class 0 for ignored rows to add their 0 at.
+  if (classes == 0) return {grad::as_grad_of(zeros(x.shape(), cd), x), Tensor()};
   const auto at_targets = [&](double hit) {
-    // Ignored rows add their 0 at class 0.
-    const Tensor index = unsqueeze(where(valid, target, Tensor::scalar(int64_t{0})), class_dim);
+    // Ignored rows add their 0 at class 0. The index is int64 whatever the target's integer
+    // dtype (GatherBackward takes int32 and int64 only).
+    const Tensor index =
+        unsqueeze(where(valid, to(target, DType::kInt64), Tensor::scalar(int64_t{0})), class_dim);
     return detail::gather_backward(unsqueeze(counted * hit, class_dim), index, class_dim,
                                    x.shape());
   };

@@ -73,6 +73,11 @@ MetaList infer_pad(const InferContext& ctx) {
     KILN_CHECK_SHAPE(shape[d] >= 0)
         << "Pad: padding (" << before << ", " << after << ") of dimension " << d << " of size " << n
         << " gives a negative size " << shape[d];
+    // Each crop on its own stays within the dimension ([-2, 3] of one element cropped past its
+    // start and then filled), as PyTorch requires.
+    KILN_CHECK_SHAPE(n + before >= 0 && n + after >= 0)
+        << "Pad: padding (" << before << ", " << after << ") crops dimension " << d << " of size "
+        << n << " by more than its size";
   }
   return MetaList{{x.dtype, shape}};
 }

@@ -351,6 +351,11 @@ def test_conv2d_non_contiguous_input(rng):
      r"padding: expected an int or a pair of ints, got \(1, 1180591620717411303424\)"),
     (lambda x, w: mint.conv2d(t(np.zeros((1, 3, 5, 5), np.int32)), t(np.zeros((4, 3, 3, 3),
                               np.int32))), kiln.DTypeError, "conv2d: expected floating-point"),
+    # An empty kernel was oneDNN's "internal error" in float32, a taller output in float64.
+    (lambda x, w: mint.conv2d(x, w[:, :, :0]), kiln.ShapeError,
+     r"conv2d: expected a kernel of at least 1 x 1, got weight of shape \[4, 3, 0, 3\]"),
+    (lambda x, w: mint.conv2d(x.double(), w[:, :, :, :0].double()), kiln.ShapeError,
+     r"a kernel of at least 1 x 1, got weight of shape \[4, 3, 3, 0\]"),
 ])
 def test_conv2d_errors(call, error, message):
     x = t(np.zeros((1, 3, 5, 5), np.float32))
@@ -843,6 +848,28 @@ def test_cross_entropy_with_class_probabilities(x_shape, reduction, smoothing, r
     weight = smoothed.sum(axis=axis, keepdims=True)  # 1 when the probabilities sum to 1
     np.testing.assert_allclose(logits.grad.numpy(), scale * (softmax * weight - smoothed),
                                rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("target_dtype", [np.uint8, np.int8, np.int16], ids=str)
+def test_class_loss_gradients_with_small_integer_targets(target_dtype, rng):
+    # The gradient's index kept the target's dtype, which GatherBackward refused.
+    x = random_array((4, 5), kiln.float64, rng)
+    target = np.array([0, 1, 4, 2], target_dtype)
+    for loss, take_log_softmax in [(mint.cross_entropy, True), (mint.nll_loss, False)]:
+        logits = t(x).requires_grad_()
+        loss(logits, t(target)).backward()
+        onehot = np.eye(5)[target.astype(np.int64)]
+        softmax = np.exp(log_softmax(x, 1))
+        want = (softmax - onehot if take_log_softmax else -onehot) / 4
+        np.testing.assert_allclose(logits.grad.numpy(), want, rtol=1e-12, atol=1e-15)
+
+
+def test_class_loss_gradient_without_classes():
+    # Every position ignored and no class 0 to add their 0 at: GatherBackward's index error.
+    x = t(np.zeros((3, 0))).requires_grad_()
+    assert np.isnan(mint.cross_entropy(x, t(np.full(3, -100))).item())
+    mint.cross_entropy(x, t(np.full(3, -100))).backward()
+    assert x.grad.shape == (3, 0)
 
 
 def test_cross_entropy_probability_target_errors(rng):

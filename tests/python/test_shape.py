@@ -677,6 +677,8 @@ def test_pad_0d_empty_and_default_value(rng):
     ([-1, 0], "reflect", kiln.KilnValueError, r"only supported in constant mode"),
     ([0, -1], "replicate", kiln.KilnValueError, r"only supported in constant mode"),
     ([-3, -2], "constant", kiln.ShapeError, r"negative size -1"),
+    # Each crop within the size: [-5, 3] of 4 cropped past the start, then filled (as [9, 9]).
+    ([-5, 3], "constant", kiln.ShapeError, r"crops dimension 2 of size 4 by more than its size"),
 ])
 def test_pad_errors(pads, mode, error, match):
     t = kiln.tensor(np.zeros((2, 3, 4), np.float32))
