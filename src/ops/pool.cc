@@ -72,11 +72,14 @@ int64_t pool_out_size(const char* op, int64_t in, int64_t kernel, int64_t stride
                       int64_t dil, bool ceil_mode, const char* dim) {
   const int64_t span = dil * (kernel - 1) + 1;
   const int64_t room = in + 2 * pad - span;
-  KILN_CHECK_SHAPE(room >= 0) << op << ": expected the padded input " << dim << " (" << in + 2 * pad
-                              << ") to be at least the dilated kernel " << dim << " (" << span
-                              << ")";
-  int64_t out = (room + (ceil_mode ? stride - 1 : 0)) / stride + 1;
+  // Rounded down (ceil_mode: up), so that with ceil_mode an input shorter than the kernel still
+  // gives its one partial window, as in PyTorch.
+  const int64_t numerator = room + (ceil_mode ? stride - 1 : 0);
+  int64_t out = (numerator >= 0 ? numerator / stride : -((-numerator + stride - 1) / stride)) + 1;
   if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  KILN_CHECK_SHAPE(out >= 1) << op << ": expected the padded input " << dim << " (" << in + 2 * pad
+                             << ") to be at least the dilated kernel " << dim << " (" << span << ")"
+                             << (ceil_mode ? "" : ", or ceil_mode");
   return out;
 }
 

@@ -417,6 +417,7 @@ POOL_CASES = [
     ((2, 2, 9, 9), 3, 1, 1, 2, False),
     ((1, 1, 10, 7), 2, 3, 0, (2, 3), True),
     ((1, 1, 5, 5), 4, 3, 2, 1, True),
+    ((1, 2, 3, 3), 4, 4, 0, 1, True),  # ceil_mode: x shorter than the kernel, one partial window
     # Rows wide enough for the vector loops and their tails (Note [Max pooling by runs]).
     ((2, 3, 9, 67), 3, 2, 1, 1, False),
     ((1, 2, 5, 70), 3, 1, 1, 1, True),
