@@ -11,7 +11,9 @@
 // own adjoints, AllGather's adjoint is ReduceScatter(sum) and the other way round, and
 // Broadcast's is the sum of every rank's gradient, arriving at the source.
 #include <cstring>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "distributed/communicator.h"
 #include "distributed/group.h"
@@ -22,6 +24,55 @@
 namespace kiln::distributed {
 namespace {
 
+// Note [Ranks agree on each collective]
+// Ranks that ran different collectives, or one on tensors of other sizes or dtypes, made Gloo
+// abort the process (its length check throws on its own event-loop thread) or exchange bytes read
+// as another dtype, and MPI end the job. So before its transfer every collective gathers each
+// member's Signature, a fixed 128 bytes whatever the call (so that this exchange itself always
+// matches), and every member fails alike, naming each rank's call, when they differ: one small
+// all-gather more per collective (bench/RESULTS.md, "Distributed: the agreement check").
+struct Signature {
+  char op[24] = {};    // the op's name
+  char text[80] = {};  // the call, for the message (cut to fit)
+  int64_t count = 0;   // elements of the input
+  int32_t dtype = 0;
+  int32_t detail = 0;  // the reduction, or the source's world rank
+  int64_t unused = 0;  // pads to 128 bytes
+
+  bool agrees_with(const Signature& o) const {
+    return std::strncmp(op, o.op, sizeof(op)) == 0 && count == o.count && dtype == o.dtype &&
+           detail == o.detail;
+  }
+};
+static_assert(sizeof(Signature) == 128);
+
+// `detail` is what else the members must agree on, and `detail_text` says it for the message.
+Signature signature_of(const KernelContext& ctx, const std::string& what, int64_t detail,
+                       const std::string& detail_text) {
+  Signature s;
+  std::strncpy(s.op, ctx.op.name().c_str(), sizeof(s.op) - 1);
+  std::strncpy(s.text, (what + detail_text).c_str(), sizeof(s.text) - 1);
+  s.count = ctx.inputs.empty() ? 0 : ctx.inputs[0].numel();
+  s.dtype = ctx.inputs.empty() ? -1 : static_cast<int32_t>(ctx.inputs[0].dtype());
+  s.detail = static_cast<int32_t>(detail);
+  return s;
+}
+
+void check_agreement(Communicator& comm, const Signature& mine, int size) {
+  std::vector<Signature> all(static_cast<size_t>(size));
+  comm.all_gather(&mine, all.data(), sizeof(Signature));
+  bool agree = true;
+  for (const Signature& theirs : all) agree = agree && theirs.agrees_with(all[0]);
+  if (agree) return;
+  std::ostringstream calls;
+  for (size_t r = 0; r < all.size(); ++r)
+    calls << (r ? "; " : "") << "rank " << r << " ran " << all[r].text;
+  throw RanksDisagree(
+      "the ranks ran different collectives: " + calls.str() +
+      ". Every rank must run the same collectives in the same order, on tensors of one dtype and "
+      "size (and the same op and source)");
+}
+
 // Every rank's kernel has the same view of the call: the group, and whether it waits.
 struct Collective {
   std::shared_ptr<Group> group;
@@ -31,9 +82,16 @@ struct Collective {
       : group(group_of(attrs.get<int64_t>("group"))),
         async(attrs.get_or<bool>("async_op", false)) {}
 
-  // Runs `fn`, which writes `result`; async: queues it and returns.
-  void run(const KernelContext& ctx, const Tensor& result, CollectiveFn fn) const {
+  // Runs `transfer`, which writes `result`, once the members' signatures agree (see
+  // signature_of for `detail`); async: queues it and returns.
+  void run(const KernelContext& ctx, const Tensor& result, CollectiveFn transfer,
+           int64_t detail = 0, const std::string& detail_text = "") const {
     std::string what = op_call_str(ctx.op, metas_of(ctx.inputs));
+    CollectiveFn fn = [signature = signature_of(ctx, what, detail, detail_text),
+                       size = group->size(), transfer = std::move(transfer)](Communicator& comm) {
+      check_agreement(comm, signature, size);
+      transfer(comm);
+    };
     if (async) {
       group->note_async_write(result.storage().get(),
                               group->enqueue(std::move(what), std::move(fn)));
@@ -79,9 +137,12 @@ void all_reduce_kernel(KernelContext& ctx) {
   const ReduceKind kind = reduce_kind(ctx.attrs.get<std::string>("op"));
   void* data = out.data_ptr();
   const int size = c.group->size();
-  c.run(ctx, out, [out, data, kind, size](Communicator& comm) {
-    all_reduce_in_place(comm, out, data, kind, size);
-  });
+  c.run(
+      ctx, out,
+      [out, data, kind, size](Communicator& comm) {
+        all_reduce_in_place(comm, out, data, kind, size);
+      },
+      static_cast<int64_t>(kind) + 1, " op=" + ctx.attrs.get<std::string>("op"));
 }
 
 void broadcast_kernel(KernelContext& ctx) {
@@ -90,8 +151,9 @@ void broadcast_kernel(KernelContext& ctx) {
   const Collective c(ctx.attrs);
   const int root = c.group->rank_of(ctx.attrs.get<int64_t>("src"));
   void* data = out.data_ptr();
-  c.run(ctx, out,
-        [out, data, root](Communicator& comm) { comm.broadcast(data, out.nbytes(), root); });
+  c.run(
+      ctx, out, [out, data, root](Communicator& comm) { comm.broadcast(data, out.nbytes(), root); },
+      ctx.attrs.get<int64_t>("src"), " src=" + std::to_string(ctx.attrs.get<int64_t>("src")));
 }
 
 void all_gather_kernel(KernelContext& ctx) {
@@ -117,11 +179,14 @@ void reduce_scatter_kernel(KernelContext& ctx) {
   void* out_data = out.data_ptr();
   const int rank = c.group->rank();
   const int size = c.group->size();
-  c.run(ctx, out, [scratch, scratch_data, out, out_data, kind, rank, size](Communicator& comm) {
-    all_reduce_in_place(comm, scratch, scratch_data, kind, size);
-    std::memcpy(out_data, static_cast<const char*>(scratch_data) + rank * out.nbytes(),
-                out.nbytes());
-  });
+  c.run(
+      ctx, out,
+      [scratch, scratch_data, out, out_data, kind, rank, size](Communicator& comm) {
+        all_reduce_in_place(comm, scratch, scratch_data, kind, size);
+        std::memcpy(out_data, static_cast<const char*>(scratch_data) + rank * out.nbytes(),
+                    out.nbytes());
+      },
+      static_cast<int64_t>(kind) + 1, " op=" + ctx.attrs.get<std::string>("op"));
 }
 
 void barrier_kernel(KernelContext& ctx) {

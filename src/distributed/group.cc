@@ -103,6 +103,8 @@ void Group::execute(Job& job, std::unique_lock<std::mutex>& lock) {
   if (!broken) {
     try {
       job.fn(*communicator_);
+    } catch (const RanksDisagree& e) {
+      failure = job.what + " on " + describe() + " failed: " + e.what();
     } catch (const std::exception& e) {
       failure = job.what + " on " + describe() + " failed: " + e.what() +
                 " (a peer may have exited or stalled; the group's timeout is " +

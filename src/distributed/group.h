@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +35,14 @@ namespace kiln::distributed {
 
 class Communicator;
 using CollectiveFn = std::function<void(Communicator&)>;
+
+/// What a collective throws when the members called different collectives, or one on tensors of
+/// other sizes or dtypes (Note [Ranks agree on each collective] in collective_ops.cc): no peer
+/// failed, so the group's failure message says so instead of blaming one.
+class RanksDisagree : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class Group final : public ProcessGroup {
  public:

@@ -317,6 +317,37 @@ check(t, np.full(4, 3.0), "float32", "after errors")
 ''')
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ranks_that_disagree_fail_alike_naming_each_call(tmp_path, backend):
+    # Other sizes aborted a Gloo rank (its length check throws on its own thread) and left the
+    # other with part of the data; dtypes of one size exchanged reinterpreted bits. Each
+    # collective now first compares every member's call (Note [Ranks agree on each collective]).
+    launch(tmp_path, 2, backend=backend, body='''
+rank = dist.get_rank()
+by_dtype, by_op = dist.new_group([0, 1]), dist.new_group([0, 1])
+def fails(text, fn):
+    try:
+        fn()
+        kiln.runtime.synchronize()
+    except kiln.DistributedError as e:
+        assert text in str(e), (text, str(e))
+    else:
+        raise AssertionError(f"expected a DistributedError with {text!r}")
+fails("the ranks ran different collectives: rank 0 ran AllGather(float32[3]); rank 1 ran "
+      "AllGather(float32[4])", lambda: F.all_gather(kiln.mint.ones(3 + rank)))
+fails("rank 0 ran AllReduce(float32[4]) op=sum; rank 1 ran AllReduce(int32[4]) op=sum",
+      lambda: dist.all_reduce(kiln.mint.ones(4, dtype=kiln.float32 if rank == 0 else kiln.int32),
+                              group=by_dtype))
+fails("rank 0 ran Barrier", lambda: dist.barrier(by_op) if rank == 0
+      else dist.all_reduce(kiln.mint.ones(2), group=by_op))
+# A group that agreed still works.
+ok = dist.new_group([0, 1])
+t = kiln.mint.ones(3) * (rank + 1)
+dist.all_reduce(t, "max", group=ok)
+check(t, np.full(3, 2.0), "float32", "after disagreements")
+''')
+
+
 # ------------------------------------------------------------------------------------------------
 # Differentiable collectives and jit
 
