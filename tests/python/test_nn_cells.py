@@ -411,6 +411,40 @@ def test_conv2d_checks_groups():
         nn.Conv2d(3, 6, 3, groups=2)
 
 
+def test_conv2d_takes_numpy_integers(rng):
+    conv = nn.Conv2d(np.int64(4), np.int32(6), np.int64(3), stride=(np.int64(2), 1),
+                     padding=np.int8(1), groups=np.int64(2), dtype=kiln.float64)
+    assert conv.kernel_size == (3, 3) and conv.stride == (2, 1) and conv.padding == (1, 1)
+    assert all(type(v) is int for v in (conv.in_channels, conv.out_channels, conv.groups,
+                                         *conv.kernel_size, *conv.stride, *conv.padding))
+    x = rng.standard_normal((2, 4, 7, 8))
+    expected = conv2d_reference(x, conv.weight.numpy(), conv.bias.numpy(), (2, 1), (1, 1),
+                                (1, 1), 2)
+    close(conv(t(x)), expected, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(groups=1.0), kiln.KilnTypeError, r"groups must be an int, got 1.0 \(float\)"),
+    (dict(in_channels=2.0), kiln.KilnTypeError, r"in_channels must be an int, got 2.0"),
+    (dict(out_channels="2"), kiln.KilnTypeError, r"out_channels must be an int, got '2' \(str\)"),
+    (dict(groups=True), kiln.KilnTypeError, r"groups must be an int, got True \(bool\)"),
+    (dict(kernel_size=True), kiln.KilnTypeError,
+     r"kernel_size must be an int or a pair of ints, got True \(bool\)"),
+    (dict(kernel_size=2.5), kiln.KilnTypeError,
+     r"kernel_size must be an int or a pair of ints, got 2.5 \(float\)"),
+    (dict(stride=(1, 2.0)), kiln.KilnTypeError, r"stride\[1\] must be an int, got 2.0"),
+    (dict(padding=None), kiln.KilnTypeError, r"padding must be an int or a pair of ints"),
+    (dict(dilation=(1, 1, 1)), kiln.KilnValueError,
+     r"dilation must be an int or a pair of ints, got \(1, 1, 1\)"),
+], ids=["float-groups", "float-in", "str-out", "bool-groups", "bool-kernel", "float-kernel",
+        "float-in-pair", "none-padding", "triple"])
+def test_conv2d_argument_errors(kwargs, error, message):
+    args = dict(in_channels=2, out_channels=2, kernel_size=3)
+    args.update(kwargs)
+    with raises(error, match=f"Conv2d: {message}"):
+        nn.Conv2d(**args)
+
+
 @pytest.mark.parametrize("shape", [8, (3, 8)])
 def test_layer_norm(rng, shape):
     ln = nn.LayerNorm(shape, dtype=kiln.float64)
@@ -572,10 +606,51 @@ def test_multihead_attention_masks(rng):
              dict(key_padding_mask=padding), dict(is_causal=True, key_padding_mask=padding)]
     for case in cases:
         expected, p = mha_reference(mha, x, x, x, **case)
-        kiln_case = {k: (t(v) if isinstance(v, np.ndarray) else v) for k, v in case.items()}
-        out, weights = mha(t(x), t(x), t(x), **kiln_case)
-        close(out, expected, rtol=1e-10, atol=1e-10)
-        close(weights, p.mean(1), rtol=1e-10, atol=1e-12)
+        # the masks as kiln tensors, as NumPy arrays (bool stays bool) and, bool ones, as nested
+        # lists (a list of floats would become float32)
+        for convert in (t, lambda a: a, lambda a: a.tolist() if a.dtype == bool else a):
+            given = {k: (convert(v) if isinstance(v, np.ndarray) else v) for k, v in case.items()}
+            out, weights = mha(t(x), t(x), t(x), **given)
+            close(out, expected, rtol=1e-10, atol=1e-10)
+            close(weights, p.mean(1), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name, mask", [
+    ("key_padding_mask", kiln.tensor([[0, 0, 1, 1]])),
+    ("key_padding_mask", np.array([[0, 0, 1, 1]], np.int32)),
+    ("attn_mask", mint.zeros(4, 4, dtype=kiln.int64)),
+    ("attn_mask", mint.zeros(4, 4, dtype=kiln.uint8)),
+], ids=["padding-int64", "padding-numpy-int32", "attn-int64", "attn-uint8"])
+def test_multihead_attention_refuses_integer_masks(name, mask):
+    # Refused as in PyTorch: added to the scores, a 0/1 mask meant as bool shifted the masked
+    # scores by 1 and masked nothing.
+    mha = nn.MultiheadAttention(8, 2, batch_first=True)
+    x = mint.ones(1, 4, 8)
+    dtype = mask.dtype.name if isinstance(mask, kiln.Tensor) else mask.dtype
+    with raises(kiln.DTypeError, match=f"expected a bool {name} \\(True = masked\\) or a "
+                                       f"floating-point one .*got dtype {dtype}"):
+        mha(x, x, x, **{name: mask})
+
+
+@pytest.mark.parametrize("batch_first, query, key, value, message", [
+    (True, (2, 4, 6), (2, 4), (2, 4, 6), r"expected a key \[batch, seq, 6\] .*got \[2, 4\]"),
+    (True, (2, 4, 6), (2, 3, 6), (3, 6), r"expected a value \[batch, seq, 6\] .*got \[3, 6\]"),
+    (True, (2, 4, 6), (2, 3, 5), (2, 3, 5), r"expected a key \[batch, seq, 6\]"),
+    (False, (4, 6), (4, 2, 6), (4, 2, 6),
+     r"expected a query \[seq, batch, 6\] \(batch_first=False\), got \[4, 6\]"),
+    (False, (4, 2, 6), (6,), (6,), r"expected a key \[seq, batch, 6\] .*got \[6\]"),
+    (True, (2, 4, 6), (1, 3, 6), (1, 3, 6),
+     r"expected a key and value of one shape with the query's batch size \(2\), got key "
+     r"\[1, 3, 6\]"),
+    (False, (4, 2, 6), (3, 2, 6), (5, 2, 6),
+     r"expected a key and value of one shape .*got key \[3, 2, 6\] and value \[5, 2, 6\]"),
+], ids=["2d-key", "2d-value", "key-features", "2d-query-seq-first", "1d-key-seq-first",
+        "key-batch-1", "key-value-lengths"])
+def test_multihead_attention_checks_query_key_and_value(batch_first, query, key, value,
+                                                         message):
+    mha = nn.MultiheadAttention(6, 3, batch_first=batch_first)
+    with raises(kiln.ShapeError, match=f"MultiheadAttention: {message}"):
+        mha(mint.ones(*query), mint.ones(*key), mint.ones(*value))
 
 
 def test_multihead_attention_layout_and_errors():

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import kiln
+from conftest import raises
 from kiln import nn, optim
 
 mint = kiln.mint
@@ -212,6 +213,60 @@ def test_optimizer_argument_errors():
         opt((mint.ones(2), mint.ones(2)))
     with pytest.raises(kiln.ShapeError, match=r"parameter 0 has shape \[3\], expected \[2\]"):
         opt((mint.ones(3),))
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda ps: optim.SGD(ps, lr=None), kiln.KilnTypeError,
+     r"SGD: lr must be a real number, got None \(NoneType\)"),
+    (lambda ps: optim.Adam(ps, lr="1e-3"), kiln.KilnTypeError,
+     r"Adam: lr must be a real number, got '1e-3' \(str\)"),
+    (lambda ps: optim.AdamW(ps, lr=True), kiln.KilnTypeError,
+     r"AdamW: lr must be a real number, got True \(bool\)"),
+    (lambda ps: optim.SGD(ps, lr=0.1, momentum=None), kiln.KilnTypeError,
+     "SGD: momentum must be a real number, got None"),
+    (lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9, dampening=None), kiln.KilnTypeError,
+     "SGD: dampening must be a real number, got None"),
+    (lambda ps: optim.SGD(ps, lr=0.1, weight_decay="0"), kiln.KilnTypeError,
+     "SGD: weight_decay must be a real number, got '0'"),
+    (lambda ps: optim.Adam(ps, eps=None), kiln.KilnTypeError,
+     "Adam: eps must be a real number, got None"),
+    (lambda ps: optim.Adam(ps, lr=float("nan")), kiln.KilnValueError,
+     "Adam: invalid learning rate nan, expected lr >= 0.0"),
+    (lambda ps: optim.Adam(ps, betas=(0.9,)), kiln.KilnValueError,
+     r"Adam: betas must be a pair of numbers \(beta1, beta2\), got \(0.9,\)"),
+    (lambda ps: optim.Adam(ps, betas=0.9), kiln.KilnTypeError,
+     r"Adam: betas must be a pair of numbers \(beta1, beta2\), got 0.9"),
+    (lambda ps: optim.AdamW(ps, betas=(0.9, None)), kiln.KilnTypeError,
+     r"AdamW: betas\[1\] must be a real number, got None"),
+    (lambda ps: optim.SGD(ps, lr=0.1).add_param_group({"params": [nn.Parameter(mint.ones(1))],
+                                                        "lr": None}),
+     kiln.KilnTypeError, "SGD: lr must be a real number, got None"),
+    (lambda ps: optim.lr_scheduler.CosineAnnealingLR(optim.SGD(ps, lr=0.1), T_max=None),
+     kiln.KilnTypeError, "CosineAnnealingLR: T_max must be a real number, got None"),
+    (lambda ps: optim.lr_scheduler.CosineAnnealingLR(optim.SGD(ps, lr=0.1), T_max=10,
+                                                     eta_min=None),
+     kiln.KilnTypeError, "CosineAnnealingLR: eta_min must be a real number, got None"),
+    (lambda ps: optim.lr_scheduler.CosineAnnealingLR(optim.SGD(ps, lr=0.1), T_max=10,
+                                                     warmup_steps="2"),
+     kiln.KilnTypeError, "CosineAnnealingLR: warmup_steps must be a real number, got '2'"),
+], ids=["sgd-lr-none", "adam-lr-str", "adamw-lr-bool", "sgd-momentum-none",
+        "sgd-dampening-none", "sgd-weight-decay-str", "adam-eps-none", "adam-lr-nan",
+        "adam-one-beta", "adam-betas-float", "adamw-beta-none", "group-lr-none",
+        "cosine-t-max-none", "cosine-eta-min-none", "cosine-warmup-str"])
+def test_hyperparameters_of_the_wrong_kind_name_the_argument(make, error, message):
+    with raises(error, match=message):
+        make([nn.Parameter(mint.ones(2))])
+
+
+def test_hyperparameters_take_numpy_numbers_and_lists():
+    p = nn.Parameter(kiln.tensor(np.ones(2)))
+    opt = optim.SGD([p], lr=np.float32(0.5), momentum=np.float64(0.5), weight_decay=np.int64(0))
+    sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=np.int64(10), warmup_steps=np.int32(5))
+    assert sched.get_last_lr() == [pytest.approx(0.1)]  # the warmup's first rate, 0.5 / 5
+    opt((kiln.tensor(np.ones(2)),))
+    np.testing.assert_allclose(p.numpy(), 0.9)
+    opt = optim.Adam([nn.Parameter(mint.ones(2))], betas=[0.8, np.float32(0.9)])
+    assert tuple(opt.param_groups[0]["betas"]) == (0.8, np.float32(0.9))
 
 
 def test_optimizer_on_cell_parameters_and_repr():
@@ -609,6 +664,9 @@ def _stepped(opt):
     (lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
      lambda sd: sd["param_groups"][0].update(momentum=-0.5),
      kiln.KilnValueError, "invalid momentum -0.5"),
+    (lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+     lambda sd: sd["param_groups"][0].update(momentum=None),
+     kiln.KilnTypeError, "momentum must be a real number, got None"),
     (lambda ps: optim.Adam(ps, lr=0.01),
      lambda sd: sd["param_groups"][0].update(betas=(1.5, 0.9)),
      kiln.KilnValueError, r"betas must be in \[0, 1\), got \(1.5, 0.9\)"),
@@ -624,8 +682,8 @@ def _stepped(opt):
     (lambda ps: optim.Adam(ps, lr=0.01, amsgrad=True),
      lambda sd: sd["state"][1].update(max_exp_avg_sq=np.zeros(3)),
      kiln.ShapeError, r"'max_exp_avg_sq' of parameter 1 has shape \[3\] .*expected \[2\]"),
-], ids=["complex-state", "state-shape", "sgd-momentum", "adam-betas", "string-state",
-        "sgd-nesterov-dampening", "sgd-flag-shape", "amsgrad-shape"])
+], ids=["complex-state", "state-shape", "sgd-momentum", "sgd-momentum-none", "adam-betas",
+        "string-state", "sgd-nesterov-dampening", "sgd-flag-shape", "amsgrad-shape"])
 def test_optimizer_failed_load_changes_nothing(make, edit, error, message):
     opt = _stepped(make([nn.Parameter(mint.ones(2)), nn.Parameter(mint.ones(2))]))
     saved = _stepped(make([nn.Parameter(mint.zeros(2)), nn.Parameter(mint.zeros(2))])

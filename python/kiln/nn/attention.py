@@ -15,8 +15,10 @@ average_attn_weights=True, is_causal=False)`` returns ``(output, weights)``:
 - query [B, L, E], key and value [B, S, E] with ``batch_first=True``; [L, B, E] and [S, B, E]
   otherwise (PyTorch's default layout). The output has the query's layout.
 - ``attn_mask`` [L, S] or [B * num_heads, L, S]: a bool mask (True = may not attend) or a float
-  mask added to the scores. ``key_padding_mask`` [B, S]: True marks keys to ignore.
-  ``is_causal=True`` forbids attending to later positions (combined with ``attn_mask``, if any).
+  mask added to the scores. ``key_padding_mask`` [B, S]: True marks keys to ignore (or, floating,
+  added to the scores). Either mask may be a kiln tensor, a NumPy array or nested lists; an
+  integer mask is a DTypeError, as in PyTorch. ``is_causal=True`` forbids attending to later
+  positions (combined with ``attn_mask``, if any).
 - ``weights`` is None unless ``need_weights``: [B, L, S] averaged over heads, or
   [B, num_heads, L, S] with ``average_attn_weights=False``.
 - ``dropout`` applies to the attention weights while training.
@@ -25,7 +27,7 @@ average_attn_weights=True, is_causal=False)`` returns ``(output, weights)``:
 import math
 
 from .. import _C
-from ..errors import KilnValueError, ShapeError
+from ..errors import DTypeError, KilnValueError, ShapeError
 from . import init
 from .cell import Cell
 from .linear import Linear
@@ -34,6 +36,19 @@ from .parameter import Parameter
 __all__ = ["MultiheadAttention"]
 
 _mint = _C.mint
+
+
+def _mask_tensor(mask, name):
+    """``mask`` (a kiln tensor, a NumPy array or nested lists) as a bool or floating-point tensor.
+    An integer mask is refused rather than added to the scores: a 0/1 mask meant as bool would
+    otherwise shift the masked scores by 1 and mask nothing."""
+    if not isinstance(mask, _C.Tensor):
+        mask = _C.tensor(mask)  # a NumPy bool array stays bool
+    if mask.dtype != _C.dtype.bool and not mask.dtype.is_floating_point:
+        raise DTypeError(f"MultiheadAttention: expected a bool {name} (True = masked) or a "
+                         f"floating-point one (added to the scores), got dtype {mask.dtype.name}; "
+                         f"convert a 0/1 mask with .to(kiln.bool_)")
+    return mask
 
 
 class MultiheadAttention(Cell):
@@ -71,6 +86,7 @@ class MultiheadAttention(Cell):
         """The masks as one float tensor added to the scores [B, H, L, S] (None when none)."""
         masks = []
         if attn_mask is not None:
+            attn_mask = _mask_tensor(attn_mask, "attn_mask")
             if attn_mask.ndim == 3:
                 if tuple(attn_mask.shape) != (b * self.num_heads, l, s):
                     raise ShapeError(f"MultiheadAttention: a 3-d attn_mask must have shape "
@@ -83,6 +99,7 @@ class MultiheadAttention(Cell):
         if is_causal:
             masks.append(_mint.triu(_mint.ones(l, s, dtype=_C.dtype.bool), 1))
         if key_padding_mask is not None:
+            key_padding_mask = _mask_tensor(key_padding_mask, "key_padding_mask")
             if tuple(key_padding_mask.shape) != (b, s):
                 raise ShapeError(f"MultiheadAttention: key_padding_mask must have shape {[b, s]}, "
                                  f"got {list(key_padding_mask.shape)}")
@@ -97,13 +114,27 @@ class MultiheadAttention(Cell):
             total = mask if total is None else total + mask
         return total
 
+    def _check_inputs(self, query, key, value):
+        """Checks the layouts of query, key and value (before any transpose, so that the shapes
+        named are the caller's)."""
+        layout = "batch, seq" if self.batch_first else "seq, batch"
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            if x.ndim != 3 or x.shape[-1] != self.embed_dim:
+                raise ShapeError(f"MultiheadAttention: expected a {name} [{layout}, "
+                                 f"{self.embed_dim}] (batch_first={self.batch_first}), got "
+                                 f"{list(x.shape)}")
+        batch = 0 if self.batch_first else 1
+        # A key of batch 1 would broadcast against the query's batch in the matmul, silently.
+        if tuple(key.shape) != tuple(value.shape) or key.shape[batch] != query.shape[batch]:
+            raise ShapeError(f"MultiheadAttention: expected a key and value of one shape with "
+                             f"the query's batch size ({query.shape[batch]}), got key "
+                             f"{list(key.shape)} and value {list(value.shape)}")
+
     def construct(self, query, key, value, key_padding_mask=None, need_weights=True,
                   attn_mask=None, average_attn_weights=True, is_causal=False):
+        self._check_inputs(query, key, value)
         if not self.batch_first:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
-        if query.ndim != 3 or query.shape[-1] != self.embed_dim:
-            raise ShapeError(f"MultiheadAttention: expected a query [batch, seq, {self.embed_dim}]"
-                             f" (batch_first={self.batch_first}), got {list(query.shape)}")
         b, l, _ = query.shape
         s = key.shape[1]
         weights = _mint.chunk(self.in_proj_weight, 3, 0)

@@ -10,9 +10,10 @@ PyTorch's Conv2d: weight ~ kaiming_uniform_(a=sqrt(5)) and bias ~ U(-1/sqrt(fan_
 """
 
 import math
+import operator
 
 from .. import _C
-from ..errors import KilnValueError
+from ..errors import KilnTypeError, KilnValueError
 from . import init
 from .cell import Cell
 from .parameter import Parameter
@@ -22,13 +23,38 @@ __all__ = ["Conv2d"]
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
+def _index(value):
+    """``value`` as a Python int when it is an int or a NumPy integer (``operator.index``), else
+    None. A bool is not one: True as a size or a group count is a mistake, not 1."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _int(value, name):
+    index = _index(value)
+    if index is None:
+        raise KilnTypeError(f"Conv2d: {name} must be an int, got {value!r} "
+                            f"({type(value).__name__})")
+    return index
+
+
 def _pair(value, name):
-    if isinstance(value, int) and not isinstance(value, bool):
-        return (value, value)
-    pair = tuple(value)
+    """``value`` (an int or a pair of ints) as a pair of Python ints."""
+    index = _index(value)
+    if index is not None:
+        return (index, index)
+    try:
+        pair = tuple(value)
+    except TypeError:
+        raise KilnTypeError(f"Conv2d: {name} must be an int or a pair of ints, got {value!r} "
+                            f"({type(value).__name__})") from None
     if len(pair) != 2:
         raise KilnValueError(f"Conv2d: {name} must be an int or a pair of ints, got {value!r}")
-    return pair
+    return tuple(_int(v, f"{name}[{i}]") for i, v in enumerate(pair))
 
 
 class Conv2d(Cell):
@@ -38,6 +64,9 @@ class Conv2d(Cell):
         if padding_mode not in _PADDING_MODES:
             raise KilnValueError(f"Conv2d: padding_mode must be one of "
                                  f"{', '.join(map(repr, _PADDING_MODES))}, got {padding_mode!r}")
+        in_channels = _int(in_channels, "in_channels")
+        out_channels = _int(out_channels, "out_channels")
+        groups = _int(groups, "groups")
         if groups <= 0 or in_channels % groups or out_channels % groups:
             raise KilnValueError(f"Conv2d: in_channels ({in_channels}) and out_channels "
                                  f"({out_channels}) must be divisible by groups ({groups})")

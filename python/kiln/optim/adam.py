@@ -24,8 +24,8 @@ step: a ``kiln.jit`` step cannot make it, a KilnValueError; the maximum then sta
 """
 
 from .. import _C
-from ..errors import KilnValueError
-from .optimizer import Optimizer
+from ..errors import KilnTypeError, KilnValueError
+from .optimizer import Optimizer, check_number
 
 __all__ = ["Adam", "AdamW"]
 
@@ -45,23 +45,26 @@ class Adam(Optimizer):
 
     _decoupled = False
     _lazy_state = frozenset({"max_exp_avg_sq"})
+    _numeric = {**Optimizer._numeric, "eps": 0.0, "weight_decay": 0.0}
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  amsgrad=False, *, maximize=False):
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay, amsgrad=amsgrad,
-                                      maximize=maximize))
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      amsgrad=amsgrad, maximize=maximize))
 
     def _check_hyperparameters(self, group):
         super()._check_hyperparameters(group)
         name = type(self).__name__
-        beta1, beta2 = group["betas"]
-        if not (0.0 <= beta1 < 1.0 and 0.0 <= beta2 < 1.0):
-            raise KilnValueError(f"{name}: betas must be in [0, 1), got {group['betas']}")
-        if not group["eps"] >= 0.0:
-            raise KilnValueError(f"{name}: invalid eps {group['eps']}")
-        if not group["weight_decay"] >= 0.0:
-            raise KilnValueError(f"{name}: invalid weight_decay {group['weight_decay']}")
+        betas = group["betas"]
+        expected = f"{name}: betas must be a pair of numbers (beta1, beta2), got {betas!r}"
+        if not isinstance(betas, (tuple, list)):
+            raise KilnTypeError(expected)
+        if len(betas) != 2:
+            raise KilnValueError(expected)
+        for i, beta in enumerate(betas):
+            check_number(name, f"betas[{i}]", beta)
+        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+            raise KilnValueError(f"{name}: betas must be in [0, 1), got {betas}")
 
     def _init_state(self, param, group):
         count = _C.dtype.float64 if param.dtype == _C.dtype.float64 else _C.dtype.float32

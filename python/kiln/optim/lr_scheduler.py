@@ -23,6 +23,7 @@ Without warmup this is PyTorch's CosineAnnealingLR (its closed form). ``state_di
 import math
 
 from ..errors import KilnValueError
+from .optimizer import check_number
 
 __all__ = ["LRScheduler", "CosineAnnealingLR"]
 
@@ -64,6 +65,9 @@ class LRScheduler:
 
 class CosineAnnealingLR(LRScheduler):
     def __init__(self, optimizer, T_max, eta_min=0.0, warmup_steps=0):  # noqa: N803
+        for name, value in (("T_max", T_max), ("eta_min", eta_min),
+                            ("warmup_steps", warmup_steps)):
+            check_number("CosineAnnealingLR", name, value)
         if not 0 <= warmup_steps < T_max:
             raise KilnValueError(f"CosineAnnealingLR: need 0 <= warmup_steps < T_max, got "
                                  f"warmup_steps={warmup_steps}, T_max={T_max}")

@@ -36,12 +36,19 @@ hyperparameters are read as Python numbers and are fixed in a jitted step once t
   keys and shapes (KilnValueError / ShapeError), and converts the state's values (kiln tensors or
   NumPy arrays, as ``Cell.load_state_dict`` does; DTypeError), then copies them in place.
 
+Hyperparameters are checked when a group is added or loaded: a number of the wrong kind (None, a
+string, a bool) is a KilnTypeError, one out of range a KilnValueError, each naming the argument.
+
 A subclass defines ``_init_state(param, group)`` (a dict of state tensors, created when the
 parameter is added) and ``_update(param, grad, state, group, lr)`` (in place; ``lr`` is the 0-d
-learning-rate tensor of the parameter's dtype), and ``_lazy_state`` (optional; default: none) for
-state that ``_update`` creates when first needed (as ``_lazy_zeros(key, param)`` makes it:
-zero-filled, shaped and typed like the parameter unless the subclass says otherwise).
+learning-rate tensor of the parameter's dtype), ``_numeric`` (optional; default: ``lr`` only) for
+its numeric hyperparameters and their lower bounds (checked by ``check_number``), and
+``_lazy_state`` (optional; default: none) for state that ``_update`` creates when first needed (as
+``_lazy_zeros(key, param)`` makes it: zero-filled, shaped and typed like the parameter unless the
+subclass says otherwise).
 """
+
+import numbers
 
 from .. import _C
 from ..autograd import enable_grad, no_grad
@@ -49,6 +56,22 @@ from ..errors import KilnTypeError, KilnValueError, ShapeError
 from ..nn._state import converted_like
 
 __all__ = ["Optimizer"]
+
+# How the out-of-range messages describe an argument, where not by its name.
+_DESCRIPTIONS = {"lr": "learning rate"}
+
+
+def check_number(owner, name, value, minimum=None):
+    """Checks a numeric argument ``name`` of ``owner`` (an optimizer or scheduler name): a real
+    number (a Python or NumPy int or float) -- else a KilnTypeError; a bool is refused too, a flag
+    given in the wrong place -- and, when ``minimum`` is given, at least that (else, NaN included,
+    a KilnValueError)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise KilnTypeError(f"{owner}: {name} must be a real number, got {value!r} "
+                            f"({type(value).__name__})")
+    if minimum is not None and not value >= minimum:
+        raise KilnValueError(f"{owner}: invalid {_DESCRIPTIONS.get(name, name)} {value}, "
+                             f"expected {name} >= {minimum}")
 
 
 class Optimizer:
@@ -150,9 +173,12 @@ class Optimizer:
     # ----------------------------------------------------------------------------------------
     # Subclass hooks
 
+    # The numeric hyperparameters and their lower bounds (None: any real number).
+    _numeric = {"lr": 0.0}
+
     def _check_hyperparameters(self, group):
-        if not group["lr"] >= 0.0:
-            raise KilnValueError(f"{type(self).__name__}: invalid learning rate {group['lr']}")
+        for name, minimum in self._numeric.items():
+            check_number(type(self).__name__, name, group[name], minimum)
 
     # State keys that a parameter's state may lack: ``_update`` creates them (``_lazy_zeros``)
     # when a changed hyperparameter first needs them. A checkpoint may have them or not, whatever

@@ -46,6 +46,7 @@ class SGD(Optimizer):
     """
 
     _lazy_state = frozenset(_MOMENTUM_STATE)
+    _numeric = {**Optimizer._numeric, "momentum": 0.0, "dampening": None, "weight_decay": 0.0}
 
     def __init__(self, params, lr, momentum=0.0, weight_decay=0.0, nesterov=False, *,
                  dampening=0.0, maximize=False):
@@ -55,10 +56,6 @@ class SGD(Optimizer):
 
     def _check_hyperparameters(self, group):
         super()._check_hyperparameters(group)
-        if not group["momentum"] >= 0.0:
-            raise KilnValueError(f"SGD: invalid momentum {group['momentum']}")
-        if not group["weight_decay"] >= 0.0:
-            raise KilnValueError(f"SGD: invalid weight_decay {group['weight_decay']}")
         if group["nesterov"] and (group["momentum"] <= 0.0 or group["dampening"] != 0.0):
             raise KilnValueError(f"SGD: nesterov momentum needs momentum > 0 and dampening 0, "
                                  f"got momentum {group['momentum']}, dampening "
