@@ -122,12 +122,16 @@ Tensor owned_copy(const Tensor& t) {
   return copy;
 }
 
-// The all-reduce both AllReduce and ReduceScatter run: in place, then / size for avg.
+// The all-reduce both AllReduce and ReduceScatter run: in place, / size for avg. The 16-bit floats
+// are divided first: their sum overflowed where the average did not (float16 [40000] on two
+// ranks averaged to inf); float32 and float64 after, which rounds once.
 void all_reduce_in_place(Communicator& c, const Tensor& t, void* data, ReduceKind kind, int size) {
-  c.all_reduce(data, static_cast<size_t>(t.numel()), t.dtype(),
-               kind == ReduceKind::kAvg ? ReduceKind::kSum : kind);
-  if (kind == ReduceKind::kAvg)
-    scale_elements(t.dtype(), data, static_cast<size_t>(t.numel()), 1.0 / size);
+  const auto n = static_cast<size_t>(t.numel());
+  const bool avg = kind == ReduceKind::kAvg;
+  const bool divide_first = avg && itemsize(t.dtype()) == 2;
+  if (divide_first) scale_elements(t.dtype(), data, n, 1.0 / size);
+  c.all_reduce(data, n, t.dtype(), avg ? ReduceKind::kSum : kind);
+  if (avg && !divide_first) scale_elements(t.dtype(), data, n, 1.0 / size);
 }
 
 void all_reduce_kernel(KernelContext& ctx) {

@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -26,6 +28,8 @@ struct World {
   std::string backend;
   std::shared_ptr<Store> store;  // Gloo's rendezvous (MPI has its own)
   std::string hostname;          // where this rank's Gloo pairs listen
+  // Not reset by init_process_group: a group made before destroy_process_group keeps an id no
+  // later group has (a jitted function holding it fails as destroyed, not on another group).
   int next_group_id = 1;
   std::map<int, std::shared_ptr<Group>> groups;
 };
@@ -56,9 +60,12 @@ int int_from_env(const char* name, int given, const char* what) {
       << "init_process_group: " << what << " was not given and " << name
       << " is not set (the launcher, python -m kiln.distributed.run, sets it)";
   char* end = nullptr;
+  errno = 0;
   const long value = std::strtol(env, &end, 10);
-  KILN_CHECK_VALUE(end != env && *end == '\0' && value >= 0)
-      << name << ": expected a non-negative integer, got '" << env << "'";
+  // Past int's range it wrapped (WORLD_SIZE=4294967297 was a world of 1).
+  KILN_CHECK_VALUE(end != env && *end == '\0' && errno == 0 && value >= 0 &&
+                   value <= std::numeric_limits<int>::max())
+      << name << ": expected a non-negative integer below 2^31, got '" << env << "'";
   return static_cast<int>(value);
 }
 
@@ -217,6 +224,11 @@ Connection connection_of(const World& w, std::chrono::milliseconds timeout) {
   return {w.backend, w.store, w.hostname, timeout};
 }
 
+// Returns once every member of `group` has called it (a barrier on its communicator).
+void wait_for_members(Group& group, const char* what) {
+  group.run(what, [](Communicator& c) { c.barrier(); });
+}
+
 }  // namespace
 
 std::shared_ptr<Group> group_of(int64_t id) {
@@ -281,11 +293,14 @@ void init_process_group(const InitOptions& options) {
   for (int r = 0; r < world_size; ++r) everyone[r] = r;
   try {
     w.groups[0] = make_group(0, everyone, rank, connection_of(w, timeout));
+    // Rank 0 serves the rendezvous: returning before the others finished connecting, it could
+    // exit or destroy the group and take the store from under them ("lost connection").
+    wait_for_members(*w.groups[0], "init_process_group");
   } catch (...) {
+    w.groups.clear();
     w.store.reset();
     throw;
   }
-  w.next_group_id = 1;
 }
 
 void destroy_process_group() {
@@ -338,6 +353,9 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& requested) {
   // Connecting waits for the other members; collectives on other groups look groups up meanwhile.
   lock.unlock();
   std::shared_ptr<Group> group = make_group(id, ranks, everyone->rank(), how);
+  // Every world rank calls new_group: none returns (and may destroy the rendezvous rank 0 serves)
+  // before the new group's members have connected through it.
+  wait_for_members(*everyone, "new_group");
   lock.lock();
   const auto now = w.groups.find(0);
   KILN_CHECK_DIST(now != w.groups.end() && now->second == everyone)

@@ -241,10 +241,11 @@ dist.destroy_process_group()
 assert not dist.is_initialized()
 check(last, np.sum([values(data(r, (8,), "float32", seed=5)) for r in range(world)], axis=0),
       "float32", "all_reduce queued before destroy")
-# A group from the destroyed world is refused, even once new groups reuse its id.
+# A group from the destroyed world is refused; new groups never reuse its id (a jitted function
+# holding the old id ran its collective on the new group).
 init(again=True)
 again = dist.new_group(range(world))
-assert again.id == mine.id or again.id == evens.id
+assert again.id > max(mine.id, evens.id, odds.id, backwards.id)
 try:
     dist.all_reduce(data(rank, (2,), "float32"), group=evens if rank % 2 == 0 else odds)
     raise AssertionError("a destroyed group was used")
@@ -324,7 +325,7 @@ def test_ranks_that_disagree_fail_alike_naming_each_call(tmp_path, backend):
     # collective now first compares every member's call (Note [Ranks agree on each collective]).
     launch(tmp_path, 2, backend=backend, body='''
 rank = dist.get_rank()
-by_dtype, by_op = dist.new_group([0, 1]), dist.new_group([0, 1])
+by_dtype, by_op, ok = (dist.new_group([0, 1]) for _ in range(3))
 def fails(text, fn):
     try:
         fn()
@@ -340,11 +341,34 @@ fails("rank 0 ran AllReduce(float32[4]) op=sum; rank 1 ran AllReduce(int32[4]) o
                               group=by_dtype))
 fails("rank 0 ran Barrier", lambda: dist.barrier(by_op) if rank == 0
       else dist.all_reduce(kiln.mint.ones(2), group=by_op))
-# A group that agreed still works.
-ok = dist.new_group([0, 1])
+# A group that agreed still works (new_group now would need the failed world group).
 t = kiln.mint.ones(3) * (rank + 1)
 dist.all_reduce(t, "max", group=ok)
 check(t, np.full(3, 2.0), "float32", "after disagreements")
+''')
+
+
+def test_ranks_that_leave_right_after_joining_leave_the_others_joined(tmp_path):
+    # Rank 0 serves the rendezvous: it returned from init (or new_group) before the others had
+    # connected through it, and its destroy or exit failed them ("lost connection to the
+    # rendezvous server"; 4 of 4 runs at 4 ranks).
+    for _ in range(2):
+        launch(tmp_path, 4, body='''
+dist.destroy_process_group()
+dist.init_process_group("gloo", init_method="file://" + sys.argv[0] + ".again", timeout=60)
+dist.new_group([1, 2])
+''')
+        for stale in tmp_path.glob("rank.py.again*"):
+            shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
+
+
+def test_float16_average_does_not_overflow_where_the_average_fits(tmp_path):
+    # The float16 sum (80000) overflowed before the division: [inf, 1].
+    launch(tmp_path, 2, body='''
+for dtype in (kiln.float16, kiln.bfloat16):
+    t = kiln.tensor(np.array([40000.0, 1.0], np.float32), dtype=dtype)
+    dist.all_reduce(t, "avg")
+    check(t, [40000.0, 1.0], dtype.name, "avg")
 ''')
 
 
@@ -731,6 +755,16 @@ def test_init_argument_errors(tmp_path):
                                     world_size=1)
         finally:
             del os.environ["KILN_DIST_TIMEOUT"]
+    # Past int's range the environment's value wrapped (a world of 1 from 4294967297).
+    for name, value, given in [("WORLD_SIZE", "4294967297", dict(rank=0)),
+                               ("RANK", "99999999999", dict(world_size=2))]:
+        os.environ[name] = value
+        try:
+            with raises(kiln.KilnValueError, match=f"{name}: expected a non-negative integer "
+                                                   f"below 2\\^31, got '{value}'"):
+                dist.init_process_group("gloo", init_method="tcp://127.0.0.1:1", **given)
+        finally:
+            del os.environ[name]
     assert not dist.is_initialized()
 
 
