@@ -1,15 +1,18 @@
 """kiln.distributed.run, the launcher: each rank's environment, arguments and output; exit status
 when all ranks succeed, when one fails or is killed by a signal; stopping the other ranks
-(SIGTERM, then SIGKILL); forwarding SIGINT/SIGTERM; bad arguments.
+(SIGTERM, then SIGKILL); forwarding SIGINT/SIGTERM; bad arguments, from the command line and from
+main(); an IPv6 master address.
 
 The launcher is run as a file, by path: it is standard library only, so these tests need neither
 Kiln's compiled core nor the package to import. Children are small scripts written to tmp_path;
 each test is bounded by subprocess timeouts of a few seconds.
 """
 
+import importlib.util
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -173,17 +176,79 @@ def test_signal_reaches_every_rank(tmp_path, sig):
     assert [(tmp_path / f"got{rank}").read_text() for rank in range(3)] == [sig.name] * 3
 
 
+TIMEOUT_RANGE = "--timeout: must be a positive number of seconds from 0.001 (1 ms) to 1e9, got"
+
+
 @pytest.mark.parametrize("args, message", [
     (["--nproc", "0", "x.py"], "--nproc: must be at least 1"),
     (["--nproc", "-2", "x.py"], "--nproc: must be at least 1"),
     (["--nproc", "2", "--master-port", "70000", "x.py"], "--master-port: must be in 1..65535"),
-    (["--nproc", "2", "--timeout", "0", "x.py"], "--timeout: must be positive"),
+    (["--nproc", "2", "--timeout", "0", "x.py"], f"{TIMEOUT_RANGE} 0\n"),
+    # The ranks refuse more than 1e9 s, and count whole milliseconds (0.0001 s would be 0 ms).
+    (["--nproc", "2", "--timeout", "inf", "x.py"], f"{TIMEOUT_RANGE} inf\n"),
+    (["--nproc", "2", "--timeout", "1e10", "x.py"], f"{TIMEOUT_RANGE} 1e+10\n"),
+    (["--nproc", "2", "--timeout", "nan", "x.py"], f"{TIMEOUT_RANGE} nan\n"),
+    (["--nproc", "2", "--timeout", "0.0001", "x.py"], f"{TIMEOUT_RANGE} 0.0001\n"),
     (["--nproc", "two", "x.py"], "--nproc: not an integer: 'two'"),
     (["--nproc", "2", "no_such_script.py"], "script not found: no_such_script.py"),
-    (["x.py"], "the following arguments are required: --nproc"),
+    (["x.py"], "the following arguments are required: --nproc\n"),
+    # script_args may be empty: only SCRIPT is missing.
+    (["--nproc", "2"], "the following arguments are required: script\n"),
 ])
 def test_bad_arguments(tmp_path, args, message):
     (tmp_path / "x.py").touch()
     r = launch(*args, cwd=tmp_path)
     assert r.returncode == 2
     assert message in r.stderr, r.stderr
+
+
+def test_timeout_bounds_reach_the_ranks(tmp_path):
+    child = write_child(tmp_path, """
+        Path(sys.argv[1], f"rank{rank}").write_text(os.environ["KILN_DIST_TIMEOUT"])
+    """)
+    for timeout, passed in [("0.001", "0.001"), ("1e9", "1000000000.0")]:
+        assert launch("--nproc", 1, "--timeout", timeout, child, tmp_path).returncode == 0
+        assert (tmp_path / "rank0").read_text() == passed
+
+
+def load_launcher():
+    spec = importlib.util.spec_from_file_location("kiln_launcher_under_test", RUN)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_main_returns_the_status_for_bad_arguments_and_help(tmp_path, capsys):
+    main = load_launcher().main
+    assert main(["--nproc", "0", str(tmp_path)]) == 2  # returned, not raised as SystemExit
+    assert "--nproc: must be at least 1" in capsys.readouterr().err
+    assert main(["--nproc", "1", str(tmp_path / "missing.py")]) == 2
+    assert "script not found" in capsys.readouterr().err
+    assert main(["--help"]) == 0
+    assert "usage:" in capsys.readouterr().out
+
+
+def ipv6_loopback():
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not ipv6_loopback(), reason="no IPv6 loopback")
+@pytest.mark.parametrize("addr", ["::1", "[::1]"])
+def test_ipv6_master_addr_gets_a_free_ipv6_port(tmp_path, addr):
+    # The default port was looked for over IPv4 only: "cannot find a free port" for ::1. Rank 0
+    # binds the port it was given on ::1, as its rendezvous store would.
+    child = write_child(tmp_path, """
+        import socket
+        if rank == 0:
+            with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+                s.bind(("::1", int(os.environ["MASTER_PORT"])))
+        Path(sys.argv[1], f"rank{rank}").write_text(os.environ["MASTER_ADDR"])
+    """)
+    r = launch("--nproc", 2, "--master-addr", addr, child, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert [(tmp_path / f"rank{rank}").read_text() for rank in range(2)] == [addr] * 2

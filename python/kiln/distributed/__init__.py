@@ -23,15 +23,23 @@ in-place functions here mirror ``torch.distributed``; ``kiln.distributed.functio
 tensors and is differentiable (the gradient of an all-reduce is the all-reduce of the gradient).
 
 Every blocking call waits at most ``timeout`` seconds (``init_process_group``'s argument, else
-the environment's ``KILN_DIST_TIMEOUT``, else 300) and then raises ``kiln.DistributedError``; a
-peer that exits is reported at once. Reduction ops: ``"sum"``, ``"prod"``, ``"min"``, ``"max"``,
-``"avg"`` (floating dtypes), or the ``ReduceOp`` constants.
+the environment's ``KILN_DIST_TIMEOUT``, else 300; from 1 ms to 1e9 s) and then raises
+``kiln.DistributedError``; a peer that exits is reported at once. Reduction ops: ``"sum"``,
+``"prod"``, ``"min"``, ``"max"``, ``"avg"`` (floating dtypes), or the ``ReduceOp`` constants.
+
+Arguments are checked before anything is sent: one of the wrong kind (an array for a tensor, a
+float for a rank, a list for ``reduce_scatter``'s input) raises ``kiln.KilnTypeError``, a bad
+value ``kiln.KilnValueError``, tensors of the wrong shape ``kiln.ShapeError``.
 """
 
+import collections.abc
 import datetime
+import numbers
 
 from .. import _C
+from ..errors import KilnTypeError, KilnValueError, ShapeError
 from . import functional  # noqa: F401
+from .functional import _group, _int, _op, _str, _tensor
 
 _dist = _C.distributed
 ProcessGroup = _dist.ProcessGroup
@@ -50,20 +58,43 @@ class ReduceOp:
 def _seconds(timeout):
     if timeout is None:
         return 0.0  # KILN_DIST_TIMEOUT, else 300 s
-    seconds = (timeout.total_seconds() if isinstance(timeout, datetime.timedelta)
-               else float(timeout))
-    if not seconds > 0:
-        raise ValueError(f"init_process_group: timeout must be a positive number of seconds, "
-                         f"got {timeout!r}")
+    if isinstance(timeout, datetime.timedelta):
+        seconds = timeout.total_seconds()
+    elif isinstance(timeout, numbers.Real) and not isinstance(timeout, bool):
+        seconds = float(timeout)
+    else:
+        raise KilnTypeError(f"init_process_group: expected timeout to be a number of seconds or a "
+                            f"datetime.timedelta, got {type(timeout).__name__} {timeout!r}")
+    # Imported here, not at the top: importing kiln.distributed.run with this package would make
+    # `python -m kiln.distributed.run` warn that the module was already imported.
+    from .run import _timeout_problem
+    problem = _timeout_problem(seconds)
+    if problem:
+        raise KilnValueError(f"init_process_group: timeout {problem}")
     return seconds
 
 
-def init_process_group(backend="gloo", init_method=None, rank=-1, world_size=-1, timeout=None):
-    """Joins the world group. ``rank`` and ``world_size`` default to the environment's RANK and
-    WORLD_SIZE; ``init_method`` to ``"env://"``; ``timeout`` (seconds or a timedelta) to
-    KILN_DIST_TIMEOUT or 300. Raises DistributedError when the ranks do not all arrive in time
-    (naming the missing ones) or disagree on the world size, KilnValueError for a bad argument."""
-    _dist.init_process_group(backend, init_method or "env://", rank, world_size,
+def _rank_or_env(name, value, low, env):
+    """`value` checked, or -1 (which the C++ API reads as "take `env`") when not given."""
+    # -1 is PyTorch's default for "not given", kept for code that passes its own default on.
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value == -1):
+        return -1
+    return _int("init_process_group", name, value, low, f" (or None: {env} from the environment)")
+
+
+def init_process_group(backend="gloo", init_method=None, rank=None, world_size=None, timeout=None):
+    """Joins the world group. ``rank`` and ``world_size`` when None (or -1, PyTorch's default)
+    come from the environment's RANK and WORLD_SIZE; ``init_method`` defaults to ``"env://"``;
+    ``timeout`` (seconds or a timedelta, from 1 ms to 1e9 s) to KILN_DIST_TIMEOUT or 300.
+    Raises DistributedError when the ranks do not all arrive in time (naming the missing ones) or
+    disagree on the world size, KilnTypeError or KilnValueError for a bad argument."""
+    fn = "init_process_group"
+    _str(fn, "backend", backend, "'gloo' or 'mpi'")
+    if init_method is not None:
+        _str(fn, "init_method", init_method, "'env://', 'tcp://host:port' or 'file:///path'")
+    _dist.init_process_group(backend, init_method or "env://",
+                             _rank_or_env("rank", rank, 0, "RANK"),
+                             _rank_or_env("world_size", world_size, 1, "WORLD_SIZE"),
                              _seconds(timeout))
 
 
@@ -88,41 +119,60 @@ def is_gloo_available():
 
 def get_rank(group=None):
     """This process's rank in ``group`` (the world by default); -1 when it is not a member."""
-    return (group or _dist.world()).rank
+    return (_group("get_rank", group) or _dist.world()).rank
 
 
 def get_world_size(group=None):
-    return (group or _dist.world()).size
+    return (_group("get_world_size", group) or _dist.world()).size
 
 
 def new_group(ranks):
-    """A group of the given world ranks. Every rank must call it, in the same order, members or
-    not; non-members get a group whose rank is -1."""
-    return _dist.new_group(list(ranks))
+    """A group of the given world ranks (a sequence of ints). Every rank must call it, in the same
+    order, members or not; non-members get a group whose rank is -1."""
+    if isinstance(ranks, (str, bytes)) or not isinstance(ranks, collections.abc.Iterable):
+        raise KilnTypeError(f"new_group: expected ranks to be a sequence of ints (world ranks), "
+                            f"got {type(ranks).__name__} {ranks!r}")
+    return _dist.new_group([_int("new_group", f"ranks[{i}]", r, 0) for i, r in enumerate(ranks)])
 
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """Reduces ``tensor`` over the group, in place. Returns a Work when ``async_op``, else None."""
-    return _dist.all_reduce(tensor, op, group, async_op)
+    fn = "all_reduce"
+    return _dist.all_reduce(_tensor(fn, "tensor", tensor), _op(fn, op), _group(fn, group),
+                            bool(async_op))
 
 
 def broadcast(tensor, src, group=None, async_op=False):
     """Copies world rank ``src``'s ``tensor`` into every member's, in place."""
-    return _dist.broadcast(tensor, src, group, async_op)
+    fn = "broadcast"
+    return _dist.broadcast(_tensor(fn, "tensor", tensor), _int(fn, "src", src, 0),
+                           _group(fn, group), bool(async_op))
 
 
 def all_gather_into_tensor(output, input, group=None, async_op=False):
     """Every member's ``input`` stacked along dim 0 of ``output``, in group-rank order."""
-    return _dist.all_gather(output, input, group, async_op)
+    fn = "all_gather_into_tensor"
+    return _dist.all_gather(_tensor(fn, "output", output), _tensor(fn, "input", input),
+                            _group(fn, group), bool(async_op))
 
 
 def all_gather(tensor_list, tensor, group=None, async_op=False):
     """Fills ``tensor_list`` (one tensor per member, each shaped like ``tensor``) with every
     member's ``tensor``. Waits for the result (async_op only says whether to return a Work)."""
-    size = get_world_size(group)
+    fn = "all_gather"
+    _tensor(fn, "tensor", tensor)
+    if not isinstance(tensor_list, (list, tuple)):
+        raise KilnTypeError(f"all_gather: expected tensor_list to be a list of kiln.Tensors (one "
+                            f"per member), got {type(tensor_list).__name__}")
+    size = get_world_size(_group(fn, group))
     if len(tensor_list) != size:
-        raise ValueError(f"all_gather: expected a list of {size} tensors (one per member), "
-                         f"got {len(tensor_list)}")
+        raise KilnValueError(f"all_gather: expected a list of {size} tensors (one per member), "
+                             f"got {len(tensor_list)}")
+    for i, out in enumerate(tensor_list):
+        _tensor(fn, f"tensor_list[{i}]", out)
+        if out.shape != tensor.shape:
+            raise ShapeError(f"all_gather: tensor_list[{i}] has shape {list(out.shape)}; expected "
+                             f"{list(tensor.shape)}, the shape of tensor")
     gathered = functional.all_gather(tensor.detach().reshape((1,) + tuple(tensor.shape)), group)
     for i, out in enumerate(tensor_list):
         out[...] = gathered[i]
@@ -131,8 +181,17 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
 
 def reduce_scatter(output, input, op=ReduceOp.SUM, group=None, async_op=False):
     """Reduces ``input`` over the group and writes this member's slice of dim 0 (input's dim 0
-    divided by the group size) into ``output``."""
-    return _dist.reduce_scatter(output, input, op, group, async_op)
+    divided by the group size) into ``output``. This is ``torch.distributed``'s
+    ``reduce_scatter_tensor``: for its ``reduce_scatter(output, input_list)``, pass
+    ``kiln.mint.cat(input_list)``."""
+    fn = "reduce_scatter"
+    hint = ""
+    if isinstance(input, (list, tuple)):
+        hint = (" (Kiln's reduce_scatter(output, input) takes one tensor whose dim 0 holds every "
+                "member's slice, as torch.distributed.reduce_scatter_tensor does; for a list of "
+                "per-member tensors pass kiln.mint.cat(input_list))")
+    return _dist.reduce_scatter(_tensor(fn, "output", output), _tensor(fn, "input", input, hint),
+                                _op(fn, op), _group(fn, group), bool(async_op))
 
 
 reduce_scatter_tensor = reduce_scatter
@@ -140,7 +199,7 @@ reduce_scatter_tensor = reduce_scatter
 
 def barrier(group=None):
     """Returns when every member of the group has reached it."""
-    _dist.barrier(group)
+    _dist.barrier(_group("barrier", group))
 
 
 class _Done:

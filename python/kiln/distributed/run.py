@@ -12,9 +12,10 @@ include/kiln/distributed.h):
     RANK, LOCAL_RANK          0 .. N-1 (the same number: one node)
     WORLD_SIZE, LOCAL_WORLD_SIZE   N
     MASTER_ADDR, MASTER_PORT  where rank 0 serves the rendezvous (--master-addr, default
-                              127.0.0.1; --master-port, default a port free when the launcher
-                              looked)
+                              127.0.0.1, or a host name or IPv6 address such as ::1;
+                              --master-port, default a port free when the launcher looked)
     KILN_DIST_TIMEOUT         --timeout, when given: seconds every blocking distributed call waits
+                              (from 0.001 to 1e9, the range the ranks accept)
     OMP_NUM_THREADS           unless already set: the cores divided among the ranks (at least 1),
                               which Kiln's intra-op thread pool follows
 
@@ -29,9 +30,10 @@ Exit status:
     128 + sig  the first rank seen to fail was killed by signal `sig`, or the launcher itself got
                SIGINT/SIGTERM `sig`, which it forwards to every rank (then SIGKILL after
                --kill-grace seconds to those still running)
-    2          bad arguments
+    2          bad arguments (after printing the usage)
 
-From Python, ``main(["--nproc", "2", "train.py"])`` does the same and returns the status.
+From Python, ``main(["--nproc", "2", "train.py"])`` does the same and returns the status, 2 for
+bad arguments included (it does not raise SystemExit).
 This module uses the standard library only, so it runs without Kiln's compiled core.
 """
 
@@ -49,6 +51,12 @@ _PROG = "kiln.distributed.run"
 # How often the launcher checks its children. A failure is noticed within this long, and two
 # failures within one interval are ranked by rank rather than by time.
 _POLL_S = 0.05
+# The timeouts the ranks accept (timeout_seconds in src/distributed/process_group.cc refuses more
+# than 1e9 s, in the argument and in KILN_DIST_TIMEOUT). They count whole milliseconds, so a
+# shorter timeout would become 0 ms and fail every wait at once. kiln.distributed checks its
+# init_process_group(timeout=...) here too.
+_MIN_TIMEOUT_S = 1e-3
+_MAX_TIMEOUT_S = 1e9
 
 
 def _parse(kind, text: str):
@@ -74,10 +82,18 @@ def _port(text: str) -> int:
     return value
 
 
-def _positive_float(text: str) -> float:
+def _timeout_problem(seconds: float):
+    """What is wrong with a timeout of `seconds`, or None when the ranks accept it."""
+    if _MIN_TIMEOUT_S <= seconds <= _MAX_TIMEOUT_S:  # also False for NaN
+        return None
+    return f"must be a positive number of seconds from 0.001 (1 ms) to 1e9, got {seconds:g}"
+
+
+def _timeout(text: str) -> float:
     value = _parse(float, text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    problem = _timeout_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
     return value
 
 
@@ -100,26 +116,32 @@ def _parser() -> argparse.ArgumentParser:
                         help="address of rank 0's rendezvous store (default: %(default)s)")
     parser.add_argument("--master-port", type=_port, default=None,
                         help="port of rank 0's rendezvous store (default: a free port)")
-    parser.add_argument("--timeout", type=_positive_float, default=None,
-                        help="seconds each blocking distributed call waits, passed to the ranks "
-                             "as KILN_DIST_TIMEOUT (default: KILN_DIST_TIMEOUT as inherited; "
-                             "unset, the ranks wait 300 s)")
+    parser.add_argument("--timeout", type=_timeout, default=None,
+                        help="seconds each blocking distributed call waits, 0.001 to 1e9, "
+                             "passed to the ranks as KILN_DIST_TIMEOUT (default: "
+                             "KILN_DIST_TIMEOUT as inherited; unset, the ranks wait 300 s)")
     parser.add_argument("--kill-grace", type=_non_negative_float, default=5.0,
                         help="seconds a rank has to exit after SIGTERM before SIGKILL "
                              "(default: %(default)s)")
     parser.add_argument("-m", "--module", action="store_true",
                         help="treat SCRIPT as a module name, run as `python -m SCRIPT`")
     parser.add_argument("script", help="the Python script (or, with -m, module) each rank runs")
+    # argparse makes every REMAINDER positional required, and would list script_args among the
+    # missing arguments when SCRIPT is missing, though it may be empty.
     parser.add_argument("script_args", nargs=argparse.REMAINDER,
-                        help="arguments passed to the script unchanged")
+                        help="arguments passed to the script unchanged").required = False
     return parser
 
 
 def _free_port(addr: str) -> int:
     # The port is free now; another process could take it before rank 0 binds it. Pass
-    # --master-port where that race matters.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((addr, 0))
+    # --master-port where that race matters. The address is resolved as rank 0's store resolves
+    # MASTER_ADDR (getaddrinfo's first answer, brackets of "[::1]" dropped), so that an IPv6
+    # address gets an IPv6 socket.
+    host = addr[1:-1] if len(addr) > 2 and addr[0] == "[" and addr[-1] == "]" else addr
+    family, kind, proto, _, sockaddr = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0]
+    with socket.socket(family, kind, proto) as s:
+        s.bind(sockaddr)
         return s.getsockname()[1]
 
 
@@ -161,12 +183,9 @@ class _Ranks:
                 pass
 
 
-def main(argv=None) -> int:
-    """Runs the launcher on `argv` (default: sys.argv[1:]) and returns its exit status.
-
-    Installs handlers for SIGINT and SIGTERM while it runs (so it must run on the main thread)
-    and restores the previous ones before it returns.
-    """
+def _arguments(argv):
+    """The parsed arguments, with a master port; on bad arguments argparse prints the usage and
+    the problem to stderr and raises SystemExit(2) (--help: prints the help, SystemExit(0))."""
     parser = _parser()
     args = parser.parse_args(argv)
     if not args.module and not os.path.isfile(args.script):
@@ -177,6 +196,20 @@ def main(argv=None) -> int:
         except OSError as e:
             parser.error(f"cannot find a free port on {args.master_addr} ({e}); "
                          f"pass --master-port")
+    return args
+
+
+def main(argv=None) -> int:
+    """Runs the launcher on `argv` (default: sys.argv[1:]) and returns its exit status: 2 for bad
+    arguments (after printing the usage and the problem to stderr), 0 after --help.
+
+    Installs handlers for SIGINT and SIGTERM while it runs (so it must run on the main thread)
+    and restores the previous ones before it returns.
+    """
+    try:
+        args = _arguments(argv)
+    except SystemExit as stop:  # argparse's way to stop; main's callers get the status instead
+        return stop.code
 
     command = [sys.executable] + (["-m"] if args.module else []) + [args.script] + args.script_args
     base_env = dict(os.environ, WORLD_SIZE=str(args.nproc), LOCAL_WORLD_SIZE=str(args.nproc),

@@ -26,12 +26,14 @@ forward passes inside it.
 """
 
 import contextlib
+import numbers
 import weakref
 
 from .. import _C
 from .. import distributed as dist
 from ..autograd import no_grad
-from ..errors import DistributedError
+from ..distributed.functional import _group
+from ..errors import DistributedError, KilnTypeError, KilnValueError
 from .cell import Cell
 
 __all__ = ["DataParallel"]
@@ -53,16 +55,26 @@ class DataParallel(Cell):
     Args:
         cell: the model.
         group: the process group (the world by default).
-        bucket_cap_mb: the size of a gradient bucket in megabytes (25, as PyTorch's DDP).
+        bucket_cap_mb: the size of a gradient bucket in megabytes, a positive number (25, as
+            PyTorch's DDP; inf puts every parameter of a dtype into one bucket).
+
+    Raises KilnTypeError or KilnValueError for a bad argument, DistributedError when
+    kiln.distributed is not initialized or the ranks' models differ.
     """
 
     def __init__(self, cell, group=None, bucket_cap_mb=25.0):
         super().__init__()
+        _group("DataParallel", group)
+        if isinstance(bucket_cap_mb, bool) or not isinstance(bucket_cap_mb, numbers.Real):
+            raise KilnTypeError(f"DataParallel: expected bucket_cap_mb to be a number of "
+                                f"megabytes, got {type(bucket_cap_mb).__name__} "
+                                f"{bucket_cap_mb!r}")
+        if not bucket_cap_mb > 0:  # also refuses NaN, which would make one bucket silently
+            raise KilnValueError(f"DataParallel: expected bucket_cap_mb to be positive, got "
+                                 f"{bucket_cap_mb}")
         if not dist.is_initialized():
             raise DistributedError("DataParallel: call kiln.distributed.init_process_group() "
                                    "first")
-        if bucket_cap_mb <= 0:
-            raise ValueError(f"DataParallel: bucket_cap_mb must be positive, got {bucket_cap_mb}")
         self.module = cell
         object.__setattr__(self, "_group", group)
         object.__setattr__(self, "_sync", True)              # no_sync() clears it
