@@ -47,9 +47,9 @@ double timeout_seconds(double requested) {
   if (env == nullptr || *env == '\0') return kDefaultTimeoutSeconds;
   char* end = nullptr;
   const double value = std::strtod(env, &end);
-  KILN_CHECK_VALUE(end != env && *end == '\0' && value > 0 && value <= 1e9)
-      << "KILN_DIST_TIMEOUT: expected a positive number of seconds (at most 1e9), got '" << env
-      << "'";
+  // At least a millisecond: the timeouts count whole milliseconds (0.0001 s was none at all).
+  KILN_CHECK_VALUE(end != env && *end == '\0' && value >= 1e-3 && value <= 1e9)
+      << "KILN_DIST_TIMEOUT: expected a number of seconds from 0.001 to 1e9, got '" << env << "'";
   return value;
 }
 

@@ -748,13 +748,15 @@ def test_init_argument_errors(tmp_path):
             dist.init_process_group("mpi", rank=0, world_size=1)
     with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
         dist.init_process_group("gloo", rank=0, world_size=1, timeout=0)
-    with raises(kiln.KilnValueError, match="KILN_DIST_TIMEOUT"):
-        os.environ["KILN_DIST_TIMEOUT"] = "soon"
-        try:
-            dist.init_process_group("gloo", init_method="tcp://127.0.0.1:1", rank=0,
-                                    world_size=1)
-        finally:
-            del os.environ["KILN_DIST_TIMEOUT"]
+    for timeout in ["soon", "0.0001"]:  # 0.0001 s was 0 ms, no timeout at all
+        with raises(kiln.KilnValueError, match="KILN_DIST_TIMEOUT: expected a number of seconds "
+                                               f"from 0.001 to 1e9, got '{timeout}'"):
+            os.environ["KILN_DIST_TIMEOUT"] = timeout
+            try:
+                dist.init_process_group("gloo", init_method="tcp://127.0.0.1:1", rank=0,
+                                        world_size=1)
+            finally:
+                del os.environ["KILN_DIST_TIMEOUT"]
     # Past int's range the environment's value wrapped (a world of 1 from 4294967297).
     for name, value, given in [("WORLD_SIZE", "4294967297", dict(rank=0)),
                                ("RANK", "99999999999", dict(world_size=2))]:
