@@ -362,6 +362,20 @@ dist.new_group([1, 2])
             shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
 
 
+def test_a_rank_that_exits_without_waiting_still_runs_its_queued_collectives(tmp_path):
+    # Rank 0 queued an async all-reduce and exited: its peer's wait() failed with "Connection
+    # closed by peer". The collectives now run at exit, as destroy_process_group runs them.
+    launch(tmp_path, 2, body='''
+t = kiln.mint.ones(1000) * (dist.get_rank() + 1)
+if dist.get_rank() == 0:
+    dist.all_reduce(t, async_op=True)  # and exit
+else:
+    time.sleep(0.5)  # rank 0 is at its exit by now
+    dist.all_reduce(t)
+    check(t, np.full(1000, 3.0), "float32", "the exited rank's all_reduce")
+''')
+
+
 def test_float16_average_does_not_overflow_where_the_average_fits(tmp_path):
     # The float16 sum (80000) overflowed before the division: [inf, 1].
     launch(tmp_path, 2, body='''

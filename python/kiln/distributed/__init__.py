@@ -22,6 +22,9 @@ Collectives are ops (``AllReduce``, ``Broadcast``, ``AllGather``, ``ReduceScatte
 in-place functions here mirror ``torch.distributed``; ``kiln.distributed.functional`` returns new
 tensors and is differentiable (the gradient of an all-reduce is the all-reduce of the gradient).
 
+A process that exits with collectives still queued (``async_op`` without ``wait()``) runs them
+first, as ``destroy_process_group`` would.
+
 Every blocking call waits at most ``timeout`` seconds (``init_process_group``'s argument, else
 the environment's ``KILN_DIST_TIMEOUT``, else 300; from 1 ms to 1e9 s) and then raises
 ``kiln.DistributedError``; a peer that exits is reported at once. Reduction ops: ``"sum"``,
@@ -32,6 +35,7 @@ float for a rank, a list for ``reduce_scatter``'s input) raises ``kiln.KilnTypeE
 value ``kiln.KilnValueError``, tensors of the wrong shape ``kiln.ShapeError``.
 """
 
+import atexit as _atexit
 import collections.abc
 import datetime
 import numbers
@@ -105,6 +109,17 @@ def destroy_process_group():
 
 def is_initialized():
     return _dist.is_initialized()
+
+
+def _leave_at_exit():
+    # Queued async collectives run before the process goes, as PyTorch's Gloo groups wait for
+    # theirs: the peers expect them (exiting without wait() failed theirs, "Connection closed").
+    # Registered after kiln.runtime's drain, so it runs first.
+    if _dist.is_initialized():
+        _dist.destroy_process_group()
+
+
+_atexit.register(_leave_at_exit)
 
 
 def is_mpi_available():
