@@ -103,7 +103,9 @@ def init_process_group(backend="gloo", init_method=None, rank=None, world_size=N
 
 
 def destroy_process_group():
-    """Leaves every group, after their queued collectives; init_process_group may follow."""
+    """Leaves every group, after their queued collectives; init_process_group may follow (over
+    a fresh file:// directory or another port: this does not wait for the other ranks, and over
+    the same env:// address a rank could reach rank 0's rendezvous before rank 0 leaves it)."""
     _dist.destroy_process_group()
 
 
