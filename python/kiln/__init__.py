@@ -19,8 +19,8 @@ from . import runtime  # noqa: F401
 from . import graph  # noqa: F401
 from . import autograd  # noqa: F401
 from . import testing  # noqa: F401
-from .autograd import (enable_grad, is_grad_enabled, no_grad, set_grad_enabled,  # noqa: F401
-                       value_and_grad)
+from .autograd import (enable_grad, inference_mode, is_grad_enabled, no_grad,  # noqa: F401
+                       set_grad_enabled, value_and_grad)
 from .autograd import functional_grad as grad  # noqa: F401
 from .jit import jit  # noqa: F401  (kiln.jit is the decorator; its module is kiln/jit.py)
 from .runtime import get_num_threads, set_num_threads  # noqa: F401  (torch.set_num_threads)

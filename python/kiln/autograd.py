@@ -24,8 +24,8 @@ from .errors import KilnTypeError, KilnValueError
 _ag = _C.autograd
 Tensor = _C.Tensor
 
-__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "backward", "grad",
-           "Function", "FunctionCtx", "functional_grad", "value_and_grad"]
+__all__ = ["no_grad", "enable_grad", "inference_mode", "set_grad_enabled", "is_grad_enabled",
+           "backward", "grad", "Function", "FunctionCtx", "functional_grad", "value_and_grad"]
 
 
 def is_grad_enabled():
@@ -68,6 +68,20 @@ class enable_grad(_GradMode):
     """Ops in this block are recorded even inside ``no_grad``."""
 
     _enabled = True
+
+
+class inference_mode(_GradMode):
+    """``torch.inference_mode``'s spelling: ``inference_mode()`` (or ``inference_mode(True)``) is
+    ``no_grad``, ``inference_mode(False)`` is ``enable_grad``; a context manager or a decorator.
+    Kiln's no_grad already records nothing and keeps no graph, which is what inference mode adds
+    in PyTorch; tensors made inside stay ordinary tensors (PyTorch's inference tensors may not
+    take part in autograd later, Kiln's may)."""
+
+    def __init__(self, mode=True):
+        if not isinstance(mode, bool):
+            raise KilnTypeError(f"inference_mode: mode must be a bool, got "
+                                f"{type(mode).__name__} {mode!r}")
+        self._enabled = not mode
 
 
 class set_grad_enabled(_GradMode):

@@ -117,6 +117,28 @@ def test_grad_mode_contexts_and_decorator():
     assert kiln.is_grad_enabled()
 
 
+def test_inference_mode_is_torchs_spelling_of_no_grad():
+    x = leaf(2)
+    with kiln.inference_mode():
+        assert not kiln.is_grad_enabled()
+        y = x * 2
+        with kiln.inference_mode(False):  # as PyTorch: grad mode back on inside
+            assert (x * 2).requires_grad
+    assert kiln.is_grad_enabled() and not y.requires_grad
+    # Its results may take part in autograd later (PyTorch's inference tensors may not).
+    z = mint.sum(y * x)
+    z.backward()
+    np.testing.assert_allclose(x.grad.numpy(), y.numpy())
+
+    @kiln.inference_mode()
+    def infer(t):
+        return t * 2
+
+    assert not infer(x).requires_grad and kiln.is_grad_enabled()
+    with raises(kiln.KilnTypeError, match="inference_mode: mode must be a bool, got str 'yes'"):
+        kiln.inference_mode("yes")
+
+
 def test_detach_shares_memory_and_stops_gradients():
     x = leaf(4)
     d = x.detach()
