@@ -63,7 +63,7 @@ std::array<Tensor, 2> tanh_backward_grads(const Tensor& a, const Tensor& b, cons
   return KILN_BOTH(tanh_backward(g, b), g * a * (b * -2.0));
 }
 
-// ReluBackward(g, x) = x > 0 ? g : 0 is linear in g and piecewise constant in x (zero gradient,
+// ReluBackward(g, x) = x <= 0 ? 0 : g is linear in g and piecewise constant in x (zero gradient,
 // as the table's other piecewise-constant ops give).
 std::array<Tensor, 2> relu_backward_grads(const Tensor& b, const Tensor& g, std::array<bool, 2> n) {
   return KILN_BOTH(relu_backward(g, b), zeros_like(g));
@@ -135,9 +135,9 @@ std::array<Tensor, 2> extremum_grads(const Tensor& a, const Tensor& b, const Ten
   X(tanh_backward, TanhBackward, kFloating, B::kTanhBackward, a*((C(1) - b) * (C(1) + b)), kNone, \
     tanh_backward_grads(a, b, g, n),                                                              \
     "grad_output * (1 - y) * (1 + y) for y = tanh(x): Tanh's input gradient in one pass")         \
-  X(relu_backward, ReluBackward, kFloating, B::kReluBackward, b > C(0) ? a : C(0), kNone,         \
+  X(relu_backward, ReluBackward, kFloating, B::kReluBackward, b <= C(0) ? C(0) : a, kNone,        \
     relu_backward_grads(b, g, n),                                                                 \
-    "grad_output where x > 0, else 0 (at 0 as PyTorch; at nan 0, where PyTorch passes it)")       \
+    "grad_output unless x <= 0, where 0 (as PyTorch: at 0 it is 0, at nan grad_output)")          \
   X(silu_backward, SiluBackward, kFloating, B::kSiluBackward, a* silu_derivative_value(b), kNone, \
     silu_backward_grads(a, b, g, n),                                                              \
     "grad_output * s * (1 + x * (1 - s)) for s = sigmoid(x): Silu's input gradient in one pass")

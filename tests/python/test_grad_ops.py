@@ -458,6 +458,19 @@ def test_shape_and_index_ops(name):
     assert gradcheck(SHAPE_OPS[name], (r(3, 4),))
 
 
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.float16, kiln.bfloat16],
+                         ids=lambda d: d.name)
+def test_relu_gradient_passes_at_nan_as_pytorch(dtype):
+    # x <= 0 ? 0 : g (PyTorch's threshold_backward): NaN passes g; it was 0. Eager, and the
+    # jit's fused kernel.
+    x = kiln.tensor([np.nan, -1.0, 0.0, 2.0, -0.0] * 7, dtype=dtype).requires_grad_()
+    mint.sum(mint.relu(x) * 3.0).backward()
+    want = [3.0, 0.0, 0.0, 3.0, 0.0] * 7
+    assert x.grad.float().tolist() == want
+    traced = kiln.jit(kiln.grad(lambda v: mint.sum(mint.relu(v) * 3.0)))
+    assert traced(x.detach()).float().tolist() == want
+
+
 def test_advanced_index_gradient_with_empty_trailing_dims():
     # The gradient's rows were reshaped as [-1, 0], which no size infers.
     for key in [([0, 1], [0, 1]), ([0, 1], [0, 1], slice(0, 0))]:

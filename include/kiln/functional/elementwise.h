@@ -71,7 +71,7 @@ KILN_DECLARE_BINARY(maximum)       // NaN-propagating
 KILN_DECLARE_BINARY(minimum)
 KILN_DECLARE_BINARY(sigmoid_backward)  // a * b * (1 - b): a = y's gradient, b = y = sigmoid(x)
 KILN_DECLARE_BINARY(tanh_backward)     // a * (1 - b) * (1 + b): a = y's gradient, b = y = tanh(x)
-KILN_DECLARE_BINARY(relu_backward)     // b > 0 ? a : 0: a = y's gradient, b = relu's input x
+KILN_DECLARE_BINARY(relu_backward)     // b <= 0 ? 0 : a: a = y's gradient, b = relu's input x
 KILN_DECLARE_BINARY(silu_backward)     // a * silu'(b): a = y's gradient, b = silu's input x
 KILN_DECLARE_BINARY(eq)
 KILN_DECLARE_BINARY(ne)

@@ -181,7 +181,8 @@ HWY_INLINE bool map_op(D d, Codec codec, BinaryOp op, const S* a, T sa, const S*
         return hn::Mul(g, hn::Mul(hn::Sub(one, v), hn::Add(one, v)));
       });
     case BinaryOp::kReluBackward:
-      return run([](D dv, V g, V x) { return hn::IfThenElseZero(hn::Gt(x, hn::Zero(dv)), g); });
+      // x <= 0, not !(x > 0): a NaN x passes g, as PyTorch's threshold_backward does.
+      return run([](D dv, V g, V x) { return hn::IfThenZeroElse(hn::Le(x, hn::Zero(dv)), g); });
     case BinaryOp::kSiluBackward:
       return run([](D dv, V g, V x) { return hn::Mul(g, silu_grad(dv, x)); });
   }

@@ -78,7 +78,7 @@ enum class BinaryOp : int {
   kRemainder,        ///< Python's a % b (the sign of b)
   kSigmoidBackward,  ///< g * (y * (1 - y)), y = sigmoid(x)
   kTanhBackward,     ///< g * ((1 - y) * (1 + y)), y = tanh(x)
-  kReluBackward,     ///< x > 0 ? g : 0 (b is relu's input x, not its result)
+  kReluBackward,     ///< x <= 0 ? 0 : g (b is relu's input x, not its result; NaN passes g)
   kSiluBackward,     ///< g * s (1 + x (1 - s)), s = sigmoid(x) (b is silu's input x); 1 or 0 at
                      ///< x = +inf or -inf
 };

@@ -181,7 +181,7 @@ TEST(GradElementwise, ActivationBackwardOpsAreTheirFormulasInOnePass) {
   const Tensor ints = arange(Scalar(int64_t{-2}), Scalar(int64_t{3}));
   EXPECT_EQ(sigmoid_backward(ints, ints).dtype(), f32);
   testing::expect_close(to(tanh_backward(ints, ints), f64), to(ints * (1 - ints * ints), f64), 0.0);
-  // relu's: g where x > 0; 0 at 0, below and at nan (as PyTorch), in g's dtype.
+  // relu's: g unless x <= 0, so 0 at 0 and below, g at nan (as PyTorch), in g's dtype.
   const auto values = [](std::initializer_list<double> v) {
     Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, f64);
     std::copy(v.begin(), v.end(), t.data<double>());
@@ -189,8 +189,8 @@ TEST(GradElementwise, ActivationBackwardOpsAreTheirFormulasInOnePass) {
   };
   const Tensor at = values({-1.0, 0.0, 2.0, std::nan(""), -0.0, 1e-300});
   testing::expect_close(relu_backward(ones({6}, f32) * 3.0, to(at, f32)),
-                        to(values({0, 0, 3, 0, 0, 0}), f32), 0.0);  // 1e-300 is 0 in float32
-  testing::expect_close(relu_backward(ones({6}, f64), at), values({0, 0, 1, 0, 0, 1}), 0.0);
+                        to(values({0, 0, 3, 3, 0, 0}), f32), 0.0);  // 1e-300 is 0 in float32
+  testing::expect_close(relu_backward(ones({6}, f64), at), values({0, 0, 1, 1, 0, 1}), 0.0);
   testing::expect_close(relu_backward(g, x), where(gt(x, Tensor::scalar(0)), g, zeros_like(g)),
                         0.0);
   // silu's: g s (1 + x (1 - s)), with its limits 1 and 0 at the infinities.

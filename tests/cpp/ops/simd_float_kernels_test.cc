@@ -477,7 +477,7 @@ T ref_binary(BinaryOp op, T a, T b) {
     case BinaryOp::kTanhBackward:
       return a * ((T(1) - b) * (T(1) + b));
     case BinaryOp::kReluBackward:
-      return b > T(0) ? a : T(0);
+      return b <= T(0) ? T(0) : a;   // a NaN x passes g, as PyTorch
     case BinaryOp::kSiluBackward: {  // silu'(x) in long double rounded to T, times g
       if (std::isinf(b)) return b > 0 ? a : a * T(0);
       const long double x = b, s = 1 / (1 + std::exp(-x));
