@@ -363,7 +363,10 @@ class Function {
     }();
     std::vector<Tensor> outputs = autograd::detail::record_function(
         typeid(T).name(), ctx, inputs, flatten(result),
-        [](AutogradContext* c, const std::vector<Tensor>& grads) { return T::Backward(c, grads); });
+        [](AutogradContext* c, const std::vector<Tensor>& grads) {
+          // A std exception of the user's Backward becomes a kiln::Error, which the node names.
+          return kiln::detail::as_kiln_error([&] { return T::Backward(c, grads); });
+        });
     return unflatten(result, outputs);
   }
 

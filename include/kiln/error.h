@@ -20,6 +20,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/export.h"
@@ -88,23 +89,32 @@ struct ErrorThrower {
   [[noreturn]] void operator&(const ErrorMessage& message) const { message.raise(); }
 };
 
-/// Runs fn(), user code (a custom op's kernel, infer or gradient rule), adding `context()` to a
-/// kiln::Error it throws and turning any other std::exception into one (kGeneric, its message,
-/// that context), so that every failure of an op call names it and Python sees a KilnError of one
-/// type whatever the pipeline mode. std::bad_alloc passes as it is.
-template <typename Fn, typename Context>
-auto with_error_context(Fn&& fn, Context&& context) -> decltype(fn()) {
+/// Runs fn(), user code, turning a std::exception other than kiln::Error into one (kGeneric, its
+/// message), so that Python sees a KilnError whatever the user threw. std::bad_alloc passes as it
+/// is.
+template <typename Fn>
+auto as_kiln_error(Fn&& fn) -> decltype(fn()) {
   try {
     return fn();
-  } catch (Error& e) {
-    e.add_context(context());
+  } catch (const Error&) {
     throw;
   } catch (const std::bad_alloc&) {
     throw;
   } catch (const std::exception& e) {
-    Error error(ErrorKind::kGeneric, e.what());
-    error.add_context(context());
-    throw error;
+    throw Error(ErrorKind::kGeneric, e.what());
+  }
+}
+
+/// as_kiln_error(fn) for user code of an op call (a custom op's kernel, infer or gradient rule),
+/// adding `context()` to the kiln::Error, so that every failure of an op call names it whatever
+/// the pipeline mode.
+template <typename Fn, typename Context>
+auto with_error_context(Fn&& fn, Context&& context) -> decltype(fn()) {
+  try {
+    return as_kiln_error(std::forward<Fn>(fn));
+  } catch (Error& e) {
+    e.add_context(context());
+    throw;
   }
 }
 

@@ -338,5 +338,20 @@ TEST_F(AutogradEngine, CustomFunction) {
   EXPECT_FALSE(requires_grad(ScaledExp::apply(plain, 2.0)));
 }
 
+struct ThrowingBackward : Function<ThrowingBackward> {
+  static Tensor Forward(AutogradContext*, const Tensor& x) { return x * 2.0; }
+  static std::vector<Tensor> Backward(AutogradContext*, const std::vector<Tensor>&) {
+    throw std::runtime_error("no gradient today");
+  }
+};
+
+TEST_F(AutogradEngine, AStdExceptionOfABackwardIsAKilnErrorNamingIt) {
+  // It passed as the user's std::runtime_error, which Python sees as a bare RuntimeError.
+  const Tensor y = ThrowingBackward::apply(leaf({2}));
+  testing::expect_error([&] { backward({y}, {ones({2}, DType::kFloat64)}); }, ErrorKind::kGeneric,
+                        "no gradient today\n  in the Backward of "
+                        "kiln::(anonymous namespace)::ThrowingBackward");
+}
+
 }  // namespace
 }  // namespace kiln
