@@ -1,4 +1,5 @@
 // make_graph_pattern_pass: a PatternToPatternPass whose patterns are two graphs (see kiln/pass.h).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -95,21 +96,27 @@ std::optional<Shape> broadcast_of_others(const CNode& node, const Node* constant
   return out;
 }
 
-// Whether every user of `constant` among `users` has the shape its other inputs broadcast to: the
-// constant, whatever its shape, then widens nothing.
-bool widens_nothing(const Node* constant, const std::vector<const CNode*>& users) {
-  for (const CNode* user : users) {
-    const std::optional<Shape> others = broadcast_of_others(*user, constant);
-    if (!others || !user->abstract().is_tensor() || user->abstract().shape() != *others) {
-      return false;
-    }
-  }
-  return true;
+// Whether `user` broadcasts its inputs elementwise (kTraitElementwise) and has the shape its inputs
+// other than `constant` broadcast to: the constant, whatever its shape, then widens nothing.
+bool widens_nothing(const Node* constant, const CNode& user) {
+  const OpDefPtr op = user.primitive()->is_builtin() ? nullptr : user.primitive()->op_def();
+  if (op == nullptr || !op->has_trait(kTraitElementwise)) return false;
+  const std::optional<Shape> others = broadcast_of_others(user, constant);
+  return others && user.abstract().is_tensor() && user.abstract().shape() == *others;
 }
 
-// The condition of a var made from a constant of the source graph (see make_graph_pattern_pass).
-// A uniform constant matches a frozen constant of the same number and any shape; CheckMatchedDAG
-// then sees that the shape changes nothing (see UniformConstant).
+// The shapes of a node's inputs (empty for one that is no tensor).
+std::vector<Shape> input_shapes(const CNode& node) {
+  std::vector<Shape> shapes;
+  for (const NodePtr& in : node.inputs()) {
+    shapes.push_back(in->abstract().is_tensor() ? in->abstract().shape() : Shape{});
+  }
+  return shapes;
+}
+
+// The condition of a var made from a constant of the source graph (see make_graph_pattern_pass and
+// PatternConstant): a frozen constant of one number, any shape, for a uniform constant; of the
+// same dtype, shape and contents for another.
 PatternConditionFunc equal_constant(const Tensor& want) {
   if (!want.defined()) {
     return [](const NodePtr& n) {
@@ -168,7 +175,6 @@ class GraphPatternPass : public PatternToPatternPass {
   }
 
   void DefineSrcPattern(SrcPattern* src) override {
-    uniform_constants_.clear();
     std::unordered_map<const Node*, std::string> names;
     for (size_t i = 0; i < var_names_.size(); ++i) {
       names.emplace(src_->parameters()[i].get(), var_names_[i]);
@@ -182,7 +188,7 @@ class GraphPatternPass : public PatternToPatternPass {
         const Tensor& value = static_cast<const ValueNode&>(*node).value();
         constants_.emplace(name, value);
         src->AddVar(name, equal_constant(value));
-        if (Scalar unused; uniform(value, &unused)) add_uniform_constant(name, *node);
+        if (value.defined()) add_pattern_constant(name, *node);
         continue;
       }
       const auto& c = static_cast<const CNode&>(*node);
@@ -217,7 +223,7 @@ class GraphPatternPass : public PatternToPatternPass {
   }
 
   bool CheckMatchedDAG(const PatternMap& map, const FuncGraphPtr&, const NodePtr&) const override {
-    for (const UniformConstant& c : uniform_constants_) {
+    for (const PatternConstant& c : pattern_constants_) {
       if (!c.matches_in(map)) return false;
     }
     if (check_ == nullptr) return true;
@@ -234,43 +240,55 @@ class GraphPatternPass : public PatternToPatternPass {
   }
 
  private:
-  // A uniform constant of the source graph matches one of another shape only where that shape
-  // widens no other operand, as the pattern's did not: sum(a * 2) -> sum(a) * 2 was applied to
-  // sum(a * full([3, 4, 4], 2)), whose reduction hid the wider product from the root's check.
-  // (A pattern whose constant widens something matches its own shape only.)
-  struct UniformConstant {
+  // Note [Constants of a graph pattern]
+  // A pattern's constant of one element (a Python number: `a * 2`) that only elementwise ops take,
+  // widening none of their operands, stands for its number: it matches a frozen constant of that
+  // number and any shape where, too, an elementwise op takes it and it widens nothing. (Matched by
+  // value alone, sum(a * 2) -> sum(a) * 2 was applied to sum(a * full([3, 4, 4], 2)), whose sum
+  // hid the wider product from the root's shape check.) Any other constant (ones([4, 4]), a weight
+  // in a MatMul) matches only at the pattern's shapes: the constant's own, and those of every
+  // input of the ops that take it, as traced (sum(a @ full([4, 4], 2)) -> sum(a) * 8 matched
+  // b @ full([3, 3], 2)).
+  struct PatternConstant {
+    struct User {
+      std::string name;
+      std::vector<Shape> input_shapes;
+    };
     std::string name;
     Shape shape;
-    bool widens_in_pattern;
-    std::vector<std::string> users;  // the pattern nodes that take it, by name
+    bool stands_for_its_number;
+    std::vector<User> users;
 
     bool matches_in(const PatternMap& map) const {
       const NodePtr& got = map.Get(name);
-      if (got->abstract().is_tensor() && got->abstract().shape() == shape) return true;
-      if (widens_in_pattern) return false;
-      std::vector<const CNode*> matched;
-      for (const std::string& user : users) {
-        matched.push_back(&static_cast<const CNode&>(*map.Get(user)));
+      if (!stands_for_its_number && got->abstract().shape() != shape) return false;
+      for (const User& user : users) {
+        const auto& matched = static_cast<const CNode&>(*map.Get(user.name));
+        const bool fits = stands_for_its_number ? widens_nothing(got.get(), matched)
+                                                : input_shapes(matched) == user.input_shapes;
+        if (!fits) return false;
       }
-      return widens_nothing(got.get(), matched);
+      return true;
     }
   };
 
-  void add_uniform_constant(const std::string& name, const Node& constant) {
-    UniformConstant c{name, constant.abstract().shape(), false, {}};
-    std::vector<const CNode*> users;
+  void add_pattern_constant(const std::string& name, const Node& constant) {
+    PatternConstant c{name, constant.abstract().shape(), false, {}};
+    Scalar unused;
+    c.stands_for_its_number = shape_numel(c.shape) == 1 &&
+                              uniform(static_cast<const ValueNode&>(constant).value(), &unused);
     for (const NodePtr& node : src_nodes_) {
       if (!node->is_cnode()) continue;
       const auto& user = static_cast<const CNode&>(*node);
-      for (const NodePtr& in : user.inputs()) {
-        if (in.get() != &constant) continue;
-        users.push_back(&user);
-        c.users.push_back("%" + std::to_string(user.id()));
-        break;
+      const auto& in = user.inputs();
+      if (std::find_if(in.begin(), in.end(),
+                       [&](const NodePtr& n) { return n.get() == &constant; }) == in.end()) {
+        continue;
       }
+      c.users.push_back({"%" + std::to_string(user.id()), input_shapes(user)});
+      c.stands_for_its_number = c.stands_for_its_number && widens_nothing(&constant, user);
     }
-    c.widens_in_pattern = !widens_nothing(&constant, users);
-    uniform_constants_.push_back(std::move(c));
+    pattern_constants_.push_back(std::move(c));
   }
 
   FuncGraphPtr src_;
@@ -280,7 +298,7 @@ class GraphPatternPass : public PatternToPatternPass {
   std::vector<NodePtr> dst_nodes_;
   std::vector<std::string> var_names_;                 // by input position
   std::unordered_map<std::string, Tensor> constants_;  // the source's constants, by var name
-  std::vector<UniformConstant> uniform_constants_;
+  std::vector<PatternConstant> pattern_constants_;
 };
 
 }  // namespace

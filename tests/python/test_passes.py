@@ -243,17 +243,21 @@ def test_pattern_constants_and_attributes_must_match(registered):
     assert kiln.graph.verify_pass("TwiceToAdd", trials=30).ok
 
 
-def test_a_uniform_constant_matches_where_its_shape_widens_nothing(registered):
-    # The pattern's 2.0 matches a folded constant of twos of any shape that broadcasts into the
-    # other operand; full([3, 4, 4], 2) widens the product, which the sum hid from the root's
-    # check: the rewrite gave 240 for 720.
+def test_a_number_matches_where_it_widens_nothing_and_other_constants_at_their_shapes(registered):
+    # Note [Constants of a graph pattern]. The pattern's 2.0 matches a folded constant of twos of
+    # any shape that an elementwise op takes without widening its other operand; full([3, 4, 4], 2)
+    # widens the product, which the sum hid from the root's check: the rewrite gave 240 for 720.
     kiln.graph.register_pattern("SumOfTwice", src=lambda a: mint.sum(a * 2.0),
                                 dst=lambda a: mint.sum(a) * 2.0,
                                 example_args=[t(np.zeros((4, 4)))])
-    # A pattern whose own constant widens its operand matches that shape only.
+    # Other constants match at the pattern's shapes only: of the constant, and of each input of
+    # the ops that take it (a ones([4, 4]) that widens a row of 4; a MatMul's matrix).
     kiln.graph.register_pattern("SumOfRows", src=lambda a: mint.sum(a * t(np.ones((4, 4)))),
                                 dst=lambda a: mint.sum(a) * 4.0, example_args=[t(np.zeros(4))])
-    registered.extend(["SumOfTwice", "SumOfRows"])
+    kiln.graph.register_pattern("SumOfProduct", src=lambda a: mint.sum(a @ t(np.full((4, 4), 2.0))),
+                                dst=lambda a: mint.sum(a) * 8.0,
+                                example_args=[t(np.zeros((4, 4)))])
+    registered.extend(["SumOfTwice", "SumOfRows", "SumOfProduct"])
     x = np.arange(16, dtype=np.float32).reshape(4, 4)
     f = kiln.jit(lambda a: tuple(mint.sum(a * mint.full(shape, 2.0))
                                  for shape in ([3, 4, 4], [4, 4], [4], [])))
@@ -264,6 +268,16 @@ def test_a_uniform_constant_matches_where_its_shape_widens_nothing(registered):
     row = np.arange(4, dtype=np.float32)
     assert [v.item() for v in g(t(row))] == [6.0, 24.0]
     assert [r.matches for r in g.pass_report() if r.pass_name == "SumOfRows"] == [1]
+    # The same constant beside a [4, 4] (no widening: 360, where the rewrite gave 1440), and
+    # products with another matrix (216, where the rewrite gave 288).
+    assert g(t(x))[1].item() == x.sum()
+    assert [r.matches for r in g.pass_report() if r.pass_name == "SumOfRows"] == [0]
+    h = kiln.jit(lambda b: (mint.sum(b @ mint.full([3, 3], 2.0)), mint.sum(b @ mint.full([3, 4], 2.0))))
+    b = np.arange(9, dtype=np.float32).reshape(3, 3)
+    assert [v.item() for v in h(t(b))] == [(b @ np.full((3, 3), 2.0)).sum(),
+                                          (b @ np.full((3, 4), 2.0)).sum()]
+    assert [r.matches for r in h.pass_report() if r.pass_name == "SumOfProduct"] == [0]
+    assert kiln.jit(lambda a: mint.sum(a @ mint.full([4, 4], 2.0)))(t(x)).item() == (x @ np.full((4, 4), 2.0)).sum()
 
 
 def test_integer_constants_and_attributes_match_exactly(registered):
