@@ -261,11 +261,11 @@ using GraphPatternCheckFunc = std::function<bool(const std::vector<NodePtr>& var
 /// constant of any dtype and shape whose elements all equal v (integers compared exactly) where
 /// elementwise ops take it without widening anything; any other constant matches only at the
 /// pattern's shapes, its own and those of the inputs of the ops that take it (Note [Constants of
-/// a graph pattern] in graph_pattern_pass.cc); op nodes become pattern nodes whose attributes, all of them, must
-/// match. `check`, when given, may decline a match (CheckMatchedDAG). Throws kValue when a graph
-/// has other than one output, `src`'s output is not an op, a parameter of `src` is unused, the
-/// parameter counts differ, or a pattern is invalid (see Prepare). The graphs are kept, not
-/// copied: do not change them afterwards.
+/// a graph pattern] in graph_pattern_pass.cc); op nodes become pattern nodes whose attributes, all
+/// of them, must match. `check`, when given, may decline a match (CheckMatchedDAG). Throws kValue
+/// when a graph has other than one output, `src`'s output is not an op, a parameter of `src` is
+/// unused, the parameter counts differ, or a pattern is invalid (see Prepare). The graphs are kept,
+/// not copied: do not change them afterwards.
 KILN_API std::shared_ptr<PatternToPatternPass> make_graph_pattern_pass(
     std::string name, FuncGraphPtr src, FuncGraphPtr dst, GraphPatternCheckFunc check = nullptr);
 

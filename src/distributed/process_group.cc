@@ -224,9 +224,26 @@ Connection connection_of(const World& w, std::chrono::milliseconds timeout) {
   return {w.backend, w.store, w.hostname, timeout};
 }
 
-// Returns once every member of `group` has called it (a barrier on its communicator).
-void wait_for_members(Group& group, const char* what) {
-  group.run(what, [](Communicator& c) { c.barrier(); });
+// Returns once all `size` ranks have called it with `key` (every rank must): rank 0, which serves
+// a tcp:// / env:// rendezvous, returns last, once the others are done with the store. (Returning
+// before the others had connected through it, rank 0 could exit or destroy the group and take the
+// store from under them.) Through the store rather than a group's communicator: it needs no
+// group, so a broken one does not matter, and does not overtake collectives the pipeline has not
+// launched yet.
+void store_barrier(Store& store, const std::string& key, int rank, int size, const char* what) {
+  const auto wait_for = [&](const std::string& counter) {
+    store.add(counter, 1);
+    const bool all =
+        detail::poll_until(store.timeout(), [&] { return store.add(counter, 0) >= size; });
+    KILN_CHECK_DIST(all) << what << ": rank " << rank << " waited " << seconds_str(store.timeout())
+                         << " for the other ranks to connect";
+  };
+  wait_for(key + "/arrived");
+  if (rank == 0) {
+    wait_for(key + "/left");
+  } else {
+    store.add(key + "/left", 1);
+  }
 }
 
 }  // namespace
@@ -293,9 +310,8 @@ void init_process_group(const InitOptions& options) {
   for (int r = 0; r < world_size; ++r) everyone[r] = r;
   try {
     w.groups[0] = make_group(0, everyone, rank, connection_of(w, timeout));
-    // Rank 0 serves the rendezvous: returning before the others finished connecting, it could
-    // exit or destroy the group and take the store from under them ("lost connection").
-    wait_for_members(*w.groups[0], "init_process_group");
+    if (w.store != nullptr)
+      store_barrier(*w.store, "kiln/connected", rank, world_size, "init_process_group");
   } catch (...) {
     w.groups.clear();
     w.store.reset();
@@ -353,9 +369,12 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& requested) {
   // Connecting waits for the other members; collectives on other groups look groups up meanwhile.
   lock.unlock();
   std::shared_ptr<Group> group = make_group(id, ranks, everyone->rank(), how);
-  // Every world rank calls new_group: none returns (and may destroy the rendezvous rank 0 serves)
-  // before the new group's members have connected through it.
-  wait_for_members(*everyone, "new_group");
+  // Every world rank calls new_group: none may leave (rank 0 with the rendezvous) before the new
+  // group's members have connected through it.
+  if (how.store != nullptr) {
+    store_barrier(*how.store, "group" + std::to_string(id) + "/connected", everyone->rank(),
+                  everyone->size(), "new_group");
+  }
   lock.lock();
   const auto now = w.groups.find(0);
   KILN_CHECK_DIST(now != w.groups.end() && now->second == everyone)

@@ -341,10 +341,13 @@ fails("rank 0 ran AllReduce(float32[4]) op=sum; rank 1 ran AllReduce(int32[4]) o
                               group=by_dtype))
 fails("rank 0 ran Barrier", lambda: dist.barrier(by_op) if rank == 0
       else dist.all_reduce(kiln.mint.ones(2), group=by_op))
-# A group that agreed still works (new_group now would need the failed world group).
+# A group that agreed still works, and new groups can be made after the world group failed.
 t = kiln.mint.ones(3) * (rank + 1)
 dist.all_reduce(t, "max", group=ok)
 check(t, np.full(3, 2.0), "float32", "after disagreements")
+later = dist.new_group([0, 1])
+dist.all_reduce(t, group=later)
+check(t, np.full(3, 4.0), "float32", "on a group made after the world's failure")
 ''')
 
 
@@ -373,6 +376,23 @@ else:
     time.sleep(0.5)  # rank 0 is at its exit by now
     dist.all_reduce(t)
     check(t, np.full(1000, 3.0), "float32", "the exited rank's all_reduce")
+''')
+
+
+def test_new_group_waits_for_the_world_collectives_the_pipeline_holds(tmp_path):
+    # new_group's wait for the members ran on the world group's communicator, overtaking an
+    # all_reduce still queued in the 2stage pipeline: a hang to the timeout (Gloo) or
+    # MPI_ERR_TRUNCATE. It goes through the rendezvous store now.
+    launch(tmp_path, 2, env={"KILN_PIPELINE": "2stage"}, body='''
+a = kiln.mint.ones([512, 512]) * (1 / 512)
+for _ in range(30 if dist.get_rank() == 0 else 0):
+    a = kiln.mint.matmul(a, a)  # rank 0's pipeline is busy: its all_reduce waits there
+t = kiln.mint.ones(4) * (dist.get_rank() + 1) + (kiln.mint.sum(a) - 512)
+dist.all_reduce(t)
+g = dist.new_group([0, 1])
+check(t, np.full(4, 3.0), "float32", "the all_reduce before new_group")
+dist.all_reduce(t, group=g)
+check(t, np.full(4, 6.0), "float32", "on the new group")
 ''')
 
 
