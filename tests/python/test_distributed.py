@@ -379,6 +379,27 @@ else:
 ''')
 
 
+def test_a_rank_that_dies_of_an_exception_is_reported_at_once_despite_queued_collectives(tmp_path):
+    # The exit hook ran rank 0's queued all_reduce, whose peer waited in another group's
+    # collective for rank 0: both hung to the timeout. After an uncaught exception it does not.
+    port = free_port()
+    procs = spawn(tmp_path, 2, port=port, timeout_s=60, body='''
+init()
+other = dist.new_group([0, 1])
+if dist.get_rank() == 0:
+    dist.all_reduce(kiln.mint.ones(4), async_op=True)
+    raise RuntimeError("rank 0 fails")
+start = time.monotonic()
+try:
+    dist.all_reduce(kiln.mint.ones(4), group=other)
+    kiln.runtime.synchronize()
+except kiln.DistributedError:
+    print("reported after", round(time.monotonic() - start), "s")
+''')
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert "rank 0 fails" in outs[0] and "reported after 0 s" in outs[1], outs
+
+
 def test_new_group_waits_for_the_world_collectives_the_pipeline_holds(tmp_path):
     # new_group's wait for the members ran on the world group's communicator, overtaking an
     # all_reduce still queued in the 2stage pipeline: a hang to the timeout (Gloo) or
