@@ -83,16 +83,21 @@ def _deepcopy(self, memo):
     return copied
 
 
-def _rebuild(values, dtype, requires_grad, shape=None):
-    """Unpickles a tensor (the inverse of Tensor.__reduce__). bfloat16 comes as its bits (int16;
-    pickles of Kiln 0.6 hold float32 values), a tensor past NumPy's dimensions flat with its
-    ``shape``."""
-    if dtype == "bfloat16" and values.dtype == np.int16:
-        tensor = _C._bits_as(_C.tensor(values), dtype)
-    else:
-        tensor = _C.tensor(values, dtype=dtype)
-    if shape is not None:
-        tensor = tensor.reshape(shape)
+def _rebuild(values, dtype, requires_grad):
+    """Unpickles a tensor from its values (the inverse of Tensor.__reduce__ for the dtypes NumPy
+    holds; pickles of Kiln 0.6 hold bfloat16 as float32 values)."""
+    tensor = _C.tensor(values, dtype=dtype)
+    tensor.requires_grad_(requires_grad)
+    return tensor
+
+
+def _rebuild_bits(bits, dtype, requires_grad, shape):
+    """Unpickles a bfloat16 tensor from its bits (int16; signalling NaNs and all), or any tensor
+    past NumPy's dimensions from its flat values and ``shape``. A name of its own, so that a Kiln
+    before it refuses such a pickle instead of reading the bits as values."""
+    tensor = (_C._bits_as(_C.tensor(bits), dtype) if dtype == "bfloat16"
+              else _C.tensor(bits, dtype=dtype))
+    tensor = tensor.reshape(shape)
     tensor.requires_grad_(requires_grad)
     return tensor
 
@@ -100,13 +105,14 @@ def _rebuild(values, dtype, requires_grad, shape=None):
 def _reduce(self):
     _check_has_data(self, "pickle")
     source = self.detach()
-    if self.dtype == _C.dtype.bfloat16:  # NumPy lacks it: its bits, signalling NaNs and all
+    exact = self.dtype == _C.dtype.bfloat16 or self.ndim > _NUMPY_MAX_DIMS
+    if not exact:
+        values = np.asarray(source.numpy(), order="C")  # a view pickles as its own elements
+        return _rebuild, (values, self.dtype.name, self.requires_grad)
+    if self.dtype == _C.dtype.bfloat16:  # NumPy lacks it
         source = _C._bits_as(source, _C.dtype.int16)
-    shape = list(self.shape) if self.ndim > _NUMPY_MAX_DIMS else None
-    if shape is not None:
-        source = source.flatten()
-    values = np.asarray(source.numpy(), order="C")  # a view pickles as its own elements
-    return _rebuild, (values, self.dtype.name, self.requires_grad, shape)
+    bits = np.asarray(source.flatten().numpy(), order="C")
+    return _rebuild_bits, (bits, self.dtype.name, self.requires_grad, list(self.shape))
 
 
 def _reduce_ex(self, protocol):

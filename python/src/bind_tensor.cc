@@ -280,8 +280,10 @@ void bind_tensor(nb::module_& m) {
       "_bits_as",
       [](const Tensor& t, DTypeArg dtype) {
         const DType d = dtype.get();
-        KILN_CHECK_DTYPE(itemsize(d) == itemsize(t.dtype()))
-            << "_bits_as: " << t.dtype() << " and " << d << " differ in size";
+        KILN_CHECK_DTYPE(itemsize(d) == itemsize(t.dtype()) && d != DType::kBool &&
+                         t.dtype() != DType::kBool)
+            << "_bits_as: " << t.dtype() << " and " << d
+            << " differ in size, or one is bool (whose bytes are 0 or 1)";
         const Tensor bits = t.contiguous();
         return Tensor::from_blob(bits.data_ptr(), bits.shape(), d, {}, [bits](void*) {}).clone();
       },

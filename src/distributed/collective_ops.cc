@@ -58,15 +58,18 @@ Signature signature_of(const KernelContext& ctx, const std::string& what, int64_
   return s;
 }
 
-void check_agreement(Communicator& comm, const Signature& mine, int size) {
-  std::vector<Signature> all(static_cast<size_t>(size));
+// Throws RanksDisagree, naming each member by its world rank (`ranks`, the group's), unless every
+// member's signature agrees with `mine`.
+void check_agreement(Communicator& comm, const Signature& mine, const std::vector<int>& ranks) {
+  std::vector<Signature> all(ranks.size());
   comm.all_gather(&mine, all.data(), sizeof(Signature));
   bool agree = true;
   for (const Signature& theirs : all) agree = agree && theirs.agrees_with(all[0]);
   if (agree) return;
   std::ostringstream calls;
-  for (size_t r = 0; r < all.size(); ++r)
-    calls << (r ? "; " : "") << "rank " << r << " ran " << all[r].text;
+  for (size_t r = 0; r < all.size(); ++r) {
+    calls << (r ? "; " : "") << "rank " << ranks[r] << " ran " << all[r].text;
+  }
   throw RanksDisagree(
       "the ranks ran different collectives: " + calls.str() +
       ". Every rank must run the same collectives in the same order, on tensors of one dtype and "
@@ -88,8 +91,8 @@ struct Collective {
            int64_t detail = 0, const std::string& detail_text = "") const {
     std::string what = op_call_str(ctx.op, metas_of(ctx.inputs));
     CollectiveFn fn = [signature = signature_of(ctx, what, detail, detail_text),
-                       size = group->size(), transfer = std::move(transfer)](Communicator& comm) {
-      check_agreement(comm, signature, size);
+                       ranks = group->ranks(), transfer = std::move(transfer)](Communicator& comm) {
+      check_agreement(comm, signature, ranks);
       transfer(comm);
     };
     if (async) {

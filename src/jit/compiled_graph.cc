@@ -30,13 +30,17 @@ bool backend_supports(const BackendBase& backend, const std::string& name, const
 }
 
 // The node whose memory `node`'s value may share: through view ops (kTraitView), whose results
-// the backends may return as views of their first input, that input's root.
+// the backends may return as views of their first input, that input's root; an element of a
+// view op's tuple (Split's, chunk's) counts as the op.
 NodePtr alias_root(NodePtr node) {
   while (node->is_cnode()) {
-    const auto& c = static_cast<const CNode&>(*node);
-    const OpDefPtr op = c.primitive()->is_builtin() ? nullptr : c.primitive()->op_def();
-    if (op == nullptr || !op->has_trait(kTraitView) || c.inputs().empty()) break;
-    node = c.inputs()[0];
+    const auto* c = static_cast<const CNode*>(node.get());
+    if (c->primitive()->is_tuple_get_item() && !c->inputs().empty() && c->inputs()[0]->is_cnode()) {
+      c = static_cast<const CNode*>(c->inputs()[0].get());
+    }
+    const OpDefPtr op = c->primitive()->is_builtin() ? nullptr : c->primitive()->op_def();
+    if (op == nullptr || !op->has_trait(kTraitView) || c->inputs().empty()) break;
+    node = c->inputs()[0];
   }
   return node;
 }

@@ -391,9 +391,8 @@ Tensor cross_entropy_with_probabilities(const Tensor& logits, const Tensor& targ
   }
   const Tensor per_position = neg(sum(p * log_softmax(logits, class_dim), {class_dim}));
   if (r == Reduction::kNone) return per_position;
-  const Tensor total = sum(per_position);
-  if (r == Reduction::kSum) return total;
-  return total / static_cast<double>(per_position.numel());  // 0 / 0: NaN of an empty batch
+  // mean, not sum / numel: under kiln.jit(dynamic=True) the count follows the batch size.
+  return r == Reduction::kSum ? sum(per_position) : mean(per_position);
 }
 
 }  // namespace

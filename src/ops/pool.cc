@@ -77,9 +77,10 @@ int64_t pool_out_size(const char* op, int64_t in, int64_t kernel, int64_t stride
   const int64_t numerator = room + (ceil_mode ? stride - 1 : 0);
   int64_t out = (numerator >= 0 ? numerator / stride : -((-numerator + stride - 1) / stride)) + 1;
   if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  KILN_CHECK_SHAPE(out >= 1) << op << ": expected the padded input " << dim << " (" << in + 2 * pad
-                             << ") to be at least the dilated kernel " << dim << " (" << span << ")"
-                             << (ceil_mode ? "" : ", or ceil_mode");
+  KILN_CHECK_SHAPE(out >= 1) << op << ": the padded input " << dim << " (" << in + 2 * pad
+                             << ") holds no window of the dilated kernel " << dim << " (" << span
+                             << "); expected at least " << span - (ceil_mode ? stride - 1 : 0)
+                             << (ceil_mode ? " with ceil_mode" : "");
   return out;
 }
 

@@ -109,9 +109,14 @@ def test_bfloat16_signalling_nans_pickle_as_their_bits():
     bits = [0x7F81, 0xFF81, 0x7FC0, 0x3F80]
     for y in (pickled(bfloat16_of_bits(bits)), deep(bfloat16_of_bits(bits))):
         assert y.dtype == kiln.bfloat16 and bits_of(y) == bits
-    # A pickle of Kiln 0.6 (float32 values) still loads.
+    # A pickle of Kiln 0.6 (float32 values) still loads; a new one goes through a function of
+    # its own, which an older Kiln lacks, so that it fails there rather than read bits as values.
     old = kiln._tensor._rebuild(np.array([1.5, -2.0], np.float32), "bfloat16", True)
     assert old.dtype == kiln.bfloat16 and old.tolist() == [1.5, -2.0] and old.requires_grad
+    assert bfloat16_of_bits(bits).__reduce__()[0] is kiln._tensor._rebuild_bits
+    assert kiln.tensor([1.0]).__reduce__()[0] is kiln._tensor._rebuild  # as Kiln 0.6 wrote
+    with raises(kiln.DTypeError, match="or one is bool"):  # a bool holds 0 or 1, not any byte
+        kiln._C._bits_as(kiln.tensor(np.array([2], np.uint8)), kiln.bool_)
 
 
 def test_tensors_past_numpys_dimensions():

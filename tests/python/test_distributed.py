@@ -812,6 +812,10 @@ def test_init_argument_errors(tmp_path):
                                         world_size=1)
             finally:
                 del os.environ["KILN_DIST_TIMEOUT"]
+    # The C++ API's own check, under the Python one: 0.0004 s was 0 ms, no timeout at all.
+    with raises(kiln.KilnValueError, match="timeout 0.0004 s is out of range; expected from "
+                                           "0.001 to 1e9 s"):
+        kiln._C.distributed.init_process_group("gloo", "tcp://127.0.0.1:1", 0, 1, 0.0004)
     # Past int's range the environment's value wrapped (a world of 1 from 4294967297).
     for name, value, given in [("WORLD_SIZE", "4294967297", dict(rank=0)),
                                ("RANK", "99999999999", dict(world_size=2))]:

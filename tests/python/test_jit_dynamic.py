@@ -194,6 +194,20 @@ def test_adjacent_advanced_indices_after_the_batch_trace_each_batch_size():
     assert traced == [3, 4, 5]
 
 
+def test_cross_entropy_with_class_probabilities_instantiates_at_every_batch_size():
+    # Its mean divided by a count of the trace's batch size, a constant that differed at the
+    # next one ("a constant whose value differs").
+    f = kiln.jit(lambda x, p: mint.cross_entropy(x, p), dynamic=True)
+    rng = np.random.default_rng(0)
+    for b in (2, 3, 5):
+        x = rng.standard_normal((b, 4)).astype(np.float32)
+        p = rng.random((b, 4)).astype(np.float32)
+        p /= p.sum(1, keepdims=True)
+        np.testing.assert_allclose(f(kiln.tensor(x), kiln.tensor(p)).item(),
+                                   mint.cross_entropy(kiln.tensor(x), kiln.tensor(p)).item(),
+                                   rtol=1e-6)
+
+
 def test_views_that_keep_the_batch_whole_trace_twice():
     # Columns, a row's element, a reshape, chunks of another dim: linear in B, instantiated
     # without tracing.
