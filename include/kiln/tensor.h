@@ -10,6 +10,13 @@
 // transpose, permute, slice, narrow, select, expand, squeeze, unsqueeze, flatten, unfold) share
 // storage and keep it alive; `contiguous()` copies only when the layout needs it.
 //
+// Tensor's methods are the core layer, below autograd and kiln::jit: neither records them. A view,
+// clone() or contiguous() of a tensor that requires grad has no gradient path to it, and inside a
+// traced function they see no data. For recorded forms use the functions of kiln/functional.h
+// (kiln::reshape, transpose, permute, expand, squeeze, unsqueeze, flatten, contiguous, as_strided,
+// index, ...) or autograd::differentiable_view(x, [](const Tensor& t) { return t.select(0, 1); }),
+// as kiln's Python Tensor methods do.
+//
 // Shapes and strides are in elements; a stride may be 0 (a broadcast dimension). Dimensions
 // accept negative indices counted from the end, as in NumPy. Invalid arguments throw kiln::Error
 // of kind kShape, kIndex or kDType with what was expected and what came.

@@ -184,6 +184,11 @@ Tensor differentiable_view(const Tensor& base,
   // over base's elements in row-major order, whatever base's own layout).
   const Tensor standin(base.dtype(), base.shape());
   const Tensor view = make_view(standin);
+  // Another tensor's layout would be read as one over base's elements: a wrong gradient.
+  KILN_CHECK_VALUE(view.defined() && view.storage() == standin.storage() &&
+                   view.dtype() == standin.dtype())
+      << "differentiable_view: make_view must return a view of its argument (a Tensor view "
+         "method such as select or slice), got another tensor";
   return as_strided(base, view.shape(), view.strides(), view.storage_offset());
 }
 

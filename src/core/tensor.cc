@@ -141,6 +141,9 @@ Tensor Tensor::from_blob(void* data, Shape shape, DType dtype, Shape strides,
       << "from_blob: expected " << shape.size() << " strides, got " << strides.size();
   // Extent of memory the view touches, for Storage::nbytes.
   const int64_t extent = view_extent(shape, strides, 0);
+  KILN_CHECK_VALUE(data != nullptr || extent == 0)
+      << "from_blob: data is null for a tensor of shape " << shape_str(shape)
+      << "; only an empty tensor may have no memory";
   for (size_t i = 0; i < shape.size() && extent != 0; ++i) {
     KILN_CHECK_SHAPE(strides[i] >= 0)
         << "from_blob: negative strides are not supported, got " << shape_str(strides);
@@ -183,6 +186,9 @@ bool Tensor::is_contiguous() const {
 }
 
 void Tensor::allocate() const {
+  // A pending result first gets its metadata, and with it the pipeline's Storage: replacing that
+  // raced with the kernel that writes it.
+  ready();
   TensorImpl* t = impl();
   if (t->storage != nullptr) return;
   t->strides = contiguous_strides(t->shape);

@@ -338,6 +338,17 @@ TEST_F(AutogradEngine, CustomFunction) {
   EXPECT_FALSE(requires_grad(ScaledExp::apply(plain, 2.0)));
 }
 
+TEST_F(AutogradEngine, DifferentiableViewRefusesAMakeViewThatReturnsAnotherTensor) {
+  // Its layout was read as one over the base's elements: a wrong gradient.
+  const Tensor x = leaf({4});
+  const Tensor other = randn({2}, DType::kFloat64);
+  testing::expect_error(
+      [&] { autograd::differentiable_view(x, [&](const Tensor&) { return other; }); },
+      ErrorKind::kValue, "make_view must return a view of its argument");
+  EXPECT_TRUE(requires_grad(
+      autograd::differentiable_view(x, [](const Tensor& t) { return t.slice(0, 1, 3); })));
+}
+
 struct ThrowingBackward : Function<ThrowingBackward> {
   static Tensor Forward(AutogradContext*, const Tensor& x) { return x * 2.0; }
   static std::vector<Tensor> Backward(AutogradContext*, const std::vector<Tensor>&) {

@@ -332,6 +332,13 @@ TEST(Tensor, FromBlobRefusesAViewReachingPastTheAddressSpace) {
   EXPECT_EQ(Tensor::from_blob(buffer.data(), {2}, DType::kFloat32, {2}).storage()->nbytes(), 12u);
 }
 
+TEST(Tensor, FromBlobRefusesNullDataUnlessEmpty) {
+  // It was accepted, and the first op read address 0.
+  testing::expect_error([] { Tensor::from_blob(nullptr, {3}, DType::kFloat32); }, ErrorKind::kValue,
+                        "from_blob: data is null for a tensor of shape [3]");
+  EXPECT_EQ(Tensor::from_blob(nullptr, {0, 3}, DType::kFloat32).numel(), 0);
+}
+
 TEST(Storage, OwnsMemoryFromAnAllocator_NotWrappedMemory) {
   EXPECT_TRUE(Storage::allocate(64)->owns_memory());
   EXPECT_TRUE(Tensor::empty({2}).storage()->owns_memory());

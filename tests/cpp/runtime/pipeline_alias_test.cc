@@ -166,6 +166,19 @@ TEST_P(PipelineAlias, FromSeveralThreads_EachGetsItsResultsMetadata) {
   }
 }
 
+// Not an alias, but the same held result: allocate() of a pending tensor waits for its metadata,
+// and with it the pipeline's Storage, which it replaced before (racing with the kernel that
+// writes it; under TSan, a data race on the storage pointer).
+TEST_P(PipelineAlias, AllocateOfAnUnplannedResult_KeepsThePipelinesMemory) {
+  const Tensor x = testing::iota({2, 3});
+  const Tensor y = held_result(x);
+  ASSERT_TRUE(testing::gate(1).wait_entered(1));
+  std::thread allocating([&] { y.allocate(); });
+  testing::gate(1).open();
+  allocating.join();
+  EXPECT_EQ(testing::floats(y), (std::vector<float>{1, 3, 5, 7, 9, 11}));  // the probe's 2 x + 1
+}
+
 INSTANTIATE_TEST_SUITE_P(AsyncModes, PipelineAlias, ::testing::ValuesIn(testing::async_modes()),
                          testing::mode_param_name);
 
