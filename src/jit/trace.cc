@@ -81,7 +81,8 @@ Trace::Trace(std::string graph_name) : graph_(std::make_shared<FuncGraph>(std::m
       "exist only when the compiled graph runs), so control flow that depends on a tensor's "
       "values (`if t > 0:`, `float(t)`, `t.item()`, `t.numpy()`) cannot be traced. Select "
       "between values with kiln.mint.where(cond, a, b) (kiln::where in C++), or call the "
-      "function without jit";
+      "function without jit. (In C++, Tensor's own copying methods, clone() and contiguous(), "
+      "read data too: use kiln::contiguous / kiln::reshape, which are traced.)";
   no_data_ = std::make_shared<OpFailure>(std::make_exception_ptr(Error(ErrorKind::kType, message)));
   previous_ = set_thread_dispatcher(this);
   t_trace = this;

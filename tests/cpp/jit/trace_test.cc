@@ -86,6 +86,13 @@ TEST(Trace, TracersHaveMetadataButReadingTheirDataThrows) {
               << e.what();
           EXPECT_NE(std::string(e.what()).find("kiln.mint.where"), std::string::npos);
         }
+        // Tensor's copying methods read data too; the message points C++ at the traced forms.
+        const Error copy = error_of([&] { y.clone(); });
+        EXPECT_NE(std::string(copy.what())
+                      .find("clone() and contiguous(), read data too: use "
+                            "kiln::contiguous"),
+                  std::string::npos)
+            << copy.what();
         return std::vector<Tensor>{y};
       },
       {Tensor::empty({4})});
