@@ -30,7 +30,7 @@ enum class ArgKind : uint8_t {
   kTensor,          // Tensor, const Tensor&
   kOptionalTensor,  // std::optional<Tensor> (None in Python)
   kInt64,           // int64_t
-  kInt32,           // int (range-checked)
+  kInt32,           // int, passed as an int64_t the caller has range-checked (Python's binding)
   kFloat,           // double, float
   kBool,            // bool
   kString,          // std::string

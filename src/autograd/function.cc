@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "autograd/nodes.h"
+#include "kiln/functional/elementwise.h"
 
 namespace kiln::autograd {
 
@@ -87,6 +88,9 @@ class FunctionNode final : public Node {
         KILN_CHECK_SHAPE(grads[i].shape() == inputs_[i].shape())
             << "Backward returned shape " << shape_str(grads[i].shape()) << " for input " << i
             << ", expected " << shape_str(inputs_[i].shape());
+        // A gradient is of its input's dtype, as PyTorch casts it (a float64 one of a float32
+        // input reached .grad as float64).
+        if (grads[i].dtype() != inputs_[i].dtype()) grads[i] = to(grads[i], inputs_[i].dtype());
       }
       return grads;
     } catch (Error& e) {

@@ -349,6 +349,24 @@ TEST_F(AutogradEngine, DifferentiableViewRefusesAMakeViewThatReturnsAnotherTenso
       autograd::differentiable_view(x, [](const Tensor& t) { return t.slice(0, 1, 3); })));
 }
 
+struct DoubleBackward : Function<DoubleBackward> {  // a float64 gradient for a float32 input
+  static Tensor Forward(AutogradContext*, const Tensor& x) { return x * 2.0; }
+  static std::vector<Tensor> Backward(AutogradContext*, const std::vector<Tensor>& grads) {
+    return {to(grads[0], DType::kFloat64) * 2.0};
+  }
+};
+
+TEST_F(AutogradEngine, AFunctionsGradientTakesItsInputsDtype) {
+  // As PyTorch casts it; it reached grad() as float64.
+  Tensor x = Tensor::empty({3}, DType::kFloat32);
+  for (int i = 0; i < 3; ++i) x.data<float>()[i] = static_cast<float>(i);
+  autograd::set_requires_grad(x, true);
+  const std::vector<Tensor> g =
+      autograd::grad({DoubleBackward::apply(x)}, {x}, {ones({3}, DType::kFloat32)});
+  EXPECT_EQ(g[0].dtype(), DType::kFloat32);
+  testing::expect_close(g[0], ones({3}, DType::kFloat32) * 2.0, 0.0);
+}
+
 struct ThrowingBackward : Function<ThrowingBackward> {
   static Tensor Forward(AutogradContext*, const Tensor& x) { return x * 2.0; }
   static std::vector<Tensor> Backward(AutogradContext*, const std::vector<Tensor>&) {
