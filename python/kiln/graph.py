@@ -29,13 +29,12 @@ loaded by ``register_custom_backend`` with the same care.
 
 import collections as _collections
 import inspect as _inspect
-import operator as _operator
 import os as _os
 
 from . import _C
 from ._C.graph import list_backends  # noqa: F401
+from ._checks import checked_int as _checked_int
 from .errors import KilnTypeError as _KilnTypeError
-from .errors import KilnValueError as _KilnValueError
 from .jit import _call_traced
 
 __all__ = ["register_custom_pass", "unregister_custom_pass", "list_passes", "register_pattern",
@@ -205,8 +204,8 @@ def verify_pass(name, *, trials=100, seed=0):
     that is not a pattern pass, or a source pattern no instance of which could be built."""
     fn = "verify_pass"
     return VerifyReport(*_C.graph.verify_pass(_text(name, "name", fn),
-                                              _integer(trials, "trials", fn, 1, 2**63 - 1),
-                                              _integer(seed, "seed", fn, 0, 2**64 - 1)))
+                                              _checked_int(fn, "trials", trials, 1, 2**63 - 1),
+                                              _checked_int(fn, "seed", seed, 0, 2**64 - 1)))
 
 
 def register_custom_backend(name, path):
@@ -221,22 +220,8 @@ def _text(value, what, fn):
     return value
 
 
-def _integer(value, what, fn, low, high):
-    """``value`` as an int in [low, high] (anything with __index__ but a bool)."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        number = _operator.index(value)
-    except TypeError:
-        raise _KilnTypeError(f"{fn}: {what} must be an int, got {type(value).__name__} "
-                             f"{value!r}") from None
-    if not low <= number <= high:
-        raise _KilnValueError(f"{fn}: {what} must be in [{low}, {high}], got {number}")
-    return number
-
-
 def _priority(value, fn):
-    return _integer(value, "priority", fn, -2**31, 2**31 - 1)  # a C++ int
+    return _checked_int(fn, "priority", value, -2**31, 2**31 - 1)  # a C++ int
 
 
 def _parameter_names(fn, which, default=None):

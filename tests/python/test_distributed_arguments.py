@@ -47,11 +47,11 @@ COLLECTIVE_ERRORS = {
                              "all_reduce: expected group to be a ProcessGroup (from new_group) "
                              "or None (the world), got int 3"),
     "broadcast_src_float": (lambda: dist.broadcast(ones(4), 1.0), kiln.KilnTypeError,
-                            "broadcast: expected src to be an int, got float 1.0"),
+                            "broadcast: src must be an int, got float 1.0"),
     "broadcast_src_bool": (lambda: dist.broadcast(ones(4), True), kiln.KilnTypeError,
-                           "broadcast: expected src to be an int, got bool True"),
+                           "broadcast: src must be an int, got bool True"),
     "broadcast_src_past_int32": (lambda: dist.broadcast(ones(4), 2**31), kiln.KilnValueError,
-                                 "broadcast: expected src in 0..2147483647, got 2147483648"),
+                                 "broadcast: src must be in [0, 2147483647], got 2147483648"),
     "reduce_scatter_list": (lambda: dist.reduce_scatter(ones(2), [ones(2), ones(2)]),
                             kiln.KilnTypeError,
                             "reduce_scatter: expected input to be a kiln.Tensor, got list (Kiln's "
@@ -86,13 +86,13 @@ COLLECTIVE_ERRORS = {
                       "new_group: expected ranks to be a sequence of ints (world ranks), got "
                       "int 0"),
     "new_group_float_rank": (lambda: dist.new_group([0.0]), kiln.KilnTypeError,
-                             "new_group: expected ranks[0] to be an int, got float 0.0"),
+                             "new_group: ranks[0] must be an int, got float 0.0"),
     "new_group_negative_rank": (lambda: dist.new_group([-1]), kiln.KilnValueError,
-                                "new_group: expected ranks[0] in 0..2147483647, got -1"),
+                                "new_group: ranks[0] must be in [0, 2147483647], got -1"),
     "functional_all_reduce_array": (lambda: F.all_reduce(np.ones(2)), kiln.KilnTypeError,
                                     "functional.all_reduce: expected x to be a kiln.Tensor"),
     "functional_broadcast_src_float": (lambda: F.broadcast(ones(2), 0.0), kiln.KilnTypeError,
-                                       "functional.broadcast: expected src to be an int"),
+                                       "functional.broadcast: src must be an int"),
     "functional_reduce_scatter_op": (lambda: F.reduce_scatter(ones(2), 1), kiln.KilnTypeError,
                                      "functional.reduce_scatter: expected op to be"),
     "functional_all_gather_group": (lambda: F.all_gather(ones(2), "world"), kiln.KilnTypeError,
@@ -122,16 +122,16 @@ def test_accepted_spellings_of_arguments_still_work(world):
 
 INIT_ERRORS = [
     ({"rank": 0.0, "world_size": 1}, kiln.KilnTypeError,
-     "init_process_group: expected rank to be an int (or None: RANK from the environment), got "
+     "init_process_group: rank (or None: RANK from the environment) must be an int, got "
      "float 0.0"),
     ({"rank": 0, "world_size": 2**31}, kiln.KilnValueError,
-     "init_process_group: expected world_size in 1..2147483647 (or None: WORLD_SIZE from the "
-     "environment), got 2147483648"),
+     "init_process_group: world_size (or None: WORLD_SIZE from the environment) must be in "
+     "[1, 2147483647], got 2147483648"),
     ({"rank": -2, "world_size": 1}, kiln.KilnValueError,
-     "init_process_group: expected rank in 0..2147483647 (or None: RANK from the environment), "
+     "init_process_group: rank (or None: RANK from the environment) must be in [0, 2147483647], "
      "got -2"),
-    ({"rank": 0, "world_size": -5}, kiln.KilnValueError, "expected world_size in 1..2147483647"),
-    ({"rank": 0, "world_size": 0}, kiln.KilnValueError, "expected world_size in 1..2147483647"),
+    ({"rank": 0, "world_size": -5}, kiln.KilnValueError, "must be in [1, 2147483647], got -5"),
+    ({"rank": 0, "world_size": 0}, kiln.KilnValueError, "must be in [1, 2147483647], got 0"),
     ({"backend": None, "rank": 0, "world_size": 1}, kiln.KilnTypeError,
      "init_process_group: expected backend to be 'gloo' or 'mpi', got NoneType None"),
     ({"init_method": 29500, "rank": 0, "world_size": 1}, kiln.KilnTypeError,

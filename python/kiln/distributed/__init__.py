@@ -84,7 +84,7 @@ def _rank_or_env(name, value, low, env):
     # -1 is PyTorch's default for "not given", kept for code that passes its own default on.
     if value is None or (isinstance(value, int) and not isinstance(value, bool) and value == -1):
         return -1
-    return _int("init_process_group", name, value, low, f" (or None: {env} from the environment)")
+    return _int("init_process_group", f"{name} (or None: {env} from the environment)", value, low)
 
 
 def init_process_group(backend="gloo", init_method=None, rank=None, world_size=None, timeout=None):

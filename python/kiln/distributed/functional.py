@@ -12,9 +12,8 @@ Arguments are checked before anything is sent: one of the wrong kind raises Kiln
 value KilnValueError (as for ``kiln.distributed``'s in-place collectives).
 """
 
-import operator
-
 from .. import _C
+from .._checks import checked_int
 from ..errors import KilnTypeError, KilnValueError
 
 _f = _C.distributed.functional
@@ -55,18 +54,9 @@ def _group(fn, group):
     return group
 
 
-def _int(fn, name, value, low, hint=""):
-    """`value` as an int in low.._INT_MAX. Bools are refused: True as a rank is a mistake."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        index = operator.index(value)
-    except TypeError:
-        raise KilnTypeError(f"{fn}: expected {name} to be an int{hint}, got "
-                            f"{type(value).__name__} {value!r}") from None
-    if not low <= index <= _INT_MAX:
-        raise KilnValueError(f"{fn}: expected {name} in {low}..{_INT_MAX}{hint}, got {index}")
-    return index
+def _int(fn, name, value, low):
+    """`value` as an int in low.._INT_MAX (what the C++ API's int holds)."""
+    return checked_int(fn, name, value, low, _INT_MAX)
 
 
 def all_reduce(x, op="sum", group=None):

@@ -10,9 +10,9 @@ PyTorch's Conv2d: weight ~ kaiming_uniform_(a=sqrt(5)) and bias ~ U(-1/sqrt(fan_
 """
 
 import math
-import operator
 
 from .. import _C
+from .._checks import as_int, checked_int
 from ..errors import KilnTypeError, KilnValueError
 from . import init
 from .cell import Cell
@@ -23,28 +23,13 @@ __all__ = ["Conv2d"]
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
-def _index(value):
-    """``value`` as a Python int when it is an int or a NumPy integer (``operator.index``), else
-    None. A bool is not one: True as a size or a group count is a mistake, not 1."""
-    if isinstance(value, bool):
-        return None
-    try:
-        return operator.index(value)
-    except TypeError:
-        return None
-
-
 def _int(value, name):
-    index = _index(value)
-    if index is None:
-        raise KilnTypeError(f"Conv2d: {name} must be an int, got {value!r} "
-                            f"({type(value).__name__})")
-    return index
+    return checked_int("Conv2d", name, value)
 
 
 def _pair(value, name):
     """``value`` (an int or a pair of ints) as a pair of Python ints."""
-    index = _index(value)
+    index = as_int(value)
     if index is not None:
         return (index, index)
     try:

@@ -217,7 +217,12 @@ TEST(CrossEntropy, ThrowsTypedErrors_ForBadTargets) {
   const Error range = error_of([&] { cross_entropy(logits, int64_tensor({2}, {0, 3})); });
   EXPECT_EQ(range.kind(), ErrorKind::kIndex);
   EXPECT_NE(range.message().find("target 3 is out of range for 3 classes"), std::string::npos);
+  // A floating target holds class probabilities, of the logits' shape.
   EXPECT_EQ(error_of([&] { cross_entropy(logits, random_floats({2}, 1)); }).kind(),
+            ErrorKind::kShape);
+  EXPECT_EQ(error_of([&] {
+              cross_entropy(logits, gt(random_floats({2}, 1), Tensor::scalar(0.5)));
+            }).kind(),
             ErrorKind::kDType);
   EXPECT_EQ(error_of([&] {
               cross_entropy(logits, int64_tensor({3}, {0, 0, 0}));
