@@ -1,5 +1,6 @@
-"""Elementwise ops (kiln.mint.exp, kiln.mint.add, where, clamp, ...) and Tensor operators, against
-NumPy across dtypes, shapes, broadcasting, strided views, Python scalars and `out=`."""
+"""Elementwise ops (kiln.mint.exp, kiln.mint.add, where, clamp, ...) against NumPy across dtypes,
+shapes, broadcasting, strided views, Python scalars and `out=`. Tensor's operators are in
+test_operators.py."""
 
 import math
 
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 
 import kiln
+from binary_cases import BINARY, binary_inputs, binary_reference, kt, operand_dtype, to_floating
 from conftest import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, assert_close, numpy_dtype, raises, random_array
 
 M = kiln.mint
@@ -52,46 +54,14 @@ UNARY = {
     "logical_not": (np.logical_not, "bool", None),
 }
 
-# name -> (NumPy reference, dtype rule). Rules: "promote" gives result_type (bool allowed),
-# "nobool" too but rejects bool, "float" gives to_floating(result_type), "bool" gives bool.
-BINARY = {
-    "add": (np.add, "promote"),
-    "sub": (np.subtract, "nobool"),
-    "mul": (np.multiply, "promote"),
-    "div": (np.true_divide, "float"),
-    "floor_divide": (np.floor_divide, "nobool"),
-    "remainder": (np.remainder, "nobool"),
-    "pow": (np.power, "nobool"),
-    "maximum": (np.maximum, "promote"),
-    "minimum": (np.minimum, "promote"),
-    "eq": (np.equal, "bool"),
-    "ne": (np.not_equal, "bool"),
-    "lt": (np.less, "bool"),
-    "le": (np.less_equal, "bool"),
-    "gt": (np.greater, "bool"),
-    "ge": (np.greater_equal, "bool"),
-    "logical_and": (np.logical_and, "bool"),
-    "logical_or": (np.logical_or, "bool"),
-    "logical_xor": (np.logical_xor, "bool"),
-}
-
-
 @pytest.fixture(autouse=True)
 def _quiet_numpy():
     with np.errstate(all="ignore"):
         yield
 
 
-def to_floating(dtype):
-    return dtype if dtype.is_floating_point else kiln.float32
-
-
 def unary_dtype(rule, dtype):
     return {"float": to_floating(dtype), "bool": kiln.bool_}.get(rule, dtype)
-
-
-def operand_dtype(rule, dtype):
-    return to_floating(dtype) if rule == "float" else dtype
 
 
 def binary_dtype(rule, dtype):
@@ -116,37 +86,6 @@ def unary_reference(name, a, dtype):
 def unary_input(name, shape, dtype, rng):
     domain = UNARY[name][2] or (-3.0, 3.0)
     return random_array(shape, dtype, rng, *domain)
-
-
-def binary_inputs(name, shape_a, shape_b, dtype, rng):
-    """Operands in the op's domain; equal elements are mixed in to exercise comparisons."""
-    a = random_array(shape_a, dtype, rng)
-    b = random_array(shape_b, dtype, rng)
-    if name in ("floor_divide", "remainder"):
-        if dtype.is_floating_point:
-            b = np.where(rng.random(shape_b) > 0.5, 1, -1).astype(b.dtype) * random_array(
-                shape_b, dtype, rng, 0.5, 3.0)
-        else:
-            b = np.where(b == 0, 1, b).astype(b.dtype)
-    elif name == "pow":
-        if dtype.is_floating_point:
-            a = random_array(shape_a, dtype, rng, 0.5, 3.0)
-        else:
-            b = random_array(shape_b, dtype, rng, 0.0, 0.5)  # exponents 0..5
-    elif shape_a == shape_b and a.size:
-        b = np.array(b)
-        b.flat[::3] = a.flat[::3]
-    return a, b
-
-
-def binary_reference(name, a, b, dtype):
-    ref, rule = BINARY[name]
-    np_dtype = numpy_dtype(operand_dtype(rule, dtype))
-    return ref(np.asarray(a).astype(np_dtype), np.asarray(b).astype(np_dtype))
-
-
-def kt(array, dtype):
-    return kiln.tensor(np.asarray(array), dtype=dtype)
 
 
 def for_each_shape(check):
@@ -725,189 +664,6 @@ def test_where_broadcasts_converts_and_promotes(rng):
     assert M.where(view > 0.5, view, -1.0, out=out) is out
     assert_close(out, np.where(t.numpy().T > 0.5, t.numpy().T, -1))
     assert M.where(True, 1, 2.0).dtype == kiln.float32
-
-
-# ---- operators ------------------------------------------------------------------------------
-
-
-ARITHMETIC_OPERATORS = {
-    "add": (lambda x, y: x + y, "__iadd__"),
-    "sub": (lambda x, y: x - y, "__isub__"),
-    "mul": (lambda x, y: x * y, "__imul__"),
-    "div": (lambda x, y: x / y, "__itruediv__"),
-    "floor_divide": (lambda x, y: x // y, "__ifloordiv__"),
-    "remainder": (lambda x, y: x % y, "__imod__"),
-    "pow": (lambda x, y: x ** y, "__ipow__"),
-}
-
-
-@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.float16, kiln.int32], ids=str)
-@pytest.mark.parametrize("name", sorted(ARITHMETIC_OPERATORS))
-def test_arithmetic_operators(name, dtype, rng):
-    op, inplace = ARITHMETIC_OPERATORS[name]
-    a, b = binary_inputs(name, (3, 4), (3, 4), dtype, rng)
-    x, y = kt(a, dtype), kt(b, dtype)
-    assert_close(op(x, y), binary_reference(name, a, b, dtype))
-    if name in ("floor_divide", "remainder", "pow") and dtype.is_floating_point:
-        a = random_array((3, 4), dtype, rng, 0.5, 3.0)
-        x = kt(a, dtype)
-    if name == "pow" and not dtype.is_floating_point:
-        a = random_array((3, 4), dtype, rng, 0.0, 0.5)
-        x = kt(a, dtype)
-    if name in ("floor_divide", "remainder") and not dtype.is_floating_point:
-        a = np.where(a == 0, 1, a).astype(a.dtype)
-        x = kt(a, dtype)
-    s = np.asarray(2)
-    assert_close(op(x, 2), binary_reference(name, a, s, dtype))
-    assert_close(op(2, x), binary_reference(name, s, a, dtype))
-    if BINARY[name][1] == "float" and not dtype.is_floating_point:
-        with raises(kiln.DTypeError, match="can't be cast"):
-            getattr(x, inplace)(y)
-        return
-    # In place: the same object, updated through its storage.
-    target = kt(a, dtype)
-    alias = target
-    target = getattr(target, inplace)(2)
-    assert target is alias
-    assert_close(target, binary_reference(name, a, s, dtype))
-
-
-def test_inplace_operators_accept_broadcast_and_strided_self(rng):
-    a = rng.uniform(-3, 3, size=(4, 3)).astype(np.float32)
-    x = kiln.tensor(a)
-    x += kiln.tensor(np.float32([1, 2, 3]))
-    assert_close(x, a + np.float32([1, 2, 3]))
-    base = kiln.tensor(a)
-    view = base.transpose(0, 1)
-    view *= 2
-    assert_close(base, a * 2)
-    i = kiln.tensor([1, 2, 3], dtype=kiln.int64)
-    i += kiln.tensor([1, 1, 1], dtype=kiln.int32)
-    i //= 2
-    assert i.dtype == kiln.int64
-    assert_close(i, np.array([1, 1, 2]))
-
-
-def test_unary_operators_and_methods(rng):
-    a = rng.uniform(-3, 3, size=(2, 3)).astype(np.float32)
-    x = kiln.tensor(a)
-    assert_close(-x, -a)
-    assert_close(abs(x), np.abs(a))
-    assert_close(x.neg(), -a)
-    assert_close(x.clamp(min=0), np.maximum(a, 0))
-    assert_close(x.clamp(min=-1, max=1), np.clip(a, -1, 1))
-    with raises(kiln.DTypeError, match="logical_not"):
-        -kiln.tensor([True, False])
-
-
-COMPARISONS = {
-    "eq": lambda x, y: x == y, "ne": lambda x, y: x != y, "lt": lambda x, y: x < y,
-    "le": lambda x, y: x <= y, "gt": lambda x, y: x > y, "ge": lambda x, y: x >= y,
-}
-
-
-@pytest.mark.parametrize("dtype", [kiln.float32, kiln.int16, kiln.bfloat16], ids=str)
-@pytest.mark.parametrize("name", sorted(COMPARISONS))
-def test_comparison_operators(name, dtype, rng):
-    op = COMPARISONS[name]
-    a, b = binary_inputs(name, (3, 4), (3, 4), dtype, rng)
-    x, y = kt(a, dtype), kt(b, dtype)
-    result = op(x, y)
-    assert result.dtype == kiln.bool_
-    assert_close(result, binary_reference(name, a, b, dtype))
-    s = np.asarray(1)
-    assert_close(op(x, 1), binary_reference(name, a, s, dtype))
-    assert_close(op(1, x), binary_reference(name, s, a, dtype))  # reflected by Python
-
-
-def test_comparisons_with_other_objects_fall_back():
-    x = kiln.tensor([1.0])
-    assert (x == "text") is False
-    assert (x != None) is True  # noqa: E711
-    with raises(TypeError):
-        x < "text"  # noqa: B015
-    with raises(TypeError):
-        x + "text"  # noqa: B018
-
-
-def test_tensors_stay_hashable():
-    x, y = kiln.tensor([1.0]), kiln.tensor([1.0])
-    assert hash(x) == hash(x)
-    assert len({x, y}) == 2
-    assert {x: 1}[x] == 1
-
-
-@pytest.mark.parametrize("big", [2**63, 2**64 + 3, -2**63 - 1])
-def test_python_ints_beyond_int64_in_operators(big, rng):
-    # Beside a floating-point tensor the int is a float, as in NumPy and PyTorch.
-    a = rng.standard_normal(5).astype(np.float32)
-    x = kiln.tensor(a)
-    assert_close(x + big, a + np.float32(big))
-    assert_close(big - x, np.float32(big) - a)
-    assert_close(x < big, a < np.float32(big))
-    np.testing.assert_array_equal((x == big).numpy(), np.zeros(5, bool))
-    x *= big
-    assert_close(x, a * np.float32(big))
-    # Beside an integer or bool tensor no weak integer scalar holds it: a clear error, not
-    # Python's fallbacks (t == big was the bool False, t + big a TypeError about the types).
-    t = kiln.tensor([1, 2])
-    for op in [lambda: t == big, lambda: t != big, lambda: t + big, lambda: big * t,
-               lambda: t.__ipow__(big), lambda: kiln.tensor([True]) < big]:
-        with raises(kiln.KilnValueError, match=f"the Python int {big} does not fit int64"):
-            op()
-    np.testing.assert_array_equal(t.numpy(), [1, 2])
-    # Past float64 too: a KilnValueError (was Python's OverflowError), as for assignment.
-    with raises(kiln.KilnValueError, match="__add__: the Python int 1000.* is past float64.s range"):
-        x + 10**400
-    with raises(kiln.KilnValueError, match="the Python int 1000.* is past float64's range"):
-        x[0] = 10**400
-    assert_close(x, a * np.float32(big))
-
-
-@pytest.mark.parametrize("big", [2**63, -2**63 - 1])
-def test_python_ints_beyond_int64_as_op_arguments(big):
-    # An op taking a tensor or a number refuses the int by what is wrong with it (nanobind's
-    # TypeError listed signatures naming int among the accepted types), before anything runs.
-    x, t = kiln.tensor([1.5, 2.5]), kiln.tensor([1, 2])
-    for op in [lambda: M.add(t, big), lambda: M.mul(x, big), lambda: M.exp(big),
-               lambda: M.where(t > 1, t, big), lambda: t & big]:
-        with raises(kiln.KilnValueError,
-                    match=f"the Python int {big} does not fit int64, the range of Kiln's integer "
-                          "scalars; use a float or a floating-point tensor"):
-            op()
-    np.testing.assert_array_equal(t.numpy(), [1, 2])
-    np.testing.assert_array_equal(x.numpy(), [1.5, 2.5])
-    assert_close(M.add(t, float(big)), np.array([1, 2]) + np.float32(big))
-
-
-def test_logical_operators_on_bool_tensors(rng):
-    a = rng.random((3, 4)) > 0.5
-    b = rng.random((1, 4)) > 0.5
-    x, y = kiln.tensor(a), kiln.tensor(b)
-    assert_close(x & y, a & b)
-    assert_close(x | y, a | b)
-    assert_close(x ^ y, a ^ b)
-    assert_close(~x, ~a)
-    assert_close(True & x, a)
-    assert_close(False | x, a)
-    assert_close(x ^ True, ~a)
-    with raises(kiln.DTypeError, match="bool tensors"):
-        kiln.tensor([1, 2]) & kiln.tensor([1, 0])
-    with raises(kiln.DTypeError, match="bool tensor"):
-        ~kiln.tensor([1, 2])
-
-
-@pytest.mark.parametrize("method,dtype", [
-    ("float", kiln.float32), ("double", kiln.float64), ("half", kiln.float16),
-    ("bfloat16", kiln.bfloat16), ("int", kiln.int32), ("long", kiln.int64), ("bool", kiln.bool_),
-], ids=str)
-def test_dtype_conversion_methods(method, dtype):
-    x = kiln.tensor([[0.0, 1.5], [-2.0, 3.0]])
-    converted = getattr(x, method)()
-    assert converted.dtype == dtype
-    assert_close(converted, x.numpy().astype(numpy_dtype(dtype)))
-    assert x.to(dtype).dtype == dtype
-    assert x.to(dtype.name).dtype == dtype
 
 
 # ---- errors ---------------------------------------------------------------------------------
