@@ -225,7 +225,9 @@ KILN_API bool retains_grad(const Tensor& t);
 /// be empty, or hold undefined tensors, where outputs have one element (the gradient is then 1, as
 /// in PyTorch); elsewhere a missing gradient raises kValue. Without retain_graph the
 /// graph's saved tensors are freed and a second backward through it raises kValue. With
-/// create_graph the backward ops are recorded, so the gradients can be differentiated again.
+/// create_graph the backward ops are recorded, so the gradients can be differentiated again; a
+/// leaf's .grad then holds a graph that holds the leaf, a cycle that keeps both alive until the
+/// .grad is reset (set_grad(leaf, {})), as in PyTorch: prefer grad() for higher orders.
 KILN_API void backward(const std::vector<Tensor>& outputs,
                        const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                        bool create_graph = false);
