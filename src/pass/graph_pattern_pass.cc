@@ -71,27 +71,18 @@ bool same_contents(const Tensor& a, const Tensor& b) {
 }
 
 // The shape the inputs of `node` other than `constant` broadcast to; nullopt when one is no tensor,
-// there is none, or they do not broadcast together (an op such as MatMul).
+// there is none, or they do not broadcast together.
 std::optional<Shape> broadcast_of_others(const CNode& node, const Node* constant) {
   std::optional<Shape> out;
-  for (const NodePtr& in : node.inputs()) {
-    if (in.get() == constant) continue;
-    if (!in->abstract().is_tensor()) return std::nullopt;
-    const Shape& b = in->abstract().shape();
-    if (!out) {
-      out = b;
-      continue;
+  try {
+    for (const NodePtr& in : node.inputs()) {
+      if (in.get() == constant) continue;
+      if (!in->abstract().is_tensor()) return std::nullopt;
+      const Shape& shape = in->abstract().shape();
+      out = out ? broadcast_shapes(*out, shape) : shape;
     }
-    const Shape& a = *out;
-    const size_t n = std::max(a.size(), b.size());
-    Shape both(n);
-    for (size_t i = 0; i < n; ++i) {
-      const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
-      const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-      if (da != db && da != 1 && db != 1) return std::nullopt;
-      both[i] = da == 1 ? db : da;
-    }
-    out = std::move(both);
+  } catch (const Error&) {  // kShape: they do not broadcast (a rewrite-time check, rarely reached)
+    return std::nullopt;
   }
   return out;
 }

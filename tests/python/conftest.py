@@ -70,6 +70,12 @@ def assert_close(actual, expected, dtype=None):
         np.testing.assert_array_equal(a, e)
 
 
+def close(actual, expected, rtol=1e-5, atol=1e-6):
+    """Compares a kiln tensor with a NumPy result in float64 at the given tolerances."""
+    np.testing.assert_allclose(np.asarray(actual.numpy(), dtype=np.float64),
+                               np.asarray(expected, dtype=np.float64), rtol=rtol, atol=atol)
+
+
 @contextlib.contextmanager
 def raises(expected, match=None):
     """pytest.raises for Kiln ops, which run asynchronously: the error may surface at the call or

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import TiedLinears, raises
+from conftest import TiedLinears, close, raises
 from kiln import nn
 
 mint = kiln.mint
@@ -18,11 +18,6 @@ mint = kiln.mint
 
 def t(array, dtype=None):
     return kiln.tensor(np.asarray(array), dtype=dtype)
-
-
-def close(actual, expected, rtol=1e-5, atol=1e-6):
-    np.testing.assert_allclose(np.asarray(actual.numpy(), dtype=np.float64),
-                               np.asarray(expected, dtype=np.float64), rtol=rtol, atol=atol)
 
 
 class Block(nn.Cell):
