@@ -27,6 +27,12 @@ class Scalar {
   Scalar(int64_t v) : kind_(Kind::kInt), i_(v) {}  // NOLINT
   Scalar(double v) : kind_(Kind::kFloat), d_(v) {}  // NOLINT
   Scalar(float v) : kind_(Kind::kFloat), d_(v) {}  // NOLINT
+  /// Any other integer type (size_t, long long, unsigned, ...), which was ambiguous among the
+  /// constructors above; an unsigned value past INT64_MAX wraps, as a static_cast does.
+  template <typename I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool> &&
+                                             !std::is_same_v<I, int> && !std::is_same_v<I, int64_t>,
+                                         int> = 0>
+  Scalar(I v) : kind_(Kind::kInt), i_(static_cast<int64_t>(v)) {}  // NOLINT
 
   Kind kind() const { return kind_; }
   bool is_floating_point() const { return kind_ == Kind::kFloat; }

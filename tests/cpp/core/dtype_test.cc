@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include "core/dtype_dispatch.h"
 #include "kiln/error.h"
@@ -146,6 +147,17 @@ TEST(Convert, WideIntegersToBFloat16RoundOnce) {
   EXPECT_EQ(static_cast<float>(convert<BFloat16>(std::numeric_limits<int64_t>::min())), -0x1p63f);
   EXPECT_EQ(static_cast<float>(convert<Half>(int64_t{1} << 40)), INFINITY);
   EXPECT_EQ(static_cast<float>(convert<Half>(int32_t{2049})), 2048.0f);  // exact in float: a tie
+}
+
+TEST(Scalar, TakesEveryIntegerType) {
+  // Scalar(v.size()), Scalar(2LL) and Scalar(1u) were ambiguous among int, int64_t, double, float.
+  const std::vector<int> v(3);
+  EXPECT_EQ(Scalar(v.size()).to_int(), 3);
+  EXPECT_TRUE(Scalar(v.size()).is_integral());
+  EXPECT_EQ(Scalar(2LL).to_int(), 2);
+  EXPECT_EQ(Scalar(1u).to_int(), 1);
+  EXPECT_EQ(Scalar(static_cast<int16_t>(-7)).to_int(), -7);
+  EXPECT_TRUE(Scalar(true).is_bool());
 }
 
 TEST(Scalar, SameValueComparesNumbersAcrossKinds_IntegersExactly) {
