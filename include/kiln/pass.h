@@ -256,16 +256,16 @@ using GraphPatternCheckFunc = std::function<bool(const std::vector<NodePtr>& var
 /// kiln.graph.register_pattern traces them): `src`'s one output, an op node, and everything it
 /// is computed from form the source pattern, `dst`'s output the destination. Parameters become
 /// vars, matched by position (parameter i of `dst` is the node that parameter i of `src`
-/// matched); constants become vars that match a frozen constant of the same value: a constant of
-/// one element v that only elementwise ops take, widening none of their operands, matches a
-/// constant of any dtype and shape whose elements all equal v (integers compared exactly) where
-/// elementwise ops take it without widening anything; any other constant matches only at the
-/// pattern's shapes, its own and those of the inputs of the ops that take it (Note [Constants of
-/// a graph pattern] in graph_pattern_pass.cc); op nodes become pattern nodes whose attributes, all
-/// of them, must match. `check`, when given, may decline a match (CheckMatchedDAG). Throws kValue
-/// when a graph has other than one output, `src`'s output is not an op, a parameter of `src` is
-/// unused, the parameter counts differ, or a pattern is invalid (see Prepare). The graphs are kept,
-/// not copied: do not change them afterwards.
+/// matched); constants become vars that match a frozen constant of the same value (a constant of
+/// one number v matches one of any dtype and shape whose elements all equal v, integers compared
+/// exactly; others an equal one). One that only elementwise ops take, widening none of their
+/// operands, matches wherever elementwise ops take it without widening anything; any other only
+/// at the pattern's shapes, its own and those of the inputs of the ops that take it (Note
+/// [Constants of a graph pattern] in graph_pattern_pass.cc); op nodes become pattern nodes whose
+/// attributes, all of them, must match. `check`, when given, may decline a match (CheckMatchedDAG).
+/// Throws kValue when a graph has other than one output, `src`'s output is not an op, a parameter
+/// of `src` is unused, the parameter counts differ, or a pattern is invalid (see Prepare). The
+/// graphs are kept, not copied: do not change them afterwards.
 KILN_API std::shared_ptr<PatternToPatternPass> make_graph_pattern_pass(
     std::string name, FuncGraphPtr src, FuncGraphPtr dst, GraphPatternCheckFunc check = nullptr);
 

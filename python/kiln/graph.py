@@ -155,10 +155,11 @@ def register_pattern(name, src, dst, backend="all", stage="pre_fusion", priority
 
     Inputs are matched by position: wherever the graph computes what ``src`` computes from some
     nodes, ``dst`` applied to those nodes replaces it. Constants of ``src`` match constants of the
-    same value (integers exactly; a Python number that elementwise ops take matches a constant of
-    that number of any shape where it widens no other operand of an elementwise op; any other
-    constant matches only at the traced shapes of its own and of the inputs of the ops that take
-    it), and ops must
+    same value (integers exactly; one of a single number, such as a Python number, matches
+    constants of that number of any shape). A constant that only elementwise ops take, widening
+    none of their operands, matches wherever elementwise ops take it without widening anything;
+    any other only at the traced shapes of its own and of the inputs of the ops that take it.
+    Ops must
     have the same attributes (a ``dim=-1`` in ``src`` matches only
     ``dim=-1``). ``check(*values)``, when given, gets one PatternValue per input of ``src`` for each
     match and returns whether to rewrite it. The functions are traced with float32 tensors of

@@ -72,7 +72,7 @@ class Group final : public ProcessGroup {
   /// Waits until collective `seq` has run; rethrows its failure.
   void wait_for(uint64_t seq);
   bool has_completed(uint64_t seq);
-  /// Waits for every queued collective, raising nothing (destroy_process_group, exit).
+  /// Waits for every queued collective, raising nothing (destroy_process_group).
   void drain();
 
   /// The async collective most recently queued that writes `storage`, and its sequence number

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -143,6 +144,22 @@ Rendezvous connect_store(const std::string& init_method, int rank,
   return {};
 }
 
+// Waits until `store` has key_of(r) for every rank r below `size`, or its timeout passes; returns
+// the ranks whose keys never came, as a list for a message ("1, 3"), empty when all did.
+std::string missing_ranks(Store& store, int size, const std::function<std::string(int)>& key_of) {
+  std::vector<int> missing(size);
+  for (int r = 0; r < size; ++r) missing[r] = r;
+  detail::poll_until(store.timeout(), [&] {
+    missing.erase(std::remove_if(missing.begin(), missing.end(),
+                                 [&](int r) { return store.check({key_of(r)}); }),
+                  missing.end());
+    return missing.empty();
+  });
+  std::ostringstream list;
+  for (size_t i = 0; i < missing.size(); ++i) list << (i ? ", " : "") << missing[i];
+  return list.str();
+}
+
 // Every rank announces its world size; each then waits for all of them, naming the ranks that
 // never came, and checks that they agree.
 void check_world(Store& store, int rank, int world_size, const std::string& init_method) {
@@ -154,28 +171,14 @@ void check_world(Store& store, int rank, int world_size, const std::string& init
          "directory must be fresh)";
   const std::string mine = std::to_string(world_size);
   store.set("kiln/world_size/" + std::to_string(rank), std::vector<char>(mine.begin(), mine.end()));
-  std::vector<std::string> keys;
-  for (int r = 0; r < world_size; ++r) keys.push_back("kiln/world_size/" + std::to_string(r));
-  std::vector<int> missing(world_size);
-  for (int r = 0; r < world_size; ++r) missing[r] = r;
-  const auto deadline = std::chrono::steady_clock::now() + store.timeout();
-  for (;;) {
-    missing.erase(std::remove_if(missing.begin(), missing.end(),
-                                 [&](int r) { return store.check({keys[r]}); }),
-                  missing.end());
-    if (missing.empty()) break;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      std::ostringstream list;
-      for (size_t i = 0; i < missing.size(); ++i) list << (i ? ", " : "") << missing[i];
-      KILN_FAIL(kDistributed) << "init_process_group: rank " << rank << " waited "
-                              << store.timeout().count() / 1000.0 << " s at " << init_method
-                              << " for ranks [" << list.str() << "] of a world of size "
-                              << world_size << ", which never joined";
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  const auto key_of = [](int r) { return "kiln/world_size/" + std::to_string(r); };
+  const std::string missing = missing_ranks(store, world_size, key_of);
+  KILN_CHECK_DIST(missing.empty())
+      << "init_process_group: rank " << rank << " waited " << store.timeout().count() / 1000.0
+      << " s at " << init_method << " for ranks [" << missing << "] of a world of size "
+      << world_size << ", which never joined";
   for (int r = 0; r < world_size; ++r) {
-    const std::vector<char> value = store.get(keys[r]);
+    const std::vector<char> value = store.get(key_of(r));
     const std::string theirs(value.begin(), value.end());
     KILN_CHECK_DIST(theirs == mine)
         << "init_process_group: rank " << r << " was started with world_size " << theirs
@@ -233,19 +236,18 @@ Connection connection_of(const World& w, std::chrono::milliseconds timeout) {
 // group, so a broken one does not matter, and does not overtake collectives the pipeline has not
 // launched yet.
 void store_barrier(Store& store, const std::string& key, int rank, int size, const char* what) {
-  const auto wait_for = [&](const std::string& counter) {
-    store.add(counter, 1);
-    const bool all =
-        detail::poll_until(store.timeout(), [&] { return store.add(counter, 0) >= size; });
-    KILN_CHECK_DIST(all) << what << ": rank " << rank << " waited " << seconds_str(store.timeout())
-                         << " for the other ranks to connect";
+  const auto key_of = [&key](const char* phase) {
+    return [&key, phase](int r) { return key + "/" + phase + "/" + std::to_string(r); };
   };
-  wait_for(key + "/arrived");
-  if (rank == 0) {
-    wait_for(key + "/left");
-  } else {
-    store.add(key + "/left", 1);
-  }
+  store.set(key_of("arrived")(rank), {'1'});
+  const std::string missing = missing_ranks(store, size, key_of("arrived"));
+  KILN_CHECK_DIST(missing.empty())
+      << what << ": rank " << rank << " waited " << seconds_str(store.timeout()) << " for ranks ["
+      << missing << "] to connect (did they stop before calling " << what << "?)";
+  store.set(key_of("left")(rank), {'1'});
+  // Every rank arrived, so every one says it left unless it dies in between, which its
+  // connections will report: rank 0's wait needs no error of its own.
+  if (rank == 0) missing_ranks(store, size, key_of("left"));
 }
 
 }  // namespace

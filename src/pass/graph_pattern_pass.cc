@@ -232,14 +232,14 @@ class GraphPatternPass : public PatternToPatternPass {
 
  private:
   // Note [Constants of a graph pattern]
-  // A pattern's constant of one element (a Python number: `a * 2`) that only elementwise ops take,
-  // widening none of their operands, stands for its number: it matches a frozen constant of that
-  // number and any shape where, too, an elementwise op takes it and it widens nothing. (Matched by
-  // value alone, sum(a * 2) -> sum(a) * 2 was applied to sum(a * full([3, 4, 4], 2)), whose sum
-  // hid the wider product from the root's shape check.) Any other constant (ones([4, 4]), a weight
-  // in a MatMul) matches only at the pattern's shapes: the constant's own, and those of every
-  // input of the ops that take it, as traced (sum(a @ full([4, 4], 2)) -> sum(a) * 8 matched
-  // b @ full([3, 3], 2)).
+  // A pattern's constant that only elementwise ops take, widening none of their operands (a
+  // Python number in `a * 2`, a bias row in `a + bias`), matches its value wherever elementwise
+  // ops take it without widening anything: a uniform one a constant of its number of any shape,
+  // another an equal constant. (Matched by value alone, sum(a * 2) -> sum(a) * 2 was applied to
+  // sum(a * full([3, 4, 4], 2)), whose sum hid the wider product from the root's shape check.)
+  // Any other constant (one that widens an operand, a weight in a MatMul) matches only at the
+  // pattern's shapes: its own, and those of every input of the ops that take it, as traced
+  // (sum(a @ full([4, 4], 2)) -> sum(a) * 8 matched b @ full([3, 3], 2)).
   struct PatternConstant {
     struct User {
       std::string name;
@@ -247,16 +247,16 @@ class GraphPatternPass : public PatternToPatternPass {
     };
     std::string name;
     Shape shape;
-    bool stands_for_its_number;
+    bool elementwise_only;
     std::vector<User> users;
 
     bool matches_in(const PatternMap& map) const {
       const NodePtr& got = map.Get(name);
-      if (!stands_for_its_number && got->abstract().shape() != shape) return false;
+      if (!elementwise_only && got->abstract().shape() != shape) return false;
       for (const User& user : users) {
         const auto& matched = static_cast<const CNode&>(*map.Get(user.name));
-        const bool fits = stands_for_its_number ? widens_nothing(got.get(), matched)
-                                                : input_shapes(matched) == user.input_shapes;
+        const bool fits = elementwise_only ? widens_nothing(got.get(), matched)
+                                           : input_shapes(matched) == user.input_shapes;
         if (!fits) return false;
       }
       return true;
@@ -264,10 +264,7 @@ class GraphPatternPass : public PatternToPatternPass {
   };
 
   void add_pattern_constant(const std::string& name, const Node& constant) {
-    PatternConstant c{name, constant.abstract().shape(), false, {}};
-    Scalar unused;
-    c.stands_for_its_number = shape_numel(c.shape) == 1 &&
-                              uniform(static_cast<const ValueNode&>(constant).value(), &unused);
+    PatternConstant c{name, constant.abstract().shape(), true, {}};
     for (const NodePtr& node : src_nodes_) {
       if (!node->is_cnode()) continue;
       const auto& user = static_cast<const CNode&>(*node);
@@ -277,7 +274,7 @@ class GraphPatternPass : public PatternToPatternPass {
         continue;
       }
       c.users.push_back({"%" + std::to_string(user.id()), input_shapes(user)});
-      c.stands_for_its_number = c.stands_for_its_number && widens_nothing(&constant, user);
+      c.elementwise_only = c.elementwise_only && widens_nothing(&constant, user);
     }
     pattern_constants_.push_back(std::move(c));
   }

@@ -272,12 +272,37 @@ def test_a_number_matches_where_it_widens_nothing_and_other_constants_at_their_s
     # products with another matrix (216, where the rewrite gave 288).
     assert g(t(x))[1].item() == x.sum()
     assert [r.matches for r in g.pass_report() if r.pass_name == "SumOfRows"] == [0]
-    h = kiln.jit(lambda b: (mint.sum(b @ mint.full([3, 3], 2.0)), mint.sum(b @ mint.full([3, 4], 2.0))))
+    h = kiln.jit(lambda b: (mint.sum(b @ mint.full([3, 3], 2.0)),
+                            mint.sum(b @ mint.full([3, 4], 2.0))))
     b = np.arange(9, dtype=np.float32).reshape(3, 3)
     assert [v.item() for v in h(t(b))] == [(b @ np.full((3, 3), 2.0)).sum(),
                                           (b @ np.full((3, 4), 2.0)).sum()]
     assert [r.matches for r in h.pass_report() if r.pass_name == "SumOfProduct"] == [0]
-    assert kiln.jit(lambda a: mint.sum(a @ mint.full([4, 4], 2.0)))(t(x)).item() == (x @ np.full((4, 4), 2.0)).sum()
+    square = kiln.jit(lambda a: mint.sum(a @ mint.full([4, 4], 2.0)))
+    assert square(t(x)).item() == (x @ np.full((4, 4), 2.0)).sum()
+
+
+def test_a_constant_elementwise_ops_take_matches_at_other_shapes_where_it_widens_nothing(registered):
+    # A bias row and a uniform ones([4, 4]) traced beside a [4, 4] match beside an [8, 4] /
+    # [8, 4]-broadcastable operand too; where they would widen it, not.
+    bias = t([1.0, 2.0, 3.0, 4.0])
+    kiln.graph.register_pattern("BiasTwice", src=lambda a: (a + bias) + bias,
+                                dst=lambda a: a + bias * 2.0, example_args=[t(np.zeros((4, 4)))])
+    kiln.graph.register_pattern("TimesOnes", src=lambda a: a * t(np.ones((4, 4))),
+                                dst=lambda a: a + 0.0, example_args=[t(np.zeros((4, 4)))])
+    registered.extend(["BiasTwice", "TimesOnes"])
+    def program(a):
+        row = mint.arange(1, 5).to(kiln.float32)  # made inside: a frozen constant once folded
+        return (a + row) + row, a * mint.ones([8, 4]), a * mint.ones([2, 8, 4])
+
+    f = kiln.jit(program)
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    twice, ones, wider = f(t(x))
+    assert_close(twice, x + 2 * np.array([1.0, 2.0, 3.0, 4.0], np.float32))
+    assert_close(ones, x)
+    assert_close(wider, np.broadcast_to(x, (2, 8, 4)))
+    matches = {r.pass_name: r.matches for r in f.pass_report() if r.pass_name in registered}
+    assert matches == {"BiasTwice": 1, "TimesOnes": 1}, matches
 
 
 def test_integer_constants_and_attributes_match_exactly(registered):
@@ -349,8 +374,8 @@ def test_a_rewrite_never_makes_an_output_a_view_of_the_callers_input(registered,
     f = kiln.jit(lambda x: (x * 1.0, x.T, x * 1.0, x + 0.0), backend=backend)
     x = t(np.zeros((4, 4)))
     out, transposed, again, piece = f(x)
-    runs = [r.pass_name for r in f.pass_report().runs]
-    assert "TimesOneToView" in runs and "PlusZeroToSplit" in runs
+    matches = {r.pass_name: r.matches for r in f.pass_report().runs}
+    assert matches["TimesOneToView"] == 2 and matches["PlusZeroToSplit"] == 1, matches
     assert transposed.shares_storage_with(x)
     assert not out.shares_storage_with(x) and not again.shares_storage_with(out)
     assert not piece.shares_storage_with(x)

@@ -22,8 +22,9 @@ Collectives are ops (``AllReduce``, ``Broadcast``, ``AllGather``, ``ReduceScatte
 in-place functions here mirror ``torch.distributed``; ``kiln.distributed.functional`` returns new
 tensors and is differentiable (the gradient of an all-reduce is the all-reduce of the gradient).
 
-A process that exits with collectives still queued (``async_op`` without ``wait()``) runs them
-first, as ``destroy_process_group`` would, unless it exits on an uncaught exception.
+``wait()`` an async collective (or call ``destroy_process_group``, which runs the queued ones)
+before the process exits: one still queued at exit is dropped, and its peers fail at once
+("Connection closed by peer") rather than wait for a process that is going.
 
 Every blocking call waits at most ``timeout`` seconds (``init_process_group``'s argument, else
 the environment's ``KILN_DIST_TIMEOUT``, else 300; from 1 ms to 1e9 s) and then raises
@@ -35,11 +36,9 @@ float for a rank, a list for ``reduce_scatter``'s input) raises ``kiln.KilnTypeE
 value ``kiln.KilnValueError``, tensors of the wrong shape ``kiln.ShapeError``.
 """
 
-import atexit as _atexit
 import collections.abc
 import datetime
 import numbers
-import sys as _sys
 
 from .. import _C
 from ..errors import KilnTypeError, KilnValueError, ShapeError
@@ -112,19 +111,6 @@ def destroy_process_group():
 
 def is_initialized():
     return _dist.is_initialized()
-
-
-def _leave_at_exit():
-    # Queued async collectives run before the process goes, as PyTorch's Gloo groups wait for
-    # theirs: the peers expect them (exiting without wait() failed theirs, "Connection closed").
-    # Not after an uncaught exception (the interpreter then sets sys.last_value): the peers may
-    # be waiting in other collectives, and only the closed connection tells them at once.
-    # Registered after kiln.runtime's drain, so it runs first.
-    if _dist.is_initialized() and not hasattr(_sys, "last_value"):
-        _dist.destroy_process_group()
-
-
-_atexit.register(_leave_at_exit)
 
 
 def is_mpi_available():
