@@ -123,11 +123,23 @@ Pipeline::Pipeline() : mode_(initial_mode()) {}
 
 // ---- the caller's side (PyTask) ----------------------------------------------------------------
 
+TensorList Pipeline::run_sync(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                              const std::vector<Tensor>& out,
+                              const std::shared_ptr<BoundKernel>& bound_kernel) {
+  // Right after a switch to sync, calls this thread queued before it may still be running (set_mode
+  // drains them, perhaps not yet): this call may use their results or memory, so they finish
+  // first. (Run at once, an in-place op materialized the Storage a worker was materializing.)
+  if (!t_in_worker && launched_.load() < claimed_.load(std::memory_order_acquire)) {
+    drain();
+  }
+  return run_op_sync(op, inputs, attrs, out, bound_kernel);
+}
+
 TensorList Pipeline::dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
                               const std::vector<Tensor>& out,
                               const std::shared_ptr<BoundKernel>& bound_kernel) {
   if (mode() == PipelineMode::kSync || t_in_worker) {  // (the mode first: no TLS read in sync)
-    return run_op_sync(op, inputs, attrs, out, bound_kernel);
+    return run_sync(op, inputs, attrs, out, bound_kernel);
   }
   // Counted until the call is published: set_mode stores the new mode, then waits for no caller
   // here before it drains and stops the workers, so a call that read the old mode is run by them
@@ -139,7 +151,7 @@ TensorList Pipeline::dispatch(const OpDef& op, TensorSpan inputs, const Attrs& a
     ~Leave() { count.fetch_sub(1, std::memory_order_release); }
   } leave{dispatching_};
   const PipelineMode mode = mode_.load(std::memory_order_seq_cst);
-  if (mode == PipelineMode::kSync) return run_op_sync(op, inputs, attrs, out, bound_kernel);
+  if (mode == PipelineMode::kSync) return run_sync(op, inputs, attrs, out, bound_kernel);
   ensure_workers(mode);  // the mode read here: the call is published to its workers
   release_finished(/*wait=*/false);
   for (const Tensor& t : inputs) mark_queued(t);

@@ -51,6 +51,11 @@ class Pipeline final : public Dispatcher {
   void after_fork_in_child();
 
  private:
+  // A call run on the calling thread (sync mode, or inside a worker), after any still queued.
+  TensorList run_sync(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                      const std::vector<Tensor>& out,
+                      const std::shared_ptr<BoundKernel>& bound_kernel);
+
   static constexpr uint64_t kRingSize = 1024;  // queued op calls; a power of two
   // The DeviceTask allocates memory for at most this many calls ahead of the LaunchTask.
   static constexpr uint64_t kDeviceRunAhead = 4;
