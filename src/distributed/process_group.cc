@@ -10,7 +10,6 @@
 #include <map>
 #include <mutex>
 #include <sstream>
-#include <thread>
 #include <tuple>
 
 #include "distributed/communicator.h"
@@ -40,9 +39,11 @@ World& world_state() {
   return *world;
 }
 
+// The timeouts count whole milliseconds (0.0004 s was none at all).
+bool timeout_in_range(double seconds) { return seconds >= 1e-3 && seconds <= 1e9; }
+
 double timeout_seconds(double requested) {
-  // 0 means not given; the timeouts count whole milliseconds (0.0004 s was none at all).
-  KILN_CHECK_VALUE(requested == 0 || (requested >= 1e-3 && requested <= 1e9))
+  KILN_CHECK_VALUE(requested == 0 || timeout_in_range(requested))  // 0: not given
       << "init_process_group: timeout " << requested
       << " s is out of range; expected from 0.001 to 1e9 s";
   if (requested > 0) return requested;
@@ -50,8 +51,7 @@ double timeout_seconds(double requested) {
   if (env == nullptr || *env == '\0') return kDefaultTimeoutSeconds;
   char* end = nullptr;
   const double value = std::strtod(env, &end);
-  // At least a millisecond: the timeouts count whole milliseconds (0.0001 s was none at all).
-  KILN_CHECK_VALUE(end != env && *end == '\0' && value >= 1e-3 && value <= 1e9)
+  KILN_CHECK_VALUE(end != env && *end == '\0' && timeout_in_range(value))
       << "KILN_DIST_TIMEOUT: expected a number of seconds from 0.001 to 1e9, got '" << env << "'";
   return value;
 }
