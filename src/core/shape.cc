@@ -76,6 +76,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
   for (size_t i = 0; i < n; ++i) {
     const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    KILN_CHECK_SHAPE(da >= 0 && db >= 0) << "broadcast_shapes: sizes must be non-negative, got "
+                                         << shape_str(a) << " and " << shape_str(b);
     KILN_CHECK_SHAPE(da == db || da == 1 || db == 1)
         << "shapes " << shape_str(a) << " and " << shape_str(b)
         << " do not broadcast: dimension " << i << " has sizes " << da << " and " << db

@@ -492,7 +492,15 @@ Shape flatten_shape(const Shape& shape, int64_t start_dim, int64_t end_dim) {
                            << end_dim;
   Shape result(shape.begin(), shape.begin() + s);
   int64_t merged = 1;
-  for (int64_t d = s; d <= e; ++d) merged *= shape[d];
+  bool overflow = false;
+  for (int64_t d = s; d <= e; ++d) overflow |= __builtin_mul_overflow(merged, shape[d], &merged);
+  // An empty tensor's other sizes may multiply past 2^63 - 1: its merged size is still 0.
+  if (std::find(shape.begin() + s, shape.begin() + e + 1, 0) != shape.begin() + e + 1) {
+    merged = 0;
+    overflow = false;
+  }
+  KILN_CHECK_SHAPE(!overflow) << "flatten: the product of sizes " << s << " to " << e << " of "
+                              << shape_str(shape) << " is past 2^63 - 1";
   result.push_back(merged);
   result.insert(result.end(), shape.begin() + e + 1, shape.end());
   return result;

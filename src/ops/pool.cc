@@ -79,7 +79,8 @@ int64_t pool_out_size(const char* op, int64_t in, int64_t kernel, int64_t stride
   if (ceil_mode && (out - 1) * stride >= in + pad) --out;
   KILN_CHECK_SHAPE(out >= 1) << op << ": the padded input " << dim << " (" << in + 2 * pad
                              << ") holds no window of the dilated kernel " << dim << " (" << span
-                             << "); expected at least " << span - (ceil_mode ? stride - 1 : 0)
+                             << "); expected at least "
+                             << std::max<int64_t>(1, span - (ceil_mode ? stride - 1 : 0))
                              << (ceil_mode ? " with ceil_mode" : "");
   return out;
 }

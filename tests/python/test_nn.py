@@ -586,6 +586,9 @@ def test_avg_pool2d_dtypes_and_strided_input(dtype, width, rng):
     (lambda x: mint.max_pool2d(x[:, :, :1], 4, 1, ceil_mode=True), kiln.ShapeError,
      r"input height \(1\) holds no window of the dilated kernel height \(4\); expected at "
      r"least 4 with ceil_mode"),
+    (lambda x: mint.max_pool2d(x[:, :, :0], 2, 3, ceil_mode=True), kiln.ShapeError,
+     r"input height \(0\) holds no window of the dilated kernel height \(2\); expected at "
+     r"least 1 with ceil_mode"),
     (lambda x: mint.max_pool2d(x.select(0, 0), 2), kiln.ShapeError,
      r"max_pool2d: expected x of shape \[N, C, H, W\], got \[1, 5, 5\]"),
     (lambda x: mint.avg_pool2d(t(np.zeros((1, 1, 4, 4), np.int32)), 2), kiln.DTypeError,

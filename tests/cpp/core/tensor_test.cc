@@ -243,6 +243,19 @@ TEST(Tensor, SqueezeUnsqueezeFlatten) {
   EXPECT_THROW(t.flatten(2, 1), Error);
 }
 
+TEST(Tensor, FlattenShape_RefusesAProductPastInt64AndKeepsEmptyShapesEmpty) {
+  const int64_t big = int64_t{1} << 62;
+  EXPECT_THROW(flatten_shape({big, 4}, 0, 1), Error);
+  EXPECT_EQ(flatten_shape({big, 4, 0}, 0, 2), (Shape{0}));
+  EXPECT_EQ(flatten_shape({2, big, 4}, 0, 0), (Shape{2, big, 4}));
+}
+
+TEST(Tensor, BroadcastShapes_RefusesNegativeSizes) {
+  EXPECT_EQ(broadcast_shapes({2, 1, 3}, {4, 1}), (Shape{2, 4, 3}));
+  EXPECT_THROW(broadcast_shapes({-1, 3}, {1, 3}), Error);
+  EXPECT_THROW(broadcast_shapes({3}, {-1}), Error);
+}
+
 TEST(Tensor, Unfold_MakesSlidingWindows) {
   Tensor t = iota({7});
   Tensor u = t.unfold(0, 3, 2);
