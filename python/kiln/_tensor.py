@@ -38,10 +38,20 @@ def _repr(self):
 
 
 def _array(self, dtype=None, copy=None):
+    """NumPy's ``__array__``: a view of the tensor's memory where NumPy can hold it as it is, else
+    a converted copy (bfloat16, which NumPy lacks, as float32; another ``dtype``); ``copy=True``
+    always copies and ``copy=False`` (``np.asarray(t, copy=False)``) refuses to."""
     array = self.numpy()
-    if dtype is not None:
-        array = array.astype(dtype, copy=False)
-    return array.copy() if copy else array
+    copied = self.dtype == _C.dtype.bfloat16  # numpy() converted it
+    if dtype is not None and np.dtype(dtype) != array.dtype:
+        array = array.astype(dtype)
+        copied = True
+    if copy is False and copied:
+        raise KilnValueError(
+            f"np.asarray(copy=False) of a {self.dtype} tensor as {array.dtype} needs a copy: "
+            f"NumPy {'has no bfloat16' if dtype is None else 'converts it'}; pass copy=None to "
+            f"allow one")
+    return array.copy() if copy and not copied else array
 
 
 def _tolist(self):

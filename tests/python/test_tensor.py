@@ -81,6 +81,24 @@ def test_numpy_view_shares_memory_with_the_tensor():
     assert np.asarray(t).shape == (2, 2)
 
 
+def test_numpy_array_protocol_honours_copy_and_dtype():
+    t = kiln.tensor([[1.0, 2.0], [3.0, 4.0]])
+    np.asarray(t, copy=False)[0, 0] = 5  # a view
+    np.asarray(t, copy=True)[0, 1] = 6  # a copy
+    np.asarray(t, dtype=np.float32, copy=False)[1, 0] = 7  # the same dtype: still a view
+    assert t.tolist() == [[5.0, 2.0], [7.0, 4.0]]
+    as_double = np.asarray(t, dtype=np.float64)
+    assert as_double.dtype == np.float64 and as_double.tolist() == t.tolist()
+    with raises(kiln.KilnValueError, match=r"copy=False\) of a kiln.float32 tensor as float64 needs a "
+                                           r"copy: NumPy converts it"):
+        np.asarray(t, dtype=np.float64, copy=False)
+    half = t.to(kiln.bfloat16)
+    assert np.asarray(half).dtype == np.float32
+    with raises(kiln.KilnValueError, match="NumPy has no bfloat16"):
+        np.asarray(half, copy=False)
+    assert t.tolist() == [[5.0, 2.0], [7.0, 4.0]]
+
+
 def test_item_and_tolist():
     assert kiln.tensor([[7]]).item() == 7
     assert isinstance(kiln.tensor(1.5).item(), float)
