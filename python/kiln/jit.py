@@ -28,7 +28,11 @@ Because tracers have no data, Python control flow on their values cannot be trac
 ``float(t)``, ``t.item()`` or ``t.numpy()`` raise a KilnError that names the file and line and
 suggests ``kiln.mint.where``. Tensors the function reads from elsewhere (globals, attributes of
 ``self``) are constants of the graph: it sees in-place updates of them, not a new tensor put in
-their place (call ``clear_cache()`` then). An unknown backend is a KilnError at the first call,
+their place (call ``clear_cache()`` then). So are other Python values it reads from elsewhere (a
+cell's ``eps``, a global number) with one exception: the ``training`` flag of a kiln.nn cell
+(``train()`` / ``eval()``). Every flag a trace read is part of the signature of later calls, so
+that a function called in eval mode after training runs a graph traced in eval mode (Dropout
+keeps everything), and both graphs stay cached. An unknown backend is a KilnError at the first call,
 listing the registered ones. ``dump_ir="dir"`` (or ``KILN_DUMP_IR=dir``) writes the IR after
 tracing, before and after each pass that changed the graph, and each graph handed to a backend
 (.kir text, .dot, and .svg when Graphviz is present), plus ``<graph>.<n>.html`` per compilation
@@ -58,6 +62,7 @@ import collections
 import functools
 import inspect
 import os
+import threading
 import traceback
 import types
 
@@ -70,6 +75,16 @@ CacheInfo = collections.namedtuple("CacheInfo", ["hits", "misses", "size"])
 
 _KILN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _NO_DATA = _C.jit.TRACED_VALUE_HAS_NO_DATA
+
+
+class _TraceReads(threading.local):
+    """While a trace runs on this thread, ``cells`` is its jitted function's list of the cells
+    whose ``training`` flag a trace read (kiln.nn.Cell.training adds to it); else None."""
+
+    cells = None
+
+
+trace_reads = _TraceReads()
 
 
 def jit(fn=None, *, backend="kiln_cpu", jit_level="O1", capture_mode="trace", dynamic=False,
@@ -95,7 +110,7 @@ class JitFunction(_C.jit.JitFunction):
             if not isinstance(flag, bool) and flag not in (0, 1):  # dynamic="false" is no False
                 raise KilnTypeError(f"kiln.jit: expected {name} to be True or False, got "
                                     f"{flag!r}")
-        super().__init__(fn, _call_traced, _parameter_names(fn),
+        super().__init__(fn, _call_traced, [], _parameter_names(fn),
                          getattr(fn, "__qualname__", getattr(fn, "__name__", "jit")), backend,
                          jit_level, capture_mode, bool(dynamic), bool(fullgraph),
                          os.fspath(dump_ir) if dump_ir is not None else "", bool(debug),
@@ -131,14 +146,20 @@ def _parameter_names(fn):
     return [p.name for p in parameters if p.kind in kinds]
 
 
-def _call_traced(fn, args, kwargs):
-    """Runs fn on tracers; a read of a traced value's data gets the user's file and line."""
+def _call_traced(fn, args, kwargs, mode_cells=None):
+    """Runs fn on tracers, adding to ``mode_cells`` (a jitted function's; None for a graph
+    pattern) the cells whose training flag it reads; a read of a traced value's data gets the
+    user's file and line."""
+    outer = trace_reads.cells
+    trace_reads.cells = mode_cells
     try:
         return fn(*args, **kwargs)
     except KilnError as e:
         if _NO_DATA not in str(e):
             raise
         raise type(e)(_located(e)).with_traceback(e.__traceback__) from None
+    finally:
+        trace_reads.cells = outer
 
 
 def _located(error):

@@ -5,7 +5,9 @@
 // constants (their value, or an interned token, goes into the signature), tuples, lists, dicts
 // and namedtuples are walked into (their kind and length go into the signature). A hit runs the
 // built graph and rebuilds the function's result from the graph's outputs with the output tree
-// kept beside it; only a miss calls Python code (the function itself, on tracers).
+// kept beside it; only a miss calls Python code (the function itself, on tracers). The training
+// flags of the cells that the function's traces read (kiln/nn/cell.py records them) end the
+// signature: a graph traced in training mode is not the one for eval mode.
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -126,10 +128,11 @@ nb::object rebuild(const OutputTree& tree, std::vector<Tensor>& outputs) {
 
 class JitFunctionObject {
  public:
-  JitFunctionObject(nb::object fn, nb::object trace_call, std::vector<std::string> arg_names,
-                    std::string name, JitOptions options)
+  JitFunctionObject(nb::object fn, nb::object trace_call, nb::list mode_cells,
+                    std::vector<std::string> arg_names, std::string name, JitOptions options)
       : fn_(std::move(fn)),
         trace_call_(std::move(trace_call)),
+        mode_cells_(std::move(mode_cells)),
         arg_names_(std::move(arg_names)),
         name_(std::move(name)),
         options_(std::move(options)) {
@@ -191,6 +194,7 @@ class JitFunctionObject {
   int traverse(visitproc visit, void* arg) {
     Py_VISIT(fn_.ptr());
     Py_VISIT(trace_call_.ptr());
+    Py_VISIT(mode_cells_.ptr());
     Py_VISIT(tokens_.ptr());
     Py_VISIT(identities_.ptr());
     return 0;
@@ -200,6 +204,7 @@ class JitFunctionObject {
     cache_.clear();
     fn_.reset();
     trace_call_.reset();
+    mode_cells_.reset();
     tokens_.reset();
     identities_.reset();
   }
@@ -212,11 +217,14 @@ class JitFunctionObject {
     if (options_.dynamic) key.set_dynamic();
     add(args, key, inputs);
     if (kwargs.size() != 0) add(kwargs, key, inputs);
+    add_training_flags(key, 0);
     jit_detail::Lookup found = jit_detail::lookup(
         cache_, key, options_,
         [&] {
+          const size_t known = mode_cells_.size();
           std::vector<Tensor> outputs;
           auto [graph, tree] = trace(args, kwargs, outputs);
+          add_training_flags(key, known);  // of the cells this trace read first
           const bool size_decisions = tree.size_decisions;
           return jit_detail::Traced{std::move(graph), std::make_shared<OutputTree>(std::move(tree)),
                                     size_decisions};
@@ -230,6 +238,15 @@ class JitFunctionObject {
         });
     if (found.built) last_report_ = found.graph->pass_report();
     return found;
+  }
+
+  // The training flags of mode_cells_[first:] (each a word of the signature).
+  void add_training_flags(SignatureKey& key, size_t first) {
+    for (size_t i = first; i < mode_cells_.size(); ++i) {
+      const int training = PyObject_IsTrue(nb::getattr(mode_cells_[i], "training").ptr());
+      if (training < 0) throw nb::python_error();
+      key.add(training);
+    }
   }
 
   // One argument (depth first); the order of `inputs` is the order of the graph's parameters.
@@ -339,7 +356,7 @@ class JitFunctionObject {
     }
     nb::dict traced_kwargs;
     for (auto [k, v] : kwargs) traced_kwargs[k] = traced(v, trace, nb::str(k).c_str());
-    nb::object result = trace_call_(fn_, nb::tuple(traced_args), traced_kwargs);
+    nb::object result = trace_call_(fn_, nb::tuple(traced_args), traced_kwargs, mode_cells_);
     OutputTree tree = output_tree(result, outputs);
     FuncGraphPtr graph = trace.finish(outputs);
     tree.written = trace.written();
@@ -349,6 +366,7 @@ class JitFunctionObject {
 
   nb::object fn_;
   nb::object trace_call_;
+  nb::list mode_cells_;  // the cells whose training flag a trace read (trace_call_ adds them)
   std::vector<std::string> arg_names_;
   std::string name_;
   JitOptions options_;
@@ -385,7 +403,7 @@ void bind_jit(nb::module_& m) {
                                 "A jitted function (see kiln.jit)")
       .def(
           "__init__",
-          [](JitFunctionObject* self, nb::object fn, nb::object trace_call,
+          [](JitFunctionObject* self, nb::object fn, nb::object trace_call, nb::list mode_cells,
              std::vector<std::string> arg_names, std::string name, std::string backend,
              std::string jit_level, std::string capture_mode, bool dynamic, bool fullgraph,
              std::string dump_ir, bool debug, std::map<std::string, std::string> options) {
@@ -398,11 +416,13 @@ void bind_jit(nb::module_& m) {
             o.dump_ir = std::move(dump_ir);
             o.debug = debug;
             o.options = std::move(options);
-            new (self) JitFunctionObject(std::move(fn), std::move(trace_call),
-                                         std::move(arg_names), std::move(name), std::move(o));
+            new (self)
+                JitFunctionObject(std::move(fn), std::move(trace_call), std::move(mode_cells),
+                                  std::move(arg_names), std::move(name), std::move(o));
           },
-          "fn"_a, "trace_call"_a, "arg_names"_a, "name"_a, "backend"_a, "jit_level"_a,
-          "capture_mode"_a, "dynamic"_a, "fullgraph"_a, "dump_ir"_a, "debug"_a, "options"_a)
+          "fn"_a, "trace_call"_a, "mode_cells"_a, "arg_names"_a, "name"_a, "backend"_a,
+          "jit_level"_a, "capture_mode"_a, "dynamic"_a, "fullgraph"_a, "dump_ir"_a, "debug"_a,
+          "options"_a)
       .def("__call__", &JitFunctionObject::call,
            "Runs the graph built for these arguments' signature, tracing and building it first.")
       .def("graph", &JitFunctionObject::graph,

@@ -429,7 +429,7 @@ std::shared_ptr<CompiledGraph> DynamicGraph::build(int64_t batch, FuncGraphPtr t
   return it->second;  // another thread's, when it built this batch size first
 }
 
-Lookup lookup(GraphCache& cache, const SignatureKey& key, const JitOptions& options,
+Lookup lookup(GraphCache& cache, SignatureKey& key, const JitOptions& options,
               const std::function<Traced()>& trace,
               const std::function<void(const void*, const void*)>& check_front_end) {
   const int64_t batch = key.batch();

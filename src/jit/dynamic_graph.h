@@ -99,10 +99,12 @@ struct Lookup {
 /// again, calls check_front_end(first, second) on the two traces' front-end data (when given; it
 /// throws kValue when they differ) and learns the template; every later batch size is built from
 /// the template without tracing (traced, and checked the same way, when traces_each_batch()). Locks
-/// are never held while trace() runs.
-KILN_API Lookup lookup(
-    GraphCache& cache, const SignatureKey& key, const JitOptions& options,
-    const std::function<Traced()>& trace,
-    const std::function<void(const void* first, const void* second)>& check_front_end = {});
+/// are never held while trace() runs. trace() may append words to `key` (state that the trace
+/// found the function reads, such as kiln.jit's training flags of cells): a miss's entry is stored
+/// under the key as trace() leaves it.
+KILN_API Lookup
+lookup(GraphCache& cache, SignatureKey& key, const JitOptions& options,
+       const std::function<Traced()>& trace,
+       const std::function<void(const void* first, const void* second)>& check_front_end = {});
 
 }  // namespace kiln::jit_detail

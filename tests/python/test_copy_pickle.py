@@ -352,6 +352,18 @@ def test_a_copied_cell_keeps_shared_cells_modes_frozen_parameters_and_tensors(ho
     assert [n for n, _ in twin.named_parameters()] == ["a.weight", "a.bias"]
 
 
+def test_a_cell_pickled_by_kiln_0_6_loads_with_its_training_flag():
+    # Kiln 0.6 kept the flag as the instance attribute "training"; a property holds it now.
+    state = nn.Dropout(0.5).__dict__.copy()
+    state["training"] = state.pop("_training") and False
+    old = pickle.loads(pickle.dumps(nn.Dropout(0.5)))
+    old.__dict__.clear()
+    old.__setstate__(state)
+    assert old.training is False and "training" not in vars(old)
+    ones = kiln.mint.ones((100,))
+    np.testing.assert_array_equal(old(ones).numpy(), ones.numpy())
+
+
 def test_deepcopy_of_a_cell_leaves_the_gradients_behind(rng):
     net = nn.Linear(3, 2)
     net(sample(rng, 4, 3)).sum().backward()

@@ -1,5 +1,6 @@
 """Jitted functions that update tensors from outside in place (an optimizer's step inside a jitted
-training step), and kiln_cpu's packed weights following in-place updates of captured weights."""
+training step), kiln_cpu's packed weights following in-place updates of captured weights, and
+jitted functions following the training flags of the cells they call."""
 
 import numpy as np
 import pytest
@@ -148,3 +149,45 @@ def test_assignment_into_part_of_a_traced_value_is_a_clear_error(body, match):
     exec("def f(x):\n    " + body, {}, scope)
     with raises(kiln.KilnNotImplementedError, match=match):
         kiln.jit(scope["f"])(mint.ones((3,)))
+
+
+@pytest.mark.parametrize("as_method", [False, True])
+def test_a_jitted_function_follows_train_and_eval_of_the_cells_it_calls(as_method):
+    class Net(kiln.nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.linear = kiln.nn.Linear(8, 8)
+            self.drop = kiln.nn.Dropout(0.9)
+
+        def construct(self, x):
+            return self.drop(self.linear(x))
+
+    net = Net()
+    f = kiln.jit(Net.construct).__get__(net) if as_method else kiln.jit(lambda x: net(x))
+    x = mint.ones((64, 8))
+
+    def dropped():
+        return float((f(x).numpy() == 0).mean())
+
+    assert dropped() > 0.5  # traced while training
+    net.eval()
+    assert dropped() == 0.0  # traced again in eval mode
+    np.testing.assert_array_equal(f(x).numpy(), net(x).numpy())
+    net.drop.train()  # one cell's flag alone
+    assert dropped() > 0.5
+    net.train()
+    assert dropped() > 0.5
+    net.eval()
+    assert dropped() == 0.0
+    jitted = f.__func__ if as_method else f
+    assert jitted.cache_info() == (4, 2, 2)  # both graphs stay cached
+
+
+def test_a_function_reading_no_training_flag_is_traced_once():
+    net = kiln.nn.Linear(4, 4)
+    f = kiln.jit(lambda x: net(x))
+    x = mint.ones((2, 4))
+    f(x)
+    net.eval()
+    f(x)
+    assert f.cache_info() == (1, 1, 1)

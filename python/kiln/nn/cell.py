@@ -47,7 +47,8 @@ or state dict of such a cell is a KilnValueError naming the cycle.
   ``(missing_keys, unexpected_keys)``.
 - ``train(mode=True)`` / ``eval()`` / ``set_train(mode=True)`` set ``training`` on every cell
   (Dropout only drops while training); ``mode`` is a bool (else a KilnTypeError); they return the
-  cell.
+  cell. A ``kiln.jit`` function whose trace read a cell's ``training`` is traced again when it
+  changes (kiln/jit.py).
 - ``zero_grad(set_to_none=True)``: clears (or zeroes) every parameter's ``.grad``.
 - ``copy.deepcopy(cell)``: an independent copy, as in PyTorch: new parameters (leaves with the
   same values and ``requires_grad``, no ``.grad``), tied weights still tied, ready to train on its
@@ -59,6 +60,7 @@ import collections
 
 from ..autograd import no_grad
 from ..errors import KilnNotImplementedError, KilnTypeError, KilnValueError
+from ..jit import trace_reads
 from ._state import converted_like
 from .parameter import Parameter
 
@@ -73,7 +75,30 @@ class Cell:
     def __init__(self):
         object.__setattr__(self, "_params", collections.OrderedDict())
         object.__setattr__(self, "_cells", collections.OrderedDict())
-        object.__setattr__(self, "training", True)
+        self.training = True
+
+    @property
+    def training(self):
+        """Whether the cell is training (``train()`` / ``eval()``). A kiln.jit trace that reads it
+        records the cell: its jitted function keys later calls on the flag."""
+        cells = trace_reads.cells
+        if cells is not None and not any(cell is self for cell in cells):
+            cells.append(self)
+        try:
+            return self.__dict__["_training"]
+        except KeyError:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute 'training' "
+                                 f"(call super().__init__() first)") from None
+
+    @training.setter
+    def training(self, mode):
+        self.__dict__["_training"] = mode
+
+    def __setstate__(self, state):
+        if "training" in state:  # a pickle of Kiln 0.6 or earlier, which kept the flag so
+            state = dict(state, _training=state["training"])
+            del state["training"]
+        self.__dict__.update(state)
 
     # ----------------------------------------------------------------------------------------
     # Registration
@@ -254,7 +279,7 @@ class Cell:
             raise KilnTypeError(f"{type(self).__name__}.train: mode must be a bool, got "
                                 f"{type(mode).__name__} {mode!r}")
         for cell in self.modules():
-            object.__setattr__(cell, "training", mode)
+            cell.training = mode
         return self
 
     def eval(self):
