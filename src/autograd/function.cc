@@ -153,15 +153,18 @@ std::vector<Tensor> detail::record_function(const std::string& name,
                                              outputs.size(), std::move(backward));
   for (size_t i = 0; i < outputs.size(); ++i) {
     Tensor& out = outputs[i];
-    if (!out.defined() || ctx->is_non_differentiable(out) || !is_floating_point(out.dtype())) {
-      continue;  // an integer or bool output has no gradient
+    if (!out.defined()) continue;
+    // Forward may return a tensor of the caller's as is (an input, a constant): every output gets
+    // its own handle, so that the caller's tensor keeps its own gradient state.
+    if (ctx->is_non_differentiable(out) || !is_floating_point(out.dtype())) {
+      if (requires_grad(out)) out = out.alias();  // requires no grad (an integer output has none)
+      continue;
     }
     // The context must not hold the output that points back at it (a cycle): it keeps an alias.
     const Tensor alias = out.alias();
     ctx->replace_saved(out, alias);
     node->note_saved_output(i, alias);
-    // An output that already has gradient state (an input returned as is) gets its own handle.
-    if (out.impl()->autograd != nullptr) out = out.alias();
+    out = out.alias();
     AutogradMeta& meta = meta_of(out);
     meta.requires_grad = true;
     meta.grad_fn = node;

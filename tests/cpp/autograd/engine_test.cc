@@ -349,6 +349,33 @@ TEST_F(AutogradEngine, DifferentiableViewRefusesAMakeViewThatReturnsAnotherTenso
       autograd::differentiable_view(x, [](const Tensor& t) { return t.slice(0, 1, 3); })));
 }
 
+struct PassThrough : Function<PassThrough> {  // returns its inputs as they are
+  static std::tuple<Tensor, Tensor, Tensor> Forward(AutogradContext* ctx, const Tensor& data,
+                                                    const Tensor& w, const Tensor& marked) {
+    ctx->MarkNonDifferentiable({marked});
+    return {data, data * w, marked};
+  }
+  static std::vector<Tensor> Backward(AutogradContext*, const std::vector<Tensor>& grads) {
+    return {grads[0] + 100.0, grads[1], Tensor()};  // + 100: gradient that went through here
+  }
+};
+
+TEST_F(AutogradEngine, AFunctionReturningACallersTensorLeavesItsGradientStateAlone) {
+  // `data` (no grad) became a non-leaf of PassThrough, so a later use of it sent gradient through
+  // PassThrough's Backward; `marked` (non-differentiable) was returned still requiring grad.
+  const Tensor data = randn({2}, DType::kFloat64);
+  const Tensor w = leaf({2}), marked = leaf({2});
+  const auto [same, product, not_differentiable] = PassThrough::apply(data, w, marked);
+  EXPECT_FALSE(requires_grad(data));
+  EXPECT_TRUE(requires_grad(same));
+  EXPECT_EQ(same.storage(), data.storage());
+  EXPECT_FALSE(requires_grad(not_differentiable));
+  EXPECT_TRUE(requires_grad(marked));
+  const std::vector<Tensor> g =
+      autograd::grad({kiln::add(data, w)}, {w}, {ones({2}, DType::kFloat64)});
+  testing::expect_close(g[0], ones({2}, DType::kFloat64), 0.0);
+}
+
 struct DoubleBackward : Function<DoubleBackward> {  // a float64 gradient for a float32 input
   static Tensor Forward(AutogradContext*, const Tensor& x) { return x * 2.0; }
   static std::vector<Tensor> Backward(AutogradContext*, const std::vector<Tensor>& grads) {
