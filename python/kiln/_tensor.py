@@ -132,6 +132,10 @@ def _reduce_ex(self, protocol):
 Tensor.__repr__ = _repr
 Tensor.__str__ = _repr
 Tensor.__array__ = _array
+# With a NumPy scalar or array on the left (np.float32(2) * t), NumPy's operator defers to the
+# tensor's reflected one, as for torch.Tensor: else it converts the tensor and returns an ndarray,
+# without autograd. NumPy's functions (np.add(t, 1)) still take tensors as arrays.
+Tensor.__array_priority__ = 1000
 Tensor.tolist = _tolist
 Tensor.__iter__ = _iter
 Tensor.__copy__ = _copy

@@ -81,6 +81,18 @@ def test_numpy_view_shares_memory_with_the_tensor():
     assert np.asarray(t).shape == (2, 2)
 
 
+def test_numpy_values_on_the_left_of_an_operator_give_a_tensor():
+    x = kiln.tensor([1.0, 2.0, 3.0]).requires_grad_()
+    cases = [(np.float32(0.5) * x, kiln.float32), (np.float64(2) - x, kiln.float32),
+             (np.ones(3) + x, kiln.float64), (np.int64(1) < x, kiln.bool_),
+             (np.arange(3) ** x, kiln.float32)]
+    for result, dtype in cases:
+        assert isinstance(result, kiln.Tensor) and result.dtype == dtype
+    (np.float32(0.5) * x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0.5, 0.5, 0.5])
+    assert isinstance(np.add(x.detach(), 1), np.ndarray)  # NumPy's functions take it as an array
+
+
 def test_numpy_array_protocol_honours_copy_and_dtype():
     t = kiln.tensor([[1.0, 2.0], [3.0, 4.0]])
     np.asarray(t, copy=False)[0, 0] = 5  # a view
