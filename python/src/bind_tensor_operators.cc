@@ -47,14 +47,15 @@ constexpr ComparisonOperator kComparisons[] = {
 struct LogicalOperator {
   const char* forward;
   const char* reflected;
+  const char* inplace;
   const char* symbol;
   BinaryFn fn;
 };
 
 constexpr LogicalOperator kLogical[] = {
-    {"__and__", "__rand__", "&", &logical_and},
-    {"__or__", "__ror__", "|", &logical_or},
-    {"__xor__", "__rxor__", "^", &logical_xor},
+    {"__and__", "__rand__", "__iand__", "&", &logical_and},
+    {"__or__", "__ror__", "__ior__", "|", &logical_or},
+    {"__xor__", "__rxor__", "__ixor__", "^", &logical_xor},
 };
 
 // TensorMeta::of is not exported from libkiln, so the binding builds the metadata itself.
@@ -171,6 +172,17 @@ void bind_tensor_operators(nb::module_& /*m*/) {
         [p = &op](const Tensor& self, TensorArg other) {
           check_bool_operands(p->symbol, other, self);
           return p->fn(other, self, {});
+        },
+        nb::is_operator());
+    // In place (m &= other): without it Python would bind m to a new tensor, leaving the tensor
+    // (or the view's base) unchanged.
+    def_method(
+        cls, op.inplace,
+        [p = &op](nb::handle self, TensorArg other) {
+          const Tensor& t = nb::cast<const Tensor&>(self);
+          check_bool_operands(p->symbol, t, other);
+          p->fn(t, other, t);
+          return nb::borrow(self);
         },
         nb::is_operator());
   }

@@ -1,6 +1,8 @@
 """kiln.Tensor's operators (arithmetic, comparisons, logical, unary, in-place and reflected forms)
 against NumPy: Python and NumPy scalars as operands, ints past int64, hashing, and their errors."""
 
+import operator
+
 import numpy as np
 import pytest
 
@@ -178,6 +180,25 @@ def test_logical_operators_on_bool_tensors(rng):
         kiln.tensor([1, 2]) & kiln.tensor([1, 0])
     with raises(kiln.DTypeError, match="bool tensor"):
         ~kiln.tensor([1, 2])
+
+
+@pytest.mark.parametrize("op", [operator.iand, operator.ior, operator.ixor], ids=str)
+def test_in_place_logical_operators_write_into_the_tensor(rng, op):
+    # `m &= y` bound m to a new tensor, leaving the tensor (and a view's base) unchanged.
+    a = rng.random((3, 4)) > 0.5
+    b = rng.random((1, 4)) > 0.5
+    base = kiln.tensor(np.concatenate([a, a]))
+    view = base[3:]
+    assert op(view, kiln.tensor(b)) is view
+    expected = op(a.copy(), b)
+    assert_close(view, expected)
+    assert_close(base, np.concatenate([a, expected]))
+    scalar_view = base[:3]
+    scalar_view ^= True
+    assert_close(base[:3], ~a)
+    with raises(kiln.DTypeError, match="bool tensors"):
+        view &= kiln.tensor([1, 0, 1, 0])
+    assert_close(base[3:], expected)  # unchanged by the refused one
 
 
 @pytest.mark.parametrize("method,dtype", [
