@@ -69,8 +69,9 @@ enum class BinaryRule {
 /// Checks a binary op makes on its right operand before computing anything.
 enum class OperandCheck {
   kNone,
-  kNonzeroIntDivisor,      // integer division by zero is an error, not a crash
-  kNonnegativeIntExponent  // integers to negative integer powers are an error (as in NumPy)
+  kNonzeroIntDivisor,       // integer division by zero is an error, not a crash
+  kNonnegativeIntExponent,  // integers to negative integer powers are an error (as in NumPy)
+  kNumberFits,  // a Python int beside an integer tensor must fit its dtype (checked by the call)
 };
 
 // ---- element types ----------------------------------------------------------------------------
@@ -644,6 +645,10 @@ int float_scalar_operand(DType operand, const Tensor& a, const Tensor& b);
 /// a Python number exponent must be non-negative and fit an integer operand dtype (uint8 ** -1
 /// and uint8 ** 257 would compute with the wrapped 255 and 1), as in PyTorch and NumPy.
 void check_operand(const char* prim, OperandCheck check, const Tensor& given, const Tensor& b);
+/// OperandCheck::kNumberFits, checked where the op is called (so a traced call checks it too):
+/// throws kValue when a or b is a Python int (a weak integer scalar) that the other operand's
+/// integer dtype cannot hold; maximum(int8 x, 300) would compare with 300 wrapped to 44.
+void check_number_fits(const char* prim, const Tensor& a, const Tensor& b);
 
 /// The derivative of a unary op: the gradient of x (in y's dtype) from the input x, the output y
 /// and y's gradient g, written with ops (see Note [Gradient rules] in ops/grad_util.h).
@@ -728,7 +733,9 @@ OpDef binary_def(const char* prim, simd::BinaryOp simd_op, const char* doc,
             as_dtype(ctx.inputs[0], float_scalar == 1 ? DType::kFloat32 : operand, a_converted);
         const Tensor& b =
             as_dtype(ctx.inputs[1], float_scalar == 2 ? DType::kFloat32 : operand, b_converted);
-        if constexpr (K != OperandCheck::kNone) check_operand(prim, K, ctx.inputs[1], b);
+        if constexpr (K != OperandCheck::kNone && K != OperandCheck::kNumberFits) {
+          check_operand(prim, K, ctx.inputs[1], b);
+        }
         visit_types<types_of(R)>(operand, [&](auto tag) {
           using T = typename decltype(tag)::type;
           using O = std::conditional_t<R == BinaryRule::kPredicate, bool, T>;

@@ -123,12 +123,14 @@ std::array<Tensor, 2> extremum_grads(const Tensor& a, const Tensor& b, const Ten
   X(pow, Pow, kPromoteNoBool, B::kPow, power_value(a, b), kNonnegativeIntExponent,                \
     pow_grads(a, b, y, g, n),                                                                     \
     "a ** b; integers to negative integer powers are a KilnValueError (as NumPy)")                \
-  X(maximum, Maximum, kPromote, B::kMaximum, maximum_value(a, b), kNone,                          \
+  X(maximum, Maximum, kPromote, B::kMaximum, maximum_value(a, b), kNumberFits,                    \
     extremum_grads<true>(a, b, g, n),                                                             \
-    "the larger of a and b; nan if either is nan (numpy.maximum)")                                \
-  X(minimum, Minimum, kPromote, B::kMinimum, minimum_value(a, b), kNone,                          \
+    "the larger of a and b; nan if either is nan (numpy.maximum); a Python int beside an "        \
+    "integer tensor must fit its dtype")                                                          \
+  X(minimum, Minimum, kPromote, B::kMinimum, minimum_value(a, b), kNumberFits,                    \
     extremum_grads<false>(a, b, g, n),                                                            \
-    "the smaller of a and b; nan if either is nan (numpy.minimum)")                               \
+    "the smaller of a and b; nan if either is nan (numpy.minimum); a Python int beside an "       \
+    "integer tensor must fit its dtype")                                                          \
   X(sigmoid_backward, SigmoidBackward, kFloating, B::kSigmoidBackward, a*(b * (C(1) - b)), kNone, \
     sigmoid_backward_grads(a, b, g, n),                                                           \
     "grad_output * y * (1 - y) for y = sigmoid(x): Sigmoid's input gradient in one pass")         \
@@ -163,10 +165,13 @@ KILN_ARITHMETIC_OPS(KILN_BINARY_REGISTER)
 }  // namespace
 }  // namespace elementwise
 
-#define KILN_BINARY_FUNCTION(name, Prim, rule, simd_op, expr, check, dx, doc) \
-  Tensor name(const Tensor& a, const Tensor& b, const Tensor& out) {          \
-    static const OpDefPtr op = OpRegistry::Instance().get(#Prim);             \
-    return elementwise::call_elementwise(*op, {a, b}, out);                   \
+#define KILN_BINARY_FUNCTION(name, Prim, rule, simd_op, expr, check, dx, doc)                   \
+  Tensor name(const Tensor& a, const Tensor& b, const Tensor& out) {                            \
+    static const OpDefPtr op = OpRegistry::Instance().get(#Prim);                               \
+    if constexpr (elementwise::OperandCheck::check == elementwise::OperandCheck::kNumberFits) { \
+      elementwise::check_number_fits(#Prim, a, b);                                              \
+    }                                                                                           \
+    return elementwise::call_elementwise(*op, {a, b}, out);                                     \
   }
 KILN_ARITHMETIC_OPS(KILN_BINARY_FUNCTION)
 #undef KILN_BINARY_FUNCTION

@@ -201,6 +201,19 @@ void check_operand(const char* prim, OperandCheck check, const Tensor& given, co
   });
 }
 
+void check_number_fits(const char* prim, const Tensor& a, const Tensor& b) {
+  for (const auto& [number, other] : {std::pair(&a, &b), std::pair(&b, &a)}) {
+    if (!number->is_weak_scalar() || !is_integral(other->dtype()) || other->is_weak_scalar()) {
+      continue;
+    }
+    const Scalar v = detail::scalar_value(*number);
+    KILN_CHECK_VALUE(v.kind() != Scalar::Kind::kInt || detail::int_fits(other->dtype(), v.to_int()))
+        << prim << ": the Python int " << v << " does not fit in " << other->dtype()
+        << ", the other operand's dtype, where it would wrap; use clamp, which compares numbers "
+           "exactly, or a wider tensor";
+  }
+}
+
 GradFn unary_grad(UnaryDerivative d) {
   return detail::one_output_rule([d](const std::vector<Tensor>& in, const Tensor& y, const Attrs&,
                                      const Tensor& g) {

@@ -617,6 +617,21 @@ def test_maximum_minimum_propagate_nan():
     assert_close(M.minimum(a, b), np.array([np.nan, np.nan, 1.0], dtype=np.float32))
 
 
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_maximum_minimum_refuse_a_python_int_that_an_integer_tensor_cannot_hold(jit):
+    # maximum(int8 x, -129) compared with -129 wrapped to 127: all 127.
+    x = kiln.tensor(np.array([-100, 0, 100], np.int8))
+    run = (lambda f: kiln.jit(f)(x)) if jit else (lambda f: f(x))
+    with raises(kiln.KilnValueError, match="Maximum: the Python int -129 does not fit in int8"):
+        run(lambda v: M.maximum(v, -129))
+    with raises(kiln.KilnValueError, match="Minimum: the Python int 300 does not fit in int8"):
+        run(lambda v: M.minimum(300, v))
+    assert run(lambda v: M.maximum(v, 127)).tolist() == [127, 127, 127]
+    assert run(lambda v: M.minimum(v, -128)).tolist() == [-128, -128, -128]
+    assert run(lambda v: M.maximum(v, 2.5)).tolist() == [2.5, 2.5, 100.0]  # a float promotes
+    assert M.maximum(kiln.tensor([True, False]), 300).tolist() == [300, 300]  # int64
+
+
 # ---- where --------------------------------------------------------------------------------------
 
 
