@@ -16,7 +16,9 @@ there forward and backward are traced into one graph.
 ``Function`` gives Python code a hand-written gradient (as ``torch.autograd.Function``).
 """
 
+import collections.abc
 import functools
+import inspect
 
 from . import _C
 from .errors import KilnTypeError, KilnValueError
@@ -49,6 +51,8 @@ class _GradMode:
 
     def __call__(self, fn):
         mode = self._enabled
+        if inspect.isgeneratorfunction(fn):
+            return _wrap_generator(fn, mode)
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
@@ -58,13 +62,54 @@ class _GradMode:
         return wrapper
 
 
-class no_grad(_GradMode):
+def _wrap_generator(fn, mode):
+    """A generator function whose body runs under ``mode``: calling ``fn`` only makes the
+    generator, its body runs at each resumption, so each one (``next``, ``send``, ``throw``,
+    ``close``) is wrapped, and the caller's mode is back between them (as PyTorch's
+    ``_wrap_generator``)."""
+
+    @functools.wraps(fn)
+    def generator(*args, **kwargs):
+        gen = fn(*args, **kwargs)
+        try:
+            with _set(mode):
+                response = gen.send(None)
+            while True:
+                try:
+                    request = yield response
+                except GeneratorExit:
+                    with _set(mode):
+                        gen.close()
+                    raise
+                except BaseException as error:  # thrown in by the caller: the body handles it
+                    with _set(mode):
+                        response = gen.throw(error)
+                else:
+                    with _set(mode):
+                        response = gen.send(request)
+        except StopIteration as stop:
+            return stop.value
+
+    return generator
+
+
+class _BareDecorator(_GradMode):
+    """A mode without arguments, which also decorates bare: ``@no_grad`` as ``@no_grad()`` (as
+    PyTorch's)."""
+
+    def __new__(cls, fn=None):
+        if fn is None:
+            return super().__new__(cls)
+        return cls()(fn)
+
+
+class no_grad(_BareDecorator):
     """Ops in this block (or decorated function) are not recorded for backward."""
 
     _enabled = False
 
 
-class enable_grad(_GradMode):
+class enable_grad(_BareDecorator):
     """Ops in this block are recorded even inside ``no_grad``."""
 
     _enabled = True
@@ -75,7 +120,12 @@ class inference_mode(_GradMode):
     ``no_grad``, ``inference_mode(False)`` is ``enable_grad``; a context manager or a decorator.
     Kiln's no_grad already records nothing and keeps no graph, which is what inference mode adds
     in PyTorch; tensors made inside stay ordinary tensors (PyTorch's inference tensors may not
-    take part in autograd later, Kiln's may)."""
+    take part in autograd later, Kiln's may). ``@inference_mode`` decorates bare too."""
+
+    def __new__(cls, mode=True):
+        if callable(mode):
+            return cls()(mode)
+        return super().__new__(cls)
 
     def __init__(self, mode=True):
         if not isinstance(mode, bool):
@@ -88,6 +138,10 @@ class set_grad_enabled(_GradMode):
     """Sets grad mode now; as a context manager, restores the previous mode on exit."""
 
     def __init__(self, mode):
+        if callable(mode):  # PyTorch refuses the bare decorator too: the mode has no default
+            raise KilnTypeError(f"set_grad_enabled: mode must be a bool, got "
+                                f"{type(mode).__name__}; as a decorator it takes the mode: "
+                                f"@kiln.set_grad_enabled(False)")
         self._enabled = bool(mode)
         self._previous = _ag.is_grad_enabled()
         _ag.set_grad_enabled(self._enabled)
@@ -342,9 +396,12 @@ def _positions(grad_position, num_args):
     if grad_position is None:
         return None
     single = isinstance(grad_position, int)
-    positions = (grad_position,) if single else tuple(grad_position)
+    positions = (grad_position,) if single else grad_position
+    if not (isinstance(positions, (tuple, list)) and all(isinstance(p, int) for p in positions)):
+        raise KilnTypeError(f"grad: grad_position must be an int, a tuple of ints or None, got "
+                            f"{_describe(grad_position)}")
     for p in positions:
-        if not isinstance(p, int) or not -num_args <= p < num_args:
+        if not -num_args <= p < num_args:
             raise KilnValueError(f"grad_position {p!r} is out of range for {num_args} "
                                     "arguments")
     return single, tuple(p % num_args for p in positions)
@@ -355,7 +412,34 @@ def _weights(weights):
         return None
     if isinstance(weights, Tensor):
         return True, [weights]
-    return False, list(weights)
+    if not isinstance(weights, collections.abc.Iterable):
+        raise KilnTypeError(f"grad: weights must be a tensor or a list of tensors (Parameters), "
+                            f"got {type(weights).__name__}")
+    weights = list(weights)
+    for i, w in enumerate(weights):
+        if not isinstance(w, Tensor):
+            raise KilnTypeError(f"grad: weights item {i} is {type(w).__name__}, expected a "
+                                f"kiln.Tensor (a Parameter)")
+    return False, weights
+
+
+def _check_outputs(value, outputs, has_aux):
+    """Refuses what ``fn`` returned where it is not what is differentiated: a tensor or tuple of
+    tensors, or with ``has_aux`` a tuple whose first item is a tensor."""
+    if has_aux:
+        if len(outputs) < 2:
+            raise KilnValueError(f"grad: has_aux=True needs fn to return at least two outputs, "
+                                 f"got {_describe(value)}")
+        if not isinstance(outputs[0], Tensor):
+            raise KilnTypeError(f"grad: with has_aux=True fn's first output is differentiated and "
+                                f"must be a tensor, got {_describe(value)}")
+    elif not outputs or not all(isinstance(o, Tensor) for o in outputs):
+        # A loss returned with extra values: those are what has_aux is for.
+        hint = ("; to return other values with the loss, pass has_aux=True (only the first "
+                "output is then differentiated)" if len(outputs) > 1
+                and isinstance(outputs[0], Tensor) else "")
+        raise KilnTypeError(f"grad: fn must return a tensor or a tuple of tensors to "
+                            f"differentiate, got {_describe(value)}{hint}")
 
 
 def _differentiate(fn, grad_position, weights, has_aux, args):
@@ -374,7 +458,8 @@ def _differentiate(fn, grad_position, weights, has_aux, args):
         for p in pos[1]:
             a = args[p]
             if not isinstance(a, Tensor):
-                raise TypeError(f"grad: argument {p} is {type(a).__name__}, expected kiln.Tensor")
+                raise KilnTypeError(f"grad: argument {p} is {type(a).__name__}, expected "
+                                    f"kiln.Tensor")
             if not a.requires_grad:
                 a = a.detach().requires_grad_()
                 args[p] = a
@@ -383,8 +468,7 @@ def _differentiate(fn, grad_position, weights, has_aux, args):
     with enable_grad():
         value = fn(*args)
     outputs = list(value) if isinstance(value, (tuple, list)) else [value]
-    if has_aux and len(outputs) < 2:
-        raise KilnValueError("grad: has_aux=True needs fn to return at least two outputs")
+    _check_outputs(value, outputs, has_aux)
     differentiated = outputs[:1] if has_aux else outputs
     tracked = [w for w in weight_list if w.requires_grad]
     sources = targets + tracked

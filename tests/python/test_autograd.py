@@ -117,6 +117,78 @@ def test_grad_mode_contexts_and_decorator():
     assert kiln.is_grad_enabled()
 
 
+def test_a_decorated_generator_runs_its_body_under_the_mode():
+    # Calling a generator function only makes the generator: the mode must hold at each
+    # resumption of its body, and the caller's mode must be back between them (as PyTorch's).
+    x = leaf(2)
+    seen = []
+
+    @kiln.no_grad()
+    def batches():
+        for k in range(2):
+            seen.append(kiln.is_grad_enabled())
+            got = yield x * k
+            seen.append(got)
+        return "done"
+
+    gen = batches()
+    first = next(gen)
+    assert not first.requires_grad and kiln.is_grad_enabled()
+    assert (x * 2).requires_grad, "the caller's mode is back between steps"
+    second = gen.send("sent")
+    assert not second.requires_grad and kiln.is_grad_enabled()
+    with pytest.raises(StopIteration) as stop:
+        gen.send("last")
+    assert stop.value.value == "done" and seen == [False, "sent", False, "last"]
+
+    @kiln.enable_grad()
+    def recorded():
+        try:
+            yield x * 2
+        except KeyError:
+            yield x * 3
+        finally:
+            seen.append(kiln.is_grad_enabled())
+
+    with kiln.no_grad():
+        gen = recorded()
+        assert next(gen).requires_grad and not kiln.is_grad_enabled()
+        assert gen.throw(KeyError()).requires_grad, "a thrown exception reaches the body"
+        assert not kiln.is_grad_enabled()
+        gen.close()
+    assert seen[-1] is True, "closing runs the body's cleanup under the mode too"
+    assert kiln.is_grad_enabled()
+
+
+def test_no_grad_enable_grad_and_inference_mode_decorate_bare_as_in_pytorch():
+    x = leaf(2)
+
+    @kiln.no_grad
+    def infer(t):
+        return t * 2
+
+    @kiln.inference_mode
+    def infer_too(t):
+        return t * 2
+
+    assert infer.__name__ == "infer" and infer_too.__name__ == "infer_too"
+    assert not infer(x).requires_grad and not infer_too(x).requires_grad
+    assert kiln.is_grad_enabled()
+    with kiln.no_grad():
+        @kiln.enable_grad
+        def recorded(t):
+            return t * 2
+
+        assert recorded(x).requires_grad and not kiln.is_grad_enabled()
+    # set_grad_enabled's mode has no default (PyTorch refuses the bare form too); it used to
+    # turn into a set_grad_enabled(True) object in the function's place.
+    with raises(kiln.KilnTypeError, match=r"mode must be a bool, got function; as a decorator"):
+        @kiln.set_grad_enabled
+        def frozen(t):
+            return t * 2
+    assert kiln.is_grad_enabled()
+
+
 def test_inference_mode_is_torchs_spelling_of_no_grad():
     x = leaf(2)
     with kiln.inference_mode():
@@ -335,8 +407,15 @@ def test_functional_grad_positions():
     assert not x.requires_grad, "kiln.grad must not mark the caller's tensors"
     with raises(kiln.KilnValueError, match="out of range"):
         kiln.grad(f_xyz, grad_position=3)(x, y, z)
+    with raises(kiln.KilnValueError, match="grad_position -4 is out of range for 3 arguments"):
+        kiln.grad(f_xyz, grad_position=(0, -4))(x, y, z)
     with raises(kiln.KilnValueError, match="both be None"):
         kiln.grad(f_xyz, grad_position=None)(x, y, z)
+    for position, got in ((0.0, "float"), ((0, 1.0), r"a tuple of \(int, float\)"),
+                          ("0", "str")):
+        with raises(kiln.KilnTypeError, match=f"grad_position must be an int, a tuple of ints or "
+                                              f"None, got {got}"):
+            kiln.grad(f_xyz, grad_position=position)(x, y, z)
 
 
 def test_functional_grad_weights_and_aux():
@@ -358,8 +437,31 @@ def test_functional_grad_weights_and_aux():
     (value, aux2), g = kiln.value_and_grad(loss, None, w, has_aux=True)(x)
     np.testing.assert_allclose(g.numpy(), gw.numpy(), rtol=1e-12)
     assert w.grad is None, "the functional forms do not touch .grad"
-    with raises(kiln.KilnValueError, match="at least two outputs"):
+    with raises(kiln.KilnValueError, match="at least two outputs, got Tensor"):
         kiln.grad(lambda x: mint.sum(x), has_aux=True)(x)
+
+
+def test_functional_grad_says_what_fn_returned_and_which_weight_is_not_a_tensor():
+    x = kiln.tensor([1.0, 2.0], dtype=kiln.float64)
+    expected = "fn must return a tensor or a tuple of tensors to differentiate, got "
+    for result, got in ((3.0, "float"), (None, "NoneType"), ({"loss": 1}, "dict"),
+                        ((), r"a tuple of \(\)")):
+        for form in (kiln.grad, kiln.value_and_grad):
+            with raises(kiln.KilnTypeError, match=expected + got + "$"):
+                form(lambda x, result=result: result)(x)
+    with raises(kiln.KilnTypeError, match=expected + r"a tuple of \(Tensor, int\); to return "
+                                                     r"other values with the loss, pass "
+                                                     r"has_aux=True"):
+        kiln.value_and_grad(lambda x: (mint.sum(x * x), 3))(x)
+    with raises(kiln.KilnTypeError, match=r"with has_aux=True fn's first output is "
+                                          r"differentiated and must be a tensor, got a tuple of "
+                                          r"\(int, Tensor\)"):
+        kiln.grad(lambda x: (3, x), has_aux=True)(x)
+    with raises(kiln.KilnTypeError, match=r"weights item 1 is float, expected a kiln.Tensor"):
+        kiln.grad(lambda x: mint.sum(x * x), None, [leaf(2), 1.0])(x)
+    with raises(kiln.KilnTypeError, match="weights must be a tensor or a list of tensors "
+                                          r"\(Parameters\), got float"):
+        kiln.grad(lambda x: mint.sum(x * x), None, 1.0)(x)
 
 
 def test_higher_order_gradients():
