@@ -158,6 +158,23 @@ def test_reassigning_a_name_keeps_its_place():
     assert seq[0] is replacement and seq[1] is second and list(seq) == [replacement, second]
 
 
+@pytest.mark.parametrize("name, error, message", [
+    ("a.b", kiln.KilnValueError, r"cell name 'a.b' contains '.', which separates the names of "
+                                 r"nested cells"),
+    ("", kiln.KilnValueError, r"a cell's name must not be empty"),
+    ("training", kiln.KilnValueError, r"cell name 'training' is already an attribute of "
+                                      r"Sequential"),
+    ("construct", kiln.KilnValueError, r"cell name 'construct' is already an attribute"),
+    ("_cells", kiln.KilnValueError, r"cell name '_cells' is already an attribute"),
+    (1, kiln.KilnTypeError, r"a cell's name must be a str, got int 1"),
+], ids=["dotted", "empty", "training", "construct", "_cells", "int"])
+def test_sequential_refuses_the_names_pytorch_add_module_refuses(name, error, message):
+    # As PyTorch's add_module: "a.b" would merge with a nested "a" -> "b" in state_dict, "" would
+    # drop the prefix, and "training" would replace the flag that train() and eval() set.
+    with pytest.raises(error, match=message):
+        nn.Sequential(collections.OrderedDict([("fc", nn.Linear(2, 2)), (name, nn.Linear(2, 2))]))
+
+
 def test_assigning_before_init_is_a_clear_error():
     class Broken(nn.Cell):
         def __init__(self):
@@ -304,6 +321,17 @@ def test_load_state_dict_errors_change_nothing():
     np.testing.assert_array_equal(net.second.bias.numpy(), before["second.bias"])
 
 
+@pytest.mark.parametrize("state, kind", [
+    ([("weight", np.zeros((2, 2))), ("bias", np.zeros(2))], "list"),
+    (None, "NoneType"),
+])
+def test_load_state_dict_needs_a_mapping(state, kind):
+    cell = nn.Linear(2, 2)
+    with pytest.raises(kiln.KilnTypeError, match=f"load_state_dict for Linear: expected a mapping "
+                                                 f"of name -> tensor, got {kind}$"):
+        cell.load_state_dict(state)
+
+
 # ---------------------------------------------------------------------------------------------
 # Initialisers
 
@@ -433,6 +461,38 @@ def test_gain_and_fan_errors():
         nn.init.xavier_uniform_(mint.empty(5))
     with pytest.raises(kiln.KilnValueError, match="mode 'fan_avg'"):
         nn.init.kaiming_uniform_(mint.empty(5, 5), mode="fan_avg")
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda w: nn.init.uniform_(w, 1.0, 0.0), r"uniform_: expected a <= b, got a=1.0 > b=0.0"),
+    (lambda w: nn.init.uniform_(w, 0.0, math.inf), r"expected a, b and b - a to be finite "
+                                                   r"float32 values .*got a=0.0, b=inf"),
+    (lambda w: nn.init.uniform_(w, math.nan, 1.0), r"got a=nan, b=1.0"),
+    (lambda w: nn.init.uniform_(w, -3e38, 3e38), r"got a=-3e\+38, b=3e\+38"),  # b - a overflows
+    (lambda w: nn.init.uniform_(w.half(), 0.0, 1e5), r"finite float16 values"),
+    (lambda w: nn.init.normal_(w, 0.0, -1.0), r"normal_: expected std >= 0, got -1.0"),
+    (lambda w: nn.init.normal_(w, 0.0, math.nan), r"normal_: expected std >= 0, got nan"),
+    (lambda w: nn.init.xavier_uniform_(w, gain=-1.0), r"uniform_: expected a <= b"),
+    (lambda w: nn.init.xavier_normal_(w, gain=-1.0), r"normal_: expected std >= 0"),
+    (lambda w: nn.init.kaiming_uniform_(w, a=math.nan), r"got a=nan, b=nan"),
+], ids=["uniform a>b", "uniform inf", "uniform nan", "uniform width", "uniform float16",
+        "normal std<0", "normal std nan", "xavier_uniform gain<0", "xavier_normal gain<0",
+        "kaiming nan slope"])
+def test_uniform_and_normal_refuse_what_pytorch_refuses(call, message):
+    # Accepted, these filled the tensor with NaN, infinities or samples of U(b, a).
+    w = mint.zeros(4, 5)
+    with pytest.raises(kiln.KilnValueError, match=message):
+        call(w)
+    np.testing.assert_array_equal(w.numpy(), np.zeros((4, 5)))
+
+
+def test_uniform_and_normal_accept_the_edges_pytorch_accepts():
+    # an empty range, std 0, and a float64 range wider than float32's largest value
+    w = mint.zeros(4, 5)
+    assert np.all(nn.init.uniform_(w, 2.0, 2.0).numpy() == 2)
+    assert np.all(nn.init.normal_(w, 3.0, 0.0).numpy() == 3)
+    wide = nn.init.uniform_(mint.zeros(4, 5, dtype=kiln.float64), -3e38, 3e38).numpy()
+    assert np.all(np.abs(wide) <= 3e38) and np.all(np.isfinite(wide))
 
 
 # ---------------------------------------------------------------------------------------------

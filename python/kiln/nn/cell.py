@@ -57,6 +57,7 @@ or state dict of such a cell is a KilnValueError naming the cycle.
 """
 
 import collections
+import collections.abc
 
 from ..autograd import no_grad
 from ..errors import KilnNotImplementedError, KilnTypeError, KilnValueError
@@ -253,7 +254,11 @@ class Cell:
 
     def load_state_dict(self, state_dict, strict=True):
         """Copies ``state_dict``'s values into the parameters in place (see the module's
-        documentation); returns LoadResult(missing_keys, unexpected_keys)."""
+        documentation); returns LoadResult(missing_keys, unexpected_keys). A ``state_dict`` that
+        is not a mapping (a list of pairs, None) is a KilnTypeError, as in PyTorch."""
+        if not isinstance(state_dict, collections.abc.Mapping):
+            raise KilnTypeError(f"load_state_dict for {type(self).__name__}: expected a mapping "
+                                f"of name -> tensor, got {type(state_dict).__name__}")
         params = dict(self.named_parameters(remove_duplicate=False))  # state_dict's names
         missing = [name for name in params if name not in state_dict]
         unexpected = [name for name in state_dict if name not in params]

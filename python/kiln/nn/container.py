@@ -5,13 +5,16 @@
     net[0], net[-1], net[1:], len(net), list(net), net.append(cell)
 
 Cells passed positionally are named "0", "1", ... (so parameters are "0.weight", "0.bias", ...,
-as in PyTorch); an OrderedDict gives its own names.
+as in PyTorch); an OrderedDict gives its own names. As in PyTorch's ``add_module``, a name must be
+a str (else a KilnTypeError), and one that is empty, contains "." or is already an attribute of
+the Sequential (``training``, ``construct``, ...) is a KilnValueError: state_dict joins names with
+".", so such a name would merge or drop keys, or hide the attribute.
 """
 
 import collections
 import operator
 
-from ..errors import KilnIndexError, KilnTypeError
+from ..errors import KilnIndexError, KilnTypeError, KilnValueError
 from .cell import Cell
 
 __all__ = ["Sequential"]
@@ -28,7 +31,25 @@ class Sequential(Cell):
             if not isinstance(cell, Cell):
                 raise KilnTypeError(f"Sequential: {name!r} is a {type(cell).__name__}, expected "
                                     f"a kiln.nn.Cell")
+            self._check_name(name)
             setattr(self, name, cell)
+
+    def _check_name(self, name):
+        """Refuses a name that state_dict could not tell apart or that would hide an attribute."""
+        if not isinstance(name, str):
+            raise KilnTypeError(f"Sequential: a cell's name must be a str, got "
+                                f"{type(name).__name__} {name!r}")
+        if not name:
+            raise KilnValueError("Sequential: a cell's name must not be empty (its parameters "
+                                 "would have no prefix in state_dict)")
+        if "." in name:
+            raise KilnValueError(f"Sequential: cell name {name!r} contains '.', which separates "
+                                 f"the names of nested cells in state_dict")
+        # The class and the instance's __dict__ are looked up directly: hasattr would run
+        # properties such as `training`, which a kiln.jit trace records.
+        if hasattr(type(self), name) or name in self.__dict__:
+            raise KilnValueError(f"Sequential: cell name {name!r} is already an attribute of "
+                                 f"{type(self).__name__}")
 
     def append(self, cell):
         if not isinstance(cell, Cell):

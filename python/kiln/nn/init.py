@@ -20,9 +20,15 @@ The random initialisers (``uniform_``, ``normal_``, ``xavier_*``, ``kaiming_*``)
 floating-point tensor: an integer or bool one is a DTypeError, as in PyTorch (``constant_``,
 ``zeros_`` and ``ones_`` fill any dtype). A tensor with no elements is returned unchanged after
 the arguments are checked (a fan of 0 has no bound), so ``Linear(0, 3)`` builds.
+
+As in PyTorch, ``uniform_`` needs a <= b, with a, b and b - a finite values of the tensor's dtype,
+and ``normal_`` needs std >= 0 (else a KilnValueError): anything else would fill the tensor with
+NaN, infinities or samples of another range. ``xavier_*`` and ``kaiming_*`` pass their bounds
+through these checks, so on a tensor with elements a negative or NaN gain is refused too.
 """
 
 import math
+import sys
 
 from .. import _C
 from ..autograd import no_grad
@@ -32,6 +38,10 @@ __all__ = ["calculate_gain", "fan_in_and_fan_out", "uniform_", "normal_", "const
            "ones_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
 
 _mint = _C.mint
+
+# The largest finite value of each floating-point dtype (PyTorch's finfo(dtype).max).
+_LARGEST = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
+            "float32": 3.4028234663852886e38, "float64": sys.float_info.max}
 
 
 def _sample_dtype(tensor):
@@ -54,15 +64,27 @@ def _fill(tensor, values):
 
 
 def uniform_(tensor, a=0.0, b=1.0):
-    """Samples U(a, b) into ``tensor``."""
+    """Samples U(a, b) into ``tensor``; a > b, or a bound or b - a that is not a finite value
+    of the tensor's dtype, is a KilnValueError (PyTorch's conditions)."""
     _check_floating(tensor, "uniform_")
+    if a > b:
+        raise KilnValueError(f"nn.init.uniform_: expected a <= b, got a={a} > b={b}")
+    largest = _LARGEST[tensor.dtype.name]
+    # NaN fails every comparison, so it is refused here as well.
+    if not (-largest <= a and b <= largest and b - a <= largest):
+        raise KilnValueError(f"nn.init.uniform_: expected a, b and b - a to be finite "
+                             f"{tensor.dtype.name} values (at most {largest:g} in magnitude), "
+                             f"got a={a}, b={b}")
     sample = _mint.rand(tensor.shape, dtype=_sample_dtype(tensor))
     return _fill(tensor, sample * (b - a) + a)
 
 
 def normal_(tensor, mean=0.0, std=1.0):
-    """Samples N(mean, std**2) into ``tensor``."""
+    """Samples N(mean, std**2) into ``tensor``; a negative or NaN std is a KilnValueError (as in
+    PyTorch)."""
     _check_floating(tensor, "normal_")
+    if not std >= 0:
+        raise KilnValueError(f"nn.init.normal_: expected std >= 0, got {std}")
     sample = _mint.randn(tensor.shape, dtype=_sample_dtype(tensor))
     return _fill(tensor, sample * std + mean)
 
