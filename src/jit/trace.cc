@@ -20,17 +20,20 @@ namespace kiln::jit_detail {
 // A tensor maps to a node through its storage: each tracer's storage is a key of `traced_`. A
 // tensor with that storage and the tracer's own layout is the tracer's value; any other layout is
 // a view made by a Tensor method (x.T, x[1:], x.select(0, 2)), recorded as Reshape, Permute or
-// AsStrided of the value. Tensors from outside the trace (weights, captured arrays) become
-// constants (ValueNodes holding the same tensor, so the graph sees in-place updates of them),
-// Python numbers weak 0-d constants. In-place ops and `out=` move a tracer's storage on to the new
-// value, so later reads of the tracer and of its views see the update, as in eager mode. Writing
-// into a whole tensor from outside (a weight or an optimizer's state updated by a jitted training
-// step) makes its storage traced too, from then on holding the new value; finish() makes each
-// such tensor's final value an extra output, which the front end copies into the tensor after
-// every run (written()). So the graph stays a pure function and the update lands after the run,
-// as it would eagerly. Writing into a graph input, or into part of a value or of a tensor from
-// outside, is refused with a message that says what to do instead. A custom op that runs an OpRunner brings a kernel object made per call, which
-// cannot become a graph node: the error asks for an OpDef (m.def_op).
+// AsStrided of the value. A view op (kiln::reshape, transpose, split, ...) returns, as eagerly,
+// views of its input's storage where the layout allows (OpDef::view_fn): they are its node until
+// an in-place write moves their base on, then views of the new value. Tensors from outside the
+// trace (weights, captured arrays) become constants (ValueNodes holding the same tensor, so the
+// graph sees in-place updates of them), Python numbers weak 0-d constants. In-place ops and `out=`
+// move a tracer's storage on to the new value, so later reads of the tracer and of its views see
+// the update, as in eager mode. Writing into a whole tensor from outside (a weight or an
+// optimizer's state updated by a jitted training step) makes its storage traced too, from then on
+// holding the new value; finish() makes each such tensor's final value an extra output, which the
+// front end copies into the tensor after every run (written()). So the graph stays a pure function
+// and the update lands after the run, as it would eagerly. Writing into a graph input, or into part
+// of a value or of a tensor from outside, is refused with a message that says what to do instead. A
+// custom op that runs an OpRunner brings a kernel object made per call, which cannot become a graph
+// node: the error asks for an OpDef (m.def_op).
 
 const char* const kTracedValueHasNoData = "a value traced by kiln.jit has no data";
 
@@ -242,6 +245,10 @@ TensorList Trace::dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attr
   for (const Tensor& t : inputs) nodes.push_back(node_of(t));
   const CNodePtr node = graph_->add_cnode(std::make_shared<Primitive>(op.name(), attrs), nodes);
   if (!out.empty()) return record_inplace(op, node, out);
+  if (op.view_fn()) {
+    TensorList views = op.view_fn()(std::vector<Tensor>(inputs.begin(), inputs.end()), attrs);
+    if (!views.empty()) return record_views(node, std::move(views));
+  }
   const Abstract& abstract = node->abstract();
   if (abstract.is_tensor()) return {make_tracer(abstract.tensor(), node, false)};
   TensorList results;
@@ -252,6 +259,25 @@ TensorList Trace::dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attr
         make_tracer(elements[i], graph_->tuple_get_item(node, static_cast<int64_t>(i)), false));
   }
   return results;
+}
+
+// A view op's results where its inputs' layout let eager mode make views: the views themselves,
+// sharing their input's storage as they would eagerly, so that a later in-place write into the
+// input is seen through them and a write into them is refused like one into a Tensor method's
+// view (see Note [Tracing]). Each is the op's node while its base holds the value it was made
+// from (node_of), else a view node of the base's new value.
+TensorList Trace::record_views(const CNodePtr& node, TensorList views) {
+  const Abstract& abstract = node->abstract();
+  for (size_t i = 0; i < views.size(); ++i) {
+    const TensorImpl* impl = views[i].impl();
+    if (memo_.count(impl) != 0) continue;  // an input returned as it is (Contiguous)
+    const auto traced = traced_.find(impl->storage.get());
+    NodePtr result =
+        abstract.is_tuple() ? NodePtr(graph_->tuple_get_item(node, static_cast<int64_t>(i))) : node;
+    memo_[impl] =
+        Memo{views[i], std::move(result), traced != traced_.end() ? traced->second.node : nullptr};
+  }
+  return views;
 }
 
 // A tensor from outside the trace that an op writes into: its storage is traced from now on,

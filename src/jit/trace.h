@@ -76,7 +76,7 @@ class KILN_API Trace final : public Dispatcher {
   struct Memo {
     Tensor tensor;             // kept alive: its impl's address is the key
     NodePtr node;
-    NodePtr base;              // for a view: the base value it was made from
+    NodePtr base;  // for a view of a traced value: the value it was made from
   };
 
   Tensor make_tracer(const TensorMeta& meta, const NodePtr& node, bool is_input);
@@ -84,6 +84,7 @@ class KILN_API Trace final : public Dispatcher {
   NodePtr view_node(const Tensor& t, const NodePtr& value);
   NodePtr constant_node(const Tensor& t);
   TensorList record_inplace(const OpDef& op, const CNodePtr& node, const std::vector<Tensor>& out);
+  TensorList record_views(const CNodePtr& node, TensorList views);
   std::unordered_map<const Storage*, Traced>::iterator adopt_written(const OpDef& op,
                                                                      const Tensor& target);
   void stop();

@@ -159,6 +159,36 @@ TEST(Trace, InPlaceUpdatesMoveTheValueOn) {
   for (size_t i = 0; i < got.size(); ++i) expect_same_values(got[i], want[i]);
 }
 
+TEST(Trace, ResultsOfViewOpsShareTheirInputsValueAsEagerly) {
+  // They were values of their own: an in-place update of the input was lost through them.
+  std::mt19937 rng(10);
+  const Tensor x = testing::random_input(rng, {2, 3});
+  const auto fn = [](const std::vector<Tensor>& in) {
+    Tensor y = exp(in[0]);
+    const Tensor flat = reshape(y, {6});
+    const Tensor turned = transpose(y, 0, 1);
+    const std::vector<Tensor> rows = split(y, 1, 0);
+    const Tensor copied = reshape(turned, {6});  // a copy eagerly too: keeps the old values
+    add(y, in[0], y);                            // y += x
+    return std::vector<Tensor>{flat * 1.0, turned * 1.0, rows[1] * 1.0, copied * 1.0};
+  };
+  const std::vector<Tensor> got = testing::run_on_reference(trace(fn, {x}), {x});
+  const std::vector<Tensor> want = fn({x});
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) expect_same_values(got[i], want[i]);
+  expect_error(
+      [&] {
+        trace(
+            [](const std::vector<Tensor>& in) {
+              Tensor y = exp(in[0]);
+              add(transpose(y, 0, 1), Tensor::scalar(1.0), transpose(y, 0, 1));
+              return std::vector<Tensor>{y};
+            },
+            {x});
+      },
+      ErrorKind::kNotImplemented, "writes into part of a traced value");
+}
+
 TEST(Trace, WritesIntoOutsideTensorsBecomeExtraOutputs) {
   const Tensor state = full({3}, 1.0);
   const Tensor x = full({3}, 2.0);
