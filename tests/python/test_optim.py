@@ -123,6 +123,23 @@ def test_missing_gradients_skip_their_parameters():
     np.testing.assert_array_equal(b.numpy(), [0.5, 0.5, 0.5])
 
 
+def test_gradients_are_checked_before_any_parameter_changes():
+    a, b = nn.Parameter(mint.ones(2)), nn.Parameter(mint.ones(3))
+    opt = optim.SGD([a, b], lr=0.5)
+    # A number was a bare AttributeError ('float' object has no attribute 'shape'); a NumPy array
+    # half worked, mixing NumPy arithmetic into the update.
+    for bad, kind in [(1.0, "float"), (np.ones(3), "ndarray"), ([1.0, 1.0, 1.0], "list")]:
+        with pytest.raises(kiln.KilnTypeError, match=f"SGD: the gradient of parameter 1 is a "
+                                                     f"{kind}, expected a kiln tensor"):
+            opt((mint.ones(2), bad))
+    with pytest.raises(kiln.ShapeError, match=r"gradient of parameter 1 has shape \[2\], "
+                                              r"expected \[3\]"):
+        opt((mint.ones(2), mint.ones(2)))
+    np.testing.assert_array_equal(a.numpy(), [1, 1])  # not updated before the bad gradient
+    with pytest.raises(kiln.KilnTypeError, match="the gradient of parameter 0 is a float"):
+        optim.SGD([nn.Parameter(kiln.tensor(1.0))], lr=0.1)((1.0,))
+
+
 def test_sgd_momentum_raised_after_construction_makes_its_buffer():
     rng = np.random.default_rng(2)
     start = rng.standard_normal(3)
@@ -162,6 +179,46 @@ def test_adam_state_counts_steps_per_parameter():
     assert a.dtype == kiln.float16
     # three Adam steps with a constant gradient move by about lr each
     np.testing.assert_allclose(a.numpy(), 1 - 0.3, rtol=2e-3)
+
+
+@pytest.mark.parametrize("cls", [optim.Adam, optim.AdamW])
+@pytest.mark.parametrize("beta2", [0.999, 0.9999, 0.99999])
+def test_adam_bias_corrections_do_not_round_the_betas(cls, beta2):
+    # 1 - beta**t is computed in float64, as PyTorch's Python floats: from a float32 step count
+    # beta2 = 0.99999 rounded to float32 first (1 - beta2 = 1.0014e-5) and the first step of a
+    # constant gradient was 0.10006785, not 0.1.
+    p = nn.Parameter(mint.zeros(3))
+    opt = cls([p], lr=0.1, betas=(0.9, beta2), weight_decay=0.0)
+    expected, state = np.zeros(3), {}
+    for _ in range(3):
+        opt((mint.ones(3),))
+        expected = adam_reference(expected, np.ones(3), state, 0.1, betas=(0.9, beta2))
+        np.testing.assert_allclose(p.numpy(), expected, rtol=2e-7)
+
+
+@pytest.mark.parametrize("dtype", [kiln.bfloat16, kiln.float16])
+@pytest.mark.parametrize("lr, weight_decay", [(0.03, 0.2), (1e-3, 0.3)])
+def test_adamw_decay_of_16_bit_parameters_rounds_once(dtype, lr, weight_decay):
+    # The factor 1 - lr * weight_decay is float32 (lr is a float32 tensor for 16-bit parameters),
+    # as PyTorch's: rounded to bfloat16, 0.994 was 0.9921875 and 1.5 decayed to 1.484375, not
+    # 1.4921875. A zero gradient leaves only the decay.
+    values = np.random.default_rng(0).uniform(0.5, 4, 1000)
+    p = nn.Parameter(kiln.tensor(values).to(dtype))
+    start = p.to(kiln.float64).numpy()
+    opt = optim.AdamW([p], lr=lr, weight_decay=weight_decay)
+    opt((mint.zeros(1000, dtype=dtype),))
+    expected = kiln.tensor(start * (1 - lr * weight_decay)).to(dtype)  # rounded once
+    np.testing.assert_array_equal(p.to(kiln.float64).numpy(), expected.to(kiln.float64).numpy())
+
+
+def test_16_bit_parameters_step_with_a_float32_learning_rate():
+    # In float16, lr = 1e-8 was 0 and the parameter never moved (here a loss-scaled gradient of
+    # 1000 would move it by 1e-5); PyTorch computes 16-bit updates with a float32 rate.
+    p = nn.Parameter(mint.zeros(2, dtype=kiln.float16))
+    opt = optim.SGD([p], lr=1e-8)
+    assert opt._lr[(0, kiln.float16)][0].dtype == kiln.float32
+    opt((mint.full((2,), 1000.0, dtype=kiln.float16),))
+    np.testing.assert_array_equal(p.numpy(), np.full(2, -1e-5, dtype=np.float16))
 
 
 def test_zero_grad():
@@ -622,6 +679,44 @@ def test_optimizer_load_state_dict_errors():
         optim.Adam([p]).load_state_dict([])
 
 
+@pytest.mark.parametrize("make", [lambda ps: optim.Adam(ps, lr=0.1, amsgrad=True),
+                                  lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.5)],
+                         ids=["Adam", "SGD"])
+@pytest.mark.parametrize("entry", ["missing", "empty"])
+def test_optimizer_state_without_an_entry_loads_as_fresh(make, entry):
+    # PyTorch leaves out the parameters that never had a gradient (Adam refused such a dict:
+    # "parameter 1 has state [], expected [...]"): they load as at their first step.
+    rng = np.random.default_rng(14)
+    grads = [kiln.tensor(rng.standard_normal(3)) for _ in range(3)]
+    a = [nn.Parameter(mint.ones(3)), nn.Parameter(mint.ones(3))]
+    saved = _stepped(make(a)).state_dict()
+    if entry == "missing":
+        del saved["state"][1]
+    else:
+        saved["state"][1] = {}
+    b = [nn.Parameter(mint.ones(3)), nn.Parameter(mint.ones(3))]
+    opt = _stepped(_stepped(make(b)))  # its state is not fresh
+    opt.load_state_dict(saved)
+    for key, value in opt.state[1].items():
+        np.testing.assert_array_equal(value.numpy(), np.zeros(value.shape), err_msg=key)
+    fresh_param = nn.Parameter(kiln.tensor(b[1].numpy().copy()))
+    fresh = make([fresh_param])
+    for g in grads:
+        opt((None, g))
+        fresh((g,))
+    np.testing.assert_array_equal(b[1].numpy(), fresh_param.numpy())
+
+
+def test_adam_state_with_part_of_an_entry_is_refused():
+    p = [nn.Parameter(mint.ones(3)), nn.Parameter(mint.ones(3))]
+    saved = _stepped(optim.Adam(p)).state_dict()
+    saved["state"][1] = {"exp_avg": np.zeros(3)}
+    with pytest.raises(kiln.KilnValueError, match=r"parameter 1 has state \['exp_avg'\], expected "
+                                                  r"\['exp_avg', 'exp_avg_sq', 'step'\] \(or none, "
+                                                  r"for fresh state\)"):
+        optim.Adam(p).load_state_dict(saved)
+
+
 def test_optimizer_load_state_dict_converts_numpy_state():
     p = nn.Parameter(mint.ones(2))
     opt = optim.SGD([p], lr=0.1, momentum=0.9)
@@ -748,13 +843,14 @@ def test_fitting_a_linear_model(make):
     (optim.AdamW, dict(lr=0.5)),
     (optim.Adam, dict(lr=0.5, betas=(0.9, 0.5), amsgrad=True, maximize=True)),
 ])
-def test_jitted_update_matches_eager_and_follows_the_schedule(cls, kwargs):
+@pytest.mark.parametrize("dtype", [kiln.float64, kiln.float32])  # float32: a float32 step count
+def test_jitted_update_matches_eager_and_follows_the_schedule(cls, kwargs, dtype):
     rng = np.random.default_rng(3)
     start = rng.standard_normal(4)
-    grads = [kiln.tensor(rng.standard_normal(4)) for _ in range(6)]
+    grads = [kiln.tensor(rng.standard_normal(4), dtype=dtype) for _ in range(6)]
     runs = []
     for jit in (False, True):
-        p = nn.Parameter(kiln.tensor(start))
+        p = nn.Parameter(kiln.tensor(start, dtype=dtype))
         opt = cls([p], **kwargs)
         sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=6, warmup_steps=2)
 
@@ -769,7 +865,8 @@ def test_jitted_update_matches_eager_and_follows_the_schedule(cls, kwargs):
         if jit:
             assert step.cache_info().misses == 1  # one trace served every scheduled rate
         runs.append(p.numpy().copy())
-    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-12, atol=1e-12)
+    tolerance = 1e-12 if dtype == kiln.float64 else 1e-6
+    np.testing.assert_allclose(runs[1], runs[0], rtol=tolerance, atol=tolerance)
 
 
 @pytest.mark.parametrize("built_with_momentum", [True, False])

@@ -14,7 +14,8 @@ Per step t = 1, 2, ... (g is the gradient, p the parameter):
     p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
 
 As in PyTorch, amsgrad keeps the running maximum of v itself, not of the bias-corrected v: the
-correction divides sqrt(v_max) at each step.
+correction divides sqrt(v_max) at each step. The corrections 1 - beta**t are computed in float64,
+as PyTorch computes them in Python floats, whatever the parameter's dtype.
 
 State: ``opt.state[i]`` holds ``step`` (a 0-d tensor, float64 for float64 parameters and float32
 otherwise, so that 16-bit parameters still count steps exactly), ``exp_avg`` (m),
@@ -85,6 +86,8 @@ class Adam(Optimizer):
         step += 1
         if decay != 0.0:
             if self._decoupled:
+                # lr is float32 for a 16-bit parameter: the factor is not rounded to the 16-bit
+                # grid near 1 (bfloat16's steps of 2**-8 there).
                 mint.mul(param, 1 - lr * decay, out=param)
             else:
                 grad = grad + decay * param
@@ -106,8 +109,12 @@ class Adam(Optimizer):
             v_max = state["max_exp_avg_sq"]
             mint.maximum(v_max, v, out=v_max)
             v = v_max
-        correction1 = (1 - mint.pow(beta1, step)).to(param.dtype)
-        correction2 = mint.sqrt(1 - mint.pow(beta2, step)).to(param.dtype)
+        # The corrections in float64, as PyTorch's Python floats, then in lr's dtype (float32 for
+        # a 16-bit parameter): with a float32 step, beta2 = 0.99999 would round to float32 first,
+        # whose 1 - beta2 is 1.0014e-5, and the first steps would be 7e-4 too long.
+        steps = step.to(_C.dtype.float64)
+        correction1 = (1 - mint.pow(beta1, steps)).to(lr.dtype)
+        correction2 = mint.sqrt(1 - mint.pow(beta2, steps)).to(lr.dtype)
         denom = mint.sqrt(v) / correction2 + group["eps"]
         param -= (lr / correction1) * m / denom
 

@@ -23,29 +23,37 @@ place, so it can run inside a ``kiln.jit`` function: everything it reads (state,
 is a tensor that exists before the first call, and the learning rate is a 0-d tensor per group
 and dtype that ``step()`` / ``opt(grads)`` refresh from ``group["lr"]`` before an eager update
 (a scheduler refreshes it too, so a jitted step sees a scheduled learning rate; other
-hyperparameters are read as Python numbers and are fixed in a jitted step once traced).
+hyperparameters are read as Python numbers and are fixed in a jitted step once traced). For
+float16 / bfloat16 parameters that tensor is float32, the precision PyTorch computes their
+updates in: in 16 bits a learning rate is off in the third digit (bfloat16) or, below 6e-5,
+loses digits until it is 0 (float16), and AdamW's ``1 - lr * weight_decay`` rounds to the
+16-bit grid near 1.
 
 - ``step(closure=None)``: one update from ``p.grad`` (parameters whose grad is None are skipped);
   ``closure`` (optional) recomputes and returns the loss, which ``step`` returns.
-- ``opt(grads)``: one update from ``grads`` (a tuple or list as long as ``parameters``; a None
-  entry skips its parameter); a wrong length is a KilnValueError.
+- ``opt(grads)``: one update from ``grads`` (a tuple or list as long as ``parameters`` of kiln
+  tensors shaped as their parameters; a None entry skips its parameter); a wrong length is a
+  KilnValueError, an entry of another type a KilnTypeError, one of another shape a ShapeError,
+  each raised before any parameter changes.
 - ``zero_grad(set_to_none=True)``: clears (or zeroes) the parameters' ``.grad``.
 - ``state_dict()`` / ``load_state_dict(d)``: the hyperparameters of each group and copies of the
   state tensors, keyed by parameter index. Loading checks everything before changing anything:
   the group layout and the hyperparameters (as the constructor does; KilnValueError), the state's
   keys and shapes (KilnValueError / ShapeError), and converts the state's values (kiln tensors or
-  NumPy arrays, as ``Cell.load_state_dict`` does; DTypeError), then copies them in place.
+  NumPy arrays, as ``Cell.load_state_dict`` does; DTypeError), then copies them in place. A
+  parameter with no entry, or an empty one, gets fresh state (zeros, as when it was added): PyTorch
+  leaves out the parameters that never had a gradient.
 
 Hyperparameters are checked when a group is added or loaded: a number of the wrong kind (None, a
 string, a bool) is a KilnTypeError, one out of range a KilnValueError, each naming the argument.
 
 A subclass defines ``_init_state(param, group)`` (a dict of state tensors, created when the
 parameter is added) and ``_update(param, grad, state, group, lr)`` (in place; ``lr`` is the 0-d
-learning-rate tensor of the parameter's dtype), ``_numeric`` (optional; default: ``lr`` only) for
-its numeric hyperparameters and their lower bounds (checked by ``check_number``), and
-``_lazy_state`` (optional; default: none) for state that ``_update`` creates when first needed (as
-``_lazy_zeros(key, param)`` makes it: zero-filled, shaped and typed like the parameter unless the
-subclass says otherwise).
+learning-rate tensor, of the parameter's dtype or float32 for a 16-bit one), ``_numeric``
+(optional; default: ``lr`` only) for its numeric hyperparameters and their lower bounds (checked
+by ``check_number``), and ``_lazy_state`` (optional; default: none) for state that ``_update``
+creates when first needed (as ``_lazy_zeros(key, param)`` makes it: zero-filled, shaped and typed
+like the parameter unless the subclass says otherwise).
 """
 
 import numbers
@@ -74,13 +82,19 @@ def check_number(owner, name, value, minimum=None):
                              f"expected {name} >= {minimum}")
 
 
+def _rate_dtype(dtype):
+    """The dtype of the learning-rate tensor of parameters of ``dtype``: float32 for 16-bit
+    floats (see the module's docstring), else ``dtype``."""
+    return _C.dtype.float32 if dtype in (_C.dtype.float16, _C.dtype.bfloat16) else dtype
+
+
 class Optimizer:
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)
         self.param_groups = []
         self.parameters = []
         self.state = []
-        self._lr = {}  # (group index, dtype) -> [0-d lr tensor, the value it holds]
+        self._lr = {}  # (group index, parameter dtype) -> [0-d lr tensor, the value it holds]
         if isinstance(params, _C.Tensor):
             raise KilnTypeError(f"{type(self).__name__}: params must be an iterable of tensors or "
                                 f"dicts, got a single tensor")
@@ -115,7 +129,7 @@ class Optimizer:
                 self.parameters.append(p)
                 self.state.append(self._init_state(p, group))
                 if (index, p.dtype) not in self._lr:
-                    lr = _C.mint.full((), group["lr"], dtype=p.dtype)
+                    lr = _C.mint.full((), group["lr"], dtype=_rate_dtype(p.dtype))
                     self._lr[(index, p.dtype)] = [lr, group["lr"]]
 
     # ----------------------------------------------------------------------------------------
@@ -149,15 +163,24 @@ class Optimizer:
         # there would record the traced value; the scheduler refreshes them eagerly instead.
         if not _C.jit.is_tracing():
             self._sync_lr()
+        # Every gradient is checked before any parameter changes.
+        for i, (p, grad) in enumerate(zip(self.parameters, grads)):
+            if grad is None:
+                continue
+            if not isinstance(grad, _C.Tensor):
+                # A NumPy array would half work: NumPy arithmetic mixed into the update (a
+                # complex array was dropped without a word), and a constant in a kiln.jit step.
+                raise KilnTypeError(f"{type(self).__name__}: the gradient of parameter {i} is a "
+                                    f"{type(grad).__name__}, expected a kiln tensor (or None to "
+                                    f"skip the parameter)")
+            if tuple(grad.shape) != tuple(p.shape):
+                raise ShapeError(f"{type(self).__name__}: the gradient of parameter {i} has "
+                                 f"shape {list(grad.shape)}, expected {list(p.shape)}")
         with no_grad():
             i = 0
             for index, group in enumerate(self.param_groups):
                 for p in group["params"]:
                     if grads[i] is not None:
-                        if tuple(grads[i].shape) != tuple(p.shape):
-                            raise ShapeError(f"{type(self).__name__}: the gradient of parameter "
-                                             f"{i} has shape {list(grads[i].shape)}, expected "
-                                             f"{list(p.shape)}")
                         self._update(p, grads[i], self.state[i], group,
                                      self._lr[(index, p.dtype)][0])
                     i += 1
@@ -230,11 +253,12 @@ class Optimizer:
             hyperparameters.append(merged)
         values = []
         for i, state in enumerate(self.state):
-            saved = state_dict["state"].get(i, {})
+            # No entry (or an empty one) is a parameter that has not stepped yet: fresh state.
+            saved = state_dict["state"].get(i) or {}
             required = set(state) - self._lazy_state
-            if not required <= set(saved) <= set(state) | self._lazy_state:
+            if saved and not required <= set(saved) <= set(state) | self._lazy_state:
                 raise KilnValueError(f"{name}: parameter {i} has state {sorted(saved)}, "
-                                     f"expected {sorted(state)}")
+                                     f"expected {sorted(state)} (or none, for fresh state)")
             values.append({key: converted_like(value, state[key] if key in state
                                                else self._lazy_zeros(key, self.parameters[i]),
                                                f"{name}: state {key!r} of parameter {i}")
@@ -243,8 +267,9 @@ class Optimizer:
             group.update(merged)
         with no_grad():
             for param, state, saved in zip(self.parameters, self.state, values):
-                for key in self._lazy_state & (set(state) - set(saved)):
-                    state[key][...] = 0  # absent from the checkpoint: not created yet there
+                # Absent from the checkpoint: not created yet there (lazy state), or fresh state.
+                for key in set(state) - set(saved):
+                    state[key][...] = 0
                 for key, value in saved.items():
                     if key in state:
                         state[key][...] = value
