@@ -57,8 +57,10 @@ rewrites it made (matches) and declined (refusals, with the first few reasons), 
 
 PatternValue = _collections.namedtuple("PatternValue", ["dtype", "shape", "value"])
 PatternValue.__doc__ = """What a register_pattern check gets for each matched input: its dtype
-and shape, and for a constant its value (a kiln.Tensor; None for other nodes). dtype and shape are
-None for a node that is not one tensor (a multi-output op)."""
+and shape, and for a constant that nothing else holds (a Python number, a value the passes
+computed) its value, a kiln.Tensor; None for other nodes, and for a tensor the function reads
+from outside (a weight), whose values may change before the next call while the rewrite would
+stay cached. dtype and shape are None for a node that is not one tensor (a multi-output op)."""
 
 VerifyFailure = _collections.namedtuple(
     "VerifyFailure", ["trial", "reason", "inputs", "expected", "got", "before", "after"])

@@ -19,6 +19,7 @@
 #include "jit/trace.h"
 #include "kiln/jit.h"
 #include "kiln/verify_pass.h"
+#include "pass/builtin/builtin_passes.h"
 #include "python_owned.h"
 
 namespace kiln::py {
@@ -51,7 +52,9 @@ FuncGraphPtr trace_pattern(const nb::handle& fn, const std::string& graph_name,
 }
 
 // What a Python check gets for one matched input: PatternValue(dtype, shape, value), value the
-// constant's tensor or None.
+// tensor of a frozen constant or None. A constant the program still holds (a weight the function
+// reads) gets None: a check deciding on today's values would bake them into the cached graph
+// (Note [Frozen constants] in pass/builtin/builtin_passes.h).
 nb::object pattern_value(const nb::handle& value_type, const NodePtr& node) {
   const Abstract& a = node->abstract();
   nb::object dtype = nb::none();
@@ -61,8 +64,9 @@ nb::object pattern_value(const nb::handle& value_type, const NodePtr& node) {
     shape = nb::tuple(nb::cast(std::vector<int64_t>(a.shape().begin(), a.shape().end())));
   }
   // A None constant (an absent optional input, such as layer_norm's weight) is an undefined tensor.
-  const Tensor* constant =
-      node->is_value() ? &static_cast<const ValueNode&>(*node).value() : nullptr;
+  const Tensor* constant = node->is_value() && pass::is_frozen_constant(*node)
+                               ? &static_cast<const ValueNode&>(*node).value()
+                               : nullptr;
   nb::object value = constant != nullptr && constant->defined() ? nb::cast(*constant) : nb::none();
   return value_type(dtype, shape, value);
 }
