@@ -167,7 +167,9 @@ def _resolve(x, key):
                                      "instead")
             start, stop, step = value.indices(size)
             step = min(step, 2**63 - 1)  # a step past int64 takes one element all the same
-            if _clamps(value, size) and _C.jit.is_tracing():
+            # A clamped bound, or a step over a dimension of 0 or 1, which looks whole (x[::2] of
+            # one row is that row): what the slice takes is not linear in the size.
+            if (_clamps(value, size) or (step > 1 and size <= 1)) and _C.jit.is_tracing():
                 _C.jit.note_size_decision()
             if (start, stop, step) != (0, size, 1):
                 view = view.slice(dim, start, stop, step)

@@ -44,13 +44,15 @@ Extra keyword options go to the backend as text (kiln/backend.h, ``BackendJitCon
 ``dynamic=True`` makes one cache entry serve every *batch size*: the leading dimension of the
 first tensor argument that has one is the batch size B, and every tensor argument whose leading
 dimension is B is batched (the others keep their full shapes in the signature). The function
-runs (on tracers) at the first two batch sizes only; the two graphs must differ only in integer
+runs (on tracers) at the first three batch sizes only; the graphs must differ only in integer
 attributes and dimensions that are linear in B (``mint.reshape(x, [b * 128, 256])`` is), and
 every later batch size is made from them without calling the function, then optimized and built
 for that B (each new B is still a build, a miss in ``cache_info()``). A function whose graph or
 result depends on B otherwise -- a Python number computed from ``x.shape[0]``, ``b * b``, a shape
-read from data -- raises KilnValueError naming the node (at the second batch size, or at a later
-one that does not fit); use ``dynamic=False`` for it, which traces each new shape.
+read from data -- raises KilnValueError naming the node (at the second or third batch size, or at
+a later one that does not fit); use ``dynamic=False`` for it, which traces each new shape. A
+function that takes a piece of the batch whose size is not linear in B (``x[::2]``, ``x[:2]``,
+``chunk``) or squeezes a dimension that may be the batch is traced at every batch size instead.
 
 Before the backend builds a graph, the passes registered for it run (``kiln.graph``:
 ``register_custom_pass``, ``register_pattern``; built-in passes unless ``jit_level="O0"``).

@@ -4,6 +4,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
+
 #include "bindings.h"
 #include "convert.h"
 #include "kiln/autograd.h"
@@ -44,6 +46,17 @@ void check_number_fits(const Tensor& value, DType dtype) {
 
 }  // namespace
 
+void note_squeeze_decision(const Tensor& x, std::optional<int64_t> dim) {
+  if (!is_tracer(x)) return;
+  const Shape& shape = x.shape();
+  if (dim) {
+    if (*dim < -x.ndim() || *dim >= x.ndim()) return;
+    if (shape[static_cast<size_t>(*dim < 0 ? *dim + x.ndim() : *dim)] != 1) note_size_decision();
+  } else if (std::any_of(shape.begin(), shape.end(), [](int64_t s) { return s != 1; })) {
+    note_size_decision();
+  }
+}
+
 void bind_mint_shape(nb::module_& mint) {
   mint.def(
       "reshape",
@@ -62,7 +75,11 @@ void bind_mint_shape(nb::module_& mint) {
       [](const TensorArg& x, nb::handle shape) { return expand(x, shape_arg(shape, "expand")); },
       "x"_a, "shape"_a, "A view of x broadcast to `shape` (-1 keeps a dim).");
   mint.def(
-      "squeeze", [](const TensorArg& x, std::optional<int64_t> dim) { return squeeze(x, dim); },
+      "squeeze",
+      [](const TensorArg& x, std::optional<int64_t> dim) {
+        note_squeeze_decision(x, dim);
+        return squeeze(x, dim);
+      },
       "x"_a, "dim"_a = nb::none(), "A view of x without size-1 dims (only `dim` if given).");
   mint.def(
       "unsqueeze", [](const TensorArg& x, int64_t dim) { return unsqueeze(x, dim); }, "x"_a,

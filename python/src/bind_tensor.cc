@@ -169,8 +169,11 @@ void bind_tensor(nb::module_& m) {
             Tensor view =
                 tracked_view(t, [&](const Tensor& b) { return b.slice(dim, start, end, step); });
             const int64_t n = t.size(dim);
-            if ((start < -n || start > n || end < -n || end > n) && is_tracer(t)) {
-              note_size_decision();  // a bound clamped to the dimension
+            // A bound clamped to the dimension, or a step over a dimension of 0 or 1, which
+            // looks whole (x[::2] of 1 row is that row): not linear in the size.
+            if ((start < -n || start > n || end < -n || end > n || (step > 1 && n <= 1)) &&
+                is_tracer(t)) {
+              note_size_decision();
             }
             return view;
           },
@@ -190,6 +193,7 @@ void bind_tensor(nb::module_& m) {
       .def(
           "squeeze",
           [](const Tensor& t, std::optional<int64_t> dim) {
+            note_squeeze_decision(t, dim);
             return tracked_view(
                 t, [&](const Tensor& b) { return dim ? b.squeeze(*dim) : b.squeeze(); });
           },

@@ -3,6 +3,9 @@
 
 #include <nanobind/nanobind.h>
 
+#include <cstdint>
+#include <optional>
+
 namespace kiln {
 struct PassReport;
 class Tensor;
@@ -38,5 +41,10 @@ nanobind::tuple pass_report_to_python(const PassReport& report);
 /// kiln::Error by kind as nanobind's translator does, a pending Python error as it was, anything
 /// else as RuntimeError. For functions written against the C API, outside nanobind's dispatch.
 void set_python_error_from_current_exception();
+
+/// For squeeze (x.squeeze, kiln.mint.squeeze) of a traced value: a dimension it leaves because its
+/// size is not 1 may be the batch size, which at a batch of 1 it would remove, so a dynamic jit
+/// must trace each batch size (kiln::note_size_decision). A bad dim is left to squeeze to refuse.
+void note_squeeze_decision(const Tensor& x, std::optional<int64_t> dim);
 
 }  // namespace kiln::py

@@ -18,14 +18,16 @@ namespace kiln::jit_detail {
 // same program gives the same order): same kinds, ops, input positions, constants (by value) and
 // attributes, except integers (and elements of integer lists) that differ, each of which must be
 // linear in B with an integer slope: v(B) = v1 + k (B - B1), k = (v2 - v1) / (B2 - B1). The
-// dimensions of every node's abstract are checked the same way. From then on a batch size is
-// built by instantiating the template: parameters with B leading the batched ones, each CNode
-// added again with its attributes evaluated at B and its abstract inferred, which must match the
-// dimensions predicted (an attribute like B*B passes the two-point check but not this one,
-// except where it happens to agree). Constants are shared with the first trace (the same
-// tensors). Two traces cannot tell every dependence on B from a linear one: an integer attribute
-// that is linear at B1 and B2 and not elsewhere, without changing any shape, is not detected; nor
-// can the inferred shapes tell, where the attribute is what decides the shape. Pieces of the
+// dimensions of every node's abstract are checked the same way. The third call, at B3, traces once
+// more and compares with the first trace the same way (verify): every integer must lie on the
+// line learned from B1 and B2, so an attribute like B * B, linear through any two batch sizes,
+// is refused there (a factory's size is all that decides its shape: no inferred shape could tell).
+// From then on a batch size is built by instantiating the template: parameters with B leading the
+// batched ones, each CNode added again with its attributes evaluated at B and its abstract
+// inferred, which must match the dimensions predicted. Constants are shared with the first trace
+// (the same tensors). Three traces still cannot tell every dependence on B from a linear one: an
+// integer that is linear at B1, B2 and B3 and not elsewhere (a Python max(b, 8)) is not detected.
+// Pieces of the
 // batch dimension are where this happens: x[::2] has ceil(B / 2) rows (1 and 2 at B = 2 and 3,
 // like B - 1), chunk(x, 2)[0] too, and a slice bound past the dimension clamps to it (x[-2:] is
 // x[:] at B = 1 and 2: the same graph as x itself). So a dynamic function is traced at every
@@ -35,7 +37,9 @@ namespace kiln::jit_detail {
 // need not even look linear), or (2) a trace noted a decision from a size
 // (kiln::note_size_decision: Python's indexing and Tensor.slice for a clamped bound, mint.split /
 // chunk for pieces that do not divide the dimension; x[:2] at B = 1 and 2 is x[:], which no node
-// shows). Then the graphs need not agree from one batch size to the next.
+// shows; a step slice or a squeeze of a dimension of size 0 or 1, which looks whole or is a
+// no-op; Tensor.squeeze of a dimension that is not 1). Then the graphs need not agree from one
+// batch size to the next.
 // Python code that branches on a size itself (`if x.shape[0] > 2`) is seen only through the two
 // graphs it makes.
 // Only ops record attributes; Python numbers the function computes from B are constants, which
@@ -191,8 +195,52 @@ std::shared_ptr<const DynamicGraph::Template> DynamicGraph::template_snapshot() 
   return learned_;
 }
 
+bool DynamicGraph::verified() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return verified_;
+}
+
 void DynamicGraph::learn(const FuncGraph& second, int64_t batch) {
-  KILN_ASSERT(batch != first_batch_) << "learning from two traces at batch size " << batch;
+  std::shared_ptr<Template> learned = compare(second, batch);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (learned_ == nullptr) learned_ = std::move(learned);
+}
+
+void DynamicGraph::verify(const FuncGraph& third, int64_t batch) {
+  const std::shared_ptr<const Template> learned = template_snapshot();
+  KILN_ASSERT(learned != nullptr) << "graph \"" << first_->name() << "\" verified before learn()";
+  const std::shared_ptr<const Template> check = compare(third, batch);
+  if (check->views_follow_batch) {
+    trace_each_batch();
+    return;
+  }
+  const auto same = [](const AttrMap& a, const AttrMap& b) {
+    return a.item == b.item && a.element == b.element && a.value.first == b.value.first &&
+           a.value.slope == b.value.slope;
+  };
+  for (size_t i = 0; i < learned->nodes.size(); ++i) {
+    const Template::NodeInfo& two = learned->nodes[i];
+    const Template::NodeInfo& three = check->nodes[i];
+    const bool on_the_line = two.dim_slopes == three.dim_slopes &&
+                             std::equal(two.attrs.begin(), two.attrs.end(), three.attrs.begin(),
+                                        three.attrs.end(), same);
+    KILN_CHECK_VALUE(on_the_line)
+        << "jit (dynamic=True): graph \"" << first_->name()
+        << "\" does not follow the batch size: " << two.node->debug_string()
+        << " has integer attributes or dimensions that are linear "
+        << "through batch sizes " << first_batch_ << " and " << learned->second_batch
+        << " but not at " << batch << " (B * B is linear through any two); dynamic=True needs a "
+        << "graph whose only dependence on the batch size is integer attributes and dimensions "
+        << "linear in it. Use dynamic=False (each batch size is traced and built) for this "
+        << "function";
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  verified_ = true;
+}
+
+std::shared_ptr<DynamicGraph::Template> DynamicGraph::compare(const FuncGraph& second,
+                                                              int64_t batch) const {
+  KILN_ASSERT(batch != first_batch_) << "comparing two traces at batch size " << batch;
   auto learned = std::make_shared<Template>(*base_);
   learned->second_batch = batch;
   const int64_t db = batch - first_batch_;
@@ -335,8 +383,7 @@ void DynamicGraph::learn(const FuncGraph& second, int64_t batch) {
       << "jit (dynamic=True): graph \"" << first_->name() << "\" has " << learned->nodes.size()
       << " nodes at batch size " << first_batch_ << " and " << order.size() << " at " << batch
       << kAdvice;
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (learned_ == nullptr) learned_ = std::move(learned);
+  return learned;
 }
 
 FuncGraphPtr DynamicGraph::instantiate(int64_t batch) const {
@@ -463,13 +510,19 @@ Lookup lookup(GraphCache& cache, SignatureKey& key, const JitOptions& options,
   cache.count(found.graph != nullptr);
   if (found.graph != nullptr) return found;
   FuncGraphPtr traced;
-  if (!graphs.learned() || graphs.traces_each_batch()) {
+  if (!graphs.verified() || graphs.traces_each_batch()) {
     Traced again = trace();
     if (check_front_end) check_front_end(found.entry->front_end.get(), again.front_end.get());
     if (again.size_decisions) graphs.trace_each_batch();
-    // Learned only while needed: a graph traced at each batch size may differ from one to the
-    // next (a split into more pieces), which its own trace builds.
-    if (!graphs.traces_each_batch()) graphs.learn(*again.graph, batch);
+    // Learned (and verified) only while needed: a graph traced at each batch size may differ from
+    // one to the next (a split into more pieces), which its own trace builds.
+    if (!graphs.traces_each_batch()) {
+      if (!graphs.learned()) {
+        graphs.learn(*again.graph, batch);
+      } else {
+        graphs.verify(*again.graph, batch);
+      }
+    }
     if (graphs.traces_each_batch()) traced = std::move(again.graph);
   }
   found.graph = graphs.build(batch, std::move(traced));

@@ -1,6 +1,6 @@
 // DynamicGraph: what a dynamic function (JitOptions::dynamic) keeps for one batched signature — a
-// built graph per batch size, made from a template of the traced graph so that only the first two
-// batch sizes trace the function (private to libkiln, the Python bindings and the tests).
+// built graph per batch size, made from a template of the traced graph so that only the first
+// three batch sizes trace the function (private to libkiln, the Python bindings and the tests).
 //
 //   kiln::jit_detail::SignatureKey key;
 //   key.set_dynamic();
@@ -50,6 +50,8 @@ class KILN_API DynamicGraph {
   /// True once learn() succeeded: every batch size can be built (without tracing, unless
   /// traces_each_batch()).
   bool learned() const;
+  /// True once verify() confirmed the template learned from two traces against a third.
+  bool verified() const;
   /// True once a trace noted a decision from a size (Traced::size_decisions), or learn() found a
   /// view that takes part of the batch dimension at a place or size that follows the batch size
   /// (x[::2], a chunk of it): neither is linear in the batch size, and two traces cannot always
@@ -62,6 +64,12 @@ class KILN_API DynamicGraph {
   /// and what differs, when the graphs differ otherwise or a value is not linear in the batch
   /// size with an integer slope. Keeps the first template learned when threads race.
   void learn(const FuncGraph& second, int64_t batch);
+  /// After learn(): compares the first trace with `third`, traced at a third batch size, as learn()
+  /// does, and checks that every integer attribute and dimension lies on the line learned from the
+  /// first two (B * B is linear through any two batch sizes, not three; a piece of a batch of 0 or
+  /// 1 looks whole). Throws kValue naming the node where it does not; makes traces_each_batch()
+  /// true where the third trace shows a piece of the batch dimension.
+  void verify(const FuncGraph& third, int64_t batch);
   /// A new graph for `batch`: the first trace with the batch size substituted. Before learn(),
   /// only the first batch size. Throws kValue naming a node whose shape does not follow.
   FuncGraphPtr instantiate(int64_t batch) const;
@@ -74,6 +82,8 @@ class KILN_API DynamicGraph {
  private:
   struct Template;
   std::shared_ptr<const Template> template_snapshot() const;
+  // The first trace compared with `other`, traced at `batch` (learn's comparison).
+  std::shared_ptr<Template> compare(const FuncGraph& other, int64_t batch) const;
 
   FuncGraphPtr first_;
   int64_t first_batch_;
@@ -82,6 +92,7 @@ class KILN_API DynamicGraph {
   std::shared_ptr<const Template> base_;  // the first trace with no batch dependence learned
   mutable std::mutex mutex_;
   std::shared_ptr<const Template> learned_;
+  bool verified_ = false;
   bool traces_each_batch_ = false;
   std::map<int64_t, std::shared_ptr<CompiledGraph>> built_;
 };

@@ -51,7 +51,7 @@ struct Block {
 
 class DynamicJit : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(DynamicJit, TracesTwiceForEveryBatchSizeAndMatchesStaticBuilds) {
+TEST_P(DynamicJit, TracesThreeBatchSizesForEveryOtherAndMatchesStaticBuilds) {
   std::mt19937 rng(7);
   std::atomic<int> dynamic_calls{0};
   std::atomic<int> static_calls{0};
@@ -70,7 +70,7 @@ TEST_P(DynamicJit, TracesTwiceForEveryBatchSizeAndMatchesStaticBuilds) {
     expect_same_values(got[0], want[0]);
     expect_same_values(got[1], want[1]);
   }
-  EXPECT_EQ(dynamic_calls.load(), 2);  // traced at 8 and 4; 1, 3 and 0 from the template
+  EXPECT_EQ(dynamic_calls.load(), 3);  // traced at 8, 4 and 1 (verified); 3 and 0 from the template
   EXPECT_EQ(static_calls.load(), 5);
   const JitCacheInfo info = dynamic.cache_info();
   EXPECT_EQ(info.hits, 1u);    // the second call at 8
@@ -98,12 +98,13 @@ TEST(DynamicJitKey, AnInputWhoseLeadingDimensionIsNotTheBatchSizeKeepsItsShape) 
   run(2, 3);
   run(6, 3);
   run(4, 3);
-  EXPECT_EQ(calls.load(), 2);
-  run(2, 5);  // another number of rows: another signature, traced again
-  EXPECT_EQ(calls.load(), 3);
-  run(5, 5);  // rows == batch size: m is batched too, another signature
+  run(7, 3);
+  EXPECT_EQ(calls.load(), 3);  // 2, 6 and 4 (the template verified); 7 from it
+  run(2, 5);                   // another number of rows: another signature, traced again
   EXPECT_EQ(calls.load(), 4);
-  EXPECT_EQ(f.cache_info().size, 5u);
+  run(5, 5);  // rows == batch size: m is batched too, another signature
+  EXPECT_EQ(calls.load(), 5);
+  EXPECT_EQ(f.cache_info().size, 6u);
 }
 
 TEST(DynamicJitKey, ABatchOfOneAndAnEmptyBatchWork) {
@@ -116,12 +117,12 @@ TEST(DynamicJitKey, ABatchOfOneAndAnEmptyBatchWork) {
       },
       options_for("kiln_cpu", true));
   const Tensor row = random_input(rng, {3});  // its leading dimension is not the batch size
-  for (int64_t b : {1, 0, 2, 0, 1}) {
+  for (int64_t b : {1, 0, 2, 0, 1, 5}) {
     SCOPED_TRACE("batch size " + std::to_string(b));
     const Tensor x = random_input(rng, {b, 3});
     expect_same_values(f({x, row})[0], exp(x) * 2.0 + row);
   }
-  EXPECT_EQ(calls.load(), 2);
+  EXPECT_EQ(calls.load(), 3);  // 1, 0 and 2; 5 from the template
   EXPECT_EQ(f.cache_info().hits, 2u);
 }
 
@@ -207,21 +208,35 @@ TEST(DynamicJitErrors, AConstantComputedFromTheBatchSizeNamesItsNode) {
   expect_same_values(fixed({x})[0], x / 2.0);
 }
 
-TEST(DynamicJitErrors, AnAttributeThatIsNotLinearFailsWhereItStopsFitting) {
+TEST(DynamicJitErrors, AnAttributeThatIsNotLinearFailsAtTheThirdBatchSize) {
   std::mt19937 rng(9);
-  // Reshape to [B * B]: linear through the two traced batch sizes (64 and 16: 12 per batch
-  // size), wrong at any other, where the Reshape's element count does not match.
-  JitFunction f = jit(
-      [](const std::vector<Tensor>& in) {
-        const int64_t b = in[0].shape()[0];
-        return std::vector<Tensor>{reshape(matmul(in[0], transpose(in[0], 0, 1)), {b * b})};
-      },
-      options_for("kiln_cpu", true), "squared");
-  f({random_input(rng, {8, 2})});
-  f({random_input(rng, {4, 2})});
-  expect_error([&] { f({random_input(rng, {3, 2})}); }, ErrorKind::kValue,
-               "graph \"squared\" instantiated at batch size 3");
-  expect_error([&] { f({random_input(rng, {3, 2})}); }, ErrorKind::kValue, "Reshape");
+  // [B * B]: linear through the first two batch sizes (64 and 16: 12 per batch size), not
+  // through a third. A factory's size decides its shape alone: no inferred shape disagreed, and
+  // batch size 3 gave 7 rows.
+  for (const bool factory : {false, true}) {
+    SCOPED_TRACE(factory ? "full" : "reshape");
+    JitFunction f = jit(
+        [&](const std::vector<Tensor>& in) {
+          const int64_t b = in[0].shape()[0];
+          if (factory) return std::vector<Tensor>{full({b * b, 2}, 1.0) + sum(in[0])};
+          return std::vector<Tensor>{reshape(matmul(in[0], transpose(in[0], 0, 1)), {b * b})};
+        },
+        options_for("kiln_cpu", true), "squared");
+    f({random_input(rng, {8, 2})});
+    f({random_input(rng, {4, 2})});
+    for (int i = 0; i < 2; ++i) {  // the same error each time: nothing was kept
+      expect_error(
+          [&] {
+            f({random_input(rng, {3, 2})});
+          },
+          ErrorKind::kValue, "graph \"squared\" does not follow the batch size: ");
+      expect_error(
+          [&] {
+            f({random_input(rng, {3, 2})});
+          },
+          ErrorKind::kValue, "linear through batch sizes 8 and 4 but not at 3");
+    }
+  }
 }
 
 TEST(DynamicJitErrors, AShapeThatStopsFollowingTheBatchSizeNamesItsNode) {
