@@ -107,7 +107,8 @@ std::array<Tensor, 2> extremum_grads(const Tensor& a, const Tensor& b, const Ten
   X(add, Add, kPromote, B::kAdd, wrapping_add(a, b), kNone, KILN_BOTH(g, g),                      \
     "a + b (bool + bool is logical or; integers wrap around)")                                    \
   X(sub, Sub, kPromoteNoBool, B::kSub, wrapping_sub(a, b), kNone, KILN_BOTH(g, -g),               \
-    "a - b (bool operands are a DTypeError; use logical_xor)")                                    \
+    "a - b (bool - bool is a DTypeError, as in NumPy: use logical_xor; a bool beside a number "   \
+    "promotes, so 1 - mask is int64)")                                                            \
   X(mul, Mul, kPromote, B::kMul, wrapping_mul(a, b), kNone, KILN_BOTH(g* b, g* a),                \
     "a * b (bool * bool is logical and; integers wrap around)")                                   \
   X(div, Div, kFloating, B::kDiv, a / b, kNone, div_grads(b, y, g, n),                            \

@@ -716,6 +716,13 @@ def test_bool_arithmetic_that_numpy_rejects(name):
     with raises(kiln.DTypeError, match="expected numeric operands, got bool and bool"):
         getattr(M, name)(flags, flags)
     assert_close(M.add(flags, flags), np.array([True, False]))
+    # A bool beside a number promotes, as in NumPy (PyTorch refuses it for sub): 1 - mask.
+    mixed = getattr(M, name)(flags, kiln.tensor([1, 2], dtype=kiln.int8))
+    expected = getattr(np, {"sub": "subtract"}.get(name, name if name != "pow" else "power"))(
+        np.array([True, False]), np.array([1, 2], np.int8))
+    assert mixed.dtype == kiln.int8
+    assert_close(mixed, expected)
+    assert (1 - flags).tolist() == [0, 1] and (1 - flags).dtype == kiln.int64
 
 
 @pytest.mark.parametrize("dtype", INT_DTYPES, ids=str)
