@@ -405,8 +405,13 @@ std::vector<simd::ScalarSteps<T>> scalar_steps(const std::vector<FoldPlan>& plan
 // by what eager's roundings add (much, relatively, where a later op cancels), as a fused 16-bit
 // kernel of PyTorch's inductor does. Ops whose result jumps at a boundary (floor, sign, remainder,
 // ...) would land a whole unit away from eager's on an unrounded operand, so kiln_cpu keeps them
-// out of 16-bit groups (ElementwiseFusion's `jumps`). float32 and float64 programs keep eager's
-// bits.
+// out of 16-bit groups (ElementwiseFusion's `jumps`). That keeps a jump inside a group from
+// widening the difference; it cannot make a group's once-rounded result equal eager's: where the
+// two lie on either side of a boundary, an op after the group still jumps (floor(h * 10 - 1) of
+// float16 0.1: eager rounds h * 10 to 1 and gives 0, the group's -0.000244 gives -1), and so do
+// ops with a domain edge inside the group (sqrt or log of that value: 0 or -inf against NaN; a
+// negative base to an exponent eager rounds to a whole number). float32 and float64 programs keep
+// eager's bits.
 
 // Runs the program on tiles of T (float32 or float64) over inputs and an output stored as S: T
 // itself, or a 16-bit float for T = float (Note [16-bit programs]).

@@ -43,8 +43,9 @@ const CNode* as_op(const NodePtr& n) {
 // Whether an instruction's result jumps where an operand crosses a boundary. A 16-bit group hands
 // its instructions unrounded float32 operands (Note [16-bit programs] in
 // src/ops/fused_elementwise.cc), which could put such a result a whole unit away from eager's
-// (floor(x * 10) of float16 0.1: 0 against 1), so these stay out of 16-bit groups and run on
-// operands rounded as in eager.
+// (floor(x * 10) of float16 0.1: 0 against 1), so these stay out of 16-bit groups. Their operand
+// may still be a group's result, rounded once rather than after every op as eager's (see the
+// Note for what remains).
 bool jumps(const std::string& instruction) {
   return instruction == "Floor" || instruction == "Ceil" || instruction == "Round" ||
          instruction == "Sign" || instruction == "FloorDivide" || instruction == "Remainder" ||
