@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import assert_close, raises
+from conftest import EXAMPLES_DIR, assert_close, raises
 
 mint = kiln.mint
 
@@ -25,6 +25,45 @@ def test_add3_matches_numpy(example_ops, rng, shape):
     x, y, z = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
     assert_close(example_ops.add3(t(x), t(y), t(z)), x + y + z)
     assert_close(example_ops.add3(t(x), z=t(z), y=t(y)), x + y + z)
+
+
+@pytest.mark.parametrize("view", [lambda a: a.T, lambda a: a[:, ::2],
+                                  lambda a: a[:1].expand([4, 6])],
+                         ids=["transposed", "sliced", "broadcast"])
+def test_add3_reads_strided_inputs_by_their_strides(example_ops, rng, view):
+    # A kernel gets the tensors as passed: reading data<float>() linearly gave the storage order.
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    y = view(t(x))
+    other = t(rng.standard_normal(y.shape).astype(np.float32))
+    assert_close(example_ops.add3(y, other, y), y.numpy() * 2 + other.numpy())
+
+
+def test_add3_writes_a_strided_out_by_its_strides(tmp_path, extension_cache, rng):
+    # CustomAdd3 run with an output view, as code reusing the example's runner may do.
+    source = tmp_path / "add3_into.cpp"
+    source.write_text("""\
+#include "add3.cpp"
+void add3_into(const kiln::Tensor& x, const kiln::Tensor& y, const kiln::Tensor& z,
+               const kiln::Tensor& out) {
+  std::make_shared<CustomAdd3>("Add3")->Run({x, y, z}, {out});
+}
+KILN_EXTENSION(m) { m.def("add3_into", &add3_into, {"x", "y", "z", "out"}); }
+""")
+    ops = kiln.ops.CustomOpBuilder("add3_into", [source], include_paths=[EXAMPLES_DIR],
+                                   build_dir=extension_cache, debug=True).load()
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    base = mint.zeros([3, 2])
+    ops.add3_into(t(x), t(x), t(x), base.T)
+    assert_close(base, 3 * x.T)
+
+
+def test_add3_refuses_inputs_of_different_shapes(example_ops):
+    # The kernel reads x.numel() elements of each input: a smaller y or z was read past its end.
+    with raises(kiln.ShapeError, match=r"add3: expected x, y and z of one shape, got \[1048576\], "
+                                       r"\[1\] and \[1\]"):
+        example_ops.add3(mint.ones([1 << 20]), mint.zeros([1]), mint.zeros([1]))
+    with raises(kiln.ShapeError, match=r"got \[2, 3\], \[2, 3\] and \[3, 2\]"):
+        example_ops.add3(mint.ones([2, 3]), mint.ones([2, 3]), mint.ones([3, 2]))
 
 
 def test_functions_describe_themselves(example_ops, example_ops_builder):
@@ -151,6 +190,15 @@ def test_def_op_registers_an_op_like_a_builtin(example_ops, rng):
         example_ops.row_moments(kiln.tensor([[1, 2]]))
     with raises(TypeError, match="argument 'correction' .* must be int, not str"):
         example_ops.row_moments(t(x), correction="1")
+
+
+@pytest.mark.parametrize("describe", [kiln.ops.op_signature, kiln.ops.op_doc,
+                                      kiln.ops.op_gradient], ids=lambda f: f.__name__)
+def test_registry_queries_name_a_wrong_argument_type(describe):
+    # Not nanobind's "op_signature(): incompatible function arguments".
+    with raises(kiln.KilnTypeError, match=rf"{describe.__name__}: name must be a str \(an op's "
+                                          r"name, as list_ops\(\) gives them\), got int 1"):
+        describe(1)
 
 
 @pytest.mark.parametrize("mode", ["sync", "2stage", "4stage"])

@@ -123,6 +123,37 @@ def test_edits_to_sources_and_headers_rebuild_in_the_same_process(tmp_path):
     assert kiln.ops.op_doc("BuilderProbe") == "probe version 1"
 
 
+@pytest.mark.parametrize("cflags", [["-Iinc"], ["-include", "inc/value.h"]],
+                         ids=["joined", "separate"])
+def test_relative_paths_in_cflags_are_resolved_in_the_working_directory(tmp_path, monkeypatch,
+                                                                         cflags):
+    # The same flags in another folder name other headers: that is another build, not a hit.
+    source = write(tmp_path / "value.cpp", """\
+        #include <kiln/extension.h>
+        #ifndef VALUE
+        #include "value.h"
+        #endif
+        kiln::Tensor value() { return kiln::Tensor::scalar(int64_t{VALUE}); }
+        KILN_EXTENSION(m) { m.def("value", &value); }
+    """)
+    for folder, value in (("a", 1), ("b", 2)):
+        write(private_dir(tmp_path / folder / "inc") / "value.h", f"#define VALUE {value}\n")
+    root = private_dir(tmp_path / "cache")
+
+    def load_in(folder):
+        monkeypatch.chdir(tmp_path / folder)
+        builder = kiln.ops.CustomOpBuilder("relative_flags", [source], cflags=cflags,
+                                           build_dir=root, debug=True)
+        return builder, builder.load()
+
+    builder, ops = load_in("a")
+    assert builder.compiled and ops.value().item() == 1
+    builder, ops = load_in("b")
+    assert builder.compiled and ops.value().item() == 2
+    builder, ops = load_in("a")
+    assert not builder.compiled and ops.value().item() == 1
+
+
 def test_two_concurrent_builders_compile_once_and_both_load(tmp_path, tiny_source):
     root = private_dir(tmp_path / "cache")
     code = f"""

@@ -40,6 +40,37 @@ def _string_list(value, what):
         raise TypeError(f"{what}: expected a list of strings, got {type(value).__name__}") from None
 
 
+# Compiler options whose argument is a file or folder, joined ("-Iinc") or separate ("-I", "inc").
+_PATH_OPTIONS = ("-isystem", "-iquote", "-idirafter", "-include", "-imacros", "-I")
+
+
+def _absolute_flag_paths(flags):
+    """``flags`` with the relative path of each of _PATH_OPTIONS made absolute against the working
+    directory: the compiler resolves them there, so the same flags in another folder read other
+    headers, which the key (flags as text) and the manifest (headers recorded as absolute paths)
+    would not tell apart. A path starting with "=" or "$SYSROOT" (under the sysroot) is kept."""
+    resolved = []
+    option = None  # the option whose separate argument comes next
+    for flag in flags:
+        if option is not None:
+            resolved.append(_absolute_path(flag))
+            option = None
+            continue
+        option = next((o for o in _PATH_OPTIONS if flag.startswith(o)), None)
+        if option is None or flag == option:
+            resolved.append(flag)
+        else:
+            # "-I-" and clang's "-include-pch" or "-isystem-after" are other options.
+            joined = flag[len(option):]
+            resolved.append(flag if joined.startswith("-") else option + _absolute_path(joined))
+            option = None
+    return resolved
+
+
+def _absolute_path(path):
+    return path if path.startswith(("=", "$SYSROOT")) else os.path.abspath(path)
+
+
 def _library_dir():
     """The folder holding libkiln.so (the package folder, in a wheel and in a development
     build alike)."""
@@ -55,6 +86,14 @@ class CustomOpBuilder:
     (default ``$KILN_EXTENSION_DIR`` or ``~/.cache/kiln/extensions``); ``debug`` builds with
     ``-O0 -g`` instead of ``-O2``; ``verbose`` prints every command. The compiler is ``$CXX`` or
     ``c++``.
+
+    Relative paths are resolved against the working directory when the builder is made: the
+    sources, ``include_paths`` and the paths in ``cflags`` of ``-I``, ``-isystem``, ``-iquote``,
+    ``-idirafter``, ``-include`` and ``-imacros`` (joined, ``-Iinc``, or separate, ``-I inc``), so
+    ``cflags=["-Iinc"]`` in another folder is another build that reads that folder's ``inc``, never
+    the cached build of the first. Other relative paths in ``cflags`` (``-fprofile-use=...``) are
+    passed as written, and the cache cannot tell their files apart across folders: make them
+    absolute.
 
     ``build()`` returns the library's path, compiling only when the cache has no build of these
     sources, the headers they include, these flags, this compiler and this Kiln ABI;
@@ -76,7 +115,7 @@ class CustomOpBuilder:
         self.backend = backend.upper()
         self.include_paths = [os.path.abspath(p) for p in _string_list(include_paths,
                                                                         "include_paths")]
-        self.cflags = _string_list(cflags, "cflags")
+        self.cflags = _absolute_flag_paths(_string_list(cflags, "cflags"))
         self.ldflags = _string_list(ldflags, "ldflags")
         self.build_dir = os.path.abspath(os.fspath(build_dir)) if build_dir is not None else None
         self.debug = bool(debug)
