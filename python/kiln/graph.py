@@ -127,7 +127,8 @@ def register_custom_pass(pass_name, plugin_so_path, backend="all", stage="pre_fu
     ``pass_name`` for jit builds on ``backend`` ("all" or a backend's name) in ``stage``, ordered
     by ``priority`` (lower first). Raises KilnError saying what went wrong."""
     fn = "register_custom_pass"
-    _C.graph.register_custom_pass(_text(pass_name, "pass_name", fn), _os.fspath(plugin_so_path),
+    _C.graph.register_custom_pass(_text(pass_name, "pass_name", fn),
+                                  _path(plugin_so_path, "plugin_so_path", fn),
                                   _text(backend, "backend", fn), _text(stage, "stage", fn),
                                   _priority(priority, fn))
 
@@ -214,13 +215,23 @@ def verify_pass(name, *, trials=100, seed=0):
 def register_custom_backend(name, path):
     """Loads the backend plugin at ``path`` (str or path-like) and registers its backend
     ``name``."""
-    _C.graph.register_custom_backend(name, _os.fspath(path))
+    fn = "register_custom_backend"
+    _C.graph.register_custom_backend(_text(name, "name", fn), _path(path, "path", fn))
 
 
 def _text(value, what, fn):
     if not isinstance(value, str):
         raise _KilnTypeError(f"{fn}: {what} must be a str, got {type(value).__name__} {value!r}")
     return value
+
+
+def _path(value, what, fn):
+    """``value``, a str or a path-like giving one, as a str (the C++ side takes no bytes)."""
+    path = _os.fspath(value) if isinstance(value, (str, _os.PathLike)) else None
+    if not isinstance(path, str):
+        raise _KilnTypeError(f"{fn}: {what} must be a str or path-like, got "
+                             f"{type(value).__name__} {value!r}")
+    return path
 
 
 def _priority(value, fn):

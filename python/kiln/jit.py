@@ -112,6 +112,15 @@ class JitFunction(_C.jit.JitFunction):
             if not isinstance(flag, bool) and flag not in (0, 1):  # dynamic="false" is no False
                 raise KilnTypeError(f"kiln.jit: expected {name} to be True or False, got "
                                     f"{flag!r}")
+        for name, value, expected in (("backend", backend, "a backend's name"),
+                                      ("jit_level", jit_level, '"O0", "O1" or "O2"'),
+                                      ("capture_mode", capture_mode, '"trace"')):
+            if not isinstance(value, str):
+                raise KilnTypeError(f"kiln.jit: expected {name} to be a str ({expected}), got "
+                                    f"{type(value).__name__} {value!r}")
+        if dump_ir is not None and not isinstance(dump_ir, (str, os.PathLike)):
+            raise KilnTypeError(f"kiln.jit: expected dump_ir to be a folder (a str or path-like) "
+                                f"or None, got {type(dump_ir).__name__} {dump_ir!r}")
         super().__init__(fn, _call_traced, [], _parameter_names(fn),
                          getattr(fn, "__qualname__", getattr(fn, "__name__", "jit")), backend,
                          jit_level, capture_mode, bool(dynamic), bool(fullgraph),

@@ -5,6 +5,7 @@ backend, failing backends, bad options)."""
 
 import collections
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -499,6 +500,21 @@ def test_options_are_checked():
     assert kiln.jit(lambda x: x * 2, dynamic=np.True_)(t([1.0])).tolist() == [2.0]
 
 
+@pytest.mark.parametrize("option, value, message", [
+    ("backend", None, "expected backend to be a str (a backend's name), got NoneType None"),
+    ("jit_level", 1, 'expected jit_level to be a str ("O0", "O1" or "O2"), got int 1'),
+    ("capture_mode", None, 'expected capture_mode to be a str ("trace"), got NoneType None'),
+    ("dump_ir", b"ir", "expected dump_ir to be a folder (a str or path-like) or None, got bytes "
+                       "b'ir'"),
+], ids=["backend", "jit_level", "capture_mode", "dump_ir"])
+def test_options_of_the_wrong_type_are_named(option, value, message):
+    # They reached the C++ constructor: nanobind's "__init__(): incompatible function arguments".
+    with raises(kiln.KilnTypeError, match=re.escape(f"kiln.jit: {message}")):
+        kiln.jit(lambda x: x, **{option: value})
+    with raises(kiln.KilnTypeError, match=re.escape(message)):
+        kiln.jit(**{option: value})(lambda x: x)
+
+
 def test_a_memory_plan_covers_every_part_or_is_refused():
     # Partitioned between a plugin backend that plans nothing and kiln_cpu: kiln_cpu's plan alone
     # would understate the graph's memory.
@@ -538,6 +554,13 @@ def test_graph_module_registers_and_lists_backends(tmp_path):
     (tmp_path / "text.so").write_text("not a library")
     with raises(kiln.KilnValueError, match="not a shared library"):
         kiln.graph.register_custom_backend("x", tmp_path / "text.so")
+    # Not nanobind's "register_custom_backend(): incompatible function arguments".
+    with raises(kiln.KilnTypeError, match="register_custom_backend: name must be a str, got int 1"):
+        kiln.graph.register_custom_backend(1, tmp_path / "text.so")
+    for path, shown in ((3, "int 3"), (b"text.so", "bytes b'text.so'")):
+        with raises(kiln.KilnTypeError, match=re.escape(
+                f"register_custom_backend: path must be a str or path-like, got {shown}")):
+            kiln.graph.register_custom_backend("x", path)
 
 
 def test_the_custom_backend_examples_run():

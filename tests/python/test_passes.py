@@ -116,6 +116,9 @@ def test_every_registration_error_says_why(tmp_path, seed_plugin, broken_plugins
     with raises(kiln.KilnValueError,
                 match="unknown backend 'nope'; registered backends: .*'kiln_cpu'"):
         kiln.graph.register_custom_pass("AddNegFusionPass", seed_plugin, backend="nope")
+    with raises(kiln.KilnTypeError, match="register_custom_pass: plugin_so_path must be a str or "
+                                          "path-like, got bytes b'my_passes.so'"):
+        kiln.graph.register_custom_pass("AddNegFusionPass", b"my_passes.so")
     assert kiln.graph.list_passes() == before
 
     kiln.graph.register_custom_pass("AddNegFusionPass", str(seed_plugin), backend="reference",
