@@ -259,6 +259,9 @@ class KILN_API OpRegistry {
 
   /// Adds `def`; throws kValue when the name is taken or the def has no infer function.
   OpRegistration add(OpDef def);
+  /// Adds `def` itself (not a copy), so that holders of the pointer hold the registered op, also
+  /// after it is removed and added again (an extension's ops after a failed reload).
+  OpRegistration add(OpDefPtr def);
   /// Removes an op (used by OpRegistration); unknown names are ignored.
   void remove(const std::string& name);
   /// The op, or null.

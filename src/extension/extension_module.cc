@@ -47,11 +47,10 @@ struct ExtensionModule::State {
     KILN_CHECK_VALUE(!taken) << "extension '" << name << "' defines '" << py_name << "' twice";
   }
 
+  // The same OpDef objects at every activation: the Python functions bound to them stay the
+  // registered ops when a failed reload brings this build back.
   void register_ops() {
-    for (auto& [py_name, def] : ops) {
-      registrations.push_back(OpRegistry::Instance().add(*def));
-      def = OpRegistry::Instance().get(def->name());
-    }
+    for (const auto& [py_name, def] : ops) registrations.push_back(OpRegistry::Instance().add(def));
   }
   void release_ops() { registrations.clear(); }
 };

@@ -24,13 +24,17 @@ OpRegistry& OpRegistry::Instance() {
 }
 
 OpRegistration OpRegistry::add(OpDef def) {
-  KILN_CHECK_VALUE(!def.name().empty()) << "cannot register an op without a name";
-  KILN_CHECK_VALUE(def.infer_fn() != nullptr)
-      << "cannot register op '" << def.name() << "': it has no infer function";
+  return add(std::make_shared<const OpDef>(std::move(def)));
+}
+
+OpRegistration OpRegistry::add(OpDefPtr def) {
+  KILN_CHECK_VALUE(def != nullptr) << "cannot register a null op";
+  KILN_CHECK_VALUE(!def->name().empty()) << "cannot register an op without a name";
+  KILN_CHECK_VALUE(def->infer_fn() != nullptr)
+      << "cannot register op '" << def->name() << "': it has no infer function";
   std::unique_lock<std::shared_mutex> lock(state_->mutex);
-  std::string name = def.name();
-  const bool inserted =
-      state_->ops.emplace(name, std::make_shared<const OpDef>(std::move(def))).second;
+  std::string name = def->name();
+  const bool inserted = state_->ops.emplace(name, std::move(def)).second;
   KILN_CHECK_VALUE(inserted) << "op '" << name << "' is already registered";
   state_->generation.fetch_add(1, std::memory_order_release);
   return OpRegistration(OpRegistration::Adopt{}, std::move(name));

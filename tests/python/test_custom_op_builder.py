@@ -123,6 +123,41 @@ def test_edits_to_sources_and_headers_rebuild_in_the_same_process(tmp_path):
     assert kiln.ops.op_doc("BuilderProbe") == "probe version 1"
 
 
+def test_a_reload_that_fails_on_a_taken_op_name_leaves_the_loaded_ops_working(tmp_path):
+    # The old build's ops came back as copies, not the OpDefs its Python functions hold: jitted
+    # calls then failed with "not the registered op of that name", even after undoing the edit.
+    source_text = """\
+        #include <kiln/extension.h>
+        #include <kiln/op.h>
+        KILN_EXTENSION(m) {
+          m.def_op(kiln::OpDef("ReloadProbe").input("x")
+                       .infer([](const kiln::InferContext& c) { return kiln::MetaList{c.input(0)}; })
+                       .kernel(kiln::DeviceType::kCPU, [](kiln::KernelContext& k) {
+                         kiln::copy_into(k.outputs[0], k.inputs[0]);
+                       }));
+          EXTRA
+        }
+    """
+    taken = ('m.def_op(kiln::OpDef("Mul").input("x").infer([](const kiln::InferContext& c) '
+             '{ return kiln::MetaList{c.input(0)}; }));')
+    source = tmp_path / "probe.cpp"
+    write(source, textwrap.dedent(source_text).replace("EXTRA", ""))
+    builder = kiln.ops.CustomOpBuilder("reload_probe", [source],
+                                       build_dir=private_dir(tmp_path / "cache"))
+    module = builder.load()
+    x = kiln.tensor([1.0, 2.0])
+    twice = kiln.jit(lambda v: module.reload_probe(v) * 2)
+    assert twice(x).tolist() == [2.0, 4.0]
+    write(source, textwrap.dedent(source_text).replace("EXTRA", taken))
+    with pytest.raises(kiln.KilnValueError, match="op 'Mul' is already registered"):
+        builder.load()
+    twice.clear_cache()  # built again from the registry
+    assert twice(x).tolist() == [2.0, 4.0]
+    assert kiln.jit(lambda v: module.reload_probe(v) + 1)(x).tolist() == [2.0, 3.0]
+    write(source, textwrap.dedent(source_text).replace("EXTRA", ""))
+    assert builder.load() is module
+
+
 @pytest.mark.parametrize("cflags", [["-Iinc"], ["-include", "inc/value.h"]],
                          ids=["joined", "separate"])
 def test_relative_paths_in_cflags_are_resolved_in_the_working_directory(tmp_path, monkeypatch,
