@@ -120,7 +120,9 @@ def _index_tensor(arr, xdim, size):
                                  f"{size}")
     if isinstance(arr, Tensor) and arr.dtype in _INDEX_DTYPES:
         return arr
-    return _C.from_numpy(np.require(values, np.int64, ["C", "W"]))  # a read-only one copied
+    # Always a copy: the caller may change the array while the op is queued (an epoch's
+    # permutation shuffled in place), and NumPy and PyTorch read an index at the call.
+    return _C.from_numpy(np.array(values, dtype=np.int64, order="C"))
 
 
 def _resolve(x, key):

@@ -465,3 +465,18 @@ def test_mint_index_helpers_directly(base):
     y = kiln.tensor(np.zeros(3, np.float32))
     helpers._copy_into(y, 2)
     assert_close(y, np.full(3, 2, np.float32))
+
+
+def test_a_numpy_index_is_read_at_the_call():
+    # An int64 array was shared with the queued op, so shuffling it in place for the next epoch
+    # changed the rows of this one (in the 2stage and 4stage pipelines).
+    x = kiln.tensor(np.arange(8, dtype=np.float32) * 10)
+    target = kiln.tensor(np.zeros(8, dtype=np.float32))
+    rows = np.array([1, 2, 3])
+    busy = kiln.mint.exp(kiln.mint.exp(kiln.mint.ones(1 << 18)))  # keeps the workers behind
+    taken = x[rows]
+    target[rows] = 5.0
+    rows[:] = 7
+    assert taken.tolist() == [10.0, 20.0, 30.0]
+    assert target.tolist() == [0.0, 5.0, 5.0, 5.0, 0.0, 0.0, 0.0, 0.0]
+    assert busy.shape == (1 << 18,)
