@@ -465,8 +465,13 @@ def _differentiate(fn, grad_position, weights, has_aux, args):
                 args[p] = a
             targets.append(a)
     weight_list = wts[1] if wts is not None else []
-    with enable_grad():
-        value = fn(*args)
+    # A kiln.jit function called by fn refuses to run: its results carry no gradient.
+    outer = _C.jit._set_differentiating(True)
+    try:
+        with enable_grad():
+            value = fn(*args)
+    finally:
+        _C.jit._set_differentiating(outer)
     outputs = list(value) if isinstance(value, (tuple, list)) else [value]
     _check_outputs(value, outputs, has_aux)
     differentiated = outputs[:1] if has_aux else outputs

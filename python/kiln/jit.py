@@ -24,6 +24,13 @@ numbers, strings, None, other objects by equality or identity) and the layout of
 and dicts of them; any argument may be such a nesting, and so may the result. Functions defined
 in a class work as methods (``self`` is a constant of the signature).
 
+A jitted function's results carry no gradient: they are values, not recorded ops (an input
+returned as it is comes back as a new handle without its gradient state). Differentiate inside
+the jitted function -- ``kiln.jit(kiln.grad(f))``, or a jitted training step that calls
+``kiln.grad`` and the optimizer; a jitted function called inside ``kiln.grad`` /
+``value_and_grad`` raises KilnValueError (its gradients would be zeros), and ``backward()`` on a
+result says it does not require grad.
+
 Because tracers have no data, Python control flow on their values cannot be traced: ``if t > 0:``,
 ``float(t)``, ``t.item()`` or ``t.numpy()`` raise a KilnError that names the file and line and
 suggests ``kiln.mint.where``. Tensors the function reads from elsewhere (globals, attributes of

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bindings.h"
@@ -22,6 +23,7 @@
 #include "jit/dynamic_graph.h"
 #include "jit/graph_cache.h"
 #include "jit/trace.h"
+#include "kiln/autograd.h"
 #include "kiln/jit.h"
 
 namespace kiln::py {
@@ -40,6 +42,10 @@ enum Tag : int64_t {
   kNamedTuple,
   kToken,
 };
+
+// Set on this thread while kiln.grad / value_and_grad runs the function it differentiates, which
+// cannot differentiate a jitted call inside (Note [Results carry no gradient]).
+thread_local bool t_differentiating = false;
 
 bool is_namedtuple(PyObject* o) {
   return PyTuple_Check(o) && !PyTuple_CheckExact(o) &&
@@ -143,6 +149,11 @@ class JitFunctionObject {
     if (Trace::active()) {  // part of the enclosing trace
       return nb::steal(PyObject_Call(fn_.ptr(), args.ptr(), kwargs.ptr()));
     }
+    KILN_CHECK_VALUE(!t_differentiating || !autograd::is_grad_enabled())
+        << "kiln.jit: " << name_ << " was called inside kiln.grad / value_and_grad, which cannot "
+        << "differentiate it: a jitted function's results carry no gradient (the gradients would "
+        << "be zeros). Differentiate inside the jitted function instead: kiln.jit(kiln.grad(f)), "
+        << "or jit the whole training step";
     std::vector<Tensor> inputs;
     const jit_detail::Lookup found = lookup(args, kwargs, inputs);
     std::vector<Tensor> outputs;
@@ -444,6 +455,9 @@ void bind_jit(nb::module_& m) {
       .def_prop_ro("jit_level", [](const JitFunctionObject& f) { return f.options().jit_level; })
       .def_prop_ro("debug", [](const JitFunctionObject& f) { return f.options().debug; });
   jit.def("is_tracing", &is_tracing, "True while this thread traces a function.");
+  jit.def(
+      "_set_differentiating", [](bool on) { return std::exchange(t_differentiating, on); }, "on"_a,
+      "Marks this thread as running a function kiln.grad differentiates; returns the old mark.");
   jit.def("is_tracer", &is_tracer, "t"_a, "True for a tensor of the trace running on this thread.");
   jit.def("note_size_decision", &note_size_decision,
           "Tells the trace running on this thread that the function decided something from a "

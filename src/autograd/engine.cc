@@ -62,7 +62,9 @@ void run_graph(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gr
     roots.push_back(gradient_edge(outputs[i]));
     KILN_CHECK_VALUE(roots.back().valid())
         << what << ": output " << i << " does not require grad (no input of the ops that made "
-        << "it requires grad, or it was computed with grad mode off)";
+        << "it requires grad, it was computed with grad mode off, or it is a result of a kiln.jit "
+        << "function, which carries no gradient: differentiate inside it, "
+        << "kiln.jit(kiln.grad(f)))";
   }
   const std::vector<Tensor> root_grads = root_gradients(outputs, grad_outputs, what);
 

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "jit/dump.h"
+#include "kiln/autograd.h"
 
 namespace kiln::jit_detail {
 
@@ -232,7 +233,24 @@ void check_results(const std::string& backend, const std::vector<Tensor>& result
 
 }  // namespace
 
+// Note [Results carry no gradient]
+// A compiled graph's results are values, not recorded ops: differentiating happens inside the
+// traced function (kiln.jit(kiln.grad(f))). So a run records nothing, even on a backend that runs
+// ops one by one through call_op (reference: it ignored the function's own detach() and no_grad,
+// and gave wrong gradients), and an output that is an input comes back as a new handle on its
+// memory without the input's gradient state (return x.detach() came back as x, tracking).
 void CompiledGraph::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) const {
+  autograd::NoGradGuard no_grad;
+  run_steps(inputs, outputs);
+  for (Tensor& out : *outputs) {
+    const bool is_input = std::any_of(inputs.begin(), inputs.end(),
+                                      [&](const Tensor& in) { return in.is_same(out); });
+    if (is_input) out = autograd::detach(out);
+  }
+}
+
+void CompiledGraph::run_steps(const std::vector<Tensor>& inputs,
+                              std::vector<Tensor>* outputs) const {
   BackendManager& manager = BackendManager::Instance();
   if (direct_) {
     manager.Run(steps_[0].backend, steps_[0].id, inputs, outputs);

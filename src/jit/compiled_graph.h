@@ -42,7 +42,8 @@ class KILN_API CompiledGraph {
   CompiledGraph& operator=(const CompiledGraph&) = delete;
 
   /// Runs the parts in order on `inputs` (one per parameter of the traced graph) and replaces
-  /// *outputs with the traced graph's outputs. Backend failures name the backend and the graph.
+  /// *outputs with the traced graph's outputs, recording no autograd (Note [Results carry no
+  /// gradient]). Backend failures name the backend and the graph.
   void run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) const;
 
   /// The graph after the passes, as the backends received it (before partitioning).
@@ -69,6 +70,7 @@ class KILN_API CompiledGraph {
   };
   CompiledGraph() = default;
   void plan();
+  void run_steps(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) const;
 
   bool ops_current() const;
   bool passes_current() const;

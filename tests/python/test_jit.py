@@ -574,3 +574,37 @@ def test_the_custom_backend_examples_run():
     assert out.count("[my_custom_backend] Run id") == 2
     assert '[elementwise_backend] Build graph "mlp.part1": Add Relu Mul' in out
     assert "01_part0_kiln_cpu" in out and "MatMul" in out
+
+
+@pytest.mark.parametrize("backend", ["kiln_cpu", "reference"])
+def test_results_carry_no_gradient_and_keep_the_functions_own_detach(backend):
+    # The reference backend recorded autograd while it ran the graph op by op, ignoring the
+    # function's no_grad and detach(): backward() then gave [5, 16, 33] instead of failing.
+    def f(x):
+        with kiln.no_grad():
+            y = x * x
+        return (y * x).sum() + (x.detach() * x).sum()
+
+    x = kiln.tensor([1.0, 2.0, 3.0]).requires_grad_()
+    result = kiln.jit(f, backend=backend)(x)
+    assert not result.requires_grad
+    assert result.item() == f(x).item()
+    # An output that is an input comes back without the input's gradient state.
+    same = kiln.jit(lambda v: v.detach(), backend=backend)(x)
+    assert not same.requires_grad and same.tolist() == [1.0, 2.0, 3.0]
+    with raises(kiln.KilnValueError, match="result of a kiln.jit function, which carries no "
+                                           "gradient"):
+        (same * 5).sum().backward()
+    assert x.grad is None
+
+
+def test_kiln_grad_refuses_to_differentiate_through_a_jitted_call():
+    # It gave zeros: a jitted function's results carry no gradient.
+    jitted = kiln.jit(lambda x: mint.sin(x) * 2)
+    x = kiln.tensor([0.0, 1.0])
+    with raises(kiln.KilnValueError, match="<lambda> was called inside kiln.grad / "
+                                           r"value_and_grad.*kiln.jit\(kiln.grad\(f\)\)"):
+        kiln.grad(lambda v: mint.sum(jitted(v)))(x)
+    inside = kiln.jit(kiln.grad(lambda v: mint.sum(mint.sin(v) * 2)))  # the way to do it
+    np.testing.assert_allclose(inside(x).numpy(), 2 * np.cos([0.0, 1.0]), rtol=1e-6)
+    assert jitted(x).tolist() == (mint.sin(x) * 2).tolist()  # outside kiln.grad it runs
