@@ -151,7 +151,9 @@ class JitFunction(_C.jit.JitFunction):
         return PassReport._from_c(*self._pass_report())
 
     def __repr__(self):
-        return f"<kiln.jit of {self.__qualname__} on backend {self.backend!r}>"
+        # A callable object (a Cell, a functools.partial) has no __qualname__ to copy.
+        name = getattr(self, "__qualname__", None) or type(self.__wrapped__).__name__
+        return f"<kiln.jit of {name} on backend {self.backend!r}>"
 
 
 def _parameter_names(fn):

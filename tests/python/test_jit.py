@@ -201,6 +201,8 @@ def test_decorator_forms_keep_the_function_s_identity():
     assert plain.__wrapped__(x).tolist() == [2.0, 4.0]
     assert configured.backend == "reference" and configured.jit_level == "O0"
     assert "on backend 'reference'" in repr(configured)
+    # A callable object has no __qualname__: repr raised AttributeError.
+    assert repr(kiln.jit(kiln.nn.Linear(2, 2))) == "<kiln.jit of Linear on backend 'kiln_cpu'>"
 
 
 def test_cache_hits_and_misses_by_signature():
