@@ -14,7 +14,7 @@
     f.optimized_graph(x, y)  # the graph after every pass, as the backend receives it
     f.pass_report()          # what each pass did in the most recent build (kiln.graph.PassReport)
     f.memory_plan(x, y)      # kiln_cpu's static memory plan: {"peak_bytes": ..., ...}
-    f.cache_info()           # CacheInfo(hits=1, misses=1, size=1)
+    f.cache_info()           # CacheInfo(hits=2, misses=1, size=1): f(x2, y2), memory_plan
 
 The first call with a new *signature* runs the function once on tracers -- tensors with a dtype
 and a shape but no data -- and records every op it calls (``kiln.mint``, Tensor operators and
