@@ -63,13 +63,15 @@ void bind_runtime(nb::module_& m) {
         d["num_os_allocs"] = s.num_os_allocs;
         return d;
       },
-      "The caching allocator's counters: allocated, cached and peak bytes, blocks handed out "
+      "The caching allocator's counters, once the ops issued so far have run: allocated, cached "
+      "and peak bytes, blocks handed out "
       "(num_allocs) and of those the ones that took new memory from the system (num_os_allocs). "
       "Tensors of at most 64 bytes keep their memory inside their storage object and are not "
       "counted.");
-  rt.def("empty_cache", &runtime::empty_cache, "Returns every cached block to the system.");
+  rt.def("empty_cache", &runtime::empty_cache,
+         "Waits for the ops issued so far, then returns every cached block to the system.");
   rt.def("reset_peak_memory_stats", &runtime::reset_peak_memory_stats,
-         "Sets the peak to what is allocated now.");
+         "Waits for the ops issued so far, then sets the peak to what is allocated now.");
   rt.def("set_num_threads", &set_num_threads, "n"_a,
          "Sets how many threads each kernel's parallel regions use (n >= 1), for the whole "
          "process; ops already queued may run with either count.");

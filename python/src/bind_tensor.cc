@@ -122,7 +122,9 @@ void bind_tensor(nb::module_& m) {
       .def("__float__", [](const Tensor& t) { return nb::float_(item(t)); })
       .def("__int__", [](const Tensor& t) { return nb::int_(item(t)); })
       .def("numpy", &tensor_to_numpy,
-           "A NumPy array sharing this tensor's memory (bfloat16 converts to a float32 copy).")
+           "A NumPy array sharing this tensor's memory (bfloat16 converts to a float32 copy), once "
+           "the ops issued before have run; ops queued later write it when they run "
+           "(kiln.runtime: synchronize() before reading it again).")
       // View methods: plain views, recorded as AsStrided calls when autograd tracks the tensor.
       .def("view",
            [](const Tensor& t, nb::args shape) {
@@ -304,7 +306,9 @@ void bind_tensor(nb::module_& m) {
       },
       "array"_a,
       "A tensor that shares the NumPy array's memory (and keeps it alive); not of a read-only "
-      "array.");
+      "array. In the asynchronous pipeline modes, queued ops read and write the shared memory "
+      "when they run: synchronize() before changing the array while ops on it may be queued "
+      "(kiln.runtime).");
   m.def(
       "scalar_tensor", [](nb::handle v) { return nb::cast<TensorArg>(v).get(); }, "value"_a,
       "A 0-d weak-scalar tensor from a Python number (for tests and tracing).");

@@ -112,7 +112,9 @@ void bind_dlpack(nb::module_& m) {
       nb::scope(cls), nb::is_method(), "(device type, device id) in DLPack's numbering: (1, 0).");
   m.def("from_dlpack", &from_dlpack, "obj"_a,
         "A tensor sharing the memory of any object with __dlpack__ (NumPy arrays, PyTorch "
-        "tensors, ...), keeping it alive; read-only memory is copied.");
+        "tensors, ...), keeping it alive; read-only memory is copied. In the asynchronous "
+        "pipeline modes, queued ops read and write the shared memory when they run "
+        "(kiln.runtime).");
 }
 
 }  // namespace kiln::py

@@ -89,16 +89,29 @@ PipelineMode get_pipeline() { return Pipeline::instance().mode(); }
 void synchronize() { Pipeline::instance().synchronize(); }
 void drain() { Pipeline::instance().drain(); }
 
-// Both first release the tensors of finished calls (Note [Releasing on the caller's side]), so
-// that they count what the program still holds.
-MemoryStats memory_stats() {
+// Each first waits for the ops issued so far, whose memory is allocated in the workers (else the
+// counters lag behind the program in the asynchronous modes: a peak reset would catch earlier
+// ops' allocations, empty_cache miss the blocks of tensors already dropped), then releases the
+// tensors of finished calls (Note [Releasing on the caller's side]), so that they count what the
+// program still holds.
+namespace {
+void settle() {
+  Pipeline::instance().drain();
   Pipeline::instance().release_finished(/*wait=*/true);
+}
+}  // namespace
+
+MemoryStats memory_stats() {
+  settle();
   return caching_allocator().stats();
 }
 void empty_cache() {
-  Pipeline::instance().release_finished(/*wait=*/true);
+  settle();
   caching_allocator().empty_cache();
 }
-void reset_peak_memory_stats() { caching_allocator().reset_peak(); }
+void reset_peak_memory_stats() {
+  settle();
+  caching_allocator().reset_peak();
+}
 
 }  // namespace kiln::runtime

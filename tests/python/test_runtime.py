@@ -209,6 +209,22 @@ def test_memory_stats_and_empty_cache(mode):
     assert stats["peak"] == stats["allocated"]
 
 
+def test_memory_counters_wait_for_the_ops_issued_so_far(mode):
+    # In the asynchronous modes they lagged behind: a queued op's result was not counted yet, and
+    # empty_cache() kept the block of a tensor already dropped.
+    kiln.runtime.empty_cache()
+    before = kiln.runtime.memory_stats()["allocated"]
+    x = M.exp(M.ones((1024, 1024)))
+    assert kiln.runtime.memory_stats()["allocated"] - before == 4 << 20
+    del x
+    y = M.exp(M.ones((512, 512)))  # queued: its input's block is freed when it runs
+    kiln.runtime.empty_cache()
+    assert kiln.runtime.memory_stats()["cached"] == 0
+    kiln.runtime.reset_peak_memory_stats()
+    assert kiln.runtime.memory_stats()["peak"] == kiln.runtime.memory_stats()["allocated"]
+    assert y.shape == (512, 512)
+
+
 @pytest.mark.parametrize("make, expected", [
     (lambda x, y: x + y, 3.0), (lambda x, y: 2 + x, 3.0), (lambda x, y: x < y, True),
     (lambda x, y: M.add(x, y), 3.0), (lambda x, y: x.exp(), np.float32(np.e)),
@@ -478,3 +494,26 @@ def test_exit_with_work_queued_drains_cleanly(pipeline, tmp_path):
     assert result.stderr == ""
     written = np.fromfile(path, dtype=np.float32)
     np.testing.assert_array_equal(written, np.arange(4096, dtype=np.float32) + 3000.5)
+
+
+@pytest.mark.parametrize("pipeline", MODES)
+def test_a_failure_no_read_raised_is_reported_at_exit(pipeline):
+    # In the asynchronous modes it was dropped silently; in sync mode the call raises.
+    result = run_python("""
+        import numpy as np
+        import kiln
+        x = kiln.tensor(np.ones((2, 3), np.float32))
+        try:
+            kiln.mint.gather(x, 1, kiln.tensor(np.array([[0, 1, 7]], np.int64)))
+        except kiln.KilnIndexError:
+            print("raised at the call")
+        print("end")
+    """, env={"KILN_PIPELINE": pipeline})
+    assert result.returncode == 0, result.stderr
+    if pipeline == "sync":
+        assert result.stdout.split() == ["raised", "at", "the", "call", "end"]
+        assert result.stderr == ""
+    else:
+        assert result.stdout.split() == ["end"]
+        assert result.stderr.startswith("kiln: an op failed and no read raised its error before "
+                                        "exit:\nKilnIndexError: Gather: index 7 is out of bounds")
