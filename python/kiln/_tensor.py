@@ -16,6 +16,7 @@ A value traced by ``kiln.jit`` has no data: deep-copying or pickling one is a Ki
 """
 
 import copy
+import functools
 
 from . import _C
 from ._numpy import np
@@ -24,14 +25,17 @@ from .errors import KilnTypeError, KilnValueError
 Tensor = _C.Tensor
 
 
-# NumPy's NPY_MAXDIMS (32 before NumPy 2); numpy() of a tensor with more dims is a KilnValueError.
-_NUMPY_MAX_DIMS = 64 if int(np.__version__.split(".")[0]) >= 2 else 32
+@functools.cache
+def _numpy_max_dims():
+    """NumPy's NPY_MAXDIMS (32 before NumPy 2); numpy() of a tensor with more dims is a
+    KilnValueError. Read on first use: ``import kiln`` must not import NumPy for its version."""
+    return 64 if int(np.__version__.split(".")[0]) >= 2 else 32
 
 
 def _repr(self):
     if _C.jit.is_tracer(self):  # printing inside a jitted function: no data to show
         return f"Tracer({self.dtype!r}{list(self.shape)})"
-    if self.ndim > _NUMPY_MAX_DIMS:  # past what a NumPy array holds: the shape alone
+    if self.ndim > _numpy_max_dims():  # past what a NumPy array holds: the shape alone
         return f"tensor(<{self.ndim}-d, shape {list(self.shape)}>, dtype={self.dtype!r})"
     values = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
     return f"tensor({values}, dtype={self.dtype!r})"
@@ -55,7 +59,7 @@ def _array(self, dtype=None, copy=None):
 
 
 def _tolist(self):
-    if self.ndim > _NUMPY_MAX_DIMS:  # past what a NumPy array holds: row by row
+    if self.ndim > _numpy_max_dims():  # past what a NumPy array holds: row by row
         return [row.tolist() for row in self]
     return self.numpy().tolist()
 
@@ -115,7 +119,7 @@ def _rebuild_bits(bits, dtype, requires_grad, shape):
 def _reduce(self):
     _check_has_data(self, "pickle")
     source = self.detach()
-    exact = self.dtype == _C.dtype.bfloat16 or self.ndim > _NUMPY_MAX_DIMS
+    exact = self.dtype == _C.dtype.bfloat16 or self.ndim > _numpy_max_dims()
     if not exact:
         values = np.asarray(source.numpy(), order="C")  # a view pickles as its own elements
         return _rebuild, (values, self.dtype.name, self.requires_grad)

@@ -1,5 +1,8 @@
 """kiln.Tensor: construction, metadata, views, NumPy interop, errors."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -117,6 +120,16 @@ def test_item_and_tolist():
     assert kiln.tensor(True).item() is True
     with raises(kiln.KilnValueError, match="one element"):
         kiln.tensor([1, 2]).item()
+
+
+def test_import_kiln_leaves_numpy_to_first_use():
+    # A fresh interpreter: this one imported NumPy long ago. kiln/_numpy.py's lazy module defers
+    # it; anything that reads it at import time (a version check, a plain import) undoes that.
+    code = ("import sys, kiln; t = kiln.mint.ones(2); print('numpy' in sys.modules); "
+            "print(repr(t)); print('numpy' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.split("\n")[:3] == ["False", "tensor([1., 1.], dtype=kiln.float32)", "True"]
 
 
 def test_repr_shows_values_and_dtype():
