@@ -7,18 +7,20 @@
     kiln.testing.gradcheck(f, (x, w))                           # raises GradcheckError if wrong
 
 ``gradcheck`` compares the gradients autograd computes for ``fn`` at ``inputs`` with central
-finite differences. Use float64 inputs: in float32 the differences are too coarse to check
-anything. Only the inputs that require grad are checked; other arguments are passed as they are.
-Each floating output gets a random cotangent ``v`` (seeded, so failures reproduce), and the check
-is of the vector-Jacobian product ``d/dx sum(v * fn(x))``, one input element at a time: keep the
-inputs small (a few dozen elements).
+finite differences. Use float64 inputs: in float32 the differences at the default ``eps`` are
+too coarse to check anything (pass a larger ``eps`` and looser tolerances). float16 and bfloat16
+are refused with a DTypeError, as inputs that require grad and as outputs: a step of ``eps`` is
+lost in their rounding, so the differences would be zero or noise. Only the inputs that require
+grad are checked; other arguments are passed as they are. Each floating output gets a random
+cotangent ``v`` (seeded, so failures reproduce), and the check is of the vector-Jacobian product
+``d/dx sum(v * fn(x))``, one input element at a time: keep the inputs small (a few dozen
+elements).
 """
-
-import numpy as np
 
 from . import _C
 from . import autograd as _autograd
-from .errors import KilnValueError
+from ._numpy import np
+from .errors import DTypeError, KilnValueError
 
 Tensor = _C.Tensor
 
@@ -29,10 +31,25 @@ class GradcheckError(AssertionError):
     """Autograd's gradient and the numerical one differ (the message says where)."""
 
 
+_SIXTEEN_BIT = (_C.dtype.float16, _C.dtype.bfloat16)
+
+
+def _check_precision(what, tensor):
+    if tensor.dtype in _SIXTEEN_BIT:
+        raise DTypeError(
+            f"gradcheck: {what} is {tensor.dtype.name}; expected float64 (or float32): finite "
+            f"differences in a 16-bit float are too coarse to check; compute fn in float64")
+
+
 def _outputs(value):
+    """fn's floating-point outputs, the ones the check weighs; a 16-bit one is a DTypeError."""
     items = [value] if isinstance(value, Tensor) else list(value)
-    return [o for o in items if isinstance(o, Tensor) and o.dtype in (_C.dtype.float32,
-                                                                        _C.dtype.float64)]
+    outs = []
+    for k, o in enumerate(items):
+        if isinstance(o, Tensor) and o.dtype.is_floating_point:
+            _check_precision(f"output {k} of fn", o)
+            outs.append(o)
+    return outs
 
 
 def _weighted_sum(fn, args, cotangents):
@@ -45,13 +62,16 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, raise_exceptio
     """True when autograd's gradients of ``fn`` at ``inputs`` match finite differences.
 
     Raises ``GradcheckError`` naming the input, the element and both values otherwise (or
-    returns False with ``raise_exception=False``).
+    returns False with ``raise_exception=False``); a float16 or bfloat16 input that requires grad,
+    or output, is a ``DTypeError`` (see the module docstring).
     """
     args = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
     checked = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
     if not checked:
         raise KilnValueError(
             "gradcheck: no input requires grad; mark the ones to check with requires_grad_()")
+    for i in checked:
+        _check_precision(f"input {i}", args[i])
     rng = np.random.default_rng(seed)
     outs = _outputs(fn(*args))
     if not outs:
@@ -83,7 +103,7 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, raise_exceptio
             minus = _weighted_sum(fn, trial, cotangents)
             flat[j] = saved
             numeric = (plus - minus) / (2 * eps)
-            value = got.reshape(-1)[j]
+            value = float(got.reshape(-1)[j])
             if not abs(value - numeric) <= atol + rtol * abs(numeric):
                 if not raise_exception:
                     return False

@@ -114,6 +114,31 @@ def test_cast_round_trip():
                      atol=1e-3)
 
 
+def test_gradcheck_refuses_16_bit_floats():
+    # A step of eps (1e-6) is lost in float16's rounding: the differences would be zero, so a
+    # 16-bit output or checked input is refused rather than silently skipped or failed.
+    x = r(3)
+    with raises(kiln.DTypeError, match="output 0 of fn is float16; expected float64"):
+        gradcheck(lambda v: v.to(kiln.float16), (x,))
+    with raises(kiln.DTypeError, match="output 1 of fn is bfloat16"):
+        gradcheck(lambda v: (v * 2.0, v.to(kiln.bfloat16)), (x,))
+    half = kiln.tensor([0.5, 1.5], dtype=kiln.float16)
+    with raises(kiln.DTypeError, match="input 0 is float16"):
+        gradcheck(lambda h: h.to(kiln.float64), (half.requires_grad_(),))
+    # One that is not checked (no requires_grad) is passed along as any other argument.
+    assert gradcheck(lambda v, h: v * h.to(kiln.float64)[0], (x, half.detach()))
+    with raises(kiln.DTypeError, match="output 0 of fn is bfloat16"):
+        kiln.testing.gradgradcheck(lambda v: (v * v).to(kiln.bfloat16), (x,))
+
+
+def test_gradcheck_error_prints_plain_numbers():
+    # At relu's kink autograd gives 0 and the central difference half the cotangent.
+    x = kiln.tensor([0.0], dtype=kiln.float64).requires_grad_()
+    with pytest.raises(kiln.testing.GradcheckError) as info:
+        gradcheck(mint.relu, (x,))
+    assert "autograd gives 0.0, finite differences 0.06" in str(info.value)
+
+
 REDUCTIONS = {
     "sum": lambda x: mint.sum(x), "sum_dim": lambda x: mint.sum(x, dim=1),
     "sum_keep": lambda x: mint.sum(x, dim=(0, 2), keepdim=True),
