@@ -182,6 +182,8 @@ def test_rms_norm(rng):
     expected = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * rms.weight.numpy()
     close(rms(t(x)), expected, rtol=1e-10, atol=1e-10)
     assert list(nn.RMSNorm(6, elementwise_affine=False).parameters()) == []
+    # A fixed default for every dtype (torch's is the dtype's machine epsilon): documented.
+    assert nn.RMSNorm(6).eps == 1e-6 and "eps=1e-6" in nn.RMSNorm.__doc__
 
 
 def test_embedding():
@@ -414,3 +416,16 @@ def test_loss_options_and_errors(rng):
         nn.MSELoss("avg")
     with pytest.raises(kiln.KilnValueError, match="reduction must be one of"):
         nn.CrossEntropyLoss("total")
+
+
+def test_layers_initialisers_and_optimizers_have_docstrings():
+    # A class's own docstring: one inherited from Cell would tell help() nothing about the layer.
+    classes = [c for c in (getattr(nn, name) for name in nn.__all__) if isinstance(c, type)]
+    classes += [kiln.optim.Optimizer, kiln.optim.lr_scheduler.CosineAnnealingLR]
+    functions = [getattr(nn.init, name) for name in nn.init.__all__]
+    functions += [nn.Cell.train, nn.Cell.eval, nn.Cell.parameters, nn.Cell.modules,
+                  nn.Sequential.append, kiln.optim.Optimizer.step, kiln.optim.Optimizer.zero_grad,
+                  kiln.optim.Optimizer.state_dict, kiln.optim.Optimizer.load_state_dict]
+    missing = [c.__qualname__ for c in classes if not (c.__dict__.get("__doc__") or "").strip()]
+    missing += [f.__qualname__ for f in functions if not (f.__doc__ or "").strip()]
+    assert missing == []

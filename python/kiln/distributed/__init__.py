@@ -4,9 +4,9 @@
     import kiln.distributed as dist
 
     dist.init_process_group("gloo")              # env://: RANK, WORLD_SIZE, MASTER_ADDR/PORT
-    t = kiln.ones(4) * (dist.get_rank() + 1)
+    t = kiln.mint.ones(4) * (dist.get_rank() + 1)
     dist.all_reduce(t)                           # in place: the sum over the ranks
-    work = dist.all_reduce(g, async_op=True)     # returns at once; g must not be touched ...
+    work = dist.all_reduce(t, async_op=True)     # returns at once; t must not be touched ...
     work.wait()                                  # ... until this returns
     dist.destroy_process_group()
 

@@ -13,11 +13,17 @@ _mint = _C.mint
 
 
 class ReLU(Cell):
+    """ReLU(): max(x, 0), element by element (kiln.mint.relu)."""
+
     def construct(self, x):
         return _mint.relu(x)
 
 
 class GELU(Cell):
+    """GELU(approximate="none"): x * Phi(x), with Phi the standard normal CDF; "tanh" uses
+    PyTorch's tanh approximation (kiln.mint.gelu). Any other ``approximate`` is a
+    KilnValueError."""
+
     def __init__(self, approximate="none"):
         super().__init__()
         if approximate not in ("none", "tanh"):
@@ -33,21 +39,29 @@ class GELU(Cell):
 
 
 class SiLU(Cell):
+    """SiLU(): x * sigmoid(x), element by element (kiln.mint.silu)."""
+
     def construct(self, x):
         return _mint.silu(x)
 
 
 class Tanh(Cell):
+    """Tanh(): tanh(x), element by element (kiln.mint.tanh)."""
+
     def construct(self, x):
         return _mint.tanh(x)
 
 
 class Sigmoid(Cell):
+    """Sigmoid(): 1 / (1 + exp(-x)), element by element (kiln.mint.sigmoid)."""
+
     def construct(self, x):
         return _mint.sigmoid(x)
 
 
 class Softmax(Cell):
+    """Softmax(dim=-1): exp(x) / sum(exp(x)) along ``dim`` (kiln.mint.softmax)."""
+
     def __init__(self, dim=-1):
         super().__init__()
         self.dim = dim
@@ -60,6 +74,8 @@ class Softmax(Cell):
 
 
 class Identity(Cell):
+    """Identity(): returns its input (the same tensor)."""
+
     def construct(self, x):
         return x
 

@@ -52,6 +52,11 @@ def _mask_tensor(mask, name):
 
 
 class MultiheadAttention(Cell):
+    """MultiheadAttention(embed_dim, num_heads, dropout=0.0, bias=True, batch_first=False,
+    dtype=None): attention over ``num_heads`` heads of embed_dim / num_heads each, with PyTorch's
+    parameters; ``mha(query, key, value, ...)`` returns ``(output, weights)``. The arguments,
+    layouts and masks are in kiln.nn.attention's documentation."""
+
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, batch_first=False,
                  dtype=None):
         super().__init__()

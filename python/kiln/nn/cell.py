@@ -216,6 +216,8 @@ class Cell:
     named_modules = named_cells
 
     def modules(self):
+        """This cell and every cell below it, each once, parents first (``named_cells`` without
+        the names)."""
         return (cell for _, cell in self.named_cells())
 
     def cells(self):
@@ -237,6 +239,8 @@ class Cell:
                 yield (f"{cell_name}.{name}" if cell_name else name), param
 
     def parameters(self, recurse=True):
+        """Every parameter, each once (see ``named_parameters``); with ``recurse=False`` only this
+        cell's own."""
         return (param for _, param in self.named_parameters(recurse=recurse))
 
     def trainable_params(self, recurse=True):
@@ -280,6 +284,8 @@ class Cell:
         return LoadResult(missing, unexpected)
 
     def train(self, mode=True):
+        """Sets ``training`` to ``mode`` (a bool, else a KilnTypeError) on this cell and every cell
+        below it; returns the cell."""
         if not isinstance(mode, bool):
             raise KilnTypeError(f"{type(self).__name__}.train: mode must be a bool, got "
                                 f"{type(mode).__name__} {mode!r}")
@@ -288,6 +294,7 @@ class Cell:
         return self
 
     def eval(self):
+        """``train(False)``: sets every cell's ``training`` to False; returns the cell."""
         return self.train(False)
 
     def set_train(self, mode=True):

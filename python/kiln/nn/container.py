@@ -21,6 +21,10 @@ __all__ = ["Sequential"]
 
 
 class Sequential(Cell):
+    """Sequential(*cells) or Sequential(OrderedDict of name -> cell): calls its cells in order,
+    each on the previous one's output. Indexing, slicing, ``len`` and iteration go over the
+    cells; the naming rules are in kiln.nn.container's documentation."""
+
     def __init__(self, *cells):
         super().__init__()
         if len(cells) == 1 and isinstance(cells[0], collections.OrderedDict):
@@ -52,6 +56,8 @@ class Sequential(Cell):
                                  f"{type(self).__name__}")
 
     def append(self, cell):
+        """Adds ``cell`` at the end, named by its position (``str(len(self))``), and returns the
+        Sequential; anything but a Cell is a KilnTypeError."""
         if not isinstance(cell, Cell):
             raise KilnTypeError(f"Sequential.append: expected a kiln.nn.Cell, got "
                                 f"{type(cell).__name__}")

@@ -43,6 +43,11 @@ def _pair(value, name):
 
 
 class Conv2d(Cell):
+    """Conv2d(in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+    bias=True, padding_mode="zeros", dtype=None): 2-d convolution of x [N, C_in, H, W] to
+    [N, C_out, H_out, W_out], with parameters of ``dtype`` (default float32). The arguments and
+    the initialisation are in kiln.nn.conv's documentation."""
+
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, padding_mode="zeros", dtype=None):
         super().__init__()

@@ -9,6 +9,10 @@ __all__ = ["Dropout"]
 
 
 class Dropout(Cell):
+    """Dropout(p=0.5): while training, zeroes each element with probability ``p`` (in [0, 1], else
+    a KilnValueError) and scales the others by 1 / (1 - p); after ``eval()`` its output equals
+    its input."""
+
     def __init__(self, p=0.5):
         super().__init__()
         if not 0.0 <= p <= 1.0:

@@ -13,6 +13,10 @@ __all__ = ["Embedding"]
 
 
 class Embedding(Cell):
+    """Embedding(num_embeddings, embedding_dim, dtype=None): a table ``weight`` [num_embeddings,
+    embedding_dim] of ``dtype`` (default float32), initialised N(0, 1); called with integer
+    indices of any shape, returns their rows, of shape indices.shape + [embedding_dim]."""
+
     def __init__(self, num_embeddings, embedding_dim, dtype=None):
         super().__init__()
         self.num_embeddings = num_embeddings

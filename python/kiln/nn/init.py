@@ -95,10 +95,12 @@ def constant_(tensor, value):
 
 
 def zeros_(tensor):
+    """Fills ``tensor`` (of any dtype) with zeros."""
     return constant_(tensor, 0)
 
 
 def ones_(tensor):
+    """Fills ``tensor`` (of any dtype) with ones."""
     return constant_(tensor, 1)
 
 
@@ -141,6 +143,8 @@ def _fan(tensor, mode):
 
 
 def xavier_uniform_(tensor, gain=1.0):
+    """Samples U(-b, b) with b = gain * sqrt(6 / (fan_in + fan_out)) into ``tensor`` (floating
+    point, at least 2-d; fans as ``fan_in_and_fan_out``)."""
     _check_floating(tensor, "xavier_uniform_")
     fan_in, fan_out = fan_in_and_fan_out(tensor)
     if tensor.numel() == 0:
@@ -150,6 +154,8 @@ def xavier_uniform_(tensor, gain=1.0):
 
 
 def xavier_normal_(tensor, gain=1.0):
+    """Samples N(0, std**2) with std = gain * sqrt(2 / (fan_in + fan_out)) into ``tensor``
+    (floating point, at least 2-d; fans as ``fan_in_and_fan_out``)."""
     _check_floating(tensor, "xavier_normal_")
     fan_in, fan_out = fan_in_and_fan_out(tensor)
     if tensor.numel() == 0:
@@ -158,6 +164,8 @@ def xavier_normal_(tensor, gain=1.0):
 
 
 def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+    """Samples U(-b, b) with b = gain * sqrt(3 / fan) into ``tensor`` (floating point, at least
+    2-d): gain = calculate_gain(nonlinearity, a), fan its fan_in or fan_out as ``mode`` says."""
     _check_floating(tensor, "kaiming_uniform_")
     gain, fan = calculate_gain(nonlinearity, a), _fan(tensor, mode)
     if tensor.numel() == 0:
@@ -167,6 +175,8 @@ def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
 
 
 def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+    """Samples N(0, std**2) with std = gain / sqrt(fan) into ``tensor`` (floating point, at least
+    2-d): gain = calculate_gain(nonlinearity, a), fan its fan_in or fan_out as ``mode`` says."""
     _check_floating(tensor, "kaiming_normal_")
     gain, fan = calculate_gain(nonlinearity, a), _fan(tensor, mode)
     if tensor.numel() == 0:

@@ -23,6 +23,11 @@ _mint = _C.mint
 
 
 class Linear(Cell):
+    """Linear(in_features, out_features, bias=True, dtype=None): y = x @ weight.T + bias, from
+    x [..., in_features] to [..., out_features]; weight [out_features, in_features], bias
+    [out_features] (none with ``bias=False``), of ``dtype`` (default float32). Initialised as
+    PyTorch's Linear (see kiln.nn.linear's documentation)."""
+
     def __init__(self, in_features, out_features, bias=True, dtype=None):
         super().__init__()
         self.in_features = in_features

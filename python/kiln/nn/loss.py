@@ -22,6 +22,11 @@ def _check_reduction(name, reduction):
 
 
 class CrossEntropyLoss(Cell):
+    """CrossEntropyLoss(reduction="mean", ignore_index=-100, label_smoothing=0.0):
+    ``loss(logits, target)`` with logits [N, C, ...] and integer class targets [N, ...]; targets
+    equal to ``ignore_index`` add nothing. Computed by kiln.mint.cross_entropy; see
+    kiln.nn.loss's documentation."""
+
     def __init__(self, reduction="mean", ignore_index=-100, label_smoothing=0.0):
         super().__init__()
         self.reduction = _check_reduction("CrossEntropyLoss", reduction)
@@ -37,6 +42,9 @@ class CrossEntropyLoss(Cell):
 
 
 class MSELoss(Cell):
+    """MSELoss(reduction="mean"): ``loss(input, target)``, the squared differences of two tensors
+    of one shape, averaged ("mean"), summed ("sum") or kept ("none") (kiln.mint.mse_loss)."""
+
     def __init__(self, reduction="mean"):
         super().__init__()
         self.reduction = _check_reduction("MSELoss", reduction)

@@ -46,6 +46,11 @@ class _Norm(Cell):
 
 
 class LayerNorm(_Norm):
+    """LayerNorm(normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, dtype=None):
+    (x - mean) / sqrt(var + eps) over the trailing ``normalized_shape`` dimensions, times
+    ``weight`` (ones) plus ``bias`` (zeros), as PyTorch's LayerNorm. See kiln.nn.normalization's
+    documentation."""
+
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, dtype=None):
         super().__init__(normalized_shape, eps, elementwise_affine, bias, dtype)
 
@@ -54,6 +59,11 @@ class LayerNorm(_Norm):
 
 
 class RMSNorm(_Norm):
+    """RMSNorm(normalized_shape, eps=1e-6, elementwise_affine=True, dtype=None): x / sqrt(mean(x**2)
+    + eps) over the trailing ``normalized_shape`` dimensions, times ``weight`` (ones). The default
+    eps is 1e-6 for every dtype, where torch.nn.RMSNorm's (None) is finfo(float32).eps = 1.19e-7
+    below float64 and finfo(float64).eps for float64: pass ``eps`` to match a torch model."""
+
     def __init__(self, normalized_shape, eps=1e-6, elementwise_affine=True, dtype=None):
         super().__init__(normalized_shape, eps, elementwise_affine, False, dtype)
 

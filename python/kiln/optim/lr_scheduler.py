@@ -64,6 +64,11 @@ class LRScheduler:
 
 
 class CosineAnnealingLR(LRScheduler):
+    """CosineAnnealingLR(optimizer, T_max, eta_min=0.0, warmup_steps=0): a linear warmup over
+    ``warmup_steps`` steps, then a cosine from each group's base rate down to ``eta_min`` at step
+    ``T_max`` (0 <= warmup_steps < T_max, else a KilnValueError). The formula is in
+    kiln.optim.lr_scheduler's documentation."""
+
     def __init__(self, optimizer, T_max, eta_min=0.0, warmup_steps=0):  # noqa: N803
         for name, value in (("T_max", T_max), ("eta_min", eta_min),
                             ("warmup_steps", warmup_steps)):

@@ -89,6 +89,10 @@ def _rate_dtype(dtype):
 
 
 class Optimizer:
+    """Optimizer(params, defaults): the base class. ``params`` is an iterable of parameters or of
+    parameter groups (dicts); ``defaults`` holds the hyperparameters a group does not set. A
+    subclass defines ``_init_state`` and ``_update``; see kiln.optim.optimizer's documentation."""
+
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)
         self.param_groups = []
@@ -143,6 +147,8 @@ class Optimizer:
         self._apply(grads)
 
     def step(self, closure=None):
+        """One update from each parameter's ``.grad`` (a None grad skips its parameter). A
+        ``closure`` is called first, with grad mode on, and the loss it returns is returned."""
         loss = None
         if closure is not None:
             with enable_grad():
@@ -151,6 +157,8 @@ class Optimizer:
         return loss
 
     def zero_grad(self, set_to_none=True):
+        """Sets every parameter's ``.grad`` to None, or with ``set_to_none=False`` fills the
+        gradients that exist with zeros."""
         for p in self.parameters:
             if set_to_none or p.grad is None:
                 p.grad = None
@@ -222,6 +230,8 @@ class Optimizer:
     # Checkpoints
 
     def state_dict(self):
+        """{"state": {index: {name: a copy of the state tensor}}, "param_groups": [each group's
+        hyperparameters, with "params" as parameter indices]}, for ``load_state_dict``."""
         groups, start = [], 0
         for group in self.param_groups:
             saved = {k: v for k, v in group.items() if k != "params"}
@@ -232,6 +242,8 @@ class Optimizer:
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict):
+        """Restores hyperparameters and state from a ``state_dict()``, checking and converting all
+        of it before changing anything (see kiln.optim.optimizer's documentation)."""
         name = f"{type(self).__name__}.load_state_dict"
         if not isinstance(state_dict, dict) or not {"state", "param_groups"} <= state_dict.keys():
             got = list(state_dict) if isinstance(state_dict, dict) else type(state_dict).__name__
