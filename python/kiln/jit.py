@@ -36,10 +36,12 @@ Because tracers have no data, Python control flow on their values cannot be trac
 suggests ``kiln.mint.where``. Tensors the function reads from elsewhere (globals, attributes of
 ``self``) are constants of the graph: it sees in-place updates of them, not a new tensor put in
 their place (call ``clear_cache()`` then). So are other Python values it reads from elsewhere (a
-cell's ``eps``, a global number) with one exception: the ``training`` flag of a kiln.nn cell
-(``train()`` / ``eval()``). Every flag a trace read is part of the signature of later calls, so
-that a function called in eval mode after training runs a graph traced in eval mode (Dropout
-keeps everything), and both graphs stay cached. An unknown backend is a KilnError at the first call,
+cell's ``eps``, a global number), with these exceptions, which are part of the signature (each
+state its own cached graph): grad mode, the ``training`` flag of each kiln.nn cell a trace read
+(``train()`` / ``eval()``: a function called in eval mode after training runs a graph traced in
+eval mode, where Dropout keeps everything), and whether each tensor it reads from outside
+requires grad (a weight frozen after the first call gets no gradient from a jitted
+``kiln.grad``). An unknown backend is a KilnError at the first call,
 listing the registered ones. ``dump_ir="dir"`` (or ``KILN_DUMP_IR=dir``) writes the IR after
 tracing, before and after each pass that changed the graph, and each graph handed to a backend
 (.kir text, .dot, and .svg when Graphviz is present), plus ``<graph>.<n>.html`` per compilation
@@ -128,7 +130,7 @@ class JitFunction(_C.jit.JitFunction):
         if dump_ir is not None and not isinstance(dump_ir, (str, os.PathLike)):
             raise KilnTypeError(f"kiln.jit: expected dump_ir to be a folder (a str or path-like) "
                                 f"or None, got {type(dump_ir).__name__} {dump_ir!r}")
-        super().__init__(fn, _call_traced, [], _parameter_names(fn),
+        super().__init__(fn, _call_traced, _parameter_names(fn),
                          getattr(fn, "__qualname__", getattr(fn, "__name__", "jit")), backend,
                          jit_level, capture_mode, bool(dynamic), bool(fullgraph),
                          os.fspath(dump_ir) if dump_ir is not None else "", bool(debug),

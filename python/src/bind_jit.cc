@@ -5,16 +5,19 @@
 // constants (their value, or an interned token, goes into the signature), tuples, lists, dicts
 // and namedtuples are walked into (their kind and length go into the signature). A hit runs the
 // built graph and rebuilds the function's result from the graph's outputs with the output tree
-// kept beside it; only a miss calls Python code (the function itself, on tracers). The training
-// flags of the cells that the function's traces read (kiln/nn/cell.py records them) end the
-// signature: a graph traced in training mode is not the one for eval mode.
+// kept beside it; only a miss calls Python code (the function itself, on tracers). The state the
+// function's traces decided on ends the signature: grad mode, the training flags of the cells
+// they read (kiln/nn/cell.py records them) and whether the tensors from outside they read require
+// grad (see signature()).
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -134,11 +137,10 @@ nb::object rebuild(const OutputTree& tree, std::vector<Tensor>& outputs) {
 
 class JitFunctionObject {
  public:
-  JitFunctionObject(nb::object fn, nb::object trace_call, nb::list mode_cells,
-                    std::vector<std::string> arg_names, std::string name, JitOptions options)
+  JitFunctionObject(nb::object fn, nb::object trace_call, std::vector<std::string> arg_names,
+                    std::string name, JitOptions options)
       : fn_(std::move(fn)),
         trace_call_(std::move(trace_call)),
-        mode_cells_(std::move(mode_cells)),
         arg_names_(std::move(arg_names)),
         name_(std::move(name)),
         options_(std::move(options)) {
@@ -165,12 +167,14 @@ class JitFunctionObject {
 
   std::string graph(nb::args args, nb::kwargs kwargs) {
     std::vector<Tensor> outputs;
-    return ir::print(*trace(args, kwargs, outputs).first);
+    Guards unkept;
+    return ir::print(*trace(args, kwargs, outputs, unkept).first);
   }
 
   std::string optimized_graph(nb::args args, nb::kwargs kwargs) {
     std::vector<Tensor> outputs;
-    FuncGraphPtr graph = trace(args, kwargs, outputs).first;
+    Guards unkept;
+    FuncGraphPtr graph = trace(args, kwargs, outputs, unkept).first;
     PassReport report;
     jit_detail::optimize(graph, options_, &report);
     return ir::print(*graph);
@@ -198,14 +202,17 @@ class JitFunctionObject {
     return nb::make_tuple(info.hits, info.misses, info.size);
   }
 
-  void clear_cache() { cache_.clear(); }
+  void clear_cache() {
+    cache_.clear();
+    guards_.clear();
+  }
 
   const JitOptions& options() const { return options_; }
 
   int traverse(visitproc visit, void* arg) {
     Py_VISIT(fn_.ptr());
     Py_VISIT(trace_call_.ptr());
-    Py_VISIT(mode_cells_.ptr());
+    for (const auto& [key, guards] : guards_) Py_VISIT(guards.cells.ptr());
     Py_VISIT(tokens_.ptr());
     Py_VISIT(identities_.ptr());
     return 0;
@@ -215,7 +222,7 @@ class JitFunctionObject {
     cache_.clear();
     fn_.reset();
     trace_call_.reset();
-    mode_cells_.reset();
+    guards_.clear();
     tokens_.reset();
     identities_.reset();
   }
@@ -224,18 +231,16 @@ class JitFunctionObject {
   // The built graph for these arguments (traced and built first on a miss); fills `inputs`.
   jit_detail::Lookup lookup(const nb::args& args, const nb::kwargs& kwargs,
                             std::vector<Tensor>& inputs) {
-    SignatureKey key;
-    if (options_.dynamic) key.set_dynamic();
-    add(args, key, inputs);
-    if (kwargs.size() != 0) add(kwargs, key, inputs);
-    add_training_flags(key, 0);
+    const SignatureKey arguments = arguments_key(args, kwargs, inputs);
+    Guards& guards = guards_[arguments];  // stays valid: the map's nodes never move
+    SignatureKey key = guarded_key(arguments, guards);
     jit_detail::Lookup found = jit_detail::lookup(
         cache_, key, options_,
         [&] {
-          const size_t known = mode_cells_.size();
+          const size_t known = guards.size();
           std::vector<Tensor> outputs;
-          auto [graph, tree] = trace(args, kwargs, outputs);
-          add_training_flags(key, known);  // of the cells this trace read first
+          auto [graph, tree] = trace(args, kwargs, outputs, guards);
+          if (guards.size() != known) key = guarded_key(arguments, guards);  // what it read first
           const bool size_decisions = tree.size_decisions;
           return jit_detail::Traced{std::move(graph), std::make_shared<OutputTree>(std::move(tree)),
                                     size_decisions};
@@ -251,13 +256,44 @@ class JitFunctionObject {
     return found;
   }
 
-  // The training flags of mode_cells_[first:] (each a word of the signature).
-  void add_training_flags(SignatureKey& key, size_t first) {
-    for (size_t i = first; i < mode_cells_.size(); ++i) {
-      const int training = PyObject_IsTrue(nb::getattr(mode_cells_[i], "training").ptr());
+  // What the traces of one signature of the arguments read besides them, whose state ends the
+  // key (guarded_key): the cells whose training flag they read (kiln/nn/cell.py adds them to
+  // `cells` through trace_call_) and the tensors from outside they read (Trace::captured),
+  // weakly: once dead, no graph holds them.
+  struct Guards {
+    nb::list cells;
+    std::vector<std::weak_ptr<TensorImpl>> tensors;
+    std::set<std::weak_ptr<TensorImpl>, std::owner_less<std::weak_ptr<TensorImpl>>> seen;
+    size_t size() const { return cells.size() + tensors.size(); }
+  };
+
+  // The arguments' part of a call's key (filling `inputs`), and grad mode.
+  SignatureKey arguments_key(const nb::args& args, const nb::kwargs& kwargs,
+                             std::vector<Tensor>& inputs) {
+    SignatureKey key;
+    if (options_.dynamic) key.set_dynamic();
+    add(args, key, inputs);
+    if (kwargs.size() != 0) add(kwargs, key, inputs);
+    key.add(autograd::is_grad_enabled());
+    return key;
+  }
+
+  // `arguments` and the state the traces decided on: each guarded cell's training flag and
+  // whether each guarded tensor requires grad (kiln.grad's weights: a frozen weight has no
+  // gradient). A graph traced in training mode is not the one for eval mode, nor one traced
+  // before a weight was frozen.
+  static SignatureKey guarded_key(const SignatureKey& arguments, const Guards& guards) {
+    SignatureKey key = arguments;
+    for (nb::handle cell : guards.cells) {
+      const int training = PyObject_IsTrue(nb::getattr(cell, "training").ptr());
       if (training < 0) throw nb::python_error();
       key.add(training);
     }
+    for (const std::weak_ptr<TensorImpl>& weak : guards.tensors) {
+      std::shared_ptr<TensorImpl> impl = weak.lock();
+      key.add(impl == nullptr ? 2 : autograd::requires_grad(Tensor(std::move(impl))));
+    }
+    return key;
   }
 
   // One argument (depth first); the order of `inputs` is the order of the graph's parameters.
@@ -355,9 +391,10 @@ class JitFunctionObject {
     return nb::borrow(value);
   }
 
-  // Traces the function on these arguments; the graph, and the tree of its result.
+  // Traces the function on these arguments; the graph, and the tree of its result. What the trace
+  // reads besides the arguments goes into `guards`.
   std::pair<FuncGraphPtr, OutputTree> trace(const nb::args& args, const nb::kwargs& kwargs,
-                                            std::vector<Tensor>& outputs) {
+                                            std::vector<Tensor>& outputs, Guards& guards) {
     Trace trace(name_);
     nb::list traced_args;
     for (size_t i = 0; i < args.size(); ++i) {
@@ -367,9 +404,12 @@ class JitFunctionObject {
     }
     nb::dict traced_kwargs;
     for (auto [k, v] : kwargs) traced_kwargs[k] = traced(v, trace, nb::str(k).c_str());
-    nb::object result = trace_call_(fn_, nb::tuple(traced_args), traced_kwargs, mode_cells_);
+    nb::object result = trace_call_(fn_, nb::tuple(traced_args), traced_kwargs, guards.cells);
     OutputTree tree = output_tree(result, outputs);
     FuncGraphPtr graph = trace.finish(outputs);
+    for (const Tensor& t : trace.captured()) {
+      if (guards.seen.insert(t.impl_ptr()).second) guards.tensors.push_back(t.impl_ptr());
+    }
     tree.written = trace.written();
     tree.size_decisions = trace.size_decisions();
     return {std::move(graph), std::move(tree)};
@@ -377,12 +417,12 @@ class JitFunctionObject {
 
   nb::object fn_;
   nb::object trace_call_;
-  nb::list mode_cells_;  // the cells whose training flag a trace read (trace_call_ adds them)
   std::vector<std::string> arg_names_;
   std::string name_;
   JitOptions options_;
   PassReport last_report_;  // of the most recent build
   jit_detail::GraphCache cache_;
+  std::unordered_map<SignatureKey, Guards, jit_detail::SignatureKeyHash> guards_;
   nb::dict tokens_;      // (type, hashable constant) -> token
   nb::dict identities_;  // id of an unhashable constant -> (token, the object)
   int64_t next_token_ = 0;
@@ -414,7 +454,7 @@ void bind_jit(nb::module_& m) {
                                 "A jitted function (see kiln.jit)")
       .def(
           "__init__",
-          [](JitFunctionObject* self, nb::object fn, nb::object trace_call, nb::list mode_cells,
+          [](JitFunctionObject* self, nb::object fn, nb::object trace_call,
              std::vector<std::string> arg_names, std::string name, std::string backend,
              std::string jit_level, std::string capture_mode, bool dynamic, bool fullgraph,
              std::string dump_ir, bool debug, std::map<std::string, std::string> options) {
@@ -427,13 +467,11 @@ void bind_jit(nb::module_& m) {
             o.dump_ir = std::move(dump_ir);
             o.debug = debug;
             o.options = std::move(options);
-            new (self)
-                JitFunctionObject(std::move(fn), std::move(trace_call), std::move(mode_cells),
-                                  std::move(arg_names), std::move(name), std::move(o));
+            new (self) JitFunctionObject(std::move(fn), std::move(trace_call), std::move(arg_names),
+                                         std::move(name), std::move(o));
           },
-          "fn"_a, "trace_call"_a, "mode_cells"_a, "arg_names"_a, "name"_a, "backend"_a,
-          "jit_level"_a, "capture_mode"_a, "dynamic"_a, "fullgraph"_a, "dump_ir"_a, "debug"_a,
-          "options"_a)
+          "fn"_a, "trace_call"_a, "arg_names"_a, "name"_a, "backend"_a, "jit_level"_a,
+          "capture_mode"_a, "dynamic"_a, "fullgraph"_a, "dump_ir"_a, "debug"_a, "options"_a)
       .def("__call__", &JitFunctionObject::call,
            "Runs the graph built for these arguments' signature, tracing and building it first.")
       .def("graph", &JitFunctionObject::graph,

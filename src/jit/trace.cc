@@ -167,6 +167,7 @@ NodePtr Trace::node_of(const Tensor& t) {
   if (memo != memo_.end()) return memo->second.node;
   NodePtr constant = constant_node(t);
   memo_[impl] = Memo{t, constant, nullptr};
+  captured_.push_back(t);
   return constant;
 }
 

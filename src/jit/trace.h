@@ -51,6 +51,9 @@ class KILN_API Trace final : public Dispatcher {
   /// of a weight), in order of first write: after each run of the graph, output
   /// `outputs.size() + i` must be copied into written()[i] (see Note [Tracing]).
   const std::vector<Tensor>& written() const { return written_; }
+  /// The tensors from outside the trace that became constants (the weights the function reads),
+  /// in order of first use.
+  const std::vector<Tensor>& captured() const { return captured_; }
 
   /// True while a Trace records this thread's op calls.
   static bool active();
@@ -96,6 +99,7 @@ class KILN_API Trace final : public Dispatcher {
   std::unordered_map<const Storage*, Traced> traced_;
   std::unordered_map<const TensorImpl*, Memo> memo_;  // views and captured tensors
   std::vector<Tensor> written_;  // tensors from outside written in place, in order
+  std::vector<Tensor> captured_;  // tensors from outside read, in order (captured())
   bool size_decisions_ = false;
 };
 

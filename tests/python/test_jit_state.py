@@ -264,3 +264,30 @@ def test_writes_through_a_view_ops_result_are_refused_or_reach_a_captured_weight
     step = kiln.jit(update_through_a_view)
     assert step(x).tolist() == [0, 1, 2, 3] and w.tolist() == [0, 1, 2, 3]
     assert step(x).tolist() == [0, 2, 4, 6] and w.tolist() == [0, 2, 4, 6]
+
+
+def test_freezing_a_weight_traces_the_gradient_again():
+    # Whether a captured weight requires grad was not part of the signature: a jitted kiln.grad
+    # kept the gradient of a weight frozen after the first call (and zeros after unfreezing).
+    w = kiln.nn.Parameter(kiln.tensor([1.0, 2.0, 3.0]))
+    x = kiln.tensor([4.0, 5.0, 6.0])
+    jitted = kiln.jit(kiln.grad(lambda v: mint.sum(v * w), grad_position=None, weights=[w]))
+    assert jitted(x)[0].tolist() == [4.0, 5.0, 6.0]
+    w.requires_grad_(False)
+    assert jitted(x)[0].tolist() == [0.0, 0.0, 0.0]
+    w.requires_grad_(True)
+    assert jitted(x)[0].tolist() == [4.0, 5.0, 6.0]
+    assert jitted.cache_info() == (1, 2, 2)
+
+
+def test_grad_mode_is_part_of_the_signature():
+    # A function traced under no_grad wrote into a weight that requires grad when later called
+    # with grad mode on, which eager refuses.
+    w = kiln.nn.Parameter(kiln.tensor([1.0, 2.0]))
+    f = kiln.jit(lambda x: mint.mul(w, x, out=w))
+    with kiln.no_grad():
+        f(kiln.tensor([2.0, 2.0]))
+    assert w.tolist() == [2.0, 4.0]
+    with raises(kiln.KilnValueError, match="writes into a tensor that requires grad"):
+        f(kiln.tensor([2.0, 2.0]))
+    assert w.tolist() == [2.0, 4.0]
