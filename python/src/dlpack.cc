@@ -53,7 +53,12 @@ Tensor from_dlpack(nb::handle obj) {
       << "got " << type_of(obj);
   if (nb::hasattr(obj, "__dlpack_device__")) {
     nb::object device = obj.attr("__dlpack_device__")();
-    KILN_CHECK_VALUE(nb::cast<int>(device[0]) == kDLCPU)
+    int device_type = 0;
+    KILN_CHECK_TYPE(nb::isinstance<nb::tuple>(device) && nb::len(device) == 2 &&
+                    nb::try_cast(device[0], device_type))
+        << "from_dlpack: " << type_of(obj) << ".__dlpack_device__() returned "
+        << nb::cast<std::string>(nb::repr(device)) << ", expected (device type, device id)";
+    KILN_CHECK_VALUE(device_type == kDLCPU)
         << "from_dlpack: expected a CPU array (DLPack device 1), got device "
         << nb::cast<std::string>(nb::repr(device));
   }
@@ -70,8 +75,13 @@ Tensor from_dlpack(nb::handle obj) {
   } else {
     read_only = true;
   }
-  KILN_CHECK_TYPE(array.is_valid() || nb::try_cast(obj, array, /*convert=*/false))
-      << "from_dlpack: " << type_of(obj) << ".__dlpack__() did not give a usable DLPack tensor";
+  if (!array.is_valid() && !nb::try_cast(obj, array, /*convert=*/false)) {
+    // The caster swallows what the producer raised (a BufferError saying why it cannot export, a
+    // kiln tensor's failure): asking once more lets it through.
+    obj.attr("__dlpack__")();
+    KILN_FAIL(kType) << "from_dlpack: " << type_of(obj)
+                     << ".__dlpack__() did not give a usable DLPack tensor";
+  }
   const DType dtype = dtype_from_dlpack(array.dtype(), "from_dlpack");
   Shape shape(array.ndim());
   Shape strides(array.ndim());

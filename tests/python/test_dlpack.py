@@ -176,6 +176,31 @@ def test_from_dlpack_rejects_non_cpu_devices():
         kiln.from_dlpack(OnGpu())
 
 
+def test_from_dlpack_passes_the_producers_error_through():
+    # Each came out as KilnTypeError "did not give a usable DLPack tensor" (a bad device tuple as
+    # a bare RuntimeError: std::bad_cast).
+    class Refusing:
+        def __init__(self, device):
+            self.device = device
+
+        def __dlpack__(self, **kwargs):
+            raise BufferError("producer: not today")
+
+        def __dlpack_device__(self):
+            return self.device
+
+    with pytest.raises(BufferError, match="producer: not today"):
+        kiln.from_dlpack(Refusing((1, 0)))
+    with pytest.raises(BufferError, match="native byte order"):
+        kiln.from_dlpack(np.ones(3, ">f4"))
+    with raises(kiln.KilnTypeError, match=r"__dlpack_device__\(\) returned \('x', 0\), expected "
+                                          r"\(device type, device id\)"):
+        kiln.from_dlpack(Refusing(("x", 0)))
+    x = kiln.tensor(np.ones((2, 3), np.float32))
+    with raises(kiln.KilnIndexError, match="Gather: index 7 is out of bounds"):
+        kiln.from_dlpack(kiln.mint.gather(x, 1, kiln.tensor(np.array([[0, 1, 7]], np.int64))))
+
+
 # ---- PyTorch (when installed) ----------------------------------------------------------------
 
 
