@@ -159,6 +159,11 @@ class NoGradGuard : public GradModeGuard {
   NoGradGuard() : GradModeGuard(false) {}
 };
 
+/// Makes backward() on this thread refuse to accumulate into leaves' .grad, with `reason` as the
+/// error's message (kNotImplemented), until it is called with nullptr; returns the previous
+/// reason. kiln.jit's trace sets one: the gradients it records are values without data.
+KILN_API const char* set_grad_accumulation_refused(const char* reason);
+
 // ---- Tensor state -------------------------------------------------------------------------------
 // Whether a recorded op's result requires grad depends on its dtype (floating point only), so for
 // a result still in the pipeline requires_grad(), is_leaf(), grad_fn() and gradient_edge() wait

@@ -2,10 +2,11 @@
 // accumulators.
 #include <algorithm>
 #include <atomic>
+#include <utility>
 
+#include "autograd/nodes.h"
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/shape.h"
-#include "autograd/nodes.h"
 
 namespace kiln::autograd {
 
@@ -210,9 +211,19 @@ std::shared_ptr<Node> AccumulateGrad::of(const Tensor& t) {
   return node;
 }
 
+namespace {
+thread_local const char* t_accumulation_refused = nullptr;  // set_grad_accumulation_refused
+}  // namespace
+
+const char* set_grad_accumulation_refused(const char* reason) {
+  return std::exchange(t_accumulation_refused, reason);
+}
+
 std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_outputs) {
   const Tensor& incoming = grad_outputs.at(0);
   if (!incoming.defined()) return {};
+  KILN_CHECK_KIND(ErrorKind::kNotImplemented, t_accumulation_refused == nullptr)
+      << t_accumulation_refused;
   AutogradMeta& meta = *leaf_->autograd;
   std::vector<std::function<void(const Tensor&)>> hooks;
   {

@@ -88,6 +88,13 @@ Trace::Trace(std::string graph_name) : graph_(std::make_shared<FuncGraph>(std::m
       "read data too: use kiln::contiguous / kiln::reshape, which are traced.)";
   no_data_ = std::make_shared<OpFailure>(std::make_exception_ptr(Error(ErrorKind::kType, message)));
   previous_ = set_thread_dispatcher(this);
+  // A leaf's .grad would keep a traced gradient, unusable after the trace, which the graph would
+  // not update at later calls either.
+  previous_refusal_ = autograd::set_grad_accumulation_refused(
+      "backward() inside a function kiln.jit traces would leave a traced value, with no data, in "
+      "a leaf's .grad; compute the gradients with kiln.grad / kiln.value_and_grad inside the "
+      "function and give them to the optimizer (opt(grads)), or call backward() outside the "
+      "jitted function");
   t_trace = this;
   recording_ = true;
 }
@@ -98,6 +105,7 @@ void Trace::stop() {
   if (!recording_) return;
   recording_ = false;
   t_trace = nullptr;
+  autograd::set_grad_accumulation_refused(previous_refusal_);
   set_thread_dispatcher(previous_);
 }
 

@@ -94,6 +94,7 @@ class KILN_API Trace final : public Dispatcher {
 
   FuncGraphPtr graph_;
   Dispatcher* previous_ = nullptr;
+  const char* previous_refusal_ = nullptr;  // autograd::set_grad_accumulation_refused's
   bool recording_ = false;
   std::shared_ptr<const OpFailure> no_data_;  // every tracer carries it: reads raise it
   std::unordered_map<const Storage*, Traced> traced_;

@@ -291,3 +291,22 @@ def test_grad_mode_is_part_of_the_signature():
     with raises(kiln.KilnValueError, match="writes into a tensor that requires grad"):
         f(kiln.tensor([2.0, 2.0]))
     assert w.tolist() == [2.0, 4.0]
+
+
+def test_backward_inside_a_jitted_function_is_refused_and_leaves_grad_alone():
+    # It left a traced value, with no data, in the weight's .grad: opt.step() and every later
+    # read of it failed with "a value traced by kiln.jit has no data".
+    w = kiln.nn.Parameter(kiln.tensor([1.0, 2.0]))
+
+    @kiln.jit
+    def step(x):
+        loss = (x * w).sum()
+        loss.backward()
+        return loss
+
+    with raises(kiln.KilnNotImplementedError, match=r"backward\(\) inside a function kiln.jit "
+                                                    r"traces.*kiln.grad"):
+        step(kiln.tensor([3.0, 4.0]))
+    assert w.grad is None
+    (kiln.tensor([3.0, 4.0]) * w).sum().backward()  # eagerly, as before
+    assert w.grad.tolist() == [3.0, 4.0]
