@@ -7,7 +7,8 @@
 // docs/architecture.md, "Type promotion"): an integer tensor combined with a floating tensor gives
 // the floating type (NumPy gives float64 for int32 + float32; PyTorch and JAX give float32, which
 // is what a deep-learning user expects), and bfloat16 (which NumPy lacks) combined with float16
-// gives float32.
+// gives float32. A 0-d tensor promotes like any other tensor (NumPy 2's rule; PyTorch ranks it
+// below dimensioned tensors): only Python numbers are weak (TensorMeta::weak).
 #pragma once
 
 #include <cstddef>
