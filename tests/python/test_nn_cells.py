@@ -159,20 +159,35 @@ def test_reassigning_a_name_keeps_its_place():
 
 
 @pytest.mark.parametrize("name, error, message", [
-    ("a.b", kiln.KilnValueError, r"cell name 'a.b' contains '.', which separates the names of "
+    ("a.b", kiln.KilnValueError, r"name 'a.b' contains '.', which separates the names of "
                                  r"nested cells"),
-    ("", kiln.KilnValueError, r"a cell's name must not be empty"),
-    ("training", kiln.KilnValueError, r"cell name 'training' is already an attribute of "
+    ("", kiln.KilnValueError, r"Sequential: the name of a cell must not be empty"),
+    ("training", kiln.KilnValueError, r"name 'training' is already an attribute of "
                                       r"Sequential"),
-    ("construct", kiln.KilnValueError, r"cell name 'construct' is already an attribute"),
-    ("_cells", kiln.KilnValueError, r"cell name '_cells' is already an attribute"),
-    (1, kiln.KilnTypeError, r"a cell's name must be a str, got int 1"),
+    ("construct", kiln.KilnValueError, r"name 'construct' is already an attribute"),
+    ("_cells", kiln.KilnValueError, r"name '_cells' is already an attribute"),
+    (1, kiln.KilnTypeError, r"the name of a cell must be a str, got int 1"),
 ], ids=["dotted", "empty", "training", "construct", "_cells", "int"])
 def test_sequential_refuses_the_names_pytorch_add_module_refuses(name, error, message):
     # As PyTorch's add_module: "a.b" would merge with a nested "a" -> "b" in state_dict, "" would
     # drop the prefix, and "training" would replace the flag that train() and eval() set.
     with pytest.raises(error, match=message):
         nn.Sequential(collections.OrderedDict([("fc", nn.Linear(2, 2)), (name, nn.Linear(2, 2))]))
+
+
+@pytest.mark.parametrize("name, match", [
+    ("a.b", "contains '.'"), ("", "must not be empty"), ("_params", "already an attribute"),
+    ("training", "already an attribute"), ("forward", "already an attribute")])
+@pytest.mark.parametrize("value", [lambda: nn.Linear(2, 2), lambda: nn.Parameter(mint.ones(2))],
+                         ids=["cell", "parameter"])
+def test_registering_under_a_name_state_dict_cannot_tell_apart_is_refused(name, match, value):
+    # setattr(net, "a.b", cell) merged state_dict keys; net._params = Parameter(...) replaced the
+    # registry itself.
+    net = nn.Cell()
+    net.a = nn.Sequential(collections.OrderedDict([("b", nn.Linear(2, 2))]))
+    with pytest.raises(kiln.KilnValueError, match=match):
+        setattr(net, name, value())
+    assert list(net.state_dict()) == ["a.b.weight", "a.b.bias"]
 
 
 def test_assigning_before_init_is_a_clear_error():

@@ -112,6 +112,8 @@ class Cell:
             object.__setattr__(self, name, value)
             return
         params, cells = registries
+        if isinstance(value, (Parameter, Cell)):
+            self._check_name(name, "a " + type(value).__name__)
         if isinstance(value, Parameter):
             self._forget(name, keep=params)
             params[name] = value
@@ -130,6 +132,24 @@ class Cell:
             cells[name] = None
         else:
             object.__setattr__(self, name, value)
+
+    def _check_name(self, name, what="a cell"):
+        """Refuses a name to register `what` under that state_dict could not tell apart, or that
+        would hide an attribute (as PyTorch's add_module / register_parameter)."""
+        kind = type(self).__name__
+        if not isinstance(name, str):
+            raise KilnTypeError(f"{kind}: the name of {what} must be a str, got "
+                                f"{type(name).__name__} {name!r}")
+        if not name:
+            raise KilnValueError(f"{kind}: the name of {what} must not be empty (its parameters "
+                                 f"would have no prefix in state_dict)")
+        if "." in name:
+            raise KilnValueError(f"{kind}: name {name!r} contains '.', which separates the names "
+                                 f"of nested cells in state_dict")
+        # Looked up on the class and in the internal registries: hasattr would run properties
+        # such as `training`, which a kiln.jit trace records.
+        if hasattr(type(self), name) or name in ("_params", "_cells", "_training"):
+            raise KilnValueError(f"{kind}: name {name!r} is already an attribute of {kind}")
 
     def _forget(self, name, keep=None):
         """Removes ``name`` from __dict__ and from every registry but ``keep``."""

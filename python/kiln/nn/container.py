@@ -14,7 +14,7 @@ the Sequential (``training``, ``construct``, ...) is a KilnValueError: state_dic
 import collections
 import operator
 
-from ..errors import KilnIndexError, KilnTypeError, KilnValueError
+from ..errors import KilnIndexError, KilnTypeError
 from .cell import Cell
 
 __all__ = ["Sequential"]
@@ -37,23 +37,6 @@ class Sequential(Cell):
                                     f"a kiln.nn.Cell")
             self._check_name(name)
             setattr(self, name, cell)
-
-    def _check_name(self, name):
-        """Refuses a name that state_dict could not tell apart or that would hide an attribute."""
-        if not isinstance(name, str):
-            raise KilnTypeError(f"Sequential: a cell's name must be a str, got "
-                                f"{type(name).__name__} {name!r}")
-        if not name:
-            raise KilnValueError("Sequential: a cell's name must not be empty (its parameters "
-                                 "would have no prefix in state_dict)")
-        if "." in name:
-            raise KilnValueError(f"Sequential: cell name {name!r} contains '.', which separates "
-                                 f"the names of nested cells in state_dict")
-        # The class and the instance's __dict__ are looked up directly: hasattr would run
-        # properties such as `training`, which a kiln.jit trace records.
-        if hasattr(type(self), name) or name in self.__dict__:
-            raise KilnValueError(f"Sequential: cell name {name!r} is already an attribute of "
-                                 f"{type(self).__name__}")
 
     def append(self, cell):
         """Adds ``cell`` at the end, named by its position (``str(len(self))``), and returns the
