@@ -3,7 +3,9 @@
 MindSpore style (``opt(grads)``) and PyTorch style (``.grad`` + ``step()``); parameter groups,
 the cosine schedule, optimizer checkpoints and the error paths."""
 
+import copy
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -216,7 +218,7 @@ def test_16_bit_parameters_step_with_a_float32_learning_rate():
     # 1000 would move it by 1e-5); PyTorch computes 16-bit updates with a float32 rate.
     p = nn.Parameter(mint.zeros(2, dtype=kiln.float16))
     opt = optim.SGD([p], lr=1e-8)
-    assert opt._lr[(0, kiln.float16)][0].dtype == kiln.float32
+    assert opt.param_groups[0]._rates[kiln.float16].dtype == kiln.float32
     opt((mint.full((2,), 1000.0, dtype=kiln.float16),))
     np.testing.assert_array_equal(p.numpy(), np.full(2, -1e-5, dtype=np.float16))
 
@@ -243,6 +245,38 @@ def test_parameter_groups_have_their_own_hyperparameters():
     np.testing.assert_allclose(b.numpy(), 0.25)
 
 
+def test_parameter_groups_stay_plain_dicts_to_their_users():
+    a = nn.Parameter(mint.ones(2))
+    opt = optim.SGD([{"params": [a], "lr": 0.5}], lr=0.1, momentum=0.9)
+    group = opt.param_groups[0]
+    assert isinstance(group, dict) and group == dict(group)
+    assert repr(group) == repr(dict(group))
+    assert all(type(g) is dict for g in opt.state_dict()["param_groups"])
+    # a copy is a snapshot: changing it leaves the optimizer's rate alone
+    for snapshot in (dict(group), group.copy(), copy.copy(group)):
+        assert type(snapshot) is dict
+        snapshot["lr"] = 0.0
+    assert group._rates[kiln.float32].item() == 0.5
+    # a deep-copied or unpickled optimizer has rates of its own, set through its groups
+    for other in (copy.deepcopy(opt), pickle.loads(pickle.dumps(opt))):
+        other.param_groups[0]["lr"] = 0.25
+        assert other.param_groups[0]._rates[kiln.float32].item() == 0.25
+        other((mint.ones(2),))
+        np.testing.assert_allclose(other.parameters[0].numpy(), 0.75)
+    assert group._rates[kiln.float32].item() == 0.5
+    np.testing.assert_array_equal(a.numpy(), [1, 1])
+
+
+def test_a_learning_rate_set_by_hand_is_checked():
+    opt = optim.SGD([nn.Parameter(mint.ones(2))], lr=0.1)
+    group = opt.param_groups[0]
+    with pytest.raises(kiln.KilnValueError, match="SGD: invalid learning rate -1, expected lr"):
+        group["lr"] = -1
+    with pytest.raises(kiln.KilnTypeError, match="SGD: lr must be a real number, got None"):
+        group.update(lr=None)
+    assert group["lr"] == 0.1 and group._rates[kiln.float32].item() == pytest.approx(0.1)
+
+
 def test_optimizer_argument_errors():
     p = nn.Parameter(mint.ones(2))
     with pytest.raises(kiln.KilnValueError, match="empty parameter list"):
@@ -253,6 +287,13 @@ def test_optimizer_argument_errors():
         optim.SGD([1.0], lr=0.1)
     with pytest.raises(kiln.KilnValueError, match="more than one place"):
         optim.SGD([p, p], lr=0.1)
+    # An op's result never gets a .grad (step() skipped it without a word), as in PyTorch.
+    with pytest.raises(kiln.KilnValueError, match=r"SGD: can't optimize a non-leaf tensor \(the "
+                                                   r"result of <Mul backward>\)"):
+        optim.SGD([p * 2], lr=0.1)
+    with pytest.raises(kiln.KilnValueError, match="can't optimize a non-leaf tensor"):
+        optim.Adam([p]).add_param_group({"params": [p + 1]})
+    optim.SGD([(p * 2).detach().requires_grad_()], lr=0.1)
     with pytest.raises(kiln.KilnValueError, match="invalid learning rate -1"):
         optim.SGD([p], lr=-1)
     with pytest.raises(kiln.KilnValueError, match="invalid momentum"):
@@ -598,6 +639,9 @@ def test_cosine_with_warmup():
     assert lrs[12] == pytest.approx(0.0, abs=1e-12)
     with pytest.raises(kiln.KilnValueError, match="warmup_steps < T_max"):
         optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4, warmup_steps=4)
+    # the optimizer would refuse the negative rates at the end of the schedule
+    with pytest.raises(kiln.KilnValueError, match="invalid eta_min -0.1, expected eta_min >= 0"):
+        optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4, eta_min=-0.1)
 
 
 def test_scheduled_rate_is_the_one_used():
@@ -611,7 +655,7 @@ def test_scheduled_rate_is_the_one_used():
         sched.step()
     np.testing.assert_allclose(p.numpy(), [expected], rtol=1e-12)
     # the optimizer's learning-rate tensor follows the schedule without a step in between
-    assert opt._lr[(0, kiln.float64)][0].item() == pytest.approx(0.0, abs=1e-15)
+    assert opt.param_groups[0]._rates[kiln.float64].item() == pytest.approx(0.0, abs=1e-15)
 
 
 def test_scheduler_state_dict():
@@ -867,6 +911,77 @@ def test_jitted_update_matches_eager_and_follows_the_schedule(cls, kwargs, dtype
         runs.append(p.numpy().copy())
     tolerance = 1e-12 if dtype == kiln.float64 else 1e-6
     np.testing.assert_allclose(runs[1], runs[0], rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("cls, kwargs", [
+    (optim.SGD, dict(lr=0.5, momentum=0.9)),
+    (optim.AdamW, dict(lr=0.5)),
+])
+def test_jitted_update_follows_a_learning_rate_set_by_hand(cls, kwargs):
+    # The jitted step kept the rate it was traced with: set to 0, training went on. Group 1 has
+    # two dtypes, so two rate tensors; each assignment path writes both.
+    rng = np.random.default_rng(4)
+    starts = [rng.standard_normal(3) for _ in range(3)]
+    dtypes = [kiln.float64, kiln.float64, kiln.float32]
+    grads = [[kiln.tensor(rng.standard_normal(3), dtype=d) for d in dtypes] for _ in range(5)]
+    assignments = [lambda g: None, lambda g: g.__setitem__("lr", 0.0),
+                   lambda g: g.update(lr=0.2), lambda g: g.__ior__({"lr": 0.0}),
+                   lambda g: g.update({"lr": 0.05})]
+    runs = []
+    for jit in (False, True):
+        params = [nn.Parameter(kiln.tensor(v, dtype=d)) for v, d in zip(starts, dtypes)]
+        opt = cls([{"params": params[:1]}, {"params": params[1:]}], **kwargs)
+        step = kiln.jit(lambda *gs: opt(gs)) if jit else (lambda *gs: opt(gs))
+        for assign, g in zip(assignments, grads):
+            assign(opt.param_groups[1])
+            before = [p.numpy().copy() for p in params[1:]]
+            step(*g)
+            if opt.param_groups[1]["lr"] == 0.0:  # no move at lr 0
+                for p, b in zip(params[1:], before):
+                    np.testing.assert_array_equal(p.numpy(), b)
+        if jit:
+            assert step.cache_info().misses == 1
+        runs.append([p.numpy().copy() for p in params])
+    for jitted, eager in zip(*runs[::-1]):
+        np.testing.assert_array_equal(jitted, eager)
+
+
+def test_jitted_update_uses_the_learning_rate_of_a_loaded_state_dict():
+    source = optim.SGD([nn.Parameter(mint.ones(2))], lr=0.1)
+    source.param_groups[0]["lr"] = 0.25
+    saved = source.state_dict()
+    assert type(saved["param_groups"][0]) is dict
+    p = nn.Parameter(mint.ones(2))
+    opt = optim.SGD([p], lr=0.5)
+    step = kiln.jit(lambda g: opt((g,)))
+    step(mint.ones(2))  # traced with lr 0.5
+    opt.load_state_dict(saved)
+    assert opt.param_groups[0]["lr"] == 0.25 and type(opt.state_dict()["param_groups"][0]) is dict
+    step(mint.ones(2))
+    np.testing.assert_allclose(p.numpy(), 1 - 0.5 - 0.25)
+
+
+def test_learning_rate_cannot_be_set_inside_a_jitted_function():
+    # The assignment would run once, while tracing: later calls would not repeat it.
+    p = nn.Parameter(mint.ones(2))
+    opt = optim.SGD([p], lr=0.1)
+    sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4)
+
+    def set_by_hand(g):
+        opt.param_groups[0]["lr"] = 0.5
+        opt((g,))
+
+    def scheduled(g):
+        opt((g,))
+        sched.step()
+
+    for body in (set_by_hand, scheduled):
+        with pytest.raises(kiln.KilnValueError, match="SGD: a parameter group's lr cannot be set "
+                                                      "inside a kiln.jit function"):
+            kiln.jit(body)(mint.ones(2))
+        assert opt.param_groups[0]["lr"] == 0.1 and sched.last_epoch == 0
+        assert opt.param_groups[0]._rates[kiln.float32].item() == pytest.approx(0.1)
+        np.testing.assert_array_equal(p.numpy(), [1, 1])
 
 
 @pytest.mark.parametrize("built_with_momentum", [True, False])

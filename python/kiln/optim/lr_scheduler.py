@@ -7,8 +7,9 @@
 
 Constructing a scheduler sets the learning rate for step 0; ``step()`` advances one step;
 ``get_last_lr()`` lists the rates it set last (one per parameter group). Each group's initial
-``lr`` is kept as ``group["initial_lr"]`` (the base rate). After setting the rates a scheduler
-refreshes the optimizer's learning-rate tensors, so jitted training steps follow the schedule.
+``lr`` is kept as ``group["initial_lr"]`` (the base rate). Setting ``group["lr"]`` writes the
+optimizer's learning-rate tensors, so jitted training steps follow the schedule; ``step()`` runs
+between them, not inside a ``kiln.jit`` function (a KilnValueError).
 
 ``CosineAnnealingLR(optimizer, T_max, eta_min=0.0, warmup_steps=0)``: at step t,
 
@@ -44,11 +45,12 @@ class LRScheduler:
         raise NotImplementedError
 
     def step(self):
-        self.last_epoch += 1
-        self._last_lr = [self.lr_at(base, self.last_epoch) for base in self.base_lrs]
-        for group, lr in zip(self.optimizer.param_groups, self._last_lr):
+        lrs = [self.lr_at(base, self.last_epoch + 1) for base in self.base_lrs]
+        # Set first: a refused rate (inside a kiln.jit function) leaves the scheduler as it was.
+        for group, lr in zip(self.optimizer.param_groups, lrs):
             group["lr"] = lr
-        self.optimizer._sync_lr()
+        self.last_epoch += 1
+        self._last_lr = lrs
 
     def get_last_lr(self):
         return list(self._last_lr)
@@ -60,19 +62,19 @@ class LRScheduler:
         self.__dict__.update(state_dict)
         for group, lr in zip(self.optimizer.param_groups, self._last_lr):
             group["lr"] = lr
-        self.optimizer._sync_lr()
 
 
 class CosineAnnealingLR(LRScheduler):
     """CosineAnnealingLR(optimizer, T_max, eta_min=0.0, warmup_steps=0): a linear warmup over
     ``warmup_steps`` steps, then a cosine from each group's base rate down to ``eta_min`` at step
-    ``T_max`` (0 <= warmup_steps < T_max, else a KilnValueError). The formula is in
+    ``T_max`` (0 <= warmup_steps < T_max and eta_min >= 0, else a KilnValueError: the optimizer
+    refuses a negative rate when the schedule reaches it). The formula is in
     kiln.optim.lr_scheduler's documentation."""
 
     def __init__(self, optimizer, T_max, eta_min=0.0, warmup_steps=0):  # noqa: N803
-        for name, value in (("T_max", T_max), ("eta_min", eta_min),
-                            ("warmup_steps", warmup_steps)):
-            check_number("CosineAnnealingLR", name, value)
+        for name, value, minimum in (("T_max", T_max, None), ("eta_min", eta_min, 0.0),
+                                     ("warmup_steps", warmup_steps, None)):
+            check_number("CosineAnnealingLR", name, value, minimum)
         if not 0 <= warmup_steps < T_max:
             raise KilnValueError(f"CosineAnnealingLR: need 0 <= warmup_steps < T_max, got "
                                  f"warmup_steps={warmup_steps}, T_max={T_max}")

@@ -13,21 +13,26 @@
     loss, grads = grad_fn(x, y)
     opt(grads)
 
-``params`` is an iterable of parameters, or of dicts ("parameter groups") each holding
+``params`` is an iterable of parameters (leaf tensors: a tensor computed by an op that requires
+grad is a KilnValueError, as in PyTorch), or of dicts ("parameter groups") each holding
 ``params`` and any hyperparameter that differs from the optimizer's defaults (``lr``, ...).
 ``opt.parameters`` is the flat list of every group's parameters; ``opt.param_groups`` the groups
-(a scheduler writes ``group["lr"]``); ``opt.state[i]`` the state of ``opt.parameters[i]``.
+(dicts: set ``group["lr"] = v`` to change a learning rate, as a scheduler does);
+``opt.state[i]`` the state of ``opt.parameters[i]``.
 
 An update runs under ``kiln.no_grad()`` and writes the parameters and the optimizer's state in
 place, so it can run inside a ``kiln.jit`` function: everything it reads (state, learning rate)
 is a tensor that exists before the first call, and the learning rate is a 0-d tensor per group
-and dtype that ``step()`` / ``opt(grads)`` refresh from ``group["lr"]`` before an eager update
-(a scheduler refreshes it too, so a jitted step sees a scheduled learning rate; other
-hyperparameters are read as Python numbers and are fixed in a jitted step once traced). For
-float16 / bfloat16 parameters that tensor is float32, the precision PyTorch computes their
-updates in: in 16 bits a learning rate is off in the third digit (bfloat16) or, below 6e-5,
-loses digits until it is 0 (float16), and AdamW's ``1 - lr * weight_decay`` rounds to the
-16-bit grid near 1.
+and dtype that setting ``group["lr"]`` (also through ``update``, ``setdefault`` or
+``load_state_dict``) writes at once, so a jitted step uses the rate set between its calls (other
+hyperparameters are read as Python numbers and are fixed in a jitted step once traced). Setting
+it inside a ``kiln.jit`` function is a KilnValueError: the assignment would run once, while
+tracing, not at each call. A new value is checked as the constructor checks it. A copy of a group
+(``dict(group)``, ``group.copy()``, ``copy.copy(group)``) is a plain dict that no longer drives
+the optimizer. For float16 / bfloat16 parameters that tensor is float32, the precision PyTorch
+computes their updates in: in 16 bits a learning rate is off in the third digit (bfloat16) or,
+below 6e-5, loses digits until it is 0 (float16), and AdamW's ``1 - lr * weight_decay`` rounds
+to the 16-bit grid near 1.
 
 - ``step(closure=None)``: one update from ``p.grad`` (parameters whose grad is None are skipped);
   ``closure`` (optional) recomputes and returns the loss, which ``step`` returns.
@@ -88,6 +93,53 @@ def _rate_dtype(dtype):
     return _C.dtype.float32 if dtype in (_C.dtype.float16, _C.dtype.bfloat16) else dtype
 
 
+class _ParamGroup(dict):
+    """A parameter group: a dict that also holds the group's learning-rate tensors (``_rates``:
+    parameter dtype -> 0-d tensor) and writes ``lr`` into them when it is set, so a jitted step,
+    which reads the tensors, follows the rate set between its calls. ``owner`` (the optimizer's
+    name) prefixes the errors."""
+
+    def __init__(self, entries, owner, rates):
+        super().__init__(entries)
+        self._owner = owner
+        self._rates = rates
+
+    def __setitem__(self, key, value):
+        if key == "lr":
+            check_number(self._owner, "lr", value, Optimizer._numeric["lr"])
+            if _C.jit.is_tracing():
+                raise KilnValueError(f"{self._owner}: a parameter group's lr cannot be set inside "
+                                     f"a kiln.jit function (the assignment would run once, while "
+                                     f"tracing, not at each call); set it between calls, as a "
+                                     f"scheduler's step() does")
+            for rate in self._rates.values():
+                rate[...] = value
+        super().__setitem__(key, value)
+
+    # dict's own update, setdefault and |= store without __setitem__.
+    def update(self, *args, **kwargs):
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+    # A shallow copy is a snapshot, as dict(group) and group.copy() are: sharing the tensors, it
+    # would change the optimizer's rate while the group's "lr" said otherwise.
+    __copy__ = dict.copy
+
+    def __reduce__(self):
+        # deepcopy and pickle (of the optimizer): the tensors travel with the entries (pickle
+        # sets a dict subclass's items before its attributes, which __setitem__ needs).
+        return type(self), (dict(self), self._owner, self._rates)
+
+
 class Optimizer:
     """Optimizer(params, defaults): the base class. ``params`` is an iterable of parameters or of
     parameter groups (dicts); ``defaults`` holds the hyperparameters a group does not set. A
@@ -98,7 +150,6 @@ class Optimizer:
         self.param_groups = []
         self.parameters = []
         self.state = []
-        self._lr = {}  # (group index, parameter dtype) -> [0-d lr tensor, the value it holds]
         if isinstance(params, _C.Tensor):
             raise KilnTypeError(f"{type(self).__name__}: params must be an iterable of tensors or "
                                 f"dicts, got a single tensor")
@@ -119,6 +170,12 @@ class Optimizer:
             if not isinstance(p, _C.Tensor):
                 raise KilnTypeError(f"{type(self).__name__}: expected kiln tensors as parameters, "
                                     f"got {type(p).__name__}")
+            if not p.is_leaf:
+                # Its .grad is never filled (backward fills leaves'), so step() would skip it
+                # without a word, and the update would write into an op's result.
+                raise KilnValueError(f"{type(self).__name__}: can't optimize a non-leaf tensor "
+                                     f"(the result of {p.grad_fn}); pass the leaf it is computed "
+                                     f"from, or t.detach().requires_grad_()")
             if id(p) in known:
                 raise KilnValueError(f"{type(self).__name__}: a parameter appears in more than "
                                      f"one place")
@@ -126,15 +183,16 @@ class Optimizer:
         for key, value in self.defaults.items():
             group.setdefault(key, value)
         self._check_hyperparameters(group)
-        index = len(self.param_groups)
+        rates = {}
+        for p in group["params"]:
+            if p.dtype not in rates:
+                rates[p.dtype] = _C.mint.full((), group["lr"], dtype=_rate_dtype(p.dtype))
+        group = _ParamGroup(group, type(self).__name__, rates)
         self.param_groups.append(group)
         with no_grad():
             for p in group["params"]:
                 self.parameters.append(p)
                 self.state.append(self._init_state(p, group))
-                if (index, p.dtype) not in self._lr:
-                    lr = _C.mint.full((), group["lr"], dtype=_rate_dtype(p.dtype))
-                    self._lr[(index, p.dtype)] = [lr, group["lr"]]
 
     # ----------------------------------------------------------------------------------------
     # Updates
@@ -167,10 +225,6 @@ class Optimizer:
                     p.grad[...] = 0
 
     def _apply(self, grads):
-        # Inside kiln.jit the learning-rate tensors are constants of the graph: refreshing them
-        # there would record the traced value; the scheduler refreshes them eagerly instead.
-        if not _C.jit.is_tracing():
-            self._sync_lr()
         # Every gradient is checked before any parameter changes.
         for i, (p, grad) in enumerate(zip(self.parameters, grads)):
             if grad is None:
@@ -186,20 +240,11 @@ class Optimizer:
                                  f"shape {list(grad.shape)}, expected {list(p.shape)}")
         with no_grad():
             i = 0
-            for index, group in enumerate(self.param_groups):
+            for group in self.param_groups:
                 for p in group["params"]:
                     if grads[i] is not None:
-                        self._update(p, grads[i], self.state[i], group,
-                                     self._lr[(index, p.dtype)][0])
+                        self._update(p, grads[i], self.state[i], group, group._rates[p.dtype])
                     i += 1
-
-    def _sync_lr(self):
-        """Writes each group's ``lr`` into its learning-rate tensors where it changed."""
-        for (index, _), entry in self._lr.items():
-            lr = self.param_groups[index]["lr"]
-            if entry[1] != lr:
-                entry[0][...] = lr
-                entry[1] = lr
 
     # ----------------------------------------------------------------------------------------
     # Subclass hooks
@@ -288,7 +333,6 @@ class Optimizer:
                     else:
                         state[key] = value.clone()
                 self._complete_loaded_state(param, state, set(saved))
-        self._sync_lr()
 
     def _complete_loaded_state(self, param, state, saved_keys):
         """After load_state_dict: fixes up a parameter's state from what the checkpoint had
