@@ -58,9 +58,10 @@ KILN_API void synchronize();
 /// failures stay for the next synchronize()).
 KILN_API void drain();
 
-/// The caching allocator's counters, in bytes unless named otherwise. memory_stats(),
-/// empty_cache() and reset_peak_memory_stats() first wait for every op issued so far (as drain()
-/// does) and drop finished ops' references, so memory only they held counts as cached.
+/// The caching allocator's counters, in bytes unless named otherwise, after dropping finished
+/// ops' references (so memory only they held counts as cached). In the asynchronous modes they
+/// count what the workers have allocated so far (synchronize() first for the program's view);
+/// empty_cache() and reset_peak_memory_stats() first wait for every op issued so far.
 struct MemoryStats {
   size_t allocated = 0;       // in blocks handed out now (rounded to their size class)
   size_t cached = 0;          // in freed blocks kept for reuse

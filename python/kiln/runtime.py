@@ -13,8 +13,9 @@ measured the fastest on a two-core machine (docs/architecture.md, "Eager pipelin
 In the asynchronous modes, memory a tensor shares with NumPy (``kiln.from_numpy(a)``,
 ``t.numpy()``, ``kiln.from_dlpack``) is read and written by the queued ops when they run: call
 ``synchronize()`` before changing such an array while ops on it may be queued, or before reading
-an array that queued ops write. memory_stats(), empty_cache() and reset_peak_memory_stats() wait
-for the ops issued so far. At exit the queued ops finish, and a failure no read raised is printed
+an array that queued ops write. memory_stats() counts what the ops that have run allocated (it does
+not wait: synchronize() first for the program's view); empty_cache() and
+reset_peak_memory_stats() wait for the ops issued so far. At exit the queued ops finish, and a failure no read raised is printed
 to stderr.
 """
 

@@ -63,8 +63,9 @@ void bind_runtime(nb::module_& m) {
         d["num_os_allocs"] = s.num_os_allocs;
         return d;
       },
-      "The caching allocator's counters, once the ops issued so far have run: allocated, cached "
-      "and peak bytes, blocks handed out "
+      "The caching allocator's counters (in the asynchronous modes, of what the ops that have run "
+      "allocated; synchronize() first for the program's view): allocated, cached and peak bytes, "
+      "blocks handed out "
       "(num_allocs) and of those the ones that took new memory from the system (num_os_allocs). "
       "Tensors of at most 64 bytes keep their memory inside their storage object and are not "
       "counted.");

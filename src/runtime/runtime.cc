@@ -89,11 +89,12 @@ PipelineMode get_pipeline() { return Pipeline::instance().mode(); }
 void synchronize() { Pipeline::instance().synchronize(); }
 void drain() { Pipeline::instance().drain(); }
 
-// Each first waits for the ops issued so far, whose memory is allocated in the workers (else the
-// counters lag behind the program in the asynchronous modes: a peak reset would catch earlier
-// ops' allocations, empty_cache miss the blocks of tensors already dropped), then releases the
-// tensors of finished calls (Note [Releasing on the caller's side]), so that they count what the
-// program still holds.
+// Each first releases the tensors of finished calls (Note [Releasing on the caller's side]), so
+// that the counters count what the program still holds. empty_cache and reset_peak_memory_stats
+// also wait for the ops issued so far, whose memory the workers allocate (else, in the
+// asynchronous modes, empty_cache kept the blocks of tensors already dropped and a peak reset
+// caught earlier ops' allocations); memory_stats does not, so that it observes a running program
+// (a monitoring thread) without waiting for it.
 namespace {
 void settle() {
   Pipeline::instance().drain();
@@ -102,7 +103,7 @@ void settle() {
 }  // namespace
 
 MemoryStats memory_stats() {
-  settle();
+  Pipeline::instance().release_finished(/*wait=*/true);
   return caching_allocator().stats();
 }
 void empty_cache() {
