@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "kiln/functional.h"
+#include "kiln/op.h"
 #include "ops/reduce.h"
 
 namespace kiln::detail {
@@ -74,6 +75,21 @@ GradFn reduction_rule(ReductionDerivative d) {
             d(x, keep_reduced_dims(y, shape, mask), keep_reduced_dims(g, shape, mask), dims, attrs);
         return std::vector<Tensor>{to(dx, x.dtype())};
       });
+}
+
+Tensor divide_by_count(const Tensor& t, const Tensor& x, const std::vector<int64_t>& dims,
+                       int64_t correction) {
+  if (thread_dispatcher() == nullptr) {
+    int64_t count = 1;
+    for (int64_t d : dims) count *= x.shape()[d];
+    return t / static_cast<double>(std::max<int64_t>(0, count - correction));
+  }
+  const DType cd = compute_dtype(t.dtype());
+  Shape reduced;
+  for (int64_t d : dims) reduced.push_back(x.shape()[d]);
+  const Tensor count = sum(expand(full({}, Scalar(1.0), cd), reduced), {});
+  const Tensor divisor = maximum(count - static_cast<double>(correction), Tensor::scalar(0.0));
+  return to(to(t, cd) / divisor, t.dtype());
 }
 
 }  // namespace kiln::detail

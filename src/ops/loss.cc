@@ -5,6 +5,7 @@
 // Per-element losses are computed in parallel in float32 (float64 for float64 input) and summed
 // in float64 in a fixed order, so results do not depend on the thread count.
 #include <algorithm>
+#include <numeric>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "kiln/op.h"
 #include "kiln/parallel.h"
 #include "ops/dtype_convert.h"
+#include "ops/grad_util.h"
 #include "ops/nn_grad.h"
 #include "ops/simd/float_kernels.h"
 
@@ -348,10 +350,13 @@ KILN_REGISTER_OP(OpDef("MSELoss")
                        const bool mean = parse_reduction("mse_loss", attrs.get<std::string>(
                                                                          "reduction")) ==
                                          Reduction::kMean;
-                       const double scale =
-                           mean ? 2.0 / static_cast<double>(diff.numel()) : 2.0;
-                       const Tensor gd =
-                           diff * to(grad::or_zeros(grad_outputs[0], out[0]), cd) * scale;
+                       Tensor gd = to(grad::or_zeros(grad_outputs[0], out[0]), cd) * 2.0;
+                       if (mean) {
+                         std::vector<int64_t> all(static_cast<size_t>(diff.ndim()));
+                         std::iota(all.begin(), all.end(), 0);
+                         gd = detail::divide_by_count(gd, diff, all);
+                       }
+                       gd = diff * gd;
                        std::vector<Tensor> grads(2);
                        if (grad::differentiable(a)) {
                          grads[0] = grad::as_grad_of(sum_to(gd, a.shape()), a);

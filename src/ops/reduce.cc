@@ -340,9 +340,7 @@ Tensor sum_derivative(const Tensor& x, const Tensor&, const Tensor& g, const Dim
 
 Tensor mean_derivative(const Tensor& x, const Tensor&, const Tensor& g, const Dims& dims,
                       const Attrs&) {
-  int64_t count = 1;
-  for (int64_t d : dims) count *= x.shape()[d];
-  return expand(g / static_cast<double>(count), x.shape());
+  return expand(detail::divide_by_count(g, x, dims), x.shape());
 }
 
 // The product of the other elements: y / x where x != 0; at a zero, the product of the nonzero

@@ -248,10 +248,7 @@ OpDef moments_op(const char* name, const char* doc) {
 template <bool kSqrt>
 Tensor moments_derivative(const Tensor& x, const Tensor& y, const Tensor& g, const Dims& dims,
                           const Attrs& attrs) {
-  int64_t count = 1;
-  for (int64_t d : dims) count *= x.shape()[d];
   const int64_t correction = attrs.get<int64_t>("correction");
-  const double divisor = static_cast<double>(std::max<int64_t>(0, count - correction));
   const Tensor centered = x - mean(x, dims, /*keepdim=*/true);
   // The factors are in the reduced shape: combined first, they cost one pass over x's shape. In
   // the compute dtype: a float16 g * 2 / divisor is subnormal or 0 for a million elements, and a
@@ -262,9 +259,10 @@ Tensor moments_derivative(const Tensor& x, const Tensor& y, const Tensor& g, con
     // quotient would be 0 * inf), as in PyTorch.
     const Tensor std = to(y, cd);
     const Tensor zero = Tensor::scalar(0.0);
-    return centered * where(eq(std, zero), zero, to(g, cd) / (std * divisor));
+    return centered * where(eq(std, zero), zero,
+                            detail::divide_by_count(to(g, cd) / std, x, dims, correction));
   }
-  return centered * (to(g, cd) * (2.0 / divisor));
+  return centered * detail::divide_by_count(to(g, cd) * 2.0, x, dims, correction);
 }
 
 Tensor logsumexp_derivative(const Tensor& x, const Tensor& y, const Tensor& g, const Dims&,

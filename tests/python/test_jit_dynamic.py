@@ -238,3 +238,28 @@ def test_views_that_keep_the_batch_whole_are_traced_three_times():
         for got, want in zip(f(x), g(x)):
             np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert traced == [1, 2, 3]
+
+
+@pytest.mark.parametrize("loss", [
+    lambda x: mint.mean(x * x),
+    lambda x: mint.mse_loss(x, x * 0.5),
+    lambda x: mint.sum(mint.var(x, dim=0)),
+    lambda x: mint.sum(mint.std(x, dim=0)),
+], ids=["mean", "mse_loss", "var", "std"])
+def test_a_mean_reduced_loss_differentiates_at_every_batch_size(loss):
+    # The gradient rules divided by the element count as a number: a constant of the traced
+    # backward that differs at the second batch size, refused as "a number computed from the
+    # batch size?", so no dynamic training step could use a mean loss.
+    traced = []
+
+    def counted(x):
+        traced.append(x.shape[0])
+        return loss(x)
+
+    jitted = kiln.jit(kiln.grad(counted), dynamic=True)
+    rng = np.random.default_rng(3)
+    for b in (2, 3, 5, 4, 7):
+        x = kiln.tensor(rng.standard_normal((b, 4)).astype(np.float32))
+        np.testing.assert_allclose(jitted(x).numpy(), kiln.grad(loss)(x).numpy(), rtol=1e-6,
+                                   atol=1e-7)
+    assert traced == [2, 3, 5]  # three traces, then instantiated from the template
