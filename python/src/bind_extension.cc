@@ -364,21 +364,27 @@ std::string python_literal(const AttrValue& value) {
       value);
 }
 
-// "name(x, y=None, *, k=1)\n--\n\n": what makes inspect.signature() and help() show a def_op
-// function's parameters (OpDef::signature() has types, which a text signature cannot).
+// "name(x, y=None, k=1)\n--\n\n": what makes inspect.signature() and help() show a def_op
+// function's parameters (OpDef::signature() has types, which a text signature cannot), as the
+// call takes them: inputs, then attributes, by position or name; a variadic input is one list
+// (as kiln.mint.cat's). A parameter without a default after one with a default can only be
+// keyword-only in Python's syntax: from there on the signature marks them so.
 std::string text_signature(const std::string& name, const OpDef& op) {
   std::string s = name + "(";
   bool first = true;
   const auto next = [&] { return first ? (first = false, "") : ", "; };
-  bool keyword_only = false;
-  for (const InputSpec& in : op.input_specs()) {
-    s += next() + std::string(in.variadic ? "*" : "") + in.name + (in.optional ? "=None" : "");
-    keyword_only = keyword_only || in.variadic;
-  }
+  bool defaulted = false, keyword_only = false;
+  const auto add = [&](const std::string& parameter, const std::string& default_value) {
+    if (default_value.empty() && defaulted && !keyword_only) {
+      s += next() + std::string("*");
+      keyword_only = true;
+    }
+    defaulted = defaulted || !default_value.empty();
+    s += next() + parameter + (default_value.empty() ? "" : "=" + default_value);
+  };
+  for (const InputSpec& in : op.input_specs()) add(in.name, in.optional ? "None" : "");
   for (const AttrSpec& attr : op.attr_specs()) {
-    if (!keyword_only) s += next() + std::string("*");
-    keyword_only = true;
-    s += next() + attr.name + (attr.default_value ? "=" + python_literal(*attr.default_value) : "");
+    add(attr.name, attr.default_value ? python_literal(*attr.default_value) : "");
   }
   return s + ")\n--\n\n";
 }
