@@ -17,6 +17,7 @@ A value traced by ``kiln.jit`` has no data: deep-copying or pickling one is a Ki
 
 import copy
 import functools
+import numbers
 
 from . import _C
 from ._numpy import np
@@ -62,6 +63,23 @@ def _tolist(self):
     if self.ndim > _numpy_max_dims():  # past what a NumPy array holds: row by row
         return [row.tolist() for row in self]
     return self.numpy().tolist()
+
+
+def _format(self, spec):
+    """format(t, spec) / f"{t:.4f}": a 0-d tensor formats as its value (as in PyTorch); another
+    tensor takes only the empty spec (its str)."""
+    if self.ndim == 0:
+        return format(self.item(), spec)
+    return object.__format__(self, spec)
+
+
+def _contains(self, element):
+    """``element in t``: whether any element equals it (a number or a tensor that broadcasts), as
+    in PyTorch; iterating rows would compare whole rows."""
+    if not isinstance(element, (Tensor, numbers.Number)):
+        raise KilnTypeError(f"'in' on a tensor expects a number or a tensor, got "
+                            f"{type(element).__name__}")
+    return bool(_C.mint.sum(self == element).item())
 
 
 def _iter(self):
@@ -142,6 +160,8 @@ Tensor.__array__ = _array
 Tensor.__array_priority__ = 1000
 Tensor.tolist = _tolist
 Tensor.__iter__ = _iter
+Tensor.__format__ = _format
+Tensor.__contains__ = _contains
 Tensor.__copy__ = _copy
 Tensor.__deepcopy__ = _deepcopy
 Tensor.__reduce__ = _reduce

@@ -67,15 +67,19 @@ Tensor amax_impl(const Tensor& x, nb::handle dim, bool keepdim) {
 Tensor amin_impl(const Tensor& x, nb::handle dim, bool keepdim) {
   return amin(x, parse_dims("amin", dim), keepdim);
 }
+// kiln.mint.ValuesIndices, the named tuple max and min along a dim return (as PyTorch's
+// torch.return_types.max: t.max(1).values); made by bind_mint_reduce, which the module keeps.
+PyObject* g_values_indices = nullptr;
+
 nb::object max_impl(const Tensor& x, nb::handle dim, bool keepdim) {
   if (dim.is_none()) return nb::cast(amax(x, {}, keepdim));
   auto [values, indices] = max(x, parse_dim("max", dim), keepdim);
-  return nb::make_tuple(values, indices);
+  return nb::handle(g_values_indices)(values, indices);
 }
 nb::object min_impl(const Tensor& x, nb::handle dim, bool keepdim) {
   if (dim.is_none()) return nb::cast(amin(x, {}, keepdim));
   auto [values, indices] = min(x, parse_dim("min", dim), keepdim);
-  return nb::make_tuple(values, indices);
+  return nb::handle(g_values_indices)(values, indices);
 }
 std::optional<int64_t> optional_dim(const char* op, nb::handle dim) {
   if (dim.is_none()) return std::nullopt;
@@ -122,6 +126,12 @@ void def_both(nb::module_& mint, nb::handle tensor_cls, const char* name,
 
 void bind_mint_reduce(nb::module_& mint) {
   const nb::handle cls = nb::type<Tensor>();
+  nb::object values_indices =
+      nb::module_::import_("collections")
+          .attr("namedtuple")("ValuesIndices", nb::make_tuple("values", "indices"),
+                              "module"_a = "kiln.mint");
+  mint.attr("ValuesIndices") = values_indices;
+  g_values_indices = values_indices.release().ptr();  // for the process, as the module's
   const auto dim = "dim"_a = nb::none();
   const auto keepdim = "keepdim"_a = false;
   def_both(mint, cls, "sum", &sum_impl,
@@ -138,9 +148,11 @@ void bind_mint_reduce(nb::module_& mint) {
   def_both(mint, cls, "amin", &amin_impl, "Smallest element over `dim` (NaN propagates).", dim,
            keepdim);
   def_both(mint, cls, "max", &max_impl,
-           "The 0-d maximum, or (values, indices) along `dim` (an int).", dim, keepdim);
+           "The 0-d maximum, or the named tuple (values, indices) along `dim` (an int).", dim,
+           keepdim);
   def_both(mint, cls, "min", &min_impl,
-           "The 0-d minimum, or (values, indices) along `dim` (an int).", dim, keepdim);
+           "The 0-d minimum, or the named tuple (values, indices) along `dim` (an int).", dim,
+           keepdim);
   def_both(mint, cls, "argmax", &argmax_impl,
            "int64 index of the first maximum along `dim`, or in the flattened tensor.", dim,
            keepdim);

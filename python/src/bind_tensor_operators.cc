@@ -65,15 +65,25 @@ TensorMeta meta_of(const Tensor& t) {
   return m;
 }
 
+/// A result of `shape` (self and the other operand broadcast) must fit self, checked at the call:
+/// the op's own check runs in its planning step, which the asynchronous modes run later, where
+/// the failure lands on self (a view, perhaps) and reading the tensor it views never raises it.
+void check_inplace_shape(const char* op, const Tensor& self, const Shape& shape) {
+  KILN_CHECK_SHAPE(shape == self.shape())
+      << op << ": the result has shape " << shape_str(shape) << " (the operands broadcast), which "
+      << "does not fit the tensor written, of shape " << shape_str(self.shape());
+}
+
 /// kiln::can_write_result, checked before the call (the call would check it in its planning step,
 /// which the pipeline may run later).
 void check_inplace(const ArithmeticOperator& op, const Tensor& self, const Tensor& other) {
   const OpDefPtr def = OpRegistry::Instance().get(op.prim);
-  const DType result =
-      def->infer_outputs({meta_of(self), meta_of(other)}, def->normalize_attrs({})).at(0).dtype;
-  KILN_CHECK_DTYPE(can_write_result(result, self.dtype()))
-      << op.inplace << ": result type " << result << " can't be cast to the desired output type "
-      << self.dtype();
+  const TensorMeta result =
+      def->infer_outputs({meta_of(self), meta_of(other)}, def->normalize_attrs({})).at(0);
+  KILN_CHECK_DTYPE(can_write_result(result.dtype, self.dtype()))
+      << op.inplace << ": result type " << result.dtype
+      << " can't be cast to the desired output type " << self.dtype();
+  check_inplace_shape(op.inplace, self, result.shape);
 }
 
 void check_bool_operands(const char* symbol, const Tensor& a, const Tensor& b) {
@@ -181,12 +191,19 @@ void bind_tensor_operators(nb::module_& /*m*/) {
         [p = &op](nb::handle self, TensorArg other) {
           const Tensor& t = nb::cast<const Tensor&>(self);
           check_bool_operands(p->symbol, t, other);
+          check_inplace_shape(p->inplace, t, broadcast_shapes(t.shape(), other.get().shape()));
           p->fn(t, other, t);
           return nb::borrow(self);
         },
         nb::is_operator());
   }
   def_method(cls, "__neg__", [](const Tensor& self) { return neg(self); });
+  // +t is t itself, as PyTorch's (a numeric tensor; ~ is the bool one's operator).
+  def_method(cls, "__pos__", [](nb::handle self) {
+    KILN_CHECK_DTYPE(nb::cast<const Tensor&>(self).dtype() != DType::kBool)
+        << "operator +: expected a numeric tensor, got bool";
+    return nb::borrow(self);
+  });
   def_method(cls, "__abs__", [](const Tensor& self) { return abs(self); });
   def_method(cls, "__invert__", [](const Tensor& self) {
     KILN_CHECK_DTYPE(self.dtype() == DType::kBool)

@@ -485,9 +485,9 @@ Tensor Tensor::unsqueeze(int64_t dim) const {
 
 Shape flatten_shape(const Shape& shape, int64_t start_dim, int64_t end_dim) {
   const auto ndim = static_cast<int64_t>(shape.size());
-  if (ndim == 0) return {1};
-  const int64_t s = wrap_dim(start_dim, ndim, "start_dim");
+  const int64_t s = wrap_dim(start_dim, ndim, "start_dim");  // a 0-d shape takes 0 and -1
   const int64_t e = wrap_dim(end_dim, ndim, "end_dim");
+  if (ndim == 0) return {1};
   KILN_CHECK_INDEX(s <= e) << "flatten: start_dim " << start_dim << " comes after end_dim "
                            << end_dim;
   Shape result(shape.begin(), shape.begin() + s);

@@ -212,3 +212,24 @@ def test_dtype_conversion_methods(method, dtype):
     assert_close(converted, x.numpy().astype(numpy_dtype(dtype)))
     assert x.to(dtype).dtype == dtype
     assert x.to(dtype.name).dtype == dtype
+
+
+def test_unary_plus_is_the_tensor_itself():
+    x = kiln.tensor([1.0, -2.0])
+    assert +x is x
+    with raises(kiln.DTypeError, match="operator \\+: expected a numeric tensor, got bool"):
+        +kiln.tensor([True])
+
+
+def test_an_in_place_result_that_does_not_fit_is_refused_at_the_call():
+    # In the asynchronous modes the shape check ran later, its failure landed on the view, and
+    # reading the tensor it views never raised it.
+    x = kiln.tensor(np.arange(9, dtype=np.float32).reshape(3, 3))
+    row = x[0]
+    with pytest.raises(kiln.ShapeError, match=r"__iadd__: the result has shape \[3, 3\] .* does "
+                                              r"not fit the tensor written, of shape \[3\]"):
+        row += x
+    flags = kiln.tensor([True, False])
+    with pytest.raises(kiln.ShapeError, match=r"__iand__: the result has shape \[2, 2\]"):
+        flags &= kiln.tensor([[True], [False]])
+    assert x.tolist() == np.arange(9, dtype=np.float32).reshape(3, 3).tolist()

@@ -1,5 +1,7 @@
 """Reductions, scans and softmax (kiln.mint.sum ... log_softmax) against NumPy."""
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -311,6 +313,19 @@ def test_float32_sum_of_16m_values_is_accurate_and_deterministic():
     assert abs(first - float(np.sum(a))) <= 1e-5 * exact
     assert abs(first - exact) <= 1e-6 * exact
     assert all(mint.sum(t).item() == first for _ in range(3))
+
+
+def test_max_and_min_along_a_dim_give_a_named_tuple():
+    # As PyTorch's torch.return_types.max: t.max(1).values raised AttributeError.
+    t = kiln.tensor([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]])
+    best = t.max(1)
+    assert best.values.tolist() == [5.0, 7.0] and best.indices.tolist() == [1, 0]
+    assert isinstance(best, mint.ValuesIndices) and isinstance(best, tuple)
+    values, indices = mint.min(t, 0, keepdim=True)
+    assert values.tolist() == [[1.0, 0.0, 2.0]] and indices.tolist() == [[0, 1, 0]]
+    jitted = kiln.jit(lambda x: x.max(1))(t)
+    assert isinstance(jitted, mint.ValuesIndices) and jitted.values.tolist() == [5.0, 7.0]
+    assert pickle.loads(pickle.dumps(best)).indices.tolist() == [1, 0]
 
 
 def test_nan_propagates_like_numpy():

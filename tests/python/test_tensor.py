@@ -376,3 +376,24 @@ def test_python_numbers_a_tensor_cannot_hold_are_refused_not_wrapped():
     for source in (np.uint8(5), [np.uint8(5)], memoryview(b"\x05")):
         u8 = kiln.tensor(source)
         assert u8.dtype == kiln.uint8 and u8.numpy().ravel().tolist() == [5]
+
+
+def test_format_spec_of_a_0d_tensor_formats_its_value():
+    # f"{loss:.4f}" raised TypeError: unsupported format string.
+    assert f"{kiln.tensor(0.123456):.4f}" == "0.1235"
+    assert format(kiln.tensor(3), ">4") == "   3"
+    assert f"{kiln.tensor([1.0, 2.0])}" == str(kiln.tensor([1.0, 2.0]))
+    with pytest.raises(TypeError):
+        format(kiln.tensor([1.0, 2.0]), ".2f")
+
+
+def test_in_compares_every_element():
+    # Python iterated rows: `3 in` a 2-d tensor raised "the truth value ... is ambiguous", and
+    # `in` a 0-d tensor was "not iterable".
+    t = kiln.tensor([[1, 2], [3, 4]])
+    assert 3 in t and 5 not in t
+    assert 1.0 in kiln.tensor(1.0)
+    assert kiln.tensor([3, 4]) in t and kiln.tensor(9) not in t
+    assert 1 not in kiln.tensor([], dtype=kiln.int64)
+    with raises(kiln.KilnTypeError, match="expects a number or a tensor, got str"):
+        "a" in t  # noqa: B015

@@ -241,6 +241,11 @@ TEST(Tensor, SqueezeUnsqueezeFlatten) {
   EXPECT_EQ(t.flatten(1, 2).shape(), (Shape{1, 3, 2}));
   EXPECT_THROW(t.unsqueeze(6), Error);
   EXPECT_THROW(t.flatten(2, 1), Error);
+  // A 0-d tensor takes dims 0 and -1 only (flatten(5) of one gave [1]).
+  const Tensor scalar = Tensor::scalar(2.0f);
+  EXPECT_EQ(scalar.flatten(0, -1).shape(), (Shape{1}));
+  EXPECT_THROW(scalar.flatten(5), Error);
+  EXPECT_THROW(scalar.flatten(0, -7), Error);
 }
 
 TEST(Tensor, FlattenShape_RefusesAProductPastInt64AndKeepsEmptyShapesEmpty) {
