@@ -194,7 +194,8 @@ NodePtr Trace::view_node(const Tensor& t, const NodePtr& value) {
     return st == contiguous_strides(s);
   };
   if (t.storage_offset() == 0 && shape_numel(shape) == shape_numel(base_shape)) {
-    if (shape_numel(shape) == 0 || strictly_row_major(shape, strides)) {
+    // An empty view too: x.T of a batch of 0 is the Permute it is at every other batch size.
+    if (strictly_row_major(shape, strides)) {
       return graph_->add_cnode("Reshape", {value}, normalized("Reshape", {{"shape", to_ints(shape)}}));
     }
     std::vector<int64_t> order(shape.size());
