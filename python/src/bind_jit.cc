@@ -151,13 +151,10 @@ class JitFunctionObject {
     if (Trace::active()) {  // part of the enclosing trace
       return nb::steal(PyObject_Call(fn_.ptr(), args.ptr(), kwargs.ptr()));
     }
-    KILN_CHECK_VALUE(!t_differentiating || !autograd::is_grad_enabled())
-        << "kiln.jit: " << name_ << " was called inside kiln.grad / value_and_grad, which cannot "
-        << "differentiate it: a jitted function's results carry no gradient (the gradients would "
-        << "be zeros). Differentiate inside the jitted function instead: kiln.jit(kiln.grad(f)), "
-        << "or jit the whole training step";
     std::vector<Tensor> inputs;
-    const jit_detail::Lookup found = lookup(args, kwargs, inputs);
+    std::shared_ptr<const Guards> guards;
+    const jit_detail::Lookup found = lookup(args, kwargs, inputs, guards);
+    if (t_differentiating && autograd::is_grad_enabled()) check_not_differentiated(inputs, *guards);
     std::vector<Tensor> outputs;
     found.graph->run(inputs, &outputs);
     const OutputTree& tree = *static_cast<const OutputTree*>(found.entry->front_end.get());
@@ -183,7 +180,8 @@ class JitFunctionObject {
   // The memory plan of the graph built for these arguments (building it on a miss), as a dict.
   nb::dict memory_plan(nb::args args, nb::kwargs kwargs) {
     std::vector<Tensor> inputs;
-    const BackendMemoryPlan plan = lookup(args, kwargs, inputs).graph->memory_plan();
+    std::shared_ptr<const Guards> guards;
+    const BackendMemoryPlan plan = lookup(args, kwargs, inputs, guards).graph->memory_plan();
     nb::dict d;
     d["peak_bytes"] = plan.peak_bytes;
     d["arena_bytes"] = plan.arena_bytes;
@@ -212,7 +210,7 @@ class JitFunctionObject {
   int traverse(visitproc visit, void* arg) {
     Py_VISIT(fn_.ptr());
     Py_VISIT(trace_call_.ptr());
-    for (const auto& [key, guards] : guards_) Py_VISIT(guards.cells.ptr());
+    for (const auto& [key, guards] : guards_) Py_VISIT(guards->cells.ptr());
     Py_VISIT(tokens_.ptr());
     Py_VISIT(identities_.ptr());
     return 0;
@@ -228,11 +226,45 @@ class JitFunctionObject {
   }
 
  private:
-  // The built graph for these arguments (traced and built first on a miss); fills `inputs`.
+  // What the traces of one signature of the arguments read besides them, whose state ends the
+  // key (guarded_key): the cells whose training flag they read (kiln/nn/cell.py adds them to
+  // `cells` through trace_call_) and the tensors from outside they read (Trace::captured),
+  // weakly: once dead, no graph holds them.
+  struct Guards {
+    nb::list cells;
+    std::vector<std::weak_ptr<TensorImpl>> tensors;
+    std::set<std::weak_ptr<TensorImpl>, std::owner_less<std::weak_ptr<TensorImpl>>> seen;
+    size_t size() const { return cells.size() + tensors.size(); }
+  };
+
+  // Under kiln.grad / value_and_grad (t_differentiating): a call whose result should depend on a
+  // tensor that requires grad (an argument, or a weight its trace read) would give a gradient of
+  // zeros, since a jitted function's results carry none.
+  void check_not_differentiated(const std::vector<Tensor>& inputs, const Guards& guards) const {
+    bool tracked = std::any_of(inputs.begin(), inputs.end(),
+                               [](const Tensor& t) { return autograd::requires_grad(t); });
+    for (const std::weak_ptr<TensorImpl>& weak : guards.tensors) {
+      std::shared_ptr<TensorImpl> impl = weak.lock();
+      tracked = tracked || (impl != nullptr && autograd::requires_grad(Tensor(std::move(impl))));
+    }
+    KILN_CHECK_VALUE(!tracked)
+        << "kiln.jit: " << name_ << " was called inside kiln.grad / value_and_grad with a tensor "
+        << "that requires grad, which it cannot differentiate: a jitted function's results carry "
+        << "no gradient (the gradients would be zeros). Differentiate inside the jitted function "
+        << "instead: kiln.jit(kiln.grad(f)), or jit the whole training step";
+  }
+
+  // The built graph for these arguments (traced and built first on a miss); fills `inputs` and
+  // `kept` (the guards of the arguments' signature, which outlive a clear_cache() meanwhile).
   jit_detail::Lookup lookup(const nb::args& args, const nb::kwargs& kwargs,
-                            std::vector<Tensor>& inputs) {
+                            std::vector<Tensor>& inputs, std::shared_ptr<const Guards>& kept) {
     const SignatureKey arguments = arguments_key(args, kwargs, inputs);
-    Guards& guards = guards_[arguments];  // stays valid: the map's nodes never move
+    std::shared_ptr<Guards>& slot = guards_[arguments];
+    if (slot == nullptr) slot = std::make_shared<Guards>();
+    // Held here: the traced function may call clear_cache(), which drops the map's entries.
+    const std::shared_ptr<Guards> held = slot;
+    Guards& guards = *held;
+    kept = held;
     SignatureKey key = guarded_key(arguments, guards);
     jit_detail::Lookup found = jit_detail::lookup(
         cache_, key, options_,
@@ -256,17 +288,6 @@ class JitFunctionObject {
     return found;
   }
 
-  // What the traces of one signature of the arguments read besides them, whose state ends the
-  // key (guarded_key): the cells whose training flag they read (kiln/nn/cell.py adds them to
-  // `cells` through trace_call_) and the tensors from outside they read (Trace::captured),
-  // weakly: once dead, no graph holds them.
-  struct Guards {
-    nb::list cells;
-    std::vector<std::weak_ptr<TensorImpl>> tensors;
-    std::set<std::weak_ptr<TensorImpl>, std::owner_less<std::weak_ptr<TensorImpl>>> seen;
-    size_t size() const { return cells.size() + tensors.size(); }
-  };
-
   // The arguments' part of a call's key (filling `inputs`), and grad mode.
   SignatureKey arguments_key(const nb::args& args, const nb::kwargs& kwargs,
                              std::vector<Tensor>& inputs) {
@@ -285,7 +306,8 @@ class JitFunctionObject {
   static SignatureKey guarded_key(const SignatureKey& arguments, const Guards& guards) {
     SignatureKey key = arguments;
     for (nb::handle cell : guards.cells) {
-      const int training = PyObject_IsTrue(nb::getattr(cell, "training").ptr());
+      // The flag itself, not the `training` property, which would look for a running trace.
+      const int training = PyObject_IsTrue(nb::getattr(cell, "_training").ptr());
       if (training < 0) throw nb::python_error();
       key.add(training);
     }
@@ -422,7 +444,7 @@ class JitFunctionObject {
   JitOptions options_;
   PassReport last_report_;  // of the most recent build
   jit_detail::GraphCache cache_;
-  std::unordered_map<SignatureKey, Guards, jit_detail::SignatureKeyHash> guards_;
+  std::unordered_map<SignatureKey, std::shared_ptr<Guards>, jit_detail::SignatureKeyHash> guards_;
   nb::dict tokens_;      // (type, hashable constant) -> token
   nb::dict identities_;  // id of an unhashable constant -> (token, the object)
   int64_t next_token_ = 0;

@@ -610,3 +610,20 @@ def test_kiln_grad_refuses_to_differentiate_through_a_jitted_call():
     inside = kiln.jit(kiln.grad(lambda v: mint.sum(mint.sin(v) * 2)))  # the way to do it
     np.testing.assert_allclose(inside(x).numpy(), 2 * np.cos([0.0, 1.0]), rtol=1e-6)
     assert jitted(x).tolist() == (mint.sin(x) * 2).tolist()  # outside kiln.grad it runs
+    # A jitted call on values that need no gradient is fine inside kiln.grad: a normalization of
+    # the data, a metric of detached logits.
+    w = kiln.tensor([1.0, 2.0])
+    g = kiln.grad(lambda v: mint.sum(jitted(x) * v))(w)
+    np.testing.assert_allclose(g.numpy(), 2 * np.sin([0.0, 1.0]), rtol=1e-6)
+
+
+def test_clear_cache_while_the_function_is_traced():
+    # The trace kept a reference into the signature's guards, which clear_cache() destroyed: a
+    # segmentation fault.
+    @kiln.jit
+    def f(x):
+        f.clear_cache()
+        return x * 2
+
+    assert f(t([1.0, 2.0])).tolist() == [2.0, 4.0]
+    assert f(t([1.0, 2.0])).tolist() == [2.0, 4.0]
