@@ -59,6 +59,33 @@ def _array(self, dtype=None, copy=None):
     return array.copy() if copy and not copied else array
 
 
+# NumPy's arithmetic, comparison and logical ufuncs on two operands, as Tensor's operator methods
+# (the forward one, and the reflected one for a tensor on the right).
+_UFUNC_OPERATORS = {
+    "add": ("__add__", "__radd__"), "subtract": ("__sub__", "__rsub__"),
+    "multiply": ("__mul__", "__rmul__"), "divide": ("__truediv__", "__rtruediv__"),
+    "floor_divide": ("__floordiv__", "__rfloordiv__"), "remainder": ("__mod__", "__rmod__"),
+    "power": ("__pow__", "__rpow__"), "less": ("__lt__", "__gt__"),
+    "less_equal": ("__le__", "__ge__"), "greater": ("__gt__", "__lt__"),
+    "greater_equal": ("__ge__", "__le__"), "equal": ("__eq__", "__eq__"),
+    "not_equal": ("__ne__", "__ne__"), "bitwise_and": ("__and__", "__rand__"),
+    "bitwise_or": ("__or__", "__ror__"), "bitwise_xor": ("__xor__", "__rxor__"),
+}
+
+
+def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    """NumPy's ufunc protocol. A NumPy value beside a tensor in an operator (np.float32(2) * t,
+    np.ones(3) + t) gives what the tensor's operator gives: a tensor, with autograd (NumPy converted
+    the tensor and returned an ndarray). Other ufuncs (np.sin(t)) and writes into a NumPy array
+    (``arr += t``) compute on the tensors' values as arrays, as NumPy would."""
+    operators = _UFUNC_OPERATORS.get(ufunc.__name__)
+    if method == "__call__" and not kwargs and len(inputs) == 2 and operators is not None:
+        a, b = inputs
+        return getattr(a, operators[0])(b) if isinstance(a, Tensor) else getattr(b, operators[1])(a)
+    arrays = [np.asarray(x) if isinstance(x, Tensor) else x for x in inputs]
+    return getattr(ufunc, method)(*arrays, **kwargs)
+
+
 def _tolist(self):
     if self.ndim > _numpy_max_dims():  # past what a NumPy array holds: row by row
         return [row.tolist() for row in self]
@@ -154,10 +181,7 @@ def _reduce_ex(self, protocol):
 Tensor.__repr__ = _repr
 Tensor.__str__ = _repr
 Tensor.__array__ = _array
-# With a NumPy scalar or array on the left (np.float32(2) * t), NumPy's operator defers to the
-# tensor's reflected one, as for torch.Tensor: else it converts the tensor and returns an ndarray,
-# without autograd. NumPy's functions (np.add(t, 1)) still take tensors as arrays.
-Tensor.__array_priority__ = 1000
+Tensor.__array_ufunc__ = _array_ufunc
 Tensor.tolist = _tolist
 Tensor.__iter__ = _iter
 Tensor.__format__ = _format

@@ -88,12 +88,26 @@ def test_numpy_values_on_the_left_of_an_operator_give_a_tensor():
     x = kiln.tensor([1.0, 2.0, 3.0]).requires_grad_()
     cases = [(np.float32(0.5) * x, kiln.float32), (np.float64(2) - x, kiln.float32),
              (np.ones(3) + x, kiln.float64), (np.int64(1) < x, kiln.bool_),
-             (np.arange(3) ** x, kiln.float32)]
+             (np.arange(3) ** x, kiln.float32), (np.float32(6) / x, kiln.float32),
+             (np.int64(7) // x, kiln.float32), (np.float32(7) % x, kiln.float32)]
     for result, dtype in cases:
         assert isinstance(result, kiln.Tensor) and result.dtype == dtype
     (np.float32(0.5) * x).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [0.5, 0.5, 0.5])
-    assert isinstance(np.add(x.detach(), 1), np.ndarray)  # NumPy's functions take it as an array
+    assert isinstance(np.add(x.detach(), 1), kiln.Tensor)  # the operator's ufunc, called
+    sines = np.sin(x.detach())  # other ufuncs compute on the values as arrays
+    assert isinstance(sines, np.ndarray) and np.allclose(sines, np.sin([1.0, 2.0, 3.0]))
+
+
+def test_writes_into_a_numpy_array_stay_in_the_array():
+    # `total += loss` with a NumPy accumulator rebound the name to a tensor, leaving the array.
+    total = np.zeros(3)
+    alias = total
+    total += kiln.tensor([1.0, 2.0, 3.0])
+    total *= kiln.tensor(2.0)
+    assert total is alias and total.tolist() == [2.0, 4.0, 6.0]
+    np.add(total, kiln.tensor([1.0, 1.0, 1.0]), out=total)
+    assert alias.tolist() == [3.0, 5.0, 7.0]
 
 
 def test_numpy_array_protocol_honours_copy_and_dtype():
