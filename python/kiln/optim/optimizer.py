@@ -29,10 +29,12 @@ hyperparameters are read as Python numbers and are fixed in a jitted step once t
 it inside a ``kiln.jit`` function is a KilnValueError: the assignment would run once, while
 tracing, not at each call. A new value is checked as the constructor checks it. A copy of a group
 (``dict(group)``, ``group.copy()``, ``copy.copy(group)``) is a plain dict that no longer drives
-the optimizer. For float16 / bfloat16 parameters that tensor is float32, the precision PyTorch
-computes their updates in: in 16 bits a learning rate is off in the third digit (bfloat16) or,
-below 6e-5, loses digits until it is 0 (float16), and AdamW's ``1 - lr * weight_decay`` rounds
-to the 16-bit grid near 1.
+the optimizer. For float16 / bfloat16 parameters that tensor is float32, as PyTorch's rate is a
+Python float: in 16 bits a learning rate is off in the third digit (bfloat16) or, below 6e-5,
+loses digits until it is 0 (float16), and AdamW's ``1 - lr * weight_decay`` rounds to the 16-bit
+grid near 1. A 0-d tensor promotes like any other, so the update's terms with the rate are
+float32 temporaries the size of the parameter, rounded once into it (PyTorch computes each op's
+result in the parameter's dtype): more precise, at twice those temporaries' memory.
 
 - ``step(closure=None)``: one update from ``p.grad`` (parameters whose grad is None are skipped);
   ``closure`` (optional) recomputes and returns the loss, which ``step`` returns.
@@ -97,7 +99,7 @@ class _ParamGroup(dict):
     """A parameter group: a dict that also holds the group's learning-rate tensors (``_rates``:
     parameter dtype -> 0-d tensor) and writes ``lr`` into them when it is set, so a jitted step,
     which reads the tensors, follows the rate set between its calls. ``owner`` (the optimizer's
-    name) prefixes the errors."""
+    class) gives the lower bound of lr and the errors' prefix."""
 
     def __init__(self, entries, owner, rates):
         super().__init__(entries)
@@ -106,12 +108,12 @@ class _ParamGroup(dict):
 
     def __setitem__(self, key, value):
         if key == "lr":
-            check_number(self._owner, "lr", value, Optimizer._numeric["lr"])
+            check_number(self._owner.__name__, "lr", value, self._owner._numeric["lr"])
             if _C.jit.is_tracing():
-                raise KilnValueError(f"{self._owner}: a parameter group's lr cannot be set inside "
-                                     f"a kiln.jit function (the assignment would run once, while "
-                                     f"tracing, not at each call); set it between calls, as a "
-                                     f"scheduler's step() does")
+                raise KilnValueError(f"{self._owner.__name__}: a parameter group's lr cannot be "
+                                     f"set inside a kiln.jit function (the assignment would run "
+                                     f"once, while tracing, not at each call); set it between "
+                                     f"calls, as a scheduler's step() does")
             for rate in self._rates.values():
                 rate[...] = value
         super().__setitem__(key, value)
@@ -187,7 +189,7 @@ class Optimizer:
         for p in group["params"]:
             if p.dtype not in rates:
                 rates[p.dtype] = _C.mint.full((), group["lr"], dtype=_rate_dtype(p.dtype))
-        group = _ParamGroup(group, type(self).__name__, rates)
+        group = _ParamGroup(group, type(self), rates)
         self.param_groups.append(group)
         with no_grad():
             for p in group["params"]:
