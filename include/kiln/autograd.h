@@ -161,7 +161,8 @@ class NoGradGuard : public GradModeGuard {
 
 /// Makes backward() on this thread refuse to accumulate into leaves' .grad, with `reason` as the
 /// error's message (kNotImplemented), until it is called with nullptr; returns the previous
-/// reason. kiln.jit's trace sets one: the gradients it records are values without data.
+/// reason. Only the pointer is kept: `reason` must outlive the setting (a string literal).
+/// kiln.jit's trace sets one: the gradients it records are values without data.
 KILN_API const char* set_grad_accumulation_refused(const char* reason);
 
 // ---- Tensor state -------------------------------------------------------------------------------

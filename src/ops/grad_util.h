@@ -93,10 +93,10 @@ GradFn reduction_rule(ReductionDerivative d);
 
 /// `t` divided by the number of elements of x over `dims` (non-negative) less `correction`, at
 /// least 0, in t's dtype (computed in compute_dtype, rounded once, as a Python number would be).
-/// Eagerly the count is a number; while a thread dispatcher records the ops (a jit trace) it is an
-/// op of x's shape (a sum of a broadcast 1), so that a traced backward holds no constant that
-/// changes with a dynamic batch size (Note [Dynamic batch size] in src/jit/dynamic_graph.cc);
-/// kiln_cpu folds it to a constant at each build.
+/// Eagerly the count is a number; under a thread dispatcher (the jit's trace is the one Kiln
+/// installs; another only makes this slower) it is an op of x's shape (a sum of a broadcast 1), so
+/// that a traced backward holds no constant that changes with a dynamic batch size (Note [Dynamic
+/// batch size] in src/jit/dynamic_graph.cc); kiln_cpu folds it to a constant at each build.
 Tensor divide_by_count(const Tensor& t, const Tensor& x, const std::vector<int64_t>& dims,
                        int64_t correction = 0);
 
