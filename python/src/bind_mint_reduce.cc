@@ -91,11 +91,22 @@ Tensor argmax_impl(const Tensor& x, nb::handle dim, bool keepdim) {
 Tensor argmin_impl(const Tensor& x, nb::handle dim, bool keepdim) {
   return argmin(x, optional_dim("argmin", dim), keepdim);
 }
-Tensor var_impl(const Tensor& x, nb::handle dim, int64_t correction, bool keepdim) {
-  return var(x, parse_dims("var", dim), correction, keepdim);
+// The divisor's correction from PyTorch's two spellings: correction=N, or the older
+// unbiased=True / False (1 / 0); 1 when neither is given.
+int64_t correction_of(const char* op, const std::optional<int64_t>& correction,
+                      const std::optional<bool>& unbiased) {
+  KILN_CHECK_VALUE(!correction || !unbiased)
+      << op << ": expected correction or unbiased, not both (unbiased=True is correction=1)";
+  if (unbiased) return *unbiased ? 1 : 0;
+  return correction.value_or(1);
 }
-Tensor std_impl(const Tensor& x, nb::handle dim, int64_t correction, bool keepdim) {
-  return kiln::std(x, parse_dims("std", dim), correction, keepdim);
+Tensor var_impl(const Tensor& x, nb::handle dim, std::optional<int64_t> correction,
+                std::optional<bool> unbiased, bool keepdim) {
+  return var(x, parse_dims("var", dim), correction_of("var", correction, unbiased), keepdim);
+}
+Tensor std_impl(const Tensor& x, nb::handle dim, std::optional<int64_t> correction,
+                std::optional<bool> unbiased, bool keepdim) {
+  return kiln::std(x, parse_dims("std", dim), correction_of("std", correction, unbiased), keepdim);
 }
 Tensor logsumexp_impl(const Tensor& x, nb::handle dim, bool keepdim) {
   return logsumexp(x, parse_dims("logsumexp", dim), keepdim);
@@ -159,10 +170,12 @@ void bind_mint_reduce(nb::module_& mint) {
   def_both(mint, cls, "argmin", &argmin_impl,
            "int64 index of the first minimum along `dim`, or in the flattened tensor.", dim,
            keepdim);
-  def_both(mint, cls, "var", &var_impl, "Variance over `dim` with divisor max(0, N - correction).",
-           dim, nb::kw_only(), "correction"_a = 1, keepdim);
+  def_both(mint, cls, "var", &var_impl,
+           "Variance over `dim` with divisor max(0, N - correction); correction 1 by default, or "
+           "unbiased=False for 0 (PyTorch's older spelling).",
+           dim, nb::kw_only(), "correction"_a = nb::none(), "unbiased"_a = nb::none(), keepdim);
   def_both(mint, cls, "std", &std_impl, "Standard deviation: sqrt(var(...)).", dim, nb::kw_only(),
-           "correction"_a = 1, keepdim);
+           "correction"_a = nb::none(), "unbiased"_a = nb::none(), keepdim);
   def_both(mint, cls, "logsumexp", &logsumexp_impl,
            "log(sum(exp(x))) over `dim`, without overflow.", "dim"_a.none(), keepdim);
   def_both(

@@ -258,6 +258,18 @@ def test_var_and_std_follow_correction_like_numpy_ddof(dtype, correction, rng):
             assert_close(s, np.sqrt(ev).astype(numpy_dtype(s.dtype)))
 
 
+def test_var_and_std_take_pytorchs_unbiased_spelling(rng):
+    # t.std(unbiased=False), common in PyTorch code, was nanobind's "incompatible arguments".
+    t, a = make_input((4, 5), kiln.float64, rng)
+    for op in ("var", "std"):
+        for unbiased, ddof in ((True, 1), (False, 0)):
+            got = getattr(t, op)(1, unbiased=unbiased)
+            assert_close(got, getattr(np, op)(a, axis=1, ddof=ddof))
+        assert_close(getattr(mint, op)(t), getattr(np, op)(a, ddof=1))  # correction 1 by default
+        with raises(kiln.KilnValueError, match=f"{op}: expected correction or unbiased, not both"):
+            getattr(t, op)(correction=0, unbiased=True)
+
+
 # Shapes whose rows or columns are longer than one work chunk (16K elements), so partials are
 # merged; the second and third put the reduced dim outermost (the columns layout).
 LONG_CASES = [((3, 40000), 1), ((40000, 3), 0), ((2, 20000, 5), 1), ((70000,), None)]
