@@ -13,6 +13,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
@@ -237,16 +238,21 @@ class JitFunctionObject {
     size_t size() const { return cells.size() + tensors.size(); }
   };
 
+  // Whether a guarded tensor requires grad: 1 or 0, and 2 once it is dead.
+  static int requires_grad_word(const std::weak_ptr<TensorImpl>& weak) {
+    std::shared_ptr<TensorImpl> impl = weak.lock();
+    return impl == nullptr ? 2 : autograd::requires_grad(Tensor(std::move(impl)));
+  }
+
   // Under kiln.grad / value_and_grad (t_differentiating): a call whose result should depend on a
   // tensor that requires grad (an argument, or a weight its trace read) would give a gradient of
   // zeros, since a jitted function's results carry none.
   void check_not_differentiated(const std::vector<Tensor>& inputs, const Guards& guards) const {
-    bool tracked = std::any_of(inputs.begin(), inputs.end(),
-                               [](const Tensor& t) { return autograd::requires_grad(t); });
-    for (const std::weak_ptr<TensorImpl>& weak : guards.tensors) {
-      std::shared_ptr<TensorImpl> impl = weak.lock();
-      tracked = tracked || (impl != nullptr && autograd::requires_grad(Tensor(std::move(impl))));
-    }
+    const bool tracked =
+        std::any_of(inputs.begin(), inputs.end(),
+                    [](const Tensor& t) { return autograd::requires_grad(t); }) ||
+        std::any_of(guards.tensors.begin(), guards.tensors.end(),
+                    [](const auto& weak) { return requires_grad_word(weak) == 1; });
     KILN_CHECK_VALUE(!tracked)
         << "kiln.jit: " << name_ << " was called inside kiln.grad / value_and_grad with a tensor "
         << "that requires grad, which it cannot differentiate: a jitted function's results carry "
@@ -311,10 +317,7 @@ class JitFunctionObject {
       if (training < 0) throw nb::python_error();
       key.add(training);
     }
-    for (const std::weak_ptr<TensorImpl>& weak : guards.tensors) {
-      std::shared_ptr<TensorImpl> impl = weak.lock();
-      key.add(impl == nullptr ? 2 : autograd::requires_grad(Tensor(std::move(impl))));
-    }
+    for (const std::weak_ptr<TensorImpl>& weak : guards.tensors) key.add(requires_grad_word(weak));
     return key;
   }
 

@@ -27,11 +27,10 @@ namespace kiln::jit_detail {
 // inferred, which must match the dimensions predicted. Constants are shared with the first trace
 // (the same tensors). Three traces still cannot tell every dependence on B from a linear one: an
 // integer that is linear at B1, B2 and B3 and not elsewhere (a Python max(b, 8)) is not detected.
-// Pieces of the
-// batch dimension are where this happens: x[::2] has ceil(B / 2) rows (1 and 2 at B = 2 and 3,
-// like B - 1), chunk(x, 2)[0] too, and a slice bound past the dimension clamps to it (x[-2:] is
-// x[:] at B = 1 and 2: the same graph as x itself). So a dynamic function is traced at every
-// batch size, and each trace built, once (1) learn() finds a node that takes a piece of a
+// Pieces of the batch dimension are where this happens: x[::2] has ceil(B / 2) rows (1 and 2 at
+// B = 2 and 3, like B - 1), chunk(x, 2)[0] too, and a slice bound past the dimension clamps to it
+// (x[-2:] is x[:] at B = 1 and 2: the same graph as x itself). So a dynamic function is traced at
+// every batch size, and each trace built, once (1) learn() finds a node that takes a piece of a
 // dimension following B (takes_piece_of_batch: a Split of it, or a view that does not keep it
 // whole as x[:, 0] and x[:, 1:] do; checked before anything else of the node, since such a piece
 // need not even look linear), or (2) a trace noted a decision from a size
@@ -51,6 +50,7 @@ namespace {
 struct Affine {
   int64_t first = 0;
   int64_t slope = 0;
+  bool operator==(const Affine& o) const { return first == o.first && slope == o.slope; }
 };
 
 // One integer of a CNode's attributes that follows the batch size.
@@ -58,6 +58,9 @@ struct AttrMap {
   size_t item = 0;      // index in Attrs::items()
   int64_t element = -1;  // element of an integer list; -1 for an integer attribute
   Affine value;
+  bool operator==(const AttrMap& o) const {
+    return item == o.item && element == o.element && value == o.value;
+  }
 };
 
 bool same_value(const Tensor& a, const Tensor& b) {
@@ -214,17 +217,10 @@ void DynamicGraph::verify(const FuncGraph& third, int64_t batch) {
     trace_each_batch();
     return;
   }
-  const auto same = [](const AttrMap& a, const AttrMap& b) {
-    return a.item == b.item && a.element == b.element && a.value.first == b.value.first &&
-           a.value.slope == b.value.slope;
-  };
   for (size_t i = 0; i < learned->nodes.size(); ++i) {
     const Template::NodeInfo& two = learned->nodes[i];
     const Template::NodeInfo& three = check->nodes[i];
-    const bool on_the_line = two.dim_slopes == three.dim_slopes &&
-                             std::equal(two.attrs.begin(), two.attrs.end(), three.attrs.begin(),
-                                        three.attrs.end(), same);
-    KILN_CHECK_VALUE(on_the_line)
+    KILN_CHECK_VALUE(two.dim_slopes == three.dim_slopes && two.attrs == three.attrs)
         << "jit (dynamic=True): graph \"" << first_->name()
         << "\" does not follow the batch size: " << two.node->debug_string()
         << " has integer attributes or dimensions that are linear "
