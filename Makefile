@@ -69,7 +69,8 @@ test-asan: $(ASAN_BUILD)/build.ninja
 	    ctest --output-on-failure -j $(JOBS) -E cmake_consumer
 
 # ThreadSanitizer over the runtime's tests (tests/cpp/runtime: the pipeline, its sync points and
-# the caching allocator), custom ops' runners in every pipeline mode, and the distributed layer
+# the caching allocator), custom ops' runners in every pipeline mode, ops and backends removed
+# while other threads use them, and the distributed layer
 # (the rendezvous stores' server and client threads, each group's collective thread). OpenMP (libgomp) is not
 # instrumented, so TSan cannot see its barriers and would report the chunks of one parallel loop
 # as racing: the job runs one intra-op thread (OMP_NUM_THREADS, which kiln::get_num_threads and
@@ -84,7 +85,7 @@ test-tsan: $(TSAN_BUILD)/build.ninja
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kiln_tests
 	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 \
 	    TSAN_OPTIONS="halt_on_error=1 die_after_fork=0 suppressions=$(CURDIR)/tests/tsan.supp" \
-	    ctest --output-on-failure -j $(JOBS) -R 'Pipeline|CachingAllocator|OpRunnerInMode|Distributed|Store'
+	    ctest --output-on-failure -j $(JOBS) -R 'Pipeline|CachingAllocator|OpRunnerInMode|OpRemoval|BackendLifetime|Distributed|Store'
 
 test: test-cpp test-python test-asan test-tsan
 

@@ -122,6 +122,8 @@ class KILN_API BackendManager {
   /// removes it (and destroys its instance) when destroyed.
   BackendRegistration Register(const std::string& name, BackendFactory factory);
   /// The backend, made on first use; throws kValue listing the registered names when unknown.
+  /// The pointer is valid while the backend stays registered (Build, Run and ClearGraph hold the
+  /// instance for the length of the call, so unregistering a backend waits for no one).
   BackendBase* Get(const std::string& name);
   /// The backend, or null when unknown.
   BackendBase* Find(const std::string& name);
@@ -138,6 +140,14 @@ class KILN_API BackendManager {
            std::vector<Tensor>* outputs);
   /// Forgets a graph built by Build.
   void ClearGraph(const std::string& backend, BackendGraphId id);
+
+  /// A number naming the registration `name` has now (0 when none). A graph id belongs to one
+  /// registration: a backend unregistered and registered again is a new instance that knows none
+  /// of the graphs the earlier one built, so a holder of ids checks this before using them.
+  uint64_t RegistrationId(const std::string& name) const;
+  /// A number that changes whenever a backend is registered or unregistered, so that holders of
+  /// graph ids may look at RegistrationId only then.
+  uint64_t Generation() const;
 
  private:
   friend class BackendRegistration;

@@ -1,6 +1,7 @@
 // BackendManager: the table of backends, the Build/Run entry points that name the backend and the
 // graph in errors, and loading backend plugins through the core's plugin loader.
 #include <algorithm>
+#include <atomic>
 #include <iterator>
 #include <map>
 #include <mutex>
@@ -19,10 +20,19 @@ bool BackendBase::Supports(const CNodePtr&) const { return true; }
 struct BackendManager::State {
   struct Entry {
     BackendFactory factory;
+    uint64_t registration = 0;              // BackendManager::RegistrationId
     std::shared_ptr<BackendBase> instance;  // made on first use
   };
+  // The instance registered as `name`, made on first use, or null when none is registered.
+  std::shared_ptr<BackendBase> instance(const std::string& name);
+  // The instance; throws kValue listing the registered names when none is.
+  std::shared_ptr<BackendBase> acquire(const std::string& name);
+  std::vector<std::string> names() const;
+
   mutable std::mutex mutex;
   std::map<std::string, Entry> backends;
+  uint64_t registrations = 0;  // made so far
+  std::atomic<uint64_t> generation{1};
   // Names of the graphs built through Build, for error messages.
   std::map<std::pair<std::string, BackendGraphId>, std::string> graph_names;
   // Registrations made by register_custom_backend: plugins stay loaded and registered.
@@ -41,9 +51,13 @@ BackendRegistration BackendManager::Register(const std::string& name, BackendFac
   KILN_CHECK_VALUE(!name.empty()) << "cannot register a backend without a name";
   KILN_CHECK_VALUE(factory != nullptr) << "backend '" << name << "': the factory is empty";
   std::lock_guard<std::mutex> lock(state_->mutex);
+  const uint64_t registration = state_->registrations + 1;
   const bool inserted =
-      state_->backends.emplace(name, State::Entry{std::move(factory), nullptr}).second;
+      state_->backends.emplace(name, State::Entry{std::move(factory), registration, nullptr})
+          .second;
   KILN_CHECK_VALUE(inserted) << "backend '" << name << "' is already registered";
+  state_->registrations = registration;
+  state_->generation.fetch_add(1, std::memory_order_release);
   return BackendRegistration(name);
 }
 
@@ -55,11 +69,13 @@ void BackendManager::Unregister(const std::string& name) {
     if (it == state_->backends.end()) return;
     instance = std::move(it->second.instance);
     state_->backends.erase(it);
+    state_->generation.fetch_add(1, std::memory_order_release);
     for (auto g = state_->graph_names.begin(); g != state_->graph_names.end();) {
       g = g->first.first == name ? state_->graph_names.erase(g) : std::next(g);
     }
   }
   // Outside the lock: the backend's destructor may use the manager (to clear what it delegated).
+  // A Build, Run or ClearGraph still inside it holds it until it returns.
   instance.reset();
 }
 
@@ -73,13 +89,13 @@ std::string joined(const std::vector<std::string>& names) {
 
 }  // namespace
 
-BackendBase* BackendManager::Find(const std::string& name) {
+std::shared_ptr<BackendBase> BackendManager::State::instance(const std::string& name) {
   BackendFactory factory;
   {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    auto it = state_->backends.find(name);
-    if (it == state_->backends.end()) return nullptr;
-    if (it->second.instance != nullptr) return it->second.instance.get();
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = backends.find(name);
+    if (it == backends.end()) return nullptr;
+    if (it->second.instance != nullptr) return it->second.instance;
     factory = it->second.factory;
   }
   // Made outside the lock (a backend's constructor may look up the backend it delegates to);
@@ -89,30 +105,46 @@ BackendBase* BackendManager::Find(const std::string& name) {
   std::shared_ptr<BackendBase> made = detail::with_error_context(
       factory, [&] { return "while making backend '" + name + "' (its constructor failed)"; });
   KILN_CHECK_VALUE(made != nullptr) << "backend '" << name << "': the factory returned null";
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  auto it = state_->backends.find(name);
-  KILN_CHECK_VALUE(it != state_->backends.end())
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = backends.find(name);
+  KILN_CHECK_VALUE(it != backends.end())
       << "backend '" << name << "' was unregistered while it was being made";
   if (it->second.instance == nullptr) it->second.instance = std::move(made);
-  return it->second.instance.get();
+  return it->second.instance;
 }
 
-BackendBase* BackendManager::Get(const std::string& name) {
-  if (BackendBase* b = Find(name)) return b;
-  KILN_FAIL(kValue) << "unknown backend '" << name << "'; registered backends: " << joined(List());
+std::shared_ptr<BackendBase> BackendManager::State::acquire(const std::string& name) {
+  if (std::shared_ptr<BackendBase> b = instance(name)) return b;
+  KILN_FAIL(kValue) << "unknown backend '" << name << "'; registered backends: " << joined(names());
 }
 
-std::vector<std::string> BackendManager::List() const {
+std::vector<std::string> BackendManager::State::names() const {
+  std::lock_guard<std::mutex> lock(mutex);
+  std::vector<std::string> out;
+  for (const auto& entry : backends) out.push_back(entry.first);
+  return out;
+}
+
+BackendBase* BackendManager::Find(const std::string& name) { return state_->instance(name).get(); }
+
+BackendBase* BackendManager::Get(const std::string& name) { return state_->acquire(name).get(); }
+
+std::vector<std::string> BackendManager::List() const { return state_->names(); }
+
+uint64_t BackendManager::RegistrationId(const std::string& name) const {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  std::vector<std::string> names;
-  for (const auto& entry : state_->backends) names.push_back(entry.first);
-  return names;
+  auto it = state_->backends.find(name);
+  return it == state_->backends.end() ? 0 : it->second.registration;
+}
+
+uint64_t BackendManager::Generation() const {
+  return state_->generation.load(std::memory_order_acquire);
 }
 
 BackendGraphId BackendManager::Build(const FuncGraphPtr& graph, const BackendJitConfig& config,
                                      const std::string& backend) {
   KILN_CHECK_VALUE(graph != nullptr) << "backend '" << backend << "': Build got a null graph";
-  BackendBase* b = Get(backend);
+  const std::shared_ptr<BackendBase> b = state_->acquire(backend);
   BackendGraphId id = 0;
   try {
     id = b->Build(graph, config);
@@ -134,7 +166,7 @@ BackendGraphId BackendManager::Build(const FuncGraphPtr& graph, const BackendJit
 void BackendManager::Run(const std::string& backend, BackendGraphId id,
                          const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) {
   KILN_CHECK_VALUE(outputs != nullptr) << "backend '" << backend << "': Run needs an output vector";
-  BackendBase* b = Get(backend);
+  const std::shared_ptr<BackendBase> b = state_->acquire(backend);
   // How errors name the graph; made only for an error (Run is on every jitted call's path).
   const auto graph = [&] {
     std::lock_guard<std::mutex> lock(state_->mutex);
@@ -162,7 +194,7 @@ void BackendManager::Run(const std::string& backend, BackendGraphId id,
 }
 
 void BackendManager::ClearGraph(const std::string& backend, BackendGraphId id) {
-  Get(backend)->ClearGraph(id);
+  state_->acquire(backend)->ClearGraph(id);
   std::lock_guard<std::mutex> lock(state_->mutex);
   state_->graph_names.erase({backend, id});
 }

@@ -147,6 +147,7 @@ std::shared_ptr<CompiledGraph> CompiledGraph::compile(FuncGraphPtr traced,
   record_ops();
 
   BackendManager& manager = BackendManager::Instance();
+  c->backend_generation_ = manager.Generation();
   const BackendBase* backend = manager.Get(options.backend);
   c->parts_ = partition(
       c->graph_, options.backend,
@@ -163,6 +164,7 @@ std::shared_ptr<CompiledGraph> CompiledGraph::compile(FuncGraphPtr traced,
     config.options = options.options;
     Step step;
     step.backend = part.backend;
+    step.registration = manager.RegistrationId(part.backend);  // before Build: never newer
     step.id = manager.Build(part.graph, config, part.backend);
     c->steps_.push_back(std::move(step));  // from here on the destructor clears it
   }
@@ -199,6 +201,8 @@ void CompiledGraph::plan() {
 
 CompiledGraph::~CompiledGraph() {
   for (const Step& step : steps_) {
+    // A backend registered again holds other graphs, maybe under this id.
+    if (!built_by_current_backend(step)) continue;
     try {
       BackendManager::Instance().ClearGraph(step.backend, step.id);
     } catch (...) {  // NOLINT: a destructor never throws; an unregistered backend has nothing
@@ -298,7 +302,9 @@ BackendMemoryPlan CompiledGraph::memory_plan() const {
   return total;
 }
 
-bool CompiledGraph::current() const { return ops_current() && passes_current(); }
+bool CompiledGraph::current() const {
+  return ops_current() && passes_current() && backends_current();
+}
 
 bool CompiledGraph::passes_current() const {
   const PassRegistry& registry = PassRegistry::Instance();
@@ -317,6 +323,20 @@ bool CompiledGraph::ops_current() const {
   }
   registry_generation_.store(generation, std::memory_order_relaxed);
   return true;
+}
+
+bool CompiledGraph::backends_current() const {
+  const uint64_t generation = BackendManager::Instance().Generation();
+  if (generation == backend_generation_.load(std::memory_order_relaxed)) return true;
+  for (const Step& step : steps_) {
+    if (!built_by_current_backend(step)) return false;
+  }
+  backend_generation_.store(generation, std::memory_order_relaxed);
+  return true;
+}
+
+bool CompiledGraph::built_by_current_backend(const Step& step) {
+  return BackendManager::Instance().RegistrationId(step.backend) == step.registration;
 }
 
 }  // namespace kiln::jit_detail

@@ -55,15 +55,17 @@ class KILN_API CompiledGraph {
   BackendMemoryPlan memory_plan() const;
   /// The parts as built, in run order (one when the backend supports every node).
   const std::vector<GraphPart>& parts() const { return parts_; }
-  /// False when an op the graph uses was unregistered or replaced, or when the passes registered
-  /// for its backend changed, since it was built (the graph must be built again). Cheap while
-  /// neither registry has changed.
+  /// False when an op the graph uses was unregistered or replaced, when the passes registered for
+  /// its backend changed, or when a backend that built a part was registered again (its new
+  /// instance knows none of the earlier one's graphs), since it was built: the graph must be
+  /// built again. Cheap while none of the three registries has changed.
   bool current() const;
 
  private:
   // Where a part reads an input or the graph an output: a slot of the run's value table.
   struct Step {
     std::string backend;
+    uint64_t registration = 0;  // the backend's BackendManager::RegistrationId at Build
     BackendGraphId id = 0;
     std::vector<size_t> inputs;
     std::vector<size_t> outputs;
@@ -74,6 +76,9 @@ class KILN_API CompiledGraph {
 
   bool ops_current() const;
   bool passes_current() const;
+  bool backends_current() const;
+  // Whether `step`'s backend is still the registration that built it.
+  static bool built_by_current_backend(const Step& step);
 
   FuncGraphPtr graph_;
   std::string backend_;
@@ -88,6 +93,7 @@ class KILN_API CompiledGraph {
   mutable std::atomic<uint64_t> registry_generation_{0};
   uint64_t backend_passes_ = 0;                        // PassRegistry::generation(backend_)
   mutable std::atomic<uint64_t> pass_registry_generation_{0};
+  mutable std::atomic<uint64_t> backend_generation_{0};  // BackendManager::Generation
 };
 
 }  // namespace kiln::jit_detail

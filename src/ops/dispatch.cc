@@ -351,11 +351,6 @@ void detail::set_autograd_call_hook(AutogradCallHook hook) {
   g_autograd_hook.store(hook, std::memory_order_release);
 }
 
-TensorList call_op(const std::string& name, TensorSpan inputs, const Attrs& attrs,
-                   const std::vector<Tensor>& out) {
-  return call_op(*OpRegistry::Instance().get(name), inputs, attrs, out);
-}
-
 void call_bound_kernel(const OpDef& op, TensorSpan inputs, const std::vector<Tensor>& outputs,
                        std::shared_ptr<BoundKernel> kernel) {
   KILN_CHECK(kernel != nullptr) << "call_bound_kernel: expected a kernel object, got null";

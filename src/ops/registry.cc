@@ -36,7 +36,7 @@ OpRegistration OpRegistry::add(OpDefPtr def) {
   std::string name = def->name();
   const bool inserted = state_->ops.emplace(name, std::move(def)).second;
   KILN_CHECK_VALUE(inserted) << "op '" << name << "' is already registered";
-  state_->generation.fetch_add(1, std::memory_order_release);
+  state_->generation.fetch_add(1, std::memory_order_seq_cst);
   return OpRegistration(OpRegistration::Adopt{}, std::move(name));
 }
 
@@ -46,14 +46,40 @@ void (*g_removal_hook)(const OpDef&) = nullptr;
 
 void detail::set_op_removal_hook(void (*hook)(const OpDef& op)) { g_removal_hook = hook; }
 
+// Note [Removing an op that is being called]
+// A queued call points at its OpDef, so the definition must outlive every call queued on it.
+// remove() takes the op out of the table first and then waits for the queued calls (the hook),
+// keeping the definition alive meanwhile. A call by name that looked the op up before it was
+// taken out may queue after that wait, so it reads the generation before the lookup and again
+// once queued: either the removal's step of the generation comes after that second reading, and
+// so its wait after the call is queued, or the caller sees the step and waits itself, while it
+// still holds the definition. (The step and a fence before the reading are sequentially
+// consistent, so that no order of the two is missed.)
 void OpRegistry::remove(const std::string& name) {
-  const OpDefPtr op = find(name);
-  if (op == nullptr) return;
+  OpDefPtr op;
+  {
+    std::unique_lock<std::shared_mutex> lock(state_->mutex);
+    auto it = state_->ops.find(name);
+    if (it == state_->ops.end()) return;
+    op = std::move(it->second);
+    state_->ops.erase(it);
+    state_->generation.fetch_add(1, std::memory_order_seq_cst);
+  }
   // Outside the lock: the hook waits for queued calls, which may look ops up.
   if (g_removal_hook != nullptr) g_removal_hook(*op);
-  std::unique_lock<std::shared_mutex> lock(state_->mutex);
-  state_->ops.erase(name);
-  state_->generation.fetch_add(1, std::memory_order_release);
+}
+
+TensorList call_op(const std::string& name, TensorSpan inputs, const Attrs& attrs,
+                   const std::vector<Tensor>& out) {
+  OpRegistry& registry = OpRegistry::Instance();
+  const uint64_t generation = registry.generation();
+  const OpDefPtr op = registry.get(name);
+  TensorList results = call_op(*op, inputs, attrs, out);
+  // The call's queueing is not ordered before the generation's reading otherwise.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const bool changed = registry.generation() != generation;
+  if (changed && registry.find(name) != op && g_removal_hook != nullptr) g_removal_hook(*op);
+  return results;
 }
 
 uint64_t OpRegistry::generation() const {
