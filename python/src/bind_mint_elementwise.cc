@@ -1,7 +1,7 @@
-// kiln.mint's elementwise functions (kiln.mint.exp, kiln.mint.add, kiln.mint.where, ...) and the
-// method forms of the unary ops (x.exp(), x.clamp(min=0)), bound from one table so that the two
-// never drift apart. Operands are TensorArg (Python numbers become weak scalars); each function
-// takes an optional keyword `out` and then returns that very object.
+// kiln.mint's elementwise functions (kiln.mint.exp, kiln.mint.add, kiln.mint.where, ...) and their
+// Tensor method forms (x.exp(), x.exp_() in place, x.add(y), x.clamp(min=0)), bound from one table
+// so that they never drift apart. Operands are TensorArg (Python numbers become weak scalars); each
+// function takes an optional keyword `out` and then returns that very object.
 #include <nanobind/stl/string.h>
 
 #include <optional>
@@ -22,8 +22,9 @@ using UnaryFn = Tensor (*)(const Tensor&, const Tensor&);
 using BinaryFn = Tensor (*)(const Tensor&, const Tensor&, const Tensor&);
 
 struct UnaryEntry {
-  const char* name;  // kiln.mint function and Tensor method
-  const char* prim;  // primitive, whose doc() the binding reuses
+  const char* name;     // kiln.mint function and Tensor method
+  const char* inplace;  // Tensor method writing self
+  const char* prim;     // primitive, whose doc() the binding reuses
   UnaryFn fn;
 };
 struct BinaryEntry {
@@ -33,30 +34,30 @@ struct BinaryEntry {
 };
 
 constexpr UnaryEntry kUnary[] = {
-    {"neg", "Neg", &neg},
-    {"abs", "Abs", &abs},
-    {"sign", "Sign", &sign},
-    {"exp", "Exp", &exp},
-    {"expm1", "Expm1", &expm1},
-    {"log", "Log", &log},
-    {"log1p", "Log1p", &log1p},
-    {"log2", "Log2", &log2},
-    {"sqrt", "Sqrt", &sqrt},
-    {"rsqrt", "Rsqrt", &rsqrt},
-    {"reciprocal", "Reciprocal", &reciprocal},
-    {"square", "Square", &square},
-    {"sin", "Sin", &sin},
-    {"cos", "Cos", &cos},
-    {"tan", "Tan", &tan},
-    {"tanh", "Tanh", &tanh},
-    {"sigmoid", "Sigmoid", &sigmoid},
-    {"relu", "Relu", &relu},
-    {"silu", "Silu", &silu},
-    {"erf", "Erf", &erf},
-    {"floor", "Floor", &floor},
-    {"ceil", "Ceil", &ceil},
-    {"round", "Round", &round},
-    {"logical_not", "LogicalNot", &logical_not},
+    {"neg", "neg_", "Neg", &neg},
+    {"abs", "abs_", "Abs", &abs},
+    {"sign", "sign_", "Sign", &sign},
+    {"exp", "exp_", "Exp", &exp},
+    {"expm1", "expm1_", "Expm1", &expm1},
+    {"log", "log_", "Log", &log},
+    {"log1p", "log1p_", "Log1p", &log1p},
+    {"log2", "log2_", "Log2", &log2},
+    {"sqrt", "sqrt_", "Sqrt", &sqrt},
+    {"rsqrt", "rsqrt_", "Rsqrt", &rsqrt},
+    {"reciprocal", "reciprocal_", "Reciprocal", &reciprocal},
+    {"square", "square_", "Square", &square},
+    {"sin", "sin_", "Sin", &sin},
+    {"cos", "cos_", "Cos", &cos},
+    {"tan", "tan_", "Tan", &tan},
+    {"tanh", "tanh_", "Tanh", &tanh},
+    {"sigmoid", "sigmoid_", "Sigmoid", &sigmoid},
+    {"relu", "relu_", "Relu", &relu},
+    {"silu", "silu_", "Silu", &silu},
+    {"erf", "erf_", "Erf", &erf},
+    {"floor", "floor_", "Floor", &floor},
+    {"ceil", "ceil_", "Ceil", &ceil},
+    {"round", "round_", "Round", &round},
+    {"logical_not", "logical_not_", "LogicalNot", &logical_not},
 };
 
 constexpr BinaryEntry kBinary[] = {
@@ -166,6 +167,17 @@ void bind_mint_elementwise(nb::module_& mint) {
     nb::cpp_function_def(
         [fn = e.fn](const Tensor& self) { return tensor_object(fn(self, Tensor())); },
         nb::scope(tensor_type), nb::name(e.name), nb::is_method(), doc_of(e.prim));
+    nb::cpp_function_def(
+        [e = &e](nb::handle self) {
+          const Tensor& t = nb::cast<const Tensor&>(self);
+          check_inplace(e->inplace, e->prim, t, Tensor());
+          e->fn(t, t);
+          return nb::borrow(self);
+        },
+        nb::scope(tensor_type), nb::name(e.inplace), nb::is_method(),
+        "The in-place form: self is overwritten with the result, keeping its dtype (a result "
+        "that does not fit, such as sqrt of an integer tensor, is an error at the call); returns "
+        "self.");
   }
   for (const BinaryEntry& e : kBinary) {
     mint.def(
@@ -174,6 +186,11 @@ void bind_mint_elementwise(nb::module_& mint) {
           return with_out(out, [&](const Tensor& o) { return fn(a, b, o); });
         },
         "input"_a, "other"_a, nb::kw_only(), "out"_a = nb::none(), doc_of(e.prim));
+    nb::cpp_function_def(
+        [fn = e.fn](const Tensor& self, TensorArg other) {
+          return tensor_object(fn(self, other, {}));
+        },
+        nb::scope(tensor_type), nb::name(e.name), nb::is_method(), "other"_a, doc_of(e.prim));
   }
   mint.def(
       "where",

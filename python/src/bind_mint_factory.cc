@@ -1,6 +1,7 @@
 // kiln.mint factories and random ops (zeros, ones, full, empty, zeros_like, ones_like, arange,
 // linspace, eye, rand, randn, randint, dropout), manual_seed, and the DLPack bindings
-// (dlpack.cc), which live here until the module assembly calls bind_dlpack itself.
+// (dlpack.cc), which live here until the module assembly calls bind_dlpack itself. The factories
+// of values a gradient can flow into take PyTorch's keyword requires_grad.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
@@ -9,6 +10,7 @@
 #include "bindings.h"
 #include "convert.h"
 #include "dlpack.h"
+#include "kiln/autograd.h"
 #include "kiln/functional/factory.h"
 #include "kiln/functional/nn.h"
 
@@ -88,58 +90,112 @@ uint64_t seed_from_object(nb::handle v) {
   return static_cast<uint64_t>(i);
 }
 
+/// The factories' requires_grad keyword (PyTorch's): `t`, made a leaf that requires grad when
+/// asked (an integer or bool dtype is a DTypeError saying only floating-point tensors can).
+Tensor requiring_grad(Tensor t, bool requires_grad) {
+  if (requires_grad) autograd::set_requires_grad(t, true);
+  return t;
+}
+
 }  // namespace
 
 void bind_mint_factory(nb::module_& mint) {
-  mint.def("zeros", [](nb::args size, std::optional<DTypeArg> dtype) {
-             return zeros(size_from_args("zeros", size), dtype_or(dtype, DType::kFloat32));
-           }, "size"_a, "dtype"_a = nb::none(),
-           "zeros(*size, dtype=kiln.float32): a tensor of zeros; size as ints or one sequence.");
-  mint.def("ones", [](nb::args size, std::optional<DTypeArg> dtype) {
-             return ones(size_from_args("ones", size), dtype_or(dtype, DType::kFloat32));
-           }, "size"_a, "dtype"_a = nb::none(),
-           "ones(*size, dtype=kiln.float32): a tensor of ones.");
-  mint.def("empty", [](nb::args size, std::optional<DTypeArg> dtype) {
-             return empty(size_from_args("empty", size), dtype_or(dtype, DType::kFloat32));
-           }, "size"_a, "dtype"_a = nb::none(),
-           "empty(*size, dtype=kiln.float32): a tensor with uninitialised elements.");
-  mint.def("full", [](nb::handle size, nb::handle fill_value, std::optional<DTypeArg> dtype) {
-             return full(size_from_object("full", size), scalar_from_object("full", fill_value),
-                         optional_dtype(dtype));
-           }, "size"_a, "fill_value"_a, "dtype"_a = nb::none(),
-           "A tensor of `size` filled with `fill_value`; dtype None takes the value's kind "
-           "(bool, int64 or float32).");
-  mint.def("zeros_like", [](const TensorArg& x, std::optional<DTypeArg> dtype) {
-             return zeros_like(x, optional_dtype(dtype));
-           }, "input"_a, "dtype"_a = nb::none(), "Zeros with the shape (and dtype) of `input`.");
-  mint.def("ones_like", [](const TensorArg& x, std::optional<DTypeArg> dtype) {
-             return ones_like(x, optional_dtype(dtype));
-           }, "input"_a, "dtype"_a = nb::none(), "Ones with the shape (and dtype) of `input`.");
-  mint.def("arange", [](nb::handle start, nb::handle end, nb::handle step,
-                        std::optional<DTypeArg> dtype) {
-             // arange(n) is arange(0, n), as Python's range.
-             const Scalar first = end.is_none() ? Scalar(0) : scalar_from_object("arange", start);
-             const Scalar last = scalar_from_object("arange", end.is_none() ? start : end);
-             return arange(first, last, scalar_from_object("arange", step), optional_dtype(dtype));
-           }, "start"_a, "end"_a = nb::none(), "step"_a = 1, "dtype"_a = nb::none(),
-           "Values start, start + step, ... below end (arange(n) counts from 0); dtype None is "
-           "int64 when every argument is an int, else float32.");
-  mint.def("linspace", [](double start, double end, int64_t steps, std::optional<DTypeArg> dtype) {
-             return linspace(start, end, steps, dtype_or(dtype, DType::kFloat32));
-           }, "start"_a, "end"_a, "steps"_a, "dtype"_a = nb::none(),
-           "`steps` evenly spaced values from start to end, both included.");
-  mint.def("eye", [](int64_t n, std::optional<int64_t> m, std::optional<DTypeArg> dtype) {
-             return eye(n, m, dtype_or(dtype, DType::kFloat32));
-           }, "n"_a, "m"_a = nb::none(), "dtype"_a = nb::none(),
-           "An [n, m] identity matrix (m defaults to n).");
-  mint.def("rand", [](nb::args size, std::optional<DTypeArg> dtype) {
-             return rand(size_from_args("rand", size), dtype_or(dtype, DType::kFloat32));
-           }, "size"_a, "dtype"_a = nb::none(),
-           "rand(*size, dtype=kiln.float32): uniform samples in [0, 1) from the global generator.");
-  mint.def("randn", [](nb::args size, std::optional<DTypeArg> dtype) {
-             return randn(size_from_args("randn", size), dtype_or(dtype, DType::kFloat32));
-           }, "size"_a, "dtype"_a = nb::none(),
-           "randn(*size, dtype=kiln.float32): standard normal samples.");
+  mint.def(
+      "zeros",
+      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad) {
+        return requiring_grad(
+            zeros(size_from_args("zeros", size), dtype_or(dtype, DType::kFloat32)), requires_grad);
+      },
+      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false,
+      "zeros(*size, dtype=kiln.float32): a tensor of zeros; size as ints or one sequence.");
+  mint.def(
+      "ones",
+      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad) {
+        return requiring_grad(ones(size_from_args("ones", size), dtype_or(dtype, DType::kFloat32)),
+                              requires_grad);
+      },
+      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false,
+      "ones(*size, dtype=kiln.float32): a tensor of ones.");
+  mint.def(
+      "empty",
+      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad) {
+        return requiring_grad(
+            empty(size_from_args("empty", size), dtype_or(dtype, DType::kFloat32)), requires_grad);
+      },
+      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false,
+      "empty(*size, dtype=kiln.float32): a tensor with uninitialised elements.");
+  mint.def(
+      "full",
+      [](nb::handle size, nb::handle fill_value, std::optional<DTypeArg> dtype,
+         bool requires_grad) {
+        return requiring_grad(full(size_from_object("full", size),
+                                   scalar_from_object("full", fill_value), optional_dtype(dtype)),
+                              requires_grad);
+      },
+      "size"_a, "fill_value"_a, "dtype"_a = nb::none(), nb::kw_only(), "requires_grad"_a = false,
+      "A tensor of `size` filled with `fill_value`; dtype None takes the value's kind "
+      "(bool, int64 or float32).");
+  mint.def(
+      "zeros_like",
+      [](const TensorArg& x, std::optional<DTypeArg> dtype, bool requires_grad) {
+        return requiring_grad(zeros_like(x, optional_dtype(dtype)), requires_grad);
+      },
+      "input"_a, "dtype"_a = nb::none(), nb::kw_only(), "requires_grad"_a = false,
+      "Zeros with the shape (and dtype) of `input`.");
+  mint.def(
+      "ones_like",
+      [](const TensorArg& x, std::optional<DTypeArg> dtype, bool requires_grad) {
+        return requiring_grad(ones_like(x, optional_dtype(dtype)), requires_grad);
+      },
+      "input"_a, "dtype"_a = nb::none(), nb::kw_only(), "requires_grad"_a = false,
+      "Ones with the shape (and dtype) of `input`.");
+  mint.def(
+      "arange",
+      [](nb::handle start, nb::handle end, nb::handle step, std::optional<DTypeArg> dtype,
+         bool requires_grad) {
+        // arange(n) is arange(0, n), as Python's range.
+        const Scalar first = end.is_none() ? Scalar(0) : scalar_from_object("arange", start);
+        const Scalar last = scalar_from_object("arange", end.is_none() ? start : end);
+        return requiring_grad(
+            arange(first, last, scalar_from_object("arange", step), optional_dtype(dtype)),
+            requires_grad);
+      },
+      "start"_a, "end"_a = nb::none(), "step"_a = 1, "dtype"_a = nb::none(), nb::kw_only(),
+      "requires_grad"_a = false,
+      "Values start, start + step, ... below end (arange(n) counts from 0); dtype None is "
+      "int64 when every argument is an int, else float32.");
+  mint.def(
+      "linspace",
+      [](double start, double end, int64_t steps, std::optional<DTypeArg> dtype,
+         bool requires_grad) {
+        return requiring_grad(linspace(start, end, steps, dtype_or(dtype, DType::kFloat32)),
+                              requires_grad);
+      },
+      "start"_a, "end"_a, "steps"_a, "dtype"_a = nb::none(), nb::kw_only(),
+      "requires_grad"_a = false, "`steps` evenly spaced values from start to end, both included.");
+  mint.def(
+      "eye",
+      [](int64_t n, std::optional<int64_t> m, std::optional<DTypeArg> dtype, bool requires_grad) {
+        return requiring_grad(eye(n, m, dtype_or(dtype, DType::kFloat32)), requires_grad);
+      },
+      "n"_a, "m"_a = nb::none(), "dtype"_a = nb::none(), nb::kw_only(), "requires_grad"_a = false,
+      "An [n, m] identity matrix (m defaults to n).");
+  mint.def(
+      "rand",
+      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad) {
+        return requiring_grad(rand(size_from_args("rand", size), dtype_or(dtype, DType::kFloat32)),
+                              requires_grad);
+      },
+      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false,
+      "rand(*size, dtype=kiln.float32): uniform samples in [0, 1) from the global generator.");
+  mint.def(
+      "randn",
+      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad) {
+        return requiring_grad(
+            randn(size_from_args("randn", size), dtype_or(dtype, DType::kFloat32)), requires_grad);
+      },
+      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false,
+      "randn(*size, dtype=kiln.float32): standard normal samples.");
   mint.def("randint", [](int64_t low, int64_t high, nb::handle size,
                          std::optional<DTypeArg> dtype) {
              return randint(low, high, size_from_object("randint", size),

@@ -1,7 +1,8 @@
 // Python operators of kiln.Tensor (+ - * / // % ** with their reflected and in-place forms,
-// comparisons, & | ^ ~ on bool tensors, unary - and abs()) and the dtype conversions (.to(dtype),
-// .float(), .int(), ...). Operands are TensorArg, so Python numbers work on either side as weak
-// scalars; an operand Kiln cannot convert makes the operator return NotImplemented.
+// comparisons, & | ^ ~ on bool tensors, unary - and abs()), the in-place methods of the
+// arithmetic ones (t.add_(x), ...), and the dtype conversions (.to(dtype), .float(), .int(), ...).
+// Operands are TensorArg, so Python numbers work on either side as weak scalars; an operand Kiln
+// cannot convert makes the operator return NotImplemented.
 #include "bindings.h"
 #include "convert.h"
 #include "kiln/functional/elementwise.h"
@@ -19,18 +20,20 @@ struct ArithmeticOperator {
   const char* forward;
   const char* reflected;
   const char* inplace;
-  const char* prim;  // for the in-place dtype check
+  const char* inplace_method;  // PyTorch's spelling of the in-place form
+  const char* prim;            // for the in-place dtype check
   BinaryFn fn;
 };
 
 constexpr ArithmeticOperator kArithmetic[] = {
-    {"__add__", "__radd__", "__iadd__", "Add", &add},
-    {"__sub__", "__rsub__", "__isub__", "Sub", &sub},
-    {"__mul__", "__rmul__", "__imul__", "Mul", &mul},
-    {"__truediv__", "__rtruediv__", "__itruediv__", "Div", &div},
-    {"__floordiv__", "__rfloordiv__", "__ifloordiv__", "FloorDivide", &floor_divide},
-    {"__mod__", "__rmod__", "__imod__", "Remainder", &remainder},
-    {"__pow__", "__rpow__", "__ipow__", "Pow", &pow},
+    {"__add__", "__radd__", "__iadd__", "add_", "Add", &add},
+    {"__sub__", "__rsub__", "__isub__", "sub_", "Sub", &sub},
+    {"__mul__", "__rmul__", "__imul__", "mul_", "Mul", &mul},
+    {"__truediv__", "__rtruediv__", "__itruediv__", "div_", "Div", &div},
+    {"__floordiv__", "__rfloordiv__", "__ifloordiv__", "floor_divide_", "FloorDivide",
+     &floor_divide},
+    {"__mod__", "__rmod__", "__imod__", "remainder_", "Remainder", &remainder},
+    {"__pow__", "__rpow__", "__ipow__", "pow_", "Pow", &pow},
 };
 
 // Python reflects comparisons itself (3 < t calls t.__gt__(3)), so they need no reflected form.
@@ -74,17 +77,20 @@ void check_inplace_shape(const char* op, const Tensor& self, const Shape& shape)
       << "does not fit the tensor written, of shape " << shape_str(self.shape());
 }
 
-/// kiln::can_write_result, checked before the call (the call would check it in its planning step,
-/// which the pipeline may run later).
-void check_inplace(const ArithmeticOperator& op, const Tensor& self, const Tensor& other) {
-  const OpDefPtr def = OpRegistry::Instance().get(op.prim);
-  const TensorMeta result =
-      def->infer_outputs({meta_of(self), meta_of(other)}, def->normalize_attrs({})).at(0);
+}  // namespace
+
+void check_inplace(const char* what, const char* prim, const Tensor& self, const Tensor& other) {
+  const OpDefPtr def = OpRegistry::Instance().get(prim);
+  MetaList operands = {meta_of(self)};
+  if (other.defined()) operands.push_back(meta_of(other));
+  const TensorMeta result = def->infer_outputs(operands, def->normalize_attrs({})).at(0);
   KILN_CHECK_DTYPE(can_write_result(result.dtype, self.dtype()))
-      << op.inplace << ": result type " << result.dtype
-      << " can't be cast to the desired output type " << self.dtype();
-  check_inplace_shape(op.inplace, self, result.shape);
+      << what << ": result type " << result.dtype << " can't be cast to the desired output type "
+      << self.dtype();
+  check_inplace_shape(what, self, result.shape);
 }
+
+namespace {
 
 void check_bool_operands(const char* symbol, const Tensor& a, const Tensor& b) {
   KILN_CHECK_DTYPE(a.dtype() == DType::kBool && b.dtype() == DType::kBool)
@@ -147,18 +153,27 @@ void bind_tensor_operators(nb::module_& /*m*/) {
                               [&](const Tensor& o) { return tensor_object(p->fn(o, self, {})); });
         },
         nb::is_operator());
-    // In place: the result is written into self through `out` and self itself is returned.
-    def_method(
-        cls, op.inplace,
-        [p = &op](nb::handle self, TensorArg other) {
-          const Tensor& t = nb::cast<const Tensor&>(self);
-          with_operand(p->inplace, t, other, [&](const Tensor& o) {
-            check_inplace(*p, t, o);
-            p->fn(t, o, t);
-          });
-          return nb::borrow(self);
-        },
-        nb::is_operator());
+    // In place: the result is written into self through `out` and self itself is returned. The
+    // operator and PyTorch's method spelling; an operand it cannot take is NotImplemented for
+    // the operator (Python then tries the other side) and a TypeError for the method.
+    for (const char* name : {op.inplace, op.inplace_method}) {
+      const auto in_place = [p = &op, name](nb::handle self, TensorArg other) {
+        const Tensor& t = nb::cast<const Tensor&>(self);
+        with_operand(name, t, other, [&](const Tensor& o) {
+          check_inplace(name, p->prim, t, o);
+          p->fn(t, o, t);
+        });
+        return nb::borrow(self);
+      };
+      if (name == op.inplace) {
+        def_method(cls, name, in_place, nb::is_operator());
+      } else {
+        def_method(cls, name, in_place, "other"_a,
+                   "The in-place form: self is overwritten with the result, keeping its dtype "
+                   "and shape (a result that does not fit is an error at the call); returns "
+                   "self.");
+      }
+    }
   }
   for (const ComparisonOperator& op : kComparisons) {
     def_method(

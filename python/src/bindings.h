@@ -42,6 +42,11 @@ nanobind::tuple pass_report_to_python(const PassReport& report);
 /// else as RuntimeError. For functions written against the C API, outside nanobind's dispatch.
 void set_python_error_from_current_exception();
 
+/// Checks, at the call, that `prim` on (self) or (self, other) gives a result that fits self's
+/// dtype (kiln::can_write_result) and shape, for an in-place method `what`: the op's own check runs
+/// in its planning step, which the asynchronous modes run later, where the failure would land on
+/// self instead of being raised.
+void check_inplace(const char* what, const char* prim, const Tensor& self, const Tensor& other);
 /// For squeeze (x.squeeze, kiln.mint.squeeze) of a traced value: a dimension it leaves because its
 /// size is not 1 may be the batch size, which at a batch of 1 it would remove, so a dynamic jit
 /// must trace each batch size (kiln::note_size_decision). A bad dim is left to squeeze to refuse.

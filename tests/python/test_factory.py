@@ -382,3 +382,39 @@ def test_results_do_not_depend_on_the_thread_count():
         digests.append(out.strip())
     assert digests[0] == digests[1]
     assert len(digests[0]) == 64
+
+
+_REQUIRES_GRAD_FACTORIES = {
+    "tensor": lambda **kw: kiln.tensor([1.0, 2.0], **kw),
+    "zeros": lambda **kw: kiln.mint.zeros(2, 3, **kw),
+    "ones": lambda **kw: kiln.mint.ones([2], **kw),
+    "empty": lambda **kw: kiln.mint.empty(2, **kw),
+    "full": lambda **kw: kiln.mint.full([2], 0.5, **kw),
+    "zeros_like": lambda **kw: kiln.mint.zeros_like(kiln.mint.ones(2), **kw),
+    "ones_like": lambda **kw: kiln.mint.ones_like(kiln.mint.ones(2), **kw),
+    "arange": lambda **kw: kiln.mint.arange(0.0, 3.0, **kw),
+    "linspace": lambda **kw: kiln.mint.linspace(0, 1, 5, **kw),
+    "eye": lambda **kw: kiln.mint.eye(3, **kw),
+    "rand": lambda **kw: kiln.mint.rand(4, **kw),
+    "randn": lambda **kw: kiln.mint.randn(4, **kw),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_REQUIRES_GRAD_FACTORIES))
+def test_factories_take_requires_grad(name):
+    make = _REQUIRES_GRAD_FACTORIES[name]
+    assert not make().requires_grad
+    leaf = make(requires_grad=True)
+    assert leaf.requires_grad and leaf.is_leaf and leaf.grad is None
+    (leaf * 2.0).sum().backward()
+    assert_close(leaf.grad, np.full(leaf.shape, 2.0, np.float32))
+    with raises(kiln.DTypeError, match="(only floating-point tensors can require grad|expected a "
+                                       "floating dtype), got int64"):
+        make(dtype=kiln.int64, requires_grad=True)
+
+
+def test_requires_grad_is_keyword_only():
+    with raises(TypeError):
+        kiln.mint.full([2], 0.5, None, True)
+    with raises(TypeError):
+        kiln.tensor([1.0], None, True)

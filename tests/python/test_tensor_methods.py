@@ -1,0 +1,216 @@
+"""PyTorch's Tensor method spellings: the elementwise functions as methods (x.add(y), x.eq(y)),
+their in-place forms (x.exp_(), x.add_(y)), and the methods of python/kiln/_tensor_methods.py
+(zero_, fill_, copy_, masked_fill_, expand_as, view_as, reshape_as, type_as, mT,
+is_floating_point, element_size, and kiln.mint's functions taking a tensor first)."""
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import (ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, assert_close, numpy_dtype,
+                      random_array, raises)
+
+BINARY = ["add", "sub", "mul", "div", "floor_divide", "remainder", "pow", "maximum", "minimum",
+          "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"]
+UNARY = ["neg", "abs", "sign", "exp", "expm1", "log", "log1p", "log2", "sqrt", "rsqrt",
+         "reciprocal", "square", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "silu", "erf",
+         "floor", "ceil", "round", "logical_not"]
+IN_PLACE_BINARY = ["add", "sub", "mul", "div", "floor_divide", "remainder", "pow"]
+
+
+def _positive(shape, dtype, rng):
+    # Positive operands keep every function (log, sqrt, pow, division) defined.
+    return random_array(shape, dtype, rng, low=0.5, high=3.0)
+
+
+@pytest.mark.parametrize("name", BINARY)
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.int32])
+@pytest.mark.parametrize("shapes", [((2, 3), (2, 3)), ((4, 1, 3), (5, 1)), ((3,), ())])
+def test_binary_method_is_the_mint_function(name, dtype, shapes, rng):
+    a = kiln.tensor(_positive(shapes[0], dtype, rng), dtype=dtype)
+    b = kiln.tensor(_positive(shapes[1], dtype, rng), dtype=dtype)
+    got = getattr(a, name)(b)
+    want = getattr(kiln.mint, name)(a, b)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert_close(got, want.numpy())
+
+
+def test_binary_methods_take_numbers_and_keyword_other(rng):
+    a = kiln.tensor(rng.standard_normal((3, 4)).astype(np.float32))
+    assert_close(a.add(2), a.numpy() + 2)
+    assert_close(a.mul(other=0.5), a.numpy() * 0.5)
+    assert_close(a.gt(0), a.numpy() > 0)
+    assert a.add(2).dtype == kiln.float32  # a number is a weak scalar, as in the operators
+
+
+def test_binary_method_refuses_what_is_not_an_operand():
+    a = kiln.tensor([1.0, 2.0])
+    with raises(TypeError, match="add"):
+        a.add("one")
+    with raises(kiln.ShapeError):
+        a.add(kiln.tensor([1.0, 2.0, 3.0]))
+
+
+@pytest.mark.parametrize("name", UNARY)
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.float16])
+def test_unary_in_place_writes_self_and_returns_it(name, dtype, rng):
+    values = _positive((3, 5), dtype, rng)
+    if name == "logical_not":
+        values[0, :2] = 0
+    x = kiln.tensor(values, dtype=dtype)
+    want = getattr(kiln.mint, name)(x).to(dtype)
+    storage = x.data_ptr()
+    assert getattr(x, name + "_")() is x
+    assert x.dtype == dtype and x.data_ptr() == storage
+    assert_close(x, want.numpy())
+
+
+def test_unary_in_place_on_a_view_writes_the_base(rng):
+    base = kiln.tensor(rng.standard_normal((4, 6)))
+    expected = base.numpy().copy()
+    expected[:, 1::2] = np.abs(expected[:, 1::2])
+    view = base[:, 1::2]
+    view.abs_()
+    assert_close(base, expected)
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_unary_in_place_refuses_a_result_the_dtype_cannot_hold(dtype):
+    x = kiln.tensor([1, 4, 9], dtype=dtype)
+    with raises(kiln.DTypeError, match=f"sqrt_: result type float32 can't be cast to the desired "
+                                       f"output type {dtype.name}"):
+        x.sqrt_()
+    assert x.tolist() == [1, 4, 9]  # nothing written
+
+
+@pytest.mark.parametrize("name", IN_PLACE_BINARY)
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.bfloat16, kiln.int64])
+def test_binary_in_place_method_is_the_operator(name, dtype, rng):
+    a = _positive((4, 3), dtype, rng)
+    b = _positive((3,), dtype, rng)
+    x = kiln.tensor(a, dtype=dtype)
+    y = kiln.tensor(b, dtype=dtype)
+    want = getattr(kiln.mint, name)(x, y)
+    if not dtype.is_floating_point and want.dtype != dtype:  # int / int is float: refused
+        with raises(kiln.DTypeError, match=f"{name}_: result type"):
+            getattr(x, name + "_")(y)
+        return
+    assert getattr(x, name + "_")(y) is x
+    assert x.dtype == dtype
+    assert_close(x, want.to(dtype).numpy())
+
+
+def test_binary_in_place_refuses_a_result_of_another_shape():
+    x = kiln.mint.zeros([3])
+    with raises(kiln.ShapeError, match=r"add_: the result has shape \[2, 3\].*of shape \[3\]"):
+        x.add_(kiln.mint.ones([2, 3]))
+    with raises(TypeError):
+        x.add_("one")
+    assert x.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_in_place_methods_follow_autograd_as_the_operators_do():
+    w = kiln.tensor([1.0, 2.0], requires_grad=True)
+    with raises(kiln.KilnValueError, match="Mul writes into a tensor that requires grad"):
+        w.mul_(2)
+    with raises(kiln.KilnValueError, match="Exp writes into a tensor that requires grad"):
+        (w * 1.0).exp_()
+    with kiln.no_grad():
+        w.mul_(3).exp_()
+    assert_close(w, np.exp(3 * np.array([1.0, 2.0], np.float32)))
+    assert w.requires_grad and w.is_leaf
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_zero_fill_and_copy(dtype, rng):
+    x = kiln.tensor(random_array((3, 4), dtype, rng), dtype=dtype)
+    assert x.zero_() is x
+    assert_close(x, np.zeros((3, 4), numpy_dtype(dtype)))
+    assert x.fill_(1) is x
+    assert_close(x, np.ones((3, 4), numpy_dtype(dtype)))
+    x.fill_(kiln.tensor(0, dtype=dtype))
+    assert_close(x, np.zeros((3, 4), numpy_dtype(dtype)))
+    row = random_array((4,), dtype, rng)
+    assert x.copy_(kiln.tensor(row, dtype=dtype)) is x
+    assert_close(x, np.broadcast_to(row, (3, 4)))
+    assert x.dtype == dtype
+
+
+def test_copy_converts_the_dtype_and_writes_through_views(rng):
+    base = kiln.mint.zeros([2, 4], dtype=kiln.float64)
+    source = rng.standard_normal((2, 2)).astype(np.float32)
+    base[:, ::2].copy_(kiln.tensor(source))
+    expected = np.zeros((2, 4))
+    expected[:, ::2] = source
+    assert_close(base, expected)
+
+
+def test_fill_and_copy_errors():
+    x = kiln.mint.zeros([2, 3])
+    with raises(kiln.KilnValueError, match=r"fill_: expected a number or a 0-d tensor, got a "
+                                           r"tensor of shape \[3\]"):
+        x.fill_(kiln.mint.ones([3]))
+    with raises(kiln.ShapeError, match="cannot broadcast shape"):
+        x.copy_(kiln.mint.ones([4]))
+    w = kiln.mint.ones([2], dtype=kiln.float32).requires_grad_()
+    with raises(kiln.KilnValueError, match="requires grad"):
+        w.zero_()
+    with kiln.no_grad():
+        w.zero_()  # as PyTorch's initializers write weights
+    assert w.tolist() == [0.0, 0.0] and w.requires_grad
+
+
+def test_masked_fill_in_place(rng):
+    values = rng.standard_normal((3, 4)).astype(np.float32)
+    x = kiln.tensor(values)
+    mask = values[0] > 0
+    assert x.masked_fill_(kiln.tensor(mask), -1.0) is x
+    assert_close(x, np.where(mask, -1.0, values).astype(np.float32))
+    with raises(kiln.ShapeError):
+        x.masked_fill_(kiln.tensor(np.ones((2, 3, 4), bool)), 0.0)
+
+
+def test_shape_and_dtype_of_another_tensor(rng):
+    x = kiln.tensor(rng.standard_normal((2, 3)).astype(np.float32))
+    assert x.view_as(kiln.mint.zeros([3, 2])).shape == (3, 2)
+    assert x.reshape_as(kiln.mint.zeros([6])).shape == (6,)
+    assert x.T.reshape_as(kiln.mint.zeros([6])).shape == (6,)  # reshape copies where view cannot
+    with raises(kiln.KilnError):
+        x.T.view_as(kiln.mint.zeros([6]))
+    assert x[:1].expand_as(kiln.mint.zeros([4, 2, 3])).shape == (4, 2, 3)
+    assert x.type_as(kiln.tensor([1], dtype=kiln.int16)).dtype == kiln.int16
+    assert_close(x.type_as(kiln.mint.zeros([1], dtype=kiln.float64)), x.numpy().astype(np.float64))
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_is_floating_point_and_element_size(dtype):
+    x = kiln.mint.zeros([2], dtype=dtype)
+    assert x.is_floating_point() == (dtype in FLOAT_DTYPES)
+    assert x.element_size() == x.itemsize == dtype.itemsize
+
+
+def test_mT_swaps_the_last_two_dims(rng):
+    values = rng.standard_normal((2, 3, 4))
+    x = kiln.tensor(values)
+    assert_close(x.mT, np.swapaxes(values, -1, -2))
+    assert x.mT.shares_storage_with(x)
+    assert_close(x[0].mT, values[0].T)
+    with raises(kiln.KilnValueError, match="tensor.mT: expected a matrix or a batch of matrices"):
+        kiln.tensor([1.0, 2.0]).mT
+
+
+def test_mint_functions_as_methods(rng):
+    values = rng.standard_normal((4, 6)).astype(np.float32)
+    x = kiln.tensor(values)
+    index = kiln.tensor(np.array([[0, 2], [1, 1], [5, 0], [3, 3]]))
+    assert [c.shape for c in x.chunk(2)] == [(2, 6), (2, 6)]
+    assert [s.shape for s in x.split(4, dim=1)] == [(4, 4), (4, 2)]
+    assert_close(x.gather(1, index), np.take_along_axis(values, index.numpy(), 1))
+    assert_close(x.index_select(0, kiln.tensor([3, 0])), values[[3, 0]])
+    assert_close(x.masked_fill(kiln.tensor(values > 0), 0.0), np.where(values > 0, 0, values))
+    assert_close(x.tril(), np.tril(values))
+    assert_close(x.triu(1), np.triu(values, 1))
+    scattered = kiln.mint.zeros([4, 6]).scatter(1, index, kiln.mint.ones([4, 2]))
+    assert scattered.sum().item() == 6.0  # rows 1 and 3 write one element twice
+    assert kiln.Tensor.gather.__doc__ == kiln.mint.gather.__doc__
+    assert kiln.Tensor.chunk.__name__ == "chunk"
