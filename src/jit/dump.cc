@@ -24,10 +24,13 @@ std::atomic<int> g_temp_files{0};
 constexpr size_t kMaxPageText = 256 * 1024;
 
 // Graph names come from Python qualified names ("Net.forward.<locals>.f"): keep them readable
-// in file names without path separators or shell-hostile characters.
+// in file names without path separators or shell-hostile characters, and short enough that a
+// graph name and a step name (a pass's) with the numbers and suffixes stay below the 255 bytes
+// a file name may have. The numbers keep shortened names apart.
 std::string file_safe(const std::string& name) {
+  constexpr size_t kMaxLength = 100;
   std::string out;
-  for (const char c : name) {
+  for (const char c : name.substr(0, kMaxLength)) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                     c == '_' || c == '-' || c == '.';
     out += ok ? c : '_';

@@ -169,6 +169,20 @@ TEST(IrDump, WritesTheTracedGraphAndEachBuiltPart) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(IrDump, ALongGraphNameIsShortenedInTheFileNames) {
+  const std::string dir = temp_dir("long_name");
+  JitOptions options;
+  options.dump_ir = dir;
+  const std::string name(300, 'n');
+  jit([](const std::vector<Tensor>& in) { return std::vector<Tensor>{neg(in[0])}; }, options,
+      name)({Tensor::empty({2})});
+  const std::vector<std::string> pages = compilation_pages(dir);
+  ASSERT_EQ(pages.size(), 1u);
+  EXPECT_EQ(pages[0].find(std::string(100, 'n') + "."), 0u) << pages[0];
+  EXPECT_NE(read(dir + "/" + pages[0]).find(name), std::string::npos);  // the page names it all
+  std::filesystem::remove_all(dir);
+}
+
 TEST(IrDump, TheEnvironmentVariableTurnsDumpsOn) {
   const std::string dir = temp_dir("env");
   ::setenv("KILN_DUMP_IR", dir.c_str(), 1);
