@@ -3,6 +3,10 @@
 // arithmetic ones (t.add_(x), ...), and the dtype conversions (.to(dtype), .float(), .int(), ...).
 // Operands are TensorArg, so Python numbers work on either side as weak scalars; an operand Kiln
 // cannot convert makes the operator return NotImplemented.
+#include <nanobind/stl/string.h>
+
+#include <string>
+
 #include "bindings.h"
 #include "convert.h"
 #include "kiln/functional/elementwise.h"
@@ -123,6 +127,24 @@ Tensor big_int_operand(const char* op, const Tensor& self, nb::handle big) {
   return Tensor::scalar(Scalar(value));
 }
 
+/// Whether `target` names a device: "cpu" and "cpu:0" do; another device's name ("cuda:0") is a
+/// kValue error saying Kiln runs on the CPU; anything else (a dtype or its name) does not.
+bool is_device(const char* what, nb::handle target) {
+  if (!PyUnicode_Check(target.ptr())) return false;
+  const std::string name = nb::cast<std::string>(target);
+  const std::string type = name.substr(0, name.find(':'));
+  if (type == "cpu") {
+    KILN_CHECK_VALUE(name == "cpu" || name == "cpu:0")
+        << what << ": unknown device '" << name << "'; Kiln has one device, 'cpu'";
+    return true;
+  }
+  for (const char* other : {"cuda", "mps", "xpu", "meta", "hip", "xla"}) {
+    KILN_CHECK_VALUE(type != other)
+        << what << ": device '" << name << "' is not available; Kiln runs on the CPU ('cpu')";
+  }
+  return false;
+}
+
 /// call(o) with `other` as operator `op`'s operand beside `self`.
 template <typename Call>
 auto with_operand(const char* op, const Tensor& self, const TensorArg& other, const Call& call) {
@@ -231,8 +253,32 @@ void bind_tensor_operators(nb::module_& /*m*/) {
               nb::handle(reinterpret_cast<PyObject*>(&PyBaseObject_Type)).attr("__hash__"));
 
   def_method(
-      cls, "to", [](const Tensor& self, DTypeArg dtype) { return to(self, dtype); }, "dtype"_a,
-      "This tensor converted to `dtype` (itself when it has that dtype).");
+      cls, "to",
+      [](const Tensor& self, nb::handle target, nb::handle dtype, bool /*non_blocking*/, bool copy,
+         nb::handle device) {
+        DType result = self.dtype();
+        if (const Tensor* other = tensor_ptr(target.ptr())) {
+          result = other->dtype();
+        } else if (!target.is_none() && !is_device("to", target)) {
+          result = DTypeArg{nb::borrow(target)}.get();
+        }
+        KILN_CHECK_VALUE(device.is_none() || is_device("to", device))
+            << "to: expected device='cpu' or None, got " << nb::repr(device).c_str();
+        if (!dtype.is_none()) result = DTypeArg{nb::borrow(dtype)}.get();
+        // A copy is a recorded op, so that autograd and the jit see it, as every conversion.
+        if (copy)
+          return call_op(*OpRegistry::Instance().get("Cast"), {self}, {{"dtype", result}})[0];
+        return to(self, result);
+      },
+      "target"_a = nb::none(), "dtype"_a = nb::none(), "non_blocking"_a = false, "copy"_a = false,
+      nb::kw_only(), "device"_a = nb::none(),
+      "PyTorch's to(dtype), to(other) (other's dtype), to(device, dtype) and to(device=...): this "
+      "tensor converted to the dtype, itself when it has it already, a new tensor with "
+      "copy=True. The device may be 'cpu' (Kiln runs on the CPU) or None; non_blocking changes "
+      "nothing (Kiln's pipeline orders every read after the writes).");
+  def_method(
+      cls, "cpu", [](nb::handle self) { return nb::borrow(self); },
+      "This tensor itself: Kiln's tensors are on the CPU (PyTorch's t.cpu()).");
   struct Conversion {
     const char* name;
     DType dtype;

@@ -214,3 +214,38 @@ def test_mint_functions_as_methods(rng):
     assert scattered.sum().item() == 6.0  # rows 1 and 3 write one element twice
     assert kiln.Tensor.gather.__doc__ == kiln.mint.gather.__doc__
     assert kiln.Tensor.chunk.__name__ == "chunk"
+
+
+def test_to_takes_pytorchs_forms(rng):
+    values = rng.standard_normal((2, 3))
+    x = kiln.tensor(values, dtype=kiln.float32)
+    assert x.to(kiln.float64).dtype == kiln.float64
+    assert x.to("float16").dtype == kiln.float16
+    assert x.to(dtype=kiln.bfloat16).dtype == kiln.bfloat16
+    assert x.to(kiln.mint.zeros([1], dtype=kiln.int16)).dtype == kiln.int16  # other's dtype
+    assert x.to("cpu").is_same(x) and x.to(device="cpu:0").is_same(x)
+    assert x.to("cpu", kiln.float64).dtype == kiln.float64
+    assert x.to(kiln.float32, non_blocking=True).is_same(x)
+    copied = x.to(copy=True)
+    assert not copied.shares_storage_with(x) and copied.dtype == kiln.float32
+    assert_close(copied, values.astype(np.float32))
+    assert x.cpu() is x
+
+
+def test_to_copy_is_recorded_for_autograd():
+    w = kiln.tensor([1.0, 2.0], requires_grad=True)
+    (w.to(copy=True) * 3.0).sum().backward()
+    assert_close(w.grad, np.array([3.0, 3.0], np.float32))
+
+
+def test_to_refuses_other_devices_and_non_dtypes():
+    x = kiln.mint.zeros([2])
+    with raises(kiln.KilnValueError, match="device 'cuda:0' is not available; Kiln runs on the "
+                                           "CPU"):
+        x.to("cuda:0")
+    with raises(kiln.KilnValueError, match="unknown device 'cpu:1'"):
+        x.to("cpu:1")
+    with raises(kiln.KilnValueError, match="expected device='cpu' or None, got 'float32'"):
+        x.to(device="float32")
+    with raises(kiln.DTypeError, match="expected a dtype"):
+        x.to(3)
