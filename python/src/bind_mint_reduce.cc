@@ -1,5 +1,5 @@
 // kiln.mint reductions, scans and softmax (include/kiln/functional/reduce.h), and the matching
-// Tensor methods (x.sum(), x.max(dim), x.softmax(dim), ...).
+// Tensor methods (x.sum(), x.max(dim), x.all(), x.softmax(dim), ...).
 //
 // `dim` follows PyTorch: None (every dim), an int, or a list / tuple of ints. max / min with a
 // dim return a tuple (values, indices); without one, the 0-d maximum.
@@ -10,6 +10,7 @@
 
 #include "bindings.h"
 #include "convert.h"
+#include "kiln/functional/elementwise.h"
 #include "kiln/functional/reduce.h"
 
 namespace kiln::py {
@@ -66,6 +67,16 @@ Tensor amax_impl(const Tensor& x, nb::handle dim, bool keepdim) {
 }
 Tensor amin_impl(const Tensor& x, nb::handle dim, bool keepdim) {
   return amin(x, parse_dims("amin", dim), keepdim);
+}
+// all / any count the zeros / nonzeros over `dim` (bool results; NaN is nonzero), so that an
+// empty reduction gives True / False, as in NumPy and PyTorch (amin / amax refuse empty ones).
+Tensor all_impl(const Tensor& x, nb::handle dim, bool keepdim) {
+  const Tensor zero = Tensor::scalar(Scalar(int64_t{0}));
+  return eq(sum(eq(x, zero), parse_dims("all", dim), keepdim), zero);
+}
+Tensor any_impl(const Tensor& x, nb::handle dim, bool keepdim) {
+  const Tensor zero = Tensor::scalar(Scalar(int64_t{0}));
+  return gt(sum(ne(x, zero), parse_dims("any", dim), keepdim), zero);
 }
 // kiln.mint.ValuesIndices, the named tuple max and min along a dim return (as PyTorch's
 // torch.return_types.max: t.max(1).values); made by bind_mint_reduce, which the module keeps.
@@ -157,6 +168,12 @@ void bind_mint_reduce(nb::module_& mint) {
   def_both(mint, cls, "amax", &amax_impl, "Largest element over `dim` (NaN propagates).", dim,
            keepdim);
   def_both(mint, cls, "amin", &amin_impl, "Smallest element over `dim` (NaN propagates).", dim,
+           keepdim);
+  def_both(mint, cls, "all", &all_impl,
+           "Whether every element over `dim` (None: all) is nonzero (True); a bool tensor.", dim,
+           keepdim);
+  def_both(mint, cls, "any", &any_impl,
+           "Whether any element over `dim` (None: all) is nonzero (True); a bool tensor.", dim,
            keepdim);
   def_both(mint, cls, "max", &max_impl,
            "The 0-d maximum, or the named tuple (values, indices) along `dim` (an int).", dim,

@@ -560,3 +560,30 @@ def test_integer_extrema_along_rows_of_any_length(dtype, length, rng):
     np.testing.assert_array_equal(mint.amax(t, 1).numpy(), a.max(axis=1))
     np.testing.assert_array_equal(mint.amin(t, 1).numpy(), a.min(axis=1))
     np.testing.assert_array_equal(mint.amax(t).numpy(), a.max())
+
+
+@pytest.mark.parametrize("name", ["all", "any"])
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_ids)
+def test_all_and_any_match_numpy(name, dtype, rng):
+    for shape, dim, layout in each_case(SHAPES, DIMS, ("contiguous", "transposed")):
+        t, a = make_input(shape, dtype, rng, layout, low=-1.0, high=1.0)
+        if dtype.is_floating_point:
+            a = t.round_().numpy()  # zeros among the floats too (in place: the layout stays)
+        for keepdim in (False, True):
+            with context(shape=shape, dim=dim, layout=layout, keepdim=keepdim):
+                want = getattr(np, name)(a, axis=np_axis(shape, dim), keepdims=keepdim)
+                for got in (getattr(mint, name)(t, dim, keepdim),
+                            getattr(t, name)(dim, keepdim=keepdim)):
+                    assert got.dtype == kiln.bool_
+                    assert_close(got, np.asarray(want).reshape(got.shape))
+
+
+def test_all_and_any_count_nan_as_nonzero_and_run_under_jit():
+    x = kiln.tensor([[0.0, float("nan")], [1.0, 2.0]])
+    assert x.any(1).tolist() == [True, True]
+    assert x.all(1).tolist() == [False, True]
+    f = kiln.jit(lambda t: (t.all(), t.any(0)))
+    all_, any_ = f(x)
+    assert all_.item() is False and any_.tolist() == [True, True]
+    with raises(IndexError):
+        x.all(2)
