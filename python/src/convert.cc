@@ -203,6 +203,28 @@ DType dtype_from_object(nb::handle obj) {
 
 DType DTypeArg::get() const { return dtype_from_object(obj); }
 
+namespace {
+
+// Whether nested lists / tuples hold a value that is float64 of its own (a float64 tensor, NumPy
+// value or array), which makes the tensor float64, as in PyTorch; Python floats give float32.
+bool holds_float64(nb::handle obj, nb::handle np) {
+  PyObject* o = obj.ptr();
+  if (PyFloat_CheckExact(o) || PyLong_Check(o)) return false;
+  if (const Tensor* t = tensor_ptr(o)) return t->dtype() == DType::kFloat64;
+  if (PyList_Check(o) || PyTuple_Check(o)) {
+    for (nb::handle item : obj) {
+      if (holds_float64(item, np)) return true;
+    }
+    return false;
+  }
+  if (nb::isinstance(obj, np.attr("ndarray")) || nb::isinstance(obj, np.attr("generic"))) {
+    return nb::cast<std::string>(obj.attr("dtype").attr("name")) == "float64";
+  }
+  return false;
+}
+
+}  // namespace
+
 Tensor tensor_from_object(nb::handle data, const DType* dtype) {
   KILN_CHECK_TYPE(!data.is_none())
       << "tensor: expected data (a number, a nested list of numbers, a NumPy array or a tensor), "
@@ -224,10 +246,12 @@ Tensor tensor_from_object(nb::handle data, const DType* dtype) {
       KILN_FAIL(kValue) << "tensor: " << nb::str(e.value()).c_str();
     }
     if (!was_array) arr = checked_numbers(std::move(arr), dtype);
-    // Python floats become float32 (the deep-learning default), not NumPy's float64; with a
-    // dtype given they convert from their own (double) value, so float64 keeps every digit.
+    // Python floats become float32 (the deep-learning default), not NumPy's float64, unless a
+    // float64 value is among them; with a dtype given they convert from their own (double)
+    // value, so float64 keeps every digit.
     if (!was_array && dtype == nullptr &&
-        nb::cast<std::string>(arr.attr("dtype").attr("name")) == "float64") {
+        nb::cast<std::string>(arr.attr("dtype").attr("name")) == "float64" &&
+        !holds_float64(data, np)) {
       arr = arr.attr("astype")("float32");
     }
     result = tensor_from_numpy(arr, /*copy=*/true);

@@ -36,6 +36,19 @@ def test_tensor_from_python_values_uses_deep_learning_defaults():
     assert kiln.tensor([1], dtype=np.int8).dtype == kiln.int8
 
 
+def test_a_list_holding_float64_values_is_float64_as_in_pytorch():
+    third = kiln.tensor(1 / 3, dtype=kiln.float64)
+    stacked = kiln.tensor([third, third])
+    assert stacked.dtype == kiln.float64 and stacked.tolist() == [1 / 3, 1 / 3]
+    assert kiln.tensor([[0.5], [np.float64(0.1)]]).dtype == kiln.float64
+    assert kiln.tensor([0.5, np.array(0.1)]).tolist() == [0.5, 0.1]
+    # Python floats alone, float32 values and 16-bit tensors keep Kiln's float32 default.
+    assert kiln.tensor([0.5, 0.25]).dtype == kiln.float32
+    assert kiln.tensor([np.float32(0.5)]).dtype == kiln.float32
+    assert kiln.tensor([kiln.tensor(0.5), 1.0]).dtype == kiln.float32
+    assert kiln.tensor([third, third], dtype=kiln.float32).dtype == kiln.float32
+
+
 def test_python_floats_with_a_dtype_keep_their_value():
     assert kiln.tensor(0.1, dtype=kiln.float64).item() == 0.1  # not rounded through float32
     assert kiln.tensor([0.1, 1 / 3], dtype="float64").tolist() == [0.1, 1 / 3]
