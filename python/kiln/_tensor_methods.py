@@ -1,6 +1,6 @@
 """PyTorch's Tensor method spellings of what Kiln has as functions or as other methods, so that
 code written against ``torch.Tensor`` runs: ``x.zero_()``, ``x.fill_(v)``, ``x.copy_(src)``,
-``x.expand_as(y)``, ``x.view_as(y)``, ``x.reshape_as(y)``, ``x.type_as(y)``, ``x.mT``,
+``x.expand_as(y)``, ``x.view_as(y)``, ``x.reshape_as(y)``, ``x.type_as(y)``, ``x.mT``, ``x.data``,
 ``x.is_floating_point()``, ``x.element_size()``, and the methods of kiln.mint's functions that take
 a tensor first (``x.chunk(2)``, ``x.split(3)``, ``x.gather(1, i)``, ``x.index_select(0, i)``,
 ``x.masked_fill(m, v)`` and ``x.masked_fill_(m, v)``, ``x.scatter(1, i, s)``, ``x.tril()``,
@@ -17,7 +17,7 @@ its dtype.
 """
 
 from . import _C
-from .errors import KilnValueError
+from .errors import KilnTypeError, KilnValueError
 
 Tensor = _C.Tensor
 _mint = _C.mint
@@ -89,6 +89,31 @@ def _mT(self):
     return self.transpose(-2, -1)
 
 
+def _data(self):
+    """The tensor detached from autograd, sharing its memory (PyTorch's ``.data``; ``detach()``
+    says the same). A write through it still counts as a write into the tensor, so backward
+    through a graph that saved the old values raises instead of using the new ones."""
+    return self.detach()
+
+
+def _set_data(self, value):
+    """``x.data = v``: ``v``'s values written into ``x`` (same dtype and shape: a Kiln tensor keeps
+    its memory, where PyTorch's takes ``v``'s). ``x.data -= v`` has already written in place by
+    then, and assigns back what ``x.data`` gave."""
+    if not isinstance(value, Tensor):
+        raise KilnTypeError(f"data: expected a kiln.Tensor, got {type(value).__name__}")
+    if (value.shares_storage_with(self) and value.shape == self.shape
+            and value.stride() == self.stride()
+            and value.storage_offset() == self.storage_offset()):
+        return
+    if value.dtype != self.dtype or value.shape != self.shape:
+        raise KilnValueError(f"data: the new data is {value.dtype.name} of shape "
+                             f"{list(value.shape)}, the tensor {self.dtype.name} of shape "
+                             f"{list(self.shape)}: a Kiln tensor keeps its memory, so the new "
+                             f"data must have its dtype and shape (convert or reshape it first)")
+    self.detach()[...] = value.detach()
+
+
 def _method(name):
     """kiln.mint.<name> as a method (the tensor its first argument), with its documentation."""
     function = getattr(_mint, name)
@@ -112,6 +137,7 @@ Tensor.type_as = _type_as
 Tensor.is_floating_point = _is_floating_point
 Tensor.element_size = _element_size
 Tensor.mT = property(_mT)
+Tensor.data = property(_data, _set_data)
 for _name in ("chunk", "split", "gather", "index_select", "masked_fill", "scatter", "tril",
               "triu"):
     setattr(Tensor, _name, _method(_name))

@@ -249,3 +249,35 @@ def test_to_refuses_other_devices_and_non_dtypes():
         x.to(device="float32")
     with raises(kiln.DTypeError, match="expected a dtype"):
         x.to(3)
+
+
+def test_data_is_a_detached_alias_and_takes_updates(rng):
+    values = rng.standard_normal(3).astype(np.float32)
+    w = kiln.tensor(values, requires_grad=True)
+    d = w.data
+    assert not d.requires_grad and d.shares_storage_with(w)
+    w.data -= 1.0  # PyTorch's old update idiom: in place, then assigned back
+    assert_close(w, values - 1.0)
+    assert w.requires_grad and w.is_leaf
+    w.data = kiln.tensor(values * 2)
+    assert_close(w, values * 2)
+
+
+def test_data_writes_are_seen_by_backward():
+    w = kiln.tensor([1.0, 2.0], requires_grad=True)
+    loss = (w * w).sum()
+    w.data.mul_(2.0)
+    with raises(kiln.KilnValueError, match="was changed in place"):
+        loss.backward()
+
+
+def test_setting_data_of_another_dtype_or_shape_is_refused():
+    w = kiln.mint.zeros([2])
+    with raises(kiln.KilnValueError, match=r"the new data is float32 of shape \[3\], the tensor "
+                                           r"float32 of shape \[2\]"):
+        w.data = kiln.mint.ones([3])
+    with raises(kiln.KilnValueError, match="the new data is int64"):
+        w.data = kiln.tensor([1, 2])
+    with raises(kiln.KilnTypeError, match="data: expected a kiln.Tensor, got list"):
+        w.data = [1.0, 2.0]
+    assert w.tolist() == [0.0, 0.0]
