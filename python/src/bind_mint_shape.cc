@@ -57,6 +57,24 @@ void note_squeeze_decision(const Tensor& x, std::optional<int64_t> dim) {
   }
 }
 
+std::vector<std::optional<int64_t>> squeeze_steps(nb::handle dim, int64_t ndim) {
+  if (dim.is_none()) return {std::nullopt};
+  if (is_int_arg(dim)) return {nb::cast<int64_t>(dim)};
+  std::vector<std::optional<int64_t>> steps;
+  std::vector<int64_t> in_range;
+  for (int64_t d : shape_arg(dim, "squeeze")) {
+    const bool valid = d >= -std::max<int64_t>(ndim, 1) && d < std::max<int64_t>(ndim, 1);
+    if (!valid) return {d};  // squeeze names it and the valid range
+    const int64_t normalized = d < 0 && ndim > 0 ? d + ndim : d;
+    KILN_CHECK_VALUE(std::find(in_range.begin(), in_range.end(), normalized) == in_range.end())
+        << "squeeze: dim " << normalized << " appears more than once in the dims given";
+    in_range.push_back(normalized);
+  }
+  std::sort(in_range.rbegin(), in_range.rend());
+  for (int64_t d : in_range) steps.emplace_back(d);
+  return steps;
+}
+
 void bind_mint_shape(nb::module_& mint) {
   mint.def(
       "reshape",
@@ -76,11 +94,16 @@ void bind_mint_shape(nb::module_& mint) {
       "x"_a, "shape"_a, "A view of x broadcast to `shape` (-1 keeps a dim).");
   mint.def(
       "squeeze",
-      [](const TensorArg& x, std::optional<int64_t> dim) {
-        note_squeeze_decision(x, dim);
-        return squeeze(x, dim);
+      [](const TensorArg& x, nb::handle dim) {
+        Tensor result = x;
+        for (const std::optional<int64_t>& step : squeeze_steps(dim, result.ndim())) {
+          note_squeeze_decision(result, step);
+          result = squeeze(result, step);
+        }
+        return result;
       },
-      "x"_a, "dim"_a = nb::none(), "A view of x without size-1 dims (only `dim` if given).");
+      "x"_a, "dim"_a = nb::none(),
+      "A view of x without size-1 dims (only those of `dim`, an int or a sequence, if given).");
   mint.def(
       "unsqueeze", [](const TensorArg& x, int64_t dim) { return unsqueeze(x, dim); }, "x"_a,
       "dim"_a, "A view of x with a new size-1 dim at `dim`.");

@@ -194,12 +194,17 @@ void bind_tensor(nb::module_& m) {
           "dim"_a, "index"_a)
       .def(
           "squeeze",
-          [](const Tensor& t, std::optional<int64_t> dim) {
-            note_squeeze_decision(t, dim);
-            return tracked_view(
-                t, [&](const Tensor& b) { return dim ? b.squeeze(*dim) : b.squeeze(); });
+          [](const Tensor& t, nb::handle dim) {
+            Tensor result = t;
+            for (const std::optional<int64_t>& step : squeeze_steps(dim, result.ndim())) {
+              note_squeeze_decision(result, step);
+              result = tracked_view(
+                  result, [&](const Tensor& b) { return step ? b.squeeze(*step) : b.squeeze(); });
+            }
+            return result;
           },
-          "dim"_a = nb::none())
+          "dim"_a = nb::none(),
+          "A view without size-1 dims (only those of `dim`, an int or a sequence, if given).")
       .def(
           "unsqueeze",
           [](const Tensor& t, int64_t dim) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace kiln {
 struct PassReport;
@@ -51,5 +52,9 @@ void check_inplace(const char* what, const char* prim, const Tensor& self, const
 /// size is not 1 may be the batch size, which at a batch of 1 it would remove, so a dynamic jit
 /// must trace each batch size (kiln::note_size_decision). A bad dim is left to squeeze to refuse.
 void note_squeeze_decision(const Tensor& x, std::optional<int64_t> dim);
+/// squeeze's `dim` (None, an int, or a sequence of ints as in PyTorch 2) as the single-dim
+/// squeezes that do it, highest dim first so that each leaves the others' positions: {nullopt}
+/// for None. A repeated dim is a kValue error; one out of range is left to squeeze to refuse.
+std::vector<std::optional<int64_t>> squeeze_steps(nanobind::handle dim, int64_t ndim);
 
 }  // namespace kiln::py

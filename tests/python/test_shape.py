@@ -737,3 +737,33 @@ def test_copies_of_short_contiguous_runs(dtype, run, rng):
         assert_close(target, want)
     finally:
         kiln.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("dims", [(0, 2), (-1, 0), [4], (), (1,), (0, 2, 4)], ids=str)
+def test_squeeze_takes_a_sequence_of_dims_like_numpy(dims, rng):
+    values = random_array((1, 3, 1, 2, 1), kiln.float32, rng)
+    x = kiln.tensor(values)
+    ones = tuple(d for d in dims if values.shape[d] == 1)  # NumPy refuses the others; PyTorch
+    want = np.squeeze(values, axis=ones)                     # keeps them
+    for got in (x.squeeze(dims), mint.squeeze(x, dims)):
+        assert got.shares_storage_with(x)
+        assert_close(got, want)
+
+
+def test_squeeze_refuses_repeated_or_out_of_range_dims():
+    x = mint.zeros([1, 3, 1])
+    with raises(kiln.KilnValueError, match="squeeze: dim 0 appears more than once"):
+        x.squeeze((0, -3))
+    with raises(IndexError, match="dim out of range"):
+        mint.squeeze(x, (0, 3))
+    with raises(TypeError, match="expected an int or a sequence of ints"):
+        x.squeeze("0")
+    assert mint.zeros([]).squeeze((0, -1)).shape == ()
+
+
+def test_squeeze_of_several_dims_under_dynamic_jit():
+    f = kiln.jit(lambda t: t.squeeze((1, 3)) * 2.0, dynamic=True)
+    for batch in (1, 2, 3, 5):
+        out = f(mint.ones([batch, 1, 4, 1]))
+        assert out.shape == (batch, 4)
+        assert_close(out, np.full((batch, 4), 2.0, np.float32))
