@@ -126,11 +126,16 @@ Tensor cumsum_impl(const Tensor& x, nb::handle dim, const std::optional<DTypeArg
                    bool reverse) {
   return cumsum(x, parse_dim("cumsum", dim), parse_dtype(dtype), reverse);
 }
-Tensor softmax_impl(const Tensor& x, nb::handle dim) {
-  return softmax(x, parse_dim("softmax", dim));
+// softmax / log_softmax with PyTorch's `dtype`: the input converted to it first (a float16
+// input's softmax computed and returned in float32, say).
+Tensor converted(const Tensor& x, const std::optional<DTypeArg>& dtype) {
+  return dtype ? to(x, dtype->get()) : x;
 }
-Tensor log_softmax_impl(const Tensor& x, nb::handle dim) {
-  return log_softmax(x, parse_dim("log_softmax", dim));
+Tensor softmax_impl(const Tensor& x, nb::handle dim, const std::optional<DTypeArg>& dtype) {
+  return softmax(converted(x, dtype), parse_dim("softmax", dim));
+}
+Tensor log_softmax_impl(const Tensor& x, nb::handle dim, const std::optional<DTypeArg>& dtype) {
+  return log_softmax(converted(x, dtype), parse_dim("log_softmax", dim));
 }
 
 /// Defines `name` as a kiln.mint function (first argument "x", accepting Python numbers) and as a
@@ -200,10 +205,12 @@ void bind_mint_reduce(nb::module_& mint) {
       "Inclusive prefix sums along `dim` (suffix sums with `reverse`); bool and integer inputs "
       "give int64.",
       "dim"_a.none(), "dtype"_a = nb::none(), nb::kw_only(), "reverse"_a = false);
-  def_both(mint, cls, "softmax", &softmax_impl, "Softmax along `dim` (numerically stable).",
-           "dim"_a = -1);
+  def_both(mint, cls, "softmax", &softmax_impl,
+           "Softmax along `dim` (numerically stable); with `dtype`, of x converted to it.",
+           "dim"_a = -1, "dtype"_a = nb::none());
   def_both(mint, cls, "log_softmax", &log_softmax_impl,
-           "log(softmax(x)) along `dim`, computed directly.", "dim"_a = -1);
+           "log(softmax(x)) along `dim`, computed directly; with `dtype`, of x converted to it.",
+           "dim"_a = -1, "dtype"_a = nb::none());
 }
 
 }  // namespace kiln::py

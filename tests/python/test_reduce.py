@@ -587,3 +587,18 @@ def test_all_and_any_count_nan_as_nonzero_and_run_under_jit():
     assert all_.item() is False and any_.tolist() == [True, True]
     with raises(IndexError):
         x.all(2)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_dtype_converts_the_input_first(name, rng):
+    values = rng.standard_normal((3, 5)).astype(np.float16)
+    x = kiln.tensor(values)
+    for got in (getattr(mint, name)(x, 1, dtype=kiln.float32), getattr(x, name)(1, kiln.float32)):
+        assert got.dtype == kiln.float32
+        assert_close(got, getattr(mint, name)(x.float(), 1).numpy())
+    assert getattr(x, name)(-1).dtype == kiln.float16
+    w = kiln.tensor(values.astype(np.float32), requires_grad=True)
+    (getattr(w, name)(0, dtype=kiln.float64) * 1.0).sum().backward()
+    assert w.grad.dtype == kiln.float32 and w.grad.shape == (3, 5)
+    with raises(kiln.DTypeError, match="unknown dtype 'float99'"):
+        getattr(x, name)(1, dtype="float99")
