@@ -125,6 +125,8 @@ class KILN_API BackendManager {
   /// The pointer is valid while the backend stays registered (Build, Run and ClearGraph hold the
   /// instance for the length of the call, so unregistering a backend waits for no one).
   BackendBase* Get(const std::string& name);
+  /// Get, holding the instance: it lives while the pointer is kept, registered or not.
+  std::shared_ptr<BackendBase> Acquire(const std::string& name);
   /// The backend, or null when unknown.
   BackendBase* Find(const std::string& name);
   /// Registered names, sorted.
@@ -140,6 +142,13 @@ class KILN_API BackendManager {
            std::vector<Tensor>* outputs);
   /// Forgets a graph built by Build.
   void ClearGraph(const std::string& backend, BackendGraphId id);
+  /// Run and ClearGraph for a holder of graph ids that noted RegistrationId(backend) at Build
+  /// (`registration`; 0 takes any): a backend registered again since then is another instance,
+  /// which may hold other graphs under the same ids. Run refuses it (kValue, saying to build the
+  /// graph again); ClearGraph does nothing, the graph having gone with its registration.
+  void Run(const std::string& backend, uint64_t registration, BackendGraphId id,
+           const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs);
+  void ClearGraph(const std::string& backend, uint64_t registration, BackendGraphId id);
 
   /// A number naming the registration `name` has now (0 when none). A graph id belongs to one
   /// registration: a backend unregistered and registered again is a new instance that knows none

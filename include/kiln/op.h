@@ -337,7 +337,9 @@ KILN_API Dispatcher* thread_dispatcher();
 
 /// Runs `op` eagerly through the current dispatcher. Errors carry the op's name and input types.
 /// `op` must stay alive until the call has run (registered ops do: unregistering one waits for
-/// the calls queued on it).
+/// the calls queued on it). Called by name, the op is looked up in the registry; when another
+/// thread unregisters it while the call is being made, the call waits for the calls queued so far
+/// before it returns (so a caller must not hold a lock a queued kernel takes).
 KILN_API TensorList call_op(const OpDef& op, TensorSpan inputs, const Attrs& attrs = {},
                             const std::vector<Tensor>& out = {});
 KILN_API TensorList call_op(const std::string& name, TensorSpan inputs, const Attrs& attrs = {},
@@ -414,8 +416,13 @@ class KILN_API CountPendingWrites {
   CountPendingWrites& operator=(const CountPendingWrites&) = delete;
 };
 
-/// Runs before an op leaves the registry; the runtime installs a wait for the calls queued on it.
+/// Runs before an op leaves the registry and again after (Note [Removing an op that is being
+/// called] in src/ops/registry.cc); the runtime installs a wait for the calls queued on it.
 KILN_API void set_op_removal_hook(void (*hook)(const OpDef& op));
+/// Runs when call_op(name) finds, once its call is queued, that the op was removed meanwhile
+/// (while it still holds the op); the runtime installs a wait for the queued calls that returns
+/// at once on a pipeline worker, whose calls run inline.
+KILN_API void set_removed_op_call_hook(void (*hook)(const OpDef& op));
 }  // namespace detail
 
 }  // namespace kiln

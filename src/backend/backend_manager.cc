@@ -23,10 +23,12 @@ struct BackendManager::State {
     uint64_t registration = 0;              // BackendManager::RegistrationId
     std::shared_ptr<BackendBase> instance;  // made on first use
   };
-  // The instance registered as `name`, made on first use, or null when none is registered.
-  std::shared_ptr<BackendBase> instance(const std::string& name);
-  // The instance; throws kValue listing the registered names when none is.
-  std::shared_ptr<BackendBase> acquire(const std::string& name);
+  // The instance registered as `name`, made on first use, or null when none is registered; with
+  // `registration`, also the registration it belongs to.
+  std::shared_ptr<BackendBase> instance(const std::string& name, uint64_t* registration = nullptr);
+  // The instance; throws kValue listing the registered names when none is, and when it is not
+  // of `registration` (0: any).
+  std::shared_ptr<BackendBase> acquire(const std::string& name, uint64_t registration = 0);
   std::vector<std::string> names() const;
 
   mutable std::mutex mutex;
@@ -89,12 +91,14 @@ std::string joined(const std::vector<std::string>& names) {
 
 }  // namespace
 
-std::shared_ptr<BackendBase> BackendManager::State::instance(const std::string& name) {
+std::shared_ptr<BackendBase> BackendManager::State::instance(const std::string& name,
+                                                             uint64_t* registration) {
   BackendFactory factory;
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = backends.find(name);
     if (it == backends.end()) return nullptr;
+    if (registration != nullptr) *registration = it->second.registration;
     if (it->second.instance != nullptr) return it->second.instance;
     factory = it->second.factory;
   }
@@ -110,12 +114,20 @@ std::shared_ptr<BackendBase> BackendManager::State::instance(const std::string& 
   KILN_CHECK_VALUE(it != backends.end())
       << "backend '" << name << "' was unregistered while it was being made";
   if (it->second.instance == nullptr) it->second.instance = std::move(made);
+  if (registration != nullptr) *registration = it->second.registration;
   return it->second.instance;
 }
 
-std::shared_ptr<BackendBase> BackendManager::State::acquire(const std::string& name) {
-  if (std::shared_ptr<BackendBase> b = instance(name)) return b;
-  KILN_FAIL(kValue) << "unknown backend '" << name << "'; registered backends: " << joined(names());
+std::shared_ptr<BackendBase> BackendManager::State::acquire(const std::string& name,
+                                                            uint64_t registration) {
+  uint64_t current = 0;
+  std::shared_ptr<BackendBase> b = instance(name, &current);
+  KILN_CHECK_VALUE(b != nullptr) << "unknown backend '" << name
+                                 << "'; registered backends: " << joined(names());
+  KILN_CHECK_VALUE(registration == 0 || registration == current)
+      << "backend '" << name << "' was registered again after the graph was built; the new "
+      << "registration holds none of the earlier one's graphs (build the graph again)";
+  return b;
 }
 
 std::vector<std::string> BackendManager::State::names() const {
@@ -128,6 +140,10 @@ std::vector<std::string> BackendManager::State::names() const {
 BackendBase* BackendManager::Find(const std::string& name) { return state_->instance(name).get(); }
 
 BackendBase* BackendManager::Get(const std::string& name) { return state_->acquire(name).get(); }
+
+std::shared_ptr<BackendBase> BackendManager::Acquire(const std::string& name) {
+  return state_->acquire(name);
+}
 
 std::vector<std::string> BackendManager::List() const { return state_->names(); }
 
@@ -165,8 +181,13 @@ BackendGraphId BackendManager::Build(const FuncGraphPtr& graph, const BackendJit
 
 void BackendManager::Run(const std::string& backend, BackendGraphId id,
                          const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) {
+  Run(backend, 0, id, inputs, outputs);
+}
+
+void BackendManager::Run(const std::string& backend, uint64_t registration, BackendGraphId id,
+                         const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) {
   KILN_CHECK_VALUE(outputs != nullptr) << "backend '" << backend << "': Run needs an output vector";
-  const std::shared_ptr<BackendBase> b = state_->acquire(backend);
+  const std::shared_ptr<BackendBase> b = state_->acquire(backend, registration);
   // How errors name the graph; made only for an error (Run is on every jitted call's path).
   const auto graph = [&] {
     std::lock_guard<std::mutex> lock(state_->mutex);
@@ -194,6 +215,14 @@ void BackendManager::Run(const std::string& backend, BackendGraphId id,
 }
 
 void BackendManager::ClearGraph(const std::string& backend, BackendGraphId id) {
+  ClearGraph(backend, 0, id);
+}
+
+void BackendManager::ClearGraph(const std::string& backend, uint64_t registration,
+                                BackendGraphId id) {
+  uint64_t current = 0;
+  const std::shared_ptr<BackendBase> b = state_->instance(backend, &current);
+  if (b != nullptr && registration != 0 && registration != current) return;  // gone with it
   state_->acquire(backend)->ClearGraph(id);
   std::lock_guard<std::mutex> lock(state_->mutex);
   state_->graph_names.erase({backend, id});

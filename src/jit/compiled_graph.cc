@@ -148,7 +148,8 @@ std::shared_ptr<CompiledGraph> CompiledGraph::compile(FuncGraphPtr traced,
 
   BackendManager& manager = BackendManager::Instance();
   c->backend_generation_ = manager.Generation();
-  const BackendBase* backend = manager.Get(options.backend);
+  // Held: another thread may unregister the backend while its Supports runs.
+  const std::shared_ptr<const BackendBase> backend = manager.Acquire(options.backend);
   c->parts_ = partition(
       c->graph_, options.backend,
       [&](const CNodePtr& node) { return backend_supports(*backend, options.backend, node); },
@@ -201,10 +202,10 @@ void CompiledGraph::plan() {
 
 CompiledGraph::~CompiledGraph() {
   for (const Step& step : steps_) {
-    // A backend registered again holds other graphs, maybe under this id.
-    if (!built_by_current_backend(step)) continue;
     try {
-      BackendManager::Instance().ClearGraph(step.backend, step.id);
+      // Nothing when the backend was registered again: the new one may hold another graph of
+      // this id.
+      BackendManager::Instance().ClearGraph(step.backend, step.registration, step.id);
     } catch (...) {  // NOLINT: a destructor never throws; an unregistered backend has nothing
     }
   }
@@ -257,7 +258,7 @@ void CompiledGraph::run_steps(const std::vector<Tensor>& inputs,
                               std::vector<Tensor>* outputs) const {
   BackendManager& manager = BackendManager::Instance();
   if (direct_) {
-    manager.Run(steps_[0].backend, steps_[0].id, inputs, outputs);
+    manager.Run(steps_[0].backend, steps_[0].registration, steps_[0].id, inputs, outputs);
     check_results(steps_[0].backend, *outputs, graph_->outputs(), "", graph_->name());
     return;
   }
@@ -273,7 +274,7 @@ void CompiledGraph::run_steps(const std::vector<Tensor>& inputs,
     const Step& step = steps_[k];
     args.clear();
     for (size_t s : step.inputs) args.push_back(slots[s]);
-    manager.Run(step.backend, step.id, args, &results);
+    manager.Run(step.backend, step.registration, step.id, args, &results);
     check_results(step.backend, results, parts_[k].outputs, "a part of ", graph_->name());
     for (size_t i = 0; i < results.size(); ++i) slots[step.outputs[i]] = std::move(results[i]);
   }
@@ -284,8 +285,9 @@ void CompiledGraph::run_steps(const std::vector<Tensor>& inputs,
 BackendMemoryPlan CompiledGraph::memory_plan() const {
   BackendMemoryPlan total;
   for (const Step& step : steps_) {
-    const auto* planner =
-        dynamic_cast<const BackendMemoryPlanner*>(BackendManager::Instance().Get(step.backend));
+    const std::shared_ptr<const BackendBase> backend =
+        BackendManager::Instance().Acquire(step.backend);
+    const auto* planner = dynamic_cast<const BackendMemoryPlanner*>(backend.get());
     // A plan of some parts only would understate the graph's memory without saying so.
     KILN_CHECK_VALUE(planner != nullptr)
         << "graph \"" << graph_->name() << "\" runs " << (steps_.size() > 1 ? "partly " : "")
@@ -326,17 +328,14 @@ bool CompiledGraph::ops_current() const {
 }
 
 bool CompiledGraph::backends_current() const {
-  const uint64_t generation = BackendManager::Instance().Generation();
+  BackendManager& manager = BackendManager::Instance();
+  const uint64_t generation = manager.Generation();
   if (generation == backend_generation_.load(std::memory_order_relaxed)) return true;
   for (const Step& step : steps_) {
-    if (!built_by_current_backend(step)) return false;
+    if (manager.RegistrationId(step.backend) != step.registration) return false;
   }
   backend_generation_.store(generation, std::memory_order_relaxed);
   return true;
-}
-
-bool CompiledGraph::built_by_current_backend(const Step& step) {
-  return BackendManager::Instance().RegistrationId(step.backend) == step.registration;
 }
 
 }  // namespace kiln::jit_detail

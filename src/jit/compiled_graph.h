@@ -77,8 +77,6 @@ class KILN_API CompiledGraph {
   bool ops_current() const;
   bool passes_current() const;
   bool backends_current() const;
-  // Whether `step`'s backend is still the registration that built it.
-  static bool built_by_current_backend(const Step& step);
 
   FuncGraphPtr graph_;
   std::string backend_;

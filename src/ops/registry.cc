@@ -42,44 +42,75 @@ OpRegistration OpRegistry::add(OpDefPtr def) {
 
 namespace {
 void (*g_removal_hook)(const OpDef&) = nullptr;
+void (*g_removed_call_hook)(const OpDef&) = nullptr;
 }  // namespace
 
 void detail::set_op_removal_hook(void (*hook)(const OpDef& op)) { g_removal_hook = hook; }
+void detail::set_removed_op_call_hook(void (*hook)(const OpDef& op)) { g_removed_call_hook = hook; }
 
 // Note [Removing an op that is being called]
 // A queued call points at its OpDef, so the definition must outlive every call queued on it.
-// remove() takes the op out of the table first and then waits for the queued calls (the hook),
-// keeping the definition alive meanwhile. A call by name that looked the op up before it was
-// taken out may queue after that wait, so it reads the generation before the lookup and again
-// once queued: either the removal's step of the generation comes after that second reading, and
-// so its wait after the call is queued, or the caller sees the step and waits itself, while it
-// still holds the definition. (The step and a fence before the reading are sequentially
-// consistent, so that no order of the two is missed.)
+// remove() waits for the queued calls (the hook) first, since a queued kernel may call the op by
+// name; then it takes the op out of the table and waits again, keeping the definition alive
+// meanwhile. A call by name that looked the op up before it was taken out may queue after the
+// second wait, so it reads the generation before the lookup and again once queued: either the
+// removal's step of the generation comes after that second reading, and so its wait after the
+// call is queued, or the caller sees the step and waits itself (the removed-call hook), while it
+// still holds the definition. Both sides put a sequentially consistent fence between their write
+// (queueing the call, stepping the generation) and their read (the generation, the queue), so
+// that one of them sees the other. The caller's wait returns at once on a pipeline worker, whose
+// calls run inline; it may block another thread's caller, which must hold no lock a queued kernel
+// takes.
 void OpRegistry::remove(const std::string& name) {
-  OpDefPtr op;
+  OpDefPtr op = find(name);
+  if (op == nullptr) return;
+  // Outside the lock: the hook waits for queued calls, which may look ops up.
+  if (g_removal_hook != nullptr) g_removal_hook(*op);
   {
     std::unique_lock<std::shared_mutex> lock(state_->mutex);
     auto it = state_->ops.find(name);
-    if (it == state_->ops.end()) return;
+    if (it == state_->ops.end()) return;  // removed by another thread meanwhile
     op = std::move(it->second);
     state_->ops.erase(it);
     state_->generation.fetch_add(1, std::memory_order_seq_cst);
   }
-  // Outside the lock: the hook waits for queued calls, which may look ops up.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (g_removal_hook != nullptr) g_removal_hook(*op);
 }
 
+namespace {
+
+// Holds a call by name's op until the call is queued, and waits for the queued calls when the op
+// was removed meanwhile; on every way out, as a call may throw after it was queued.
+class HeldForCall {
+ public:
+  HeldForCall(OpRegistry& registry, const std::string& name)
+      : registry_(registry),
+        name_(name),
+        generation_(registry.generation()),
+        op_(registry.get(name)) {}
+  ~HeldForCall() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (registry_.generation() == generation_ || g_removed_call_hook == nullptr) return;
+    if (registry_.find(name_) != op_) g_removed_call_hook(*op_);
+  }
+  HeldForCall(const HeldForCall&) = delete;
+  HeldForCall& operator=(const HeldForCall&) = delete;
+  const OpDef& op() const { return *op_; }
+
+ private:
+  OpRegistry& registry_;
+  const std::string& name_;
+  const uint64_t generation_;  // read before the lookup
+  const OpDefPtr op_;
+};
+
+}  // namespace
+
 TensorList call_op(const std::string& name, TensorSpan inputs, const Attrs& attrs,
                    const std::vector<Tensor>& out) {
-  OpRegistry& registry = OpRegistry::Instance();
-  const uint64_t generation = registry.generation();
-  const OpDefPtr op = registry.get(name);
-  TensorList results = call_op(*op, inputs, attrs, out);
-  // The call's queueing is not ordered before the generation's reading otherwise.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  const bool changed = registry.generation() != generation;
-  if (changed && registry.find(name) != op && g_removal_hook != nullptr) g_removal_hook(*op);
-  return results;
+  const HeldForCall held(OpRegistry::Instance(), name);
+  return call_op(held.op(), inputs, attrs, out);
 }
 
 uint64_t OpRegistry::generation() const {

@@ -449,6 +449,10 @@ void Pipeline::drain() {
                      /*run_blocking_hooks=*/true);
 }
 
+void Pipeline::drain_unless_in_worker() {
+  if (!t_in_worker) drain();
+}
+
 void Pipeline::release_finished(bool wait) {
   const uint64_t launched = launched_.load();
   if (released_.load(std::memory_order_acquire) >= launched) return;

@@ -33,6 +33,8 @@ class Pipeline final : public Dispatcher {
 
   /// Waits until every op issued so far has run. Called from a worker it is an error.
   void drain();
+  /// drain(), but nothing on a worker (whose calls run inline: none of them is queued).
+  void drain_unless_in_worker();
   /// Drops the tensor references of calls that have run (Note [Releasing on the caller's side]).
   /// With `wait`, waits for another thread that is doing it; else leaves the work to that thread.
   void release_finished(bool wait);

@@ -26,8 +26,11 @@ BlockingHooks g_blocking_hooks;
 
 void wait_for_metadata(const TensorImpl& impl) { Pipeline::instance().wait_for_metadata(impl); }
 void wait_for_data(const TensorImpl& impl) { Pipeline::instance().wait_for_data(impl); }
-// Unregistering an op (or unloading the library that defined it) waits for its queued calls.
+// Unregistering an op (or unloading the library that defined it) waits for its queued calls, as
+// does a call by name that queued while its op was being removed (Note [Removing an op that is
+// being called]).
 void drain_before_op_removal(const OpDef&) { Pipeline::instance().drain(); }
+void drain_after_removed_op_call(const OpDef&) { Pipeline::instance().drain_unless_in_worker(); }
 
 void before_fork() {
   Pipeline::instance().before_fork();
@@ -50,6 +53,7 @@ struct Installer {
     set_dispatcher(&pipeline);
     detail::set_pending_tensor_hooks({&wait_for_metadata, &wait_for_data});
     detail::set_op_removal_hook(&drain_before_op_removal);
+    detail::set_removed_op_call_hook(&drain_after_removed_op_call);
     pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child);
     std::atexit(&drain_at_exit);
   }

@@ -6,15 +6,18 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "jit/jit_testing.h"
 #include "kiln/backend.h"
 #include "kiln/functional.h"
 #include "kiln/jit.h"
+#include "runtime/runtime_testing.h"
 #include "testing.h"
 
 namespace kiln {
@@ -31,9 +34,12 @@ JitOptions on(const std::string& backend) {
 std::vector<Tensor> negate(const std::vector<Tensor>& in) { return {neg(in[0])}; }
 
 // Numbers its graphs 0, 1, ... per instance (so two instances' ids collide) and runs them on
-// "reference"; an id it did not build, or cleared, is an error.
+// "reference"; an id it did not build, or cleared, is an error. It declines ReRegisterProbe.
 class NumberingBackend final : public BackendBase {
  public:
+  bool Supports(const CNodePtr& node) const override {
+    return node->primitive()->name() != "ReRegisterProbe";
+  }
   struct Counts {
     std::atomic<int> builds{0};
     std::atomic<int> clears{0};
@@ -95,6 +101,98 @@ TEST(BackendLifetime, ABackendRegisteredAgainGetsItsGraphsBuiltAgain) {
   EXPECT_EQ(second.builds.load(), 1);
   EXPECT_EQ(second.clears.load(), 0);
   EXPECT_EQ(f.cache_info().misses, 2u);
+}
+
+// ReRegisterProbe(x) -> x, running `g_probe_hook` in its kernel when set: a way to register a
+// backend again in the middle of a compiled graph's run, between its parts.
+std::function<void()> g_probe_hook;
+const OpRegistration& re_register_probe() {
+  static const OpRegistration registration(
+      OpDef("ReRegisterProbe")
+          .input("x")
+          .infer([](const InferContext& ctx) { return MetaList{ctx.inputs[0]}; })
+          .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+            if (g_probe_hook) std::exchange(g_probe_hook, nullptr)();
+            copy_into(ctx.outputs[0], ctx.inputs[0]);
+          }));
+  return registration;
+}
+
+// The caller found the graph current, then its backend was registered again (and the new instance
+// built another function's graph under the same id) before the graph's part there ran: that
+// Run is refused instead of running the other graph, and the next call builds anew.
+TEST(BackendLifetime, ABackendRegisteredAgainWhileTheGraphRuns_FailsTheRun) {
+  const testing::ScopedPipeline sync(runtime::PipelineMode::kSync);  // the hook runs in the call
+  re_register_probe();
+  NumberingBackend::Counts first, second;
+  const auto registration = [](NumberingBackend::Counts* counts) {
+    return BackendManager::Instance().Register(
+        "numbering_run", [counts] { return std::make_unique<NumberingBackend>(counts); });
+  };
+  std::optional<BackendRegistration> r;
+  r.emplace(registration(&first));
+  JitFunction f = jit(
+      [](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{neg(call_op("ReRegisterProbe", {in[0]})[0])};
+      },
+      on("numbering_run"), "neg_of_probe");
+  JitFunction g =
+      jit([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * 100.0}; },
+          on("numbering_run"), "times_100");
+  std::mt19937 rng(5);
+  const Tensor x = testing::random_input(rng, {3});
+  expect_same_values(f({x})[0], neg(x));
+  g_probe_hook = [&] {
+    r.reset();
+    r.emplace(registration(&second));
+    expect_same_values(g({x})[0], x * 100.0);  // graph id 0 of the new instance
+  };
+  testing::expect_error([&] { f({x}); }, ErrorKind::kValue,
+                        "backend 'numbering_run' was registered again after the graph was built");
+  expect_same_values(f({x})[0], neg(x));  // built anew
+  EXPECT_EQ(second.builds.load(), 2);
+}
+
+// Supports unregisters its own backend, as another thread might meanwhile: the jit holds the
+// instance while it partitions, and the Build that follows names the backend as unknown.
+class UnregisteringInSupports final : public BackendBase {
+ public:
+  struct Control {
+    std::function<void()> unregister;
+    bool in_supports = false;
+    bool destroyed_in_supports = false;
+  };
+  explicit UnregisteringInSupports(Control* control) : control_(control) {}
+  ~UnregisteringInSupports() override { control_->destroyed_in_supports = control_->in_supports; }
+  bool Supports(const CNodePtr&) const override {
+    control_->in_supports = true;
+    if (control_->unregister) std::exchange(control_->unregister, nullptr)();
+    control_->in_supports = false;
+    return true;
+  }
+  BackendGraphId Build(const FuncGraphPtr& graph, const BackendJitConfig& config) override {
+    return BackendManager::Instance().Get("reference")->Build(graph, config);
+  }
+  RunningStatus Run(BackendGraphId id, const std::vector<Tensor>& inputs,
+                    std::vector<Tensor>* outputs) override {
+    return BackendManager::Instance().Get("reference")->Run(id, inputs, outputs);
+  }
+
+ private:
+  Control* control_;
+};
+
+TEST(BackendLifetime, UnregisteringABackendDuringItsSupports_KeepsItUntilItReturns) {
+  UnregisteringInSupports::Control control;
+  std::optional<BackendRegistration> registration;
+  registration.emplace(BackendManager::Instance().Register("unregistering_in_supports", [&] {
+    return std::make_unique<UnregisteringInSupports>(&control);
+  }));
+  control.unregister = [&] { registration.reset(); };
+  testing::expect_error(
+      [&] { jit(&negate, on("unregistering_in_supports"), "negate")({Tensor::empty({2})}); },
+      ErrorKind::kValue, "unknown backend 'unregistering_in_supports'");
+  EXPECT_FALSE(control.destroyed_in_supports);
 }
 
 TEST(BackendLifetime, TheGenerationMovesWithEachRegistration) {

@@ -131,11 +131,18 @@ TEST_P(OpRemoval, CallsByNameRaceRegistrations) {
       }
     }
   });
-  for (int i = 0; i < 50; ++i) {
+  // Registered for 2 ms, then absent for 1 ms, until the caller has seen both (20 rounds at least).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (int i = 0; i < 20 || ((ran.load() == 0 || unknown.load() == 0) &&
+                             std::chrono::steady_clock::now() < deadline);
+       ++i) {
     records.push_back(std::make_shared<KernelRecord>());
-    const OpRegistration registration = OpRegistry::Instance().add(
-        make_copy("RacedCopyProbe", records.back(), std::chrono::milliseconds(0)));
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    {
+      const OpRegistration registration = OpRegistry::Instance().add(
+          make_copy("RacedCopyProbe", records.back(), std::chrono::milliseconds(0)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   stop.store(true);
   caller.join();
@@ -148,6 +155,28 @@ TEST_P(OpRemoval, CallsByNameRaceRegistrations) {
   EXPECT_EQ(total, ran.load());
   EXPECT_GT(ran.load(), 0);
   EXPECT_GT(unknown.load(), 0);
+}
+
+// A kernel queued before the removal that calls the op by name still finds it: the removal waits
+// for the queued calls before it takes the op out.
+TEST_P(OpRemoval, AKernelQueuedBeforeTheRemoval_StillFindsTheOpByName) {
+  auto record = std::make_shared<KernelRecord>();
+  std::optional<OpRegistration> inner;
+  inner.emplace(OpRegistry::Instance().add(
+      make_copy("InnerCopyProbe", record, std::chrono::milliseconds(0))));
+  const OpRegistration outer(
+      OpDef("OuterCopyProbe")
+          .input("x")
+          .infer([](const InferContext& ctx) { return MetaList{ctx.inputs[0]}; })
+          .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));  // still queued below
+            copy_into(ctx.outputs[0], call_op("InnerCopyProbe", {ctx.inputs[0]})[0]);
+          }));
+  const Tensor x = testing::iota({5});
+  const Tensor y = call_op("OuterCopyProbe", {x})[0];
+  inner.reset();
+  testing::expect_close(y, x, 0);
+  EXPECT_EQ(record->ran.load(), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModes, OpRemoval, ::testing::ValuesIn(testing::all_modes()),
