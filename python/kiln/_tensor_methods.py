@@ -23,13 +23,13 @@ Tensor = _C.Tensor
 _mint = _C.mint
 
 
-def _zero_(self):
+def zero_(self):
     """Fills the tensor with zeros in place; returns it."""
     self[...] = 0
     return self
 
 
-def _fill_(self, value):
+def fill_(self, value):
     """Fills the tensor with ``value`` (a number or a 0-d tensor) in place; returns it."""
     if isinstance(value, Tensor) and value.ndim != 0:
         raise KilnValueError(f"fill_: expected a number or a 0-d tensor, got a tensor of shape "
@@ -38,45 +38,45 @@ def _fill_(self, value):
     return self
 
 
-def _copy_(self, src):
+def copy_(self, src):
     """Copies ``src`` (broadcast to this tensor's shape, converted to its dtype) into it in place;
     returns it."""
     self[...] = src
     return self
 
 
-def _masked_fill_(self, mask, value):
+def masked_fill_(self, mask, value):
     """``masked_fill`` written into this tensor; returns it. The mask broadcasts to its shape."""
     self[...] = _mint.masked_fill(self, mask, value)
     return self
 
 
-def _expand_as(self, other):
+def expand_as(self, other):
     """``self.expand(other.shape)``."""
     return self.expand(other.shape)
 
 
-def _view_as(self, other):
+def view_as(self, other):
     """``self.view(other.shape)``."""
     return self.view(other.shape)
 
 
-def _reshape_as(self, other):
+def reshape_as(self, other):
     """``self.reshape(other.shape)``."""
     return self.reshape(other.shape)
 
 
-def _type_as(self, other):
+def type_as(self, other):
     """``self.to(other.dtype)``."""
     return self.to(other.dtype)
 
 
-def _is_floating_point(self):
+def is_floating_point(self):
     """Whether the dtype is a floating-point one."""
     return self.dtype.is_floating_point
 
 
-def _element_size(self):
+def element_size(self):
     """Bytes per element (``itemsize``)."""
     return self.itemsize
 
@@ -122,20 +122,21 @@ def _method(name):
         return function(self, *args, **kwargs)
 
     method.__name__ = method.__qualname__ = name
-    method.__doc__ = function.__doc__
+    method.__doc__ = (f"kiln.mint.{name} with this tensor as its first argument.\n\n"
+                      f"{function.__doc__}")
     return method
 
 
-Tensor.zero_ = _zero_
-Tensor.fill_ = _fill_
-Tensor.copy_ = _copy_
-Tensor.masked_fill_ = _masked_fill_
-Tensor.expand_as = _expand_as
-Tensor.view_as = _view_as
-Tensor.reshape_as = _reshape_as
-Tensor.type_as = _type_as
-Tensor.is_floating_point = _is_floating_point
-Tensor.element_size = _element_size
+Tensor.zero_ = zero_
+Tensor.fill_ = fill_
+Tensor.copy_ = copy_
+Tensor.masked_fill_ = masked_fill_
+Tensor.expand_as = expand_as
+Tensor.view_as = view_as
+Tensor.reshape_as = reshape_as
+Tensor.type_as = type_as
+Tensor.is_floating_point = is_floating_point
+Tensor.element_size = element_size
 Tensor.mT = property(_mT)
 Tensor.data = property(_data, _set_data)
 for _name in ("chunk", "split", "gather", "index_select", "masked_fill", "scatter", "tril",

@@ -2,6 +2,7 @@
 // Tensor method forms (x.exp(), x.exp_() in place, x.add(y), x.clamp(min=0)), bound from one table
 // so that they never drift apart. Operands are TensorArg (Python numbers become weak scalars); each
 // function takes an optional keyword `out` and then returns that very object.
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 #include <optional>
@@ -31,6 +32,7 @@ struct BinaryEntry {
   const char* name;
   const char* prim;
   BinaryFn fn;
+  bool alpha = false;  // takes PyTorch's alpha: input op alpha * other
 };
 
 constexpr UnaryEntry kUnary[] = {
@@ -61,8 +63,8 @@ constexpr UnaryEntry kUnary[] = {
 };
 
 constexpr BinaryEntry kBinary[] = {
-    {"add", "Add", &add},
-    {"sub", "Sub", &sub},
+    {"add", "Add", &add, true},
+    {"sub", "Sub", &sub, true},
     {"mul", "Mul", &mul},
     {"div", "Div", &div},
     {"floor_divide", "FloorDivide", &floor_divide},
@@ -153,6 +155,29 @@ const char* clamp_doc() {
   return doc.c_str();
 }
 
+/// add / sub with PyTorch's alpha (input + alpha * other): the function and the method.
+void def_binary_with_alpha(nb::module_& mint, nb::handle tensor_type, const BinaryEntry& e) {
+  const std::string doc =
+      std::string(doc_of(e.prim)) + ". With alpha, other is multiplied by it first.";
+  const auto scaled = [](const Tensor& other, const std::optional<TensorArg>& alpha) {
+    return alpha ? mul(other, alpha->get()) : other;
+  };
+  mint.def(
+      e.name,
+      [fn = e.fn, scaled](TensorArg a, TensorArg b, std::optional<TensorArg> alpha,
+                          nb::handle out) {
+        return with_out(out, [&](const Tensor& o) { return fn(a, scaled(b, alpha), o); });
+      },
+      "input"_a, "other"_a, nb::kw_only(), "alpha"_a = nb::none(), "out"_a = nb::none(),
+      doc.c_str());
+  nb::cpp_function_def(
+      [fn = e.fn, scaled](const Tensor& self, TensorArg other, std::optional<TensorArg> alpha) {
+        return tensor_object(fn(self, scaled(other, alpha), {}));
+      },
+      nb::scope(tensor_type), nb::name(e.name), nb::is_method(), "other"_a, nb::kw_only(),
+      "alpha"_a = nb::none(), doc.c_str());
+}
+
 }  // namespace
 
 void bind_mint_elementwise(nb::module_& mint) {
@@ -175,11 +200,16 @@ void bind_mint_elementwise(nb::module_& mint) {
           return nb::borrow(self);
         },
         nb::scope(tensor_type), nb::name(e.inplace), nb::is_method(),
-        "The in-place form: self is overwritten with the result, keeping its dtype (a result "
-        "that does not fit, such as sqrt of an integer tensor, is an error at the call); returns "
-        "self.");
+        (std::string("In place: ") + doc_of(e.prim) +
+         ". self is overwritten with the result, keeping its dtype (a result that does not fit, "
+         "such as sqrt of an integer tensor, is an error at the call); returns self.")
+            .c_str());
   }
   for (const BinaryEntry& e : kBinary) {
+    if (e.alpha) {
+      def_binary_with_alpha(mint, tensor_type, e);
+      continue;
+    }
     mint.def(
         e.name,
         [fn = e.fn](TensorArg a, TensorArg b, nb::handle out) {

@@ -3,6 +3,7 @@
 // arithmetic ones (t.add_(x), ...), and the dtype conversions (.to(dtype), .float(), .int(), ...).
 // Operands are TensorArg, so Python numbers work on either side as weak scalars; an operand Kiln
 // cannot convert makes the operator return NotImplemented.
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 #include <string>
@@ -27,17 +28,18 @@ struct ArithmeticOperator {
   const char* inplace_method;  // PyTorch's spelling of the in-place form
   const char* prim;            // for the in-place dtype check
   BinaryFn fn;
+  bool alpha;  // the method takes PyTorch's alpha (self + alpha * other)
 };
 
 constexpr ArithmeticOperator kArithmetic[] = {
-    {"__add__", "__radd__", "__iadd__", "add_", "Add", &add},
-    {"__sub__", "__rsub__", "__isub__", "sub_", "Sub", &sub},
-    {"__mul__", "__rmul__", "__imul__", "mul_", "Mul", &mul},
-    {"__truediv__", "__rtruediv__", "__itruediv__", "div_", "Div", &div},
+    {"__add__", "__radd__", "__iadd__", "add_", "Add", &add, true},
+    {"__sub__", "__rsub__", "__isub__", "sub_", "Sub", &sub, true},
+    {"__mul__", "__rmul__", "__imul__", "mul_", "Mul", &mul, false},
+    {"__truediv__", "__rtruediv__", "__itruediv__", "div_", "Div", &div, false},
     {"__floordiv__", "__rfloordiv__", "__ifloordiv__", "floor_divide_", "FloorDivide",
-     &floor_divide},
-    {"__mod__", "__rmod__", "__imod__", "remainder_", "Remainder", &remainder},
-    {"__pow__", "__rpow__", "__ipow__", "pow_", "Pow", &pow},
+     &floor_divide, false},
+    {"__mod__", "__rmod__", "__imod__", "remainder_", "Remainder", &remainder, false},
+    {"__pow__", "__rpow__", "__ipow__", "pow_", "Pow", &pow, false},
 };
 
 // Python reflects comparisons itself (3 < t calls t.__gt__(3)), so they need no reflected form.
@@ -154,6 +156,19 @@ auto with_operand(const char* op, const Tensor& self, const TensorArg& other, co
   return call(other.get());
 }
 
+/// self op= other (times alpha when given), written into self through `out`, for in-place
+/// operator or method `name`; returns self.
+nb::object write_in_place(nb::handle self, const char* name, const ArithmeticOperator& op,
+                          const TensorArg& other, const std::optional<TensorArg>& alpha) {
+  const Tensor& t = nb::cast<const Tensor&>(self);
+  with_operand(name, t, other, [&](const Tensor& o) {
+    const Tensor operand = alpha ? mul(o, alpha->get(), {}) : o;
+    check_inplace(name, op.prim, t, operand);
+    op.fn(t, operand, t);
+  });
+  return nb::borrow(self);
+}
+
 }  // namespace
 
 // Everything here goes on kiln.Tensor, so the module itself is not used.
@@ -175,26 +190,33 @@ void bind_tensor_operators(nb::module_& /*m*/) {
                               [&](const Tensor& o) { return tensor_object(p->fn(o, self, {})); });
         },
         nb::is_operator());
-    // In place: the result is written into self through `out` and self itself is returned. The
-    // operator and PyTorch's method spelling; an operand it cannot take is NotImplemented for
-    // the operator (Python then tries the other side) and a TypeError for the method.
-    for (const char* name : {op.inplace, op.inplace_method}) {
-      const auto in_place = [p = &op, name](nb::handle self, TensorArg other) {
-        const Tensor& t = nb::cast<const Tensor&>(self);
-        with_operand(name, t, other, [&](const Tensor& o) {
-          check_inplace(name, p->prim, t, o);
-          p->fn(t, o, t);
-        });
-        return nb::borrow(self);
-      };
-      if (name == op.inplace) {
-        def_method(cls, name, in_place, nb::is_operator());
-      } else {
-        def_method(cls, name, in_place, "other"_a,
-                   "The in-place form: self is overwritten with the result, keeping its dtype "
-                   "and shape (a result that does not fit is an error at the call); returns "
-                   "self.");
-      }
+    // In place: the result is written into self through `out` and self itself is returned. An
+    // operand the operator cannot take is NotImplemented (Python then tries the other side); the
+    // method, PyTorch's spelling, raises a TypeError for it.
+    def_method(
+        cls, op.inplace,
+        [p = &op](nb::handle self, TensorArg other) {
+          return write_in_place(self, p->inplace, *p, other, std::nullopt);
+        },
+        nb::is_operator());
+    const std::string doc = std::string("In place: self = ") + op.prim +
+                            "(self, other), keeping self's dtype and shape (a result that does not "
+                            "fit is an error at the call); returns self.";
+    if (op.alpha) {
+      def_method(
+          cls, op.inplace_method,
+          [p = &op](nb::handle self, TensorArg other, std::optional<TensorArg> alpha) {
+            return write_in_place(self, p->inplace_method, *p, other, alpha);
+          },
+          "other"_a, nb::kw_only(), "alpha"_a = nb::none(),
+          (doc + " With alpha, other is multiplied by it first (PyTorch's alpha).").c_str());
+    } else {
+      def_method(
+          cls, op.inplace_method,
+          [p = &op](nb::handle self, TensorArg other) {
+            return write_in_place(self, p->inplace_method, *p, other, std::nullopt);
+          },
+          "other"_a, doc.c_str());
     }
   }
   for (const ComparisonOperator& op : kComparisons) {
