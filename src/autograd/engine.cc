@@ -9,6 +9,7 @@
 // mode set to create_graph: off, its ops are plain eager calls; on, they are recorded, so the
 // gradients can be differentiated again. grad() only runs nodes from which a requested input can
 // be reached, and reads the requested gradients instead of accumulating into .grad.
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -22,6 +23,53 @@ namespace {
 struct Capture {
   std::vector<Node::Edge> edges;  // where each requested input's gradient arrives
   std::vector<Tensor> grads;
+};
+
+// Note [Backward through one node from several threads]
+// Threads may run backward through one graph at once. A backward without retain_graph frees what
+// each node saved right after applying it, so no other thread may be applying that node then:
+// its rule would read what is being cleared. Each apply claims its node here: a freeing one
+// alone, a retaining one beside other retaining ones. A backward that meets a node claimed in a
+// way that conflicts raises the "second time" error, as PyTorch's does. Leaves' accumulators save
+// nothing and are shared by every graph that uses the leaf: they are never claimed.
+class ApplyClaim {
+ public:
+  ApplyClaim(Node& node, bool frees)
+      : node_(dynamic_cast<AccumulateGrad*>(&node) ? nullptr : &node) {
+    if (node_ == nullptr) return;
+    std::lock_guard<std::mutex> lock(mutex());
+    int& claims = table()[node_];
+    const bool conflict = claims < 0 || (frees && claims > 0);
+    KILN_CHECK_VALUE(!conflict)
+        << "backward through " << node_->name() << " a second time: another thread's backward "
+        << "is running through it, and one of the two frees what it saved; pass "
+        << "retain_graph=true to backwards that run through one graph at the same time";
+    claims = frees ? -1 : claims + 1;
+  }
+  ~ApplyClaim() {
+    if (node_ == nullptr) return;
+    std::lock_guard<std::mutex> lock(mutex());
+    auto it = table().find(node_);
+    if (it->second <= 1) {
+      table().erase(it);
+    } else {
+      --it->second;
+    }
+  }
+  ApplyClaim(const ApplyClaim&) = delete;
+  ApplyClaim& operator=(const ApplyClaim&) = delete;
+
+ private:
+  // Claims by node: the number of retaining applies, or -1 for a freeing one.
+  static std::unordered_map<const Node*, int>& table() {
+    static auto* claims = new std::unordered_map<const Node*, int>();
+    return *claims;
+  }
+  static std::mutex& mutex() {
+    static auto* m = new std::mutex();
+    return *m;
+  }
+  Node* node_;
 };
 
 void accumulate(Tensor& slot, const Tensor& g) {
@@ -154,6 +202,7 @@ void run_graph(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gr
     for (const Tensor& g : grads) any_gradient = any_gradient || g.defined();
     std::vector<Tensor> input_grads;
     if (run && any_gradient) {
+      const ApplyClaim claim(*n, /*frees=*/!retain_graph);
       input_grads = n->apply(grads);
       if (!retain_graph) n->release_saved();
     }

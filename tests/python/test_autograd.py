@@ -958,3 +958,38 @@ def test_hooks_under_create_graph_are_differentiable():
     np.testing.assert_allclose(g.numpy(), 2 * x.numpy() ** 2)
     (h,) = kiln.autograd.grad(mint.sum(g), x)
     np.testing.assert_allclose(h.numpy(), 4 * x.numpy())
+
+
+@pytest.mark.parametrize("pipeline", ["sync", "2stage", "4stage"])
+def test_backwards_through_one_graph_from_several_threads(pipeline):
+    # Without retain_graph, one of them frees what the nodes saved while the others may be
+    # applying them: each backward either gives the gradient or says it is a second time (it
+    # read the cleared saved tensors: "the gradient rule returned 2 gradients, expected one per
+    # input (0)").
+    import threading
+    previous = kiln.runtime.get_pipeline()
+    kiln.runtime.set_pipeline(pipeline)
+    try:
+        outcomes = []
+        for _ in range(40):
+            w = kiln.mint.ones([64, 64]).requires_grad_()
+            y = (w * 2.0) @ (w * 3.0)
+            barrier = threading.Barrier(4)
+
+            def run():
+                barrier.wait()
+                try:
+                    (g,) = kiln.autograd.grad([y], [w], [kiln.mint.ones([64, 64])])
+                    outcomes.append("ok" if np.allclose(g.numpy(), 768.0) else "wrong")
+                except kiln.KilnValueError as error:
+                    outcomes.append("second" if "a second time" in str(error) else str(error))
+
+            threads = [threading.Thread(target=run) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        assert set(outcomes) <= {"ok", "second"}, set(outcomes) - {"ok", "second"}
+        assert outcomes.count("ok") >= 40
+    finally:
+        kiln.runtime.set_pipeline(previous)
