@@ -35,12 +35,18 @@ __all__ = ["set_pipeline", "get_pipeline", "synchronize", "drain", "memory_stats
 def _at_exit():
     """Process exit is a sync point: queued ops finish before the interpreter goes away (a worker
     may still need it, to release a NumPy array a tensor viewed), and a failure that no read
-    raised is reported on stderr rather than lost (the exit status can no longer change)."""
+    raised is reported on stderr rather than lost (the exit status can no longer change).
+
+    Ops issued later in the shutdown (by ``__del__`` methods, atexit handlers registered before
+    kiln was imported, daemon threads) run synchronously: queued, they would still be running on
+    the pipeline's workers when the C++ libraries' static objects (oneDNN's caches) are destroyed
+    after the interpreter."""
     try:
         synchronize()
     except Exception as error:  # noqa: BLE001 (any failure of an op, reported as it is)
         print(f"kiln: an op failed and no read raised its error before exit:\n"
               f"{type(error).__name__}: {error}", file=_sys.stderr)
+    set_pipeline("sync")
 
 
 _atexit.register(_at_exit)

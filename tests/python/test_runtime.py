@@ -469,6 +469,27 @@ def test_ops_queued_after_pythons_drain_at_exit_end_cleanly(pipeline):
     assert result.stdout.strip() == "ok"
 
 
+@pytest.mark.parametrize("pipeline", ["2stage", "4stage"])
+def test_matmuls_issued_by_a_finalizer_at_exit_end_cleanly(pipeline):
+    # Queued during the interpreter's teardown, the matmuls were still running on the workers
+    # when oneDNN's static caches were destroyed (a segfault every time); they run synchronously
+    # once kiln's exit drain has run, with the values they should have.
+    result = run_python("""
+        import kiln
+        t = kiln.mint.ones([256, 256])
+        (t @ t).numpy()
+        class Holder:
+            def __del__(self):
+                x = kiln.mint.ones([256, 256])
+                self.out = [x @ x for _ in range(300)]
+                print("last", self.out[-1].sum().item(), kiln.runtime.get_pipeline())
+        holder = Holder()
+        print("main done")
+    """, env={"KILN_PIPELINE": pipeline}, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["main", "done", "last", str(256.0 ** 3), "sync"]
+
+
 @pytest.mark.parametrize("pipeline", MODES)
 def test_exit_with_work_queued_drains_cleanly(pipeline, tmp_path):
     # The last op writes into a memory-mapped file through out=; nothing reads it before exit,
