@@ -51,6 +51,29 @@ enum Tag : int64_t {
 // cannot differentiate a jitted call inside (Note [Results carry no gradient]).
 thread_local bool t_differentiating = false;
 
+// A Python object held weakly where it takes a weak reference (a model, a function), else
+// strongly.
+class WeakObject {
+ public:
+  explicit WeakObject(nb::handle object)
+      : weak_(PyType_SUPPORTS_WEAKREFS(Py_TYPE(object.ptr()))),
+        held_(weak_ ? nb::steal(PyWeakref_NewRef(object.ptr(), nullptr)) : nb::borrow(object)) {
+    if (!held_.is_valid()) throw nb::python_error();
+  }
+  /// The object (borrowed), or null once it died.
+  PyObject* get() const {
+    if (!weak_) return held_.ptr();
+    PyObject* object = PyWeakref_GetObject(held_.ptr());
+    return object == Py_None ? nullptr : object;
+  }
+  /// What is held (the weak reference, or the object), for the garbage collector.
+  PyObject* held() const { return held_.ptr(); }
+
+ private:
+  bool weak_;
+  nb::object held_;
+};
+
 bool is_namedtuple(PyObject* o) {
   return PyTuple_Check(o) && !PyTuple_CheckExact(o) &&
          PyObject_HasAttrString(reinterpret_cast<PyObject*>(Py_TYPE(o)), "_fields");
@@ -201,9 +224,13 @@ class JitFunctionObject {
     return nb::make_tuple(info.hits, info.misses, info.size);
   }
 
+  // Drops the graphs and everything kept to key them.
   void clear_cache() {
     cache_.clear();
     guards_.clear();
+    PyDict_Clear(tokens_.ptr());
+    identities_.clear();
+    dead_tokens_.clear();
   }
 
   const JitOptions& options() const { return options_; }
@@ -211,9 +238,12 @@ class JitFunctionObject {
   int traverse(visitproc visit, void* arg) {
     Py_VISIT(fn_.ptr());
     Py_VISIT(trace_call_.ptr());
-    for (const auto& [key, guards] : guards_) Py_VISIT(guards->cells.ptr());
+    for (const auto& [key, guards] : guards_) {
+      Py_VISIT(guards->reading.ptr());
+      for (const WeakObject& cell : guards->cells) Py_VISIT(cell.held());
+    }
     Py_VISIT(tokens_.ptr());
-    Py_VISIT(identities_.ptr());
+    for (const auto& [address, identity] : identities_) Py_VISIT(identity.second.held());
     return 0;
   }
 
@@ -223,16 +253,18 @@ class JitFunctionObject {
     trace_call_.reset();
     guards_.clear();
     tokens_.reset();
-    identities_.reset();
+    identities_.clear();
   }
 
  private:
   // What the traces of one signature of the arguments read besides them, whose state ends the
   // key (guarded_key): the cells whose training flag they read (kiln/nn/cell.py adds them to
-  // `cells` through trace_call_) and the tensors from outside they read (Trace::captured),
-  // weakly: once dead, no graph holds them.
+  // `reading` through trace_call_ while a trace runs; kept in `cells`) and the tensors from
+  // outside they read (Trace::captured), both weakly: the jit keeps no model alive, and once
+  // dead, no graph holds them.
   struct Guards {
-    nb::list cells;
+    nb::list reading;
+    std::vector<WeakObject> cells;
     std::vector<std::weak_ptr<TensorImpl>> tensors;
     std::set<std::weak_ptr<TensorImpl>, std::owner_less<std::weak_ptr<TensorImpl>>> seen;
     size_t size() const { return cells.size() + tensors.size(); }
@@ -290,7 +322,10 @@ class JitFunctionObject {
               << "other constants in it, at another batch size; its result may depend on the "
               << "batch size only through its tensors. Use dynamic=False for this function";
         });
-    if (found.built) last_report_ = found.graph->pass_report();
+    if (found.built) {
+      last_report_ = found.graph->pass_report();
+      drop_dead_identities();
+    }
     return found;
   }
 
@@ -311,7 +346,12 @@ class JitFunctionObject {
   // before a weight was frozen.
   static SignatureKey guarded_key(const SignatureKey& arguments, const Guards& guards) {
     SignatureKey key = arguments;
-    for (nb::handle cell : guards.cells) {
+    for (const WeakObject& weak : guards.cells) {
+      PyObject* cell = weak.get();
+      if (cell == nullptr) {
+        key.add(2);  // dead
+        continue;
+      }
       // The flag itself, not the `training` property, which would look for a running trace.
       const int training = PyObject_IsTrue(nb::getattr(cell, "_training").ptr());
       if (training < 0) throw nb::python_error();
@@ -329,7 +369,10 @@ class JitFunctionObject {
       if (!SignatureKey::is_constant_input(*t)) inputs.push_back(*t);
     } else if (PyTuple_CheckExact(o) || PyList_CheckExact(o) || is_namedtuple(o)) {
       key.add(PyList_CheckExact(o) ? kList : PyTuple_CheckExact(o) ? kTuple : kNamedTuple);
-      if (!PyTuple_CheckExact(o) && !PyList_CheckExact(o)) key.add(token(value.type()));
+      if (!PyTuple_CheckExact(o) && !PyList_CheckExact(o)) {
+        key.add(kToken);
+        key.add(token(value.type()));
+      }
       key.add(static_cast<int64_t>(PySequence_Fast_GET_SIZE(o)));
       for (nb::handle item : value) add(item, key, inputs);
     } else if (PyDict_CheckExact(o)) {
@@ -367,26 +410,59 @@ class JitFunctionObject {
     }
   }
 
-  // A number standing for a constant: equal (hashable) objects of one type share one, other
-  // objects are told apart by identity. The type is part of the key because equal objects of
-  // other types make other graphs: np.float32(3.0) == np.float16(3.0), but x * s has another
-  // dtype. The objects are kept, so that an identity is never reused.
+  // A number standing for a constant. Objects compared by value (strings, big ints, tuples,
+  // objects of classes with an __eq__ of their own) share one per value and type: the type is
+  // part of the key because equal objects of other types make other graphs (np.float32(3.0) ==
+  // np.float16(3.0), but x * s has another dtype); they are kept. Objects compared by identity
+  // (of classes without __eq__: a model whose jitted method this is, a function) and unhashable
+  // ones have one each, held weakly where they take a weak reference: the jit keeps no dropped
+  // model alive, and the graphs keyed by its token go at the next build (drop_dead_identities).
   int64_t token(nb::handle value) {
-    const nb::object key = nb::make_tuple(value.type(), value);
-    PyObject* found = PyDict_GetItemWithError(tokens_.ptr(), key.ptr());
-    if (found != nullptr) return PyLong_AsLongLong(found);
-    if (!PyErr_Occurred()) {
-      tokens_[key] = next_token_;
-      return next_token_++;
+    PyTypeObject* type = Py_TYPE(value.ptr());
+    const bool by_identity = type->tp_richcompare == PyBaseObject_Type.tp_richcompare &&
+                             type->tp_hash == PyBaseObject_Type.tp_hash;
+    if (!by_identity) {
+      const nb::object key = nb::make_tuple(value.type(), value);
+      PyObject* found = PyDict_GetItemWithError(tokens_.ptr(), key.ptr());
+      if (found != nullptr) return PyLong_AsLongLong(found);
+      if (!PyErr_Occurred()) {
+        tokens_[key] = next_token_;
+        return next_token_++;
+      }
+      if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw nb::python_error();
+      PyErr_Clear();  // unhashable: by identity
     }
-    if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw nb::python_error();
-    PyErr_Clear();  // unhashable: by identity
-    nb::object id = nb::steal(PyLong_FromVoidPtr(value.ptr()));
-    found = PyDict_GetItemWithError(identities_.ptr(), id.ptr());
-    if (found != nullptr) return PyLong_AsLongLong(PyTuple_GET_ITEM(found, 0));
-    if (PyErr_Occurred()) throw nb::python_error();
-    identities_[id] = nb::make_tuple(next_token_, value);
+    auto found = identities_.find(value.ptr());
+    if (found != identities_.end()) {
+      if (found->second.second.get() == value.ptr()) return found->second.first;
+      dead_tokens_.push_back(found->second.first);  // it died; another object has its address
+      identities_.erase(found);
+    }
+    identities_.emplace(value.ptr(), std::make_pair(next_token_, WeakObject(value)));
     return next_token_++;
+  }
+
+  // Forgets the identities whose objects died, and the graphs and guards keyed by their tokens
+  // (which no call can name again).
+  void drop_dead_identities() {
+    for (auto it = identities_.begin(); it != identities_.end();) {
+      if (it->second.second.get() != nullptr) {
+        ++it;
+        continue;
+      }
+      dead_tokens_.push_back(it->second.first);
+      it = identities_.erase(it);
+    }
+    if (dead_tokens_.empty()) return;
+    const auto keyed_by_dead = [&](const SignatureKey& key) {
+      return std::any_of(dead_tokens_.begin(), dead_tokens_.end(),
+                         [&](int64_t token) { return key.has_pair(kToken, token); });
+    };
+    cache_.erase_if(keyed_by_dead);
+    for (auto it = guards_.begin(); it != guards_.end();) {
+      it = keyed_by_dead(it->first) ? guards_.erase(it) : std::next(it);
+    }
+    dead_tokens_.clear();
   }
 
   // The argument with its tensors replaced by tracers, walked in add()'s order.
@@ -429,7 +505,13 @@ class JitFunctionObject {
     }
     nb::dict traced_kwargs;
     for (auto [k, v] : kwargs) traced_kwargs[k] = traced(v, trace, nb::str(k).c_str());
-    nb::object result = trace_call_(fn_, nb::tuple(traced_args), traced_kwargs, guards.cells);
+    nb::object result = trace_call_(fn_, nb::tuple(traced_args), traced_kwargs, guards.reading);
+    for (nb::handle cell : guards.reading) {
+      const bool known = std::any_of(guards.cells.begin(), guards.cells.end(),
+                                     [&](const WeakObject& w) { return w.get() == cell.ptr(); });
+      if (!known) guards.cells.emplace_back(cell);
+    }
+    PyList_SetSlice(guards.reading.ptr(), 0, PY_SSIZE_T_MAX, nullptr);
     OutputTree tree = output_tree(result, outputs);
     FuncGraphPtr graph = trace.finish(outputs);
     for (const Tensor& t : trace.captured()) {
@@ -448,8 +530,10 @@ class JitFunctionObject {
   PassReport last_report_;  // of the most recent build
   jit_detail::GraphCache cache_;
   std::unordered_map<SignatureKey, std::shared_ptr<Guards>, jit_detail::SignatureKeyHash> guards_;
-  nb::dict tokens_;      // (type, hashable constant) -> token
-  nb::dict identities_;  // id of an unhashable constant -> (token, the object)
+  nb::dict tokens_;  // (type, constant compared by value) -> token
+  // The address of a constant compared by identity -> its token and the object.
+  std::unordered_map<const PyObject*, std::pair<int64_t, WeakObject>> identities_;
+  std::vector<int64_t> dead_tokens_;  // of identities found dead, whose graphs are still kept
   int64_t next_token_ = 0;
 };
 

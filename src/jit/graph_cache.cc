@@ -70,6 +70,13 @@ void SignatureKey::add_input(const Tensor& t) {
   }
 }
 
+bool SignatureKey::has_pair(int64_t first, int64_t second) const {
+  for (size_t i = 0; i + 1 < words_.size(); ++i) {
+    if (words_[i] == first && words_[i + 1] == second) return true;
+  }
+  return false;
+}
+
 size_t SignatureKey::hash() const {
   uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the words, then a final mix
   for (int64_t w : words_) {
@@ -125,6 +132,19 @@ void GraphCache::clear() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     old.swap(entries_);
+  }
+}
+
+void GraphCache::erase_if(const std::function<bool(const SignatureKey&)>& drop) {
+  std::vector<std::shared_ptr<const CacheEntry>> dropped;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (drop(it->first)) {
+      dropped.push_back(std::move(it->second));
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -65,6 +66,9 @@ class KILN_API SignatureKey {
   /// tensors and weak scalars (Python numbers, Tensor::scalar).
   static bool is_constant_input(const Tensor& t);
   size_t hash() const;
+  /// Whether `first` is followed by `second` somewhere in the words (a front end's tag and its
+  /// value, say; a match of two words that mean something else is possible).
+  bool has_pair(int64_t first, int64_t second) const;
   bool operator==(const SignatureKey& other) const { return words_ == other.words_; }
 
  private:
@@ -104,6 +108,9 @@ class KILN_API GraphCache {
   /// The counters; size counts every built graph, those of each batch size of a dynamic entry.
   JitCacheInfo info() const;
   void clear();
+  /// Drops the entries whose keys `drop` picks (destroyed after the lock is released: a front
+  /// end's part of an entry may run code of its own when it goes).
+  void erase_if(const std::function<bool(const SignatureKey&)>& drop);
 
  private:
   mutable std::mutex mutex_;

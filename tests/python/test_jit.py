@@ -4,11 +4,13 @@ and out, methods, custom ops, IR dumps, and the errors (control flow on traced v
 backend, failing backends, bad options)."""
 
 import collections
+import gc
 import random
 import re
 import shutil
 import subprocess
 import sys
+import weakref
 
 import numpy as np
 import pytest
@@ -627,3 +629,66 @@ def test_clear_cache_while_the_function_is_traced():
 
     assert f(t([1.0, 2.0])).tolist() == [2.0, 4.0]
     assert f(t([1.0, 2.0])).tolist() == [2.0, 4.0]
+
+
+def _alive(refs):
+    gc.collect()
+    return sum(ref() is not None for ref in refs)
+
+
+def test_a_jitted_method_keeps_no_dropped_instance_alive():
+    class Model:
+        def __init__(self, scale):
+            self.w = mint.full([32, 32], scale)
+
+        @kiln.jit
+        def forward(self, x):
+            return x @ self.w
+
+    x = mint.ones([2, 32])
+    refs = []
+    for scale in range(1, 6):
+        model = Model(float(scale))
+        assert_close(model.forward(x), np.full((2, 32), 32.0 * scale, np.float32))
+        assert_close(model.forward(x), np.full((2, 32), 32.0 * scale, np.float32))
+        refs.append(weakref.ref(model))
+        del model
+        assert _alive(refs) == 0
+    # Each build dropped the graphs of the instances dead by then: the last one's is left.
+    assert Model.forward.cache_info() == CacheInfo(hits=5, misses=5, size=1)
+    Model.forward.clear_cache()
+    assert Model.forward.cache_info().size == 0
+
+
+def test_a_jitted_cell_method_keeps_no_dropped_cell_alive():
+    class Net(kiln.nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.linear = kiln.nn.Linear(8, 8)
+            self.dropout = kiln.nn.Dropout(0.5)  # its training flag is a guard of the graph
+
+        @kiln.jit
+        def construct(self, x):
+            return self.dropout(self.linear(x))
+
+    x = mint.ones([2, 8])
+    refs = []
+    for _ in range(4):
+        net = Net().eval()
+        want = net.linear(x).numpy()
+        assert_close(net(x), want)
+        refs.append(weakref.ref(net))
+        del net
+    assert _alive(refs) == 0
+    assert Net.construct.cache_info().size == 1
+
+
+def test_objects_compared_by_value_still_share_a_graph():
+    @kiln.jit
+    def f(x, mode, config):
+        return x * 2.0 if mode == "double" and config["on"] else x
+
+    x = mint.ones([3])
+    for _ in range(3):
+        assert_close(f(x, "do" + "uble", {"on": True}), np.full(3, 2.0, np.float32))
+    assert f.cache_info() == CacheInfo(hits=2, misses=1, size=1)
