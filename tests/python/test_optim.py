@@ -821,8 +821,52 @@ def _stepped(opt):
     (lambda ps: optim.Adam(ps, lr=0.01, amsgrad=True),
      lambda sd: sd["state"][1].update(max_exp_avg_sq=np.zeros(3)),
      kiln.ShapeError, r"'max_exp_avg_sq' of parameter 1 has shape \[3\] .*expected \[2\]"),
+    # State under keys that are no parameter index was dropped without a word: the parameters
+    # resumed from fresh state.
+    (lambda ps: optim.Adam(ps, lr=0.01),
+     lambda sd: sd.update(state={str(k): v for k, v in sd["state"].items()}),  # JSON's keys
+     kiln.KilnValueError, r"the state has entries under '0', '1', which are not parameter "
+                          r"indices; expected int indices in range\(2\), numbering the "
+                          r"optimizer's parameters in param_groups order"),
+    (lambda ps: optim.Adam(ps, lr=0.01),
+     lambda sd: sd["state"].update({2: sd["state"].pop(1)}),
+     kiln.KilnValueError, r"entries under 2, which are not parameter indices"),
+    (lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+     lambda sd: sd.update(state={k: {} for k in range(-1, 8)}),
+     kiln.KilnValueError, r"entries under -1, 2, 3, 4, 5 and 2 more, which"),
+    # Malformed structures (they raised KeyError, TypeError, AttributeError, or a tensor's
+    # "truth value is ambiguous").
+    (lambda ps: optim.Adam(ps, lr=0.01),
+     lambda sd: sd["param_groups"][0].pop("params"),
+     kiln.KilnValueError, r"param_groups\[0\] has no 'params' \(its keys: \['amsgrad', 'betas', "
+                          r".*\]\), expected a dict with 'params' \(a list of parameter indices\)"),
+    (lambda ps: optim.Adam(ps, lr=0.01),
+     lambda sd: sd.update(param_groups=None),
+     kiln.KilnTypeError, r"'param_groups' is a NoneType, expected a list, each group a dict with "
+                         r"'params'"),
+    (lambda ps: optim.Adam(ps, lr=0.01),
+     lambda sd: sd.update(param_groups=[[0, 1]]),
+     kiln.KilnTypeError, r"param_groups\[0\] is a list, expected a dict with 'params'"),
+    (lambda ps: optim.Adam(ps, lr=0.01),
+     lambda sd: sd["param_groups"][0].update(params=2),
+     kiln.KilnTypeError, r"param_groups\[0\]\['params'\] is a int, expected a list of parameter "
+                         r"indices"),
+    (lambda ps: optim.Adam(ps, lr=0.01),
+     lambda sd: sd.update(state=list(sd["state"].values())),
+     kiln.KilnTypeError, r"'state' is a list, expected a dict of parameter index -> dict of "
+                         r"state tensors"),
+    (lambda ps: optim.Adam(ps, lr=0.01),
+     lambda sd: sd["state"].update({1: sd["state"][1]["exp_avg"]}),
+     kiln.KilnTypeError, r"the state of parameter 1 is a Tensor, expected a dict of state name "
+                         r"-> tensor"),
+    (lambda ps: optim.Adam(ps, lr=0.01),
+     lambda sd: sd["state"][1].update({0: np.zeros(2)}),
+     kiln.KilnValueError, r"parameter 1 has state \[0, 'exp_avg', 'exp_avg_sq', 'step'\]"),
 ], ids=["complex-state", "state-shape", "sgd-momentum", "sgd-momentum-none", "adam-betas",
-        "string-state", "sgd-nesterov-dampening", "sgd-flag-shape", "amsgrad-shape"])
+        "string-state", "sgd-nesterov-dampening", "sgd-flag-shape", "amsgrad-shape",
+        "string-keys", "index-past-the-end", "many-bad-keys", "group-without-params",
+        "param-groups-none", "group-is-a-list", "params-not-a-list", "state-is-a-list",
+        "entry-is-a-tensor", "entry-key-not-a-str"])
 def test_optimizer_failed_load_changes_nothing(make, edit, error, message):
     opt = _stepped(make([nn.Parameter(mint.ones(2)), nn.Parameter(mint.ones(2))]))
     saved = _stepped(make([nn.Parameter(mint.zeros(2)), nn.Parameter(mint.zeros(2))])
@@ -852,6 +896,26 @@ def test_sgd_checkpoints_with_and_without_a_buffer_load_either_way():
     target.load_state_dict(optim.SGD([nn.Parameter(mint.ones(2))], lr=0.1).state_dict())
     assert target.param_groups[0]["momentum"] == 0.0
     np.testing.assert_array_equal(target.state[0]["momentum_buffer"].numpy(), [0, 0])
+
+
+@pytest.mark.parametrize("momentum", [0.9, 0.0])
+def test_sgd_momentum_buffer_saved_as_none_loads_as_no_buffer(momentum):
+    # Older PyTorch's SGD saved momentum_buffer None for momentum 0, and its step reads None as no
+    # buffer yet (it was a DTypeError about dtype object): the next step with momentum takes the
+    # gradient undamped, as a fresh buffer does.
+    p = nn.Parameter(mint.zeros(2))
+    opt = _stepped(optim.SGD([p], lr=1.0, momentum=momentum, dampening=0.5))
+    opt.load_state_dict({"state": {0: {"momentum_buffer": None}},
+                         "param_groups": [{"lr": 1.0, "momentum": 0.0, "dampening": 0.5,
+                                           "params": [0]}]})
+    for value in opt.state[0].values():
+        np.testing.assert_array_equal(value.numpy(), np.zeros(value.shape))
+    opt.param_groups[0]["momentum"] = 0.9
+    start = p.numpy().copy()
+    p.grad = kiln.tensor([1.0, 2.0])
+    opt.step()
+    np.testing.assert_array_equal(p.numpy(), start - [1.0, 2.0])  # buf = g, not 0.5 * g
+    np.testing.assert_array_equal(opt.state[0]["momentum_buffer"].numpy(), [1.0, 2.0])
 
 
 # ---------------------------------------------------------------------------------------------

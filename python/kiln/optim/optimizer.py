@@ -45,11 +45,17 @@ result in the parameter's dtype): more precise, at twice those temporaries' memo
 - ``zero_grad(set_to_none=True)``: clears (or zeroes) the parameters' ``.grad``.
 - ``state_dict()`` / ``load_state_dict(d)``: the hyperparameters of each group and copies of the
   state tensors, keyed by parameter index. Loading checks everything before changing anything:
-  the group layout and the hyperparameters (as the constructor does; KilnValueError), the state's
-  keys and shapes (KilnValueError / ShapeError), and converts the state's values (kiln tensors or
-  NumPy arrays, as ``Cell.load_state_dict`` does; DTypeError), then copies them in place. A
-  parameter with no entry, or an empty one, gets fresh state (zeros, as when it was added): PyTorch
-  leaves out the parameters that never had a gradient.
+  the structure (``param_groups`` a list of dicts with ``params`` lists, ``state`` a dict of
+  dicts; KilnTypeError / KilnValueError), the group layout and the hyperparameters (as the
+  constructor does; KilnValueError), the state's keys and shapes (KilnValueError / ShapeError), and
+  converts the state's values (kiln tensors or NumPy arrays, as ``Cell.load_state_dict`` does;
+  DTypeError), then copies them in place. The state is keyed by int parameter index, 0 to N-1 in
+  ``param_groups`` order: any other key (such as the string "0" a JSON round trip leaves) is a
+  KilnValueError naming it, not state dropped without a word. A parameter with no entry, or an
+  empty one, gets fresh state (zeros, as when it was added): PyTorch leaves out the parameters
+  that never had a gradient. A None value of state the optimizer may lack (``_lazy_state``, such
+  as SGD's momentum buffer, which older PyTorch saved as None for momentum 0) is that state
+  absent.
 
 Hyperparameters are checked when a group is added or loaded: a number of the wrong kind (None, a
 string, a bool) is a KilnTypeError, one out of range a KilnValueError, each naming the argument.
@@ -296,12 +302,8 @@ class Optimizer:
             got = list(state_dict) if isinstance(state_dict, dict) else type(state_dict).__name__
             raise KilnValueError(f"{name}: expected a dict with 'state' and 'param_groups' (what "
                                  f"state_dict() gives), got {got}")
-        groups = state_dict["param_groups"]
-        sizes = [len(g["params"]) for g in self.param_groups]
-        if [len(g["params"]) for g in groups] != sizes:
-            raise KilnValueError(f"{name}: the state dict has groups of "
-                                 f"{[len(g['params']) for g in groups]} parameters, the "
-                                 f"optimizer {sizes}")
+        groups, states = state_dict["param_groups"], state_dict["state"]
+        self._check_layout(name, groups, states)
         # Everything is checked and converted before anything changes, so a failed load leaves
         # the optimizer as it was.
         hyperparameters = []
@@ -313,10 +315,19 @@ class Optimizer:
         values = []
         for i, state in enumerate(self.state):
             # No entry (or an empty one) is a parameter that has not stepped yet: fresh state.
-            saved = state_dict["state"].get(i) or {}
+            saved = states.get(i, {})
+            if not isinstance(saved, dict):
+                raise KilnTypeError(f"{name}: the state of parameter {i} is a "
+                                    f"{type(saved).__name__}, expected a dict of state name -> "
+                                    f"tensor")
+            # None for state this optimizer may lack (_lazy_state) is that state absent: older
+            # PyTorch's SGD wrote momentum_buffer None for momentum 0, and its step reads None as
+            # no buffer yet (the next step starts one from the gradient, as a fresh one does).
+            saved = {key: value for key, value in saved.items()
+                     if value is not None or key not in self._lazy_state}
             required = set(state) - self._lazy_state
             if saved and not required <= set(saved) <= set(state) | self._lazy_state:
-                raise KilnValueError(f"{name}: parameter {i} has state {sorted(saved)}, "
+                raise KilnValueError(f"{name}: parameter {i} has state {sorted(saved, key=str)}, "
                                      f"expected {sorted(state)} (or none, for fresh state)")
             values.append({key: converted_like(value, state[key] if key in state
                                                else self._lazy_zeros(key, self.parameters[i]),
@@ -335,6 +346,46 @@ class Optimizer:
                     else:
                         state[key] = value.clone()
                 self._complete_loaded_state(param, state, set(saved))
+
+    def _check_layout(self, name, groups, states):
+        """Checks the structure of a state dict's ``param_groups`` (a list of dicts, each with
+        ``params`` a list as long as this optimizer's group) and ``state`` (a dict keyed by
+        parameter index), so that a malformed one is an error that says what was expected."""
+        expected = ("a dict with 'params' (a list of parameter indices) and the group's "
+                    "hyperparameters")
+        if not isinstance(groups, (list, tuple)):
+            raise KilnTypeError(f"{name}: 'param_groups' is a {type(groups).__name__}, expected a "
+                                f"list, each group {expected}")
+        for j, group in enumerate(groups):
+            if not isinstance(group, dict):
+                raise KilnTypeError(f"{name}: param_groups[{j}] is a {type(group).__name__}, "
+                                    f"expected {expected}")
+            if "params" not in group:
+                raise KilnValueError(f"{name}: param_groups[{j}] has no 'params' (its keys: "
+                                     f"{sorted(group, key=str)}), expected {expected}")
+            if not isinstance(group["params"], (list, tuple)):
+                raise KilnTypeError(f"{name}: param_groups[{j}]['params'] is a "
+                                    f"{type(group['params']).__name__}, expected a list of "
+                                    f"parameter indices")
+        sizes = [len(g["params"]) for g in self.param_groups]
+        if [len(g["params"]) for g in groups] != sizes:
+            raise KilnValueError(f"{name}: the state dict has groups of "
+                                 f"{[len(g['params']) for g in groups]} parameters, the "
+                                 f"optimizer {sizes}")
+        if not isinstance(states, dict):
+            raise KilnTypeError(f"{name}: 'state' is a {type(states).__name__}, expected a dict "
+                                f"of parameter index -> dict of state tensors")
+        count = len(self.parameters)
+        # A key that is no index would be skipped without a word, and its parameter would
+        # resume from fresh state ("0" after a JSON round trip, or a key of another optimizer).
+        unknown = [key for key in states if isinstance(key, bool)
+                   or not isinstance(key, numbers.Integral) or not 0 <= key < count]
+        if unknown:
+            shown = ", ".join(repr(key) for key in unknown[:5])
+            more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+            raise KilnValueError(f"{name}: the state has entries under {shown}{more}, which are "
+                                 f"not parameter indices; expected int indices in range({count}), "
+                                 f"numbering the optimizer's parameters in param_groups order")
 
     def _complete_loaded_state(self, param, state, saved_keys):
         """After load_state_dict: fixes up a parameter's state from what the checkpoint had
