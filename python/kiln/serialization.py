@@ -24,11 +24,14 @@ The format (https://github.com/huggingface/safetensors, "Format"):
                        section without gaps or overlaps
 
 dtypes: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL (one byte, 0 or 1), Kiln's ten dtypes. Kiln
-writes the tensors in the mapping's order. ``load`` and ``load_metadata`` check all of the above
-and raise KilnValueError naming the problem (a truncated file, a bad header, an unknown dtype, a
-shape or offsets that are not lists of integers in [0, 2**63), a shape of 2**63 elements or
-more, offsets that do not match the shape or leave gaps, a ``__metadata__`` that is not an
-object of str -> str, a header nested too deeply or with integers too long for Python to read).
+writes the tensors in the mapping's order. ``load`` checks all of the above and raises
+KilnValueError naming the problem (a truncated file, a bad header, an unknown dtype, a shape or
+offsets that are not lists of integers in [0, 2**63), a shape of 2**63 elements or more, offsets
+that do not match the shape or leave gaps, a ``__metadata__`` that is not an object of str ->
+str, a header nested too deeply or with integers too long for Python to read); it checks the
+whole header before it reads any data, then reads one tensor's bytes at a time.
+``load_metadata`` reads the header alone and checks its length, its JSON and ``__metadata__``,
+not the tensors' entries or data.
 Any shape Kiln holds is saved and loaded, including those NumPy refuses (more than 64
 dimensions; no elements but huge other sizes). In ``save``, tensors or metadata that are not a
 mapping are a KilnTypeError, metadata that does not map str to str a KilnValueError, and an
@@ -119,19 +122,28 @@ def save(tensors, path, metadata=None):
             f.write(data)
 
 
-def _read(path):
-    """(header dict, data section as bytes) of a safetensors file, checked."""
-    with open(path, "rb") as f:
-        blob = f.read()
-    where = os.fspath(path)
-    if len(blob) < 8:
+def _read_exactly(f, size, where):
+    """The next ``size`` bytes of the file ``f``; a KilnValueError if it ends first (a file that
+    changed while it was read: its length was checked against the header before)."""
+    data = f.read(size)
+    if len(data) != size:
+        raise KilnValueError(f"kiln.load: {where} ended {size - len(data)} bytes early, at byte "
+                             f"{f.tell()} (did it change while it was read?)")
+    return data
+
+
+def _read_header(f, where):
+    """(header dict, size of the data section in bytes) of the safetensors file open as ``f``,
+    checked; reads the header alone, leaving ``f`` at the start of the data."""
+    size = os.fstat(f.fileno()).st_size
+    if size < 8:
         raise KilnValueError(f"kiln.load: {where} is too short for a safetensors file")
-    (length,) = struct.unpack("<Q", blob[:8])
-    if length > len(blob) - 8:
+    (length,) = struct.unpack("<Q", _read_exactly(f, 8, where))
+    if length > size - 8:
         raise KilnValueError(f"kiln.load: {where}: header length {length} exceeds the file "
-                             f"({len(blob)} bytes)")
+                             f"({size} bytes)")
     try:
-        header = json.loads(blob[8:8 + length].decode("utf-8"))
+        header = json.loads(_read_exactly(f, length, where).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise KilnValueError(f"kiln.load: {where}: the header is not JSON ({e})") from None
     except ValueError as e:  # an integer with more digits than Python converts from text
@@ -150,7 +162,7 @@ def _read(path):
         if not isinstance(value, str):
             raise KilnValueError(f"kiln.load: {where}: __metadata__ {key!r} is {value!r}, "
                                  f"expected a str")
-    return header, blob[8 + length:]
+    return header, size - 8 - length
 
 
 # Kiln's sizes are int64: no dimension or element count reaches 2**63, nor an offset into data
@@ -178,17 +190,47 @@ def _count(shape):
 
 
 def load_metadata(path):
-    """The ``__metadata__`` of a safetensors file ({} when it has none)."""
-    return dict(_read(path)[0].get("__metadata__", {}))
+    """The ``__metadata__`` of a safetensors file ({} when it has none). Reads and checks the
+    header alone (its length, JSON and ``__metadata__``), not the tensors' entries or data."""
+    with open(path, "rb") as f:
+        header, _ = _read_header(f, os.fspath(path))
+    return dict(header.get("__metadata__", {}))
 
 
 def load(path):
     """Reads a safetensors file into a dict of str -> kiln.Tensor."""
-    header, data = _read(path)
     where = os.fspath(path)
-    entries = [(name, info) for name, info in header.items() if name != "__metadata__"]
-    result, spans = {}, []
-    for name, info in entries:
+    with open(path, "rb") as f:
+        header, data_size = _read_header(f, where)
+        entries = _checked_entries(header, data_size, where)
+        start = f.tell()
+        result = {}
+        # One tensor's bytes at a time: the file's bytes and all the tensors are never held
+        # together.
+        for name, dtype_name, shape, count, begin, end in entries:
+            f.seek(start + begin)
+            data = _read_exactly(f, end - begin, where)
+            kiln_dtype, stored = _FORMATS[dtype_name]
+            # Read flat and shaped by Kiln: NumPy refuses some shapes Kiln holds (see above).
+            array = np.frombuffer(data, dtype=stored, count=count)
+            if dtype_name == "BF16":
+                # Bits as they are (a conversion from float32 would quiet a signalling NaN).
+                tensor = _C._bits_as(_C.tensor(array.view("<i2")), kiln_dtype)
+            else:
+                tensor = _C.tensor(array.astype(np.bool_) if dtype_name == "BOOL" else array,
+                                   dtype=kiln_dtype)
+            result[name] = tensor.reshape(shape)
+    return result
+
+
+def _checked_entries(header, data_size, where):
+    """The tensors of a safetensors ``header`` as (name, dtype name, shape, element count, begin,
+    end) in the header's order, each checked, and checked to tile the ``data_size`` bytes of
+    data."""
+    entries, spans = [], []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
         try:
             dtype_name, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
         except (KeyError, TypeError):
@@ -210,21 +252,12 @@ def load(path):
             raise KilnValueError(f"kiln.load: {where}: tensor {name!r} has shape {shape}, which "
                                  f"holds 2**63 elements or more (Kiln holds fewer)")
         begin, end = offsets
-        kiln_dtype, stored = _FORMATS[dtype_name]
-        itemsize = np.dtype(stored).itemsize
-        if not begin <= end <= len(data) or end - begin != count * itemsize:
+        itemsize = np.dtype(_FORMATS[dtype_name][1]).itemsize
+        if not begin <= end <= data_size or end - begin != count * itemsize:
             raise KilnValueError(f"kiln.load: {where}: tensor {name!r} ({dtype_name}{shape}) has "
                                  f"data_offsets [{begin}, {end}], which do not hold "
-                                 f"{count * itemsize} bytes within the {len(data)}-byte data")
-        # Read flat and shaped by Kiln: NumPy refuses some shapes Kiln holds (see above).
-        array = np.frombuffer(data, dtype=stored, count=count, offset=begin)
-        if dtype_name == "BF16":
-            # Bits as they are (a conversion from float32 would quiet a signalling NaN).
-            tensor = _C._bits_as(_C.tensor(array.view("<i2")), kiln_dtype)
-        else:
-            tensor = _C.tensor(array.astype(np.bool_) if dtype_name == "BOOL" else array,
-                               dtype=kiln_dtype)
-        result[name] = tensor.reshape(shape)
+                                 f"{count * itemsize} bytes within the {data_size}-byte data")
+        entries.append((name, dtype_name, shape, count, begin, end))
         spans.append((begin, end, name))
     position = 0
     for begin, end, name in sorted(spans):
@@ -232,7 +265,7 @@ def load(path):
             raise KilnValueError(f"kiln.load: {where}: tensor {name!r} starts at byte {begin} of "
                                  f"the data, expected {position} (a gap or an overlap)")
         position = end
-    if position != len(data):
-        raise KilnValueError(f"kiln.load: {where}: {len(data) - position} bytes after the last "
+    if position != data_size:
+        raise KilnValueError(f"kiln.load: {where}: {data_size - position} bytes after the last "
                              f"tensor")
-    return result
+    return entries

@@ -3,7 +3,9 @@ a Cell's state dict through a file, the checks on malformed files, and (when the
 package happens to be installed) reading each other's files."""
 
 import json
+import os
 import struct
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -208,6 +210,57 @@ def test_truncated_and_garbage_files(tmp_path):
         kiln.load(path)
     path.write_bytes(struct.pack("<Q", 3) + b"{x}")
     with pytest.raises(kiln.KilnValueError, match="not JSON"):
+        kiln.load(path)
+
+
+def _peak_python_memory(function, *args):
+    """(function(*args), the peak of the memory Python and NumPy allocated while it ran)."""
+    tracemalloc.start()
+    try:
+        return function(*args), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_load_metadata_reads_the_header_alone(tmp_path):
+    # It read the whole file (and copied its data section): a checkpoint's gigabytes for a few
+    # strings.
+    path = tmp_path / "big.safetensors"
+    kiln.save({"w": np.zeros(4 << 20, np.float32)}, path, metadata={"epoch": "3"})  # 16 MiB
+    metadata, peak = _peak_python_memory(kiln.load_metadata, path)
+    assert metadata == {"epoch": "3"}
+    assert peak < 1 << 20
+
+
+def test_load_reads_one_tensor_at_a_time(tmp_path):
+    # It held the file's bytes, a copy of its data section and the tensors together (32 MiB of
+    # bytes here); now a tensor's bytes, read, go into the tensor before the next are read.
+    path = tmp_path / "big.safetensors"
+    arrays = {f"w{i}": np.full(1 << 20, i, np.float32) for i in range(4)}  # 4 MiB each
+    kiln.save(arrays, path)
+    loaded, peak = _peak_python_memory(kiln.load, path)
+    assert peak < 12 << 20
+    for name, array in arrays.items():
+        np.testing.assert_array_equal(loaded[name].numpy(), array)
+
+
+def test_a_file_that_shrinks_while_it_is_read(tmp_path, monkeypatch):
+    # The header is checked against the file's size before the data is read: a file cut short
+    # after that is an error, not NumPy's "buffer is smaller than requested size".
+    path = tmp_path / "t.safetensors"
+    kiln.save({"x": kiln.tensor([1.0, 2.0])}, path)
+    text = path.read_bytes()
+    stat = os.fstat
+
+    def size_before_the_cut(fd):
+        fields = list(stat(fd))
+        fields[6] += 4  # st_size
+        return os.stat_result(fields)
+
+    path.write_bytes(text[:-4])
+    monkeypatch.setattr(os, "fstat", size_before_the_cut)
+    with pytest.raises(kiln.KilnValueError, match=f"ended 4 bytes early, at byte {len(text) - 4} "
+                                                  r"\(did it change while it was read\?\)"):
         kiln.load(path)
 
 
