@@ -12,10 +12,16 @@ Copying follows PyTorch:
 - ``pickle``: the values, dtype, shape and ``requires_grad``, not ``.grad``; a view pickles as its
   values; a tensor computed by an op loads as a leaf (its graph does not travel).
 
+A subclass of Tensor keeps its type and its attributes (``__dict__`` and ``__slots__``), as
+PyTorch's do: ``copy.copy`` shares them, ``copy.deepcopy`` deep-copies them through the memo and
+``pickle`` pickles them. The copy is made without calling the subclass's ``__init__`` (see
+_rebuild_subclass). ``kiln.nn.Parameter`` defines its own copies.
+
 A value traced by ``kiln.jit`` has no data: deep-copying or pickling one is a KilnTypeError.
 """
 
 import copy
+import copyreg
 import functools
 import numbers
 
@@ -123,9 +129,41 @@ def _check_has_data(self, what):
                             f"outside the jitted function")
 
 
+def _rebuild_subclass(cls, tensor):
+    """``tensor`` as an instance of the Tensor subclass ``cls`` (another handle to it, as
+    ``cls(tensor)`` makes), without calling ``cls.__init__``: its arguments are the subclass's own,
+    and the attributes it would set are restored after (by pickle, or by _set_state), as PyTorch
+    rebuilds a subclass. Pickles of subclass instances name it."""
+    rebuilt = Tensor.__new__(cls)
+    Tensor.__init__(rebuilt, tensor)
+    return rebuilt
+
+
+def _state(self):
+    """A subclass instance's attributes in the form of Python's default pickling, which pickle
+    restores: its ``__dict__`` (None when empty), paired with the values of its ``__slots__`` (the
+    names copyreg lists) when any is set."""
+    attributes = getattr(self, "__dict__", None) or None
+    slots = {name: getattr(self, name) for name in copyreg._slotnames(type(self))
+             if hasattr(self, name)}
+    return (attributes, slots) if slots else attributes
+
+
+def _set_state(self, state):
+    """Restores the attributes that _state took, as pickle does."""
+    attributes, slots = state if isinstance(state, tuple) else (state, None)
+    if attributes:
+        self.__dict__.update(attributes)
+    for name, value in (slots or {}).items():
+        setattr(self, name, value)
+
+
 def _copy(self):
     copied = self.detach()  # shares the memory; a new tensor for autograd, as in PyTorch
     copied.requires_grad_(self.requires_grad)
+    if type(self) is not Tensor:  # detach() gave a plain Tensor
+        copied = _rebuild_subclass(type(self), copied)
+        _set_state(copied, _state(self))  # shallow: the attributes' values are shared
     return copied
 
 
@@ -139,6 +177,10 @@ def _deepcopy(self, memo):
     copied.requires_grad_(self.requires_grad)
     if self.grad is not None:
         copied.grad = copy.deepcopy(self.grad, memo)
+    if type(self) is not Tensor:  # detach() gave a plain Tensor
+        copied = _rebuild_subclass(type(self), copied)
+        memo[id(self)] = copied  # before the attributes, which may refer back to the tensor
+        _set_state(copied, copy.deepcopy(_state(self), memo))
     return copied
 
 
@@ -163,6 +205,10 @@ def _rebuild_bits(bits, dtype, requires_grad, shape):
 
 def _reduce(self):
     _check_has_data(self, "pickle")
+    if type(self) is not Tensor:
+        # The values travel as a plain tensor (another handle to this one, pickled by this
+        # function); pickle rebuilds the subclass around it, then restores the attributes.
+        return _rebuild_subclass, (type(self), Tensor(self)), _state(self)
     source = self.detach()
     exact = self.dtype == _C.dtype.bfloat16 or self.ndim > _numpy_max_dims()
     if not exact:

@@ -258,6 +258,102 @@ def test_memo_keeps_a_tensor_referenced_twice_one_copy():
 
 
 # ---------------------------------------------------------------------------------------------
+# Tensor subclasses (PyTorch's keep their type and attributes through copies and pickle)
+
+
+class Tagged(kiln.Tensor):
+    """A subclass made as Tagged(tensor), with attributes set on the instance."""
+
+
+class Scaled(kiln.Tensor):
+    """A subclass whose __init__ takes an argument of its own: copies do not call it."""
+
+    def __init__(self, data, scale):
+        super().__init__(data)
+        self.scale = scale
+
+
+class Slotted(kiln.Tensor):
+    """A subclass whose attribute is a slot (it has no __dict__)."""
+
+    __slots__ = ("unit",)
+
+
+def tagged(values, dtype=kiln.float32, requires_grad=False):
+    t = Tagged(kiln.tensor(values, dtype=dtype).requires_grad_(requires_grad))
+    t.tag = ["shard", 0]
+    return t
+
+
+@pytest.mark.parametrize("dtype, requires_grad", [
+    (kiln.float32, True), (kiln.float32, False), (kiln.bfloat16, True), (kiln.int64, False),
+], ids=str)
+def test_subclass_deepcopy_and_pickle_keep_type_attributes_and_values(rng, dtype, requires_grad):
+    x = tagged(random_array((2, 3), dtype, rng), dtype, requires_grad)
+    for y in [deep(x), *[pickled(x, protocol) for protocol in PROTOCOLS]]:  # 2 and 5 among them
+        assert_same_tensor_values(y, x)  # the type too
+        assert y.requires_grad == requires_grad and y.is_leaf
+        assert y.tag == ["shard", 0] and y.tag is not x.tag
+        assert vars(y) == {"tag": ["shard", 0]}
+
+
+def test_subclass_copy_copy_shares_memory_and_attributes():
+    x = tagged([1.0, 2.0], requires_grad=True)
+    x.grad = kiln.tensor([9.0, 9.0])
+    y = copy.copy(x)
+    assert type(y) is Tagged and y is not x and y.shares_storage_with(x)
+    assert y.tag is x.tag and y.requires_grad and y.is_leaf and y.grad is None
+    y.extra = 1  # its own __dict__: the original does not see it
+    assert not hasattr(x, "extra")
+
+
+def test_subclass_grad_is_deep_copied_not_pickled():
+    x = tagged([1.0, -2.0], requires_grad=True)
+    (x * x).sum().backward()
+    y = deep(x)
+    assert type(y) is Tagged and y.grad_fn is None
+    np.testing.assert_array_equal(y.grad.numpy(), [2.0, -4.0])
+    assert not y.grad.shares_storage_with(x.grad)
+    assert pickled(x).grad is None and pickled(x).requires_grad
+    with raises(kiln.KilnValueError, match="graph leaves"):  # as a plain tensor's: leaves only
+        deep(Tagged(x * 2))
+    loaded = pickled(Tagged(x * 2))
+    assert type(loaded) is Tagged and loaded.is_leaf and loaded.tolist() == [2.0, -4.0]
+
+
+@pytest.mark.parametrize("how", [deep, pickled], ids=["deepcopy", "pickle"])
+def test_subclass_referenced_twice_or_by_itself_is_one_copy(how):
+    x = tagged([1.0, 2.0])
+    x.me = x
+    copied = how([x, x, {"again": x}])
+    assert copied[0] is copied[1] is copied[2]["again"] and copied[0] is not x
+    assert type(copied[0]) is Tagged and copied[0].me is copied[0]
+    copied[0][...] = 5.0
+    np.testing.assert_array_equal(x.numpy(), [1.0, 2.0])
+
+
+def test_subclass_deepcopies_sharing_a_memo_are_one_copy():
+    x = tagged([1.0, 2.0])
+    memo = {}
+    first, second = copy.deepcopy(x, memo), copy.deepcopy({"x": x}, memo)["x"]
+    assert first is second and type(first) is Tagged and first.tag is memo[id(x.tag)]
+
+
+def test_subclass_copies_skip_its_init_and_keep_slots():
+    # As torch: the copy is rebuilt around the values, then given the attributes; __init__'s
+    # own arguments are not known to the copy.
+    x = Scaled(kiln.tensor([3.0]), scale=2)
+    for y in (copy.copy(x), deep(x), pickled(x)):
+        assert type(y) is Scaled and vars(y) == {"scale": 2} and y.tolist() == [3.0]
+    s = Slotted(kiln.tensor([1.0]))
+    s.unit = ["m"]
+    for y in (copy.copy(s), deep(s), pickled(s)):
+        assert type(y) is Slotted and y.unit == ["m"] and y.tolist() == [1.0]
+    assert copy.copy(s).unit is s.unit and deep(s).unit is not s.unit
+    assert not hasattr(deep(Slotted(kiln.tensor([1.0]))), "unit")
+
+
+# ---------------------------------------------------------------------------------------------
 # Parameter
 
 
