@@ -22,7 +22,10 @@ methods, custom ops registered with ``m.def_op``) as a graph, which the backend 
 signature is the dtypes and shapes of the tensor arguments, the values of everything else (Python
 numbers, strings, None, other objects by equality or identity) and the layout of tuples, lists
 and dicts of them; any argument may be such a nesting, and so may the result. Functions defined
-in a class work as methods (``self`` is a constant of the signature).
+in a class work as methods (``self`` is a constant of the signature). Objects told apart by
+identity (instances of classes without an ``__eq__`` of their own, such as models) are held
+weakly: a dropped model is freed, and the graphs built for it go at the function's next build
+(or ``clear_cache()``).
 
 A jitted function's results carry no gradient: they are values, not recorded ops (an input
 returned as it is comes back as a new handle without its gradient state). Differentiate inside
