@@ -87,6 +87,14 @@ void store_losses(const std::vector<C>& losses, int64_t valid, Reduction reducti
   if (!target.is_same(out)) copy_into(out, target);
 }
 
+// A target of `op` that is neither a class of `classes` nor ignore_index is an index error.
+void check_target(const char* op, int64_t y, int64_t classes, int64_t ignore_index) {
+  KILN_CHECK_INDEX(y == ignore_index || (y >= 0 && y < classes))
+      << op << ": target " << y << " is out of range for " << classes
+      << " classes (expected 0 <= target < " << classes << ", or ignore_index " << ignore_index
+      << ")";
+}
+
 template <typename C>
 void class_loss(const ClassLoss& cfg, const Tensor& input, const Tensor& target,
                 const Tensor& out) {
@@ -100,13 +108,8 @@ void class_loss(const ClassLoss& cfg, const Tensor& input, const Tensor& target,
   const int64_t inner = batch > 0 ? positions / batch : 1;  // the d... of [N, C, d...]
   int64_t valid = 0;
   for (int64_t i = 0; i < positions; ++i) {
-    const int64_t y = labels[i];
-    if (y == cfg.ignore_index) continue;
-    KILN_CHECK_INDEX(y >= 0 && y < classes)
-        << cfg.op << ": target " << y << " is out of range for " << classes
-        << " classes (expected 0 <= target < " << classes << ", or ignore_index "
-        << cfg.ignore_index << ")";
-    ++valid;
+    check_target(cfg.op, labels[i], classes, cfg.ignore_index);
+    valid += labels[i] != cfg.ignore_index;
   }
   std::vector<C> losses(static_cast<size_t>(positions));
   const C* px = x.numel() > 0 ? x.data<C>() : nullptr;
@@ -175,11 +178,14 @@ std::vector<Tensor> class_loss_grad(const ClassLoss& cfg, const std::vector<Tens
   // Without classes every position was ignored (the forward checks targets): no gradient to
   // route, and no class 0 for ignored rows to add their 0 at.
   if (classes == 0) return {grad::as_grad_of(zeros(x.shape(), cd), x), Tensor()};
+  // The targets checked again: the forward's check is gone when the loss itself is unused (a
+  // jitted gradient step drops its node), and GatherBackward would wrap a negative one.
+  const Tensor targets = call_op(
+      "ClassTargetIndex", {target},
+      {{"op", std::string(cfg.op)}, {"classes", classes}, {"ignore_index", cfg.ignore_index}})[0];
   const auto at_targets = [&](double hit) {
-    // Ignored rows add their 0 at class 0. The index is int64 whatever the target's integer
-    // dtype (GatherBackward takes int32 and int64 only).
-    const Tensor index =
-        unsqueeze(where(valid, to(target, DType::kInt64), Tensor::scalar(int64_t{0})), class_dim);
+    // Ignored rows add their 0 at class 0.
+    const Tensor index = unsqueeze(targets, class_dim);
     return detail::gather_backward(unsqueeze(counted * hit, class_dim), index, class_dim,
                                    x.shape());
   };
@@ -192,6 +198,33 @@ std::vector<Tensor> class_loss_grad(const ClassLoss& cfg, const std::vector<Tens
   }
   return {grad::as_grad_of(dx * unsqueeze(weight, class_dim), x), Tensor()};
 }
+
+KILN_REGISTER_OP(
+    OpDef("ClassTargetIndex")
+        .input("target")
+        .attr("op", AttrKind::kString)
+        .attr("classes", AttrKind::kInt)
+        .attr("ignore_index", AttrKind::kInt)
+        .doc("The class losses' gradient index: each target as int64, 0 at ignore_index; a "
+             "target out of range is an index error naming the loss `op`")
+        .traits(kTraitNotDifferentiable)
+        .infer([](const InferContext& ctx) {
+          KILN_CHECK_DTYPE(is_integral(ctx.input(0).dtype))
+              << "ClassTargetIndex: expected integer targets, got " << ctx.input(0).dtype;
+          return MetaList{{DType::kInt64, ctx.input(0).shape}};
+        })
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const std::string op = ctx.attrs.get<std::string>("op");
+          const int64_t classes = ctx.attrs.get<int64_t>("classes");
+          const int64_t ignore_index = ctx.attrs.get<int64_t>("ignore_index");
+          const Tensor t = as_dtype(ctx.inputs[0], DType::kInt64).contiguous();
+          const int64_t* labels = t.numel() > 0 ? t.data<int64_t>() : nullptr;
+          int64_t* index = t.numel() > 0 ? ctx.outputs[0].data<int64_t>() : nullptr;
+          for (int64_t i = 0; i < t.numel(); ++i) {
+            check_target(op.c_str(), labels[i], classes, ignore_index);
+            index[i] = labels[i] == ignore_index ? 0 : labels[i];
+          }
+        }));
 
 KILN_REGISTER_OP(
     OpDef("CrossEntropy")

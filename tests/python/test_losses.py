@@ -245,3 +245,21 @@ def test_loss_errors(call, error, message):
     with raises(error, match=message):
         call(x, y)
     assert x.tolist() == [[0.0] * 4] * 3  # inputs are left untouched
+
+
+@pytest.mark.parametrize("name", ["cross_entropy", "nll_loss"])
+@pytest.mark.parametrize("backend", ["kiln_cpu", "reference"])
+@pytest.mark.parametrize("target", [-1, -3, 5])
+def test_a_jitted_gradient_checks_the_targets(name, backend, target):
+    # The loss itself is unused there, so its node (and the forward's check) was dropped, and a
+    # negative target was read as a class from the end (-1 as the last): silently wrong rows.
+    loss = getattr(kiln.mint, name)
+    x = kiln.tensor(np.zeros((2, 5), np.float32))
+    t = kiln.tensor(np.array([target, 1]))
+    step = kiln.jit(kiln.grad(lambda x, t: loss(x, t)), backend=backend)
+    with raises(kiln.KilnIndexError, match=f"{name}: target {target} is out of range for 5 "
+                                            f"classes"):
+        step(x, t)
+    ignored = kiln.tensor(np.array([-100, 1]))
+    np.testing.assert_allclose(step(x, ignored).numpy(), kiln.grad(lambda x, t: loss(x, t))(
+        x, ignored).numpy(), rtol=1e-6)
