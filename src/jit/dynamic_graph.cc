@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -58,8 +59,9 @@ struct AttrMap {
   size_t item = 0;      // index in Attrs::items()
   int64_t element = -1;  // element of an integer list; -1 for an integer attribute
   Affine value;
+  bool scalar = false;  // an integer Scalar (arange's end), not an int64
   bool operator==(const AttrMap& o) const {
-    return item == o.item && element == o.element && value == o.value;
+    return item == o.item && element == o.element && value == o.value && scalar == o.scalar;
   }
 };
 
@@ -322,16 +324,24 @@ std::shared_ptr<DynamicGraph::Template> DynamicGraph::compare(const FuncGraph& s
           KILN_FAIL(kValue) << fail(n1) << "has other attributes at the second" << kAdvice;
         }
         if (v1 == v2) continue;
-        const auto* i1 = std::get_if<int64_t>(&v1);
-        const auto* i2 = std::get_if<int64_t>(&v2);
+        // An integer Scalar (arange's end: arange(x.shape[0]), a gradient's arange over numel)
+        // follows the batch as an integer does.
+        const auto integer = [](const AttrValue& v) -> std::optional<int64_t> {
+          if (const auto* i = std::get_if<int64_t>(&v)) return *i;
+          const auto* s = std::get_if<Scalar>(&v);
+          if (s != nullptr && s->is_integral()) return s->to_int();
+          return std::nullopt;
+        };
+        const std::optional<int64_t> i1 = integer(v1);
+        const std::optional<int64_t> i2 = integer(v2);
         const auto* l1 = std::get_if<std::vector<int64_t>>(&v1);
         const auto* l2 = std::get_if<std::vector<int64_t>>(&v2);
         const auto not_linear = [&]() {
           return fail(n1) + "has attribute " + name + " = " + attr_str(v1) + " at the first and " +
                  attr_str(v2) + " at the second, which is not linear in the batch size";
         };
-        if (i1 != nullptr && i2 != nullptr) {
-          AttrMap map{a, -1, {}};
+        if (i1 && i2) {
+          AttrMap map{a, -1, {}, std::holds_alternative<Scalar>(v1)};
           if (!linear(*i1, *i2, &map.value)) {
             KILN_FAIL(kValue) << not_linear() << kAdvice;
           }
@@ -423,7 +433,8 @@ FuncGraphPtr DynamicGraph::instantiate(int64_t batch) const {
     for (const AttrMap& map : info.attrs) {
       const auto& [name, value] = attrs.items()[map.item];
       if (map.element < 0) {
-        attrs.set(name, at(map.value.first, map.value.slope));
+        const int64_t v = at(map.value.first, map.value.slope);
+        attrs.set(name, map.scalar ? AttrValue(Scalar(v)) : AttrValue(v));
       } else {
         std::vector<int64_t> list = std::get<std::vector<int64_t>>(value);
         list[static_cast<size_t>(map.element)] = at(map.value.first, map.value.slope);

@@ -264,3 +264,18 @@ def test_a_mean_reduced_loss_differentiates_at_every_batch_size(loss):
         np.testing.assert_allclose(jitted(x).numpy(), kiln.grad(loss)(x).numpy(), rtol=1e-6,
                                    atol=1e-7)
     assert traced == [2, 3, 5]  # three traces, then instantiated from the template
+
+
+def test_integer_scalar_attributes_follow_the_batch_size(rng):
+    # arange's end is a Scalar: arange(x.shape[0]) and the gradient of a reflect pad (an arange
+    # over x.numel()) were refused as "not following the batch size" at the third batch size.
+    positions = kiln.jit(lambda x: x + mint.arange(x.shape[0]).float().unsqueeze(1),
+                         dynamic=True)
+    pad_grad = kiln.jit(kiln.grad(lambda x: (mint.pad(x, (1, 1, 2, 0), "reflect") ** 2).sum()),
+                        dynamic=True)
+    for batch in (2, 3, 5, 4):
+        x = kiln.tensor(rng.standard_normal((batch, 2, 5, 5)).astype(np.float32))
+        assert_close(positions(mint.zeros([batch, 2])),
+                     np.repeat(np.arange(batch, dtype=np.float32)[:, None], 2, axis=1))
+        want = kiln.grad(lambda x: (mint.pad(x, (1, 1, 2, 0), "reflect") ** 2).sum())(x)
+        assert_close(pad_grad(x), want.numpy())
