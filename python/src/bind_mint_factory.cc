@@ -35,7 +35,7 @@ int64_t size_entry(const char* fn, nb::handle v) {
 
 // A size as an int or a sequence of ints.
 Shape size_from_object(const char* fn, nb::handle obj) {
-  if (PyIndex_Check(obj.ptr())) return {size_entry(fn, obj)};
+  if (is_int_arg(obj)) return {size_entry(fn, obj)};
   KILN_CHECK_TYPE(PySequence_Check(obj.ptr()) && !PyUnicode_Check(obj.ptr()))
       << fn << ": expected a size (an int or a sequence of ints), got " << repr_of(obj);
   Shape shape;
@@ -45,7 +45,7 @@ Shape size_from_object(const char* fn, nb::handle obj) {
 
 // f(2, 3), f((2, 3)), f([2, 3]) and f() (0-d), as PyTorch accepts.
 Shape size_from_args(const char* fn, const nb::args& args) {
-  if (args.size() == 1 && !PyIndex_Check(args[0].ptr())) return size_from_object(fn, args[0]);
+  if (args.size() == 1 && !is_int_arg(args[0])) return size_from_object(fn, args[0]);
   Shape shape;
   for (nb::handle v : args) shape.push_back(size_entry(fn, v));
   return shape;

@@ -21,12 +21,10 @@ namespace {
 
 std::string type_name_of(nb::handle obj) { return nb::type_name(obj.type()).c_str(); }
 
-/// An int or anything with __index__ (NumPy integers), but not a bool.
-bool is_index(nb::handle obj) { return PyIndex_Check(obj.ptr()) && !PyBool_Check(obj.ptr()); }
-
 /// One dim, as an int.
 int64_t parse_dim(const char* op, nb::handle obj) {
-  KILN_CHECK_TYPE(is_index(obj)) << op << ": expected dim to be an int, got " << type_name_of(obj);
+  KILN_CHECK_TYPE(is_int_arg(obj))
+      << op << ": expected dim to be an int, got " << type_name_of(obj);
   const Py_ssize_t v = PyNumber_AsSsize_t(obj.ptr(), PyExc_IndexError);
   if (v == -1 && PyErr_Occurred()) throw nb::python_error();
   return static_cast<int64_t>(v);
@@ -35,7 +33,7 @@ int64_t parse_dim(const char* op, nb::handle obj) {
 /// None -> {} (every dim), an int -> {dim}, a list / tuple of ints -> the dims.
 Dims parse_dims(const char* op, nb::handle obj) {
   if (obj.is_none()) return {};
-  if (is_index(obj)) return {parse_dim(op, obj)};
+  if (is_int_arg(obj)) return {parse_dim(op, obj)};
   KILN_CHECK_TYPE(PyList_Check(obj.ptr()) || PyTuple_Check(obj.ptr()))
       << op << ": expected dim to be None, an int or a list / tuple of ints, got "
       << type_name_of(obj);

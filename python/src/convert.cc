@@ -265,7 +265,12 @@ Tensor tensor_from_object(nb::handle data, const DType* dtype) {
 }
 
 bool is_int_arg(nb::handle obj) {
-  return PyIndex_Check(obj.ptr()) && !PyBool_Check(obj.ptr());  // a bool is never a size
+  PyObject* o = obj.ptr();
+  if (!PyIndex_Check(o) || PyBool_Check(o)) return false;  // a bool is never a size
+  if (PyLong_Check(o)) return true;
+  // A NumPy array has __index__ too (for one element), but it is one int only when 0-d.
+  const nb::object ndim = nb::getattr(obj, "ndim", nb::none());
+  return ndim.is_none() || nb::cast<int64_t>(ndim) == 0;
 }
 
 Shape shape_arg(nb::handle obj, const char* what) {

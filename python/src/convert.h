@@ -84,7 +84,8 @@ struct DTypeArg {
 /// A shape or list of dims given as one int or a sequence of ints (Python ints, NumPy integers,
 /// anything with __index__); anything else is a kType error naming `what` and the value.
 Shape shape_arg(nb::handle obj, const char* what);
-/// Whether `obj` is one integer to shape_arg (anything with __index__ but a bool).
+/// Whether `obj` is one integer to shape_arg (anything with __index__ but a bool, and a NumPy
+/// array only when 0-d: one of [2, 3] is a shape).
 bool is_int_arg(nb::handle obj);
 
 /// The DLPack dtype of a kiln dtype, and back; the reverse throws kDType (naming `what`) for

@@ -767,3 +767,21 @@ def test_squeeze_of_several_dims_under_dynamic_jit():
         out = f(mint.ones([batch, 1, 4, 1]))
         assert out.shape == (batch, 4)
         assert_close(out, np.full((batch, 4), 2.0, np.float32))
+
+
+def test_numpy_arrays_as_shapes_and_sizes():
+    # An array has __index__ (for one element), so [3] was read as one int: "array([3]) does not
+    # fit in int64", and max_pool2d's kernel [1, 2] was taken as 1 x 1.
+    x = mint.ones([2, 3])
+    images = mint.ones([1, 2, 5, 5])
+    assert mint.layer_norm(x, np.array([3])).shape == (2, 3)
+    assert x.reshape(np.array([3, 2])).shape == (3, 2)
+    assert mint.zeros(np.array([2, 3])).shape == (2, 3)
+    assert mint.zeros(np.array(4)).shape == (4,)  # a 0-d array is one int
+    assert mint.max_pool2d(images, np.array([1, 2])).shape == (1, 2, 5, 2)
+    assert mint.conv2d(images, mint.ones([3, 2, 3, 3]), None, np.array([2, 1])).shape == \
+        (1, 3, 2, 3)
+    with raises(kiln.KilnTypeError, match="zeros: expected a size"):
+        mint.zeros(True)  # a bool is no size, as in PyTorch
+    with raises(kiln.KilnTypeError, match="expected dim to be None, an int or a list / tuple"):
+        mint.sum(x, np.array([0, 1]))
