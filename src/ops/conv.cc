@@ -7,6 +7,7 @@
 #include "ops/conv.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -33,12 +34,18 @@ ConvParams conv_params(const Attrs& attrs) {
   const std::vector<int64_t> padding = attrs.get<std::vector<int64_t>>("padding");
   const std::vector<int64_t> dilation = attrs.get<std::vector<int64_t>>("dilation");
   const int64_t groups = attrs.get<int64_t>("groups");
-  KILN_CHECK_VALUE(stride.size() == 2 && stride[0] >= 1 && stride[1] >= 1)
-      << "conv2d: expected stride of two positive integers, got " << shape_str(stride);
-  KILN_CHECK_VALUE(padding.size() == 2 && padding[0] >= 0 && padding[1] >= 0)
-      << "conv2d: expected padding of two non-negative integers, got " << shape_str(padding);
-  KILN_CHECK_VALUE(dilation.size() == 2 && dilation[0] >= 1 && dilation[1] >= 1)
-      << "conv2d: expected dilation of two positive integers, got " << shape_str(dilation);
+  // At most 2^31 - 1, as oneDNN takes them (a stride of 2^31 failed inside it) and sums of them
+  // stay far from overflowing.
+  const auto pair_in = [](const std::vector<int64_t>& v, int64_t lo) {
+    constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+    return v.size() == 2 && v[0] >= lo && v[1] >= lo && v[0] <= kMax && v[1] <= kMax;
+  };
+  KILN_CHECK_VALUE(pair_in(stride, 1))
+      << "conv2d: expected stride of two integers in [1, 2^31 - 1], got " << shape_str(stride);
+  KILN_CHECK_VALUE(pair_in(padding, 0))
+      << "conv2d: expected padding of two integers in [0, 2^31 - 1], got " << shape_str(padding);
+  KILN_CHECK_VALUE(pair_in(dilation, 1))
+      << "conv2d: expected dilation of two integers in [1, 2^31 - 1], got " << shape_str(dilation);
   KILN_CHECK_VALUE(groups >= 1) << "conv2d: expected groups >= 1, got " << groups;
   return {stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], groups};
 }

@@ -31,9 +31,12 @@ struct PoolParams {
 
 std::vector<int64_t> pair_attr(const char* op, const Attrs& attrs, const char* name,
                                int64_t min_value) {
+  // At most 2^31 - 1, as oneDNN and PyTorch take them: sums of them stay far from overflowing.
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
   const std::vector<int64_t> v = attrs.get<std::vector<int64_t>>(name);
-  KILN_CHECK_VALUE(v.size() == 2 && v[0] >= min_value && v[1] >= min_value)
-      << op << ": expected " << name << " of two integers >= " << min_value << ", got "
+  KILN_CHECK_VALUE(v.size() == 2 && v[0] >= min_value && v[1] >= min_value && v[0] <= kMax &&
+                   v[1] <= kMax)
+      << op << ": expected " << name << " of two integers in [" << min_value << ", 2^31 - 1], got "
       << shape_str(v);
   return v;
 }
@@ -138,8 +141,12 @@ struct PoolGeometry {
 };
 
 PoolGeometry pool_geometry(const PoolParams& p, int64_t H, int64_t W, int64_t OH, int64_t OW) {
-  const int64_t s = p.stride_w;
-  PoolGeometry g{p, H, W, OH, OW, (W + s - 1) / s, {}};
+  PoolGeometry g{p, H, W, OH, OW, 0, {}};
+  // With one output column the column stride reads nothing: 1 stages the row as it is (a stride
+  // past the row made a staged row that long, per plane: 12 s and 8 GB at stride 2**31).
+  if (OW == 1) g.p.stride_w = 1;
+  const int64_t s = g.p.stride_w;
+  g.phase = (W + s - 1) / s;
   for (int64_t kw = 0; kw < p.kernel_w; ++kw) {
     const int64_t offset = kw * p.dil_w - p.pad_w;
     const int64_t lo = offset >= 0 ? 0 : (s - 1 - offset) / s;

@@ -577,7 +577,8 @@ def test_avg_pool2d_dtypes_and_strided_input(dtype, width, rng):
     (lambda x: mint.max_pool2d(x, 3, padding=2), kiln.KilnValueError,
      "max_pool2d: expected padding at most half the kernel size"),
     (lambda x: mint.avg_pool2d(x, 2, padding=(0, 2)), kiln.KilnValueError, "at most half"),
-    (lambda x: mint.max_pool2d(x, 0), kiln.KilnValueError, "kernel_size of two integers >= 1"),
+    (lambda x: mint.max_pool2d(x, 0), kiln.KilnValueError,
+     r"kernel_size of two integers in \[1, 2\^31 - 1\]"),
     (lambda x: mint.max_pool2d(x, 2, stride=0), kiln.KilnValueError, "stride"),
     (lambda x: mint.max_pool2d(x, 2, dilation=0), kiln.KilnValueError, "dilation"),
     (lambda x: mint.max_pool2d(x, 6), kiln.ShapeError,
@@ -775,3 +776,32 @@ def test_embedding_errors(call, error, message):
     w = t(np.zeros((5, 3), np.float32))
     with raises(error, match=message):
         call(w)
+
+
+@pytest.mark.parametrize("pool", ["max_pool2d", "avg_pool2d"])
+def test_a_pool_stride_past_the_input_costs_nothing_more(pool, rng):
+    # One output column: the stride reads nothing. A stride of 10**7 staged a row that long per
+    # plane (12 s), one of 2**31 took 8 GB.
+    x = kiln.tensor(rng.standard_normal((2, 3, 6, 7)).astype(np.float32), requires_grad=True)
+    fn = getattr(mint, pool)
+    want = fn(x, 2, 7)
+    for stride in (10 ** 7, 2 ** 31 - 1):
+        got = fn(x, 2, stride)
+        assert got.shape == (2, 3, 1, 1)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    fn(x, 2, (1, 2 ** 31 - 1)).sum().backward()
+    grad = x.grad.numpy()
+    x.grad = None
+    fn(x, 2, (1, 7)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), grad, rtol=1e-6)
+    with raises(kiln.KilnValueError, match=r"stride of two integers in \[1, 2\^31 - 1\]"):
+        fn(x, 2, 2 ** 31)
+
+
+@pytest.mark.parametrize("argument", ["stride", "padding", "dilation"])
+def test_conv2d_arguments_past_int32_are_refused(argument):
+    x, w = mint.ones([1, 2, 5, 5]), mint.ones([3, 2, 3, 3])
+    with raises(kiln.KilnValueError, match=fr"conv2d: expected {argument} of two integers in "
+                                           fr"\[[01], 2\^31 - 1\]"):
+        mint.conv2d(x, w, None, **{argument: 2 ** 31})
+    assert mint.conv2d(x, w, None, stride=2 ** 31 - 1).shape == (1, 3, 1, 1)
