@@ -88,7 +88,8 @@ std::string PassReport::str() const {
 
 void PassManager::add(PassPtr pass, PassStage stage, int priority) {
   KILN_CHECK_VALUE(pass != nullptr) << "PassManager::add: the pass is null";
-  pass->Prepare();
+  detail::with_error_context([&] { pass->Prepare(); },
+                             [&] { return "while preparing pass '" + pass->name() + "'"; });
   Entry entry{std::move(pass), stage, priority, entries_.size()};
   const auto before = [](const Entry& a, const Entry& b) {
     if (a.stage != b.stage) return a.stage < b.stage;

@@ -43,7 +43,10 @@ void PassRegistry::add(PassPtr pass, PassInfo info) {
       << "cannot register pass '" << pass->name() << "' under another name, '" << info.name
       << "'";
   KILN_CHECK_VALUE(!info.backend.empty()) << "pass '" << info.name << "': the backend is empty";
-  pass->Prepare();  // a bad pattern fails here, before any graph is compiled
+  // A bad pattern fails here, before any graph is compiled; a plugin's std::exception becomes a
+  // KilnError naming the pass.
+  detail::with_error_context([&] { pass->Prepare(); },
+                             [&] { return "while preparing pass '" + pass->name() + "'"; });
   std::lock_guard<std::mutex> lock(state_->mutex);
   for (const State::Entry& e : state_->entries) {
     KILN_CHECK_VALUE(e.info.name != info.name)

@@ -1,12 +1,16 @@
 // The built-in passes: dead-code elimination, common-subexpression elimination, constant folding
 // and algebraic simplification, one by one (what they rewrite and what they must leave alone),
 // their registration, and the jit running them at O1 but not at O0.
+#include "pass/builtin/builtin_passes.h"
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -17,7 +21,6 @@
 #include "kiln/ir.h"
 #include "kiln/jit.h"
 #include "kiln/pass.h"
-#include "pass/builtin/builtin_passes.h"
 #include "testing.h"
 
 namespace kiln {
@@ -761,6 +764,27 @@ TEST(PassRegistry, BuildsManagersOutsideItsLock_SoPrepareMayListThePasses) {
   EXPECT_EQ(pass->seen, list_passes().size());
   unregister_custom_pass("ListingPass");
   EXPECT_GT(manager.size(), 0u);
+}
+
+// A plugin's Prepare that throws a std::exception.
+class FailingPreparePass final : public Pass {
+ public:
+  FailingPreparePass() : Pass("FailingPreparePass") {}
+  void Prepare() override { throw std::runtime_error("no patterns today"); }
+  bool Run(const FuncGraphPtr&) override { return false; }
+};
+
+TEST(PassRegistry, APreparesStdExceptionIsAKilnErrorNamingThePass) {
+  const auto pass = std::make_shared<FailingPreparePass>();
+  expect_error([&] { register_pass(pass, "reference"); }, ErrorKind::kGeneric, "no patterns today");
+  expect_error([&] { register_pass(pass, "reference"); }, ErrorKind::kGeneric,
+               "while preparing pass 'FailingPreparePass'");
+  PassManager manager;
+  expect_error([&] { manager.add(pass, PassStage::kPreFusion); }, ErrorKind::kGeneric,
+               "while preparing pass 'FailingPreparePass'");
+  const std::vector<PassInfo> passes = list_passes();
+  EXPECT_TRUE(std::none_of(passes.begin(), passes.end(),
+                           [](const PassInfo& p) { return p.name == "FailingPreparePass"; }));
 }
 
 TEST(BuiltinPasses, RewriteAGraphAsTheJitRunsThem) {
