@@ -30,6 +30,12 @@ OpRegistration OpRegistry::add(OpDef def) {
 OpRegistration OpRegistry::add(OpDefPtr def) {
   KILN_CHECK_VALUE(def != nullptr) << "cannot register a null op";
   KILN_CHECK_VALUE(!def->name().empty()) << "cannot register an op without a name";
+  // The graph IR's built-in node kinds (src/ir/infer.h): a traced call of an op of that name
+  // would be read as one of them.
+  for (const char* reserved : {"Return", "TupleGetItem"}) {
+    KILN_CHECK_VALUE(def->name() != reserved)
+        << "cannot register op '" << reserved << "': the name is the graph IR's own";
+  }
   KILN_CHECK_VALUE(def->infer_fn() != nullptr)
       << "cannot register op '" << def->name() << "': it has no infer function";
   std::unique_lock<std::shared_mutex> lock(state_->mutex);

@@ -131,6 +131,12 @@ TEST(OpDefSchema, RefusesNamesUsedTwiceAndDefaultsOfAnotherKind) {
   expect_error(
       [] { OpDef("BadDefault").input("x").attr("k", AttrKind::kInt, std::string("oops")); },
       ErrorKind::kValue, "BadDefault: attribute 'k' is int, but its default is 'oops'");
+  // The graph IR's own node kinds are no op names.
+  auto infer = [](const InferContext& ctx) { return MetaList{ctx.input(0)}; };
+  for (const char* reserved : {"Return", "TupleGetItem"}) {
+    expect_error([&] { OpRegistration(OpDef(reserved).input("x").infer(infer)); },
+                 ErrorKind::kValue, "the name is the graph IR's own");
+  }
   // What may be: a None default of any kind, an int for a float, no default (required).
   EXPECT_NO_THROW(OpDef("Fine")
                       .input("x")
