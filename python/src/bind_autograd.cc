@@ -9,6 +9,7 @@
 #include "bindings.h"
 #include "convert.h"
 #include "kiln/autograd.h"
+#include "kiln/jit.h"
 #include "python_owned.h"
 
 namespace kiln::py {
@@ -162,6 +163,11 @@ void bind_tensor_autograd(nb::class_<Tensor>& cls) {
             return g.defined() ? std::optional<Tensor>(g) : std::nullopt;
           },
           [](const Tensor& t, std::optional<Tensor> g) {
+            // A traced gradient has no data, and no later call would update it.
+            KILN_CHECK_KIND(ErrorKind::kNotImplemented, !g || !is_tracer(*g))
+                << "setting .grad to a value traced inside a jitted function would leave it "
+                << "there, without data, after the trace; give the gradients to the optimizer "
+                << "(opt(grads)) or return them from the function";
             autograd::set_grad(t, g ? *g : Tensor());
           },
           nb::arg("value").none(), "The gradient backward() accumulated into this leaf, or None.")

@@ -85,7 +85,10 @@ Trace::Trace(std::string graph_name) : graph_(std::make_shared<FuncGraph>(std::m
       "values (`if t > 0:`, `float(t)`, `t.item()`, `t.numpy()`) cannot be traced. Select "
       "between values with kiln.mint.where(cond, a, b) (kiln::where in C++), or call the "
       "function without jit. (In C++, Tensor's own copying methods, clone() and contiguous(), "
-      "read data too: use kiln::contiguous / kiln::reshape, which are traced.)";
+      "read data too: use kiln::contiguous / kiln::reshape, which are traced.) If no function "
+      "is being traced now, this is a value a jitted function kept after its trace ended (in an "
+      "attribute, a global or a .grad): state kept across calls must be updated in place "
+      "(x.mul_(0.9).add_(y)) or returned by the function.";
   no_data_ = std::make_shared<OpFailure>(std::make_exception_ptr(Error(ErrorKind::kType, message)));
   previous_ = set_thread_dispatcher(this);
   // A leaf's .grad would keep a traced gradient, unusable after the trace, which the graph would
@@ -152,8 +155,32 @@ FuncGraphPtr Trace::finish(const std::vector<Tensor>& outputs) {
   return graph_;
 }
 
+namespace {
+
+// Whether `failure` is a trace's "no data" one: the tensor is a tracer.
+bool is_traced_value_failure(const OpFailure& failure) {
+  try {
+    std::rethrow_exception(failure.error);
+  } catch (const Error& e) {
+    return std::string(e.what()).rfind(kTracedValueHasNoData, 0) == 0;
+  } catch (...) {  // NOLINT: any other failure is not a trace's
+    return false;
+  }
+}
+
+}  // namespace
+
 NodePtr Trace::node_of(const Tensor& t) {
   if (!t.defined()) return graph_->add_value(Tensor());  // an omitted optional input
+  // A tracer of an earlier trace (kept in an attribute by the function's last trace): reading
+  // it would raise its trace's error, which speaks of control flow.
+  const std::shared_ptr<const OpFailure> failure = t.impl()->failure();
+  KILN_CHECK_TYPE(failure == nullptr || failure == no_data_ || !is_traced_value_failure(*failure))
+      << "graph \"" << graph_->name() << "\" uses a tensor that an earlier trace of a jitted "
+      << "function made and kept (in an attribute or a global, say self.running_mean = ... "
+      << "inside the function): it is no value of this call. State kept across calls must be "
+      << "updated in place (self.running_mean.mul_(0.9).add_(0.1 * m)) or returned by the "
+      << "function";
   const TensorImpl* impl = t.ready();
   if (impl->storage != nullptr) {
     auto traced = traced_.find(impl->storage.get());

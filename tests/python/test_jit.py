@@ -692,3 +692,49 @@ def test_objects_compared_by_value_still_share_a_graph():
     for _ in range(3):
         assert_close(f(x, "do" + "uble", {"on": True}), np.full(3, 2.0, np.float32))
     assert f.cache_info() == CacheInfo(hits=2, misses=1, size=1)
+
+
+def test_setting_grad_to_a_traced_value_is_refused():
+    lin = kiln.nn.Linear(4, 3)
+    opt = kiln.optim.SGD(lin.parameters(), lr=0.1)
+
+    @kiln.jit
+    def step(x, y):
+        loss, grads = kiln.value_and_grad(lambda x, y: mint.mse_loss(lin(x), y), None,
+                                          opt.parameters)(x, y)
+        for p, g in zip(opt.parameters, grads):
+            p.grad = g
+        opt.step()
+        return loss
+
+    with raises(kiln.KilnNotImplementedError, match="setting .grad to a value traced inside a "
+                                                    "jitted function"):
+        step(mint.ones([8, 4]), mint.ones([8, 3]))
+    assert lin.weight.grad is None  # nothing left behind
+
+    @kiln.jit
+    def clears(x):
+        opt.zero_grad()  # None is no traced value
+        return x * 2.0
+
+    assert_close(clears(mint.ones([2])), np.full(2, 2.0, np.float32))
+
+
+def test_a_tracer_kept_in_an_attribute_is_named_at_the_next_trace():
+    class RunningMean(kiln.nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.mean = mint.zeros([3])
+
+        def construct(self, x):
+            self.mean = 0.9 * self.mean + 0.1 * x.mean(0)  # rebinding: the tracer stays
+            return x - self.mean
+
+    cell = RunningMean()
+    f = kiln.jit(lambda x: cell(x))
+    f(mint.ones([4, 3]))
+    with raises(kiln.KilnTypeError, match="uses a tensor that an earlier trace of a jitted "
+                                          "function made and kept"):
+        f(mint.ones([5, 3]))
+    with raises(kiln.KilnTypeError, match="kept after its trace ended"):
+        cell.mean * 2
