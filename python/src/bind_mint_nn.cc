@@ -136,9 +136,30 @@ void bind_mint_nn(nb::module_& mint) {
   mint.def(
       "mse_loss",
       [](const TensorArg& input, const TensorArg& target, const std::string& reduction) {
-        return mse_loss(input, target, reduction);
+        const Tensor& x = input;
+        const Tensor& y = target;
+        // As PyTorch warns: [N, 1] against [N] broadcasts to [N, N], a mean of every pair.
+        // (Shapes that do not broadcast are the op's error.)
+        const auto broadcast = [](const Shape& a, const Shape& b) {
+          for (size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
+            const int64_t m = a[a.size() - i], n = b[b.size() - i];
+            if (m != n && m != 1 && n != 1) return false;
+          }
+          return true;
+        };
+        if (x.shape() != y.shape() && !y.is_weak_scalar() && broadcast(x.shape(), y.shape())) {
+          const std::string message =
+              "mse_loss: input of shape " + shape_str(x.shape()) + " and target of shape " +
+              shape_str(y.shape()) + " broadcast to each other; this is likely a mistake (a " +
+              "[N, 1] prediction against [N] targets averages all N * N pairs). Give them one "
+              "shape, or broadcast them explicitly to say so";
+          if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) != 0) throw nb::python_error();
+        }
+        return mse_loss(x, y, reduction);
       },
-      "input"_a, "target"_a, "reduction"_a = "mean", "Mean squared error.");
+      "input"_a, "target"_a, "reduction"_a = "mean",
+      "Mean squared error of input and target, which broadcast (with a UserWarning when their "
+      "shapes differ, as PyTorch's).");
 
   // Tensor @ other and other @ Tensor. As operators they return NotImplemented for operands that
   // are not tensors, numbers or arrays, so Python can try the other side.

@@ -2,6 +2,8 @@
 following PyTorch's definitions): reductions, ignore_index, label smoothing, class probabilities,
 dtypes, gradients, and every error path."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -170,7 +172,8 @@ def test_a_mean_loss_with_every_target_ignored_has_zero_gradients(loss):
 def test_mse_loss(dtype, reduction, rng):
     a = random_array((3, 4, 5), dtype, rng)
     b = random_array((4, 5), dtype, rng)
-    out = mint.mse_loss(t(a, dtype), t(b, dtype), reduction=reduction)
+    with pytest.warns(UserWarning, match="broadcast to each other"):
+        out = mint.mse_loss(t(a, dtype), t(b, dtype), reduction=reduction)
     sq = (f64(a) - f64(b)) ** 2
     expected = {"none": sq, "sum": sq.sum(), "mean": sq.mean()}[reduction]
     assert out.dtype == dtype
@@ -203,7 +206,8 @@ def test_mse_loss_over_many_blocks_with_broadcast_and_strided_operands(reduction
     # the broadcast target and the transposed input crossing their edges.
     a = random_array((1000, 40), kiln.float32, rng)
     b = random_array((40,), kiln.float32, rng)
-    out = mint.mse_loss(t(a.T.copy()).T, t(b), reduction=reduction)
+    with pytest.warns(UserWarning, match="broadcast to each other"):
+        out = mint.mse_loss(t(a.T.copy()).T, t(b), reduction=reduction)
     sq = (f64(a) - f64(b)) ** 2
     expected = {"none": sq, "sum": sq.sum(), "mean": sq.mean()}[reduction]
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-6)
@@ -263,3 +267,15 @@ def test_a_jitted_gradient_checks_the_targets(name, backend, target):
     ignored = kiln.tensor(np.array([-100, 1]))
     np.testing.assert_allclose(step(x, ignored).numpy(), kiln.grad(lambda x, t: loss(x, t))(
         x, ignored).numpy(), rtol=1e-6)
+
+
+def test_mse_loss_warns_when_the_shapes_differ_as_pytorch_does():
+    p = np.arange(4, dtype=np.float32)
+    with pytest.warns(UserWarning, match=r"input of shape \[4, 1\] and target of shape \[4\] "
+                                         r"broadcast to each other"):
+        loss = kiln.nn.MSELoss()(t(p[:, None]), t(p))
+    assert loss.item() == 2.5  # the mean over all 16 pairs, as PyTorch's
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert mint.mse_loss(t(p), t(p)).item() == 0.0  # one shape: no warning
+        assert mint.mse_loss(t(p), 1.5).shape == ()  # a number target neither

@@ -42,8 +42,10 @@ class CrossEntropyLoss(Cell):
 
 
 class MSELoss(Cell):
-    """MSELoss(reduction="mean"): ``loss(input, target)``, the squared differences of two tensors
-    of one shape, averaged ("mean"), summed ("sum") or kept ("none") (kiln.mint.mse_loss)."""
+    """MSELoss(reduction="mean"): ``loss(input, target)``, the squared differences of two tensors,
+    averaged ("mean"), summed ("sum") or kept ("none") (kiln.mint.mse_loss). Tensors of other
+    shapes broadcast, with a UserWarning as in PyTorch ([N, 1] against [N] averages N * N
+    pairs)."""
 
     def __init__(self, reduction="mean"):
         super().__init__()
