@@ -90,6 +90,7 @@ TensorObject with_out(nb::handle out, F&& f) {
   if (out.is_none()) return tensor_object(f(Tensor()));
   KILN_CHECK_TYPE(nb::isinstance<Tensor>(out))
       << "out: expected a kiln.Tensor or None, got " << nb::type_name(out.type()).c_str();
+  check_writable("out", nb::cast<const Tensor&>(out));
   f(nb::cast<const Tensor&>(out));
   return TensorObject(nb::borrow(out));
 }

@@ -223,6 +223,7 @@ void bind_mint_shape(nb::module_& mint) {
           copy_into(converted, value);
           value = converted;
         }
+        check_writable("assignment", dst);
         // Leading size-1 dims beyond dst's broadcast away, as in NumPy.
         while (value.ndim() > dst.ndim() && value.size(0) == 1) value = value.squeeze(0);
         static const OpDefPtr cast = OpRegistry::Instance().get("Cast");

@@ -81,9 +81,19 @@ void check_inplace_shape(const char* op, const Tensor& self, const Shape& shape)
   KILN_CHECK_SHAPE(shape == self.shape())
       << op << ": the result has shape " << shape_str(shape) << " (the operands broadcast), which "
       << "does not fit the tensor written, of shape " << shape_str(self.shape());
+  check_writable(op, self);
 }
 
 }  // namespace
+
+void check_writable(const char* what, const Tensor& t) {
+  for (int64_t d = 0; d < t.ndim(); ++d) {
+    KILN_CHECK_VALUE(t.strides()[d] != 0 || t.shape()[d] <= 1)
+        << what << ": the tensor written (shape " << shape_str(t.shape()) << ", strides "
+        << shape_str(t.strides()) << ") has elements that share memory (an expanded view); "
+        << "write into a tensor of its own (clone() the view first)";
+  }
+}
 
 void check_inplace(const char* what, const char* prim, const Tensor& self, const Tensor& other) {
   const OpDefPtr def = OpRegistry::Instance().get(prim);

@@ -48,6 +48,10 @@ void set_python_error_from_current_exception();
 /// in its planning step, which the asynchronous modes run later, where the failure would land on
 /// self instead of being raised.
 void check_inplace(const char* what, const char* prim, const Tensor& self, const Tensor& other);
+/// Checks, at the call, that no two elements of `t` share memory (an expanded view), for a write
+/// `what` into it: the op's own check runs in its planning step, where in the asynchronous modes
+/// the failure would stay on this handle, and reading the tensor it views would never raise it.
+void check_writable(const char* what, const Tensor& t);
 /// For squeeze (x.squeeze, kiln.mint.squeeze) of a traced value: a dimension it leaves because its
 /// size is not 1 may be the batch size, which at a batch of 1 it would remove, so a dynamic jit
 /// must trace each batch size (kiln::note_size_decision). A bad dim is left to squeeze to refuse.

@@ -308,3 +308,24 @@ def test_in_place_methods_say_what_they_compute():
     assert "alpha" in kiln.Tensor.add_.__doc__ and "alpha" not in kiln.Tensor.mul_.__doc__
     assert kiln.Tensor.zero_.__name__ == "zero_"
     assert kiln.Tensor.chunk.__doc__.startswith("kiln.mint.chunk with this tensor")
+
+
+@pytest.mark.parametrize("pipeline", ["sync", "2stage", "4stage"])
+def test_a_write_into_an_expanded_view_is_refused_at_the_call(pipeline):
+    # In the asynchronous modes the op's own check ran later and its failure stayed on the view:
+    # reading the tensor it expands showed the old values and raised nothing.
+    previous = kiln.runtime.get_pipeline()
+    kiln.runtime.set_pipeline(pipeline)
+    try:
+        x = kiln.tensor([0.0, 1.0, 2.0])
+        writes = [lambda v: v.add_(1), lambda v: v.exp_(), lambda v: v.zero_(),
+                  lambda v: v.__setitem__(Ellipsis, 1.0), lambda v: v.__iadd__(1.0),
+                  lambda v: kiln.mint.add(x, 1.0, out=v)]
+        for write in writes:
+            with pytest.raises(kiln.KilnValueError, match="has elements that share memory"):
+                write(x.expand((2, 3)))
+        assert x.tolist() == [0.0, 1.0, 2.0]
+        x.expand((2, 3))[0].add_(1)  # one row of an expansion is no overlap
+        assert x.tolist() == [1.0, 2.0, 3.0]
+    finally:
+        kiln.runtime.set_pipeline(previous)
