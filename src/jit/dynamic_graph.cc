@@ -205,8 +205,23 @@ bool DynamicGraph::verified() const {
   return verified_;
 }
 
+std::shared_ptr<DynamicGraph::Template> DynamicGraph::compare_or_trace_each(const FuncGraph& other,
+                                                                            int64_t batch) {
+  try {
+    return compare(other, batch);
+  } catch (const Error& e) {
+    // At a batch of 1 a piece of the batch may be all of it (x[0] is a Reshape there and an
+    // AsStrided at other sizes, x[:1] no node at all): a graph traced at 1 need not have the
+    // structure of the others, so every batch size is traced.
+    if (e.kind() != ErrorKind::kValue || (first_batch_ != 1 && batch != 1)) throw;
+    trace_each_batch();
+    return nullptr;
+  }
+}
+
 void DynamicGraph::learn(const FuncGraph& second, int64_t batch) {
-  std::shared_ptr<Template> learned = compare(second, batch);
+  std::shared_ptr<Template> learned = compare_or_trace_each(second, batch);
+  if (learned == nullptr) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (learned_ == nullptr) learned_ = std::move(learned);
 }
@@ -214,7 +229,8 @@ void DynamicGraph::learn(const FuncGraph& second, int64_t batch) {
 void DynamicGraph::verify(const FuncGraph& third, int64_t batch) {
   const std::shared_ptr<const Template> learned = template_snapshot();
   KILN_ASSERT(learned != nullptr) << "graph \"" << first_->name() << "\" verified before learn()";
-  const std::shared_ptr<const Template> check = compare(third, batch);
+  const std::shared_ptr<const Template> check = compare_or_trace_each(third, batch);
+  if (check == nullptr) return;
   if (check->views_follow_batch) {
     trace_each_batch();
     return;

@@ -84,6 +84,9 @@ class KILN_API DynamicGraph {
   std::shared_ptr<const Template> template_snapshot() const;
   // The first trace compared with `other`, traced at `batch` (learn's comparison).
   std::shared_ptr<Template> compare(const FuncGraph& other, int64_t batch) const;
+  // compare, or null after trace_each_batch() when one of the two batch sizes is 1 and the
+  // graphs differ (a batch of 1 may look whole).
+  std::shared_ptr<Template> compare_or_trace_each(const FuncGraph& other, int64_t batch);
 
   FuncGraphPtr first_;
   int64_t first_batch_;

@@ -279,3 +279,16 @@ def test_integer_scalar_attributes_follow_the_batch_size(rng):
                      np.repeat(np.arange(batch, dtype=np.float32)[:, None], 2, axis=1))
         want = kiln.grad(lambda x: (mint.pad(x, (1, 1, 2, 0), "reflect") ** 2).sum())(x)
         assert_close(pad_grad(x), want.numpy())
+
+
+@pytest.mark.parametrize("order", [(1, 2, 3, 4), (2, 1, 3, 4), (2, 3, 1, 4), (2, 3, 4, 1)])
+def test_a_piece_of_the_batch_with_a_batch_of_1_among_the_traces(order):
+    # At a batch of 1, x[0] is all of the batch (a Reshape, an AsStrided at other sizes) and
+    # x[:1] no node at all: with 1 among the first traces every later batch size was refused.
+    functions = [lambda x: x[0] * 1.0, lambda x: x[-1] * 1.0, lambda x: x[:1] * 2.0,
+                 lambda x: x.narrow(0, 0, 1) + x.sum(), lambda x: x.T[:, 0] * 1.0]
+    for fn in functions:
+        f = kiln.jit(fn, dynamic=True)
+        for batch in order:
+            x = kiln.tensor(np.arange(batch * 3, dtype=np.float32).reshape(batch, 3))
+            assert_close(f(x), fn(x).numpy())
