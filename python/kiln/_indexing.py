@@ -20,13 +20,20 @@ the last assignment wins).
 
 Negative slice steps raise ``KilnValueError``: Kiln strides are never negative, so such a slice
 cannot be a view; index with a reversed integer tensor instead (a copy).
+
+Inside a function ``kiln.jit`` traces, index tensors (the function's own values, or tensors from
+outside it, whose later changes the graph then sees) are graph values: a 0-d integer tensor is an
+index tensor rather than an int read at the trace. A boolean tensor selects a number of elements
+its values decide, which a trace cannot follow: ``x[mask]`` is a KilnTypeError there, and
+``x[mask] = v`` with a mask of ``x``'s shape and a number or 0-d ``v`` is ``x.masked_fill_(mask,
+v)``.
 """
 
 import operator
 
 from . import _C
 from ._numpy import np
-from .errors import KilnIndexError, KilnValueError, ShapeError
+from .errors import KilnIndexError, KilnTypeError, KilnValueError, ShapeError
 
 Tensor = _C.Tensor
 _mint = _C.mint
@@ -42,12 +49,19 @@ _INT, _SLICE, _NONE, _ELLIPSIS, _ARRAY, _MASK, _BOOL = range(7)
 def _as_array_index(obj):
     """(kind, value) for a tensor, array or list used as an index."""
     if isinstance(obj, Tensor):
+        tracing = _C.jit.is_tracing()
         if obj.dtype == _C.dtype.bool:
+            if tracing:
+                raise KilnTypeError("indexing with a boolean tensor inside a function kiln.jit "
+                                    "traces: it selects as many elements as it has True values, "
+                                    "which the trace cannot know; use kiln.mint.where(mask, a, "
+                                    "b), x.masked_fill(mask, value), or x[mask] = value with a "
+                                    "mask of x's shape and a number")
             arr = obj.numpy()
         elif obj.dtype.is_floating_point:
             raise KilnIndexError(f"tensors used as indices must be of integer or boolean type, "
                                  f"got {obj.dtype.name}")
-        elif obj.ndim == 0:
+        elif obj.ndim == 0 and not tracing:
             return _INT, int(obj.item())
         else:
             return _ARRAY, obj
@@ -107,9 +121,10 @@ def _consumed(kind, value):
 
 def _index_tensor(arr, xdim, size):
     """An int64/int32 kiln tensor from an integer index, checked against the indexed dim."""
-    if isinstance(arr, Tensor) and _C.jit.is_tracer(arr):
-        # A traced index has no values yet: the Index / IndexPut kernels check them when the graph
-        # runs.
+    if isinstance(arr, Tensor) and _C.jit.is_tracing():
+        # A traced index has no values yet, and one from outside the function may change before
+        # the graph runs: it is a graph value, its conversion an op, and the Index / IndexPut
+        # kernels check the values when the graph runs.
         return arr if arr.dtype in _INDEX_DTYPES else arr.to(_C.dtype.int64)
     values = arr.numpy() if isinstance(arr, Tensor) else arr
     if values.size:
@@ -259,6 +274,12 @@ def _getitem(self, key):
 
 
 def _setitem(self, key, value):
+    if (isinstance(key, Tensor) and key.dtype == _C.dtype.bool and _C.jit.is_tracing()
+            and key.shape == self.shape
+            and (isinstance(value, (bool, int, float)) or
+                 (isinstance(value, Tensor) and value.ndim == 0))):
+        self.masked_fill_(key, value)  # the traceable form (see the module's documentation)
+        return
     view, advanced, adjacent = _resolve(self, key)
     if (type(value) is int and not -2**63 <= value < 2**63 and self.dtype.is_floating_point):
         try:

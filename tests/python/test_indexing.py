@@ -480,3 +480,37 @@ def test_a_numpy_index_is_read_at_the_call():
     assert taken.tolist() == [10.0, 20.0, 30.0]
     assert target.tolist() == [0.0, 5.0, 5.0, 5.0, 0.0, 0.0, 0.0, 0.0]
     assert busy.shape == (1 << 18,)
+
+
+def test_index_tensors_from_outside_a_jitted_function_are_read_at_each_call():
+    # An int8 index tensor was converted at the trace and a 0-d one read as an int: later
+    # changes to them were not seen (the graph kept their values at the trace).
+    x = kiln.tensor(np.arange(5.0, dtype=np.float32))
+    small = kiln.tensor(np.array([0, 1]), dtype=kiln.int8)
+    scalar = kiln.tensor(1)
+    by_small = kiln.jit(lambda x: x[small] * 1.0)
+    by_scalar = kiln.jit(lambda x: x[scalar] * 1.0)
+    assert by_small(x).tolist() == [0.0, 1.0] and by_scalar(x).item() == 1.0
+    small[0] = 3
+    scalar[...] = 4
+    assert by_small(x).tolist() == [3.0, 1.0] and by_scalar(x).item() == 4.0
+    assert kiln.jit(lambda x, i: x[i] * 1.0)(x, kiln.tensor(2)).item() == 2.0  # an argument
+
+
+def test_boolean_masks_inside_a_jitted_function():
+    x = kiln.tensor(np.arange(5.0, dtype=np.float32))
+    mask = kiln.tensor(np.array([True, False, False, False, True]))
+    with raises(kiln.KilnTypeError, match="indexing with a boolean tensor inside a function "
+                                          "kiln.jit traces"):
+        kiln.jit(lambda x: x[mask] * 1.0)(x)
+
+    def clip(y, m):
+        y = y * 1.0
+        y[y > 2] = 0.0  # a mask of y's shape and a number: masked_fill_
+        y[m] = -1.0
+        return y
+
+    jitted = kiln.jit(clip)
+    assert jitted(x, mask).tolist() == clip(x, mask).tolist() == [-1.0, 1.0, 2.0, 0.0, -1.0]
+    mask[...] = kiln.tensor(np.array([False, True, False, False, False]))
+    assert jitted(x, mask).tolist() == clip(x, mask).tolist() == [0.0, -1.0, 2.0, 0.0, 0.0]
