@@ -1,8 +1,12 @@
 """PyTorch's Tensor method spellings of what Kiln has as functions or as other methods, so that
 code written against ``torch.Tensor`` runs: ``x.zero_()``, ``x.fill_(v)``, ``x.copy_(src)``,
 ``x.expand_as(y)``, ``x.view_as(y)``, ``x.reshape_as(y)``, ``x.type_as(y)``, ``x.mT``, ``x.data``,
-``x.is_floating_point()``, ``x.element_size()``, and the methods of kiln.mint's functions that take
-a tensor first (``x.chunk(2)``, ``x.split(3)``, ``x.gather(1, i)``, ``x.index_select(0, i)``,
+``x.is_floating_point()``, ``x.element_size()``, ``x.t()``, ``x.new_zeros(size)`` and the
+other ``new_*`` factories (this tensor's dtype by default), ``x.clamp_()``, ``x.where(cond, y)``,
+``x.mm(y)``, ``x.bmm(y)``, ``x.unbind(dim)``, ``x.flip(dims)`` and ``x.repeat(*sizes)`` (copies,
+as in PyTorch), ``x.isnan()`` / ``isinf()`` / ``isfinite()``, the optimizer helpers ``lerp_``,
+``addcmul_`` and ``addcdiv_``, and the methods of kiln.mint's functions that take a tensor first
+(``x.chunk(2)``, ``x.split(3)``, ``x.gather(1, i)``, ``x.index_select(0, i)``,
 ``x.masked_fill(m, v)`` and ``x.masked_fill_(m, v)``, ``x.scatter(1, i, s)``, ``x.tril()``,
 ``x.triu()``).
 
@@ -17,7 +21,7 @@ its dtype.
 """
 
 from . import _C
-from .errors import KilnTypeError, KilnValueError
+from .errors import KilnTypeError, KilnValueError, ShapeError
 
 Tensor = _C.Tensor
 _mint = _C.mint
@@ -81,6 +85,134 @@ def element_size(self):
     return self.itemsize
 
 
+def t(self):
+    """The transpose of a matrix (a tensor of 2 dims or fewer, as it is), a view."""
+    if self.ndim > 2:
+        raise KilnValueError(f"t(): expected a tensor of at most 2 dims, got {self.ndim} (use "
+                             f"transpose(dim0, dim1) or mT)")
+    return self.transpose(0, 1) if self.ndim == 2 else self
+
+
+def _new(factory):
+    """A ``new_*`` method: ``factory`` with this tensor's dtype unless ``dtype`` is given."""
+
+    def method(self, *args, dtype=None, requires_grad=False):
+        return factory(*args, dtype=self.dtype if dtype is None else dtype,
+                       requires_grad=requires_grad)
+
+    return method
+
+
+new_zeros = _new(lambda size, **kw: _mint.zeros(size, **kw))
+new_ones = _new(lambda size, **kw: _mint.ones(size, **kw))
+new_empty = _new(lambda size, **kw: _mint.empty(size, **kw))
+new_full = _new(lambda size, fill_value, **kw: _mint.full(size, fill_value, **kw))
+new_tensor = _new(lambda data, **kw: _C.tensor(data, **kw))
+new_zeros.__doc__ = "Zeros of ``size``, in this tensor's dtype unless ``dtype`` is given."
+new_ones.__doc__ = "Ones of ``size``, in this tensor's dtype unless ``dtype`` is given."
+new_empty.__doc__ = "An uninitialised tensor of ``size``, in this tensor's dtype by default."
+new_full.__doc__ = "``size`` filled with ``fill_value``, in this tensor's dtype by default."
+new_tensor.__doc__ = "A new tensor (a copy) of ``data``, in this tensor's dtype by default."
+for _name in ("new_zeros", "new_ones", "new_empty", "new_full", "new_tensor"):
+    globals()[_name].__name__ = globals()[_name].__qualname__ = _name
+
+
+def clamp_(self, min=None, max=None):  # noqa: A002 (PyTorch's argument names)
+    """``clamp`` written into this tensor; returns it."""
+    self[...] = self.clamp(min, max)
+    return self
+
+
+def where(self, condition, other):
+    """``kiln.mint.where(condition, self, other)``: this tensor where ``condition`` holds."""
+    return _mint.where(condition, self, other)
+
+
+def mm(self, mat2):
+    """The product of two matrices (2-d tensors)."""
+    if self.ndim != 2 or getattr(mat2, "ndim", None) != 2:
+        raise ShapeError(f"mm: expected two 2-d tensors, got {self.ndim}-d and "
+                         f"{getattr(mat2, 'ndim', type(mat2).__name__)}-d (matmul takes others)")
+    return _mint.matmul(self, mat2)
+
+
+def bmm(self, mat2):
+    """``kiln.mint.bmm(self, mat2)``: batched products of [B, N, K] and [B, K, M]."""
+    return _mint.bmm(self, mat2)
+
+
+def unbind(self, dim=0):
+    """The slices along ``dim`` as a tuple of views (``select(dim, i)`` for each i)."""
+    return tuple(self.select(dim, i) for i in range(self.shape[dim]))
+
+
+def flip(self, dims):
+    """A copy with the order of the elements along ``dims`` (an int or a sequence) reversed."""
+    result = self
+    for dim in (dims,) if isinstance(dims, int) else dims:
+        size = self.shape[dim]
+        result = _mint.index_select(result, dim, _mint.arange(size - 1, -1, -1))
+    return result
+
+
+def repeat(self, *sizes):
+    """The tensor tiled ``sizes`` times along each dim (leading new dims for extra sizes), a
+    copy; PyTorch's ``repeat``."""
+    if len(sizes) == 1 and not isinstance(sizes[0], int):
+        sizes = tuple(sizes[0])
+    if len(sizes) < self.ndim:
+        raise KilnValueError(f"repeat: got {len(sizes)} repeat counts for a {self.ndim}-d tensor "
+                             f"(expected at least one per dim)")
+    if any(not isinstance(s, int) or s < 0 for s in sizes):
+        raise KilnValueError(f"repeat: expected non-negative int counts, got {list(sizes)}")
+    shape = (1,) * (len(sizes) - self.ndim) + tuple(self.shape)
+    # Each dim d becomes (sizes[d], shape[d]): a new axis before it, expanded, then merged.
+    tiled = self.reshape(shape)
+    interleaved, expanded = [], []
+    for count, size in zip(sizes, shape):
+        interleaved += [1, size]
+        expanded += [count, size]
+    tiled = tiled.reshape(interleaved).expand(expanded)
+    return tiled.reshape([c * s for c, s in zip(sizes, shape)])
+
+
+def isnan(self):
+    """Where the elements are NaN (bool)."""
+    return self != self
+
+
+def isinf(self):
+    """Where the elements are +inf or -inf (bool; False for integers)."""
+    if not self.dtype.is_floating_point:
+        return _mint.zeros_like(self, dtype=_C.dtype.bool)
+    return self.abs() == float("inf")
+
+
+def isfinite(self):
+    """Where the elements are neither NaN nor infinite (bool)."""
+    if not self.dtype.is_floating_point:
+        return _mint.ones_like(self, dtype=_C.dtype.bool)
+    return (self - self) == 0  # inf - inf and NaN - NaN are NaN
+
+
+def lerp_(self, end, weight):
+    """``self + weight * (end - self)`` written into this tensor; returns it."""
+    self[...] = self + weight * (end - self)
+    return self
+
+
+def addcmul_(self, tensor1, tensor2, value=1):
+    """``self + value * tensor1 * tensor2`` written into this tensor; returns it."""
+    self[...] = self + value * tensor1 * tensor2
+    return self
+
+
+def addcdiv_(self, tensor1, tensor2, value=1):
+    """``self + value * tensor1 / tensor2`` written into this tensor; returns it."""
+    self[...] = self + value * tensor1 / tensor2
+    return self
+
+
 def _mT(self):
     """The last two dims swapped (a view): the transpose of each matrix of a batch."""
     if self.ndim < 2:
@@ -137,6 +269,10 @@ Tensor.reshape_as = reshape_as
 Tensor.type_as = type_as
 Tensor.is_floating_point = is_floating_point
 Tensor.element_size = element_size
+for _name in ("t", "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "clamp_",
+              "where", "mm", "bmm", "unbind", "flip", "repeat", "isnan", "isinf", "isfinite",
+              "lerp_", "addcmul_", "addcdiv_"):
+    setattr(Tensor, _name, globals()[_name])
 Tensor.mT = property(_mT)
 Tensor.data = property(_data, _set_data)
 for _name in ("chunk", "split", "gather", "index_select", "masked_fill", "scatter", "tril",

@@ -329,3 +329,72 @@ def test_a_write_into_an_expanded_view_is_refused_at_the_call(pipeline):
         assert x.tolist() == [1.0, 2.0, 3.0]
     finally:
         kiln.runtime.set_pipeline(previous)
+
+
+def test_more_pytorch_methods_match_torch(rng):
+    torch = pytest.importorskip("torch")
+    values = rng.standard_normal((2, 3)).astype(np.float32)
+    x, tx = kiln.tensor(values), torch.tensor(values)
+    assert_close(x.t(), tx.t().numpy())
+    assert kiln.tensor([1.0, 2.0]).t().shape == (2,)
+    for sizes in [(2, 1), (1, 2, 3), (3, 1, 2, 1)]:
+        assert_close(x.repeat(*sizes), tx.repeat(*sizes).numpy())
+    assert_close(x.repeat([2, 2]), tx.repeat(2, 2).numpy())
+    for dims in [0, (1,), (0, 1)]:
+        assert_close(x.flip(dims), tx.flip(dims).numpy())
+    assert [u.shape for u in x.unbind(1)] == [(2,)] * 3
+    assert_close(x.unbind(0)[1], values[1])
+    assert_close(x.where(x > 0, -1.0), tx.where(tx > 0, -1.0).numpy())
+    other = rng.standard_normal((3, 4)).astype(np.float32)
+    assert_close(x.mm(kiln.tensor(other)), values @ other)
+    batch = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    assert_close(kiln.tensor(batch).bmm(kiln.tensor(batch).mT), batch @ batch.transpose(0, 2, 1))
+    special = kiln.tensor([1.0, float("nan"), float("inf"), -float("inf")])
+    assert special.isnan().tolist() == [False, True, False, False]
+    assert special.isinf().tolist() == [False, False, True, True]
+    assert special.isfinite().tolist() == [True, False, False, False]
+    assert kiln.tensor([1, 2]).isinf().tolist() == [False, False]
+    assert kiln.tensor([1, 2]).isfinite().tolist() == [True, True]
+
+
+def test_new_factories_take_this_tensors_dtype():
+    x = kiln.mint.ones([2], dtype=kiln.float64)
+    assert x.new_zeros((2, 3)).dtype == kiln.float64 and x.new_zeros((2, 3)).shape == (2, 3)
+    assert x.new_ones([4]).tolist() == [1.0] * 4
+    assert x.new_full((2,), 7).tolist() == [7.0, 7.0] and x.new_full((2,), 7).dtype == kiln.float64
+    assert x.new_empty((3,)).shape == (3,)
+    assert x.new_tensor([1, 2]).dtype == kiln.float64
+    assert x.new_zeros((1,), dtype=kiln.int32).dtype == kiln.int32
+    assert x.new_ones((2,), requires_grad=True).requires_grad
+    assert kiln.Tensor.new_zeros.__name__ == "new_zeros"
+
+
+def test_in_place_helpers_of_optimizers(rng):
+    torch = pytest.importorskip("torch")
+    a, b, c = (rng.standard_normal(5).astype(np.float32) for _ in range(3))
+    c = np.abs(c) + 0.5
+    for name, args in [("lerp_", (b, 0.25)), ("addcmul_", (b, c)), ("addcdiv_", (b, c))]:
+        x, tx = kiln.tensor(a), torch.tensor(a)
+        kiln_args = [kiln.tensor(v) if isinstance(v, np.ndarray) else v for v in args]
+        torch_args = [torch.tensor(v) if isinstance(v, np.ndarray) else v for v in args]
+        assert getattr(x, name)(*kiln_args) is x
+        getattr(tx, name)(*torch_args)
+        assert_close(x, tx.numpy())
+    x, tx = kiln.tensor(a), torch.tensor(a)
+    x.addcmul_(kiln.tensor(b), kiln.tensor(c), value=-0.5)
+    tx.addcmul_(torch.tensor(b), torch.tensor(c), value=-0.5)
+    assert_close(x, tx.numpy())
+    assert x.clamp_(-0.1, 0.1) is x
+    assert_close(x, tx.clamp_(-0.1, 0.1).numpy())
+
+
+def test_shape_errors_of_the_new_methods():
+    x = kiln.mint.ones([2, 3, 4])
+    with raises(kiln.KilnValueError, match="t\\(\\): expected a tensor of at most 2 dims"):
+        x.t()
+    with raises(kiln.ShapeError, match="mm: expected two 2-d tensors"):
+        x.mm(x)
+    with raises(kiln.KilnValueError, match="repeat: got 2 repeat counts for a 3-d tensor"):
+        x.repeat(2, 2)
+    with raises(kiln.KilnValueError, match="repeat: expected non-negative int counts"):
+        x.repeat(1, -1, 1)
