@@ -8,7 +8,7 @@ as in PyTorch), ``x.isnan()`` / ``isinf()`` / ``isfinite()``, the optimizer help
 ``addcmul_`` and ``addcdiv_``, and the methods of kiln.mint's functions that take a tensor first
 (``x.chunk(2)``, ``x.split(3)``, ``x.gather(1, i)``, ``x.index_select(0, i)``,
 ``x.masked_fill(m, v)`` and ``x.masked_fill_(m, v)``, ``x.scatter(1, i, s)``, ``x.tril()``,
-``x.triu()``).
+``x.triu()``, ``x.norm(p, dim)``).
 
 The elementwise methods (``x.add(y)``, ``x.eq(y)``, ``x.exp_()``, ``x.add_(y)``, ...) are bound in
 C++ beside their kiln.mint functions (python/src/bind_mint_elementwise.cc,
@@ -21,6 +21,7 @@ its dtype.
 """
 
 from . import _C
+from .mint import _norms
 from .errors import KilnTypeError, KilnValueError, ShapeError
 
 Tensor = _C.Tensor
@@ -246,9 +247,10 @@ def _set_data(self, value):
     self.detach()[...] = value.detach()
 
 
-def _method(name):
-    """kiln.mint.<name> as a method (the tensor its first argument), with its documentation."""
-    function = getattr(_mint, name)
+def _method(name, module=_mint):
+    """kiln.mint.<name> (found in ``module``) as a method (the tensor its first argument), with
+    its documentation."""
+    function = getattr(module, name)
 
     def method(self, *args, **kwargs):
         return function(self, *args, **kwargs)
@@ -278,3 +280,4 @@ Tensor.data = property(_data, _set_data)
 for _name in ("chunk", "split", "gather", "index_select", "masked_fill", "scatter", "tril",
               "triu"):
     setattr(Tensor, _name, _method(_name))
+Tensor.norm = _method("norm", _norms)

@@ -22,12 +22,14 @@
 - ``DataParallel(cell, group=None, bucket_cap_mb=25)``: data-parallel training over a
   ``kiln.distributed`` process group, gradients averaged by bucketed all-reduce overlapped with
   backward (kiln/nn/parallel.py).
+- ``kiln.nn.utils``: ``clip_grad_norm_`` / ``clip_grad_value_`` (on ``.grad``) and
+  ``clip_grad_norm`` / ``clip_grad_value`` (on gradients given as values, in jitted steps).
 - ``kiln.nn.init``: ``uniform_``, ``normal_``, ``constant_``, ``zeros_``, ``ones_``,
   ``xavier_uniform_``, ``xavier_normal_``, ``kaiming_uniform_``, ``kaiming_normal_``, seeded by
   ``kiln.manual_seed``.
 """
 
-from . import init  # noqa: F401
+from . import init, utils  # noqa: F401
 from .activation import GELU, Identity, ReLU, Sigmoid, SiLU, Softmax, Tanh  # noqa: F401
 from .attention import MultiheadAttention  # noqa: F401
 from .cell import Cell, LoadResult, Module  # noqa: F401
@@ -41,7 +43,7 @@ from .normalization import LayerNorm, RMSNorm  # noqa: F401
 from .parallel import DataParallel  # noqa: F401
 from .parameter import Parameter  # noqa: F401
 
-__all__ = ["init", "Cell", "Module", "LoadResult", "Parameter", "Linear", "Dense", "Conv2d",
-           "LayerNorm", "RMSNorm", "Embedding", "Dropout", "MultiheadAttention", "Sequential",
+__all__ = ["init", "utils", "Cell", "Module", "LoadResult", "Parameter", "Linear", "Dense",
+           "Conv2d", "LayerNorm", "RMSNorm", "Embedding", "Dropout", "MultiheadAttention", "Sequential",
            "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "Identity", "CrossEntropyLoss",
            "MSELoss", "DataParallel"]

@@ -10,7 +10,9 @@
 - ``SGD(params, lr, momentum=0, weight_decay=0, nesterov=False, *, dampening=0, maximize=False)``.
 - ``Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
   maximize=False)`` and ``AdamW`` (the same with decoupled weight decay, default 1e-2).
-- ``lr_scheduler.CosineAnnealingLR(optimizer, T_max, eta_min=0, warmup_steps=0)``.
+- ``lr_scheduler``: ``CosineAnnealingLR``, ``StepLR``, ``MultiStepLR``, ``ExponentialLR``,
+  ``LambdaLR``, ``LinearLR``, ``ConstantLR``, ``OneCycleLR``, ``ReduceLROnPlateau`` (PyTorch's
+  arguments; each computes its rate from the group's base rate; kiln/optim/lr_scheduler.py).
 """
 
 from . import lr_scheduler  # noqa: F401

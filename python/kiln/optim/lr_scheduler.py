@@ -5,34 +5,105 @@
     for batch in data:
         ...; opt.step(); sched.step()
 
+    plateau = kiln.optim.lr_scheduler.ReduceLROnPlateau(opt, mode="min", patience=3)
+    for epoch in range(epochs):
+        ...; plateau.step(validation_loss)
+
 Constructing a scheduler sets the learning rate for step 0; ``step()`` advances one step;
 ``get_last_lr()`` lists the rates it set last (one per parameter group). Each group's initial
 ``lr`` is kept as ``group["initial_lr"]`` (the base rate). Setting ``group["lr"]`` writes the
 optimizer's learning-rate tensors, so jitted training steps follow the schedule; ``step()`` runs
 between them, not inside a ``kiln.jit`` function (a KilnValueError).
 
-``CosineAnnealingLR(optimizer, T_max, eta_min=0.0, warmup_steps=0)``: at step t,
+The schedules are PyTorch's, with its arguments and defaults but for the points named below and
+in OneCycleLR's docstring. Every one but ReduceLROnPlateau computes the rate at step t from the
+group's base rate (the closed form PyTorch uses when given an epoch), so it does not compound
+with another scheduler or a rate set by hand between steps, as PyTorch's chainable forms do; each
+step sets the rate the schedule has at that step. With ``base`` a group's base rate, at step
+t = 0, 1, ...:
 
-    t < warmup_steps:  lr = base_lr * (t + 1) / warmup_steps          (linear warmup)
-    otherwise:         lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * s / S)) / 2
-                       with s = t - warmup_steps, S = T_max - warmup_steps
+    CosineAnnealingLR(T_max, eta_min=0, warmup_steps=0)
+        t < warmup_steps:  base * (t + 1) / warmup_steps                   (linear warmup)
+        otherwise:         eta_min + (base - eta_min) * (1 + cos(pi * s / S)) / 2
+                           with s = t - warmup_steps, S = T_max - warmup_steps
+    StepLR(step_size, gamma=0.1)          base * gamma ** (t // step_size)
+    MultiStepLR(milestones, gamma=0.1)    base * gamma ** (number of milestones <= t)
+    ExponentialLR(gamma)                  base * gamma ** t
+    LambdaLR(lr_lambda)                   base * lr_lambda(t)          (one function per group,
+                                                                         or one for all)
+    LinearLR(start_factor=1/3, end_factor=1, total_iters=5)
+        base * (start_factor + (end_factor - start_factor) * min(t, total_iters) / total_iters)
+    ConstantLR(factor=1/3, total_iters=5) base * factor for t < total_iters, then base
+    OneCycleLR(max_lr, total_steps, ...)  see its docstring
+    ReduceLROnPlateau(mode="min", factor=0.1, patience=10, ...): ``step(metrics)`` multiplies
+        the rates by ``factor`` once the metric has not improved for more than ``patience`` steps
 
-Without warmup this is PyTorch's CosineAnnealingLR (its closed form). ``state_dict()`` /
-``load_state_dict()`` save and restore the step and the base rates.
+Without warmup CosineAnnealingLR is PyTorch's (its closed form). PyTorch's ``last_epoch``
+argument (resuming by step count) is not taken: resume with ``load_state_dict``. ``state_dict()``
+/ ``load_state_dict()`` save and restore the step, the base rates and the schedule's state
+(LambdaLR saves the attributes of callable objects, not functions, as PyTorch does);
+``load_state_dict`` sets the optimizer's rates to the restored ones.
+
+A scheduler's arguments are checked as an optimizer's are: a number of the wrong kind (a string,
+None, a bool) is a KilnTypeError, one out of range a KilnValueError, each naming the argument.
+Beyond PyTorch's checks, Kiln refuses what would make PyTorch's schedule divide by zero, go
+negative (which Kiln's optimizers refuse at the step that reaches it) or differ from its closed
+form: a gamma < 0, a step_size, total_iters or total_steps < 1 or not an int, milestones that
+are negative or decreasing.
 """
 
+import bisect
 import math
+import numbers
+import types
 
-from ..errors import KilnValueError
-from .optimizer import check_number
+from .. import _C
+from .._checks import checked_int
+from ..errors import KilnNotImplementedError, KilnTypeError, KilnValueError
+from .optimizer import Optimizer, check_number
 
-__all__ = ["LRScheduler", "CosineAnnealingLR"]
+__all__ = ["LRScheduler", "CosineAnnealingLR", "StepLR", "MultiStepLR", "ExponentialLR",
+           "LambdaLR", "LinearLR", "ConstantLR", "OneCycleLR", "ReduceLROnPlateau"]
+
+
+def _check_optimizer(owner, optimizer):
+    # Anything else fails later with an AttributeError that does not say what was expected.
+    if not isinstance(optimizer, Optimizer):
+        raise KilnTypeError(f"{owner}: expected a kiln.optim.Optimizer, got "
+                            f"{type(optimizer).__name__}")
+
+
+def _check_between(owner, name, value, low, high, low_open=False):
+    """Checks that ``value`` is a real number in [low, high] (in (low, high] with ``low_open``);
+    NaN fails the comparison and is refused too."""
+    check_number(owner, name, value)
+    if not ((low < value) if low_open else (low <= value)) or not value <= high:
+        interval = f"{'(' if low_open else '['}{low}, {high}]"
+        raise KilnValueError(f"{owner}: {name} must be in {interval}, got {value}")
+
+
+def _per_group(owner, name, value, optimizer, minimum):
+    """``value`` (a number, or a list or tuple of one per parameter group) as a list of one
+    number per group, each checked to be at least ``minimum``."""
+    count = len(optimizer.param_groups)
+    if isinstance(value, (list, tuple)):
+        if len(value) != count:
+            raise KilnValueError(f"{owner}: expected {count} values of {name} (one per parameter "
+                                 f"group), got {len(value)}")
+        for i, v in enumerate(value):
+            check_number(owner, f"{name}[{i}]", v, minimum)
+        return list(value)
+    check_number(owner, name, value, minimum)
+    return [value] * count
 
 
 class LRScheduler:
-    """Base class: a subclass defines ``lr_at(base_lr, t)``."""
+    """Base class. A subclass defines ``lr_at(base_lr, t)``, the rate at step ``t`` of a group
+    whose base rate is ``base_lr``, or ``lrs_at(t)``, the list of every group's rate at step
+    ``t`` (for a schedule whose groups differ by more than their base rates)."""
 
     def __init__(self, optimizer):
+        _check_optimizer(type(self).__name__, optimizer)
         self.optimizer = optimizer
         for group in optimizer.param_groups:
             group.setdefault("initial_lr", group["lr"])
@@ -44,8 +115,12 @@ class LRScheduler:
     def lr_at(self, base_lr, t):
         raise NotImplementedError
 
+    def lrs_at(self, t):
+        return [self.lr_at(base, t) for base in self.base_lrs]
+
     def step(self):
-        lrs = [self.lr_at(base, self.last_epoch + 1) for base in self.base_lrs]
+        """Advances the schedule one step and sets each group's rate for it."""
+        lrs = self.lrs_at(self.last_epoch + 1)
         # Set first: a refused rate (inside a kiln.jit function) leaves the scheduler as it was.
         for group, lr in zip(self.optimizer.param_groups, lrs):
             group["lr"] = lr
@@ -53,12 +128,15 @@ class LRScheduler:
         self._last_lr = lrs
 
     def get_last_lr(self):
+        """The rates the scheduler set last, one per parameter group."""
         return list(self._last_lr)
 
     def state_dict(self):
+        """The scheduler's state (everything but the optimizer), for ``load_state_dict``."""
         return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
 
     def load_state_dict(self, state_dict):
+        """Restores a ``state_dict()`` and sets the optimizer's rates to its last ones."""
         self.__dict__.update(state_dict)
         for group, lr in zip(self.optimizer.param_groups, self._last_lr):
             group["lr"] = lr
@@ -88,3 +166,350 @@ class CosineAnnealingLR(LRScheduler):
             return base_lr * (t + 1) / self.warmup_steps
         progress = (t - self.warmup_steps) / (self.T_max - self.warmup_steps)
         return self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * progress)) / 2
+
+
+class StepLR(LRScheduler):
+    """StepLR(optimizer, step_size, gamma=0.1): multiplies the rate by ``gamma`` every
+    ``step_size`` steps (``base * gamma ** (t // step_size)``). ``step_size`` is an int >= 1
+    and ``gamma`` a number >= 0 (a KilnValueError otherwise: a negative one would make every
+    other rate negative)."""
+
+    def __init__(self, optimizer, step_size, gamma=0.1):
+        self.step_size = checked_int("StepLR", "step_size", step_size, 1)
+        check_number("StepLR", "gamma", gamma, 0.0)
+        self.gamma = gamma
+        super().__init__(optimizer)
+
+    def lr_at(self, base_lr, t):
+        return base_lr * self.gamma ** (t // self.step_size)
+
+
+class MultiStepLR(LRScheduler):
+    """MultiStepLR(optimizer, milestones, gamma=0.1): multiplies the rate by ``gamma`` at each
+    step in ``milestones`` (ints >= 0 in increasing order; one given n times multiplies by
+    ``gamma ** n``, as in PyTorch), so ``base * gamma ** (number of milestones <= t)``.
+    ``gamma`` is a number >= 0."""
+
+    def __init__(self, optimizer, milestones, gamma=0.1):
+        if isinstance(milestones, (str, bytes)) or not hasattr(milestones, "__iter__"):
+            raise KilnTypeError(f"MultiStepLR: milestones must be a list of step indices, got "
+                                f"{type(milestones).__name__} {milestones!r}")
+        milestones = [checked_int("MultiStepLR", "a milestone", m, 0) for m in milestones]
+        if milestones != sorted(milestones):
+            raise KilnValueError(f"MultiStepLR: milestones must be in increasing order, got "
+                                 f"{milestones}")
+        check_number("MultiStepLR", "gamma", gamma, 0.0)
+        self.milestones = tuple(milestones)
+        self.gamma = gamma
+        super().__init__(optimizer)
+
+    def lr_at(self, base_lr, t):
+        return base_lr * self.gamma ** bisect.bisect_right(self.milestones, t)
+
+
+class ExponentialLR(LRScheduler):
+    """ExponentialLR(optimizer, gamma): multiplies the rate by ``gamma`` (a number >= 0) every
+    step: ``base * gamma ** t``."""
+
+    def __init__(self, optimizer, gamma):
+        check_number("ExponentialLR", "gamma", gamma, 0.0)
+        self.gamma = gamma
+        super().__init__(optimizer)
+
+    def lr_at(self, base_lr, t):
+        return base_lr * self.gamma ** t
+
+
+class LambdaLR(LRScheduler):
+    """LambdaLR(optimizer, lr_lambda): the base rate times ``lr_lambda(t)``. ``lr_lambda`` is one
+    callable for every group, or a list or tuple of one per group (another count is a
+    KilnValueError). Each call must return a real number >= 0 (else a KilnTypeError or
+    KilnValueError naming the step, raised before any rate changes).
+
+    ``state_dict()`` holds, for each function, None when it is a plain function or lambda, and
+    a copy of its ``__dict__`` when it is a callable object, which ``load_state_dict`` restores
+    into the scheduler's own objects (PyTorch's convention: code is not saved)."""
+
+    def __init__(self, optimizer, lr_lambda):
+        _check_optimizer("LambdaLR", optimizer)
+        count = len(optimizer.param_groups)
+        if isinstance(lr_lambda, (list, tuple)):
+            if len(lr_lambda) != count:
+                raise KilnValueError(f"LambdaLR: expected {count} lr_lambdas (one per parameter "
+                                     f"group), got {len(lr_lambda)}")
+            lambdas = list(lr_lambda)
+        else:
+            lambdas = [lr_lambda] * count
+        for fn in lambdas:
+            if not callable(fn):
+                raise KilnTypeError(f"LambdaLR: lr_lambda must be a callable or a list of one "
+                                    f"per parameter group, got {type(fn).__name__} {fn!r}")
+        self.lr_lambdas = lambdas
+        super().__init__(optimizer)
+
+    def lrs_at(self, t):
+        lrs = []
+        for i, (fn, base) in enumerate(zip(self.lr_lambdas, self.base_lrs)):
+            factor = fn(t)
+            if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
+                raise KilnTypeError(f"LambdaLR: lr_lambda returned {factor!r} "
+                                    f"({type(factor).__name__}) for group {i} at step {t}, "
+                                    f"expected a real number >= 0")
+            if not factor >= 0:
+                raise KilnValueError(f"LambdaLR: lr_lambda returned {factor} for group {i} at "
+                                     f"step {t}, expected a real number >= 0")
+            lrs.append(base * factor)
+        return lrs
+
+    def state_dict(self):
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+        state["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else fn.__dict__.copy()
+                               for fn in self.lr_lambdas]
+        return state
+
+    def load_state_dict(self, state_dict):
+        state = dict(state_dict)
+        saved = state.pop("lr_lambdas")
+        for fn, attributes in zip(self.lr_lambdas, saved):
+            if attributes is not None:
+                fn.__dict__.update(attributes)
+        super().load_state_dict(state)
+
+
+class LinearLR(LRScheduler):
+    """LinearLR(optimizer, start_factor=1/3, end_factor=1.0, total_iters=5): the base rate
+    times a factor going linearly from ``start_factor`` at step 0 to ``end_factor`` at step
+    ``total_iters``, then kept. As in PyTorch, start_factor is in (0, 1] and end_factor in
+    [0, 1]; ``total_iters`` is an int >= 1."""
+
+    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5):
+        _check_between("LinearLR", "start_factor", start_factor, 0.0, 1.0, low_open=True)
+        _check_between("LinearLR", "end_factor", end_factor, 0.0, 1.0)
+        self.total_iters = checked_int("LinearLR", "total_iters", total_iters, 1)
+        self.start_factor = start_factor
+        self.end_factor = end_factor
+        super().__init__(optimizer)
+
+    def lr_at(self, base_lr, t):
+        progress = min(t, self.total_iters) / self.total_iters
+        return base_lr * (self.start_factor + (self.end_factor - self.start_factor) * progress)
+
+
+class ConstantLR(LRScheduler):
+    """ConstantLR(optimizer, factor=1/3, total_iters=5): the base rate times ``factor`` (in
+    [0, 1], as in PyTorch) for the first ``total_iters`` steps (an int >= 1), then the base
+    rate."""
+
+    def __init__(self, optimizer, factor=1.0 / 3, total_iters=5):
+        _check_between("ConstantLR", "factor", factor, 0.0, 1.0)
+        self.total_iters = checked_int("ConstantLR", "total_iters", total_iters, 1)
+        self.factor = factor
+        super().__init__(optimizer)
+
+    def lr_at(self, base_lr, t):
+        return base_lr * self.factor if t < self.total_iters else base_lr
+
+
+class OneCycleLR(LRScheduler):
+    """OneCycleLR(optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
+    pct_start=0.3, anneal_strategy="cos", *, cycle_momentum=False, div_factor=25.0,
+    final_div_factor=1e4, three_phase=False): the 1cycle policy (Smith & Topor), as PyTorch's.
+
+    - ``max_lr``: the peak rate, a number >= 0 or a list of one per group. Each group starts at
+      ``initial_lr = max_lr / div_factor`` and ends at ``min_lr = initial_lr / final_div_factor``
+      (both factors > 0); the three are written into the group (``group["initial_lr"]``, ``"max_lr"``,
+      ``"min_lr"``), as PyTorch does.
+    - ``total_steps`` (an int >= 1), or else ``epochs * steps_per_epoch`` (both ints >= 1): the
+      length of the cycle.
+    - ``pct_start`` (in [0, 1]): the part of the cycle spent rising from initial_lr to max_lr;
+      the rest anneals from max_lr to min_lr. With ``three_phase`` the rate instead falls back
+      to initial_lr over as many steps as it rose, then anneals to min_lr.
+    - ``anneal_strategy``: "cos" (a half cosine in each phase) or "linear".
+
+    A phase that ends at step e after starting at step s gives step t the fraction
+    (t - s) / (e - s) of the way, as PyTorch's; the first phase ends at step
+    ``pct_start * total_steps - 1``, the last at ``total_steps - 1``. ``step()`` may reach step
+    ``total_steps`` (the rate after the last training step) and no further (a KilnValueError).
+    Two points differ from PyTorch, where its rate is an artefact: at step ``total_steps`` the
+    rate is min_lr (PyTorch extrapolates past the cycle's end, which gives a negative rate with
+    "linear", which Kiln's optimizers refuse), and a phase of no length (``pct_start *
+    total_steps == 1``, or pct_start 1) is at its end rate (PyTorch divides by zero).
+
+    ``cycle_momentum``: PyTorch also cycles the momentum (SGD's ``momentum``, Adam's beta1)
+    between 0.85 and 0.95 by default. Kiln's optimizers read the momentum as a Python number,
+    which a jitted training step keeps as it was traced, so a cycled momentum would reach eager
+    steps only; it is therefore not cycled here (False, the default; True is a
+    KilnNotImplementedError). Code ported from PyTorch with the default trains with a fixed
+    momentum here.
+    """
+
+    def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
+                 pct_start=0.3, anneal_strategy="cos", *, cycle_momentum=False, div_factor=25.0,
+                 final_div_factor=1e4, three_phase=False):
+        name = "OneCycleLR"
+        _check_optimizer(name, optimizer)
+        if cycle_momentum:
+            raise KilnNotImplementedError(
+                "OneCycleLR: cycle_momentum=True is not supported: Kiln's optimizers read the "
+                "momentum (and Adam's betas) as Python numbers, which a kiln.jit training step "
+                "keeps as traced, so the cycled values would not reach it; pass "
+                "cycle_momentum=False (the rate is cycled as in PyTorch)")
+        if total_steps is not None:
+            self.total_steps = checked_int(name, "total_steps", total_steps, 1)
+        elif epochs is not None and steps_per_epoch is not None:
+            self.total_steps = (checked_int(name, "epochs", epochs, 1)
+                                * checked_int(name, "steps_per_epoch", steps_per_epoch, 1))
+        else:
+            raise KilnValueError("OneCycleLR: expected total_steps, or both epochs and "
+                                 "steps_per_epoch, to give the length of the cycle")
+        _check_between(name, "pct_start", pct_start, 0.0, 1.0)
+        if anneal_strategy not in ("cos", "linear"):
+            raise KilnValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got "
+                                 f"{anneal_strategy!r}")
+        for arg, value in (("div_factor", div_factor), ("final_div_factor", final_div_factor)):
+            check_number(name, arg, value)
+            if not value > 0:
+                raise KilnValueError(f"OneCycleLR: {arg} must be > 0, got {value}")
+        max_lrs = _per_group(name, "max_lr", max_lr, optimizer, 0.0)
+        rise_end = pct_start * self.total_steps - 1
+        # (the step the phase ends at, the group keys of its start and end rates)
+        if three_phase:
+            self.phases = [(rise_end, "initial_lr", "max_lr"),
+                           (2 * pct_start * self.total_steps - 2, "max_lr", "initial_lr"),
+                           (self.total_steps - 1, "initial_lr", "min_lr")]
+        else:
+            self.phases = [(rise_end, "initial_lr", "max_lr"),
+                           (self.total_steps - 1, "max_lr", "min_lr")]
+        self.anneal_strategy = anneal_strategy
+        for group, peak in zip(optimizer.param_groups, max_lrs):
+            group["initial_lr"] = peak / div_factor
+            group["max_lr"] = peak
+            group["min_lr"] = group["initial_lr"] / final_div_factor
+        super().__init__(optimizer)
+
+    def _anneal(self, start, end, fraction):
+        if self.anneal_strategy == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * fraction) + 1)
+        return (end - start) * fraction + start
+
+    def lrs_at(self, t):
+        if t > self.total_steps:
+            raise KilnValueError(f"OneCycleLR: cannot step to step {t}: the cycle has "
+                                 f"total_steps={self.total_steps}")
+        lrs = []
+        for group in self.optimizer.param_groups:
+            start = 0.0
+            for i, (end, start_key, end_key) in enumerate(self.phases):
+                if t <= end or i == len(self.phases) - 1:
+                    fraction = min((t - start) / (end - start), 1.0) if end != start else 1.0
+                    lrs.append(self._anneal(group[start_key], group[end_key], fraction))
+                    break
+                start = end
+        return lrs
+
+
+class ReduceLROnPlateau(LRScheduler):
+    """ReduceLROnPlateau(optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
+    threshold_mode="rel", cooldown=0, min_lr=0, eps=1e-8): lowers the rates when a metric stops
+    improving, as PyTorch's. ``step(metrics)`` takes the metric (a number or a one-element
+    tensor) once per epoch.
+
+    - ``mode``: "min" (the metric should fall, as a loss) or "max" (rise, as an accuracy).
+    - ``threshold`` (>= 0) and ``threshold_mode``: a metric improves on the best so far when it
+      is below ``best * (1 - threshold)`` ("rel") or ``best - threshold`` ("abs"); in "max"
+      mode above ``best * (1 + threshold)`` or ``best + threshold``. The first metric always
+      improves; NaN never does.
+    - ``patience`` (an int >= 0): after more than ``patience`` steps in a row without
+      improvement, each rate becomes ``max(lr * factor, min_lr)`` (``factor`` in [0, 1)), unless
+      that lowers it by ``eps`` (>= 0) or less, and the count restarts.
+    - ``cooldown`` (an int >= 0): steps after a reduction during which no step counts as bad.
+    - ``min_lr``: a number >= 0, or a list of one per parameter group.
+
+    Unlike the other schedulers it sets no rate when constructed, and ``step`` cannot run
+    inside a ``kiln.jit`` function (a KilnValueError: it would run once, while tracing).
+    """
+
+    def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
+                 threshold_mode="rel", cooldown=0, min_lr=0.0, eps=1e-8):
+        name = "ReduceLROnPlateau"
+        _check_optimizer(name, optimizer)
+        if mode not in ("min", "max"):
+            raise KilnValueError(f"ReduceLROnPlateau: mode must be 'min' or 'max', got {mode!r}")
+        if threshold_mode not in ("rel", "abs"):
+            raise KilnValueError(f"ReduceLROnPlateau: threshold_mode must be 'rel' or 'abs', got "
+                                 f"{threshold_mode!r}")
+        check_number(name, "factor", factor, 0.0)
+        if not factor < 1.0:
+            raise KilnValueError(f"ReduceLROnPlateau: factor must be < 1 (it multiplies the "
+                                 f"rate to lower it), got {factor}")
+        check_number(name, "threshold", threshold, 0.0)
+        check_number(name, "eps", eps, 0.0)
+        self.patience = checked_int(name, "patience", patience, 0)
+        self.cooldown = checked_int(name, "cooldown", cooldown, 0)
+        self.min_lrs = _per_group(name, "min_lr", min_lr, optimizer, 0.0)
+        # A single min_lr also covers groups added later, as in PyTorch.
+        self.default_min_lr = None if isinstance(min_lr, (list, tuple)) else min_lr
+        # Not LRScheduler.__init__: it would set the rates of a step 0, and there is no schedule.
+        self.optimizer = optimizer
+        self.mode = mode
+        self.factor = factor
+        self.threshold = threshold
+        self.threshold_mode = threshold_mode
+        self.eps = eps
+        self.last_epoch = 0
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs = 0
+        self.cooldown_counter = 0
+        self._last_lr = [group["lr"] for group in optimizer.param_groups]
+
+    def _is_better(self, value, best):
+        relative = self.threshold_mode == "rel"
+        if self.mode == "min":
+            return value < (best * (1 - self.threshold) if relative else best - self.threshold)
+        return value > (best * (1 + self.threshold) if relative else best + self.threshold)
+
+    def _reduced(self, lrs):
+        min_lrs = self.min_lrs
+        if len(min_lrs) != len(lrs):
+            if self.default_min_lr is None:
+                raise KilnValueError(f"ReduceLROnPlateau: the optimizer has {len(lrs)} parameter "
+                                     f"groups, but min_lr was given for {len(min_lrs)} (a group "
+                                     f"was added since); set the scheduler's min_lrs to a list "
+                                     f"of one per group")
+            min_lrs = [self.default_min_lr] * len(lrs)
+        new = []
+        for lr, floor in zip(lrs, min_lrs):
+            lower = max(lr * self.factor, floor)
+            new.append(lower if lr - lower > self.eps else lr)
+        return new, min_lrs
+
+    def step(self, metrics):
+        """One epoch's ``metrics`` (a number or a one-element tensor): counts it as an
+        improvement or not, and lowers the rates after more than ``patience`` bad steps."""
+        if _C.jit.is_tracing():
+            raise KilnValueError("ReduceLROnPlateau: step() cannot run inside a kiln.jit "
+                                 "function (it would run once, while tracing, not at each "
+                                 "call); call it between calls with the metric")
+        if isinstance(metrics, bool) or not isinstance(metrics, (numbers.Real, _C.Tensor)):
+            raise KilnTypeError(f"ReduceLROnPlateau.step: metrics must be a number or a "
+                                f"one-element tensor, got {type(metrics).__name__}")
+        current = float(metrics)
+        best, bad, cooldown = self.best, self.num_bad_epochs, self.cooldown_counter
+        if self._is_better(current, best):
+            best, bad = current, 0
+        else:
+            bad += 1
+        if cooldown > 0:
+            cooldown -= 1
+            bad = 0  # bad steps in the cooldown do not count
+        lrs, min_lrs = [group["lr"] for group in self.optimizer.param_groups], self.min_lrs
+        if bad > self.patience:
+            lrs, min_lrs = self._reduced(lrs)
+            cooldown, bad = self.cooldown, 0
+        for group, lr in zip(self.optimizer.param_groups, lrs):
+            if lr != group["lr"]:
+                group["lr"] = lr
+        self.best, self.num_bad_epochs, self.cooldown_counter = best, bad, cooldown
+        self.min_lrs = min_lrs
+        self.last_epoch += 1
+        self._last_lr = lrs
