@@ -15,8 +15,11 @@
   ``zero_grad()`` (kiln/nn/cell.py).
 - ``Parameter(data, requires_grad=True)``: a leaf tensor that cells register.
 - Layers: ``Linear`` / ``Dense``, ``Conv2d``, ``LayerNorm``, ``RMSNorm``, ``Embedding``,
-  ``Dropout``, ``MultiheadAttention``, ``Sequential``; activations ``ReLU``, ``GELU``, ``SiLU``,
-  ``Tanh``, ``Sigmoid``, ``Softmax``, ``Identity``; losses ``CrossEntropyLoss``, ``MSELoss``.
+  ``Dropout``, ``MultiheadAttention``, ``Sequential``, ``MaxPool2d``, ``AvgPool2d``, ``Flatten``,
+  ``Unflatten``; activations ``ReLU``, ``GELU``, ``SiLU``, ``Tanh``, ``Sigmoid``, ``Softmax``,
+  ``Identity``, ``LeakyReLU``, ``ELU``, ``Softplus``, ``Hardtanh``; losses ``CrossEntropyLoss``,
+  ``NLLLoss``, ``MSELoss``, ``L1Loss``, ``SmoothL1Loss``, ``HuberLoss``, ``BCELoss``,
+  ``BCEWithLogitsLoss``.
   Each layer's file documents its arguments and its (PyTorch-equal) initialisation; layers with
   parameters take ``dtype`` (default float32).
 - ``DataParallel(cell, group=None, bucket_cap_mb=25)``: data-parallel training over a
@@ -30,7 +33,8 @@
 """
 
 from . import init, utils  # noqa: F401
-from .activation import GELU, Identity, ReLU, Sigmoid, SiLU, Softmax, Tanh  # noqa: F401
+from .activation import (ELU, GELU, Hardtanh, Identity, LeakyReLU, ReLU, Sigmoid,  # noqa: F401
+                         SiLU, Softmax, Softplus, Tanh)
 from .attention import MultiheadAttention  # noqa: F401
 from .cell import Cell, LoadResult, Module  # noqa: F401
 from .container import Sequential  # noqa: F401
@@ -38,12 +42,17 @@ from .conv import Conv2d  # noqa: F401
 from .dropout import Dropout  # noqa: F401
 from .embedding import Embedding  # noqa: F401
 from .linear import Dense, Linear  # noqa: F401
-from .loss import CrossEntropyLoss, MSELoss  # noqa: F401
+from .flatten import Flatten, Unflatten  # noqa: F401
+from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss,  # noqa: F401
+                   MSELoss, NLLLoss, SmoothL1Loss)
 from .normalization import LayerNorm, RMSNorm  # noqa: F401
 from .parallel import DataParallel  # noqa: F401
 from .parameter import Parameter  # noqa: F401
+from .pooling import AvgPool2d, MaxPool2d  # noqa: F401
 
 __all__ = ["init", "utils", "Cell", "Module", "LoadResult", "Parameter", "Linear", "Dense",
            "Conv2d", "LayerNorm", "RMSNorm", "Embedding", "Dropout", "MultiheadAttention", "Sequential",
-           "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "Identity", "CrossEntropyLoss",
-           "MSELoss", "DataParallel"]
+           "MaxPool2d", "AvgPool2d", "Flatten", "Unflatten", "ReLU", "GELU", "SiLU", "Tanh",
+           "Sigmoid", "Softmax", "Identity", "LeakyReLU", "ELU", "Softplus", "Hardtanh",
+           "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
+           "BCELoss", "BCEWithLogitsLoss", "DataParallel"]

@@ -1,16 +1,31 @@
-"""Loss cells: ``CrossEntropyLoss(reduction="mean", ignore_index=-100, label_smoothing=0.0)``
-takes logits [N, C, ...] and integer class targets [N, ...]; ``MSELoss(reduction="mean")`` takes
-two tensors of one shape. ``reduction`` is "mean", "sum" or "none", as in kiln.mint.cross_entropy
-and kiln.mint.mse_loss.
+"""Loss cells, each ``loss(input, target)`` with ``reduction`` "mean", "sum" or "none" (any other
+is a KilnValueError), computed by the kiln.mint function named after it:
+
+- ``CrossEntropyLoss(reduction="mean", ignore_index=-100, label_smoothing=0.0)``: logits
+  [N, C, ...] and integer class targets [N, ...] (kiln.mint.cross_entropy);
+  ``NLLLoss(reduction="mean", ignore_index=-100)``: the same for log-probabilities
+  (kiln.mint.nll_loss).
+- ``MSELoss(reduction="mean")``, ``L1Loss(reduction="mean")``, ``SmoothL1Loss(reduction="mean",
+  beta=1.0)`` and ``HuberLoss(reduction="mean", delta=1.0)``: differences of two tensors
+  (kiln.mint.mse_loss, l1_loss, smooth_l1_loss, huber_loss). MSELoss broadcasts the two with a
+  warning; the others want one shape (a ShapeError otherwise).
+- ``BCELoss(weight=None, reduction="mean")``: probabilities against targets in [0, 1] of their
+  shape (kiln.mint.binary_cross_entropy); ``BCEWithLogitsLoss(weight=None, reduction="mean",
+  pos_weight=None)``: the same from logits, without overflow
+  (kiln.mint.binary_cross_entropy_with_logits). ``weight`` and ``pos_weight`` are kiln tensors
+  that broadcast to the input's shape, kept as attributes.
 
     loss = kiln.nn.CrossEntropyLoss()(net(x), labels)
 """
 
 from .. import _C
-from ..errors import KilnValueError
+from .._checks import checked_int
+from ..errors import KilnTypeError, KilnValueError
+from ..mint import _composite
 from .cell import Cell
 
-__all__ = ["CrossEntropyLoss", "MSELoss"]
+__all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
+           "BCELoss", "BCEWithLogitsLoss"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -19,6 +34,14 @@ def _check_reduction(name, reduction):
     if reduction not in _REDUCTIONS:
         raise KilnValueError(f"{name}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
     return reduction
+
+
+def _optional_tensor(name, argument, value):
+    """``value`` when it is None or a kiln tensor (its shape is checked against each input)."""
+    if value is not None and not isinstance(value, _C.Tensor):
+        raise KilnTypeError(f"{name}: expected {argument} to be a kiln.Tensor or None, got "
+                            f"{type(value).__name__}")
+    return value
 
 
 class CrossEntropyLoss(Cell):
@@ -41,6 +64,24 @@ class CrossEntropyLoss(Cell):
         return f"reduction={self.reduction!r}"
 
 
+class NLLLoss(Cell):
+    """NLLLoss(reduction="mean", ignore_index=-100): ``loss(log_probs, target)`` with
+    log-probabilities [N, C, ...] (a log_softmax's) and integer class targets [N, ...]: minus the
+    log-probability of each target's class; targets equal to ``ignore_index`` add nothing, and
+    "mean" divides by the number of the others (kiln.mint.nll_loss)."""
+
+    def __init__(self, reduction="mean", ignore_index=-100):
+        super().__init__()
+        self.reduction = _check_reduction("NLLLoss", reduction)
+        self.ignore_index = checked_int("NLLLoss", "ignore_index", ignore_index)
+
+    def construct(self, log_probs, target):
+        return _C.mint.nll_loss(log_probs, target, self.reduction, self.ignore_index)
+
+    def extra_repr(self):
+        return f"reduction={self.reduction!r}"
+
+
 class MSELoss(Cell):
     """MSELoss(reduction="mean"): ``loss(input, target)``, the squared differences of two tensors,
     averaged ("mean"), summed ("sum") or kept ("none") (kiln.mint.mse_loss). Tensors of other
@@ -53,6 +94,97 @@ class MSELoss(Cell):
 
     def construct(self, input, target):  # noqa: A002  (PyTorch's argument name)
         return _C.mint.mse_loss(input, target, self.reduction)
+
+    def extra_repr(self):
+        return f"reduction={self.reduction!r}"
+
+
+class L1Loss(Cell):
+    """L1Loss(reduction="mean"): ``loss(input, target)``, the absolute differences of two tensors
+    of one shape, reduced (kiln.mint.l1_loss)."""
+
+    def __init__(self, reduction="mean"):
+        super().__init__()
+        self.reduction = _check_reduction("L1Loss", reduction)
+
+    def construct(self, input, target):  # noqa: A002
+        return _composite.l1_loss(input, target, self.reduction)
+
+    def extra_repr(self):
+        return f"reduction={self.reduction!r}"
+
+
+class SmoothL1Loss(Cell):
+    """SmoothL1Loss(reduction="mean", beta=1.0): ``loss(input, target)``; with z the absolute
+    difference, 0.5 * z^2 / beta below beta and z - 0.5 * beta above, reduced (beta >= 0, else a
+    KilnValueError; kiln.mint.smooth_l1_loss)."""
+
+    def __init__(self, reduction="mean", beta=1.0):
+        super().__init__()
+        self.reduction = _check_reduction("SmoothL1Loss", reduction)
+        self.beta = _composite.check_real("SmoothL1Loss", "beta", beta)
+        if self.beta < 0:
+            raise KilnValueError(f"SmoothL1Loss: expected beta >= 0, got {beta}")
+
+    def construct(self, input, target):  # noqa: A002
+        return _composite.smooth_l1_loss(input, target, self.reduction, self.beta)
+
+    def extra_repr(self):
+        return f"reduction={self.reduction!r}, beta={self.beta}"
+
+
+class HuberLoss(Cell):
+    """HuberLoss(reduction="mean", delta=1.0): ``loss(input, target)``; with z the absolute
+    difference, 0.5 * z^2 below delta and delta * (z - 0.5 * delta) above, reduced (delta > 0,
+    else a KilnValueError; kiln.mint.huber_loss)."""
+
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__()
+        self.reduction = _check_reduction("HuberLoss", reduction)
+        self.delta = _composite.check_real("HuberLoss", "delta", delta)
+        if not self.delta > 0:
+            raise KilnValueError(f"HuberLoss: expected delta > 0, got {delta}")
+
+    def construct(self, input, target):  # noqa: A002
+        return _composite.huber_loss(input, target, self.reduction, self.delta)
+
+    def extra_repr(self):
+        return f"reduction={self.reduction!r}, delta={self.delta}"
+
+
+class BCELoss(Cell):
+    """BCELoss(weight=None, reduction="mean"): ``loss(probs, target)``, the binary cross entropy
+    of probabilities against targets in [0, 1] of their shape, each element's times ``weight``
+    (broadcast), reduced (kiln.mint.binary_cross_entropy, which documents the clamp at -100 and
+    the gradient at 0 and 1). Prefer BCEWithLogitsLoss on the logits."""
+
+    def __init__(self, weight=None, reduction="mean"):
+        super().__init__()
+        self.weight = _optional_tensor("BCELoss", "weight", weight)
+        self.reduction = _check_reduction("BCELoss", reduction)
+
+    def construct(self, input, target):  # noqa: A002
+        return _composite.binary_cross_entropy(input, target, self.weight, self.reduction)
+
+    def extra_repr(self):
+        return f"reduction={self.reduction!r}"
+
+
+class BCEWithLogitsLoss(Cell):
+    """BCEWithLogitsLoss(weight=None, reduction="mean", pos_weight=None): ``loss(logits, target)``,
+    the binary cross entropy of sigmoid(logits) against targets in [0, 1] of their shape, computed
+    without overflow; ``pos_weight`` (typically [C] for [..., C] logits) weighs the positive term,
+    ``weight`` each element (kiln.mint.binary_cross_entropy_with_logits)."""
+
+    def __init__(self, weight=None, reduction="mean", pos_weight=None):
+        super().__init__()
+        self.weight = _optional_tensor("BCEWithLogitsLoss", "weight", weight)
+        self.reduction = _check_reduction("BCEWithLogitsLoss", reduction)
+        self.pos_weight = _optional_tensor("BCEWithLogitsLoss", "pos_weight", pos_weight)
+
+    def construct(self, input, target):  # noqa: A002
+        return _composite.binary_cross_entropy_with_logits(input, target, self.weight,
+                                                           self.reduction, self.pos_weight)
 
     def extra_repr(self):
         return f"reduction={self.reduction!r}"
