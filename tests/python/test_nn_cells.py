@@ -1,7 +1,9 @@
-"""kiln.nn: Parameter, Cell (registration, traversal, state_dict, train/eval, the errors of
-loading and of arguments of the wrong kind), the initialisers' statistics and gradients through
-cells. (Each layer's forward pass is tested in test_nn_layers.py, the kiln.mint functions the
-layers call in test_nn.py and test_losses.py.)"""
+"""kiln.nn: Parameter, Cell (registration by assignment and by name, traversal, apply,
+requires_grad_, buffers, state_dict, train/eval, the errors of loading and of arguments of the
+wrong kind), the initialisers' statistics and gradients through cells. (Each layer's forward
+pass is tested in test_nn_layers.py, the kiln.mint functions the layers call in test_nn.py and
+test_losses.py, the containers but Sequential in test_nn_containers.py, BatchNorm in
+test_batchnorm.py.)"""
 
 import collections
 import math
@@ -12,6 +14,7 @@ import pytest
 import kiln
 from conftest import TiedLinears, close, raises
 from kiln import nn
+from kiln.nn.normalization import BatchNorm2d
 
 mint = kiln.mint
 
@@ -244,6 +247,179 @@ def test_repr_lists_sub_cells():
 
 
 # ---------------------------------------------------------------------------------------------
+# Registration by name, traversal in PyTorch's manner, apply and requires_grad_
+
+
+def test_register_parameter_and_add_module_register_by_name_none_included():
+    cell = nn.Cell()
+    cell.register_parameter("weight", nn.Parameter(mint.ones(2)))
+    cell.register_parameter("bias", None)  # an empty slot, as a Linear without bias keeps
+    cell.add_module("fc", nn.Linear(2, 2))
+    cell.register_module("spare", None)
+    assert cell.bias is None and cell.spare is None and isinstance(cell.fc, nn.Linear)
+    assert [n for n, _ in cell.named_parameters()] == ["weight", "fc.weight", "fc.bias"]
+    assert list(cell.state_dict()) == ["weight", "fc.weight", "fc.bias"]
+    assert list(cell.children()) == [cell.fc]
+    # registering a name again replaces it in its place, as assignment does
+    cell.register_parameter("weight", nn.Parameter(mint.zeros(2)))
+    cell.add_module("fc", nn.Tanh())
+    cell.bias = nn.Parameter(mint.ones(2))
+    assert [n for n, _ in cell.named_parameters()] == ["weight", "bias"]
+    assert cell.weight.tolist() == [0, 0] and isinstance(cell.fc, nn.Tanh)
+
+
+@pytest.mark.parametrize("register, name, error, message", [
+    ("parameter", "fc", kiln.KilnValueError, r"Holder: cannot register a parameter as 'fc': the "
+                                             r"name is already a sub-cell of Holder"),
+    ("parameter", "note", kiln.KilnValueError, r"'note': the name is already an attribute"),
+    ("parameter", "a.b", kiln.KilnValueError, r"name 'a.b' contains '.'"),
+    ("module", "w", kiln.KilnValueError, r"Holder: cannot register a cell as 'w': the name is "
+                                         r"already a parameter of Holder"),
+    ("module", "buf", kiln.KilnValueError, r"the name is already a buffer of Holder"),
+    ("module", "training", kiln.KilnValueError, r"name 'training' is already an attribute"),
+    ("module", 3, kiln.KilnTypeError, r"the name of a cell must be a str, got int 3"),
+    ("module", "", kiln.KilnValueError, r"the name of a cell must not be empty"),
+], ids=["parameter over cell", "parameter over attribute", "dotted parameter", "cell over "
+        "parameter", "cell over buffer", "cell as training", "int name", "empty name"])
+def test_registering_by_name_refuses_a_name_another_attribute_holds(register, name, error,
+                                                                      message):
+    # As PyTorch's register_parameter / add_module ("attribute 'x' already exists"): assignment
+    # moves a name between kinds, registration by name does not.
+    class Holder(nn.Cell):
+        pass
+
+    cell = Holder()
+    cell.w = nn.Parameter(mint.ones(1))
+    cell.fc = nn.Linear(1, 1)
+    cell.register_buffer("buf", mint.zeros(1))
+    cell.note = "plain"
+    value = nn.Parameter(mint.ones(1)) if register == "parameter" else nn.ReLU()
+    with raises(error, match=message):
+        getattr(cell, "register_" + register)(name, value)
+    assert [n for n, _ in cell.named_parameters()] == ["w", "fc.weight", "fc.bias"]
+    assert list(cell.cells()) == [cell.fc] and cell.note == "plain"
+
+
+def test_registering_by_name_refuses_values_of_the_wrong_kind():
+    cell = nn.Cell()
+    with raises(kiln.KilnTypeError, match=r"Cell.register_parameter: expected a "
+                                          r"kiln.nn.Parameter or None for 'w', got Tensor \(wrap "
+                                          r"a tensor in kiln.nn.Parameter\)"):
+        cell.register_parameter("w", mint.ones(1))
+    with raises(kiln.KilnTypeError, match=r"Cell.add_module: expected a kiln.nn.Cell or None for "
+                                          r"'fc', got function"):
+        cell.add_module("fc", lambda x: x)
+    assert list(cell.named_parameters()) == [] and list(cell.cells()) == []
+
+    class Early(nn.Cell):
+        def __init__(self):
+            self.register_parameter("w", None)
+
+    with raises(kiln.KilnTypeError, match=r"Early: cannot register a parameter 'w' before "
+                                          r"Cell.__init__\(\)"):
+        Early()
+
+
+def test_named_children_lists_each_sub_cell_once_as_pytorch():
+    shared = nn.Linear(2, 2)
+    net = nn.Sequential(shared, nn.ReLU(), shared)
+    net.add_module("empty", None)
+    assert [n for n, _ in net.named_children()] == ["0", "1"]
+    assert list(net.children()) == [shared, net[1]]
+    assert list(net.cells()) == [shared, net[1], shared]  # MindSpore's cells(): every name
+    torch = pytest.importorskip("torch")
+    twin = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    twin.append(twin[0])
+    assert [n for n, _ in twin.named_children()] == ["0", "1"]
+
+
+def test_get_submodule_follows_a_dotted_path():
+    net = nn.Sequential(collections.OrderedDict([("block", Block()), ("act", nn.ReLU())]))
+    assert net.get_submodule("") is net
+    assert net.get_submodule("block") is net.block
+    assert net.get_submodule("block.fc") is net.block.fc
+    assert net.block.get_submodule("fc") is net.block.fc
+
+
+@pytest.mark.parametrize("target, error, message", [
+    ("block.missing", AttributeError, r"Sequential.get_submodule\('block.missing'\): Block "
+                                      r"'block' has no sub-cell 'missing' \(the name does not "
+                                      r"exist\)"),
+    ("nothing", AttributeError, r"the top-level Sequential has no sub-cell 'nothing'"),
+    ("block.scale", AttributeError, r"has no sub-cell 'scale' \(the name is a parameter\)"),
+    ("block.fc.bias", AttributeError, r"Linear 'block.fc' has no sub-cell 'bias' \(the name is "
+                                      r"a parameter\)"),
+    ("slot", AttributeError, r"has no sub-cell 'slot' \(the name is an empty slot \(None\)\)"),
+    ("count", AttributeError, r"has no sub-cell 'count' \(the name is a buffer\)"),
+    ("block..fc", AttributeError, r"has no sub-cell ''"),
+    (["block"], kiln.KilnTypeError, r"Sequential.get_submodule: target must be a str \(a dotted "
+                                    r"path such as 'layers.0'\), got list \['block'\]"),
+], ids=["missing", "missing at the top", "parameter", "nested parameter", "empty slot",
+        "buffer", "empty part", "list"])
+def test_get_submodule_errors_name_the_part_that_is_no_cell(target, error, message):
+    net = nn.Sequential(collections.OrderedDict([("block", Block())]))
+    net.add_module("slot", None)
+    net.register_buffer("count", mint.zeros(()))
+    with raises(error, match=message):
+        net.get_submodule(target)
+
+
+def test_apply_visits_children_before_parents_as_pytorch():
+    net = Net()
+    visited = []
+    assert net.apply(lambda cell: visited.append(cell)) is net
+    assert visited == [net.first.fc, net.first, net.act, net.second, net]
+    torch = pytest.importorskip("torch")
+    twin = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(4, 3)), torch.nn.ReLU(),
+                               torch.nn.Linear(3, 2))
+    order = []
+    twin.apply(order.append)
+    assert order == [twin[0][0], twin[0], twin[1], twin[2], twin]
+
+
+def test_apply_initialises_every_layer_once():
+    # The common PyTorch idiom; a Linear held twice is scaled once (PyTorch: once per parent).
+    shared = nn.Linear(2, 2)
+    net = nn.Sequential(nn.Sequential(shared), shared, nn.Linear(2, 1))
+    before = shared.weight.numpy().copy()
+
+    def scale_linears(cell):
+        if isinstance(cell, nn.Linear):
+            with kiln.no_grad():
+                cell.weight[...] = cell.weight * 2
+
+    net.apply(scale_linears)
+    np.testing.assert_array_equal(shared.weight.numpy(), before * 2)
+
+
+def test_apply_refuses_a_non_callable_and_a_cycle_before_calling_fn():
+    net = Net()
+    with raises(kiln.KilnTypeError, match=r"Net.apply: fn must be callable, got int 3"):
+        net.apply(3)
+    loop = self_containing()
+    visited = []
+    with raises(kiln.KilnValueError, match=r"cell 'loop' contains itself"):
+        loop.apply(visited.append)
+    assert visited == []
+
+
+def test_requires_grad_freezes_and_unfreezes_every_parameter():
+    net = Net()
+    assert net.first.requires_grad_(False) is net.first
+    assert not any(p.requires_grad for p in net.first.parameters())
+    assert net.trainable_params() == [net.second.weight, net.second.bias]
+    x = t(np.ones((2, 4), np.float32))
+    net(x).sum().backward()
+    assert net.first.fc.weight.grad is None and net.second.weight.grad is not None
+    net.requires_grad_()
+    assert len(net.trainable_params()) == 5
+    with raises(kiln.KilnTypeError, match=r"Net.requires_grad_: requires_grad must be a bool, "
+                                          r"got int 0"):
+        net.requires_grad_(0)
+    assert len(net.trainable_params()) == 5
+
+
+# ---------------------------------------------------------------------------------------------
 # state_dict
 
 
@@ -345,6 +521,221 @@ def test_load_state_dict_needs_a_mapping(state, kind):
     with pytest.raises(kiln.KilnTypeError, match=f"load_state_dict for Linear: expected a mapping "
                                                  f"of name -> tensor, got {kind}$"):
         cell.load_state_dict(state)
+
+
+# ---------------------------------------------------------------------------------------------
+# Buffers
+
+
+class Counter(nn.Cell):
+    """A linear map that counts its calls and keeps its last input: a persistent buffer, a
+    non-persistent one and an empty slot."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+        self.register_buffer("calls", mint.zeros((), dtype=kiln.int64))
+        self.register_buffer("last", mint.zeros(2), persistent=False)
+        self.register_buffer("unused", None)
+
+    def construct(self, x):
+        with kiln.no_grad():
+            self.calls += 1
+            self.last[...] = x[0]
+        return self.fc(x)
+
+
+def counter_twin(torch):
+    """Counter's torch equivalent, for names."""
+    twin = torch.nn.Module()
+    twin.fc = torch.nn.Linear(2, 2)
+    twin.register_buffer("calls", torch.zeros((), dtype=torch.int64))
+    twin.register_buffer("last", torch.zeros(2), persistent=False)
+    twin.register_buffer("unused", None)
+    return twin
+
+
+def test_buffers_are_listed_apart_from_parameters_with_pytorchs_names():
+    net = nn.Sequential(Counter(), nn.ReLU(), Counter())
+    assert [n for n, _ in net.named_buffers()] == ["0.calls", "0.last", "2.calls", "2.last"]
+    assert list(net.buffers()) == [net[0].calls, net[0].last, net[2].calls, net[2].last]
+    assert list(net.buffers(recurse=False)) == []
+    assert [n for n, _ in net[0].named_buffers("c")] == ["c.calls", "c.last"]
+    assert net[0].unused is None
+    assert all(not any(p is b for b in net.buffers()) for p in net.parameters())
+    assert len(net.trainable_params()) == 4
+    # state_dict: each cell's own parameters, then its persistent buffers, then its sub-cells'
+    assert list(net.state_dict()) == ["0.calls", "0.fc.weight", "0.fc.bias", "2.calls",
+                                      "2.fc.weight", "2.fc.bias"]
+    assert net.state_dict()["0.calls"].shares_storage_with(net[0].calls)
+    torch = pytest.importorskip("torch")
+    twin = torch.nn.Sequential(counter_twin(torch), torch.nn.ReLU(), counter_twin(torch))
+    assert list(twin.state_dict()) == list(net.state_dict())
+    assert [n for n, _ in twin.named_buffers()] == [n for n, _ in net.named_buffers()]
+
+
+def test_a_buffer_shared_by_two_cells_is_listed_once_unless_asked():
+    shared = mint.zeros(2)
+    net = nn.Sequential(nn.Cell(), nn.Cell())
+    net[0].register_buffer("b", shared)
+    net[1].register_buffer("b", shared)
+    assert [n for n, _ in net.named_buffers()] == ["0.b"]
+    assert [n for n, _ in net.named_buffers(remove_duplicate=False)] == ["0.b", "1.b"]
+    assert list(net.state_dict()) == ["0.b", "1.b"]
+
+
+def test_buffers_update_in_place_and_take_no_gradient():
+    counter = Counter()
+    x = t(np.array([[1.0, 2.0], [3.0, 4.0]], np.float32))
+    counter(x).sum().backward()
+    counter(x * 2)
+    assert counter.calls.item() == 2 and counter.last.tolist() == [2.0, 4.0]
+    assert counter.calls.grad is None and not counter.last.requires_grad
+    assert counter.fc.weight.grad is not None
+
+
+def test_assigning_to_a_buffer_name_replaces_the_buffer_as_pytorch():
+    counter = Counter()
+    fresh = mint.ones(2)
+    counter.last = fresh  # replaces it, and it stays non-persistent
+    assert counter.last is fresh and dict(counter.named_buffers())["last"] is fresh
+    assert "last" not in counter.state_dict()
+    counter.calls = None  # an empty slot: in neither buffers() nor state_dict()
+    assert counter.calls is None and "calls" not in counter.state_dict()
+    counter.calls = mint.full((), 5, dtype=kiln.int64)
+    assert list(counter.state_dict()) == ["calls", "fc.weight", "fc.bias"]  # still persistent
+    with raises(kiln.KilnTypeError, match=r"cannot assign list to buffer 'calls' \(expected a "
+                                          r"kiln.Tensor or None\)"):
+        counter.calls = [1, 2]
+    # a Parameter or a cell takes the name over; del removes a buffer
+    counter.last = nn.Parameter(mint.zeros(2))
+    assert [n for n, _ in counter.named_buffers()] == ["calls"]
+    assert [n for n, _ in counter.named_parameters()] == ["last", "fc.weight", "fc.bias"]
+    del counter.calls
+    assert list(counter.named_buffers()) == [] and not hasattr(counter, "calls")
+    counter.register_buffer("last2", mint.zeros(1), persistent=False)
+    counter.register_buffer("last2", mint.ones(1))  # registering again: persistent now
+    assert "last2" in counter.state_dict()
+    torch = pytest.importorskip("torch")
+    twin = counter_twin(torch)
+    twin.last = torch.ones(2)
+    twin.calls = None
+    assert list(twin.state_dict()) == ["fc.weight", "fc.bias"]
+
+
+@pytest.mark.parametrize("name, tensor, persistent, error, message", [
+    ("fc", mint.zeros(1), True, kiln.KilnValueError, r"Counter: cannot register a buffer as "
+                                                     r"'fc': the name is already a sub-cell"),
+    ("note", mint.zeros(1), True, kiln.KilnValueError, r"'note': the name is already an "
+                                                       r"attribute of Counter"),
+    ("a.b", mint.zeros(1), True, kiln.KilnValueError, r"name 'a.b' contains '.'"),
+    ("", mint.zeros(1), True, kiln.KilnValueError, r"the name of a buffer must not be empty"),
+    ("training", mint.zeros(1), True, kiln.KilnValueError, r"'training' is already an attribute"),
+    ("_buffers", mint.zeros(1), True, kiln.KilnValueError, r"'_buffers' is already an attribute"),
+    (1, mint.zeros(1), True, kiln.KilnTypeError, r"the name of a buffer must be a str, got int"),
+    ("b", [0.0], True, kiln.KilnTypeError, r"Counter.register_buffer: expected a kiln.Tensor or "
+                                           r"None for 'b', got list"),
+    ("b", nn.Parameter(mint.zeros(1)), True, kiln.KilnTypeError,
+     r"'b' is a kiln.nn.Parameter; register it with register_parameter"),
+    ("b", mint.zeros(1), 1, kiln.KilnTypeError, r"persistent must be a bool, got int 1"),
+], ids=["sub-cell", "attribute", "dotted", "empty", "training", "_buffers", "int name", "list",
+        "parameter", "int persistent"])
+def test_register_buffer_refuses_bad_names_and_values(name, tensor, persistent, error, message):
+    counter = Counter()
+    counter.note = "plain"
+    with raises(error, match=message):
+        counter.register_buffer(name, tensor, persistent)
+    assert [n for n, _ in counter.named_buffers()] == ["calls", "last"]
+
+
+def test_register_buffer_before_cell_init_is_a_clear_error():
+    class Early(nn.Cell):
+        def __init__(self):
+            self.register_buffer("b", mint.zeros(1))
+
+    with raises(kiln.KilnTypeError, match=r"Early: cannot register a buffer 'b' before "
+                                          r"Cell.__init__\(\)"):
+        Early()
+
+
+def test_load_state_dict_copies_persistent_buffers_in_place():
+    counter = Counter()
+    calls = counter.calls
+    state = {k: v.numpy().copy() for k, v in counter.state_dict().items()}
+    state["calls"] = np.array(7.0)  # converted to the buffer's int64
+    assert counter.load_state_dict(state) == nn.LoadResult([], [])
+    assert counter.calls is calls and calls.item() == 7 and calls.dtype == kiln.int64
+    # a non-persistent buffer's name is unexpected, a persistent one's missing, as in PyTorch
+    with raises(kiln.KilnValueError, match=r"missing keys \['calls'\] and unexpected keys "
+                                           r"\['last'\]"):
+        counter.load_state_dict({"fc.weight": state["fc.weight"], "fc.bias": state["fc.bias"],
+                                 "last": np.ones(2)})
+    result = counter.load_state_dict({"calls": np.array(3), "last": np.ones(2)}, strict=False)
+    assert result == nn.LoadResult(["fc.weight", "fc.bias"], ["last"])
+    assert calls.item() == 3 and counter.last.tolist() == [0, 0]
+    # a buffer of the wrong shape changes nothing
+    with raises(kiln.ShapeError, match=r"'calls' has shape \[2\] in the state dict, expected \[\]"):
+        counter.load_state_dict(dict(state, **{"fc.bias": np.zeros(2), "calls": np.ones(2)}))
+    assert calls.item() == 3 and counter.fc.bias.tolist() == state["fc.bias"].tolist()
+
+
+def test_a_torch_state_dict_with_buffers_loads():
+    torch = pytest.importorskip("torch")
+    twin = counter_twin(torch)
+    twin.calls += 4
+    counter = Counter()
+    assert counter.load_state_dict(twin.state_dict()) == nn.LoadResult([], [])
+    assert counter.calls.item() == 4
+    np.testing.assert_array_equal(counter.fc.weight.numpy(), twin.fc.weight.detach().numpy())
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_buffers_copy_with_their_cell(how):
+    import copy
+    import pickle
+
+    counter = Counter()
+    counter(t(np.ones((1, 2), np.float32)))
+    twin = copy.deepcopy(counter) if how == "deepcopy" else pickle.loads(pickle.dumps(counter))
+    assert [n for n, _ in twin.named_buffers()] == ["calls", "last"] and twin.unused is None
+    assert list(twin.state_dict()) == list(counter.state_dict())  # "last" still non-persistent
+    assert twin.calls.item() == 1 and not twin.calls.shares_storage_with(counter.calls)
+    twin(t(np.ones((1, 2), np.float32)))
+    assert twin.calls.item() == 2 and counter.calls.item() == 1
+
+
+def test_a_cell_pickled_before_buffers_existed_loads():
+    import pickle
+
+    old = pickle.loads(pickle.dumps(nn.Linear(2, 2)))
+    state = {k: v for k, v in vars(old).items() if k not in ("_buffers", "_non_persistent")}
+    old.__dict__.clear()
+    old.__setstate__(state)
+    assert list(old.named_buffers()) == [] and list(old.state_dict()) == ["weight", "bias"]
+    old.register_buffer("b", mint.zeros(1), persistent=False)
+    assert [n for n, _ in old.named_buffers()] == ["b"]
+
+
+@pytest.mark.parametrize("backend", ["kiln_cpu", "reference"])
+def test_a_jitted_function_updates_buffers_in_place_at_every_call(backend):
+    counter = Counter()
+    step = kiln.jit(lambda x: counter(x), backend=backend)
+    for i in range(1, 4):
+        x = t(np.full((2, 2), float(i), np.float32))
+        np.testing.assert_allclose(step(x).numpy(), counter.fc(x).numpy(), rtol=1e-6)
+        assert counter.calls.item() == i and counter.last.tolist() == [i, i]
+    assert step.cache_info().misses == 1
+
+
+def test_a_buffer_replaced_outside_is_not_seen_by_a_jitted_function():
+    # Documented (kiln/nn/cell.py, kiln/jit.py): the graph reads the tensor it captured.
+    counter = Counter()
+    step = kiln.jit(lambda x: counter(x))
+    step(t(np.ones((1, 2), np.float32)))
+    captured = counter.calls
+    counter.calls = mint.zeros((), dtype=kiln.int64)
+    step(t(np.ones((1, 2), np.float32)))
+    assert captured.item() == 2 and counter.calls.item() == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -524,6 +915,7 @@ GRAD_CASES = {
     "Conv2d": (lambda: nn.Conv2d(2, 2, 2, padding=1, dtype=kiln.float64), (1, 2, 3, 3), None),
     "LayerNorm": (lambda: nn.LayerNorm(4, dtype=kiln.float64), (3, 4), None),
     "RMSNorm": (lambda: nn.RMSNorm(4, dtype=kiln.float64), (3, 4), None),
+    "BatchNorm2d": (lambda: BatchNorm2d(2, dtype=kiln.float64), (3, 2, 2, 2), None),
     "MultiheadAttention": (lambda: nn.MultiheadAttention(4, 2, batch_first=True,
                                                          dtype=kiln.float64), (1, 3, 4),
                            _mha_self),

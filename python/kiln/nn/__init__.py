@@ -10,13 +10,15 @@
 
 - ``Cell`` (alias ``Module``): parameter and sub-cell registration by attribute assignment,
   ``construct`` (or ``forward``) called by ``__call__``, ``parameters()``,
-  ``named_parameters()``, ``trainable_params()``, ``cells()``, ``named_cells()``,
+  ``named_parameters()``, ``trainable_params()``, ``cells()``, ``named_cells()``, buffers
+  (``register_buffer``, ``buffers()``), ``apply(fn)``, ``requires_grad_()``,
   ``state_dict()`` / ``load_state_dict(strict=True)``, ``train()`` / ``eval()``,
   ``zero_grad()`` (kiln/nn/cell.py).
 - ``Parameter(data, requires_grad=True)``: a leaf tensor that cells register.
 - Layers: ``Linear`` / ``Dense``, ``Conv2d``, ``LayerNorm``, ``RMSNorm``, ``Embedding``,
-  ``Dropout``, ``MultiheadAttention``, ``Sequential``, ``MaxPool2d``, ``AvgPool2d``, ``Flatten``,
-  ``Unflatten``; activations ``ReLU``, ``GELU``, ``SiLU``, ``Tanh``, ``Sigmoid``, ``Softmax``,
+  ``Dropout``, ``MultiheadAttention``, ``BatchNorm1d``, ``BatchNorm2d``, ``MaxPool2d``,
+  ``AvgPool2d``, ``Flatten``, ``Unflatten``; containers ``Sequential``, ``ModuleList``,
+  ``ModuleDict``, ``ParameterList``, ``ParameterDict``; activations ``ReLU``, ``GELU``, ``SiLU``, ``Tanh``, ``Sigmoid``, ``Softmax``,
   ``Identity``, ``LeakyReLU``, ``ELU``, ``Softplus``, ``Hardtanh``; losses ``CrossEntropyLoss``,
   ``NLLLoss``, ``MSELoss``, ``L1Loss``, ``SmoothL1Loss``, ``HuberLoss``, ``BCELoss``,
   ``BCEWithLogitsLoss``.
@@ -37,7 +39,8 @@ from .activation import (ELU, GELU, Hardtanh, Identity, LeakyReLU, ReLU, Sigmoid
                          SiLU, Softmax, Softplus, Tanh)
 from .attention import MultiheadAttention  # noqa: F401
 from .cell import Cell, LoadResult, Module  # noqa: F401
-from .container import Sequential  # noqa: F401
+from .container import (ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401
+                        Sequential)
 from .conv import Conv2d  # noqa: F401
 from .dropout import Dropout  # noqa: F401
 from .embedding import Embedding  # noqa: F401
@@ -45,13 +48,14 @@ from .linear import Dense, Linear  # noqa: F401
 from .flatten import Flatten, Unflatten  # noqa: F401
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss,  # noqa: F401
                    MSELoss, NLLLoss, SmoothL1Loss)
-from .normalization import LayerNorm, RMSNorm  # noqa: F401
+from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm  # noqa: F401
 from .parallel import DataParallel  # noqa: F401
 from .parameter import Parameter  # noqa: F401
 from .pooling import AvgPool2d, MaxPool2d  # noqa: F401
 
 __all__ = ["init", "utils", "Cell", "Module", "LoadResult", "Parameter", "Linear", "Dense",
-           "Conv2d", "LayerNorm", "RMSNorm", "Embedding", "Dropout", "MultiheadAttention", "Sequential",
+           "Conv2d", "BatchNorm1d", "BatchNorm2d", "ModuleList", "ModuleDict", "ParameterList",
+           "ParameterDict", "LayerNorm", "RMSNorm", "Embedding", "Dropout", "MultiheadAttention", "Sequential",
            "MaxPool2d", "AvgPool2d", "Flatten", "Unflatten", "ReLU", "GELU", "SiLU", "Tanh",
            "Sigmoid", "Softmax", "Identity", "LeakyReLU", "ELU", "Softplus", "Hardtanh",
            "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",

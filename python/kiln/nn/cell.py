@@ -18,47 +18,77 @@
 Assigning a ``Parameter`` or a ``Cell`` to an attribute registers it (call ``super().__init__()``
 first: assigning one earlier, or listing the parameters of a cell that never called it, is a
 KilnTypeError); assigning None to a registered name keeps the slot empty (a Linear without bias),
-and ``del`` removes it. Names are dotted paths: ``fc1.weight``. A cell may hold a sub-cell under
-several names, but not itself, at any depth (``net.loop = net``): listing the cells, parameters
-or state dict of such a cell is a KilnValueError naming the cycle.
+and ``del`` removes it. ``register_parameter(name, param)`` and ``add_module(name, cell)`` (alias
+``register_module``) do the same by name, None included, as PyTorch's; they refuse a name that
+another attribute holds (a KilnValueError), as every registration refuses a name that is not a
+str (KilnTypeError), is empty, contains "." or names an attribute of the class (KilnValueError).
+Names are dotted paths: ``fc1.weight``. A cell may hold a sub-cell under several names, but not
+itself, at any depth (``net.loop = net``): listing the cells, parameters, buffers or state dict
+of such a cell is a KilnValueError naming the cycle.
+
+Buffers are tensors a cell keeps that are no parameters (BatchNorm's running statistics):
+``register_buffer(name, tensor, persistent=True)`` registers one (a ``kiln.Tensor`` or None, not
+a Parameter: a KilnTypeError). Assigning a tensor or None to its name afterwards replaces it, as
+in PyTorch (anything else is a KilnTypeError), and a Parameter or a Cell assigned to it takes
+the name over. Buffers are listed by ``buffers()`` / ``named_buffers()``, not by
+``parameters()``, so optimizers leave them alone; persistent ones are in ``state_dict`` and
+``load_state_dict`` (after each cell's parameters, as in PyTorch), and every buffer copies,
+deep-copies and pickles with its cell. A ``kiln.jit`` function reads the buffer tensor it
+captured at its trace, as any tensor it reads from outside (kiln/jit.py): it sees in-place
+updates of it (``buf[...] = v``, ``buf += 1``, ``kiln.mint.add(buf, v, out=buf)``, under
+``kiln.no_grad()``) and performs its own at every call, but not a new tensor assigned to the
+name. Assigned inside the jitted function, that tensor is a traced value without data, kept in
+the cell: reading it afterwards is a KilnTypeError. Update buffers in place.
 
 - ``parameters(recurse=True)`` / ``named_parameters(prefix="", recurse=True,
   remove_duplicate=True)``: each parameter once (a parameter reached by two names -- tied weights,
   a sub-cell used twice -- appears under its first name), or under every name with
   ``remove_duplicate=False``; ``trainable_params()``: those with ``requires_grad`` (MindSpore's
   name), each once, as an optimizer needs them.
-- ``cells()`` / ``children()``: the direct sub-cells; ``named_cells(prefix="",
-  remove_duplicate=True)`` / ``cells_and_names()`` / ``named_modules()``: this cell (named "") and
-  every cell below it (a cell used twice appears once, unless ``remove_duplicate=False``);
-  ``modules()``.
-- ``state_dict()``: an ordered dict of name -> tensor, each sharing its parameter's memory
-  (detached), with every name as in PyTorch: a tied weight appears under each of its names
-  (``enc.weight`` and ``dec.weight``, the same memory). ``load_state_dict(state_dict,
-  strict=True)`` copies values (kiln tensors, NumPy arrays or lists, converted to each
-  parameter's dtype) into the parameters in place, so optimizers and jitted functions holding them
-  see the new values; a tied weight takes the value of its last name present. Missing and
-  unexpected keys are counted over every name: a state dict with only one name of a tied weight
-  misses the other. It checks and converts everything before copying anything: a missing or
-  unexpected key (strict) is a KilnValueError listing them, a shape that differs is a ShapeError
-  naming the key, a value of a dtype Kiln does not hold (uint32, complex, strings, objects) is a
-  DTypeError naming the key, a parameter that cannot take values (an expanded view, whose
-  elements share memory) is a KilnValueError naming the key; every dtype Kiln holds converts to
-  every other, and big-endian arrays and torch tensors that require grad load as well. It returns
-  ``(missing_keys, unexpected_keys)``.
+- ``buffers(recurse=True)`` / ``named_buffers(prefix="", recurse=True, remove_duplicate=True)``:
+  every buffer that is not None, persistent or not, each once as parameters are.
+- ``cells()``: the direct sub-cells, under every name (MindSpore's); ``children()`` /
+  ``named_children()``: each direct sub-cell once, under its first name (PyTorch's);
+  ``named_cells(prefix="", remove_duplicate=True)`` / ``cells_and_names()`` /
+  ``named_modules()``: this cell (named "") and every cell below it (a cell used twice appears
+  once, unless ``remove_duplicate=False``); ``modules()``; ``get_submodule("a.b")``: the cell at
+  a dotted path ("" is this cell; a path that names no cell is an AttributeError, as in PyTorch).
+- ``apply(fn)``: calls ``fn(cell)`` on every cell below this one, children before their parent,
+  then on this cell, and returns it (``net.apply(init_weights)``). A cell reached by two paths
+  is visited once (PyTorch visits it once per parent holding it).
+- ``requires_grad_(requires_grad=True)``: sets ``requires_grad`` of every parameter (freezing with
+  False; a ``kiln.jit`` gradient follows, see kiln/jit.py); returns the cell.
+- ``state_dict()``: an ordered dict of name -> tensor, each sharing its tensor's memory
+  (detached), in PyTorch's order (a cell's own parameters, then its persistent buffers, then its
+  sub-cells') and with every name as in PyTorch: a tied weight appears under each of its names
+  (``enc.weight`` and ``dec.weight``, the same memory).
+  ``load_state_dict(state_dict, strict=True)`` copies values (kiln tensors, NumPy arrays or
+  lists, converted to each tensor's dtype) into the parameters and persistent buffers in place, so
+  optimizers and jitted functions holding them see the new values; a tied weight takes the value
+  of its last name present. Missing and unexpected keys are counted over every name: a state
+  dict with only one name of a tied weight misses the other, and one with a non-persistent
+  buffer's name has an unexpected key. It checks and converts everything before copying
+  anything: a missing or unexpected key (strict) is a KilnValueError listing them, a shape that
+  differs is a ShapeError naming the key, a value of a dtype Kiln does not hold (uint32, complex,
+  strings, objects) is a DTypeError naming the key, a tensor that cannot take values (an
+  expanded view, whose elements share memory) is a KilnValueError naming the key; every dtype
+  Kiln holds converts to every other, and big-endian arrays and torch tensors that require grad
+  load as well. It returns ``(missing_keys, unexpected_keys)``.
 - ``train(mode=True)`` / ``eval()`` / ``set_train(mode=True)`` set ``training`` on every cell
   (Dropout only drops while training); ``mode`` is a bool (else a KilnTypeError); they return the
   cell. A ``kiln.jit`` function whose trace read a cell's ``training`` is traced again when it
   changes (kiln/jit.py).
 - ``zero_grad(set_to_none=True)``: clears (or zeroes) every parameter's ``.grad``.
 - ``copy.deepcopy(cell)``: an independent copy, as in PyTorch: new parameters (leaves with the
-  same values and ``requires_grad``, no ``.grad``), tied weights still tied, ready to train on its
-  own. ``pickle`` saves and loads a cell whose class can be imported (see kiln/nn/parameter.py and
-  kiln/_tensor.py for tensors).
+  same values and ``requires_grad``, no ``.grad``) and buffers, tied weights still tied, ready to
+  train on its own. ``pickle`` saves and loads a cell whose class can be imported (see
+  kiln/nn/parameter.py and kiln/_tensor.py for tensors).
 """
 
 import collections
 import collections.abc
 
+from .. import _C
 from ..autograd import no_grad
 from ..errors import KilnNotImplementedError, KilnTypeError, KilnValueError
 from ..jit import trace_reads
@@ -69,6 +99,11 @@ __all__ = ["Cell", "Module", "LoadResult"]
 
 LoadResult = collections.namedtuple("LoadResult", ["missing_keys", "unexpected_keys"])
 
+# The registries, in the order attribute lookup searches them, and every name Cell keeps in
+# __dict__ for itself (no parameter, cell or buffer may take one).
+_REGISTRIES = ("_params", "_cells", "_buffers")
+_INTERNAL = _REGISTRIES + ("_non_persistent", "_training")
+
 
 class Cell:
     """Base class of every layer and model; see the module's documentation."""
@@ -76,6 +111,8 @@ class Cell:
     def __init__(self):
         object.__setattr__(self, "_params", collections.OrderedDict())
         object.__setattr__(self, "_cells", collections.OrderedDict())
+        object.__setattr__(self, "_buffers", collections.OrderedDict())
+        object.__setattr__(self, "_non_persistent", set())  # names of buffers not in state_dict
         self.training = True
 
     @property
@@ -99,19 +136,21 @@ class Cell:
         if "training" in state:  # a pickle of Kiln 0.6 or earlier, which kept the flag so
             state = dict(state, _training=state["training"])
             del state["training"]
+        if "_params" in state and "_buffers" not in state:  # a pickle from before buffers
+            state = dict(state, _buffers=collections.OrderedDict(), _non_persistent=set())
         self.__dict__.update(state)
 
     # ----------------------------------------------------------------------------------------
     # Registration
 
     def __setattr__(self, name, value):
-        registries = self.__dict__.get("_params"), self.__dict__.get("_cells")
-        if registries[0] is None:
+        params = self.__dict__.get("_params")
+        if params is None:
             if isinstance(value, (Parameter, Cell)):
                 raise self._before_init(f"assign {type(value).__name__} {name!r}")
             object.__setattr__(self, name, value)
             return
-        params, cells = registries
+        cells, buffers = self._cells, self._buffers
         if isinstance(value, (Parameter, Cell)):
             self._check_name(name, "a " + type(value).__name__)
         if isinstance(value, Parameter):
@@ -130,6 +169,12 @@ class Cell:
                 raise KilnTypeError(f"cannot assign {type(value).__name__} to sub-cell {name!r} "
                                     f"(expected a kiln.nn.Cell or None)")
             cells[name] = None
+        elif name in buffers:
+            # As in PyTorch, a new tensor replaces the buffer (and keeps it persistent or not).
+            if value is not None and not isinstance(value, _C.Tensor):
+                raise KilnTypeError(f"cannot assign {type(value).__name__} to buffer {name!r} "
+                                    f"(expected a kiln.Tensor or None)")
+            buffers[name] = value
         else:
             object.__setattr__(self, name, value)
 
@@ -148,44 +193,112 @@ class Cell:
                                  f"of nested cells in state_dict")
         # Looked up on the class and in the internal registries: hasattr would run properties
         # such as `training`, which a kiln.jit trace records.
-        if hasattr(type(self), name) or name in ("_params", "_cells", "_training"):
+        if hasattr(type(self), name) or name in _INTERNAL:
             raise KilnValueError(f"{kind}: name {name!r} is already an attribute of {kind}")
+
+    def _check_free(self, name, registry, what):
+        """``_check_name``, and refuses a name that an attribute of another kind holds (a
+        parameter when registering a buffer, a plain attribute, ...), as PyTorch's
+        register_buffer, register_parameter and add_module do: the new entry would hide it or be
+        hidden. A name in ``registry`` ("_params", "_cells" or "_buffers") is replaced in its
+        place."""
+        if "_params" not in self.__dict__:
+            raise self._before_init(f"register {what} {name!r}")
+        self._check_name(name, what)
+        holders = (("_params", "a parameter"), ("_cells", "a sub-cell"), ("_buffers", "a buffer"))
+        roles = [role for holder, role in holders
+                 if holder != registry and name in self.__dict__[holder]]
+        if name in self.__dict__:
+            roles.append("an attribute")
+        if roles:
+            kind = type(self).__name__
+            raise KilnValueError(f"{kind}: cannot register {what} as {name!r}: the name is "
+                                 f"already {roles[0]} of {kind} (delete it first)")
 
     def _forget(self, name, keep=None):
         """Removes ``name`` from __dict__ and from every registry but ``keep``."""
         # A name re-assigned with the same kind keeps its place in its registry (as in PyTorch):
         # the order is Sequential's order of calls and state_dict's order of keys.
         self.__dict__.pop(name, None)
-        for registry in (self._params, self._cells):
+        for registry in (self._params, self._cells, self._buffers):
             if registry is not keep:
                 registry.pop(name, None)
+        if keep is not self._buffers:
+            self._non_persistent.discard(name)
 
     def _before_init(self, what):
         """The error for doing ``what`` to a cell whose subclass has not run Cell.__init__()."""
         return KilnTypeError(f"{type(self).__name__}: cannot {what} before Cell.__init__() "
                              f"(call super().__init__() first)")
 
+    def register_parameter(self, name, param):
+        """Registers ``param`` (a kiln.nn.Parameter, or None for an empty slot, as a Linear
+        without bias keeps) as ``name``, as PyTorch's register_parameter; a name held by another
+        attribute is a KilnValueError, anything but a Parameter or None a KilnTypeError."""
+        self._check_free(name, "_params", "a parameter")
+        if param is not None and not isinstance(param, Parameter):
+            raise KilnTypeError(f"{type(self).__name__}.register_parameter: expected a "
+                                f"kiln.nn.Parameter or None for {name!r}, got "
+                                f"{type(param).__name__} (wrap a tensor in kiln.nn.Parameter)")
+        self._params[name] = param
+
+    def add_module(self, name, module):
+        """Registers ``module`` (a Cell, or None for an empty slot) as the sub-cell ``name``, as
+        PyTorch's add_module; a name held by another attribute is a KilnValueError, anything but
+        a Cell or None a KilnTypeError. Returns nothing."""
+        self._check_free(name, "_cells", "a cell")
+        if module is not None and not isinstance(module, Cell):
+            raise KilnTypeError(f"{type(self).__name__}.add_module: expected a kiln.nn.Cell or "
+                                f"None for {name!r}, got {type(module).__name__}")
+        self._cells[name] = module
+
+    register_module = add_module
+
+    def register_buffer(self, name, tensor, persistent=True):
+        """Registers ``tensor`` (a kiln.Tensor, or None) as the buffer ``name``: listed by
+        ``buffers()``, never by ``parameters()``; in ``state_dict`` when ``persistent`` (see the
+        module's documentation, also for buffers under kiln.jit). Registering a buffer's name
+        again replaces it; a name held by another attribute is a KilnValueError, a Parameter or
+        a value that is no tensor a KilnTypeError, as is a ``persistent`` that is no bool."""
+        self._check_free(name, "_buffers", "a buffer")
+        kind = type(self).__name__
+        if isinstance(tensor, Parameter):
+            raise KilnTypeError(f"{kind}.register_buffer: {name!r} is a kiln.nn.Parameter; "
+                                f"register it with register_parameter (or pass a plain tensor)")
+        if tensor is not None and not isinstance(tensor, _C.Tensor):
+            raise KilnTypeError(f"{kind}.register_buffer: expected a kiln.Tensor or None for "
+                                f"{name!r}, got {type(tensor).__name__}")
+        if not isinstance(persistent, bool):
+            raise KilnTypeError(f"{kind}.register_buffer: persistent must be a bool, got "
+                                f"{type(persistent).__name__} {persistent!r}")
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent.discard(name)
+        else:
+            self._non_persistent.add(name)
+
     def __getattr__(self, name):
-        # Only reached when normal lookup fails: registered parameters and cells live in the
-        # registries, not in __dict__.
-        for registry in ("_params", "_cells"):
+        # Only reached when normal lookup fails: registered parameters, cells and buffers live in
+        # the registries, not in __dict__.
+        for registry in _REGISTRIES:
             entries = self.__dict__.get(registry)
             if entries is not None and name in entries:
                 return entries[name]
-        if name in ("_params", "_cells"):
+        if name in _INTERNAL:
             # Every traversal starts here: a subclass that skipped super().__init__() is named
             # instead of the missing registry.
             raise self._before_init("list parameters or sub-cells")
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __delattr__(self, name):
-        if name in self._params or name in self._cells:
+        if name in self._params or name in self._cells or name in self._buffers:
             self._forget(name)
         else:
             object.__delattr__(self, name)
 
     def __dir__(self):
-        return sorted(set(super().__dir__()) | set(self._params) | set(self._cells))
+        return sorted(set(super().__dir__()) | set(self._params) | set(self._cells)
+                      | set(self._buffers))
 
     # ----------------------------------------------------------------------------------------
     # Calling
@@ -241,22 +354,86 @@ class Cell:
         return (cell for _, cell in self.named_cells())
 
     def cells(self):
-        """The direct sub-cells."""
+        """The direct sub-cells, a sub-cell held under two names twice (MindSpore's)."""
         return (cell for cell in self._cells.values() if cell is not None)
 
-    children = cells
+    def named_children(self):
+        """(name, cell) for each direct sub-cell, once, under its first name (PyTorch's)."""
+        seen = set()
+        for name, cell in self._cells.items():
+            if cell is not None and id(cell) not in seen:
+                seen.add(id(cell))
+                yield name, cell
+
+    def children(self):
+        """Each direct sub-cell once (``named_children`` without the names)."""
+        return (cell for _, cell in self.named_children())
+
+    def get_submodule(self, target):
+        """The cell at the dotted path ``target`` below this one ("" is this cell), as PyTorch's
+        get_submodule: a path that names no sub-cell (a missing name, a parameter, an empty
+        slot) is an AttributeError naming the part that is not one; a ``target`` that is no str a
+        KilnTypeError."""
+        if not isinstance(target, str):
+            raise KilnTypeError(f"{type(self).__name__}.get_submodule: target must be a str (a "
+                                f"dotted path such as 'layers.0'), got {type(target).__name__} "
+                                f"{target!r}")
+        if not target:
+            return self
+        cell, path = self, []
+        for part in target.split("."):
+            found = cell._cells.get(part)
+            if found is None:
+                where = (f"{type(cell).__name__} {'.'.join(path)!r}" if path
+                         else f"the top-level {type(cell).__name__}")
+                what = ("is an empty slot (None)" if part in cell._cells
+                        else "is a parameter" if part in cell._params
+                        else "is a buffer" if part in cell._buffers else "does not exist")
+                raise AttributeError(f"{type(self).__name__}.get_submodule({target!r}): "
+                                     f"{where} has no sub-cell {part!r} (the name {what})")
+            cell = found
+            path.append(part)
+        return cell
+
+    def apply(self, fn):
+        """Calls ``fn(cell)`` on every cell below this one, each once, children before their
+        parent (in registration order), then on this cell; returns this cell. A ``fn`` that
+        cannot be called is a KilnTypeError; a cell below itself a KilnValueError, before
+        ``fn`` runs."""
+        if not callable(fn):
+            raise KilnTypeError(f"{type(self).__name__}.apply: fn must be callable, got "
+                                f"{type(fn).__name__} {fn!r}")
+        for _ in self.named_cells():  # refuses a cycle before fn changes anything
+            pass
+        order, seen, stack = [], set(), [(self, False)]
+        while stack:
+            cell, children_done = stack.pop()
+            if children_done:
+                order.append(cell)
+            elif id(cell) not in seen:
+                seen.add(id(cell))
+                stack.append((cell, True))
+                stack.extend((child, False) for child in reversed(list(cell.cells())))
+        for cell in order:
+            fn(cell)
+        return self
+
+    def _named_members(self, registry, prefix, recurse, remove_duplicate):
+        """(dotted name, value) for the entries of ``registry`` ("_params" or "_buffers") that
+        are not None, of this cell and (``recurse``) every cell below it."""
+        seen = set()
+        cells = self.named_cells(prefix, remove_duplicate) if recurse else [(prefix, self)]
+        for cell_name, cell in cells:
+            for name, value in getattr(cell, registry).items():
+                if value is None or (remove_duplicate and id(value) in seen):
+                    continue
+                seen.add(id(value))
+                yield (f"{cell_name}.{name}" if cell_name else name), value
 
     def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
         """(dotted name, parameter) pairs; a parameter reached by two names appears once, under
         its first name, unless ``remove_duplicate`` is False (then under every name)."""
-        seen = set()
-        cells = self.named_cells(prefix, remove_duplicate) if recurse else [(prefix, self)]
-        for cell_name, cell in cells:
-            for name, param in cell._params.items():
-                if param is None or (remove_duplicate and id(param) in seen):
-                    continue
-                seen.add(id(param))
-                yield (f"{cell_name}.{name}" if cell_name else name), param
+        return self._named_members("_params", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse=True):
         """Every parameter, each once (see ``named_parameters``); with ``recurse=False`` only this
@@ -267,25 +444,59 @@ class Cell:
         """The parameters with requires_grad, as a list (MindSpore's Cell.trainable_params)."""
         return [p for p in self.parameters(recurse) if p.requires_grad]
 
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        """(dotted name, buffer) pairs for every buffer that is not None, persistent or not; a
+        buffer reached by two names appears once unless ``remove_duplicate`` is False."""
+        return self._named_members("_buffers", prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse=True):
+        """Every buffer, each once (see ``named_buffers``); with ``recurse=False`` only this
+        cell's own."""
+        return (buffer for _, buffer in self.named_buffers(recurse=recurse))
+
+    def requires_grad_(self, requires_grad=True):
+        """Sets ``requires_grad`` of every parameter to ``requires_grad`` (a bool, else a
+        KilnTypeError): False freezes the cell, so ``trainable_params()`` and gradients leave it
+        out. Returns the cell."""
+        if not isinstance(requires_grad, bool):
+            raise KilnTypeError(f"{type(self).__name__}.requires_grad_: requires_grad must be a "
+                                f"bool, got {type(requires_grad).__name__} {requires_grad!r}")
+        for param in self.parameters():
+            param.requires_grad_(requires_grad)
+        return self
+
     # ----------------------------------------------------------------------------------------
     # State
 
+    def _named_state(self):
+        """(dotted name, tensor) for state_dict: each cell's parameters, then its persistent
+        buffers, parents first, under every name of a shared one (PyTorch's order)."""
+        for cell_name, cell in self.named_cells(remove_duplicate=False):
+            prefix = f"{cell_name}." if cell_name else ""
+            for name, param in cell._params.items():
+                if param is not None:
+                    yield prefix + name, param
+            for name, buffer in cell._buffers.items():
+                if buffer is not None and name not in cell._non_persistent:
+                    yield prefix + name, buffer
+
     def state_dict(self):
-        """An ordered dict of dotted name -> tensor sharing the parameter's memory (detached),
-        with every name of a tied parameter (as PyTorch's)."""
-        params = self.named_parameters(remove_duplicate=False)
-        return collections.OrderedDict((name, param.detach()) for name, param in params)
+        """An ordered dict of dotted name -> tensor sharing the parameter's or persistent
+        buffer's memory (detached), with every name of a tied parameter (as PyTorch's)."""
+        return collections.OrderedDict((name, tensor.detach())
+                                       for name, tensor in self._named_state())
 
     def load_state_dict(self, state_dict, strict=True):
-        """Copies ``state_dict``'s values into the parameters in place (see the module's
-        documentation); returns LoadResult(missing_keys, unexpected_keys). A ``state_dict`` that
-        is not a mapping (a list of pairs, None) is a KilnTypeError, as in PyTorch."""
+        """Copies ``state_dict``'s values into the parameters and persistent buffers in place
+        (see the module's documentation); returns LoadResult(missing_keys, unexpected_keys). A
+        ``state_dict`` that is not a mapping (a list of pairs, None) is a KilnTypeError, as in
+        PyTorch."""
         if not isinstance(state_dict, collections.abc.Mapping):
             raise KilnTypeError(f"load_state_dict for {type(self).__name__}: expected a mapping "
                                 f"of name -> tensor, got {type(state_dict).__name__}")
-        params = dict(self.named_parameters(remove_duplicate=False))  # state_dict's names
-        missing = [name for name in params if name not in state_dict]
-        unexpected = [name for name in state_dict if name not in params]
+        targets = dict(self._named_state())  # state_dict's names
+        missing = [name for name in targets if name not in state_dict]
+        unexpected = [name for name in state_dict if name not in targets]
         if strict and (missing or unexpected):
             parts = []
             if missing:
@@ -295,12 +506,12 @@ class Cell:
             raise KilnValueError(f"load_state_dict for {type(self).__name__}: "
                                  + " and ".join(parts))
         # Every value is converted before the first copy, so a bad one changes nothing.
-        values = {name: converted_like(state_dict[name], param,
+        values = {name: converted_like(state_dict[name], target,
                                        f"load_state_dict for {type(self).__name__}: {name!r}")
-                  for name, param in params.items() if name in state_dict}
+                  for name, target in targets.items() if name in state_dict}
         with no_grad():
             for name, value in values.items():
-                params[name][...] = value
+                targets[name][...] = value
         return LoadResult(missing, unexpected)
 
     def train(self, mode=True):

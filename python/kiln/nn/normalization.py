@@ -1,18 +1,53 @@
-"""kiln.nn.LayerNorm and kiln.nn.RMSNorm over the trailing ``normalized_shape`` dimensions.
+"""kiln.nn.LayerNorm and kiln.nn.RMSNorm over the trailing ``normalized_shape`` dimensions;
+kiln.nn.BatchNorm1d and kiln.nn.BatchNorm2d over the batch, per channel.
 
     ln = kiln.nn.LayerNorm(512)                   # weight ones, bias zeros, eps 1e-5
     rms = kiln.nn.RMSNorm([8, 64], eps=1e-6)       # weight ones
+    bn = kiln.nn.BatchNorm2d(16)                   # x [N, 16, H, W]; running statistics
 
 ``normalized_shape`` is an int or a sequence of ints. With ``elementwise_affine=False`` there
 are no parameters; LayerNorm's ``bias=False`` keeps the weight only (as in PyTorch).
+
+BatchNorm1d (x [N, C] or [N, C, L]) and BatchNorm2d (x [N, C, H, W]) follow PyTorch's
+BatchNorm: y = (x - mean) / sqrt(var + eps) * weight + bias per channel C (weight ones, bias
+zeros; none with ``affine=False``). While training, mean and var are the batch's (over every
+dimension but C; var biased), and with ``track_running_stats`` the buffers ``running_mean``
+(zeros), ``running_var`` (ones) and ``num_batches_tracked`` (0, int64) are updated in place
+under ``kiln.no_grad()``: num_batches_tracked += 1, then running = (1 - momentum) * running +
+momentum * batch statistic, with the *unbiased* batch variance for running_var;
+``momentum=None`` averages every batch so far (momentum 1 / num_batches_tracked). In eval mode
+the running statistics normalize, and nothing is updated; without running statistics
+(``track_running_stats=False``) the batch's are used in eval mode too. The names, the order
+and the dtypes of the parameters and buffers are PyTorch's, so its state dicts load either way.
+Because the updates are in place, they also happen at every call of a ``kiln.jit`` function
+(a whole training step) that calls the layer; ``momentum``, ``eps`` and the other settings are
+read at the trace, as constants of the graph. In training mode the running variance's factor
+n / (n - 1) is a number computed from the batch size, so ``kiln.jit(dynamic=True)`` refuses a
+second batch size there (its KilnValueError names the constant); eval mode follows any.
+
+BatchNorm is composed of kiln.mint ops (mean, var, rsqrt, ...), so autograd differentiates it
+through them. Its errors: ``num_features`` that is no positive int, an ``eps`` or
+``momentum`` that is no number in range, ``affine`` / ``track_running_stats`` that are no bools
+(KilnTypeError / KilnValueError); an input of another rank or with another number of channels
+(ShapeError), of another dtype than the layer's parameters and buffers (DTypeError; ``dtype``,
+default float32, sets theirs), or with a single value per channel while using batch
+statistics (KilnValueError: its variance is undefined).
 """
 
+import math
+import numbers
+
 from .. import _C
+from .._checks import checked_int
+from ..autograd import no_grad
+from ..errors import DTypeError, KilnTypeError, KilnValueError, ShapeError
 from . import init
 from .cell import Cell
 from .parameter import Parameter
 
-__all__ = ["LayerNorm", "RMSNorm"]
+__all__ = ["LayerNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d"]
+
+_mint = _C.mint
 
 
 def _shape(normalized_shape):
@@ -69,3 +104,157 @@ class RMSNorm(_Norm):
 
     def construct(self, x):
         return _C.mint.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+
+class _BatchNorm(Cell):
+    """The shared part of BatchNorm1d and BatchNorm2d; subclasses set ``_ranks`` (the input
+    ranks accepted) and ``_layout`` (how errors describe them)."""
+
+    _ranks = ()
+    _layout = ""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True, dtype=None):
+        super().__init__()
+        kind = type(self).__name__
+        self.num_features = checked_int(kind, "num_features", num_features, low=1)
+        self.eps = self._number("eps", eps, 0.0, math.inf)
+        self.momentum = None if momentum is None else self._number("momentum", momentum, 0.0, 1.0)
+        for name, flag in (("affine", affine), ("track_running_stats", track_running_stats)):
+            if not isinstance(flag, bool):
+                raise KilnTypeError(f"{kind}: {name} must be a bool, got {type(flag).__name__} "
+                                    f"{flag!r}")
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        dtype = dtype or _C.dtype.float32
+        shape = (self.num_features,)
+        self.weight = Parameter(_mint.empty(shape, dtype=dtype)) if affine else None
+        self.bias = Parameter(_mint.empty(shape, dtype=dtype)) if affine else None
+        if track_running_stats:
+            self.register_buffer("running_mean", _mint.zeros(shape, dtype=dtype))
+            self.register_buffer("running_var", _mint.ones(shape, dtype=dtype))
+            self.register_buffer("num_batches_tracked", _mint.zeros((), dtype=_C.dtype.int64))
+        else:
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(name, None)
+        self.reset_parameters()
+
+    def _number(self, name, value, low, high):
+        """``value`` as a float in [low, high]: a KilnTypeError for no real number, a
+        KilnValueError out of range (NaN included)."""
+        kind = type(self).__name__
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise KilnTypeError(f"{kind}: {name} must be a number, got {type(value).__name__} "
+                                f"{value!r}")
+        if not low <= value <= high:
+            bounds = f"at least {low}" if high == math.inf else f"in [{low}, {high}]"
+            raise KilnValueError(f"{kind}: {name} must be {bounds}, got {value}")
+        return float(value)
+
+    def reset_running_stats(self):
+        """Sets running_mean to zeros, running_var to ones and num_batches_tracked to 0, in
+        place (jitted functions holding them see it)."""
+        with no_grad():
+            for name, value in (("running_mean", 0), ("running_var", 1),
+                                ("num_batches_tracked", 0)):
+                buffer = getattr(self, name)
+                if buffer is not None:
+                    buffer[...] = value
+
+    def reset_parameters(self):
+        """Resets the running statistics, the weight to ones and the bias to zeros."""
+        self.reset_running_stats()
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
+
+    def _check_input(self, x):
+        kind = type(self).__name__
+        if not isinstance(x, _C.Tensor):
+            raise KilnTypeError(f"{kind}: expected a kiln.Tensor input, got {type(x).__name__}")
+        shape = list(x.shape)
+        if len(shape) not in self._ranks:
+            raise ShapeError(f"{kind}: expected a {self._layout} input, got shape {shape} "
+                             f"({len(shape)}-D)")
+        if shape[1] != self.num_features:
+            raise ShapeError(f"{kind}: expected an input with {self.num_features} channels in "
+                             f"dim 1, got shape {shape}")
+        held = next((t for t in (self.weight, self.bias, self.running_mean, self.running_var)
+                     if t is not None), None)
+        if held is not None and x.dtype != held.dtype:
+            raise DTypeError(f"{kind}: expected an input of dtype {held.dtype.name} (the dtype of "
+                             f"its parameters and running statistics), got {x.dtype.name}")
+        if not x.dtype.is_floating_point:
+            raise DTypeError(f"{kind}: expected a floating-point input, got {x.dtype.name}")
+
+    def construct(self, x):
+        self._check_input(x)
+        running_mean, running_var = self.running_mean, self.running_var
+        # As PyTorch: batch statistics while training, and in eval mode without running ones.
+        use_batch = self.training or (running_mean is None and running_var is None)
+        dims = [0] + list(range(2, x.ndim))
+        shape = [1, self.num_features] + [1] * (x.ndim - 2)
+        if use_batch:
+            count = math.prod(x.shape) // self.num_features
+            if count == 1:
+                raise KilnValueError(f"{type(self).__name__}: expected more than 1 value per "
+                                     f"channel when using batch statistics (training), got "
+                                     f"input shape {list(x.shape)}")
+            mean = _mint.mean(x, dims, keepdim=True)
+            var = _mint.var(x, dims, correction=0, keepdim=True)
+            if self.training and self.track_running_stats:
+                self._update_running_stats(mean, var, count)
+        else:
+            mean = _mint.reshape(running_mean, shape)
+            var = _mint.reshape(running_var, shape)
+        scale = _mint.rsqrt(var + self.eps)
+        if self.weight is not None:
+            scale = scale * _mint.reshape(self.weight, shape)
+        y = (x - mean) * scale
+        if self.bias is not None:
+            y = y + _mint.reshape(self.bias, shape)
+        return y
+
+    def _update_running_stats(self, mean, var, count):
+        """The in-place updates of the running statistics from one batch's (biased) ``var`` over
+        ``count`` values per channel, as PyTorch's, under no_grad."""
+        with no_grad():
+            steps = self.num_batches_tracked
+            if steps is not None:
+                steps += 1
+            if self.momentum is not None:
+                factor = self.momentum
+            elif steps is not None:
+                # A tensor, not float(steps): under kiln.jit the count changes at every call.
+                factor = _mint.reciprocal(steps.to(mean.dtype))
+            else:
+                factor = 0.0  # PyTorch's: a cumulative average without a count stays put
+            if self.running_mean is not None:
+                batch_mean = _mint.reshape(mean, [self.num_features])
+                self.running_mean[...] = self.running_mean * (1 - factor) + batch_mean * factor
+            if self.running_var is not None:
+                unbiased = _mint.reshape(var, [self.num_features]) * (count / (count - 1))
+                self.running_var[...] = self.running_var * (1 - factor) + unbiased * factor
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """BatchNorm1d(num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+    dtype=None): batch normalization of x [N, C] or [N, C, L] per channel C = ``num_features``,
+    as PyTorch's BatchNorm1d (see kiln.nn.normalization's documentation)."""
+
+    _ranks = (2, 3)
+    _layout = "2-D [N, C] or 3-D [N, C, L]"
+
+
+class BatchNorm2d(_BatchNorm):
+    """BatchNorm2d(num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+    dtype=None): batch normalization of x [N, C, H, W] per channel C = ``num_features``, as
+    PyTorch's BatchNorm2d (see kiln.nn.normalization's documentation)."""
+
+    _ranks = (4,)
+    _layout = "4-D [N, C, H, W]"
