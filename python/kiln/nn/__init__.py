@@ -18,8 +18,9 @@
 - Layers: ``Linear`` / ``Dense``, ``Conv2d``, ``LayerNorm``, ``RMSNorm``, ``Embedding``,
   ``Dropout``, ``MultiheadAttention``, ``BatchNorm1d``, ``BatchNorm2d``, ``MaxPool2d``,
   ``AvgPool2d``, ``Flatten``, ``Unflatten``; containers ``Sequential``, ``ModuleList``,
-  ``ModuleDict``, ``ParameterList``, ``ParameterDict``; activations ``ReLU``, ``GELU``, ``SiLU``, ``Tanh``, ``Sigmoid``, ``Softmax``,
-  ``Identity``, ``LeakyReLU``, ``ELU``, ``Softplus``, ``Hardtanh``; losses ``CrossEntropyLoss``,
+  ``ModuleDict``, ``ParameterList``, ``ParameterDict``; activations ``ReLU``, ``GELU``,
+  ``SiLU``, ``Tanh``, ``Sigmoid``, ``Softmax``, ``Identity``, ``LeakyReLU``, ``ELU``,
+  ``Softplus``, ``Hardtanh``; losses ``CrossEntropyLoss``,
   ``NLLLoss``, ``MSELoss``, ``L1Loss``, ``SmoothL1Loss``, ``HuberLoss``, ``BCELoss``,
   ``BCEWithLogitsLoss``.
   Each layer's file documents its arguments and its (PyTorch-equal) initialisation; layers with
@@ -55,7 +56,8 @@ from .pooling import AvgPool2d, MaxPool2d  # noqa: F401
 
 __all__ = ["init", "utils", "Cell", "Module", "LoadResult", "Parameter", "Linear", "Dense",
            "Conv2d", "BatchNorm1d", "BatchNorm2d", "ModuleList", "ModuleDict", "ParameterList",
-           "ParameterDict", "LayerNorm", "RMSNorm", "Embedding", "Dropout", "MultiheadAttention", "Sequential",
+           "ParameterDict", "LayerNorm", "RMSNorm", "Embedding", "Dropout", "MultiheadAttention",
+           "Sequential",
            "MaxPool2d", "AvgPool2d", "Flatten", "Unflatten", "ReLU", "GELU", "SiLU", "Tanh",
            "Sigmoid", "Softmax", "Identity", "LeakyReLU", "ELU", "Softplus", "Hardtanh",
            "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
