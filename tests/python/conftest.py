@@ -92,6 +92,36 @@ def rng():
     return np.random.default_rng(1234)
 
 
+@pytest.fixture
+def torch():
+    """PyTorch, for tests that compare with it (skipped where it is not installed)."""
+    return pytest.importorskip("torch")
+
+
+def t(array, dtype=None):
+    """A kiln tensor of ``array``'s values (in ``dtype`` when given)."""
+    return kiln.tensor(np.asarray(array), dtype=dtype)
+
+
+def torch_twin(torch, array, dtype, requires_grad=True):
+    """``array``'s values as a torch tensor of kiln ``dtype``'s torch dtype (through float64, so
+    bfloat16 values arrive exact), requiring grad unless told otherwise."""
+    twin = torch.tensor(np.asarray(array, np.float64)).to(getattr(torch, dtype.name))
+    return twin.requires_grad_() if requires_grad else twin
+
+
+def check_torch(actual, expected, dtype, what, scale_atol=False):
+    """``actual`` (kiln) against ``expected`` (torch) at ``dtype``'s tolerance, NaNs equal; with
+    ``scale_atol`` the absolute part scales with the largest expected magnitude (for gradients
+    whose terms cancel)."""
+    rtol, atol = TOLERANCES[dtype]
+    want = expected.detach().double().numpy()
+    if scale_atol:
+        atol *= max(1.0, float(np.nanmax(np.abs(want), initial=0.0)))
+    np.testing.assert_allclose(np.asarray(actual.numpy(), np.float64), want, rtol=rtol,
+                               atol=atol, equal_nan=True, err_msg=what)
+
+
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples" / "custom_op"
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import FLOAT_DTYPES, TOLERANCES, raises, random_array
+from conftest import FLOAT_DTYPES, TOLERANCES, check_torch, raises, random_array, t, torch_twin
 from kiln.mint import _composite
 from kiln.nn.loss import BCELoss, BCEWithLogitsLoss, HuberLoss, L1Loss, NLLLoss, SmoothL1Loss
 
@@ -17,28 +17,8 @@ REDUCTIONS = ["mean", "sum", "none"]
 SHAPE = (4, 3, 5)
 
 
-@pytest.fixture
-def torch():
-    return pytest.importorskip("torch")
 
 
-def t(array, dtype=None):
-    return kiln.tensor(np.asarray(array), dtype=dtype)
-
-
-def torch_twin(torch, array, dtype, requires_grad=True):
-    twin = torch.tensor(np.asarray(array, np.float64)).to(getattr(torch, dtype.name))
-    return twin.requires_grad_() if requires_grad else twin
-
-
-def check(actual, expected, dtype, what):
-    """``actual`` (kiln) against ``expected`` (torch) at ``dtype``'s tolerance, the absolute part
-    scaled by the largest expected magnitude (the terms of a loss's gradient cancel)."""
-    rtol, atol = TOLERANCES[dtype]
-    want = expected.detach().double().numpy()
-    scale = max(1.0, float(np.nanmax(np.abs(want), initial=0.0)))
-    np.testing.assert_allclose(np.asarray(actual.numpy(), np.float64), want, rtol=rtol,
-                               atol=atol * scale, equal_nan=True, err_msg=what)
 
 
 def eighths(shape, rng, low=-3.0, high=3.0):
@@ -121,13 +101,13 @@ def test_loss_matches_torch(torch, case, reduction, dtype, rng):
     out = fn(x, y, reduction=reduction, **ours)
     expected = getattr(torch.nn.functional, torch_name)(tx, ty, reduction=reduction, **theirs)
     assert out.dtype == dtype and out.shape == tuple(expected.shape)
-    check(out, expected, dtype, "value")
+    check_torch(out, expected, dtype, "value", scale_atol=True)
     upstream = random_array(out.shape, dtype, rng, 0.5, 2.0)
     grads = kiln.autograd.grad(out, [x, y], t(upstream, dtype))
     wants = torch.autograd.grad(expected, [tx, ty], torch_twin(torch, upstream, dtype, False))
     for grad, want, what in zip(grads, wants, ["input gradient", "target gradient"]):
         assert grad.dtype == dtype
-        check(grad, want, dtype, what)
+        check_torch(grad, want, dtype, what, scale_atol=True)
 
 
 @pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64], ids=lambda d: d.name)
@@ -142,7 +122,7 @@ def test_binary_cross_entropy_at_exact_zero_and_one(torch, dtype):
     out = _composite.binary_cross_entropy(x, target, reduction="none")
     expected = torch.nn.functional.binary_cross_entropy(
         torch_twin(torch, x.numpy(), dtype), torch_twin(torch, t_values, dtype), reduction="none")
-    check(out, expected, dtype, "value")
+    check_torch(out, expected, dtype, "value", scale_atol=True)
     np.testing.assert_allclose(out.numpy()[:6], [0.0, 100.0, 50.0, 100.0, 0.0, 50.0])
     grad_x, grad_t = kiln.autograd.grad(mint.sum(out), [x, target])
     # d/dx: (1 - t) / (1 - x) at x = 0 (log x clamped), -t / x at x = 1 (log(1 - x) clamped),
@@ -184,7 +164,7 @@ def test_mixed_dtypes_promote(torch, fn, torch_name, swap, rng):
     assert out.dtype == kiln.float64
     expected = getattr(torch.nn.functional, torch_name)(torch.tensor(x, dtype=torch.float64),
                                                         torch.tensor(y, dtype=torch.float64))
-    check(out, expected, kiln.float64, "value")
+    check_torch(out, expected, kiln.float64, "value", scale_atol=True)
 
 
 def test_regression_losses_take_integer_targets_as_pytorch(torch, rng):
@@ -194,8 +174,8 @@ def test_regression_losses_take_integer_targets_as_pytorch(torch, rng):
                                                        "smooth_l1_loss")]:
         out = fn(t(x), t(y))
         assert out.dtype == kiln.float32
-        check(out, getattr(torch.nn.functional, name)(torch.tensor(x), torch.tensor(y)),
-              kiln.float32, name)
+        check_torch(out, getattr(torch.nn.functional, name)(torch.tensor(x), torch.tensor(y)),
+              kiln.float32, name, scale_atol=True)
 
 
 @pytest.mark.parametrize("fn", [_composite.l1_loss, _composite.smooth_l1_loss,
@@ -264,11 +244,11 @@ def test_nll_loss_cell_matches_torch(torch, reduction, dtype, rng):
     tx = torch_twin(torch, log_probs, dtype)
     expected = torch.nn.NLLLoss(reduction=reduction, ignore_index=2)(
         torch.log_softmax(tx, 1), torch.tensor(target))
-    check(out, expected, dtype, "value")
+    check_torch(out, expected, dtype, "value", scale_atol=True)
     upstream = random_array(out.shape, dtype, rng, 0.5, 2.0)
     (grad,) = kiln.autograd.grad(out, x, t(upstream, dtype))
     (want,) = torch.autograd.grad(expected, tx, torch_twin(torch, upstream, dtype, False))
-    check(grad, want, dtype, "gradient")
+    check_torch(grad, want, dtype, "gradient", scale_atol=True)
 
 
 @pytest.mark.parametrize("cell, text", [

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import FLOAT_DTYPES, TOLERANCES, raises, random_array
+from conftest import FLOAT_DTYPES, check_torch, raises, random_array, t, torch_twin
 from kiln import nn
 from kiln.mint import _composite
 from kiln.nn.activation import ELU, Hardtanh, LeakyReLU, Softplus
@@ -15,27 +15,8 @@ from kiln.nn.activation import ELU, Hardtanh, LeakyReLU, Softplus
 mint = kiln.mint
 
 
-@pytest.fixture
-def torch():
-    return pytest.importorskip("torch")
 
 
-def t(array, dtype=None):
-    return kiln.tensor(np.asarray(array), dtype=dtype)
-
-
-def torch_twin(torch, array, dtype):
-    """``array`` as a torch tensor of ``dtype`` that requires grad."""
-    return torch.tensor(np.asarray(array, np.float64)).to(getattr(torch, dtype.name)) \
-        .requires_grad_()
-
-
-def check(actual, expected, dtype, what):
-    """``actual`` (kiln) against ``expected`` (torch) at ``dtype``'s tolerance."""
-    rtol, atol = TOLERANCES[dtype]
-    np.testing.assert_allclose(np.asarray(actual.numpy(), np.float64),
-                               expected.detach().double().numpy(), rtol=rtol, atol=atol,
-                               equal_nan=True, err_msg=what)
 
 
 # (kiln function, kwargs, torch.nn.functional's name): each case at its own parameters.
@@ -76,12 +57,12 @@ def test_activation_matches_torch(torch, case, dtype, rng):
     out = fn(x, **kwargs)
     expected = getattr(torch.nn.functional, torch_name)(tx, **kwargs)
     assert out.dtype == dtype and out.shape == tuple(expected.shape)
-    check(out, expected, dtype, "value")
+    check_torch(out, expected, dtype, "value")
     upstream = random_array(values.shape, dtype, rng, 0.5, 2.0)
     (grad,) = kiln.autograd.grad(out, x, t(upstream, dtype))
     (want,) = torch.autograd.grad(expected, tx, torch_twin(torch, upstream, dtype))
     assert grad.dtype == dtype
-    check(grad, want, dtype, "gradient")
+    check_torch(grad, want, dtype, "gradient")
 
 
 @pytest.mark.parametrize("fn, kwargs, gradients", [

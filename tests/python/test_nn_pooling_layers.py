@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import FLOAT_DTYPES, TOLERANCES, raises, random_array
+from conftest import FLOAT_DTYPES, check_torch, raises, random_array, t, torch_twin
 from kiln import nn
 from kiln.nn.flatten import Flatten, Unflatten
 from kiln.nn.pooling import AvgPool2d, MaxPool2d
@@ -14,25 +14,8 @@ from kiln.nn.pooling import AvgPool2d, MaxPool2d
 mint = kiln.mint
 
 
-@pytest.fixture
-def torch():
-    return pytest.importorskip("torch")
 
 
-def t(array, dtype=None):
-    return kiln.tensor(np.asarray(array), dtype=dtype)
-
-
-def torch_twin(torch, array, dtype, requires_grad=True):
-    twin = torch.tensor(np.asarray(array, np.float64)).to(getattr(torch, dtype.name))
-    return twin.requires_grad_() if requires_grad else twin
-
-
-def check(actual, expected, dtype, what):
-    rtol, atol = TOLERANCES[dtype]
-    np.testing.assert_allclose(np.asarray(actual.numpy(), np.float64),
-                               expected.detach().double().numpy(), rtol=rtol, atol=atol,
-                               err_msg=what)
 
 
 def matches_torch(torch, ours, theirs, shape, dtype, rng):
@@ -43,11 +26,11 @@ def matches_torch(torch, ours, theirs, shape, dtype, rng):
     tx = torch_twin(torch, values, dtype)
     out, expected = ours(x), theirs(tx)
     assert out.dtype == dtype and out.shape == tuple(expected.shape)
-    check(out, expected, dtype, "value")
+    check_torch(out, expected, dtype, "value")
     upstream = random_array(out.shape, dtype, rng, 0.5, 2.0)
     (grad,) = kiln.autograd.grad(out, x, t(upstream, dtype))
     (want,) = torch.autograd.grad(expected, tx, torch_twin(torch, upstream, dtype, False))
-    check(grad, want, dtype, "gradient")
+    check_torch(grad, want, dtype, "gradient")
 
 
 POOLS = [
