@@ -656,6 +656,46 @@ def test_data_parallel_matches_single_process_training(tmp_path, backend):
     assert out.count("dp ok") == 2
 
 
+DATA_PARALLEL_BUFFERS = '''
+rank = dist.get_rank()
+
+def net():
+    cell = kiln.nn.Sequential(kiln.nn.Linear(4, 3), kiln.nn.BatchNorm1d(3))
+    cell[1].running_mean[...] = float(rank + 1)  # each rank's own statistics
+    return cell
+
+x = kiln.tensor(np.random.default_rng(rank).standard_normal((8, 4)).astype(np.float32))
+# At construction and at every forward the first rank's buffers reach every rank.
+synced = kiln.nn.DataParallel(net())
+assert synced.module[1].running_mean.tolist() == [1.0] * 3, synced.module[1].running_mean
+synced.module[1].running_mean[...] = float(rank + 5)
+synced.eval()
+synced(x)
+assert synced.module[1].running_mean.tolist() == [5.0] * 3
+synced.train()
+synced(x).sum().backward()  # training: each rank updates from rank 0's, with its own batch
+mean = synced.module[1].running_mean
+assert np.allclose(mean.numpy(), 0.9 * 5.0 + 0.1 * (synced.module[0](x).mean(0)).numpy())
+# broadcast_buffers=False: only the construction's copy.
+kept = kiln.nn.DataParallel(net(), broadcast_buffers=False)
+kept.module[1].running_mean[...] = float(rank + 5)
+kept.eval()
+kept(x)
+assert kept.module[1].running_mean.tolist() == [float(rank + 5)] * 3
+try:
+    kiln.nn.DataParallel(net(), broadcast_buffers=1)
+    raise AssertionError("broadcast_buffers=1 was taken")
+except kiln.KilnTypeError as e:
+    assert "broadcast_buffers to be a bool" in str(e)
+print("buffers ok")
+'''
+
+
+def test_data_parallel_broadcasts_buffers(tmp_path):
+    out = launch(tmp_path, 2, DATA_PARALLEL_BUFFERS, timeout=120)
+    assert out.count("buffers ok") == 2
+
+
 # ------------------------------------------------------------------------------------------------
 # Failures: never a hang
 

@@ -9,7 +9,9 @@
         loss.backward()                          # gradients are averaged over the ranks ...
         opt.step()                               # ... so every rank takes the same step
 
-At construction every parameter is broadcast from the group's first rank. The trainable
+At construction every parameter and buffer is broadcast from the group's first rank, and with
+``broadcast_buffers=True`` (the default, as in PyTorch's DDP) the buffers again at every forward
+(BatchNorm's running statistics: every rank then uses the first rank's). The trainable
 parameters are put into buckets of about ``bucket_cap_mb`` megabytes, in reverse registration
 order (roughly the order backward produces their gradients). During ``backward()`` a hook on each
 parameter notes when its gradient has been accumulated; when a bucket's gradients are all there,
@@ -57,13 +59,18 @@ class DataParallel(Cell):
         group: the process group (the world by default).
         bucket_cap_mb: the size of a gradient bucket in megabytes, a positive number (25, as
             PyTorch's DDP; inf puts every parameter of a dtype into one bucket).
+        broadcast_buffers: whether every forward first copies the first rank's buffers to the
+            others (a bool; True, as PyTorch's DDP).
 
     Raises KilnTypeError or KilnValueError for a bad argument, DistributedError when
     kiln.distributed is not initialized or the ranks' models differ.
     """
 
-    def __init__(self, cell, group=None, bucket_cap_mb=25.0):
+    def __init__(self, cell, group=None, bucket_cap_mb=25.0, broadcast_buffers=True):
         super().__init__()
+        if not isinstance(broadcast_buffers, bool):
+            raise KilnTypeError(f"DataParallel: expected broadcast_buffers to be a bool, got "
+                                f"{type(broadcast_buffers).__name__} {broadcast_buffers!r}")
         _group("DataParallel", group)
         if isinstance(bucket_cap_mb, bool) or not isinstance(bucket_cap_mb, numbers.Real):
             raise KilnTypeError(f"DataParallel: expected bucket_cap_mb to be a number of "
@@ -79,15 +86,18 @@ class DataParallel(Cell):
         object.__setattr__(self, "_group", group)
         object.__setattr__(self, "_sync", True)              # no_sync() clears it
         object.__setattr__(self, "_sync_this_backward", True)  # _sync when forward ran
+        object.__setattr__(self, "_broadcast_every_forward", broadcast_buffers)
         everything = list(cell.parameters())
         params = [p for p in everything if p.requires_grad]
         object.__setattr__(self, "_trainable", params)
         object.__setattr__(self, "_names", {id(p): n for n, p in cell.named_parameters()})
         self._check_same_model(everything)
-        # Every parameter, frozen ones too, starts from the first rank's values.
+        # Every parameter, frozen ones too, and every buffer start from the first rank's values.
         src = group.ranks[0] if group is not None else 0
+        object.__setattr__(self, "_src", src)
         for bucket in _make_buckets(everything, range(len(everything)), bucket_cap_mb):
-            self._broadcast_parameters([everything[i] for i in bucket.indices], src)
+            self._broadcast([everything[i] for i in bucket.indices])
+        self._broadcast_buffers()
         # Buckets in reverse order: the last layers' gradients are ready first. They are
         # all-reduced strictly in this order on every rank (collectives match by order).
         buckets = _make_buckets(params, reversed(range(len(params))), bucket_cap_mb)
@@ -103,6 +113,8 @@ class DataParallel(Cell):
     def construct(self, *args, **kwargs):
         self._check_previous_backward()
         object.__setattr__(self, "_sync_this_backward", self._sync)
+        if self._broadcast_every_forward:
+            self._broadcast_buffers()
         return self.module(*args, **kwargs)
 
     @contextlib.contextmanager
@@ -141,15 +153,26 @@ class DataParallel(Cell):
                 f"with {local[1]} elements, but across the group these range from "
                 f"{lo.tolist()} to {hi.tolist()}")
 
-    def _broadcast_parameters(self, params, src):
+    def _broadcast(self, tensors):
+        """Copies the first rank's values of ``tensors`` (of one dtype) to every rank, in one
+        flat broadcast."""
         with no_grad():
-            flat = _C.mint.cat([p.detach().reshape(-1) for p in params])
-            dist.broadcast(flat, src, self._group)
+            flat = _C.mint.cat([t.detach().reshape(-1) for t in tensors])
+            dist.broadcast(flat, self._src, self._group)
             offset = 0
-            for p in params:
-                n = p.numel()
-                p.detach()[...] = flat[offset:offset + n].reshape(p.shape)
+            for t in tensors:
+                n = t.numel()
+                t.detach()[...] = flat[offset:offset + n].reshape(t.shape)
                 offset += n
+
+    def _broadcast_buffers(self):
+        """The first rank's buffers to every rank, one broadcast per dtype (in the order of the
+        buffers' first appearance, the same on every rank)."""
+        by_dtype = {}
+        for buffer in self.module.buffers():
+            by_dtype.setdefault(buffer.dtype, []).append(buffer)
+        for buffers in by_dtype.values():
+            self._broadcast(buffers)
 
     def _check_previous_backward(self):
         """Raises (after resetting) when the last synchronised backward left buckets unreduced:
