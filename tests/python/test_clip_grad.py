@@ -8,13 +8,15 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 import kiln
 from conftest import raises
 from kiln import nn, optim
 from kiln.mint._norms import norm, vector_norm
 from kiln.nn.utils import clip_grad_norm, clip_grad_norm_, clip_grad_value, clip_grad_value_
+
+# The references are PyTorch's (not installed where only the test dependencies are).
+torch = pytest.importorskip("torch")
 
 mint = kiln.mint
 ORDERS = [2, 1, math.inf, -math.inf, 0, 0.5, 3, 1.5, -1, -0.5]
@@ -477,3 +479,10 @@ def test_clip_grad_norm_in_place_in_a_jitted_function():
         np.testing.assert_allclose(total.numpy(), ttotal.numpy(), rtol=1e-13)
         assert_grads(kp, tp)
     assert step.cache_info().misses == 1
+
+
+def test_clip_grad_norm_takes_inf_as_a_string_as_pytorch():
+    p = kiln.nn.Parameter(kiln.mint.ones([3]))
+    p.grad = kiln.mint.full([3], 5.0)
+    assert kiln.nn.utils.clip_grad_norm_([p], 1.0, "inf").item() == 5.0
+    np.testing.assert_allclose(p.grad.numpy(), np.full(3, 5.0 / (5.0 + 1e-6)), rtol=1e-6)
