@@ -20,9 +20,11 @@ PyTorch's initializers and optimizers do); the value broadcasts to ``x``'s shape
 its dtype.
 """
 
+import operator
+
 from . import _C
+from .errors import DTypeError, KilnIndexError, KilnTypeError, KilnValueError, ShapeError
 from .mint import _norms
-from .errors import KilnTypeError, KilnValueError, ShapeError
 
 Tensor = _C.Tensor
 _mint = _C.mint
@@ -50,10 +52,25 @@ def copy_(self, src):
     return self
 
 
+def _write(self, result, what):
+    """Writes ``result`` into this tensor for the in-place method ``what``, refusing first, as the
+    in-place operators do, a result its dtype cannot take (a float into an integer tensor, a
+    number into a bool one) or of another shape (the operands broadcast wider)."""
+    if (result.dtype.is_floating_point and not self.dtype.is_floating_point) or (
+            self.dtype == _C.dtype.bool and result.dtype != _C.dtype.bool):
+        raise DTypeError(f"{what}: result type {result.dtype.name} can't be cast to the desired "
+                         f"output type {self.dtype.name}")
+    if result.shape != self.shape:
+        raise ShapeError(f"{what}: the result has shape {list(result.shape)} (the operands "
+                         f"broadcast), which does not fit the tensor written, of shape "
+                         f"{list(self.shape)}")
+    self[...] = result
+    return self
+
+
 def masked_fill_(self, mask, value):
     """``masked_fill`` written into this tensor; returns it. The mask broadcasts to its shape."""
-    self[...] = _mint.masked_fill(self, mask, value)
-    return self
+    return _write(self, _mint.masked_fill(self, mask, value), "masked_fill_")
 
 
 def expand_as(self, other):
@@ -104,9 +121,10 @@ def _new(factory):
     return method
 
 
-new_zeros = _new(lambda size, **kw: _mint.zeros(size, **kw))
-new_ones = _new(lambda size, **kw: _mint.ones(size, **kw))
-new_empty = _new(lambda size, **kw: _mint.empty(size, **kw))
+# zeros / ones / empty take the size as ints or one sequence, as PyTorch's new_zeros(2, 3) does.
+new_zeros = _new(lambda *size, **kw: _mint.zeros(*size, **kw))
+new_ones = _new(lambda *size, **kw: _mint.ones(*size, **kw))
+new_empty = _new(lambda *size, **kw: _mint.empty(*size, **kw))
 new_full = _new(lambda size, fill_value, **kw: _mint.full(size, fill_value, **kw))
 new_tensor = _new(lambda data, **kw: _C.tensor(data, **kw))
 new_zeros.__doc__ = "Zeros of ``size``, in this tensor's dtype unless ``dtype`` is given."
@@ -120,8 +138,7 @@ for _name in ("new_zeros", "new_ones", "new_empty", "new_full", "new_tensor"):
 
 def clamp_(self, min=None, max=None):  # noqa: A002 (PyTorch's argument names)
     """``clamp`` written into this tensor; returns it."""
-    self[...] = self.clamp(min, max)
-    return self
+    return _write(self, self.clamp(min, max), "clamp_")
 
 
 def where(self, condition, other):
@@ -142,30 +159,50 @@ def bmm(self, mat2):
     return _mint.bmm(self, mat2)
 
 
+def _dim(self, dim, what):
+    """``dim`` as a non-negative dimension of this tensor (a 0-d tensor has dimension 0 and -1,
+    as in PyTorch); out of range is a KilnIndexError naming ``what``."""
+    extent = max(self.ndim, 1)
+    if not -extent <= operator.index(dim) < extent:
+        raise KilnIndexError(f"{what}: dim {dim} is out of range for a {self.ndim}-d tensor "
+                             f"(expected a value in [{-extent}, {extent - 1}])")
+    return dim % extent
+
+
 def unbind(self, dim=0):
     """The slices along ``dim`` as a tuple of views (``select(dim, i)`` for each i)."""
+    dim = _dim(self, dim, "unbind")
     return tuple(self.select(dim, i) for i in range(self.shape[dim]))
+
+
+def _own(self, result):
+    """``result``, copied when it shares this tensor's memory: a copy, as PyTorch's is."""
+    return result.clone() if result.shares_storage_with(self) else result
 
 
 def flip(self, dims):
     """A copy with the order of the elements along ``dims`` (an int or a sequence) reversed."""
+    dims = [_dim(self, d, "flip") for d in ((dims,) if isinstance(dims, int) else dims)]
+    if len(set(dims)) != len(dims):
+        raise KilnValueError(f"flip: a dim appears more than once in {list(dims)}")
     result = self
-    for dim in (dims,) if isinstance(dims, int) else dims:
+    for dim in dims if self.ndim else ():
         size = self.shape[dim]
         result = _mint.index_select(result, dim, _mint.arange(size - 1, -1, -1))
-    return result
+    return _own(self, result)
 
 
 def repeat(self, *sizes):
     """The tensor tiled ``sizes`` times along each dim (leading new dims for extra sizes), a
     copy; PyTorch's ``repeat``."""
-    if len(sizes) == 1 and not isinstance(sizes[0], int):
+    if len(sizes) == 1 and not _is_count(sizes[0]):
         sizes = tuple(sizes[0])
     if len(sizes) < self.ndim:
         raise KilnValueError(f"repeat: got {len(sizes)} repeat counts for a {self.ndim}-d tensor "
                              f"(expected at least one per dim)")
-    if any(not isinstance(s, int) or s < 0 for s in sizes):
+    if not all(_is_count(s) and operator.index(s) >= 0 for s in sizes):
         raise KilnValueError(f"repeat: expected non-negative int counts, got {list(sizes)}")
+    sizes = [operator.index(s) for s in sizes]
     shape = (1,) * (len(sizes) - self.ndim) + tuple(self.shape)
     # Each dim d becomes (sizes[d], shape[d]): a new axis before it, expanded, then merged.
     tiled = self.reshape(shape)
@@ -174,7 +211,12 @@ def repeat(self, *sizes):
         interleaved += [1, size]
         expanded += [count, size]
     tiled = tiled.reshape(interleaved).expand(expanded)
-    return tiled.reshape([c * s for c, s in zip(sizes, shape)])
+    return _own(self, tiled.reshape([c * s for c, s in zip(sizes, shape)]))
+
+
+def _is_count(value):
+    """An int, a NumPy integer or anything else with __index__, but not a bool."""
+    return hasattr(type(value), "__index__") and not isinstance(value, bool)
 
 
 def isnan(self):
@@ -198,20 +240,17 @@ def isfinite(self):
 
 def lerp_(self, end, weight):
     """``self + weight * (end - self)`` written into this tensor; returns it."""
-    self[...] = self + weight * (end - self)
-    return self
+    return _write(self, self + weight * (end - self), "lerp_")
 
 
 def addcmul_(self, tensor1, tensor2, value=1):
     """``self + value * tensor1 * tensor2`` written into this tensor; returns it."""
-    self[...] = self + value * tensor1 * tensor2
-    return self
+    return _write(self, self + value * tensor1 * tensor2, "addcmul_")
 
 
 def addcdiv_(self, tensor1, tensor2, value=1):
     """``self + value * tensor1 / tensor2`` written into this tensor; returns it."""
-    self[...] = self + value * tensor1 / tensor2
-    return self
+    return _write(self, self + value * tensor1 / tensor2, "addcdiv_")
 
 
 def _mT(self):

@@ -29,10 +29,6 @@ SHAPES = {
 TOLERANCE = {kiln.float32: (2e-5, 2e-5), kiln.float64: (1e-11, 1e-11)}
 
 
-@pytest.fixture
-def torch():
-    return pytest.importorskip("torch")
-
 
 def t(array, dtype=None):
     return kiln.tensor(np.asarray(array), dtype=dtype)
@@ -336,3 +332,14 @@ def test_input_errors_change_nothing(make, x, error, message):
         bn(x())
     if bn.num_batches_tracked is not None:
         assert bn.num_batches_tracked.item() == 0
+
+
+def test_an_empty_training_batch_leaves_the_running_statistics_alone(torch):
+    # Its mean and variance are NaN: they filled the running statistics, and every later eval
+    # output was NaN. PyTorch counts the batch and keeps the statistics.
+    ours, theirs = BatchNorm1d(3), torch.nn.BatchNorm1d(3)
+    ours(kiln.mint.zeros((0, 3)))
+    theirs(torch.zeros((0, 3)))
+    assert ours.running_mean.tolist() == theirs.running_mean.tolist() == [0.0] * 3
+    assert ours.running_var.tolist() == theirs.running_var.tolist() == [1.0] * 3
+    assert ours.num_batches_tracked.item() == theirs.num_batches_tracked.item() == 1

@@ -340,3 +340,13 @@ def test_loss_errors(call, error, message):
     with raises(error, match=message):
         call(x)
     assert x.tolist() == [[0.5] * 4] * 3  # inputs are left untouched
+
+
+def test_bce_weights_are_buffers_as_in_pytorch(torch):
+    ours = kiln.nn.Sequential(kiln.nn.Linear(2, 2),
+                              BCEWithLogitsLoss(weight=t([1.0, 0.5]), pos_weight=t([2.0, 3.0])))
+    theirs = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BCEWithLogitsLoss(
+        weight=torch.tensor([1.0, 0.5]), pos_weight=torch.tensor([2.0, 3.0])))
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    ours.load_state_dict(theirs.state_dict())
+    assert [name for name, _ in BCELoss(weight=t([1.0])).named_buffers()] == ["weight"]

@@ -183,3 +183,15 @@ def test_dense_takes_the_new_activations_by_name(name, cls, rng):
 def test_activation_errors(call, error, message):
     with raises(error, match=message):
         call(t([0.5, -0.5], kiln.float32))
+
+
+def test_elu_gradient_far_below_zero_is_pytorchs(torch):
+    # Through expm1's own gradient, g * (y + 1), it cancelled: 0 at x = -20 in float32.
+    values = np.array([-30.0, -20.0, -11.6, -1e-8, 0.0, 2.0], np.float32)
+    x = t(values).requires_grad_()
+    _composite.elu(x).sum().backward()
+    tx = torch_twin(torch, values, kiln.float32)
+    torch.nn.functional.elu(tx).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+    second = kiln.grad(kiln.grad(lambda v: _composite.elu(v).sum()))(t([-1.0]))
+    np.testing.assert_allclose(second.numpy(), [np.exp(-1.0)], rtol=1e-6)

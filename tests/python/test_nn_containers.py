@@ -18,10 +18,6 @@ from kiln.nn.normalization import BatchNorm1d
 mint = kiln.mint
 
 
-@pytest.fixture
-def torch():
-    return pytest.importorskip("torch")
-
 
 def linears(n):
     return [nn.Linear(2, 2) for _ in range(n)]

@@ -398,3 +398,41 @@ def test_shape_errors_of_the_new_methods():
         x.repeat(2, 2)
     with raises(kiln.KilnValueError, match="repeat: expected non-negative int counts"):
         x.repeat(1, -1, 1)
+
+
+def test_repeat_and_flip_give_copies_even_when_nothing_moves():
+    # Every repeated dim of size 1, or every count 1, made a view (stride 0): writing into a
+    # row of cls.repeat(3, 1) wrote into cls and every row.
+    cls = kiln.tensor([[0.0, 0.0]])
+    tokens = cls.repeat(3, 1)
+    tokens[1] = kiln.tensor([7.0, 7.0])
+    assert cls.tolist() == [[0.0, 0.0]] and tokens.tolist() == [[0.0, 0.0], [7.0, 7.0], [0.0, 0.0]]
+    assert tokens.add_(1) is tokens  # a tensor of its own: no expanded view
+    x = kiln.tensor([[1.0, 2.0]])
+    for same in (x.repeat(1, 1), x.flip([]), kiln.tensor(3.0).flip(0)):
+        assert not same.shares_storage_with(x)
+    assert x.repeat(np.int64(2), np.int64(1)).shape == (2, 2)  # NumPy integers count
+    assert kiln.mint.ones([2]).new_zeros(2, 3).shape == (2, 3)  # sizes as separate ints
+
+
+def test_python_in_place_methods_check_the_result_like_the_operators():
+    ints = kiln.tensor([1, 5])
+    for write in (lambda t: t.clamp_(1.5, 3.5), lambda t: t.lerp_(kiln.tensor([2, 2]), 0.5),
+                  lambda t: t.addcdiv_(kiln.tensor([1, 1]), kiln.tensor([2, 2]))):
+        with raises(kiln.DTypeError, match="result type float32 can't be cast to the desired "
+                                           "output type int64"):
+            write(ints)
+    assert ints.tolist() == [1, 5]
+    with raises(kiln.ShapeError, match=r"addcmul_: the result has shape \[2\] .* of shape \[1\]"):
+        kiln.mint.ones([1]).addcmul_(kiln.mint.ones([2]), kiln.mint.ones([2]))
+    assert ints.clamp_(2, 4).tolist() == [2, 4]  # integer bounds fit
+
+
+def test_flip_and_unbind_check_their_dims():
+    x = kiln.mint.ones([2, 3])
+    with raises(kiln.KilnIndexError, match=r"flip: dim 3 is out of range for a 2-d tensor"):
+        x.flip(3)
+    with raises(kiln.KilnIndexError, match=r"unbind: dim -3 is out of range"):
+        x.unbind(-3)
+    with raises(kiln.KilnValueError, match="flip: a dim appears more than once"):
+        x.flip((0, -2))

@@ -142,7 +142,11 @@ def elu(input, alpha=1.0):  # noqa: A002
     x = _widened(input)
     negative = x <= 0
     # See Note [Gradients through where]: expm1 of a large x is inf.
-    curve = _mint.expm1(_mint.where(negative, x, 0.0)) * alpha
+    inside = _mint.where(negative, x, 0.0)
+    # expm1's value (exact near 0) with exp's gradient: expm1's own, g * (y + 1), cancels for
+    # very negative x (0 at x = -20 in float32, where PyTorch's alpha * exp(x) is 2e-9).
+    grows = _mint.exp(inside)
+    curve = (_mint.expm1(inside.detach()) + (grows - grows.detach())) * alpha
     return _cast(_mint.where(negative, curve, x), dtype)
 
 

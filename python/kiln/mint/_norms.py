@@ -74,6 +74,8 @@ def _reduced_dims(owner, x, dim):
 
 
 def _checked_order(owner, name, order):
+    if order in ("inf", "-inf"):  # PyTorch's clipping takes float(norm_type)
+        return float(order)
     if isinstance(order, bool) or not isinstance(order, numbers.Real):
         raise KilnTypeError(f"{owner}: {name} must be a real number (or inf, -inf), got "
                             f"{type(order).__name__} {order!r}")

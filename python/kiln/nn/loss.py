@@ -160,7 +160,8 @@ class BCELoss(Cell):
 
     def __init__(self, weight=None, reduction="mean"):
         super().__init__()
-        self.weight = _optional_tensor("BCELoss", "weight", weight)
+        # Buffers, as PyTorch's: in state_dict, copied with the cell.
+        self.register_buffer("weight", _optional_tensor("BCELoss", "weight", weight))
         self.reduction = _check_reduction("BCELoss", reduction)
 
     def construct(self, input, target):  # noqa: A002
@@ -178,9 +179,10 @@ class BCEWithLogitsLoss(Cell):
 
     def __init__(self, weight=None, reduction="mean", pos_weight=None):
         super().__init__()
-        self.weight = _optional_tensor("BCEWithLogitsLoss", "weight", weight)
+        self.register_buffer("weight", _optional_tensor("BCEWithLogitsLoss", "weight", weight))
         self.reduction = _check_reduction("BCEWithLogitsLoss", reduction)
-        self.pos_weight = _optional_tensor("BCEWithLogitsLoss", "pos_weight", pos_weight)
+        self.register_buffer("pos_weight",
+                             _optional_tensor("BCEWithLogitsLoss", "pos_weight", pos_weight))
 
     def construct(self, input, target):  # noqa: A002
         return _composite.binary_cross_entropy_with_logits(input, target, self.weight,

@@ -204,7 +204,10 @@ class _BatchNorm(Cell):
             mean = _mint.mean(x, dims, keepdim=True)
             var = _mint.var(x, dims, correction=0, keepdim=True)
             if self.training and self.track_running_stats:
-                self._update_running_stats(mean, var, count)
+                if count == 0:  # an empty batch: nothing to average (its mean is NaN); counted
+                    self._count_batch()
+                else:
+                    self._update_running_stats(mean, var, count)
         else:
             mean = _mint.reshape(running_mean, shape)
             var = _mint.reshape(running_var, shape)
@@ -216,13 +219,19 @@ class _BatchNorm(Cell):
             y = y + _mint.reshape(self.bias, shape)
         return y
 
+    def _count_batch(self):
+        """Adds one to ``num_batches_tracked`` in place (when the cell has it) and returns it."""
+        steps = self.num_batches_tracked
+        if steps is not None:
+            with no_grad():
+                steps += 1
+        return steps
+
     def _update_running_stats(self, mean, var, count):
         """The in-place updates of the running statistics from one batch's (biased) ``var`` over
         ``count`` values per channel, as PyTorch's, under no_grad."""
         with no_grad():
-            steps = self.num_batches_tracked
-            if steps is not None:
-                steps += 1
+            steps = self._count_batch()
             if self.momentum is not None:
                 factor = self.momentum
             elif steps is not None:
