@@ -322,13 +322,14 @@ TensorList Trace::record_views(const CNodePtr& node, TensorList views) {
 std::unordered_map<const Storage*, Trace::Traced>::iterator Trace::adopt_written(
     const OpDef& op, const Tensor& target) {
   const TensorImpl* impl = target.ready();
-  KILN_CHECK_KIND(ErrorKind::kNotImplemented,
-                  !impl->weak && impl->storage != nullptr && impl->offset == 0 &&
-                      row_major(impl->shape, impl->strides) &&
-                      target.nbytes() == impl->storage->nbytes())
-      << op.name() << " writes into part of a tensor from outside the traced function (in place "
-      << "or with out=), which graph \"" << graph_->name() << "\" cannot do; write whole tensors, "
-      << "or return the new value instead";
+  KILN_CHECK_KIND(ErrorKind::kNotImplemented, !impl->weak && impl->storage != nullptr &&
+                                                  impl->offset == 0 &&
+                                                  row_major(impl->shape, impl->strides) &&
+                                                  target.nbytes() == impl->storage->nbytes())
+      << op.name() << " writes through a view of a tensor from outside the traced function (a "
+      << "part, a transpose or a reshape of it; in place or with out=), which graph \""
+      << graph_->name() << "\" cannot do; write whole tensors as they are, or return the new "
+      << "value instead";
   const NodePtr current = node_of(target);
   written_.push_back(target);
   return traced_.emplace(impl->storage.get(), Traced{current, impl->storage, false}).first;
@@ -352,12 +353,12 @@ TensorList Trace::record_inplace(const OpDef& op, const CNodePtr& node,
         << op.name() << " writes into " << value.node->debug_string() << ", an input of graph \""
         << graph_->name() << "\", in place; a compiled graph does not change its inputs: return "
         << "the new value instead (y = x + 1, not x += 1)";
-    KILN_CHECK_KIND(ErrorKind::kNotImplemented,
-                    impl->offset == 0 && impl->shape == value.node->abstract().shape() &&
-                        row_major(impl->shape, impl->strides))
-        << op.name() << " writes into part of a traced value (x[i] = v, or an in-place op on a "
-        << "view), which graph \"" << graph_->name() << "\" cannot record; build the new value "
-        << "with ops instead (kiln.mint.where, cat, ...)";
+    KILN_CHECK_KIND(ErrorKind::kNotImplemented, impl->offset == 0 &&
+                                                    impl->shape == value.node->abstract().shape() &&
+                                                    row_major(impl->shape, impl->strides))
+        << op.name() << " writes through a view of a traced value (x[i] = v, or an in-place op on "
+        << "a part, a transpose or a reshape of it), which graph \"" << graph_->name()
+        << "\" cannot record; build the new value with ops instead (kiln.mint.where, cat, ...)";
     const TensorMeta& meta = abstract.is_tuple() ? abstract.elements()[i] : abstract.tensor();
     KILN_CHECK_SHAPE(impl->shape == meta.shape)
         << op.name() << ": out tensor " << i << " has shape " << shape_str(impl->shape)

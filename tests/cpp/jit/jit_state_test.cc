@@ -57,7 +57,7 @@ TEST(JitState, WritingPartOfAnOutsideTensorIsRefused) {
       },
       on("kiln_cpu"), "partial");
   testing::expect_error([&] { f({ones({2})}); }, ErrorKind::kNotImplemented,
-                        "part of a tensor from outside");
+                        "a view of a tensor from outside");
 }
 
 }  // namespace

@@ -186,7 +186,7 @@ TEST(Trace, ResultsOfViewOpsShareTheirInputsValueAsEagerly) {
             },
             {x});
       },
-      ErrorKind::kNotImplemented, "writes into part of a traced value");
+      ErrorKind::kNotImplemented, "writes through a view of a traced value");
 }
 
 TEST(Trace, WritesIntoOutsideTensorsBecomeExtraOutputs) {
@@ -239,13 +239,13 @@ TEST(Trace, RefusesWritesIntoInputsAndParts) {
   expect_error(traced([&](const Tensor& x) {
                  add(x.slice(0, 0, 2), x.slice(0, 0, 2), outside.slice(0, 0, 2));
                }),
-               ErrorKind::kNotImplemented, "writes into part of a tensor from outside");
+               ErrorKind::kNotImplemented, "writes through a view of a tensor from outside");
   expect_error(traced([](const Tensor& x) {
                  const Tensor y = exp(x);
                  neg(x, y.slice(0, 0, 3));  // all of y through a view: allowed
                  neg(x.slice(0, 1, 3), y.slice(0, 1, 3));
                }),
-               ErrorKind::kNotImplemented, "writes into part of a traced value");
+               ErrorKind::kNotImplemented, "writes through a view of a traced value");
 }
 
 class PerCallKernel final : public BoundKernel {
