@@ -12,21 +12,17 @@ import pytest
 
 import kiln
 from conftest import raises
-from kiln import nn, optim
+from kiln import nn
 from kiln.optim import lr_scheduler
+# The shared setup and data of the NumPy references, which run without PyTorch.
+from test_schedulers_and_clipping_reference import (BASES, PLATEAUS, STEPS, Warmup,
+                                                    per_step_factor, plateau_metrics)
+from test_schedulers_and_clipping_reference import sgd as kiln_sgd
 
 # The references are PyTorch's (not installed where only the test dependencies are).
 torch = pytest.importorskip("torch")
 
 mint = kiln.mint
-BASES = (0.1, 0.05, 1.0)  # the three groups' rates
-STEPS = 36
-
-
-def kiln_sgd(bases=BASES):
-    groups = [{"params": [nn.Parameter(mint.zeros(3, dtype=kiln.float64))], "lr": lr}
-              for lr in bases]
-    return optim.SGD(groups, lr=bases[0])
 
 
 def torch_sgd(bases=BASES):
@@ -38,10 +34,6 @@ def torch_sgd(bases=BASES):
 def torch_step(opt, sched, *args):
     opt.step()  # no gradients: nothing moves, but PyTorch no longer warns about the order
     sched.step(*args)
-
-
-def per_step_factor(t):
-    return 0.5 + 0.5 * math.cos(t / 3)
 
 
 # Each builds a scheduler from a module (kiln's or torch's lr_scheduler) and an optimizer.
@@ -133,23 +125,8 @@ def test_scheduled_rates_reach_a_jitted_step(name):
         np.testing.assert_allclose(p.numpy(), e, rtol=1e-12, atol=1e-15)
 
 
-def test_every_scheduler_has_its_own_docstring():
-    classes = [getattr(lr_scheduler, name) for name in lr_scheduler.__all__]
-    assert [c.__name__ for c in classes if not (c.__dict__.get("__doc__") or "").strip()] == []
-
-
 # ---------------------------------------------------------------------------------------------
 # LambdaLR
-
-
-class Warmup:
-    """A callable object with state: LambdaLR saves its attributes, as PyTorch's does."""
-
-    def __init__(self):
-        self.scale = 1.0
-
-    def __call__(self, t):
-        return self.scale * min(1.0, (t + 1) / 10)
 
 
 def test_lambda_state_dict_saves_callable_objects_but_not_functions():
@@ -172,23 +149,6 @@ def test_lambda_state_dict_saves_callable_objects_but_not_functions():
         resumed.step()
         torch_step(topt, tsched)
         assert_rates(resumed.get_last_lr(), tsched.get_last_lr())
-
-
-@pytest.mark.parametrize("result, error, message", [
-    (-0.5, kiln.KilnValueError, "LambdaLR: lr_lambda returned -0.5 for group 1 at step 3, "
-                                "expected a real number >= 0"),
-    ("0.5", kiln.KilnTypeError, r"LambdaLR: lr_lambda returned '0.5' \(str\) for group 1 at "
-                                "step 3, expected a real number >= 0"),
-])
-def test_lambda_result_that_is_no_rate_changes_nothing(result, error, message):
-    opt = kiln_sgd()
-    sched = lr_scheduler.LambdaLR(opt, [lambda t: 1.0, lambda t: result if t == 3 else 1.0,
-                                        lambda t: 1.0])
-    sched.step()
-    sched.step()
-    with raises(error, match=message):
-        sched.step()
-    assert sched.last_epoch == 2 and [g["lr"] for g in opt.param_groups] == list(BASES)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,37 +195,8 @@ def test_one_cycle_phase_of_no_length_is_at_its_end_rate():
                                                  * (1 + math.cos(math.pi / 9)) / 2] * 3)
 
 
-def test_one_cycle_does_not_cycle_momentum():
-    # Kiln's optimizers read momentum as a Python number: a jitted step would keep the traced one.
-    opt = optim.SGD([nn.Parameter(mint.zeros(2))], lr=0.1, momentum=0.9)
-    with raises(kiln.KilnNotImplementedError, match="OneCycleLR: cycle_momentum=True is not "
-                                                    "supported"):
-        lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10, cycle_momentum=True)
-    lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10)
-    assert opt.param_groups[0]["momentum"] == 0.9
-
-
 # ---------------------------------------------------------------------------------------------
 # ReduceLROnPlateau
-
-PLATEAUS = {
-    "min-rel": dict(),
-    "min-rel-patience-2": dict(mode="min", factor=0.5, patience=2),
-    "max-abs-cooldown": dict(mode="max", factor=0.5, patience=1, threshold=0.05,
-                             threshold_mode="abs", cooldown=2),
-    "max-rel": dict(mode="max", factor=0.3, patience=0, threshold=0.01),
-    "min-abs-floors": dict(mode="min", factor=0.2, patience=1, threshold_mode="abs",
-                           min_lr=[0.01, 0.0, 0.3]),
-    "min-eps": dict(factor=0.5, patience=0, min_lr=0.02, eps=0.01),
-}
-
-
-def plateau_metrics():
-    """Falling, then flat with noise, a NaN, a rise, flat again: every counter gets used."""
-    rng = np.random.default_rng(11)
-    values = list(np.linspace(1.0, 0.5, 6)) + list(0.5 + 0.001 * rng.standard_normal(10))
-    values += [float("nan"), 0.45, 0.6, 0.7, 0.8] + list(0.8 + 0.02 * rng.standard_normal(15))
-    return values
 
 
 @pytest.mark.parametrize("name", PLATEAUS)
@@ -327,20 +258,6 @@ def test_plateau_rates_reach_a_jitted_step():
         np.testing.assert_allclose(p.numpy(), e, rtol=1e-12, atol=1e-15)
 
 
-def test_plateau_step_is_refused_inside_a_jitted_function():
-    opt = kiln_sgd()
-    sched = lr_scheduler.ReduceLROnPlateau(opt, patience=0)
-
-    def body(g):
-        opt((g, None, None))
-        sched.step(1.0)
-
-    with raises(kiln.KilnValueError, match="ReduceLROnPlateau: step\\(\\) cannot run inside a "
-                                           "kiln.jit function"):
-        kiln.jit(body)(mint.ones(3, dtype=kiln.float64))
-    assert sched.last_epoch == 0 and sched.best == math.inf
-
-
 def test_plateau_groups_added_later():
     # One min_lr covers a group added after the scheduler was built; a list of them cannot.
     for min_lr, torch_error in ((0.01, None), ([0.01] * 3, RuntimeError)):
@@ -363,18 +280,6 @@ def test_plateau_groups_added_later():
             with pytest.raises(torch_error, match="differs"):
                 torch_step(topt, tsched, 2.0)
             assert sched.last_epoch == 1 and opt.param_groups[3]["lr"] == 0.5
-
-
-@pytest.mark.parametrize("metric, message", [
-    ("0.5", "metrics must be a number or a one-element tensor, got str"),
-    (None, "metrics must be a number or a one-element tensor, got NoneType"),
-    (True, "metrics must be a number or a one-element tensor, got bool"),
-])
-def test_plateau_metric_of_the_wrong_kind(metric, message):
-    sched = lr_scheduler.ReduceLROnPlateau(kiln_sgd())
-    with raises(kiln.KilnTypeError, match=f"ReduceLROnPlateau.step: {message}"):
-        sched.step(metric)
-    assert sched.last_epoch == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -484,13 +389,3 @@ def test_a_scheduler_needs_an_optimizer(name):
         make(lr_scheduler, torch_opt)
     with pytest.raises(TypeError, match="is not an Optimizer"):
         make(torch.optim.lr_scheduler, kiln_sgd())
-
-
-def test_schedulers_take_numpy_numbers():
-    opt = kiln_sgd()
-    sched = lr_scheduler.StepLR(opt, step_size=np.int64(2), gamma=np.float32(0.5))
-    sched.step()
-    sched.step()
-    assert sched.get_last_lr() == pytest.approx([b * 0.5 for b in BASES])
-    sched = lr_scheduler.MultiStepLR(opt, milestones=np.array([1, 3]))
-    assert sched.milestones == (1, 3)

@@ -13,7 +13,7 @@ import kiln
 from conftest import raises
 from kiln import nn
 from kiln.nn.container import ModuleDict, ModuleList, ParameterDict, ParameterList
-from kiln.nn.normalization import BatchNorm1d
+from test_nn_numpy_reference import Model  # the model of the NumPy references
 
 mint = kiln.mint
 
@@ -28,23 +28,7 @@ def names(cell):
 
 
 # ---------------------------------------------------------------------------------------------
-# Against PyTorch: names and values of an equivalent model
-
-
-class Model(nn.Cell):
-    def __init__(self):
-        super().__init__()
-        self.layers = ModuleList([nn.Linear(3, 4), BatchNorm1d(4), nn.Linear(4, 4)])
-        self.heads = ModuleDict({"cls": nn.Linear(4, 2), "reg": nn.Linear(4, 1)})
-        self.scales = ParameterList([mint.ones(4), mint.full((4,), 0.5)])
-        self.gates = ParameterDict({"out": mint.ones(2)})
-
-    def construct(self, x):
-        for layer in self.layers:
-            x = layer(x)
-        for scale in self.scales:
-            x = x * scale
-        return self.heads["cls"](x) * self.gates["out"], self.heads["reg"](x)
+# Against PyTorch: names and values of an equivalent model (Model, the NumPy references')
 
 
 def torch_model(torch):

@@ -10,12 +10,9 @@ from conftest import FLOAT_DTYPES, check_torch, raises, random_array, t, torch_t
 from kiln import nn
 from kiln.nn.flatten import Flatten, Unflatten
 from kiln.nn.pooling import AvgPool2d, MaxPool2d
+from test_nn_numpy_reference import MAX_POOLS, POOLS  # the NumPy references' cases
 
 mint = kiln.mint
-
-
-
-
 
 
 def matches_torch(torch, ours, theirs, shape, dtype, rng):
@@ -33,18 +30,8 @@ def matches_torch(torch, ours, theirs, shape, dtype, rng):
     check_torch(grad, want, dtype, "gradient")
 
 
-POOLS = [
-    dict(kernel_size=2),
-    dict(kernel_size=3, stride=2, padding=1),
-    dict(kernel_size=(2, 3), stride=(1, 2), padding=(1, 0)),
-    dict(kernel_size=3, stride=2, ceil_mode=True),
-    dict(kernel_size=(3, 2), stride=2, padding=1, ceil_mode=True),
-]
-
-
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: d.name)
-@pytest.mark.parametrize("kwargs", POOLS + [dict(kernel_size=(2, 3), stride=1, dilation=(2, 1)),
-                                            dict(kernel_size=2, padding=1, dilation=2)], ids=str)
+@pytest.mark.parametrize("kwargs", MAX_POOLS, ids=str)
 def test_max_pool2d_matches_torch(torch, kwargs, dtype, rng):
     ours, theirs = MaxPool2d(**kwargs), torch.nn.MaxPool2d(**kwargs)
     assert repr(ours) == repr(theirs)

@@ -447,6 +447,21 @@ def test_plateau_metric_of_the_wrong_kind(metric, kind):
     assert sched.last_epoch == 0
 
 
+def test_every_scheduler_has_its_own_docstring():
+    classes = [getattr(lr_scheduler, name) for name in lr_scheduler.__all__]
+    assert [c.__name__ for c in classes if not (c.__dict__.get("__doc__") or "").strip()] == []
+
+
+def test_schedulers_take_numpy_numbers():
+    opt = sgd()
+    sched = lr_scheduler.StepLR(opt, step_size=np.int64(2), gamma=np.float32(0.5))
+    sched.step()
+    sched.step()
+    assert sched.get_last_lr() == pytest.approx([b * 0.5 for b in BASES])
+    sched = lr_scheduler.MultiStepLR(opt, milestones=np.array([1, 3]))
+    assert sched.milestones == (1, 3)
+
+
 # ---------------------------------------------------------------------------------------------
 # Scheduler arguments: (build from an optimizer, error, message)
 
