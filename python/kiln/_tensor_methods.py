@@ -23,7 +23,7 @@ its dtype.
 import operator
 
 from . import _C
-from .errors import DTypeError, KilnIndexError, KilnTypeError, KilnValueError, ShapeError
+from .errors import KilnIndexError, KilnTypeError, KilnValueError, ShapeError
 from .mint import _norms
 
 Tensor = _C.Tensor
@@ -53,17 +53,10 @@ def copy_(self, src):
 
 
 def _write(self, result, what):
-    """Writes ``result`` into this tensor for the in-place method ``what``, refusing first, as the
-    in-place operators do, a result its dtype cannot take (a float into an integer tensor, a
-    number into a bool one) or of another shape (the operands broadcast wider)."""
-    if (result.dtype.is_floating_point and not self.dtype.is_floating_point) or (
-            self.dtype == _C.dtype.bool and result.dtype != _C.dtype.bool):
-        raise DTypeError(f"{what}: result type {result.dtype.name} can't be cast to the desired "
-                         f"output type {self.dtype.name}")
-    if result.shape != self.shape:
-        raise ShapeError(f"{what}: the result has shape {list(result.shape)} (the operands "
-                         f"broadcast), which does not fit the tensor written, of shape "
-                         f"{list(self.shape)}")
+    """Writes ``result`` into this tensor for the in-place method ``what``, refusing first, with
+    the in-place operators' own check, a result its dtype cannot take (a float into an integer
+    tensor, a number into a bool one) or of another shape (the operands broadcast wider)."""
+    _C._check_result_fits(what, self, result)
     self[...] = result
     return self
 

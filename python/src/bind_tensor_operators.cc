@@ -100,10 +100,14 @@ void check_inplace(const char* what, const char* prim, const Tensor& self, const
   MetaList operands = {meta_of(self)};
   if (other.defined()) operands.push_back(meta_of(other));
   const TensorMeta result = def->infer_outputs(operands, def->normalize_attrs({})).at(0);
-  KILN_CHECK_DTYPE(can_write_result(result.dtype, self.dtype()))
-      << what << ": result type " << result.dtype << " can't be cast to the desired output type "
+  check_result_fits(what, self, result.dtype, result.shape);
+}
+
+void check_result_fits(const char* what, const Tensor& self, DType dtype, const Shape& shape) {
+  KILN_CHECK_DTYPE(can_write_result(dtype, self.dtype()))
+      << what << ": result type " << dtype << " can't be cast to the desired output type "
       << self.dtype();
-  check_inplace_shape(what, self, result.shape);
+  check_inplace_shape(what, self, shape);
 }
 
 namespace {
@@ -181,8 +185,8 @@ nb::object write_in_place(nb::handle self, const char* name, const ArithmeticOpe
 
 }  // namespace
 
-// Everything here goes on kiln.Tensor, so the module itself is not used.
-void bind_tensor_operators(nb::module_& /*m*/) {
+// Everything here goes on kiln.Tensor, but for the in-place methods' check.
+void bind_tensor_operators(nb::module_& m) {
   nb::handle cls = nb::type<Tensor>();
 
   for (const ArithmeticOperator& op : kArithmetic) {
@@ -266,6 +270,16 @@ void bind_tensor_operators(nb::module_& /*m*/) {
         },
         nb::is_operator());
   }
+  // For the in-place methods written in Python (kiln/_tensor_methods.py), whose results are
+  // computed before they are written.
+  m.def(
+      "_check_result_fits",
+      [](const std::string& what, const Tensor& self, const Tensor& result) {
+        check_result_fits(what.c_str(), self, result.dtype(), result.shape());
+      },
+      "what"_a, "self"_a, "result"_a,
+      "Raises, as the in-place operators do, when `result` cannot be written into `self` (its "
+      "dtype, or its shape).");
   def_method(cls, "__neg__", [](const Tensor& self) { return neg(self); });
   // +t is t itself, as PyTorch's (a numeric tensor; ~ is the bool one's operator).
   def_method(cls, "__pos__", [](nb::handle self) {

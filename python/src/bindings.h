@@ -7,9 +7,10 @@
 #include <optional>
 #include <vector>
 
+#include "kiln/tensor.h"
+
 namespace kiln {
 struct PassReport;
-class Tensor;
 }  // namespace kiln
 
 namespace kiln::py {
@@ -52,6 +53,8 @@ void check_inplace(const char* what, const char* prim, const Tensor& self, const
 /// `what` into it: the op's own check runs in its planning step, where in the asynchronous modes
 /// the failure would stay on this handle, and reading the tensor it views would never raise it.
 void check_writable(const char* what, const Tensor& t);
+/// check_inplace's checks for a result of `dtype` and `shape` already inferred.
+void check_result_fits(const char* what, const Tensor& self, DType dtype, const Shape& shape);
 /// For squeeze (x.squeeze, kiln.mint.squeeze) of a traced value: a dimension it leaves because its
 /// size is not 1 may be the batch size, which at a batch of 1 it would remove, so a dynamic jit
 /// must trace each batch size (kiln::note_size_decision). A bad dim is left to squeeze to refuse.
