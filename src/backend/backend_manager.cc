@@ -223,7 +223,7 @@ void BackendManager::ClearGraph(const std::string& backend, uint64_t registratio
   uint64_t current = 0;
   const std::shared_ptr<BackendBase> b = state_->instance(backend, &current);
   if (b != nullptr && registration != 0 && registration != current) return;  // gone with it
-  state_->acquire(backend)->ClearGraph(id);
+  (b != nullptr ? b : state_->acquire(backend))->ClearGraph(id);  // acquire: "unknown backend"
   std::lock_guard<std::mutex> lock(state_->mutex);
   state_->graph_names.erase({backend, id});
 }

@@ -180,8 +180,9 @@ std::vector<Tensor> class_loss_grad(const ClassLoss& cfg, const std::vector<Tens
   if (classes == 0) return {grad::as_grad_of(zeros(x.shape(), cd), x), Tensor()};
   // The targets checked again: the forward's check is gone when the loss itself is unused (a
   // jitted gradient step drops its node), and GatherBackward would wrap a negative one.
+  static const OpDefPtr class_target_index = OpRegistry::Instance().get("ClassTargetIndex");
   const Tensor targets = call_op(
-      "ClassTargetIndex", {target},
+      *class_target_index, {target},
       {{"op", std::string(cfg.op)}, {"classes", classes}, {"ignore_index", cfg.ignore_index}})[0];
   const auto at_targets = [&](double hit) {
     // Ignored rows add their 0 at class 0.
