@@ -312,8 +312,10 @@ void bind_tensor_operators(nb::module_& m) {
             << "to: expected device='cpu' or None, got " << nb::repr(device).c_str();
         if (!dtype.is_none()) result = DTypeArg{nb::borrow(dtype)}.get();
         // A copy is a recorded op, so that autograd and the jit see it, as every conversion.
-        if (copy)
-          return call_op(*OpRegistry::Instance().get("Cast"), {self}, {{"dtype", result}})[0];
+        if (copy) {
+          static const OpDefPtr cast = OpRegistry::Instance().get("Cast");
+          return call_op(*cast, {self}, {{"dtype", result}})[0];
+        }
         return to(self, result);
       },
       "target"_a = nb::none(), "dtype"_a = nb::none(), "non_blocking"_a = false, "copy"_a = false,
