@@ -14,3 +14,4 @@
 #include "kiln/functional/nn.h"
 #include "kiln/functional/reduce.h"
 #include "kiln/functional/shape.h"
+#include "kiln/functional/sort.h"

@@ -1,8 +1,9 @@
-// kiln.mint reductions, scans and softmax (include/kiln/functional/reduce.h), and the matching
-// Tensor methods (x.sum(), x.max(dim), x.all(), x.softmax(dim), ...).
+// kiln.mint reductions, scans, softmax and sorting (include/kiln/functional/reduce.h, sort.h),
+// and the matching Tensor methods (x.sum(), x.max(dim), x.all(), x.softmax(dim), x.sort(), ...).
 //
 // `dim` follows PyTorch: None (every dim), an int, or a list / tuple of ints. max / min with a
-// dim return a tuple (values, indices); without one, the 0-d maximum.
+// dim, sort and topk return a named tuple (values, indices); max / min without one, the 0-d
+// maximum.
 #include <nanobind/stl/optional.h>
 
 #include <optional>
@@ -12,6 +13,7 @@
 #include "convert.h"
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/reduce.h"
+#include "kiln/functional/sort.h"
 
 namespace kiln::py {
 namespace nb = nanobind;
@@ -88,6 +90,21 @@ nb::object max_impl(const Tensor& x, nb::handle dim, bool keepdim) {
 nb::object min_impl(const Tensor& x, nb::handle dim, bool keepdim) {
   if (dim.is_none()) return nb::cast(amin(x, {}, keepdim));
   auto [values, indices] = min(x, parse_dim("min", dim), keepdim);
+  return nb::handle(g_values_indices)(values, indices);
+}
+// sort's `stable` is accepted for PyTorch's signature: Kiln's sort is always stable.
+nb::object sort_impl(const Tensor& x, nb::handle dim, bool descending, bool /*stable*/) {
+  auto [values, indices] = sort(x, parse_dim("sort", dim), descending);
+  return nb::handle(g_values_indices)(values, indices);
+}
+Tensor argsort_impl(const Tensor& x, nb::handle dim, bool descending, bool /*stable*/) {
+  return argsort(x, parse_dim("argsort", dim), descending);
+}
+Tensor msort_impl(const Tensor& x) { return std::get<0>(sort(x, 0)); }
+// topk's `sorted` is accepted for PyTorch's signature: the k come back sorted either way (PyTorch
+// leaves their order unspecified without it).
+nb::object topk_impl(const Tensor& x, int64_t k, nb::handle dim, bool largest, bool /*sorted*/) {
+  auto [values, indices] = topk(x, k, parse_dim("topk", dim), largest);
   return nb::handle(g_values_indices)(values, indices);
 }
 std::optional<int64_t> optional_dim(const char* op, nb::handle dim) {
@@ -190,6 +207,18 @@ void bind_mint_reduce(nb::module_& mint) {
   def_both(mint, cls, "argmin", &argmin_impl,
            "int64 index of the first minimum along `dim`, or in the flattened tensor.", dim,
            keepdim);
+  def_both(mint, cls, "sort", &sort_impl,
+           "The named tuple (values, indices): x sorted along `dim`, ascending unless "
+           "`descending`; NaN above every number. Always stable (`stable` is accepted).",
+           "dim"_a = -1, "descending"_a = false, nb::kw_only(), "stable"_a = false);
+  def_both(mint, cls, "argsort", &argsort_impl,
+           "The int64 indices that sort x along `dim` (sort(...).indices).", "dim"_a = -1,
+           "descending"_a = false, nb::kw_only(), "stable"_a = false);
+  def_both(mint, cls, "msort", &msort_impl, "x sorted along dim 0 (sort(x, 0).values).");
+  def_both(mint, cls, "topk", &topk_impl,
+           "The named tuple (values, indices) of the k largest elements along `dim` (smallest "
+           "unless `largest`), largest (smallest) first; among equal values the earlier first.",
+           "k"_a, "dim"_a = -1, "largest"_a = true, "sorted"_a = true);
   def_both(mint, cls, "var", &var_impl,
            "Variance over `dim` with divisor max(0, N - correction); correction 1 by default, or "
            "unbiased=False for 0 (PyTorch's older spelling).",

@@ -92,4 +92,19 @@ Tensor divide_by_count(const Tensor& t, const Tensor& x, const std::vector<int64
   return to(to(t, cd) / divisor, t.dtype());
 }
 
+std::vector<Tensor> selected_values_grad(const std::vector<Tensor>& inputs,
+                                         const std::vector<Tensor>& outputs, const Attrs& attrs,
+                                         const std::vector<Tensor>& grad_outputs) {
+  const Tensor& x = inputs[0];
+  const Tensor& g = grad_outputs[0];
+  if (!g.defined() || !differentiable(x)) return {Tensor()};
+  if (x.ndim() == 0) return {reshape(g, {})};
+  const int64_t dim = wrap_dim(attrs.get<int64_t>("dim"), x.ndim());
+  const bool kept = !attrs.has("keepdim") || attrs.get<bool>("keepdim");
+  const Tensor index = kept ? outputs[1] : unsqueeze(outputs[1], dim);
+  // Each index names one element of its slice at most once, so GatherBackward's scatter-add
+  // into zeros is a scatter, in one op.
+  return {gather_backward(kept ? g : unsqueeze(g, dim), index, dim, x.shape())};
+}
+
 }  // namespace kiln::detail

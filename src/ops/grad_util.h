@@ -80,6 +80,14 @@ Tensor accumulate_at(const Tensor& g, const Tensor& positions, const Tensor& x);
 /// gradient of gather(x, dim, index); repeated indices sum): defined in index.cc.
 Tensor gather_backward(const Tensor& g, const Tensor& index, int64_t dim, const Shape& input_shape);
 
+/// The rule of an op whose outputs are (values, indices), values being x's elements at the int64
+/// `indices` along the attribute `dim` (max / min along a dim, sort, topk): the gradient of the
+/// values goes to the elements the indices name; the indices carry none. A "keepdim" attribute
+/// that is false means the outputs lost `dim`. See Note [Gradient rules].
+std::vector<Tensor> selected_values_grad(const std::vector<Tensor>& inputs,
+                                         const std::vector<Tensor>& outputs, const Attrs& attrs,
+                                         const std::vector<Tensor>& grad_outputs);
+
 /// The derivative of a reduction with the attributes `dims` and `keepdim`: x's
 /// gradient (in any floating dtype) from x, the output y and its gradient g
 /// (both with the reduced dims kept with size 1, so they broadcast against x),

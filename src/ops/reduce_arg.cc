@@ -113,22 +113,6 @@ InferFn arg_infer(const char* name, bool with_values) {
   };
 }
 
-// max / min along a dim: the gradient of the values goes to the element each index names (the
-// first extremum, as PyTorch's max(dim) does); the indices carry none. See Note [Gradient rules].
-std::vector<Tensor> value_selection_grad(const std::vector<Tensor>& inputs,
-                                         const std::vector<Tensor>& outputs, const Attrs& attrs,
-                                         const std::vector<Tensor>& grad_outputs) {
-  const Tensor& x = inputs[0];
-  const Tensor& g = grad_outputs[0];
-  if (!g.defined() || !detail::differentiable(x)) return {Tensor()};
-  if (x.ndim() == 0) return {reshape(g, {})};
-  const int64_t dim = wrap_dim(attrs.get<int64_t>("dim"), x.ndim());
-  const bool keepdim = attrs.get<bool>("keepdim");
-  const Tensor index = keepdim ? outputs[1] : unsqueeze(outputs[1], dim);
-  // One index per slice, so GatherBackward's scatter-add into zeros is a scatter, in one op.
-  return {detail::gather_backward(keepdim ? g : unsqueeze(g, dim), index, dim, x.shape())};
-}
-
 KILN_REGISTER_OP(OpDef("MaxDim")
                      .input("x")
                      .attr("dim", AttrKind::kInt)
@@ -138,7 +122,7 @@ KILN_REGISTER_OP(OpDef("MaxDim")
                      .doc("(values, indices) of the maximum along `dim`; the first maximum "
                           "(or first NaN) wins")
                      .infer(arg_infer("max", true))
-                     .grad(value_selection_grad)
+                     .grad(detail::selected_values_grad)
                      .kernel(DeviceType::kCPU, dim_kernel<true>));
 
 KILN_REGISTER_OP(OpDef("MinDim")
@@ -150,7 +134,7 @@ KILN_REGISTER_OP(OpDef("MinDim")
                      .doc("(values, indices) of the minimum along `dim`; the first minimum "
                           "(or first NaN) wins")
                      .infer(arg_infer("min", true))
-                     .grad(value_selection_grad)
+                     .grad(detail::selected_values_grad)
                      .kernel(DeviceType::kCPU, dim_kernel<false>));
 
 KILN_REGISTER_OP(OpDef("ArgMax")
