@@ -10,14 +10,29 @@
 - ``SGD(params, lr, momentum=0, weight_decay=0, nesterov=False, *, dampening=0, maximize=False)``.
 - ``Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
   maximize=False)`` and ``AdamW`` (the same with decoupled weight decay, default 1e-2).
+- ``RMSprop(params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False, *,
+  maximize=False)``.
+- ``Adagrad(params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
+  *, maximize=False)``.
+- ``Adamax(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, *, maximize=False)``.
+- ``NAdam(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3, *,
+  decoupled_weight_decay=False, maximize=False)``.
+- ``RAdam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, *,
+  decoupled_weight_decay=False, maximize=False)``.
 - ``lr_scheduler``: ``CosineAnnealingLR``, ``StepLR``, ``MultiStepLR``, ``ExponentialLR``,
   ``LambdaLR``, ``LinearLR``, ``ConstantLR``, ``OneCycleLR``, ``ReduceLROnPlateau`` (PyTorch's
   arguments; each computes its rate from the group's base rate; kiln/optim/lr_scheduler.py).
 """
 
 from . import lr_scheduler  # noqa: F401
+from .adagrad import Adagrad  # noqa: F401
 from .adam import Adam, AdamW  # noqa: F401
+from .adamax import Adamax  # noqa: F401
+from .nadam import NAdam  # noqa: F401
 from .optimizer import Optimizer  # noqa: F401
+from .radam import RAdam  # noqa: F401
+from .rmsprop import RMSprop  # noqa: F401
 from .sgd import SGD  # noqa: F401
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam",
+           "lr_scheduler"]

@@ -26,32 +26,21 @@ step: a ``kiln.jit`` step cannot make it, a KilnValueError; the maximum then sta
 
 from .. import _C
 from ..errors import KilnTypeError, KilnValueError
-from .optimizer import Optimizer, check_number
+from .optimizer import (Optimizer, check_number, count_step, decayed_gradient, running_average_,
+                        scalar_state)
 
 __all__ = ["Adam", "AdamW"]
 
 
-class Adam(Optimizer):
-    """Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
-    maximize=False)
+class AdamBase(Optimizer):
+    """The base of the optimizers that keep Adam's running averages of the gradient (Adam, AdamW,
+    Adamax, NAdam, RAdam): checks ``betas`` (a pair, each in [0, 1)), ``eps`` and
+    ``weight_decay`` (>= 0), and makes the state they share: ``step`` (see ``scalar_state``),
+    ``exp_avg`` (m) and the second moment, ``exp_avg_sq`` (v; Adamax's ``exp_inf``, named by
+    ``_second_moment``)."""
 
-    - ``params``: parameters, or parameter groups (dicts; see ``kiln.optim.Optimizer``).
-    - ``lr``: the learning rate (>= 0).
-    - ``betas``: the decay rates of the running averages m and v (each in [0, 1)).
-    - ``eps``: added to the denominator (>= 0).
-    - ``weight_decay``: the L2 penalty added to the gradient (>= 0).
-    - ``amsgrad``: divides by the running maximum of v instead of v (AMSGrad).
-    - ``maximize``: maximizes the objective (steps along the gradient instead of against it).
-    """
-
-    _decoupled = False
-    _lazy_state = frozenset({"max_exp_avg_sq"})
     _numeric = {**Optimizer._numeric, "eps": 0.0, "weight_decay": 0.0}
-
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 amsgrad=False, *, maximize=False):
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad, maximize=maximize))
+    _second_moment = "exp_avg_sq"
 
     def _check_hyperparameters(self, group):
         super()._check_hyperparameters(group)
@@ -68,10 +57,43 @@ class Adam(Optimizer):
             raise KilnValueError(f"{name}: betas must be in [0, 1), got {betas}")
 
     def _init_state(self, param, group):
-        count = _C.dtype.float64 if param.dtype == _C.dtype.float64 else _C.dtype.float32
-        state = {"step": _C.mint.zeros((), dtype=count),
-                 "exp_avg": _C.mint.zeros_like(param),
-                 "exp_avg_sq": _C.mint.zeros_like(param)}
+        return {"step": scalar_state(param),
+                "exp_avg": _C.mint.zeros_like(param),
+                self._second_moment: _C.mint.zeros_like(param)}
+
+    @staticmethod
+    def _average_moments(grad, state, group):
+        """Updates m and v (``exp_avg``, ``exp_avg_sq``) in place with ``grad``; returns them."""
+        beta1, beta2 = group["betas"]
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        running_average_(m, grad, beta1)
+        running_average_(v, grad * grad, beta2)
+        return m, v
+
+
+class Adam(AdamBase):
+    """Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
+    maximize=False)
+
+    - ``params``: parameters, or parameter groups (dicts; see ``kiln.optim.Optimizer``).
+    - ``lr``: the learning rate (>= 0).
+    - ``betas``: the decay rates of the running averages m and v (each in [0, 1)).
+    - ``eps``: added to the denominator (>= 0).
+    - ``weight_decay``: the L2 penalty added to the gradient (>= 0).
+    - ``amsgrad``: divides by the running maximum of v instead of v (AMSGrad).
+    - ``maximize``: maximizes the objective (steps along the gradient instead of against it).
+    """
+
+    _decoupled = False
+    _lazy_state = frozenset({"max_exp_avg_sq"})
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 amsgrad=False, *, maximize=False):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      amsgrad=amsgrad, maximize=maximize))
+
+    def _init_state(self, param, group):
+        state = super()._init_state(param, group)
         if group["amsgrad"]:
             state["max_exp_avg_sq"] = self._lazy_zeros("max_exp_avg_sq", param)
         return state
@@ -79,40 +101,18 @@ class Adam(Optimizer):
     def _update(self, param, grad, state, group, lr):
         mint = _C.mint
         beta1, beta2 = group["betas"]
-        decay = group["weight_decay"]
-        step, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
-        if group["maximize"]:
-            grad = -grad
-        step += 1
-        if decay != 0.0:
-            if self._decoupled:
-                # lr is float32 for a 16-bit parameter: the factor is not rounded to the 16-bit
-                # grid near 1 (bfloat16's steps of 2**-8 there).
-                mint.mul(param, 1 - lr * decay, out=param)
-            else:
-                grad = grad + decay * param
-        mint.mul(m, beta1, out=m)
-        m += (1 - beta1) * grad
-        mint.mul(v, beta2, out=v)
-        v += (1 - beta2) * grad * grad
+        steps = count_step(state)
+        grad = decayed_gradient(param, grad, group, lr, self._decoupled)
+        m, v = self._average_moments(grad, state, group)
         if group["amsgrad"]:
-            if "max_exp_avg_sq" not in state:
-                # amsgrad was set after the parameter was added: the maximum starts now (from
-                # zero, so it is v). Not while tracing: a traced buffer would restart from zero
-                # at every call of the graph, and eager steps could not read it.
-                if _C.jit.is_tracing():
-                    raise KilnValueError(f"{type(self).__name__}: a parameter added without "
-                                         f"amsgrad has no max_exp_avg_sq, and a kiln.jit step "
-                                         f"cannot create one; run one eager step after setting "
-                                         f"amsgrad, or build the optimizer with amsgrad=True")
-                state["max_exp_avg_sq"] = self._lazy_zeros("max_exp_avg_sq", param)
-            v_max = state["max_exp_avg_sq"]
+            # Made here when amsgrad was set after the parameter was added: the maximum starts
+            # now (from zero, so it is v).
+            v_max = self._lazy_entry(state, "max_exp_avg_sq", param, "amsgrad=True")
             mint.maximum(v_max, v, out=v_max)
             v = v_max
         # The corrections in float64, as PyTorch's Python floats, then in lr's dtype (float32 for
         # a 16-bit parameter): with a float32 step, beta2 = 0.99999 would round to float32 first,
         # whose 1 - beta2 is 1.0014e-5, and the first steps would be 7e-4 too long.
-        steps = step.to(_C.dtype.float64)
         correction1 = (1 - mint.pow(beta1, steps)).to(lr.dtype)
         correction2 = mint.sqrt(1 - mint.pow(beta2, steps)).to(lr.dtype)
         denom = mint.sqrt(v) / correction2 + group["eps"]

@@ -67,6 +67,12 @@ learning-rate tensor, of the parameter's dtype or float32 for a 16-bit one), ``_
 by ``check_number``), and ``_lazy_state`` (optional; default: none) for state that ``_update``
 creates when first needed (as ``_lazy_zeros(key, param)`` makes it: zero-filled, shaped and typed
 like the parameter unless the subclass says otherwise).
+
+Helpers for ``_update`` that several optimizers share: ``scalar_state`` (a 0-d state tensor such
+as the step count), ``count_step`` (counts a step, returns the count in float64),
+``decayed_gradient`` (``maximize`` and weight decay, L2 or decoupled), ``running_average_`` (an
+exponential moving average in place) and ``self._lazy_entry`` (state of ``_lazy_state``, made at
+the first eager step that needs it).
 """
 
 import numbers
@@ -99,6 +105,50 @@ def _rate_dtype(dtype):
     """The dtype of the learning-rate tensor of parameters of ``dtype``: float32 for 16-bit
     floats (see the module's docstring), else ``dtype``."""
     return _C.dtype.float32 if dtype in (_C.dtype.float16, _C.dtype.bfloat16) else dtype
+
+
+def scalar_state(param, value=0.0):
+    """A new 0-d state tensor of ``param`` holding ``value`` (a step count, NAdam's product of
+    momentum factors): float64 for float64 parameters and float32 otherwise, as PyTorch's follow
+    its default dtype (float32, or float64 when set so), and 16-bit parameters still count steps
+    exactly."""
+    dtype = _C.dtype.float64 if param.dtype == _C.dtype.float64 else _C.dtype.float32
+    return _C.mint.full((), value, dtype=dtype)
+
+
+def count_step(state):
+    """Adds 1 to ``state["step"]`` in place and returns the new count as a float64 0-d tensor:
+    the factors that depend on it (bias corrections, decayed rates) are computed in float64, as
+    PyTorch computes them in Python floats, and rounded to the learning rate's dtype only then.
+    A tensor, not a Python number, so that a ``kiln.jit`` step counts at each call."""
+    step = state["step"]
+    step += 1
+    return step.to(_C.dtype.float64)
+
+
+def decayed_gradient(param, grad, group, lr, decoupled=False):
+    """The gradient an update follows, with the group's ``maximize`` and ``weight_decay`` applied
+    as PyTorch applies them: negated when maximizing, then plus ``weight_decay * param`` (an L2
+    penalty); or, with ``decoupled``, the gradient as is while ``param`` shrinks in place by
+    ``1 - lr * weight_decay`` (AdamW's decay; ``lr`` is the rate tensor, float32 for a 16-bit
+    parameter, so the factor is not rounded to the 16-bit grid near 1)."""
+    if group["maximize"]:
+        grad = -grad
+    decay = group["weight_decay"]
+    if decay != 0.0:
+        if decoupled:
+            _C.mint.mul(param, 1 - lr * decay, out=param)
+        else:
+            grad = grad + decay * param
+    return grad
+
+
+def running_average_(average, value, decay):
+    """``average = decay * average + (1 - decay) * value`` in place: the exponential moving
+    averages of Adam's moments and RMSprop's squares (PyTorch's ``lerp_`` and
+    ``mul_().addcmul_()``)."""
+    _C.mint.mul(average, decay, out=average)
+    average += (1 - decay) * value
 
 
 class _ParamGroup(dict):
@@ -272,6 +322,20 @@ class Optimizer:
     def _lazy_zeros(self, key, param):
         """A new state tensor ``key`` of ``param`` for ``_lazy_state``, zero-filled."""
         return _C.mint.zeros_like(param)
+
+    def _lazy_entry(self, state, key, param, setting):
+        """``state[key]`` (a key of ``_lazy_state``), made now if the parameter was added before
+        ``setting`` (the hyperparameter that needs it, as the error names it: "amsgrad=True")
+        was set. Not while tracing: a traced buffer would restart from zero at every call of the
+        graph, and eager steps could not read it."""
+        if key not in state:
+            if _C.jit.is_tracing():
+                raise KilnValueError(f"{type(self).__name__}: a parameter added without {setting} "
+                                     f"has no {key}, and a kiln.jit step cannot create one; run "
+                                     f"one eager step after setting {setting}, or build the "
+                                     f"optimizer with {setting}")
+            state[key] = self._lazy_zeros(key, param)
+        return state[key]
 
     def _init_state(self, param, group):
         return {}

@@ -21,7 +21,7 @@ a KilnValueError).
 
 from .. import _C
 from ..errors import KilnValueError
-from .optimizer import Optimizer
+from .optimizer import Optimizer, decayed_gradient
 
 __all__ = ["SGD"]
 
@@ -80,25 +80,12 @@ class SGD(Optimizer):
         return {key: self._lazy_zeros(key, param) for key in _MOMENTUM_STATE}
 
     def _update(self, param, grad, state, group, lr):
-        if group["maximize"]:
-            grad = -grad
-        if group["weight_decay"] != 0.0:
-            grad = grad + group["weight_decay"] * param
+        grad = decayed_gradient(param, grad, group, lr)
         momentum = group["momentum"]
         if momentum != 0.0:
-            if not all(key in state for key in _MOMENTUM_STATE):
-                # The parameter was added with momentum 0: its buffer is made now, as PyTorch
-                # makes it. Not while tracing: a traced buffer would restart from zero at every
-                # call of the graph, and eager steps could not read it.
-                if _C.jit.is_tracing():
-                    raise KilnValueError("SGD: a parameter added with momentum 0 has no momentum "
-                                         "buffer, and a kiln.jit step cannot create one; run one "
-                                         "eager step after raising momentum, or build the "
-                                         "optimizer with momentum > 0")
-                for key in _MOMENTUM_STATE:
-                    if key not in state:
-                        state[key] = self._lazy_zeros(key, param)
-            buf, started = state["momentum_buffer"], state["momentum_started"]
+            # Made here when the parameter was added with momentum 0, as PyTorch makes it.
+            buf, started = (self._lazy_entry(state, key, param, "momentum > 0")
+                            for key in _MOMENTUM_STATE)
             _C.mint.mul(buf, momentum, out=buf)
             dampening = group["dampening"]
             # At the first step buf is zero and takes the gradient undamped: buf = g.
