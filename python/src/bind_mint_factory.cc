@@ -1,7 +1,8 @@
 // kiln.mint factories and random ops (zeros, ones, full, empty, zeros_like, ones_like, arange,
-// linspace, eye, rand, randn, randint, dropout), manual_seed, and the DLPack bindings
-// (dlpack.cc), which live here until the module assembly calls bind_dlpack itself. The factories
-// of values a gradient can flow into take PyTorch's keyword requires_grad.
+// linspace, eye, rand, randn, randint, randperm, multinomial (also a Tensor method), dropout),
+// manual_seed, and the DLPack bindings (dlpack.cc), which live here until the module assembly calls
+// bind_dlpack itself. The factories of values a gradient can flow into take PyTorch's keyword
+// requires_grad.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
@@ -202,13 +203,37 @@ void bind_mint_factory(nb::module_& mint) {
                             dtype_or(dtype, DType::kInt64));
            }, "low"_a, "high"_a, "size"_a, "dtype"_a = nb::none(),
            "Uniform integers in [low, high) of shape `size` (dtype defaults to int64).");
+  mint.def(
+      "randperm",
+      [](int64_t n, std::optional<DTypeArg> dtype) {
+        return randperm(n, dtype_or(dtype, DType::kInt64));
+      },
+      "n"_a, nb::kw_only(), "dtype"_a = nb::none(),
+      "A uniformly random permutation of 0 .. n - 1 (dtype defaults to int64).");
+  const auto multinomial_impl = [](const Tensor& probs, int64_t num_samples, bool replacement) {
+    return multinomial(probs, num_samples, replacement);
+  };
+  const char* multinomial_doc =
+      "int64 indices of categories drawn from each row of `input` ([C] or [B, C] non-negative "
+      "weights, normalised per row): [num_samples] or [B, num_samples]; without `replacement` a "
+      "row's samples are distinct.";
+  mint.def(
+      "multinomial",
+      [multinomial_impl](const TensorArg& x, int64_t num_samples, bool replacement) {
+        return multinomial_impl(x, num_samples, replacement);
+      },
+      "input"_a, "num_samples"_a, "replacement"_a = false, multinomial_doc);
+  nb::cpp_function_def(multinomial_impl, nb::scope(nb::type<Tensor>()), nb::name("multinomial"),
+                       nb::is_method(), "num_samples"_a, "replacement"_a = false, multinomial_doc);
   mint.def("dropout", [](const TensorArg& x, double p, bool training) {
              return dropout(x, p, training);
            }, "input"_a, "p"_a = 0.5, "training"_a = true,
            "Zeroes each element with probability p and scales the rest by 1 / (1 - p); the "
            "input itself when not training or p == 0.");
-  mint.def("manual_seed", [](nb::handle seed) { manual_seed(seed_from_object(seed)); }, "seed"_a,
-           "Seeds the global generator: later rand/randn/randint/dropout calls repeat exactly.");
+  mint.def(
+      "manual_seed", [](nb::handle seed) { manual_seed(seed_from_object(seed)); }, "seed"_a,
+      "Seeds the global generator: later rand/randn/randint/randperm/multinomial/dropout "
+      "calls repeat exactly.");
   bind_dlpack(mint);
 }
 

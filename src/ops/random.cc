@@ -1,5 +1,5 @@
-// Random ops: RandUniform, RandNormal, RandInt and Dropout, drawing from the global Philox
-// generator (see Note [Counter-based generator]), and DropoutBackward.
+// Random ops: RandUniform, RandNormal, RandInt, RandPerm, Multinomial and Dropout, drawing from
+// the global Philox generator (see Note [Counter-based generator]), and DropoutBackward.
 #include "ops/random.h"
 
 #include <algorithm>
@@ -389,6 +389,175 @@ KILN_REGISTER_OP(
           });
         }));
 
+// The 64 random bits of element i of a draw with two elements per counter (RandInt's lanes: words
+// 2k and 2k + 1 of counter offset + i / 2), for ops that consume their draws one at a time.
+// Consecutive elements share a counter, which is computed once.
+class DrawnBits {
+ public:
+  explicit DrawnBits(const GeneratorDraw& draw) : draw_(draw) {}
+  uint64_t operator()(int64_t i) {
+    if (i / 2 != counter_) {
+      counter_ = i / 2;
+      words_ = detail::philox4x32_10(draw_.offset + static_cast<uint64_t>(counter_), draw_.seed);
+    }
+    const int k = static_cast<int>(i % 2);
+    return (static_cast<uint64_t>(words_[2 * k]) << 32) | words_[2 * k + 1];
+  }
+  /// Element i as a uniform double in [0, 1) (the top 53 of its bits).
+  double uniform(int64_t i) {
+    const uint64_t b = (*this)(i);
+    return detail::uniform_double(static_cast<uint32_t>(b >> 32), static_cast<uint32_t>(b));
+  }
+
+ private:
+  GeneratorDraw draw_;
+  int64_t counter_ = -1;
+  std::array<uint32_t, 4> words_{};
+};
+
+// Note [Sampling one element at a time]
+// RandPerm and Multinomial take their draws in a sequence that depends on earlier ones (a swap,
+// a category taken out), so they cannot fill blocks as the elementwise ops do. Each still draws
+// element i from lane i % 2 of counter offset + i / 2: RandPerm's i-th swap, Multinomial's
+// sample s of row b as element b * num_samples + s. Rows are independent, so Multinomial splits
+// them across threads with the same results; RandPerm's shuffle is one sequential pass
+// (Fisher-Yates, from the last position down), as PyTorch's CPU randperm.
+
+KILN_REGISTER_OP(
+    OpDef("RandPerm")
+        .attr("n", AttrKind::kInt)
+        .attr("dtype", AttrKind::kDType, DType::kInt64)
+        .attr("seed", AttrKind::kInt, std::monostate{})
+        .attr("offset", AttrKind::kInt, std::monostate{})
+        .traits(kTraitRandom)
+        .doc("A uniformly random permutation of 0 .. n - 1 (Fisher-Yates; each swap's position "
+             "from 64 random bits by multiply-shift)")
+        .infer([](const InferContext& ctx) {
+          const int64_t n = ctx.attrs.get<int64_t>("n");
+          KILN_CHECK_VALUE(n >= 0) << "randperm: expected n >= 0, got " << n;
+          const DType dtype = ctx.attrs.get<DType>("dtype");
+          KILN_CHECK_DTYPE(dtype != DType::kBool && !is_floating_point(dtype))
+              << "randperm: expected an integer dtype, got " << dtype;
+          KILN_CHECK_VALUE(n == 0 || detail::int_fits(dtype, n - 1))
+              << "randperm: n = " << n << " does not fit in " << dtype;
+          return MetaList{{dtype, {n}}};
+        })
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const Tensor& out = ctx.outputs[0];
+          const int64_t n = out.numel();
+          DrawnBits bits(draw_of(ctx.attrs, n, int_lanes(out.dtype())));
+          visit_dtype(out.dtype(), [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            if constexpr (std::is_integral_v<T>) {
+              T* p = out.data<T>();
+              for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(i);
+              for (int64_t i = n - 1; i > 0; --i) {
+                const auto j = static_cast<int64_t>(mul_hi64(bits(n - 1 - i), i + 1));
+                std::swap(p[i], p[j]);
+              }
+            }
+          });
+        }));
+
+// The category of `weights` (non-negative, `total` their sum) where the running sum first passes
+// u * total; the last category of positive weight when rounding leaves the target at the total.
+int64_t pick_category(const std::vector<double>& weights, double total, double u) {
+  const double target = u * total;
+  double sum = 0.0;
+  int64_t last = -1;
+  for (size_t c = 0; c < weights.size(); ++c) {
+    if (weights[c] <= 0.0) continue;
+    sum += weights[c];
+    last = static_cast<int64_t>(c);
+    if (sum > target) break;
+  }
+  return last;
+}
+
+// Samples row `row` of `probs` ([rows, categories], contiguous, checked non-negative with a
+// positive sum) into out[0 .. k): with replacement by inverting the running sums, without by
+// taking each chosen category out before the next draw.
+template <typename T>
+void sample_row(const T* probs, int64_t row, int64_t categories, int64_t k, bool replacement,
+                DrawnBits& bits, int64_t* out) {
+  std::vector<double> weights(static_cast<size_t>(categories));
+  int64_t positive = 0;
+  double total = 0.0;
+  for (int64_t c = 0; c < categories; ++c) {
+    const double w = convert<double>(probs[c]);
+    KILN_CHECK_VALUE(std::isfinite(w) && w >= 0.0)
+        << "multinomial: expected finite non-negative probabilities, got " << w << " in row " << row
+        << ", category " << c;
+    weights[c] = w;
+    total += w;
+    positive += w > 0.0;
+  }
+  KILN_CHECK_VALUE(total > 0.0) << "multinomial: row " << row << " has no positive probability";
+  KILN_CHECK_VALUE(replacement || positive >= k)
+      << "multinomial: cannot draw " << k << " samples without replacement from row " << row
+      << ", which has " << positive << " categories of positive probability";
+  for (int64_t s = 0; s < k; ++s) {
+    const int64_t c = pick_category(weights, total, bits.uniform(row * k + s));
+    out[s] = c;
+    if (!replacement) {
+      weights[c] = 0.0;
+      total = 0.0;  // summed again rather than decremented, so rounding does not accumulate
+      for (double w : weights) total += w;
+    }
+  }
+}
+
+KILN_REGISTER_OP(
+    OpDef("Multinomial")
+        .input("probs")
+        .attr("num_samples", AttrKind::kInt)
+        .attr("replacement", AttrKind::kBool, false)
+        .attr("seed", AttrKind::kInt, std::monostate{})
+        .attr("offset", AttrKind::kInt, std::monostate{})
+        .traits(kTraitRandom | kTraitNotDifferentiable)
+        .doc("int64 category indices drawn from each row of probs ([C] or [B, C] non-negative "
+             "weights, not necessarily summing to 1), with or without replacement")
+        .infer([](const InferContext& ctx) {
+          const TensorMeta& probs = ctx.input(0);
+          KILN_CHECK_DTYPE(is_floating_point(probs.dtype))
+              << "multinomial: expected floating probabilities, got " << probs.dtype;
+          KILN_CHECK_SHAPE(probs.ndim() == 1 || probs.ndim() == 2)
+              << "multinomial: expected probabilities of shape [C] or [B, C], got "
+              << shape_str(probs.shape);
+          const int64_t categories = probs.shape.back();
+          KILN_CHECK_VALUE(categories > 0) << "multinomial: expected at least one category";
+          const int64_t k = ctx.attrs.get<int64_t>("num_samples");
+          KILN_CHECK_VALUE(k > 0) << "multinomial: expected num_samples > 0, got " << k;
+          KILN_CHECK_VALUE(ctx.attrs.get<bool>("replacement") || k <= categories)
+              << "multinomial: cannot draw " << k << " samples without replacement from "
+              << categories << " categories";
+          Shape shape = probs.shape;
+          shape.back() = k;
+          return MetaList{{DType::kInt64, shape}};
+        })
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const Tensor& out = ctx.outputs[0];
+          const Tensor probs = ctx.inputs[0].contiguous();
+          const int64_t categories = probs.shape().back();
+          const int64_t k = out.shape().back();
+          const int64_t rows = out.numel() / k;
+          const bool replacement = ctx.attrs.get<bool>("replacement");
+          const GeneratorDraw draw = draw_of(ctx.attrs, out.numel(), int_lanes(out.dtype()));
+          int64_t* samples = out.data<int64_t>();
+          visit_floating(probs.dtype(), [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            const T* p = probs.data<T>();
+            const int64_t grain = std::max<int64_t>(1, kRandomGrain / (categories * k));
+            parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
+              DrawnBits bits(draw);
+              for (int64_t r = lo; r < hi; ++r) {
+                sample_row(p + r * categories, r, categories, k, replacement, bits,
+                           samples + r * k);
+              }
+            });
+          });
+        }));
+
 // v where keep, else +0, by masking the bits: GCC compiles `keep ? v : 0` in this loop as a
 // branch, which a random mask mispredicts half the time (and which stops vectorisation).
 template <typename C>
@@ -550,6 +719,17 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype) {
   static const OpDefPtr op = OpRegistry::Instance().get("RandInt");
   const Attrs attrs{{"low", low}, {"high", high}, {"shape", shape}, {"dtype", dtype}};
   return call_op(*op, {}, with_draw(*op, {}, attrs, int_lanes))[0];
+}
+
+Tensor randperm(int64_t n, DType dtype) {
+  static const OpDefPtr op = OpRegistry::Instance().get("RandPerm");
+  return call_op(*op, {}, with_draw(*op, {}, {{"n", n}, {"dtype", dtype}}, int_lanes))[0];
+}
+
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {
+  static const OpDefPtr op = OpRegistry::Instance().get("Multinomial");
+  const Attrs attrs{{"num_samples", num_samples}, {"replacement", replacement}};
+  return call_op(*op, {probs}, with_draw(*op, {probs}, attrs, int_lanes))[0];
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {

@@ -1,7 +1,8 @@
 // Tensor factories and the random generator (part of kiln/functional.h).
 //
 // Random ops draw from one process-wide, counter-based generator: kiln::manual_seed(s) makes
-// every later rand/randn/randint/dropout sequence reproducible, independent of thread count.
+// every later rand/randn/randint/randperm/multinomial/dropout sequence reproducible, independent
+// of thread count.
 #pragma once
 
 #include <cstdint>
@@ -38,5 +39,12 @@ KILN_API Tensor randn(const Shape& shape, DType dtype = DType::kFloat32);
 /// Uniform integers in [low, high).
 KILN_API Tensor randint(int64_t low, int64_t high, const Shape& shape,
                         DType dtype = DType::kInt64);
+/// A uniformly random permutation of 0 .. n - 1 (an integer dtype that holds n - 1).
+KILN_API Tensor randperm(int64_t n, DType dtype = DType::kInt64);
+/// int64 indices of categories drawn from each row of `probs` ([C] or [B, C], non-negative finite
+/// weights with a positive sum, not necessarily normalised): [num_samples] or [B, num_samples].
+/// Without `replacement` a row's samples are distinct (num_samples at most its categories of
+/// positive weight). Weights are checked when the kernel runs: a bad one is a kValue error.
+KILN_API Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
 
 }  // namespace kiln

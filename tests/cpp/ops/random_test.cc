@@ -1,4 +1,5 @@
-// Tests for src/ops/random.cc: Philox4x32-10, the global generator, rand/randn/randint/dropout.
+// Tests for src/ops/random.cc: Philox4x32-10, the global generator, rand / randn / randint /
+// randperm / multinomial / dropout.
 #include "ops/random.h"
 
 #include <gtest/gtest.h>
@@ -441,6 +442,129 @@ TEST(Dropout, RejectsBadArguments) {
   expect_error([] { dropout(ones({2}), std::nan("")); }, ErrorKind::kValue, "p in [0, 1]");
   expect_error([] { dropout(ones({2}, DType::kInt64), 0.5); }, ErrorKind::kDType,
                "Dropout: expected a floating input, got int64");
+}
+
+TEST(RandPerm, IsAPermutation_ForEveryIntegerDtype) {
+  manual_seed(21);
+  for (int64_t n : {0, 1, 2, 257, 10000}) {
+    for (DType dtype : {DType::kInt64, DType::kInt32, DType::kInt16}) {
+      const Tensor p = randperm(n, dtype);
+      ASSERT_EQ(p.shape(), Shape{n});
+      ASSERT_EQ(p.dtype(), dtype);
+      std::vector<double> v = values(p);
+      std::sort(v.begin(), v.end());
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(v[static_cast<size_t>(i)], i) << "n " << n;
+    }
+  }
+  EXPECT_EQ(values(randperm(256, DType::kUInt8)).size(), 256u);
+}
+
+TEST(RandPerm, EveryOrderIsEquallyLikely) {
+  manual_seed(22);
+  // The 3! orders of randperm(3), coded as 3 * p[0] + p[1], and where 0 lands in randperm(10).
+  std::vector<int64_t> orders(9, 0), zero_at(10, 0);
+  for (int i = 0; i < 60000; ++i) {
+    const int64_t* p = randperm(3).data<int64_t>();
+    ++orders[static_cast<size_t>(3 * p[0] + p[1])];
+    const std::vector<double> q = values(randperm(10));
+    ++zero_at[static_cast<size_t>(std::find(q.begin(), q.end(), 0.0) - q.begin())];
+  }
+  std::vector<int64_t> seen;
+  for (int64_t c : orders) {
+    if (c > 0) seen.push_back(c);
+  }
+  ASSERT_EQ(seen.size(), 6u);
+  EXPECT_LT(chi_square(seen), 25.0);     // 5 degrees of freedom
+  EXPECT_LT(chi_square(zero_at), 35.0);  // 9 degrees of freedom
+}
+
+TEST(Multinomial, WithReplacement_FollowsTheWeights_AndNeverDrawsAZeroWeight) {
+  manual_seed(23);
+  const std::vector<double> w = {0.5, 0.0, 2.0, 1.5};  // not normalised
+  Tensor probs = Tensor::empty({2, 4}, DType::kFloat64);
+  for (int r = 0; r < 2; ++r) std::copy(w.begin(), w.end(), probs.data<double>() + 4 * r);
+  const Tensor s = multinomial(probs, 200000, /*replacement=*/true);
+  ASSERT_EQ(s.shape(), (Shape{2, 200000}));
+  std::vector<int64_t> counts(4, 0);
+  for (int64_t i = 0; i < s.numel(); ++i) ++counts[static_cast<size_t>(s.data<int64_t>()[i])];
+  EXPECT_EQ(counts[1], 0);
+  for (size_t c : {0u, 2u, 3u}) {
+    EXPECT_NEAR(static_cast<double>(counts[c]) / 400000.0, w[c] / 4.0, 0.005) << "category " << c;
+  }
+}
+
+TEST(Multinomial, WithoutReplacement_DrawsDistinctCategoriesInSequence) {
+  manual_seed(24);
+  // Weights 0.5, 0.3, 0.2: the first draw is 0 with probability 0.5, then 1 with 0.3 / 0.5.
+  Tensor w = Tensor::empty({3}, DType::kFloat32);
+  const float weights[] = {0.5f, 0.3f, 0.2f};
+  std::memcpy(w.data_ptr(), weights, sizeof(weights));
+  const Tensor s = multinomial(expand(w, {40000, 3}).contiguous(), 2);
+  int64_t zero_then_one = 0, first_two = 0;
+  for (int64_t r = 0; r < 40000; ++r) {
+    const int64_t* p = s.data<int64_t>() + 2 * r;
+    ASSERT_NE(p[0], p[1]);
+    zero_then_one += p[0] == 0 && p[1] == 1;
+    first_two += p[0] == 2;
+  }
+  EXPECT_NEAR(zero_then_one / 40000.0, 0.3, 0.01);
+  EXPECT_NEAR(first_two / 40000.0, 0.2, 0.01);
+  // Every positive category, in some order, when num_samples is their count.
+  const Tensor all = multinomial(w, 3);
+  std::vector<double> v = values(all);
+  std::sort(v.begin(), v.end());
+  EXPECT_EQ(v, (std::vector<double>{0, 1, 2}));
+}
+
+TEST(Multinomial, IsIdenticalForOneOrTwoThreads_AndReplaysItsDraw) {
+  ThreadCount restore;
+  const Tensor probs = rand({3000, 7});
+  Tensor results[2];
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    manual_seed(25);
+    results[threads - 1] = multinomial(probs, 5);
+  }
+  EXPECT_TRUE(same_bytes(results[0], results[1]));
+  EXPECT_EQ(detail::generator_state().offset, 3000u * 5 / 2);  // two samples per counter
+}
+
+TEST(Multinomial, RejectsBadArguments_AndBadWeightsWhenItRuns) {
+  const Tensor w = ones({3});
+  expect_error([&] { multinomial(ones({3}, DType::kInt64), 1); }, ErrorKind::kDType,
+               "expected floating probabilities, got int64");
+  expect_error(
+      [&] {
+        multinomial(ones({2, 2, 2}), 1);
+      },
+      ErrorKind::kShape, "expected probabilities of shape [C] or [B, C], got [2, 2, 2]");
+  expect_error([&] { multinomial(w, 0); }, ErrorKind::kValue, "expected num_samples > 0");
+  expect_error([&] { multinomial(w, 4); }, ErrorKind::kValue,
+               "cannot draw 4 samples without replacement from 3 categories");
+  expect_error(
+      [&] {
+        multinomial(ones({2, 0}), 1, true);
+      },
+      ErrorKind::kValue, "at least one category");
+  expect_error([&] { multinomial(neg(w), 1); }, ErrorKind::kValue,
+               "expected finite non-negative probabilities, got -1 in row 0, category 0");
+  expect_error(
+      [&] {
+        multinomial(zeros({2, 3}), 1);
+      },
+      ErrorKind::kValue, "row 0 has no positive probability");
+  Tensor two = Tensor::empty({3}, DType::kFloat32);
+  const float one_zero_one[] = {1.0f, 0.0f, 1.0f};
+  std::memcpy(two.data_ptr(), one_zero_one, sizeof(one_zero_one));
+  expect_error([&] { multinomial(two, 3); }, ErrorKind::kValue,
+               "which has 2 categories of positive probability");
+  expect_error([] { randperm(-1); }, ErrorKind::kValue, "randperm: expected n >= 0, got -1");
+  expect_error([] { randperm(300, DType::kInt8); }, ErrorKind::kValue,
+               "randperm: n = 300 does not fit in int8");
+  expect_error([] { randperm(3, DType::kFloat32); }, ErrorKind::kDType,
+               "randperm: expected an integer dtype, got float32");
+  EXPECT_TRUE(OpRegistry::Instance().get("RandPerm")->has_trait(kTraitRandom));
+  EXPECT_TRUE(OpRegistry::Instance().get("Multinomial")->has_trait(kTraitRandom));
 }
 
 }  // namespace
