@@ -506,7 +506,7 @@ def test_advanced_index_gradient_with_empty_trailing_dims():
 
 # Ops without tensor inputs to differentiate: factories and random draws.
 NO_INPUTS = {"Arange", "Empty", "Eye", "Full", "Linspace", "Ones", "Zeros", "RandUniform",
-             "RandNormal", "RandInt"}
+             "RandNormal", "RandInt", "RandPerm"}
 # Ops without a rule on purpose: FusedElementwise is made by kiln_cpu's fusion pass from a graph
 # that is already differentiated.
 WITHOUT_RULE = {"FusedElementwise"}
