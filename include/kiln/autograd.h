@@ -237,6 +237,13 @@ KILN_API bool retains_grad(const Tensor& t);
 KILN_API void backward(const std::vector<Tensor>& outputs,
                        const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                        bool create_graph = false);
+/// backward into the .grad of `inputs` only (tensors that require grad, leaves or not; PyTorch's
+/// backward(inputs=...)): the other leaves' .grad stay as they were, and only the nodes on the
+/// way to `inputs` run. As in PyTorch, an input that is not a leaf retains its gradient from then
+/// on (retain_grad), so later backward calls add into its .grad too. An input the outputs do not
+/// reach keeps its .grad; an empty `inputs` or one that does not require grad raises kValue.
+KILN_API void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+                       bool retain_graph, bool create_graph, const std::vector<Tensor>& inputs);
 /// The gradients of `outputs` with respect to `inputs` (leaves or not), without touching .grad.
 /// An input the outputs do not depend on raises kValue, or gives an undefined tensor with
 /// allow_unused.

@@ -179,15 +179,16 @@ def _grads_list(grad_tensors, count, what):
     return items
 
 
-def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
-    """Accumulates the gradients of ``tensors`` into the ``.grad`` of the leaves they depend on.
-    With ``create_graph`` a leaf's ``.grad`` holds a graph that holds the leaf, a cycle that keeps
-    both alive until ``.grad`` is reset (``x.grad = None``), as in PyTorch: prefer ``grad()`` for
-    higher orders."""
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulates the gradients of ``tensors`` into the ``.grad`` of the leaves they depend on,
+    or with ``inputs`` (a tensor or a sequence of tensors that require grad, leaves or not) into
+    theirs only: other leaves' ``.grad`` stay as they were. With ``create_graph`` a leaf's
+    ``.grad`` holds a graph that holds the leaf, a cycle that keeps both alive until ``.grad`` is
+    reset (``x.grad = None``), as in PyTorch: prefer ``grad()`` for higher orders."""
     outputs = _as_list(tensors, "backward")
     retain = create_graph if retain_graph is None else retain_graph
     _ag.backward(outputs, _grads_list(grad_tensors, len(outputs), "backward"), retain,
-                 create_graph)
+                 create_graph, inputs)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

@@ -25,6 +25,32 @@ std::vector<Tensor> tensors_or_undefined(const std::vector<std::optional<Tensor>
   return out;
 }
 
+// backward's `inputs`: a tensor or a sequence of tensors.
+std::vector<Tensor> backward_inputs(nb::handle obj) {
+  if (nb::isinstance<Tensor>(obj)) return {nb::cast<Tensor>(obj)};
+  KILN_CHECK_TYPE(PySequence_Check(obj.ptr()) && !nb::isinstance<nb::str>(obj))
+      << "backward: expected inputs to be a kiln.Tensor or a sequence of them, got "
+      << nb::type_name(obj.type()).c_str();
+  std::vector<Tensor> inputs;
+  for (nb::handle item : obj) {
+    KILN_CHECK_TYPE(nb::isinstance<Tensor>(item))
+        << "backward: expected inputs to hold kiln.Tensors, got "
+        << nb::type_name(item.type()).c_str() << " at position " << inputs.size();
+    inputs.push_back(nb::cast<Tensor>(item));
+  }
+  return inputs;
+}
+
+// autograd::backward into every leaf, or into `inputs` (None: every leaf).
+void backward_into(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+                   bool retain_graph, bool create_graph, nb::handle inputs) {
+  if (inputs.is_none()) {
+    autograd::backward(outputs, grad_outputs, retain_graph, create_graph);
+  } else {
+    autograd::backward(outputs, grad_outputs, retain_graph, create_graph, backward_inputs(inputs));
+  }
+}
+
 nb::list none_for_undefined(const std::vector<Tensor>& tensors) {
   nb::list out;
   for (const Tensor& t : tensors) {
@@ -91,13 +117,12 @@ void bind_autograd(nb::module_& m) {
 
   ag.def(
       "backward",
-      [](const std::vector<Tensor>& outputs,
-         const std::vector<std::optional<Tensor>>& grad_outputs, bool retain_graph,
-         bool create_graph) {
-        autograd::backward(outputs, tensors_or_undefined(grad_outputs), retain_graph,
-                           create_graph);
+      [](const std::vector<Tensor>& outputs, const std::vector<std::optional<Tensor>>& grad_outputs,
+         bool retain_graph, bool create_graph, nb::handle inputs) {
+        backward_into(outputs, tensors_or_undefined(grad_outputs), retain_graph, create_graph,
+                      inputs);
       },
-      "outputs"_a, "grad_outputs"_a, "retain_graph"_a, "create_graph"_a);
+      "outputs"_a, "grad_outputs"_a, "retain_graph"_a, "create_graph"_a, "inputs"_a = nb::none());
   ag.def(
       "grad",
       [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -179,14 +204,15 @@ void bind_tensor_autograd(nb::class_<Tensor>& cls) {
       .def(
           "backward",
           [](const Tensor& t, std::optional<Tensor> gradient, std::optional<bool> retain_graph,
-             bool create_graph) {
-            autograd::backward({t}, gradient ? std::vector<Tensor>{*gradient}
-                                             : std::vector<Tensor>{},
-                               retain_graph.value_or(create_graph), create_graph);
+             bool create_graph, nb::handle inputs) {
+            backward_into({t}, gradient ? std::vector<Tensor>{*gradient} : std::vector<Tensor>{},
+                          retain_graph.value_or(create_graph), create_graph, inputs);
           },
           "gradient"_a = nb::none(), "retain_graph"_a = nb::none(), "create_graph"_a = false,
+          "inputs"_a = nb::none(),
           "Accumulates the gradient of this tensor into the .grad of the leaves it depends on "
-          "(`gradient` is required unless it has one element).")
+          "(`gradient` is required unless it has one element); with `inputs` (a tensor or a "
+          "sequence), into theirs only, leaves or not.")
       .def(
           "register_post_accumulate_grad_hook",
           [](const Tensor& t, nb::object hook) {

@@ -218,6 +218,29 @@ void run_graph(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gr
   }
 }
 
+// The gradients of `outputs` with respect to `inputs` (undefined for an input they do not reach),
+// running only the nodes on the way to them; `what` names the caller in errors. With
+// `retain_non_leaves`, the inputs that are not leaves retain their gradient (retain_grad) once
+// checked, so this run already adds into their .grad.
+std::vector<Tensor> captured_grads(const std::vector<Tensor>& outputs,
+                                   const std::vector<Tensor>& inputs,
+                                   const std::vector<Tensor>& grad_outputs, bool retain_graph,
+                                   bool create_graph, bool retain_non_leaves, const char* what) {
+  KILN_CHECK_VALUE(!inputs.empty()) << what << ": expected at least one input";
+  Capture capture;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    KILN_CHECK_VALUE(inputs[k].defined() && requires_grad(inputs[k]))
+        << what << ": input " << k << " does not require grad";
+    capture.edges.push_back(gradient_edge(inputs[k]));
+  }
+  if (retain_non_leaves) {
+    for (const Tensor& t : inputs) retain_grad(t);  // nothing for a leaf
+  }
+  capture.grads.resize(inputs.size());
+  run_graph(outputs, grad_outputs, retain_graph || create_graph, create_graph, &capture, what);
+  return capture.grads;
+}
+
 }  // namespace
 
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
@@ -226,23 +249,32 @@ void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
             "backward");
 }
 
+void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+              bool retain_graph, bool create_graph, const std::vector<Tensor>& inputs) {
+  // As PyTorch: a non-leaf input retains its gradient from now on (its hook adds this run's);
+  // a leaf's accumulator, which the capture stops at, is applied here.
+  const std::vector<Tensor> grads =
+      captured_grads(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                     /*retain_non_leaves=*/true, "backward");
+  // Under create_graph the additions into .grad are recorded, as the engine's own are.
+  GradModeGuard mode(create_graph);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (is_leaf(inputs[k]) && grads[k].defined()) AccumulateGrad::of(inputs[k])->apply({grads[k]});
+  }
+}
+
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool retain_graph,
                          bool create_graph, bool allow_unused) {
-  Capture capture;
+  std::vector<Tensor> grads =
+      captured_grads(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                     /*retain_non_leaves=*/false, "grad");
   for (size_t k = 0; k < inputs.size(); ++k) {
-    KILN_CHECK_VALUE(inputs[k].defined() && requires_grad(inputs[k]))
-        << "grad: input " << k << " does not require grad";
-    capture.edges.push_back(gradient_edge(inputs[k]));
-  }
-  capture.grads.resize(inputs.size());
-  run_graph(outputs, grad_outputs, retain_graph || create_graph, create_graph, &capture, "grad");
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    KILN_CHECK_VALUE(allow_unused || capture.grads[k].defined())
+    KILN_CHECK_VALUE(allow_unused || grads[k].defined())
         << "grad: input " << k << " is not used to compute the outputs (pass allow_unused=true "
         << "to get an undefined gradient for it)";
   }
-  return capture.grads;
+  return grads;
 }
 
 }  // namespace kiln::autograd

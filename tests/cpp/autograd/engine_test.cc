@@ -88,6 +88,36 @@ TEST_F(AutogradEngine, BackwardAccumulatesIntoLeaves) {
   testing::expect_close(get_grad(x), kiln::mul(gy, w) * 2.0, 1e-12);
 }
 
+TEST_F(AutogradEngine, BackwardWithInputs_AccumulatesIntoThoseOnly) {
+  const Tensor x = leaf({2, 3}), w = leaf({2, 3});
+  const Tensor h = mul(x, w);
+  const Tensor y = mul(h, h);
+  const Tensor gy = randn({2, 3}, DType::kFloat64);
+  int accumulations = 0;
+  autograd::register_post_accumulate_grad_hook(w, [&](const Tensor&) { ++accumulations; });
+  backward({y}, {gy}, /*retain_graph=*/true, false, {w});
+  const Tensor dh = kiln::mul(gy, h) * 2.0;
+  testing::expect_close(get_grad(w), kiln::mul(dh, x), 1e-12);
+  EXPECT_FALSE(get_grad(x).defined());  // not asked for
+  EXPECT_EQ(accumulations, 1);          // through the leaf's accumulator, hooks included
+  // A non-leaf input retains its gradient from then on, as PyTorch's: the next backward adds to
+  // its .grad though it names x alone.
+  backward({y}, {gy}, true, false, {h});
+  EXPECT_TRUE(autograd::retains_grad(h));
+  backward({y}, {gy}, false, false, {x});
+  testing::expect_close(get_grad(h), dh * 2.0, 1e-12);
+  testing::expect_close(get_grad(x), kiln::mul(dh, w), 1e-12);
+  // An input the outputs do not reach keeps its .grad; no input, or one that does not require
+  // grad, is an error.
+  const Tensor other = leaf({1});
+  backward({mul(x, w)}, {gy}, false, false, {other});
+  EXPECT_FALSE(get_grad(other).defined());
+  testing::expect_error([&] { backward({mul(x, w)}, {gy}, false, false, {}); }, ErrorKind::kValue,
+                        "backward: expected at least one input");
+  testing::expect_error([&] { backward({mul(x, w)}, {gy}, false, false, {ones64({1})}); },
+                        ErrorKind::kValue, "backward: input 0 does not require grad");
+}
+
 TEST_F(AutogradEngine, PostAccumulateGradHooksRunAfterEachAccumulation) {
   Tensor x = leaf({3});
   const Tensor w = randn({3}, DType::kFloat64);
