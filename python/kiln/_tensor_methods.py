@@ -8,7 +8,8 @@ as in PyTorch), ``x.isnan()`` / ``isinf()`` / ``isfinite()``, the optimizer help
 ``addcmul_`` and ``addcdiv_``, and the methods of kiln.mint's functions that take a tensor first
 (``x.chunk(2)``, ``x.split(3)``, ``x.gather(1, i)``, ``x.index_select(0, i)``,
 ``x.masked_fill(m, v)`` and ``x.masked_fill_(m, v)``, ``x.scatter(1, i, s)``, ``x.tril()``,
-``x.triu()``, ``x.norm(p, dim)``).
+``x.triu()``, ``x.norm(p, dim)``, ``x.round(decimals=0)``, which adds PyTorch's ``decimals`` to the
+bound Round method: kiln/mint/_composite.py).
 
 The elementwise methods (``x.add(y)``, ``x.eq(y)``, ``x.exp_()``, ``x.add_(y)``, ...) are bound in
 C++ beside their kiln.mint functions (python/src/bind_mint_elementwise.cc,
@@ -24,7 +25,7 @@ import operator
 
 from . import _C
 from .errors import KilnIndexError, KilnTypeError, KilnValueError, ShapeError
-from .mint import _norms
+from .mint import _composite, _norms
 
 Tensor = _C.Tensor
 _mint = _C.mint
@@ -313,3 +314,4 @@ for _name in ("chunk", "split", "gather", "index_select", "masked_fill", "scatte
               "triu"):
     setattr(Tensor, _name, _method(_name))
 Tensor.norm = _method("norm", _norms)
+Tensor.round = _method("round", _composite)

@@ -5,11 +5,15 @@ and runs through eager dispatch; see ``kiln.ops.list_ops()`` for every primitive
 functions are composed of those ops in Python, so autograd and kiln.jit go through them as
 through any op: ``norm`` and ``vector_norm`` (kiln/mint/_norms.py); ``leaky_relu``, ``elu``,
 ``softplus``, ``hardtanh``, ``l1_loss``, ``smooth_l1_loss``, ``huber_loss``,
-``binary_cross_entropy`` and ``binary_cross_entropy_with_logits`` (kiln/mint/_composite.py).
+``binary_cross_entropy``, ``binary_cross_entropy_with_logits``, ``adaptive_avg_pool2d`` and
+``adaptive_max_pool2d`` (kiln/mint/_composite.py), which also wraps the ops ``cross_entropy`` /
+``nll_loss`` (adding PyTorch's class ``weight``) and ``round`` (adding ``decimals``).
 """
 
 from .._C.mint import *  # noqa: F401,F403
-from ._composite import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
-                         elu, hardtanh, huber_loss, l1_loss, leaky_relu, smooth_l1_loss,
-                         softplus)
+# After the bindings: cross_entropy, nll_loss and round replace the ops' own (which they call).
+from ._composite import (adaptive_avg_pool2d, adaptive_max_pool2d,  # noqa: F401,A004
+                         binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,
+                         elu, hardtanh, huber_loss, l1_loss, leaky_relu, nll_loss, round,
+                         smooth_l1_loss, softplus)
 from ._norms import norm, vector_norm  # noqa: F401

@@ -1,5 +1,5 @@
-"""Activations and losses composed of kiln.mint ops in Python, with PyTorch's signatures, values
-and gradients:
+"""Activations, losses, pooling and rounding composed of kiln.mint ops in Python, with PyTorch's
+signatures, values and gradients:
 
     leaky_relu(input, negative_slope=0.01)      elu(input, alpha=1.0)
     softplus(input, beta=1.0, threshold=20.0)   hardtanh(input, min_val=-1.0, max_val=1.0)
@@ -8,28 +8,44 @@ and gradients:
     huber_loss(input, target, reduction="mean", delta=1.0)
     binary_cross_entropy(input, target, weight=None, reduction="mean")
     binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean", pos_weight=None)
+    cross_entropy(logits, target, reduction="mean", ignore_index=-100, label_smoothing=0.0, *,
+                  weight=None)
+    nll_loss(log_probs, target, reduction="mean", ignore_index=-100, *, weight=None)
+    adaptive_avg_pool2d(input, output_size)     adaptive_max_pool2d(input, output_size)
+    round(input, *, decimals=0, out=None)
 
 Being compositions of registered ops, they differentiate through autograd and trace under kiln.jit
-with no kernel of their own.
+with no kernel of their own. ``cross_entropy``, ``nll_loss`` and ``round`` wrap the ops of those
+names (kiln/_C's bindings, which they call as they are when ``weight`` is None or ``decimals`` 0)
+to add PyTorch's class weights and decimals; their other arguments keep the ops' order, so
+``reduction`` comes before ``ignore_index`` as in kiln.mint (PyTorch's ``weight``, which comes
+first there, is keyword-only).
 
 - ``input`` is a floating-point kiln tensor (an integer one is a DTypeError, as in PyTorch).
   float16 and bfloat16 are computed in float32 and rounded once at the end, as PyTorch's CPU
   kernels and Kiln's own ops are: rounding after every step would add an error per step.
-- A loss's ``target`` has the input's shape. PyTorch broadcasts an l1, smooth l1 or huber target
-  of another shape with a warning, which is almost always a bug (an [N, 1] prediction against [N]
-  targets compares all N * N pairs); Kiln raises a ShapeError, as PyTorch refuses it for the
-  binary cross entropies. ``weight`` and ``pos_weight`` broadcast to the input's shape. A loss has the
-  promoted dtype of input and target.
-- ``reduction`` is "mean" (over all elements), "sum" or "none".
+- The ``target`` of a regression or binary loss has the input's shape. PyTorch broadcasts an l1,
+  smooth l1 or huber target of another shape with a warning, which is almost always a bug (an
+  [N, 1] prediction against [N] targets compares all N * N pairs); Kiln raises a ShapeError, as
+  PyTorch refuses it for the binary cross entropies. Their ``weight`` and ``pos_weight``
+  broadcast to the input's shape, and the loss has the promoted dtype of input and target. The
+  class losses (cross_entropy, nll_loss) take class targets and a ``weight`` of one entry per
+  class, and have the input's dtype.
+- ``reduction`` is "mean" (over all elements), "sum" or "none"; for the class losses with a
+  ``weight``, "mean" divides by the sum of the weights of the counted targets, as PyTorch's.
 """
 
+import math
 import numbers
 
 from .. import _C
-from ..errors import DTypeError, KilnTypeError, KilnValueError, ShapeError
+from .._checks import as_int, checked_int
+from ..errors import (DTypeError, KilnNotImplementedError, KilnTypeError, KilnValueError,
+                      ShapeError)
 
 __all__ = ["leaky_relu", "elu", "softplus", "hardtanh", "l1_loss", "smooth_l1_loss", "huber_loss",
-           "binary_cross_entropy", "binary_cross_entropy_with_logits"]
+           "binary_cross_entropy", "binary_cross_entropy_with_logits", "cross_entropy",
+           "nll_loss", "adaptive_avg_pool2d", "adaptive_max_pool2d", "round"]
 
 _mint = _C.mint
 _REDUCTIONS = ("mean", "sum", "none")
@@ -75,12 +91,16 @@ def _widened(tensor):
     return _cast(tensor, _C.dtype.float32) if tensor.dtype in _NARROW else tensor
 
 
-def _loss_operands(owner, input, target, reduction, floating_target=False):  # noqa: A002
-    """Checks a loss's arguments; returns input and target in the dtype to compute in, and the
-    loss's dtype."""
+def _check_reduction(owner, reduction):
     if reduction not in _REDUCTIONS:
         raise KilnValueError(f"{owner}: expected reduction 'mean', 'sum' or 'none', got "
                              f"{reduction!r}")
+
+
+def _loss_operands(owner, input, target, reduction, floating_target=False):  # noqa: A002
+    """Checks a loss's arguments; returns input and target in the dtype to compute in, and the
+    loss's dtype."""
+    _check_reduction(owner, reduction)
     _floating_tensor(owner, "input", input)
     if floating_target:
         _floating_tensor(owner, "target", target)
@@ -274,3 +294,277 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
     if weight is not None:
         loss = loss * weight
     return _reduced(loss, reduction, dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# Class losses with class weights
+
+
+def _class_loss_operands(owner, input, target, reduction, weight):  # noqa: A002
+    """Checks the arguments of a class loss with a ``weight``; returns the input in the dtype to
+    compute in, the weight in that dtype, the class dimension, the number of classes and the
+    loss's dtype. The target's dtype and shape are left to the op, which checks them."""
+    _check_reduction(owner, reduction)
+    dtype = _floating_tensor(owner, "input", input)
+    if input.ndim == 0:
+        raise ShapeError(f"{owner}: expected input of shape [N, C, ...] or [C], got a 0-d tensor")
+    if not isinstance(target, _C.Tensor):
+        raise KilnTypeError(f"{owner}: expected target to be a kiln.Tensor, got "
+                            f"{type(target).__name__}")
+    if not isinstance(weight, _C.Tensor):
+        raise KilnTypeError(f"{owner}: expected weight to be a kiln.Tensor or None, got "
+                            f"{type(weight).__name__}")
+    if not weight.dtype.is_floating_point:
+        raise DTypeError(f"{owner}: expected a floating-point weight, got {weight.dtype.name}")
+    class_dim = 0 if input.ndim == 1 else 1
+    classes = input.shape[class_dim]
+    if tuple(weight.shape) != (classes,):
+        raise ShapeError(f"{owner}: expected weight of shape [{classes}] (one per class of the "
+                         f"input {_dims(input.shape)}), got {_dims(weight.shape)}")
+    x = _widened(input)
+    return x, _cast(weight, x.dtype), class_dim, classes, dtype
+
+
+def _target_weights(target, ignore_index, weight):
+    """(where targets count, the weight of each target's class there and 0 at ignore_index)."""
+    # In int64, as the ops read them: index_select takes no narrower integers.
+    target = _cast(target, _C.dtype.int64)
+    counted = target != ignore_index
+    classes = weight.shape[0]
+    if classes == 0:  # every target is ignored (the op refuses others): no class to read
+        return counted, _mint.zeros_like(target, dtype=weight.dtype)
+    # Ignored targets read class 0 and out-of-range ones, which the loss op refuses with its own
+    # message, a class in range, so that index_select raises nothing of its own.
+    index = _mint.clamp(_mint.where(counted, target, 0), 0, classes - 1)
+    picked = _mint.index_select(weight, 0, index.reshape(-1)).reshape(target.shape)
+    return counted, _mint.where(counted, picked, 0.0)
+
+
+def _weighted_reduced(losses, target_weights, reduction, dtype):
+    """Weighted per-target ``losses`` reduced as PyTorch's weighted class losses: "mean" divides
+    the sum by the sum of the targets' weights. Where those sum to 0 (every target ignored) the
+    mean is that quotient, NaN for 0 / 0 as in PyTorch, with zero gradients as PyTorch's: the
+    gradient goes through a division by 1 instead (Note [Gradients through where])."""
+    if reduction == "none":
+        return _cast(losses, dtype)
+    total = _mint.sum(losses)
+    if reduction == "sum":
+        return _cast(total, dtype)
+    weight_sum = _mint.sum(target_weights)
+    nothing = weight_sum == 0
+    mean = _mint.where(nothing, (total / weight_sum).detach(),
+                       total / _mint.where(nothing, 1.0, weight_sum))
+    return _cast(mean, dtype)
+
+
+def _class_view(weight, class_dim, ndim):
+    """``weight`` [C] shaped to broadcast along the class dimension of an ``ndim``-d input."""
+    shape = [1] * ndim
+    shape[class_dim] = weight.shape[0]
+    return weight.reshape(shape)
+
+
+def cross_entropy(logits, target, reduction="mean", ignore_index=-100, label_smoothing=0.0, *,
+                  weight=None):
+    """cross_entropy(logits, target, reduction="mean", ignore_index=-100, label_smoothing=0.0, *,
+    weight=None): kiln.mint's CrossEntropy op (logits [N, C, ...] or [C]; integer class targets
+    [N, ...], or class probabilities of the logits' shape), with PyTorch's class weights.
+
+    ``weight`` (a floating-point tensor [C], None for none) scales each target's loss by the
+    weight of its class, and "mean" divides by the sum of the weights of the targets not equal to
+    ``ignore_index`` (NaN when they sum to 0). With ``label_smoothing`` s, each target's loss is
+    (1 - s) * weight[t] * -logp[t] + s / C * sum_c weight[c] * -logp[c], reduced the same way, as
+    PyTorch computes it. Against class probabilities p (smoothed to (1 - s) * p + s / C) the loss
+    is -sum_c weight[c] * p[c] * logp[c] per position, and "mean" divides by the number of
+    positions, as PyTorch's. Without ``weight`` this is the op itself."""
+    if weight is None:
+        return _mint.cross_entropy(logits, target, reduction, ignore_index, label_smoothing)
+    owner = "cross_entropy"
+    x, weight, class_dim, classes, dtype = _class_loss_operands(owner, logits, target, reduction,
+                                                                weight)
+    ignore_index = checked_int(owner, "ignore_index", ignore_index)
+    smoothing = check_real(owner, "label_smoothing", label_smoothing)
+    if not 0.0 <= smoothing <= 1.0:
+        raise KilnValueError(f"{owner}: expected label_smoothing in [0, 1], got {smoothing}")
+    if target.dtype.is_floating_point:
+        if tuple(target.shape) != tuple(logits.shape):
+            raise ShapeError(f"{owner}: a floating-point target holds class probabilities and "
+                             f"must have the input's shape {_dims(logits.shape)}, got "
+                             f"{_dims(target.shape)} (class indices are an integer tensor)")
+        p = _cast(target, x.dtype)
+        if smoothing > 0:
+            p = p * (1.0 - smoothing) + smoothing / classes
+        scaled = _mint.log_softmax(x, class_dim) * p * _class_view(weight, class_dim, x.ndim)
+        return _reduced(-_mint.sum(scaled, class_dim), reduction, dtype)
+    counted, target_weights = _target_weights(target, ignore_index, weight)
+    if smoothing == 0:
+        losses = _mint.cross_entropy(x, target, "none", ignore_index) * target_weights
+        return _weighted_reduced(losses, target_weights, reduction, dtype)
+    log_probs = _mint.log_softmax(x, class_dim)
+    nll = _mint.nll_loss(log_probs, target, "none", ignore_index)
+    spread = -_mint.sum(log_probs * _class_view(weight, class_dim, x.ndim), class_dim)
+    losses = (nll * target_weights * (1.0 - smoothing)
+              + _mint.where(counted, spread, 0.0) * (smoothing / classes))
+    return _weighted_reduced(losses, target_weights, reduction, dtype)
+
+
+def nll_loss(log_probs, target, reduction="mean", ignore_index=-100, *, weight=None):
+    """nll_loss(log_probs, target, reduction="mean", ignore_index=-100, *, weight=None): kiln.mint's
+    NLLLoss op (log-probabilities [N, C, ...] or [C] at integer class targets [N, ...]), with
+    PyTorch's class weights: ``weight`` (a floating-point tensor [C], None for none) scales each
+    target's loss -log_probs[t] by weight[t], and "mean" divides by the sum of the weights of the
+    targets not equal to ``ignore_index`` (NaN when they sum to 0). Without ``weight`` this is the
+    op itself."""
+    if weight is None:
+        return _mint.nll_loss(log_probs, target, reduction, ignore_index)
+    owner = "nll_loss"
+    x, weight, _, _, dtype = _class_loss_operands(owner, log_probs, target, reduction, weight)
+    ignore_index = checked_int(owner, "ignore_index", ignore_index)
+    _, target_weights = _target_weights(target, ignore_index, weight)
+    losses = _mint.nll_loss(x, target, "none", ignore_index) * target_weights
+    return _weighted_reduced(losses, target_weights, reduction, dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# Adaptive pooling
+
+
+def check_output_size(owner, output_size):
+    """An adaptive pooling's ``output_size`` (an int, or a pair of ints or None) as a pair of ints
+    >= 0 or None: a KilnTypeError for another kind of value, a KilnValueError for a negative size
+    or a sequence of another length. Shared with kiln.nn's cells, which check at construction."""
+    if as_int(output_size) is not None:
+        pair = (output_size, output_size)
+    elif isinstance(output_size, (tuple, list)):
+        if len(output_size) != 2:
+            raise KilnValueError(f"{owner}: expected output_size to be an int or a pair (height, "
+                                 f"width), got {len(output_size)} sizes {output_size!r}")
+        pair = output_size
+    else:
+        raise KilnTypeError(f"{owner}: expected output_size to be an int or a pair of ints or "
+                            f"None, got {type(output_size).__name__} {output_size!r}")
+    return tuple(None if size is None else checked_int(owner, "output_size", size, low=0)
+                 for size in pair)
+
+
+def _adaptive_windows(size, out):
+    """(output position, start, length) of PyTorch's adaptive window i along a dimension of
+    ``size``: from floor(i * size / out) to ceil((i + 1) * size / out)."""
+    return [(i, i * size // out, -(-(i + 1) * size // out) - i * size // out) for i in range(out)]
+
+
+def _pool_dim(x, dim, out, reduce):
+    """``reduce(t, d)`` (a reduction of dimension d) over the adaptive windows of ``x``'s dimension
+    ``dim``, which become ``out`` entries."""
+    shape = list(x.shape)
+    size = shape[dim]
+    if out == size:  # windows of one element each
+        return x
+    if out and size % out == 0:  # windows side by side: a reshape makes them a dimension
+        return reduce(x.reshape(shape[:dim] + [out, size // out] + shape[dim + 1:]), dim + 1)
+    # Windows of one length are gathered into a dimension of their own and reduced together.
+    # There are at most two lengths, so this takes two gathers however many windows there are,
+    # and reads only the windows' elements (a weighted sum over the whole dimension would turn
+    # an inf outside a window into NaN).
+    by_length = {}
+    for i, start, length in _adaptive_windows(size, out):
+        by_length.setdefault(length, []).append((i, start))
+    pieces, order = [], []
+    for length, windows in by_length.items():
+        index = _C.tensor([start + j for _, start in windows for j in range(length)],
+                          dtype=_C.dtype.int64)
+        picked = _mint.index_select(x, dim, index)
+        pieces.append(reduce(picked.reshape(shape[:dim] + [len(windows), length]
+                                            + shape[dim + 1:]), dim + 1))
+        order += [i for i, _ in windows]
+    if not pieces:  # out == 0
+        return _mint.index_select(x, dim, _C.tensor([], dtype=_C.dtype.int64))
+    if len(pieces) == 1:
+        return pieces[0]
+    position = {i: p for p, i in enumerate(order)}
+    return _mint.index_select(_mint.cat(pieces, dim), dim,
+                              _C.tensor([position[i] for i in range(out)], dtype=_C.dtype.int64))
+
+
+def _adaptive_pool(owner, input, output_size, reduce, pool2d, widen):  # noqa: A002
+    """PyTorch's adaptive 2-d pooling of ``input`` [N, C, H, W] or [C, H, W]: ``pool2d(x, kernel,
+    stride)`` when the windows tile each dimension evenly, else ``reduce`` over the windows of the
+    width, then of the height (see adaptive_max_pool2d for why in that order), in float32 for
+    16-bit floats if ``widen``."""
+    dtype = _floating_tensor(owner, "input", input)
+    if input.ndim not in (3, 4):
+        raise ShapeError(f"{owner}: expected input of shape [N, C, H, W] or [C, H, W], got "
+                         f"{_dims(input.shape)}")
+    if 0 in input.shape[-3:]:
+        raise ShapeError(f"{owner}: expected input with non-zero sizes in every dimension but the "
+                         f"batch's, got {_dims(input.shape)}")
+    sizes = input.shape[-2:]
+    out_h, out_w = (size if out is None else out
+                    for out, size in zip(check_output_size(owner, output_size), sizes))
+    if out_h and out_w and sizes[0] % out_h == 0 and sizes[1] % out_w == 0:
+        kernel = (sizes[0] // out_h, sizes[1] // out_w)
+        if input.ndim == 4:
+            return pool2d(input, kernel, kernel)
+        return _mint.squeeze(pool2d(_mint.unsqueeze(input, 0), kernel, kernel), 0)
+    x = _pool_dim(_widened(input) if widen else input, input.ndim - 1, out_w, reduce)
+    return _cast(_pool_dim(x, input.ndim - 2, out_h, reduce), dtype)
+
+
+def adaptive_avg_pool2d(input, output_size):  # noqa: A002
+    """adaptive_avg_pool2d(input, output_size): the mean of ``input`` [N, C, H, W] or [C, H, W]
+    (floating point) over PyTorch's adaptive windows, which make an output of ``output_size``
+    (an int, or a pair (out_h, out_w) where None keeps the input's size): window i of a
+    dimension of size n spans floor(i * n / out) to ceil((i + 1) * n / out), so windows may
+    overlap and differ in length by one. When every window has the same length (n % out == 0)
+    this is kiln.mint.avg_pool2d. 16-bit floats are averaged in float32 and rounded once."""
+    return _adaptive_pool("adaptive_avg_pool2d", input, output_size,
+                          lambda x, dim: _mint.mean(x, dim), _mint.avg_pool2d, widen=True)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):  # noqa: A002
+    """adaptive_max_pool2d(input, output_size, return_indices=False): the maximum of ``input``
+    [N, C, H, W] or [C, H, W] (floating point) over the windows of adaptive_avg_pool2d; a NaN in a
+    window is its maximum. As PyTorch's, the gradient goes to one element of each window, the
+    first maximum in row-major order (the width is reduced first, keeping each row's first
+    maximum, then the height keeps the first row's). When every window has the same length this
+    is kiln.mint.max_pool2d. ``return_indices=True`` is a KilnNotImplementedError: only the
+    values are computed."""
+    if not isinstance(return_indices, bool):
+        raise KilnTypeError(f"adaptive_max_pool2d: expected return_indices to be a bool, got "
+                            f"{type(return_indices).__name__} {return_indices!r}")
+    if return_indices:
+        raise KilnNotImplementedError("adaptive_max_pool2d: return_indices=True is not supported "
+                                      "(only the maximum values are computed)")
+    return _adaptive_pool("adaptive_max_pool2d", input, output_size,
+                          lambda x, dim: _mint.max(x, dim).values, _mint.max_pool2d,
+                          widen=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# Rounding
+
+
+def round(input, *, decimals=0, out=None):  # noqa: A001,A002  (PyTorch's names)
+    """round(input, *, decimals=0, out=None): to the nearest integer, ties to even (kiln.mint's
+    Round op, called as it is when ``decimals`` is 0); with ``decimals`` (keyword-only, as in
+    PyTorch), to that many decimal places as PyTorch computes it: round(x * 10**decimals) /
+    10**decimals, and round(x / 10**-decimals) * 10**-decimals for decimals < 0 (to tens,
+    hundreds, ...), in float32 for 16-bit floats, rounded once at the end. The scaling is a
+    floating-point operation, so the result is the value that computation gives (as PyTorch's),
+    not always the float nearest the decimal. ``decimals`` other than 0 needs a floating-point
+    tensor (a DTypeError otherwise, as PyTorch refuses integers). The gradient is 0, as round's."""
+    decimals = checked_int("round", "decimals", decimals)
+    if decimals == 0:
+        return _mint.round(input, out=out)
+    dtype = _floating_tensor("round", "input", input)
+    x = _widened(input)
+    # 10 ** |decimals| as PyTorch's pow gives it (the C library's, as Python's power; 10.0 ** 23
+    # is not the double nearest 1e23), and inf past the largest double, where Python raises.
+    scale = 10.0 ** abs(decimals) if abs(decimals) <= 308 else math.inf
+    if decimals > 0:
+        whole, back = _mint.round(x * scale), _mint.div
+    else:
+        whole, back = _mint.round(x / scale), _mint.mul
+    if out is not None:
+        return back(whole, scale, out=out)
+    return _cast(back(whole, scale), dtype)

@@ -13,12 +13,14 @@
   ``named_parameters()``, ``trainable_params()``, ``cells()``, ``named_cells()``, buffers
   (``register_buffer``, ``buffers()``), ``apply(fn)``, ``requires_grad_()``,
   ``state_dict()`` / ``load_state_dict(strict=True)``, ``train()`` / ``eval()``,
-  ``zero_grad()`` (kiln/nn/cell.py).
+  ``zero_grad()``, forward hooks (``register_forward_pre_hook``, ``register_forward_hook``)
+  (kiln/nn/cell.py).
 - ``Parameter(data, requires_grad=True)``: a leaf tensor that cells register.
 - Layers: ``Linear`` / ``Dense``, ``Conv2d``, ``LayerNorm``, ``RMSNorm``, ``Embedding``,
   ``Dropout``, ``MultiheadAttention``, ``BatchNorm1d``, ``BatchNorm2d``, ``MaxPool2d``,
-  ``AvgPool2d``, ``Flatten``, ``Unflatten``; containers ``Sequential``, ``ModuleList``,
-  ``ModuleDict``, ``ParameterList``, ``ParameterDict``; activations ``ReLU``, ``GELU``,
+  ``AvgPool2d``, ``AdaptiveAvgPool2d``, ``AdaptiveMaxPool2d``, ``Flatten``, ``Unflatten``;
+  containers ``Sequential``, ``ModuleList``, ``ModuleDict``, ``ParameterList``,
+  ``ParameterDict``; activations ``ReLU``, ``GELU``,
   ``SiLU``, ``Tanh``, ``Sigmoid``, ``Softmax``, ``Identity``, ``LeakyReLU``, ``ELU``,
   ``Softplus``, ``Hardtanh``; losses ``CrossEntropyLoss``,
   ``NLLLoss``, ``MSELoss``, ``L1Loss``, ``SmoothL1Loss``, ``HuberLoss``, ``BCELoss``,
@@ -31,7 +33,8 @@
 - ``kiln.nn.utils``: ``clip_grad_norm_`` / ``clip_grad_value_`` (on ``.grad``) and
   ``clip_grad_norm`` / ``clip_grad_value`` (on gradients given as values, in jitted steps).
 - ``kiln.nn.init``: ``uniform_``, ``normal_``, ``constant_``, ``zeros_``, ``ones_``,
-  ``xavier_uniform_``, ``xavier_normal_``, ``kaiming_uniform_``, ``kaiming_normal_``, seeded by
+  ``xavier_uniform_``, ``xavier_normal_``, ``kaiming_uniform_``, ``kaiming_normal_``,
+  ``trunc_normal_``, seeded by
   ``kiln.manual_seed``.
 """
 
@@ -52,13 +55,14 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Lo
 from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm  # noqa: F401
 from .parallel import DataParallel  # noqa: F401
 from .parameter import Parameter  # noqa: F401
-from .pooling import AvgPool2d, MaxPool2d  # noqa: F401
+from .pooling import (AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d,  # noqa: F401
+                      MaxPool2d)
 
 __all__ = ["init", "utils", "Cell", "Module", "LoadResult", "Parameter", "Linear", "Dense",
            "Conv2d", "BatchNorm1d", "BatchNorm2d", "ModuleList", "ModuleDict", "ParameterList",
            "ParameterDict", "LayerNorm", "RMSNorm", "Embedding", "Dropout", "MultiheadAttention",
-           "Sequential",
-           "MaxPool2d", "AvgPool2d", "Flatten", "Unflatten", "ReLU", "GELU", "SiLU", "Tanh",
+           "Sequential", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
+           "Flatten", "Unflatten", "ReLU", "GELU", "SiLU", "Tanh",
            "Sigmoid", "Softmax", "Identity", "LeakyReLU", "ELU", "Softplus", "Hardtanh",
            "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
            "BCELoss", "BCEWithLogitsLoss", "DataParallel"]

@@ -79,6 +79,21 @@ the cell: reading it afterwards is a KilnTypeError. Update buffers in place.
   cell. A ``kiln.jit`` function whose trace read a cell's ``training`` is traced again when it
   changes (kiln/jit.py).
 - ``zero_grad(set_to_none=True)``: clears (or zeroes) every parameter's ``.grad``.
+- ``register_forward_pre_hook(hook, *, prepend=False, with_kwargs=False)`` and
+  ``register_forward_hook(hook, *, prepend=False, with_kwargs=False, always_call=False)``:
+  PyTorch's forward hooks, called by ``cell(...)`` in the order registered (``prepend`` puts one
+  first). ``hook(cell, args)`` runs before ``construct`` with the tuple of positional arguments
+  and may return new ones (a tuple, or a single value for one argument); ``hook(cell, args,
+  output)`` runs after it and may return a new output; None keeps them. Keyword arguments go to
+  ``construct`` but not to the hooks (``with_kwargs=True`` and ``always_call=True`` are
+  KilnNotImplementedErrors). Each returns a ``RemovableHandle``: ``handle.remove()`` takes the
+  hook off (also on leaving ``with handle:``). A cell without hooks calls ``construct`` directly.
+  Hooks are Python: under ``kiln.jit`` they run while the function is traced, so what they
+  compute is part of its graph, and a hook added or removed later counts from the next trace
+  (``clear_cache()``). They are no state: not in ``state_dict``. As in PyTorch, a deep copy or a
+  pickle of a cell keeps its hooks (a pickled hook must be a function pickle can import, not a
+  lambda), the copy in dicts of its own, so a handle removes the hook from its own cell only;
+  ``copy.copy`` shares them, as it shares the registries.
 - ``copy.deepcopy(cell)``: an independent copy, as in PyTorch: new parameters (leaves with the
   same values and ``requires_grad``, no ``.grad``) and buffers, tied weights still tied, ready to
   train on its own. ``pickle`` saves and loads a cell whose class can be imported (see
@@ -87,6 +102,9 @@ the cell: reading it afterwards is a KilnTypeError. Update buffers in place.
 
 import collections
 import collections.abc
+import itertools
+import types
+import weakref
 
 from .. import _C
 from ..autograd import no_grad
@@ -95,7 +113,7 @@ from ..jit import trace_reads
 from ._state import converted_like
 from .parameter import Parameter
 
-__all__ = ["Cell", "Module", "LoadResult"]
+__all__ = ["Cell", "Module", "LoadResult", "RemovableHandle"]
 
 LoadResult = collections.namedtuple("LoadResult", ["missing_keys", "unexpected_keys"])
 
@@ -104,15 +122,51 @@ LoadResult = collections.namedtuple("LoadResult", ["missing_keys", "unexpected_k
 _REGISTRIES = ("_params", "_cells", "_buffers")
 _INTERNAL = _REGISTRIES + ("_non_persistent", "_training")
 
+_hook_ids = itertools.count()
+
+
+class RemovableHandle:
+    """What ``Cell.register_forward_hook`` and ``register_forward_pre_hook`` return:
+    ``remove()`` takes the hook off its cell (again, or after the cell is gone, it does nothing);
+    ``with handle:`` removes it on leaving. ``id`` is the hook's key in the cell's hook dict."""
+
+    __slots__ = ("id", "_hooks")
+
+    def __init__(self, hooks):
+        # Unique in ``hooks``: a dict unpickled in another process holds ids of that one's count.
+        self.id = next(_hook_ids)
+        while self.id in hooks:
+            self.id = next(_hook_ids)
+        # Weak, as PyTorch's: a handle kept after its cell is dropped keeps no hooks alive.
+        self._hooks = weakref.ref(hooks)
+
+    def remove(self):
+        hooks = self._hooks()
+        if hooks is not None:
+            hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.remove()
+
 
 class Cell:
     """Base class of every layer and model; see the module's documentation."""
+
+    # Read-only and empty: a cell pickled before hooks existed, or whose subclass skipped
+    # Cell.__init__, calls construct as before; registering a hook gives it dicts of its own.
+    _forward_pre_hooks = _forward_hooks = types.MappingProxyType({})
 
     def __init__(self):
         object.__setattr__(self, "_params", collections.OrderedDict())
         object.__setattr__(self, "_cells", collections.OrderedDict())
         object.__setattr__(self, "_buffers", collections.OrderedDict())
         object.__setattr__(self, "_non_persistent", set())  # names of buffers not in state_dict
+        # Hook id -> hook, PyTorch's names (code ported from it reads them).
+        object.__setattr__(self, "_forward_pre_hooks", collections.OrderedDict())
+        object.__setattr__(self, "_forward_hooks", collections.OrderedDict())
         self.training = True
 
     @property
@@ -304,7 +358,63 @@ class Cell:
     # Calling
 
     def __call__(self, *args, **kwargs):
+        if self._forward_pre_hooks or self._forward_hooks:
+            return self._call_with_hooks(args, kwargs)
         return self.construct(*args, **kwargs)
+
+    def _call_with_hooks(self, args, kwargs):
+        # Over copies: a hook may remove itself or register another while it runs.
+        for hook in tuple(self._forward_pre_hooks.values()):
+            result = hook(self, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+        output = self.construct(*args, **kwargs)
+        for hook in tuple(self._forward_hooks.values()):
+            result = hook(self, args, output)
+            if result is not None:
+                output = result
+        return output
+
+    def _add_hook(self, registry, what, hook, prepend, with_kwargs, always_call=False):
+        """Registers ``hook`` in the hook dict ``registry``; returns its RemovableHandle."""
+        kind = type(self).__name__
+        if not callable(hook):
+            raise KilnTypeError(f"{kind}.{what}: expected a callable hook, got "
+                                f"{type(hook).__name__} {hook!r}")
+        for name, flag in (("prepend", prepend), ("with_kwargs", with_kwargs),
+                           ("always_call", always_call)):
+            if not isinstance(flag, bool):
+                raise KilnTypeError(f"{kind}.{what}: {name} must be a bool, got "
+                                    f"{type(flag).__name__} {flag!r}")
+        if with_kwargs:
+            raise KilnNotImplementedError(f"{kind}.{what}: with_kwargs=True is not supported "
+                                          f"(hooks get the positional arguments only)")
+        if always_call:
+            raise KilnNotImplementedError(f"{kind}.{what}: always_call=True is not supported "
+                                          f"(a forward hook runs when construct returns)")
+        hooks = self.__dict__.get(registry)
+        if hooks is None:  # the class's read-only default (see there)
+            hooks = self.__dict__[registry] = collections.OrderedDict()
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """Registers ``hook(cell, args)``, called before ``construct`` with the tuple of
+        positional arguments; a result that is not None replaces them (a tuple, or one value for
+        a single argument). Returns a RemovableHandle. See the module's documentation."""
+        return self._add_hook("_forward_pre_hooks", "register_forward_pre_hook", hook, prepend,
+                              with_kwargs)
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
+                              always_call=False):
+        """Registers ``hook(cell, args, output)``, called after ``construct`` with the positional
+        arguments it got and its output; a result that is not None replaces the output. Returns
+        a RemovableHandle. See the module's documentation."""
+        return self._add_hook("_forward_hooks", "register_forward_hook", hook, prepend,
+                              with_kwargs, always_call)
 
     def construct(self, *args, **kwargs):
         """The computation; subclasses override this (or ``forward``)."""

@@ -9,6 +9,8 @@ from Kiln's global generator, so ``kiln.manual_seed(n)`` makes them repeat.
 
 - ``uniform_(t, a=0, b=1)``, ``normal_(t, mean=0, std=1)``, ``constant_(t, value)``,
   ``zeros_(t)``, ``ones_(t)``.
+- ``trunc_normal_(t, mean=0, std=1, a=-2, b=2)``: N(mean, std**2) truncated to [a, b] (the
+  bounds are absolute values, not multiples of std, as in PyTorch).
 - ``xavier_uniform_(t, gain=1)``: U(-b, b) with b = gain * sqrt(6 / (fan_in + fan_out));
   ``xavier_normal_(t, gain=1)``: N(0, gain * sqrt(2 / (fan_in + fan_out))).
 - ``kaiming_uniform_(t, a=0, mode="fan_in", nonlinearity="leaky_relu")``: U(-b, b) with
@@ -16,26 +18,32 @@ from Kiln's global generator, so ``kiln.manual_seed(n)`` makes them repeat.
 - ``calculate_gain(nonlinearity, param=None)`` and ``fan_in_and_fan_out(t)``: the fans of a
   weight [out, in, *kernel] are in * prod(kernel) and out * prod(kernel).
 
-The random initialisers (``uniform_``, ``normal_``, ``xavier_*``, ``kaiming_*``) need a
-floating-point tensor: an integer or bool one is a DTypeError, as in PyTorch (``constant_``,
-``zeros_`` and ``ones_`` fill any dtype). A tensor with no elements is returned unchanged after
-the arguments are checked (a fan of 0 has no bound), so ``Linear(0, 3)`` builds.
+The random initialisers (``uniform_``, ``normal_``, ``trunc_normal_``, ``xavier_*``,
+``kaiming_*``) need a floating-point tensor: an integer or bool one is a DTypeError, as in
+PyTorch (``constant_``, ``zeros_`` and ``ones_`` fill any dtype). A tensor with no elements is
+returned unchanged after the arguments are checked (a fan of 0 has no bound), so
+``Linear(0, 3)`` builds.
 
 As in PyTorch, ``uniform_`` needs a <= b, with a, b and b - a finite values of the tensor's dtype,
 and ``normal_`` needs std >= 0 (else a KilnValueError): anything else would fill the tensor with
-NaN, infinities or samples of another range. ``xavier_*`` and ``kaiming_*`` pass their bounds
-through these checks, so on a tensor with elements a negative or NaN gain is refused too.
+NaN, infinities or samples of another range. ``trunc_normal_`` needs a finite mean, a finite
+std > 0 and a <= b (PyTorch divides by std = 0 and fails on a > b). ``xavier_*`` and
+``kaiming_*`` pass their bounds through these checks, so on a tensor with elements a negative or
+NaN gain is refused too.
 """
 
 import math
 import sys
+import warnings
 
 from .. import _C
 from ..autograd import no_grad
 from ..errors import DTypeError, KilnValueError
+from ..mint._composite import check_real
 
-__all__ = ["calculate_gain", "fan_in_and_fan_out", "uniform_", "normal_", "constant_", "zeros_",
-           "ones_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
+__all__ = ["calculate_gain", "fan_in_and_fan_out", "uniform_", "normal_", "trunc_normal_",
+           "constant_", "zeros_", "ones_", "xavier_uniform_", "xavier_normal_",
+           "kaiming_uniform_", "kaiming_normal_"]
 
 _mint = _C.mint
 
@@ -87,6 +95,72 @@ def normal_(tensor, mean=0.0, std=1.0):
         raise KilnValueError(f"nn.init.normal_: expected std >= 0, got {std}")
     sample = _mint.randn(tensor.shape, dtype=_sample_dtype(tensor))
     return _fill(tensor, sample * std + mean)
+
+
+def _normal_cdf(x):
+    return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+
+# PyTorch's erfinv (aten/src/ATen/native/Math.h, calc_erfinv, after Pavlis's MATLAB erfinv): a
+# rational approximation, one for |y| <= 0.7 and one for the tails, then two Newton steps.
+_ERFINV_CENTRAL = ((0.886226899, -1.645349621, 0.914624893, -0.140543331),
+                   (1.0, -2.118377725, 1.442710462, -0.329097515, 0.012229801))
+_ERFINV_TAIL = ((-1.970840454, -1.624906493, 3.429567803, 1.641345311),
+                (1.0, 3.543889200, 1.637067800))
+
+
+def _polynomial(coefficients, x):
+    """sum(c[k] * x**k), by Horner's rule."""
+    value = coefficients[-1]
+    for c in reversed(coefficients[:-1]):
+        value = value * x + c
+    return value
+
+
+def _erfinv(y):
+    """The inverse error function of a float64 tensor with values in [-1, 1] (PyTorch's method:
+    about float64 precision wherever the values are not within 1e-12 of -1 or 1)."""
+    z = y * y
+    central = y * _polynomial(_ERFINV_CENTRAL[0], z) / _polynomial(_ERFINV_CENTRAL[1], z)
+    size = _mint.abs(y)
+    s = _mint.sqrt(-_mint.log((1.0 - size) / 2.0))
+    tail = _mint.sign(y) * _polynomial(_ERFINV_TAIL[0], s) / _polynomial(_ERFINV_TAIL[1], s)
+    # erfinv(+-1) = +-inf, where the tail's formula is inf / inf.
+    x = _mint.where(size <= 0.7, central, _mint.where(size == 1.0, y * math.inf, tail))
+    for _ in range(2):
+        slope = _mint.exp(-x * x) * (2.0 / math.sqrt(math.pi))
+        # Where x is +-inf the slope is 0: the step would be NaN, and x is right as it is.
+        x = x - _mint.where(slope > 0, (_mint.erf(x) - y) / slope, 0.0)
+    return x
+
+
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0):
+    """Samples N(mean, std**2) truncated to [a, b] into ``tensor``, as PyTorch does: uniform
+    values between the normal CDF's values at a and b, mapped back through the inverse CDF and
+    clamped to [a, b] (so every value lies in [a, b]). ``a`` and ``b`` are values, not multiples
+    of std: the default [-2, 2] with std = 0.02 truncates nothing in practice. A mean more than 2
+    std outside [a, b] warns, as in PyTorch: the CDF's values there are too close together for
+    the samples to follow the distribution. A mean or std that is not finite, std <= 0 or a > b
+    is a KilnValueError (a bound may be infinite)."""
+    _check_floating(tensor, "trunc_normal_")
+    mean, std, a, b = (check_real("nn.init.trunc_normal_", name, value)
+                       for name, value in (("mean", mean), ("std", std), ("a", a), ("b", b)))
+    if not (math.isfinite(mean) and 0.0 < std < math.inf):
+        raise KilnValueError(f"nn.init.trunc_normal_: expected a finite mean and a finite std > "
+                             f"0, got mean={mean}, std={std}")
+    if not a <= b:  # NaN fails it too
+        raise KilnValueError(f"nn.init.trunc_normal_: expected a <= b, got a={a}, b={b}")
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("nn.init.trunc_normal_: mean is more than 2 std from [a, b]; the "
+                      "distribution of values may be incorrect", stacklevel=2)
+    if tensor.numel() == 0:
+        return tensor
+    low, high = 2 * _normal_cdf((a - mean) / std) - 1, 2 * _normal_cdf((b - mean) / std) - 1
+    # Mapped in float64, whatever the tensor's dtype: erfinv is steep near -1 and 1, where
+    # float32 would lose most of the tail's precision.
+    uniform = _mint.rand(tensor.shape, dtype=_sample_dtype(tensor)).to(_C.dtype.float64)
+    values = _erfinv(uniform * (high - low) + low) * (std * math.sqrt(2.0)) + mean
+    return _fill(tensor, _mint.clamp(values, a, b))
 
 
 def constant_(tensor, value):

@@ -1,10 +1,14 @@
 """Loss cells, each ``loss(input, target)`` with ``reduction`` "mean", "sum" or "none" (any other
 is a KilnValueError), computed by the kiln.mint function named after it:
 
-- ``CrossEntropyLoss(reduction="mean", ignore_index=-100, label_smoothing=0.0)``: logits
-  [N, C, ...] and integer class targets [N, ...] (kiln.mint.cross_entropy);
-  ``NLLLoss(reduction="mean", ignore_index=-100)``: the same for log-probabilities
-  (kiln.mint.nll_loss).
+- ``CrossEntropyLoss(reduction="mean", ignore_index=-100, label_smoothing=0.0, *,
+  weight=None)``: logits [N, C, ...] and integer class targets [N, ...] (or class probabilities)
+  (kiln.mint.cross_entropy); ``NLLLoss(reduction="mean", ignore_index=-100, *, weight=None)``:
+  the same for log-probabilities (kiln.mint.nll_loss). ``weight`` holds PyTorch's class weights,
+  a floating-point tensor [C] kept as a buffer: each target's loss is scaled by its class's
+  weight, and "mean" divides by the sum of the weights of the targets counted. It is
+  keyword-only, since ``reduction`` comes first here where PyTorch has ``weight``: a tensor
+  given first is a KilnTypeError saying so.
 - ``MSELoss(reduction="mean")``, ``L1Loss(reduction="mean")``, ``SmoothL1Loss(reduction="mean",
   beta=1.0)`` and ``HuberLoss(reduction="mean", delta=1.0)``: differences of two tensors
   (kiln.mint.mse_loss, l1_loss, smooth_l1_loss, huber_loss). MSELoss broadcasts the two with a
@@ -20,7 +24,7 @@ is a KilnValueError), computed by the kiln.mint function named after it:
 
 from .. import _C
 from .._checks import checked_int
-from ..errors import KilnTypeError, KilnValueError
+from ..errors import DTypeError, KilnTypeError, KilnValueError, ShapeError
 from ..mint import _composite
 from .cell import Cell
 
@@ -44,39 +48,76 @@ def _optional_tensor(name, argument, value):
     return value
 
 
-class CrossEntropyLoss(Cell):
-    """CrossEntropyLoss(reduction="mean", ignore_index=-100, label_smoothing=0.0):
-    ``loss(logits, target)`` with logits [N, C, ...] and integer class targets [N, ...]; targets
-    equal to ``ignore_index`` add nothing. Computed by kiln.mint.cross_entropy; see
+def _class_weight(name, weight):
+    """A class loss's ``weight``: None, or a 1-d floating-point kiln tensor (its length is checked
+    against the classes of each input)."""
+    if weight is None:
+        return None
+    if not isinstance(weight, _C.Tensor):
+        raise KilnTypeError(f"{name}: expected weight to be a kiln.Tensor or None, got "
+                            f"{type(weight).__name__}")
+    if not weight.dtype.is_floating_point:
+        raise DTypeError(f"{name}: expected a floating-point weight, got {weight.dtype.name}")
+    if weight.ndim != 1:
+        raise ShapeError(f"{name}: expected weight of shape [C] (one per class), got shape "
+                         f"{list(weight.shape)}")
+    return weight
+
+
+def _class_reduction(name, reduction):
+    """``_check_reduction``, naming PyTorch's first argument when that is what came first."""
+    if isinstance(reduction, _C.Tensor):
+        raise KilnTypeError(f"{name}: got a kiln.Tensor as reduction, the first argument here; "
+                            f"pass class weights by name (weight=...), which PyTorch takes first")
+    return _check_reduction(name, reduction)
+
+
+class _ClassLoss(Cell):
+    """The base of the class losses, which keep PyTorch's ``weight`` buffer."""
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._buffers.setdefault("weight", None)  # a pickle from before class weights
+
+
+class CrossEntropyLoss(_ClassLoss):
+    """CrossEntropyLoss(reduction="mean", ignore_index=-100, label_smoothing=0.0, *,
+    weight=None): ``loss(logits, target)`` with logits [N, C, ...] and integer class targets
+    [N, ...]; targets equal to ``ignore_index`` add nothing, and each other one's loss is scaled
+    by ``weight[target]`` when class weights are given. Computed by kiln.mint.cross_entropy; see
     kiln.nn.loss's documentation."""
 
-    def __init__(self, reduction="mean", ignore_index=-100, label_smoothing=0.0):
+    def __init__(self, reduction="mean", ignore_index=-100, label_smoothing=0.0, *, weight=None):
         super().__init__()
-        self.reduction = _check_reduction("CrossEntropyLoss", reduction)
+        self.register_buffer("weight", _class_weight("CrossEntropyLoss", weight))
+        self.reduction = _class_reduction("CrossEntropyLoss", reduction)
         self.ignore_index = ignore_index
         self.label_smoothing = label_smoothing
 
     def construct(self, logits, target):
-        return _C.mint.cross_entropy(logits, target, self.reduction, self.ignore_index,
-                                     self.label_smoothing)
+        return _composite.cross_entropy(logits, target, self.reduction, self.ignore_index,
+                                        self.label_smoothing, weight=self.weight)
 
     def extra_repr(self):
         return f"reduction={self.reduction!r}"
 
 
-class NLLLoss(Cell):
-    """NLLLoss(reduction="mean", ignore_index=-100): ``loss(log_probs, target)`` with
-    log-probabilities [N, C, ...] (a log_softmax's) and integer class targets [N, ...]: minus the
-    log-probability of each target's class; targets equal to ``ignore_index`` add nothing, and
-    "mean" divides by the number of the others (kiln.mint.nll_loss)."""
+class NLLLoss(_ClassLoss):
+    """NLLLoss(reduction="mean", ignore_index=-100, *, weight=None): ``loss(log_probs, target)``
+    with log-probabilities [N, C, ...] (a log_softmax's) and integer class targets [N, ...]: minus
+    the log-probability of each target's class, times ``weight[target]`` when class weights are
+    given; targets equal to ``ignore_index`` add nothing, and "mean" divides by the number of the
+    others, or by the sum of their weights (kiln.mint.nll_loss)."""
 
-    def __init__(self, reduction="mean", ignore_index=-100):
+    def __init__(self, reduction="mean", ignore_index=-100, *, weight=None):
         super().__init__()
-        self.reduction = _check_reduction("NLLLoss", reduction)
+        self.register_buffer("weight", _class_weight("NLLLoss", weight))
+        self.reduction = _class_reduction("NLLLoss", reduction)
         self.ignore_index = checked_int("NLLLoss", "ignore_index", ignore_index)
 
     def construct(self, log_probs, target):
-        return _C.mint.nll_loss(log_probs, target, self.reduction, self.ignore_index)
+        return _composite.nll_loss(log_probs, target, self.reduction, self.ignore_index,
+                                   weight=self.weight)
 
     def extra_repr(self):
         return f"reduction={self.reduction!r}"

@@ -1,19 +1,29 @@
 """kiln.nn.MaxPool2d and kiln.nn.AvgPool2d: the maximum or the mean over windows of x
-[N, C, H, W], with PyTorch's arguments.
+[N, C, H, W], with PyTorch's arguments; kiln.nn.AdaptiveMaxPool2d and AdaptiveAvgPool2d: the
+same over the windows that make an output of a given size.
 
     pool = kiln.nn.MaxPool2d(2)                  # [N, C, H, W] -> [N, C, H // 2, W // 2]
+    head = kiln.nn.AdaptiveAvgPool2d(1)          # [N, C, H, W] -> [N, C, 1, 1], any H and W
 
 ``kernel_size``, ``stride`` (default: ``kernel_size``), ``padding`` and ``dilation`` take an int or
 a pair, checked by kiln.mint.max_pool2d / avg_pool2d when the cell runs. The two options those ops
 lack are refused at construction with a KilnNotImplementedError rather than ignored:
 MaxPool2d's ``return_indices=True`` and AvgPool2d's ``divisor_override``.
+
+``AdaptiveAvgPool2d(output_size)`` and ``AdaptiveMaxPool2d(output_size, return_indices=False)``
+take x [N, C, H, W] or [C, H, W] and an ``output_size`` that is an int or a pair (out_h, out_w),
+where None keeps the input's size; it is checked at construction. They compute
+kiln.mint.adaptive_avg_pool2d / adaptive_max_pool2d (PyTorch's windows: window i of a dimension
+of size n spans floor(i * n / out) to ceil((i + 1) * n / out)). ``return_indices=True`` is a
+KilnNotImplementedError.
 """
 
 from .. import _C
 from ..errors import KilnNotImplementedError, KilnTypeError
+from ..mint import _composite
 from .cell import Cell
 
-__all__ = ["MaxPool2d", "AvgPool2d"]
+__all__ = ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d"]
 
 
 def _flag(owner, name, value):
@@ -77,3 +87,42 @@ class AvgPool2d(Cell):
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool2d(Cell):
+    """AdaptiveAvgPool2d(output_size): the mean over the adaptive windows that make an output of
+    ``output_size`` (an int, or a pair where None keeps the input's size), whatever the input's
+    height and width (kiln.mint.adaptive_avg_pool2d); ``AdaptiveAvgPool2d(1)`` is global average
+    pooling."""
+
+    def __init__(self, output_size):
+        super().__init__()
+        _composite.check_output_size("AdaptiveAvgPool2d", output_size)
+        self.output_size = output_size
+
+    def construct(self, x):
+        return _composite.adaptive_avg_pool2d(x, self.output_size)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool2d(Cell):
+    """AdaptiveMaxPool2d(output_size, return_indices=False): the maximum over the adaptive windows
+    that make an output of ``output_size`` (kiln.mint.adaptive_max_pool2d); True for
+    ``return_indices`` is a KilnNotImplementedError."""
+
+    def __init__(self, output_size, return_indices=False):
+        super().__init__()
+        if _flag("AdaptiveMaxPool2d", "return_indices", return_indices):
+            raise KilnNotImplementedError("AdaptiveMaxPool2d: return_indices=True is not "
+                                          "supported (kiln.mint.adaptive_max_pool2d returns no "
+                                          "indices)")
+        _composite.check_output_size("AdaptiveMaxPool2d", output_size)
+        self.output_size = output_size
+
+    def construct(self, x):
+        return _composite.adaptive_max_pool2d(x, self.output_size)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
