@@ -1,12 +1,68 @@
 #include "kiln/tensor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
+#include <mutex>
 #include <sstream>
+#include <unordered_map>
 #include <utility>
 
 namespace kiln {
 namespace {
+
+// Note [Failed writes into shared memory]
+// An op that fails while writing into an existing tensor (out=, in place) leaves a transient
+// failure on that tensor, and its data as it was. When the tensor is a view, other tensors on the
+// same memory (its base, sibling views) must report it too: in the async modes, reading the base
+// after `x[0].floor_divide_(0)` failed showed the old values without a word, and later ops used
+// them, where the sync mode raises at the call. So a transient failure is also recorded for the
+// tensor's Storage, in this side table (Storage keeps its layout), and failure() of any tensor
+// on that Storage returns it until a sync point raises it. The table is empty almost always, so
+// failure() pays one atomic load; while it holds entries, each lookup sweeps out the raised ones
+// and those of storages that died (a new Storage may reuse the address).
+class StorageFailures {
+ public:
+  static StorageFailures& instance() {
+    static auto* table = new StorageFailures();  // leaked: failure() may run during exit
+    return *table;
+  }
+
+  void record(const std::shared_ptr<Storage>& storage, std::shared_ptr<const OpFailure> failure) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sweep();
+    // The first live failure stays, as on a tensor.
+    entries_.try_emplace(storage.get(), Entry{storage, std::move(failure)});
+    count_.store(entries_.size(), std::memory_order_release);
+  }
+
+  std::shared_ptr<const OpFailure> of(const Storage* storage) {
+    if (storage == nullptr || count_.load(std::memory_order_acquire) == 0) return nullptr;
+    std::lock_guard<std::mutex> lock(mutex_);
+    sweep();
+    count_.store(entries_.size(), std::memory_order_release);
+    const auto it = entries_.find(storage);
+    return it == entries_.end() ? nullptr : it->second.failure;
+  }
+
+ private:
+  struct Entry {
+    std::weak_ptr<Storage> storage;
+    std::shared_ptr<const OpFailure> failure;
+  };
+
+  void sweep() {
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      const bool done = it->second.storage.expired() ||
+                        it->second.failure->raised.load(std::memory_order_acquire);
+      it = done ? entries_.erase(it) : std::next(it);
+    }
+  }
+
+  std::mutex mutex_;
+  std::unordered_map<const Storage*, Entry> entries_;
+  std::atomic<size_t> count_{0};
+};
 
 // Makes `view` a view of `base`'s memory (whose metadata is known) with the given layout.
 void fill_view(TensorImpl& view, const TensorImpl& base, Shape shape, Shape strides,
@@ -249,12 +305,17 @@ std::vector<std::shared_ptr<TensorImpl>> TensorImpl::take_pending_aliases() {
 
 std::shared_ptr<const OpFailure> TensorImpl::failure() const {
   const FailureLink* link = failure_.load(std::memory_order_acquire);
-  if (link == nullptr) return nullptr;
-  if (link->transient && link->failure->raised.load(std::memory_order_acquire)) return nullptr;
-  return link->failure;
+  if (link != nullptr &&
+      !(link->transient && link->failure->raised.load(std::memory_order_acquire))) {
+    return link->failure;
+  }
+  // Note [Failed writes into shared memory]
+  return StorageFailures::instance().of(storage.get());
 }
 
 void TensorImpl::set_failure(std::shared_ptr<const OpFailure> failure, bool transient) {
+  // Note [Failed writes into shared memory]
+  if (transient && storage != nullptr) StorageFailures::instance().record(storage, failure);
   auto* link = new FailureLink{std::move(failure), transient, nullptr};
   const FailureLink* current = failure_.load(std::memory_order_acquire);
   do {

@@ -535,3 +535,19 @@ def test_a_failure_no_read_raised_is_reported_at_exit(pipeline):
         assert result.stdout.split() == ["end"]
         assert result.stderr.startswith("kiln: an op failed and no read raised its error before "
                                         "exit:\nKilnIndexError: Gather: index 7 is out of bounds")
+
+
+def test_a_failed_in_place_write_through_a_view_raises_from_its_base(mode):
+    # Note [Failed writes into shared memory]: in the async modes the base reported nothing and
+    # showed its old values; now its first read raises the view's failure, once.
+    base = kiln.tensor([[1, 2], [3, 4]])
+    with pytest.raises(kiln.KilnValueError, match="integer division by zero"):
+        base[0].floor_divide_(0)
+        base.numpy()
+    total = base.sum()  # later ops see healthy data again
+    np.testing.assert_array_equal(base.numpy(), [[1, 2], [3, 4]])
+    assert total.item() == 10
+    with pytest.raises(kiln.KilnValueError, match="integer division by zero"):
+        base[1].floor_divide_(0)
+        (base + 1).numpy()  # an op reading the base fails with the same cause
+    kiln.runtime.synchronize()

@@ -146,6 +146,26 @@ TEST_P(PipelineError, FailedWriteIntoOutTensor_RaisesOnce_AndKeepsItsData) {
   EXPECT_EQ(testing::floats(target), (std::vector<float>{1, 3, 5, 7, 9, 11}));
 }
 
+TEST_P(PipelineError, FailedWriteIntoAView_RaisesFromItsBase_Once) {
+  // Note [Failed writes into shared memory]: the base reports its view's failure.
+  runtime::synchronize();
+  const Tensor x = testing::iota({2, 3});
+  const Tensor base = testing::iota({3, 3}, 10);
+  const Tensor row = base.narrow(0, 0, 2);
+  const Injection& inj = injection();
+  if (is_sync()) {
+    expect_injected(testing::raised_by([&] { testing::probe(x, {inj.stage}, row); }), inj);
+  } else {
+    EXPECT_NO_THROW(testing::probe(x, {inj.stage}, row));
+    expect_injected(testing::raised_by([&] { (void)base.data_ptr(); }), inj);
+  }
+  // Raised once: the view, its base and a view made now are healthy, with their old data.
+  EXPECT_EQ(row.impl()->failure(), nullptr);
+  EXPECT_EQ(base.narrow(0, 2, 1).impl()->failure(), nullptr);
+  EXPECT_EQ(testing::floats(base), (std::vector<float>{10, 11, 12, 13, 14, 15, 16, 17, 18}));
+  EXPECT_NO_THROW(runtime::synchronize());
+}
+
 TEST_P(PipelineError, FailureInALongQueue_LosesNothing) {
   // 300 independent chains; the middle one fails. Every other chain is computed, the failed one
   // and only it raises, and the failure is raised once.
