@@ -15,6 +15,7 @@ from .errors import (DistributedError, DTypeError, KilnBuildError, KilnError,  #
 from . import _tensor  # noqa: F401  (installs Python-level Tensor methods)
 from . import _indexing  # noqa: F401  (installs Tensor.__getitem__ / __setitem__)
 from . import _tensor_methods  # noqa: F401  (PyTorch's method spellings: x.zero_(), x.mT, ...)
+from ._device import device  # noqa: F401  (also installs Tensor.device)
 from . import mint  # noqa: F401
 from . import runtime  # noqa: F401
 from . import graph  # noqa: F401

@@ -2,7 +2,8 @@
 // linspace, eye, rand, randn, randint, randperm, multinomial (also a Tensor method), dropout),
 // manual_seed, and the DLPack bindings (dlpack.cc), which live here until the module assembly calls
 // bind_dlpack itself. The factories of values a gradient can flow into take PyTorch's keyword
-// requires_grad.
+// requires_grad; every factory takes its keyword device ('cpu', a kiln.device or None: Kiln runs
+// on the CPU, and another device is a KilnValueError).
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
@@ -103,57 +104,65 @@ Tensor requiring_grad(Tensor t, bool requires_grad) {
 void bind_mint_factory(nb::module_& mint) {
   mint.def(
       "zeros",
-      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad) {
+      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad, nb::handle device) {
+        check_device("zeros", device);
         return requiring_grad(
             zeros(size_from_args("zeros", size), dtype_or(dtype, DType::kFloat32)), requires_grad);
       },
-      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false,
+      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false, "device"_a = nb::none(),
       "zeros(*size, dtype=kiln.float32): a tensor of zeros; size as ints or one sequence.");
   mint.def(
       "ones",
-      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad) {
+      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad, nb::handle device) {
+        check_device("ones", device);
         return requiring_grad(ones(size_from_args("ones", size), dtype_or(dtype, DType::kFloat32)),
                               requires_grad);
       },
-      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false,
+      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false, "device"_a = nb::none(),
       "ones(*size, dtype=kiln.float32): a tensor of ones.");
   mint.def(
       "empty",
-      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad) {
+      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad, nb::handle device) {
+        check_device("empty", device);
         return requiring_grad(
             empty(size_from_args("empty", size), dtype_or(dtype, DType::kFloat32)), requires_grad);
       },
-      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false,
+      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false, "device"_a = nb::none(),
       "empty(*size, dtype=kiln.float32): a tensor with uninitialised elements.");
   mint.def(
       "full",
-      [](nb::handle size, nb::handle fill_value, std::optional<DTypeArg> dtype,
-         bool requires_grad) {
+      [](nb::handle size, nb::handle fill_value, std::optional<DTypeArg> dtype, bool requires_grad,
+         nb::handle device) {
+        check_device("full", device);
         return requiring_grad(full(size_from_object("full", size),
                                    scalar_from_object("full", fill_value), optional_dtype(dtype)),
                               requires_grad);
       },
       "size"_a, "fill_value"_a, "dtype"_a = nb::none(), nb::kw_only(), "requires_grad"_a = false,
+      "device"_a = nb::none(),
       "A tensor of `size` filled with `fill_value`; dtype None takes the value's kind "
       "(bool, int64 or float32).");
   mint.def(
       "zeros_like",
-      [](const TensorArg& x, std::optional<DTypeArg> dtype, bool requires_grad) {
+      [](const TensorArg& x, std::optional<DTypeArg> dtype, bool requires_grad, nb::handle device) {
+        check_device("zeros_like", device);
         return requiring_grad(zeros_like(x, optional_dtype(dtype)), requires_grad);
       },
       "input"_a, "dtype"_a = nb::none(), nb::kw_only(), "requires_grad"_a = false,
-      "Zeros with the shape (and dtype) of `input`.");
+      "device"_a = nb::none(), "Zeros with the shape (and dtype) of `input`.");
   mint.def(
       "ones_like",
-      [](const TensorArg& x, std::optional<DTypeArg> dtype, bool requires_grad) {
+      [](const TensorArg& x, std::optional<DTypeArg> dtype, bool requires_grad, nb::handle device) {
+        check_device("ones_like", device);
         return requiring_grad(ones_like(x, optional_dtype(dtype)), requires_grad);
       },
       "input"_a, "dtype"_a = nb::none(), nb::kw_only(), "requires_grad"_a = false,
-      "Ones with the shape (and dtype) of `input`.");
+      "device"_a = nb::none(), "Ones with the shape (and dtype) of `input`.");
   mint.def(
       "arange",
       [](nb::handle start, nb::handle end, nb::handle step, std::optional<DTypeArg> dtype,
-         bool requires_grad) {
+         bool requires_grad, nb::handle device) {
+        check_device("arange", device);
         // arange(n) is arange(0, n), as Python's range.
         const Scalar first = end.is_none() ? Scalar(0) : scalar_from_object("arange", start);
         const Scalar last = scalar_from_object("arange", end.is_none() ? start : end);
@@ -162,53 +171,64 @@ void bind_mint_factory(nb::module_& mint) {
             requires_grad);
       },
       "start"_a, "end"_a = nb::none(), "step"_a = 1, "dtype"_a = nb::none(), nb::kw_only(),
-      "requires_grad"_a = false,
+      "requires_grad"_a = false, "device"_a = nb::none(),
       "Values start, start + step, ... below end (arange(n) counts from 0); dtype None is "
       "int64 when every argument is an int, else float32.");
   mint.def(
       "linspace",
-      [](double start, double end, int64_t steps, std::optional<DTypeArg> dtype,
-         bool requires_grad) {
+      [](double start, double end, int64_t steps, std::optional<DTypeArg> dtype, bool requires_grad,
+         nb::handle device) {
+        check_device("linspace", device);
         return requiring_grad(linspace(start, end, steps, dtype_or(dtype, DType::kFloat32)),
                               requires_grad);
       },
       "start"_a, "end"_a, "steps"_a, "dtype"_a = nb::none(), nb::kw_only(),
-      "requires_grad"_a = false, "`steps` evenly spaced values from start to end, both included.");
+      "requires_grad"_a = false, "device"_a = nb::none(),
+      "`steps` evenly spaced values from start to end, both included.");
   mint.def(
       "eye",
-      [](int64_t n, std::optional<int64_t> m, std::optional<DTypeArg> dtype, bool requires_grad) {
+      [](int64_t n, std::optional<int64_t> m, std::optional<DTypeArg> dtype, bool requires_grad,
+         nb::handle device) {
+        check_device("eye", device);
         return requiring_grad(eye(n, m, dtype_or(dtype, DType::kFloat32)), requires_grad);
       },
       "n"_a, "m"_a = nb::none(), "dtype"_a = nb::none(), nb::kw_only(), "requires_grad"_a = false,
-      "An [n, m] identity matrix (m defaults to n).");
+      "device"_a = nb::none(), "An [n, m] identity matrix (m defaults to n).");
   mint.def(
       "rand",
-      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad) {
+      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad, nb::handle device) {
+        check_device("rand", device);
         return requiring_grad(rand(size_from_args("rand", size), dtype_or(dtype, DType::kFloat32)),
                               requires_grad);
       },
-      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false,
+      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false, "device"_a = nb::none(),
       "rand(*size, dtype=kiln.float32): uniform samples in [0, 1) from the global generator.");
   mint.def(
       "randn",
-      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad) {
+      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad, nb::handle device) {
+        check_device("randn", device);
         return requiring_grad(
             randn(size_from_args("randn", size), dtype_or(dtype, DType::kFloat32)), requires_grad);
       },
-      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false,
+      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false, "device"_a = nb::none(),
       "randn(*size, dtype=kiln.float32): standard normal samples.");
-  mint.def("randint", [](int64_t low, int64_t high, nb::handle size,
-                         std::optional<DTypeArg> dtype) {
-             return randint(low, high, size_from_object("randint", size),
-                            dtype_or(dtype, DType::kInt64));
-           }, "low"_a, "high"_a, "size"_a, "dtype"_a = nb::none(),
-           "Uniform integers in [low, high) of shape `size` (dtype defaults to int64).");
+  mint.def(
+      "randint",
+      [](int64_t low, int64_t high, nb::handle size, std::optional<DTypeArg> dtype,
+         nb::handle device) {
+        check_device("randint", device);
+        return randint(low, high, size_from_object("randint", size),
+                       dtype_or(dtype, DType::kInt64));
+      },
+      "low"_a, "high"_a, "size"_a, "dtype"_a = nb::none(), nb::kw_only(), "device"_a = nb::none(),
+      "Uniform integers in [low, high) of shape `size` (dtype defaults to int64).");
   mint.def(
       "randperm",
-      [](int64_t n, std::optional<DTypeArg> dtype) {
+      [](int64_t n, std::optional<DTypeArg> dtype, nb::handle device) {
+        check_device("randperm", device);
         return randperm(n, dtype_or(dtype, DType::kInt64));
       },
-      "n"_a, nb::kw_only(), "dtype"_a = nb::none(),
+      "n"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(),
       "A uniformly random permutation of 0 .. n - 1 (dtype defaults to int64).");
   const auto multinomial_impl = [](const Tensor& probs, int64_t num_samples, bool replacement) {
     return multinomial(probs, num_samples, replacement);

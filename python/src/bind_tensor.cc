@@ -280,16 +280,19 @@ void bind_tensor(nb::module_& m) {
 
   m.def(
       "tensor",
-      [](nb::handle data, std::optional<DTypeArg> dtype, bool requires_grad) {
+      [](nb::handle data, std::optional<DTypeArg> dtype, bool requires_grad, nb::handle device) {
+        check_device("tensor", device);
         const DType d = dtype ? dtype->get() : DType::kFloat32;
         Tensor t = tensor_from_object(data, dtype ? &d : nullptr);
         if (requires_grad) autograd::set_requires_grad(t, true);
         return t;
       },
       "data"_a.none(), "dtype"_a = nb::none(), nb::kw_only(), "requires_grad"_a = false,
+      "device"_a = nb::none(),
       "A new tensor (always a copy) from a list, a number, a NumPy array or a tensor. Python "
       "floats give float32; a NumPy array keeps its dtype unless `dtype` is given. With "
-      "requires_grad=True it is a leaf that requires grad (a floating-point dtype only).");
+      "requires_grad=True it is a leaf that requires grad (a floating-point dtype only). "
+      "`device` may be 'cpu' (or a kiln.device) or None: Kiln runs on the CPU.");
   m.def(
       "_bits_as",
       [](const Tensor& t, DTypeArg dtype) {

@@ -143,24 +143,6 @@ Tensor big_int_operand(const char* op, const Tensor& self, nb::handle big) {
   return Tensor::scalar(Scalar(value));
 }
 
-/// Whether `target` names a device: "cpu" and "cpu:0" do; another device's name ("cuda:0") is a
-/// kValue error saying Kiln runs on the CPU; anything else (a dtype or its name) does not.
-bool is_device(const char* what, nb::handle target) {
-  if (!PyUnicode_Check(target.ptr())) return false;
-  const std::string name = nb::cast<std::string>(target);
-  const std::string type = name.substr(0, name.find(':'));
-  if (type == "cpu") {
-    KILN_CHECK_VALUE(name == "cpu" || name == "cpu:0")
-        << what << ": unknown device '" << name << "'; Kiln has one device, 'cpu'";
-    return true;
-  }
-  for (const char* other : {"cuda", "mps", "xpu", "meta", "hip", "xla"}) {
-    KILN_CHECK_VALUE(type != other)
-        << what << ": device '" << name << "' is not available; Kiln runs on the CPU ('cpu')";
-  }
-  return false;
-}
-
 /// call(o) with `other` as operator `op`'s operand beside `self`.
 template <typename Call>
 auto with_operand(const char* op, const Tensor& self, const TensorArg& other, const Call& call) {
@@ -308,8 +290,7 @@ void bind_tensor_operators(nb::module_& m) {
         } else if (!target.is_none() && !is_device("to", target)) {
           result = DTypeArg{nb::borrow(target)}.get();
         }
-        KILN_CHECK_VALUE(device.is_none() || is_device("to", device))
-            << "to: expected device='cpu' or None, got " << nb::repr(device).c_str();
+        check_device("to", device);
         if (!dtype.is_none()) result = DTypeArg{nb::borrow(dtype)}.get();
         // A copy is a recorded op, so that autograd and the jit see it, as every conversion.
         if (copy) {

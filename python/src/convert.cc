@@ -273,6 +273,32 @@ bool is_int_arg(nb::handle obj) {
   return ndim.is_none() || nb::cast<int64_t>(ndim) == 0;
 }
 
+bool is_device(const char* what, nb::handle target) {
+  if (!PyUnicode_Check(target.ptr())) return false;
+  const std::string name = nb::cast<std::string>(target);
+  const std::string type = name.substr(0, name.find(':'));
+  if (type == "cpu") {
+    KILN_CHECK_VALUE(name == "cpu" || name == "cpu:0")
+        << what << ": unknown device '" << name << "'; Kiln has one device, 'cpu'";
+    return true;
+  }
+  for (const char* other : {"cuda", "mps", "xpu", "meta", "hip", "xla"}) {
+    KILN_CHECK_VALUE(type != other)
+        << what << ": device '" << name << "' is not available; Kiln runs on the CPU ('cpu')";
+  }
+  return false;
+}
+
+void check_device(const char* what, nb::handle device) {
+  if (device.is_none()) return;
+  KILN_CHECK_TYPE(PyUnicode_Check(device.ptr()))
+      << what << ": expected device to be 'cpu', a kiln.device or None, got "
+      << nb::type_name(device.type()).c_str();
+  KILN_CHECK_VALUE(is_device(what, device))
+      << what << ": unknown device '" << nb::cast<std::string>(device)
+      << "'; Kiln has one device, 'cpu'";
+}
+
 Shape shape_arg(nb::handle obj, const char* what) {
   if (is_int_arg(obj)) {
     int64_t value = 0;

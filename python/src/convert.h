@@ -88,6 +88,14 @@ Shape shape_arg(nb::handle obj, const char* what);
 /// array only when 0-d: one of [2, 3] is a shape).
 bool is_int_arg(nb::handle obj);
 
+/// Whether `target` names a device: "cpu" and "cpu:0" do (kiln.device is a str); another
+/// device's name ("cuda:0") is a kValue error naming `what` and saying Kiln runs on the CPU;
+/// anything else (a dtype or its name) does not.
+bool is_device(const char* what, nb::handle target);
+/// The factories' and converters' `device` argument (PyTorch's): None or the CPU; another device
+/// is a kValue error, another kind of value a kType error, each naming `what`.
+void check_device(const char* what, nb::handle device);
+
 /// The DLPack dtype of a kiln dtype, and back; the reverse throws kDType (naming `what`) for
 /// DLPack dtypes Kiln lacks.
 nb::dlpack::dtype dlpack_dtype(DType d);

@@ -79,6 +79,10 @@ the cell: reading it afterwards is a KilnTypeError. Update buffers in place.
   cell. A ``kiln.jit`` function whose trace read a cell's ``training`` is traced again when it
   changes (kiln/jit.py).
 - ``zero_grad(set_to_none=True)``: clears (or zeroes) every parameter's ``.grad``.
+- ``to(device / dtype / tensor)``, ``cpu()``, ``float()``, ``double()``, ``half()``,
+  ``bfloat16()``, ``type(dtype)``: PyTorch's conversions of the floating-point parameters and
+  buffers (new Parameter objects: build optimizers after converting); a device must be the CPU
+  (``cuda()`` is a KilnValueError; see kiln.device).
 - ``register_forward_pre_hook(hook, *, prepend=False, with_kwargs=False)`` and
   ``register_forward_hook(hook, *, prepend=False, with_kwargs=False, always_call=False)``:
   PyTorch's forward hooks, called by ``cell(...)`` in the order registered (``prepend`` puts one
@@ -107,6 +111,7 @@ import types
 import weakref
 
 from .. import _C
+from .._device import check_usable, dtype_of_to
 from ..autograd import no_grad
 from ..errors import KilnNotImplementedError, KilnTypeError, KilnValueError
 from ..jit import trace_reads
@@ -650,6 +655,72 @@ class Cell:
             else:
                 with no_grad():
                     param.grad[...] = 0
+
+    # ----------------------------------------------------------------------------------------
+    # Conversion
+
+    def to(self, *args, **kwargs):
+        """PyTorch's ``to(device)``, ``to(dtype)``, ``to(tensor)``, ``to(device, dtype)`` and the
+        keywords ``device``, ``dtype``, ``non_blocking``: converts the floating-point parameters
+        and buffers of this cell and every cell below it to ``dtype`` (integer and bool ones keep
+        theirs, as PyTorch's) and returns the cell. A device must be the CPU (kiln.device), where
+        Kiln's tensors live. A Kiln tensor keeps its dtype for life, so a converted parameter is a
+        new Parameter (same name, ``requires_grad`` and ``.grad`` converted; a parameter shared
+        by two cells stays shared): an optimizer made before holds the old ones, so build it
+        after converting (PyTorch converts in place)."""
+        dtype = dtype_of_to(f"{type(self).__name__}.to", args, kwargs, _C.dtype, _C.Tensor)
+        if dtype is None:
+            return self
+        if not dtype.is_floating_point:
+            raise KilnTypeError(f"{type(self).__name__}.to: expected a floating-point dtype, "
+                                f"got {dtype.name} (only floating-point parameters convert)")
+        converted = {}  # id(old parameter) -> new, so that shared parameters stay shared
+
+        def convert(param):
+            if id(param) not in converted:
+                new = Parameter(param.detach().to(dtype), requires_grad=param.requires_grad)
+                if param.grad is not None:
+                    new.grad = param.grad.to(dtype)
+                converted[id(param)] = new
+            return converted[id(param)]
+
+        for _, cell in self.named_cells():
+            for name, param in cell._params.items():
+                if param is not None and param.dtype.is_floating_point and param.dtype != dtype:
+                    cell._params[name] = convert(param)
+            for name, buffer in cell._buffers.items():
+                if (buffer is not None and buffer.dtype.is_floating_point
+                        and buffer.dtype != dtype):
+                    cell._buffers[name] = buffer.to(dtype)
+        return self
+
+    def cpu(self):
+        """The cell itself: Kiln's tensors are on the CPU (PyTorch's ``cpu()``)."""
+        return self
+
+    def cuda(self, device=None):
+        """A KilnValueError: Kiln runs on the CPU (PyTorch's ``cuda()``)."""
+        check_usable(f"{type(self).__name__}.cuda", "cuda" if device is None else f"cuda:{device}")
+
+    def float(self):  # noqa: A003  (PyTorch's names)
+        """``to(kiln.float32)``."""
+        return self.to(_C.dtype.float32)
+
+    def double(self):
+        """``to(kiln.float64)``."""
+        return self.to(_C.dtype.float64)
+
+    def half(self):
+        """``to(kiln.float16)``."""
+        return self.to(_C.dtype.float16)
+
+    def bfloat16(self):
+        """``to(kiln.bfloat16)``."""
+        return self.to(_C.dtype.bfloat16)
+
+    def type(self, dst_type):  # noqa: A003
+        """``to(dst_type)`` (a floating-point kiln.dtype)."""
+        return self.to(dtype=dst_type)
 
     # ----------------------------------------------------------------------------------------
     # Printing
