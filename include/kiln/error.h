@@ -16,6 +16,9 @@
 #pragma once
 
 #include <exception>
+#if defined(__GLIBCXX__)
+#include <cxxabi.h>  // abi::__forced_unwind
+#endif
 #include <new>
 #include <sstream>
 #include <stdexcept>
@@ -90,8 +93,9 @@ struct ErrorThrower {
 };
 
 /// Runs fn(), user code, turning a std::exception other than kiln::Error into one (kGeneric, its
-/// message), so that Python sees a KilnError whatever the user threw. std::bad_alloc passes as it
-/// is.
+/// message), and anything else thrown (`throw 5`) into one saying so, so that Python sees a
+/// KilnError whatever the user threw. std::bad_alloc passes as it is, and so does the forced
+/// unwinding of a cancelled thread (no error: it must reach the thread's end).
 template <typename Fn>
 auto as_kiln_error(Fn&& fn) -> decltype(fn()) {
   try {
@@ -102,6 +106,14 @@ auto as_kiln_error(Fn&& fn) -> decltype(fn()) {
     throw;
   } catch (const std::exception& e) {
     throw Error(ErrorKind::kGeneric, e.what());
+#if defined(__GLIBCXX__)
+  } catch (abi::__forced_unwind&) {
+    throw;
+#endif
+  } catch (...) {
+    throw Error(ErrorKind::kGeneric,
+                "user code threw an object that is not a std::exception (throw a kiln::Error, "
+                "or a std::exception, to say what went wrong)");
   }
 }
 

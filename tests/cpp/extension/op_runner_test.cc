@@ -50,7 +50,8 @@ class CopyThroughWorkspace : public OpRunner {
   int gate_;
 };
 
-// Fails in the step `where` names: "workspace" (the DeviceTask), "kernel" or "kernel_std".
+// Fails in the step `where` names: "workspace" (the DeviceTask), "kernel", "kernel_std" or
+// "kernel_int" (an int thrown, no exception at all).
 class Failing : public OpRunner {
  public:
   Failing(std::string name, std::string where)
@@ -61,6 +62,7 @@ class Failing : public OpRunner {
   }
   void LaunchKernel() override {
     KILN_CHECK_SHAPE(where_ != "kernel") << "kernel says no";
+    if (where_ == "kernel_int") throw 5;
     throw std::runtime_error("a plain exception");
   }
 
@@ -168,6 +170,12 @@ TEST_P(OpRunnerInMode, OtherExceptions_BecomeKilnErrors_WithTheOp) {
         runtime::synchronize();
       },
       ErrorKind::kGeneric, "a plain exception", "in Plain(float32[2])");
+  expect_error(
+      [&] {
+        std::make_shared<Failing>("Int", "kernel_int")->Run({testing::iota({2})}, {out});
+        runtime::synchronize();
+      },
+      ErrorKind::kGeneric, "threw an object that is not a std::exception", "in Int(float32[2])");
 }
 
 TEST_P(OpRunnerInMode, CalcWorkspaceErrors_FailTheCall_AndRaiseAtSynchronize) {
