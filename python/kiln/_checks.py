@@ -1,10 +1,11 @@
 """Argument checks that kiln's Python modules share (private): integers given where the C++ API
 takes an int, refused by a typed error naming the function and the argument rather than by
-nanobind's untyped "incompatible function arguments"."""
+nanobind's untyped "incompatible function arguments", and dimensions wrapped and checked with the
+words of the C++ ``wrap_dim`` (src/core/shape.cc)."""
 
 import operator
 
-from .errors import KilnTypeError, KilnValueError
+from .errors import KilnIndexError, KilnTypeError, KilnValueError
 
 
 def as_int(value):
@@ -31,3 +32,21 @@ def checked_int(owner, name, value, low=None, high=None):
                   else f"at least {low}" if low is not None else f"at most {high}")
         raise KilnValueError(f"{owner}: {name} must be {bounds}, got {number}")
     return number
+
+
+def wrap_dim(owner, name, dim, ndim, scalar_as_1d=True):
+    """``dim`` (an int, negative from the end; callers check its type with their own words) as a
+    non-negative dimension of an ``ndim``-d tensor; out of range a KilnIndexError naming
+    ``owner``, ``name`` and the valid range, worded as the C++ ``wrap_dim``. With
+    ``scalar_as_1d`` a 0-d tensor takes dim 0 and -1, as a reduction or a flip treats it as 1-d
+    (PyTorch's and the C++ rule); without, it has none, for an op that reads the dimension's
+    size."""
+    index = operator.index(dim)
+    bound = max(ndim, 1) if scalar_as_1d else ndim
+    if bound == 0:
+        raise KilnIndexError(f"{owner}: {name} out of range: a 0-d tensor has no dimension, got "
+                             f"{index}")
+    if not -bound <= index < bound:
+        raise KilnIndexError(f"{owner}: {name} out of range: expected a value in [{-bound}, "
+                             f"{bound - 1}] for a {ndim}-d tensor, got {index}")
+    return index % bound

@@ -24,7 +24,8 @@ its dtype.
 import operator
 
 from . import _C
-from .errors import KilnIndexError, KilnTypeError, KilnValueError, ShapeError
+from ._checks import wrap_dim
+from .errors import KilnTypeError, KilnValueError, ShapeError
 from .mint import _composite, _norms
 
 Tensor = _C.Tensor
@@ -153,19 +154,10 @@ def bmm(self, mat2):
     return _mint.bmm(self, mat2)
 
 
-def _dim(self, dim, what):
-    """``dim`` as a non-negative dimension of this tensor (a 0-d tensor has dimension 0 and -1,
-    as in PyTorch); out of range is a KilnIndexError naming ``what``."""
-    extent = max(self.ndim, 1)
-    if not -extent <= operator.index(dim) < extent:
-        raise KilnIndexError(f"{what}: dim {dim} is out of range for a {self.ndim}-d tensor "
-                             f"(expected a value in [{-extent}, {extent - 1}])")
-    return dim % extent
-
-
 def unbind(self, dim=0):
     """The slices along ``dim`` as a tuple of views (``select(dim, i)`` for each i)."""
-    dim = _dim(self, dim, "unbind")
+    # A 0-d tensor has no dimension to unbind (PyTorch refuses it too).
+    dim = wrap_dim("unbind", "dim", dim, self.ndim, scalar_as_1d=False)
     return tuple(self.select(dim, i) for i in range(self.shape[dim]))
 
 
@@ -176,7 +168,8 @@ def _own(self, result):
 
 def flip(self, dims):
     """A copy with the order of the elements along ``dims`` (an int or a sequence) reversed."""
-    dims = [_dim(self, d, "flip") for d in ((dims,) if isinstance(dims, int) else dims)]
+    dims = [wrap_dim("flip", "dim", d, self.ndim)
+            for d in ((dims,) if isinstance(dims, int) else dims)]
     if len(set(dims)) != len(dims):
         raise KilnValueError(f"flip: a dim appears more than once in {list(dims)}")
     result = self

@@ -250,9 +250,12 @@ def test_module_dict_matches_torchs_names(torch):
      r"ModuleDict.update: element #0 has length 3; 2 is required"),
     (lambda d: d.update(5), kiln.KilnTypeError,
      r"ModuleDict.update: expected a mapping or an iterable of \(name, value\) pairs, got int"),
+    (lambda d: (d.register_buffer("buf", mint.ones(1)), d.__setitem__("buf", nn.ReLU())),
+     kiln.KilnValueError,
+     r"ModuleDict: cannot register a cell as 'buf': the name is already a buffer of ModuleDict"),
 ], ids=["get missing", "delete missing", "pop missing", "set an int", "name keys",
         "dotted name", "int name", "update with training", "update with a str", "not a pair",
-        "triple", "update with an int"])
+        "triple", "update with an int", "name of a buffer"])
 def test_module_dict_errors_change_nothing(call, error, message):
     heads = ModuleDict({"a": nn.Linear(2, 2), "b": nn.ReLU()})
     with raises(error, match=message):
@@ -313,6 +316,8 @@ def test_parameter_containers_match_torchs_names(torch):
 
 @pytest.mark.parametrize("call, error, message", [
     (lambda p, d: p[5], kiln.KilnIndexError, r"ParameterList: index 5 out of range"),
+    (lambda p, d: p["0"], kiln.KilnTypeError,
+     r"ParameterList: expected an int as index, got str '0'"),
     (lambda p, d: p.__setitem__(0, [1.0]), kiln.KilnTypeError,
      r"ParameterList: '0' is a list, expected a kiln.nn.Parameter or a kiln.Tensor"),
     (lambda p, d: p.append(None), kiln.KilnTypeError, r"ParameterList.append: '1' is a NoneType"),
@@ -328,8 +333,12 @@ def test_parameter_containers_match_torchs_names(torch):
      r"name 'get' is already an attribute of ParameterDict"),
     (lambda p, d: d.update({"b": mint.ones(1), "c": "x"}), kiln.KilnTypeError,
      r"ParameterDict.update: 'c' is a str"),
-], ids=["index", "set a list", "append None", "extend with a tensor", "extend with a float",
-        "missing key", "set a float", "dotted name", "name get", "update with a str"])
+    (lambda p, d: (setattr(d, "fc", nn.ReLU()), d.update({"fc": mint.ones(1)})),
+     kiln.KilnValueError, r"ParameterDict: cannot register a parameter as 'fc': the name is "
+                          r"already a sub-cell of ParameterDict"),
+], ids=["index", "str index", "set a list", "append None", "extend with a tensor",
+        "extend with a float", "missing key", "set a float", "dotted name", "name get",
+        "update with a str", "name of a sub-cell"])
 def test_parameter_container_errors_change_nothing(call, error, message):
     plist = ParameterList([mint.ones(1)])
     pdict = ParameterDict({"a": mint.ones(1)})

@@ -155,7 +155,9 @@ def test_layers_under_jit_match_eager(cell, rng):
     (lambda x: Unflatten(0, (0, -1))(x[:0]), kiln.ShapeError,
      r"sizes \(0, -1\) do not multiply to the size of dim 0 \(0\)"),
     (lambda x: Unflatten(4, (2, 2))(x), kiln.KilnIndexError,
-     r"Unflatten: dim 4 is out of range for a 4-d input \(expected a value in \[-4, 3\]\)"),
+     r"Unflatten: dim out of range: expected a value in \[-4, 3\] for a 4-d tensor, got 4"),
+    (lambda x: Unflatten(0, (1,))(x.sum()), kiln.KilnIndexError,  # a 0-d input has no dim
+     r"Unflatten: dim out of range: a 0-d tensor has no dimension, got 0"),
 ])
 def test_layer_errors(call, error, message):
     with raises(error, match=message):

@@ -35,8 +35,8 @@ import math
 import numbers
 
 from .. import _C
-from ..errors import DTypeError, KilnIndexError, KilnNotImplementedError, KilnTypeError, \
-    KilnValueError
+from .._checks import wrap_dim
+from ..errors import DTypeError, KilnNotImplementedError, KilnTypeError, KilnValueError
 
 __all__ = ["vector_norm", "norm"]
 
@@ -57,16 +57,12 @@ def _reduced_dims(owner, x, dim):
         dims = [dim]
     if not dims:
         return list(range(rank))
-    extent = max(rank, 1)
     result = []
     for d in dims:
         if isinstance(d, bool) or not isinstance(d, numbers.Integral):
             raise KilnTypeError(f"{owner}: expected dim to be None, an int or a list / tuple of "
                                 f"ints, got {type(d).__name__} {d!r}")
-        if not -extent <= d < extent:
-            raise KilnIndexError(f"{owner}: dim {d} is out of range for a {rank}-d tensor "
-                                 f"(expected a value in [{-extent}, {extent - 1}])")
-        d = int(d) % extent
+        d = wrap_dim(owner, "dim", d, rank)
         if d in result:
             raise KilnValueError(f"{owner}: dim {d} appears more than once in dim {dim!r}")
         result.append(d)

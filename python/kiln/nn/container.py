@@ -96,7 +96,7 @@ def _iterable(owner, values):
 def _pairs(owner, values):
     """The (name, value) pairs of ``values``: a mapping, a ModuleDict / ParameterDict, or an
     iterable of pairs (as PyTorch's ModuleDict.update)."""
-    if isinstance(values, (collections.abc.Mapping, ModuleDict, ParameterDict)):
+    if isinstance(values, (collections.abc.Mapping, _DictContainer)):
         return list(values.items())
     if not isinstance(values, collections.abc.Iterable):
         raise KilnTypeError(f"{owner}: expected a mapping or an iterable of (name, value) pairs, "
@@ -166,35 +166,137 @@ class Sequential(Cell):
         return x
 
 
-class ModuleList(Cell):
-    """ModuleList(cells=None): cells in a list, registered as "0", "1", ... (PyTorch's
+class _ListContainer(Cell):
+    """The list protocol ModuleList and ParameterList share: members registered as "0" to
+    "len - 1" in the registry ``_registry`` ("_cells" or "_params"). A subclass sets ``_kind``
+    (its name, which prefixes its errors), ``_registry`` and ``_checked(owner, name, value)``
+    (the member to store for ``value``, or a KilnTypeError), and defines ``_sliced(values)``:
+    a slice is a new container of the public class (not of a subclass, whose __init__ may take
+    other arguments) holding ``values``."""
+
+    @property
+    def _entries(self):
+        """The registry holding the members, name -> member."""
+        return self.__dict__[self._registry]
+
+    def __len__(self):
+        return len(self._entries)
+
+    def __iter__(self):
+        return iter(self._entries.values())
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self._sliced(list(self._entries.values())[index])
+        return self._entries[str(_position(self._kind, index, len(self)))]
+
+    def __setitem__(self, index, value):
+        index = _position(self._kind, index, len(self))
+        self._entries[str(index)] = self._checked(self._kind, str(index), value)
+
+    def append(self, value):
+        """Adds ``value`` at the end, checked as every member is; returns the container."""
+        name = str(len(self))
+        self._entries[name] = self._checked(f"{self._kind}.append", name, value)
+        return self
+
+    def extend(self, values):
+        """Adds every value of the iterable ``values`` at the end, checking them all first;
+        returns the container."""
+        owner = f"{self._kind}.extend"
+        values = _iterable(owner, values)
+        start = len(self)
+        members = [self._checked(owner, str(start + i), value) for i, value in enumerate(values)]
+        self._entries.update((str(start + i), member) for i, member in enumerate(members))
+        return self
+
+    def __iadd__(self, values):
+        return self.extend(values)
+
+
+class _DictContainer(Cell):
+    """The dict protocol ModuleDict and ParameterDict share: members by name, in insertion
+    order, in the registry ``_registry`` ("_cells" or "_params"). A subclass sets ``_kind`` (its
+    name, which prefixes its errors), ``_registry``, ``_what`` (the member in the name errors
+    of Cell._check_free: "a cell", "a parameter") and ``_checked(owner, name, value)`` (the
+    member to store for ``value``, or a KilnTypeError)."""
+
+    @property
+    def _entries(self):
+        """The registry holding the members, name -> member."""
+        return self.__dict__[self._registry]
+
+    def __getitem__(self, name):
+        return self._entries[name]
+
+    def __setitem__(self, name, value):
+        value = self._checked(self._kind, name, value)
+        self._check_free(name, self._registry, self._what)
+        self._entries[name] = value
+
+    def __delitem__(self, name):
+        del self._entries[name]
+
+    def __len__(self):
+        return len(self._entries)
+
+    def __iter__(self):
+        return iter(self._entries)
+
+    def __contains__(self, name):
+        return name in self._entries
+
+    def keys(self):
+        """The names, in insertion order."""
+        return self._entries.keys()
+
+    def values(self):
+        """The members, in insertion order."""
+        return self._entries.values()
+
+    def items(self):
+        """(name, member) pairs, in insertion order."""
+        return self._entries.items()
+
+    def pop(self, name):
+        """Removes the member ``name`` and returns it (a KeyError if there is none)."""
+        return self._entries.pop(name)
+
+    def clear(self):
+        """Removes every member."""
+        self._entries.clear()
+
+    def update(self, values):
+        """Adds or replaces the members of ``values`` (a mapping, a ModuleDict / ParameterDict
+        or an iterable of (name, value) pairs), checking every name and value first."""
+        owner = f"{self._kind}.update"
+        checked = []
+        for name, value in _pairs(owner, values):
+            self._check_free(name, self._registry, self._what)
+            checked.append((name, self._checked(owner, name, value)))
+        self._entries.update(checked)
+
+
+class ModuleList(_ListContainer):
+    """ModuleList(cells=None): cells (or None) in a list, registered as "0", "1", ... (PyTorch's
     ModuleList); see kiln.nn.container's documentation. It is not callable: a model iterates
     over it in its own ``construct``."""
+
+    _kind, _registry = "ModuleList", "_cells"
+    _checked = staticmethod(_checked_cell)
 
     def __init__(self, cells=None):
         super().__init__()
         if cells is not None:
             self.extend(cells)
 
+    def _sliced(self, values):
+        return ModuleList(values)
+
     def _renumber(self, cells):
         """Registers ``cells`` as "0" to "len - 1", in order, replacing the current ones."""
         self._cells.clear()
         self._cells.update((str(i), cell) for i, cell in enumerate(cells))
-
-    def __len__(self):
-        return len(self._cells)
-
-    def __iter__(self):
-        return iter(self._cells.values())
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return ModuleList(list(self._cells.values())[index])
-        return self._cells[str(_position("ModuleList", index, len(self)))]
-
-    def __setitem__(self, index, cell):
-        index = _position("ModuleList", index, len(self))
-        self._cells[str(index)] = _checked_cell("ModuleList", str(index), cell)
 
     def __delitem__(self, index):
         cells = list(self._cells.values())
@@ -203,22 +305,6 @@ class ModuleList(Cell):
         else:
             del cells[_position("ModuleList", index, len(cells))]
         self._renumber(cells)
-
-    def append(self, cell):
-        """Adds ``cell`` (a Cell or None) at the end; returns the ModuleList."""
-        name = str(len(self))
-        self._cells[name] = _checked_cell("ModuleList.append", name, cell)
-        return self
-
-    def extend(self, cells):
-        """Adds every cell of the iterable ``cells`` at the end, checking them all first;
-        returns the ModuleList."""
-        cells = _iterable("ModuleList.extend", cells)
-        start = len(self)
-        for i, cell in enumerate(cells):
-            _checked_cell("ModuleList.extend", str(start + i), cell)
-        self._cells.update((str(start + i), cell) for i, cell in enumerate(cells))
-        return self
 
     def insert(self, index, cell):
         """Inserts ``cell`` before position ``index`` (an int; past either end it goes to that
@@ -239,173 +325,53 @@ class ModuleList(Cell):
         del self[index]
         return cell
 
-    def __iadd__(self, cells):
-        return self.extend(cells)
-
     def __add__(self, other):
         return ModuleList(list(self) + _iterable("ModuleList +", other))
 
 
-class ModuleDict(Cell):
-    """ModuleDict(cells=None): cells by name, in insertion order (PyTorch's ModuleDict); see
-    kiln.nn.container's documentation. It is not callable."""
+class ModuleDict(_DictContainer):
+    """ModuleDict(cells=None): cells (or None) by name, in insertion order (PyTorch's
+    ModuleDict); see kiln.nn.container's documentation. It is not callable."""
+
+    _kind, _registry, _what = "ModuleDict", "_cells", "a cell"
+    _checked = staticmethod(_checked_cell)
 
     def __init__(self, cells=None):
         super().__init__()
         if cells is not None:
             self.update(cells)
 
-    def __getitem__(self, name):
-        return self._cells[name]
 
-    def __setitem__(self, name, cell):
-        self.add_module(name, _checked_cell("ModuleDict", name, cell))
-
-    def __delitem__(self, name):
-        del self._cells[name]
-
-    def __len__(self):
-        return len(self._cells)
-
-    def __iter__(self):
-        return iter(self._cells)
-
-    def __contains__(self, name):
-        return name in self._cells
-
-    def keys(self):
-        """The names, in insertion order."""
-        return self._cells.keys()
-
-    def values(self):
-        """The cells, in insertion order."""
-        return self._cells.values()
-
-    def items(self):
-        """(name, cell) pairs, in insertion order."""
-        return self._cells.items()
-
-    def pop(self, name):
-        """Removes the cell ``name`` and returns it (a KeyError if there is none)."""
-        return self._cells.pop(name)
-
-    def clear(self):
-        """Removes every cell."""
-        self._cells.clear()
-
-    def update(self, cells):
-        """Adds or replaces the cells of ``cells`` (a mapping, a ModuleDict or an iterable of
-        (name, cell) pairs), checking every name and cell first."""
-        pairs = _pairs("ModuleDict.update", cells)
-        for name, cell in pairs:
-            self._check_free(name, "_cells", "a cell")
-            _checked_cell("ModuleDict.update", name, cell)
-        self._cells.update(pairs)
-
-
-class ParameterList(Cell):
+class ParameterList(_ListContainer):
     """ParameterList(values=None): parameters in a list, registered as "0", "1", ...
     (PyTorch's ParameterList); a plain tensor becomes a Parameter. See kiln.nn.container's
     documentation."""
+
+    _kind, _registry = "ParameterList", "_params"
+    _checked = staticmethod(_as_parameter)
 
     def __init__(self, values=None):
         super().__init__()
         if values is not None:
             self.extend(values)
 
-    def __len__(self):
-        return len(self._params)
-
-    def __iter__(self):
-        return iter(self._params.values())
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return ParameterList(list(self._params.values())[index])
-        return self._params[str(_position("ParameterList", index, len(self)))]
-
-    def __setitem__(self, index, value):
-        index = _position("ParameterList", index, len(self))
-        self._params[str(index)] = _as_parameter("ParameterList", str(index), value)
-
-    def append(self, value):
-        """Adds ``value`` (a Parameter, or a tensor made one) at the end; returns the list."""
-        name = str(len(self))
-        self._params[name] = _as_parameter("ParameterList.append", name, value)
-        return self
-
-    def extend(self, values):
-        """Adds every value of the iterable ``values`` at the end, checking them all first;
-        returns the list."""
-        values = _iterable("ParameterList.extend", values)
-        start = len(self)
-        params = [_as_parameter("ParameterList.extend", str(start + i), value)
-                  for i, value in enumerate(values)]
-        self._params.update((str(start + i), param) for i, param in enumerate(params))
-        return self
-
-    def __iadd__(self, values):
-        return self.extend(values)
+    def _sliced(self, values):
+        return ParameterList(values)
 
 
-class ParameterDict(Cell):
+class ParameterDict(_DictContainer):
     """ParameterDict(values=None): parameters by name, in insertion order (PyTorch's
     ParameterDict); a plain tensor becomes a Parameter. See kiln.nn.container's
     documentation."""
+
+    _kind, _registry, _what = "ParameterDict", "_params", "a parameter"
+    _checked = staticmethod(_as_parameter)
 
     def __init__(self, values=None):
         super().__init__()
         if values is not None:
             self.update(values)
 
-    def __getitem__(self, name):
-        return self._params[name]
-
-    def __setitem__(self, name, value):
-        self.register_parameter(name, _as_parameter("ParameterDict", name, value))
-
-    def __delitem__(self, name):
-        del self._params[name]
-
-    def __len__(self):
-        return len(self._params)
-
-    def __iter__(self):
-        return iter(self._params)
-
-    def __contains__(self, name):
-        return name in self._params
-
-    def keys(self):
-        """The names, in insertion order."""
-        return self._params.keys()
-
-    def values(self):
-        """The parameters, in insertion order."""
-        return self._params.values()
-
-    def items(self):
-        """(name, parameter) pairs, in insertion order."""
-        return self._params.items()
-
     def get(self, name, default=None):
         """The parameter ``name``, or ``default`` when there is none."""
         return self._params.get(name, default)
-
-    def pop(self, name):
-        """Removes the parameter ``name`` and returns it (a KeyError if there is none)."""
-        return self._params.pop(name)
-
-    def clear(self):
-        """Removes every parameter."""
-        self._params.clear()
-
-    def update(self, values):
-        """Adds or replaces the parameters of ``values`` (a mapping, a ParameterDict or an
-        iterable of (name, value) pairs), checking every name and value first."""
-        pairs = _pairs("ParameterDict.update", values)
-        checked = []
-        for name, value in pairs:
-            self._check_free(name, "_params", "a parameter")
-            checked.append((name, _as_parameter("ParameterDict.update", name, value)))
-        self._params.update(checked)

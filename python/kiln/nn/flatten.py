@@ -8,8 +8,8 @@ into several, as PyTorch's.
 import math
 
 from .. import _C
-from .._checks import checked_int
-from ..errors import KilnIndexError, KilnTypeError, KilnValueError, ShapeError
+from .._checks import checked_int, wrap_dim
+from ..errors import KilnTypeError, KilnValueError, ShapeError
 from .cell import Cell
 
 __all__ = ["Flatten", "Unflatten"]
@@ -55,11 +55,8 @@ class Unflatten(Cell):
 
     def construct(self, x):
         shape = tuple(x.shape)
-        if not -len(shape) <= self.dim < len(shape):
-            raise KilnIndexError(f"Unflatten: dim {self.dim} is out of range for a "
-                                 f"{len(shape)}-d input (expected a value in "
-                                 f"[{-len(shape)}, {len(shape) - 1}])")
-        dim = self.dim % len(shape)
+        # A 0-d input has no dimension to split (PyTorch's unflatten refuses it too).
+        dim = wrap_dim("Unflatten", "dim", self.dim, len(shape), scalar_as_1d=False)
         sizes = self.unflattened_size
         known = math.prod(size for size in sizes if size != -1)
         if -1 in sizes:
