@@ -25,10 +25,11 @@ std::vector<Tensor> tensors_or_undefined(const std::vector<std::optional<Tensor>
   return out;
 }
 
-// backward's `inputs`: a tensor or a sequence of tensors.
+// backward's `inputs`: a tensor or an iterable of tensors.
 std::vector<Tensor> backward_inputs(nb::handle obj) {
   if (nb::isinstance<Tensor>(obj)) return {nb::cast<Tensor>(obj)};
-  KILN_CHECK_TYPE(PySequence_Check(obj.ptr()) && !nb::isinstance<nb::str>(obj))
+  KILN_CHECK_TYPE(PyIter_Check(obj.ptr()) ||
+                  (PySequence_Check(obj.ptr()) && !nb::isinstance<nb::str>(obj)))
       << "backward: expected inputs to be a kiln.Tensor or a sequence of them, got "
       << nb::type_name(obj.type()).c_str();
   std::vector<Tensor> inputs;

@@ -258,8 +258,11 @@ void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
                      /*retain_non_leaves=*/true, "backward");
   // Under create_graph the additions into .grad are recorded, as the engine's own are.
   GradModeGuard mode(create_graph);
+  std::unordered_set<const TensorImpl*> accumulated;  // a leaf named twice gets its gradient once
   for (size_t k = 0; k < inputs.size(); ++k) {
-    if (is_leaf(inputs[k]) && grads[k].defined()) AccumulateGrad::of(inputs[k])->apply({grads[k]});
+    if (is_leaf(inputs[k]) && grads[k].defined() && accumulated.insert(inputs[k].impl()).second) {
+      AccumulateGrad::of(inputs[k])->apply({grads[k]});
+    }
   }
 }
 

@@ -65,6 +65,9 @@ def test_backward_with_inputs_accumulates_into_those_only():
     unused = leaf(2)
     mint.sum(x * 2).backward(inputs=[unused])
     assert unused.grad is None
+    x.grad = None
+    mint.sum(x * 2).backward(inputs=(t for t in (x, x)))  # any iterable; x named twice, once
+    np.testing.assert_allclose(x.grad.numpy(), np.full(x.shape, 2.0))
     with raises(kiln.KilnValueError, match="backward: expected at least one input"):
         mint.sum(x * 2).backward(inputs=[])
     with raises(kiln.KilnValueError, match="input 1 does not require grad"):

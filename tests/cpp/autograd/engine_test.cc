@@ -100,6 +100,11 @@ TEST_F(AutogradEngine, BackwardWithInputs_AccumulatesIntoThoseOnly) {
   testing::expect_close(get_grad(w), kiln::mul(dh, x), 1e-12);
   EXPECT_FALSE(get_grad(x).defined());  // not asked for
   EXPECT_EQ(accumulations, 1);          // through the leaf's accumulator, hooks included
+  // Named twice, a leaf still gets its gradient once.
+  autograd::set_grad(w, {});
+  backward({y}, {gy}, /*retain_graph=*/true, false, {w, w});
+  testing::expect_close(get_grad(w), kiln::mul(dh, x), 1e-12);
+  EXPECT_EQ(accumulations, 2);
   // A non-leaf input retains its gradient from then on, as PyTorch's: the next backward adds to
   // its .grad though it names x alone.
   backward({y}, {gy}, true, false, {h});
