@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <numeric>
 #include <type_traits>
 
 #include "core/dtype_dispatch.h"
@@ -149,17 +150,23 @@ GeneratorDraw draw_of(const Attrs& attrs, int64_t numel, int lanes) {
 // for a random node before the next (reference), so the reservations stay in program order and a
 // seeded program draws the same numbers on every run. Attributes given explicitly are kept.
 
+// How many values a call draws, from its inputs, output and attributes, for an op that does not
+// draw one per output element.
+using DrawCount = int64_t (*)(const MetaList& inputs, const TensorMeta& output, const Attrs& attrs);
+
 // `attrs` with a fresh reservation recorded for a call of `op` (none while a trace records it:
-// Note [Random ops in graphs]). The call is validated (infer) first so that a rejected call leaves
-// the generator untouched.
+// Note [Random ops in graphs]): `lanes_for` values per counter, one value per output element
+// unless `draws` says otherwise. The call is validated (infer) first so that a rejected call
+// leaves the generator untouched.
 Attrs with_draw(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
-                int (*lanes_for)(DType)) {
+                int (*lanes_for)(DType), DrawCount draws = nullptr) {
   if (thread_dispatcher() != nullptr) return attrs;
   MetaList metas;
   for (const Tensor& t : inputs) metas.push_back(TensorMeta::of(t));
-  const TensorMeta out = op.infer_outputs(metas, op.normalize_attrs(attrs))[0];
-  const GeneratorDraw draw =
-      detail::reserve_counters(counters_for(out.numel(), lanes_for(out.dtype)));
+  const Attrs normalized = op.normalize_attrs(attrs);
+  const TensorMeta out = op.infer_outputs(metas, normalized)[0];
+  const int64_t values = draws != nullptr ? draws(metas, out, normalized) : out.numel();
+  const GeneratorDraw draw = detail::reserve_counters(counters_for(values, lanes_for(out.dtype)));
   Attrs drawn = attrs;
   drawn.set("seed", static_cast<int64_t>(draw.seed));
   drawn.set("offset", static_cast<int64_t>(draw.offset));
@@ -418,10 +425,12 @@ class DrawnBits {
 // Note [Sampling one element at a time]
 // RandPerm and Multinomial take their draws in a sequence that depends on earlier ones (a swap,
 // a category taken out), so they cannot fill blocks as the elementwise ops do. Each still draws
-// element i from lane i % 2 of counter offset + i / 2: RandPerm's i-th swap, Multinomial's
-// sample s of row b as element b * num_samples + s. Rows are independent, so Multinomial splits
-// them across threads with the same results; RandPerm's shuffle is one sequential pass
-// (Fisher-Yates, from the last position down), as PyTorch's CPU randperm.
+// element i from lane i % 2 of counter offset + i / 2: RandPerm's i-th swap; Multinomial's
+// sample s of row b as element b * num_samples + s with replacement, and without it the key of
+// category c of row b as element b * C + c (so a call reserves counters for those, not for its
+// output). Rows are independent, so Multinomial splits them across threads with the same results;
+// RandPerm's shuffle is one sequential pass (Fisher-Yates, from the last position down), as
+// PyTorch's CPU randperm.
 
 KILN_REGISTER_OP(
     OpDef("RandPerm")
@@ -459,52 +468,86 @@ KILN_REGISTER_OP(
           });
         }));
 
-// The category of `weights` (non-negative, `total` their sum) where the running sum first passes
-// u * total; the last category of positive weight when rounding leaves the target at the total.
-int64_t pick_category(const std::vector<double>& weights, double total, double u) {
-  const double target = u * total;
-  double sum = 0.0;
-  int64_t last = -1;
-  for (size_t c = 0; c < weights.size(); ++c) {
-    if (weights[c] <= 0.0) continue;
-    sum += weights[c];
-    last = static_cast<int64_t>(c);
-    if (sum > target) break;
-  }
-  return last;
+// The values Multinomial draws for a row of `categories` weights and `k` samples: one per sample
+// with replacement, one per category without (Note [Sampling one element at a time]).
+int64_t multinomial_draws(int64_t categories, int64_t k, bool replacement) {
+  return replacement ? k : categories;
 }
 
-// Samples row `row` of `probs` ([rows, categories], contiguous, checked non-negative with a
-// positive sum) into out[0 .. k): with replacement by inverting the running sums, without by
-// taking each chosen category out before the next draw.
+// Row `row` of `probs` as weights scaled by their maximum (so that neither subnormal weights,
+// whose products with a uniform round to the subnormal grid, nor sums past the largest double
+// skew the draws), checked finite and non-negative with one positive at least, and at least `k`
+// positive without replacement.
 template <typename T>
-void sample_row(const T* probs, int64_t row, int64_t categories, int64_t k, bool replacement,
-                DrawnBits& bits, int64_t* out) {
+std::vector<double> checked_weights(const T* probs, int64_t row, int64_t categories, int64_t k,
+                                    bool replacement) {
   std::vector<double> weights(static_cast<size_t>(categories));
+  double largest = 0.0;
   int64_t positive = 0;
-  double total = 0.0;
   for (int64_t c = 0; c < categories; ++c) {
     const double w = convert<double>(probs[c]);
     KILN_CHECK_VALUE(std::isfinite(w) && w >= 0.0)
         << "multinomial: expected finite non-negative probabilities, got " << w << " in row " << row
         << ", category " << c;
     weights[c] = w;
-    total += w;
+    largest = std::max(largest, w);
     positive += w > 0.0;
   }
-  KILN_CHECK_VALUE(total > 0.0) << "multinomial: row " << row << " has no positive probability";
+  KILN_CHECK_VALUE(positive > 0) << "multinomial: row " << row << " has no positive probability";
   KILN_CHECK_VALUE(replacement || positive >= k)
       << "multinomial: cannot draw " << k << " samples without replacement from row " << row
       << ", which has " << positive << " categories of positive probability";
-  for (int64_t s = 0; s < k; ++s) {
-    const int64_t c = pick_category(weights, total, bits.uniform(row * k + s));
-    out[s] = c;
-    if (!replacement) {
-      weights[c] = 0.0;
-      total = 0.0;  // summed again rather than decremented, so rounding does not accumulate
-      for (double w : weights) total += w;
+  for (double& w : weights) w /= largest;
+  return weights;
+}
+
+// Samples row `row` of `probs` ([rows, categories], contiguous) into out[0 .. k).
+//
+// With replacement, each sample inverts the running sums: the first category whose prefix sum
+// passes u * total (a binary search; a zero weight adds nothing, so it is never the first to
+// pass), or the last positive category when rounding leaves u * total at the total.
+//
+// Without replacement (Efraimidis and Spirakis, "Weighted random sampling with a reservoir", IPL
+// 2006): category c gets the key log(u_c) / w_c, and the k largest keys, in decreasing order, are
+// distributed as k successive draws each taking its category out. A zero weight's key is -inf,
+// below every positive one's. O(C + k log k) per row, where taking categories out one draw at a
+// time costs O(C k).
+template <typename T>
+void sample_row(const T* probs, int64_t row, int64_t categories, int64_t k, bool replacement,
+                DrawnBits& bits, int64_t* out) {
+  const std::vector<double> weights = checked_weights(probs, row, categories, k, replacement);
+  const int64_t first_draw = row * multinomial_draws(categories, k, replacement);
+  if (replacement) {
+    std::vector<double> prefix(weights.size());
+    std::partial_sum(weights.begin(), weights.end(), prefix.begin());
+    const int64_t last_positive =
+        categories - 1 -
+        (std::find_if(weights.rbegin(), weights.rend(), [](double w) { return w > 0.0; }) -
+         weights.rbegin());
+    for (int64_t s = 0; s < k; ++s) {
+      const double target = bits.uniform(first_draw + s) * prefix.back();
+      const auto at = std::upper_bound(prefix.begin(), prefix.end(), target);
+      out[s] = std::min<int64_t>(at - prefix.begin(), last_positive);
     }
+    return;
   }
+  struct Keyed {
+    double key;
+    int64_t category;
+  };
+  std::vector<Keyed> keyed(static_cast<size_t>(categories));
+  for (int64_t c = 0; c < categories; ++c) {
+    const double u = 1.0 - bits.uniform(first_draw + c);  // in (0, 1]: log(u) is finite
+    keyed[c] = {std::log(u) / weights[c], c};             // -inf for a zero weight
+  }
+  // Larger keys first; equal keys (log(1) = 0, or -inf) by category, so the order is total.
+  const auto before = [](const Keyed& a, const Keyed& b) {
+    return a.key > b.key || (a.key == b.key && a.category < b.category);
+  };
+  const auto kept_end = keyed.begin() + k;
+  if (k < categories) std::nth_element(keyed.begin(), kept_end, keyed.end(), before);
+  std::sort(keyed.begin(), kept_end, before);
+  for (int64_t s = 0; s < k; ++s) out[s] = keyed[s].category;
 }
 
 KILN_REGISTER_OP(
@@ -542,7 +585,8 @@ KILN_REGISTER_OP(
           const int64_t k = out.shape().back();
           const int64_t rows = out.numel() / k;
           const bool replacement = ctx.attrs.get<bool>("replacement");
-          const GeneratorDraw draw = draw_of(ctx.attrs, out.numel(), int_lanes(out.dtype()));
+          const GeneratorDraw draw = draw_of(
+              ctx.attrs, rows * multinomial_draws(categories, k, replacement), int_lanes(DType()));
           int64_t* samples = out.data<int64_t>();
           visit_floating(probs.dtype(), [&](auto tag) {
             using T = typename decltype(tag)::type;
@@ -729,7 +773,11 @@ Tensor randperm(int64_t n, DType dtype) {
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {
   static const OpDefPtr op = OpRegistry::Instance().get("Multinomial");
   const Attrs attrs{{"num_samples", num_samples}, {"replacement", replacement}};
-  return call_op(*op, {probs}, with_draw(*op, {probs}, attrs, int_lanes))[0];
+  const DrawCount draws = [](const MetaList& inputs, const TensorMeta& out, const Attrs& a) {
+    const int64_t categories = inputs[0].shape.back(), k = out.shape.back();
+    return out.numel() / k * multinomial_draws(categories, k, a.get<bool>("replacement"));
+  };
+  return call_op(*op, {probs}, with_draw(*op, {probs}, attrs, int_lanes, draws))[0];
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {

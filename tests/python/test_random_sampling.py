@@ -61,6 +61,15 @@ def test_multinomial_without_replacement_draws_distinct_categories_in_sequence()
     np.testing.assert_array_equal(np.sort(everything), [1, 2, 3])
 
 
+def test_multinomial_weights_are_relative_even_when_subnormal_or_huge():
+    mint.manual_seed(11)
+    for weights in ([5e-324, 1e-323], [0.6e308, 1.2e308]):  # 1 : 2, tiny or summing past inf
+        samples = mint.multinomial(kiln.tensor(weights, dtype=kiln.float64), 30000, True).numpy()
+        assert abs((samples == 1).mean() - 2 / 3) < 0.015, weights
+        rows = mint.multinomial(kiln.tensor([weights] * 6000, dtype=kiln.float64), 1).numpy()
+        assert abs((rows == 1).mean() - 2 / 3) < 0.025, weights
+
+
 def test_jitted_sampling_draws_afresh_at_each_call():
     @kiln.jit
     def shuffle_and_sample(x, probs):

@@ -526,7 +526,10 @@ TEST(Multinomial, IsIdenticalForOneOrTwoThreads_AndReplaysItsDraw) {
     results[threads - 1] = multinomial(probs, 5);
   }
   EXPECT_TRUE(same_bytes(results[0], results[1]));
-  EXPECT_EQ(detail::generator_state().offset, 3000u * 5 / 2);  // two samples per counter
+  // Without replacement one key per category, two per counter; with it, one value per sample.
+  EXPECT_EQ(detail::generator_state().offset, 3000u * 7 / 2);
+  multinomial(probs, 5, /*replacement=*/true);
+  EXPECT_EQ(detail::generator_state().offset, 3000u * 7 / 2 + 3000u * 5 / 2);
 }
 
 TEST(Multinomial, RejectsBadArguments_AndBadWeightsWhenItRuns) {
