@@ -23,14 +23,17 @@ namespace {
 
 std::string type_name_of(nb::handle obj) { return nb::type_name(obj.type()).c_str(); }
 
-/// One dim, as an int.
-int64_t parse_dim(const char* op, nb::handle obj) {
+/// Argument `name` of `op` as an int (not a bool, as PyTorch).
+int64_t parse_int(const char* op, const char* name, nb::handle obj) {
   KILN_CHECK_TYPE(is_int_arg(obj))
-      << op << ": expected dim to be an int, got " << type_name_of(obj);
+      << op << ": expected " << name << " to be an int, got " << type_name_of(obj);
   const Py_ssize_t v = PyNumber_AsSsize_t(obj.ptr(), PyExc_IndexError);
   if (v == -1 && PyErr_Occurred()) throw nb::python_error();
   return static_cast<int64_t>(v);
 }
+
+/// One dim, as an int.
+int64_t parse_dim(const char* op, nb::handle obj) { return parse_int(op, "dim", obj); }
 
 /// None -> {} (every dim), an int -> {dim}, a list / tuple of ints -> the dims.
 Dims parse_dims(const char* op, nb::handle obj) {
@@ -103,8 +106,8 @@ Tensor argsort_impl(const Tensor& x, nb::handle dim, bool descending, bool /*sta
 Tensor msort_impl(const Tensor& x) { return std::get<0>(sort(x, 0)); }
 // topk's `sorted` is accepted for PyTorch's signature: the k come back sorted either way (PyTorch
 // leaves their order unspecified without it).
-nb::object topk_impl(const Tensor& x, int64_t k, nb::handle dim, bool largest, bool /*sorted*/) {
-  auto [values, indices] = topk(x, k, parse_dim("topk", dim), largest);
+nb::object topk_impl(const Tensor& x, nb::handle k, nb::handle dim, bool largest, bool /*sorted*/) {
+  auto [values, indices] = topk(x, parse_int("topk", "k", k), parse_dim("topk", dim), largest);
   return nb::handle(g_values_indices)(values, indices);
 }
 std::optional<int64_t> optional_dim(const char* op, nb::handle dim) {

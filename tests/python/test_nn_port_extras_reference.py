@@ -138,6 +138,22 @@ def test_every_target_ignored_gives_nan_and_zero_gradients(fn):
     assert fn(x, t([IGNORE] * 3), "sum", IGNORE, weight=t(np.ones(4))).item() == 0.0
 
 
+def test_counted_targets_of_zero_weight_give_nan_with_label_smoothing_too():
+    # PyTorch divides each term by the weights' sum: the smoothing term's x / 0 with the class
+    # term's 0 / 0 is NaN, not inf.
+    x = t([[0.1, 0.2, 0.3], [1.0, -1.0, 0.5]])
+    for smoothing in (0.0, 0.1):
+        out = mint.cross_entropy(x, t([1, 1]), "mean", -100, smoothing, weight=t([1.0, 0.0, 2.0]))
+        assert np.isnan(out.item()), smoothing
+
+
+@pytest.mark.parametrize("fn", [mint.cross_entropy, mint.nll_loss])
+def test_a_weight_given_by_position_is_refused_by_name(fn):
+    with raises(kiln.KilnTypeError, match="got a tensor for reduction .* pass class weights as "
+                                          "weight="):
+        fn(t([[0.1, 0.2]]), t([1]), t([1.0, 2.0]))
+
+
 @pytest.mark.parametrize("dtype", [kiln.uint8, kiln.int32, kiln.int64], ids=str)
 def test_any_integer_target_dtype(dtype, rng):
     logits, target, weight = class_inputs((6, 4), False, rng)

@@ -140,6 +140,8 @@ def test_bad_arguments_are_typed_errors():
         x.argsort(-2)
     with raises(kiln.KilnTypeError, match="expected dim to be an int"):
         mint.sort(x, 0.5)
+    with raises(kiln.KilnTypeError, match="topk: expected k to be an int, got bool"):
+        x.topk(True)
     np.testing.assert_array_equal(x.numpy(), [3.0, 1.0, 2.0])  # the input is untouched
 
 

@@ -340,11 +340,21 @@ def _target_weights(target, ignore_index, weight):
     return counted, _mint.where(counted, picked, 0.0)
 
 
+def _refuse_positional_weight(owner, reduction):
+    """PyTorch's class losses take ``weight`` third; here ``reduction`` is (kiln.mint's order), so
+    a tensor there is a weight given by position: a KilnTypeError saying to name it."""
+    if isinstance(reduction, _C.Tensor):
+        raise KilnTypeError(f"{owner}: got a tensor for reduction (the third argument, as in "
+                            f"kiln.mint); pass class weights as weight=")
+
+
 def _weighted_reduced(losses, target_weights, reduction, dtype):
     """Weighted per-target ``losses`` reduced as PyTorch's weighted class losses: "mean" divides
-    the sum by the sum of the targets' weights. Where those sum to 0 (every target ignored) the
-    mean is that quotient, NaN for 0 / 0 as in PyTorch, with zero gradients as PyTorch's: the
-    gradient goes through a division by 1 instead (Note [Gradients through where])."""
+    the sum by the sum of the targets' weights. Where those sum to 0 (every target ignored, or
+    every counted one of a class weighted 0) the mean is NaN, as PyTorch's (whose label-smoothing
+    term alone would be x / 0), and the gradient 0: it goes through a division by 1 instead
+    (Note [Gradients through where]). PyTorch's gradient there is 0 when every target is ignored
+    and NaN otherwise."""
     if reduction == "none":
         return _cast(losses, dtype)
     total = _mint.sum(losses)
@@ -352,8 +362,7 @@ def _weighted_reduced(losses, target_weights, reduction, dtype):
         return _cast(total, dtype)
     weight_sum = _mint.sum(target_weights)
     nothing = weight_sum == 0
-    mean = _mint.where(nothing, (total / weight_sum).detach(),
-                       total / _mint.where(nothing, 1.0, weight_sum))
+    mean = _mint.where(nothing, math.nan, total / _mint.where(nothing, 1.0, weight_sum))
     return _cast(mean, dtype)
 
 
@@ -377,9 +386,10 @@ def cross_entropy(logits, target, reduction="mean", ignore_index=-100, label_smo
     PyTorch computes it. Against class probabilities p (smoothed to (1 - s) * p + s / C) the loss
     is -sum_c weight[c] * p[c] * logp[c] per position, and "mean" divides by the number of
     positions, as PyTorch's. Without ``weight`` this is the op itself."""
+    owner = "cross_entropy"
+    _refuse_positional_weight(owner, reduction)
     if weight is None:
         return _mint.cross_entropy(logits, target, reduction, ignore_index, label_smoothing)
-    owner = "cross_entropy"
     x, weight, class_dim, classes, dtype = _class_loss_operands(owner, logits, target, reduction,
                                                                 weight)
     ignore_index = checked_int(owner, "ignore_index", ignore_index)
@@ -415,9 +425,10 @@ def nll_loss(log_probs, target, reduction="mean", ignore_index=-100, *, weight=N
     target's loss -log_probs[t] by weight[t], and "mean" divides by the sum of the weights of the
     targets not equal to ``ignore_index`` (NaN when they sum to 0). Without ``weight`` this is the
     op itself."""
+    owner = "nll_loss"
+    _refuse_positional_weight(owner, reduction)
     if weight is None:
         return _mint.nll_loss(log_probs, target, reduction, ignore_index)
-    owner = "nll_loss"
     x, weight, _, _, dtype = _class_loss_operands(owner, log_probs, target, reduction, weight)
     ignore_index = checked_int(owner, "ignore_index", ignore_index)
     _, target_weights = _target_weights(target, ignore_index, weight)
