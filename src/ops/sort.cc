@@ -3,8 +3,11 @@
 // A slice is copied into a buffer of (value, position) pairs, ordered by a strict total order:
 // the value (NaN above every number), then the position. Breaking ties by position makes the
 // order stable and independent of the algorithm, so TopK can select its k with nth_element and
-// sort only those, and both ops give the same answer on every run and thread count. Slices are
-// split across threads; a slice along an inner dim is read with its stride.
+// sort only those, and both ops give the same answer on every run and thread count. For a k
+// much smaller than the slice, TopK instead keeps the best k seen in a heap while it reads the
+// slice once: almost every element is refused by one comparison with the heap's worst (top 10
+// of 1M float32: 4.2 ms with nth_element over copied pairs, PyTorch 2.0). Slices are split
+// across threads; a slice along an inner dim is read with its stride.
 #include "kiln/functional/sort.h"
 
 #include <algorithm>
@@ -19,6 +22,9 @@ namespace kiln {
 namespace {
 
 using detail::ComputeType;
+
+// TopK keeps a heap of its k when the slice is at least this many times longer.
+constexpr int64_t kHeapRatio = 64;
 
 /// Writes the first k elements of each slice of l.input, in order (descending when
 /// `descending`), into values and their positions into indices ([outer, k, inner], contiguous).
@@ -40,15 +46,30 @@ void sort_slices(const detail::AxisLayout& l, int64_t k, bool descending, T* val
   };
   const T* x = l.input.data<T>();
   const int64_t grain = std::max<int64_t>(1, detail::kReduceChunk / std::max<int64_t>(l.len, 1));
+  // A max-heap under `before` keeps at its top the kept entry that comes last.
+  const bool by_heap = k < l.len / kHeapRatio;
   parallel_for(0, l.outer * l.inner, grain, [&](int64_t lo, int64_t hi) {
-    std::vector<Entry> entries(static_cast<size_t>(l.len));
+    std::vector<Entry> entries(static_cast<size_t>(by_heap ? k : l.len));
     for (int64_t slice = lo; slice < hi; ++slice) {
       const int64_t a = slice / l.inner, j = slice % l.inner;
       const T* in = x + a * l.len * l.inner + j;
-      for (int64_t i = 0; i < l.len; ++i) entries[i] = {static_cast<C>(in[i * l.inner]), i};
       const auto kept_end = entries.begin() + k;
-      if (k < l.len) std::nth_element(entries.begin(), kept_end, entries.end(), before);
-      std::sort(entries.begin(), kept_end, before);
+      if (by_heap) {
+        for (int64_t i = 0; i < k; ++i) entries[i] = {static_cast<C>(in[i * l.inner]), i};
+        std::make_heap(entries.begin(), kept_end, before);
+        for (int64_t i = k; i < l.len; ++i) {
+          const Entry e{static_cast<C>(in[i * l.inner]), i};
+          if (k == 0 || !before(e, entries.front())) continue;
+          std::pop_heap(entries.begin(), kept_end, before);
+          entries[k - 1] = e;
+          std::push_heap(entries.begin(), kept_end, before);
+        }
+        std::sort_heap(entries.begin(), kept_end, before);
+      } else {
+        for (int64_t i = 0; i < l.len; ++i) entries[i] = {static_cast<C>(in[i * l.inner]), i};
+        if (k < l.len) std::nth_element(entries.begin(), kept_end, entries.end(), before);
+        std::sort(entries.begin(), kept_end, before);
+      }
       T* out = values + a * k * l.inner + j;
       int64_t* at = indices + a * k * l.inner + j;
       for (int64_t i = 0; i < k; ++i) {

@@ -118,13 +118,21 @@ TEST(TopK, KeepsTheKLargestOrSmallestInOrder) {
 }
 
 TEST(TopK, AgreesWithSortOnLongSlices) {
-  manual_seed(3);
-  const Tensor x = tied_values({3, 1000}, 2);
-  for (bool largest : {true, false}) {
-    auto [values, indices] = topk(x, 37, 1, largest);
-    auto [sorted, order] = sort(x, 1, largest);
-    EXPECT_EQ(values_of<int64_t>(indices), values_of<int64_t>(order.narrow(1, 0, 37)));
-    EXPECT_EQ(values_of<float>(values), values_of<float>(sorted.narrow(1, 0, 37)));
+  // Ties, and a NaN every 97 elements.
+  std::vector<float> v = values_of<float>(tied_values({3, 1000}, 2));
+  for (size_t i = 0; i < v.size(); i += 97) v[i] = std::numeric_limits<float>::quiet_NaN();
+  const Tensor x = floats(v, {3, 1000});
+  // k = 3 keeps a heap (the slice is over 64 times longer), k = 37 selects with nth_element.
+  for (int64_t k : {3, 37}) {
+    for (bool largest : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "k " << k << " largest " << largest);
+      auto [values, indices] = topk(x, k, 1, largest);
+      auto [sorted, order] = sort(x, 1, largest);
+      EXPECT_EQ(values_of<int64_t>(indices), values_of<int64_t>(order.narrow(1, 0, k)));
+      const std::vector<float> got = values_of<float>(values);
+      const std::vector<float> want = values_of<float>(sorted.narrow(1, 0, k));
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);  // NaNs
+    }
   }
 }
 
