@@ -43,6 +43,8 @@ def cases():
     ik, it = both(RNG.integers(-10**12, 10**12, size=(1024, 1024)))
     pk, pt = both(RNG.standard_normal((32, 64, 32, 16)).astype(np.float32))  # runs of 16
     ck, ct = both(RNG.standard_normal((64, 64, 64)).astype(np.float32))
+    fk, ft = both(x.reshape(-1))
+    wk, wt = both(RNG.random((1024, 1024)).astype(np.float32))
     return {
         "float16 add": (lambda: hk + hk, lambda: ht + ht),
         "float16 exp": (lambda: mint.exp(hk), lambda: torch.exp(ht)),
@@ -84,6 +86,17 @@ def cases():
         "pad reflect": (lambda: mint.pad(ck, [1, 1, 1, 1], "reflect"),
                         lambda: F.pad(ct, [1, 1, 1, 1], mode="reflect")),
         "pad 4-d by 2": (lambda: mint.pad(pk, [2, 2, 2, 2]), lambda: F.pad(pt, [2, 2, 2, 2])),
+        "sort 1M": (lambda: mint.sort(fk), lambda: torch.sort(ft)),
+        "sort dim1": (lambda: mint.sort(xk, 1), lambda: torch.sort(xt, 1)),
+        "sort dim0": (lambda: mint.sort(xk, 0), lambda: torch.sort(xt, 0)),
+        "topk 10 dim1": (lambda: mint.topk(xk, 10), lambda: torch.topk(xt, 10)),
+        "topk 10 of 1M": (lambda: mint.topk(fk, 10), lambda: torch.topk(ft, 10)),
+        "topk 512 dim1": (lambda: mint.topk(xk, 512), lambda: torch.topk(xt, 512)),
+        "randperm 1M": (lambda: mint.randperm(1 << 20), lambda: torch.randperm(1 << 20)),
+        "multinomial 1024x8": (lambda: mint.multinomial(wk, 8),
+                               lambda: torch.multinomial(wt, 8)),
+        "multinomial repl": (lambda: mint.multinomial(wk, 1024, True),
+                             lambda: torch.multinomial(wt, 1024, True)),
         "exp (control)": (lambda: mint.exp(xk), lambda: torch.exp(xt)),
     }
 

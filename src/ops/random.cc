@@ -397,18 +397,22 @@ KILN_REGISTER_OP(
         }));
 
 // The 64 random bits of element i of a draw with two elements per counter (RandInt's lanes: words
-// 2k and 2k + 1 of counter offset + i / 2), for ops that consume their draws one at a time.
-// Consecutive elements share a counter, which is computed once.
+// 2k and 2k + 1 of counter offset + i / 2), for ops that consume their draws one at a time. The
+// counters are computed a block at a time, as for_each_draw's are, around the element asked for:
+// one Philox call per element made randperm of 1M 2.3x slower than PyTorch's.
 class DrawnBits {
  public:
   explicit DrawnBits(const GeneratorDraw& draw) : draw_(draw) {}
   uint64_t operator()(int64_t i) {
-    if (i / 2 != counter_) {
-      counter_ = i / 2;
-      words_ = detail::philox4x32_10(draw_.offset + static_cast<uint64_t>(counter_), draw_.seed);
+    const int64_t counter = i / 2;
+    if (counter < first_ || counter >= first_ + kBlockCounters) {
+      first_ = counter - counter % kBlockCounters;
+      simd::philox4x32_10(draw_.offset + static_cast<uint64_t>(first_), draw_.seed, words_.words,
+                          kBlockCounters);
     }
     const int k = static_cast<int>(i % 2);
-    return (static_cast<uint64_t>(words_[2 * k]) << 32) | words_[2 * k + 1];
+    const int64_t c = counter - first_;
+    return (static_cast<uint64_t>(words_(2 * k, c)) << 32) | words_(2 * k + 1, c);
   }
   /// Element i as a uniform double in [0, 1) (the top 53 of its bits).
   double uniform(int64_t i) {
@@ -418,8 +422,8 @@ class DrawnBits {
 
  private:
   GeneratorDraw draw_;
-  int64_t counter_ = -1;
-  std::array<uint32_t, 4> words_{};
+  int64_t first_ = -kBlockCounters;  // the first counter of the block in words_
+  BlockWords words_;
 };
 
 // Note [Sampling one element at a time]
