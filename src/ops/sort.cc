@@ -47,7 +47,7 @@ void sort_slices(const detail::AxisLayout& l, int64_t k, bool descending, T* val
   const T* x = l.input.data<T>();
   const int64_t grain = std::max<int64_t>(1, detail::kReduceChunk / std::max<int64_t>(l.len, 1));
   // A max-heap under `before` keeps at its top the kept entry that comes last.
-  const bool by_heap = k < l.len / kHeapRatio;
+  const bool by_heap = k > 0 && k < l.len / kHeapRatio;
   parallel_for(0, l.outer * l.inner, grain, [&](int64_t lo, int64_t hi) {
     std::vector<Entry> entries(static_cast<size_t>(by_heap ? k : l.len));
     for (int64_t slice = lo; slice < hi; ++slice) {
@@ -59,7 +59,7 @@ void sort_slices(const detail::AxisLayout& l, int64_t k, bool descending, T* val
         std::make_heap(entries.begin(), kept_end, before);
         for (int64_t i = k; i < l.len; ++i) {
           const Entry e{static_cast<C>(in[i * l.inner]), i};
-          if (k == 0 || !before(e, entries.front())) continue;
+          if (!before(e, entries.front())) continue;
           std::pop_heap(entries.begin(), kept_end, before);
           entries[k - 1] = e;
           std::push_heap(entries.begin(), kept_end, before);
