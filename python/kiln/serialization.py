@@ -1,14 +1,20 @@
-"""kiln.save / kiln.load: tensors to and from a file in the safetensors format.
+"""kiln.save / kiln.load: tensors, and checkpoints holding them, to and from a file in the
+safetensors format.
 
     kiln.save(net.state_dict(), "mlp.safetensors")
     net.load_state_dict(kiln.load("mlp.safetensors"))
     kiln.save({"w": w}, "w.safetensors", metadata={"epoch": "3"})
+    kiln.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "epoch": 3}, "ckpt")
+    checkpoint = kiln.load("ckpt"); opt.load_state_dict(checkpoint["optimizer"])
 
-``save(tensors, path, metadata=None)`` takes a mapping of str -> kiln.Tensor (or NumPy array)
-and writes it (any other value, such as a list or a number, is a KilnTypeError naming its key:
-``kiln.tensor`` converts it); ``load(path)`` returns a dict of str -> kiln.Tensor in the file's
-order; ``load_metadata(path)`` returns the file's ``__metadata__`` (a dict of str -> str, {} if
-none).
+``save(obj, path, metadata=None)`` takes a mapping of str -> kiln.Tensor (or NumPy array), which
+it writes as a plain safetensors file, or a checkpoint: dicts, lists and tuples, nested, whose
+leaves are tensors, NumPy arrays and plain values (int, float, bool, str, None), as PyTorch
+scripts give torch.save (Note [Checkpoints]; any other object is a KilnTypeError naming where it
+is: pickle holds those). ``load(path)`` returns what was saved: a dict of str -> kiln.Tensor in
+the file's order, or the checkpoint rebuilt (tensors as kiln.Tensor, NumPy arrays included);
+``load_metadata(path)`` returns the file's ``__metadata__`` (a dict of str -> str, {} if none;
+without the checkpoint's structure).
 Files are read and written by this module alone (NumPy for the bytes), and are compatible with
 the ``safetensors`` package of Hugging Face in both directions.
 
@@ -96,15 +102,130 @@ def _check_mapping(value, what):
                             f"(a dict)")
 
 
-def save(tensors, path, metadata=None):
-    """Writes ``tensors`` (a mapping of str -> tensor) to ``path`` in the safetensors format."""
+# Note [Checkpoints]
+# Training scripts save {"model": net.state_dict(), "optimizer": opt.state_dict(), "epoch": 3},
+# which torch.save pickles. kiln.save writes such a checkpoint as a safetensors file still: its
+# tensors under their paths ("model.fc.weight", "optimizer.state.0.exp_avg"; a path that two
+# leaves would share gets a "~n" suffix), and its structure as JSON in the metadata key
+# "kiln.structure", where each node is {"tensor": name}, {"value": v} (int, float, bool, str or
+# None), {"list": [...]}, {"tuple": [...]} or {"dict": [[key, node], ...]} (keys of any of the
+# plain types, as an optimizer's int parameter indices; in order). Other readers see the tensors;
+# kiln.load rebuilds the checkpoint. A flat mapping of str -> tensor is written as before, with
+# no structure, so a state_dict's file is the plain safetensors file other tools expect.
+_STRUCTURE = "kiln.structure"
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def _is_flat(obj):
+    """Whether ``obj`` is a mapping of str -> tensor (or NumPy array), saved without structure."""
+    return isinstance(obj, collections.abc.Mapping) and all(
+        isinstance(k, str) and isinstance(v, (_C.Tensor, np.ndarray)) for k, v in obj.items())
+
+
+def _where(path):
+    return "checkpoint" + "".join(f"[{key!r}]" for key in path)
+
+
+def _flatten(checkpoint):
+    """(structure, {name: tensor}) of a checkpoint (see Note [Checkpoints])."""
+    tensors = {}
+
+    def name_for(path):
+        base = ".".join(str(key) for key in path) or "tensor"
+        name, n = base, 1
+        while name in tensors or name == "__metadata__":
+            name, n = f"{base}~{n}", n + 1
+        return name
+
+    def walk(value, path):
+        if isinstance(value, (_C.Tensor, np.ndarray)):
+            name = name_for(path)
+            tensors[name] = value
+            return {"tensor": name}
+        if isinstance(value, collections.abc.Mapping):
+            for key in value:
+                if not isinstance(key, _PLAIN):
+                    raise KilnTypeError(f"kiln.save: {_where(path)} has a key of type "
+                                        f"{type(key).__name__}; a checkpoint's keys are int, "
+                                        f"float, bool, str or None")
+            return {"dict": [[key, walk(item, path + (key,))] for key, item in value.items()]}
+        if isinstance(value, (list, tuple)):
+            kind = "list" if isinstance(value, list) else "tuple"
+            return {kind: [walk(item, path + (i,)) for i, item in enumerate(value)]}
+        if isinstance(value, _PLAIN):
+            return {"value": value}
+        raise KilnTypeError(f"kiln.save: {_where(path)} is a {type(value).__name__}; a checkpoint "
+                            f"holds tensors, NumPy arrays, dicts, lists, tuples and int / float / "
+                            f"bool / str / None values (pickle other objects; kiln.tensor "
+                            f"converts data to a tensor)")
+
+    try:
+        structure = json.dumps(walk(checkpoint, ()), separators=(",", ":"))
+    except RecursionError:
+        raise KilnValueError("kiln.save: the checkpoint nests too deeply (or holds itself)") from None
+    return structure, tensors
+
+
+def _rebuilt(structure, tensors, where):
+    """The checkpoint that ``structure`` (the JSON of Note [Checkpoints]) describes, holding
+    ``tensors`` (by name), each exactly once."""
+    used = set()
+
+    def bad(what):
+        return KilnValueError(f"kiln.load: {where}: {_STRUCTURE} is malformed: {what}")
+
+    def build(node):
+        if not (isinstance(node, dict) and len(node) == 1):
+            raise bad(f"expected a node of one key, got {node!r}"[:200])
+        ((kind, body),) = node.items()
+        if kind == "tensor":
+            if body not in tensors or body in used:
+                raise bad(f"tensor {body!r} is not in the file, or named twice")
+            used.add(body)
+            return tensors[body]
+        if kind == "value" and isinstance(body, _PLAIN):
+            return body
+        if kind in ("list", "tuple") and isinstance(body, list):
+            items = [build(item) for item in body]
+            return items if kind == "list" else tuple(items)
+        if kind == "dict" and isinstance(body, list):
+            result = {}
+            for pair in body:
+                if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], _PLAIN)):
+                    raise bad(f"expected [key, node] pairs, got {pair!r}"[:200])
+                result[pair[0]] = build(pair[1])
+            return result
+        raise bad(f"unknown node {kind!r}")
+
+    try:
+        checkpoint = build(json.loads(structure))
+    except json.JSONDecodeError as e:
+        raise bad(f"not JSON ({e})") from None
+    except RecursionError:
+        raise bad("it nests too deeply to read") from None
+    unused = [name for name in tensors if name not in used]
+    if unused:
+        raise bad(f"tensor {unused[0]!r} is in none of its nodes")
+    return checkpoint
+
+
+def save(obj, path, metadata=None):
+    """Writes ``obj`` (a mapping of str -> tensor, or a checkpoint: see the module's
+    documentation) to ``path`` in the safetensors format."""
     header, chunks, offset = {}, [], 0
-    _check_mapping(tensors, "tensors")
     if metadata is not None:
         _check_mapping(metadata, "metadata")
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
             raise KilnValueError("kiln.save: metadata must map str to str")
+        if _STRUCTURE in metadata:
+            raise KilnValueError(f"kiln.save: the metadata key {_STRUCTURE!r} is Kiln's own (the "
+                                 f"structure of a checkpoint)")
         header["__metadata__"] = dict(metadata)
+    if _is_flat(obj):
+        tensors = obj
+    else:
+        structure, tensors = _flatten(obj)
+        header.setdefault("__metadata__", {})[_STRUCTURE] = structure
     for name, tensor in tensors.items():
         if not isinstance(name, str) or name == "__metadata__":
             raise KilnValueError(f"kiln.save: invalid tensor name {name!r}")
@@ -190,15 +311,18 @@ def _count(shape):
 
 
 def load_metadata(path):
-    """The ``__metadata__`` of a safetensors file ({} when it has none). Reads and checks the
-    header alone (its length, JSON and ``__metadata__``), not the tensors' entries or data."""
+    """The ``__metadata__`` of a safetensors file ({} when it has none; a checkpoint's structure
+    left out). Reads and checks the header alone (its length, JSON and ``__metadata__``), not the
+    tensors' entries or data."""
     with open(path, "rb") as f:
         header, _ = _read_header(f, os.fspath(path))
-    return dict(header.get("__metadata__", {}))
+    metadata = dict(header.get("__metadata__", {}))
+    metadata.pop(_STRUCTURE, None)
+    return metadata
 
 
 def load(path):
-    """Reads a safetensors file into a dict of str -> kiln.Tensor."""
+    """Reads a safetensors file into a dict of str -> kiln.Tensor, or the checkpoint it holds."""
     where = os.fspath(path)
     with open(path, "rb") as f:
         header, data_size = _read_header(f, where)
@@ -220,7 +344,8 @@ def load(path):
                 tensor = _C.tensor(array.astype(np.bool_) if dtype_name == "BOOL" else array,
                                    dtype=kiln_dtype)
             result[name] = tensor.reshape(shape)
-    return result
+    structure = header.get("__metadata__", {}).get(_STRUCTURE)
+    return result if structure is None else _rebuilt(structure, result, where)
 
 
 def _checked_entries(header, data_size, where):

@@ -271,15 +271,89 @@ def test_save_argument_errors(tmp_path):
         kiln.save({"a": kiln.tensor([1.0])}, tmp_path / "x", metadata={"epoch": 3})
     with raises(kiln.KilnTypeError, match=r"metadata is a list, expected a mapping"):
         kiln.save({"a": kiln.tensor([1.0])}, tmp_path / "x", metadata=[("epoch", "3")])
-    with raises(kiln.KilnTypeError, match=r"tensors is a list, expected a mapping"):
-        kiln.save([("a", kiln.tensor([1.0]))], tmp_path / "x")
-    for value, kind in [([1.0, 2.0], "list"), (2.0, "float")]:
-        with raises(kiln.KilnTypeError, match=f"tensor 'a' is a {kind}, expected a kiln.Tensor "
-                                              f"or a NumPy array"):
-            kiln.save({"a": value}, tmp_path / "x")
+    with raises(kiln.KilnValueError, match="the metadata key 'kiln.structure' is Kiln's own"):
+        kiln.save({"a": kiln.tensor([1.0])}, tmp_path / "x", metadata={"kiln.structure": "{}"})
+    with raises(kiln.KilnTypeError, match=r"checkpoint\['a'\]\[1\] is a object; a checkpoint "
+                                          r"holds tensors"):
+        kiln.save({"a": [1.0, object()]}, tmp_path / "x")
+    with raises(kiln.KilnTypeError, match=r"checkpoint\['a'\] has a key of type tuple"):
+        kiln.save({"a": {(1, 2): kiln.tensor([1.0])}}, tmp_path / "x")
+    looped = {}
+    looped["self"] = looped
+    with raises(kiln.KilnValueError, match="nests too deeply"):
+        kiln.save(looped, tmp_path / "x")
     with raises(kiln.DTypeError, match="tensor 'a': cannot read a NumPy array of dtype .*uint32"):
         kiln.save({"a": np.zeros(2, np.uint32)}, tmp_path / "x")
     assert not (tmp_path / "x").exists()  # every check comes before the file is opened
+
+
+def test_checkpoints_round_trip_with_their_structure(tmp_path):
+    net = kiln.nn.Sequential(kiln.nn.Linear(3, 4), kiln.nn.BatchNorm1d(4))
+    opt = kiln.optim.Adam(net.parameters(), lr=0.01)
+    kiln.mint.sum(net(kiln.mint.randn(5, 3))).backward()
+    opt.step()
+    checkpoint = {"model": net.state_dict(), "optimizer": opt.state_dict(), "epoch": 3,
+                  "best": float("inf"), "tags": ("a", None, True), "ids": {1: "x", 2.5: [0]},
+                  "array": np.arange(3)}
+    kiln.save(checkpoint, tmp_path / "ckpt", metadata={"run": "7"})
+    back = kiln.load(tmp_path / "ckpt")
+    assert list(back) == list(checkpoint)
+    assert (back["epoch"], back["best"], back["tags"], back["ids"]) == (3, float("inf"),
+                                                                         ("a", None, True),
+                                                                         {1: "x", 2.5: [0]})
+    np.testing.assert_array_equal(back["array"].numpy(), np.arange(3))
+    for key, value in checkpoint["model"].items():
+        np.testing.assert_array_equal(back["model"][key].numpy(), value.numpy())
+    assert list(back["optimizer"]["state"]) == [0, 1, 2, 3]  # int keys stay ints
+    assert back["optimizer"]["param_groups"][0]["betas"] == (0.9, 0.999)  # tuples stay tuples
+    fresh = kiln.optim.Adam(net.parameters(), lr=0.5)
+    fresh.load_state_dict(back["optimizer"])
+    assert fresh.param_groups[0]["lr"] == 0.01
+    np.testing.assert_array_equal(fresh.state[0]["exp_avg"].numpy(),
+                                  opt.state[0]["exp_avg"].numpy())
+    assert kiln.load_metadata(tmp_path / "ckpt") == {"run": "7"}  # the structure is Kiln's
+    # The tensors are a plain safetensors file's, under their paths.
+    data = (tmp_path / "ckpt").read_bytes()
+    header = json.loads(data[8:8 + struct.unpack("<Q", data[:8])[0]])
+    assert "model.0.weight" in header and "optimizer.state.0.exp_avg" in header
+
+
+def test_checkpoint_paths_that_collide_get_names_of_their_own(tmp_path):
+    one, two, three = kiln.tensor([1.0]), kiln.tensor([2.0]), kiln.tensor([3.0])
+    kiln.save({"a.b": one, "a": {"b": two}, "c": [three, 5]}, tmp_path / "x")
+    back = kiln.load(tmp_path / "x")
+    assert (back["a.b"].item(), back["a"]["b"].item(), back["c"][0].item()) == (1.0, 2.0, 3.0)
+    assert back["c"][1] == 5
+    kiln.save(one, tmp_path / "single")  # a tensor alone, as torch.save takes
+    assert kiln.load(tmp_path / "single").item() == 1.0
+
+
+def test_a_flat_mapping_is_written_without_structure(tmp_path):
+    kiln.save({"w": kiln.tensor([1.0])}, tmp_path / "flat")
+    assert b"kiln.structure" not in (tmp_path / "flat").read_bytes()
+    assert list(kiln.load(tmp_path / "flat")) == ["w"]
+
+
+@pytest.mark.parametrize("structure,message", [
+    ("[", "not JSON"),
+    ('{"tensor":"missing"}', "tensor 'missing' is not in the file, or named twice"),
+    ('{"list":[{"tensor":"t"},{"tensor":"t"}]}', "tensor 't' is not in the file, or named twice"),
+    ('{"value":1}', "tensor 't' is in none of its nodes"),
+    ('{"set":[]}', "unknown node 'set'"),
+    ('{"dict":[[[1],{"value":1}]]}', r"expected \[key, node\] pairs"),
+    ('{"value":1,"list":[]}', "expected a node of one key"),
+])
+def test_malformed_checkpoint_structures(tmp_path, structure, message):
+    kiln.save({"t": kiln.tensor([1.0])}, tmp_path / "x", metadata={"other": "1"})
+    data = (tmp_path / "x").read_bytes()
+    length = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + length])
+    header["__metadata__"] = {"kiln.structure": structure}
+    text = json.dumps(header).encode()
+    text += b" " * (-(8 + len(text)) % 8)
+    (tmp_path / "x").write_bytes(struct.pack("<Q", len(text)) + text + data[8 + length:])
+    with raises(kiln.KilnValueError, match=f"kiln.structure is malformed: {message}"):
+        kiln.load(tmp_path / "x")
 
 
 def test_cross_read_with_the_safetensors_package(tmp_path, rng):
