@@ -162,7 +162,8 @@ def _flatten(checkpoint):
     try:
         structure = json.dumps(walk(checkpoint, ()), separators=(",", ":"))
     except RecursionError:
-        raise KilnValueError("kiln.save: the checkpoint nests too deeply (or holds itself)") from None
+        raise KilnValueError("kiln.save: the checkpoint nests too deeply (or holds itself)") \
+            from None
     return structure, tensors
 
 
