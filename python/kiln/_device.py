@@ -1,7 +1,7 @@
 """kiln.device: where a tensor lives, PyTorch's torch.device.
 
     device = kiln.device("cuda" if use_gpu else "cpu")
-    x = kiln.zeros(3, device=device); net.to(device); y = x.to(device)
+    x = kiln.mint.zeros(3, device=device); net.to(device); y = x.to(device)
 
 Kiln's tensors live on the CPU: ``tensor.device`` is ``kiln.device("cpu")``, and every ``device``
 argument (the factories', ``Tensor.to``, ``Cell.to``) takes ``"cpu"``, ``"cpu:0"``, a kiln.device
@@ -31,7 +31,7 @@ class device(str):  # noqa: N801  (PyTorch's name)
     def __new__(cls, type, index=None):  # noqa: A002  (PyTorch's argument name)
         if isinstance(type, device):
             if index is not None:
-                raise KilnValueError(f"device: {type!r} has its index already; got index {index}")
+                raise KilnValueError(f"device: {type!r} has an index already; got index {index}")
             return type
         if not isinstance(type, str):
             raise KilnTypeError(f"device: expected a device name such as 'cpu', got "
