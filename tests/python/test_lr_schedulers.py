@@ -1,8 +1,10 @@
 """kiln.optim.lr_scheduler against torch.optim.lr_scheduler: StepLR, MultiStepLR, ExponentialLR,
 LambdaLR, LinearLR, ConstantLR, OneCycleLR, CosineAnnealingLR and ReduceLROnPlateau give PyTorch's
 rates over 36 steps of an optimizer with three parameter groups, resume from a state_dict saved
-mid-schedule, and drive a kiln.jit-compiled training step (one trace serving every rate); the
-arguments PyTorch refuses, and the ones Kiln refuses beyond it, are errors naming the argument."""
+mid-schedule, and drive a kiln.jit-compiled training step (one trace serving every rate);
+OneCycleLR's cycled momentum (SGD's and RMSprop's momentum, Adam's beta1) gives PyTorch's momenta
+and parameters over a cycle, eagerly and jitted; the arguments PyTorch refuses, and the ones Kiln
+refuses beyond it, are errors naming the argument."""
 
 import math
 import pickle
@@ -15,7 +17,8 @@ from conftest import raises
 from kiln import nn
 from kiln.optim import lr_scheduler
 # The shared setup and data of the NumPy references, which run without PyTorch.
-from test_schedulers_and_clipping_reference import (BASES, PLATEAUS, STEPS, Warmup,
+from test_schedulers_and_clipping_reference import (BASES, CYCLE_RUNS, MOMENTUM_CYCLES, PLATEAUS,
+                                                    STEPS, Warmup, momenta, momentum_cycle,
                                                     per_step_factor, plateau_metrics)
 from test_schedulers_and_clipping_reference import sgd as kiln_sgd
 
@@ -193,6 +196,104 @@ def test_one_cycle_phase_of_no_length_is_at_its_end_rate():
     sched.step()
     assert sched.get_last_lr() == pytest.approx([1.0 / 25e4 + (1.0 - 1.0 / 25e4)
                                                  * (1 + math.cos(math.pi / 9)) / 2] * 3)
+
+
+def torch_momentum_cycle(name):
+    """PyTorch's parameters, optimizer and scheduler for MOMENTUM_CYCLES[name]."""
+    cls, opt_kwargs, kwargs = MOMENTUM_CYCLES[name]
+    params = [torch.zeros(3, dtype=torch.float64, requires_grad=True) for _ in BASES]
+    opt = getattr(torch.optim, cls.__name__)([{"params": [p]} for p in params], **opt_kwargs,
+                                             foreach=False)
+    return params, opt, torch.optim.lr_scheduler.OneCycleLR(opt, cycle_momentum=True, **kwargs)
+
+
+@pytest.mark.parametrize("name, jit", CYCLE_RUNS)
+def test_one_cycle_momentum_matches_torch(name, jit):
+    # The rates, momenta (beta1 for Adam) and parameters of every step of the cycle, from a
+    # jitted step traced once too (past the cycle's end PyTorch extrapolates: not compared).
+    rng = np.random.default_rng(8)
+    params, opt, sched, _, _ = momentum_cycle(name)
+    tparams, topt, tsched = torch_momentum_cycle(name)
+    assert [(g["base_momentum"], g["max_momentum"]) for g in opt.param_groups] == \
+        [(g["base_momentum"], g["max_momentum"]) for g in topt.param_groups]
+    step = kiln.jit(lambda *grads: opt(grads)) if jit else (lambda *grads: opt(grads))
+    for t in range(MOMENTUM_CYCLES[name][2]["total_steps"]):
+        assert_rates(sched.get_last_lr(), tsched.get_last_lr())
+        assert_rates(momenta(opt), momenta(topt))
+        assert [g.get("betas", (0, 0))[1] for g in opt.param_groups] == \
+            [g.get("betas", (0, 0))[1] for g in topt.param_groups]
+        grads = [rng.standard_normal(3) for _ in params]
+        step(*(kiln.tensor(g) for g in grads))
+        for p, g in zip(tparams, grads):
+            p.grad = torch.tensor(g)
+        topt.step()
+        for p, tp in zip(params, tparams):
+            np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-12, atol=1e-14,
+                                       err_msg=f"step {t}")
+        sched.step()
+        tsched.step()
+    if jit:
+        assert step.cache_info().misses == 1
+
+
+def test_one_cycle_momentum_resumes_from_checkpoints_as_torch():
+    # The optimizer's and the scheduler's state dicts saved mid-cycle, loaded into new ones built
+    # afresh (at the momentum of step 0), carry on in a jitted step as PyTorch's uninterrupted run.
+    cls, opt_kwargs, kwargs = MOMENTUM_CYCLES["adam-three-phase"]
+    rng = np.random.default_rng(9)
+    params, opt, sched, _, _ = momentum_cycle("adam-three-phase")
+    tparams, topt, tsched = torch_momentum_cycle("adam-three-phase")
+    step = opt
+    for t in range(29):
+        if t == 13:
+            saved = pickle.loads(pickle.dumps((opt.state_dict(), sched.state_dict())))
+            opt = cls([{"params": [p]} for p in params], **opt_kwargs)
+            sched = lr_scheduler.OneCycleLR(opt, cycle_momentum=True, **kwargs)
+            opt.load_state_dict(saved[0])
+            sched.load_state_dict(saved[1])
+            step = kiln.jit(lambda grads: opt(grads))
+        grads = [rng.standard_normal(3) for _ in params]
+        step(tuple(kiln.tensor(g) for g in grads))
+        for p, g in zip(tparams, grads):
+            p.grad = torch.tensor(g)
+        topt.step()
+        sched.step()
+        tsched.step()
+        assert_rates(momenta(opt), momenta(topt))
+    assert step.cache_info().misses == 1
+    for p, tp in zip(params, tparams):
+        np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_one_cycle_momentum_of_an_sgd_built_without_momentum_matches_torch():
+    # PyTorch's SGD has "momentum" (0) in its defaults: the cycle turns it on.
+    rng = np.random.default_rng(10)
+    opt, topt = kiln_sgd(), torch_sgd()
+    args = dict(max_lr=1.0, total_steps=20, cycle_momentum=True)
+    sched = lr_scheduler.OneCycleLR(opt, **args)
+    tsched = torch.optim.lr_scheduler.OneCycleLR(topt, **args)
+    tparams = [g["params"][0] for g in topt.param_groups]
+    for _ in range(19):
+        assert_rates(momenta(opt), momenta(topt))
+        grads = [rng.standard_normal(3) for _ in BASES]
+        opt(tuple(kiln.tensor(g) for g in grads))
+        for p, g in zip(tparams, grads):
+            p.grad = torch.tensor(g)
+        topt.step()
+        sched.step()
+        tsched.step()
+    for p, tp in zip(opt.parameters, tparams):
+        np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_one_cycle_momentum_needs_an_optimizer_with_one():
+    with raises(kiln.KilnValueError, match="OneCycleLR: cycle_momentum=True needs an optimizer "
+                                           "with a momentum"):
+        lr_scheduler.OneCycleLR(kiln.optim.Adagrad(kiln_sgd().parameters), max_lr=1.0,
+                                total_steps=10, cycle_momentum=True)
+    with pytest.raises(ValueError, match="optimizer must support momentum or beta1"):
+        torch.optim.lr_scheduler.OneCycleLR(torch.optim.Adagrad([torch.zeros(3)]), max_lr=1.0,
+                                            total_steps=10, cycle_momentum=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """kiln.optim's RMSprop, Adagrad, Adamax, NAdam and RAdam without PyTorch: their updates against
-PyTorch's formulas written out in NumPy, eager and jitted, their state (made later, checkpointed,
-fresh) and the errors for bad hyperparameters."""
+PyTorch's formulas written out in NumPy, eager and jitted (also with a momentum set between
+steps), their state (made later, checkpointed, fresh) and the errors for bad hyperparameters."""
 
 import math
 
@@ -181,6 +181,42 @@ def test_jitted_update_matches_eager_and_numpy(cls, kwargs, dtype):
     for j, e, want in zip(jitted, eager, expected):
         np.testing.assert_allclose(j.numpy(), e.numpy(), rtol=tolerance, atol=tolerance)
         np.testing.assert_allclose(j.numpy(), want, rtol=100 * tolerance, atol=100 * tolerance)
+
+
+# Set before each step, as OneCycleLR's cycle_momentum sets it: RMSprop's momentum, the others'
+# beta1. (Not 0: whether RMSprop steps with momentum is decided when a step is traced; see
+# kiln.optim.SGD.)
+MOMENTA = [0.9, 0.8, 0.1, 0.05, 0.6, 0.85, 0.95, 0.3]
+
+
+@pytest.mark.parametrize("dtype", [kiln.float64, kiln.float32])
+@pytest.mark.parametrize("cls, kwargs", [
+    (optim.RMSprop, dict(lr=0.01, momentum=0.9)),
+    (optim.RMSprop, dict(lr=0.01, momentum=0.5, centered=True, weight_decay=0.1)),
+    (optim.Adamax, dict(lr=0.05)),
+    (optim.NAdam, dict(lr=0.05, momentum_decay=0.1)),
+    (optim.RAdam, dict(lr=0.05, betas=(0.8, 0.9))),
+], ids=["RMSprop", "RMSprop-centered", "Adamax", "NAdam", "RAdam"])
+def test_jitted_update_follows_a_momentum_set_between_steps(cls, kwargs, dtype):
+    # A jitted step, traced once, reads the momentum from the group's tensor.
+    tolerance = 1e-12 if dtype == kiln.float64 else 1e-5
+    key = "momentum" if cls is optim.RMSprop else "betas"
+    for jit in (False, True):
+        rng = np.random.default_rng(3)
+        start = rng.standard_normal(5)
+        p = nn.Parameter(kiln.tensor(start, dtype=dtype))
+        opt = cls([p], **kwargs)
+        update = kiln.jit(lambda g: opt((g,))) if jit else (lambda g: opt((g,)))
+        expected, state = start, {}
+        for momentum in MOMENTA:
+            group = opt.param_groups[0]
+            group[key] = (momentum, group["betas"][1]) if key == "betas" else momentum
+            g = rng.standard_normal(5)
+            update(kiln.tensor(g, dtype=dtype))
+            expected = REFERENCES[cls](expected, g, state, **{**kwargs, key: group[key]})
+            np.testing.assert_allclose(p.numpy(), expected, rtol=tolerance, atol=tolerance)
+        if jit:
+            assert update.cache_info().misses == 1
 
 
 @pytest.mark.parametrize("dtype", [kiln.float16, kiln.bfloat16])

@@ -2,9 +2,10 @@
 against plain-Python and NumPy references, so that they are covered where PyTorch is not
 installed (test_lr_schedulers.py and test_clip_grad.py compare with torch and are skipped there):
 the schedules' closed forms from lr_scheduler's docstring over 36 steps of three parameter groups,
-ReduceLROnPlateau against a model of its rule and hand-worked sequences, state_dict round trips,
-the clipped gradients and totals against NumPy norms, the norms' analytic gradients, and the
-argument errors with their messages."""
+OneCycleLR's momentum cycle and the updates it drives (against the optimizers' NumPy references,
+eagerly and jitted), ReduceLROnPlateau against a model of its rule and hand-worked sequences,
+state_dict round trips, the clipped gradients and totals against NumPy norms, the norms' analytic
+gradients, and the argument errors with their messages."""
 
 import math
 import pickle
@@ -17,6 +18,9 @@ from conftest import raises
 from kiln import nn, optim
 from kiln.nn.utils import clip_grad_norm, clip_grad_norm_, clip_grad_value, clip_grad_value_
 from kiln.optim import lr_scheduler
+# The optimizers' NumPy references (PyTorch's updates), which take the momentum of each step.
+from test_optim import adam_reference, adamw_reference, sgd_reference
+from test_optim_extra_reference import rmsprop_reference
 
 mint = kiln.mint
 BASES = (0.1, 0.05, 1.0)  # the three groups' rates
@@ -48,21 +52,16 @@ def cosine(base, t, t_max, eta_min=0.0, warmup=0):
     return eta_min + (base - eta_min) * (1 + math.cos(math.pi * s / length)) / 2
 
 
-def one_cycle(peak, total, pct=0.3, strategy="cos", div=25.0, final_div=1e4, three_phase=False):
-    """The rate at step t of PyTorch's 1cycle schedule, phase by phase; min_lr at step total."""
-    initial = peak / div
-    low = initial / final_div
-    if three_phase:
-        phases = [(pct * total - 1, initial, peak), (2 * pct * total - 2, peak, initial),
-                  (total - 1, initial, low)]
-    else:
-        phases = [(pct * total - 1, initial, peak), (total - 1, peak, low)]
+def cycle(values, total, pct=0.3, strategy="cos", three_phase=False):
+    """The value at step t of a 1cycle schedule going through ``values`` (the value at step 0,
+    then at each phase's end), phase by phase; the last value at step total."""
+    ends = [pct * total - 1] + ([2 * pct * total - 2] if three_phase else []) + [total - 1]
 
     def at(t):
         if t == total:
-            return low
+            return values[-1]
         start = 0
-        for end, a, b in phases:
+        for end, a, b in zip(ends, values, values[1:]):
             if t <= end:
                 f = (t - start) / (end - start)
                 if strategy == "cos":
@@ -71,6 +70,22 @@ def one_cycle(peak, total, pct=0.3, strategy="cos", div=25.0, final_div=1e4, thr
             start = end
         raise AssertionError(f"step {t} is past the cycle")
     return at
+
+
+def one_cycle(peak, total, pct=0.3, strategy="cos", div=25.0, final_div=1e4, three_phase=False):
+    """The rate at step t of PyTorch's 1cycle schedule; min_lr at step total."""
+    initial = peak / div
+    middle = [initial] if three_phase else []
+    return cycle([initial, peak, *middle, initial / final_div], total, pct, strategy,
+                 three_phase)
+
+
+def one_cycle_momentum(base, peak, total, pct=0.3, strategy="cos", three_phase=False):
+    """The momentum at step t of PyTorch's 1cycle schedule with cycle_momentum: from ``peak``
+    down to ``base`` while the rate rises, back up while it falls (and kept in a third phase);
+    ``peak`` at step total."""
+    third = [peak] if three_phase else []
+    return cycle([peak, base, peak, *third], total, pct, strategy, three_phase)
 
 
 def per_step_factor(t):
@@ -251,13 +266,189 @@ def test_one_cycle_phase_of_no_length_is_at_its_end_rate():
                                        * (1 + math.cos(math.pi / 9)) / 2] * 3)
 
 
-def test_one_cycle_does_not_cycle_momentum():
+def test_one_cycle_leaves_the_momentum_by_default():
+    # cycle_momentum is False by default (PyTorch's default is True; see OneCycleLR).
     opt = optim.SGD([nn.Parameter(mint.zeros(2))], lr=0.1, momentum=0.9)
-    with raises(kiln.KilnNotImplementedError, match="OneCycleLR: cycle_momentum=True is not "
-                                                    "supported"):
-        lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10, cycle_momentum=True)
-    lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10)
-    assert opt.param_groups[0]["momentum"] == 0.9
+    sched = lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10)
+    for _ in range(5):
+        sched.step()
+    assert opt.param_groups[0]["momentum"] == 0.9 and "max_momentum" not in opt.param_groups[0]
+
+
+# OneCycleLR's momentum cycle: (optimizer class, its arguments, the scheduler's arguments). Three
+# groups of one float64 parameter each.
+MOMENTUM_CYCLES = {
+    "sgd": (optim.SGD, dict(lr=0.1, momentum=0.9), dict(max_lr=1.0, total_steps=30)),
+    "sgd-nesterov-per-group-linear": (
+        optim.SGD, dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
+        dict(max_lr=[1.0, 0.5, 2.0], total_steps=30, pct_start=0.25, anneal_strategy="linear",
+             base_momentum=[0.8, 0.5, 0.85], max_momentum=[0.9, 0.99, 0.95])),
+    # down to momentum 0 at the peak (step 8), where PyTorch's SGD leaves its buffer alone
+    "sgd-dampening-to-0": (optim.SGD, dict(lr=0.1, momentum=0.9, dampening=0.3),
+                           dict(max_lr=1.0, total_steps=30, base_momentum=0.0)),
+    "adam-three-phase": (optim.Adam, dict(betas=(0.9, 0.99)),
+                         dict(max_lr=0.1, total_steps=30, pct_start=0.2, three_phase=True)),
+    "adamw-amsgrad-linear": (optim.AdamW, dict(amsgrad=True),
+                             dict(max_lr=0.1, total_steps=30, anneal_strategy="linear",
+                                  base_momentum=0.5, max_momentum=0.9)),
+    "rmsprop-to-0": (optim.RMSprop, dict(momentum=0.5),
+                     dict(max_lr=0.01, total_steps=30, base_momentum=0.0)),
+}
+# (name, jit) of the cycles to step: the cycles down to momentum 0 eagerly only, as a jitted SGD or
+# RMSprop step decides when it is traced whether it steps with momentum (see kiln.optim.SGD).
+CYCLE_RUNS = [pytest.param(name, jit, id=f"{name}-{'jitted' if jit else 'eager'}")
+              for name in MOMENTUM_CYCLES for jit in (False, True)
+              if not (jit and name.endswith("-to-0"))]
+MOMENTUM_REFERENCES = {optim.SGD: sgd_reference, optim.Adam: adam_reference,
+                       optim.AdamW: adamw_reference, optim.RMSprop: rmsprop_reference}
+
+
+def momenta(opt):
+    """Each group's momentum: SGD's and RMSprop's momentum, the Adam family's beta1."""
+    return [g["betas"][0] if "betas" in g else g["momentum"] for g in opt.param_groups]
+
+
+def momentum_cycle(name):
+    """The parameters, optimizer and scheduler of MOMENTUM_CYCLES[name], and the closed forms of
+    each group's rate and momentum at step t."""
+    cls, opt_kwargs, kwargs = MOMENTUM_CYCLES[name]
+    params = [nn.Parameter(mint.zeros(3, dtype=kiln.float64)) for _ in BASES]
+    opt = cls([{"params": [p]} for p in params], **opt_kwargs)
+    sched = lr_scheduler.OneCycleLR(opt, cycle_momentum=True, **kwargs)
+    common = dict(total=kwargs["total_steps"], pct=kwargs.get("pct_start", 0.3),
+                  strategy=kwargs.get("anneal_strategy", "cos"),
+                  three_phase=kwargs.get("three_phase", False))
+    lrs = [one_cycle(peak, **common) for peak in per_group(kwargs["max_lr"])]
+    cycled = [one_cycle_momentum(base, peak, **common) for base, peak in
+              zip(per_group(kwargs.get("base_momentum", 0.85)),
+                  per_group(kwargs.get("max_momentum", 0.95)))]
+    return params, opt, sched, lambda t: [f(t) for f in lrs], lambda t: [f(t) for f in cycled]
+
+
+def per_group(value):
+    return value if isinstance(value, list) else [value] * len(BASES)
+
+
+@pytest.mark.parametrize("name", MOMENTUM_CYCLES)
+def test_one_cycle_momentum_follows_the_closed_form(name):
+    _, opt_kwargs, kwargs = MOMENTUM_CYCLES[name]
+    _, opt, sched, lrs, expected = momentum_cycle(name)
+    assert [(g["base_momentum"], g["max_momentum"]) for g in opt.param_groups] == \
+        list(zip(per_group(kwargs.get("base_momentum", 0.85)),
+                 per_group(kwargs.get("max_momentum", 0.95))))
+    for t in range(kwargs["total_steps"] + 1):
+        assert sched.last_epoch == t
+        assert_rates(rates(opt), lrs(t))
+        assert_rates(momenta(opt), expected(t))
+        for group, momentum in zip(opt.param_groups, momenta(opt)):
+            assert group._momentum.item() == momentum  # the tensor a jitted step reads
+            if "betas" in group:  # beta2 stays, as in PyTorch
+                assert group["betas"] == (momentum, opt_kwargs.get("betas", (0.9, 0.999))[1])
+        if t < kwargs["total_steps"]:
+            sched.step()
+    with raises(kiln.KilnValueError, match=f"OneCycleLR: cannot step to step "
+                                           f"{kwargs['total_steps'] + 1}"):
+        sched.step()
+    assert momenta(opt) == [g["max_momentum"] for g in opt.param_groups]
+
+
+@pytest.mark.parametrize("name, jit", CYCLE_RUNS)
+def test_one_cycle_momentum_reaches_the_update(name, jit):
+    # Each step uses the rate and momentum of the closed forms; a jitted step, traced once,
+    # follows both (eagerly, momentum 0 included: PyTorch's SGD and RMSprop then leave the buffer
+    # alone).
+    cls, opt_kwargs, kwargs = MOMENTUM_CYCLES[name]
+    rng = np.random.default_rng(5)
+    params, opt, sched, lrs, cycled = momentum_cycle(name)
+    step = kiln.jit(lambda *grads: opt(grads)) if jit else (lambda *grads: opt(grads))
+    expected, states = [np.zeros(3) for _ in params], [{} for _ in params]
+    key = "betas" if "betas" in opt.param_groups[0] else "momentum"
+    beta2 = opt_kwargs.get("betas", (0.9, 0.999))[1]
+    for t in range(kwargs["total_steps"]):
+        grads = [rng.standard_normal(3) for _ in params]
+        step(*(kiln.tensor(g) for g in grads))
+        expected = [MOMENTUM_REFERENCES[cls](e, g, s, **{
+                        **opt_kwargs, "lr": lr, key: (m, beta2) if key == "betas" else m})
+                    for e, g, s, lr, m in zip(expected, grads, states, lrs(t), cycled(t))]
+        for p, e in zip(params, expected):
+            np.testing.assert_allclose(p.numpy(), e, rtol=1e-12, atol=1e-14)
+        sched.step()
+    if jit:
+        assert step.cache_info().misses == 1  # one trace served every rate and momentum
+
+
+def test_one_cycle_momentum_state_dict_resumes_mid_cycle():
+    _, _, sched, _, expected = momentum_cycle("adam-three-phase")
+    for _ in range(13):
+        sched.step()
+    saved = pickle.loads(pickle.dumps(sched.state_dict()))
+    _, opt, resumed, _, _ = momentum_cycle("adam-three-phase")
+    assert_rates(momenta(opt), expected(0))
+    resumed.load_state_dict(saved)
+    assert_rates(momenta(opt), expected(13))
+    for t in range(14, 31):
+        resumed.step()
+        assert_rates(momenta(opt), expected(t))
+
+
+def test_one_cycle_momentum_of_an_sgd_built_without_momentum():
+    # As in PyTorch, cycling turns the momentum on (0.95 at step 0): the first eager step makes
+    # the buffers; a jitted step cannot, until one eager step has.
+    rng = np.random.default_rng(6)
+    p = nn.Parameter(mint.zeros(3, dtype=kiln.float64))
+    opt = optim.SGD([p], lr=0.1)
+    sched = lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10, cycle_momentum=True)
+    assert opt.param_groups[0]["momentum"] == 0.95 and opt.state[0] == {}
+    jitted = kiln.jit(lambda g: opt((g,)))
+    with raises(kiln.KilnValueError, match="a parameter added without momentum > 0 has no "
+                                           "momentum_buffer, and a kiln.jit step cannot create"):
+        jitted(mint.zeros(3, dtype=kiln.float64))
+    lrs, cycled = one_cycle(1.0, 10), one_cycle_momentum(0.85, 0.95, 10)
+    expected, state = np.zeros(3), {}
+    for t in range(10):
+        g = rng.standard_normal(3)
+        if t == 0:
+            opt((kiln.tensor(g),))  # makes the buffer
+        else:
+            jitted(kiln.tensor(g))
+        expected = sgd_reference(expected, g, state, lrs(t), momentum=cycled(t))
+        sched.step()
+    np.testing.assert_allclose(p.numpy(), expected, rtol=1e-12)
+    assert jitted.cache_info().misses == 2  # the refused trace, then one for the other steps
+
+
+def test_one_cycle_momentum_phase_of_no_length_is_at_its_end_momentum():
+    opt = optim.SGD([nn.Parameter(mint.zeros(2))], lr=0.1, momentum=0.9)
+    sched = lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10, pct_start=0.1,
+                                    cycle_momentum=True)
+    assert momenta(opt) == [0.85]
+    sched.step()
+    assert momenta(opt) == [pytest.approx(0.95 + (0.85 - 0.95) * (1 + math.cos(math.pi / 9)) / 2)]
+
+
+@pytest.mark.parametrize("make, kwargs, error, message", [
+    (optim.Adagrad, {}, kiln.KilnValueError,
+     r"OneCycleLR: cycle_momentum=True needs an optimizer with a momentum \(SGD's or RMSprop's "
+     r"momentum, the Adam family's beta1\), but Adagrad has none; pass cycle_momentum=False"),
+    (lambda groups: optim.SGD(groups, lr=0.1), dict(base_momentum=-0.1), kiln.KilnValueError,
+     r"OneCycleLR: invalid base_momentum -0.1, expected base_momentum >= 0.0"),
+    (lambda groups: optim.SGD(groups, lr=0.1, momentum=0.9), dict(base_momentum="0.85"),
+     kiln.KilnTypeError,
+     r"OneCycleLR: base_momentum must be a real number, got '0.85'"),
+    (optim.RMSprop, dict(max_momentum=[0.9, 0.9]), kiln.KilnValueError,
+     r"OneCycleLR: expected 3 values of max_momentum \(one per parameter group\), got 2"),
+    (optim.Adam, dict(max_momentum=1.0), kiln.KilnValueError,
+     r"OneCycleLR: max_momentum must be < 1 for Adam, whose beta1 it sets, got 1.0"),
+    (optim.NAdam, dict(base_momentum=[0.8, 1.5, 0.8]), kiln.KilnValueError,
+     r"OneCycleLR: base_momentum must be < 1 for NAdam, whose beta1 it sets, got 1.5"),
+], ids=["adagrad", "negative", "string", "count", "adam-max-1", "nadam-base-1.5"])
+def test_one_cycle_momentum_arguments_are_checked_before_anything_changes(make, kwargs, error,
+                                                                          message):
+    opt = make([{"params": [nn.Parameter(mint.zeros(2))], "lr": lr} for lr in BASES])
+    before = [dict(g) for g in opt.param_groups]
+    with raises(error, match=message):
+        lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10, cycle_momentum=True, **kwargs)
+    assert [dict(g) for g in opt.param_groups] == before
 
 
 # ---------------------------------------------------------------------------------------------

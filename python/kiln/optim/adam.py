@@ -15,7 +15,10 @@ Per step t = 1, 2, ... (g is the gradient, p the parameter):
 
 As in PyTorch, amsgrad keeps the running maximum of v itself, not of the bias-corrected v: the
 correction divides sqrt(v_max) at each step. The corrections 1 - beta**t are computed in float64,
-as PyTorch computes them in Python floats, whatever the parameter's dtype.
+as PyTorch computes them in Python floats, whatever the parameter's dtype. beta1 is read from the
+group's momentum tensor (see kiln.optim.optimizer), so a jitted step follows a beta1 set between
+its calls (OneCycleLR's ``cycle_momentum``); as in PyTorch, the correction of step t is
+1 - beta1**t with the beta1 of that step. The Adam family's other optimizers read beta1 so too.
 
 State: ``opt.state[i]`` holds ``step`` (a 0-d tensor, float64 for float64 parameters and float32
 otherwise, so that 16-bit parameters still count steps exactly), ``exp_avg`` (m),
@@ -26,8 +29,8 @@ step: a ``kiln.jit`` step cannot make it, a KilnValueError; the maximum then sta
 
 from .. import _C
 from ..errors import KilnTypeError, KilnValueError
-from .optimizer import (Optimizer, check_number, count_step, decayed_gradient, running_average_,
-                        scalar_state)
+from .optimizer import (Optimizer, check_number, count_step, decayed_gradient, momentum_tensor,
+                        running_average_, scalar_state)
 
 __all__ = ["Adam", "AdamW"]
 
@@ -40,21 +43,27 @@ class AdamBase(Optimizer):
     ``_second_moment``)."""
 
     _numeric = {**Optimizer._numeric, "eps": 0.0, "weight_decay": 0.0}
+    _momentum_key = "betas"
     _second_moment = "exp_avg_sq"
 
     def _check_hyperparameters(self, group):
         super()._check_hyperparameters(group)
-        name = type(self).__name__
-        betas = group["betas"]
-        expected = f"{name}: betas must be a pair of numbers (beta1, beta2), got {betas!r}"
-        if not isinstance(betas, (tuple, list)):
+        self._check_setting("betas", group["betas"])
+
+    @classmethod
+    def _check_setting(cls, name, value):
+        if name != "betas":
+            super()._check_setting(name, value)
+            return
+        expected = f"{cls.__name__}: betas must be a pair of numbers (beta1, beta2), got {value!r}"
+        if not isinstance(value, (tuple, list)):
             raise KilnTypeError(expected)
-        if len(betas) != 2:
+        if len(value) != 2:
             raise KilnValueError(expected)
-        for i, beta in enumerate(betas):
-            check_number(name, f"betas[{i}]", beta)
-        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
-            raise KilnValueError(f"{name}: betas must be in [0, 1), got {betas}")
+        for i, beta in enumerate(value):
+            check_number(cls.__name__, f"betas[{i}]", beta)
+        if not (0.0 <= value[0] < 1.0 and 0.0 <= value[1] < 1.0):
+            raise KilnValueError(f"{cls.__name__}: betas must be in [0, 1), got {value}")
 
     def _init_state(self, param, group):
         return {"step": scalar_state(param),
@@ -64,10 +73,9 @@ class AdamBase(Optimizer):
     @staticmethod
     def _average_moments(grad, state, group):
         """Updates m and v (``exp_avg``, ``exp_avg_sq``) in place with ``grad``; returns them."""
-        beta1, beta2 = group["betas"]
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        running_average_(m, grad, beta1)
-        running_average_(v, grad * grad, beta2)
+        running_average_(m, grad, momentum_tensor(group))
+        running_average_(v, grad * grad, group["betas"][1])
         return m, v
 
 
@@ -100,7 +108,7 @@ class Adam(AdamBase):
 
     def _update(self, param, grad, state, group, lr):
         mint = _C.mint
-        beta1, beta2 = group["betas"]
+        beta1, beta2 = momentum_tensor(group), group["betas"][1]
         steps = count_step(state)
         grad = decayed_gradient(param, grad, group, lr, self._decoupled)
         m, v = self._average_moments(grad, state, group)

@@ -19,7 +19,7 @@ State: ``opt.state[i]`` holds ``step`` (a 0-d count, as Adam's), ``exp_avg`` (m)
 
 from .. import _C
 from .adam import AdamBase
-from .optimizer import count_step, decayed_gradient, running_average_
+from .optimizer import count_step, decayed_gradient, momentum_tensor, running_average_
 
 __all__ = ["Adamax"]
 
@@ -45,7 +45,7 @@ class Adamax(AdamBase):
 
     def _update(self, param, grad, state, group, lr):
         mint = _C.mint
-        beta1, beta2 = group["betas"]
+        beta1, beta2 = momentum_tensor(group), group["betas"][1]
         steps = count_step(state)
         grad = decayed_gradient(param, grad, group, lr)
         m, u = state["exp_avg"], state["exp_inf"]

@@ -12,7 +12,8 @@
 Constructing a scheduler sets the learning rate for step 0; ``step()`` advances one step;
 ``get_last_lr()`` lists the rates it set last (one per parameter group). Each group's initial
 ``lr`` is kept as ``group["initial_lr"]`` (the base rate). Setting ``group["lr"]`` writes the
-optimizer's learning-rate tensors, so jitted training steps follow the schedule; ``step()`` runs
+optimizer's learning-rate tensors (and OneCycleLR's ``cycle_momentum`` sets the momentum, which
+writes the momentum tensor), so jitted training steps follow the schedule; ``step()`` runs
 between them, not inside a ``kiln.jit`` function (a KilnValueError).
 
 The schedules are PyTorch's, with its arguments and defaults but for the points named below and
@@ -34,7 +35,7 @@ t = 0, 1, ...:
     LinearLR(start_factor=1/3, end_factor=1, total_iters=5)
         base * (start_factor + (end_factor - start_factor) * min(t, total_iters) / total_iters)
     ConstantLR(factor=1/3, total_iters=5) base * factor for t < total_iters, then base
-    OneCycleLR(max_lr, total_steps, ...)  see its docstring
+    OneCycleLR(max_lr, total_steps, ...)  see its docstring (it can cycle the momentum too)
     ReduceLROnPlateau(mode="min", factor=0.1, patience=10, ...): ``step(metrics)`` multiplies
         the rates by ``factor`` once the metric has not improved for more than ``patience`` steps
 
@@ -59,7 +60,7 @@ import types
 
 from .. import _C
 from .._checks import checked_int
-from ..errors import KilnNotImplementedError, KilnTypeError, KilnValueError
+from ..errors import KilnTypeError, KilnValueError
 from .optimizer import Optimizer, check_number
 
 __all__ = ["LRScheduler", "CosineAnnealingLR", "StepLR", "MultiStepLR", "ExponentialLR",
@@ -312,48 +313,52 @@ class ConstantLR(LRScheduler):
 
 class OneCycleLR(LRScheduler):
     """OneCycleLR(optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
-    pct_start=0.3, anneal_strategy="cos", *, cycle_momentum=False, div_factor=25.0,
-    final_div_factor=1e4, three_phase=False): the 1cycle policy (Smith & Topor), as PyTorch's.
+    pct_start=0.3, anneal_strategy="cos", cycle_momentum=False, base_momentum=0.85,
+    max_momentum=0.95, div_factor=25.0, final_div_factor=1e4, three_phase=False): the 1cycle
+    policy (Smith & Topor), as PyTorch's.
 
     - ``max_lr``: the peak rate, a number >= 0 or a list of one per group. Each group starts at
       ``initial_lr = max_lr / div_factor`` and ends at ``min_lr = initial_lr / final_div_factor``
-      (both factors > 0); the three are written into the group (``group["initial_lr"]``, ``"max_lr"``,
-      ``"min_lr"``), as PyTorch does.
+      (both factors > 0); the three are written into the group (``group["initial_lr"]``,
+      ``"max_lr"``, ``"min_lr"``), as PyTorch does.
     - ``total_steps`` (an int >= 1), or else ``epochs * steps_per_epoch`` (both ints >= 1): the
       length of the cycle.
     - ``pct_start`` (in [0, 1]): the part of the cycle spent rising from initial_lr to max_lr;
       the rest anneals from max_lr to min_lr. With ``three_phase`` the rate instead falls back
       to initial_lr over as many steps as it rose, then anneals to min_lr.
     - ``anneal_strategy``: "cos" (a half cosine in each phase) or "linear".
+    - ``cycle_momentum``: also cycles the momentum, inversely to the rate: from ``max_momentum``
+      down to ``base_momentum`` while the rate rises, back up to ``max_momentum`` while it
+      anneals (with ``three_phase``, back up while it falls to initial_lr, then kept). Each is a
+      number >= 0 (< 1 for the Adam family) or a list of one per group, written into the group
+      (``group["max_momentum"]``, ``"base_momentum"``), as PyTorch does. The momentum is SGD's and
+      RMSprop's ``group["momentum"]``, the Adam family's beta1 (``group["betas"] = (momentum,
+      beta2)``); an optimizer with neither (Adagrad) is a KilnValueError. Kiln's optimizers read
+      it from a tensor that setting it writes, so a jitted training step follows it, as it does
+      the rate (see kiln.optim.optimizer).
 
     A phase that ends at step e after starting at step s gives step t the fraction
     (t - s) / (e - s) of the way, as PyTorch's; the first phase ends at step
     ``pct_start * total_steps - 1``, the last at ``total_steps - 1``. ``step()`` may reach step
     ``total_steps`` (the rate after the last training step) and no further (a KilnValueError).
     Two points differ from PyTorch, where its rate is an artefact: at step ``total_steps`` the
-    rate is min_lr (PyTorch extrapolates past the cycle's end, which gives a negative rate with
-    "linear", which Kiln's optimizers refuse), and a phase of no length (``pct_start *
-    total_steps == 1``, or pct_start 1) is at its end rate (PyTorch divides by zero).
+    rate is min_lr (and the momentum max_momentum; PyTorch extrapolates past the cycle's end,
+    which gives a negative rate with "linear", which Kiln's optimizers refuse), and a phase of no
+    length (``pct_start * total_steps == 1``, or pct_start 1) is at its end values (PyTorch
+    divides by zero).
 
-    ``cycle_momentum``: PyTorch also cycles the momentum (SGD's ``momentum``, Adam's beta1)
-    between 0.85 and 0.95 by default. Kiln's optimizers read the momentum as a Python number,
-    which a jitted training step keeps as it was traced, so a cycled momentum would reach eager
-    steps only; it is therefore not cycled here (False, the default; True is a
-    KilnNotImplementedError). Code ported from PyTorch with the default trains with a fixed
-    momentum here.
+    ``cycle_momentum`` is False by default (PyTorch's default is True): cycling turns the
+    momentum of an SGD built without one on (0.95 at step 0), whose buffers a jitted step cannot
+    make (a KilnValueError until one eager step has made them; see kiln.optim.SGD). Code ported
+    from PyTorch that relies on the default trains with a fixed momentum here; pass
+    ``cycle_momentum=True`` for PyTorch's schedule.
     """
 
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
-                 pct_start=0.3, anneal_strategy="cos", *, cycle_momentum=False, div_factor=25.0,
-                 final_div_factor=1e4, three_phase=False):
+                 pct_start=0.3, anneal_strategy="cos", cycle_momentum=False, base_momentum=0.85,
+                 max_momentum=0.95, div_factor=25.0, final_div_factor=1e4, three_phase=False):
         name = "OneCycleLR"
         _check_optimizer(name, optimizer)
-        if cycle_momentum:
-            raise KilnNotImplementedError(
-                "OneCycleLR: cycle_momentum=True is not supported: Kiln's optimizers read the "
-                "momentum (and Adam's betas) as Python numbers, which a kiln.jit training step "
-                "keeps as traced, so the cycled values would not reach it; pass "
-                "cycle_momentum=False (the rate is cycled as in PyTorch)")
         if total_steps is not None:
             self.total_steps = checked_int(name, "total_steps", total_steps, 1)
         elif epochs is not None and steps_per_epoch is not None:
@@ -371,41 +376,102 @@ class OneCycleLR(LRScheduler):
             if not value > 0:
                 raise KilnValueError(f"OneCycleLR: {arg} must be > 0, got {value}")
         max_lrs = _per_group(name, "max_lr", max_lr, optimizer, 0.0)
+        self.cycle_momentum = cycle_momentum
+        momenta = (self._checked_momenta(optimizer, base_momentum, max_momentum)
+                   if cycle_momentum else [])
         rise_end = pct_start * self.total_steps - 1
-        # (the step the phase ends at, the group keys of its start and end rates)
+        # (the step the phase ends at, the group keys of its start and end rates), and the keys
+        # of its start and end momenta
         if three_phase:
             self.phases = [(rise_end, "initial_lr", "max_lr"),
                            (2 * pct_start * self.total_steps - 2, "max_lr", "initial_lr"),
                            (self.total_steps - 1, "initial_lr", "min_lr")]
+            self.momentum_phases = [("max_momentum", "base_momentum"),
+                                    ("base_momentum", "max_momentum"),
+                                    ("max_momentum", "max_momentum")]
         else:
             self.phases = [(rise_end, "initial_lr", "max_lr"),
                            (self.total_steps - 1, "max_lr", "min_lr")]
+            self.momentum_phases = [("max_momentum", "base_momentum"),
+                                    ("base_momentum", "max_momentum")]
         self.anneal_strategy = anneal_strategy
         for group, peak in zip(optimizer.param_groups, max_lrs):
             group["initial_lr"] = peak / div_factor
             group["max_lr"] = peak
             group["min_lr"] = group["initial_lr"] / final_div_factor
+        for group, (base, peak) in zip(optimizer.param_groups, momenta):
+            group["base_momentum"] = base
+            group["max_momentum"] = peak
         super().__init__(optimizer)
+
+    @staticmethod
+    def _checked_momenta(optimizer, base_momentum, max_momentum):
+        """Each group's (base_momentum, max_momentum), checked before any group changes: numbers
+        >= 0, below 1 where they are beta1, for an optimizer that has a momentum."""
+        name = "OneCycleLR"
+        key = optimizer._momentum_key
+        if key is None:
+            raise KilnValueError(f"OneCycleLR: cycle_momentum=True needs an optimizer with a "
+                                 f"momentum (SGD's or RMSprop's momentum, the Adam family's "
+                                 f"beta1), but {type(optimizer).__name__} has none; pass "
+                                 f"cycle_momentum=False")
+        bases = _per_group(name, "base_momentum", base_momentum, optimizer, 0.0)
+        peaks = _per_group(name, "max_momentum", max_momentum, optimizer, 0.0)
+        if key == "betas":
+            for arg, values in (("base_momentum", bases), ("max_momentum", peaks)):
+                for value in values:
+                    if not value < 1:
+                        raise KilnValueError(f"OneCycleLR: {arg} must be < 1 for "
+                                             f"{type(optimizer).__name__}, whose beta1 it "
+                                             f"sets, got {value}")
+        return list(zip(bases, peaks))
 
     def _anneal(self, start, end, fraction):
         if self.anneal_strategy == "cos":
             return end + (start - end) / 2.0 * (math.cos(math.pi * fraction) + 1)
         return (end - start) * fraction + start
 
-    def lrs_at(self, t):
-        if t > self.total_steps:
-            raise KilnValueError(f"OneCycleLR: cannot step to step {t}: the cycle has "
-                                 f"total_steps={self.total_steps}")
-        lrs = []
+    def _cycled(self, t, momentum=False):
+        """Each group's rate at step ``t`` (with ``momentum``, its momentum instead)."""
+        values = []
         for group in self.optimizer.param_groups:
             start = 0.0
             for i, (end, start_key, end_key) in enumerate(self.phases):
                 if t <= end or i == len(self.phases) - 1:
+                    if momentum:
+                        start_key, end_key = self.momentum_phases[i]
                     fraction = min((t - start) / (end - start), 1.0) if end != start else 1.0
-                    lrs.append(self._anneal(group[start_key], group[end_key], fraction))
+                    values.append(self._anneal(group[start_key], group[end_key], fraction))
                     break
                 start = end
-        return lrs
+        return values
+
+    def lrs_at(self, t):
+        if t > self.total_steps:
+            raise KilnValueError(f"OneCycleLR: cannot step to step {t}: the cycle has "
+                                 f"total_steps={self.total_steps}")
+        return self._cycled(t)
+
+    def _set_momenta(self):
+        # Beta1 is the first of betas, whose beta2 stays, as in PyTorch.
+        key = self.optimizer._momentum_key
+        for group, momentum in zip(self.optimizer.param_groups,
+                                   self._cycled(self.last_epoch, momentum=True)):
+            group[key] = (momentum, *group[key][1:]) if key == "betas" else momentum
+
+    def step(self):
+        """Advances the cycle one step and sets each group's rate for it, and its momentum with
+        ``cycle_momentum``."""
+        super().step()
+        if self.cycle_momentum:
+            self._set_momenta()
+
+    def load_state_dict(self, state_dict):
+        """Restores a ``state_dict()`` and sets the optimizer's rates (and, with
+        ``cycle_momentum``, momenta) to those of its step."""
+        super().load_state_dict(state_dict)
+        if self.cycle_momentum:
+            self._set_momenta()
 
 
 class ReduceLROnPlateau(LRScheduler):

@@ -27,7 +27,7 @@ dict starts again with ``mu_product`` 1, as when it was added.
 
 from .. import _C
 from .adam import AdamBase
-from .optimizer import count_step, decayed_gradient, scalar_state
+from .optimizer import count_step, decayed_gradient, momentum_tensor, scalar_state
 
 __all__ = ["NAdam"]
 
@@ -67,7 +67,7 @@ class NAdam(AdamBase):
 
     def _update(self, param, grad, state, group, lr):
         mint = _C.mint
-        beta1, beta2 = group["betas"]
+        beta1, beta2 = momentum_tensor(group), group["betas"][1]
         decay = group["momentum_decay"]
         steps = count_step(state)
         grad = decayed_gradient(param, grad, group, lr, group["decoupled_weight_decay"])

@@ -21,20 +21,27 @@ grad is a KilnValueError, as in PyTorch), or of dicts ("parameter groups") each 
 ``opt.state[i]`` the state of ``opt.parameters[i]``.
 
 An update runs under ``kiln.no_grad()`` and writes the parameters and the optimizer's state in
-place, so it can run inside a ``kiln.jit`` function: everything it reads (state, learning rate)
-is a tensor that exists before the first call, and the learning rate is a 0-d tensor per group
-and dtype that setting ``group["lr"]`` (also through ``update``, ``setdefault`` or
-``load_state_dict``) writes at once, so a jitted step uses the rate set between its calls (other
-hyperparameters are read as Python numbers and are fixed in a jitted step once traced). Setting
-it inside a ``kiln.jit`` function is a KilnValueError: the assignment would run once, while
-tracing, not at each call. A new value is checked as the constructor checks it. A copy of a group
-(``dict(group)``, ``group.copy()``, ``copy.copy(group)``) is a plain dict that no longer drives
-the optimizer. For float16 / bfloat16 parameters that tensor is float32, as PyTorch's rate is a
-Python float: in 16 bits a learning rate is off in the third digit (bfloat16) or, below 6e-5,
-loses digits until it is 0 (float16), and AdamW's ``1 - lr * weight_decay`` rounds to the 16-bit
-grid near 1. A 0-d tensor promotes like any other, so the update's terms with the rate are
-float32 temporaries the size of the parameter, rounded once into it (PyTorch computes each op's
-result in the parameter's dtype): more precise, at twice those temporaries' memory.
+place, so it can run inside a ``kiln.jit`` function: everything it reads (state, learning rate,
+momentum) is a tensor that exists before the first call. The learning rate is a 0-d tensor per
+group and dtype, and the momentum -- SGD's and RMSprop's ``momentum``, the first of the Adam
+family's ``betas`` (beta1), the hyperparameters a scheduler cycles -- a float64 0-d tensor per
+group; setting ``group["lr"]``, ``group["momentum"]`` or ``group["betas"] = (beta1, beta2)``
+(also through ``update``, ``setdefault`` or ``load_state_dict``) writes them at once, so a jitted
+step uses the values set between its calls (the other hyperparameters, beta2 included, are read
+as Python numbers and are fixed in a jitted step once traced; so is whether a parameter has a
+momentum buffer: see SGD's documentation). Only assignment writes them: changing a betas list in
+place (``group["betas"][0] = b``) does not. Setting them inside a ``kiln.jit`` function is a
+KilnValueError: the assignment would run once, while tracing, not at each call. A new value is
+checked as the constructor checks it. A copy of a group (``dict(group)``, ``group.copy()``,
+``copy.copy(group)``) is a plain dict that no longer drives the optimizer. For float16 / bfloat16
+parameters the rate's tensor is float32, as PyTorch's rate is a Python float: in 16 bits a
+learning rate is off in the third digit (bfloat16) or, below 6e-5, loses digits until it is 0
+(float16), and AdamW's ``1 - lr * weight_decay`` rounds to the 16-bit grid near 1. A 0-d tensor
+promotes like any other, so the update's terms with the rate are float32 temporaries the size of
+the parameter, rounded once into it (PyTorch computes each op's result in the parameter's dtype):
+more precise, at twice those temporaries' memory. The momentum is float64 so that the factors
+computed from it (``1 - beta1``, the bias correction ``1 - beta1**t``) are PyTorch's, computed in
+Python floats; the update rounds them to the rate's dtype, as it does its Python numbers.
 
 - ``step(closure=None)``: one update from ``p.grad`` (parameters whose grad is None are skipped);
   ``closure`` (optional) recomputes and returns the loss, which ``step`` returns.
@@ -64,15 +71,18 @@ A subclass defines ``_init_state(param, group)`` (a dict of state tensors, creat
 parameter is added) and ``_update(param, grad, state, group, lr)`` (in place; ``lr`` is the 0-d
 learning-rate tensor, of the parameter's dtype or float32 for a 16-bit one), ``_numeric``
 (optional; default: ``lr`` only) for its numeric hyperparameters and their lower bounds (checked
-by ``check_number``), and ``_lazy_state`` (optional; default: none) for state that ``_update``
-creates when first needed (as ``_lazy_zeros(key, param)`` makes it: zero-filled, shaped and typed
-like the parameter unless the subclass says otherwise).
+by ``check_number``; ``_check_setting`` checks one hyperparameter, and a subclass overrides it
+for its others), ``_momentum_key`` (optional; default: None) for the hyperparameter that holds
+its momentum ("momentum", or "betas", whose first item it is), and ``_lazy_state`` (optional;
+default: none) for state that ``_update`` creates when first needed (as ``_lazy_zeros(key,
+param)`` makes it: zero-filled, shaped and typed like the parameter unless the subclass says
+otherwise).
 
 Helpers for ``_update`` that several optimizers share: ``scalar_state`` (a 0-d state tensor such
 as the step count), ``count_step`` (counts a step, returns the count in float64),
-``decayed_gradient`` (``maximize`` and weight decay, L2 or decoupled), ``running_average_`` (an
-exponential moving average in place) and ``self._lazy_entry`` (state of ``_lazy_state``, made at
-the first eager step that needs it).
+``momentum_tensor`` (the group's momentum tensor), ``decayed_gradient`` (``maximize`` and weight
+decay, L2 or decoupled), ``running_average_`` (an exponential moving average in place) and
+``self._lazy_entry`` (state of ``_lazy_state``, made at the first eager step that needs it).
 """
 
 import numbers
@@ -126,6 +136,13 @@ def count_step(state):
     return step.to(_C.dtype.float64)
 
 
+def momentum_tensor(group):
+    """The float64 0-d tensor holding ``group``'s momentum (the hyperparameter named by the
+    optimizer's ``_momentum_key``), which setting that hyperparameter writes: factors computed
+    from it follow the momentum a scheduler sets, also in a jitted step."""
+    return group._momentum
+
+
 def decayed_gradient(param, grad, group, lr, decoupled=False):
     """The gradient an update follows, with the group's ``maximize`` and ``weight_decay`` applied
     as PyTorch applies them: negated when maximizing, then plus ``weight_decay * param`` (an L2
@@ -146,32 +163,40 @@ def decayed_gradient(param, grad, group, lr, decoupled=False):
 def running_average_(average, value, decay):
     """``average = decay * average + (1 - decay) * value`` in place: the exponential moving
     averages of Adam's moments and RMSprop's squares (PyTorch's ``lerp_`` and
-    ``mul_().addcmul_()``)."""
+    ``mul_().addcmul_()``). ``decay`` is a Python number or a momentum tensor (beta1; see
+    ``momentum_tensor``), whose ``1 - decay`` is computed in float64, as PyTorch's in Python
+    floats, before both are rounded to the rate's dtype, as a Python number is."""
+    weight = 1 - decay
+    if isinstance(decay, _C.Tensor):
+        dtype = _rate_dtype(average.dtype)
+        decay, weight = decay.to(dtype), weight.to(dtype)
     _C.mint.mul(average, decay, out=average)
-    average += (1 - decay) * value
+    average += weight * value
 
 
 class _ParamGroup(dict):
     """A parameter group: a dict that also holds the group's learning-rate tensors (``_rates``:
-    parameter dtype -> 0-d tensor) and writes ``lr`` into them when it is set, so a jitted step,
-    which reads the tensors, follows the rate set between its calls. ``owner`` (the optimizer's
-    class) gives the lower bound of lr and the errors' prefix."""
+    parameter dtype -> 0-d tensor) and momentum tensor (``_momentum``: float64 0-d, or None for
+    an optimizer without a momentum), and writes ``lr`` and the momentum hyperparameter into them
+    when it is set, so a jitted step, which reads the tensors, follows the values set between its
+    calls. ``owner`` (the optimizer's class) checks the values and gives the errors' prefix."""
 
-    def __init__(self, entries, owner, rates):
+    def __init__(self, entries, owner, rates, momentum):
         super().__init__(entries)
         self._owner = owner
         self._rates = rates
+        self._momentum = momentum
 
     def __setitem__(self, key, value):
-        if key == "lr":
-            check_number(self._owner.__name__, "lr", value, self._owner._numeric["lr"])
+        if key == "lr" or key == self._owner._momentum_key:
+            self._owner._check_setting(key, value)
             if _C.jit.is_tracing():
-                raise KilnValueError(f"{self._owner.__name__}: a parameter group's lr cannot be "
-                                     f"set inside a kiln.jit function (the assignment would run "
-                                     f"once, while tracing, not at each call); set it between "
-                                     f"calls, as a scheduler's step() does")
-            for rate in self._rates.values():
-                rate[...] = value
+                raise KilnValueError(f"{self._owner.__name__}: a parameter group's {key} cannot "
+                                     f"be set inside a kiln.jit function (the assignment would "
+                                     f"run once, while tracing, not at each call); set it "
+                                     f"between calls, as a scheduler's step() does")
+            for tensor in self._rates.values() if key == "lr" else [self._momentum]:
+                tensor[...] = _tensor_value(key, value)
         super().__setitem__(key, value)
 
     # dict's own update, setdefault and |= store without __setitem__.
@@ -195,7 +220,13 @@ class _ParamGroup(dict):
     def __reduce__(self):
         # deepcopy and pickle (of the optimizer): the tensors travel with the entries (pickle
         # sets a dict subclass's items before its attributes, which __setitem__ needs).
-        return type(self), (dict(self), self._owner, self._rates)
+        return type(self), (dict(self), self._owner, self._rates, self._momentum)
+
+
+def _tensor_value(key, value):
+    """The number that a group's tensor for hyperparameter ``key`` holds when it is ``value``:
+    beta1, the first of ``betas``; the value itself for ``lr`` and ``momentum``."""
+    return value[0] if key == "betas" else value
 
 
 class Optimizer:
@@ -245,7 +276,10 @@ class Optimizer:
         for p in group["params"]:
             if p.dtype not in rates:
                 rates[p.dtype] = _C.mint.full((), group["lr"], dtype=_rate_dtype(p.dtype))
-        group = _ParamGroup(group, type(self), rates)
+        key = self._momentum_key
+        momentum = (None if key is None
+                    else _C.mint.full((), _tensor_value(key, group[key]), dtype=_C.dtype.float64))
+        group = _ParamGroup(group, type(self), rates, momentum)
         self.param_groups.append(group)
         with no_grad():
             for p in group["params"]:
@@ -310,9 +344,19 @@ class Optimizer:
     # The numeric hyperparameters and their lower bounds (None: any real number).
     _numeric = {"lr": 0.0}
 
+    # The hyperparameter that holds the momentum, which a scheduler may cycle and a jitted step
+    # reads from a tensor (see momentum_tensor): "momentum", or "betas" (its first item, beta1).
+    _momentum_key = None
+
     def _check_hyperparameters(self, group):
-        for name, minimum in self._numeric.items():
-            check_number(type(self).__name__, name, group[name], minimum)
+        for name in self._numeric:
+            self._check_setting(name, group[name])
+
+    @classmethod
+    def _check_setting(cls, name, value):
+        """Checks the value of one hyperparameter, as the constructor does (a group set by
+        hand is checked with it): those of ``_numeric``; a subclass adds its others."""
+        check_number(cls.__name__, name, value, cls._numeric[name])
 
     # State keys that a parameter's state may lack: ``_update`` creates them (``_lazy_zeros``)
     # when a changed hyperparameter first needs them. A checkpoint may have them or not, whatever

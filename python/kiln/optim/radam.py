@@ -27,7 +27,7 @@ State: ``opt.state[i]`` holds ``step`` (a 0-d count, as Adam's), ``exp_avg`` (m)
 
 from .. import _C
 from .adam import AdamBase
-from .optimizer import count_step, decayed_gradient
+from .optimizer import count_step, decayed_gradient, momentum_tensor
 
 __all__ = ["RAdam"]
 
@@ -54,7 +54,7 @@ class RAdam(AdamBase):
 
     def _update(self, param, grad, state, group, lr):
         mint = _C.mint
-        beta1, beta2 = group["betas"]
+        beta1, beta2 = momentum_tensor(group), group["betas"][1]
         steps = count_step(state)
         grad = decayed_gradient(param, grad, group, lr, group["decoupled_weight_decay"])
         m, v = self._average_moments(grad, state, group)

@@ -16,11 +16,15 @@ State: ``opt.state[i]`` holds ``step`` (a 0-d count, as Adam's; the update does 
 ``square_avg`` (s), with momentum > 0 ``momentum_buffer`` (buf) and with centered ``grad_avg``
 (a): those two are made when the parameter is added with that setting, or at the first step that
 needs them when ``group["momentum"]`` / ``group["centered"]`` is set later (an eager step: a
-``kiln.jit`` step cannot make them, a KilnValueError).
+``kiln.jit`` step cannot make them, a KilnValueError). The momentum is read as SGD's is (see
+kiln.optim.SGD): a jitted step follows the momentum set between its calls, and whether it steps
+with momentum at all is decided in Python (a jitted step traced with momentum takes a momentum
+set to exactly 0 later as a factor of 0: buf = g / denom, the step PyTorch's takes).
 """
 
 from .. import _C
-from .optimizer import Optimizer, count_step, decayed_gradient, running_average_, scalar_state
+from .optimizer import (Optimizer, count_step, decayed_gradient, momentum_tensor,
+                        running_average_, scalar_state)
 
 __all__ = ["RMSprop"]
 
@@ -44,6 +48,7 @@ class RMSprop(Optimizer):
     _lazy_state = frozenset({"momentum_buffer", "grad_avg"})
     _numeric = {**Optimizer._numeric, "alpha": 0.0, "eps": 0.0, "weight_decay": 0.0,
                 "momentum": 0.0}
+    _momentum_key = "momentum"
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
                  centered=False, *, maximize=False):
@@ -71,10 +76,9 @@ class RMSprop(Optimizer):
             denom = mint.sqrt(square_avg - grad_avg * grad_avg) + group["eps"]
         else:
             denom = mint.sqrt(square_avg) + group["eps"]
-        momentum = group["momentum"]
-        if momentum > 0.0:
+        if group["momentum"] > 0.0:
             buf = self._lazy_entry(state, "momentum_buffer", param, "momentum > 0")
-            mint.mul(buf, momentum, out=buf)
+            mint.mul(buf, momentum_tensor(group).to(lr.dtype), out=buf)
             buf += grad / denom
             param -= lr * buf
         else:

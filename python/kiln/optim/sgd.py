@@ -7,7 +7,7 @@ Per step, as PyTorch's SGD (g is the gradient, p the parameter):
     g = -g  if maximize
     g = g + weight_decay * p
     buf = g  at the buffer's first step, then  buf = momentum * buf + (1 - dampening) * g
-    g = g + momentum * buf  if nesterov  else  buf      (momentum > 0 only)
+    g = g + momentum * buf  if nesterov  else  buf      (momentum != 0 only)
     p = p - lr * g
 
 The momentum buffer is ``opt.state[i]["momentum_buffer"]``, with ``opt.state[i]
@@ -17,11 +17,21 @@ says when it takes the gradient undamped, as PyTorch's first buffer does. Both a
 parameter is added with momentum > 0, or at the first step that needs them when
 ``group["momentum"]`` is raised from 0 later (an eager step: a ``kiln.jit`` step cannot make them,
 a KilnValueError).
+
+The update reads the momentum's value from the group's momentum tensor (see
+kiln.optim.optimizer), so a jitted step follows the momentum set between its calls (OneCycleLR's
+``cycle_momentum``). Whether it steps with momentum at all (PyTorch's ``momentum != 0``) is
+decided in Python, at each eager step and when a jitted one is traced, so the update costs no
+parameter-sized selection: a jitted step traced with momentum takes a momentum set to exactly 0
+later as a factor of 0 (the buffer becomes the damped gradient, and the step is that; PyTorch
+steps by the gradient and keeps the buffer, which is the same step when dampening is 0), and one
+traced without momentum stays without: make the buffers with one eager step, then
+``clear_cache()`` the jitted step.
 """
 
 from .. import _C
 from ..errors import KilnValueError
-from .optimizer import Optimizer, decayed_gradient
+from .optimizer import Optimizer, decayed_gradient, momentum_tensor
 
 __all__ = ["SGD"]
 
@@ -47,6 +57,7 @@ class SGD(Optimizer):
 
     _lazy_state = frozenset(_MOMENTUM_STATE)
     _numeric = {**Optimizer._numeric, "momentum": 0.0, "dampening": None, "weight_decay": 0.0}
+    _momentum_key = "momentum"
 
     def __init__(self, params, lr, momentum=0.0, weight_decay=0.0, nesterov=False, *,
                  dampening=0.0, maximize=False):
@@ -80,16 +91,17 @@ class SGD(Optimizer):
         return {key: self._lazy_zeros(key, param) for key in _MOMENTUM_STATE}
 
     def _update(self, param, grad, state, group, lr):
+        mint = _C.mint
         grad = decayed_gradient(param, grad, group, lr)
-        momentum = group["momentum"]
-        if momentum != 0.0:
+        if group["momentum"] != 0.0:
             # Made here when the parameter was added with momentum 0, as PyTorch makes it.
             buf, started = (self._lazy_entry(state, key, param, "momentum > 0")
                             for key in _MOMENTUM_STATE)
-            _C.mint.mul(buf, momentum, out=buf)
+            momentum = momentum_tensor(group).to(lr.dtype)
+            mint.mul(buf, momentum, out=buf)
             dampening = group["dampening"]
             # At the first step buf is zero and takes the gradient undamped: buf = g.
             buf += grad if dampening == 0.0 else (1 - dampening * started) * grad
-            _C.mint.clamp(started, min=1, out=started)  # started = 1, also in a jitted step
+            mint.clamp(started, min=1, out=started)  # started = 1, also in a jitted step
             grad = grad + momentum * buf if group["nesterov"] else buf
         param -= lr * grad
