@@ -189,6 +189,57 @@ def test_a_model_with_batchnorm_trains_the_same_jitted_and_eagerly(rng):
     assert jit_net[1].num_batches_tracked.item() == 5
 
 
+@pytest.mark.parametrize("momentum", [0.1, None], ids=["momentum", "cumulative"])
+@pytest.mark.parametrize("case", list(SHAPES))
+def test_a_dynamic_training_step_follows_every_batch_size(rng, case, momentum):
+    # The running variance's factor n / (n - 1) was a Python number computed from the batch
+    # size, a constant of the graph: kiln.jit(dynamic=True) refused the second batch size.
+    cls, _, shape = SHAPES[case]
+    affine = {"weight": rng.uniform(0.5, 1.5, 3), "bias": rng.uniform(-1, 1, 3)}
+    eager, ours = cls(3, momentum=momentum), cls(3, momentum=momentum)
+    for bn in (eager, ours):
+        bn.load_state_dict(affine, strict=False)
+
+    def step_of(bn):
+        return kiln.value_and_grad(lambda x, cot: (bn(x) * cot).sum(), 0, [bn.weight, bn.bias])
+
+    eager_step, our_step, traced = step_of(eager), step_of(ours), []
+
+    @kiln.jit(dynamic=True)
+    def jit_step(x, cot):
+        traced.append(x.shape[0])
+        return our_step(x, cot)
+
+    for batch in (2, 3, 5, 8):
+        x = t((rng.standard_normal((batch,) + shape[1:]) * 2 + 1).astype(np.float32))
+        cot = t(rng.standard_normal((batch,) + shape[1:]).astype(np.float32))
+        loss, (x_grad, grads) = jit_step(x, cot)
+        want, (want_x_grad, want_grads) = eager_step(x, cot)
+        check(loss, want.numpy(), kiln.float32, f"loss at batch size {batch}")
+        check(x_grad, want_x_grad.numpy(), kiln.float32, f"input gradient at {batch}")
+        for name, grad, wanted in zip(("weight", "bias"), grads, want_grads):
+            check(grad, wanted.numpy(), kiln.float32, f"{name} gradient at {batch}")
+        for name in BUFFERS:
+            check(getattr(ours, name), getattr(eager, name).numpy(), kiln.float32,
+                  f"{name} at batch size {batch}")
+    assert traced == [2, 3, 5]  # 8 made from the traces
+    assert ours.num_batches_tracked.item() == 4
+    assert jit_step.cache_info().misses == 4
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.float16, kiln.bfloat16],
+                         ids=lambda d: d.name)
+def test_the_running_variance_is_the_biased_one_times_the_number_n_over_n_minus_1(rng, dtype):
+    # The factor is computed in the graph (for dynamic=True) but rounded and applied as the
+    # Python number was, so eager results stay bit for bit; in 16 bits that is in float32.
+    bn = BatchNorm1d(64, momentum=1.0, dtype=dtype)  # channels enough to tell the roundings
+    x = t(rng.standard_normal((7, 64, 5)), kiln.float32).to(dtype)
+    bn(x)
+    want = mint.var(x, [0, 2], correction=0) * (35 / 34)
+    np.testing.assert_array_equal(bn.running_var.to(kiln.float64).numpy(),
+                                  want.to(kiln.float64).numpy())
+
+
 # ---------------------------------------------------------------------------------------------
 # State dicts, resets and copies
 

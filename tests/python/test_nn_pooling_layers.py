@@ -117,6 +117,43 @@ def test_layers_under_jit_match_eager(cell, rng):
         np.testing.assert_allclose(jitted_grad(x).numpy(), kiln.grad(loss)(x).numpy(), rtol=1e-6)
 
 
+@pytest.mark.parametrize("cells", [
+    (Unflatten(1, (2, -1)),),
+    (Flatten(0, 1), Unflatten(0, (-1, 4))),  # the batch dimension back from one of 4 * B
+    (Flatten(0, 1), Unflatten(0, (4, -1))),  # B rows in each of 4
+], ids=["dim 1", "batch back", "batch across"])
+def test_unflatten_under_a_dynamic_jit_follows_the_batch_size(cells, rng):
+    traced = []
+
+    def eager(x):
+        for cell in cells:
+            x = cell(x)
+        return x * 2.0
+
+    @kiln.jit(dynamic=True)
+    def jitted(x):
+        traced.append(x.shape[0])
+        return eager(x)
+
+    for batch in (2, 3, 5, 8):
+        x = t(random_array((batch, 4, 6), kiln.float32, rng))
+        np.testing.assert_array_equal(jitted(x).numpy(), eager(x).numpy())
+    assert traced == [2, 3, 5]
+
+
+def test_unflattening_the_batch_dimension_itself_is_refused_by_a_dynamic_jit():
+    # [B, 3] -> [B / 2, 2, 3]: a dimension that is not B times an integer, which no dynamic
+    # graph follows (-1 passed to the reshape or not); dynamic=False traces each batch size.
+    cell = Unflatten(0, (-1, 2))
+    jitted, static = kiln.jit(cell, dynamic=True), kiln.jit(cell)
+    x = t(np.arange(24, dtype=np.float32).reshape(8, 3))
+    np.testing.assert_array_equal(jitted(x).numpy(), x.numpy().reshape(4, 2, 3))
+    with raises(kiln.KilnValueError, match=r"does not follow the batch size(.|\n)*Reshape"
+                                           r"(.|\n)*dynamic=False"):
+        jitted(x[:6])
+    np.testing.assert_array_equal(static(x[:6]).numpy(), x.numpy()[:6].reshape(3, 2, 3))
+
+
 @pytest.mark.parametrize("call, error, message", [
     (lambda x: MaxPool2d(2, return_indices=True), kiln.KilnNotImplementedError,
      r"MaxPool2d: return_indices=True is not supported \(kiln.mint.max_pool2d returns no "

@@ -7,13 +7,15 @@ through any op: ``norm`` and ``vector_norm`` (kiln/mint/_norms.py); ``leaky_relu
 ``softplus``, ``hardtanh``, ``l1_loss``, ``smooth_l1_loss``, ``huber_loss``,
 ``binary_cross_entropy``, ``binary_cross_entropy_with_logits``, ``adaptive_avg_pool2d`` and
 ``adaptive_max_pool2d`` (kiln/mint/_composite.py), which also wraps the ops ``cross_entropy`` /
-``nll_loss`` (adding PyTorch's class ``weight``) and ``round`` (adding ``decimals``).
+``nll_loss`` (adding PyTorch's class ``weight``), ``conv2d`` (adding padding "same" / "valid")
+and ``round`` (adding ``decimals``).
 """
 
 from .._C.mint import *  # noqa: F401,F403
-# After the bindings: cross_entropy, nll_loss and round replace the ops' own (which they call).
+# After the bindings: cross_entropy, nll_loss, conv2d and round replace the ops' own (which they
+# call).
 from ._composite import (adaptive_avg_pool2d, adaptive_max_pool2d,  # noqa: F401,A004
-                         binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,
-                         elu, hardtanh, huber_loss, l1_loss, leaky_relu, nll_loss, round,
-                         smooth_l1_loss, softplus)
+                         binary_cross_entropy, binary_cross_entropy_with_logits, conv2d,
+                         cross_entropy, elu, hardtanh, huber_loss, l1_loss, leaky_relu, nll_loss,
+                         round, smooth_l1_loss, softplus)
 from ._norms import norm, vector_norm  # noqa: F401

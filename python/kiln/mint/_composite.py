@@ -12,14 +12,16 @@ signatures, values and gradients:
                   weight=None)
     nll_loss(log_probs, target, reduction="mean", ignore_index=-100, *, weight=None)
     adaptive_avg_pool2d(input, output_size)     adaptive_max_pool2d(input, output_size)
+    conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1)
     round(input, *, decimals=0, out=None)
 
 Being compositions of registered ops, they differentiate through autograd and trace under kiln.jit
-with no kernel of their own. ``cross_entropy``, ``nll_loss`` and ``round`` wrap the ops of those
-names (kiln/_C's bindings, which they call as they are when ``weight`` is None or ``decimals`` 0)
-to add PyTorch's class weights and decimals; their other arguments keep the ops' order, so
-``reduction`` comes before ``ignore_index`` as in kiln.mint (PyTorch's ``weight``, which comes
-first there, is keyword-only).
+with no kernel of their own. ``cross_entropy``, ``nll_loss``, ``conv2d`` and ``round`` wrap the
+ops of those names (kiln/_C's bindings, which they call as they are when ``weight`` is None, the
+padding is a number or ``decimals`` 0) to add PyTorch's class weights, padding "same" / "valid"
+and decimals; their other arguments keep the ops' order, so ``reduction`` comes before
+``ignore_index`` as in kiln.mint (PyTorch's ``weight``, which comes first there, is
+keyword-only).
 
 - ``input`` is a floating-point kiln tensor (an integer one is a DTypeError, as in PyTorch).
   float16 and bfloat16 are computed in float32 and rounded once at the end, as PyTorch's CPU
@@ -45,7 +47,7 @@ from ..errors import (DTypeError, KilnNotImplementedError, KilnTypeError, KilnVa
 
 __all__ = ["leaky_relu", "elu", "softplus", "hardtanh", "l1_loss", "smooth_l1_loss", "huber_loss",
            "binary_cross_entropy", "binary_cross_entropy_with_logits", "cross_entropy",
-           "nll_loss", "adaptive_avg_pool2d", "adaptive_max_pool2d", "round"]
+           "nll_loss", "adaptive_avg_pool2d", "adaptive_max_pool2d", "conv2d", "round"]
 
 _mint = _C.mint
 _REDUCTIONS = ("mean", "sum", "none")
@@ -549,6 +551,68 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):  # noqa: A002
     return _adaptive_pool("adaptive_max_pool2d", input, output_size,
                           lambda x, dim: _mint.max(x, dim).values, _mint.max_pool2d,
                           widen=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# Convolution
+
+PADDING_STRINGS = ("same", "valid")
+
+
+def same_padding(kernel_size, dilation):
+    """PyTorch's padding="same" of a convolution of stride 1 with ``kernel_size`` and
+    ``dilation`` (pairs of ints): per spatial dimension, the (before, after) padding that keeps
+    its size, dilation * (kernel - 1) in all, the odd element (if any) after. Shared with
+    kiln.nn.Conv2d, which pads in its padding_mode with it."""
+    totals = (d * (k - 1) for k, d in zip(kernel_size, dilation))
+    return tuple((total // 2, total - total // 2) for total in totals)
+
+
+def _conv_pair(name, value):
+    """conv2d's ``stride`` or ``dilation`` (an int or a pair of ints, as the op takes them) as a
+    pair of ints >= 1: a KilnTypeError or KilnValueError otherwise."""
+    number = as_int(value)
+    pair = (number, number) if number is not None else value
+    if not isinstance(pair, (tuple, list)) or any(as_int(v) is None for v in pair):
+        raise KilnTypeError(f"conv2d: expected {name} to be an int or a pair of ints, got "
+                            f"{type(value).__name__} {value!r}")
+    pair = tuple(as_int(v) for v in pair)
+    if len(pair) != 2 or min(pair) < 1:
+        raise KilnValueError(f"conv2d: expected {name} of two integers >= 1, got {value!r}")
+    return pair
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): kiln.mint's
+    Conv2D op (x [N, C, H, W], weight [O, C / groups, kH, kW]), with PyTorch's padding strings:
+    ``padding`` is an int or a pair of ints (the op's, called as it is), "valid" (no padding)
+    or "same", which pads each spatial dimension by dilation * (kernel size - 1) in all so that
+    the output keeps the input's height and width. "same" needs stride 1 (a KilnValueError
+    otherwise, as PyTorch refuses it). An even total is split evenly and given to the op; an odd
+    one puts its extra zero after (below, right), as PyTorch does: x is padded by that zero
+    (kiln.mint.pad) and the rest given to the op."""
+    if not isinstance(padding, str):
+        return _mint.conv2d(x, weight, bias, stride, padding, dilation, groups)
+    if padding not in PADDING_STRINGS:
+        raise KilnValueError(f"conv2d: expected padding 'same', 'valid', an int or a pair of "
+                             f"ints, got {padding!r}")
+    if padding == "valid":
+        return _mint.conv2d(x, weight, bias, stride, 0, dilation, groups)
+    if _conv_pair("stride", stride) != (1, 1):
+        raise KilnValueError(f"conv2d: padding='same' needs stride 1 (the output could not keep "
+                             f"the input's size), got stride {stride!r}")
+    shape = getattr(weight, "shape", None)
+    if shape is None:
+        raise KilnTypeError(f"conv2d: expected weight to be a kiln.Tensor or an array, got "
+                            f"{type(weight).__name__}")
+    if len(shape) != 4:
+        raise ShapeError(f"conv2d: expected weight of shape [out_channels, in_channels / groups, "
+                         f"kH, kW], got {_dims(shape)}")
+    (top, bottom), (left, right) = same_padding(tuple(shape[2:]), _conv_pair("dilation",
+                                                                             dilation))
+    if (bottom, right) != (top, left):
+        x = _mint.pad(x, (0, right - left, 0, bottom - top))
+    return _mint.conv2d(x, weight, bias, 1, (top, left), dilation, groups)
 
 
 # ------------------------------------------------------------------------------------------------

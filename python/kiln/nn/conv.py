@@ -2,11 +2,13 @@
 
     conv = kiln.nn.Conv2d(3, 16, kernel_size=3, padding=1)
 
-``kernel_size``, ``stride``, ``padding`` and ``dilation`` take an int or a pair. ``padding_mode``
-is "zeros" (the default), "reflect", "replicate" or "circular": the last three pad x with
-``kiln.mint.pad`` in that mode before a convolution without padding, as PyTorch does. Initialised as
-PyTorch's Conv2d: weight ~ kaiming_uniform_(a=sqrt(5)) and bias ~ U(-1/sqrt(fan_in),
-1/sqrt(fan_in)) with fan_in = C_in / groups * kH * kW.
+``kernel_size``, ``stride``, ``padding`` and ``dilation`` take an int or a pair; ``padding`` may
+also be "valid" (no padding) or "same" (the output keeps the input's height and width: the
+dilated kernel's size - 1 in all, an odd element after; stride 1 only), as in PyTorch.
+``padding_mode`` is "zeros" (the default), "reflect", "replicate" or "circular": the last three
+pad x with ``kiln.mint.pad`` in that mode before a convolution without padding, as PyTorch does.
+Initialised as PyTorch's Conv2d: weight ~ kaiming_uniform_(a=sqrt(5)) and bias ~
+U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = C_in / groups * kH * kW.
 """
 
 import math
@@ -14,6 +16,7 @@ import math
 from .. import _C
 from .._checks import as_int, checked_int
 from ..errors import KilnTypeError, KilnValueError
+from ..mint import _composite
 from . import init
 from .cell import Cell
 from .parameter import Parameter
@@ -42,6 +45,20 @@ def _pair(value, name):
     return tuple(_int(v, f"{name}[{i}]") for i, v in enumerate(pair))
 
 
+def _padding(value, stride):
+    """Conv2d's ``padding``: "same" or "valid" as it is (as PyTorch keeps it), else as a pair of
+    ints. "same" with a ``stride`` other than 1 is a KilnValueError, as in PyTorch."""
+    if not isinstance(value, str):
+        return _pair(value, "padding")
+    if value not in _composite.PADDING_STRINGS:
+        raise KilnValueError(f"Conv2d: padding must be 'same', 'valid', an int or a pair of "
+                             f"ints, got {value!r}")
+    if value == "same" and stride != (1, 1):
+        raise KilnValueError(f"Conv2d: padding='same' needs stride 1 (the output could not keep "
+                             f"the input's size), got stride {stride}")
+    return value
+
+
 class Conv2d(Cell):
     """Conv2d(in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
     bias=True, padding_mode="zeros", dtype=None): 2-d convolution of x [N, C_in, H, W] to
@@ -64,7 +81,7 @@ class Conv2d(Cell):
         self.out_channels = out_channels
         self.kernel_size = _pair(kernel_size, "kernel_size")
         self.stride = _pair(stride, "stride")
-        self.padding = _pair(padding, "padding")
+        self.padding = _padding(padding, self.stride)
         self.dilation = _pair(dilation, "dilation")
         self.groups = groups
         self.padding_mode = padding_mode
@@ -84,11 +101,19 @@ class Conv2d(Cell):
     def construct(self, x):
         padding = self.padding
         if self.padding_mode != "zeros":
-            ph, pw = padding
-            x = _C.mint.pad(x, (pw, pw, ph, ph), self.padding_mode)
-            padding = (0, 0)
-        return _C.mint.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation,
-                              self.groups)
+            x = _C.mint.pad(x, self._pads(), self.padding_mode)
+            padding = 0
+        return _composite.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation,
+                                 self.groups)
+
+    def _pads(self):
+        """x's (left, right, top, bottom) padding, for a padding_mode other than "zeros"."""
+        if self.padding == "same":
+            (top, bottom), (left, right) = _composite.same_padding(self.kernel_size,
+                                                                   self.dilation)
+            return (left, right, top, bottom)
+        ph, pw = (0, 0) if self.padding == "valid" else self.padding
+        return (pw, pw, ph, ph)
 
     def extra_repr(self):
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "

@@ -36,7 +36,11 @@ class Unflatten(Cell):
     """Unflatten(dim, unflattened_size): x with dimension ``dim`` split into
     ``unflattened_size`` (a non-empty tuple or list of ints, one of which may be -1: inferred).
     Sizes whose product is not that dimension's size are a ShapeError naming both, and a ``dim``
-    out of range a KilnIndexError, when the cell runs."""
+    out of range a KilnIndexError, when the cell runs. Under kiln.jit(dynamic=True) a dimension
+    of k * B (B the batch size, as after Flatten(0, 1)) splits into (-1, k) at every B, but the
+    batch dimension itself does not: (-1, k) would make a dimension of B / k, and a dynamic
+    graph's dimensions must be B times an integer plus a constant (a KilnValueError at the
+    second batch size; use dynamic=False)."""
 
     def __init__(self, dim, unflattened_size):
         super().__init__()

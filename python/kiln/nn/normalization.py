@@ -21,9 +21,11 @@ the running statistics normalize, and nothing is updated; without running statis
 and the dtypes of the parameters and buffers are PyTorch's, so its state dicts load either way.
 Because the updates are in place, they also happen at every call of a ``kiln.jit`` function
 (a whole training step) that calls the layer; ``momentum``, ``eps`` and the other settings are
-read at the trace, as constants of the graph. In training mode the running variance's factor
-n / (n - 1) is a number computed from the batch size, so ``kiln.jit(dynamic=True)`` refuses a
-second batch size there (its KilnValueError names the constant); eval mode follows any.
+read at the trace, as constants of the graph. The running variance's factor n / (n - 1) is
+computed in the graph from the batch, so ``kiln.jit(dynamic=True)`` follows every batch size in
+training mode too. Only the batch sizes it traces check the batch's size, though (the error
+below, and an empty batch, which updates nothing): a later batch of one value per channel, or of
+none, made from the traces, gives NaN running statistics.
 
 BatchNorm is composed of kiln.mint ops (mean, var, rsqrt, ...), so autograd differentiates it
 through them. Its errors: ``num_features`` that is no positive int, an ``eps`` or
@@ -48,6 +50,7 @@ from .parameter import Parameter
 __all__ = ["LayerNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d"]
 
 _mint = _C.mint
+_SIXTEEN_BITS = (_C.dtype.float16, _C.dtype.bfloat16)
 
 
 def _shape(normalized_shape):
@@ -207,7 +210,7 @@ class _BatchNorm(Cell):
                 if count == 0:  # an empty batch: nothing to average (its mean is NaN); counted
                     self._count_batch()
                 else:
-                    self._update_running_stats(mean, var, count)
+                    self._update_running_stats(x, mean, var, count)
         else:
             mean = _mint.reshape(running_mean, shape)
             var = _mint.reshape(running_var, shape)
@@ -227,9 +230,9 @@ class _BatchNorm(Cell):
                 steps += 1
         return steps
 
-    def _update_running_stats(self, mean, var, count):
-        """The in-place updates of the running statistics from one batch's (biased) ``var`` over
-        ``count`` values per channel, as PyTorch's, under no_grad."""
+    def _update_running_stats(self, x, mean, var, count):
+        """The in-place updates of the running statistics from the batch ``x``'s ``mean`` and
+        (biased) ``var`` over ``count`` values per channel, as PyTorch's, under no_grad."""
         with no_grad():
             steps = self._count_batch()
             if self.momentum is not None:
@@ -243,8 +246,22 @@ class _BatchNorm(Cell):
                 batch_mean = _mint.reshape(mean, [self.num_features])
                 self.running_mean[...] = self.running_mean * (1 - factor) + batch_mean * factor
             if self.running_var is not None:
-                unbiased = _mint.reshape(var, [self.num_features]) * (count / (count - 1))
+                unbiased = self._unbiased(x, var, count)
                 self.running_var[...] = self.running_var * (1 - factor) + unbiased * factor
+
+    def _unbiased(self, x, var, count):
+        """The batch ``x``'s unbiased variance per channel, [C]: its biased ``var`` times Bessel's
+        correction count / (count - 1). The correction is computed from x's batch dimension
+        rather than as a Python number, which would be a constant of a kiln.jit graph, wrong at
+        another batch size under dynamic=True. It is rounded and multiplied as that number was
+        (in x's dtype, in float32 for 16-bit floats), so eager results are unchanged."""
+        # One value per sample: the count is their number times the size of the other
+        # dimensions (the same at every batch size), exact in float64.
+        rows = x[(slice(None),) + (0,) * (x.ndim - 1)]
+        total = _mint.sum(_mint.ones_like(rows, dtype=_C.dtype.float64)) * (count // x.shape[0])
+        compute = _C.dtype.float32 if x.dtype in _SIXTEEN_BITS else x.dtype
+        unbiased = _mint.reshape(var, [self.num_features]) * (total / (total - 1)).to(compute)
+        return unbiased if unbiased.dtype == x.dtype else unbiased.to(x.dtype)
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
