@@ -30,6 +30,8 @@
 - ``DataParallel(cell, group=None, bucket_cap_mb=25)``: data-parallel training over a
   ``kiln.distributed`` process group, gradients averaged by bucketed all-reduce overlapped with
   backward (kiln/nn/parallel.py).
+- ``kiln.nn.functional``: PyTorch's ``torch.nn.functional`` (``F.relu``, ``F.cross_entropy``,
+  ``F.conv2d``, ... with its argument order), over kiln.mint (kiln/nn/functional.py).
 - ``kiln.nn.utils``: ``clip_grad_norm_`` / ``clip_grad_value_`` (on ``.grad``) and
   ``clip_grad_norm`` / ``clip_grad_value`` (on gradients given as values, in jitted steps).
 - ``kiln.nn.init``: ``uniform_``, ``normal_``, ``constant_``, ``zeros_``, ``ones_``,
@@ -38,7 +40,7 @@
   ``kiln.manual_seed``.
 """
 
-from . import init, utils  # noqa: F401
+from . import functional, init, utils  # noqa: F401
 from .activation import (ELU, GELU, Hardtanh, Identity, LeakyReLU, ReLU, Sigmoid,  # noqa: F401
                          SiLU, Softmax, Softplus, Tanh)
 from .attention import MultiheadAttention  # noqa: F401
@@ -58,8 +60,8 @@ from .parameter import Parameter  # noqa: F401
 from .pooling import (AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d,  # noqa: F401
                       MaxPool2d)
 
-__all__ = ["init", "utils", "Cell", "Module", "LoadResult", "Parameter", "Linear", "Dense",
-           "Conv2d", "BatchNorm1d", "BatchNorm2d", "ModuleList", "ModuleDict", "ParameterList",
+__all__ = ["functional", "init", "utils", "Cell", "Module", "LoadResult", "Parameter", "Linear",
+           "Dense", "Conv2d", "BatchNorm1d", "BatchNorm2d", "ModuleList", "ModuleDict", "ParameterList",
            "ParameterDict", "LayerNorm", "RMSNorm", "Embedding", "Dropout", "MultiheadAttention",
            "Sequential", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
            "Flatten", "Unflatten", "ReLU", "GELU", "SiLU", "Tanh",

@@ -1,0 +1,803 @@
+"""kiln.nn.functional: PyTorch's ``torch.nn.functional`` on kiln tensors, with its names, argument
+order and defaults (keyword-only where PyTorch's are), so that ported code runs as written:
+
+    import kiln.nn.functional as F
+    h = F.relu(F.conv2d(x, w, b, 1, 1))
+    loss = F.cross_entropy(logits, labels, weight, ignore_index=0, label_smoothing=0.1)
+
+Activations: relu, relu6, leaky_relu, elu, selu, celu, gelu, silu, mish, sigmoid, tanh, softplus,
+softsign, tanhshrink, hardtanh, hardswish, hardsigmoid, logsigmoid, threshold, glu, softmax,
+log_softmax, softmin. Layers: dropout, linear, bilinear, conv2d, max_pool2d, avg_pool2d,
+adaptive_avg_pool2d, adaptive_max_pool2d, pad, embedding, one_hot, pixel_shuffle,
+pixel_unshuffle, scaled_dot_product_attention. Normalization and distances: layer_norm, rms_norm,
+group_norm, batch_norm, normalize, cosine_similarity, pairwise_distance. Losses: mse_loss,
+l1_loss, smooth_l1_loss, huber_loss, cross_entropy, nll_loss, binary_cross_entropy,
+binary_cross_entropy_with_logits, kl_div.
+
+Each delegates to the kiln.mint function that computes it (an op, or a composite of
+kiln/mint/_composite.py), reordering the arguments where kiln.mint's order differs (the class
+losses take ``reduction`` before ``ignore_index`` there); the functions kiln.mint lacks are
+composed here of kiln.mint ops. Either way autograd differentiates them with PyTorch's gradients
+and kiln.jit traces them (one_hot needs ``num_classes`` under kiln.jit). 16-bit floats are computed
+in float32 and rounded once where PyTorch's kernels do so.
+
+Where this differs from PyTorch:
+
+- ``inplace=True`` computes the result and writes it into ``input`` (``input[...] = result``),
+  returning ``input``. Kiln's autograd does not track in-place writes, so an input that requires
+  grad is refused while grad mode is on (a KilnValueError), where PyTorch allows non-leaf ones.
+- The deprecated ``size_average`` and ``reduce`` arguments of the losses must be None: anything
+  else is a KilnValueError saying to pass ``reduction``.
+- l1_loss, smooth_l1_loss, huber_loss, kl_div and the binary cross entropies want a target of the
+  input's shape (a ShapeError otherwise; kiln.mint's rule: PyTorch broadcasts them with a warning,
+  and [N, 1] against [N] silently compares N * N pairs); mse_loss broadcasts with the warning.
+- Options that need what Kiln lacks are a KilnNotImplementedError rather than ignored:
+  max_pool2d's and adaptive_max_pool2d's ``return_indices=True``, avg_pool2d's
+  ``divisor_override``, and embedding's ``max_norm``, ``scale_grad_by_freq`` and ``sparse``.
+"""
+
+import math
+import warnings
+
+from .. import _C, mint as _mint
+from .._checks import checked_int, wrap_dim
+from ..autograd import is_grad_enabled, no_grad
+from ..errors import (DTypeError, KilnNotImplementedError, KilnTypeError, KilnValueError,
+                      ShapeError)
+from ..mint import _composite
+from ..mint._composite import _cast, _dims, _floating_tensor, _widened, check_real
+
+__all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "sigmoid",
+           "tanh", "softplus", "softsign", "tanhshrink", "hardtanh", "hardswish", "hardsigmoid",
+           "logsigmoid", "threshold", "glu", "softmax", "log_softmax", "softmin", "dropout",
+           "linear", "bilinear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
+           "adaptive_max_pool2d", "pad", "embedding", "one_hot", "pixel_shuffle",
+           "pixel_unshuffle", "scaled_dot_product_attention", "layer_norm", "rms_norm",
+           "group_norm", "batch_norm", "normalize", "cosine_similarity", "pairwise_distance",
+           "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss",
+           "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"]
+
+Tensor = _C.Tensor
+
+# SELU's constants (Klambauer et al., 2017), as PyTorch's.
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _tensor(owner, name, value):
+    if not isinstance(value, Tensor):
+        raise KilnTypeError(f"{owner}: expected {name} to be a kiln.Tensor, got "
+                            f"{type(value).__name__}")
+    return value
+
+
+def _in_place(owner, input, result, inplace):  # noqa: A002  (PyTorch's argument name)
+    """``result``, or for ``inplace=True`` ``input`` with ``result`` written into it."""
+    if not inplace or result.is_same(input):  # dropout outside training returns its input
+        return result
+    if input.requires_grad and is_grad_enabled():
+        raise KilnValueError(f"{owner}: inplace=True writes into input, which requires grad; "
+                             f"Kiln's autograd does not track in-place writes: use "
+                             f"inplace=False, or call it under kiln.no_grad()")
+    input[...] = result
+    return input
+
+
+# ------------------------------------------------------------------------------------------------
+# Activations
+
+
+def relu(input, inplace=False):  # noqa: A002
+    """relu(input, inplace=False): max(x, 0) (kiln.mint.relu)."""
+    return _in_place("relu", input, _mint.relu(input), inplace)
+
+
+def relu6(input, inplace=False):  # noqa: A002
+    """relu6(input, inplace=False): x clamped to [0, 6], as hardtanh(input, 0, 6) (the gradient is
+    0 at 0 and 6, as PyTorch's)."""
+    return _in_place("relu6", input, _composite.hardtanh(input, 0.0, 6.0), inplace)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):  # noqa: A002
+    """leaky_relu(input, negative_slope=0.01, inplace=False) (kiln.mint.leaky_relu)."""
+    return _in_place("leaky_relu", input, _composite.leaky_relu(input, negative_slope), inplace)
+
+
+def elu(input, alpha=1.0, inplace=False):  # noqa: A002
+    """elu(input, alpha=1.0, inplace=False) (kiln.mint.elu)."""
+    return _in_place("elu", input, _composite.elu(input, alpha), inplace)
+
+
+def selu(input, inplace=False):  # noqa: A002
+    """selu(input, inplace=False): scale * elu(x, alpha) with PyTorch's constants."""
+    dtype = _floating_tensor("selu", "input", input)
+    result = _cast(_composite.elu(_widened(input), _SELU_ALPHA) * _SELU_SCALE, dtype)
+    return _in_place("selu", input, result, inplace)
+
+
+def celu(input, alpha=1.0, inplace=False):  # noqa: A002
+    """celu(input, alpha=1.0, inplace=False): x where x > 0, else alpha * (exp(x / alpha) - 1),
+    computed as alpha * elu(x / alpha). alpha = 0 is a KilnValueError, as in PyTorch."""
+    dtype = _floating_tensor("celu", "input", input)
+    alpha = check_real("celu", "alpha", alpha)
+    if alpha == 0:
+        raise KilnValueError("celu: alpha cannot be 0 (the curve divides x by it)")
+    result = _cast(_composite.elu(_widened(input) / alpha) * alpha, dtype)
+    return _in_place("celu", input, result, inplace)
+
+
+def gelu(input, *, approximate="none"):  # noqa: A002
+    """gelu(input, *, approximate='none'): x * Phi(x), or PyTorch's tanh approximation for
+    approximate='tanh' (kiln.mint.gelu)."""
+    return _mint.gelu(input, approximate)
+
+
+def silu(input, inplace=False):  # noqa: A002
+    """silu(input, inplace=False): x * sigmoid(x) (kiln.mint.silu)."""
+    return _in_place("silu", input, _mint.silu(input), inplace)
+
+
+def mish(input, inplace=False):  # noqa: A002
+    """mish(input, inplace=False): x * tanh(softplus(x))."""
+    dtype = _floating_tensor("mish", "input", input)
+    x = _widened(input)
+    return _in_place("mish", input, _cast(x * _mint.tanh(_composite.softplus(x)), dtype), inplace)
+
+
+def sigmoid(input):  # noqa: A002
+    """sigmoid(input): 1 / (1 + exp(-x)) (kiln.mint.sigmoid)."""
+    return _mint.sigmoid(input)
+
+
+def tanh(input):  # noqa: A002
+    """tanh(input) (kiln.mint.tanh)."""
+    return _mint.tanh(input)
+
+
+def softplus(input, beta=1.0, threshold=20.0):  # noqa: A002
+    """softplus(input, beta=1.0, threshold=20.0) (kiln.mint.softplus)."""
+    return _composite.softplus(input, beta, threshold)
+
+
+def softsign(input):  # noqa: A002
+    """softsign(input): x / (1 + |x|), op by op as PyTorch computes it."""
+    _floating_tensor("softsign", "input", input)
+    return input / (_mint.abs(input) + 1)
+
+
+def tanhshrink(input):  # noqa: A002
+    """tanhshrink(input): x - tanh(x)."""
+    _floating_tensor("tanhshrink", "input", input)
+    return input - _mint.tanh(input)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):  # noqa: A002
+    """hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False) (kiln.mint.hardtanh)."""
+    return _in_place("hardtanh", input, _composite.hardtanh(input, min_val, max_val), inplace)
+
+
+def hardswish(input, inplace=False):  # noqa: A002
+    """hardswish(input, inplace=False): 0 for x <= -3, x * (x + 3) / 6 below 3, else x, with
+    PyTorch's gradient: 0 at -3, 1 at 3 and at NaN (which stays NaN)."""
+    dtype = _floating_tensor("hardswish", "input", input)
+    x = _widened(input)
+    # The curve's input is 0 outside (-3, 3), so that its gradient there (NaN at NaN and inf)
+    # does not reach x (Note [Gradients through where] in kiln/mint/_composite.py).
+    inside = _mint.where(_mint.logical_and(x > -3.0, x < 3.0), x, 0.0)
+    result = _mint.where(x <= -3.0, 0.0, _mint.where(x < 3.0, inside * (inside + 3.0) / 6.0, x))
+    return _in_place("hardswish", input, _cast(result, dtype), inplace)
+
+
+def hardsigmoid(input, inplace=False):  # noqa: A002
+    """hardsigmoid(input, inplace=False): x / 6 + 1/2 clamped to [0, 1], with PyTorch's gradient:
+    1/6 strictly between -3 and 3, else 0 (NaN included)."""
+    dtype = _floating_tensor("hardsigmoid", "input", input)
+    x = _widened(input)
+    inside = _mint.logical_and(x > -3.0, x < 3.0)
+    # A NaN fails every comparison and keeps its value, detached: gradient 0, as PyTorch's.
+    ends = _mint.where(x <= -3.0, 0.0, _mint.where(x >= 3.0, 1.0, x.detach()))
+    result = _mint.where(inside, x / 6.0 + 0.5, ends)
+    return _in_place("hardsigmoid", input, _cast(result, dtype), inplace)
+
+
+def _log_sigmoid(x):
+    """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), which never overflows; the where()s give
+    x = 0 the gradient 1/2 (see binary_cross_entropy_with_logits in kiln/mint/_composite.py)."""
+    negative = x < 0
+    return _mint.where(negative, x, 0.0) - _mint.log1p(_mint.exp(_mint.where(negative, x, -x)))
+
+
+def logsigmoid(input):  # noqa: A002
+    """logsigmoid(input): log(sigmoid(x)), without overflow for large |x|."""
+    dtype = _floating_tensor("logsigmoid", "input", input)
+    return _cast(_log_sigmoid(_widened(input)), dtype)
+
+
+def threshold(input, threshold, value, inplace=False):  # noqa: A002
+    """threshold(input, threshold, value, inplace=False): ``value`` where x <= threshold, else x
+    (NaN stays NaN); the gradient is 0 where the value replaces x."""
+    _tensor("threshold", "input", input)
+    limit = check_real("threshold", "threshold", threshold)
+    fill = check_real("threshold", "value", value)
+    return _in_place("threshold", input, _mint.where(input <= limit, fill, input), inplace)
+
+
+def glu(input, dim=-1):  # noqa: A002
+    """glu(input, dim=-1): a * sigmoid(b) for the halves a, b of ``input`` along ``dim``, whose
+    size must be even (a ShapeError otherwise)."""
+    dtype = _floating_tensor("glu", "input", input)
+    if input.ndim == 0:
+        raise ShapeError("glu: expected a tensor of at least 1 dimension to halve, got a 0-d one")
+    size = input.shape[wrap_dim("glu", "dim", checked_int("glu", "dim", dim), input.ndim)]
+    if size % 2:
+        raise ShapeError(f"glu: expected dimension {dim} of even size to halve, got size {size} "
+                         f"(shape {_dims(input.shape)})")
+    a, b = _mint.chunk(_widened(input), 2, dim)
+    return _cast(a * _mint.sigmoid(b), dtype)
+
+
+def _softmax_dim(name, input, dim, stacklevel):  # noqa: A002
+    """``dim``; for None PyTorch's deprecated implicit choice, with its warning."""
+    if dim is not None:
+        return dim
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to "
+                  f"include dim=X as an argument.", stacklevel=stacklevel)
+    return 0 if _tensor(name, "input", input).ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
+    """softmax(input, dim=None, _stacklevel=3, dtype=None) (kiln.mint.softmax); dim=None is
+    PyTorch's deprecated implicit dimension (0 for 0-, 1- and 3-d inputs, else 1), with its
+    warning."""
+    return _mint.softmax(input, _softmax_dim("softmax", input, dim, _stacklevel), dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
+    """log_softmax(input, dim=None, _stacklevel=3, dtype=None) (kiln.mint.log_softmax); dim=None
+    as softmax's."""
+    return _mint.log_softmax(input, _softmax_dim("log_softmax", input, dim, _stacklevel), dtype)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
+    """softmin(input, dim=None, _stacklevel=3, dtype=None): softmax(-input); dim=None as
+    softmax's."""
+    _tensor("softmin", "input", input)
+    return _mint.softmax(-input, _softmax_dim("softmin", input, dim, _stacklevel), dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# Layers
+
+
+def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002
+    """dropout(input, p=0.5, training=True, inplace=False) (kiln.mint.dropout): zeroes each
+    element with probability p and scales the rest by 1 / (1 - p) while ``training``."""
+    return _in_place("dropout", input, _mint.dropout(input, p, training), inplace)
+
+
+def linear(input, weight, bias=None):  # noqa: A002
+    """linear(input, weight, bias=None): x @ weight.T + bias (kiln.mint.linear)."""
+    return _mint.linear(input, weight, bias)
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """bilinear(input1, input2, weight, bias=None): y[..., o] = sum_ij x1[..., i] weight[o, i, j]
+    x2[..., j] + bias[o], for inputs [..., in1] and [..., in2] with the same leading
+    dimensions and weight [out, in1, in2]."""
+    for name, value in (("input1", input1), ("input2", input2), ("weight", weight)):
+        _tensor("bilinear", name, value)
+    if weight.ndim != 3 or input1.ndim == 0 or input2.ndim == 0 \
+            or tuple(input1.shape[:-1]) != tuple(input2.shape[:-1]) \
+            or (input1.shape[-1], input2.shape[-1]) != tuple(weight.shape[1:]):
+        raise ShapeError(f"bilinear: expected input1 [..., in1], input2 [..., in2] with the same "
+                         f"leading dimensions and weight [out, in1, in2], got input1 "
+                         f"{_dims(input1.shape)}, input2 {_dims(input2.shape)} and weight "
+                         f"{_dims(weight.shape)}")
+    out, in1, in2 = weight.shape
+    # One matmul of x1 with the weight laid out [in1, out * in2], then a product with x2.
+    left = _mint.matmul(input1, weight.permute(1, 0, 2).reshape(in1, out * in2))
+    left = left.reshape(list(input1.shape[:-1]) + [out, in2])
+    result = _mint.sum(left * _mint.unsqueeze(input2, -2), -1)
+    return result if bias is None else result + bias
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
+    """conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): 2-d
+    convolution of input [N, C, H, W] with weight [O, C / groups, kH, kW]; ``padding`` is an int,
+    a pair, or PyTorch's "valid" or "same" (kiln.mint._composite.conv2d)."""
+    return _composite.conv2d(input, weight, bias, stride, padding, dilation, groups)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
+               ceil_mode=False, return_indices=False):
+    """max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+    return_indices=False) (kiln.mint.max_pool2d); return_indices=True is a
+    KilnNotImplementedError."""
+    if return_indices:
+        raise KilnNotImplementedError("max_pool2d: return_indices=True is not supported "
+                                      "(kiln.mint.max_pool2d returns no indices)")
+    return _mint.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # noqa: A002
+               count_include_pad=True, divisor_override=None):
+    """avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+    count_include_pad=True, divisor_override=None) (kiln.mint.avg_pool2d); a
+    ``divisor_override`` is a KilnNotImplementedError."""
+    if divisor_override is not None:
+        raise KilnNotImplementedError(f"avg_pool2d: divisor_override is not supported (got "
+                                      f"{divisor_override!r}; kiln.mint.avg_pool2d divides by "
+                                      f"the window's size)")
+    return _mint.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad)
+
+
+def adaptive_avg_pool2d(input, output_size):  # noqa: A002
+    """adaptive_avg_pool2d(input, output_size) (kiln.mint.adaptive_avg_pool2d)."""
+    return _composite.adaptive_avg_pool2d(input, output_size)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):  # noqa: A002
+    """adaptive_max_pool2d(input, output_size, return_indices=False)
+    (kiln.mint.adaptive_max_pool2d; return_indices=True is a KilnNotImplementedError)."""
+    return _composite.adaptive_max_pool2d(input, output_size, return_indices)
+
+
+def pad(input, pad, mode="constant", value=None):  # noqa: A002
+    """pad(input, pad, mode='constant', value=None) (kiln.mint.pad)."""
+    return _mint.pad(input, pad, mode, value)
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,  # noqa: A002
+              scale_grad_by_freq=False, sparse=False):
+    """embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+    scale_grad_by_freq=False, sparse=False): the rows of ``weight`` at the integer indices
+    ``input`` (kiln.mint.embedding). Lookups of ``padding_idx`` (negative: from the end) return
+    its row and send it no gradient, as PyTorch's. ``max_norm`` (which renormalizes rows of
+    weight in place), ``scale_grad_by_freq`` and ``sparse`` are KilnNotImplementedErrors."""
+    owner = "embedding"
+    for name, wanted in (("max_norm", max_norm is not None), ("scale_grad_by_freq",
+                                                              scale_grad_by_freq),
+                         ("sparse", sparse)):
+        if wanted:
+            raise KilnNotImplementedError(f"embedding: {name} is not supported (Kiln's "
+                                          f"embedding is a plain lookup with dense gradients)")
+    rows = _mint.embedding(input, weight)
+    if padding_idx is None:
+        return rows
+    count = _tensor(owner, "weight", weight).shape[0]
+    padding_idx = checked_int(owner, "padding_idx", padding_idx, -count, count - 1) % count
+    # The lookups of padding_idx take the row's value with its gradient cut (as kiln.nn.Embedding).
+    counted = _mint.unsqueeze(input != padding_idx, -1)
+    return _mint.where(counted, rows, rows.detach())
+
+
+def one_hot(tensor, num_classes=-1):
+    """one_hot(tensor, num_classes=-1): int64 [..., num_classes] with a 1 at each index of the
+    integer ``tensor``; num_classes=-1 is max + 1. As PyTorch's, the values are checked to be in
+    [0, num_classes) (a KilnValueError), which reads them: under kiln.jit, where values are not
+    known at the trace, ``num_classes`` must be given and an index outside the range gives a row
+    of zeros."""
+    owner = "one_hot"
+    _tensor(owner, "tensor", tensor)
+    if tensor.dtype.is_floating_point or tensor.dtype == _C.dtype.bool:
+        raise DTypeError(f"one_hot: expected an integer tensor of class indices, got "
+                         f"{tensor.dtype.name}")
+    num_classes = checked_int(owner, "num_classes", num_classes, low=-1)
+    tracing = _C.jit.is_tracing()
+    if num_classes == -1 and tracing:
+        raise KilnValueError("one_hot: num_classes=-1 takes the number of classes from the "
+                             "values, which kiln.jit does not have at the trace: pass num_classes")
+    if not tracing and tensor.numel() > 0:
+        low, high = _mint.min(tensor).item(), _mint.max(tensor).item()
+        if num_classes == -1:
+            num_classes = high + 1
+        if low < 0 or high >= num_classes:
+            raise KilnValueError(f"one_hot: expected class values in [0, {num_classes}), got "
+                                 f"values from {low} to {high}")
+    elif num_classes == -1:
+        raise KilnValueError("one_hot: cannot infer the number of classes of an empty tensor: "
+                             "pass num_classes")
+    classes = _mint.arange(num_classes, dtype=tensor.dtype)
+    return (_mint.unsqueeze(tensor, -1) == classes).to(_C.dtype.int64)
+
+
+def _pixel_factor(owner, name, factor, input):  # noqa: A002
+    _tensor(owner, "input", input)
+    factor = checked_int(owner, name, factor, low=1)
+    if input.ndim < 3:
+        raise ShapeError(f"{owner}: expected input [..., C, H, W] of at least 3 dimensions, got "
+                         f"{_dims(input.shape)}")
+    return factor
+
+
+def pixel_shuffle(input, upscale_factor):  # noqa: A002
+    """pixel_shuffle(input, upscale_factor): [..., C * r^2, H, W] -> [..., C, H * r, W * r]."""
+    owner = "pixel_shuffle"
+    r = _pixel_factor(owner, "upscale_factor", upscale_factor, input)
+    *batch, c, h, w = input.shape
+    if c % (r * r):
+        raise ShapeError(f"{owner}: expected the channel dimension (-3) of {_dims(input.shape)} "
+                         f"to be divisible by upscale_factor^2 = {r * r}")
+    n = len(batch)
+    x = input.reshape(batch + [c // (r * r), r, r, h, w])
+    x = x.permute(list(range(n)) + [n, n + 3, n + 1, n + 4, n + 2])
+    return x.reshape(batch + [c // (r * r), h * r, w * r])
+
+
+def pixel_unshuffle(input, downscale_factor):  # noqa: A002
+    """pixel_unshuffle(input, downscale_factor): [..., C, H * r, W * r] -> [..., C * r^2, H, W],
+    the inverse of pixel_shuffle."""
+    owner = "pixel_unshuffle"
+    r = _pixel_factor(owner, "downscale_factor", downscale_factor, input)
+    *batch, c, h, w = input.shape
+    if h % r or w % r:
+        raise ShapeError(f"{owner}: expected the height and width of {_dims(input.shape)} to be "
+                         f"divisible by downscale_factor = {r}")
+    n = len(batch)
+    x = input.reshape(batch + [c, h // r, r, w // r, r])
+    x = x.permute(list(range(n)) + [n, n + 2, n + 4, n + 1, n + 3])
+    return x.reshape(batch + [c * r * r, h // r, w // r])
+
+
+def _repeat_heads(x, times):
+    """[..., H, S, E] -> [..., H * times, S, E], each head repeated ``times`` times in a row
+    (PyTorch's repeat_interleave along dim -3)."""
+    shape = list(x.shape)
+    expanded = _mint.unsqueeze(x, -3).expand(shape[:-2] + [times] + shape[-2:])
+    return expanded.reshape(shape[:-3] + [shape[-3] * times] + shape[-2:])
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, *, scale=None, enable_gqa=False):
+    """scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+    is_causal=False, *, scale=None, enable_gqa=False): softmax(q @ k^T * scale + mask) @ v for
+    query [..., L, E], key [..., S, E] and value [..., S, Ev]; ``scale`` defaults to
+    1 / sqrt(E). A bool ``attn_mask`` marks with True what may be attended to (the inverse of
+    MultiheadAttention's masks), a floating one is added to the scores; ``is_causal`` lets
+    position i attend to positions j <= i (with an attn_mask, a KilnValueError). A row that may
+    attend to nothing is 0, as PyTorch's. Dropout (p = ``dropout_p``) always applies, as
+    PyTorch's: pass 0 outside training. ``enable_gqa`` repeats the key and value heads (dim -3)
+    to the query's number."""
+    owner = "scaled_dot_product_attention"
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        _floating_tensor(owner, name, x)
+        if x.ndim < 2:
+            raise ShapeError(f"{owner}: expected {name} of at least 2 dimensions [..., seq, "
+                             f"embed], got {_dims(x.shape)}")
+    if is_causal and attn_mask is not None:
+        raise KilnValueError(f"{owner}: pass either attn_mask or is_causal=True, not both")
+    if enable_gqa:
+        heads, kv_heads = query.shape[-3], key.shape[-3]
+        if kv_heads == 0 or heads % kv_heads or value.shape[-3] != kv_heads:
+            raise ShapeError(f"{owner}: enable_gqa needs the query's heads ({heads}) to be a "
+                             f"multiple of the key's and value's ({kv_heads}, "
+                             f"{value.shape[-3]})")
+        key, value = _repeat_heads(key, heads // kv_heads), _repeat_heads(value, heads // kv_heads)
+    factor = 1.0 / math.sqrt(query.shape[-1]) if scale is None else check_real(owner, "scale",
+                                                                                scale)
+    scores = _mint.matmul(query, key.transpose(-2, -1)) * factor
+    length, source = query.shape[-2], key.shape[-2]
+    if is_causal:
+        attn_mask = _mint.tril(_mint.ones(length, source, dtype=_C.dtype.bool))
+    if attn_mask is not None:
+        _tensor(owner, "attn_mask", attn_mask)
+        if attn_mask.dtype == _C.dtype.bool:
+            scores = _mint.masked_fill(scores, _mint.logical_not(attn_mask), -math.inf)
+        elif attn_mask.dtype.is_floating_point:
+            scores = scores + _cast(attn_mask, scores.dtype)
+        else:
+            raise DTypeError(f"{owner}: expected a bool attn_mask (True = attend) or a "
+                             f"floating-point one (added to the scores), got "
+                             f"{attn_mask.dtype.name}")
+        # Rows with every score -inf would be NaN (0 / 0): PyTorch makes them 0, and so does the
+        # where(), which also keeps their gradient 0 (Note [Gradients through where]).
+        empty = _mint.amax(scores, -1, True) == -math.inf
+        weights = _mint.where(empty, 0.0, _mint.softmax(_mint.where(empty, 0.0, scores), -1))
+    else:
+        weights = _mint.softmax(scores, -1)
+    if dropout_p > 0:
+        weights = _mint.dropout(weights, dropout_p, True)
+    return _mint.matmul(weights, value)
+
+
+# ------------------------------------------------------------------------------------------------
+# Normalization and distances
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # noqa: A002
+    """layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5)
+    (kiln.mint.layer_norm)."""
+    return _mint.layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
+    """rms_norm(input, normalized_shape, weight=None, eps=None) (kiln.mint.rms_norm); eps=None is
+    PyTorch's: the machine epsilon of the dtype computed in (float64's for float64, float32's for
+    the others, 16-bit floats included)."""
+    if eps is None:
+        float64 = _tensor("rms_norm", "input", input).dtype == _C.dtype.float64
+        eps = 2.0 ** -52 if float64 else 2.0 ** -23
+    return _mint.rms_norm(input, normalized_shape, weight, eps)
+
+
+def _channel_operand(owner, name, value, channels, ndim):
+    """``value`` (None, or a kiln tensor [channels]) shaped to broadcast along dim 1 of an
+    ``ndim``-d input."""
+    if value is None:
+        return None
+    _tensor(owner, name, value)
+    if tuple(value.shape) != (channels,):
+        raise ShapeError(f"{owner}: expected {name} of shape [{channels}] (one per channel), got "
+                         f"{_dims(value.shape)}")
+    return value.reshape([channels] + [1] * (ndim - 2))
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):  # noqa: A002
+    """group_norm(input, num_groups, weight=None, bias=None, eps=1e-5): input [N, C, ...]
+    normalized over each group of C / num_groups channels (and the dimensions after C): (x -
+    mean) / sqrt(var + eps) with the biased variance, times weight[C] plus bias[C]."""
+    owner = "group_norm"
+    dtype = _floating_tensor(owner, "input", input)
+    if input.ndim < 2:
+        raise ShapeError(f"{owner}: expected input [N, C, ...] of at least 2 dimensions, got "
+                         f"{_dims(input.shape)}")
+    groups = checked_int(owner, "num_groups", num_groups, low=1)
+    n, channels = input.shape[0], input.shape[1]
+    if channels % groups:
+        raise KilnValueError(f"{owner}: expected the channels of input {_dims(input.shape)} to "
+                             f"be divisible by num_groups={groups}")
+    eps = check_real(owner, "eps", eps)
+    weight = _channel_operand(owner, "weight", weight, channels, input.ndim)
+    bias = _channel_operand(owner, "bias", bias, channels, input.ndim)
+    x = _widened(input)
+    grouped = x.reshape(n, groups, math.prod(input.shape[1:]) // groups)
+    mean = _mint.mean(grouped, 2, keepdim=True)
+    var = _mint.var(grouped, 2, correction=0, keepdim=True)
+    y = ((grouped - mean) * _mint.rsqrt(var + eps)).reshape(input.shape)
+    if weight is not None:
+        y = y * _cast(weight, y.dtype)
+    if bias is not None:
+        y = y + _cast(bias, y.dtype)
+    return _cast(y, dtype)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa: A002
+               training=False, momentum=0.1, eps=1e-5):
+    """batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+    momentum=0.1, eps=1e-5): input [N, C, ...] normalized per channel, (x - mean) / sqrt(var +
+    eps) * weight[C] + bias[C].
+
+    While ``training`` mean and var are the batch's (over every dimension but C; var biased), and
+    the running statistics [C] (both given or both None, as in PyTorch) are updated in place
+    under no_grad: running = (1 - momentum) * running + momentum * batch statistic, with the
+    unbiased batch variance for running_var (also at each call of a kiln.jit function). Otherwise
+    the running statistics normalize (they must be given). Training on one value per channel is a
+    KilnValueError (its variance is undefined)."""
+    owner = "batch_norm"
+    dtype = _floating_tensor(owner, "input", input)
+    if input.ndim < 2:
+        raise ShapeError(f"{owner}: expected input [N, C, ...] of at least 2 dimensions, got "
+                         f"{_dims(input.shape)}")
+    if (running_mean is None) != (running_var is None):
+        raise KilnValueError(f"{owner}: running_mean and running_var must both be None or both "
+                             f"be given")
+    if not training and running_mean is None:
+        raise KilnValueError(f"{owner}: running_mean and running_var must be given when not "
+                             f"training (they normalize)")
+    momentum = check_real(owner, "momentum", momentum)
+    eps = check_real(owner, "eps", eps)
+    channels, ndim = input.shape[1], input.ndim
+    mean_view = _channel_operand(owner, "running_mean", running_mean, channels, ndim)
+    var_view = _channel_operand(owner, "running_var", running_var, channels, ndim)
+    weight = _channel_operand(owner, "weight", weight, channels, ndim)
+    bias = _channel_operand(owner, "bias", bias, channels, ndim)
+    x = _widened(input)
+    if training:
+        count = math.prod(input.shape) // channels if channels else 0
+        if count == 1:
+            raise KilnValueError(f"{owner}: expected more than 1 value per channel when "
+                                 f"training, got input {_dims(input.shape)}")
+        dims = [0] + list(range(2, ndim))
+        mean = _mint.mean(x, dims, keepdim=True)
+        var = _mint.var(x, dims, correction=0, keepdim=True)
+        if running_mean is not None and count > 0:
+            with no_grad():
+                # The unbiased variance from its own reduction, not var * n / (n - 1): a number
+                # from the batch size would be a constant of a kiln.jit graph.
+                unbiased = _mint.var(x, dims, correction=1)
+                running_mean[...] = (running_mean * (1 - momentum)
+                                     + mean.reshape(channels) * momentum)
+                running_var[...] = running_var * (1 - momentum) + unbiased * momentum
+    else:
+        mean, var = _cast(mean_view, x.dtype), _cast(var_view, x.dtype)
+    scale = _mint.rsqrt(var + eps)
+    if weight is not None:
+        scale = scale * _cast(weight, x.dtype)
+    y = (x - mean) * scale
+    if bias is not None:
+        y = y + _cast(bias, x.dtype)
+    return _cast(y, dtype)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):  # noqa: A002
+    """normalize(input, p=2.0, dim=1, eps=1e-12, out=None): x / max(||x||_p, eps) along ``dim``
+    (kiln.mint.vector_norm), written into ``out`` when given."""
+    norm = _mint.vector_norm(input, p, dim, True)
+    return _mint.div(input, _mint.clamp(norm, min=check_real("normalize", "eps", eps)), out=out)
+
+
+def _broadcast_pair(owner, x1, x2):
+    """x1 and x2 in their promoted floating dtype, expanded to their broadcast shape."""
+    _tensor(owner, "x1", x1)
+    _tensor(owner, "x2", x2)
+    dtype = _C.promote_types(x1.dtype, x2.dtype)
+    if not dtype.is_floating_point:
+        raise DTypeError(f"{owner}: expected floating-point inputs, got {x1.dtype.name} and "
+                         f"{x2.dtype.name}")
+    a, b = list(x1.shape), list(x2.shape)
+    a, b = [1] * (len(b) - len(a)) + a, [1] * (len(a) - len(b)) + b
+    if any(i != j and 1 not in (i, j) for i, j in zip(a, b)):
+        raise ShapeError(f"{owner}: x1 {_dims(x1.shape)} and x2 {_dims(x2.shape)} do not "
+                         f"broadcast")
+    shape = [j if i == 1 else i for i, j in zip(a, b)]
+    return _cast(x1, dtype).expand(shape), _cast(x2, dtype).expand(shape)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """cosine_similarity(x1, x2, dim=1, eps=1e-8): sum(x1 / max(||x1||, eps) * x2 / max(||x2||,
+    eps)) along ``dim`` of the broadcast inputs, as PyTorch computes it (each side divided by its
+    norm first, so the result stays in [-1, 1]). Its gradient is PyTorch's too: the norms are
+    clamped at eps without cutting their gradient."""
+    a, b = _broadcast_pair("cosine_similarity", x1, x2)
+    eps = check_real("cosine_similarity", "eps", eps)
+
+    def scaled(x):
+        norm = _mint.vector_norm(x, 2, dim, True)
+        # PyTorch clamps a copy of the norm in place under no_grad: the value max(norm, eps)
+        # with the gradient of norm.
+        return x / (norm + (_mint.clamp(norm, min=eps) - norm).detach())
+
+    return _mint.sum(scaled(a) * scaled(b), dim)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False): ||x1 - x2 + eps||_p over the
+    last dimension of the broadcast inputs (kiln.mint.vector_norm)."""
+    a, b = _broadcast_pair("pairwise_distance", x1, x2)
+    return _mint.vector_norm(a - b + check_real("pairwise_distance", "eps", eps), p, -1, keepdim)
+
+
+# ------------------------------------------------------------------------------------------------
+# Losses
+
+
+def _no_legacy(owner, size_average, reduce):
+    if size_average is not None or reduce is not None:
+        raise KilnValueError(f"{owner}: size_average and reduce are PyTorch's deprecated "
+                             f"spellings of reduction; pass reduction='mean', 'sum' or 'none' "
+                             f"instead (got size_average={size_average!r}, reduce={reduce!r})")
+
+
+def _weighted(owner, input, losses, weight, reduction, mean_over_weights):  # noqa: A002
+    """Elementwise ``losses`` times ``weight`` (PyTorch's: a tensor of the input's shape),
+    reduced; "mean" divides by sum(weight) if ``mean_over_weights``, else by the count."""
+    _tensor(owner, "weight", weight)
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ShapeError(f"{owner}: expected weight of the input's shape {_dims(input.shape)}, "
+                         f"got {_dims(weight.shape)}")
+    weighted = losses * weight
+    if reduction == "none":
+        return weighted
+    if reduction == "sum" or not mean_over_weights:
+        return _mint.sum(weighted) if reduction == "sum" else _mint.mean(weighted)
+    return _mint.sum(weighted) / _mint.sum(weight)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
+             weight=None):
+    """mse_loss(input, target, size_average=None, reduce=None, reduction='mean', weight=None)
+    (kiln.mint.mse_loss, which broadcasts with PyTorch's warning); with ``weight`` (of the
+    input's shape) each squared error is weighted and "mean" divides by sum(weight)."""
+    _no_legacy("mse_loss", size_average, reduce)
+    if weight is None:
+        return _mint.mse_loss(input, target, reduction)
+    _composite._check_reduction("mse_loss", reduction)
+    return _weighted("mse_loss", input, _mint.mse_loss(input, target, "none"), weight, reduction,
+                     True)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
+            weight=None):
+    """l1_loss(input, target, size_average=None, reduce=None, reduction='mean', weight=None)
+    (kiln.mint.l1_loss); ``weight`` as mse_loss's."""
+    _no_legacy("l1_loss", size_average, reduce)
+    if weight is None:
+        return _composite.l1_loss(input, target, reduction)
+    _composite._check_reduction("l1_loss", reduction)
+    return _weighted("l1_loss", input, _composite.l1_loss(input, target, "none"), weight, reduction,
+                     True)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
+                   beta=1.0):
+    """smooth_l1_loss(input, target, size_average=None, reduce=None, reduction='mean', beta=1.0)
+    (kiln.mint.smooth_l1_loss)."""
+    _no_legacy("smooth_l1_loss", size_average, reduce)
+    return _composite.smooth_l1_loss(input, target, reduction, beta)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):  # noqa: A002
+    """huber_loss(input, target, reduction='mean', delta=1.0, weight=None)
+    (kiln.mint.huber_loss); with ``weight`` (of the input's shape) each loss is weighted and
+    "mean" averages the weighted losses, as PyTorch's (not divided by sum(weight))."""
+    if weight is None:
+        return _composite.huber_loss(input, target, reduction, delta)
+    _composite._check_reduction("huber_loss", reduction)
+    return _weighted("huber_loss", input, _composite.huber_loss(input, target, "none", delta),
+                     weight, reduction, False)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,  # noqa: A002
+                  reduce=None, reduction="mean", label_smoothing=0.0):
+    """cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
+    reduce=None, reduction='mean', label_smoothing=0.0) (kiln.mint.cross_entropy)."""
+    _no_legacy("cross_entropy", size_average, reduce)
+    return _composite.cross_entropy(input, target, reduction, ignore_index, label_smoothing,
+                                    weight=weight)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,  # noqa: A002
+             reduce=None, reduction="mean"):
+    """nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+    reduction='mean') (kiln.mint.nll_loss)."""
+    _no_legacy("nll_loss", size_average, reduce)
+    return _composite.nll_loss(input, target, reduction, ignore_index, weight=weight)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None,  # noqa: A002
+                         reduce=None, reduction="mean"):
+    """binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+    reduction='mean') (kiln.mint.binary_cross_entropy)."""
+    _no_legacy("binary_cross_entropy", size_average, reduce)
+    return _composite.binary_cross_entropy(input, target, weight, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,  # noqa: A002
+                                     reduce=None, reduction="mean", pos_weight=None):
+    """binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
+    reduce=None, reduction='mean', pos_weight=None)
+    (kiln.mint.binary_cross_entropy_with_logits)."""
+    _no_legacy("binary_cross_entropy_with_logits", size_average, reduce)
+    return _composite.binary_cross_entropy_with_logits(input, target, weight, reduction,
+                                                       pos_weight)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
+           log_target=False):
+    """kl_div(input, target, size_average=None, reduce=None, reduction='mean', log_target=False):
+    the pointwise KL divergence of log-probabilities ``input`` from the probabilities ``target``
+    (its logs with ``log_target``), target * (log(target) - input) (0 where target is 0), reduced:
+    "batchmean" divides the sum by the batch size (dim 0), "mean" by the number of elements (with
+    PyTorch's warning that this is rarely the KL divergence). At target 0 its gradient with respect
+    to the target is -input here (the term target * log(target) contributes none), where
+    PyTorch's is NaN."""
+    owner = "kl_div"
+    _no_legacy(owner, size_average, reduce)
+    if reduction not in ("mean", "batchmean", "sum", "none"):
+        raise KilnValueError(f"{owner}: expected reduction 'mean', 'batchmean', 'sum' or 'none', "
+                             f"got {reduction!r}")
+    if reduction == "mean":
+        warnings.warn("kl_div: reduction='mean' divides the total loss by both the batch size "
+                      "and the support size; 'batchmean' divides only by the batch size, which "
+                      "is the KL divergence (as PyTorch warns)", stacklevel=2)
+    x, t, dtype = _composite._loss_operands(owner, input, target, "none", floating_target=True)
+    if log_target:
+        loss = _mint.exp(t) * (t - x)
+    else:
+        # xlogy(t, t) - t * x; log's argument is 1 where t is 0 (Note [Gradients through where]).
+        zero = t == 0
+        loss = _mint.where(zero, 0.0, t * _mint.log(_mint.where(zero, 1.0, t))) - t * x
+    if reduction == "batchmean":
+        total = _mint.sum(loss)
+        return _cast(total / input.shape[0] if input.ndim else total, dtype)
+    return _composite._reduced(loss, reduction, dtype)
