@@ -54,11 +54,12 @@ _PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
 
 
 def __getattr__(name):
-    # kiln.ops loads on first use: `import kiln` stays fast for programs without custom ops.
-    if name == "ops":
+    # kiln.ops and kiln.utils (kiln.utils.data: datasets, samplers, DataLoader, which use NumPy)
+    # load on first use: `import kiln` stays fast for programs without them.
+    if name in ("ops", "utils"):
         import importlib
 
-        return importlib.import_module(".ops", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'kiln' has no attribute {name!r}")
 
 
