@@ -1,9 +1,9 @@
 // kiln.mint factories and random ops (zeros, ones, full, empty, zeros_like, ones_like, arange,
 // linspace, eye, rand, randn, randint, randperm, multinomial (also a Tensor method), dropout),
-// manual_seed, and the DLPack bindings (dlpack.cc), which live here until the module assembly calls
-// bind_dlpack itself. The factories of values a gradient can flow into take PyTorch's keyword
-// requires_grad; every factory takes its keyword device ('cpu', a kiln.device or None: Kiln runs
-// on the CPU, and another device is a KilnValueError).
+// manual_seed, get_rng_state / set_rng_state, and the DLPack bindings (dlpack.cc), which live
+// here until the module assembly calls bind_dlpack itself. The factories of values a gradient can
+// flow into take PyTorch's keyword requires_grad; every factory takes its keyword device ('cpu', a
+// kiln.device or None: Kiln runs on the CPU, and another device is a KilnValueError).
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
@@ -250,6 +250,29 @@ void bind_mint_factory(nb::module_& mint) {
            }, "input"_a, "p"_a = 0.5, "training"_a = true,
            "Zeroes each element with probability p and scales the rest by 1 / (1 - p); the "
            "input itself when not training or p == 0.");
+  mint.def(
+      "get_rng_state",
+      [] {
+        // As int64 bit patterns, so that the state is a tensor a checkpoint holds.
+        const RngState state = get_rng_state();
+        Tensor t = Tensor::empty({2}, DType::kInt64);
+        t.data<int64_t>()[0] = static_cast<int64_t>(state.seed);
+        t.data<int64_t>()[1] = static_cast<int64_t>(state.offset);
+        return t;
+      },
+      "The global generator's state (seed and next counter) as an int64 tensor of 2 elements: "
+      "set_rng_state(state) makes the draws after it repeat (PyTorch's torch.get_rng_state).");
+  mint.def(
+      "set_rng_state",
+      [](const Tensor& state) {
+        KILN_CHECK_VALUE(state.dtype() == DType::kInt64 && state.shape() == Shape{2})
+            << "set_rng_state: expected the int64 tensor of 2 elements get_rng_state gives, got "
+            << type_str(state);
+        const Tensor c = state.contiguous();
+        set_rng_state({static_cast<uint64_t>(c.data<int64_t>()[0]),
+                       static_cast<uint64_t>(c.data<int64_t>()[1])});
+      },
+      "state"_a, "Puts the global generator where get_rng_state() found it.");
   mint.def(
       "manual_seed", [](nb::handle seed) { manual_seed(seed_from_object(seed)); }, "seed"_a,
       "Seeds the global generator: later rand/randn/randint/randperm/multinomial/dropout "

@@ -74,11 +74,18 @@ GeneratorDraw generator_state() {
 
 }  // namespace detail
 
-void manual_seed(uint64_t seed) {
+void manual_seed(uint64_t seed) { set_rng_state({seed, 0}); }
+
+RngState get_rng_state() {
+  const detail::GeneratorDraw state = detail::generator_state();
+  return {state.seed, state.offset};
+}
+
+void set_rng_state(const RngState& state) {
   detail::Generator& g = detail::generator();
   std::lock_guard<std::mutex> lock(g.mutex);
-  g.seed = seed;
-  g.offset = 0;
+  g.seed = state.seed;
+  g.offset = state.offset;
 }
 
 namespace {

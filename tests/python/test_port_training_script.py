@@ -1,7 +1,7 @@
 """A PyTorch training script as people write it, ported to Kiln by renaming: torch.utils.data,
 torch.nn.functional, Conv2d(padding="same"), BatchNorm2d, adaptive pooling, a weighted
 cross-entropy with label smoothing, AdamW with OneCycleLR cycling the momentum, a checkpoint of
-model, optimizer, scheduler and epoch saved and resumed. Checks that it learns, and that a run
+model, optimizer, scheduler, epoch and the random generator's state saved and resumed. Checks that it learns, and that a run
 resumed from the checkpoint continues exactly as the uninterrupted one (eagerly and with a
 jitted step). Runs without PyTorch."""
 
@@ -108,7 +108,8 @@ def test_the_ported_script_learns_and_resumes_from_its_checkpoint(tmp_path, jit)
     model, optimizer, scheduler, epoch = make_run(jit)
     epoch()
     kiln.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-               "scheduler": scheduler.state_dict(), "epoch": 1}, tmp_path / "ckpt.safetensors")
+               "scheduler": scheduler.state_dict(), "epoch": 1, "rng": kiln.get_rng_state()},
+              tmp_path / "ckpt.safetensors")
     uninterrupted = [epoch() for _ in range(2)]
     expected = {name: p.numpy().copy() for name, p in model.named_parameters()}
 
@@ -118,9 +119,8 @@ def test_the_ported_script_learns_and_resumes_from_its_checkpoint(tmp_path, jit)
     resumed_model.load_state_dict(checkpoint["model"])
     resumed_optimizer.load_state_dict(checkpoint["optimizer"])
     resumed_scheduler.load_state_dict(checkpoint["scheduler"])
-    # The loader's shuffle draws from the global generator, which the checkpoint does not hold:
-    # a run of the first epoch brings it where the interrupted run had it.
-    make_run(jit)[3]()
+    # The loader's shuffle draws from the global generator: where the interrupted run had it.
+    kiln.set_rng_state(checkpoint["rng"])
     resumed = [resumed_epoch() for _ in range(2)]
     np.testing.assert_allclose(resumed, uninterrupted, rtol=1e-5)
     for name, p in resumed_model.named_parameters():

@@ -89,6 +89,25 @@ def test_jitted_sampling_draws_afresh_at_each_call():
     np.testing.assert_array_equal(a[1].numpy(), b[1].numpy())
 
 
+def test_rng_state_round_trips_through_a_checkpoint(tmp_path):
+    kiln.manual_seed(5)
+    mint.rand(10)
+    kiln.save({"rng": kiln.get_rng_state()}, tmp_path / "state")
+    first = (mint.randn(8).numpy(), mint.randperm(20).numpy(), mint.rand(3).numpy())
+    mint.rand(1000)
+    kiln.set_rng_state(kiln.load(tmp_path / "state")["rng"])
+    again = (mint.randn(8).numpy(), mint.randperm(20).numpy(), mint.rand(3).numpy())
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+    kiln.manual_seed(2**64 - 1)  # a seed past int64 survives as its bit pattern
+    state = kiln.get_rng_state()
+    value = mint.rand(4).numpy()
+    kiln.set_rng_state(state)
+    np.testing.assert_array_equal(mint.rand(4).numpy(), value)
+    with raises(kiln.KilnValueError, match="set_rng_state: expected the int64 tensor of 2"):
+        kiln.set_rng_state(mint.zeros(2))
+
+
 def test_bad_arguments_are_typed_errors():
     w = kiln.tensor([1.0, 0.0, 1.0])
     with raises(kiln.KilnValueError, match="randperm: expected n >= 0, got -1"):

@@ -32,6 +32,14 @@ KILN_API Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt,
 
 /// Sets the seed of the global generator.
 KILN_API void manual_seed(uint64_t seed);
+/// Where the global generator stands: its seed and the next counter a random op reserves. Saved
+/// with a checkpoint and given back to set_rng_state, it makes the later draws repeat.
+struct RngState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+};
+KILN_API RngState get_rng_state();
+KILN_API void set_rng_state(const RngState& state);
 /// Uniform in [0, 1).
 KILN_API Tensor rand(const Shape& shape, DType dtype = DType::kFloat32);
 /// Standard normal.

@@ -444,6 +444,20 @@ TEST(Dropout, RejectsBadArguments) {
                "Dropout: expected a floating input, got int64");
 }
 
+TEST(Generator, SetRngState_RepeatsTheDrawsAfterGetRngState) {
+  manual_seed(31);
+  rand({100});
+  const RngState state = get_rng_state();
+  EXPECT_EQ(state.seed, 31u);
+  EXPECT_EQ(state.offset, 25u);
+  const Tensor first = randn({64});
+  const Tensor perm = randperm(50);
+  rand({1000});  // elsewhere
+  set_rng_state(state);
+  EXPECT_TRUE(same_bytes(randn({64}), first));
+  EXPECT_TRUE(same_bytes(randperm(50), perm));
+}
+
 TEST(RandPerm, IsAPermutation_ForEveryIntegerDtype) {
   manual_seed(21);
   for (int64_t n : {0, 1, 2, 257, 10000}) {
