@@ -4,6 +4,7 @@
 #include <atomic>
 #include <limits>
 #include <mutex>
+#include <shared_mutex>
 #include <sstream>
 #include <unordered_map>
 #include <utility>
@@ -19,8 +20,10 @@ namespace {
 // them, where the sync mode raises at the call. So a transient failure is also recorded for the
 // tensor's Storage, in this side table (Storage keeps its layout), and failure() of any tensor
 // on that Storage returns it until a sync point raises it. The table is empty almost always, so
-// failure() pays one atomic load; while it holds entries, each lookup sweeps out the raised ones
-// and those of storages that died (a new Storage may reuse the address).
+// failure() pays one atomic load; while it holds entries, a lookup is one hash find under a
+// shared lock (thousands of unraised failures left no op slower). Entries that are done (raised,
+// or of a storage that died: a new Storage may reuse the address) are ignored, erased when a
+// lookup meets one, and swept when the table has doubled since its last sweep.
 class StorageFailures {
  public:
   static StorageFailures& instance() {
@@ -29,20 +32,32 @@ class StorageFailures {
   }
 
   void record(const std::shared_ptr<Storage>& storage, std::shared_ptr<const OpFailure> failure) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    sweep();
+    std::unique_lock<std::shared_mutex> lock(mutex_);
+    auto [it, inserted] = entries_.try_emplace(storage.get(), Entry{storage, failure});
     // The first live failure stays, as on a tensor.
-    entries_.try_emplace(storage.get(), Entry{storage, std::move(failure)});
+    if (!inserted && done(it->second)) it->second = Entry{storage, std::move(failure)};
+    if (entries_.size() >= 2 * swept_size_ + 16) {  // amortised: O(1) sweeping per record
+      for (auto e = entries_.begin(); e != entries_.end();) {
+        e = done(e->second) ? entries_.erase(e) : std::next(e);
+      }
+      swept_size_ = entries_.size();
+    }
     count_.store(entries_.size(), std::memory_order_release);
   }
 
   std::shared_ptr<const OpFailure> of(const Storage* storage) {
     if (storage == nullptr || count_.load(std::memory_order_acquire) == 0) return nullptr;
-    std::lock_guard<std::mutex> lock(mutex_);
-    sweep();
-    count_.store(entries_.size(), std::memory_order_release);
+    {
+      std::shared_lock<std::shared_mutex> lock(mutex_);
+      const auto it = entries_.find(storage);
+      if (it == entries_.end()) return nullptr;
+      if (!done(it->second)) return it->second.failure;
+    }
+    std::unique_lock<std::shared_mutex> lock(mutex_);
     const auto it = entries_.find(storage);
-    return it == entries_.end() ? nullptr : it->second.failure;
+    if (it != entries_.end() && done(it->second)) entries_.erase(it);
+    count_.store(entries_.size(), std::memory_order_release);
+    return nullptr;
   }
 
  private:
@@ -51,16 +66,13 @@ class StorageFailures {
     std::shared_ptr<const OpFailure> failure;
   };
 
-  void sweep() {
-    for (auto it = entries_.begin(); it != entries_.end();) {
-      const bool done = it->second.storage.expired() ||
-                        it->second.failure->raised.load(std::memory_order_acquire);
-      it = done ? entries_.erase(it) : std::next(it);
-    }
+  static bool done(const Entry& e) {
+    return e.storage.expired() || e.failure->raised.load(std::memory_order_acquire);
   }
 
-  std::mutex mutex_;
+  std::shared_mutex mutex_;
   std::unordered_map<const Storage*, Entry> entries_;
+  size_t swept_size_ = 0;  // the table's size after its last sweep
   std::atomic<size_t> count_{0};
 };
 
