@@ -36,11 +36,11 @@ class device(str):  # noqa: N801  (PyTorch's name)
         if not isinstance(type, str):
             raise KilnTypeError(f"device: expected a device name such as 'cpu', got "
                                 f"{builtins.type(type).__name__}")
-        name, _, number = type.partition(":")
-        if number:
+        name, colon, number = type.partition(":")
+        if colon:
             if index is not None:
                 raise KilnValueError(f"device: {type!r} has an index already; got index {index}")
-            if not number.isdigit():
+            if not (number.isascii() and number.isdigit()):
                 raise KilnValueError(f"device: expected 'type:index' with an index >= 0, got "
                                      f"{type!r}")
             index = int(number)

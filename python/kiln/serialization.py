@@ -164,6 +164,9 @@ def _flatten(checkpoint):
     except RecursionError:
         raise KilnValueError("kiln.save: the checkpoint nests too deeply (or holds itself)") \
             from None
+    except ValueError as e:  # an int with more digits than Python writes as text
+        raise KilnValueError(f"kiln.save: the checkpoint holds a value JSON cannot write ({e})") \
+            from None
     return structure, tensors
 
 
@@ -180,7 +183,7 @@ def _rebuilt(structure, tensors, where):
             raise bad(f"expected a node of one key, got {node!r}"[:200])
         ((kind, body),) = node.items()
         if kind == "tensor":
-            if body not in tensors or body in used:
+            if not isinstance(body, str) or body not in tensors or body in used:
                 raise bad(f"tensor {body!r} is not in the file, or named twice")
             used.add(body)
             return tensors[body]
@@ -194,6 +197,8 @@ def _rebuilt(structure, tensors, where):
             for pair in body:
                 if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], _PLAIN)):
                     raise bad(f"expected [key, node] pairs, got {pair!r}"[:200])
+                if pair[0] in result:
+                    raise bad(f"key {pair[0]!r} appears twice in one dict"[:200])
                 result[pair[0]] = build(pair[1])
             return result
         raise bad(f"unknown node {kind!r}")
@@ -204,6 +209,8 @@ def _rebuilt(structure, tensors, where):
         raise bad(f"not JSON ({e})") from None
     except RecursionError:
         raise bad("it nests too deeply to read") from None
+    except ValueError as e:  # an integer with more digits than Python reads from text
+        raise bad(f"it holds an integer too long to read ({e})") from None
     unused = [name for name in tensors if name not in used]
     if unused:
         raise bad(f"tensor {unused[0]!r} is in none of its nodes")

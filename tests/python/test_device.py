@@ -33,6 +33,8 @@ def test_device_names_parse_compare_and_round_trip():
     ((3,), kiln.KilnTypeError, "expected a device name such as 'cpu', got int"),
     (("tpu",), kiln.KilnValueError, "unknown device type 'tpu'"),
     (("cpu:x",), kiln.KilnValueError, "an index >= 0, got 'cpu:x'"),
+    (("cuda:",), kiln.KilnValueError, "an index >= 0, got 'cuda:'"),
+    (("cpu:\u0661",), kiln.KilnValueError, "an index >= 0"),  # a digit, but not an ASCII one
     (("cpu", -1), kiln.KilnValueError, "index to be an int >= 0 or None, got -1"),
     (("cuda:0", 1), kiln.KilnValueError, "has an index already"),
 ])

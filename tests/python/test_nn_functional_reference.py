@@ -606,3 +606,21 @@ def test_scale_and_enable_gqa_are_keyword_only():
     q = t(np.zeros((2, 3)))
     with pytest.raises(TypeError):
         F.scaled_dot_product_attention(q, q, q, None, 0.0, False, 0.5)
+
+
+@pytest.mark.parametrize("alpha", [-0.5, 0.7, 2.0])
+def test_celu_follows_its_formula_for_either_sign_of_alpha(alpha):
+    # alpha * elu(x / alpha) is the curve only for alpha > 0.
+    x = np.array([-3.0, -0.5, 0.0, 0.5, 2.0])
+    got = F.celu(kiln.tensor(x), alpha).numpy()
+    np.testing.assert_allclose(got, np.where(x > 0, x, alpha * np.expm1(x / alpha)), rtol=1e-12)
+    assert kiln.testing.gradcheck(lambda t: F.celu(t, alpha), (kiln.tensor(x[[0, 1, 3, 4]])
+                                                                .requires_grad_(),))
+
+
+def test_threshold_keeps_an_integer_input_integer_and_one_hot_takes_narrow_indices():
+    out = F.threshold(kiln.tensor([-3, -1, 0, 2, 7]), 0, 5.7)
+    assert out.dtype == kiln.int64
+    np.testing.assert_array_equal(out.numpy(), [5, 5, 5, 2, 7])
+    hot = F.one_hot(kiln.tensor(np.array([0, 5], np.int8)), 200)  # more classes than int8 counts
+    assert hot.shape == (2, 200) and hot.numpy()[1, 5] == 1 and hot.numpy().sum() == 2

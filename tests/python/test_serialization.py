@@ -282,6 +282,8 @@ def test_save_argument_errors(tmp_path):
     looped["self"] = looped
     with raises(kiln.KilnValueError, match="nests too deeply"):
         kiln.save(looped, tmp_path / "x")
+    with raises(kiln.KilnValueError, match="holds a value JSON cannot write"):
+        kiln.save({"epoch": 10 ** 5000}, tmp_path / "x")
     with raises(kiln.DTypeError, match="tensor 'a': cannot read a NumPy array of dtype .*uint32"):
         kiln.save({"a": np.zeros(2, np.uint32)}, tmp_path / "x")
     assert not (tmp_path / "x").exists()  # every check comes before the file is opened
@@ -342,6 +344,10 @@ def test_a_flat_mapping_is_written_without_structure(tmp_path):
     ('{"set":[]}', "unknown node 'set'"),
     ('{"dict":[[[1],{"value":1}]]}', r"expected \[key, node\] pairs"),
     ('{"value":1,"list":[]}', "expected a node of one key"),
+    ('{"tensor":["t"]}', r"tensor \['t'\] is not in the file"),
+    ('{"dict":[["a",{"tensor":"t"}],["a",{"value":1}]]}', "key 'a' appears twice"),
+    ('{"list":[{"tensor":"t"},{"value":' + "9" * 5000 + '}]}',
+     "it holds an integer too long to read"),
 ])
 def test_malformed_checkpoint_structures(tmp_path, structure, message):
     kiln.save({"t": kiln.tensor([1.0])}, tmp_path / "x", metadata={"other": "1"})

@@ -117,12 +117,20 @@ def selu(input, inplace=False):  # noqa: A002
 
 def celu(input, alpha=1.0, inplace=False):  # noqa: A002
     """celu(input, alpha=1.0, inplace=False): x where x > 0, else alpha * (exp(x / alpha) - 1),
-    computed as alpha * elu(x / alpha). alpha = 0 is a KilnValueError, as in PyTorch."""
+    for either sign of alpha (alpha * elu(x / alpha) only for alpha > 0). alpha = 0 is a
+    KilnValueError, as in PyTorch."""
     dtype = _floating_tensor("celu", "input", input)
     alpha = check_real("celu", "alpha", alpha)
     if alpha == 0:
         raise KilnValueError("celu: alpha cannot be 0 (the curve divides x by it)")
-    result = _cast(_composite.elu(_widened(input) / alpha) * alpha, dtype)
+    x = _widened(input)
+    if alpha > 0:
+        result = _composite.elu(x / alpha) * alpha
+    else:
+        # The curve of min(x, 0): where x > 0 it is 0 there, so its exp (and gradient) stays
+        # finite.
+        result = _mint.where(x > 0, x, _mint.expm1(_mint.minimum(x, 0.0) / alpha) * alpha)
+    result = _cast(result, dtype)
     return _in_place("celu", input, result, inplace)
 
 
@@ -219,6 +227,8 @@ def threshold(input, threshold, value, inplace=False):  # noqa: A002
     _tensor("threshold", "input", input)
     limit = check_real("threshold", "threshold", threshold)
     fill = check_real("threshold", "value", value)
+    # The value in the input's dtype, as PyTorch's (an integer input stays integer).
+    fill = fill if input.dtype.is_floating_point else _C.tensor(int(fill), dtype=input.dtype)
     return _in_place("threshold", input, _mint.where(input <= limit, fill, input), inplace)
 
 
@@ -397,8 +407,9 @@ def one_hot(tensor, num_classes=-1):
     elif num_classes == -1:
         raise KilnValueError("one_hot: cannot infer the number of classes of an empty tensor: "
                              "pass num_classes")
-    classes = _mint.arange(num_classes, dtype=tensor.dtype)
-    return (_mint.unsqueeze(tensor, -1) == classes).to(_C.dtype.int64)
+    # In int64: an int8 index tensor may ask for more classes than int8 counts.
+    classes = _mint.arange(num_classes, dtype=_C.dtype.int64)
+    return (_mint.unsqueeze(tensor.to(_C.dtype.int64), -1) == classes).to(_C.dtype.int64)
 
 
 def _pixel_factor(owner, name, factor, input):  # noqa: A002
