@@ -53,14 +53,36 @@ nb::handle numpy() {
 // dtype, or an int past int64 where no floating dtype takes it, is a kValue error, never a wrap, as
 // in assignment (NumPy 2 and PyTorch refuse them too). bool takes any number; a float's fraction
 // truncates, as a cast. Returns `arr`, or it as float64 where ints past int64 (an object or uint64
-// array to NumPy) meet a float: a floating dtype, or a float among them.
-nb::object checked_numbers(nb::object arr, const DType* dtype) {
+// array to NumPy) meet a float: a floating dtype, or a float among them. `data` is what NumPy made
+// `arr` of, whose ints it may have turned into floats.
+nb::object checked_numbers(nb::object arr, nb::handle data, const DType* dtype) {
   if (nb::cast<int64_t>(arr.attr("size")) == 0) return arr;
   const std::string kind = nb::cast<std::string>(arr.attr("dtype").attr("kind"));
   const auto does_not_fit = [&](nb::handle value, const char* range) {
     KILN_FAIL(kValue) << "tensor: the value " << nb::str(value).c_str() << " does not fit in "
                       << range;
   };
+  // The first Python int of `items` past int64 (None if none).
+  const auto first_past_int64 = [](nb::handle items) -> nb::object {
+    for (nb::handle item : items) {
+      int overflow = 0;
+      if (PyLong_Check(item.ptr())) PyLong_AsLongLongAndOverflow(item.ptr(), &overflow);
+      if (overflow != 0) return nb::borrow(item);
+    }
+    return nb::none();
+  };
+  // NumPy makes float64 of ints past int64 mixed with others ([2**63, 1]): without a float among
+  // them (or a floating dtype asked for) they are ints too wide for any integer dtype.
+  constexpr double kInt64Bound = 9223372036854775808.0;  // 2**63
+  if (kind == "f" && (dtype == nullptr || !is_floating_point(*dtype)) &&
+      (nb::cast<double>(arr.attr("max")()) >= kInt64Bound ||
+       nb::cast<double>(arr.attr("min")()) < -kInt64Bound)) {
+    const nb::object items = numpy().attr("asarray")(data, nb::arg("dtype") = "O");
+    bool any_float = false;
+    for (nb::handle item : items.attr("flat")) any_float = any_float || PyFloat_Check(item.ptr());
+    if (!any_float)
+      does_not_fit(first_past_int64(items.attr("flat")), "int64, the widest integer dtype");
+  }
   // Python ints past int64: NumPy's uint64 (past uint64: objects); other unsigned data (a NumPy
   // uint8 scalar, a memoryview) is what it is.
   const bool past_int64 = kind == "u" && nb::cast<int>(arr.attr("dtype").attr("itemsize")) == 8 &&
@@ -77,7 +99,8 @@ nb::object checked_numbers(nb::object arr, const DType* dtype) {
     if (dtype != nullptr ? is_floating_point(*dtype) : any_float) {
       return arr.attr("astype")("float64");
     }
-    does_not_fit(arr.attr("max")(), "int64, the widest integer dtype");
+    does_not_fit(kind == "O" ? first_past_int64(arr.attr("flat")) : arr.attr("max")(),
+                 "int64, the widest integer dtype");
   }
   if (dtype == nullptr || !is_integral(*dtype) || kind == "b") return arr;
   const nb::object low = arr.attr("min")(), high = arr.attr("max")();
@@ -245,7 +268,7 @@ Tensor tensor_from_object(nb::handle data, const DType* dtype) {
       if (!e.matches(PyExc_ValueError)) throw;
       KILN_FAIL(kValue) << "tensor: " << nb::str(e.value()).c_str();
     }
-    if (!was_array) arr = checked_numbers(std::move(arr), dtype);
+    if (!was_array) arr = checked_numbers(std::move(arr), data, dtype);
     // Python floats become float32 (the deep-learning default), not NumPy's float64, unless a
     // float64 value is among them; with a dtype given they convert from their own (double)
     // value, so float64 keeps every digit.

@@ -368,12 +368,19 @@ def test_python_numbers_a_tensor_cannot_hold_are_refused_not_wrapped():
          "the value 1099511627776.0 does not fit in int32"),
         (lambda: kiln.tensor(2**63), "the value 9223372036854775808 does not fit in int64"),
         (lambda: kiln.tensor([1, 2**64]), "the value 18446744073709551616 does not fit in int64"),
+        # NumPy makes float64 of [2**63, 1] (int64 and uint64 mixed): it was float32 here.
+        (lambda: kiln.tensor([2**63, 1]), "the value 9223372036854775808 does not fit in int64"),
+        (lambda: kiln.tensor([[1], [2**63]]), "the value 9223372036854775808 does not fit"),
+        (lambda: kiln.tensor([-2**63 - 1, 0]), "the value -9223372036854775809 does not fit"),
         (lambda: kiln.tensor([[1, 2], [3]]), "tensor: setting an array element with a sequence"),
         (lambda: u.__setitem__(slice(0, 2), [300, -1]), "the value -1 does not fit in uint8"),
     ]
     for call, message in cases:
         with raises(kiln.KilnValueError, match=message):
             call()
+    # With a float among them, or a floating dtype, they are floats.
+    assert kiln.tensor([2**63, 1.5]).dtype == kiln.float32
+    assert kiln.tensor([2**63, 1], dtype=kiln.float64).tolist() == [2.0**63, 1.0]
     with raises(kiln.KilnTypeError, match="expected numbers .* got <class 'NoneType'>"):
         kiln.tensor([1, None])
     with raises(kiln.KilnTypeError, match="tensor: expected data .* got None"):
