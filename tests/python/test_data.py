@@ -469,6 +469,10 @@ def test_data_loader_uses_getitems_for_a_batch():
     ({"generator": object()}, kiln.KilnNotImplementedError,
      "DataLoader: Kiln has no Generator objects"),
     ({"batch_size": 0}, kiln.KilnValueError, "batch_size must be at least 1"),
+    ({"multiprocessing_context": "spawn"}, kiln.KilnNotImplementedError,
+     "multiprocessing_context must be None: Kiln's workers are threads"),
+    ({"in_order": False}, kiln.KilnNotImplementedError, "in_order=False is not supported"),
+    ({"pin_memory_device": 0}, kiln.KilnTypeError, "pin_memory_device must be a str"),
 ])
 def test_data_loader_argument_errors(kwargs, error, match):
     with raises(error, match=match):

@@ -38,7 +38,7 @@ import weakref
 
 from ... import mint
 from ..._checks import checked_int
-from ...errors import KilnError, KilnTypeError, KilnValueError
+from ...errors import KilnError, KilnNotImplementedError, KilnTypeError, KilnValueError
 from .collate import default_collate, default_convert
 from .dataset import Dataset, IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, _bool, _no_generator
@@ -372,14 +372,27 @@ class DataLoader:
     (each sample ``default_convert``'ed); an IterableDataset takes no sampler, and
     ``len(loader)`` then needs the dataset's ``__len__``. For ``num_workers``,
     ``prefetch_factor`` (default 2 with workers), ``worker_init_fn``, ``persistent_workers``,
-    ``timeout`` and ``pin_memory`` see Note [DataLoader workers are threads] above."""
+    ``timeout`` and ``pin_memory`` see Note [DataLoader workers are threads] above. PyTorch's
+    ``multiprocessing_context`` must be None (the workers are threads), ``pin_memory_device``
+    changes nothing (Kiln runs on the CPU), and ``in_order`` must be True (batches come in the
+    sampler's order)."""
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
-                 worker_init_fn=None, generator=None, *, prefetch_factor=None,
-                 persistent_workers=False):
+                 worker_init_fn=None, multiprocessing_context=None, generator=None, *,
+                 prefetch_factor=None, persistent_workers=False, pin_memory_device="",
+                 in_order=True):
         owner = "DataLoader"
         _no_generator(owner, generator)
+        if multiprocessing_context is not None:
+            raise KilnNotImplementedError(f"{owner}: multiprocessing_context must be None: Kiln's "
+                                          f"workers are threads, not processes")
+        if not isinstance(pin_memory_device, str):
+            raise KilnTypeError(f"{owner}: pin_memory_device must be a str, got "
+                                f"{type(pin_memory_device).__name__}")
+        if not _bool(owner, "in_order", in_order):
+            raise KilnNotImplementedError(f"{owner}: in_order=False is not supported: batches "
+                                          f"come in the sampler's order")
         num_workers = checked_int(owner, "num_workers", num_workers, 0)
         if not isinstance(timeout, numbers.Real) or isinstance(timeout, bool):
             raise KilnTypeError(f"{owner}: timeout must be a number of seconds, got "
