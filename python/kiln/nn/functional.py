@@ -704,17 +704,22 @@ def _weighted(owner, input, losses, weight, reduction, mean_over_weights):  # no
     return _mint.sum(weighted) / _mint.sum(weight)
 
 
+def _elementwise_loss(owner, loss, input, target, reduction, weight):  # noqa: A002
+    """``loss(input, target, reduction)``; with ``weight`` (of the input's shape) each element's
+    loss weighted, and "mean" dividing by sum(weight), as PyTorch's."""
+    if weight is None:
+        return loss(input, target, reduction)
+    _composite._check_reduction(owner, reduction)
+    return _weighted(owner, input, loss(input, target, "none"), weight, reduction, True)
+
+
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
              weight=None):
     """mse_loss(input, target, size_average=None, reduce=None, reduction='mean', weight=None)
     (kiln.mint.mse_loss, which broadcasts with PyTorch's warning); with ``weight`` (of the
     input's shape) each squared error is weighted and "mean" divides by sum(weight)."""
     _no_legacy("mse_loss", size_average, reduce)
-    if weight is None:
-        return _mint.mse_loss(input, target, reduction)
-    _composite._check_reduction("mse_loss", reduction)
-    return _weighted("mse_loss", input, _mint.mse_loss(input, target, "none"), weight, reduction,
-                     True)
+    return _elementwise_loss("mse_loss", _mint.mse_loss, input, target, reduction, weight)
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
@@ -722,11 +727,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean",  # 
     """l1_loss(input, target, size_average=None, reduce=None, reduction='mean', weight=None)
     (kiln.mint.l1_loss); ``weight`` as mse_loss's."""
     _no_legacy("l1_loss", size_average, reduce)
-    if weight is None:
-        return _composite.l1_loss(input, target, reduction)
-    _composite._check_reduction("l1_loss", reduction)
-    return _weighted("l1_loss", input, _composite.l1_loss(input, target, "none"), weight, reduction,
-                     True)
+    return _elementwise_loss("l1_loss", _composite.l1_loss, input, target, reduction, weight)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
