@@ -624,3 +624,12 @@ def test_threshold_keeps_an_integer_input_integer_and_one_hot_takes_narrow_indic
     np.testing.assert_array_equal(out.numpy(), [5, 5, 5, 2, 7])
     hot = F.one_hot(kiln.tensor(np.array([0, 5], np.int8)), 200)  # more classes than int8 counts
     assert hot.shape == (2, 200) and hot.numpy()[1, 5] == 1 and hot.numpy().sum() == 2
+
+
+def test_linear_takes_a_1d_weight_and_a_broadcast_bias(rng):
+    x, w, v = rng.standard_normal((3, 4)), rng.standard_normal((5, 4)), rng.standard_normal(4)
+    np.testing.assert_allclose(F.linear(t(x), t(v)).numpy(), x @ v, rtol=1e-12)
+    bias = rng.standard_normal((3, 1))
+    np.testing.assert_allclose(F.linear(t(x), t(w), t(bias)).numpy(), x @ w.T + bias, rtol=1e-12)
+    with raises(kiln.ShapeError, match=r"linear: expected weight \[out, in\] or \[in\], got"):
+        F.linear(t(x), t(rng.standard_normal((2, 5, 4))))

@@ -286,8 +286,18 @@ def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002
 
 
 def linear(input, weight, bias=None):  # noqa: A002
-    """linear(input, weight, bias=None): x @ weight.T + bias (kiln.mint.linear)."""
-    return _mint.linear(input, weight, bias)
+    """linear(input, weight, bias=None): x @ weight.T + bias (kiln.mint.linear, one fused op);
+    as PyTorch's, a 1-d weight [in] gives x @ weight, and a bias broadcasts to the result."""
+    _tensor("linear", "weight", weight)
+    if weight.ndim not in (1, 2):
+        raise ShapeError(f"linear: expected weight [out, in] or [in], got "
+                         f"{_dims(weight.shape)}")
+    fused = weight.ndim == 2 and (bias is None or (isinstance(bias, Tensor)
+                                                    and tuple(bias.shape) == (weight.shape[0],)))
+    if fused:
+        return _mint.linear(input, weight, bias)
+    out = _mint.matmul(input, weight if weight.ndim == 1 else _mint.transpose(weight, 0, 1))
+    return out if bias is None else out + bias
 
 
 def bilinear(input1, input2, weight, bias=None):
