@@ -8,6 +8,15 @@ import operator
 from .errors import KilnIndexError, KilnTypeError, KilnValueError
 
 
+def checked_bool(owner, name, value):
+    """``value`` if it is a bool, else a KilnTypeError naming ``owner`` and the argument (1 or
+    None is no flag: PyTorch's flags are bools)."""
+    if not isinstance(value, bool):
+        raise KilnTypeError(f"{owner}: {name} must be a bool, got {type(value).__name__} "
+                            f"{value!r}")
+    return value
+
+
 def as_int(value):
     """``value`` as a Python int when it is an int or has ``__index__`` (a NumPy integer), else
     None. Never a bool: True as a size, a rank or a count is a mistake, not 1."""

@@ -111,6 +111,7 @@ import types
 import weakref
 
 from .. import _C
+from .._checks import checked_bool
 from .._device import check_usable, dtype_of_to
 from ..autograd import no_grad
 from ..errors import KilnNotImplementedError, KilnTypeError, KilnValueError
@@ -388,9 +389,7 @@ class Cell:
                                 f"{type(hook).__name__} {hook!r}")
         for name, flag in (("prepend", prepend), ("with_kwargs", with_kwargs),
                            ("always_call", always_call)):
-            if not isinstance(flag, bool):
-                raise KilnTypeError(f"{kind}.{what}: {name} must be a bool, got "
-                                    f"{type(flag).__name__} {flag!r}")
+            checked_bool(f"{kind}.{what}", name, flag)
         if with_kwargs:
             raise KilnNotImplementedError(f"{kind}.{what}: with_kwargs=True is not supported "
                                           f"(hooks get the positional arguments only)")

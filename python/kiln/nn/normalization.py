@@ -40,7 +40,7 @@ import math
 import numbers
 
 from .. import _C
-from .._checks import checked_int
+from .._checks import checked_bool, checked_int
 from ..autograd import no_grad
 from ..errors import DTypeError, KilnTypeError, KilnValueError, ShapeError
 from . import init
@@ -124,9 +124,7 @@ class _BatchNorm(Cell):
         self.eps = self._number("eps", eps, 0.0, math.inf)
         self.momentum = None if momentum is None else self._number("momentum", momentum, 0.0, 1.0)
         for name, flag in (("affine", affine), ("track_running_stats", track_running_stats)):
-            if not isinstance(flag, bool):
-                raise KilnTypeError(f"{kind}: {name} must be a bool, got {type(flag).__name__} "
-                                    f"{flag!r}")
+            checked_bool(kind, name, flag)
         self.affine = affine
         self.track_running_stats = track_running_stats
         dtype = dtype or _C.dtype.float32

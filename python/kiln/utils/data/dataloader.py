@@ -37,11 +37,11 @@ import threading
 import weakref
 
 from ... import mint
-from ..._checks import checked_int
+from ..._checks import checked_bool, checked_int
 from ...errors import KilnError, KilnNotImplementedError, KilnTypeError, KilnValueError
 from .collate import default_collate, default_convert
 from .dataset import Dataset, IterableDataset
-from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, _bool, _no_generator
+from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, _no_generator
 
 
 @dataclasses.dataclass(frozen=True)
@@ -390,7 +390,7 @@ class DataLoader:
         if not isinstance(pin_memory_device, str):
             raise KilnTypeError(f"{owner}: pin_memory_device must be a str, got "
                                 f"{type(pin_memory_device).__name__}")
-        if not _bool(owner, "in_order", in_order):
+        if not checked_bool(owner, "in_order", in_order):
             raise KilnNotImplementedError(f"{owner}: in_order=False is not supported: batches "
                                           f"come in the sampler's order")
         num_workers = checked_int(owner, "num_workers", num_workers, 0)
@@ -410,10 +410,10 @@ class DataLoader:
             prefetch_factor = checked_int(owner, "prefetch_factor", prefetch_factor, 1)
         elif num_workers:
             prefetch_factor = 2
-        if _bool(owner, "persistent_workers", persistent_workers) and not num_workers:
+        if checked_bool(owner, "persistent_workers", persistent_workers) and not num_workers:
             raise KilnValueError(f"{owner}: persistent_workers needs num_workers > 0")
-        _bool(owner, "pin_memory", pin_memory)
-        _bool(owner, "drop_last", drop_last)
+        checked_bool(owner, "pin_memory", pin_memory)
+        checked_bool(owner, "drop_last", drop_last)
 
         iterable = isinstance(dataset, IterableDataset)
         if iterable:

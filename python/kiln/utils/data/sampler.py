@@ -16,8 +16,8 @@ from ... import distributed as dist
 from ... import mint
 from ..._C import dtype as _dtype
 from ..._C import tensor as _tensor
-from ..._checks import checked_int
-from ...errors import KilnNotImplementedError, KilnTypeError, KilnValueError
+from ..._checks import checked_bool, checked_int
+from ...errors import KilnNotImplementedError, KilnValueError
 
 
 def _no_generator(owner, generator):
@@ -25,13 +25,6 @@ def _no_generator(owner, generator):
         raise KilnNotImplementedError(
             f"{owner}: Kiln has no Generator objects, so generator must be None, got "
             f"{type(generator).__name__}; random order follows kiln.manual_seed(seed) instead")
-
-
-def _bool(owner, name, value):
-    if not isinstance(value, bool):
-        raise KilnTypeError(f"{owner}: {name} must be a bool, got {type(value).__name__} "
-                            f"{value!r}")
-    return value
 
 
 class Sampler:
@@ -65,7 +58,7 @@ class RandomSampler(Sampler):
     def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
         _no_generator("RandomSampler", generator)
         self.data_source = data_source
-        self.replacement = _bool("RandomSampler", "replacement", replacement)
+        self.replacement = checked_bool("RandomSampler", "replacement", replacement)
         self._num_samples = num_samples
         self.generator = generator
         checked_int("RandomSampler", "num_samples", self.num_samples, 1)
@@ -119,7 +112,7 @@ class WeightedRandomSampler(Sampler):
         owner = "WeightedRandomSampler"
         _no_generator(owner, generator)
         self.num_samples = checked_int(owner, "num_samples", num_samples, 1)
-        self.replacement = _bool(owner, "replacement", replacement)
+        self.replacement = checked_bool(owner, "replacement", replacement)
         self.weights = _tensor(weights, dtype=_dtype.float64)
         if len(self.weights.shape) != 1:
             raise KilnValueError(f"{owner}: expected weights to be a 1-d sequence, got shape "
@@ -140,7 +133,7 @@ class BatchSampler(Sampler):
     def __init__(self, sampler, batch_size, drop_last):
         self.sampler = sampler
         self.batch_size = checked_int("BatchSampler", "batch_size", batch_size, 1)
-        self.drop_last = _bool("BatchSampler", "drop_last", drop_last)
+        self.drop_last = checked_bool("BatchSampler", "drop_last", drop_last)
 
     def __iter__(self):
         batch = []
@@ -189,9 +182,9 @@ class DistributedSampler(Sampler):
                                  f"interval [0, {self.num_replicas - 1}]")
         self.dataset = dataset
         self.epoch = 0
-        self.shuffle = _bool(owner, "shuffle", shuffle)
+        self.shuffle = checked_bool(owner, "shuffle", shuffle)
         self.seed = checked_int(owner, "seed", seed)
-        self.drop_last = _bool(owner, "drop_last", drop_last)
+        self.drop_last = checked_bool(owner, "drop_last", drop_last)
         length = len(dataset)
         if drop_last and length % self.num_replicas:
             self.num_samples = math.ceil((length - self.num_replicas) / self.num_replicas)
