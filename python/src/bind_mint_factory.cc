@@ -1,9 +1,10 @@
 // kiln.mint factories and random ops (zeros, ones, full, empty, zeros_like, ones_like, arange,
 // linspace, eye, rand, randn, randint, randperm, multinomial (also a Tensor method), dropout),
-// manual_seed, get_rng_state / set_rng_state, and the DLPack bindings (dlpack.cc), which live
-// here until the module assembly calls bind_dlpack itself. The factories of values a gradient can
-// flow into take PyTorch's keyword requires_grad; every factory takes its keyword device ('cpu', a
-// kiln.device or None: Kiln runs on the CPU, and another device is a KilnValueError).
+// and the DLPack bindings (dlpack.cc), which live here until the module assembly calls
+// bind_dlpack itself. The factories of values a gradient can flow into take PyTorch's keyword
+// requires_grad; every factory takes its keyword device ('cpu', a kiln.device or None: Kiln runs
+// on the CPU, and another device is a KilnValueError); the random ones take generator= (None: the
+// default generator; bind_generator.cc).
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
@@ -21,8 +22,6 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace {
-
-std::string repr_of(nb::handle obj) { return nb::cast<std::string>(nb::repr(obj)); }
 
 // One size: an int or anything with __index__ (NumPy integers), never a float.
 int64_t size_entry(const char* fn, nb::handle v) {
@@ -78,18 +77,41 @@ std::optional<DType> optional_dtype(const std::optional<DTypeArg>& dtype) {
   return dtype ? std::optional<DType>(dtype->get()) : std::nullopt;
 }
 
-// manual_seed takes any integer in [-2^63, 2^64); negative seeds wrap, as in PyTorch.
-uint64_t seed_from_object(nb::handle v) {
-  KILN_CHECK_TYPE(PyLong_Check(v.ptr()) && !PyBool_Check(v.ptr()))
-      << "manual_seed: expected an int, got " << repr_of(v);
-  const unsigned long long u = PyLong_AsUnsignedLongLong(v.ptr());
-  if (!PyErr_Occurred()) return u;
-  PyErr_Clear();
-  int overflow = 0;
-  const long long i = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
-  KILN_CHECK_VALUE(overflow == 0 && i < 0)
-      << "manual_seed: expected a seed in [-2**63, 2**64), got " << repr_of(v);
-  return static_cast<uint64_t>(i);
+// An integer argument `name` (an int or anything with __index__, never a float or bool).
+int64_t int_from_object(const char* fn, const char* name, nb::handle v) {
+  KILN_CHECK_TYPE(PyIndex_Check(v.ptr()) && !PyBool_Check(v.ptr()))
+      << fn << ": expected " << name << " to be an int, got " << repr_of(v);
+  return size_entry(fn, v);
+}
+
+// randint's arguments in PyTorch's two forms, randint(high, size) and randint(low, high, size),
+// each argument given by position or by keyword.
+struct RandintArgs {
+  int64_t low = 0;
+  int64_t high = 0;
+  Shape size;
+};
+
+RandintArgs randint_args(const nb::args& args, nb::handle low, nb::handle high, nb::handle size) {
+  const size_t given = args.size() + !low.is_none() + !high.is_none() + !size.is_none();
+  KILN_CHECK_TYPE(given == 2 || given == 3)
+      << "randint: expected (high, size) or (low, high, size), got " << given << " argument"
+      << (given == 1 ? "" : "s");
+  KILN_CHECK_TYPE(given == 3 || low.is_none())
+      << "randint: expected high and size besides low, got only one of them";
+  const char* names[] = {"low", "high", "size"};
+  nb::handle slots[] = {low, high, size};
+  const size_t first = given == 3 ? 0 : 1;  // (high, size): low stays 0
+  for (size_t i = 0; i < args.size(); ++i) {
+    KILN_CHECK_TYPE(slots[first + i].is_none())
+        << "randint: got " << names[first + i] << " both by position and by keyword";
+    slots[first + i] = args[i];
+  }
+  for (size_t i = first; i < 3; ++i) {
+    KILN_CHECK_TYPE(!slots[i].is_none()) << "randint: missing " << names[i];
+  }
+  return {first == 0 ? int_from_object("randint", "low", slots[0]) : 0,
+          int_from_object("randint", "high", slots[1]), size_from_object("randint", slots[2])};
 }
 
 /// The factories' requires_grad keyword (PyTorch's): `t`, made a leaf that requires grad when
@@ -196,42 +218,52 @@ void bind_mint_factory(nb::module_& mint) {
       "device"_a = nb::none(), "An [n, m] identity matrix (m defaults to n).");
   mint.def(
       "rand",
-      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad, nb::handle device) {
+      [](nb::args size, nb::handle generator, std::optional<DTypeArg> dtype, bool requires_grad,
+         nb::handle device) {
         check_device("rand", device);
-        return requiring_grad(rand(size_from_args("rand", size), dtype_or(dtype, DType::kFloat32)),
+        return requiring_grad(rand(size_from_args("rand", size), dtype_or(dtype, DType::kFloat32),
+                                   generator_arg("rand", generator)),
                               requires_grad);
       },
-      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false, "device"_a = nb::none(),
+      "size"_a, "generator"_a = nb::none(), "dtype"_a = nb::none(), "requires_grad"_a = false,
+      "device"_a = nb::none(),
       "rand(*size, dtype=kiln.float32): uniform samples in [0, 1) from the global generator.");
   mint.def(
       "randn",
-      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad, nb::handle device) {
+      [](nb::args size, nb::handle generator, std::optional<DTypeArg> dtype, bool requires_grad,
+         nb::handle device) {
         check_device("randn", device);
-        return requiring_grad(
-            randn(size_from_args("randn", size), dtype_or(dtype, DType::kFloat32)), requires_grad);
+        return requiring_grad(randn(size_from_args("randn", size), dtype_or(dtype, DType::kFloat32),
+                                    generator_arg("randn", generator)),
+                              requires_grad);
       },
-      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false, "device"_a = nb::none(),
-      "randn(*size, dtype=kiln.float32): standard normal samples.");
+      "size"_a, "generator"_a = nb::none(), "dtype"_a = nb::none(), "requires_grad"_a = false,
+      "device"_a = nb::none(), "randn(*size, dtype=kiln.float32): standard normal samples.");
   mint.def(
       "randint",
-      [](int64_t low, int64_t high, nb::handle size, std::optional<DTypeArg> dtype,
-         nb::handle device) {
+      [](nb::args args, nb::handle low, nb::handle high, nb::handle size, nb::handle generator,
+         std::optional<DTypeArg> dtype, nb::handle device) {
         check_device("randint", device);
-        return randint(low, high, size_from_object("randint", size),
-                       dtype_or(dtype, DType::kInt64));
+        const RandintArgs a = randint_args(args, low, high, size);
+        return randint(a.low, a.high, a.size, dtype_or(dtype, DType::kInt64),
+                       generator_arg("randint", generator));
       },
-      "low"_a, "high"_a, "size"_a, "dtype"_a = nb::none(), nb::kw_only(), "device"_a = nb::none(),
-      "Uniform integers in [low, high) of shape `size` (dtype defaults to int64).");
+      "args"_a, "low"_a = nb::none(), "high"_a = nb::none(), "size"_a = nb::none(),
+      "generator"_a = nb::none(), "dtype"_a = nb::none(), "device"_a = nb::none(),
+      "randint(low=0, high, size): uniform integers in [low, high) of shape `size` (dtype "
+      "defaults to int64), as randint(high, size) or randint(low, high, size).");
   mint.def(
       "randperm",
-      [](int64_t n, std::optional<DTypeArg> dtype, nb::handle device) {
+      [](int64_t n, nb::handle generator, std::optional<DTypeArg> dtype, nb::handle device) {
         check_device("randperm", device);
-        return randperm(n, dtype_or(dtype, DType::kInt64));
+        return randperm(n, dtype_or(dtype, DType::kInt64), generator_arg("randperm", generator));
       },
-      "n"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(),
+      "n"_a, nb::kw_only(), "generator"_a = nb::none(), "dtype"_a = nb::none(),
+      "device"_a = nb::none(),
       "A uniformly random permutation of 0 .. n - 1 (dtype defaults to int64).");
-  const auto multinomial_impl = [](const Tensor& probs, int64_t num_samples, bool replacement) {
-    return multinomial(probs, num_samples, replacement);
+  const auto multinomial_impl = [](const Tensor& probs, int64_t num_samples, bool replacement,
+                                   nb::handle generator) {
+    return multinomial(probs, num_samples, replacement, generator_arg("multinomial", generator));
   };
   const char* multinomial_doc =
       "int64 indices of categories drawn from each row of `input` ([C] or [B, C] non-negative "
@@ -239,44 +271,35 @@ void bind_mint_factory(nb::module_& mint) {
       "row's samples are distinct.";
   mint.def(
       "multinomial",
-      [multinomial_impl](const TensorArg& x, int64_t num_samples, bool replacement) {
-        return multinomial_impl(x, num_samples, replacement);
+      [multinomial_impl](const TensorArg& x, int64_t num_samples, bool replacement,
+                         nb::handle generator) {
+        return multinomial_impl(x, num_samples, replacement, generator);
       },
-      "input"_a, "num_samples"_a, "replacement"_a = false, multinomial_doc);
+      "input"_a, "num_samples"_a, "replacement"_a = false, nb::kw_only(),
+      "generator"_a = nb::none(), multinomial_doc);
   nb::cpp_function_def(multinomial_impl, nb::scope(nb::type<Tensor>()), nb::name("multinomial"),
-                       nb::is_method(), "num_samples"_a, "replacement"_a = false, multinomial_doc);
-  mint.def("dropout", [](const TensorArg& x, double p, bool training) {
-             return dropout(x, p, training);
-           }, "input"_a, "p"_a = 0.5, "training"_a = true,
-           "Zeroes each element with probability p and scales the rest by 1 / (1 - p); the "
-           "input itself when not training or p == 0.");
+                       nb::is_method(), "num_samples"_a, "replacement"_a = false, nb::kw_only(),
+                       "generator"_a = nb::none(), multinomial_doc);
+  const auto bernoulli_impl = [](const Tensor& p, nb::handle generator) {
+    return bernoulli(p, generator_arg("bernoulli", generator));
+  };
+  const char* bernoulli_doc =
+      "1 with probability input[i], else 0, for each element (in input's floating dtype; "
+      "probabilities outside [0, 1] are a KilnValueError when the draw runs).";
   mint.def(
-      "get_rng_state",
-      [] {
-        // As int64 bit patterns, so that the state is a tensor a checkpoint holds.
-        const RngState state = get_rng_state();
-        Tensor t = Tensor::empty({2}, DType::kInt64);
-        t.data<int64_t>()[0] = static_cast<int64_t>(state.seed);
-        t.data<int64_t>()[1] = static_cast<int64_t>(state.offset);
-        return t;
+      "bernoulli",
+      [bernoulli_impl](const TensorArg& x, nb::handle generator) {
+        return bernoulli_impl(x, generator);
       },
-      "The global generator's state (seed and next counter) as an int64 tensor of 2 elements: "
-      "set_rng_state(state) makes the draws after it repeat (PyTorch's torch.get_rng_state).");
+      "input"_a, nb::kw_only(), "generator"_a = nb::none(), bernoulli_doc);
+  nb::cpp_function_def(bernoulli_impl, nb::scope(nb::type<Tensor>()), nb::name("bernoulli"),
+                       nb::is_method(), nb::kw_only(), "generator"_a = nb::none(), bernoulli_doc);
   mint.def(
-      "set_rng_state",
-      [](const Tensor& state) {
-        KILN_CHECK_VALUE(state.dtype() == DType::kInt64 && state.shape() == Shape{2})
-            << "set_rng_state: expected the int64 tensor of 2 elements get_rng_state gives, got "
-            << type_str(state);
-        const Tensor c = state.contiguous();
-        set_rng_state({static_cast<uint64_t>(c.data<int64_t>()[0]),
-                       static_cast<uint64_t>(c.data<int64_t>()[1])});
-      },
-      "state"_a, "Puts the global generator where get_rng_state() found it.");
-  mint.def(
-      "manual_seed", [](nb::handle seed) { manual_seed(seed_from_object(seed)); }, "seed"_a,
-      "Seeds the global generator: later rand/randn/randint/randperm/multinomial/dropout "
-      "calls repeat exactly.");
+      "dropout",
+      [](const TensorArg& x, double p, bool training) { return dropout(x, p, training); },
+      "input"_a, "p"_a = 0.5, "training"_a = true,
+      "Zeroes each element with probability p and scales the rest by 1 / (1 - p); the "
+      "input itself when not training or p == 0.");
   bind_dlpack(mint);
 }
 

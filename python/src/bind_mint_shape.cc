@@ -89,6 +89,18 @@ void bind_mint_shape(nb::module_& mint) {
       [](const TensorArg& x, nb::handle dims) { return permute(x, shape_arg(dims, "permute")); },
       "x"_a, "dims"_a, "A view of x with its dims reordered.");
   mint.def(
+      "broadcast_shapes",
+      [](nb::args shapes) {
+        Shape result;
+        for (nb::handle s : shapes) {
+          result = broadcast_shapes(result, shape_arg(s, "broadcast_shapes"));
+        }
+        return to_tuple(result);
+      },
+      "shapes"_a,
+      "broadcast_shapes(*shapes): the shape that tensors of `shapes` broadcast to (NumPy's "
+      "rules; a ShapeError when they do not), as a tuple.");
+  mint.def(
       "expand",
       [](const TensorArg& x, nb::handle shape) { return expand(x, shape_arg(shape, "expand")); },
       "x"_a, "shape"_a, "A view of x broadcast to `shape` (-1 keeps a dim).");

@@ -20,6 +20,7 @@ NB_MODULE(_C, m) {
   kiln::py::bind_mint_reduce(mint);
   kiln::py::bind_mint_nn(mint);
   kiln::py::bind_mint_shape(mint);
+  kiln::py::bind_generator(mint);
   kiln::py::bind_mint_factory(mint);
   // Python objects C++ keeps (hooks, Function backwards, pattern checks) go before the
   // interpreter does (python_owned.h).

@@ -18,12 +18,6 @@ using namespace nb::literals;
 
 namespace {
 
-nb::tuple to_tuple(const Shape& s) {
-  nb::list l;
-  for (int64_t v : s) l.append(v);
-  return nb::tuple(l);
-}
-
 // Accepts view(2, 3), view((2, 3)) and view([2, 3]), as PyTorch does.
 Shape shape_from_args(const nb::args& args, const char* what) {
   if (args.size() == 1) return shape_arg(args[0], what);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "kiln/functional/generator.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -34,6 +35,12 @@ void bind_mint_reduce(nanobind::module_& mint);
 void bind_mint_nn(nanobind::module_& mint);
 void bind_mint_shape(nanobind::module_& mint);
 void bind_mint_factory(nanobind::module_& mint);
+/// kiln.mint.Generator, default_generator and the default generator's functions.
+void bind_generator(nanobind::module_& mint);
+
+/// A random op's generator= argument: None (the default generator) or a kiln.Generator; anything
+/// else is a kType error naming `fn`.
+Generator generator_arg(const char* fn, nanobind::handle generator);
 
 /// (runs, text): one (pass, stage, changed, matches, refusals, reasons, seconds) tuple per pass
 /// run, and PassReport::str(); python/kiln/jit.py makes a kiln.graph.PassReport of it.

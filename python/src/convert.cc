@@ -322,6 +322,14 @@ void check_device(const char* what, nb::handle device) {
       << "'; Kiln has one device, 'cpu'";
 }
 
+std::string repr_of(nb::handle obj) { return nb::cast<std::string>(nb::repr(obj)); }
+
+nb::tuple to_tuple(const Shape& s) {
+  nb::list l;
+  for (int64_t v : s) l.append(v);
+  return nb::tuple(l);
+}
+
 Shape shape_arg(nb::handle obj, const char* what) {
   if (is_int_arg(obj)) {
     int64_t value = 0;

@@ -11,6 +11,8 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/detail/nb_list.h>
 
+#include <string>
+
 #include "kiln/tensor.h"
 
 namespace kiln::py {
@@ -81,6 +83,10 @@ struct DTypeArg {
   operator DType() const { return get(); }  // NOLINT
 };
 
+/// repr(obj), for error messages.
+std::string repr_of(nb::handle obj);
+/// A shape as Python's tuple of ints (what Tensor.shape gives).
+nb::tuple to_tuple(const Shape& s);
 /// A shape or list of dims given as one int or a sequence of ints (Python ints, NumPy integers,
 /// anything with __index__); anything else is a kType error naming `what` and the value.
 Shape shape_arg(nb::handle obj, const char* what);

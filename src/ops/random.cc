@@ -1,8 +1,10 @@
-// Random ops: RandUniform, RandNormal, RandInt, RandPerm, Multinomial and Dropout, drawing from
-// the global Philox generator (see Note [Counter-based generator]), and DropoutBackward.
+// Random ops: RandUniform, RandNormal, RandInt, RandPerm, Multinomial, Bernoulli and Dropout,
+// drawing from a Philox generator (see Note [Counter-based generator]), DropoutBackward, and the
+// kiln::Generator they draw from.
 #include "ops/random.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -21,9 +23,10 @@
 namespace kiln {
 
 // Note [Counter-based generator]
-// Every random op draws from Philox4x32-10 keyed by the global seed. Each call reserves a block of
-// counters from the global offset when it is dispatched, and records the seed and the block's
-// first counter in its "seed" and "offset" attributes. Element i of the result is then lane
+// Every random op draws from Philox4x32-10 keyed by its generator's seed (the default generator's
+// unless the call names a Generator). Each call reserves a block of counters from the
+// generator's offset when it is dispatched, and records the seed and the block's first counter
+// in its "seed" and "offset" attributes. Element i of the result is then lane
 // i % L of the four words Philox gives for counter offset + i / L (L = elements per counter,
 // set by how many random bits one element needs). So an element is a pure function of
 // (seed, offset, i): identical for any thread count or chunking, and identical when a traced graph
@@ -39,58 +42,47 @@ namespace kiln {
 // "16-bit floats, random ops and other slow single ops"), and dropout 1.05 with its mask applied
 // by a Highway kernel ("Slow single ops, second pass").
 
-namespace detail {
-namespace {
-
 // PyTorch's default seed: an unseeded process is still deterministic.
 constexpr uint64_t kDefaultSeed = 67280421310721ull;
 
-struct Generator {
-  std::mutex mutex;
-  uint64_t seed = kDefaultSeed;
-  uint64_t offset = 0;
+struct Generator::Impl {
+  mutable std::mutex mutex;
+  RngState state;
 };
 
-Generator& generator() {
-  static Generator g;
+Generator::Generator() : Generator(kDefaultSeed) {}
+
+Generator::Generator(uint64_t seed) : impl_(std::make_shared<Impl>()) { impl_->state.seed = seed; }
+
+void Generator::manual_seed(uint64_t seed) { set_state({seed, 0}); }
+
+RngState Generator::state() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->state;
+}
+
+void Generator::set_state(const RngState& state) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->state = state;
+}
+
+RngState Generator::reserve(uint64_t count) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const RngState first = impl_->state;
+  impl_->state.offset += count;
+  return first;
+}
+
+Generator default_generator() {
+  static const Generator g;
   return g;
 }
 
-}  // namespace
-
-GeneratorDraw reserve_counters(uint64_t count) {
-  Generator& g = generator();
-  std::lock_guard<std::mutex> lock(g.mutex);
-  const GeneratorDraw draw{g.seed, g.offset};
-  g.offset += count;
-  return draw;
-}
-
-GeneratorDraw generator_state() {
-  Generator& g = generator();
-  std::lock_guard<std::mutex> lock(g.mutex);
-  return {g.seed, g.offset};
-}
-
-}  // namespace detail
-
-void manual_seed(uint64_t seed) { set_rng_state({seed, 0}); }
-
-RngState get_rng_state() {
-  const detail::GeneratorDraw state = detail::generator_state();
-  return {state.seed, state.offset};
-}
-
-void set_rng_state(const RngState& state) {
-  detail::Generator& g = detail::generator();
-  std::lock_guard<std::mutex> lock(g.mutex);
-  g.seed = state.seed;
-  g.offset = state.offset;
-}
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+RngState get_rng_state() { return default_generator().state(); }
+void set_rng_state(const RngState& state) { default_generator().set_state(state); }
 
 namespace {
-
-using detail::GeneratorDraw;
 
 // Elements per parallel chunk: one Philox call costs about as much as a few dozen adds.
 constexpr int64_t kRandomGrain = 1 << 14;
@@ -114,7 +106,7 @@ struct BlockWords {
 // fill(words, count, out) turns the Philox words of the block's `count` counters into their
 // count * kLanes values. A chunk's edge can cut a counter; its values are then made and dropped.
 template <int kLanes, typename V, typename Fill, typename Consume>
-void for_each_draw(int64_t n, const GeneratorDraw& draw, const Fill& fill, const Consume& consume) {
+void for_each_draw(int64_t n, const RngState& draw, const Fill& fill, const Consume& consume) {
   parallel_for(0, n, kRandomGrain, [&](int64_t lo, int64_t hi) {
     BlockWords words;
     V values[kBlockCounters * kLanes];
@@ -139,9 +131,9 @@ auto store_into(T* p) {
 }
 
 // The draw recorded in the attributes, or a fresh reservation when they are None.
-GeneratorDraw draw_of(const Attrs& attrs, int64_t numel, int lanes) {
+RngState draw_of(const Attrs& attrs, int64_t numel, int lanes) {
   if (attrs.is_none("seed") || attrs.is_none("offset")) {
-    return detail::reserve_counters(counters_for(numel, lanes));
+    return default_generator().reserve(counters_for(numel, lanes));
   }
   return {static_cast<uint64_t>(attrs.get<int64_t>("seed")),
           static_cast<uint64_t>(attrs.get<int64_t>("offset"))};
@@ -161,19 +153,27 @@ GeneratorDraw draw_of(const Attrs& attrs, int64_t numel, int lanes) {
 // draw one per output element.
 using DrawCount = int64_t (*)(const MetaList& inputs, const TensorMeta& output, const Attrs& attrs);
 
-// `attrs` with a fresh reservation recorded for a call of `op` (none while a trace records it:
-// Note [Random ops in graphs]): `lanes_for` values per counter, one value per output element
-// unless `draws` says otherwise. The call is validated (infer) first so that a rejected call
-// leaves the generator untouched.
+// `attrs` with a fresh reservation from `generator` recorded for a call of `op` (none while a
+// trace records it: Note [Random ops in graphs]): `lanes_for` values per counter, one value per
+// output element unless `draws` says otherwise. The call is validated (infer) first so that a
+// rejected call leaves the generator untouched.
 Attrs with_draw(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
-                int (*lanes_for)(DType), DrawCount draws = nullptr) {
-  if (thread_dispatcher() != nullptr) return attrs;
+                Generator generator, int (*lanes_for)(DType), DrawCount draws = nullptr) {
+  if (thread_dispatcher() != nullptr) {
+    // The graph's runs reserve from the default generator: a generator of the call's own would
+    // be ignored without a word.
+    KILN_CHECK_KIND(ErrorKind::kNotImplemented, generator == default_generator())
+        << op.name() << ": a random op with a generator of its own cannot be traced (the "
+        << "graph draws from the default generator when it runs); draw outside the traced "
+        << "function and pass the tensor in, or leave the generator out";
+    return attrs;
+  }
   MetaList metas;
   for (const Tensor& t : inputs) metas.push_back(TensorMeta::of(t));
   const Attrs normalized = op.normalize_attrs(attrs);
   const TensorMeta out = op.infer_outputs(metas, normalized)[0];
   const int64_t values = draws != nullptr ? draws(metas, out, normalized) : out.numel();
-  const GeneratorDraw draw = detail::reserve_counters(counters_for(values, lanes_for(out.dtype)));
+  const RngState draw = generator.reserve(counters_for(values, lanes_for(out.dtype)));
   Attrs drawn = attrs;
   drawn.set("seed", static_cast<int64_t>(draw.seed));
   drawn.set("offset", static_cast<int64_t>(draw.offset));
@@ -207,6 +207,34 @@ T uniform_as(float u) {
   }
 }
 
+// Calls consume(begin, values, count) as for_each_draw does on uniforms in [0, 1) as T: 53 random
+// bits from two words for float64, 24 from one for the other floats (still below 1 when rounded
+// to a 16-bit float).
+template <typename T, typename Consume>
+void for_each_uniform(int64_t n, const RngState& draw, const Consume& consume) {
+  if constexpr (std::is_same_v<T, double>) {
+    for_each_draw<2, double>(
+        n, draw,
+        [](const BlockWords& w, int64_t count, double* v) {
+          for (int64_t c = 0; c < count; ++c) {
+            v[2 * c] = detail::uniform_double(w(0, c), w(1, c));
+            v[2 * c + 1] = detail::uniform_double(w(2, c), w(3, c));
+          }
+        },
+        consume);
+  } else {
+    for_each_draw<4, T>(
+        n, draw,
+        [](const BlockWords& w, int64_t count, T* v) {
+          for (int64_t c = 0; c < count; ++c) {
+            for (int k = 0; k < 4; ++k)
+              v[4 * c + k] = uniform_as<T>(detail::uniform_float(w(k, c)));
+          }
+        },
+        consume);
+  }
+}
+
 int float_lanes(DType dtype) { return dtype == DType::kFloat64 ? 2 : 4; }
 int int_lanes(DType) { return 2; }
 int dropout_lanes(DType) { return 4; }
@@ -220,13 +248,17 @@ MetaList random_float_infer(const InferContext& ctx) {
   return {{dtype, shape}};
 }
 
-OpDef random_op(const char* name) {
-  return OpDef(name)
-      .attr("shape", AttrKind::kInts)
-      .attr("dtype", AttrKind::kDType, DType::kFloat32)
-      .attr("seed", AttrKind::kInt, std::monostate{})
+// `op` as a random op: the "seed" and "offset" attributes that record its reserved counters
+// (None until reserved: Note [Random ops in graphs]), and kTraitRandom besides `traits`.
+OpDef& drawing(OpDef& op, uint32_t traits = 0) {
+  return op.attr("seed", AttrKind::kInt, std::monostate{})
       .attr("offset", AttrKind::kInt, std::monostate{})
-      .traits(kTraitRandom);
+      .traits(kTraitRandom | traits);
+}
+
+OpDef random_op(const char* name) {
+  return drawing(
+      OpDef(name).attr("shape", AttrKind::kInts).attr("dtype", AttrKind::kDType, DType::kFloat32));
 }
 
 KILN_REGISTER_OP(
@@ -235,33 +267,48 @@ KILN_REGISTER_OP(
         .infer(random_float_infer)
         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
           const Tensor& out = ctx.outputs[0];
-          const GeneratorDraw draw = draw_of(ctx.attrs, out.numel(), float_lanes(out.dtype()));
+          const RngState draw = draw_of(ctx.attrs, out.numel(), float_lanes(out.dtype()));
           visit_floating(out.dtype(), [&](auto tag) {
             using T = typename decltype(tag)::type;
-            T* p = static_cast<T*>(out.data_ptr());
-            if constexpr (std::is_same_v<T, double>) {
-              for_each_draw<2, double>(
-                  out.numel(), draw,
-                  [](const BlockWords& w, int64_t count, double* v) {
-                    for (int64_t c = 0; c < count; ++c) {
-                      v[2 * c] = detail::uniform_double(w(0, c), w(1, c));
-                      v[2 * c + 1] = detail::uniform_double(w(2, c), w(3, c));
-                    }
-                  },
-                  store_into<T, double>(p));
-            } else {
-              for_each_draw<4, T>(
-                  out.numel(), draw,
-                  [](const BlockWords& w, int64_t count, T* v) {
-                    for (int64_t c = 0; c < count; ++c) {
-                      for (int k = 0; k < 4; ++k) {
-                        v[4 * c + k] = uniform_as<T>(detail::uniform_float(w(k, c)));
-                      }
-                    }
-                  },
-                  store_into<T, T>(p));
-            }
+            for_each_uniform<T>(out.numel(), draw,
+                                store_into<T, T>(static_cast<T*>(out.data_ptr())));
           });
+        }));
+
+// Bernoulli's element i is 1 when uniform i (RandUniform's float32 one, float64's for float64) is
+// below p[i]: never for p = 0, always for p = 1. A probability outside [0, 1] (or NaN) is found as
+// the kernel reads it.
+KILN_REGISTER_OP(
+    drawing(OpDef("Bernoulli").input("p"), kTraitNotDifferentiable)
+        .doc("1 with probability p, else 0, for each element of p (in p's dtype)")
+        .infer([](const InferContext& ctx) {
+          const TensorMeta& p = ctx.input(0);
+          KILN_CHECK_DTYPE(is_floating_point(p.dtype))
+              << "bernoulli: expected floating-point probabilities, got " << p.dtype;
+          return MetaList{{p.dtype, p.shape}};
+        })
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const Tensor& out = ctx.outputs[0];
+          const Tensor probs = ctx.inputs[0].contiguous();
+          const RngState draw = draw_of(ctx.attrs, out.numel(), float_lanes(out.dtype()));
+          std::atomic<bool> out_of_range{false};
+          visit_floating(out.dtype(), [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+            const T* p = static_cast<const T*>(probs.data_ptr());
+            T* dst = static_cast<T*>(out.data_ptr());
+            for_each_uniform<C>(out.numel(), draw, [&](int64_t begin, const C* u, int64_t count) {
+              bool in_range = true;
+              for (int64_t k = 0; k < count; ++k) {
+                const C q = static_cast<C>(p[begin + k]);
+                in_range &= q >= C(0) && q <= C(1);
+                dst[begin + k] = T(u[k] < q ? C(1) : C(0));
+              }
+              if (!in_range) out_of_range.store(true, std::memory_order_relaxed);
+            });
+          });
+          KILN_CHECK_VALUE(!out_of_range.load())
+              << "bernoulli: expected probabilities in [0, 1], got a value outside or NaN";
         }));
 
 // Box-Muller: a pair of uniforms u1 in (0, 1] (so that log(u1) is finite) and u2 gives two
@@ -292,7 +339,7 @@ KILN_REGISTER_OP(
         .infer(random_float_infer)
         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
           const Tensor& out = ctx.outputs[0];
-          const GeneratorDraw draw = draw_of(ctx.attrs, out.numel(), float_lanes(out.dtype()));
+          const RngState draw = draw_of(ctx.attrs, out.numel(), float_lanes(out.dtype()));
           visit_floating(out.dtype(), [&](auto tag) {
             using T = typename decltype(tag)::type;
             T* p = static_cast<T*>(out.data_ptr());
@@ -333,14 +380,11 @@ uint64_t mul_hi64(uint64_t a, uint64_t b) {
 }
 
 KILN_REGISTER_OP(
-    OpDef("RandInt")
-        .attr("low", AttrKind::kInt)
-        .attr("high", AttrKind::kInt)
-        .attr("shape", AttrKind::kInts)
-        .attr("dtype", AttrKind::kDType, DType::kInt64)
-        .attr("seed", AttrKind::kInt, std::monostate{})
-        .attr("offset", AttrKind::kInt, std::monostate{})
-        .traits(kTraitRandom)
+    drawing(OpDef("RandInt")
+                .attr("low", AttrKind::kInt)
+                .attr("high", AttrKind::kInt)
+                .attr("shape", AttrKind::kInts)
+                .attr("dtype", AttrKind::kDType, DType::kInt64))
         .doc("Uniform integers in [low, high) (64 random bits scaled by multiply-shift, so the "
              "bias is below (high - low) / 2^64)")
         .infer([](const InferContext& ctx) {
@@ -359,7 +403,7 @@ KILN_REGISTER_OP(
         })
         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
           const Tensor& out = ctx.outputs[0];
-          const GeneratorDraw draw = draw_of(ctx.attrs, out.numel(), int_lanes(out.dtype()));
+          const RngState draw = draw_of(ctx.attrs, out.numel(), int_lanes(out.dtype()));
           const int64_t low = ctx.attrs.get<int64_t>("low");
           // high > low, so the width fits in uint64 (wrapping subtraction is exact here).
           const uint64_t width =
@@ -409,7 +453,7 @@ KILN_REGISTER_OP(
 // one Philox call per element made randperm of 1M 2.3x slower than PyTorch's.
 class DrawnBits {
  public:
-  explicit DrawnBits(const GeneratorDraw& draw) : draw_(draw) {}
+  explicit DrawnBits(const RngState& draw) : draw_(draw) {}
   uint64_t operator()(int64_t i) {
     const int64_t counter = i / 2;
     if (counter < first_ || counter >= first_ + kBlockCounters) {
@@ -428,7 +472,7 @@ class DrawnBits {
   }
 
  private:
-  GeneratorDraw draw_;
+  RngState draw_;
   int64_t first_ = -kBlockCounters;  // the first counter of the block in words_
   BlockWords words_;
 };
@@ -444,12 +488,8 @@ class DrawnBits {
 // PyTorch's CPU randperm.
 
 KILN_REGISTER_OP(
-    OpDef("RandPerm")
-        .attr("n", AttrKind::kInt)
-        .attr("dtype", AttrKind::kDType, DType::kInt64)
-        .attr("seed", AttrKind::kInt, std::monostate{})
-        .attr("offset", AttrKind::kInt, std::monostate{})
-        .traits(kTraitRandom)
+    drawing(
+        OpDef("RandPerm").attr("n", AttrKind::kInt).attr("dtype", AttrKind::kDType, DType::kInt64))
         .doc("A uniformly random permutation of 0 .. n - 1 (Fisher-Yates; each swap's position "
              "from 64 random bits by multiply-shift)")
         .infer([](const InferContext& ctx) {
@@ -562,13 +602,11 @@ void sample_row(const T* probs, int64_t row, int64_t categories, int64_t k, bool
 }
 
 KILN_REGISTER_OP(
-    OpDef("Multinomial")
-        .input("probs")
-        .attr("num_samples", AttrKind::kInt)
-        .attr("replacement", AttrKind::kBool, false)
-        .attr("seed", AttrKind::kInt, std::monostate{})
-        .attr("offset", AttrKind::kInt, std::monostate{})
-        .traits(kTraitRandom | kTraitNotDifferentiable)
+    drawing(OpDef("Multinomial")
+                .input("probs")
+                .attr("num_samples", AttrKind::kInt)
+                .attr("replacement", AttrKind::kBool, false),
+            kTraitNotDifferentiable)
         .doc("int64 category indices drawn from each row of probs ([C] or [B, C] non-negative "
              "weights, not necessarily summing to 1), with or without replacement")
         .infer([](const InferContext& ctx) {
@@ -596,7 +634,7 @@ KILN_REGISTER_OP(
           const int64_t k = out.shape().back();
           const int64_t rows = out.numel() / k;
           const bool replacement = ctx.attrs.get<bool>("replacement");
-          const GeneratorDraw draw = draw_of(
+          const RngState draw = draw_of(
               ctx.attrs, rows * multinomial_draws(categories, k, replacement), int_lanes(DType()));
           int64_t* samples = out.data<int64_t>();
           visit_floating(probs.dtype(), [&](auto tag) {
@@ -661,13 +699,8 @@ Tensor dropout_backward(const Tensor& g, const Tensor& mask, double p) {
 // the forward's seed and offset gives the same mask, but costs the Philox draws a second time:
 // 1.7 ms for the gradient of 1M float32 against 0.28 for PyTorch, which keeps its mask too.
 KILN_REGISTER_OP(
-    OpDef("Dropout")
-        .input("x")
-        .attr("p", AttrKind::kFloat, 0.5)
-        .attr("seed", AttrKind::kInt, std::monostate{})
-        .attr("offset", AttrKind::kInt, std::monostate{})
+    drawing(OpDef("Dropout").input("x").attr("p", AttrKind::kFloat, 0.5))
         .outputs(2)
-        .traits(kTraitRandom)
         .doc("x with each element zeroed with probability p and the rest scaled by 1 / (1 - p); "
              "second output: the bool mask of the kept elements")
         .infer([](const InferContext& ctx) {
@@ -683,8 +716,7 @@ KILN_REGISTER_OP(
                   const Tensor x = ctx.inputs[0].contiguous();
                   bool* mask = static_cast<bool*>(ctx.outputs[1].data_ptr());
                   const double p = ctx.attrs.get<double>("p");
-                  const GeneratorDraw draw =
-                      draw_of(ctx.attrs, out.numel(), dropout_lanes(out.dtype()));
+                  const RngState draw = draw_of(ctx.attrs, out.numel(), dropout_lanes(out.dtype()));
                   // The mask compares a 24-bit uniform with p, so p == 1 drops everything.
                   const float keep_above = static_cast<float>(p);
                   visit_floating(out.dtype(), [&](auto tag) {
@@ -760,42 +792,68 @@ KILN_REGISTER_OP(
 
 }  // namespace
 
-Tensor rand(const Shape& shape, DType dtype) {
+Tensor rand(const Shape& shape, DType dtype) { return rand(shape, dtype, default_generator()); }
+
+Tensor rand(const Shape& shape, DType dtype, const Generator& generator) {
   static const OpDefPtr op = OpRegistry::Instance().get("RandUniform");
-  return call_op(*op, {}, with_draw(*op, {}, {{"shape", shape}, {"dtype", dtype}}, float_lanes))[0];
+  const Attrs attrs{{"shape", shape}, {"dtype", dtype}};
+  return call_op(*op, {}, with_draw(*op, {}, attrs, generator, float_lanes))[0];
 }
 
-Tensor randn(const Shape& shape, DType dtype) {
+Tensor randn(const Shape& shape, DType dtype) { return randn(shape, dtype, default_generator()); }
+
+Tensor randn(const Shape& shape, DType dtype, const Generator& generator) {
   static const OpDefPtr op = OpRegistry::Instance().get("RandNormal");
-  return call_op(*op, {}, with_draw(*op, {}, {{"shape", shape}, {"dtype", dtype}}, float_lanes))[0];
+  const Attrs attrs{{"shape", shape}, {"dtype", dtype}};
+  return call_op(*op, {}, with_draw(*op, {}, attrs, generator, float_lanes))[0];
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype) {
-  static const OpDefPtr op = OpRegistry::Instance().get("RandInt");
-  const Attrs attrs{{"low", low}, {"high", high}, {"shape", shape}, {"dtype", dtype}};
-  return call_op(*op, {}, with_draw(*op, {}, attrs, int_lanes))[0];
+  return randint(low, high, shape, dtype, default_generator());
 }
 
-Tensor randperm(int64_t n, DType dtype) {
+Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype,
+               const Generator& generator) {
+  static const OpDefPtr op = OpRegistry::Instance().get("RandInt");
+  const Attrs attrs{{"low", low}, {"high", high}, {"shape", shape}, {"dtype", dtype}};
+  return call_op(*op, {}, with_draw(*op, {}, attrs, generator, int_lanes))[0];
+}
+
+Tensor randperm(int64_t n, DType dtype) { return randperm(n, dtype, default_generator()); }
+
+Tensor randperm(int64_t n, DType dtype, const Generator& generator) {
   static const OpDefPtr op = OpRegistry::Instance().get("RandPerm");
-  return call_op(*op, {}, with_draw(*op, {}, {{"n", n}, {"dtype", dtype}}, int_lanes))[0];
+  const Attrs attrs{{"n", n}, {"dtype", dtype}};
+  return call_op(*op, {}, with_draw(*op, {}, attrs, generator, int_lanes))[0];
 }
 
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {
+  return multinomial(probs, num_samples, replacement, default_generator());
+}
+
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement,
+                   const Generator& generator) {
   static const OpDefPtr op = OpRegistry::Instance().get("Multinomial");
   const Attrs attrs{{"num_samples", num_samples}, {"replacement", replacement}};
   const DrawCount draws = [](const MetaList& inputs, const TensorMeta& out, const Attrs& a) {
     const int64_t categories = inputs[0].shape.back(), k = out.shape.back();
     return out.numel() / k * multinomial_draws(categories, k, a.get<bool>("replacement"));
   };
-  return call_op(*op, {probs}, with_draw(*op, {probs}, attrs, int_lanes, draws))[0];
+  return call_op(*op, {probs}, with_draw(*op, {probs}, attrs, generator, int_lanes, draws))[0];
+}
+
+Tensor bernoulli(const Tensor& p) { return bernoulli(p, default_generator()); }
+
+Tensor bernoulli(const Tensor& p, const Generator& generator) {
+  static const OpDefPtr op = OpRegistry::Instance().get("Bernoulli");
+  return call_op(*op, {p}, with_draw(*op, {p}, {}, generator, float_lanes))[0];
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {
   check_dropout_p(p);
   if (!training || p == 0.0) return x;
   static const OpDefPtr op = OpRegistry::Instance().get("Dropout");
-  return call_op(*op, {x}, with_draw(*op, {x}, {{"p", p}}, dropout_lanes))[0];
+  return call_op(*op, {x}, with_draw(*op, {x}, {{"p", p}}, default_generator(), dropout_lanes))[0];
 }
 
 }  // namespace kiln

@@ -1,7 +1,7 @@
-// Philox4x32-10, the process-wide generator behind rand/randn/randint/dropout, and the argument
-// checks every factory op shares (private to Kiln; the generator is exported for the C++ tests).
+// Philox4x32-10, the function behind every kiln::Generator's stream, and the argument checks
+// every factory op shares (private to Kiln).
 //
-//   GeneratorDraw d = reserve_counters(n_counters);          // thread-safe
+//   RngState d = generator.reserve(n_counters);              // thread-safe
 //   std::array<uint32_t, 4> w = philox4x32_10(d.offset + g, d.seed);
 //   float u = uniform_float(w[0]);                           // in [0, 1)
 //
@@ -53,18 +53,6 @@ inline double uniform_double(uint32_t hi, uint32_t lo) {
   const uint64_t bits = (static_cast<uint64_t>(hi) << 32) | lo;
   return static_cast<double>(bits >> 11) * 0x1p-53;
 }
-
-/// The seed and first counter of a block reserved from the global generator.
-struct GeneratorDraw {
-  uint64_t seed = 0;
-  uint64_t offset = 0;
-};
-
-/// Reserves `count` consecutive counters of the global generator and returns where they start;
-/// later reservations never overlap (until the 64-bit offset wraps). Thread-safe.
-KILN_API GeneratorDraw reserve_counters(uint64_t count);
-/// The generator's seed and next free counter, without reserving any. Thread-safe.
-KILN_API GeneratorDraw generator_state();
 
 /// Throws kShape naming `op` when a size in `shape` is negative.
 inline void check_factory_shape(const std::string& op, const Shape& shape) {

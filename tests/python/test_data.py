@@ -1,7 +1,8 @@
 """kiln.utils.data without PyTorch: datasets, random_split's lengths, collation of nested samples
 and their dtypes, the samplers' exact index sequences (PyTorch's documented rules, the random
-ones against kiln.mint.randperm / randint / multinomial after kiln.manual_seed), and the
-DataLoader's checks, batches with and without worker threads, errors, streams and shutdown.
+ones against kiln.mint.randperm / randint / multinomial after kiln.manual_seed or from a
+kiln.Generator), and the DataLoader's checks, batches with and without worker threads (and their
+seeds), errors, streams and shutdown.
 test_data_torch.py compares the same with torch.utils.data where PyTorch is installed."""
 
 import collections
@@ -175,7 +176,8 @@ def test_random_split_warns_for_an_empty_split_and_checks_lengths():
         data.random_split(range(5), [2.5, 2.5])
     with raises(kiln.KilnValueError, match="non-negative lengths"):
         data.random_split(range(5), [-1, 6])
-    with raises(kiln.KilnNotImplementedError, match="kiln.manual_seed"):
+    with raises(kiln.KilnTypeError, match="random_split: expected generator to be a "
+                                          "kiln.Generator or None, got object"):
         data.random_split(range(5), [2, 3], generator=object())
 
 
@@ -307,12 +309,12 @@ def test_subset_and_weighted_random_samplers():
 
 
 @pytest.mark.parametrize("make, error, match", [
-    (lambda: data.RandomSampler(range(3), generator=object()), kiln.KilnNotImplementedError,
-     r"RandomSampler: Kiln has no Generator objects.*kiln.manual_seed"),
-    (lambda: data.SubsetRandomSampler([1], generator=1), kiln.KilnNotImplementedError,
-     "SubsetRandomSampler: Kiln has no Generator"),
-    (lambda: data.WeightedRandomSampler([1.0], 1, generator=1), kiln.KilnNotImplementedError,
-     "WeightedRandomSampler: Kiln has no Generator"),
+    (lambda: data.RandomSampler(range(3), generator=object()), kiln.KilnTypeError,
+     "RandomSampler: expected generator to be a kiln.Generator or None, got object"),
+    (lambda: data.SubsetRandomSampler([1], generator=1), kiln.KilnTypeError,
+     "SubsetRandomSampler: expected generator to be a kiln.Generator or None, got int 1"),
+    (lambda: data.WeightedRandomSampler([1.0], 1, generator=3), kiln.KilnTypeError,
+     "WeightedRandomSampler: expected generator to be a kiln.Generator or None, got int 3"),
     (lambda: data.RandomSampler(range(3), replacement=1), kiln.KilnTypeError,
      "replacement must be a bool, got int 1"),
     (lambda: data.RandomSampler(range(0)), kiln.KilnValueError,
@@ -331,6 +333,33 @@ def test_subset_and_weighted_random_samplers():
 def test_sampler_argument_errors(make, error, match):
     with raises(error, match=match):
         make()
+
+
+def random_orders(generator):
+    """Two passes of each random sampler and a random_split, all drawing from `generator`."""
+    samplers = [data.RandomSampler(range(10), generator=generator),
+                data.RandomSampler(range(7), True, 40, generator=generator),
+                data.SubsetRandomSampler([10, 20, 30, 40], generator=generator),
+                data.WeightedRandomSampler([0.0, 1.0, 3.0, 0.0, 2.0], 20, generator=generator)]
+    orders = [list(sampler) for sampler in samplers for _ in range(2)]
+    split = data.random_split(range(10), [0.3, 0.7], generator=generator)
+    return orders + [part.indices for part in split]
+
+
+def test_random_samplers_and_random_split_draw_from_their_generator():
+    kiln.manual_seed(0)
+    state = kiln.get_rng_state().numpy()
+    first = random_orders(kiln.Generator().manual_seed(8))
+    np.testing.assert_array_equal(kiln.get_rng_state().numpy(), state)  # default left alone
+    assert random_orders(kiln.Generator().manual_seed(8)) == first
+    assert random_orders(kiln.Generator().manual_seed(9)) != first
+    assert first[0] != first[1]  # each pass draws afresh from the generator
+    assert sorted(first[0]) == list(range(10)) and sorted(first[8] + first[9]) == list(range(10))
+    # A generator of seed s draws what the default generator draws after manual_seed(s).
+    kiln.manual_seed(8)
+    assert random_orders(None) == first
+    sampler = data.RandomSampler(range(3), generator=kiln.default_generator)
+    assert sampler.generator is kiln.default_generator and sorted(sampler) == [0, 1, 2]
 
 
 # (length, replicas, drop_last) -> every rank's indices, by PyTorch's rule: pad by repeating
@@ -374,7 +403,12 @@ def test_distributed_sampler_shuffles_by_seed_and_epoch_only():
     kiln.manual_seed(1)
     assert shares(0) == first  # every rank and every process draws the same order
     assert shares(1) != first and shares(0, seed=5) != first and shares(1) == shares(1)
+    assert shares(2, seed=3) == shares(0, seed=5)  # seed + epoch is all that counts
     assert sorted(sum(shares(-3, seed=1), [])[:11]) == list(range(11))  # negative seeds work
+    # The permutation is randperm's from a kiln.Generator seeded with seed + epoch, as PyTorch
+    # draws it from a torch.Generator.
+    assert merged[:11] == mint.randperm(11, generator=kiln.Generator().manual_seed(0)).tolist()
+    assert list(data.DistributedSampler(range(0), 2, 1)) == []
 
 
 def test_distributed_sampler_needs_a_process_group_or_both_arguments(tmp_path):
@@ -437,6 +471,35 @@ def test_data_loader_shuffle_follows_manual_seed():
     assert sorted(order) == list(range(10)) and order != list(range(10))
 
 
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_data_loader_shuffle_and_worker_seeds_follow_its_generator(num_workers):
+    def passes(seed):
+        seeds = []
+        generator = kiln.Generator().manual_seed(seed)
+        loader = data.DataLoader(
+            Squares(10), batch_size=4, shuffle=True, generator=generator,
+            num_workers=num_workers,
+            worker_init_fn=lambda worker_id: seeds.append(data.get_worker_info().seed))
+        assert loader.generator is generator and loader.sampler.generator is generator
+        orders = [[i for batch in batches(loader) for i in batch[0][1]] for _ in range(2)]
+        return orders, sorted(seeds)
+
+    kiln.manual_seed(0)
+    state = kiln.get_rng_state().numpy()
+    orders, seeds = passes(4)
+    np.testing.assert_array_equal(kiln.get_rng_state().numpy(), state)  # default left alone
+    assert passes(4) == (orders, seeds) and passes(5)[0] != orders
+    # Each pass draws its workers' base seed from the generator, then its order (PyTorch's
+    # sequence), whatever the worker count.
+    generator = kiln.Generator().manual_seed(4)
+    want_orders, want_seeds = [], []
+    for _ in range(2):
+        base = int(mint.randint(0, 2**63 - 1, (), generator=generator).item())
+        want_seeds += [base + worker_id for worker_id in range(num_workers)]
+        want_orders.append(mint.randperm(10, generator=generator).tolist())
+    assert orders == want_orders and seeds == sorted(want_seeds)
+
+
 def test_data_loader_uses_getitems_for_a_batch():
     class Batched(Squares):
         def __getitems__(self, indices):
@@ -466,8 +529,10 @@ def test_data_loader_uses_getitems_for_a_batch():
     ({"timeout": -1}, kiln.KilnValueError, "timeout must be non-negative"),
     ({"timeout": "1"}, kiln.KilnTypeError, "timeout must be a number of seconds"),
     ({"timeout": 1}, kiln.KilnValueError, "timeout applies to worker threads"),
-    ({"generator": object()}, kiln.KilnNotImplementedError,
-     "DataLoader: Kiln has no Generator objects"),
+    ({"generator": object()}, kiln.KilnTypeError,
+     "DataLoader: expected generator to be a kiln.Generator or None, got object"),
+    ({"generator": 0, "shuffle": True}, kiln.KilnTypeError,
+     "DataLoader: expected generator to be a kiln.Generator or None, got int 0"),
     ({"batch_size": 0}, kiln.KilnValueError, "batch_size must be at least 1"),
     ({"multiprocessing_context": "spawn"}, kiln.KilnNotImplementedError,
      "multiprocessing_context must be None: Kiln's workers are threads"),

@@ -125,6 +125,17 @@ def test_random_split_lengths_match_torch(length, lengths):
     assert [len(s) for s in ours] == [len(s) for s in theirs]
 
 
+def test_a_torch_generator_is_refused():
+    # Ported code passing its torch.Generator would otherwise shuffle by another stream.
+    generator = torch.Generator().manual_seed(0)
+    for make in (lambda: data.RandomSampler(range(3), generator=generator),
+                 lambda: data.random_split(range(3), [1, 2], generator=generator),
+                 lambda: data.DataLoader(range(3), shuffle=True, generator=generator)):
+        with raises(kiln.KilnTypeError, match="expected generator to be a kiln.Generator or "
+                                              "None, got Generator"):
+            make()
+
+
 def test_random_split_refuses_what_torch_refuses():
     for lengths in ([2, 2], [-0.5, 1.5]):
         with pytest.raises(ValueError):

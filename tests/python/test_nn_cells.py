@@ -6,6 +6,7 @@ test_losses.py, the containers but Sequential in test_nn_containers.py, BatchNor
 test_batchnorm.py.)"""
 
 import collections
+import inspect
 import math
 
 import numpy as np
@@ -869,18 +870,22 @@ def test_gain_and_fan_errors():
         nn.init.kaiming_uniform_(mint.empty(5, 5), mode="fan_avg")
 
 
+# uniform_ and normal_ are the Tensor methods under no_grad: their errors name a and b "from"
+# and "to", as PyTorch's do.
 @pytest.mark.parametrize("call, message", [
-    (lambda w: nn.init.uniform_(w, 1.0, 0.0), r"uniform_: expected a <= b, got a=1.0 > b=0.0"),
-    (lambda w: nn.init.uniform_(w, 0.0, math.inf), r"expected a, b and b - a to be finite "
-                                                   r"float32 values .*got a=0.0, b=inf"),
-    (lambda w: nn.init.uniform_(w, math.nan, 1.0), r"got a=nan, b=1.0"),
-    (lambda w: nn.init.uniform_(w, -3e38, 3e38), r"got a=-3e\+38, b=3e\+38"),  # b - a overflows
+    (lambda w: nn.init.uniform_(w, 1.0, 0.0),
+     r"^uniform_: expected from <= to, got from=1.0 > to=0.0"),
+    (lambda w: nn.init.uniform_(w, 0.0, math.inf), r"expected from, to and to - from to be "
+                                                   r"finite float32 values .*got from=0.0, to=inf"),
+    (lambda w: nn.init.uniform_(w, math.nan, 1.0), r"got from=nan, to=1.0"),
+    # to - from overflows
+    (lambda w: nn.init.uniform_(w, -3e38, 3e38), r"got from=-3e\+38, to=3e\+38"),
     (lambda w: nn.init.uniform_(w.half(), 0.0, 1e5), r"finite float16 values"),
-    (lambda w: nn.init.normal_(w, 0.0, -1.0), r"normal_: expected std >= 0, got -1.0"),
+    (lambda w: nn.init.normal_(w, 0.0, -1.0), r"^normal_: expected std >= 0, got -1.0"),
     (lambda w: nn.init.normal_(w, 0.0, math.nan), r"normal_: expected std >= 0, got nan"),
-    (lambda w: nn.init.xavier_uniform_(w, gain=-1.0), r"uniform_: expected a <= b"),
+    (lambda w: nn.init.xavier_uniform_(w, gain=-1.0), r"uniform_: expected from <= to"),
     (lambda w: nn.init.xavier_normal_(w, gain=-1.0), r"normal_: expected std >= 0"),
-    (lambda w: nn.init.kaiming_uniform_(w, a=math.nan), r"got a=nan, b=nan"),
+    (lambda w: nn.init.kaiming_uniform_(w, a=math.nan), r"got from=nan, to=nan"),
 ], ids=["uniform a>b", "uniform inf", "uniform nan", "uniform width", "uniform float16",
         "normal std<0", "normal std nan", "xavier_uniform gain<0", "xavier_normal gain<0",
         "kaiming nan slope"])
@@ -899,6 +904,58 @@ def test_uniform_and_normal_accept_the_edges_pytorch_accepts():
     assert np.all(nn.init.normal_(w, 3.0, 0.0).numpy() == 3)
     wide = nn.init.uniform_(mint.zeros(4, 5, dtype=kiln.float64), -3e38, 3e38).numpy()
     assert np.all(np.abs(wide) <= 3e38) and np.all(np.isfinite(wide))
+
+
+# Each random initialiser with non-default arguments and its generator, as PyTorch passes it.
+GENERATOR_INITIALISERS = {
+    "uniform_": lambda w, g: nn.init.uniform_(w, -2.0, 3.0, generator=g),
+    "normal_": lambda w, g: nn.init.normal_(w, 1.0, 0.5, generator=g),
+    "trunc_normal_": lambda w, g: nn.init.trunc_normal_(w, std=0.5, a=-1.0, generator=g),
+    "xavier_uniform_": lambda w, g: nn.init.xavier_uniform_(w, gain=2.0, generator=g),
+    "xavier_normal_": lambda w, g: nn.init.xavier_normal_(w, generator=g),
+    "kaiming_uniform_": lambda w, g: nn.init.kaiming_uniform_(w, a=math.sqrt(5), generator=g),
+    "kaiming_normal_": lambda w, g: nn.init.kaiming_normal_(w, mode="fan_out", generator=g),
+}
+
+
+@pytest.mark.parametrize("name", list(GENERATOR_INITIALISERS))
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64])
+def test_initialisers_draw_from_their_generator(name, dtype):
+    init = GENERATOR_INITIALISERS[name]
+
+    def fill(generator):
+        # A parameter requires grad: the initialisers write under no_grad.
+        return init(nn.Parameter(mint.empty(30, 20, dtype=dtype)), generator).numpy()
+
+    kiln.manual_seed(3)
+    state = kiln.get_rng_state().numpy()
+    first = fill(kiln.Generator().manual_seed(11))
+    np.testing.assert_array_equal(fill(kiln.Generator().manual_seed(11)), first)
+    np.testing.assert_array_equal(kiln.get_rng_state().numpy(), state)  # default left alone
+    assert not np.array_equal(fill(kiln.Generator().manual_seed(12)), first)
+    generator = kiln.Generator().manual_seed(11)
+    fill(generator)
+    assert not np.array_equal(fill(generator), first)  # the generator goes on where it stopped
+    # A generator of seed s draws what the default generator draws after manual_seed(s).
+    kiln.manual_seed(11)
+    np.testing.assert_array_equal(fill(None), first)
+
+
+@pytest.mark.parametrize("name", list(GENERATOR_INITIALISERS))
+def test_initialisers_refuse_a_generator_of_another_type(name):
+    w = mint.zeros(4, 5)
+    with raises(kiln.KilnTypeError, match="expected generator to be a kiln.Generator or None, "
+                                          "got 7"):
+        GENERATOR_INITIALISERS[name](w, 7)
+    np.testing.assert_array_equal(w.numpy(), np.zeros((4, 5)))
+
+
+def test_initialisers_take_pytorchs_arguments(torch):
+    for name in GENERATOR_INITIALISERS:
+        ours = inspect.signature(getattr(nn.init, name)).parameters.values()
+        theirs = inspect.signature(getattr(torch.nn.init, name)).parameters.values()
+        assert [(p.name, p.kind, p.default) for p in ours] == [
+            (p.name, p.kind, p.default) for p in theirs], name
 
 
 # ---------------------------------------------------------------------------------------------

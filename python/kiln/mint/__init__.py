@@ -8,7 +8,9 @@ through any op: ``norm`` and ``vector_norm`` (kiln/mint/_norms.py); ``leaky_relu
 ``binary_cross_entropy``, ``binary_cross_entropy_with_logits``, ``adaptive_avg_pool2d`` and
 ``adaptive_max_pool2d`` (kiln/mint/_composite.py), which also wraps the ops ``cross_entropy`` /
 ``nll_loss`` (adding PyTorch's class ``weight``), ``conv2d`` (adding padding "same" / "valid")
-and ``round`` (adding ``decimals``).
+and ``round`` (adding ``decimals``); ``rand_like``, ``randn_like``, ``randint_like`` and
+``normal``, with the Tensor methods ``uniform_``, ``normal_``, ``bernoulli_`` and
+``exponential_`` (kiln/mint/_random.py).
 """
 
 from .._C.mint import *  # noqa: F401,F403
@@ -19,3 +21,4 @@ from ._composite import (adaptive_avg_pool2d, adaptive_max_pool2d,  # noqa: F401
                          cross_entropy, elu, hardtanh, huber_loss, l1_loss, leaky_relu, nll_loss,
                          round, smooth_l1_loss, softplus)
 from ._norms import norm, vector_norm  # noqa: F401
+from ._random import normal, rand_like, randint_like, randn_like  # noqa: F401

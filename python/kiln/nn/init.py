@@ -4,11 +4,16 @@
     kiln.nn.init.kaiming_uniform_(w, a=math.sqrt(5))   # what Linear and Conv2d use
     kiln.nn.init.zeros_(bias)
 
-Every function writes into ``tensor`` under ``kiln.no_grad()`` and returns it. Random values come
-from Kiln's global generator, so ``kiln.manual_seed(n)`` makes them repeat.
+Every function writes into ``tensor`` under ``kiln.no_grad()`` and returns it. The random ones
+take PyTorch's ``generator=`` (a ``kiln.Generator``) and draw from it; with None they draw from
+the default generator, so ``kiln.manual_seed(n)`` makes them repeat.
 
-- ``uniform_(t, a=0, b=1)``, ``normal_(t, mean=0, std=1)``, ``constant_(t, value)``,
-  ``zeros_(t)``, ``ones_(t)``.
+    g = kiln.Generator().manual_seed(0)
+    kiln.nn.init.xavier_uniform_(w, generator=g)   # the same values for every g seeded 0
+
+- ``uniform_(t, a=0, b=1)`` and ``normal_(t, mean=0, std=1)`` (the Tensor methods
+  ``t.uniform_`` and ``t.normal_`` under no_grad), ``constant_(t, value)``, ``zeros_(t)``,
+  ``ones_(t)``.
 - ``trunc_normal_(t, mean=0, std=1, a=-2, b=2)``: N(mean, std**2) truncated to [a, b] (the
   bounds are absolute values, not multiples of std, as in PyTorch).
 - ``xavier_uniform_(t, gain=1)``: U(-b, b) with b = gain * sqrt(6 / (fan_in + fan_out));
@@ -25,44 +30,27 @@ returned unchanged after the arguments are checked (a fan of 0 has no bound), so
 ``Linear(0, 3)`` builds.
 
 As in PyTorch, ``uniform_`` needs a <= b, with a, b and b - a finite values of the tensor's dtype,
-and ``normal_`` needs std >= 0 (else a KilnValueError): anything else would fill the tensor with
-NaN, infinities or samples of another range. ``trunc_normal_`` needs a finite mean, a finite
-std > 0 and a <= b (PyTorch divides by std = 0 and fails on a > b). ``xavier_*`` and
-``kaiming_*`` pass their bounds through these checks, so on a tensor with elements a negative or
-NaN gain is refused too.
+and ``normal_`` needs std >= 0 (else the Tensor methods' KilnValueError, which calls a and b
+``from`` and ``to``): anything else would fill the tensor with NaN, infinities or samples of
+another range. ``trunc_normal_`` needs a finite mean, a finite std > 0 and a <= b (PyTorch
+divides by std = 0 and fails on a > b). ``xavier_*`` and ``kaiming_*`` pass their bounds through
+these checks, so on a tensor with elements a negative or NaN gain is refused too.
 """
 
 import math
-import sys
 import warnings
 
 from .. import _C
 from ..autograd import no_grad
-from ..errors import DTypeError, KilnValueError
+from ..errors import KilnValueError
 from ..mint._composite import check_real
+from ..mint._random import check_floating, sample_dtype
 
 __all__ = ["calculate_gain", "fan_in_and_fan_out", "uniform_", "normal_", "trunc_normal_",
            "constant_", "zeros_", "ones_", "xavier_uniform_", "xavier_normal_",
            "kaiming_uniform_", "kaiming_normal_"]
 
 _mint = _C.mint
-
-# The largest finite value of each floating-point dtype (PyTorch's finfo(dtype).max).
-_LARGEST = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
-            "float32": 3.4028234663852886e38, "float64": sys.float_info.max}
-
-
-def _sample_dtype(tensor):
-    # float64 tensors get float64 samples; every other float dtype is sampled in float32 and
-    # rounded once when written.
-    return _C.dtype.float64 if tensor.dtype == _C.dtype.float64 else _C.dtype.float32
-
-
-def _check_floating(tensor, name):
-    # Random values rounded into integers or bools would not follow the distribution asked for.
-    if not tensor.dtype.is_floating_point:
-        raise DTypeError(f"nn.init.{name}: expected a floating-point tensor, got "
-                         f"{tensor.dtype.name}")
 
 
 def _fill(tensor, values):
@@ -71,30 +59,23 @@ def _fill(tensor, values):
     return tensor
 
 
-def uniform_(tensor, a=0.0, b=1.0):
-    """Samples U(a, b) into ``tensor``; a > b, or a bound or b - a that is not a finite value
-    of the tensor's dtype, is a KilnValueError (PyTorch's conditions)."""
-    _check_floating(tensor, "uniform_")
-    if a > b:
-        raise KilnValueError(f"nn.init.uniform_: expected a <= b, got a={a} > b={b}")
-    largest = _LARGEST[tensor.dtype.name]
-    # NaN fails every comparison, so it is refused here as well.
-    if not (-largest <= a and b <= largest and b - a <= largest):
-        raise KilnValueError(f"nn.init.uniform_: expected a, b and b - a to be finite "
-                             f"{tensor.dtype.name} values (at most {largest:g} in magnitude), "
-                             f"got a={a}, b={b}")
-    sample = _mint.rand(tensor.shape, dtype=_sample_dtype(tensor))
-    return _fill(tensor, sample * (b - a) + a)
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    """Samples U(a, b) into ``tensor`` from ``generator`` (None: the default generator), as
+    ``tensor.uniform_(a, b, generator=generator)`` under no_grad: a > b, or a bound or b - a
+    that is not a finite value of the tensor's dtype, is its KilnValueError (PyTorch's
+    conditions)."""
+    check_floating(tensor, "nn.init.uniform_")
+    with no_grad():
+        return tensor.uniform_(a, b, generator=generator)
 
 
-def normal_(tensor, mean=0.0, std=1.0):
-    """Samples N(mean, std**2) into ``tensor``; a negative or NaN std is a KilnValueError (as in
-    PyTorch)."""
-    _check_floating(tensor, "normal_")
-    if not std >= 0:
-        raise KilnValueError(f"nn.init.normal_: expected std >= 0, got {std}")
-    sample = _mint.randn(tensor.shape, dtype=_sample_dtype(tensor))
-    return _fill(tensor, sample * std + mean)
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    """Samples N(mean, std**2) into ``tensor`` from ``generator`` (None: the default
+    generator), as ``tensor.normal_(mean, std, generator=generator)`` under no_grad: a negative
+    or NaN std is its KilnValueError (as in PyTorch)."""
+    check_floating(tensor, "nn.init.normal_")
+    with no_grad():
+        return tensor.normal_(mean, std, generator=generator)
 
 
 def _normal_cdf(x):
@@ -134,15 +115,16 @@ def _erfinv(y):
     return x
 
 
-def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0):
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     """Samples N(mean, std**2) truncated to [a, b] into ``tensor``, as PyTorch does: uniform
-    values between the normal CDF's values at a and b, mapped back through the inverse CDF and
-    clamped to [a, b] (so every value lies in [a, b]). ``a`` and ``b`` are values, not multiples
+    values (from ``generator``; None: the default generator) between the normal CDF's values at
+    a and b, mapped back through the inverse CDF and clamped to [a, b] (so every value lies in
+    [a, b]). ``a`` and ``b`` are values, not multiples
     of std: the default [-2, 2] with std = 0.02 truncates nothing in practice. A mean more than 2
     std outside [a, b] warns, as in PyTorch: the CDF's values there are too close together for
     the samples to follow the distribution. A mean or std that is not finite, std <= 0 or a > b
     is a KilnValueError (a bound may be infinite)."""
-    _check_floating(tensor, "trunc_normal_")
+    check_floating(tensor, "nn.init.trunc_normal_")
     mean, std, a, b = (check_real("nn.init.trunc_normal_", name, value)
                        for name, value in (("mean", mean), ("std", std), ("a", a), ("b", b)))
     if not (math.isfinite(mean) and 0.0 < std < math.inf):
@@ -158,7 +140,8 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0):
     low, high = 2 * _normal_cdf((a - mean) / std) - 1, 2 * _normal_cdf((b - mean) / std) - 1
     # Mapped in float64, whatever the tensor's dtype: erfinv is steep near -1 and 1, where
     # float32 would lose most of the tail's precision.
-    uniform = _mint.rand(tensor.shape, dtype=_sample_dtype(tensor)).to(_C.dtype.float64)
+    uniform = _mint.rand(tensor.shape, generator=generator,
+                         dtype=sample_dtype(tensor)).to(_C.dtype.float64)
     values = _erfinv(uniform * (high - low) + low) * (std * math.sqrt(2.0)) + mean
     return _fill(tensor, _mint.clamp(values, a, b))
 
@@ -216,44 +199,48 @@ def _fan(tensor, mode):
     return fan_in if mode == "fan_in" else fan_out
 
 
-def xavier_uniform_(tensor, gain=1.0):
+def xavier_uniform_(tensor, gain=1.0, generator=None):
     """Samples U(-b, b) with b = gain * sqrt(6 / (fan_in + fan_out)) into ``tensor`` (floating
-    point, at least 2-d; fans as ``fan_in_and_fan_out``)."""
-    _check_floating(tensor, "xavier_uniform_")
+    point, at least 2-d; fans as ``fan_in_and_fan_out``) from ``generator`` (None: the default
+    generator)."""
+    check_floating(tensor, "nn.init.xavier_uniform_")
     fan_in, fan_out = fan_in_and_fan_out(tensor)
     if tensor.numel() == 0:
         return tensor
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
-def xavier_normal_(tensor, gain=1.0):
+def xavier_normal_(tensor, gain=1.0, generator=None):
     """Samples N(0, std**2) with std = gain * sqrt(2 / (fan_in + fan_out)) into ``tensor``
-    (floating point, at least 2-d; fans as ``fan_in_and_fan_out``)."""
-    _check_floating(tensor, "xavier_normal_")
+    (floating point, at least 2-d; fans as ``fan_in_and_fan_out``) from ``generator`` (None:
+    the default generator)."""
+    check_floating(tensor, "nn.init.xavier_normal_")
     fan_in, fan_out = fan_in_and_fan_out(tensor)
     if tensor.numel() == 0:
         return tensor
-    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)
 
 
-def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     """Samples U(-b, b) with b = gain * sqrt(3 / fan) into ``tensor`` (floating point, at least
-    2-d): gain = calculate_gain(nonlinearity, a), fan its fan_in or fan_out as ``mode`` says."""
-    _check_floating(tensor, "kaiming_uniform_")
+    2-d) from ``generator`` (None: the default generator): gain = calculate_gain(nonlinearity,
+    a), fan its fan_in or fan_out as ``mode`` says."""
+    check_floating(tensor, "nn.init.kaiming_uniform_")
     gain, fan = calculate_gain(nonlinearity, a), _fan(tensor, mode)
     if tensor.numel() == 0:
         return tensor
     bound = gain * math.sqrt(3.0 / fan)
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
-def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     """Samples N(0, std**2) with std = gain / sqrt(fan) into ``tensor`` (floating point, at least
-    2-d): gain = calculate_gain(nonlinearity, a), fan its fan_in or fan_out as ``mode`` says."""
-    _check_floating(tensor, "kaiming_normal_")
+    2-d) from ``generator`` (None: the default generator): gain = calculate_gain(nonlinearity,
+    a), fan its fan_in or fan_out as ``mode`` says."""
+    check_floating(tensor, "nn.init.kaiming_normal_")
     gain, fan = calculate_gain(nonlinearity, a), _fan(tensor, mode)
     if tensor.numel() == 0:
         return tensor
     std = gain / math.sqrt(fan)
-    return normal_(tensor, 0.0, std)
+    return normal_(tensor, 0.0, std, generator)

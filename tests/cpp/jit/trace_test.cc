@@ -47,7 +47,7 @@ TEST(Trace, RecordsEachOpCallAsACNode) {
 // None (each run draws anew); a draw given explicitly stays recorded.
 TEST(Trace, RandomCallsRecordNoDraw_UnlessGivenOne) {
   manual_seed(5);
-  const detail::GeneratorDraw before = detail::generator_state();
+  const RngState before = get_rng_state();
   const OpDefPtr uniform = OpRegistry::Instance().get("RandUniform");
   FuncGraphPtr g = trace(
       [&](const std::vector<Tensor>& in) {
@@ -59,7 +59,7 @@ TEST(Trace, RandomCallsRecordNoDraw_UnlessGivenOne) {
         return std::vector<Tensor>{fresh, fixed};
       },
       {Tensor::empty({4})}, "f");
-  const detail::GeneratorDraw after = detail::generator_state();
+  const RngState after = get_rng_state();
   EXPECT_EQ(after.offset, before.offset);
   const std::string text = ir::print(*g);
   EXPECT_NE(text.find("Dropout(%0) {p = 0.5, seed = None, offset = None}"), std::string::npos)
@@ -67,6 +67,30 @@ TEST(Trace, RandomCallsRecordNoDraw_UnlessGivenOne) {
   EXPECT_NE(text.find("RandUniform() {shape = [4], dtype = float32, seed = 9, offset = 100}"),
             std::string::npos)
       << text;
+}
+
+// A graph's random nodes draw from the default generator when it runs, so a call naming a
+// generator of its own is refused rather than traced into one that ignores it.
+TEST(Trace, RandomCallsWithAnOwnGeneratorAreRefused) {
+  Generator g(1);
+  expect_error(
+      [&] {
+        trace(
+            [&](const std::vector<Tensor>& in) {
+              return std::vector<Tensor>{add(in[0], rand({4}, DType::kFloat32, g))};
+            },
+            {Tensor::empty({4})}, "f");
+      },
+      ErrorKind::kNotImplemented,
+      "RandUniform: a random op with a generator of its own cannot be traced");
+  EXPECT_EQ(g.state().offset, 0u);
+  // The default generator, named, traces as if it were left out.
+  FuncGraphPtr graph = trace(
+      [&](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{add(in[0], rand({4}, DType::kFloat32, default_generator()))};
+      },
+      {Tensor::empty({4})}, "f");
+  EXPECT_NE(ir::print(*graph).find("seed = None"), std::string::npos);
 }
 
 TEST(Trace, TracersHaveMetadataButReadingTheirDataThrows) {

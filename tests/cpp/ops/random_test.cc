@@ -180,8 +180,8 @@ TEST(Philox, UniformConversionsStayBelowOne) {
 
 TEST(Generator, ManualSeed_ResetsTheOffset_AndSameSeedRepeats) {
   manual_seed(42);
-  EXPECT_EQ(detail::generator_state().seed, 42u);
-  EXPECT_EQ(detail::generator_state().offset, 0u);
+  EXPECT_EQ(get_rng_state().seed, 42u);
+  EXPECT_EQ(get_rng_state().offset, 0u);
   const Tensor a = rand({1000});
   const Tensor b = rand({1000});
   manual_seed(42);
@@ -195,19 +195,19 @@ TEST(Generator, ManualSeed_ResetsTheOffset_AndSameSeedRepeats) {
 TEST(Generator, EachCallReservesOneCounterPerGroupOfElements) {
   manual_seed(7);
   rand({10});  // float32: 4 elements per counter
-  EXPECT_EQ(detail::generator_state().offset, 3u);
+  EXPECT_EQ(get_rng_state().offset, 3u);
   rand({5}, DType::kFloat64);  // 2 per counter
-  EXPECT_EQ(detail::generator_state().offset, 6u);
+  EXPECT_EQ(get_rng_state().offset, 6u);
   randn({8}, DType::kBFloat16);
-  EXPECT_EQ(detail::generator_state().offset, 8u);
+  EXPECT_EQ(get_rng_state().offset, 8u);
   randint(0, 3, {3});
-  EXPECT_EQ(detail::generator_state().offset, 10u);
+  EXPECT_EQ(get_rng_state().offset, 10u);
   dropout(ones({9}), 0.5);
-  EXPECT_EQ(detail::generator_state().offset, 13u);
+  EXPECT_EQ(get_rng_state().offset, 13u);
   dropout(ones({9}), 0.5, /*training=*/false);
   dropout(ones({9}), 0.0);
   rand({0});
-  EXPECT_EQ(detail::generator_state().offset, 13u);
+  EXPECT_EQ(get_rng_state().offset, 13u);
 }
 
 TEST(Generator, RejectedCallsLeaveTheGeneratorUntouched) {
@@ -217,7 +217,57 @@ TEST(Generator, RejectedCallsLeaveTheGeneratorUntouched) {
   testing::error_of([] { randint(3, 3, {4}); });
   testing::error_of([] { dropout(ones({4}), 2.0); });
   testing::error_of([] { dropout(ones({4}, DType::kInt32), 0.5); });
-  EXPECT_EQ(detail::generator_state().offset, 0u);
+  EXPECT_EQ(get_rng_state().offset, 0u);
+}
+
+// A Generator of one's own is the default generator's stream under its own seed: it draws what
+// the default draws after manual_seed(seed), and leaves the default where it was.
+TEST(Generator, AnOwnGeneratorDrawsTheDefaultsStreamForItsSeed_AndLeavesTheDefaultAlone) {
+  manual_seed(11);
+  const Tensor a = rand({100});
+  const Tensor b = randint(0, 1000, {7});
+  const Tensor c = randperm(50);
+  const Tensor d = multinomial(ones({2, 9}), 4);
+  const Tensor e = randn({3, 5}, DType::kFloat64);
+  const uint64_t reserved = get_rng_state().offset;
+  manual_seed(99);
+  const RngState before = get_rng_state();
+  Generator g(11);
+  EXPECT_TRUE(same_bytes(rand({100}, DType::kFloat32, g), a));
+  EXPECT_TRUE(same_bytes(randint(0, 1000, {7}, DType::kInt64, g), b));
+  EXPECT_TRUE(same_bytes(randperm(50, DType::kInt64, g), c));
+  EXPECT_TRUE(same_bytes(multinomial(ones({2, 9}), 4, false, g), d));
+  EXPECT_TRUE(same_bytes(randn({3, 5}, DType::kFloat64, g), e));
+  EXPECT_EQ(get_rng_state().seed, before.seed);
+  EXPECT_EQ(get_rng_state().offset, before.offset);
+  EXPECT_EQ(g.state().offset, reserved);
+}
+
+TEST(Generator, CopiesShareOneStream_StateRoundTrips) {
+  Generator g(3);
+  Generator alias = g;
+  EXPECT_TRUE(alias == g);
+  EXPECT_TRUE(Generator(3) != g);
+  const Tensor first = rand({8}, DType::kFloat32, g);
+  EXPECT_EQ(alias.state().offset, 2u);  // the copy saw g's draw
+  const RngState saved = alias.state();
+  const Tensor second = rand({8}, DType::kFloat32, alias);
+  EXPECT_FALSE(same_bytes(first, second));
+  g.set_state(saved);
+  EXPECT_TRUE(same_bytes(rand({8}, DType::kFloat32, g), second));
+  g.manual_seed(3);
+  EXPECT_EQ(alias.state().offset, 0u);
+  EXPECT_TRUE(same_bytes(rand({8}, DType::kFloat32, alias), first));
+  EXPECT_EQ(Generator().state().seed, 67280421310721u);  // PyTorch's default seed
+  EXPECT_TRUE(default_generator() == default_generator());
+}
+
+TEST(Generator, RejectedCallsLeaveAnOwnGeneratorUntouched) {
+  Generator g(4);
+  testing::error_of([&] { rand({-1}, DType::kFloat32, g); });
+  testing::error_of([&] { randint(3, 3, {4}, DType::kInt64, g); });
+  testing::error_of([&] { randperm(300, DType::kInt8, g); });
+  EXPECT_EQ(g.state().offset, 0u);
 }
 
 TEST(Generator, ElementIDependsOnlyOnSeedOffsetAndI) {
@@ -262,6 +312,49 @@ TEST(RandUniform, Float32_HasUniformMomentsAndHistogram) {
   std::vector<int64_t> bins(100, 0);
   for (double x : v) ++bins[static_cast<size_t>(x * 100)];
   EXPECT_LT(chi_square(bins), 200.0);  // 99 degrees of freedom: mean 99, sd 14
+}
+
+TEST(Bernoulli, EachDtype_HitsItsProbabilities_AndZeroAndOneAreExact) {
+  manual_seed(21);
+  for (DType d : {DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64}) {
+    // Three blocks of probabilities 0, 0.25 and 1, interleaved so that every lane sees each.
+    const double probs[] = {0.0, 0.25, 1.0};
+    Tensor p = Tensor::empty({3 * kSamples / 4}, DType::kFloat64);
+    for (int64_t i = 0; i < p.numel(); ++i) p.data<double>()[i] = probs[i % 3];
+    const Tensor b = bernoulli(to(p, d));
+    ASSERT_EQ(b.dtype(), d);
+    const std::vector<double> v = values(b);
+    std::vector<double> quarter;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i % 3 == 1) {
+        ASSERT_TRUE(v[i] == 0.0 || v[i] == 1.0) << v[i];
+        quarter.push_back(v[i]);
+      } else {
+        ASSERT_EQ(v[i], i % 3 == 0 ? 0.0 : 1.0) << i;
+      }
+    }
+    // 262144 draws of p = 0.25: sd of the mean 8.5e-4.
+    EXPECT_NEAR(mean(quarter), 0.25, 5e-3) << d;
+  }
+}
+
+TEST(Bernoulli, ReadsStridedProbabilities_AndRepeatsUnderAGenerator) {
+  Tensor p = rand({64, 48}).transpose(0, 1);
+  ASSERT_FALSE(p.is_contiguous());
+  const Tensor a = bernoulli(p, Generator(8));
+  EXPECT_TRUE(same_bytes(a, bernoulli(p.contiguous(), Generator(8))));
+  const std::vector<double> got = values(a), prob = values(p.contiguous());
+  const std::vector<double> u = values(rand({48, 64}, DType::kFloat32, Generator(8)));
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], u[i] < prob[i] ? 1.0 : 0.0) << i;
+}
+
+TEST(Bernoulli, RefusesIntegerInputs_AndProbabilitiesOutsideZeroToOne) {
+  expect_error([] { bernoulli(ones({3}, DType::kInt32)); }, ErrorKind::kDType,
+               "bernoulli: expected floating-point probabilities, got int32");
+  for (double bad : {-0.5, 1.5, std::nan("")}) {
+    expect_error([bad] { bernoulli(full({5}, bad)); }, ErrorKind::kValue,
+                 "bernoulli: expected probabilities in [0, 1]");
+  }
 }
 
 TEST(RandUniform, Float64_HasUniformMoments) {
@@ -358,11 +451,11 @@ TEST(RandomOps, RecordedSeedAndOffsetReplayExactly) {
   const Attrs attrs{{"shape", std::vector<int64_t>{64}},
                     {"seed", int64_t{99}},
                     {"offset", int64_t{1000}}};
-  const detail::GeneratorDraw before = detail::generator_state();
+  const RngState before = get_rng_state();
   const Tensor a = call_op("RandNormal", {}, attrs)[0];
   const Tensor b = call_op("RandNormal", {}, attrs)[0];
   EXPECT_TRUE(same_bytes(a, b));
-  EXPECT_EQ(detail::generator_state().offset, before.offset);  // nothing reserved
+  EXPECT_EQ(get_rng_state().offset, before.offset);  // nothing reserved
   // The functional call records the same attributes: seed 99 at offset 1000 gives the same draw.
   manual_seed(99);
   rand({4000});  // 1000 counters
@@ -374,7 +467,7 @@ TEST(RandomOps, WithoutSeedAttributes_ReserveWhenTheKernelRuns) {
   const Attrs attrs{{"shape", std::vector<int64_t>{8}}};
   const Tensor a = call_op("RandUniform", {}, attrs)[0];
   runtime::synchronize();  // the kernel has run
-  EXPECT_EQ(detail::generator_state().offset, 2u);
+  EXPECT_EQ(get_rng_state().offset, 2u);
   const Tensor b = call_op("RandUniform", {}, attrs)[0];
   EXPECT_FALSE(same_bytes(a, b));
   manual_seed(11);
@@ -541,9 +634,9 @@ TEST(Multinomial, IsIdenticalForOneOrTwoThreads_AndReplaysItsDraw) {
   }
   EXPECT_TRUE(same_bytes(results[0], results[1]));
   // Without replacement one key per category, two per counter; with it, one value per sample.
-  EXPECT_EQ(detail::generator_state().offset, 3000u * 7 / 2);
+  EXPECT_EQ(get_rng_state().offset, 3000u * 7 / 2);
   multinomial(probs, 5, /*replacement=*/true);
-  EXPECT_EQ(detail::generator_state().offset, 3000u * 7 / 2 + 3000u * 5 / 2);
+  EXPECT_EQ(get_rng_state().offset, 3000u * 7 / 2 + 3000u * 5 / 2);
 }
 
 TEST(Multinomial, RejectsBadArguments_AndBadWeightsWhenItRuns) {

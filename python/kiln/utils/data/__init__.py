@@ -20,9 +20,10 @@ semantics.
 - ``DataLoader`` and ``get_worker_info`` (kiln/utils/data/dataloader.py). Its workers are threads,
   not processes: see Note [DataLoader workers are threads] there.
 
-Random order (shuffling, ``random_split``, the random samplers) draws from Kiln's global
-generator, so ``kiln.manual_seed`` makes it repeat. Kiln has no Generator objects: every
-``generator`` argument must be None (KilnNotImplementedError otherwise).
+Random order (shuffling, ``random_split``, the random samplers) draws from the ``generator``
+given (a ``kiln.Generator``, as PyTorch takes a torch.Generator), or with None from the default
+generator, so that ``kiln.manual_seed`` makes it repeat; anything else is a KilnTypeError.
+``DistributedSampler`` shuffles with a generator of its own, seeded with ``seed + epoch``.
 """
 
 from .collate import default_collate, default_convert

@@ -18,12 +18,12 @@ shared); other objects (a list, an array) are shared as they are. An exception i
 raised in the iterating thread at the batch it belonged to; later batches still come. One from
 ``worker_init_fn`` or from starting an IterableDataset's iterator is raised at the worker's first
 batch and ends the pass (a persistent worker tries again at the next pass). Random
-ops in a dataset draw from Kiln's one global generator in whatever order the threads reach
+ops in a dataset draw from Kiln's default generator in whatever order the threads reach
 them: for a repeatable run, load with ``num_workers=0``. The threads stop when the pass ends,
 when its iterator is dropped (a ``break``), or, with ``persistent_workers``, with the loader.
 ``timeout`` (seconds, workers only) raises ``kiln.KilnError`` when a batch takes longer; the
 late worker then finishes its batch and stops. ``pin_memory`` is accepted and has no effect:
-Kiln runs on the CPU. ``generator`` must be None: ``shuffle`` follows ``kiln.manual_seed``.
+Kiln runs on the CPU.
 """
 
 import atexit
@@ -41,13 +41,15 @@ from ..._checks import checked_bool, checked_int
 from ...errors import KilnError, KilnNotImplementedError, KilnTypeError, KilnValueError
 from .collate import default_collate, default_convert
 from .dataset import Dataset, IterableDataset
-from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, _no_generator
+from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler,
+                      _checked_generator)
 
 
 @dataclasses.dataclass(frozen=True)
 class WorkerInfo:
     """A worker thread's ``id`` (0 .. num_workers - 1), ``num_workers``, ``seed`` (the pass's
-    base seed, drawn from Kiln's generator, plus the id) and ``dataset`` (the worker's copy)."""
+    base seed, drawn from the loader's generator, plus the id) and ``dataset`` (the worker's
+    copy)."""
     id: int
     num_workers: int
     seed: int
@@ -193,9 +195,10 @@ class _BaseIterator:
         self._fetcher_args = (loader._auto_collation, loader.collate_fn, loader.drop_last)
         self._index_sampler = loader._index_sampler
         self._sampler_iter = iter(self._index_sampler)
-        # One draw from Kiln's generator per pass whatever the worker count (PyTorch draws its
-        # workers' base seed alike), so a seeded program shuffles the same with or without them.
-        self._base_seed = int(mint.randint(0, 2**63 - 1, ()).item())
+        # One draw from the loader's generator (None: the default one) per pass whatever the
+        # worker count (PyTorch draws its workers' base seed alike), so a seeded program
+        # shuffles the same with or without them.
+        self._base_seed = int(mint.randint(0, 2**63 - 1, (), generator=loader.generator).item())
 
     def __iter__(self):
         return self
@@ -367,8 +370,10 @@ _FIXED = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "per
 
 class DataLoader:
     """Batches of ``dataset``: PyTorch's arguments and checks (conflicting options raise
-    KilnValueError). ``shuffle`` draws a new ``kiln.mint.randperm`` order each pass (seeded by
-    ``kiln.manual_seed``; ``generator`` must be None); ``batch_size=None`` turns batching off
+    KilnValueError). ``shuffle`` draws a new ``kiln.mint.randperm`` order each pass from
+    ``generator`` (a kiln.Generator; None: the default generator, which ``kiln.manual_seed``
+    seeds), which also gives each pass's worker base seed (``WorkerInfo.seed``), as in PyTorch;
+    ``batch_size=None`` turns batching off
     (each sample ``default_convert``'ed); an IterableDataset takes no sampler, and
     ``len(loader)`` then needs the dataset's ``__len__``. For ``num_workers``,
     ``prefetch_factor`` (default 2 with workers), ``worker_init_fn``, ``persistent_workers``,
@@ -383,7 +388,7 @@ class DataLoader:
                  prefetch_factor=None, persistent_workers=False, pin_memory_device="",
                  in_order=True):
         owner = "DataLoader"
-        _no_generator(owner, generator)
+        _checked_generator(owner, generator)
         if multiprocessing_context is not None:
             raise KilnNotImplementedError(f"{owner}: multiprocessing_context must be None: Kiln's "
                                           f"workers are threads, not processes")
@@ -437,7 +442,8 @@ class DataLoader:
                                  f"mutually exclusive with drop_last")
         if sampler is None:
             sampler = (_InfiniteConstantSampler() if iterable else
-                       RandomSampler(dataset) if shuffle else SequentialSampler(dataset))
+                       RandomSampler(dataset, generator=generator) if shuffle else
+                       SequentialSampler(dataset))
         if batch_size is not None and batch_sampler is None:
             batch_sampler = BatchSampler(sampler, batch_size, drop_last)
 

@@ -17,7 +17,7 @@ from ... import mint
 from ..._C import Tensor
 from ..._checks import as_int
 from ...errors import KilnIndexError, KilnTypeError, KilnValueError, ShapeError
-from .sampler import _no_generator
+from .sampler import _checked_generator
 
 
 class Dataset:
@@ -174,9 +174,9 @@ def random_split(dataset, lengths, generator=None):
     """``dataset`` split into non-overlapping random Subsets of the given ``lengths``, or of
     fractions of its length summing to 1 (each floor(fraction * len), the remainder given one
     by one to the first splits, as PyTorch does). The permutation is ``kiln.mint.randperm``'s,
-    so ``kiln.manual_seed`` makes it repeat; ``generator`` must be None (Kiln has no Generator
-    objects)."""
-    _no_generator("random_split", generator)
+    drawn from ``generator`` (a kiln.Generator; None: the default generator, which
+    ``kiln.manual_seed`` seeds), so a generator seeded alike repeats the split."""
+    _checked_generator("random_split", generator)
     lengths = list(lengths)
     if not lengths:
         raise KilnValueError("random_split: expected at least one length, got none")
@@ -192,6 +192,6 @@ def random_split(dataset, lengths, generator=None):
     if sum(sizes) != total:
         raise KilnValueError(f"random_split: expected the lengths to sum to the dataset's length "
                              f"{total}, got {sizes} (sum {sum(sizes)})")
-    indices = mint.randperm(total).tolist()
+    indices = mint.randperm(total, generator=generator).tolist()
     return [Subset(dataset, indices[end - size:end])
             for end, size in zip(itertools.accumulate(sizes), sizes)]

@@ -1,30 +1,30 @@
 """Samplers: iterables of dataset indices (or, for ``BatchSampler``, of lists of indices) that a
 DataLoader draws its samples by, as ``torch.utils.data``'s.
 
-Random order comes from Kiln's one global generator (``kiln.mint.randperm``,
-``kiln.mint.randint``, ``kiln.mint.multinomial``), so ``kiln.manual_seed(s)`` makes it repeat.
-Kiln has no Generator objects: a ``generator`` argument must be None.
+Random order comes from ``kiln.mint.randperm``, ``kiln.mint.randint`` and
+``kiln.mint.multinomial`` drawing from the sampler's ``generator`` (a ``kiln.Generator``), or
+with None from the default generator, so that ``kiln.manual_seed(s)`` makes it repeat.
 ``DistributedSampler`` is the exception: its shuffle depends on ``seed + epoch`` only, so that
 every rank draws the same permutation (see there).
 """
 
 import math
 
-from ..._numpy import np
-
 from ... import distributed as dist
 from ... import mint
 from ..._C import dtype as _dtype
 from ..._C import tensor as _tensor
 from ..._checks import checked_bool, checked_int
-from ...errors import KilnNotImplementedError, KilnValueError
+from ...errors import KilnTypeError, KilnValueError
 
 
-def _no_generator(owner, generator):
-    if generator is not None:
-        raise KilnNotImplementedError(
-            f"{owner}: Kiln has no Generator objects, so generator must be None, got "
-            f"{type(generator).__name__}; random order follows kiln.manual_seed(seed) instead")
+def _checked_generator(owner, generator):
+    """``generator`` if it is a kiln.Generator or None, else a KilnTypeError naming ``owner``
+    (checked when the sampler is made, not at its first draw)."""
+    if generator is not None and not isinstance(generator, mint.Generator):
+        raise KilnTypeError(f"{owner}: expected generator to be a kiln.Generator or None, got "
+                            f"{type(generator).__name__} {generator!r}")
+    return generator
 
 
 class Sampler:
@@ -52,15 +52,14 @@ class RandomSampler(Sampler):
     """Indices of ``data_source`` in random order: without ``replacement``, whole permutations
     (``kiln.mint.randperm``) until ``num_samples`` (default: the length) are out; with it,
     ``num_samples`` uniform draws (``kiln.mint.randint``, 32 at a time). Each pass draws afresh
-    from the global generator, so ``kiln.manual_seed`` makes the sequence of passes repeat;
-    ``generator`` must be None."""
+    from ``generator`` (None: the default generator, which ``kiln.manual_seed`` seeds), so the
+    sequence of passes repeats for a generator seeded alike."""
 
     def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
-        _no_generator("RandomSampler", generator)
+        self.generator = _checked_generator("RandomSampler", generator)
         self.data_source = data_source
         self.replacement = checked_bool("RandomSampler", "replacement", replacement)
         self._num_samples = num_samples
-        self.generator = generator
         checked_int("RandomSampler", "num_samples", self.num_samples, 1)
 
     @property
@@ -71,16 +70,17 @@ class RandomSampler(Sampler):
         n = len(self.data_source)
         if n == 0:
             raise KilnValueError("RandomSampler: cannot draw indices from an empty data_source")
+        generator = self.generator
         if self.replacement:
             # Drawn in chunks, as PyTorch does: a long sampler never holds all its draws.
             for _ in range(self.num_samples // 32):
-                yield from mint.randint(0, n, (32,)).tolist()
-            yield from mint.randint(0, n, (self.num_samples % 32,)).tolist()
+                yield from mint.randint(0, n, (32,), generator=generator).tolist()
+            yield from mint.randint(0, n, (self.num_samples % 32,), generator=generator).tolist()
         else:
             for _ in range(self.num_samples // n):
-                yield from mint.randperm(n).tolist()
+                yield from mint.randperm(n, generator=generator).tolist()
             if self.num_samples % n:
-                yield from mint.randperm(n).tolist()[:self.num_samples % n]
+                yield from mint.randperm(n, generator=generator).tolist()[:self.num_samples % n]
 
     def __len__(self):
         return self.num_samples
@@ -88,15 +88,14 @@ class RandomSampler(Sampler):
 
 class SubsetRandomSampler(Sampler):
     """The given ``indices`` in random order (``kiln.mint.randperm`` of their positions, drawn
-    afresh each pass); ``generator`` must be None."""
+    afresh each pass from ``generator``; None: the default generator)."""
 
     def __init__(self, indices, generator=None):
-        _no_generator("SubsetRandomSampler", generator)
+        self.generator = _checked_generator("SubsetRandomSampler", generator)
         self.indices = indices
-        self.generator = generator
 
     def __iter__(self):
-        for i in mint.randperm(len(self.indices)).tolist():
+        for i in mint.randperm(len(self.indices), generator=self.generator).tolist():
             yield self.indices[i]
 
     def __len__(self):
@@ -106,21 +105,21 @@ class SubsetRandomSampler(Sampler):
 class WeightedRandomSampler(Sampler):
     """``num_samples`` indices 0 .. len(weights) - 1 drawn with probabilities proportional to
     ``weights`` (a 1-d sequence, held as float64; ``kiln.mint.multinomial``), with or without
-    ``replacement``; ``generator`` must be None."""
+    ``replacement``, drawn afresh each pass from ``generator`` (None: the default generator)."""
 
     def __init__(self, weights, num_samples, replacement=True, generator=None):
         owner = "WeightedRandomSampler"
-        _no_generator(owner, generator)
+        self.generator = _checked_generator(owner, generator)
         self.num_samples = checked_int(owner, "num_samples", num_samples, 1)
         self.replacement = checked_bool(owner, "replacement", replacement)
         self.weights = _tensor(weights, dtype=_dtype.float64)
         if len(self.weights.shape) != 1:
             raise KilnValueError(f"{owner}: expected weights to be a 1-d sequence, got shape "
                                  f"{tuple(self.weights.shape)}")
-        self.generator = generator
 
     def __iter__(self):
-        yield from mint.multinomial(self.weights, self.num_samples, self.replacement).tolist()
+        yield from mint.multinomial(self.weights, self.num_samples, self.replacement,
+                                    generator=self.generator).tolist()
 
     def __len__(self):
         return self.num_samples
@@ -158,10 +157,11 @@ class DistributedSampler(Sampler):
     rank r takes positions r, r + num_replicas, ...
 
     ``num_replicas`` and ``rank`` default to the world size and rank of ``kiln.distributed``'s
-    process group (a KilnValueError when none is initialized). The shuffle is a permutation from
-    a private generator seeded with ``seed + epoch`` (NumPy's PCG64; Kiln's global generator is
-    neither used nor advanced), so every rank draws the same one, as PyTorch's sampler seeds a
-    private torch.Generator; call ``set_epoch(epoch)`` before each epoch for a new order."""
+    process group (a KilnValueError when none is initialized). The shuffle is
+    ``kiln.mint.randperm`` drawn from a new ``kiln.Generator().manual_seed(seed + epoch)`` (the
+    default generator is neither used nor advanced), so every rank draws the same one, as
+    PyTorch's sampler does with a torch.Generator; call ``set_epoch(epoch)`` before each epoch
+    for a new order."""
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
                  drop_last=False):
@@ -195,9 +195,8 @@ class DistributedSampler(Sampler):
     def __iter__(self):
         length = len(self.dataset)
         if self.shuffle:
-            # Modulo 2**64, as a torch.Generator takes negative seeds.
-            rng = np.random.default_rng((self.seed + self.epoch) % 2**64)
-            indices = rng.permutation(length).tolist()
+            generator = mint.Generator().manual_seed(self.seed + self.epoch)
+            indices = mint.randperm(length, generator=generator).tolist()
         else:
             indices = list(range(length))
         if self.drop_last:

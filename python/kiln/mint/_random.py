@@ -1,0 +1,170 @@
+"""PyTorch's random functions that Kiln composes from its random primitives (RandUniform,
+RandNormal, RandInt, Bernoulli): ``rand_like``, ``randn_like``, ``randint_like``, ``normal``, and
+the in-place samplers ``Tensor.uniform_``, ``normal_``, ``bernoulli_`` and ``exponential_``.
+Each sampler takes PyTorch's ``generator=`` (a kiln.Generator; None draws from the
+default generator), and draws what the default generator would after ``manual_seed`` of the
+same seed.
+
+The in-place samplers draw float64 samples for a float64 tensor and float32 samples rounded once
+into the tensor for the other floating dtypes, and write them through assignment (``x[...] =
+v``): under autograd a tensor that requires grad is refused (sample under ``kiln.no_grad()``, as
+PyTorch's initializers do).
+"""
+
+import sys
+
+from .. import _C
+from ..errors import DTypeError, KilnTypeError, KilnValueError
+
+_mint = _C.mint
+
+# The largest finite value of each floating-point dtype (PyTorch's finfo(dtype).max).
+_LARGEST = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
+            "float32": 3.4028234663852886e38, "float64": sys.float_info.max}
+
+
+def _check_number(owner, name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise KilnTypeError(f"{owner}: {name} must be a number, got {type(value).__name__} "
+                            f"{value!r}")
+    return float(value)
+
+
+def check_floating(tensor, owner):
+    # Random values rounded into integers or bools would not follow the distribution asked for.
+    if not tensor.dtype.is_floating_point:
+        raise DTypeError(f"{owner}: expected a floating-point tensor, got {tensor.dtype.name}")
+
+
+def sample_dtype(tensor):
+    return _C.dtype.float64 if tensor.dtype == _C.dtype.float64 else _C.dtype.float32
+
+
+def rand_like(input, *, dtype=None, requires_grad=False, device=None):  # noqa: A002
+    """Uniform samples in [0, 1) of ``input``'s shape, in its dtype unless ``dtype`` is given
+    (a floating one)."""
+    return _mint.rand(input.shape, dtype=input.dtype if dtype is None else dtype,
+                      requires_grad=requires_grad, device=device)
+
+
+def randn_like(input, *, dtype=None, requires_grad=False, device=None):  # noqa: A002
+    """Standard normal samples of ``input``'s shape, in its dtype unless ``dtype`` is given (a
+    floating one)."""
+    return _mint.randn(input.shape, dtype=input.dtype if dtype is None else dtype,
+                       requires_grad=requires_grad, device=device)
+
+
+def randint_like(input, low=0, high=None, *, dtype=None, device=None):  # noqa: A002
+    """Uniform integers in [low, high) of ``input``'s shape, in its dtype unless ``dtype`` is
+    given; ``randint_like(x, high)`` counts from 0, as in PyTorch."""
+    if high is None:
+        low, high = 0, low
+    return _mint.randint(low, high, input.shape, dtype=input.dtype if dtype is None else dtype,
+                         device=device)
+
+
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None):
+    """Normal samples of the given ``mean`` and ``std``, PyTorch's ``torch.normal``: each a
+    tensor or a number. With two numbers ``size`` gives the shape (and ``dtype`` the dtype,
+    float32 by default); otherwise the result has the tensors' broadcast shape and promoted
+    dtype, and it is ``mean + std * eps`` with ``eps`` standard normal, so that gradients reach
+    a mean or std that requires them. A negative number as ``std`` is a KilnValueError."""
+    mean_is_tensor = isinstance(mean, _C.Tensor)
+    std_is_tensor = isinstance(std, _C.Tensor)
+    if not std_is_tensor and not _check_number("normal", "std", std) >= 0:
+        raise KilnValueError(f"normal: expected std >= 0, got {std}")
+    if not mean_is_tensor:
+        _check_number("normal", "mean", mean)
+    if not (mean_is_tensor or std_is_tensor):
+        if size is None:
+            raise KilnTypeError("normal: expected size when mean and std are numbers")
+        eps = _mint.randn(size, generator=generator,
+                          dtype=_C.dtype.float32 if dtype is None else dtype)
+        return eps * std + mean
+    if size is not None:
+        raise KilnTypeError("normal: size is only for a number mean and std; a tensor's shape "
+                            "gives the result's")
+    if dtype is not None:
+        raise KilnTypeError("normal: dtype is only for a number mean and std; the tensors' "
+                            "dtype gives the result's")
+    operands = [t for t in (mean, std) if isinstance(t, _C.Tensor)]
+    result_dtype = _C.promote_types(*[t.dtype for t in operands]) if len(operands) == 2 \
+        else operands[0].dtype
+    if not result_dtype.is_floating_point:
+        raise DTypeError(f"normal: expected a floating-point mean and std, got "
+                         f"{result_dtype.name}")
+    shape = _mint.broadcast_shapes(*[t.shape for t in operands]) if len(operands) == 2 \
+        else operands[0].shape
+    return _mint.randn(shape, generator=generator, dtype=result_dtype) * std + mean
+
+
+def _sample_into(self, sample):
+    """Writes ``sample(dtype)`` (a tensor of this floating tensor's shape, drawn in ``dtype``)
+    into it; returns it."""
+    self[...] = sample(sample_dtype(self))
+    return self
+
+
+def uniform_(self, from_=0.0, to=1.0, *, generator=None):
+    """Fills the tensor with samples of U(from_, to); ``from_ > to``, or a bound or ``to -
+    from_`` that is not a finite value of the tensor's dtype, is a KilnValueError (PyTorch's
+    conditions). Returns the tensor."""
+    check_floating(self, "uniform_")
+    low, high = _check_number("uniform_", "from", from_), _check_number("uniform_", "to", to)
+    if low > high:
+        raise KilnValueError(f"uniform_: expected from <= to, got from={from_} > to={to}")
+    largest = _LARGEST[self.dtype.name]
+    # NaN fails every comparison, so it is refused here as well.
+    if not (-largest <= low and high <= largest and high - low <= largest):
+        raise KilnValueError(f"uniform_: expected from, to and to - from to be finite "
+                             f"{self.dtype.name} values (at most {largest:g} in magnitude), got "
+                             f"from={from_}, to={to}")
+    return _sample_into(
+        self, lambda dtype: _mint.rand(self.shape, generator=generator, dtype=dtype)
+        * (high - low) + low)
+
+
+def normal_(self, mean=0.0, std=1.0, *, generator=None):
+    """Fills the tensor with samples of N(mean, std**2); a negative or NaN std is a
+    KilnValueError. Returns the tensor."""
+    check_floating(self, "normal_")
+    mean = _check_number("normal_", "mean", mean)
+    if not _check_number("normal_", "std", std) >= 0:
+        raise KilnValueError(f"normal_: expected std >= 0, got {std}")
+    return _sample_into(
+        self, lambda dtype: _mint.randn(self.shape, generator=generator, dtype=dtype) * std
+        + mean)
+
+
+def exponential_(self, lambd=1.0, *, generator=None):
+    """Fills the tensor with samples of the exponential distribution of rate ``lambd`` (> 0):
+    ``-log(1 - u) / lambd`` for u uniform in [0, 1). Returns the tensor."""
+    check_floating(self, "exponential_")
+    if not _check_number("exponential_", "lambd", lambd) > 0:
+        raise KilnValueError(f"exponential_: expected lambd > 0, got {lambd}")
+    return _sample_into(
+        self, lambda dtype: _mint.log1p(-_mint.rand(self.shape, generator=generator,
+                                                    dtype=dtype)) * (-1.0 / lambd))
+
+
+def bernoulli_(self, p=0.5, *, generator=None):
+    """Fills the tensor with 1 (probability ``p``) or 0: ``p`` a number or a tensor that
+    broadcasts to this one's shape, in [0, 1]. Any numeric dtype, as in PyTorch. Returns the
+    tensor."""
+    if isinstance(p, _C.Tensor):
+        if not p.dtype.is_floating_point:
+            raise DTypeError(f"bernoulli_: expected floating-point probabilities, got "
+                             f"{p.dtype.name}")
+        probs = p.broadcast_to(self.shape)
+    else:
+        value = _check_number("bernoulli_", "p", p)
+        if not 0 <= value <= 1:
+            raise KilnValueError(f"bernoulli_: expected p in [0, 1], got {p}")
+        probs = _mint.full(self.shape, value, dtype=sample_dtype(self))
+    self[...] = _mint.bernoulli(probs, generator=generator)
+    return self
+
+
+for _method in (uniform_, normal_, exponential_, bernoulli_):
+    setattr(_C.Tensor, _method.__name__, _method)
+del _method
