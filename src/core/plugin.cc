@@ -89,8 +89,8 @@ std::shared_ptr<const PluginLibrary> load_plugin(const std::string& path, const 
   }
   auto entry_fn = reinterpret_cast<KilnPluginEntryFn>(dlsym(library.handle, entry_symbol));
   KILN_CHECK_VALUE(entry_fn != nullptr)
-      << what << "it has no entry point " << entry_symbol << " (a " << kind
-      << " plugin exports it through Kiln's registration macro)";
+      << what << "it has no entry point " << entry_symbol << " (" << kind
+      << " plugins export it through Kiln's registration macro)";
   const KilnPluginEntry* entry = entry_fn();
   KILN_CHECK_VALUE(entry != nullptr) << what << entry_symbol << " returned null";
   KILN_CHECK_VALUE(entry->abi_version == static_cast<uint32_t>(abi_version()))

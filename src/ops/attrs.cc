@@ -54,8 +54,10 @@ const AttrValue& require(const Attrs& attrs, const std::string& name) {
 }
 
 [[noreturn]] void wrong_type(const std::string& name, const char* want, const AttrValue& v) {
+  // None is its own type: "got None", not "got None None".
+  const bool none = std::holds_alternative<std::monostate>(v);
   KILN_FAIL(kType) << "attribute '" << name << "': expected " << want << ", got " << held_type(v)
-                   << " " << attr_str(v);
+                   << (none ? "" : " " + attr_str(v));
 }
 
 }  // namespace

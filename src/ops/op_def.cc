@@ -40,7 +40,8 @@ OpDef& OpDef::variadic_input(std::string name) {
 
 OpDef& OpDef::attr(std::string name, AttrKind kind, std::optional<AttrValue> default_value) {
   check_new_name(*this, name, "attribute");
-  KILN_CHECK_VALUE(!default_value || kind_accepts(kind, *default_value))
+  KILN_CHECK_VALUE(!default_value || std::holds_alternative<std::monostate>(*default_value) ||
+                   kind_accepts(kind, *default_value))
       << name_ << ": attribute '" << name << "' is " << attr_kind_name(kind)
       << ", but its default is " << attr_str(*default_value);
   attrs_.push_back({std::move(name), kind, std::move(default_value)});
@@ -97,8 +98,9 @@ const KernelFn* OpDef::find_kernel(DeviceType device) const {
 
 namespace {
 
+// Whether `v` is a value of `kind` (None is for attributes whose default is None: see
+// accepts_none).
 bool kind_accepts(AttrKind kind, const AttrValue& v) {
-  if (std::holds_alternative<std::monostate>(v)) return true;  // None: checked by the op
   switch (kind) {
     case AttrKind::kBool: return std::holds_alternative<bool>(v);
     case AttrKind::kInt: return std::holds_alternative<int64_t>(v) || std::holds_alternative<bool>(v);
@@ -126,9 +128,14 @@ Attrs OpDef::normalize_attrs(const Attrs& attrs) const {
     }
     KILN_CHECK_TYPE(spec != nullptr)
         << name_ << ": unexpected attribute '" << name << "'; the signature is " << signature();
-    KILN_CHECK_TYPE(kind_accepts(spec->kind, value))
+    // None is a value only of an attribute whose default is None (an optional one); for any
+    // other it would reach the kernel, which reads a value.
+    const bool none = std::holds_alternative<std::monostate>(value);
+    const bool optional = spec->default_value.has_value() &&
+                          std::holds_alternative<std::monostate>(*spec->default_value);
+    KILN_CHECK_TYPE(none ? optional : kind_accepts(spec->kind, value))
         << name_ << ": attribute '" << name << "' expects " << attr_kind_name(spec->kind)
-        << ", got " << attr_str(value);
+        << (none && !spec->default_value ? " (it is required)" : "") << ", got " << attr_str(value);
   }
   Attrs out;
   for (const AttrSpec& spec : attrs_) {

@@ -145,6 +145,36 @@ TEST(OpDefSchema, RefusesNamesUsedTwiceAndDefaultsOfAnotherKind) {
                       .attr("c", AttrKind::kInts));
 }
 
+// None is a value only of an attribute whose default is None: given for a required attribute (or
+// one with a value as default) it used to pass the schema and fail in the kernel, at the read.
+TEST(OpDefSchema, NoneIsRefusedForAttributesThatAreNotOptional) {
+  using testing::expect_error;
+  const OpDef op = OpDef("NoneCheck")
+                       .input("x")
+                       .attr("scale", AttrKind::kFloat)
+                       .attr("bias", AttrKind::kFloat, 0.0)
+                       .attr("label", AttrKind::kString, std::monostate{});
+  expect_error(
+      [&] {
+        op.normalize_attrs({{"scale", std::monostate{}}});
+      },
+      ErrorKind::kType, "NoneCheck: attribute 'scale' expects float (it is required), got None");
+  expect_error(
+      [&] {
+        op.normalize_attrs({{"scale", 1.0}, {"bias", std::monostate{}}});
+      },
+      ErrorKind::kType, "NoneCheck: attribute 'bias' expects float, got None");
+  const Attrs fine = op.normalize_attrs({{"scale", 2.0}, {"label", std::monostate{}}});
+  EXPECT_TRUE(fine.is_none("label"));
+  EXPECT_EQ(fine.get<double>("bias"), 0.0);
+  // A kernel reading an attribute of the wrong kind says what it got once.
+  const Error e = testing::error_of([&] { fine.get<double>("label"); });
+  EXPECT_EQ(e.kind(), ErrorKind::kType);
+  const std::string message = e.what();
+  EXPECT_NE(message.find("attribute 'label': expected float, got None"), std::string::npos);
+  EXPECT_EQ(message.find("None None"), std::string::npos) << message;
+}
+
 TEST(ExtensionModule, LoadRunsEveryBlockOfEverySource_InLinkOrder) {
   auto m = load_extension(plugin("good_extension"), "fixture");
   std::vector<std::string> names;
