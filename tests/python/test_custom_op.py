@@ -255,3 +255,41 @@ def test_function_around_an_op_runner_trains_eagerly(example_ops, rng):
     want = 2 * np.cos(x.detach().numpy()) - np.sin(x.detach().numpy())
     np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-5, atol=1e-6)
     assert kiln.testing.gradcheck(example_ops.sin_cos, (x,), eps=1e-2, atol=2e-3, rtol=2e-2)
+
+
+def test_results_autograd_did_not_see_raise_at_backward_instead_of_losing_gradients(example_ops):
+    # Note [Results autograd did not see]: add3 is an OpRunner without a gradient.
+    x = mint.ones([3], requires_grad=True)
+    y = example_ops.add3(x, x, x)
+    assert y.requires_grad and y.grad_fn.name() == "add3()"
+    with raises(kiln.KilnNotImplementedError, match=r"add3\(\) has no gradient: autograd did not "
+                                                    r"see how it made its result"):
+        (mint.sum(y) + mint.sum(x)).backward()
+    # Without a tensor that requires grad, or under no_grad, nothing is recorded.
+    assert not example_ops.add3(x.detach(), x.detach(), x.detach()).requires_grad
+    with kiln.no_grad():
+        assert not example_ops.add3(x, x, x).requires_grad
+    # Recorded results are left as they are: sin_cos's Function gives the real gradients.
+    s, _ = example_ops.sin_cos(x)
+    assert s.grad_fn.name().endswith("SinCosFunction")
+
+
+def test_exceptions_a_function_throws_are_kiln_errors_naming_it(tmp_path, extension_cache):
+    source = tmp_path / "throwing.cpp"
+    source.write_text("""\
+#include <kiln/extension.h>
+#include <stdexcept>
+kiln::Tensor std_error(const kiln::Tensor& x) { throw std::invalid_argument("bad x"); }
+kiln::Tensor odd_throw(const kiln::Tensor& x) { throw 7; }
+KILN_EXTENSION(m) {
+  m.def("std_error", &std_error, {"x"});
+  m.def("odd_throw", &odd_throw, {"x"});
+}
+""")
+    ops = kiln.ops.CustomOpBuilder("throwing", [source], build_dir=extension_cache,
+                                   debug=True).load()
+    x = mint.ones([2])
+    with raises(kiln.KilnError, match=r"bad x\n  in std_error\(\)"):
+        ops.std_error(x)
+    with raises(kiln.KilnError, match=r"not a std::exception(.|\n)*in odd_throw\(\)"):
+        ops.odd_throw(x)
