@@ -70,7 +70,10 @@ class KILN_API BackendBase {
   /// Compiles `graph` (verified, every abstract known) and returns an id for Run. May throw.
   virtual BackendGraphId Build(const FuncGraphPtr& graph, const BackendJitConfig& config) = 0;
   /// Runs a built graph on `inputs` (one per graph parameter, in order) and replaces *outputs
-  /// with the graph's outputs. May throw, or return kRunningFailure.
+  /// with the graph's outputs. May throw, or return kRunningFailure. Through BackendManager::Run
+  /// (every jitted call) a backend other than the built-in ones gets contiguous inputs, so that
+  /// it may read them as flat buffers (a view the caller passed is copied first); a backend
+  /// called directly by another gets what that one passes.
   virtual RunningStatus Run(BackendGraphId id, const std::vector<Tensor>& inputs,
                             std::vector<Tensor>* outputs) = 0;
   /// Forgets a built graph (optional; default: nothing).

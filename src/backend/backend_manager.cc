@@ -179,6 +179,27 @@ BackendGraphId BackendManager::Build(const FuncGraphPtr& graph, const BackendJit
   return id;
 }
 
+namespace {
+
+// Note [Backends read contiguous inputs]
+// A graph's parameters say dtype and shape, not layout, and a jitted call's inputs (or a part's,
+// when the jit splits a graph between backends) may be views: a transpose, a slice, a view
+// kiln_cpu made inside its part. A backend written against flat buffers read such an input as if
+// it were dense and returned wrong numbers without a word, so every backend but the built-in
+// ones, which read strides, gets contiguous inputs: a copy of each view, nothing for the rest.
+// Returns `inputs` itself for a built-in backend (a jitted call's path), else `dense` filled.
+const std::vector<Tensor>& inputs_for(const std::string& backend, const std::vector<Tensor>& inputs,
+                                      std::vector<Tensor>& dense) {
+  if (backend == "kiln_cpu" || backend == "reference") return inputs;
+  dense = inputs;
+  for (Tensor& t : dense) {
+    if (t.defined() && !t.is_contiguous()) t = t.contiguous();
+  }
+  return dense;
+}
+
+}  // namespace
+
 void BackendManager::Run(const std::string& backend, BackendGraphId id,
                          const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) {
   Run(backend, 0, id, inputs, outputs);
@@ -197,8 +218,9 @@ void BackendManager::Run(const std::string& backend, uint64_t registration, Back
                : "graph id " + std::to_string(id);
   };
   RunningStatus status = RunningStatus::kRunningFailure;
+  std::vector<Tensor> dense;
   try {
-    status = b->Run(id, inputs, outputs);
+    status = b->Run(id, inputs_for(backend, inputs, dense), outputs);
   } catch (Error& e) {
     e.add_context("in backend '" + backend + "' running " + graph());
     throw;

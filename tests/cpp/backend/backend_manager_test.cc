@@ -138,6 +138,39 @@ TEST(BackendManager, DelegatesToAnotherBackend) {
   EXPECT_EQ(CountingBackend::runs, 1);
 }
 
+// Note [Backends read contiguous inputs]: a view reaches a custom backend as a dense copy, with
+// the view's values; a contiguous input reaches it as it is.
+TEST(BackendManager, CustomBackendsGetContiguousInputs) {
+  class Recording : public BackendBase {
+   public:
+    explicit Recording(std::vector<std::vector<float>>* seen) : seen_(seen) {}
+    BackendGraphId Build(const FuncGraphPtr&, const BackendJitConfig&) override { return 1; }
+    RunningStatus Run(BackendGraphId, const std::vector<Tensor>& in,
+                      std::vector<Tensor>* out) override {
+      for (const Tensor& t : in) {
+        EXPECT_TRUE(t.is_contiguous());
+        seen_->emplace_back(t.data<float>(), t.data<float>() + t.numel());  // read flat
+      }
+      *out = in;
+      return RunningStatus::kRunningSuccess;
+    }
+
+   private:
+    std::vector<std::vector<float>>* seen_;
+  };
+  std::vector<std::vector<float>> seen;
+  BackendRegistration recording = BackendManager::Instance().Register(
+      "test_recording", [&seen] { return std::make_unique<Recording>(&seen); });
+  Tensor m = Tensor::empty({2, 3});
+  for (int i = 0; i < 6; ++i) m.data<float>()[i] = static_cast<float>(i);
+  std::vector<Tensor> out;
+  BackendManager::Instance().Run("test_recording", 1, {m.transpose(0, 1), m}, &out);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(seen[1], (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(out[1].data_ptr(), m.data_ptr());  // a contiguous input is passed as it is
+}
+
 TEST(BackendManager, NamesBackendAndGraphWhenRunFails) {
   BackendManager& m = BackendManager::Instance();
   auto failing = register_lambda("test_failing", [] { return RunningStatus::kRunningFailure; });
