@@ -51,7 +51,9 @@ tracing, before and after each pass that changed the graph, and each graph hande
 (open it in a browser: it steps through the passes with the arrow keys, showing each pass's
 graph before and after with the changed nodes highlighted, its stage, matches and time) and an
 ``index.html`` listing the compilations in the folder. Without it nothing is written.
-Extra keyword options go to the backend as text (kiln/backend.h, ``BackendJitConfig.options``).
+Extra keyword options go to the backend as text (kiln/backend.h, ``BackendJitConfig.options``);
+the built-in backends take none, so one given to them (a misspelled ``dynmaic=True``) is a
+KilnTypeError naming the nearest keyword of jit's own.
 
 ``dynamic=True`` makes one cache entry serve every *batch size*: the leading dimension of the
 first tensor argument that has one is the batch size B, and every tensor argument whose leading
@@ -73,6 +75,7 @@ broke it; ``KILN_PASS_REPORT=1`` prints each build's pass report to stderr.
 """
 
 import collections
+import difflib
 import functools
 import inspect
 import os
@@ -113,6 +116,21 @@ def jit(fn=None, *, backend="kiln_cpu", jit_level="O1", capture_mode="trace", dy
     return wrap if fn is None else wrap(fn)
 
 
+# The backends built into libkiln, which read no options: an option given to them is a mistake.
+_BUILTIN_BACKENDS = ("kiln_cpu", "reference")
+_JIT_KEYWORDS = ("backend", "jit_level", "capture_mode", "dynamic", "fullgraph", "dump_ir",
+                 "debug")
+
+
+def _refuse_options(backend, options):
+    name = sorted(options)[0]
+    near = difflib.get_close_matches(name, _JIT_KEYWORDS, n=1)
+    hint = f"; did you mean {near[0]}=?" if near else ""
+    raise KilnTypeError(f"kiln.jit: unexpected keyword {name}={options[name]!r}: the built-in "
+                        f"backend {backend!r} takes no options (jit's keywords are "
+                        f"{', '.join(_JIT_KEYWORDS)}){hint}")
+
+
 class JitFunction(_C.jit.JitFunction):
     """A jitted function: call it like the function it wraps."""
 
@@ -130,6 +148,8 @@ class JitFunction(_C.jit.JitFunction):
             if not isinstance(value, str):
                 raise KilnTypeError(f"kiln.jit: expected {name} to be a str ({expected}), got "
                                     f"{type(value).__name__} {value!r}")
+        if options and backend in _BUILTIN_BACKENDS:
+            _refuse_options(backend, options)
         if dump_ir is not None and not isinstance(dump_ir, (str, os.PathLike)):
             raise KilnTypeError(f"kiln.jit: expected dump_ir to be a folder (a str or path-like) "
                                 f"or None, got {type(dump_ir).__name__} {dump_ir!r}")

@@ -497,11 +497,22 @@ def test_options_are_checked():
         kiln.jit(lambda x: x, jit_level="fast")
     with raises(TypeError, match="expected a callable"):
         kiln.jit(3)
-    assert kiln.jit(lambda x: x + 1, fullgraph=True, some_option=3)(t([1.0])).tolist() == [2.0]
+    assert kiln.jit(lambda x: x + 1, fullgraph=True)(t([1.0])).tolist() == [2.0]
     for flag in ("dynamic", "fullgraph", "debug"):
         with raises(kiln.KilnTypeError, match=f"expected {flag} to be True or False, got 'false'"):
             kiln.jit(lambda x: x, **{flag: "false"})
     assert kiln.jit(lambda x: x * 2, dynamic=np.True_)(t([1.0])).tolist() == [2.0]
+
+
+def test_options_reach_custom_backends_and_the_builtins_refuse_them(jit_test_backends):
+    # A misspelled keyword was an option the built-in backends ignored: dynamic=True never took.
+    with raises(kiln.KilnTypeError, match=r"unexpected keyword dynmaic=True: the built-in backend "
+                                          r"'kiln_cpu' takes no options .*did you mean dynamic=\?"):
+        kiln.jit(lambda x: x, dynmaic=True)
+    with raises(kiln.KilnTypeError, match="the built-in backend 'reference' takes no options"):
+        kiln.jit(backend="reference", some_option=3)(lambda x: x)
+    f = kiln.jit(lambda x: x + 1, backend="jit_plugin_backend", some_option=3)
+    assert f(t([1.0])).tolist() == [2.0]
 
 
 @pytest.mark.parametrize("option, value, message", [
