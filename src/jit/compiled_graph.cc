@@ -82,6 +82,23 @@ bool env_flag(const char* name) {
   return v != nullptr && *v != '\0' && std::string(v) != "0";
 }
 
+// Whether the passes verify the graph after each of them (kiln.jit's debug, KILN_DEBUG).
+bool verifying(const JitOptions& options) { return options.debug || env_flag("KILN_DEBUG"); }
+
+// Names passes of the user's that ran on a graph unverified: a graph one of them left broken fails
+// in a later pass or in the backend, whose error then names that one instead.
+std::string unverified_user_passes(const std::string& backend) {
+  std::string names;
+  for (const PassInfo& info : PassRegistry::Instance().list()) {
+    if (info.builtin || (info.backend != "all" && info.backend != backend)) continue;
+    names += (names.empty() ? "'" : ", '") + info.name + "'";
+  }
+  if (names.empty()) return "";
+  return "the graph went through your passes (" + names +
+         ") unverified: kiln.jit(..., debug=True) or KILN_DEBUG=1 verifies it after every pass "
+         "and names a pass that leaves it broken";
+}
+
 }  // namespace
 
 void optimize(const FuncGraphPtr& graph, const JitOptions& options, PassReport* report,
@@ -89,7 +106,7 @@ void optimize(const FuncGraphPtr& graph, const JitOptions& options, PassReport* 
   ir::verify(*graph);
   PassRegistry& registry = PassRegistry::Instance();
   PassManager passes = registry.manager(options.backend, options.jit_level != "O0");
-  passes.set_verify(options.debug || env_flag("KILN_DEBUG"));
+  passes.set_verify(verifying(options));
   const size_t num_parameters = graph->parameters().size();
   std::vector<Abstract> output_abstracts;
   std::vector<NodePtr> traced_roots;
@@ -139,37 +156,50 @@ std::shared_ptr<CompiledGraph> CompiledGraph::compile(FuncGraphPtr traced,
     }
   };
   record_ops();
-  optimize(c->graph_, options, &c->report_, &dump);
-  if (env_flag("KILN_PASS_REPORT")) {
-    std::fprintf(stderr, "kiln: passes on graph \"%s\" (backend %s)\n%s", graph.name().c_str(),
-                 options.backend.c_str(), c->report_.str().c_str());
-  }
-  record_ops();
+  // Everything from the passes to the backends' builds, whose errors may come from a graph a
+  // user's pass left broken.
+  const auto optimize_and_build = [&] {
+    optimize(c->graph_, options, &c->report_, &dump);
+    if (env_flag("KILN_PASS_REPORT")) {
+      std::fprintf(stderr, "kiln: passes on graph \"%s\" (backend %s)\n%s", graph.name().c_str(),
+                   options.backend.c_str(), c->report_.str().c_str());
+    }
+    record_ops();
 
-  BackendManager& manager = BackendManager::Instance();
-  c->backend_generation_ = manager.Generation();
-  // Held: another thread may unregister the backend while its Supports runs.
-  const std::shared_ptr<const BackendBase> backend = manager.Acquire(options.backend);
-  c->parts_ = partition(
-      c->graph_, options.backend,
-      [&](const CNodePtr& node) { return backend_supports(*backend, options.backend, node); },
-      kFallbackBackend);
-  for (size_t k = 0; k < c->parts_.size(); ++k) {
-    const GraphPart& part = c->parts_[k];
-    dump.write(c->parts_.size() == 1 ? part.backend
-                                     : "part" + std::to_string(k) + "_" + part.backend,
-               *part.graph);
-    BackendJitConfig config;
-    config.jit_level = options.jit_level;
-    config.backend = part.backend;
-    config.options = options.options;
-    Step step;
-    step.backend = part.backend;
-    step.registration = manager.RegistrationId(part.backend);  // before Build: never newer
-    step.id = manager.Build(part.graph, config, part.backend);
-    c->steps_.push_back(std::move(step));  // from here on the destructor clears it
+    BackendManager& manager = BackendManager::Instance();
+    c->backend_generation_ = manager.Generation();
+    // Held: another thread may unregister the backend while its Supports runs.
+    const std::shared_ptr<const BackendBase> backend = manager.Acquire(options.backend);
+    c->parts_ = partition(
+        c->graph_, options.backend,
+        [&](const CNodePtr& node) { return backend_supports(*backend, options.backend, node); },
+        kFallbackBackend);
+    for (size_t k = 0; k < c->parts_.size(); ++k) {
+      const GraphPart& part = c->parts_[k];
+      dump.write(
+          c->parts_.size() == 1 ? part.backend : "part" + std::to_string(k) + "_" + part.backend,
+          *part.graph);
+      BackendJitConfig config;
+      config.jit_level = options.jit_level;
+      config.backend = part.backend;
+      config.options = options.options;
+      Step step;
+      step.backend = part.backend;
+      step.registration = manager.RegistrationId(part.backend);  // before Build: never newer
+      step.id = manager.Build(part.graph, config, part.backend);
+      c->steps_.push_back(std::move(step));  // from here on the destructor clears it
+    }
+    c->plan();
+  };
+  try {
+    optimize_and_build();
+  } catch (Error& e) {
+    if (!verifying(options)) {
+      const std::string hint = unverified_user_passes(options.backend);
+      if (!hint.empty()) e.add_context(hint);
+    }
+    throw;
   }
-  c->plan();
   return c;
 }
 

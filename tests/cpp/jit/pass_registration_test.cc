@@ -94,6 +94,8 @@ TEST(RegisterCustomPass, SeedPluginRewritesAddNegToSubOnItsBackendOnly) {
   EXPECT_TRUE(contains(rewritten, "Sub(")) << rewritten;
   EXPECT_FALSE(contains(rewritten, "Neg(")) << rewritten;
   EXPECT_TRUE(contains(on_reference.graph(in), "Neg(")) << "graph() is the traced graph";
+  // optimized_graph alone fills the report (it was empty until a call built the graph).
+  EXPECT_TRUE(contains(on_reference.pass_report().str(), "AddNegFusionPass"));
   expect_same_values(on_reference(in)[0], add_neg(in)[0]);
   const PassReport report = on_reference.pass_report();
   const auto run = std::find_if(report.runs.begin(), report.runs.end(), [](const PassRunRecord& r) {
@@ -332,9 +334,14 @@ TEST(JitDebug, NamesThePassThatBrokeTheGraph) {
                  "pass 'Breaker' (stage fusion) left graph \"add_neg\" broken");
     expect_error([&] { jit(add_neg, options, "add_neg").optimized_graph(in); }, ErrorKind::kDType,
                  "pass 'Breaker' (stage fusion) left graph");
-    // Without debug mode the broken graph is not blamed on the pass.
+    // Without debug mode the broken graph is not blamed on the pass, but the error says which of
+    // the user's passes ran unverified and how to find the one that broke it.
     const Error e = testing::error_of([&] { jit(add_neg, on("reference"), "add_neg")(in); });
     EXPECT_FALSE(contains(e.what(), "pass 'Breaker'")) << e.what();
+    EXPECT_TRUE(contains(e.what(),
+                         "the graph went through your passes ('Breaker') unverified: "
+                         "kiln.jit(..., debug=True) or KILN_DEBUG=1 verifies it"))
+        << e.what();
   }
   ScopedEnv env("KILN_DEBUG", "1");  // the environment turns it on too
   expect_error([&] { jit(add_neg, on("reference"), "add_neg")(in); }, ErrorKind::kDType,
