@@ -198,6 +198,8 @@ class JitFunctionObject {
     FuncGraphPtr graph = trace(args, kwargs, outputs, unkept).first;
     PassReport report;
     jit_detail::optimize(graph, options_, &report);
+    // The most recent build's report: pass_report() after optimized_graph() shows it.
+    last_report_ = std::move(report);
     return ir::print(*graph);
   }
 

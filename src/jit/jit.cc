@@ -126,6 +126,9 @@ std::string JitFunction::optimized_graph(const std::vector<Tensor>& inputs) cons
   FuncGraphPtr graph = trace(state_->fn, inputs, state_->name);
   PassReport report;
   jit_detail::optimize(graph, state_->options, &report);
+  // The most recent build's report: pass_report() after optimized_graph() shows it.
+  std::lock_guard<std::mutex> lock(state_->report_mutex);
+  state_->last_report = std::move(report);
   return ir::print(*graph);
 }
 

@@ -82,6 +82,10 @@ def test_seed_plugin_end_to_end(seed_plugin, registered, rng):
     assert runs[0].stage == "pre_fusion" and runs[0].refusals == 0 and runs[0].seconds >= 0
     assert "AddNegFusionPass" in str(net2.pass_report())
     assert "PassReport" in repr(net2.pass_report())
+    # optimized_graph alone (no call) fills the report too.
+    fresh = kiln.jit(lambda x, y: x + mint.neg(y), backend="kiln_cpu")
+    assert "Sub(" in fresh.optimized_graph(t(x), t(y))
+    assert [r.matches for r in fresh.pass_report() if r.pass_name == "AddNegFusionPass"] == [1]
 
     # Registered for kiln_cpu only: a reference build keeps the Neg.
     on_reference = kiln.jit(lambda x, y: x + mint.neg(y), backend="reference")
