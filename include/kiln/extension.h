@@ -5,7 +5,9 @@
 //    public:
 //     using OpRunner::OpRunner;
 //     size_t CalcWorkspace() override { return inputs()[0].numel() * sizeof(float); }
-//     void LaunchKernel() override { ... inputs()[0].data<float>() ... workspace_ptr() ... }
+//     void LaunchKernel() override {  // inputs may be views: contiguous() makes them flat
+//       ... inputs()[0].contiguous().data<float>() ... workspace_ptr() ...
+//     }
 //   };
 //   kiln::Tensor add3(const kiln::Tensor& x, const kiln::Tensor& y, const kiln::Tensor& z) {
 //     kiln::Tensor out(x.dtype(), x.shape());          // metadata only
@@ -29,7 +31,11 @@
 //   type decides the outputs: Tensor, std::tuple<Tensor, ...> (a Python tuple),
 //   std::vector<Tensor> (a list of any length) or void (None); an undefined Tensor among them is
 //   None, as an omitted optional argument is. Every source file of a library may
-//   hold KILN_EXTENSION blocks (each on its own line); they run in link order.
+//   hold KILN_EXTENSION blocks (each on its own line); they run in link order. Autograd sees what
+//   the function computes with kiln:: ops or a kiln::Function (kiln/autograd.h); an OpRunner's
+//   output made from inputs that require grad has a gradient node that raises at backward, so
+//   give such an op a gradient through m.def_op (OpDef::grad) or a kiln::Function. An exception
+//   the function throws reaches Python as a KilnError naming it.
 // - `m.def_op(op)` registers a full kiln::OpDef (include <kiln/op.h> to build one) so that the op
 //   is called through kiln::call_op like a built-in, by name from C++ and as a Python function.
 //   Loading a new build of the same extension replaces its ops; see docs/architecture.md.

@@ -32,7 +32,9 @@ returned as it is comes back as a new handle without its gradient state). Differ
 the jitted function -- ``kiln.jit(kiln.grad(f))``, or a jitted training step that calls
 ``kiln.grad`` and the optimizer; a jitted function called inside ``kiln.grad`` /
 ``value_and_grad`` raises KilnValueError (its gradients would be zeros), and ``backward()`` on a
-result says it does not require grad.
+result says it does not require grad. A jitted function called while another one is traced runs
+inline: its ops join the outer graph, which the outer function's backend builds (its own
+``backend`` and other options apply only to its calls outside a trace).
 
 Because tracers have no data, Python control flow on their values cannot be traced: ``if t > 0:``,
 ``float(t)``, ``t.item()`` or ``t.numpy()`` raise a KilnError that names the file and line and

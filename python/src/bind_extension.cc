@@ -105,8 +105,14 @@ void require(const BoundFunction& f, PyObject* const* slots, size_t i) {
 
 int64_t to_int(const BoundFunction& f, size_t i, PyObject* o) {
   if (PyBool_Check(o) || !PyIndex_Check(o)) type_error(f, i, "int", o);
-  const long long v = PyLong_AsLongLong(o);
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
   if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+  if (overflow != 0) {
+    PyErr_Format(PyExc_OverflowError, "%s(): argument '%U' = %R does not fit in int64",
+                 f.name.c_str(), f.arg_names[i].ptr(), o);
+    throw nb::python_error();
+  }
   return v;
 }
 
@@ -374,9 +380,18 @@ nb::object make_function(std::unique_ptr<BoundFunction> bound, FastCall call,
   return fn;
 }
 
-std::string joined(const std::vector<std::string>& names) {
+// An m.def function's parameters for its __text_signature__: "x, bias=None" where a call may
+// leave the trailing std::optional<Tensor> parameters out (Python's signatures allow defaults
+// only after the parameters without one).
+std::string parameter_list(const ExtensionFunction& fn) {
+  size_t first_optional = fn.arg_names.size();
+  while (first_optional > 0 && fn.arg_kinds[first_optional - 1] == ArgKind::kOptionalTensor) {
+    --first_optional;
+  }
   std::string s;
-  for (size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + names[i];
+  for (size_t i = 0; i < fn.arg_names.size(); ++i) {
+    s += (i ? ", " : "") + fn.arg_names[i] + (i >= first_optional ? "=None" : "");
+  }
   return s;
 }
 
@@ -441,7 +456,7 @@ nb::list load_extension_functions(const std::string& path, const std::string& na
     auto bound = std::make_unique<BoundFunction>();
     bound->name = fn.name;
     // "name(a, b)\n--\n\n" makes inspect.signature() and help() show the parameters.
-    bound->doc = fn.name + "(" + joined(fn.arg_names) + ")\n--\n\n" + fn.doc;
+    bound->doc = fn.name + "(" + parameter_list(fn) + ")\n--\n\n" + fn.doc;
     bound->module = module;
     bound->function = &fn;
     functions.append(nb::make_tuple(fn.name, make_function(std::move(bound), &call_function,

@@ -68,6 +68,8 @@ def test_add3_refuses_inputs_of_different_shapes(example_ops):
 
 def test_functions_describe_themselves(example_ops, example_ops_builder):
     assert str(inspect.signature(example_ops.add3)) == "(x, y, z)"
+    # A trailing optional tensor may be left out, so the signature gives it None as a default.
+    assert str(inspect.signature(example_ops.linear_gelu)) == "(x, weight, bias=None)"
     assert example_ops.linear_gelu.__doc__.startswith("gelu(x @ weight.T + bias)")
     assert example_ops.__file__ == example_ops_builder.build()
     assert set(example_ops.__all__) == {"add3", "addmm", "gemv", "linear_gelu", "rfft", "irfft",
@@ -171,6 +173,9 @@ def test_a_vector_return_is_a_list_of_any_length(example_ops, rng):
     with raises(OverflowError, match="split_rows\\(\\): argument 'parts' = 1099511627776 "
                                             "does not fit in int"):
         example_ops.split_rows(t(x), 2 ** 40)
+    with raises(OverflowError, match="split_rows\\(\\): argument 'parts' = 1180591620717411303424 "
+                                            "does not fit in int64"):
+        example_ops.split_rows(t(x), 2 ** 70)
     with raises(kiln.KilnValueError, match="a number of parts >= 1 that divides 6, got 4"):
         example_ops.split_rows(t(x), 4)
 
