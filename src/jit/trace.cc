@@ -275,8 +275,11 @@ TensorList Trace::dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attr
       << "its KILN_EXTENSION block: an op registered with def_op traces like a built-in op";
   const OpDefPtr registered = OpRegistry::Instance().find(op.name());
   KILN_CHECK_VALUE(registered.get() == &op)
-      << "op '" << op.name() << "' is not the registered op of that name, so graph \""
-      << graph_->name() << "\" cannot record it (register it with KILN_REGISTER_OP or m.def_op)";
+      << "op '" << op.name() << "' is "
+      << (registered == nullptr ? "no longer registered (its extension was replaced or unloaded)"
+                                : "not the registered op of that name (a newer build replaced it)")
+      << ", so graph \"" << graph_->name() << "\" cannot record it (call the op through the "
+      << "loaded module, or register it with KILN_REGISTER_OP or m.def_op)";
   std::vector<NodePtr> nodes;
   nodes.reserve(inputs.size());
   for (const Tensor& t : inputs) nodes.push_back(node_of(t));

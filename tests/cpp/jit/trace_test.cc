@@ -93,6 +93,27 @@ TEST(Trace, RandomCallsWithAnOwnGeneratorAreRefused) {
   EXPECT_NE(ir::print(*graph).find("seed = None"), std::string::npos);
 }
 
+// A stale op object (its extension replaced or unloaded) cannot be recorded; the error says
+// which of the two happened.
+TEST(Trace, AnOpThatIsNotTheRegisteredOneSaysWhy) {
+  const auto infer = [](const InferContext& ctx) { return MetaList{ctx.input(0)}; };
+  const auto kernel = [](KernelContext&) {};
+  const OpDef stale =
+      OpDef("TraceStaleOp").input("x").infer(infer).kernel(DeviceType::kCPU, kernel);
+  const auto trace_call = [&] {
+    trace([&](const std::vector<Tensor>& in) { return call_op(stale, {in[0]}, {}); },
+          {Tensor::empty({2})}, "f");
+  };
+  expect_error(
+      trace_call, ErrorKind::kValue,
+      "op 'TraceStaleOp' is no longer registered (its extension was replaced or unloaded)");
+  OpRegistration newer(
+      OpDef("TraceStaleOp").input("x").infer(infer).kernel(DeviceType::kCPU, kernel));
+  expect_error(
+      trace_call, ErrorKind::kValue,
+      "op 'TraceStaleOp' is not the registered op of that name (a newer build replaced it)");
+}
+
 TEST(Trace, TracersHaveMetadataButReadingTheirDataThrows) {
   trace(
       [](const std::vector<Tensor>& in) {
