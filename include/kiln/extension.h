@@ -40,8 +40,9 @@
 //   is called through kiln::call_op like a built-in, by name from C++ and as a Python function.
 //   Loading a new build of the same extension replaces its ops; see docs/architecture.md.
 //
-// This header includes only kiln/tensor.h, kiln/abi.h, kiln/extension_signature.h and a few std
-// headers, so that a small op compiles in about a second, and in half that with the builder's
+// This header includes only kiln/tensor.h, kiln/abi.h, kiln/extension_signature.h,
+// kiln/dtype_dispatch.h (dispatch_floating and the like, for kernels of several dtypes) and a few
+// std headers, so that a small op compiles in about a second, and in half that with the builder's
 // precompiled header (bench/RESULTS.md, "Custom operators").
 #pragma once
 
@@ -55,6 +56,7 @@
 #include <vector>
 
 #include "kiln/abi.h"
+#include "kiln/dtype_dispatch.h"
 #include "kiln/export.h"
 #include "kiln/extension_signature.h"
 #include "kiln/tensor.h"

@@ -1,4 +1,5 @@
-// visit_dtype: calls a generic lambda with a tag for the C++ type of a DType (private to Kiln);
+// visit_dtype: calls a generic lambda with a tag (kiln::TypeTag, kiln/dtype_dispatch.h) for the C++
+// type of any DType (private to Kiln; custom ops use kiln/dtype_dispatch.h's dispatch_*);
 // visit_compute_float: with a value of the float type a dtype computes in.
 //
 //   visit_dtype(t.dtype(), [&](auto tag) {
@@ -13,14 +14,10 @@
 
 #include "core/float16_runs.h"
 #include "kiln/dtype.h"
+#include "kiln/dtype_dispatch.h"
 #include "kiln/error.h"
 
 namespace kiln {
-
-template <typename T>
-struct TypeTag {
-  using type = T;
-};
 
 template <typename F>
 decltype(auto) visit_dtype(DType dtype, F&& f) {

@@ -298,3 +298,47 @@ KILN_EXTENSION(m) {
         ops.std_error(x)
     with raises(kiln.KilnError, match=r"not a std::exception(.|\n)*in odd_throw\(\)"):
         ops.odd_throw(x)
+
+
+def test_kernels_dispatch_on_dtype_through_the_extension_header(tmp_path, extension_cache, rng):
+    # kiln/dtype_dispatch.h, included by kiln/extension.h: one kernel for every floating dtype.
+    source = tmp_path / "scale.cpp"
+    source.write_text("""\
+#include <kiln/extension.h>
+class Scale : public kiln::OpRunner {
+ public:
+  Scale(double factor) : OpRunner("Scale"), factor_(factor) {}
+  void LaunchKernel() override {
+    const kiln::Tensor x = inputs()[0].contiguous();
+    kiln::dispatch_floating(x.dtype(), "scale", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* in = x.data<T>();
+      T* out = outputs()[0].data<T>();
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        out[i] = T(static_cast<float>(static_cast<double>(in[i]) * factor_));
+      }
+    });
+  }
+ private:
+  double factor_;
+};
+kiln::Tensor scale(const kiln::Tensor& x, double factor) {
+  kiln::dispatch_floating(x.dtype(), "scale", [](auto) {});  // refuse other dtypes at the call
+  kiln::Tensor out(x.dtype(), x.shape());
+  std::make_shared<Scale>(factor)->Run({x}, {out});
+  return out;
+}
+KILN_EXTENSION(m) { m.def("scale", &scale, {"x", "factor"}); }
+""")
+    ops = kiln.ops.CustomOpBuilder("dispatching", [source], build_dir=extension_cache,
+                                   debug=True).load()
+    values = rng.standard_normal((3, 4))
+    for dtype in (kiln.float16, kiln.bfloat16, kiln.float32, kiln.float64):
+        x = t(values).to(dtype)
+        got = ops.scale(x, 2.0)
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got.to(kiln.float64).numpy(),
+                                   2.0 * x.to(kiln.float64).numpy(), rtol=1e-2)
+    with raises(kiln.DTypeError, match="scale: expected a tensor of dtype float16, bfloat16, "
+                                       "float32 or float64, got int64"):
+        ops.scale(kiln.tensor([1, 2]), 2.0)

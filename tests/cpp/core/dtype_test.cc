@@ -175,3 +175,61 @@ TEST(Scalar, SameValueComparesNumbersAcrossKinds_IntegersExactly) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// kiln/dtype_dispatch.h: the custom-op authors' dispatch.
+TEST(DtypeDispatch, CallsWithTheElementTypeOfEachDtypeInTheSet) {
+  const auto size_of = [](auto tag) { return sizeof(typename decltype(tag)::type); };
+  EXPECT_EQ(dispatch_floating(DType::kFloat16, "op", size_of), 2u);
+  EXPECT_EQ(dispatch_floating(DType::kBFloat16, "op", size_of), 2u);
+  EXPECT_EQ(dispatch_floating(DType::kFloat32, "op", size_of), 4u);
+  EXPECT_EQ(dispatch_floating(DType::kFloat64, "op", size_of), 8u);
+  EXPECT_EQ(dispatch_integral(DType::kInt16, "op", size_of), 2u);
+  EXPECT_EQ(dispatch_numeric(DType::kUInt8, "op", size_of), 1u);
+  EXPECT_EQ(dispatch_all(DType::kBool, "op", size_of), sizeof(bool));
+  for (DType d :
+       {DType::kBool, DType::kInt8, DType::kUInt8, DType::kInt16, DType::kInt32, DType::kInt64,
+        DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64}) {
+    EXPECT_EQ(
+        dispatch_all(d, "op", [](auto tag) { return dtype_of<typename decltype(tag)::type>(); }),
+        d);
+  }
+  // A void lambda: called once, for the matching type only.
+  int calls = 0;
+  dispatch_dtype<float, double>(DType::kFloat64, "op", [&](auto tag) {
+    EXPECT_TRUE((std::is_same_v<typename decltype(tag)::type, double>));
+    ++calls;
+  });
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(DtypeDispatch, ADtypeOutsideTheSetIsADTypeErrorNamingTheOpAndTheSet) {
+  const auto nothing = [](auto) {};
+  const auto message = [&](auto dispatch) {
+    try {
+      dispatch();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kDType);
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "expected a kDType error";
+    return std::string();
+  };
+  EXPECT_NE(message([&] { dispatch_floating(DType::kInt64, "scale", nothing); })
+                .find("scale: expected a tensor of dtype float16, bfloat16, float32 or float64, "
+                      "got int64"),
+            std::string::npos);
+  EXPECT_NE(message([&] { dispatch_numeric(DType::kBool, "count", nothing); })
+                .find("count: expected a tensor of dtype int8, uint8, int16, int32, int64, "
+                      "float16, bfloat16, float32 or float64, got bool"),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              dispatch_dtype<float>(DType::kFloat64, "f32_only", [](auto) { return 1; });
+            }).find("f32_only: expected a tensor of dtype float32, got float64"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln
