@@ -336,6 +336,12 @@ KILN_API std::vector<Tensor> record_function(const std::string& name,
                                              const std::vector<Tensor>& inputs,
                                              std::vector<Tensor> outputs,
                                              FunctionBackward backward);
+/// Records a call autograd cannot differentiate (an OpRunner's): under grad mode, when an input
+/// requires grad, each floating `output` that has no gradient state yet (a fresh result) gets a
+/// node named `name` whose backward raises kNotImplemented with `reason`. A loss through such a
+/// result then fails at backward rather than training without its share of the gradient.
+KILN_API void record_without_gradient(const std::string& name, const std::vector<Tensor>& inputs,
+                                      const std::vector<Tensor>& outputs, std::string reason);
 }  // namespace detail
 
 }  // namespace autograd

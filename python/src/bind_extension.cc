@@ -18,7 +18,6 @@
 
 #include "bindings.h"
 #include "convert.h"
-#include "kiln/autograd.h"
 #include "kiln/extension.h"
 #include "kiln/op.h"
 
@@ -161,47 +160,6 @@ PyObject* tensors_to_python(List&& tensors, bool as_tuple) {
   return seq.release().ptr();
 }
 
-// Note [Results autograd did not see]
-// An m.def function's results are autograd's only when the function made them with recorded ops
-// (kiln:: functions, a kiln::Function). One made by an OpRunner kernel, or written through its
-// data, requires no grad even when the inputs do, so a loss through it trained on without the
-// function's share of the gradient, silently. Such a floating-point result, from inputs that
-// require grad under grad mode, gets a node whose backward raises kNotImplemented naming the
-// function, as PyTorch's ops without an autograd kernel do; a result that is never
-// differentiated costs nothing more.
-void mark_untracked_results(const BoundFunction& f, const void* const* ptrs, CallResults& results) {
-  if (!autograd::is_grad_enabled()) return;
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < f.function->arg_kinds.size(); ++i) {
-    const ArgKind kind = f.function->arg_kinds[i];
-    if (kind == ArgKind::kTensor || kind == ArgKind::kOptionalTensor) {
-      inputs.push_back(*static_cast<const Tensor*>(ptrs[i]));
-    }
-  }
-  std::vector<Tensor*> untracked;
-  const auto consider = [&](Tensor& t) {
-    if (t.defined() && is_floating_point(t.dtype()) && !autograd::requires_grad(t)) {
-      untracked.push_back(&t);
-    }
-  };
-  consider(results.tensor);
-  for (Tensor& t : results.tensors) consider(t);
-  if (untracked.empty()) return;
-  std::vector<Tensor> outputs;
-  for (Tensor* t : untracked) outputs.push_back(*t);
-  const std::string name = f.name;
-  outputs = autograd::detail::record_function(
-      name + "()", std::make_shared<AutogradContext>(), inputs, std::move(outputs),
-      [name](AutogradContext*, const std::vector<Tensor>&) -> std::vector<Tensor> {
-        KILN_FAIL(kNotImplemented)
-            << name << "() has no gradient: autograd did not see how it made its result (an "
-            << "OpRunner kernel, or a write into its data), so gradients cannot flow through it; "
-            << "register the op with m.def_op and a gradient rule (OpDef::grad), or wrap the "
-            << "computation in a kiln::Function (kiln/autograd.h)";
-      });
-  for (size_t i = 0; i < untracked.size(); ++i) *untracked[i] = std::move(outputs[i]);
-}
-
 // The call of an m.def function.
 PyObject* call_function(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                         PyObject* kwnames) {
@@ -275,7 +233,6 @@ PyObject* call_function(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
     // A std::exception (or anything) the user's function throws is a KilnError naming it.
     kiln::detail::with_error_context([&] { fn.invoke(ptrs.data(), &results); },
                                      [&] { return "in " + f.name + "()"; });
-    mark_untracked_results(f, ptrs.data(), results);
     switch (fn.result_kind) {
       case ResultKind::kNone: Py_RETURN_NONE;
       case ResultKind::kTensor: return to_python(std::move(results.tensor));

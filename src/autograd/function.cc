@@ -173,4 +173,28 @@ std::vector<Tensor> detail::record_function(const std::string& name,
   return outputs;
 }
 
+void detail::record_without_gradient(const std::string& name, const std::vector<Tensor>& inputs,
+                                     const std::vector<Tensor>& outputs, std::string reason) {
+  if (!is_grad_enabled()) return;
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || (t.defined() && requires_grad(t));
+  if (!any) return;
+  std::vector<Node::Edge> edges;
+  for (const Tensor& t : inputs) edges.push_back(t.defined() ? gradient_edge(t) : Node::Edge{});
+  auto node = std::make_shared<FunctionNode>(
+      name, std::make_shared<AutogradContext>(), inputs, std::move(edges), outputs.size(),
+      [reason = std::move(reason)](AutogradContext*, const std::vector<Tensor>&)
+          -> std::vector<Tensor> { KILN_FAIL(kNotImplemented) << reason; });
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    if (!out.defined() || !is_floating_point(out.dtype()) || out.impl()->autograd != nullptr) {
+      continue;
+    }
+    AutogradMeta& meta = meta_of(out);
+    meta.requires_grad = true;
+    meta.grad_fn = node;
+    meta.output_nr = static_cast<uint32_t>(i);
+  }
+}
+
 }  // namespace kiln::autograd

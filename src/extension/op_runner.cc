@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "kiln/autograd.h"
 #include "kiln/extension.h"
 #include "kiln/op.h"
 
@@ -89,6 +90,23 @@ void OpRunner::Run(std::vector<Tensor> inputs, std::vector<Tensor> outputs) {
       << "OpRunner '" << op_name_ << "' is still queued from an earlier Run(); a runner runs one "
       << "call at a time, so make one runner per call";
   auto kernel = std::make_shared<detail::RunnerKernel>(std::move(self));
+  // Note [OpRunner results and autograd]
+  // Autograd cannot differentiate a kernel object, so the fresh results of a call on inputs that
+  // require grad (metadata-only tensors the caller made for Run to fill) get a node that raises
+  // at backward, as PyTorch's ops without an autograd kernel do: before, they required no grad,
+  // and a loss through them trained on without their share of the gradient. Outputs with memory
+  // (written in place) are left alone; a kiln::Function's Forward runs without grad mode, so its
+  // runners record nothing and its own Backward gives the gradients.
+  std::vector<Tensor> fresh;
+  for (const Tensor& t : outputs) {
+    if (t.defined() && !t.is_pending() && !t.has_storage()) fresh.push_back(t);
+  }
+  autograd::detail::record_without_gradient(
+      op_name_, inputs, fresh,
+      op_name_ +
+          " (an OpRunner) has no gradient: autograd cannot differentiate a kernel object; "
+          "give the op one through m.def_op and OpDef::grad, or call it inside a "
+          "kiln::Function (kiln/autograd.h)");
   inputs_ = std::move(inputs);
   outputs_ = std::move(outputs);
   // From here `kernel` releases the runner when it dies, including when queueing fails.

@@ -262,21 +262,46 @@ def test_function_around_an_op_runner_trains_eagerly(example_ops, rng):
     assert kiln.testing.gradcheck(example_ops.sin_cos, (x,), eps=1e-2, atol=2e-3, rtol=2e-2)
 
 
-def test_results_autograd_did_not_see_raise_at_backward_instead_of_losing_gradients(example_ops):
-    # Note [Results autograd did not see]: add3 is an OpRunner without a gradient.
+def test_op_runner_results_raise_at_backward_instead_of_losing_gradients(example_ops, tmp_path,
+                                                                         extension_cache):
+    # Note [OpRunner results and autograd]: add3 is an OpRunner without a gradient.
     x = mint.ones([3], requires_grad=True)
     y = example_ops.add3(x, x, x)
-    assert y.requires_grad and y.grad_fn.name() == "add3()"
-    with raises(kiln.KilnNotImplementedError, match=r"add3\(\) has no gradient: autograd did not "
-                                                    r"see how it made its result"):
+    assert y.requires_grad and y.grad_fn.name() == "Add3"
+    with raises(kiln.KilnNotImplementedError, match=r"Add3 \(an OpRunner\) has no gradient"):
         (mint.sum(y) + mint.sum(x)).backward()
     # Without a tensor that requires grad, or under no_grad, nothing is recorded.
     assert not example_ops.add3(x.detach(), x.detach(), x.detach()).requires_grad
     with kiln.no_grad():
         assert not example_ops.add3(x, x, x).requires_grad
-    # Recorded results are left as they are: sin_cos's Function gives the real gradients.
+    # A kiln::Function around a runner gives the real gradients (its Forward runs without grad).
     s, _ = example_ops.sin_cos(x)
     assert s.grad_fn.name().endswith("SinCosFunction")
+    # Results made otherwise (kiln:: ops, constants, detached values) keep autograd's usual rules.
+    source = tmp_path / "no_runner.cpp"
+    source.write_text("""\
+#include <kiln/autograd.h>
+#include <kiln/extension.h>
+#include <kiln/functional.h>
+#include <tuple>
+std::tuple<kiln::Tensor, kiln::Tensor> with_mask(const kiln::Tensor& x) {
+  return {kiln::mul(x, x), kiln::ones_like(x)};
+}
+kiln::Tensor detached_square(const kiln::Tensor& x) {
+  return kiln::mul(kiln::autograd::detach(x), kiln::autograd::detach(x));
+}
+KILN_EXTENSION(m) {
+  m.def("with_mask", &with_mask, {"x"});
+  m.def("detached_square", &detached_square, {"x"});
+}
+""")
+    ops = kiln.ops.CustomOpBuilder("no_runner", [source], build_dir=extension_cache,
+                                   debug=True).load()
+    x = kiln.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    value, mask = ops.with_mask(x)
+    assert not mask.requires_grad
+    (mint.sum(value * mask) + mint.sum(ops.detached_square(x))).backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0, 6.0])
 
 
 def test_exceptions_a_function_throws_are_kiln_errors_naming_it(tmp_path, extension_cache):

@@ -10,7 +10,9 @@
 #include <string>
 #include <utility>
 
+#include "kiln/autograd.h"
 #include "kiln/extension.h"
+#include "kiln/functional.h"
 #include "runtime/runtime_testing.h"
 #include "testing.h"
 
@@ -116,6 +118,26 @@ TEST_P(OpRunnerInMode, ChainsWithBuiltInOps_AndMatchesThemBitForBit) {
   Tensor y = copy_op(copy_op(x) * 3.0);  // custom -> built-in -> custom, all queued
   const Tensor expected = (x * 2.0 + 1.0) * 3.0 * 2.0 + 1.0;
   for (int64_t i = 0; i < 15; ++i) EXPECT_EQ(y.data<float>()[i], expected.data<float>()[i]);
+}
+
+// Note [OpRunner results and autograd]: a fresh result from inputs that require grad raises at
+// backward; an output with memory, a call without such inputs and one under no grad record
+// nothing.
+TEST_P(OpRunnerInMode, FreshResultsFromInputsThatRequireGradRaiseAtBackward) {
+  Tensor x = testing::iota({4});
+  autograd::set_requires_grad(x);
+  const Tensor y = copy_op(x);
+  EXPECT_TRUE(autograd::requires_grad(y));
+  ASSERT_NE(autograd::grad_fn(y), nullptr);
+  EXPECT_EQ(autograd::grad_fn(y)->name(), "Copy");
+  testing::expect_error([&] { autograd::backward({sum(y)}); }, ErrorKind::kNotImplemented,
+                        "Copy (an OpRunner) has no gradient");
+  Tensor out = Tensor::empty({4});
+  std::make_shared<CopyThroughWorkspace>("Copy")->Run({x}, {out});
+  EXPECT_FALSE(autograd::requires_grad(out));
+  EXPECT_FALSE(autograd::requires_grad(copy_op(autograd::detach(x))));
+  autograd::NoGradGuard no_grad;
+  EXPECT_FALSE(autograd::requires_grad(copy_op(x)));
 }
 
 TEST_P(OpRunnerInMode, KeepsOutputsThatHaveMemory) {
