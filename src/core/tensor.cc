@@ -19,7 +19,11 @@ namespace {
 // after `x[0].floor_divide_(0)` failed showed the old values without a word, and later ops used
 // them, where the sync mode raises at the call. So a transient failure is also recorded for the
 // tensor's Storage, in this side table (Storage keeps its layout), and failure() of any tensor
-// on that Storage returns it until a sync point raises it. The table is empty almost always, so
+// on that Storage returns it until a sync point raises it. The same holds for a fresh result
+// whose kernel failed after its memory was given (a kernel's own check: bernoulli's
+// probabilities, gather's indices): views made of it while it was pending (sum's and reshape's,
+// say) read that memory, unwritten, and must fail too; such an entry lasts as long as the memory
+// (the result stays failed), not until a raise. The table is empty almost always, so
 // failure() pays one atomic load; while it holds entries, a lookup is one hash find under a
 // shared lock (thousands of unraised failures left no op slower). Entries that are done (raised,
 // or of a storage that died: a new Storage may reuse the address) are ignored, erased when a
@@ -31,11 +35,12 @@ class StorageFailures {
     return *table;
   }
 
-  void record(const std::shared_ptr<Storage>& storage, std::shared_ptr<const OpFailure> failure) {
+  void record(const std::shared_ptr<Storage>& storage, std::shared_ptr<const OpFailure> failure,
+              bool transient) {
     std::unique_lock<std::shared_mutex> lock(mutex_);
-    auto [it, inserted] = entries_.try_emplace(storage.get(), Entry{storage, failure});
+    auto [it, inserted] = entries_.try_emplace(storage.get(), Entry{storage, failure, transient});
     // The first live failure stays, as on a tensor.
-    if (!inserted && done(it->second)) it->second = Entry{storage, std::move(failure)};
+    if (!inserted && done(it->second)) it->second = Entry{storage, std::move(failure), transient};
     if (entries_.size() >= 2 * swept_size_ + 16) {  // amortised: O(1) sweeping per record
       for (auto e = entries_.begin(); e != entries_.end();) {
         e = done(e->second) ? entries_.erase(e) : std::next(e);
@@ -64,10 +69,12 @@ class StorageFailures {
   struct Entry {
     std::weak_ptr<Storage> storage;
     std::shared_ptr<const OpFailure> failure;
+    bool transient;  // a failed write (done once raised), or a failed result's (for good)
   };
 
   static bool done(const Entry& e) {
-    return e.storage.expired() || e.failure->raised.load(std::memory_order_acquire);
+    return e.storage.expired() ||
+           (e.transient && e.failure->raised.load(std::memory_order_acquire));
   }
 
   std::shared_mutex mutex_;
@@ -327,7 +334,7 @@ std::shared_ptr<const OpFailure> TensorImpl::failure() const {
 
 void TensorImpl::set_failure(std::shared_ptr<const OpFailure> failure, bool transient) {
   // Note [Failed writes into shared memory]
-  if (transient && storage != nullptr) StorageFailures::instance().record(storage, failure);
+  if (storage != nullptr) StorageFailures::instance().record(storage, failure, transient);
   auto* link = new FailureLink{std::move(failure), transient, nullptr};
   const FailureLink* current = failure_.load(std::memory_order_acquire);
   do {

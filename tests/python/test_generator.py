@@ -182,6 +182,11 @@ def test_bernoulli_is_not_differentiable_and_checks_its_input():
     for bad in (-0.1, 1.5, float("nan")):
         with raises(kiln.KilnValueError, match=r"bernoulli: expected probabilities in \[0, 1\]"):
             mint.bernoulli(kiln.tensor([0.5, bad, 0.5]))
+    # Read through the reduction's view of the result, the failed draw raises too (in the async
+    # modes it read unwritten memory: Note [Failed writes into shared memory]).
+    for _ in range(10):
+        with raises(kiln.KilnValueError, match="bernoulli: expected probabilities"):
+            mint.bernoulli(mint.full((4,), 1.5)).sum().item()
 
 
 def test_like_factories_take_shape_and_dtype_from_their_input():
