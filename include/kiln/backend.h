@@ -115,6 +115,7 @@ using BackendFactory = std::function<std::unique_ptr<BackendBase>()>;
 
 class BackendRegistration;
 KILN_API void register_custom_backend(const std::string& name, const std::string& path);
+KILN_API void unregister_custom_backend(const std::string& name);
 
 /// The process-wide table of backends by name.
 class KILN_API BackendManager {
@@ -164,6 +165,7 @@ class KILN_API BackendManager {
  private:
   friend class BackendRegistration;
   friend void register_custom_backend(const std::string& name, const std::string& path);
+  friend void unregister_custom_backend(const std::string& name);
   BackendManager();
   void Unregister(const std::string& name);
   struct State;
@@ -198,6 +200,13 @@ class KILN_API BackendRegistration {
 /// those), a name already registered. Loading the same library for another of its backends is
 /// fine.
 KILN_API void register_custom_backend(const std::string& name, const std::string& path);
+/// Unregisters a backend that register_custom_backend registered, so that a rebuilt plugin (a
+/// new file: a loaded library stays loaded, Note [Plugins stay loaded] in src/core/plugin.cc)
+/// can be registered under the name again. Jitted functions built on it build again at their
+/// next call (on the new registration, or failing as an unknown backend while there is none).
+/// Throws kValue for a name it did not register: a built-in backend, one registered in-process,
+/// or an unknown name.
+KILN_API void unregister_custom_backend(const std::string& name);
 /// BackendManager::Instance().List().
 KILN_API std::vector<std::string> list_backends();
 

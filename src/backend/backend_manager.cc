@@ -292,6 +292,27 @@ void register_custom_backend(const std::string& name, const std::string& path) {
   KILN_FAIL(kValue) << what << "it registers " << joined(names) << ", not '" << name << "'";
 }
 
+void unregister_custom_backend(const std::string& name) {
+  BackendManager& manager = BackendManager::Instance();
+  BackendRegistration registration;  // unregisters when it goes, outside the lock
+  {
+    std::lock_guard<std::mutex> lock(manager.state_->mutex);
+    std::vector<BackendRegistration>& held = manager.state_->plugin_registrations;
+    const auto it = std::find_if(held.begin(), held.end(),
+                                 [&](const BackendRegistration& r) { return r.name() == name; });
+    if (it != held.end()) {
+      registration = std::move(*it);
+      held.erase(it);
+    }
+  }
+  KILN_CHECK_VALUE(!registration.name().empty())
+      << "unregister_custom_backend: '" << name << "' is "
+      << (manager.Find(name) != nullptr
+              ? "not a backend register_custom_backend registered (built in, or registered in "
+                "this process's code)"
+              : "no registered backend; registered: " + joined(manager.List()));
+}
+
 std::vector<std::string> list_backends() { return BackendManager::Instance().List(); }
 
 }  // namespace kiln

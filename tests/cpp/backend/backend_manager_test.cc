@@ -225,6 +225,28 @@ TEST(RegisterCustomBackend, LoadsAPluginAndRunsIt) {
   expect_error(
       [] { register_custom_backend("test_elementwise_backend", plugin_path("good_backend")); },
       ErrorKind::kValue, "backend 'test_elementwise_backend' is already registered");
+  // Unregistered, it may be registered again (from a rebuilt library, or the same one); a graph
+  // built on the old registration is refused, not run on another instance.
+  unregister_custom_backend("test_elementwise_backend");
+  EXPECT_EQ(BackendManager::Instance().Find("test_elementwise_backend"), nullptr);
+  register_custom_backend("test_elementwise_backend", plugin_path("good_backend"));
+  const uint64_t old_registration = 1;  // any registration but the current one
+  ASSERT_NE(BackendManager::Instance().RegistrationId("test_elementwise_backend"),
+            old_registration);
+  expect_error(
+      [&] {
+        BackendManager::Instance().Run("test_elementwise_backend", old_registration, id,
+                                       {filled({0, 0, 0}), filled({1, 2, 3})}, &out);
+      },
+      ErrorKind::kValue, "was registered again after the graph was built");
+}
+
+TEST(RegisterCustomBackend, UnregisterRefusesWhatItDidNotRegister) {
+  expect_error([] { unregister_custom_backend("reference"); }, ErrorKind::kValue,
+               "unregister_custom_backend: 'reference' is not a backend register_custom_backend "
+               "registered");
+  expect_error([] { unregister_custom_backend("no_such_backend"); }, ErrorKind::kValue,
+               "'no_such_backend' is no registered backend; registered: ");
 }
 
 TEST(RegisterCustomBackend, SaysWhichFailure) {
