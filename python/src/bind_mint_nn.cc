@@ -92,6 +92,21 @@ void bind_mint_nn(nb::module_& mint) {
       "x"_a, "weight"_a, "bias"_a = nb::none(), "stride"_a = 1, "padding"_a = 0, "dilation"_a = 1,
       "groups"_a = 1, "2-d convolution of x [N, C, H, W] with weight [O, C / groups, kH, kW].");
   mint.def(
+      "conv_transpose2d",
+      [](const TensorArg& x, const TensorArg& weight, const std::optional<TensorArg>& bias,
+         nb::handle stride, nb::handle padding, nb::handle output_padding, int64_t groups,
+         nb::handle dilation) {
+        return conv_transpose2d(x, weight, optional_tensor(bias),
+                                pair_of(stride, "conv_transpose2d: stride"),
+                                pair_of(padding, "conv_transpose2d: padding"),
+                                pair_of(output_padding, "conv_transpose2d: output_padding"), groups,
+                                pair_of(dilation, "conv_transpose2d: dilation"));
+      },
+      "input"_a, "weight"_a, "bias"_a = nb::none(), "stride"_a = 1, "padding"_a = 0,
+      "output_padding"_a = 0, "groups"_a = 1, "dilation"_a = 1,
+      "Transposed 2-d convolution (PyTorch's argument order) of input [N, C_in, H, W] with weight "
+      "[C_in, C_out / groups, kH, kW].");
+  mint.def(
       "max_pool2d",
       [](const TensorArg& x, nb::handle kernel_size, nb::handle stride, nb::handle padding,
          nb::handle dilation, bool ceil_mode) {

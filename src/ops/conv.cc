@@ -12,8 +12,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kiln/functional/elementwise.h"
 #include "kiln/functional/nn.h"
 #include "kiln/functional/reduce.h"
+#include "kiln/functional/shape.h"
 #include "kiln/op.h"
 #include "kiln/parallel.h"
 #include "ops/nn_grad.h"
@@ -319,6 +321,53 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
   return call_op(
       *op, {x, weight, bias},
       {{"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}})[0];
+}
+
+// Conv2DBackwardInput of x for the convolution whose output x would be: the input size is what
+// conv_transpose2d's formula gives, and output_padding picks among the sizes that stride would
+// map to x's (hence below stride or dilation). Its gradient rule differentiates it in x and
+// weight; the bias is added after.
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                        const std::vector<int64_t>& output_padding, int64_t groups,
+                        const std::vector<int64_t>& dilation) {
+  KILN_CHECK_SHAPE(x.ndim() == 4) << "conv_transpose2d: expected x [N, C_in, H, W], got "
+                                  << shape_str(x.shape());
+  KILN_CHECK_VALUE(groups >= 1) << "conv_transpose2d: expected groups >= 1, got " << groups;
+  KILN_CHECK_SHAPE(weight.ndim() == 4 && weight.size(0) == x.size(1))
+      << "conv_transpose2d: expected weight [C_in = " << x.size(1)
+      << ", C_out / groups, kH, kW], got " << shape_str(weight.shape());
+  for (const auto& [name, v] :
+       {std::pair<const char*, const std::vector<int64_t>*>{"stride", &stride},
+        {"padding", &padding},
+        {"output_padding", &output_padding},
+        {"dilation", &dilation}}) {
+    KILN_CHECK_VALUE(v->size() == 2)
+        << "conv_transpose2d: expected " << name << " as 2 values, got " << v->size();
+  }
+  const int64_t out_channels = weight.size(1) * groups;
+  Shape out_shape{x.size(0), out_channels, 0, 0};
+  for (size_t d = 0; d < 2; ++d) {
+    KILN_CHECK_VALUE(stride[d] >= 1 && dilation[d] >= 1 && padding[d] >= 0)
+        << "conv_transpose2d: expected stride >= 1, dilation >= 1 and padding >= 0, got stride "
+        << stride[d] << ", dilation " << dilation[d] << ", padding " << padding[d];
+    KILN_CHECK_VALUE(output_padding[d] >= 0 &&
+                     (output_padding[d] < stride[d] || output_padding[d] < dilation[d]))
+        << "conv_transpose2d: expected output_padding below stride or dilation, got "
+        << output_padding[d] << " (stride " << stride[d] << ", dilation " << dilation[d] << ")";
+    const int64_t size = (x.size(2 + d) - 1) * stride[d] - 2 * padding[d] +
+                         dilation[d] * (weight.size(2 + d) - 1) + output_padding[d] + 1;
+    KILN_CHECK_SHAPE(size > 0) << "conv_transpose2d: the output would have size " << size
+                               << " in dimension " << 2 + d << " for input "
+                               << shape_str(x.shape());
+    out_shape[2 + d] = size;
+  }
+  Tensor y = conv2d_backward_input(x, weight, out_shape, stride, padding, dilation, groups);
+  if (!bias.defined()) return y;
+  KILN_CHECK_SHAPE(bias.shape() == Shape{out_channels})
+      << "conv_transpose2d: expected bias [C_out = " << out_channels << "], got "
+      << shape_str(bias.shape());
+  return add(y, reshape(bias, {1, out_channels, 1, 1}));
 }
 
 }  // namespace kiln

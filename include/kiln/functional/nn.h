@@ -44,6 +44,15 @@ KILN_API Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& w
                                       const std::vector<int64_t>& padding = {0, 0},
                                       const std::vector<int64_t>& dilation = {1, 1},
                                       int64_t groups = 1);
+/// The transposed convolution (PyTorch's conv_transpose2d, the gradient of conv2d's input as a
+/// layer): x [N, C_in, H, W], weight [C_in, C_out / groups, kH, kW], bias [C_out] or undefined;
+/// the output is [N, C_out, H_out, W_out] with H_out = (H - 1) * stride - 2 * padding +
+/// dilation * (kH - 1) + output_padding + 1. output_padding must be below stride or dilation.
+KILN_API Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+                                 const std::vector<int64_t>& stride = {1, 1},
+                                 const std::vector<int64_t>& padding = {0, 0},
+                                 const std::vector<int64_t>& output_padding = {0, 0},
+                                 int64_t groups = 1, const std::vector<int64_t>& dilation = {1, 1});
 KILN_API Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& x,
                                        const Shape& weight_size,
                                        const std::vector<int64_t>& stride = {1, 1},
