@@ -15,19 +15,13 @@ import sys
 
 from .. import _C
 from ..errors import DTypeError, KilnTypeError, KilnValueError
+from ._composite import check_real
 
 _mint = _C.mint
 
 # The largest finite value of each floating-point dtype (PyTorch's finfo(dtype).max).
 _LARGEST = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
             "float32": 3.4028234663852886e38, "float64": sys.float_info.max}
-
-
-def _check_number(owner, name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise KilnTypeError(f"{owner}: {name} must be a number, got {type(value).__name__} "
-                            f"{value!r}")
-    return float(value)
 
 
 def check_floating(tensor, owner):
@@ -40,9 +34,17 @@ def sample_dtype(tensor):
     return _C.dtype.float64 if tensor.dtype == _C.dtype.float64 else _C.dtype.float32
 
 
+def _like(owner, input):  # noqa: A002
+    if not isinstance(input, _C.Tensor):
+        raise KilnTypeError(f"{owner}: expected input to be a kiln.Tensor, got "
+                            f"{type(input).__name__}")
+    return input
+
+
 def rand_like(input, *, dtype=None, requires_grad=False, device=None):  # noqa: A002
     """Uniform samples in [0, 1) of ``input``'s shape, in its dtype unless ``dtype`` is given
     (a floating one)."""
+    _like("rand_like", input)
     return _mint.rand(input.shape, dtype=input.dtype if dtype is None else dtype,
                       requires_grad=requires_grad, device=device)
 
@@ -50,6 +52,7 @@ def rand_like(input, *, dtype=None, requires_grad=False, device=None):  # noqa: 
 def randn_like(input, *, dtype=None, requires_grad=False, device=None):  # noqa: A002
     """Standard normal samples of ``input``'s shape, in its dtype unless ``dtype`` is given (a
     floating one)."""
+    _like("randn_like", input)
     return _mint.randn(input.shape, dtype=input.dtype if dtype is None else dtype,
                        requires_grad=requires_grad, device=device)
 
@@ -57,7 +60,11 @@ def randn_like(input, *, dtype=None, requires_grad=False, device=None):  # noqa:
 def randint_like(input, low=0, high=None, *, dtype=None, device=None):  # noqa: A002
     """Uniform integers in [low, high) of ``input``'s shape, in its dtype unless ``dtype`` is
     given; ``randint_like(x, high)`` counts from 0, as in PyTorch."""
+    _like("randint_like", input)
     if high is None:
+        if low == 0:
+            raise KilnTypeError("randint_like: expected high (randint_like(input, high) or "
+                                "randint_like(input, low, high))")
         low, high = 0, low
     return _mint.randint(low, high, input.shape, dtype=input.dtype if dtype is None else dtype,
                          device=device)
@@ -66,15 +73,18 @@ def randint_like(input, low=0, high=None, *, dtype=None, device=None):  # noqa: 
 def normal(mean, std=1.0, size=None, *, generator=None, dtype=None):
     """Normal samples of the given ``mean`` and ``std``, PyTorch's ``torch.normal``: each a
     tensor or a number. With two numbers ``size`` gives the shape (and ``dtype`` the dtype,
-    float32 by default); otherwise the result has the tensors' broadcast shape and promoted
-    dtype, and it is ``mean + std * eps`` with ``eps`` standard normal, so that gradients reach
-    a mean or std that requires them. A negative number as ``std`` is a KilnValueError."""
+    float32 by default); otherwise the result has the tensors' broadcast shape and the dtype of
+    ``mean`` when it is a tensor, else of ``std``. As in PyTorch no gradient flows to ``mean``
+    or ``std`` (PyTorch's are zeros; here the result does not require grad): for a
+    reparameterised sample write ``mean + std * kiln.mint.randn_like(std)``. A negative number
+    as ``std`` is a KilnValueError; a tensor ``std`` is not checked (PyTorch refuses negative
+    entries; here one samples as its absolute value would, ``eps`` being symmetric)."""
     mean_is_tensor = isinstance(mean, _C.Tensor)
     std_is_tensor = isinstance(std, _C.Tensor)
-    if not std_is_tensor and not _check_number("normal", "std", std) >= 0:
+    if not std_is_tensor and not check_real("normal", "std", std) >= 0:
         raise KilnValueError(f"normal: expected std >= 0, got {std}")
     if not mean_is_tensor:
-        _check_number("normal", "mean", mean)
+        check_real("normal", "mean", mean)
     if not (mean_is_tensor or std_is_tensor):
         if size is None:
             raise KilnTypeError("normal: expected size when mean and std are numbers")
@@ -87,15 +97,16 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None):
     if dtype is not None:
         raise KilnTypeError("normal: dtype is only for a number mean and std; the tensors' "
                             "dtype gives the result's")
-    operands = [t for t in (mean, std) if isinstance(t, _C.Tensor)]
-    result_dtype = _C.promote_types(*[t.dtype for t in operands]) if len(operands) == 2 \
-        else operands[0].dtype
-    if not result_dtype.is_floating_point:
-        raise DTypeError(f"normal: expected a floating-point mean and std, got "
-                         f"{result_dtype.name}")
-    shape = _mint.broadcast_shapes(*[t.shape for t in operands]) if len(operands) == 2 \
-        else operands[0].shape
-    return _mint.randn(shape, generator=generator, dtype=result_dtype) * std + mean
+    operands = [t.detach() for t in (mean, std) if isinstance(t, _C.Tensor)]
+    for t in operands:
+        if not t.dtype.is_floating_point:
+            raise DTypeError(f"normal: expected a floating-point mean and std, got "
+                             f"{t.dtype.name}")
+    result_dtype = operands[0].dtype
+    shape = _mint.broadcast_shapes(*[t.shape for t in operands])
+    mean, std = (v.detach() if isinstance(v, _C.Tensor) else v for v in (mean, std))
+    sample = _mint.randn(shape, generator=generator, dtype=result_dtype) * std + mean
+    return sample.to(result_dtype)
 
 
 def _sample_into(self, sample):
@@ -110,7 +121,7 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None):
     from_`` that is not a finite value of the tensor's dtype, is a KilnValueError (PyTorch's
     conditions). Returns the tensor."""
     check_floating(self, "uniform_")
-    low, high = _check_number("uniform_", "from", from_), _check_number("uniform_", "to", to)
+    low, high = check_real("uniform_", "from", from_), check_real("uniform_", "to", to)
     if low > high:
         raise KilnValueError(f"uniform_: expected from <= to, got from={from_} > to={to}")
     largest = _LARGEST[self.dtype.name]
@@ -119,8 +130,12 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None):
         raise KilnValueError(f"uniform_: expected from, to and to - from to be finite "
                              f"{self.dtype.name} values (at most {largest:g} in magnitude), got "
                              f"from={from_}, to={to}")
+    # A 16-bit tensor's uniforms come with its own precision (as PyTorch draws them): float32 ones
+    # rounded into it would reach `to` itself (1 - 2**-24 rounds to 1).
+    narrow = self.dtype in (_C.dtype.float16, _C.dtype.bfloat16)
     return _sample_into(
-        self, lambda dtype: _mint.rand(self.shape, generator=generator, dtype=dtype)
+        self, lambda dtype: _mint.rand(self.shape, generator=generator,
+                                       dtype=self.dtype if narrow else dtype).to(dtype)
         * (high - low) + low)
 
 
@@ -128,8 +143,8 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     """Fills the tensor with samples of N(mean, std**2); a negative or NaN std is a
     KilnValueError. Returns the tensor."""
     check_floating(self, "normal_")
-    mean = _check_number("normal_", "mean", mean)
-    if not _check_number("normal_", "std", std) >= 0:
+    mean = check_real("normal_", "mean", mean)
+    if not check_real("normal_", "std", std) >= 0:
         raise KilnValueError(f"normal_: expected std >= 0, got {std}")
     return _sample_into(
         self, lambda dtype: _mint.randn(self.shape, generator=generator, dtype=dtype) * std
@@ -140,7 +155,7 @@ def exponential_(self, lambd=1.0, *, generator=None):
     """Fills the tensor with samples of the exponential distribution of rate ``lambd`` (> 0):
     ``-log(1 - u) / lambd`` for u uniform in [0, 1). Returns the tensor."""
     check_floating(self, "exponential_")
-    if not _check_number("exponential_", "lambd", lambd) > 0:
+    if not check_real("exponential_", "lambd", lambd) > 0:
         raise KilnValueError(f"exponential_: expected lambd > 0, got {lambd}")
     return _sample_into(
         self, lambda dtype: _mint.log1p(-_mint.rand(self.shape, generator=generator,
@@ -157,7 +172,7 @@ def bernoulli_(self, p=0.5, *, generator=None):
                              f"{p.dtype.name}")
         probs = p.broadcast_to(self.shape)
     else:
-        value = _check_number("bernoulli_", "p", p)
+        value = check_real("bernoulli_", "p", p)
         if not 0 <= value <= 1:
             raise KilnValueError(f"bernoulli_: expected p in [0, 1], got {p}")
         probs = _mint.full(self.shape, value, dtype=sample_dtype(self))
