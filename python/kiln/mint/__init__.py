@@ -10,7 +10,9 @@ through any op: ``norm`` and ``vector_norm`` (kiln/mint/_norms.py); ``leaky_relu
 ``nll_loss`` (adding PyTorch's class ``weight``), ``conv2d`` (adding padding "same" / "valid")
 and ``round`` (adding ``decimals``); ``rand_like``, ``randn_like``, ``randint_like`` and
 ``normal``, with the Tensor methods ``uniform_``, ``normal_``, ``bernoulli_`` and
-``exponential_`` (kiln/mint/_random.py).
+``exponential_`` (kiln/mint/_random.py); ``einsum``, ``outer``, ``dot``, ``diag``, ``diagonal``,
+``tile``, ``roll``, ``repeat_interleave``, ``movedim``, ``meshgrid`` and their Tensor methods
+(kiln/mint/_products.py).
 """
 
 from .._C.mint import *  # noqa: F401,F403
@@ -22,3 +24,6 @@ from ._composite import (adaptive_avg_pool2d, adaptive_max_pool2d,  # noqa: F401
                          round, smooth_l1_loss, softplus)
 from ._norms import norm, vector_norm  # noqa: F401
 from ._random import normal, rand_like, randint_like, randn_like  # noqa: F401
+from ._products import (cartesian_prod, diag, diagonal, dot, einsum, ger, meshgrid,  # noqa: F401
+                        movedim, moveaxis, outer, repeat_interleave, roll, tile, tril_indices,
+                        triu_indices)

@@ -20,7 +20,10 @@
   ``Dropout``, ``MultiheadAttention``, ``BatchNorm1d``, ``BatchNorm2d``, ``MaxPool2d``,
   ``AvgPool2d``, ``AdaptiveAvgPool2d``, ``AdaptiveMaxPool2d``, ``Flatten``, ``Unflatten``;
   containers ``Sequential``, ``ModuleList``, ``ModuleDict``, ``ParameterList``,
-  ``ParameterDict``; activations ``ReLU``, ``GELU``,
+  ``ParameterDict``; recurrent ``RNN``, ``LSTM``, ``GRU`` and their cells ``RNNCell``,
+  ``LSTMCell``, ``GRUCell`` (kiln/nn/rnn.py); ``TransformerEncoderLayer``,
+  ``TransformerEncoder``, ``TransformerDecoderLayer``, ``TransformerDecoder``, ``Transformer``
+  (kiln/nn/transformer.py); activations ``ReLU``, ``GELU``,
   ``SiLU``, ``Tanh``, ``Sigmoid``, ``Softmax``, ``Identity``, ``LeakyReLU``, ``ELU``,
   ``Softplus``, ``Hardtanh``; losses ``CrossEntropyLoss``,
   ``NLLLoss``, ``MSELoss``, ``L1Loss``, ``SmoothL1Loss``, ``HuberLoss``, ``BCELoss``,
@@ -59,6 +62,9 @@ from .parallel import DataParallel  # noqa: F401
 from .parameter import Parameter  # noqa: F401
 from .pooling import (AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d,  # noqa: F401
                       MaxPool2d)
+from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell  # noqa: F401
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: F401
+                          TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = ["functional", "init", "utils", "Cell", "Module", "LoadResult", "Parameter", "Linear",
            "Dense", "Conv2d", "BatchNorm1d", "BatchNorm2d", "ModuleList", "ModuleDict", "ParameterList",
@@ -67,4 +73,6 @@ __all__ = ["functional", "init", "utils", "Cell", "Module", "LoadResult", "Param
            "Flatten", "Unflatten", "ReLU", "GELU", "SiLU", "Tanh",
            "Sigmoid", "Softmax", "Identity", "LeakyReLU", "ELU", "Softplus", "Hardtanh",
            "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
-           "BCELoss", "BCEWithLogitsLoss", "DataParallel"]
+           "BCELoss", "BCEWithLogitsLoss", "DataParallel", "RNN", "LSTM", "GRU", "RNNCell",
+           "LSTMCell", "GRUCell", "TransformerEncoderLayer", "TransformerEncoder",
+           "TransformerDecoderLayer", "TransformerDecoder", "Transformer"]
