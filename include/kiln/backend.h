@@ -207,6 +207,9 @@ KILN_API void register_custom_backend(const std::string& name, const std::string
 /// Throws kValue for a name it did not register: a built-in backend, one registered in-process,
 /// or an unknown name.
 KILN_API void unregister_custom_backend(const std::string& name);
+/// True for the backends built into libkiln: kiln_cpu and reference (which read strides and take
+/// no options).
+KILN_API bool is_builtin_backend(const std::string& name);
 /// BackendManager::Instance().List().
 KILN_API std::vector<std::string> list_backends();
 

@@ -9,9 +9,9 @@
 //
 // dispatch_dtype<Ts...> takes the element types to accept; dispatch_floating, dispatch_integral,
 // dispatch_numeric and dispatch_all name the usual sets. A dtype outside the set is a kDType
-// error naming the op and the dtypes it takes. The lambda's result (the same type for every
-// element type) is returned. Half and BFloat16 (kiln/dtype.h) convert to and from float
-// explicitly: compute in float and round once on the way out.
+// error naming the op and the dtypes it takes. The lambda's result is returned; it must have one
+// type for every element type (a static_assert says so). Half and BFloat16 (kiln/dtype.h) convert
+// to and from float explicitly: compute in float and round once on the way out.
 #pragma once
 
 #include <cstddef>
@@ -36,7 +36,8 @@ struct TypeTag {
 namespace detail {
 
 /// Throws kDType: `op` takes tensors of the `supported` dtypes only.
-inline void unsupported_dtype(const char* op, DType dtype, std::initializer_list<DType> supported) {
+[[noreturn]] inline void unsupported_dtype(const char* op, DType dtype,
+                                           std::initializer_list<DType> supported) {
   std::string names;
   size_t i = 0;
   for (DType d : supported) {
@@ -55,6 +56,10 @@ template <typename... Ts, typename F>
 auto dispatch_dtype(DType dtype, const char* op, F&& f)
     -> std::invoke_result_t<F&, TypeTag<std::tuple_element_t<0, std::tuple<Ts...>>>> {
   using R = std::invoke_result_t<F&, TypeTag<std::tuple_element_t<0, std::tuple<Ts...>>>>;
+  // One result type: a lambda returning T itself would otherwise convert every other type's
+  // result to the first type's, silently (0.1 as a Half).
+  static_assert((std::is_same_v<R, std::invoke_result_t<F&, TypeTag<Ts>>> && ...),
+                "dispatch_dtype: the lambda must return the same type for every element type");
   if constexpr (std::is_void_v<R>) {
     const bool called = ((dtype == dtype_of<Ts>() ? (f(TypeTag<Ts>{}), true) : false) || ...);
     if (!called) detail::unsupported_dtype(op, dtype, {dtype_of<Ts>()...});

@@ -8,6 +8,7 @@
 
     kiln.graph.register_custom_backend("my_custom_backend", "build/libmy_backend.so")
     kiln.graph.list_backends()     # ['kiln_cpu', 'my_custom_backend', 'reference']
+    kiln.graph.unregister_custom_backend("my_custom_backend")   # to register a rebuilt one
 
 Passes rewrite the graphs ``kiln.jit`` traces, before a backend builds them. A pass runs for one
 backend or for ``"all"``, in a stage -- ``"frontend"``, ``"pre_fusion"``, ``"fusion"``,
@@ -38,7 +39,8 @@ from .errors import KilnTypeError as _KilnTypeError
 from .jit import _call_traced
 
 __all__ = ["register_custom_pass", "unregister_custom_pass", "list_passes", "register_pattern",
-           "verify_pass", "register_custom_backend", "list_backends", "PassInfo", "PassRun",
+           "verify_pass", "register_custom_backend", "unregister_custom_backend", "list_backends",
+           "PassInfo", "PassRun",
            "PassReport", "PatternValue", "VerifyReport", "VerifyFailure"]
 
 PassInfo = _collections.namedtuple("PassInfo",
@@ -217,6 +219,14 @@ def register_custom_backend(name, path):
     ``name``."""
     fn = "register_custom_backend"
     _C.graph.register_custom_backend(_text(name, "name", fn), _path(path, "path", fn))
+
+
+def unregister_custom_backend(name):
+    """Unregisters a backend that ``register_custom_backend`` registered, so that a rebuilt
+    plugin can be registered under the name again (give the new build another file name: a
+    loaded library stays loaded). Functions jitted on it build again at their next call. A
+    built-in backend, or a name it did not register, is a KilnValueError."""
+    _C.graph.unregister_custom_backend(_text(name, "name", "unregister_custom_backend"))
 
 
 def _text(value, what, fn):

@@ -118,13 +118,12 @@ def jit(fn=None, *, backend="kiln_cpu", jit_level="O1", capture_mode="trace", dy
     return wrap if fn is None else wrap(fn)
 
 
-# The backends built into libkiln, which read no options: an option given to them is a mistake.
-_BUILTIN_BACKENDS = ("kiln_cpu", "reference")
 _JIT_KEYWORDS = ("backend", "jit_level", "capture_mode", "dynamic", "fullgraph", "dump_ir",
                  "debug")
 
 
 def _refuse_options(backend, options):
+    # The built-in backends read no options: one given to them is a mistake.
     name = sorted(options)[0]
     near = difflib.get_close_matches(name, _JIT_KEYWORDS, n=1)
     hint = f"; did you mean {near[0]}=?" if near else ""
@@ -150,7 +149,7 @@ class JitFunction(_C.jit.JitFunction):
             if not isinstance(value, str):
                 raise KilnTypeError(f"kiln.jit: expected {name} to be a str ({expected}), got "
                                     f"{type(value).__name__} {value!r}")
-        if options and backend in _BUILTIN_BACKENDS:
+        if options and _C.graph.is_builtin_backend(backend):
             _refuse_options(backend, options)
         if dump_ir is not None and not isinstance(dump_ir, (str, os.PathLike)):
             raise KilnTypeError(f"kiln.jit: expected dump_ir to be a folder (a str or path-like) "

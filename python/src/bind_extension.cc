@@ -102,14 +102,15 @@ void require(const BoundFunction& f, PyObject* const* slots, size_t i) {
   }
 }
 
-int64_t to_int(const BoundFunction& f, size_t i, PyObject* o) {
+// An int argument; past `type`'s range (int64, or int for an int parameter) an OverflowError.
+int64_t to_int(const BoundFunction& f, size_t i, PyObject* o, const char* type = "int64") {
   if (PyBool_Check(o) || !PyIndex_Check(o)) type_error(f, i, "int", o);
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
   if (v == -1 && PyErr_Occurred()) throw nb::python_error();
   if (overflow != 0) {
-    PyErr_Format(PyExc_OverflowError, "%s(): argument '%U' = %R does not fit in int64",
-                 f.name.c_str(), f.arg_names[i].ptr(), o);
+    PyErr_Format(PyExc_OverflowError, "%s(): argument '%U' = %R does not fit in %s", f.name.c_str(),
+                 f.arg_names[i].ptr(), o, type);
     throw nb::python_error();
   }
   return v;
@@ -195,7 +196,7 @@ PyObject* call_function(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
         }
         case ArgKind::kInt64:
         case ArgKind::kInt32:
-          ints[i] = to_int(f, i, o);
+          ints[i] = to_int(f, i, o, kind == ArgKind::kInt32 ? "int" : "int64");
           if (kind == ArgKind::kInt32 && (ints[i] < INT32_MIN || ints[i] > INT32_MAX)) {
             PyErr_Format(PyExc_OverflowError, "%s(): argument '%U' = %lld does not fit in int",
                          f.name.c_str(), f.arg_names[i].ptr(), static_cast<long long>(ints[i]));

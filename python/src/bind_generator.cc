@@ -5,9 +5,11 @@
 // A state is an int64 tensor of 2 elements (the seed and the next counter, as bit patterns) so
 // that a checkpoint holds it as it holds any tensor.
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "bindings.h"
 #include "convert.h"
@@ -19,15 +21,17 @@ using namespace nb::literals;
 
 namespace {
 
-// A seed: any integer in [-2^63, 2^64); negative seeds wrap, as in PyTorch.
+// A seed: any integer (or NumPy integer) in [-2^63, 2^64); negative seeds wrap, as in PyTorch.
 uint64_t seed_from_object(const char* fn, nb::handle v) {
-  KILN_CHECK_TYPE(PyLong_Check(v.ptr()) && !PyBool_Check(v.ptr()))
+  KILN_CHECK_TYPE(PyIndex_Check(v.ptr()) && !PyBool_Check(v.ptr()))
       << fn << ": expected an int, got " << repr_of(v);
-  const unsigned long long u = PyLong_AsUnsignedLongLong(v.ptr());
+  nb::object index = nb::steal(PyNumber_Index(v.ptr()));  // NumPy integers too
+  if (!index.is_valid()) throw nb::python_error();
+  const unsigned long long u = PyLong_AsUnsignedLongLong(index.ptr());
   if (!PyErr_Occurred()) return u;
   PyErr_Clear();
   int overflow = 0;
-  const long long i = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+  const long long i = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
   KILN_CHECK_VALUE(overflow == 0 && i < 0)
       << fn << ": expected a seed in [-2**63, 2**64), got " << repr_of(v);
   return static_cast<uint64_t>(i);
@@ -108,6 +112,18 @@ void bind_generator(nb::module_& mint) {
           },
           "new_state"_a, nb::rv_policy::reference,
           "Puts the stream where get_state() found it; returns the generator.")
+      // Pickling and copy.copy / copy.deepcopy give a new stream where this one stands, as for
+      // torch.Generator.
+      .def("__getstate__",
+           [](const Generator& self) {
+             const RngState s = self.state();
+             return std::make_tuple(s.seed, s.offset);
+           })
+      .def("__setstate__",
+           [](Generator& self, const std::tuple<uint64_t, uint64_t>& state) {
+             new (&self) Generator();
+             self.set_state({std::get<0>(state), std::get<1>(state)});
+           })
       .def_prop_ro(
           "device",
           [](const Generator&) { return nb::module_::import_("kiln").attr("device")("cpu"); },
@@ -120,8 +136,8 @@ void bind_generator(nb::module_& mint) {
         return nb::module_::import_("kiln._C.mint").attr("default_generator");
       },
       "seed"_a,
-      "Seeds the default generator: later rand/randn/randint/randperm/multinomial/dropout "
-      "calls repeat exactly. Returns kiln.default_generator.");
+      "Seeds the default generator: later rand/randn/randint/randperm/multinomial/bernoulli/"
+      "dropout calls repeat exactly. Returns kiln.default_generator.");
   mint.def(
       "seed",
       [] {

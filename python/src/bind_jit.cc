@@ -616,6 +616,10 @@ void bind_jit(nb::module_& m) {
   nb::module_ graph = m.def_submodule("graph", "Graph backends (kiln.graph)");
   graph.def("register_custom_backend", &register_custom_backend, "name"_a, "path"_a,
             "Loads the backend plugin at `path` and registers its backend `name`.");
+  graph.def("unregister_custom_backend", &unregister_custom_backend, "name"_a,
+            "Unregisters a backend register_custom_backend registered.");
+  graph.def("is_builtin_backend", &is_builtin_backend, "name"_a,
+            "True for the backends built into libkiln (kiln_cpu, reference).");
   graph.def("list_backends", &list_backends, "Registered backend names, sorted.");
 }
 

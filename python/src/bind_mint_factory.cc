@@ -81,7 +81,13 @@ std::optional<DType> optional_dtype(const std::optional<DTypeArg>& dtype) {
 int64_t int_from_object(const char* fn, const char* name, nb::handle v) {
   KILN_CHECK_TYPE(PyIndex_Check(v.ptr()) && !PyBool_Check(v.ptr()))
       << fn << ": expected " << name << " to be an int, got " << repr_of(v);
-  return size_entry(fn, v);
+  nb::object index = nb::steal(PyNumber_Index(v.ptr()));
+  if (!index.is_valid()) throw nb::python_error();
+  int overflow = 0;
+  const long long value = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  KILN_CHECK_VALUE(overflow == 0) << fn << ": expected " << name << " within int64, got "
+                                  << repr_of(v);
+  return value;
 }
 
 // randint's arguments in PyTorch's two forms, randint(high, size) and randint(low, high, size),
@@ -99,6 +105,8 @@ RandintArgs randint_args(const nb::args& args, nb::handle low, nb::handle high, 
       << (given == 1 ? "" : "s");
   KILN_CHECK_TYPE(given == 3 || low.is_none())
       << "randint: expected high and size besides low, got only one of them";
+  KILN_CHECK_TYPE(given == 3 || !size.is_none() || high.is_none())
+      << "randint: missing size (randint(high, size) or randint(low, high, size))";
   const char* names[] = {"low", "high", "size"};
   nb::handle slots[] = {low, high, size};
   const size_t first = given == 3 ? 0 : 1;  // (high, size): low stays 0
@@ -227,7 +235,8 @@ void bind_mint_factory(nb::module_& mint) {
       },
       "size"_a, "generator"_a = nb::none(), "dtype"_a = nb::none(), "requires_grad"_a = false,
       "device"_a = nb::none(),
-      "rand(*size, dtype=kiln.float32): uniform samples in [0, 1) from the global generator.");
+      "rand(*size, generator=None, dtype=kiln.float32): uniform samples in [0, 1) from "
+      "`generator` (None: the default generator).");
   mint.def(
       "randn",
       [](nb::args size, nb::handle generator, std::optional<DTypeArg> dtype, bool requires_grad,
@@ -238,7 +247,9 @@ void bind_mint_factory(nb::module_& mint) {
                               requires_grad);
       },
       "size"_a, "generator"_a = nb::none(), "dtype"_a = nb::none(), "requires_grad"_a = false,
-      "device"_a = nb::none(), "randn(*size, dtype=kiln.float32): standard normal samples.");
+      "device"_a = nb::none(),
+      "randn(*size, generator=None, dtype=kiln.float32): standard normal samples from "
+      "`generator` (None: the default generator).");
   mint.def(
       "randint",
       [](nb::args args, nb::handle low, nb::handle high, nb::handle size, nb::handle generator,

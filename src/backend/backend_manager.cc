@@ -190,7 +190,7 @@ namespace {
 // Returns `inputs` itself for a built-in backend (a jitted call's path), else `dense` filled.
 const std::vector<Tensor>& inputs_for(const std::string& backend, const std::vector<Tensor>& inputs,
                                       std::vector<Tensor>& dense) {
-  if (backend == "kiln_cpu" || backend == "reference") return inputs;
+  if (is_builtin_backend(backend)) return inputs;
   dense = inputs;
   for (Tensor& t : dense) {
     if (t.defined() && !t.is_contiguous()) t = t.contiguous();
@@ -311,6 +311,10 @@ void unregister_custom_backend(const std::string& name) {
               ? "not a backend register_custom_backend registered (built in, or registered in "
                 "this process's code)"
               : "no registered backend; registered: " + joined(manager.List()));
+}
+
+bool is_builtin_backend(const std::string& name) {
+  return name == "kiln_cpu" || name == "reference";
 }
 
 std::vector<std::string> list_backends() { return BackendManager::Instance().List(); }

@@ -85,18 +85,30 @@ bool env_flag(const char* name) {
 // Whether the passes verify the graph after each of them (kiln.jit's debug, KILN_DEBUG).
 bool verifying(const JitOptions& options) { return options.debug || env_flag("KILN_DEBUG"); }
 
-// Names passes of the user's that ran on a graph unverified: a graph one of them left broken fails
-// in a later pass or in the backend, whose error then names that one instead.
-std::string unverified_user_passes(const std::string& backend) {
+// For a build that failed on a graph that no longer verifies, after passes of the user's changed
+// it unverified: one of them may have left it broken, and the error names a later pass or the
+// backend instead. Says which changed it and how to find the culprit; "" otherwise.
+std::string broken_graph_hint(const FuncGraph& graph, const PassReport& report,
+                              const std::string& backend) {
   std::string names;
   for (const PassInfo& info : PassRegistry::Instance().list()) {
     if (info.builtin || (info.backend != "all" && info.backend != backend)) continue;
-    names += (names.empty() ? "'" : ", '") + info.name + "'";
+    for (const PassRunRecord& run : report.runs) {
+      if (run.pass == info.name && run.changed) {
+        names += (names.empty() ? "'" : ", '") + info.name + "'";
+        break;
+      }
+    }
   }
   if (names.empty()) return "";
-  return "the graph went through your passes (" + names +
-         ") unverified: kiln.jit(..., debug=True) or KILN_DEBUG=1 verifies it after every pass "
-         "and names a pass that leaves it broken";
+  try {
+    ir::verify(graph);
+    return "";  // the graph is sound: the passes are not to blame
+  } catch (const Error&) {
+  }
+  return "the graph no longer verifies after your passes (" + names +
+         ") changed it unverified: kiln.jit(..., debug=True) or KILN_DEBUG=1 verifies it after "
+         "every pass and names a pass that leaves it broken";
 }
 
 }  // namespace
@@ -195,7 +207,7 @@ std::shared_ptr<CompiledGraph> CompiledGraph::compile(FuncGraphPtr traced,
     optimize_and_build();
   } catch (Error& e) {
     if (!verifying(options)) {
-      const std::string hint = unverified_user_passes(options.backend);
+      const std::string hint = broken_graph_hint(*c->graph_, c->report_, options.backend);
       if (!hint.empty()) e.add_context(hint);
     }
     throw;

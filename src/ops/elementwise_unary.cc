@@ -282,17 +282,18 @@ KILN_REGISTER_OP(
         .attr("min", AttrKind::kScalar, std::monostate{})
         .attr("max", AttrKind::kScalar, std::monostate{})
         .traits(kTraitElementwise | kTraitInPlace)
-        // The gradient passes where min <= x <= max (at the bounds too), as in PyTorch.
+        // The gradient passes where min < x < max: at a bound it is 0, as PyTorch's (2.x) is, and
+        // as hardtanh's and relu's are.
         .grad(detail::one_output_rule([](const std::vector<Tensor>& in, const Tensor&,
                                          const Attrs& attrs, const Tensor& g) {
           const Tensor& x = in[0];
           if (!detail::differentiable(x)) return std::vector<Tensor>{Tensor()};
-          Tensor inside;  // min <= x <= max
+          Tensor inside;  // min < x < max
           const auto require = [&inside](const Tensor& ok) {
             inside = inside.defined() ? logical_and(inside, ok) : ok;
           };
-          if (!attrs.is_none("min")) require(ge(x, Tensor::scalar(attrs.get<Scalar>("min"))));
-          if (!attrs.is_none("max")) require(le(x, Tensor::scalar(attrs.get<Scalar>("max"))));
+          if (!attrs.is_none("min")) require(gt(x, Tensor::scalar(attrs.get<Scalar>("min"))));
+          if (!attrs.is_none("max")) require(lt(x, Tensor::scalar(attrs.get<Scalar>("max"))));
           return std::vector<Tensor>{to(where(inside, g, Tensor::scalar(0.0)), x.dtype())};
         }))
         .doc("min(max(x, min), max); either bound may be None (not both). The bounds are weak "

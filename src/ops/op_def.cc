@@ -98,8 +98,8 @@ const KernelFn* OpDef::find_kernel(DeviceType device) const {
 
 namespace {
 
-// Whether `v` is a value of `kind` (None is for attributes whose default is None: see
-// accepts_none).
+// Whether `v` is a value of `kind` (None is a value only of attributes whose default is None:
+// normalize_attrs checks that).
 bool kind_accepts(AttrKind kind, const AttrValue& v) {
   switch (kind) {
     case AttrKind::kBool: return std::holds_alternative<bool>(v);

@@ -147,7 +147,8 @@ RngState draw_of(const Attrs& attrs, int64_t numel, int lanes) {
 // the graph reserves fresh counters when its kernel runs, and tracing leaves the generator as it
 // was. Backends run a graph's nodes one after another on the calling thread (kiln_cpu) or wait
 // for a random node before the next (reference), so the reservations stay in program order and a
-// seeded program draws the same numbers on every run. Attributes given explicitly are kept.
+// seeded program draws the same numbers on every run; dead-code elimination keeps such a node
+// even when nothing uses its result. Attributes given explicitly are kept.
 
 // How many values a call draws, from its inputs, output and attributes, for an op that does not
 // draw one per output element.

@@ -180,12 +180,19 @@ def jit_test_backends(build_plugin):
     jit_plugin_flattening, jit_plugin_widening."""
     path = build_plugin("jit_test_backends",
                         [REPO_DIR / "tests" / "cpp" / "jit" / "plugins" / "jit_test_backends.cc"])
-    names = ["jit_plugin_backend", "jit_plugin_elementwise", "jit_plugin_failing",
-             "jit_plugin_throwing", "jit_plugin_flattening", "jit_plugin_widening"]
+    names = PluginBackends(["jit_plugin_backend", "jit_plugin_elementwise", "jit_plugin_failing",
+                            "jit_plugin_throwing", "jit_plugin_flattening", "jit_plugin_widening"])
+    names.path = path
     for name in names:
         if name not in kiln.graph.list_backends():
             kiln.graph.register_custom_backend(name, path)
     return names
+
+
+class PluginBackends(list):
+    """The names of a plugin's backends, with the plugin's ``path``."""
+
+    path = None
 
 
 class TiedLinears(kiln.nn.Cell):

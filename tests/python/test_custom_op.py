@@ -174,7 +174,7 @@ def test_a_vector_return_is_a_list_of_any_length(example_ops, rng):
                                             "does not fit in int"):
         example_ops.split_rows(t(x), 2 ** 40)
     with raises(OverflowError, match="split_rows\\(\\): argument 'parts' = 1180591620717411303424 "
-                                            "does not fit in int64"):
+                                            "does not fit in int(?!64)"):
         example_ops.split_rows(t(x), 2 ** 70)
     with raises(kiln.KilnValueError, match="a number of parts >= 1 that divides 6, got 4"):
         example_ops.split_rows(t(x), 4)

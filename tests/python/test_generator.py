@@ -148,6 +148,9 @@ def test_randint_takes_both_of_pytorchs_forms(call, low, high, shape):
      "randint: expected high and size besides low"),
     (lambda: mint.randint(1, 5, high=3), kiln.KilnTypeError,
      "randint: got high both by position and by keyword"),
+    (lambda: mint.randint(3, high=5), kiln.KilnTypeError, "randint: missing size"),
+    (lambda: mint.randint(0, 2**64, (3,)), kiln.KilnValueError,
+     "randint: expected high within int64, got 18446744073709551616"),
     (lambda: mint.randint(2.5, (3,)), kiln.KilnTypeError,
      "randint: expected high to be an int, got 2.5"),
     (lambda: mint.randint(True, 4, (3,)), kiln.KilnTypeError,
@@ -351,3 +354,40 @@ def test_generator_api_matches_pytorchs(torch):
                  "broadcast_shapes"):
         assert hasattr(torch, name) and hasattr(mint, name)
     assert mint.broadcast_shapes((3, 1), (1, 4)) == tuple(torch.broadcast_shapes((3, 1), (1, 4)))
+
+
+def test_generators_pickle_and_copy_as_independent_streams_where_they_stood():
+    import copy
+    import pickle
+
+    g = kiln.Generator().manual_seed(21)
+    mint.rand(7, generator=g)
+    for twin in (copy.copy(g), copy.deepcopy(g), pickle.loads(pickle.dumps(g))):
+        assert twin is not g and twin.initial_seed() == 21
+        np.testing.assert_array_equal(twin.get_state().numpy(), g.get_state().numpy())
+        np.testing.assert_array_equal(mint.rand(5, generator=twin).numpy(),
+                                      mint.rand(5, generator=copy.copy(g)).numpy())
+    # The copy is its own stream: drawing from it leaves the original where it was.
+    state = g.get_state().numpy()
+    mint.rand(100, generator=copy.deepcopy(g))
+    np.testing.assert_array_equal(g.get_state().numpy(), state)
+
+
+def test_seeds_may_be_numpy_integers():
+    kiln.manual_seed(np.int64(5))
+    assert kiln.initial_seed() == 5
+    assert kiln.Generator().manual_seed(np.uint64(2**64 - 1)).initial_seed() == 2**64 - 1
+
+
+def test_a_jitted_function_draws_what_it_draws_eagerly_even_unused_draws():
+    def f(x):
+        mint.rand(1000)  # unused: still advances the generator, as it does eagerly
+        return x + mint.rand(4) - mint.rand(4)
+
+    x = mint.zeros(4)
+    kiln.manual_seed(0)
+    eager = f(x).numpy().copy()
+    state = kiln.get_rng_state().numpy().copy()
+    kiln.manual_seed(0)
+    np.testing.assert_array_equal(kiln.jit(f)(x).numpy(), eager)
+    np.testing.assert_array_equal(kiln.get_rng_state().numpy(), state)

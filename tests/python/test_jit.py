@@ -504,6 +504,28 @@ def test_options_are_checked():
     assert kiln.jit(lambda x: x * 2, dynamic=np.True_)(t([1.0])).tolist() == [2.0]
 
 
+def test_a_plugin_backend_unregisters_and_registers_again(jit_test_backends):
+    name = "jit_plugin_elementwise"
+    f = kiln.jit(lambda x: x * 2.0 + 1.0, backend=name)
+    assert f(t([1.0])).tolist() == [3.0]
+    kiln.graph.unregister_custom_backend(name)
+    try:
+        assert name not in kiln.graph.list_backends()
+        with raises(kiln.KilnValueError, match=f"unknown backend '{name}'"):
+            f(t([1.0]))
+    finally:
+        kiln.graph.register_custom_backend(name, jit_test_backends.path)
+    assert f(t([2.0])).tolist() == [5.0]  # built again on the new registration
+    assert kiln._C.graph.is_builtin_backend("kiln_cpu") and not kiln._C.graph.is_builtin_backend(name)
+    with raises(kiln.KilnValueError, match="'reference' is not a backend register_custom_backend "
+                                           "registered"):
+        kiln.graph.unregister_custom_backend("reference")
+    with raises(kiln.KilnValueError, match="'nope' is no registered backend"):
+        kiln.graph.unregister_custom_backend("nope")
+    with raises(kiln.KilnTypeError):
+        kiln.graph.unregister_custom_backend(3)
+
+
 def test_options_reach_custom_backends_and_the_builtins_refuse_them(jit_test_backends):
     # A misspelled keyword was an option the built-in backends ignored: dynamic=True never took.
     with raises(kiln.KilnTypeError, match=r"unexpected keyword dynmaic=True: the built-in backend "

@@ -2,7 +2,7 @@
 //
 // Random ops draw from the process-wide default generator unless a call names another
 // (kiln/functional/generator.h): kiln::manual_seed(s) makes every later rand / randn / randint /
-// randperm / multinomial / dropout sequence reproducible, independent of thread count.
+// randperm / multinomial / bernoulli / dropout sequence reproducible, independent of thread count.
 #pragma once
 
 #include <cstdint>
@@ -31,9 +31,10 @@ KILN_API Tensor linspace(double start, double end, int64_t steps,
 KILN_API Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt,
                     DType dtype = DType::kFloat32);
 
-// Each random factory draws from the default generator, or from `generator` when given. A call
-// with a generator of its own cannot be traced by kiln::jit (a kNotImplemented error): the graph
-// would draw from the default generator when it runs.
+/// Each random factory below draws from the default generator, or from `generator` when given
+/// (an overload of the same function). A call with a generator of its own cannot be traced by
+/// kiln::jit (a kNotImplemented error): the graph would draw from the default generator when it
+/// runs.
 
 /// Uniform in [0, 1).
 KILN_API Tensor rand(const Shape& shape, DType dtype = DType::kFloat32);

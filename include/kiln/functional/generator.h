@@ -31,11 +31,14 @@ class KILN_API Generator {
  public:
   /// A new stream under PyTorch's default seed, as a fresh process's default generator.
   Generator();
+  /// A new stream under `seed` (what Generator().manual_seed(seed) gives).
   explicit Generator(uint64_t seed);
 
   /// Restarts the stream: `seed`, counter 0.
   void manual_seed(uint64_t seed);
+  /// The seed and the next counter to hand out.
   RngState state() const;
+  /// Moves the stream to `state` (one state() gave: the draws after it repeat).
   void set_state(const RngState& state);
   /// Reserves `count` consecutive counters (never handed out again until the 64-bit counter
   /// wraps) and returns the seed and the first of them.

@@ -24,7 +24,11 @@ bool removable(const Node& n, const FuncGraph& graph) {
   if (p.is_builtin()) return true;  // TupleGetItem
   const OpDefPtr op = p.op_def();
   // An op the registry does not know (unregistered since the graph was built) may have effects.
-  return op != nullptr && !op->has_trait(kTraitSideEffect);
+  if (op == nullptr || op->has_trait(kTraitSideEffect)) return false;
+  // A random op without a recorded draw reserves counters when it runs (Note [Random ops in
+  // graphs]): removed, it would shift every later draw, and a seeded program would draw other
+  // numbers jitted than eagerly.
+  return !(op->has_trait(kTraitRandom) && p.attrs().is_none("seed"));
 }
 
 class DeadCodeElimination final : public Pass {

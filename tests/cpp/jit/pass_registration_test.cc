@@ -339,9 +339,12 @@ TEST(JitDebug, NamesThePassThatBrokeTheGraph) {
     const Error e = testing::error_of([&] { jit(add_neg, on("reference"), "add_neg")(in); });
     EXPECT_FALSE(contains(e.what(), "pass 'Breaker'")) << e.what();
     EXPECT_TRUE(contains(e.what(),
-                         "the graph went through your passes ('Breaker') unverified: "
-                         "kiln.jit(..., debug=True) or KILN_DEBUG=1 verifies it"))
+                         "the graph no longer verifies after your passes ('Breaker') changed it "
+                         "unverified: kiln.jit(..., debug=True) or KILN_DEBUG=1 verifies it"))
         << e.what();
+    // A failure that is not the passes' (an unknown backend) gets no such hint.
+    const Error unknown = testing::error_of([&] { jit(add_neg, on("no_such_backend"), "f")(in); });
+    EXPECT_FALSE(contains(unknown.what(), "your passes")) << unknown.what();
   }
   ScopedEnv env("KILN_DEBUG", "1");  // the environment turns it on too
   expect_error([&] { jit(add_neg, on("reference"), "add_neg")(in); }, ErrorKind::kDType,

@@ -235,7 +235,7 @@ TEST(GradElementwise, PiecewiseConstantOpsHaveZeroGradients) {
 }
 
 TEST(GradElementwise, NonDifferentiablePointsFollowPyTorch) {
-  // relu'(0) = 0, abs'(0) = 0; clamp passes the gradient at its bounds.
+  // relu'(0) = 0, abs'(0) = 0; clamp passes no gradient at its bounds (PyTorch 2.x).
   const Tensor x = zeros({2}, f64);
   const Tensor g = ones({2}, f64);
   const OpDefPtr relu = OpRegistry::Instance().get("Relu");
@@ -245,7 +245,10 @@ TEST(GradElementwise, NonDifferentiablePointsFollowPyTorch) {
   const OpDefPtr clamp = OpRegistry::Instance().get("Clamp");
   const Attrs bounds = clamp->normalize_attrs({{"min", 0.0}, {"max", 1.0}});
   const Tensor at_bounds = cat({zeros({1}, f64), ones({1}, f64)});
-  testing::expect_close(clamp->grad_fn()({at_bounds}, {at_bounds}, bounds, {g})[0], g, 0);
+  testing::expect_close(clamp->grad_fn()({at_bounds}, {at_bounds}, bounds, {g})[0], zeros({2}, f64),
+                        0);
+  const Tensor inside = full({2}, 0.5, f64);
+  testing::expect_close(clamp->grad_fn()({inside}, {inside}, bounds, {g})[0], g, 0);
 }
 
 struct BinaryCase {
