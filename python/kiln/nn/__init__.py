@@ -16,8 +16,10 @@
   ``zero_grad()``, forward hooks (``register_forward_pre_hook``, ``register_forward_hook``)
   (kiln/nn/cell.py).
 - ``Parameter(data, requires_grad=True)``: a leaf tensor that cells register.
-- Layers: ``Linear`` / ``Dense``, ``Conv2d``, ``LayerNorm``, ``RMSNorm``, ``Embedding``,
-  ``Dropout``, ``MultiheadAttention``, ``BatchNorm1d``, ``BatchNorm2d``, ``MaxPool2d``,
+- Layers: ``Linear`` / ``Dense``, ``Conv1d``, ``Conv2d``, ``ConvTranspose2d``, ``Upsample``
+  (``UpsamplingNearest2d``, ``UpsamplingBilinear2d``; kiln/nn/upsampling.py), ``LayerNorm``,
+  ``RMSNorm``, ``Embedding``, ``Dropout``, ``MultiheadAttention``, ``BatchNorm1d``,
+  ``BatchNorm2d``, ``MaxPool2d``,
   ``AvgPool2d``, ``AdaptiveAvgPool2d``, ``AdaptiveMaxPool2d``, ``Flatten``, ``Unflatten``;
   containers ``Sequential``, ``ModuleList``, ``ModuleDict``, ``ParameterList``,
   ``ParameterDict``; recurrent ``RNN``, ``LSTM``, ``GRU`` and their cells ``RNNCell``,
@@ -25,7 +27,8 @@
   ``TransformerEncoder``, ``TransformerDecoderLayer``, ``TransformerDecoder``, ``Transformer``
   (kiln/nn/transformer.py); activations ``ReLU``, ``GELU``,
   ``SiLU``, ``Tanh``, ``Sigmoid``, ``Softmax``, ``Identity``, ``LeakyReLU``, ``ELU``,
-  ``Softplus``, ``Hardtanh``; losses ``CrossEntropyLoss``,
+  ``Softplus``, ``Hardtanh``, ``ReLU6``, ``PReLU``, ``Mish``, ``LogSoftmax``, ``Hardswish``,
+  ``Hardsigmoid``; losses ``CrossEntropyLoss``,
   ``NLLLoss``, ``MSELoss``, ``L1Loss``, ``SmoothL1Loss``, ``HuberLoss``, ``BCELoss``,
   ``BCEWithLogitsLoss``.
   Each layer's file documents its arguments and its (PyTorch-equal) initialisation; layers with
@@ -44,13 +47,14 @@
 """
 
 from . import functional, init, utils  # noqa: F401
-from .activation import (ELU, GELU, Hardtanh, Identity, LeakyReLU, ReLU, Sigmoid,  # noqa: F401
-                         SiLU, Softmax, Softplus, Tanh)
+from .activation import (ELU, GELU, Hardsigmoid, Hardswish, Hardtanh, Identity,  # noqa: F401
+                         LeakyReLU, LogSoftmax, Mish, PReLU, ReLU, ReLU6, Sigmoid, SiLU, Softmax,
+                         Softplus, Tanh)
 from .attention import MultiheadAttention  # noqa: F401
 from .cell import Cell, LoadResult, Module  # noqa: F401
 from .container import (ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401
                         Sequential)
-from .conv import Conv2d  # noqa: F401
+from .conv import Conv1d, Conv2d, ConvTranspose2d  # noqa: F401
 from .dropout import Dropout  # noqa: F401
 from .embedding import Embedding  # noqa: F401
 from .linear import Dense, Linear  # noqa: F401
@@ -63,16 +67,20 @@ from .parameter import Parameter  # noqa: F401
 from .pooling import (AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d,  # noqa: F401
                       MaxPool2d)
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell  # noqa: F401
+from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: F401
                           TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = ["functional", "init", "utils", "Cell", "Module", "LoadResult", "Parameter", "Linear",
-           "Dense", "Conv2d", "BatchNorm1d", "BatchNorm2d", "ModuleList", "ModuleDict", "ParameterList",
-           "ParameterDict", "LayerNorm", "RMSNorm", "Embedding", "Dropout", "MultiheadAttention",
+           "Dense", "Conv2d", "BatchNorm1d", "BatchNorm2d", "ModuleList", "ModuleDict",
+           "ParameterList", "ParameterDict", "LayerNorm", "RMSNorm", "Embedding", "Dropout",
+           "MultiheadAttention",
            "Sequential", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
            "Flatten", "Unflatten", "ReLU", "GELU", "SiLU", "Tanh",
            "Sigmoid", "Softmax", "Identity", "LeakyReLU", "ELU", "Softplus", "Hardtanh",
            "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
            "BCELoss", "BCEWithLogitsLoss", "DataParallel", "RNN", "LSTM", "GRU", "RNNCell",
            "LSTMCell", "GRUCell", "TransformerEncoderLayer", "TransformerEncoder",
-           "TransformerDecoderLayer", "TransformerDecoder", "Transformer"]
+           "TransformerDecoderLayer", "TransformerDecoder", "Transformer", "Conv1d",
+           "ConvTranspose2d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "ReLU6",
+           "PReLU", "Mish", "LogSoftmax", "Hardswish", "Hardsigmoid"]

@@ -1,27 +1,68 @@
-"""Activation cells: ``ReLU()``, ``GELU(approximate="none" | "tanh")``, ``SiLU()``, ``Tanh()``,
-``Sigmoid()``, ``Softmax(dim=-1)``, ``LeakyReLU(negative_slope=0.01)``, ``ELU(alpha=1.0)``,
-``Softplus(beta=1.0, threshold=20.0)``, ``Hardtanh(min_val=-1.0, max_val=1.0)`` and
-``Identity()``; each applies the kiln.mint function of the same name in lower case
-(``leaky_relu`` for LeakyReLU). ``activation_cell(spec)`` turns None, a Cell, or one of those
-names in lower case ("relu", "gelu", "leakyrelu", ...) into a cell (or None), for layers with an
-``activation`` argument."""
+"""Activation cells with PyTorch's arguments, each applying the kiln.nn.functional function of its
+name in lower case (``leaky_relu`` for LeakyReLU, ``log_softmax`` for LogSoftmax):
+
+    ReLU(inplace=False)          ReLU6(inplace=False)          SiLU(inplace=False)
+    Mish(inplace=False)          Hardswish(inplace=False)      Hardsigmoid(inplace=False)
+    LeakyReLU(negative_slope=0.01, inplace=False)              ELU(alpha=1.0, inplace=False)
+    Hardtanh(min_val=-1.0, max_val=1.0, inplace=False)
+    PReLU(num_parameters=1, init=0.25, dtype=None)             GELU(approximate="none")
+    Softplus(beta=1.0, threshold=20.0)                         Softmax(dim=-1)
+    LogSoftmax(dim=-1)           Tanh()                        Sigmoid()
+    Identity()
+
+``inplace`` (a bool, in PyTorch's position: ``ReLU(True)``, ``LeakyReLU(0.2, True)``) makes the
+cell write its result into x and return x, as ``F.relu(x, inplace=True)`` does, except where
+autograd needs x (it requires grad while grad mode is on): Kiln's autograd does not track
+in-place writes, so there the cell computes out of place, and a network built with
+``nn.ReLU(inplace=True)`` trains as PyTorch's does.
+
+Softmax's and LogSoftmax's ``dim`` defaults to -1, where PyTorch's None picks a dimension from the
+input's rank with a deprecation warning.
+
+``activation_cell(spec)`` turns None, a Cell, or one of those names in lower case ("relu",
+"gelu", "leakyrelu", ...) into a cell (or None), for layers with an ``activation`` argument."""
 
 from .. import _C
+from ..autograd import is_grad_enabled
+from .._checks import checked_bool, checked_int
 from ..errors import KilnValueError
 from ..mint import _composite
+from . import functional as F
+from . import init
 from .cell import Cell
+from .parameter import Parameter
 
-__all__ = ["ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LeakyReLU", "ELU", "Softplus",
-           "Hardtanh", "Identity", "activation_cell"]
+__all__ = ["ReLU", "ReLU6", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid", "Softmax", "LogSoftmax",
+           "LeakyReLU", "ELU", "Softplus", "Hardtanh", "Hardswish", "Hardsigmoid", "PReLU",
+           "Identity", "activation_cell"]
 
 _mint = _C.mint
 
 
-class ReLU(Cell):
-    """ReLU(): max(x, 0), element by element (kiln.mint.relu)."""
+class _InPlace(Cell):
+    """Base of the activations with PyTorch's ``inplace`` flag (a bool, else a KilnTypeError), which
+    their repr shows when it is set, as PyTorch's does."""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = checked_bool(type(self).__name__, "inplace", inplace)
+
+    def _writes_into(self, x):
+        """Whether to write into x: when asked, unless autograd needs x (see the module doc)."""
+        return self.inplace and not (x.requires_grad and is_grad_enabled())
+
+    def _repr(self, *parts):
+        return ", ".join(parts + (("inplace=True",) if self.inplace else ()))
+
+    def extra_repr(self):
+        return self._repr()
+
+
+class ReLU(_InPlace):
+    """ReLU(inplace=False): max(x, 0), element by element (F.relu)."""
 
     def construct(self, x):
-        return _mint.relu(x)
+        return F.relu(x, self._writes_into(x))
 
 
 class GELU(Cell):
@@ -43,11 +84,34 @@ class GELU(Cell):
         return f"approximate={self.approximate!r}"
 
 
-class SiLU(Cell):
-    """SiLU(): x * sigmoid(x), element by element (kiln.mint.silu)."""
+class SiLU(_InPlace):
+    """SiLU(inplace=False): x * sigmoid(x), element by element (F.silu)."""
 
     def construct(self, x):
-        return _mint.silu(x)
+        return F.silu(x, self._writes_into(x))
+
+
+class Mish(_InPlace):
+    """Mish(inplace=False): x * tanh(softplus(x)), element by element (F.mish)."""
+
+    def construct(self, x):
+        return F.mish(x, self._writes_into(x))
+
+
+class Hardswish(_InPlace):
+    """Hardswish(inplace=False): 0 for x <= -3, x * (x + 3) / 6 below 3, else x, with PyTorch's
+    gradient (F.hardswish)."""
+
+    def construct(self, x):
+        return F.hardswish(x, self._writes_into(x))
+
+
+class Hardsigmoid(_InPlace):
+    """Hardsigmoid(inplace=False): x / 6 + 1/2 clamped to [0, 1], with PyTorch's gradient
+    (F.hardsigmoid)."""
+
+    def construct(self, x):
+        return F.hardsigmoid(x, self._writes_into(x))
 
 
 class Tanh(Cell):
@@ -64,47 +128,59 @@ class Sigmoid(Cell):
         return _mint.sigmoid(x)
 
 
-class Softmax(Cell):
-    """Softmax(dim=-1): exp(x) / sum(exp(x)) along ``dim`` (kiln.mint.softmax)."""
+class _AlongDim(Cell):
+    """Base of Softmax and LogSoftmax: a ``dim`` (default -1), shown in the repr."""
 
     def __init__(self, dim=-1):
         super().__init__()
         self.dim = dim
 
-    def construct(self, x):
-        return _mint.softmax(x, self.dim)
-
     def extra_repr(self):
         return f"dim={self.dim}"
 
 
-class LeakyReLU(Cell):
-    """LeakyReLU(negative_slope=0.01): x where x > 0, else negative_slope * x
-    (kiln.mint.leaky_relu). A ``negative_slope`` that is no real number is a KilnTypeError."""
+class Softmax(_AlongDim):
+    """Softmax(dim=-1): exp(x) / sum(exp(x)) along ``dim`` (kiln.mint.softmax)."""
 
-    def __init__(self, negative_slope=0.01):
-        super().__init__()
+    def construct(self, x):
+        return _mint.softmax(x, self.dim)
+
+
+class LogSoftmax(_AlongDim):
+    """LogSoftmax(dim=-1): log(softmax(x)) along ``dim``, computed without overflow
+    (kiln.mint.log_softmax)."""
+
+    def construct(self, x):
+        return _mint.log_softmax(x, self.dim)
+
+
+class LeakyReLU(_InPlace):
+    """LeakyReLU(negative_slope=0.01, inplace=False): x where x > 0, else negative_slope * x
+    (F.leaky_relu). A ``negative_slope`` that is no real number is a KilnTypeError."""
+
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__(inplace)
         self.negative_slope = _composite.check_real("LeakyReLU", "negative_slope", negative_slope)
 
     def construct(self, x):
-        return _composite.leaky_relu(x, self.negative_slope)
+        return F.leaky_relu(x, self.negative_slope, self._writes_into(x))
 
     def extra_repr(self):
-        return f"negative_slope={self.negative_slope}"
+        return self._repr(f"negative_slope={self.negative_slope}")
 
 
-class ELU(Cell):
-    """ELU(alpha=1.0): x where x > 0, else alpha * (exp(x) - 1) (kiln.mint.elu)."""
+class ELU(_InPlace):
+    """ELU(alpha=1.0, inplace=False): x where x > 0, else alpha * (exp(x) - 1) (F.elu)."""
 
-    def __init__(self, alpha=1.0):
-        super().__init__()
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__(inplace)
         self.alpha = _composite.check_real("ELU", "alpha", alpha)
 
     def construct(self, x):
-        return _composite.elu(x, self.alpha)
+        return F.elu(x, self.alpha, self._writes_into(x))
 
     def extra_repr(self):
-        return f"alpha={self.alpha}"
+        return self._repr(f"alpha={self.alpha}")
 
 
 class Softplus(Cell):
@@ -123,12 +199,12 @@ class Softplus(Cell):
         return f"beta={self.beta}, threshold={self.threshold}"
 
 
-class Hardtanh(Cell):
-    """Hardtanh(min_val=-1.0, max_val=1.0): x clamped to [min_val, max_val], with PyTorch's
-    gradient (0 at the ends; kiln.mint.hardtanh). min_val > max_val is a KilnValueError."""
+class Hardtanh(_InPlace):
+    """Hardtanh(min_val=-1.0, max_val=1.0, inplace=False): x clamped to [min_val, max_val], with
+    PyTorch's gradient (0 at the ends; F.hardtanh). min_val > max_val is a KilnValueError."""
 
-    def __init__(self, min_val=-1.0, max_val=1.0):
-        super().__init__()
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__(inplace)
         self.min_val = _composite.check_real("Hardtanh", "min_val", min_val)
         self.max_val = _composite.check_real("Hardtanh", "max_val", max_val)
         if self.min_val > self.max_val:
@@ -136,10 +212,46 @@ class Hardtanh(Cell):
                                  f"and max_val={max_val}")
 
     def construct(self, x):
-        return _composite.hardtanh(x, self.min_val, self.max_val)
+        return F.hardtanh(x, self.min_val, self.max_val, self._writes_into(x))
 
     def extra_repr(self):
-        return f"min_val={self.min_val}, max_val={self.max_val}"
+        return self._repr(f"min_val={self.min_val}, max_val={self.max_val}")
+
+
+class ReLU6(Hardtanh):
+    """ReLU6(inplace=False): x clamped to [0, 6], a Hardtanh(0, 6) as in PyTorch (F.relu6)."""
+
+    def __init__(self, inplace=False):
+        super().__init__(0.0, 6.0, inplace)
+
+    def construct(self, x):
+        return F.relu6(x, self._writes_into(x))
+
+    def extra_repr(self):
+        return self._repr()
+
+
+class PReLU(Cell):
+    """PReLU(num_parameters=1, init=0.25, dtype=None): x where x > 0, else weight * x (F.prelu),
+    with a learnable ``weight`` [num_parameters] of ``dtype`` (default float32) filled with
+    ``init``: one slope for every element, or one per channel (dim 1 of the input, whose size
+    must then be num_parameters)."""
+
+    def __init__(self, num_parameters=1, init=0.25, dtype=None):
+        super().__init__()
+        self.num_parameters = checked_int("PReLU", "num_parameters", num_parameters, low=1)
+        self.init = _composite.check_real("PReLU", "init", init)
+        self.weight = Parameter(_mint.empty(self.num_parameters, dtype=dtype or _C.dtype.float32))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        init.constant_(self.weight, self.init)
+
+    def construct(self, x):
+        return F.prelu(x, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
 
 
 class Identity(Cell):
@@ -149,9 +261,11 @@ class Identity(Cell):
         return x
 
 
-_BY_NAME = {"relu": ReLU, "gelu": GELU, "silu": SiLU, "tanh": Tanh, "sigmoid": Sigmoid,
-            "softmax": Softmax, "leakyrelu": LeakyReLU, "elu": ELU, "softplus": Softplus,
-            "hardtanh": Hardtanh, "identity": Identity}
+_BY_NAME = {"relu": ReLU, "relu6": ReLU6, "gelu": GELU, "silu": SiLU, "mish": Mish, "tanh": Tanh,
+            "sigmoid": Sigmoid, "softmax": Softmax, "logsoftmax": LogSoftmax,
+            "leakyrelu": LeakyReLU, "elu": ELU, "softplus": Softplus, "hardtanh": Hardtanh,
+            "hardswish": Hardswish, "hardsigmoid": Hardsigmoid, "prelu": PReLU,
+            "identity": Identity}
 
 
 def activation_cell(spec):

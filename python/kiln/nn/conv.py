@@ -1,95 +1,109 @@
-"""kiln.nn.Conv2d: 2-d convolution of x [N, C_in, H, W] with weight [C_out, C_in / groups, kH, kW].
+"""kiln.nn.Conv1d, Conv2d and ConvTranspose2d: convolutions of x [N, C_in, L] and [N, C_in, H, W].
 
     conv = kiln.nn.Conv2d(3, 16, kernel_size=3, padding=1)
+    up = kiln.nn.ConvTranspose2d(16, 8, kernel_size=2, stride=2)   # doubles H and W
 
-``kernel_size``, ``stride``, ``padding`` and ``dilation`` take an int or a pair; ``padding`` may
-also be "valid" (no padding) or "same" (the output keeps the input's height and width: the
-dilated kernel's size - 1 in all, an odd element after; stride 1 only), as in PyTorch.
+Conv2d's weight is [C_out, C_in / groups, kH, kW]; Conv1d's [C_out, C_in / groups, k] (computed
+as a Conv2d over a height of 1, F.conv1d); ConvTranspose2d's, as PyTorch's, [C_in, C_out /
+groups, kH, kW] (kiln.mint.conv_transpose2d). ``kernel_size``, ``stride``, ``padding`` and
+``dilation`` take an int or a tuple of one int per spatial dimension. Conv1d's and Conv2d's
+``padding`` may also be "valid" (no padding) or "same" (the output keeps the input's size: the
+dilated kernel's size - 1 in all, an odd element after; stride 1 only), as in PyTorch, and their
 ``padding_mode`` is "zeros" (the default), "reflect", "replicate" or "circular": the last three
 pad x with ``kiln.mint.pad`` in that mode before a convolution without padding, as PyTorch does.
-Initialised as PyTorch's Conv2d: weight ~ kaiming_uniform_(a=sqrt(5)) and bias ~
-U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = C_in / groups * kH * kW.
+ConvTranspose2d takes PyTorch's ``output_padding`` (each below the stride or the dilation), and
+only padding_mode "zeros" and no padding string, as PyTorch's; its call takes PyTorch's
+``output_size``, which picks the output_padding that gives that size.
+
+Initialised as PyTorch's: weight ~ kaiming_uniform_(a=sqrt(5)) and bias ~ U(-1/sqrt(fan_in),
+1/sqrt(fan_in)), with PyTorch's fan_in of the weight (its dim 1 times the kernel's size): C_in /
+groups * kH * kW, and for ConvTranspose2d C_out / groups * kH * kW.
 """
 
 import math
 
 from .. import _C
 from .._checks import as_int, checked_int
-from ..errors import KilnTypeError, KilnValueError
+from ..errors import KilnTypeError, KilnValueError, ShapeError
 from ..mint import _composite
+from . import functional as F
 from . import init
 from .cell import Cell
 from .parameter import Parameter
 
-__all__ = ["Conv2d"]
+__all__ = ["Conv1d", "Conv2d", "ConvTranspose2d"]
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+# How the messages name a tuple of one int per spatial dimension.
+_TUPLES = {1: "a tuple of one int", 2: "a pair of ints"}
 
 
-def _int(value, name):
-    return checked_int("Conv2d", name, value)
+class _Conv(Cell):
+    """What the convolutions share, as PyTorch's _ConvNd: their checked arguments (as Python ints,
+    named in errors by the class), parameters, initialisation and repr. ``_dims`` is the number
+    of spatial dimensions; a ``_transposed`` convolution's weight is [C_in, C_out / groups,
+    *kernel], another's [C_out, C_in / groups, *kernel]."""
 
+    _dims = 2
+    _transposed = False
 
-def _pair(value, name):
-    """``value`` (an int or a pair of ints) as a pair of Python ints."""
-    index = as_int(value)
-    if index is not None:
-        return (index, index)
-    try:
-        pair = tuple(value)
-    except TypeError:
-        raise KilnTypeError(f"Conv2d: {name} must be an int or a pair of ints, got {value!r} "
-                            f"({type(value).__name__})") from None
-    if len(pair) != 2:
-        raise KilnValueError(f"Conv2d: {name} must be an int or a pair of ints, got {value!r}")
-    return tuple(_int(v, f"{name}[{i}]") for i, v in enumerate(pair))
-
-
-def _padding(value, stride):
-    """Conv2d's ``padding``: "same" or "valid" as it is (as PyTorch keeps it), else as a pair of
-    ints. "same" with a ``stride`` other than 1 is a KilnValueError, as in PyTorch."""
-    if not isinstance(value, str):
-        return _pair(value, "padding")
-    if value not in _composite.PADDING_STRINGS:
-        raise KilnValueError(f"Conv2d: padding must be 'same', 'valid', an int or a pair of "
-                             f"ints, got {value!r}")
-    if value == "same" and stride != (1, 1):
-        raise KilnValueError(f"Conv2d: padding='same' needs stride 1 (the output could not keep "
-                             f"the input's size), got stride {stride}")
-    return value
-
-
-class Conv2d(Cell):
-    """Conv2d(in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-    bias=True, padding_mode="zeros", dtype=None): 2-d convolution of x [N, C_in, H, W] to
-    [N, C_out, H_out, W_out], with parameters of ``dtype`` (default float32). The arguments and
-    the initialisation are in kiln.nn.conv's documentation."""
-
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", dtype=None):
+    def __init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
+                 bias, padding_mode, dtype):
         super().__init__()
+        owner = type(self).__name__
         if padding_mode not in _PADDING_MODES:
-            raise KilnValueError(f"Conv2d: padding_mode must be one of "
+            raise KilnValueError(f"{owner}: padding_mode must be one of "
                                  f"{', '.join(map(repr, _PADDING_MODES))}, got {padding_mode!r}")
-        in_channels = _int(in_channels, "in_channels")
-        out_channels = _int(out_channels, "out_channels")
-        groups = _int(groups, "groups")
+        in_channels = checked_int(owner, "in_channels", in_channels)
+        out_channels = checked_int(owner, "out_channels", out_channels)
+        groups = checked_int(owner, "groups", groups)
         if groups <= 0 or in_channels % groups or out_channels % groups:
-            raise KilnValueError(f"Conv2d: in_channels ({in_channels}) and out_channels "
+            raise KilnValueError(f"{owner}: in_channels ({in_channels}) and out_channels "
                                  f"({out_channels}) must be divisible by groups ({groups})")
         self.in_channels = in_channels
         self.out_channels = out_channels
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.stride = _pair(stride, "stride")
-        self.padding = _padding(padding, self.stride)
-        self.dilation = _pair(dilation, "dilation")
+        self.kernel_size = self._ints(kernel_size, "kernel_size")
+        self.stride = self._ints(stride, "stride")
+        self.padding = self._padding(padding)
+        self.dilation = self._ints(dilation, "dilation")
         self.groups = groups
         self.padding_mode = padding_mode
         dtype = dtype or _C.dtype.float32
-        shape = (out_channels, in_channels // groups) + self.kernel_size
-        self.weight = Parameter(_C.mint.empty(shape, dtype=dtype))
+        channels = ((in_channels, out_channels // groups) if self._transposed
+                    else (out_channels, in_channels // groups))
+        self.weight = Parameter(_C.mint.empty(channels + self.kernel_size, dtype=dtype))
         self.bias = Parameter(_C.mint.empty(out_channels, dtype=dtype)) if bias else None
         self.reset_parameters()
+
+    def _ints(self, value, name):
+        """``value`` (an int or a tuple of ``_dims`` ints) as a tuple of ``_dims`` Python ints."""
+        owner, count = type(self).__name__, self._dims
+        index = as_int(value)
+        if index is not None:
+            return (index,) * count
+        try:
+            values = tuple(value)
+        except TypeError:
+            raise KilnTypeError(f"{owner}: {name} must be an int or {_TUPLES[count]}, got "
+                                f"{value!r} ({type(value).__name__})") from None
+        if len(values) != count:
+            raise KilnValueError(f"{owner}: {name} must be an int or {_TUPLES[count]}, got "
+                                 f"{value!r}")
+        return tuple(checked_int(owner, f"{name}[{i}]", v) for i, v in enumerate(values))
+
+    def _padding(self, value):
+        """``padding``: "same" or "valid" as it is (as PyTorch keeps it), else as a tuple of ints.
+        "same" with a stride other than 1 is a KilnValueError, as in PyTorch."""
+        if not isinstance(value, str):
+            return self._ints(value, "padding")
+        owner = type(self).__name__
+        if value not in _composite.PADDING_STRINGS:
+            raise KilnValueError(f"{owner}: padding must be 'same', 'valid', an int or "
+                                 f"{_TUPLES[self._dims]}, got {value!r}")
+        if value == "same" and self.stride != (1,) * self._dims:
+            raise KilnValueError(f"{owner}: padding='same' needs stride 1 (the output could not "
+                                 f"keep the input's size), got stride {self.stride}")
+        return value
 
     def reset_parameters(self):
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
@@ -98,25 +112,128 @@ class Conv2d(Cell):
             bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
             init.uniform_(self.bias, -bound, bound)
 
+    def _padded(self, x):
+        """(x, padding) for a convolution: for a padding_mode other than "zeros", x padded in
+        that mode (kiln.mint.pad, last dimension first) and padding 0."""
+        if self.padding_mode == "zeros":
+            return x, self.padding
+        if self.padding == "same":
+            pairs = _composite.same_padding(self.kernel_size, self.dilation)
+        else:
+            padding = (0,) * self._dims if self.padding == "valid" else self.padding
+            pairs = tuple((p, p) for p in padding)
+        return _C.mint.pad(x, tuple(v for pair in reversed(pairs) for v in pair),
+                           self.padding_mode), 0
+
+    def extra_repr(self):
+        output_padding = (f", output_padding={self.output_padding}" if self._transposed
+                          else "")
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, padding={self.padding}{output_padding}, "
+                f"dilation={self.dilation}, groups={self.groups}, bias={self.bias is not None}"
+                + (f", padding_mode={self.padding_mode!r}" if self.padding_mode != "zeros" else ""))
+
+
+class Conv1d(_Conv):
+    """Conv1d(in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+    bias=True, padding_mode="zeros", dtype=None): 1-d convolution of x [N, C_in, L] to
+    [N, C_out, L_out], with parameters of ``dtype`` (default float32). The arguments and the
+    initialisation are in kiln.nn.conv's documentation."""
+
+    _dims = 1
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, dtype)
+
     def construct(self, x):
-        padding = self.padding
-        if self.padding_mode != "zeros":
-            x = _C.mint.pad(x, self._pads(), self.padding_mode)
-            padding = 0
+        x, padding = self._padded(x)
+        return F.conv1d(x, self.weight, self.bias, self.stride, padding, self.dilation,
+                        self.groups)
+
+
+class Conv2d(_Conv):
+    """Conv2d(in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+    bias=True, padding_mode="zeros", dtype=None): 2-d convolution of x [N, C_in, H, W] to
+    [N, C_out, H_out, W_out], with parameters of ``dtype`` (default float32). The arguments and
+    the initialisation are in kiln.nn.conv's documentation."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, dtype)
+
+    def construct(self, x):
+        x, padding = self._padded(x)
         return _composite.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation,
                                  self.groups)
 
-    def _pads(self):
-        """x's (left, right, top, bottom) padding, for a padding_mode other than "zeros"."""
-        if self.padding == "same":
-            (top, bottom), (left, right) = _composite.same_padding(self.kernel_size,
-                                                                   self.dilation)
-            return (left, right, top, bottom)
-        ph, pw = (0, 0) if self.padding == "valid" else self.padding
-        return (pw, pw, ph, ph)
 
-    def extra_repr(self):
-        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-                f"stride={self.stride}, padding={self.padding}, dilation={self.dilation}, "
-                f"groups={self.groups}, bias={self.bias is not None}"
-                + (f", padding_mode={self.padding_mode!r}" if self.padding_mode != "zeros" else ""))
+class ConvTranspose2d(_Conv):
+    """ConvTranspose2d(in_channels, out_channels, kernel_size, stride=1, padding=0,
+    output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros", dtype=None): the
+    transposed 2-d convolution (F.conv_transpose2d) of x [N, C_in, H, W] to [N, C_out, H_out,
+    W_out], H_out = (H - 1) * stride - 2 * padding + dilation * (kH - 1) + output_padding + 1 (W_out
+    likewise), with parameters of ``dtype`` (default float32). ``output_padding`` must be below
+    the stride or the dilation, ``padding_mode`` "zeros" and ``padding`` no string (else a
+    KilnValueError); the rest is in kiln.nn.conv's documentation.
+
+    Called as ``up(x, output_size=None)``: an ``output_size`` ([H_out, W_out], or a whole shape
+    [N, C_out, H_out, W_out]) picks the output_padding that gives that size, as PyTorch's; a size
+    that no output_padding below the stride gives is a KilnValueError naming the valid range."""
+
+    _transposed = True
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 dtype=None):
+        if padding_mode != "zeros":
+            raise KilnValueError(f"ConvTranspose2d: only padding_mode 'zeros' is supported, as "
+                                 f"in PyTorch, got {padding_mode!r}")
+        if isinstance(padding, str):
+            raise KilnValueError(f"ConvTranspose2d: padding must be an int or a pair of ints, "
+                                 f"got {padding!r} (a transposed convolution takes no padding "
+                                 f"string, as in PyTorch)")
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, dtype)
+        self.output_padding = self._ints(output_padding, "output_padding")
+        for extra, stride_, dilation_ in zip(self.output_padding, self.stride, self.dilation):
+            if extra < 0 or (extra >= stride_ and extra >= dilation_):
+                raise KilnValueError(f"ConvTranspose2d: output_padding must be >= 0 and below "
+                                     f"the stride or the dilation, got output_padding "
+                                     f"{self.output_padding} with stride {self.stride} and "
+                                     f"dilation {self.dilation}")
+
+    def construct(self, x, output_size=None):
+        output_padding = (self.output_padding if output_size is None
+                          else self._output_padding(x, output_size))
+        return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding,
+                                  output_padding, self.groups, self.dilation)
+
+    def _output_padding(self, x, output_size):
+        """The output_padding that gives x the output [..., *output_size[-2:]] (PyTorch's
+        _output_padding): each size between the smallest output and that plus stride - 1."""
+        if not isinstance(x, _C.Tensor) or x.ndim != 4:
+            raise ShapeError(f"ConvTranspose2d: expected x [N, C_in, H, W], got "
+                             f"{getattr(x, 'shape', type(x).__name__)}")
+        try:
+            values = list(output_size)
+        except TypeError:
+            raise KilnTypeError(f"ConvTranspose2d: output_size must be a sequence of ints, got "
+                                f"{type(output_size).__name__} {output_size!r}") from None
+        sizes = [checked_int("ConvTranspose2d", f"output_size[{i}]", v)
+                 for i, v in enumerate(values)]
+        if len(sizes) == 4:
+            sizes = sizes[2:]
+        if len(sizes) != 2:
+            raise KilnValueError(f"ConvTranspose2d: output_size must be [H_out, W_out] or "
+                                 f"[N, C_out, H_out, W_out], got {sizes}")
+        smallest = [(n - 1) * s - 2 * p + d * (k - 1) + 1 for n, s, p, d, k in
+                    zip(x.shape[2:], self.stride, self.padding, self.dilation, self.kernel_size)]
+        largest = [low + s - 1 for low, s in zip(smallest, self.stride)]
+        if any(not low <= size <= high for size, low, high in zip(sizes, smallest, largest)):
+            raise KilnValueError(f"ConvTranspose2d: requested an output size of {sizes}, but "
+                                 f"valid sizes range from {smallest} to {largest} (for an input "
+                                 f"of {list(x.shape[2:])})")
+        return [size - low for size, low in zip(sizes, smallest)]

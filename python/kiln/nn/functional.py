@@ -6,13 +6,14 @@ order and defaults (keyword-only where PyTorch's are), so that ported code runs 
     loss = F.cross_entropy(logits, labels, weight, ignore_index=0, label_smoothing=0.1)
 
 Activations: relu, relu6, leaky_relu, elu, selu, celu, gelu, silu, mish, sigmoid, tanh, softplus,
-softsign, tanhshrink, hardtanh, hardswish, hardsigmoid, logsigmoid, threshold, glu, softmax,
-log_softmax, softmin. Layers: dropout, linear, bilinear, conv2d, max_pool2d, avg_pool2d,
-adaptive_avg_pool2d, adaptive_max_pool2d, pad, embedding, one_hot, pixel_shuffle,
-pixel_unshuffle, scaled_dot_product_attention. Normalization and distances: layer_norm, rms_norm,
-group_norm, batch_norm, normalize, cosine_similarity, pairwise_distance. Losses: mse_loss,
-l1_loss, smooth_l1_loss, huber_loss, cross_entropy, nll_loss, binary_cross_entropy,
-binary_cross_entropy_with_logits, kl_div.
+softsign, tanhshrink, hardtanh, hardswish, hardsigmoid, prelu, logsigmoid, threshold, glu,
+softmax, log_softmax, softmin. Layers: dropout, linear, bilinear, conv1d, conv2d,
+conv_transpose2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, adaptive_max_pool2d, pad,
+interpolate (modes "nearest" and "bilinear", kiln/nn/upsampling.py), embedding, one_hot,
+pixel_shuffle, pixel_unshuffle, scaled_dot_product_attention. Normalization and distances:
+layer_norm, rms_norm, group_norm, batch_norm, normalize, cosine_similarity, pairwise_distance.
+Losses: mse_loss, l1_loss, smooth_l1_loss, huber_loss, cross_entropy, nll_loss,
+binary_cross_entropy, binary_cross_entropy_with_logits, kl_div.
 
 Each delegates to the kiln.mint function that computes it (an op, or a composite of
 kiln/mint/_composite.py), reordering the arguments where kiln.mint's order differs (the class
@@ -40,20 +41,22 @@ import math
 import warnings
 
 from .. import _C, mint as _mint
-from .._checks import checked_int, wrap_dim
+from .._checks import as_int, checked_int, wrap_dim
 from ..autograd import is_grad_enabled, no_grad
 from ..errors import (DTypeError, KilnNotImplementedError, KilnTypeError, KilnValueError,
                       ShapeError)
 from ..mint import _composite
 from ..mint._composite import _cast, _dims, _floating_tensor, _widened, check_real
+from .upsampling import interpolate  # noqa: F401  (composed there, beside its cells)
 
 __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "sigmoid",
            "tanh", "softplus", "softsign", "tanhshrink", "hardtanh", "hardswish", "hardsigmoid",
-           "logsigmoid", "threshold", "glu", "softmax", "log_softmax", "softmin", "dropout",
-           "linear", "bilinear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
-           "adaptive_max_pool2d", "pad", "embedding", "one_hot", "pixel_shuffle",
-           "pixel_unshuffle", "scaled_dot_product_attention", "layer_norm", "rms_norm",
-           "group_norm", "batch_norm", "normalize", "cosine_similarity", "pairwise_distance",
+           "prelu", "logsigmoid", "threshold", "glu", "softmax", "log_softmax", "softmin",
+           "dropout", "linear", "bilinear", "conv1d", "conv2d", "conv_transpose2d", "max_pool2d",
+           "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "pad", "interpolate",
+           "embedding", "one_hot", "pixel_shuffle", "pixel_unshuffle",
+           "scaled_dot_product_attention", "layer_norm", "rms_norm", "group_norm", "batch_norm",
+           "normalize", "cosine_similarity", "pairwise_distance",
            "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss",
            "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"]
 
@@ -208,6 +211,23 @@ def hardsigmoid(input, inplace=False):  # noqa: A002
     return _in_place("hardsigmoid", input, _cast(result, dtype), inplace)
 
 
+def prelu(input, weight):  # noqa: A002
+    """prelu(input, weight): x where x > 0, else weight * x, with ``weight`` (in the input's dtype)
+    of one element, or [C] for C channels (dim 1; an input of fewer than 2 dimensions has one): a
+    ShapeError otherwise. The gradients are PyTorch's: at x = 0, weight for the input and 0 for
+    the weight."""
+    owner = "prelu"
+    dtype = _floating_tensor(owner, "input", input)
+    _tensor(owner, "weight", weight)
+    channels = input.shape[1] if input.ndim >= 2 else 1
+    if weight.ndim > 1 or weight.numel() not in (1, channels):
+        raise ShapeError(f"{owner}: expected weight of 1 element or [{channels}] (one per channel "
+                         f"of input {_dims(input.shape)}), got {_dims(weight.shape)}")
+    # One slope broadcasts as a 0-d tensor (a [1] one would add a dimension to a 0-d input).
+    shape = [] if weight.numel() == 1 else [channels] + [1] * (input.ndim - 2)
+    return _mint.where(input > 0, input, _cast(weight, dtype).reshape(shape) * input)
+
+
 def _log_sigmoid(x):
     """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), which never overflows; the where()s give
     x = 0 the gradient 1/2 (see binary_cross_entropy_with_logits in kiln/mint/_composite.py)."""
@@ -321,11 +341,58 @@ def bilinear(input1, input2, weight, bias=None):
     return result if bias is None else result + bias
 
 
+def _conv1d_pair(name, value, height, low):
+    """conv1d's ``value`` (an int >= low, or a sequence of one) as conv2d's pair (height, value)."""
+    number = as_int(value)
+    if number is None and isinstance(value, (tuple, list)) and len(value) == 1:
+        number = checked_int("conv1d", f"{name}[0]", value[0])
+    if number is None:
+        raise KilnTypeError(f"conv1d: expected {name} to be an int or a sequence of one int, got "
+                            f"{type(value).__name__} {value!r}")
+    if number < low:
+        raise KilnValueError(f"conv1d: expected {name} >= {low}, got {number}")
+    return (height, number)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
+    """conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): 1-d
+    convolution of input [N, C, L] with weight [O, C / groups, k] to [N, O, L_out]; ``stride``,
+    ``padding`` and ``dilation`` are ints or sequences of one, ``padding`` also "valid" or
+    "same". Computed as conv2d over a height of 1 (kiln.mint._composite.conv2d), which
+    differentiates it."""
+    owner = "conv1d"
+    _tensor(owner, "input", input)
+    _tensor(owner, "weight", weight)
+    groups = checked_int(owner, "groups", groups, low=1)
+    if input.ndim != 3 or weight.ndim != 3 or input.shape[1] != weight.shape[1] * groups \
+            or weight.shape[0] % groups:
+        raise ShapeError(f"{owner}: expected input [N, C_in, L] and weight [C_out, C_in / groups, "
+                         f"k] with C_in and C_out divisible by groups = {groups}, got input "
+                         f"{_dims(input.shape)} and weight {_dims(weight.shape)}")
+    if not isinstance(padding, str):
+        padding = _conv1d_pair("padding", padding, 0, 0)
+    out = _composite.conv2d(_mint.unsqueeze(input, 2), _mint.unsqueeze(weight, 2), bias,
+                            _conv1d_pair("stride", stride, 1, 1), padding,
+                            _conv1d_pair("dilation", dilation, 1, 1), groups)
+    return _mint.squeeze(out, 2)
+
+
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
     """conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): 2-d
     convolution of input [N, C, H, W] with weight [O, C / groups, kH, kW]; ``padding`` is an int,
     a pair, or PyTorch's "valid" or "same" (kiln.mint._composite.conv2d)."""
     return _composite.conv2d(input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0,  # noqa: A002
+                     output_padding=0, groups=1, dilation=1):
+    """conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+    dilation=1) (kiln.mint.conv_transpose2d): the transposed convolution (conv2d's gradient with
+    respect to its input) of input [N, C_in, H, W] with weight [C_in, C_out / groups, kH, kW], to
+    H_out = (H - 1) * stride - 2 * padding + dilation * (kH - 1) + output_padding + 1 (W_out
+    likewise); ``output_padding`` is below stride or dilation."""
+    return _mint.conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups,
+                                  dilation)
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002

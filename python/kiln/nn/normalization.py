@@ -67,7 +67,8 @@ class _Norm(Cell):
         self.elementwise_affine = elementwise_affine
         dtype = dtype or _C.dtype.float32
         affine = elementwise_affine
-        self.weight = Parameter(_C.mint.empty(self.normalized_shape, dtype=dtype)) if affine else None
+        self.weight = (Parameter(_C.mint.empty(self.normalized_shape, dtype=dtype))
+                       if affine else None)
         self.bias = (Parameter(_C.mint.empty(self.normalized_shape, dtype=dtype))
                      if affine and bias else None)
         self.reset_parameters()
