@@ -31,6 +31,7 @@ from ._C.mint import (Generator, default_generator, from_dlpack, get_rng_state, 
                       initial_seed, manual_seed, seed, set_rng_state)
 from . import nn, optim  # noqa: F401  (after autograd, which they use)
 from . import distributed  # noqa: F401
+from . import cuda  # noqa: F401  (torch.cuda's is_available / device_count: no CUDA here)
 from .serialization import load, load_metadata, save  # noqa: F401
 
 __version__ = "0.6.0"
@@ -50,6 +51,7 @@ float = float32  # noqa: A001  (as torch.float)
 double = float64
 long = int64
 int = int32  # noqa: A001
+bool = bool_  # noqa: A001  (as torch.bool; kiln.bool_ stays, NumPy's spelling)
 
 _PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
 

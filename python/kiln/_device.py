@@ -10,7 +10,8 @@ so code that picks one at run time ports unchanged, but using it is a KilnValueE
 runs on the CPU. A device is a ``str`` (its name, "cpu" or "cuda:1"), so it compares equal to
 that name and passes wherever a device name does; ``type`` and ``index`` are its parts.
 
-This module also gives Tensor PyTorch's ``device``, ``is_cpu`` (True) and ``is_cuda`` (False).
+This module also gives Tensor PyTorch's ``device``, ``is_cpu`` (True), ``is_cuda`` (False) and
+``cuda()`` (a KilnValueError).
 """
 
 import builtins
@@ -112,3 +113,11 @@ _C.Tensor.device = property(lambda self: _CPU,
                                 "CPU).")
 _C.Tensor.is_cpu = property(lambda self: True, doc="True: Kiln's tensors live on the CPU.")
 _C.Tensor.is_cuda = property(lambda self: False, doc="False: Kiln runs on the CPU.")
+
+
+def _tensor_cuda(self, device=None, non_blocking=False):
+    """A KilnValueError: Kiln runs on the CPU (PyTorch's ``Tensor.cuda()``)."""
+    check_usable("Tensor.cuda", "cuda" if device is None else f"cuda:{device}")
+
+
+_C.Tensor.cuda = _tensor_cuda

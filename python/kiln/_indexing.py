@@ -88,6 +88,23 @@ def _clamps(s, size):
     return any(b is not None and not -size <= operator.index(b) <= size for b in (s.start, s.stop))
 
 
+def _int_slice(s):
+    """``s`` with its 1-element integer tensor bounds read as ints, as PyTorch reads them
+    (``data[i:i + 8]`` with ``i`` drawn by randint); other bounds are left to slice.indices.
+    Reading a traced bound raises the jit's data-dependent control-flow error."""
+    def bound(b):
+        if not isinstance(b, Tensor):
+            return b
+        if b.dtype.is_floating_point or b.dtype == _C.dtype.bool or b.numel() != 1:
+            raise KilnIndexError(f"slice bounds must be ints or 1-element integer tensors, got a "
+                                 f"{b.dtype.name} tensor of shape {list(b.shape)}")
+        return int(b.item())
+
+    if not any(isinstance(b, Tensor) for b in (s.start, s.stop, s.step)):
+        return s
+    return slice(bound(s.start), bound(s.stop), bound(s.step))
+
+
 def _parse(key):
     """The key as a list of (kind, value)."""
     items = []
@@ -97,7 +114,7 @@ def _parse(key):
         elif k is Ellipsis:
             items.append((_ELLIPSIS, None))
         elif isinstance(k, slice):
-            items.append((_SLICE, k))
+            items.append((_SLICE, _int_slice(k)))
         elif isinstance(k, (bool, np.bool_)):
             items.append((_BOOL, bool(k)))
         elif isinstance(k, (Tensor, np.ndarray, list, tuple, range)):

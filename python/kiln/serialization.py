@@ -50,6 +50,7 @@ import os
 import struct
 
 from . import _C
+from ._device import check_usable
 from ._numpy import np
 from .errors import DTypeError, KilnTypeError, KilnValueError
 
@@ -329,8 +330,14 @@ def load_metadata(path):
     return metadata
 
 
-def load(path):
-    """Reads a safetensors file into a dict of str -> kiln.Tensor, or the checkpoint it holds."""
+def load(path, map_location=None, *, weights_only=None):
+    """Reads a safetensors file into a dict of str -> kiln.Tensor, or the checkpoint it holds.
+
+    ``map_location`` and ``weights_only`` are PyTorch's, for ported code: Kiln's tensors live on
+    the CPU, so ``map_location`` may name it ('cpu', a kiln.device) or be None, and a
+    safetensors file holds data only, never code, whatever ``weights_only`` says."""
+    if map_location is not None:
+        check_usable("load: map_location", map_location)
     where = os.fspath(path)
     with open(path, "rb") as f:
         header, data_size = _read_header(f, where)

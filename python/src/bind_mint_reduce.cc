@@ -85,13 +85,23 @@ Tensor any_impl(const Tensor& x, nb::handle dim, bool keepdim) {
 // torch.return_types.max: t.max(1).values); made by bind_mint_reduce, which the module keeps.
 PyObject* g_values_indices = nullptr;
 
+// max(x, other) and min(x, other) with a tensor second argument are PyTorch's elementwise forms
+// (maximum / minimum).
 nb::object max_impl(const Tensor& x, nb::handle dim, bool keepdim) {
   if (dim.is_none()) return nb::cast(amax(x, {}, keepdim));
+  if (const Tensor* other = tensor_ptr(dim.ptr())) {
+    KILN_CHECK_TYPE(!keepdim) << "max: keepdim is for a dim, not for max(input, other)";
+    return nb::cast(maximum(x, *other));
+  }
   auto [values, indices] = max(x, parse_dim("max", dim), keepdim);
   return nb::handle(g_values_indices)(values, indices);
 }
 nb::object min_impl(const Tensor& x, nb::handle dim, bool keepdim) {
   if (dim.is_none()) return nb::cast(amin(x, {}, keepdim));
+  if (const Tensor* other = tensor_ptr(dim.ptr())) {
+    KILN_CHECK_TYPE(!keepdim) << "min: keepdim is for a dim, not for min(input, other)";
+    return nb::cast(minimum(x, *other));
+  }
   auto [values, indices] = min(x, parse_dim("min", dim), keepdim);
   return nb::handle(g_values_indices)(values, indices);
 }
@@ -129,12 +139,14 @@ int64_t correction_of(const char* op, const std::optional<int64_t>& correction,
   if (unbiased) return *unbiased ? 1 : 0;
   return correction.value_or(1);
 }
-Tensor var_impl(const Tensor& x, nb::handle dim, std::optional<int64_t> correction,
-                std::optional<bool> unbiased, bool keepdim) {
+// var / std take PyTorch's both spellings: (dim, unbiased, keepdim) by position (x.var(1, False))
+// and correction= by keyword.
+Tensor var_impl(const Tensor& x, nb::handle dim, std::optional<bool> unbiased, bool keepdim,
+                std::optional<int64_t> correction) {
   return var(x, parse_dims("var", dim), correction_of("var", correction, unbiased), keepdim);
 }
-Tensor std_impl(const Tensor& x, nb::handle dim, std::optional<int64_t> correction,
-                std::optional<bool> unbiased, bool keepdim) {
+Tensor std_impl(const Tensor& x, nb::handle dim, std::optional<bool> unbiased, bool keepdim,
+                std::optional<int64_t> correction) {
   return kiln::std(x, parse_dims("std", dim), correction_of("std", correction, unbiased), keepdim);
 }
 Tensor logsumexp_impl(const Tensor& x, nb::handle dim, bool keepdim) {
@@ -199,10 +211,14 @@ void bind_mint_reduce(nb::module_& mint) {
            "Whether any element over `dim` (None: all) is nonzero (True); a bool tensor.", dim,
            keepdim);
   def_both(mint, cls, "max", &max_impl,
-           "The 0-d maximum, or the named tuple (values, indices) along `dim` (an int).", dim,
+           "The 0-d maximum, the named tuple (values, indices) along `dim` (an int), or with a "
+           "tensor in place of dim the elementwise maximum (PyTorch's max(input, other)).",
+           dim,
            keepdim);
   def_both(mint, cls, "min", &min_impl,
-           "The 0-d minimum, or the named tuple (values, indices) along `dim` (an int).", dim,
+           "The 0-d minimum, the named tuple (values, indices) along `dim` (an int), or with a "
+           "tensor in place of dim the elementwise minimum (PyTorch's min(input, other)).",
+           dim,
            keepdim);
   def_both(mint, cls, "argmax", &argmax_impl,
            "int64 index of the first maximum along `dim`, or in the flattened tensor.", dim,
@@ -225,9 +241,9 @@ void bind_mint_reduce(nb::module_& mint) {
   def_both(mint, cls, "var", &var_impl,
            "Variance over `dim` with divisor max(0, N - correction); correction 1 by default, or "
            "unbiased=False for 0 (PyTorch's older spelling).",
-           dim, nb::kw_only(), "correction"_a = nb::none(), "unbiased"_a = nb::none(), keepdim);
-  def_both(mint, cls, "std", &std_impl, "Standard deviation: sqrt(var(...)).", dim, nb::kw_only(),
-           "correction"_a = nb::none(), "unbiased"_a = nb::none(), keepdim);
+           dim, "unbiased"_a = nb::none(), keepdim, nb::kw_only(), "correction"_a = nb::none());
+  def_both(mint, cls, "std", &std_impl, "Standard deviation: sqrt(var(...)).", dim,
+           "unbiased"_a = nb::none(), keepdim, nb::kw_only(), "correction"_a = nb::none());
   def_both(mint, cls, "logsumexp", &logsumexp_impl,
            "log(sum(exp(x))) over `dim`, without overflow.", "dim"_a.none(), keepdim);
   def_both(

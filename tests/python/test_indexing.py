@@ -169,6 +169,19 @@ def test_slice_steps_past_int64_and_the_size():
         assert_close(x[key], a[key])
 
 
+def test_slice_bounds_may_be_one_element_integer_tensors():
+    # nanoGPT's get_batch: data[i:i + block] with i drawn by randint.
+    a = np.arange(20.0)
+    x = kiln.tensor(a)
+    for i in kiln.mint.randint(0, 12, (5,)):
+        assert_close(x[i:i + 8], a[int(i.item()):int(i.item()) + 8])
+    assert_close(x[kiln.tensor([2]):kiln.tensor(9, dtype=kiln.int32):kiln.tensor(3)], a[2:9:3])
+    for bad in (kiln.tensor(1.0), kiln.tensor([1, 2]), kiln.tensor(True)):
+        with raises(kiln.KilnIndexError, match="slice bounds must be ints or 1-element integer "
+                                               "tensors"):
+            x[bad:]
+
+
 def test_integer_like_scalars_index_like_ints(base):
     x = kiln.tensor(base)
     assert_close(x[np.int32(2)], base[2])

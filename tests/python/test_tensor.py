@@ -432,3 +432,10 @@ def test_in_compares_every_element():
     assert 1 not in kiln.tensor([], dtype=kiln.int64)
     with raises(kiln.KilnTypeError, match="expects a number or a tensor, got str"):
         "a" in t  # noqa: B015
+
+
+def test_pytorchs_dtype_spellings_are_kilns():
+    assert kiln.bool is kiln.bool_ is kiln.dtype.bool
+    assert (kiln.float, kiln.double, kiln.half, kiln.long, kiln.int) == (
+        kiln.float32, kiln.float64, kiln.float16, kiln.int64, kiln.int32)
+    assert kiln.mint.zeros(2, dtype=kiln.bool).dtype == kiln.bool_

@@ -1,0 +1,64 @@
+"""PyTorch spellings that ported code uses and Kiln accepts: max / min of two tensors,
+var / std with unbiased by position, kiln.load's map_location, kiln.cuda's queries and
+Tensor.cuda(); each against NumPy or its documented behaviour, with its errors."""
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import raises
+
+mint = kiln.mint
+
+
+def test_max_and_min_of_two_tensors_are_elementwise(rng):
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal(4)
+    x, y = kiln.tensor(a), kiln.tensor(b)
+    np.testing.assert_array_equal(mint.max(x, y).numpy(), np.maximum(a, b))
+    np.testing.assert_array_equal(x.min(y).numpy(), np.minimum(a, b))
+    # The reductions are unchanged.
+    np.testing.assert_array_equal(mint.max(x, 1).values.numpy(), a.max(1))
+    assert mint.min(x).item() == a.min()
+    with raises(kiln.KilnTypeError, match="max: keepdim is for a dim, not for max"):
+        mint.max(x, y, keepdim=True)
+
+
+def test_var_and_std_take_unbiased_by_position(rng):
+    a = rng.standard_normal((4, 5))
+    x = kiln.tensor(a)
+    np.testing.assert_allclose(x.var(1, False).numpy(), a.var(1), rtol=1e-12)
+    np.testing.assert_allclose(mint.std(x, 0, True, True).numpy(),
+                               a.std(0, ddof=1, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(x.var(1, correction=0).numpy(), a.var(1), rtol=1e-12)
+    with raises(kiln.KilnValueError, match="expected correction or unbiased, not both"):
+        x.var(1, True, correction=0)
+
+
+def test_load_takes_map_location_and_weights_only(tmp_path):
+    path = tmp_path / "w.safetensors"
+    kiln.save({"w": mint.ones(2)}, path)
+    for where in (None, "cpu", kiln.device("cpu")):
+        loaded = kiln.load(path, map_location=where, weights_only=True)
+        np.testing.assert_array_equal(loaded["w"].numpy(), [1.0, 1.0])
+    with raises(kiln.KilnValueError, match="load: map_location: device 'cuda:0' is not available"):
+        kiln.load(path, "cuda:0")
+
+
+def test_cuda_says_there_is_none():
+    assert kiln.cuda.is_available() is False and kiln.cuda.device_count() == 0
+    kiln.cuda.manual_seed(3)
+    kiln.cuda.manual_seed_all(3)
+    with raises(kiln.KilnTypeError, match="kiln.cuda.manual_seed: seed must be an int"):
+        kiln.cuda.manual_seed(1.5)
+    with raises(kiln.KilnValueError, match="Tensor.cuda: device 'cuda' is not available; Kiln "
+                                           "runs on the CPU"):
+        mint.ones(1).cuda()
+
+
+def test_spellings_match_pytorchs(torch):
+    a = np.arange(6.0).reshape(2, 3)
+    b = np.array([1.0, 5.0, 2.0])
+    assert np.array_equal(torch.max(torch.tensor(a), torch.tensor(b)).numpy(),
+                          mint.max(kiln.tensor(a), kiln.tensor(b)).numpy())
+    assert np.allclose(torch.tensor(a).var(1, False).numpy(), kiln.tensor(a).var(1, False).numpy())
+    assert torch.cuda.device_count() >= kiln.cuda.device_count()
