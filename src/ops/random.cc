@@ -400,6 +400,19 @@ KILN_REGISTER_OP(
           KILN_CHECK_VALUE(detail::int_fits(dtype, low) && detail::int_fits(dtype, high - 1))
               << "RandInt: expected [low, high) within the range of " << dtype << ", got ["
               << low << ", " << high << ")";
+          // A floating dtype holds every integer of magnitude up to 2^digits exactly; past it a
+          // draw would round (to high itself, or to inf in float16).
+          if (is_floating_point(dtype)) {
+            const int digits = dtype == DType::kFloat16    ? 11
+                               : dtype == DType::kBFloat16 ? 8
+                               : dtype == DType::kFloat32  ? 24
+                                                           : 53;
+            const auto exact = [&](int64_t v) { return std::abs(v) <= (int64_t{1} << digits); };
+            KILN_CHECK_VALUE(exact(low) && exact(high - 1))
+                << "RandInt: expected [low, high) within the integers " << dtype
+                << " holds exactly (magnitude at most 2^" << digits << "), got [" << low << ", "
+                << high << ")";
+          }
           return MetaList{{dtype, shape}};
         })
         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {

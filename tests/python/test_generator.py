@@ -156,6 +156,11 @@ def test_randint_takes_both_of_pytorchs_forms(call, low, high, shape):
     (lambda: mint.randint(True, 4, (3,)), kiln.KilnTypeError,
      "randint: expected low to be an int, got True"),
     (lambda: mint.randint(3, 3, (2,)), kiln.KilnValueError, "expected high > low"),
+    (lambda: mint.randint(0, 2**20, (3,), dtype=kiln.float16), kiln.KilnValueError,
+     r"expected \[low, high\) within the integers float16 holds exactly \(magnitude at most "
+     r"2\^11\), got \[0, 1048576\)"),
+    (lambda: mint.randint(0, 1000, (3,), dtype=kiln.bfloat16), kiln.KilnValueError,
+     "within the integers bfloat16 holds exactly"),
 ])
 def test_randint_argument_errors(call, error, match):
     with raises(error, match=match):
