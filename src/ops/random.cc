@@ -237,6 +237,26 @@ void for_each_uniform(int64_t n, const RngState& draw, const Consume& consume) {
 }
 
 int float_lanes(DType dtype) { return dtype == DType::kFloat64 ? 2 : 4; }
+
+// The bits of a floating dtype's significand: it holds every integer up to 2^bits in magnitude.
+int significand_bits(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16:
+      return 11;
+    case DType::kBFloat16:
+      return 8;
+    case DType::kFloat32:
+      return 24;
+    default:
+      return 53;
+  }
+}
+
+// Whether `v` is a value of `dtype` exactly: within an integer dtype's range (checked apart), or
+// within the integers a floating dtype holds.
+bool holds_integer_exactly(DType dtype, int64_t v) {
+  return !is_floating_point(dtype) || std::abs(v) <= (int64_t{1} << significand_bits(dtype));
+}
 int int_lanes(DType) { return 2; }
 int dropout_lanes(DType) { return 4; }
 
@@ -400,19 +420,13 @@ KILN_REGISTER_OP(
           KILN_CHECK_VALUE(detail::int_fits(dtype, low) && detail::int_fits(dtype, high - 1))
               << "RandInt: expected [low, high) within the range of " << dtype << ", got ["
               << low << ", " << high << ")";
-          // A floating dtype holds every integer of magnitude up to 2^digits exactly; past it a
-          // draw would round (to high itself, or to inf in float16).
-          if (is_floating_point(dtype)) {
-            const int digits = dtype == DType::kFloat16    ? 11
-                               : dtype == DType::kBFloat16 ? 8
-                               : dtype == DType::kFloat32  ? 24
-                                                           : 53;
-            const auto exact = [&](int64_t v) { return std::abs(v) <= (int64_t{1} << digits); };
-            KILN_CHECK_VALUE(exact(low) && exact(high - 1))
-                << "RandInt: expected [low, high) within the integers " << dtype
-                << " holds exactly (magnitude at most 2^" << digits << "), got [" << low << ", "
-                << high << ")";
-          }
+          // Past the integers a floating dtype holds exactly a draw would round (to high itself,
+          // or to inf in float16).
+          KILN_CHECK_VALUE(holds_integer_exactly(dtype, low) &&
+                           holds_integer_exactly(dtype, high - 1))
+              << "RandInt: expected [low, high) within the integers " << dtype
+              << " holds exactly (magnitude at most 2^" << significand_bits(dtype) << "), got ["
+              << low << ", " << high << ")";
           return MetaList{{dtype, shape}};
         })
         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
@@ -510,9 +524,9 @@ KILN_REGISTER_OP(
           const int64_t n = ctx.attrs.get<int64_t>("n");
           KILN_CHECK_VALUE(n >= 0) << "randperm: expected n >= 0, got " << n;
           const DType dtype = ctx.attrs.get<DType>("dtype");
-          KILN_CHECK_DTYPE(dtype != DType::kBool && !is_floating_point(dtype))
-              << "randperm: expected an integer dtype, got " << dtype;
-          KILN_CHECK_VALUE(n == 0 || detail::int_fits(dtype, n - 1))
+          KILN_CHECK_DTYPE(dtype != DType::kBool) << "randperm: expected a numeric dtype, got bool";
+          KILN_CHECK_VALUE(n == 0 ||
+                           (detail::int_fits(dtype, n - 1) && holds_integer_exactly(dtype, n - 1)))
               << "randperm: n = " << n << " does not fit in " << dtype;
           return MetaList{{dtype, {n}}};
         })
@@ -522,9 +536,9 @@ KILN_REGISTER_OP(
           DrawnBits bits(draw_of(ctx.attrs, n, int_lanes(out.dtype())));
           visit_dtype(out.dtype(), [&](auto tag) {
             using T = typename decltype(tag)::type;
-            if constexpr (std::is_integral_v<T>) {
+            if constexpr (!std::is_same_v<T, bool>) {
               T* p = out.data<T>();
-              for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(i);
+              for (int64_t i = 0; i < n; ++i) p[i] = convert<T>(i);
               for (int64_t i = n - 1; i > 0; --i) {
                 const auto j = static_cast<int64_t>(mul_hi64(bits(n - 1 - i), i + 1));
                 std::swap(p[i], p[j]);

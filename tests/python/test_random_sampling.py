@@ -11,11 +11,11 @@ mint = kiln.mint
 
 
 @pytest.mark.parametrize("n", [0, 1, 5, 1000])
-@pytest.mark.parametrize("dtype", [None, kiln.int32, kiln.int16])
+@pytest.mark.parametrize("dtype", [None, kiln.int32, kiln.int16, kiln.float32, kiln.float16])
 def test_randperm_is_a_permutation(n, dtype):
     p = mint.randperm(n) if dtype is None else mint.randperm(n, dtype=dtype)
     assert p.dtype == (dtype or kiln.int64) and p.shape == (n,)
-    np.testing.assert_array_equal(np.sort(p.numpy()), np.arange(n))
+    np.testing.assert_array_equal(np.sort(p.to(kiln.float64).numpy()), np.arange(n))
 
 
 def test_randperm_repeats_after_manual_seed_and_indexes_rows():
@@ -114,8 +114,10 @@ def test_bad_arguments_are_typed_errors():
         mint.randperm(-1)
     with raises(kiln.KilnValueError, match="n = 300 does not fit in uint8"):
         mint.randperm(300, dtype=kiln.uint8)
-    with raises(kiln.DTypeError, match="randperm: expected an integer dtype, got float32"):
-        mint.randperm(3, dtype=kiln.float32)
+    with raises(kiln.DTypeError, match="randperm: expected a numeric dtype, got bool"):
+        mint.randperm(3, dtype=kiln.bool)
+    with raises(kiln.KilnValueError, match="n = 4000 does not fit in float16"):
+        mint.randperm(4000, dtype=kiln.float16)
     with raises(kiln.DTypeError, match="expected floating probabilities, got int64"):
         mint.multinomial(kiln.tensor([1, 2]), 1)
     with raises(kiln.ShapeError, match=r"shape \[C\] or \[B, C\]"):

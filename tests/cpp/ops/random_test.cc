@@ -671,8 +671,18 @@ TEST(Multinomial, RejectsBadArguments_AndBadWeightsWhenItRuns) {
   expect_error([] { randperm(-1); }, ErrorKind::kValue, "randperm: expected n >= 0, got -1");
   expect_error([] { randperm(300, DType::kInt8); }, ErrorKind::kValue,
                "randperm: n = 300 does not fit in int8");
-  expect_error([] { randperm(3, DType::kFloat32); }, ErrorKind::kDType,
-               "randperm: expected an integer dtype, got float32");
+  expect_error([] { randperm(3, DType::kBool); }, ErrorKind::kDType,
+               "randperm: expected a numeric dtype, got bool");
+  expect_error([] { randperm(257 + 256, DType::kBFloat16); }, ErrorKind::kValue,
+               "randperm: n = 513 does not fit in bfloat16");
+  // A floating dtype holds the permutation exactly: PyTorch's randperm(n, dtype=float32).
+  Generator g(3);
+  const Tensor as_float = randperm(100, DType::kFloat32, g);
+  g.manual_seed(3);
+  const Tensor as_int = randperm(100, DType::kInt64, g);
+  for (int64_t i = 0; i < 100; ++i) {
+    EXPECT_EQ(as_float.data<float>()[i], static_cast<float>(as_int.data<int64_t>()[i]));
+  }
   EXPECT_TRUE(OpRegistry::Instance().get("RandPerm")->has_trait(kTraitRandom));
   EXPECT_TRUE(OpRegistry::Instance().get("Multinomial")->has_trait(kTraitRandom));
 }
