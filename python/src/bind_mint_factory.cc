@@ -44,8 +44,12 @@ Shape size_from_object(const char* fn, nb::handle obj) {
   return shape;
 }
 
-// f(2, 3), f((2, 3)), f([2, 3]) and f() (0-d), as PyTorch accepts.
-Shape size_from_args(const char* fn, const nb::args& args) {
+// f(2, 3), f((2, 3)), f([2, 3]), f() (0-d) and f(size=(2, 3)), as PyTorch accepts.
+Shape size_from_args(const char* fn, const nb::args& args, nb::handle size) {
+  if (!size.is_none()) {
+    KILN_CHECK_TYPE(args.size() == 0) << fn << ": got the size both by position and by keyword";
+    return size_from_object(fn, size);
+  }
   if (args.size() == 1 && !is_int_arg(args[0])) return size_from_object(fn, args[0]);
   Shape shape;
   for (nb::handle v : args) shape.push_back(size_entry(fn, v));
@@ -134,30 +138,38 @@ Tensor requiring_grad(Tensor t, bool requires_grad) {
 void bind_mint_factory(nb::module_& mint) {
   mint.def(
       "zeros",
-      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad, nb::handle device) {
+      [](nb::args sizes, nb::handle size, std::optional<DTypeArg> dtype, bool requires_grad,
+         nb::handle device) {
         check_device("zeros", device);
         return requiring_grad(
-            zeros(size_from_args("zeros", size), dtype_or(dtype, DType::kFloat32)), requires_grad);
+            zeros(size_from_args("zeros", sizes, size), dtype_or(dtype, DType::kFloat32)),
+            requires_grad);
       },
-      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false, "device"_a = nb::none(),
+      "sizes"_a, "size"_a = nb::none(), "dtype"_a = nb::none(), "requires_grad"_a = false,
+      "device"_a = nb::none(),
       "zeros(*size, dtype=kiln.float32): a tensor of zeros; size as ints or one sequence.");
   mint.def(
       "ones",
-      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad, nb::handle device) {
+      [](nb::args sizes, nb::handle size, std::optional<DTypeArg> dtype, bool requires_grad,
+         nb::handle device) {
         check_device("ones", device);
-        return requiring_grad(ones(size_from_args("ones", size), dtype_or(dtype, DType::kFloat32)),
-                              requires_grad);
+        return requiring_grad(
+            ones(size_from_args("ones", sizes, size), dtype_or(dtype, DType::kFloat32)),
+            requires_grad);
       },
-      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false, "device"_a = nb::none(),
-      "ones(*size, dtype=kiln.float32): a tensor of ones.");
+      "sizes"_a, "size"_a = nb::none(), "dtype"_a = nb::none(), "requires_grad"_a = false,
+      "device"_a = nb::none(), "ones(*size, dtype=kiln.float32): a tensor of ones.");
   mint.def(
       "empty",
-      [](nb::args size, std::optional<DTypeArg> dtype, bool requires_grad, nb::handle device) {
+      [](nb::args sizes, nb::handle size, std::optional<DTypeArg> dtype, bool requires_grad,
+         nb::handle device) {
         check_device("empty", device);
         return requiring_grad(
-            empty(size_from_args("empty", size), dtype_or(dtype, DType::kFloat32)), requires_grad);
+            empty(size_from_args("empty", sizes, size), dtype_or(dtype, DType::kFloat32)),
+            requires_grad);
       },
-      "size"_a, "dtype"_a = nb::none(), "requires_grad"_a = false, "device"_a = nb::none(),
+      "sizes"_a, "size"_a = nb::none(), "dtype"_a = nb::none(), "requires_grad"_a = false,
+      "device"_a = nb::none(),
       "empty(*size, dtype=kiln.float32): a tensor with uninitialised elements.");
   mint.def(
       "full",
@@ -226,28 +238,30 @@ void bind_mint_factory(nb::module_& mint) {
       "device"_a = nb::none(), "An [n, m] identity matrix (m defaults to n).");
   mint.def(
       "rand",
-      [](nb::args size, nb::handle generator, std::optional<DTypeArg> dtype, bool requires_grad,
-         nb::handle device) {
+      [](nb::args sizes, nb::handle size, nb::handle generator, std::optional<DTypeArg> dtype,
+         bool requires_grad, nb::handle device) {
         check_device("rand", device);
-        return requiring_grad(rand(size_from_args("rand", size), dtype_or(dtype, DType::kFloat32),
-                                   generator_arg("rand", generator)),
-                              requires_grad);
+        return requiring_grad(
+            rand(size_from_args("rand", sizes, size), dtype_or(dtype, DType::kFloat32),
+                 generator_arg("rand", generator)),
+            requires_grad);
       },
-      "size"_a, "generator"_a = nb::none(), "dtype"_a = nb::none(), "requires_grad"_a = false,
-      "device"_a = nb::none(),
+      "sizes"_a, "size"_a = nb::none(), "generator"_a = nb::none(), "dtype"_a = nb::none(),
+      "requires_grad"_a = false, "device"_a = nb::none(),
       "rand(*size, generator=None, dtype=kiln.float32): uniform samples in [0, 1) from "
       "`generator` (None: the default generator).");
   mint.def(
       "randn",
-      [](nb::args size, nb::handle generator, std::optional<DTypeArg> dtype, bool requires_grad,
-         nb::handle device) {
+      [](nb::args sizes, nb::handle size, nb::handle generator, std::optional<DTypeArg> dtype,
+         bool requires_grad, nb::handle device) {
         check_device("randn", device);
-        return requiring_grad(randn(size_from_args("randn", size), dtype_or(dtype, DType::kFloat32),
-                                    generator_arg("randn", generator)),
-                              requires_grad);
+        return requiring_grad(
+            randn(size_from_args("randn", sizes, size), dtype_or(dtype, DType::kFloat32),
+                  generator_arg("randn", generator)),
+            requires_grad);
       },
-      "size"_a, "generator"_a = nb::none(), "dtype"_a = nb::none(), "requires_grad"_a = false,
-      "device"_a = nb::none(),
+      "sizes"_a, "size"_a = nb::none(), "generator"_a = nb::none(), "dtype"_a = nb::none(),
+      "requires_grad"_a = false, "device"_a = nb::none(),
       "randn(*size, generator=None, dtype=kiln.float32): standard normal samples from "
       "`generator` (None: the default generator).");
   mint.def(

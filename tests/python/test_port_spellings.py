@@ -62,3 +62,12 @@ def test_spellings_match_pytorchs(torch):
                           mint.max(kiln.tensor(a), kiln.tensor(b)).numpy())
     assert np.allclose(torch.tensor(a).var(1, False).numpy(), kiln.tensor(a).var(1, False).numpy())
     assert torch.cuda.device_count() >= kiln.cuda.device_count()
+
+
+def test_factories_take_size_by_keyword():
+    for factory in (mint.zeros, mint.ones, mint.empty, mint.rand, mint.randn):
+        assert factory(size=(2, 3)).shape == (2, 3)
+        assert factory(size=4).shape == (4,)
+        with raises(kiln.KilnTypeError, match="got the size both by position and by keyword"):
+            factory(2, size=(3,))
+    np.testing.assert_array_equal(mint.zeros(size=[2], dtype=kiln.int32).numpy(), [0, 0])
