@@ -18,8 +18,9 @@
 - ``Parameter(data, requires_grad=True)``: a leaf tensor that cells register.
 - Layers: ``Linear`` / ``Dense``, ``Conv1d``, ``Conv2d``, ``ConvTranspose2d``, ``Upsample``
   (``UpsamplingNearest2d``, ``UpsamplingBilinear2d``; kiln/nn/upsampling.py), ``LayerNorm``,
-  ``RMSNorm``, ``Embedding``, ``Dropout``, ``MultiheadAttention``, ``BatchNorm1d``,
-  ``BatchNorm2d``, ``MaxPool2d``,
+  ``RMSNorm``, ``GroupNorm``, ``Embedding`` (``Embedding.from_pretrained``), ``Dropout``,
+  ``Dropout1d``, ``Dropout2d``, ``MultiheadAttention``, ``BatchNorm1d``, ``BatchNorm2d``,
+  ``MaxPool2d``,
   ``AvgPool2d``, ``AdaptiveAvgPool2d``, ``AdaptiveMaxPool2d``, ``Flatten``, ``Unflatten``;
   containers ``Sequential``, ``ModuleList``, ``ModuleDict``, ``ParameterList``,
   ``ParameterDict``; recurrent ``RNN``, ``LSTM``, ``GRU`` and their cells ``RNNCell``,
@@ -30,7 +31,7 @@
   ``Softplus``, ``Hardtanh``, ``ReLU6``, ``PReLU``, ``Mish``, ``LogSoftmax``, ``Hardswish``,
   ``Hardsigmoid``; losses ``CrossEntropyLoss``,
   ``NLLLoss``, ``MSELoss``, ``L1Loss``, ``SmoothL1Loss``, ``HuberLoss``, ``BCELoss``,
-  ``BCEWithLogitsLoss``.
+  ``BCEWithLogitsLoss``, ``KLDivLoss``.
   Each layer's file documents its arguments and its (PyTorch-equal) initialisation; layers with
   parameters take ``dtype`` (default float32).
 - ``DataParallel(cell, group=None, bucket_cap_mb=25)``: data-parallel training over a
@@ -42,7 +43,7 @@
   ``clip_grad_norm`` / ``clip_grad_value`` (on gradients given as values, in jitted steps).
 - ``kiln.nn.init``: ``uniform_``, ``normal_``, ``constant_``, ``zeros_``, ``ones_``,
   ``xavier_uniform_``, ``xavier_normal_``, ``kaiming_uniform_``, ``kaiming_normal_``,
-  ``trunc_normal_``, seeded by
+  ``trunc_normal_``, ``orthogonal_``, seeded by
   ``kiln.manual_seed``.
 """
 
@@ -55,13 +56,13 @@ from .cell import Cell, LoadResult, Module  # noqa: F401
 from .container import (ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401
                         Sequential)
 from .conv import Conv1d, Conv2d, ConvTranspose2d  # noqa: F401
-from .dropout import Dropout  # noqa: F401
+from .dropout import Dropout, Dropout1d, Dropout2d  # noqa: F401
 from .embedding import Embedding  # noqa: F401
 from .linear import Dense, Linear  # noqa: F401
 from .flatten import Flatten, Unflatten  # noqa: F401
-from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss,  # noqa: F401
-                   MSELoss, NLLLoss, SmoothL1Loss)
-from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm  # noqa: F401
+from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss,  # noqa: F401
+                   KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
+from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm  # noqa: F401
 from .parallel import DataParallel  # noqa: F401
 from .parameter import Parameter  # noqa: F401
 from .pooling import (AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d,  # noqa: F401
@@ -83,4 +84,5 @@ __all__ = ["functional", "init", "utils", "Cell", "Module", "LoadResult", "Param
            "LSTMCell", "GRUCell", "TransformerEncoderLayer", "TransformerEncoder",
            "TransformerDecoderLayer", "TransformerDecoder", "Transformer", "Conv1d",
            "ConvTranspose2d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "ReLU6",
-           "PReLU", "Mish", "LogSoftmax", "Hardswish", "Hardsigmoid"]
+           "PReLU", "Mish", "LogSoftmax", "Hardswish", "Hardsigmoid", "GroupNorm", "Dropout1d",
+           "Dropout2d", "KLDivLoss"]

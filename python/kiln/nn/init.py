@@ -20,13 +20,15 @@ the default generator, so ``kiln.manual_seed(n)`` makes them repeat.
   ``xavier_normal_(t, gain=1)``: N(0, gain * sqrt(2 / (fan_in + fan_out))).
 - ``kaiming_uniform_(t, a=0, mode="fan_in", nonlinearity="leaky_relu")``: U(-b, b) with
   b = gain * sqrt(3 / fan); ``kaiming_normal_`` likewise with std = gain / sqrt(fan).
+- ``orthogonal_(t, gain=1)``: a (semi-)orthogonal matrix times gain, from the QR decomposition
+  of a normal sample, viewing ``t`` as [t.shape[0], the product of the rest].
 - ``calculate_gain(nonlinearity, param=None)`` and ``fan_in_and_fan_out(t)``: the fans of a
   weight [out, in, *kernel] are in * prod(kernel) and out * prod(kernel).
 
 The random initialisers (``uniform_``, ``normal_``, ``trunc_normal_``, ``xavier_*``,
-``kaiming_*``) need a floating-point tensor: an integer or bool one is a DTypeError, as in
-PyTorch (``constant_``, ``zeros_`` and ``ones_`` fill any dtype). A tensor with no elements is
-returned unchanged after the arguments are checked (a fan of 0 has no bound), so
+``kaiming_*``, ``orthogonal_``) need a floating-point tensor: an integer or bool one is a
+DTypeError, as in PyTorch (``constant_``, ``zeros_`` and ``ones_`` fill any dtype). A tensor with
+no elements is returned unchanged after the arguments are checked (a fan of 0 has no bound), so
 ``Linear(0, 3)`` builds.
 
 As in PyTorch, ``uniform_`` needs a <= b, with a, b and b - a finite values of the tensor's dtype,
@@ -41,6 +43,7 @@ import math
 import warnings
 
 from .. import _C
+from .._numpy import np
 from ..autograd import no_grad
 from ..errors import KilnValueError
 from ..mint._composite import check_real
@@ -48,7 +51,7 @@ from ..mint._random import check_floating, sample_dtype
 
 __all__ = ["calculate_gain", "fan_in_and_fan_out", "uniform_", "normal_", "trunc_normal_",
            "constant_", "zeros_", "ones_", "xavier_uniform_", "xavier_normal_",
-           "kaiming_uniform_", "kaiming_normal_"]
+           "kaiming_uniform_", "kaiming_normal_", "orthogonal_"]
 
 _mint = _C.mint
 
@@ -244,3 +247,37 @@ def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", gen
         return tensor
     std = gain / math.sqrt(fan)
     return normal_(tensor, 0.0, std, generator)
+
+
+def orthogonal_(tensor, gain=1.0, generator=None):
+    """Fills ``tensor`` (floating point, at least 2-d) with a (semi-)orthogonal matrix times
+    ``gain``, as PyTorch does (Saxe et al., 2013): viewed as a matrix [rows, cols] with rows =
+    tensor.shape[0], its rows are orthonormal when rows <= cols, its columns otherwise. The
+    matrix is the Q of the QR decomposition of a standard normal sample [rows, cols] (transposed
+    when rows < cols) drawn from ``generator`` (None: the default generator, so
+    ``kiln.manual_seed`` repeats it), with each column's sign made that of R's diagonal entry,
+    which makes Q uniformly distributed (Mezzadri, 2007). The factorisation runs in NumPy, in
+    float64; the sample is float32 (float64 for a float64 tensor), as ``normal_`` draws.
+
+    A tensor of fewer than 2 dimensions is a KilnValueError, an integer one a DTypeError, a gain
+    that is no real number a KilnTypeError; one with no elements is returned as it is."""
+    check_floating(tensor, "nn.init.orthogonal_")
+    if tensor.ndim < 2:
+        raise KilnValueError(f"nn.init.orthogonal_: expected a tensor with at least 2 "
+                             f"dimensions, got shape {list(tensor.shape)}")
+    gain = check_real("nn.init.orthogonal_", "gain", gain)
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    sample = _mint.randn(rows, cols, generator=generator, dtype=sample_dtype(tensor))
+    flat = sample.numpy().astype(np.float64)
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)  # LAPACK's Householder QR; q [max, min], r [min, min]
+    # PyTorch multiplies by sign(diag(R)), which zeroes a column where R's entry is 0 (an event
+    # of probability 0); +1 there keeps Q orthogonal.
+    q *= np.where(np.diagonal(r) < 0, -1.0, 1.0)
+    if rows < cols:
+        q = q.T
+    return _fill(tensor, _C.tensor(q.reshape(tensor.shape) * gain))

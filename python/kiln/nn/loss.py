@@ -18,25 +18,28 @@ is a KilnValueError), computed by the kiln.mint function named after it:
   pos_weight=None)``: the same from logits, without overflow
   (kiln.mint.binary_cross_entropy_with_logits). ``weight`` and ``pos_weight`` are kiln tensors
   that broadcast to the input's shape, kept as attributes.
+- ``KLDivLoss(reduction="mean", log_target=False)``: the KL divergence of log-probabilities from
+  target probabilities (F.kl_div), which also takes ``reduction="batchmean"``.
 
     loss = kiln.nn.CrossEntropyLoss()(net(x), labels)
 """
 
 from .. import _C
-from .._checks import checked_int
+from .._checks import checked_bool, checked_int
 from ..errors import DTypeError, KilnTypeError, KilnValueError, ShapeError
 from ..mint import _composite
+from . import functional as F
 from .cell import Cell
 
 __all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
-           "BCELoss", "BCEWithLogitsLoss"]
+           "BCELoss", "BCEWithLogitsLoss", "KLDivLoss"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
 
-def _check_reduction(name, reduction):
-    if reduction not in _REDUCTIONS:
-        raise KilnValueError(f"{name}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+def _check_reduction(name, reduction, allowed=_REDUCTIONS):
+    if reduction not in allowed:
+        raise KilnValueError(f"{name}: reduction must be one of {allowed}, got {reduction!r}")
     return reduction
 
 
@@ -231,3 +234,24 @@ class BCEWithLogitsLoss(Cell):
 
     def extra_repr(self):
         return f"reduction={self.reduction!r}"
+
+
+class KLDivLoss(Cell):
+    """KLDivLoss(reduction="mean", log_target=False): ``loss(input, target)``, the pointwise KL
+    divergence target * (log(target) - input) of log-probabilities ``input`` from the
+    probabilities ``target`` of its shape (log-probabilities with ``log_target``), reduced as
+    F.kl_div does: "batchmean" divides the sum by the batch size (dim 0), which is the KL
+    divergence, "mean" by the number of elements (with PyTorch's warning), or "sum" or "none".
+    ``reduction`` is one of those (else a KilnValueError) and ``log_target`` a bool (else a
+    KilnTypeError)."""
+
+    def __init__(self, reduction="mean", log_target=False):
+        super().__init__()
+        self.reduction = _check_reduction("KLDivLoss", reduction, _REDUCTIONS + ("batchmean",))
+        self.log_target = checked_bool("KLDivLoss", "log_target", log_target)
+
+    def construct(self, input, target):  # noqa: A002
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+    def extra_repr(self):
+        return f"reduction={self.reduction!r}, log_target={self.log_target}"

@@ -1,9 +1,11 @@
 """kiln.nn.LayerNorm and kiln.nn.RMSNorm over the trailing ``normalized_shape`` dimensions;
-kiln.nn.BatchNorm1d and kiln.nn.BatchNorm2d over the batch, per channel.
+kiln.nn.BatchNorm1d and kiln.nn.BatchNorm2d over the batch, per channel; kiln.nn.GroupNorm over
+groups of channels, per sample.
 
     ln = kiln.nn.LayerNorm(512)                   # weight ones, bias zeros, eps 1e-5
     rms = kiln.nn.RMSNorm([8, 64], eps=1e-6)       # weight ones
     bn = kiln.nn.BatchNorm2d(16)                   # x [N, 16, H, W]; running statistics
+    gn = kiln.nn.GroupNorm(4, 16)                  # x [N, 16, ...]; 4 groups of 4 channels
 
 ``normalized_shape`` is an int or a sequence of ints. With ``elementwise_affine=False`` there
 are no parameters; LayerNorm's ``bias=False`` keeps the weight only (as in PyTorch).
@@ -43,11 +45,13 @@ from .. import _C
 from .._checks import checked_bool, checked_int
 from ..autograd import no_grad
 from ..errors import DTypeError, KilnTypeError, KilnValueError, ShapeError
+from ..mint._composite import check_real
+from . import functional as F
 from . import init
 from .cell import Cell
 from .parameter import Parameter
 
-__all__ = ["LayerNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d"]
+__all__ = ["LayerNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d", "GroupNorm"]
 
 _mint = _C.mint
 _SIXTEEN_BITS = (_C.dtype.float16, _C.dtype.bfloat16)
@@ -283,3 +287,54 @@ class BatchNorm2d(_BatchNorm):
 
     _ranks = (4,)
     _layout = "4-D [N, C, H, W]"
+
+
+class GroupNorm(Cell):
+    """GroupNorm(num_groups, num_channels, eps=1e-5, affine=True, dtype=None, *, bias=True):
+    x [N, C, ...] with C = ``num_channels`` split into ``num_groups`` groups of C / num_groups
+    channels, each sample's group normalized over its channels and the dimensions after C,
+    (x - mean) / sqrt(var + eps) with the biased variance, then times ``weight`` [C] (ones) plus
+    ``bias`` [C] (zeros), as PyTorch's GroupNorm (F.group_norm). Without ``affine`` there are
+    no parameters; ``bias=False`` (keyword-only, as in PyTorch's newest) keeps the weight only.
+    It keeps no running statistics: training and eval mode compute alike.
+
+    ``num_groups`` and ``num_channels`` are ints >= 1, the channels divisible by the groups (a
+    KilnValueError otherwise, as in PyTorch), ``eps`` a number >= 0, ``affine`` and ``bias``
+    bools. An input with another number of channels in dim 1 is a ShapeError, also without
+    ``affine`` (where PyTorch accepts any divisible by the groups)."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, dtype=None, *,
+                 bias=True):
+        super().__init__()
+        self.num_groups = checked_int("GroupNorm", "num_groups", num_groups, low=1)
+        self.num_channels = checked_int("GroupNorm", "num_channels", num_channels, low=1)
+        if self.num_channels % self.num_groups:
+            raise KilnValueError(f"GroupNorm: num_channels must be divisible by num_groups, got "
+                                 f"num_channels={num_channels}, num_groups={num_groups}")
+        self.eps = check_real("GroupNorm", "eps", eps)
+        if not self.eps >= 0:
+            raise KilnValueError(f"GroupNorm: eps must be at least 0, got {eps}")
+        self.affine = checked_bool("GroupNorm", "affine", affine)
+        checked_bool("GroupNorm", "bias", bias)
+        dtype = dtype or _C.dtype.float32
+        shape = (self.num_channels,)
+        self.weight = Parameter(_mint.empty(shape, dtype=dtype)) if affine else None
+        self.bias = Parameter(_mint.empty(shape, dtype=dtype)) if affine and bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """Sets the weight to ones and the bias to zeros."""
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
+
+    def construct(self, x):
+        if isinstance(x, _C.Tensor) and (x.ndim < 2 or x.shape[1] != self.num_channels):
+            raise ShapeError(f"GroupNorm: expected an input [N, {self.num_channels}, ...] with "
+                             f"{self.num_channels} channels in dim 1, got shape {list(x.shape)}")
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")

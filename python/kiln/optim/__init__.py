@@ -20,7 +20,8 @@
 - ``RAdam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, *,
   decoupled_weight_decay=False, maximize=False)``.
 - ``lr_scheduler``: ``CosineAnnealingLR``, ``StepLR``, ``MultiStepLR``, ``ExponentialLR``,
-  ``LambdaLR``, ``LinearLR``, ``ConstantLR``, ``OneCycleLR``, ``ReduceLROnPlateau`` (PyTorch's
+  ``LambdaLR``, ``LinearLR``, ``ConstantLR``, ``OneCycleLR``, ``ReduceLROnPlateau``,
+  ``CosineAnnealingWarmRestarts``, ``SequentialLR`` (PyTorch's
   arguments; each computes its rate from the group's base rate; kiln/optim/lr_scheduler.py).
 """
 

@@ -36,6 +36,11 @@ t = 0, 1, ...:
         base * (start_factor + (end_factor - start_factor) * min(t, total_iters) / total_iters)
     ConstantLR(factor=1/3, total_iters=5) base * factor for t < total_iters, then base
     OneCycleLR(max_lr, total_steps, ...)  see its docstring (it can cycle the momentum too)
+    CosineAnnealingWarmRestarts(T_0, T_mult=1, eta_min=0)
+        eta_min + (base - eta_min) * (1 + cos(pi * T_cur / T_i)) / 2, with T_i the length of
+        the current cycle (T_0, times T_mult at each restart) and T_cur the steps since it began
+    SequentialLR(schedulers, milestones)  scheduler i from milestone i - 1 (the first from
+        step 0) up to milestone i, each from its own step 0
     ReduceLROnPlateau(mode="min", factor=0.1, patience=10, ...): ``step(metrics)`` multiplies
         the rates by ``factor`` once the metric has not improved for more than ``patience`` steps
 
@@ -64,7 +69,8 @@ from ..errors import KilnTypeError, KilnValueError
 from .optimizer import Optimizer, check_number
 
 __all__ = ["LRScheduler", "CosineAnnealingLR", "StepLR", "MultiStepLR", "ExponentialLR",
-           "LambdaLR", "LinearLR", "ConstantLR", "OneCycleLR", "ReduceLROnPlateau"]
+           "LambdaLR", "LinearLR", "ConstantLR", "OneCycleLR", "ReduceLROnPlateau",
+           "CosineAnnealingWarmRestarts", "SequentialLR"]
 
 
 def _check_optimizer(owner, optimizer):
@@ -81,6 +87,18 @@ def _check_between(owner, name, value, low, high, low_open=False):
     if not ((low < value) if low_open else (low <= value)) or not value <= high:
         interval = f"{'(' if low_open else '['}{low}, {high}]"
         raise KilnValueError(f"{owner}: {name} must be in {interval}, got {value}")
+
+
+def _checked_milestones(owner, milestones):
+    """``milestones`` (any iterable of step indices) as a list of ints >= 0 in increasing order;
+    equal ones are allowed."""
+    if isinstance(milestones, (str, bytes)) or not hasattr(milestones, "__iter__"):
+        raise KilnTypeError(f"{owner}: milestones must be a list of step indices, got "
+                            f"{type(milestones).__name__} {milestones!r}")
+    milestones = [checked_int(owner, "a milestone", m, 0) for m in milestones]
+    if milestones != sorted(milestones):
+        raise KilnValueError(f"{owner}: milestones must be in increasing order, got {milestones}")
+    return milestones
 
 
 def _per_group(owner, name, value, optimizer, minimum):
@@ -121,11 +139,15 @@ class LRScheduler:
 
     def step(self):
         """Advances the schedule one step and sets each group's rate for it."""
-        lrs = self.lrs_at(self.last_epoch + 1)
+        t = self.last_epoch + 1
+        self._set_rates(self.lrs_at(t), t)
+
+    def _set_rates(self, lrs, t):
+        """Sets each group's rate to ``lrs``, the rates of step ``t``, and records the step."""
         # Set first: a refused rate (inside a kiln.jit function) leaves the scheduler as it was.
         for group, lr in zip(self.optimizer.param_groups, lrs):
             group["lr"] = lr
-        self.last_epoch += 1
+        self.last_epoch = t
         self._last_lr = lrs
 
     def get_last_lr(self):
@@ -192,13 +214,7 @@ class MultiStepLR(LRScheduler):
     ``gamma`` is a number >= 0."""
 
     def __init__(self, optimizer, milestones, gamma=0.1):
-        if isinstance(milestones, (str, bytes)) or not hasattr(milestones, "__iter__"):
-            raise KilnTypeError(f"MultiStepLR: milestones must be a list of step indices, got "
-                                f"{type(milestones).__name__} {milestones!r}")
-        milestones = [checked_int("MultiStepLR", "a milestone", m, 0) for m in milestones]
-        if milestones != sorted(milestones):
-            raise KilnValueError(f"MultiStepLR: milestones must be in increasing order, got "
-                                 f"{milestones}")
+        milestones = _checked_milestones("MultiStepLR", milestones)
         check_number("MultiStepLR", "gamma", gamma, 0.0)
         self.milestones = tuple(milestones)
         self.gamma = gamma
@@ -579,3 +595,154 @@ class ReduceLROnPlateau(LRScheduler):
         self.min_lrs = min_lrs
         self.last_epoch += 1
         self._last_lr = lrs
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """CosineAnnealingWarmRestarts(optimizer, T_0, T_mult=1, eta_min=0.0): SGDR's cosine with
+    warm restarts (Loshchilov & Hutter), as PyTorch's: the rate is
+    ``eta_min + (base - eta_min) * (1 + cos(pi * T_cur / T_i)) / 2``, where ``T_i``, the length
+    of the current cycle, is ``T_0`` for the first and ``T_mult`` times the previous one for each
+    next, and ``T_cur`` counts the steps since the cycle began (0 at a restart: the base rate).
+    ``T_0`` is an int >= 1, ``T_mult`` an int >= 1 and ``eta_min`` a number >= 0 (as
+    CosineAnnealingLR's: a negative one would give negative rates).
+
+    ``step(epoch)`` also takes a (fractional) epoch >= 0, as PyTorch's, to follow the schedule
+    within an epoch, ``sched.step(epoch + i / batches)``: it places ``epoch`` in its cycle, and a
+    later ``step()`` goes on one from there (``step(2.5)`` then ``step()`` is ``step(3.5)``).
+    ``last_epoch`` is ``floor(epoch)``; ``T_cur`` and ``T_i`` are attributes, saved by
+    ``state_dict()``. PyTorch finds the cycle of an epoch with a floating-point logarithm, which
+    at some restarts (T_0=1, T_mult=3, epoch 121) yields the end of the previous cycle, eta_min;
+    here it is found exactly, so every restart gives the base rate."""
+
+    def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0):  # noqa: N803
+        name = "CosineAnnealingWarmRestarts"
+        self.T_0 = checked_int(name, "T_0", T_0, 1)
+        self.T_mult = checked_int(name, "T_mult", T_mult, 1)
+        check_number(name, "eta_min", eta_min, 0.0)
+        self.eta_min = eta_min
+        self.T_i = self.T_0
+        self.T_cur = -1
+        super().__init__(optimizer)
+
+    def _cycle_at(self, epoch):
+        """(T_cur, T_i) at ``epoch``: where it lies in its cycle, and that cycle's length."""
+        if self.T_mult == 1:
+            return epoch % self.T_0, self.T_0
+        start, length = 0, self.T_0
+        while epoch >= start + length:  # exact, where PyTorch's logarithm rounds
+            start, length = start + length, length * self.T_mult
+        return epoch - start, length
+
+    def step(self, epoch=None):
+        """Advances the schedule one step, or with ``epoch`` (a number >= 0, possibly
+        fractional) goes to that epoch, and sets each group's rate for it."""
+        if epoch is None and self.last_epoch >= 0:
+            epoch = self.last_epoch + 1
+            t_cur, t_i = self.T_cur + 1, self.T_i
+            if t_cur >= t_i:
+                t_cur, t_i = t_cur % t_i, t_i * self.T_mult
+        else:
+            epoch = 0 if epoch is None else epoch
+            check_number("CosineAnnealingWarmRestarts.step", "epoch", epoch, 0.0)
+            if not math.isfinite(epoch):
+                raise KilnValueError(f"CosineAnnealingWarmRestarts.step: expected a finite "
+                                     f"epoch, got {epoch}")
+            t_cur, t_i = self._cycle_at(epoch)
+        cosine = (1 + math.cos(math.pi * t_cur / t_i)) / 2
+        self._set_rates([self.eta_min + (base - self.eta_min) * cosine for base in self.base_lrs],
+                        math.floor(epoch))
+        self.T_cur, self.T_i = t_cur, t_i
+
+
+class SequentialLR(LRScheduler):
+    """SequentialLR(optimizer, schedulers, milestones): runs ``schedulers`` (schedulers of
+    ``optimizer``, at least one) in turn, as PyTorch's: the first from step 0, and scheduler i
+    from step ``milestones[i - 1]`` on, starting its own schedule at its step 0 there. The
+    milestones are ints >= 0 in increasing order, one fewer than the schedulers.
+
+        warmup = LinearLR(opt, start_factor=0.01, total_iters=100)
+        decay = CosineAnnealingLR(opt, T_max=900)
+        sched = SequentialLR(opt, [warmup, decay], milestones=[100])
+
+    Construct the schedulers first, then this: each scheduler's constructor sets its rates of
+    step 0, and this sets the first's (and sets each scheduler's ``last_epoch`` back by one, so
+    that one not started yet is at -1, as in PyTorch). ReduceLROnPlateau, whose ``step`` takes
+    a metric, is a KilnValueError, as in PyTorch. ``state_dict()`` holds the schedulers' state
+    dicts (a list under ``"_schedulers"``), which ``load_state_dict`` restores into its
+    schedulers."""
+
+    def __init__(self, optimizer, schedulers, milestones):
+        name = "SequentialLR"
+        _check_optimizer(name, optimizer)
+        if isinstance(schedulers, (str, bytes)) or not hasattr(schedulers, "__iter__"):
+            raise KilnTypeError(f"SequentialLR: schedulers must be a list of schedulers, got "
+                                f"{type(schedulers).__name__} {schedulers!r}")
+        schedulers = list(schedulers)
+        if not schedulers:
+            raise KilnValueError("SequentialLR: expected at least one scheduler, got none")
+        for i, scheduler in enumerate(schedulers):
+            if not isinstance(scheduler, LRScheduler):
+                raise KilnTypeError(f"SequentialLR: expected schedulers[{i}] to be a kiln "
+                                    f"learning-rate scheduler, got {type(scheduler).__name__}")
+            if isinstance(scheduler, ReduceLROnPlateau):
+                raise KilnValueError(f"SequentialLR: schedulers[{i}] is a ReduceLROnPlateau, "
+                                     f"whose step takes a metric; it cannot run in a sequence")
+            if scheduler.optimizer is not optimizer:
+                raise KilnValueError(f"SequentialLR: schedulers[{i}] ({type(scheduler).__name__})"
+                                     f" sets the rates of another optimizer than the one given; "
+                                     f"expected every scheduler to be of the same optimizer")
+        milestones = _checked_milestones(name, milestones)
+        if len(milestones) != len(schedulers) - 1:
+            raise KilnValueError(f"SequentialLR: expected {len(schedulers) - 1} milestones (one "
+                                 f"fewer than the {len(schedulers)} schedulers), got "
+                                 f"{len(milestones)}")
+        # Not LRScheduler.__init__: the rates are the schedulers', with no base rates of its own.
+        self.optimizer = optimizer
+        self._schedulers = schedulers
+        self._milestones = milestones
+        # Undo the step 0 each scheduler's constructor took (as PyTorch does), so that one not
+        # started yet is at step -1; the first starts now.
+        for scheduler in schedulers:
+            scheduler.last_epoch -= 1
+        self.last_epoch = -1
+        self._last_lr = []
+        self.step()
+
+    def step(self):
+        """Advances one step: starts the next scheduler at its milestone, else steps the
+        current one, which sets the rates."""
+        t = self.last_epoch + 1
+        index = bisect.bisect_right(self._milestones, t)
+        scheduler = self._schedulers[index]
+        if t == (self._milestones[index - 1] if index else 0):
+            # PyTorch's step(0): the scheduler's schedule starts over at its step 0.
+            previous, scheduler.last_epoch = scheduler.last_epoch, -1
+            try:
+                scheduler.step()
+            except BaseException:
+                scheduler.last_epoch = previous  # a refused step leaves it as it was
+                raise
+        else:
+            scheduler.step()
+        self.last_epoch = t
+        self._last_lr = scheduler.get_last_lr()
+
+    def state_dict(self):
+        """The scheduler's state, with its schedulers' state dicts under ``"_schedulers"``."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [scheduler.state_dict() for scheduler in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict):
+        """Restores a ``state_dict()``, its schedulers' states included, and sets the
+        optimizer's rates to the last ones."""
+        state = dict(state_dict)
+        saved = state.pop("_schedulers")
+        if len(saved) != len(self._schedulers):
+            raise KilnValueError(f"SequentialLR.load_state_dict: the state holds {len(saved)} "
+                                 f"schedulers' states, expected {len(self._schedulers)}")
+        self.__dict__.update(state)
+        # Loading a scheduler sets its last rates: the running one goes last, so its rates stay.
+        running = bisect.bisect_right(self._milestones, self.last_epoch)
+        for i in sorted(range(len(saved)), key=lambda i: i == running):
+            self._schedulers[i].load_state_dict(saved[i])
