@@ -47,8 +47,8 @@ class _Conv(Cell):
     _dims = 2
     _transposed = False
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
-                 bias, padding_mode, dtype):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", dtype=None):
         super().__init__()
         owner = type(self).__name__
         if padding_mode not in _PADDING_MODES:
@@ -142,11 +142,6 @@ class Conv1d(_Conv):
 
     _dims = 1
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", dtype=None):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, dtype)
-
     def construct(self, x):
         x, padding = self._padded(x)
         return F.conv1d(x, self.weight, self.bias, self.stride, padding, self.dilation,
@@ -158,11 +153,6 @@ class Conv2d(_Conv):
     bias=True, padding_mode="zeros", dtype=None): 2-d convolution of x [N, C_in, H, W] to
     [N, C_out, H_out, W_out], with parameters of ``dtype`` (default float32). The arguments and
     the initialisation are in kiln.nn.conv's documentation."""
-
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", dtype=None):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, dtype)
 
     def construct(self, x):
         x, padding = self._padded(x)

@@ -63,6 +63,14 @@ def _shape(normalized_shape):
     return tuple(normalized_shape)
 
 
+def _reset_affine(cell):
+    """Sets a normalization's weight to ones and its bias to zeros (those it has)."""
+    if cell.weight is not None:
+        init.ones_(cell.weight)
+    if cell.bias is not None:
+        init.zeros_(cell.bias)
+
+
 class _Norm(Cell):
     def __init__(self, normalized_shape, eps, elementwise_affine, bias, dtype):
         super().__init__()
@@ -78,10 +86,7 @@ class _Norm(Cell):
         self.reset_parameters()
 
     def reset_parameters(self):
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, "
@@ -170,10 +175,7 @@ class _BatchNorm(Cell):
     def reset_parameters(self):
         """Resets the running statistics, the weight to ones and the bias to zeros."""
         self.reset_running_stats()
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def _check_input(self, x):
         kind = type(self).__name__
@@ -324,10 +326,7 @@ class GroupNorm(Cell):
 
     def reset_parameters(self):
         """Sets the weight to ones and the bias to zeros."""
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def construct(self, x):
         if isinstance(x, _C.Tensor) and (x.ndim < 2 or x.shape[1] != self.num_channels):
