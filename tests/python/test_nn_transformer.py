@@ -438,3 +438,21 @@ def test_transformer_matches_torch(torch, rng):
 def test_generate_square_subsequent_mask_matches_torch(torch):
     np.testing.assert_array_equal(Transformer.generate_square_subsequent_mask(5).numpy(),
                                   torch.nn.Transformer.generate_square_subsequent_mask(5).numpy())
+
+
+def test_a_fully_padded_sequence_attends_to_nothing_and_keeps_gradients_finite():
+    # One batch element entirely padding: softmax over all -inf scores was NaN, and its gradient
+    # spread NaN into every weight even when the loss left that element out.
+    kiln.manual_seed(0)
+    layer = TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    x = kiln.mint.randn(2, 3, 8)
+    pad = kiln.tensor(np.array([[False, False, True], [True, True, True]]))
+    y = layer(x, src_key_padding_mask=pad)
+    assert not np.isnan(y.numpy()).any()
+    kiln.mint.sum(y[0]).backward()
+    for name, p in layer.named_parameters():
+        assert p.grad is not None and np.isfinite(p.grad.numpy()).all(), name
+    mha = kiln.nn.MultiheadAttention(8, 2, batch_first=True)
+    _, weights = mha(x, x, x, key_padding_mask=pad)
+    np.testing.assert_array_equal(weights.numpy()[1], 0.0)
+    np.testing.assert_allclose(weights.numpy()[0].sum(-1), 1.0, rtol=1e-6)

@@ -18,7 +18,9 @@ average_attn_weights=True, is_causal=False)`` returns ``(output, weights)``:
   mask added to the scores. ``key_padding_mask`` [B, S]: True marks keys to ignore (or, floating,
   added to the scores). Either mask may be a kiln tensor, a NumPy array or nested lists; an
   integer mask is a DTypeError, as in PyTorch. ``is_causal=True`` forbids attending to later
-  positions (combined with ``attn_mask``, if any).
+  positions (combined with ``attn_mask``, if any). A query whose every key is masked (a fully
+  padded sequence) attends to nothing: its weights are 0, as PyTorch's fast path gives (its
+  need_weights path gives NaN, whose gradient spreads to every weight).
 - ``weights`` is None unless ``need_weights``: [B, L, S] averaged over heads, or
   [B, num_heads, L, S] with ``average_attn_weights=False``.
 - ``dropout`` applies to the attention weights while training.
@@ -28,6 +30,7 @@ import math
 
 from .. import _C
 from ..errors import DTypeError, KilnValueError, ShapeError
+from . import functional as F
 from . import init
 from .cell import Cell
 from .linear import Linear
@@ -151,9 +154,7 @@ class MultiheadAttention(Cell):
 
         scores = _mint.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))
         mask = self._additive_mask(attn_mask, key_padding_mask, is_causal, b, l, s, scores.dtype)
-        if mask is not None:
-            scores = scores + mask
-        attn = _mint.softmax(scores, -1)
+        attn = _mint.softmax(scores, -1) if mask is None else F._masked_softmax(scores + mask)
         if self.dropout > 0.0:
             attn = _mint.dropout(attn, self.dropout, self.training)
 

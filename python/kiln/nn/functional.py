@@ -535,6 +535,15 @@ def _repeat_heads(x, times):
     return expanded.reshape(shape[:-3] + [shape[-3] * times] + shape[-2:])
 
 
+def _masked_softmax(scores):
+    """softmax over the last dim of scores that masks made -inf, with 0 for a row whose every
+    score is -inf (a query that may attend to nothing: a fully padded sequence) where softmax
+    would give NaN (0 / 0), as PyTorch's attention does; the where() keeps those rows' gradient 0
+    (Note [Gradients through where]), so the NaN does not reach every weight's gradient."""
+    empty = _mint.amax(scores, -1, True) == -math.inf
+    return _mint.where(empty, 0.0, _mint.softmax(_mint.where(empty, 0.0, scores), -1))
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, *, scale=None, enable_gqa=False):
     """scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
@@ -577,10 +586,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             raise DTypeError(f"{owner}: expected a bool attn_mask (True = attend) or a "
                              f"floating-point one (added to the scores), got "
                              f"{attn_mask.dtype.name}")
-        # Rows with every score -inf would be NaN (0 / 0): PyTorch makes them 0, and so does the
-        # where(), which also keeps their gradient 0 (Note [Gradients through where]).
-        empty = _mint.amax(scores, -1, True) == -math.inf
-        weights = _mint.where(empty, 0.0, _mint.softmax(_mint.where(empty, 0.0, scores), -1))
+        weights = _masked_softmax(scores)
     else:
         weights = _mint.softmax(scores, -1)
     if dropout_p > 0:
