@@ -362,7 +362,22 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
                                << shape_str(x.shape());
     out_shape[2 + d] = size;
   }
-  Tensor y = conv2d_backward_input(x, weight, out_shape, stride, padding, dilation, groups);
+  // Conv2DBackwardInput needs the convolution of its result to give x's size back. With an
+  // output_padding at or past the stride (allowed below the dilation) it does not, so that call
+  // computes the whole transposed convolution (no padding) and crops `padding` before and
+  // padding - output_padding after (a negative crop pads zeros).
+  bool direct = true;
+  Shape full{x.size(0), out_channels, 0, 0};
+  for (size_t d = 0; d < 2; ++d) {
+    const int64_t reach = dilation[d] * (weight.size(2 + d) - 1);
+    direct =
+        direct && (out_shape[2 + d] + 2 * padding[d] - reach - 1) / stride[d] + 1 == x.size(2 + d);
+    full[2 + d] = (x.size(2 + d) - 1) * stride[d] + reach + 1;
+  }
+  Tensor y = direct ? conv2d_backward_input(x, weight, out_shape, stride, padding, dilation, groups)
+                    : pad(conv2d_backward_input(x, weight, full, stride, {0, 0}, dilation, groups),
+                          {-padding[1], output_padding[1] - padding[1], -padding[0],
+                           output_padding[0] - padding[0]});
   if (!bias.defined()) return y;
   KILN_CHECK_SHAPE(bias.shape() == Shape{out_channels})
       << "conv_transpose2d: expected bias [C_out = " << out_channels << "], got "

@@ -37,6 +37,9 @@ CASES = [  # N, C_in, C_out, H, W, k, stride, padding, output_padding, groups, d
     (2, 2, 4, 3, 5, 3, 1, 1, 0, 1, 2),
     (1, 4, 4, 6, 6, 3, 3, 2, 2, 4, 1),
     (1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1),
+    # output_padding at or past the stride, below the dilation: not the gradient of a conv.
+    (1, 2, 3, 5, 4, 3, 1, 0, 1, 1, 2),
+    (2, 2, 4, 4, 4, 2, 1, 2, 1, 2, 3),
 ]
 
 
