@@ -289,8 +289,10 @@ def test_inplace_samplers_follow_their_distributions(dtype):
     u = x.to(kiln.float64).numpy()
     assert u.min() >= -2.0 and u.max() < 4.0
     assert abs(u.mean() - 1.0) < 0.04 and abs(u.var() - 3.0) < 0.06
-    # [0, 1) stays below 1 in every dtype (float32 uniforms rounded to 16 bits reached 1).
-    assert x.uniform_().to(kiln.float64).numpy().max() < 1.0
+    # [from, to) stays below `to` in every dtype (float32 samples rounded to 16 bits reached it).
+    for low, high in ((0.0, 1.0), (1.0, 2.0), (1000.0, 1001.0), (-2.0, 0.0)):
+        values = x.uniform_(low, high).to(kiln.float64).numpy()
+        assert values.min() >= low and values.max() < high, (low, high)
     n = x.normal_(1.0, 2.0).to(kiln.float64).numpy()
     assert abs(n.mean() - 1.0) < 0.04 and abs(n.std() - 2.0) < 0.04
     e = x.exponential_(4.0).to(kiln.float64).numpy()

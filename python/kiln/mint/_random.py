@@ -15,6 +15,7 @@ import sys
 
 from .. import _C
 from ..errors import DTypeError, KilnTypeError, KilnValueError
+from .._numpy import np
 from ._composite import check_real
 
 _mint = _C.mint
@@ -28,6 +29,26 @@ def check_floating(tensor, owner):
     # Random values rounded into integers or bools would not follow the distribution asked for.
     if not tensor.dtype.is_floating_point:
         raise DTypeError(f"{owner}: expected a floating-point tensor, got {tensor.dtype.name}")
+
+
+def _largest_below(value, dtype):
+    """The largest value of the floating ``dtype`` below the number ``value``, as a float."""
+    numpy_type = {_C.dtype.float16: np.float16, _C.dtype.float32: np.float32,
+                  _C.dtype.float64: np.float64}.get(dtype)
+    if numpy_type is not None:
+        nearest = numpy_type(value)
+        below = nearest if nearest < value else np.nextafter(nearest, numpy_type(-np.inf))
+        return float(below)
+    # bfloat16 is float32's upper 16 bits: step the bits of the nearest one down by one.
+    bits = int(np.float32(_C.tensor(value, dtype=dtype).item()).view(np.uint32)) >> 16
+    nearest = float(np.uint32(bits << 16).view(np.float32))
+    if nearest < value:
+        return nearest
+    if nearest == 0.0:
+        bits = 0x8001  # the negative subnormal nearest 0
+    else:
+        bits = bits - 1 if nearest > 0 else bits + 1
+    return float(np.uint32(bits << 16).view(np.float32))
 
 
 def sample_dtype(tensor):
@@ -130,13 +151,15 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None):
         raise KilnValueError(f"uniform_: expected from, to and to - from to be finite "
                              f"{self.dtype.name} values (at most {largest:g} in magnitude), got "
                              f"from={from_}, to={to}")
-    # A 16-bit tensor's uniforms come with its own precision (as PyTorch draws them): float32 ones
-    # rounded into it would reach `to` itself (1 - 2**-24 rounds to 1).
-    narrow = self.dtype in (_C.dtype.float16, _C.dtype.bfloat16)
-    return _sample_into(
-        self, lambda dtype: _mint.rand(self.shape, generator=generator,
-                                       dtype=self.dtype if narrow else dtype).to(dtype)
-        * (high - low) + low)
+    sample = _mint.rand(self.shape, generator=generator, dtype=sample_dtype(self))
+    # Rounded into the tensor's dtype a sample near `to` may become `to` itself (1.999 is 2 in
+    # bfloat16, 1000 + (1 - 2**-24) is 1001 in float32): those take the largest value below it,
+    # so that the range stays [from, to).
+    rounded = (sample * (high - low) + low).to(self.dtype)
+    if high > low:  # uniform_(a, a) is a, as in PyTorch
+        rounded = _mint.where(rounded >= high, _largest_below(high, self.dtype), rounded)
+    self[...] = rounded
+    return self
 
 
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
