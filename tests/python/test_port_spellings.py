@@ -71,3 +71,27 @@ def test_factories_take_size_by_keyword():
         with raises(kiln.KilnTypeError, match="got the size both by position and by keyword"):
             factory(2, size=(3,))
     np.testing.assert_array_equal(mint.zeros(size=[2], dtype=kiln.int32).numpy(), [0, 0])
+
+
+def test_hunt_fixes_of_the_new_layers_and_ops(rng):
+    # An inplace activation given the jitted function's input computes out of place there.
+    net = kiln.nn.Sequential(kiln.nn.ReLU(inplace=True), kiln.nn.Linear(4, 2))
+    x = kiln.tensor(rng.standard_normal((3, 4)), dtype=kiln.float32)
+    np.testing.assert_allclose(kiln.jit(net)(x).numpy(), net(x.clone()).numpy(), rtol=1e-6)
+    # An integer input cannot take silu's float result in place (it was truncated).
+    ints = kiln.tensor([-2, 3])
+    with raises(kiln.DTypeError, match=r"silu\(inplace=True\)"):
+        kiln.nn.SiLU(inplace=True)(ints)
+    np.testing.assert_array_equal(ints.numpy(), [-2, 3])
+    # cumprod of float32 accumulates in float64, as PyTorch's.
+    a = np.full(4096, 1.0001, np.float32)
+    got = mint.cumprod(kiln.tensor(a), 0).numpy()[-1]
+    assert abs(got - np.prod(a.astype(np.float64))) < 1e-6
+    # unique along a dim of size 0.
+    assert mint.unique(mint.zeros(0, 3), dim=0).shape == (0, 3)
+    # Softmax(dim=None) picks PyTorch's dim, with its warning.
+    with pytest.warns(UserWarning, match="implicit dimension choice"):
+        y = kiln.nn.Softmax(dim=None)(kiln.tensor(np.ones((2, 3))))
+    np.testing.assert_allclose(y.numpy(), np.full((2, 3), 1 / 3))
+    with raises(kiln.KilnTypeError, match="Softmax: dim must be an int"):
+        kiln.nn.Softmax(dim=1.5)

@@ -32,14 +32,15 @@ boolean indexing is. ``allclose`` and ``equal`` return a Python bool, read at th
 - ``div``'s "trunc" and "floor" modes keep integer operands integer (exact, unlike a float
   division); "floor" is kiln.mint.floor_divide, and the gradient of both modes is zero.
 - ``cumprod`` multiplies by doubling strides (a Hillis-Steele scan: log2(n) multiplications of
-  the whole tensor): exact for integers; floats differ from a sequential product only by the
-  order of rounding. The gradient is the chain rule through the products, so zeros need no
+  the whole tensor): exact for integers; floats are multiplied in float64 and rounded once into
+  their dtype, as accurate as PyTorch's (which accumulates float32 in double). The gradient is the chain rule through the products, so zeros need no
   division (PyTorch's special case).
 - ``unique`` always sorts (PyTorch leaves the order to the implementation when ``sorted`` is
   False); each NaN is its own unique value, as PyTorch's.
 """
 
 import functools
+import math
 import numbers
 
 from .. import _C
@@ -393,7 +394,7 @@ def div(input, other, *, rounding_mode=None, out=None):  # noqa: A002
 def cumprod(input, dim, *, dtype=None):  # noqa: A002
     """cumprod(input, dim, *, dtype=None): the inclusive prefix products along ``dim``, in
     ``dtype`` if given (the input is converted first), else int64 for integer and bool inputs
-    and the input's dtype for floats (16-bit ones computed in float32, rounded once). Exact for
+    and the input's dtype for floats (computed in float64, rounded once). Exact for
     integers (wrapping on overflow, as PyTorch's); see the module's documentation for floats
     and the gradient."""
     owner = "cumprod"
@@ -403,7 +404,11 @@ def cumprod(input, dim, *, dtype=None):  # noqa: A002
         dtype = input.dtype if input.dtype.is_floating_point else _C.dtype.int64
     else:
         dtype = _C.as_dtype(dtype)
-    x = _widened(_cast(input, dtype))
+    x = _cast(input, dtype)
+    if dtype.is_floating_point:
+        # Products in float64, rounded once into the dtype (PyTorch accumulates float32 in double
+        # too): float32 products drift by 1e-5 relative over 1e5 steps.
+        x = x.to(_C.dtype.float64)
     size = input.shape[dim] if input.ndim else 1
     step = 1
     while step < size:
@@ -461,7 +466,8 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False,  # noq
         # The slices along dim become the rows of a matrix: transpose(0, dim) brings them to
         # the front and, applied again, takes them back.
         layout = input.transpose(0, dim)
-        table = layout.reshape(input.shape[dim], -1)
+        width = math.prod(layout.shape[1:])  # not -1: a dim of size 0 leaves it undetermined
+        table = layout.reshape(input.shape[dim], width)
         order = _lexicographic_order(table)
         rows = _mint.index_select(table, 0, order)
     starts = _run_starts(rows)

@@ -22,8 +22,9 @@ input's rank with a deprecation warning.
 ``activation_cell(spec)`` turns None, a Cell, or one of those names in lower case ("relu",
 "gelu", "leakyrelu", ...) into a cell (or None), for layers with an ``activation`` argument."""
 
+import warnings
+
 from .. import _C
-from ..autograd import is_grad_enabled
 from .._checks import checked_bool, checked_int
 from ..errors import KilnValueError
 from ..mint import _composite
@@ -48,8 +49,7 @@ class _InPlace(Cell):
         self.inplace = checked_bool(type(self).__name__, "inplace", inplace)
 
     def _writes_into(self, x):
-        """Whether to write into x: when asked, unless autograd needs x (see the module doc)."""
-        return self.inplace and not (x.requires_grad and is_grad_enabled())
+        return F._cell_writes_into(self.inplace, x)
 
     def _repr(self, *parts):
         return ", ".join(parts + (("inplace=True",) if self.inplace else ()))
@@ -129,11 +129,20 @@ class Sigmoid(Cell):
 
 
 class _AlongDim(Cell):
-    """Base of Softmax and LogSoftmax: a ``dim`` (default -1), shown in the repr."""
+    """Base of Softmax and LogSoftmax: a ``dim`` (default -1; an int, or None for PyTorch's
+    implicit choice, with its deprecation warning), shown in the repr."""
 
     def __init__(self, dim=-1):
         super().__init__()
-        self.dim = dim
+        self.dim = None if dim is None else checked_int(type(self).__name__, "dim", dim)
+
+    def _dim_for(self, x):
+        if self.dim is not None:
+            return self.dim
+        # PyTorch's legacy rule (_get_softmax_dim): dim 0 for 0-, 1- and 3-d inputs, else 1.
+        warnings.warn(f"{type(self).__name__}: implicit dimension choice (dim=None) is "
+                      f"deprecated; pass dim", UserWarning, stacklevel=3)
+        return 0 if x.ndim in (0, 1, 3) else 1
 
     def extra_repr(self):
         return f"dim={self.dim}"
@@ -143,7 +152,7 @@ class Softmax(_AlongDim):
     """Softmax(dim=-1): exp(x) / sum(exp(x)) along ``dim`` (kiln.mint.softmax)."""
 
     def construct(self, x):
-        return _mint.softmax(x, self.dim)
+        return _mint.softmax(x, self._dim_for(x))
 
 
 class LogSoftmax(_AlongDim):
@@ -151,7 +160,7 @@ class LogSoftmax(_AlongDim):
     (kiln.mint.log_softmax)."""
 
     def construct(self, x):
-        return _mint.log_softmax(x, self.dim)
+        return _mint.log_softmax(x, self._dim_for(x))
 
 
 class LeakyReLU(_InPlace):

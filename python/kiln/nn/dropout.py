@@ -15,7 +15,6 @@ import warnings
 
 from .. import _C
 from .._checks import checked_bool
-from ..autograd import is_grad_enabled
 from ..errors import KilnValueError, ShapeError
 from ..mint._composite import _cast, _floating_tensor, check_real
 from ..mint._random import sample_dtype
@@ -42,7 +41,7 @@ class Dropout(Cell):
         self.inplace = checked_bool(owner, "inplace", inplace)
 
     def _writes_into(self, x):
-        return self.inplace and not (x.requires_grad and is_grad_enabled())
+        return F._cell_writes_into(self.inplace, x)
 
     def construct(self, x):
         return F.dropout(x, self.p, self.training, self._writes_into(x))

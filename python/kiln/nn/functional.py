@@ -74,6 +74,15 @@ def _tensor(owner, name, value):
     return value
 
 
+def _cell_writes_into(inplace, x):
+    """Whether a cell built with ``inplace`` (an activation, a dropout) writes into x: when
+    asked, unless autograd needs x (it requires grad under grad mode: Kiln's autograd does not
+    track in-place writes, so the cell computes out of place and trains as PyTorch's does) or a
+    kiln.jit trace records the call (a graph computes values: a write into its input would be
+    refused, and kiln_cpu plans the memory anyway)."""
+    return inplace and not _C.jit.is_tracing() and not (x.requires_grad and is_grad_enabled())
+
+
 def _in_place(owner, input, result, inplace):  # noqa: A002  (PyTorch's argument name)
     """``result``, or for ``inplace=True`` ``input`` with ``result`` written into it."""
     if not inplace or result.is_same(input):  # dropout outside training returns its input
@@ -82,6 +91,9 @@ def _in_place(owner, input, result, inplace):  # noqa: A002  (PyTorch's argument
         raise KilnValueError(f"{owner}: inplace=True writes into input, which requires grad; "
                              f"Kiln's autograd does not track in-place writes: use "
                              f"inplace=False, or call it under kiln.no_grad()")
+    # A result the input's dtype cannot take (silu of an integer tensor is float) is refused, as
+    # the in-place operators refuse it, not truncated into it.
+    _C._check_result_fits(f"{owner}(inplace=True)", input, result)
     input[...] = result
     return input
 
