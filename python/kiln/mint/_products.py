@@ -31,6 +31,7 @@ also gives Tensor the methods PyTorch has for them: ``outer``, ``ger``, ``dot``,
 """
 
 from .. import _C
+from .. import _tensor_methods  # its _own, looked up at call time (it imports kiln.mint)
 from .._checks import as_int, checked_int, wrap_dim
 from .._numpy import np
 from ..errors import DTypeError, KilnTypeError, KilnValueError, ShapeError
@@ -73,12 +74,6 @@ def _dim_list(owner, name, value, ndim):
     if len(set(dims)) != len(dims):
         raise KilnValueError(f"{owner}: a dim appears more than once in {name} {value!r}")
     return dims
-
-
-def _as_new(input, result):  # noqa: A002  (PyTorch's argument name)
-    """``result``, copied if it shares ``input``'s memory: PyTorch's function returns a new
-    tensor, which a later write into one must not reach through the other."""
-    return result.clone() if result.shares_storage_with(input) else result
 
 
 # ------------------------------------------------------------------------------------------------
@@ -326,7 +321,7 @@ def diag(input, diagonal=0):  # noqa: A002
     _check_tensor("diag", "input", input)
     offset = checked_int("diag", "diagonal", diagonal)
     if input.ndim == 2:
-        return _as_new(input, _diagonal(input, offset, 0, 1))
+        return _tensor_methods._own(input, _diagonal(input, offset, 0, 1))
     if input.ndim != 1:
         raise ShapeError(f"diag: expected a 1-d or 2-d tensor, got a {input.ndim}-d one of "
                          f"shape {list(input.shape)}")
@@ -431,7 +426,8 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):  # no
     # A new dim after ``axis``, expanded to ``repeats`` and merged into it.
     grown = x.unsqueeze(axis + 1).expand(shape[:axis + 1] + [repeats] + shape[axis + 1:])
     # A count of 1 reshapes back to a view of ``input``.
-    return _as_new(input, grown.reshape(shape[:axis] + [size * repeats] + shape[axis + 1:]))
+    result = grown.reshape(shape[:axis] + [size * repeats] + shape[axis + 1:])
+    return _tensor_methods._own(input, result)
 
 
 def movedim(input, source, destination):  # noqa: A002
