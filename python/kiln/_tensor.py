@@ -76,6 +76,7 @@ _UFUNC_OPERATORS = {
     "greater_equal": ("__ge__", "__le__"), "equal": ("__eq__", "__eq__"),
     "not_equal": ("__ne__", "__ne__"), "bitwise_and": ("__and__", "__rand__"),
     "bitwise_or": ("__or__", "__ror__"), "bitwise_xor": ("__xor__", "__rxor__"),
+    "left_shift": ("__lshift__", "__rlshift__"), "right_shift": ("__rshift__", "__rrshift__"),
 }
 
 

@@ -60,6 +60,7 @@ constexpr UnaryEntry kUnary[] = {
     {"ceil", "ceil_", "Ceil", &ceil},
     {"round", "round_", "Round", &round},
     {"logical_not", "logical_not_", "LogicalNot", &logical_not},
+    {"bitwise_not", "bitwise_not_", "BitwiseNot", &bitwise_not},
 };
 
 constexpr BinaryEntry kBinary[] = {
@@ -81,6 +82,11 @@ constexpr BinaryEntry kBinary[] = {
     {"logical_and", "LogicalAnd", &logical_and},
     {"logical_or", "LogicalOr", &logical_or},
     {"logical_xor", "LogicalXor", &logical_xor},
+    {"bitwise_and", "BitwiseAnd", &bitwise_and},
+    {"bitwise_or", "BitwiseOr", &bitwise_or},
+    {"bitwise_xor", "BitwiseXor", &bitwise_xor},
+    {"bitwise_left_shift", "BitwiseLeftShift", &bitwise_left_shift},
+    {"bitwise_right_shift", "BitwiseRightShift", &bitwise_right_shift},
 };
 
 /// Runs f(out tensor) with an undefined tensor for out=None; returns the new tensor, or the `out`

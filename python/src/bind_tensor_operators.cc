@@ -1,6 +1,6 @@
-// Python operators of kiln.Tensor (+ - * / // % ** with their reflected and in-place forms,
-// comparisons, & | ^ ~ on bool tensors, unary - and abs()), the in-place methods of the
-// arithmetic ones (t.add_(x), ...), and the dtype conversions (.to(dtype), .float(), .int(), ...).
+// Python operators of kiln.Tensor (+ - * / // % ** & | ^ << >> with their reflected and in-place
+// forms, comparisons, unary - ~ and abs()), the in-place methods of the binary ones (t.add_(x),
+// t.bitwise_and_(m), ...), and the dtype conversions (.to(dtype), .float(), .int(), ...).
 // Operands are TensorArg, so Python numbers work on either side as weak scalars; an operand Kiln
 // cannot convert makes the operator return NotImplemented.
 #include <nanobind/stl/optional.h>
@@ -40,6 +40,13 @@ constexpr ArithmeticOperator kArithmetic[] = {
      &floor_divide, false},
     {"__mod__", "__rmod__", "__imod__", "remainder_", "Remainder", &remainder, false},
     {"__pow__", "__rpow__", "__ipow__", "pow_", "Pow", &pow, false},
+    {"__and__", "__rand__", "__iand__", "bitwise_and_", "BitwiseAnd", &bitwise_and, false},
+    {"__or__", "__ror__", "__ior__", "bitwise_or_", "BitwiseOr", &bitwise_or, false},
+    {"__xor__", "__rxor__", "__ixor__", "bitwise_xor_", "BitwiseXor", &bitwise_xor, false},
+    {"__lshift__", "__rlshift__", "__ilshift__", "bitwise_left_shift_", "BitwiseLeftShift",
+     &bitwise_left_shift, false},
+    {"__rshift__", "__rrshift__", "__irshift__", "bitwise_right_shift_", "BitwiseRightShift",
+     &bitwise_right_shift, false},
 };
 
 // Python reflects comparisons itself (3 < t calls t.__gt__(3)), so they need no reflected form.
@@ -51,20 +58,6 @@ struct ComparisonOperator {
 constexpr ComparisonOperator kComparisons[] = {
     {"__eq__", &eq}, {"__ne__", &ne}, {"__lt__", &lt},
     {"__le__", &le}, {"__gt__", &gt}, {"__ge__", &ge},
-};
-
-struct LogicalOperator {
-  const char* forward;
-  const char* reflected;
-  const char* inplace;
-  const char* symbol;
-  BinaryFn fn;
-};
-
-constexpr LogicalOperator kLogical[] = {
-    {"__and__", "__rand__", "__iand__", "&", &logical_and},
-    {"__or__", "__ror__", "__ior__", "|", &logical_or},
-    {"__xor__", "__rxor__", "__ixor__", "^", &logical_xor},
 };
 
 // TensorMeta::of is not exported from libkiln, so the binding builds the metadata itself.
@@ -111,12 +104,6 @@ void check_result_fits(const char* what, const Tensor& self, DType dtype, const 
 }
 
 namespace {
-
-void check_bool_operands(const char* symbol, const Tensor& a, const Tensor& b) {
-  KILN_CHECK_DTYPE(a.dtype() == DType::kBool && b.dtype() == DType::kBool)
-      << "operator " << symbol << ": expected bool tensors, got " << a.dtype() << " and "
-      << b.dtype() << " (bitwise operations on integers are not supported)";
-}
 
 /// Defines `name` as a method of kiln.Tensor.
 template <typename F, typename... Extra>
@@ -224,34 +211,6 @@ void bind_tensor_operators(nb::module_& m) {
         },
         nb::is_operator());
   }
-  for (const LogicalOperator& op : kLogical) {
-    def_method(
-        cls, op.forward,
-        [p = &op](const Tensor& self, TensorArg other) {
-          check_bool_operands(p->symbol, self, other);
-          return p->fn(self, other, {});
-        },
-        nb::is_operator());
-    def_method(
-        cls, op.reflected,
-        [p = &op](const Tensor& self, TensorArg other) {
-          check_bool_operands(p->symbol, other, self);
-          return p->fn(other, self, {});
-        },
-        nb::is_operator());
-    // In place (m &= other): without it Python would bind m to a new tensor, leaving the tensor
-    // (or the view's base) unchanged.
-    def_method(
-        cls, op.inplace,
-        [p = &op](nb::handle self, TensorArg other) {
-          const Tensor& t = nb::cast<const Tensor&>(self);
-          check_bool_operands(p->symbol, t, other);
-          check_inplace_shape(p->inplace, t, broadcast_shapes(t.shape(), other.get().shape()));
-          p->fn(t, other, t);
-          return nb::borrow(self);
-        },
-        nb::is_operator());
-  }
   // For the in-place methods written in Python (kiln/_tensor_methods.py), whose results are
   // computed before they are written.
   m.def(
@@ -270,12 +229,7 @@ void bind_tensor_operators(nb::module_& m) {
     return nb::borrow(self);
   });
   def_method(cls, "__abs__", [](const Tensor& self) { return abs(self); });
-  def_method(cls, "__invert__", [](const Tensor& self) {
-    KILN_CHECK_DTYPE(self.dtype() == DType::kBool)
-        << "operator ~: expected a bool tensor, got " << self.dtype()
-        << " (bitwise operations on integers are not supported)";
-    return logical_not(self);
-  });
+  def_method(cls, "__invert__", [](const Tensor& self) { return bitwise_not(self); });
   // Defining __eq__ would otherwise leave tensors unhashable; hash by identity, as PyTorch does.
   nb::setattr(cls, "__hash__",
               nb::handle(reinterpret_cast<PyObject*>(&PyBaseObject_Type)).attr("__hash__"));

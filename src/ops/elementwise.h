@@ -56,14 +56,17 @@ enum class UnaryRule {
   kSameNoBool,  // output = input dtype, bool rejected (neg)
   kFloating,    // operand and output = to_floating(input) (exp, sqrt, sigmoid, ...)
   kPredicate,   // operand = input dtype, output bool (logical_not)
+  kIntegral,    // output = input dtype, integers and bool only (bitwise_not)
 };
 
 /// How a binary op's dtypes follow from result_type() of its operands.
 enum class BinaryRule {
-  kPromote,        // output = result_type, bool included (add, mul, maximum, minimum)
-  kPromoteNoBool,  // output = result_type, bool rejected (sub, floor_divide, remainder, pow)
-  kFloating,       // operand and output = to_floating(result_type) (div)
-  kPredicate,      // operand = result_type, output bool (comparisons, logical ops)
+  kPromote,         // output = result_type, bool included (add, mul, maximum, minimum)
+  kPromoteNoBool,   // output = result_type, bool rejected (sub, floor_divide, remainder, pow)
+  kFloating,        // operand and output = to_floating(result_type) (div)
+  kPredicate,       // operand = result_type, output bool (comparisons, logical ops)
+  kIntegral,        // output = result_type, integers and bool only (bitwise and / or / xor)
+  kIntegralNoBool,  // output = result_type, integers only (shifts)
 };
 
 /// Checks a binary op makes on its right operand before computing anything.
@@ -112,14 +115,30 @@ void visit_types(DType dtype, F&& f) {
 }
 
 constexpr unsigned types_of(UnaryRule rule) {
-  return rule == UnaryRule::kFloating     ? kFloatTypes
-         : rule == UnaryRule::kSameNoBool ? (kIntTypes | kFloatTypes)
-                                          : kAllTypes;
+  switch (rule) {
+    case UnaryRule::kFloating:
+      return kFloatTypes;
+    case UnaryRule::kSameNoBool:
+      return kIntTypes | kFloatTypes;
+    case UnaryRule::kIntegral:
+      return kIntTypes | kBoolType;
+    default:
+      return kAllTypes;
+  }
 }
 constexpr unsigned types_of(BinaryRule rule) {
-  return rule == BinaryRule::kFloating        ? kFloatTypes
-         : rule == BinaryRule::kPromoteNoBool ? (kIntTypes | kFloatTypes)
-                                              : kAllTypes;
+  switch (rule) {
+    case BinaryRule::kFloating:
+      return kFloatTypes;
+    case BinaryRule::kPromoteNoBool:
+      return kIntTypes | kFloatTypes;
+    case BinaryRule::kIntegral:
+      return kIntTypes | kBoolType;
+    case BinaryRule::kIntegralNoBool:
+      return kIntTypes;
+    default:
+      return kAllTypes;
+  }
 }
 
 // ---- scalar math shared by the op tables --------------------------------------------------------
@@ -667,11 +686,12 @@ GradFn unary_grad(UnaryDerivative d);
 GradFn binary_grad(BinaryDerivative d);
 
 /// An elementwise unary op: functor F (a generic callable on the compute type), dtype rule R and
-/// derivative `d`. Predicates (bool results) are marked kTraitNotDifferentiable; `d` is unused.
+/// derivative `d`. Predicates (bool results) and integral ops are marked kTraitNotDifferentiable;
+/// `d` is unused.
 template <typename F, UnaryRule R>
 OpDef unary_def(const char* prim, simd::UnaryOp simd_op, const char* doc, UnaryDerivative d) {
   OpDef def(prim);
-  if constexpr (R == UnaryRule::kPredicate) {
+  if constexpr (R == UnaryRule::kPredicate || R == UnaryRule::kIntegral) {
     def.traits(kTraitElementwise | kTraitInPlace | kTraitNotDifferentiable);
   } else {
     def.traits(kTraitElementwise | kTraitInPlace).grad(unary_grad(d));
@@ -696,12 +716,14 @@ OpDef unary_def(const char* prim, simd::UnaryOp simd_op, const char* doc, UnaryD
 }
 
 /// An elementwise binary op with NumPy broadcasting: functor F, dtype rule R, operand check K and
-/// derivative `d`. Predicates (bool results) are marked kTraitNotDifferentiable and take no `d`.
+/// derivative `d`. Predicates (bool results) and integral ops are marked kTraitNotDifferentiable
+/// and take no `d`.
 template <typename F, BinaryRule R, OperandCheck K>
 OpDef binary_def(const char* prim, simd::BinaryOp simd_op, const char* doc,
                  BinaryDerivative d = nullptr) {
   OpDef def(prim);
-  if constexpr (R == BinaryRule::kPredicate) {
+  if constexpr (R == BinaryRule::kPredicate || R == BinaryRule::kIntegral ||
+                R == BinaryRule::kIntegralNoBool) {
     def.traits(kTraitElementwise | kTraitInPlace | kTraitNotDifferentiable);
   } else {
     def.traits(kTraitElementwise | kTraitInPlace).grad(binary_grad(d));

@@ -2,6 +2,7 @@
 // checks and the loop drivers.
 #include <array>
 #include <limits>
+#include <string_view>
 #include <utility>
 
 #include "core/transposing_copy.h"
@@ -75,6 +76,11 @@ DType unary_result_dtype(const char* prim, UnaryRule rule, DType input) {
       return to_floating(input);
     case UnaryRule::kPredicate:
       return DType::kBool;
+    case UnaryRule::kIntegral:
+      KILN_CHECK_DTYPE(is_integral(input) || input == DType::kBool)
+          << prim << ": expected an integer or bool tensor, got " << input
+          << " (bitwise operations take integers and bools)";
+      return input;
   }
   KILN_ASSERT(false) << "unknown unary rule";
 }
@@ -94,6 +100,17 @@ DType binary_operand_dtype(const char* prim, BinaryRule rule, const TensorMeta& 
       return to_floating(common);
     case BinaryRule::kPredicate:
       return common;
+    case BinaryRule::kIntegral:
+    case BinaryRule::kIntegralNoBool: {
+      const bool bool_ok = rule == BinaryRule::kIntegral;
+      KILN_CHECK_DTYPE(is_integral(common) || (bool_ok && common == DType::kBool))
+          << prim << ": expected " << (bool_ok ? "integer or bool" : "integer") << " operands, got "
+          << a.dtype << " and " << b.dtype
+          << (common == DType::kBool ? " (shifting bools has no meaning; convert to an integer "
+                                       "dtype first)"
+                                     : " (bitwise operations take integers)");
+      return common;
+    }
   }
   KILN_ASSERT(false) << "unknown binary rule";
 }
@@ -209,8 +226,11 @@ void check_number_fits(const char* prim, const Tensor& a, const Tensor& b) {
     const Scalar v = detail::scalar_value(*number);
     KILN_CHECK_VALUE(v.kind() != Scalar::Kind::kInt || detail::int_fits(other->dtype(), v.to_int()))
         << prim << ": the Python int " << v << " does not fit in " << other->dtype()
-        << ", the other operand's dtype, where it would wrap; use clamp, which compares numbers "
-           "exactly, or a wider tensor";
+        << ", the other operand's dtype, where it would wrap; convert the tensor to a dtype that "
+           "holds it first"
+        << (prim == std::string_view("Maximum") || prim == std::string_view("Minimum")
+                ? " (or use clamp, which compares numbers exactly)"
+                : "");
   }
 }
 

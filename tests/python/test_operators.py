@@ -155,7 +155,7 @@ def test_python_ints_beyond_int64_as_op_arguments(big):
     # TypeError listed signatures naming int among the accepted types), before anything runs.
     x, t = kiln.tensor([1.5, 2.5]), kiln.tensor([1, 2])
     for op in [lambda: M.add(t, big), lambda: M.mul(x, big), lambda: M.exp(big),
-               lambda: M.where(t > 1, t, big), lambda: t & big]:
+               lambda: M.where(t > 1, t, big), lambda: M.bitwise_and(t, big)]:
         with raises(kiln.KilnValueError,
                     match=f"the Python int {big} does not fit int64, the range of Kiln's integer "
                           "scalars; use a float or a floating-point tensor"):
@@ -176,10 +176,8 @@ def test_logical_operators_on_bool_tensors(rng):
     assert_close(True & x, a)
     assert_close(False | x, a)
     assert_close(x ^ True, ~a)
-    with raises(kiln.DTypeError, match="bool tensors"):
-        kiln.tensor([1, 2]) & kiln.tensor([1, 0])
-    with raises(kiln.DTypeError, match="bool tensor"):
-        ~kiln.tensor([1, 2])
+    with raises(kiln.DTypeError, match="expected integer or bool operands, got float32 and bool"):
+        kiln.tensor([1.0, 2.0]) & x[0, :2]
 
 
 @pytest.mark.parametrize("op", [operator.iand, operator.ior, operator.ixor], ids=str)
@@ -196,7 +194,7 @@ def test_in_place_logical_operators_write_into_the_tensor(rng, op):
     scalar_view = base[:3]
     scalar_view ^= True
     assert_close(base[:3], ~a)
-    with raises(kiln.DTypeError, match="bool tensors"):
+    with raises(kiln.DTypeError, match="can't be cast to the desired output type bool"):
         view &= kiln.tensor([1, 0, 1, 0])
     assert_close(base[3:], expected)  # unchanged by the refused one
 

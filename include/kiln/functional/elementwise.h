@@ -3,7 +3,8 @@
 //
 // Binary ops promote with result_type() (weak Python scalars via Tensor::scalar or the Scalar
 // overloads of the operators). Ops that are mathematically real (exp, div, sigmoid, ...) give
-// float32 for bool and integer inputs; comparisons and logical ops give bool. float16 and bfloat16
+// float32 for bool and integer inputs; comparisons and logical ops give bool; bitwise ops take
+// integers and bools only. float16 and bfloat16
 // are computed in float32 and rounded once. Every function takes an optional `out`: when given
 // (defined), the result is written there (its shape must match; its dtype may differ and the
 // result is converted, under PyTorch's rule, kiln::can_write_result: no floating result into an
@@ -44,6 +45,7 @@ KILN_DECLARE_UNARY(floor)
 KILN_DECLARE_UNARY(ceil)
 KILN_DECLARE_UNARY(round)  // half to even, as NumPy
 KILN_DECLARE_UNARY(logical_not)
+KILN_DECLARE_UNARY(bitwise_not)  // integers and bool only (for bool, logical_not)
 #undef KILN_DECLARE_UNARY
 
 /// approximate: "none" (the erf form) or "tanh".
@@ -82,6 +84,13 @@ KILN_DECLARE_BINARY(ge)
 KILN_DECLARE_BINARY(logical_and)
 KILN_DECLARE_BINARY(logical_or)
 KILN_DECLARE_BINARY(logical_xor)
+// Bitwise ops take integer and bool operands only (a DTypeError for floating point); the shifts
+// take integers only. A shift by a negative amount or by the width or more shifts every bit out.
+KILN_DECLARE_BINARY(bitwise_and)
+KILN_DECLARE_BINARY(bitwise_or)
+KILN_DECLARE_BINARY(bitwise_xor)
+KILN_DECLARE_BINARY(bitwise_left_shift)
+KILN_DECLARE_BINARY(bitwise_right_shift)
 #undef KILN_DECLARE_BINARY
 
 /// cond ? a : b, broadcasting all three; cond is converted to bool.

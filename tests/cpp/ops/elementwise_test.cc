@@ -188,9 +188,22 @@ Tensor exact(const Shape& shape, const std::vector<T>& v) {
 TEST(Elementwise, StaysDefined_OnExtremeIntegers) {
   using Binary = Tensor (*)(const Tensor&, const Tensor&, const Tensor&);
   using Unary = Tensor (*)(const Tensor&, const Tensor&);
-  const Binary any_b[] = {&add, &sub, &mul, &div, &maximum, &minimum, &eq, &lt, &logical_xor};
+  const Binary any_b[] = {&add,
+                          &sub,
+                          &mul,
+                          &div,
+                          &maximum,
+                          &minimum,
+                          &eq,
+                          &lt,
+                          &logical_xor,
+                          &bitwise_and,
+                          &bitwise_xor,
+                          &bitwise_left_shift,
+                          &bitwise_right_shift};
   const Binary nonzero_b[] = {&floor_divide, &remainder};
-  const Unary unary[] = {&neg, &abs, &sign, &square, &relu, &floor, &round, &logical_not, &exp};
+  const Unary unary[] = {&neg,   &abs,   &sign, &square,      &relu,
+                         &floor, &round, &exp,  &logical_not, &bitwise_not};
   for (DType dtype : {DType::kInt8, DType::kUInt8, DType::kInt16, DType::kInt32, DType::kInt64}) {
     visit_dtype(dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -213,6 +226,51 @@ TEST(Elementwise, StaysDefined_OnExtremeIntegers) {
       }
     });
   }
+}
+
+TEST(Elementwise, ComputesBitwiseOps_OnIntegersAndBools) {
+  const Tensor a = exact<int8_t>({4}, {0x0F, -128, 5, -1});
+  const Tensor b = exact<int8_t>({4}, {0x3C, 1, 3, 7});
+  EXPECT_EQ(values(bitwise_and(a, b)), (std::vector<double>{0x0C, 0, 1, 7}));
+  EXPECT_EQ(values(bitwise_or(a, b)), (std::vector<double>{0x3F, -127, 7, -1}));
+  EXPECT_EQ(values(bitwise_xor(a, b)), (std::vector<double>{0x33, -127, 6, -8}));
+  EXPECT_EQ(values(bitwise_not(a)), (std::vector<double>{-16, 127, -6, 0}));
+  // Bits shifted past the width are lost; a right shift of a signed value is arithmetic.
+  EXPECT_EQ(values(bitwise_left_shift(a, b)), (std::vector<double>{0, 0, 40, -128}));
+  EXPECT_EQ(values(bitwise_right_shift(a, b)), (std::vector<double>{0, -64, 0, -1}));
+  const Tensor flags = make({2}, {1, 0}, DType::kBool);
+  EXPECT_EQ(bitwise_xor(flags, flags).dtype(), DType::kBool);
+  EXPECT_EQ(values(bitwise_not(flags)), (std::vector<double>{0, 1}));
+  const Tensor or_flags = bitwise_or(flags, exact<int8_t>({2}, {2, 4}));
+  EXPECT_EQ(or_flags.dtype(), DType::kInt8);
+  EXPECT_EQ(values(or_flags), (std::vector<double>{3, 4}));
+}
+
+TEST(Elementwise, ShiftsEveryBitOut_ByNegativeAmountsOrTheWidth) {
+  const Tensor a = exact<int32_t>({3}, {-5, 5, std::numeric_limits<int32_t>::min()});
+  for (int32_t amount : {32, 33, 1000, -1, std::numeric_limits<int32_t>::min()}) {
+    const Tensor b = Tensor::scalar(int64_t{amount});
+    EXPECT_EQ(values(bitwise_left_shift(a, b)), (std::vector<double>{0, 0, 0})) << amount;
+    EXPECT_EQ(values(bitwise_right_shift(a, b)), (std::vector<double>{-1, 0, -1})) << amount;
+  }
+  const Tensor u = exact<uint8_t>({2}, {0xFF, 1});
+  EXPECT_EQ(values(bitwise_right_shift(u, Tensor::scalar(8))), (std::vector<double>{0, 0}));
+  EXPECT_EQ(values(bitwise_left_shift(u, Tensor::scalar(7))), (std::vector<double>{128, 128}));
+}
+
+TEST(Elementwise, RefusesFloatingPointBitwiseOps_AndBoolShifts) {
+  const Tensor x = make({2}, {1.5, 2});
+  const Tensor i = make({2}, {1, 2}, DType::kInt32);
+  const Tensor flags = make({2}, {1, 0}, DType::kBool);
+  const std::string what = error_of(ErrorKind::kDType, [&] { bitwise_and(x, i); });
+  EXPECT_NE(what.find("BitwiseAnd: expected integer or bool operands, got float32 and int32"),
+            std::string::npos)
+      << what;
+  error_of(ErrorKind::kDType, [&] { bitwise_not(x); });
+  error_of(ErrorKind::kDType, [&] { bitwise_or(i, Tensor::scalar(0.5)); });
+  EXPECT_NE(error_of(ErrorKind::kDType, [&] { bitwise_left_shift(flags, flags); })
+                .find("shifting bools has no meaning"),
+            std::string::npos);
 }
 
 TEST(Elementwise, FollowsPythonRounding_ForFloorDivideAndRemainder) {
