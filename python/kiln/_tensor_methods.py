@@ -26,7 +26,7 @@ import operator
 from . import _C
 from ._checks import wrap_dim
 from .errors import KilnTypeError, KilnValueError, ShapeError
-from .mint import _composite, _norms
+from .mint import _composite, _indexing_ops, _norms
 
 Tensor = _C.Tensor
 _mint = _C.mint
@@ -226,8 +226,13 @@ def isfinite(self):
 
 
 def lerp_(self, end, weight):
-    """``self + weight * (end - self)`` written into this tensor; returns it."""
-    return _write(self, self + weight * (end - self), "lerp_")
+    """``kiln.mint.lerp(self, end, weight)`` written into this tensor, its values to the bit
+    (PyTorch's two-branch formula: weight 1 gives ``end`` exactly); returns it."""
+    if not self.dtype.is_floating_point:
+        # lerp refuses an integer input in its words; an in-place method refuses first, in the
+        # in-place operators' words, a result its tensor cannot hold (lerp's is floating).
+        _C._check_result_fits("lerp_", self, _C.tensor(0.0))
+    return _write(self, _indexing_ops.lerp(self, end, weight), "lerp_")
 
 
 def addcmul_(self, tensor1, tensor2, value=1):

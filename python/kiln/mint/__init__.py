@@ -8,9 +8,9 @@ through any op: ``norm`` and ``vector_norm`` (kiln/mint/_norms.py); ``leaky_relu
 ``binary_cross_entropy``, ``binary_cross_entropy_with_logits``, ``adaptive_avg_pool2d`` and
 ``adaptive_max_pool2d`` (kiln/mint/_composite.py), which also wraps the ops ``cross_entropy`` /
 ``nll_loss`` (adding PyTorch's class ``weight``), ``conv2d`` (adding padding "same" / "valid")
-and ``round`` (adding ``decimals``); ``rand_like``, ``randn_like``, ``randint_like`` and
-``normal``, with the Tensor methods ``uniform_``, ``normal_``, ``bernoulli_`` and
-``exponential_`` (kiln/mint/_random.py); ``einsum``, ``outer``, ``dot``, ``diag``, ``diagonal``,
+and ``round`` (adding ``decimals``); ``rand_like``, ``randn_like``, ``randint_like``,
+``normal`` and ``bernoulli(input, p)``, with the Tensor methods ``uniform_``, ``normal_``,
+``bernoulli_`` and ``exponential_`` (kiln/mint/_random.py); ``einsum``, ``outer``, ``dot``, ``diag``, ``diagonal``,
 ``tile``, ``roll``, ``repeat_interleave``, ``movedim``, ``meshgrid`` and their Tensor methods
 (kiln/mint/_products.py); ``scatter_add``, ``index_add``, ``index_fill``, ``masked_select``,
 ``nonzero`` / ``argwhere`` / one-argument ``where``, ``unique`` (eager only where the result's
@@ -32,7 +32,8 @@ from ._composite import (adaptive_avg_pool2d, adaptive_max_pool2d,  # noqa: F401
                          cross_entropy, elu, hardtanh, huber_loss, l1_loss, leaky_relu, nll_loss,
                          round, smooth_l1_loss, softplus)
 from ._norms import norm, vector_norm  # noqa: F401
-from ._random import normal, rand_like, randint_like, randn_like  # noqa: F401
+# After the bindings: bernoulli (adding PyTorch's bernoulli(input, p)) replaces the op's own.
+from ._random import bernoulli, normal, rand_like, randint_like, randn_like  # noqa: F401
 from ._products import (cartesian_prod, diag, diagonal, dot, einsum, ger, meshgrid,  # noqa: F401
                         movedim, moveaxis, outer, repeat_interleave, roll, tile, tril_indices,
                         triu_indices)

@@ -33,8 +33,8 @@ boolean indexing is. ``allclose`` and ``equal`` return a Python bool, read at th
   division); "floor" is kiln.mint.floor_divide, and the gradient of both modes is zero.
 - ``cumprod`` multiplies by doubling strides (a Hillis-Steele scan: log2(n) multiplications of
   the whole tensor): exact for integers; floats are multiplied in float64 and rounded once into
-  their dtype, as accurate as PyTorch's (which accumulates float32 in double). The gradient is the chain rule through the products, so zeros need no
-  division (PyTorch's special case).
+  their dtype, as accurate as PyTorch's (which accumulates float32 in double). The gradient is
+  the chain rule through the products, so zeros need no division (PyTorch's special case).
 - ``unique`` always sorts (PyTorch leaves the order to the implementation when ``sorted`` is
   False); each NaN is its own unique value, as PyTorch's.
 """
@@ -118,16 +118,19 @@ def index_add(input, dim, index, source, *, alpha=1):  # noqa: A002
     """index_add(input, dim, index, source, *, alpha=1): a copy of ``input`` with ``alpha *
     source`` added at the positions ``index`` (1-d, int64 or int32) along ``dim``: slice i of
     ``source`` along dim goes to slice index[i], repeated indices adding up. ``source`` has
-    ``input``'s shape but for ``dim``, which has the index's length. An integer input takes an
-    integer ``alpha`` only, as in PyTorch."""
+    ``input``'s shape but for ``dim``, which has the index's length. ``alpha`` is a real number;
+    a bool counts as 1 or 0, as in PyTorch. An integer or bool input takes an integer (or bool)
+    ``alpha`` only, as torch.add does (PyTorch's index_add truncates a float one)."""
     owner = "index_add"
     _tensor(owner, "input", input)
     _tensor(owner, "source", source)
     index = _index_vector(owner, index)
     dim = _dim(owner, dim, input.ndim)
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
-        raise KilnTypeError(f"{owner}: expected alpha to be a number, got "
-                            f"{type(alpha).__name__} {alpha!r}")
+    if not isinstance(alpha, numbers.Real):
+        raise KilnTypeError(f"{owner}: expected alpha to be a number (an int, a float or a "
+                            f"bool), got {type(alpha).__name__} {alpha!r}")
+    if isinstance(alpha, bool):
+        alpha = int(alpha)  # PyTorch's: True adds the source, False adds nothing
     if not input.dtype.is_floating_point and not isinstance(alpha, numbers.Integral):
         raise KilnTypeError(f"{owner}: an integer input ({input.dtype.name}) takes an integer "
                             f"alpha, got {alpha!r}")

@@ -1,6 +1,8 @@
 """PyTorch's random functions that Kiln composes from its random primitives (RandUniform,
-RandNormal, RandInt, Bernoulli): ``rand_like``, ``randn_like``, ``randint_like``, ``normal``, and
-the in-place samplers ``Tensor.uniform_``, ``normal_``, ``bernoulli_`` and ``exponential_``.
+RandNormal, RandInt, Bernoulli): ``rand_like``, ``randn_like``, ``randint_like``, ``normal``,
+``bernoulli`` (the op, with PyTorch's second form ``bernoulli(input, p)``; also as
+``Tensor.bernoulli``), and the in-place samplers ``Tensor.uniform_``, ``normal_``, ``bernoulli_``
+and ``exponential_``.
 Each sampler takes PyTorch's ``generator=`` (a kiln.Generator; None draws from the
 default generator), and draws what the default generator would after ``manual_seed`` of the
 same seed.
@@ -97,9 +99,9 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None):
     float32 by default); otherwise the result has the tensors' broadcast shape and the dtype of
     ``mean`` when it is a tensor, else of ``std``. As in PyTorch no gradient flows to ``mean``
     or ``std`` (PyTorch's are zeros; here the result does not require grad): for a
-    reparameterised sample write ``mean + std * kiln.mint.randn_like(std)``. A negative number
-    as ``std`` is a KilnValueError; a tensor ``std`` is not checked (PyTorch refuses negative
-    entries; here one samples as its absolute value would, ``eps`` being symmetric)."""
+    reparameterised sample write ``mean + std * kiln.mint.randn_like(std)``. A negative or NaN
+    ``std``, a number or any element of a tensor, is a KilnValueError, as in PyTorch; inside a
+    function kiln.jit traces a tensor ``std`` has no values yet and is not checked."""
     mean_is_tensor = isinstance(mean, _C.Tensor)
     std_is_tensor = isinstance(std, _C.Tensor)
     if not std_is_tensor and not check_real("normal", "std", std) >= 0:
@@ -126,6 +128,11 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None):
     result_dtype = operands[0].dtype
     shape = _mint.broadcast_shapes(*[t.shape for t in operands])
     mean, std = (v.detach() if isinstance(v, _C.Tensor) else v for v in (mean, std))
+    # PyTorch reads the values too. A traced std has none, and a tensor from outside the traced
+    # function may change before the graph runs: neither is checked there. NaN fails `>= 0`.
+    if std_is_tensor and not _C.jit.is_tracing() and not _mint.all(std >= 0).item():
+        raise KilnValueError("normal: expected all elements of std >= 0.0, got a negative or NaN "
+                             "one")
     sample = _mint.randn(shape, generator=generator, dtype=result_dtype) * std + mean
     return sample.to(result_dtype)
 
@@ -185,6 +192,29 @@ def exponential_(self, lambd=1.0, *, generator=None):
                                                     dtype=dtype)) * (-1.0 / lambd))
 
 
+def _probabilities(owner, p, tensor):
+    """The number ``p`` (in [0, 1]) as the probabilities of a draw of ``tensor``'s shape, in its
+    sampling dtype."""
+    value = check_real(owner, "p", p)
+    if not 0 <= value <= 1:
+        raise KilnValueError(f"{owner}: expected p in [0, 1], got {p}")
+    return _mint.full(tensor.shape, value, dtype=sample_dtype(tensor))
+
+
+def bernoulli(input, p=None, *, generator=None):  # noqa: A002
+    """bernoulli(input, p=None, *, generator=None): 1 or 0 for each element. Without ``p``,
+    kiln.mint's Bernoulli op: 1 with probability ``input[i]`` (floating-point, in [0, 1]), in
+    input's dtype. With ``p`` (a number in [0, 1], PyTorch's second form), 1 with probability
+    ``p`` for every element, in input's shape and dtype (any dtype, as in PyTorch; input's
+    values are not read): what ``input.clone().bernoulli_(p)`` draws. The result does not
+    require grad."""
+    if p is None:
+        return _mint.bernoulli(input, generator=generator)
+    _like("bernoulli", input)
+    sample = _mint.bernoulli(_probabilities("bernoulli", p, input), generator=generator)
+    return sample.to(input.dtype)
+
+
 def bernoulli_(self, p=0.5, *, generator=None):
     """Fills the tensor with 1 (probability ``p``) or 0: ``p`` a number or a tensor that
     broadcasts to this one's shape, in [0, 1]. Any numeric dtype, as in PyTorch. Returns the
@@ -195,14 +225,12 @@ def bernoulli_(self, p=0.5, *, generator=None):
                              f"{p.dtype.name}")
         probs = p.broadcast_to(self.shape)
     else:
-        value = check_real("bernoulli_", "p", p)
-        if not 0 <= value <= 1:
-            raise KilnValueError(f"bernoulli_: expected p in [0, 1], got {p}")
-        probs = _mint.full(self.shape, value, dtype=sample_dtype(self))
+        probs = _probabilities("bernoulli_", p, self)
     self[...] = _mint.bernoulli(probs, generator=generator)
     return self
 
 
-for _method in (uniform_, normal_, exponential_, bernoulli_):
+# Tensor.bernoulli replaces the op's bound method, adding ``p``.
+for _method in (uniform_, normal_, exponential_, bernoulli_, bernoulli):
     setattr(_C.Tensor, _method.__name__, _method)
 del _method
