@@ -82,10 +82,18 @@ def _as_array_index(obj):
     return _ARRAY, arr
 
 
-def _clamps(s, size):
-    """Whether slice ``s`` has a bound past a dimension of ``size``, clamped to it: what it takes
-    is then not linear in the size (kiln.jit.note_size_decision)."""
-    return any(b is not None and not -size <= operator.index(b) <= size for b in (s.start, s.stop))
+def _decides_on_size(s, size, start, stop, step):
+    """Whether what slice ``s`` (``start, stop, step`` over a dimension of ``size``) takes is not
+    linear in the size (kiln.jit.note_size_decision): a bound past the dimension, clamped to it; a
+    bound on its edge, which makes the slice whole (x[-2:] and x[:2] at 2 rows are x, no view at
+    all, and two rows of more); or a step over 0 or 1 elements, which looks whole (x[::2] of one
+    row is that row)."""
+    bounds = [b for b in (s.start, s.stop) if b is not None]
+    if any(not -size <= operator.index(b) <= size for b in bounds):
+        return True
+    whole = (start, stop) == (0, size)
+    return (whole and step == 1 and any(operator.index(b) != 0 for b in bounds)
+            or (step > 1 and size <= 1))
 
 
 def _int_slice(s):
@@ -201,9 +209,7 @@ def _resolve(x, key):
                                      "instead")
             start, stop, step = value.indices(size)
             step = min(step, 2**63 - 1)  # a step past int64 takes one element all the same
-            # A clamped bound, or a step over a dimension of 0 or 1, which looks whole (x[::2] of
-            # one row is that row): what the slice takes is not linear in the size.
-            if (_clamps(value, size) or (step > 1 and size <= 1)) and _C.jit.is_tracing():
+            if _C.jit.is_tracing() and _decides_on_size(value, size, start, stop, step):
                 _C.jit.note_size_decision()
             if (start, stop, step) != (0, size, 1):
                 view = view.slice(dim, start, stop, step)

@@ -272,10 +272,12 @@ class JitFunctionObject {
     size_t size() const { return cells.size() + tensors.size(); }
   };
 
-  // Whether a guarded tensor requires grad: 1 or 0, and 2 once it is dead.
+  // Whether a guarded tensor requires grad: 1 or 0. A dead one reads 0, as one that did not: no
+  // graph holds it, so it cannot decide anything. Reading 2 made a tensor the function creates
+  // and the build folds away (x * (kiln.tensor(2.0) / 3)) miss the key on every later call.
   static int requires_grad_word(const std::weak_ptr<TensorImpl>& weak) {
     std::shared_ptr<TensorImpl> impl = weak.lock();
-    return impl == nullptr ? 2 : autograd::requires_grad(Tensor(std::move(impl)));
+    return impl != nullptr && autograd::requires_grad(Tensor(std::move(impl)));
   }
 
   // Under kiln.grad / value_and_grad (t_differentiating): a call whose result should depend on a

@@ -165,10 +165,12 @@ void bind_tensor(nb::module_& m) {
             Tensor view =
                 tracked_view(t, [&](const Tensor& b) { return b.slice(dim, start, end, step); });
             const int64_t n = t.size(dim);
-            // A bound clamped to the dimension, or a step over a dimension of 0 or 1, which
-            // looks whole (x[::2] of 1 row is that row): not linear in the size.
-            if ((start < -n || start > n || end < -n || end > n || (step > 1 && n <= 1)) &&
-                is_tracer(t)) {
+            // A bound clamped to the dimension, a bound on its edge that makes the slice whole
+            // (x.slice(0, -2, 2) of 2 rows is no view at all), or a step over a dimension of 0 or
+            // 1, which looks whole (x[::2] of 1 row is that row): not linear in the size.
+            const bool clamped = start < -n || start > n || end < -n || end > n;
+            const bool whole_at_edge = step == 1 && view.size(dim) == n && (start != 0 || end == n);
+            if ((clamped || whole_at_edge || (step > 1 && n <= 1)) && is_tracer(t)) {
               note_size_decision();
             }
             return view;

@@ -41,7 +41,13 @@ namespace kiln::jit_detail {
 // no-op; Tensor.squeeze of a dimension that is not 1). Then the graphs need not agree from one
 // batch size to the next.
 // Python code that branches on a size itself (`if x.shape[0] > 2`) is seen only through the two
-// graphs it makes.
+// graphs it makes. It branches on batch sizes 0 and 1 most often, where no node need show it (an
+// empty batch; a single sample: BatchNorm refuses one value per channel and skips an empty
+// batch's update of its running statistics, where a graph built from the template filled them
+// with NaN), and at 1 a piece of the batch may be all of it (x[0] is a Reshape there and an
+// AsStrided elsewhere; x[:1] no node at all). So those two batch sizes key themselves
+// (SignatureKey's kSmallBatch): each has an entry, a trace and a front end of its own, and never
+// takes part in a template.
 // Only ops record attributes; Python numbers the function computes from B are constants, which
 // must be equal in both traces.
 
@@ -205,23 +211,8 @@ bool DynamicGraph::verified() const {
   return verified_;
 }
 
-std::shared_ptr<DynamicGraph::Template> DynamicGraph::compare_or_trace_each(const FuncGraph& other,
-                                                                            int64_t batch) {
-  try {
-    return compare(other, batch);
-  } catch (const Error& e) {
-    // At a batch of 1 a piece of the batch may be all of it (x[0] is a Reshape there and an
-    // AsStrided at other sizes, x[:1] no node at all): a graph traced at 1 need not have the
-    // structure of the others, so every batch size is traced.
-    if (e.kind() != ErrorKind::kValue || (first_batch_ != 1 && batch != 1)) throw;
-    trace_each_batch();
-    return nullptr;
-  }
-}
-
 void DynamicGraph::learn(const FuncGraph& second, int64_t batch) {
-  std::shared_ptr<Template> learned = compare_or_trace_each(second, batch);
-  if (learned == nullptr) return;
+  std::shared_ptr<Template> learned = compare(second, batch);
   std::lock_guard<std::mutex> lock(mutex_);
   if (learned_ == nullptr) learned_ = std::move(learned);
 }
@@ -229,8 +220,7 @@ void DynamicGraph::learn(const FuncGraph& second, int64_t batch) {
 void DynamicGraph::verify(const FuncGraph& third, int64_t batch) {
   const std::shared_ptr<const Template> learned = template_snapshot();
   KILN_ASSERT(learned != nullptr) << "graph \"" << first_->name() << "\" verified before learn()";
-  const std::shared_ptr<const Template> check = compare_or_trace_each(third, batch);
-  if (check == nullptr) return;
+  const std::shared_ptr<const Template> check = compare(third, batch);
   if (check->views_follow_batch) {
     trace_each_batch();
     return;

@@ -66,9 +66,9 @@ class KILN_API DynamicGraph {
   void learn(const FuncGraph& second, int64_t batch);
   /// After learn(): compares the first trace with `third`, traced at a third batch size, as learn()
   /// does, and checks that every integer attribute and dimension lies on the line learned from the
-  /// first two (B * B is linear through any two batch sizes, not three; a piece of a batch of 0 or
-  /// 1 looks whole). Throws kValue naming the node where it does not; makes traces_each_batch()
-  /// true where the third trace shows a piece of the batch dimension.
+  /// first two (B * B is linear through any two batch sizes, not three). Throws kValue naming the
+  /// node where it does not; makes traces_each_batch() true where the third trace shows a piece of
+  /// the batch dimension.
   void verify(const FuncGraph& third, int64_t batch);
   /// A new graph for `batch`: the first trace with the batch size substituted. Before learn(),
   /// only the first batch size. Throws kValue naming a node whose shape does not follow.
@@ -84,9 +84,6 @@ class KILN_API DynamicGraph {
   std::shared_ptr<const Template> template_snapshot() const;
   // The first trace compared with `other`, traced at `batch` (learn's comparison).
   std::shared_ptr<Template> compare(const FuncGraph& other, int64_t batch) const;
-  // compare, or null after trace_each_batch() when one of the two batch sizes is 1 and the
-  // graphs differ (a batch of 1 may look whole).
-  std::shared_ptr<Template> compare_or_trace_each(const FuncGraph& other, int64_t batch);
 
   FuncGraphPtr first_;
   int64_t first_batch_;

@@ -50,7 +50,13 @@ void SignatureKey::add_input(const Tensor& t) {
       return;
     }
     const Shape& shape = impl->shape;
-    if (batch_ < 0 && !shape.empty()) batch_ = shape[0];
+    if (batch_ < 0 && !shape.empty()) {
+      batch_ = shape[0];
+      if (batch_ <= 1) {
+        words_.push_back(kSmallBatch);
+        words_.push_back(batch_);
+      }
+    }
     const bool batched = !shape.empty() && shape[0] == batch_;
     batched_.push_back(batched);
     if (!batched) {

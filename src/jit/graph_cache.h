@@ -28,7 +28,9 @@ namespace kiln::jit_detail {
 /// The key of a dynamic function's call (set_dynamic) leaves out the batch size: the leading
 /// dimension of the first tensor input with a dimension is the batch size B, and every tensor
 /// input whose leading dimension is B is *batched*, keyed by its dtype and the rest of its shape
-/// (tag kBatchedTensor), so calls that differ only in B share a key.
+/// (tag kBatchedTensor), so calls that differ only in B share a key. Batch sizes 0 and 1 are the
+/// exception: each keys itself (tag kSmallBatch and B), so that their calls share no graph, and
+/// no template, with the others (Note [Dynamic batch size]).
 class KILN_API SignatureKey {
  public:
   enum Tag : int64_t {
@@ -38,6 +40,7 @@ class KILN_API SignatureKey {
     kInt,
     kFloat,
     kBatchedTensor,
+    kSmallBatch,
     kFrontEndTags = 16
   };
 

@@ -652,6 +652,22 @@ def test_kiln_grad_refuses_to_differentiate_through_a_jitted_call():
     np.testing.assert_allclose(g.numpy(), 2 * np.sin([0.0, 1.0]), rtol=1e-6)
 
 
+@pytest.mark.parametrize("backend", ["kiln_cpu", "reference"])
+def test_a_tensor_the_function_makes_and_the_build_folds_away_keeps_hitting(backend):
+    # The trace guarded the new tensor like a weight read from outside; folded away, it died,
+    # and every later call missed (and traced again, the cache growing without bound).
+    f = kiln.jit(lambda x: x * (kiln.tensor(2.0) / 3), backend=backend)
+    up = kiln.nn.Upsample(size=(6, 9), mode="bilinear")
+    g = kiln.jit(lambda x: up(x), backend=backend)
+    x = t(np.ones((2, 3), np.float32))
+    image = t(np.ones((1, 2, 3, 4), np.float32))
+    for _ in range(4):
+        assert_close(f(x), np.full((2, 3), 2.0 / 3, np.float32))
+        assert g(image).shape == (1, 2, 6, 9)
+    assert f.cache_info() == CacheInfo(hits=3, misses=1, size=1)
+    assert g.cache_info() == CacheInfo(hits=3, misses=1, size=1)
+
+
 def test_clear_cache_while_the_function_is_traced():
     # The trace kept a reference into the signature's guards, which clear_cache() destroyed: a
     # segmentation fault.

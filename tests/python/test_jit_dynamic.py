@@ -59,7 +59,8 @@ def test_traced_at_three_batch_sizes_and_equal_to_numpy(backend):
         assert_close(got["out"], out)
         assert_close(got["rows"][0], rows)
         assert got["rows"][1] is True
-    assert calls == [8, 4, 1]  # 1 verifies the template learned from 8 and 4; 3 is made from it
+    # 1 traces on its own, as 0 would; 3 verifies the template learned from 8 and 4.
+    assert calls == [8, 4, 1, 3]
     assert f.cache_info() == CacheInfo(hits=1, misses=4, size=4)
 
 
@@ -91,13 +92,13 @@ def test_an_input_whose_leading_dimension_is_not_the_batch_size_stays_static():
         m = rng.standard_normal((rows, 4)).astype(np.float32)
         assert_close(f(kiln.tensor(x), kiln.tensor(m)), x @ m.T * 2.0)
 
-    for b in [2, 6, 4, 0, 1]:
+    for b in [2, 6, 4, 5, 0, 1]:
         check(b, 3)
-    assert calls == [(2, 3), (6, 3), (4, 3)]
+    assert calls == [(2, 3), (6, 3), (4, 3), (0, 3), (1, 3)]  # 0 and 1 trace on their own
     check(2, 7)  # another number of rows: another signature
     assert calls[-1] == (2, 7)
     check(7, 7)  # rows equal to the batch size: m is batched too, another signature
-    assert len(calls) == 5
+    assert len(calls) == 7
 
 
 def test_a_constant_computed_from_the_batch_size_is_refused():
@@ -141,8 +142,30 @@ def test_an_attribute_that_is_not_linear_in_the_batch_size_names_the_node(square
             f(kiln.tensor(np.ones((3, 2), np.float32)))
 
 
+def test_batch_norm_at_a_batch_of_one_or_none_acts_as_eagerly():
+    # Built from the template, a batch of 1 gave zeros and a NaN running_var without a word
+    # (eagerly a KilnValueError), and an empty batch a NaN running_mean (eagerly it only counts).
+    bn = kiln.nn.BatchNorm1d(4)
+    f = kiln.jit(bn, dynamic=True)
+    rng = np.random.default_rng(3)
+    for b in (2, 3, 5):
+        f(kiln.tensor(rng.standard_normal((b, 4)).astype(np.float32)))
+    with raises(kiln.KilnValueError, match="expected more than 1 value per channel"):
+        f(kiln.tensor(np.ones((1, 4), np.float32)))
+    mean, var = bn.running_mean.numpy().copy(), bn.running_var.numpy().copy()
+    steps = int(bn.num_batches_tracked.item())
+    assert f(kiln.tensor(np.ones((0, 4), np.float32))).shape == (0, 4)
+    np.testing.assert_array_equal(bn.running_mean.numpy(), mean)
+    np.testing.assert_array_equal(bn.running_var.numpy(), var)
+    assert int(bn.num_batches_tracked.item()) == steps + 1
+    x = rng.standard_normal((7, 4)).astype(np.float32)  # the template still serves the others
+    assert_close(f(kiln.tensor(x)), (x - x.mean(0)) / np.sqrt(x.var(0) + bn.eps))
+
+
 @pytest.mark.parametrize("take, batches", [
     (lambda x: x[-2:], (1, 2, 3, 5)),  # x[:] at 1 and 2 (clamped), two rows from 2 on
+    (lambda x: x[-2:], (2, 3, 5)),  # x[:] at 2: a bound on the edge, no view at all
+    (lambda x: x[:2], (2, 5, 3)),
     (lambda x: x[:2], (1, 2, 5, 3)),
     (lambda x: x[::2], (2, 3, 1, 5, 7)),  # ceil(B / 2) rows: 1 and 2 look like B - 1
     (lambda x: mint.chunk(x, 2)[0], (2, 3, 5, 7)),
@@ -165,7 +188,7 @@ def test_an_attribute_that_is_not_linear_in_the_batch_size_names_the_node(square
     (lambda x: x.squeeze(0), (5, 6, 7, 1)),
     (lambda x: x[:, :1].squeeze(), (5, 6, 7, 1)),
     (lambda x: mint.squeeze(x, 0), (5, 6, 7, 1)),  # was a KilnValueError at 1
-], ids=["last two", "first two", "every other", "chunk", "split", "slice method",
+], ids=["last two", "last two from 2", "first two from 2", "first two", "every other", "chunk", "split", "slice method",
         "every other from 3", "odd rows", "every other from 4", "chunk from 4", "split from 4",
         "first two from 4", "middle two from 4", "last row", "every other from 0",
         "slice method from 1", "squeeze(0)", "squeeze()", "mint.squeeze"])
@@ -234,11 +257,11 @@ def test_views_that_keep_the_batch_whole_are_traced_three_times():
         traced.append(x.shape[0])
         return g(x)
 
-    for b in (1, 2, 3, 5):
+    for b in (1, 2, 3, 5, 6):
         x = kiln.tensor(np.arange(b * 3, dtype=np.float32).reshape(b, 3))
         for got, want in zip(f(x), g(x)):
             np.testing.assert_array_equal(got.numpy(), want.numpy())
-    assert traced == [1, 2, 3]
+    assert traced == [1, 2, 3, 5]  # 1 on its own
 
 
 @pytest.mark.parametrize("loss", [
