@@ -527,8 +527,6 @@ def test_legacy_size_average_and_reduce_are_refused():
      kiln.KilnNotImplementedError, "return_indices=True is not supported"),
     (lambda: F.avg_pool2d(t(np.zeros((1, 1, 4, 4))), 2, divisor_override=3),
      kiln.KilnNotImplementedError, "divisor_override is not supported"),
-    (lambda: F.embedding(t(np.array([0])), t(np.zeros((2, 2))), max_norm=1.0),
-     kiln.KilnNotImplementedError, "max_norm is not supported"),
     (lambda: F.embedding(t(np.array([0])), t(np.zeros((2, 2))), sparse=True),
      kiln.KilnNotImplementedError, "sparse is not supported"),
     (lambda: F.embedding(t(np.array([0])), t(np.zeros((2, 2))), 2),

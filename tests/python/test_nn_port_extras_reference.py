@@ -358,7 +358,7 @@ def test_embedding_repr_and_default():
     assert repr(Embedding(10, 3)) == "Embedding(10, 3)"
     assert repr(Embedding(10, 3, padding_idx=-2)) == "Embedding(10, 3, padding_idx=8)"
     assert Embedding(10, 3).padding_idx is None
-    assert Embedding(10, 3, 0, kiln.float64).weight.dtype == kiln.float64
+    assert Embedding(10, 3, 0, dtype=kiln.float64).weight.dtype == kiln.float64
 
 
 @pytest.mark.parametrize("padding_idx, error, message", [

@@ -240,9 +240,8 @@ def test_conv1d_padding_strings_and_modes(rng):
 
 
 @pytest.mark.parametrize("call, error, message", [
-    (lambda x, w: F.conv1d(x[0], w), kiln.ShapeError,
-     r"conv1d: expected input \[N, C_in, L\] and weight \[C_out, C_in / groups, k\] with C_in "
-     r"and C_out divisible by groups = 1, got input \[3, 7\] and weight \[2, 3, 3\]"),
+    (lambda x, w: F.conv1d(x[None], w), kiln.ShapeError,
+     r"conv1d: expected input \[N, C_in, L\] or one sample \[C_in, L\]"),
     (lambda x, w: F.conv1d(x, w, groups=3), kiln.ShapeError, "divisible by groups = 3"),
     (lambda x, w: F.conv1d(x, w, stride=(1, 1)), kiln.KilnTypeError,
      r"conv1d: expected stride to be an int or a sequence of one int, got tuple \(1, 1\)"),
@@ -251,7 +250,7 @@ def test_conv1d_padding_strings_and_modes(rng):
     (lambda x, w: F.conv1d(x, w, dilation=[0]), kiln.KilnValueError,
      "conv1d: expected dilation >= 1, got 0"),
     (lambda x, w: F.conv1d(x, w, padding="full"), kiln.KilnValueError,
-     "conv2d: expected padding 'same', 'valid'"),
+     "conv1d: expected padding 'same', 'valid', an int or a sequence of one int, got 'full'"),
     (lambda x, w: Conv1d(3, 2, (3, 3)), kiln.KilnValueError,
      r"Conv1d: kernel_size must be an int or a tuple of one int, got \(3, 3\)"),
     (lambda x, w: Conv1d(3, 2, 3, stride=2, padding="same"), kiln.KilnValueError,

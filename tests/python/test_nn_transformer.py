@@ -292,18 +292,15 @@ def test_construction_errors(make, error, message):
 
 
 @pytest.mark.parametrize("batch_first, shapes, message", [
-    (True, [(S, E)], r"TransformerEncoderLayer: expected a 3-D src \[batch, seq, 8\] "
-                     r"\(batch_first=True\), got \[5, 8\] \(unbatched input is not supported: "
-                     r"add a batch dimension\)"),
-    (False, [(1, S, B, E)], r"expected a 3-D src \[seq, batch, 8\] \(batch_first=False\), got "
-                            r"\[1, 5, 3, 8\]$"),
+    (False, [(1, S, B, E)], r"expected a 3-D src \[seq, batch, 8\] \(batch_first=False\) or a "
+                            r"2-D src \[seq, 8\] \(unbatched\), got \[1, 5, 3, 8\]$"),
     (True, [(B, S, 6)], r"expected a 3-D src \[batch, seq, 8\] .*got \[3, 5, 6\]"),
     (True, [(B, T, E), (B + 1, S, E)],
      r"TransformerDecoderLayer: expected tgt and memory of one batch size \(dim 0, "
      r"batch_first=True\), got tgt \[3, 4, 8\] and memory \[4, 5, 8\]"),
     (False, [(T, B, E), (S, 2, E)], r"expected tgt and memory of one batch size \(dim 1"),
     (True, [(B, T, E), (B, S)], r"expected a 3-D memory \[batch, seq, 8\]"),
-], ids=["unbatched", "4d", "features", "memory-batch", "memory-batch-seq-first", "2d-memory"])
+], ids=["4d", "features", "memory-batch", "memory-batch-seq-first", "2d-memory"])
 def test_input_shape_errors(batch_first, shapes, message):
     make = encoder_layer if len(shapes) == 1 else decoder_layer
     layer = make(batch_first=batch_first)

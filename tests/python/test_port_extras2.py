@@ -390,8 +390,6 @@ def test_from_pretrained_unfrozen_trains_all_but_the_padding_row():
      "Embedding.from_pretrained: freeze must be a bool, got int 0"),
     (lambda: nn.Embedding.from_pretrained(mint.ones(4, 2), padding_idx=4), kiln.KilnValueError,
      r"Embedding: padding_idx must be in \[-4, 3\], got 4"),
-    (lambda: nn.Embedding.from_pretrained(mint.ones(4, 2), max_norm=1.0),
-     kiln.KilnNotImplementedError, "Embedding.from_pretrained: max_norm is not supported"),
     (lambda: nn.Embedding.from_pretrained(mint.ones(4, 2), sparse=True),
      kiln.KilnNotImplementedError, "Embedding.from_pretrained: sparse is not supported"),
 ])

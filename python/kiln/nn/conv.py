@@ -1,4 +1,6 @@
-"""kiln.nn.Conv1d, Conv2d and ConvTranspose2d: convolutions of x [N, C_in, L] and [N, C_in, H, W].
+"""kiln.nn.Conv1d, Conv2d and ConvTranspose2d: convolutions of x [N, C_in, L] and [N, C_in, H, W],
+or of one sample [C_in, L] or [C_in, H, W] (PyTorch's unbatched input), whose output then has no
+batch dimension either.
 
     conv = kiln.nn.Conv2d(3, 16, kernel_size=3, padding=1)
     up = kiln.nn.ConvTranspose2d(16, 8, kernel_size=2, stride=2)   # doubles H and W
@@ -24,7 +26,7 @@ import math
 
 from .. import _C
 from .._checks import as_int, checked_int
-from ..errors import KilnTypeError, KilnValueError, ShapeError
+from ..errors import KilnTypeError, KilnValueError
 from ..mint import _composite
 from . import functional as F
 from . import init
@@ -40,7 +42,8 @@ _TUPLES = {1: "a tuple of one int", 2: "a pair of ints"}
 
 class _Conv(Cell):
     """What the convolutions share, as PyTorch's _ConvNd: their checked arguments (as Python ints,
-    named in errors by the class), parameters, initialisation and repr. ``_dims`` is the number
+    named in errors by the class), parameters, initialisation and repr, and the call, which
+    gives each subclass's ``_convolve`` a batch [N, C_in, *spatial]. ``_dims`` is the number
     of spatial dimensions; a ``_transposed`` convolution's weight is [C_in, C_out / groups,
     *kernel], another's [C_out, C_in / groups, *kernel]."""
 
@@ -105,6 +108,11 @@ class _Conv(Cell):
                                  f"keep the input's size), got stride {self.stride}")
         return value
 
+    def construct(self, x):
+        # One sample [C_in, *spatial] is convolved as a batch of one; the rank is checked before
+        # any padding (F._batched).
+        return F._batched(type(self).__name__, x, self._dims, self._convolve)
+
     def reset_parameters(self):
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
@@ -137,12 +145,13 @@ class _Conv(Cell):
 class Conv1d(_Conv):
     """Conv1d(in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
     bias=True, padding_mode="zeros", dtype=None): 1-d convolution of x [N, C_in, L] to
-    [N, C_out, L_out], with parameters of ``dtype`` (default float32). The arguments and the
-    initialisation are in kiln.nn.conv's documentation."""
+    [N, C_out, L_out] (or of [C_in, L] to [C_out, L_out]), with parameters of ``dtype`` (default
+    float32). The arguments and the initialisation are in kiln.nn.conv's documentation; errors
+    at the call are F.conv1d's."""
 
     _dims = 1
 
-    def construct(self, x):
+    def _convolve(self, x):
         x, padding = self._padded(x)
         return F.conv1d(x, self.weight, self.bias, self.stride, padding, self.dilation,
                         self.groups)
@@ -151,10 +160,11 @@ class Conv1d(_Conv):
 class Conv2d(_Conv):
     """Conv2d(in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
     bias=True, padding_mode="zeros", dtype=None): 2-d convolution of x [N, C_in, H, W] to
-    [N, C_out, H_out, W_out], with parameters of ``dtype`` (default float32). The arguments and
-    the initialisation are in kiln.nn.conv's documentation."""
+    [N, C_out, H_out, W_out] (or of [C_in, H, W] to [C_out, H_out, W_out]), with parameters of
+    ``dtype`` (default float32). The arguments and the initialisation are in kiln.nn.conv's
+    documentation."""
 
-    def construct(self, x):
+    def _convolve(self, x):
         x, padding = self._padded(x)
         return _composite.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation,
                                  self.groups)
@@ -164,14 +174,16 @@ class ConvTranspose2d(_Conv):
     """ConvTranspose2d(in_channels, out_channels, kernel_size, stride=1, padding=0,
     output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros", dtype=None): the
     transposed 2-d convolution (F.conv_transpose2d) of x [N, C_in, H, W] to [N, C_out, H_out,
-    W_out], H_out = (H - 1) * stride - 2 * padding + dilation * (kH - 1) + output_padding + 1 (W_out
-    likewise), with parameters of ``dtype`` (default float32). ``output_padding`` must be below
-    the stride or the dilation, ``padding_mode`` "zeros" and ``padding`` no string (else a
-    KilnValueError); the rest is in kiln.nn.conv's documentation.
+    W_out] (or of [C_in, H, W] to [C_out, H_out, W_out]), H_out = (H - 1) * stride - 2 * padding
+    + dilation * (kH - 1) + output_padding + 1 (W_out likewise), with parameters of ``dtype``
+    (default float32). ``output_padding`` must be below the stride or the dilation,
+    ``padding_mode`` "zeros" and ``padding`` no string (else a KilnValueError); the rest is in
+    kiln.nn.conv's documentation.
 
     Called as ``up(x, output_size=None)``: an ``output_size`` ([H_out, W_out], or a whole shape
-    [N, C_out, H_out, W_out]) picks the output_padding that gives that size, as PyTorch's; a size
-    that no output_padding below the stride gives is a KilnValueError naming the valid range."""
+    [N, C_out, H_out, W_out], [C_out, H_out, W_out] for one sample) picks the output_padding that
+    gives that size, as PyTorch's; a size that no output_padding below the stride gives is a
+    KilnValueError naming the valid range."""
 
     _transposed = True
 
@@ -196,17 +208,19 @@ class ConvTranspose2d(_Conv):
                                      f"dilation {self.dilation}")
 
     def construct(self, x, output_size=None):
-        output_padding = (self.output_padding if output_size is None
-                          else self._output_padding(x, output_size))
-        return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding,
-                                  output_padding, self.groups, self.dilation)
+        def convolve(batch):
+            # The output_padding from x as given: one sample's output_size may name C_out.
+            output_padding = (self.output_padding if output_size is None
+                              else self._output_padding(x, output_size))
+            return F.conv_transpose2d(batch, self.weight, self.bias, self.stride, self.padding,
+                                      output_padding, self.groups, self.dilation)
+
+        return F._batched("ConvTranspose2d", x, 2, convolve)
 
     def _output_padding(self, x, output_size):
-        """The output_padding that gives x the output [..., *output_size[-2:]] (PyTorch's
-        _output_padding): each size between the smallest output and that plus stride - 1."""
-        if not isinstance(x, _C.Tensor) or x.ndim != 4:
-            raise ShapeError(f"ConvTranspose2d: expected x [N, C_in, H, W], got "
-                             f"{getattr(x, 'shape', type(x).__name__)}")
+        """The output_padding that gives x (of a rank F._batched checked) the output [...,
+        *output_size[-2:]] (PyTorch's _output_padding): each size between the smallest output
+        and that plus stride - 1."""
         try:
             values = list(output_size)
         except TypeError:
@@ -214,16 +228,18 @@ class ConvTranspose2d(_Conv):
                                 f"{type(output_size).__name__} {output_size!r}") from None
         sizes = [checked_int("ConvTranspose2d", f"output_size[{i}]", v)
                  for i, v in enumerate(values)]
-        if len(sizes) == 4:
-            sizes = sizes[2:]
+        whole = x.ndim  # [N, C_out, H_out, W_out], or [C_out, H_out, W_out] for one sample
+        if len(sizes) == whole:
+            sizes = sizes[-2:]
         if len(sizes) != 2:
+            shape = "[N, C_out, H_out, W_out]" if whole == 4 else "[C_out, H_out, W_out]"
             raise KilnValueError(f"ConvTranspose2d: output_size must be [H_out, W_out] or "
-                                 f"[N, C_out, H_out, W_out], got {sizes}")
+                                 f"{shape} (for input {list(x.shape)}), got {sizes}")
         smallest = [(n - 1) * s - 2 * p + d * (k - 1) + 1 for n, s, p, d, k in
-                    zip(x.shape[2:], self.stride, self.padding, self.dilation, self.kernel_size)]
+                    zip(x.shape[-2:], self.stride, self.padding, self.dilation, self.kernel_size)]
         largest = [low + s - 1 for low, s in zip(smallest, self.stride)]
         if any(not low <= size <= high for size, low, high in zip(sizes, smallest, largest)):
             raise KilnValueError(f"ConvTranspose2d: requested an output size of {sizes}, but "
                                  f"valid sizes range from {smallest} to {largest} (for an input "
-                                 f"of {list(x.shape[2:])})")
+                                 f"of {list(x.shape[-2:])})")
         return [size - low for size, low in zip(sizes, smallest)]

@@ -3,13 +3,16 @@
     emb = kiln.nn.Embedding(1000, 64)      # weight ~ N(0, 1), as in PyTorch
     vectors = emb(kiln.tensor([[1, 2], [3, 4]], dtype=kiln.int64))   # [2, 2, 64]
     padded = kiln.nn.Embedding(1000, 64, padding_idx=0)   # row 0 starts at zero, never trained
+    capped = kiln.nn.Embedding(1000, 64, max_norm=1.0)    # rows looked up are renormed to <= 1
     glove = kiln.nn.Embedding.from_pretrained(vectors)      # a frozen table of given rows
 """
 
 from .. import _C
 from .._checks import checked_bool, checked_int
 from ..autograd import no_grad
-from ..errors import KilnNotImplementedError, KilnTypeError, ShapeError
+from ..errors import KilnTypeError, ShapeError
+from ..mint._composite import check_real
+from . import functional as F
 from . import init
 from .cell import Cell
 from .parameter import Parameter
@@ -17,35 +20,61 @@ from .parameter import Parameter
 __all__ = ["Embedding"]
 
 
+def _max_norm(owner, max_norm):
+    """``max_norm``: None or a real number (as a float), else a KilnTypeError; a dtype says
+    that it now comes by name (it was Embedding's 4th argument, where PyTorch has max_norm)."""
+    if max_norm is None:
+        return None
+    if isinstance(max_norm, _C.dtype):
+        raise KilnTypeError(f"{owner}: the 4th argument is max_norm, as in PyTorch, got the "
+                            f"dtype {max_norm.name}: pass it by name (dtype=kiln.{max_norm.name})")
+    return check_real(owner, "max_norm", max_norm)
+
+
 class Embedding(Cell):
-    """Embedding(num_embeddings, embedding_dim, padding_idx=None, dtype=None): a table ``weight``
-    [num_embeddings, embedding_dim] of ``dtype`` (default float32), initialised N(0, 1); called
-    with integer indices of any shape, returns their rows, of shape indices.shape +
-    [embedding_dim].
+    """Embedding(num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
+    scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None,
+    dtype=None), PyTorch's signature: a table ``weight`` [num_embeddings, embedding_dim] of
+    ``dtype`` (default float32), initialised N(0, 1); called with integer indices of any shape,
+    returns their rows, of shape indices.shape + [embedding_dim] (F.embedding).
 
     ``padding_idx`` (PyTorch's): a row that starts at zero and gets no gradient, so it stays as
     it is while the others train; lookups of it return its current value. A negative one counts
     from the end (-1 is the last row); one outside [-num_embeddings, num_embeddings) is a
-    KilnValueError. It comes third, as in PyTorch, so ``dtype`` is given by name.
+    KilnValueError.
+
+    ``max_norm`` (a number, or None): at each call, the rows looked up whose ``norm_type``-norm
+    exceeds it are first rescaled in place to norm max_norm, as PyTorch's (``weight`` changes,
+    under no_grad). ``scale_grad_by_freq=True`` and ``sparse=True`` are
+    KilnNotImplementedErrors (Kiln's gradient is dense, one count per lookup). ``device`` must
+    be the CPU (kiln.device).
 
     ``Embedding.from_pretrained(embeddings, ...)`` builds one around a given table."""
 
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, dtype=None, *,
-                 _weight=None, _freeze=False):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
+                 norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
+                 _freeze=False, device=None, dtype=None):
         super().__init__()
+        owner = "Embedding"
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
         if padding_idx is not None:
-            padding_idx = checked_int("Embedding", "padding_idx", padding_idx,
+            padding_idx = checked_int(owner, "padding_idx", padding_idx,
                                       -num_embeddings, num_embeddings - 1) % num_embeddings
         self.padding_idx = padding_idx
+        self.max_norm = _max_norm(owner, max_norm)
+        self.norm_type = check_real(owner, "norm_type", norm_type)
+        self.scale_grad_by_freq = checked_bool(owner, "scale_grad_by_freq", scale_grad_by_freq)
+        self.sparse = checked_bool(owner, "sparse", sparse)
+        F._dense_embedding(owner, scale_grad_by_freq, sparse)
         if _weight is not None:
             # PyTorch's private arguments, for from_pretrained: the table is used as it is (its
             # padding row too), and nothing is drawn from the generator.
             self.weight = Parameter(_weight, requires_grad=not _freeze)
             return
         dtype = dtype or _C.dtype.float32
-        self.weight = Parameter(_C.mint.empty(num_embeddings, embedding_dim, dtype=dtype))
+        self.weight = Parameter(_C.mint.empty(num_embeddings, embedding_dim, dtype=dtype,
+                                              device=device))
         self.reset_parameters()
 
     @classmethod
@@ -55,34 +84,32 @@ class Embedding(Cell):
         embedding_dim], kept with its dtype; the Parameter shares its memory, as in PyTorch),
         trained unless ``freeze`` (default True). ``padding_idx`` is as the constructor's,
         except that its row keeps its given values rather than starting at zero (PyTorch's rule);
-        it still gets no gradient. As F.embedding, ``max_norm``, ``scale_grad_by_freq`` and
-        ``sparse`` are a KilnNotImplementedError (``norm_type`` only matters with max_norm).
+        it still gets no gradient. ``max_norm`` and ``norm_type`` are the constructor's (the
+        given table is renormed in place as rows are looked up); ``scale_grad_by_freq`` and
+        ``sparse`` are a KilnNotImplementedError.
 
             emb = kiln.nn.Embedding.from_pretrained(kiln.tensor([[1.0, 2.3], [4.0, 5.1]]))
             emb(kiln.tensor([1], dtype=kiln.int64))   # [[4.0, 5.1]]
 
         ``embeddings`` of another kind is a KilnTypeError, of another rank a ShapeError; a
         ``freeze`` that is no bool a KilnTypeError."""
+        owner = "Embedding.from_pretrained"
         if not isinstance(embeddings, _C.Tensor):
-            raise KilnTypeError(f"Embedding.from_pretrained: expected embeddings to be a "
-                                f"kiln.Tensor, got {type(embeddings).__name__}")
+            raise KilnTypeError(f"{owner}: expected embeddings to be a kiln.Tensor, got "
+                                f"{type(embeddings).__name__}")
         if embeddings.ndim != 2:
-            raise ShapeError(f"Embedding.from_pretrained: expected 2-d embeddings "
-                             f"[num_embeddings, embedding_dim], got shape "
-                             f"{list(embeddings.shape)}")
-        checked_bool("Embedding.from_pretrained", "freeze", freeze)
-        for name, wanted in (("max_norm", max_norm is not None),
-                             ("scale_grad_by_freq", scale_grad_by_freq), ("sparse", sparse)):
-            if wanted:
-                raise KilnNotImplementedError(f"Embedding.from_pretrained: {name} is not "
-                                              f"supported (Kiln's embedding is a plain lookup "
-                                              f"with dense gradients)")
+            raise ShapeError(f"{owner}: expected 2-d embeddings [num_embeddings, embedding_dim], "
+                             f"got shape {list(embeddings.shape)}")
+        checked_bool(owner, "freeze", freeze)
+        F._dense_embedding(owner, scale_grad_by_freq, sparse)
         rows, cols = embeddings.shape
-        return cls(rows, cols, padding_idx, _weight=embeddings, _freeze=freeze)
+        return cls(rows, cols, padding_idx, max_norm, norm_type, _weight=embeddings,
+                   _freeze=freeze)
 
     def __setstate__(self, state):
-        # A pickle from before padding_idx has no padding row.
-        super().__setstate__({"padding_idx": None, **state})
+        # A pickle from before padding_idx (or max_norm) has none.
+        super().__setstate__({"padding_idx": None, "max_norm": None, "norm_type": 2.0,
+                              "scale_grad_by_freq": False, "sparse": False, **state})
 
     def reset_parameters(self):
         init.normal_(self.weight)
@@ -91,14 +118,14 @@ class Embedding(Cell):
                 self.weight[self.padding_idx] = 0
 
     def construct(self, indices):
-        rows = _C.mint.embedding(indices, self.weight)
-        if self.padding_idx is None:
-            return rows
-        # The padding row's value, with its gradient cut: where() sends the lookups of
-        # padding_idx none, so the row's gradient is exactly zero however often it is read.
-        counted = _C.mint.unsqueeze(indices != self.padding_idx, -1)
-        return _C.mint.where(counted, rows, rows.detach())
+        return F.embedding(indices, self.weight, self.padding_idx, self.max_norm, self.norm_type)
 
     def extra_repr(self):
-        padding = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
-        return f"{self.num_embeddings}, {self.embedding_dim}{padding}"
+        text = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            text += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            text += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            text += f", norm_type={self.norm_type}"
+        return text

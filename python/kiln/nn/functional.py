@@ -7,8 +7,8 @@ order and defaults (keyword-only where PyTorch's are), so that ported code runs 
 
 Activations: relu, relu6, leaky_relu, elu, selu, celu, gelu, silu, mish, sigmoid, tanh, softplus,
 softsign, tanhshrink, hardtanh, hardswish, hardsigmoid, prelu, logsigmoid, threshold, glu,
-softmax, log_softmax, softmin. Layers: dropout, linear, bilinear, conv1d, conv2d,
-conv_transpose2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, adaptive_max_pool2d, pad,
+softmax, log_softmax, softmin. Layers: dropout, dropout1d, dropout2d, linear, bilinear, conv1d,
+conv2d, conv_transpose2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, adaptive_max_pool2d, pad,
 interpolate (modes "nearest" and "bilinear", kiln/nn/upsampling.py), embedding, one_hot,
 pixel_shuffle, pixel_unshuffle, scaled_dot_product_attention. Normalization and distances:
 layer_norm, rms_norm, group_norm, batch_norm, normalize, cosine_similarity, pairwise_distance.
@@ -34,7 +34,7 @@ Where this differs from PyTorch:
   and [N, 1] against [N] silently compares N * N pairs); mse_loss broadcasts with the warning.
 - Options that need what Kiln lacks are a KilnNotImplementedError rather than ignored:
   max_pool2d's and adaptive_max_pool2d's ``return_indices=True``, avg_pool2d's
-  ``divisor_override``, and embedding's ``max_norm``, ``scale_grad_by_freq`` and ``sparse``.
+  ``divisor_override``, and embedding's ``scale_grad_by_freq`` and ``sparse``.
 """
 
 import math
@@ -43,17 +43,19 @@ import warnings
 from .. import _C, mint as _mint
 from .._checks import as_int, checked_int, wrap_dim
 from ..autograd import is_grad_enabled, no_grad
-from ..errors import (DTypeError, KilnNotImplementedError, KilnTypeError, KilnValueError,
-                      ShapeError)
+from ..errors import (DTypeError, KilnIndexError, KilnNotImplementedError, KilnTypeError,
+                      KilnValueError, ShapeError)
 from ..mint import _composite
 from ..mint._composite import _cast, _dims, _floating_tensor, _widened, check_real
+from ..mint._random import sample_dtype
 from .upsampling import interpolate  # noqa: F401  (composed there, beside its cells)
 
 __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "sigmoid",
            "tanh", "softplus", "softsign", "tanhshrink", "hardtanh", "hardswish", "hardsigmoid",
            "prelu", "logsigmoid", "threshold", "glu", "softmax", "log_softmax", "softmin",
-           "dropout", "linear", "bilinear", "conv1d", "conv2d", "conv_transpose2d", "max_pool2d",
-           "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "pad", "interpolate",
+           "dropout", "dropout1d", "dropout2d", "linear", "bilinear", "conv1d", "conv2d",
+           "conv_transpose2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
+           "adaptive_max_pool2d", "pad", "interpolate",
            "embedding", "one_hot", "pixel_shuffle", "pixel_unshuffle",
            "scaled_dot_product_attention", "layer_norm", "rms_norm", "group_norm", "batch_norm",
            "normalize", "cosine_similarity", "pairwise_distance",
@@ -317,6 +319,77 @@ def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002
     return _in_place("dropout", input, _mint.dropout(input, p, training), inplace)
 
 
+def _dropout_probability(owner, p):
+    """``p`` as a float in [0, 1]: a KilnTypeError unless it is a real number, a KilnValueError
+    outside the range. Shared with kiln.nn.Dropout and its subclasses, which check it when
+    built."""
+    value = check_real(owner, "p", p)
+    if not 0.0 <= value <= 1.0:
+        raise KilnValueError(f"{owner}: p must be in [0, 1], got {p}")
+    return value
+
+
+def _channel_dropout(owner, input, p, training, inplace, channel_dim):  # noqa: A002
+    """PyTorch's feature dropout: while ``training``, each slice ``input[i_0, ..., i_channel_dim]``
+    (a channel of one sample) zeroed with probability ``p`` and the others scaled by 1 / (1 - p);
+    ``input`` itself when not training, for p = 0 or with no elements. Written into ``input``
+    for ``inplace`` (see _in_place)."""
+    p = _dropout_probability(owner, p)
+    if not training or p == 0 or input.numel() == 0:
+        out = input
+    elif p == 1:
+        out = input * 0.0  # PyTorch's input * 0 (NaN and infinities give NaN), not 0 / 0
+    else:
+        shape = list(input.shape[:channel_dim + 1]) + [1] * (input.ndim - channel_dim - 1)
+        # Drawn as float32 (float64 for float64) for the probability's precision, then the scaled
+        # mask rounded once into the input's dtype, as PyTorch's noise / (1 - p).
+        keep = _mint.bernoulli(_mint.full(shape, 1.0 - p, dtype=sample_dtype(input)))
+        out = input * _cast(keep * (1.0 / (1.0 - p)), input.dtype)
+    return _in_place(owner, input, out, inplace)
+
+
+def _dropout1d(owner, input, p, training, inplace):  # noqa: A002
+    """dropout1d, its errors naming ``owner`` (the function, or the Dropout1d cell)."""
+    _floating_tensor(owner, "input", input)
+    if input.ndim not in (2, 3):
+        raise ShapeError(f"{owner}: expected a 2-D [C, L] or 3-D [N, C, L] input, got shape "
+                         f"{list(input.shape)}")
+    return _channel_dropout(owner, input, p, training, inplace, input.ndim - 2)
+
+
+def _dropout2d(owner, input, p, training, inplace, stacklevel):  # noqa: A002
+    """dropout2d, its errors naming ``owner`` (the function, or the Dropout2d cell) and its
+    warning pointing ``stacklevel`` frames up (the caller of the function or of the cell)."""
+    _floating_tensor(owner, "input", input)
+    if input.ndim not in (3, 4):
+        raise ShapeError(f"{owner}: expected a 4-D [N, C, H, W] input (or 3-D [N, C, L]), got "
+                         f"shape {list(input.shape)}")
+    if input.ndim == 3:
+        one_d = owner.replace("2d", "1d")  # dropout1d, or the cell Dropout1d
+        warnings.warn(f"{owner}: a 3-D input is taken as [N, C, L] (channel-wise 1-d dropout), "
+                      f"as PyTorch does today; PyTorch will take it as one sample [C, H, W] in "
+                      f"a future release: use {one_d} for [N, C, L]", stacklevel=stacklevel)
+    return _channel_dropout(owner, input, p, training, inplace, 1)
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):  # noqa: A002
+    """dropout1d(input, p=0.5, training=True, inplace=False): PyTorch's channel dropout of
+    input [N, C, L] or one sample [C, L]: while ``training`` each channel (input[n, c], or
+    input[c]) is zeroed with probability ``p`` and the others are scaled by 1 / (1 - p), one
+    draw per channel; otherwise the input is returned. ``p`` outside [0, 1] is a
+    KilnValueError, an input of another rank a ShapeError, a non-floating one a DTypeError."""
+    return _dropout1d("dropout1d", input, p, training, inplace)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):  # noqa: A002
+    """dropout2d(input, p=0.5, training=True, inplace=False): PyTorch's channel dropout of
+    input [N, C, H, W], each channel input[n, c] zeroed with probability ``p`` while
+    ``training`` (as dropout1d). As PyTorch does today (with its warning), a 3-D input is taken
+    as [N, C, L], not as one sample [C, H, W]: use dropout1d for it. Another rank is a
+    ShapeError (PyTorch warns that it is deprecated); the other errors are dropout1d's."""
+    return _dropout2d("dropout2d", input, p, training, inplace, stacklevel=3)
+
+
 def linear(input, weight, bias=None):  # noqa: A002
     """linear(input, weight, bias=None): x @ weight.T + bias (kiln.mint.linear, one fused op);
     as PyTorch's, a 1-d weight [in] gives x @ weight, and a bias broadcasts to the result."""
@@ -353,6 +426,25 @@ def bilinear(input1, input2, weight, bias=None):
     return result if bias is None else result + bias
 
 
+# How the messages name the spatial dimensions of a convolution's input.
+_SPATIAL = {1: "L", 2: "H, W"}
+
+
+def _batched(owner, input, spatial, compute):  # noqa: A002
+    """``compute(input)`` for input [N, C, *spatial] (with ``spatial`` dimensions after C); for
+    one sample [C, *spatial] (PyTorch's unbatched input), ``compute`` of it as a batch of one,
+    returned without the batch dimension. Another rank is a ShapeError. Shared with the
+    convolution cells (kiln/nn/conv.py), which check the rank before padding their input."""
+    _tensor(owner, "input", input)
+    if input.ndim == spatial + 1:
+        return _mint.squeeze(compute(_mint.unsqueeze(input, 0)), 0)
+    if input.ndim != spatial + 2:
+        sizes = _SPATIAL[spatial]
+        raise ShapeError(f"{owner}: expected input [N, C_in, {sizes}] or one sample [C_in, "
+                         f"{sizes}], got {_dims(input.shape)}")
+    return compute(input)
+
+
 def _conv1d_pair(name, value, height, low):
     """conv1d's ``value`` (an int >= low, or a sequence of one) as conv2d's pair (height, value)."""
     number = as_int(value)
@@ -368,43 +460,71 @@ def _conv1d_pair(name, value, height, low):
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
     """conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): 1-d
-    convolution of input [N, C, L] with weight [O, C / groups, k] to [N, O, L_out]; ``stride``,
-    ``padding`` and ``dilation`` are ints or sequences of one, ``padding`` also "valid" or
-    "same". Computed as conv2d over a height of 1 (kiln.mint._composite.conv2d), which
-    differentiates it."""
+    convolution of input [N, C_in, L] (or one sample [C_in, L]) with weight [C_out, C_in /
+    groups, k] to [N, C_out, L_out] ([C_out, L_out]); ``stride``, ``padding`` and ``dilation``
+    are ints or sequences of one, ``padding`` also "valid" or "same" (stride 1 only). Computed
+    as conv2d over a height of 1 (kiln.mint._composite.conv2d), which differentiates it; the
+    arguments are checked here, so that errors describe the 1-d shapes."""
     owner = "conv1d"
-    _tensor(owner, "input", input)
-    _tensor(owner, "weight", weight)
+    _floating_tensor(owner, "input", input)
+    _floating_tensor(owner, "weight", weight)
     groups = checked_int(owner, "groups", groups, low=1)
-    if input.ndim != 3 or weight.ndim != 3 or input.shape[1] != weight.shape[1] * groups \
-            or weight.shape[0] % groups:
-        raise ShapeError(f"{owner}: expected input [N, C_in, L] and weight [C_out, C_in / groups, "
-                         f"k] with C_in and C_out divisible by groups = {groups}, got input "
-                         f"{_dims(input.shape)} and weight {_dims(weight.shape)}")
-    if not isinstance(padding, str):
+    stride = _conv1d_pair("stride", stride, 1, 1)
+    dilation = _conv1d_pair("dilation", dilation, 1, 1)
+    if isinstance(padding, str):
+        if padding not in _composite.PADDING_STRINGS:
+            raise KilnValueError(f"{owner}: expected padding 'same', 'valid', an int or a "
+                                 f"sequence of one int, got {padding!r}")
+        if padding == "same" and stride[1] != 1:
+            raise KilnValueError(f"{owner}: padding='same' needs stride 1 (the output could not "
+                                 f"keep the input's size), got stride {stride[1]}")
+    else:
         padding = _conv1d_pair("padding", padding, 0, 0)
-    out = _composite.conv2d(_mint.unsqueeze(input, 2), _mint.unsqueeze(weight, 2), bias,
-                            _conv1d_pair("stride", stride, 1, 1), padding,
-                            _conv1d_pair("dilation", dilation, 1, 1), groups)
-    return _mint.squeeze(out, 2)
+
+    def compute(x):  # x [N, C_in, L]
+        if weight.ndim != 3 or x.shape[1] != weight.shape[1] * groups \
+                or weight.shape[0] % groups or weight.shape[2] == 0:
+            raise ShapeError(f"{owner}: expected input [N, C_in, L] or [C_in, L] and weight "
+                             f"[C_out, C_in / groups, k] (k >= 1) with C_in and C_out divisible "
+                             f"by groups = {groups}, got input {_dims(input.shape)} and weight "
+                             f"{_dims(weight.shape)}")
+        if bias is not None and tuple(_tensor(owner, "bias", bias).shape) != (weight.shape[0],):
+            raise ShapeError(f"{owner}: expected bias [C_out = {weight.shape[0]}], got "
+                             f"{_dims(bias.shape)}")
+        span = dilation[1] * (weight.shape[2] - 1)  # the dilated kernel's size - 1
+        if padding == "valid":
+            padded = x.shape[2]
+        else:
+            padded = x.shape[2] + (span if padding == "same" else 2 * padding[1])
+        if padded < span + 1:
+            raise ShapeError(f"{owner}: expected the padded input length ({padded}) to be at "
+                             f"least the dilated kernel size ({span + 1}), got input "
+                             f"{_dims(input.shape)} and weight {_dims(weight.shape)}")
+        out = _composite.conv2d(_mint.unsqueeze(x, 2), _mint.unsqueeze(weight, 2), bias, stride,
+                                padding, dilation, groups)
+        return _mint.squeeze(out, 2)
+
+    return _batched(owner, input, 1, compute)
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
     """conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): 2-d
-    convolution of input [N, C, H, W] with weight [O, C / groups, kH, kW]; ``padding`` is an int,
-    a pair, or PyTorch's "valid" or "same" (kiln.mint._composite.conv2d)."""
-    return _composite.conv2d(input, weight, bias, stride, padding, dilation, groups)
+    convolution of input [N, C, H, W] (or one sample [C, H, W]) with weight [O, C / groups, kH,
+    kW]; ``padding`` is an int, a pair, or PyTorch's "valid" or "same"
+    (kiln.mint._composite.conv2d)."""
+    return _batched("conv2d", input, 2, lambda x: _composite.conv2d(
+        x, weight, bias, stride, padding, dilation, groups))
 
 
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0,  # noqa: A002
                      output_padding=0, groups=1, dilation=1):
     """conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
     dilation=1) (kiln.mint.conv_transpose2d): the transposed convolution (conv2d's gradient with
-    respect to its input) of input [N, C_in, H, W] with weight [C_in, C_out / groups, kH, kW], to
-    H_out = (H - 1) * stride - 2 * padding + dilation * (kH - 1) + output_padding + 1 (W_out
-    likewise); ``output_padding`` is below stride or dilation."""
-    return _mint.conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups,
-                                  dilation)
+    respect to its input) of input [N, C_in, H, W] (or one sample [C_in, H, W]) with weight
+    [C_in, C_out / groups, kH, kW], to H_out = (H - 1) * stride - 2 * padding + dilation * (kH -
+    1) + output_padding + 1 (W_out likewise); ``output_padding`` is below stride or dilation."""
+    return _batched("conv_transpose2d", input, 2, lambda x: _mint.conv_transpose2d(
+        x, weight, bias, stride, padding, output_padding, groups, dilation))
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
@@ -446,20 +566,58 @@ def pad(input, pad, mode="constant", value=None):  # noqa: A002
     return _mint.pad(input, pad, mode, value)
 
 
+def _dense_embedding(owner, scale_grad_by_freq, sparse):
+    """A KilnNotImplementedError naming ``owner`` for PyTorch's embedding options that change
+    its gradient (scaled by the inverse frequency of each index, or sparse). Shared with
+    kiln.nn.Embedding."""
+    for name, wanted in (("scale_grad_by_freq", scale_grad_by_freq), ("sparse", sparse)):
+        if wanted:
+            raise KilnNotImplementedError(f"{owner}: {name} is not supported (Kiln's "
+                                          f"embedding has a dense gradient, one count per "
+                                          f"lookup); pass {name}=False")
+
+
+def _embedding_renorm_(owner, weight, input, max_norm, norm_type):  # noqa: A002
+    """PyTorch's embedding_renorm_: under no_grad, each row of ``weight`` that ``input`` looks
+    up whose ``norm_type``-norm exceeds ``max_norm`` is scaled in place by max_norm / (norm +
+    1e-7). As PyTorch's, the norm is computed in the weight's dtype and the scale in float64,
+    then rounded to the weight's dtype before it multiplies the row. The indices are checked
+    before anything is written (outside a kiln.jit trace, which has no values): a
+    non-integer dtype is a DTypeError, an index outside [0, rows) a KilnIndexError."""
+    max_norm = check_real(owner, "max_norm", max_norm)
+    norm_type = check_real(owner, "norm_type", norm_type)
+    if input.dtype.is_floating_point or input.dtype == _C.dtype.bool:
+        raise DTypeError(f"{owner}: expected integer indices, got {input.dtype.name}")
+    count = weight.shape[0]
+    if not _C.jit.is_tracing() and input.numel() > 0:
+        low, high = _mint.min(input).item(), _mint.max(input).item()
+        if low < 0 or high >= count:
+            raise KilnIndexError(f"{owner}: index {low if low < 0 else high} is out of range "
+                                 f"for a weight with {count} rows (expected 0 <= index < "
+                                 f"{count})")
+    with no_grad():
+        flat = input.reshape(-1).to(_C.dtype.int64)
+        rows = _mint.index_select(weight, 0, flat)
+        norms = _mint.vector_norm(rows, norm_type, 1, True).to(_C.dtype.float64)
+        scale = _mint.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+        # An index looked up twice writes the same scaled row twice.
+        weight[flat] = rows * _cast(scale, weight.dtype)
+
+
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,  # noqa: A002
               scale_grad_by_freq=False, sparse=False):
     """embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     scale_grad_by_freq=False, sparse=False): the rows of ``weight`` at the integer indices
     ``input`` (kiln.mint.embedding). Lookups of ``padding_idx`` (negative: from the end) return
-    its row and send it no gradient, as PyTorch's. ``max_norm`` (which renormalizes rows of
-    weight in place), ``scale_grad_by_freq`` and ``sparse`` are KilnNotImplementedErrors."""
+    its row and send it no gradient, as PyTorch's. With ``max_norm``, each looked-up row whose
+    ``norm_type``-norm exceeds max_norm is first rescaled in place (under no_grad) to norm
+    max_norm, as PyTorch's: ``weight`` changes. ``scale_grad_by_freq=True`` and ``sparse=True``
+    are KilnNotImplementedErrors."""
     owner = "embedding"
-    for name, wanted in (("max_norm", max_norm is not None), ("scale_grad_by_freq",
-                                                              scale_grad_by_freq),
-                         ("sparse", sparse)):
-        if wanted:
-            raise KilnNotImplementedError(f"embedding: {name} is not supported (Kiln's "
-                                          f"embedding is a plain lookup with dense gradients)")
+    _dense_embedding(owner, scale_grad_by_freq, sparse)
+    if max_norm is not None:
+        _embedding_renorm_(owner, _tensor(owner, "weight", weight), _tensor(owner, "input", input),
+                           max_norm, norm_type)
     rows = _mint.embedding(input, weight)
     if padding_idx is None:
         return rows
@@ -885,9 +1043,16 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean",  # n
     the pointwise KL divergence of log-probabilities ``input`` from the probabilities ``target``
     (its logs with ``log_target``), target * (log(target) - input) (0 where target is 0), reduced:
     "batchmean" divides the sum by the batch size (dim 0), "mean" by the number of elements (with
-    PyTorch's warning that this is rarely the KL divergence). At target 0 its gradient with respect
-    to the target is -input here (the term target * log(target) contributes none), where
-    PyTorch's is NaN."""
+    PyTorch's warning that this is rarely the KL divergence, pointing at the caller). At target 0
+    its gradient with respect to the target is -input here (the term target * log(target)
+    contributes none), where PyTorch's is NaN."""
+    return _kl_div(input, target, size_average, reduce, reduction, log_target, stacklevel=3)
+
+
+def _kl_div(input, target, size_average, reduce, reduction, log_target,  # noqa: A002
+            stacklevel):
+    """kl_div, its warning for reduction='mean' pointing ``stacklevel`` frames up: at the caller
+    of kl_div, or of kiln.nn.KLDivLoss."""
     owner = "kl_div"
     _no_legacy(owner, size_average, reduce)
     if reduction not in ("mean", "batchmean", "sum", "none"):
@@ -896,7 +1061,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean",  # n
     if reduction == "mean":
         warnings.warn("kl_div: reduction='mean' divides the total loss by both the batch size "
                       "and the support size; 'batchmean' divides only by the batch size, which "
-                      "is the KL divergence (as PyTorch warns)", stacklevel=2)
+                      "is the KL divergence (as PyTorch warns)", stacklevel=stacklevel)
     x, t, dtype = _composite._loss_operands(owner, input, target, "none", floating_target=True)
     if log_target:
         loss = _mint.exp(t) * (t - x)

@@ -9,10 +9,10 @@ sub-cell names, so a torch.nn.Transformer* state dict loads as it is.
 
 - ``TransformerEncoderLayer(d_model, nhead, dim_feedforward=2048, dropout=0.1,
   activation="relu", layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
-  dtype=None)``: self-attention, then the feed-forward block linear2(dropout(activation(
-  linear1(x)))), each in a residual branch with a LayerNorm after it (post-norm, the default)
-  or at the start of the branch (``norm_first=True``). Sub-cells: self_attn, linear1, dropout,
-  linear2, norm1, norm2, dropout1, dropout2. ``layer(src, src_mask=None,
+  device=None, dtype=None)``: self-attention, then the feed-forward block linear2(dropout(
+  activation(linear1(x)))), each in a residual branch with a LayerNorm after it (post-norm, the
+  default) or at the start of the branch (``norm_first=True``). Sub-cells: self_attn, linear1,
+  dropout, linear2, norm1, norm2, dropout1, dropout2. ``layer(src, src_mask=None,
   src_key_padding_mask=None, is_causal=False)``.
 - ``TransformerDecoderLayer`` (the same arguments): self-attention over the target, attention
   from the target to ``memory`` (the encoder's output), then the feed-forward block. Sub-cells
@@ -27,21 +27,25 @@ sub-cell names, so a torch.nn.Transformer* state dict loads as it is.
 - ``Transformer(d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,
   dim_feedforward=2048, dropout=0.1, activation="relu", custom_encoder=None,
   custom_decoder=None, layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
-  dtype=None)``: an encoder and a decoder (each ending in a LayerNorm) as ``encoder`` and
-  ``decoder``, every parameter of two or more dimensions re-initialised by xavier_uniform_, as
-  PyTorch's. ``model(src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+  device=None, dtype=None)``: an encoder and a decoder (each ending in a LayerNorm) as
+  ``encoder`` and ``decoder``, every parameter of two or more dimensions re-initialised by
+  xavier_uniform_, as PyTorch's. ``model(src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
   src_key_padding_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
   src_is_causal=None, tgt_is_causal=None, memory_is_causal=False)`` returns the decoder's output.
   ``Transformer.generate_square_subsequent_mask(sz, device=None, dtype=None)``: the causal mask
   [sz, sz], -inf above the diagonal and 0 elsewhere (float32 unless ``dtype`` says otherwise).
 
 Inputs are [seq, batch, d_model], or [batch, seq, d_model] with ``batch_first=True``; the output
-has the target's (the source's, in the encoder) layout. The masks are MultiheadAttention's (see
-kiln.nn.attention): an attention mask [L, S] or [batch * nhead, L, S], bool (True = may not
-attend) or floating (added to the scores); a key padding mask [batch, S], True marking the keys
-to ignore. ``activation`` is "relu", "gelu" (kiln.nn.functional's relu and gelu) or any
-callable, such as a kiln.nn.GELU(approximate="tanh") cell, which is then registered as the
-sub-cell ``activation``, as in PyTorch (it has no parameters: the state dict keeps its keys).
+has the target's (the source's, in the encoder) layout. As in PyTorch, inputs may also be one
+unbatched sequence each, [seq, d_model] (then every input of the call is, and the output is
+[seq, d_model]). The masks are MultiheadAttention's (see kiln.nn.attention): an attention mask
+[L, S] or [batch * nhead, L, S] ([nhead, L, S] unbatched), bool (True = may not attend) or
+floating (added to the scores); a key padding mask [batch, S] ([S] unbatched), True marking the
+keys to ignore. The layers' parameters are of ``dtype`` (default float32); ``device`` must be
+the CPU (kiln.device), as for every kiln tensor. ``activation`` is "relu", "gelu"
+(kiln.nn.functional's relu and gelu) or any callable, such as a kiln.nn.GELU(approximate="tanh")
+cell, which is then registered as the sub-cell ``activation``, as in PyTorch (it has no
+parameters: the state dict keeps its keys).
 ``dropout`` applies to the attention weights, inside the feed-forward block and at the end of
 every branch, while training; in eval mode the layers are deterministic.
 
@@ -51,24 +55,24 @@ Where this differs from PyTorch:
   mask, where PyTorch requires the mask as well. With a mask, PyTorch takes the flag as a hint
   that the mask is causal; Kiln applies the mask as given, and ``is_causal=None`` (the stacks'
   default, which in PyTorch compares the mask with the causal one) needs no detection.
-- Inputs must be batched (3-D): an unbatched [seq, d_model] one is a ShapeError, as is an input
-  whose last dimension is not d_model, or a memory (a target) whose batch size differs from the
-  target's (the source's).
-- There is no ``device`` argument (kiln.nn's layers live on the CPU), and TransformerEncoder's
-  ``enable_nested_tensor`` and ``mask_check``, which choose PyTorch's nested-tensor fast path,
-  are accepted and change nothing.
+- TransformerEncoder's ``enable_nested_tensor`` and ``mask_check``, which choose PyTorch's
+  nested-tensor fast path, are accepted and change nothing.
 
 Errors: ``d_model``, ``nhead`` or ``dim_feedforward`` that are no positive ints, or a d_model
 that nhead does not divide (KilnTypeError / KilnValueError); ``batch_first``, ``norm_first`` or
 ``bias`` that are no bools (KilnTypeError); an ``activation`` string other than "relu" and
 "gelu" (KilnValueError) or an activation that is neither a string nor callable (KilnTypeError);
-inputs that are no kiln tensors (KilnTypeError) or of the wrong shapes (ShapeError).
+a ``device`` other than the CPU (KilnValueError); inputs that are no kiln tensors
+(KilnTypeError) or of the wrong shapes (ShapeError): of another rank than 2 or 3, or of ranks
+that differ, a last dimension that is not d_model, a memory (a target) whose batch size differs
+from the target's (the source's), or an unbatched input's key padding mask that is not 1-D.
 """
 
 import copy
 
 from .. import _C
 from .._checks import checked_bool, checked_int
+from .._device import check_usable
 from ..errors import KilnTypeError, KilnValueError, ShapeError
 from . import functional as F
 from . import init
@@ -102,27 +106,44 @@ def _activation_fn(owner, activation):
 
 
 def _check_inputs(owner, d_model, batch_first, *named):
-    """Checks each (name, tensor) of ``named``: a kiln tensor [seq, batch, d_model] ([batch, seq,
-    d_model] with ``batch_first``), all of one batch size (their sequences may differ)."""
-    layout = "batch, seq" if batch_first else "seq, batch"
+    """Checks each (name, tensor) of ``named``: kiln tensors, either all batches [seq, batch,
+    d_model] ([batch, seq, d_model] with ``batch_first``) of one batch size (their sequences may
+    differ), or all unbatched sequences [seq, d_model], as PyTorch takes them. Returns whether
+    they are unbatched."""
     for name, x in named:
         if not isinstance(x, _C.Tensor):
             raise KilnTypeError(f"{owner}: expected {name} to be a kiln.Tensor, got "
                                 f"{type(x).__name__}")
-        if x.ndim != 3 or x.shape[-1] != d_model:
-            # PyTorch takes [seq, d_model] as one unbatched sequence; MultiheadAttention here
-            # wants a batch, so say how to give one.
-            hint = (" (unbatched input is not supported: add a batch dimension)" if x.ndim == 2
-                    else "")
-            raise ShapeError(f"{owner}: expected a 3-D {name} [{layout}, {d_model}] "
-                             f"(batch_first={batch_first}), got {list(x.shape)}{hint}")
-    batch = 0 if batch_first else 1
+    layout = "batch, seq" if batch_first else "seq, batch"
+    shapes = {3: f"[{layout}, {d_model}] (batch_first={batch_first})",
+              2: f"[seq, {d_model}] (unbatched)"}
     (first, x0), *others = named
+    for name, x in named:
+        # The first input may be either; the others must be as it is.
+        ranks = (3, 2) if name == first else (x0.ndim,)
+        if x.ndim not in ranks or x.shape[-1] != d_model:
+            wanted = " or ".join(f"a {rank}-D {name} {shapes[rank]}" for rank in ranks)
+            like = "" if name == first else f", as {first} {list(x0.shape)} is"
+            raise ShapeError(f"{owner}: expected {wanted}{like}, got {list(x.shape)}")
+    batch = 0 if batch_first else 1
     for name, x in others:
-        if x.shape[batch] != x0.shape[batch]:
+        if x.ndim == 3 and x.shape[batch] != x0.shape[batch]:
             raise ShapeError(f"{owner}: expected {first} and {name} of one batch size (dim "
                              f"{batch}, batch_first={batch_first}), got {first} "
                              f"{list(x0.shape)} and {name} {list(x.shape)}")
+    return x0.ndim == 2
+
+
+def _sample_padding(owner, name, mask):
+    """An unbatched input's key padding mask [seq] (None, a kiln tensor, a NumPy array or nested
+    lists, as MultiheadAttention takes it) as one of a batch of one, [1, seq]."""
+    if mask is None:
+        return None
+    mask = mask if isinstance(mask, _C.Tensor) else _C.tensor(mask)
+    if mask.ndim != 1:
+        raise ShapeError(f"{owner}: expected a 1-D {name} [seq] for unbatched inputs, got "
+                         f"{list(mask.shape)}")
+    return _mint.unsqueeze(mask, 0)
 
 
 def _attend(attention, query, memory, mask, key_padding_mask, is_causal):
@@ -141,9 +162,11 @@ class _TransformerLayer(Cell):
     Dropout ``dropout<i>``, registered in PyTorch's order (which is state_dict's)."""
 
     def __init__(self, attentions, d_model, nhead, dim_feedforward, dropout, activation,
-                 layer_norm_eps, batch_first, norm_first, bias, dtype):
+                 layer_norm_eps, batch_first, norm_first, bias, device, dtype):
         super().__init__()
         owner = type(self).__name__
+        if device is not None:
+            check_usable(owner, device)
         d_model = checked_int(owner, "d_model", d_model, low=1)
         nhead = checked_int(owner, "nhead", nhead, low=1)
         dim_feedforward = checked_int(owner, "dim_feedforward", dim_feedforward, low=1)
@@ -169,10 +192,20 @@ class _TransformerLayer(Cell):
             setattr(self, f"dropout{i}", Dropout(dropout))
         self.activation = activation
 
-    def _check(self, *named):
-        """Checks the inputs against self_attn's d_model and layout (see _check_inputs)."""
-        attention = self.self_attn
-        _check_inputs(type(self).__name__, attention.embed_dim, attention.batch_first, *named)
+    def _batched(self, step, inputs, padding_masks):
+        """``step(*tensors, *masks)`` for ``inputs`` and ``padding_masks``, lists of (name,
+        value), checked against self_attn's d_model and layout (see _check_inputs). Unbatched
+        inputs [seq, d_model] (their key padding masks [seq]) go to ``step`` as a batch of one,
+        and the output comes back without the batch dimension, as PyTorch's."""
+        owner, attention = type(self).__name__, self.self_attn
+        tensors = [x for _, x in inputs]
+        masks = [mask for _, mask in padding_masks]
+        if not _check_inputs(owner, attention.embed_dim, attention.batch_first, *inputs):
+            return step(*tensors, *masks)
+        dim = 0 if attention.batch_first else 1
+        out = step(*(_mint.unsqueeze(x, dim) for x in tensors),
+                   *(_sample_padding(owner, name, mask) for name, mask in padding_masks))
+        return _mint.squeeze(out, dim)
 
     def _residual(self, x, norm, branch):
         """x plus ``branch`` of it, with ``norm`` at the start of the branch (norm_first) or
@@ -189,46 +222,57 @@ class _TransformerLayer(Cell):
 class TransformerEncoderLayer(_TransformerLayer):
     """TransformerEncoderLayer(d_model, nhead, dim_feedforward=2048, dropout=0.1,
     activation="relu", layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
-    dtype=None): self-attention and a feed-forward block, each a residual branch with a
-    LayerNorm, as PyTorch's; ``layer(src, src_mask=None, src_key_padding_mask=None,
-    is_causal=False)``. See kiln.nn.transformer's documentation."""
+    device=None, dtype=None): self-attention and a feed-forward block, each a residual branch
+    with a LayerNorm, as PyTorch's; ``layer(src, src_mask=None, src_key_padding_mask=None,
+    is_causal=False)``, ``src`` batched or one sequence [seq, d_model]. See
+    kiln.nn.transformer's documentation."""
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
-                 dtype=None):
+                 device=None, dtype=None):
         super().__init__(("self_attn",), d_model, nhead, dim_feedforward, dropout, activation,
-                         layer_norm_eps, batch_first, norm_first, bias, dtype)
+                         layer_norm_eps, batch_first, norm_first, bias, device, dtype)
 
     def construct(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
-        self._check(("src", src))
-        x = self._residual(src, self.norm1, lambda h: self.dropout1(
-            _attend(self.self_attn, h, h, src_mask, src_key_padding_mask, is_causal)))
-        return self._residual(x, self.norm2, lambda h: self._feed_forward(h, self.dropout2))
+        def encode(x, padding):
+            x = self._residual(x, self.norm1, lambda h: self.dropout1(
+                _attend(self.self_attn, h, h, src_mask, padding, is_causal)))
+            return self._residual(x, self.norm2, lambda h: self._feed_forward(h, self.dropout2))
+
+        return self._batched(encode, [("src", src)],
+                             [("src_key_padding_mask", src_key_padding_mask)])
 
 
 class TransformerDecoderLayer(_TransformerLayer):
     """TransformerDecoderLayer(d_model, nhead, dim_feedforward=2048, dropout=0.1,
     activation="relu", layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
-    dtype=None): self-attention, attention to the encoder's output and a feed-forward block,
-    each a residual branch with a LayerNorm, as PyTorch's; ``layer(tgt, memory, tgt_mask=None,
-    memory_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
-    tgt_is_causal=False, memory_is_causal=False)``. See kiln.nn.transformer's documentation."""
+    device=None, dtype=None): self-attention, attention to the encoder's output and a
+    feed-forward block, each a residual branch with a LayerNorm, as PyTorch's; ``layer(tgt,
+    memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+    memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False)``, ``tgt`` and
+    ``memory`` both batched or both one sequence [seq, d_model]. See kiln.nn.transformer's
+    documentation."""
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
-                 dtype=None):
+                 device=None, dtype=None):
         super().__init__(("self_attn", "multihead_attn"), d_model, nhead, dim_feedforward,
-                         dropout, activation, layer_norm_eps, batch_first, norm_first, bias, dtype)
+                         dropout, activation, layer_norm_eps, batch_first, norm_first, bias,
+                         device, dtype)
 
     def construct(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                   memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
-        self._check(("tgt", tgt), ("memory", memory))
-        x = self._residual(tgt, self.norm1, lambda h: self.dropout1(
-            _attend(self.self_attn, h, h, tgt_mask, tgt_key_padding_mask, tgt_is_causal)))
-        x = self._residual(x, self.norm2, lambda h: self.dropout2(
-            _attend(self.multihead_attn, h, memory, memory_mask, memory_key_padding_mask,
-                    memory_is_causal)))
-        return self._residual(x, self.norm3, lambda h: self._feed_forward(h, self.dropout3))
+        def decode(x, mem, tgt_padding, memory_padding):
+            x = self._residual(x, self.norm1, lambda h: self.dropout1(
+                _attend(self.self_attn, h, h, tgt_mask, tgt_padding, tgt_is_causal)))
+            x = self._residual(x, self.norm2, lambda h: self.dropout2(
+                _attend(self.multihead_attn, h, mem, memory_mask, memory_padding,
+                        memory_is_causal)))
+            return self._residual(x, self.norm3, lambda h: self._feed_forward(h, self.dropout3))
+
+        return self._batched(decode, [("tgt", tgt), ("memory", memory)],
+                             [("tgt_key_padding_mask", tgt_key_padding_mask),
+                              ("memory_key_padding_mask", memory_key_padding_mask)])
 
 
 class _Stack(Cell):
@@ -294,16 +338,18 @@ class Transformer(Cell):
     """Transformer(d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,
     dim_feedforward=2048, dropout=0.1, activation="relu", custom_encoder=None,
     custom_decoder=None, layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
-    dtype=None): PyTorch's encoder-decoder model; ``model(src, tgt, ...)`` returns the decoder's
-    output. See kiln.nn.transformer's documentation."""
+    device=None, dtype=None): PyTorch's encoder-decoder model; ``model(src, tgt, ...)`` returns
+    the decoder's output. See kiln.nn.transformer's documentation."""
 
     def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,
                  dim_feedforward=2048, dropout=0.1, activation="relu", custom_encoder=None,
                  custom_decoder=None, layer_norm_eps=1e-5, batch_first=False, norm_first=False,
-                 bias=True, dtype=None):
+                 bias=True, device=None, dtype=None):
         super().__init__()
+        if device is not None:  # checked here too for a custom encoder and decoder
+            check_usable("Transformer", device)
         layer_args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
-                      batch_first, norm_first, bias, dtype)
+                      batch_first, norm_first, bias, device, dtype)
         if custom_encoder is not None:
             self.encoder = custom_encoder
         else:

@@ -8,19 +8,21 @@ kiln.nn.functional.interpolate) and the cells ``Upsample``, ``UpsamplingNearest2
 Modes "nearest" (input [N, C, L] or [N, C, H, W]) and "bilinear" ([N, C, H, W]) with PyTorch's
 CPU values: its kernels' rules for the source position of each output (``align_corners``, a
 ``scale_factor`` used as given unless ``recompute_scale_factor``, the shortcuts of its 2-d
-"nearest"), computed in the precision its kernels use (see ``interpolate``). They are composed
-of kiln.mint ops (index_select at integer indices computed with arange and floor, and for
-"bilinear" a weighted sum of two of them per axis), so autograd differentiates them and kiln.jit
-traces them. PyTorch's other modes ("linear", "bicubic", "trilinear", "area", "nearest-exact"),
-5-d input and ``antialias=True`` are KilnNotImplementedErrors naming what is missing.
+"nearest"), computed in the precision its kernels use (see ``interpolate``; for "bilinear" on
+uint8, its integer arithmetic). They are composed of kiln.mint ops (index_select at integer
+indices computed with arange and floor, and for "bilinear" a weighted sum of two of them per
+axis), so autograd differentiates them and kiln.jit traces them. PyTorch's other modes
+("linear", "bicubic", "trilinear", "area", "nearest-exact"), 5-d input and ``antialias=True``
+are KilnNotImplementedErrors naming what is missing.
 """
 
 import math
 
 from .. import _C, mint as _mint
 from .._checks import checked_bool, checked_int
-from ..errors import KilnNotImplementedError, KilnTypeError, KilnValueError, ShapeError
-from ..mint._composite import _cast, _dims, _floating_tensor, _widened, check_real
+from ..errors import (DTypeError, KilnNotImplementedError, KilnTypeError, KilnValueError,
+                      ShapeError)
+from ..mint._composite import _cast, _dims, _widened, check_real
 from .cell import Cell
 
 __all__ = ["interpolate", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d"]
@@ -124,6 +126,52 @@ def _linear_along(x, dim, out_size, scale, align_corners):
             + _mint.index_select(x, dim, high) * high_weight.reshape(shape))
 
 
+def _uint8_weights(in_size, out_size, scale, align_corners):
+    """PyTorch's uint8 linear weights along one axis (its CPU kernels'
+    _compute_index_ranges_int16_weights): (the lower input index of each output, the integer
+    weights of it and of the next input, the precision: the weights' scale is 2 ** precision).
+    Positions and weights are computed in float64 (Python floats), as there; an output whose
+    source is the last input puts both weights on it."""
+    if align_corners:
+        step = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    else:
+        step = 1.0 / scale if scale is not None else in_size / out_size
+    lows, weights = [], []
+    for i in range(out_size):
+        source = step * i if align_corners else max(step * (i + 0.5) - 0.5, 0.0)
+        low = min(math.floor(source), in_size - 1)
+        high_weight = min(max(source - low, 0.0), 1.0)
+        lows.append(low)
+        weights.append((1.0 - high_weight, high_weight) if low + 1 < in_size
+                       else ((1.0 - high_weight) + high_weight, 0.0))
+    # The most bits (up to 22) that keep twice the largest weight, rounded, below 2 ** 15.
+    largest = max(max(pair) for pair in weights)
+    precision = 0
+    while precision < 22 and int(0.5 + largest * (1 << (precision + 1))) < (1 << 15):
+        precision += 1
+    whole = [tuple(int(0.5 + w * (1 << precision)) for w in pair) for pair in weights]
+    return lows, whole, precision
+
+
+def _uint8_linear_along(x, dim, out_size, scale, align_corners):
+    """uint8 x resized along ``dim`` by PyTorch's uint8 linear rule: output i is (x[low] * w0 +
+    x[low + 1] * w1 + 2 ** (precision - 1)) >> precision, clamped to [0, 255], with the integer
+    weights of _uint8_weights (exact in int32)."""
+    in_size = x.shape[dim]
+    if out_size == in_size:
+        return x  # PyTorch skips the axis
+    lows, whole, precision = _uint8_weights(in_size, out_size, scale, align_corners)
+    shape = [out_size] + [1] * (x.ndim - dim - 1)
+    low = _C.tensor(lows, dtype=_C.dtype.int64)
+    high = _mint.clamp(low + 1, max=in_size - 1)
+    low_weight, high_weight = (_C.tensor([pair[k] for pair in whole], dtype=_C.dtype.int32)
+                               .reshape(shape) for k in (0, 1))
+    wide = x.to(_C.dtype.int32)
+    total = (_mint.index_select(wide, dim, low) * low_weight
+             + _mint.index_select(wide, dim, high) * high_weight + (1 << (precision - 1)))
+    return _mint.clamp(total // (1 << precision), 0, 255).to(_C.dtype.uint8)
+
+
 def _output_sizes(owner, input, size, scale_factor, recompute_scale_factor):  # noqa: A002
     """(the output's spatial sizes, the scale_factor per spatial dimension that steps the source
     positions, or None where the sizes do), as PyTorch's interpolate computes them."""
@@ -150,18 +198,22 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest",  # noqa: A0
       else in_size / out_size, in float32 (float64 for a 3-d float64 input). As PyTorch's 2-d
       kernel, a 4-d input's axis resized to its size or twice it takes input i or i // 2,
       whatever the scale_factor. ``align_corners`` must be None.
-    - "bilinear" (4-d floating input): each output mixes the two nearest inputs along each
-      axis; with align_corners=True the corner pixels' centres align (step (in - 1) / (out -
-      1)), with None or False their outer edges do (step as for "nearest"). An axis resized to
+    - "bilinear" (4-d floating or uint8 input): each output mixes the two nearest inputs along
+      each axis; with align_corners=True the corner pixels' centres align (step (in - 1) / (out
+      - 1)), with None or False their outer edges do (step as for "nearest"). An axis resized to
       its own size is copied, whatever the scale_factor. Computed in float64 for float64, else
-      in float32 (16-bit floats rounded once at the end).
+      in float32 (16-bit floats rounded once at the end). A uint8 input is computed as
+      PyTorch's CPU kernels do, in integers: per axis (the width, then the height), weights in
+      fixed point (14 or 15 bits) and each sum rounded to uint8, so a value can differ by one
+      from the rounded float32 result.
 
     The gradient is that of the values computed (PyTorch's 3-d "nearest" backward applies the
     2-d shortcuts its forward does not). Errors: another mode, 5-d input and antialias=True are
-    KilnNotImplementedErrors; a rank the mode does not take or an empty spatial dimension is a
-    ShapeError, as is a ``size`` or ``scale_factor`` sequence of another length; a size below
-    1, a scale_factor that is not finite and > 0 or that gives an empty output, and the
-    argument combinations PyTorch refuses are KilnValueErrors."""
+    KilnNotImplementedErrors; "bilinear" of an integer input other than uint8 (or of bool) is a
+    DTypeError; a rank the mode does not take or an empty spatial dimension is a ShapeError, as
+    is a ``size`` or ``scale_factor`` sequence of another length; a size below 1, a scale_factor
+    that is not finite and > 0 or that gives an empty output, and the argument combinations
+    PyTorch refuses are KilnValueErrors."""
     owner = "interpolate"
     _check_options(owner, size, scale_factor, mode, align_corners, recompute_scale_factor)
     if antialias:
@@ -182,7 +234,16 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest",  # noqa: A0
         for dim, (out_size, scale) in enumerate(zip(out_sizes, scales), 2):
             x = _nearest_along(x, dim, out_size, scale)
         return x
-    dtype = _floating_tensor(owner, "input", input)
+    if input.dtype == _C.dtype.uint8:
+        # The width first, then the height, each rounded to uint8, as PyTorch's separable passes.
+        x = input
+        for dim, out_size, scale in reversed(list(zip((2, 3), out_sizes, scales))):
+            x = _uint8_linear_along(x, dim, out_size, scale, bool(align_corners))
+        return x
+    if not input.dtype.is_floating_point:
+        raise DTypeError(f"{owner}: expected a floating-point input, got {input.dtype.name} "
+                         f"(mode 'bilinear' also takes uint8, as PyTorch's)")
+    dtype = input.dtype
     x = _widened(input)
     for dim, (out_size, scale) in enumerate(zip(out_sizes, scales), 2):
         x = _linear_along(x, dim, out_size, scale, bool(align_corners))
