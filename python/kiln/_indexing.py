@@ -99,13 +99,19 @@ def _decides_on_size(s, size, start, stop, step):
 def _int_slice(s):
     """``s`` with its 1-element integer tensor bounds read as ints, as PyTorch reads them
     (``data[i:i + 8]`` with ``i`` drawn by randint); other bounds are left to slice.indices.
-    Reading a traced bound raises the jit's data-dependent control-flow error."""
+    While kiln.jit traces, a tensor bound is a KilnTypeError: it would be read once, at the trace
+    (a traced one has no value yet)."""
     def bound(b):
         if not isinstance(b, Tensor):
             return b
         if b.dtype.is_floating_point or b.dtype == _C.dtype.bool or b.numel() != 1:
             raise KilnIndexError(f"slice bounds must be ints or 1-element integer tensors, got a "
                                  f"{b.dtype.name} tensor of shape {list(b.shape)}")
+        if _C.jit.is_tracing():
+            raise KilnTypeError("a slice bound given as a tensor sets the slice's shape by its "
+                                "value, which a kiln.jit graph cannot follow (it would be read "
+                                "once, at the trace, and a later change not seen): pass a Python "
+                                "int, read outside the jitted function")
         return int(b.item())
 
     if not any(isinstance(b, Tensor) for b in (s.start, s.stop, s.step)):

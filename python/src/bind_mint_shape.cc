@@ -181,11 +181,15 @@ void bind_mint_shape(nb::module_& mint) {
         KILN_CHECK_VALUE(value.get().ndim() == 0)
             << "masked_fill: expected a number or a 0-d tensor as value, got a tensor of shape "
             << shape_str(value.get().shape());
-        const Tensor filled = masked_fill(x, mask, detail::scalar_value(value));
-        // MaskedFill takes the value as a number; one that requires grad goes in again as an
-        // operand, for its gradient (the sum of g where the mask is true), as PyTorch's does.
-        if (!autograd::requires_grad(value)) return filled;
-        return where(mask, to(value, filled.dtype()), filled);
+        // MaskedFill takes the value as a number. A tensor goes in as an operand where it
+        // requires grad, for its gradient (the sum of g where the mask is true), as PyTorch's
+        // does, and while a function is traced: read as a number there, a value the graph
+        // computes would have no data, and one from outside would stay as it was at the trace.
+        const bool operand =
+            !value.get().is_weak_scalar() && (is_tracing() || autograd::requires_grad(value));
+        if (!operand) return masked_fill(x, mask, detail::scalar_value(value));
+        const Tensor checked = masked_fill(x, mask, Scalar(0));  // its checks; the value is where's
+        return where(mask, to(value, checked.dtype()), checked);
       },
       "x"_a, "mask"_a, "value"_a, "x with `value` where the bool mask (broadcast) is true.");
   mint.def(

@@ -182,6 +182,20 @@ def test_slice_bounds_may_be_one_element_integer_tensors():
             x[bad:]
 
 
+def test_a_tensor_slice_bound_is_refused_while_jit_traces():
+    # Read as an int at the trace, a bound from outside stayed as it was there: a later change
+    # gave the old slice without a word.
+    i = kiln.tensor(0)
+    x = kiln.tensor(np.arange(6.0).reshape(2, 3))
+    for bound in (lambda y: i, lambda y: y.sum().to(kiln.int64).reshape(1)):
+        f = kiln.jit(lambda y, bound=bound: y[:, bound(y):] * 1)
+        with raises(kiln.KilnTypeError, match="a slice bound given as a tensor sets the slice's "
+                                              "shape by its value, which a kiln.jit graph cannot "
+                                              "follow"):
+            f(x)
+    assert_close(kiln.jit(lambda y: y[:, 1:] * 1)(x), x.numpy()[:, 1:])
+
+
 def test_integer_like_scalars_index_like_ints(base):
     x = kiln.tensor(base)
     assert_close(x[np.int32(2)], base[2])

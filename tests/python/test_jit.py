@@ -668,6 +668,28 @@ def test_a_tensor_the_function_makes_and_the_build_folds_away_keeps_hitting(back
     assert g.cache_info() == CacheInfo(hits=3, misses=1, size=1)
 
 
+def test_masked_fill_with_a_tensor_value_is_traced_as_an_operand():
+    # The value was read as a number at the trace: one from outside kept that value after an
+    # in-place change, and one the function computes could not be traced at all (a misleading
+    # "data-dependent control flow" error).
+    v = kiln.tensor(np.float32(1.0))
+    x = t(np.array([[0.0, -2.0, 3.0]], np.float32))
+    outside = kiln.jit(lambda y: mint.masked_fill(y, y == 0, v))
+    assert outside(x).tolist() == [[1.0, -2.0, 3.0]]
+    v[...] = 5.0
+    assert outside(x).tolist() == [[5.0, -2.0, 3.0]]
+    computed = kiln.jit(lambda y: y.masked_fill(y < 0, y.max()))
+    assert computed(x).tolist() == [[0.0, 3.0, 3.0]]
+
+    def assign(y):
+        z = y * 1
+        z[z < 0] = mint.mean(y)
+        return z
+
+    assert kiln.jit(assign)(x).tolist() == assign(x).tolist()
+    assert_close(assign(x), np.array([[0.0, 1 / 3, 3.0]], np.float32))
+
+
 def test_clear_cache_while_the_function_is_traced():
     # The trace kept a reference into the signature's guards, which clear_cache() destroyed: a
     # segmentation fault.

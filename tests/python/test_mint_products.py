@@ -309,6 +309,17 @@ def test_repeat_interleave_of_counts_alone_and_of_a_scalar():
     assert not products.repeat_interleave(x, 1).shares_storage_with(x)  # a new tensor
 
 
+def test_repeat_interleave_with_tensor_repeats_is_refused_while_jit_traces():
+    # Read at the trace, repeats from outside stayed as they were: a later change was not seen.
+    repeats = kiln.tensor([1, 2])
+    x = kiln.tensor([[1.0, 2.0], [3.0, 4.0]])
+    f = kiln.jit(lambda y: kiln.mint.repeat_interleave(y, repeats, 1))
+    with raises(kiln.KilnTypeError, match="repeat_interleave: a tensor of repeats sets the "
+                                          "result's shape by its values"):
+        f(x)
+    same(kiln.jit(lambda y: kiln.mint.repeat_interleave(y, 2, 1))(x), np.repeat(x.numpy(), 2, 1))
+
+
 @pytest.mark.parametrize("dtype", [kiln.float32, kiln.int8, kiln.bool_])
 @pytest.mark.parametrize("source, destination", [(0, 2), (-1, 0), ((0, 1), (3, 0)),
                                                  ([2, 3], [1, 0]), ((), ())])

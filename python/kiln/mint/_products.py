@@ -383,6 +383,11 @@ def _counts(repeats, size, axis):
     if repeats.ndim > 1 or repeats.numel() not in (1, size):
         raise ShapeError(f"repeat_interleave: expected repeats to hold one count, or one per "
                          f"slice along dim {axis} ({size}), got shape {list(repeats.shape)}")
+    if _C.jit.is_tracing():
+        raise KilnTypeError("repeat_interleave: a tensor of repeats sets the result's shape by its "
+                            "values, which a kiln.jit graph cannot follow (they would be read once, "
+                            "at the trace, and a later change not seen): pass an int, or call it "
+                            "outside the jitted function")
     counts = repeats.numpy().reshape(-1).astype(np.int64)
     if (counts < 0).any():
         raise KilnValueError(f"repeat_interleave: expected repeats >= 0, got "
