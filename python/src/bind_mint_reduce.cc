@@ -62,7 +62,9 @@ Tensor mean_impl(const Tensor& x, nb::handle dim, bool keepdim,
   if (dtype) return mean(x, parse_dims("mean", dim), keepdim, dtype->get());
   return mean(x, parse_dims("mean", dim), keepdim);
 }
-Tensor prod_impl(const Tensor& x, nb::handle dim, bool keepdim) {
+Tensor prod_impl(const Tensor& x, nb::handle dim, bool keepdim,
+                 const std::optional<DTypeArg>& dtype) {
+  if (dtype) return prod(x, parse_dims("prod", dim), keepdim, dtype->get());
   return prod(x, parse_dims("prod", dim), keepdim);
 }
 Tensor amax_impl(const Tensor& x, nb::handle dim, bool keepdim) {
@@ -198,8 +200,9 @@ void bind_mint_reduce(nb::module_& mint) {
            "Mean over `dim`; integer inputs give float32. With `dtype` (a floating dtype), the "
            "input is converted to it first.",
            dim, keepdim, "dtype"_a = nb::none());
-  def_both(mint, cls, "prod", &prod_impl, "Product over `dim`; bool and integer inputs give int64.",
-           dim, keepdim);
+  def_both(mint, cls, "prod", &prod_impl,
+           "Product over `dim`; bool and integer inputs give int64 unless `dtype`.", dim, keepdim,
+           "dtype"_a = nb::none());
   def_both(mint, cls, "amax", &amax_impl, "Largest element over `dim` (NaN propagates).", dim,
            keepdim);
   def_both(mint, cls, "amin", &amin_impl, "Smallest element over `dim` (NaN propagates).", dim,

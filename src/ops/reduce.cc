@@ -433,6 +433,11 @@ Tensor prod(const Tensor& x, const Dims& dims, bool keepdim) {
   return call_op(*op, {x}, {{"dims", dims}, {"keepdim", keepdim}})[0];
 }
 
+Tensor prod(const Tensor& x, const Dims& dims, bool keepdim, DType dtype) {
+  static const OpDefPtr op = OpRegistry::Instance().get("ReduceProd");
+  return call_op(*op, {x}, {{"dims", dims}, {"keepdim", keepdim}, {"dtype", dtype}})[0];
+}
+
 Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
   static const OpDefPtr op = OpRegistry::Instance().get("ReduceMean");
   return call_op(*op, {x}, {{"dims", dims}, {"keepdim", keepdim}})[0];

@@ -401,6 +401,22 @@ def test_prod_of_long_rows(length, dtype, rng):
     assert_close(mint.prod(k, 1), np.prod(k.to(kiln.float64).numpy(), axis=1), dtype=dtype)
 
 
+def test_prod_accumulates_in_a_given_dtype_with_its_gradient_in_the_inputs(rng):
+    a = rng.uniform(0.5, 2.0, size=(3, 4)).astype(np.float32)
+    x = kiln.tensor(a).requires_grad_()
+    for y in (mint.prod(x, 1, dtype=kiln.float64), x.prod(1, dtype=kiln.float64)):
+        assert y.dtype == kiln.float64
+        assert_close(y, np.prod(a.astype(np.float64), axis=1))
+    mint.prod(x, 1, dtype=kiln.float64).sum().backward()
+    assert x.grad.dtype == kiln.float32
+    assert_close(x.grad, np.prod(a, axis=1, keepdims=True) / a)
+    big = kiln.tensor([100, 100], dtype=kiln.int8)
+    assert mint.prod(big).item() == 10000  # int64 by default
+    assert mint.prod(big, dtype=kiln.int8).item() == np.int8(16)  # wraps, as PyTorch's
+    with raises(kiln.DTypeError):
+        mint.prod(x, dtype="float64x")
+
+
 def test_prod_does_not_turn_an_in_range_product_into_nan():
     # Interleaved partial products can overflow in one lane and underflow in another (inf * 0);
     # the product in order is finite.

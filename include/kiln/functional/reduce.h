@@ -28,6 +28,8 @@ KILN_API Tensor mean(const Tensor& x, const Dims& dims = {}, bool keepdim = fals
 /// of a float32 tensor, say. Throws kDType unless `dtype` is a floating dtype.
 KILN_API Tensor mean(const Tensor& x, const Dims& dims, bool keepdim, DType dtype);
 KILN_API Tensor prod(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+/// The product accumulated and returned in `dtype`, as PyTorch's prod(dtype=...) and sum's.
+KILN_API Tensor prod(const Tensor& x, const Dims& dims, bool keepdim, DType dtype);
 KILN_API Tensor amax(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
 KILN_API Tensor amin(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
 /// Maximum over everything (a 0-d tensor), or over `dim` as (values, indices).
