@@ -299,17 +299,12 @@ def test_embedding_max_norm_under_jit_renorms_at_each_call(rng):
      "Embedding: expected max_norm to be a real number, got str '1'"),
     (lambda: nn.Embedding(10, 3, norm_type=None), kiln.KilnTypeError,
      "Embedding: expected norm_type to be a real number"),
-    (lambda: nn.Embedding(10, 3, scale_grad_by_freq=True), kiln.KilnNotImplementedError,
-     r"Embedding: scale_grad_by_freq is not supported \(Kiln's embedding has a dense "
-     r"gradient, one count per lookup\); pass scale_grad_by_freq=False"),
     (lambda: nn.Embedding(10, 3, sparse=True), kiln.KilnNotImplementedError,
      "Embedding: sparse is not supported"),
     (lambda: nn.Embedding(10, 3, sparse=1), kiln.KilnTypeError,
      "Embedding: sparse must be a bool, got int 1"),
     (lambda: nn.Embedding(10, 3, device="cuda"), kiln.KilnValueError,
      "device 'cuda' is not available; Kiln runs on the CPU"),
-    (lambda: F.embedding(t(np.array([0])), mint.ones(2, 2), scale_grad_by_freq=True),
-     kiln.KilnNotImplementedError, "embedding: scale_grad_by_freq is not supported"),
     (lambda: F.embedding(t(np.array([0])), mint.ones(2, 2), max_norm="big"), kiln.KilnTypeError,
      "embedding: expected max_norm to be a real number, got str 'big'"),
     (lambda: F.embedding(t(np.array([1, 5])), mint.ones(2, 2), max_norm=1.0), kiln.KilnIndexError,
@@ -318,9 +313,6 @@ def test_embedding_max_norm_under_jit_renorms_at_each_call(rng):
      "embedding: index -1 is out of range for a weight with 4 rows"),
     (lambda: nn.Embedding(4, 2, max_norm=1.0)(t(np.array([1.0]))), kiln.DTypeError,
      "embedding: expected integer indices, got float64"),
-    (lambda: nn.Embedding.from_pretrained(mint.ones(4, 2), scale_grad_by_freq=True),
-     kiln.KilnNotImplementedError, "Embedding.from_pretrained: scale_grad_by_freq is not "
-                                   "supported"),
 ])
 def test_embedding_argument_errors(call, error, message):
     with raises(error, match=message):

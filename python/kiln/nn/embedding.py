@@ -45,9 +45,10 @@ class Embedding(Cell):
 
     ``max_norm`` (a number, or None): at each call, the rows looked up whose ``norm_type``-norm
     exceeds it are first rescaled in place to norm max_norm, as PyTorch's (``weight`` changes,
-    under no_grad). ``scale_grad_by_freq=True`` and ``sparse=True`` are
-    KilnNotImplementedErrors (Kiln's gradient is dense, one count per lookup). ``device`` must
-    be the CPU (kiln.device).
+    under no_grad). ``scale_grad_by_freq=True`` divides the gradient of each lookup by the number
+    of times its index occurs in that call's indices, as PyTorch's. ``sparse=True`` is a
+    KilnNotImplementedError (Kiln has no sparse tensors). ``device`` must be the CPU
+    (kiln.device).
 
     ``Embedding.from_pretrained(embeddings, ...)`` builds one around a given table."""
 
@@ -66,7 +67,7 @@ class Embedding(Cell):
         self.norm_type = check_real(owner, "norm_type", norm_type)
         self.scale_grad_by_freq = checked_bool(owner, "scale_grad_by_freq", scale_grad_by_freq)
         self.sparse = checked_bool(owner, "sparse", sparse)
-        F._dense_embedding(owner, scale_grad_by_freq, sparse)
+        F._dense_embedding(owner, sparse)
         if _weight is not None:
             # PyTorch's private arguments, for from_pretrained: the table is used as it is (its
             # padding row too), and nothing is drawn from the generator.
@@ -85,8 +86,8 @@ class Embedding(Cell):
         trained unless ``freeze`` (default True). ``padding_idx`` is as the constructor's,
         except that its row keeps its given values rather than starting at zero (PyTorch's rule);
         it still gets no gradient. ``max_norm`` and ``norm_type`` are the constructor's (the
-        given table is renormed in place as rows are looked up); ``scale_grad_by_freq`` and
-        ``sparse`` are a KilnNotImplementedError.
+        given table is renormed in place as rows are looked up), and so is
+        ``scale_grad_by_freq``; ``sparse=True`` is a KilnNotImplementedError.
 
             emb = kiln.nn.Embedding.from_pretrained(kiln.tensor([[1.0, 2.3], [4.0, 5.1]]))
             emb(kiln.tensor([1], dtype=kiln.int64))   # [[4.0, 5.1]]
@@ -101,10 +102,10 @@ class Embedding(Cell):
             raise ShapeError(f"{owner}: expected 2-d embeddings [num_embeddings, embedding_dim], "
                              f"got shape {list(embeddings.shape)}")
         checked_bool(owner, "freeze", freeze)
-        F._dense_embedding(owner, scale_grad_by_freq, sparse)
+        F._dense_embedding(owner, sparse)
         rows, cols = embeddings.shape
-        return cls(rows, cols, padding_idx, max_norm, norm_type, _weight=embeddings,
-                   _freeze=freeze)
+        return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq,
+                   _weight=embeddings, _freeze=freeze)
 
     def __setstate__(self, state):
         # A pickle from before padding_idx (or max_norm) has none.
@@ -118,7 +119,8 @@ class Embedding(Cell):
                 self.weight[self.padding_idx] = 0
 
     def construct(self, indices):
-        return F.embedding(indices, self.weight, self.padding_idx, self.max_norm, self.norm_type)
+        return F.embedding(indices, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq)
 
     def extra_repr(self):
         text = f"{self.num_embeddings}, {self.embedding_dim}"
@@ -128,4 +130,6 @@ class Embedding(Cell):
             text += f", max_norm={self.max_norm}"
         if self.norm_type != 2:
             text += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq:
+            text += ", scale_grad_by_freq=True"
         return text

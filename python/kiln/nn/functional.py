@@ -34,7 +34,7 @@ Where this differs from PyTorch:
   and [N, 1] against [N] silently compares N * N pairs); mse_loss broadcasts with the warning.
 - Options that need what Kiln lacks are a KilnNotImplementedError rather than ignored:
   max_pool2d's and adaptive_max_pool2d's ``return_indices=True``, avg_pool2d's
-  ``divisor_override``, and embedding's ``scale_grad_by_freq`` and ``sparse``.
+  ``divisor_override``, and embedding's ``sparse``.
 """
 
 import math
@@ -566,15 +566,29 @@ def pad(input, pad, mode="constant", value=None):  # noqa: A002
     return _mint.pad(input, pad, mode, value)
 
 
-def _dense_embedding(owner, scale_grad_by_freq, sparse):
-    """A KilnNotImplementedError naming ``owner`` for PyTorch's embedding options that change
-    its gradient (scaled by the inverse frequency of each index, or sparse). Shared with
-    kiln.nn.Embedding."""
-    for name, wanted in (("scale_grad_by_freq", scale_grad_by_freq), ("sparse", sparse)):
-        if wanted:
-            raise KilnNotImplementedError(f"{owner}: {name} is not supported (Kiln's "
-                                          f"embedding has a dense gradient, one count per "
-                                          f"lookup); pass {name}=False")
+def _dense_embedding(owner, sparse):
+    """A KilnNotImplementedError naming ``owner`` for PyTorch's ``sparse=True`` embedding, whose
+    weight gradient is a sparse tensor. Shared with kiln.nn.Embedding."""
+    if sparse:
+        raise KilnNotImplementedError(f"{owner}: sparse is not supported (Kiln has no sparse "
+                                      f"tensors: the gradient of weight is always a dense "
+                                      f"tensor of its shape); pass sparse=False")
+
+
+def _grad_scaled_by_freq(rows, input, count):  # noqa: A002
+    """``rows`` (the lookups of the indices ``input`` into a table of ``count`` rows) with the
+    same values, each lookup's gradient divided by the number of times its index occurs in
+    ``input``: PyTorch's scale_grad_by_freq. The counts come from ops (a scatter-add of ones),
+    not from reading the indices, so kiln.jit traces it."""
+    flat = input.reshape(-1).to(_C.dtype.int64)
+    # Counted in float64 for float64 rows, else in float32 (exact up to 2^24 lookups of one
+    # index), so that 1 / count is rounded once into the rows' dtype.
+    wide = _C.dtype.float64 if rows.dtype == _C.dtype.float64 else _C.dtype.float32
+    counts = _mint.scatter(_mint.zeros(count, dtype=wide), 0, flat,
+                           _mint.ones(flat.shape, dtype=wide), "add")
+    scale = _cast(1.0 / _mint.embedding(input, counts.reshape(count, 1)), rows.dtype)
+    # rows.detach() carries the value exactly; (rows - rows.detach()) is 0 with rows' gradient.
+    return rows.detach() + (rows - rows.detach()) * scale
 
 
 def _embedding_renorm_(owner, weight, input, max_norm, norm_type):  # noqa: A002
@@ -611,17 +625,21 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,  # 
     ``input`` (kiln.mint.embedding). Lookups of ``padding_idx`` (negative: from the end) return
     its row and send it no gradient, as PyTorch's. With ``max_norm``, each looked-up row whose
     ``norm_type``-norm exceeds max_norm is first rescaled in place (under no_grad) to norm
-    max_norm, as PyTorch's: ``weight`` changes. ``scale_grad_by_freq=True`` and ``sparse=True``
-    are KilnNotImplementedErrors."""
+    max_norm, as PyTorch's: ``weight`` changes. With ``scale_grad_by_freq``, the gradient of
+    each lookup is divided by the number of times its index occurs in ``input`` (PyTorch's; the
+    values are unchanged). ``sparse=True`` is a KilnNotImplementedError (Kiln has no sparse
+    tensors)."""
     owner = "embedding"
-    _dense_embedding(owner, scale_grad_by_freq, sparse)
+    _dense_embedding(owner, sparse)
     if max_norm is not None:
         _embedding_renorm_(owner, _tensor(owner, "weight", weight), _tensor(owner, "input", input),
                            max_norm, norm_type)
     rows = _mint.embedding(input, weight)
+    count = _tensor(owner, "weight", weight).shape[0]
+    if scale_grad_by_freq:
+        rows = _grad_scaled_by_freq(rows, input, count)
     if padding_idx is None:
         return rows
-    count = _tensor(owner, "weight", weight).shape[0]
     padding_idx = checked_int(owner, "padding_idx", padding_idx, -count, count - 1) % count
     # The lookups of padding_idx take the row's value with its gradient cut (as kiln.nn.Embedding).
     counted = _mint.unsqueeze(input != padding_idx, -1)
@@ -1070,6 +1088,10 @@ def _kl_div(input, target, size_average, reduce, reduction, log_target,  # noqa:
         zero = t == 0
         loss = _mint.where(zero, 0.0, t * _mint.log(_mint.where(zero, 1.0, t))) - t * x
     if reduction == "batchmean":
-        total = _mint.sum(loss)
-        return _cast(total / input.shape[0] if input.ndim else total, dtype)
+        if not input.ndim:  # PyTorch's: a 0-d input has no batch dimension, and is summed
+            return _cast(loss, dtype)
+        # The mean over dim 0 of the per-sample sums is sum / batch size, computed by ops rather
+        # than with the batch size as a number, so kiln.jit(dynamic=True) traces it.
+        per_sample = _mint.sum(loss, list(range(1, loss.ndim))) if loss.ndim > 1 else loss
+        return _cast(_mint.mean(per_sample, 0), dtype)
     return _composite._reduced(loss, reduction, dtype)
