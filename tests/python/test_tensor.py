@@ -159,6 +159,26 @@ def test_import_kiln_leaves_numpy_to_first_use():
     assert done.stdout.split("\n")[:3] == ["False", "tensor([1., 1.], dtype=kiln.float32)", "True"]
 
 
+def test_threads_that_first_use_numpy_together_wait_for_its_import():
+    # The lazy module read sys.modules, which holds NumPy partly initialized while another thread
+    # imports it: tolist() failed with "partially initialized module 'numpy' has no attribute".
+    code = ("import threading, kiln\n"
+            "t = kiln.mint.ones(2)\n"
+            "errors = []\n"
+            "def work():\n"
+            "    try:\n"
+            "        assert t.tolist() == [1.0, 1.0]\n"
+            "    except Exception as e:\n"
+            "        errors.append(repr(e))\n"
+            "threads = [threading.Thread(target=work) for _ in range(8)]\n"
+            "[th.start() for th in threads]\n"
+            "[th.join() for th in threads]\n"
+            "print(errors)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=120)  # it could also hang
+    assert done.stdout.strip() == "[]"
+
+
 def test_repr_shows_values_and_dtype():
     text = repr(kiln.tensor([[1, 2], [3, 4]], dtype=kiln.int16))
     assert text.startswith("tensor([[1, 2],")
