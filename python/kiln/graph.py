@@ -7,7 +7,8 @@
     kiln.graph.unregister_custom_pass("MulTwoToAdd")
 
     kiln.graph.register_custom_backend("my_custom_backend", "build/libmy_backend.so")
-    kiln.graph.list_backends()     # ['kiln_cpu', 'my_custom_backend', 'reference']
+    kiln.graph.register_custom_backend("interp", Interpreter())   # a backend written in Python
+    kiln.graph.list_backends()     # ['interp', 'kiln_cpu', 'my_custom_backend', 'reference']
     kiln.graph.unregister_custom_backend("my_custom_backend")   # to register a rebuilt one
 
 Passes rewrite the graphs ``kiln.jit`` traces, before a backend builds them. A pass runs for one
@@ -25,7 +26,9 @@ the same kind of C++ pass. Every failure -- a missing file, a file that is not a
 not a pass plugin, a plugin built for another Kiln ABI version, a pass the plugin does not have, an
 unknown stage or backend, a name already registered, a pattern that cannot be traced -- raises a
 KilnError that says which. A backend plugin (``kiln/backend.h``, examples/custom_backend) is
-loaded by ``register_custom_backend`` with the same care.
+loaded by ``register_custom_backend`` with the same care. A backend written in Python is an
+object with ``build(graph, config)`` and ``run(built, inputs)`` (see register_custom_backend);
+its graph is a ``Graph`` of ``Value``s (kiln/_graph_view.py).
 """
 
 import collections as _collections
@@ -34,13 +37,14 @@ import os as _os
 
 from . import _C
 from ._C.graph import list_backends  # noqa: F401
+from ._graph_view import Graph, Value
 from ._checks import checked_int as _checked_int
 from .errors import KilnTypeError as _KilnTypeError
 from .jit import _call_traced
 
 __all__ = ["register_custom_pass", "unregister_custom_pass", "list_passes", "register_pattern",
            "verify_pass", "register_custom_backend", "unregister_custom_backend", "list_backends",
-           "PassInfo", "PassRun",
+           "Graph", "Value", "PassInfo", "PassRun",
            "PassReport", "PatternValue", "VerifyReport", "VerifyFailure"]
 
 PassInfo = _collections.namedtuple("PassInfo",
@@ -196,9 +200,9 @@ def register_pattern(name, src, dst, backend="all", stage="pre_fusion", priority
     if check is not None and not callable(check):
         raise _KilnTypeError(f"register_pattern: check must be callable, got "
                              f"{type(check).__name__}")
-    _C.graph.register_pattern(name, src, dst, names, dst_names, metas, _text(backend, "backend", fn),
-                              _text(stage, "stage", fn), _priority(priority, fn), check,
-                              PatternValue, _call_traced)
+    _C.graph.register_pattern(name, src, dst, names, dst_names, metas,
+                              _text(backend, "backend", fn), _text(stage, "stage", fn),
+                              _priority(priority, fn), check, PatternValue, _call_traced)
 
 
 def verify_pass(name, *, trials=100, seed=0):
@@ -214,19 +218,49 @@ def verify_pass(name, *, trials=100, seed=0):
                                               _checked_int(fn, "seed", seed, 0, 2**64 - 1)))
 
 
-def register_custom_backend(name, path):
-    """Loads the backend plugin at ``path`` (str or path-like) and registers its backend
-    ``name``."""
+def register_custom_backend(name, backend):
+    """Registers a backend under ``name``, for ``kiln.jit(backend=name)``. ``backend`` is the
+    path (str or path-like) of a C++ backend plugin, which is loaded, or an object written in
+    Python with these methods:
+
+    - ``build(graph, config)``: compiles ``graph`` (a kiln.graph.Graph, after the passes that
+      run for this backend and "all") and returns anything, which ``run`` gets back. ``config``
+      is a dict: "jit_level", "backend", and "options", the jit's other keyword options as text
+      (``kiln.jit(f, backend=name, tile=64)`` gives {"tile": "64"}).
+    - ``run(built, inputs)``: the graph's outputs (a list of kiln.Tensor, one per
+      ``graph.outputs``; a single tensor for one) for ``inputs`` (a list of contiguous
+      kiln.Tensor, one per ``graph.inputs``).
+    - optionally ``supports(node)`` (a kiln.graph.Value of kind "node", its inputs described
+      too): False sends the node to kiln_cpu, and the graph ``build`` gets holds the rest as
+      inputs and outputs of its own (the jit partitions it); and ``clear(built)``, called when
+      the jit drops a built graph.
+
+    An exception raised in them becomes a KilnError naming the backend, the graph and the
+    exception. The methods are called with the GIL held, on the jitted call's thread."""
     fn = "register_custom_backend"
-    _C.graph.register_custom_backend(_text(name, "name", fn), _path(path, "path", fn))
+    name = _text(name, "name", fn)
+    if isinstance(backend, (str, _os.PathLike)):
+        _C.graph.register_custom_backend(name, _path(backend, "path", fn))
+        return
+    missing = [m for m in ("build", "run") if not callable(getattr(backend, m, None))]
+    if missing:
+        got = (f"{type(backend).__name__} {backend!r}" if len(missing) == 2 else
+               f"{type(backend).__name__} without {missing[0]}")
+        raise _KilnTypeError(f"{fn}: expected the path of a backend plugin (a str or path-like) "
+                             f"or an object with build(graph, config) and run(built, inputs) "
+                             f"methods, got {got}")
+    _C.graph._register_python_backend(name, backend, Graph)
 
 
 def unregister_custom_backend(name):
-    """Unregisters a backend that ``register_custom_backend`` registered, so that a rebuilt
-    plugin can be registered under the name again (give the new build another file name: a
-    loaded library stays loaded). Functions jitted on it build again at their next call. A
-    built-in backend, or a name it did not register, is a KilnValueError."""
-    _C.graph.unregister_custom_backend(_text(name, "name", "unregister_custom_backend"))
+    """Unregisters a backend that ``register_custom_backend`` registered, so that another (a
+    rebuilt plugin, an edited Python backend) can be registered under the name (give a rebuilt
+    plugin another file name: a loaded library stays loaded). Functions jitted on it build again
+    at their next call. A built-in backend, or a name it did not register, is a
+    KilnValueError."""
+    name = _text(name, "name", "unregister_custom_backend")
+    if not _C.graph._unregister_python_backend(name):
+        _C.graph.unregister_custom_backend(name)
 
 
 def _text(value, what, fn):

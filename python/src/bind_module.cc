@@ -14,6 +14,8 @@ NB_MODULE(_C, m) {
   kiln::py::bind_extension(m);
   kiln::py::bind_jit(m);
   kiln::py::bind_passes(m);
+  nanobind::module_ graph = nanobind::borrow<nanobind::module_>(m.attr("graph"));
+  kiln::py::bind_python_backend(graph);
   kiln::py::bind_distributed(m);
   nanobind::module_ mint = m.def_submodule("mint", "Built-in ops (kiln.mint)");
   kiln::py::bind_mint_elementwise(mint);

@@ -30,6 +30,8 @@ void bind_distributed(nanobind::module_& m);
 void bind_jit(nanobind::module_& m);
 /// kiln._C.graph's pass functions (after bind_jit, which makes kiln._C.graph).
 void bind_passes(nanobind::module_& m);
+/// kiln._C.graph's registration of backends written in Python (bind_python_backend.cc).
+void bind_python_backend(nanobind::module_& graph);
 void bind_mint_elementwise(nanobind::module_& mint);
 void bind_mint_reduce(nanobind::module_& mint);
 void bind_mint_nn(nanobind::module_& mint);

@@ -596,7 +596,9 @@ def test_graph_module_registers_and_lists_backends(tmp_path):
         kiln.graph.register_custom_backend(1, tmp_path / "text.so")
     for path, shown in ((3, "int 3"), (b"text.so", "bytes b'text.so'")):
         with raises(kiln.KilnTypeError, match=re.escape(
-                f"register_custom_backend: path must be a str or path-like, got {shown}")):
+                f"register_custom_backend: expected the path of a backend plugin (a str or "
+                f"path-like) or an object with build(graph, config) and run(built, inputs) "
+                f"methods, got {shown}")):
             kiln.graph.register_custom_backend("x", path)
 
 
