@@ -166,20 +166,21 @@ const char* clamp_doc() {
 void def_binary_with_alpha(nb::module_& mint, nb::handle tensor_type, const BinaryEntry& e) {
   const std::string doc =
       std::string(doc_of(e.prim)) + ". With alpha, other is multiplied by it first.";
-  const auto scaled = [](const Tensor& other, const std::optional<TensorArg>& alpha) {
-    return alpha ? mul(other, alpha->get()) : other;
+  const auto scaled = [name = e.name](const Tensor& input, const Tensor& other,
+                                      const std::optional<TensorArg>& alpha) {
+    return alpha ? times_alpha(name, input, other, alpha->get()) : other;
   };
   mint.def(
       e.name,
       [fn = e.fn, scaled](TensorArg a, TensorArg b, std::optional<TensorArg> alpha,
                           nb::handle out) {
-        return with_out(out, [&](const Tensor& o) { return fn(a, scaled(b, alpha), o); });
+        return with_out(out, [&](const Tensor& o) { return fn(a, scaled(a, b, alpha), o); });
       },
       "input"_a, "other"_a, nb::kw_only(), "alpha"_a = nb::none(), "out"_a = nb::none(),
       doc.c_str());
   nb::cpp_function_def(
       [fn = e.fn, scaled](const Tensor& self, TensorArg other, std::optional<TensorArg> alpha) {
-        return tensor_object(fn(self, scaled(other, alpha), {}));
+        return tensor_object(fn(self, scaled(self, other, alpha), {}));
       },
       nb::scope(tensor_type), nb::name(e.name), nb::is_method(), "other"_a, nb::kw_only(),
       "alpha"_a = nb::none(), doc.c_str());

@@ -159,15 +159,19 @@ Tensor cumsum_impl(const Tensor& x, nb::handle dim, const std::optional<DTypeArg
   return cumsum(x, parse_dim("cumsum", dim), parse_dtype(dtype), reverse);
 }
 // softmax / log_softmax with PyTorch's `dtype`: the input converted to it first (a float16
-// input's softmax computed and returned in float32, say).
-Tensor converted(const Tensor& x, const std::optional<DTypeArg>& dtype) {
-  return dtype ? to(x, dtype->get()) : x;
+// input's softmax computed and returned in float32, say). A floating dtype only: converting to an
+// integer one truncated the input, and the result came back float32 anyway.
+Tensor converted(const char* op, const Tensor& x, const std::optional<DTypeArg>& dtype) {
+  if (!dtype) return x;
+  KILN_CHECK_DTYPE(is_floating_point(dtype->get()))
+      << op << ": expected dtype to be a floating-point dtype to compute in, got " << dtype->get();
+  return to(x, dtype->get());
 }
 Tensor softmax_impl(const Tensor& x, nb::handle dim, const std::optional<DTypeArg>& dtype) {
-  return softmax(converted(x, dtype), parse_dim("softmax", dim));
+  return softmax(converted("softmax", x, dtype), parse_dim("softmax", dim));
 }
 Tensor log_softmax_impl(const Tensor& x, nb::handle dim, const std::optional<DTypeArg>& dtype) {
-  return log_softmax(converted(x, dtype), parse_dim("log_softmax", dim));
+  return log_softmax(converted("log_softmax", x, dtype), parse_dim("log_softmax", dim));
 }
 
 /// Defines `name` as a kiln.mint function (first argument "x", accepting Python numbers) and as a

@@ -12,6 +12,7 @@
 #include "convert.h"
 #include "kiln/functional/elementwise.h"
 #include "kiln/op.h"
+#include "ops/scalar_range.h"
 
 namespace kiln::py {
 namespace nb = nanobind;
@@ -96,6 +97,26 @@ void check_inplace(const char* what, const char* prim, const Tensor& self, const
   check_result_fits(what, self, result.dtype, result.shape);
 }
 
+Tensor times_alpha(const char* op, const Tensor& input, const Tensor& other, const Tensor& alpha) {
+  const DType result = result_type(meta_of(input), meta_of(other));
+  KILN_CHECK_DTYPE(alpha.dtype() != DType::kBool || result == DType::kBool)
+      << op << ": a bool alpha is only supported for bool results, got " << result << " operands";
+  KILN_CHECK_DTYPE(!is_floating_point(alpha.dtype()) || is_floating_point(result))
+      << op << ": for integer operands (" << result << ") alpha must be an integer, not the "
+      << "floating-point " << detail::scalar_value(alpha);
+  if (other.is_weak_scalar() && alpha.is_weak_scalar()) {
+    const Scalar a = detail::scalar_value(other);
+    const Scalar b = detail::scalar_value(alpha);
+    if (a.is_floating_point() || b.is_floating_point()) {
+      return Tensor::scalar(Scalar(a.to_double() * b.to_double()));
+    }
+    // Wraps around as the integer ops do, without signed overflow.
+    return Tensor::scalar(Scalar(static_cast<int64_t>(static_cast<uint64_t>(a.to_int()) *
+                                                      static_cast<uint64_t>(b.to_int()))));
+  }
+  return mul(other, alpha);
+}
+
 void check_result_fits(const char* what, const Tensor& self, DType dtype, const Shape& shape) {
   KILN_CHECK_DTYPE(can_write_result(dtype, self.dtype()))
       << what << ": result type " << dtype << " can't be cast to the desired output type "
@@ -145,7 +166,7 @@ nb::object write_in_place(nb::handle self, const char* name, const ArithmeticOpe
                           const TensorArg& other, const std::optional<TensorArg>& alpha) {
   const Tensor& t = nb::cast<const Tensor&>(self);
   with_operand(name, t, other, [&](const Tensor& o) {
-    const Tensor operand = alpha ? mul(o, alpha->get(), {}) : o;
+    const Tensor operand = alpha ? times_alpha(name, t, o, alpha->get()) : o;
     check_inplace(name, op.prim, t, operand);
     op.fn(t, operand, t);
   });

@@ -58,6 +58,10 @@ void set_python_error_from_current_exception();
 /// in its planning step, which the asynchronous modes run later, where the failure would land on
 /// self instead of being raised.
 void check_inplace(const char* what, const char* prim, const Tensor& self, const Tensor& other);
+/// `other` times PyTorch's `alpha` for add / sub (`op`) with `input`, refusing what PyTorch does:
+/// a bool alpha unless the result is bool, a floating alpha with integer operands. A Python number
+/// times a Python number stays one (weak), so `add(int8 x, 20, alpha=2)` stays int8.
+Tensor times_alpha(const char* op, const Tensor& input, const Tensor& other, const Tensor& alpha);
 /// Checks, at the call, that no two elements of `t` share memory (an expanded view), for a write
 /// `what` into it: the op's own check runs in its planning step, where in the asynchronous modes
 /// the failure would stay on this handle, and reading the tensor it views would never raise it.

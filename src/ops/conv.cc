@@ -374,15 +374,24 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
         direct && (out_shape[2 + d] + 2 * padding[d] - reach - 1) / stride[d] + 1 == x.size(2 + d);
     full[2 + d] = (x.size(2 + d) - 1) * stride[d] + reach + 1;
   }
-  Tensor y = direct ? conv2d_backward_input(x, weight, out_shape, stride, padding, dilation, groups)
-                    : pad(conv2d_backward_input(x, weight, full, stride, {0, 0}, dilation, groups),
+  // A 16-bit convolution with a bias computes in float32 and rounds once, after the bias, as
+  // conv2d's post-op does: added to the rounded result, the bias rounded twice (a 1000 - 1000
+  // cancellation lost the 0.125 beside it).
+  const bool widen = bias.defined() && compute_dtype(x.dtype()) != x.dtype();
+  const Tensor xc = widen ? to(x, DType::kFloat32) : x;
+  const Tensor wc = widen ? to(weight, DType::kFloat32) : weight;
+  Tensor y = direct ? conv2d_backward_input(xc, wc, out_shape, stride, padding, dilation, groups)
+                    : pad(conv2d_backward_input(xc, wc, full, stride, {0, 0}, dilation, groups),
                           {-padding[1], output_padding[1] - padding[1], -padding[0],
                            output_padding[0] - padding[0]});
   if (!bias.defined()) return y;
   KILN_CHECK_SHAPE(bias.shape() == Shape{out_channels})
       << "conv_transpose2d: expected bias [C_out = " << out_channels << "], got "
       << shape_str(bias.shape());
-  return add(y, reshape(bias, {1, out_channels, 1, 1}));
+  const Tensor biased = add(y, reshape(bias, {1, out_channels, 1, 1}));
+  return widen ? to(biased,
+                    result_type({TensorMeta::of(x), TensorMeta::of(weight), TensorMeta::of(bias)}))
+               : biased;
 }
 
 }  // namespace kiln

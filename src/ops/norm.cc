@@ -51,7 +51,10 @@ DType check_norm(const char* op, const InferContext& ctx, size_t num_affine) {
     KILN_CHECK_DTYPE(is_floating_point(t.dtype))
         << op << ": expected a floating-point " << names[i] << ", got " << t.dtype;
   }
-  return result_type(ctx.inputs);
+  // x's dtype, as PyTorch's (and group_norm's, batch_norm's): float16 activations with float32
+  // parameters (mixed precision) normalize to float16; the parameters are read in the compute
+  // dtype, float32 there, so they lose nothing.
+  return x.dtype;
 }
 
 // for_each_row for an out of element type T: C itself, or a 16-bit float (computing in float).

@@ -705,11 +705,20 @@ def test_norms_on_non_contiguous_input_and_mixed_dtypes(rng):
                                atol=1e-5)
     np.testing.assert_allclose(mint.rms_norm(kx, [6]).numpy(),
                                rms_norm_reference(x.T, 1, None, 1e-6), rtol=1e-5, atol=1e-5)
+    # x's dtype, as PyTorch's: mixed precision (float16 x, float32 weight) normalizes to float16.
     w = random_array((6,), kiln.float64, rng)
     out = mint.layer_norm(kx, 6, t(w))
-    assert out.dtype == kiln.float64
+    assert out.dtype == kiln.float32
     np.testing.assert_allclose(out.numpy(), layer_norm_reference(x.T, 1, w, None, 1e-5),
-                               rtol=1e-6, atol=1e-6)
+                               rtol=1e-5, atol=1e-5)
+    half = kx.to(kiln.float16)
+    w32 = t(w.astype(np.float32))
+    for out, ref in ((mint.layer_norm(half, 6, w32, w32),
+                      layer_norm_reference(half.numpy().astype(np.float64), 1, w, w, 1e-5)),
+                     (mint.rms_norm(half, [6], w32),
+                      rms_norm_reference(half.numpy().astype(np.float64), 1, w, 1e-6))):
+        assert out.dtype == kiln.float16
+        np.testing.assert_allclose(out.numpy().astype(np.float64), ref, rtol=2e-3, atol=2e-3)
 
 
 @pytest.mark.parametrize("call, error, message", [

@@ -23,7 +23,8 @@ and decimals; their other arguments keep the ops' order, so ``reduction`` comes 
 ``ignore_index`` as in kiln.mint (PyTorch's ``weight``, which comes first there, is
 keyword-only).
 
-- ``input`` is a floating-point kiln tensor (an integer one is a DTypeError, as in PyTorch).
+- ``input`` is a floating-point kiln tensor (an integer one is a DTypeError, as in PyTorch;
+  hardtanh, like PyTorch's, also takes integers).
   float16 and bfloat16 are computed in float32 and rounded once at the end, as PyTorch's CPU
   kernels and Kiln's own ops are: rounding after every step would add an error per step.
 - The ``target`` of a regression or binary loss has the input's shape. PyTorch broadcasts an l1,
@@ -52,6 +53,7 @@ __all__ = ["leaky_relu", "elu", "softplus", "hardtanh", "l1_loss", "smooth_l1_lo
 _mint = _C.mint
 _REDUCTIONS = ("mean", "sum", "none")
 _NARROW = (_C.dtype.float16, _C.dtype.bfloat16)
+_INT64_MIN, _INT64_MAX = -2**63, 2**63 - 1
 
 # Note [Gradients through where]
 # where(c, a, b) sends the gradient to both branches, zero to the one not taken. A branch whose
@@ -73,13 +75,18 @@ def _dims(shape):
     return "[" + ", ".join(map(str, shape)) + "]"
 
 
-def _floating_tensor(owner, name, value):
-    """``value``'s dtype; a KilnTypeError unless it is a kiln tensor, a DTypeError unless it is
-    floating-point."""
+def _kiln_tensor(owner, name, value):
+    """``value``'s dtype; a KilnTypeError unless it is a kiln tensor."""
     if not isinstance(value, _C.Tensor):
         raise KilnTypeError(f"{owner}: expected {name} to be a kiln.Tensor, got "
                             f"{type(value).__name__}")
-    if not value.dtype.is_floating_point:
+    return value.dtype
+
+
+def _floating_tensor(owner, name, value):
+    """``value``'s dtype; a KilnTypeError unless it is a kiln tensor, a DTypeError unless it is
+    floating-point."""
+    if not _kiln_tensor(owner, name, value).is_floating_point:
         raise DTypeError(f"{owner}: expected a floating-point {name}, got {value.dtype.name}")
     return value.dtype
 
@@ -190,14 +197,34 @@ def softplus(input, beta=1.0, threshold=20.0):  # noqa: A002
 def hardtanh(input, min_val=-1.0, max_val=1.0):  # noqa: A002
     """hardtanh(input, min_val=-1.0, max_val=1.0): x clamped to [min_val, max_val] (min_val >
     max_val is a KilnValueError). As in PyTorch, the gradient is 1 strictly inside the range (and
-    at NaN, which stays NaN) and 0 at its ends, where clamp's would be 1."""
-    _floating_tensor("hardtanh", "input", input)
-    low = check_real("hardtanh", "min_val", min_val)
-    high = check_real("hardtanh", "max_val", max_val)
+    at NaN, which stays NaN) and 0 at its ends, where clamp's would be 1. An integer input keeps
+    its dtype, the bounds truncated toward zero, as PyTorch's (hardtanh of [-3, 2, 9] to
+    [-1.5, 2.5] is [-1, 2, 2]), and must be finite; a bool input is a DTypeError, as in
+    PyTorch."""
+    return _hardtanh("hardtanh", input, min_val, max_val)
+
+
+def _hardtanh(owner, input, min_val, max_val):  # noqa: A002
+    """hardtanh, its errors naming ``owner`` (kiln.nn.functional.relu6 is _hardtanh("relu6",
+    input, 0.0, 6.0))."""
+    if _kiln_tensor(owner, "input", input) == _C.dtype.bool:
+        raise DTypeError(f"{owner}: expected a floating-point or integer input, got bool")
+    low = check_real(owner, "min_val", min_val)
+    high = check_real(owner, "max_val", max_val)
     if low > high:
-        raise KilnValueError(f"hardtanh: expected min_val <= max_val, got min_val={min_val} and "
+        raise KilnValueError(f"{owner}: expected min_val <= max_val, got min_val={min_val} and "
                              f"max_val={max_val}")
-    return _mint.where(input <= low, low, _mint.where(input >= high, high, input))
+    if input.dtype.is_floating_point:
+        return _mint.where(input <= low, low, _mint.where(input >= high, high, input))
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise KilnValueError(f"{owner}: expected finite min_val and max_val for an integer input "
+                             f"({input.dtype.name}), got min_val={min_val} and "
+                             f"max_val={max_val}")
+    # PyTorch clamps in float and truncates the result into the integer dtype; for an integer x
+    # that equals clamping to the bounds truncated toward zero. Saturating them to int64 (the
+    # range of Kiln's integer scalars) changes nothing, as no integer tensor reaches past it.
+    low, high = (min(max(math.trunc(bound), _INT64_MIN), _INT64_MAX) for bound in (low, high))
+    return _mint.clamp(input, min=low, max=high)
 
 
 # ------------------------------------------------------------------------------------------------

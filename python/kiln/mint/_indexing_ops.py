@@ -30,7 +30,9 @@ boolean indexing is. ``allclose`` and ``equal`` return a Python bool, read at th
 - ``isclose`` computes the error of 16-bit floats in float32, and of integers and bools in
   float64 (PyTorch: float32), so that large integers compare exactly.
 - ``div``'s "trunc" and "floor" modes keep integer operands integer (exact, unlike a float
-  division); "floor" is kiln.mint.floor_divide, and the gradient of both modes is zero.
+  division); "floor" is kiln.mint.floor_divide, and the gradient of both modes is zero. "trunc"
+  truncates a 16-bit float quotient in float32 and rounds it once, so that it equals the exact
+  truncated quotient wherever the dtype holds that integer.
 - ``cumprod`` multiplies by doubling strides (a Hillis-Steele scan: log2(n) multiplications of
   the whole tensor): exact for integers; floats are multiplied in float64 and rounded once into
   their dtype, as accurate as PyTorch's (which accumulates float32 in double). The gradient is
@@ -48,7 +50,7 @@ from .. import _tensor_methods
 from .._checks import checked_bool, checked_int, wrap_dim
 from .._numpy import np
 from ..errors import DTypeError, KilnIndexError, KilnTypeError, KilnValueError, ShapeError
-from ._composite import _cast, _floating_tensor, _widened, check_real
+from ._composite import _NARROW, _cast, _floating_tensor, _widened, check_real
 
 __all__ = ["scatter_add", "index_add", "index_fill", "masked_select", "nonzero", "argwhere",
            "where", "isclose", "allclose", "equal", "full_like", "clamp_min", "clamp_max", "clip",
@@ -141,8 +143,12 @@ def index_add(input, dim, index, source, *, alpha=1):  # noqa: A002
     if list(src.shape) != expected:
         raise ShapeError(f"{owner}: expected source of shape {expected} (the input's, with "
                          f"dim {dim} as long as the index), got {list(source.shape)}")
+    if source.dtype != input.dtype:
+        raise DTypeError(f"{owner}: expected source of the input's dtype {input.dtype.name}, got "
+                         f"{source.dtype.name} (as PyTorch; convert it with "
+                         f"source.to(kiln.{input.dtype.name}))")
     if alpha != 1:
-        src = src * alpha
+        src = (src * alpha).to(src.dtype)  # a bool source times 0 or 1 stays bool
     spread = index.reshape(_along(dim, x.ndim, index.shape[0])).expand(expected)
     result = _mint.scatter(x, dim, spread, src, "add")
     return result.reshape(()) if input.ndim == 0 else result
@@ -368,24 +374,53 @@ def _integral(value):
     return isinstance(value, numbers.Integral)
 
 
+def _floor_divide(input, other, rounding_mode, out=None):  # noqa: A002
+    """kiln.mint.floor_divide for div's rounding modes, an integer division by zero reported as
+    div's, the function the caller called. Only where the error is raised at the call (the
+    "sync" pipeline): an asynchronous pipeline or a kiln.jit graph raises it later, as
+    FloorDivide's."""
+    try:
+        return _mint.floor_divide(input, other, out=out)
+    except KilnValueError as error:
+        if "division by zero" not in str(error):
+            raise
+    raise KilnValueError(f"div: integer division by zero with rounding_mode={rounding_mode!r}; "
+                         f"expected a divisor with no zero (an integer quotient has no inf)")
+
+
+def _truncated_quotient(input, other, out):  # noqa: A002
+    """div's "trunc" mode for floating operands. A 16-bit quotient is taken in float32 and
+    rounded once, after the truncation: rounded to 16 bits first, a quotient just below an
+    integer can round up to it (139.25 / 0.28955078125 = 480.92 is 481 in float16; PyTorch's
+    vectorized CPU kernel has that error, its scalar one has not)."""
+    operands = [_widened(x) if isinstance(x, Tensor) else x for x in (input, other)]
+    quotient = _mint.div(*operands)
+    dtype = functools.reduce(_C.promote_types, [x.dtype for x in (input, other)
+                                                if isinstance(x, Tensor)])
+    if out is None and dtype in _NARROW:
+        return _cast(trunc(quotient), dtype)
+    return trunc(quotient, out=out)
+
+
 def div(input, other, *, rounding_mode=None, out=None):  # noqa: A002
     """div(input, other, *, rounding_mode=None, out=None): ``input / other``. With
     ``rounding_mode`` None this is kiln.mint's Div op, called as it is (true division, float32
     for integers); "trunc" rounds the quotient toward zero and "floor" toward -inf (Python's
-    ``//``, kiln.mint.floor_divide), both keeping integer operands integer and exact. Integer
-    division by zero is a KilnValueError in those modes; the gradient of both is zero."""
+    ``//``, kiln.mint.floor_divide), both keeping integer operands integer and exact. A 16-bit
+    quotient is truncated in float32 and rounded once. Integer division by zero is a
+    KilnValueError in those modes; the gradient of both is zero."""
     if rounding_mode is None:
         return _mint.div(input, other, out=out)
     if rounding_mode == "floor":
-        return _mint.floor_divide(input, other, out=out)
+        return _floor_divide(input, other, rounding_mode, out=out)
     if rounding_mode != "trunc":
         raise KilnValueError(f"div: expected rounding_mode None, 'trunc' or 'floor', got "
                              f"{rounding_mode!r}")
     if not (_integral(input) and _integral(other)):
-        return trunc(_mint.div(input, other), out=out)
+        return _truncated_quotient(input, other, out)
     # The floor of a negative inexact quotient is one below its truncation; the remainder (of
     # other's sign, as Python's) is nonzero exactly when the quotient is inexact.
-    floor = _mint.floor_divide(input, other)
+    floor = _floor_divide(input, other, rounding_mode)
     inexact = _mint.remainder(input, other) != 0
     return _mint.add(floor, inexact & (floor < 0), out=out)
 

@@ -37,6 +37,7 @@ Where this differs from PyTorch:
   ``divisor_override``, and embedding's ``sparse``.
 """
 
+import functools
 import math
 import warnings
 
@@ -111,8 +112,8 @@ def relu(input, inplace=False):  # noqa: A002
 
 def relu6(input, inplace=False):  # noqa: A002
     """relu6(input, inplace=False): x clamped to [0, 6], as hardtanh(input, 0, 6) (the gradient is
-    0 at 0 and 6, as PyTorch's)."""
-    return _in_place("relu6", input, _composite.hardtanh(input, 0.0, 6.0), inplace)
+    0 at 0 and 6, as PyTorch's); an integer input keeps its dtype."""
+    return _in_place("relu6", input, _composite._hardtanh("relu6", input, 0.0, 6.0), inplace)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):  # noqa: A002
@@ -197,7 +198,8 @@ def tanhshrink(input):  # noqa: A002
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):  # noqa: A002
-    """hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False) (kiln.mint.hardtanh)."""
+    """hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False) (kiln.mint.hardtanh; an integer
+    input keeps its dtype, the bounds truncated toward zero)."""
     return _in_place("hardtanh", input, _composite.hardtanh(input, min_val, max_val), inplace)
 
 
@@ -742,10 +744,13 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     position i attend to positions j <= i (with an attn_mask, a KilnValueError). A row that may
     attend to nothing is 0, as PyTorch's. Dropout (p = ``dropout_p``) always applies, as
     PyTorch's: pass 0 outside training. ``enable_gqa`` repeats the key and value heads (dim -3)
-    to the query's number."""
+    to the query's number. 16-bit floats are computed in float32 and rounded once at the end, as
+    PyTorch's CPU kernels do: rounding the scores, the weights and the sum would each add an
+    error."""
     owner = "scaled_dot_product_attention"
+    dtypes = []
     for name, x in (("query", query), ("key", key), ("value", value)):
-        _floating_tensor(owner, name, x)
+        dtypes.append(_floating_tensor(owner, name, x))
         if x.ndim < 2:
             raise ShapeError(f"{owner}: expected {name} of at least 2 dimensions [..., seq, "
                              f"embed], got {_dims(x.shape)}")
@@ -760,6 +765,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         key, value = _repeat_heads(key, heads // kv_heads), _repeat_heads(value, heads // kv_heads)
     factor = 1.0 / math.sqrt(query.shape[-1]) if scale is None else check_real(owner, "scale",
                                                                                 scale)
+    query, key, value = _widened(query), _widened(key), _widened(value)
     scores = _mint.matmul(query, key.transpose(-2, -1)) * factor
     length, source = query.shape[-2], key.shape[-2]
     if is_causal:
@@ -779,7 +785,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         weights = _mint.softmax(scores, -1)
     if dropout_p > 0:
         weights = _mint.dropout(weights, dropout_p, True)
-    return _mint.matmul(weights, value)
+    return _cast(_mint.matmul(weights, value), functools.reduce(_C.promote_types, dtypes))
 
 
 # ------------------------------------------------------------------------------------------------
