@@ -92,6 +92,20 @@ struct ErrorThrower {
   [[noreturn]] void operator&(const ErrorMessage& message) const { message.raise(); }
 };
 
+/// A catch clause to put before a `catch (...)` that turns anything into an error: it lets the
+/// forced unwinding of a thread (pthread_exit; Python stopping a daemon thread at exit) through,
+/// since swallowing it aborts the process ("exception not rethrown").
+///   try { ... } catch (const std::exception& e) { ... } KILN_LET_FORCED_UNWIND_THROUGH
+///   catch (...) { ... }
+#if defined(__GLIBCXX__)
+#define KILN_LET_FORCED_UNWIND_THROUGH \
+  catch (abi::__forced_unwind&) {      \
+    throw;                             \
+  }
+#else
+#define KILN_LET_FORCED_UNWIND_THROUGH
+#endif
+
 /// Runs fn(), user code, turning a std::exception other than kiln::Error into one (kGeneric, its
 /// message), and anything else thrown (`throw 5`) into one saying so, so that Python sees a
 /// KilnError whatever the user threw. std::bad_alloc passes as it is, and so does the forced
@@ -106,11 +120,9 @@ auto as_kiln_error(Fn&& fn) -> decltype(fn()) {
     throw;
   } catch (const std::exception& e) {
     throw Error(ErrorKind::kGeneric, e.what());
-#if defined(__GLIBCXX__)
-  } catch (abi::__forced_unwind&) {
-    throw;
-#endif
-  } catch (...) {
+  }
+  KILN_LET_FORCED_UNWIND_THROUGH
+  catch (...) {
     throw Error(ErrorKind::kGeneric,
                 "user code threw an object that is not a std::exception (throw a kiln::Error, "
                 "or a std::exception, to say what went wrong)");

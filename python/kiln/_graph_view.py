@@ -17,10 +17,11 @@ A Graph is a snapshot made for one build: its values are plain Python objects, s
 keep them (they do not change with later passes) and use them as dict keys. Every value has a
 ``kind``: ``"input"`` (a graph input, ``index`` its position in run's inputs), ``"constant"``
 (``tensor`` holds it: a weight the traced function read, which the graph sees updated in place,
-or a Python number as a 0-d tensor) or ``"node"`` (an op: ``op`` its registered name, ``inputs``
-the values it takes, ``attrs`` its attributes with the schema's defaults filled in). ``dtype``
-and ``shape`` say what it is (both None for a multi-output op's tuple, which ``"TupleGetItem"``
-nodes, whose attrs hold the ``index``, take apart). ``node.call(*tensors)`` runs the node's op
+a Python number as a 0-d tensor, or None for a missing optional input such as a bias) or
+``"node"`` (an op: ``op`` its registered name, ``inputs`` the values it takes, ``attrs`` its
+attributes with the schema's defaults filled in). ``dtype`` and ``shape`` say what it is (both
+None for a multi-output op's tuple, which ``"TupleGetItem"`` nodes, whose attrs hold the
+``index``, take apart, and for a None constant). ``node.call(*tensors)`` runs the node's op
 eagerly, as the "reference" backend would: one tensor, or a tuple of them for a multi-output op
 (and for TupleGetItem, the element of the tuple it is given).
 """
@@ -59,7 +60,8 @@ class Value:
         return results[0] if len(results) == 1 and self.shape is not None else tuple(results)
 
     def __repr__(self):
-        what = f"{self.dtype.name}{list(self.shape)}" if self.shape is not None else "tuple"
+        what = (f"{self.dtype.name}{list(self.shape)}" if self.shape is not None
+                else "tuple" if self.kind == "node" else "None")
         if self.kind == "node":
             args = ", ".join(v.name for v in self.inputs)
             attrs = "".join(f", {k}={v!r}" for k, v in self.attrs.items())

@@ -40,6 +40,7 @@ from ._C.graph import list_backends  # noqa: F401
 from ._graph_view import Graph, Value
 from ._checks import checked_int as _checked_int
 from .errors import KilnTypeError as _KilnTypeError
+from .errors import KilnValueError as _KilnValueError
 from .jit import _call_traced
 
 __all__ = ["register_custom_pass", "unregister_custom_pass", "list_passes", "register_pattern",
@@ -229,16 +230,23 @@ def register_custom_backend(name, backend):
       (``kiln.jit(f, backend=name, tile=64)`` gives {"tile": "64"}).
     - ``run(built, inputs)``: the graph's outputs (a list of kiln.Tensor, one per
       ``graph.outputs``; a single tensor for one) for ``inputs`` (a list of contiguous
-      kiln.Tensor, one per ``graph.inputs``).
+      kiln.Tensor, one per ``graph.inputs``). Return new tensors on each call: the caller keeps
+      them (a buffer reused for the next call would change the results it holds).
     - optionally ``supports(node)`` (a kiln.graph.Value of kind "node", its inputs described
       too): False sends the node to kiln_cpu, and the graph ``build`` gets holds the rest as
       inputs and outputs of its own (the jit partitions it); and ``clear(built)``, called when
-      the jit drops a built graph.
+      the jit drops a built graph and for each graph still built when the backend is
+      unregistered.
 
     An exception raised in them becomes a KilnError naming the backend, the graph and the
-    exception. The methods are called with the GIL held, on the jitted call's thread."""
+    exception. The methods are called with the GIL held, on the jitted call's thread. A daemon
+    thread still inside one of them when the interpreter exits may crash the exit (Python stops
+    such a thread by unwinding it through Kiln's C++ frames): join such threads first."""
     fn = "register_custom_backend"
     name = _text(name, "name", fn)
+    if name == "all":
+        raise _KilnValueError(f"{fn}: 'all' cannot name a backend: passes registered for "
+                              f"backend='all' run for every backend")
     if isinstance(backend, (str, _os.PathLike)):
         _C.graph.register_custom_backend(name, _path(backend, "path", fn))
         return

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -24,6 +25,7 @@
 
 #include "bindings.h"
 #include "convert.h"
+#include "kiln/autograd.h"
 #include "kiln/backend.h"
 #include "kiln/ir.h"
 #include "kiln/ir/text.h"
@@ -86,8 +88,9 @@ nb::tuple node_record(const Node& n, const nb::list& inputs) {
                           index);
   }
   if (n.is_value()) {
+    const Tensor& value = static_cast<const ValueNode&>(n).value();
     return nb::make_tuple("constant", name, dtype_of(a), shape_of(a), nb::none(), inputs,
-                          nb::dict(), static_cast<const ValueNode&>(n).value());
+                          nb::dict(), value.defined() ? nb::cast(value) : nb::none());
   }
   const auto& c = static_cast<const CNode&>(n);
   const Primitive& prim = *c.primitive();
@@ -137,13 +140,32 @@ nb::list records_of(const std::vector<NodePtr>& order,
 
 using Owned = std::shared_ptr<PythonOwned>;
 
+// The GIL for a call into Python: taken when this thread lacks it (a C++ caller), not again when
+// it holds it (the jitted call's thread). Taking it again there, a daemon thread stopped inside
+// the backend at the interpreter's exit aborted it (PyGILState_Release on a dead thread state).
+class Gil {
+ public:
+  Gil() {
+    if (!PyGILState_Check()) acquired_.emplace();
+  }
+
+ private:
+  std::optional<nb::gil_scoped_acquire> acquired_;
+};
+
 class PythonBackend final : public BackendBase {
  public:
   PythonBackend(Owned impl, Owned graph_class)
       : impl_(std::move(impl)), graph_class_(std::move(graph_class)) {}
 
+  // Unregistered: the graphs still built are cleared (clear(built) may free a device's memory).
+  ~PythonBackend() override {
+    if (!Py_IsInitialized() || !impl_->get().is_valid()) return;
+    Clear();
+  }
+
   BackendGraphId Build(const FuncGraphPtr& graph, const BackendJitConfig& config) override {
-    nb::gil_scoped_acquire gil;
+    const Gil gil;
     check_alive();
     try {
       std::unordered_map<const Node*, size_t> index;
@@ -174,22 +196,25 @@ class PythonBackend final : public BackendBase {
 
   RunningStatus Run(BackendGraphId id, const std::vector<Tensor>& inputs,
                     std::vector<Tensor>* outputs) override {
-    nb::gil_scoped_acquire gil;
+    const Gil gil;
     check_alive();
-    Owned built;
+    // A reference of its own, not the PythonOwned (whose last release takes the GIL: a thread
+    // Python stops inside run at exit unwinds through here without it).
+    nb::object built;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = built_.find(id);
       KILN_CHECK_VALUE(it != built_.end()) << "no graph was built with id " << id;
-      built = it->second;
+      built = it->second->get();
     }
     try {
       nb::list args;
       for (const Tensor& t : inputs) args.append(nb::cast(t));
-      nb::object result = impl_->get().attr("run")(built->get(), args);
+      nb::object result = impl_->get().attr("run")(built, args);
       outputs->clear();
       if (nb::isinstance<Tensor>(result)) {
         outputs->push_back(nb::cast<Tensor>(result));
+        detach_all(*outputs);
         return RunningStatus::kRunningSuccess;
       }
       KILN_CHECK_TYPE(nb::isinstance<nb::list>(result) || nb::isinstance<nb::tuple>(result))
@@ -201,6 +226,7 @@ class PythonBackend final : public BackendBase {
             << nb::type_name(item.type()).c_str();
         outputs->push_back(nb::cast<Tensor>(item));
       }
+      detach_all(*outputs);
       return RunningStatus::kRunningSuccess;
     } catch (nb::python_error& e) {
       fail_with("run", e);
@@ -208,7 +234,7 @@ class PythonBackend final : public BackendBase {
   }
 
   void ClearGraph(BackendGraphId id) override {
-    nb::gil_scoped_acquire gil;
+    const Gil gil;
     Owned built;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -221,7 +247,7 @@ class PythonBackend final : public BackendBase {
   }
 
   void Clear() override {
-    nb::gil_scoped_acquire gil;
+    const Gil gil;
     std::map<BackendGraphId, Owned> all;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -231,7 +257,7 @@ class PythonBackend final : public BackendBase {
   }
 
   bool Supports(const CNodePtr& node) const override {
-    nb::gil_scoped_acquire gil;
+    const Gil gil;
     check_alive();
     if (!nb::hasattr(impl_->get(), "supports")) return true;
     try {
@@ -246,23 +272,35 @@ class PythonBackend final : public BackendBase {
       }
       records.append(node_record(*node, inputs));
       nb::object view = graph_class_->get().attr("_node_from_records")(records);
-      return nb::cast<bool>(impl_->get().attr("supports")(view));
+      nb::object answer = impl_->get().attr("supports")(view);
+      const int truth = PyObject_IsTrue(answer.ptr());  // a NumPy bool as well as a bool
+      if (truth < 0) throw nb::python_error();
+      return truth == 1;
     } catch (nb::python_error& e) {
       fail_with("supports", e);
-    } catch (const nb::cast_error&) {
-      KILN_FAIL(kType) << "supports must return a bool";
     }
   }
 
  private:
+  // A jitted function's results carry no gradient (Note [Results carry no gradient]), even
+  // tensors a backend made from ones that require grad.
+  static void detach_all(std::vector<Tensor>& outputs) {
+    for (Tensor& t : outputs) {
+      if (autograd::requires_grad(t)) t = autograd::detach(t);
+    }
+  }
+
   // Refuses a call after the interpreter's exit released the backend's objects.
   void check_alive() const {
     KILN_CHECK_VALUE(impl_->get().is_valid())
         << "the Python backend was released when the interpreter exited";
   }
 
-  // The backend's optional clear(built): a graph the jit no longer needs.
+  // The backend's optional clear(built): a graph the jit no longer needs. An exception pending
+  // (a jitted function dropped while its error propagates) waits aside: Python code run with it
+  // set replaced it with a SystemError.
   void call_clear(const PythonOwned& built) {
+    const nb::error_scope pending;
     const nb::object& impl = impl_->get();
     if (!impl.is_valid() || !built.get().is_valid() || !nb::hasattr(impl, "clear")) return;
     try {
@@ -289,7 +327,16 @@ std::map<std::string, BackendRegistration>& python_backends() {
 
 void bind_python_backend(nb::module_& graph) {
   nb::class_<NodeOp>(graph, "_NodeOp", "One op of a graph, run eagerly on tensors.")
-      .def("__call__", &NodeOp::operator(), "inputs"_a);
+      .def(
+          "__call__",
+          [](const NodeOp& op, const nb::sequence& inputs) {
+            std::vector<Tensor> tensors;  // None: a missing optional input
+            for (nb::handle item : inputs) {
+              tensors.push_back(item.is_none() ? Tensor() : nb::cast<Tensor>(item));
+            }
+            return op(tensors);
+          },
+          "inputs"_a);
   graph.def(
       "_register_python_backend",
       [](const std::string& name, nb::object backend, nb::object graph_class) {

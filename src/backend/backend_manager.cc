@@ -170,7 +170,9 @@ BackendGraphId BackendManager::Build(const FuncGraphPtr& graph, const BackendJit
   } catch (const std::exception& e) {
     KILN_FAIL(kGeneric) << "backend '" << backend << "' failed to build graph \"" << graph->name()
                         << "\": " << e.what();
-  } catch (...) {
+  }
+  KILN_LET_FORCED_UNWIND_THROUGH
+  catch (...) {
     KILN_FAIL(kGeneric) << "backend '" << backend << "' failed to build graph \"" << graph->name()
                         << "\": an unknown exception";
   }
@@ -227,7 +229,9 @@ void BackendManager::Run(const std::string& backend, uint64_t registration, Back
   } catch (const std::exception& e) {
     KILN_FAIL(kGeneric) << "backend '" << backend << "' failed running " << graph() << ": "
                         << e.what();
-  } catch (...) {
+  }
+  KILN_LET_FORCED_UNWIND_THROUGH
+  catch (...) {
     KILN_FAIL(kGeneric) << "backend '" << backend << "' failed running " << graph()
                         << ": an unknown exception";
   }

@@ -24,7 +24,9 @@ bool backend_supports(const BackendBase& backend, const std::string& name, const
   } catch (const std::exception& e) {
     KILN_FAIL(kGeneric) << "backend '" << name << "' failed deciding whether it supports "
                         << node->debug_string() << ": " << e.what();
-  } catch (...) {
+  }
+  KILN_LET_FORCED_UNWIND_THROUGH
+  catch (...) {
     KILN_FAIL(kGeneric) << "backend '" << name << "' failed deciding whether it supports "
                         << node->debug_string() << ": an unknown exception";
   }

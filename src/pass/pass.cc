@@ -124,7 +124,9 @@ bool PassManager::Run(const FuncGraphPtr& graph, PassReport* report,
     } catch (const std::exception& e) {
       KILN_FAIL(kGeneric) << where() << " failed on graph \"" << graph->name()
                           << "\": " << e.what();
-    } catch (...) {
+    }
+    KILN_LET_FORCED_UNWIND_THROUGH
+    catch (...) {
       KILN_FAIL(kGeneric) << where() << " failed on graph \"" << graph->name()
                           << "\": an unknown exception";
     }

@@ -266,3 +266,72 @@ def test_the_interpreter_exits_cleanly_with_a_backend_still_registered():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert (done.returncode, done.stdout, done.stderr) == (0, "[2.0, 2.0]\n", "")
+
+
+def test_an_error_reaches_the_caller_of_a_jitted_function_dropped_at_once():
+    # Dropping the function while its error propagated ran the backend's clear() with the error
+    # pending: the caller got "SystemError: error return without exception set".
+    failing = Failing("run")
+    kiln.graph.register_custom_backend("broken_once", failing)
+    try:
+        with raises(kiln.KilnError, match="the Python backend's run raised RuntimeError: device "
+                                          "lost"):
+            kiln.jit(lambda x: x + 1, backend="broken_once")(mint.ones(2))
+        assert failing.cleared == 1
+    finally:
+        kiln.graph.unregister_custom_backend("broken_once")
+
+
+def test_unregistering_clears_the_graphs_still_built():
+    interp = Interpreter()
+    kiln.graph.register_custom_backend("cleared_at_unregister", interp)
+    f = kiln.jit(lambda x: x * 2, backend="cleared_at_unregister")
+    f(mint.ones(2))
+    f(mint.ones(3))
+    kiln.graph.unregister_custom_backend("cleared_at_unregister")
+    assert interp.cleared == 2
+
+
+def test_a_missing_optional_input_is_a_none_constant(backend):
+    name, interp = backend
+    lin = kiln.nn.Linear(3, 2, bias=False)
+    kiln.jit(lin, backend=name)(mint.ones(4, 3))
+    nones = [v for v in interp.graphs[0].constants if v.tensor is None]
+    assert len(nones) == 1 and nones[0].dtype is None and nones[0].shape is None
+    assert repr(nones[0]).endswith(": None>")
+
+
+class NumpyBools(Interpreter):
+    def supports(self, node):
+        return np.bool_(node.op != "Exp")  # a NumPy bool, as a NumPy test gives
+
+
+@pytest.mark.parametrize("backend", [NumpyBools], indirect=True)
+def test_supports_may_answer_with_any_truth_value(backend):
+    name, interp = backend
+    assert_close(kiln.jit(lambda x: mint.exp(x) * 2, backend=name)(mint.zeros(2)),
+                 np.full(2, 2.0, np.float32))
+    assert [n.op for g in interp.graphs for n in g.nodes] == ["Mul"]
+
+
+class Tracking(Interpreter):
+    def run(self, graph, inputs):
+        return [inputs[0] * self.weight]  # a result that requires grad
+
+
+def test_results_carry_no_gradient_whatever_run_returns():
+    tracking = Tracking()
+    tracking.weight = kiln.tensor([2.0]).requires_grad_()
+    kiln.graph.register_custom_backend("tracking", tracking)
+    try:
+        out = kiln.jit(lambda x: x * 2, backend="tracking")(mint.ones(2))
+        assert out.tolist() == [2.0, 2.0] and not out.requires_grad
+    finally:
+        kiln.graph.unregister_custom_backend("tracking")
+
+
+def test_all_cannot_name_a_backend():
+    with raises(kiln.KilnValueError, match="'all' cannot name a backend: passes registered for "
+                                           "backend='all' run for every backend"):
+        kiln.graph.register_custom_backend("all", Interpreter())
+
