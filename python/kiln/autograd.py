@@ -14,6 +14,8 @@ Eager ops on tensors that require grad are recorded; ``Tensor.backward()`` and
 there forward and backward are traced into one graph.
 
 ``Function`` gives Python code a hand-written gradient (as ``torch.autograd.Function``).
+``kiln.autograd.functional`` has ``torch.autograd.functional``'s ``vjp``, ``jvp``, ``jacobian``,
+``hessian``, ``vhp`` and ``hvp`` (also here as ``kiln.autograd.vjp`` and so on).
 """
 
 import collections.abc
@@ -27,7 +29,8 @@ _ag = _C.autograd
 Tensor = _C.Tensor
 
 __all__ = ["no_grad", "enable_grad", "inference_mode", "set_grad_enabled", "is_grad_enabled",
-           "backward", "grad", "Function", "FunctionCtx", "functional_grad", "value_and_grad"]
+           "backward", "grad", "Function", "FunctionCtx", "functional_grad", "value_and_grad",
+           "functional", "vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
 
 
 def is_grad_enabled():
@@ -544,3 +547,8 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
         return value, grads
 
     return value_and_grad_fn
+
+
+# Last: the functional module builds on grad and enable_grad above.
+from . import _autograd_functional as functional  # noqa: E402
+from ._autograd_functional import hessian, hvp, jacobian, jvp, vhp, vjp  # noqa: E402
