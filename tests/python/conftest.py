@@ -122,6 +122,22 @@ def check_torch(actual, expected, dtype, what, scale_atol=False):
                                atol=atol, equal_nan=True, err_msg=what)
 
 
+def check_cell_against_torch(torch, ours, theirs, v, rng, scale_atol=False):
+    """A float64 kiln cell against its PyTorch twin (the same parameters) on input ``v``: the
+    value, and the gradients of the input and of every parameter for a random upstream gradient.
+    Returns the two inputs (kiln, torch)."""
+    x, tx = t(v).requires_grad_(), torch.tensor(v, requires_grad=True)
+    out, want = ours(x), theirs(tx)
+    check_torch(out, want, kiln.float64, "value")
+    upstream = rng.uniform(0.5, 2, size=tuple(want.shape))
+    grads = kiln.autograd.grad(out, [x] + list(ours.parameters()), t(upstream))
+    wants = torch.autograd.grad(want, [tx] + list(theirs.parameters()), torch.tensor(upstream))
+    names = ["input"] + [name for name, _ in theirs.named_parameters()]
+    for name, grad, expected in zip(names, grads, wants):
+        check_torch(grad, expected, kiln.float64, f"gradient of {name}", scale_atol=scale_atol)
+    return x, tx
+
+
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples" / "custom_op"
 
 

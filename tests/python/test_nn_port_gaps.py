@@ -14,7 +14,7 @@ import pytest
 
 import kiln
 import kiln.nn.functional as F
-from conftest import check_torch, close, raises, t
+from conftest import check_cell_against_torch, check_torch, close, raises, t
 from kiln import nn
 
 mint = kiln.mint
@@ -522,15 +522,8 @@ def test_unbatched_convolutions_match_torch(torch, cls, args, kwargs, shape, rng
     ours = getattr(nn, cls)(*args, **kwargs, dtype=kiln.float64)
     theirs = getattr(torch.nn, cls)(*args, **kwargs, dtype=torch.float64)
     ours.load_state_dict(theirs.state_dict())
-    v = rng.standard_normal(shape)
-    x, tx = t(v).requires_grad_(), torch.tensor(v, requires_grad=True)
-    out, want = ours(x), theirs(tx)
-    check_torch(out, want, kiln.float64, "value")
-    upstream = rng.uniform(0.5, 2, size=tuple(want.shape))
-    grads = kiln.autograd.grad(out, [x] + list(ours.parameters()), t(upstream))
-    wants = torch.autograd.grad(want, [tx] + list(theirs.parameters()), torch.tensor(upstream))
-    for grad, expected in zip(grads, wants):
-        check_torch(grad, expected, kiln.float64, "gradient", scale_atol=True)
+    check_cell_against_torch(torch, ours, theirs, rng.standard_normal(shape), rng,
+                             scale_atol=True)
 
 
 def test_conv_transpose2d_unbatched_output_size_matches_torch(torch, rng):

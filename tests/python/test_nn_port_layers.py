@@ -13,7 +13,8 @@ import pytest
 
 import kiln
 import kiln.nn.functional as F
-from conftest import FLOAT_DTYPES, check_torch, raises, random_array, t, torch_twin
+from conftest import (FLOAT_DTYPES, check_cell_against_torch, check_torch, raises, random_array, t,
+                      torch_twin)
 from kiln import nn
 from kiln.nn.activation import (ELU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSoftmax,
                                 Mish, PReLU, ReLU, ReLU6, SiLU, activation_cell)
@@ -602,18 +603,9 @@ def test_conv_transpose2d_with_torchs_weights_matches_torch(torch, kwargs, rng):
     assert all(ours.state_dict()[k].shape == tuple(v.shape)
                for k, v in theirs.state_dict().items())
     ours.load_state_dict(theirs.state_dict())
-    v = rng.standard_normal((2, 4, 4, 5))
-    x, tx = t(v).requires_grad_(), torch.tensor(v, requires_grad=True)
-    out, want = ours(x), theirs(tx)
-    check_torch(out, want, kiln.float64, "value")
-    upstream = rng.uniform(0.5, 2, size=tuple(want.shape))
-    ours_params = [x] + list(ours.parameters())
-    grads = kiln.autograd.grad(out, ours_params, t(upstream))
-    wants = torch.autograd.grad(want, [tx] + list(theirs.parameters()), torch.tensor(upstream))
-    for name, grad, expected in zip(["input"] + list(theirs.state_dict()), grads, wants):
-        check_torch(grad, expected, kiln.float64, f"gradient of {name}")
+    x, tx = check_cell_against_torch(torch, ours, theirs, rng.standard_normal((2, 4, 4, 5)), rng)
     # The smallest output, one row more where the stride allows it.
-    size = [d - extra for d, extra in zip(want.shape[2:], ours.output_padding)]
+    size = [d - extra for d, extra in zip(theirs(tx).shape[2:], ours.output_padding)]
     size[0] += ours.stride[0] - 1
     check_torch(ours(x, output_size=size), theirs(tx, output_size=size), kiln.float64,
                 "output_size")
@@ -644,15 +636,7 @@ def test_conv1d_with_torchs_weights_matches_torch(torch, kwargs, rng):
     ours = Conv1d(**args, dtype=kiln.float64)
     assert list(ours.state_dict()) == list(theirs.state_dict())
     ours.load_state_dict(theirs.state_dict())
-    v = rng.standard_normal((2, 4, 11))
-    x, tx = t(v).requires_grad_(), torch.tensor(v, requires_grad=True)
-    out, want = ours(x), theirs(tx)
-    check_torch(out, want, kiln.float64, "value")
-    upstream = rng.uniform(0.5, 2, size=tuple(want.shape))
-    grads = kiln.autograd.grad(out, [x] + list(ours.parameters()), t(upstream))
-    wants = torch.autograd.grad(want, [tx] + list(theirs.parameters()), torch.tensor(upstream))
-    for grad, expected in zip(grads, wants):
-        check_torch(grad, expected, kiln.float64, "gradient")
+    check_cell_against_torch(torch, ours, theirs, rng.standard_normal((2, 4, 11)), rng)
 
 
 @pytest.mark.parametrize("make, fn, args, make_torch", INPLACE, ids=INPLACE_IDS)
