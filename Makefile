@@ -95,6 +95,7 @@ demo: build $(VENV)/.example-deps-stamp
 	$(VENV_PY) -m kiln.distributed.run --nproc 2 examples/train_mlp_distributed.py
 	$(VENV_PY) examples/custom_op/run.py
 	$(VENV_PY) examples/custom_backend/run.py
+	$(VENV_PY) examples/custom_backend/python_backend.py
 	$(VENV_PY) examples/custom_pass/run.py
 
 bench: build

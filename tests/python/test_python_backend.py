@@ -3,6 +3,7 @@ build gets (inputs, constants, nodes, outputs, attrs, multi-output ops), results
 ones, the jit's options as config, supports() partitioning, clear(), unregistering, and the
 errors of every method."""
 
+import runpy
 import subprocess
 import sys
 import threading
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import assert_close, raises
+from conftest import REPO_DIR, assert_close, raises
 from kiln import mint
 
 
@@ -335,3 +336,9 @@ def test_all_cannot_name_a_backend():
                                            "backend='all' run for every backend"):
         kiln.graph.register_custom_backend("all", Interpreter())
 
+
+def test_the_python_backend_example_runs(capsys):
+    example = REPO_DIR / "examples" / "custom_backend" / "python_backend.py"
+    runpy.run_path(str(example), run_name="__main__")
+    assert "the result equals eager" in capsys.readouterr().out
+    assert "numpy_device" not in kiln.graph.list_backends()
