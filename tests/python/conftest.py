@@ -122,6 +122,19 @@ def check_torch(actual, expected, dtype, what, scale_atol=False):
                                atol=atol, equal_nan=True, err_msg=what)
 
 
+def check_channel_dropout(x, y, channel_dims, p):
+    """``y``, channel dropout of ``x`` (ones, requiring grad) with probability ``p``: each channel
+    (the first ``channel_dims`` dimensions index one) all zeros or all 1 / (1 - p), about a ``p``
+    share of them zero, and the gradient of y.sum() the scaled mask."""
+    values = y.detach().numpy()
+    channels = values.reshape(tuple(x.shape[:channel_dims]) + (-1,))
+    assert np.all(channels == channels[..., :1])  # one draw per channel
+    assert set(np.unique(channels).tolist()) == {0.0, float(np.float32(1 / (1 - p)))}
+    assert abs((channels[..., 0] == 0).mean() - p) < 0.06
+    (grad,) = kiln.autograd.grad(y.sum(), [x])
+    np.testing.assert_array_equal(grad.numpy(), values)  # the gradient is the scaled mask
+
+
 def check_cell_against_torch(torch, ours, theirs, v, rng, scale_atol=False):
     """A float64 kiln cell against its PyTorch twin (the same parameters) on input ``v``: the
     value, and the gradients of the input and of every parameter for a random upstream gradient.
