@@ -40,6 +40,17 @@ std::vector<int64_t> normalized_shape_of(nb::handle obj) {
 
 Tensor optional_tensor(const std::optional<TensorArg>& t) { return t ? t->get() : Tensor(); }
 
+// avg_pool2d's divisor_override: None gives 0 (the op's "no override"); else a nonzero int, as
+// PyTorch takes it.
+int64_t divisor_override_of(nb::handle obj) {
+  if (obj.is_none()) return 0;
+  KILN_CHECK_TYPE(is_int_arg(obj))
+      << "avg_pool2d: expected divisor_override to be None or an int, got " << repr_of(obj);
+  const int64_t divisor = shape_arg(obj, "avg_pool2d: divisor_override")[0];
+  KILN_CHECK_VALUE(divisor != 0) << "avg_pool2d: expected a nonzero divisor_override, got 0";
+  return divisor;
+}
+
 }  // namespace
 
 void bind_mint_nn(nb::module_& mint) {
@@ -118,16 +129,32 @@ void bind_mint_nn(nb::module_& mint) {
       "x"_a, "kernel_size"_a, "stride"_a = nb::none(), "padding"_a = 0, "dilation"_a = 1,
       "ceil_mode"_a = false, "Maximum over windows of x [N, C, H, W] (stride None = kernel_size).");
   mint.def(
+      "max_pool2d_with_indices",
+      [](const TensorArg& x, nb::handle kernel_size, nb::handle stride, nb::handle padding,
+         nb::handle dilation, bool ceil_mode) {
+        auto [values, indices] = max_pool2d_with_indices(
+            x, pair_of(kernel_size, "max_pool2d: kernel_size"),
+            pair_of(stride, "max_pool2d: stride"), pair_of(padding, "max_pool2d: padding"),
+            pair_of(dilation, "max_pool2d: dilation"), ceil_mode);
+        return nb::make_tuple(values, indices);
+      },
+      "x"_a, "kernel_size"_a, "stride"_a = nb::none(), "padding"_a = 0, "dilation"_a = 1,
+      "ceil_mode"_a = false,
+      "(max_pool2d's values, indices): with each maximum, the offset h * W + w of the element it "
+      "took in its [H, W] plane (int64), as PyTorch's max_pool2d(return_indices=True).");
+  mint.def(
       "avg_pool2d",
       [](const TensorArg& x, nb::handle kernel_size, nb::handle stride, nb::handle padding,
-         bool ceil_mode, bool count_include_pad) {
+         bool ceil_mode, bool count_include_pad, nb::handle divisor_override) {
         return avg_pool2d(x, pair_of(kernel_size, "avg_pool2d: kernel_size"),
                           pair_of(stride, "avg_pool2d: stride"),
-                          pair_of(padding, "avg_pool2d: padding"), ceil_mode, count_include_pad);
+                          pair_of(padding, "avg_pool2d: padding"), ceil_mode, count_include_pad,
+                          divisor_override_of(divisor_override));
       },
       "x"_a, "kernel_size"_a, "stride"_a = nb::none(), "padding"_a = 0, "ceil_mode"_a = false,
-      "count_include_pad"_a = true,
-      "Mean over windows of x [N, C, H, W] (stride None = kernel_size).");
+      "count_include_pad"_a = true, "divisor_override"_a = nb::none(),
+      "Mean over windows of x [N, C, H, W] (stride None = kernel_size); a divisor_override "
+      "(a nonzero int) divides every window's sum in place of its size.");
   mint.def(
       "embedding",
       [](const TensorArg& indices, const TensorArg& weight) { return embedding(indices, weight); },

@@ -98,12 +98,13 @@ Shape pool_out_shape(const char* op, const TensorMeta& x, const PoolParams& p) {
                         "width")};
 }
 
-// Calls plane(x_plane, y_plane) for every (n, c) plane of contiguous x and out, in parallel.
-template <typename T, typename PlaneFn>
+// Calls plane(x_plane, y_plane) for every (n, c) plane of contiguous x (of T) and out (of U), in
+// parallel.
+template <typename T, typename U = T, typename PlaneFn>
 void for_each_plane(const Tensor& x, const Tensor& out, PlaneFn&& plane) {
   const int64_t in_plane = x.size(2) * x.size(3), out_plane = out.size(2) * out.size(3);
   const T* px = x.data<T>();
-  T* py = out.data<T>();
+  U* py = out.data<U>();
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, in_plane));
   parallel_for(0, out.size(0) * out.size(1), grain, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) plane(px + i * in_plane, py + i * out_plane);
@@ -375,8 +376,16 @@ struct AvgDivisors {
   int64_t at(int64_t oh, int64_t ow) const { return rows[oh] * cols[ow]; }
 };
 
-AvgDivisors avg_divisors(const PoolGeometry& g, bool include_pad) {
+// The divisors of AvgPool2D's attributes: divisor_override (when not 0) for every window, else
+// each window's extent (in the padded input for count_include_pad).
+AvgDivisors avg_divisors(const PoolGeometry& g, const Attrs& attrs) {
   AvgDivisors d;
+  if (const int64_t divisor = attrs.get<int64_t>("divisor_override"); divisor != 0) {
+    d.rows.assign(static_cast<size_t>(g.OH), divisor);
+    d.cols.assign(static_cast<size_t>(g.OW), 1);
+    return d;
+  }
+  const bool include_pad = attrs.get<bool>("count_include_pad");
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     d.rows.push_back(avg_extent(oh, g.H, g.p.kernel_h, g.p.stride_h, g.p.pad_h, include_pad));
   }
@@ -402,7 +411,7 @@ template <typename T>
     });
     for (int64_t ow = 0; ow < g.OW; ++ow) {
       const int64_t count = d.at(oh, ow);
-      yp[oh * g.OW + ow] = convert<T>(count > 0 ? sum[ow] / static_cast<V>(count) : V(0));
+      yp[oh * g.OW + ow] = convert<T>(count != 0 ? sum[ow] / static_cast<V>(count) : V(0));
     }
   }
 }
@@ -437,7 +446,7 @@ template <typename C>
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     for (int64_t ow = 0; ow < g.OW; ++ow) {
       const int64_t count = d.at(oh, ow);
-      share[ow] = count > 0 ? gp[oh * g.OW + ow] / static_cast<C>(count) : C(0);
+      share[ow] = count != 0 ? gp[oh * g.OW + ow] / static_cast<C>(count) : C(0);
     }
     for (int64_t kh = 0; kh < g.p.kernel_h; ++kh) {
       const int64_t ih = input_row(g, oh, kh);
@@ -469,9 +478,9 @@ void avg_pool_backward_plane_f32(const float* gp, float* dp, const PoolGeometry&
 }
 
 template <typename T>
-void avg_pool(const Tensor& x, const Tensor& out, const PoolParams& p, bool count_include_pad) {
+void avg_pool(const Tensor& x, const Tensor& out, const PoolParams& p, const Attrs& attrs) {
   const PoolGeometry g = pool_geometry(p, x.size(2), x.size(3), out.size(2), out.size(3));
-  const AvgDivisors d = avg_divisors(g, count_include_pad);
+  const AvgDivisors d = avg_divisors(g, attrs);
   for_each_plane<T>(x, out, [&](const T* xp, T* yp) {
     if constexpr (std::is_same_v<T, float>) {
       avg_pool_plane_f32(xp, yp, g, d);
@@ -729,6 +738,7 @@ KILN_REGISTER_OP(
         .attr("padding", AttrKind::kInts, std::vector<int64_t>{0, 0})
         .attr("ceil_mode", AttrKind::kBool, false)
         .attr("count_include_pad", AttrKind::kBool, true)
+        .attr("divisor_override", AttrKind::kInt, int64_t{0})
         .doc("The gradient of AvgPool2D's x (of shape input_size) from its output gradient (see "
              "Note [Pooling gradients])")
         .infer([](const InferContext& ctx) {
@@ -741,26 +751,27 @@ KILN_REGISTER_OP(
           check_pool_grad(op, ctx.input(0), x, pool_params(op, ctx.attrs, false));
           return MetaList{x};
         })
-        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
-          const Tensor& out = ctx.outputs[0];
-          if (out.numel() == 0) return;
-          const PoolGeometry g =
-              pool_geometry(pool_params("avg_pool2d_backward", ctx.attrs, false), out.size(2),
-                            out.size(3), ctx.inputs[0].size(2), ctx.inputs[0].size(3));
-          const AvgDivisors d = avg_divisors(g, ctx.attrs.get<bool>("count_include_pad"));
-          visit_compute_float(out.dtype(), [&](auto zero) {
-            using C = decltype(zero);
-            for_each_grad_plane<C>(ctx.inputs[0], out, [&](const C* gp, C* dp, int64_t) {
-              if constexpr (std::is_same_v<C, float>) {
-                avg_pool_backward_plane_f32(gp, dp, g, d);
-              } else {
-                avg_pool_backward_plane(gp, dp, g, d);
-              }
-            });
-          });
-        })
-        .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
-                 const Attrs& attrs, const std::vector<Tensor>& grad_outputs) {
+        .kernel(DeviceType::kCPU,
+                [](KernelContext& ctx) {
+                  const Tensor& out = ctx.outputs[0];
+                  if (out.numel() == 0) return;
+                  const PoolGeometry g = pool_geometry(
+                      pool_params("avg_pool2d_backward", ctx.attrs, false), out.size(2),
+                      out.size(3), ctx.inputs[0].size(2), ctx.inputs[0].size(3));
+                  const AvgDivisors d = avg_divisors(g, ctx.attrs);
+                  visit_compute_float(out.dtype(), [&](auto zero) {
+                    using C = decltype(zero);
+                    for_each_grad_plane<C>(ctx.inputs[0], out, [&](const C* gp, C* dp, int64_t) {
+                      if constexpr (std::is_same_v<C, float>) {
+                        avg_pool_backward_plane_f32(gp, dp, g, d);
+                      } else {
+                        avg_pool_backward_plane(gp, dp, g, d);
+                      }
+                    });
+                  });
+                })
+        .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs& attrs,
+                 const std::vector<Tensor>& grad_outputs) {
           // Linear in the output gradient: its own gradient is the forward pool.
           Attrs pool_attrs;
           for (const auto& [name, value] : attrs.items()) {
@@ -801,6 +812,40 @@ KILN_REGISTER_OP(max_pool_op("MaxPool2D", {"x"})
                            grad::as_grad_of(call_op(*op, {g, in[0]}, attrs)[0], in[0])};
                      }));
 
+KILN_REGISTER_OP(
+    max_pool_op("MaxPool2DIndices", {"x"})
+        .traits(kTraitNotDifferentiable)
+        .doc("For each window of MaxPool2D over x, the offset ih * W + iw of its maximum in its "
+             "[H, W] plane (int64; -1 for a window outside x), as PyTorch's "
+             "max_pool2d(return_indices=True)")
+        .infer([](const InferContext& ctx) {
+          const char* op = "max_pool2d";
+          const TensorMeta& x = ctx.input(0);
+          KILN_CHECK_DTYPE(x.dtype != DType::kBool) << op << ": expected a numeric x, got bool";
+          return MetaList{{DType::kInt64, pool_out_shape(op, x, pool_params(op, ctx.attrs, true))}};
+        })
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const Tensor& out = ctx.outputs[0];
+          if (out.numel() == 0) return;
+          const int64_t OW = out.size(3);
+          const PoolGeometry g =
+              pool_geometry(pool_params("max_pool2d", ctx.attrs, true), ctx.inputs[0].size(2),
+                            ctx.inputs[0].size(3), out.size(2), OW);
+          visit_dtype(ctx.inputs[0].dtype(), [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            if constexpr (!std::is_same_v<T, bool>) {
+              // The same scan as MaxPool2D's, so ties and nans pick the element it returns.
+              using C = MaxValue<T>;
+              const Tensor x = contiguous_as(ctx.inputs[0], dtype_of<C>());
+              for_each_plane<C, int64_t>(x, out, [&](const C* xp, int64_t* yp) {
+                for_each_argmax_row(xp, g, [&](int64_t oh, const int64_t* at) {
+                  std::copy(at, at + OW, yp + oh * OW);
+                });
+              });
+            }
+          });
+        }));
+
 KILN_REGISTER_OP(OpDef("AvgPool2D")
                      .input("x")
                      .attr("kernel_size", AttrKind::kInts)
@@ -808,7 +853,9 @@ KILN_REGISTER_OP(OpDef("AvgPool2D")
                      .attr("padding", AttrKind::kInts, std::vector<int64_t>{0, 0})
                      .attr("ceil_mode", AttrKind::kBool, false)
                      .attr("count_include_pad", AttrKind::kBool, true)
-                     .doc("Mean over kernel_size windows of NCHW x (stride [] = kernel_size)")
+                     .attr("divisor_override", AttrKind::kInt, int64_t{0})
+                     .doc("Mean over kernel_size windows of NCHW x (stride [] = kernel_size); "
+                          "divisor_override, when not 0, divides every window's sum")
                      .infer([](const InferContext& ctx) {
                        const TensorMeta& x = ctx.input(0);
                        KILN_CHECK_DTYPE(is_floating_point(x.dtype))
@@ -817,17 +864,18 @@ KILN_REGISTER_OP(OpDef("AvgPool2D")
                            {x.dtype, pool_out_shape("avg_pool2d", x,
                                                     pool_params("avg_pool2d", ctx.attrs, false))}};
                      })
-                     .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
-                       const Tensor& out = ctx.outputs[0];
-                       if (out.numel() == 0) return;
-                       const PoolParams p = pool_params("avg_pool2d", ctx.attrs, false);
-                       const bool include_pad = ctx.attrs.get<bool>("count_include_pad");
-                       const Tensor x = ctx.inputs[0].contiguous();
-                       visit_dtype(out.dtype(), [&](auto tag) {
-                         using T = typename decltype(tag)::type;
-                         if constexpr (!std::is_integral_v<T>) avg_pool<T>(x, out, p, include_pad);
-                       });
-                     })
+                     .kernel(DeviceType::kCPU,
+                             [](KernelContext& ctx) {
+                               const Tensor& out = ctx.outputs[0];
+                               if (out.numel() == 0) return;
+                               const PoolParams p = pool_params("avg_pool2d", ctx.attrs, false);
+                               const Tensor x = ctx.inputs[0].contiguous();
+                               visit_dtype(out.dtype(), [&](auto tag) {
+                                 using T = typename decltype(tag)::type;
+                                 if constexpr (!std::is_integral_v<T>)
+                                   avg_pool<T>(x, out, p, ctx.attrs);
+                               });
+                             })
                      .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
                               const Attrs& attrs, const std::vector<Tensor>& grad_outputs) {
                        static const OpDefPtr op = OpRegistry::Instance().get("AvgPool2DBackward");
@@ -853,16 +901,37 @@ Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_size,
                   {"ceil_mode", ceil_mode}})[0];
 }
 
+std::pair<Tensor, Tensor> max_pool2d_with_indices(
+    const Tensor& x, const std::vector<int64_t>& kernel_size, const std::vector<int64_t>& stride,
+    const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, bool ceil_mode) {
+  static const OpDefPtr op = OpRegistry::Instance().get("MaxPool2DIndices");
+  Tensor indices = call_op(*op, {x},
+                           {{"kernel_size", kernel_size},
+                            {"stride", stride},
+                            {"padding", padding},
+                            {"dilation", dilation},
+                            {"ceil_mode", ceil_mode}})[0];
+  return {max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode), std::move(indices)};
+}
+
 Tensor avg_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_size,
                   const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
                   bool ceil_mode, bool count_include_pad) {
+  return avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                    /*divisor_override=*/0);
+}
+
+Tensor avg_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_size,
+                  const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                  bool ceil_mode, bool count_include_pad, int64_t divisor_override) {
   static const OpDefPtr op = OpRegistry::Instance().get("AvgPool2D");
   return call_op(*op, {x},
                  {{"kernel_size", kernel_size},
                   {"stride", stride},
                   {"padding", padding},
                   {"ceil_mode", ceil_mode},
-                  {"count_include_pad", count_include_pad}})[0];
+                  {"count_include_pad", count_include_pad},
+                  {"divisor_override", divisor_override}})[0];
 }
 
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& x,
@@ -882,6 +951,14 @@ Tensor avg_pool2d_backward(const Tensor& grad_output, const Shape& input_size,
                            const std::vector<int64_t>& kernel_size,
                            const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
                            bool ceil_mode, bool count_include_pad) {
+  return avg_pool2d_backward(grad_output, input_size, kernel_size, stride, padding, ceil_mode,
+                             count_include_pad, /*divisor_override=*/0);
+}
+
+Tensor avg_pool2d_backward(const Tensor& grad_output, const Shape& input_size,
+                           const std::vector<int64_t>& kernel_size,
+                           const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                           bool ceil_mode, bool count_include_pad, int64_t divisor_override) {
   static const OpDefPtr op = OpRegistry::Instance().get("AvgPool2DBackward");
   return call_op(*op, {grad_output},
                  {{"input_size", std::vector<int64_t>(input_size.begin(), input_size.end())},
@@ -889,7 +966,8 @@ Tensor avg_pool2d_backward(const Tensor& grad_output, const Shape& input_size,
                   {"stride", stride},
                   {"padding", padding},
                   {"ceil_mode", ceil_mode},
-                  {"count_include_pad", count_include_pad}})[0];
+                  {"count_include_pad", count_include_pad},
+                  {"divisor_override", divisor_override}})[0];
 }
 
 }  // namespace kiln

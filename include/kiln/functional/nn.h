@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/export.h"
@@ -65,10 +66,21 @@ KILN_API Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_s
                            const std::vector<int64_t>& padding = {0, 0},
                            const std::vector<int64_t>& dilation = {1, 1},
                            bool ceil_mode = false);
+/// max_pool2d's values and, for each, the offset ih * W + iw of the element it took in its [H, W]
+/// plane (int64), as PyTorch's max_pool2d(return_indices=True) (primitive MaxPool2DIndices).
+KILN_API std::pair<Tensor, Tensor> max_pool2d_with_indices(
+    const Tensor& x, const std::vector<int64_t>& kernel_size,
+    const std::vector<int64_t>& stride = {}, const std::vector<int64_t>& padding = {0, 0},
+    const std::vector<int64_t>& dilation = {1, 1}, bool ceil_mode = false);
 KILN_API Tensor avg_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_size,
                            const std::vector<int64_t>& stride = {},
                            const std::vector<int64_t>& padding = {0, 0}, bool ceil_mode = false,
                            bool count_include_pad = true);
+/// avg_pool2d dividing every window's sum by `divisor_override` (0: by the window's size, as
+/// above), PyTorch's divisor_override.
+KILN_API Tensor avg_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_size,
+                           const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                           bool ceil_mode, bool count_include_pad, int64_t divisor_override);
 /// The gradient of max_pool2d's x: each output gradient added at its window's maximum (the first
 /// one, or the last nan, as the forward picks it) (primitive MaxPool2DBackward).
 KILN_API Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& x,
@@ -84,6 +96,11 @@ KILN_API Tensor avg_pool2d_backward(const Tensor& grad_output, const Shape& inpu
                                     const std::vector<int64_t>& stride = {},
                                     const std::vector<int64_t>& padding = {0, 0},
                                     bool ceil_mode = false, bool count_include_pad = true);
+KILN_API Tensor avg_pool2d_backward(const Tensor& grad_output, const Shape& input_size,
+                                    const std::vector<int64_t>& kernel_size,
+                                    const std::vector<int64_t>& stride,
+                                    const std::vector<int64_t>& padding, bool ceil_mode,
+                                    bool count_include_pad, int64_t divisor_override);
 
 /// Rows of `weight` [num, dim] picked by integer `indices` (any shape) -> indices.shape + [dim].
 KILN_API Tensor embedding(const Tensor& indices, const Tensor& weight);

@@ -616,6 +616,33 @@ TEST(GradAvgPool2D, MatchesFiniteDifferences_WithAndWithoutPadInTheCount) {
   expect_float32_rule("AvgPool2D", {r64({2, 3, 5, 5})}, pool_attrs({3, 3}, {2, 2}, {1, 1}, true));
 }
 
+TEST(GradAvgPool2D, DivisorOverrideDividesForwardAndBackward) {
+  manual_seed(47);
+  for (int64_t divisor : {int64_t{3}, int64_t{-2}}) {
+    Attrs attrs = pool_attrs({3, 3}, {2, 2}, {1, 1}, true);
+    attrs.set("divisor_override", divisor);
+    expect_grad_rule("AvgPool2D", {r64({2, 2, 7, 6})}, attrs);
+    Attrs backward = attrs;
+    backward.set("input_size", Dims{2, 2, 7, 6});
+    expect_grad_rule("AvgPool2DBackward", {r64({2, 2, 4, 4})}, backward);
+  }
+  // A 3x3 window at stride 2 with padding 1 over 3x3: every window clipped to 2x2 of ones, so
+  // each sum is 4, divided by the override whatever count_include_pad says.
+  const Tensor x = ones({1, 1, 3, 3}, DType::kFloat64);
+  for (bool include_pad : {true, false}) {
+    const Tensor y = avg_pool2d(x, {3, 3}, {2, 2}, {1, 1}, false, include_pad, 8);
+    for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(y.data<double>()[i], 0.5) << i;
+    const Tensor dx = avg_pool2d_backward(ones({1, 1, 2, 2}, DType::kFloat64), {1, 1, 3, 3}, {3, 3},
+                                          {2, 2}, {1, 1}, false, include_pad, 8);
+    EXPECT_DOUBLE_EQ(dx.data<double>()[4], 4 / 8.0);  // in every window
+    EXPECT_DOUBLE_EQ(dx.data<double>()[0], 1 / 8.0);
+  }
+  // 0 is no override: the six-argument overload's division by the window's size.
+  const Tensor r = r64({1, 2, 5, 5});
+  testing::expect_close(avg_pool2d(r, {2, 2}, {1, 1}, {1, 1}, false, false, 0),
+                        avg_pool2d(r, {2, 2}, {1, 1}, {1, 1}, false, false), 0);
+}
+
 TEST(GradAvgPool2D, BackwardSpreadsEachGradientOverItsDivisor) {
   // A 3x3 window at stride 2 with padding 1 over 3x3: four windows, each clipped to 2x2 of x.
   const Tensor g = reshape(arange(1, 5, 1, DType::kFloat64), {1, 1, 2, 2});

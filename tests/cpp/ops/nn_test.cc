@@ -129,6 +129,53 @@ TEST(MaxPool2D, TakesWindowMaxima_WithPaddingAndCeilMode) {
   EXPECT_TRUE(std::isnan(max_pool2d(x, {2, 2}).data<float>()[0]));
 }
 
+TEST(MaxPool2D, WithIndicesGivesEachMaximumsOffsetInItsPlane) {
+  // Two planes of a 3x4 ramp (the second negated), 2x2 windows at stride (1, 2), padding 1.
+  Tensor x = Tensor::empty({1, 2, 3, 4});
+  for (int i = 0; i < 12; ++i) {
+    x.data<float>()[i] = static_cast<float>(i);
+    x.data<float>()[12 + i] = -static_cast<float>(i);
+  }
+  const auto [values, indices] = max_pool2d_with_indices(x, {2, 2}, {1, 2}, {1, 1});
+  EXPECT_EQ(indices.dtype(), DType::kInt64);
+  ASSERT_EQ(indices.shape(), values.shape());
+  ASSERT_EQ(values.shape(), (Shape{1, 2, 4, 3}));
+  const Tensor plain = max_pool2d(x, {2, 2}, {1, 2}, {1, 1});
+  for (int64_t i = 0; i < values.numel(); ++i) {
+    EXPECT_EQ(values.data<float>()[i], plain.data<float>()[i]) << i;
+    // Each index, read back in its own plane, is the value pooled.
+    const int64_t plane = i / 12, at = indices.data<int64_t>()[i];
+    ASSERT_GE(at, 0);
+    ASSERT_LT(at, 12);
+    EXPECT_EQ(x.data<float>()[plane * 12 + at], values.data<float>()[i]) << i;
+  }
+  // Row 0 of the first plane: windows over columns [-1, 0], [1, 2], [3, 4] of row 0.
+  EXPECT_EQ(indices.data<int64_t>()[0], 0);
+  EXPECT_EQ(indices.data<int64_t>()[1], 2);
+  EXPECT_EQ(indices.data<int64_t>()[2], 3);
+  // Ties take the first maximum in scan order; a nan wins, the last one.
+  Tensor ties = zeros({1, 1, 2, 2});
+  EXPECT_EQ(max_pool2d_with_indices(ties, {2, 2}).second.data<int64_t>()[0], 0);
+  ties.data<float>()[1] = std::numeric_limits<float>::quiet_NaN();
+  ties.data<float>()[2] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(max_pool2d_with_indices(ties, {2, 2}).second.data<int64_t>()[0], 2);
+  // 16-bit and integer inputs find the same elements.
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kInt32}) {
+    const Tensor got = max_pool2d_with_indices(to(x, dtype), {2, 2}, {1, 2}, {1, 1}).second;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      EXPECT_EQ(got.data<int64_t>()[i], indices.data<int64_t>()[i]) << dtype << " " << i;
+    }
+  }
+  EXPECT_EQ(error_of([] {
+              max_pool2d_with_indices(zeros({1, 1, 2, 2}, DType::kBool), {2, 2});
+            }).kind(),
+            ErrorKind::kDType);
+  EXPECT_EQ(error_of([] {
+              max_pool2d_with_indices(zeros({2, 2}), {2, 2});
+            }).kind(),
+            ErrorKind::kShape);
+}
+
 TEST(AvgPool2D, DividesByPaddedOrValidCount) {
   Tensor x = Tensor::empty({1, 1, 2, 2});
   for (int i = 0; i < 4; ++i) x.data<float>()[i] = 1.0f;
