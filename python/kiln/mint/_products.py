@@ -1,7 +1,7 @@
 """PyTorch's product and shape functions that Kiln composes of kiln.mint ops in Python, with
 PyTorch's names, argument order, defaults and values:
 
-    einsum(equation, *operands)                  outer(input, vec2)  (alias ger)
+    einsum(equation, *operands)  (or sublists)   outer(input, vec2)  (alias ger)
     dot(input, other)                            diag(input, diagonal=0)
     diagonal(input, offset=0, dim1=0, dim2=1)    tile(input, dims)
     roll(input, shifts, dims=None)               movedim(input, source, destination)  (moveaxis)
@@ -23,12 +23,17 @@ also gives Tensor the methods PyTorch has for them: ``outer``, ``ger``, ``dot``,
   then the operands are contracted left to right, each pair by one batched matrix product. As
   in PyTorch, an integer result is int64 where a label was summed within one operand (the sum
   widens it) and keeps the operands' dtype otherwise. Operands of different dtypes are promoted
-  (PyTorch refuses them). The sublist form (``einsum(a, [0, 1], b, [1, 2])``) is not provided.
+  (PyTorch refuses them). The sublist form ``einsum(op1, sublist1, op2, sublist2, ...,
+  [sublist_out])`` (sublists of ints in [0, 52) and Ellipsis) is translated to that equation
+  as PyTorch does: 0-25 are 'A'-'Z', 26-51 'a'-'z' and Ellipsis '...'; its errors name the
+  equation made.
 - ``diagonal`` and ``movedim`` return views where the layout allows (PyTorch's always are);
   ``diag``, ``roll``, ``tile`` and ``repeat_interleave`` return new tensors, as PyTorch's do.
 - ``repeat_interleave`` with a tensor of counts reads the counts (the result's size depends on
   them), so that form works eagerly but not on values traced by kiln.jit; an int count traces.
 """
+
+import string
 
 from .. import _C
 from .. import _tensor_methods  # its _own, looked up at call time (it imports kiln.mint)
@@ -42,6 +47,8 @@ __all__ = ["einsum", "outer", "ger", "dot", "diag", "diagonal", "tile", "roll",
 
 _mint = _C.mint
 _ELLIPSIS = "..."
+# The sublist form's letters by int, PyTorch's (and NumPy's) order.
+_SUBLIST_LETTERS = string.ascii_uppercase + string.ascii_lowercase
 
 
 def _check_tensor(owner, name, value):
@@ -98,12 +105,51 @@ def _parse_term(term, where):
     return labels
 
 
+def _sublist_term(sublist, where):
+    """A sublist of einsum's sublist form as the equation's term: PyTorch's letters for its ints
+    (0-25 'A'-'Z', 26-51 'a'-'z', so that their order is the ints' order) and '...' for
+    Ellipsis."""
+    if not isinstance(sublist, (list, tuple)):
+        raise KilnTypeError(f"einsum: expected {where} to be a list of ints in [0, 52) and "
+                            f"Ellipsis, got {type(sublist).__name__} {sublist!r}")
+    term = ""
+    for label in sublist:
+        if label is Ellipsis:
+            term += _ELLIPSIS
+            continue
+        number = as_int(label)
+        if number is None:
+            raise KilnTypeError(f"einsum: expected {where} to hold ints in [0, 52) and "
+                                f"Ellipsis, got {type(label).__name__} {label!r} in {sublist!r}")
+        if not 0 <= number < len(_SUBLIST_LETTERS):
+            raise KilnValueError(f"einsum: expected the subscripts of {where} to be in [0, 52), "
+                                 f"got {number} in {sublist!r}")
+        term += _SUBLIST_LETTERS[number]
+    return term
+
+
+def _from_sublists(args):
+    """The equation and the operands of einsum's sublist form, ``args`` = (op1, sublist1, op2,
+    sublist2, ..., [sublist_out]): an odd count ends with the output's sublist."""
+    if len(args) % 2 and isinstance(args[-1], _C.Tensor):
+        raise KilnTypeError(f"einsum: operand {len(args) // 2} has no sublist; expected "
+                            f"einsum(op1, sublist1, op2, sublist2, ..., [sublist_out]) in the "
+                            f"sublist form, got {len(args)} argument(s)")
+    pairs = len(args) // 2
+    equation = ",".join(_sublist_term(args[2 * k + 1], f"the sublist of operand {k}")
+                        for k in range(pairs))
+    if len(args) % 2:
+        equation += "->" + _sublist_term(args[-1], "the output sublist")
+    return equation, args[0:2 * pairs:2]
+
+
 def _parse_equation(equation, operands):
     """The labels of each operand and of the output, an ellipsis expanded to one integer label
     per dimension it covers (right-aligned across operands, so that they broadcast)."""
     if not isinstance(equation, str):
-        raise KilnTypeError(f"einsum: expected the equation to be a str, got "
-                            f"{type(equation).__name__} (the sublist form is not provided)")
+        raise KilnTypeError(f"einsum: expected the equation to be a str (or a kiln.Tensor, "
+                            f"the first operand of the sublist form), got "
+                            f"{type(equation).__name__}")
     lhs, arrow, rhs = equation.replace(" ", "").partition("->")
     if "->" in rhs:
         raise KilnValueError(f"einsum: expected at most one '->' in {equation!r}")
@@ -234,8 +280,12 @@ def _contracted(a, a_labels, b, b_labels, needed):
 def einsum(equation, *operands):
     """einsum(equation, *operands): the Einstein summation that ``equation`` describes over
     ``operands`` (or over one list of them), e.g. ``einsum("bij,bjk->bik", a, b)`` or
-    ``einsum("ii", m)``; see the module's documentation (kiln/mint/_products.py)."""
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+    ``einsum("ii", m)``. The sublist form, ``einsum(a, [0, 1], b, [1, 2], [0, 2])`` (the output
+    sublist optional, Ellipsis for '...'), is the same as ``einsum("AB,BC->AC", a, b)``; see
+    the module's documentation (kiln/mint/_products.py)."""
+    if isinstance(equation, _C.Tensor):
+        equation, operands = _from_sublists((equation,) + operands)
+    elif len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     if not operands:
         raise KilnValueError("einsum: expected at least one operand")
@@ -384,10 +434,10 @@ def _counts(repeats, size, axis):
         raise ShapeError(f"repeat_interleave: expected repeats to hold one count, or one per "
                          f"slice along dim {axis} ({size}), got shape {list(repeats.shape)}")
     if _C.jit.is_tracing():
-        raise KilnTypeError("repeat_interleave: a tensor of repeats sets the result's shape by its "
-                            "values, which a kiln.jit graph cannot follow (they would be read once, "
-                            "at the trace, and a later change not seen): pass an int, or call it "
-                            "outside the jitted function")
+        raise KilnTypeError("repeat_interleave: a tensor of repeats sets the result's shape by "
+                            "its values, which a kiln.jit graph cannot follow (they would be read "
+                            "once, at the trace, and a later change not seen): pass an int, or "
+                            "call it outside the jitted function")
     counts = repeats.numpy().reshape(-1).astype(np.int64)
     if (counts < 0).any():
         raise KilnValueError(f"repeat_interleave: expected repeats >= 0, got "
