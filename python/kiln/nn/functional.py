@@ -10,7 +10,8 @@ softsign, tanhshrink, hardtanh, hardswish, hardsigmoid, prelu, logsigmoid, thres
 softmax, log_softmax, softmin. Layers: dropout, dropout1d, dropout2d, linear, bilinear, conv1d,
 conv2d, conv_transpose2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, adaptive_max_pool2d, pad,
 interpolate (modes "nearest" and "bilinear", kiln/nn/upsampling.py), embedding, one_hot,
-pixel_shuffle, pixel_unshuffle, scaled_dot_product_attention. Normalization and distances:
+pixel_shuffle, pixel_unshuffle, scaled_dot_product_attention, multi_head_attention_forward
+(kiln/nn/attention.py). Normalization and distances:
 layer_norm, rms_norm, group_norm, batch_norm, normalize, cosine_similarity, pairwise_distance.
 Losses: mse_loss, l1_loss, smooth_l1_loss, huber_loss, cross_entropy, nll_loss,
 binary_cross_entropy, binary_cross_entropy_with_logits, kl_div.
@@ -49,6 +50,7 @@ from ..errors import (DTypeError, KilnIndexError, KilnNotImplementedError, KilnT
 from ..mint import _composite
 from ..mint._composite import _cast, _dims, _floating_tensor, _widened, check_real
 from ..mint._random import sample_dtype
+from .attention import multi_head_attention_forward  # noqa: F401  (beside MultiheadAttention)
 from .upsampling import interpolate  # noqa: F401  (composed there, beside its cells)
 
 __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "sigmoid",
@@ -58,7 +60,8 @@ __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
            "conv_transpose2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
            "adaptive_max_pool2d", "pad", "interpolate",
            "embedding", "one_hot", "pixel_shuffle", "pixel_unshuffle",
-           "scaled_dot_product_attention", "layer_norm", "rms_norm", "group_norm", "batch_norm",
+           "scaled_dot_product_attention", "multi_head_attention_forward", "layer_norm",
+           "rms_norm", "group_norm", "batch_norm",
            "normalize", "cosine_similarity", "pairwise_distance",
            "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss",
            "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"]
