@@ -5,6 +5,7 @@ words of the C++ ``wrap_dim`` (src/core/shape.cc)."""
 
 import operator
 
+from . import _C
 from .errors import KilnIndexError, KilnTypeError, KilnValueError
 
 
@@ -18,9 +19,10 @@ def checked_bool(owner, name, value):
 
 
 def as_int(value):
-    """``value`` as a Python int when it is an int or has ``__index__`` (a NumPy integer), else
-    None. Never a bool: True as a size, a rank or a count is a mistake, not 1."""
-    if isinstance(value, bool):
+    """``value`` as a Python int when it is an int or has ``__index__`` (a NumPy integer, a
+    one-element integer tensor), else None. Never a bool or a bool tensor: True as a size, a rank
+    or a count is a mistake, not 1."""
+    if isinstance(value, bool) or (isinstance(value, _C.Tensor) and value.dtype == _C.dtype.bool):
         return None
     try:
         return operator.index(value)

@@ -104,7 +104,7 @@ void require(const BoundFunction& f, PyObject* const* slots, size_t i) {
 
 // An int argument; past `type`'s range (int64, or int for an int parameter) an OverflowError.
 int64_t to_int(const BoundFunction& f, size_t i, PyObject* o, const char* type = "int64") {
-  if (PyBool_Check(o) || !PyIndex_Check(o)) type_error(f, i, "int", o);
+  if (!is_index(o)) type_error(f, i, "int", o);
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
   if (v == -1 && PyErr_Occurred()) throw nb::python_error();
@@ -130,7 +130,7 @@ std::vector<int64_t> to_ints(const BoundFunction& f, size_t i, PyObject* o) {
   nb::object seq = nb::borrow(o);
   std::vector<int64_t> values;
   for (nb::handle item : seq) {
-    if (PyBool_Check(item.ptr()) || !PyIndex_Check(item.ptr())) {
+    if (!is_index(item.ptr())) {
       type_error(f, i, "a list of int", item.ptr());
     }
     values.push_back(to_int(f, i, item.ptr()));
@@ -270,7 +270,7 @@ AttrValue op_attr(const BoundFunction& f, size_t i, PyObject* o, const AttrSpec&
     case AttrKind::kDType: return dtype_from_object(o);
     case AttrKind::kScalar:
       if (PyBool_Check(o)) return Scalar(o == Py_True);
-      if (PyIndex_Check(o)) return Scalar(to_int(f, i, o));
+      if (is_index(o)) return Scalar(to_int(f, i, o));
       return Scalar(to_float(f, i, o));
   }
   type_error(f, i, attr_kind_name(spec.kind), o);

@@ -23,8 +23,7 @@ namespace {
 
 // A seed: any integer (or NumPy integer) in [-2^63, 2^64); negative seeds wrap, as in PyTorch.
 uint64_t seed_from_object(const char* fn, nb::handle v) {
-  KILN_CHECK_TYPE(PyIndex_Check(v.ptr()) && !PyBool_Check(v.ptr()))
-      << fn << ": expected an int, got " << repr_of(v);
+  KILN_CHECK_TYPE(is_index(v.ptr())) << fn << ": expected an int, got " << repr_of(v);
   nb::object index = nb::steal(PyNumber_Index(v.ptr()));  // NumPy integers too
   if (!index.is_valid()) throw nb::python_error();
   const unsigned long long u = PyLong_AsUnsignedLongLong(index.ptr());

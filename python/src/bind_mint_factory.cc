@@ -23,9 +23,10 @@ using namespace nb::literals;
 
 namespace {
 
-// One size: an int or anything with __index__ (NumPy integers), never a float.
+// One size: an int or anything with __index__ (NumPy integers, one-element integer tensors),
+// never a float or a bool.
 int64_t size_entry(const char* fn, nb::handle v) {
-  KILN_CHECK_TYPE(PyIndex_Check(v.ptr())) << fn << ": expected integer sizes, got " << repr_of(v);
+  KILN_CHECK_TYPE(is_index(v.ptr())) << fn << ": expected integer sizes, got " << repr_of(v);
   nb::object index = nb::steal(PyNumber_Index(v.ptr()));
   if (!index.is_valid()) throw nb::python_error();
   int overflow = 0;
@@ -36,7 +37,9 @@ int64_t size_entry(const char* fn, nb::handle v) {
 
 // A size as an int or a sequence of ints.
 Shape size_from_object(const char* fn, nb::handle obj) {
-  if (is_int_arg(obj)) return {size_entry(fn, obj)};
+  const Tensor* t = tensor_ptr(obj.ptr());
+  // A 0-d tensor is one size or none (size_entry says why), never a sequence to iterate.
+  if (is_int_arg(obj) || (t != nullptr && t->ndim() == 0)) return {size_entry(fn, obj)};
   KILN_CHECK_TYPE(PySequence_Check(obj.ptr()) && !PyUnicode_Check(obj.ptr()))
       << fn << ": expected a size (an int or a sequence of ints), got " << repr_of(obj);
   Shape shape;
@@ -83,7 +86,7 @@ std::optional<DType> optional_dtype(const std::optional<DTypeArg>& dtype) {
 
 // An integer argument `name` (an int or anything with __index__, never a float or bool).
 int64_t int_from_object(const char* fn, const char* name, nb::handle v) {
-  KILN_CHECK_TYPE(PyIndex_Check(v.ptr()) && !PyBool_Check(v.ptr()))
+  KILN_CHECK_TYPE(is_index(v.ptr()))
       << fn << ": expected " << name << " to be an int, got " << repr_of(v);
   nb::object index = nb::steal(PyNumber_Index(v.ptr()));
   if (!index.is_valid()) throw nb::python_error();

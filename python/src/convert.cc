@@ -287,11 +287,18 @@ Tensor tensor_from_object(nb::handle data, const DType* dtype) {
   return result;
 }
 
+bool is_index(PyObject* o) {
+  if (!PyIndex_Check(o) || PyBool_Check(o)) return false;
+  const Tensor* t = tensor_ptr(o);
+  return t == nullptr || (is_integral(t->dtype()) && t->numel() == 1);
+}
+
 bool is_int_arg(nb::handle obj) {
   PyObject* o = obj.ptr();
-  if (!PyIndex_Check(o) || PyBool_Check(o)) return false;  // a bool is never a size
+  if (!is_index(o)) return false;
   if (PyLong_Check(o)) return true;
-  // A NumPy array has __index__ too (for one element), but it is one int only when 0-d.
+  // A NumPy array or a tensor has __index__ too (for one element), but it is one int only when
+  // 0-d.
   const nb::object ndim = nb::getattr(obj, "ndim", nb::none());
   return ndim.is_none() || nb::cast<int64_t>(ndim) == 0;
 }

@@ -90,8 +90,13 @@ nb::tuple to_tuple(const Shape& s);
 /// A shape or list of dims given as one int or a sequence of ints (Python ints, NumPy integers,
 /// anything with __index__); anything else is a kType error naming `what` and the value.
 Shape shape_arg(nb::handle obj, const char* what);
-/// Whether `obj` is one integer to shape_arg (anything with __index__ but a bool, and a NumPy
-/// array only when 0-d: one of [2, 3] is a shape).
+/// Whether `o` is an integer argument: anything with __index__ (Python and NumPy integers, a
+/// kiln.Tensor of one integer element, as PyTorch takes them) but a bool or a bool tensor (True
+/// as a size, a dim or a count is a mistake, not 1). A float tensor is not one, though its
+/// __index__ exists to say so.
+bool is_index(PyObject* o);
+/// Whether `obj` is one integer to shape_arg: an is_index object, and a NumPy array or a
+/// kiln.Tensor only when 0-d (one of [2, 3] is a shape).
 bool is_int_arg(nb::handle obj);
 
 /// Whether `target` names a device: "cpu" and "cpu:0" do (kiln.device is a str); another
