@@ -480,20 +480,23 @@ def test_interpolate_traces_under_jit(rng):
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
-    (dict(size=4, mode="bicubic"), kiln.KilnNotImplementedError,
-     "interpolate: mode 'bicubic' is not supported; expected 'nearest' or 'bilinear'"),
-    (dict(size=4, mode="linear"), kiln.KilnNotImplementedError, "mode 'linear' is not supported"),
+    (dict(size=4, mode="cubic"), kiln.KilnValueError,
+     "interpolate: expected mode 'nearest', 'nearest-exact', 'linear', 'bilinear', 'bicubic', "
+     "'trilinear' or 'area', got 'cubic'"),
+    (dict(size=4, mode="linear"), kiln.ShapeError,
+     r"expected input \[N, C, L\] with no empty spatial dimension for mode 'linear'"),
     (dict(size=4, scale_factor=2), kiln.KilnValueError,
      "interpolate: expected exactly one of size and scale_factor, got both"),
     (dict(), kiln.KilnValueError, "expected exactly one of size and scale_factor, got neither"),
     (dict(size=4, align_corners=True), kiln.KilnValueError,
-     "interpolate: align_corners applies to mode 'bilinear' only"),
+     "interpolate: align_corners applies to modes 'linear', 'bilinear', 'bicubic' and "
+     "'trilinear' only"),
     (dict(size=4, mode="bilinear", align_corners=1), kiln.KilnTypeError,
      "interpolate: align_corners must be a bool, got int 1"),
     (dict(size=4, recompute_scale_factor=True), kiln.KilnValueError,
      "recompute_scale_factor is not meaningful with an explicit size"),
-    (dict(size=4, mode="bilinear", antialias=True), kiln.KilnNotImplementedError,
-     "antialias=True is not supported"),
+    (dict(size=4, antialias=True), kiln.KilnValueError,
+     "antialias=True applies to modes 'bilinear' and 'bicubic' only, got mode 'nearest'"),
     (dict(size=(4, 4, 4)), kiln.ShapeError,
      r"interpolate: expected size as one value or 2 \(one per spatial dimension of the input\), "
      r"got \(4, 4, 4\)"),
@@ -516,8 +519,8 @@ def test_interpolate_argument_errors(kwargs, error, message):
      r"'bilinear', got \[1, 2, 3\]"),
     ((2, 3), "nearest", kiln.ShapeError, r"expected input \[N, C, L\] or \[N, C, H, W\]"),
     ((1, 2, 0, 3), "nearest", kiln.ShapeError, r"got \[1, 2, 0, 3\]"),
-    ((1, 1, 2, 2, 2), "nearest", kiln.KilnNotImplementedError,
-     "interpolate: 5-d \\(volumetric\\) input is not supported"),
+    ((1, 1, 2, 2, 2), "bilinear", kiln.ShapeError,
+     r"expected input \[N, C, H, W\] .* got \[1, 1, 2, 2, 2\]"),
     ((1, 1, 2, 2), "bilinear", kiln.DTypeError,
      "interpolate: expected a floating-point input, got int64"),
 ])
@@ -545,11 +548,12 @@ def test_upsample_cells_apply_interpolate(rng):
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
-    (dict(scale_factor=2, mode="area"), kiln.KilnNotImplementedError,
-     "Upsample: mode 'area' is not supported"),
+    (dict(scale_factor=2, mode="lanczos"), kiln.KilnNotImplementedError,
+     "Upsample: mode 'lanczos' is not supported"),
     (dict(), kiln.KilnValueError, "Upsample: expected exactly one of size and scale_factor"),
     (dict(size=2, align_corners=False), kiln.KilnValueError,
-     "Upsample: align_corners applies to mode 'bilinear' only"),
+     "Upsample: align_corners applies to modes 'linear', 'bilinear', 'bicubic' and "
+     "'trilinear' only; expected None with mode 'nearest', got False"),
     (dict(scale_factor="2"), kiln.KilnTypeError,
      "Upsample: expected scale_factor to be a real number, got str '2'"),
 ])
