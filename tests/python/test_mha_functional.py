@@ -482,3 +482,27 @@ ERRORS = [
 def test_errors(call, error, message):
     with raises(error, match=f"multi_head_attention_forward: {message}"):
         call()
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_module_takes_one_unbatched_sequence_as_pytorchs(batch_first):
+    kiln.manual_seed(5)
+    mha = kiln.nn.MultiheadAttention(8, 2, kdim=6, vdim=4, batch_first=batch_first)
+    rng = np.random.default_rng(5)
+    q, k, v = (kiln.tensor(rng.standard_normal(s).astype(np.float32))
+               for s in ((3, 8), (5, 6), (5, 4)))
+    mask = kiln.tensor(np.array([False, False, True, False, True]))
+    out, weights = mha(q, k, v, key_padding_mask=mask)
+    assert out.shape == (3, 8) and weights.shape == (3, 5)
+    # The same as a batch of one, in the module's layout, without its batch dimension.
+    batch = 0 if batch_first else 1
+    out1, weights1 = mha(*(x.unsqueeze(batch) for x in (q, k, v)),
+                         key_padding_mask=mask.unsqueeze(0))
+    np.testing.assert_allclose(out.numpy(), out1.squeeze(batch).numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(weights.numpy(), weights1.squeeze(0).numpy(), rtol=1e-6,
+                               atol=1e-7)
+    assert weights.numpy()[:, [2, 4]].max() == 0.0
+    with pytest.raises(kiln.ShapeError,
+                       match=r"MultiheadAttention: expected a key \[seq, 6\] \(unbatched, as the "
+                             r"query is 2-d\), got \[1, 5, 6\]"):
+        mha(q, k.unsqueeze(0), v)

@@ -346,14 +346,14 @@ def test_multihead_attention_refuses_integer_masks(name, mask):
     (True, (2, 4, 6), (2, 3, 6), (3, 6), r"expected a value \[batch, seq, 6\] .*got \[3, 6\]"),
     (True, (2, 4, 6), (2, 3, 5), (2, 3, 5), r"expected a key \[batch, seq, 6\]"),
     (False, (4, 6), (4, 2, 6), (4, 2, 6),
-     r"expected a query \[seq, batch, 6\] \(batch_first=False\), got \[4, 6\]"),
+     r"expected a key \[seq, 6\] \(unbatched, as the query is 2-d\), got \[4, 2, 6\]"),
     (False, (4, 2, 6), (6,), (6,), r"expected a key \[seq, batch, 6\] .*got \[6\]"),
     (True, (2, 4, 6), (1, 3, 6), (1, 3, 6),
      r"expected a key and value of one shape with the query's batch size \(2\), got key "
      r"\[1, 3, 6\]"),
     (False, (4, 2, 6), (3, 2, 6), (5, 2, 6),
      r"expected a key and value of one shape .*got key \[3, 2, 6\] and value \[5, 2, 6\]"),
-], ids=["2d-key", "2d-value", "key-features", "2d-query-seq-first", "1d-key-seq-first",
+], ids=["2d-key", "2d-value", "key-features", "2d-query-3d-key", "1d-key-seq-first",
         "key-batch-1", "key-value-lengths"])
 def test_multihead_attention_checks_query_key_and_value(batch_first, query, key, value,
                                                          message):

@@ -31,7 +31,9 @@ average_attn_weights=True, is_causal=False)`` returns ``(output, weights)``:
 
 - query [B, L, E], key [B, S, kdim] and value [B, S, vdim] with ``batch_first=True``; [L, B, E],
   [S, B, kdim] and [S, B, vdim] otherwise (PyTorch's default layout); kdim and vdim default to
-  E. The output has the query's layout.
+  E. One unbatched sequence is query [L, E], key [S, kdim] and value [S, vdim] (then
+  key_padding_mask is [S] and a 3-d attn_mask [num_heads, L, S]). The output has the query's
+  layout.
 - ``attn_mask`` [L, S] or [B * num_heads, L, S]: a bool mask (True = may not attend) or a float
   mask added to the scores. ``key_padding_mask`` [B, S]: True marks keys to ignore (or, floating,
   added to the scores). Either mask may be a kiln tensor, a NumPy array or nested lists; an
@@ -389,13 +391,18 @@ class MultiheadAttention(Cell):
 
     def construct(self, query, key, value, key_padding_mask=None, need_weights=True,
                   attn_mask=None, average_attn_weights=True, is_causal=False):
-        # Checked here first, so that the shapes named are in the module's layout.
-        layout = "batch, seq" if self.batch_first else "seq, batch"
+        # Checked here first, so that the shapes named are in the module's layout. A 2-d query is
+        # one unbatched sequence [seq, E], whatever batch_first says (PyTorch's rule).
+        batched = getattr(query, "ndim", None) != 2
+        if batched:
+            layout = "batch, seq" if self.batch_first else "seq, batch"
+            batch, note = (0 if self.batch_first else 1), f" (batch_first={self.batch_first})"
+        else:
+            layout, batch, note = "seq", None, " (unbatched, as the query is 2-d)"
         _check_inputs("MultiheadAttention",
                       (("query", query, self.embed_dim), ("key", key, self.kdim),
-                       ("value", value, self.vdim)),
-                      layout, 0 if self.batch_first else 1, f" (batch_first={self.batch_first})")
-        if self.batch_first:
+                       ("value", value, self.vdim)), layout, batch, note)
+        if self.batch_first and batched:
             query, key, value = (x.transpose(0, 1) for x in (query, key, value))
         out, weights = multi_head_attention_forward(
             query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight,
@@ -406,7 +413,7 @@ class MultiheadAttention(Cell):
             q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight,
             v_proj_weight=self.v_proj_weight, average_attn_weights=average_attn_weights,
             is_causal=is_causal)
-        return (out.transpose(0, 1) if self.batch_first else out), weights
+        return (out.transpose(0, 1) if self.batch_first and batched else out), weights
 
     def extra_repr(self):
         text = f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"
