@@ -136,6 +136,24 @@ Tensor requiring_grad(Tensor t, bool requires_grad) {
   return t;
 }
 
+// rand and randn: name(*size, size=None, generator=None, dtype=None, requires_grad=False,
+// device=None), sampling with `sample`.
+void def_sampler(nb::module_& mint, const char* name,
+                 Tensor (*sample)(const Shape&, DType, const Generator&), const char* doc) {
+  mint.def(
+      name,
+      [name, sample](nb::args sizes, nb::handle size, nb::handle generator,
+                     std::optional<DTypeArg> dtype, bool requires_grad, nb::handle device) {
+        check_device(name, device);
+        return requiring_grad(
+            sample(size_from_args(name, sizes, size), dtype_or(dtype, DType::kFloat32),
+                   generator_arg(name, generator)),
+            requires_grad);
+      },
+      "sizes"_a, "size"_a = nb::none(), "generator"_a = nb::none(), "dtype"_a = nb::none(),
+      "requires_grad"_a = false, "device"_a = nb::none(), doc);
+}
+
 }  // namespace
 
 void bind_mint_factory(nb::module_& mint) {
@@ -239,34 +257,12 @@ void bind_mint_factory(nb::module_& mint) {
       },
       "n"_a, "m"_a = nb::none(), "dtype"_a = nb::none(), nb::kw_only(), "requires_grad"_a = false,
       "device"_a = nb::none(), "An [n, m] identity matrix (m defaults to n).");
-  mint.def(
-      "rand",
-      [](nb::args sizes, nb::handle size, nb::handle generator, std::optional<DTypeArg> dtype,
-         bool requires_grad, nb::handle device) {
-        check_device("rand", device);
-        return requiring_grad(
-            rand(size_from_args("rand", sizes, size), dtype_or(dtype, DType::kFloat32),
-                 generator_arg("rand", generator)),
-            requires_grad);
-      },
-      "sizes"_a, "size"_a = nb::none(), "generator"_a = nb::none(), "dtype"_a = nb::none(),
-      "requires_grad"_a = false, "device"_a = nb::none(),
-      "rand(*size, generator=None, dtype=kiln.float32): uniform samples in [0, 1) from "
-      "`generator` (None: the default generator).");
-  mint.def(
-      "randn",
-      [](nb::args sizes, nb::handle size, nb::handle generator, std::optional<DTypeArg> dtype,
-         bool requires_grad, nb::handle device) {
-        check_device("randn", device);
-        return requiring_grad(
-            randn(size_from_args("randn", sizes, size), dtype_or(dtype, DType::kFloat32),
-                  generator_arg("randn", generator)),
-            requires_grad);
-      },
-      "sizes"_a, "size"_a = nb::none(), "generator"_a = nb::none(), "dtype"_a = nb::none(),
-      "requires_grad"_a = false, "device"_a = nb::none(),
-      "randn(*size, generator=None, dtype=kiln.float32): standard normal samples from "
-      "`generator` (None: the default generator).");
+  def_sampler(mint, "rand", rand,
+              "rand(*size, generator=None, dtype=kiln.float32): uniform samples in [0, 1) from "
+              "`generator` (None: the default generator).");
+  def_sampler(mint, "randn", randn,
+              "randn(*size, generator=None, dtype=kiln.float32): standard normal samples from "
+              "`generator` (None: the default generator).");
   mint.def(
       "randint",
       [](nb::args args, nb::handle low, nb::handle high, nb::handle size, nb::handle generator,
