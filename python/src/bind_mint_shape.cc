@@ -172,14 +172,7 @@ void bind_mint_shape(nb::module_& mint) {
   mint.def(
       "scatter",
       [](const TensorArg& x, int64_t dim, const TensorArg& index, const TensorArg& src,
-         const std::string& reduce) {
-        // As PyTorch: a tensor src of another dtype is refused (it was converted, silently
-        // wrapping 300 into int8 and truncating 2.7); a Python number is checked to fit.
-        KILN_CHECK_DTYPE(src.get().is_weak_scalar() || src.get().dtype() == x.get().dtype())
-            << "scatter: expected src of the input's dtype " << x.get().dtype() << ", got "
-            << src.get().dtype() << " (convert it with src.to(" << x.get().dtype() << "))";
-        return scatter(x, dim, index, src, reduce);
-      },
+         const std::string& reduce) { return scatter(x, dim, index, src, reduce); },
       "x"_a, "dim"_a, "index"_a, "src"_a, "reduce"_a = "none",
       "A copy of x with src (a tensor or a number) written, added or multiplied at index.");
   mint.def(

@@ -396,6 +396,11 @@ KILN_REGISTER_OP(
           const TensorMeta& index = ctx.input(1);
           const TensorMeta& src = ctx.input(2);
           check_along_dim("Scatter", ctx, x, index);
+          // As PyTorch: a tensor src of another dtype is refused (converted, it silently wrapped
+          // 300 into int8 and truncated 2.7); a number (weak) is converted to x's dtype.
+          KILN_CHECK_DTYPE(src.weak || src.dtype == x.dtype)
+              << "scatter: expected src of the input's dtype " << x.dtype << ", got " << src.dtype
+              << " (convert it with src.to(" << x.dtype << "))";
           const std::string reduce = ctx.attrs.get<std::string>("reduce");
           KILN_CHECK_VALUE(reduce == "none" || reduce == "add" || reduce == "multiply")
               << "Scatter: expected reduce 'none', 'add' or 'multiply', got '" << reduce << "'";

@@ -253,6 +253,12 @@ TEST(Scatter, AddsDuplicates_AndRoundsHalfOnce) {
   EXPECT_EQ(values(scatter(h, 0, ints({0, 0}), ones, "add"))[0], 2050.0f);
   expect_error([&] { scatter(x, 0, idx, iota({3}), "max"); }, ErrorKind::kValue, "'max'");
   expect_error([&] { scatter(x, 0, ints({-4}), iota({1})); }, ErrorKind::kIndex, "index -4");
+  // A tensor src of another dtype is refused (a number is converted), for C++ callers too.
+  const Tensor i8 = zeros({3}, DType::kInt8);
+  expect_error([&] { scatter(i8, 0, idx, iota({3}), "add"); }, ErrorKind::kDType,
+               "scatter: expected src of the input's dtype int8, got float32");
+  EXPECT_EQ(values(scatter(i8, 0, ints({1}), Tensor::scalar(Scalar(int64_t{5})))),
+            (std::vector<float>{0, 5, 0}));
 }
 
 TEST(MaskedFill, BroadcastsTheMask) {
