@@ -419,6 +419,15 @@ def test_layers_take_pytorchs_argument_order(rng):
                                   mint.max_pool2d(x, 3, 2, 1, 1, True).numpy())
     np.testing.assert_array_equal(F.avg_pool2d(x, 3, 2, 1, True, False).numpy(),
                                   mint.avg_pool2d(x, 3, 2, 1, True, False).numpy())
+    # return_indices and divisor_override last, as in PyTorch.
+    for got, want in zip(F.max_pool2d(x, 3, 2, 1, 1, True, True),
+                         mint.max_pool2d_with_indices(x, 3, 2, 1, 1, True)):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    for got, want in zip(F.adaptive_max_pool2d(x, 3, True),
+                         mint.adaptive_max_pool2d(x, 3, return_indices=True)):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    np.testing.assert_array_equal(F.avg_pool2d(x, 3, 2, 1, True, False, 4).numpy(),
+                                  mint.avg_pool2d(x, 3, 2, 1, True, False, 4).numpy())
     w = t(rng.normal(size=(4, 1, 3, 3)))
     np.testing.assert_array_equal(F.conv2d(x, w, None, 2, 1, 1, 2).numpy(),
                                   mint.conv2d(x, w, None, 2, 1, 1, 2).numpy())
@@ -521,12 +530,10 @@ def test_legacy_size_average_and_reduce_are_refused():
 
 
 @pytest.mark.parametrize("call, error, match", [
-    (lambda: F.max_pool2d(t(np.zeros((1, 1, 4, 4))), 2, return_indices=True),
-     kiln.KilnNotImplementedError, "return_indices=True is not supported"),
-    (lambda: F.adaptive_max_pool2d(t(np.zeros((1, 1, 4, 4))), 2, True),
-     kiln.KilnNotImplementedError, "return_indices=True is not supported"),
-    (lambda: F.avg_pool2d(t(np.zeros((1, 1, 4, 4))), 2, divisor_override=3),
-     kiln.KilnNotImplementedError, "divisor_override is not supported"),
+    (lambda: F.max_pool2d(t(np.zeros((1, 1, 4, 4))), 2, return_indices=1),
+     kiln.KilnTypeError, "max_pool2d: return_indices must be a bool, got int 1"),
+    (lambda: F.avg_pool2d(t(np.zeros((1, 1, 4, 4))), 2, divisor_override=0),
+     kiln.KilnValueError, "expected a nonzero divisor_override, got 0"),
     (lambda: F.embedding(t(np.array([0])), t(np.zeros((2, 2))), sparse=True),
      kiln.KilnNotImplementedError, "sparse is not supported"),
     (lambda: F.embedding(t(np.array([0])), t(np.zeros((2, 2))), 2),

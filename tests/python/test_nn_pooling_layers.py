@@ -59,6 +59,22 @@ def test_max_pool2d_takes_pytorchs_positional_arguments(torch, rng):
     matches_torch(torch, ours, theirs, (1, 2, 8, 8), kiln.float64, rng)
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: d.name)
+def test_max_pool2d_indices_and_avg_pool2d_divisor_override_match_torch(torch, dtype, rng):
+    ours = MaxPool2d(3, 2, 1, return_indices=True)
+    theirs = torch.nn.MaxPool2d(3, 2, 1, return_indices=True)
+    assert repr(ours) == repr(theirs)
+    values = random_array((2, 3, 7, 8), dtype, rng)
+    out, indices = ours(t(values, dtype))
+    want, want_indices = theirs(torch_twin(torch, values, dtype, False))
+    np.testing.assert_array_equal(indices.numpy(), want_indices.numpy())
+    check_torch(out, want, dtype, "value")
+    ours = AvgPool2d(3, 2, 1, divisor_override=5)
+    theirs = torch.nn.AvgPool2d(3, 2, 1, divisor_override=5)
+    assert repr(ours) == repr(theirs)
+    matches_torch(torch, ours, theirs, (2, 3, 7, 8), dtype, rng)
+
+
 @pytest.mark.parametrize("start_dim, end_dim", [(1, -1), (0, -1), (1, 2), (-3, -2), (2, 2)])
 def test_flatten_matches_torch(torch, start_dim, end_dim, rng):
     ours, theirs = Flatten(start_dim, end_dim), torch.nn.Flatten(start_dim, end_dim)
@@ -155,11 +171,8 @@ def test_unflattening_the_batch_dimension_itself_is_refused_by_a_dynamic_jit():
 
 
 @pytest.mark.parametrize("call, error, message", [
-    (lambda x: MaxPool2d(2, return_indices=True), kiln.KilnNotImplementedError,
-     r"MaxPool2d: return_indices=True is not supported \(kiln.mint.max_pool2d returns no "
-     r"indices\)"),
-    (lambda x: AvgPool2d(2, divisor_override=3), kiln.KilnNotImplementedError,
-     "AvgPool2d: divisor_override is not supported"),
+    (lambda x: AvgPool2d(2, divisor_override=0)(x), kiln.KilnValueError,
+     "expected a nonzero divisor_override, got 0"),
     (lambda x: MaxPool2d(2, ceil_mode=1), kiln.KilnTypeError,
      "MaxPool2d: expected ceil_mode to be a bool, got int 1"),
     (lambda x: MaxPool2d(2, return_indices="no"), kiln.KilnTypeError,

@@ -703,6 +703,21 @@ def test_non_finite_values_stay_in_their_windows():
         assert np.all(np.isfinite(out[0, 0, 1:2, :])) and np.all(np.isfinite(out[0, 0, :, 1]))
 
 
+@pytest.mark.parametrize("shape, output_size", ADAPTIVE_CASES, ids=str)
+def test_adaptive_max_pool_indices_point_at_the_maxima(shape, output_size, rng):
+    # return_indices=True (the function and the cell): the offset h * W + w of each window's
+    # maximum in its plane, where the values come from.
+    values = rng.permutation(np.prod(shape)).reshape(shape) * 0.25  # distinct: no ties
+    expected = reference_adaptive_pool(values, output_size, np.max)
+    planes = values.reshape(shape[:-2] + (-1,))
+    for out, indices in (mint.adaptive_max_pool2d(t(values), output_size, return_indices=True),
+                         AdaptiveMaxPool2d(output_size, True)(t(values))):
+        assert indices.dtype == kiln.int64 and indices.shape == expected.shape
+        np.testing.assert_array_equal(out.numpy(), expected)
+        found = np.take_along_axis(planes, indices.numpy().reshape(planes.shape[:-1] + (-1,)), -1)
+        np.testing.assert_array_equal(found.reshape(expected.shape), expected)
+
+
 @pytest.mark.parametrize("dtype", NARROW_DTYPES + [kiln.float32], ids=str)
 @pytest.mark.parametrize("kind", POOL_FUNCTIONS)
 def test_adaptive_pool_keeps_the_dtype(kind, dtype, rng):
@@ -775,16 +790,12 @@ def test_adaptive_pool_under_jit_with_a_dynamic_batch(rng):
      "adaptive_avg_pool2d: expected a floating-point input, got int32"),
     (lambda x: mint.adaptive_max_pool2d(x.numpy(), 2), kiln.KilnTypeError,
      "adaptive_max_pool2d: expected input to be a kiln.Tensor, got ndarray"),
-    (lambda x: mint.adaptive_max_pool2d(x, 2, return_indices=True),
-     kiln.KilnNotImplementedError, "adaptive_max_pool2d: return_indices=True is not supported"),
     (lambda x: mint.adaptive_max_pool2d(x, 2, 1), kiln.KilnTypeError,
      "adaptive_max_pool2d: expected return_indices to be a bool, got int 1"),
     (lambda x: AdaptiveAvgPool2d((1, -2)), kiln.KilnValueError,
      "AdaptiveAvgPool2d: output_size must be at least 0, got -2"),
     (lambda x: AdaptiveMaxPool2d([1]), kiln.KilnValueError,
      r"AdaptiveMaxPool2d: expected output_size to be an int or a pair"),
-    (lambda x: AdaptiveMaxPool2d(2, True), kiln.KilnNotImplementedError,
-     "AdaptiveMaxPool2d: return_indices=True is not supported"),
     (lambda x: AdaptiveMaxPool2d(2, "no"), kiln.KilnTypeError,
      "AdaptiveMaxPool2d: expected return_indices to be a bool, got str 'no'"),
 ])

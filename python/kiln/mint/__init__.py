@@ -10,8 +10,9 @@ through any op: ``norm`` and ``vector_norm`` (kiln/mint/_norms.py); ``leaky_relu
 ``nll_loss`` (adding PyTorch's class ``weight``), ``conv2d`` (adding padding "same" / "valid")
 and ``round`` (adding ``decimals``); ``rand_like``, ``randn_like``, ``randint_like``,
 ``normal`` and ``bernoulli(input, p)``, with the Tensor methods ``uniform_``, ``normal_``,
-``bernoulli_`` and ``exponential_`` (kiln/mint/_random.py); ``einsum``, ``outer``, ``dot``, ``diag``, ``diagonal``,
-``tile``, ``roll``, ``repeat_interleave``, ``movedim``, ``meshgrid`` and their Tensor methods
+``bernoulli_`` and ``exponential_`` (kiln/mint/_random.py); ``einsum``, ``outer``, ``dot``,
+``diag``, ``diagonal``, ``tile``, ``roll``, ``repeat_interleave``, ``movedim``, ``meshgrid`` and
+their Tensor methods
 (kiln/mint/_products.py); ``scatter_add``, ``index_add``, ``index_fill``, ``masked_select``,
 ``nonzero`` / ``argwhere`` / one-argument ``where``, ``unique`` (eager only where the result's
 size depends on values), ``isclose`` / ``allclose`` / ``equal``, ``full_like``, ``clamp_min`` /

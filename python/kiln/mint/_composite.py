@@ -11,7 +11,8 @@ signatures, values and gradients:
     cross_entropy(logits, target, reduction="mean", ignore_index=-100, label_smoothing=0.0, *,
                   weight=None)
     nll_loss(log_probs, target, reduction="mean", ignore_index=-100, *, weight=None)
-    adaptive_avg_pool2d(input, output_size)     adaptive_max_pool2d(input, output_size)
+    adaptive_avg_pool2d(input, output_size)
+    adaptive_max_pool2d(input, output_size, return_indices=False)
     conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1)
     round(input, *, decimals=0, out=None)
 
@@ -43,8 +44,7 @@ import numbers
 
 from .. import _C
 from .._checks import as_int, checked_int
-from ..errors import (DTypeError, KilnNotImplementedError, KilnTypeError, KilnValueError,
-                      ShapeError)
+from ..errors import DTypeError, KilnTypeError, KilnValueError, ShapeError
 
 __all__ = ["leaky_relu", "elu", "softplus", "hardtanh", "l1_loss", "smooth_l1_loss", "huber_loss",
            "binary_cross_entropy", "binary_cross_entropy_with_logits", "cross_entropy",
@@ -526,12 +526,49 @@ def _pool_dim(x, dim, out, reduce):
                               _C.tensor([position[i] for i in range(out)], dtype=_C.dtype.int64))
 
 
-def _adaptive_pool(owner, input, output_size, reduce, pool2d, widen):  # noqa: A002
-    """PyTorch's adaptive 2-d pooling of ``input`` [N, C, H, W] or [C, H, W]: ``pool2d(x, kernel,
-    stride)`` when the windows tile each dimension evenly, else ``reduce`` over the windows of the
-    width, then of the height (see adaptive_max_pool2d for why in that order), in float32 for
-    16-bit floats if ``widen``."""
+def _window_maxima(x, out_h, out_w):
+    """(values, indices) of adaptive_max_pool2d(return_indices=True) of x [..., H, W] (H and W
+    non-zero) over windows of several lengths, from the static sizes alone (so kiln.jit traces
+    it): each output cell's window is a row of element offsets h * W + w, padded to the longest
+    window by repeating its last element (a copy after it changes neither the first maximum nor
+    the last NaN); the rows are gathered from the flattened planes, the winner of each picked
+    by PyTorch's rule, and the values gathered at the winners' offsets, so that the gradient
+    goes to that element alone."""
+    height, width = x.shape[-2:]
+    windows = [[h * width + w for h in range(top, top + rows) for w in range(left, left + cols)]
+               for _, top, rows in _adaptive_windows(height, out_h)
+               for _, left, cols in _adaptive_windows(width, out_w)]
+    longest = max(map(len, windows), default=1)
+    offsets = _C.tensor([offset for window in windows
+                         for offset in window + window[-1:] * (longest - len(window))],
+                        dtype=_C.dtype.int64)
+    lead = list(x.shape[:-2])
+    plane = x.reshape(lead + [height * width])
+    picked = _mint.index_select(plane, -1, offsets).reshape(lead + [len(windows), longest])
+    # PyTorch's kernel scans each window row by row and keeps the first maximum, unless a NaN
+    # comes: then the last NaN (argmax alone would take the first one).
+    nan = picked != picked
+    last_nan = _mint.argmax(_mint.where(nan, _mint.arange(longest), -1), -1)
+    winner = _mint.where(_mint.any(nan, -1), last_nan, _mint.argmax(picked, -1))
+    # The winner's position in its padded row, as a position in ``offsets``.
+    rows = winner + _mint.arange(0, len(windows) * longest, longest)
+    indices = _mint.index_select(offsets, 0, rows.reshape([-1])).reshape(lead + [len(windows)])
+    values = _mint.gather(plane, -1, indices)
+    return (values.reshape(lead + [out_h, out_w]), indices.reshape(lead + [out_h, out_w]))
+
+
+def adaptive_pool(owner, input, output_size, maximum, return_indices=False):  # noqa: A002
+    """PyTorch's adaptive 2-d pooling of ``input`` [N, C, H, W] or [C, H, W] (floating point):
+    the maximum (``maximum``; with ``return_indices``, (values, indices)) or the mean, errors
+    naming ``owner``. kiln.mint.max_pool2d(_with_indices) or avg_pool2d when the windows tile
+    each dimension evenly; else the windows' offsets gathered (_window_maxima) for indices, or a
+    reduction over the windows of the width, then of the height (see adaptive_max_pool2d for
+    why in that order), 16-bit floats averaged in float32. Shared with kiln.nn.functional's 1-d
+    adaptive poolings, which compute over a height of 1."""
     dtype = _floating_tensor(owner, "input", input)
+    if not isinstance(return_indices, bool):
+        raise KilnTypeError(f"{owner}: expected return_indices to be a bool, got "
+                            f"{type(return_indices).__name__} {return_indices!r}")
     if input.ndim not in (3, 4):
         raise ShapeError(f"{owner}: expected input of shape [N, C, H, W] or [C, H, W], got "
                          f"{_dims(input.shape)}")
@@ -543,10 +580,21 @@ def _adaptive_pool(owner, input, output_size, reduce, pool2d, widen):  # noqa: A
                     for out, size in zip(check_output_size(owner, output_size), sizes))
     if out_h and out_w and sizes[0] % out_h == 0 and sizes[1] % out_w == 0:
         kernel = (sizes[0] // out_h, sizes[1] // out_w)
+        pool2d = (_mint.avg_pool2d if not maximum else
+                  _mint.max_pool2d_with_indices if return_indices else _mint.max_pool2d)
         if input.ndim == 4:
             return pool2d(input, kernel, kernel)
-        return _mint.squeeze(pool2d(_mint.unsqueeze(input, 0), kernel, kernel), 0)
-    x = _pool_dim(_widened(input) if widen else input, input.ndim - 1, out_w, reduce)
+        result = pool2d(_mint.unsqueeze(input, 0), kernel, kernel)
+        if return_indices:
+            return tuple(_mint.squeeze(part, 0) for part in result)
+        return _mint.squeeze(result, 0)
+    if return_indices:
+        return _window_maxima(input, out_h, out_w)
+    if maximum:
+        x, reduce = input, lambda t, dim: _mint.max(t, dim).values
+    else:
+        x, reduce = _widened(input), lambda t, dim: _mint.mean(t, dim)
+    x = _pool_dim(x, input.ndim - 1, out_w, reduce)
     return _cast(_pool_dim(x, input.ndim - 2, out_h, reduce), dtype)
 
 
@@ -557,8 +605,7 @@ def adaptive_avg_pool2d(input, output_size):  # noqa: A002
     dimension of size n spans floor(i * n / out) to ceil((i + 1) * n / out), so windows may
     overlap and differ in length by one. When every window has the same length (n % out == 0)
     this is kiln.mint.avg_pool2d. 16-bit floats are averaged in float32 and rounded once."""
-    return _adaptive_pool("adaptive_avg_pool2d", input, output_size,
-                          lambda x, dim: _mint.mean(x, dim), _mint.avg_pool2d, widen=True)
+    return adaptive_pool("adaptive_avg_pool2d", input, output_size, maximum=False)
 
 
 def adaptive_max_pool2d(input, output_size, return_indices=False):  # noqa: A002
@@ -567,17 +614,11 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):  # noqa: A002
     window is its maximum. As PyTorch's, the gradient goes to one element of each window, the
     first maximum in row-major order (the width is reduced first, keeping each row's first
     maximum, then the height keeps the first row's). When every window has the same length this
-    is kiln.mint.max_pool2d. ``return_indices=True`` is a KilnNotImplementedError: only the
-    values are computed."""
-    if not isinstance(return_indices, bool):
-        raise KilnTypeError(f"adaptive_max_pool2d: expected return_indices to be a bool, got "
-                            f"{type(return_indices).__name__} {return_indices!r}")
-    if return_indices:
-        raise KilnNotImplementedError("adaptive_max_pool2d: return_indices=True is not supported "
-                                      "(only the maximum values are computed)")
-    return _adaptive_pool("adaptive_max_pool2d", input, output_size,
-                          lambda x, dim: _mint.max(x, dim).values, _mint.max_pool2d,
-                          widen=False)
+    is kiln.mint.max_pool2d. With ``return_indices=True``, (values, indices) as PyTorch's: the
+    int64 offset h * W + w in its [H, W] plane of each window's first maximum, or of its last
+    NaN if it holds any (PyTorch's CPU rule), the gradient going to that element."""
+    return adaptive_pool("adaptive_max_pool2d", input, output_size, maximum=True,
+                         return_indices=return_indices)
 
 
 # ------------------------------------------------------------------------------------------------

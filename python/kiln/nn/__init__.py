@@ -20,8 +20,9 @@
   (``UpsamplingNearest2d``, ``UpsamplingBilinear2d``; kiln/nn/upsampling.py), ``LayerNorm``,
   ``RMSNorm``, ``GroupNorm``, ``Embedding`` (``Embedding.from_pretrained``), ``Dropout``,
   ``Dropout1d``, ``Dropout2d``, ``MultiheadAttention``, ``BatchNorm1d``, ``BatchNorm2d``,
-  ``MaxPool2d``,
-  ``AvgPool2d``, ``AdaptiveAvgPool2d``, ``AdaptiveMaxPool2d``, ``Flatten``, ``Unflatten``;
+  ``MaxPool1d``, ``MaxPool2d``, ``AvgPool1d``, ``AvgPool2d``, ``AdaptiveAvgPool1d``,
+  ``AdaptiveAvgPool2d``, ``AdaptiveMaxPool1d``, ``AdaptiveMaxPool2d``, ``MaxUnpool1d``,
+  ``MaxUnpool2d`` (kiln/nn/pooling.py), ``Flatten``, ``Unflatten``;
   containers ``Sequential``, ``ModuleList``, ``ModuleDict``, ``ParameterList``,
   ``ParameterDict``; recurrent ``RNN``, ``LSTM``, ``GRU`` and their cells ``RNNCell``,
   ``LSTMCell``, ``GRUCell`` (kiln/nn/rnn.py); ``TransformerEncoderLayer``,
@@ -65,8 +66,9 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss,  # n
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm  # noqa: F401
 from .parallel import DataParallel  # noqa: F401
 from .parameter import Parameter  # noqa: F401
-from .pooling import (AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d,  # noqa: F401
-                      MaxPool2d)
+from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d,  # noqa: F401
+                      AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d, MaxUnpool1d,
+                      MaxUnpool2d)
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell  # noqa: F401
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: F401
@@ -85,4 +87,5 @@ __all__ = ["functional", "init", "utils", "Cell", "Module", "LoadResult", "Param
            "TransformerDecoderLayer", "TransformerDecoder", "Transformer", "Conv1d",
            "ConvTranspose2d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "ReLU6",
            "PReLU", "Mish", "LogSoftmax", "Hardswish", "Hardsigmoid", "GroupNorm", "Dropout1d",
-           "Dropout2d", "KLDivLoss"]
+           "Dropout2d", "KLDivLoss", "MaxPool1d", "AvgPool1d", "AdaptiveAvgPool1d",
+           "AdaptiveMaxPool1d", "MaxUnpool1d", "MaxUnpool2d"]

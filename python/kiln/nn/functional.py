@@ -8,10 +8,14 @@ order and defaults (keyword-only where PyTorch's are), so that ported code runs 
 Activations: relu, relu6, leaky_relu, elu, selu, celu, gelu, silu, mish, sigmoid, tanh, softplus,
 softsign, tanhshrink, hardtanh, hardswish, hardsigmoid, prelu, logsigmoid, threshold, glu,
 softmax, log_softmax, softmin. Layers: dropout, dropout1d, dropout2d, linear, bilinear, conv1d,
-conv2d, conv_transpose2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, adaptive_max_pool2d, pad,
-interpolate (modes "nearest" and "bilinear", kiln/nn/upsampling.py), embedding, one_hot,
-pixel_shuffle, pixel_unshuffle, scaled_dot_product_attention, multi_head_attention_forward
-(kiln/nn/attention.py). Normalization and distances:
+conv2d, conv_transpose2d, pad, interpolate (modes "nearest" and "bilinear",
+kiln/nn/upsampling.py), embedding, one_hot, pixel_shuffle, pixel_unshuffle,
+scaled_dot_product_attention, multi_head_attention_forward (kiln/nn/attention.py). Pooling, of
+input [N, C, L] or [N, C, H, W] (or one sample [C, L] or [C, H, W]): max_pool1d, max_pool2d
+(both with ``return_indices``), avg_pool1d, avg_pool2d (with ``divisor_override``),
+adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d, adaptive_max_pool2d (both with
+``return_indices``), max_unpool1d, max_unpool2d (the 1-d ones are the 2-d ones over a height of
+one). Normalization and distances:
 layer_norm, rms_norm, group_norm, batch_norm, normalize, cosine_similarity, pairwise_distance.
 Losses: mse_loss, l1_loss, smooth_l1_loss, huber_loss, cross_entropy, nll_loss,
 binary_cross_entropy, binary_cross_entropy_with_logits, kl_div.
@@ -34,8 +38,10 @@ Where this differs from PyTorch:
   input's shape (a ShapeError otherwise; kiln.mint's rule: PyTorch broadcasts them with a warning,
   and [N, 1] against [N] silently compares N * N pairs); mse_loss broadcasts with the warning.
 - Options that need what Kiln lacks are a KilnNotImplementedError rather than ignored:
-  max_pool2d's and adaptive_max_pool2d's ``return_indices=True``, avg_pool2d's
-  ``divisor_override``, and embedding's ``sparse``.
+  embedding's ``sparse``.
+- max_unpool1d / max_unpool2d raise an index outside the output's plane asynchronously (a
+  KilnIndexError of the scatter that writes them, at the next sync point) rather than at the
+  call.
 """
 
 import functools
@@ -43,7 +49,7 @@ import math
 import warnings
 
 from .. import _C, mint as _mint
-from .._checks import as_int, checked_int, wrap_dim
+from .._checks import as_int, checked_bool, checked_int, wrap_dim
 from ..autograd import is_grad_enabled, no_grad
 from ..errors import (DTypeError, KilnIndexError, KilnNotImplementedError, KilnTypeError,
                       KilnValueError, ShapeError)
@@ -57,8 +63,9 @@ __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
            "tanh", "softplus", "softsign", "tanhshrink", "hardtanh", "hardswish", "hardsigmoid",
            "prelu", "logsigmoid", "threshold", "glu", "softmax", "log_softmax", "softmin",
            "dropout", "dropout1d", "dropout2d", "linear", "bilinear", "conv1d", "conv2d",
-           "conv_transpose2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
-           "adaptive_max_pool2d", "pad", "interpolate",
+           "conv_transpose2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
+           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
+           "adaptive_max_pool2d", "max_unpool1d", "max_unpool2d", "pad", "interpolate",
            "embedding", "one_hot", "pixel_shuffle", "pixel_unshuffle",
            "scaled_dot_product_attention", "multi_head_attention_forward", "layer_norm",
            "rms_norm", "group_norm", "batch_norm",
@@ -435,14 +442,23 @@ def bilinear(input1, input2, weight, bias=None):
 _SPATIAL = {1: "L", 2: "H, W"}
 
 
+def _squeezed(result, dim):
+    """``result`` (a tensor, or a tuple of them such as a pooling's (values, indices)) without
+    its dimension ``dim`` of size 1."""
+    if isinstance(result, tuple):
+        return tuple(_mint.squeeze(part, dim) for part in result)
+    return _mint.squeeze(result, dim)
+
+
 def _batched(owner, input, spatial, compute):  # noqa: A002
     """``compute(input)`` for input [N, C, *spatial] (with ``spatial`` dimensions after C); for
     one sample [C, *spatial] (PyTorch's unbatched input), ``compute`` of it as a batch of one,
-    returned without the batch dimension. Another rank is a ShapeError. Shared with the
-    convolution cells (kiln/nn/conv.py), which check the rank before padding their input."""
+    returned without the batch dimension (each tensor of a tuple result). Another rank is a
+    ShapeError. Shared with the convolution cells (kiln/nn/conv.py), which check the rank before
+    padding their input."""
     _tensor(owner, "input", input)
     if input.ndim == spatial + 1:
-        return _mint.squeeze(compute(_mint.unsqueeze(input, 0)), 0)
+        return _squeezed(compute(_mint.unsqueeze(input, 0)), 0)
     if input.ndim != spatial + 2:
         sizes = _SPATIAL[spatial]
         raise ShapeError(f"{owner}: expected input [N, C_in, {sizes}] or one sample [C_in, "
@@ -532,27 +548,106 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0,  # noqa: A00
         x, weight, bias, stride, padding, output_padding, groups, dilation))
 
 
+# How a pooling's messages name a sequence of that many sizes.
+_HOW_MANY = {1: "one int", 2: "two ints"}
+
+
+def _sizes(owner, name, value, count, low):
+    """A pooling's ``value`` (an int, or a sequence of ``count`` ints) as a tuple of ``count``
+    ints >= ``low``: a KilnTypeError for another kind of value, a KilnValueError for a sequence
+    of another length or a size below ``low``. Shared with kiln.nn's 1-d pooling cells, which
+    keep their sizes as tuples, as PyTorch's."""
+    number = as_int(value)
+    if number is not None:
+        sizes = (number,) * count
+    elif isinstance(value, (tuple, list)):
+        if len(value) != count:
+            raise KilnValueError(f"{owner}: expected {name} to be an int or a sequence of "
+                                 f"{_HOW_MANY[count]}, got {len(value)} sizes {value!r}")
+        sizes = tuple(checked_int(owner, f"{name}[{i}]", v) for i, v in enumerate(value))
+    else:
+        raise KilnTypeError(f"{owner}: expected {name} to be an int or a sequence of "
+                            f"{_HOW_MANY[count]}, got {type(value).__name__} {value!r}")
+    if min(sizes) < low:
+        raise KilnValueError(f"{owner}: expected {name} >= {low}, got {value!r}")
+    return sizes
+
+
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
                ceil_mode=False, return_indices=False):
     """max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-    return_indices=False) (kiln.mint.max_pool2d); return_indices=True is a
-    KilnNotImplementedError."""
-    if return_indices:
-        raise KilnNotImplementedError("max_pool2d: return_indices=True is not supported "
-                                      "(kiln.mint.max_pool2d returns no indices)")
-    return _mint.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode)
+    return_indices=False): the maximum over each window of input [N, C, H, W] (or one sample
+    [C, H, W]) (kiln.mint.max_pool2d); with ``return_indices=True`` (values, indices)
+    (kiln.mint.max_pool2d_with_indices), the int64 offset h * W + w in its [H, W] plane of the
+    element each maximum took, which max_unpool2d takes."""
+    owner = "max_pool2d"
+    pool = (_mint.max_pool2d_with_indices if checked_bool(owner, "return_indices", return_indices)
+            else _mint.max_pool2d)
+    return _batched(owner, input, 2, lambda x: pool(x, kernel_size, stride, padding, dilation,
+                                                    ceil_mode))
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # noqa: A002
                count_include_pad=True, divisor_override=None):
     """avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
-    count_include_pad=True, divisor_override=None) (kiln.mint.avg_pool2d); a
-    ``divisor_override`` is a KilnNotImplementedError."""
-    if divisor_override is not None:
-        raise KilnNotImplementedError(f"avg_pool2d: divisor_override is not supported (got "
-                                      f"{divisor_override!r}; kiln.mint.avg_pool2d divides by "
-                                      f"the window's size)")
-    return _mint.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad)
+    count_include_pad=True, divisor_override=None): the mean over each window of input [N, C, H,
+    W] (or one sample [C, H, W]) (kiln.mint.avg_pool2d); a ``divisor_override`` (a nonzero int)
+    divides each window's sum in place of its size."""
+    return _batched("avg_pool2d", input, 2, lambda x: _mint.avg_pool2d(
+        x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
+
+
+def _pool1d(owner, input, kernel_size, stride, padding, dilation, pool2d):  # noqa: A002
+    """A 1-d pooling of input [N, C, L] (or one sample [C, L]) as ``pool2d(x, kernel, stride,
+    padding, dilation)`` (a 2-d pooling, given the pairs) over a height of 1: kernel (1, k),
+    stride (1, s), padding (0, p), dilation (1, d), so that 2-d indices h * W + w are offsets
+    along L. The arguments (ints or sequences of one) are checked here, as PyTorch checks them,
+    so that errors describe the 1-d shapes."""
+    (kernel,) = _sizes(owner, "kernel_size", kernel_size, 1, 1)
+    (stride,) = (kernel,) if stride is None else _sizes(owner, "stride", stride, 1, 1)
+    (padding,) = _sizes(owner, "padding", padding, 1, 0)
+    (dilation,) = _sizes(owner, "dilation", dilation, 1, 1)
+    if padding > kernel // 2:
+        raise KilnValueError(f"{owner}: expected padding at most half the kernel size, got "
+                             f"padding={padding} and kernel_size={kernel}")
+    span = dilation * (kernel - 1) + 1  # the dilated kernel's size
+
+    def compute(x):  # x [N, C, L]
+        if x.shape[2] + 2 * padding < span:
+            raise ShapeError(f"{owner}: the padded input length ({x.shape[2] + 2 * padding}) "
+                             f"holds no window of the dilated kernel size ({span}), got input "
+                             f"{_dims(input.shape)}")
+        out = pool2d(_mint.unsqueeze(x, 2), (1, kernel), (1, stride), (0, padding),
+                     (1, dilation))
+        return _squeezed(out, 2)
+
+    return _batched(owner, input, 1, compute)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
+               ceil_mode=False, return_indices=False):
+    """max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+    return_indices=False): the maximum over each window of input [N, C, L] (or one sample
+    [C, L]), computed as max_pool2d over a height of 1; ``kernel_size``, ``stride``,
+    ``padding`` and ``dilation`` are ints or sequences of one. With ``return_indices=True``,
+    (values, indices): the int64 offset along L of the element each maximum took."""
+    owner = "max_pool1d"
+    pool = (_mint.max_pool2d_with_indices if checked_bool(owner, "return_indices", return_indices)
+            else _mint.max_pool2d)
+    return _pool1d(owner, input, kernel_size, stride, padding, dilation,
+                   lambda x, k, s, p, d: pool(x, k, s, p, d, ceil_mode))
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # noqa: A002
+               count_include_pad=True):
+    """avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+    count_include_pad=True): the mean over each window of input [N, C, L] (or one sample
+    [C, L]), computed as avg_pool2d over a height of 1; ``kernel_size``, ``stride`` and
+    ``padding`` are ints or sequences of one. PyTorch's avg_pool1d has no divisor_override."""
+    _floating_tensor("avg_pool1d", "input", input)  # named here, not by avg_pool2d
+    return _pool1d("avg_pool1d", input, kernel_size, stride, padding, 1,
+                   lambda x, k, s, p, _: _mint.avg_pool2d(x, k, s, p, ceil_mode,
+                                                          count_include_pad))
 
 
 def adaptive_avg_pool2d(input, output_size):  # noqa: A002
@@ -562,8 +657,121 @@ def adaptive_avg_pool2d(input, output_size):  # noqa: A002
 
 def adaptive_max_pool2d(input, output_size, return_indices=False):  # noqa: A002
     """adaptive_max_pool2d(input, output_size, return_indices=False)
-    (kiln.mint.adaptive_max_pool2d; return_indices=True is a KilnNotImplementedError)."""
+    (kiln.mint.adaptive_max_pool2d); with ``return_indices=True``, (values, indices), the
+    indices offsets h * W + w in each [H, W] plane, as max_pool2d's."""
     return _composite.adaptive_max_pool2d(input, output_size, return_indices)
+
+
+def _adaptive_pool1d(owner, input, output_size, maximum, return_indices=False):  # noqa: A002
+    """A 1-d adaptive pooling of input [N, C, L] (or one sample [C, L]) to ``output_size`` (an
+    int or a sequence of one) as the 2-d one over a height of 1 (its indices h * W + w are then
+    offsets along L)."""
+    (size,) = _sizes(owner, "output_size", output_size, 1, 0)
+    return _batched(owner, input, 1, lambda x: _squeezed(_composite.adaptive_pool(
+        owner, _mint.unsqueeze(x, 2), (1, size), maximum, return_indices), 2))
+
+
+def adaptive_avg_pool1d(input, output_size):  # noqa: A002
+    """adaptive_avg_pool1d(input, output_size): the mean of input [N, C, L] (or one sample
+    [C, L]; floating point) over the adaptive windows of adaptive_avg_pool2d that make an output
+    of ``output_size`` (an int or a sequence of one) along L."""
+    return _adaptive_pool1d("adaptive_avg_pool1d", input, output_size, maximum=False)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):  # noqa: A002
+    """adaptive_max_pool1d(input, output_size, return_indices=False): the maximum of input
+    [N, C, L] (or one sample [C, L]; floating point) over the adaptive windows along L; with
+    ``return_indices=True``, (values, indices), the int64 offset along L of each maximum."""
+    return _adaptive_pool1d("adaptive_max_pool1d", input, output_size, maximum=True,
+                            return_indices=return_indices)
+
+
+def _unpool_sizes(owner, x, kernel, stride, padding, output_size):
+    """The spatial sizes of max_unpool's output for x [N, C, *spatial]: by default (size - 1) *
+    stride - 2 * padding + kernel per dimension; an ``output_size`` (the spatial sizes, or with
+    N and C before them) must be strictly between that default - stride and default + stride in
+    each dimension (PyTorch's rule: the sizes a pooling with these arguments maps to x's)."""
+    spatial = len(kernel)
+    default = [(size - 1) * s - 2 * p + k
+               for size, k, s, p in zip(x.shape[2:], kernel, stride, padding)]
+    if output_size is None:
+        sizes = default
+    else:
+        if not isinstance(output_size, (tuple, list)):
+            raise KilnTypeError(f"{owner}: expected output_size to be None or a sequence of "
+                                f"ints, got {type(output_size).__name__} {output_size!r}")
+        if len(output_size) not in (spatial, spatial + 2):
+            raise KilnValueError(f"{owner}: expected output_size of {spatial} or {spatial + 2} "
+                                 f"sizes, got {len(output_size)}: {output_size!r}")
+        sizes = [checked_int(owner, "output_size", size) for size in output_size[-spatial:]]
+        for dim, (size, centre, s) in enumerate(zip(sizes, default, stride)):
+            if not centre - s < size < centre + s:
+                raise KilnValueError(f"{owner}: invalid output_size {output_size!r}: expected "
+                                     f"spatial dimension {dim} strictly between {centre - s} "
+                                     f"and {centre + s}, got {size}")
+    if min(sizes) < 1:
+        raise ShapeError(f"{owner}: expected an output of positive sizes, got {sizes} for input "
+                         f"{_dims(x.shape)}, kernel_size {kernel}, stride {stride} and padding "
+                         f"{padding}")
+    return sizes
+
+
+def _max_unpool(owner, input, indices, kernel_size, stride, padding, output_size,  # noqa: A002
+                spatial):
+    """max_unpool1d / max_unpool2d (``spatial`` 1 or 2): zeros of the output's shape with each
+    element of input [N, C, *spatial] (or one sample [C, *spatial]) written at its offset in
+    indices (int64, input's shape) within its plane (kiln.mint.scatter, which differentiates
+    it: the gradient of input is the output's gradient at the indices)."""
+    kernel = _sizes(owner, "kernel_size", kernel_size, spatial, 1)
+    stride = kernel if stride is None else _sizes(owner, "stride", stride, spatial, 1)
+    padding = _sizes(owner, "padding", padding, spatial, 0)
+    if _tensor(owner, "indices", indices).dtype != _C.dtype.int64:
+        raise DTypeError(f"{owner}: expected int64 indices, got {indices.dtype.name}")
+    if tuple(indices.shape) != tuple(_tensor(owner, "input", input).shape):
+        raise ShapeError(f"{owner}: expected indices of the input's shape {_dims(input.shape)}, "
+                         f"got {_dims(indices.shape)}")
+
+    def compute(x):  # x [N, C, *spatial]
+        if 0 in x.shape[1:]:
+            raise ShapeError(f"{owner}: expected input with non-zero sizes in every dimension "
+                             f"but the batch's, got {_dims(input.shape)}")
+        sizes = _unpool_sizes(owner, x, kernel, stride, padding, output_size)
+        lead, plane = list(x.shape[:2]), math.prod(sizes)
+        flat = lead + [math.prod(x.shape[2:])]
+        # scatter takes a negative index from the end, where PyTorch refuses it: one past the
+        # plane makes scatter raise its KilnIndexError for it, as for any index >= the plane.
+        at = _mint.where(indices.reshape(flat) < 0, plane, indices.reshape(flat))
+        out = _mint.scatter(_mint.zeros(lead + [plane], dtype=x.dtype), 2, at, x.reshape(flat))
+        return out.reshape(lead + sizes)
+
+    return _batched(owner, input, spatial, compute)
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0,  # noqa: A002
+                 output_size=None):
+    """max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    max_pool1d's partial inverse. input [N, C, L] (or one sample [C, L]) and int64 indices of
+    its shape (max_pool1d's, offsets along the output's length) give zeros [N, C, L_out] with
+    each input element at its index; L_out is (L - 1) * stride - 2 * padding + kernel_size,
+    or ``output_size`` ([L_out] or [N, C, L_out]) strictly within stride of it. An index
+    outside [0, L_out) is a KilnIndexError (raised by the scatter, asynchronously, naming a
+    negative index as L_out)."""
+    return _max_unpool("max_unpool1d", input, indices, kernel_size, stride, padding,
+                       output_size, 1)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0,  # noqa: A002
+                 output_size=None):
+    """max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    max_pool2d's partial inverse. input [N, C, H, W] (or one sample [C, H, W]) and int64
+    indices of its shape (max_pool2d's, offsets h * W_out + w in the output's planes) give zeros
+    [N, C, H_out, W_out] with each input element at its index; H_out is (H - 1) * stride - 2 *
+    padding + kernel_size (W_out likewise), or ``output_size`` ([H_out, W_out] or [N, C, H_out,
+    W_out]) strictly within stride of it. An index outside [0, H_out * W_out) is a
+    KilnIndexError (raised by the scatter, asynchronously, naming a negative index as H_out *
+    W_out)."""
+    return _max_unpool("max_unpool2d", input, indices, kernel_size, stride, padding,
+                       output_size, 2)
 
 
 def pad(input, pad, mode="constant", value=None):  # noqa: A002

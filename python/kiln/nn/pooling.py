@@ -1,29 +1,41 @@
-"""kiln.nn.MaxPool2d and kiln.nn.AvgPool2d: the maximum or the mean over windows of x
-[N, C, H, W], with PyTorch's arguments; kiln.nn.AdaptiveMaxPool2d and AdaptiveAvgPool2d: the
-same over the windows that make an output of a given size.
+"""PyTorch's pooling cells, with its arguments, attributes and repr, over kiln.nn.functional's
+functions of the same names (which compute them and check their arguments when the cell runs):
 
     pool = kiln.nn.MaxPool2d(2)                  # [N, C, H, W] -> [N, C, H // 2, W // 2]
     head = kiln.nn.AdaptiveAvgPool2d(1)          # [N, C, H, W] -> [N, C, 1, 1], any H and W
+    down = kiln.nn.MaxPool1d(2, return_indices=True)
+    up = kiln.nn.MaxUnpool1d(2)
+    y, indices = down(x)                         # [N, C, L] -> [N, C, L // 2] twice
+    z = up(y, indices)                           # [N, C, L // 2 * 2]: each maximum in its place
 
-``kernel_size``, ``stride`` (default: ``kernel_size``), ``padding`` and ``dilation`` take an int or
-a pair, checked by kiln.mint.max_pool2d / avg_pool2d when the cell runs. The two options those ops
-lack are refused at construction with a KilnNotImplementedError rather than ignored:
-MaxPool2d's ``return_indices=True`` and AvgPool2d's ``divisor_override``.
+Each takes a batch [N, C, *spatial] or one sample [C, *spatial] (PyTorch's unbatched input).
 
-``AdaptiveAvgPool2d(output_size)`` and ``AdaptiveMaxPool2d(output_size, return_indices=False)``
-take x [N, C, H, W] or [C, H, W] and an ``output_size`` that is an int or a pair (out_h, out_w),
-where None keeps the input's size; it is checked at construction. They compute
-kiln.mint.adaptive_avg_pool2d / adaptive_max_pool2d (PyTorch's windows: window i of a dimension
-of size n spans floor(i * n / out) to ceil((i + 1) * n / out)). ``return_indices=True`` is a
-KilnNotImplementedError.
+- ``MaxPool2d`` / ``AvgPool2d(kernel_size, stride=None, padding=0, ...)``: the maximum or the
+  mean over windows of [.., H, W]; ``kernel_size``, ``stride`` (default: ``kernel_size``),
+  ``padding`` and ``dilation`` an int or a pair. ``MaxPool1d`` / ``AvgPool1d`` the same over
+  [.., L], each an int or a sequence of one. MaxPool's ``return_indices=True`` returns (values,
+  indices), the int64 offset of each maximum in its plane (h * W + w, or along L); AvgPool2d's
+  ``divisor_override`` divides each window's sum in place of its size.
+- ``AdaptiveAvgPool2d(output_size)`` / ``AdaptiveMaxPool2d(output_size, return_indices=False)``:
+  the same over the windows that make an output of ``output_size``, an int or a pair (out_h,
+  out_w) where None keeps the input's size, checked at construction (PyTorch's windows: window i
+  of a dimension of size n spans floor(i * n / out) to ceil((i + 1) * n / out)).
+  ``AdaptiveAvgPool1d`` / ``AdaptiveMaxPool1d`` over [.., L], ``output_size`` an int or a
+  sequence of one.
+- ``MaxUnpool2d`` / ``MaxUnpool1d(kernel_size, stride=None, padding=0)``, called as
+  ``unpool(input, indices, output_size=None)``: zeros with each element of input at its index
+  (a MaxPool's indices), of the size that MaxPool with these arguments maps to input's, or
+  ``output_size``.
 """
 
-from .. import _C
-from ..errors import KilnNotImplementedError, KilnTypeError
+from ..errors import KilnTypeError
 from ..mint import _composite
+from . import functional as F
 from .cell import Cell
 
-__all__ = ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d"]
+__all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d",
+           "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "MaxUnpool1d",
+           "MaxUnpool2d"]
 
 
 def _flag(owner, name, value):
@@ -35,94 +47,217 @@ def _flag(owner, name, value):
     return value
 
 
-class MaxPool2d(Cell):
-    """MaxPool2d(kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
-    ceil_mode=False): the maximum over each ``kernel_size`` window (kiln.mint.max_pool2d); the
-    padding is -inf. ``return_indices`` keeps PyTorch's position, so arguments given by position
-    mean what they mean there; True is a KilnNotImplementedError."""
+class _MaxPool(Cell):
+    """MaxPool1d's and MaxPool2d's arguments, attributes and repr; ``_pool`` is the function of
+    kiln.nn.functional that computes them. ``return_indices`` keeps PyTorch's position, so
+    arguments given by position mean what they mean there."""
+
+    _pool = None
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
                  ceil_mode=False):
         super().__init__()
-        if _flag("MaxPool2d", "return_indices", return_indices):
-            raise KilnNotImplementedError("MaxPool2d: return_indices=True is not supported "
-                                          "(kiln.mint.max_pool2d returns no indices)")
+        owner = type(self).__name__
         self.kernel_size = kernel_size
         self.stride = kernel_size if stride is None else stride  # PyTorch's attribute
         self.padding = padding
         self.dilation = dilation
-        self.ceil_mode = _flag("MaxPool2d", "ceil_mode", ceil_mode)
+        self.return_indices = _flag(owner, "return_indices", return_indices)
+        self.ceil_mode = _flag(owner, "ceil_mode", ceil_mode)
 
     def construct(self, x):
-        return _C.mint.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
-                                  self.ceil_mode)
+        return self._pool(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                          self.ceil_mode, self.return_indices)
 
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
-class AvgPool2d(Cell):
-    """AvgPool2d(kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-    divisor_override=None): the mean over each ``kernel_size`` window (kiln.mint.avg_pool2d);
-    with ``count_include_pad`` the zero padding counts towards the divisor. A
-    ``divisor_override`` is a KilnNotImplementedError."""
+class MaxPool1d(_MaxPool):
+    """MaxPool1d(kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+    ceil_mode=False): the maximum over each ``kernel_size`` window of x [N, C, L] or [C, L]
+    (kiln.nn.functional.max_pool1d); the padding is -inf. With ``return_indices=True`` it returns
+    (values, indices), the int64 offset along L of each maximum (what MaxUnpool1d takes)."""
 
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
-                 count_include_pad=True, divisor_override=None):
+    _pool = staticmethod(F.max_pool1d)
+
+
+class MaxPool2d(_MaxPool):
+    """MaxPool2d(kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+    ceil_mode=False): the maximum over each ``kernel_size`` window of x [N, C, H, W] or
+    [C, H, W] (kiln.nn.functional.max_pool2d); the padding is -inf. With
+    ``return_indices=True`` it returns (values, indices), the int64 offset h * W + w of each
+    maximum in its [H, W] plane (what MaxUnpool2d takes)."""
+
+    _pool = staticmethod(F.max_pool2d)
+
+
+class _AvgPool(Cell):
+    """AvgPool1d's and AvgPool2d's flags and repr."""
+
+    def __init__(self, ceil_mode, count_include_pad):
         super().__init__()
-        if divisor_override is not None:
-            raise KilnNotImplementedError(f"AvgPool2d: divisor_override is not supported (got "
-                                          f"{divisor_override!r}; kiln.mint.avg_pool2d divides "
-                                          f"by the window's size)")
-        self.kernel_size = kernel_size
-        self.stride = kernel_size if stride is None else stride
-        self.padding = padding
-        self.ceil_mode = _flag("AvgPool2d", "ceil_mode", ceil_mode)
-        self.count_include_pad = _flag("AvgPool2d", "count_include_pad", count_include_pad)
-
-    def construct(self, x):
-        return _C.mint.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                                  self.count_include_pad)
+        owner = type(self).__name__
+        self.ceil_mode = _flag(owner, "ceil_mode", ceil_mode)
+        self.count_include_pad = _flag(owner, "count_include_pad", count_include_pad)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class AdaptiveAvgPool2d(Cell):
+class AvgPool1d(_AvgPool):
+    """AvgPool1d(kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    the mean over each ``kernel_size`` window of x [N, C, L] or [C, L]
+    (kiln.nn.functional.avg_pool1d); with ``count_include_pad`` the zero padding counts towards
+    the divisor. The sizes (each an int or a sequence of one) are checked at construction and
+    kept as 1-tuples, as PyTorch keeps them."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=True):
+        super().__init__(ceil_mode, count_include_pad)
+        owner = "AvgPool1d"
+        self.kernel_size = F._sizes(owner, "kernel_size", kernel_size, 1, 1)
+        self.stride = (self.kernel_size if stride is None
+                       else F._sizes(owner, "stride", stride, 1, 1))
+        self.padding = F._sizes(owner, "padding", padding, 1, 0)
+
+    def construct(self, x):
+        return F.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+
+class AvgPool2d(_AvgPool):
+    """AvgPool2d(kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+    divisor_override=None): the mean over each ``kernel_size`` window of x [N, C, H, W] or
+    [C, H, W] (kiln.nn.functional.avg_pool2d); with ``count_include_pad`` the zero padding
+    counts towards the divisor; a ``divisor_override`` (a nonzero int, checked when the cell
+    runs) divides each window's sum in place of its size."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=True, divisor_override=None):
+        super().__init__(ceil_mode, count_include_pad)
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding = padding
+        self.divisor_override = divisor_override
+
+    def construct(self, x):
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+
+class _AdaptivePool(Cell):
+    """The adaptive pooling cells' ``output_size`` (kept as given, as PyTorch keeps it) and
+    repr."""
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(_AdaptivePool):
+    """AdaptiveAvgPool1d(output_size): the mean over the adaptive windows of x [N, C, L] or
+    [C, L] that make an output of length ``output_size`` (an int or a sequence of one), whatever
+    L (kiln.nn.functional.adaptive_avg_pool1d)."""
+
+    def __init__(self, output_size):
+        F._sizes("AdaptiveAvgPool1d", "output_size", output_size, 1, 0)
+        super().__init__(output_size)
+
+    def construct(self, x):
+        return F.adaptive_avg_pool1d(x, self.output_size)
+
+
+class AdaptiveAvgPool2d(_AdaptivePool):
     """AdaptiveAvgPool2d(output_size): the mean over the adaptive windows that make an output of
     ``output_size`` (an int, or a pair where None keeps the input's size), whatever the input's
     height and width (kiln.mint.adaptive_avg_pool2d); ``AdaptiveAvgPool2d(1)`` is global average
     pooling."""
 
     def __init__(self, output_size):
-        super().__init__()
         _composite.check_output_size("AdaptiveAvgPool2d", output_size)
-        self.output_size = output_size
+        super().__init__(output_size)
 
     def construct(self, x):
-        return _composite.adaptive_avg_pool2d(x, self.output_size)
-
-    def extra_repr(self):
-        return f"output_size={self.output_size}"
+        return F.adaptive_avg_pool2d(x, self.output_size)
 
 
-class AdaptiveMaxPool2d(Cell):
-    """AdaptiveMaxPool2d(output_size, return_indices=False): the maximum over the adaptive windows
-    that make an output of ``output_size`` (kiln.mint.adaptive_max_pool2d); True for
-    ``return_indices`` is a KilnNotImplementedError."""
+class AdaptiveMaxPool1d(_AdaptivePool):
+    """AdaptiveMaxPool1d(output_size, return_indices=False): the maximum over the adaptive
+    windows of x [N, C, L] or [C, L] that make an output of length ``output_size``
+    (kiln.nn.functional.adaptive_max_pool1d); with ``return_indices=True``, (values, indices),
+    the int64 offset along L of each maximum."""
 
     def __init__(self, output_size, return_indices=False):
-        super().__init__()
-        if _flag("AdaptiveMaxPool2d", "return_indices", return_indices):
-            raise KilnNotImplementedError("AdaptiveMaxPool2d: return_indices=True is not "
-                                          "supported (kiln.mint.adaptive_max_pool2d returns no "
-                                          "indices)")
-        _composite.check_output_size("AdaptiveMaxPool2d", output_size)
-        self.output_size = output_size
+        F._sizes("AdaptiveMaxPool1d", "output_size", output_size, 1, 0)
+        super().__init__(output_size)
+        self.return_indices = _flag("AdaptiveMaxPool1d", "return_indices", return_indices)
 
     def construct(self, x):
-        return _composite.adaptive_max_pool2d(x, self.output_size)
+        return F.adaptive_max_pool1d(x, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool2d(_AdaptivePool):
+    """AdaptiveMaxPool2d(output_size, return_indices=False): the maximum over the adaptive windows
+    that make an output of ``output_size`` (kiln.mint.adaptive_max_pool2d); with
+    ``return_indices=True``, (values, indices), the int64 offset h * W + w of each maximum in its
+    [H, W] plane."""
+
+    def __init__(self, output_size, return_indices=False):
+        _composite.check_output_size("AdaptiveMaxPool2d", output_size)
+        super().__init__(output_size)
+        self.return_indices = _flag("AdaptiveMaxPool2d", "return_indices", return_indices)
+
+    def construct(self, x):
+        return F.adaptive_max_pool2d(x, self.output_size, self.return_indices)
+
+
+class _MaxUnpool(Cell):
+    """MaxUnpool1d's and MaxUnpool2d's arguments, checked at construction and kept as tuples of
+    ``_spatial`` sizes (as PyTorch keeps them), and repr; ``_unpool`` is the function of
+    kiln.nn.functional that computes them."""
+
+    _spatial = None
+    _unpool = None
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        owner, spatial = type(self).__name__, self._spatial
+        self.kernel_size = F._sizes(owner, "kernel_size", kernel_size, spatial, 1)
+        self.stride = (self.kernel_size if stride is None
+                       else F._sizes(owner, "stride", stride, spatial, 1))
+        self.padding = F._sizes(owner, "padding", padding, spatial, 0)
+
+    def construct(self, input, indices, output_size=None):  # noqa: A002  (PyTorch's names)
+        return self._unpool(input, indices, self.kernel_size, self.stride, self.padding,
+                            output_size)
 
     def extra_repr(self):
-        return f"output_size={self.output_size}"
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpool):
+    """MaxUnpool1d(kernel_size, stride=None, padding=0), called as ``unpool(input, indices,
+    output_size=None)``: MaxPool1d's partial inverse (kiln.nn.functional.max_unpool1d), zeros
+    [N, C, L_out] (or [C, L_out]) with each element of input [N, C, L] (or [C, L]) at its index
+    from MaxPool1d(return_indices=True); L_out = (L - 1) * stride - 2 * padding + kernel_size,
+    or ``output_size`` ([L_out] or [N, C, L_out]) when it is within stride of that."""
+
+    _spatial = 1
+    _unpool = staticmethod(F.max_unpool1d)
+
+
+class MaxUnpool2d(_MaxUnpool):
+    """MaxUnpool2d(kernel_size, stride=None, padding=0), called as ``unpool(input, indices,
+    output_size=None)``: MaxPool2d's partial inverse (kiln.nn.functional.max_unpool2d), zeros
+    [N, C, H_out, W_out] (or [C, H_out, W_out]) with each element of input at its index from
+    MaxPool2d(return_indices=True); H_out = (H - 1) * stride - 2 * padding + kernel_size (W_out
+    likewise), or ``output_size`` ([H_out, W_out] or [N, C, H_out, W_out]) when each is within
+    stride of that."""
+
+    _spatial = 2
+    _unpool = staticmethod(F.max_unpool2d)
