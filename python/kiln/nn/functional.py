@@ -468,15 +468,7 @@ def _batched(owner, input, spatial, compute):  # noqa: A002
 
 def _conv1d_pair(name, value, height, low):
     """conv1d's ``value`` (an int >= low, or a sequence of one) as conv2d's pair (height, value)."""
-    number = as_int(value)
-    if number is None and isinstance(value, (tuple, list)) and len(value) == 1:
-        number = checked_int("conv1d", f"{name}[0]", value[0])
-    if number is None:
-        raise KilnTypeError(f"conv1d: expected {name} to be an int or a sequence of one int, got "
-                            f"{type(value).__name__} {value!r}")
-    if number < low:
-        raise KilnValueError(f"conv1d: expected {name} >= {low}, got {number}")
-    return (height, number)
+    return (height,) + _sizes("conv1d", name, value, 1, low)
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
