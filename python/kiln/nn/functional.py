@@ -8,7 +8,7 @@ order and defaults (keyword-only where PyTorch's are), so that ported code runs 
 Activations: relu, relu6, leaky_relu, elu, selu, celu, gelu, silu, mish, sigmoid, tanh, softplus,
 softsign, tanhshrink, hardtanh, hardswish, hardsigmoid, prelu, logsigmoid, threshold, glu,
 softmax, log_softmax, softmin. Layers: dropout, dropout1d, dropout2d, linear, bilinear, conv1d,
-conv2d, conv_transpose2d, pad, interpolate (modes "nearest" and "bilinear",
+conv2d, conv_transpose2d, pad, interpolate (PyTorch's modes and antialias,
 kiln/nn/upsampling.py), embedding, one_hot, pixel_shuffle, pixel_unshuffle,
 scaled_dot_product_attention, multi_head_attention_forward (kiln/nn/attention.py). Pooling, of
 input [N, C, L] or [N, C, H, W] (or one sample [C, L] or [C, H, W]): max_pool1d, max_pool2d
