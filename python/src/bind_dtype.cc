@@ -17,6 +17,9 @@ void bind_dtype(nb::module_& m) {
   }
   dtype.def_prop_ro("itemsize", [](DType d) { return itemsize(d); })
       .def_prop_ro("is_floating_point", [](DType d) { return is_floating_point(d); })
+      // PyTorch's: bool and uint8 are unsigned; Kiln has no complex dtype.
+      .def_prop_ro("is_signed", [](DType d) { return is_signed(d); })
+      .def_prop_ro("is_complex", [](DType) { return false; })
       .def_prop_ro("name", [](DType d) { return dtype_name(d); })
       .def("__repr__", [](DType d) { return std::string("kiln.") + dtype_name(d); })
       .def("__str__", [](DType d) { return std::string("kiln.") + dtype_name(d); });

@@ -122,3 +122,18 @@ def test_norms_keep_a_16_bit_input_dtype_beside_float32_parameters(dtype, rng):
         assert out.dtype == dtype
     exact = F.layer_norm(x.to(kiln.float64), (8,), w.to(kiln.float64), w.to(kiln.float64))
     assert_close(F.layer_norm(x, (8,), w, w), exact.numpy())
+
+
+@pytest.mark.parametrize("name", ["bool", "uint8", "int8", "int16", "int32", "int64", "float16",
+                                  "bfloat16", "float32", "float64"])
+def test_dtype_properties_match_pytorchs(name, torch):
+    dtype, theirs = getattr(kiln, name), getattr(torch, name)
+    assert dtype.is_signed == theirs.is_signed
+    assert dtype.is_floating_point == theirs.is_floating_point
+    assert dtype.is_complex is False and theirs.is_complex is False
+    assert dtype.itemsize == theirs.itemsize
+
+
+def test_dtype_is_signed_without_pytorch():
+    assert [d.is_signed for d in (kiln.bool, kiln.uint8, kiln.int8, kiln.float16)] == \
+        [False, False, True, True]
