@@ -72,8 +72,7 @@ std::shared_ptr<const Program> compile(const FuncGraphPtr& graph) {
     Step step;
     step.op = prim.op_def();
     step.attrs = prim.normalized_attrs();
-    step.draws_when_run = step.op->has_trait(kTraitRandom) &&
-                          (step.attrs.is_none("seed") || step.attrs.is_none("offset"));
+    step.draws_when_run = prim.draws_when_run();
     for (const NodePtr& in : c.inputs()) step.inputs.push_back(slot_of.at(in.get()));
     step.num_outputs =
         static_cast<uint32_t>(c.abstract().is_tuple() ? c.abstract().elements().size() : 1);

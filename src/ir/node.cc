@@ -129,6 +129,12 @@ const OpDef& Primitive::op() const {
   return *op_;
 }
 
+bool Primitive::draws_when_run() const {
+  const OpDefPtr op = op_def();
+  return op != nullptr && op->has_trait(kTraitRandom) &&
+         (attrs_.is_none("seed") || attrs_.is_none("offset"));
+}
+
 const Attrs& Primitive::normalized_attrs() const {
   const OpDef& def = op();
   if (!normalized_valid_) {

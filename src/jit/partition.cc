@@ -16,6 +16,11 @@ namespace kiln::jit_detail {
 // parameters the values it reads from the whole graph's parameters or from earlier parts, copies
 // the constants it uses, and returns the values that later parts or the whole graph's outputs
 // read. Linear in the size of the graph.
+//
+// Random ops that draw when they run (Primitive::draws_when_run) reserve their counters in the
+// order the parts run them, so each also waits for the one before it in the graph's order, as if
+// it read its result: a seeded program draws the same numbers partitioned as eagerly (scheduled
+// by side alone, a declined randn before a supported rand ran after it).
 
 namespace {
 
@@ -100,6 +105,8 @@ std::vector<GraphPart> partition(const FuncGraphPtr& graph, const std::string& b
   const std::vector<NodePtr> order = graph->topological_order();
   std::unordered_map<const Node*, uint8_t> side;
   std::unordered_map<const Node*, size_t> waiting;  // inputs produced by ops not yet scheduled
+  std::unordered_map<const Node*, CNode*> next_draw;  // a random op -> the next one in order
+  CNode* last_draw = nullptr;
   bool all_supported = true;
   for (const NodePtr& n : order) {
     if (!is_op(*n)) continue;
@@ -114,6 +121,13 @@ std::vector<GraphPart> partition(const FuncGraphPtr& graph, const std::string& b
     side.emplace(c.get(), s);
     size_t count = 0;
     for (const NodePtr& in : c->inputs()) count += is_op(*in) ? 1 : 0;
+    if (c->primitive()->draws_when_run()) {
+      if (last_draw != nullptr) {
+        next_draw.emplace(last_draw, c.get());
+        ++count;
+      }
+      last_draw = c.get();
+    }
     waiting.emplace(c.get(), count);
   }
   if (all_supported) {
@@ -140,10 +154,13 @@ std::vector<GraphPart> partition(const FuncGraphPtr& graph, const std::string& b
       CNode* n = ready[current].front();
       ready[current].pop_front();
       runs.back().push_back(n);
+      const auto release = [&](CNode* user) {
+        if (--waiting.at(user) == 0) ready[side.at(user)].push_back(user);
+      };
       for (const Use& use : n->users()) {
-        if (!is_op(*use.user)) continue;
-        if (--waiting.at(use.user) == 0) ready[side.at(use.user)].push_back(use.user);
+        if (is_op(*use.user)) release(use.user);
       }
+      if (auto it = next_draw.find(n); it != next_draw.end()) release(it->second);
     }
   }
   Builder builder{*graph, {}, {}, {}};

@@ -100,6 +100,10 @@ class KILN_API Primitive {
   /// attrs() checked against the op's schema, defaults filled in (OpDef::normalize_attrs);
   /// cached like op_def(). Throws for a built-in or unregistered primitive.
   const Attrs& normalized_attrs() const;
+  /// True for a random op (kTraitRandom) whose "seed" or "offset" attribute is None: it reserves
+  /// its counters from the default generator when it runs, so whatever runs a graph keeps such
+  /// nodes in program order and never drops one (Note [Random ops in graphs], src/ops/random.cc).
+  bool draws_when_run() const;
 
  private:
   enum class Builtin : uint8_t { kNone, kReturn, kTupleGetItem };

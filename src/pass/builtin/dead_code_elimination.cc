@@ -28,7 +28,7 @@ bool removable(const Node& n, const FuncGraph& graph) {
   // A random op without a recorded draw reserves counters when it runs (Note [Random ops in
   // graphs]): removed, it would shift every later draw, and a seeded program would draw other
   // numbers jitted than eagerly.
-  return !(op->has_trait(kTraitRandom) && p.attrs().is_none("seed"));
+  return !p.draws_when_run();
 }
 
 class DeadCodeElimination final : public Pass {
