@@ -45,6 +45,10 @@ def cases():
     ck, ct = both(RNG.standard_normal((64, 64, 64)).astype(np.float32))
     fk, ft = both(x.reshape(-1))
     wk, wt = both(RNG.random((1024, 1024)).astype(np.float32))
+    masked = x.copy()
+    masked[:, 1::2] = -np.inf  # half of every row masked out
+    qk, qt = both(RNG.standard_normal((8, 8, 256, 32)).astype(np.float32))
+    mask_k, mask_t = both(masked)
     return {
         "float16 add": (lambda: hk + hk, lambda: ht + ht),
         "float16 exp": (lambda: mint.exp(hk), lambda: torch.exp(ht)),
@@ -97,6 +101,10 @@ def cases():
                                lambda: torch.multinomial(wt, 8)),
         "multinomial repl": (lambda: mint.multinomial(wk, 1024, True),
                              lambda: torch.multinomial(wt, 1024, True)),
+        "softmax masked": (lambda: mint.softmax(mask_k, 1), lambda: torch.softmax(mask_t, 1)),
+        "sdpa causal": (lambda: kiln.nn.functional.scaled_dot_product_attention(
+                            qk, qk, qk, is_causal=True),
+                        lambda: F.scaled_dot_product_attention(qt, qt, qt, is_causal=True)),
         "exp (control)": (lambda: mint.exp(xk), lambda: torch.exp(xt)),
     }
 

@@ -983,7 +983,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             raise DTypeError(f"{owner}: expected a bool attn_mask (True = attend) or a "
                              f"floating-point one (added to the scores), got "
                              f"{attn_mask.dtype.name}")
-        weights = _masked_softmax(scores)
+        # A causal mask leaves every row its first score, so no row is empty: plain softmax,
+        # without _masked_softmax's four more passes over the scores.
+        weights = _mint.softmax(scores, -1) if is_causal else _masked_softmax(scores)
     else:
         weights = _mint.softmax(scores, -1)
     if dropout_p > 0:

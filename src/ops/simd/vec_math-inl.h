@@ -136,7 +136,10 @@ HWY_INLINE V exp_poly_f32(D d, V r) {
 // operations, where hwy's Exp converts to integer and back and multiplies twice. That shortcut
 // needs a normal result, so kAnyRange = false requires -86.5 <= x <= 88; kAnyRange = true clamps x
 // to [-104, 88.8] (exp rounds to 0 below, to inf above) and scales by 2^q in two multiplications,
-// which also rounds subnormal results correctly. nan is the caller's (exp_full: keep_nan).
+// which also rounds subnormal results correctly. A lane below -104 (-inf, a -1e9 mask) is
+// computed as exp(0) and then zeroed: scaled down to 0, it would cost a microcode assist per
+// underflowing multiplication (softmax of rows masked by -inf ran at a fifth of its speed).
+// nan is the caller's (exp_full: keep_nan).
 // An argument given as hi + lo (lo much smaller) is reduced as (hi - q ln 2) + lo, so lo is not
 // lost to the rounding of hi + lo: erfc uses this for -a^2.
 constexpr float kExpFastLo = -86.5f;
@@ -146,7 +149,12 @@ constexpr float kExpFastHi = 88.0f;
 template <bool kAnyRange, bool kWithLo, class D, class V>
 HWY_INLINE V exp_f32_impl(D d, V hi, V lo, float lo_scale) {
   const hn::RebindToSigned<D> di;
-  if constexpr (kAnyRange) hi = hn::Min(hn::Max(hi, hn::Set(d, -104.0f)), hn::Set(d, 88.8f));
+  [[maybe_unused]] hn::Mask<D> underflows;
+  if constexpr (kAnyRange) {
+    underflows = hn::Lt(hi, hn::Set(d, -104.0f));
+    hi = hn::IfThenZeroElse(underflows, hn::Min(hi, hn::Set(d, 88.8f)));
+    if constexpr (kWithLo) lo = hn::IfThenZeroElse(underflows, lo);
+  }
   const V kMagic = hn::Set(d, 12582912.0f);  // 1.5 * 2^23
   const V m = hn::MulAdd(hi, hn::Set(d, 1.44269504088896341f), kMagic);
   const V q = hn::Sub(m, kMagic);
@@ -163,7 +171,7 @@ HWY_INLINE V exp_f32_impl(D d, V hi, V lo, float lo_scale) {
     const auto bias = hn::Set(di, 127);
     const V s1 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(q1, bias)));
     const V s2 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::Sub(qi, q1), bias)));
-    return hn::Mul(hn::Mul(p, s1), s2);
+    return hn::IfThenZeroElse(underflows, hn::Mul(hn::Mul(p, s1), s2));
   }
 }
 

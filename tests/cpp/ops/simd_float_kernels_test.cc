@@ -305,7 +305,9 @@ TEST(SimdFloatKernels, UnaryIsAccurate_WhenArgumentsAreExtreme) {
   const std::vector<float> xs = {
       39001.f, -1e6f,    3e38f,   1e-40f,     88.72f,     88.73f, -87.5f, -103.9f, -3.9f,  -9.9f,
       0.9277f, -0.9276f, 1e-7f,   1.0000001f, 0.9999999f, 1e-45f, -13.5f, 6.0f,    -86.5f, -86.51f,
-      88.0f,   88.01f,   -104.0f, -12.5f,     -12.51f,    4.0f,   -4.0f,  -14.85f, -14.9f, 12.5f};
+      88.0f,   88.01f,   -104.0f, -12.5f,     -12.51f,    4.0f,   -4.0f,  -14.85f, -14.9f, 12.5f,
+      // Below exp's underflow to 0, beside lanes that are not (the lanes zeroed apart).
+      -104.01f, -1e9f,   -std::numeric_limits<float>::infinity(), -100.0f, -95.0f, 1.0f};
   const std::vector<double> xd = {1e6, -3e300, 709.7, 709.8, -744.0, -708.5, 1e-310, -37.0, 26.0};
   for_each_target([&](const std::string& t) {
     for (const UnaryCase& c : kUnaryCases) {
