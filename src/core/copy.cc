@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <optional>
+#include <vector>
 
 #include "core/dtype_dispatch.h"
 #include "core/strided_loop.h"
@@ -160,6 +162,17 @@ void copy_short_runs(const StridedLoop<2>& loop, int64_t itemsize) {
   });
 }
 
+// The order of dst's dims from the largest stride to the smallest: a walk in that order visits
+// dst's memory in order. Empty when that is the order they are in.
+std::vector<int64_t> memory_order(const Tensor& dst) {
+  std::vector<int64_t> order(static_cast<size_t>(dst.ndim()));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return dst.strides()[a] > dst.strides()[b]; });
+  if (std::is_sorted(order.begin(), order.end())) order.clear();
+  return order;
+}
+
 }  // namespace
 
 bool has_short_runs(const Tensor& dst, const Tensor& src, int64_t max_run) {
@@ -183,6 +196,15 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   const Tensor source = src.shape() == dst.shape() ? src : src.expand(dst.shape());
   if (dst.numel() == 0) return;
   if (dst.is_same(source)) return;
+  // One value broadcast (the gradient of a sum scattered into a transposed view): a fill, done in
+  // dst's memory order, where the row-major walk of a transposed dst wrote a cache line per
+  // element (13x PyTorch's time for sum(x.t()).backward()).
+  const auto& src_strides = source.strides();
+  if (std::all_of(src_strides.begin(), src_strides.end(), [](int64_t s) { return s == 0; })) {
+    if (const std::vector<int64_t> order = memory_order(dst); !order.empty()) {
+      return copy_into(dst.permute(order), source.permute(order));
+    }
+  }
   if (dst.dtype() == source.dtype() && dst.is_contiguous() && source.is_contiguous()) {
     char* out = static_cast<char*>(dst.data_ptr());
     const char* in = static_cast<const char*>(source.data_ptr());

@@ -217,10 +217,30 @@ bool reaches_each_element_once(const Shape& size, const Shape& stride) {
   return true;
 }
 
+// Whether the view (size, stride, offset) of x's row-major elements is expand(x, size): x's dims
+// aligned to the view's last ones, each of the view's size with its row-major stride, or of size 1
+// and stride 0, and the view's leading dims stride 0.
+bool is_expand_of(const Shape& x, const Shape& size, const Shape& stride, int64_t offset) {
+  if (offset != 0 || size.size() < x.size()) return false;
+  const Shape row_major = contiguous_strides(x);
+  const size_t lead = size.size() - x.size();
+  for (size_t d = 0; d < size.size(); ++d) {
+    if (size[d] == 1) continue;
+    if (d < lead || x[d - lead] == 1) {
+      if (stride[d] != 0) return false;
+    } else if (size[d] != x[d - lead] || stride[d] != row_major[d - lead]) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // A view that reaches each element once puts g back where it came from (as_strided_scatter into
-// zeros, a strided copy). Otherwise each output element is element p of x's row-major sequence,
-// p read off the same view of 0, 1, ..., numel - 1, and the elements the view reads several times
-// (stride 0, overlaps) sum their gradients.
+// zeros, a strided copy). An expand of x (Tensor.expand, and so repeat and tile) sums g over the
+// broadcast dims, as Expand's rule does. Otherwise each output element is element p of x's
+// row-major sequence, p read off the same view of 0, 1, ..., numel - 1, and the elements the view
+// reads several times (stride 0, overlaps) sum their gradients: a scatter-add, 5-7x the time of
+// the sum for an expand.
 std::vector<Tensor> as_strided_back(const std::vector<Tensor>& in, const Tensor&, const Attrs& a,
                                     const Tensor& g) {
   const Tensor& x = in[0];
@@ -231,6 +251,7 @@ std::vector<Tensor> as_strided_back(const std::vector<Tensor>& in, const Tensor&
     const Tensor zero = expand(zeros({}, g.dtype()), x.shape());
     return {to(as_strided_scatter(zero, g, size, stride, offset), x.dtype())};
   }
+  if (is_expand_of(x.shape(), size, stride, offset)) return {detail::input_grad(g, x)};
   const Tensor positions =
       as_strided(reshape(arange(0, x.numel()), x.shape()), size, stride, offset);
   return {to(detail::accumulate_at(g, positions, x), x.dtype())};

@@ -329,6 +329,19 @@ TEST(Tensor, CopyIntoConvertsAndBroadcasts) {
   EXPECT_EQ(back.data<double>()[2], 2.0);
 }
 
+TEST(Tensor, CopyOfOneValueFillsAPermutedOrStridedDestinationInMemoryOrder) {
+  // One value broadcast into a permuted view and into a strided one: a fill in dst's memory
+  // order, converting, leaving what the view does not reach alone.
+  Tensor base = Tensor::empty({4, 3, 5}, DType::kFloat64);
+  copy_into(base, Tensor::scalar(Scalar(-1.0)));
+  copy_into(base.permute({2, 0, 1}).slice(1, 1, 4, 2), Tensor::scalar(Scalar(int64_t{7})));
+  for (int64_t i = 0; i < 4; ++i) {
+    for (int64_t j = 0; j < 15; ++j) {
+      EXPECT_EQ(base.data<double>()[i * 15 + j], i == 1 || i == 3 ? 7.0 : -1.0) << i << " " << j;
+    }
+  }
+}
+
 TEST(Tensor, FromBlobRunsDeleterOnce) {
   int calls = 0;
   std::vector<float> buffer(6, 1.0f);

@@ -60,6 +60,18 @@ std::vector<Case> shape_cases() {
       // Views reaching each element once (a transposed block, a strided row): a strided copy.
       {"AsStrided", {x}, {{"size", Ints{2, 3}}, {"stride", Ints{1, 4}}, {"offset", int64_t{1}}}},
       {"AsStrided", {x}, {{"size", Ints{2}}, {"stride", Ints{2}}, {"offset", int64_t{8}}}},
+      // Expands of x [2, 3, 4] (summed over the broadcast dims): a leading dim, and of
+      // [3, 1] a size-1 dim broadcast beside a size-1 dim kept; then a view that only looks like
+      // one (stride 0 where x's size is not 1: the scatter-add).
+      {"AsStrided",
+       {x},
+       {{"size", Ints{5, 2, 3, 4}}, {"stride", Ints{0, 12, 4, 1}}, {"offset", int64_t{0}}}},
+      {"AsStrided",
+       {randn({3, 1}, f64)},
+       {{"size", Ints{1, 3, 4}}, {"stride", Ints{7, 1, 0}}, {"offset", int64_t{0}}}},
+      {"AsStrided",
+       {x},
+       {{"size", Ints{2, 3, 4}}, {"stride", Ints{12, 0, 1}}, {"offset", int64_t{0}}}},
       {"AsStridedScatter",
        {x, randn({2, 3}, f64)},
        {{"size", Ints{2, 3}}, {"stride", Ints{1, 4}}, {"offset", int64_t{1}}}},
