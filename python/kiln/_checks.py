@@ -22,8 +22,14 @@ def as_int(value):
     """``value`` as a Python int when it is an int or has ``__index__`` (a NumPy integer, a
     one-element integer tensor), else None. Never a bool or a bool tensor: True as a size, a rank
     or a count is a mistake, not 1."""
-    if isinstance(value, bool) or (isinstance(value, _C.Tensor) and value.dtype == _C.dtype.bool):
+    if isinstance(value, bool):
         return None
+    if isinstance(value, _C.Tensor):
+        # Read only an integer tensor of one element: under kiln.jit that read raises the
+        # tracer's "data-dependent" error itself, which a caught TypeError would hide.
+        if value.dtype.is_floating_point or value.dtype == _C.dtype.bool or value.numel() != 1:
+            return None
+        return operator.index(value)
     try:
         return operator.index(value)
     except TypeError:

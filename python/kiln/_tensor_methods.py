@@ -21,10 +21,8 @@ PyTorch's initializers and optimizers do); the value broadcasts to ``x``'s shape
 its dtype.
 """
 
-import operator
-
 from . import _C
-from ._checks import wrap_dim
+from ._checks import as_int, wrap_dim
 from .errors import KilnTypeError, KilnValueError, ShapeError
 from .mint import _composite, _indexing_ops, _norms
 
@@ -182,14 +180,21 @@ def flip(self, dims):
 def repeat(self, *sizes):
     """The tensor tiled ``sizes`` times along each dim (leading new dims for extra sizes), a
     copy; PyTorch's ``repeat``."""
-    if len(sizes) == 1 and not _is_count(sizes[0]):
-        sizes = tuple(sizes[0])
+    if len(sizes) == 1 and as_int(sizes[0]) is None:
+        try:
+            sizes = tuple(sizes[0])
+        except TypeError:
+            raise KilnTypeError(f"repeat: expected int counts or one sequence of them, got "
+                                f"{type(sizes[0]).__name__} {sizes[0]!r}") from None
     if len(sizes) < self.ndim:
         raise KilnValueError(f"repeat: got {len(sizes)} repeat counts for a {self.ndim}-d tensor "
                              f"(expected at least one per dim)")
-    if not all(_is_count(s) and operator.index(s) >= 0 for s in sizes):
+    counts = [as_int(s) for s in sizes]
+    if None in counts:
+        raise KilnTypeError(f"repeat: expected int counts, got {list(sizes)}")
+    if min(counts, default=0) < 0:
         raise KilnValueError(f"repeat: expected non-negative int counts, got {list(sizes)}")
-    sizes = [operator.index(s) for s in sizes]
+    sizes = counts
     shape = (1,) * (len(sizes) - self.ndim) + tuple(self.shape)
     # Each dim d becomes (sizes[d], shape[d]): a new axis before it, expanded, then merged.
     tiled = self.reshape(shape)
@@ -199,11 +204,6 @@ def repeat(self, *sizes):
         expanded += [count, size]
     tiled = tiled.reshape(interleaved).expand(expanded)
     return _own(self, tiled.reshape([c * s for c, s in zip(sizes, shape)]))
-
-
-def _is_count(value):
-    """An int, a NumPy integer or anything else with __index__, but not a bool."""
-    return hasattr(type(value), "__index__") and not isinstance(value, bool)
 
 
 def isnan(self):

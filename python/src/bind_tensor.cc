@@ -115,13 +115,14 @@ void bind_tensor(nb::module_& m) {
            })
       .def("__float__", [](const Tensor& t) { return nb::float_(item(t)); })
       .def("__int__", [](const Tensor& t) { return nb::int_(item(t)); })
-      // As PyTorch's: an integer or bool tensor of one element is an index for Python's
-      // sequences (lst[t], range(t)) and for Kiln's int arguments (convert.h's is_index, which
-      // keeps bools out of those).
+      // As PyTorch's: an integer tensor of one element is an index for Python's sequences
+      // (lst[t], range(t)) and an int to Kiln's int arguments (convert.h's is_index). A bool
+      // tensor is not (PyTorch's is): nanobind's int arguments take anything with __index__,
+      // and True as a dim or a size is a mistake, not 1.
       .def("__index__",
            [](const Tensor& t) {
              raise_if_failed(t);
-             KILN_CHECK_TYPE(!is_floating_point(t.dtype()) && t.numel() == 1)
+             KILN_CHECK_TYPE(is_integral(t.dtype()) && t.numel() == 1)
                  << "only integer tensors of a single element can be converted to an index, got a "
                  << t.dtype() << " tensor of shape " << shape_str(t.shape());
              return nb::int_(item(t));

@@ -1,4 +1,4 @@
-"""Tensor.__index__: a one-element integer (or bool) tensor is an index for Python's sequences,
+"""Tensor.__index__: a one-element integer tensor is an index for Python's sequences,
 and a one-element integer tensor is an int to Kiln's int arguments, as in PyTorch; float and
 bool tensors are refused where an int is taken, with a typed error (python/src/convert.h's
 is_index)."""
@@ -25,8 +25,19 @@ def test_one_element_integer_tensors_index_python_sequences(dtype):
     assert hex(kiln.tensor(np.array(3, dtype))) == "0x3"
 
 
-def test_bool_tensors_index_python_sequences_as_pytorchs_do():
-    assert ["no", "yes"][kiln.tensor(True)] == "yes"
+def test_bool_tensors_are_no_index_and_no_int_argument():
+    # PyTorch's are an index; Kiln's are not, so that no int argument takes True as 1.
+    flag = kiln.tensor(True)
+    with pytest.raises(kiln.KilnTypeError, match="got a bool tensor of shape"):
+        ["no", "yes"][flag]
+    x = mint.zeros(3, 4)
+    for call in (lambda: mint.cat([x, x], flag), lambda: x.view(flag, -1),
+                 lambda: x.repeat(flag, 2), lambda: x.transpose(flag, 0),
+                 lambda: mint.chunk(x, flag), lambda: mint.unsqueeze(x, flag),
+                 lambda: x.size(flag)):
+        with raises(TypeError):
+            call()
+    assert x.shape == (3, 4)
 
 
 @pytest.mark.parametrize("value", [np.array(1.0, np.float32), np.array([1, 2]),
@@ -47,6 +58,11 @@ def test_index_of_a_traced_tensor_is_refused_as_data_dependent():
 
     with pytest.raises(kiln.KilnTypeError, match="data-dependent control flow on a traced value"):
         f(mint.ones(2), kiln.tensor(3))
+    # Also where a Python-level check reads the int (not hidden by its own "must be an int").
+    roll = kiln.jit(lambda x, s: mint.roll(x, s, 0))
+    with pytest.raises(kiln.KilnTypeError, match="data-dependent control flow on a traced value"):
+        roll(kiln.tensor([0.0, 1.0, 2.0]), kiln.tensor(1))
+    assert mint.roll(kiln.tensor([0.0, 1.0, 2.0]), kiln.tensor(1), 0).tolist() == [2.0, 0.0, 1.0]
 
 
 def test_integer_tensors_are_ints_to_kilns_int_arguments():
@@ -92,8 +108,22 @@ def test_float_and_bool_tensors_are_refused_as_ints_with_typed_errors():
     assert x.tolist() == [[1.0] * 3] * 2  # the data is intact
 
 
-def test_as_int_helper_refuses_bool_tensors():
+def test_as_int_helper_refuses_bool_float_and_many_element_tensors():
     from kiln._checks import as_int
     assert as_int(kiln.tensor(4)) == 4
+    assert as_int(kiln.tensor([4])) == 4
     assert as_int(kiln.tensor(True)) is None
     assert as_int(kiln.tensor(4.0)) is None
+    assert as_int(kiln.tensor([4, 5])) is None
+
+
+def test_repeat_takes_tensor_counts_and_names_itself_for_others():
+    x = mint.ones(2)
+    assert x.repeat(kiln.tensor(3)).shape == (6,)
+    assert x.repeat(kiln.tensor([2, 3])).shape == (2, 6)
+    with pytest.raises(kiln.KilnTypeError, match="repeat: expected int counts or one sequence"):
+        x.repeat(kiln.tensor(2.0))
+    with pytest.raises(kiln.KilnTypeError, match="repeat: expected int counts, got"):
+        x.repeat(kiln.tensor([2.0]))
+    with pytest.raises(kiln.KilnValueError, match="repeat: expected non-negative int counts"):
+        x.repeat(-1)
