@@ -791,13 +791,13 @@ def test_adaptive_pool_under_jit_with_a_dynamic_batch(rng):
     (lambda x: mint.adaptive_max_pool2d(x.numpy(), 2), kiln.KilnTypeError,
      "adaptive_max_pool2d: expected input to be a kiln.Tensor, got ndarray"),
     (lambda x: mint.adaptive_max_pool2d(x, 2, 1), kiln.KilnTypeError,
-     "adaptive_max_pool2d: expected return_indices to be a bool, got int 1"),
+     "adaptive_max_pool2d: return_indices must be a bool, got int 1"),
     (lambda x: AdaptiveAvgPool2d((1, -2)), kiln.KilnValueError,
      "AdaptiveAvgPool2d: output_size must be at least 0, got -2"),
     (lambda x: AdaptiveMaxPool2d([1]), kiln.KilnValueError,
      r"AdaptiveMaxPool2d: expected output_size to be an int or a pair"),
     (lambda x: AdaptiveMaxPool2d(2, "no"), kiln.KilnTypeError,
-     "AdaptiveMaxPool2d: expected return_indices to be a bool, got str 'no'"),
+     "AdaptiveMaxPool2d: return_indices must be a bool, got str 'no'"),
 ])
 def test_adaptive_pool_errors(call, error, message):
     with raises(error, match=message):

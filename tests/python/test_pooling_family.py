@@ -565,7 +565,7 @@ def test_adaptive_max_pool2d_indices_under_jit_with_a_dynamic_batch(rng):
      "adaptive_avg_pool1d: expected output_size to be an int or a sequence of one int, got "
      "NoneType None"),
     (lambda: F.adaptive_max_pool1d(planes(1, 2, 4), 2, "yes"), kiln.KilnTypeError,
-     "adaptive_max_pool1d: expected return_indices to be a bool, got str 'yes'"),
+     "adaptive_max_pool1d: return_indices must be a bool, got str 'yes'"),
     (lambda: F.adaptive_max_pool1d(planes(1, 2, 4).to(kiln.int64), 2, True), kiln.DTypeError,
      "adaptive_max_pool1d: expected a floating-point input, got int64"),
     # divisor_override through the function and the cell (kiln.mint.avg_pool2d's checks).
@@ -582,13 +582,13 @@ def test_adaptive_max_pool2d_indices_under_jit_with_a_dynamic_batch(rng):
     (lambda: AvgPool1d((2, 2)), kiln.KilnValueError,
      "AvgPool1d: expected kernel_size to be an int or a sequence of one int"),
     (lambda: AvgPool1d(2, count_include_pad=1), kiln.KilnTypeError,
-     "AvgPool1d: expected count_include_pad to be a bool, got int 1"),
+     "AvgPool1d: count_include_pad must be a bool, got int 1"),
     (lambda: MaxPool1d(2, ceil_mode="no"), kiln.KilnTypeError,
-     "MaxPool1d: expected ceil_mode to be a bool, got str 'no'"),
+     "MaxPool1d: ceil_mode must be a bool, got str 'no'"),
     (lambda: MaxPool2d(2, return_indices=None), kiln.KilnTypeError,
-     "MaxPool2d: expected return_indices to be a bool, got NoneType None"),
+     "MaxPool2d: return_indices must be a bool, got NoneType None"),
     (lambda: AdaptiveMaxPool1d(3, return_indices=1), kiln.KilnTypeError,
-     "AdaptiveMaxPool1d: expected return_indices to be a bool, got int 1"),
+     "AdaptiveMaxPool1d: return_indices must be a bool, got int 1"),
     (lambda: AdaptiveAvgPool1d(-1), kiln.KilnValueError,
      "AdaptiveAvgPool1d: expected output_size >= 0, got -1"),
 ])
@@ -602,3 +602,15 @@ def test_a_bad_index_leaves_later_calls_working():
         F.max_unpool2d(planes(1, 1, 2, 2), offsets(1, 1, 2, 2, value=-3), 2)
     out = F.max_unpool2d(planes(1, 1, 2, 2) + 1.0, offsets(1, 1, 2, 2, value=5), 2)
     assert out.numpy().ravel().tolist() == [0.0] * 5 + [1.0] + [0.0] * 10
+
+
+@pytest.mark.parametrize("pool", ["max", "avg"])
+def test_1d_ceil_mode_takes_the_partial_window_of_an_input_shorter_than_the_kernel(pool):
+    # L = 3, kernel 4, stride 2: no full window, one partial one with ceil_mode (PyTorch's rule,
+    # and max_pool2d's over a height of 1).
+    x = kiln.tensor([[[1.0, 5.0, 3.0]]])
+    fn = F.max_pool1d if pool == "max" else F.avg_pool1d
+    want = [[[5.0]]] if pool == "max" else [[[3.0]]]  # the average of the window's 3 elements
+    assert fn(x, 4, 2, ceil_mode=True).tolist() == want
+    with raises(kiln.ShapeError, match="holds no window of the dilated kernel size"):
+        fn(x, 4, 2, ceil_mode=False)

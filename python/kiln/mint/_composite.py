@@ -43,7 +43,7 @@ import math
 import numbers
 
 from .. import _C
-from .._checks import as_int, checked_int
+from .._checks import as_int, checked_bool, checked_int
 from ..errors import DTypeError, KilnTypeError, KilnValueError, ShapeError
 
 __all__ = ["leaky_relu", "elu", "softplus", "hardtanh", "l1_loss", "smooth_l1_loss", "huber_loss",
@@ -566,9 +566,7 @@ def adaptive_pool(owner, input, output_size, maximum, return_indices=False):  # 
     why in that order), 16-bit floats averaged in float32. Shared with kiln.nn.functional's 1-d
     adaptive poolings, which compute over a height of 1."""
     dtype = _floating_tensor(owner, "input", input)
-    if not isinstance(return_indices, bool):
-        raise KilnTypeError(f"{owner}: expected return_indices to be a bool, got "
-                            f"{type(return_indices).__name__} {return_indices!r}")
+    checked_bool(owner, "return_indices", return_indices)
     if input.ndim not in (3, 4):
         raise ShapeError(f"{owner}: expected input of shape [N, C, H, W] or [C, H, W], got "
                          f"{_dims(input.shape)}")

@@ -589,12 +589,14 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # n
         x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
 
 
-def _pool1d(owner, input, kernel_size, stride, padding, dilation, pool2d):  # noqa: A002
+def _pool1d(owner, input, kernel_size, stride, padding, dilation, ceil_mode,  # noqa: A002
+            pool2d):
     """A 1-d pooling of input [N, C, L] (or one sample [C, L]) as ``pool2d(x, kernel, stride,
     padding, dilation)`` (a 2-d pooling, given the pairs) over a height of 1: kernel (1, k),
     stride (1, s), padding (0, p), dilation (1, d), so that 2-d indices h * W + w are offsets
     along L. The arguments (ints or sequences of one) are checked here, as PyTorch checks them,
-    so that errors describe the 1-d shapes."""
+    so that errors describe the 1-d shapes; with ``ceil_mode`` a partial window counts, so an
+    input shorter than the kernel by less than the stride still gives one."""
     (kernel,) = _sizes(owner, "kernel_size", kernel_size, 1, 1)
     (stride,) = (kernel,) if stride is None else _sizes(owner, "stride", stride, 1, 1)
     (padding,) = _sizes(owner, "padding", padding, 1, 0)
@@ -605,7 +607,7 @@ def _pool1d(owner, input, kernel_size, stride, padding, dilation, pool2d):  # no
     span = dilation * (kernel - 1) + 1  # the dilated kernel's size
 
     def compute(x):  # x [N, C, L]
-        if x.shape[2] + 2 * padding < span:
+        if x.shape[2] + 2 * padding + (stride - 1 if ceil_mode else 0) < span:
             raise ShapeError(f"{owner}: the padded input length ({x.shape[2] + 2 * padding}) "
                              f"holds no window of the dilated kernel size ({span}), got input "
                              f"{_dims(input.shape)}")
@@ -626,7 +628,7 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: 
     owner = "max_pool1d"
     pool = (_mint.max_pool2d_with_indices if checked_bool(owner, "return_indices", return_indices)
             else _mint.max_pool2d)
-    return _pool1d(owner, input, kernel_size, stride, padding, dilation,
+    return _pool1d(owner, input, kernel_size, stride, padding, dilation, ceil_mode,
                    lambda x, k, s, p, d: pool(x, k, s, p, d, ceil_mode))
 
 
@@ -637,7 +639,7 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # n
     [C, L]), computed as avg_pool2d over a height of 1; ``kernel_size``, ``stride`` and
     ``padding`` are ints or sequences of one. PyTorch's avg_pool1d has no divisor_override."""
     _floating_tensor("avg_pool1d", "input", input)  # named here, not by avg_pool2d
-    return _pool1d("avg_pool1d", input, kernel_size, stride, padding, 1,
+    return _pool1d("avg_pool1d", input, kernel_size, stride, padding, 1, ceil_mode,
                    lambda x, k, s, p, _: _mint.avg_pool2d(x, k, s, p, ceil_mode,
                                                           count_include_pad))
 

@@ -28,7 +28,7 @@ Each takes a batch [N, C, *spatial] or one sample [C, *spatial] (PyTorch's unbat
   ``output_size``.
 """
 
-from ..errors import KilnTypeError
+from .._checks import checked_bool
 from ..mint import _composite
 from . import functional as F
 from .cell import Cell
@@ -36,15 +36,6 @@ from .cell import Cell
 __all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d",
            "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "MaxUnpool1d",
            "MaxUnpool2d"]
-
-
-def _flag(owner, name, value):
-    """``value`` if it is a bool, else a KilnTypeError (the op would refuse it only when called,
-    untyped)."""
-    if not isinstance(value, bool):
-        raise KilnTypeError(f"{owner}: expected {name} to be a bool, got {type(value).__name__} "
-                            f"{value!r}")
-    return value
 
 
 class _MaxPool(Cell):
@@ -62,8 +53,8 @@ class _MaxPool(Cell):
         self.stride = kernel_size if stride is None else stride  # PyTorch's attribute
         self.padding = padding
         self.dilation = dilation
-        self.return_indices = _flag(owner, "return_indices", return_indices)
-        self.ceil_mode = _flag(owner, "ceil_mode", ceil_mode)
+        self.return_indices = checked_bool(owner, "return_indices", return_indices)
+        self.ceil_mode = checked_bool(owner, "ceil_mode", ceil_mode)
 
     def construct(self, x):
         return self._pool(x, self.kernel_size, self.stride, self.padding, self.dilation,
@@ -99,8 +90,8 @@ class _AvgPool(Cell):
     def __init__(self, ceil_mode, count_include_pad):
         super().__init__()
         owner = type(self).__name__
-        self.ceil_mode = _flag(owner, "ceil_mode", ceil_mode)
-        self.count_include_pad = _flag(owner, "count_include_pad", count_include_pad)
+        self.ceil_mode = checked_bool(owner, "ceil_mode", ceil_mode)
+        self.count_include_pad = checked_bool(owner, "count_include_pad", count_include_pad)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -195,7 +186,7 @@ class AdaptiveMaxPool1d(_AdaptivePool):
     def __init__(self, output_size, return_indices=False):
         F._sizes("AdaptiveMaxPool1d", "output_size", output_size, 1, 0)
         super().__init__(output_size)
-        self.return_indices = _flag("AdaptiveMaxPool1d", "return_indices", return_indices)
+        self.return_indices = checked_bool("AdaptiveMaxPool1d", "return_indices", return_indices)
 
     def construct(self, x):
         return F.adaptive_max_pool1d(x, self.output_size, self.return_indices)
@@ -210,7 +201,7 @@ class AdaptiveMaxPool2d(_AdaptivePool):
     def __init__(self, output_size, return_indices=False):
         _composite.check_output_size("AdaptiveMaxPool2d", output_size)
         super().__init__(output_size)
-        self.return_indices = _flag("AdaptiveMaxPool2d", "return_indices", return_indices)
+        self.return_indices = checked_bool("AdaptiveMaxPool2d", "return_indices", return_indices)
 
     def construct(self, x):
         return F.adaptive_max_pool2d(x, self.output_size, self.return_indices)
