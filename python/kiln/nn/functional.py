@@ -848,6 +848,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,  # 
     if padding_idx is None:
         return rows
     padding_idx = checked_int(owner, "padding_idx", padding_idx, -count, count - 1) % count
+    if not rows.requires_grad:
+        return rows  # no gradient to cut: the where below would be a pass for nothing (5x)
     # The lookups of padding_idx take the row's value with its gradient cut (as kiln.nn.Embedding).
     counted = _mint.unsqueeze(input != padding_idx, -1)
     return _mint.where(counted, rows, rows.detach())
