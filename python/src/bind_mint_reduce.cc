@@ -258,6 +258,15 @@ void bind_mint_reduce(nb::module_& mint) {
       "Inclusive prefix sums along `dim` (suffix sums with `reverse`); bool and integer inputs "
       "give int64.",
       "dim"_a.none(), "dtype"_a = nb::none(), nb::kw_only(), "reverse"_a = false);
+  mint.def(
+      "linear_scan",
+      [](const TensorArg& a, const TensorArg& b, int64_t dim, bool reverse) {
+        return linear_scan(a, b, dim, reverse);
+      },
+      "a"_a, "b"_a, "dim"_a, nb::kw_only(), "reverse"_a = false,
+      "linear_scan(a, b, dim, *, reverse=False): y[k] = a[k] * y[k - 1] + b[k] along `dim` "
+      "(y[-1] = 0; from the end with `reverse`), a and b of one shape, in one pass; "
+      "differentiable in both (Kiln's; cumprod and decaying sums are such scans).");
   def_both(mint, cls, "softmax", &softmax_impl,
            "Softmax along `dim` (numerically stable); with `dtype`, of x converted to it.",
            "dim"_a = -1, "dtype"_a = nb::none());

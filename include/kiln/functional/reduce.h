@@ -53,6 +53,11 @@ KILN_API Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype 
 /// With `reverse`, suffix sums (element i is the sum of elements i.. of its scan), the gradient
 /// of prefix sums. (An overload, not a default argument: the three-argument symbol stays.)
 KILN_API Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype, bool reverse);
+/// The first-order linear recurrence y[k] = a[k] * y[k - 1] + b[k] along `dim` (y[-1] = 0), from
+/// the end with `reverse` (y[k] = a[k] * y[k + 1] + b[k]); a and b of one shape, the result of
+/// their promoted dtype (floats accumulate in double, integers wrap as int64). cumprod, decaying
+/// sums and the scans of linear state-space models are such recurrences (primitive LinearScan).
+KILN_API Tensor linear_scan(const Tensor& a, const Tensor& b, int64_t dim, bool reverse = false);
 KILN_API Tensor softmax(const Tensor& x, int64_t dim = -1);
 KILN_API Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 

@@ -33,10 +33,11 @@ boolean indexing is. ``allclose`` and ``equal`` return a Python bool, read at th
   division); "floor" is kiln.mint.floor_divide, and the gradient of both modes is zero. "trunc"
   truncates a 16-bit float quotient in float32 and rounds it once, so that it equals the exact
   truncated quotient wherever the dtype holds that integer.
-- ``cumprod`` multiplies by doubling strides (a Hillis-Steele scan: log2(n) multiplications of
-  the whole tensor): exact for integers; floats are multiplied in float64 and rounded once into
-  their dtype, as accurate as PyTorch's (which accumulates float32 in double). The gradient is
-  the chain rule through the products, so zeros need no division (PyTorch's special case).
+- ``cumprod`` is kiln.mint.linear_scan(x, b) with b the first element followed by zeros (one
+  pass; src/ops/scan.cc, Note [Linear scans]): exact for integers (wrapping as int64); floats
+  are multiplied in float64 and rounded once into their dtype, as accurate as PyTorch's (which
+  accumulates float32 in double). The gradient is another linear scan, with no division, so
+  zeros need no special case (PyTorch's has one).
 - ``unique`` always sorts (PyTorch leaves the order to the implementation when ``sorted`` is
   False); each NaN is its own unique value, as PyTorch's.
 """
@@ -443,19 +444,19 @@ def cumprod(input, dim, *, dtype=None):  # noqa: A002
     else:
         dtype = _C.as_dtype(dtype)
     x = _cast(input, dtype)
-    if dtype.is_floating_point:
-        # Products in float64, rounded once into the dtype (PyTorch accumulates float32 in double
-        # too): float32 products drift by 1e-5 relative over 1e5 steps.
-        x = x.to(_C.dtype.float64)
-    size = input.shape[dim] if input.ndim else 1
-    step = 1
-    while step < size:
-        # Entry i takes the product of the step entries before its own run: x[i] * x[i - step].
-        shifted = x.narrow(dim, step, size - step) * x.narrow(dim, 0, size - step)
-        x = _mint.cat([x.narrow(dim, 0, step), shifted], dim)
-        step *= 2
-    result = _cast(x, dtype)
-    return result.clone() if result is input else result
+    if x.ndim == 0:
+        return x.clone() if x is input else x
+    # y[k] = x[k] * y[k - 1] + b[k], with b the first element followed by zeros: the linear scan
+    # computes the products in float64 (integers wrapping in int64), each rounded once into the
+    # dtype (PyTorch accumulates float32 in double too), and its gradient is exact with zeros.
+    # The zeros are -0.0 for floats: p + -0.0 is p for every p, where + 0.0 would turn a product
+    # of -0.0 into 0.0.
+    size = x.shape[dim]
+    first = x.narrow(dim, 0, min(size, 1))
+    rest = list(x.shape)
+    rest[dim] = size - first.shape[dim]
+    zeros = _mint.full(rest, -0.0 if dtype.is_floating_point else 0, dtype=dtype)
+    return _mint.linear_scan(x, _mint.cat([first, zeros], dim), dim)
 
 
 def _run_starts(rows):

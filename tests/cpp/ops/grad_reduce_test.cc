@@ -67,6 +67,24 @@ TEST(GradReduce, SumAndProdWithWiderDtypeGiveTheInputsDtype) {
   expect_rule_uses_ops("CumSum", {randn({2, 3}, f32)}, {{"dim", int64_t{1}}, {"dtype", f64}});
 }
 
+TEST(GradReduce, LinearScanRuleMatchesFiniteDifferences_EagerAndTraced) {
+  manual_seed(48);
+  for (bool reverse : {false, true}) {
+    for (int64_t dim : {int64_t{0}, int64_t{1}, int64_t{-1}}) {
+      SCOPED_TRACE(std::to_string(dim) + (reverse ? " reverse" : ""));
+      Tensor a = randn({3, 5, 4}, f64);
+      // Zeros in a cut the chain: the gradient must not divide by them.
+      a.data<double>()[6] = 0.0;
+      a.data<double>()[7] = 0.0;
+      const Attrs attrs{{"dim", dim}, {"reverse", reverse}};
+      expect_grad_rule("LinearScan", {a, randn({3, 5, 4}, f64)}, attrs);
+      // The rule is made of ops (LinearScan, Pad, Mul): traced, it gives the same gradients.
+      expect_rule_uses_ops("LinearScan", {a, randn({3, 5, 4}, f64)}, attrs);
+    }
+  }
+  expect_grad_rule("LinearScan", {randn({1}, f64), randn({1}, f64)}, {{"dim", int64_t{0}}});
+}
+
 TEST(GradReduce, ProdGradientIsExactWithZeros) {
   // One zero in a row: its gradient is the product of the others; two zeros:
   // all zero.

@@ -244,6 +244,53 @@ TEST(CumSum, ScansAlongTheGivenDim) {
   EXPECT_EQ(values_of(cumsum(x.transpose(0, 1), 1)), (std::vector<float>{0, 3, 1, 5, 2, 7}));
 }
 
+// y[k] = a[k] * y[k - 1] + b[k] along dim 1 of [rows, n] (reversed: from the end), in double.
+std::vector<double> naive_linear_scan(const std::vector<float>& a, const std::vector<float>& b,
+                                      int64_t rows, int64_t n, bool reverse) {
+  std::vector<double> y(a.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double acc = 0;
+    for (int64_t step = 0; step < n; ++step) {
+      const int64_t k = r * n + (reverse ? n - 1 - step : step);
+      acc = static_cast<double>(a[k]) * acc + b[k];
+      y[k] = acc;
+    }
+  }
+  return y;
+}
+
+TEST(LinearScan, RunsTheRecurrenceAlongEitherDimAndEitherWay) {
+  const std::vector<float> av = random_values(5 * 7, 3), bv = random_values(5 * 7, 4);
+  const Tensor a = from_values(av, {5, 7}), b = from_values(bv, {5, 7});
+  for (bool reverse : {false, true}) {
+    const std::vector<double> want = naive_linear_scan(av, bv, 5, 7, reverse);
+    const std::vector<float> rows = values_of(linear_scan(a, b, 1, reverse));
+    // Along dim 0 of the transposes: the same scans, read back transposed.
+    const std::vector<float> cols = values_of(contiguous(
+        transpose(linear_scan(transpose(a, 0, 1), transpose(b, 0, 1), 0, reverse), 0, 1)));
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_FLOAT_EQ(rows[i], static_cast<float>(want[i])) << reverse << " " << i;
+      EXPECT_FLOAT_EQ(cols[i], static_cast<float>(want[i])) << reverse << " " << i;
+    }
+  }
+  // Integers wrap as int64's products do: 3^41 overflows.
+  const Tensor threes = full({45}, Scalar(int64_t{3}), DType::kInt64);
+  const Tensor first =
+      scatter(zeros({45}, DType::kInt64), 0, to(from_values({0}, {1}), DType::kInt64),
+              Tensor::scalar(Scalar(int64_t{3})));
+  const Tensor powers = linear_scan(threes, first, 0);
+  uint64_t p = 1;
+  for (int64_t k = 0; k < 45; ++k) {
+    p *= 3;
+    EXPECT_EQ(powers.data<int64_t>()[k], static_cast<int64_t>(p)) << k;
+  }
+  EXPECT_EQ(linear_scan(a, to(b, DType::kFloat64), 0).dtype(), DType::kFloat64);
+  EXPECT_EQ(error_of([&] { linear_scan(a, transpose(b, 0, 1), 0); }).kind(), ErrorKind::kShape);
+  EXPECT_EQ(error_of([&] { linear_scan(a, b, 2); }).kind(), ErrorKind::kIndex);
+  const Tensor flags = zeros({3}, DType::kBool);
+  EXPECT_EQ(error_of([&] { linear_scan(flags, flags, 0); }).kind(), ErrorKind::kDType);
+}
+
 /// `x` converted to `dtype` (a contiguous copy).
 Tensor as_dtype(const Tensor& x, DType dtype) {
   Tensor out = Tensor::empty(x.shape(), dtype);
@@ -289,6 +336,7 @@ TEST(ReduceOps, RunOnEveryDtypeAndLayout) {
         }
       }
       cumsum(x, -1);
+      if (x.dtype() != DType::kBool && x.ndim() > 0) linear_scan(x, x, 0, true);
       softmax(x, 0);
       log_softmax(x, -1);
       if (!empty) {
