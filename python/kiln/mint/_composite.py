@@ -526,33 +526,41 @@ def _pool_dim(x, dim, out, reduce):
                               _C.tensor([position[i] for i in range(out)], dtype=_C.dtype.int64))
 
 
+def _window_positions(size, out):
+    """[out, longest]: the positions each adaptive window along a dimension of ``size`` covers,
+    a window shorter than the longest padded by repeating its last position."""
+    windows = _adaptive_windows(size, out)
+    longest = max((length for _, _, length in windows), default=1)
+    starts, lengths = (_C.tensor([w[k] for w in windows], dtype=_C.dtype.int64) for k in (1, 2))
+    steps = _mint.arange(longest).reshape(1, longest)
+    return starts.reshape(out, 1) + _mint.minimum(steps, lengths.reshape(out, 1) - 1)
+
+
 def _window_maxima(x, out_h, out_w):
     """(values, indices) of adaptive_max_pool2d(return_indices=True) of x [..., H, W] (H and W
-    non-zero) over windows of several lengths, from the static sizes alone (so kiln.jit traces
-    it): each output cell's window is a row of element offsets h * W + w, padded to the longest
-    window by repeating its last element (a copy after it changes neither the first maximum nor
-    the last NaN); the rows are gathered from the flattened planes, the winner of each picked
-    by PyTorch's rule, and the values gathered at the winners' offsets, so that the gradient
-    goes to that element alone."""
+    non-zero) over windows of several lengths, from the static sizes alone
+    (so kiln.jit traces it): each output cell's window is a row of element offsets h * W + w,
+    its rows and columns padded to the longest by repeating their last (a copy right after an
+    element changes neither the first maximum nor the last NaN); the rows are gathered from the
+    flattened planes, the winner of each picked by PyTorch's rule, and the values gathered at
+    the winners' offsets, so that the gradient goes to that element alone."""
     height, width = x.shape[-2:]
-    windows = [[h * width + w for h in range(top, top + rows) for w in range(left, left + cols)]
-               for _, top, rows in _adaptive_windows(height, out_h)
-               for _, left, cols in _adaptive_windows(width, out_w)]
-    longest = max(map(len, windows), default=1)
-    offsets = _C.tensor([offset for window in windows
-                         for offset in window + window[-1:] * (longest - len(window))],
-                        dtype=_C.dtype.int64)
+    rows, cols = _window_positions(height, out_h), _window_positions(width, out_w)
+    longest = rows.shape[1] * cols.shape[1]
+    windows = out_h * out_w
+    offsets = (rows.reshape(out_h, 1, rows.shape[1], 1) * width
+               + cols.reshape(1, out_w, 1, cols.shape[1])).reshape(-1)
     lead = list(x.shape[:-2])
     plane = x.reshape(lead + [height * width])
-    picked = _mint.index_select(plane, -1, offsets).reshape(lead + [len(windows), longest])
+    picked = _mint.index_select(plane, -1, offsets).reshape(lead + [windows, longest])
     # PyTorch's kernel scans each window row by row and keeps the first maximum, unless a NaN
     # comes: then the last NaN (argmax alone would take the first one).
     nan = picked != picked
     last_nan = _mint.argmax(_mint.where(nan, _mint.arange(longest), -1), -1)
     winner = _mint.where(_mint.any(nan, -1), last_nan, _mint.argmax(picked, -1))
     # The winner's position in its padded row, as a position in ``offsets``.
-    rows = winner + _mint.arange(0, len(windows) * longest, longest)
-    indices = _mint.index_select(offsets, 0, rows.reshape([-1])).reshape(lead + [len(windows)])
+    at = winner + _mint.arange(0, windows * longest, longest)
+    indices = _mint.index_select(offsets, 0, at.reshape([-1])).reshape(lead + [windows])
     values = _mint.gather(plane, -1, indices)
     return (values.reshape(lead + [out_h, out_w]), indices.reshape(lead + [out_h, out_w]))
 
