@@ -411,6 +411,16 @@ def _positions(grad_position, num_args):
     return single, tuple(p % num_args for p in positions)
 
 
+def _reusable(weights):
+    """``weights`` as kiln.grad keeps it for every call: a one-shot iterator (a generator such as
+    ``model.parameters()``) as a list, read once; anything else as it is, so that a list that
+    grows (an optimizer's parameters) is read again at each call."""
+    if weights is not None and not isinstance(weights, Tensor) and \
+            isinstance(weights, collections.abc.Iterator):
+        return list(weights)
+    return weights
+
+
 def _weights(weights):
     if weights is None:
         return None
@@ -529,8 +539,11 @@ def functional_grad(fn, grad_position=0, weights=None, has_aux=False):
     tensor for an int position, a tuple for a tuple), of the weights, or ``(arguments, weights)``
     when both are asked for. Every output of ``fn`` is differentiated with a gradient of ones;
     with ``has_aux`` only the first, and the result is ``(gradients, aux)`` where aux are the
-    other outputs. A target the outputs do not depend on gets zeros.
+    other outputs. A target the outputs do not depend on gets zeros (an optimizer called with
+    them skips the parameters that do not require grad). A generator of weights is read once,
+    here.
     """
+    weights = _reusable(weights)
 
     def grad_fn(*args):
         _, grads, aux = _differentiate(fn, grad_position, weights, has_aux, args)
@@ -541,6 +554,7 @@ def functional_grad(fn, grad_position=0, weights=None, has_aux=False):
 
 def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
     """``kiln.value_and_grad``: as ``kiln.grad``, returning ``(value of fn, gradients)``."""
+    weights = _reusable(weights)
 
     def value_and_grad_fn(*args):
         value, grads, _ = _differentiate(fn, grad_position, weights, has_aux, args)

@@ -126,6 +126,47 @@ def test_missing_gradients_skip_their_parameters():
     np.testing.assert_array_equal(b.numpy(), [0.5, 0.5, 0.5])
 
 
+@pytest.mark.parametrize("jitted", [False, True])
+def test_a_frozen_parameter_is_not_moved_by_decay_or_momentum_through_kiln_grad(jitted):
+    # kiln.value_and_grad gives a frozen weight zeros; PyTorch's step would see its grad None
+    # and skip it, and so does opt(grads), eagerly and in a jitted step.
+    model = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 1))
+    model[0].weight.requires_grad_(False)
+    frozen = model[0].weight.numpy().copy()
+    opt = optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.5)
+    loss_and_grads = kiln.value_and_grad(lambda x: model(x).sum(), None, opt.parameters)
+
+    def step(x):
+        loss, grads = loss_and_grads(x)
+        opt(grads)
+        return loss
+
+    if jitted:
+        step = kiln.jit(step)
+    trained = model[1].weight.numpy().copy()
+    for _ in range(3):
+        step(kiln.tensor(np.ones((2, 3), np.float32)))
+    np.testing.assert_array_equal(model[0].weight.numpy(), frozen)
+    assert not np.array_equal(model[1].weight.numpy(), trained)
+    # Unfrozen, it trains (a jitted step sees the change).
+    model[0].weight.requires_grad_(True)
+    step(kiln.tensor(np.ones((2, 3), np.float32)))
+    assert not np.array_equal(model[0].weight.numpy(), frozen)
+
+
+def test_kiln_grad_reads_a_generator_of_weights_once_for_every_call():
+    model = nn.Linear(3, 1)
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    grads_of = kiln.grad(lambda x: model(x).sum(), None, model.parameters())
+    loss_and_grads = kiln.value_and_grad(lambda x: model(x).sum(), None, model.parameters())
+    x = kiln.tensor(np.ones((2, 3), np.float32))
+    for _ in range(3):  # the generator was used up by the first call
+        assert len(grads_of(x)) == 2
+        _, grads = loss_and_grads(x)
+        assert len(grads) == 2
+        opt(grads)
+
+
 def test_gradients_are_checked_before_any_parameter_changes():
     a, b = nn.Parameter(mint.ones(2)), nn.Parameter(mint.ones(3))
     opt = optim.SGD([a, b], lr=0.5)

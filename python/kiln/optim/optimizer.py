@@ -46,7 +46,9 @@ Python floats; the update rounds them to the rate's dtype, as it does its Python
 - ``step(closure=None)``: one update from ``p.grad`` (parameters whose grad is None are skipped);
   ``closure`` (optional) recomputes and returns the loss, which ``step`` returns.
 - ``opt(grads)``: one update from ``grads`` (a tuple or list as long as ``parameters`` of kiln
-  tensors shaped as their parameters; a None entry skips its parameter); a wrong length is a
+  tensors shaped as their parameters; a None entry skips its parameter, and so does a parameter
+  that does not require grad, as in PyTorch, where a frozen parameter's grad is None: kiln.grad
+  gives it zeros, which weight decay and momentum would still move it by); a wrong length is a
   KilnValueError, an entry of another type a KilnTypeError, one of another shape a ShapeError,
   each raised before any parameter changes.
 - ``zero_grad(set_to_none=True)``: clears (or zeroes) the parameters' ``.grad``.
@@ -294,7 +296,7 @@ class Optimizer:
         if len(grads) != len(self.parameters):
             raise KilnValueError(f"{type(self).__name__}: got {len(grads)} gradients for "
                                  f"{len(self.parameters)} parameters")
-        self._apply(grads)
+        self._apply([g if p.requires_grad else None for p, g in zip(self.parameters, grads)])
 
     def step(self, closure=None):
         """One update from each parameter's ``.grad`` (a None grad skips its parameter). A
