@@ -237,3 +237,20 @@ Tensor.__copy__ = _copy
 Tensor.__deepcopy__ = _deepcopy
 Tensor.__reduce__ = _reduce
 Tensor.__reduce_ex__ = _reduce_ex
+
+
+def as_tensor(data, dtype=None, device=None):
+    """``kiln.as_tensor(data, dtype=None, device=None)``, PyTorch's: ``data`` as a kiln tensor,
+    sharing memory where it can. A kiln tensor is returned itself (its autograd history kept), or
+    ``to(dtype)`` of it when ``dtype`` differs; a writable NumPy array shares its memory
+    (kiln.from_numpy) when ``dtype`` is None or the array's own; anything else is copied into a new
+    tensor (kiln.tensor). ``device`` is the CPU or None."""
+    if isinstance(data, Tensor):
+        result = data if dtype is None else data.to(dtype)
+        return result if device is None else result.to(device)
+    if (isinstance(data, np.ndarray) and data.flags.writeable
+            and (dtype is None or _C.as_dtype(dtype) == _C.as_dtype(data.dtype))):
+        if device is not None:
+            _C.tensor(0, device=device)  # the device check of the factories
+        return _C.from_numpy(data)
+    return _C.tensor(data, dtype, device=device)

@@ -86,6 +86,20 @@ def type_as(self, other):
     return self.to(other.dtype)
 
 
+# PyTorch's legacy tensor type names by dtype ("torch.FloatTensor"), with Kiln's prefix.
+_TYPE_NAMES = {"bool": "Bool", "int8": "Char", "uint8": "Byte", "int16": "Short", "int32": "Int",
+               "int64": "Long", "float16": "Half", "bfloat16": "BFloat16", "float32": "Float",
+               "float64": "Double"}
+
+
+def _type(self, dtype=None):
+    """``type()``: the type's name as PyTorch spells it ("kiln.FloatTensor" for float32);
+    ``type(dtype)``: ``self.to(dtype)`` (a kiln dtype, or anything ``to`` takes)."""
+    if dtype is None:
+        return f"kiln.{_TYPE_NAMES[self.dtype.name]}Tensor"
+    return self.to(dtype)
+
+
 def is_floating_point(self):
     """Whether the dtype is a floating-point one."""
     return self.dtype.is_floating_point
@@ -300,6 +314,7 @@ Tensor.expand_as = expand_as
 Tensor.view_as = view_as
 Tensor.reshape_as = reshape_as
 Tensor.type_as = type_as
+Tensor.type = _type  # (not a module-level `type`, which would hide the builtin here)
 Tensor.is_floating_point = is_floating_point
 Tensor.element_size = element_size
 for _name in ("t", "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "clamp_",

@@ -95,3 +95,32 @@ def test_hunt_fixes_of_the_new_layers_and_ops(rng):
     np.testing.assert_allclose(y.numpy(), np.full((2, 3), 1 / 3))
     with raises(kiln.KilnTypeError, match="Softmax: dim must be an int"):
         kiln.nn.Softmax(dim=1.5)
+
+
+def test_as_tensor_shares_what_it_can_as_pytorchs():
+    array = np.arange(4.0)
+    shared = kiln.as_tensor(array)
+    array[0] = 9.0
+    assert shared.dtype == kiln.float64 and shared.tolist() == [9.0, 1.0, 2.0, 3.0]
+    copied = kiln.as_tensor(array, kiln.float32)  # another dtype: a converted copy
+    array[1] = 7.0
+    assert copied.tolist() == [9.0, 1.0, 2.0, 3.0]
+    t = kiln.tensor([1.0, 2.0], requires_grad=True)
+    assert kiln.as_tensor(t) is t and kiln.as_tensor(t, kiln.float64).requires_grad
+    assert kiln.as_tensor([1, 2]).dtype == kiln.int64
+    readonly = np.arange(3)
+    readonly.flags.writeable = False
+    assert kiln.as_tensor(readonly).tolist() == [0, 1, 2]  # copied: Kiln cannot share it
+    with raises(kiln.KilnValueError, match="device 'cuda' is not available"):
+        kiln.as_tensor(array, device="cuda")
+
+
+def test_tensor_type_names_and_converts_and_mint_has_the_dtype_names():
+    assert kiln.tensor([1.0]).type() == "kiln.FloatTensor"
+    assert kiln.tensor([1]).type() == "kiln.LongTensor"
+    assert kiln.tensor([True]).type() == "kiln.BoolTensor"
+    assert kiln.tensor([1]).type(kiln.float64).dtype == kiln.float64
+    # torch.bool, torch.float32, ... renamed to kiln.mint.*
+    assert kiln.mint.bool is kiln.bool and kiln.mint.float32 is kiln.float32
+    assert kiln.mint.long is kiln.int64 and kiln.mint.half is kiln.float16
+    assert kiln.mint.zeros(2, dtype=kiln.mint.bool).dtype == kiln.bool

@@ -38,3 +38,14 @@ from ._random import bernoulli, normal, rand_like, randint_like, randn_like  # n
 from ._products import (cartesian_prod, diag, diagonal, dot, einsum, ger, meshgrid,  # noqa: F401
                         movedim, moveaxis, outer, repeat_interleave, roll, tile, tril_indices,
                         triu_indices)
+
+# torch's dtype names, so that code renamed from ``torch.`` to ``kiln.mint.`` finds them
+# (``kiln.float32`` is the same object).
+from .._C import dtype as _dtype  # noqa: E402
+
+bool = _dtype.bool  # noqa: A001
+int8, uint8, int16, int32, int64 = (_dtype.int8, _dtype.uint8, _dtype.int16, _dtype.int32,
+                                    _dtype.int64)
+float16, bfloat16, float32, float64 = (_dtype.float16, _dtype.bfloat16, _dtype.float32,
+                                       _dtype.float64)
+half, float, double, long, int = float16, float32, float64, int64, int32  # noqa: A001
