@@ -49,6 +49,7 @@ def cases():
     masked[:, 1::2] = -np.inf  # half of every row masked out
     qk, qt = both(RNG.standard_normal((8, 8, 256, 32)).astype(np.float32))
     mask_k, mask_t = both(masked)
+    rowk, rowt = both(RNG.standard_normal((1, 1024)).astype(np.float32))  # batch-1 inference
     return {
         "float16 add": (lambda: hk + hk, lambda: ht + ht),
         "float16 exp": (lambda: mint.exp(hk), lambda: torch.exp(ht)),
@@ -105,6 +106,9 @@ def cases():
         "sdpa causal": (lambda: kiln.nn.functional.scaled_dot_product_attention(
                             qk, qk, qk, is_causal=True),
                         lambda: F.scaled_dot_product_attention(qt, qt, qt, is_causal=True)),
+        "linear 1 row": (lambda: mint.linear(rowk, xk), lambda: F.linear(rowt, xt)),
+        "matmul 1 row": (lambda: mint.matmul(rowk, xk), lambda: rowt @ xt),
+        "dot 1M": (lambda: mint.dot(fk, fk), lambda: torch.dot(ft, ft)),
         "exp (control)": (lambda: mint.exp(xk), lambda: torch.exp(xt)),
     }
 

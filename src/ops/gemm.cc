@@ -8,6 +8,7 @@
 
 #include "core/dtype_dispatch.h"
 #include "kiln/parallel.h"
+#include "ops/gemv.h"
 #include "ops/onednn_util.h"
 
 namespace kiln {
@@ -388,6 +389,11 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogu
       << "gemm got " << type_str(a) << " @ " << type_str(b) << " -> " << type_str(out);
   KILN_ASSERT(!epilogue.bias.defined() || epilogue.alpha == 1.0) << "bias with alpha != 1";
   if (out.numel() == 0) return;
+  if (runs_as_gemv(a, b, out)) {  // one row: Note [Single-row products]
+    gemv(a, b, out, epilogue);
+    if (epilogue.activation) apply_activation(*epilogue.activation, out);
+    return;
+  }
   OneDnnPlan plan;
   if (uses_onednn(a, out) && plan_onednn(a, b, out, epilogue, &plan)) {
     run_onednn(plan, out, epilogue);
@@ -416,6 +422,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogu
 
 std::string gemm_implementation(const Tensor& a, const Tensor& b, const Tensor& out,
                                 const GemmEpilogue& epilogue) {
+  if (runs_as_gemv(a, b, out)) return "gemv";
   OneDnnPlan plan;
   if (!uses_onednn(a, out) || !plan_onednn(a, b, out, epilogue, &plan)) return "";
   return plan.entry->impl;

@@ -7,7 +7,8 @@
 // float32 runs on oneDNN's matmul primitive (strided and transposed operands passed as strides,
 // batch broadcasting as size-1 dimensions, primitives cached; see Note [oneDNN matmul layouts];
 // large products on oneDNN's gemm:jit, see Note [oneDNN matmul implementation]);
-// float64, the integer types and bool run a blocked, parallel loop.
+// float64, the integer types and bool run a blocked, parallel loop; a float32 product of one row
+// runs as a pass over b (gemv.h).
 #pragma once
 
 #include <optional>
@@ -46,7 +47,8 @@ bool is_gemm_activation(simd::UnaryOp op);
 void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogue& epilogue);
 
 /// The oneDNN implementation gemm() runs for these arguments ("gemm:jit", "brg:avx512_core", ...;
-/// see Note [oneDNN matmul implementation] in gemm.cc), or "" when its own loop runs them.
+/// see Note [oneDNN matmul implementation] in gemm.cc), "gemv" for its single-row loop (gemv.h),
+/// or "" when its own blocked loop runs them.
 /// Preconditions as for gemm(). Exported for the C++ tests.
 KILN_API std::string gemm_implementation(const Tensor& a, const Tensor& b, const Tensor& out,
                                          const GemmEpilogue& epilogue);

@@ -237,6 +237,50 @@ TEST(AddMM, ScalesProductAndBias_WhenLargeEnoughForJitGemm) {
   }
 }
 
+// Note [Single-row products]: one float32 row runs gemv's loops, b by columns or by rows, with
+// every epilogue; other layouts and dtypes keep their paths.
+TEST(MatMul, MatchesNaiveLoop_WhenOneRowRunsAsGemv) {
+  const Tensor row = random_tensor<float>({1, 700}, 40);
+  const Tensor by_rows = random_tensor<float>({700, 1300}, 41);                  // rows contiguous
+  const Tensor by_cols = random_tensor<float>({1300, 700}, 42).transpose(0, 1);  // Linear's
+  for (const Tensor& b : {by_rows, by_cols}) {
+    EXPECT_EQ(gemm_implementation(row, b, Tensor::empty({1, 1300}), {}), "gemv");
+    expect_matrix_eq<float>(matmul(row, b), naive_matmul<float>(row, b), 1e-3);
+    // A strided row, and a batch of one.
+    const Tensor strided = random_tensor<float>({700, 2}, 43).transpose(0, 1).narrow(0, 1, 1);
+    expect_matrix_eq<float>(matmul(strided, b), naive_matmul<float>(strided, b), 1e-3);
+    expect_matrix_eq<float>(matmul(row.reshape({1, 1, 700}), b.unsqueeze(0)),
+                            naive_matmul<float>(row, b), 1e-3);
+  }
+  // Epilogues: Linear's bias, AddMM's alpha and beta.
+  const Tensor w = random_tensor<float>({1300, 700}, 44);
+  const Tensor bias = random_tensor<float>({1300}, 45);
+  const std::vector<double> prod = naive_matmul<float>(row, w.transpose(0, 1));
+  const Tensor lin = linear(row, w, bias);
+  const Tensor mm = addmm(bias.unsqueeze(0), row, w.transpose(0, 1), 0.5, 2.0);
+  for (int64_t j = 0; j < 1300; ++j) {
+    ASSERT_NEAR(lin.data<float>()[j], prod[j] + bias.data<float>()[j], 1e-3) << j;
+    ASSERT_NEAR(mm.data<float>()[j], 2.0 * prod[j] + 0.5 * bias.data<float>()[j], 1e-3) << j;
+  }
+  // A dot product (both vectors 1-d), long enough for several float32 blocks: within float32's
+  // rounding of the exact sum.
+  const Tensor u = random_tensor<float>({100000}, 46), v = random_tensor<float>({100000}, 47);
+  const std::vector<double> exact =
+      naive_matmul<float>(u.reshape({1, 100000}), v.reshape({100000, 1}));
+  EXPECT_NEAR(matmul(u, v).data<float>()[0], exact[0], 1e-6 * std::abs(exact[0]) + 1e-3);
+  // Neither rows nor columns contiguous, float64, several rows: not gemv.
+  const Tensor neither =
+      random_tensor<float>({1400, 2600}, 48).slice(0, 0, 1400, 2).slice(1, 0, 2600, 2);
+  EXPECT_NE(gemm_implementation(row, neither, Tensor::empty({1, 1300}), {}), "gemv");
+  expect_matrix_eq<float>(matmul(row, neither), naive_matmul<float>(row, neither), 1e-3);
+  EXPECT_EQ(gemm_implementation(to(row, DType::kFloat64), to(by_rows, DType::kFloat64),
+                                Tensor::empty({1, 1300}, DType::kFloat64), {}),
+            "");
+  EXPECT_NE(gemm_implementation(random_tensor<float>({2, 700}, 49), by_rows,
+                                Tensor::empty({2, 1300}), {}),
+            "gemv");
+}
+
 TEST(MatMul, GivesEachThreadItsOwnProduct_WhenThreadsRunTheSamePrimitiveAtOnce) {
   // In "sync" mode the kernels run on the callers' threads, all on one cached oneDNN primitive
   // (same shapes and strides). Each execution needs scratchpad memory of its own, or the threads
