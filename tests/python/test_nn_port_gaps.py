@@ -617,23 +617,3 @@ def test_unbatched_encoder_layer_with_3d_attention_mask_matches_torch(torch, rng
                 theirs(torch.tensor(src), src_mask=torch.tensor(mask)), kiln.float64, "output")
 
 
-def test_bilinear_uint8_matches_torch(torch, rng):
-    for _ in range(60):
-        h, w = (int(v) for v in rng.integers(1, 9, size=2))
-        channels = int(rng.choice([1, 3, 4, 6]))
-        x = rng.integers(0, 256, size=(2, channels, h, w)).astype(np.uint8)
-        factors = tuple(float(f) for f in rng.uniform(0.4, 3.2, size=2))
-        if 0 in (math.floor(h * factors[0]), math.floor(w * factors[1])):
-            continue
-        sizes = tuple(int(v) for v in rng.integers(1, 12, size=2))
-        # PyTorch's uint8 kernel for more than 4 channels in NCHW order gives wrong values for
-        # a width of 1 (the separable pass reads the first row only); its channels-last order
-        # takes the same path as the others.
-        tx = torch.tensor(x).contiguous(memory_format=torch.channels_last)
-        for kwargs in (dict(scale_factor=factors), dict(size=sizes)):
-            for align_corners in (False, True):
-                want = torch.nn.functional.interpolate(tx, mode="bilinear",
-                                                       align_corners=align_corners, **kwargs)
-                out = F.interpolate(t(x), mode="bilinear", align_corners=align_corners, **kwargs)
-                np.testing.assert_array_equal(out.numpy(), want.numpy(),
-                                              err_msg=f"{x.shape} {kwargs} {align_corners}")
