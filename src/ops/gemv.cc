@@ -62,10 +62,6 @@ void rows_times(const float* a, const float* b, int64_t ldb, int64_t k, int64_t 
   for (int64_t j = 0; j < n; ++j) out[j] = static_cast<float>(total[j]);
 }
 
-}  // namespace
-
-namespace {
-
 // Whether b's columns (b[:, j]) are contiguous, and its rows.
 bool contiguous_columns(const Tensor& b) {
   return b.strides()[b.ndim() - 2] == 1 || b.size(-2) == 1;
