@@ -17,6 +17,7 @@
 
 #include "core/dtype_dispatch.h"
 #include "kiln/functional/elementwise.h"
+#include "kiln/functional/factory.h"
 #include "kiln/functional/reduce.h"
 #include "kiln/functional/shape.h"
 #include "ops/grad_util.h"
@@ -185,6 +186,9 @@ std::vector<Tensor> linear_scan_grad(const std::vector<Tensor>& in, const Tensor
   const Tensor& a = in[0];
   const Tensor& b = in[1];
   if (!detail::differentiable(a) && !detail::differentiable(b)) return {Tensor(), Tensor()};
+  if (a.ndim() == 0) {  // y = a * y[-1] + b = b: a multiplies 0
+    return {detail::input_grad(zeros_like(g), a), detail::input_grad(g, b)};
+  }
   const int64_t dim = wrap_dim(attrs.get<int64_t>("dim"), a.ndim());
   const bool reverse = attrs.get<bool>("reverse");
   const int64_t toward = reverse ? 1 : -1;  // where the next coefficient comes from

@@ -58,6 +58,16 @@ def test_linear_scan_gradients_match_finite_differences_with_zeros_in_a(rng):
                          (kiln.tensor(a).requires_grad_(), kiln.tensor(b).requires_grad_()))
 
 
+def test_linear_scan_and_cumprod_of_0_d_tensors():
+    a, b = kiln.tensor(2.0, requires_grad=True), kiln.tensor(3.0, requires_grad=True)
+    y = mint.linear_scan(a, b, 0)  # y = a * 0 + b
+    y.backward()
+    assert y.item() == 3.0 and a.grad.item() == 0.0 and b.grad.item() == 1.0
+    x = kiln.tensor(5.0, requires_grad=True)
+    mint.cumprod(x, 0).backward()
+    assert x.grad.item() == 1.0
+
+
 def test_linear_scan_traces_under_jit(rng):
     a = kiln.tensor(rng.standard_normal((4, 5)).astype(np.float32))
     b = kiln.tensor(rng.standard_normal((4, 5)).astype(np.float32))

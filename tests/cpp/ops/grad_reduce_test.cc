@@ -83,6 +83,8 @@ TEST(GradReduce, LinearScanRuleMatchesFiniteDifferences_EagerAndTraced) {
     }
   }
   expect_grad_rule("LinearScan", {randn({1}, f64), randn({1}, f64)}, {{"dim", int64_t{0}}});
+  // 0-d: y = b (a multiplies y[-1] = 0).
+  expect_grad_rule("LinearScan", {randn({}, f64), randn({}, f64)}, {{"dim", int64_t{0}}});
 }
 
 TEST(GradReduce, ProdGradientIsExactWithZeros) {
