@@ -186,6 +186,7 @@ std::vector<Tensor> linear_scan_grad(const std::vector<Tensor>& in, const Tensor
   const Tensor& a = in[0];
   const Tensor& b = in[1];
   if (!detail::differentiable(a) && !detail::differentiable(b)) return {Tensor(), Tensor()};
+  if (a.numel() == 0) return {detail::input_grad(g, a), detail::input_grad(g, b)};  // empty
   if (a.ndim() == 0) {  // y = a * y[-1] + b = b: a multiplies 0
     return {detail::input_grad(zeros_like(g), a), detail::input_grad(g, b)};
   }

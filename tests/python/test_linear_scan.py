@@ -68,6 +68,16 @@ def test_linear_scan_and_cumprod_of_0_d_tensors():
     assert x.grad.item() == 1.0
 
 
+@pytest.mark.parametrize("shape", [(3, 0), (0, 3), (1,), (2, 1)])
+def test_linear_scan_gradients_of_empty_and_one_element_scans(shape):
+    a = mint.ones(*shape, requires_grad=True)
+    b = mint.ones(*shape, requires_grad=True)
+    for dim in range(len(shape)):
+        mint.sum(mint.linear_scan(a, b, dim)).backward()
+        assert a.grad.shape == shape and b.grad.shape == shape
+        a.grad = b.grad = None
+
+
 def test_linear_scan_traces_under_jit(rng):
     a = kiln.tensor(rng.standard_normal((4, 5)).astype(np.float32))
     b = kiln.tensor(rng.standard_normal((4, 5)).astype(np.float32))
