@@ -7,6 +7,7 @@ steps, and the error paths."""
 import copy
 import math
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -152,6 +153,25 @@ def test_a_frozen_parameter_is_not_moved_by_decay_or_momentum_through_kiln_grad(
     model[0].weight.requires_grad_(True)
     step(kiln.tensor(np.ones((2, 3), np.float32)))
     assert not np.array_equal(model[0].weight.numpy(), frozen)
+
+
+def test_changing_a_hyperparameter_a_jitted_step_fixed_warns():
+    model = nn.Linear(3, 1)
+    opt = optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.1)
+    grads_of = kiln.grad(lambda x: model(x).sum(), None, opt.parameters)
+    x = kiln.tensor(np.ones((2, 3), np.float32))
+    step = kiln.jit(lambda x: opt(grads_of(x)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # none of these warns
+        opt.param_groups[0]["weight_decay"] = 0.2  # no jitted step has read it yet
+        step(x)
+        opt.param_groups[0]["lr"] = 0.05  # read at each call
+        opt.param_groups[0]["betas"] = (0.8, 0.999)  # beta1 read at each call, beta2 the same
+    with pytest.warns(UserWarning, match=r"AdamW: weight_decay changed from 0.2 to 0.3 after a "
+                                         r"kiln.jit function traced a step"):
+        opt.param_groups[0]["weight_decay"] = 0.3
+    with pytest.warns(UserWarning, match="betas changed"):
+        opt.param_groups[0]["betas"] = (0.8, 0.99)
 
 
 def test_kiln_grad_reads_a_generator_of_weights_once_for_every_call():

@@ -28,8 +28,9 @@ family's ``betas`` (beta1), the hyperparameters a scheduler cycles -- a float64 
 group; setting ``group["lr"]``, ``group["momentum"]`` or ``group["betas"] = (beta1, beta2)``
 (also through ``update``, ``setdefault`` or ``load_state_dict``) writes them at once, so a jitted
 step uses the values set between its calls (the other hyperparameters, beta2 included, are read
-as Python numbers and are fixed in a jitted step once traced; so is whether a parameter has a
-momentum buffer: see SGD's documentation). Only assignment writes them: changing a betas list in
+as Python numbers and are fixed in a jitted step once traced, and changing one after a trace
+warns that the jitted step keeps the old value; so is whether a parameter has a momentum buffer:
+see SGD's documentation). Only assignment writes them: changing a betas list in
 place (``group["betas"][0] = b``) does not. Setting them inside a ``kiln.jit`` function is a
 KilnValueError: the assignment would run once, while tracing, not at each call. A new value is
 checked as the constructor checks it. A copy of a group (``dict(group)``, ``group.copy()``,
@@ -88,6 +89,7 @@ decay, L2 or decoupled), ``running_average_`` (an exponential moving average in 
 """
 
 import numbers
+import warnings
 
 from .. import _C
 from ..autograd import enable_grad, no_grad
@@ -188,8 +190,16 @@ class _ParamGroup(dict):
         self._owner = owner
         self._rates = rates
         self._momentum = momentum
+        self._traced = False  # whether a kiln.jit trace has read the group's Python numbers
 
     def __setitem__(self, key, value):
+        if self._traced and key in self and _fixed_when_traced(key, self[key], value,
+                                                               self._owner._momentum_key):
+            warnings.warn(f"{self._owner.__name__}: {key} changed from {self[key]!r} to "
+                          f"{value!r} after a kiln.jit function traced a step of this "
+                          f"optimizer: that function keeps the value it was traced with (only "
+                          f"lr and the momentum are read at each call). Set it before the "
+                          f"first call, or make the jitted function again.", stacklevel=2)
         if key == "lr" or key == self._owner._momentum_key:
             self._owner._check_setting(key, value)
             if _C.jit.is_tracing():
@@ -223,6 +233,16 @@ class _ParamGroup(dict):
         # deepcopy and pickle (of the optimizer): the tensors travel with the entries (pickle
         # sets a dict subclass's items before its attributes, which __setitem__ needs).
         return type(self), (dict(self), self._owner, self._rates, self._momentum)
+
+
+def _fixed_when_traced(key, old, new, momentum_key):
+    """Whether setting hyperparameter ``key`` from ``old`` to ``new`` changes a number a traced
+    step holds as a constant: any change but lr's and the momentum's (for betas, beta2's)."""
+    if key == "lr" or key == "params" or old == new:
+        return False
+    if key == momentum_key == "betas":
+        return tuple(old)[1:] != tuple(new)[1:]
+    return key != momentum_key
 
 
 def _tensor_value(key, value):
@@ -335,6 +355,7 @@ class Optimizer:
         with no_grad():
             i = 0
             for group in self.param_groups:
+                group._traced = group._traced or _C.jit.is_tracing()
                 for p in group["params"]:
                     if grads[i] is not None:
                         self._update(p, grads[i], self.state[i], group, group._rates[p.dtype])
