@@ -156,6 +156,15 @@ void bind_mint_nn(nb::module_& mint) {
       "Mean over windows of x [N, C, H, W] (stride None = kernel_size); a divisor_override "
       "(a nonzero int) divides every window's sum in place of its size.");
   mint.def(
+      "resample",
+      [](const TensorArg& x, int64_t dim, const TensorArg& index, const TensorArg& weight) {
+        return resample(x, dim, index, weight);
+      },
+      "x"_a, "dim"_a, "index"_a, "weight"_a,
+      "resample(x, dim, index, weight): each output along `dim` as a weighted sum of input "
+      "positions, y.select(dim, o) = sum_k weight[k, o] * x.select(dim, index[k, o]) for index "
+      "(int64) and weight of shape [taps, out] (Kiln's; interpolate's per-axis pass).");
+  mint.def(
       "embedding",
       [](const TensorArg& indices, const TensorArg& weight) { return embedding(indices, weight); },
       "indices"_a, "weight"_a, "Rows of weight [num, dim] at integer indices.");

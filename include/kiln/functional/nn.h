@@ -102,6 +102,16 @@ KILN_API Tensor avg_pool2d_backward(const Tensor& grad_output, const Shape& inpu
                                     const std::vector<int64_t>& padding, bool ceil_mode,
                                     bool count_include_pad, int64_t divisor_override);
 
+/// Each output along `dim` as a weighted sum of input positions: y.select(dim, o) = sum_k
+/// weight[k, o] * x.select(dim, index[k, o]), with index (int64, each in [0, x.size(dim))) and
+/// weight (floating) of shape [taps, out]; floating x, 16-bit computed in float32 (primitive
+/// Resample: the per-axis pass of linear, cubic and antialiased interpolation).
+KILN_API Tensor resample(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& weight);
+/// The gradient of resample's x (of `size` along dim): each output gradient added at its taps,
+/// times their weights (primitive ResampleBackward).
+KILN_API Tensor resample_backward(const Tensor& grad_output, const Tensor& index,
+                                  const Tensor& weight, int64_t dim, int64_t size);
+
 /// Rows of `weight` [num, dim] picked by integer `indices` (any shape) -> indices.shape + [dim].
 KILN_API Tensor embedding(const Tensor& indices, const Tensor& weight);
 /// The gradient of embedding's weight: zeros [num_weights, dim] with every row of `grad_output`

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "grad_rule_checks.h"
 #include "grad_testing.h"
 #include "kiln/functional.h"
 #include "kiln/op.h"
@@ -658,6 +659,96 @@ TEST(GradAvgPool2D, BackwardSpreadsEachGradientOverItsDivisor) {
         avg_pool2d_backward(randn({1, 1, 3, 3}), {1, 1, 4, 4}, {2, 2});
       },
       ErrorKind::kShape, "expected grad_output of shape [1, 1, 2, 2]");
+}
+
+// ---- Resample ----
+
+// y.select(dim, o) = sum_k w[k, o] x.select(dim, index[k, o]), by loops in double, x [A, B, C].
+std::vector<double> naive_resample(const Tensor& x, int64_t dim, const Tensor& index,
+                                   const Tensor& weight) {
+  const Tensor x64 = to(x, DType::kFloat64), w64 = to(weight, DType::kFloat64);
+  const int64_t taps = index.size(0), out = index.size(1);
+  Shape shape = x.shape();
+  shape[dim] = out;
+  std::vector<double> y(static_cast<size_t>(shape_numel(shape)), 0.0);
+  const Shape xs = contiguous_strides(x.shape()), ys = contiguous_strides(shape);
+  for (int64_t i = 0; i < shape_numel(shape); ++i) {
+    int64_t rest = i, x_offset = 0, o = 0;
+    for (int64_t d = 0; d < 3; ++d) {
+      const int64_t c = rest / ys[d];
+      rest %= ys[d];
+      if (d == dim) {
+        o = c;
+      } else {
+        x_offset += c * xs[d];
+      }
+    }
+    for (int64_t k = 0; k < taps; ++k) {
+      const int64_t at = index.data<int64_t>()[k * out + o];
+      y[i] += w64.data<double>()[k * out + o] * x64.data<double>()[x_offset + at * xs[dim]];
+    }
+  }
+  return y;
+}
+
+TEST(Resample, MatchesItsDefinitionAlongEveryDim_AndChecksItsIndex) {
+  manual_seed(50);
+  const Tensor x = randn({3, 4, 5});
+  for (int64_t dim : {int64_t{0}, int64_t{1}, int64_t{2}}) {
+    SCOPED_TRACE(dim);
+    const int64_t len = x.size(dim);
+    // Three taps for 6 outputs, positions repeated and out of order.
+    std::vector<int64_t> positions;
+    for (int64_t i = 0; i < 18; ++i) positions.push_back((i * 7 + 3) % len);
+    const Tensor index = ints({3, 6}, positions);
+    const Tensor weight = randn({3, 6});
+    const Tensor y = resample(x, dim, index, weight);
+    const std::vector<double> want = naive_resample(x, dim, index, weight);
+    ASSERT_EQ(y.numel(), static_cast<int64_t>(want.size()));
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR(y.data<float>()[i], want[i], 1e-5) << i;
+    }
+    // 16-bit x: computed in float32, rounded once.
+    const Tensor half = resample(to(x, DType::kBFloat16), dim, index, to(weight, DType::kBFloat16));
+    EXPECT_EQ(half.dtype(), DType::kBFloat16);
+  }
+  testing::expect_error(
+      [&] {
+        resample(x, 2, ints({1, 2}, {0, 5}), randn({1, 2}));
+      },
+      ErrorKind::kIndex,
+      "resample: index 5 is out of range for a dimension of "
+      "size 5");
+  testing::expect_error(
+      [&] {
+        resample(x, 2, ints({1, 2}, {0, 1}), randn({2, 1}));
+      },
+      ErrorKind::kShape, "expected index and weight of one shape [taps, out]");
+  testing::expect_error(
+      [&] {
+        resample(ints({2}, {1, 2}), 0, ints({1, 1}, {0}), randn({1, 1}));
+      },
+      ErrorKind::kDType, "expected a floating-point x");
+}
+
+TEST(GradResample, MatchesFiniteDifferences_ForXAndWeight_AndTheBackwardOp) {
+  manual_seed(51);
+  for (int64_t dim : {int64_t{0}, int64_t{1}, int64_t{2}}) {
+    SCOPED_TRACE(dim);
+    const Tensor x = r64({3, 4, 5});
+    const int64_t len = x.size(dim);
+    std::vector<int64_t> positions;
+    for (int64_t i = 0; i < 12; ++i) positions.push_back((i * 5 + 1) % len);
+    const Tensor index = ints({2, 6}, positions);
+    const Attrs attrs{{"dim", dim}};
+    expect_grad_rule("Resample", {x, index, r64({2, 6})}, attrs);
+    testing::expect_rule_uses_ops("Resample", {x, index, r64({2, 6})}, attrs);
+    Shape g = x.shape();
+    g[dim] = 6;
+    const Attrs back{{"dim", dim}, {"size", len}};
+    expect_grad_rule("ResampleBackward", {r64(g), index, r64({2, 6})}, back);
+    testing::expect_rule_uses_ops("ResampleBackward", {r64(g), index, r64({2, 6})}, back);
+  }
 }
 
 // ---- Embedding ----
