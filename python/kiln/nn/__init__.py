@@ -22,7 +22,10 @@
   ``Dropout1d``, ``Dropout2d``, ``MultiheadAttention``, ``BatchNorm1d``, ``BatchNorm2d``,
   ``MaxPool1d``, ``MaxPool2d``, ``AvgPool1d``, ``AvgPool2d``, ``AdaptiveAvgPool1d``,
   ``AdaptiveAvgPool2d``, ``AdaptiveMaxPool1d``, ``AdaptiveMaxPool2d``, ``MaxUnpool1d``,
-  ``MaxUnpool2d`` (kiln/nn/pooling.py), ``Flatten``, ``Unflatten``;
+  ``MaxUnpool2d`` (kiln/nn/pooling.py), ``Flatten``, ``Unflatten``, the padding cells
+  (``ZeroPad1d`` / ``2d``, ``ConstantPad*``, ``ReflectionPad*``, ``ReplicationPad*``;
+  kiln/nn/padding.py), ``PixelShuffle``, ``PixelUnshuffle``, ``Bilinear``, ``InstanceNorm1d``,
+  ``InstanceNorm2d`` (kiln/nn/extra_layers.py);
   containers ``Sequential``, ``ModuleList``, ``ModuleDict``, ``ParameterList``,
   ``ParameterDict``; recurrent ``RNN``, ``LSTM``, ``GRU`` and their cells ``RNNCell``,
   ``LSTMCell``, ``GRUCell`` (kiln/nn/rnn.py); ``TransformerEncoderLayer``,
@@ -30,7 +33,8 @@
   (kiln/nn/transformer.py); activations ``ReLU``, ``GELU``,
   ``SiLU``, ``Tanh``, ``Sigmoid``, ``Softmax``, ``Identity``, ``LeakyReLU``, ``ELU``,
   ``Softplus``, ``Hardtanh``, ``ReLU6``, ``PReLU``, ``Mish``, ``LogSoftmax``, ``Hardswish``,
-  ``Hardsigmoid``; losses ``CrossEntropyLoss``,
+  ``Hardsigmoid``, ``GLU``, ``SELU``, ``CELU``, ``LogSigmoid``, ``Softsign``, ``Tanhshrink``,
+  ``Threshold``, ``Softmin``; losses ``CrossEntropyLoss``,
   ``NLLLoss``, ``MSELoss``, ``L1Loss``, ``SmoothL1Loss``, ``HuberLoss``, ``BCELoss``,
   ``BCEWithLogitsLoss``, ``KLDivLoss``.
   Each layer's file documents its arguments and its (PyTorch-equal) initialisation; layers with
@@ -41,7 +45,8 @@
 - ``kiln.nn.functional``: PyTorch's ``torch.nn.functional`` (``F.relu``, ``F.cross_entropy``,
   ``F.conv2d``, ... with its argument order), over kiln.mint (kiln/nn/functional.py).
 - ``kiln.nn.utils``: ``clip_grad_norm_`` / ``clip_grad_value_`` (on ``.grad``) and
-  ``clip_grad_norm`` / ``clip_grad_value`` (on gradients given as values, in jitted steps).
+  ``clip_grad_norm`` / ``clip_grad_value`` (on gradients given as values, in jitted steps);
+  ``kiln.nn.utils.rnn.pad_sequence`` (kiln/nn/utils/rnn.py).
 - ``kiln.nn.init``: ``uniform_``, ``normal_``, ``constant_``, ``zeros_``, ``ones_``,
   ``xavier_uniform_``, ``xavier_normal_``, ``kaiming_uniform_``, ``kaiming_normal_``,
   ``trunc_normal_``, ``orthogonal_``, seeded by
@@ -49,9 +54,10 @@
 """
 
 from . import functional, init, utils  # noqa: F401
-from .activation import (ELU, GELU, Hardsigmoid, Hardswish, Hardtanh, Identity,  # noqa: F401
-                         LeakyReLU, LogSoftmax, Mish, PReLU, ReLU, ReLU6, Sigmoid, SiLU, Softmax,
-                         Softplus, Tanh)
+from .activation import (CELU, ELU, GELU, GLU, Hardsigmoid, Hardswish, Hardtanh,  # noqa: F401
+                         Identity, LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6,
+                         SELU, Sigmoid, SiLU, Softmax, Softmin, Softplus, Softsign, Tanh,
+                         Tanhshrink, Threshold)
 from .attention import MultiheadAttention  # noqa: F401
 from .cell import Cell, LoadResult, Module  # noqa: F401
 from .container import (ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401
@@ -59,11 +65,15 @@ from .container import (ModuleDict, ModuleList, ParameterDict, ParameterList,  #
 from .conv import Conv1d, Conv2d, ConvTranspose2d  # noqa: F401
 from .dropout import Dropout, Dropout1d, Dropout2d  # noqa: F401
 from .embedding import Embedding  # noqa: F401
+from .extra_layers import (Bilinear, InstanceNorm1d, InstanceNorm2d, PixelShuffle,  # noqa: F401
+                           PixelUnshuffle)
 from .linear import Dense, Linear  # noqa: F401
 from .flatten import Flatten, Unflatten  # noqa: F401
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss,  # noqa: F401
                    KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm  # noqa: F401
+from .padding import (ConstantPad1d, ConstantPad2d, ReflectionPad1d,  # noqa: F401
+                      ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, ZeroPad1d, ZeroPad2d)
 from .parallel import DataParallel  # noqa: F401
 from .parameter import Parameter  # noqa: F401
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d,  # noqa: F401
@@ -88,4 +98,8 @@ __all__ = ["functional", "init", "utils", "Cell", "Module", "LoadResult", "Param
            "ConvTranspose2d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "ReLU6",
            "PReLU", "Mish", "LogSoftmax", "Hardswish", "Hardsigmoid", "GroupNorm", "Dropout1d",
            "Dropout2d", "KLDivLoss", "MaxPool1d", "AvgPool1d", "AdaptiveAvgPool1d",
-           "AdaptiveMaxPool1d", "MaxUnpool1d", "MaxUnpool2d"]
+           "AdaptiveMaxPool1d", "MaxUnpool1d", "MaxUnpool2d", "GLU", "SELU", "CELU", "LogSigmoid",
+           "Softsign", "Tanhshrink", "Threshold", "Softmin", "ZeroPad1d", "ZeroPad2d",
+           "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
+           "ReplicationPad1d", "ReplicationPad2d", "PixelShuffle", "PixelUnshuffle", "Bilinear",
+           "InstanceNorm1d", "InstanceNorm2d"]

@@ -7,8 +7,11 @@ name in lower case (``leaky_relu`` for LeakyReLU, ``log_softmax`` for LogSoftmax
     Hardtanh(min_val=-1.0, max_val=1.0, inplace=False)
     PReLU(num_parameters=1, init=0.25, dtype=None)             GELU(approximate="none")
     Softplus(beta=1.0, threshold=20.0)                         Softmax(dim=-1)
-    LogSoftmax(dim=-1)           Tanh()                        Sigmoid()
-    Identity()
+    LogSoftmax(dim=-1)           Softmin(dim=-1)               GLU(dim=-1)
+    SELU(inplace=False)          CELU(alpha=1.0, inplace=False)
+    Threshold(threshold, value, inplace=False)                 LogSigmoid()
+    Softsign()                   Tanhshrink()                  Tanh()
+    Sigmoid()                    Identity()
 
 ``inplace`` (a bool, in PyTorch's position: ``ReLU(True)``, ``LeakyReLU(0.2, True)``) makes the
 cell write its result into x and return x, as ``F.relu(x, inplace=True)`` does, except where
@@ -16,8 +19,8 @@ autograd needs x (it requires grad while grad mode is on): Kiln's autograd does 
 in-place writes, so there the cell computes out of place, and a network built with
 ``nn.ReLU(inplace=True)`` trains as PyTorch's does.
 
-Softmax's and LogSoftmax's ``dim`` defaults to -1, where PyTorch's None picks a dimension from the
-input's rank with a deprecation warning.
+Softmax's, LogSoftmax's and Softmin's ``dim`` defaults to -1, where PyTorch's None picks a
+dimension from the input's rank with a deprecation warning.
 
 ``activation_cell(spec)`` turns None, a Cell, or one of those names in lower case ("relu",
 "gelu", "leakyrelu", ...) into a cell (or None), for layers with an ``activation`` argument."""
@@ -35,7 +38,8 @@ from .parameter import Parameter
 
 __all__ = ["ReLU", "ReLU6", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid", "Softmax", "LogSoftmax",
            "LeakyReLU", "ELU", "Softplus", "Hardtanh", "Hardswish", "Hardsigmoid", "PReLU",
-           "Identity", "activation_cell"]
+           "Identity", "GLU", "SELU", "CELU", "LogSigmoid", "Softsign", "Tanhshrink", "Threshold",
+           "Softmin", "activation_cell"]
 
 _mint = _C.mint
 
@@ -129,8 +133,8 @@ class Sigmoid(Cell):
 
 
 class _AlongDim(Cell):
-    """Base of Softmax and LogSoftmax: a ``dim`` (default -1; an int, or None for PyTorch's
-    implicit choice, with its deprecation warning), shown in the repr."""
+    """Base of Softmax, LogSoftmax and Softmin: a ``dim`` (default -1; an int, or None for
+    PyTorch's implicit choice, with its deprecation warning), shown in the repr."""
 
     def __init__(self, dim=-1):
         super().__init__()
@@ -161,6 +165,88 @@ class LogSoftmax(_AlongDim):
 
     def construct(self, x):
         return _mint.log_softmax(x, self._dim_for(x))
+
+
+class Softmin(_AlongDim):
+    """Softmin(dim=-1): softmax(-x) along ``dim`` (F.softmin)."""
+
+    def construct(self, x):
+        return F.softmin(x, self._dim_for(x))
+
+
+class GLU(Cell):
+    """GLU(dim=-1): a * sigmoid(b) for the halves a, b of the input along ``dim`` (an int), whose
+    size must be even (F.glu; a ShapeError otherwise)."""
+
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = checked_int("GLU", "dim", dim)
+
+    def construct(self, x):
+        return F.glu(x, self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class SELU(_InPlace):
+    """SELU(inplace=False): scale * elu(x, alpha) with PyTorch's constants (F.selu)."""
+
+    def construct(self, x):
+        return F.selu(x, self._writes_into(x))
+
+
+class CELU(_InPlace):
+    """CELU(alpha=1.0, inplace=False): x where x > 0, else alpha * (exp(x / alpha) - 1) (F.celu;
+    alpha = 0 is a KilnValueError when called, as in PyTorch)."""
+
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__(inplace)
+        self.alpha = _composite.check_real("CELU", "alpha", alpha)
+
+    def construct(self, x):
+        return F.celu(x, self.alpha, self._writes_into(x))
+
+    def extra_repr(self):
+        return self._repr(f"alpha={self.alpha}")
+
+
+class Threshold(_InPlace):
+    """Threshold(threshold, value, inplace=False): ``value`` where x <= threshold, else x
+    (F.threshold). Both are real numbers (a KilnTypeError otherwise), with no defaults, as in
+    PyTorch."""
+
+    def __init__(self, threshold, value, inplace=False):
+        super().__init__(inplace)
+        self.threshold = _composite.check_real("Threshold", "threshold", threshold)
+        self.value = _composite.check_real("Threshold", "value", value)
+
+    def construct(self, x):
+        return F.threshold(x, self.threshold, self.value, self._writes_into(x))
+
+    def extra_repr(self):
+        return self._repr(f"threshold={self.threshold}, value={self.value}")
+
+
+class LogSigmoid(Cell):
+    """LogSigmoid(): log(sigmoid(x)), without overflow for large |x| (F.logsigmoid)."""
+
+    def construct(self, x):
+        return F.logsigmoid(x)
+
+
+class Softsign(Cell):
+    """Softsign(): x / (1 + |x|) (F.softsign)."""
+
+    def construct(self, x):
+        return F.softsign(x)
+
+
+class Tanhshrink(Cell):
+    """Tanhshrink(): x - tanh(x) (F.tanhshrink)."""
+
+    def construct(self, x):
+        return F.tanhshrink(x)
 
 
 class LeakyReLU(_InPlace):
@@ -274,7 +360,8 @@ _BY_NAME = {"relu": ReLU, "relu6": ReLU6, "gelu": GELU, "silu": SiLU, "mish": Mi
             "sigmoid": Sigmoid, "softmax": Softmax, "logsoftmax": LogSoftmax,
             "leakyrelu": LeakyReLU, "elu": ELU, "softplus": Softplus, "hardtanh": Hardtanh,
             "hardswish": Hardswish, "hardsigmoid": Hardsigmoid, "prelu": PReLU,
-            "identity": Identity}
+            "identity": Identity, "glu": GLU, "selu": SELU, "celu": CELU, "logsigmoid": LogSigmoid,
+            "softsign": Softsign, "tanhshrink": Tanhshrink, "softmin": Softmin}
 
 
 def activation_cell(spec):

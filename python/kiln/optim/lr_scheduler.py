@@ -41,6 +41,10 @@ t = 0, 1, ...:
         the current cycle (T_0, times T_mult at each restart) and T_cur the steps since it began
     SequentialLR(schedulers, milestones)  scheduler i from milestone i - 1 (the first from
         step 0) up to milestone i, each from its own step 0
+    PolynomialLR(total_iters=5, power=1.0)
+        base * (1 - min(t, total_iters) / total_iters) ** power
+    ChainedScheduler(schedulers)          base * the product over the schedulers of
+        (the rate scheduler i sets at its step t) / base      (see its docstring)
     ReduceLROnPlateau(mode="min", factor=0.1, patience=10, ...): ``step(metrics)`` multiplies
         the rates by ``factor`` once the metric has not improved for more than ``patience`` steps
 
@@ -69,8 +73,8 @@ from ..errors import KilnTypeError, KilnValueError
 from .optimizer import Optimizer, check_number
 
 __all__ = ["LRScheduler", "CosineAnnealingLR", "StepLR", "MultiStepLR", "ExponentialLR",
-           "LambdaLR", "LinearLR", "ConstantLR", "OneCycleLR", "ReduceLROnPlateau",
-           "CosineAnnealingWarmRestarts", "SequentialLR"]
+           "LambdaLR", "LinearLR", "ConstantLR", "PolynomialLR", "OneCycleLR", "ReduceLROnPlateau",
+           "CosineAnnealingWarmRestarts", "SequentialLR", "ChainedScheduler"]
 
 
 def _check_optimizer(owner, optimizer):
@@ -325,6 +329,22 @@ class ConstantLR(LRScheduler):
 
     def lr_at(self, base_lr, t):
         return base_lr * self.factor if t < self.total_iters else base_lr
+
+
+class PolynomialLR(LRScheduler):
+    """PolynomialLR(optimizer, total_iters=5, power=1.0): the base rate times
+    ``(1 - min(t, total_iters) / total_iters) ** power``, falling to 0 at step ``total_iters``
+    (an int >= 1) and staying there. ``power`` is a number >= 0 (a negative one would divide by
+    zero at total_iters, as PyTorch's does)."""
+
+    def __init__(self, optimizer, total_iters=5, power=1.0):
+        self.total_iters = checked_int("PolynomialLR", "total_iters", total_iters, 1)
+        check_number("PolynomialLR", "power", power, 0.0)
+        self.power = power
+        super().__init__(optimizer)
+
+    def lr_at(self, base_lr, t):
+        return base_lr * (1.0 - min(t, self.total_iters) / self.total_iters) ** self.power
 
 
 class OneCycleLR(LRScheduler):
@@ -654,7 +674,54 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         self.T_cur, self.T_i = t_cur, t_i
 
 
-class SequentialLR(LRScheduler):
+def _checked_schedulers(owner, schedulers, optimizer, whole):
+    """``schedulers`` (an iterable of at least one kiln scheduler, none a ReduceLROnPlateau,
+    whose step takes a metric and cannot run in ``whole``) as a list, with their optimizer: the
+    one given, which each must have, or for None the first scheduler's."""
+    if isinstance(schedulers, (str, bytes)) or not hasattr(schedulers, "__iter__"):
+        raise KilnTypeError(f"{owner}: schedulers must be a list of schedulers, got "
+                            f"{type(schedulers).__name__} {schedulers!r}")
+    schedulers = list(schedulers)
+    if not schedulers:
+        raise KilnValueError(f"{owner}: expected at least one scheduler, got none")
+    for i, scheduler in enumerate(schedulers):
+        if not isinstance(scheduler, LRScheduler):
+            raise KilnTypeError(f"{owner}: expected schedulers[{i}] to be a kiln learning-rate "
+                                f"scheduler, got {type(scheduler).__name__}")
+        if isinstance(scheduler, ReduceLROnPlateau):
+            raise KilnValueError(f"{owner}: schedulers[{i}] is a ReduceLROnPlateau, whose step "
+                                 f"takes a metric; it cannot run in {whole}")
+        optimizer = scheduler.optimizer if optimizer is None else optimizer
+        if scheduler.optimizer is not optimizer:
+            raise KilnValueError(f"{owner}: schedulers[{i}] ({type(scheduler).__name__}) sets the "
+                                 f"rates of another optimizer than the one given; expected "
+                                 f"every scheduler to be of the same optimizer")
+    return schedulers, optimizer
+
+
+class _OfSchedulers(LRScheduler):
+    """Base of the schedulers made of schedulers (``_schedulers``), whose state dicts hold
+    theirs."""
+
+    def state_dict(self):
+        """The scheduler's state, with its schedulers' state dicts under ``"_schedulers"``."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [scheduler.state_dict() for scheduler in self._schedulers]
+        return state
+
+    def _split_state(self, state_dict):
+        """(``state_dict`` without its schedulers' states, their states), checked to hold one
+        per scheduler."""
+        state = dict(state_dict)
+        saved = state.pop("_schedulers")
+        if len(saved) != len(self._schedulers):
+            raise KilnValueError(f"{type(self).__name__}.load_state_dict: the state holds "
+                                 f"{len(saved)} schedulers' states, expected "
+                                 f"{len(self._schedulers)}")
+        return state, saved
+
+
+class SequentialLR(_OfSchedulers):
     """SequentialLR(optimizer, schedulers, milestones): runs ``schedulers`` (schedulers of
     ``optimizer``, at least one) in turn, as PyTorch's: the first from step 0, and scheduler i
     from step ``milestones[i - 1]`` on, starting its own schedule at its step 0 there. The
@@ -674,23 +741,7 @@ class SequentialLR(LRScheduler):
     def __init__(self, optimizer, schedulers, milestones):
         name = "SequentialLR"
         _check_optimizer(name, optimizer)
-        if isinstance(schedulers, (str, bytes)) or not hasattr(schedulers, "__iter__"):
-            raise KilnTypeError(f"SequentialLR: schedulers must be a list of schedulers, got "
-                                f"{type(schedulers).__name__} {schedulers!r}")
-        schedulers = list(schedulers)
-        if not schedulers:
-            raise KilnValueError("SequentialLR: expected at least one scheduler, got none")
-        for i, scheduler in enumerate(schedulers):
-            if not isinstance(scheduler, LRScheduler):
-                raise KilnTypeError(f"SequentialLR: expected schedulers[{i}] to be a kiln "
-                                    f"learning-rate scheduler, got {type(scheduler).__name__}")
-            if isinstance(scheduler, ReduceLROnPlateau):
-                raise KilnValueError(f"SequentialLR: schedulers[{i}] is a ReduceLROnPlateau, "
-                                     f"whose step takes a metric; it cannot run in a sequence")
-            if scheduler.optimizer is not optimizer:
-                raise KilnValueError(f"SequentialLR: schedulers[{i}] ({type(scheduler).__name__})"
-                                     f" sets the rates of another optimizer than the one given; "
-                                     f"expected every scheduler to be of the same optimizer")
+        schedulers, _ = _checked_schedulers(name, schedulers, optimizer, "a sequence")
         milestones = _checked_milestones(name, milestones)
         if len(milestones) != len(schedulers) - 1:
             raise KilnValueError(f"SequentialLR: expected {len(schedulers) - 1} milestones (one "
@@ -727,22 +778,83 @@ class SequentialLR(LRScheduler):
         self.last_epoch = t
         self._last_lr = scheduler.get_last_lr()
 
-    def state_dict(self):
-        """The scheduler's state, with its schedulers' state dicts under ``"_schedulers"``."""
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [scheduler.state_dict() for scheduler in self._schedulers]
-        return state
-
     def load_state_dict(self, state_dict):
         """Restores a ``state_dict()``, its schedulers' states included, and sets the
         optimizer's rates to the last ones."""
-        state = dict(state_dict)
-        saved = state.pop("_schedulers")
-        if len(saved) != len(self._schedulers):
-            raise KilnValueError(f"SequentialLR.load_state_dict: the state holds {len(saved)} "
-                                 f"schedulers' states, expected {len(self._schedulers)}")
+        state, saved = self._split_state(state_dict)
         self.__dict__.update(state)
         # Loading a scheduler sets its last rates: the running one goes last, so its rates stay.
         running = bisect.bisect_right(self._milestones, self.last_epoch)
         for i in sorted(range(len(saved)), key=lambda i: i == running):
             self._schedulers[i].load_state_dict(saved[i])
+
+
+class ChainedScheduler(_OfSchedulers):
+    """ChainedScheduler(schedulers, optimizer=None): applies every scheduler of ``schedulers``
+    (at least one, all of ``optimizer``, or of the first's when it is None) at once, as
+    PyTorch's: each ``step()`` calls every scheduler's ``step()`` in turn, then sets each group's
+    rate to
+
+        base * (lr_1 / base) * (lr_2 / base) * ... * (lr_n / base)
+
+    where ``base`` is the group's base rate (``group["initial_lr"]``) and ``lr_i`` the rate
+    scheduler i computed for this step from its closed form (its ``get_last_lr()``): the
+    product of the factors the schedulers apply. Constructing it sets that product for step 0
+    from the rates the schedulers' constructors computed (it steps none). A group whose base
+    rate is 0 stays at 0.
+
+        decay = ExponentialLR(opt, gamma=0.9)
+        drops = StepLR(opt, step_size=30, gamma=0.5)
+        sched = ChainedScheduler([decay, drops])   # base * 0.9 ** t * 0.5 ** (t // 30)
+
+    This is PyTorch's chain exactly for the schedules whose PyTorch step multiplies the rate
+    it finds by a factor: StepLR, MultiStepLR, ExponentialLR, LinearLR, ConstantLR and
+    PolynomialLR, in any order. The others' PyTorch steps do not multiply (LambdaLR,
+    OneCycleLR and CosineAnnealingWarmRestarts set the rate from the base rate, and
+    CosineAnnealingLR moves it towards eta_min), so that there the rate PyTorch's chain gives
+    depends on the order of the schedulers and on the rates before; here it is still the
+    product above, each schedule's own rate over the base rate (for CosineAnnealingLR with
+    eta_min 0, PyTorch's up to T_max). A ReduceLROnPlateau, whose step takes a metric, is a
+    KilnValueError, as in PyTorch.
+
+    ``get_last_lr()`` lists the chained rates; each scheduler's own lists the rates of its
+    schedule alone. ``state_dict()`` holds the schedulers' state dicts (a list under
+    ``"_schedulers"``), which ``load_state_dict`` restores into its schedulers before setting
+    the chained rates."""
+
+    def __init__(self, schedulers, optimizer=None):
+        name = "ChainedScheduler"
+        if optimizer is not None:
+            _check_optimizer(name, optimizer)
+        schedulers, optimizer = _checked_schedulers(name, schedulers, optimizer, "a chain")
+        # Not LRScheduler.__init__: the rates of step 0 are the schedulers', which have it.
+        self.optimizer = optimizer
+        self._schedulers = schedulers
+        self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
+        self._set_rates(self._chained(), 0)
+
+    def _chained(self):
+        """Each group's base rate times every scheduler's factor (its last rate over the
+        base)."""
+        rates = [scheduler.get_last_lr() for scheduler in self._schedulers]
+        lrs = []
+        for group, base in enumerate(self.base_lrs):
+            lr = base
+            for scheduler_rates in rates:
+                lr = lr * (scheduler_rates[group] / base) if base else 0.0
+            lrs.append(lr)
+        return lrs
+
+    def step(self):
+        """Advances every scheduler one step, in order, then sets the chained rates."""
+        for scheduler in self._schedulers:
+            scheduler.step()
+        self._set_rates(self._chained(), self.last_epoch + 1)
+
+    def load_state_dict(self, state_dict):
+        """Restores a ``state_dict()``, its schedulers' states included, and sets the
+        optimizer's rates to the chained ones."""
+        state, saved = self._split_state(state_dict)
+        for scheduler, scheduler_state in zip(self._schedulers, saved):
+            scheduler.load_state_dict(scheduler_state)
+        super().load_state_dict(state)

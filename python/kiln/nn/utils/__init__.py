@@ -43,10 +43,11 @@ numbers >= 0 (KilnValueError): a negative ``max_norm`` flips the gradients' sign
 import math
 import numbers
 
-from .. import _C
-from ..autograd import no_grad
-from ..errors import KilnTypeError, KilnValueError
-from ..mint._norms import _checked_order, vector_norm
+from ... import _C
+from ...autograd import no_grad
+from ...errors import KilnTypeError, KilnValueError
+from ...mint._norms import _checked_order, vector_norm
+from . import rnn  # noqa: F401  (kiln.nn.utils.rnn, as torch.nn.utils.rnn)
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grad_value"]
 
