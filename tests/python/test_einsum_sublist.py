@@ -180,3 +180,11 @@ ERROR_CASES = [
 def test_sublist_form_errors(call, error, match):
     with raises(error, match=match):
         call()
+
+
+def test_sublists_may_be_ranges_and_numpy_vectors():
+    a = np.arange(6.0).reshape(2, 3)
+    b = np.arange(12.0).reshape(3, 4)
+    want = a @ b
+    got = kiln.mint.einsum(kiln.tensor(a), range(2), kiln.tensor(b), np.array([1, 2]), [0, 2])
+    np.testing.assert_allclose(got.numpy(), want)

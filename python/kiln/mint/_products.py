@@ -108,8 +108,9 @@ def _parse_term(term, where):
 def _sublist_term(sublist, where):
     """A sublist of einsum's sublist form as the equation's term: PyTorch's letters for its ints
     (0-25 'A'-'Z', 26-51 'a'-'z', so that their order is the ints' order) and '...' for
-    Ellipsis."""
-    if not isinstance(sublist, (list, tuple)):
+    Ellipsis. A range or a 1-d NumPy array of ints is a sublist too, as PyTorch takes them."""
+    numpy_vector = getattr(sublist, "ndim", None) == 1 and not isinstance(sublist, _C.Tensor)
+    if not (isinstance(sublist, (list, tuple, range)) or numpy_vector):
         raise KilnTypeError(f"einsum: expected {where} to be a list of ints in [0, 52) and "
                             f"Ellipsis, got {type(sublist).__name__} {sublist!r}")
     term = ""
