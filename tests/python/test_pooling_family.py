@@ -614,3 +614,18 @@ def test_1d_ceil_mode_takes_the_partial_window_of_an_input_shorter_than_the_kern
     assert fn(x, 4, 2, ceil_mode=True).tolist() == want
     with raises(kiln.ShapeError, match="holds no window of the dilated kernel size"):
         fn(x, 4, 2, ceil_mode=False)
+
+
+def test_adaptive_avg_pool_keeps_an_inf_to_the_windows_that_hold_it():
+    # Windows [0, 2), [1, 4), [3, 5) over 5 columns (out 3), of lengths 2, 3, 2: the shorter
+    # ones repeat their last element as the extra tap, which must not read outside the window
+    # (a weight of 0 on an inf would be NaN).
+    for at, holding in ((4, [2]), (0, [0]), (2, [1])):
+        x = np.zeros((1, 1, 1, 5), np.float32)
+        x[..., at] = np.inf
+        got = F.adaptive_avg_pool2d(kiln.tensor(x), (1, 3)).numpy().ravel()
+        assert [i for i in range(3) if np.isposinf(got[i])] == holding, (at, got)
+        assert not np.isnan(got).any()
+    ramp = np.arange(5, dtype=np.float32).reshape(1, 1, 1, 5)
+    np.testing.assert_allclose(F.adaptive_avg_pool2d(kiln.tensor(ramp), (1, 3)).numpy().ravel(),
+                               [0.5, 2.0, 3.5], rtol=1e-6)

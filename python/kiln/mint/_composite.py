@@ -526,6 +526,31 @@ def _pool_dim(x, dim, out, reduce):
                               _C.tensor([position[i] for i in range(out)], dtype=_C.dtype.int64))
 
 
+def _average_windows(x, dim, out):
+    """The mean of ``x`` (floating) over the adaptive windows of its dimension ``dim``, which
+    become ``out`` entries: one kiln.mint.resample pass, each window's elements weighted by 1 /
+    its length. A window one element shorter than the longest repeats its last element as the
+    extra tap, that element's weight split in two halves (exact), so no tap reads outside its
+    window (a weight of 0 on an inf would make NaN). _pool_dim's gathers where the lengths differ
+    by more than one, or nothing is left to average."""
+    size = x.shape[dim]
+    windows = _adaptive_windows(size, out)
+    lengths = [length for _, _, length in windows]
+    if out == size or not windows or max(lengths) - min(lengths) > 1 or min(lengths) == 0:
+        return _pool_dim(x, dim, out, lambda t, d: _mint.mean(t, d))
+    taps = max(lengths)
+    index = [[0] * out for _ in range(taps)]
+    weight = [[0.0] * out for _ in range(taps)]
+    for i, start, length in windows:
+        for k in range(taps):
+            index[k][i] = start + min(k, length - 1)
+            weight[k][i] = 1.0 / length
+        if length < taps:  # the repeated last element: half its weight on each of its taps
+            weight[length - 1][i] = weight[taps - 1][i] = 0.5 / length
+    return _mint.resample(x, dim, _C.tensor(index, dtype=_C.dtype.int64),
+                          _C.tensor(weight, dtype=x.dtype))
+
+
 def _window_positions(size, out):
     """[out, longest]: the positions each adaptive window along a dimension of ``size`` covers,
     a window shorter than the longest padded by repeating its last position."""
@@ -598,10 +623,10 @@ def adaptive_pool(owner, input, output_size, maximum, return_indices=False):  # 
         return _window_maxima(input, out_h, out_w)
     if maximum:
         x, reduce = input, lambda t, dim: _mint.max(t, dim).values
-    else:
-        x, reduce = _widened(input), lambda t, dim: _mint.mean(t, dim)
-    x = _pool_dim(x, input.ndim - 1, out_w, reduce)
-    return _cast(_pool_dim(x, input.ndim - 2, out_h, reduce), dtype)
+        x = _pool_dim(x, input.ndim - 1, out_w, reduce)
+        return _pool_dim(x, input.ndim - 2, out_h, reduce)
+    x = _average_windows(_widened(input), input.ndim - 1, out_w)
+    return _cast(_average_windows(x, input.ndim - 2, out_h), dtype)
 
 
 def adaptive_avg_pool2d(input, output_size):  # noqa: A002

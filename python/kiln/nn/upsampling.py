@@ -26,7 +26,7 @@ from .. import _C, mint as _mint
 from .._checks import checked_bool, checked_int
 from ..errors import (DTypeError, KilnNotImplementedError, KilnTypeError, KilnValueError,
                       ShapeError)
-from ..mint._composite import _cast, _dims, _pool_dim, _widened, check_real
+from ..mint._composite import _average_windows, _cast, _dims, _widened, check_real
 from .cell import Cell
 
 __all__ = ["interpolate", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d"]
@@ -329,10 +329,6 @@ def _uint8_along(x, dim, out_size, scale, align_corners, cubic, antialias):
                        255).to(_C.dtype.uint8)
 
 
-def _mean(x, dim):
-    return _mint.mean(x, dim)
-
-
 def _output_sizes(owner, input, size, scale_factor, recompute_scale_factor):  # noqa: A002
     """(the output's spatial sizes, the scale_factor per spatial dimension that steps the source
     positions, or None where the sizes do), as PyTorch's interpolate computes them."""
@@ -440,7 +436,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest",  # noqa: A0
     x = _widened(input)
     for dim, out_size, scale in axes:
         if mode == "area":
-            x = _pool_dim(x, dim, out_size, _mean)
+            x = _average_windows(x, dim, out_size)
         elif not antialias:
             x = _interpolate_along(x, dim, out_size, scale, align_corners, cubic)
         elif out_size != x.shape[dim]:  # PyTorch's separable passes skip such an axis
