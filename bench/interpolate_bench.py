@@ -1,5 +1,6 @@
-"""F.interpolate of float32 [8, 32, 64, 64] by 2 (bilinear, bicubic), Kiln vs PyTorch on one
-thread: best of 10 after a warm-up, the result read.
+"""F.interpolate of float32 [8, 32, 64, 64] by 2 (bilinear, bicubic) and its adaptive average
+pooling to 7 x 7 (uneven windows), Kiln vs PyTorch on one thread: best of 10 after a warm-up, the
+result read.
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/interpolate_bench.py
 """
@@ -32,3 +33,6 @@ for mode in ("bilinear", "bicubic"):
     ours = best(lambda: F.interpolate(kx, scale_factor=2, mode=mode).numpy())
     theirs = best(lambda: torch.nn.functional.interpolate(tx, scale_factor=2, mode=mode).numpy())
     print(f"| {mode} x2 [8, 32, 64, 64] | {ours:.2f} ms | {theirs:.2f} ms |")
+ours = best(lambda: F.adaptive_avg_pool2d(kx, 7).numpy())
+theirs = best(lambda: torch.nn.functional.adaptive_avg_pool2d(tx, 7).numpy())
+print(f"| adaptive_avg_pool2d to 7 of [8, 32, 64, 64] | {ours:.2f} ms | {theirs:.2f} ms |")
