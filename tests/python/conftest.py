@@ -236,3 +236,22 @@ class TiedLinears(kiln.nn.Cell):
 
     def construct(self, x):
         return self.dec(kiln.mint.tanh(self.enc(x)))
+
+
+def sgd_at_rates(bases):
+    """An SGD whose parameter groups (one float64 parameter each) start at the rates ``bases``:
+    the optimizer the scheduler tests drive."""
+    from kiln import nn, optim
+    groups = [{"params": [nn.Parameter(kiln.mint.zeros(3, dtype=kiln.float64))], "lr": lr}
+              for lr in bases]
+    return optim.SGD(groups, lr=bases[0])
+
+
+def group_rates(opt):
+    """The rates of ``opt``'s parameter groups, in order."""
+    return [g["lr"] for g in opt.param_groups]
+
+
+def assert_rates(actual, expected):
+    """Scheduler rates equal to their closed forms, to float64 rounding."""
+    assert actual == pytest.approx(expected, rel=1e-12, abs=1e-15)

@@ -13,14 +13,13 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import raises
+from conftest import raises, sgd_at_rates
 from kiln import nn
 from kiln.optim import lr_scheduler
 # The shared setup and data of the NumPy references, which run without PyTorch.
 from test_schedulers_and_clipping_reference import (BASES, CYCLE_RUNS, MOMENTUM_CYCLES, PLATEAUS,
                                                     STEPS, Warmup, momenta, momentum_cycle,
                                                     per_step_factor, plateau_metrics)
-from test_schedulers_and_clipping_reference import sgd as kiln_sgd
 
 # The references are PyTorch's (not installed where only the test dependencies are).
 torch = pytest.importorskip("torch")
@@ -74,7 +73,7 @@ def assert_rates(kiln_lrs, torch_lrs):
 @pytest.mark.parametrize("name", SCHEDULES)
 def test_rates_match_torch(name):
     make = SCHEDULES[name]
-    opt, topt = kiln_sgd(), torch_sgd()
+    opt, topt = sgd_at_rates(BASES), torch_sgd()
     sched, tsched = make(lr_scheduler, opt), make(torch.optim.lr_scheduler, topt)
     for _ in range(STEPS):
         assert_rates(sched.get_last_lr(), tsched.get_last_lr())
@@ -91,14 +90,14 @@ def test_state_dict_resumes_mid_schedule(name):
     # A checkpoint after 13 steps, pickled, loaded into a scheduler built afresh (which set the
     # rates of step 0), continues as the uninterrupted torch schedule does.
     make = SCHEDULES[name]
-    opt, topt = kiln_sgd(), torch_sgd()
+    opt, topt = sgd_at_rates(BASES), torch_sgd()
     sched, tsched = make(lr_scheduler, opt), make(torch.optim.lr_scheduler, topt)
     for _ in range(13):
         sched.step()
         torch_step(topt, tsched)
     saved = pickle.loads(pickle.dumps(sched.state_dict()))
     assert "optimizer" not in saved and saved["last_epoch"] == 13
-    resumed_opt = kiln_sgd()
+    resumed_opt = sgd_at_rates(BASES)
     resumed = make(lr_scheduler, resumed_opt)
     resumed.load_state_dict(saved)
     assert_rates([g["lr"] for g in resumed_opt.param_groups], tsched.get_last_lr())
@@ -113,7 +112,7 @@ def test_state_dict_resumes_mid_schedule(name):
 def test_scheduled_rates_reach_a_jitted_step(name):
     make = SCHEDULES[name]
     rng = np.random.default_rng(7)
-    opt, topt = kiln_sgd(), torch_sgd()
+    opt, topt = sgd_at_rates(BASES), torch_sgd()
     sched, tsched = make(lr_scheduler, opt), make(torch.optim.lr_scheduler, topt)
     step = kiln.jit(lambda *grads: opt(grads))
     expected = [np.zeros(3) for _ in opt.parameters]
@@ -133,7 +132,7 @@ def test_scheduled_rates_reach_a_jitted_step(name):
 
 
 def test_lambda_state_dict_saves_callable_objects_but_not_functions():
-    opt, topt = kiln_sgd(), torch_sgd()
+    opt, topt = sgd_at_rates(BASES), torch_sgd()
     fns, tfns = [Warmup(), per_step_factor, Warmup()], [Warmup(), per_step_factor, Warmup()]
     sched = lr_scheduler.LambdaLR(opt, fns)
     tsched = torch.optim.lr_scheduler.LambdaLR(topt, tfns)
@@ -145,7 +144,7 @@ def test_lambda_state_dict_saves_callable_objects_but_not_functions():
     assert saved["lr_lambdas"] == tsched.state_dict()["lr_lambdas"]
     assert saved["lr_lambdas"] == [{"scale": 1.0}, None, {"scale": 0.5}]
     fresh = [Warmup(), per_step_factor, Warmup()]
-    resumed = lr_scheduler.LambdaLR(kiln_sgd(), fresh)
+    resumed = lr_scheduler.LambdaLR(sgd_at_rates(BASES), fresh)
     resumed.load_state_dict(saved)
     assert fresh[2].scale == 0.5 and "lr_lambdas" in saved  # the dict given is left whole
     for _ in range(8):
@@ -162,7 +161,7 @@ def test_one_cycle_ends_at_min_lr_and_stops_at_total_steps():
     # PyTorch extrapolates at step total_steps: past min_lr with "cos", below 0 with "linear",
     # which Kiln's optimizers refuse. Kiln's schedule ends at min_lr there.
     for strategy in ("cos", "linear"):
-        opt, topt = kiln_sgd(), torch_sgd()
+        opt, topt = sgd_at_rates(BASES), torch_sgd()
         args = dict(max_lr=1.0, total_steps=20, anneal_strategy=strategy, cycle_momentum=False)
         sched = lr_scheduler.OneCycleLR(opt, **args)
         tsched = torch.optim.lr_scheduler.OneCycleLR(topt, **args)
@@ -190,7 +189,7 @@ def test_one_cycle_phase_of_no_length_is_at_its_end_rate():
     with pytest.raises(ZeroDivisionError):
         torch.optim.lr_scheduler.OneCycleLR(torch_sgd(), max_lr=1.0, total_steps=10,
                                             pct_start=0.1, cycle_momentum=False)
-    opt = kiln_sgd()
+    opt = sgd_at_rates(BASES)
     sched = lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10, pct_start=0.1)
     assert sched.get_last_lr() == [1.0] * 3
     sched.step()
@@ -268,7 +267,7 @@ def test_one_cycle_momentum_resumes_from_checkpoints_as_torch():
 def test_one_cycle_momentum_of_an_sgd_built_without_momentum_matches_torch():
     # PyTorch's SGD has "momentum" (0) in its defaults: the cycle turns it on.
     rng = np.random.default_rng(10)
-    opt, topt = kiln_sgd(), torch_sgd()
+    opt, topt = sgd_at_rates(BASES), torch_sgd()
     args = dict(max_lr=1.0, total_steps=20, cycle_momentum=True)
     sched = lr_scheduler.OneCycleLR(opt, **args)
     tsched = torch.optim.lr_scheduler.OneCycleLR(topt, **args)
@@ -289,7 +288,7 @@ def test_one_cycle_momentum_of_an_sgd_built_without_momentum_matches_torch():
 def test_one_cycle_momentum_needs_an_optimizer_with_one():
     with raises(kiln.KilnValueError, match="OneCycleLR: cycle_momentum=True needs an optimizer "
                                            "with a momentum"):
-        lr_scheduler.OneCycleLR(kiln.optim.Adagrad(kiln_sgd().parameters), max_lr=1.0,
+        lr_scheduler.OneCycleLR(kiln.optim.Adagrad(sgd_at_rates(BASES).parameters), max_lr=1.0,
                                 total_steps=10, cycle_momentum=True)
     with pytest.raises(ValueError, match="optimizer must support momentum or beta1"):
         torch.optim.lr_scheduler.OneCycleLR(torch.optim.Adagrad([torch.zeros(3)]), max_lr=1.0,
@@ -303,7 +302,7 @@ def test_one_cycle_momentum_needs_an_optimizer_with_one():
 @pytest.mark.parametrize("name", PLATEAUS)
 def test_plateau_matches_torch(name):
     kwargs = PLATEAUS[name]
-    opt, topt = kiln_sgd(), torch_sgd()
+    opt, topt = sgd_at_rates(BASES), torch_sgd()
     sched = lr_scheduler.ReduceLROnPlateau(opt, **kwargs)
     tsched = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, **kwargs)
     assert sched.get_last_lr() == list(BASES) and "initial_lr" not in opt.param_groups[0]
@@ -322,14 +321,14 @@ def test_plateau_matches_torch(name):
 def test_plateau_state_dict_resumes():
     kwargs = PLATEAUS["max-abs-cooldown"]
     metrics = plateau_metrics()
-    opt, topt = kiln_sgd(), torch_sgd()
+    opt, topt = sgd_at_rates(BASES), torch_sgd()
     sched = lr_scheduler.ReduceLROnPlateau(opt, **kwargs)
     tsched = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, **kwargs)
     for metric in metrics[:20]:
         sched.step(metric)
         torch_step(topt, tsched, metric)
     saved = pickle.loads(pickle.dumps(sched.state_dict()))
-    resumed_opt = kiln_sgd()
+    resumed_opt = sgd_at_rates(BASES)
     resumed = lr_scheduler.ReduceLROnPlateau(resumed_opt, **kwargs)
     resumed.load_state_dict(saved)
     assert_rates([g["lr"] for g in resumed_opt.param_groups], tsched.get_last_lr())
@@ -342,7 +341,7 @@ def test_plateau_state_dict_resumes():
 def test_plateau_rates_reach_a_jitted_step():
     rng = np.random.default_rng(3)
     kwargs = PLATEAUS["min-rel-patience-2"]
-    opt, topt = kiln_sgd(), torch_sgd()
+    opt, topt = sgd_at_rates(BASES), torch_sgd()
     sched = lr_scheduler.ReduceLROnPlateau(opt, **kwargs)
     tsched = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, **kwargs)
     step = kiln.jit(lambda *grads: opt(grads))
@@ -362,7 +361,7 @@ def test_plateau_rates_reach_a_jitted_step():
 def test_plateau_groups_added_later():
     # One min_lr covers a group added after the scheduler was built; a list of them cannot.
     for min_lr, torch_error in ((0.01, None), ([0.01] * 3, RuntimeError)):
-        opt, topt = kiln_sgd(), torch_sgd()
+        opt, topt = sgd_at_rates(BASES), torch_sgd()
         sched = lr_scheduler.ReduceLROnPlateau(opt, patience=0, min_lr=min_lr)
         tsched = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, patience=0, min_lr=min_lr)
         opt.add_param_group({"params": [nn.Parameter(mint.zeros(1))], "lr": 0.5})
@@ -472,7 +471,7 @@ ERRORS = [
 @pytest.mark.parametrize("make, error, message, torch_refuses", ERRORS,
                          ids=[f"{i}-{e[2].split(':')[0]}" for i, e in enumerate(ERRORS)])
 def test_bad_arguments_are_refused(make, error, message, torch_refuses):
-    opt = kiln_sgd()
+    opt = sgd_at_rates(BASES)
     with raises(error, match=message):
         make(lr_scheduler, opt)
     assert [g["lr"] for g in opt.param_groups] == list(BASES)
@@ -489,4 +488,4 @@ def test_a_scheduler_needs_an_optimizer(name):
     with raises(kiln.KilnTypeError, match=f"{cls}: expected a kiln.optim.Optimizer, got SGD"):
         make(lr_scheduler, torch_opt)
     with pytest.raises(TypeError, match="is not an Optimizer"):
-        make(torch.optim.lr_scheduler, kiln_sgd())
+        make(torch.optim.lr_scheduler, sgd_at_rates(BASES))

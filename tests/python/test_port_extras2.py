@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import check_channel_dropout, check_torch, close, raises, t, torch_twin
+from conftest import (assert_rates, check_channel_dropout, check_torch, close,
+                      group_rates as rates, raises, sgd_at_rates, t, torch_twin)
 from kiln import nn, optim
 from kiln.nn.dropout import Dropout1d, Dropout2d
 from kiln.nn.init import orthogonal_
@@ -24,20 +25,6 @@ from kiln.optim.lr_scheduler import CosineAnnealingWarmRestarts, SequentialLR
 mint = kiln.mint
 BASES = (0.1, 0.05, 1.0)  # the rates of three parameter groups
 STEPS = 30
-
-
-def sgd():
-    groups = [{"params": [nn.Parameter(mint.zeros(3, dtype=kiln.float64))], "lr": lr}
-              for lr in BASES]
-    return optim.SGD(groups, lr=BASES[0])
-
-
-def rates(opt):
-    return [g["lr"] for g in opt.param_groups]
-
-
-def assert_rates(actual, expected):
-    assert actual == pytest.approx(expected, rel=1e-12, abs=1e-15)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -93,7 +80,7 @@ def expected_rates(name, t):
 
 @pytest.mark.parametrize("name", SCHEDULES)
 def test_schedule_follows_its_closed_form(name):
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     sched = SCHEDULES[name][0](lr_scheduler, opt)
     for t in range(STEPS + 1):
         if t:
@@ -108,12 +95,12 @@ def test_state_dict_resumes_mid_schedule(name):
     # Saved after 13 steps (past the sequences' first milestones), pickled, loaded into a
     # scheduler built afresh: it continues the schedule.
     build = SCHEDULES[name][0]
-    sched = build(lr_scheduler, sgd())
+    sched = build(lr_scheduler, sgd_at_rates(BASES))
     for _ in range(13):
         sched.step()
     saved = pickle.loads(pickle.dumps(sched.state_dict()))
     assert "optimizer" not in saved and saved["last_epoch"] == 13
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     resumed = build(lr_scheduler, opt)
     resumed.load_state_dict(saved)
     assert_rates(rates(opt), expected_rates(name, 13))
@@ -123,7 +110,7 @@ def test_state_dict_resumes_mid_schedule(name):
 
 
 def test_sequential_state_holds_the_schedulers_states_and_restores_the_running_ones_rates():
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     sched = SCHEDULES["three-phases"][0](lr_scheduler, opt)
     for _ in range(6):  # in the second scheduler
         sched.step()
@@ -133,7 +120,7 @@ def test_sequential_state_holds_the_schedulers_states_and_restores_the_running_o
     assert sorted(saved) == ["_last_lr", "_milestones", "_schedulers", "last_epoch"]
     assert saved["_milestones"] == [4, 12]
     # The last scheduler's rates differ; loading sets the running one's, whatever the order.
-    other = sgd()
+    other = sgd_at_rates(BASES)
     fresh = SCHEDULES["three-phases"][0](lr_scheduler, other)
     fresh.load_state_dict(saved)
     assert_rates(rates(other), expected_rates("three-phases", 6))
@@ -156,7 +143,7 @@ def test_sequential_starts_a_one_cycle_with_its_momentum():
 
 
 def test_restarts_from_fractional_epochs():
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     sched = CosineAnnealingWarmRestarts(opt, T_0=3, T_mult=2, eta_min=0.01)
     for epoch in (0.5, 2.999, 3.0, 7.25, 20.5, 0):
         sched.step(epoch)
@@ -172,7 +159,7 @@ def test_restarts_from_fractional_epochs():
 
 def test_restarts_find_each_cycle_exactly():
     # PyTorch's logarithm puts epoch 121 (T_0=1, T_mult=3) at the end of the cycle before it.
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     sched = CosineAnnealingWarmRestarts(opt, 1, 3)
     for cycle, epoch in enumerate((1, 4, 13, 40, 121, 364, 1093), start=1):
         sched.step(epoch)
@@ -181,7 +168,7 @@ def test_restarts_find_each_cycle_exactly():
 
 
 def test_scheduler_steps_inside_a_jitted_function_are_refused_and_change_nothing():
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     sched = SCHEDULES["warmup-restarts"][0](lr_scheduler, opt)
     for _ in range(3):
         sched.step()
@@ -208,7 +195,8 @@ SCHEDULER_ERRORS = [
      r"SequentialLR: expected schedulers\[1\] to be a kiln learning-rate scheduler, got str"),
     (lambda o: SequentialLR(o, [lr_scheduler.ReduceLROnPlateau(o)], []), kiln.KilnValueError,
      r"SequentialLR: schedulers\[0\] is a ReduceLROnPlateau, whose step takes a metric"),
-    (lambda o: SequentialLR(o, [lr_scheduler.StepLR(o, 2), lr_scheduler.StepLR(sgd(), 2)], [3]),
+    (lambda o: SequentialLR(o, [lr_scheduler.StepLR(o, 2),
+                                lr_scheduler.StepLR(sgd_at_rates(BASES), 2)], [3]),
      kiln.KilnValueError, r"SequentialLR: schedulers\[1\] \(StepLR\) sets the rates of another "
                           r"optimizer than the one given"),
     (lambda o: SequentialLR(o, [lr_scheduler.StepLR(o, 2)] * 2, []), kiln.KilnValueError,
@@ -250,11 +238,11 @@ SCHEDULER_ERRORS = [
                          ids=[m.split(":")[1][:40] for _, _, m in SCHEDULER_ERRORS])
 def test_scheduler_argument_errors(build, error, message):
     with raises(error, match=message):
-        build(sgd())
+        build(sgd_at_rates(BASES))
 
 
 def test_a_refused_epoch_leaves_the_schedule_as_it_was():
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     sched = CosineAnnealingWarmRestarts(opt, 5)
     sched.step(2.5)
     with raises(kiln.KilnValueError, match="invalid epoch"):
@@ -617,7 +605,8 @@ def torch_sgd(torch):
 def test_sequential_state_dict_has_torchs_entries(torch):
     build = SCHEDULES["three-phases"][0]
     theirs = torch_sgd(torch)
-    sched, reference = build(lr_scheduler, sgd()), build(torch.optim.lr_scheduler, theirs)
+    sched = build(lr_scheduler, sgd_at_rates(BASES))
+    reference = build(torch.optim.lr_scheduler, theirs)
     for _ in range(6):
         theirs.step()
         sched.step()
@@ -631,7 +620,7 @@ def test_sequential_state_dict_has_torchs_entries(torch):
 @pytest.mark.parametrize("name", SCHEDULES)
 def test_schedule_matches_torch(torch, name):
     build = SCHEDULES[name][0]
-    opt, theirs = sgd(), torch_sgd(torch)
+    opt, theirs = sgd_at_rates(BASES), torch_sgd(torch)
     sched, reference = build(lr_scheduler, opt), build(torch.optim.lr_scheduler, theirs)
     for t_ in range(STEPS + 1):
         if t_:
@@ -643,7 +632,7 @@ def test_schedule_matches_torch(torch, name):
 
 
 def test_fractional_restarts_match_torch(torch):
-    opt, theirs = sgd(), torch_sgd(torch)
+    opt, theirs = sgd_at_rates(BASES), torch_sgd(torch)
     sched = CosineAnnealingWarmRestarts(opt, 3, 2, eta_min=0.01)
     reference = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(theirs, 3, 2, eta_min=0.01)
     for epoch in (0.5, 1.25, 2.999, 3, 3.5, None, None, 8.75, None, 20.1, None, 0, None, 44.0,

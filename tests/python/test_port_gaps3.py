@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import check_cell_against_torch, check_torch, close, raises, t
+from conftest import (check_cell_against_torch, check_torch, close, group_rates as rates, raises,
+                      sgd_at_rates, t)
 from kiln import nn, optim
 from kiln.nn import activation as A
 from kiln.nn import extra_layers as X
@@ -366,16 +367,6 @@ BASES = (0.1, 0.05, 0.0)
 STEPS = 14
 
 
-def sgd():
-    groups = [{"params": [nn.Parameter(mint.zeros(2, dtype=kiln.float64))], "lr": lr}
-              for lr in BASES]
-    return optim.SGD(groups, lr=BASES[0])
-
-
-def rates(opt):
-    return [g["lr"] for g in opt.param_groups]
-
-
 # name: (build from a scheduler module and an optimizer, the rate of base at step t)
 SCHEDULES = {
     "polynomial": (lambda m, o: m.PolynomialLR(o, total_iters=6, power=2.0),
@@ -399,7 +390,7 @@ SCHEDULES = {
 @pytest.mark.parametrize("name", SCHEDULES)
 def test_schedules_follow_their_closed_forms(name):
     build, rate = SCHEDULES[name]
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     sched = build(S, opt)
     for step in range(STEPS + 1):
         if step:
@@ -412,13 +403,13 @@ def test_schedules_follow_their_closed_forms(name):
 
 def test_chained_state_dict_resumes_and_each_scheduler_keeps_its_own_rates():
     build, rate = SCHEDULES["exponential-step"]
-    sched = build(S, sgd())
+    sched = build(S, sgd_at_rates(BASES))
     for _ in range(5):
         sched.step()
     assert sched._schedulers[0].get_last_lr()[0] == pytest.approx(0.1 * 0.9 ** 5)
     saved = pickle.loads(pickle.dumps(sched.state_dict()))
     assert [s["last_epoch"] for s in saved["_schedulers"]] == [5, 5]
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     resumed = build(S, opt)
     resumed.load_state_dict(saved)
     assert rates(opt) == pytest.approx([rate(b, 5) for b in BASES], rel=1e-12)
@@ -431,7 +422,7 @@ def test_chained_state_dict_resumes_and_each_scheduler_keeps_its_own_rates():
 
 
 def test_scheduler_errors():
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     cases = [
         (lambda: S.PolynomialLR(opt, total_iters=0), kiln.KilnValueError,
          "PolynomialLR: total_iters must be at least 1, got 0"),
@@ -448,10 +439,10 @@ def test_scheduler_errors():
         (lambda: S.ChainedScheduler([S.ReduceLROnPlateau(opt)]), kiln.KilnValueError,
          r"ChainedScheduler: schedulers\[0\] is a ReduceLROnPlateau, whose step takes a metric; "
          r"it cannot run in a chain"),
-        (lambda: S.ChainedScheduler([S.StepLR(opt, 2), S.StepLR(sgd(), 2)]),
+        (lambda: S.ChainedScheduler([S.StepLR(opt, 2), S.StepLR(sgd_at_rates(BASES), 2)]),
          kiln.KilnValueError, r"ChainedScheduler: schedulers\[1\] \(StepLR\) sets the rates of "
                               r"another optimizer"),
-        (lambda: S.ChainedScheduler([S.StepLR(opt, 2)], sgd()), kiln.KilnValueError,
+        (lambda: S.ChainedScheduler([S.StepLR(opt, 2)], sgd_at_rates(BASES)), kiln.KilnValueError,
          r"schedulers\[0\] \(StepLR\) sets the rates of another optimizer"),
         (lambda: S.ChainedScheduler([S.StepLR(opt, 2)], "opt"), kiln.KilnTypeError,
          "ChainedScheduler: expected a kiln.optim.Optimizer, got str"),
@@ -616,7 +607,7 @@ def torch_sgd(torch):
 @pytest.mark.parametrize("name", SCHEDULES)
 def test_schedules_against_torch(torch, name):
     build = SCHEDULES[name][0]
-    opt, topt = sgd(), torch_sgd(torch)
+    opt, topt = sgd_at_rates(BASES), torch_sgd(torch)
     sched, theirs = build(S, opt), build(torch.optim.lr_scheduler, topt)
     for step in range(STEPS + 1):
         if step:

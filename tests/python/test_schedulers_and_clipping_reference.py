@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import raises
+from conftest import assert_rates, group_rates as rates, raises, sgd_at_rates
 from kiln import nn, optim
 from kiln.nn.utils import clip_grad_norm, clip_grad_norm_, clip_grad_value, clip_grad_value_
 from kiln.optim import lr_scheduler
@@ -25,20 +25,6 @@ from test_optim_extra_reference import rmsprop_reference
 mint = kiln.mint
 BASES = (0.1, 0.05, 1.0)  # the three groups' rates
 STEPS = 36
-
-
-def sgd(bases=BASES):
-    groups = [{"params": [nn.Parameter(mint.zeros(3, dtype=kiln.float64))], "lr": lr}
-              for lr in bases]
-    return optim.SGD(groups, lr=bases[0])
-
-
-def rates(opt):
-    return [g["lr"] for g in opt.param_groups]
-
-
-def assert_rates(actual, expected):
-    assert actual == pytest.approx(expected, rel=1e-12, abs=1e-15)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -148,7 +134,7 @@ def expected_rates(name, t):
 
 @pytest.mark.parametrize("name", SCHEDULES)
 def test_rates_follow_the_closed_form(name):
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     sched = SCHEDULES[name][0](opt)
     for t in range(STEPS + 1):
         assert sched.last_epoch == t
@@ -164,12 +150,12 @@ def test_state_dict_resumes_mid_schedule(name):
     # A checkpoint after 13 steps, pickled, loaded into a scheduler built afresh (which set the
     # rates of step 0), continues the schedule.
     make = SCHEDULES[name][0]
-    sched = make(sgd())
+    sched = make(sgd_at_rates(BASES))
     for _ in range(13):
         sched.step()
     saved = pickle.loads(pickle.dumps(sched.state_dict()))
     assert "optimizer" not in saved and saved["last_epoch"] == 13
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     resumed = make(opt)
     resumed.load_state_dict(saved)
     assert_rates(rates(opt), expected_rates(name, 13))
@@ -182,7 +168,7 @@ def test_state_dict_resumes_mid_schedule(name):
 @pytest.mark.parametrize("name", ["cosine-warmup", "one-cycle-three-phase", "lambda-per-group"])
 def test_scheduled_rates_reach_a_jitted_step(name):
     rng = np.random.default_rng(7)
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     sched = SCHEDULES[name][0](opt)
     step = kiln.jit(lambda *grads: opt(grads))
     expected = [np.zeros(3) for _ in BASES]
@@ -208,14 +194,14 @@ class Warmup:
 
 def test_lambda_state_dict_saves_callable_objects_but_not_functions():
     fns = [Warmup(), per_step_factor, Warmup()]
-    sched = lr_scheduler.LambdaLR(sgd(), fns)
+    sched = lr_scheduler.LambdaLR(sgd_at_rates(BASES), fns)
     fns[2].scale = 0.5
     for _ in range(4):
         sched.step()
     saved = sched.state_dict()
     assert saved["lr_lambdas"] == [{"scale": 1.0}, None, {"scale": 0.5}]
     fresh = [Warmup(), per_step_factor, Warmup()]
-    resumed = lr_scheduler.LambdaLR(sgd(), fresh)
+    resumed = lr_scheduler.LambdaLR(sgd_at_rates(BASES), fresh)
     resumed.load_state_dict(saved)
     assert fresh[2].scale == 0.5 and "lr_lambdas" in saved  # the dict given is left whole
     for t in range(5, 12):
@@ -232,7 +218,7 @@ def test_lambda_state_dict_saves_callable_objects_but_not_functions():
                                 "step 3, expected a real number >= 0"),
 ])
 def test_lambda_result_that_is_no_rate_changes_nothing(result, error, message):
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     sched = lr_scheduler.LambdaLR(opt, [lambda t: 1.0, lambda t: result if t == 3 else 1.0,
                                         lambda t: 1.0])
     sched.step()
@@ -244,7 +230,7 @@ def test_lambda_result_that_is_no_rate_changes_nothing(result, error, message):
 
 @pytest.mark.parametrize("strategy", ["cos", "linear"])
 def test_one_cycle_ends_at_min_lr_and_stops_at_total_steps(strategy):
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     sched = lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=20, anneal_strategy=strategy)
     assert [(g["initial_lr"], g["max_lr"], g["min_lr"]) for g in opt.param_groups] == \
         [(1.0 / 25, 1.0, 1.0 / 25 / 1e4)] * 3
@@ -259,7 +245,7 @@ def test_one_cycle_ends_at_min_lr_and_stops_at_total_steps(strategy):
 
 def test_one_cycle_phase_of_no_length_is_at_its_end_rate():
     # pct_start * total_steps == 1: the rise ends at step 0 (where PyTorch divides by zero).
-    sched = lr_scheduler.OneCycleLR(sgd(), max_lr=1.0, total_steps=10, pct_start=0.1)
+    sched = lr_scheduler.OneCycleLR(sgd_at_rates(BASES), max_lr=1.0, total_steps=10, pct_start=0.1)
     assert sched.get_last_lr() == [1.0] * 3
     sched.step()
     assert_rates(sched.get_last_lr(), [1.0 / 25e4 + (1.0 - 1.0 / 25e4)
@@ -515,7 +501,7 @@ def plateau_metrics():
 @pytest.mark.parametrize("name", PLATEAUS)
 def test_plateau_follows_its_rule(name):
     kwargs = PLATEAUS[name]
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     sched = lr_scheduler.ReduceLROnPlateau(opt, **kwargs)
     model = PlateauModel(BASES, **kwargs)
     assert sched.get_last_lr() == list(BASES) and "initial_lr" not in opt.param_groups[0]
@@ -556,7 +542,7 @@ PLATEAU_CASES = {
 @pytest.mark.parametrize("name", PLATEAU_CASES)
 def test_plateau_worked_cases(name):
     kwargs, metrics, multiples = PLATEAU_CASES[name]
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     sched = lr_scheduler.ReduceLROnPlateau(opt, **kwargs)
     for metric, multiple in zip(metrics, multiples):
         sched.step(metric)
@@ -573,7 +559,7 @@ def test_plateau_worked_cases(name):
       [0.0125, 0.0125, 0.0625]]),
 ])
 def test_plateau_min_lr_and_eps(kwargs, expected):
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     sched = lr_scheduler.ReduceLROnPlateau(opt, **kwargs)
     for lrs in expected:
         sched.step(1.0)
@@ -583,13 +569,13 @@ def test_plateau_min_lr_and_eps(kwargs, expected):
 def test_plateau_state_dict_resumes():
     kwargs = PLATEAUS["max-abs-cooldown"]
     metrics = plateau_metrics()
-    sched = lr_scheduler.ReduceLROnPlateau(sgd(), **kwargs)
+    sched = lr_scheduler.ReduceLROnPlateau(sgd_at_rates(BASES), **kwargs)
     model = PlateauModel(BASES, **kwargs)
     for metric in metrics[:20]:
         sched.step(metric)
         model.step(metric)
     saved = pickle.loads(pickle.dumps(sched.state_dict()))
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     resumed = lr_scheduler.ReduceLROnPlateau(opt, **kwargs)
     resumed.load_state_dict(saved)
     assert_rates(rates(opt), model.lrs)
@@ -599,7 +585,7 @@ def test_plateau_state_dict_resumes():
 
 
 def test_plateau_step_is_refused_inside_a_jitted_function():
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     sched = lr_scheduler.ReduceLROnPlateau(opt, patience=0)
 
     def body(g):
@@ -615,7 +601,7 @@ def test_plateau_step_is_refused_inside_a_jitted_function():
 def test_plateau_groups_added_later():
     # One min_lr covers a group added after the scheduler was built; a list of them cannot.
     for min_lr in (0.01, [0.01] * 3):
-        opt = sgd()
+        opt = sgd_at_rates(BASES)
         sched = lr_scheduler.ReduceLROnPlateau(opt, patience=0, min_lr=min_lr)
         opt.add_param_group({"params": [nn.Parameter(mint.zeros(1))], "lr": 0.5})
         sched.step(1.0)
@@ -631,7 +617,7 @@ def test_plateau_groups_added_later():
 
 @pytest.mark.parametrize("metric, kind", [("0.5", "str"), (None, "NoneType"), (True, "bool")])
 def test_plateau_metric_of_the_wrong_kind(metric, kind):
-    sched = lr_scheduler.ReduceLROnPlateau(sgd())
+    sched = lr_scheduler.ReduceLROnPlateau(sgd_at_rates(BASES))
     with raises(kiln.KilnTypeError, match=f"ReduceLROnPlateau.step: metrics must be a number or "
                                           f"a one-element tensor, got {kind}"):
         sched.step(metric)
@@ -644,7 +630,7 @@ def test_every_scheduler_has_its_own_docstring():
 
 
 def test_schedulers_take_numpy_numbers():
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     sched = lr_scheduler.StepLR(opt, step_size=np.int64(2), gamma=np.float32(0.5))
     sched.step()
     sched.step()
@@ -739,7 +725,7 @@ SCHEDULER_ERRORS = [
 @pytest.mark.parametrize("make, error, message", SCHEDULER_ERRORS,
                          ids=[f"{i}-{e[2].split(':')[0]}" for i, e in enumerate(SCHEDULER_ERRORS)])
 def test_bad_scheduler_arguments_are_refused(make, error, message):
-    opt = sgd()
+    opt = sgd_at_rates(BASES)
     with raises(error, match=message):
         make(opt)
     assert rates(opt) == list(BASES)
@@ -748,7 +734,7 @@ def test_bad_scheduler_arguments_are_refused(make, error, message):
 @pytest.mark.parametrize("name", list(SCHEDULES) + ["plateau"])
 def test_a_scheduler_needs_an_optimizer(name):
     make = SCHEDULES[name][0] if name in SCHEDULES else lr_scheduler.ReduceLROnPlateau
-    cls = type(make(sgd())).__name__
+    cls = type(make(sgd_at_rates(BASES))).__name__
     with raises(kiln.KilnTypeError, match=f"{cls}: expected a kiln.optim.Optimizer, got list"):
         make([])
 
