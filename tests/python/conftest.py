@@ -247,6 +247,32 @@ def sgd_at_rates(bases):
     return optim.SGD(groups, lr=bases[0])
 
 
+def torch_sgd_at_rates(torch, bases):
+    """PyTorch's twin of sgd_at_rates."""
+    groups = [{"params": [torch.zeros(3, dtype=torch.float64, requires_grad=True)], "lr": lr}
+              for lr in bases]
+    return torch.optim.SGD(groups, lr=bases[0])
+
+
+def check_schedule_against_torch(torch, build, bases, steps):
+    """``build(scheduler_module, optimizer)`` made for Kiln and for PyTorch over groups at the
+    rates ``bases`` and stepped ``steps`` times: the groups' rates, get_last_lr() and, where
+    PyTorch's scheduler has one (ChainedScheduler has none), last_epoch equal PyTorch's at every
+    step."""
+    from kiln.optim import lr_scheduler
+    opt, theirs = sgd_at_rates(bases), torch_sgd_at_rates(torch, bases)
+    sched, reference = build(lr_scheduler, opt), build(torch.optim.lr_scheduler, theirs)
+    for step in range(steps + 1):
+        if step:
+            theirs.step()  # no gradients: nothing moves, but PyTorch does not warn of the order
+            sched.step()
+            reference.step()
+        assert_rates(group_rates(opt), group_rates(theirs))
+        assert_rates(sched.get_last_lr(), reference.get_last_lr())
+        if hasattr(reference, "last_epoch"):
+            assert sched.last_epoch == reference.last_epoch, f"step {step}"
+
+
 def group_rates(opt):
     """The rates of ``opt``'s parameter groups, in order."""
     return [g["lr"] for g in opt.param_groups]

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import raises, sgd_at_rates
+from conftest import raises, sgd_at_rates, torch_sgd_at_rates
 from kiln import nn
 from kiln.optim import lr_scheduler
 # The shared setup and data of the NumPy references, which run without PyTorch.
@@ -25,12 +25,6 @@ from test_schedulers_and_clipping_reference import (BASES, CYCLE_RUNS, MOMENTUM_
 torch = pytest.importorskip("torch")
 
 mint = kiln.mint
-
-
-def torch_sgd(bases=BASES):
-    groups = [{"params": [torch.zeros(3, dtype=torch.float64, requires_grad=True)], "lr": lr}
-              for lr in bases]
-    return torch.optim.SGD(groups, lr=bases[0])
 
 
 def torch_step(opt, sched, *args):
@@ -73,7 +67,7 @@ def assert_rates(kiln_lrs, torch_lrs):
 @pytest.mark.parametrize("name", SCHEDULES)
 def test_rates_match_torch(name):
     make = SCHEDULES[name]
-    opt, topt = sgd_at_rates(BASES), torch_sgd()
+    opt, topt = sgd_at_rates(BASES), torch_sgd_at_rates(torch, BASES)
     sched, tsched = make(lr_scheduler, opt), make(torch.optim.lr_scheduler, topt)
     for _ in range(STEPS):
         assert_rates(sched.get_last_lr(), tsched.get_last_lr())
@@ -90,7 +84,7 @@ def test_state_dict_resumes_mid_schedule(name):
     # A checkpoint after 13 steps, pickled, loaded into a scheduler built afresh (which set the
     # rates of step 0), continues as the uninterrupted torch schedule does.
     make = SCHEDULES[name]
-    opt, topt = sgd_at_rates(BASES), torch_sgd()
+    opt, topt = sgd_at_rates(BASES), torch_sgd_at_rates(torch, BASES)
     sched, tsched = make(lr_scheduler, opt), make(torch.optim.lr_scheduler, topt)
     for _ in range(13):
         sched.step()
@@ -112,7 +106,7 @@ def test_state_dict_resumes_mid_schedule(name):
 def test_scheduled_rates_reach_a_jitted_step(name):
     make = SCHEDULES[name]
     rng = np.random.default_rng(7)
-    opt, topt = sgd_at_rates(BASES), torch_sgd()
+    opt, topt = sgd_at_rates(BASES), torch_sgd_at_rates(torch, BASES)
     sched, tsched = make(lr_scheduler, opt), make(torch.optim.lr_scheduler, topt)
     step = kiln.jit(lambda *grads: opt(grads))
     expected = [np.zeros(3) for _ in opt.parameters]
@@ -132,7 +126,7 @@ def test_scheduled_rates_reach_a_jitted_step(name):
 
 
 def test_lambda_state_dict_saves_callable_objects_but_not_functions():
-    opt, topt = sgd_at_rates(BASES), torch_sgd()
+    opt, topt = sgd_at_rates(BASES), torch_sgd_at_rates(torch, BASES)
     fns, tfns = [Warmup(), per_step_factor, Warmup()], [Warmup(), per_step_factor, Warmup()]
     sched = lr_scheduler.LambdaLR(opt, fns)
     tsched = torch.optim.lr_scheduler.LambdaLR(topt, tfns)
@@ -161,7 +155,7 @@ def test_one_cycle_ends_at_min_lr_and_stops_at_total_steps():
     # PyTorch extrapolates at step total_steps: past min_lr with "cos", below 0 with "linear",
     # which Kiln's optimizers refuse. Kiln's schedule ends at min_lr there.
     for strategy in ("cos", "linear"):
-        opt, topt = sgd_at_rates(BASES), torch_sgd()
+        opt, topt = sgd_at_rates(BASES), torch_sgd_at_rates(torch, BASES)
         args = dict(max_lr=1.0, total_steps=20, anneal_strategy=strategy, cycle_momentum=False)
         sched = lr_scheduler.OneCycleLR(opt, **args)
         tsched = torch.optim.lr_scheduler.OneCycleLR(topt, **args)
@@ -187,8 +181,8 @@ def test_one_cycle_ends_at_min_lr_and_stops_at_total_steps():
 def test_one_cycle_phase_of_no_length_is_at_its_end_rate():
     # pct_start * total_steps == 1: the rise ends at step 0, where PyTorch divides by zero.
     with pytest.raises(ZeroDivisionError):
-        torch.optim.lr_scheduler.OneCycleLR(torch_sgd(), max_lr=1.0, total_steps=10,
-                                            pct_start=0.1, cycle_momentum=False)
+        torch.optim.lr_scheduler.OneCycleLR(torch_sgd_at_rates(torch, BASES), max_lr=1.0,
+                                            total_steps=10, pct_start=0.1, cycle_momentum=False)
     opt = sgd_at_rates(BASES)
     sched = lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10, pct_start=0.1)
     assert sched.get_last_lr() == [1.0] * 3
@@ -267,7 +261,7 @@ def test_one_cycle_momentum_resumes_from_checkpoints_as_torch():
 def test_one_cycle_momentum_of_an_sgd_built_without_momentum_matches_torch():
     # PyTorch's SGD has "momentum" (0) in its defaults: the cycle turns it on.
     rng = np.random.default_rng(10)
-    opt, topt = sgd_at_rates(BASES), torch_sgd()
+    opt, topt = sgd_at_rates(BASES), torch_sgd_at_rates(torch, BASES)
     args = dict(max_lr=1.0, total_steps=20, cycle_momentum=True)
     sched = lr_scheduler.OneCycleLR(opt, **args)
     tsched = torch.optim.lr_scheduler.OneCycleLR(topt, **args)
@@ -302,7 +296,7 @@ def test_one_cycle_momentum_needs_an_optimizer_with_one():
 @pytest.mark.parametrize("name", PLATEAUS)
 def test_plateau_matches_torch(name):
     kwargs = PLATEAUS[name]
-    opt, topt = sgd_at_rates(BASES), torch_sgd()
+    opt, topt = sgd_at_rates(BASES), torch_sgd_at_rates(torch, BASES)
     sched = lr_scheduler.ReduceLROnPlateau(opt, **kwargs)
     tsched = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, **kwargs)
     assert sched.get_last_lr() == list(BASES) and "initial_lr" not in opt.param_groups[0]
@@ -321,7 +315,7 @@ def test_plateau_matches_torch(name):
 def test_plateau_state_dict_resumes():
     kwargs = PLATEAUS["max-abs-cooldown"]
     metrics = plateau_metrics()
-    opt, topt = sgd_at_rates(BASES), torch_sgd()
+    opt, topt = sgd_at_rates(BASES), torch_sgd_at_rates(torch, BASES)
     sched = lr_scheduler.ReduceLROnPlateau(opt, **kwargs)
     tsched = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, **kwargs)
     for metric in metrics[:20]:
@@ -341,7 +335,7 @@ def test_plateau_state_dict_resumes():
 def test_plateau_rates_reach_a_jitted_step():
     rng = np.random.default_rng(3)
     kwargs = PLATEAUS["min-rel-patience-2"]
-    opt, topt = sgd_at_rates(BASES), torch_sgd()
+    opt, topt = sgd_at_rates(BASES), torch_sgd_at_rates(torch, BASES)
     sched = lr_scheduler.ReduceLROnPlateau(opt, **kwargs)
     tsched = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, **kwargs)
     step = kiln.jit(lambda *grads: opt(grads))
@@ -361,7 +355,7 @@ def test_plateau_rates_reach_a_jitted_step():
 def test_plateau_groups_added_later():
     # One min_lr covers a group added after the scheduler was built; a list of them cannot.
     for min_lr, torch_error in ((0.01, None), ([0.01] * 3, RuntimeError)):
-        opt, topt = sgd_at_rates(BASES), torch_sgd()
+        opt, topt = sgd_at_rates(BASES), torch_sgd_at_rates(torch, BASES)
         sched = lr_scheduler.ReduceLROnPlateau(opt, patience=0, min_lr=min_lr)
         tsched = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, patience=0, min_lr=min_lr)
         opt.add_param_group({"params": [nn.Parameter(mint.zeros(1))], "lr": 0.5})
@@ -477,13 +471,13 @@ def test_bad_arguments_are_refused(make, error, message, torch_refuses):
     assert [g["lr"] for g in opt.param_groups] == list(BASES)
     if torch_refuses:
         with pytest.raises((ValueError, TypeError, ZeroDivisionError)):
-            make(torch.optim.lr_scheduler, torch_sgd())
+            make(torch.optim.lr_scheduler, torch_sgd_at_rates(torch, BASES))
 
 
 @pytest.mark.parametrize("name", list(SCHEDULES) + ["plateau"])
 def test_a_scheduler_needs_an_optimizer(name):
     make = SCHEDULES.get(name, lambda m, opt: m.ReduceLROnPlateau(opt))
-    torch_opt = torch_sgd()
+    torch_opt = torch_sgd_at_rates(torch, BASES)
     cls = make(torch.optim.lr_scheduler, torch_opt).__class__.__name__
     with raises(kiln.KilnTypeError, match=f"{cls}: expected a kiln.optim.Optimizer, got SGD"):
         make(lr_scheduler, torch_opt)

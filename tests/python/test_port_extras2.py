@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import (assert_rates, check_channel_dropout, check_torch, close,
-                      group_rates as rates, raises, sgd_at_rates, t, torch_twin)
+from conftest import (assert_rates, check_channel_dropout, check_schedule_against_torch,
+                      check_torch, close, group_rates as rates, raises, sgd_at_rates, t,
+                      torch_sgd_at_rates, torch_twin)
 from kiln import nn, optim
 from kiln.nn.dropout import Dropout1d, Dropout2d
 from kiln.nn.init import orthogonal_
@@ -596,15 +597,9 @@ def test_orthogonal_errors(build, error, message):
 # Against PyTorch
 
 
-def torch_sgd(torch):
-    groups = [{"params": [torch.zeros(3, dtype=torch.float64, requires_grad=True)], "lr": lr}
-              for lr in BASES]
-    return torch.optim.SGD(groups, lr=BASES[0])
-
-
 def test_sequential_state_dict_has_torchs_entries(torch):
     build = SCHEDULES["three-phases"][0]
-    theirs = torch_sgd(torch)
+    theirs = torch_sgd_at_rates(torch, BASES)
     sched = build(lr_scheduler, sgd_at_rates(BASES))
     reference = build(torch.optim.lr_scheduler, theirs)
     for _ in range(6):
@@ -619,20 +614,11 @@ def test_sequential_state_dict_has_torchs_entries(torch):
 
 @pytest.mark.parametrize("name", SCHEDULES)
 def test_schedule_matches_torch(torch, name):
-    build = SCHEDULES[name][0]
-    opt, theirs = sgd_at_rates(BASES), torch_sgd(torch)
-    sched, reference = build(lr_scheduler, opt), build(torch.optim.lr_scheduler, theirs)
-    for t_ in range(STEPS + 1):
-        if t_:
-            theirs.step()  # no gradients: nothing moves, but PyTorch does not warn of the order
-            sched.step()
-            reference.step()
-        assert_rates(rates(opt), rates(theirs))
-        assert sched.last_epoch == reference.last_epoch
+    check_schedule_against_torch(torch, SCHEDULES[name][0], BASES, STEPS)
 
 
 def test_fractional_restarts_match_torch(torch):
-    opt, theirs = sgd_at_rates(BASES), torch_sgd(torch)
+    opt, theirs = sgd_at_rates(BASES), torch_sgd_at_rates(torch, BASES)
     sched = CosineAnnealingWarmRestarts(opt, 3, 2, eta_min=0.01)
     reference = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(theirs, 3, 2, eta_min=0.01)
     for epoch in (0.5, 1.25, 2.999, 3, 3.5, None, None, 8.75, None, 20.1, None, 0, None, 44.0,

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import (check_cell_against_torch, check_torch, close, group_rates as rates, raises,
-                      sgd_at_rates, t)
+from conftest import (check_cell_against_torch, check_schedule_against_torch, check_torch, close,
+                      group_rates as rates, raises, sgd_at_rates, t, torch_sgd_at_rates)
 from kiln import nn, optim
 from kiln.nn import activation as A
 from kiln.nn import extra_layers as X
@@ -599,24 +599,9 @@ def test_instance_norm_running_statistics_against_torch(torch, rng):
     check_cell_against_torch(torch, ours, theirs, rng.standard_normal((2, 3, 4, 5)), rng)
 
 
-def torch_sgd(torch):
-    return torch.optim.SGD([{"params": [torch.zeros(1, requires_grad=True)], "lr": b}
-                            for b in BASES], lr=BASES[0])
-
-
 @pytest.mark.parametrize("name", SCHEDULES)
 def test_schedules_against_torch(torch, name):
-    build = SCHEDULES[name][0]
-    opt, topt = sgd_at_rates(BASES), torch_sgd(torch)
-    sched, theirs = build(S, opt), build(torch.optim.lr_scheduler, topt)
-    for step in range(STEPS + 1):
-        if step:
-            topt.step()
-            sched.step()
-            theirs.step()
-        want = [g["lr"] for g in topt.param_groups]
-        assert rates(opt) == pytest.approx(want, rel=1e-12, abs=1e-15), f"step {step}"
-        assert sched.get_last_lr() == pytest.approx(theirs.get_last_lr(), rel=1e-12, abs=1e-15)
+    check_schedule_against_torch(torch, SCHEDULES[name][0], BASES, STEPS)
 
 
 @pytest.mark.parametrize("batch_first", [False, True])
