@@ -59,6 +59,7 @@ constexpr UnaryEntry kUnary[] = {
     {"floor", "floor_", "Floor", &floor},
     {"ceil", "ceil_", "Ceil", &ceil},
     {"round", "round_", "Round", &round},
+    {"trunc", "trunc_", "Trunc", &trunc},
     {"logical_not", "logical_not_", "LogicalNot", &logical_not},
     {"bitwise_not", "bitwise_not_", "BitwiseNot", &bitwise_not},
 };
@@ -69,6 +70,7 @@ constexpr BinaryEntry kBinary[] = {
     {"mul", "Mul", &mul},
     {"div", "Div", &div},
     {"floor_divide", "FloorDivide", &floor_divide},
+    {"trunc_divide", "TruncDivide", &trunc_divide},
     {"remainder", "Remainder", &remainder},
     {"pow", "Pow", &pow},
     {"maximum", "Maximum", &maximum},

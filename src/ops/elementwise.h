@@ -243,6 +243,14 @@ C ceil_value(C x) {
   }
 }
 template <typename C>
+C trunc_value(C x) {
+  if constexpr (std::is_integral_v<C>) {
+    return x;
+  } else {
+    return std::trunc(x);
+  }
+}
+template <typename C>
 C round_value(C x) {
   if constexpr (std::is_integral_v<C>) {
     return x;
@@ -305,6 +313,21 @@ C floor_divide_value(C a, C b) {
     C floordiv = std::floor(div);
     if (div - floordiv > C(0.5)) floordiv += C(1);  // snap to the nearest integral value
     return floordiv;
+  }
+}
+
+/// a / b rounded toward zero (PyTorch's div(rounding_mode="trunc")). Integers: C's division, b != 0
+/// checked before the kernel runs, b == -1 a wrapping negation as floor_divide_value's. Floats:
+/// the quotient, rounded once, truncated.
+template <typename C>
+C trunc_divide_value(C a, C b) {
+  if constexpr (std::is_integral_v<C>) {
+    if constexpr (std::is_signed_v<C>) {
+      if (b == C(-1)) return wrapping_neg(a);
+    }
+    return static_cast<C>(a / b);
+  } else {
+    return std::trunc(a / b);
   }
 }
 

@@ -1,7 +1,7 @@
 // Binary arithmetic ops with NumPy broadcasting and weak-scalar promotion: add, sub, mul, div,
-// floor_divide, remainder, pow, maximum, minimum, the C++ operators, and the backward ops of
-// sigmoid, tanh, relu and silu (one pass where their gradient formulas compose two to five ops).
-// One table row per op; the loops are in ops/elementwise.h.
+// floor_divide, trunc_divide, remainder, pow, maximum, minimum, the C++ operators, and the backward
+// ops of sigmoid, tanh, relu and silu (one pass where their gradient formulas compose two to five
+// ops). One table row per op; the loops are in ops/elementwise.h.
 #include <array>
 #include <limits>
 #include <utility>
@@ -102,7 +102,8 @@ std::array<Tensor, 2> extremum_grads(const Tensor& a, const Tensor& b, const Ten
 // Each row: function, primitive, dtype rule, Highway kernel, the result as an expression of `a`
 // and `b` in the compute type C, the check on b made before computing, the gradients of a and b
 // (in the result's shape) as an expression of the tensors a, b, y (the result) and g (y's
-// gradient), and the documentation. floor_divide is piecewise constant: zero gradients.
+// gradient), and the documentation. floor_divide and trunc_divide are piecewise constant: zero
+// gradients.
 #define KILN_ARITHMETIC_OPS(X)                                                                    \
   X(add, Add, kPromote, B::kAdd, wrapping_add(a, b), kNone, KILN_BOTH(g, g),                      \
     "a + b (bool + bool is logical or; integers wrap around)")                                    \
@@ -117,6 +118,10 @@ std::array<Tensor, 2> extremum_grads(const Tensor& a, const Tensor& b, const Ten
     kNonzeroIntDivisor, KILN_BOTH(zeros_like(g), zeros_like(g)),                                  \
     "a // b rounded toward -inf, as Python; integer division by zero is a "                       \
     "KilnValueError")                                                                             \
+  X(trunc_divide, TruncDivide, kPromoteNoBool, B::kTruncDivide, trunc_divide_value(a, b),         \
+    kNonzeroIntDivisor, KILN_BOTH(zeros_like(g), zeros_like(g)),                                  \
+    "a / b rounded toward zero (PyTorch's div with rounding_mode='trunc'; a 16-bit quotient is "  \
+    "truncated in float32 and rounded once); integer division by zero is a KilnValueError")       \
   X(remainder, Remainder, kPromoteNoBool, B::kRemainder, remainder_value(a, b),                   \
     kNonzeroIntDivisor, KILN_BOTH(g, -(g * floor_divide(a, b))),                                  \
     "a % b with the sign of b, as Python; integer modulo by zero is a "                           \

@@ -24,7 +24,8 @@ constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 
 // Each row: function, primitive, dtype rule, Highway kernel, the result as an expression of `x`
 // in the compute type C, the gradient of x as an expression of the tensors x, y (the result) and
-// g (y's gradient), and the op's documentation. Floor, ceil, round and sign have zero gradients
+// g (y's gradient), and the op's documentation. Floor, ceil, round, trunc and sign have zero
+// gradients
 // (as in PyTorch); abs'(0) = sign(0) = 0.
 #define KILN_UNARY_OPS(X)                                                                          \
   X(neg, Neg, kSameNoBool, U::kNeg, wrapping_neg(x), -g, "-x (integers wrap; bool: DTypeError)")   \
@@ -60,6 +61,8 @@ constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
     "smallest integer >= x (integers: x)")                                                         \
   X(round, Round, kSame, U::kRound, round_value(x), zeros_like(g),                                 \
     "nearest integer, ties to even (as NumPy)")                                                    \
+  X(trunc, Trunc, kSame, U::kTrunc, trunc_value(x), zeros_like(g),                                 \
+    "x rounded toward zero, its sign kept (trunc(-0.5) = -0; integers: x)")                        \
   X(logical_not, LogicalNot, kPredicate, kNoSimdUnary, !truthy(x), Tensor(), "x == 0, as bool")
 
 #define KILN_UNARY_FUNCTOR(name, Prim, rule, simd_op, expr, dx, doc) \

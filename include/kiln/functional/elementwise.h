@@ -44,6 +44,7 @@ KILN_DECLARE_UNARY(erf)
 KILN_DECLARE_UNARY(floor)
 KILN_DECLARE_UNARY(ceil)
 KILN_DECLARE_UNARY(round)  // half to even, as NumPy
+KILN_DECLARE_UNARY(trunc)  // toward zero
 KILN_DECLARE_UNARY(logical_not)
 KILN_DECLARE_UNARY(bitwise_not)  // integers and bool only (for bool, logical_not)
 #undef KILN_DECLARE_UNARY
@@ -67,6 +68,7 @@ KILN_DECLARE_BINARY(sub)
 KILN_DECLARE_BINARY(mul)
 KILN_DECLARE_BINARY(div)           // true division
 KILN_DECLARE_BINARY(floor_divide)  // rounds toward -inf, as Python's //
+KILN_DECLARE_BINARY(trunc_divide)  // rounds toward zero (C's integer division)
 KILN_DECLARE_BINARY(remainder)     // sign of the divisor, as Python's %
 KILN_DECLARE_BINARY(pow)
 KILN_DECLARE_BINARY(maximum)       // NaN-propagating

@@ -16,7 +16,7 @@ their Tensor methods
 (kiln/mint/_products.py); ``scatter_add``, ``index_add``, ``index_fill``, ``masked_select``,
 ``nonzero`` / ``argwhere`` / one-argument ``where``, ``unique`` (eager only where the result's
 size depends on values), ``isclose`` / ``allclose`` / ``equal``, ``full_like``, ``clamp_min`` /
-``clamp_max`` / ``clip``, ``log10``, ``trunc`` / ``fix``, ``lerp``, ``cumprod`` and ``div`` with
+``clamp_max`` / ``clip``, ``log10``, ``fix``, ``lerp``, ``cumprod`` and ``div`` with
 ``rounding_mode`` (kiln/mint/_indexing_ops.py).
 """
 
@@ -25,7 +25,7 @@ from .._C.mint import *  # noqa: F401,F403
 # the ops' own, which they call.
 from ._indexing_ops import (allclose, argwhere, clamp_max, clamp_min, clip, cumprod,  # noqa: F401
                             div, equal, fix, full_like, index_add, index_fill, isclose, lerp,
-                            log10, masked_select, nonzero, scatter_add, trunc, unique, where)
+                            log10, masked_select, nonzero, scatter_add, unique, where)
 # After the bindings: cross_entropy, nll_loss, conv2d and round replace the ops' own (which they
 # call).
 from ._composite import (adaptive_avg_pool2d, adaptive_max_pool2d,  # noqa: F401,A004

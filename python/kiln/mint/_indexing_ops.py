@@ -8,13 +8,13 @@ with PyTorch's names, argument order and defaults:
     isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False)    allclose(...)  equal(a, b)
     full_like(input, fill_value, *, dtype=None, requires_grad=False, device=None)
     clamp_min(input, min)   clamp_max(input, max)   clip(input, min=None, max=None)  (clamp's alias)
-    log10(input)   trunc(input, *, out=None)   fix(input, *, out=None)   lerp(input, end, weight)
+    log10(input)   fix(input, *, out=None) (trunc's alias)   lerp(input, end, weight)
     div(input, other, *, rounding_mode=None, out=None)   cumprod(input, dim, *, dtype=None)
     unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None)
 
 and the Tensor methods PyTorch has for them (installed at the bottom of this module): the same
 names as methods, the in-place ``scatter_``, ``scatter_add_``, ``index_add_``, ``index_fill_``,
-``clamp_min_``, ``clamp_max_``, ``clip_``, ``trunc_``, ``fix_`` and ``div_``, and
+``clamp_min_``, ``clamp_max_``, ``clip_``, ``fix_`` and ``div_``, and
 ``rounding_mode=`` on ``Tensor.div``. The in-place ones write through assignment, as
 kiln/_tensor_methods.py's do (a tensor that requires grad is refused under autograd).
 
@@ -30,9 +30,9 @@ boolean indexing is. ``allclose`` and ``equal`` return a Python bool, read at th
 - ``isclose`` computes the error of 16-bit floats in float32, and of integers and bools in
   float64 (PyTorch: float32), so that large integers compare exactly.
 - ``div``'s "trunc" and "floor" modes keep integer operands integer (exact, unlike a float
-  division); "floor" is kiln.mint.floor_divide, and the gradient of both modes is zero. "trunc"
-  truncates a 16-bit float quotient in float32 and rounds it once, so that it equals the exact
-  truncated quotient wherever the dtype holds that integer.
+  division): they are kiln.mint.trunc_divide and kiln.mint.floor_divide, whose gradients are
+  zero. Both truncate a 16-bit float quotient in float32 and round it once, so that it equals the
+  exact truncated quotient wherever the dtype holds that integer.
 - ``cumprod`` is kiln.mint.linear_scan(x, b) with b the first element followed by zeros (one
   pass; src/ops/scan.cc, Note [Linear scans]): exact for integers (wrapping as int64); floats
   are multiplied in float64 and rounded once into their dtype, as accurate as PyTorch's (which
@@ -51,11 +51,11 @@ from .. import _tensor_methods
 from .._checks import checked_bool, checked_int, wrap_dim
 from .._numpy import np
 from ..errors import DTypeError, KilnIndexError, KilnTypeError, KilnValueError, ShapeError
-from ._composite import _NARROW, _cast, _floating_tensor, _widened, check_real
+from ._composite import _cast, _floating_tensor, _widened, check_real
 
 __all__ = ["scatter_add", "index_add", "index_fill", "masked_select", "nonzero", "argwhere",
            "where", "isclose", "allclose", "equal", "full_like", "clamp_min", "clamp_max", "clip",
-           "log10", "trunc", "fix", "lerp", "div", "cumprod", "unique"]
+           "log10", "fix", "lerp", "div", "cumprod", "unique"]
 
 Tensor = _C.Tensor
 _mint = _C.mint
@@ -328,19 +328,9 @@ def log10(input):  # noqa: A002
     return _cast(result, dtype) if dtype.is_floating_point else result
 
 
-def trunc(input, *, out=None):  # noqa: A002
-    """trunc(input, *, out=None): the integer part of each element (rounded toward zero: -2.5 ->
-    -2.0, -0.5 -> -0.0), exact; an integer or bool tensor is returned as it is (a copy). The
-    gradient is 0, as PyTorch's."""
-    _tensor("trunc", "input", input)
-    if not input.dtype.is_floating_point:
-        return _mint.floor(input, out=out)  # the identity on integers
-    return _mint.where(input < 0, _mint.ceil(input), _mint.floor(input), out=out)
-
-
 def fix(input, *, out=None):  # noqa: A002
-    """fix(input, *, out=None): trunc's alias, as in PyTorch."""
-    return trunc(input, out=out)
+    """fix(input, *, out=None): kiln.mint.trunc's alias, as in PyTorch."""
+    return _mint.trunc(input, out=out)
 
 
 def lerp(input, end, weight):  # noqa: A002
@@ -368,20 +358,17 @@ def lerp(input, end, weight):  # noqa: A002
     return _cast(result, dtype)
 
 
-def _integral(value):
-    """Whether ``value`` (a tensor or a Python number) is an integer or bool one."""
-    if isinstance(value, Tensor):
-        return not value.dtype.is_floating_point
-    return isinstance(value, numbers.Integral)
+# The op of each of div's rounding modes.
+_ROUNDED_DIVISIONS = {"floor": _mint.floor_divide, "trunc": _mint.trunc_divide}
 
 
-def _floor_divide(input, other, rounding_mode, out=None):  # noqa: A002
-    """kiln.mint.floor_divide for div's rounding modes, an integer division by zero reported as
-    div's, the function the caller called. Only where the error is raised at the call (the
-    "sync" pipeline): an asynchronous pipeline or a kiln.jit graph raises it later, as
-    FloorDivide's."""
+def _rounded_division(input, other, rounding_mode, out):  # noqa: A002
+    """div with a rounding mode, an integer division by zero reported as div's, the function the
+    caller called. Only where the error is raised at the call (the "sync" pipeline): an
+    asynchronous pipeline or a kiln.jit graph raises it later, as FloorDivide's or
+    TruncDivide's."""
     try:
-        return _mint.floor_divide(input, other, out=out)
+        return _ROUNDED_DIVISIONS[rounding_mode](input, other, out=out)
     except KilnValueError as error:
         if "division by zero" not in str(error):
             raise
@@ -389,41 +376,20 @@ def _floor_divide(input, other, rounding_mode, out=None):  # noqa: A002
                          f"expected a divisor with no zero (an integer quotient has no inf)")
 
 
-def _truncated_quotient(input, other, out):  # noqa: A002
-    """div's "trunc" mode for floating operands. A 16-bit quotient is taken in float32 and
-    rounded once, after the truncation: rounded to 16 bits first, a quotient just below an
-    integer can round up to it (139.25 / 0.28955078125 = 480.92 is 481 in float16; PyTorch's
-    vectorized CPU kernel has that error, its scalar one has not)."""
-    operands = [_widened(x) if isinstance(x, Tensor) else x for x in (input, other)]
-    quotient = _mint.div(*operands)
-    dtype = functools.reduce(_C.promote_types, [x.dtype for x in (input, other)
-                                                if isinstance(x, Tensor)])
-    if out is None and dtype in _NARROW:
-        return _cast(trunc(quotient), dtype)
-    return trunc(quotient, out=out)
-
-
 def div(input, other, *, rounding_mode=None, out=None):  # noqa: A002
     """div(input, other, *, rounding_mode=None, out=None): ``input / other``. With
     ``rounding_mode`` None this is kiln.mint's Div op, called as it is (true division, float32
-    for integers); "trunc" rounds the quotient toward zero and "floor" toward -inf (Python's
-    ``//``, kiln.mint.floor_divide), both keeping integer operands integer and exact. A 16-bit
-    quotient is truncated in float32 and rounded once. Integer division by zero is a
-    KilnValueError in those modes; the gradient of both is zero."""
+    for integers); "trunc" rounds the quotient toward zero (kiln.mint.trunc_divide, PyTorch's
+    rounding) and "floor" toward -inf (Python's ``//``, kiln.mint.floor_divide), both keeping
+    integer operands integer and exact. A 16-bit quotient is rounded in float32 and then to 16
+    bits once. Integer division by zero is a KilnValueError in those modes; the gradient of both
+    is zero."""
     if rounding_mode is None:
         return _mint.div(input, other, out=out)
-    if rounding_mode == "floor":
-        return _floor_divide(input, other, rounding_mode, out=out)
-    if rounding_mode != "trunc":
+    if rounding_mode not in _ROUNDED_DIVISIONS:
         raise KilnValueError(f"div: expected rounding_mode None, 'trunc' or 'floor', got "
                              f"{rounding_mode!r}")
-    if not (_integral(input) and _integral(other)):
-        return _truncated_quotient(input, other, out)
-    # The floor of a negative inexact quotient is one below its truncation; the remainder (of
-    # other's sign, as Python's) is nonzero exactly when the quotient is inexact.
-    floor = _floor_divide(input, other, rounding_mode)
-    inexact = _mint.remainder(input, other) != 0
-    return _mint.add(floor, inexact & (floor < 0), out=out)
+    return _rounded_division(input, other, rounding_mode, out)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -593,18 +559,13 @@ def clip_(self, min=None, max=None):  # noqa: A002
     return self.clamp_(min, max)
 
 
-def trunc_(self):
-    """``trunc`` written into this tensor; returns it."""
-    return _write(self, trunc(self), "trunc_")
-
-
 for _function in (scatter_add, index_add, index_fill, masked_select, nonzero, argwhere, isclose,
-                  allclose, equal, clamp_min, clamp_max, log10, trunc, fix, lerp, cumprod,
+                  allclose, equal, clamp_min, clamp_max, log10, fix, lerp, cumprod,
                   unique, scatter_, scatter_add_, index_add_, index_fill_, clamp_min_,
-                  clamp_max_, clip_, trunc_):
+                  clamp_max_, clip_):
     setattr(Tensor, _function.__name__, _function)
 del _function
-Tensor.fix_ = trunc_
+Tensor.fix_ = Tensor.trunc_
 Tensor.clip = Tensor.clamp
 Tensor.div = _div_method
 Tensor.div_ = _div_method_

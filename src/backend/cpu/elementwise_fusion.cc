@@ -48,7 +48,8 @@ const CNode* as_op(const NodePtr& n) {
 // Note for what remains).
 bool jumps(const std::string& instruction) {
   return instruction == "Floor" || instruction == "Ceil" || instruction == "Round" ||
-         instruction == "Sign" || instruction == "FloorDivide" || instruction == "Remainder" ||
+         instruction == "Trunc" || instruction == "Sign" || instruction == "FloorDivide" ||
+         instruction == "TruncDivide" || instruction == "Remainder" ||
          instruction == "ReluBackward";
 }
 

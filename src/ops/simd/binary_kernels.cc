@@ -172,6 +172,11 @@ HWY_INLINE bool map_op(D d, Codec codec, BinaryOp op, const S* a, T sa, const S*
       return run([](D dv, V u, V v) { return floor_divide(dv, u, v); });
     case BinaryOp::kRemainder:
       return run([](D dv, V u, V v) { return remainder(dv, u, v); });
+    case BinaryOp::kTruncDivide:  // the quotient's sign kept (as trunc's, above)
+      return run([](D, V u, V v) {
+        const V quotient = hn::Div(u, v);
+        return hn::CopySign(hn::Trunc(quotient), quotient);
+      });
     case BinaryOp::kSigmoidBackward:
       return run(
           [](D dv, V g, V v) { return hn::Mul(g, hn::Mul(v, hn::Sub(hn::Set(dv, T(1)), v))); });

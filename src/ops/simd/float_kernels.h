@@ -60,6 +60,7 @@ enum class UnaryOp : int {
   kFloor,
   kCeil,
   kRound,  ///< round half to even, like numpy.round / torch.round
+  kTrunc,  ///< toward zero (the sign kept: trunc(-0.5) = -0)
 };
 
 /// Elementwise binary operations. kMaximum / kMinimum propagate nan (numpy.maximum, not fmax);
@@ -76,6 +77,7 @@ enum class BinaryOp : int {
   kPow,
   kFloorDivide,      ///< Python's a // b (rounds toward -inf; a / b where b == 0)
   kRemainder,        ///< Python's a % b (the sign of b)
+  kTruncDivide,      ///< a / b rounded toward zero (C's integer division)
   kSigmoidBackward,  ///< g * (y * (1 - y)), y = sigmoid(x)
   kTanhBackward,     ///< g * ((1 - y) * (1 + y)), y = tanh(x)
   kReluBackward,     ///< x <= 0 ? 0 : g (b is relu's input x, not its result; NaN passes g)
@@ -138,6 +140,7 @@ class ScalarSteps {
       case BinaryOp::kPow:
       case BinaryOp::kFloorDivide:
       case BinaryOp::kRemainder:
+      case BinaryOp::kTruncDivide:
       case BinaryOp::kSigmoidBackward:
       case BinaryOp::kTanhBackward:
       case BinaryOp::kReluBackward:

@@ -202,11 +202,13 @@ HWY_INLINE void unary_impl(UnaryOp op, ScalarSteps<T> steps, const S* x, S* y, s
     case UnaryOp::kSilu:
       return map([](auto dv, V v) { return silu(dv, v); });
     // CopySign: HWY_SCALAR's Floor(-0) is +0 and its Ceil(+0) is -0; the result of floor / ceil
-    // always has the sign of the input.
+    // / trunc always has the sign of the input.
     case UnaryOp::kFloor:
       return map_short([](auto, V v) { return hn::CopySign(hn::Floor(v), v); });
     case UnaryOp::kCeil:
       return map_short([](auto, V v) { return hn::CopySign(hn::Ceil(v), v); });
+    case UnaryOp::kTrunc:
+      return map_short([](auto, V v) { return hn::CopySign(hn::Trunc(v), v); });
     case UnaryOp::kRound:
       return map_short([](auto dv, V v) { return round_half_even(dv, v); });
   }

@@ -169,6 +169,7 @@ TEST(Elementwise, WrapsIntegerOverflow_WithoutUndefinedBehaviour) {
   EXPECT_EQ(values(neg(x)), (std::vector<double>{-kMax, kMin}));
   EXPECT_EQ(values(abs(x)), (std::vector<double>{kMax, kMin}));
   EXPECT_EQ(values(floor_divide(x, Tensor::scalar(-1))), (std::vector<double>{-kMax, kMin}));
+  EXPECT_EQ(values(trunc_divide(x, Tensor::scalar(-1))), (std::vector<double>{-kMax, kMin}));
   EXPECT_EQ(values(remainder(x, Tensor::scalar(-1))), (std::vector<double>{0, 0}));
   EXPECT_EQ(values(mul(make({1}, {30000}, DType::kInt16), make({1}, {3}, DType::kInt16)))[0],
             static_cast<int16_t>(static_cast<uint16_t>(90000u & 0xffffu)));
@@ -201,9 +202,9 @@ TEST(Elementwise, StaysDefined_OnExtremeIntegers) {
                           &bitwise_xor,
                           &bitwise_left_shift,
                           &bitwise_right_shift};
-  const Binary nonzero_b[] = {&floor_divide, &remainder};
-  const Unary unary[] = {&neg,   &abs,   &sign, &square,      &relu,
-                         &floor, &round, &exp,  &logical_not, &bitwise_not};
+  const Binary nonzero_b[] = {&floor_divide, &trunc_divide, &remainder};
+  const Unary unary[] = {&neg,   &abs,   &sign, &square,      &relu,       &floor,
+                         &round, &trunc, &exp,  &logical_not, &bitwise_not};
   for (DType dtype : {DType::kInt8, DType::kUInt8, DType::kInt16, DType::kInt32, DType::kInt64}) {
     visit_dtype(dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -281,6 +282,22 @@ TEST(Elementwise, FollowsPythonRounding_ForFloorDivideAndRemainder) {
   const Tensor fa = make({2}, {-7.5, 7.5});
   EXPECT_EQ(values(remainder(fa, Tensor::scalar(2.0))), (std::vector<double>{0.5, 1.5}));
   EXPECT_EQ(values(floor_divide(fa, Tensor::scalar(2.0))), (std::vector<double>{-4, 3}));
+}
+
+TEST(Elementwise, RoundsTowardZero_ForTruncAndTruncDivide) {
+  const Tensor a = make({4}, {7, -7, 7, -7}, DType::kInt64);
+  const Tensor b = make({4}, {2, 2, -2, -2}, DType::kInt64);
+  EXPECT_EQ(values(trunc_divide(a, b)), (std::vector<double>{3, -3, -3, 3}));
+  EXPECT_EQ(trunc_divide(a, b).dtype(), DType::kInt64);
+  const Tensor fa = make({3}, {-7.5, 7.5, -1.5});
+  EXPECT_EQ(values(trunc_divide(fa, Tensor::scalar(2.0))), (std::vector<double>{-3, 3, -0.0}));
+  EXPECT_TRUE(std::signbit(values(trunc_divide(fa, Tensor::scalar(2.0)))[2]));  // -0.75 -> -0
+  EXPECT_EQ(values(trunc(fa)), (std::vector<double>{-7, 7, -1}));
+  EXPECT_TRUE(std::signbit(values(trunc(make({1}, {-0.5})))[0]));
+  EXPECT_EQ(values(trunc(a)), values(a));  // integers: the identity
+  error_of(ErrorKind::kValue, [&] { trunc_divide(a, Tensor::scalar(0)); });
+  EXPECT_EQ(values(trunc_divide(make({1}, {-1}), Tensor::scalar(0.0)))[0],
+            -std::numeric_limits<double>::infinity());
 }
 
 TEST(Elementwise, RaisesValueError_WhenIntegerDivisorIsZero) {

@@ -63,13 +63,14 @@ TEST(FusedElementwiseProgram, TextRoundTrips) {
 }
 
 TEST(FusedElementwiseProgram, EveryInstructionRoundTrips) {
-  const char* unary[] = {"Neg",  "Abs",     "Sign",       "Exp",    "Expm1", "Log",  "Log1p",
-                         "Log2", "Sqrt",    "Rsqrt",      "Reciprocal", "Square", "Sin", "Cos",
-                         "Tan",  "Tanh",    "Sigmoid",    "Relu",   "Gelu",  "GeluTanh", "Silu",
-                         "Erf",  "Floor",   "Ceil",       "Round"};
-  const char* binary[] = {"Add",          "Sub",          "Mul",         "Div",
-                          "Maximum",      "Minimum",      "Pow",         "SigmoidBackward",
-                          "TanhBackward", "ReluBackward", "SiluBackward"};
+  const char* unary[] = {"Neg",  "Abs",   "Sign",    "Exp",        "Expm1",  "Log",      "Log1p",
+                         "Log2", "Sqrt",  "Rsqrt",   "Reciprocal", "Square", "Sin",      "Cos",
+                         "Tan",  "Tanh",  "Sigmoid", "Relu",       "Gelu",   "GeluTanh", "Silu",
+                         "Erf",  "Floor", "Ceil",    "Round",      "Trunc"};
+  const char* binary[] = {"Add",          "Sub",          "Mul",          "Div",
+                          "Maximum",      "Minimum",      "Pow",          "SigmoidBackward",
+                          "TanhBackward", "ReluBackward", "SiluBackward", "FloorDivide",
+                          "Remainder",    "TruncDivide"};
   std::string text = "Exp(i0)";
   int j = 1;
   for (const char* u : unary) text += ";" + std::string(u) + "(r" + std::to_string(j++ - 1) + ")";

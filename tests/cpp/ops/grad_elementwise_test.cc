@@ -227,7 +227,7 @@ TEST(GradElementwise, UnaryRulesUseOpsOnly_WhenFloat32AndStrided) {
 TEST(GradElementwise, PiecewiseConstantOpsHaveZeroGradients) {
   const Tensor x = randn({3, 2}, f64);
   const Tensor g = randn({3, 2}, f64);
-  for (const char* name : {"Floor", "Ceil", "Round", "Sign"}) {
+  for (const char* name : {"Floor", "Ceil", "Round", "Trunc", "Sign"}) {
     const OpDefPtr op = OpRegistry::Instance().get(name);
     const std::vector<Tensor> gx = op->grad_fn()({x}, call_op(*op, {x}), {}, {g});
     testing::expect_close(gx[0], zeros({3, 2}, f64), 0);
@@ -267,6 +267,7 @@ const BinaryCase kBinaryCases[] = {
     {"Minimum", Domain::kAny, Domain::kAny},
     {"FloorDivide", Domain::kAny, Domain::kAwayFromZero},
     {"Remainder", Domain::kAny, Domain::kAwayFromZero},
+    {"TruncDivide", Domain::kAny, Domain::kAwayFromZero},
     {"SigmoidBackward", Domain::kAny, Domain::kUnit},
     {"TanhBackward", Domain::kAny, Domain::kUnit},
     {"ReluBackward", Domain::kAny, Domain::kAwayFromZero},

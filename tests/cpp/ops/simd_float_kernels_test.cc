@@ -185,6 +185,7 @@ const UnaryCase kUnaryCases[] = {
     {UnaryOp::kFloor, "floor", {-1000, 1000, false}, kExact, kExact},
     {UnaryOp::kCeil, "ceil", {-1000, 1000, false}, kExact, kExact},
     {UnaryOp::kRound, "round", {-1000, 1000, false}, kExact, kExact},
+    {UnaryOp::kTrunc, "trunc", {-1000, 1000, false}, kExact, kExact},
 };
 
 /// The reference, in float64 (transcendental ops for float32 too, then rounded once) or in T
@@ -248,6 +249,8 @@ T ref_unary(UnaryOp op, T x) {
       return std::ceil(x);
     case UnaryOp::kRound:
       return std::nearbyint(x);
+    case UnaryOp::kTrunc:
+      return std::trunc(x);
   }
   return x;
 }
@@ -448,6 +451,7 @@ const BinaryCase kBinaryCases[] = {{BinaryOp::kAdd, "add"},
                                    {BinaryOp::kPow, "pow"},
                                    {BinaryOp::kFloorDivide, "floor_divide"},
                                    {BinaryOp::kRemainder, "remainder"},
+                                   {BinaryOp::kTruncDivide, "trunc_divide"},
                                    {BinaryOp::kSigmoidBackward, "sigmoid_backward"},
                                    {BinaryOp::kTanhBackward, "tanh_backward"},
                                    {BinaryOp::kReluBackward, "relu_backward"}};
@@ -474,6 +478,8 @@ T ref_binary(BinaryOp op, T a, T b) {
       return floor_divide_value(a, b);
     case BinaryOp::kRemainder:
       return remainder_value(a, b);
+    case BinaryOp::kTruncDivide:
+      return std::trunc(a / b);
     case BinaryOp::kSigmoidBackward:  // each step rounded, as the composed ops
       return a * (b * (T(1) - b));
     case BinaryOp::kTanhBackward:
