@@ -1,12 +1,13 @@
 """Argument checks that kiln's Python modules share (private): integers given where the C++ API
 takes an int, refused by a typed error naming the function and the argument rather than by
-nanobind's untyped "incompatible function arguments", and dimensions wrapped and checked with the
-words of the C++ ``wrap_dim`` (src/core/shape.cc)."""
+nanobind's untyped "incompatible function arguments", dimensions wrapped and checked with the
+words of the C++ ``wrap_dim`` (src/core/shape.cc), and a layer's inputs checked against the dtype
+of its parameters."""
 
 import operator
 
 from . import _C
-from .errors import KilnIndexError, KilnTypeError, KilnValueError
+from .errors import DTypeError, KilnIndexError, KilnTypeError, KilnValueError
 
 
 def checked_bool(owner, name, value):
@@ -67,3 +68,24 @@ def wrap_dim(owner, name, dim, ndim, scalar_as_1d=True):
         raise KilnIndexError(f"{owner}: {name} out of range: expected a value in [{-bound}, "
                              f"{bound - 1}] for a {ndim}-d tensor, got {index}")
     return index % bound
+
+
+def check_held_dtype(owner, dtype, whose, inputs, params=()):
+    """Refuses the kiln tensors of ``inputs`` and ``params`` ((name, tensor) pairs; a None tensor
+    is skipped) whose dtype is not ``dtype``, the one a layer holds its parameters in, which
+    ``whose`` names ("the weight's"): a DTypeError "``owner``: expected input of dtype float32
+    (the weight's), got float64; convert it with .to(kiln.float32), or the layer with
+    .to(kiln.float64)" (the layer's conversion is offered for a floating-point input only).
+    PyTorch's rule for layers, where kiln.mint's ops promote: a float64 batch would silently
+    run a float32 layer in float64, an integer one in float32. A comparison of dtypes, so it
+    costs nothing and refuses kiln.jit's tracers as well."""
+    for pairs, is_input in ((inputs, True), (params, False)):
+        for name, value in pairs:
+            if value is None or value.dtype == dtype:
+                continue
+            got = value.dtype
+            remedy = f"convert it with .to(kiln.{dtype.name})"
+            if is_input and got.is_floating_point:
+                remedy += f", or the layer with .to(kiln.{got.name})"
+            raise DTypeError(f"{owner}: expected {name} of dtype {dtype.name} ({whose}), got "
+                             f"{got.name}; {remedy}")

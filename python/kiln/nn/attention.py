@@ -33,7 +33,8 @@ average_attn_weights=True, is_causal=False)`` returns ``(output, weights)``:
   [S, B, kdim] and [S, B, vdim] otherwise (PyTorch's default layout); kdim and vdim default to
   E. One unbatched sequence is query [L, E], key [S, kdim] and value [S, vdim] (then
   key_padding_mask is [S] and a 3-d attn_mask [num_heads, L, S]). The output has the query's
-  layout.
+  layout. Query, key and value must have the parameters' dtype (``dtype``, default float32):
+  another one, a float64 or an integer batch, is a DTypeError naming both, as in PyTorch.
 - ``attn_mask`` [L, S] or [B * num_heads, L, S]: a bool mask (True = may not attend) or a float
   mask added to the scores. ``key_padding_mask`` [B, S]: True marks keys to ignore (or, floating,
   added to the scores). Either mask may be a kiln tensor, a NumPy array or nested lists; an
@@ -57,7 +58,7 @@ where the hint is right); a fully masked query's weights are 0, not NaN; and ``s
 import math
 
 from .. import _C
-from .._checks import checked_bool, checked_int
+from .._checks import check_held_dtype, checked_bool, checked_int
 from .._device import check_usable
 from ..errors import DTypeError, KilnValueError, ShapeError
 from ..mint._composite import check_real
@@ -137,6 +138,20 @@ def _projection_weights(embed_dim, in_proj_weight, use_separate_proj_weight, sep
     return separate
 
 
+def _check_dtypes(weights, separate, inputs, params):
+    """Checks the (name, tensor or None) ``inputs`` and ``params`` against the dtype of the query
+    projection weight (``weights``: the query, key and value ones; ``separate``: whether they
+    are q_proj_weight, k_proj_weight and v_proj_weight), as PyTorch's projections refuse mixed
+    dtypes: a DTypeError naming both."""
+    for name, value in inputs + params:
+        if value is not None:
+            F._tensor(_OWNER, name, value)
+    if separate:
+        params += (("k_proj_weight", weights[1]), ("v_proj_weight", weights[2]))
+    whose = "q_proj_weight's" if separate else "in_proj_weight's"
+    check_held_dtype(_OWNER, weights[0].dtype, whose, inputs, params)
+
+
 def _heads(x, num_heads):
     """[T, B, E] split into heads: [B, H, T, E / H]."""
     t, b, e = x.shape
@@ -214,6 +229,8 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
       ``v_proj_weight`` [E, vdim]; ``in_proj_bias`` [3E] or None. ``out_proj_weight`` [E', E]
       and ``out_proj_bias`` [E'] (or None) project the heads' concatenation: the output is
       [L, N, E'] ([L, E'] unbatched).
+    - query, key, value, static_k, static_v and every bias and projection weight must have the
+      dtype of the query's projection weight (a DTypeError naming both, as in PyTorch).
     - ``bias_k`` and ``bias_v`` [1, 1, E] (both or neither) are appended to the projected keys
       and values, then, with ``add_zero_attn``, a key and value of zeros.
     - ``static_k`` / ``static_v`` [N * num_heads, S', E / num_heads] replace the projected keys /
@@ -261,6 +278,11 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     dropout_p = check_real(_OWNER, "dropout_p", dropout_p)
     if not 0.0 <= dropout_p <= 1.0:
         raise KilnValueError(f"{_OWNER}: dropout_p must be in [0, 1], got {dropout_p}")
+    _check_dtypes(weights, use_separate_proj_weight,
+                  (("query", query), ("key", key), ("value", value), ("static_k", static_k),
+                   ("static_v", static_v)),
+                  (("in_proj_bias", in_proj_bias), ("bias_k", bias_k), ("bias_v", bias_v),
+                   ("out_proj_weight", out_proj_weight), ("out_proj_bias", out_proj_bias)))
 
     if not batched:
         query, key, value = (_mint.unsqueeze(x, 1) for x in (query, key, value))

@@ -20,6 +20,10 @@ only padding_mode "zeros" and no padding string, as PyTorch's; its call takes Py
 Initialised as PyTorch's: weight ~ kaiming_uniform_(a=sqrt(5)) and bias ~ U(-1/sqrt(fan_in),
 1/sqrt(fan_in)), with PyTorch's fan_in of the weight (its dim 1 times the kernel's size): C_in /
 groups * kH * kW, and for ConvTranspose2d C_out / groups * kH * kW.
+
+The input must have the parameters' dtype (``dtype``, default float32): another one, a float64
+or an integer batch, is a DTypeError naming both, as in PyTorch (the calls are F.conv1d's,
+F.conv2d's and F.conv_transpose2d's, whose errors they raise).
 """
 
 import math
@@ -162,12 +166,12 @@ class Conv2d(_Conv):
     bias=True, padding_mode="zeros", dtype=None): 2-d convolution of x [N, C_in, H, W] to
     [N, C_out, H_out, W_out] (or of [C_in, H, W] to [C_out, H_out, W_out]), with parameters of
     ``dtype`` (default float32). The arguments and the initialisation are in kiln.nn.conv's
-    documentation."""
+    documentation; errors at the call are F.conv2d's."""
 
     def _convolve(self, x):
         x, padding = self._padded(x)
-        return _composite.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation,
-                                 self.groups)
+        return F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation,
+                        self.groups)
 
 
 class ConvTranspose2d(_Conv):

@@ -8,6 +8,8 @@ PixelUnshuffle, Bilinear, InstanceNorm1d and InstanceNorm2d.
 Bilinear(in1_features, in2_features, out_features, bias=True, dtype=None) computes
 y[..., o] = sum_ij x1[..., i] weight[o, i, j] x2[..., j] + bias[o] (F.bilinear), its weight
 [out, in1, in2] and bias [out] initialised as PyTorch's, both from U(-1/sqrt(in1), 1/sqrt(in1)).
+Both inputs must have the parameters' dtype: another one is a DTypeError naming both, as in
+PyTorch.
 
 InstanceNorm1d (x [N, C, L] or one sample [C, L]) and InstanceNorm2d (x [N, C, H, W] or [C, H, W])
 follow PyTorch's: each sample's channel is normalized over its own spatial dimensions, (x - mean)
@@ -140,11 +142,7 @@ class _InstanceNorm(_BatchNorm):
                              f"({x.ndim}-D)")
         if not x.dtype.is_floating_point:
             raise DTypeError(f"{kind}: expected a floating-point input, got {x.dtype.name}")
-        held = next((t for t in (self.weight, self.bias, self.running_mean) if t is not None),
-                    None)
-        if held is not None and x.dtype != held.dtype:
-            raise DTypeError(f"{kind}: expected an input of dtype {held.dtype.name} (the dtype of "
-                             f"its parameters and running statistics), got {x.dtype.name}")
+        self._check_dtype(x)
         channel_dim = x.ndim - self._ranks[0]
         channels = x.shape[channel_dim]
         if channels == self.num_features:

@@ -27,6 +27,11 @@ composed here of kiln.mint ops. Either way autograd differentiates them with PyT
 and kiln.jit traces them (one_hot needs ``num_classes`` under kiln.jit). 16-bit floats are computed
 in float32 and rounded once where PyTorch's kernels do so.
 
+As PyTorch's, the functions with a weight (linear, bilinear, conv1d, conv2d, conv_transpose2d,
+multi_head_attention_forward) refuse an input or a bias of another dtype than the weight's with
+a DTypeError naming both (a float64 batch into float32 weights, an integer batch), where the
+kiln.mint ops they call promote; so do the cells that call them.
+
 Where this differs from PyTorch:
 
 - ``inplace=True`` computes the result and writes it into ``input`` (``input[...] = result``),
@@ -49,7 +54,7 @@ import math
 import warnings
 
 from .. import _C, mint as _mint
-from .._checks import as_int, checked_bool, checked_int, wrap_dim
+from .._checks import as_int, check_held_dtype, checked_bool, checked_int, wrap_dim
 from ..autograd import is_grad_enabled, no_grad
 from ..errors import (DTypeError, KilnIndexError, KilnNotImplementedError, KilnTypeError,
                       KilnValueError, ShapeError)
@@ -85,6 +90,18 @@ def _tensor(owner, name, value):
         raise KilnTypeError(f"{owner}: expected {name} to be a kiln.Tensor, got "
                             f"{type(value).__name__}")
     return value
+
+
+def _like_weight(owner, weight, bias, *inputs):
+    """Checks a layer's arguments against its ``weight`` (a kiln tensor): the ``inputs`` ((name,
+    value) pairs) must be kiln tensors of the weight's dtype, ``bias`` None or one of it
+    (check_held_dtype's DTypeError), as PyTorch's layers refuse mixed dtypes."""
+    _tensor(owner, "weight", weight)
+    for name, value in inputs:
+        _tensor(owner, name, value)
+    if bias is not None:
+        _tensor(owner, "bias", bias)
+    check_held_dtype(owner, weight.dtype, "the weight's", inputs, [("bias", bias)])
 
 
 def _cell_writes_into(inplace, x):
@@ -404,13 +421,14 @@ def dropout2d(input, p=0.5, training=True, inplace=False):  # noqa: A002
 
 def linear(input, weight, bias=None):  # noqa: A002
     """linear(input, weight, bias=None): x @ weight.T + bias (kiln.mint.linear, one fused op);
-    as PyTorch's, a 1-d weight [in] gives x @ weight, and a bias broadcasts to the result."""
-    _tensor("linear", "weight", weight)
+    as PyTorch's, a 1-d weight [in] gives x @ weight, and a bias broadcasts to the result. The
+    input and the bias must be kiln tensors of the weight's dtype (a DTypeError otherwise, as
+    in PyTorch; kiln.mint.linear promotes)."""
+    _like_weight("linear", weight, bias, ("input", input))
     if weight.ndim not in (1, 2):
         raise ShapeError(f"linear: expected weight [out, in] or [in], got "
                          f"{_dims(weight.shape)}")
-    fused = weight.ndim == 2 and (bias is None or (isinstance(bias, Tensor)
-                                                    and tuple(bias.shape) == (weight.shape[0],)))
+    fused = weight.ndim == 2 and (bias is None or tuple(bias.shape) == (weight.shape[0],))
     if fused:
         return _mint.linear(input, weight, bias)
     out = _mint.matmul(input, weight if weight.ndim == 1 else _mint.transpose(weight, 0, 1))
@@ -420,9 +438,9 @@ def linear(input, weight, bias=None):  # noqa: A002
 def bilinear(input1, input2, weight, bias=None):
     """bilinear(input1, input2, weight, bias=None): y[..., o] = sum_ij x1[..., i] weight[o, i, j]
     x2[..., j] + bias[o], for inputs [..., in1] and [..., in2] with the same leading
-    dimensions and weight [out, in1, in2]."""
-    for name, value in (("input1", input1), ("input2", input2), ("weight", weight)):
-        _tensor("bilinear", name, value)
+    dimensions and weight [out, in1, in2], both inputs and the bias of the weight's dtype (a
+    DTypeError otherwise)."""
+    _like_weight("bilinear", weight, bias, ("input1", input1), ("input2", input2))
     if weight.ndim != 3 or input1.ndim == 0 or input2.ndim == 0 \
             or tuple(input1.shape[:-1]) != tuple(input2.shape[:-1]) \
             or (input1.shape[-1], input2.shape[-1]) != tuple(weight.shape[1:]):
@@ -475,12 +493,14 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): 1-d
     convolution of input [N, C_in, L] (or one sample [C_in, L]) with weight [C_out, C_in /
     groups, k] to [N, C_out, L_out] ([C_out, L_out]); ``stride``, ``padding`` and ``dilation``
-    are ints or sequences of one, ``padding`` also "valid" or "same" (stride 1 only). Computed
-    as conv2d over a height of 1 (kiln.mint._composite.conv2d), which differentiates it; the
-    arguments are checked here, so that errors describe the 1-d shapes."""
+    are ints or sequences of one, ``padding`` also "valid" or "same" (stride 1 only); input
+    and bias of the weight's dtype. Computed as conv2d over a height of 1
+    (kiln.mint._composite.conv2d), which differentiates it; the arguments are checked here, so
+    that errors describe the 1-d shapes."""
     owner = "conv1d"
     _floating_tensor(owner, "input", input)
     _floating_tensor(owner, "weight", weight)
+    _like_weight(owner, weight, bias, ("input", input))
     groups = checked_int(owner, "groups", groups, low=1)
     stride = _conv1d_pair("stride", stride, 1, 1)
     dilation = _conv1d_pair("dilation", dilation, 1, 1)
@@ -501,7 +521,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                              f"[C_out, C_in / groups, k] (k >= 1) with C_in and C_out divisible "
                              f"by groups = {groups}, got input {_dims(input.shape)} and weight "
                              f"{_dims(weight.shape)}")
-        if bias is not None and tuple(_tensor(owner, "bias", bias).shape) != (weight.shape[0],):
+        if bias is not None and tuple(bias.shape) != (weight.shape[0],):
             raise ShapeError(f"{owner}: expected bias [C_out = {weight.shape[0]}], got "
                              f"{_dims(bias.shape)}")
         span = dilation[1] * (weight.shape[2] - 1)  # the dilated kernel's size - 1
@@ -524,7 +544,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): 2-d
     convolution of input [N, C, H, W] (or one sample [C, H, W]) with weight [O, C / groups, kH,
     kW]; ``padding`` is an int, a pair, or PyTorch's "valid" or "same"
-    (kiln.mint._composite.conv2d)."""
+    (kiln.mint._composite.conv2d); input and bias of the weight's dtype."""
+    _like_weight("conv2d", weight, bias, ("input", input))
     return _batched("conv2d", input, 2, lambda x: _composite.conv2d(
         x, weight, bias, stride, padding, dilation, groups))
 
@@ -535,7 +556,9 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0,  # noqa: A00
     dilation=1) (kiln.mint.conv_transpose2d): the transposed convolution (conv2d's gradient with
     respect to its input) of input [N, C_in, H, W] (or one sample [C_in, H, W]) with weight
     [C_in, C_out / groups, kH, kW], to H_out = (H - 1) * stride - 2 * padding + dilation * (kH -
-    1) + output_padding + 1 (W_out likewise); ``output_padding`` is below stride or dilation."""
+    1) + output_padding + 1 (W_out likewise); ``output_padding`` is below stride or dilation;
+    input and bias of the weight's dtype."""
+    _like_weight("conv_transpose2d", weight, bias, ("input", input))
     return _batched("conv_transpose2d", input, 2, lambda x: _mint.conv_transpose2d(
         x, weight, bias, stride, padding, output_padding, groups, dilation))
 

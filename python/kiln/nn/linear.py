@@ -5,13 +5,16 @@
 
 Both initialise as PyTorch's Linear does: weight ~ kaiming_uniform_(a=sqrt(5)), that is
 U(-1/sqrt(in), 1/sqrt(in)), and bias ~ U(-1/sqrt(in), 1/sqrt(in)). ``dtype`` (default float32)
-is the parameters' dtype. Dense's ``activation`` is None, a Cell, or one of "relu", "gelu",
-"silu", "tanh", "sigmoid", applied after the affine map.
+is the parameters' dtype, which the input must have: another one (a float64 batch into float32
+parameters, an integer batch) is a DTypeError naming both, as in PyTorch (F.linear). Dense's
+``activation`` is None, a Cell, or one of "relu", "gelu", "silu", "tanh", "sigmoid", applied
+after the affine map.
 """
 
 import math
 
 from .. import _C
+from . import functional as F
 from . import init
 from .activation import activation_cell
 from .cell import Cell
@@ -44,7 +47,13 @@ class Linear(Cell):
             init.uniform_(self.bias, -bound, bound)
 
     def construct(self, x):
-        return _mint.linear(x, self.weight, self.bias)
+        weight, bias = self.weight, self.bias
+        # The common call (tensors of one dtype) skips F.linear's checks, which cost a third of
+        # an eager call of a small layer; any other call takes F.linear, which raises its error.
+        if isinstance(x, _C.Tensor) and x.dtype == weight.dtype \
+                and (bias is None or bias.dtype == weight.dtype):
+            return _mint.linear(x, weight, bias)
+        return F.linear(x, weight, bias)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

@@ -42,7 +42,7 @@ import math
 import numbers
 
 from .. import _C
-from .._checks import checked_bool, checked_int
+from .._checks import check_held_dtype, checked_bool, checked_int
 from ..autograd import no_grad
 from ..errors import DTypeError, KilnTypeError, KilnValueError, ShapeError
 from ..mint._composite import check_real
@@ -188,13 +188,19 @@ class _BatchNorm(Cell):
         if shape[1] != self.num_features:
             raise ShapeError(f"{kind}: expected an input with {self.num_features} channels in "
                              f"dim 1, got shape {shape}")
-        held = next((t for t in (self.weight, self.bias, self.running_mean, self.running_var)
-                     if t is not None), None)
-        if held is not None and x.dtype != held.dtype:
-            raise DTypeError(f"{kind}: expected an input of dtype {held.dtype.name} (the dtype of "
-                             f"its parameters and running statistics), got {x.dtype.name}")
+        self._check_dtype(x)
         if not x.dtype.is_floating_point:
             raise DTypeError(f"{kind}: expected a floating-point input, got {x.dtype.name}")
+
+    def _check_dtype(self, x):
+        """A DTypeError unless the tensor x has the dtype of the parameters and running
+        statistics (when there are any), as PyTorch's BatchNorm refuses another."""
+        held = next((t for t in (self.weight, self.bias, self.running_mean, self.running_var)
+                     if t is not None), None)
+        if held is not None:
+            check_held_dtype(type(self).__name__, held.dtype,
+                             "the dtype of its parameters and running statistics",
+                             [("an input", x)])
 
     def construct(self, x):
         self._check_input(x)

@@ -70,8 +70,8 @@ import math
 import warnings
 
 from .. import _C
-from .._checks import checked_bool, checked_int
-from ..errors import DTypeError, KilnTypeError, KilnValueError, ShapeError
+from .._checks import check_held_dtype, checked_bool, checked_int
+from ..errors import KilnTypeError, KilnValueError, ShapeError
 from ..mint._composite import check_real
 from . import init
 from .cell import Cell
@@ -135,9 +135,7 @@ def _check_tensor(owner, name, x, dtype):
     if not isinstance(x, _C.Tensor):
         raise KilnTypeError(f"{owner}: expected {name} to be a kiln.Tensor, got "
                             f"{type(x).__name__}")
-    if x.dtype != dtype:
-        raise DTypeError(f"{owner}: expected {name} of dtype {dtype.name} (the parameters'), "
-                         f"got {x.dtype.name}")
+    check_held_dtype(owner, dtype, "the parameters'", [(name, x)])
 
 
 def _initial_states(owner, hx, shapes, dtype):
