@@ -50,7 +50,12 @@ struct Eltwise {
 /// float32 (an optional input may be an undefined Tensor):
 /// - MatMul: {a [..., M, K], b [..., K, N], bias (optional, [N] or broadcastable to the output)}
 ///   -> [..., M, N]; batch dimensions broadcast (size 1, or missing in one operand); any strides.
-/// - Convolution: {x [N, C, H, W], w [O, C, KH, KW], bias [O] (optional)} -> [N, O, OH, OW].
+/// - Convolution: {x [N, C, H, W], w [O, C, KH, KW], bias [O] (optional)} -> [N, O, OH, OW];
+///   any strides.
+///   Inputs whose strides oneDNN cannot describe (a batch of every other row) are copied first;
+///   the output may be a permutation or slice of a contiguous tensor. An empty output computes
+///   nothing; a product over K = 0 (a convolution over C = 0) gives the bias and post-ops of
+///   zeros.
 /// - Elementwise, Softmax, LogSoftmax: {x} -> the shape of x (contiguous).
 /// - LayerNorm: {x [..., C], gamma [C] (optional), beta [C] (optional)} -> the shape of x,
 ///   normalised over the last dimension (contiguous).
@@ -87,7 +92,7 @@ class KILN_API OneDnnOpRunner : public OpRunner {
 
  private:
   OneDnnPrimitive primitive_;
-  std::shared_ptr<const void> prepared_;  // the cached primitive for the current Run
+  std::shared_ptr<const void> prepared_;  // the current Run's primitive and operands
 };
 
 /// A float32 GEMM or GEMV through oneDNN's sgemm: out = alpha * a @ b + beta * c, with inputs

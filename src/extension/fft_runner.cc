@@ -217,8 +217,11 @@ void FftOpRunner::LaunchKernel() {
       << shape_str(expected_out) << " for signal shape " << shape_str(Shape(n.begin(), n.end()))
       << ", got " << shape_str(x.shape()) << " and " << shape_str(out.shape())
       << " (complex values are a trailing dimension of 2)";
+  KILN_CHECK_VALUE(product(n) > 0)
+      << where << "expected a signal of at least one point in each dimension (as NumPy and "
+      << "PyTorch), got signal shape " << shape_str(Shape(n.begin(), n.end()));
   const int batch = static_cast<int>(shape_numel(lead));
-  if (batch == 0 || product(n) == 0) return;
+  if (batch == 0) return;
   KILN_CHECK_VALUE(x.data_ptr() != out.data_ptr())
       << where << "expected an output separate from the input";
 

@@ -1,10 +1,10 @@
 // OneDnnOpRunner: a oneDNN primitive on Kiln tensors (see kiln/runners.h).
 #include <oneapi/dnnl/dnnl.hpp>
-
 #include <string>
 #include <unordered_map>
 #include <utility>
 
+#include "kiln/functional/factory.h"
 #include "kiln/runners.h"
 #include "ops/onednn_util.h"
 
@@ -73,6 +73,16 @@ struct Prepared {
   memory::desc scratchpad_md;
 };
 
+// One Run between CalcWorkspace and LaunchKernel: the cached primitive (null when the output is
+// empty: nothing to compute) and the tensors it reads, which are the runner's inputs, but for
+// contiguous copies of those whose strides oneDNN cannot describe (onednn::describable) and, for
+// a product or convolution over nothing (K or C of 0), operands of one zero there instead, so
+// that the output is the bias and post-ops of zeros, as for any other contraction.
+struct Staged {
+  std::shared_ptr<const Prepared> prepared;
+  std::vector<Tensor> inputs;
+};
+
 dnnl::algorithm eltwise_algorithm(EltwiseKind kind) {
   using a = dnnl::algorithm;
   switch (kind) {
@@ -131,6 +141,12 @@ class Checker {
     KILN_CHECK_VALUE(t.is_contiguous())
         << prefix() << "expected " << what << " to be contiguous (call .contiguous())";
   }
+  void describable(const Tensor& out) const {
+    KILN_CHECK_VALUE(out.numel() == 0 || onednn::describable(out.shape(), out.strides()))
+        << prefix() << "expected an output whose elements do not interleave across dimensions "
+        << "(a contiguous tensor, or a permutation or slice of one), got shape "
+        << shape_str(out.shape()) << " with strides " << shape_str(out.strides());
+  }
   void output_shape(const Shape& expected) const {
     const Tensor& out = runner_.outputs()[0];
     KILN_CHECK_SHAPE(out.shape() == expected)
@@ -144,6 +160,22 @@ class Checker {
 };
 
 memory::desc desc_of(const Tensor& t) { return onednn::plain_desc(t.shape(), t.strides(), t.dtype()); }
+
+bool describable(const Tensor& t) { return onednn::describable(t.shape(), t.strides()); }
+
+// The inputs as Staged holds them: each defined one that oneDNN cannot describe copied.
+void stage(std::vector<Tensor>* inputs) {
+  for (Tensor& t : *inputs) {
+    if (t.defined() && !describable(t)) t = t.contiguous();
+  }
+}
+
+// A tensor of zeros of t's shape but for a size of 1 in dimension `dim`.
+Tensor one_zero_along(const Tensor& t, int64_t dim) {
+  Shape shape = t.shape();
+  shape[static_cast<size_t>(dim < 0 ? dim + t.ndim() : dim)] = 1;
+  return zeros(shape, t.dtype());
+}
 
 void add_tensor(onednn::PrimitiveKey& key, const Tensor& t) {
   if (!t.defined()) {
@@ -183,10 +215,11 @@ memory::desc ranked_desc(const Tensor& t, size_t rank) {
   return onednn::plain_desc(dims, strides, t.dtype());
 }
 
-std::shared_ptr<const Prepared> prepare_matmul(const OneDnnOpRunner& r, const OneDnnPrimitive& p) {
+std::shared_ptr<const Prepared> prepare_matmul(const OneDnnOpRunner& r, const OneDnnPrimitive& p,
+                                               std::vector<Tensor>* staged) {
   Checker check(r);
   check.count(2, 3);
-  const Tensor a = check.input(0), b = check.input(1), bias = check.input(2);
+  Tensor a = check.input(0), b = check.input(1), bias = check.input(2);
   const Tensor& out = r.outputs()[0];
   check.float32(a, "a");
   check.float32(b, "b");
@@ -202,6 +235,16 @@ std::shared_ptr<const Prepared> prepare_matmul(const OneDnnOpRunner& r, const On
   expected.push_back(a.size(-2));
   expected.push_back(b.size(-1));
   check.output_shape(expected);
+  check.describable(out);
+  if (out.numel() == 0) return nullptr;
+  if (a.size(-1) == 0) {
+    (*staged)[0] = one_zero_along(a, -1);
+    (*staged)[1] = one_zero_along(b, -2);
+  }
+  stage(staged);
+  a = (*staged)[0];
+  b = (*staged)[1];
+  if (bias.defined()) bias = (*staged)[2];
   const size_t rank = expected.size();
   onednn::PrimitiveKey key("ext_matmul");
   add_tensor(key, a);
@@ -233,12 +276,13 @@ std::shared_ptr<const Prepared> prepare_matmul(const OneDnnOpRunner& r, const On
 }
 
 std::shared_ptr<const Prepared> prepare_convolution(const OneDnnOpRunner& r,
-                                                    const OneDnnPrimitive& p) {
+                                                    const OneDnnPrimitive& p,
+                                                    std::vector<Tensor>* staged) {
   Checker check(r);
   check.count(2, 3);
-  const Tensor x = check.input(0), w = check.input(1), bias = check.input(2);
+  Tensor x = check.input(0), w = check.input(1), bias = check.input(2);
   const Tensor& out = r.outputs()[0];
-  for (const Tensor* t : {&x, &w, &out}) check.float32(*t, "x, w and the output");
+  for (const Tensor& t : {x, w, out}) check.float32(t, "x, w and the output");
   KILN_CHECK_SHAPE(x.ndim() == 4 && w.ndim() == 4 && w.size(1) == x.size(1))
       << check.prefix() << "expected x [N, C, H, W] and w [O, C, KH, KW], got "
       << shape_str(x.shape()) << " and " << shape_str(w.shape());
@@ -260,8 +304,18 @@ std::shared_ptr<const Prepared> prepare_convolution(const OneDnnOpRunner& r,
     KILN_CHECK_SHAPE(bias.shape() == Shape{w.size(0)})
         << check.prefix() << "expected bias [" << w.size(0) << "], got " << shape_str(bias.shape());
   }
+  check.describable(out);
+  if (out.numel() == 0) return nullptr;
+  if (x.size(1) == 0) {
+    (*staged)[0] = one_zero_along(x, 1);
+    (*staged)[1] = one_zero_along(w, 1);
+  }
+  stage(staged);
+  x = (*staged)[0];
+  w = (*staged)[1];
+  if (bias.defined()) bias = (*staged)[2];
   onednn::PrimitiveKey key("ext_convolution");
-  for (const Tensor* t : {&x, &w, &bias, &out}) add_tensor(key, *t);
+  for (const Tensor& t : {x, w, bias, out}) add_tensor(key, t);
   key.add(p.strides).add(p.padding).add(p.dilation);
   add_post_ops(key, p.post_ops);
   return onednn::get_or_create<Prepared>(key, [&] {
@@ -307,6 +361,7 @@ std::shared_ptr<const Prepared> prepare_pointwise(const OneDnnOpRunner& r,
         << shape_str(t->shape());
   }
   const int64_t axis = wrap_dim(p.axis, x.ndim(), "axis");
+  if (x.numel() == 0) return nullptr;
   onednn::PrimitiveKey key("ext_pointwise");
   key.add(static_cast<int64_t>(p.kind)).add(x.shape()).add(axis).add_double(p.epsilon);
   key.add(gamma.defined()).add(beta.defined());
@@ -361,21 +416,36 @@ OneDnnOpRunner::~OneDnnOpRunner() = default;
 
 size_t OneDnnOpRunner::CalcWorkspace() {
   using Kind = OneDnnPrimitive::Kind;
+  auto staged = std::make_shared<Staged>();
+  staged->inputs = inputs();
   switch (primitive_.kind) {
-    case Kind::kMatMul: prepared_ = prepare_matmul(*this, primitive_); break;
-    case Kind::kConvolution: prepared_ = prepare_convolution(*this, primitive_); break;
-    default: prepared_ = prepare_pointwise(*this, primitive_); break;
+    case Kind::kMatMul:
+      staged->prepared = prepare_matmul(*this, primitive_, &staged->inputs);
+      break;
+    case Kind::kConvolution:
+      staged->prepared = prepare_convolution(*this, primitive_, &staged->inputs);
+      break;
+    default:
+      staged->prepared = prepare_pointwise(*this, primitive_);
+      break;
   }
-  return static_cast<const Prepared*>(prepared_.get())->scratchpad_md.get_size();
+  prepared_ = staged;
+  return staged->prepared ? staged->prepared->scratchpad_md.get_size() : 0;
 }
 
 void OneDnnOpRunner::LaunchKernel() {
   KILN_ASSERT(prepared_ != nullptr) << "LaunchKernel before CalcWorkspace";
-  const auto& p = *static_cast<const Prepared*>(prepared_.get());
+  const auto& staged = *static_cast<const Staged*>(prepared_.get());
+  if (staged.prepared == nullptr) {  // an empty output
+    prepared_.reset();
+    return;
+  }
+  const Prepared& p = *staged.prepared;
   const dnnl::engine& eng = onednn::engine();
   std::unordered_map<int, memory> args;
-  for (size_t i = 0; i < p.input_args.size() && i < inputs().size(); ++i) {
-    if (p.input_args[i] != kNoArg) args.emplace(p.input_args[i], onednn::wrap(p.input_mds[i], inputs()[i]));
+  for (size_t i = 0; i < p.input_args.size() && i < staged.inputs.size(); ++i) {
+    if (p.input_args[i] != kNoArg)
+      args.emplace(p.input_args[i], onednn::wrap(p.input_mds[i], staged.inputs[i]));
   }
   args.emplace(DNNL_ARG_DST, onednn::wrap(p.dst_md, outputs()[0]));
   if (p.scratchpad_md.get_size() > 0) {

@@ -20,7 +20,8 @@ namespace {
 // (one of the two inner strides 1, the other at least the matrix's width), and batch dimensions
 // must either match or be 1 (oneDNN broadcasts size-1 batch dimensions itself). So a transposed
 // view passes as strides, a stride-0 (expanded) batch dimension passes as size 1, and only an
-// operand whose matrix has no unit stride is copied with contiguous(). When oneDNN still picks
+// operand whose matrix has no unit stride, or whose matrices interleave (a batch of every other
+// row: onednn::describable), is copied with contiguous(). When oneDNN still picks
 // its reference implementation, the operands are made contiguous and the primitive rebuilt.
 
 struct Layout {
@@ -29,7 +30,8 @@ struct Layout {
 };
 
 // The operand as oneDNN sees it: padded to `nd` dims with leading 1s, broadcast batch dims as
-// size 1, strides normalised. False when its matrix is neither row- nor column-major.
+// size 1, strides normalised. False when its matrix is neither row- nor column-major, or oneDNN
+// cannot describe it.
 bool onednn_layout(const Tensor& t, int64_t nd, Layout* layout) {
   Shape& dims = layout->dims;
   Shape& strides = layout->strides;
@@ -61,7 +63,7 @@ bool onednn_layout(const Tensor& t, int64_t nd, Layout* layout) {
     if (dims[d] == 1) strides[d] = span;
     span = std::max(span, dims[d] * strides[d]);
   }
-  return true;
+  return onednn::describable(dims, strides);
 }
 
 // Note [oneDNN matmul implementation]

@@ -9,6 +9,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "kiln/error.h"
 #include "kiln/parallel.h"
@@ -133,6 +134,21 @@ dnnl::memory::data_type data_type(DType dtype) {
 dnnl::memory::desc plain_desc(const Shape& dims, const Shape& strides, DType dtype) {
   return dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()), data_type(dtype),
                             dnnl::memory::dims(strides.begin(), strides.end()));
+}
+
+bool describable(const Shape& dims, const Shape& strides) {
+  std::vector<size_t> order;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] != 1) order.push_back(d);
+  }
+  std::sort(order.begin(), order.end(),
+            [&](size_t i, size_t j) { return strides[i] < strides[j]; });
+  int64_t extent = 1;  // of the dimensions taken so far
+  for (size_t d : order) {
+    if (strides[d] < extent) return false;
+    extent = strides[d] * dims[d];
+  }
+  return true;
 }
 
 dnnl::memory wrap(const dnnl::memory::desc& md, const Tensor& t) {

@@ -35,8 +35,15 @@ dnnl::stream& stream();
 
 /// oneDNN's data type for `dtype`; throws kDType for dtypes oneDNN has no CPU kernels for.
 dnnl::memory::data_type data_type(DType dtype);
-/// A plain (non-blocked) memory descriptor with explicit element strides.
+/// A plain (non-blocked) memory descriptor with explicit element strides; they must be
+/// describable().
 dnnl::memory::desc plain_desc(const Shape& dims, const Shape& strides, DType dtype);
+/// Whether oneDNN takes these dims and strides as a plain layout: only when the dimensions of
+/// more than one element, ordered by stride, nest (each stride at least the extent of the
+/// dimensions with smaller strides). A batch of every other row, x[:, ::2] of a [2, 3, 4] tensor
+/// (strides [12, 8, 1]), interleaves its matrices and does not nest: callers copy such an
+/// operand with contiguous(). Exported for the C++ tests.
+KILN_API bool describable(const Shape& dims, const Shape& strides);
 /// A memory object over the tensor's memory described by `md` (no copy; the tensor must outlive
 /// the use).
 dnnl::memory wrap(const dnnl::memory::desc& md, const Tensor& t);

@@ -123,6 +123,23 @@ def test_linear_gelu_matches_numpy(example_ops, rng, with_bias):
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-4, atol=1e-5)
 
 
+def test_linear_gelu_of_empty_shapes(example_ops):
+    # No rows or no outputs: an empty result (oneDNN is not called: it divides by zero there).
+    for x_shape, w_shape, shape in (((0, 4), (3, 4), (0, 3)), ((2, 4), (0, 4), (2, 0))):
+        assert example_ops.linear_gelu(kiln.mint.ones(x_shape), kiln.mint.ones(w_shape),
+                                       None).shape == shape
+    # No inputs: gelu of the bias, as for any product over nothing.
+    out = example_ops.linear_gelu(kiln.mint.ones((2, 0)), kiln.mint.ones((3, 0)),
+                                  t(np.array([-1.0, 0.0, 1.0], np.float32)))
+    gelu = [-0.158808, 0.0, 0.841192]
+    np.testing.assert_allclose(out.numpy(), np.array([gelu, gelu], np.float32), atol=1e-5)
+
+
+def test_rfft_of_no_points_is_refused(example_ops):
+    with raises(kiln.KilnValueError, match="expected a signal of at least one point"):
+        example_ops.rfft(kiln.mint.zeros((4, 0)), "backward")
+
+
 def test_addmm_and_gemv_match_numpy(example_ops, rng):
     a = rng.standard_normal((6, 9)).astype(np.float32)
     b = rng.standard_normal((9, 4)).astype(np.float32)

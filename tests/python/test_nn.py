@@ -110,6 +110,18 @@ def test_matmul_non_contiguous_operands(dtype, rng):
         np.testing.assert_array_equal(mint.matmul(ka, kc).numpy(), np.matmul(na, nc))
 
 
+def test_matmul_of_batches_of_every_other_row(rng):
+    # Strides oneDNN cannot describe (the matrices interleave): copied first, eager and jitted.
+    a = random_array((2, 3, 4), kiln.float32, rng)
+    b = random_array((4, 5), kiln.float32, rng)
+    expected = np.matmul(f64(a[:, ::2]), f64(b))
+    check_product(t(a)[:, ::2] @ t(b), expected, kiln.float32)
+    check_product(kiln.jit(lambda x, y: x[:, ::2] @ y)(t(a), t(b)), expected, kiln.float32)
+    batched = np.broadcast_to(f64(b), (2, 4, 5))
+    check_product(mint.bmm(t(a)[:, ::2], t(b).expand(2, 4, 5)), np.matmul(f64(a[:, ::2]), batched),
+                  kiln.float32)
+
+
 def test_matmul_expanded_batch_operands(rng):
     a = random_array((1, 3, 4), kiln.float32, rng)
     b = random_array((4, 2), kiln.float32, rng)

@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "kiln/runtime.h"
@@ -54,6 +57,56 @@ TEST(OneDnnOpRunner, MatMulWithBiasAndPostOps_MatchesLoops_OnATransposedView) {
   }
 }
 
+// out[b, i, j] = post(bias[j] + sum_k a[b, i, k] * w[b, k, j]) by loops, for 3-d a and w of any
+// strides; `post` defaults to the identity.
+void expect_batched_matmul(
+    const Tensor& out, const Tensor& a, const Tensor& w, const Tensor& bias,
+    const std::function<float(float)>& post = [](float v) { return v; }) {
+  for (int64_t b = 0; b < a.size(0); ++b) {
+    for (int64_t i = 0; i < a.size(1); ++i) {
+      for (int64_t j = 0; j < w.size(2); ++j) {
+        float acc = bias.defined() ? at(bias, {j}) : 0.0f;
+        for (int64_t k = 0; k < a.size(2); ++k) acc += at(a, {b, i, k}) * at(w, {b, k, j});
+        EXPECT_NEAR(at(out, {b, i, j}), post(acc), 1e-4f) << b << ", " << i << ", " << j;
+      }
+    }
+  }
+}
+
+TEST(OneDnnOpRunner, MatMulCopiesOperands_WhoseMatricesInterleave) {
+  // Every other row of each matrix (strides [12, 8, 1]): no oneDNN descriptor takes it as is.
+  const Tensor a = random({2, 3, 4}, 20).slice(1, 0, 3, 2), w = random({2, 4, 5}, 21);
+  Tensor out(DType::kFloat32, {2, 2, 5});
+  std::make_shared<OneDnnOpRunner>("M", OneDnnPrimitive::MatMul())->Run({a, w}, {out});
+  runtime::synchronize();
+  expect_batched_matmul(out, a, w, Tensor());
+  // An output like that is refused, naming its strides.
+  const std::string msg = error_of([&] {
+    Tensor wide(DType::kFloat32, {2, 3, 5});
+    std::make_shared<OneDnnOpRunner>("M", OneDnnPrimitive::MatMul())
+        ->Run({random({2, 2, 4}, 22), w}, {wide.slice(1, 0, 3, 2)});
+  });
+  EXPECT_NE(msg.find("expected an output whose elements do not interleave"), std::string::npos)
+      << msg;
+}
+
+TEST(OneDnnOpRunner, MatMulOfEmptyShapes_GivesEmptyOrBiasedOutputs) {
+  const OneDnnPrimitive relu = OneDnnPrimitive::MatMul({{EltwiseKind::kRelu}});
+  for (const auto& [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{0, 4, 3}, {2, 4, 0}}) {
+    Tensor out(DType::kFloat32, {1, m, n});
+    std::make_shared<OneDnnOpRunner>("M", relu)->Run({random({1, m, k}, 23), random({1, k, n}, 24)},
+                                                     {out});
+    runtime::synchronize();
+    EXPECT_EQ(out.numel(), 0);
+  }
+  // K = 0: the product is zeros, so the output is relu(bias).
+  const Tensor a = Tensor::empty({2, 3, 0}), w = Tensor::empty({2, 0, 4}), bias = random({4}, 25);
+  Tensor out(DType::kFloat32, {2, 3, 4});
+  std::make_shared<OneDnnOpRunner>("M", relu)->Run({a, w, bias}, {out});
+  runtime::synchronize();
+  expect_batched_matmul(out, a, w, bias, [](float v) { return std::max(v, 0.0f); });
+}
+
 TEST(OneDnnOpRunner, ReusesTheCachedPrimitive_ForTheSameShapes) {
   const Tensor a = random({2, 3}, 4), b = random({3, 2}, 5);
   auto run = [&] {
@@ -91,6 +144,31 @@ TEST(OneDnnOpRunner, ConvolutionMatchesLoops) {
       }
     }
   }
+}
+
+TEST(OneDnnOpRunner, ConvolutionOfStridedAndEmptyShapes) {
+  // Every other row of the image: strides oneDNN cannot describe, copied first.
+  const Tensor x = random({2, 1, 6, 3}, 26).slice(2, 0, 6, 2), w = random({1, 1, 1, 1}, 27);
+  Tensor out(DType::kFloat32, {2, 1, 3, 3});
+  std::make_shared<OneDnnOpRunner>("Conv", OneDnnPrimitive::Convolution())->Run({x, w}, {out});
+  runtime::synchronize();
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t y = 0; y < 3; ++y) {
+      for (int64_t z = 0; z < 3; ++z) {
+        EXPECT_NEAR(at(out, {b, 0, y, z}), at(x, {b, 0, y, z}) * at(w, {0, 0, 0, 0}), 1e-5f);
+      }
+    }
+  }
+  // No output channels: nothing to compute. No input channels: the bias.
+  Tensor none(DType::kFloat32, {2, 0, 3, 3});
+  std::make_shared<OneDnnOpRunner>("Conv", OneDnnPrimitive::Convolution())
+      ->Run({x, Tensor::empty({0, 1, 1, 1})}, {none});
+  const Tensor bias = random({2}, 28);
+  Tensor biased(DType::kFloat32, {1, 2, 2, 2});
+  std::make_shared<OneDnnOpRunner>("Conv", OneDnnPrimitive::Convolution())
+      ->Run({Tensor::empty({1, 0, 2, 2}), Tensor::empty({2, 0, 1, 1}), bias}, {biased});
+  runtime::synchronize();
+  for (int64_t o = 0; o < 2; ++o) EXPECT_EQ(at(biased, {0, o, 1, 1}), at(bias, {o}));
 }
 
 TEST(OneDnnOpRunner, SoftmaxLayerNormAndEltwiseMatchLoops) {
@@ -223,6 +301,12 @@ TEST(FftOpRunner, SaysWhatItExpected_OnBadShapes) {
   });
   EXPECT_NE(msg.find("expected input [2, 8] and output [2, 5, 2]"), std::string::npos) << msg;
   EXPECT_NE(msg.find("trailing dimension of 2"), std::string::npos) << msg;
+  // A signal of no points has no transform (NumPy and PyTorch refuse it too).
+  const std::string none = error_of([] {
+    std::make_shared<FftOpRunner>("Rfft", FftKind::kRealForward)
+        ->Run({Tensor::empty({4, 0})}, {Tensor(DType::kFloat32, {4, 1, 2})});
+  });
+  EXPECT_NE(none.find("expected a signal of at least one point"), std::string::npos) << none;
   EXPECT_NE(error_of([] {
               std::make_shared<FftOpRunner>("F", FftKind::kComplexForward)
                   ->Run({Tensor::empty({4, 2}, DType::kInt32)}, {Tensor(DType::kInt32, {4, 2})});

@@ -83,6 +83,25 @@ TEST(MatMul, MatchesNaiveLoop_WhenOperandHasNoUnitStride) {
   expect_matrix_eq<float>(matmul(a, b), naive_matmul<float>(a, b), 1e-3);
 }
 
+TEST(MatMul, MatchesNaiveLoop_WhenBatchedMatricesInterleave) {
+  // Every other row of each matrix: strides [12, 8, 1], whose matrices overlap in address range,
+  // which no oneDNN memory descriptor takes (onednn::describable): the kernel copies it first.
+  for (const Tensor& a : {random_tensor<float>({2, 3, 4}, 11).slice(1, 0, 3, 2),
+                          random_tensor<float>({3, 4, 2}, 12).slice(1, 0, 4, 3).transpose(1, 2)}) {
+    const Tensor b = random_tensor<float>({a.size(2), 5}, 13);
+    const Tensor out = matmul(a, b);
+    for (int64_t i = 0; i < a.size(0); ++i) {
+      expect_matrix_eq<float>(out.select(0, i).contiguous(), naive_matmul<float>(a.select(0, i), b),
+                              1e-4);
+    }
+  }
+  EXPECT_FALSE(onednn::describable({2, 2, 4}, {12, 8, 1}));
+  EXPECT_TRUE(onednn::describable({2, 2, 4}, {16, 8, 1}));  // padded rows nest
+  EXPECT_TRUE(onednn::describable({4, 2}, {1, 4}));         // a transposed matrix
+  EXPECT_TRUE(onednn::describable({1, 3}, {0, 1}));         // a size-1 dim's stride is unused
+  EXPECT_FALSE(onednn::describable({2, 3}, {0, 1}));        // an expanded dim repeats elements
+}
+
 TEST(MatMul, BroadcastsBatchDimensions_WhenOneOperandIsExpanded) {
   const Tensor a = random_tensor<float>({1, 5, 7}, 5).expand({4, 5, 7});  // stride 0 batch
   const Tensor b = random_tensor<float>({4, 7, 3}, 6);
