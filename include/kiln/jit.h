@@ -13,8 +13,8 @@
 //   out = f({x2, y2});                                  // same dtypes and shapes: runs the build
 //   std::string ir = f.graph({x, y});                   // the traced graph as IR text
 //
-// Tracing runs the function once per new input signature (with JitOptions::dynamic, at most twice
-// for all the batch sizes of one signature), on *tracers*: tensors with a dtype and
+// Tracing runs the function once per new input signature (with JitOptions::dynamic, at most three
+// times for all the batch sizes of one signature), on *tracers*: tensors with a dtype and
 // a shape but no data. Every op it calls (kiln::sin, an operator, a custom op registered with
 // m.def_op) becomes a node of a kiln::FuncGraph instead of running. Reading a tracer's data
 // (data<T>(), or item()/numpy()/float() in Python) throws kiln::Error (kType): values exist only
@@ -78,14 +78,15 @@ struct JitOptions {
   /// the leading dimension of the first tensor input that has a dimension is the batch size B,
   /// and every tensor input whose leading dimension is B is batched (the others keep their
   /// shapes in the cache key); calls that differ only in B share one cache entry. The function
-  /// is traced at the first two batch sizes only, and the two graphs compared: they must differ
+  /// is traced at the first three batch sizes only, and the graphs compared: they must differ
   /// only in integer attributes and dimensions that are linear in B (a Reshape to [B * 128, 256]
   /// is). Every later batch size is made from that template without calling the function, then
   /// optimized and built for that B (for kiln_cpu, Build is kernel selection and a memory plan),
   /// so each batch size is still a build and a miss in cache_info(). A graph that depends on B
   /// otherwise (a constant or a Python number computed from B, a shape from data, B * B) fails
-  /// with kValue naming the node, at the second batch size or when a later one does not fit;
-  /// use dynamic = false for such a function.
+  /// with kValue naming the node, at the second or third batch size or when a later one does not
+  /// fit; use dynamic = false for such a function. One that calls note_size_decision() is traced
+  /// at every batch size.
   bool dynamic = false;
   /// Kiln always captures the whole function or fails (no graph breaks), so true and false
   /// behave alike.
@@ -95,11 +96,12 @@ struct JitOptions {
   /// Debug mode: ir::verify after every pass, naming the pass that broke the graph. Also on
   /// when $KILN_DEBUG is set (and not "0").
   bool debug = false;
-  /// Extra options for the backend (BackendJitConfig::options).
+  /// Extra options for the backend (BackendJitConfig::options); the built-in backends take none.
   std::map<std::string, std::string> options;
 };
 
-/// Checks `options` (backend, capture_mode, jit_level); throws kValue.
+/// Checks `options` (backend, capture_mode, jit_level, and no options for a built-in backend);
+/// throws kValue.
 KILN_API void validate(const JitOptions& options);
 
 /// A function from tensors to tensors, as the jit traces it.

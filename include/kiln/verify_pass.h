@@ -52,7 +52,7 @@ struct KILN_API PassVerifyReport {
   std::string pass;
   size_t trials = 0;    // trials run
   size_t rewrites = 0;  // trials whose instance the pass rewrote
-  size_t failures = 0;  // rewritten trials that gave other results or failed
+  size_t failures = 0;  // trials whose rewrite threw, or whose rewritten graph failed or differed
   /// The first few reasons the pass gave for refusing a rewrite of an instance.
   std::vector<std::string> refusals;
   std::optional<PassVerifyFailure> first_failure;

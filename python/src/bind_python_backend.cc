@@ -122,16 +122,26 @@ nb::list records_of(const std::vector<NodePtr>& order,
 }
 
 /// Raises the Python exception `e` (caught with the GIL held) as a kiln::Error that names the
-/// method, the exception, its message and where it was raised (the traceback's last frame).
+/// method, the exception, its message and where it was raised: the traceback's last frame outside
+/// the kiln package (the backend's own line that called into Kiln wrongly, not Kiln's line that
+/// raised), or its last frame when every frame is Kiln's.
 [[noreturn]] void fail_with(const char* method, nb::python_error& e) {
   std::string raised =
       std::string(nb::type_name(e.type()).c_str()) + ": " + nb::str(e.value()).c_str();
   nb::handle tb = e.traceback();
   if (tb.is_valid() && !tb.is_none()) {
-    while (!tb.attr("tb_next").is_none()) tb = tb.attr("tb_next");
-    raised += " (at " +
-              nb::cast<std::string>(tb.attr("tb_frame").attr("f_code").attr("co_filename")) + ":" +
-              std::to_string(nb::cast<int>(tb.attr("tb_lineno"))) + ")";
+    const std::string package =
+        nb::cast<std::string>(nb::module_::import_("kiln").attr("__path__")[0]) + "/";
+    std::string where;
+    for (; !tb.is_none(); tb = tb.attr("tb_next")) {
+      const std::string file =
+          nb::cast<std::string>(tb.attr("tb_frame").attr("f_code").attr("co_filename"));
+      const bool kilns = file.compare(0, package.size(), package) == 0;
+      if (!kilns || where.empty() || where.compare(0, package.size(), package) == 0) {
+        where = file + ":" + std::to_string(nb::cast<int>(tb.attr("tb_lineno")));
+      }
+    }
+    raised += " (at " + where + ")";
   }
   e.restore();  // the exception back to Python, where it is dropped now, under the GIL
   PyErr_Clear();

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -36,6 +37,15 @@ struct ExtensionModule::State {
     }
     KILN_CHECK_VALUE(valid) << "extension '" << name << "': expected a Python name (letters, "
                             << "digits and _) for a " << what << ", got '" << py_name << "'";
+    // Python's keywords (keyword.kwlist): `ops.import` or a parameter `lambda` cannot be written.
+    static const std::set<std::string> kKeywords = {
+        "False", "None",     "True",  "and",    "as",   "assert", "async",  "await",    "break",
+        "class", "continue", "def",   "del",    "elif", "else",   "except", "finally",  "for",
+        "from",  "global",   "if",    "import", "in",   "is",     "lambda", "nonlocal", "not",
+        "or",    "pass",     "raise", "return", "try",  "while",  "with",   "yield"};
+    KILN_CHECK_VALUE(kKeywords.count(py_name) == 0)
+        << "extension '" << name << "': expected a Python name that is not a keyword for a " << what
+        << ", got '" << py_name << "'";
   }
 
   void check_new_name(const std::string& py_name) const {

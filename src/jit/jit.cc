@@ -21,6 +21,11 @@ void validate(const JitOptions& options) {
   KILN_CHECK_VALUE(options.jit_level == "O0" || options.jit_level == "O1" ||
                    options.jit_level == "O2")
       << "jit: jit_level must be \"O0\", \"O1\" or \"O2\", got \"" << options.jit_level << "\"";
+  // The built-in backends read no options: one given to them is a mistake (a misspelt option of
+  // another backend, say), not something to ignore.
+  KILN_CHECK_VALUE(options.options.empty() || !is_builtin_backend(options.backend))
+      << "jit: the built-in backend \"" << options.backend << "\" takes no options, got \""
+      << options.options.begin()->first << "\"";
 }
 
 namespace {

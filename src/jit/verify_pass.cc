@@ -50,10 +50,18 @@ Tolerance tolerance(DType dtype) {
 
 std::string abstract_of(const Tensor& t) { return Abstract(t.dtype(), t.shape()).str(); }
 
-std::string number(double v) {
+std::string number(double v, int digits = 7) {
   char text[32];
-  std::snprintf(text, sizeof(text), "%.7g", v);
+  std::snprintf(text, sizeof(text), "%.*g", digits, v);
   return text;
+}
+
+// The fewest significant digits, 7 at least, that print a and b apart: a message about their
+// difference then shows it (float64 values may agree in their first 7).
+int digits_to_tell(double a, double b) {
+  int digits = 7;
+  while (digits < 17 && number(a, digits) == number(b, digits)) ++digits;
+  return digits;
 }
 
 // A tensor's values as float64, contiguous (waits for them; throws their failure).
@@ -212,9 +220,10 @@ std::string difference(size_t index, const Tensor& want, const Tensor& got) {
                           ? a[i] == b[i]
                           : std::abs(a[i] - b[i]) <= tol.atol + tol.rtol * std::abs(a[i]);
     if (same) continue;
-    return which + " element " + std::to_string(i) + " is " + number(a[i]) +
-           " before the rewrite and " + number(b[i]) + " after it (" + dtype_name(want.dtype()) +
-           ", tolerance " +
+    const int digits = digits_to_tell(a[i], b[i]);
+    return which + " element " + std::to_string(i) + " is " + number(a[i], digits) +
+           " before the rewrite and " + number(b[i], digits) + " after it (" +
+           dtype_name(want.dtype()) + ", tolerance " +
            (tol.atol == 0 ? std::string("0: exact")
                           : number(tol.atol) + " + " + number(tol.rtol) + " * |before|") +
            ")";
@@ -338,11 +347,11 @@ std::string PassVerifyReport::str() const {
   std::string out = "verify_pass('" + pass + "'): " + std::to_string(trials) + " trials, " +
                     std::to_string(rewrites) + " rewritten, " + std::to_string(failures) +
                     " failed: " +
-                    (ok()            ? "ok"
+                    (failures > 0    ? "FAILED"
                      : rewrites == 0 ? "NOT CHECKED"
-                                     : "FAILED") +
+                                     : "ok") +
                     "\n";
-  if (rewrites == 0) {
+  if (rewrites == 0 && failures == 0) {
     out += "  the pass rewrote none of the instances of its source pattern\n";
     for (const std::string& r : refusals) out += "  " + r + "\n";
   }

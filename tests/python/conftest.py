@@ -93,6 +93,15 @@ def rng():
 
 
 @pytest.fixture
+def sync_pipeline():
+    """The synchronous pipeline for one test: an error is raised by the call that made it."""
+    previous = kiln.runtime.get_pipeline()
+    kiln.runtime.set_pipeline("sync")
+    yield
+    kiln.runtime.set_pipeline(previous)
+
+
+@pytest.fixture
 def torch():
     """PyTorch, for tests that compare with it (skipped where it is not installed)."""
     return pytest.importorskip("torch")

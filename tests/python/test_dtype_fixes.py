@@ -31,15 +31,6 @@ def float64(x):
     return x.to(kiln.float64).numpy()
 
 
-@pytest.fixture
-def sync_pipeline():
-    """The synchronous pipeline for one test: an error is raised by the call that made it."""
-    previous = kiln.runtime.get_pipeline()
-    kiln.runtime.set_pipeline("sync")
-    yield
-    kiln.runtime.set_pipeline(previous)
-
-
 # ------------------------------------------------------------------------------------------------
 # div(rounding_mode="trunc")
 

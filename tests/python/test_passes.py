@@ -5,6 +5,7 @@ right and wrong rewrites, f.optimized_graph / f.pass_report / debug=, KILN_PASS_
 examples/custom_pass demo."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -553,6 +554,33 @@ def test_verify_pass_catches_a_wrong_rewrite(registered):
                  "graph before the rewrite"):
         assert part in text, text
     assert repr(kiln.graph.verify_pass("WrongSub", trials=20, seed=3)) == text  # deterministic
+
+
+def test_verify_pass_prints_a_difference_with_the_digits_that_show_it(registered):
+    # -x vs x * (-1 - 3e-9): the float64 instances differ past the 7th digit.
+    kiln.graph.register_pattern("Nudge", src=lambda x: mint.neg(x),
+                                dst=lambda x: x * (-1 - 3e-9), backend="reference")
+    registered.append("Nudge")
+    report = kiln.graph.verify_pass("Nudge", trials=30, seed=1)
+    assert report.failures > 0
+    before, after = re.search(r"is (\S+) before the rewrite and (\S+) after it \(float64",
+                              report.first_failure.reason).groups()
+    assert before != after and float(after) / float(before) > 1 + 2e-9
+
+
+def test_verify_pass_fails_when_no_trial_could_be_rewritten(registered):
+    # A check that raises fails every rewrite: FAILED, not "NOT CHECKED" (nothing went unchecked).
+    def check(x):
+        raise ArithmeticError("the check gave up")
+
+    kiln.graph.register_pattern("GivesUp", src=lambda x: mint.exp(x), dst=lambda x: mint.exp(x),
+                                check=check, backend="reference")
+    registered.append("GivesUp")
+    report = kiln.graph.verify_pass("GivesUp", trials=3)
+    assert (report.rewrites, report.failures, report.ok) == (0, 3, False)
+    assert repr(report).startswith("verify_pass('GivesUp'): 3 trials, 0 rewritten, 3 failed: "
+                                   "FAILED\nfirst failure, trial 0: the rewrite failed: ")
+    assert "the check gave up" in report.first_failure.reason
 
 
 def test_verify_pass_passes_right_rewrites(registered):

@@ -191,6 +191,29 @@ def test_errors_in_the_backend_name_it_and_what_went_wrong(failing, error, messa
         kiln.graph.unregister_custom_backend("broken")
 
 
+class CallsWrongly(Interpreter):
+    """Calls each node with one tensor too many: Kiln's Value.call raises, inside kiln."""
+
+    def run(self, graph, inputs):
+        values = {v: inputs[v.index] for v in graph.inputs}
+        for node in graph.nodes:
+            values[node] = node.call(*[values[i] for i in node.inputs], inputs[0])
+        return [values[v] for v in graph.outputs]
+
+
+def test_an_error_raised_inside_kiln_names_the_backends_line(sync_pipeline):
+    # (An asynchronous pipeline raises the op's error at the next sync, not in the backend.)
+    kiln.graph.register_custom_backend("calls_wrongly", CallsWrongly())
+    try:
+        f = kiln.jit(lambda x: mint.exp(x), backend="calls_wrongly")
+        # The backend's own line (the call), not the line in kiln that raised.
+        with raises(kiln.KilnError, match=r"(?s)the Python backend's run raised .* \(at .*"
+                                          r"test_python_backend.py:\d+\)"):
+            f(mint.ones(2))
+    finally:
+        kiln.graph.unregister_custom_backend("calls_wrongly")
+
+
 def test_registration_errors(backend):
     name, _ = backend
     with raises(kiln.KilnTypeError, match="expected the path of a backend plugin \\(a str or "

@@ -87,23 +87,26 @@ class CpuBackend final : public BackendBase, public BackendMemoryPlanner {
         results.push_back(value.home == Home::kArena ? tensor_at(value.meta, arena, value.offset)
                                                      : own_tensor(value.meta));
       }
-      try {
-        void* workspace = step.workspace_bytes > 0
-                              ? static_cast<char*>(arena->data()) + step.workspace_offset
-                              : nullptr;
-        if (step.kind == StepKind::kFused) {
-          fused::run(step.program, args, results[0]);
-        } else if (step.kind == StepKind::kPackedMatmul && step.matmul->threads() == threads) {
-          step.matmul->run(args[0], args.size() > 2 ? args[2] : Tensor(), results[0], workspace);
-        } else {  // (a packed product whose thread count changed since Build runs its kernel)
-          KernelContext ctx{*step.op, args, results, step.attrs, workspace, step.workspace_bytes};
-          (*step.kernel)(ctx);
-        }
-      } catch (Error& e) {
-        e.add_context("in " + op_call_str(*step.op, metas_of(args)) + " of graph \"" + p.name +
-                      "\"");
-        throw;
-      }
+      // A custom kernel's std::exception becomes a kiln::Error naming the call, as in eager.
+      detail::with_error_context(
+          [&] {
+            void* workspace = step.workspace_bytes > 0
+                                  ? static_cast<char*>(arena->data()) + step.workspace_offset
+                                  : nullptr;
+            if (step.kind == StepKind::kFused) {
+              fused::run(step.program, args, results[0]);
+            } else if (step.kind == StepKind::kPackedMatmul && step.matmul->threads() == threads) {
+              step.matmul->run(args[0], args.size() > 2 ? args[2] : Tensor(), results[0],
+                               workspace);
+            } else {  // (a packed product whose thread count changed since Build runs its kernel)
+              KernelContext ctx{*step.op,   args,      results,
+                                step.attrs, workspace, step.workspace_bytes};
+              (*step.kernel)(ctx);
+            }
+          },
+          [&] {
+            return "in " + op_call_str(*step.op, metas_of(args)) + " of graph \"" + p.name + "\"";
+          });
       for (size_t k = 0; k < results.size(); ++k) values[step.outputs[k]] = std::move(results[k]);
     }
     outputs->clear();

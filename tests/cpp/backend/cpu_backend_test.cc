@@ -111,6 +111,21 @@ TEST(CpuBackend, GivesAnInputsBufferOnlyToOpsThatAreInPlace) {
   }
 }
 
+// A custom kernel's std::exception names the op call and the graph, as eager names the call.
+TEST(CpuBackend, NamesTheOpCall_WhenAKernelThrowsAStdException) {
+  OpRegistration reg(OpDef("CpuTestThrows")
+                         .input("x")
+                         .infer([](const InferContext& ctx) { return MetaList{ctx.input(0)}; })
+                         .kernel(DeviceType::kCPU, [](KernelContext&) {
+                           throw std::runtime_error("kernel exploded");
+                         }));
+  JitFunction f =
+      jit([](const std::vector<Tensor>& in) { return call_op("CpuTestThrows", {exp(in[0])}); },
+          options("kiln_cpu"), "exploding");
+  expect_error([&] { f({Tensor::empty({2})}); }, ErrorKind::kGeneric,
+               "kernel exploded\n  in CpuTestThrows(float32[2]) of graph \"exploding\"");
+}
+
 TEST(CpuBackend, FusesLinearAndReluIntoFusedMatMul) {
   const auto fn = [](const std::vector<Tensor>& in) {
     return std::vector<Tensor>{relu(linear(in[0], in[1], in[2]))};

@@ -65,12 +65,13 @@ TEST(ExtensionModule, ReturnTypeDecidesTheOutputs) {
   ExtensionModule m("results");
   m.def("pair", &pair, {"a", "b"});
   m.def("count_call", &count_call);
-  m.def("lambda", +[](const Tensor& x) { return x; });
+  m.def(
+      "identity", +[](const Tensor& x) { return x; });
   EXPECT_EQ(m.find_function("pair")->result_kind, ResultKind::kTuple);
   EXPECT_EQ(m.find_function("pair")->num_results, 2u);
   EXPECT_EQ(m.find_function("count_call")->result_kind, ResultKind::kNone);
-  EXPECT_EQ(m.find_function("lambda")->result_kind, ResultKind::kTensor);
-  EXPECT_EQ(m.find_function("lambda")->arg_names, std::vector<std::string>{"arg0"});
+  EXPECT_EQ(m.find_function("identity")->result_kind, ResultKind::kTensor);
+  EXPECT_EQ(m.find_function("identity")->arg_names, std::vector<std::string>{"arg0"});
   const Tensor a = filled({1}), b = filled({2});
   const void* args[] = {&a, &b};
   CallResults results;
@@ -102,6 +103,16 @@ TEST(ExtensionModule, RejectsBadNames) {
                      "expected a Python name (letters, digits and _) for a function, got '1st'");
   expect_value_error([&] { m.def("dup", &pair, {"a", "a"}); }, "names two parameters 'a'");
   expect_value_error([&] { m.def("bad arg", &pair, {"a", "b c"}); }, "got 'bad arg'");
+  expect_value_error(
+      [&] {
+        m.def("import", &pair, {"a", "b"});
+      },
+      "expected a Python name that is not a keyword for a function, got 'import'");
+  expect_value_error(
+      [&] {
+        m.def("pair2", &pair, {"x", "lambda"});
+      },
+      "not a keyword for a parameter of pair2, got 'lambda'");
 }
 
 TEST(ExtensionModule, DefOpNamesInSnakeCase) {

@@ -142,6 +142,14 @@ TEST(Jit, ChecksItsOptions) {
   options = {};
   options.dynamic = true;  // accepted (tests/cpp/jit/dynamic_test.cc)
   EXPECT_TRUE(jit(fn, options).options().dynamic);
+  for (const char* builtin : {"kiln_cpu", "reference"}) {
+    options = {};
+    options.backend = builtin;
+    options.options["tile"] = "64";
+    expect_error(
+        [&] { jit(fn, options); }, ErrorKind::kValue,
+        "the built-in backend \"" + std::string(builtin) + "\" takes no options, got \"tile\"");
+  }
 }
 
 TEST(Jit, AnUnknownBackendNamesTheRegisteredOnes) {

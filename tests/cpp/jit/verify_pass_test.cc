@@ -187,6 +187,8 @@ TEST(VerifyPass, AFailingRewriteIsAFailure) {
   ASSERT_TRUE(report.first_failure.has_value());
   EXPECT_TRUE(contains(report.first_failure->reason, "the rewrite failed")) << report.str();
   EXPECT_TRUE(contains(report.first_failure->reason, "the callback gave up")) << report.str();
+  // Nothing was rewritten, but nothing went unchecked either: the trials failed.
+  EXPECT_TRUE(contains(report.str(), "2 trials, 0 rewritten, 2 failed: FAILED")) << report.str();
 }
 
 TEST(VerifyPass, ByNameFindsRegisteredPatternPassesOnly) {
