@@ -222,7 +222,7 @@ def verify_pass(name, *, trials=100, seed=0):
 def register_custom_backend(name, backend):
     """Registers a backend under ``name``, for ``kiln.jit(backend=name)``. ``backend`` is the
     path (str or path-like) of a C++ backend plugin, which is loaded, or an object written in
-    Python with these methods:
+    Python (an instance, not its class) with these methods:
 
     - ``build(graph, config)``: compiles ``graph`` (a kiln.graph.Graph, after the passes that
       run for this backend and "all") and returns anything, which ``run`` gets back. ``config``
@@ -250,13 +250,7 @@ def register_custom_backend(name, backend):
     if isinstance(backend, (str, _os.PathLike)):
         _C.graph.register_custom_backend(name, _path(backend, "path", fn))
         return
-    missing = [m for m in ("build", "run") if not callable(getattr(backend, m, None))]
-    if missing:
-        got = (f"{type(backend).__name__} {backend!r}" if len(missing) == 2 else
-               f"{type(backend).__name__} without {missing[0]}")
-        raise _KilnTypeError(f"{fn}: expected the path of a backend plugin (a str or path-like) "
-                             f"or an object with build(graph, config) and run(built, inputs) "
-                             f"methods, got {got}")
+    _check_python_backend(backend, fn)
     _C.graph._register_python_backend(name, backend, Graph)
 
 
@@ -269,6 +263,28 @@ def unregister_custom_backend(name):
     name = _text(name, "name", "unregister_custom_backend")
     if not _C.graph._unregister_python_backend(name):
         _C.graph.unregister_custom_backend(name)
+
+
+def _check_python_backend(backend, fn):
+    """Refuses at registration what would fail only at the first jitted call: an object without
+    callable build and run, a class (whose methods would be called without an instance), or an
+    optional supports or clear that is not callable (the C++ side calls any it finds)."""
+    expected = (f"{fn}: expected the path of a backend plugin (a str or path-like) or an object "
+                f"with build(graph, config) and run(built, inputs) methods")
+    missing = [m for m in ("build", "run") if not callable(getattr(backend, m, None))]
+    if missing:
+        got = (f"{type(backend).__name__} {backend!r}" if len(missing) == 2 else
+               f"{type(backend).__name__} without {missing[0]}")
+        raise _KilnTypeError(f"{expected}, got {got}")
+    if isinstance(backend, type):
+        raise _KilnTypeError(f"{expected}, got the class {backend.__name__}: pass an instance "
+                             f"({backend.__name__}())")
+    for hook in ("supports", "clear"):
+        value = getattr(backend, hook, None)
+        if hasattr(backend, hook) and not callable(value):  # None too: the C++ side calls it
+            raise _KilnTypeError(f"{fn}: {hook} of {type(backend).__name__} must be a method "
+                                 f"(optional: leave it out for the default), got "
+                                 f"{type(value).__name__} {value!r}")
 
 
 def _text(value, what, fn):

@@ -327,12 +327,12 @@ def test_cache_location_follows_build_dir_then_environment_then_home(monkeypatch
 
 
 def test_bad_arguments_say_what_was_expected(tmp_path):
-    with pytest.raises(ValueError, match="name must be a Python identifier"):
+    with pytest.raises(kiln.KilnValueError, match="name must be a Python identifier"):
         kiln.ops.CustomOpBuilder("my-ops", ["a.cpp"])
-    with pytest.raises(ValueError, match="backend 'GPU' is not supported; Kiln builds custom ops "
-                                         "for 'CPU'"):
+    with pytest.raises(kiln.KilnValueError, match="backend 'GPU' is not supported; Kiln builds "
+                                                   "custom ops for 'CPU'"):
         kiln.ops.CustomOpBuilder("ops", ["a.cpp"], backend="GPU")
-    with pytest.raises(ValueError, match="expected at least one source file"):
+    with pytest.raises(kiln.KilnValueError, match="expected at least one source file"):
         kiln.ops.CustomOpBuilder("ops", [])
     with pytest.raises(FileNotFoundError, match="missing.cpp does not exist"):
         kiln.ops.CustomOpBuilder("ops", [str(tmp_path / "missing.cpp")],

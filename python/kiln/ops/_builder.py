@@ -3,11 +3,12 @@
 See Note [Extension cache] in docs/architecture.md ("Custom operators") for the design.
 """
 
+import keyword
 import os
 import types
 
 from .. import _C
-from ..errors import KilnBuildError
+from ..errors import KilnBuildError, KilnTypeError, KilnValueError
 from . import _cache
 
 _KEY_FORMAT = "kiln-extension-key 1"
@@ -37,7 +38,8 @@ def _string_list(value, what):
     try:
         return [os.fspath(v) for v in value]
     except TypeError:
-        raise TypeError(f"{what}: expected a list of strings, got {type(value).__name__}") from None
+        raise KilnTypeError(f"{what}: expected a list of strings, got "
+                            f"{type(value).__name__}") from None
 
 
 # Compiler options whose argument is a file or folder, joined ("-Iinc") or separate ("-I", "inc").
@@ -81,11 +83,11 @@ class CustomOpBuilder:
     """Builds a custom-op library from C++ sources and loads it as a Python module.
 
     ``name`` names the module and its cache folder; ``sources`` are C++ files (each may hold a
-    ``KILN_EXTENSION`` block); ``include_paths``, ``cflags`` and ``ldflags`` are passed to the
-    compiler and linker after Kiln's own flags (so they win); ``build_dir`` is the cache root
-    (default ``$KILN_EXTENSION_DIR`` or ``~/.cache/kiln/extensions``); ``debug`` builds with
-    ``-O0 -g`` instead of ``-O2``; ``verbose`` prints every command. The compiler is ``$CXX`` or
-    ``c++``.
+    ``KILN_EXTENSION`` block); ``include_paths`` and ``cflags`` are passed to the compiler,
+    ``cflags`` and ``ldflags`` to the linker, after Kiln's own flags (so they win); ``build_dir``
+    is the cache root (default ``$KILN_EXTENSION_DIR`` or ``~/.cache/kiln/extensions``);
+    ``debug`` builds with ``-O0 -g`` instead of ``-O2``; ``verbose`` prints every command. The
+    compiler is ``$CXX`` or ``c++``.
 
     Relative paths are resolved against the working directory when the builder is made: the
     sources, ``include_paths`` and the paths in ``cflags`` of ``-I``, ``-isystem``, ``-iquote``,
@@ -97,21 +99,30 @@ class CustomOpBuilder:
 
     ``build()`` returns the library's path, compiling only when the cache has no build of these
     sources, the headers they include, these flags, this compiler and this Kiln ABI;
-    ``load()`` returns the module. After a call, ``compiled`` says whether the compiler ran.
+    ``load()`` returns the module. After a call, ``compiled`` says whether the compiler ran. A
+    failed compile or link raises KilnBuildError with the compiler's or linker's diagnostics and
+    caches nothing; every symbol the sources use must be defined in them or in a library linked
+    (libkiln, the C++ runtime, ``ldflags``), so a function declared and never defined is a link
+    error naming it.
     """
 
     def __init__(self, name, sources, backend="CPU", include_paths=None, cflags=None,
                  ldflags=None, build_dir=None, debug=False, *, verbose=False):
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ValueError(f"CustomOpBuilder: name must be a Python identifier (it names the "
-                             f"module and its cache folder), got {name!r}")
+        if not isinstance(name, str):
+            raise KilnTypeError(f"CustomOpBuilder: name must be a str (it names the module and "
+                                f"its cache folder), got {type(name).__name__} {name!r}")
+        if not name.isidentifier() or keyword.iskeyword(name):
+            # A keyword passes isidentifier() but is no name that Python code can write.
+            got = f"the keyword {name!r}" if keyword.iskeyword(name) else repr(name)
+            raise KilnValueError(f"CustomOpBuilder: name must be a Python identifier that is not "
+                                 f"a keyword (it names the module and its cache folder), got {got}")
         if not isinstance(backend, str) or backend.upper() not in _BACKENDS:
-            raise ValueError(f"CustomOpBuilder: backend {backend!r} is not supported; Kiln "
-                             f"builds custom ops for {', '.join(repr(b) for b in _BACKENDS)}")
+            raise KilnValueError(f"CustomOpBuilder: backend {backend!r} is not supported; Kiln "
+                                 f"builds custom ops for {', '.join(repr(b) for b in _BACKENDS)}")
         self.name = name
         self.sources = [os.path.abspath(s) for s in _string_list(sources, "sources")]
         if not self.sources:
-            raise ValueError("CustomOpBuilder: expected at least one source file, got none")
+            raise KilnValueError("CustomOpBuilder: expected at least one source file, got none")
         self.backend = backend.upper()
         self.include_paths = [os.path.abspath(p) for p in _string_list(include_paths,
                                                                         "include_paths")]
@@ -147,8 +158,14 @@ class CustomOpBuilder:
                 *self.cflags]
 
     def _link_flags(self):
+        """--no-undefined: a symbol that nothing linked defines (a function declared and never
+        defined, a library missing from ``ldflags``) fails the link with the linker naming it,
+        not the load with a mangled name. The user's ``cflags`` come too, as make and CMake pass
+        them to the link, so that ``-fopenmp``, ``-fsanitize=...`` or ``--coverage`` link their
+        runtime; ``ldflags`` come last and win."""
         libdir = _library_dir()
-        return ["-L" + libdir, "-lkiln", "-Wl,-rpath," + libdir, *self.ldflags]
+        return ["-L" + libdir, "-lkiln", "-Wl,-rpath," + libdir, "-Wl,--no-undefined",
+                *self.cflags, *self.ldflags]
 
     def _key(self, compiler_identity):
         """(key, {source: digest}): everything known before compiling that decides the build.
