@@ -6,17 +6,26 @@ safetensors format.
     kiln.save({"w": w}, "w.safetensors", metadata={"epoch": "3"})
     kiln.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "epoch": 3}, "ckpt")
     checkpoint = kiln.load("ckpt"); opt.load_state_dict(checkpoint["optimizer"])
+    buffer = io.BytesIO(); kiln.save(net.state_dict(), buffer); buffer.seek(0)
 
 ``save(obj, path, metadata=None)`` takes a mapping of str -> kiln.Tensor (or NumPy array), which
 it writes as a plain safetensors file, or a checkpoint: dicts, lists and tuples, nested, whose
-leaves are tensors, NumPy arrays and plain values (int, float, bool, str, None), as PyTorch
-scripts give torch.save (Note [Checkpoints]; any other object is a KilnTypeError naming where it
-is: pickle holds those). ``load(path)`` returns what was saved: a dict of str -> kiln.Tensor in
-the file's order, or the checkpoint rebuilt (tensors as kiln.Tensor, NumPy arrays included);
-``load_metadata(path)`` returns the file's ``__metadata__`` (a dict of str -> str, {} if none;
-without the checkpoint's structure).
+leaves are tensors, NumPy arrays and plain values (int, float, bool, str, None; a NumPy bool,
+integer or floating scalar is taken as the Python bool, int or float it is, and loads as one), as
+PyTorch scripts give torch.save (Note [Checkpoints]; any other object is a KilnTypeError naming
+where it is: pickle holds those). ``load(path)`` returns what was saved: a dict of str ->
+kiln.Tensor in the file's order, or the checkpoint rebuilt (tensors as kiln.Tensor, NumPy arrays
+included); ``load_metadata(path)`` returns the file's ``__metadata__`` (a dict of str -> str, {}
+if none; without the checkpoint's structure).
+``path`` is a path (str, bytes or os.PathLike), which is opened and closed, or, as torch.save and
+torch.load take, a binary file object (open(..., "wb"), io.BytesIO), which is used from its
+position (``load`` reads one file from there to its end) and left open: ``save`` needs ``write``;
+``load`` and ``load_metadata`` need ``read``, ``seek`` and ``tell`` (a file that cannot seek, such
+as a pipe, is a KilnValueError: read it into an io.BytesIO first). Anything else, or a file open
+in text mode, is a KilnTypeError.
 Files are read and written by this module alone (NumPy for the bytes), and are compatible with
-the ``safetensors`` package of Hugging Face in both directions.
+the ``safetensors`` package of Hugging Face in both directions. A file that torch.save or pickle
+wrote (a zip archive, or a pickle) is not one: ``load`` says so, and that torch.load reads it.
 
 The format (https://github.com/huggingface/safetensors, "Format"):
 
@@ -45,6 +54,8 @@ unsupported dtype a DTypeError naming the tensor.
 """
 
 import collections.abc
+import contextlib
+import io
 import json
 import os
 import struct
@@ -117,6 +128,22 @@ _STRUCTURE = "kiln.structure"
 _PLAIN = (bool, int, float, str, type(None))
 
 
+def _plain(value):
+    """``value`` with a NumPy bool, integer or floating scalar (np.bool_, np.int64, np.float32)
+    as the Python bool, int or float it is, which JSON writes and ``load`` gives back; any other
+    value as it is."""
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return value.item()
+    return value
+
+
+def _type_name(value):
+    """The name of ``value``'s type for messages, with its module unless it is a builtin (NumPy's
+    bool prints as "numpy.bool", not as "bool")."""
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+
+
 def _is_flat(obj):
     """Whether ``obj`` is a mapping of str -> tensor (or NumPy array), saved without structure."""
     return isinstance(obj, collections.abc.Mapping) and all(
@@ -145,17 +172,18 @@ def _flatten(checkpoint):
             return {"tensor": name}
         if isinstance(value, collections.abc.Mapping):
             for key in value:
-                if not isinstance(key, _PLAIN):
+                if not isinstance(_plain(key), _PLAIN):
                     raise KilnTypeError(f"kiln.save: {_where(path)} has a key of type "
-                                        f"{type(key).__name__}; a checkpoint's keys are int, "
+                                        f"{_type_name(key)}; a checkpoint's keys are int, "
                                         f"float, bool, str or None")
-            return {"dict": [[key, walk(item, path + (key,))] for key, item in value.items()]}
+            return {"dict": [[_plain(key), walk(item, path + (key,))]
+                             for key, item in value.items()]}
         if isinstance(value, (list, tuple)):
             kind = "list" if isinstance(value, list) else "tuple"
             return {kind: [walk(item, path + (i,)) for i, item in enumerate(value)]}
-        if isinstance(value, _PLAIN):
-            return {"value": value}
-        raise KilnTypeError(f"kiln.save: {_where(path)} is a {type(value).__name__}; a checkpoint "
+        if isinstance(_plain(value), _PLAIN):
+            return {"value": _plain(value)}
+        raise KilnTypeError(f"kiln.save: {_where(path)} is a {_type_name(value)}; a checkpoint "
                             f"holds tensors, NumPy arrays, dicts, lists, tuples and int / float / "
                             f"bool / str / None values (pickle other objects; kiln.tensor "
                             f"converts data to a tensor)")
@@ -218,9 +246,35 @@ def _rebuilt(structure, tensors, where):
     return checkpoint
 
 
+@contextlib.contextmanager
+def _binary_file(path, mode, owner):
+    """(file object, its name for messages) of ``path`` (see the module's documentation) for
+    ``mode`` "rb" or "wb": a path opened here and closed on exit, or a file object as it is."""
+    if isinstance(path, (str, bytes, os.PathLike)):
+        with open(path, mode) as f:
+            yield f, os.fspath(path)
+        return
+    needed = ("read", "seek", "tell") if mode == "rb" else ("write",)
+    if not all(callable(getattr(path, method, None)) for method in needed):
+        methods = ", ".join(f"{method}()" for method in needed)
+        raise KilnTypeError(f"kiln.{owner}: expected a path (str or os.PathLike) or a binary file "
+                            f"object with {methods}, got {type(path).__name__}")
+    name = getattr(path, "name", None)
+    name = name if isinstance(name, str) else f"<{type(path).__name__}>"
+    if isinstance(path, io.TextIOBase):
+        raise KilnTypeError(f"kiln.{owner}: {name} is open in text mode, expected a binary file "
+                            f"(open it with mode {mode!r})")
+    if mode == "rb" and callable(getattr(path, "seekable", None)) and not path.seekable():
+        # The header comes first, then each tensor is read at its offset.
+        raise KilnValueError(f"kiln.{owner}: {name} cannot seek, expected a file that can; read "
+                             f"its bytes into an io.BytesIO and pass that")
+    yield path, name
+
+
 def save(obj, path, metadata=None):
     """Writes ``obj`` (a mapping of str -> tensor, or a checkpoint: see the module's
-    documentation) to ``path`` in the safetensors format."""
+    documentation) to ``path`` (a path, or a binary file object written from its position and
+    left open) in the safetensors format."""
     header, chunks, offset = {}, [], 0
     if metadata is not None:
         _check_mapping(metadata, "metadata")
@@ -245,7 +299,7 @@ def save(obj, path, metadata=None):
         offset += len(data)
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * (-(8 + len(text)) % 8)
-    with open(path, "wb") as f:
+    with _binary_file(path, "wb", "save") as (f, _):
         f.write(struct.pack("<Q", len(text)))
         f.write(text)
         for data in chunks:
@@ -262,16 +316,45 @@ def _read_exactly(f, size, where):
     return data
 
 
+def _foreign_format(head):
+    """What a file that begins with the bytes ``head`` is when torch.save or pickle wrote it, else
+    None; asked only of a file that is no safetensors file. A zip archive begins with "PK", 3, 4;
+    a pickle of protocol 2 to 5 with 0x80, the protocol and an opcode, which is never 0 (the
+    opcode tells it from a safetensors header length such as 640, 0x80 0x02 0x00 ...: the third
+    byte of a length below 64 KiB is 0)."""
+    if head.startswith(b"PK\x03\x04"):
+        return "a zip archive, as torch.save writes"
+    if len(head) >= 3 and head[0] == 0x80 and 2 <= head[1] <= 5 and head[2] != 0:
+        return "a pickle, as pickle.dump and torch.save's legacy format write"
+    return None
+
+
+def _not_safetensors(where, head, problem):
+    """The KilnValueError for the file ``where``, which begins with ``head``, that ``problem``
+    shows is no safetensors file; for a torch.save or pickle file, one that says what to do."""
+    kind = _foreign_format(head)
+    if kind is not None:
+        return KilnValueError(f"kiln.load: {where} is {kind}, not a Kiln checkpoint (a "
+                              f"safetensors file): read it with torch.load and pass what it gives "
+                              f"(net.load_state_dict takes a PyTorch state dict), or save it with "
+                              f"kiln.save")
+    return KilnValueError(f"kiln.load: {where}{problem}")
+
+
 def _read_header(f, where):
-    """(header dict, size of the data section in bytes) of the safetensors file open as ``f``,
-    checked; reads the header alone, leaving ``f`` at the start of the data."""
-    size = os.fstat(f.fileno()).st_size
+    """(header dict, size of the data section in bytes) of the safetensors file open as ``f``
+    from its position, checked; reads the header alone, leaving ``f`` at the start of the
+    data."""
+    start = f.tell()
+    size = f.seek(0, os.SEEK_END) - start
+    f.seek(start)
     if size < 8:
-        raise KilnValueError(f"kiln.load: {where} is too short for a safetensors file")
-    (length,) = struct.unpack("<Q", _read_exactly(f, 8, where))
+        raise _not_safetensors(where, f.read(size), " is too short for a safetensors file")
+    head = _read_exactly(f, 8, where)
+    (length,) = struct.unpack("<Q", head)
     if length > size - 8:
-        raise KilnValueError(f"kiln.load: {where}: header length {length} exceeds the file "
-                             f"({size} bytes)")
+        raise _not_safetensors(where, head, f": header length {length} exceeds the file "
+                                            f"({size} bytes)")
     try:
         header = json.loads(_read_exactly(f, length, where).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -321,25 +404,25 @@ def _count(shape):
 
 def load_metadata(path):
     """The ``__metadata__`` of a safetensors file ({} when it has none; a checkpoint's structure
-    left out). Reads and checks the header alone (its length, JSON and ``__metadata__``), not the
-    tensors' entries or data."""
-    with open(path, "rb") as f:
-        header, _ = _read_header(f, os.fspath(path))
+    left out) at ``path`` (a path or a binary file object). Reads and checks the header alone (its
+    length, JSON and ``__metadata__``), not the tensors' entries or data."""
+    with _binary_file(path, "rb", "load_metadata") as (f, where):
+        header, _ = _read_header(f, where)
     metadata = dict(header.get("__metadata__", {}))
     metadata.pop(_STRUCTURE, None)
     return metadata
 
 
 def load(path, map_location=None, *, weights_only=None):
-    """Reads a safetensors file into a dict of str -> kiln.Tensor, or the checkpoint it holds.
+    """Reads a safetensors file (a path, or a binary file object read from its position and left
+    open) into a dict of str -> kiln.Tensor, or the checkpoint it holds.
 
     ``map_location`` and ``weights_only`` are PyTorch's, for ported code: Kiln's tensors live on
     the CPU, so ``map_location`` may name it ('cpu', a kiln.device) or be None, and a
     safetensors file holds data only, never code, whatever ``weights_only`` says."""
     if map_location is not None:
         check_usable("load: map_location", map_location)
-    where = os.fspath(path)
-    with open(path, "rb") as f:
+    with _binary_file(path, "rb", "load") as (f, where):
         header, data_size = _read_header(f, where)
         entries = _checked_entries(header, data_size, where)
         start = f.tell()

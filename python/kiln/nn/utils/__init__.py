@@ -1,4 +1,5 @@
-"""kiln.nn.utils: gradient clipping, as torch.nn.utils's, plus function forms for jitted steps.
+"""kiln.nn.utils: gradient clipping, as torch.nn.utils's, plus function forms for jitted steps;
+parameters to one vector and back.
 
     # PyTorch style: the gradients in each parameter's .grad, clipped in place
     loss.backward()
@@ -37,7 +38,15 @@ is accepted for PyTorch's signature and changes nothing: Kiln has no multi-tenso
 
 Two arguments are checked where PyTorch takes anything: ``max_norm`` and ``clip_value`` must be
 numbers >= 0 (KilnValueError): a negative ``max_norm`` flips the gradients' sign, and a negative
-``clip_value`` clamps them all to it, in PyTorch.
+``clip_value`` clamps them all to it, in PyTorch. ``max_norm`` may also be a tensor of one element
+(0-d, as PyTorch takes it, or 1-element), such as a bound that a schedule computes; not a bool
+tensor (KilnTypeError), nor one of more elements (ShapeError). Its value is used unchecked:
+reading it would wait for it, and kiln.jit cannot read it while tracing, so a tensor ``max_norm``
+works in a jitted step too.
+
+``parameters_to_vector(parameters)`` and ``vector_to_parameters(vec, parameters)`` (all the
+parameters as one 1-d tensor, and that vector written back into them in place) are documented in
+kiln.nn.utils.convert_parameters.
 """
 
 import math
@@ -45,11 +54,12 @@ import numbers
 
 from ... import _C
 from ...autograd import no_grad
-from ...errors import KilnTypeError, KilnValueError
+from ...errors import KilnTypeError, KilnValueError, ShapeError
 from ...mint._norms import _checked_order, vector_norm
 from . import rnn  # noqa: F401  (kiln.nn.utils.rnn, as torch.nn.utils.rnn)
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grad_value"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grad_value",
+           "parameters_to_vector", "vector_to_parameters"]
 
 _mint = _C.mint
 
@@ -108,10 +118,26 @@ def _total_norm(owner, grads, norm_type):
     return vector_norm(_mint.stack(norms), norm_type)
 
 
+def _tensor_bound(owner, name, value):
+    """The tensor ``value`` as a 0-d tensor if it has one element and is not bool; its value is not
+    read (see the module's documentation)."""
+    if value.dtype == _C.dtype.bool:
+        raise KilnTypeError(f"{owner}: {name} must be a real number or a real tensor, got a "
+                            f"tensor of dtype bool")
+    if value.numel() != 1:
+        raise ShapeError(f"{owner}: {name} must be a number or a tensor of one element, got a "
+                         f"tensor of shape {list(value.shape)}")
+    return value.reshape(())
+
+
 def _coefficient(owner, max_norm, total):
     """min(max_norm / (total + 1e-6), 1) as a 0-d tensor of the total's dtype."""
-    _check_bound(owner, "max_norm", max_norm)
-    return _mint.clamp(float(max_norm) / (total + 1e-6), max=1.0)
+    if isinstance(max_norm, _C.Tensor):
+        max_norm = _tensor_bound(owner, "max_norm", max_norm).to(total.dtype)
+    else:
+        _check_bound(owner, "max_norm", max_norm)
+        max_norm = float(max_norm)
+    return _mint.clamp(max_norm / (total + 1e-6), max=1.0)
 
 
 def _scaled(grad, coefficient):
@@ -175,3 +201,7 @@ def clip_grad_value(grads, clip_value):
     clipped = [None if g is None else _mint.clamp(g, min=-clip_value, max=clip_value)
                for g in grads]
     return clipped[0] if single else tuple(clipped)
+
+
+# Last: convert_parameters builds on _parameters above.
+from .convert_parameters import parameters_to_vector, vector_to_parameters  # noqa: E402
