@@ -21,10 +21,18 @@ KilnTypeError); assigning None to a registered name keeps the slot empty (a Line
 and ``del`` removes it. ``register_parameter(name, param)`` and ``add_module(name, cell)`` (alias
 ``register_module``) do the same by name, None included, as PyTorch's; they refuse a name that
 another attribute holds (a KilnValueError), as every registration refuses a name that is not a
-str (KilnTypeError), is empty, contains "." or names an attribute of the class (KilnValueError).
-Names are dotted paths: ``fc1.weight``. A cell may hold a sub-cell under several names, but not
-itself, at any depth (``net.loop = net``): listing the cells, parameters, buffers or state dict
-of such a cell is a KilnValueError naming the cycle.
+str (KilnTypeError), is empty, contains "." or names an attribute of the class (KilnValueError):
+a method of PyTorch's Module (``forward``, ``train``, ...), the flag ``training``, or a method the
+class defines. PyTorch's add_module refuses these too; its plain assignment registers the
+sub-module where attribute access never finds it, which Kiln refuses. Kiln's own methods that
+PyTorch's Module lacks (``construct``, ``cells``, ``named_cells``, ``cells_and_names``,
+``set_train``, ``trainable_params``) are no such attribute, so a PyTorch model (and its state
+dict) may use their names: a sub-cell, parameter or buffer so named shadows the method on its
+cell (``net.cells`` is then the sub-cell; ``kiln.nn.Cell.cells(net)`` calls the method), and
+calling the cell still runs Cell's ``construct``, that is ``forward``. Kiln's own code never
+calls these methods through a cell. Names are dotted paths: ``fc1.weight``. A cell may hold a
+sub-cell under several names, but not itself, at any depth (``net.loop = net``): listing the
+cells, parameters, buffers or state dict of such a cell is a KilnValueError naming the cycle.
 
 Buffers are tensors a cell keeps that are no parameters (BatchNorm's running statistics):
 ``register_buffer(name, tensor, persistent=True)`` registers one (a ``kiln.Tensor`` or None, not
@@ -49,40 +57,57 @@ the cell: reading it afterwards is a KilnTypeError. Update buffers in place.
   every buffer that is not None, persistent or not, each once as parameters are.
 - ``cells()``: the direct sub-cells, under every name (MindSpore's); ``children()`` /
   ``named_children()``: each direct sub-cell once, under its first name (PyTorch's);
-  ``named_cells(prefix="", remove_duplicate=True)`` / ``cells_and_names()`` /
-  ``named_modules()``: this cell (named "") and every cell below it (a cell used twice appears
-  once, unless ``remove_duplicate=False``); ``modules()``; ``get_submodule("a.b")``: the cell at
-  a dotted path ("" is this cell; a path that names no cell is an AttributeError, as in PyTorch).
+  ``named_cells(prefix="", remove_duplicate=True)`` / ``cells_and_names()``: this cell (named
+  ``prefix``, "" by default) and every cell below it (a cell used twice appears once, unless
+  ``remove_duplicate=False``); ``named_modules(memo=None, prefix="", remove_duplicate=True)``:
+  the same with PyTorch's signature, leaving out the cells in the set ``memo`` and what is below
+  them (each cell listed is added to it when ``remove_duplicate``); ``modules()``;
+  ``get_submodule("a.b")``: the cell at a dotted path ("" is this cell; a path that names no
+  cell is an AttributeError, as in PyTorch); ``get_parameter("a.weight")`` /
+  ``get_buffer("bn.running_mean")``: PyTorch's, the parameter or buffer at a dotted path (an
+  AttributeError saying what the last name is when it is none).
 - ``apply(fn)``: calls ``fn(cell)`` on every cell below this one, children before their parent,
   then on this cell, and returns it (``net.apply(init_weights)``). A cell reached by two paths
   is visited once (PyTorch visits it once per parent holding it).
 - ``requires_grad_(requires_grad=True)``: sets ``requires_grad`` of every parameter (freezing with
   False; a ``kiln.jit`` gradient follows, see kiln/jit.py); returns the cell.
-- ``state_dict()``: an ordered dict of name -> tensor, each sharing its tensor's memory
-  (detached), in PyTorch's order (a cell's own parameters, then its persistent buffers, then its
-  sub-cells') and with every name as in PyTorch: a tied weight appears under each of its names
-  (``enc.weight`` and ``dec.weight``, the same memory).
-  ``load_state_dict(state_dict, strict=True)`` copies values (kiln tensors, NumPy arrays or
-  lists, converted to each tensor's dtype) into the parameters and persistent buffers in place, so
-  optimizers and jitted functions holding them see the new values; a tied weight takes the value
-  of its last name present. Missing and unexpected keys are counted over every name: a state
-  dict with only one name of a tied weight misses the other, and one with a non-persistent
-  buffer's name has an unexpected key. It checks and converts everything before copying
-  anything: a missing or unexpected key (strict) is a KilnValueError listing them, a shape that
-  differs is a ShapeError naming the key, a value of a dtype Kiln does not hold (uint32, complex,
-  strings, objects) is a DTypeError naming the key, a tensor that cannot take values (an
-  expanded view, whose elements share memory) is a KilnValueError naming the key; every dtype
-  Kiln holds converts to every other, and big-endian arrays and torch tensors that require grad
-  load as well. It returns ``(missing_keys, unexpected_keys)``.
-- ``train(mode=True)`` / ``eval()`` / ``set_train(mode=True)`` set ``training`` on every cell
-  (Dropout only drops while training); ``mode`` is a bool (else a KilnTypeError); they return the
-  cell. A ``kiln.jit`` function whose trace read a cell's ``training`` is traced again when it
+- ``state_dict(destination=None, prefix="", keep_vars=False)``: an ordered dict of name ->
+  tensor, each sharing its tensor's memory (detached; with ``keep_vars`` the parameters and
+  buffers themselves), in PyTorch's order (a cell's own parameters, then its persistent buffers,
+  then its sub-cells') and with every name as in PyTorch: a tied weight appears under each of its
+  names (``enc.weight`` and ``dec.weight``, the same memory). Each name starts with ``prefix``;
+  a ``destination`` mapping given is filled and returned.
+  ``load_state_dict(state_dict, strict=True, assign=False)`` copies values (kiln tensors, NumPy
+  arrays or lists, converted to each tensor's dtype) into the parameters and persistent buffers in
+  place, so optimizers and jitted functions holding them see the new values; a tied weight takes the
+  value of its last name present. Missing and unexpected keys are counted over every name: a state
+  dict with only one name of a tied weight misses the other, and one with a non-persistent buffer's
+  name has an unexpected key. It checks and converts everything before copying anything: a missing
+  or unexpected key (strict) is a KilnValueError listing them, a shape that differs is a ShapeError
+  naming the key, a value of a dtype Kiln does not hold (uint32, complex, strings, objects) is a
+  DTypeError naming the key, a tensor that cannot take values (an expanded view, whose elements
+  share memory) is a KilnValueError naming the key; every dtype Kiln holds converts to every other,
+  and big-endian arrays and torch tensors that require grad load as well. It returns
+  ``(missing_keys, unexpected_keys)``. With ``assign=True`` (PyTorch's) a value that is a kiln
+  tensor is not copied but put in the place of its parameter or buffer, keeping its own dtype: a
+  Parameter stays itself, another tensor becomes a Parameter sharing its memory, each with the
+  ``requires_grad`` of the parameter it replaces (an integer value where that requires grad is a
+  DTypeError), and a buffer takes the tensor (a Parameter detached); a tied weight stays tied,
+  taking its last name's value. Other values are copied as without ``assign``. The replaced
+  parameters are superseded (kiln/nn/parameter.py): build optimizers after loading, and trace
+  ``kiln.jit`` functions again (``clear_cache()``).
+- ``train(mode=True)`` sets ``training`` on the cell and calls ``train(mode)`` of each direct
+  sub-cell, as PyTorch's, so a sub-cell that overrides ``train`` (to keep its BatchNorm frozen)
+  decides for the cells below it; ``eval()`` and ``set_train(mode=True)`` call ``train``
+  (Dropout only drops while training). ``mode`` is a bool (else a KilnTypeError); they return
+  the cell. A ``kiln.jit`` function whose trace read a cell's ``training`` is traced again when it
   changes (kiln/jit.py).
 - ``zero_grad(set_to_none=True)``: clears (or zeroes) every parameter's ``.grad``.
 - ``to(device / dtype / tensor)``, ``cpu()``, ``float()``, ``double()``, ``half()``,
   ``bfloat16()``, ``type(dtype)``: PyTorch's conversions of the floating-point parameters and
-  buffers (new Parameter objects: build optimizers after converting); a device must be the CPU
-  (``cuda()`` is a KilnValueError; see kiln.device).
+  buffers (new Parameter objects, the old ones superseded, see kiln/nn/parameter.py: build
+  optimizers after converting); a device must be the CPU (``cuda()`` is a KilnValueError; see
+  kiln.device).
 - ``register_forward_pre_hook(hook, *, prepend=False, with_kwargs=False)`` and
   ``register_forward_hook(hook, *, prepend=False, with_kwargs=False, always_call=False)``:
   PyTorch's forward hooks, called by ``cell(...)`` in the order registered (``prepend`` puts one
@@ -106,7 +131,9 @@ the cell: reading it afterwards is a KilnTypeError. Update buffers in place.
 
 import collections
 import collections.abc
+import functools
 import itertools
+import threading
 import types
 import weakref
 
@@ -114,10 +141,10 @@ from .. import _C
 from .._checks import checked_bool
 from .._device import check_usable, dtype_of_to
 from ..autograd import no_grad
-from ..errors import KilnNotImplementedError, KilnTypeError, KilnValueError
+from ..errors import DTypeError, KilnNotImplementedError, KilnTypeError, KilnValueError, ShapeError
 from ..jit import trace_reads
 from ._state import converted_like
-from .parameter import Parameter
+from .parameter import Parameter, supersede
 
 __all__ = ["Cell", "Module", "LoadResult", "RemovableHandle"]
 
@@ -129,6 +156,109 @@ _REGISTRIES = ("_params", "_cells", "_buffers")
 _INTERNAL = _REGISTRIES + ("_non_persistent", "_training")
 
 _hook_ids = itertools.count()
+
+# While a train() call runs on a thread, the ids of the cells its outermost call has checked for
+# cycles (see Cell.train); else no attribute.
+_train_walk = threading.local()
+
+
+def _registry_of(cell, name):
+    """The registry dict of ``cell`` that holds ``name`` (an empty slot included), searched in
+    the order of _REGISTRIES, or None when none does."""
+    state = cell.__dict__
+    for registry in _REGISTRIES:
+        entries = state.get(registry)
+        if entries is not None and name in entries:
+            return entries
+    return None
+
+
+class _KilnOnly:
+    """A public method of Cell that torch.nn.Module lacks (MindSpore's ``construct``, ``cells``,
+    ...). A PyTorch model may register a sub-module, parameter or buffer under such a name (and a
+    state dict of it has keys such as ``cells.0.weight``), so registering one is allowed and the
+    entry shadows the method on that cell: ``net.cells`` is the entry, ``kiln.nn.Cell.cells(net)``
+    still calls the method. Kiln's own code therefore never calls one through a cell."""
+
+    def __init__(self, function):
+        functools.update_wrapper(self, function)  # the name, documentation and __wrapped__
+        self.__func__ = function
+
+    def __set_name__(self, owner, name):
+        self._name = name  # an alias (cells_and_names) is shadowed by its own name
+
+    def __get__(self, cell, owner=None):
+        if cell is None:
+            return self.__func__  # Cell.cells(net): the method, whatever net registers
+        entries = _registry_of(cell, self._name)
+        if entries is not None:
+            return entries[self._name]
+        return types.MethodType(self.__func__, cell)
+
+
+def _shadowable(cls, name):
+    """Whether the attribute ``name`` of ``cls`` is a _KilnOnly method that a registered entry
+    may shadow (not when a class below Cell defines its own ``name``, such as a construct)."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return isinstance(vars(klass)[name], _KilnOnly)
+    return False
+
+
+def _construct_of(cell):
+    """``cell.construct``, bound: also where an entry named "construct" shadows it (see
+    _KilnOnly), which only Cell's own construct allows."""
+    construct = cell.construct
+    # A method is no entry (a cell, a tensor or None): the common case needs no look-up.
+    if type(construct) is not types.MethodType and _registry_of(cell, "construct") is not None:
+        return types.MethodType(Cell.construct, cell)
+    return construct
+
+
+def _role(cell, name):
+    """What ``name`` is in ``cell``, for the errors of get_submodule and its kin."""
+    for registry, role in (("_cells", "a sub-cell"), ("_params", "a parameter"),
+                           ("_buffers", "a buffer")):
+        entries = cell.__dict__[registry]
+        if name in entries:
+            return f"is {role}" if entries[name] is not None else "is an empty slot (None)"
+    return "is a plain attribute" if name in cell.__dict__ else "does not exist"
+
+
+def _assigned(value, target, what):
+    """The kiln tensor ``value`` as load_state_dict(assign=True) puts it in the place of
+    ``target``, keeping its own dtype (as PyTorch's): a Parameter for a parameter (``value`` if
+    it is one, else one sharing its memory, with ``target``'s requires_grad) and a plain tensor
+    for a buffer (a Parameter detached). ``what`` names it in errors: a ShapeError for another
+    shape than ``target``'s (a 1-d value of one element stands for a 0-d one, as when copying),
+    a DTypeError for an integer or bool value in the place of a parameter that requires grad."""
+    if tuple(value.shape) == (1,) and target.ndim == 0:
+        value = value.reshape(())  # an old checkpoint's scalar (see kiln/nn/_state.py)
+    if tuple(value.shape) != tuple(target.shape):
+        raise ShapeError(f"{what} has shape {list(value.shape)} in the state dict, expected "
+                         f"{list(target.shape)}")
+    if not isinstance(target, Parameter):
+        return value.detach() if isinstance(value, Parameter) else value
+    if target.requires_grad and not value.dtype.is_floating_point:
+        raise DTypeError(f"{what} is {value.dtype.name} in the state dict: assign=True would put "
+                         f"it in the place of a parameter that requires grad, which only a "
+                         f"floating-point tensor can (load it without assign to convert it)")
+    if isinstance(value, Parameter):
+        return value
+    return Parameter(value, requires_grad=target.requires_grad)
+
+
+def _converted(tensor, dtype):
+    """The parameter or buffer ``tensor`` converted to ``dtype`` for Cell.to: a parameter as a new
+    Parameter with its ``requires_grad``, attributes and ``.grad`` (converted), which PyTorch's,
+    converted in place, keeps."""
+    if not isinstance(tensor, Parameter):
+        return tensor.to(dtype)
+    new = Parameter(tensor.detach().to(dtype), requires_grad=tensor.requires_grad)
+    new.__dict__.update(tensor.__dict__)
+    if tensor.grad is not None:
+        new.grad = tensor.grad.to(dtype)
+    return new
 
 
 class RemovableHandle:
@@ -240,7 +370,8 @@ class Cell:
 
     def _check_name(self, name, what="a cell"):
         """Refuses a name to register `what` under that state_dict could not tell apart, or that
-        would hide an attribute (as PyTorch's add_module / register_parameter)."""
+        would hide an attribute (as PyTorch's add_module / register_parameter); a Kiln-only method
+        (see _KilnOnly) is no such attribute."""
         kind = type(self).__name__
         if not isinstance(name, str):
             raise KilnTypeError(f"{kind}: the name of {what} must be a str, got "
@@ -253,7 +384,7 @@ class Cell:
                                  f"of nested cells in state_dict")
         # Looked up on the class and in the internal registries: hasattr would run properties
         # such as `training`, which a kiln.jit trace records.
-        if hasattr(type(self), name) or name in _INTERNAL:
+        if name in _INTERNAL or (hasattr(type(self), name) and not _shadowable(type(self), name)):
             raise KilnValueError(f"{kind}: name {name!r} is already an attribute of {kind}")
 
     def _check_free(self, name, registry, what):
@@ -340,10 +471,9 @@ class Cell:
     def __getattr__(self, name):
         # Only reached when normal lookup fails: registered parameters, cells and buffers live in
         # the registries, not in __dict__.
-        for registry in _REGISTRIES:
-            entries = self.__dict__.get(registry)
-            if entries is not None and name in entries:
-                return entries[name]
+        entries = _registry_of(self, name)
+        if entries is not None:
+            return entries[name]
         if name in _INTERNAL:
             # Every traversal starts here: a subclass that skipped super().__init__() is named
             # instead of the missing registry.
@@ -366,7 +496,7 @@ class Cell:
     def __call__(self, *args, **kwargs):
         if self._forward_pre_hooks or self._forward_hooks:
             return self._call_with_hooks(args, kwargs)
-        return self.construct(*args, **kwargs)
+        return _construct_of(self)(*args, **kwargs)
 
     def _call_with_hooks(self, args, kwargs):
         # Over copies: a hook may remove itself or register another while it runs.
@@ -374,7 +504,7 @@ class Cell:
             result = hook(self, args)
             if result is not None:
                 args = result if isinstance(result, tuple) else (result,)
-        output = self.construct(*args, **kwargs)
+        output = _construct_of(self)(*args, **kwargs)
         for hook in tuple(self._forward_hooks.values()):
             result = hook(self, args, output)
             if result is not None:
@@ -420,6 +550,7 @@ class Cell:
         return self._add_hook("_forward_hooks", "register_forward_hook", hook, prepend,
                               with_kwargs, always_call)
 
+    @_KilnOnly
     def construct(self, *args, **kwargs):
         """The computation; subclasses override this (or ``forward``)."""
         if type(self).forward is Cell.forward:
@@ -429,20 +560,21 @@ class Cell:
 
     def forward(self, *args, **kwargs):
         """PyTorch's name for ``construct``."""
-        return self.construct(*args, **kwargs)
+        return _construct_of(self)(*args, **kwargs)
 
     # ----------------------------------------------------------------------------------------
     # Traversal
 
-    def named_cells(self, prefix="", remove_duplicate=True):
-        """(name, cell) for this cell and every cell below it, parents first; a cell reached by
-        two paths appears once, under its first name, unless ``remove_duplicate`` is False. A
-        cell below itself (``net.loop = net``) is a KilnValueError: its names never end."""
-        seen = set()
+    def _walk(self, prefix="", remove_duplicate=True, memo=None):
+        """(name, cell) for this cell and every cell below it, parents first (see named_cells).
+        ``memo`` (optional; default: none) is PyTorch's named_modules' set of cells to leave out
+        with what is below them, to which each cell listed is added when ``remove_duplicate``.
+        A cell below itself (``net.loop = net``) is a KilnValueError: its names never end."""
+        listed = set()  # ids: a cell met again is a duplicate, or closes a cycle
         stack = [(prefix, self, ())]  # with the (id, name) of each cell above, to spot a cycle
         while stack:
             name, cell, above = stack.pop()
-            if id(cell) in seen:
+            if id(cell) in listed:
                 # Only a cell met before can close a cycle; a shared sub-cell is no ancestor.
                 for ancestor_id, ancestor_name in above:
                     if ancestor_id == id(cell):
@@ -452,21 +584,42 @@ class Cell:
                                              f"which holds it (a cycle of sub-cells)")
                 if remove_duplicate:
                     continue
-            seen.add(id(cell))
+            if memo is not None:
+                if cell in memo:
+                    continue
+                if remove_duplicate:
+                    memo.add(cell)
+            listed.add(id(cell))
             yield name, cell
             path = above + ((id(cell), name),)
             children = [(f"{name}.{n}" if name else n, c, path) for n, c in cell._cells.items()
                         if c is not None]
             stack.extend(reversed(children))
 
-    cells_and_names = named_cells
-    named_modules = named_cells
+    @_KilnOnly
+    def named_cells(self, prefix="", remove_duplicate=True):
+        """(name, cell) for this cell and every cell below it, parents first; a cell reached by
+        two paths appears once, under its first name, unless ``remove_duplicate`` is False. A
+        cell below itself (``net.loop = net``) is a KilnValueError: its names never end."""
+        return self._walk(prefix, remove_duplicate)
+
+    cells_and_names = _KilnOnly(named_cells.__func__)
+
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """PyTorch's named_modules: ``named_cells(prefix, remove_duplicate)``, leaving out the
+        cells in ``memo`` (a set; optional) and what is below them; with ``remove_duplicate``
+        each cell listed is added to ``memo``."""
+        if memo is not None and not isinstance(memo, collections.abc.MutableSet):
+            raise KilnTypeError(f"{type(self).__name__}.named_modules: memo must be a set of "
+                                f"cells or None, got {type(memo).__name__}")
+        return self._walk(prefix, remove_duplicate, memo)
 
     def modules(self):
         """This cell and every cell below it, each once, parents first (``named_cells`` without
         the names)."""
-        return (cell for _, cell in self.named_cells())
+        return (cell for _, cell in self._walk())
 
+    @_KilnOnly
     def cells(self):
         """The direct sub-cells, a sub-cell held under two names twice (MindSpore's)."""
         return (cell for cell in self._cells.values() if cell is not None)
@@ -483,31 +636,65 @@ class Cell:
         """Each direct sub-cell once (``named_children`` without the names)."""
         return (cell for _, cell in self.named_children())
 
+    def _check_target(self, method, target):
+        """``target``, a dotted path for ``method`` (get_submodule and its kin), if it is a str;
+        else a KilnTypeError."""
+        if not isinstance(target, str):
+            raise KilnTypeError(f"{type(self).__name__}.{method}: target must be a str (a dotted "
+                                f"path such as 'layers.0'), got {type(target).__name__} "
+                                f"{target!r}")
+        return target
+
+    def _submodule(self, method, target, path):
+        """The cell at the dotted path ``path`` below this one ("" is this cell) for ``method``
+        called with ``target``: a part that names no sub-cell is an AttributeError naming it."""
+        cell, parts = self, []
+        for part in path.split(".") if path else ():
+            found = cell._cells.get(part)
+            if found is None:
+                self._raise_missing(method, target, cell, parts, part, "sub-cell")
+            cell = found
+            parts.append(part)
+        return cell
+
+    def _raise_missing(self, method, target, cell, parts, name, kind):
+        """The AttributeError of ``method(target)``: ``cell``, at the path ``parts``, has no
+        ``kind`` (a "sub-cell", "parameter" or "buffer") called ``name``."""
+        where = (f"{type(cell).__name__} {'.'.join(parts)!r}" if parts
+                 else f"the top-level {type(cell).__name__}")
+        raise AttributeError(f"{type(self).__name__}.{method}({target!r}): {where} has no "
+                             f"{kind} {name!r} (the name {_role(cell, name)})")
+
     def get_submodule(self, target):
         """The cell at the dotted path ``target`` below this one ("" is this cell), as PyTorch's
         get_submodule: a path that names no sub-cell (a missing name, a parameter, an empty
         slot) is an AttributeError naming the part that is not one; a ``target`` that is no str a
         KilnTypeError."""
-        if not isinstance(target, str):
-            raise KilnTypeError(f"{type(self).__name__}.get_submodule: target must be a str (a "
-                                f"dotted path such as 'layers.0'), got {type(target).__name__} "
-                                f"{target!r}")
-        if not target:
-            return self
-        cell, path = self, []
-        for part in target.split("."):
-            found = cell._cells.get(part)
-            if found is None:
-                where = (f"{type(cell).__name__} {'.'.join(path)!r}" if path
-                         else f"the top-level {type(cell).__name__}")
-                what = ("is an empty slot (None)" if part in cell._cells
-                        else "is a parameter" if part in cell._params
-                        else "is a buffer" if part in cell._buffers else "does not exist")
-                raise AttributeError(f"{type(self).__name__}.get_submodule({target!r}): "
-                                     f"{where} has no sub-cell {part!r} (the name {what})")
-            cell = found
-            path.append(part)
-        return cell
+        return self._submodule("get_submodule", target,
+                               self._check_target("get_submodule", target))
+
+    def _get_member(self, method, target, registry, kind):
+        """The entry of ``registry`` at the dotted path ``target``, for get_parameter and
+        get_buffer (see there)."""
+        path, _, name = self._check_target(method, target).rpartition(".")
+        cell = self._submodule(method, target, path)
+        found = cell.__dict__[registry].get(name)
+        if found is None:
+            self._raise_missing(method, target, cell, path.split(".") if path else [], name,
+                                kind)
+        return found
+
+    def get_parameter(self, target):
+        """The parameter at the dotted path ``target`` ("block.fc.weight"), as PyTorch's
+        get_parameter: a path whose cells do not exist, or whose last part names no parameter (a
+        buffer, a sub-cell, an empty slot, nothing), is an AttributeError saying what the name
+        is; a ``target`` that is no str a KilnTypeError."""
+        return self._get_member("get_parameter", target, "_params", "parameter")
+
+    def get_buffer(self, target):
+        """The buffer at the dotted path ``target`` ("bn.running_mean"), persistent or not, as
+        PyTorch's get_buffer; errors as ``get_parameter``'s."""
+        return self._get_member("get_buffer", target, "_buffers", "buffer")
 
     def apply(self, fn):
         """Calls ``fn(cell)`` on every cell below this one, each once, children before their
@@ -517,7 +704,7 @@ class Cell:
         if not callable(fn):
             raise KilnTypeError(f"{type(self).__name__}.apply: fn must be callable, got "
                                 f"{type(fn).__name__} {fn!r}")
-        for _ in self.named_cells():  # refuses a cycle before fn changes anything
+        for _ in self._walk():  # refuses a cycle before fn changes anything
             pass
         order, seen, stack = [], set(), [(self, False)]
         while stack:
@@ -527,7 +714,8 @@ class Cell:
             elif id(cell) not in seen:
                 seen.add(id(cell))
                 stack.append((cell, True))
-                stack.extend((child, False) for child in reversed(list(cell.cells())))
+                stack.extend((child, False) for child in reversed(cell._cells.values())
+                             if child is not None)
         for cell in order:
             fn(cell)
         return self
@@ -536,7 +724,7 @@ class Cell:
         """(dotted name, value) for the entries of ``registry`` ("_params" or "_buffers") that
         are not None, of this cell and (``recurse``) every cell below it."""
         seen = set()
-        cells = self.named_cells(prefix, remove_duplicate) if recurse else [(prefix, self)]
+        cells = self._walk(prefix, remove_duplicate) if recurse else [(prefix, self)]
         for cell_name, cell in cells:
             for name, value in getattr(cell, registry).items():
                 if value is None or (remove_duplicate and id(value) in seen):
@@ -554,6 +742,7 @@ class Cell:
         cell's own."""
         return (param for _, param in self.named_parameters(recurse=recurse))
 
+    @_KilnOnly
     def trainable_params(self, recurse=True):
         """The parameters with requires_grad, as a list (MindSpore's Cell.trainable_params)."""
         return [p for p in self.parameters(recurse) if p.requires_grad]
@@ -585,7 +774,7 @@ class Cell:
     def _named_state(self):
         """(dotted name, tensor) for state_dict: each cell's parameters, then its persistent
         buffers, parents first, under every name of a shared one (PyTorch's order)."""
-        for cell_name, cell in self.named_cells(remove_duplicate=False):
+        for cell_name, cell in self._walk(remove_duplicate=False):
             prefix = f"{cell_name}." if cell_name else ""
             for name, param in cell._params.items():
                 if param is not None:
@@ -594,20 +783,39 @@ class Cell:
                 if buffer is not None and name not in cell._non_persistent:
                     yield prefix + name, buffer
 
-    def state_dict(self):
+    def state_dict(self, destination=None, prefix="", keep_vars=False):
         """An ordered dict of dotted name -> tensor sharing the parameter's or persistent
-        buffer's memory (detached), with every name of a tied parameter (as PyTorch's)."""
-        return collections.OrderedDict((name, tensor.detach())
-                                       for name, tensor in self._named_state())
+        buffer's memory (detached), with every name of a tied parameter (as PyTorch's). As in
+        PyTorch, each name starts with ``prefix`` (a str, "model." say), the entries go into
+        ``destination`` (a mutable mapping, returned) when one is given, and with ``keep_vars``
+        they are the parameters and buffers themselves. An argument of the wrong kind is a
+        KilnTypeError."""
+        kind = type(self).__name__
+        if destination is None:
+            destination = collections.OrderedDict()
+        elif not isinstance(destination, collections.abc.MutableMapping):
+            raise KilnTypeError(f"{kind}.state_dict: destination must be a mutable mapping (an "
+                                f"OrderedDict) or None, got {type(destination).__name__}")
+        if not isinstance(prefix, str):
+            raise KilnTypeError(f"{kind}.state_dict: prefix must be a str, got "
+                                f"{type(prefix).__name__} {prefix!r}")
+        checked_bool(f"{kind}.state_dict", "keep_vars", keep_vars)
+        state = list(self._named_state())  # a cycle is refused before destination changes
+        for name, tensor in state:
+            destination[prefix + name] = tensor if keep_vars else tensor.detach()
+        return destination
 
-    def load_state_dict(self, state_dict, strict=True):
-        """Copies ``state_dict``'s values into the parameters and persistent buffers in place
-        (see the module's documentation); returns LoadResult(missing_keys, unexpected_keys). A
-        ``state_dict`` that is not a mapping (a list of pairs, None) is a KilnTypeError, as in
-        PyTorch."""
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Copies ``state_dict``'s values into the parameters and persistent buffers in place, or
+        with ``assign`` puts its kiln tensors in their place (see the module's documentation);
+        returns LoadResult(missing_keys, unexpected_keys). A ``state_dict`` that is not a mapping
+        (a list of pairs, None) is a KilnTypeError, as in PyTorch, as is an ``assign`` that is
+        no bool."""
+        kind = type(self).__name__
         if not isinstance(state_dict, collections.abc.Mapping):
-            raise KilnTypeError(f"load_state_dict for {type(self).__name__}: expected a mapping "
-                                f"of name -> tensor, got {type(state_dict).__name__}")
+            raise KilnTypeError(f"load_state_dict for {kind}: expected a mapping of name -> "
+                                f"tensor, got {type(state_dict).__name__}")
+        checked_bool(f"load_state_dict for {kind}", "assign", assign)
         targets = dict(self._named_state())  # state_dict's names
         missing = [name for name in targets if name not in state_dict]
         unexpected = [name for name in state_dict if name not in targets]
@@ -617,31 +825,74 @@ class Cell:
                 parts.append(f"missing keys {missing}")
             if unexpected:
                 parts.append(f"unexpected keys {unexpected}")
-            raise KilnValueError(f"load_state_dict for {type(self).__name__}: "
-                                 + " and ".join(parts))
-        # Every value is converted before the first copy, so a bad one changes nothing.
-        values = {name: converted_like(state_dict[name], target,
-                                       f"load_state_dict for {type(self).__name__}: {name!r}")
-                  for name, target in targets.items() if name in state_dict}
+            raise KilnValueError(f"load_state_dict for {kind}: " + " and ".join(parts))
+        # A tied tensor takes the value of its last name present.
+        latest = {id(target): name for name, target in targets.items() if name in state_dict}
+        # Every value is checked (and converted, for a copy) before anything changes, so a bad
+        # one changes nothing.
+        copies, replacements = [], {}
+        for name in latest.values():
+            target, value = targets[name], state_dict[name]
+            what = f"load_state_dict for {kind}: {name!r}"
+            if assign and isinstance(value, _C.Tensor):
+                replacements[id(target)] = _assigned(value, target, what)
+            else:
+                copies.append((target, converted_like(value, target, what)))
         with no_grad():
-            for name, value in values.items():
-                targets[name][...] = value
+            for target, value in copies:
+                target[...] = value
+        if replacements:
+            self._replace_state(replacements, f"{kind}.load_state_dict(assign=True)")
         return LoadResult(missing, unexpected)
 
+    def _replace_state(self, replacements, how):
+        """Puts ``replacements[id(old)]`` in the place of every parameter and buffer ``old`` of
+        this cell and the cells below it that it names (under every name, so tied ones stay
+        tied); each replaced parameter is superseded (kiln/nn/parameter.py), ``how`` saying by
+        what, and a parameter that replaces one takes its ``requires_grad``."""
+        for cell_name, cell in self._walk():
+            prefix = f"{cell_name}." if cell_name else ""
+            for name, param in cell._params.items():
+                new = replacements.get(id(param)) if param is not None else None
+                if new is not None and new is not param:
+                    new.requires_grad_(param.requires_grad)
+                    cell._params[name] = new
+                    supersede(param, f"replaced by {how} as {prefix + name!r}")
+            for name, buffer in cell._buffers.items():
+                if buffer is not None and id(buffer) in replacements:
+                    cell._buffers[name] = replacements[id(buffer)]
+
     def train(self, mode=True):
-        """Sets ``training`` to ``mode`` (a bool, else a KilnTypeError) on this cell and every cell
-        below it; returns the cell."""
+        """Sets ``training`` to ``mode`` (a bool, else a KilnTypeError) on this cell, then calls
+        ``train(mode)`` of each sub-cell, as PyTorch's: a sub-cell whose class overrides train
+        (to keep a BatchNorm frozen, say) decides for itself and the cells below it. Returns the
+        cell; a cell below itself is a KilnValueError before any flag changes."""
         if not isinstance(mode, bool):
             raise KilnTypeError(f"{type(self).__name__}.train: mode must be a bool, got "
                                 f"{type(mode).__name__} {mode!r}")
-        for cell in self.modules():
-            cell.training = mode
+        checked = getattr(_train_walk, "checked", None)
+        outermost = checked is None
+        if outermost:
+            checked = _train_walk.checked = set()
+        try:
+            if id(self) not in checked:
+                # A cycle would recurse forever: walking the cells refuses it first. Only the
+                # outermost call walks (the calls below reach cells it has checked), unless an
+                # overridden train() reaches out to other cells.
+                checked.update(id(cell) for _, cell in self._walk())
+            self.training = mode
+            for child in self.children():
+                child.train(mode)
+        finally:
+            if outermost:
+                del _train_walk.checked
         return self
 
     def eval(self):
-        """``train(False)``: sets every cell's ``training`` to False; returns the cell."""
+        """``train(False)``; returns the cell."""
         return self.train(False)
 
+    @_KilnOnly
     def set_train(self, mode=True):
         """MindSpore's name for ``train``."""
         return self.train(mode)
@@ -664,33 +915,23 @@ class Cell:
         and buffers of this cell and every cell below it to ``dtype`` (integer and bool ones keep
         theirs, as PyTorch's) and returns the cell. A device must be the CPU (kiln.device), where
         Kiln's tensors live. A Kiln tensor keeps its dtype for life, so a converted parameter is a
-        new Parameter (same name, ``requires_grad`` and ``.grad`` converted; a parameter shared
-        by two cells stays shared): an optimizer made before holds the old ones, so build it
-        after converting (PyTorch converts in place)."""
+        new Parameter (same name, ``requires_grad``, attributes and ``.grad`` converted; a
+        parameter or buffer shared by two cells stays shared), and the old one is superseded (see
+        kiln/nn/parameter.py): an optimizer made before holds the old ones, so build it after
+        converting (PyTorch converts in place)."""
         dtype = dtype_of_to(f"{type(self).__name__}.to", args, kwargs, _C.dtype, _C.Tensor)
         if dtype is None:
             return self
         if not dtype.is_floating_point:
             raise KilnTypeError(f"{type(self).__name__}.to: expected a floating-point dtype, "
                                 f"got {dtype.name} (only floating-point parameters convert)")
-        converted = {}  # id(old parameter) -> new, so that shared parameters stay shared
-
-        def convert(param):
-            if id(param) not in converted:
-                new = Parameter(param.detach().to(dtype), requires_grad=param.requires_grad)
-                if param.grad is not None:
-                    new.grad = param.grad.to(dtype)
-                converted[id(param)] = new
-            return converted[id(param)]
-
-        for _, cell in self.named_cells():
-            for name, param in cell._params.items():
-                if param is not None and param.dtype.is_floating_point and param.dtype != dtype:
-                    cell._params[name] = convert(param)
-            for name, buffer in cell._buffers.items():
-                if (buffer is not None and buffer.dtype.is_floating_point
-                        and buffer.dtype != dtype):
-                    cell._buffers[name] = buffer.to(dtype)
+        replacements = {}  # id(old tensor) -> its conversion, made once for a shared one
+        for _, cell in self._walk():
+            for tensor in itertools.chain(cell._params.values(), cell._buffers.values()):
+                if (tensor is not None and tensor.dtype.is_floating_point
+                        and tensor.dtype != dtype and id(tensor) not in replacements):
+                    replacements[id(tensor)] = _converted(tensor, dtype)
+        self._replace_state(replacements, f"{type(self).__name__}.to({dtype.name})")
         return self
 
     def cpu(self):

@@ -2,7 +2,7 @@
 
     net = kiln.nn.Sequential(kiln.nn.Linear(64, 128), kiln.nn.ReLU(), kiln.nn.Linear(128, 10))
     net = kiln.nn.Sequential(OrderedDict([("fc", kiln.nn.Linear(4, 4)), ("act", kiln.nn.ReLU())]))
-    net[0], net[-1], net[1:], len(net), list(net), net.append(cell)
+    net[0], net[-1], net[1:], len(net), list(net), net.append(cell), net + other, net * 2
 
     self.layers = kiln.nn.ModuleList([kiln.nn.Linear(8, 8) for _ in range(4)])   # layers.0.weight
     self.heads = kiln.nn.ModuleDict({"cls": kiln.nn.Linear(8, 2)})              # heads.cls.weight
@@ -14,11 +14,22 @@ Each container registers its members as sub-cells (or parameters) of itself, as 
 copies and ``kiln.jit`` see them. Cells passed positionally are named "0", "1", ... (so
 parameters are "0.weight", "0.bias", ..., as in PyTorch); an OrderedDict or a dict gives its own
 names. As in PyTorch's ``add_module``, a name must be a str (else a KilnTypeError), and one that
-is empty, contains "." or is already an attribute of the container (``training``, ``construct``,
-``keys``, ...) is a KilnValueError: state_dict joins names with ".", so such a name would merge
-or drop keys, or hide the attribute.
+is empty, contains "." or is already an attribute of the container (``training``, ``forward``,
+``keys``, a Sequential's ``construct``, ...) is a KilnValueError: state_dict joins names with
+".", so such a name would merge or drop keys, or hide the attribute. A name that is only one of
+Kiln's own methods (``cells``, ``trainable_params``, ...; see kiln.nn.Cell) is free, as in
+PyTorch: ``ModuleDict({"cells": ...})`` holds it, and ``d.cells`` is then that member.
 
-- ``Sequential(*cells)``: calls its cells in order, each on the previous one's output.
+- ``Sequential(*cells)``: calls its cells in order, each on the previous one's output. As
+  PyTorch's: ``s[i]``, ``s[i:j]`` (a new Sequential of the same cells and names), ``s[i] =
+  cell`` (keeps the name), ``del s[i]`` / ``del s[i:j]``, ``len``, iteration, ``append``,
+  ``extend`` (any iterable of cells), ``insert`` (``-len <= index <= len``, else a
+  KilnIndexError), ``pop`` (an index or a slice), ``s + other`` (a new Sequential of both's
+  cells), ``s += other`` (``other`` a Sequential, else a KilnTypeError where PyTorch raises
+  ValueError), ``s * n`` / ``n * s`` / ``s *= n`` (the same cells ``n`` times, ``n`` a positive
+  int: their parameters are shared). Deleting, inserting or popping names the cells "0" to
+  "len - 1" again, an OrderedDict's names included, as PyTorch does. A Sequential holds no empty
+  slot: a member that is not a Cell, None included, is a KilnTypeError.
 - ``ModuleList(cells=None)``: a list of cells (or None, an empty slot, as in PyTorch), not
   callable: ``l[i]``, ``l[i:j]`` (a new ModuleList of the same cells), ``l[i] = cell``,
   ``del l[i]`` / ``del l[i:j]``, ``len``, iteration, ``append``, ``extend``, ``insert``,
@@ -29,9 +40,12 @@ or drop keys, or hide the attribute.
   ``len``, iteration over the names, ``keys()``, ``values()``, ``items()``, ``update()``,
   ``pop()``, ``clear()``.
 - ``ParameterList(values=None)`` / ``ParameterDict(values=None)``: the same for parameters (no
-  ``del``, ``insert`` or ``pop`` in the list, as in PyTorch; ``get`` in the dict). A plain
-  tensor stored in one becomes a ``Parameter`` sharing its memory (requires_grad=True), as in
-  PyTorch.
+  ``del``, ``insert`` or ``pop`` in the list, as in PyTorch). The dict also has PyTorch's
+  ``get``, ``copy()`` (a new dict of the same Parameters), ``setdefault(name, default)``,
+  ``fromkeys(names, default)`` (a new dict), ``d | other`` (a new dict), ``other | d`` (for a
+  dict ``other``: a dict, as PyTorch's) and ``d |= other`` (``update``). A plain tensor stored
+  in one becomes a ``Parameter`` sharing its memory (requires_grad=True), as in PyTorch; None is
+  no member (a KilnTypeError, where PyTorch's ``setdefault(name)`` stores None).
 
 Indices are ints (a KilnTypeError otherwise), negative from the end, and out of range a
 KilnIndexError; a missing name is a KeyError, as for a dict. A member that is not a Cell (or a
@@ -53,17 +67,44 @@ from .parameter import Parameter
 __all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
 
 
-def _position(owner, index, length):
+def _position(owner, index, length, kinds="an int"):
     """``index`` (an int, negative from the end) as a position in [0, length): a KilnTypeError
-    for another kind, a KilnIndexError out of range."""
+    for another kind (the error says ``kinds`` are expected), a KilnIndexError out of range."""
     try:
         index = operator.index(index)
     except TypeError:
-        raise KilnTypeError(f"{owner}: expected an int as index, got {type(index).__name__} "
+        raise KilnTypeError(f"{owner}: expected {kinds} as index, got {type(index).__name__} "
                             f"{index!r}") from None
     if not -length <= index < length:
         raise KilnIndexError(f"{owner}: index {index} out of range for {length} entries")
     return index % length
+
+
+def _renumber(entries, members):
+    """Registers ``members`` in the registry ``entries`` as "0" to "len - 1", in order, replacing
+    what it held (as PyTorch's containers do after a deletion or an insertion)."""
+    entries.clear()
+    entries.update((str(i), member) for i, member in enumerate(members))
+
+
+def _checked_layer(owner, name, cell):
+    """``cell`` when it is a Cell, else a KilnTypeError: a Sequential calls each of its members,
+    so it holds no empty slot (None)."""
+    if not isinstance(cell, Cell):
+        raise KilnTypeError(f"{owner}: {name!r} is a {type(cell).__name__}, expected a "
+                            f"kiln.nn.Cell")
+    return cell
+
+
+def _repeats(owner, times):
+    """``times`` for Sequential's ``*``: a positive int (not a bool), else a KilnTypeError or
+    KilnValueError, as PyTorch refuses it."""
+    if isinstance(times, bool) or not isinstance(times, int):
+        raise KilnTypeError(f"{owner}: the multiplication factor must be an int, got "
+                            f"{type(times).__name__} {times!r}")
+    if times <= 0:
+        raise KilnValueError(f"{owner}: the multiplication factor must be positive, got {times}")
+    return times
 
 
 def _checked_cell(owner, name, cell):
@@ -116,8 +157,8 @@ def _pairs(owner, values):
 
 class Sequential(Cell):
     """Sequential(*cells) or Sequential(OrderedDict of name -> cell): calls its cells in order,
-    each on the previous one's output. Indexing, slicing, ``len`` and iteration go over the
-    cells; the naming rules are in kiln.nn.container's documentation."""
+    each on the previous one's output. Indexing, slicing, ``len``, iteration and the list-like
+    methods go over the cells; the naming rules are in kiln.nn.container's documentation."""
 
     def __init__(self, *cells):
         super().__init__()
@@ -126,20 +167,44 @@ class Sequential(Cell):
         else:
             items = [(str(i), cell) for i, cell in enumerate(cells)]
         for name, cell in items:
-            if not isinstance(cell, Cell):
-                raise KilnTypeError(f"Sequential: {name!r} is a {type(cell).__name__}, expected "
-                                    f"a kiln.nn.Cell")
+            _checked_layer("Sequential", name, cell)
             self._check_name(name)
             setattr(self, name, cell)
 
     def append(self, cell):
         """Adds ``cell`` at the end, named by its position (``str(len(self))``), and returns the
         Sequential; anything but a Cell is a KilnTypeError."""
-        if not isinstance(cell, Cell):
-            raise KilnTypeError(f"Sequential.append: expected a kiln.nn.Cell, got "
-                                f"{type(cell).__name__}")
-        setattr(self, str(len(self)), cell)
+        name = str(len(self))
+        setattr(self, name, _checked_layer("Sequential.append", name, cell))
         return self
+
+    def extend(self, cells):
+        """Appends each cell of the iterable ``cells`` (a Sequential, a list, ...), checking them
+        all first; returns the Sequential."""
+        cells = _iterable("Sequential.extend", cells)
+        for i, cell in enumerate(cells):
+            _checked_layer("Sequential.extend", str(len(self) + i), cell)
+        for cell in cells:
+            self.append(cell)
+        return self
+
+    def insert(self, index, cell):
+        """Inserts ``cell`` before position ``index`` (an int from ``-len`` to ``len``, as
+        PyTorch's; else a KilnIndexError) and names the cells "0" to "len - 1" again, as ``del``
+        does; returns the Sequential."""
+        cells = list(self._cells.values())
+        if index != len(cells):  # inserting at the end is appending
+            index = _position("Sequential.insert", index, len(cells))
+        cells.insert(index, _checked_layer("Sequential.insert", str(index), cell))
+        _renumber(self._cells, cells)
+        return self
+
+    def pop(self, index=-1):
+        """Removes the cell at ``index`` (an int, or a slice: a Sequential of those cells), names
+        the cells after it by their new positions, and returns it."""
+        cell = self[index]
+        del self[index]
+        return cell
 
     def __len__(self):
         return len(self._cells)
@@ -147,18 +212,58 @@ class Sequential(Cell):
     def __iter__(self):
         return iter(self._cells.values())
 
+    def _name_at(self, index, kinds="an int or a slice"):
+        """The name of the cell at position ``index`` (see ``_position``)."""
+        names = list(self._cells)
+        return names[_position("Sequential", index, len(names), kinds)]
+
     def __getitem__(self, index):
-        cells = list(self._cells.items())
         if isinstance(index, slice):
-            return Sequential(collections.OrderedDict(cells[index]))
-        try:
-            index = operator.index(index)
-        except TypeError:
-            raise KilnTypeError(f"Sequential: expected an int or a slice as index, got "
-                                f"{type(index).__name__} {index!r}") from None
-        if not -len(cells) <= index < len(cells):
-            raise KilnIndexError(f"Sequential: index {index} out of range for {len(cells)} cells")
-        return cells[index][1]
+            return Sequential(collections.OrderedDict(list(self._cells.items())[index]))
+        return self._cells[self._name_at(index)]
+
+    def __setitem__(self, index, cell):
+        """``s[i] = cell``: replaces the cell at ``i`` (an int), keeping its name."""
+        name = self._name_at(index, "an int")
+        setattr(self, name, _checked_layer("Sequential", name, cell))
+
+    def __delitem__(self, index):
+        """``del s[i]`` / ``del s[i:j]``: removes cells and names the rest "0" to "len - 1", as
+        PyTorch's (an OrderedDict's names included)."""
+        cells = list(self._cells.values())
+        if isinstance(index, slice):
+            del cells[index]
+        else:
+            del cells[_position("Sequential", index, len(cells), "an int or a slice")]
+        _renumber(self._cells, cells)
+
+    def _other(self, op, other):
+        """``other``, the Sequential on the other side of ``op`` ("+" or "+="); anything else is a
+        KilnTypeError (PyTorch's ValueError; ``extend`` takes any iterable of cells)."""
+        if not isinstance(other, Sequential):
+            raise KilnTypeError(f"Sequential {op}: expected a Sequential, got "
+                                f"{type(other).__name__} (extend() takes other iterables)")
+        return other
+
+    def __add__(self, other):
+        """``s + other``: a new Sequential of this one's cells, then ``other``'s (the same cells,
+        named by position)."""
+        return Sequential(*self, *self._other("+", other))
+
+    def __iadd__(self, other):
+        """``s += other``: appends ``other``'s cells (``extend``)."""
+        return self.extend(self._other("+=", other))
+
+    def __mul__(self, times):
+        """``s * n``: a new Sequential of this one's cells ``n`` times over (the same cells, so
+        their parameters are shared, as PyTorch's)."""
+        return Sequential(*(list(self) * _repeats("Sequential *", times)))
+
+    __rmul__ = __mul__
+
+    def __imul__(self, times):
+        """``s *= n``: appends this Sequential's cells ``n - 1`` more times."""
+        return self.extend(list(self) * (_repeats("Sequential *=", times) - 1))
 
     def construct(self, x):
         for cell in self._cells.values():
@@ -230,7 +335,11 @@ class _DictContainer(Cell):
         return self._entries[name]
 
     def __setitem__(self, name, value):
-        value = self._checked(self._kind, name, value)
+        self._store(self._kind, name, value)
+
+    def _store(self, owner, name, value):
+        """``self[name] = value``, for ``owner`` (named in the errors)."""
+        value = self._checked(owner, name, value)
         self._check_free(name, self._registry, self._what)
         self._entries[name] = value
 
@@ -269,7 +378,10 @@ class _DictContainer(Cell):
     def update(self, values):
         """Adds or replaces the members of ``values`` (a mapping, a ModuleDict / ParameterDict
         or an iterable of (name, value) pairs), checking every name and value first."""
-        owner = f"{self._kind}.update"
+        self._update(f"{self._kind}.update", values)
+
+    def _update(self, owner, values):
+        """``update(values)``, for ``owner`` (named in the errors)."""
         checked = []
         for name, value in _pairs(owner, values):
             self._check_free(name, self._registry, self._what)
@@ -293,18 +405,13 @@ class ModuleList(_ListContainer):
     def _sliced(self, values):
         return ModuleList(values)
 
-    def _renumber(self, cells):
-        """Registers ``cells`` as "0" to "len - 1", in order, replacing the current ones."""
-        self._cells.clear()
-        self._cells.update((str(i), cell) for i, cell in enumerate(cells))
-
     def __delitem__(self, index):
         cells = list(self._cells.values())
         if isinstance(index, slice):
             del cells[index]
         else:
             del cells[_position("ModuleList", index, len(cells))]
-        self._renumber(cells)
+        _renumber(self._cells, cells)
 
     def insert(self, index, cell):
         """Inserts ``cell`` before position ``index`` (an int; past either end it goes to that
@@ -316,7 +423,7 @@ class ModuleList(_ListContainer):
                                 f"{type(index).__name__} {index!r}") from None
         cells = list(self._cells.values())
         cells.insert(index, _checked_cell("ModuleList.insert", str(index), cell))
-        self._renumber(cells)
+        _renumber(self._cells, cells)
 
     def pop(self, index=-1):
         """Removes the cell at ``index`` (an int or a slice), renumbering those after it, and
@@ -375,3 +482,43 @@ class ParameterDict(_DictContainer):
     def get(self, name, default=None):
         """The parameter ``name``, or ``default`` when there is none."""
         return self._params.get(name, default)
+
+    def copy(self):
+        """A new ParameterDict holding the same Parameters under the same names."""
+        return ParameterDict(self._params)
+
+    def setdefault(self, name, default=None):
+        """The parameter ``name``; where there is none, ``default`` is stored under it first, as
+        ``d[name] = default`` stores it (a ParameterDict holds no None: a KilnTypeError)."""
+        if name not in self._params:
+            self._store("ParameterDict.setdefault", name, default)
+        return self._params[name]
+
+    def fromkeys(self, keys, default=None):
+        """A new ParameterDict with ``default`` under each name of the iterable ``keys``: a
+        Parameter shared by all of them, or a plain tensor as a Parameter per name, each sharing
+        its memory (as PyTorch's)."""
+        result = ParameterDict()
+        result._update("ParameterDict.fromkeys",
+                       [(name, default) for name in _iterable("ParameterDict.fromkeys", keys)])
+        return result
+
+    def __or__(self, other):
+        """``d | other``: a copy of ``d`` updated with ``other`` (what ``update`` takes)."""
+        result = self.copy()
+        result._update("ParameterDict |", other)
+        return result
+
+    def __ror__(self, other):
+        """``other | d`` for a dict ``other``: a copy of ``other`` (a dict, as PyTorch's) updated
+        with ``d``'s parameters."""
+        if not isinstance(other, dict):
+            return NotImplemented
+        result = other.copy()
+        result.update(self._params)
+        return result
+
+    def __ior__(self, other):
+        """``d |= other``: ``update(other)``; returns ``d``."""
+        self._update("ParameterDict |=", other)
+        return self

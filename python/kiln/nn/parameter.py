@@ -10,6 +10,14 @@ Assigning one to an attribute of a ``Cell`` registers it (see ``kiln.nn.Cell``).
 Copies are Parameters with the same ``requires_grad`` and attributes, as in PyTorch:
 ``copy.copy(p)`` shares ``p``'s memory, ``copy.deepcopy(p)`` has its own (without ``p.grad``, so
 a deep-copied model starts with no gradients), and ``pickle`` keeps the values, not ``p.grad``.
+
+A Kiln tensor keeps its dtype for life, so ``Cell.to`` (``double()``, ``half()``, ...) puts new
+Parameters in the place of the ones it converts, and ``Cell.load_state_dict(assign=True)`` the
+ones it is given, where PyTorch changes its Parameter objects in place. The old Parameter is then
+superseded: ``superseded(p)`` says by what and under which name (None for a tensor that is not),
+so that whoever still holds it (an optimizer built before) can say why it no longer trains the
+cell, and its ``.grad`` is dropped (``Cell.to`` hands it, converted, to the new Parameter). The
+note is an attribute of the Parameter, so it travels with its copies.
 """
 
 import copy
@@ -53,3 +61,15 @@ class Parameter(_C.Tensor):
         # The values travel as a plain tensor (Tensor.__reduce__); pickle calls the class with
         # (values, requires_grad), then restores the attributes.
         return type(self), (self.detach(), self.requires_grad), self.__dict__ or None
+
+
+def supersede(param, note):
+    """Marks the Parameter ``param`` as replaced in its cell by another (``note`` says by what and
+    under which name) and drops its gradient; see the module's documentation."""
+    param._superseded = note
+    param.grad = None
+
+
+def superseded(tensor):
+    """The note ``supersede`` left on ``tensor`` (a str), or None when it has none."""
+    return getattr(tensor, "_superseded", None)

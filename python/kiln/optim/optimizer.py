@@ -95,6 +95,7 @@ from .. import _C
 from ..autograd import enable_grad, no_grad
 from ..errors import KilnTypeError, KilnValueError, ShapeError
 from ..nn._state import converted_like
+from ..nn.parameter import superseded
 
 __all__ = ["Optimizer"]
 
@@ -341,6 +342,13 @@ class Optimizer:
     def _apply(self, grads):
         # Every gradient is checked before any parameter changes.
         for i, (p, grad) in enumerate(zip(self.parameters, grads)):
+            note = superseded(p)
+            if note is not None:
+                # Cell.to / load_state_dict(assign=True) put another Parameter in its place: the
+                # step would train a tensor the cell no longer uses, silently.
+                warnings.warn(f"{type(self).__name__}: parameter {i} is no longer its cell's (it "
+                              f"was {note}), so this step does not train the cell; build the "
+                              f"optimizer after converting or loading", stacklevel=3)
             if grad is None:
                 continue
             if not isinstance(grad, _C.Tensor):
