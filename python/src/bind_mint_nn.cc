@@ -129,6 +129,16 @@ void bind_mint_nn(nb::module_& mint) {
       "x"_a, "kernel_size"_a, "stride"_a = nb::none(), "padding"_a = 0, "dilation"_a = 1,
       "ceil_mode"_a = false, "Maximum over windows of x [N, C, H, W] (stride None = kernel_size).");
   mint.def(
+      "lstm_cell",
+      [](const TensorArg& gates, const TensorArg& c) {
+        auto [h, c_next] = lstm_cell(gates, c);
+        return nb::make_tuple(h, c_next);
+      },
+      "gates"_a, "c"_a,
+      "(h', c') of an LSTM step from gates [..., 4H] (pre-activations, PyTorch's order i, f, g, "
+      "o) and c [..., H]: c' = sigmoid(f) c + sigmoid(i) tanh(g), h' = sigmoid(o) tanh(c'), in "
+      "one pass.");
+  mint.def(
       "max_pool2d_with_indices",
       [](const TensorArg& x, nb::handle kernel_size, nb::handle stride, nb::handle padding,
          nb::handle dilation, bool ceil_mode) {

@@ -25,8 +25,7 @@ constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 // Each row: function, primitive, dtype rule, Highway kernel, the result as an expression of `x`
 // in the compute type C, the gradient of x as an expression of the tensors x, y (the result) and
 // g (y's gradient), and the op's documentation. Floor, ceil, round, trunc and sign have zero
-// gradients
-// (as in PyTorch); abs'(0) = sign(0) = 0.
+// gradients (as in PyTorch); abs'(0) = sign(0) = 0.
 #define KILN_UNARY_OPS(X)                                                                          \
   X(neg, Neg, kSameNoBool, U::kNeg, wrapping_neg(x), -g, "-x (integers wrap; bool: DTypeError)")   \
   X(abs, Abs, kSame, U::kAbs, abs_value(x), g* sign(x),                                            \

@@ -12,6 +12,7 @@ import pytest
 import kiln
 from conftest import raises
 from kiln.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
+from kiln.testing import gradcheck, gradgradcheck
 
 mint = kiln.mint
 
@@ -256,6 +257,51 @@ def test_cells_match_the_numpy_reference(case, rng):
         np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12, atol=1e-12)
     check_directional_grads(lambda values: sum(s.sum() for s in ref_cell_run(mode, values)),
                             everything, grads, rng)
+
+
+def lstm_cell_reference(z, c):
+    i, f, g, o = np.split(z.astype(np.float64), 4, axis=-1)
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    c_next = sig(f) * c + sig(i) * np.tanh(g)
+    return sig(o) * np.tanh(c_next), c_next
+
+
+@pytest.mark.parametrize("dtype, tol", [(kiln.float32, 1e-6), (kiln.float64, 1e-12),
+                                        (kiln.float16, 2e-3), (kiln.bfloat16, 1e-2)],
+                         ids=lambda v: getattr(v, "name", str(v)))
+def test_lstm_cell_is_one_lstm_step(dtype, tol, rng):
+    z, c = rng.standard_normal((3, 2, 4 * 5)), rng.standard_normal((3, 2, 5))
+    kz, kc = kiln.tensor(z, dtype=dtype), kiln.tensor(c, dtype=dtype)
+    h, c_next = kiln.mint.lstm_cell(kz, kc)
+    want_h, want_c = lstm_cell_reference(kz.double().numpy(), kc.double().numpy())
+    assert h.dtype == c_next.dtype == dtype and tuple(h.shape) == (3, 2, 5)
+    np.testing.assert_allclose(h.double().numpy(), want_h, rtol=tol, atol=tol)
+    np.testing.assert_allclose(c_next.double().numpy(), want_c, rtol=tol, atol=tol)
+
+
+def test_lstm_cell_gradients_twice_and_under_jit(rng):
+    z = kiln.tensor(rng.standard_normal((4, 12)), requires_grad=True)
+    c = kiln.tensor(rng.standard_normal((4, 3)), requires_grad=True)
+    assert gradcheck(lambda a, b: kiln.mint.lstm_cell(a, b), (z, c))
+    assert gradgradcheck(lambda a, b: kiln.mint.lstm_cell(a, b), (z, c))
+    step = kiln.jit(lambda a, b: kiln.mint.lstm_cell(a * 1.0, b))
+    for got, want in zip(step(z.detach(), c.detach()), kiln.mint.lstm_cell(z.detach(), c)):
+        np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("z_shape, c_shape, dtypes, error, message", [
+    ((4, 12), (4, 4), (kiln.float32, kiln.float32), kiln.ShapeError,
+     r"expected gates \[..., 4H\] and c \[..., H\] with the same leading dimensions, got "
+     r"\[4, 12\] and \[4, 4\]"),
+    ((2, 4), (3, 1), (kiln.float32, kiln.float32), kiln.ShapeError, "same leading dimensions"),
+    ((4, 12), (4, 3), (kiln.float32, kiln.float64), kiln.DTypeError,
+     "expected floating-point gates and c of one dtype, got float32 and float64"),
+    ((4, 12), (4, 3), (kiln.int64, kiln.int64), kiln.DTypeError, "floating-point"),
+])
+def test_lstm_cell_refuses_what_does_not_fit(z_shape, c_shape, dtypes, error, message):
+    z, c = (kiln.mint.zeros(s, dtype=d) for s, d in zip((z_shape, c_shape), dtypes))
+    with raises(error, match=message):
+        kiln.mint.lstm_cell(z, c)
 
 
 def test_the_shapes_of_outputs_and_states():

@@ -66,6 +66,10 @@ KILN_API Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_s
                            const std::vector<int64_t>& padding = {0, 0},
                            const std::vector<int64_t>& dilation = {1, 1},
                            bool ceil_mode = false);
+/// An LSTM step's pointwise part (primitive LstmCell): gates [..., 4H], the pre-activations in
+/// PyTorch's order i, f, g, o, and the cell state c [..., H] give (h', c'), with c' = sigmoid(f) c
+/// + sigmoid(i) tanh(g) and h' = sigmoid(o) tanh(c'); one pass, differentiable.
+KILN_API std::pair<Tensor, Tensor> lstm_cell(const Tensor& gates, const Tensor& c);
 /// max_pool2d's values and, for each, the offset ih * W + iw of the element it took in its [H, W]
 /// plane (int64), as PyTorch's max_pool2d(return_indices=True) (primitive MaxPool2DIndices).
 KILN_API std::pair<Tensor, Tensor> max_pool2d_with_indices(

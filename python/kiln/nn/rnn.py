@@ -92,9 +92,8 @@ def _elman_step(activation, projected, state, weight_hh, bias_hh, weight_hr=None
 
 def _lstm_step(projected, state, weight_hh, bias_hh, weight_hr=None):
     h, c = state
-    i, f, g, o = _mint.chunk(projected + _mint.linear(h, weight_hh, bias_hh), 4, -1)
-    c = _mint.sigmoid(f) * c + _mint.sigmoid(i) * _mint.tanh(g)
-    h = _mint.sigmoid(o) * _mint.tanh(c)
+    # Two calls a step: the gates, and their pointwise part (src/ops/rnn_cell.cc).
+    h, c = _mint.lstm_cell(projected + _mint.linear(h, weight_hh, bias_hh), c)
     return (h if weight_hr is None else _mint.linear(h, weight_hr, None), c)
 
 

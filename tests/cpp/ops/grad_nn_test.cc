@@ -1,9 +1,10 @@
-// Gradient rules of the neural-network ops: LayerNorm, RMSNorm (src/ops/norm.cc), CrossEntropy,
-// NLLLoss, MSELoss (src/ops/loss.cc), Dropout (src/ops/random.cc), Conv2D (src/ops/conv.cc),
-// MaxPool2D, AvgPool2D (src/ops/pool.cc) and Embedding (src/ops/embedding.cc), and of their
-// backward ops, against central finite differences in float64 over their shapes and attributes;
-// the backward ops against hand-computed results and the adjoint identity; the dtypes and shapes
-// of the gradients of float32 inputs (the oneDNN paths) and undefined output gradients.
+// Gradient rules of the neural-network ops: LayerNorm, RMSNorm (src/ops/norm.cc), LstmCell
+// (src/ops/rnn_cell.cc), CrossEntropy, NLLLoss, MSELoss (src/ops/loss.cc), Dropout
+// (src/ops/random.cc), Conv2D (src/ops/conv.cc), MaxPool2D, AvgPool2D (src/ops/pool.cc) and
+// Embedding (src/ops/embedding.cc), and of their backward ops, against central finite
+// differences in float64 over their shapes and attributes; the backward ops against hand-computed
+// results and the adjoint identity; the dtypes and shapes of the gradients of float32 inputs (the
+// oneDNN paths) and undefined output gradients.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -112,6 +113,49 @@ TEST(GradNormBackward, RulesMatchFiniteDifferences_WithAndWithoutWeight) {
   expect_grad_rule("RMSNormBackward", {r64({3, 5}), r64({5}), r64({3, 5})}, row5);
   expect_grad_rule("RMSNormBackward", {r64({2, 3, 4}), Tensor(), r64({2, 3, 4})},
                    {{"normalized_shape", Dims{3, 4}}, {"eps", 0.1}});
+}
+
+// ---- LstmCell ----
+
+TEST(LstmCell, IsTheComposedStep_BitForBit) {
+  manual_seed(41);
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    const Tensor z = to(r64({3, 2, 20}), dtype), c = to(r64({3, 2, 5}), dtype);
+    const auto [h, c_next] = lstm_cell(z, c);
+    const std::vector<Tensor> q = chunk(z, 4, -1);
+    const Tensor want_c = sigmoid(q[1]) * c + sigmoid(q[0]) * tanh(q[2]);
+    testing::expect_close(c_next, want_c, 0);
+    testing::expect_close(h, sigmoid(q[3]) * tanh(want_c), 0);
+  }
+}
+
+TEST(GradLstmCell, MatchesFiniteDifferences_AndGivesNothingWithoutGradients) {
+  manual_seed(42);
+  expect_grad_rule("LstmCell", {r64({4, 12}), r64({4, 3})});
+  expect_grad_rule("LstmCell", {r64({2, 3, 8}), r64({2, 3, 2})});
+  expect_float32_rule("LstmCell", {r64({4, 12}), r64({4, 3})});
+  const std::vector<Tensor> none =
+      run_rule("LstmCell", {r64({4, 12}), r64({4, 3})}, {}, {Tensor(), Tensor()});
+  EXPECT_FALSE(none[0].defined() || none[1].defined());
+  // Only c' has a gradient (the last step's cell state): the gates' o quarter gets zeros.
+  const std::vector<Tensor> only_c =
+      run_rule("LstmCell", {r64({4, 12}), r64({4, 3})}, {}, {Tensor(), r64({4, 3})});
+  testing::expect_close(chunk(only_c[0], 4, -1)[3], zeros({4, 3}, DType::kFloat64), 0);
+}
+
+TEST(LstmCell, RefusesGatesThatDoNotFitTheState) {
+  testing::expect_error(
+      [] {
+        lstm_cell(r64({4, 12}), r64({4, 4}));
+      },
+      ErrorKind::kShape,
+      "lstm_cell: expected gates [..., 4H] and c [..., H] with the same "
+      "leading dimensions, got [4, 12] and [4, 4]");
+  testing::expect_error(
+      [] {
+        lstm_cell(r64({4, 12}), to(r64({4, 3}), DType::kFloat32));
+      },
+      ErrorKind::kDType, "expected floating-point gates and c of one dtype");
 }
 
 TEST(GradNormBackward, RulesGiveZeros_WhenNoGradientFlowsIn) {
