@@ -3,6 +3,7 @@
 import contextlib
 import os
 import subprocess
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -161,6 +162,19 @@ def check_cell_against_torch(torch, ours, theirs, v, rng, scale_atol=False):
 
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples" / "custom_op"
+
+
+def write(path, text):
+    """Writes ``text`` (dedented) to ``path`` (a source file of a custom op); returns the path."""
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def private_dir(path):
+    """``path`` made a folder only its owner may use (an extension cache must be one)."""
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o700)
+    return path
 
 
 @pytest.fixture(scope="session")

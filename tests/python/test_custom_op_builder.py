@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import kiln
+from conftest import private_dir, write
 from kiln.ops import _cache
 
 TINY = """\
@@ -24,17 +25,6 @@ TINY = """\
 kiln::Tensor answer(const kiln::Tensor& x) { return kiln::Tensor::scalar(x.numel() + 41); }
 KILN_EXTENSION(m) { m.def("answer", &answer, {"x"}); }
 """
-
-
-def write(path, text):
-    path.write_text(textwrap.dedent(text))
-    return str(path)
-
-
-def private_dir(path):
-    path.mkdir(parents=True, exist_ok=True)
-    path.chmod(0o700)
-    return path
 
 
 def run_python(code, **kwargs):

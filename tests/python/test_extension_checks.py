@@ -1,25 +1,13 @@
-"""What the extension APIs refuse up front rather than at first use: a custom op whose library
-leaves a symbol undefined (a KilnBuildError at link time, nothing cached), a module name that is
-a Python keyword, and a Python backend registered as a class or with hooks that cannot be
-called."""
+"""What the custom-op builder refuses up front rather than at first use: a library that leaves a
+symbol undefined (a KilnBuildError at link time, nothing cached) and a module name that is a
+Python keyword. (A Python backend registered as a class: tests/python/test_python_backend.py.)"""
 
 import os
-import textwrap
 
 import pytest
 
 import kiln
-
-
-def write(path, text):
-    path.write_text(textwrap.dedent(text))
-    return str(path)
-
-
-def private_dir(path):
-    path.mkdir(parents=True, exist_ok=True)
-    path.chmod(0o700)
-    return path
+from conftest import private_dir, write
 
 
 def test_an_undefined_function_fails_the_link_naming_it_and_caches_nothing(tmp_path):
@@ -72,48 +60,3 @@ def test_custom_op_module_names_soft_keywords_and_non_strings():
         kiln.ops.CustomOpBuilder("my-ops", ["a.cpp"])
     with pytest.raises(kiln.KilnTypeError, match="name must be a str .*, got int 3"):
         kiln.ops.CustomOpBuilder(3, ["a.cpp"])
-
-
-class Interp:
-    """A Python backend that runs each node eagerly."""
-
-    def build(self, graph, config):
-        return graph
-
-    def run(self, graph, inputs):
-        values = {v: inputs[v.index] for v in graph.inputs}
-        values.update({v: v.tensor for v in graph.constants})
-        for node in graph.nodes:
-            values[node] = node.call(*[values[i] for i in node.inputs])
-        return [values[v] for v in graph.outputs]
-
-    def supports(self, node):
-        return True
-
-
-def with_hook(hook, value):
-    """An Interp whose optional ``hook`` is ``value``."""
-    return type(f"Interp_{hook}", (Interp,), {hook: value})()
-
-
-@pytest.mark.parametrize("backend, message", [
-    (Interp, r"or an object with build\(graph, config\) and run\(built, inputs\) methods, got "
-             r"the class Interp: pass an instance \(Interp\(\)\)"),
-    (with_hook("supports", True), "supports of Interp_supports must be a method "
-                                  r"\(optional: leave it out for the default\), got bool True"),
-    (with_hook("supports", None), "supports of Interp_supports must be a method .*got NoneType"),
-    (with_hook("clear", "no"), "clear of Interp_clear must be a method .*got str 'no'"),
-])
-def test_a_python_backend_that_would_fail_at_its_first_call_is_refused(backend, message):
-    with pytest.raises(kiln.KilnTypeError, match=message):
-        kiln.graph.register_custom_backend("refused_backend", backend)
-    assert "refused_backend" not in kiln.graph.list_backends()
-
-
-def test_an_instance_of_the_refused_class_registers_and_runs():
-    kiln.graph.register_custom_backend("interp_instance", Interp())
-    try:
-        f = kiln.jit(lambda x: x * 2.0 + 1.0, backend="interp_instance")
-        assert f(kiln.mint.ones([3])).tolist() == [3.0, 3.0, 3.0]
-    finally:
-        kiln.graph.unregister_custom_backend("interp_instance")

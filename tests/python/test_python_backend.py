@@ -365,3 +365,23 @@ def test_the_python_backend_example_runs(capsys):
     runpy.run_path(str(example), run_name="__main__")
     assert "the result equals eager" in capsys.readouterr().out
     assert "numpy_device" not in kiln.graph.list_backends()
+
+
+def with_hook(hook, value):
+    """An Interpreter whose optional ``hook`` is ``value``."""
+    return type(f"Interpreter_{hook}", (Interpreter,), {hook: value})()
+
+
+@pytest.mark.parametrize("backend, message", [
+    (Interpreter, r"or an object with build\(graph, config\) and run\(built, inputs\) methods, "
+                  r"got the class Interpreter: pass an instance \(Interpreter\(\)\)"),
+    (with_hook("supports", True), "supports of Interpreter_supports must be a method "
+                                  r"\(optional: leave it out for the default\), got bool True"),
+    (with_hook("supports", None),
+     "supports of Interpreter_supports must be a method .*got NoneType"),
+    (with_hook("clear", "no"), "clear of Interpreter_clear must be a method .*got str 'no'"),
+])
+def test_a_python_backend_that_would_fail_at_its_first_call_is_refused(backend, message):
+    with pytest.raises(kiln.KilnTypeError, match=message):
+        kiln.graph.register_custom_backend("refused_backend", backend)
+    assert "refused_backend" not in kiln.graph.list_backends()
