@@ -123,6 +123,10 @@ the cell: reading it afterwards is a KilnTypeError. Update buffers in place.
   pickle of a cell keeps its hooks (a pickled hook must be a function pickle can import, not a
   lambda), the copy in dicts of its own, so a handle removes the hook from its own cell only;
   ``copy.copy`` shares them, as it shares the registries.
+- ``register_full_backward_pre_hook(hook, prepend=False)`` and ``register_full_backward_hook(hook,
+  prepend=False)``: PyTorch's, ``hook(cell, grad_output)`` and ``hook(cell, grad_input,
+  grad_output)``, called as gradients flow back through the cell, as its forward hooks in the rest
+  (handles, copies, pickles). See kiln/nn/_backward_hooks.py.
 - ``copy.deepcopy(cell)``: an independent copy, as in PyTorch: new parameters (leaves with the
   same values and ``requires_grad``, no ``.grad``) and buffers, tied weights still tied, ready to
   train on its own. ``pickle`` saves and loads a cell whose class can be imported (see
@@ -135,7 +139,6 @@ import functools
 import itertools
 import threading
 import types
-import weakref
 
 from .. import _C
 from .._checks import checked_bool
@@ -143,6 +146,7 @@ from .._device import check_usable, dtype_of_to
 from ..autograd import no_grad
 from ..errors import DTypeError, KilnNotImplementedError, KilnTypeError, KilnValueError, ShapeError
 from ..jit import trace_reads
+from ._backward_hooks import BackwardHooks, RemovableHandle
 from ._state import converted_like
 from .parameter import Parameter, supersede
 
@@ -154,8 +158,6 @@ LoadResult = collections.namedtuple("LoadResult", ["missing_keys", "unexpected_k
 # __dict__ for itself (no parameter, cell or buffer may take one).
 _REGISTRIES = ("_params", "_cells", "_buffers")
 _INTERNAL = _REGISTRIES + ("_non_persistent", "_training")
-
-_hook_ids = itertools.count()
 
 # While a train() call runs on a thread, the ids of the cells its outermost call has checked for
 # cycles (see Cell.train); else no attribute.
@@ -261,39 +263,13 @@ def _converted(tensor, dtype):
     return new
 
 
-class RemovableHandle:
-    """What ``Cell.register_forward_hook`` and ``register_forward_pre_hook`` return:
-    ``remove()`` takes the hook off its cell (again, or after the cell is gone, it does nothing);
-    ``with handle:`` removes it on leaving. ``id`` is the hook's key in the cell's hook dict."""
-
-    __slots__ = ("id", "_hooks")
-
-    def __init__(self, hooks):
-        # Unique in ``hooks``: a dict unpickled in another process holds ids of that one's count.
-        self.id = next(_hook_ids)
-        while self.id in hooks:
-            self.id = next(_hook_ids)
-        # Weak, as PyTorch's: a handle kept after its cell is dropped keeps no hooks alive.
-        self._hooks = weakref.ref(hooks)
-
-    def remove(self):
-        hooks = self._hooks()
-        if hooks is not None:
-            hooks.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.remove()
-
-
 class Cell:
     """Base class of every layer and model; see the module's documentation."""
 
     # Read-only and empty: a cell pickled before hooks existed, or whose subclass skipped
     # Cell.__init__, calls construct as before; registering a hook gives it dicts of its own.
     _forward_pre_hooks = _forward_hooks = types.MappingProxyType({})
+    _backward_pre_hooks = _backward_hooks = _forward_hooks
 
     def __init__(self):
         object.__setattr__(self, "_params", collections.OrderedDict())
@@ -303,6 +279,8 @@ class Cell:
         # Hook id -> hook, PyTorch's names (code ported from it reads them).
         object.__setattr__(self, "_forward_pre_hooks", collections.OrderedDict())
         object.__setattr__(self, "_forward_hooks", collections.OrderedDict())
+        object.__setattr__(self, "_backward_pre_hooks", collections.OrderedDict())
+        object.__setattr__(self, "_backward_hooks", collections.OrderedDict())
         self.training = True
 
     @property
@@ -494,7 +472,8 @@ class Cell:
     # Calling
 
     def __call__(self, *args, **kwargs):
-        if self._forward_pre_hooks or self._forward_hooks:
+        if (self._forward_pre_hooks or self._forward_hooks or self._backward_pre_hooks
+                or self._backward_hooks):
             return self._call_with_hooks(args, kwargs)
         return _construct_of(self)(*args, **kwargs)
 
@@ -504,12 +483,15 @@ class Cell:
             result = hook(self, args)
             if result is not None:
                 args = result if isinstance(result, tuple) else (result,)
+        backward = BackwardHooks.of(self)
+        if backward is not None:
+            args = backward.wrap_inputs(args)
         output = _construct_of(self)(*args, **kwargs)
         for hook in tuple(self._forward_hooks.values()):
             result = hook(self, args, output)
             if result is not None:
                 output = result
-        return output
+        return output if backward is None else backward.wrap_output(output)
 
     def _add_hook(self, registry, what, hook, prepend, with_kwargs, always_call=False):
         """Registers ``hook`` in the hook dict ``registry``; returns its RemovableHandle."""
@@ -549,6 +531,18 @@ class Cell:
         a RemovableHandle. See the module's documentation."""
         return self._add_hook("_forward_hooks", "register_forward_hook", hook, prepend,
                               with_kwargs, always_call)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """Registers ``hook(cell, grad_output)``, PyTorch's; returns a RemovableHandle. See
+        kiln/nn/_backward_hooks.py."""
+        return self._add_hook("_backward_pre_hooks", "register_full_backward_pre_hook", hook,
+                              prepend, False)
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """Registers ``hook(cell, grad_input, grad_output)``, PyTorch's; returns a
+        RemovableHandle. See kiln/nn/_backward_hooks.py."""
+        return self._add_hook("_backward_hooks", "register_full_backward_hook", hook, prepend,
+                              False)
 
     @_KilnOnly
     def construct(self, *args, **kwargs):
