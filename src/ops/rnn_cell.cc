@@ -1,5 +1,6 @@
 // LstmCell (kiln::lstm_cell): an LSTM step's pointwise part, from the gates' pre-activations to
-// the next hidden and cell states, in one pass (Note [LSTM cell]).
+// the next hidden and cell states, in one pass, and LstmCellBackward, its gradient, in another
+// (Note [LSTM cell]).
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -22,67 +23,179 @@ namespace {
 // An LSTM step is gates = x W_ih^T + h W_hh^T + b (one product per step, and one for the whole
 // sequence's inputs), then pointwise: i, f, o = sigmoid of three quarters of the gates, g = tanh
 // of the fourth (PyTorch's order i, f, g, o), c' = f c + i g and h' = o tanh(c'). Composed of ops
-// that is ten calls per step, and an LSTM's steps are small: [batch, hidden] with a batch of 16
-// and 128 units is 2,048 elements, so the calls' cost, not the arithmetic, set the pace (eager
-// LSTM forward 1.8x PyTorch's time). LstmCell is one call: each row's activations go through the
-// same SIMD kernels as the sigmoid and tanh ops (so the values are the composed ops', bit for
-// bit), the cell update and the output in the same pass over the row. Its gradient is written
-// with ops (sigmoid_backward and tanh_backward give each activation's derivative in one pass), so
-// autograd differentiates it again and the jit traces it.
+// that is ten calls per step (and seventeen for their gradients), and an LSTM's steps are small:
+// [batch, hidden] with a batch of 16 and 128 units is 2,048 elements, so the calls' cost, not the
+// arithmetic, set the pace (eager LSTM forward 1.8x PyTorch's time). LstmCell is one call:
+// each row's activations go through the same SIMD kernels as the sigmoid and tanh ops (so the
+// values are the composed ops', bit for bit), the cell update and the output in the same pass
+// over the row. Its gradient is LstmCellBackward, one call too, which recomputes the activations
+// from the gates rather than keeping them (four rows of H per step that a long sequence would
+// hold until its backward). LstmCellBackward's own rule, for second derivatives (meta-learning
+// through an LSTM), is written with ops: reverse mode through its formulas by hand
+// (lstm_cell_backward_grad), each step commented, checked against finite differences.
 
 using simd::UnaryOp;
 
+// A row's activations i, f, g, o (each H long) from its gates' pre-activations z [4H], through
+// the sigmoid and tanh ops' kernels.
+template <typename C>
+class Activations {
+ public:
+  explicit Activations(int64_t hidden) : hidden_(hidden), act_(static_cast<size_t>(4 * hidden)) {}
+  void compute(const C* z) {
+    simd::unary(UnaryOp::kSigmoid, z, act_.data(), 2 * hidden_);  // i and f
+    simd::unary(UnaryOp::kTanh, z + 2 * hidden_, g(), hidden_);
+    simd::unary(UnaryOp::kSigmoid, z + 3 * hidden_, o(), hidden_);
+  }
+  C* i() { return act_.data(); }
+  C* f() { return act_.data() + hidden_; }
+  C* g() { return act_.data() + 2 * hidden_; }
+  C* o() { return act_.data() + 3 * hidden_; }
+
+ private:
+  int64_t hidden_;
+  std::vector<C> act_;
+};
+
 // Rows [lo, hi) of z [rows, 4H] and c [rows, H] to h and c_next [rows, H], in C (float or
-// double), each row's activations in a scratch row of 4H.
+// double).
 template <typename C>
 void lstm_rows(const C* z, const C* c, C* h, C* c_next, int64_t lo, int64_t hi, int64_t hidden) {
-  std::vector<C> act(static_cast<size_t>(4 * hidden));
-  C* const i = act.data();
-  C* const f = i + hidden;
-  C* const g = f + hidden;
-  C* const o = g + hidden;
+  Activations<C> a(hidden);
+  const C *i = a.i(), *f = a.f(), *g = a.g(), *o = a.o();
   for (int64_t r = lo; r < hi; ++r) {
-    const C* zr = z + r * 4 * hidden;
     const C* cr = c + r * hidden;
     C* hr = h + r * hidden;
     C* cn = c_next + r * hidden;
-    simd::unary(UnaryOp::kSigmoid, zr, i, 2 * hidden);  // i and f
-    simd::unary(UnaryOp::kTanh, zr + 2 * hidden, g, hidden);
-    simd::unary(UnaryOp::kSigmoid, zr + 3 * hidden, o, hidden);
+    a.compute(z + r * 4 * hidden);
     for (int64_t j = 0; j < hidden; ++j) cn[j] = f[j] * cr[j] + i[j] * g[j];
     simd::unary(UnaryOp::kTanh, cn, hr, hidden);  // tanh(c'), then times o in place
     for (int64_t j = 0; j < hidden; ++j) hr[j] = o[j] * hr[j];
   }
 }
 
+// Rows [lo, hi) of LstmCellBackward: z [rows, 4H], c, gh and gc [rows, H] (the gradients of h'
+// and c') to dz [rows, 4H] and dc [rows, H], each product rounded as the composed rule's ops
+// (sigmoid_backward(x, y) = x * (y * (1 - y)), tanh_backward(x, y) = x * ((1 - y) * (1 + y))).
+template <typename C>
+void lstm_backward_rows(const C* z, const C* c, const C* gh, const C* gc, C* dz, C* dc, int64_t lo,
+                        int64_t hi, int64_t hidden) {
+  Activations<C> a(hidden);
+  const C *i = a.i(), *f = a.f(), *g = a.g(), *o = a.o();
+  std::vector<C> tanh_c(static_cast<size_t>(hidden));
+  C* const tc = tanh_c.data();
+  for (int64_t r = lo; r < hi; ++r) {
+    const C* cr = c + r * hidden;
+    const C* ghr = gh + r * hidden;
+    const C* gcr = gc + r * hidden;
+    C* dzr = dz + r * 4 * hidden;
+    C* dcr = dc + r * hidden;
+    a.compute(z + r * 4 * hidden);
+    for (int64_t j = 0; j < hidden; ++j) tc[j] = f[j] * cr[j] + i[j] * g[j];  // c'
+    simd::unary(UnaryOp::kTanh, tc, tc, hidden);
+    for (int64_t j = 0; j < hidden; ++j) {
+      const C t = tc[j];
+      // The cell state's gradient: from c' itself, and through h' = o tanh(c').
+      const C d = gcr[j] + (ghr[j] * o[j]) * ((C(1) - t) * (C(1) + t));
+      dzr[j] = (d * g[j]) * (i[j] * (C(1) - i[j]));
+      dzr[hidden + j] = (d * cr[j]) * (f[j] * (C(1) - f[j]));
+      dzr[2 * hidden + j] = (d * i[j]) * ((C(1) - g[j]) * (C(1) + g[j]));
+      dzr[3 * hidden + j] = (ghr[j] * t) * (o[j] * (C(1) - o[j]));
+      dcr[j] = d * f[j];
+    }
+  }
+}
+
+// Runs rows(lo, hi, C{}) over [0, rows) on the intra-op pool, in the float type `dtype` computes
+// in, with `inputs` as contiguous tensors of it and `outputs` written through scratch tensors of
+// it where theirs differs (16-bit floats: computed in float, rounded once).
+template <typename F>
+void over_rows(DType dtype, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+               int64_t rows, int64_t hidden, F&& rows_fn) {
+  visit_compute_float(dtype, [&](auto zero) {
+    using C = decltype(zero);
+    std::vector<Tensor> in, out;
+    for (const Tensor& t : inputs) in.push_back(contiguous_as(t, dtype_of<C>()));
+    for (const Tensor& t : outputs) {
+      out.push_back(t.dtype() == dtype_of<C>() ? t : Tensor::empty(t.shape(), dtype_of<C>()));
+    }
+    parallel_for(0, rows, std::max<int64_t>(1, (int64_t{1} << 13) / hidden),
+                 [&](int64_t lo, int64_t hi) { rows_fn(in, out, lo, hi, zero); });
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      if (!out[k].is_same(outputs[k])) copy_into(outputs[k], out[k]);
+    }
+  });
+}
+
+// `g` or, undefined (no gradient reached that output), zeros like `like`.
+Tensor or_zeros(const Tensor& g, const Tensor& like) { return g.defined() ? g : zeros_like(like); }
+
 std::vector<Tensor> lstm_cell_grad(const std::vector<Tensor>& in, const std::vector<Tensor>& out,
                                    const Attrs&, const std::vector<Tensor>& grads) {
-  const Tensor& gh = grads[0];
-  const Tensor& gc = grads[1];
-  if (!gh.defined() && !gc.defined()) return {Tensor(), Tensor()};
+  if (!grads[0].defined() && !grads[1].defined()) return {Tensor(), Tensor()};
+  const auto [dz, dc] =
+      lstm_cell_backward(in[0], in[1], or_zeros(grads[0], out[0]), or_zeros(grads[1], out[1]));
+  return {detail::input_grad(dz, in[0]), detail::input_grad(dc, in[1])};
+}
+
+// LstmCellBackward's rule: reverse mode through lstm_backward_rows's formulas, by hand. With s_x =
+// a_x (1 - a_x) the sigmoids' derivatives, tg = 1 - g^2, T = 1 - tanh(c')^2, d the cell state's
+// gradient (gc + gh o T) and G the upstream gradients of dz's quarters and of dc, each comment
+// names the formulas whose terms a line gathers.
+std::vector<Tensor> lstm_cell_backward_grad(const std::vector<Tensor>& in,
+                                            const std::vector<Tensor>& out, const Attrs&,
+                                            const std::vector<Tensor>& grads) {
+  if (!grads[0].defined() && !grads[1].defined()) return {Tensor(), Tensor(), Tensor(), Tensor()};
   const Tensor& z = in[0];
   const Tensor& c = in[1];
+  const Tensor& gh = in[2];
+  const Tensor& gc = in[3];
   const int64_t last = z.ndim() - 1;
-  const std::vector<Tensor> act = chunk(sigmoid(z), 4, last);  // i, f, o (and sigmoid(z_g))
+  const std::vector<Tensor> G = chunk(or_zeros(grads[0], out[0]), 4, last);
+  const Tensor Gc = or_zeros(grads[1], out[1]);
+  const std::vector<Tensor> act = chunk(sigmoid(z), 4, last);
   const Tensor& i = act[0];
   const Tensor& f = act[1];
   const Tensor& o = act[3];
   const Tensor g = tanh(chunk(z, 4, last)[2]);
-  // dc: the cell state's gradient, from c' itself and through h' = o tanh(c').
-  Tensor dc = gc;
-  Tensor dzo;
-  if (gh.defined()) {
-    const Tensor tc = tanh(out[1]);
-    const Tensor through_h = tanh_backward(gh * o, tc);
-    dc = dc.defined() ? dc + through_h : through_h;
-    dzo = sigmoid_backward(gh * tc, o);
-  } else {
-    dzo = zeros_like(o);
-  }
-  const Tensor dz =
-      cat({sigmoid_backward(dc * g, i), sigmoid_backward(dc * c, f), tanh_backward(dc * i, g), dzo},
-          last);
-  return {detail::input_grad(dz, z), detail::input_grad(dc * f, c)};
+  const Tensor si = i * (1.0 - i), sf = f * (1.0 - f), so = o * (1.0 - o), tg = 1.0 - g * g;
+  const Tensor tc = tanh(f * c + i * g);
+  const Tensor T = 1.0 - tc * tc;
+  const Tensor d = gc + gh * o * T;
+  // The gradient of d, from dc = d f, dz_g = d i tg, dz_f = d c s_f and dz_i = d g s_i.
+  const Tensor D = Gc * f + G[2] * i * tg + G[1] * c * sf + G[0] * g * si;
+  // tanh(c')'s, from dz_o = gh tc s_o and d; then c''s (c' = f c + i g).
+  const Tensor dtc = G[3] * gh * so + D * gh * o * (tc * -2.0);
+  const Tensor dcn = dtc * T;
+  // The activations', from the formulas holding each, and c' = f c + i g.
+  const Tensor a_i = G[2] * d * tg + G[0] * d * g * (1.0 - i * 2.0) + dcn * g;
+  const Tensor a_f = Gc * d + G[1] * d * c * (1.0 - f * 2.0) + dcn * c;
+  const Tensor a_g = G[2] * d * i * (g * -2.0) + G[0] * d * si + dcn * i;
+  const Tensor a_o = G[3] * gh * tc * (1.0 - o * 2.0) + D * gh * T;
+  const Tensor dz = cat({a_i * si, a_f * sf, a_g * tg, a_o * so}, last);
+  const Tensor dc = G[1] * d * sf + dcn * f;      // dz_f = d c s_f; c' = f c + i g
+  const Tensor dgh = G[3] * tc * so + D * o * T;  // dz_o = gh tc s_o; d = gc + gh o T
+  return {detail::input_grad(dz, z), detail::input_grad(dc, c), detail::input_grad(dgh, gh),
+          detail::input_grad(D, gc)};
+}
+
+// The checks of gates [..., 4H] and a state [..., H] of one floating dtype.
+void check_gates_and_state(const char* op, const TensorMeta& z, const TensorMeta& c) {
+  KILN_CHECK_DTYPE(is_floating_point(z.dtype) && z.dtype == c.dtype)
+      << op << ": expected floating-point gates and c of one dtype, got " << z.dtype << " and "
+      << c.dtype;
+  const bool fits = z.ndim() >= 1 && c.ndim() == z.ndim() &&
+                    std::equal(c.shape.begin(), c.shape.end() - 1, z.shape.begin()) &&
+                    z.shape.back() == 4 * c.shape.back();
+  KILN_CHECK_SHAPE(fits) << op << ": expected gates [..., 4H] and c [..., H] with the same "
+                         << "leading dimensions, got " << shape_str(z.shape) << " and "
+                         << shape_str(c.shape);
+}
+
+// The number of rows and H of states shaped as `c`.
+std::pair<int64_t, int64_t> rows_and_hidden(const Tensor& c) {
+  const int64_t hidden = c.size(c.ndim() - 1);
+  return {hidden == 0 ? 0 : c.numel() / hidden, hidden};
 }
 
 KILN_REGISTER_OP(
@@ -94,44 +207,56 @@ KILN_REGISTER_OP(
              "i, f, g, o) and c [..., H] to h' = sigmoid(o) tanh(c') and c' = sigmoid(f) c + "
              "sigmoid(i) tanh(g) (Note [LSTM cell])")
         .infer([](const InferContext& ctx) {
-          const TensorMeta& z = ctx.input(0);
-          const TensorMeta& c = ctx.input(1);
-          KILN_CHECK_DTYPE(is_floating_point(z.dtype) && z.dtype == c.dtype)
-              << "lstm_cell: expected floating-point gates and c of one dtype, got " << z.dtype
-              << " and " << c.dtype;
-          const bool fits = z.ndim() >= 1 && c.ndim() == z.ndim() &&
-                            std::equal(c.shape.begin(), c.shape.end() - 1, z.shape.begin()) &&
-                            z.shape.back() == 4 * c.shape.back();
-          KILN_CHECK_SHAPE(fits) << "lstm_cell: expected gates [..., 4H] and c [..., H] with the "
-                                 << "same leading dimensions, got " << shape_str(z.shape) << " and "
-                                 << shape_str(c.shape);
-          return MetaList{c, c};
+          check_gates_and_state("lstm_cell", ctx.input(0), ctx.input(1));
+          return MetaList{ctx.input(1), ctx.input(1)};
         })
         .grad(lstm_cell_grad)
         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
-          const Tensor& h = ctx.outputs[0];
-          const Tensor& c_next = ctx.outputs[1];
-          const int64_t hidden = h.ndim() == 0 ? 0 : h.size(h.ndim() - 1);
-          if (h.numel() == 0) return;
-          const int64_t rows = h.numel() / hidden;
-          visit_compute_float(h.dtype(), [&](auto zero) {
-            using C = decltype(zero);
-            const Tensor z = contiguous_as(ctx.inputs[0], dtype_of<C>());
-            const Tensor c = contiguous_as(ctx.inputs[1], dtype_of<C>());
-            // 16-bit states are computed in float and rounded once, into scratch outputs.
-            const bool own = h.dtype() == dtype_of<C>();
-            const Tensor hc = own ? h : Tensor::empty(h.shape(), dtype_of<C>());
-            const Tensor cc = own ? c_next : Tensor::empty(h.shape(), dtype_of<C>());
-            parallel_for(0, rows, std::max<int64_t>(1, (int64_t{1} << 13) / hidden),
-                         [&](int64_t lo, int64_t hi) {
-                           lstm_rows(z.data<C>(), c.data<C>(), hc.data<C>(), cc.data<C>(), lo, hi,
-                                     hidden);
-                         });
-            if (!own) {
-              copy_into(h, hc);
-              copy_into(c_next, cc);
-            }
-          });
+          const auto [rows, hidden] = rows_and_hidden(ctx.outputs[0]);
+          if (rows == 0) return;
+          over_rows(ctx.outputs[0].dtype(), {ctx.inputs[0], ctx.inputs[1]},
+                    {ctx.outputs[0], ctx.outputs[1]}, rows, hidden,
+                    [hidden = hidden](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                                      int64_t lo, int64_t hi, auto zero) {
+                      using C = decltype(zero);
+                      lstm_rows(in[0].data<C>(), in[1].data<C>(), out[0].data<C>(),
+                                out[1].data<C>(), lo, hi, hidden);
+                    });
+        }));
+
+KILN_REGISTER_OP(
+    OpDef("LstmCellBackward")
+        .input("gates")
+        .input("c")
+        .input("grad_h")
+        .input("grad_c")
+        .outputs(2)
+        .doc("LstmCell's gradients (of gates [..., 4H] and of c [..., H]) from those of h' and "
+             "c', the activations recomputed from the gates (Note [LSTM cell])")
+        .infer([](const InferContext& ctx) {
+          check_gates_and_state("lstm_cell_backward", ctx.input(0), ctx.input(1));
+          for (size_t k = 2; k < 4; ++k) {
+            const TensorMeta& g = ctx.input(k);
+            KILN_CHECK_SHAPE(g.dtype == ctx.input(1).dtype && g.shape == ctx.input(1).shape)
+                << "lstm_cell_backward: expected grad_h and grad_c of c's dtype and shape "
+                << ctx.input(1).dtype << shape_str(ctx.input(1).shape) << ", got " << g.dtype
+                << shape_str(g.shape);
+          }
+          return MetaList{ctx.input(0), ctx.input(1)};
+        })
+        .grad(lstm_cell_backward_grad)
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const auto [rows, hidden] = rows_and_hidden(ctx.outputs[1]);
+          if (rows == 0) return;
+          over_rows(ctx.outputs[0].dtype(), ctx.inputs, {ctx.outputs[0], ctx.outputs[1]}, rows,
+                    hidden,
+                    [hidden = hidden](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                                      int64_t lo, int64_t hi, auto zero) {
+                      using C = decltype(zero);
+                      lstm_backward_rows(in[0].data<C>(), in[1].data<C>(), in[2].data<C>(),
+                                         in[3].data<C>(), out[0].data<C>(), out[1].data<C>(), lo,
+                                         hi, hidden);
+                    });
         }));
 
 }  // namespace
@@ -139,6 +264,13 @@ KILN_REGISTER_OP(
 std::pair<Tensor, Tensor> lstm_cell(const Tensor& gates, const Tensor& c) {
   static const OpDefPtr op = OpRegistry::Instance().get("LstmCell");
   TensorList out = call_op(*op, {gates, c});
+  return {std::move(out[0]), std::move(out[1])};
+}
+
+std::pair<Tensor, Tensor> lstm_cell_backward(const Tensor& gates, const Tensor& c,
+                                             const Tensor& grad_h, const Tensor& grad_c) {
+  static const OpDefPtr op = OpRegistry::Instance().get("LstmCellBackward");
+  TensorList out = call_op(*op, {gates, c, grad_h, grad_c});
   return {std::move(out[0]), std::move(out[1])};
 }
 

@@ -70,6 +70,10 @@ KILN_API Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_s
 /// PyTorch's order i, f, g, o, and the cell state c [..., H] give (h', c'), with c' = sigmoid(f) c
 /// + sigmoid(i) tanh(g) and h' = sigmoid(o) tanh(c'); one pass, differentiable.
 KILN_API std::pair<Tensor, Tensor> lstm_cell(const Tensor& gates, const Tensor& c);
+/// lstm_cell's gradients (of gates, of c) from those of h' and c' (primitive LstmCellBackward;
+/// grad_h and grad_c of c's shape and dtype), differentiable again.
+KILN_API std::pair<Tensor, Tensor> lstm_cell_backward(const Tensor& gates, const Tensor& c,
+                                                      const Tensor& grad_h, const Tensor& grad_c);
 /// max_pool2d's values and, for each, the offset ih * W + iw of the element it took in its [H, W]
 /// plane (int64), as PyTorch's max_pool2d(return_indices=True) (primitive MaxPool2DIndices).
 KILN_API std::pair<Tensor, Tensor> max_pool2d_with_indices(

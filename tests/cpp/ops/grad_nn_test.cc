@@ -143,6 +143,14 @@ TEST(GradLstmCell, MatchesFiniteDifferences_AndGivesNothingWithoutGradients) {
   testing::expect_close(chunk(only_c[0], 4, -1)[3], zeros({4, 3}, DType::kFloat64), 0);
 }
 
+TEST(GradLstmCellBackward, MatchesFiniteDifferences_ForSecondDerivatives) {
+  manual_seed(43);
+  expect_grad_rule("LstmCellBackward", {r64({4, 12}), r64({4, 3}), r64({4, 3}), r64({4, 3})});
+  expect_grad_rule("LstmCellBackward",
+                   {r64({2, 3, 8}), r64({2, 3, 2}), r64({2, 3, 2}), r64({2, 3, 2})});
+  expect_float32_rule("LstmCellBackward", {r64({4, 12}), r64({4, 3}), r64({4, 3}), r64({4, 3})});
+}
+
 TEST(LstmCell, RefusesGatesThatDoNotFitTheState) {
   testing::expect_error(
       [] {
@@ -156,6 +164,13 @@ TEST(LstmCell, RefusesGatesThatDoNotFitTheState) {
         lstm_cell(r64({4, 12}), to(r64({4, 3}), DType::kFloat32));
       },
       ErrorKind::kDType, "expected floating-point gates and c of one dtype");
+  testing::expect_error(
+      [] {
+        lstm_cell_backward(r64({4, 12}), r64({4, 3}), r64({4, 2}), r64({4, 3}));
+      },
+      ErrorKind::kShape,
+      "lstm_cell_backward: expected grad_h and grad_c of c's dtype and shape float64[4, 3], got "
+      "float64[4, 2]");
 }
 
 TEST(GradNormBackward, RulesGiveZeros_WhenNoGradientFlowsIn) {
