@@ -139,6 +139,15 @@ void bind_mint_nn(nb::module_& mint) {
       "o) and c [..., H]: c' = sigmoid(f) c + sigmoid(i) tanh(g), h' = sigmoid(o) tanh(c'), in "
       "one pass.");
   mint.def(
+      "gru_cell",
+      [](const TensorArg& x, const TensorArg& hg, const TensorArg& h) {
+        return gru_cell(x, hg, h);
+      },
+      "x"_a, "hg"_a, "h"_a,
+      "h' of a GRU step from x and hg [..., 3H] (the input's and the state's projections, "
+      "PyTorch's gates r, z, n) and h [..., H]: h' = n + z (h - n), r, z = sigmoid(x_rz + "
+      "hg_rz), n = tanh(x_n + r hg_n), in one pass.");
+  mint.def(
       "max_pool2d_with_indices",
       [](const TensorArg& x, nb::handle kernel_size, nb::handle stride, nb::handle padding,
          nb::handle dilation, bool ceil_mode) {

@@ -1,6 +1,6 @@
 // LstmCell (kiln::lstm_cell): an LSTM step's pointwise part, from the gates' pre-activations to
-// the next hidden and cell states, in one pass, and LstmCellBackward, its gradient, in another
-// (Note [LSTM cell]).
+// the next hidden and cell states, in one pass, and LstmCellBackward, its gradient, in another;
+// GruCell and GruCellBackward, the same for a GRU step (Note [LSTM cell]).
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -32,7 +32,10 @@ namespace {
 // from the gates rather than keeping them (four rows of H per step that a long sequence would
 // hold until its backward). LstmCellBackward's own rule, for second derivatives (meta-learning
 // through an LSTM), is written with ops: reverse mode through its formulas by hand
-// (lstm_cell_backward_grad), each step commented, checked against finite differences.
+// (lstm_cell_backward_grad), each step commented, checked against finite differences. A GRU
+// step is the same story with three gates (r, z, n; n = tanh(x_n + r hg_n) takes the state's
+// projection of n inside the product, so GruCell takes the two projections apart): GruCell,
+// GruCellBackward and gru_cell_backward_grad.
 
 using simd::UnaryOp;
 
@@ -102,6 +105,63 @@ void lstm_backward_rows(const C* z, const C* c, const C* gh, const C* gc, C* dz,
       dzr[2 * hidden + j] = (d * i[j]) * ((C(1) - g[j]) * (C(1) + g[j]));
       dzr[3 * hidden + j] = (ghr[j] * t) * (o[j] * (C(1) - o[j]));
       dcr[j] = d * f[j];
+    }
+  }
+}
+
+// Rows [lo, hi) of GruCell: x and hg [rows, 3H] (the input's and the state's projections, gates
+// r, z, n), h [rows, H] to h' = n + z (h - n) with r, z = sigmoid(x_rz + hg_rz) and n = tanh(x_n +
+// r hg_n), each step rounded as the composed ops (scratch: r and z, then n's pre-activation).
+template <typename C>
+void gru_rows(const C* x, const C* hg, const C* h, C* out, int64_t lo, int64_t hi, int64_t hidden) {
+  std::vector<C> scratch(static_cast<size_t>(3 * hidden));
+  C* const rz = scratch.data();
+  C* const n = rz + 2 * hidden;
+  for (int64_t row = lo; row < hi; ++row) {
+    const C* xr = x + row * 3 * hidden;
+    const C* hr = hg + row * 3 * hidden;
+    for (int64_t j = 0; j < 2 * hidden; ++j) rz[j] = xr[j] + hr[j];
+    simd::unary(UnaryOp::kSigmoid, rz, rz, 2 * hidden);
+    for (int64_t j = 0; j < hidden; ++j) n[j] = xr[2 * hidden + j] + rz[j] * hr[2 * hidden + j];
+    simd::unary(UnaryOp::kTanh, n, n, hidden);
+    const C* z = rz + hidden;
+    const C* hrow = h + row * hidden;
+    C* o = out + row * hidden;
+    for (int64_t j = 0; j < hidden; ++j) o[j] = n[j] + z[j] * (hrow[j] - n[j]);
+  }
+}
+
+// Rows [lo, hi) of GruCellBackward: from x, hg [rows, 3H], h and g (h''s gradient) [rows, H] to
+// dx, dhg [rows, 3H] and dh [rows, H], the gates recomputed.
+template <typename C>
+void gru_backward_rows(const C* x, const C* hg, const C* h, const C* g, C* dx, C* dhg, C* dh,
+                       int64_t lo, int64_t hi, int64_t hidden) {
+  std::vector<C> scratch(static_cast<size_t>(3 * hidden));
+  C* const rz = scratch.data();
+  C* const n = rz + 2 * hidden;
+  for (int64_t row = lo; row < hi; ++row) {
+    const C* xr = x + row * 3 * hidden;
+    const C* hr = hg + row * 3 * hidden;
+    for (int64_t j = 0; j < 2 * hidden; ++j) rz[j] = xr[j] + hr[j];
+    simd::unary(UnaryOp::kSigmoid, rz, rz, 2 * hidden);
+    for (int64_t j = 0; j < hidden; ++j) n[j] = xr[2 * hidden + j] + rz[j] * hr[2 * hidden + j];
+    simd::unary(UnaryOp::kTanh, n, n, hidden);
+    const C* r = rz;
+    const C* z = rz + hidden;
+    const C* hrow = h + row * hidden;
+    const C* grow = g + row * hidden;
+    C* dxr = dx + row * 3 * hidden;
+    C* dhr = dhg + row * 3 * hidden;
+    for (int64_t j = 0; j < hidden; ++j) {
+      // h' = n + z (h - n): n's gradient g (1 - z), z's g (h - n), h's g z.
+      const C pn = (grow[j] * (C(1) - z[j])) * ((C(1) - n[j]) * (C(1) + n[j]));
+      const C pr = (pn * hr[2 * hidden + j]) * (r[j] * (C(1) - r[j]));
+      const C pz = (grow[j] * (hrow[j] - n[j])) * (z[j] * (C(1) - z[j]));
+      dxr[j] = dhr[j] = pr;
+      dxr[hidden + j] = dhr[hidden + j] = pz;
+      dxr[2 * hidden + j] = pn;
+      dhr[2 * hidden + j] = pn * r[j];
+      dh[row * hidden + j] = grow[j] * z[j];
     }
   }
 }
@@ -259,6 +319,126 @@ KILN_REGISTER_OP(
                     });
         }));
 
+std::vector<Tensor> gru_cell_grad(const std::vector<Tensor>& in, const std::vector<Tensor>&,
+                                  const Attrs&, const std::vector<Tensor>& grads) {
+  if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor()};
+  const std::vector<Tensor> d = gru_cell_backward(in[0], in[1], in[2], grads[0]);
+  return {detail::input_grad(d[0], in[0]), detail::input_grad(d[1], in[1]),
+          detail::input_grad(d[2], in[2])};
+}
+
+// GruCellBackward's rule: reverse mode through gru_backward_rows's formulas, by hand. With s_r,
+// s_z the sigmoids' derivatives, tn = 1 - n^2, pn = g (1 - z) tn (n's pre-activation's
+// gradient), and X, H, K the upstream gradients of dx's and dhg's thirds and of dh, each comment
+// names the formulas whose terms a line gathers.
+std::vector<Tensor> gru_cell_backward_grad(const std::vector<Tensor>& in,
+                                           const std::vector<Tensor>& out, const Attrs&,
+                                           const std::vector<Tensor>& grads) {
+  if (!grads[0].defined() && !grads[1].defined() && !grads[2].defined()) {
+    return {Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+  const Tensor& x = in[0];
+  const Tensor& hg = in[1];
+  const Tensor& h = in[2];
+  const Tensor& g = in[3];
+  const int64_t last = x.ndim() - 1;
+  const std::vector<Tensor> X = chunk(or_zeros(grads[0], out[0]), 3, last);
+  const std::vector<Tensor> H = chunk(or_zeros(grads[1], out[1]), 3, last);
+  const Tensor K = or_zeros(grads[2], out[2]);
+  const std::vector<Tensor> xs = chunk(x, 3, last);
+  const std::vector<Tensor> hs = chunk(hg, 3, last);
+  const Tensor r = sigmoid(xs[0] + hs[0]), z = sigmoid(xs[1] + hs[1]);
+  const Tensor n = tanh(xs[2] + r * hs[2]);
+  const Tensor sr = r * (1.0 - r), sz = z * (1.0 - z), tn = 1.0 - n * n;
+  const Tensor dn = g * (1.0 - z), hmn = h - n;
+  const Tensor pn = dn * tn;
+  const Tensor Pr = X[0] + H[0], Pz = X[1] + H[1];  // pr and pz are in dx and dhg both
+  // pn's gradient: dx_n = pn, dhg_n = pn r, pr = pn hg_n s_r; then dn's (pn = dn tn).
+  const Tensor bar_pn = X[2] + H[2] * r + Pr * hs[2] * sr;
+  const Tensor bar_dn = bar_pn * tn;
+  // n's (pz = g (h - n) s_z, pn = dn tn), z's (dh = g z, pz, dn = g (1 - z)), r's (pr, dhg_n).
+  const Tensor bar_n = -(Pz * g * sz) + bar_pn * dn * (n * -2.0);
+  const Tensor bar_z = K * g + Pz * g * hmn * (1.0 - z * 2.0) - bar_dn * g;
+  const Tensor bar_r = Pr * pn * hs[2] * (1.0 - r * 2.0) + H[2] * pn;
+  // Through the recomputed gates: n = tanh(x_n + r hg_n), r and z = sigmoid(x + hg).
+  const Tensor an = bar_n * tn;
+  const Tensor ar = (bar_r + an * hs[2]) * sr;
+  const Tensor az = bar_z * sz;
+  const Tensor bar_hn = Pr * pn * sr + an * r;  // pr = pn hg_n s_r; n's pre-activation
+  const Tensor bar_g = K * z + Pz * sz * hmn + bar_dn * (1.0 - z);  // dh, pz, dn
+  return {detail::input_grad(cat({ar, az, an}, last), x),
+          detail::input_grad(cat({ar, az, bar_hn}, last), hg), detail::input_grad(Pz * g * sz, h),
+          detail::input_grad(bar_g, g)};
+}
+
+// The checks of GRU gates x and hg [..., 3H] and a state h [..., H] of one floating dtype (and,
+// for the backward, h''s gradient `g` like h).
+void check_gru(const char* op, const InferContext& ctx) {
+  const TensorMeta& h = ctx.input(2);
+  KILN_CHECK_DTYPE(is_floating_point(h.dtype))
+      << op << ": expected a floating-point h, got " << h.dtype;
+  for (size_t k = 0; k < ctx.num_inputs(); ++k) {
+    const TensorMeta& t = ctx.input(k);
+    Shape want = h.shape;
+    if (k < 2 && !want.empty()) want.back() *= 3;
+    KILN_CHECK_SHAPE(t.dtype == h.dtype && t.shape == want)
+        << op << ": expected x and hg [..., 3H] and h [..., H] (and its gradient) of one dtype, "
+        << "got " << t.dtype << shape_str(t.shape) << " beside h " << h.dtype << shape_str(h.shape);
+  }
+}
+
+KILN_REGISTER_OP(
+    OpDef("GruCell")
+        .input("x")
+        .input("hg")
+        .input("h")
+        .doc("A GRU step's pointwise part: x [..., 3H] and hg [..., 3H] (the input's and the "
+             "state's projections, gates r, z, n) and h [..., H] to h' = n + z (h - n), with r, "
+             "z = sigmoid(x_rz + hg_rz) and n = tanh(x_n + r hg_n) (Note [LSTM cell])")
+        .infer([](const InferContext& ctx) {
+          check_gru("gru_cell", ctx);
+          return MetaList{ctx.input(2)};
+        })
+        .grad(gru_cell_grad)
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const auto [rows, hidden] = rows_and_hidden(ctx.outputs[0]);
+          if (rows == 0) return;
+          over_rows(ctx.outputs[0].dtype(), ctx.inputs, ctx.outputs, rows, hidden,
+                    [hidden = hidden](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                                      int64_t lo, int64_t hi, auto zero) {
+                      using C = decltype(zero);
+                      gru_rows(in[0].data<C>(), in[1].data<C>(), in[2].data<C>(), out[0].data<C>(),
+                               lo, hi, hidden);
+                    });
+        }));
+
+KILN_REGISTER_OP(
+    OpDef("GruCellBackward")
+        .input("x")
+        .input("hg")
+        .input("h")
+        .input("grad_output")
+        .outputs(3)
+        .doc("GruCell's gradients (of x, hg and h) from that of h', the gates recomputed "
+             "(Note [LSTM cell])")
+        .infer([](const InferContext& ctx) {
+          check_gru("gru_cell_backward", ctx);
+          return MetaList{ctx.input(0), ctx.input(1), ctx.input(2)};
+        })
+        .grad(gru_cell_backward_grad)
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const auto [rows, hidden] = rows_and_hidden(ctx.outputs[2]);
+          if (rows == 0) return;
+          over_rows(ctx.outputs[0].dtype(), ctx.inputs, ctx.outputs, rows, hidden,
+                    [hidden = hidden](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                                      int64_t lo, int64_t hi, auto zero) {
+                      using C = decltype(zero);
+                      gru_backward_rows(in[0].data<C>(), in[1].data<C>(), in[2].data<C>(),
+                                        in[3].data<C>(), out[0].data<C>(), out[1].data<C>(),
+                                        out[2].data<C>(), lo, hi, hidden);
+                    });
+        }));
+
 }  // namespace
 
 std::pair<Tensor, Tensor> lstm_cell(const Tensor& gates, const Tensor& c) {
@@ -272,6 +452,18 @@ std::pair<Tensor, Tensor> lstm_cell_backward(const Tensor& gates, const Tensor& 
   static const OpDefPtr op = OpRegistry::Instance().get("LstmCellBackward");
   TensorList out = call_op(*op, {gates, c, grad_h, grad_c});
   return {std::move(out[0]), std::move(out[1])};
+}
+
+Tensor gru_cell(const Tensor& x, const Tensor& hg, const Tensor& h) {
+  static const OpDefPtr op = OpRegistry::Instance().get("GruCell");
+  return call_op(*op, {x, hg, h})[0];
+}
+
+std::vector<Tensor> gru_cell_backward(const Tensor& x, const Tensor& hg, const Tensor& h,
+                                      const Tensor& grad_output) {
+  static const OpDefPtr op = OpRegistry::Instance().get("GruCellBackward");
+  TensorList out = call_op(*op, {x, hg, h, grad_output});
+  return {out.begin(), out.end()};
 }
 
 }  // namespace kiln

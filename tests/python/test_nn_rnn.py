@@ -289,6 +289,39 @@ def test_lstm_cell_gradients_twice_and_under_jit(rng):
         np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-12)
 
 
+def gru_cell_reference(x, hg, h):
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    (xr, xz, xn), (hr, hz, hn) = np.split(x, 3, axis=-1), np.split(hg, 3, axis=-1)
+    z, n = sig(xz + hz), np.tanh(xn + sig(xr + hr) * hn)
+    return (1 - z) * n + z * h
+
+
+@pytest.mark.parametrize("dtype, tol", [(kiln.float32, 1e-6), (kiln.float64, 1e-12),
+                                        (kiln.float16, 2e-3), (kiln.bfloat16, 1e-2)],
+                         ids=lambda v: getattr(v, "name", str(v)))
+def test_gru_cell_is_one_gru_step(dtype, tol, rng):
+    x, hg, h = (kiln.tensor(rng.standard_normal(s), dtype=dtype)
+                for s in ((3, 2, 15), (3, 2, 15), (3, 2, 5)))
+    out = kiln.mint.gru_cell(x, hg, h)
+    assert out.dtype == dtype and tuple(out.shape) == (3, 2, 5)
+    want = gru_cell_reference(*(v.double().numpy() for v in (x, hg, h)))
+    np.testing.assert_allclose(out.double().numpy(), want, rtol=tol, atol=tol)
+
+
+def test_gru_cell_gradients_twice_and_under_jit(rng):
+    args = [kiln.tensor(rng.standard_normal(s), requires_grad=True)
+            for s in ((4, 9), (4, 9), (4, 3))]
+    assert gradcheck(kiln.mint.gru_cell, args)
+    assert gradgradcheck(kiln.mint.gru_cell, args)
+    plain = [a.detach() for a in args]
+    step = kiln.jit(lambda x, hg, h: kiln.mint.gru_cell(x * 1.0, hg, h))
+    np.testing.assert_allclose(step(*plain).numpy(), kiln.mint.gru_cell(*plain).numpy(),
+                               rtol=1e-12)
+    with raises(kiln.ShapeError, match=r"gru_cell: expected x and hg \[..., 3H\] and h "
+                                       r"\[..., H\]"):
+        kiln.mint.gru_cell(plain[0], plain[1][:, :6], plain[2])
+
+
 @pytest.mark.parametrize("z_shape, c_shape, dtypes, error, message", [
     ((4, 12), (4, 4), (kiln.float32, kiln.float32), kiln.ShapeError,
      r"expected gates \[..., 4H\] and c \[..., H\] with the same leading dimensions, got "

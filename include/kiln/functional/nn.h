@@ -74,6 +74,14 @@ KILN_API std::pair<Tensor, Tensor> lstm_cell(const Tensor& gates, const Tensor& 
 /// grad_h and grad_c of c's shape and dtype), differentiable again.
 KILN_API std::pair<Tensor, Tensor> lstm_cell_backward(const Tensor& gates, const Tensor& c,
                                                       const Tensor& grad_h, const Tensor& grad_c);
+/// A GRU step's pointwise part (primitive GruCell): x and hg [..., 3H], the input's and the
+/// state's projections (PyTorch's gates r, z, n; hg with b_hh), and h [..., H] give h' = n + z
+/// (h - n), with r, z = sigmoid(x_rz + hg_rz) and n = tanh(x_n + r hg_n); one pass.
+KILN_API Tensor gru_cell(const Tensor& x, const Tensor& hg, const Tensor& h);
+/// gru_cell's gradients (of x, hg and h) from that of h' (primitive GruCellBackward),
+/// differentiable again.
+KILN_API std::vector<Tensor> gru_cell_backward(const Tensor& x, const Tensor& hg, const Tensor& h,
+                                               const Tensor& grad_output);
 /// max_pool2d's values and, for each, the offset ih * W + iw of the element it took in its [H, W]
 /// plane (int64), as PyTorch's max_pool2d(return_indices=True) (primitive MaxPool2DIndices).
 KILN_API std::pair<Tensor, Tensor> max_pool2d_with_indices(

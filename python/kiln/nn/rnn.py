@@ -99,13 +99,8 @@ def _lstm_step(projected, state, weight_hh, bias_hh, weight_hr=None):
 
 def _gru_step(projected, state, weight_hh, bias_hh, weight_hr=None):
     h = state[0]
-    hidden = h.shape[-1]
-    x_rz, x_n = _mint.split(projected, [2 * hidden, hidden], -1)
-    h_rz, h_n = _mint.split(_mint.linear(h, weight_hh, bias_hh), [2 * hidden, hidden], -1)
-    # r and z in one sigmoid: each step's op count is what a long sequence pays for.
-    r, z = _mint.chunk(_mint.sigmoid(x_rz + h_rz), 2, -1)
-    n = _mint.tanh(x_n + r * h_n)
-    return (n + z * (h - n),)  # (1 - z) * n + z * h with one product
+    # Two calls a step: the state's projection, and the gates' pointwise part (GruCell).
+    return (_mint.gru_cell(projected, _mint.linear(h, weight_hh, bias_hh), h),)
 
 
 # mode -> (gates, step, number of states)

@@ -151,6 +151,35 @@ TEST(GradLstmCellBackward, MatchesFiniteDifferences_ForSecondDerivatives) {
   expect_float32_rule("LstmCellBackward", {r64({4, 12}), r64({4, 3}), r64({4, 3}), r64({4, 3})});
 }
 
+TEST(GruCell, IsTheComposedStep_BitForBit) {
+  manual_seed(44);
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    const Tensor x = to(r64({3, 2, 15}), dtype), hg = to(r64({3, 2, 15}), dtype);
+    const Tensor h = to(r64({3, 2, 5}), dtype);
+    const std::vector<Tensor> xs = chunk(x, 3, -1), hs = chunk(hg, 3, -1);
+    const Tensor z = sigmoid(xs[1] + hs[1]);
+    const Tensor n = tanh(xs[2] + sigmoid(xs[0] + hs[0]) * hs[2]);
+    testing::expect_close(gru_cell(x, hg, h), n + z * (h - n), 0);
+  }
+}
+
+TEST(GradGruCell, MatchesFiniteDifferences_OnceAndTwice) {
+  manual_seed(45);
+  expect_grad_rule("GruCell", {r64({4, 9}), r64({4, 9}), r64({4, 3})});
+  expect_grad_rule("GruCell", {r64({2, 3, 6}), r64({2, 3, 6}), r64({2, 3, 2})});
+  expect_float32_rule("GruCell", {r64({4, 9}), r64({4, 9}), r64({4, 3})});
+  expect_grad_rule("GruCellBackward", {r64({4, 9}), r64({4, 9}), r64({4, 3}), r64({4, 3})});
+  expect_grad_rule("GruCellBackward",
+                   {r64({2, 3, 6}), r64({2, 3, 6}), r64({2, 3, 2}), r64({2, 3, 2})});
+  testing::expect_error(
+      [] {
+        gru_cell(r64({4, 9}), r64({4, 6}), r64({4, 3}));
+      },
+      ErrorKind::kShape,
+      "gru_cell: expected x and hg [..., 3H] and h [..., H] (and its gradient) "
+      "of one dtype, got float64[4, 6] beside h float64[4, 3]");
+}
+
 TEST(LstmCell, RefusesGatesThatDoNotFitTheState) {
   testing::expect_error(
       [] {
