@@ -109,22 +109,36 @@ void lstm_backward_rows(const C* z, const C* c, const C* gh, const C* gc, C* dz,
   }
 }
 
-// Rows [lo, hi) of GruCell: x and hg [rows, 3H] (the input's and the state's projections, gates
-// r, z, n), h [rows, H] to h' = n + z (h - n) with r, z = sigmoid(x_rz + hg_rz) and n = tanh(x_n +
-// r hg_n), each step rounded as the composed ops (scratch: r and z, then n's pre-activation).
+// A row's GRU gates r, z and n (each H long) from its projections x and hg [3H] (the input's and
+// the state's, gates r, z, n): r, z = sigmoid(x_rz + hg_rz), n = tanh(x_n + r hg_n), each step
+// rounded as the composed ops.
+template <typename C>
+class GruGates {
+ public:
+  explicit GruGates(int64_t hidden) : hidden_(hidden), act_(static_cast<size_t>(3 * hidden)) {}
+  void compute(const C* x, const C* hg) {
+    C* const rz = act_.data();
+    for (int64_t j = 0; j < 2 * hidden_; ++j) rz[j] = x[j] + hg[j];
+    simd::unary(UnaryOp::kSigmoid, rz, rz, 2 * hidden_);
+    for (int64_t j = 0; j < hidden_; ++j) n()[j] = x[2 * hidden_ + j] + rz[j] * hg[2 * hidden_ + j];
+    simd::unary(UnaryOp::kTanh, n(), n(), hidden_);
+  }
+  C* r() { return act_.data(); }
+  C* z() { return act_.data() + hidden_; }
+  C* n() { return act_.data() + 2 * hidden_; }
+
+ private:
+  int64_t hidden_;
+  std::vector<C> act_;
+};
+
+// Rows [lo, hi) of GruCell: x and hg [rows, 3H], h [rows, H] to h' = n + z (h - n).
 template <typename C>
 void gru_rows(const C* x, const C* hg, const C* h, C* out, int64_t lo, int64_t hi, int64_t hidden) {
-  std::vector<C> scratch(static_cast<size_t>(3 * hidden));
-  C* const rz = scratch.data();
-  C* const n = rz + 2 * hidden;
+  GruGates<C> a(hidden);
+  const C *z = a.z(), *n = a.n();
   for (int64_t row = lo; row < hi; ++row) {
-    const C* xr = x + row * 3 * hidden;
-    const C* hr = hg + row * 3 * hidden;
-    for (int64_t j = 0; j < 2 * hidden; ++j) rz[j] = xr[j] + hr[j];
-    simd::unary(UnaryOp::kSigmoid, rz, rz, 2 * hidden);
-    for (int64_t j = 0; j < hidden; ++j) n[j] = xr[2 * hidden + j] + rz[j] * hr[2 * hidden + j];
-    simd::unary(UnaryOp::kTanh, n, n, hidden);
-    const C* z = rz + hidden;
+    a.compute(x + row * 3 * hidden, hg + row * 3 * hidden);
     const C* hrow = h + row * hidden;
     C* o = out + row * hidden;
     for (int64_t j = 0; j < hidden; ++j) o[j] = n[j] + z[j] * (hrow[j] - n[j]);
@@ -136,18 +150,11 @@ void gru_rows(const C* x, const C* hg, const C* h, C* out, int64_t lo, int64_t h
 template <typename C>
 void gru_backward_rows(const C* x, const C* hg, const C* h, const C* g, C* dx, C* dhg, C* dh,
                        int64_t lo, int64_t hi, int64_t hidden) {
-  std::vector<C> scratch(static_cast<size_t>(3 * hidden));
-  C* const rz = scratch.data();
-  C* const n = rz + 2 * hidden;
+  GruGates<C> a(hidden);
+  const C *r = a.r(), *z = a.z(), *n = a.n();
   for (int64_t row = lo; row < hi; ++row) {
-    const C* xr = x + row * 3 * hidden;
     const C* hr = hg + row * 3 * hidden;
-    for (int64_t j = 0; j < 2 * hidden; ++j) rz[j] = xr[j] + hr[j];
-    simd::unary(UnaryOp::kSigmoid, rz, rz, 2 * hidden);
-    for (int64_t j = 0; j < hidden; ++j) n[j] = xr[2 * hidden + j] + rz[j] * hr[2 * hidden + j];
-    simd::unary(UnaryOp::kTanh, n, n, hidden);
-    const C* r = rz;
-    const C* z = rz + hidden;
+    a.compute(x + row * 3 * hidden, hr);
     const C* hrow = h + row * hidden;
     const C* grow = g + row * hidden;
     C* dxr = dx + row * 3 * hidden;
