@@ -448,3 +448,18 @@ def test_a_tensor_max_norm_in_a_jitted_step_and_the_function_form():
 def test_tensor_max_norm_errors(max_norm, error, match):
     with raises(error, match=match):
         clip_case(max_norm)
+
+
+def test_clip_grad_value_takes_a_tensor_bound():
+    # PyTorch takes float(clip_value); a one-element tensor, unread, in each gradient's dtype.
+    ours = [kiln.tensor([3.0, -4.0]), kiln.tensor([0.5, 2.0], dtype=kiln.float16)]
+    for p in ours:
+        p.grad = p.clone()
+    kiln.nn.utils.clip_grad_value_(ours, kiln.tensor([1.0]))
+    assert [p.grad.tolist() for p in ours] == [[1.0, -1.0], [0.5, 1.0]]
+    assert ours[1].grad.dtype == kiln.float16
+    clipped = kiln.nn.utils.clip_grad_value(kiln.tensor([2.0, -0.5]), kiln.tensor(1.0))
+    assert clipped.tolist() == [1.0, -0.5]
+    with raises(kiln.ShapeError, match="clip_grad_value_: clip_value must be a number or a "
+                                       "tensor of one element"):
+        kiln.nn.utils.clip_grad_value_(ours, kiln.tensor([1.0, 2.0]))

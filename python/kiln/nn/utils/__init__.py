@@ -38,10 +38,10 @@ is accepted for PyTorch's signature and changes nothing: Kiln has no multi-tenso
 
 Two arguments are checked where PyTorch takes anything: ``max_norm`` and ``clip_value`` must be
 numbers >= 0 (KilnValueError): a negative ``max_norm`` flips the gradients' sign, and a negative
-``clip_value`` clamps them all to it, in PyTorch. ``max_norm`` may also be a tensor of one element
+``clip_value`` clamps them all to it, in PyTorch. Either may also be a tensor of one element
 (0-d, as PyTorch takes it, or 1-element), such as a bound that a schedule computes; not a bool
 tensor (KilnTypeError), nor one of more elements (ShapeError). Its value is used unchecked:
-reading it would wait for it, and kiln.jit cannot read it while tracing, so a tensor ``max_norm``
+reading it would wait for it, and kiln.jit cannot read it while tracing, so a tensor bound
 works in a jitted step too.
 
 ``parameters_to_vector(parameters)`` and ``vector_to_parameters(vec, parameters)`` (all the
@@ -166,15 +166,31 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     return total
 
 
+def _clip_value(owner, clip_value):
+    """``clip_value`` checked: a number >= 0, or a tensor of one element (a 0-d tensor, its value
+    unread, as ``max_norm``'s)."""
+    if isinstance(clip_value, _C.Tensor):
+        return _tensor_bound(owner, "clip_value", clip_value)
+    _check_bound(owner, "clip_value", clip_value)
+    return clip_value
+
+
+def _clamped(g, bound, out=None):
+    """``g`` clamped to [-bound, bound], a tensor bound taken in g's dtype."""
+    if isinstance(bound, _C.Tensor):
+        bound = bound.to(g.dtype)
+    return _mint.clamp(g, min=-bound, max=bound, out=out)
+
+
 def clip_grad_value_(parameters, clip_value, foreach=None):
     """Clamps the parameters' ``.grad`` in place to [-clip_value, clip_value]."""
     owner = "clip_grad_value_"
     _check_foreach(owner, foreach)
-    _check_bound(owner, "clip_value", clip_value)
+    clip_value = _clip_value(owner, clip_value)
     grads = [p.grad for p in _parameters(owner, parameters) if p.grad is not None]
     with no_grad():
         for g in grads:
-            _mint.clamp(g, min=-clip_value, max=clip_value, out=g)
+            _clamped(g, clip_value, out=g)
 
 
 def clip_grad_norm(grads, max_norm, norm_type=2.0):
@@ -196,10 +212,9 @@ def clip_grad_value(grads, clip_value):
     """``grads`` (a tensor, or a tuple / list of tensors and Nones) clamped to
     [-clip_value, clip_value], as new tensors; the function form of ``clip_grad_value_``."""
     owner = "clip_grad_value"
-    _check_bound(owner, "clip_value", clip_value)
+    clip_value = _clip_value(owner, clip_value)
     grads, single = _gradients(owner, grads)
-    clipped = [None if g is None else _mint.clamp(g, min=-clip_value, max=clip_value)
-               for g in grads]
+    clipped = [None if g is None else _clamped(g, clip_value) for g in grads]
     return clipped[0] if single else tuple(clipped)
 
 
