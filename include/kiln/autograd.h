@@ -172,7 +172,8 @@ KILN_API const char* set_grad_accumulation_refused(const char* reason);
 
 KILN_API bool requires_grad(const Tensor& t);
 /// Marks a leaf as requiring grad (or not). Throws kDType for a non-floating tensor and kValue for
-/// a tensor made by a recorded op (its requires_grad follows from its inputs; detach() it first).
+/// taking it away from a tensor made by a recorded op (its requires_grad follows from its inputs;
+/// detach() it first); asking such a tensor to require grad changes nothing, as in PyTorch.
 KILN_API void set_requires_grad(const Tensor& t, bool value = true);
 /// True for tensors no recorded op made (every tensor that does not require grad, too).
 KILN_API bool is_leaf(const Tensor& t);

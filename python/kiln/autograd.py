@@ -195,17 +195,24 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         allow_unused=False):
+         allow_unused=None, materialize_grads=False):
     """The gradients of ``outputs`` with respect to ``inputs`` as a tuple; ``.grad`` is untouched.
 
     An input the outputs do not depend on raises ``KilnValueError``, or gives None with
-    ``allow_unused=True``.
+    ``allow_unused=True``, or zeros of its shape and dtype with ``materialize_grads=True``
+    (PyTorch's; it implies ``allow_unused``, which may not then be False).
     """
+    if materialize_grads and allow_unused is False:
+        raise KilnValueError("grad: materialize_grads=True gives zeros for unused inputs, which "
+                             "allow_unused=False forbids; leave allow_unused out or set it True")
     outs = _as_list(outputs, "grad")
     ins = _as_list(inputs, "grad")
     retain = create_graph if retain_graph is None else retain_graph
-    return tuple(_ag.grad(outs, ins, _grads_list(grad_outputs, len(outs), "grad"), retain,
-                          create_graph, allow_unused))
+    grads = _ag.grad(outs, ins, _grads_list(grad_outputs, len(outs), "grad"), retain,
+                     create_graph, bool(allow_unused or materialize_grads))
+    if materialize_grads:
+        grads = [_C.mint.zeros_like(x) if g is None else g for g, x in zip(grads, ins)]
+    return tuple(grads)
 
 
 # ---- Custom functions ----------------------------------------------------------------------------

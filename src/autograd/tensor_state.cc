@@ -24,11 +24,13 @@ Tensor copy_of(const Tensor& t, DType dtype) {
 // arrives may be shared (Add hands one tensor to both inputs; under create_graph it may be the
 // caller's grad_output) or of another dtype (a custom Function's float64 gradient of a float32
 // leaf): .grad gets its own copy in its own dtype. Under create_graph the copy is recorded, so
-// .grad can be differentiated again.
+// .grad can be differentiated again; a .grad with such a history keeps it through a later plain
+// backward's addition (recorded whatever the grad mode), as PyTorch's does.
 void accumulate_into(AutogradMeta& meta, DType dtype, const Tensor& incoming) {
   if (!meta.grad.defined()) {
     meta.grad = copy_of(incoming, dtype);
   } else {
+    const GradModeGuard record(is_grad_enabled() || requires_grad(meta.grad));
     meta.grad = add(meta.grad, incoming.dtype() == dtype ? incoming : copy_of(incoming, dtype));
   }
 }
@@ -126,6 +128,9 @@ bool requires_grad(const Tensor& t) {
 
 void set_requires_grad(const Tensor& t, bool value) {
   const AutogradMeta* meta = live_meta(t);
+  // An op's result already requires grad: asking for it again changes nothing (PyTorch's no-op);
+  // only taking it away is refused.
+  if (value && meta != nullptr && meta->grad_fn != nullptr) return;
   KILN_CHECK_VALUE(meta == nullptr || meta->grad_fn == nullptr)
       << "set_requires_grad: only a leaf tensor can be marked; this one was made by "
       << meta->grad_fn->name() << " and requires grad because its inputs do (detach() it first)";

@@ -18,7 +18,8 @@ grad is a KilnValueError, as in PyTorch), or of dicts ("parameter groups") each 
 ``params`` and any hyperparameter that differs from the optimizer's defaults (``lr``, ...).
 ``opt.parameters`` is the flat list of every group's parameters; ``opt.param_groups`` the groups
 (dicts: set ``group["lr"] = v`` to change a learning rate, as a scheduler does);
-``opt.state[i]`` the state of ``opt.parameters[i]``.
+``opt.state[i]`` the state of ``opt.parameters[i]``, which ``opt.state[p]`` (PyTorch's key, the
+parameter itself) also reaches, as ``p in opt.state`` tells whether p is one.
 
 An update runs under ``kiln.no_grad()`` and writes the parameters and the optimizer's state in
 place, so it can run inside a ``kiln.jit`` function: everything it reads (state, learning rate,
@@ -252,6 +253,38 @@ def _tensor_value(key, value):
     return value[0] if key == "betas" else value
 
 
+class _States(list):
+    """``opt.state``: the state of ``parameters[i]`` at index i, also indexed by the parameter
+    itself (PyTorch's ``opt.state[p]``, a dict keyed by parameter; tensors compare elementwise, so
+    parameters are found by identity)."""
+
+    def __init__(self, owner, parameters):
+        super().__init__()
+        self._owner = owner  # the optimizer's class name, for errors
+        self._parameters = parameters
+
+    def _position(self, param):
+        for i, p in enumerate(self._parameters):
+            if p is param:
+                return i
+        return None
+
+    def __getitem__(self, key):
+        if not isinstance(key, _C.Tensor):
+            return super().__getitem__(key)
+        i = self._position(key)
+        if i is None:
+            raise KeyError(f"{self._owner}.state: this tensor ({key.dtype.name}"
+                           f"{list(key.shape)}) is none of the optimizer's parameters; "
+                           f"opt.state[i] is the state of opt.parameters[i]")
+        return super().__getitem__(i)
+
+    def __contains__(self, key):
+        if isinstance(key, _C.Tensor):
+            return self._position(key) is not None
+        return super().__contains__(key)
+
+
 class Optimizer:
     """Optimizer(params, defaults): the base class. ``params`` is an iterable of parameters or of
     parameter groups (dicts); ``defaults`` holds the hyperparameters a group does not set. A
@@ -261,7 +294,7 @@ class Optimizer:
         self.defaults = dict(defaults)
         self.param_groups = []
         self.parameters = []
-        self.state = []
+        self.state = _States(type(self).__name__, self.parameters)
         if isinstance(params, _C.Tensor):
             raise KilnTypeError(f"{type(self).__name__}: params must be an iterable of tensors or "
                                 f"dicts, got a single tensor")

@@ -39,8 +39,8 @@ _MOMENTUM_STATE = ("momentum_buffer", "momentum_started")
 
 
 class SGD(Optimizer):
-    """SGD(params, lr, momentum=0, weight_decay=0, nesterov=False, *, dampening=0,
-    maximize=False)
+    """SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
+    maximize=False): PyTorch's arguments, in its order and with its defaults.
 
     - ``params``: parameters, or parameter groups (dicts; see ``kiln.optim.Optimizer``).
     - ``lr``: the learning rate (>= 0).
@@ -50,17 +50,14 @@ class SGD(Optimizer):
     - ``dampening``: scales the gradient added to the momentum buffer by ``1 - dampening``
       (not at the buffer's first step), as in PyTorch, which does not bound it either.
     - ``maximize``: maximizes the objective (steps along the gradient instead of against it).
-
-    ``dampening`` and ``maximize`` are keyword-only: PyTorch puts ``dampening`` before
-    ``weight_decay``, and a fourth positional argument here stays ``weight_decay``.
     """
 
     _lazy_state = frozenset(_MOMENTUM_STATE)
     _numeric = {**Optimizer._numeric, "momentum": 0.0, "dampening": None, "weight_decay": 0.0}
     _momentum_key = "momentum"
 
-    def __init__(self, params, lr, momentum=0.0, weight_decay=0.0, nesterov=False, *,
-                 dampening=0.0, maximize=False):
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
+                 nesterov=False, *, maximize=False):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov,
                                       maximize=maximize))

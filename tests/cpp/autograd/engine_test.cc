@@ -302,7 +302,10 @@ TEST_F(AutogradEngine, WritingIntoTrackedTensorsIsRefused) {
 
 TEST_F(AutogradEngine, RequiresGradOnlyOnFloatingLeaves) {
   const Tensor x = leaf({2});
-  testing::expect_error([&] { set_requires_grad(mul(x, x)); }, ErrorKind::kValue,
+  const Tensor y = mul(x, x);
+  set_requires_grad(y);  // it does already: nothing changes, as in PyTorch
+  EXPECT_TRUE(autograd::requires_grad(y) && !autograd::is_leaf(y));
+  testing::expect_error([&] { set_requires_grad(y, false); }, ErrorKind::kValue,
                         "only a leaf tensor");
   testing::expect_error([&] { set_requires_grad(zeros({2}, DType::kInt64)); }, ErrorKind::kDType,
                         "floating-point");
