@@ -7,7 +7,8 @@
 
 - ``Optimizer``: the base (``parameters``, ``param_groups``, ``state``, ``step()``,
   ``opt(grads)``, ``zero_grad()``, ``state_dict()`` / ``load_state_dict()``; kiln/optim/optimizer.py).
-- ``SGD(params, lr, momentum=0, weight_decay=0, nesterov=False, *, dampening=0, maximize=False)``.
+- ``SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
+  maximize=False)``.
 - ``Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
   maximize=False)`` and ``AdamW`` (the same with decoupled weight decay, default 1e-2).
 - ``RMSprop(params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False, *,
