@@ -50,6 +50,8 @@ def cases():
     qk, qt = both(RNG.standard_normal((8, 8, 256, 32)).astype(np.float32))
     mask_k, mask_t = both(masked)
     rowk, rowt = both(RNG.standard_normal((1, 1024)).astype(np.float32))  # batch-1 inference
+    dk, dt = both((RNG.random((1024, 1024)) * 20 + 1).astype(np.float32))  # divisors in [1, 21)
+    jk, jt = both(RNG.integers(1, 10**6, size=(1024, 1024)))
     return {
         "float16 add": (lambda: hk + hk, lambda: ht + ht),
         "float16 exp": (lambda: mint.exp(hk), lambda: torch.exp(ht)),
@@ -109,6 +111,10 @@ def cases():
         "linear 1 row": (lambda: mint.linear(rowk, xk), lambda: F.linear(rowt, xt)),
         "matmul 1 row": (lambda: mint.matmul(rowk, xk), lambda: rowt @ xt),
         "dot 1M": (lambda: mint.dot(fk, fk), lambda: torch.dot(ft, ft)),
+        "div trunc": (lambda: mint.div(xk, dk, rounding_mode="trunc"),
+                      lambda: torch.div(xt, dt, rounding_mode="trunc")),
+        "div trunc int64": (lambda: mint.div(ik, jk, rounding_mode="trunc"),
+                            lambda: torch.div(it, jt, rounding_mode="trunc")),
         "exp (control)": (lambda: mint.exp(xk), lambda: torch.exp(xt)),
     }
 
