@@ -23,7 +23,10 @@ def test_an_undefined_function_fails_the_link_naming_it_and_caches_nothing(tmp_p
         with pytest.raises(kiln.KilnBuildError) as info:
             builder.load()
         message = str(info.value)
-        assert message.startswith("linking failed (the linker exited with status 1):")
+        assert message.startswith("linking failed (the linker exited with status 1); a symbol "
+                                  "below is used but defined in no source or library linked: "
+                                  "define it, or add the library that does to ldflags "
+                                  "(-l<name>):\n")
         assert "undefined_fn()" in message and "_Z12undefined_fnv" not in message  # demangled
         assert "-Wl,--no-undefined" in info.value.command
         assert os.listdir(root / "undefined") == ["lock"]  # no library, manifest or temporary

@@ -110,8 +110,14 @@ def link(command, verbose):
     proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
-        raise build_error(f"linking failed (the linker exited with status {proc.returncode}):",
-                          command, proc.stdout.decode("utf-8", errors="replace"))
+        output = proc.stdout.decode("utf-8", errors="replace")
+        # The link runs with --no-undefined (CustomOpBuilder._link_flags): say what the usual
+        # cause is and its two cures.
+        hint = ("; a symbol below is used but defined in no source or library linked: define "
+                "it, or add the library that does to ldflags (-l<name>)"
+                if "undefined reference" in output else "")
+        raise build_error(f"linking failed (the linker exited with status {proc.returncode})"
+                          f"{hint}:", command, output)
 
 
 def linker_flags():
