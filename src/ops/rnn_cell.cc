@@ -173,23 +173,28 @@ void gru_backward_rows(const C* x, const C* hg, const C* h, const C* g, C* dx, C
   }
 }
 
-// Runs rows(lo, hi, C{}) over [0, rows) on the intra-op pool, in the float type `dtype` computes
-// in, with `inputs` as contiguous tensors of it and `outputs` written through scratch tensors of
-// it where theirs differs (16-bit floats: computed in float, rounded once).
+// A cell op's kernel: rows_fn(in, out, lo, hi, hidden, C{}) over the rows [0, rows) of its state,
+// the output `state` of shape [..., H] (rows = its elements / H; none: nothing to do), on the
+// intra-op pool, in the float type C its dtype computes in, with the inputs as contiguous tensors
+// of C and the outputs written through scratch tensors of C where theirs differs (16-bit floats:
+// computed in float, rounded once).
 template <typename F>
-void over_rows(DType dtype, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-               int64_t rows, int64_t hidden, F&& rows_fn) {
-  visit_compute_float(dtype, [&](auto zero) {
+void over_rows(const KernelContext& ctx, size_t state, F&& rows_fn) {
+  const Tensor& shaped = ctx.outputs[state];
+  const int64_t hidden = shaped.size(shaped.ndim() - 1);
+  if (shaped.numel() == 0) return;
+  const int64_t rows = shaped.numel() / hidden;
+  visit_compute_float(shaped.dtype(), [&](auto zero) {
     using C = decltype(zero);
     std::vector<Tensor> in, out;
-    for (const Tensor& t : inputs) in.push_back(contiguous_as(t, dtype_of<C>()));
-    for (const Tensor& t : outputs) {
+    for (const Tensor& t : ctx.inputs) in.push_back(contiguous_as(t, dtype_of<C>()));
+    for (const Tensor& t : ctx.outputs) {
       out.push_back(t.dtype() == dtype_of<C>() ? t : Tensor::empty(t.shape(), dtype_of<C>()));
     }
     parallel_for(0, rows, std::max<int64_t>(1, (int64_t{1} << 13) / hidden),
-                 [&](int64_t lo, int64_t hi) { rows_fn(in, out, lo, hi, zero); });
-    for (size_t k = 0; k < outputs.size(); ++k) {
-      if (!out[k].is_same(outputs[k])) copy_into(outputs[k], out[k]);
+                 [&](int64_t lo, int64_t hi) { rows_fn(in, out, lo, hi, hidden, zero); });
+    for (size_t k = 0; k < ctx.outputs.size(); ++k) {
+      if (!out[k].is_same(ctx.outputs[k])) copy_into(ctx.outputs[k], out[k]);
     }
   });
 }
@@ -259,12 +264,6 @@ void check_gates_and_state(const char* op, const TensorMeta& z, const TensorMeta
                          << shape_str(c.shape);
 }
 
-// The number of rows and H of states shaped as `c`.
-std::pair<int64_t, int64_t> rows_and_hidden(const Tensor& c) {
-  const int64_t hidden = c.size(c.ndim() - 1);
-  return {hidden == 0 ? 0 : c.numel() / hidden, hidden};
-}
-
 KILN_REGISTER_OP(
     OpDef("LstmCell")
         .input("gates")
@@ -279,12 +278,9 @@ KILN_REGISTER_OP(
         })
         .grad(lstm_cell_grad)
         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
-          const auto [rows, hidden] = rows_and_hidden(ctx.outputs[0]);
-          if (rows == 0) return;
-          over_rows(ctx.outputs[0].dtype(), {ctx.inputs[0], ctx.inputs[1]},
-                    {ctx.outputs[0], ctx.outputs[1]}, rows, hidden,
-                    [hidden = hidden](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
-                                      int64_t lo, int64_t hi, auto zero) {
+          over_rows(ctx, 0,
+                    [](const std::vector<Tensor>& in, const std::vector<Tensor>& out, int64_t lo,
+                       int64_t hi, int64_t hidden, auto zero) {
                       using C = decltype(zero);
                       lstm_rows(in[0].data<C>(), in[1].data<C>(), out[0].data<C>(),
                                 out[1].data<C>(), lo, hi, hidden);
@@ -313,12 +309,9 @@ KILN_REGISTER_OP(
         })
         .grad(lstm_cell_backward_grad)
         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
-          const auto [rows, hidden] = rows_and_hidden(ctx.outputs[1]);
-          if (rows == 0) return;
-          over_rows(ctx.outputs[0].dtype(), ctx.inputs, {ctx.outputs[0], ctx.outputs[1]}, rows,
-                    hidden,
-                    [hidden = hidden](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
-                                      int64_t lo, int64_t hi, auto zero) {
+          over_rows(ctx, 1,
+                    [](const std::vector<Tensor>& in, const std::vector<Tensor>& out, int64_t lo,
+                       int64_t hi, int64_t hidden, auto zero) {
                       using C = decltype(zero);
                       lstm_backward_rows(in[0].data<C>(), in[1].data<C>(), in[2].data<C>(),
                                          in[3].data<C>(), out[0].data<C>(), out[1].data<C>(), lo,
@@ -408,11 +401,9 @@ KILN_REGISTER_OP(
         })
         .grad(gru_cell_grad)
         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
-          const auto [rows, hidden] = rows_and_hidden(ctx.outputs[0]);
-          if (rows == 0) return;
-          over_rows(ctx.outputs[0].dtype(), ctx.inputs, ctx.outputs, rows, hidden,
-                    [hidden = hidden](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
-                                      int64_t lo, int64_t hi, auto zero) {
+          over_rows(ctx, 0,
+                    [](const std::vector<Tensor>& in, const std::vector<Tensor>& out, int64_t lo,
+                       int64_t hi, int64_t hidden, auto zero) {
                       using C = decltype(zero);
                       gru_rows(in[0].data<C>(), in[1].data<C>(), in[2].data<C>(), out[0].data<C>(),
                                lo, hi, hidden);
@@ -434,11 +425,9 @@ KILN_REGISTER_OP(
         })
         .grad(gru_cell_backward_grad)
         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
-          const auto [rows, hidden] = rows_and_hidden(ctx.outputs[2]);
-          if (rows == 0) return;
-          over_rows(ctx.outputs[0].dtype(), ctx.inputs, ctx.outputs, rows, hidden,
-                    [hidden = hidden](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
-                                      int64_t lo, int64_t hi, auto zero) {
+          over_rows(ctx, 2,
+                    [](const std::vector<Tensor>& in, const std::vector<Tensor>& out, int64_t lo,
+                       int64_t hi, int64_t hidden, auto zero) {
                       using C = decltype(zero);
                       gru_backward_rows(in[0].data<C>(), in[1].data<C>(), in[2].data<C>(),
                                         in[3].data<C>(), out[0].data<C>(), out[1].data<C>(),
