@@ -20,13 +20,18 @@
 // not require grad. An op without a gradient rule is recorded, and backward through it raises a
 // kNotImplemented error naming it.
 //
-// Writing into an existing tensor (out= or an in-place operator) while an input requires grad is
-// a kValue error, as is writing into a tensor that requires grad with grad mode on: autograd
-// would otherwise compute gradients from overwritten values. Run such updates (an optimizer's)
-// under NoGradGuard. A tensor a node saved (an op's inputs and outputs, a Function's saved
-// tensors) that such an update, or a write through another view of its memory, changes before
-// backward reaches the node fails that backward with a kValue naming it (Storage::write_version
-// tells; writes through raw pointers are not seen): clone it first, or change it after backward.
+// In-place writes (out= or an in-place operator) are recorded as PyTorch records them: the
+// written tensor's history moves on to the call (`y += b` makes y's grad_fn an Add whose edge
+// goes to y's previous grad_fn), so `y = conv(x); y += identity` trains. With grad mode on, three
+// writes are refused (kValue), since autograd would miss part of the change: into a leaf that
+// requires grad (run an optimizer's update under NoGradGuard), into a recorded view of a tensor
+// that requires grad, and into a tensor such a view was taken from (both would have to change
+// the other's history too; PyTorch's CopySlices). A tensor a node saved (an op's inputs and
+// outputs, a Function's saved tensors) that such a write, or one through another view of its
+// memory, changes before backward reaches the node fails that backward with a kValue naming it,
+// if the node's gradient reads it (Storage::write_version tells; writes through raw pointers are
+// not seen): clone it first, or change it after backward. So `y = relu(x); y += 1` fails its
+// backward, as ReLU's gradient reads y, and `y = mul(y, w, out=y)` does when w requires grad.
 //
 // Custom differentiable functions: kiln::Function<T> (below), whose T has static Forward and
 // Backward, for code that is not a single op (a custom op's kernel called through OpRunner, or a
@@ -84,6 +89,9 @@ struct KILN_API AutogradMeta {
   std::vector<std::pair<uint64_t, autograd::GradHook>> grad_hooks;
   /// retain_grad() was called on this non-leaf: backward accumulates its gradient into `grad`.
   bool retains_grad = false;
+  /// A recorded view op (kTraitView) made this tensor, or took it as an input: the memory is
+  /// another tracked tensor's too, so an in-place write into it is refused (see "In-place writes").
+  bool shares_memory_with_a_view = false;
 };
 
 namespace autograd {
@@ -188,6 +196,10 @@ KILN_API void set_grad(const Tensor& t, const Tensor& grad);
 /// grad): Tensor::alias(), so it does not wait for a pending tensor, and a failed one's failure
 /// is raised where the detached tensor is read.
 KILN_API Tensor detach(const Tensor& t);
+/// Makes `t` itself a leaf that does not require grad (PyTorch's detach_): its history is
+/// forgotten. Throws kValue for a view of a tracked tensor (or a tensor such a view was taken
+/// from), whose memory other tensors' histories describe: detach() it instead.
+KILN_API void detach_in_place(const Tensor& t);
 /// The view `make_view(base)` of base (a Tensor view method: select, slice, ...), recorded as an
 /// AsStrided call when base requires grad and grad mode is on, so that gradients flow through it.
 KILN_API Tensor differentiable_view(const Tensor& base,

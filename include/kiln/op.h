@@ -176,6 +176,9 @@ enum OpTrait : uint32_t {
   // buffer of an input that dies there. Not implied by kTraitElementwise: a kernel that writes
   // its output before reading every input (out = y; out += x) is elementwise but not in place.
   kTraitInPlace = 1u << 6,
+  // The gradient rule never reads input 0's values, only its shape and dtype (Add's, Sub's): an
+  // in-place call under autograd (`y += b`) need not keep a copy of the values it writes over.
+  kTraitGradIgnoresFirstInput = 1u << 7,
 };
 
 struct InputSpec {
@@ -399,10 +402,28 @@ KILN_API std::string op_call_str(const OpDef& op, const MetaList& inputs);
 namespace detail {
 /// Autograd's entry into eager dispatch, installed by the autograd layer (kiln/autograd.h):
 /// call_op hands it every call that has an input or out tensor autograd has seen
-/// (TensorImpl::autograd set); the hook dispatches the call itself and records it for backward.
+/// (TensorImpl::autograd set); the hook dispatches the call itself (dispatch_counting_writes)
+/// and records it for backward.
 using AutogradCallHook = TensorList (*)(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
                                         const std::vector<Tensor>& out);
 KILN_API void set_autograd_call_hook(AutogradCallHook hook);
+/// The current dispatcher's call, then a write counted into each `out` tensor's memory
+/// (Storage::write_version): what call_op does without autograd. A refused call counts none.
+KILN_API TensorList dispatch_counting_writes(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                                             const std::vector<Tensor>& out);
+
+/// A check of the inputs of every op call one thread makes while it is installed: autograd's
+/// refusal of saved tensors changed in place, while a gradient rule runs (Note [Saved tensors
+/// changed in place] in src/autograd/nodes.h). call_op runs it first; it throws to refuse.
+class KILN_API CallInputCheck {
+ public:
+  virtual void check(const OpDef& op, TensorSpan inputs) const = 0;
+
+ protected:
+  ~CallInputCheck() = default;
+};
+/// Installs `check` (null: none) for this thread's calls; returns the one it replaces.
+KILN_API const CallInputCheck* set_call_input_check(const CallInputCheck* check);
 
 /// While one is alive, call_op counts a write into a pending out tensor (Storage::write_version)
 /// too, waiting for its metadata (which names its storage); otherwise such writes are not

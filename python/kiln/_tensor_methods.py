@@ -15,14 +15,15 @@ The elementwise methods (``x.add(y)``, ``x.eq(y)``, ``x.exp_()``, ``x.add_(y)``,
 C++ beside their kiln.mint functions (python/src/bind_mint_elementwise.cc,
 bind_tensor_operators.cc).
 
-The in-place ones here write through assignment (``x[...] = v``), with its rules: under autograd
-a tensor that requires grad, or a value that does, is refused (write under ``kiln.no_grad()``, as
-PyTorch's initializers and optimizers do); the value broadcasts to ``x``'s shape and converts to
-its dtype.
+The in-place ones here write a whole tensor as the in-place operators do (``x.copy_(v)`` is
+recorded by autograd as ``x += v`` is: a leaf that requires grad is refused, so initializers and
+optimizers write under ``kiln.no_grad()``, as PyTorch's do); the value broadcasts to ``x``'s shape
+and converts to its dtype.
 """
 
 from . import _C
 from ._checks import as_int, wrap_dim
+from .autograd import is_grad_enabled
 from .errors import KilnTypeError, KilnValueError, ShapeError
 from .mint import _composite, _indexing_ops, _norms
 
@@ -32,7 +33,7 @@ _mint = _C.mint
 
 def zero_(self):
     """Fills the tensor with zeros in place; returns it."""
-    self[...] = 0
+    _mint._overwrite(self, 0, "zero_")
     return self
 
 
@@ -41,14 +42,14 @@ def fill_(self, value):
     if isinstance(value, Tensor) and value.ndim != 0:
         raise KilnValueError(f"fill_: expected a number or a 0-d tensor, got a tensor of shape "
                              f"{list(value.shape)} (copy_ copies a tensor)")
-    self[...] = value
+    _mint._overwrite(self, value, "fill_")
     return self
 
 
 def copy_(self, src):
     """Copies ``src`` (broadcast to this tensor's shape, converted to its dtype) into it in place;
     returns it."""
-    self[...] = src
+    _mint._overwrite(self, src, "copy_")
     return self
 
 
@@ -57,8 +58,17 @@ def _write(self, result, what):
     the in-place operators' own check, a result its dtype cannot take (a float into an integer
     tensor, a number into a bool one) or of another shape (the operands broadcast wider)."""
     _C._check_result_fits(what, self, result)
-    self[...] = result
+    _mint._overwrite(self, result, what)
     return self
+
+
+def _before_write(self, *operands):
+    """``self``, or, when autograd records the write, a copy of it to compute the new value from:
+    the ops save their input for the gradient (clamp's and lerp's rules read it), and the write
+    into ``self`` would change it under them. (Add's and MaskedFill's rules read no input: the
+    methods built on them need no copy.)"""
+    tracked = any(isinstance(t, Tensor) and t.requires_grad for t in (self, *operands))
+    return self.clone() if tracked and is_grad_enabled() else self
 
 
 def masked_fill_(self, mask, value):
@@ -145,7 +155,7 @@ for _name in ("new_zeros", "new_ones", "new_empty", "new_full", "new_tensor"):
 
 def clamp_(self, min=None, max=None):  # noqa: A002 (PyTorch's argument names)
     """``clamp`` written into this tensor; returns it."""
-    return _write(self, self.clamp(min, max), "clamp_")
+    return _write(self, _before_write(self).clamp(min, max), "clamp_")
 
 
 def where(self, condition, other):
@@ -246,7 +256,7 @@ def lerp_(self, end, weight):
         # lerp refuses an integer input in its words; an in-place method refuses first, in the
         # in-place operators' words, a result its tensor cannot hold (lerp's is floating).
         _C._check_result_fits("lerp_", self, _C.tensor(0.0))
-    return _write(self, _indexing_ops.lerp(self, end, weight), "lerp_")
+    return _write(self, _indexing_ops.lerp(_before_write(self, end, weight), end, weight), "lerp_")
 
 
 def addcmul_(self, tensor1, tensor2, value=1):

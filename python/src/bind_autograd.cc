@@ -203,6 +203,14 @@ void bind_tensor_autograd(nb::class_<Tensor>& cls) {
       .def("detach", &autograd::detach,
            "The same data as a new tensor that autograd does not track.")
       .def(
+          "detach_",
+          [](nb::handle self) -> nb::typed<nb::object, Tensor> {
+            autograd::detach_in_place(nb::cast<const Tensor&>(self));
+            return nb::borrow(self);
+          },
+          "Makes this tensor a leaf that does not require grad (its history is forgotten) and "
+          "returns it; refused for a view autograd tracks (use detach()).")
+      .def(
           "backward",
           [](const Tensor& t, std::optional<Tensor> gradient, std::optional<bool> retain_graph,
              bool create_graph, nb::handle inputs) {

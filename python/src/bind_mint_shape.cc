@@ -44,6 +44,32 @@ void check_number_fits(const Tensor& value, DType dtype) {
       << "assignment: the value " << number << " does not fit in " << dtype;
 }
 
+// Writes src into all of dst (as `what`: "assignment", "copy_", ...), converting it to dst's
+// dtype and broadcasting it to dst's shape. An op (Cast into dst, as out=) rather than a bare
+// copy: the jit's tracer records it like any in-place write (a bare copy ran once, at the trace,
+// and never again), and autograd records it as one.
+void write_value(const char* what, const Tensor& dst, const Tensor& src) {
+  Tensor value = src;
+  check_number_fits(value, dst.dtype());
+  if (value.is_weak_scalar() && value.dtype() != dst.dtype()) {
+    // A Python number in dst's dtype now: the fill then copies one value (converting it at every
+    // element took twice as long as the fill).
+    Tensor converted = Tensor::empty({}, dst.dtype());
+    copy_into(converted, value);
+    value = converted;
+  }
+  check_writable(what, dst);
+  // Leading size-1 dims beyond dst's broadcast away, as in NumPy; a value autograd tracks stays
+  // tracked through the view.
+  value = autograd::differentiable_view(value, [&](const Tensor& t) {
+    Tensor v = t;
+    while (v.ndim() > dst.ndim() && v.size(0) == 1) v = v.squeeze(0);
+    return v.expand(dst.shape());
+  });
+  static const OpDefPtr cast = OpRegistry::Instance().get("Cast");
+  call_op(*cast, {value}, {{"dtype", dst.dtype()}}, {dst});
+}
+
 }  // namespace
 
 void note_squeeze_decision(const Tensor& x, std::optional<int64_t> dim) {
@@ -228,25 +254,22 @@ void bind_mint_shape(nb::module_& mint) {
             << "assignment of a value that requires grad (x[i] = v with v computed from a tensor "
             << "that requires grad); autograd cannot track it, and the gradient would be lost: "
             << "build the new value with ops (kiln.mint.where, cat), or assign v.detach()";
-        // An op (Cast into dst, as out=) rather than a bare copy: the jit's tracer records it
-        // like any in-place write (a bare copy ran once, at the trace, and never again).
-        Tensor value = src;
-        check_number_fits(value, dst.dtype());
-        if (value.is_weak_scalar() && value.dtype() != dst.dtype()) {
-          // A Python number in dst's dtype now: the fill then copies one value (converting it
-          // at every element took twice as long as the fill).
-          Tensor converted = Tensor::empty({}, dst.dtype());
-          copy_into(converted, value);
-          value = converted;
-        }
-        check_writable("assignment", dst);
-        // Leading size-1 dims beyond dst's broadcast away, as in NumPy.
-        while (value.ndim() > dst.ndim() && value.size(0) == 1) value = value.squeeze(0);
-        static const OpDefPtr cast = OpRegistry::Instance().get("Cast");
-        call_op(*cast, {value.expand(dst.shape())}, {{"dtype", dst.dtype()}}, {dst});
+        write_value("assignment", dst, src);
       },
-      "dst"_a,
-      "src"_a, "Copies src into dst, converting the dtype and broadcasting src.");
+      "dst"_a, "src"_a,
+      "Copies src into dst (x[i] = v), converting the dtype and broadcasting src; refuses "
+      "tensors autograd tracks.");
+  mint.def(
+      "_overwrite",
+      [](const Tensor& dst, const TensorArg& src, const std::string& what) {
+        detail::with_error_context([&] { write_value(what.c_str(), dst, src); },
+                                   [&] { return "in " + what; });
+      },
+      "dst"_a, "src"_a, "what"_a,
+      "Writes src into all of dst (copy_, fill_, zero_ and the in-place methods written in "
+      "Python), "
+      "as `what`: recorded by autograd as an in-place op, converting the dtype and broadcasting "
+      "src.");
 }
 
 }  // namespace kiln::py

@@ -21,6 +21,11 @@ AutogradMeta& meta_of(const Tensor& t);
 /// What the engine calls on a node's summed gradients before anything reads them.
 void run_grad_hooks(Node& n, std::vector<Tensor>& grads);
 
+/// Moves t's history on to output `output_nr` of `node`, the in-place call that wrote it (`y +=
+/// b`): t requires grad and its grad_fn is `node`, whose edges lead to t's previous history; a
+/// retain_grad() follows t to the new node.
+void rebase_history(const Tensor& t, std::shared_ptr<Node> node, uint32_t output_nr);
+
 /// An alias of `t` that autograd tracks as output `output_nr` of `node`: what a node hands its
 /// gradient rule for a saved output under create_graph, so that the rule's uses of it are
 /// differentiable again.
@@ -31,14 +36,28 @@ Tensor output_alias(const Tensor& t, std::shared_ptr<Node> node, size_t output_n
 /// into, through them or another view of their memory (an optimizer's step, `x[i] = v`, out=).
 /// The gradient would then be computed from the new values, silently wrong. So a node notes the
 /// write clock at the call (Storage::write_version) and, before its gradient runs, raises kValue
-/// if a counted write has hit a saved tensor's memory since. The check is per tensor, not per use:
-/// a rule that needs only a saved tensor's shape (Add's) raises too. While the watch lasts, writes
-/// into tensors still pending are counted as well (detail::CountPendingWrites). Not seen: writes
-/// through raw pointers or NumPy views, as for kiln_cpu's packed weights.
+/// if a counted write has hit a saved tensor's memory since. A FunctionNode checks each tensor
+/// Forward saved (it saved them to use them); an OpNode checks per use, since it saves all of a
+/// call's tensors and most rules read few (Add's none, Conv's not its output): while its rule
+/// runs, RefuseReads makes every op call that reads a changed tensor's memory raise, so
+/// `y = conv(x); y += b` has a backward and `y = relu(x); y += b` (ReLU's rule reads y) raises.
+/// A rule that reads a saved tensor's data without an op is not covered (none of Kiln's do).
+/// While the watch lasts, writes into tensors still pending are counted as well
+/// (detail::CountPendingWrites). Not seen: writes through raw pointers or NumPy views, as for
+/// kiln_cpu's packed weights.
 class WriteWatch {
  public:
-  /// Throws kValue when a tensor of `saved` has been written into since the watch began, naming
-  /// it as `role` and its index ("input 1").
+  /// A saved tensor whose values are gone, and the error reading it raises.
+  struct Changed {
+    const TensorImpl* tensor;  // the saved handle
+    const Storage* memory;     // any view of it reads the changed values too; null: the handle only
+    std::string message;
+  };
+  /// The tensors of `saved` written into since the watch began, each named as `role` and its index
+  /// ("input 1"); with those `overwritten` marks (an in-place call's own target, by handle).
+  std::vector<Changed> changed(const std::vector<Tensor>& saved, const char* role,
+                               const std::vector<bool>& overwritten = {}) const;
+  /// Throws the kValue error of the first changed tensor of `saved`.
   void check(const std::vector<Tensor>& saved, const char* role) const;
   /// Ends the watch (the node freed what it saved).
   void stop() { counting_pending_writes_.reset(); }
@@ -46,6 +65,22 @@ class WriteWatch {
  private:
   uint64_t since_ = Storage::write_clock();
   std::optional<kiln::detail::CountPendingWrites> counting_pending_writes_{std::in_place};
+};
+
+/// While alive, makes this thread's op calls that read a changed tensor raise its error (see
+/// Note [Saved tensors changed in place]); installs nothing when none changed.
+class RefuseReads final : public kiln::detail::CallInputCheck {
+ public:
+  RefuseReads(std::vector<WriteWatch::Changed> inputs, std::vector<WriteWatch::Changed> outputs);
+  ~RefuseReads();
+  RefuseReads(const RefuseReads&) = delete;
+  RefuseReads& operator=(const RefuseReads&) = delete;
+  void check(const OpDef& op, TensorSpan inputs) const override;
+
+ private:
+  std::vector<WriteWatch::Changed> changed_;
+  const kiln::detail::CallInputCheck* previous_ = nullptr;
+  bool installed_ = false;
 };
 
 class AccumulateGrad final : public Node {

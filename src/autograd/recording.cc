@@ -1,5 +1,6 @@
 // Recording eager op calls for backward (see "Recording" in kiln/autograd.h): the hook call_op
 // hands calls with autograd state to, and OpNode, the backward step of one recorded call.
+#include <algorithm>
 #include <deque>
 #include <memory>
 
@@ -14,13 +15,18 @@ namespace {
 // The backward step of one recorded op call: the op's gradient rule over the saved inputs and
 // outputs. Outputs are saved as untracked aliases: the outputs themselves point at this node
 // (AutogradMeta::grad_fn), so holding them would make a cycle.
+//
+// An in-place call's inputs may include the tensor it wrote (y in `y += b`): their values are
+// gone, which `overwritten` marks, so a rule that reads them raises instead of computing from
+// the new ones.
 class OpNode final : public Node {
  public:
-  OpNode(OpDefPtr op, std::vector<Tensor> inputs, std::vector<Tensor> outputs, Attrs attrs,
-         std::vector<Edge> edges)
+  OpNode(OpDefPtr op, std::vector<Tensor> inputs, std::vector<bool> overwritten,
+         std::vector<Tensor> outputs, Attrs attrs, std::vector<Edge> edges)
       : Node(std::move(edges), outputs.size()),
         op_(std::move(op)),
         inputs_(std::move(inputs)),
+        overwritten_(std::move(overwritten)),
         outputs_(std::move(outputs)),
         attrs_(std::move(attrs)) {}
 
@@ -34,8 +40,8 @@ class OpNode final : public Node {
         << name() << " has no gradient rule (OpDef::grad), so gradients cannot flow through it";
     return kiln::detail::with_error_context(
         [&] {
-          watch_.check(inputs_, "input");
-          watch_.check(outputs_, "output");
+          const RefuseReads refused(watch_.changed(inputs_, "input", overwritten_),
+                                    watch_.changed(outputs_, "output"));
           const kiln::detail::UnusedGradients unused(unused_inputs());
           std::vector<Tensor> grads =
               op_->grad_fn()(inputs_, outputs_for_rule(), attrs_, grad_outputs);
@@ -94,6 +100,7 @@ class OpNode final : public Node {
 
   OpDefPtr op_;
   std::vector<Tensor> inputs_;
+  std::vector<bool> overwritten_;  // per input: the call itself wrote over it (in place)
   std::vector<Tensor> outputs_;
   Attrs attrs_;
   WriteWatch watch_;  // begins at the call: the node is made right after it
@@ -151,23 +158,117 @@ bool any_requires_grad(TensorSpan tensors) {
   return false;
 }
 
-TensorList dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
-                    const std::vector<Tensor>& out) {
-  return current_dispatcher()->dispatch(op, inputs, attrs, out, nullptr);
+// The step of a write that no input's gradient flows through (`y.zero_()`, `y.copy_(constant)`)
+// into a tensor that required grad: the tensor's new value has no gradient to pass back, and it
+// still requires grad, as in PyTorch.
+class WriteOfConstantNode final : public Node {
+ public:
+  explicit WriteOfConstantNode(std::string op_name) : Node({}, 1), op_name_(std::move(op_name)) {}
+  std::string name() const override { return op_name_; }
+  std::vector<Tensor> apply(const std::vector<Tensor>&) override { return {}; }
+
+ private:
+  std::string op_name_;
+};
+
+bool same_memory(const Tensor& a, const Tensor& b) {
+  if (a.is_same(b)) return true;
+  if (a.is_pending() || b.is_pending()) return false;  // a result still being made: its own memory
+  return a.impl()->storage != nullptr && a.impl()->storage == b.impl()->storage;
+}
+
+// Whether t is all of its memory: a part of another tensor's (a view made by a Tensor method,
+// which autograd does not see) is not.
+bool is_all_of_its_memory(const Tensor& t) {
+  const std::shared_ptr<Storage>& storage = t.storage();  // (waits for a pending tensor's metadata)
+  return storage == nullptr ||
+         (t.storage_offset() == 0 && t.is_contiguous() && t.nbytes() == storage->nbytes());
+}
+
+// Refuses an in-place write that autograd would track wrongly (see "In-place writes" in
+// kiln/autograd.h); `recorded` says whether an input's gradient flows through the call.
+void check_tracked_write(const OpDef& op, const std::vector<Tensor>& out) {
+  for (const Tensor& target : out) {
+    const bool tracked = requires_grad(target);
+    KILN_CHECK_VALUE(!tracked || !is_leaf(target))
+        << op.name() << " writes into a leaf tensor that requires grad (out= or an in-place "
+        << "operator), which autograd cannot track: its gradient is that of the values before the "
+        << "write. Run an update of a parameter under no_grad, or write into a clone() of it";
+    const AutogradMeta* meta = target.impl()->autograd.get();
+    KILN_CHECK_VALUE((meta == nullptr || !meta->shares_memory_with_a_view) &&
+                     is_all_of_its_memory(target))
+        << op.name() << " writes into a " << type_str(target) << " tensor that shares its "
+        << "memory with another (it is a view: x[i], x.T, reshape, ..., or a view autograd tracks "
+        << "was taken from it), which autograd cannot track: the other tensor's gradient would "
+        << "miss the write. Use the out-of-place form (y = y + b), or build the new value with "
+        << "ops (kiln.mint.where, cat, ...)";
+  }
+}
+
+// The value of `t` that an in-place call is about to write over, copied for the call's gradient:
+// a tensor with t's history (`edge`), so that a rule's use of it is differentiable again.
+Tensor copy_before_write(const Tensor& t, const Node::Edge& edge) {
+  static const OpDefPtr cast = OpRegistry::Instance().get("Cast");
+  Tensor copy = kiln::detail::dispatch_counting_writes(
+      *cast, {t}, cast->normalize_attrs({{"dtype", t.dtype()}}), {})[0];
+  if (edge.valid()) rebase_history(copy, edge.node, edge.input_nr);
+  return copy;
+}
+
+// Records an in-place call (one with out tensors) that an input's gradient flows through
+// (`recorded`), or that writes into a tensor that requires grad: each floating out tensor's
+// history moves on to the call (rebase_history). An input the call writes over is saved as a
+// copy of its old value, as PyTorch saves `self` for mul_ and sin_, unless the op's gradient
+// ignores it (kTraitGradIgnoresFirstInput: `y += b` copies nothing); the node then refuses a
+// read of it.
+TensorList record_write(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                        const std::vector<Tensor>& out, bool recorded) {
+  check_tracked_write(op, out);
+  std::vector<Node::Edge> edges;
+  std::vector<Tensor> saved_inputs = inputs.vec();
+  std::vector<bool> overwritten(inputs.size(), false);
+  if (recorded) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& t = inputs[i];
+      edges.push_back(t.defined() ? gradient_edge(t) : Node::Edge{});  // before the write
+      if (!t.defined() || std::none_of(out.begin(), out.end(),
+                                       [&](const Tensor& o) { return same_memory(t, o); })) {
+        continue;
+      }
+      if (i == 0 && op.has_trait(kTraitGradIgnoresFirstInput)) {
+        overwritten[i] = true;
+      } else {
+        saved_inputs[i] = copy_before_write(t, edges.back());
+      }
+    }
+  }
+  TensorList results = kiln::detail::dispatch_counting_writes(op, inputs, attrs, out);
+  std::shared_ptr<Node> node;
+  if (recorded) {
+    std::vector<Tensor> saved_outputs;
+    for (const Tensor& result : results) saved_outputs.push_back(result.alias());
+    node = std::make_shared<OpNode>(owned(op), std::move(saved_inputs), std::move(overwritten),
+                                    std::move(saved_outputs), attrs, std::move(edges));
+  } else {
+    node = std::make_shared<WriteOfConstantNode>(op.name());
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!is_floating_point(results[i].dtype())) continue;
+    rebase_history(results[i], node, recorded ? static_cast<uint32_t>(i) : 0);
+  }
+  return results;
 }
 
 TensorList record_call(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
                        const std::vector<Tensor>& out) {
   t_undecided_results.decide_planned();
+  const auto dispatch = kiln::detail::dispatch_counting_writes;
   if (!is_grad_enabled()) return dispatch(op, inputs, attrs, out);
   const bool recorded = any_requires_grad(inputs) && !op.has_trait(kTraitNotDifferentiable);
-  KILN_CHECK_VALUE(!any_requires_grad(out))
-      << op.name() << " writes into a tensor that requires grad (out= or an in-place operator); "
-      << "autograd cannot track that: use the out-of-place form, or run it under no_grad";
-  KILN_CHECK_VALUE(!recorded || out.empty())
-      << op.name() << " writes into an existing tensor (out= or an in-place operator) while an "
-      << "input requires grad; autograd cannot track that: use the out-of-place form, or run it "
-      << "under no_grad";
+  if (!out.empty()) {
+    if (!recorded && !any_requires_grad(out)) return dispatch(op, inputs, attrs, out);
+    return record_write(op, inputs, attrs, out, recorded);
+  }
   TensorList results = dispatch(op, inputs, attrs, out);
   if (!recorded) return results;
 
@@ -184,8 +285,13 @@ TensorList record_call(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
     }
     saved_outputs.push_back(result.alias());
   }
-  auto node = std::make_shared<OpNode>(owned(op), inputs.vec(), std::move(saved_outputs), attrs,
-                                       std::move(edges));
+  auto node = std::make_shared<OpNode>(owned(op), inputs.vec(), std::vector<bool>(),
+                                       std::move(saved_outputs), attrs, std::move(edges));
+  if (op.has_trait(kTraitView)) {
+    for (const Tensor& t : inputs) {
+      if (t.defined() && requires_grad(t)) meta_of(t).shares_memory_with_a_view = true;
+    }
+  }
   for (size_t i = 0; i < results.size(); ++i) {
     // An integer or bool result (max's indices, a comparison, a cast to int) has no gradient. A
     // result still in the pipeline is decided when read (AutogradMeta::only_if_floating): its
@@ -198,6 +304,7 @@ TensorList record_call(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
     meta.grad_fn = node;
     meta.output_nr = static_cast<uint32_t>(i);
     meta.only_if_floating = pending;
+    meta.shares_memory_with_a_view = op.has_trait(kTraitView);
     if (pending) t_undecided_results.add(results[i]);
   }
   return results;

@@ -183,6 +183,39 @@ Tensor output_alias(const Tensor& t, std::shared_ptr<Node> node, size_t output_n
 
 Tensor detach(const Tensor& t) { return t.alias(); }
 
+namespace {
+// Takes t's retain_grad() back (its hook on the current grad_fn then passes gradients by);
+// returns whether it had one.
+bool stop_retaining(AutogradMeta& meta) {
+  std::lock_guard<std::mutex> lock(meta.mutex);
+  return std::exchange(meta.retains_grad, false);
+}
+}  // namespace
+
+void detach_in_place(const Tensor& t) {
+  if (live_meta(t) == nullptr) return;
+  AutogradMeta& meta = meta_of(t);
+  KILN_CHECK_VALUE(!meta.shares_memory_with_a_view)
+      << "detach_: this " << type_str(t) << " tensor shares its memory with a view autograd "
+      << "tracks (it is a view of a tensor that requires grad, or one was taken from it), whose "
+      << "history would still describe it; use detach(), which makes a new tensor";
+  stop_retaining(meta);
+  meta.grad_fn.reset();
+  meta.output_nr = 0;
+  meta.only_if_floating = false;
+  meta.requires_grad = false;
+}
+
+void rebase_history(const Tensor& t, std::shared_ptr<Node> node, uint32_t output_nr) {
+  AutogradMeta& meta = meta_of(t);
+  const bool retained = stop_retaining(meta);
+  meta.grad_fn = std::move(node);
+  meta.output_nr = output_nr;
+  meta.only_if_floating = false;
+  meta.requires_grad = true;
+  if (retained) retain_grad(t);
+}
+
 Tensor differentiable_view(const Tensor& base,
                            const std::function<Tensor(const Tensor&)>& make_view) {
   if (!is_grad_enabled() || !requires_grad(base)) return make_view(base);
@@ -310,12 +343,17 @@ void retain_grad(const Tensor& t) {
     if (meta.retains_grad) return;
     meta.retains_grad = true;
   }
-  // Weak: the node must not keep the tensor (and so itself, through grad_fn) alive.
+  // Weak: the node must not keep the tensor (and so itself, through grad_fn) alive. The hook
+  // passes gradients by once an in-place write has moved the tensor's history past this node
+  // (rebase_history registers another on the new one).
   std::weak_ptr<TensorImpl> weak = t.impl_ptr();
-  NodeGradHooks::add(*node, {0, meta.output_nr, [weak](const Tensor& g) {
-                               if (const std::shared_ptr<TensorImpl> impl = weak.lock()) {
-                                 AutogradMeta& m = *impl->autograd;
-                                 std::lock_guard<std::mutex> lock(m.mutex);
+  const Node* retained_at = node.get();
+  NodeGradHooks::add(*node, {0, meta.output_nr, [weak, retained_at](const Tensor& g) {
+                               const std::shared_ptr<TensorImpl> impl = weak.lock();
+                               if (impl == nullptr) return Tensor();
+                               AutogradMeta& m = *impl->autograd;
+                               std::lock_guard<std::mutex> lock(m.mutex);
+                               if (m.retains_grad && m.grad_fn.get() == retained_at) {
                                  accumulate_into(m, impl->dtype, g);
                                }
                                return Tensor();

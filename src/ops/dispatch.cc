@@ -2,6 +2,7 @@
 // (see Note [Dispatch]).
 #include <atomic>
 #include <memory>
+#include <utility>
 
 #include "kiln/op.h"
 #include "kiln/parallel.h"
@@ -325,18 +326,30 @@ void note_writes(const std::vector<Tensor>& out) {
   }
 }
 
+thread_local const detail::CallInputCheck* t_call_input_check = nullptr;
+
 }  // namespace
 
-TensorList call_op(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
-                   const std::vector<Tensor>& out) {
-  detail::AutogradCallHook hook = g_autograd_hook.load(std::memory_order_acquire);
-  TensorList results =
-      hook != nullptr && (seen_by_autograd(inputs) || seen_by_autograd(out))
-          ? hook(op, inputs, op.normalize_attrs(attrs), out)
-          : current_dispatcher()->dispatch(op, inputs, op.normalize_attrs(attrs), out, nullptr);
+TensorList detail::dispatch_counting_writes(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                                            const std::vector<Tensor>& out) {
+  TensorList results = current_dispatcher()->dispatch(op, inputs, attrs, out, nullptr);
   // Counted once the call is accepted (a refused one wrote nothing), still before the next call.
   if (!out.empty()) note_writes(out);
   return results;
+}
+
+const detail::CallInputCheck* detail::set_call_input_check(const CallInputCheck* check) {
+  return std::exchange(t_call_input_check, check);
+}
+
+TensorList call_op(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                   const std::vector<Tensor>& out) {
+  if (t_call_input_check != nullptr) t_call_input_check->check(op, inputs);
+  detail::AutogradCallHook hook = g_autograd_hook.load(std::memory_order_acquire);
+  if (hook != nullptr && (seen_by_autograd(inputs) || seen_by_autograd(out))) {
+    return hook(op, inputs, op.normalize_attrs(attrs), out);
+  }
+  return detail::dispatch_counting_writes(op, inputs, op.normalize_attrs(attrs), out);
 }
 
 detail::CountPendingWrites::CountPendingWrites() {

@@ -4,6 +4,7 @@
 // ops). One table row per op; the loops are in ops/elementwise.h.
 #include <array>
 #include <limits>
+#include <string_view>
 #include <utility>
 
 #include "kiln/functional/elementwise.h"
@@ -160,11 +161,18 @@ std::array<Tensor, 2> extremum_grads(const Tensor& a, const Tensor& b, const Ten
 KILN_ARITHMETIC_OPS(KILN_BINARY_FUNCTOR)
 #undef KILN_BINARY_FUNCTOR
 
-#define KILN_BINARY_REGISTER(name, Prim, rule, simd_op, expr, check, dx, doc)    \
-  KILN_REGISTER_OP((binary_def<Prim##Fn, BinaryRule::rule, OperandCheck::check>( \
-      #Prim, simd_op, doc,                                                       \
-      [](const Tensor& a, const Tensor& b, const Tensor& y, const Tensor& g,     \
-         std::array<bool, 2> n) -> std::array<Tensor, 2> { return dx; })));
+// Add's and Sub's gradients (g, +-g) read neither operand: an in-place `y += b` under autograd
+// keeps no copy of y.
+constexpr uint32_t gradient_traits(std::string_view prim) {
+  return prim == "Add" || prim == "Sub" ? uint32_t{kTraitGradIgnoresFirstInput} : 0u;
+}
+
+#define KILN_BINARY_REGISTER(name, Prim, rule, simd_op, expr, check, dx, doc)                  \
+  KILN_REGISTER_OP((binary_def<Prim##Fn, BinaryRule::rule, OperandCheck::check>(               \
+                        #Prim, simd_op, doc,                                                   \
+                        [](const Tensor& a, const Tensor& b, const Tensor& y, const Tensor& g, \
+                           std::array<bool, 2> n) -> std::array<Tensor, 2> { return dx; })     \
+                        .traits(gradient_traits(#Prim))));
 KILN_ARITHMETIC_OPS(KILN_BINARY_REGISTER)
 #undef KILN_BINARY_REGISTER
 

@@ -479,7 +479,8 @@ KILN_REGISTER_OP(OpDef("MaskedFill")
                      .input("x")
                      .input("mask")
                      .attr("value", AttrKind::kScalar)
-                     .traits(kTraitElementwise | kTraitInPlace)
+                     // (the gradient reads only the mask)
+                     .traits(kTraitElementwise | kTraitInPlace | kTraitGradIgnoresFirstInput)
                      .doc("x where mask is false, value where it is true (mask broadcasts to x)")
                      .infer([](const InferContext& ctx) {
                        const TensorMeta& x = ctx.input(0);

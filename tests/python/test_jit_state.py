@@ -288,7 +288,7 @@ def test_grad_mode_is_part_of_the_signature():
     with kiln.no_grad():
         f(kiln.tensor([2.0, 2.0]))
     assert w.tolist() == [2.0, 4.0]
-    with raises(kiln.KilnValueError, match="writes into a tensor that requires grad"):
+    with raises(kiln.KilnValueError, match="writes into a leaf tensor that requires grad"):
         f(kiln.tensor([2.0, 2.0]))
     assert w.tolist() == [2.0, 4.0]
 

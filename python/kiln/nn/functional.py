@@ -35,8 +35,10 @@ kiln.mint ops they call promote; so do the cells that call them.
 Where this differs from PyTorch:
 
 - ``inplace=True`` computes the result and writes it into ``input`` (``input[...] = result``),
-  returning ``input``. Kiln's autograd does not track in-place writes, so an input that requires
-  grad is refused while grad mode is on (a KilnValueError), where PyTorch allows non-leaf ones.
+  returning ``input``. An input that requires grad is refused while grad mode is on (a
+  KilnValueError), where PyTorch allows non-leaf ones: the result was computed from ``input``,
+  whose values the gradient may read. The in-place operators and methods (``y += b``,
+  ``y.sigmoid_()``) are recorded on non-leaf tensors as PyTorch records them.
 - The deprecated ``size_average`` and ``reduce`` arguments of the losses must be None: anything
   else is a KilnValueError saying to pass ``reduction``.
 - l1_loss, smooth_l1_loss, huber_loss, kl_div and the binary cross entropies want a target of the
@@ -106,8 +108,8 @@ def _like_weight(owner, weight, bias, *inputs):
 
 def _cell_writes_into(inplace, x):
     """Whether a cell built with ``inplace`` (an activation, a dropout) writes into x: when
-    asked, unless autograd needs x (it requires grad under grad mode: Kiln's autograd does not
-    track in-place writes, so the cell computes out of place and trains as PyTorch's does) or a
+    asked, unless autograd needs x (it requires grad under grad mode: F's inplace=True refuses
+    it, so the cell computes out of place and trains as PyTorch's does) or a
     kiln.jit trace records the call (a graph computes values: a write into its input would be
     refused, and kiln_cpu plans the memory anyway)."""
     return inplace and not _C.jit.is_tracing() and not (x.requires_grad and is_grad_enabled())
@@ -118,9 +120,9 @@ def _in_place(owner, input, result, inplace):  # noqa: A002  (PyTorch's argument
     if not inplace or result.is_same(input):  # dropout outside training returns its input
         return result
     if input.requires_grad and is_grad_enabled():
-        raise KilnValueError(f"{owner}: inplace=True writes into input, which requires grad; "
-                             f"Kiln's autograd does not track in-place writes: use "
-                             f"inplace=False, or call it under kiln.no_grad()")
+        raise KilnValueError(f"{owner}: inplace=True writes into input, which requires grad, "
+                             f"over values its gradient may read: use inplace=False, or call it "
+                             f"under kiln.no_grad()")
     # A result the input's dtype cannot take (silu of an integer tensor is float) is refused, as
     # the in-place operators refuse it, not truncated into it.
     _C._check_result_fits(f"{owner}(inplace=True)", input, result)

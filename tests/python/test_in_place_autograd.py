@@ -1,0 +1,238 @@
+"""In-place writes under autograd, as PyTorch records them: ``y += b`` on a tensor an op made moves
+its history on to the write; the values a write goes over are kept where the gradient reads them;
+the writes autograd would track wrongly (into a leaf that requires grad, into views) are refused.
+Gradients are compared with PyTorch's where it is installed, and with NumPy's formulas."""
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import raises
+
+mint = kiln.mint
+RNG = np.random.default_rng(11)
+
+
+def arrays(*shapes):
+    return [RNG.standard_normal(s) for s in shapes]
+
+
+def kiln_leaves(values):
+    return [kiln.tensor(v, dtype=kiln.float64).requires_grad_() for v in values]
+
+
+def torch_leaves(torch, values):
+    return [torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in values]
+
+
+# Each: a name and a function of (lib, x, w) that makes y from x out of place, then writes
+# into y in place (with w), returning the loss; lib is kiln.mint or torch.
+IN_PLACE = [
+    ("add_", lambda lib, x, w: (x * 2).add_(w)),
+    ("iadd", lambda lib, x, w: _iadd(x * 2, w)),
+    ("sub_", lambda lib, x, w: (x * 2).sub_(w * 3)),
+    ("mul_", lambda lib, x, w: (x * 2).mul_(w)),
+    ("imul", lambda lib, x, w: _imul(lib.sin(x), w)),
+    ("div_", lambda lib, x, w: (x * 2).div_(w * w + 1)),
+    ("mul_ number", lambda lib, x, w: (x * w).mul_(3.0)),
+    ("pow_", lambda lib, x, w: (x * w).pow_(2)),
+    ("sin_", lambda lib, x, w: (x * w).sin_()),
+    ("exp_", lambda lib, x, w: (x * w).exp_()),
+    ("sigmoid_", lambda lib, x, w: (x * w).sigmoid_()),
+    ("tanh_", lambda lib, x, w: (x * w).tanh_()),
+    ("clamp_", lambda lib, x, w: (x * w).clamp_(-0.5, 0.5)),
+    ("lerp_", lambda lib, x, w: (x * 2).lerp_(w, 0.3)),
+    ("addcmul_", lambda lib, x, w: (x * 2).addcmul_(w, x, value=0.5)),
+    ("addcdiv_", lambda lib, x, w: (x * 2).addcdiv_(w, x * x + 1)),
+    ("masked_fill_", lambda lib, x, w: (x * w).masked_fill_(x > 0, 2.0)),
+    ("copy_", lambda lib, x, w: (x * 2).copy_(w * w)),
+    ("zero_ then add_", lambda lib, x, w: (x * 2).zero_().add_(w)),
+    ("fill_ then mul_", lambda lib, x, w: (x * 2).fill_(3.0).mul_(w)),
+    ("twice", lambda lib, x, w: _iadd(_imul(x * 2, w), x)),
+]
+
+
+def _iadd(y, b):
+    y += b
+    return y
+
+
+def _imul(y, b):
+    y *= b
+    return y
+
+
+@pytest.mark.parametrize("name, make", IN_PLACE, ids=[n for n, _ in IN_PLACE])
+def test_in_place_writes_give_pytorchs_gradients(torch, name, make):
+    values = arrays((3, 4), (3, 4))
+    x, w = kiln_leaves(values)
+    tx, tw = torch_leaves(torch, values)
+    y, ty = make(mint, x, w), make(torch, tx, tw)
+    assert not y.is_leaf and y.requires_grad
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-12)
+    g = RNG.standard_normal((3, 4))
+    mint.sum(y * kiln.tensor(g)).backward()
+    (ty * torch.tensor(g)).sum().backward()
+    for ours, theirs, what in ((x, tx, "x"), (w, tw, "w")):
+        # A write of a value that does not depend on x (copy_, fill_) leaves x no gradient: None
+        # here, zeros in PyTorch (its CopyBackwards passes zeros on to the old value).
+        want = np.zeros((3, 4)) if theirs.grad is None else theirs.grad.numpy()
+        got = np.zeros((3, 4)) if ours.grad is None else ours.grad.numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12, err_msg=what)
+
+
+def test_the_in_place_result_is_the_tensor_itself_with_the_write_as_grad_fn():
+    x, b = kiln_leaves(arrays(3, 3))
+    y = x * 2
+    before = y.grad_fn
+    z = y.add_(b)
+    assert z is y and y.grad_fn.name() == "Add" and y.grad_fn is not before
+
+
+def test_an_untracked_accumulator_becomes_tracked():
+    (w,) = kiln_leaves(arrays(4))
+    total = mint.zeros(4, dtype=kiln.float64)
+    for k in range(1, 4):
+        total += w * k
+    assert total.requires_grad and not total.is_leaf
+    mint.sum(total).backward()
+    np.testing.assert_allclose(w.grad.numpy(), np.full(4, 6.0))
+
+
+def test_second_derivatives_through_an_in_place_product():
+    (x,) = kiln_leaves(arrays(3))
+    y = x * 1.0
+    y *= x  # keeps the old y (= x) for the gradient, with its history
+    (dx,) = kiln.autograd.grad(mint.sum(y * y), x, create_graph=True)  # 4 x^3
+    np.testing.assert_allclose(dx.detach().numpy(), 4 * x.detach().numpy() ** 3, rtol=1e-12)
+    (ddx,) = kiln.autograd.grad(mint.sum(dx), x)
+    np.testing.assert_allclose(ddx.numpy(), 12 * x.detach().numpy() ** 2, rtol=1e-12)
+
+
+def test_a_residual_block_with_an_in_place_sum_trains_like_pytorchs(torch):
+    rng = np.random.default_rng(3)
+    conv = kiln.nn.Conv2d(4, 4, 3, padding=1, bias=False, dtype=kiln.float64)
+    bn = kiln.nn.BatchNorm2d(4, dtype=kiln.float64)
+    tconv = torch.nn.Conv2d(4, 4, 3, padding=1, bias=False).double()
+    tbn = torch.nn.BatchNorm2d(4).double()
+    with torch.no_grad():
+        tconv.weight.copy_(torch.tensor(conv.weight.numpy()))
+    data = rng.standard_normal((2, 4, 5, 5))
+
+    def block(conv, bn, relu, x):
+        out = bn(conv(x))
+        out += x  # the residual sum, in place
+        return relu(out)
+
+    x = kiln.tensor(data).requires_grad_()
+    tx = torch.tensor(data, requires_grad=True)
+    out = block(conv, bn, kiln.nn.ReLU(inplace=True), x)
+    tout = block(tconv, tbn, torch.nn.ReLU(inplace=True), tx)
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=1e-10)
+    g = rng.standard_normal(out.shape)
+    mint.sum(out * kiln.tensor(g)).backward()
+    (tout * torch.tensor(g)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(conv.weight.grad.numpy(), tconv.weight.grad.numpy(), rtol=1e-9,
+                               atol=1e-12)
+    np.testing.assert_allclose(bn.weight.grad.numpy(), tbn.weight.grad.numpy(), rtol=1e-9,
+                               atol=1e-12)
+
+
+def test_a_write_into_a_leaf_that_requires_grad_is_refused_and_leaves_it_alone():
+    (x,) = kiln_leaves(arrays(3))
+    before = x.numpy().copy()
+    for write in (lambda: x.add_(1), lambda: x.mul_(2), lambda: x.copy_(x * 2),
+                  lambda: x.zero_(), lambda: x.clamp_(0, 1), lambda: mint.exp(x, out=x)):
+        with raises(kiln.KilnValueError, match="writes into a leaf tensor that requires grad"):
+            write()
+    np.testing.assert_array_equal(x.numpy(), before)
+    assert x.is_leaf and x.grad_fn is None
+
+
+def test_writes_into_views_and_into_tensors_with_views_are_refused(torch):
+    x, b = kiln_leaves(arrays((2, 3), 3))
+    y = x * 2
+    row = y[0]  # a view autograd tracks
+    with raises(kiln.KilnValueError, match="shares its memory with another"):
+        row += b
+    with raises(kiln.KilnValueError, match="shares its memory with another"):
+        y += 1  # row's history would miss it
+    z = x * 3
+    t = z.T
+    with raises(kiln.KilnValueError, match="shares its memory with another"):
+        t.mul_(2)
+    plain = mint.zeros((2, 3), dtype=kiln.float64)
+    part = plain[1]  # a view of a tensor autograd does not track
+    with raises(kiln.KilnValueError, match="shares its memory with another"):
+        part += b
+    np.testing.assert_array_equal(plain.numpy(), np.zeros((2, 3)))
+    np.testing.assert_array_equal(y.detach().numpy(), 2 * x.detach().numpy())
+
+
+def test_a_gradient_reading_a_value_written_over_later_raises_naming_it(torch):
+    (x,) = kiln_leaves(arrays(3))
+    y = mint.exp(x)  # Exp's gradient reads y
+    y += 1
+    with raises(kiln.KilnValueError, match=r"output 0 \(float64\[3\]\), saved for the "
+                                           r"gradient, was changed in place(.|\n)*gradient of Exp"):
+        mint.sum(y).backward()
+    assert x.grad is None
+    tx = torch.tensor(x.detach().numpy(), requires_grad=True)
+    ty = torch.exp(tx)
+    ty += 1
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        ty.sum().backward()  # PyTorch refuses it as well
+
+
+def test_a_gradient_that_ignores_the_value_written_over_runs():
+    (x,) = kiln_leaves(arrays(3))
+    y = mint.sin(x)  # Sin's gradient reads x, not y
+    y += 1
+    mint.sum(y).backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.cos(x.detach().numpy()), rtol=1e-12)
+
+
+def test_retain_grad_follows_the_tensor_to_its_new_history():
+    (x,) = kiln_leaves(arrays(3))
+    y = x * 2
+    y.retain_grad()
+    y *= 3
+    mint.sum(y * y).backward()
+    np.testing.assert_allclose(y.grad.numpy(), 2 * y.detach().numpy(), rtol=1e-12)
+
+
+def test_detach_in_place_makes_a_leaf_that_does_not_require_grad():
+    (x,) = kiln_leaves(arrays(3))
+    y = x * 2
+    assert y.detach_() is y
+    assert y.is_leaf and not y.requires_grad and y.grad_fn is None
+    y += 1  # a plain tensor now
+    np.testing.assert_allclose(y.numpy(), 2 * x.detach().numpy() + 1)
+    x.detach_()  # a leaf that required grad stops requiring it, as in PyTorch
+    assert not x.requires_grad
+    (w,) = kiln_leaves(arrays((2, 3)))
+    view = (w * 1)[0]
+    with raises(kiln.KilnValueError, match=r"detach_: .*use detach\(\)"):
+        view.detach_()
+
+
+def test_in_place_writes_inside_a_jitted_gradient():
+    values = arrays((3, 4), (3, 4))
+    w, b = (kiln.tensor(v, dtype=kiln.float64) for v in values)
+
+    def loss(w, b):
+        y = mint.tanh(w) * 2
+        y += b
+        y *= w
+        return mint.sum(y * y)
+
+    step = kiln.value_and_grad(loss, grad_position=(0, 1))
+    eager_value, eager_grads = step(w, b)
+    value, grads = kiln.jit(step)(w, b)
+    np.testing.assert_allclose(value.numpy(), eager_value.numpy(), rtol=1e-12)
+    for got, want in zip(grads, eager_grads):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+    wv, bv = values
+    y = (np.tanh(wv) * 2 + bv) * wv
+    np.testing.assert_allclose(eager_grads[1].numpy(), 2 * y * wv, rtol=1e-12)
