@@ -279,6 +279,18 @@ def test_one_cycle_momentum_of_an_sgd_built_without_momentum_matches_torch():
         np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-12, atol=1e-14)
 
 
+def test_one_cycle_cycles_the_momentum_by_default_as_torch_does():
+    opt, topt = sgd_at_rates(BASES), torch_sgd_at_rates(torch, BASES)
+    sched = lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=20)
+    tsched = torch.optim.lr_scheduler.OneCycleLR(topt, max_lr=1.0, total_steps=20)
+    assert momenta(opt) == pytest.approx([0.95] * 3)
+    for _ in range(10):
+        sched.step()
+        torch_step(topt, tsched)
+        assert_rates(momenta(opt), momenta(topt))
+    assert momenta(opt)[0] > 0.85  # on its way back up
+
+
 def test_one_cycle_momentum_needs_an_optimizer_with_one():
     with raises(kiln.KilnValueError, match="OneCycleLR: cycle_momentum=True needs an optimizer "
                                            "with a momentum"):

@@ -122,8 +122,10 @@ SCHEDULES = {
         o, max_lr=[1.0, 0.5, 2.0], epochs=4, steps_per_epoch=10, pct_start=0.25,
         anneal_strategy="linear", div_factor=10.0, final_div_factor=100.0),
         lambda i, t: CYCLES[i](t)),
+    # (cycle_momentum=False: the jitted step of test_scheduled_rates_reach_a_jitted_step cannot
+    # turn on the momentum of an SGD built without one)
     "one-cycle-three-phase": (lambda o: lr_scheduler.OneCycleLR(
-        o, max_lr=0.5, total_steps=50, pct_start=0.2, three_phase=True),
+        o, max_lr=0.5, total_steps=50, pct_start=0.2, three_phase=True, cycle_momentum=False),
         lambda i, t: THREE_PHASE(t)),
 }
 
@@ -252,10 +254,9 @@ def test_one_cycle_phase_of_no_length_is_at_its_end_rate():
                                        * (1 + math.cos(math.pi / 9)) / 2] * 3)
 
 
-def test_one_cycle_leaves_the_momentum_by_default():
-    # cycle_momentum is False by default (PyTorch's default is True; see OneCycleLR).
+def test_one_cycle_leaves_the_momentum_with_cycle_momentum_false():
     opt = optim.SGD([nn.Parameter(mint.zeros(2))], lr=0.1, momentum=0.9)
-    sched = lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10)
+    sched = lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10, cycle_momentum=False)
     for _ in range(5):
         sched.step()
     assert opt.param_groups[0]["momentum"] == 0.9 and "max_momentum" not in opt.param_groups[0]

@@ -349,7 +349,7 @@ class PolynomialLR(LRScheduler):
 
 class OneCycleLR(LRScheduler):
     """OneCycleLR(optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
-    pct_start=0.3, anneal_strategy="cos", cycle_momentum=False, base_momentum=0.85,
+    pct_start=0.3, anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85,
     max_momentum=0.95, div_factor=25.0, final_div_factor=1e4, three_phase=False): the 1cycle
     policy (Smith & Topor), as PyTorch's.
 
@@ -383,15 +383,14 @@ class OneCycleLR(LRScheduler):
     length (``pct_start * total_steps == 1``, or pct_start 1) is at its end values (PyTorch
     divides by zero).
 
-    ``cycle_momentum`` is False by default (PyTorch's default is True): cycling turns the
-    momentum of an SGD built without one on (0.95 at step 0), whose buffers a jitted step cannot
-    make (a KilnValueError until one eager step has made them; see kiln.optim.SGD). Code ported
-    from PyTorch that relies on the default trains with a fixed momentum here; pass
-    ``cycle_momentum=True`` for PyTorch's schedule.
+    ``cycle_momentum`` is True by default, as in PyTorch: it turns the momentum of an SGD built
+    without one on (0.95 at step 0), whose buffers a jitted step cannot make (a KilnValueError
+    until one eager step has made them; see kiln.optim.SGD); pass ``cycle_momentum=False`` to
+    keep the optimizer's own momentum.
     """
 
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
-                 pct_start=0.3, anneal_strategy="cos", cycle_momentum=False, base_momentum=0.85,
+                 pct_start=0.3, anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85,
                  max_momentum=0.95, div_factor=25.0, final_div_factor=1e4, three_phase=False):
         name = "OneCycleLR"
         _check_optimizer(name, optimizer)
