@@ -236,3 +236,37 @@ def test_in_place_writes_inside_a_jitted_gradient():
     wv, bv = values
     y = (np.tanh(wv) * 2 + bv) * wv
     np.testing.assert_allclose(eager_grads[1].numpy(), 2 * y * wv, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name, args", [("relu", ()), ("relu6", ()), ("leaky_relu", (0.2,)),
+                                        ("elu", (0.5,)), ("selu", ()), ("celu", (0.7,)),
+                                        ("silu", ()), ("mish", ()), ("hardtanh", (-0.5, 0.5)),
+                                        ("hardswish", ()), ("hardsigmoid", ()),
+                                        ("threshold", (0.1, -1.0))])
+def test_functional_inplace_writes_into_a_non_leaf_as_pytorchs(torch, name, args):
+    values = arrays((4, 5), (4, 5))
+    x, w = kiln_leaves(values)
+    tx, tw = torch_leaves(torch, values)
+    y, ty = x * w, tx * tw
+    out = getattr(kiln.nn.functional, name)(y, *args, inplace=True)
+    tout = getattr(torch.nn.functional, name)(ty, *args, inplace=True)
+    assert out is y and not y.is_leaf
+    # (PyTorch's float64 celu and hardsigmoid gradients carry float32 constants: 1/6 is
+    # 0.16666667163 there, off in the 8th digit)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-7, atol=1e-12)
+    mint.sum(y * y).backward()
+    (ty * ty).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-7, atol=1e-12)
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-7, atol=1e-12)
+
+
+def test_functional_dropout_inplace_writes_into_a_non_leaf():
+    (x,) = kiln_leaves([np.ones((50, 40))])
+    y = x * 3.0
+    kiln.manual_seed(0)
+    out = kiln.nn.functional.dropout(y, 0.5, True, inplace=True)
+    assert out is y
+    kept = y.detach().numpy() != 0
+    np.testing.assert_array_equal(y.detach().numpy()[kept], 6.0)
+    mint.sum(y).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.where(kept, 6.0, 0.0))

@@ -15,9 +15,9 @@ name in lower case (``leaky_relu`` for LeakyReLU, ``log_softmax`` for LogSoftmax
 
 ``inplace`` (a bool, in PyTorch's position: ``ReLU(True)``, ``LeakyReLU(0.2, True)``) makes the
 cell write its result into x and return x, as ``F.relu(x, inplace=True)`` does, except where
-autograd needs x (it requires grad while grad mode is on, where F's inplace=True refuses it):
-there the cell computes out of place, and a network built with ``nn.ReLU(inplace=True)`` trains
-as PyTorch's does.
+autograd needs x (it requires grad while grad mode is on, where F's inplace=True would copy x
+first): there the cell computes out of place, and a network built with ``nn.ReLU(inplace=True)``
+trains as PyTorch's does.
 
 Softmax's, LogSoftmax's and Softmin's ``dim`` defaults to -1, where PyTorch's None picks a
 dimension from the input's rank with a deprecation warning.

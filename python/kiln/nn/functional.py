@@ -34,11 +34,10 @@ kiln.mint ops they call promote; so do the cells that call them.
 
 Where this differs from PyTorch:
 
-- ``inplace=True`` computes the result and writes it into ``input`` (``input[...] = result``),
-  returning ``input``. An input that requires grad is refused while grad mode is on (a
-  KilnValueError), where PyTorch allows non-leaf ones: the result was computed from ``input``,
-  whose values the gradient may read. The in-place operators and methods (``y += b``,
-  ``y.sigmoid_()``) are recorded on non-leaf tensors as PyTorch records them.
+- ``inplace=True`` computes the result and writes it into ``input``, returning ``input``; on a
+  non-leaf that requires grad the write is recorded, as PyTorch's, but the result is computed
+  from a copy of ``input`` (whose values the gradient may read), so it saves no memory there.
+  A leaf that requires grad is refused while grad mode is on (a KilnValueError), as in PyTorch.
 - The deprecated ``size_average`` and ``reduce`` arguments of the losses must be None: anything
   else is a KilnValueError saying to pass ``reduction``.
 - l1_loss, smooth_l1_loss, huber_loss, kl_div and the binary cross entropies want a target of the
@@ -108,25 +107,39 @@ def _like_weight(owner, weight, bias, *inputs):
 
 def _cell_writes_into(inplace, x):
     """Whether a cell built with ``inplace`` (an activation, a dropout) writes into x: when
-    asked, unless autograd needs x (it requires grad under grad mode: F's inplace=True refuses
-    it, so the cell computes out of place and trains as PyTorch's does) or a
+    asked, unless autograd needs x (it requires grad under grad mode: F's inplace=True would copy
+    x first, see _source, so the cell computes out of place, which costs less) or a
     kiln.jit trace records the call (a graph computes values: a write into its input would be
     refused, and kiln_cpu plans the memory anyway)."""
     return inplace and not _C.jit.is_tracing() and not (x.requires_grad and is_grad_enabled())
 
 
+def _source(owner, input, inplace):  # noqa: A002  (PyTorch's argument name)
+    """What a function with ``inplace`` computes its result from: ``input``, or, when the result
+    is written into an ``input`` autograd tracks (a non-leaf that requires grad, grad mode on), a
+    copy of it: the ops save what they compute from for the gradient, and the write goes over
+    ``input`` (PyTorch keeps the original the same way). A leaf that requires grad is refused, as
+    PyTorch refuses it."""
+    if not (inplace and isinstance(input, _C.Tensor) and input.requires_grad
+            and is_grad_enabled()):
+        return input
+    if input.is_leaf:
+        raise KilnValueError(f"{owner}: inplace=True writes into input, a leaf tensor that "
+                             f"requires grad: use inplace=False, or call it under kiln.no_grad()")
+    return input.clone()
+
+
 def _in_place(owner, input, result, inplace):  # noqa: A002  (PyTorch's argument name)
-    """``result``, or for ``inplace=True`` ``input`` with ``result`` written into it."""
+    """``result``, or for ``inplace=True`` ``input`` with ``result`` written into it (computed
+    from ``_source(owner, input, inplace)``); autograd records the write as the in-place
+    operators' (``input`` takes the result's history)."""
     if not inplace or result.is_same(input):  # dropout outside training returns its input
         return result
-    if input.requires_grad and is_grad_enabled():
-        raise KilnValueError(f"{owner}: inplace=True writes into input, which requires grad, "
-                             f"over values its gradient may read: use inplace=False, or call it "
-                             f"under kiln.no_grad()")
+    what = f"{owner}(inplace=True)"
     # A result the input's dtype cannot take (silu of an integer tensor is float) is refused, as
     # the in-place operators refuse it, not truncated into it.
-    _C._check_result_fits(f"{owner}(inplace=True)", input, result)
-    input[...] = result
+    _C._check_result_fits(what, input, result)
+    _C.mint._overwrite(input, result, what)
     return input
 
 
@@ -136,29 +149,32 @@ def _in_place(owner, input, result, inplace):  # noqa: A002  (PyTorch's argument
 
 def relu(input, inplace=False):  # noqa: A002
     """relu(input, inplace=False): max(x, 0) (kiln.mint.relu)."""
-    return _in_place("relu", input, _mint.relu(input), inplace)
+    return _in_place("relu", input, _mint.relu(_source("relu", input, inplace)), inplace)
 
 
 def relu6(input, inplace=False):  # noqa: A002
     """relu6(input, inplace=False): x clamped to [0, 6], as hardtanh(input, 0, 6) (the gradient is
     0 at 0 and 6, as PyTorch's); an integer input keeps its dtype."""
-    return _in_place("relu6", input, _composite._hardtanh("relu6", input, 0.0, 6.0), inplace)
+    source = _source("relu6", input, inplace)
+    return _in_place("relu6", input, _composite._hardtanh("relu6", source, 0.0, 6.0), inplace)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):  # noqa: A002
     """leaky_relu(input, negative_slope=0.01, inplace=False) (kiln.mint.leaky_relu)."""
-    return _in_place("leaky_relu", input, _composite.leaky_relu(input, negative_slope), inplace)
+    source = _source("leaky_relu", input, inplace)
+    return _in_place("leaky_relu", input, _composite.leaky_relu(source, negative_slope), inplace)
 
 
 def elu(input, alpha=1.0, inplace=False):  # noqa: A002
     """elu(input, alpha=1.0, inplace=False) (kiln.mint.elu)."""
-    return _in_place("elu", input, _composite.elu(input, alpha), inplace)
+    return _in_place("elu", input, _composite.elu(_source("elu", input, inplace), alpha), inplace)
 
 
 def selu(input, inplace=False):  # noqa: A002
     """selu(input, inplace=False): scale * elu(x, alpha) with PyTorch's constants."""
     dtype = _floating_tensor("selu", "input", input)
-    result = _cast(_composite.elu(_widened(input), _SELU_ALPHA) * _SELU_SCALE, dtype)
+    x = _widened(_source("selu", input, inplace))
+    result = _cast(_composite.elu(x, _SELU_ALPHA) * _SELU_SCALE, dtype)
     return _in_place("selu", input, result, inplace)
 
 
@@ -170,7 +186,7 @@ def celu(input, alpha=1.0, inplace=False):  # noqa: A002
     alpha = check_real("celu", "alpha", alpha)
     if alpha == 0:
         raise KilnValueError("celu: alpha cannot be 0 (the curve divides x by it)")
-    x = _widened(input)
+    x = _widened(_source("celu", input, inplace))
     if alpha > 0:
         result = _composite.elu(x / alpha) * alpha
     else:
@@ -189,13 +205,13 @@ def gelu(input, *, approximate="none"):  # noqa: A002
 
 def silu(input, inplace=False):  # noqa: A002
     """silu(input, inplace=False): x * sigmoid(x) (kiln.mint.silu)."""
-    return _in_place("silu", input, _mint.silu(input), inplace)
+    return _in_place("silu", input, _mint.silu(_source("silu", input, inplace)), inplace)
 
 
 def mish(input, inplace=False):  # noqa: A002
     """mish(input, inplace=False): x * tanh(softplus(x))."""
     dtype = _floating_tensor("mish", "input", input)
-    x = _widened(input)
+    x = _widened(_source("mish", input, inplace))
     return _in_place("mish", input, _cast(x * _mint.tanh(_composite.softplus(x)), dtype), inplace)
 
 
@@ -229,14 +245,15 @@ def tanhshrink(input):  # noqa: A002
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):  # noqa: A002
     """hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False) (kiln.mint.hardtanh; an integer
     input keeps its dtype, the bounds truncated toward zero)."""
-    return _in_place("hardtanh", input, _composite.hardtanh(input, min_val, max_val), inplace)
+    source = _source("hardtanh", input, inplace)
+    return _in_place("hardtanh", input, _composite.hardtanh(source, min_val, max_val), inplace)
 
 
 def hardswish(input, inplace=False):  # noqa: A002
     """hardswish(input, inplace=False): 0 for x <= -3, x * (x + 3) / 6 below 3, else x, with
     PyTorch's gradient: 0 at -3, 1 at 3 and at NaN (which stays NaN)."""
     dtype = _floating_tensor("hardswish", "input", input)
-    x = _widened(input)
+    x = _widened(_source("hardswish", input, inplace))
     # The curve's input is 0 outside (-3, 3), so that its gradient there (NaN at NaN and inf)
     # does not reach x (Note [Gradients through where] in kiln/mint/_composite.py).
     inside = _mint.where(_mint.logical_and(x > -3.0, x < 3.0), x, 0.0)
@@ -248,7 +265,7 @@ def hardsigmoid(input, inplace=False):  # noqa: A002
     """hardsigmoid(input, inplace=False): x / 6 + 1/2 clamped to [0, 1], with PyTorch's gradient:
     1/6 strictly between -3 and 3, else 0 (NaN included)."""
     dtype = _floating_tensor("hardsigmoid", "input", input)
-    x = _widened(input)
+    x = _widened(_source("hardsigmoid", input, inplace))
     inside = _mint.logical_and(x > -3.0, x < 3.0)
     # A NaN fails every comparison and keeps its value, detached: gradient 0, as PyTorch's.
     ends = _mint.where(x <= -3.0, 0.0, _mint.where(x >= 3.0, 1.0, x.detach()))
@@ -294,7 +311,8 @@ def threshold(input, threshold, value, inplace=False):  # noqa: A002
     fill = check_real("threshold", "value", value)
     # The value in the input's dtype, as PyTorch's (an integer input stays integer).
     fill = fill if input.dtype.is_floating_point else _C.tensor(int(fill), dtype=input.dtype)
-    return _in_place("threshold", input, _mint.where(input <= limit, fill, input), inplace)
+    source = _source("threshold", input, inplace)
+    return _in_place("threshold", input, _mint.where(source <= limit, fill, source), inplace)
 
 
 def glu(input, dim=-1):  # noqa: A002
@@ -347,7 +365,8 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
 def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002
     """dropout(input, p=0.5, training=True, inplace=False) (kiln.mint.dropout): zeroes each
     element with probability p and scales the rest by 1 / (1 - p) while ``training``."""
-    return _in_place("dropout", input, _mint.dropout(input, p, training), inplace)
+    source = _source("dropout", input, inplace and training)  # (not training: input as it is)
+    return _in_place("dropout", input, _mint.dropout(source, p, training), inplace)
 
 
 def _dropout_probability(owner, p):
@@ -369,13 +388,13 @@ def _channel_dropout(owner, input, p, training, inplace, channel_dim):  # noqa: 
     if not training or p == 0 or input.numel() == 0:
         out = input
     elif p == 1:
-        out = input * 0.0  # PyTorch's input * 0 (NaN and infinities give NaN), not 0 / 0
+        out = _source(owner, input, inplace) * 0.0  # PyTorch's input * 0 (NaN, inf: NaN)
     else:
         shape = list(input.shape[:channel_dim + 1]) + [1] * (input.ndim - channel_dim - 1)
         # Drawn as float32 (float64 for float64) for the probability's precision, then the scaled
         # mask rounded once into the input's dtype, as PyTorch's noise / (1 - p).
         keep = _mint.bernoulli(_mint.full(shape, 1.0 - p, dtype=sample_dtype(input)))
-        out = input * _cast(keep * (1.0 / (1.0 - p)), input.dtype)
+        out = _source(owner, input, inplace) * _cast(keep * (1.0 / (1.0 - p)), input.dtype)
     return _in_place(owner, input, out, inplace)
 
 
