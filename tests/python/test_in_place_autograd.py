@@ -270,3 +270,18 @@ def test_functional_dropout_inplace_writes_into_a_non_leaf():
     np.testing.assert_array_equal(y.detach().numpy()[kept], 6.0)
     mint.sum(y).backward()
     np.testing.assert_array_equal(x.grad.numpy(), np.where(kept, 6.0, 0.0))
+
+
+@pytest.mark.parametrize("sample", [lambda y: y.uniform_(-1, 1), lambda y: y.normal_(0, 2),
+                                    lambda y: y.exponential_(), lambda y: y.bernoulli_(0.5)],
+                         ids=["uniform_", "normal_", "exponential_", "bernoulli_"])
+def test_in_place_samplers_on_a_non_leaf_pass_no_gradient_back(sample):
+    (x,) = kiln_leaves(arrays(50))
+    y = x * 2
+    assert sample(y) is y
+    assert y.requires_grad and not y.is_leaf  # as in PyTorch
+    drawn = y.detach().numpy().copy()
+    mint.sum(y * x).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), drawn)  # d(y x)/dx with y the samples
+    with raises(kiln.KilnValueError, match="writes into a leaf tensor that requires grad"):
+        sample(x)

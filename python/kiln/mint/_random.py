@@ -137,11 +137,18 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None):
     return sample.to(result_dtype)
 
 
-def _sample_into(self, sample):
-    """Writes ``sample(dtype)`` (a tensor of this floating tensor's shape, drawn in ``dtype``)
-    into it; returns it."""
-    self[...] = sample(sample_dtype(self))
+def _write(self, value, what):
+    """Writes ``value`` into all of this tensor for the in-place sampler ``what``; returns it. As
+    the in-place operators: under autograd a leaf that requires grad is refused, a non-leaf
+    keeps requiring grad (the samples pass no gradient back)."""
+    _C.mint._overwrite(self, value, what)
     return self
+
+
+def _sample_into(self, sample, what):
+    """Writes ``sample(dtype)`` (a tensor of this floating tensor's shape, drawn in ``dtype``)
+    into it for ``what``; returns it."""
+    return _write(self, sample(sample_dtype(self)), what)
 
 
 def uniform_(self, from_=0.0, to=1.0, *, generator=None):
@@ -165,8 +172,7 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None):
     rounded = (sample * (high - low) + low).to(self.dtype)
     if high > low:  # uniform_(a, a) is a, as in PyTorch
         rounded = _mint.where(rounded >= high, _largest_below(high, self.dtype), rounded)
-    self[...] = rounded
-    return self
+    return _write(self, rounded, "uniform_")
 
 
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
@@ -178,7 +184,7 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
         raise KilnValueError(f"normal_: expected std >= 0, got {std}")
     return _sample_into(
         self, lambda dtype: _mint.randn(self.shape, generator=generator, dtype=dtype) * std
-        + mean)
+        + mean, "normal_")
 
 
 def exponential_(self, lambd=1.0, *, generator=None):
@@ -189,7 +195,8 @@ def exponential_(self, lambd=1.0, *, generator=None):
         raise KilnValueError(f"exponential_: expected lambd > 0, got {lambd}")
     return _sample_into(
         self, lambda dtype: _mint.log1p(-_mint.rand(self.shape, generator=generator,
-                                                    dtype=dtype)) * (-1.0 / lambd))
+                                                    dtype=dtype)) * (-1.0 / lambd),
+        "exponential_")
 
 
 def _probabilities(owner, p, tensor):
@@ -226,8 +233,7 @@ def bernoulli_(self, p=0.5, *, generator=None):
         probs = p.broadcast_to(self.shape)
     else:
         probs = _probabilities("bernoulli_", p, self)
-    self[...] = _mint.bernoulli(probs, generator=generator)
-    return self
+    return _write(self, _mint.bernoulli(probs.detach(), generator=generator), "bernoulli_")
 
 
 # Tensor.bernoulli replaces the op's bound method, adding ``p``.
