@@ -22,16 +22,19 @@
 //
 // In-place writes (out= or an in-place operator) are recorded as PyTorch records them: the
 // written tensor's history moves on to the call (`y += b` makes y's grad_fn an Add whose edge
-// goes to y's previous grad_fn), so `y = conv(x); y += identity` trains. With grad mode on, three
-// writes are refused (kValue), since autograd would miss part of the change: into a leaf that
-// requires grad (run an optimizer's update under NoGradGuard), into a recorded view of a tensor
-// that requires grad, and into a tensor such a view was taken from (both would have to change
-// the other's history too; PyTorch's CopySlices). A tensor a node saved (an op's inputs and
+// goes to y's previous grad_fn), so `y = conv(x); y += identity` trains. A write through a view a
+// recorded view op made (reshape, transpose, x[i] from Python) moves its base's history on too,
+// and a write into a base its live views' (PyTorch's CopySlices; src/autograd/view_writes.cc).
+// With grad mode on these writes are refused (kValue), since autograd would miss part of the
+// change: into a leaf that requires grad, or a view of one (run an optimizer's update under
+// NoGradGuard); into part of another tensor's memory that no recorded view op made (a Tensor view
+// made in C++, a view of a tensor that did not require grad); through views of a base that is not
+// contiguous. A tensor a node saved (an op's inputs and
 // outputs, a Function's saved tensors) that such a write, or one through another view of its
 // memory, changes before backward reaches the node fails that backward with a kValue naming it,
 // if the node's gradient reads it (Storage::write_version tells; writes through raw pointers are
-// not seen): clone it first, or change it after backward. So `y = relu(x); y += 1` fails its
-// backward, as ReLU's gradient reads y, and `y = mul(y, w, out=y)` does when w requires grad.
+// not seen): clone it first, or change it after backward. So `y = exp(x); y += 1` fails its
+// backward, as Exp's gradient reads y, as PyTorch's does; `y *= w` keeps a copy of y's old value.
 //
 // Custom differentiable functions: kiln::Function<T> (below), whose T has static Forward and
 // Backward, for code that is not a single op (a custom op's kernel called through OpRunner, or a
@@ -89,9 +92,14 @@ struct KILN_API AutogradMeta {
   std::vector<std::pair<uint64_t, autograd::GradHook>> grad_hooks;
   /// retain_grad() was called on this non-leaf: backward accumulates its gradient into `grad`.
   bool retains_grad = false;
-  /// A recorded view op (kTraitView) made this tensor, or took it as an input: the memory is
-  /// another tracked tensor's too, so an in-place write into it is refused (see "In-place writes").
-  bool shares_memory_with_a_view = false;
+  /// A recorded view op (kTraitView) made this tensor, a view of `view_base` (the op's input, or
+  /// that input's own base while it lived). While both live and share memory (the op made a view,
+  /// not a copy), an in-place write into either moves the other's history on too (see "In-place
+  /// writes").
+  bool is_view = false;
+  std::weak_ptr<TensorImpl> view_base;
+  /// On a base: the tensors recorded view ops made of it (their view_base).
+  std::vector<std::weak_ptr<TensorImpl>> views;
 };
 
 namespace autograd {
@@ -197,8 +205,7 @@ KILN_API void set_grad(const Tensor& t, const Tensor& grad);
 /// is raised where the detached tensor is read.
 KILN_API Tensor detach(const Tensor& t);
 /// Makes `t` itself a leaf that does not require grad (PyTorch's detach_): its history is
-/// forgotten. Throws kValue for a view of a tracked tensor (or a tensor such a view was taken
-/// from), whose memory other tensors' histories describe: detach() it instead.
+/// forgotten. Throws kValue for a view a recorded view op made (as PyTorch): detach() it instead.
 KILN_API void detach_in_place(const Tensor& t);
 /// The view `make_view(base)` of base (a Tensor view method: select, slice, ...), recorded as an
 /// AsStrided call when base requires grad and grad mode is on, so that gradients flow through it.

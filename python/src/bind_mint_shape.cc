@@ -61,11 +61,12 @@ void write_value(const char* what, const Tensor& dst, const Tensor& src) {
   check_writable(what, dst);
   // Leading size-1 dims beyond dst's broadcast away, as in NumPy; a value autograd tracks stays
   // tracked through the view.
-  value = autograd::differentiable_view(value, [&](const Tensor& t) {
-    Tensor v = t;
-    while (v.ndim() > dst.ndim() && v.size(0) == 1) v = v.squeeze(0);
-    return v.expand(dst.shape());
-  });
+  if (value.shape() != dst.shape())
+    value = autograd::differentiable_view(value, [&](const Tensor& t) {
+      Tensor v = t;
+      while (v.ndim() > dst.ndim() && v.size(0) == 1) v = v.squeeze(0);
+      return v.expand(dst.shape());
+    });
   static const OpDefPtr cast = OpRegistry::Instance().get("Cast");
   call_op(*cast, {value}, {{"dtype", dst.dtype()}}, {dst});
 }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "autograd/nodes.h"
+#include "autograd/view_writes.h"
 #include "kiln/functional/elementwise.h"
 
 namespace kiln::autograd {
@@ -164,11 +165,17 @@ std::vector<Tensor> detail::record_function(const std::string& name,
     const Tensor alias = out.alias();
     ctx->replace_saved(out, alias);
     node->note_saved_output(i, alias);
+    // An input returned as it is shares its memory with the output: a view of it, so that an
+    // in-place write into either moves the other's history on (Note [Writes through views]).
+    const auto input = std::find_if(inputs.begin(), inputs.end(), [&](const Tensor& t) {
+      return t.defined() && t.is_same(out) && requires_grad(t);
+    });
     out = out.alias();
     AutogradMeta& meta = meta_of(out);
     meta.requires_grad = true;
     meta.grad_fn = node;
     meta.output_nr = static_cast<uint32_t>(i);
+    if (input != inputs.end()) note_view(out, *input);
   }
   return outputs;
 }

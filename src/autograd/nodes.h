@@ -21,6 +21,12 @@ AutogradMeta& meta_of(const Tensor& t);
 /// What the engine calls on a node's summed gradients before anything reads them.
 void run_grad_hooks(Node& n, std::vector<Tensor>& grads);
 
+/// The node of a recorded call of `op` (its gradient rule over the saved tensors); `overwritten`
+/// marks inputs whose values the call itself wrote over (a read of them raises), empty for none.
+std::shared_ptr<Node> make_op_node(OpDefPtr op, std::vector<Tensor> inputs,
+                                   std::vector<bool> overwritten, std::vector<Tensor> outputs,
+                                   Attrs attrs, std::vector<Node::Edge> edges);
+
 /// Moves t's history on to output `output_nr` of `node`, the in-place call that wrote it (`y +=
 /// b`): t requires grad and its grad_fn is `node`, whose edges lead to t's previous history; a
 /// retain_grad() follows t to the new node.
@@ -40,7 +46,7 @@ Tensor output_alias(const Tensor& t, std::shared_ptr<Node> node, size_t output_n
 /// Forward saved (it saved them to use them); an OpNode checks per use, since it saves all of a
 /// call's tensors and most rules read few (Add's none, Conv's not its output): while its rule
 /// runs, RefuseReads makes every op call that reads a changed tensor's memory raise, so
-/// `y = conv(x); y += b` has a backward and `y = relu(x); y += b` (ReLU's rule reads y) raises.
+/// `y = conv(x); y += b` has a backward and `y = exp(x); y += b` (Exp's rule reads y) raises.
 /// A rule that reads a saved tensor's data without an op is not covered (none of Kiln's do).
 /// While the watch lasts, writes into tensors still pending are counted as well
 /// (detail::CountPendingWrites). Not seen: writes through raw pointers or NumPy views, as for

@@ -5,7 +5,9 @@
 #include <memory>
 
 #include "autograd/nodes.h"
+#include "autograd/view_writes.h"
 #include "kiln/functional/elementwise.h"
+#include "kiln/functional/factory.h"
 #include "kiln/functional/shape.h"
 #include "ops/grad_util.h"
 
@@ -159,16 +161,26 @@ bool any_requires_grad(TensorSpan tensors) {
 }
 
 // The step of a write that no input's gradient flows through (`y.zero_()`, `y.copy_(constant)`)
-// into a tensor that required grad: the tensor's new value has no gradient to pass back, and it
-// still requires grad, as in PyTorch.
+// into tensors that required grad: they still require grad, as in PyTorch, and their previous
+// histories (`overwritten`, one edge per out tensor) get zero gradients, so that
+// kiln.autograd.grad(y, x) is zeros rather than "x is not used".
 class WriteOfConstantNode final : public Node {
  public:
-  explicit WriteOfConstantNode(std::string op_name) : Node({}, 1), op_name_(std::move(op_name)) {}
+  WriteOfConstantNode(std::string op_name, std::vector<Edge> overwritten,
+                      const std::vector<Tensor>& out)
+      : Node(overwritten, overwritten.size()), op_name_(std::move(op_name)) {
+    for (const Tensor& t : out) metas_.push_back(TensorMeta::of(t));
+  }
   std::string name() const override { return op_name_; }
-  std::vector<Tensor> apply(const std::vector<Tensor>&) override { return {}; }
+  std::vector<Tensor> apply(const std::vector<Tensor>&) override {
+    std::vector<Tensor> zero;  // (defined, as PyTorch's: an undefined one would not reach x)
+    for (const TensorMeta& m : metas_) zero.push_back(zeros(m.shape, m.dtype));
+    return zero;
+  }
 
  private:
   std::string op_name_;
+  std::vector<TensorMeta> metas_;
 };
 
 bool same_memory(const Tensor& a, const Tensor& b) {
@@ -186,23 +198,25 @@ bool is_all_of_its_memory(const Tensor& t) {
 }
 
 // Refuses an in-place write that autograd would track wrongly (see "In-place writes" in
-// kiln/autograd.h); `recorded` says whether an input's gradient flows through the call.
-void check_tracked_write(const OpDef& op, const std::vector<Tensor>& out) {
+// kiln/autograd.h); returns, per out tensor, the views the write changes too.
+std::vector<ViewWrite> check_tracked_write(const OpDef& op, const std::vector<Tensor>& out) {
+  std::vector<ViewWrite> writes;
   for (const Tensor& target : out) {
     const bool tracked = requires_grad(target);
     KILN_CHECK_VALUE(!tracked || !is_leaf(target))
         << op.name() << " writes into a leaf tensor that requires grad (out= or an in-place "
         << "operator), which autograd cannot track: its gradient is that of the values before the "
         << "write. Run an update of a parameter under no_grad, or write into a clone() of it";
-    const AutogradMeta* meta = target.impl()->autograd.get();
-    KILN_CHECK_VALUE((meta == nullptr || !meta->shares_memory_with_a_view) &&
-                     is_all_of_its_memory(target))
-        << op.name() << " writes into a " << type_str(target) << " tensor that shares its "
-        << "memory with another (it is a view: x[i], x.T, reshape, ..., or a view autograd tracks "
-        << "was taken from it), which autograd cannot track: the other tensor's gradient would "
-        << "miss the write. Use the out-of-place form (y = y + b), or build the new value with "
-        << "ops (kiln.mint.where, cat, ...)";
+    // A part of other memory that no recorded view op made (a Tensor view, or a view of a
+    // tensor autograd did not track): autograd does not know the other tensor.
+    KILN_CHECK_VALUE(ViewWrite::is_view(target) || is_all_of_its_memory(target))
+        << op.name() << " writes into a " << type_str(target) << " tensor that is part of "
+        << "another's memory (a view made where autograd did not see it: of a tensor that did "
+        << "not require grad, or under no_grad), which autograd cannot track: the other "
+        << "tensor's gradient would miss the write. Use the out-of-place form (y = y + b)";
+    writes.push_back(ViewWrite::plan(op, target));
   }
+  return writes;
 }
 
 // The value of `t` that an in-place call is about to write over, copied for the call's gradient:
@@ -223,11 +237,13 @@ Tensor copy_before_write(const Tensor& t, const Node::Edge& edge) {
 // read of it.
 TensorList record_write(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
                         const std::vector<Tensor>& out, bool recorded) {
-  check_tracked_write(op, out);
+  const std::vector<ViewWrite> view_writes = check_tracked_write(op, out);
   std::vector<Node::Edge> edges;
   std::vector<Tensor> saved_inputs = inputs.vec();
   std::vector<bool> overwritten(inputs.size(), false);
-  if (recorded) {
+  if (!recorded) {
+    for (const Tensor& target : out) edges.push_back(gradient_edge(target));  // before the write
+  } else {
     for (size_t i = 0; i < inputs.size(); ++i) {
       const Tensor& t = inputs[i];
       edges.push_back(t.defined() ? gradient_edge(t) : Node::Edge{});  // before the write
@@ -250,11 +266,12 @@ TensorList record_write(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
     node = std::make_shared<OpNode>(owned(op), std::move(saved_inputs), std::move(overwritten),
                                     std::move(saved_outputs), attrs, std::move(edges));
   } else {
-    node = std::make_shared<WriteOfConstantNode>(op.name());
+    node = std::make_shared<WriteOfConstantNode>(op.name(), std::move(edges), out);
   }
   for (size_t i = 0; i < results.size(); ++i) {
     if (!is_floating_point(results[i].dtype())) continue;
-    rebase_history(results[i], node, recorded ? static_cast<uint32_t>(i) : 0);
+    rebase_history(results[i], node, static_cast<uint32_t>(i));
+    view_writes[i].rebase_after(results[i]);
   }
   return results;
 }
@@ -285,12 +302,16 @@ TensorList record_call(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
     }
     saved_outputs.push_back(result.alias());
   }
-  auto node = std::make_shared<OpNode>(owned(op), inputs.vec(), std::vector<bool>(),
+  // A view op's node keeps its inputs as untracked aliases (its rule reads only their shapes), so
+  // that a view's base lives, for ViewWrite, only while something else holds it.
+  const bool view = op.has_trait(kTraitView);
+  std::vector<Tensor> saved_inputs;
+  for (const Tensor& t : inputs) saved_inputs.push_back(view && t.defined() ? t.alias() : t);
+  auto node = std::make_shared<OpNode>(owned(op), std::move(saved_inputs), std::vector<bool>(),
                                        std::move(saved_outputs), attrs, std::move(edges));
-  if (op.has_trait(kTraitView)) {
-    for (const Tensor& t : inputs) {
-      if (t.defined() && requires_grad(t)) meta_of(t).shares_memory_with_a_view = true;
-    }
+  const Tensor* view_of = nullptr;  // a view op's first input that requires grad
+  for (const Tensor& t : inputs) {
+    if (view && view_of == nullptr && t.defined() && requires_grad(t)) view_of = &t;
   }
   for (size_t i = 0; i < results.size(); ++i) {
     // An integer or bool result (max's indices, a comparison, a cast to int) has no gradient. A
@@ -304,7 +325,7 @@ TensorList record_call(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
     meta.grad_fn = node;
     meta.output_nr = static_cast<uint32_t>(i);
     meta.only_if_floating = pending;
-    meta.shares_memory_with_a_view = op.has_trait(kTraitView);
+    if (view_of != nullptr) note_view(results[i], *view_of);
     if (pending) t_undecided_results.add(results[i]);
   }
   return results;
@@ -313,4 +334,12 @@ TensorList record_call(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
 const bool g_hook_installed = (kiln::detail::set_autograd_call_hook(&record_call), true);
 
 }  // namespace
+
+std::shared_ptr<Node> make_op_node(OpDefPtr op, std::vector<Tensor> inputs,
+                                   std::vector<bool> overwritten, std::vector<Tensor> outputs,
+                                   Attrs attrs, std::vector<Node::Edge> edges) {
+  return std::make_shared<OpNode>(std::move(op), std::move(inputs), std::move(overwritten),
+                                  std::move(outputs), std::move(attrs), std::move(edges));
+}
+
 }  // namespace kiln::autograd

@@ -195,10 +195,14 @@ bool stop_retaining(AutogradMeta& meta) {
 void detach_in_place(const Tensor& t) {
   if (live_meta(t) == nullptr) return;
   AutogradMeta& meta = meta_of(t);
-  KILN_CHECK_VALUE(!meta.shares_memory_with_a_view)
-      << "detach_: this " << type_str(t) << " tensor shares its memory with a view autograd "
-      << "tracks (it is a view of a tensor that requires grad, or one was taken from it), whose "
-      << "history would still describe it; use detach(), which makes a new tensor";
+  KILN_CHECK_VALUE(!meta.is_view)
+      << "detach_: this " << type_str(t) << " tensor is a view of a tensor that requires grad "
+      << "(x[i], x.T, reshape, ...), whose history would still describe its memory; use "
+      << "detach(), which makes a new tensor";
+  // A node that saved t and reads it would take it for the value with its old history (in a
+  // create_graph backward): count a write, so that such a read is refused as one of a saved tensor
+  // changed in place (Note [Saved tensors changed in place]), as PyTorch refuses it.
+  if (const std::shared_ptr<Storage>& storage = t.storage()) storage->note_write();
   stop_retaining(meta);
   meta.grad_fn.reset();
   meta.output_nr = 0;

@@ -23,10 +23,12 @@ using B = simd::BinaryOp;
 #define KILN_BOTH(ga, gb) \
   std::array<Tensor, 2> { n[0] ? Tensor(ga) : Tensor(), n[1] ? Tensor(gb) : Tensor() }
 
-std::array<Tensor, 2> div_grads(const Tensor& b, const Tensor& y, const Tensor& g,
+// From the operands, not the result (as PyTorch), so that an in-place write into the result
+// (`y = a / b; y += 1`) leaves the gradient alone.
+std::array<Tensor, 2> div_grads(const Tensor& a, const Tensor& b, const Tensor& g,
                                 std::array<bool, 2> n) {
   const Tensor ga = g / b;
-  return KILN_BOTH(ga, -(ga * y));  // d(a / b)/db = -a / b^2 = -(1 / b) (a / b)
+  return KILN_BOTH(ga, -(ga * a) / b);  // d(a / b)/db = -a / b^2
 }
 
 // As PyTorch: d/da is 0 where b == 0 (also at a == 0), d/db is 0 where a == 0 and b >= 0 (the
@@ -113,7 +115,7 @@ std::array<Tensor, 2> extremum_grads(const Tensor& a, const Tensor& b, const Ten
     "promotes, so 1 - mask is int64)")                                                            \
   X(mul, Mul, kPromote, B::kMul, wrapping_mul(a, b), kNone, KILN_BOTH(g* b, g* a),                \
     "a * b (bool * bool is logical and; integers wrap around)")                                   \
-  X(div, Div, kFloating, B::kDiv, a / b, kNone, div_grads(b, y, g, n),                            \
+  X(div, Div, kFloating, B::kDiv, a / b, kNone, div_grads(a, b, g, n),                            \
     "true division a / b (float32 for integers)")                                                 \
   X(floor_divide, FloorDivide, kPromoteNoBool, B::kFloorDivide, floor_divide_value(a, b),         \
     kNonzeroIntDivisor, KILN_BOTH(zeros_like(g), zeros_like(g)),                                  \

@@ -60,21 +60,21 @@ Tensor accumulate_at(const Tensor& g, const Tensor& positions, const Tensor& x) 
   return reshape(summed, x.shape());
 }
 
-GradFn reduction_rule(ReductionDerivative d) {
-  return one_output_rule(
-      [d](const std::vector<Tensor>& in, const Tensor& y, const Attrs& attrs, const Tensor& g) {
-        const Tensor& x = in[0];
-        if (!differentiable(x)) return std::vector<Tensor>{Tensor()};
-        const Shape& shape = x.shape();
-        const std::vector<bool> mask = reduce_args("reduction gradient", shape, attrs).mask;
-        std::vector<int64_t> dims;
-        for (size_t i = 0; i < mask.size(); ++i) {
-          if (mask[i]) dims.push_back(static_cast<int64_t>(i));
-        }
-        const Tensor dx =
-            d(x, keep_reduced_dims(y, shape, mask), keep_reduced_dims(g, shape, mask), dims, attrs);
-        return std::vector<Tensor>{to(dx, x.dtype())};
-      });
+GradFn reduction_rule(ReductionDerivative d, bool reads_output) {
+  return one_output_rule([d, reads_output](const std::vector<Tensor>& in, const Tensor& y,
+                                           const Attrs& attrs, const Tensor& g) {
+    const Tensor& x = in[0];
+    if (!differentiable(x)) return std::vector<Tensor>{Tensor()};
+    const Shape& shape = x.shape();
+    const std::vector<bool> mask = reduce_args("reduction gradient", shape, attrs).mask;
+    std::vector<int64_t> dims;
+    for (size_t i = 0; i < mask.size(); ++i) {
+      if (mask[i]) dims.push_back(static_cast<int64_t>(i));
+    }
+    const Tensor dx = d(x, reads_output ? keep_reduced_dims(y, shape, mask) : Tensor(),
+                        keep_reduced_dims(g, shape, mask), dims, attrs);
+    return std::vector<Tensor>{to(dx, x.dtype())};
+  });
 }
 
 Tensor divide_by_count(const Tensor& t, const Tensor& x, const std::vector<int64_t>& dims,

@@ -96,8 +96,9 @@ using ReductionDerivative = Tensor (*)(const Tensor& x, const Tensor& y, const T
                                        const std::vector<int64_t>& dims, const Attrs& attrs);
 /// The rule of such a reduction: no gradient for integer and bool inputs; the
 /// result converted to x's dtype (a `dtype` attribute may have made the output
-/// wider).
-GradFn reduction_rule(ReductionDerivative d);
+/// wider). Without `reads_output` d gets an undefined y, and the rule never touches the output
+/// (an in-place write into it, `loss += reg`, then leaves the gradient alone).
+GradFn reduction_rule(ReductionDerivative d, bool reads_output = true);
 
 /// `t` divided by the number of elements of x over `dims` (non-negative) less `correction`, at
 /// least 0, in t's dtype (computed in compute_dtype, rounded once, as a Python number would be).

@@ -378,7 +378,7 @@ KILN_REGISTER_OP(reduce_op("ReduceSum",
                            "unless `dtype` is given")
                      .attr("dtype", AttrKind::kDType, std::monostate{})
                      .infer(accumulate_infer("sum"))
-                     .grad(detail::reduction_rule(sum_derivative))
+                     .grad(detail::reduction_rule(sum_derivative, /*reads_output=*/false))
                      .kernel(DeviceType::kCPU,
                              [](KernelContext& ctx) { accumulate_kernel<false>(ctx, "sum"); }));
 
@@ -393,7 +393,7 @@ KILN_REGISTER_OP(reduce_op("ReduceProd",
 
 KILN_REGISTER_OP(reduce_op("ReduceMean", "Mean over `dims`; integer inputs give float32")
                      .infer(reduce_infer("mean", false, floating_dtype))
-                     .grad(detail::reduction_rule(mean_derivative))
+                     .grad(detail::reduction_rule(mean_derivative, /*reads_output=*/false))
                      .kernel(DeviceType::kCPU, mean_kernel));
 
 KILN_REGISTER_OP(reduce_op("ReduceMax", "Largest element over `dims` (NaN propagates)")

@@ -274,7 +274,8 @@ KILN_REGISTER_OP(moments_op("Var",
                             "Variance over `dims` with divisor max(0, count - correction); "
                             "integer inputs give float32")
                      .infer(floating_reduce_infer("var"))
-                     .grad(detail::reduction_rule(moments_derivative<false>))
+                     .grad(detail::reduction_rule(moments_derivative<false>,
+                                                  /*reads_output=*/false))
                      .kernel(DeviceType::kCPU, moments_kernel<false>));
 
 KILN_REGISTER_OP(moments_op("Std",

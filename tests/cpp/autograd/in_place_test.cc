@@ -125,22 +125,36 @@ TEST(InPlaceAutograd, ARuleReadingAnInputItsCallWroteOverRaises) {
   EXPECT_FALSE(autograd::get_grad(w).defined());
 }
 
-TEST(InPlaceAutograd, WritesIntoViewsOrTensorsWithTrackedViewsAreRefused) {
+TEST(InPlaceAutograd, AWriteThroughARecordedViewMovesItsBasesHistoryOn) {
   const Tensor x = leaf({2, 3}), b = leaf({3});
   const Tensor y = mul(x, number(2.0));
-  const Tensor row = y.select(0, 1);  // a Tensor view, which autograd does not see
-  testing::expect_error([&] { add(row, b, row); }, ErrorKind::kValue,
-                        "shares its memory with another");
-  const Tensor z = mul(x, number(3.0));
-  const Tensor flat = reshape(z, {6});  // a recorded view op
-  testing::expect_error([&] { add(z, number(1.0), z); }, ErrorKind::kValue,
-                        "shares its memory with another");
-  testing::expect_error([&] { add(flat, number(1.0), flat); }, ErrorKind::kValue,
-                        "shares its memory with another");
+  const Tensor flat = reshape(y, {6});                 // a recorded view op: a view of y
+  const Tensor row = reshape(y, {2, 3}).select(0, 1);  // a Tensor view, which autograd does not see
+  testing::expect_error([&] { add(row, b, row); }, ErrorKind::kValue, "part of another's memory");
+  mul(flat, number(3.0), flat);  // y is 6 x now
+  EXPECT_EQ(autograd::grad_fn(y)->name(), "AsStridedScatter");
+  autograd::backward({sum(y)});
+  testing::expect_close(autograd::get_grad(x), full({2, 3}, 6.0, DType::kFloat64), 1e-12);
+}
+
+TEST(InPlaceAutograd, AWriteIntoABaseMovesItsLiveViewsHistoriesOn) {
+  const Tensor x = leaf({2, 3});
+  const Tensor y = mul(x, number(2.0));
+  const Tensor flat = reshape(y, {6});
+  mul(y, y, y);  // y = 4 x^2, and so flat
+  EXPECT_EQ(autograd::grad_fn(flat)->name(), "AsStrided");
+  autograd::backward({sum(flat)});
+  testing::expect_close(autograd::get_grad(x), mul(x, number(8.0)), 1e-12);
+}
+
+TEST(InPlaceAutograd, WritesThroughViewsAutogradCannotFollowAreRefused) {
+  const Tensor x = leaf({2, 3}), b = leaf({3});
+  const Tensor of_leaf = reshape(x, {6});
+  testing::expect_error([&] { add(of_leaf, number(1.0), of_leaf); }, ErrorKind::kValue,
+                        "view of a leaf tensor that requires grad");
   const Tensor plain = zeros({2, 3}, DType::kFloat64);
   const Tensor part = plain.select(0, 0);
-  testing::expect_error([&] { add(part, b, part); }, ErrorKind::kValue,
-                        "shares its memory with another");
+  testing::expect_error([&] { add(part, b, part); }, ErrorKind::kValue, "part of another's memory");
   testing::expect_close(plain, zeros({2, 3}, DType::kFloat64), 0);  // refused before writing
 }
 
@@ -165,8 +179,9 @@ TEST(InPlaceAutograd, DetachInPlaceMakesALeafThatDoesNotRequireGrad) {
   EXPECT_FALSE(autograd::retains_grad(y));
   add(y, number(1.0), y);  // an untracked tensor now
   const Tensor z = mul(x, number(1.0));
-  reshape(z, {3, 1});  // a view autograd tracks was taken from z
-  testing::expect_error([&] { autograd::detach_in_place(z); }, ErrorKind::kValue, "detach()");
+  const Tensor view = reshape(z, {3, 1});  // a view autograd tracks
+  testing::expect_error([&] { autograd::detach_in_place(view); }, ErrorKind::kValue, "detach()");
+  autograd::detach_in_place(z);           // its base may, as in PyTorch
   autograd::detach_in_place(zeros({2}));  // nothing to forget
 }
 
