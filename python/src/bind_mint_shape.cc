@@ -248,18 +248,20 @@ void bind_mint_shape(nb::module_& mint) {
   mint.def(
       "_copy_into",
       [](const Tensor& dst, const TensorArg& src) {
-        KILN_CHECK_VALUE(!autograd::is_grad_enabled() || !autograd::requires_grad(dst))
-            << "assignment into a tensor that requires grad (x[i] = v on it or on its view); "
-            << "autograd cannot track that: build the new value with ops, or assign under no_grad";
-        KILN_CHECK_VALUE(!autograd::is_grad_enabled() || !autograd::requires_grad(src))
-            << "assignment of a value that requires grad (x[i] = v with v computed from a tensor "
-            << "that requires grad); autograd cannot track it, and the gradient would be lost: "
-            << "build the new value with ops (kiln.mint.where, cat), or assign v.detach()";
+        // Into a tensor autograd tracks, the write is recorded (through a view: the base follows,
+        // Note [Writes through views]). A view of one it does not track knows no base, which
+        // would keep no history of a value that requires grad.
+        KILN_CHECK_VALUE(!autograd::is_grad_enabled() || !autograd::requires_grad(src) ||
+                         autograd::requires_grad(dst))
+            << "assignment of a value that requires grad into a tensor that does not (x[i] = v "
+            << "with v computed from a tensor that requires grad); autograd cannot track it, and "
+            << "the gradient would be lost: build the new value with ops (kiln.mint.where, cat), "
+            << "or assign v.detach()";
         write_value("assignment", dst, src);
       },
       "dst"_a, "src"_a,
-      "Copies src into dst (x[i] = v), converting the dtype and broadcasting src; refuses "
-      "tensors autograd tracks.");
+      "Copies src into dst (x[i] = v), converting the dtype and broadcasting src; recorded by "
+      "autograd as an in-place write.");
   mint.def(
       "_overwrite",
       [](const Tensor& dst, const TensorArg& src, const std::string& what) {

@@ -403,3 +403,41 @@ def test_the_gradient_through_a_constant_write_is_zeros_as_pytorchs():
     y.zero_()
     (g,) = kiln.autograd.grad(mint.sum(y), x)
     np.testing.assert_array_equal(g.numpy(), np.zeros(4))
+
+
+SETITEMS = {
+    "row": lambda y, b: y.__setitem__(0, b),
+    "column number": lambda y, b: y.__setitem__((slice(None), 1), 0.0),
+    "mask": lambda y, b: y.__setitem__(y > 0, 0.0),
+    "index list": lambda y, b: y.__setitem__([0, 2], b * 3),
+    "augmented part": lambda y, b: y[1, 2:].__imul__(b[:2]),
+}
+
+
+@pytest.mark.parametrize("name", SETITEMS)
+def test_assignment_into_a_non_leaf_is_recorded_as_pytorchs(torch, name):
+    values = arrays((3, 4), 4)
+    x, b = kiln_leaves(values)
+    tx, tb = torch_leaves(torch, values)
+    for a, c in ((x, b), (tx, tb)):
+        y = a * 2
+        SETITEMS[name](y, c)
+        (y * y).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+    if tb.grad is None:
+        assert b.grad is None
+    else:
+        np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy(), rtol=1e-12)
+
+
+def test_assignment_autograd_cannot_follow_is_refused():
+    x, b = kiln_leaves(arrays((3, 4), 4))
+    with raises(kiln.KilnValueError, match="view of a leaf tensor that requires grad"):
+        x[0] = b
+    plain = mint.zeros((3, 4), dtype=kiln.float64)
+    with raises(kiln.KilnValueError, match="assignment of a value that requires grad into a "
+                                           "tensor that does not"):
+        plain[...] = b
+    with kiln.no_grad():
+        x[0] = 1.0  # an initializer's write
+    assert x.is_leaf and x.detach().numpy()[0].tolist() == [1.0] * 4
