@@ -92,13 +92,11 @@ struct KILN_API AutogradMeta {
   std::vector<std::pair<uint64_t, autograd::GradHook>> grad_hooks;
   /// retain_grad() was called on this non-leaf: backward accumulates its gradient into `grad`.
   bool retains_grad = false;
-  /// A recorded view op (kTraitView) made this tensor, a view of `view_base` (the op's input, or
-  /// that input's own base while it lived). While both live and share memory (the op made a view,
-  /// not a copy), an in-place write into either moves the other's history on too (see "In-place
-  /// writes").
-  bool is_view = false;
-  std::weak_ptr<TensorImpl> view_base;
-  /// On a base: the tensors recorded view ops made of it (their view_base).
+  /// Set on a tensor a recorded view op (kTraitView) made: the op's input, kept alive as
+  /// PyTorch's `_base` is. Where the two share memory (the op made a view, not a copy), an
+  /// in-place write into either moves the other's history on too (see "In-place writes").
+  std::shared_ptr<TensorImpl> view_parent;
+  /// On a view op's input: the tensors recorded view ops made of it (their view_parent).
   std::vector<std::weak_ptr<TensorImpl>> views;
 };
 

@@ -257,7 +257,8 @@ void bind_mint_shape(nb::module_& mint) {
             << "with v computed from a tensor that requires grad); autograd cannot track it, and "
             << "the gradient would be lost: build the new value with ops (kiln.mint.where, cat), "
             << "or assign v.detach()";
-        write_value("assignment", dst, src);
+        detail::with_error_context([&] { write_value("assignment", dst, src); },
+                                   [] { return std::string("in an assignment x[i] = v"); });
       },
       "dst"_a, "src"_a,
       "Copies src into dst (x[i] = v), converting the dtype and broadcasting src; recorded by "

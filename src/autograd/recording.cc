@@ -209,7 +209,7 @@ std::vector<ViewWrite> check_tracked_write(const OpDef& op, const std::vector<Te
         << "write. Run an update of a parameter under no_grad, or write into a clone() of it";
     // A part of other memory that no recorded view op made (a Tensor view, or a view of a
     // tensor autograd did not track): autograd does not know the other tensor.
-    KILN_CHECK_VALUE(ViewWrite::is_view(target) || is_all_of_its_memory(target))
+    KILN_CHECK_VALUE(made_by_a_view_op(target) || is_all_of_its_memory(target))
         << op.name() << " writes into a " << type_str(target) << " tensor that is part of "
         << "another's memory (a view made where autograd did not see it: of a tensor that did "
         << "not require grad, or under no_grad), which autograd cannot track: the other "
@@ -302,16 +302,13 @@ TensorList record_call(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
     }
     saved_outputs.push_back(result.alias());
   }
-  // A view op's node keeps its inputs as untracked aliases (its rule reads only their shapes), so
-  // that a view's base lives, for ViewWrite, only while something else holds it.
-  const bool view = op.has_trait(kTraitView);
-  std::vector<Tensor> saved_inputs;
-  for (const Tensor& t : inputs) saved_inputs.push_back(view && t.defined() ? t.alias() : t);
-  auto node = std::make_shared<OpNode>(owned(op), std::move(saved_inputs), std::vector<bool>(),
+  auto node = std::make_shared<OpNode>(owned(op), inputs.vec(), std::vector<bool>(),
                                        std::move(saved_outputs), attrs, std::move(edges));
   const Tensor* view_of = nullptr;  // a view op's first input that requires grad
   for (const Tensor& t : inputs) {
-    if (view && view_of == nullptr && t.defined() && requires_grad(t)) view_of = &t;
+    if (op.has_trait(kTraitView) && view_of == nullptr && t.defined() && requires_grad(t)) {
+      view_of = &t;
+    }
   }
   for (size_t i = 0; i < results.size(); ++i) {
     // An integer or bool result (max's indices, a comparison, a cast to int) has no gradient. A

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "autograd/nodes.h"
+#include "autograd/view_writes.h"
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/shape.h"
 
@@ -195,7 +196,7 @@ bool stop_retaining(AutogradMeta& meta) {
 void detach_in_place(const Tensor& t) {
   if (live_meta(t) == nullptr) return;
   AutogradMeta& meta = meta_of(t);
-  KILN_CHECK_VALUE(!meta.is_view)
+  KILN_CHECK_VALUE(!made_by_a_view_op(t))
       << "detach_: this " << type_str(t) << " tensor is a view of a tensor that requires grad "
       << "(x[i], x.T, reshape, ...), whose history would still describe its memory; use "
       << "detach(), which makes a new tensor";
@@ -223,16 +224,29 @@ void rebase_history(const Tensor& t, std::shared_ptr<Node> node, uint32_t output
 Tensor differentiable_view(const Tensor& base,
                            const std::function<Tensor(const Tensor&)>& make_view) {
   if (!is_grad_enabled() || !requires_grad(base)) return make_view(base);
-  // The same view of a contiguous stand-in gives it in AsStrided's terms (strides and offset
-  // over base's elements in row-major order, whatever base's own layout).
-  const Tensor standin(base.dtype(), base.shape());
-  const Tensor view = make_view(standin);
-  // Another tensor's layout would be read as one over base's elements: a wrong gradient.
-  KILN_CHECK_VALUE(view.defined() && view.storage() == standin.storage() &&
-                   view.dtype() == standin.dtype())
+  // The view itself, of base's memory (it raises where it cannot be made, as without autograd),
+  // recorded as an AsStrided call on base without running one: the same view of a contiguous
+  // stand-in gives its attributes, over base's elements in row-major order whatever base's
+  // layout (running AsStrided on a non-contiguous base would make a copy, which an in-place
+  // write would not reach base through).
+  Tensor view = make_view(base);
+  const Tensor of_standin = make_view(Tensor(base.dtype(), base.shape()));
+  KILN_CHECK_VALUE(view.defined() && view.storage() == base.storage() &&
+                   view.dtype() == base.dtype() && of_standin.shape() == view.shape())
       << "differentiable_view: make_view must return a view of its argument (a Tensor view "
          "method such as select or slice), got another tensor";
-  return as_strided(base, view.shape(), view.strides(), view.storage_offset());
+  if (view.is_same(base)) view = view.alias();  // (a view of all of it: a handle of its own)
+  static const OpDefPtr as_strided = OpRegistry::Instance().get("AsStrided");
+  const Attrs layout = {
+      {"size", std::vector<int64_t>(of_standin.shape().begin(), of_standin.shape().end())},
+      {"stride", std::vector<int64_t>(of_standin.strides().begin(), of_standin.strides().end())},
+      {"offset", of_standin.storage_offset()}};
+  rebase_history(view,
+                 make_op_node(as_strided, {base}, {}, {view.alias()},
+                              as_strided->normalize_attrs(layout), {gradient_edge(base)}),
+                 0);
+  note_view(view, base);
+  return view;
 }
 
 Node::Edge gradient_edge(const Tensor& t) {

@@ -1,19 +1,21 @@
-// ViewWrite and note_view: autograd's side of in-place writes through views.
+// note_view, view_root and ViewWrite: autograd's side of in-place writes through views.
 //
 // Note [Writes through views]
-// A recorded view op's result V shares its base B's memory (AutogradMeta::view_base on V, views
-// on B; a view of a view has the first view's base). An in-place write into V changes B's values,
-// and one into B changes V's: the other tensor's history must follow, as PyTorch's CopySlices
-// makes it. After a write into V (whose own history has moved on to the write), B's history
-// becomes AsStridedScatter(B before, V): B with V's elements replaced; after a write into B, or
-// into V, each other live view W of B becomes AsStrided(B). The nodes are made directly, with
-// the ops' own gradient rules: no kernel runs, the memory already holds the values. The views'
-// layouts are read over B's row-major element sequence (AsStrided's attributes), so B must be
-// contiguous, as the result of an op nearly always is. A write into a view of a leaf that
-// requires grad is refused, as in PyTorch. Only tensors that live and share the memory are
-// followed: one that died has no history anyone reads, and a view op that copied made no view.
-// A queued call may keep a base alive a little longer; it is then followed too, which changes
-// nothing anyone reads.
+// A recorded view op's result V keeps the op's input P alive (AutogradMeta::view_parent, as
+// PyTorch's `_base`), and P lists its views weakly (views). Up the chain of parents that share
+// V's memory (a view op that had to copy, reshape of a transposed tensor, starts a chain of its
+// own) lies V's root R, the tensor whose memory V views, normally an op's contiguous result. An
+// in-place write into V changes R's values, and those of R's other views; one into R its views'.
+// Their histories must follow, as PyTorch's CopySlices makes them: after a write into V (whose own
+// history has moved on to the write), R's history becomes AsStridedScatter(R before, V), R with
+// V's elements replaced, and then every live view W of R that shares its memory, V included,
+// AsStrided(R); after a write into R, each such W AsStrided(R). So the gradient of a later use of
+// V or W flows through R, as in PyTorch (hooks on R see it). The nodes are made directly, with
+// those ops' own gradient rules: no kernel runs, the memory already holds the values. Views'
+// layouts are read over R's row-major element sequence (AsStrided's attributes), so R must be
+// contiguous; a write into a view of a leaf that requires grad is refused, as in PyTorch. Which
+// tensors share memory is decided at the write (their storages, waiting for their metadata), so
+// it never depends on how far the pipeline has got.
 #include "autograd/view_writes.h"
 
 #include <algorithm>
@@ -21,75 +23,108 @@
 namespace kiln::autograd {
 namespace {
 
-// `other` when it lives, is not t, and shares t's memory.
-std::shared_ptr<TensorImpl> live_sharing(const std::weak_ptr<TensorImpl>& other, const Tensor& t) {
-  std::shared_ptr<TensorImpl> impl = other.lock();
-  if (impl == nullptr || impl.get() == t.impl()) return nullptr;
-  return Tensor(impl).storage() == t.storage() ? impl : nullptr;  // (metadata: may wait)
+bool shares_memory(const Tensor& a, const Tensor& b) {
+  return a.storage() == b.storage();  // (waits for pending tensors' metadata)
 }
 
-// `view`'s elements as AsStrided's attributes over contiguous `base`'s element sequence.
-Attrs layout_in(const Tensor& view, const Tensor& base) {
+// `view`'s elements as AsStrided's attributes over contiguous `root`'s element sequence.
+Attrs layout_in(const Tensor& view, const Tensor& root) {
   return {{"size", std::vector<int64_t>(view.shape().begin(), view.shape().end())},
           {"stride", std::vector<int64_t>(view.strides().begin(), view.strides().end())},
-          {"offset", view.storage_offset() - base.storage_offset()}};
+          {"offset", view.storage_offset() - root.storage_offset()}};
+}
+
+// Whether some element of `t` is another's memory too (unfold's windows, an expand): its write
+// has no single value per element, and AsStridedScatter's gradient cannot put it back.
+bool overlaps_itself(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims of size > 1
+  for (int64_t d = 0; d < t.ndim(); ++d) {
+    if (t.shape()[d] > 1) dims.emplace_back(t.strides()[d], t.shape()[d]);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;  // the furthest element the dims so far reach, past the first
+  for (const auto& [stride, size] : dims) {
+    if (stride <= reach) return true;
+    reach += stride * (size - 1);
+  }
+  return false;
+}
+
+// The live views of `t` (and theirs) that share `root`'s memory, into `out`.
+void collect_views(const Tensor& t, const Tensor& root,
+                   std::vector<std::shared_ptr<TensorImpl>>& out) {
+  const AutogradMeta* meta = t.impl()->autograd.get();
+  if (meta == nullptr) return;
+  for (const std::weak_ptr<TensorImpl>& weak : meta->views) {
+    std::shared_ptr<TensorImpl> view = weak.lock();
+    if (view == nullptr || !shares_memory(Tensor(view), root)) continue;  // (a copy's are its own)
+    collect_views(Tensor(view), root, out);
+    out.push_back(std::move(view));
+  }
 }
 
 }  // namespace
 
 void note_view(const Tensor& view, const Tensor& input) {
-  std::shared_ptr<TensorImpl> base = meta_of(input).view_base.lock();
-  if (base == nullptr) base = input.impl_ptr();
-  std::vector<std::weak_ptr<TensorImpl>>& views = meta_of(Tensor(base)).views;
+  // A result already planned that is a copy views nothing: keep no parent alive for it.
+  if (!view.is_pending() && !input.is_pending() && !shares_memory(view, input)) return;
+  std::vector<std::weak_ptr<TensorImpl>>& views = meta_of(input).views;
   views.erase(std::remove_if(views.begin(), views.end(),
                              [](const std::weak_ptr<TensorImpl>& v) { return v.expired(); }),
               views.end());
   views.push_back(view.impl_ptr());
-  AutogradMeta& meta = meta_of(view);
-  meta.view_base = base;
-  meta.is_view = true;
+  meta_of(view).view_parent = input.impl_ptr();
 }
 
-bool ViewWrite::is_view(const Tensor& target) {
-  const AutogradMeta* meta = target.impl()->autograd.get();
-  return meta != nullptr && meta->is_view;
+bool made_by_a_view_op(const Tensor& t) {
+  const AutogradMeta* meta = t.impl()->autograd.get();
+  return meta != nullptr && meta->view_parent != nullptr;
+}
+
+Tensor view_root(const Tensor& t) {
+  Tensor root = t;
+  for (;;) {
+    const AutogradMeta* meta = root.impl()->autograd.get();
+    if (meta == nullptr || meta->view_parent == nullptr) return root;
+    const Tensor parent(meta->view_parent);
+    if (!shares_memory(parent, t)) return root;
+    root = parent;
+  }
 }
 
 ViewWrite ViewWrite::plan(const OpDef& op, const Tensor& target) {
   ViewWrite write;
-  const AutogradMeta* meta = target.impl()->autograd.get();
-  if (meta == nullptr) return write;
-  write.base_ = live_sharing(meta->view_base, target);
-  const Tensor root = write.base_ != nullptr ? Tensor(write.base_) : target;
-  for (const std::weak_ptr<TensorImpl>& view : meta_of(root).views) {
-    if (std::shared_ptr<TensorImpl> impl = live_sharing(view, target)) {
-      write.views_.push_back(std::move(impl));
-    }
-  }
-  if (write.base_ == nullptr && write.views_.empty()) return write;
+  const Tensor root = view_root(target);
+  if (!root.is_same(target)) write.root_ = root.impl_ptr();
+  collect_views(root, root, write.views_);
+  if (write.root_ == nullptr && write.views_.empty()) return write;
+  KILN_CHECK_VALUE(!overlaps_itself(target))
+      << op.name() << " writes into a view whose elements overlap in memory (shape "
+      << shape_str(target.shape()) << ", strides " << shape_str(target.strides())
+      << ": unfold's windows, as_strided), which autograd cannot track; write into a clone()";
   KILN_CHECK_VALUE(!requires_grad(root) || !is_leaf(root))
       << op.name() << " writes into a view of a leaf tensor that requires grad (x[i], x.T, "
       << "reshape, ...), which autograd cannot track. Run an update of a parameter under "
       << "no_grad, or write into a clone() of it";
   KILN_CHECK_VALUE(root.is_contiguous())
       << op.name() << " writes into a " << type_str(target) << " tensor that shares its memory "
-      << "with views autograd tracks, of a base that is not contiguous (strides "
+      << "with views autograd tracks, of a tensor that is not contiguous (strides "
       << shape_str(root.strides()) << "), whose layout autograd cannot follow. Use the "
       << "out-of-place form (y = y + b), or write into a contiguous() copy";
-  if (write.base_ != nullptr) write.base_before_ = gradient_edge(root);
+  if (write.root_ != nullptr) write.root_before_ = gradient_edge(root);
   return write;
 }
 
 void ViewWrite::rebase_after(const Tensor& target) const {
   static const OpDefPtr scatter = OpRegistry::Instance().get("AsStridedScatter");
   static const OpDefPtr as_strided = OpRegistry::Instance().get("AsStrided");
-  const Tensor root = base_ != nullptr ? Tensor(base_) : target;
-  if (base_ != nullptr) {
-    // (The base's values before the write are gone: the rule reads only their shape.)
+  const Tensor root = root_ != nullptr ? Tensor(root_) : target;
+  if (root_ != nullptr) {
+    // (The root's values before the write are gone: the rule reads only their shape.)
     rebase_history(
         root,
         make_op_node(scatter, {root.alias(), target.alias()}, {true, false}, {root.alias()},
-                     layout_in(target, root), {base_before_, gradient_edge(target)}),
+                     layout_in(target, root), {root_before_, gradient_edge(target)}),
         0);
   }
   for (const std::shared_ptr<TensorImpl>& impl : views_) {

@@ -10,27 +10,33 @@
 
 namespace kiln::autograd {
 
-/// Notes `view`, a result of a recorded view op (kTraitView) on `input`, as a view of input's
-/// base (input itself, or its own base while that lives).
+/// Notes `view`, a result of a recorded view op (kTraitView) on `input`, as a view of it (unless
+/// the op is known to have copied).
 void note_view(const Tensor& view, const Tensor& input);
 
-/// The other tensors an in-place write into `target` changes: its base, if it is a view, and the
-/// base's views, live and sharing target's memory (a view op that copied made no view).
+/// Whether a recorded view op made `t` (a view, or a copy a view op had to make).
+bool made_by_a_view_op(const Tensor& t);
+
+/// The tensor whose memory `t` views: its furthest view_parent up a chain of recorded views that
+/// share t's memory; t itself when it views none.
+Tensor view_root(const Tensor& t);
+
+/// What an in-place write into `target` changes besides it: when target is a view, its root
+/// (view_root), and the root's views that share its memory (target among them), live.
 class ViewWrite {
  public:
   /// Checks that autograd can follow a write into `target` by `op` (before it is made): kValue for
-  /// a view of a leaf that requires grad, or of a base that is not contiguous.
+  /// a view of a leaf that requires grad, or views of a root that is not contiguous.
   static ViewWrite plan(const OpDef& op, const Tensor& target);
-  /// Whether `target` is a view a recorded view op made.
-  static bool is_view(const Tensor& target);
-  /// After the write, with target's own history moved on: the base's history becomes
-  /// AsStridedScatter(base before, target), and each view's AsStrided(base).
+  /// After the write, with target's own history moved on: a view's root's history becomes
+  /// AsStridedScatter(root before, target), and each view's (target's too) AsStrided(root), as
+  /// PyTorch's CopySlices.
   void rebase_after(const Tensor& target) const;
 
  private:
-  std::shared_ptr<TensorImpl> base_;  // target's live base sharing its memory, or null
-  Node::Edge base_before_;            // base's history before the write
-  std::vector<std::shared_ptr<TensorImpl>> views_;  // the base's (or target's) other live views
+  std::shared_ptr<TensorImpl> root_;                // target's root when target is a view
+  Node::Edge root_before_;                          // the root's history before the write
+  std::vector<std::shared_ptr<TensorImpl>> views_;  // the root's live views sharing its memory
 };
 
 }  // namespace kiln::autograd

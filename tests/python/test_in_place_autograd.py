@@ -187,8 +187,30 @@ def _reshape_write_then_base_write(lib, x, b):
     return (flat * flat).sum() + y.sum()
 
 
+def _view_of_a_transposed_temporary(lib, x, b):
+    out = (x * 2).T  # the product lives on only through its view
+    out[0] *= b[0]
+    return (out * out).sum()
+
+
+def _views_whose_base_died(lib, x, b):
+    y = x * 1
+    v, u = y[0:2], y[:, 0]
+    del y
+    v[0].mul_(b)  # u's history follows
+    return (v * v).sum() + (u * u * 3).sum()
+
+
+def _view_of_a_copy(lib, x, b):
+    c = (x * 1).T.contiguous()  # a copy: its views are its own
+    c[1].mul_(2.0)
+    c[0] += b[:2]
+    return (c * c).sum()
+
+
 WRITES_THROUGH_VIEWS = [_row_add, _base_write_with_a_live_view, _transpose_write, _view_of_a_view,
-                        _reshape_write_then_base_write]
+                        _reshape_write_then_base_write, _view_of_a_transposed_temporary,
+                        _views_whose_base_died, _view_of_a_copy]
 
 
 @pytest.mark.parametrize("make", WRITES_THROUGH_VIEWS, ids=lambda f: f.__name__.strip("_"))
@@ -213,11 +235,7 @@ def test_writes_through_views_autograd_cannot_follow_are_refused():
     with raises(kiln.KilnValueError, match="part of another's memory"):
         part += b
     np.testing.assert_array_equal(plain.numpy(), np.zeros((2, 3)))
-    base = (x * 2).T  # not contiguous
-    view = base[0]
-    with raises(kiln.KilnValueError, match="of a base that is not contiguous"):
-        view += 1
-    np.testing.assert_array_equal(x.grad is None, True)
+    assert x.grad is None
 
 
 def test_view_ops_that_copied_or_views_of_dead_temporaries_leave_writes_free(torch):
@@ -441,3 +459,50 @@ def test_assignment_autograd_cannot_follow_is_refused():
     with kiln.no_grad():
         x[0] = 1.0  # an initializer's write
     assert x.is_leaf and x.detach().numpy()[0].tolist() == [1.0] * 4
+
+
+@pytest.mark.parametrize("mode", ["sync", "2stage", "4stage"])
+def test_writes_through_views_of_temporaries_give_one_answer_in_every_pipeline_mode(mode):
+    # Which tensors share memory is decided at the write, never by how far the pipeline has got
+    # (a queued call holding a temporary base made the answer vary from run to run).
+    xv, wv = arrays((3, 4), (3, 4))
+    previous = kiln.runtime.get_pipeline()
+    kiln.runtime.set_pipeline(mode)
+    try:
+        for _ in range(20):
+            x, w = kiln_leaves([xv, wv])
+            y = (x * 1).reshape(2, 2, 3)  # a view of a temporary
+            a = y[1].flatten()
+            a.mul_(w.reshape(-1)[:6])
+            mint.sum(y * y).backward()
+            factor = np.concatenate([np.ones(6), wv.reshape(-1)[:6]]).reshape(3, 4)
+            np.testing.assert_allclose(x.grad.numpy(), 2 * xv * factor * factor, rtol=1e-12)
+    finally:
+        kiln.runtime.set_pipeline(previous)
+
+
+def test_a_write_into_a_view_whose_elements_overlap_is_refused_before_writing():
+    (x,) = kiln_leaves([np.arange(8.0).reshape(2, 4)])
+    y = x * 1
+    with raises(kiln.KilnValueError, match="view whose elements overlap in memory"):
+        y.unfold(1, 2, 1).mul_(2.0)
+    np.testing.assert_array_equal(y.detach().numpy(), np.arange(8.0).reshape(2, 4))
+
+
+def test_hooks_and_retained_gradients_around_a_write_through_a_view_are_pytorchs(torch):
+    values = arrays((2, 3))
+    (x,) = kiln_leaves(values)
+    (tx,) = torch_leaves(torch, values)
+    seen = {}
+    for name, a in (("kiln", x), ("torch", tx)):
+        y = a * 1
+        v = y[1]
+        v.retain_grad()
+        v.mul_(2.0)
+        y.register_hook(lambda g, name=name: seen.setdefault(name, g * 1))
+        (v * v).sum().backward()  # v's gradient flows through y, as PyTorch's CopySlices
+        seen[name + " v.grad"] = v.grad
+    np.testing.assert_allclose(seen["kiln"].numpy(), seen["torch"].numpy(), rtol=1e-12)
+    np.testing.assert_allclose(seen["kiln v.grad"].numpy(), seen["torch v.grad"].numpy(),
+                               rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
