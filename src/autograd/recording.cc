@@ -18,6 +18,12 @@ namespace {
 // outputs. Outputs are saved as untracked aliases: the outputs themselves point at this node
 // (AutogradMeta::grad_fn), so holding them would make a cycle.
 //
+// An input an op made (a non-leaf) is saved as an untracked alias too (saved_input): an in-place
+// write may later move that tensor's history on to a path through this node (F.relu(y,
+// inplace=True) computes from a copy of y, whose node saved y), and the tensor itself would close
+// a cycle. The history it had is this node's edge; with create_graph the rule gets aliases that
+// point back along the edges (inputs_for_rule), as PyTorch's SavedVariable keeps the grad_fn.
+//
 // An in-place call's inputs may include the tensor it wrote (y in `y += b`): their values are
 // gone, which `overwritten` marks, so a rule that reads them raises instead of computing from
 // the new ones.
@@ -42,11 +48,12 @@ class OpNode final : public Node {
         << name() << " has no gradient rule (OpDef::grad), so gradients cannot flow through it";
     return kiln::detail::with_error_context(
         [&] {
-          const RefuseReads refused(watch_.changed(inputs_, "input", overwritten_),
+          const std::vector<Tensor> inputs = inputs_for_rule();
+          const RefuseReads refused(watch_.changed(inputs, "input", overwritten_),
                                     watch_.changed(outputs_, "output"));
-          const kiln::detail::UnusedGradients unused(unused_inputs());
+          const kiln::detail::UnusedGradients unused(unused_inputs(inputs));
           std::vector<Tensor> grads =
-              op_->grad_fn()(inputs_, outputs_for_rule(), attrs_, grad_outputs);
+              op_->grad_fn()(inputs, outputs_for_rule(), attrs_, grad_outputs);
           check_gradients(grads);
           return grads;
         },
@@ -65,6 +72,21 @@ class OpNode final : public Node {
   }
 
  private:
+  // With create_graph (grad mode on during backward), a rule's uses of the inputs must be
+  // differentiable again: the untracked aliases saved for inputs an op made become aliases along
+  // their edges.
+  std::vector<Tensor> inputs_for_rule() const {
+    if (!is_grad_enabled()) return inputs_;
+    std::vector<Tensor> tracked = inputs_;
+    for (size_t i = 0; i < tracked.size(); ++i) {
+      const Edge& edge = next_edges()[i];
+      if (tracked[i].defined() && edge.valid() && tracked[i].impl()->autograd == nullptr) {
+        tracked[i] = output_alias(tracked[i], edge.node, edge.input_nr);
+      }
+    }
+    return tracked;
+  }
+
   // With create_graph (grad mode on during backward), a rule's uses of the outputs must be
   // differentiable again: hand it aliases that point back at this node.
   std::vector<Tensor> outputs_for_rule() {
@@ -78,10 +100,10 @@ class OpNode final : public Node {
 
   // The inputs whose gradients no edge carries on (they do not require one): the rule may skip
   // them (a layer's input data, a constant operand).
-  std::vector<const TensorImpl*> unused_inputs() const {
+  std::vector<const TensorImpl*> unused_inputs(const std::vector<Tensor>& inputs) const {
     std::vector<const TensorImpl*> unused;
-    for (size_t i = 0; i < inputs_.size(); ++i) {
-      if (inputs_[i].defined() && !next_edges()[i].valid()) unused.push_back(inputs_[i].impl());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].defined() && !next_edges()[i].valid()) unused.push_back(inputs[i].impl());
     }
     return unused;
   }
@@ -219,6 +241,12 @@ std::vector<ViewWrite> check_tracked_write(const OpDef& op, const std::vector<Te
   return writes;
 }
 
+// What an OpNode saves of input `t`: an untracked alias of one an op made (see OpNode), else t.
+Tensor saved(const Tensor& t) {
+  const AutogradMeta* meta = t.defined() ? t.impl()->autograd.get() : nullptr;
+  return meta != nullptr && meta->grad_fn != nullptr ? t.alias() : t;
+}
+
 // The value of `t` that an in-place call is about to write over, copied for the call's gradient:
 // a tensor with t's history (`edge`), so that a rule's use of it is differentiable again.
 Tensor copy_before_write(const Tensor& t, const Node::Edge& edge) {
@@ -239,7 +267,8 @@ TensorList record_write(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
                         const std::vector<Tensor>& out, bool recorded) {
   const std::vector<ViewWrite> view_writes = check_tracked_write(op, out);
   std::vector<Node::Edge> edges;
-  std::vector<Tensor> saved_inputs = inputs.vec();
+  std::vector<Tensor> saved_inputs;
+  for (const Tensor& t : inputs) saved_inputs.push_back(saved(t));
   std::vector<bool> overwritten(inputs.size(), false);
   if (!recorded) {
     for (const Tensor& target : out) edges.push_back(gradient_edge(target));  // before the write
@@ -252,6 +281,8 @@ TensorList record_write(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
         continue;
       }
       if (i == 0 && op.has_trait(kTraitGradIgnoresFirstInput)) {
+        // An untracked alias: the tensor itself would hold the node its history now is (a cycle).
+        saved_inputs[i] = t.alias();
         overwritten[i] = true;
       } else {
         saved_inputs[i] = copy_before_write(t, edges.back());
@@ -279,6 +310,7 @@ TensorList record_write(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
 TensorList record_call(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
                        const std::vector<Tensor>& out) {
   t_undecided_results.decide_planned();
+  decide_planned_views();
   const auto dispatch = kiln::detail::dispatch_counting_writes;
   if (!is_grad_enabled()) return dispatch(op, inputs, attrs, out);
   const bool recorded = any_requires_grad(inputs) && !op.has_trait(kTraitNotDifferentiable);
@@ -302,13 +334,17 @@ TensorList record_call(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
     }
     saved_outputs.push_back(result.alias());
   }
-  auto node = std::make_shared<OpNode>(owned(op), inputs.vec(), std::vector<bool>(),
+  // A view op's node keeps untracked aliases of all its inputs (its rule reads only their
+  // shapes): a write through the view makes the base's history lead back to this node (Note
+  // [Writes through views]), and the base itself would close a cycle.
+  const bool view = op.has_trait(kTraitView);
+  std::vector<Tensor> saved_inputs;
+  for (const Tensor& t : inputs) saved_inputs.push_back(view && t.defined() ? t.alias() : saved(t));
+  auto node = std::make_shared<OpNode>(owned(op), std::move(saved_inputs), std::vector<bool>(),
                                        std::move(saved_outputs), attrs, std::move(edges));
   const Tensor* view_of = nullptr;  // a view op's first input that requires grad
   for (const Tensor& t : inputs) {
-    if (op.has_trait(kTraitView) && view_of == nullptr && t.defined() && requires_grad(t)) {
-      view_of = &t;
-    }
+    if (view && view_of == nullptr && t.defined() && requires_grad(t)) view_of = &t;
   }
   for (size_t i = 0; i < results.size(); ++i) {
     // An integer or bool result (max's indices, a comparison, a cast to int) has no gradient. A

@@ -242,7 +242,7 @@ Tensor differentiable_view(const Tensor& base,
       {"stride", std::vector<int64_t>(of_standin.strides().begin(), of_standin.strides().end())},
       {"offset", of_standin.storage_offset()}};
   rebase_history(view,
-                 make_op_node(as_strided, {base}, {}, {view.alias()},
+                 make_op_node(as_strided, {base.alias()}, {}, {view.alias()},
                               as_strided->normalize_attrs(layout), {gradient_edge(base)}),
                  0);
   note_view(view, base);

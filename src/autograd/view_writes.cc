@@ -19,6 +19,7 @@
 #include "autograd/view_writes.h"
 
 #include <algorithm>
+#include <deque>
 
 namespace kiln::autograd {
 namespace {
@@ -65,9 +66,29 @@ void collect_views(const Tensor& t, const Tensor& root,
 
 }  // namespace
 
+// The views this thread noted while their ops were still in the pipeline, in the order it made
+// them (the order the pipeline plans them): decide_planned_views drops the parent of each that
+// turned out a copy. Only this thread writes their view_parent.
+thread_local std::deque<std::weak_ptr<TensorImpl>> t_undecided_views;
+
+void decide_planned_views() {
+  while (!t_undecided_views.empty()) {
+    const std::shared_ptr<TensorImpl> view = t_undecided_views.front().lock();
+    const uint64_t pending = view == nullptr ? 0 : view->pending.load(std::memory_order_acquire);
+    if (pending != 0 && pending != TensorImpl::kFailedMetadata) return;  // not planned yet
+    t_undecided_views.pop_front();
+    if (view == nullptr || pending != 0) continue;
+    AutogradMeta& meta = *view->autograd;
+    if (meta.view_parent == nullptr) continue;
+    const Tensor parent(meta.view_parent);
+    if (!parent.is_pending() && parent.impl()->storage != view->storage) meta.view_parent.reset();
+  }
+}
+
 void note_view(const Tensor& view, const Tensor& input) {
   // A result already planned that is a copy views nothing: keep no parent alive for it.
   if (!view.is_pending() && !input.is_pending() && !shares_memory(view, input)) return;
+  if (view.is_pending()) t_undecided_views.push_back(view.impl_ptr());
   std::vector<std::weak_ptr<TensorImpl>>& views = meta_of(input).views;
   views.erase(std::remove_if(views.begin(), views.end(),
                              [](const std::weak_ptr<TensorImpl>& v) { return v.expired(); }),

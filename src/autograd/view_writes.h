@@ -13,6 +13,9 @@ namespace kiln::autograd {
 /// Notes `view`, a result of a recorded view op (kTraitView) on `input`, as a view of it (unless
 /// the op is known to have copied).
 void note_view(const Tensor& view, const Tensor& input);
+/// Lets go of the parents of this thread's noted views that their ops, planned since, made as
+/// copies (a view op that had to copy views nothing, and must not keep its input alive).
+void decide_planned_views();
 
 /// Whether a recorded view op made `t` (a view, or a copy a view op had to make).
 bool made_by_a_view_op(const Tensor& t);

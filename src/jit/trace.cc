@@ -200,10 +200,34 @@ NodePtr Trace::node_of(const Tensor& t) {
   if (impl->weak) return graph_->add_value(t);  // a Python number: a fresh tensor every call
   auto memo = memo_.find(impl);
   if (memo != memo_.end()) return memo->second.node;
+  if (const Memo* same = same_outside_view(*impl)) return same->node;
   NodePtr constant = constant_node(t);
-  memo_[impl] = Memo{t, constant, nullptr};
+  remember_outside(t, constant);
   captured_.push_back(t);
   return constant;
+}
+
+// Notes t, a tensor of memory from outside the trace (a constant, or a view op's result on one),
+// as `node`.
+void Trace::remember_outside(const Tensor& t, NodePtr node) {
+  const TensorImpl* impl = t.impl();
+  memo_[impl] = Memo{t, std::move(node), nullptr};
+  if (impl->storage != nullptr) outside_by_storage_.emplace(impl->storage.get(), impl);
+}
+
+// The memo of a tensor of outside memory that `impl` is another handle of (the same storage,
+// dtype and layout), or null.
+const Trace::Memo* Trace::same_outside_view(const TensorImpl& impl) const {
+  if (impl.storage == nullptr) return nullptr;
+  const auto [first, last] = outside_by_storage_.equal_range(impl.storage.get());
+  for (auto it = first; it != last; ++it) {
+    const TensorImpl& seen = *it->second;
+    if (seen.dtype == impl.dtype && seen.offset == impl.offset && seen.shape == impl.shape &&
+        seen.strides == impl.strides) {
+      return &memo_.at(it->second);
+    }
+  }
+  return nullptr;
 }
 
 // The node for t, a view of `value`'s memory (a traced value made by a Tensor method rather than
@@ -314,8 +338,11 @@ TensorList Trace::record_views(const CNodePtr& node, TensorList views) {
     const auto traced = traced_.find(impl->storage.get());
     NodePtr result =
         abstract.is_tuple() ? NodePtr(graph_->tuple_get_item(node, static_cast<int64_t>(i))) : node;
-    memo_[impl] =
-        Memo{views[i], std::move(result), traced != traced_.end() ? traced->second.node : nullptr};
+    if (traced == traced_.end()) {
+      remember_outside(views[i], std::move(result));
+    } else {
+      memo_[impl] = Memo{views[i], std::move(result), traced->second.node};
+    }
   }
   return views;
 }

@@ -86,6 +86,8 @@ class KILN_API Trace final : public Dispatcher {
   NodePtr node_of(const Tensor& t);
   NodePtr view_node(const Tensor& t, const NodePtr& value);
   NodePtr constant_node(const Tensor& t);
+  void remember_outside(const Tensor& t, NodePtr node);
+  const Memo* same_outside_view(const TensorImpl& impl) const;
   TensorList record_inplace(const OpDef& op, const CNodePtr& node, const std::vector<Tensor>& out);
   TensorList record_views(const CNodePtr& node, TensorList views);
   std::unordered_map<const Storage*, Traced>::iterator adopt_written(const OpDef& op,
@@ -99,6 +101,9 @@ class KILN_API Trace final : public Dispatcher {
   std::shared_ptr<const OpFailure> no_data_;  // every tracer carries it: reads raise it
   std::unordered_map<const Storage*, Traced> traced_;
   std::unordered_map<const TensorImpl*, Memo> memo_;  // views and captured tensors
+  // memo_'s tensors of memory from outside the trace, by storage: another handle of one of them
+  // (an alias autograd saved) is the same node (same_outside_view).
+  std::unordered_multimap<const Storage*, const TensorImpl*> outside_by_storage_;
   std::vector<Tensor> written_;  // tensors from outside written in place, in order
   std::vector<Tensor> captured_;  // tensors from outside read, in order (captured())
   bool size_decisions_ = false;

@@ -1,7 +1,10 @@
 """In-place writes under autograd, as PyTorch records them: ``y += b`` on a tensor an op made moves
 its history on to the write; the values a write goes over are kept where the gradient reads them;
-the writes autograd would track wrongly (into a leaf that requires grad, into views) are refused.
-Gradients are compared with PyTorch's where it is installed, and with NumPy's formulas."""
+a write through a view moves its base's and the other views' histories on (CopySlices); the
+writes autograd cannot follow (into a leaf that requires grad, into untracked parts of memory)
+are refused. Gradients are compared with PyTorch's where it is installed, and with NumPy's."""
+
+import gc
 
 import numpy as np
 import pytest
@@ -506,3 +509,31 @@ def test_hooks_and_retained_gradients_around_a_write_through_a_view_are_pytorchs
     np.testing.assert_allclose(seen["kiln v.grad"].numpy(), seen["torch v.grad"].numpy(),
                                rtol=1e-12)
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+
+
+IN_PLACE_WITHOUT_BACKWARD = {
+    "y.add_(1)": lambda y: y.add_(1.0),
+    "y.mul_(2)": lambda y: y.mul_(2.0),
+    "y[1:].mul_(2)": lambda y: y[1:].mul_(2.0),
+    "y.T[0] = 0": lambda y: y.T.__setitem__(0, 0.0),
+    "y[0] += 1": lambda y: y.__setitem__(0, y[0] + 1),
+    "F.relu(y, inplace=True)": lambda y: kiln.nn.functional.relu(y, inplace=True),
+}
+
+
+@pytest.mark.parametrize("name", IN_PLACE_WITHOUT_BACKWARD)
+def test_in_place_writes_leave_no_cycles_behind_without_a_backward(name):
+    # The graph of a write no backward runs through must die with its tensors: an op node that
+    # kept the written tensor itself (not an alias) closed a cycle through its new history.
+    (x,) = kiln_leaves([np.random.default_rng(0).random((64, 64))])
+
+    def allocated():
+        kiln.runtime.synchronize()
+        gc.collect()
+        return kiln.runtime.memory_stats()["allocated"]
+
+    IN_PLACE_WITHOUT_BACKWARD[name](x * 1)  # (warm-up: caches)
+    before = allocated()
+    for _ in range(10):
+        IN_PLACE_WITHOUT_BACKWARD[name](x * 1)
+    assert allocated() == before
