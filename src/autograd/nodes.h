@@ -1,6 +1,8 @@
 // The Node kinds the autograd layer makes itself (private to src/autograd/):
 //   AccumulateGrad  a leaf's accumulator: adds the gradient that reaches it into the leaf's .grad
 //   WriteWatch      what a node keeps to tell that a tensor it saved was changed in place
+//   RefuseReads     what refuses a gradient rule's reads of such a tensor
+//   make_op_node, rebase_history  recording a call, and moving a tensor's history on to a write
 //   meta_of, output_alias  helpers of the nodes
 //   run_grad_hooks  register_hook's and retain_grad's hooks, for the engine
 #pragma once
