@@ -18,7 +18,7 @@ namespace {
 // outputs. Outputs are saved as untracked aliases: the outputs themselves point at this node
 // (AutogradMeta::grad_fn), so holding them would make a cycle.
 //
-// An input an op made (a non-leaf) is saved as an untracked alias too (saved_input): an in-place
+// An input an op made (a non-leaf) is saved as an untracked alias too (saved): an in-place
 // write may later move that tensor's history on to a path through this node (F.relu(y,
 // inplace=True) computes from a copy of y, whose node saved y), and the tensor itself would close
 // a cycle. The history it had is this node's edge; with create_graph the rule gets aliases that

@@ -230,21 +230,14 @@ Tensor differentiable_view(const Tensor& base,
   // layout (running AsStrided on a non-contiguous base would make a copy, which an in-place
   // write would not reach base through).
   Tensor view = make_view(base);
-  const Tensor of_standin = make_view(Tensor(base.dtype(), base.shape()));
+  const Tensor standin(base.dtype(), base.shape());
+  const Tensor of_standin = make_view(standin);
   KILN_CHECK_VALUE(view.defined() && view.storage() == base.storage() &&
                    view.dtype() == base.dtype() && of_standin.shape() == view.shape())
       << "differentiable_view: make_view must return a view of its argument (a Tensor view "
          "method such as select or slice), got another tensor";
   if (view.is_same(base)) view = view.alias();  // (a view of all of it: a handle of its own)
-  static const OpDefPtr as_strided = OpRegistry::Instance().get("AsStrided");
-  const Attrs layout = {
-      {"size", std::vector<int64_t>(of_standin.shape().begin(), of_standin.shape().end())},
-      {"stride", std::vector<int64_t>(of_standin.strides().begin(), of_standin.strides().end())},
-      {"offset", of_standin.storage_offset()}};
-  rebase_history(view,
-                 make_op_node(as_strided, {base.alias()}, {}, {view.alias()},
-                              as_strided->normalize_attrs(layout), {gradient_edge(base)}),
-                 0);
+  record_strided_view(view, base, of_standin, standin);
   note_view(view, base);
   return view;
 }

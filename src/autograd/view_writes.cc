@@ -28,13 +28,6 @@ bool shares_memory(const Tensor& a, const Tensor& b) {
   return a.storage() == b.storage();  // (waits for pending tensors' metadata)
 }
 
-// `view`'s elements as AsStrided's attributes over contiguous `root`'s element sequence.
-Attrs layout_in(const Tensor& view, const Tensor& root) {
-  return {{"size", std::vector<int64_t>(view.shape().begin(), view.shape().end())},
-          {"stride", std::vector<int64_t>(view.strides().begin(), view.strides().end())},
-          {"offset", view.storage_offset() - root.storage_offset()}};
-}
-
 // Whether some element of `t` is another's memory too (unfold's windows, an expand): its write
 // has no single value per element, and AsStridedScatter's gradient cannot put it back.
 bool overlaps_itself(const Tensor& t) {
@@ -49,6 +42,13 @@ bool overlaps_itself(const Tensor& t) {
     reach += stride * (size - 1);
   }
   return false;
+}
+
+// `view`'s elements as AsStrided's attributes over contiguous `over`'s element sequence.
+Attrs layout_in(const Tensor& view, const Tensor& over) {
+  return {{"size", std::vector<int64_t>(view.shape().begin(), view.shape().end())},
+          {"stride", std::vector<int64_t>(view.strides().begin(), view.strides().end())},
+          {"offset", view.storage_offset() - over.storage_offset()}};
 }
 
 // The live views of `t` (and theirs) that share `root`'s memory, into `out`.
@@ -97,6 +97,16 @@ void note_view(const Tensor& view, const Tensor& input) {
   meta_of(view).view_parent = input.impl_ptr();
 }
 
+void record_strided_view(const Tensor& view, const Tensor& base, const Tensor& layout,
+                         const Tensor& over) {
+  static const OpDefPtr as_strided = OpRegistry::Instance().get("AsStrided");
+  rebase_history(
+      view,
+      make_op_node(as_strided, {base.alias()}, {}, {view.alias()},
+                   as_strided->normalize_attrs(layout_in(layout, over)), {gradient_edge(base)}),
+      0);
+}
+
 bool made_by_a_view_op(const Tensor& t) {
   const AutogradMeta* meta = t.impl()->autograd.get();
   return meta != nullptr && meta->view_parent != nullptr;
@@ -138,7 +148,6 @@ ViewWrite ViewWrite::plan(const OpDef& op, const Tensor& target) {
 
 void ViewWrite::rebase_after(const Tensor& target) const {
   static const OpDefPtr scatter = OpRegistry::Instance().get("AsStridedScatter");
-  static const OpDefPtr as_strided = OpRegistry::Instance().get("AsStrided");
   const Tensor root = root_ != nullptr ? Tensor(root_) : target;
   if (root_ != nullptr) {
     // (The root's values before the write are gone: the rule reads only their shape.)
@@ -148,12 +157,8 @@ void ViewWrite::rebase_after(const Tensor& target) const {
                      layout_in(target, root), {root_before_, gradient_edge(target)}),
         0);
   }
-  for (const std::shared_ptr<TensorImpl>& impl : views_) {
-    const Tensor view(impl);
-    rebase_history(view,
-                   make_op_node(as_strided, {root.alias()}, {}, {view.alias()},
-                                layout_in(view, root), {gradient_edge(root)}),
-                   0);
+  for (const std::shared_ptr<TensorImpl>& view : views_) {
+    record_strided_view(Tensor(view), root, Tensor(view), root);
   }
 }
 

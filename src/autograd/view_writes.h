@@ -17,6 +17,13 @@ void note_view(const Tensor& view, const Tensor& input);
 /// copies (a view op that had to copy views nothing, and must not keep its input alive).
 void decide_planned_views();
 
+/// Makes `view`'s history an AsStrided node on `base`, recorded without running one (view is
+/// already the view): its attributes are `layout`'s shape, strides and offset counted over
+/// `over`'s elements in row-major order (`over` contiguous: base itself, or a stand-in of base's
+/// shape).
+void record_strided_view(const Tensor& view, const Tensor& base, const Tensor& layout,
+                         const Tensor& over);
+
 /// Whether a recorded view op made `t` (a view, or a copy a view op had to make).
 bool made_by_a_view_op(const Tensor& t);
 
