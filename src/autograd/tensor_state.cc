@@ -36,6 +36,33 @@ void accumulate_into(AutogradMeta& meta, DType dtype, const Tensor& incoming) {
   }
 }
 
+// Note [Freeing deep graphs]
+// A graph of N recorded calls is a chain of N Nodes, each owning the next through its edges, and
+// a chain of views owns its parents (AutogradMeta::view_parent): freed by plain destructors, it
+// recurses N frames deep and overflows the stack near N = 100k (a Python loop of recorded ops).
+// Their destructors hand those references to release_without_recursion instead: the outermost
+// call on a thread frees them from a queue on its own stack, where a reference that turns out the
+// last one appends what its object owned (PyTorch's deleteNode does the same for its Nodes).
+thread_local std::vector<std::shared_ptr<void>>* t_release_queue = nullptr;
+
+void release_without_recursion(std::shared_ptr<void> owned) {
+  if (owned == nullptr) return;
+  if (t_release_queue != nullptr) {
+    t_release_queue->push_back(std::move(owned));
+    return;
+  }
+  std::vector<std::shared_ptr<void>> queue;
+  queue.reserve(16);  // one allocation for a short graph's whole tear-down
+  t_release_queue = &queue;
+  owned.reset();
+  while (!queue.empty()) {
+    std::shared_ptr<void> next = std::move(queue.back());
+    queue.pop_back();
+    next.reset();
+  }
+  t_release_queue = nullptr;
+}
+
 std::atomic<uint64_t> g_next_hook_handle{1};  // post-accumulate and gradient hooks alike
 std::mutex g_node_hooks_mutex;                // guards every Node::grad_hooks_
 // Gradient hooks registered and not removed (on nodes and leaves): while there are none, the
@@ -95,7 +122,10 @@ struct NodeGradHooks {
   }
 };
 
-Node::~Node() { NodeGradHooks::forget(*this); }
+Node::~Node() {
+  NodeGradHooks::forget(*this);
+  for (Edge& edge : next_edges_) release_without_recursion(std::move(edge.node));
+}
 
 bool is_grad_enabled() { return t_grad_enabled; }
 void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
@@ -406,4 +436,7 @@ kiln::AutogradMeta::~AutogradMeta() {
     autograd::g_grad_hooks.fetch_sub(static_cast<int64_t>(grad_hooks.size()),
                                      std::memory_order_relaxed);
   }
+  // Note [Freeing deep graphs]
+  autograd::release_without_recursion(std::move(grad_fn));
+  autograd::release_without_recursion(std::move(view_parent));
 }

@@ -3,6 +3,7 @@ Functions, kiln.grad / kiln.value_and_grad (MindSpore's signatures), higher orde
 and the errors. The built-in ops' gradient rules are checked one by one in test_grad_ops.py."""
 
 import gc
+import threading
 import weakref
 
 import numpy as np
@@ -412,6 +413,35 @@ def test_graphs_are_freed_with_their_outputs():
     for step in (op_graph, function_graph):
         baseline = _allocated_after(step, 1)  # after one round: lazily made constants exist
         assert _allocated_after(step, 5) == baseline
+
+
+@pytest.mark.parametrize("link", ["op", "view", "in_place"])
+def test_a_deep_graph_is_freed_on_a_small_stack(link, sync_pipeline):
+    # 20k recorded calls (a Python loop of them) are freed by a thread with a stack of 512 KiB:
+    # freeing them one inside another would need several MiB and crash the process. (Sync: an
+    # asynchronous pipeline may free them on its worker thread.)
+    x = leaf(2)
+    before = _allocated_after(lambda: None, 0)
+    y = x * 1.0
+    for _ in range(20000):
+        if link == "op":
+            y = y * 1.0
+        elif link == "view":
+            y = y.view([2])
+        else:
+            y += 1.0
+    kiln.runtime.drain()
+    graph = [y]
+    del y
+    old_size = threading.stack_size(512 * 1024)
+    try:
+        thread = threading.Thread(target=graph.clear)
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(old_size)
+    assert not graph
+    assert _allocated_after(lambda: None, 0) == before
 
 
 def test_gradcheck_finds_a_wrong_gradient():

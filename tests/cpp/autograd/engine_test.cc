@@ -2,6 +2,9 @@
 // built-in gradient rules): recording, backward and grad, accumulation, retain/create graph,
 // grad mode, errors, custom Functions and the absence of reference cycles.
 #include <gtest/gtest.h>
+#include <pthread.h>
+
+#include <functional>
 
 #include "kiln/autograd.h"
 #include "kiln/functional.h"
@@ -329,6 +332,39 @@ TEST_F(AutogradEngine, GraphHoldsNoCycles) {
   runtime::synchronize();
   EXPECT_TRUE(output.expired());
   EXPECT_TRUE(node.expired());
+}
+
+// Runs `body` on a thread with a stack of `bytes` and waits for it.
+void run_on_stack_of(size_t bytes, std::function<void()> body) {
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, bytes), 0);
+  pthread_t thread;
+  const auto run = [](void* f) -> void* {
+    (*static_cast<std::function<void()>*>(f))();
+    return nullptr;
+  };
+  ASSERT_EQ(pthread_create(&thread, &attr, run, &body), 0);
+  ASSERT_EQ(pthread_join(thread, nullptr), 0);
+  pthread_attr_destroy(&attr);
+}
+
+// A chain of 20k recorded calls (or views) is freed with a stack of 512 KiB, where destructors
+// that recursed through the chain would need several MiB (Note [Freeing deep graphs]).
+TEST_F(AutogradEngine, FreeingADeepGraphDoesNotRecurse) {
+  constexpr int kDepth = 20000;
+  const Tensor x = leaf({2}), one = ones64({2});
+  for (const bool views : {false, true}) {
+    Tensor y = mul(x, one);
+    const std::weak_ptr<TensorImpl> start = y.impl_ptr();
+    for (int i = 0; i < kDepth; ++i) y = views ? reshape(y, {2}) : mul(y, one);
+    runtime::synchronize();
+    const std::weak_ptr<autograd::Node> last_node = autograd::grad_fn(y);
+    run_on_stack_of(512 * 1024, [&y] { y = Tensor(); });
+    runtime::synchronize();
+    EXPECT_TRUE(last_node.expired());
+    EXPECT_TRUE(start.expired());
+  }
 }
 
 struct ScaledExp : Function<ScaledExp> {
