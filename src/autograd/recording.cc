@@ -14,6 +14,14 @@
 namespace kiln::autograd {
 namespace {
 
+// Zero tensors of `metas`' shapes and dtypes: the gradients of histories a write replaced.
+// (Defined, as PyTorch's: an undefined one would not reach the leaves behind them.)
+std::vector<Tensor> zeros_of(const std::vector<TensorMeta>& metas) {
+  std::vector<Tensor> zero;
+  for (const TensorMeta& m : metas) zero.push_back(zeros(m.shape, m.dtype));
+  return zero;
+}
+
 // The backward step of one recorded op call: the op's gradient rule over the saved inputs and
 // outputs. Outputs are saved as untracked aliases: the outputs themselves point at this node
 // (AutogradMeta::grad_fn), so holding them would make a cycle.
@@ -26,17 +34,21 @@ namespace {
 //
 // An in-place call's inputs may include the tensor it wrote (y in `y += b`): their values are
 // gone, which `overwritten` marks, so a rule that reads them raises instead of computing from
-// the new ones.
+// the new ones. A tensor it wrote that is not among its inputs (y in `y.copy_(w)`) had a history
+// the write cut off: one more edge each, after the inputs', gives it zero gradients
+// (`replaced`), as PyTorch's does, so the leaves behind it get zeros, not no gradient.
 class OpNode final : public Node {
  public:
   OpNode(OpDefPtr op, std::vector<Tensor> inputs, std::vector<bool> overwritten,
-         std::vector<Tensor> outputs, Attrs attrs, std::vector<Edge> edges)
+         std::vector<Tensor> outputs, Attrs attrs, std::vector<Edge> edges,
+         std::vector<TensorMeta> replaced = {})
       : Node(std::move(edges), outputs.size()),
         op_(std::move(op)),
         inputs_(std::move(inputs)),
         overwritten_(std::move(overwritten)),
         outputs_(std::move(outputs)),
-        attrs_(std::move(attrs)) {}
+        attrs_(std::move(attrs)),
+        replaced_(std::move(replaced)) {}
 
   std::string name() const override { return op_->name(); }
 
@@ -55,6 +67,7 @@ class OpNode final : public Node {
           std::vector<Tensor> grads =
               op_->grad_fn()(inputs, outputs_for_rule(), attrs_, grad_outputs);
           check_gradients(grads);
+          for (Tensor& zero : zeros_of(replaced_)) grads.push_back(std::move(zero));
           return grads;
         },
         [&] {
@@ -127,7 +140,8 @@ class OpNode final : public Node {
   std::vector<bool> overwritten_;  // per input: the call itself wrote over it (in place)
   std::vector<Tensor> outputs_;
   Attrs attrs_;
-  WriteWatch watch_;  // begins at the call: the node is made right after it
+  std::vector<TensorMeta> replaced_;  // per edge after the inputs': the tensor it led from
+  WriteWatch watch_;                  // begins at the call: the node is made right after it
   bool released_ = false;
 };
 
@@ -194,11 +208,7 @@ class WriteOfConstantNode final : public Node {
     for (const Tensor& t : out) metas_.push_back(TensorMeta::of(t));
   }
   std::string name() const override { return op_name_; }
-  std::vector<Tensor> apply(const std::vector<Tensor>&) override {
-    std::vector<Tensor> zero;  // (defined, as PyTorch's: an undefined one would not reach x)
-    for (const TensorMeta& m : metas_) zero.push_back(zeros(m.shape, m.dtype));
-    return zero;
-  }
+  std::vector<Tensor> apply(const std::vector<Tensor>&) override { return zeros_of(metas_); }
 
  private:
   std::string op_name_;
@@ -262,7 +272,8 @@ Tensor copy_before_write(const Tensor& t, const Node::Edge& edge) {
 // history moves on to the call (rebase_history). An input the call writes over is saved as a
 // copy of its old value, as PyTorch saves `self` for mul_ and sin_, unless the op's gradient
 // ignores it (kTraitGradIgnoresFirstInput: `y += b` copies nothing); the node then refuses a
-// read of it.
+// read of it. The history of an out tensor that is not an input (`y.copy_(w)`) gets zeros, unless
+// it is a view, whose root's history covers it (ViewWrite).
 TensorList record_write(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
                         const std::vector<Tensor>& out, bool recorded) {
   const std::vector<ViewWrite> view_writes = check_tracked_write(op, out);
@@ -270,6 +281,7 @@ TensorList record_write(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
   std::vector<Tensor> saved_inputs;
   for (const Tensor& t : inputs) saved_inputs.push_back(saved(t));
   std::vector<bool> overwritten(inputs.size(), false);
+  std::vector<TensorMeta> replaced;
   if (!recorded) {
     for (const Tensor& target : out) edges.push_back(gradient_edge(target));  // before the write
   } else {
@@ -288,6 +300,16 @@ TensorList record_write(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
         saved_inputs[i] = copy_before_write(t, edges.back());
       }
     }
+    for (size_t i = 0; i < out.size(); ++i) {
+      const Tensor& target = out[i];
+      if (view_writes[i].into_a_view() || !requires_grad(target) ||
+          std::any_of(inputs.begin(), inputs.end(),
+                      [&](const Tensor& t) { return t.defined() && same_memory(t, target); })) {
+        continue;
+      }
+      edges.push_back(gradient_edge(target));
+      replaced.push_back(TensorMeta::of(target));
+    }
   }
   TensorList results = kiln::detail::dispatch_counting_writes(op, inputs, attrs, out);
   std::shared_ptr<Node> node;
@@ -295,7 +317,8 @@ TensorList record_write(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
     std::vector<Tensor> saved_outputs;
     for (const Tensor& result : results) saved_outputs.push_back(result.alias());
     node = std::make_shared<OpNode>(owned(op), std::move(saved_inputs), std::move(overwritten),
-                                    std::move(saved_outputs), attrs, std::move(edges));
+                                    std::move(saved_outputs), attrs, std::move(edges),
+                                    std::move(replaced));
   } else {
     node = std::make_shared<WriteOfConstantNode>(op.name(), std::move(edges), out);
   }

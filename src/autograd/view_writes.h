@@ -42,6 +42,8 @@ class ViewWrite {
   /// AsStridedScatter(root before, target), and each view's (target's too) AsStrided(root), as
   /// PyTorch's CopySlices.
   void rebase_after(const Tensor& target) const;
+  /// Whether target is a view, whose root's history the write moves on.
+  bool into_a_view() const { return root_ != nullptr; }
 
  private:
   std::shared_ptr<TensorImpl> root_;                // target's root when target is a view

@@ -77,11 +77,10 @@ def test_in_place_writes_give_pytorchs_gradients(torch, name, make):
     mint.sum(y * kiln.tensor(g)).backward()
     (ty * torch.tensor(g)).sum().backward()
     for ours, theirs, what in ((x, tx, "x"), (w, tw, "w")):
-        # A write of a value that does not depend on x (copy_, fill_) leaves x no gradient: None
-        # here, zeros in PyTorch (its CopyBackwards passes zeros on to the old value).
-        want = np.zeros((3, 4)) if theirs.grad is None else theirs.grad.numpy()
-        got = np.zeros((3, 4)) if ours.grad is None else ours.grad.numpy()
-        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12, err_msg=what)
+        # (A write of a value that does not depend on x, copy_ or fill_, gives x zeros.)
+        assert theirs.grad is not None and ours.grad is not None, what
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-10,
+                                   atol=1e-12, err_msg=what)
 
 
 def test_the_in_place_result_is_the_tensor_itself_with_the_write_as_grad_fn():
@@ -418,12 +417,21 @@ def test_a_saved_tensor_detached_in_place_is_refused_where_the_gradient_reads_it
         kiln.autograd.grad(mint.sum(z), x, create_graph=True)
 
 
-def test_the_gradient_through_a_constant_write_is_zeros_as_pytorchs():
-    (x,) = kiln_leaves(arrays(4))
+@pytest.mark.parametrize("write", [lambda y, w: y.zero_(), lambda y, w: y.copy_(w * w),
+                                   lambda y, w: y.__setitem__(Ellipsis, w),
+                                   lambda y, w: mint.mul(w, 3.0, out=y)],
+                         ids=["zero_", "copy_", "setitem all", "out="])
+def test_the_history_a_write_replaces_gets_zeros_as_pytorchs(write):
+    # PyTorch's CopyBackwards passes zeros on to the value written over: x's gradient is zeros,
+    # not None, and kiln.autograd.grad(y, x) does not say x is unused.
+    x, w = kiln_leaves(arrays(4, 4))
     y = x * 2
-    y.zero_()
-    (g,) = kiln.autograd.grad(mint.sum(y), x)
+    write(y, w)
+    loss = mint.sum(y * y)
+    (g,) = kiln.autograd.grad(loss, x, retain_graph=True)
     np.testing.assert_array_equal(g.numpy(), np.zeros(4))
+    loss.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros(4))
 
 
 SETITEMS = {

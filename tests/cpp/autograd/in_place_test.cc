@@ -66,6 +66,16 @@ TEST(InPlaceAutograd, AWriteOfAConstantKeepsTheTensorRequiringGrad) {
   testing::expect_close(autograd::get_grad(x), full({3}, 2.0, DType::kFloat64), 1e-12);
 }
 
+TEST(InPlaceAutograd, TheHistoryAWriteReplacesGetsZeros) {
+  const Tensor x = leaf({3}), w = leaf({3});
+  const Tensor y = mul(x, number(3.0));
+  mul(w, w, y);  // y = w * w: y's old history, through x, gets zeros (as PyTorch's copy_)
+  ASSERT_EQ(autograd::grad_fn(y)->next_edges().size(), 3u);  // w, w, then the old y
+  autograd::backward({sum(y)});
+  testing::expect_close(autograd::get_grad(x), zeros({3}, DType::kFloat64), 0);
+  testing::expect_close(autograd::get_grad(w), mul(w, number(2.0)), 1e-12);
+}
+
 TEST(InPlaceAutograd, AnUntrackedTensorWrittenFromATrackedOneBecomesTracked) {
   const Tensor w = leaf({3});
   const Tensor total = zeros({3}, DType::kFloat64);
