@@ -291,7 +291,9 @@ def _advanced_plan(view, advanced, adjacent):
 def _getitem(self, key):
     view, advanced, adjacent = _resolve(self, key)
     if not advanced:
-        return view
+        # x[:] and x[...] index nothing, yet are new tensors viewing x, as PyTorch's: a write or
+        # detach_() through them is one through a view (and their requires_grad_ is their own).
+        return self.view(self.shape) if view is self else view
     if len(advanced) == 1:
         # One index tensor: index_select along its dim gives NumPy's layout directly.
         dim, index = advanced[0]

@@ -459,6 +459,21 @@ def test_assignment_into_a_non_leaf_is_recorded_as_pytorchs(torch, name):
         np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy(), rtol=1e-12)
 
 
+def test_x_colon_is_a_view_that_writes_and_detach_go_through_as_pytorchs():
+    x, w = (kiln.tensor(v).requires_grad_() for v in ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]))
+    y = x * 2
+    with raises(kiln.KilnValueError, match="detach_.*is a view"):
+        y[:].detach_()
+    assert y.requires_grad
+    everything = y[...]
+    everything *= w
+    mint.sum(y * y).backward()  # y = 2xw: d/dx = 8xw^2, d/dw = 8x^2w
+    np.testing.assert_allclose(x.grad.numpy(), [128.0, 400.0, 864.0])
+    np.testing.assert_allclose(w.grad.numpy(), [32.0, 160.0, 432.0])
+    with raises(kiln.KilnValueError, match="view of a leaf"):
+        x[:].add_(1.0)
+
+
 def test_assignment_autograd_cannot_follow_is_refused():
     x, b = kiln_leaves(arrays((3, 4), 4))
     with raises(kiln.KilnValueError, match="view of a leaf tensor that requires grad"):

@@ -113,6 +113,23 @@ def test_getitem_matches_numpy(template, kind, base):
         assert not out.shares_storage_with(x), "advanced indexing must copy"
 
 
+@pytest.mark.parametrize("key", [slice(None), Ellipsis, (Ellipsis, slice(None)), ()],
+                         ids=["colon", "ellipsis", "ellipsis colon", "empty tuple"])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_an_index_that_selects_everything_is_a_new_view(key, transposed, base):
+    # As PyTorch's x[:]: a tensor of its own over x's memory, not x itself.
+    x = kiln.tensor(base)
+    if transposed:
+        x = x.t() if x.ndim == 2 else x.permute(2, 1, 0)
+    out = x[key]
+    assert out is not x and out.shares_storage_with(x)
+    assert out.shape == x.shape and out.stride() == x.stride()
+    out[(0,) * x.ndim] = -1.0
+    assert x[(0,) * x.ndim].item() == -1.0
+    scalar = kiln.tensor(np.float32(2.0))
+    assert scalar[...] is not scalar and scalar[...].item() == 2.0
+
+
 @pytest.mark.parametrize("template", ALL_KEYS, ids=case_id)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_getitem_across_dtypes_and_a_non_contiguous_base(template, dtype, rng):
