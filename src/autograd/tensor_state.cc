@@ -40,9 +40,12 @@ void accumulate_into(AutogradMeta& meta, DType dtype, const Tensor& incoming) {
 // A graph of N recorded calls is a chain of N Nodes, each owning the next through its edges, and
 // a chain of views owns its parents (AutogradMeta::view_parent): freed by plain destructors, it
 // recurses N frames deep and overflows the stack near N = 100k (a Python loop of recorded ops).
-// Their destructors hand those references to release_without_recursion instead: the outermost
-// call on a thread frees them from a queue on its own stack, where a reference that turns out the
-// last one appends what its object owned (PyTorch's deleteNode does the same for its Nodes).
+// Their destructors hand those references to release_without_recursion instead, which frees them
+// in place up to kMaxReleaseDepth such calls deep (a short graph, the common case, costs no
+// allocation); deeper, the call frees them from a queue on its own stack, where a reference that
+// turns out the last one appends what its object owned (PyTorch's deleteNode does the same).
+constexpr int kMaxReleaseDepth = 32;
+thread_local int t_release_depth = 0;
 thread_local std::vector<std::shared_ptr<void>>* t_release_queue = nullptr;
 
 void release_without_recursion(std::shared_ptr<void> owned) {
@@ -51,8 +54,13 @@ void release_without_recursion(std::shared_ptr<void> owned) {
     t_release_queue->push_back(std::move(owned));
     return;
   }
+  if (t_release_depth < kMaxReleaseDepth) {
+    ++t_release_depth;
+    owned.reset();
+    --t_release_depth;
+    return;
+  }
   std::vector<std::shared_ptr<void>> queue;
-  queue.reserve(16);  // one allocation for a short graph's whole tear-down
   t_release_queue = &queue;
   owned.reset();
   while (!queue.empty()) {
