@@ -16,6 +16,7 @@
 #include "autograd/nodes.h"
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/factory.h"
+#include "kiln/runtime.h"
 
 namespace kiln::autograd {
 namespace {
@@ -71,6 +72,19 @@ class ApplyClaim {
   }
   Node* node_;
 };
+
+// n's gradients. A rule that fails may fail because a forward call failed in an asynchronous
+// pipeline that no read has raised yet (an out= tensor of the wrong shape is left as it was, and
+// its gradient then has the wrong shape): that failure, the cause, is raised instead, as the
+// next sync point would.
+std::vector<Tensor> apply_raising_the_cause(Node& n, const std::vector<Tensor>& grads) {
+  try {
+    return n.apply(grads);
+  } catch (const Error&) {
+    runtime::synchronize();  // raises the first failure since the last sync point, if any
+    throw;
+  }
+}
 
 void accumulate(Tensor& slot, const Tensor& g) {
   if (!g.defined()) return;
@@ -203,7 +217,7 @@ void run_graph(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gr
     std::vector<Tensor> input_grads;
     if (run && any_gradient) {
       const ApplyClaim claim(*n, /*frees=*/!retain_graph);
-      input_grads = n->apply(grads);
+      input_grads = apply_raising_the_cause(*n, grads);
       if (!retain_graph) n->release_saved();
     }
     const std::vector<Node::Edge>& edges = n->next_edges();

@@ -507,6 +507,25 @@ def test_writes_through_views_of_temporaries_give_one_answer_in_every_pipeline_m
         kiln.runtime.set_pipeline(previous)
 
 
+@pytest.mark.parametrize("mode", ["sync", "2stage", "4stage"])
+def test_a_failed_out_call_not_yet_raised_is_what_backward_raises(mode):
+    # In an asynchronous pipeline the call's shape error waits for a sync point; backward's rule
+    # then meets y with its old shape, and the call's error, the cause, is what it raises.
+    previous = kiln.runtime.get_pipeline()
+    kiln.runtime.set_pipeline(mode)
+    try:
+        x, w = kiln_leaves(arrays(3, 4))
+        y = x * 2
+        kiln.runtime.synchronize()
+        # (pytest.raises: the error must come from the call or backward, not a later sync.)
+        with pytest.raises(kiln.ShapeError, match="out tensor 0 has shape \\[3\\], expected "):
+            mint.mul(w, 3.0, out=y)
+            mint.sum(y).backward()
+        kiln.runtime.synchronize()  # nothing left unraised
+    finally:
+        kiln.runtime.set_pipeline(previous)
+
+
 def test_a_write_into_a_view_whose_elements_overlap_is_refused_before_writing():
     (x,) = kiln_leaves([np.arange(8.0).reshape(2, 4)])
     y = x * 1

@@ -5,6 +5,7 @@
 
 #include "kiln/autograd.h"
 #include "kiln/functional.h"
+#include "runtime/runtime_testing.h"
 #include "testing.h"
 
 namespace kiln {
@@ -74,6 +75,21 @@ TEST(InPlaceAutograd, TheHistoryAWriteReplacesGetsZeros) {
   autograd::backward({sum(y)});
   testing::expect_close(autograd::get_grad(x), zeros({3}, DType::kFloat64), 0);
   testing::expect_close(autograd::get_grad(w), mul(w, number(2.0)), 1e-12);
+}
+
+TEST(InPlaceAutograd, BackwardRaisesAFailedOutCallThatNoReadRaisedYet) {
+  // Asynchronous: the out tensor's shape error waits for a sync point, and y keeps shape [3], so
+  // Mul's gradient rule fails on it; backward raises the call's error, the cause.
+  const testing::ScopedPipeline pipeline(runtime::PipelineMode::kTwoStage);
+  const Tensor x = leaf({3}), w = leaf({4});
+  const Tensor y = mul(x, number(2.0));
+  mul(w, number(3.0), y);
+  const Error e = testing::raised_by([&] { autograd::backward({sum(y)}); });  // no sync before
+  EXPECT_EQ(e.kind(), ErrorKind::kShape) << e.what();
+  EXPECT_NE(std::string(e.what()).find("out tensor 0 has shape [3], expected [4]"),
+            std::string::npos)
+      << e.what();
+  runtime::synchronize();  // that failure was the one raised
 }
 
 TEST(InPlaceAutograd, AnUntrackedTensorWrittenFromATrackedOneBecomesTracked) {
