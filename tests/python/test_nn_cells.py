@@ -441,6 +441,43 @@ def test_state_dict_round_trip():
     np.testing.assert_array_equal(source(x).numpy(), target(x).numpy())
 
 
+def test_load_state_dict_pre_hooks_rename_keys_with_their_cells_prefix():
+    kiln.manual_seed(1)
+    source, target = Net(), Net()
+    old = {k.replace("first.fc.", "first.linear."): v for k, v in source.state_dict().items()}
+    calls = []
+
+    def rename(cell, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+        calls.append((cell, prefix, strict, local_metadata, missing, unexpected, errors))
+        for key in [k for k in state_dict if k.startswith(prefix + "linear.")]:
+            state_dict[key.replace("linear.", "fc.")] = state_dict.pop(key)
+
+    handle = target.first.register_load_state_dict_pre_hook(rename)
+    assert target.load_state_dict(old) == nn.LoadResult([], [])
+    assert calls == [(target.first, "first.", True, {}, [], [], [])]
+    assert "first.linear.weight" in old  # the caller's mapping is left alone
+    np.testing.assert_array_equal(target.first.fc.weight.numpy(), source.first.fc.weight.numpy())
+    handle.remove()
+    with raises(kiln.KilnValueError, match="missing keys"):
+        target.load_state_dict(old)
+
+
+def test_a_load_state_dict_pre_hook_fails_the_load_through_error_msgs():
+    net = Net()
+    before = net.second.weight.numpy().copy()
+    seen = []
+    net._register_load_state_dict_pre_hook(lambda *args: seen.append(args[1]))
+    net.second._register_load_state_dict_pre_hook(
+        lambda state_dict, prefix, meta, strict, missing, unexpected, errors:
+        errors.append(f"{prefix}: refused"))
+    with raises(kiln.KilnValueError, match="second.: refused"):
+        net.load_state_dict({k: v * 2 for k, v in net.state_dict().items()})
+    assert seen == [""]  # without the cell, with the top's prefix
+    np.testing.assert_array_equal(net.second.weight.numpy(), before)
+    with raises(kiln.KilnTypeError, match="callable"):
+        net.register_load_state_dict_pre_hook(3)
+
+
 def test_load_state_dict_accepts_numpy_and_converts_dtypes():
     cell = nn.Linear(2, 2, dtype=kiln.float64)
     cell.load_state_dict({"weight": np.eye(2, dtype=np.float32), "bias": [1.0, 2.0]})

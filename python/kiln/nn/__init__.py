@@ -46,7 +46,10 @@
   ``F.conv2d``, ... with its argument order), over kiln.mint (kiln/nn/functional.py).
 - ``kiln.nn.utils``: ``clip_grad_norm_`` / ``clip_grad_value_`` (on ``.grad``) and
   ``clip_grad_norm`` / ``clip_grad_value`` (on gradients given as values, in jitted steps);
-  ``kiln.nn.utils.rnn.pad_sequence`` (kiln/nn/utils/rnn.py).
+  ``kiln.nn.utils.rnn.pad_sequence`` (kiln/nn/utils/rnn.py); weight parametrizations:
+  ``kiln.nn.utils.parametrize.register_parametrization``, ``kiln.nn.utils.parametrizations``'s
+  ``weight_norm`` / ``spectral_norm`` and the older hook-based ``kiln.nn.utils.weight_norm`` /
+  ``spectral_norm`` (kiln/nn/utils/parametrize.py).
 - ``kiln.nn.init``: ``uniform_``, ``normal_``, ``constant_``, ``zeros_``, ``ones_``,
   ``xavier_uniform_``, ``xavier_normal_``, ``kaiming_uniform_``, ``kaiming_normal_``,
   ``trunc_normal_``, ``orthogonal_``, seeded by

@@ -127,6 +127,15 @@ the cell: reading it afterwards is a KilnTypeError. Update buffers in place.
   prepend=False)``: PyTorch's, ``hook(cell, grad_output)`` and ``hook(cell, grad_input,
   grad_output)``, called as gradients flow back through the cell, as its forward hooks in the rest
   (handles, copies, pickles). See kiln/nn/_backward_hooks.py.
+- ``register_load_state_dict_pre_hook(hook)``: PyTorch's, ``hook(cell, state_dict, prefix,
+  local_metadata, strict, missing_keys, unexpected_keys, error_msgs)``, called by a
+  ``load_state_dict`` of this cell or of one above it before any key is matched, with a copy of the
+  given mapping that it may change (rename old keys: ``prefix`` is this cell's, ``"fc1."`` say) and
+  ``error_msgs``, a list whose messages fail the load (a KilnValueError listing them);
+  ``local_metadata`` is an empty dict and ``missing_keys`` / ``unexpected_keys`` empty lists (Kiln
+  matches keys once, for the whole state dict, after the hooks). Returns a RemovableHandle; the
+  private ``_register_load_state_dict_pre_hook(hook, with_module=False)`` calls ``hook`` without
+  the cell, as PyTorch's (kiln.nn.utils.parametrizations.weight_norm uses it).
 - ``copy.deepcopy(cell)``: an independent copy, as in PyTorch: new parameters (leaves with the
   same values and ``requires_grad``, no ``.grad``) and buffers, tied weights still tied, ready to
   train on its own. ``pickle`` saves and loads a cell whose class can be imported (see
@@ -269,7 +278,7 @@ class Cell:
     # Read-only and empty: a cell pickled before hooks existed, or whose subclass skipped
     # Cell.__init__, calls construct as before; registering a hook gives it dicts of its own.
     _forward_pre_hooks = _forward_hooks = types.MappingProxyType({})
-    _backward_pre_hooks = _backward_hooks = _forward_hooks
+    _backward_pre_hooks = _backward_hooks = _load_state_dict_pre_hooks = _forward_hooks
 
     def __init__(self):
         object.__setattr__(self, "_params", collections.OrderedDict())
@@ -544,6 +553,41 @@ class Cell:
         return self._add_hook("_backward_hooks", "register_full_backward_hook", hook, prepend,
                               False)
 
+    def register_load_state_dict_pre_hook(self, hook):
+        """Registers ``hook(cell, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)``, called by load_state_dict before it matches keys (see the
+        module's documentation). Returns a RemovableHandle."""
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
+
+    def _register_load_state_dict_pre_hook(self, hook, with_module=False):
+        """PyTorch's private form: ``hook`` takes no cell first, unless ``with_module``."""
+        checked_bool(f"{type(self).__name__}._register_load_state_dict_pre_hook", "with_module",
+                     with_module)
+        handle = self._add_hook("_load_state_dict_pre_hooks", "register_load_state_dict_pre_hook",
+                                hook, False, False)
+        self._load_state_dict_pre_hooks[handle.id] = (hook, with_module)
+        return handle
+
+    def _after_load_pre_hooks(self, state_dict, strict):
+        """``state_dict`` as the load_state_dict pre-hooks of this cell and those below it leave
+        it: a copy they may change, when any has one."""
+        hooked = [(name, cell) for name, cell in self._walk() if cell._load_state_dict_pre_hooks]
+        if not hooked:
+            return state_dict
+        state_dict, errors = collections.OrderedDict(state_dict), []
+        for name, cell in hooked:
+            prefix = f"{name}." if name else ""
+            for hook, with_module in tuple(cell._load_state_dict_pre_hooks.values()):
+                args = (state_dict, prefix, {}, strict, [], [], errors)
+                if with_module:
+                    hook(cell, *args)
+                else:
+                    hook(*args)
+        if errors:
+            raise KilnValueError(f"load_state_dict for {type(self).__name__}: "
+                                 + "; ".join(map(str, errors)))
+        return state_dict
+
     @_KilnOnly
     def construct(self, *args, **kwargs):
         """The computation; subclasses override this (or ``forward``)."""
@@ -810,6 +854,7 @@ class Cell:
             raise KilnTypeError(f"load_state_dict for {kind}: expected a mapping of name -> "
                                 f"tensor, got {type(state_dict).__name__}")
         checked_bool(f"load_state_dict for {kind}", "assign", assign)
+        state_dict = self._after_load_pre_hooks(state_dict, strict)
         targets = dict(self._named_state())  # state_dict's names
         missing = [name for name in targets if name not in state_dict]
         unexpected = [name for name in state_dict if name not in targets]

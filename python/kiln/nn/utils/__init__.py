@@ -1,5 +1,5 @@
 """kiln.nn.utils: gradient clipping, as torch.nn.utils's, plus function forms for jitted steps;
-parameters to one vector and back.
+parameters to one vector and back; weight parametrizations.
 
     # PyTorch style: the gradients in each parameter's .grad, clipped in place
     loss.backward()
@@ -47,6 +47,11 @@ works in a jitted step too.
 ``parameters_to_vector(parameters)`` and ``vector_to_parameters(vec, parameters)`` (all the
 parameters as one 1-d tensor, and that vector written back into them in place) are documented in
 kiln.nn.utils.convert_parameters.
+
+``kiln.nn.utils.parametrize`` (``register_parametrization``: a tensor of a cell computed from
+others), ``kiln.nn.utils.parametrizations`` (``weight_norm``, ``spectral_norm``) and the older
+forms by forward pre-hooks, ``weight_norm`` / ``remove_weight_norm`` and ``spectral_norm`` /
+``remove_spectral_norm`` (kiln/nn/utils/_weight_norm.py, _spectral_norm.py), are PyTorch's.
 """
 
 import math
@@ -56,10 +61,13 @@ from ... import _C
 from ...autograd import no_grad
 from ...errors import KilnTypeError, KilnValueError, ShapeError
 from ...mint._norms import _checked_order, vector_norm
-from . import rnn  # noqa: F401  (kiln.nn.utils.rnn, as torch.nn.utils.rnn)
+from . import parametrizations, parametrize, rnn  # noqa: F401  (as torch.nn.utils's)
+from ._spectral_norm import remove_spectral_norm, spectral_norm  # noqa: F401
+from ._weight_norm import remove_weight_norm, weight_norm  # noqa: F401
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grad_value",
-           "parameters_to_vector", "vector_to_parameters"]
+           "parameters_to_vector", "vector_to_parameters", "remove_spectral_norm",
+           "remove_weight_norm", "spectral_norm", "weight_norm"]
 
 _mint = _C.mint
 
