@@ -17,11 +17,9 @@ writes the momentum tensor), so jitted training steps follow the schedule; ``ste
 between them, not inside a ``kiln.jit`` function (a KilnValueError).
 
 The schedules are PyTorch's, with its arguments and defaults but for the points named below and
-in OneCycleLR's docstring. Every one but ReduceLROnPlateau computes the rate at step t from the
-group's base rate (the closed form PyTorch uses when given an epoch), so it does not compound
-with another scheduler or a rate set by hand between steps, as PyTorch's chainable forms do; each
-step sets the rate the schedule has at that step. With ``base`` a group's base rate, at step
-t = 0, 1, ...:
+in OneCycleLR's docstring. Alone on an optimizer, each sets the rate its schedule has at step t
+(the closed form below; PyTorch's chainable steps reach the same up to rounding). With ``base``
+a group's base rate, at step t = 0, 1, ...:
 
     CosineAnnealingLR(T_max, eta_min=0, warmup_steps=0)
         t < warmup_steps:  base * (t + 1) / warmup_steps                   (linear warmup)
@@ -47,6 +45,18 @@ t = 0, 1, ...:
         (the rate scheduler i sets at its step t) / base      (see its docstring)
     ReduceLROnPlateau(mode="min", factor=0.1, patience=10, ...): ``step(metrics)`` multiplies
         the rates by ``factor`` once the metric has not improved for more than ``patience`` steps
+
+Schedulers stepped together. As in PyTorch, schedulers of one optimizer may be stepped one after
+the other (``warmup.step(); decay.step()``), and a rate may be set by hand between steps: a step
+moves the rate it finds as its schedule moves (PyTorch's chainable step), multiplying it by
+``f(t) / f(t - 1)``, the schedule's own rates at t and t - 1 (StepLR, MultiStepLR, ExponentialLR,
+LinearLR, ConstantLR, PolynomialLR; the constructor's step 0 multiplies by ``f(0) / base``), or,
+for CosineAnnealingLR past its warmup, moving the rate's distance to eta_min by that ratio of
+distances. A rate the schedule's own (nothing else changed it) becomes ``f(t)`` exactly; where
+``f(t - 1)`` is 0 (or eta_min), which no factor scales, the rate moves by ``f(t) - f(t - 1)``
+(PyTorch's cosine past T_max). LambdaLR, OneCycleLR and
+CosineAnnealingWarmRestarts set their schedule's rate whatever the rate was, as PyTorch's do;
+ReduceLROnPlateau multiplies the rate it finds.
 
 Without warmup CosineAnnealingLR is PyTorch's (its closed form). PyTorch's ``last_epoch``
 argument (resuming by step count) is not taken: resume with ``load_state_dict``. ``state_dict()``
@@ -123,7 +133,11 @@ def _per_group(owner, name, value, optimizer, minimum):
 class LRScheduler:
     """Base class. A subclass defines ``lr_at(base_lr, t)``, the rate at step ``t`` of a group
     whose base rate is ``base_lr``, or ``lrs_at(t)``, the list of every group's rate at step
-    ``t`` (for a schedule whose groups differ by more than their base rates)."""
+    ``t`` (for a schedule whose groups differ by more than their base rates). A schedule whose
+    PyTorch step does not move the rate it finds but sets one from the base rate sets
+    ``chainable = False`` (see "Schedulers stepped together" in the module's documentation)."""
+
+    chainable = True
 
     def __init__(self, optimizer):
         _check_optimizer(type(self).__name__, optimizer)
@@ -133,6 +147,7 @@ class LRScheduler:
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = -1
         self._last_lr = []
+        self._schedule_lr = list(self.base_lrs)  # the schedule's own rates at last_epoch
         self.step()
 
     def lr_at(self, base_lr, t):
@@ -141,18 +156,53 @@ class LRScheduler:
     def lrs_at(self, t):
         return [self.lr_at(base, t) for base in self.base_lrs]
 
+    def anchor_at(self, t):
+        """The rate the schedule's step from t - 1 to t scales about (see _followed): 0 for
+        the schedules that multiply the rate."""
+        return 0.0
+
     def step(self):
         """Advances the schedule one step and sets each group's rate for it."""
         t = self.last_epoch + 1
-        self._set_rates(self.lrs_at(t), t)
+        schedule = self.lrs_at(t)
+        self._set_rates(self._followed(schedule, t), t, schedule)
 
-    def _set_rates(self, lrs, t):
-        """Sets each group's rate to ``lrs``, the rates of step ``t``, and records the step."""
+    def _followed(self, schedule, t):
+        """The rates a step to ``t`` sets: each group's rate moved as the ``schedule`` moves,
+        as PyTorch's chainable step moves it: ``a + (lr - a) * r``, with ``a`` the schedule's
+        anchor (0: the rate is multiplied by r) and ``r`` its step's ratio of distances to it,
+        ``(f(t) - a) / (f(t - 1) - a)`` (f(-1): the base rate), for a base the ratio does not
+        depend on (a + 1: a group whose base is 0 is scaled too, as PyTorch's). A rate that is
+        the schedule's own (nothing else changed it) becomes the schedule's exactly, as do the
+        rates of a schedule that starts over (``_schedule_lr`` None: SequentialLR's milestones);
+        where ``f(t - 1)`` is the anchor, which no ratio scales, the rate moves by the group's
+        ``f(t) - f(t - 1)`` (PyTorch's cosine at the end of a half period)."""
+        if not self.chainable or self._schedule_lr is None:
+            return schedule
+        anchor = self.anchor_at(t)
+        unit = anchor + 1.0
+        before = self.lr_at(unit, t - 1) if t > 0 else unit
+        ratio = (self.lr_at(unit, t) - anchor) / (before - anchor) if before != anchor else None
+        lrs = []
+        for group, old, new in zip(self.optimizer.param_groups, self._schedule_lr, schedule):
+            lr = group["lr"]
+            if lr == old:
+                lrs.append(new)
+            elif ratio is None:
+                lrs.append(lr + (new - old))
+            else:
+                lrs.append(anchor + (lr - anchor) * ratio)
+        return lrs
+
+    def _set_rates(self, lrs, t, schedule=None):
+        """Sets each group's rate to ``lrs``, the rates of step ``t``, and records the step
+        and the schedule's own rates there (``schedule``; ``lrs`` when None)."""
         # Set first: a refused rate (inside a kiln.jit function) leaves the scheduler as it was.
         for group, lr in zip(self.optimizer.param_groups, lrs):
             group["lr"] = lr
         self.last_epoch = t
         self._last_lr = lrs
+        self._schedule_lr = lrs if schedule is None else schedule
 
     def get_last_lr(self):
         """The rates the scheduler set last, one per parameter group."""
@@ -165,6 +215,8 @@ class LRScheduler:
     def load_state_dict(self, state_dict):
         """Restores a ``state_dict()`` and sets the optimizer's rates to its last ones."""
         self.__dict__.update(state_dict)
+        # A state saved by Kiln 0.6.0 has no schedule rates: they were the last rates.
+        self.__dict__.setdefault("_schedule_lr", list(self._last_lr))
         for group, lr in zip(self.optimizer.param_groups, self._last_lr):
             group["lr"] = lr
 
@@ -187,6 +239,10 @@ class CosineAnnealingLR(LRScheduler):
         self.eta_min = eta_min
         self.warmup_steps = warmup_steps
         super().__init__(optimizer)
+
+    def anchor_at(self, t):
+        # PyTorch's chainable cosine moves the rate's distance to eta_min; the warmup multiplies.
+        return self.eta_min if t > self.warmup_steps else 0.0
 
     def lr_at(self, base_lr, t):
         if t < self.warmup_steps:
@@ -250,6 +306,8 @@ class LambdaLR(LRScheduler):
     ``state_dict()`` holds, for each function, None when it is a plain function or lambda, and
     a copy of its ``__dict__`` when it is a callable object, which ``load_state_dict`` restores
     into the scheduler's own objects (PyTorch's convention: code is not saved)."""
+
+    chainable = False  # PyTorch's LambdaLR sets base * lr_lambda(t) whatever the rate was
 
     def __init__(self, optimizer, lr_lambda):
         _check_optimizer("LambdaLR", optimizer)
@@ -388,6 +446,8 @@ class OneCycleLR(LRScheduler):
     until one eager step has made them; see kiln.optim.SGD); pass ``cycle_momentum=False`` to
     keep the optimizer's own momentum.
     """
+
+    chainable = False  # PyTorch's sets the rate of the cycle whatever the rate was
 
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
                  pct_start=0.3, anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85,
@@ -633,6 +693,8 @@ class CosineAnnealingWarmRestarts(LRScheduler):
     at some restarts (T_0=1, T_mult=3, epoch 121) yields the end of the previous cycle, eta_min;
     here it is found exactly, so every restart gives the base rate."""
 
+    chainable = False  # PyTorch's sets the rate from the base rate whatever the rate was
+
     def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0):  # noqa: N803
         name = "CosineAnnealingWarmRestarts"
         self.T_0 = checked_int(name, "T_0", T_0, 1)
@@ -765,12 +827,14 @@ class SequentialLR(_OfSchedulers):
         index = bisect.bisect_right(self._milestones, t)
         scheduler = self._schedulers[index]
         if t == (self._milestones[index - 1] if index else 0):
-            # PyTorch's step(0): the scheduler's schedule starts over at its step 0.
-            previous, scheduler.last_epoch = scheduler.last_epoch, -1
+            # PyTorch's step(0): the scheduler's schedule starts over at its step 0, setting its
+            # own rates (not moving the ones it finds).
+            previous = scheduler.last_epoch, scheduler._schedule_lr
+            scheduler.last_epoch, scheduler._schedule_lr = -1, None
             try:
                 scheduler.step()
             except BaseException:
-                scheduler.last_epoch = previous  # a refused step leaves it as it was
+                scheduler.last_epoch, scheduler._schedule_lr = previous  # a refused step: as was
                 raise
         else:
             scheduler.step()
@@ -791,35 +855,25 @@ class SequentialLR(_OfSchedulers):
 class ChainedScheduler(_OfSchedulers):
     """ChainedScheduler(schedulers, optimizer=None): applies every scheduler of ``schedulers``
     (at least one, all of ``optimizer``, or of the first's when it is None) at once, as
-    PyTorch's: each ``step()`` calls every scheduler's ``step()`` in turn, then sets each group's
-    rate to
-
-        base * (lr_1 / base) * (lr_2 / base) * ... * (lr_n / base)
-
-    where ``base`` is the group's base rate (``group["initial_lr"]``) and ``lr_i`` the rate
-    scheduler i computed for this step from its closed form (its ``get_last_lr()``): the
-    product of the factors the schedulers apply. Constructing it sets that product for step 0
-    from the rates the schedulers' constructors computed (it steps none). A group whose base
-    rate is 0 stays at 0.
+    PyTorch's: each ``step()`` calls every scheduler's ``step()`` in turn, each moving the rate
+    the previous one set as its schedule moves (see "Schedulers stepped together" in the module's
+    documentation), which is what calling their ``step()`` one after the other does without it.
+    Constructing it steps none: the schedulers' constructors have set the rates of step 0 that
+    way.
 
         decay = ExponentialLR(opt, gamma=0.9)
         drops = StepLR(opt, step_size=30, gamma=0.5)
         sched = ChainedScheduler([decay, drops])   # base * 0.9 ** t * 0.5 ** (t // 30)
 
-    This is PyTorch's chain exactly for the schedules whose PyTorch step multiplies the rate
-    it finds by a factor: StepLR, MultiStepLR, ExponentialLR, LinearLR, ConstantLR and
-    PolynomialLR, in any order. The others' PyTorch steps do not multiply (LambdaLR,
-    OneCycleLR and CosineAnnealingWarmRestarts set the rate from the base rate, and
-    CosineAnnealingLR moves it towards eta_min), so that there the rate PyTorch's chain gives
-    depends on the order of the schedulers and on the rates before; here it is still the
-    product above, each schedule's own rate over the base rate (for CosineAnnealingLR with
-    eta_min 0, PyTorch's up to T_max). A ReduceLROnPlateau, whose step takes a metric, is a
-    KilnValueError, as in PyTorch.
+    For the schedules that multiply the rate (StepLR, MultiStepLR, ExponentialLR, LinearLR,
+    ConstantLR, PolynomialLR) the rate is the base rate times each schedule's factor, in any
+    order; with the others it depends on the order, as in PyTorch. A ReduceLROnPlateau, whose
+    step takes a metric, is a KilnValueError, as in PyTorch.
 
-    ``get_last_lr()`` lists the chained rates; each scheduler's own lists the rates of its
-    schedule alone. ``state_dict()`` holds the schedulers' state dicts (a list under
+    ``get_last_lr()`` lists the rates after the last scheduler; each scheduler's own lists the
+    rates it set. ``state_dict()`` holds the schedulers' state dicts (a list under
     ``"_schedulers"``), which ``load_state_dict`` restores into its schedulers before setting
-    the chained rates."""
+    the chain's rates."""
 
     def __init__(self, schedulers, optimizer=None):
         name = "ChainedScheduler"
@@ -830,25 +884,16 @@ class ChainedScheduler(_OfSchedulers):
         self.optimizer = optimizer
         self._schedulers = schedulers
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
-        self._set_rates(self._chained(), 0)
+        self._set_rates(self._rates(), 0)
 
-    def _chained(self):
-        """Each group's base rate times every scheduler's factor (its last rate over the
-        base)."""
-        rates = [scheduler.get_last_lr() for scheduler in self._schedulers]
-        lrs = []
-        for group, base in enumerate(self.base_lrs):
-            lr = base
-            for scheduler_rates in rates:
-                lr = lr * (scheduler_rates[group] / base) if base else 0.0
-            lrs.append(lr)
-        return lrs
+    def _rates(self):
+        return [group["lr"] for group in self.optimizer.param_groups]
 
     def step(self):
-        """Advances every scheduler one step, in order, then sets the chained rates."""
+        """Advances every scheduler one step, in order."""
         for scheduler in self._schedulers:
             scheduler.step()
-        self._set_rates(self._chained(), self.last_epoch + 1)
+        self._set_rates(self._rates(), self.last_epoch + 1)
 
     def load_state_dict(self, state_dict):
         """Restores a ``state_dict()``, its schedulers' states included, and sets the
