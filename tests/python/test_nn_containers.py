@@ -300,6 +300,21 @@ def test_parameter_dict_registers_parameters_by_name():
     assert len(gates) == 0
 
 
+def test_parameter_dict_sorts_the_names_of_a_plain_mapping_as_pytorch():
+    # So the parameters' order, by which an optimizer keys its state, is PyTorch's.
+    built = ParameterDict({"b": mint.ones(1), "a": mint.ones(1)})
+    assert list(built) == ["a", "b"]
+    built.update({"z": mint.ones(1), "c": mint.ones(1)})
+    built |= {"y": mint.ones(1), "d": mint.ones(1)}
+    assert list(built) == ["a", "b", "c", "z", "d", "y"]
+    kept = [("q", mint.ones(1)), ("p", mint.ones(1))]  # pairs and ordered dicts keep their order
+    ordered = collections.OrderedDict(kept)
+    for values in (kept, ordered, ParameterDict(ordered)):
+        assert list(ParameterDict(values)) == ["q", "p"]
+    merged = ParameterDict(kept) | {"o": mint.ones(1), "n": mint.ones(1)}
+    assert list(merged) == ["q", "p", "n", "o"]
+
+
 def test_parameter_containers_match_torchs_names(torch):
     ours = nn.Cell()
     ours.plist = ParameterList([mint.ones(2), mint.ones(3)])

@@ -468,11 +468,20 @@ class ParameterList(_ListContainer):
 
 class ParameterDict(_DictContainer):
     """ParameterDict(values=None): parameters by name, in insertion order (PyTorch's
-    ParameterDict); a plain tensor becomes a Parameter. See kiln.nn.container's
-    documentation."""
+    ParameterDict); a plain tensor becomes a Parameter. As PyTorch's, construction and
+    ``update`` from a plain mapping (not an OrderedDict or ParameterDict) add its names sorted:
+    the parameters' order, which optimizers key their state by, is then PyTorch's. See
+    kiln.nn.container's documentation."""
 
     _kind, _registry, _what = "ParameterDict", "_params", "a parameter"
     _checked = staticmethod(_as_parameter)
+
+    def _update(self, owner, values):
+        if isinstance(values, collections.abc.Mapping) and \
+                not isinstance(values, (collections.OrderedDict, ParameterDict)):
+            # (Sorted as strings: a name that is not one is refused with its own error.)
+            values = sorted(values.items(), key=lambda item: str(item[0]))
+        super()._update(owner, values)
 
     def __init__(self, values=None):
         super().__init__()
