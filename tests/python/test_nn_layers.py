@@ -184,6 +184,17 @@ def test_rms_norm(rng):
     assert list(nn.RMSNorm(6, elementwise_affine=False).parameters()) == []
     # A fixed default for every dtype (torch's is the dtype's machine epsilon): documented.
     assert nn.RMSNorm(6).eps == 1e-6 and "eps=1e-6" in nn.RMSNorm.__doc__
+    # eps=None is PyTorch's default: the machine epsilon (float64's for float64 input).
+    machine = nn.RMSNorm(6, eps=None, elementwise_affine=False)
+    expected = x / np.sqrt((x * x).mean(-1, keepdims=True) + 2.0 ** -52)
+    close(machine(t(x)), expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("cell", [nn.LayerNorm, nn.RMSNorm])
+@pytest.mark.parametrize("eps", ["1e-5", True, [1e-5]])
+def test_norm_cells_check_eps_when_built(cell, eps):
+    with raises(kiln.KilnTypeError, match=f"{cell.__name__}: expected eps to be a real number"):
+        cell(4, eps=eps)
 
 
 def test_embedding():

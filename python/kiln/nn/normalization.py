@@ -75,6 +75,9 @@ class _Norm(Cell):
     def __init__(self, normalized_shape, eps, elementwise_affine, bias, dtype):
         super().__init__()
         self.normalized_shape = _shape(normalized_shape)
+        # A real number, checked here rather than at the first call; RMSNorm's may be None.
+        if eps is not None or not isinstance(self, RMSNorm):
+            eps = check_real(type(self).__name__, "eps", eps)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         dtype = dtype or _C.dtype.float32
@@ -110,13 +113,14 @@ class RMSNorm(_Norm):
     """RMSNorm(normalized_shape, eps=1e-6, elementwise_affine=True, dtype=None): x / sqrt(mean(x**2)
     + eps) over the trailing ``normalized_shape`` dimensions, times ``weight`` (ones). The default
     eps is 1e-6 for every dtype, where torch.nn.RMSNorm's (None) is finfo(float32).eps = 1.19e-7
-    below float64 and finfo(float64).eps for float64: pass ``eps`` to match a torch model."""
+    below float64 and finfo(float64).eps for float64: pass ``eps`` to match a torch model
+    (``eps=None`` is PyTorch's, as in F.rms_norm)."""
 
     def __init__(self, normalized_shape, eps=1e-6, elementwise_affine=True, dtype=None):
         super().__init__(normalized_shape, eps, elementwise_affine, False, dtype)
 
     def construct(self, x):
-        return _C.mint.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
 
 class _BatchNorm(Cell):
