@@ -115,6 +115,36 @@ def test_updates_match_numpy_float32(cls, kwargs, reference):
         np.testing.assert_allclose(p.numpy(), e, rtol=1e-5, atol=1e-5)
 
 
+ALL_OPTIMIZERS = [optim.SGD, optim.Adam, optim.AdamW, optim.RMSprop, optim.Adagrad, optim.Adamax,
+                  optim.NAdam, optim.RAdam]
+
+
+@pytest.mark.parametrize("cls", ALL_OPTIMIZERS, ids=lambda c: c.__name__)
+def test_pytorchs_implementation_flags_are_taken_and_change_nothing(cls):
+    rng = np.random.default_rng(3)
+    start, grad = rng.standard_normal(4), rng.standard_normal(4)
+    results = []
+    for flags in ({}, dict(foreach=True, fused=True, capturable=True, differentiable=False),
+                  dict(foreach=False, fused=None)):
+        p = nn.Parameter(kiln.tensor(start))
+        opt = cls([p], lr=0.1, **flags)
+        p.grad = kiln.tensor(grad)
+        opt.step()
+        results.append(p.numpy())
+        assert not set(flags) & set(opt.param_groups[0]) and not set(flags) & set(opt.defaults)
+    for result in results[1:]:
+        np.testing.assert_array_equal(result, results[0])
+    p = nn.Parameter(kiln.tensor(start))
+    with raises(kiln.KilnNotImplementedError, match=f"{cls.__name__}: differentiable=True"):
+        cls([p], lr=0.1, differentiable=True)
+    with raises(kiln.KilnTypeError, match=f"{cls.__name__}: fused must be a bool or None"):
+        cls([p], lr=0.1, fused="yes")
+    with raises(kiln.KilnTypeError, match=f"{cls.__name__}: capturable must be a bool, got"):
+        cls([p], lr=0.1, capturable=None)
+    with raises(TypeError, match=f"{cls.__name__}\\(\\) got an unexpected keyword argument"):
+        cls([p], lr=0.1, bogus=1)
+
+
 def test_missing_gradients_skip_their_parameters():
     a, b = nn.Parameter(mint.ones(2)), nn.Parameter(mint.ones(3))
     opt = optim.SGD([a, b], lr=0.5)

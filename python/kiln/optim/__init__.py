@@ -6,7 +6,8 @@
     loss, grads = kiln.value_and_grad(f, None, opt.parameters)(x, y); opt(grads)  # MindSpore
 
 - ``Optimizer``: the base (``parameters``, ``param_groups``, ``state``, ``step()``,
-  ``opt(grads)``, ``zero_grad()``, ``state_dict()`` / ``load_state_dict()``; kiln/optim/optimizer.py).
+  ``opt(grads)``, ``zero_grad()``, ``state_dict()`` / ``load_state_dict()``; PyTorch's
+  ``foreach`` / ``fused`` / ``capturable`` / ``differentiable`` flags; kiln/optim/optimizer.py).
 - ``SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
   maximize=False)``.
 - ``Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,

@@ -41,10 +41,10 @@ class Adagrad(Optimizer):
                 "initial_accumulator_value": 0.0, "eps": 0.0}
 
     def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0,
-                 initial_accumulator_value=0.0, eps=1e-10, *, maximize=False):
+                 initial_accumulator_value=0.0, eps=1e-10, *, maximize=False, **implementation):
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value,
-                                      eps=eps, maximize=maximize))
+                                      eps=eps, maximize=maximize), **implementation)
 
     def _init_state(self, param, group):
         total = _C.mint.zeros_like(param)

@@ -39,9 +39,9 @@ class Adamax(AdamBase):
     _second_moment = "exp_inf"
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *,
-                 maximize=False):
+                 maximize=False, **implementation):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                                      maximize=maximize))
+                                      maximize=maximize), **implementation)
 
     def _update(self, param, grad, state, group, lr):
         mint = _C.mint

@@ -50,11 +50,12 @@ class NAdam(AdamBase):
     _numeric = {**AdamBase._numeric, "momentum_decay": 0.0}
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 momentum_decay=4e-3, *, decoupled_weight_decay=False, maximize=False):
+                 momentum_decay=4e-3, *, decoupled_weight_decay=False, maximize=False,
+                 **implementation):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       momentum_decay=momentum_decay,
                                       decoupled_weight_decay=decoupled_weight_decay,
-                                      maximize=maximize))
+                                      maximize=maximize), **implementation)
 
     def _init_state(self, param, group):
         return {**super()._init_state(param, group), "mu_product": scalar_state(param, 1.0)}

@@ -45,6 +45,13 @@ more precise, at twice those temporaries' memory. The momentum is float64 so tha
 computed from it (``1 - beta1``, the bias correction ``1 - beta1**t``) are PyTorch's, computed in
 Python floats; the update rounds them to the rate's dtype, as it does its Python numbers.
 
+Every optimizer also takes PyTorch's keyword-only choices of implementation, ``foreach=None``,
+``fused=None``, ``capturable=False`` and ``differentiable=False`` (code written for PyTorch
+passes them, nanoGPT's ``fused=True`` say): each is a bool (or None, the first two), else a
+KilnTypeError, and changes nothing, Kiln having one implementation of each update, except
+``differentiable=True``, a KilnNotImplementedError (an update is not recorded by autograd). They
+are not hyperparameters: not in ``param_groups`` nor the state dict.
+
 - ``step(closure=None)``: one update from ``p.grad`` (parameters whose grad is None are skipped);
   ``closure`` (optional) recomputes and returns the loss, which ``step`` returns.
 - ``opt(grads)``: one update from ``grads`` (a tuple or list as long as ``parameters`` of kiln
@@ -94,7 +101,7 @@ import warnings
 
 from .. import _C
 from ..autograd import enable_grad, no_grad
-from ..errors import KilnTypeError, KilnValueError, ShapeError
+from ..errors import KilnNotImplementedError, KilnTypeError, KilnValueError, ShapeError
 from ..nn._state import converted_like
 from ..nn.parameter import superseded
 
@@ -285,12 +292,36 @@ class _States(list):
         return super().__contains__(key)
 
 
-class Optimizer:
-    """Optimizer(params, defaults): the base class. ``params`` is an iterable of parameters or of
-    parameter groups (dicts); ``defaults`` holds the hyperparameters a group does not set. A
-    subclass defines ``_init_state`` and ``_update``; see kiln.optim.optimizer's documentation."""
+def _check_implementation(owner, foreach, fused, capturable, differentiable):
+    """Checks PyTorch's implementation flags, which choose how its update runs, not what it
+    computes: Kiln has one implementation, so they change nothing, except ``differentiable=True``
+    (an update autograd records), which Kiln's updates are not (KilnNotImplementedError)."""
+    for name, value, default in (("foreach", foreach, None), ("fused", fused, None),
+                                 ("capturable", capturable, False),
+                                 ("differentiable", differentiable, False)):
+        if value is not default and not isinstance(value, bool):
+            raise KilnTypeError(f"{owner}: {name} must be a bool"
+                                f"{' or None' if default is None else ''}, got "
+                                f"{type(value).__name__} {value!r}")
+    if differentiable:
+        raise KilnNotImplementedError(f"{owner}: differentiable=True is not supported: Kiln's "
+                                      f"updates run under no_grad, so no gradient flows through "
+                                      f"them")
 
-    def __init__(self, params, defaults):
+
+class Optimizer:
+    """Optimizer(params, defaults, *, foreach=None, fused=None, capturable=False,
+    differentiable=False): the base class. ``params`` is an iterable of parameters or of
+    parameter groups (dicts); ``defaults`` holds the hyperparameters a group does not set; the
+    keyword flags are PyTorch's choices of implementation, which every optimizer takes (see
+    kiln.optim.optimizer's documentation). A subclass defines ``_init_state`` and ``_update``."""
+
+    def __init__(self, params, defaults, *, foreach=None, fused=None, capturable=False,
+                 differentiable=False, **unknown):
+        if unknown:  # (a subclass passes its own keywords on: name it, not this base)
+            raise KilnTypeError(f"{type(self).__name__}() got an unexpected keyword argument "
+                                f"{next(iter(unknown))!r}")
+        _check_implementation(type(self).__name__, foreach, fused, capturable, differentiable)
         self.defaults = dict(defaults)
         self.param_groups = []
         self.parameters = []

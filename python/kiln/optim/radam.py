@@ -47,10 +47,10 @@ class RAdam(AdamBase):
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *,
-                 decoupled_weight_decay=False, maximize=False):
+                 decoupled_weight_decay=False, maximize=False, **implementation):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       decoupled_weight_decay=decoupled_weight_decay,
-                                      maximize=maximize))
+                                      maximize=maximize), **implementation)
 
     def _update(self, param, grad, state, group, lr):
         mint = _C.mint

@@ -51,9 +51,10 @@ class RMSprop(Optimizer):
     _momentum_key = "momentum"
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
-                 centered=False, *, maximize=False):
+                 centered=False, *, maximize=False, **implementation):
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
-                                      momentum=momentum, centered=centered, maximize=maximize))
+                                      momentum=momentum, centered=centered, maximize=maximize),
+                         **implementation)
 
     def _init_state(self, param, group):
         state = {"step": scalar_state(param), "square_avg": _C.mint.zeros_like(param)}

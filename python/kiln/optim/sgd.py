@@ -57,10 +57,10 @@ class SGD(Optimizer):
     _momentum_key = "momentum"
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
-                 nesterov=False, *, maximize=False):
+                 nesterov=False, *, maximize=False, **implementation):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov,
-                                      maximize=maximize))
+                                      maximize=maximize), **implementation)
 
     def _check_hyperparameters(self, group):
         super()._check_hyperparameters(group)
