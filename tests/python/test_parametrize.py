@@ -828,6 +828,16 @@ def test_spectral_norm_forward_in_training_updates_the_buffers(rng):
     close(y, x @ (w / (u @ w @ v)).T + b, 1e-10, 1e-12)
 
 
+def test_a_recurrent_layer_reads_a_spectral_normed_weight_once_a_call(rng):
+    m = parametrizations.spectral_norm(nn.GRU(4, 3, num_layers=2).double(), name="weight_ih_l0")
+    sn = m.parametrizations.weight_ih_l0
+    u, v = value(sn[0]._u), value(sn[0]._v)
+    m(t(rng.normal(size=(5, 2, 4))))
+    u, v = np_power_iteration(value(sn.original), u, v, 1)  # one iteration, not one per read
+    np.testing.assert_allclose(value(sn[0]._u), u, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(value(sn[0]._v), v, rtol=1e-10, atol=1e-12)
+
+
 def test_spectral_norm_in_eval_mode_does_not_update_the_buffers(rng):
     m = parametrizations.spectral_norm(linear64(5, 4)).eval()
     assert not m.parametrizations.weight[0].training

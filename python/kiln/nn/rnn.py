@@ -317,7 +317,11 @@ class _RNNBase(Cell):
     def construct(self, input, hx=None):  # noqa: A002  (PyTorch's name)
         owner = type(self).__name__
         count = _MODES[self.mode][2]
-        dtype = self.weight_ih_l0.dtype
+        # Each weight read once a call: a parametrized one (spectral_norm) is computed at each
+        # read, and its power iteration must run once, as for any other cell.
+        weights = [tuple(None if name is None else getattr(self, name) for name in names)
+                   for names in self._weight_names]
+        dtype = weights[0][0].dtype
         _check_tensor(owner, "input", input, dtype)
         layout = "[batch, seq" if self.batch_first else "[seq, batch"
         if input.ndim not in (2, 3) or input.shape[-1] != self.input_size:
@@ -344,9 +348,7 @@ class _RNNBase(Cell):
             outputs = []
             for direction in range(self._directions):
                 index = layer * self._directions + direction
-                weights = tuple(None if name is None else getattr(self, name)
-                                for name in self._weight_names[index])
-                out, last = self._direction(x, tuple(s[index] for s in initial), weights,
+                out, last = self._direction(x, tuple(s[index] for s in initial), weights[index],
                                             reverse=direction == 1)
                 outputs.append(out)
                 finals.append(last)
