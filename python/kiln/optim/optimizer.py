@@ -57,7 +57,11 @@ are not hyperparameters: not in ``param_groups`` nor the state dict.
 - ``opt(grads)``: one update from ``grads`` (a tuple or list as long as ``parameters`` of kiln
   tensors shaped as their parameters; a None entry skips its parameter, and so does a parameter
   that does not require grad, as in PyTorch, where a frozen parameter's grad is None: kiln.grad
-  gives it zeros, which weight decay and momentum would still move it by); a wrong length is a
+  gives it zeros, which weight decay and momentum would still move it by). A parameter that
+  requires grad but that the loss does not use (a branch not taken, an unused head) also gets
+  zeros from kiln.grad, and is moved by decay and momentum, where PyTorch's eager loop leaves its
+  ``.grad`` None and skips it: give such a parameter a None entry, or leave it out of the
+  optimizer, to keep it still; a wrong length is a
   KilnValueError, an entry of another type a KilnTypeError, one of another shape a ShapeError,
   each raised before any parameter changes.
 - ``zero_grad(set_to_none=True)``: clears (or zeroes) the parameters' ``.grad``.
