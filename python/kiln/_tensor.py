@@ -254,3 +254,8 @@ def as_tensor(data, dtype=None, device=None):
             _C.tensor(0, device=device)  # the device check of the factories
         return _C.from_numpy(data)
     return _C.tensor(data, dtype, device=device)
+
+
+def is_tensor(obj):
+    """``kiln.is_tensor(obj)``, PyTorch's: whether ``obj`` is a kiln tensor (a Parameter too)."""
+    return isinstance(obj, Tensor)
