@@ -43,6 +43,7 @@ SCHEDULES = {
     "lambda": lambda m, opt: m.LambdaLR(opt, lambda t: 1 / (t + 1)),
     "lambda-per-group": lambda m, opt: m.LambdaLR(
         opt, [lambda t: 0.95 ** t, per_step_factor, lambda t: (t % 5) / 5]),
+    "multiplicative": lambda m, opt: m.MultiplicativeLR(opt, lambda t: 0.95 if t % 3 else 1.1),
     "linear": lambda m, opt: m.LinearLR(opt),
     "linear-decay": lambda m, opt: m.LinearLR(opt, start_factor=1.0, end_factor=0.0,
                                               total_iters=30),

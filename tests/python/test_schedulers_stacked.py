@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from conftest import assert_rates, group_rates, sgd_at_rates, torch_sgd_at_rates
+import kiln
+from conftest import assert_rates, group_rates, raises, sgd_at_rates, torch_sgd_at_rates
 from kiln.optim import lr_scheduler as S
 
 BASES = (0.5, 0.1, 0.0)
@@ -79,6 +80,25 @@ def test_schedules_that_set_their_rate_ignore_the_rate_they_find():
         assert_rates(lrs, [b / (t + 1) for b in BASES])
 
 
+def test_multiplicative_multiplies_the_rate_it_finds_from_step_1():
+    opt = sgd_at_rates(BASES)
+    sched = S.MultiplicativeLR(opt, [lambda t: 0.9, lambda t: 1.0 / t, lambda t: 2.0])
+    seen = stepped([sched], opt, 6, hand=(4, [1.0, 1.0, 1.0]))
+    assert_rates(seen[0], BASES)  # step 0 leaves them
+    for t in (1, 2, 3):
+        assert_rates(seen[t], [BASES[0] * 0.9 ** t, BASES[1] / math.factorial(t), 0.0])
+    assert_rates(seen[4], [0.9, 0.25, 2.0])  # from the rates set by hand
+    assert sched.get_last_lr() == group_rates(opt)
+    with raises(kiln.KilnValueError, match="MultiplicativeLR: lr_lambda returned -1"):
+        S.MultiplicativeLR(sgd_at_rates(BASES), lambda t: -1.0).step()
+    saved = sched.state_dict()  # resumes multiplying from the rates it restores
+    other = sgd_at_rates(BASES)
+    resumed = S.MultiplicativeLR(other, [lambda t: 0.9, lambda t: 1.0 / t, lambda t: 2.0])
+    resumed.load_state_dict(saved)
+    resumed.step()
+    assert_rates(group_rates(other), [r * f for r, f in zip(seen[6], (0.9, 1 / 7, 2.0))])
+
+
 def test_a_state_dict_without_schedule_rates_resumes():
     # Kiln 0.6.0 saved no schedule rates: its last rates were the schedule's.
     opt = sgd_at_rates(BASES)
@@ -106,6 +126,8 @@ STACKS = {
                                                   m.PolynomialLR(o, 30, 2.0)],
     "multistep then lambda": lambda m, o: [m.MultiStepLR(o, [3, 9], 0.3),
                                            m.LambdaLR(o, lambda t: 0.97 ** t)],
+    "multiplicative then step": lambda m, o: [m.MultiplicativeLR(o, lambda t: 0.95),
+                                              m.StepLR(o, 4, 0.5)],
     "chained cosine": lambda m, o: [m.ChainedScheduler([m.CosineAnnealingLR(o, 20),
                                                         m.ExponentialLR(o, 0.9)])],
     "cosine with eta_min then a warmup": lambda m, o: [m.CosineAnnealingLR(o, 15, 0.01),

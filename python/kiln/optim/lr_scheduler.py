@@ -30,6 +30,7 @@ a group's base rate, at step t = 0, 1, ...:
     ExponentialLR(gamma)                  base * gamma ** t
     LambdaLR(lr_lambda)                   base * lr_lambda(t)          (one function per group,
                                                                          or one for all)
+    MultiplicativeLR(lr_lambda)           the rate found times lr_lambda(t), for t >= 1
     LinearLR(start_factor=1/3, end_factor=1, total_iters=5)
         base * (start_factor + (end_factor - start_factor) * min(t, total_iters) / total_iters)
     ConstantLR(factor=1/3, total_iters=5) base * factor for t < total_iters, then base
@@ -54,9 +55,9 @@ LinearLR, ConstantLR, PolynomialLR; the constructor's step 0 multiplies by ``f(0
 for CosineAnnealingLR past its warmup, moving the rate's distance to eta_min by that ratio of
 distances. A rate the schedule's own (nothing else changed it) becomes ``f(t)`` exactly; where
 ``f(t - 1)`` is 0 (or eta_min), which no factor scales, the rate moves by ``f(t) - f(t - 1)``
-(PyTorch's cosine past T_max). LambdaLR, OneCycleLR and
-CosineAnnealingWarmRestarts set their schedule's rate whatever the rate was, as PyTorch's do;
-ReduceLROnPlateau multiplies the rate it finds.
+(PyTorch's cosine past T_max). MultiplicativeLR and ReduceLROnPlateau multiply the rate they
+find; LambdaLR, OneCycleLR and CosineAnnealingWarmRestarts set their schedule's rate whatever the
+rate was, as PyTorch's do.
 
 Without warmup CosineAnnealingLR is PyTorch's (its closed form). PyTorch's ``last_epoch``
 argument (resuming by step count) is not taken: resume with ``load_state_dict``. ``state_dict()``
@@ -83,8 +84,8 @@ from ..errors import KilnTypeError, KilnValueError
 from .optimizer import Optimizer, check_number
 
 __all__ = ["LRScheduler", "CosineAnnealingLR", "StepLR", "MultiStepLR", "ExponentialLR",
-           "LambdaLR", "LinearLR", "ConstantLR", "PolynomialLR", "OneCycleLR", "ReduceLROnPlateau",
-           "CosineAnnealingWarmRestarts", "SequentialLR", "ChainedScheduler"]
+           "LambdaLR", "MultiplicativeLR", "LinearLR", "ConstantLR", "PolynomialLR", "OneCycleLR",
+           "ReduceLROnPlateau", "CosineAnnealingWarmRestarts", "SequentialLR", "ChainedScheduler"]
 
 
 def _check_optimizer(owner, optimizer):
@@ -310,35 +311,41 @@ class LambdaLR(LRScheduler):
     chainable = False  # PyTorch's LambdaLR sets base * lr_lambda(t) whatever the rate was
 
     def __init__(self, optimizer, lr_lambda):
-        _check_optimizer("LambdaLR", optimizer)
+        owner = type(self).__name__
+        _check_optimizer(owner, optimizer)
         count = len(optimizer.param_groups)
         if isinstance(lr_lambda, (list, tuple)):
             if len(lr_lambda) != count:
-                raise KilnValueError(f"LambdaLR: expected {count} lr_lambdas (one per parameter "
+                raise KilnValueError(f"{owner}: expected {count} lr_lambdas (one per parameter "
                                      f"group), got {len(lr_lambda)}")
             lambdas = list(lr_lambda)
         else:
             lambdas = [lr_lambda] * count
         for fn in lambdas:
             if not callable(fn):
-                raise KilnTypeError(f"LambdaLR: lr_lambda must be a callable or a list of one "
+                raise KilnTypeError(f"{owner}: lr_lambda must be a callable or a list of one "
                                     f"per parameter group, got {type(fn).__name__} {fn!r}")
         self.lr_lambdas = lambdas
         super().__init__(optimizer)
 
     def lrs_at(self, t):
-        lrs = []
-        for i, (fn, base) in enumerate(zip(self.lr_lambdas, self.base_lrs)):
+        return [base * factor for base, factor in zip(self.base_lrs, self._factors(t))]
+
+    def _factors(self, t):
+        """Each group's ``lr_lambda(t)``, checked (before any rate changes)."""
+        owner = type(self).__name__
+        factors = []
+        for i, fn in enumerate(self.lr_lambdas):
             factor = fn(t)
             if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
-                raise KilnTypeError(f"LambdaLR: lr_lambda returned {factor!r} "
+                raise KilnTypeError(f"{owner}: lr_lambda returned {factor!r} "
                                     f"({type(factor).__name__}) for group {i} at step {t}, "
                                     f"expected a real number >= 0")
             if not factor >= 0:
-                raise KilnValueError(f"LambdaLR: lr_lambda returned {factor} for group {i} at "
+                raise KilnValueError(f"{owner}: lr_lambda returned {factor} for group {i} at "
                                      f"step {t}, expected a real number >= 0")
-            lrs.append(base * factor)
-        return lrs
+            factors.append(factor)
+        return factors
 
     def state_dict(self):
         state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
@@ -353,6 +360,18 @@ class LambdaLR(LRScheduler):
             if attributes is not None:
                 fn.__dict__.update(attributes)
         super().load_state_dict(state)
+
+
+class MultiplicativeLR(LambdaLR):
+    """MultiplicativeLR(optimizer, lr_lambda): at each step t >= 1, multiplies each group's rate
+    (the one it finds) by ``lr_lambda(t)``, as PyTorch's; step 0 leaves the rates. ``lr_lambda``
+    and ``state_dict()`` are LambdaLR's."""
+
+    def lrs_at(self, t):
+        rates = [group["lr"] for group in self.optimizer.param_groups]
+        if t == 0:
+            return rates
+        return [lr * factor for lr, factor in zip(rates, self._factors(t))]
 
 
 class LinearLR(LRScheduler):
