@@ -1,7 +1,7 @@
 """kiln.nn layers that ported PyTorch code uses: the activations' and Dropout's ``inplace``
 argument and the activations ReLU6, PReLU, Mish, LogSoftmax, Hardswish and Hardsigmoid
-(kiln/nn/activation.py, kiln/nn/dropout.py); Conv1d and ConvTranspose2d with F.conv1d and
-F.conv_transpose2d (kiln/nn/conv.py); F.interpolate and the Upsample cells
+(kiln/nn/activation.py, kiln/nn/dropout.py); Conv1d, ConvTranspose1d and ConvTranspose2d with
+F.conv1d, F.conv_transpose1d and F.conv_transpose2d (kiln/nn/conv.py); F.interpolate and the Upsample cells
 (kiln/nn/upsampling.py). Torch-free checks against NumPy references and closed forms first, then
 the comparisons with PyTorch (values, gradients, state dicts, reprs) through the ``torch``
 fixture."""
@@ -18,7 +18,7 @@ from conftest import (FLOAT_DTYPES, check_cell_against_torch, check_torch, raise
 from kiln import nn
 from kiln.nn.activation import (ELU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSoftmax,
                                 Mish, PReLU, ReLU, ReLU6, SiLU, activation_cell)
-from kiln.nn.conv import Conv1d, ConvTranspose2d
+from kiln.nn.conv import Conv1d, ConvTranspose1d, ConvTranspose2d
 from kiln.nn.dropout import Dropout
 from kiln.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 from test_conv_transpose import conv_transpose2d_reference
@@ -329,6 +329,89 @@ def test_conv_transpose2d_output_size_picks_the_output_padding(rng):
 def test_conv_transpose2d_argument_errors(kwargs, message):
     with raises(kiln.KilnValueError, match=message):
         ConvTranspose2d(4, 6, 3, **kwargs)
+
+
+def conv_transpose1d_reference(x, w, b, stride, padding, output_padding, groups, dilation):
+    n, c_in, length = x.shape
+    _, c_out_g, k = w.shape
+    out_len = (length - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1
+    full = np.zeros((n, c_out_g * groups, out_len + 2 * padding))
+    per_group = c_in // groups
+    for ci in range(c_in):
+        g = ci // per_group
+        for i in range(length):
+            for p in range(k):
+                full[:, g * c_out_g:(g + 1) * c_out_g, i * stride + p * dilation] += (
+                    x[:, ci, i, None] * w[ci, :, p])
+    out = full[:, :, padding:padding + out_len]
+    return out + (0 if b is None else b[None, :, None])
+
+
+@pytest.mark.parametrize("stride, padding, output_padding, groups, dilation, bias", [
+    (2, 1, 1, 2, 1, True),
+    (1, 0, 0, 1, 2, False),
+    (3, 2, 2, 1, 1, True),
+])
+def test_conv_transpose1d_cell_matches_numpy_with_gradients(stride, padding, output_padding,
+                                                            groups, dilation, bias, rng):
+    conv = ConvTranspose1d(4, 6, 3, stride, padding, output_padding, groups, bias, dilation,
+                           dtype=kiln.float64)
+    assert conv.weight.shape == (4, 6 // groups, 3)
+    assert list(conv.state_dict()) == (["weight", "bias"] if bias else ["weight"])
+    v = rng.standard_normal((2, 4, 5))
+    b = conv.bias.numpy() if bias else None
+    expected = conv_transpose1d_reference(v, conv.weight.numpy(), b, stride, padding,
+                                          output_padding, groups, dilation)
+    assert_close(conv(t(v)), expected)
+    assert_close(conv(t(v[0])), expected[0])  # one sample [C_in, L]
+    assert_close(F.conv_transpose1d(t(v), conv.weight, conv.bias, (stride,), padding,
+                                    [output_padding], groups, dilation), expected)
+    x = t(rng.standard_normal((1, 4, 3))).requires_grad_()
+    assert gradcheck(lambda x, w: F.conv_transpose1d(x, w, None, stride, padding,
+                                                     output_padding, groups, dilation),
+                     [x, conv.weight])
+
+
+def test_conv_transpose1d_output_size_picks_the_output_padding(rng):
+    conv = ConvTranspose1d(2, 3, 3, stride=2, padding=1, dtype=kiln.float64)
+    v = rng.standard_normal((1, 2, 4))
+    assert conv(t(v)).shape == (1, 3, 7)
+    for size in ([8], (1, 3, 8)):
+        out = conv(t(v), output_size=size)
+        assert out.shape == (1, 3, 8)
+        assert_close(out, conv_transpose1d_reference(v, conv.weight.numpy(), conv.bias.numpy(),
+                                                     2, 1, 1, 1, 1))
+    with raises(kiln.KilnValueError, match=r"ConvTranspose1d: requested an output size of "
+                                           r"\[9\], but valid sizes range from \[7\] to \[8\]"):
+        conv(t(v), output_size=[9])
+    with raises(kiln.KilnValueError, match=r"output_size must be \[L_out\] or"):
+        conv(t(v), output_size=[7, 7])
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: ConvTranspose1d(4, 6, 3, padding="same"), kiln.KilnValueError,
+     "ConvTranspose1d: padding must be an int or a tuple of one int, got 'same'"),
+    (lambda: ConvTranspose1d(4, 6, 3, stride=2, output_padding=2), kiln.KilnValueError,
+     r"ConvTranspose1d: output_padding must be >= 0 and below the stride or the dilation"),
+    (lambda: ConvTranspose1d(4, 6, (3, 3)), kiln.KilnValueError,
+     r"ConvTranspose1d: kernel_size must be an int or a tuple of one int"),
+    (lambda: F.conv_transpose1d(mint.ones(1, 4, 5), mint.ones(4, 6, 3, 3)), kiln.ShapeError,
+     r"conv_transpose1d: expected weight \[C_in, C_out / groups, k\], got \[4, 6, 3, 3\]"),
+    (lambda: F.conv_transpose1d(mint.ones(1, 4, 5), mint.ones(4, 6, 3), stride=0),
+     kiln.KilnValueError, "conv_transpose1d: .*stride"),
+    (lambda: F.conv_transpose1d(mint.ones(4, 5, 5, 5), mint.ones(4, 6, 3)), kiln.ShapeError,
+     r"conv_transpose1d: expected input \[N, C_in, L\]"),
+])
+def test_conv_transpose1d_errors(call, error, message):
+    with raises(error, match=message):
+        call()
+
+
+def test_conv_transpose1d_matches_torch(torch, rng):
+    theirs = torch.nn.ConvTranspose1d(4, 6, 5, 3, 2, 1, 2, True, 2).double()
+    ours = ConvTranspose1d(4, 6, 5, 3, 2, 1, 2, True, 2, dtype=kiln.float64)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    check_cell_against_torch(torch, ours, theirs, rng.standard_normal((2, 4, 7)), rng)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -16,9 +16,10 @@
   ``zero_grad()``, forward hooks (``register_forward_pre_hook``, ``register_forward_hook``)
   (kiln/nn/cell.py).
 - ``Parameter(data, requires_grad=True)``: a leaf tensor that cells register.
-- Layers: ``Linear`` / ``Dense``, ``Conv1d``, ``Conv2d``, ``ConvTranspose2d``, ``Upsample``
-  (``UpsamplingNearest2d``, ``UpsamplingBilinear2d``; kiln/nn/upsampling.py), ``LayerNorm``,
-  ``RMSNorm``, ``GroupNorm``, ``Embedding`` (``Embedding.from_pretrained``), ``Dropout``,
+- Layers: ``Linear`` / ``Dense``, ``Conv1d``, ``Conv2d``, ``ConvTranspose1d``,
+  ``ConvTranspose2d``, ``Upsample`` (``UpsamplingNearest2d``, ``UpsamplingBilinear2d``;
+  kiln/nn/upsampling.py), ``LayerNorm``, ``RMSNorm``, ``GroupNorm``, ``Embedding``
+  (``Embedding.from_pretrained``), ``Dropout``,
   ``Dropout1d``, ``Dropout2d``, ``MultiheadAttention``, ``BatchNorm1d``, ``BatchNorm2d``,
   ``MaxPool1d``, ``MaxPool2d``, ``AvgPool1d``, ``AvgPool2d``, ``AdaptiveAvgPool1d``,
   ``AdaptiveAvgPool2d``, ``AdaptiveMaxPool1d``, ``AdaptiveMaxPool2d``, ``MaxUnpool1d``,
@@ -65,7 +66,7 @@ from .attention import MultiheadAttention  # noqa: F401
 from .cell import Cell, LoadResult, Module  # noqa: F401
 from .container import (ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401
                         Sequential)
-from .conv import Conv1d, Conv2d, ConvTranspose2d  # noqa: F401
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
 from .dropout import Dropout, Dropout1d, Dropout2d  # noqa: F401
 from .embedding import Embedding  # noqa: F401
 from .extra_layers import (Bilinear, InstanceNorm1d, InstanceNorm2d, PixelShuffle,  # noqa: F401
@@ -98,7 +99,8 @@ __all__ = ["functional", "init", "utils", "Cell", "Module", "LoadResult", "Param
            "BCELoss", "BCEWithLogitsLoss", "DataParallel", "RNN", "LSTM", "GRU", "RNNCell",
            "LSTMCell", "GRUCell", "TransformerEncoderLayer", "TransformerEncoder",
            "TransformerDecoderLayer", "TransformerDecoder", "Transformer", "Conv1d",
-           "ConvTranspose2d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "ReLU6",
+           "ConvTranspose1d", "ConvTranspose2d", "Upsample", "UpsamplingNearest2d",
+           "UpsamplingBilinear2d", "ReLU6",
            "PReLU", "Mish", "LogSoftmax", "Hardswish", "Hardsigmoid", "GroupNorm", "Dropout1d",
            "Dropout2d", "KLDivLoss", "MaxPool1d", "AvgPool1d", "AdaptiveAvgPool1d",
            "AdaptiveMaxPool1d", "MaxUnpool1d", "MaxUnpool2d", "GLU", "SELU", "CELU", "LogSigmoid",

@@ -37,7 +37,7 @@ from . import init
 from .cell import Cell
 from .parameter import Parameter
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 # How the messages name a tuple of one int per spatial dimension.
@@ -174,7 +174,92 @@ class Conv2d(_Conv):
                         self.groups)
 
 
-class ConvTranspose2d(_Conv):
+class _ConvTranspose(_Conv):
+    """What ConvTranspose1d and ConvTranspose2d share: checks of padding and output_padding, and
+    the call ``up(x, output_size=None)``, whose ``output_size`` picks the output_padding (see
+    ConvTranspose2d). A subclass sets ``_dims`` and ``_function`` (the F function it calls)."""
+
+    _transposed = True
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 dtype=None):
+        owner = type(self).__name__
+        if padding_mode != "zeros":
+            raise KilnValueError(f"{owner}: only padding_mode 'zeros' is supported, as "
+                                 f"in PyTorch, got {padding_mode!r}")
+        if isinstance(padding, str):
+            raise KilnValueError(f"{owner}: padding must be an int or {_TUPLES[self._dims]}, "
+                                 f"got {padding!r} (a transposed convolution takes no padding "
+                                 f"string, as in PyTorch)")
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, dtype)
+        self.output_padding = self._ints(output_padding, "output_padding")
+        for extra, stride_, dilation_ in zip(self.output_padding, self.stride, self.dilation):
+            if extra < 0 or (extra >= stride_ and extra >= dilation_):
+                raise KilnValueError(f"{owner}: output_padding must be >= 0 and below "
+                                     f"the stride or the dilation, got output_padding "
+                                     f"{self.output_padding} with stride {self.stride} and "
+                                     f"dilation {self.dilation}")
+
+    def construct(self, x, output_size=None):
+        def convolve(batch):
+            # The output_padding from x as given: one sample's output_size may name C_out.
+            output_padding = (self.output_padding if output_size is None
+                              else self._output_padding(x, output_size))
+            return type(self)._function(batch, self.weight, self.bias, self.stride,
+                                        self.padding, output_padding, self.groups,
+                                        self.dilation)
+
+        return F._batched(type(self).__name__, x, self._dims, convolve)
+
+    def _output_padding(self, x, output_size):
+        """The output_padding that gives x (of a rank F._batched checked) the output [...,
+        *output_size[-dims:]] (PyTorch's _output_padding): each size between the smallest output
+        and that plus stride - 1."""
+        owner, dims = type(self).__name__, self._dims
+        try:
+            values = list(output_size)
+        except TypeError:
+            raise KilnTypeError(f"{owner}: output_size must be a sequence of ints, got "
+                                f"{type(output_size).__name__} {output_size!r}") from None
+        sizes = [checked_int(owner, f"output_size[{i}]", v) for i, v in enumerate(values)]
+        whole = x.ndim  # [N, C_out, *spatial], or [C_out, *spatial] for one sample
+        if len(sizes) == whole:
+            sizes = sizes[-dims:]
+        if len(sizes) != dims:
+            spatial = _OUTPUT_SIZES[dims]
+            shape = f"[N, C_out, {spatial}]" if whole == dims + 2 else f"[C_out, {spatial}]"
+            raise KilnValueError(f"{owner}: output_size must be [{spatial}] or "
+                                 f"{shape} (for input {list(x.shape)}), got {sizes}")
+        smallest = [(n - 1) * s - 2 * p + d * (k - 1) + 1 for n, s, p, d, k in
+                    zip(x.shape[-dims:], self.stride, self.padding, self.dilation,
+                        self.kernel_size)]
+        largest = [low + s - 1 for low, s in zip(smallest, self.stride)]
+        if any(not low <= size <= high for size, low, high in zip(sizes, smallest, largest)):
+            raise KilnValueError(f"{owner}: requested an output size of {sizes}, but "
+                                 f"valid sizes range from {smallest} to {largest} (for an input "
+                                 f"of {list(x.shape[-dims:])})")
+        return [size - low for size, low in zip(sizes, smallest)]
+
+
+# How output_size's spatial part is written, by the number of spatial dims.
+_OUTPUT_SIZES = {1: "L_out", 2: "H_out, W_out"}
+
+
+class ConvTranspose1d(_ConvTranspose):
+    """ConvTranspose1d(in_channels, out_channels, kernel_size, stride=1, padding=0,
+    output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros", dtype=None): the
+    transposed 1-d convolution (F.conv_transpose1d) of x [N, C_in, L] to [N, C_out, L_out] (or
+    of [C_in, L] to [C_out, L_out]), L_out = (L - 1) * stride - 2 * padding + dilation * (k - 1)
+    + output_padding + 1; the rest is ConvTranspose2d's, over one spatial dimension
+    (``output_size`` is [L_out] or a whole shape)."""
+
+    _dims = 1
+    _function = staticmethod(F.conv_transpose1d)
+
+
+class ConvTranspose2d(_ConvTranspose):
     """ConvTranspose2d(in_channels, out_channels, kernel_size, stride=1, padding=0,
     output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros", dtype=None): the
     transposed 2-d convolution (F.conv_transpose2d) of x [N, C_in, H, W] to [N, C_out, H_out,
@@ -189,61 +274,4 @@ class ConvTranspose2d(_Conv):
     gives that size, as PyTorch's; a size that no output_padding below the stride gives is a
     KilnValueError naming the valid range."""
 
-    _transposed = True
-
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
-                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
-                 dtype=None):
-        if padding_mode != "zeros":
-            raise KilnValueError(f"ConvTranspose2d: only padding_mode 'zeros' is supported, as "
-                                 f"in PyTorch, got {padding_mode!r}")
-        if isinstance(padding, str):
-            raise KilnValueError(f"ConvTranspose2d: padding must be an int or a pair of ints, "
-                                 f"got {padding!r} (a transposed convolution takes no padding "
-                                 f"string, as in PyTorch)")
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, dtype)
-        self.output_padding = self._ints(output_padding, "output_padding")
-        for extra, stride_, dilation_ in zip(self.output_padding, self.stride, self.dilation):
-            if extra < 0 or (extra >= stride_ and extra >= dilation_):
-                raise KilnValueError(f"ConvTranspose2d: output_padding must be >= 0 and below "
-                                     f"the stride or the dilation, got output_padding "
-                                     f"{self.output_padding} with stride {self.stride} and "
-                                     f"dilation {self.dilation}")
-
-    def construct(self, x, output_size=None):
-        def convolve(batch):
-            # The output_padding from x as given: one sample's output_size may name C_out.
-            output_padding = (self.output_padding if output_size is None
-                              else self._output_padding(x, output_size))
-            return F.conv_transpose2d(batch, self.weight, self.bias, self.stride, self.padding,
-                                      output_padding, self.groups, self.dilation)
-
-        return F._batched("ConvTranspose2d", x, 2, convolve)
-
-    def _output_padding(self, x, output_size):
-        """The output_padding that gives x (of a rank F._batched checked) the output [...,
-        *output_size[-2:]] (PyTorch's _output_padding): each size between the smallest output
-        and that plus stride - 1."""
-        try:
-            values = list(output_size)
-        except TypeError:
-            raise KilnTypeError(f"ConvTranspose2d: output_size must be a sequence of ints, got "
-                                f"{type(output_size).__name__} {output_size!r}") from None
-        sizes = [checked_int("ConvTranspose2d", f"output_size[{i}]", v)
-                 for i, v in enumerate(values)]
-        whole = x.ndim  # [N, C_out, H_out, W_out], or [C_out, H_out, W_out] for one sample
-        if len(sizes) == whole:
-            sizes = sizes[-2:]
-        if len(sizes) != 2:
-            shape = "[N, C_out, H_out, W_out]" if whole == 4 else "[C_out, H_out, W_out]"
-            raise KilnValueError(f"ConvTranspose2d: output_size must be [H_out, W_out] or "
-                                 f"{shape} (for input {list(x.shape)}), got {sizes}")
-        smallest = [(n - 1) * s - 2 * p + d * (k - 1) + 1 for n, s, p, d, k in
-                    zip(x.shape[-2:], self.stride, self.padding, self.dilation, self.kernel_size)]
-        largest = [low + s - 1 for low, s in zip(smallest, self.stride)]
-        if any(not low <= size <= high for size, low, high in zip(sizes, smallest, largest)):
-            raise KilnValueError(f"ConvTranspose2d: requested an output size of {sizes}, but "
-                                 f"valid sizes range from {smallest} to {largest} (for an input "
-                                 f"of {list(x.shape[-2:])})")
-        return [size - low for size, low in zip(sizes, smallest)]
+    _function = staticmethod(F.conv_transpose2d)

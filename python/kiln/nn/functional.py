@@ -8,7 +8,7 @@ order and defaults (keyword-only where PyTorch's are), so that ported code runs 
 Activations: relu, relu6, leaky_relu, elu, selu, celu, gelu, silu, mish, sigmoid, tanh, softplus,
 softsign, tanhshrink, hardtanh, hardswish, hardsigmoid, prelu, logsigmoid, threshold, glu,
 softmax, log_softmax, softmin. Layers: dropout, dropout1d, dropout2d, linear, bilinear, conv1d,
-conv2d, conv_transpose2d, pad, interpolate (PyTorch's modes and antialias,
+conv2d, conv_transpose1d, conv_transpose2d, pad, interpolate (PyTorch's modes and antialias,
 kiln/nn/upsampling.py), embedding, one_hot, pixel_shuffle, pixel_unshuffle,
 scaled_dot_product_attention, multi_head_attention_forward (kiln/nn/attention.py). Pooling, of
 input [N, C, L] or [N, C, H, W] (or one sample [C, L] or [C, H, W]): max_pool1d, max_pool2d
@@ -69,7 +69,8 @@ __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
            "tanh", "softplus", "softsign", "tanhshrink", "hardtanh", "hardswish", "hardsigmoid",
            "prelu", "logsigmoid", "threshold", "glu", "softmax", "log_softmax", "softmin",
            "dropout", "dropout1d", "dropout2d", "linear", "bilinear", "conv1d", "conv2d",
-           "conv_transpose2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
+           "conv_transpose1d", "conv_transpose2d", "max_pool1d", "max_pool2d", "avg_pool1d",
+           "avg_pool2d",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "max_unpool1d", "max_unpool2d", "pad", "interpolate",
            "embedding", "one_hot", "pixel_shuffle", "pixel_unshuffle",
@@ -505,9 +506,10 @@ def _batched(owner, input, spatial, compute):  # noqa: A002
     return compute(input)
 
 
-def _conv1d_pair(name, value, height, low):
-    """conv1d's ``value`` (an int >= low, or a sequence of one) as conv2d's pair (height, value)."""
-    return (height,) + _sizes("conv1d", name, value, 1, low)
+def _conv1d_pair(owner, name, value, height, low):
+    """A 1-d convolution's ``value`` (an int >= low, or a sequence of one) as the 2-d one's pair
+    (height, value)."""
+    return (height,) + _sizes(owner, name, value, 1, low)
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
@@ -523,8 +525,8 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     _floating_tensor(owner, "weight", weight)
     _like_weight(owner, weight, bias, ("input", input))
     groups = checked_int(owner, "groups", groups, low=1)
-    stride = _conv1d_pair("stride", stride, 1, 1)
-    dilation = _conv1d_pair("dilation", dilation, 1, 1)
+    stride = _conv1d_pair(owner, "stride", stride, 1, 1)
+    dilation = _conv1d_pair(owner, "dilation", dilation, 1, 1)
     if isinstance(padding, str):
         if padding not in _composite.PADDING_STRINGS:
             raise KilnValueError(f"{owner}: expected padding 'same', 'valid', an int or a "
@@ -533,7 +535,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
             raise KilnValueError(f"{owner}: padding='same' needs stride 1 (the output could not "
                                  f"keep the input's size), got stride {stride[1]}")
     else:
-        padding = _conv1d_pair("padding", padding, 0, 0)
+        padding = _conv1d_pair(owner, "padding", padding, 0, 0)
 
     def compute(x):  # x [N, C_in, L]
         if weight.ndim != 3 or x.shape[1] != weight.shape[1] * groups \
@@ -582,6 +584,34 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0,  # noqa: A00
     _like_weight("conv_transpose2d", weight, bias, ("input", input))
     return _batched("conv_transpose2d", input, 2, lambda x: _mint.conv_transpose2d(
         x, weight, bias, stride, padding, output_padding, groups, dilation))
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0,  # noqa: A002
+                     output_padding=0, groups=1, dilation=1):
+    """conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+    dilation=1): the transposed 1-d convolution of input [N, C_in, L] (or one sample [C_in, L])
+    with weight [C_in, C_out / groups, k], to L_out = (L - 1) * stride - 2 * padding + dilation *
+    (k - 1) + output_padding + 1; the arguments are ints or sequences of one. Computed as
+    conv_transpose2d over a height of 1, which differentiates it; the weight's rank is checked
+    here, the rest by conv_transpose2d."""
+    owner = "conv_transpose1d"
+    _floating_tensor(owner, "input", input)
+    _floating_tensor(owner, "weight", weight)
+    _like_weight(owner, weight, bias, ("input", input))
+    if weight.ndim != 3:
+        raise ShapeError(f"{owner}: expected weight [C_in, C_out / groups, k], got "
+                         f"{_dims(weight.shape)}")
+    pairs = [_conv1d_pair(owner, name, value, height, low) for name, value, height, low in (
+        ("stride", stride, 1, 1), ("padding", padding, 0, 0),
+        ("output_padding", output_padding, 0, 0), ("dilation", dilation, 1, 1))]
+    groups = checked_int(owner, "groups", groups, low=1)
+
+    def compute(x):  # x [N, C_in, L]
+        out = _mint.conv_transpose2d(_mint.unsqueeze(x, 2), _mint.unsqueeze(weight, 2), bias,
+                                     pairs[0], pairs[1], pairs[2], groups, pairs[3])
+        return _mint.squeeze(out, 2)
+
+    return _batched(owner, input, 1, compute)
 
 
 # How a pooling's messages name a sequence of that many sizes.
