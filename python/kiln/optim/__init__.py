@@ -22,12 +22,14 @@
 - ``RAdam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, *,
   decoupled_weight_decay=False, maximize=False)``.
 - ``lr_scheduler``: ``CosineAnnealingLR``, ``StepLR``, ``MultiStepLR``, ``ExponentialLR``,
-  ``LambdaLR``, ``LinearLR``, ``ConstantLR``, ``OneCycleLR``, ``ReduceLROnPlateau``,
-  ``CosineAnnealingWarmRestarts``, ``SequentialLR`` (PyTorch's
-  arguments; each computes its rate from the group's base rate; kiln/optim/lr_scheduler.py).
+  ``LambdaLR``, ``MultiplicativeLR``, ``LinearLR``, ``ConstantLR``, ``PolynomialLR``,
+  ``OneCycleLR``, ``ReduceLROnPlateau``, ``CosineAnnealingWarmRestarts``, ``SequentialLR``,
+  ``ChainedScheduler`` (PyTorch's arguments and chaining; kiln/optim/lr_scheduler.py).
+- ``swa_utils``: ``AveragedModel`` (SWA and EMA copies of a model), ``update_bn``, ``SWALR``
+  (kiln/optim/swa_utils.py).
 """
 
-from . import lr_scheduler  # noqa: F401
+from . import lr_scheduler, swa_utils  # noqa: F401
 from .adagrad import Adagrad  # noqa: F401
 from .adam import Adam, AdamW  # noqa: F401
 from .adamax import Adamax  # noqa: F401
@@ -38,4 +40,4 @@ from .rmsprop import RMSprop  # noqa: F401
 from .sgd import SGD  # noqa: F401
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam",
-           "lr_scheduler"]
+           "lr_scheduler", "swa_utils"]
