@@ -33,6 +33,9 @@ struct BinaryEntry {
   const char* prim;
   BinaryFn fn;
   bool alpha = false;  // takes PyTorch's alpha: input op alpha * other
+  // Tensor method writing self (optional; default: none here, as for the operators' in-place
+  // methods, bound in bind_tensor_operators.cc)
+  const char* inplace = nullptr;
 };
 
 constexpr UnaryEntry kUnary[] = {
@@ -56,6 +59,23 @@ constexpr UnaryEntry kUnary[] = {
     {"relu", "relu_", "Relu", &relu},
     {"silu", "silu_", "Silu", &silu},
     {"erf", "erf_", "Erf", &erf},
+    {"erfc", "erfc_", "Erfc", &erfc},
+    {"exp2", "exp2_", "Exp2", &exp2},
+    {"asin", "asin_", "Asin", &asin},
+    {"acos", "acos_", "Acos", &acos},
+    {"atan", "atan_", "Atan", &atan},
+    {"sinh", "sinh_", "Sinh", &sinh},
+    {"cosh", "cosh_", "Cosh", &cosh},
+    {"asinh", "asinh_", "Asinh", &asinh},
+    {"acosh", "acosh_", "Acosh", &acosh},
+    {"atanh", "atanh_", "Atanh", &atanh},
+    // PyTorch's NumPy-style aliases: the same op under a second name.
+    {"arcsin", "arcsin_", "Asin", &asin},
+    {"arccos", "arccos_", "Acos", &acos},
+    {"arctan", "arctan_", "Atan", &atan},
+    {"arcsinh", "arcsinh_", "Asinh", &asinh},
+    {"arccosh", "arccosh_", "Acosh", &acosh},
+    {"arctanh", "arctanh_", "Atanh", &atanh},
     {"floor", "floor_", "Floor", &floor},
     {"ceil", "ceil_", "Ceil", &ceil},
     {"round", "round_", "Round", &round},
@@ -72,6 +92,9 @@ constexpr BinaryEntry kBinary[] = {
     {"floor_divide", "FloorDivide", &floor_divide},
     {"trunc_divide", "TruncDivide", &trunc_divide},
     {"remainder", "Remainder", &remainder},
+    {"fmod", "Fmod", &fmod, false, "fmod_"},
+    {"atan2", "Atan2", &atan2, false, "atan2_"},
+    {"arctan2", "Atan2", &atan2, false, "arctan2_"},  // PyTorch's alias
     {"pow", "Pow", &pow},
     {"maximum", "Maximum", &maximum},
     {"minimum", "Minimum", &minimum},
@@ -231,6 +254,20 @@ void bind_mint_elementwise(nb::module_& mint) {
           return tensor_object(fn(self, other, {}));
         },
         nb::scope(tensor_type), nb::name(e.name), nb::is_method(), "other"_a, doc_of(e.prim));
+    if (e.inplace == nullptr) continue;
+    nb::cpp_function_def(
+        [e = &e](nb::handle self, TensorArg other) {
+          const Tensor& t = nb::cast<const Tensor&>(self);
+          const Tensor& o = other;
+          check_inplace(e->inplace, e->prim, t, o);
+          e->fn(t, o, t);
+          return nb::borrow(self);
+        },
+        nb::scope(tensor_type), nb::name(e.inplace), nb::is_method(), "other"_a,
+        (std::string("In place: self = ") + e.prim + "(self, other): " + doc_of(e.prim) +
+         ". self keeps its dtype and shape (a result that does not fit is an error at the call); "
+         "returns self.")
+            .c_str());
   }
   mint.def(
       "where",

@@ -1,10 +1,12 @@
 // Binary arithmetic ops with NumPy broadcasting and weak-scalar promotion: add, sub, mul, div,
-// floor_divide, trunc_divide, remainder, pow, maximum, minimum, the C++ operators, and the backward
-// ops of sigmoid, tanh, relu and silu (one pass where their gradient formulas compose two to five
-// ops). One table row per op; the loops are in ops/elementwise.h.
+// floor_divide, trunc_divide, remainder, fmod, atan2, pow, maximum, minimum, the C++ operators,
+// and the backward ops of sigmoid, tanh, relu and silu (one pass where their gradient formulas
+// compose two to five ops). One table row per op; the loops are in ops/elementwise.h.
 #include <array>
+#include <cmath>
 #include <limits>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "kiln/functional/elementwise.h"
@@ -91,6 +93,31 @@ std::array<Tensor, 2> silu_backward_grads(const Tensor& a, const Tensor& b, cons
   return KILN_BOTH(silu_backward(g, b), second() * a * g);
 }
 
+// d atan2(a, b) / da = b / (a^2 + b^2), d / db = -a / (a^2 + b^2), as PyTorch's (nan at a = b =
+// 0). Formed in the compute dtype, so that a^2 + b^2 does not overflow float16 where the
+// gradient is representable (the rule converts them to the operands' dtypes).
+std::array<Tensor, 2> atan2_grads(const Tensor& a, const Tensor& b, const Tensor& y,
+                                  const Tensor& g, std::array<bool, 2> n) {
+  const DType cd = compute_dtype(y.dtype());
+  const Tensor ac = to(a, cd), bc = to(b, cd);
+  const Tensor scaled = to(g, cd) / (ac * ac + bc * bc);
+  return KILN_BOTH(scaled * bc, -(scaled * ac));
+}
+
+/// C's fmod: a - trunc(a / b) * b, with the sign of a. Integers: b != 0 is checked first; b ==
+/// -1 gives 0 (INT_MIN % -1 would overflow).
+template <typename C>
+C fmod_value(C a, C b) {
+  if constexpr (std::is_integral_v<C>) {
+    if constexpr (std::is_signed_v<C>) {
+      if (b == C(-1)) return C(0);
+    }
+    return static_cast<C>(a % b);
+  } else {
+    return std::fmod(a, b);
+  }
+}
+
 // maximum (kMax) / minimum: the gradient goes to the selected operand, split evenly on ties (as
 // in PyTorch); where either is nan both get it.
 template <bool kMax>
@@ -129,6 +156,13 @@ std::array<Tensor, 2> extremum_grads(const Tensor& a, const Tensor& b, const Ten
     kNonzeroIntDivisor, KILN_BOTH(g, -(g * floor_divide(a, b))),                                  \
     "a % b with the sign of b, as Python; integer modulo by zero is a "                           \
     "KilnValueError")                                                                             \
+  X(fmod, Fmod, kPromoteNoBool, kNoSimdBinary, fmod_value(a, b), kNonzeroIntDivisor,              \
+    KILN_BOTH(g, -(g * trunc_divide(a, b))),                                                      \
+    "C's fmod: a - trunc(a / b) * b, with the sign of a; integer modulo by zero is a "            \
+    "KilnValueError")                                                                             \
+  X(atan2, Atan2, kFloating, kNoSimdBinary, std::atan2(a, b), kNone, atan2_grads(a, b, y, g, n),  \
+    "the angle of the point (b, a) in radians, in [-pi, pi]: atan(a / b) in its quadrant "        \
+    "(float32 for integers)")                                                                     \
   X(pow, Pow, kPromoteNoBool, B::kPow, power_value(a, b), kNonnegativeIntExponent,                \
     pow_grads(a, b, y, g, n),                                                                     \
     "a ** b; integers to negative integer powers are a KilnValueError (as NumPy)")                \

@@ -22,9 +22,14 @@ using U = simd::UnaryOp;
 constexpr double kLn2 = 0.69314718055994530942;
 constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 
+// x in its compute dtype (float32 for float16 / bfloat16), for derivatives whose x^2 would
+// overflow float16 (past |x| = 256) where the derivative itself is representable.
+Tensor wide(const Tensor& x) { return to(x, compute_dtype(x.dtype())); }
+
 // Each row: function, primitive, dtype rule, Highway kernel, the result as an expression of `x`
 // in the compute type C, the gradient of x as an expression of the tensors x, y (the result) and
-// g (y's gradient), and the op's documentation. Floor, ceil, round, trunc and sign have zero
+// g (y's gradient), and the op's documentation. Rows without a Highway kernel (kNoSimdUnary) run
+// the std:: function element by element. Floor, ceil, round, trunc and sign have zero
 // gradients (as in PyTorch); abs'(0) = sign(0) = 0.
 #define KILN_UNARY_OPS(X)                                                                          \
   X(neg, Neg, kSameNoBool, U::kNeg, wrapping_neg(x), -g, "-x (integers wrap; bool: DTypeError)")   \
@@ -54,6 +59,23 @@ constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
     "x * sigmoid(x)")                                                                              \
   X(erf, Erf, kFloating, U::kErf, std::erf(x), g*(exp(-(x * x)) * kTwoOverSqrtPi),                 \
     "the error function")                                                                          \
+  X(erfc, Erfc, kFloating, kNoSimdUnary, std::erfc(x), -(g * (exp(-(x * x)) * kTwoOverSqrtPi)),    \
+    "the complementary error function 1 - erf(x), accurate where erf(x) is near 1")                \
+  X(exp2, Exp2, kFloating, kNoSimdUnary, std::exp2(x), g*(y * kLn2), "2^x")                        \
+  X(asin, Asin, kFloating, kNoSimdUnary, std::asin(x), g / sqrt((1.0 - x) * (x + 1.0)),            \
+    "arcsine (radians, in [-pi/2, pi/2]); nan outside [-1, 1]")                                    \
+  X(acos, Acos, kFloating, kNoSimdUnary, std::acos(x), -(g / sqrt((1.0 - x) * (x + 1.0))),         \
+    "arccosine (radians, in [0, pi]); nan outside [-1, 1]")                                        \
+  X(atan, Atan, kFloating, kNoSimdUnary, std::atan(x), g / (square(wide(x)) + 1.0),                \
+    "arctangent (radians, in [-pi/2, pi/2])")                                                      \
+  X(sinh, Sinh, kFloating, kNoSimdUnary, std::sinh(x), g* cosh(x), "hyperbolic sine")              \
+  X(cosh, Cosh, kFloating, kNoSimdUnary, std::cosh(x), g* sinh(x), "hyperbolic cosine")            \
+  X(asinh, Asinh, kFloating, kNoSimdUnary, std::asinh(x), g / sqrt(square(wide(x)) + 1.0),         \
+    "inverse hyperbolic sine")                                                                     \
+  X(acosh, Acosh, kFloating, kNoSimdUnary, std::acosh(x), g / (sqrt(x - 1.0) * sqrt(x + 1.0)),     \
+    "inverse hyperbolic cosine; nan below 1")                                                      \
+  X(atanh, Atanh, kFloating, kNoSimdUnary, std::atanh(x), g / ((1.0 - x) * (x + 1.0)),             \
+    "inverse hyperbolic tangent; +-inf at +-1, nan outside [-1, 1]")                               \
   X(floor, Floor, kSame, U::kFloor, floor_value(x), zeros_like(g),                                 \
     "largest integer <= x (integers: x)")                                                          \
   X(ceil, Ceil, kSame, U::kCeil, ceil_value(x), zeros_like(g),                                     \

@@ -18,6 +18,7 @@ BROADCAST_PAIRS = [((3, 1), (1, 4)), ((5,), (2, 5)), ((), (3, 4))]
 LAYOUT_DTYPES = [kiln.float32, kiln.float16, kiln.int32]
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
 
 
 def _as(f):
@@ -48,6 +49,16 @@ UNARY = {
     "relu": (lambda x: np.maximum(x, x.dtype.type(0)), "same", None),
     "silu": (lambda x: x / (1 + np.exp(-x)), "float", None),
     "erf": (_as(_erf), "float", None),
+    "erfc": (_as(_erfc), "float", None),
+    "exp2": (np.exp2, "float", None),
+    "asin": (np.arcsin, "float", (-0.95, 0.95)),
+    "acos": (np.arccos, "float", (-0.95, 0.95)),
+    "atan": (np.arctan, "float", None),
+    "sinh": (np.sinh, "float", None),
+    "cosh": (np.cosh, "float", None),
+    "asinh": (np.arcsinh, "float", None),
+    "acosh": (np.arccosh, "float", (1.05, 3.0)),
+    "atanh": (np.arctanh, "float", (-0.95, 0.95)),
     "floor": (np.floor, "same", None),
     "ceil": (np.ceil, "same", None),
     "round": (np.round, "same", None),
@@ -169,7 +180,8 @@ def test_unary_writes_into_out(name, rng):
 
 
 @pytest.mark.parametrize("name", ["exp", "sqrt", "abs", "neg", "sigmoid", "tanh", "relu", "log",
-                                  "floor", "round", "sin"])
+                                  "floor", "round", "sin", "erfc", "exp2", "asin", "acos", "atan",
+                                  "sinh", "cosh", "asinh", "acosh", "atanh"])
 def test_unary_method_forms(name, rng):
     a = unary_input(name, (2, 3), kiln.float32, rng)
     assert_close(getattr(kt(a, kiln.float32), name)(), unary_reference(name, a, kiln.float32))
@@ -230,12 +242,22 @@ def _math_ref(f):
     ("erf", _math_ref(math.erf)),
     ("gelu", _math_ref(lambda e: 0.5 * e * math.erfc(-e / math.sqrt(2)))),
     ("exp", lambda v: np.exp(v)),
+    ("erfc", _math_ref(math.erfc)),
+    ("exp2", np.exp2),
+    ("asin", np.arcsin),
+    ("acos", np.arccos),
+    ("atan", np.arctan),
+    ("sinh", np.sinh),
+    ("cosh", np.cosh),
+    ("asinh", np.arcsinh),
+    ("acosh", np.arccosh),
+    ("atanh", np.arctanh),
 ])
 def test_transcendental_is_accurate_at_edges(name, ref, dtype):
     source = EDGE_VALUES.astype(np.float64 if dtype == kiln.float64 else np.float32)
     x = kt(source, dtype)
     v = x.numpy().astype(np.float64)  # the inputs as rounded to dtype
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         # The exact result rounded to dtype (bfloat16, which NumPy lacks, by Kiln's conversion).
         exact = ref(v)
         expected = (kt(exact, dtype).numpy() if dtype == kiln.bfloat16

@@ -56,7 +56,16 @@ UNARY = {
     "clamp_min": (lambda x: mint.clamp(x, min=0.1), away),
     "floor": (mint.floor, away), "ceil": (mint.ceil, away), "round": (mint.round, away),
     "sign": (mint.sign, away),
+    "erfc": (mint.erfc, r), "exp2": (mint.exp2, r), "atan": (mint.atan, r),
+    "asin": (mint.asin, lambda *s: r(*s, low=-0.8, high=0.8)),
+    "acos": (mint.acos, lambda *s: r(*s, low=-0.8, high=0.8)),
+    "sinh": (mint.sinh, r), "cosh": (mint.cosh, r), "asinh": (mint.asinh, r),
+    "acosh": (mint.acosh, lambda *s: r(*s, low=1.2, high=3.0)),
+    "atanh": (mint.atanh, lambda *s: r(*s, low=-0.8, high=0.8)),
 }
+# The rows whose rules are smooth compositions of ops: their second derivatives are checked too.
+SECOND_ORDER = ["erfc", "exp2", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh",
+                "atanh"]
 
 
 @pytest.mark.parametrize("name", sorted(UNARY))
@@ -64,6 +73,12 @@ UNARY = {
 def test_unary(name, shape):
     fn, make = UNARY[name]
     assert gradcheck(fn, (make(*shape),))
+
+
+@pytest.mark.parametrize("name", SECOND_ORDER)
+def test_unary_second_order(name):
+    fn, make = UNARY[name]
+    assert kiln.testing.gradgradcheck(fn, (make(2, 3),))
 
 
 def test_unary_on_a_non_contiguous_input():
@@ -76,6 +91,7 @@ BINARY = {
     "div": (mint.div, r, away), "pow": (mint.pow, positive, r),
     "maximum": (mint.maximum, distinct, lambda *s: distinct(*s) * 0.5 + 0.1),
     "minimum": (mint.minimum, distinct, lambda *s: distinct(*s) * 0.5 + 0.1),
+    "atan2": (mint.atan2, r, away), "fmod": (mint.fmod, r, away),
 }
 
 

@@ -41,6 +41,16 @@ KILN_DECLARE_UNARY(sigmoid)
 KILN_DECLARE_UNARY(relu)
 KILN_DECLARE_UNARY(silu)
 KILN_DECLARE_UNARY(erf)
+KILN_DECLARE_UNARY(erfc)  // 1 - erf(x), without the cancellation
+KILN_DECLARE_UNARY(exp2)
+KILN_DECLARE_UNARY(asin)  // nan outside [-1, 1]
+KILN_DECLARE_UNARY(acos)  // nan outside [-1, 1]
+KILN_DECLARE_UNARY(atan)
+KILN_DECLARE_UNARY(sinh)
+KILN_DECLARE_UNARY(cosh)
+KILN_DECLARE_UNARY(asinh)
+KILN_DECLARE_UNARY(acosh)  // nan below 1
+KILN_DECLARE_UNARY(atanh)  // +-inf at +-1, nan outside [-1, 1]
 KILN_DECLARE_UNARY(floor)
 KILN_DECLARE_UNARY(ceil)
 KILN_DECLARE_UNARY(round)  // half to even, as NumPy
@@ -70,6 +80,8 @@ KILN_DECLARE_BINARY(div)           // true division
 KILN_DECLARE_BINARY(floor_divide)  // rounds toward -inf, as Python's //
 KILN_DECLARE_BINARY(trunc_divide)  // rounds toward zero (C's integer division)
 KILN_DECLARE_BINARY(remainder)     // sign of the divisor, as Python's %
+KILN_DECLARE_BINARY(fmod)          // sign of the dividend, as C's fmod
+KILN_DECLARE_BINARY(atan2)         // the angle of the point (b, a): atan(a / b) in its quadrant
 KILN_DECLARE_BINARY(pow)
 KILN_DECLARE_BINARY(maximum)       // NaN-propagating
 KILN_DECLARE_BINARY(minimum)

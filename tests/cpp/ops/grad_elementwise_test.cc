@@ -26,7 +26,7 @@ constexpr DType f32 = DType::kFloat32;
 
 // Where inputs are drawn from, so that finite differences stay away from points
 // where an op is not differentiable or not defined.
-enum class Domain { kAny, kPositive, kUnit, kAwayFromZero, kAwayFromIntegers };
+enum class Domain { kAny, kPositive, kUnit, kAboveOne, kAwayFromZero, kAwayFromIntegers };
 
 Tensor draw(const Shape& shape, Domain domain, DType dtype = f64) {
   switch (domain) {
@@ -36,6 +36,8 @@ Tensor draw(const Shape& shape, Domain domain, DType dtype = f64) {
       return rand(shape, dtype) + 0.5;
     case Domain::kUnit:
       return rand(shape, dtype) * 1.6 - 0.8;
+    case Domain::kAboveOne:
+      return rand(shape, dtype) * 2.0 + 1.2;
     case Domain::kAwayFromZero:
       return (rand(shape, dtype) + 0.3) *
              where(gt(rand(shape), Tensor::scalar(0.5)), Tensor::scalar(1.0), Tensor::scalar(-1.0));
@@ -76,6 +78,16 @@ std::vector<UnaryCase> unary_cases() {
       {"Gelu", Domain::kAny, {{"approximate", std::string("tanh")}}},
       {"Silu", Domain::kAny, {}},
       {"Erf", Domain::kAny, {}},
+      {"Erfc", Domain::kAny, {}},
+      {"Exp2", Domain::kAny, {}},
+      {"Asin", Domain::kUnit, {}},
+      {"Acos", Domain::kUnit, {}},
+      {"Atan", Domain::kAny, {}},
+      {"Sinh", Domain::kAny, {}},
+      {"Cosh", Domain::kAny, {}},
+      {"Asinh", Domain::kAny, {}},
+      {"Acosh", Domain::kAboveOne, {}},
+      {"Atanh", Domain::kUnit, {}},
       {"Floor", Domain::kAwayFromIntegers, {}},
       {"Ceil", Domain::kAwayFromIntegers, {}},
       {"Round", Domain::kAwayFromIntegers, {}},
@@ -268,6 +280,8 @@ const BinaryCase kBinaryCases[] = {
     {"FloorDivide", Domain::kAny, Domain::kAwayFromZero},
     {"Remainder", Domain::kAny, Domain::kAwayFromZero},
     {"TruncDivide", Domain::kAny, Domain::kAwayFromZero},
+    {"Fmod", Domain::kAny, Domain::kAwayFromZero},
+    {"Atan2", Domain::kAny, Domain::kAwayFromZero},
     {"SigmoidBackward", Domain::kAny, Domain::kUnit},
     {"TanhBackward", Domain::kAny, Domain::kUnit},
     {"ReluBackward", Domain::kAny, Domain::kAwayFromZero},
@@ -341,6 +355,39 @@ TEST(GradElementwise, PowIsFiniteAtZeroBaseAndZeroExponent) {
   const std::vector<Tensor> g = pow_op->grad_fn()({a, b}, {kiln::pow(a, b)}, {}, {ones({2}, f64)});
   testing::expect_close(g[0], zeros({2}, f64), 0);
   testing::expect_close(g[1], zeros({2}, f64), 0);
+}
+
+// atan2's gradients are b / (a^2 + b^2) and -a / (a^2 + b^2) (nan at the origin, as PyTorch's);
+// fmod's are g and -g * trunc(a / b). In float16, a^2 + b^2 past float16's range (300^2) still
+// gives the representable gradient.
+TEST(GradElementwise, Atan2AndFmodGradientsAreTheirFormulas) {
+  const auto values = [](std::initializer_list<double> v) {
+    Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, f64);
+    std::copy(v.begin(), v.end(), t.data<double>());
+    return t;
+  };
+  const Tensor a = values({1.0, -2.0, 0.0, 7.5, -7.5});
+  const Tensor b = values({2.0, 0.5, -3.0, -2.0, 2.0});
+  const Tensor g = values({1.0, 2.0, 1.0, 1.0, -1.0});
+  const OpDefPtr atan2_op = OpRegistry::Instance().get("Atan2");
+  const std::vector<Tensor> ga = atan2_op->grad_fn()({a, b}, {kiln::atan2(a, b)}, {}, {g});
+  const Tensor r2 = a * a + b * b;
+  testing::expect_close(ga[0], g * b / r2, 1e-15);
+  testing::expect_close(ga[1], -(g * a) / r2, 1e-15);
+  const Tensor origin = zeros({1}, f64);
+  const std::vector<Tensor> at_origin =
+      atan2_op->grad_fn()({origin, origin}, {kiln::atan2(origin, origin)}, {}, {ones({1}, f64)});
+  EXPECT_TRUE(std::isnan(at_origin[0].data<double>()[0]));
+  const Tensor big = to(values({300.0, 400.0}), DType::kFloat16);
+  const std::vector<Tensor> gh =
+      atan2_op->grad_fn()({big, big}, {kiln::atan2(big, big)}, {}, {ones({2}, DType::kFloat16)});
+  EXPECT_EQ(gh[0].dtype(), DType::kFloat16);
+  testing::expect_close(to(gh[0], f64), values({1.0 / 600, 1.0 / 800}), 1e-5);
+
+  const OpDefPtr fmod_op = OpRegistry::Instance().get("Fmod");
+  const std::vector<Tensor> gf = fmod_op->grad_fn()({a, b}, {kiln::fmod(a, b)}, {}, {g});
+  testing::expect_close(gf[0], g, 0);
+  testing::expect_close(gf[1], values({-0.0, 8.0, 0.0, 3.0, -3.0}), 0);
 }
 
 TEST(GradElementwise, WhereSendsGradientToTheSelectedOperand) {
