@@ -3,13 +3,15 @@ code written against ``torch.Tensor`` runs: ``x.zero_()``, ``x.fill_(v)``, ``x.c
 ``x.expand_as(y)``, ``x.view_as(y)``, ``x.reshape_as(y)``, ``x.type_as(y)``, ``x.mT``, ``x.data``,
 ``x.is_floating_point()``, ``x.element_size()``, ``x.t()``, ``x.new_zeros(size)`` and the
 other ``new_*`` factories (this tensor's dtype by default), ``x.clamp_()``, ``x.where(cond, y)``,
-``x.mm(y)``, ``x.bmm(y)``, ``x.unbind(dim)``, ``x.flip(dims)`` and ``x.repeat(*sizes)`` (copies,
+``x.bmm(y)``, ``x.unbind(dim)``, ``x.flip(dims)`` and ``x.repeat(*sizes)`` (copies,
 as in PyTorch), ``x.isnan()`` / ``isinf()`` / ``isfinite()``, the optimizer helpers ``lerp_``,
 ``addcmul_`` and ``addcdiv_``, and the methods of kiln.mint's functions that take a tensor first
 (``x.chunk(2)``, ``x.split(3)``, ``x.gather(1, i)``, ``x.index_select(0, i)``,
 ``x.masked_fill(m, v)`` and ``x.masked_fill_(m, v)``, ``x.scatter(1, i, s)``, ``x.tril()``,
 ``x.triu()``, ``x.norm(p, dim)``, ``x.round(decimals=0)``, which adds PyTorch's ``decimals`` to the
-bound Round method: kiln/mint/_composite.py).
+bound Round method: kiln/mint/_composite.py). The methods of the functions composed in kiln/mint
+(``x.mm(y)``, ``x.median(dim)``, ``x.clone(memory_format=...)``, ...) are installed by the
+modules that define those functions.
 
 The elementwise methods (``x.add(y)``, ``x.eq(y)``, ``x.exp_()``, ``x.add_(y)``, ...) are bound in
 C++ beside their kiln.mint functions (python/src/bind_mint_elementwise.cc,
@@ -24,7 +26,7 @@ and converts to its dtype.
 from . import _C
 from ._checks import as_int, wrap_dim
 from .autograd import is_grad_enabled
-from .errors import KilnTypeError, KilnValueError, ShapeError
+from .errors import KilnTypeError, KilnValueError
 from .mint import _composite, _indexing_ops, _norms
 
 Tensor = _C.Tensor
@@ -161,14 +163,6 @@ def clamp_(self, min=None, max=None):  # noqa: A002 (PyTorch's argument names)
 def where(self, condition, other):
     """``kiln.mint.where(condition, self, other)``: this tensor where ``condition`` holds."""
     return _mint.where(condition, self, other)
-
-
-def mm(self, mat2):
-    """The product of two matrices (2-d tensors)."""
-    if self.ndim != 2 or getattr(mat2, "ndim", None) != 2:
-        raise ShapeError(f"mm: expected two 2-d tensors, got {self.ndim}-d and "
-                         f"{getattr(mat2, 'ndim', type(mat2).__name__)}-d (matmul takes others)")
-    return _mint.matmul(self, mat2)
 
 
 def bmm(self, mat2):
@@ -328,7 +322,7 @@ Tensor.type = _type  # (not a module-level `type`, which would hide the builtin 
 Tensor.is_floating_point = is_floating_point
 Tensor.element_size = element_size
 for _name in ("t", "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "clamp_",
-              "where", "mm", "bmm", "unbind", "flip", "repeat", "isnan", "isinf", "isfinite",
+              "where", "bmm", "unbind", "flip", "repeat", "isnan", "isinf", "isfinite",
               "lerp_", "addcmul_", "addcdiv_"):
     setattr(Tensor, _name, globals()[_name])
 Tensor.mT = property(_mT)

@@ -1,7 +1,7 @@
 """kiln.mint: the built-in ops (``kiln.mint.add``, ``kiln.mint.matmul``, ...).
 
 Each function maps to one PascalCase primitive in the op registry (``kiln.mint.add`` -> ``Add``)
-and runs through eager dispatch; see ``kiln.ops.list_ops()`` for every primitive. A few
+and runs through eager dispatch; see ``kiln.ops.list_ops()`` for every primitive. Other
 functions are composed of those ops in Python, so autograd and kiln.jit go through them as
 through any op: ``norm`` and ``vector_norm`` (kiln/mint/_norms.py); ``leaky_relu``, ``elu``,
 ``softplus``, ``hardtanh``, ``l1_loss``, ``smooth_l1_loss``, ``huber_loss``,
@@ -17,15 +17,28 @@ their Tensor methods
 ``nonzero`` / ``argwhere`` / one-argument ``where``, ``unique`` (eager only where the result's
 size depends on values), ``isclose`` / ``allclose`` / ``equal``, ``full_like``, ``clamp_min`` /
 ``clamp_max`` / ``clip``, ``log10``, ``fix``, ``lerp``, ``cumprod`` and ``div`` with
-``rounding_mode`` (kiln/mint/_indexing_ops.py).
+``rounding_mode``, ``take_along_dim`` and ``empty_like`` (kiln/mint/_indexing_ops.py);
+``mm``, ``mv``, ``addmm`` (the AddMM op with PyTorch's checks), ``baddbmm``, ``addmv``, ``kron``,
+``cross`` and ``cdist`` (kiln/mint/_matrix_products.py); ``addcmul``, ``addcdiv``,
+``nan_to_num``, ``logit``, ``frac`` and ``isnan`` / ``isinf`` / ``isfinite`` / ``isposinf`` /
+``isneginf`` (kiln/mint/_pointwise.py); ``clone`` (with ``memory_format``: kiln.mint's
+``contiguous_format`` and ``preserve_format``), ``flip`` / ``fliplr`` / ``flipud``, ``unbind``,
+``narrow``, ``atleast_1d`` / ``2d`` / ``3d``, ``hstack`` / ``vstack`` / ``dstack`` /
+``column_stack``, ``tensor_split``, ``swapaxes`` / ``swapdims`` and ``unflatten``
+(kiln/mint/_shape_ops.py); ``var_mean``, ``std_mean``, ``median``, ``count_nonzero``,
+``logcumsumexp``, ``cummax`` / ``cummin`` and ``diff`` (kiln/mint/_reductions.py);
+``scatter_reduce`` (kiln/mint/_scatter_reduce.py); ``searchsorted``, ``bucketize`` and
+``bincount`` (eager only) (kiln/mint/_bucketing.py). Each of those modules also gives Tensor the
+methods PyTorch has for its functions.
 """
 
 from .._C.mint import *  # noqa: F401,F403
 # After the bindings: div (adding rounding_mode) and where (adding its one-argument form) replace
 # the ops' own, which they call.
 from ._indexing_ops import (allclose, argwhere, clamp_max, clamp_min, clip, cumprod,  # noqa: F401
-                            div, equal, fix, full_like, index_add, index_fill, isclose, lerp,
-                            log10, masked_select, nonzero, scatter_add, unique, where)
+                            div, empty_like, equal, fix, full_like, index_add, index_fill,
+                            isclose, lerp, log10, masked_select, nonzero, scatter_add,
+                            take_along_dim, unique, where)
 # After the bindings: cross_entropy, nll_loss, conv2d and round replace the ops' own (which they
 # call).
 from ._composite import (adaptive_avg_pool2d, adaptive_max_pool2d,  # noqa: F401,A004
@@ -38,6 +51,18 @@ from ._random import bernoulli, normal, rand_like, randint_like, randn_like  # n
 from ._products import (cartesian_prod, diag, diagonal, dot, einsum, ger, meshgrid,  # noqa: F401
                         movedim, moveaxis, outer, repeat_interleave, roll, tile, tril_indices,
                         triu_indices)
+# After the bindings: addmm (adding PyTorch's checks) replaces the op's own, which it calls.
+from ._matrix_products import addmm, addmv, baddbmm, cdist, cross, kron, mm, mv  # noqa: F401
+from ._pointwise import (addcdiv, addcmul, frac, isfinite, isinf, isnan, isneginf,  # noqa: F401
+                         isposinf, logit, nan_to_num)
+from ._shape_ops import (atleast_1d, atleast_2d, atleast_3d, clone, column_stack,  # noqa: F401
+                         contiguous_format, dstack, flip, fliplr, flipud, hstack, narrow,
+                         preserve_format, swapaxes, swapdims, tensor_split, unbind, unflatten,
+                         vstack)
+from ._reductions import (count_nonzero, cummax, cummin, diff, logcumsumexp,  # noqa: F401
+                          median, std_mean, var_mean)
+from ._scatter_reduce import scatter_reduce  # noqa: F401
+from ._bucketing import bincount, bucketize, searchsorted  # noqa: F401
 
 # torch's dtype names, so that code renamed from ``torch.`` to ``kiln.mint.`` finds them
 # (``kiln.float32`` is the same object).

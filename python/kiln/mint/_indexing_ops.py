@@ -2,11 +2,13 @@
 with PyTorch's names, argument order and defaults:
 
     scatter_add(input, dim, index, src)         index_add(input, dim, index, source, *, alpha=1)
+    take_along_dim(input, indices, dim=None)
     index_fill(input, dim, index, value)        masked_select(input, mask)
     nonzero(input, *, as_tuple=False)           argwhere(input)
     where(condition, input=None, other=None, *, out=None)    (where(condition) is nonzero's tuple)
     isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False)    allclose(...)  equal(a, b)
     full_like(input, fill_value, *, dtype=None, requires_grad=False, device=None)
+    empty_like(input, *, dtype=None, requires_grad=False, device=None)
     clamp_min(input, min)   clamp_max(input, max)   clip(input, min=None, max=None)  (clamp's alias)
     log10(input)   fix(input, *, out=None) (trunc's alias)   lerp(input, end, weight)
     div(input, other, *, rounding_mode=None, out=None)   cumprod(input, dim, *, dtype=None)
@@ -27,6 +29,9 @@ boolean indexing is. ``allclose`` and ``equal`` return a Python bool, read at th
 - ``scatter_add``, ``index_add`` and ``scatter_`` convert the source to the input's dtype, as
   kiln.mint.scatter does (PyTorch refuses another dtype); negative indices count from the end,
   as kiln.mint.scatter's do, where PyTorch refuses them (index_fill takes them in both).
+- ``take_along_dim`` is kiln.mint.gather after broadcasting input and indices against each other
+  in every dim but ``dim`` (PyTorch's rule: they have one number of dims); without ``dim`` it
+  gathers from the flattened input. int32 indices are taken too (PyTorch: int64 only).
 - ``isclose`` computes the error of 16-bit floats in float32, and of integers and bools in
   float64 (PyTorch: float32), so that large integers compare exactly.
 - ``div``'s "trunc" and "floor" modes keep integer operands integer (exact, unlike a float
@@ -53,9 +58,9 @@ from .._numpy import np
 from ..errors import DTypeError, KilnIndexError, KilnTypeError, KilnValueError, ShapeError
 from ._composite import _cast, _floating_tensor, _widened, check_real
 
-__all__ = ["scatter_add", "index_add", "index_fill", "masked_select", "nonzero", "argwhere",
-           "where", "isclose", "allclose", "equal", "full_like", "clamp_min", "clamp_max", "clip",
-           "log10", "fix", "lerp", "div", "cumprod", "unique"]
+__all__ = ["scatter_add", "index_add", "index_fill", "take_along_dim", "masked_select", "nonzero",
+           "argwhere", "where", "isclose", "allclose", "equal", "full_like", "empty_like",
+           "clamp_min", "clamp_max", "clip", "log10", "fix", "lerp", "div", "cumprod", "unique"]
 
 Tensor = _C.Tensor
 _mint = _C.mint
@@ -174,6 +179,38 @@ def index_fill(input, dim, index, value):  # noqa: A002
     mask = _mint.scatter(_mint.zeros(_along(dim, ndim, size), dtype=_C.dtype.bool), dim,
                          index.reshape(_along(dim, ndim, index.shape[0])), True)
     return _mint.masked_fill(input, mask if input.ndim else mask.reshape(()), value)
+
+
+def take_along_dim(input, indices, dim=None):  # noqa: A002
+    """take_along_dim(input, indices, dim=None): the elements of ``input`` at ``indices`` along
+    ``dim`` (kiln.mint.gather), input and indices (of one number of dims) broadcast against
+    each other in the other dims; with ``dim`` None, the flattened input at the flattened
+    indices."""
+    owner = "take_along_dim"
+    _tensor(owner, "input", input)
+    _tensor(owner, "indices", indices)
+    if indices.dtype not in _INDEX_DTYPES:
+        raise DTypeError(f"{owner}: expected int64 or int32 indices, got {indices.dtype.name}")
+    if dim is None:
+        return _mint.gather(input.reshape(-1), 0, indices.reshape(-1))
+    if input.ndim != indices.ndim:
+        raise ShapeError(f"{owner}: expected input and indices to have the same number of dims, "
+                         f"got shapes {list(input.shape)} and {list(indices.shape)}")
+    dim = _dim(owner, dim, input.ndim)
+    if input.ndim == 0:
+        return _mint.gather(input.reshape(1), 0, indices.reshape(1)).reshape(())
+    shape = []
+    for d, (a, b) in enumerate(zip(input.shape, indices.shape)):
+        if d != dim and a != b and 1 not in (a, b):
+            raise ShapeError(f"{owner}: input of shape {list(input.shape)} and indices of shape "
+                             f"{list(indices.shape)} do not broadcast in dim {d}")
+        shape.append(a if a != 1 else b)
+
+    def widened(x):
+        target = [x.shape[d] if d == dim else size for d, size in enumerate(shape)]
+        return x if list(x.shape) == target else x.expand(target)
+
+    return _mint.gather(widened(input), dim, widened(indices))
 
 
 def masked_select(input, mask):  # noqa: A002
@@ -296,6 +333,14 @@ def full_like(input, fill_value, *, dtype=None, requires_grad=False, device=None
     _tensor("full_like", "input", input)
     return _mint.full(input.shape, fill_value, dtype=input.dtype if dtype is None else dtype,
                       requires_grad=requires_grad, device=device)
+
+
+def empty_like(input, *, dtype=None, requires_grad=False, device=None):  # noqa: A002
+    """empty_like(input, *, dtype=None, requires_grad=False, device=None): an uninitialised
+    tensor of ``input``'s shape, in input's dtype unless ``dtype`` is given."""
+    _tensor("empty_like", "input", input)
+    return _mint.empty(list(input.shape), dtype=input.dtype if dtype is None else dtype,
+                       requires_grad=requires_grad, device=device)
 
 
 def _bound(owner, name, value):
@@ -559,9 +604,9 @@ def clip_(self, min=None, max=None):  # noqa: A002
     return self.clamp_(min, max)
 
 
-for _function in (scatter_add, index_add, index_fill, masked_select, nonzero, argwhere, isclose,
-                  allclose, equal, clamp_min, clamp_max, log10, fix, lerp, cumprod,
-                  unique, scatter_, scatter_add_, index_add_, index_fill_, clamp_min_,
+for _function in (scatter_add, index_add, index_fill, take_along_dim, masked_select, nonzero,
+                  argwhere, isclose, allclose, equal, clamp_min, clamp_max, log10, fix, lerp,
+                  cumprod, unique, scatter_, scatter_add_, index_add_, index_fill_, clamp_min_,
                   clamp_max_, clip_):
     setattr(Tensor, _function.__name__, _function)
 del _function
