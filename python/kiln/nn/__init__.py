@@ -35,9 +35,12 @@
   ``SiLU``, ``Tanh``, ``Sigmoid``, ``Softmax``, ``Identity``, ``LeakyReLU``, ``ELU``,
   ``Softplus``, ``Hardtanh``, ``ReLU6``, ``PReLU``, ``Mish``, ``LogSoftmax``, ``Hardswish``,
   ``Hardsigmoid``, ``GLU``, ``SELU``, ``CELU``, ``LogSigmoid``, ``Softsign``, ``Tanhshrink``,
-  ``Threshold``, ``Softmin``; losses ``CrossEntropyLoss``,
-  ``NLLLoss``, ``MSELoss``, ``L1Loss``, ``SmoothL1Loss``, ``HuberLoss``, ``BCELoss``,
-  ``BCEWithLogitsLoss``, ``KLDivLoss``.
+  ``Threshold``, ``Softmin``, ``Hardshrink``, ``Softshrink``, ``RReLU``, ``Softmax2d``; losses
+  ``CrossEntropyLoss``, ``NLLLoss``, ``MSELoss``, ``L1Loss``, ``SmoothL1Loss``, ``HuberLoss``,
+  ``BCELoss``, ``BCEWithLogitsLoss``, ``KLDivLoss``, ``SoftMarginLoss``, ``MarginRankingLoss``,
+  ``CosineEmbeddingLoss``, ``HingeEmbeddingLoss``, ``TripletMarginLoss``, ``GaussianNLLLoss``,
+  ``PoissonNLLLoss``, ``MultiMarginLoss`` (kiln/nn/loss.py); distances ``CosineSimilarity``,
+  ``PairwiseDistance`` (kiln/nn/distance.py).
   Each layer's file documents its arguments and its (PyTorch-equal) initialisation; layers with
   parameters take ``dtype`` (default float32).
 - ``DataParallel(cell, group=None, bucket_cap_mb=25)``: data-parallel training over a
@@ -53,28 +56,31 @@
   ``spectral_norm`` (kiln/nn/utils/parametrize.py).
 - ``kiln.nn.init``: ``uniform_``, ``normal_``, ``constant_``, ``zeros_``, ``ones_``,
   ``xavier_uniform_``, ``xavier_normal_``, ``kaiming_uniform_``, ``kaiming_normal_``,
-  ``trunc_normal_``, ``orthogonal_``, seeded by
+  ``trunc_normal_``, ``orthogonal_``, ``eye_``, ``dirac_``, seeded by
   ``kiln.manual_seed``.
 """
 
 from . import functional, init, utils  # noqa: F401
-from .activation import (CELU, ELU, GELU, GLU, Hardsigmoid, Hardswish, Hardtanh,  # noqa: F401
-                         Identity, LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6,
-                         SELU, Sigmoid, SiLU, Softmax, Softmin, Softplus, Softsign, Tanh,
-                         Tanhshrink, Threshold)
+from .activation import (CELU, ELU, GELU, GLU, Hardshrink, Hardsigmoid, Hardswish,  # noqa: F401
+                         Hardtanh, Identity, LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU,
+                         ReLU6, RReLU, SELU, Sigmoid, SiLU, Softmax, Softmax2d, Softmin, Softplus,
+                         Softshrink, Softsign, Tanh, Tanhshrink, Threshold)
 from .attention import MultiheadAttention  # noqa: F401
 from .cell import Cell, LoadResult, Module  # noqa: F401
 from .container import (ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401
                         Sequential)
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
+from .distance import CosineSimilarity, PairwiseDistance  # noqa: F401
 from .dropout import Dropout, Dropout1d, Dropout2d  # noqa: F401
 from .embedding import Embedding  # noqa: F401
 from .extra_layers import (Bilinear, InstanceNorm1d, InstanceNorm2d, PixelShuffle,  # noqa: F401
                            PixelUnshuffle)
 from .linear import Dense, Linear  # noqa: F401
 from .flatten import Flatten, Unflatten  # noqa: F401
-from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss,  # noqa: F401
-                   KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
+from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss,  # noqa: F401
+                   CrossEntropyLoss, GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss, KLDivLoss,
+                   L1Loss, MarginRankingLoss, MSELoss, MultiMarginLoss, NLLLoss, PoissonNLLLoss,
+                   SmoothL1Loss, SoftMarginLoss, TripletMarginLoss)
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm  # noqa: F401
 from .padding import (ConstantPad1d, ConstantPad2d, ReflectionPad1d,  # noqa: F401
                       ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, ZeroPad1d, ZeroPad2d)
@@ -107,4 +113,7 @@ __all__ = ["functional", "init", "utils", "Cell", "Module", "LoadResult", "Param
            "Softsign", "Tanhshrink", "Threshold", "Softmin", "ZeroPad1d", "ZeroPad2d",
            "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
            "ReplicationPad1d", "ReplicationPad2d", "PixelShuffle", "PixelUnshuffle", "Bilinear",
-           "InstanceNorm1d", "InstanceNorm2d"]
+           "InstanceNorm1d", "InstanceNorm2d", "Hardshrink", "Softshrink", "RReLU", "Softmax2d",
+           "SoftMarginLoss", "MarginRankingLoss", "CosineEmbeddingLoss", "HingeEmbeddingLoss",
+           "TripletMarginLoss", "GaussianNLLLoss", "PoissonNLLLoss", "MultiMarginLoss",
+           "CosineSimilarity", "PairwiseDistance"]

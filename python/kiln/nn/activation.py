@@ -11,13 +11,18 @@ name in lower case (``leaky_relu`` for LeakyReLU, ``log_softmax`` for LogSoftmax
     SELU(inplace=False)          CELU(alpha=1.0, inplace=False)
     Threshold(threshold, value, inplace=False)                 LogSigmoid()
     Softsign()                   Tanhshrink()                  Tanh()
-    Sigmoid()                    Identity()
+    Sigmoid()                    Identity()                    Softmax2d()
+    Hardshrink(lambd=0.5)        Softshrink(lambd=0.5)
+    RReLU(lower=1/8, upper=1/3, inplace=False)
 
 ``inplace`` (a bool, in PyTorch's position: ``ReLU(True)``, ``LeakyReLU(0.2, True)``) makes the
 cell write its result into x and return x, as ``F.relu(x, inplace=True)`` does, except where
 autograd needs x (it requires grad while grad mode is on, where F's inplace=True would copy x
 first): there the cell computes out of place, and a network built with ``nn.ReLU(inplace=True)``
 trains as PyTorch's does.
+
+Softmax2d has no function of its name: it is softmax over the channels (dim -3) of a 3-d or 4-d
+input.
 
 Softmax's, LogSoftmax's and Softmin's ``dim`` defaults to -1, where PyTorch's None picks a
 dimension from the input's rank with a deprecation warning.
@@ -29,7 +34,7 @@ import warnings
 
 from .. import _C
 from .._checks import checked_bool, checked_int
-from ..errors import KilnValueError
+from ..errors import KilnValueError, ShapeError
 from ..mint import _composite
 from . import functional as F
 from . import init
@@ -39,7 +44,7 @@ from .parameter import Parameter
 __all__ = ["ReLU", "ReLU6", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid", "Softmax", "LogSoftmax",
            "LeakyReLU", "ELU", "Softplus", "Hardtanh", "Hardswish", "Hardsigmoid", "PReLU",
            "Identity", "GLU", "SELU", "CELU", "LogSigmoid", "Softsign", "Tanhshrink", "Threshold",
-           "Softmin", "activation_cell"]
+           "Softmin", "Hardshrink", "Softshrink", "RReLU", "Softmax2d", "activation_cell"]
 
 _mint = _C.mint
 
@@ -349,6 +354,62 @@ class PReLU(Cell):
         return f"num_parameters={self.num_parameters}"
 
 
+class _Shrink(Cell):
+    """Base of Hardshrink and Softshrink: a real ``lambd`` (a KilnTypeError otherwise), which the
+    repr shows alone, as PyTorch's."""
+
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = _composite.check_real(type(self).__name__, "lambd", lambd)
+
+    def extra_repr(self):
+        return f"{self.lambd}"
+
+
+class Hardshrink(_Shrink):
+    """Hardshrink(lambd=0.5): x where |x| > lambd, else 0 (F.hardshrink)."""
+
+    def construct(self, x):
+        return F.hardshrink(x, self.lambd)
+
+
+class Softshrink(_Shrink):
+    """Softshrink(lambd=0.5): x - lambd above lambd, x + lambd below -lambd, else 0
+    (F.softshrink; a negative or infinite lambd is its KilnValueError when called, as in
+    PyTorch)."""
+
+    def construct(self, x):
+        return F.softshrink(x, self.lambd)
+
+
+class RReLU(_InPlace):
+    """RReLU(lower=1/8, upper=1/3, inplace=False): in training, x where x > 0, else x times a
+    slope drawn from U(lower, upper) for each element; in eval mode the slope (lower + upper) /
+    2 (F.rrelu with the cell's ``training``). Bounds that are no real numbers are a
+    KilnTypeError, lower > upper a KilnValueError, when built (PyTorch refuses them when
+    called)."""
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__(inplace)
+        self.lower, self.upper = F._rrelu_bounds("RReLU", lower, upper)
+
+    def construct(self, x):
+        return F.rrelu(x, self.lower, self.upper, self.training, self._writes_into(x))
+
+    def extra_repr(self):
+        return self._repr(f"lower={self.lower}, upper={self.upper}")
+
+
+class Softmax2d(Cell):
+    """Softmax2d(): softmax over the channels (dim -3) of input [N, C, H, W] or [C, H, W]; another
+    rank is a ShapeError, as PyTorch refuses it."""
+
+    def construct(self, x):
+        if F._tensor("Softmax2d", "input", x).ndim not in (3, 4):
+            raise ShapeError(f"Softmax2d: expected input to be 3D or 4D, got {x.ndim}D instead")
+        return _mint.softmax(x, -3)
+
+
 class Identity(Cell):
     """Identity(): returns its input (the same tensor)."""
 
@@ -361,7 +422,9 @@ _BY_NAME = {"relu": ReLU, "relu6": ReLU6, "gelu": GELU, "silu": SiLU, "mish": Mi
             "leakyrelu": LeakyReLU, "elu": ELU, "softplus": Softplus, "hardtanh": Hardtanh,
             "hardswish": Hardswish, "hardsigmoid": Hardsigmoid, "prelu": PReLU,
             "identity": Identity, "glu": GLU, "selu": SELU, "celu": CELU, "logsigmoid": LogSigmoid,
-            "softsign": Softsign, "tanhshrink": Tanhshrink, "softmin": Softmin}
+            "softsign": Softsign, "tanhshrink": Tanhshrink, "softmin": Softmin,
+            "hardshrink": Hardshrink, "softshrink": Softshrink, "rrelu": RReLU,
+            "softmax2d": Softmax2d}
 
 
 def activation_cell(spec):

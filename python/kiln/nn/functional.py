@@ -7,7 +7,9 @@ order and defaults (keyword-only where PyTorch's are), so that ported code runs 
 
 Activations: relu, relu6, leaky_relu, elu, selu, celu, gelu, silu, mish, sigmoid, tanh, softplus,
 softsign, tanhshrink, hardtanh, hardswish, hardsigmoid, prelu, logsigmoid, threshold, glu,
-softmax, log_softmax, softmin. Layers: dropout, dropout1d, dropout2d, linear, bilinear, conv1d,
+softmax, log_softmax, softmin, hardshrink, softshrink, rrelu, and PyTorch's in-place spellings
+relu_, leaky_relu_, elu_, hardtanh_, selu_, celu_, threshold_, rrelu_ (each the function with
+inplace=True). Layers: dropout, dropout1d, dropout2d, linear, bilinear, conv1d,
 conv2d, conv_transpose1d, conv_transpose2d, pad, interpolate (PyTorch's modes and antialias,
 kiln/nn/upsampling.py), embedding, one_hot, pixel_shuffle, pixel_unshuffle,
 scaled_dot_product_attention, multi_head_attention_forward (kiln/nn/attention.py). Pooling, of
@@ -18,7 +20,10 @@ adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d, adaptive_max_pool
 one). Normalization and distances:
 layer_norm, rms_norm, group_norm, batch_norm, normalize, cosine_similarity, pairwise_distance.
 Losses: mse_loss, l1_loss, smooth_l1_loss, huber_loss, cross_entropy, nll_loss,
-binary_cross_entropy, binary_cross_entropy_with_logits, kl_div.
+binary_cross_entropy, binary_cross_entropy_with_logits, kl_div, soft_margin_loss,
+margin_ranking_loss, cosine_embedding_loss, hinge_embedding_loss, triplet_margin_loss,
+gaussian_nll_loss, poisson_nll_loss, multi_margin_loss (the last eight composed here; their
+inputs and targets broadcast as PyTorch's do).
 
 Each delegates to the kiln.mint function that computes it (an op, or a composite of
 kiln/mint/_composite.py), reordering the arguments where kiln.mint's order differs (the class
@@ -45,6 +50,9 @@ Where this differs from PyTorch:
   and [N, 1] against [N] silently compares N * N pairs); mse_loss broadcasts with the warning.
 - Options that need what Kiln lacks are a KilnNotImplementedError rather than ignored:
   embedding's ``sparse``.
+- soft_margin_loss is computed without overflow (PyTorch's float32 value is inf, its gradient
+  NaN, past -target * input of about 88), and poisson_nll_loss's target gradient with
+  ``full=True`` is finite at target 0, where PyTorch's is NaN.
 - max_unpool1d / max_unpool2d raise an index outside the output's plane asynchronously (a
   KilnIndexError of the scatter that writes them, at the next sync point) rather than at the
   call.
@@ -52,6 +60,7 @@ Where this differs from PyTorch:
 
 import functools
 import math
+import numbers
 import warnings
 
 from .. import _C, mint as _mint
@@ -68,6 +77,8 @@ from .upsampling import interpolate  # noqa: F401  (composed there, beside its c
 __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "sigmoid",
            "tanh", "softplus", "softsign", "tanhshrink", "hardtanh", "hardswish", "hardsigmoid",
            "prelu", "logsigmoid", "threshold", "glu", "softmax", "log_softmax", "softmin",
+           "hardshrink", "softshrink", "rrelu", "relu_", "leaky_relu_", "elu_", "hardtanh_",
+           "selu_", "celu_", "threshold_", "rrelu_",
            "dropout", "dropout1d", "dropout2d", "linear", "bilinear", "conv1d", "conv2d",
            "conv_transpose1d", "conv_transpose2d", "max_pool1d", "max_pool2d", "avg_pool1d",
            "avg_pool2d",
@@ -78,7 +89,10 @@ __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
            "rms_norm", "group_norm", "batch_norm",
            "normalize", "cosine_similarity", "pairwise_distance",
            "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss",
-           "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"]
+           "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+           "soft_margin_loss", "margin_ranking_loss", "cosine_embedding_loss",
+           "hinge_embedding_loss", "triplet_margin_loss", "gaussian_nll_loss", "poisson_nll_loss",
+           "multi_margin_loss"]
 
 Tensor = _C.Tensor
 
@@ -357,6 +371,103 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
     softmax's."""
     _tensor("softmin", "input", input)
     return _mint.softmax(-input, _softmax_dim("softmin", input, dim, _stacklevel), dtype)
+
+
+def hardshrink(input, lambd=0.5):  # noqa: A002
+    """hardshrink(input, lambd=0.5): x where |x| > lambd, else 0 (NaN stays NaN); the gradient
+    is 0 where the value is, 1 elsewhere, as PyTorch's. A negative lambd shrinks nothing."""
+    _floating_tensor("hardshrink", "input", input)
+    lambd = check_real("hardshrink", "lambd", lambd)
+    inside = _mint.logical_and(input >= -lambd, input <= lambd)
+    return _mint.where(inside, 0.0, input)
+
+
+def softshrink(input, lambd=0.5):  # noqa: A002
+    """softshrink(input, lambd=0.5): x - lambd where x > lambd, x + lambd where x < -lambd, else
+    0 (NaN stays NaN), with PyTorch's gradient (0 in [-lambd, lambd], 1 elsewhere). ``lambd``
+    must be finite and >= 0 (a KilnValueError otherwise, as PyTorch refuses it)."""
+    _floating_tensor("softshrink", "input", input)
+    lambd = check_real("softshrink", "lambd", lambd)
+    if not 0.0 <= lambd < math.inf:
+        raise KilnValueError(f"softshrink: expected lambd to be finite and >= 0, got {lambd}")
+    inside = _mint.logical_and(input >= -lambd, input <= lambd)
+    # A NaN is outside and takes the last branch: NaN, with the gradient 1, as PyTorch's.
+    return _mint.where(inside, 0.0, _mint.where(input > lambd, input - lambd, input + lambd))
+
+
+def _rrelu_bounds(owner, lower, upper):
+    """rrelu's ``lower`` and ``upper`` as floats: a KilnTypeError unless they are real numbers, a
+    KilnValueError unless lower <= upper (PyTorch's check). Shared with kiln.nn.RReLU."""
+    lower = check_real(owner, "lower", lower)
+    upper = check_real(owner, "upper", upper)
+    if not lower <= upper:
+        raise KilnValueError(f"{owner}: expected lower <= upper, got lower={lower} and "
+                             f"upper={upper}")
+    return lower, upper
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):  # noqa: A002
+    """rrelu(input, lower=1/8, upper=1/3, training=False, inplace=False): the randomized leaky
+    ReLU. While ``training``, x where x > 0, else x * r with r drawn from U(lower, upper) for each
+    element (kiln.mint.rand_like, so kiln.manual_seed repeats it; float32 draws for 16-bit
+    inputs, rounded once with the product), the gradient r there; otherwise leaky_relu with the
+    slope (lower + upper) / 2. lower > upper is a KilnValueError, as in PyTorch."""
+    owner = "rrelu"
+    dtype = _floating_tensor(owner, "input", input)
+    lower, upper = _rrelu_bounds(owner, lower, upper)
+    source = _source(owner, input, inplace)
+    if not checked_bool(owner, "training", training):
+        result = _composite.leaky_relu(source, (lower + upper) / 2)
+    else:
+        slope = _mint.rand_like(source, dtype=sample_dtype(source)) * (upper - lower) + lower
+        result = _cast(_mint.where(source <= 0, source * slope, source), dtype)
+    return _in_place(owner, input, result, inplace)
+
+
+def relu_(input):  # noqa: A002
+    """relu_(input): relu(input, inplace=True), PyTorch's in-place spelling."""
+    return relu(input, inplace=True)
+
+
+def leaky_relu_(input, negative_slope=0.01):  # noqa: A002
+    """leaky_relu_(input, negative_slope=0.01): leaky_relu(input, negative_slope,
+    inplace=True)."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def elu_(input, alpha=1.0):  # noqa: A002
+    """elu_(input, alpha=1.0): elu(input, alpha, inplace=True)."""
+    return elu(input, alpha, inplace=True)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):  # noqa: A002
+    """hardtanh_(input, min_val=-1.0, max_val=1.0): hardtanh(input, min_val, max_val,
+    inplace=True)."""
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def selu_(input):  # noqa: A002
+    """selu_(input): selu(input, inplace=True)."""
+    return selu(input, inplace=True)
+
+
+def celu_(input, alpha=1.0):  # noqa: A002
+    """celu_(input, alpha=1.0): celu(input, alpha, inplace=True)."""
+    return celu(input, alpha, inplace=True)
+
+
+_threshold = threshold  # the function, which threshold_'s argument of its name hides there
+
+
+def threshold_(input, threshold, value):  # noqa: A002
+    """threshold_(input, threshold, value): threshold(input, threshold, value, inplace=True)."""
+    return _threshold(input, threshold, value, inplace=True)
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):  # noqa: A002
+    """rrelu_(input, lower=1/8, upper=1/3, training=False): rrelu(input, lower, upper, training,
+    inplace=True)."""
+    return rrelu(input, lower, upper, training, inplace=True)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1383,4 +1494,292 @@ def _kl_div(input, target, size_average, reduce, reduction, log_target,  # noqa:
         # than with the batch size as a number, so kiln.jit(dynamic=True) traces it.
         per_sample = _mint.sum(loss, list(range(1, loss.ndim))) if loss.ndim > 1 else loss
         return _cast(_mint.mean(per_sample, 0), dtype)
+    return _composite._reduced(loss, reduction, dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# Margin, embedding and likelihood losses
+
+
+def _broadcast_shape(owner, named):
+    """The broadcast shape of the kiln tensors ``named`` ((name, tensor) pairs); a ShapeError
+    naming each with its shape when they do not broadcast."""
+    shape = []
+    for _, value in named:
+        other = list(value.shape)
+        a, b = [1] * (len(other) - len(shape)) + shape, [1] * (len(shape) - len(other)) + other
+        if any(i != j and 1 not in (i, j) for i, j in zip(a, b)):
+            listed = ", ".join(f"{name} {_dims(v.shape)}" for name, v in named)
+            raise ShapeError(f"{owner}: expected shapes that broadcast, got {listed}")
+        shape = [j if i == 1 else i for i, j in zip(a, b)]
+    return shape
+
+
+def _loss_tensors(owner, reduction, floating, others=()):
+    """Checks a loss's ``reduction`` and tensors: ``floating`` and ``others`` are (name, value)
+    pairs of kiln tensors (a KilnTypeError otherwise), floating-point ones for ``floating`` (a
+    DTypeError otherwise), of any dtype for ``others`` (targets). Returns the tensors, in order,
+    in the dtype the loss computes in (float32 for 16-bit floats), and the loss's dtype, the
+    promoted dtype of them all."""
+    _composite._check_reduction(owner, reduction)
+    for name, value in floating:
+        _floating_tensor(owner, name, value)
+    for name, value in others:
+        _tensor(owner, name, value)
+    named = list(floating) + list(others)
+    dtype = functools.reduce(_C.promote_types, [value.dtype for _, value in named])
+    compute = _C.dtype.float32 if dtype in _composite._NARROW else dtype
+    return [_cast(value, compute) for _, value in named], dtype
+
+
+def _hinge(z):
+    """max(z, 0) with clamp_min's gradient in PyTorch's losses: 1 where z >= 0 (at 0 too); NaN
+    stays NaN."""
+    return _mint.where(z < 0, 0.0, z)
+
+
+def _same_ndim(owner, named):
+    """A ShapeError unless the tensors ``named`` ((name, tensor) pairs) have one number of
+    dimensions, as PyTorch's margin_ranking_loss and triplet_margin_loss ask."""
+    if len({value.ndim for _, value in named}) > 1:
+        listed = ", ".join(f"{name} {_dims(v.shape)}" for name, v in named)
+        raise ShapeError(f"{owner}: expected tensors of one number of dimensions, got {listed}")
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None,  # noqa: A002
+                     reduction="mean"):
+    """soft_margin_loss(input, target, size_average=None, reduce=None, reduction='mean'):
+    log(1 + exp(-target * input)) for targets of 1 or -1, reduced; input and target broadcast,
+    as PyTorch's. Computed without overflow (where PyTorch's float32 value is inf past
+    -target * input of about 88, and its gradient NaN)."""
+    owner = "soft_margin_loss"
+    _no_legacy(owner, size_average, reduce)
+    (x, y), dtype = _loss_tensors(owner, reduction, [("input", input)], [("target", target)])
+    _broadcast_shape(owner, [("input", x), ("target", y)])
+    return _composite._reduced(-_log_sigmoid(x * y), reduction, dtype)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None,
+                        reduce=None, reduction="mean"):
+    """margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+    reduction='mean'): max(0, -target * (input1 - input2) + margin), target 1 where input1
+    should rank higher and -1 where input2 should, reduced. The three have one number of
+    dimensions (a ShapeError otherwise, as PyTorch asks) and broadcast."""
+    owner = "margin_ranking_loss"
+    _no_legacy(owner, size_average, reduce)
+    named = [("input1", input1), ("input2", input2)]
+    (x1, x2, y), dtype = _loss_tensors(owner, reduction, named, [("target", target)])
+    _same_ndim(owner, named + [("target", target)])
+    _broadcast_shape(owner, named + [("target", target)])
+    margin = check_real(owner, "margin", margin)
+    return _composite._reduced(_hinge(-y * (x1 - x2) + margin), reduction, dtype)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
+                          reduce=None, reduction="mean"):
+    """cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+    reduction='mean'): with cos the cosine similarity of input1 and input2 along their last
+    dimension, 1 - cos where target is 1, max(0, cos - margin) where it is -1 (0 for another
+    target), reduced. Inputs [N, D] take a target [N], inputs [D] a 0-d one (a ShapeError
+    otherwise, as in PyTorch); cos is PyTorch's, sum(x1 * x2) / sqrt((sum(x1^2) + 1e-12) *
+    (sum(x2^2) + 1e-12))."""
+    owner = "cosine_embedding_loss"
+    _no_legacy(owner, size_average, reduce)
+    named = [("input1", input1), ("input2", input2)]
+    (x1, x2, y), dtype = _loss_tensors(owner, reduction, named, [("target", target)])
+    if y.ndim > 1 or (x1.ndim, x2.ndim) != (y.ndim + 1,) * 2:
+        raise ShapeError(f"{owner}: expected inputs [N, D] with a target [N], or inputs [D] with "
+                         f"a 0-d target (multi-target is not supported), got input1 "
+                         f"{_dims(x1.shape)}, input2 {_dims(x2.shape)} and target "
+                         f"{_dims(y.shape)}")
+    _broadcast_shape(owner, named)
+    margin = check_real(owner, "margin", margin)
+    dim = y.ndim  # the feature dimension: 1 for [N, D], 0 for [D]
+    squares = (_mint.sum(x1 * x1, dim) + 1e-12) * (_mint.sum(x2 * x2, dim) + 1e-12)
+    cos = _mint.sum(x1 * x2, dim) / _mint.sqrt(squares)
+    loss = (_mint.where(y == 1, 1.0 - cos, 0.0)
+            + _mint.where(y == -1, _hinge(cos - margin), 0.0))
+    return _composite._reduced(loss, reduction, dtype)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,  # noqa: A002
+                         reduction="mean"):
+    """hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
+    reduction='mean'): x where target is 1, max(0, margin - x) where it is -1 (the sum of both
+    for another target, as PyTorch's), for distances x; input and target broadcast."""
+    owner = "hinge_embedding_loss"
+    _no_legacy(owner, size_average, reduce)
+    (x, y), dtype = _loss_tensors(owner, reduction, [("input", input)], [("target", target)])
+    _broadcast_shape(owner, [("input", x), ("target", y)])
+    margin = check_real(owner, "margin", margin)
+    loss = _mint.where(y != 1, _hinge(margin - x), 0.0) + _mint.where(y != -1, x, 0.0)
+    return _composite._reduced(loss, reduction, dtype)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
+                        size_average=None, reduce=None, reduction="mean"):
+    """triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
+    size_average=None, reduce=None, reduction='mean'): max(0, margin + d(anchor, positive) -
+    d(anchor, negative)), d the pairwise_distance (p, eps) over the last dimension, reduced;
+    with ``swap`` d(anchor, negative) is the smaller of it and d(positive, negative). The three
+    have one number of dimensions (a ShapeError otherwise) and broadcast; ``margin`` must be
+    positive (a KilnValueError otherwise), as in PyTorch."""
+    owner = "triplet_margin_loss"
+    _no_legacy(owner, size_average, reduce)
+    named = [("anchor", anchor), ("positive", positive), ("negative", negative)]
+    (a, pos, neg), dtype = _loss_tensors(owner, reduction, named)
+    _same_ndim(owner, named)
+    _broadcast_shape(owner, named)
+    margin = check_real(owner, "margin", margin)
+    if not margin > 0:
+        raise KilnValueError(f"{owner}: expected margin > 0, got {margin}")
+    p, eps = check_real(owner, "p", p), check_real(owner, "eps", eps)
+
+    def distance(x1, x2):
+        return _mint.vector_norm(x1 - x2 + eps, p, -1, False)
+
+    far = distance(a, neg)
+    if checked_bool(owner, "swap", swap):
+        far = _mint.minimum(far, distance(pos, neg))
+    return _composite._reduced(_hinge(distance(a, pos) - far + margin), reduction, dtype)
+
+
+def _unclamped(x, low):
+    """max(x, low) in value with the gradient of x (PyTorch clamps a copy of x in place under
+    no_grad): x - x.detach() is exactly 0, so the value is exactly the clamp's."""
+    return _mint.clamp(x, min=low).detach() + (x - x.detach())
+
+
+def _gaussian_var(owner, var, input):  # noqa: A002
+    """gaussian_nll_loss's ``var`` (a real number, or a floating-point tensor of the input's
+    shape, of it without its last dimension, or of it with one dimension of size 1), shaped to
+    broadcast against the input. A negative entry is a KilnValueError, as in PyTorch, checked
+    outside a kiln.jit trace (which has no values)."""
+    if isinstance(var, numbers.Real) and not isinstance(var, bool):
+        if var < 0:
+            raise KilnValueError(f"{owner}: expected var >= 0, got {var}")
+        return _mint.full(input.shape, float(var), dtype=input.dtype)
+    if not isinstance(var, _C.Tensor):
+        raise KilnTypeError(f"{owner}: expected var to be a kiln.Tensor or a real number, got "
+                            f"{type(var).__name__}")
+    _floating_tensor(owner, "var", var)
+    shape, want = list(var.shape), list(input.shape)
+    if shape != want:
+        if shape == want[:-1] and want:
+            var = _mint.unsqueeze(var, -1)
+        elif not (len(shape) == len(want)
+                  and sum(s for s, w in zip(shape, want) if s != w) == 1):
+            raise ShapeError(f"{owner}: expected var of the input's shape {_dims(want)}, of it "
+                             f"without the last dimension, or of it with one dimension of size "
+                             f"1, got {_dims(shape)}")
+    if not _C.jit.is_tracing() and var.numel() > 0 and _mint.any(var < 0).item():
+        raise KilnValueError(f"{owner}: expected var >= 0, got a negative entry")
+    return var
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):  # noqa: A002
+    """gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction='mean'): the
+    negative log-likelihood of ``target`` under normal distributions of mean ``input`` and
+    variance ``var``, 0.5 * (log(max(var, eps)) + (input - target)^2 / max(var, eps)), plus
+    0.5 * log(2 pi) with ``full``, reduced. ``var`` is a real number, or a tensor of the input's
+    shape, of it without the last dimension, or of it with one dimension of size 1 (one
+    variance shared along it), PyTorch's rules (a ShapeError otherwise); input and target
+    broadcast. The clamp at eps keeps var's gradient, as PyTorch's. A negative var is a
+    KilnValueError."""
+    owner = "gaussian_nll_loss"
+    _composite._check_reduction(owner, reduction)
+    _floating_tensor(owner, "input", input)
+    variance = _gaussian_var(owner, var, input)
+    named = [("input", input), ("var", variance)]
+    (x, v, y), dtype = _loss_tensors(owner, reduction, named, [("target", target)])
+    _broadcast_shape(owner, [("input", x), ("target", y), ("var", v)])
+    eps = check_real(owner, "eps", eps)
+    v = _unclamped(v, eps)
+    loss = (_mint.log(v) + _mint.square(x - y) / v) * 0.5
+    if checked_bool(owner, "full", full):
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _composite._reduced(loss, reduction, dtype)
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None,  # noqa: A002
+                     eps=1e-8, reduce=None, reduction="mean"):
+    """poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,
+    reduce=None, reduction='mean'): the negative log-likelihood of counts ``target`` under
+    Poisson distributions of rate exp(input) (``log_input``: exp(input) - target * input) or
+    input (input - target * log(input + eps)), reduced; with ``full`` Stirling's approximation
+    of log(target!), target * log(target) - target + 0.5 * log(2 pi target), is added where
+    target > 1. Input and target broadcast. The target's gradient is finite where PyTorch's is
+    NaN (target 0 with ``full``)."""
+    owner = "poisson_nll_loss"
+    _no_legacy(owner, size_average, reduce)
+    (x, t), dtype = _loss_tensors(owner, reduction, [("input", input)], [("target", target)])
+    _broadcast_shape(owner, [("input", x), ("target", t)])
+    eps = check_real(owner, "eps", eps)
+    if checked_bool(owner, "log_input", log_input):
+        loss = _mint.exp(x) - t * x
+    else:
+        loss = x - t * _mint.log(x + eps)
+    if checked_bool(owner, "full", full):
+        counted = t > 1
+        # The formula's argument is 1 where it is not added (Note [Gradients through where]).
+        big = _mint.where(counted, t, 1.0)
+        stirling = big * _mint.log(big) - big + 0.5 * _mint.log(big * (2 * math.pi))
+        loss = loss + _mint.where(counted, stirling, 0.0)
+    return _composite._reduced(loss, reduction, dtype)
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,  # noqa: A002
+                      reduce=None, reduction="mean"):
+    """multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
+    reduce=None, reduction='mean'): the multi-class hinge loss of scores ``input`` [N, C] (or
+    one sample [C]) and integer class targets [N] (or 0-d): for each sample, the sum over the
+    classes i other than y of weight[y] * max(0, margin - x[y] + x[i])^p, divided by C, then
+    reduced ("none": [N], or 0-d for a 0-d target). ``p`` is 1 or 2 (a KilnValueError
+    otherwise), ``weight`` None or a floating-point [C]. As PyTorch's, a target outside [0, C)
+    is refused (a KilnIndexError, checked outside a kiln.jit trace, which has no values; under
+    one the gather that reads the scores refuses it)."""
+    owner = "multi_margin_loss"
+    _no_legacy(owner, size_average, reduce)
+    if isinstance(p, bool) or p not in (1, 2):
+        raise KilnValueError(f"{owner}: only p == 1 and p == 2 are supported, got p={p!r}")
+    (x,), dtype = _loss_tensors(owner, reduction, [("input", input)])
+    if _tensor(owner, "target", target).dtype.is_floating_point \
+            or target.dtype == _C.dtype.bool:
+        raise DTypeError(f"{owner}: expected integer class targets, got {target.dtype.name}")
+    if x.ndim > 2 or (x.ndim > 0 and x.shape[-1] == 0):
+        raise ShapeError(f"{owner}: expected input [N, C] or [C] with C > 0, got "
+                         f"{_dims(x.shape)}")
+    samples = x.shape[0] if x.ndim == 2 else 1
+    classes = x.shape[-1] if x.ndim else 1
+    if target.ndim > 1 or target.numel() != samples:
+        raise ShapeError(f"{owner}: expected target [{samples}] (one class per sample of input "
+                         f"{_dims(x.shape)}), got {_dims(target.shape)}")
+    if weight is not None:
+        if not _tensor(owner, "weight", weight).dtype.is_floating_point:
+            raise DTypeError(f"{owner}: expected a floating-point weight, got "
+                             f"{weight.dtype.name}")
+        if tuple(weight.shape) != (classes,):
+            raise ShapeError(f"{owner}: expected weight [{classes}] (one per class), got "
+                             f"{_dims(weight.shape)}")
+    margin = check_real(owner, "margin", margin)
+    if not _C.jit.is_tracing() and target.numel() > 0:
+        low, high = _mint.min(target).item(), _mint.max(target).item()
+        if low < 0 or high >= classes:
+            raise KilnIndexError(f"{owner}: target {low if low < 0 else high} is out of range "
+                                 f"for {classes} classes (expected 0 <= target < {classes})")
+    scores = x.reshape(samples, classes)
+    labels = target.reshape(samples, 1).to(_C.dtype.int64)
+    z = scores - _mint.gather(scores, 1, labels) + margin
+    # PyTorch counts z > 0 only: the gradient at z = 0 is 0.
+    h = _mint.where(z > 0, z, 0.0)
+    if p == 2:
+        h = h * h
+    others = _mint.arange(classes, dtype=_C.dtype.int64) != labels
+    h = _mint.where(others, h, 0.0)
+    if weight is not None:
+        picked = _mint.index_select(_cast(weight, h.dtype), 0, labels.reshape(samples))
+        h = h * _mint.unsqueeze(picked, 1)  # weight[y] for each sample's terms
+    loss = _mint.sum(h, 1) / classes
+    if reduction == "none" and target.ndim == 0:
+        loss = loss.reshape([])  # one sample, as the target
     return _composite._reduced(loss, reduction, dtype)

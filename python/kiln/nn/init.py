@@ -22,6 +22,9 @@ the default generator, so ``kiln.manual_seed(n)`` makes them repeat.
   b = gain * sqrt(3 / fan); ``kaiming_normal_`` likewise with std = gain / sqrt(fan).
 - ``orthogonal_(t, gain=1)``: a (semi-)orthogonal matrix times gain, from the QR decomposition
   of a normal sample, viewing ``t`` as [t.shape[0], the product of the rest].
+- ``eye_(t)``: the identity matrix into a 2-d ``t``; ``dirac_(t, groups=1)``: the Dirac delta
+  into a convolution's weight [out, in, *kernel] (3 to 5 dimensions), so the convolution keeps
+  the first min(out / groups, in) input channels of each group (both fill any dtype).
 - ``calculate_gain(nonlinearity, param=None)`` and ``fan_in_and_fan_out(t)``: the fans of a
   weight [out, in, *kernel] are in * prod(kernel) and out * prod(kernel).
 
@@ -45,13 +48,14 @@ import warnings
 from .. import _C
 from .._numpy import np
 from ..autograd import no_grad
-from ..errors import KilnValueError
-from ..mint._composite import check_real
+from .._checks import checked_int
+from ..errors import KilnValueError, ShapeError
+from ..mint._composite import _dims, _kiln_tensor, check_real
 from ..mint._random import check_floating, sample_dtype
 
 __all__ = ["calculate_gain", "fan_in_and_fan_out", "uniform_", "normal_", "trunc_normal_",
            "constant_", "zeros_", "ones_", "xavier_uniform_", "xavier_normal_",
-           "kaiming_uniform_", "kaiming_normal_", "orthogonal_"]
+           "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "eye_", "dirac_"]
 
 _mint = _C.mint
 
@@ -281,3 +285,43 @@ def orthogonal_(tensor, gain=1.0, generator=None):
     if rows < cols:
         q = q.T
     return _fill(tensor, _C.tensor(q.reshape(tensor.shape) * gain))
+
+
+def eye_(tensor):
+    """Fills the 2-d ``tensor`` (of any dtype) with the identity matrix: ones where the row and
+    column indices are equal, zeros elsewhere (a rectangular one too), as torch.nn.init.eye_.
+    A tensor of another rank is a ShapeError (a ValueError, as PyTorch raises), anything but a
+    kiln tensor a KilnTypeError."""
+    _kiln_tensor("nn.init.eye_", "tensor", tensor)
+    if tensor.ndim != 2:
+        raise ShapeError(f"nn.init.eye_: expected a 2-d tensor, got shape {_dims(tensor.shape)}")
+    return _fill(tensor, _mint.eye(*tensor.shape, dtype=tensor.dtype))
+
+
+def dirac_(tensor, groups=1):
+    """Fills ``tensor``, a convolution's weight [out, in, *kernel] with 1 to 3 kernel dimensions,
+    with the Dirac delta, as torch.nn.init.dirac_: zeros, and a 1 at the kernel's centre (index
+    size // 2 in each kernel dimension) of weight[g * out / groups + d, d] for each group g and
+    each d < min(out / groups, in), so that the convolution passes those input channels through
+    unchanged. Any dtype. A tensor of fewer than 3 or more than 5 dimensions is a ShapeError,
+    ``groups`` that is no positive int a KilnTypeError or KilnValueError, and an ``out`` not
+    divisible by it a KilnValueError (ValueErrors, as PyTorch raises)."""
+    owner = "nn.init.dirac_"
+    _kiln_tensor(owner, "tensor", tensor)
+    if tensor.ndim not in (3, 4, 5):
+        raise ShapeError(f"{owner}: expected a tensor of 3, 4 or 5 dimensions (a convolution's "
+                         f"weight [out, in, *kernel]), got shape {_dims(tensor.shape)}")
+    groups = checked_int(owner, "groups", groups, low=1)
+    out, channels, *kernel = tensor.shape
+    if out % groups:
+        raise KilnValueError(f"{owner}: expected dim 0 (size {out}) to be divisible by "
+                             f"groups={groups}")
+    if tensor.numel() == 0:
+        return tensor
+    per_group = out // groups
+    values = np.zeros(tensor.shape)
+    centre = tuple(size // 2 for size in kernel)
+    for g in range(groups):
+        for d in range(min(per_group, channels)):
+            values[(g * per_group + d, d) + centre] = 1
+    return _fill(tensor, _C.tensor(values).to(tensor.dtype))

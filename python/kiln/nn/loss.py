@@ -20,6 +20,18 @@ is a KilnValueError), computed by the kiln.mint function named after it:
   that broadcast to the input's shape, kept as attributes.
 - ``KLDivLoss(reduction="mean", log_target=False)``: the KL divergence of log-probabilities from
   target probabilities (F.kl_div), which also takes ``reduction="batchmean"``.
+- With PyTorch's signatures, ``size_average`` and ``reduce`` in their places (they must be None:
+  a KilnValueError otherwise) and reprs that show every argument:
+  ``SoftMarginLoss(size_average=None, reduce=None, reduction="mean")`` (F.soft_margin_loss),
+  ``MarginRankingLoss(margin=0.0, ...)`` (F.margin_ranking_loss),
+  ``CosineEmbeddingLoss(margin=0.0, ...)`` (F.cosine_embedding_loss),
+  ``HingeEmbeddingLoss(margin=1.0, ...)`` (F.hinge_embedding_loss),
+  ``TripletMarginLoss(margin=1.0, p=2.0, eps=1e-6, swap=False, ...)`` (F.triplet_margin_loss),
+  ``GaussianNLLLoss(*, full=False, eps=1e-6, reduction="mean")`` (F.gaussian_nll_loss; called
+  as ``loss(input, target, var)``), ``PoissonNLLLoss(log_input=True, full=False,
+  size_average=None, eps=1e-8, reduce=None, reduction="mean")`` (F.poisson_nll_loss) and
+  ``MultiMarginLoss(p=1, margin=1.0, weight=None, ...)`` (F.multi_margin_loss; ``weight`` [C]
+  kept as a buffer). Their inputs and targets broadcast as PyTorch's do.
 
     loss = kiln.nn.CrossEntropyLoss()(net(x), labels)
 """
@@ -32,7 +44,9 @@ from . import functional as F
 from .cell import Cell
 
 __all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
-           "BCELoss", "BCEWithLogitsLoss", "KLDivLoss"]
+           "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "SoftMarginLoss", "MarginRankingLoss",
+           "CosineEmbeddingLoss", "HingeEmbeddingLoss", "TripletMarginLoss", "GaussianNLLLoss",
+           "PoissonNLLLoss", "MultiMarginLoss"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -258,3 +272,168 @@ class KLDivLoss(Cell):
 
     def extra_repr(self):
         return f"reduction={self.reduction!r}, log_target={self.log_target}"
+
+
+class _Loss(Cell):
+    """The base of the losses that keep PyTorch's ``size_average`` and ``reduce`` in their
+    positions (they must be None: F._no_legacy's KilnValueError otherwise) before
+    ``reduction``."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__()
+        F._no_legacy(type(self).__name__, size_average, reduce)
+        self.reduction = _check_reduction(type(self).__name__, reduction)
+
+    def _repr(self, *parts):
+        return ", ".join(parts + (f"reduction={self.reduction!r}",))
+
+    def extra_repr(self):
+        return self._repr()
+
+
+class _MarginLoss(_Loss):
+    """The base of the losses with a real ``margin`` first (a KilnTypeError otherwise)."""
+
+    def __init__(self, margin, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = _composite.check_real(type(self).__name__, "margin", margin)
+
+    def extra_repr(self):
+        return self._repr(f"margin={self.margin}")
+
+
+class SoftMarginLoss(_Loss):
+    """SoftMarginLoss(size_average=None, reduce=None, reduction="mean"): ``loss(input,
+    target)``, log(1 + exp(-target * input)) for targets of 1 or -1, reduced
+    (F.soft_margin_loss)."""
+
+    def construct(self, input, target):  # noqa: A002
+        return F.soft_margin_loss(input, target, reduction=self.reduction)
+
+
+class MarginRankingLoss(_MarginLoss):
+    """MarginRankingLoss(margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    ``loss(input1, input2, target)``, max(0, -target * (input1 - input2) + margin), reduced
+    (F.margin_ranking_loss)."""
+
+    def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(margin, size_average, reduce, reduction)
+
+    def construct(self, input1, input2, target):
+        return F.margin_ranking_loss(input1, input2, target, self.margin,
+                                     reduction=self.reduction)
+
+
+class CosineEmbeddingLoss(_MarginLoss):
+    """CosineEmbeddingLoss(margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    ``loss(input1, input2, target)`` of inputs [N, D] and targets [N] of 1 or -1: 1 - cos where
+    the target is 1, max(0, cos - margin) where it is -1 (F.cosine_embedding_loss)."""
+
+    def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(margin, size_average, reduce, reduction)
+
+    def construct(self, input1, input2, target):
+        return F.cosine_embedding_loss(input1, input2, target, self.margin,
+                                       reduction=self.reduction)
+
+
+class HingeEmbeddingLoss(_MarginLoss):
+    """HingeEmbeddingLoss(margin=1.0, size_average=None, reduce=None, reduction="mean"):
+    ``loss(input, target)`` of distances and targets of 1 or -1: x where the target is 1,
+    max(0, margin - x) where it is -1 (F.hinge_embedding_loss)."""
+
+    def __init__(self, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(margin, size_average, reduce, reduction)
+
+    def construct(self, input, target):  # noqa: A002
+        return F.hinge_embedding_loss(input, target, self.margin, reduction=self.reduction)
+
+
+class TripletMarginLoss(_MarginLoss):
+    """TripletMarginLoss(margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None,
+    reduce=None, reduction="mean"): ``loss(anchor, positive, negative)``, max(0, margin +
+    d(anchor, positive) - d(anchor, negative)) with d the p-norm distance, reduced
+    (F.triplet_margin_loss). ``margin`` must be positive (a KilnValueError when built), ``p``
+    and ``eps`` real numbers and ``swap`` a bool (KilnTypeErrors otherwise)."""
+
+    def __init__(self, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None, reduce=None,
+                 reduction="mean"):
+        super().__init__(margin, size_average, reduce, reduction)
+        if not self.margin > 0:
+            raise KilnValueError(f"TripletMarginLoss: expected margin > 0, got {margin}")
+        self.p = _composite.check_real("TripletMarginLoss", "p", p)
+        self.eps = _composite.check_real("TripletMarginLoss", "eps", eps)
+        self.swap = checked_bool("TripletMarginLoss", "swap", swap)
+
+    def construct(self, anchor, positive, negative):
+        return F.triplet_margin_loss(anchor, positive, negative, self.margin, self.p, self.eps,
+                                     self.swap, reduction=self.reduction)
+
+    def extra_repr(self):
+        return self._repr(f"margin={self.margin}, p={self.p}, eps={self.eps}, swap={self.swap}")
+
+
+class GaussianNLLLoss(_Loss):
+    """GaussianNLLLoss(*, full=False, eps=1e-6, reduction="mean"): ``loss(input, target, var)``,
+    the negative log-likelihood of the targets under normal distributions of means ``input`` and
+    variances ``var`` (a real number, or a tensor of the input's shape or one that shares a
+    variance along a dimension; F.gaussian_nll_loss). Its arguments are keyword-only, as in
+    PyTorch; ``full`` a bool and ``eps`` a real number (KilnTypeErrors otherwise)."""
+
+    def __init__(self, *, full=False, eps=1e-6, reduction="mean"):
+        super().__init__(reduction=reduction)
+        self.full = checked_bool("GaussianNLLLoss", "full", full)
+        self.eps = _composite.check_real("GaussianNLLLoss", "eps", eps)
+
+    def construct(self, input, target, var):  # noqa: A002
+        return F.gaussian_nll_loss(input, target, var, self.full, self.eps, self.reduction)
+
+    def extra_repr(self):
+        return self._repr(f"full={self.full}, eps={self.eps}")
+
+
+class PoissonNLLLoss(_Loss):
+    """PoissonNLLLoss(log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+    reduction="mean"): ``loss(input, target)``, the negative log-likelihood of the counts
+    ``target`` under Poisson distributions of rate exp(input) (``log_input``) or input, with
+    Stirling's term for ``full`` (F.poisson_nll_loss). ``log_input`` and ``full`` are bools,
+    ``eps`` a real number (KilnTypeErrors otherwise)."""
+
+    def __init__(self, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                 reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.log_input = checked_bool("PoissonNLLLoss", "log_input", log_input)
+        self.full = checked_bool("PoissonNLLLoss", "full", full)
+        self.eps = _composite.check_real("PoissonNLLLoss", "eps", eps)
+
+    def construct(self, log_input, target):
+        return F.poisson_nll_loss(log_input, target, self.log_input, self.full, eps=self.eps,
+                                  reduction=self.reduction)
+
+    def extra_repr(self):
+        return self._repr(f"log_input={self.log_input}, full={self.full}, eps={self.eps}")
+
+
+class MultiMarginLoss(_Loss):
+    """MultiMarginLoss(p=1, margin=1.0, weight=None, size_average=None, reduce=None,
+    reduction="mean"): ``loss(input, target)``, the multi-class hinge loss of scores [N, C]
+    and integer class targets [N] (F.multi_margin_loss). ``p`` is 1 or 2 (a KilnValueError
+    otherwise), ``margin`` a real number; ``weight`` (None or a floating-point [C], one per
+    class) is kept as a buffer, as PyTorch's."""
+
+    def __init__(self, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
+                 reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        if isinstance(p, bool) or p not in (1, 2):
+            raise KilnValueError(f"MultiMarginLoss: only p == 1 and p == 2 are supported, got "
+                                 f"p={p!r}")
+        self.p = int(p)
+        self.margin = _composite.check_real("MultiMarginLoss", "margin", margin)
+        self.register_buffer("weight", _class_weight("MultiMarginLoss", weight))
+
+    def construct(self, input, target):  # noqa: A002
+        return F.multi_margin_loss(input, target, self.p, self.margin, self.weight,
+                                   reduction=self.reduction)
+
+    def extra_repr(self):
+        return self._repr(f"p={self.p}, margin={self.margin}")
