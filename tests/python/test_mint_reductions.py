@@ -7,24 +7,13 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import FLOAT_DTYPES, assert_close, random_array, raises, t
+from conftest import FLOAT_DTYPES, assert_close, raises, t
 from kiln.testing import gradcheck
+from test_mint_pointwise import f64, leaf, values  # the inputs the pointwise tests use
 
 mint = kiln.mint
 FLOATS = [kiln.float32, kiln.float64]
 NUMERIC = [kiln.float32, kiln.float64, kiln.int32, kiln.int64]
-
-
-def values(shape, dtype, rng, low=-3.0, high=3.0):
-    return kiln.tensor(random_array(shape, dtype, rng, low, high), dtype=dtype)
-
-
-def leaf(rng, *shape):
-    return kiln.tensor(rng.standard_normal(shape)).requires_grad_()
-
-
-def f64(x):
-    return x.numpy().astype(np.float64)
 
 
 # ------------------------------------------------------------------------------------------------
