@@ -23,8 +23,8 @@
   decoupled_weight_decay=False, maximize=False)``.
 - ``lr_scheduler``: ``CosineAnnealingLR``, ``StepLR``, ``MultiStepLR``, ``ExponentialLR``,
   ``LambdaLR``, ``MultiplicativeLR``, ``LinearLR``, ``ConstantLR``, ``PolynomialLR``,
-  ``OneCycleLR``, ``ReduceLROnPlateau``, ``CosineAnnealingWarmRestarts``, ``SequentialLR``,
-  ``ChainedScheduler`` (PyTorch's arguments and chaining; kiln/optim/lr_scheduler.py).
+  ``OneCycleLR``, ``CyclicLR``, ``ReduceLROnPlateau``, ``CosineAnnealingWarmRestarts``,
+  ``SequentialLR``, ``ChainedScheduler`` (PyTorch's arguments and chaining; kiln/optim/lr_scheduler.py).
 - ``swa_utils``: ``AveragedModel`` (SWA and EMA copies of a model), ``update_bn``, ``SWALR``
   (kiln/optim/swa_utils.py).
 """

@@ -35,6 +35,7 @@ a group's base rate, at step t = 0, 1, ...:
         base * (start_factor + (end_factor - start_factor) * min(t, total_iters) / total_iters)
     ConstantLR(factor=1/3, total_iters=5) base * factor for t < total_iters, then base
     OneCycleLR(max_lr, total_steps, ...)  see its docstring (it can cycle the momentum too)
+    CyclicLR(base_lr, max_lr, ...)        see its docstring (it can cycle the momentum too)
     CosineAnnealingWarmRestarts(T_0, T_mult=1, eta_min=0)
         eta_min + (base - eta_min) * (1 + cos(pi * T_cur / T_i)) / 2, with T_i the length of
         the current cycle (T_0, times T_mult at each restart) and T_cur the steps since it began
@@ -57,7 +58,7 @@ distances. A rate the schedule's own (nothing else changed it) becomes ``f(t)`` 
 ``f(t - 1)`` is 0 (or eta_min), which no factor scales, the rate moves by ``f(t) - f(t - 1)``
 (PyTorch's cosine past T_max). MultiplicativeLR and ReduceLROnPlateau multiply the rate they
 find; LambdaLR, OneCycleLR and CosineAnnealingWarmRestarts set their schedule's rate whatever the
-rate was, as PyTorch's do.
+rate was, as PyTorch's do, and so does CyclicLR.
 
 Without warmup CosineAnnealingLR is PyTorch's (its closed form). PyTorch's ``last_epoch``
 argument (resuming by step count) is not taken: resume with ``load_state_dict``. ``state_dict()``
@@ -85,7 +86,8 @@ from .optimizer import Optimizer, check_number
 
 __all__ = ["LRScheduler", "CosineAnnealingLR", "StepLR", "MultiStepLR", "ExponentialLR",
            "LambdaLR", "MultiplicativeLR", "LinearLR", "ConstantLR", "PolynomialLR", "OneCycleLR",
-           "ReduceLROnPlateau", "CosineAnnealingWarmRestarts", "SequentialLR", "ChainedScheduler"]
+           "CyclicLR", "ReduceLROnPlateau", "CosineAnnealingWarmRestarts", "SequentialLR",
+           "ChainedScheduler"]
 
 
 def _check_optimizer(owner, optimizer):
@@ -424,7 +426,58 @@ class PolynomialLR(LRScheduler):
         return base_lr * (1.0 - min(t, self.total_iters) / self.total_iters) ** self.power
 
 
-class OneCycleLR(LRScheduler):
+class _CyclesMomentum(LRScheduler):
+    """Base of the schedulers that cycle the momentum with ``cycle_momentum`` (OneCycleLR,
+    CyclicLR): a subclass sets ``cycle_momentum`` and defines ``momenta_at(t)``, each group's
+    momentum at step t, which every step and load_state_dict set (SGD's and RMSprop's
+    ``momentum``, the Adam family's beta1)."""
+
+    def _checked_momenta(self, optimizer, base_momentum, max_momentum):
+        """Each group's (base_momentum, max_momentum), checked before any group changes: numbers
+        >= 0, below 1 where they are beta1, for an optimizer that has a momentum."""
+        name = type(self).__name__
+        key = optimizer._momentum_key
+        if key is None:
+            raise KilnValueError(f"{name}: cycle_momentum=True needs an optimizer with a "
+                                 f"momentum (SGD's or RMSprop's momentum, the Adam family's "
+                                 f"beta1), but {type(optimizer).__name__} has none; pass "
+                                 f"cycle_momentum=False")
+        bases = _per_group(name, "base_momentum", base_momentum, optimizer, 0.0)
+        peaks = _per_group(name, "max_momentum", max_momentum, optimizer, 0.0)
+        if key == "betas":
+            for arg, values in (("base_momentum", bases), ("max_momentum", peaks)):
+                for value in values:
+                    if not value < 1:
+                        raise KilnValueError(f"{name}: {arg} must be < 1 for "
+                                             f"{type(optimizer).__name__}, whose beta1 it "
+                                             f"sets, got {value}")
+        return list(zip(bases, peaks))
+
+    def momenta_at(self, t):
+        raise NotImplementedError
+
+    def _set_momenta(self):
+        # Beta1 is the first of betas, whose beta2 stays, as in PyTorch.
+        key = self.optimizer._momentum_key
+        for group, momentum in zip(self.optimizer.param_groups, self.momenta_at(self.last_epoch)):
+            group[key] = (momentum, *group[key][1:]) if key == "betas" else momentum
+
+    def step(self):
+        """Advances one step and sets each group's rate for it, and its momentum with
+        ``cycle_momentum``."""
+        super().step()
+        if self.cycle_momentum:
+            self._set_momenta()
+
+    def load_state_dict(self, state_dict):
+        """Restores a ``state_dict()`` and sets the optimizer's rates (and, with
+        ``cycle_momentum``, momenta) to those of its step."""
+        super().load_state_dict(state_dict)
+        if self.cycle_momentum:
+            self._set_momenta()
+
+
+class OneCycleLR(_CyclesMomentum):
     """OneCycleLR(optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
     pct_start=0.3, anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85,
     max_momentum=0.95, div_factor=25.0, final_div_factor=1e4, three_phase=False): the 1cycle
@@ -518,28 +571,6 @@ class OneCycleLR(LRScheduler):
             group["max_momentum"] = peak
         super().__init__(optimizer)
 
-    @staticmethod
-    def _checked_momenta(optimizer, base_momentum, max_momentum):
-        """Each group's (base_momentum, max_momentum), checked before any group changes: numbers
-        >= 0, below 1 where they are beta1, for an optimizer that has a momentum."""
-        name = "OneCycleLR"
-        key = optimizer._momentum_key
-        if key is None:
-            raise KilnValueError(f"OneCycleLR: cycle_momentum=True needs an optimizer with a "
-                                 f"momentum (SGD's or RMSprop's momentum, the Adam family's "
-                                 f"beta1), but {type(optimizer).__name__} has none; pass "
-                                 f"cycle_momentum=False")
-        bases = _per_group(name, "base_momentum", base_momentum, optimizer, 0.0)
-        peaks = _per_group(name, "max_momentum", max_momentum, optimizer, 0.0)
-        if key == "betas":
-            for arg, values in (("base_momentum", bases), ("max_momentum", peaks)):
-                for value in values:
-                    if not value < 1:
-                        raise KilnValueError(f"OneCycleLR: {arg} must be < 1 for "
-                                             f"{type(optimizer).__name__}, whose beta1 it "
-                                             f"sets, got {value}")
-        return list(zip(bases, peaks))
-
     def _anneal(self, start, end, fraction):
         if self.anneal_strategy == "cos":
             return end + (start - end) / 2.0 * (math.cos(math.pi * fraction) + 1)
@@ -566,26 +597,96 @@ class OneCycleLR(LRScheduler):
                                  f"total_steps={self.total_steps}")
         return self._cycled(t)
 
-    def _set_momenta(self):
-        # Beta1 is the first of betas, whose beta2 stays, as in PyTorch.
-        key = self.optimizer._momentum_key
-        for group, momentum in zip(self.optimizer.param_groups,
-                                   self._cycled(self.last_epoch, momentum=True)):
-            group[key] = (momentum, *group[key][1:]) if key == "betas" else momentum
+    def momenta_at(self, t):
+        return self._cycled(t, momentum=True)
 
-    def step(self):
-        """Advances the cycle one step and sets each group's rate for it, and its momentum with
-        ``cycle_momentum``."""
-        super().step()
-        if self.cycle_momentum:
-            self._set_momenta()
 
-    def load_state_dict(self, state_dict):
-        """Restores a ``state_dict()`` and sets the optimizer's rates (and, with
-        ``cycle_momentum``, momenta) to those of its step."""
-        super().load_state_dict(state_dict)
-        if self.cycle_momentum:
-            self._set_momenta()
+class CyclicLR(_CyclesMomentum):
+    """CyclicLR(optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None,
+    mode="triangular", gamma=1.0, scale_fn=None, scale_mode="cycle", cycle_momentum=True,
+    base_momentum=0.8, max_momentum=0.9): the cyclical learning rate (Smith, 2017), as PyTorch's.
+    Each cycle rises from ``base_lr`` to ``max_lr`` over ``step_size_up`` steps and falls back
+    over ``step_size_down`` (default: as many; both numbers > 0, the latter >= 0); the
+    amplitude ``max_lr - base_lr`` (each a number >= 0 or a list of one per group) is scaled by
+    the cycle's factor: 1 ("triangular"), halved each cycle ("triangular2", 1 / 2 ** (cycle - 1)),
+    or ``gamma ** t`` per step ("exp_range"); a ``scale_fn(x)`` given instead takes the cycle
+    number (``scale_mode="cycle"``) or the step (``"iterations"``). The rates are set from
+    ``base_lr`` at construction, as PyTorch does. With ``cycle_momentum`` the momentum moves
+    inversely, from ``max_momentum`` at the cycle's start to ``base_momentum`` at its peak (see
+    OneCycleLR). ``state_dict()`` leaves ``scale_fn`` out (code is not saved, as PyTorch)."""
+
+    chainable = False  # PyTorch's sets the cycle's rate whatever the rate was
+
+    _SCALES = {"triangular": (lambda x: 1.0, "cycle"),
+               "triangular2": (lambda x: 1 / (2.0 ** (x - 1)), "cycle"),
+               "exp_range": (None, "iterations")}  # gamma ** x
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None,
+                 mode="triangular", gamma=1.0, scale_fn=None, scale_mode="cycle",
+                 cycle_momentum=True, base_momentum=0.8, max_momentum=0.9):
+        name = "CyclicLR"
+        _check_optimizer(name, optimizer)
+        base_lrs = _per_group(name, "base_lr", base_lr, optimizer, 0.0)
+        self.max_lrs = _per_group(name, "max_lr", max_lr, optimizer, 0.0)
+        check_number(name, "step_size_up", step_size_up)
+        if not step_size_up > 0:
+            raise KilnValueError(f"CyclicLR: step_size_up must be > 0, got {step_size_up}")
+        if step_size_down is None:
+            step_size_down = step_size_up
+        check_number(name, "step_size_down", step_size_down, 0.0)
+        self.total_size = float(step_size_up) + float(step_size_down)
+        self.step_ratio = float(step_size_up) / self.total_size
+        if scale_fn is None:
+            if mode not in self._SCALES:
+                raise KilnValueError(f"CyclicLR: mode must be 'triangular', 'triangular2' or "
+                                     f"'exp_range' (or give a scale_fn), got {mode!r}")
+            scale_mode = self._SCALES[mode][1]
+        elif not callable(scale_fn):
+            raise KilnTypeError(f"CyclicLR: scale_fn must be a callable or None, got "
+                                f"{type(scale_fn).__name__}")
+        elif scale_mode not in ("cycle", "iterations"):
+            raise KilnValueError(f"CyclicLR: scale_mode must be 'cycle' or 'iterations', got "
+                                 f"{scale_mode!r}")
+        check_number(name, "gamma", gamma, 0.0)
+        self.mode, self.gamma, self.scale_fn, self.scale_mode = mode, gamma, scale_fn, scale_mode
+        self.cycle_momentum = cycle_momentum
+        momenta = (self._checked_momenta(optimizer, base_momentum, max_momentum)
+                   if cycle_momentum else [])
+        for group, lr in zip(optimizer.param_groups, base_lrs):
+            group["lr"] = lr
+        for group, (base, peak) in zip(optimizer.param_groups, momenta):
+            group["base_momentum"] = base
+            group["max_momentum"] = peak
+        self._cycle_bases = base_lrs
+        super().__init__(optimizer)
+        self.base_lrs = base_lrs
+
+    def _scale(self, t):
+        """The fraction of the amplitude reached at step t, times the cycle's factor."""
+        cycle = math.floor(1 + t / self.total_size)
+        x = 1.0 + t / self.total_size - cycle
+        rise = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        at = cycle if self.scale_mode == "cycle" else t
+        if self.scale_fn is not None:
+            factor = self.scale_fn(at)
+        elif self.mode == "exp_range":
+            factor = self.gamma ** at
+        else:
+            factor = self._SCALES[self.mode][0](at)
+        return rise * factor
+
+    def lrs_at(self, t):
+        scale = self._scale(t)
+        return [base + (peak - base) * scale for base, peak in zip(self._cycle_bases,
+                                                                   self.max_lrs)]
+
+    def momenta_at(self, t):
+        scale = self._scale(t)
+        return [group["max_momentum"] - (group["max_momentum"] - group["base_momentum"]) * scale
+                for group in self.optimizer.param_groups]
+
+    def state_dict(self):
+        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "scale_fn")}
 
 
 class ReduceLROnPlateau(LRScheduler):
