@@ -22,6 +22,7 @@ from ...autograd import no_grad
 from ...errors import KilnValueError
 from ..functional import normalize
 from ..parameter import Parameter
+from ._weight_norm import named_hook
 from .parametrizations import spectral_norm_args, weight_as_matrix
 
 __all__ = ["remove_spectral_norm", "spectral_norm"]
@@ -58,8 +59,7 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     """Normalizes ``module.<name>`` by its spectral norm before every call (see the module's
     documentation); returns ``module``."""
     weight, dim = spectral_norm_args("spectral_norm", module, name, n_power_iterations, eps, dim)
-    if any(isinstance(hook, SpectralNorm) and hook.name == name
-           for hook in module._forward_pre_hooks.values()):
+    if named_hook(module, SpectralNorm, name) is not None:
         raise KilnValueError(f"spectral_norm: {type(module).__name__}.{name} has spectral_norm "
                              f"already")
     if name not in module._params:
@@ -81,16 +81,17 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
 def remove_spectral_norm(module, name="weight"):
     """Undoes ``spectral_norm``: ``module.<name>`` becomes a Parameter again, holding the
     normalized weight; returns ``module``."""
-    for key, hook in module._forward_pre_hooks.items():
-        if isinstance(hook, SpectralNorm) and hook.name == name:
-            with no_grad():
-                weight = hook.compute_weight(module, do_power_iteration=False)
-            requires_grad = module._params[name + "_orig"].requires_grad
-            del module._forward_pre_hooks[key]
-            module.__dict__.pop(name, None)
-            for suffix in ("_orig", "_u", "_v"):
-                delattr(module, name + suffix)
-            module.register_parameter(name, Parameter(weight, requires_grad))
-            return module
-    raise KilnValueError(f"remove_spectral_norm: {type(module).__name__} has no spectral_norm "
-                         f"of {name!r}")
+    found = named_hook(module, SpectralNorm, name)
+    if found is None:
+        raise KilnValueError(f"remove_spectral_norm: {type(module).__name__} has no "
+                             f"spectral_norm of {name!r}")
+    key, hook = found
+    with no_grad():
+        weight = hook.compute_weight(module, do_power_iteration=False)
+    requires_grad = module._params[name + "_orig"].requires_grad
+    del module._forward_pre_hooks[key]
+    module.__dict__.pop(name, None)
+    for suffix in ("_orig", "_u", "_v"):
+        delattr(module, name + suffix)
+    module.register_parameter(name, Parameter(weight, requires_grad))
+    return module

@@ -41,14 +41,22 @@ class WeightNorm:
         setattr(module, self.name, self.compute_weight(module))
 
 
+def named_hook(module, kind, name):
+    """(key, hook): ``module``'s forward pre-hook of class ``kind`` for the tensor ``name``
+    (weight_norm's, spectral_norm's), or None."""
+    for key, hook in module._forward_pre_hooks.items():
+        if isinstance(hook, kind) and hook.name == name:
+            return key, hook
+    return None
+
+
 def weight_norm(module, name="weight", dim=0):
     """Splits ``module.<name>`` into ``<name>_g`` and ``<name>_v`` (see the module's
     documentation); returns ``module``."""
     if not isinstance(module, Cell):
         raise KilnTypeError(f"weight_norm: module must be a kiln.nn.Cell, got "
-                        f"{type(module).__name__}")
-    if any(isinstance(hook, WeightNorm) and hook.name == name
-           for hook in module._forward_pre_hooks.values()):
+                            f"{type(module).__name__}")
+    if named_hook(module, WeightNorm, name) is not None:
         raise KilnValueError(f"weight_norm: {type(module).__name__}.{name} has weight_norm "
                              f"already")
     weight = module._params.get(name)
@@ -74,15 +82,16 @@ def weight_norm(module, name="weight", dim=0):
 def remove_weight_norm(module, name="weight"):
     """Undoes ``weight_norm``: ``module.<name>`` becomes a Parameter again, with the current
     weight's values; returns ``module``."""
-    for key, hook in module._forward_pre_hooks.items():
-        if isinstance(hook, WeightNorm) and hook.name == name:
-            weight = hook.compute_weight(module).detach()
-            requires_grad = module._params[name + "_v"].requires_grad
-            del module._forward_pre_hooks[key]
-            module.__dict__.pop(name, None)
-            del module._params[name + "_g"]
-            del module._params[name + "_v"]
-            module.register_parameter(name, Parameter(weight, requires_grad))
-            return module
-    raise KilnValueError(f"remove_weight_norm: {type(module).__name__} has no weight_norm of "
-                         f"{name!r}")
+    found = named_hook(module, WeightNorm, name)
+    if found is None:
+        raise KilnValueError(f"remove_weight_norm: {type(module).__name__} has no weight_norm "
+                             f"of {name!r}")
+    key, hook = found
+    weight = hook.compute_weight(module).detach()
+    requires_grad = module._params[name + "_v"].requires_grad
+    del module._forward_pre_hooks[key]
+    module.__dict__.pop(name, None)
+    del module._params[name + "_g"]
+    del module._params[name + "_v"]
+    module.register_parameter(name, Parameter(weight, requires_grad))
+    return module
