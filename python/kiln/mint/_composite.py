@@ -299,6 +299,14 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):  # noqa:
     return _reduced(loss, reduction, dtype)
 
 
+def _log_sigmoid(x):
+    """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)): exp never overflows. Written with where
+    rather than minimum and abs, which would give x = 0 its gradient (1/2) only through their
+    rules at ties (1/2 to each side of minimum, 0 for abs)."""
+    negative = x < 0
+    return _mint.where(negative, x, 0.0) - _mint.log1p(_mint.exp(_mint.where(negative, x, -x)))
+
+
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean",  # noqa: A002
                                      pos_weight=None):
     """binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean",
@@ -310,12 +318,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
     x, t, dtype = _loss_operands(owner, input, target, reduction, floating_target=True)
     weight = _broadcast_operand(owner, "weight", weight, x)
     pos_weight = _broadcast_operand(owner, "pos_weight", pos_weight, x)
-    # log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)): exp never overflows. Written with where
-    # rather than minimum and abs, which would give x = 0 its gradient (1/2) only through their
-    # rules at ties (1/2 to each side of minimum, 0 for abs).
-    negative = x < 0
-    log_sigmoid = (_mint.where(negative, x, 0.0)
-                   - _mint.log1p(_mint.exp(_mint.where(negative, x, -x))))
+    log_sigmoid = _log_sigmoid(x)
     if pos_weight is not None:
         log_sigmoid = log_sigmoid * ((pos_weight - 1) * t + 1)
     # log(1 - sigmoid(x)) = log(sigmoid(x)) - x, so the two terms share one log_sigmoid.

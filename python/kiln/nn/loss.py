@@ -41,6 +41,7 @@ from .._checks import checked_bool, checked_int
 from ..errors import DTypeError, KilnTypeError, KilnValueError, ShapeError
 from ..mint import _composite
 from . import functional as F
+from ._loss_functions import _kl_div, _no_legacy
 from .cell import Cell
 
 __all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
@@ -267,7 +268,7 @@ class KLDivLoss(Cell):
     def construct(self, input, target):  # noqa: A002
         # reduction="mean"'s warning points at the cell's caller: past _kl_div, construct and
         # Cell.__call__.
-        return F._kl_div(input, target, None, None, self.reduction, self.log_target,
+        return _kl_div(input, target, None, None, self.reduction, self.log_target,
                          stacklevel=4)
 
     def extra_repr(self):
@@ -276,12 +277,12 @@ class KLDivLoss(Cell):
 
 class _Loss(Cell):
     """The base of the losses that keep PyTorch's ``size_average`` and ``reduce`` in their
-    positions (they must be None: F._no_legacy's KilnValueError otherwise) before
+    positions (they must be None: _no_legacy's KilnValueError otherwise) before
     ``reduction``."""
 
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        F._no_legacy(type(self).__name__, size_average, reduce)
+        _no_legacy(type(self).__name__, size_average, reduce)
         self.reduction = _check_reduction(type(self).__name__, reduction)
 
     def _repr(self, *parts):
