@@ -19,11 +19,12 @@
 - Layers: ``Linear`` / ``Dense``, ``Conv1d``, ``Conv2d``, ``ConvTranspose1d``,
   ``ConvTranspose2d``, ``Upsample`` (``UpsamplingNearest2d``, ``UpsamplingBilinear2d``;
   kiln/nn/upsampling.py), ``LayerNorm``, ``RMSNorm``, ``GroupNorm``, ``Embedding``
-  (``Embedding.from_pretrained``), ``Dropout``,
+  (``Embedding.from_pretrained``), ``EmbeddingBag`` (sum / mean / max bags), ``Dropout``,
   ``Dropout1d``, ``Dropout2d``, ``MultiheadAttention``, ``BatchNorm1d``, ``BatchNorm2d``,
   ``MaxPool1d``, ``MaxPool2d``, ``AvgPool1d``, ``AvgPool2d``, ``AdaptiveAvgPool1d``,
   ``AdaptiveAvgPool2d``, ``AdaptiveMaxPool1d``, ``AdaptiveMaxPool2d``, ``MaxUnpool1d``,
-  ``MaxUnpool2d`` (kiln/nn/pooling.py), ``Flatten``, ``Unflatten``, the padding cells
+  ``MaxUnpool2d`` (kiln/nn/pooling.py), ``Flatten``, ``Unflatten``, ``Unfold``, ``Fold``
+  (im2col and col2im, kiln/nn/fold.py), the padding cells
   (``ZeroPad1d`` / ``2d``, ``ConstantPad*``, ``ReflectionPad*``, ``ReplicationPad*``;
   kiln/nn/padding.py), ``PixelShuffle``, ``PixelUnshuffle``, ``Bilinear``, ``InstanceNorm1d``,
   ``InstanceNorm2d`` (kiln/nn/extra_layers.py);
@@ -72,11 +73,12 @@ from .container import (ModuleDict, ModuleList, ParameterDict, ParameterList,  #
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
 from .distance import CosineSimilarity, PairwiseDistance  # noqa: F401
 from .dropout import Dropout, Dropout1d, Dropout2d  # noqa: F401
-from .embedding import Embedding  # noqa: F401
+from .embedding import Embedding, EmbeddingBag  # noqa: F401
 from .extra_layers import (Bilinear, InstanceNorm1d, InstanceNorm2d, PixelShuffle,  # noqa: F401
                            PixelUnshuffle)
 from .linear import Dense, Linear  # noqa: F401
 from .flatten import Flatten, Unflatten  # noqa: F401
+from .fold import Fold, Unfold  # noqa: F401
 from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss,  # noqa: F401
                    CrossEntropyLoss, GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss, KLDivLoss,
                    L1Loss, MarginRankingLoss, MSELoss, MultiMarginLoss, NLLLoss, PoissonNLLLoss,
@@ -96,7 +98,8 @@ from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLay
 
 __all__ = ["functional", "init", "utils", "Cell", "Module", "LoadResult", "Parameter", "Linear",
            "Dense", "Conv2d", "BatchNorm1d", "BatchNorm2d", "ModuleList", "ModuleDict",
-           "ParameterList", "ParameterDict", "LayerNorm", "RMSNorm", "Embedding", "Dropout",
+           "ParameterList", "ParameterDict", "LayerNorm", "RMSNorm", "Embedding", "EmbeddingBag",
+           "Dropout", "Fold", "Unfold",
            "MultiheadAttention",
            "Sequential", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
            "Flatten", "Unflatten", "ReLU", "GELU", "SiLU", "Tanh",

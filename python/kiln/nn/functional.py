@@ -11,7 +11,9 @@ softmax, log_softmax, softmin, hardshrink, softshrink, rrelu, and PyTorch's in-p
 relu_, leaky_relu_, elu_, hardtanh_, selu_, celu_, threshold_, rrelu_ (each the function with
 inplace=True). Layers: dropout, dropout1d, dropout2d, linear, bilinear, conv1d,
 conv2d, conv_transpose1d, conv_transpose2d, pad, interpolate (PyTorch's modes and antialias,
-kiln/nn/upsampling.py), embedding, one_hot, pixel_shuffle, pixel_unshuffle,
+kiln/nn/upsampling.py), embedding, embedding_bag (kiln/nn/_embedding_functions.py), unfold and
+fold (im2col and col2im, kiln/nn/fold.py), affine_grid and grid_sample (kiln/nn/_grid_sampling.py),
+one_hot, pixel_shuffle, pixel_unshuffle,
 scaled_dot_product_attention, multi_head_attention_forward (kiln/nn/attention.py). Pooling, of
 input [N, C, L] or [N, C, H, W] (or one sample [C, L] or [C, H, W]): max_pool1d, max_pool2d
 (both with ``return_indices``), avg_pool1d, avg_pool2d (with ``divisor_override``),
@@ -70,12 +72,15 @@ from ..errors import (DTypeError, KilnIndexError, KilnNotImplementedError, KilnT
 from ..mint import _composite
 from ..mint._composite import _cast, _dims, _floating_tensor, _widened, check_real
 from ..mint._random import sample_dtype
+from ._embedding_functions import embedding, embedding_bag  # noqa: F401  (a module of their own)
+from ._grid_sampling import affine_grid, grid_sample  # noqa: F401  (a module of their own)
 from ._loss_functions import (  # noqa: F401  (in a module of their own)
     binary_cross_entropy, binary_cross_entropy_with_logits, cosine_embedding_loss, cross_entropy,
     gaussian_nll_loss, hinge_embedding_loss, huber_loss, kl_div, l1_loss, margin_ranking_loss,
     mse_loss, multi_margin_loss, nll_loss, poisson_nll_loss, smooth_l1_loss, soft_margin_loss,
     triplet_margin_loss)
 from .attention import multi_head_attention_forward  # noqa: F401  (beside MultiheadAttention)
+from .fold import fold, unfold  # noqa: F401  (beside their cells)
 from .upsampling import interpolate  # noqa: F401  (composed there, beside its cells)
 
 __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "sigmoid",
@@ -88,7 +93,9 @@ __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
            "avg_pool2d",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "max_unpool1d", "max_unpool2d", "pad", "interpolate",
-           "embedding", "one_hot", "pixel_shuffle", "pixel_unshuffle",
+           "embedding", "embedding_bag", "fold", "unfold", "affine_grid", "grid_sample",
+           "one_hot", "pixel_shuffle",
+           "pixel_unshuffle",
            "scaled_dot_product_attention", "multi_head_attention_forward", "layer_norm",
            "rms_norm", "group_norm", "batch_norm",
            "normalize", "cosine_similarity", "pairwise_distance",
@@ -953,88 +960,6 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0,  # noqa: A
 def pad(input, pad, mode="constant", value=None):  # noqa: A002
     """pad(input, pad, mode='constant', value=None) (kiln.mint.pad)."""
     return _mint.pad(input, pad, mode, value)
-
-
-def _dense_embedding(owner, sparse):
-    """A KilnNotImplementedError naming ``owner`` for PyTorch's ``sparse=True`` embedding, whose
-    weight gradient is a sparse tensor. Shared with kiln.nn.Embedding."""
-    if sparse:
-        raise KilnNotImplementedError(f"{owner}: sparse is not supported (Kiln has no sparse "
-                                      f"tensors: the gradient of weight is always a dense "
-                                      f"tensor of its shape); pass sparse=False")
-
-
-def _grad_scaled_by_freq(rows, input, count):  # noqa: A002
-    """``rows`` (the lookups of the indices ``input`` into a table of ``count`` rows) with the
-    same values, each lookup's gradient divided by the number of times its index occurs in
-    ``input``: PyTorch's scale_grad_by_freq. The counts come from ops (a scatter-add of ones),
-    not from reading the indices, so kiln.jit traces it."""
-    flat = input.reshape(-1).to(_C.dtype.int64)
-    # Counted in float64 for float64 rows, else in float32 (exact up to 2^24 lookups of one
-    # index), so that 1 / count is rounded once into the rows' dtype.
-    wide = _C.dtype.float64 if rows.dtype == _C.dtype.float64 else _C.dtype.float32
-    counts = _mint.scatter(_mint.zeros(count, dtype=wide), 0, flat,
-                           _mint.ones(flat.shape, dtype=wide), "add")
-    scale = _cast(1.0 / _mint.embedding(input, counts.reshape(count, 1)), rows.dtype)
-    # rows.detach() carries the value exactly; (rows - rows.detach()) is 0 with rows' gradient.
-    return rows.detach() + (rows - rows.detach()) * scale
-
-
-def _embedding_renorm_(owner, weight, input, max_norm, norm_type):  # noqa: A002
-    """PyTorch's embedding_renorm_: under no_grad, each row of ``weight`` that ``input`` looks
-    up whose ``norm_type``-norm exceeds ``max_norm`` is scaled in place by max_norm / (norm +
-    1e-7). As PyTorch's, the norm is computed in the weight's dtype and the scale in float64,
-    then rounded to the weight's dtype before it multiplies the row. The indices are checked
-    before anything is written (outside a kiln.jit trace, which has no values): a
-    non-integer dtype is a DTypeError, an index outside [0, rows) a KilnIndexError."""
-    max_norm = check_real(owner, "max_norm", max_norm)
-    norm_type = check_real(owner, "norm_type", norm_type)
-    if input.dtype.is_floating_point or input.dtype == _C.dtype.bool:
-        raise DTypeError(f"{owner}: expected integer indices, got {input.dtype.name}")
-    count = weight.shape[0]
-    if not _C.jit.is_tracing() and input.numel() > 0:
-        low, high = _mint.min(input).item(), _mint.max(input).item()
-        if low < 0 or high >= count:
-            raise KilnIndexError(f"{owner}: index {low if low < 0 else high} is out of range "
-                                 f"for a weight with {count} rows (expected 0 <= index < "
-                                 f"{count})")
-    with no_grad():
-        flat = input.reshape(-1).to(_C.dtype.int64)
-        rows = _mint.index_select(weight, 0, flat)
-        norms = _mint.vector_norm(rows, norm_type, 1, True).to(_C.dtype.float64)
-        scale = _mint.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
-        # An index looked up twice writes the same scaled row twice.
-        weight[flat] = rows * _cast(scale, weight.dtype)
-
-
-def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,  # noqa: A002
-              scale_grad_by_freq=False, sparse=False):
-    """embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
-    scale_grad_by_freq=False, sparse=False): the rows of ``weight`` at the integer indices
-    ``input`` (kiln.mint.embedding). Lookups of ``padding_idx`` (negative: from the end) return
-    its row and send it no gradient, as PyTorch's. With ``max_norm``, each looked-up row whose
-    ``norm_type``-norm exceeds max_norm is first rescaled in place (under no_grad) to norm
-    max_norm, as PyTorch's: ``weight`` changes. With ``scale_grad_by_freq``, the gradient of
-    each lookup is divided by the number of times its index occurs in ``input`` (PyTorch's; the
-    values are unchanged). ``sparse=True`` is a KilnNotImplementedError (Kiln has no sparse
-    tensors)."""
-    owner = "embedding"
-    _dense_embedding(owner, sparse)
-    if max_norm is not None:
-        _embedding_renorm_(owner, _tensor(owner, "weight", weight), _tensor(owner, "input", input),
-                           max_norm, norm_type)
-    rows = _mint.embedding(input, weight)
-    count = _tensor(owner, "weight", weight).shape[0]
-    if scale_grad_by_freq:
-        rows = _grad_scaled_by_freq(rows, input, count)
-    if padding_idx is None:
-        return rows
-    padding_idx = checked_int(owner, "padding_idx", padding_idx, -count, count - 1) % count
-    if not rows.requires_grad:
-        return rows  # no gradient to cut: the where below would be a pass for nothing (5x)
-    # The lookups of padding_idx take the row's value with its gradient cut (as kiln.nn.Embedding).
-    counted = _mint.unsqueeze(input != padding_idx, -1)
-    return _mint.where(counted, rows, rows.detach())
 
 
 def one_hot(tensor, num_classes=-1):
