@@ -148,10 +148,10 @@ def test_unfold_and_fold_cells_keep_their_arguments_and_call_the_functions(rng):
     (lambda: unfold(mint.ones(2, 3, 4, 5), 2, stride=(1, 0)), kiln.KilnValueError,
      r"unfold: expected stride >= 1, got \(1, 0\)"),
     (lambda: unfold(mint.ones(2, 3, 4, 5), (2, 2, 2)), kiln.KilnValueError,
-     r"unfold: expected kernel_size to be an int or a pair of ints \(height, width\), got 3 "
+     r"unfold: expected kernel_size to be an int or a sequence of two ints, got 3 "
      r"sizes \(2, 2, 2\)"),
     (lambda: unfold(mint.ones(2, 3, 4, 5), 2.0), kiln.KilnTypeError,
-     r"unfold: expected kernel_size to be an int or a pair of ints, got float 2.0"),
+     r"unfold: expected kernel_size to be an int or a sequence of two ints, got float 2.0"),
     (lambda: unfold(mint.ones(2, 3, 4, 5), (2, 1.5)), kiln.KilnTypeError,
      r"unfold: kernel_size\[1\] must be an int, got float 1.5"),
     (lambda: unfold(np.ones((2, 3, 4, 5)), 2), kiln.KilnTypeError,
@@ -177,7 +177,7 @@ def test_unfold_and_fold_cells_keep_their_arguments_and_call_the_functions(rng):
     (lambda: fold(mint.ones(2, 3, 4, 5), (4, 5), 2), kiln.ShapeError,
      r"fold: expected input \[N, C \* kH \* kW, L\] or one sample \[C \* kH \* kW, L\]"),
     (lambda: fold(mint.ones(2, 12, 12), (4, 5, 6), 2), kiln.KilnValueError,
-     r"fold: expected output_size to be an int or a pair of ints \(height, width\), got 3 sizes"),
+     r"fold: expected output_size to be an int or a sequence of two ints, got 3 sizes"),
     (lambda: Unfold(2, dilation=0), kiln.KilnValueError, r"Unfold: expected dilation >= 1"),
     (lambda: Fold((4, -1), 2), kiln.KilnValueError, r"Fold: expected output_size >= 0"),
 ], ids=["kernel-0", "padding-negative", "stride-0", "three-sizes", "float-kernel",

@@ -14,7 +14,7 @@ value KilnValueError (as for ``kiln.distributed``'s in-place collectives).
 
 from .. import _C
 from .._checks import checked_int
-from ..errors import KilnTypeError, KilnValueError
+from ..errors import KilnTypeError
 
 _f = _C.distributed.functional
 

@@ -16,18 +16,19 @@
   ``zero_grad()``, forward hooks (``register_forward_pre_hook``, ``register_forward_hook``)
   (kiln/nn/cell.py).
 - ``Parameter(data, requires_grad=True)``: a leaf tensor that cells register.
-- Layers: ``Linear`` / ``Dense``, ``Conv1d``, ``Conv2d``, ``ConvTranspose1d``,
-  ``ConvTranspose2d``, ``Upsample`` (``UpsamplingNearest2d``, ``UpsamplingBilinear2d``;
-  kiln/nn/upsampling.py), ``LayerNorm``, ``RMSNorm``, ``GroupNorm``, ``Embedding``
-  (``Embedding.from_pretrained``), ``EmbeddingBag`` (sum / mean / max bags), ``Dropout``,
-  ``Dropout1d``, ``Dropout2d``, ``MultiheadAttention``, ``BatchNorm1d``, ``BatchNorm2d``,
-  ``MaxPool1d``, ``MaxPool2d``, ``AvgPool1d``, ``AvgPool2d``, ``AdaptiveAvgPool1d``,
-  ``AdaptiveAvgPool2d``, ``AdaptiveMaxPool1d``, ``AdaptiveMaxPool2d``, ``MaxUnpool1d``,
-  ``MaxUnpool2d`` (kiln/nn/pooling.py), ``Flatten``, ``Unflatten``, ``Unfold``, ``Fold``
+- Layers: ``Linear`` / ``Dense``, ``Conv1d``, ``Conv2d``, ``Conv3d``, ``ConvTranspose1d``,
+  ``ConvTranspose2d``, ``ConvTranspose3d``, ``Upsample`` (``UpsamplingNearest2d``,
+  ``UpsamplingBilinear2d``; kiln/nn/upsampling.py), ``LayerNorm``, ``RMSNorm``, ``GroupNorm``,
+  ``Embedding`` (``Embedding.from_pretrained``), ``EmbeddingBag`` (sum / mean / max bags),
+  ``Dropout``, ``Dropout1d``, ``Dropout2d``, ``MultiheadAttention``, ``BatchNorm1d``,
+  ``BatchNorm2d``, ``BatchNorm3d``, ``MaxPool1d``, ``MaxPool2d``, ``MaxPool3d``, ``AvgPool1d``,
+  ``AvgPool2d``, ``AvgPool3d``, the adaptive pools (``AdaptiveAvgPool1d`` / ``2d`` / ``3d``,
+  ``AdaptiveMaxPool1d`` / ``2d`` / ``3d``), ``MaxUnpool1d``, ``MaxUnpool2d``
+  (kiln/nn/pooling.py), ``Flatten``, ``Unflatten``, ``Unfold``, ``Fold``
   (im2col and col2im, kiln/nn/fold.py), the padding cells
   (``ZeroPad1d`` / ``2d``, ``ConstantPad*``, ``ReflectionPad*``, ``ReplicationPad*``;
   kiln/nn/padding.py), ``PixelShuffle``, ``PixelUnshuffle``, ``Bilinear``, ``InstanceNorm1d``,
-  ``InstanceNorm2d`` (kiln/nn/extra_layers.py);
+  ``InstanceNorm2d``, ``InstanceNorm3d`` (kiln/nn/extra_layers.py);
   containers ``Sequential``, ``ModuleList``, ``ModuleDict``, ``ParameterList``,
   ``ParameterDict``; recurrent ``RNN``, ``LSTM``, ``GRU`` and their cells ``RNNCell``,
   ``LSTMCell``, ``GRUCell`` (kiln/nn/rnn.py); ``TransformerEncoderLayer``,
@@ -40,7 +41,8 @@
   ``CrossEntropyLoss``, ``NLLLoss``, ``MSELoss``, ``L1Loss``, ``SmoothL1Loss``, ``HuberLoss``,
   ``BCELoss``, ``BCEWithLogitsLoss``, ``KLDivLoss``, ``SoftMarginLoss``, ``MarginRankingLoss``,
   ``CosineEmbeddingLoss``, ``HingeEmbeddingLoss``, ``TripletMarginLoss``, ``GaussianNLLLoss``,
-  ``PoissonNLLLoss``, ``MultiMarginLoss`` (kiln/nn/loss.py); distances ``CosineSimilarity``,
+  ``PoissonNLLLoss``, ``MultiMarginLoss``, ``MultiLabelMarginLoss``, ``MultiLabelSoftMarginLoss``,
+  ``TripletMarginWithDistanceLoss``, ``CTCLoss`` (kiln/nn/loss.py); distances ``CosineSimilarity``,
   ``PairwiseDistance`` (kiln/nn/distance.py).
   Each layer's file documents its arguments and its (PyTorch-equal) initialisation; layers with
   parameters take ``dtype`` (default float32).
@@ -70,26 +72,30 @@ from .attention import MultiheadAttention  # noqa: F401
 from .cell import Cell, LoadResult, Module  # noqa: F401
 from .container import (ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401
                         Sequential)
-from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
+from .conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,  # noqa: F401
+                   ConvTranspose3d)
 from .distance import CosineSimilarity, PairwiseDistance  # noqa: F401
 from .dropout import Dropout, Dropout1d, Dropout2d  # noqa: F401
 from .embedding import Embedding, EmbeddingBag  # noqa: F401
-from .extra_layers import (Bilinear, InstanceNorm1d, InstanceNorm2d, PixelShuffle,  # noqa: F401
-                           PixelUnshuffle)
+from .extra_layers import (Bilinear, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,  # noqa: F401
+                           PixelShuffle, PixelUnshuffle)
 from .linear import Dense, Linear  # noqa: F401
 from .flatten import Flatten, Unflatten  # noqa: F401
 from .fold import Fold, Unfold  # noqa: F401
 from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss,  # noqa: F401
-                   CrossEntropyLoss, GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss, KLDivLoss,
-                   L1Loss, MarginRankingLoss, MSELoss, MultiMarginLoss, NLLLoss, PoissonNLLLoss,
-                   SmoothL1Loss, SoftMarginLoss, TripletMarginLoss)
-from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm  # noqa: F401
+                   CrossEntropyLoss, CTCLoss, GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss,
+                   KLDivLoss, L1Loss, MarginRankingLoss, MSELoss, MultiLabelMarginLoss,
+                   MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss, PoissonNLLLoss,
+                   SmoothL1Loss, SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss)
+from .normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm,  # noqa: F401
+                            LayerNorm, RMSNorm)
 from .padding import (ConstantPad1d, ConstantPad2d, ReflectionPad1d,  # noqa: F401
                       ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, ZeroPad1d, ZeroPad2d)
 from .parallel import DataParallel  # noqa: F401
 from .parameter import Parameter  # noqa: F401
-from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d,  # noqa: F401
-                      AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d, MaxUnpool1d,
+from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d,  # noqa: F401
+                      AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d,
+                      AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d,
                       MaxUnpool2d)
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell  # noqa: F401
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401
@@ -116,7 +122,11 @@ __all__ = ["functional", "init", "utils", "Cell", "Module", "LoadResult", "Param
            "Softsign", "Tanhshrink", "Threshold", "Softmin", "ZeroPad1d", "ZeroPad2d",
            "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
            "ReplicationPad1d", "ReplicationPad2d", "PixelShuffle", "PixelUnshuffle", "Bilinear",
-           "InstanceNorm1d", "InstanceNorm2d", "Hardshrink", "Softshrink", "RReLU", "Softmax2d",
+           "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "Conv3d",
+           "ConvTranspose3d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d",
+           "BatchNorm3d", "Hardshrink", "Softshrink", "RReLU", "Softmax2d",
            "SoftMarginLoss", "MarginRankingLoss", "CosineEmbeddingLoss", "HingeEmbeddingLoss",
            "TripletMarginLoss", "GaussianNLLLoss", "PoissonNLLLoss", "MultiMarginLoss",
+           "MultiLabelMarginLoss", "MultiLabelSoftMarginLoss", "TripletMarginWithDistanceLoss",
+           "CTCLoss",
            "CosineSimilarity", "PairwiseDistance"]

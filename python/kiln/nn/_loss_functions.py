@@ -2,20 +2,21 @@
 defaults): mse_loss, l1_loss, smooth_l1_loss, huber_loss, cross_entropy, nll_loss,
 binary_cross_entropy, binary_cross_entropy_with_logits and kl_div over the kiln.mint functions
 that compute them, and soft_margin_loss, margin_ranking_loss, cosine_embedding_loss,
-hinge_embedding_loss, triplet_margin_loss, gaussian_nll_loss, poisson_nll_loss and
-multi_margin_loss composed here of kiln.mint ops (their inputs and targets broadcast as PyTorch's
-do). The loss cells of kiln/nn/loss.py call them. kiln/nn/functional.py's docstring says where
-they differ from PyTorch.
+hinge_embedding_loss, triplet_margin_loss, triplet_margin_with_distance_loss,
+gaussian_nll_loss, poisson_nll_loss, multi_margin_loss, multilabel_margin_loss,
+multilabel_soft_margin_loss and ctc_loss composed here of kiln.mint ops (their inputs and targets
+broadcast as PyTorch's do). The loss cells of kiln/nn/loss.py call them. kiln/nn/functional.py's
+docstring says where they differ from PyTorch; so do the docstrings of the last three here.
 """
 
 import functools
+import itertools
 import math
 import numbers
 import warnings
 
 from .. import _C, mint as _mint
-from .._checks import checked_bool
-from ..autograd import no_grad
+from .._checks import checked_bool, checked_int
 from ..errors import DTypeError, KilnIndexError, KilnTypeError, KilnValueError, ShapeError
 from ..mint import _composite
 from ..mint._composite import _cast, _dims, _floating_tensor, _kiln_tensor, check_real
@@ -218,6 +219,25 @@ def _same_ndim(owner, named):
         raise ShapeError(f"{owner}: expected tensors of one number of dimensions, got {listed}")
 
 
+def _integer_targets(owner, name, target):
+    """A DTypeError unless ``target`` (a kiln tensor: a KilnTypeError otherwise) holds integer
+    class indices; bool is none."""
+    if _kiln_tensor(owner, name, target).is_floating_point or target.dtype == _C.dtype.bool:
+        raise DTypeError(f"{owner}: expected integer class targets, got {target.dtype.name}")
+
+
+def _classes_in_range(owner, target, classes, lowest=0):
+    """A KilnIndexError unless every entry of the integer ``target`` is in [lowest, classes), as
+    PyTorch's class losses refuse; checked outside a kiln.jit trace, which has no values (under
+    one the gather that reads the scores refuses an index out of range)."""
+    if _C.jit.is_tracing() or target.numel() == 0:
+        return
+    low, high = _mint.min(target).item(), _mint.max(target).item()
+    if low < lowest or high >= classes:
+        raise KilnIndexError(f"{owner}: target {low if low < lowest else high} is out of range "
+                             f"for {classes} classes (expected {lowest} <= target < {classes})")
+
+
 def soft_margin_loss(input, target, size_average=None, reduce=None,  # noqa: A002
                      reduction="mean"):
     """soft_margin_loss(input, target, size_average=None, reduce=None, reduction='mean'):
@@ -302,18 +322,75 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     (a, pos, neg), dtype = _loss_tensors(owner, reduction, named)
     _same_ndim(owner, named)
     _broadcast_shape(owner, named)
+    margin = _triplet_margin(owner, margin)
+    p, eps = check_real(owner, "p", p), check_real(owner, "eps", eps)
+    return _triplet(owner, functools.partial(_pairwise_distance, p=p, eps=eps), a, pos, neg,
+                    margin, swap, reduction, dtype)
+
+
+def _pairwise_distance(x1, x2, p=2.0, eps=1e-6):
+    """PyTorch's pairwise_distance of checked operands: ||x1 - x2 + eps||_p over the last
+    dimension."""
+    return _mint.vector_norm(x1 - x2 + eps, p, -1, False)
+
+
+def _triplet_margin(owner, margin):
+    """A triplet loss's ``margin`` as a float: a real number (a KilnTypeError otherwise) above 0
+    (a KilnValueError otherwise), as PyTorch asks."""
     margin = check_real(owner, "margin", margin)
     if not margin > 0:
         raise KilnValueError(f"{owner}: expected margin > 0, got {margin}")
-    p, eps = check_real(owner, "p", p), check_real(owner, "eps", eps)
+    return margin
 
-    def distance(x1, x2):
-        return _mint.vector_norm(x1 - x2 + eps, p, -1, False)
 
-    far = distance(a, neg)
-    if checked_bool(owner, "swap", swap):
-        far = _mint.minimum(far, distance(pos, neg))
-    return _composite._reduced(_hinge(distance(a, pos) - far + margin), reduction, dtype)
+def _triplet(owner, distance, anchor, positive, negative, margin, swap, reduction, dtype):
+    """max(0, margin + d(anchor, positive) - d(anchor, negative)) for d = ``distance``, with
+    ``swap`` d(anchor, negative) the smaller of it and d(positive, negative), reduced in
+    ``dtype`` (None: the distances' dtype). The distances are taken in PyTorch's order."""
+    swap = checked_bool(owner, "swap", swap)
+    near, far = distance(anchor, positive), distance(anchor, negative)
+    if swap:
+        far = _mint.minimum(far, distance(positive, negative))
+    loss = _hinge(near - far + margin)
+    return _composite._reduced(loss, reduction, loss.dtype if dtype is None else dtype)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
+                                      margin=1.0, swap=False, reduction="mean"):
+    """triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
+    margin=1.0, swap=False, reduction='mean'): max(0, margin + d(anchor, positive) -
+    d(anchor, negative)), reduced, for d = ``distance_function`` (a callable taking two kiln
+    tensors and returning a kiln tensor of distances; None: pairwise_distance, p = 2 and
+    eps = 1e-6); with ``swap`` d(anchor, negative) is the smaller of it and d(positive,
+    negative). The three have one number of dimensions (a ShapeError otherwise) and ``margin``
+    must be positive (a KilnValueError otherwise), as in PyTorch. With the default distance they
+    are floating-point tensors that broadcast, computed as triplet_margin_loss's; a
+    ``distance_function`` gets them as they are."""
+    owner = "triplet_margin_with_distance_loss"
+    named = [("anchor", anchor), ("positive", positive), ("negative", negative)]
+    if distance_function is None:
+        tensors, dtype = _loss_tensors(owner, reduction, named)
+        _same_ndim(owner, named)
+        _broadcast_shape(owner, named)
+        distance = _pairwise_distance
+    else:
+        if not callable(distance_function):
+            raise KilnTypeError(f"{owner}: expected distance_function to be callable or None, "
+                                f"got {type(distance_function).__name__}")
+        _composite._check_reduction(owner, reduction)
+        tensors, dtype = [value for _, value in named], None
+        for name, value in named:
+            _kiln_tensor(owner, name, value)
+        _same_ndim(owner, named)
+
+        def distance(x1, x2):
+            result = distance_function(x1, x2)
+            if not isinstance(result, _C.Tensor):
+                raise KilnTypeError(f"{owner}: expected distance_function to return a "
+                                    f"kiln.Tensor, got {type(result).__name__}")
+            return result
+    margin = _triplet_margin(owner, margin)
+    return _triplet(owner, distance, *tensors, margin, swap, reduction, dtype)
 
 
 def _unclamped(x, low):
@@ -415,9 +492,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     if isinstance(p, bool) or p not in (1, 2):
         raise KilnValueError(f"{owner}: only p == 1 and p == 2 are supported, got p={p!r}")
     (x,), dtype = _loss_tensors(owner, reduction, [("input", input)])
-    if _kiln_tensor(owner, "target", target).is_floating_point \
-            or target.dtype == _C.dtype.bool:
-        raise DTypeError(f"{owner}: expected integer class targets, got {target.dtype.name}")
+    _integer_targets(owner, "target", target)
     if x.ndim > 2 or (x.ndim > 0 and x.shape[-1] == 0):
         raise ShapeError(f"{owner}: expected input [N, C] or [C] with C > 0, got "
                          f"{_dims(x.shape)}")
@@ -434,11 +509,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
             raise ShapeError(f"{owner}: expected weight [{classes}] (one per class), got "
                              f"{_dims(weight.shape)}")
     margin = check_real(owner, "margin", margin)
-    if not _C.jit.is_tracing() and target.numel() > 0:
-        low, high = _mint.min(target).item(), _mint.max(target).item()
-        if low < 0 or high >= classes:
-            raise KilnIndexError(f"{owner}: target {low if low < 0 else high} is out of range "
-                                 f"for {classes} classes (expected 0 <= target < {classes})")
+    _classes_in_range(owner, target, classes)
     scores = x.reshape(samples, classes)
     labels = target.reshape(samples, 1).to(_C.dtype.int64)
     z = scores - _mint.gather(scores, 1, labels) + margin
@@ -454,4 +525,240 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     loss = _mint.sum(h, 1) / classes
     if reduction == "none" and target.ndim == 0:
         loss = loss.reshape([])  # one sample, as the target
+    return _composite._reduced(loss, reduction, dtype)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None,  # noqa: A002
+                           reduction="mean"):
+    """multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction='mean'):
+    the multi-label hinge loss of scores ``input`` [N, C] (or one sample [C], or 0-d) and integer
+    ``target`` of its shape holding each sample's label classes, ended by the first -1 (the
+    entries after it are ignored): for each sample, the sum over its labels j and the classes i
+    not among them of max(0, 1 - (x[j] - x[i])), divided by C, then reduced ("none": [N], or 0-d
+    for a sample of one dimension or none). As PyTorch's, a target entry outside [-1, C) is
+    refused, ignored ones too (a KilnIndexError, checked outside a kiln.jit trace, which has no
+    values), a label listed twice counts twice and the gradient at 1 - (x[j] - x[i]) = 0 is 0.
+    It takes integer targets of any width, where PyTorch wants int64."""
+    owner = "multilabel_margin_loss"
+    _no_legacy(owner, size_average, reduce)
+    (x,), dtype = _loss_tensors(owner, reduction, [("input", input)])
+    _integer_targets(owner, "target", target)
+    if x.ndim > 2 or (x.ndim > 0 and x.shape[-1] == 0):
+        raise ShapeError(f"{owner}: expected input [N, C] or [C] with C > 0, or 0-d, got "
+                         f"{_dims(x.shape)}")
+    samples = x.shape[0] if x.ndim == 2 else 1
+    classes = x.shape[-1] if x.ndim else 1
+    if (x.ndim == 2 and tuple(target.shape) != tuple(x.shape)) \
+            or (x.ndim < 2 and (target.ndim > 1 or target.numel() != classes)):
+        raise ShapeError(f"{owner}: expected target of the input's shape {_dims(x.shape)}, got "
+                         f"{_dims(target.shape)}")
+    _classes_in_range(owner, target, classes, lowest=-1)  # -1 ends a sample's labels
+    scores = x.reshape(samples, classes)
+    labels = target.reshape(samples, classes).to(_C.dtype.int64)
+    listed = _mint.cumsum(labels == -1, 1) == 0  # the entries before the first -1
+    # Each sample's label classes as a mask [N, C]: the entries not listed are scattered to an
+    # extra column, dropped.
+    extra = _mint.where(listed, labels, classes)
+    labelled = _mint.scatter(_mint.zeros(samples, classes + 1, dtype=_C.dtype.bool), 1, extra,
+                             True)
+    labelled = _mint.narrow(labelled, 1, 0, classes)
+    picked = _mint.gather(scores, 1, _mint.where(listed, labels, 0))  # x[j], [N, C]
+    # z[n, j, i] = 1 - (x[j] - x[i]), counted for a listed j and an i not labelled, where z > 0
+    # (PyTorch's: the gradient at z = 0 is 0).
+    z = 1.0 - _mint.unsqueeze(picked, 2) + _mint.unsqueeze(scores, 1)
+    counted = _mint.logical_and(_mint.unsqueeze(listed, 2),
+                                _mint.logical_not(_mint.unsqueeze(labelled, 1)))
+    h = _mint.where(_mint.logical_and(counted, z > 0), z, 0.0)
+    loss = _mint.sum(h, [1, 2]) / classes
+    if reduction == "none" and x.ndim < 2:
+        loss = loss.reshape([])  # one sample, as the input
+    return _composite._reduced(loss, reduction, dtype)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None,  # noqa: A002
+                                reduce=None, reduction="mean"):
+    """multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
+    reduction='mean'): the binary cross entropy of sigmoid(input) against ``target`` (1 for a
+    class that applies, 0 otherwise), -(y * log(sigmoid(x)) + (1 - y) * log(sigmoid(-x))),
+    each times ``weight`` (typically one per class, [C]), averaged over the input's last
+    dimension (the classes) and reduced ("none": one loss per sample). Input, target and weight
+    broadcast, as PyTorch's; the average is over the input's last dimension of the broadcast
+    loss, as there. The input has at least one dimension (a ShapeError otherwise)."""
+    owner = "multilabel_soft_margin_loss"
+    _no_legacy(owner, size_average, reduce)
+    others = [("target", target)] + ([] if weight is None else [("weight", weight)])
+    (x, y, *w), dtype = _loss_tensors(owner, reduction, [("input", input)], others)
+    if not x.ndim:
+        raise ShapeError(f"{owner}: expected input with a class dimension (at least 1-d), got "
+                         f"a 0-d input")
+    _broadcast_shape(owner, [("input", input)] + others)
+    loss = -(y * _composite._log_sigmoid(x) + (1.0 - y) * _composite._log_sigmoid(-x))
+    if w:
+        loss = loss * w[0]
+    return _composite._reduced(_mint.mean(loss, x.ndim - 1), reduction, dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# Connectionist temporal classification
+
+# Note [CTC's unreachable states]
+# ctc_loss runs the alpha recursion in log space, where an unreachable state is log(0) = -inf.
+# Autograd through the logsumexp of three -inf predecessors gives NaN (exp(-inf - -inf)) even
+# where no gradient flows, so an unreachable state holds _CTC_NEVER instead: a finite stand-in
+# far below any log-likelihood, whose paths weigh exp(_CTC_NEVER - real) = 0 in every sum. The
+# emissions are clamped at it too (a -inf log-probability), so T steps stay finite in float32 for
+# T up to about 3e8, and a final log-likelihood below _CTC_NEVER / 2 is an impossible alignment.
+_CTC_NEVER = -1e30
+
+
+def _ctc_lengths(owner, name, lengths, batch):
+    """``lengths`` (an integer kiln tensor of 0 or 1 dimensions, or a tuple or list of ints) as
+    a list of ``batch`` ints >= 0, read on the host as PyTorch's are (so under kiln.jit they are
+    given as tuples or lists)."""
+    if isinstance(lengths, _C.Tensor):
+        if lengths.dtype.is_floating_point or lengths.dtype == _C.dtype.bool:
+            raise DTypeError(f"{owner}: expected integer {name}, got {lengths.dtype.name}")
+        if lengths.ndim > 1:
+            raise ShapeError(f"{owner}: expected {name} [N] (one per sample), got "
+                             f"{_dims(lengths.shape)}")
+        values = lengths.reshape(-1).tolist()
+    elif isinstance(lengths, (tuple, list)):
+        values = [checked_int(owner, f"{name}[{i}]", v) for i, v in enumerate(lengths)]
+    else:
+        raise KilnTypeError(f"{owner}: expected {name} to be an integer kiln.Tensor or a tuple "
+                            f"of ints, got {type(lengths).__name__}")
+    if len(values) != batch:
+        raise ShapeError(f"{owner}: expected {name} of {batch} entries (one per sample), got "
+                         f"{len(values)}")
+    if min(values, default=0) < 0:
+        raise KilnValueError(f"{owner}: expected {name} >= 0, got {min(values)}")
+    return values
+
+
+def _ctc_labels(owner, targets, lengths, classes, blank):
+    """Each sample's target labels, [N, S] int64 for S the longest (``blank`` past a sample's
+    length), from ``targets`` in either of PyTorch's layouts: padded [N, >= S] or concatenated
+    [sum(lengths)]. A label outside [0, C) is a KilnIndexError (checked outside a kiln.jit
+    trace, which has no values)."""
+    _integer_targets(owner, "targets", targets)
+    batch, longest = len(lengths), max(lengths, default=0)
+    if targets.ndim == 1:
+        if targets.shape[0] != sum(lengths):
+            raise ShapeError(f"{owner}: expected concatenated targets [{sum(lengths)}] (the sum "
+                             f"of target_lengths), got {_dims(targets.shape)}")
+        starts = [stop - n for stop, n in zip(itertools.accumulate(lengths), lengths)]
+    elif targets.ndim == 2:
+        if targets.shape[0] != batch or targets.shape[1] < longest:
+            raise ShapeError(f"{owner}: expected padded targets [{batch}, S] with S >= {longest} "
+                             f"(the longest of target_lengths), got {_dims(targets.shape)}")
+        starts = [n * targets.shape[1] for n in range(batch)]
+    else:
+        raise ShapeError(f"{owner}: expected targets [N, S] (padded) or [sum(target_lengths)] "
+                         f"(concatenated), got {_dims(targets.shape)}")
+    # One gather for both layouts: a label past a sample's length reads the blank appended last.
+    flat = _mint.cat([targets.reshape(-1).to(_C.dtype.int64),
+                      _mint.full([1], blank, dtype=_C.dtype.int64)])
+    end = flat.shape[0] - 1
+    index = [[start + s if s < length else end for s in range(longest)]
+             for start, length in zip(starts, lengths)]
+    labels = _mint.index_select(flat, 0, _C.tensor(index, dtype=_C.dtype.int64).reshape(-1))
+    labels = labels.reshape(batch, longest)
+    _classes_in_range(owner, labels, classes)
+    return labels
+
+
+def _ctc_log_likelihood(log_probs, labels, input_lengths, target_lengths, blank):
+    """log p(labels | log_probs) of each sample [N], for log_probs [T, N, C] and labels [N, S]:
+    the alpha recursion over the extended labels l' = (blank, l1, blank, l2, ..., blank), of
+    width 2S + 1, one step of vectorized ops per time step. alpha[s] sums the alignments of the
+    first t frames that end in l'[s]: the log of the sum over its predecessors s, s - 1 and,
+    where l'[s] is no blank and differs from l'[s - 2], s - 2, plus the emission of l'[s]. A
+    sample's alpha stays as it is from its input length on; see Note [CTC's unreachable
+    states]."""
+    batch, longest = labels.shape
+    width = 2 * longest + 1
+    dtype = log_probs.dtype
+    blanks = _mint.full([batch, 1], blank, dtype=_C.dtype.int64)
+    pairs = _mint.stack([_mint.expand(blanks, (batch, longest)), labels], 2)
+    extended = _mint.cat([pairs.reshape(batch, 2 * longest), blanks], 1)  # [N, 2S + 1]
+    before = _mint.narrow(_mint.pad(extended, (2, 0), value=blank), 1, 0, width)  # l'[s - 2]
+    skip = _mint.logical_and(extended != blank, extended != before)
+    steps = max(input_lengths, default=0)
+    frames = _mint.narrow(log_probs, 0, 0, steps)
+    emissions = _mint.gather(frames, 2, _mint.expand(_mint.unsqueeze(extended, 0),
+                                                     (steps, batch, width)))
+    emissions = _mint.clamp(emissions, min=_CTC_NEVER)
+    # Before the first frame only the empty prefix (state 0, log 1) is reached: one step of the
+    # recursion from there gives alpha at t = 0, and a sample of input length 0 keeps it.
+    alpha = _mint.cat([_mint.zeros(batch, 1, dtype=dtype),
+                       _mint.full([batch, width - 1], _CTC_NEVER, dtype=dtype)], 1)
+    never = _mint.full([batch, 2], _CTC_NEVER, dtype=dtype)
+    running = _C.tensor(input_lengths, dtype=_C.dtype.int64).reshape(batch, 1)
+    shortest = min(input_lengths, default=0)
+    for t in range(steps):
+        shifted = _mint.cat([never, alpha], 1)  # alpha[s - 2] at s, alpha[s - 1] at s + 1
+        one = _mint.narrow(shifted, 1, 1, width)
+        two = _mint.where(skip, _mint.narrow(shifted, 1, 0, width), _CTC_NEVER)
+        stepped = _mint.logsumexp(_mint.stack([alpha, one, two]), 0) + emissions[t]
+        # Every sample still runs before the shortest input ends: no select needed.
+        alpha = stepped if t < shortest else _mint.where(t < running, stepped, alpha)
+    # The alignments end in the last label (2L - 1) or the blank after it (2L).
+    ends = _C.tensor([[2 * n, max(2 * n - 1, 0)] for n in target_lengths],
+                     dtype=_C.dtype.int64).reshape(batch, 2)
+    labelled = _C.tensor([[True, n > 0] for n in target_lengths],
+                         dtype=_C.dtype.bool).reshape(batch, 2)
+    final = _mint.where(labelled, _mint.gather(alpha, 1, ends), _CTC_NEVER)
+    return _mint.logsumexp(final, 1)
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",
+             zero_infinity=False):
+    """ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction='mean',
+    zero_infinity=False): the connectionist temporal classification loss, minus the log of the
+    summed probability of every alignment of each sample's target labels to its frames.
+
+    ``log_probs`` [T, N, C] (or [T, C] for one sample; not empty, as PyTorch asks) are
+    per-frame log-probabilities (a log_softmax's) of C classes, ``blank`` among them
+    (0 <= blank < C, a KilnValueError otherwise). ``targets`` are integer class indices, padded
+    [N, S] (S at least the longest target; the entries past each length are ignored) or
+    concatenated [sum(target_lengths)].
+    ``input_lengths`` (each at most T) and ``target_lengths`` are integer kiln tensors [N] or
+    tuples / lists of N ints >= 0, read on the host (as PyTorch's; under kiln.jit give them as
+    tuples). "mean" divides each loss by its target length (1 for 0) and averages, "sum" sums,
+    "none" keeps [N] (0-d for one sample). An impossible alignment (an input too short for its
+    target) has loss inf, 0 with ``zero_infinity``.
+
+    Unlike PyTorch's: the gradient is autograd's, the true derivative with respect to
+    ``log_probs`` (PyTorch's is the one with respect to the logits of a log_softmax, which is
+    what both give through one); an impossible alignment's gradient is 0 (PyTorch's is NaN
+    without ``zero_infinity``); targets are integer (PyTorch casts floats) and a label outside
+    [0, C) is a KilnIndexError; float16 and bfloat16 are computed in float32."""
+    owner = "ctc_loss"
+    (lp,), dtype = _loss_tensors(owner, reduction, [("log_probs", log_probs)])
+    if lp.ndim not in (2, 3) or lp.numel() == 0:
+        raise ShapeError(f"{owner}: expected non-empty log_probs [T, N, C], or [T, C] for one "
+                         f"sample, got {_dims(lp.shape)}")
+    batched = lp.ndim == 3
+    if not batched:
+        lp = _mint.unsqueeze(lp, 1)
+    steps, batch, classes = lp.shape
+    blank = checked_int(owner, "blank", blank)
+    if not 0 <= blank < classes:
+        raise KilnValueError(f"{owner}: expected 0 <= blank < {classes} (the number of "
+                             f"classes), got {blank}")
+    zero_infinity = checked_bool(owner, "zero_infinity", zero_infinity)
+    inputs = _ctc_lengths(owner, "input_lengths", input_lengths, batch)
+    if max(inputs, default=0) > steps:
+        raise KilnValueError(f"{owner}: expected input_lengths <= {steps} (the frames of "
+                             f"log_probs), got {max(inputs)}")
+    lengths = _ctc_lengths(owner, "target_lengths", target_lengths, batch)
+    labels = _ctc_labels(owner, targets, lengths, classes, blank)
+    log_likelihood = _ctc_log_likelihood(lp, labels, inputs, lengths, blank)
+    # An impossible alignment's loss is a constant: its gradient is 0.
+    loss = _mint.where(log_likelihood < _CTC_NEVER / 2, 0.0 if zero_infinity else math.inf,
+                       -log_likelihood)
+    if reduction == "mean":
+        loss = loss / _C.tensor([max(n, 1) for n in lengths], dtype=loss.dtype)
+    elif reduction == "none" and not batched:
+        loss = loss.reshape([])  # one sample, as the input
     return _composite._reduced(loss, reduction, dtype)

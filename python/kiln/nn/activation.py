@@ -38,6 +38,7 @@ from ..errors import KilnValueError, ShapeError
 from ..mint import _composite
 from . import functional as F
 from . import init
+from ._layer_arguments import checked_tensor
 from .cell import Cell
 from .parameter import Parameter
 
@@ -405,7 +406,7 @@ class Softmax2d(Cell):
     rank is a ShapeError, as PyTorch refuses it."""
 
     def construct(self, x):
-        if F._tensor("Softmax2d", "input", x).ndim not in (3, 4):
+        if checked_tensor("Softmax2d", "input", x).ndim not in (3, 4):
             raise ShapeError(f"Softmax2d: expected input to be 3D or 4D, got {x.ndim}D instead")
         return _mint.softmax(x, -3)
 

@@ -64,6 +64,7 @@ from ..errors import DTypeError, KilnValueError, ShapeError
 from ..mint._composite import check_real
 from . import functional as F
 from . import init
+from ._layer_arguments import checked_tensor
 from .cell import Cell
 from .linear import Linear
 from .parameter import Parameter
@@ -94,7 +95,7 @@ def _check_inputs(owner, inputs, layout, batch, note=""):
     the query's batch size (their dim ``batch``; None when unbatched)."""
     rank = layout.count(",") + 2
     for name, x, features in inputs:
-        F._tensor(owner, name, x)
+        checked_tensor(owner, name, x)
         if x.ndim != rank or x.shape[-1] != features:
             raise ShapeError(f"{owner}: expected a {name} [{layout}, {features}]{note}, got "
                              f"{list(x.shape)}")
@@ -110,7 +111,7 @@ def _check_inputs(owner, inputs, layout, batch, note=""):
 
 def _check_shape(name, x, shape):
     """Checks that ``x`` is a kiln tensor of ``shape``."""
-    F._tensor(_OWNER, name, x)
+    checked_tensor(_OWNER, name, x)
     if tuple(x.shape) != tuple(shape):
         raise ShapeError(f"{_OWNER}: expected {name} of shape {list(shape)}, got "
                          f"{list(x.shape)}")
@@ -130,7 +131,7 @@ def _projection_weights(embed_dim, in_proj_weight, use_separate_proj_weight, sep
         if weight is None:
             raise KilnValueError(f"{_OWNER}: use_separate_proj_weight is True, so expected a "
                                  f"{name} [{embed_dim}, features], got None")
-        F._tensor(_OWNER, name, weight)
+        checked_tensor(_OWNER, name, weight)
         if weight.ndim != 2 or weight.shape[0] != embed_dim:
             raise ShapeError(f"{_OWNER}: expected {name} of shape [{embed_dim}, features], got "
                              f"{list(weight.shape)}")
@@ -145,7 +146,7 @@ def _check_dtypes(weights, separate, inputs, params):
     dtypes: a DTypeError naming both."""
     for name, value in inputs + params:
         if value is not None:
-            F._tensor(_OWNER, name, value)
+            checked_tensor(_OWNER, name, value)
     if separate:
         params += (("k_proj_weight", weights[1]), ("v_proj_weight", weights[2]))
     whose = "q_proj_weight's" if separate else "in_proj_weight's"
@@ -160,7 +161,7 @@ def _heads(x, num_heads):
 
 def _static(name, x, b, num_heads, head_dim):
     """A static key or value [B * H, S, D] as [B, H, S, D]."""
-    F._tensor(_OWNER, name, x)
+    checked_tensor(_OWNER, name, x)
     if x.ndim != 3 or x.shape[0] != b * num_heads or x.shape[2] != head_dim:
         raise ShapeError(f"{_OWNER}: expected {name} of shape [batch * num_heads = "
                          f"{b * num_heads}, seq, head_dim = {head_dim}], got {list(x.shape)}")
@@ -244,7 +245,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
       [N, num_heads, L, S''] with ``average_attn_weights=False`` (no N unbatched); S'' counts
       the appended keys.
     """
-    F._tensor(_OWNER, "query", query)
+    checked_tensor(_OWNER, "query", query)
     e = checked_int(_OWNER, "embed_dim_to_check", embed_dim_to_check, low=1)
     num_heads = checked_int(_OWNER, "num_heads", num_heads, low=1)
     if e % num_heads:
@@ -262,7 +263,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
                   "" if batched else " (unbatched, as the query is 2-d)")
     if in_proj_bias is not None:
         _check_shape("in_proj_bias", in_proj_bias, (3 * e,))
-    F._tensor(_OWNER, "out_proj_weight", out_proj_weight)
+    checked_tensor(_OWNER, "out_proj_weight", out_proj_weight)
     if out_proj_weight.ndim != 2 or out_proj_weight.shape[1] != e:
         raise ShapeError(f"{_OWNER}: expected out_proj_weight of shape [out_features, {e}], got "
                          f"{list(out_proj_weight.shape)}")

@@ -1,29 +1,33 @@
-"""kiln.nn.Conv1d, Conv2d and ConvTranspose2d: convolutions of x [N, C_in, L] and [N, C_in, H, W],
-or of one sample [C_in, L] or [C_in, H, W] (PyTorch's unbatched input), whose output then has no
+"""kiln.nn.Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d and ConvTranspose3d:
+convolutions of x [N, C_in, L], [N, C_in, H, W] and [N, C_in, D, H, W], or of one sample
+[C_in, L], [C_in, H, W] or [C_in, D, H, W] (PyTorch's unbatched input), whose output then has no
 batch dimension either.
 
     conv = kiln.nn.Conv2d(3, 16, kernel_size=3, padding=1)
     up = kiln.nn.ConvTranspose2d(16, 8, kernel_size=2, stride=2)   # doubles H and W
+    vol = kiln.nn.Conv3d(1, 8, kernel_size=(1, 3, 3), padding=(0, 1, 1))
 
 Conv2d's weight is [C_out, C_in / groups, kH, kW]; Conv1d's [C_out, C_in / groups, k] (computed
-as a Conv2d over a height of 1, F.conv1d); ConvTranspose2d's, as PyTorch's, [C_in, C_out /
-groups, kH, kW] (kiln.mint.conv_transpose2d). ``kernel_size``, ``stride``, ``padding`` and
-``dilation`` take an int or a tuple of one int per spatial dimension. Conv1d's and Conv2d's
-``padding`` may also be "valid" (no padding) or "same" (the output keeps the input's size: the
-dilated kernel's size - 1 in all, an odd element after; stride 1 only), as in PyTorch, and their
+as a Conv2d over a height of 1, F.conv1d); Conv3d's [C_out, C_in / groups, kD, kH, kW] (F.conv3d,
+composed of a conv2d, kiln/nn/_volume_functions.py); the transposed convolutions', as PyTorch's,
+[C_in, C_out / groups, *kernel] (kiln.mint.conv_transpose2d; F.conv_transpose1d and
+F.conv_transpose3d over it). ``kernel_size``, ``stride``, ``padding`` and ``dilation`` take an
+int or a tuple of one int per spatial dimension. Conv1d's, Conv2d's and Conv3d's ``padding`` may
+also be "valid" (no padding) or "same" (the output keeps the input's size: the dilated kernel's
+size - 1 in all, an odd element after; stride 1 only), as in PyTorch, and their
 ``padding_mode`` is "zeros" (the default), "reflect", "replicate" or "circular": the last three
 pad x with ``kiln.mint.pad`` in that mode before a convolution without padding, as PyTorch does.
-ConvTranspose2d takes PyTorch's ``output_padding`` (each below the stride or the dilation), and
-only padding_mode "zeros" and no padding string, as PyTorch's; its call takes PyTorch's
-``output_size``, which picks the output_padding that gives that size.
+The transposed convolutions take PyTorch's ``output_padding`` (each below the stride or the
+dilation), and only padding_mode "zeros" and no padding string, as PyTorch's; their call takes
+PyTorch's ``output_size``, which picks the output_padding that gives that size.
 
 Initialised as PyTorch's: weight ~ kaiming_uniform_(a=sqrt(5)) and bias ~ U(-1/sqrt(fan_in),
 1/sqrt(fan_in)), with PyTorch's fan_in of the weight (its dim 1 times the kernel's size): C_in /
-groups * kH * kW, and for ConvTranspose2d C_out / groups * kH * kW.
+groups * kH * kW, and for the transposed convolutions C_out / groups * kH * kW (times kD in 3-d).
 
 The input must have the parameters' dtype (``dtype``, default float32): another one, a float64
-or an integer batch, is a DTypeError naming both, as in PyTorch (the calls are F.conv1d's,
-F.conv2d's and F.conv_transpose2d's, whose errors they raise).
+or an integer batch, is a DTypeError naming both, as in PyTorch (the calls are the F functions
+of the same names, whose errors they raise).
 """
 
 import math
@@ -34,14 +38,16 @@ from ..errors import KilnTypeError, KilnValueError
 from ..mint import _composite
 from . import functional as F
 from . import init
+from ._layer_arguments import batched
+from ._volume_functions import conv3d, conv_transpose3d
 from .cell import Cell
 from .parameter import Parameter
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 # How the messages name a tuple of one int per spatial dimension.
-_TUPLES = {1: "a tuple of one int", 2: "a pair of ints"}
+_TUPLES = {1: "a tuple of one int", 2: "a pair of ints", 3: "a tuple of three ints"}
 
 
 class _Conv(Cell):
@@ -114,8 +120,8 @@ class _Conv(Cell):
 
     def construct(self, x):
         # One sample [C_in, *spatial] is convolved as a batch of one; the rank is checked before
-        # any padding (F._batched).
-        return F._batched(type(self).__name__, x, self._dims, self._convolve)
+        # any padding (batched).
+        return batched(type(self).__name__, x, self._dims, self._convolve)
 
     def reset_parameters(self):
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
@@ -174,8 +180,23 @@ class Conv2d(_Conv):
                         self.groups)
 
 
+class Conv3d(_Conv):
+    """Conv3d(in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+    bias=True, padding_mode="zeros", dtype=None): 3-d convolution of x [N, C_in, D, H, W] to
+    [N, C_out, D_out, H_out, W_out] (or of [C_in, D, H, W] to [C_out, D_out, H_out, W_out]), with
+    parameters of ``dtype`` (default float32). The arguments and the initialisation are in
+    kiln.nn.conv's documentation; errors at the call are F.conv3d's."""
+
+    _dims = 3
+
+    def _convolve(self, x):
+        x, padding = self._padded(x)
+        return conv3d(x, self.weight, self.bias, self.stride, padding, self.dilation,
+                      self.groups)
+
+
 class _ConvTranspose(_Conv):
-    """What ConvTranspose1d and ConvTranspose2d share: checks of padding and output_padding, and
+    """What the transposed convolutions share: checks of padding and output_padding, and
     the call ``up(x, output_size=None)``, whose ``output_size`` picks the output_padding (see
     ConvTranspose2d). A subclass sets ``_dims`` and ``_function`` (the F function it calls)."""
 
@@ -211,10 +232,10 @@ class _ConvTranspose(_Conv):
                                         self.padding, output_padding, self.groups,
                                         self.dilation)
 
-        return F._batched(type(self).__name__, x, self._dims, convolve)
+        return batched(type(self).__name__, x, self._dims, convolve)
 
     def _output_padding(self, x, output_size):
-        """The output_padding that gives x (of a rank F._batched checked) the output [...,
+        """The output_padding that gives x (of a rank batched checked) the output [...,
         *output_size[-dims:]] (PyTorch's _output_padding): each size between the smallest output
         and that plus stride - 1."""
         owner, dims = type(self).__name__, self._dims
@@ -244,7 +265,7 @@ class _ConvTranspose(_Conv):
 
 
 # How output_size's spatial part is written, by the number of spatial dims.
-_OUTPUT_SIZES = {1: "L_out", 2: "H_out, W_out"}
+_OUTPUT_SIZES = {1: "L_out", 2: "H_out, W_out", 3: "D_out, H_out, W_out"}
 
 
 class ConvTranspose1d(_ConvTranspose):
@@ -275,3 +296,16 @@ class ConvTranspose2d(_ConvTranspose):
     KilnValueError naming the valid range."""
 
     _function = staticmethod(F.conv_transpose2d)
+
+
+class ConvTranspose3d(_ConvTranspose):
+    """ConvTranspose3d(in_channels, out_channels, kernel_size, stride=1, padding=0,
+    output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros", dtype=None): the
+    transposed 3-d convolution (F.conv_transpose3d) of x [N, C_in, D, H, W] to [N, C_out, D_out,
+    H_out, W_out] (or of [C_in, D, H, W] to [C_out, D_out, H_out, W_out]), D_out = (D - 1) *
+    stride - 2 * padding + dilation * (kD - 1) + output_padding + 1 (H_out and W_out likewise);
+    the rest is ConvTranspose2d's, over three spatial dimensions (``output_size`` is [D_out,
+    H_out, W_out] or a whole shape)."""
+
+    _dims = 3
+    _function = staticmethod(conv_transpose3d)

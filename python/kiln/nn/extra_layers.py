@@ -1,5 +1,5 @@
 """PyTorch layers that ported models use, over kiln.nn.functional: PixelShuffle and
-PixelUnshuffle, Bilinear, InstanceNorm1d and InstanceNorm2d.
+PixelUnshuffle, Bilinear, InstanceNorm1d, InstanceNorm2d and InstanceNorm3d.
 
     up = kiln.nn.PixelShuffle(2)                # [N, C * 4, H, W] -> [N, C, 2H, 2W]
     bl = kiln.nn.Bilinear(20, 30, 40)           # weight [40, 20, 30], bias [40]
@@ -11,18 +11,18 @@ y[..., o] = sum_ij x1[..., i] weight[o, i, j] x2[..., j] + bias[o] (F.bilinear),
 Both inputs must have the parameters' dtype: another one is a DTypeError naming both, as in
 PyTorch.
 
-InstanceNorm1d (x [N, C, L] or one sample [C, L]) and InstanceNorm2d (x [N, C, H, W] or [C, H, W])
-follow PyTorch's: each sample's channel is normalized over its own spatial dimensions, (x - mean)
-/ sqrt(var + eps) with the biased variance (F.group_norm with one group per channel), then times
-``weight`` [C] (ones) plus ``bias`` [C] (zeros) with ``affine`` (default False; keyword-only
-``bias=False`` keeps the weight only). With ``track_running_stats`` (default False) the buffers
-``running_mean`` (zeros), ``running_var`` (ones) and ``num_batches_tracked`` (0, int64; never
-counted, as in PyTorch) are kept: while training they are updated in place under no_grad,
-running = (1 - momentum) * running + momentum * batch statistic, with the batch statistic the
-mean over the samples of their per-channel means and of their *unbiased* per-channel variances
-(``momentum=None`` is 0, PyTorch's: the running statistics stay); in eval mode the running
-statistics normalize (F.batch_norm). Parameters and buffers have PyTorch's names, order and
-dtypes, so its state dicts load.
+InstanceNorm1d (x [N, C, L] or one sample [C, L]), InstanceNorm2d (x [N, C, H, W] or [C, H, W]) and
+InstanceNorm3d (x [N, C, D, H, W] or [C, D, H, W]) follow PyTorch's: each sample's channel is
+normalized over its own spatial dimensions, (x - mean) / sqrt(var + eps) with the biased variance
+(F.group_norm with one group per channel), then times ``weight`` [C] (ones) plus ``bias`` [C]
+(zeros) with ``affine`` (default False; keyword-only ``bias=False`` keeps the weight only). With
+``track_running_stats`` (default False) the buffers ``running_mean`` (zeros), ``running_var`` (ones)
+and ``num_batches_tracked`` (0, int64; never counted, as in PyTorch) are kept: while training they
+are updated in place under no_grad, running = (1 - momentum) * running + momentum * batch statistic,
+with the batch statistic the mean over the samples of their per-channel means and of their
+*unbiased* per-channel variances (``momentum=None`` is 0, PyTorch's: the running statistics stay);
+in eval mode the running statistics normalize (F.batch_norm). Parameters and buffers have PyTorch's
+names, order and dtypes, so its state dicts load.
 
 As PyTorch's, normalizing with the input's statistics needs more than one spatial value per
 channel (a KilnValueError), and an input whose channel count is not ``num_features`` is
@@ -42,11 +42,13 @@ from ..errors import DTypeError, KilnValueError, ShapeError
 from ..mint._composite import _dims
 from . import functional as F
 from . import init
+from ._layer_arguments import checked_tensor
 from .cell import Cell
 from .normalization import _BatchNorm
 from .parameter import Parameter
 
-__all__ = ["PixelShuffle", "PixelUnshuffle", "Bilinear", "InstanceNorm1d", "InstanceNorm2d"]
+__all__ = ["PixelShuffle", "PixelUnshuffle", "Bilinear", "InstanceNorm1d", "InstanceNorm2d",
+           "InstanceNorm3d"]
 
 _mint = _C.mint
 
@@ -136,7 +138,7 @@ class _InstanceNorm(_BatchNorm):
 
     def _check_input(self, x):
         kind = type(self).__name__
-        F._tensor(kind, "input", x)
+        checked_tensor(kind, "input", x)
         if x.ndim not in self._ranks:
             raise ShapeError(f"{kind}: expected an input {self._layout}, got {_dims(x.shape)} "
                              f"({x.ndim}-D)")
@@ -204,3 +206,13 @@ class InstanceNorm2d(_InstanceNorm):
 
     _ranks = (3, 4)
     _layout = "[C, H, W] or [N, C, H, W]"
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """InstanceNorm3d(num_features, eps=1e-5, momentum=0.1, affine=False,
+    track_running_stats=False, dtype=None, *, bias=True): instance normalization of x [N, C, D,
+    H, W] or one sample [C, D, H, W] over D, H and W, per sample and channel C = ``num_features``,
+    as PyTorch's (see kiln.nn.extra_layers' documentation)."""
+
+    _ranks = (4, 5)
+    _layout = "[C, D, H, W] or [N, C, D, H, W]"

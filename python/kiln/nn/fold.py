@@ -22,40 +22,22 @@ bool only), as both only move or add elements.
 """
 
 from .. import _C, mint as _mint
-from .._checks import as_int, checked_int
-from ..errors import KilnTypeError, KilnValueError, ShapeError
+from ..errors import KilnTypeError, ShapeError
 from ..mint._composite import _dims
+from ._layer_arguments import checked_sizes
 from .cell import Cell
 
 __all__ = ["unfold", "fold", "Unfold", "Fold"]
-
-
-def _pair(owner, name, value, low):
-    """``value`` (an int, or a sequence of two: height, width) as a pair of ints >= ``low``: a
-    KilnTypeError for another kind of value, a KilnValueError for a sequence of another length or
-    a size below ``low``."""
-    number = as_int(value)
-    if number is not None:
-        pair = (number, number)
-    elif isinstance(value, (tuple, list)):
-        if len(value) != 2:
-            raise KilnValueError(f"{owner}: expected {name} to be an int or a pair of ints "
-                                 f"(height, width), got {len(value)} sizes {value!r}")
-        pair = tuple(checked_int(owner, f"{name}[{i}]", v) for i, v in enumerate(value))
-    else:
-        raise KilnTypeError(f"{owner}: expected {name} to be an int or a pair of ints, got "
-                            f"{type(value).__name__} {value!r}")
-    if min(pair) < low:
-        raise KilnValueError(f"{owner}: expected {name} >= {low}, got {value!r}")
-    return pair
 
 
 def _geometry(owner, kernel_size, dilation, padding, stride):
     """The blocks' (kernel_size, dilation, padding, stride), each a pair of ints: the kernel, the
     dilation and the stride >= 1, the padding >= 0. Shared with the cells, which check at
     construction."""
-    return (_pair(owner, "kernel_size", kernel_size, 1), _pair(owner, "dilation", dilation, 1),
-            _pair(owner, "padding", padding, 0), _pair(owner, "stride", stride, 1))
+    return (checked_sizes(owner, "kernel_size", kernel_size, 2, 1),
+            checked_sizes(owner, "dilation", dilation, 2, 1),
+            checked_sizes(owner, "padding", padding, 2, 0),
+            checked_sizes(owner, "stride", stride, 2, 1))
 
 
 def _block_counts(size, kernel, dilation, padding, stride):
@@ -141,7 +123,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):  # n
     dimension after N, a dimension 1 that kH * kW does not divide, or L other than the number
     of blocks in the output (bH * bW, as unfold counts them) a ShapeError."""
     owner = "fold"
-    size = _pair(owner, "output_size", output_size, 0)
+    size = checked_sizes(owner, "output_size", output_size, 2, 0)
     kernel, dilation, padding, stride = _geometry(owner, kernel_size, dilation, padding, stride)
     x = _tensor(owner, input, {2: "[C * kH * kW, L]", 3: "[N, C * kH * kW, L]"})
     n, rows, length = x.shape
@@ -199,7 +181,7 @@ class Fold(Cell):
 
     def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
         super().__init__()
-        _pair("Fold", "output_size", output_size, 0)
+        checked_sizes("Fold", "output_size", output_size, 2, 0)
         _geometry("Fold", kernel_size, dilation, padding, stride)
         self.output_size = output_size
         self.kernel_size = kernel_size

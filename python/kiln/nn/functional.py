@@ -9,23 +9,26 @@ Activations: relu, relu6, leaky_relu, elu, selu, celu, gelu, silu, mish, sigmoid
 softsign, tanhshrink, hardtanh, hardswish, hardsigmoid, prelu, logsigmoid, threshold, glu,
 softmax, log_softmax, softmin, hardshrink, softshrink, rrelu, and PyTorch's in-place spellings
 relu_, leaky_relu_, elu_, hardtanh_, selu_, celu_, threshold_, rrelu_ (each the function with
-inplace=True). Layers: dropout, dropout1d, dropout2d, linear, bilinear, conv1d,
-conv2d, conv_transpose1d, conv_transpose2d, pad, interpolate (PyTorch's modes and antialias,
-kiln/nn/upsampling.py), embedding, embedding_bag (kiln/nn/_embedding_functions.py), unfold and
-fold (im2col and col2im, kiln/nn/fold.py), affine_grid and grid_sample (kiln/nn/_grid_sampling.py),
-one_hot, pixel_shuffle, pixel_unshuffle,
-scaled_dot_product_attention, multi_head_attention_forward (kiln/nn/attention.py). Pooling, of
-input [N, C, L] or [N, C, H, W] (or one sample [C, L] or [C, H, W]): max_pool1d, max_pool2d
-(both with ``return_indices``), avg_pool1d, avg_pool2d (with ``divisor_override``),
-adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d, adaptive_max_pool2d (both with
-``return_indices``), max_unpool1d, max_unpool2d (the 1-d ones are the 2-d ones over a height of
-one). Normalization and distances:
-layer_norm, rms_norm, group_norm, batch_norm, normalize, cosine_similarity, pairwise_distance.
+inplace=True). Layers: dropout, dropout1d, dropout2d, linear, bilinear, conv1d, conv2d,
+conv_transpose1d, conv_transpose2d, conv3d and conv_transpose3d (composed of the 2-d ops,
+kiln/nn/_volume_functions.py, as are the 3-d pools), pad, interpolate (PyTorch's modes and
+antialias, kiln/nn/upsampling.py), embedding, embedding_bag (kiln/nn/_embedding_functions.py),
+unfold and fold (im2col and col2im, kiln/nn/fold.py), affine_grid and grid_sample
+(kiln/nn/_grid_sampling.py), one_hot, pixel_shuffle, pixel_unshuffle, scaled_dot_product_attention,
+multi_head_attention_forward (kiln/nn/attention.py). Pooling, of input [N, C, L], [N, C, H, W] or
+[N, C, D, H, W] (or one sample without N): max_pool1d, max_pool2d, max_pool3d (with
+``return_indices``), avg_pool1d, avg_pool2d, avg_pool3d (with ``divisor_override``),
+adaptive_avg_pool1d / 2d / 3d, adaptive_max_pool1d / 2d / 3d (with ``return_indices``),
+max_unpool1d, max_unpool2d (the 1-d ones are the 2-d ones over a height of one). Normalization and
+distances: layer_norm, rms_norm, group_norm, batch_norm, normalize, cosine_similarity,
+pairwise_distance.
 Losses: mse_loss, l1_loss, smooth_l1_loss, huber_loss, cross_entropy, nll_loss,
 binary_cross_entropy, binary_cross_entropy_with_logits, kl_div, soft_margin_loss,
 margin_ranking_loss, cosine_embedding_loss, hinge_embedding_loss, triplet_margin_loss,
-gaussian_nll_loss, poisson_nll_loss, multi_margin_loss (kiln/nn/_loss_functions.py; the last
-eight composed there, their inputs and targets broadcast as PyTorch's do).
+gaussian_nll_loss, poisson_nll_loss, multi_margin_loss, multilabel_margin_loss,
+multilabel_soft_margin_loss, triplet_margin_with_distance_loss, ctc_loss
+(kiln/nn/_loss_functions.py; the last twelve composed there, their inputs and targets broadcast
+as PyTorch's do; ctc_loss's log-space recursion runs one step of ops per input frame).
 
 Each delegates to the kiln.mint function that computes it (an op, or a composite of
 kiln/mint/_composite.py), reordering the arguments where kiln.mint's order differs (the class
@@ -65,10 +68,9 @@ import math
 import warnings
 
 from .. import _C, mint as _mint
-from .._checks import as_int, check_held_dtype, checked_bool, checked_int, wrap_dim
+from .._checks import checked_bool, checked_int, wrap_dim
 from ..autograd import is_grad_enabled, no_grad
-from ..errors import (DTypeError, KilnIndexError, KilnNotImplementedError, KilnTypeError,
-                      KilnValueError, ShapeError)
+from ..errors import DTypeError, KilnTypeError, KilnValueError, ShapeError
 from ..mint import _composite
 from ..mint._composite import _cast, _dims, _floating_tensor, _widened, check_real
 from ..mint._random import sample_dtype
@@ -76,9 +78,13 @@ from ._embedding_functions import embedding, embedding_bag  # noqa: F401  (a mod
 from ._grid_sampling import affine_grid, grid_sample  # noqa: F401  (a module of their own)
 from ._loss_functions import (  # noqa: F401  (in a module of their own)
     binary_cross_entropy, binary_cross_entropy_with_logits, cosine_embedding_loss, cross_entropy,
-    gaussian_nll_loss, hinge_embedding_loss, huber_loss, kl_div, l1_loss, margin_ranking_loss,
-    mse_loss, multi_margin_loss, nll_loss, poisson_nll_loss, smooth_l1_loss, soft_margin_loss,
-    triplet_margin_loss)
+    ctc_loss, gaussian_nll_loss, hinge_embedding_loss, huber_loss, kl_div, l1_loss,
+    margin_ranking_loss, mse_loss, multi_margin_loss, multilabel_margin_loss,
+    multilabel_soft_margin_loss, nll_loss, poisson_nll_loss, smooth_l1_loss, soft_margin_loss,
+    triplet_margin_loss, triplet_margin_with_distance_loss)
+from ._layer_arguments import batched, check_like_weight, checked_sizes, checked_tensor, squeezed
+from ._volume_functions import (  # noqa: F401  (in a module of their own)
+    adaptive_avg_pool3d, adaptive_max_pool3d, avg_pool3d, conv3d, conv_transpose3d, max_pool3d)
 from .attention import multi_head_attention_forward  # noqa: F401  (beside MultiheadAttention)
 from .fold import fold, unfold  # noqa: F401  (beside their cells)
 from .upsampling import interpolate  # noqa: F401  (composed there, beside its cells)
@@ -89,10 +95,11 @@ __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
            "hardshrink", "softshrink", "rrelu", "relu_", "leaky_relu_", "elu_", "hardtanh_",
            "selu_", "celu_", "threshold_", "rrelu_",
            "dropout", "dropout1d", "dropout2d", "linear", "bilinear", "conv1d", "conv2d",
-           "conv_transpose1d", "conv_transpose2d", "max_pool1d", "max_pool2d", "avg_pool1d",
-           "avg_pool2d",
+           "conv_transpose1d", "conv_transpose2d", "conv3d", "conv_transpose3d", "max_pool1d",
+           "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
-           "adaptive_max_pool2d", "max_unpool1d", "max_unpool2d", "pad", "interpolate",
+           "adaptive_max_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool3d", "max_unpool1d",
+           "max_unpool2d", "pad", "interpolate",
            "embedding", "embedding_bag", "fold", "unfold", "affine_grid", "grid_sample",
            "one_hot", "pixel_shuffle",
            "pixel_unshuffle",
@@ -103,32 +110,14 @@ __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
            "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
            "soft_margin_loss", "margin_ranking_loss", "cosine_embedding_loss",
            "hinge_embedding_loss", "triplet_margin_loss", "gaussian_nll_loss", "poisson_nll_loss",
-           "multi_margin_loss"]
+           "multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
+           "triplet_margin_with_distance_loss", "ctc_loss"]
 
 Tensor = _C.Tensor
 
 # SELU's constants (Klambauer et al., 2017), as PyTorch's.
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
-
-
-def _tensor(owner, name, value):
-    if not isinstance(value, Tensor):
-        raise KilnTypeError(f"{owner}: expected {name} to be a kiln.Tensor, got "
-                            f"{type(value).__name__}")
-    return value
-
-
-def _like_weight(owner, weight, bias, *inputs):
-    """Checks a layer's arguments against its ``weight`` (a kiln tensor): the ``inputs`` ((name,
-    value) pairs) must be kiln tensors of the weight's dtype, ``bias`` None or one of it
-    (check_held_dtype's DTypeError), as PyTorch's layers refuse mixed dtypes."""
-    _tensor(owner, "weight", weight)
-    for name, value in inputs:
-        _tensor(owner, name, value)
-    if bias is not None:
-        _tensor(owner, "bias", bias)
-    check_held_dtype(owner, weight.dtype, "the weight's", inputs, [("bias", bias)])
 
 
 def _cell_writes_into(inplace, x):
@@ -306,7 +295,7 @@ def prelu(input, weight):  # noqa: A002
     the weight."""
     owner = "prelu"
     dtype = _floating_tensor(owner, "input", input)
-    _tensor(owner, "weight", weight)
+    checked_tensor(owner, "weight", weight)
     channels = input.shape[1] if input.ndim >= 2 else 1
     if weight.ndim > 1 or weight.numel() not in (1, channels):
         raise ShapeError(f"{owner}: expected weight of 1 element or [{channels}] (one per channel "
@@ -325,7 +314,7 @@ def logsigmoid(input):  # noqa: A002
 def threshold(input, threshold, value, inplace=False):  # noqa: A002
     """threshold(input, threshold, value, inplace=False): ``value`` where x <= threshold, else x
     (NaN stays NaN); the gradient is 0 where the value replaces x."""
-    _tensor("threshold", "input", input)
+    checked_tensor("threshold", "input", input)
     limit = check_real("threshold", "threshold", threshold)
     fill = check_real("threshold", "value", value)
     # The value in the input's dtype, as PyTorch's (an integer input stays integer).
@@ -354,7 +343,7 @@ def _softmax_dim(name, input, dim, stacklevel):  # noqa: A002
         return dim
     warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to "
                   f"include dim=X as an argument.", stacklevel=stacklevel)
-    return 0 if _tensor(name, "input", input).ndim in (0, 1, 3) else 1
+    return 0 if checked_tensor(name, "input", input).ndim in (0, 1, 3) else 1
 
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
@@ -373,7 +362,7 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
 def softmin(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
     """softmin(input, dim=None, _stacklevel=3, dtype=None): softmax(-input); dim=None as
     softmax's."""
-    _tensor("softmin", "input", input)
+    checked_tensor("softmin", "input", input)
     return _mint.softmax(-input, _softmax_dim("softmin", input, dim, _stacklevel), dtype)
 
 
@@ -561,7 +550,7 @@ def linear(input, weight, bias=None):  # noqa: A002
     as PyTorch's, a 1-d weight [in] gives x @ weight, and a bias broadcasts to the result. The
     input and the bias must be kiln tensors of the weight's dtype (a DTypeError otherwise, as
     in PyTorch; kiln.mint.linear promotes)."""
-    _like_weight("linear", weight, bias, ("input", input))
+    check_like_weight("linear", weight, bias, ("input", input))
     if weight.ndim not in (1, 2):
         raise ShapeError(f"linear: expected weight [out, in] or [in], got "
                          f"{_dims(weight.shape)}")
@@ -577,7 +566,7 @@ def bilinear(input1, input2, weight, bias=None):
     x2[..., j] + bias[o], for inputs [..., in1] and [..., in2] with the same leading
     dimensions and weight [out, in1, in2], both inputs and the bias of the weight's dtype (a
     DTypeError otherwise)."""
-    _like_weight("bilinear", weight, bias, ("input1", input1), ("input2", input2))
+    check_like_weight("bilinear", weight, bias, ("input1", input1), ("input2", input2))
     if weight.ndim != 3 or input1.ndim == 0 or input2.ndim == 0 \
             or tuple(input1.shape[:-1]) != tuple(input2.shape[:-1]) \
             or (input1.shape[-1], input2.shape[-1]) != tuple(weight.shape[1:]):
@@ -593,38 +582,10 @@ def bilinear(input1, input2, weight, bias=None):
     return result if bias is None else result + bias
 
 
-# How the messages name the spatial dimensions of a convolution's input.
-_SPATIAL = {1: "L", 2: "H, W"}
-
-
-def _squeezed(result, dim):
-    """``result`` (a tensor, or a tuple of them such as a pooling's (values, indices)) without
-    its dimension ``dim`` of size 1."""
-    if isinstance(result, tuple):
-        return tuple(_mint.squeeze(part, dim) for part in result)
-    return _mint.squeeze(result, dim)
-
-
-def _batched(owner, input, spatial, compute):  # noqa: A002
-    """``compute(input)`` for input [N, C, *spatial] (with ``spatial`` dimensions after C); for
-    one sample [C, *spatial] (PyTorch's unbatched input), ``compute`` of it as a batch of one,
-    returned without the batch dimension (each tensor of a tuple result). Another rank is a
-    ShapeError. Shared with the convolution cells (kiln/nn/conv.py), which check the rank before
-    padding their input."""
-    _tensor(owner, "input", input)
-    if input.ndim == spatial + 1:
-        return _squeezed(compute(_mint.unsqueeze(input, 0)), 0)
-    if input.ndim != spatial + 2:
-        sizes = _SPATIAL[spatial]
-        raise ShapeError(f"{owner}: expected input [N, C_in, {sizes}] or one sample [C_in, "
-                         f"{sizes}], got {_dims(input.shape)}")
-    return compute(input)
-
-
 def _conv1d_pair(owner, name, value, height, low):
     """A 1-d convolution's ``value`` (an int >= low, or a sequence of one) as the 2-d one's pair
     (height, value)."""
-    return (height,) + _sizes(owner, name, value, 1, low)
+    return (height,) + checked_sizes(owner, name, value, 1, low)
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
@@ -638,7 +599,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     owner = "conv1d"
     _floating_tensor(owner, "input", input)
     _floating_tensor(owner, "weight", weight)
-    _like_weight(owner, weight, bias, ("input", input))
+    check_like_weight(owner, weight, bias, ("input", input))
     groups = checked_int(owner, "groups", groups, low=1)
     stride = _conv1d_pair(owner, "stride", stride, 1, 1)
     dilation = _conv1d_pair(owner, "dilation", dilation, 1, 1)
@@ -675,7 +636,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                                 padding, dilation, groups)
         return _mint.squeeze(out, 2)
 
-    return _batched(owner, input, 1, compute)
+    return batched(owner, input, 1, compute)
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
@@ -683,8 +644,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     convolution of input [N, C, H, W] (or one sample [C, H, W]) with weight [O, C / groups, kH,
     kW]; ``padding`` is an int, a pair, or PyTorch's "valid" or "same"
     (kiln.mint._composite.conv2d); input and bias of the weight's dtype."""
-    _like_weight("conv2d", weight, bias, ("input", input))
-    return _batched("conv2d", input, 2, lambda x: _composite.conv2d(
+    check_like_weight("conv2d", weight, bias, ("input", input))
+    return batched("conv2d", input, 2, lambda x: _composite.conv2d(
         x, weight, bias, stride, padding, dilation, groups))
 
 
@@ -696,8 +657,8 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0,  # noqa: A00
     [C_in, C_out / groups, kH, kW], to H_out = (H - 1) * stride - 2 * padding + dilation * (kH -
     1) + output_padding + 1 (W_out likewise); ``output_padding`` is below stride or dilation;
     input and bias of the weight's dtype."""
-    _like_weight("conv_transpose2d", weight, bias, ("input", input))
-    return _batched("conv_transpose2d", input, 2, lambda x: _mint.conv_transpose2d(
+    check_like_weight("conv_transpose2d", weight, bias, ("input", input))
+    return batched("conv_transpose2d", input, 2, lambda x: _mint.conv_transpose2d(
         x, weight, bias, stride, padding, output_padding, groups, dilation))
 
 
@@ -712,7 +673,7 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0,  # noqa: A00
     owner = "conv_transpose1d"
     _floating_tensor(owner, "input", input)
     _floating_tensor(owner, "weight", weight)
-    _like_weight(owner, weight, bias, ("input", input))
+    check_like_weight(owner, weight, bias, ("input", input))
     if weight.ndim != 3:
         raise ShapeError(f"{owner}: expected weight [C_in, C_out / groups, k], got "
                          f"{_dims(weight.shape)}")
@@ -726,32 +687,7 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0,  # noqa: A00
                                      pairs[0], pairs[1], pairs[2], groups, pairs[3])
         return _mint.squeeze(out, 2)
 
-    return _batched(owner, input, 1, compute)
-
-
-# How a pooling's messages name a sequence of that many sizes.
-_HOW_MANY = {1: "one int", 2: "two ints"}
-
-
-def _sizes(owner, name, value, count, low):
-    """A pooling's ``value`` (an int, or a sequence of ``count`` ints) as a tuple of ``count``
-    ints >= ``low``: a KilnTypeError for another kind of value, a KilnValueError for a sequence
-    of another length or a size below ``low``. Shared with kiln.nn's 1-d pooling cells, which
-    keep their sizes as tuples, as PyTorch's."""
-    number = as_int(value)
-    if number is not None:
-        sizes = (number,) * count
-    elif isinstance(value, (tuple, list)):
-        if len(value) != count:
-            raise KilnValueError(f"{owner}: expected {name} to be an int or a sequence of "
-                                 f"{_HOW_MANY[count]}, got {len(value)} sizes {value!r}")
-        sizes = tuple(checked_int(owner, f"{name}[{i}]", v) for i, v in enumerate(value))
-    else:
-        raise KilnTypeError(f"{owner}: expected {name} to be an int or a sequence of "
-                            f"{_HOW_MANY[count]}, got {type(value).__name__} {value!r}")
-    if min(sizes) < low:
-        raise KilnValueError(f"{owner}: expected {name} >= {low}, got {value!r}")
-    return sizes
+    return batched(owner, input, 1, compute)
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
@@ -764,7 +700,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: 
     owner = "max_pool2d"
     pool = (_mint.max_pool2d_with_indices if checked_bool(owner, "return_indices", return_indices)
             else _mint.max_pool2d)
-    return _batched(owner, input, 2, lambda x: pool(x, kernel_size, stride, padding, dilation,
+    return batched(owner, input, 2, lambda x: pool(x, kernel_size, stride, padding, dilation,
                                                     ceil_mode))
 
 
@@ -774,7 +710,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # n
     count_include_pad=True, divisor_override=None): the mean over each window of input [N, C, H,
     W] (or one sample [C, H, W]) (kiln.mint.avg_pool2d); a ``divisor_override`` (a nonzero int)
     divides each window's sum in place of its size."""
-    return _batched("avg_pool2d", input, 2, lambda x: _mint.avg_pool2d(
+    return batched("avg_pool2d", input, 2, lambda x: _mint.avg_pool2d(
         x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
 
 
@@ -786,10 +722,10 @@ def _pool1d(owner, input, kernel_size, stride, padding, dilation, ceil_mode,  # 
     along L. The arguments (ints or sequences of one) are checked here, as PyTorch checks them,
     so that errors describe the 1-d shapes; with ``ceil_mode`` a partial window counts, so an
     input shorter than the kernel by less than the stride still gives one."""
-    (kernel,) = _sizes(owner, "kernel_size", kernel_size, 1, 1)
-    (stride,) = (kernel,) if stride is None else _sizes(owner, "stride", stride, 1, 1)
-    (padding,) = _sizes(owner, "padding", padding, 1, 0)
-    (dilation,) = _sizes(owner, "dilation", dilation, 1, 1)
+    (kernel,) = checked_sizes(owner, "kernel_size", kernel_size, 1, 1)
+    (stride,) = (kernel,) if stride is None else checked_sizes(owner, "stride", stride, 1, 1)
+    (padding,) = checked_sizes(owner, "padding", padding, 1, 0)
+    (dilation,) = checked_sizes(owner, "dilation", dilation, 1, 1)
     if padding > kernel // 2:
         raise KilnValueError(f"{owner}: expected padding at most half the kernel size, got "
                              f"padding={padding} and kernel_size={kernel}")
@@ -802,9 +738,9 @@ def _pool1d(owner, input, kernel_size, stride, padding, dilation, ceil_mode,  # 
                              f"{_dims(input.shape)}")
         out = pool2d(_mint.unsqueeze(x, 2), (1, kernel), (1, stride), (0, padding),
                      (1, dilation))
-        return _squeezed(out, 2)
+        return squeezed(out, 2)
 
-    return _batched(owner, input, 1, compute)
+    return batched(owner, input, 1, compute)
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
@@ -849,8 +785,8 @@ def _adaptive_pool1d(owner, input, output_size, maximum, return_indices=False): 
     """A 1-d adaptive pooling of input [N, C, L] (or one sample [C, L]) to ``output_size`` (an
     int or a sequence of one) as the 2-d one over a height of 1 (its indices h * W + w are then
     offsets along L)."""
-    (size,) = _sizes(owner, "output_size", output_size, 1, 0)
-    return _batched(owner, input, 1, lambda x: _squeezed(_composite.adaptive_pool(
+    (size,) = checked_sizes(owner, "output_size", output_size, 1, 0)
+    return batched(owner, input, 1, lambda x: squeezed(_composite.adaptive_pool(
         owner, _mint.unsqueeze(x, 2), (1, size), maximum, return_indices), 2))
 
 
@@ -905,12 +841,12 @@ def _max_unpool(owner, input, indices, kernel_size, stride, padding, output_size
     element of input [N, C, *spatial] (or one sample [C, *spatial]) written at its offset in
     indices (int64, input's shape) within its plane (kiln.mint.scatter, which differentiates
     it: the gradient of input is the output's gradient at the indices)."""
-    kernel = _sizes(owner, "kernel_size", kernel_size, spatial, 1)
-    stride = kernel if stride is None else _sizes(owner, "stride", stride, spatial, 1)
-    padding = _sizes(owner, "padding", padding, spatial, 0)
-    if _tensor(owner, "indices", indices).dtype != _C.dtype.int64:
+    kernel = checked_sizes(owner, "kernel_size", kernel_size, spatial, 1)
+    stride = kernel if stride is None else checked_sizes(owner, "stride", stride, spatial, 1)
+    padding = checked_sizes(owner, "padding", padding, spatial, 0)
+    if checked_tensor(owner, "indices", indices).dtype != _C.dtype.int64:
         raise DTypeError(f"{owner}: expected int64 indices, got {indices.dtype.name}")
-    if tuple(indices.shape) != tuple(_tensor(owner, "input", input).shape):
+    if tuple(indices.shape) != tuple(checked_tensor(owner, "input", input).shape):
         raise ShapeError(f"{owner}: expected indices of the input's shape {_dims(input.shape)}, "
                          f"got {_dims(indices.shape)}")
 
@@ -927,7 +863,7 @@ def _max_unpool(owner, input, indices, kernel_size, stride, padding, output_size
         out = _mint.scatter(_mint.zeros(lead + [plane], dtype=x.dtype), 2, at, x.reshape(flat))
         return out.reshape(lead + sizes)
 
-    return _batched(owner, input, spatial, compute)
+    return batched(owner, input, spatial, compute)
 
 
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0,  # noqa: A002
@@ -969,7 +905,7 @@ def one_hot(tensor, num_classes=-1):
     known at the trace, ``num_classes`` must be given and an index outside the range gives a row
     of zeros."""
     owner = "one_hot"
-    _tensor(owner, "tensor", tensor)
+    checked_tensor(owner, "tensor", tensor)
     if tensor.dtype.is_floating_point or tensor.dtype == _C.dtype.bool:
         raise DTypeError(f"one_hot: expected an integer tensor of class indices, got "
                          f"{tensor.dtype.name}")
@@ -994,7 +930,7 @@ def one_hot(tensor, num_classes=-1):
 
 
 def _pixel_factor(owner, name, factor, input):  # noqa: A002
-    _tensor(owner, "input", input)
+    checked_tensor(owner, "input", input)
     factor = checked_int(owner, name, factor, low=1)
     if input.ndim < 3:
         raise ShapeError(f"{owner}: expected input [..., C, H, W] of at least 3 dimensions, got "
@@ -1085,7 +1021,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if is_causal:
         attn_mask = _mint.tril(_mint.ones(length, source, dtype=_C.dtype.bool))
     if attn_mask is not None:
-        _tensor(owner, "attn_mask", attn_mask)
+        checked_tensor(owner, "attn_mask", attn_mask)
         if attn_mask.dtype == _C.dtype.bool:
             scores = _mint.masked_fill(scores, _mint.logical_not(attn_mask), -math.inf)
         elif attn_mask.dtype.is_floating_point:
@@ -1119,7 +1055,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
     PyTorch's: the machine epsilon of the dtype computed in (float64's for float64, float32's for
     the others, 16-bit floats included)."""
     if eps is None:
-        float64 = _tensor("rms_norm", "input", input).dtype == _C.dtype.float64
+        float64 = checked_tensor("rms_norm", "input", input).dtype == _C.dtype.float64
         eps = 2.0 ** -52 if float64 else 2.0 ** -23
     return _mint.rms_norm(input, normalized_shape, weight, eps)
 
@@ -1129,7 +1065,7 @@ def _channel_operand(owner, name, value, channels, ndim):
     ``ndim``-d input."""
     if value is None:
         return None
-    _tensor(owner, name, value)
+    checked_tensor(owner, name, value)
     if tuple(value.shape) != (channels,):
         raise ShapeError(f"{owner}: expected {name} of shape [{channels}] (one per channel), got "
                          f"{_dims(value.shape)}")
@@ -1232,8 +1168,8 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):  # noqa: A002
 
 def _broadcast_pair(owner, x1, x2):
     """x1 and x2 in their promoted floating dtype, expanded to their broadcast shape."""
-    _tensor(owner, "x1", x1)
-    _tensor(owner, "x2", x2)
+    checked_tensor(owner, "x1", x1)
+    checked_tensor(owner, "x2", x2)
     dtype = _C.promote_types(x1.dtype, x2.dtype)
     if not dtype.is_floating_point:
         raise DTypeError(f"{owner}: expected floating-point inputs, got {x1.dtype.name} and "

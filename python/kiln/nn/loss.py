@@ -31,7 +31,13 @@ is a KilnValueError), computed by the kiln.mint function named after it:
   as ``loss(input, target, var)``), ``PoissonNLLLoss(log_input=True, full=False,
   size_average=None, eps=1e-8, reduce=None, reduction="mean")`` (F.poisson_nll_loss) and
   ``MultiMarginLoss(p=1, margin=1.0, weight=None, ...)`` (F.multi_margin_loss; ``weight`` [C]
-  kept as a buffer). Their inputs and targets broadcast as PyTorch's do.
+  kept as a buffer), ``MultiLabelMarginLoss(...)`` (F.multilabel_margin_loss) and
+  ``MultiLabelSoftMarginLoss(weight=None, ...)`` (F.multilabel_soft_margin_loss; ``weight`` kept
+  as a buffer). Their inputs and targets broadcast as PyTorch's do.
+- ``TripletMarginWithDistanceLoss(*, distance_function=None, margin=1.0, swap=False,
+  reduction="mean")`` (F.triplet_margin_with_distance_loss) and ``CTCLoss(blank=0,
+  reduction="mean", zero_infinity=False)`` (F.ctc_loss; called as ``loss(log_probs, targets,
+  input_lengths, target_lengths)``), with PyTorch's signatures.
 
     loss = kiln.nn.CrossEntropyLoss()(net(x), labels)
 """
@@ -41,13 +47,14 @@ from .._checks import checked_bool, checked_int
 from ..errors import DTypeError, KilnTypeError, KilnValueError, ShapeError
 from ..mint import _composite
 from . import functional as F
-from ._loss_functions import _kl_div, _no_legacy
+from ._loss_functions import _kl_div, _no_legacy, _triplet_margin
 from .cell import Cell
 
 __all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
            "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "SoftMarginLoss", "MarginRankingLoss",
            "CosineEmbeddingLoss", "HingeEmbeddingLoss", "TripletMarginLoss", "GaussianNLLLoss",
-           "PoissonNLLLoss", "MultiMarginLoss"]
+           "PoissonNLLLoss", "MultiMarginLoss", "MultiLabelMarginLoss", "MultiLabelSoftMarginLoss",
+           "TripletMarginWithDistanceLoss", "CTCLoss"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -438,3 +445,75 @@ class MultiMarginLoss(_Loss):
 
     def extra_repr(self):
         return self._repr(f"p={self.p}, margin={self.margin}")
+
+
+class MultiLabelMarginLoss(_Loss):
+    """MultiLabelMarginLoss(size_average=None, reduce=None, reduction="mean"): ``loss(input,
+    target)``, the multi-label hinge loss of scores [N, C] and integer targets of their shape
+    listing each sample's label classes, ended by -1 (F.multilabel_margin_loss)."""
+
+    def construct(self, input, target):  # noqa: A002
+        return F.multilabel_margin_loss(input, target, reduction=self.reduction)
+
+
+class MultiLabelSoftMarginLoss(_Loss):
+    """MultiLabelSoftMarginLoss(weight=None, size_average=None, reduce=None, reduction="mean"):
+    ``loss(input, target)``, the binary cross entropy of sigmoid(input) against targets of 1 and
+    0, each times ``weight`` (typically [C], one per class), averaged over the classes
+    (F.multilabel_soft_margin_loss). ``weight`` (None or a kiln tensor) is kept as a buffer, as
+    PyTorch's."""
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight",
+                             _optional_tensor("MultiLabelSoftMarginLoss", "weight", weight))
+
+    def construct(self, input, target):  # noqa: A002
+        return F.multilabel_soft_margin_loss(input, target, self.weight, reduction=self.reduction)
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    """TripletMarginWithDistanceLoss(*, distance_function=None, margin=1.0, swap=False,
+    reduction="mean"): ``loss(anchor, positive, negative)``, max(0, margin + d(anchor, positive)
+    - d(anchor, negative)) for d = ``distance_function`` (None: the pairwise distance), reduced
+    (F.triplet_margin_with_distance_loss). Its arguments are keyword-only, as in PyTorch;
+    ``distance_function`` is callable or None (a KilnTypeError otherwise; a Cell is kept as a
+    child), ``margin`` positive (a KilnValueError otherwise) and ``swap`` a bool."""
+
+    def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
+        super().__init__(reduction=reduction)
+        name = "TripletMarginWithDistanceLoss"
+        if distance_function is not None and not callable(distance_function):
+            raise KilnTypeError(f"{name}: expected distance_function to be callable or None, "
+                                f"got {type(distance_function).__name__}")
+        self.distance_function = distance_function
+        self.margin = _triplet_margin(name, margin)
+        self.swap = checked_bool(name, "swap", swap)
+
+    def construct(self, anchor, positive, negative):
+        return F.triplet_margin_with_distance_loss(
+            anchor, positive, negative, distance_function=self.distance_function,
+            margin=self.margin, swap=self.swap, reduction=self.reduction)
+
+    def extra_repr(self):
+        return self._repr(f"margin={self.margin}, swap={self.swap}")
+
+
+class CTCLoss(_Loss):
+    """CTCLoss(blank=0, reduction="mean", zero_infinity=False): ``loss(log_probs, targets,
+    input_lengths, target_lengths)``, the connectionist temporal classification loss of
+    per-frame log-probabilities [T, N, C] and padded [N, S] or concatenated targets, "mean"
+    dividing each sample's loss by its target length (F.ctc_loss). ``blank`` is an int >= 0 and
+    ``zero_infinity`` a bool (else a KilnValueError or KilnTypeError)."""
+
+    def __init__(self, blank=0, reduction="mean", zero_infinity=False):
+        super().__init__(reduction=reduction)
+        self.blank = checked_int("CTCLoss", "blank", blank, low=0)
+        self.zero_infinity = checked_bool("CTCLoss", "zero_infinity", zero_infinity)
+
+    def construct(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
+                        self.reduction, self.zero_infinity)
+
+    def extra_repr(self):
+        return self._repr(f"blank={self.blank}, zero_infinity={self.zero_infinity}")

@@ -1,6 +1,6 @@
 """kiln.nn.LayerNorm and kiln.nn.RMSNorm over the trailing ``normalized_shape`` dimensions;
-kiln.nn.BatchNorm1d and kiln.nn.BatchNorm2d over the batch, per channel; kiln.nn.GroupNorm over
-groups of channels, per sample.
+kiln.nn.BatchNorm1d, kiln.nn.BatchNorm2d and kiln.nn.BatchNorm3d over the batch, per channel;
+kiln.nn.GroupNorm over groups of channels, per sample.
 
     ln = kiln.nn.LayerNorm(512)                   # weight ones, bias zeros, eps 1e-5
     rms = kiln.nn.RMSNorm([8, 64], eps=1e-6)       # weight ones
@@ -10,15 +10,15 @@ groups of channels, per sample.
 ``normalized_shape`` is an int or a sequence of ints. With ``elementwise_affine=False`` there
 are no parameters; LayerNorm's ``bias=False`` keeps the weight only (as in PyTorch).
 
-BatchNorm1d (x [N, C] or [N, C, L]) and BatchNorm2d (x [N, C, H, W]) follow PyTorch's
-BatchNorm: y = (x - mean) / sqrt(var + eps) * weight + bias per channel C (weight ones, bias
-zeros; none with ``affine=False``). While training, mean and var are the batch's (over every
-dimension but C; var biased), and with ``track_running_stats`` the buffers ``running_mean``
-(zeros), ``running_var`` (ones) and ``num_batches_tracked`` (0, int64) are updated in place
-under ``kiln.no_grad()``: num_batches_tracked += 1, then running = (1 - momentum) * running +
-momentum * batch statistic, with the *unbiased* batch variance for running_var;
-``momentum=None`` averages every batch so far (momentum 1 / num_batches_tracked). In eval mode
-the running statistics normalize, and nothing is updated; without running statistics
+BatchNorm1d (x [N, C] or [N, C, L]), BatchNorm2d (x [N, C, H, W]) and BatchNorm3d (x [N, C, D,
+H, W]) follow PyTorch's BatchNorm: y = (x - mean) / sqrt(var + eps) * weight + bias per channel C
+(weight ones, bias zeros; none with ``affine=False``). While training, mean and var are the
+batch's (over every dimension but C; var biased), and with ``track_running_stats`` the buffers
+``running_mean`` (zeros), ``running_var`` (ones) and ``num_batches_tracked`` (0, int64) are
+updated in place under ``kiln.no_grad()``: num_batches_tracked += 1, then running = (1 -
+momentum) * running + momentum * batch statistic, with the *unbiased* batch variance for
+running_var; ``momentum=None`` averages every batch so far (momentum 1 / num_batches_tracked).
+In eval mode the running statistics normalize, and nothing is updated; without running statistics
 (``track_running_stats=False``) the batch's are used in eval mode too. The names, the order
 and the dtypes of the parameters and buffers are PyTorch's, so its state dicts load either way.
 Because the updates are in place, they also happen at every call of a ``kiln.jit`` function
@@ -51,7 +51,7 @@ from . import init
 from .cell import Cell
 from .parameter import Parameter
 
-__all__ = ["LayerNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d", "GroupNorm"]
+__all__ = ["LayerNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm"]
 
 _mint = _C.mint
 _SIXTEEN_BITS = (_C.dtype.float16, _C.dtype.bfloat16)
@@ -124,7 +124,7 @@ class RMSNorm(_Norm):
 
 
 class _BatchNorm(Cell):
-    """The shared part of BatchNorm1d and BatchNorm2d; subclasses set ``_ranks`` (the input
+    """The shared part of the BatchNorms; subclasses set ``_ranks`` (the input
     ranks accepted) and ``_layout`` (how errors describe them)."""
 
     _ranks = ()
@@ -299,6 +299,15 @@ class BatchNorm2d(_BatchNorm):
 
     _ranks = (4,)
     _layout = "4-D [N, C, H, W]"
+
+
+class BatchNorm3d(_BatchNorm):
+    """BatchNorm3d(num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+    dtype=None): batch normalization of x [N, C, D, H, W] per channel C = ``num_features``, as
+    PyTorch's BatchNorm3d (see kiln.nn.normalization's documentation)."""
+
+    _ranks = (5,)
+    _layout = "5-D [N, C, D, H, W]"
 
 
 class GroupNorm(Cell):

@@ -22,6 +22,7 @@ from .._checks import as_int, checked_int
 from ..errors import KilnTypeError, KilnValueError, ShapeError
 from ..mint._composite import _dims, check_real
 from . import functional as F
+from ._layer_arguments import checked_tensor
 from .cell import Cell
 
 __all__ = ["ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d",
@@ -63,7 +64,7 @@ class _Pad(Cell):
 
     def construct(self, x):
         owner = type(self).__name__
-        if self._ranks and F._tensor(owner, "input", x).ndim not in self._ranks:
+        if self._ranks and checked_tensor(owner, "input", x).ndim not in self._ranks:
             raise ShapeError(f"{owner}: expected an input {self._layout}, got {_dims(x.shape)} "
                              f"({x.ndim}-D)")
         return F.pad(x, self.padding, self._mode, self._value())

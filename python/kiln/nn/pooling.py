@@ -7,6 +7,7 @@ functions of the same names (which compute them and check their arguments when t
     up = kiln.nn.MaxUnpool1d(2)
     y, indices = down(x)                         # [N, C, L] -> [N, C, L // 2] twice
     z = up(y, indices)                           # [N, C, L // 2 * 2]: each maximum in its place
+    vol = kiln.nn.MaxPool3d((1, 2, 2))           # [N, C, D, H, W] -> [N, C, D, H // 2, W // 2]
 
 Each takes a batch [N, C, *spatial] or one sample [C, *spatial] (PyTorch's unbatched input).
 
@@ -15,13 +16,17 @@ Each takes a batch [N, C, *spatial] or one sample [C, *spatial] (PyTorch's unbat
   ``padding`` and ``dilation`` an int or a pair. ``MaxPool1d`` / ``AvgPool1d`` the same over
   [.., L], each an int or a sequence of one. MaxPool's ``return_indices=True`` returns (values,
   indices), the int64 offset of each maximum in its plane (h * W + w, or along L); AvgPool2d's
-  ``divisor_override`` divides each window's sum in place of its size.
+  ``divisor_override`` divides each window's sum in place of its size. ``MaxPool3d`` /
+  ``AvgPool3d`` the same over [.., D, H, W], each an int or a triple (kiln/nn/_volume_functions.py
+  composes them of the 2-d poolings); MaxPool3d's indices are offsets d * H * W + h * W + w in
+  each [D, H, W] volume.
 - ``AdaptiveAvgPool2d(output_size)`` / ``AdaptiveMaxPool2d(output_size, return_indices=False)``:
   the same over the windows that make an output of ``output_size``, an int or a pair (out_h,
   out_w) where None keeps the input's size, checked at construction (PyTorch's windows: window i
   of a dimension of size n spans floor(i * n / out) to ceil((i + 1) * n / out)).
   ``AdaptiveAvgPool1d`` / ``AdaptiveMaxPool1d`` over [.., L], ``output_size`` an int or a
-  sequence of one.
+  sequence of one; ``AdaptiveAvgPool3d`` / ``AdaptiveMaxPool3d`` over [.., D, H, W], an int or a
+  triple (out_d, out_h, out_w) where None keeps the input's size.
 - ``MaxUnpool2d`` / ``MaxUnpool1d(kernel_size, stride=None, padding=0)``, called as
   ``unpool(input, indices, output_size=None)``: zeros with each element of input at its index
   (a MaxPool's indices), of the size that MaxPool with these arguments maps to input's, or
@@ -30,16 +35,18 @@ Each takes a batch [N, C, *spatial] or one sample [C, *spatial] (PyTorch's unbat
 
 from .._checks import checked_bool
 from ..mint import _composite
+from . import _volume_functions as _volume
 from . import functional as F
+from ._layer_arguments import checked_sizes
 from .cell import Cell
 
-__all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d",
-           "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "MaxUnpool1d",
-           "MaxUnpool2d"]
+__all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
+           "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
+           "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "MaxUnpool1d", "MaxUnpool2d"]
 
 
 class _MaxPool(Cell):
-    """MaxPool1d's and MaxPool2d's arguments, attributes and repr; ``_pool`` is the function of
+    """The max poolings' arguments, attributes and repr; ``_pool`` is the function of
     kiln.nn.functional that computes them. ``return_indices`` keeps PyTorch's position, so
     arguments given by position mean what they mean there."""
 
@@ -84,8 +91,18 @@ class MaxPool2d(_MaxPool):
     _pool = staticmethod(F.max_pool2d)
 
 
+class MaxPool3d(_MaxPool):
+    """MaxPool3d(kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+    ceil_mode=False): the maximum over each ``kernel_size`` window of x [N, C, D, H, W] or
+    [C, D, H, W] (kiln.nn.functional.max_pool3d); the padding is -inf. With
+    ``return_indices=True`` it returns (values, indices), the int64 offset d * H * W + h * W + w
+    of each maximum in its [D, H, W] volume."""
+
+    _pool = staticmethod(_volume.max_pool3d)
+
+
 class _AvgPool(Cell):
-    """AvgPool1d's and AvgPool2d's flags and repr."""
+    """The average poolings' flags and repr."""
 
     def __init__(self, ceil_mode, count_include_pad):
         super().__init__()
@@ -108,22 +125,22 @@ class AvgPool1d(_AvgPool):
                  count_include_pad=True):
         super().__init__(ceil_mode, count_include_pad)
         owner = "AvgPool1d"
-        self.kernel_size = F._sizes(owner, "kernel_size", kernel_size, 1, 1)
+        self.kernel_size = checked_sizes(owner, "kernel_size", kernel_size, 1, 1)
         self.stride = (self.kernel_size if stride is None
-                       else F._sizes(owner, "stride", stride, 1, 1))
-        self.padding = F._sizes(owner, "padding", padding, 1, 0)
+                       else checked_sizes(owner, "stride", stride, 1, 1))
+        self.padding = checked_sizes(owner, "padding", padding, 1, 0)
 
     def construct(self, x):
         return F.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad)
 
 
-class AvgPool2d(_AvgPool):
-    """AvgPool2d(kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-    divisor_override=None): the mean over each ``kernel_size`` window of x [N, C, H, W] or
-    [C, H, W] (kiln.nn.functional.avg_pool2d); with ``count_include_pad`` the zero padding
-    counts towards the divisor; a ``divisor_override`` (a nonzero int, checked when the cell
-    runs) divides each window's sum in place of its size."""
+class _DivisorAvgPool(_AvgPool):
+    """AvgPool2d's and AvgPool3d's arguments (kept as given, as PyTorch keeps them, and checked
+    when the cell runs) and call; ``_pool`` is the function of kiln.nn.functional that computes
+    them."""
+
+    _pool = None
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
                  count_include_pad=True, divisor_override=None):
@@ -134,8 +151,26 @@ class AvgPool2d(_AvgPool):
         self.divisor_override = divisor_override
 
     def construct(self, x):
-        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
+        return self._pool(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                          self.count_include_pad, self.divisor_override)
+
+
+class AvgPool2d(_DivisorAvgPool):
+    """AvgPool2d(kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+    divisor_override=None): the mean over each ``kernel_size`` window of x [N, C, H, W] or
+    [C, H, W] (kiln.nn.functional.avg_pool2d); with ``count_include_pad`` the zero padding
+    counts towards the divisor; a ``divisor_override`` (a nonzero int, checked when the cell
+    runs) divides each window's sum in place of its size."""
+
+    _pool = staticmethod(F.avg_pool2d)
+
+
+class AvgPool3d(_DivisorAvgPool):
+    """AvgPool3d(kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+    divisor_override=None): AvgPool2d's mean over each ``kernel_size`` window of x [N, C, D, H, W]
+    or [C, D, H, W] (kiln.nn.functional.avg_pool3d)."""
+
+    _pool = staticmethod(_volume.avg_pool3d)
 
 
 class _AdaptivePool(Cell):
@@ -156,7 +191,7 @@ class AdaptiveAvgPool1d(_AdaptivePool):
     L (kiln.nn.functional.adaptive_avg_pool1d)."""
 
     def __init__(self, output_size):
-        F._sizes("AdaptiveAvgPool1d", "output_size", output_size, 1, 0)
+        checked_sizes("AdaptiveAvgPool1d", "output_size", output_size, 1, 0)
         super().__init__(output_size)
 
     def construct(self, x):
@@ -177,6 +212,20 @@ class AdaptiveAvgPool2d(_AdaptivePool):
         return F.adaptive_avg_pool2d(x, self.output_size)
 
 
+class AdaptiveAvgPool3d(_AdaptivePool):
+    """AdaptiveAvgPool3d(output_size): the mean over the adaptive windows of x [N, C, D, H, W] or
+    [C, D, H, W] that make an output of ``output_size`` (an int, or a triple where None keeps the
+    input's size), whatever the input's depth, height and width
+    (kiln.nn.functional.adaptive_avg_pool3d)."""
+
+    def __init__(self, output_size):
+        _volume._adaptive_sizes("AdaptiveAvgPool3d", output_size)
+        super().__init__(output_size)
+
+    def construct(self, x):
+        return _volume.adaptive_avg_pool3d(x, self.output_size)
+
+
 class AdaptiveMaxPool1d(_AdaptivePool):
     """AdaptiveMaxPool1d(output_size, return_indices=False): the maximum over the adaptive
     windows of x [N, C, L] or [C, L] that make an output of length ``output_size``
@@ -184,7 +233,7 @@ class AdaptiveMaxPool1d(_AdaptivePool):
     the int64 offset along L of each maximum."""
 
     def __init__(self, output_size, return_indices=False):
-        F._sizes("AdaptiveMaxPool1d", "output_size", output_size, 1, 0)
+        checked_sizes("AdaptiveMaxPool1d", "output_size", output_size, 1, 0)
         super().__init__(output_size)
         self.return_indices = checked_bool("AdaptiveMaxPool1d", "return_indices", return_indices)
 
@@ -207,6 +256,21 @@ class AdaptiveMaxPool2d(_AdaptivePool):
         return F.adaptive_max_pool2d(x, self.output_size, self.return_indices)
 
 
+class AdaptiveMaxPool3d(_AdaptivePool):
+    """AdaptiveMaxPool3d(output_size, return_indices=False): the maximum over the adaptive windows
+    of x [N, C, D, H, W] or [C, D, H, W] that make an output of ``output_size``
+    (kiln.nn.functional.adaptive_max_pool3d); with ``return_indices=True``, (values, indices),
+    the int64 offset d * H * W + h * W + w of each maximum in its [D, H, W] volume."""
+
+    def __init__(self, output_size, return_indices=False):
+        _volume._adaptive_sizes("AdaptiveMaxPool3d", output_size)
+        super().__init__(output_size)
+        self.return_indices = checked_bool("AdaptiveMaxPool3d", "return_indices", return_indices)
+
+    def construct(self, x):
+        return _volume.adaptive_max_pool3d(x, self.output_size, self.return_indices)
+
+
 class _MaxUnpool(Cell):
     """MaxUnpool1d's and MaxUnpool2d's arguments, checked at construction and kept as tuples of
     ``_spatial`` sizes (as PyTorch keeps them), and repr; ``_unpool`` is the function of
@@ -218,10 +282,10 @@ class _MaxUnpool(Cell):
     def __init__(self, kernel_size, stride=None, padding=0):
         super().__init__()
         owner, spatial = type(self).__name__, self._spatial
-        self.kernel_size = F._sizes(owner, "kernel_size", kernel_size, spatial, 1)
+        self.kernel_size = checked_sizes(owner, "kernel_size", kernel_size, spatial, 1)
         self.stride = (self.kernel_size if stride is None
-                       else F._sizes(owner, "stride", stride, spatial, 1))
-        self.padding = F._sizes(owner, "padding", padding, spatial, 0)
+                       else checked_sizes(owner, "stride", stride, spatial, 1))
+        self.padding = checked_sizes(owner, "padding", padding, spatial, 0)
 
     def construct(self, input, indices, output_size=None):  # noqa: A002  (PyTorch's names)
         return self._unpool(input, indices, self.kernel_size, self.stride, self.padding,

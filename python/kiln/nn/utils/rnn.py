@@ -14,7 +14,7 @@ from ... import _C
 from ..._checks import checked_bool
 from ...errors import KilnNotImplementedError, KilnTypeError, KilnValueError, ShapeError
 from ...mint._composite import _cast, _dims, check_real
-from .. import functional as F
+from .._layer_arguments import checked_tensor
 
 __all__ = ["pad_sequence", "pack_padded_sequence", "pad_packed_sequence", "pack_sequence"]
 
@@ -44,7 +44,7 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
     if not sequences:
         raise KilnValueError(f"{owner}: expected at least one sequence, got none")
     for i, sequence in enumerate(sequences):
-        F._tensor(owner, f"sequences[{i}]", sequence)
+        checked_tensor(owner, f"sequences[{i}]", sequence)
     first = sequences[0]
     for i, sequence in enumerate(sequences):
         if sequence.ndim == 0 or tuple(sequence.shape[1:]) != tuple(first.shape[1:]):
