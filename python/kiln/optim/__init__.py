@@ -21,6 +21,13 @@
   decoupled_weight_decay=False, maximize=False)``.
 - ``RAdam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, *,
   decoupled_weight_decay=False, maximize=False)``.
+- ``Adadelta(params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, *, maximize=False)``,
+  ``Rprop(params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *, maximize=False)``,
+  ``ASGD(params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0, *, maximize=False)``.
+- ``LBFGS(params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7, tolerance_change=1e-9,
+  history_size=100, line_search_fn=None)``: ``step(closure)`` re-evaluates the loss through the
+  closure, with PyTorch's strong-Wolfe line search; one parameter group, eager only
+  (kiln/optim/lbfgs.py).
 - ``lr_scheduler``: ``CosineAnnealingLR``, ``StepLR``, ``MultiStepLR``, ``ExponentialLR``,
   ``LambdaLR``, ``MultiplicativeLR``, ``LinearLR``, ``ConstantLR``, ``PolynomialLR``,
   ``OneCycleLR``, ``CyclicLR``, ``ReduceLROnPlateau``, ``CosineAnnealingWarmRestarts``,
@@ -30,14 +37,18 @@
 """
 
 from . import lr_scheduler, swa_utils  # noqa: F401
+from .adadelta import Adadelta  # noqa: F401
 from .adagrad import Adagrad  # noqa: F401
 from .adam import Adam, AdamW  # noqa: F401
 from .adamax import Adamax  # noqa: F401
+from .asgd import ASGD  # noqa: F401
+from .lbfgs import LBFGS  # noqa: F401
 from .nadam import NAdam  # noqa: F401
 from .optimizer import Optimizer  # noqa: F401
 from .radam import RAdam  # noqa: F401
 from .rmsprop import RMSprop  # noqa: F401
+from .rprop import Rprop  # noqa: F401
 from .sgd import SGD  # noqa: F401
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam",
-           "lr_scheduler", "swa_utils"]
+           "Adadelta", "Rprop", "ASGD", "LBFGS", "lr_scheduler", "swa_utils"]

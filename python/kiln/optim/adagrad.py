@@ -51,12 +51,11 @@ class Adagrad(Optimizer):
         total[...] = group["initial_accumulator_value"]
         return {"step": scalar_state(param), "sum": total}
 
-    def _complete_loaded_state(self, param, state, saved_keys):
+    def _complete_loaded_state(self, param, group, state, saved_keys):
         # No state in the checkpoint is fresh state, whose sum starts at the group's initial
         # value (the base class left zeros). A partial entry was refused, so saved_keys is
         # either empty or has "sum".
         if not saved_keys:
-            group = next(g for g in self.param_groups if any(p is param for p in g["params"]))
             state["sum"][...] = group["initial_accumulator_value"]
 
     def _update(self, param, grad, state, group, lr):

@@ -60,7 +60,7 @@ class NAdam(AdamBase):
     def _init_state(self, param, group):
         return {**super()._init_state(param, group), "mu_product": scalar_state(param, 1.0)}
 
-    def _complete_loaded_state(self, param, state, saved_keys):
+    def _complete_loaded_state(self, param, group, state, saved_keys):
         # No state in the checkpoint is fresh state, whose product starts at 1 (the base class
         # left 0, which would stay 0). A partial entry was refused.
         if not saved_keys:

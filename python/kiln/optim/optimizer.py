@@ -543,7 +543,8 @@ class Optimizer:
         for group, merged in zip(self.param_groups, hyperparameters):
             group.update(merged)
         with no_grad():
-            for param, state, saved in zip(self.parameters, self.state, values):
+            owners = [group for group in self.param_groups for _ in group["params"]]
+            for param, group, state, saved in zip(self.parameters, owners, self.state, values):
                 # Absent from the checkpoint: not created yet there (lazy state), or fresh state.
                 for key in set(state) - set(saved):
                     state[key][...] = 0
@@ -552,7 +553,7 @@ class Optimizer:
                         state[key][...] = value
                     else:
                         state[key] = value.clone()
-                self._complete_loaded_state(param, state, set(saved))
+                self._complete_loaded_state(param, group, state, set(saved))
 
     def _check_layout(self, name, groups, states):
         """Checks the structure of a state dict's ``param_groups`` (a list of dicts, each with
@@ -594,9 +595,9 @@ class Optimizer:
                                  f"not parameter indices; expected int indices in range({count}), "
                                  f"numbering the optimizer's parameters in param_groups order")
 
-    def _complete_loaded_state(self, param, state, saved_keys):
-        """After load_state_dict: fixes up a parameter's state from what the checkpoint had
-        (``saved_keys``); runs under no_grad. Nothing to do by default."""
+    def _complete_loaded_state(self, param, group, state, saved_keys):
+        """After load_state_dict: fixes up the state of ``param`` (of ``group``) from what the
+        checkpoint had (``saved_keys``); runs under no_grad. Nothing to do by default."""
 
     def __repr__(self):
         lines = [f"{type(self).__name__} ("]

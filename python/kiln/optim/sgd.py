@@ -74,7 +74,7 @@ class SGD(Optimizer):
             return _C.mint.zeros((), dtype=param.dtype)
         return super()._lazy_zeros(key, param)
 
-    def _complete_loaded_state(self, param, state, saved_keys):
+    def _complete_loaded_state(self, param, group, state, saved_keys):
         # A checkpoint with a buffer but no flag (an older Kiln's, a converted PyTorch one) is past
         # the buffer's first step: the next one must be damped.
         if "momentum_buffer" in saved_keys and "momentum_started" not in saved_keys:
