@@ -2,7 +2,7 @@
 Softsign, Tanhshrink, Threshold and Softmin (kiln/nn/activation.py); the padding cells
 (kiln/nn/padding.py); PixelShuffle, PixelUnshuffle, Bilinear, InstanceNorm1d and InstanceNorm2d
 (kiln/nn/extra_layers.py); PolynomialLR and ChainedScheduler (kiln/optim/lr_scheduler.py); and
-pad_sequence with the refused PackedSequence functions (kiln/nn/utils/rnn.py). Torch-free checks
+pad_sequence (kiln/nn/utils/rnn.py; the PackedSequence functions: test_packed_sequence.py). Torch-free checks
 against NumPy and closed forms first, then comparisons with PyTorch through the ``torch``
 fixture."""
 
@@ -488,7 +488,7 @@ def test_pad_sequence_of_one_dimensional_int_sequences_keeps_the_first_dtype():
     assert tuple(R.pad_sequence([mint.zeros(4), mint.zeros(2)]).shape) == (4, 2)
 
 
-def test_pad_sequence_errors_and_packed_sequences_are_refused():
+def test_pad_sequence_errors():
     with raises(kiln.KilnValueError, match="pad_sequence: expected at least one sequence"):
         R.pad_sequence([])
     with raises(kiln.KilnValueError, match="expected padding_side 'left' or 'right', got 'top'"):
@@ -503,12 +503,6 @@ def test_pad_sequence_errors_and_packed_sequences_are_refused():
         R.pad_sequence([mint.zeros((2, 3)), mint.zeros((2, 4))])
     with raises(kiln.ShapeError, match=r"got sequences\[0\] \[\]"):
         R.pad_sequence([mint.zeros(())])
-    for call in (lambda: R.pack_padded_sequence(mint.zeros((3, 2)), [3, 2]),
-                 lambda: R.pad_packed_sequence(None),
-                 lambda: R.pack_sequence([mint.zeros(2)])):
-        with pytest.raises(kiln.KilnNotImplementedError, match="Kiln has no PackedSequence; pass "
-                                                               "the padded batch"):
-            call()
 
 
 # ------------------------------------------------------------------------------------------------

@@ -53,7 +53,8 @@
   ``F.conv2d``, ... with its argument order), over kiln.mint (kiln/nn/functional.py).
 - ``kiln.nn.utils``: ``clip_grad_norm_`` / ``clip_grad_value_`` (on ``.grad``) and
   ``clip_grad_norm`` / ``clip_grad_value`` (on gradients given as values, in jitted steps);
-  ``kiln.nn.utils.rnn.pad_sequence`` (kiln/nn/utils/rnn.py); weight parametrizations:
+  ``kiln.nn.utils.rnn``'s ``pad_sequence``, ``PackedSequence`` and its pack / pad / unpack
+  functions, which the RNN cells take (kiln/nn/utils/rnn.py); weight parametrizations:
   ``kiln.nn.utils.parametrize.register_parametrization``, ``kiln.nn.utils.parametrizations``'s
   ``weight_norm`` / ``spectral_norm`` and the older hook-based ``kiln.nn.utils.weight_norm`` /
   ``spectral_norm`` (kiln/nn/utils/parametrize.py).

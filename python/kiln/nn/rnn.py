@@ -56,13 +56,27 @@ Every parameter is initialised U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as 
 of the parameters' dtype. Wrong argument types are KilnTypeErrors; sizes below 1, a negative
 ``proj_size``, an unknown ``nonlinearity`` or a ``dropout`` outside [0, 1] KilnValueErrors;
 inputs and states of the wrong rank or size (or a sequence of no steps) ShapeErrors, of another
-dtype DTypeErrors. PackedSequence (torch.nn.utils.rnn's variable-length batches) is not
-supported: inputs are tensors, every sequence of a batch as long as the others.
+dtype DTypeErrors.
+
+A layer also takes a ``PackedSequence`` (kiln.nn.utils.rnn: sequences of different lengths,
+packed), as PyTorch's: ``layer(packed, hx=None)`` returns ``(output, h_n)`` with output a
+PackedSequence of the same batch sizes and indices holding the last layer's h at each sequence's
+steps, data [sum of the lengths, D * H_out]. Each sequence runs only over its own steps: h_n
+holds the forward direction's state after its last step, and the reverse direction starts at
+its last step. ``hx`` and h_n (c_n) are [num_layers * D, B, size] in the batch's order (the
+packed sequences are sorted by length: ``hx`` is reordered by ``sorted_indices``, h_n by
+``unsorted_indices``); ``batch_first`` does not apply. Data of the wrong shape, or batch sizes
+that do not add up to its rows, are ShapeErrors.
 
 The layers are compositions of kiln.mint ops in Python, so autograd and kiln.jit go through them
 as through any composition (a jitted forward unrolls the time loop: each sequence length is a
 trace of its own). For each layer and direction the input projection of every time step is one
-product over the [T * B, in_k] rows; only the hidden projection runs step by step.
+product over the [T * B, in_k] rows (the packed rows for a PackedSequence); only the hidden
+projection runs step by step. A packed batch is sorted by decreasing length, so the sequences
+that have step t are its first batch_sizes[t]: each step runs on those rows only, as PyTorch's,
+and a sequence's final state is set aside when it ends (forward) or its initial state joins
+when it starts (reverse), rather than masking padded steps. The batch sizes are read on the
+host (they shape the loop), as PyTorch reads them.
 """
 
 import functools
@@ -76,6 +90,7 @@ from ..mint._composite import check_real
 from . import init
 from .cell import Cell
 from .parameter import Parameter
+from .utils.rnn import PackedSequence, _checked_batch_sizes
 
 __all__ = ["RNNCell", "LSTMCell", "GRUCell", "RNN", "LSTM", "GRU"]
 
@@ -298,21 +313,113 @@ class _RNNBase(Cell):
         """Does nothing: PyTorch's packs the weights into one buffer for cuDNN, which Kiln's
         layers do not use; kept so that ported code calling it runs unchanged."""
 
-    def _direction(self, x, states, weights, reverse):
-        """One direction of one layer over x [T, B, in]: (outputs [T, B, H_out], last states)."""
-        weight_ih, weight_hh, bias_ih, bias_hh, weight_hr = weights
-        step = _MODES[self.mode][1]
+    def _projection(self, x, weights):
+        """x's input projection W_ih x + b_ih for every step at once, and the b_hh that the
+        steps still add (None when folded into the projection)."""
+        weight_ih, _, bias_ih, bias_hh, _ = weights
         bias = bias_ih
         # Outside GRU's n gate, b_hh adds to the same sum as b_ih: folded into the projection
         # once, rather than added at every step.
         if bias_hh is not None and self.mode != "GRU":
             bias, bias_hh = bias_ih + bias_hh, None
-        projected = _unbind(_mint.linear(x, weight_ih, bias))
+        return _mint.linear(x, weight_ih, bias), bias_hh
+
+    def _direction(self, x, states, weights, reverse):
+        """One direction of one layer over x [T, B, in]: (outputs [T, B, H_out], last states)."""
+        weight_hh, weight_hr = weights[1], weights[4]
+        step = _MODES[self.mode][1]
+        projected, bias_hh = self._projection(x, weights)
+        projected = _unbind(projected)
         outputs = [None] * len(projected)
         for t in reversed(range(len(projected))) if reverse else range(len(projected)):
             states = step(projected[t], states, weight_hh, bias_hh, weight_hr)
             outputs[t] = states[0]
         return _mint.stack(outputs, 0), states
+
+    def _packed_direction(self, sizes, x, states, weights, reverse):
+        """One direction of one layer over the packed rows x [sum(sizes), in], step t holding the
+        first sizes[t] sequences (sorted by decreasing length), from ``states`` [sizes[0], *]:
+        (outputs [sum(sizes), H_out] packed as x, each sequence's last states)."""
+        weight_hh, weight_hr = weights[1], weights[4]
+        step = _MODES[self.mode][1]
+        projected, bias_hh = self._projection(x, weights)
+        projected = _mint.split(projected, sizes, 0)
+        outputs = [None] * len(sizes)
+        if reverse:
+            # Backwards in time the batch grows: a sequence's initial state joins at its last
+            # step, below the longer sequences' rows.
+            active = sizes[-1]
+            current = tuple(s.narrow(0, 0, active) for s in states)
+            for t in reversed(range(len(sizes))):
+                if sizes[t] > active:
+                    current = tuple(_mint.cat([c, s.narrow(0, active, sizes[t] - active)], 0)
+                                    for c, s in zip(current, states))
+                    active = sizes[t]
+                current = step(projected[t], current, weight_hh, bias_hh, weight_hr)
+                outputs[t] = current[0]
+            return _mint.cat(outputs, 0), current
+        # Forwards the batch shrinks: the rows of the sequences that ended are their final
+        # states, set aside, the shortest (last rows) first.
+        ended = []
+        current, active = states, sizes[0]
+        for t, size in enumerate(sizes):
+            if size < active:
+                parts = [_mint.split(c, [size, active - size], 0) for c in current]
+                current = tuple(part[0] for part in parts)
+                ended.append(tuple(part[1] for part in parts))
+                active = size
+            current = step(projected[t], current, weight_hh, bias_hh, weight_hr)
+            outputs[t] = current[0]
+        finals = tuple(_mint.cat([c] + [rows[k] for rows in reversed(ended)], 0)
+                       for k, c in enumerate(current))
+        return _mint.cat(outputs, 0), finals
+
+    def _state_shapes(self, batch):
+        """The shapes of h_0 (and the LSTM's c_0): [num_layers * D, batch, size], without the
+        batch dimension when ``batch`` is None (unbatched input)."""
+        rows = self.num_layers * self._directions
+        sizes = (self.proj_size or self.hidden_size, self.hidden_size)[:_MODES[self.mode][2]]
+        return tuple((rows, size) if batch is None else (rows, batch, size) for size in sizes)
+
+    def _layers(self, x, states, weights, direction):
+        """x through every layer and direction from ``states`` (a tuple of [rows, B, size]),
+        ``direction(x, initial states, weights, reverse)`` running one layer's direction:
+        (the last layer's output, the final states stacked as ``states``)."""
+        # Per state, its initial value for each layer and direction.
+        initial = [_unbind(s) for s in states]
+        finals = []
+        for layer in range(self.num_layers):
+            outputs = []
+            for d in range(self._directions):
+                index = layer * self._directions + d
+                out, last = direction(x, tuple(s[index] for s in initial), weights[index],
+                                      reverse=d == 1)
+                outputs.append(out)
+                finals.append(last)
+            x = outputs[0] if len(outputs) == 1 else _mint.cat(outputs, -1)
+            if self.dropout > 0 and layer < self.num_layers - 1:
+                x = _mint.dropout(x, self.dropout, self.training)
+        return x, tuple(_mint.stack([f[k] for f in finals], 0) for k in range(len(states)))
+
+    def _packed(self, owner, input, hx, weights, dtype):  # noqa: A002
+        """construct for a PackedSequence ``input``; see kiln.nn.rnn's documentation."""
+        sizes = _checked_batch_sizes(owner, input)
+        data = input.data
+        _check_tensor(owner, "input.data", data, dtype)
+        if data.ndim != 2 or data.shape[1] != self.input_size:
+            raise ShapeError(f"{owner}: expected a PackedSequence of data [sum of the lengths, "
+                             f"{self.input_size}], got data {list(data.shape)}")
+        states = _initial_states(owner, hx, self._state_shapes(sizes[0]), dtype)
+        if input.sorted_indices is not None:
+            # hx is in the batch's order, the packed sequences in decreasing length.
+            states = tuple(_mint.index_select(s, 1, input.sorted_indices) for s in states)
+        out, finals = self._layers(data, states, weights,
+                                   functools.partial(self._packed_direction, sizes))
+        if input.unsorted_indices is not None:
+            finals = tuple(_mint.index_select(f, 1, input.unsorted_indices) for f in finals)
+        output = PackedSequence(out, input.batch_sizes, input.sorted_indices,
+                                input.unsorted_indices)
+        return output, (finals if len(finals) == 2 else finals[0])
 
     def construct(self, input, hx=None):  # noqa: A002  (PyTorch's name)
         owner = type(self).__name__
@@ -322,6 +429,8 @@ class _RNNBase(Cell):
         weights = [tuple(None if name is None else getattr(self, name) for name in names)
                    for names in self._weight_names]
         dtype = weights[0][0].dtype
+        if isinstance(input, PackedSequence):
+            return self._packed(owner, input, hx, weights, dtype)
         _check_tensor(owner, "input", input, dtype)
         layout = "[batch, seq" if self.batch_first else "[seq, batch"
         if input.ndim not in (2, 3) or input.shape[-1] != self.input_size:
@@ -335,27 +444,11 @@ class _RNNBase(Cell):
         if steps == 0:
             raise ShapeError(f"{owner}: expected a sequence of at least one step, got input "
                              f"{list(input.shape)}")
-        rows = self.num_layers * self._directions
-        sizes = (self.proj_size or self.hidden_size, self.hidden_size)[:count]
-        shapes = tuple((rows, batch, size) if batched else (rows, size) for size in sizes)
-        states = _initial_states(owner, hx, shapes, dtype)
+        states = _initial_states(owner, hx, self._state_shapes(batch if batched else None),
+                                 dtype)
         if not batched:
             states = tuple(_mint.unsqueeze(s, 1) for s in states)
-        # Per state, its initial value for each layer and direction.
-        initial = [_unbind(s) for s in states]
-        finals = []
-        for layer in range(self.num_layers):
-            outputs = []
-            for direction in range(self._directions):
-                index = layer * self._directions + direction
-                out, last = self._direction(x, tuple(s[index] for s in initial), weights[index],
-                                            reverse=direction == 1)
-                outputs.append(out)
-                finals.append(last)
-            x = outputs[0] if len(outputs) == 1 else _mint.cat(outputs, -1)
-            if self.dropout > 0 and layer < self.num_layers - 1:
-                x = _mint.dropout(x, self.dropout, self.training)
-        last_states = tuple(_mint.stack([f[k] for f in finals], 0) for k in range(count))
+        x, last_states = self._layers(x, states, weights, self._direction)
         if not batched:
             x = _mint.squeeze(x, 1)
             last_states = tuple(_mint.squeeze(s, 1) for s in last_states)
