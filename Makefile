@@ -78,14 +78,19 @@ test-asan: $(ASAN_BUILD)/build.ninja
 # tests start the pipeline's workers again in the child, which TSan refuses by default once the
 # parent has had threads. tests/tsan.supp: races TSan reports inside uninstrumented libraries (each
 # entry says why it is not one).
+# TSAN_TESTS: the test files that hold the tests TSAN_FILTER selects; the job builds only them.
+TSAN_TESTS  := cpp/runtime/*_test.cc;cpp/distributed/*_test.cc;cpp/extension/op_runner_test.cc;$\
+               cpp/jit/backend_lifetime_test.cc
+TSAN_FILTER := Pipeline|CachingAllocator|OpRunnerInMode|OpRemoval|BackendLifetime|Distributed|Store
 $(TSAN_BUILD)/build.ninja: $(VENV)/.deps-stamp
-	cmake -S . -B $(TSAN_BUILD) $(SANITIZER_FLAGS) -DKILN_SANITIZE=thread
+	cmake -S . -B $(TSAN_BUILD) $(SANITIZER_FLAGS) -DKILN_SANITIZE=thread \
+	    "-DKILN_TEST_SOURCE_GLOBS=$(TSAN_TESTS)"
 
 test-tsan: $(TSAN_BUILD)/build.ninja
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kiln_tests
 	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 \
 	    TSAN_OPTIONS="halt_on_error=1 die_after_fork=0 suppressions=$(CURDIR)/tests/tsan.supp" \
-	    ctest --output-on-failure -j $(JOBS) -R 'Pipeline|CachingAllocator|OpRunnerInMode|OpRemoval|BackendLifetime|Distributed|Store'
+	    ctest --output-on-failure -j $(JOBS) -R '$(TSAN_FILTER)'
 
 test: test-cpp test-python test-asan test-tsan
 
