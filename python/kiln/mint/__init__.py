@@ -28,7 +28,11 @@ size depends on values), ``isclose`` / ``allclose`` / ``equal``, ``full_like``, 
 (kiln/mint/_shape_ops.py); ``var_mean``, ``std_mean``, ``median``, ``count_nonzero``,
 ``logcumsumexp``, ``cummax`` / ``cummin`` and ``diff`` (kiln/mint/_reductions.py);
 ``scatter_reduce`` (kiln/mint/_scatter_reduce.py); ``searchsorted``, ``bucketize`` and
-``bincount`` (eager only) (kiln/mint/_bucketing.py). Each of those modules also gives Tensor the
+``bincount`` (eager only) (kiln/mint/_bucketing.py); ``broadcast_tensors``, ``block_diag``,
+``combinations``, ``diag_embed``, ``rot90``, ``take``, ``unravel_index``, ``unique_consecutive``,
+``vander``, ``hsplit`` / ``vsplit`` / ``dsplit``, ``index_copy``, ``masked_scatter``, the
+``*_scatter`` functions, ``isin``, ``result_type`` / ``can_cast`` and PyTorch's aliases
+(``divide``, ``multiply``, ``greater``, ...) (kiln/mint/_shape_extra.py). Each of those modules also gives Tensor the
 methods PyTorch has for its functions.
 """
 
@@ -63,6 +67,14 @@ from ._reductions import (count_nonzero, cummax, cummin, diff, logcumsumexp,  # 
                           median, std_mean, var_mean)
 from ._scatter_reduce import scatter_reduce  # noqa: F401
 from ._bucketing import bincount, bucketize, searchsorted  # noqa: F401
+from ._shape_extra import (absolute, block_diag, broadcast_tensors, broadcast_to,  # noqa: F401
+                           can_cast, combinations, concat, concatenate, diag_embed, diagflat,
+                           diagonal_scatter, divide, dsplit, greater, greater_equal, hsplit,
+                           index_copy, is_floating_point, is_nonzero, is_same_size, is_signed,
+                           isin, less, less_equal, masked_scatter, multiply, negative, negative_,
+                           not_equal, numel, ravel, result_type, rot90, row_stack, scalar_tensor,
+                           select, select_scatter, slice_scatter, subtract, t, take, true_divide,
+                           unique_consecutive, unravel_index, vander, vsplit)
 
 # torch's dtype names, so that code renamed from ``torch.`` to ``kiln.mint.`` finds them
 # (``kiln.float32`` is the same object).
