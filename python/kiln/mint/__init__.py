@@ -32,8 +32,8 @@ size depends on values), ``isclose`` / ``allclose`` / ``equal``, ``full_like``, 
 ``combinations``, ``diag_embed``, ``rot90``, ``take``, ``unravel_index``, ``unique_consecutive``,
 ``vander``, ``hsplit`` / ``vsplit`` / ``dsplit``, ``index_copy``, ``masked_scatter``, the
 ``*_scatter`` functions, ``isin``, ``result_type`` / ``can_cast`` and PyTorch's aliases
-(``divide``, ``multiply``, ``greater``, ...) (kiln/mint/_shape_extra.py). Each of those modules also gives Tensor the
-methods PyTorch has for its functions.
+(``divide``, ``multiply``, ``greater``, ...) (kiln/mint/_shape_extra.py). Each of those modules
+also gives Tensor the methods PyTorch has for its functions.
 """
 
 from .._C.mint import *  # noqa: F401,F403
