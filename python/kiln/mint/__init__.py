@@ -32,8 +32,12 @@ size depends on values), ``isclose`` / ``allclose`` / ``equal``, ``full_like``, 
 ``combinations``, ``diag_embed``, ``rot90``, ``take``, ``unravel_index``, ``unique_consecutive``,
 ``vander``, ``hsplit`` / ``vsplit`` / ``dsplit``, ``index_copy``, ``masked_scatter``, the
 ``*_scatter`` functions, ``isin``, ``result_type`` / ``can_cast`` and PyTorch's aliases
-(``divide``, ``multiply``, ``greater``, ...) (kiln/mint/_shape_extra.py). Each of those modules
-also gives Tensor the methods PyTorch has for its functions.
+(``divide``, ``multiply``, ``greater``, ...) (kiln/mint/_shape_extra.py); ``aminmax``,
+``kthvalue``, ``mode``, the ``nan*`` reductions, ``quantile``, ``histc`` / ``histogram``, ``cov`` /
+``corrcoef`` and the trapezoid rules (kiln/mint/_statistics.py); ``logaddexp``, ``xlogy``,
+``hypot``, ``copysign``, ``fmax`` / ``fmin``, ``frexp`` / ``ldexp``, ``gcd`` / ``lcm``, ``sinc``,
+``tensordot``, ``trace``, ``logspace`` and the window functions (kiln/mint/_math_extra.py). Each
+of those modules also gives Tensor the methods PyTorch has for its functions.
 """
 
 from .._C.mint import *  # noqa: F401,F403
@@ -67,6 +71,14 @@ from ._reductions import (count_nonzero, cummax, cummin, diff, logcumsumexp,  # 
                           median, std_mean, var_mean)
 from ._scatter_reduce import scatter_reduce  # noqa: F401
 from ._bucketing import bincount, bucketize, searchsorted  # noqa: F401
+from ._statistics import (HistBinEdges, MinMax, aminmax, corrcoef, cov,  # noqa: F401
+                          cumulative_trapezoid, histc, histogram, kthvalue, mode, nanmean,
+                          nanmedian, nanquantile, nansum, quantile, trapezoid, trapz)
+from ._math_extra import (MantissaExponent, bartlett_window, blackman_window,  # noqa: F401
+                          copysign, deg2rad, dist, float_power, fmax, fmin, frexp, gcd,
+                          hamming_window, hann_window, heaviside, hypot, inner, kaiser_window, lcm,
+                          ldexp, logaddexp, logaddexp2, logspace, positive, rad2deg, sgn, signbit,
+                          sinc, tensordot, trace, vdot, xlogy)
 from ._shape_extra import (absolute, block_diag, broadcast_tensors, broadcast_to,  # noqa: F401
                            can_cast, combinations, concat, concatenate, diag_embed, diagflat,
                            diagonal_scatter, divide, dsplit, greater, greater_equal, hsplit,
