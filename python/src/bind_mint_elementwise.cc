@@ -69,6 +69,9 @@ constexpr UnaryEntry kUnary[] = {
     {"asinh", "asinh_", "Asinh", &asinh},
     {"acosh", "acosh_", "Acosh", &acosh},
     {"atanh", "atanh_", "Atanh", &atanh},
+    {"erfinv", "erfinv_", "Erfinv", &erfinv},
+    {"lgamma", "lgamma_", "Lgamma", &lgamma},
+    {"digamma", "digamma_", "Digamma", &digamma},
     // PyTorch's NumPy-style aliases: the same op under a second name.
     {"arcsin", "arcsin_", "Asin", &asin},
     {"arccos", "arccos_", "Acos", &acos},
@@ -187,6 +190,53 @@ const char* clamp_doc() {
   return doc.c_str();
 }
 
+/// polygamma's order n: an int or anything with __index__, never a bool or a float (as
+/// PyTorch's int argument). Negative orders are the op's to refuse.
+int64_t polygamma_order(nb::handle n) {
+  KILN_CHECK_TYPE(is_index(n.ptr())) << "polygamma: expected n to be an int, got " << repr_of(n);
+  nb::object index = nb::steal(PyNumber_Index(n.ptr()));
+  if (!index.is_valid()) throw nb::python_error();
+  int overflow = 0;
+  const long long order = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  KILN_CHECK_VALUE(overflow == 0) << "polygamma: expected n within int64, got " << repr_of(n);
+  return order;
+}
+
+/// kiln.mint.polygamma(n, input) (the order first, as torch.polygamma), Tensor.polygamma(n) and
+/// Tensor.polygamma_(n).
+void def_polygamma(nb::module_& mint, nb::handle tensor_type) {
+  mint.def(
+      "polygamma",
+      [](nb::handle n, TensorArg x, nb::handle out) {
+        const int64_t order = polygamma_order(n);
+        return with_out(out, [&](const Tensor& o) { return polygamma(order, x, o); });
+      },
+      "n"_a, "input"_a, nb::kw_only(), "out"_a = nb::none(), doc_of("Polygamma"));
+  nb::cpp_function_def(
+      [](const Tensor& self, nb::handle n) {
+        return tensor_object(polygamma(polygamma_order(n), self));
+      },
+      nb::scope(tensor_type), nb::name("polygamma"), nb::is_method(), "n"_a, doc_of("Polygamma"));
+  nb::cpp_function_def(
+      [](nb::handle self, nb::handle n) {
+        const Tensor& t = nb::cast<const Tensor&>(self);
+        const int64_t order = polygamma_order(n);
+        // check_inplace's checks, with the op's n (its infer also refuses a negative one here).
+        const OpDefPtr op = OpRegistry::Instance().get("Polygamma");
+        const TensorMeta result = op->infer_outputs({TensorMeta(t.dtype(), t.shape())},
+                                                    op->normalize_attrs({{"n", order}}))
+                                      .at(0);
+        check_result_fits("polygamma_", t, result.dtype, result.shape);
+        polygamma(order, t, t);
+        return nb::borrow(self);
+      },
+      nb::scope(tensor_type), nb::name("polygamma_"), nb::is_method(), "n"_a,
+      (std::string("In place: self = polygamma(n, self): ") + doc_of("Polygamma") +
+       ". self keeps its dtype (a floating-point result does not fit an integer tensor); returns "
+       "self.")
+          .c_str());
+}
+
 /// add / sub with PyTorch's alpha (input + alpha * other): the function and the method.
 void def_binary_with_alpha(nb::module_& mint, nb::handle tensor_type, const BinaryEntry& e) {
   const std::string doc =
@@ -281,6 +331,7 @@ void bind_mint_elementwise(nb::module_& mint) {
         return with_out(out, [&](const Tensor& o) { return gelu(x, approximate, o); });
       },
       "input"_a, "approximate"_a = "none", nb::kw_only(), "out"_a = nb::none(), doc_of("Gelu"));
+  def_polygamma(mint, tensor_type);
   // Tensor.clamp is bound here, beside kiln.mint.clamp, so both share the bound conversion.
   mint.def(
       "clamp",

@@ -1,5 +1,6 @@
-// Unary elementwise ops: neg, abs, exp, sqrt, sigmoid, ..., plus gelu and clamp (which take
-// attributes). One table row per op; the loops are in ops/elementwise.h.
+// Unary elementwise ops: neg, abs, exp, sqrt, sigmoid, ..., erfinv, lgamma, digamma, plus gelu,
+// clamp and polygamma (which take attributes). One table row per op; the loops are in
+// ops/elementwise.h, the special functions' scalar math in ops/special_math.h.
 #include <limits>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 #include "ops/elementwise.h"
 #include "ops/grad_util.h"
 #include "ops/simd/float_kernels.h"
+#include "ops/special_math.h"
 
 namespace kiln {
 namespace elementwise {
@@ -21,6 +23,7 @@ using U = simd::UnaryOp;
 // Constants of the table's derivatives, which are written with ops (see Note [Gradient rules]).
 constexpr double kLn2 = 0.69314718055994530942;
 constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
+constexpr double kSqrtPiOverTwo = 0.88622692545275801365;
 
 // x in its compute dtype (float32 for float16 / bfloat16), for derivatives whose x^2 would
 // overflow float16 (past |x| = 256) where the derivative itself is representable.
@@ -76,6 +79,14 @@ Tensor wide(const Tensor& x) { return to(x, compute_dtype(x.dtype())); }
     "inverse hyperbolic cosine; nan below 1")                                                      \
   X(atanh, Atanh, kFloating, kNoSimdUnary, std::atanh(x), g / ((1.0 - x) * (x + 1.0)),             \
     "inverse hyperbolic tangent; +-inf at +-1, nan outside [-1, 1]")                               \
+  X(erfinv, Erfinv, kFloating, kNoSimdUnary, C(erfinv_value(x)), g*(exp(y * y) * kSqrtPiOverTwo),  \
+    "the inverse error function: erfinv(erf(x)) = x; +-inf at +-1, nan outside [-1, 1]")           \
+  X(lgamma, Lgamma, kFloating, kNoSimdUnary, C(lgamma_value(x)), g* digamma(x),                    \
+    "log |Gamma(x)|, the log of the gamma function's magnitude; inf at 0 and the negative "        \
+    "integers")                                                                                    \
+  X(digamma, Digamma, kFloating, kNoSimdUnary, C(digamma_value(x)), g* polygamma(1, x),            \
+    "the digamma function Gamma'(x) / Gamma(x), the derivative of lgamma; -inf at 0, +inf at -0 "  \
+    "and nan at the negative integers (as PyTorch)")                                               \
   X(floor, Floor, kSame, U::kFloor, floor_value(x), zeros_like(g),                                 \
     "largest integer <= x (integers: x)")                                                          \
   X(ceil, Ceil, kSame, U::kCeil, ceil_value(x), zeros_like(g),                                     \
@@ -341,6 +352,47 @@ KILN_REGISTER_OP(
           });
         }));
 
+/// polygamma(n, x) for the n of the call.
+struct PolygammaFn {
+  int64_t n;
+  template <typename C>
+  C operator()(C x) const {
+    return C(polygamma_value(n, x));
+  }
+};
+
+KILN_REGISTER_OP(
+    OpDef("Polygamma")
+        .input("x")
+        .attr("n", AttrKind::kInt)
+        .traits(kTraitElementwise | kTraitInPlace)
+        .grad(detail::one_output_rule([](const std::vector<Tensor>& in, const Tensor&,
+                                         const Attrs& attrs, const Tensor& g) {
+          const Tensor& x = in[0];
+          if (!detail::differentiable(x)) return std::vector<Tensor>{Tensor()};
+          return std::vector<Tensor>{to(g * polygamma(attrs.get<int64_t>("n") + 1, x), x.dtype())};
+        }))
+        .doc("the n-th derivative of digamma (n >= 0; n = 0 is digamma): (-1)^(n+1) n! "
+             "zeta(n + 1, x) with the Hurwitz zeta function; at 0 and the negative integers inf "
+             "for odd n and -inf for even n")
+        .infer([](const InferContext& ctx) {
+          const int64_t n = ctx.attrs.get<int64_t>("n");
+          KILN_CHECK_VALUE(n >= 0) << "Polygamma: expected n >= 0, got " << n;
+          const TensorMeta& x = ctx.input(0);
+          return single_output(unary_result_dtype("Polygamma", UnaryRule::kFloating, x.dtype),
+                               x.shape);
+        })
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const Tensor& out = ctx.outputs[0];
+          Tensor converted;
+          const Tensor& x = as_dtype(ctx.inputs[0], out.dtype(), converted);
+          const PolygammaFn f{ctx.attrs.get<int64_t>("n")};
+          visit_types<kFloatTypes>(out.dtype(), [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            launch_unary<T, T>(out, x, f, kNoSimdUnary);
+          });
+        }));
+
 }  // namespace
 }  // namespace elementwise
 
@@ -356,6 +408,11 @@ KILN_UNARY_OPS(KILN_UNARY_FUNCTION)
 Tensor gelu(const Tensor& x, const std::string& approximate, const Tensor& out) {
   static const OpDefPtr op = OpRegistry::Instance().get("Gelu");
   return elementwise::call_elementwise(*op, {x}, out, {{"approximate", approximate}});
+}
+
+Tensor polygamma(int64_t n, const Tensor& x, const Tensor& out) {
+  static const OpDefPtr op = OpRegistry::Instance().get("Polygamma");
+  return elementwise::call_elementwise(*op, {x}, out, {{"n", n}});
 }
 
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi,

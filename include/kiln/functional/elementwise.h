@@ -11,6 +11,7 @@
 // integer or bool out, only bool into bool) and `out` is returned.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -51,6 +52,9 @@ KILN_DECLARE_UNARY(cosh)
 KILN_DECLARE_UNARY(asinh)
 KILN_DECLARE_UNARY(acosh)  // nan below 1
 KILN_DECLARE_UNARY(atanh)  // +-inf at +-1, nan outside [-1, 1]
+KILN_DECLARE_UNARY(erfinv)   // erfinv(erf(x)) = x; +-inf at +-1, nan outside [-1, 1]
+KILN_DECLARE_UNARY(lgamma)   // log |Gamma(x)|
+KILN_DECLARE_UNARY(digamma)  // Gamma'(x) / Gamma(x); -inf at 0, nan at the negative integers
 KILN_DECLARE_UNARY(floor)
 KILN_DECLARE_UNARY(ceil)
 KILN_DECLARE_UNARY(round)  // half to even, as NumPy
@@ -62,6 +66,9 @@ KILN_DECLARE_UNARY(bitwise_not)  // integers and bool only (for bool, logical_no
 /// approximate: "none" (the erf form) or "tanh".
 KILN_API Tensor gelu(const Tensor& x, const std::string& approximate = "none",
                      const Tensor& out = {});
+/// The n-th derivative of digamma, (-1)^(n+1) n! zeta(n + 1, x) for n >= 1 (n = 0: digamma);
+/// float32 for integer and bool x. Throws kValue for n < 0.
+KILN_API Tensor polygamma(int64_t n, const Tensor& x, const Tensor& out = {});
 /// min(max(x, lo), hi); either bound may be omitted (not both). NaN if x or a bound is NaN.
 KILN_API Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi,
                       const Tensor& out = {});

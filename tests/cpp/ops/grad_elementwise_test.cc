@@ -88,6 +88,14 @@ std::vector<UnaryCase> unary_cases() {
       {"Asinh", Domain::kAny, {}},
       {"Acosh", Domain::kAboveOne, {}},
       {"Atanh", Domain::kUnit, {}},
+      {"Erfinv", Domain::kUnit, {}},
+      {"Lgamma", Domain::kPositive, {}},
+      {"Lgamma", Domain::kAwayFromIntegers, {}},
+      {"Digamma", Domain::kPositive, {}},
+      {"Digamma", Domain::kAwayFromIntegers, {}},
+      {"Polygamma", Domain::kPositive, {{"n", int64_t{1}}}},
+      {"Polygamma", Domain::kAwayFromIntegers, {{"n", int64_t{2}}}},
+      {"Polygamma", Domain::kPositive, {{"n", int64_t{3}}}},
       {"Floor", Domain::kAwayFromIntegers, {}},
       {"Ceil", Domain::kAwayFromIntegers, {}},
       {"Round", Domain::kAwayFromIntegers, {}},
@@ -388,6 +396,33 @@ TEST(GradElementwise, Atan2AndFmodGradientsAreTheirFormulas) {
   const std::vector<Tensor> gf = fmod_op->grad_fn()({a, b}, {kiln::fmod(a, b)}, {}, {g});
   testing::expect_close(gf[0], g, 0);
   testing::expect_close(gf[1], values({-0.0, 8.0, 0.0, 3.0, -3.0}), 0);
+}
+
+// erfinv' = sqrt(pi) / 2 exp(erfinv(x)^2) (inf at +-1, as PyTorch's), lgamma' = digamma,
+// digamma' = polygamma(1, .) and polygamma(n, .)' = polygamma(n + 1, .): the rules are these ops,
+// so each rule's own rule gives the next derivative.
+TEST(GradElementwise, SpecialFunctionRulesAreTheNextFunction) {
+  manual_seed(8);
+  const Tensor x = rand({2, 3}, f64) * 3.0 + 0.2;
+  const Tensor g = randn({2, 3}, f64);
+  const auto rule = [&](const char* op, const Tensor& at, const Attrs& attrs = {}) {
+    const OpDefPtr def = OpRegistry::Instance().get(op);
+    const Attrs normalized = def->normalize_attrs(attrs);
+    return def->grad_fn()({at}, call_op(*def, {at}, normalized), normalized, {g})[0];
+  };
+  testing::expect_close(rule("Lgamma", x), g * digamma(x), 0);
+  testing::expect_close(rule("Digamma", x), g * polygamma(1, x), 0);
+  for (int64_t n = 1; n <= 3; ++n) {
+    testing::expect_close(rule("Polygamma", x, {{"n", n}}), g * polygamma(n + 1, x), 0);
+  }
+  const Tensor u = rand({2, 3}, f64) * 1.8 - 0.9;
+  const Tensor y = erfinv(u);
+  testing::expect_close(rule("Erfinv", u), g * exp(y * y) * 0.88622692545275801365, 1e-15);
+  const Tensor edges = cat({full({1}, 1.0, f64), full({1}, -1.0, f64)});
+  const OpDefPtr erfinv_op = OpRegistry::Instance().get("Erfinv");
+  const Tensor at_edges = erfinv_op->grad_fn()({edges}, {erfinv(edges)}, {}, {ones({2}, f64)})[0];
+  EXPECT_EQ(at_edges.data<double>()[0], INFINITY);
+  EXPECT_EQ(at_edges.data<double>()[1], INFINITY);
 }
 
 TEST(GradElementwise, WhereSendsGradientToTheSelectedOperand) {
