@@ -17,6 +17,7 @@ from . import _indexing  # noqa: F401  (installs Tensor.__getitem__ / __setitem_
 from . import _tensor_methods  # noqa: F401  (PyTorch's method spellings: x.zero_(), x.mT, ...)
 from ._device import device  # noqa: F401  (also installs Tensor.device)
 from . import mint  # noqa: F401
+from . import special  # noqa: F401  (torch.special's names for kiln.mint functions)
 from . import runtime  # noqa: F401
 from . import graph  # noqa: F401
 from . import autograd  # noqa: F401
@@ -32,6 +33,7 @@ from ._type_info import finfo, iinfo  # noqa: F401
 from ._C.mint import (Generator, default_generator, from_dlpack, get_rng_state,  # noqa: F401
                       initial_seed, manual_seed, seed, set_rng_state)
 from . import nn, optim  # noqa: F401  (after autograd, which they use)
+from . import distributions, func  # noqa: F401  (after nn, which they use)
 from . import distributed  # noqa: F401
 from . import cuda  # noqa: F401  (torch.cuda's is_available / device_count: no CUDA here)
 from .serialization import load, load_metadata, save  # noqa: F401

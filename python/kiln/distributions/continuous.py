@@ -1,0 +1,354 @@
+"""The univariate continuous distributions: Normal, Uniform, Exponential, Laplace, Gamma and Beta
+(as torch.distributions'). Samples come from kiln.mint's random ops and the default generator
+(``kiln.manual_seed`` makes them repeatable).
+
+Normal, Uniform, Exponential and Laplace have ``rsample``, a reparametrised draw through which
+gradients reach the parameters. Gamma and Beta sample by rejection (Marsaglia and Tsang's
+method), which is not differentiable in the concentration: they have ``sample`` but no
+``rsample`` (PyTorch's use implicit reparametrisation, which needs the derivative of the
+incomplete gamma function). Gamma has no ``cdf`` either: kiln.mint has no incomplete gamma
+function.
+"""
+
+import math
+
+from .. import mint
+from .._type_info import finfo
+from ..autograd import no_grad
+from ..errors import KilnValueError
+from . import constraints
+from .distribution import Distribution
+from .utils import broadcast_all, rejection_sample, xlogy
+
+__all__ = ["Beta", "Exponential", "Gamma", "Laplace", "Normal", "Uniform"]
+
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+class Normal(Distribution):
+    """The normal (Gaussian) distribution N(loc, scale**2); ``loc`` and ``scale`` are tensors or
+    numbers, broadcast together (the batch shape)."""
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(self.loc.shape, validate_args=validate_args)
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def stddev(self):
+        return self.scale
+
+    @property
+    def variance(self):
+        return self.scale * self.scale
+
+    def rsample(self, sample_shape=()):
+        """loc + scale * eps for standard normal noise eps."""
+        eps = mint.randn(self._extended_shape(sample_shape), dtype=self.loc.dtype)
+        return self.loc + eps * self.scale
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return (-((value - self.loc) ** 2) / (2 * self.variance) - mint.log(self.scale)
+                - _LOG_SQRT_2PI)
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return 0.5 * (1 + mint.erf((value - self.loc) / (self.scale * math.sqrt(2))))
+
+    def icdf(self, value):
+        return self.loc + self.scale * mint.erfinv(2 * value - 1) * math.sqrt(2)
+
+    def entropy(self):
+        return 0.5 + _LOG_SQRT_2PI + mint.log(self.scale)
+
+
+class Uniform(Distribution):
+    """The uniform distribution on [low, high) (``low < high``, broadcast together)."""
+
+    arg_constraints = {"low": constraints.dependent(is_discrete=False, event_dim=0),
+                       "high": constraints.dependent(is_discrete=False, event_dim=0)}
+    has_rsample = True
+
+    def __init__(self, low, high, validate_args=None):
+        self.low, self.high = broadcast_all(low, high)
+        super().__init__(self.low.shape, validate_args=validate_args)
+        if self._validating() and not mint.all(self.low < self.high).item():
+            raise KilnValueError("Uniform is not defined when low >= high: expected low < high "
+                                 "elementwise")
+
+    @constraints.dependent_property(is_discrete=False, event_dim=0)
+    def support(self):
+        return constraints.interval(self.low, self.high)
+
+    @property
+    def mean(self):
+        return (self.high + self.low) / 2
+
+    @property
+    def mode(self):
+        return self.high * math.nan  # every value in the support is a mode
+
+    @property
+    def stddev(self):
+        return (self.high - self.low) / math.sqrt(12)
+
+    @property
+    def variance(self):
+        return (self.high - self.low) ** 2 / 12
+
+    def rsample(self, sample_shape=()):
+        """low + u * (high - low) for u uniform in [0, 1)."""
+        u = mint.rand(self._extended_shape(sample_shape), dtype=self.low.dtype)
+        return self.low + u * (self.high - self.low)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        inside = ((self.low <= value) & (self.high > value)).to(self.low.dtype)
+        return mint.log(inside) - mint.log(self.high - self.low)
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return mint.clamp((value - self.low) / (self.high - self.low), 0, 1)
+
+    def icdf(self, value):
+        return self.low + value * (self.high - self.low)
+
+    def entropy(self):
+        return mint.log(self.high - self.low)
+
+
+class Exponential(Distribution):
+    """The exponential distribution of ``rate`` (> 0): density rate * exp(-rate * x), x >= 0."""
+
+    arg_constraints = {"rate": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, rate, validate_args=None):
+        (self.rate,) = broadcast_all(rate)
+        super().__init__(self.rate.shape, validate_args=validate_args)
+
+    @property
+    def mean(self):
+        return self.rate.reciprocal()
+
+    @property
+    def mode(self):
+        return mint.zeros_like(self.rate)
+
+    @property
+    def stddev(self):
+        return self.rate.reciprocal()
+
+    @property
+    def variance(self):
+        return self.rate ** -2
+
+    def rsample(self, sample_shape=()):
+        """-log(1 - u) / rate for u uniform in [0, 1)."""
+        u = mint.rand(self._extended_shape(sample_shape), dtype=self.rate.dtype)
+        return -mint.log1p(-u) / self.rate
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return mint.log(self.rate) - self.rate * value
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return 1 - mint.exp(-self.rate * value)
+
+    def icdf(self, value):
+        return -mint.log1p(-value) / self.rate
+
+    def entropy(self):
+        return 1.0 - mint.log(self.rate)
+
+
+class Laplace(Distribution):
+    """The Laplace distribution: density exp(-|x - loc| / scale) / (2 * scale)."""
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(self.loc.shape, validate_args=validate_args)
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def stddev(self):
+        return math.sqrt(2) * self.scale
+
+    @property
+    def variance(self):
+        return 2 * self.scale ** 2
+
+    def rsample(self, sample_shape=()):
+        """The inverse cdf at u uniform in (-1, 1) (eps - 1 at the least, so that the log is
+        finite)."""
+        eps = finfo(self.loc.dtype).eps
+        u = mint.rand(self._extended_shape(sample_shape), dtype=self.loc.dtype) * (2 - eps)
+        u = u + (eps - 1)
+        return self.loc - self.scale * mint.sign(u) * mint.log1p(-mint.abs(u))
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return -mint.log(2 * self.scale) - mint.abs(value - self.loc) / self.scale
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        centred = value - self.loc
+        return 0.5 - 0.5 * mint.sign(centred) * mint.expm1(-mint.abs(centred) / self.scale)
+
+    def icdf(self, value):
+        term = value - 0.5
+        return self.loc - self.scale * mint.sign(term) * mint.log1p(-2 * mint.abs(term))
+
+    def entropy(self):
+        return 1 + mint.log(2 * self.scale)
+
+
+def _standard_gamma(concentration):
+    """Samples of Gamma(concentration, 1), one per element, without gradients (Marsaglia and
+    Tsang, 2000). Their method needs a concentration a >= 1; below 1 a sample of Gamma(a + 1)
+    times u ** (1 / a) is one of Gamma(a). Samples are at least the dtype's smallest normal
+    number, as PyTorch's, so that their logs are finite."""
+    with no_grad():
+        alpha = concentration.detach()
+        shape, dtype = alpha.shape, alpha.dtype
+        boosted = mint.where(alpha < 1, alpha + 1, alpha)
+        d = boosted - 1 / 3
+        c = mint.rsqrt(9 * d)
+
+        def propose():
+            z = mint.randn(shape, dtype=dtype)
+            u = mint.rand(shape, dtype=dtype)
+            v = (1 + c * z) ** 3
+            # log(v) is NaN for v <= 0, where the comparison fails: those are rejected.
+            accepted = mint.log(u) < 0.5 * z * z + d - d * v + d * mint.log(v)
+            return d * v, accepted
+
+        sample = rejection_sample(propose, shape, dtype)
+        boost = mint.rand(shape, dtype=dtype) ** alpha.reciprocal()
+        sample = mint.where(alpha < 1, sample * boost, sample)
+        return mint.clamp(sample, min=finfo(dtype).tiny)
+
+
+class Gamma(Distribution):
+    """The gamma distribution of shape ``concentration`` and inverse scale ``rate``: density
+    rate^a x^(a-1) exp(-rate x) / Gamma(a). ``sample`` only (no rsample) and no cdf; see the
+    module's docstring."""
+
+    arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
+    support = constraints.nonnegative
+
+    def __init__(self, concentration, rate, validate_args=None):
+        self.concentration, self.rate = broadcast_all(concentration, rate)
+        super().__init__(self.concentration.shape, validate_args=validate_args)
+
+    @property
+    def mean(self):
+        return self.concentration / self.rate
+
+    @property
+    def mode(self):
+        return mint.clamp((self.concentration - 1) / self.rate, min=0)
+
+    @property
+    def variance(self):
+        return self.concentration / self.rate ** 2
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        with no_grad():
+            return _standard_gamma(self.concentration.expand(shape)) / self.rate.expand(shape)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        a = self.concentration
+        return (xlogy(a, self.rate) + xlogy(a - 1, value) - self.rate * value - mint.lgamma(a))
+
+    def entropy(self):
+        a = self.concentration
+        return a - mint.log(self.rate) + mint.lgamma(a) + (1 - a) * mint.digamma(a)
+
+
+class Beta(Distribution):
+    """The beta distribution on [0, 1]: density x^(c1-1) (1-x)^(c0-1) / B(c1, c0) for the
+    concentrations ``concentration1`` (c1) and ``concentration0`` (c0). ``sample`` only (as a
+    ratio of gamma samples; no rsample)."""
+
+    arg_constraints = {"concentration1": constraints.positive,
+                       "concentration0": constraints.positive}
+    support = constraints.unit_interval
+
+    def __init__(self, concentration1, concentration0, validate_args=None):
+        self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
+        super().__init__(self.concentration1.shape, validate_args=validate_args)
+
+    @property
+    def mean(self):
+        return self.concentration1 / (self.concentration1 + self.concentration0)
+
+    @property
+    def mode(self):
+        a, b = self.concentration1, self.concentration0
+        peak_a, peak_b = mint.clamp(a - 1, min=0), mint.clamp(b - 1, min=0)
+        # With both concentrations below 1 the density is infinite at both ends: PyTorch gives 1.
+        both_below_one = (a < 1) & (b < 1)
+        return mint.where(both_below_one, 1.0, peak_a / (peak_a + peak_b))
+
+    @property
+    def variance(self):
+        total = self.concentration1 + self.concentration0
+        return self.concentration1 * self.concentration0 / (total ** 2 * (total + 1))
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        with no_grad():
+            x = _standard_gamma(self.concentration1.expand(shape))
+            y = _standard_gamma(self.concentration0.expand(shape))
+            info = finfo(x.dtype)
+            return mint.clamp(x / (x + y), info.tiny, 1 - info.eps)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        a, b = self.concentration1, self.concentration0
+        return (xlogy(a - 1, value) + xlogy(b - 1, 1 - value) + mint.lgamma(a + b)
+                - mint.lgamma(a) - mint.lgamma(b))
+
+    def entropy(self):
+        a, b = self.concentration1, self.concentration0
+        log_beta = mint.lgamma(a) + mint.lgamma(b) - mint.lgamma(a + b)
+        return (log_beta - (a - 1) * mint.digamma(a) - (b - 1) * mint.digamma(b)
+                + (a + b - 2) * mint.digamma(a + b))
