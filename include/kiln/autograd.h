@@ -150,6 +150,11 @@ class KILN_API Node : public std::enable_shared_from_this<Node> {
 /// accumulator of a leaf, or an invalid edge when t does not require grad.
 KILN_API Node::Edge gradient_edge(const Tensor& t);
 
+/// The leaf whose .grad `node` accumulates into when it is a leaf's accumulator (the node
+/// gradient_edge gives a leaf; PyTorch's AccumulateGrad.variable); an undefined tensor for any
+/// other node.
+KILN_API Tensor accumulated_leaf(const Node& node);
+
 // ---- Grad mode (per thread; on by default) ------------------------------------------------------
 
 KILN_API bool is_grad_enabled();

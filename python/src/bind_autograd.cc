@@ -101,19 +101,28 @@ void bind_autograd(nb::module_& m) {
   nb::class_<GradHookHandle>(ag, "GradHookHandle", "A registered hook; remove() unregisters it.")
       .def("remove", &GradHookHandle::remove, "Unregisters the hook (again is harmless).");
 
-  nb::class_<autograd::Node>(ag, "Node", "One recorded call of the backward graph (Tensor.grad_fn).")
+  nb::class_<autograd::Node>(ag, "Node",
+                             "One recorded call of the backward graph (Tensor.grad_fn).")
       .def("name", &autograd::Node::name)
-      .def_prop_ro("next_functions",
-                   [](const autograd::Node& n) {
-                     nb::list out;
-                     for (const autograd::Node::Edge& e : n.next_edges()) {
-                       out.append(nb::make_tuple(e.node ? nb::cast(e.node) : nb::none(),
-                                                 e.input_nr));
-                     }
-                     return nb::tuple(out);
-                   },
-                   "(node, input_nr) for each input of the call; node is None where no gradient "
-                   "flows.")
+      .def_prop_ro(
+          "next_functions",
+          [](const autograd::Node& n) {
+            nb::list out;
+            for (const autograd::Node::Edge& e : n.next_edges()) {
+              out.append(nb::make_tuple(e.node ? nb::cast(e.node) : nb::none(), e.input_nr));
+            }
+            return nb::tuple(out);
+          },
+          "(node, input_nr) for each input of the call; node is None where no gradient "
+          "flows.")
+      .def_prop_ro(
+          "variable",
+          [](const autograd::Node& n) -> std::optional<Tensor> {
+            Tensor leaf = autograd::accumulated_leaf(n);
+            if (!leaf.defined()) return std::nullopt;
+            return leaf;
+          },
+          "The leaf tensor this node accumulates gradients into (AccumulateGrad), else None.")
       .def("__repr__", [](const autograd::Node& n) { return "<" + n.name() + " backward>"; });
 
   ag.def(

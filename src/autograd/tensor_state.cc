@@ -287,6 +287,11 @@ Node::Edge gradient_edge(const Tensor& t) {
   return {AccumulateGrad::of(t), 0};
 }
 
+Tensor accumulated_leaf(const Node& node) {
+  const auto* accumulator = dynamic_cast<const AccumulateGrad*>(&node);
+  return accumulator != nullptr ? Tensor(accumulator->leaf()) : Tensor();
+}
+
 std::shared_ptr<Node> AccumulateGrad::of(const Tensor& t) {
   AutogradMeta& meta = meta_of(t);
   std::lock_guard<std::mutex> lock(meta.mutex);

@@ -36,6 +36,19 @@ def test_backward_accumulates_into_grad():
     assert x.grad is None
 
 
+def test_grad_fn_walks_to_the_leaves_through_next_functions():
+    x, w = leaf(3), leaf(3)
+    y = mint.sum(x * w)
+    (mul, _), = y.grad_fn.next_functions
+    assert mul.name() == "Mul" and mul.variable is None and y.grad_fn.variable is None
+    accumulators = [node for node, _ in mul.next_functions]
+    assert [node.name() for node in accumulators] == ["AccumulateGrad"] * 2
+    assert accumulators[0].variable.is_same(x) and accumulators[1].variable.is_same(w)
+    assert accumulators[0].variable.requires_grad
+    z = mint.sum(x * mint.ones(3))  # no accumulator where no gradient flows
+    assert [n is None for n, _ in z.grad_fn.next_functions[0][0].next_functions] == [False, True]
+
+
 def test_autograd_grad_leaves_dot_grad_alone_and_takes_non_leaves():
     x = leaf(5)
     y = x * x

@@ -91,6 +91,18 @@ TEST_F(AutogradEngine, BackwardAccumulatesIntoLeaves) {
   testing::expect_close(get_grad(x), kiln::mul(gy, w) * 2.0, 1e-12);
 }
 
+TEST_F(AutogradEngine, AccumulatedLeaf_IsTheLeafOfAnAccumulator_AndUndefinedElsewhere) {
+  const Tensor x = leaf({2, 3}), w = leaf({2, 3});
+  const Tensor y = mul(x, w);
+  const std::shared_ptr<autograd::Node> node = autograd::grad_fn(y);
+  EXPECT_FALSE(autograd::accumulated_leaf(*node).defined());
+  const std::vector<autograd::Node::Edge>& edges = node->next_edges();
+  ASSERT_EQ(edges.size(), 2u);
+  EXPECT_TRUE(autograd::accumulated_leaf(*edges[0].node).is_same(x));
+  EXPECT_TRUE(autograd::accumulated_leaf(*edges[1].node).is_same(w));
+  EXPECT_TRUE(autograd::accumulated_leaf(*autograd::gradient_edge(x).node).is_same(x));
+}
+
 TEST_F(AutogradEngine, BackwardWithInputs_AccumulatesIntoThoseOnly) {
   const Tensor x = leaf({2, 3}), w = leaf({2, 3});
   const Tensor h = mul(x, w);
