@@ -507,19 +507,34 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False,  # noq
     for name, flag in (("sorted", sorted), ("return_inverse", return_inverse),
                        ("return_counts", return_counts)):
         checked_bool(owner, name, flag)
+    dim, layout, table = _as_rows(owner, input, dim)
     if dim is None:
-        ordered = _mint.sort(input.reshape(-1))
-        rows, order, layout = ordered.values, ordered.indices, None
+        ordered = _mint.sort(table)
+        rows, order = ordered.values, ordered.indices
     else:
-        dim = wrap_dim(owner, "dim", checked_int(owner, "dim", dim), input.ndim,
-                       scalar_as_1d=False)
-        # The slices along dim become the rows of a matrix: transpose(0, dim) brings them to
-        # the front and, applied again, takes them back.
-        layout = input.transpose(0, dim)
-        width = math.prod(layout.shape[1:])  # not -1: a dim of size 0 leaves it undetermined
-        table = layout.reshape(input.shape[dim], width)
         order = _lexicographic_order(table)
         rows = _mint.index_select(table, 0, order)
+    return _runs(input, dim, layout, rows, order, return_inverse, return_counts)
+
+
+def _as_rows(owner, input, dim):  # noqa: A002
+    """(dim, layout, rows): ``input``'s elements, flattened (dim None, layout None), or its
+    slices along ``dim`` (wrapped) as the rows of a matrix, and ``layout``, input.transpose(0,
+    dim), whose shape takes them back. For unique and unique_consecutive."""
+    if dim is None:
+        return None, None, input.reshape(-1)
+    dim = wrap_dim(owner, "dim", checked_int(owner, "dim", dim), input.ndim, scalar_as_1d=False)
+    # transpose(0, dim) brings the slices to the front and, applied again, takes them back.
+    layout = input.transpose(0, dim)
+    width = math.prod(layout.shape[1:])  # not -1: a dim of size 0 leaves it undetermined
+    return dim, layout, layout.reshape(input.shape[dim], width)
+
+
+def _runs(input, dim, layout, rows, order, return_inverse, return_counts):  # noqa: A002
+    """unique's and unique_consecutive's result from ``rows`` (see _as_rows), put in ``order``
+    (a permutation of them; None: as they are): each run of equal rows once, then with
+    ``return_inverse`` each original row's output position and with ``return_counts`` each
+    run's length."""
     starts = _run_starts(rows)
     output = rows[starts]
     count = output.shape[0]
@@ -527,11 +542,11 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False,  # noq
         output = output.reshape([count] + list(layout.shape[1:])).transpose(0, dim)
     if not (return_inverse or return_counts):
         return output
-    group = _mint.cumsum(starts, 0) - 1  # the output row of each sorted row
+    group = _mint.cumsum(starts, 0) - 1  # the output row of each row in order
     result = [output]
     if return_inverse:
-        inverse = _mint.scatter(_mint.zeros(order.shape[0], dtype=_C.dtype.int64), 0, order,
-                                group)
+        inverse = group if order is None else _mint.scatter(
+            _mint.zeros(order.shape[0], dtype=_C.dtype.int64), 0, order, group)
         result.append(inverse.reshape(input.shape) if dim is None else inverse)
     if return_counts:
         result.append(_mint.scatter(_mint.zeros(count, dtype=_C.dtype.int64), 0, group, 1,

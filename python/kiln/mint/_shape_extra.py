@@ -71,7 +71,7 @@ from .._checks import as_int, checked_bool, checked_int, wrap_dim
 from ..errors import DTypeError, KilnIndexError, KilnTypeError, KilnValueError, ShapeError
 from ._bucketing import searchsorted
 from ._composite import _cast
-from ._indexing_ops import (_INDEX_DTYPES, _along, _dim, _eager, _index_vector, _run_starts,
+from ._indexing_ops import (_INDEX_DTYPES, _along, _as_rows, _dim, _eager, _index_vector, _runs,
                             _tensor, cumprod, div)
 from ._products import diag, movedim
 from ._shape_ops import tensor_split, vstack
@@ -548,28 +548,8 @@ def unique_consecutive(input, return_inverse=False, return_counts=False,  # noqa
     _tensor(owner, "input", input)
     checked_bool(owner, "return_inverse", return_inverse)
     checked_bool(owner, "return_counts", return_counts)
-    if dim is None:
-        layout, rows = None, input.reshape(-1)
-    else:
-        dim = wrap_dim(owner, "dim", checked_int(owner, "dim", dim), input.ndim,
-                       scalar_as_1d=False)
-        # The slices along dim as the rows of a matrix (see kiln.mint.unique).
-        layout = input.transpose(0, dim)
-        rows = layout.reshape(input.shape[dim], math.prod(layout.shape[1:]))
-    starts = _run_starts(rows)
-    output = rows[starts]
-    count = output.shape[0]
-    if layout is not None:
-        output = output.reshape([count] + list(layout.shape[1:])).transpose(0, dim)
-    if not (return_inverse or return_counts):
-        return output
-    run = _mint.cumsum(starts, 0) - 1  # the output row of each row
-    result = [output]
-    if return_inverse:
-        result.append(run.reshape(input.shape) if dim is None else run)
-    if return_counts:
-        result.append(_mint.scatter(_mint.zeros(count, dtype=_INT64), 0, run, 1, "add"))
-    return tuple(result)
+    dim, layout, rows = _as_rows(owner, input, dim)
+    return _runs(input, dim, layout, rows, None, return_inverse, return_counts)
 
 
 def isin(elements, test_elements, *, assume_unique=False, invert=False):
