@@ -472,22 +472,31 @@ def nll_loss(log_probs, target, reduction="mean", ignore_index=-100, *, weight=N
 # Adaptive pooling
 
 
-def check_output_size(owner, output_size):
-    """An adaptive pooling's ``output_size`` (an int, or a pair of ints or None) as a pair of ints
-    >= 0 or None: a KilnTypeError for another kind of value, a KilnValueError for a negative size
-    or a sequence of another length. Shared with kiln.nn's cells, which check at construction."""
+# How an adaptive pooling's messages name its output sizes: (the sizes, their kinds).
+_OUTPUT_SIZES = {2: ("a pair (height, width)", "a pair of ints or None"),
+                 3: ("a sequence of three (depth, height, width)",
+                     "a sequence of three ints or None")}
+
+
+def check_output_size(owner, output_size, count=2):
+    """An adaptive pooling's ``output_size`` (an int, or a sequence of ``count`` ints or None,
+    None keeping the input's size) as a tuple of ``count`` ints >= 0 or None: a KilnTypeError
+    for another kind of value, a KilnValueError for a negative size or a sequence of another
+    length. Shared with kiln.nn's 2-d and 3-d functions and cells (which check at
+    construction)."""
+    sizes, kinds = _OUTPUT_SIZES[count]
     if as_int(output_size) is not None:
-        pair = (output_size, output_size)
+        given = (output_size,) * count
     elif isinstance(output_size, (tuple, list)):
-        if len(output_size) != 2:
-            raise KilnValueError(f"{owner}: expected output_size to be an int or a pair (height, "
-                                 f"width), got {len(output_size)} sizes {output_size!r}")
-        pair = output_size
+        if len(output_size) != count:
+            raise KilnValueError(f"{owner}: expected output_size to be an int or {sizes}, got "
+                                 f"{len(output_size)} sizes {output_size!r}")
+        given = output_size
     else:
-        raise KilnTypeError(f"{owner}: expected output_size to be an int or a pair of ints or "
-                            f"None, got {type(output_size).__name__} {output_size!r}")
+        raise KilnTypeError(f"{owner}: expected output_size to be an int or {kinds}, got "
+                            f"{type(output_size).__name__} {output_size!r}")
     return tuple(None if size is None else checked_int(owner, "output_size", size, low=0)
-                 for size in pair)
+                 for size in given)
 
 
 def _adaptive_windows(size, out):

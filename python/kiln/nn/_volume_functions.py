@@ -28,9 +28,9 @@ and rounded once.
 import math
 
 from .. import _C, mint as _mint
-from .._checks import as_int, checked_bool, checked_int
+from .._checks import checked_bool, checked_int
 from .._type_info import iinfo
-from ..errors import KilnTypeError, KilnValueError, ShapeError
+from ..errors import KilnValueError, ShapeError
 from ..mint import _composite
 from ..mint._composite import _cast, _dims, _floating_tensor, _widened
 from ._layer_arguments import batched, check_like_weight, checked_sizes
@@ -260,31 +260,11 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # n
     return batched(owner, input, 3, compute)
 
 
-def _adaptive_sizes(owner, output_size):
-    """An adaptive 3-d pooling's ``output_size`` (an int, or a sequence of three ints or None,
-    None keeping the input's size) as a triple of ints >= 0 or None: a KilnTypeError for another
-    kind of value, a KilnValueError for a negative size or a sequence of another length. Shared
-    with kiln.nn's adaptive 3-d pooling cells, which check at construction."""
-    if as_int(output_size) is not None:
-        sizes = (output_size,) * 3
-    elif isinstance(output_size, (tuple, list)):
-        if len(output_size) != 3:
-            raise KilnValueError(f"{owner}: expected output_size to be an int or a sequence of "
-                                 f"three (depth, height, width), got {len(output_size)} sizes "
-                                 f"{output_size!r}")
-        sizes = output_size
-    else:
-        raise KilnTypeError(f"{owner}: expected output_size to be an int or a sequence of three "
-                            f"ints or None, got {type(output_size).__name__} {output_size!r}")
-    return tuple(None if size is None else checked_int(owner, "output_size", size, low=0)
-                 for size in sizes)
-
-
 def _adaptive_pool3d(owner, input, output_size, maximum, return_indices=False):  # noqa: A002
     """adaptive_avg_pool3d (``maximum`` False) or adaptive_max_pool3d of input [N, C, D, H, W] or
     [C, D, H, W]: kiln.mint._composite.adaptive_pool of each depth plane, then the adaptive
     windows of the depth (Note [Volumes from planes])."""
-    sizes = _adaptive_sizes(owner, output_size)
+    sizes = _composite.check_output_size(owner, output_size, 3)
     dtype = _floating_tensor(owner, "input", input)
     with_indices = checked_bool(owner, "return_indices", return_indices)
 

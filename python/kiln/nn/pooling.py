@@ -219,7 +219,7 @@ class AdaptiveAvgPool3d(_AdaptivePool):
     (kiln.nn.functional.adaptive_avg_pool3d)."""
 
     def __init__(self, output_size):
-        _volume._adaptive_sizes("AdaptiveAvgPool3d", output_size)
+        _composite.check_output_size("AdaptiveAvgPool3d", output_size, 3)
         super().__init__(output_size)
 
     def construct(self, x):
@@ -263,7 +263,7 @@ class AdaptiveMaxPool3d(_AdaptivePool):
     the int64 offset d * H * W + h * W + w of each maximum in its [D, H, W] volume."""
 
     def __init__(self, output_size, return_indices=False):
-        _volume._adaptive_sizes("AdaptiveMaxPool3d", output_size)
+        _composite.check_output_size("AdaptiveMaxPool3d", output_size, 3)
         super().__init__(output_size)
         self.return_indices = checked_bool("AdaptiveMaxPool3d", "return_indices", return_indices)
 
