@@ -414,7 +414,7 @@ def _positions(grad_position, num_args):
     for p in positions:
         if not -num_args <= p < num_args:
             raise KilnValueError(f"grad_position {p!r} is out of range for {num_args} "
-                                    "arguments")
+                                 "arguments")
     return single, tuple(p % num_args for p in positions)
 
 

@@ -153,7 +153,7 @@ class _Bounded(Constraint):
 
     def __repr__(self):
         bounds = [f"{name}={bound}" for name, bound in (("lower_bound", self.lower_bound),
-                                                          ("upper_bound", self.upper_bound))
+                                                        ("upper_bound", self.upper_bound))
                   if bound is not None]
         return f"{type(self).__name__.lstrip('_')}({', '.join(bounds)})"
 

@@ -136,7 +136,7 @@ def _broadcast_operand(owner, name, value, like):
                             f"{type(value).__name__}")
     shape, full = tuple(value.shape), tuple(like.shape)
     if len(shape) > len(full) or any(s not in (1, f) for s, f in zip(reversed(shape),
-                                                                       reversed(full))):
+                                                                     reversed(full))):
         raise ShapeError(f"{owner}: {name} has shape {_dims(shape)}, which does not broadcast to "
                          f"the input's shape {_dims(full)}")
     return _cast(value, like.dtype)

@@ -98,7 +98,7 @@ def _check_broadcasts(owner, input, shape):  # noqa: A002  (PyTorch's argument n
     """Checks that ``input`` broadcasts to the product's ``shape`` (and not beyond it)."""
     got = list(input.shape)
     if len(got) > len(shape) or any(g not in (1, s) for g, s in zip(reversed(got),
-                                                                     reversed(shape))):
+                                                                    reversed(shape))):
         raise ShapeError(f"{owner}: input of shape {got} does not broadcast to the product's "
                          f"shape {list(shape)}")
 

@@ -460,7 +460,7 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0,  # noqa: A00
             tap = _mint.pad(y[:, :, :, k], (0, 0) * 4 + (shift, length - shift - spread))
             out = tap if out is None else out + tap
         out = out[:, padding[0]:padding[0] + sizes[0]].reshape(n, sizes[0], out_channels,
-                                                                out_h, out_w)
+                                                               out_h, out_w)
         out = out.permute(0, 2, 1, 3, 4)
         if bias is not None:
             out = out + _widened(bias).reshape(out_channels, 1, 1, 1)

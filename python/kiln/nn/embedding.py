@@ -149,7 +149,7 @@ class Embedding(Cell):
 
     def construct(self, indices):
         return embedding(indices, self.weight, self.padding_idx, self.max_norm, self.norm_type,
-                           self.scale_grad_by_freq)
+                         self.scale_grad_by_freq)
 
     def extra_repr(self):
         text = f"{self.num_embeddings}, {self.embedding_dim}"

@@ -109,7 +109,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002
     plane = x.reshape(n, c, (h + 2 * ph) * width)
     index = _block_index(kernel, dilation, stride, blocks, width)
     cols = _mint.index_select(plane, 2, index).reshape(n, c * kernel[0] * kernel[1],
-                                                        blocks[0] * blocks[1])
+                                                       blocks[0] * blocks[1])
     return cols if input.ndim == 4 else _mint.squeeze(cols, 0)
 
 

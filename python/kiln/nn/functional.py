@@ -701,7 +701,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: 
     pool = (_mint.max_pool2d_with_indices if checked_bool(owner, "return_indices", return_indices)
             else _mint.max_pool2d)
     return batched(owner, input, 2, lambda x: pool(x, kernel_size, stride, padding, dilation,
-                                                    ceil_mode))
+                                                   ceil_mode))
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # noqa: A002
@@ -1014,7 +1014,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                              f"{value.shape[-3]})")
         key, value = _repeat_heads(key, heads // kv_heads), _repeat_heads(value, heads // kv_heads)
     factor = 1.0 / math.sqrt(query.shape[-1]) if scale is None else check_real(owner, "scale",
-                                                                                scale)
+                                                                               scale)
     query, key, value = _widened(query), _widened(key), _widened(value)
     scores = _mint.matmul(query, key.transpose(-2, -1)) * factor
     length, source = query.shape[-2], key.shape[-2]

@@ -276,7 +276,7 @@ class KLDivLoss(Cell):
         # reduction="mean"'s warning points at the cell's caller: past _kl_div, construct and
         # Cell.__call__.
         return _kl_div(input, target, None, None, self.reduction, self.log_target,
-                         stacklevel=4)
+                       stacklevel=4)
 
     def extra_repr(self):
         return f"reduction={self.reduction!r}, log_target={self.log_target}"
@@ -513,7 +513,7 @@ class CTCLoss(_Loss):
 
     def construct(self, log_probs, targets, input_lengths, target_lengths):
         return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
-                        self.reduction, self.zero_infinity)
+                          self.reduction, self.zero_infinity)
 
     def extra_repr(self):
         return self._repr(f"blank={self.blank}, zero_infinity={self.zero_infinity}")

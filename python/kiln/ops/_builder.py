@@ -125,7 +125,7 @@ class CustomOpBuilder:
             raise KilnValueError("CustomOpBuilder: expected at least one source file, got none")
         self.backend = backend.upper()
         self.include_paths = [os.path.abspath(p) for p in _string_list(include_paths,
-                                                                        "include_paths")]
+                                                                       "include_paths")]
         self.cflags = _absolute_flag_paths(_string_list(cflags, "cflags"))
         self.ldflags = _string_list(ldflags, "ldflags")
         self.build_dir = os.path.abspath(os.fspath(build_dir)) if build_dir is not None else None
