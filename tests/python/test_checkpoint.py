@@ -154,3 +154,13 @@ def test_checkpoint_sequential(segments, use_reentrant):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     with pytest.raises(kiln.KilnValueError, match="segments"):
         checkpoint_sequential(net, 0, x, use_reentrant=use_reentrant)
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_checkpoint_of_a_function_passing_its_input_through(use_reentrant):
+    for function in (lambda v: v, lambda v: (v, v * 2)):
+        x = kiln.tensor([1.0, 2.0]).requires_grad_(True)
+        y = checkpoint(function, x, use_reentrant=use_reentrant)
+        first = y if isinstance(y, kiln.Tensor) else y[0]
+        (first * 3).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])

@@ -404,6 +404,9 @@ def test_float_results_of_integers():
     assert_close(mx.xlogy(t([0.0, 3.0]), 0.0), [0.0, -np.inf], kiln.float32)
     np.testing.assert_array_equal(mx.copysign(t([1.0, -2.0]), -0.0).numpy(), [-1.0, -2.0])
     np.testing.assert_array_equal(mx.copysign(t([1.0, -2.0]), float("nan")).numpy(), [1.0, 2.0])
+    # The sign's source gets a zero gradient, as PyTorch's (not none).
+    a, b = t([1.0, -2.0]).requires_grad_(), t([-1.0, 3.0]).requires_grad_()
+    assert kiln.autograd.grad(mx.copysign(a, b).sum(), b)[0].tolist() == [0.0, 0.0]
     np.testing.assert_array_equal(mx.copysign(3, t([-1.0, 0.0])).numpy(), [-3.0, 3.0])
 
 
@@ -461,6 +464,11 @@ def test_ldexp_is_numpys():
     for got in (mx.ldexp(x, e), x.ldexp(e)):
         assert got.dtype == kiln.float64
         np.testing.assert_array_equal(got.numpy(), np.ldexp(x.numpy(), e.numpy()))
+    # The power is computed in float64 too: 2**1023 and 2**-1022 are no float32 values.
+    one, exponents = t([1.0, 1.0, 1.0], kiln.float64), t([1023, 200, -1022])
+    np.testing.assert_array_equal(mx.ldexp(one, exponents).numpy(),
+                                  np.ldexp(np.ones(3), [1023, 200, -1022]))
+    assert mx.ldexp(t([1, 2]), t([3, 4])).dtype == kiln.float32
 
 
 @pytest.mark.parametrize("dtype", [kiln.int8, kiln.uint8, kiln.int16, kiln.int32, kiln.int64])
@@ -561,6 +569,9 @@ def test_logspace_is_numpys():
     assert mx.logspace(0, 3, 4, dtype=kiln.int64).tolist() == [1, 10, 100, 1000]
     assert mx.logspace(1, 2, 0).shape == (0,)
     assert mx.logspace(0, 1, 3, requires_grad=True).requires_grad
+    assert mx.logspace(t(0.0), t(2.0), 3).tolist() == [1.0, 10.0, 100.0]  # 0-d tensors
+    with raises(kiln.ShapeError, match="start to be a number or a 0-d tensor"):
+        mx.logspace(t([0.0]), 2.0, 3)
 
 
 WINDOWS = {

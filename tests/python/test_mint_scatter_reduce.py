@@ -97,6 +97,11 @@ def test_scatter_reduce_negative_indices_0_d_and_empty():
     assert scalar.shape == () and scalar.item() == 10.0
     empty = mint.scatter_reduce(x, 0, t(np.zeros(0, np.int64)), t(np.zeros(0)), "amax")
     assert empty.tolist() == [1.0, 2.0, 3.0] and not empty.shares_storage_with(x)
+    # Nothing scattered: src still gets a gradient, of zeros (PyTorch's), and -0.0 stays.
+    src = t([5.0]).requires_grad_()
+    kept = mint.scatter_reduce(t([-0.0, 1.0]), 0, t(np.zeros(0, np.int64)), src, "amax")
+    assert np.signbit(kept.numpy()[0]) and kept.requires_grad
+    assert kiln.autograd.grad(kept.sum(), src)[0].tolist() == [0.0]
     y = x.clone()
     assert y.scatter_reduce_(0, t([1, 1]), t([5.0, 7.0]), "amax", include_self=False) is y
     assert y.tolist() == [1.0, 7.0, 3.0]

@@ -460,6 +460,11 @@ def test_isin_with_numbers_and_special_values():
     assert extra.isin(7, t([1, 7])).item() and not extra.isin(2, t([1, 7])).item()
     assert extra.isin(t(3), t([[3]])).shape == ()
     assert extra.isin(t([1, 2]), t([2.0, 5.0])).tolist() == [False, True]
+    # A NaN among the test elements matches nothing and hides no match (it sorts last).
+    nan, inf = float("nan"), float("inf")
+    assert extra.isin(t([1.0, 2.0, 3.0]), t([1.0, nan])).tolist() == [True, False, False]
+    assert extra.isin(t([inf, 2.0, nan]), t([inf, nan])).tolist() == [True, False, False]
+    assert extra.isin(t([1.0]), t([nan, 1.0]), invert=True).tolist() == [False]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -95,6 +95,17 @@ def _cast(tensor, dtype):
     return tensor if tensor.dtype == dtype else tensor.to(dtype)
 
 
+def _zero_gradient_to(result, source):
+    """``result`` with ``source`` (a tensor) among its inputs at a zero gradient: PyTorch gives
+    an input that a function's value does not depend on (copysign's other, scatter_reduce's src
+    when nothing is scattered) a gradient of zeros, not none. The values are result's exactly
+    (where() takes them all)."""
+    if not source.requires_grad:
+        return result
+    nothing = _cast(_mint.sum(source.reshape(-1)[:0]), result.dtype)  # 0, with source's gradient
+    return _mint.where(_mint.ones((), dtype=_C.dtype.bool), result, nothing)
+
+
 def _widened(tensor):
     """A 16-bit float tensor in float32 (others as they are); see the module's documentation."""
     return _cast(tensor, _C.dtype.float32) if tensor.dtype in _NARROW else tensor

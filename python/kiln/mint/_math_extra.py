@@ -65,7 +65,7 @@ from .. import _C
 from .. import _tensor_methods
 from .._checks import as_int, checked_bool, checked_int, wrap_dim
 from ..errors import DTypeError, KilnTypeError, KilnValueError, ShapeError
-from ._composite import _NARROW, _cast, _widened, check_real
+from ._composite import _NARROW, _cast, _widened, _zero_gradient_to, check_real
 from ._indexing_ops import _tensor
 from ._norms import _checked_order, vector_norm
 from ._products import diagonal, dot, einsum
@@ -219,7 +219,8 @@ def copysign(input, other):  # noqa: A002
     x, y, dtype = _float_result("copysign", input, other)
     magnitude = _mint.abs(x)
     if isinstance(other, Tensor):
-        return _cast(_mint.where(_negative_sign(y), -magnitude, magnitude), dtype)
+        signed = _mint.where(_negative_sign(y), -magnitude, magnitude)
+        return _cast(_zero_gradient_to(signed, y), dtype)
     # A number's sign bit is read in Python, NaN's included.
     return _cast(-magnitude if math.copysign(1.0, other) < 0 else magnitude, dtype)
 
@@ -311,12 +312,17 @@ def frexp(input):  # noqa: A002
 
 
 def ldexp(input, other):  # noqa: A002
-    """ldexp(input, other): ``input * 2**other``, PyTorch's ``input * pow(2.0, other)`` (float32
-    for integers; the power is computed first, so it may overflow where the product would
-    not)."""
-    _tensor("ldexp", "input", input)
-    _tensor("ldexp", "other", other)
-    return input * _mint.pow(2.0, other)
+    """ldexp(input, other): ``input * 2**other`` in the promoted floating dtype (float32 for
+    integers), the power computed in that dtype (float32 for 16-bit floats) first, so it may
+    overflow where the product would not, as PyTorch's."""
+    owner = "ldexp"
+    _tensor(owner, "input", input)
+    _tensor(owner, "other", other)
+    dtype = _C.promote_types(input.dtype, other.dtype)
+    dtype = dtype if dtype.is_floating_point else _C.dtype.float32
+    compute = _C.dtype.float32 if dtype in _NARROW else dtype
+    power = _mint.pow(_C.tensor(2.0, dtype=compute), other)
+    return _cast(_cast(input, compute) * power, dtype)
 
 
 def float_power(input, exponent):  # noqa: A002
@@ -537,13 +543,23 @@ def _finished(values, dtype, requires_grad):
     return result.requires_grad_() if requires_grad else result
 
 
+def _endpoint(owner, name, value):
+    """A number, or a 0-d tensor's value (read, as kiln.mint.linspace reads it)."""
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise ShapeError(f"{owner}: expected {name} to be a number or a 0-d tensor, got "
+                             f"shape {list(value.shape)}")
+        value = value.item()
+    return check_real(owner, name, value)
+
+
 def logspace(start, end, steps, base=10.0, *, dtype=None, device=None,  # noqa: A002
              requires_grad=False):
     """logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False):
     ``steps`` values base**e for e evenly spaced from start to end (both included), in float32
     unless ``dtype`` (computed in float64; an integer dtype truncates)."""
     owner = "logspace"
-    start, end = check_real(owner, "start", start), check_real(owner, "end", end)
+    start, end = _endpoint(owner, "start", start), _endpoint(owner, "end", end)
     steps = checked_int(owner, "steps", steps, low=0)
     base = check_real(owner, "base", base)
     checked_bool(owner, "requires_grad", requires_grad)

@@ -34,7 +34,7 @@ from .. import _C
 from .. import _tensor_methods
 from .._checks import checked_bool, checked_int, wrap_dim
 from ..errors import DTypeError, KilnTypeError, KilnValueError, ShapeError
-from ._composite import _cast, _widened
+from ._composite import _cast, _widened, _zero_gradient_to
 
 __all__ = ["scatter_reduce"]
 
@@ -173,8 +173,8 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noq
     if input.ndim == 0:
         return scatter_reduce(input.reshape(1), 0, index.reshape(1), src.reshape(1), reduce,
                               include_self=include_self).reshape(())
-    if index.numel() == 0:
-        return input.clone()
+    if index.numel() == 0:  # nothing scattered: src's gradient is zeros
+        return _zero_gradient_to(input.clone(), src)
     dtype = input.dtype
     source = src
     for d, n in enumerate(index.shape):

@@ -586,8 +586,12 @@ def _members(elements, test_elements):
     if count == 0:
         return _mint.zeros_like(elements, dtype=_C.dtype.bool)
     ordered = _mint.sort(_cast(test_elements, dtype).reshape(-1)).values
-    # The first test element >= each value (past the end: the last one, which then differs).
-    at = _mint.clamp(searchsorted(ordered, values), max=count - 1)
+    # The first test element >= each value (past the end: the last one, which then differs),
+    # searched with the NaNs (sorted last, equal to nothing) read as inf: a comparison with NaN
+    # would misdirect the search.
+    searched = _mint.where(ordered != ordered, math.inf, ordered) if dtype.is_floating_point \
+        else ordered
+    at = _mint.clamp(searchsorted(searched, values), max=count - 1)
     return _mint.index_select(ordered, 0, at.reshape(-1)).reshape(values.shape) == values
 
 

@@ -32,6 +32,11 @@ is a decorator.
 - The function's outputs: a tensor, or a tuple or list holding tensors (and other values, passed
   through). Double backward through a checkpoint is not supported: the recomputed graph starts
   from detached copies of the inputs.
+- A tensor the function reads from outside (not an argument) that requires grad must be a leaf
+  (a parameter): one computed before the call (an activation) must be passed as an argument.
+  Otherwise the recomputation differentiates back into the caller's graph, which the caller's
+  own backward may already have freed (PyTorch's non-reentrant variant, built on saved-tensor
+  hooks, allows it; Kiln has no such hooks).
 
 ``checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs)`` splits a
 ``kiln.nn.Sequential`` (or a list of callables) into ``segments`` runs and checkpoints each but
@@ -218,8 +223,11 @@ def _reentrant(function, args, preserve_rng_state, determinism_check):
             _C.autograd.backward(outs, out_grads, False, False)
         return tuple(recomputed_args[i].grad for i in positions)
 
-    recorded = _C.autograd.record_function("CheckpointReentrant", tensor_args, outputs,
-                                           tensor_args, [], run_backward)
+    # Detached: an output that is an argument itself (a function passing its input through)
+    # must become the node's output, not take the node's history as the argument.
+    recorded = _C.autograd.record_function("CheckpointReentrant", tensor_args,
+                                           [o.detach() for o in outputs], tensor_args, [],
+                                           run_backward)
     return _replace_tensors(result, recorded)
 
 
