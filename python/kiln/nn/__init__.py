@@ -27,7 +27,10 @@
   (kiln/nn/pooling.py), ``Flatten``, ``Unflatten``, ``Unfold``, ``Fold``
   (im2col and col2im, kiln/nn/fold.py), the padding cells
   (``ZeroPad1d`` / ``2d``, ``ConstantPad*``, ``ReflectionPad*``, ``ReplicationPad*``;
-  kiln/nn/padding.py), ``PixelShuffle``, ``PixelUnshuffle``, ``Bilinear``, ``InstanceNorm1d``,
+  kiln/nn/padding.py), the lazy cells that infer their input size at the first call
+  (``LazyLinear``, ``LazyConv1d`` / ``2d`` / ``3d`` and the transposed ones, ``LazyBatchNorm*``,
+  ``LazyInstanceNorm*``; kiln/nn/lazy.py), ``AdaptiveLogSoftmaxWithLoss`` (kiln/nn/adaptive.py),
+  ``PixelShuffle``, ``PixelUnshuffle``, ``Bilinear``, ``InstanceNorm1d``,
   ``InstanceNorm2d``, ``InstanceNorm3d`` (kiln/nn/extra_layers.py);
   containers ``Sequential``, ``ModuleList``, ``ModuleDict``, ``ParameterList``,
   ``ParameterDict``; recurrent ``RNN``, ``LSTM``, ``GRU`` and their cells ``RNNCell``,
@@ -65,6 +68,7 @@
 """
 
 from . import functional, init, utils  # noqa: F401
+from .adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: F401
 from .activation import (CELU, ELU, GELU, GLU, Hardshrink, Hardsigmoid, Hardswish,  # noqa: F401
                          Hardtanh, Identity, LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU,
                          ReLU6, RReLU, SELU, Sigmoid, SiLU, Softmax, Softmax2d, Softmin, Softplus,
@@ -80,6 +84,10 @@ from .dropout import Dropout, Dropout1d, Dropout2d  # noqa: F401
 from .embedding import Embedding, EmbeddingBag  # noqa: F401
 from .extra_layers import (Bilinear, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,  # noqa: F401
                            PixelShuffle, PixelUnshuffle)
+from .lazy import (LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv1d,  # noqa: F401
+                   LazyConv2d, LazyConv3d, LazyConvTranspose1d, LazyConvTranspose2d,
+                   LazyConvTranspose3d, LazyInstanceNorm1d, LazyInstanceNorm2d,
+                   LazyInstanceNorm3d, LazyLinear, UninitializedBuffer, UninitializedParameter)
 from .linear import Dense, Linear  # noqa: F401
 from .flatten import Flatten, Unflatten  # noqa: F401
 from .fold import Fold, Unfold  # noqa: F401
@@ -106,7 +114,11 @@ from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLay
 __all__ = ["functional", "init", "utils", "Cell", "Module", "LoadResult", "Parameter", "Linear",
            "Dense", "Conv2d", "BatchNorm1d", "BatchNorm2d", "ModuleList", "ModuleDict",
            "ParameterList", "ParameterDict", "LayerNorm", "RMSNorm", "Embedding", "EmbeddingBag",
-           "Dropout", "Fold", "Unfold",
+           "Dropout", "Fold", "Unfold", "AdaptiveLogSoftmaxWithLoss", "LazyLinear", "LazyConv1d",
+           "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d",
+           "LazyConvTranspose3d", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d",
+           "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d",
+           "UninitializedParameter", "UninitializedBuffer",
            "MultiheadAttention",
            "Sequential", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
            "Flatten", "Unflatten", "ReLU", "GELU", "SiLU", "Tanh",

@@ -52,6 +52,11 @@ kiln.nn.utils.convert_parameters.
 others), ``kiln.nn.utils.parametrizations`` (``weight_norm``, ``spectral_norm``) and the older
 forms by forward pre-hooks, ``weight_norm`` / ``remove_weight_norm`` and ``spectral_norm`` /
 ``remove_spectral_norm`` (kiln/nn/utils/_weight_norm.py, _spectral_norm.py), are PyTorch's.
+
+``fuse_conv_bn_eval`` / ``fuse_linear_bn_eval`` (and their ``_weights`` forms) fold an eval-mode
+BatchNorm into the layer before it (kiln/nn/utils/fusion.py); ``skip_init(cls, *args, **kwargs)``
+builds a cell without initialising its parameters; ``stateless.functional_call`` is PyTorch's
+deprecated spelling of kiln.func.functional_call.
 """
 
 import math
@@ -61,13 +66,17 @@ from ... import _C
 from ...autograd import no_grad
 from ...errors import KilnTypeError, KilnValueError, ShapeError
 from ...mint._norms import _checked_order, vector_norm
-from . import parametrizations, parametrize, rnn  # noqa: F401  (as torch.nn.utils's)
+from . import fusion, parametrizations, parametrize, rnn, stateless  # noqa: F401  (as torch's)
+from ._init_skip import skip_init  # noqa: F401
+from .fusion import (fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval,  # noqa: F401
+                     fuse_linear_bn_weights)
 from ._spectral_norm import remove_spectral_norm, spectral_norm  # noqa: F401
 from ._weight_norm import remove_weight_norm, weight_norm  # noqa: F401
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grad_value",
            "parameters_to_vector", "vector_to_parameters", "remove_spectral_norm",
-           "remove_weight_norm", "spectral_norm", "weight_norm"]
+           "remove_weight_norm", "spectral_norm", "weight_norm", "skip_init", "fuse_conv_bn_eval",
+           "fuse_conv_bn_weights", "fuse_linear_bn_eval", "fuse_linear_bn_weights"]
 
 _mint = _C.mint
 
