@@ -20,13 +20,16 @@
   ``ConvTranspose2d``, ``ConvTranspose3d``, ``Upsample`` (``UpsamplingNearest2d``,
   ``UpsamplingBilinear2d``; kiln/nn/upsampling.py), ``LayerNorm``, ``RMSNorm``, ``GroupNorm``,
   ``Embedding`` (``Embedding.from_pretrained``), ``EmbeddingBag`` (sum / mean / max bags),
-  ``Dropout``, ``Dropout1d``, ``Dropout2d``, ``MultiheadAttention``, ``BatchNorm1d``,
+  ``Dropout``, ``Dropout1d``, ``Dropout2d``, ``Dropout3d``, ``AlphaDropout``,
+  ``FeatureAlphaDropout``, ``MultiheadAttention``, ``BatchNorm1d``,
   ``BatchNorm2d``, ``BatchNorm3d``, ``MaxPool1d``, ``MaxPool2d``, ``MaxPool3d``, ``AvgPool1d``,
   ``AvgPool2d``, ``AvgPool3d``, the adaptive pools (``AdaptiveAvgPool1d`` / ``2d`` / ``3d``,
-  ``AdaptiveMaxPool1d`` / ``2d`` / ``3d``), ``MaxUnpool1d``, ``MaxUnpool2d``
-  (kiln/nn/pooling.py), ``Flatten``, ``Unflatten``, ``Unfold``, ``Fold``
-  (im2col and col2im, kiln/nn/fold.py), the padding cells
-  (``ZeroPad1d`` / ``2d``, ``ConstantPad*``, ``ReflectionPad*``, ``ReplicationPad*``;
+  ``AdaptiveMaxPool1d`` / ``2d`` / ``3d``), ``LPPool1d`` / ``2d`` / ``3d``, ``MaxUnpool1d`` /
+  ``2d`` / ``3d`` (kiln/nn/pooling.py), ``FractionalMaxPool2d`` / ``3d``, ``ChannelShuffle``,
+  ``LocalResponseNorm``, ``CrossMapLRN2d`` (kiln/nn/_layers_more.py), ``Flatten``,
+  ``Unflatten``, ``Unfold``, ``Fold`` (im2col and col2im, kiln/nn/fold.py), the padding cells
+  (``ZeroPad1d`` / ``2d`` / ``3d``, ``ConstantPad*``, ``ReflectionPad*``, ``ReplicationPad*``,
+  ``CircularPad*``;
   kiln/nn/padding.py), the lazy cells that infer their input size at the first call
   (``LazyLinear``, ``LazyConv1d`` / ``2d`` / ``3d`` and the transposed ones, ``LazyBatchNorm*``,
   ``LazyInstanceNorm*``; kiln/nn/lazy.py), ``AdaptiveLogSoftmaxWithLoss`` (kiln/nn/adaptive.py),
@@ -80,7 +83,10 @@ from .container import (ModuleDict, ModuleList, ParameterDict, ParameterList,  #
 from .conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,  # noqa: F401
                    ConvTranspose3d)
 from .distance import CosineSimilarity, PairwiseDistance  # noqa: F401
-from .dropout import Dropout, Dropout1d, Dropout2d  # noqa: F401
+from ._layers_more import (ChannelShuffle, CrossMapLRN2d, FractionalMaxPool2d,  # noqa: F401
+                           FractionalMaxPool3d, LocalResponseNorm)
+from .dropout import (AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d,  # noqa: F401
+                      FeatureAlphaDropout)
 from .embedding import Embedding, EmbeddingBag  # noqa: F401
 from .extra_layers import (Bilinear, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,  # noqa: F401
                            PixelShuffle, PixelUnshuffle)
@@ -98,14 +104,16 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss,  # noqa: F40
                    SmoothL1Loss, SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss)
 from .normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm,  # noqa: F401
                             LayerNorm, RMSNorm)
-from .padding import (ConstantPad1d, ConstantPad2d, ReflectionPad1d,  # noqa: F401
-                      ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, ZeroPad1d, ZeroPad2d)
+from .padding import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d,  # noqa: F401
+                      ConstantPad2d, ConstantPad3d, ReflectionPad1d, ReflectionPad2d,
+                      ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d,
+                      ZeroPad1d, ZeroPad2d, ZeroPad3d)
 from .parallel import DataParallel  # noqa: F401
 from .parameter import Parameter  # noqa: F401
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d,  # noqa: F401
                       AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d,
-                      AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d,
-                      MaxUnpool2d)
+                      AvgPool2d, AvgPool3d, LPPool1d, LPPool2d, LPPool3d, MaxPool1d, MaxPool2d,
+                      MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell  # noqa: F401
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: F401
@@ -137,7 +145,11 @@ __all__ = ["functional", "init", "utils", "Cell", "Module", "LoadResult", "Param
            "ReplicationPad1d", "ReplicationPad2d", "PixelShuffle", "PixelUnshuffle", "Bilinear",
            "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "Conv3d",
            "ConvTranspose3d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d",
-           "BatchNorm3d", "Hardshrink", "Softshrink", "RReLU", "Softmax2d",
+           "BatchNorm3d", "Hardshrink", "Softshrink", "RReLU", "Softmax2d", "ZeroPad3d",
+           "ConstantPad3d", "ReflectionPad3d", "ReplicationPad3d", "CircularPad1d",
+           "CircularPad2d", "CircularPad3d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+           "LPPool1d", "LPPool2d", "LPPool3d", "MaxUnpool3d", "ChannelShuffle", "LocalResponseNorm",
+           "CrossMapLRN2d", "FractionalMaxPool2d", "FractionalMaxPool3d",
            "SoftMarginLoss", "MarginRankingLoss", "CosineEmbeddingLoss", "HingeEmbeddingLoss",
            "TripletMarginLoss", "GaussianNLLLoss", "PoissonNLLLoss", "MultiMarginLoss",
            "MultiLabelMarginLoss", "MultiLabelSoftMarginLoss", "TripletMarginWithDistanceLoss",

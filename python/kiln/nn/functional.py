@@ -9,19 +9,26 @@ Activations: relu, relu6, leaky_relu, elu, selu, celu, gelu, silu, mish, sigmoid
 softsign, tanhshrink, hardtanh, hardswish, hardsigmoid, prelu, logsigmoid, threshold, glu,
 softmax, log_softmax, softmin, hardshrink, softshrink, rrelu, and PyTorch's in-place spellings
 relu_, leaky_relu_, elu_, hardtanh_, selu_, celu_, threshold_, rrelu_ (each the function with
-inplace=True). Layers: dropout, dropout1d, dropout2d, linear, bilinear, conv1d, conv2d,
-conv_transpose1d, conv_transpose2d, conv3d and conv_transpose3d (composed of the 2-d ops,
-kiln/nn/_volume_functions.py, as are the 3-d pools), pad, interpolate (PyTorch's modes and
-antialias, kiln/nn/upsampling.py), embedding, embedding_bag (kiln/nn/_embedding_functions.py),
-unfold and fold (im2col and col2im, kiln/nn/fold.py), affine_grid and grid_sample
-(kiln/nn/_grid_sampling.py), one_hot, pixel_shuffle, pixel_unshuffle, scaled_dot_product_attention,
-multi_head_attention_forward (kiln/nn/attention.py). Pooling, of input [N, C, L], [N, C, H, W] or
-[N, C, D, H, W] (or one sample without N): max_pool1d, max_pool2d, max_pool3d (with
-``return_indices``), avg_pool1d, avg_pool2d, avg_pool3d (with ``divisor_override``),
+inplace=True). Layers: dropout, dropout1d, dropout2d, dropout3d (channel dropout), alpha_dropout,
+feature_alpha_dropout (SELU's, which keep a zero mean and unit variance), linear, bilinear,
+conv1d, conv2d, conv_transpose1d, conv_transpose2d, conv3d and conv_transpose3d (composed of the
+2-d ops, kiln/nn/_volume_functions.py, as are the 3-d pools), pad, interpolate (PyTorch's modes
+and antialias, kiln/nn/upsampling.py) and its deprecated spellings upsample, upsample_nearest,
+upsample_bilinear, embedding, embedding_bag (kiln/nn/_embedding_functions.py), unfold and fold
+(im2col and col2im, kiln/nn/fold.py), affine_grid and grid_sample (kiln/nn/_grid_sampling.py),
+one_hot, pixel_shuffle, pixel_unshuffle, channel_shuffle, native_channel_shuffle,
+gumbel_softmax, scaled_dot_product_attention, multi_head_attention_forward
+(kiln/nn/attention.py). Pooling, of input [N, C, L], [N, C, H, W] or [N, C, D, H, W] (or one
+sample without N): max_pool1d, max_pool2d, max_pool3d (with ``return_indices``), avg_pool1d,
+avg_pool2d, avg_pool3d (with ``divisor_override``), lp_pool1d / 2d / 3d (power averages),
 adaptive_avg_pool1d / 2d / 3d, adaptive_max_pool1d / 2d / 3d (with ``return_indices``),
-max_unpool1d, max_unpool2d (the 1-d ones are the 2-d ones over a height of one). Normalization and
-distances: layer_norm, rms_norm, group_norm, batch_norm, normalize, cosine_similarity,
-pairwise_distance.
+PyTorch's max_pool1d_with_indices / 2d / 3d and adaptive_max_pool1d_with_indices / 2d / 3d
+(which return the indices whatever ``return_indices``), fractional_max_pool2d / 3d (and their
+_with_indices), max_unpool1d, max_unpool2d, max_unpool3d (the 1-d ones are the 2-d ones over a
+height of one). Normalization and distances: layer_norm, rms_norm, group_norm, batch_norm,
+instance_norm, local_response_norm, normalize, cosine_similarity, pairwise_distance, pdist.
+kiln/nn/_layers_more.py composes channel_shuffle, gumbel_softmax, local_response_norm, the
+fractional max poolings, pdist and the upsample spellings.
 Losses: mse_loss, l1_loss, smooth_l1_loss, huber_loss, cross_entropy, nll_loss,
 binary_cross_entropy, binary_cross_entropy_with_logits, kl_div, soft_margin_loss,
 margin_ranking_loss, cosine_embedding_loss, hinge_embedding_loss, triplet_margin_loss,
@@ -58,9 +65,9 @@ Where this differs from PyTorch:
 - soft_margin_loss is computed without overflow (PyTorch's float32 value is inf, its gradient
   NaN, past -target * input of about 88), and poisson_nll_loss's target gradient with
   ``full=True`` is finite at target 0, where PyTorch's is NaN.
-- max_unpool1d / max_unpool2d raise an index outside the output's plane asynchronously (a
-  KilnIndexError of the scatter that writes them, at the next sync point) rather than at the
-  call.
+- max_unpool1d / max_unpool2d / max_unpool3d raise an index outside the output's plane
+  (volume) asynchronously (a KilnIndexError of the scatter that writes them, at the next sync
+  point) rather than at the call.
 """
 
 import functools
@@ -82,7 +89,13 @@ from ._loss_functions import (  # noqa: F401  (in a module of their own)
     margin_ranking_loss, mse_loss, multi_margin_loss, multilabel_margin_loss,
     multilabel_soft_margin_loss, nll_loss, poisson_nll_loss, smooth_l1_loss, soft_margin_loss,
     triplet_margin_loss, triplet_margin_with_distance_loss)
-from ._layer_arguments import batched, check_like_weight, checked_sizes, checked_tensor, squeezed
+from ._layer_arguments import (SPATIAL_NAMES, batched, check_like_weight, checked_sizes,
+                               checked_tensor, squeezed)
+from ._layers_more import (  # noqa: F401  (in a module of their own, beside their cells)
+    channel_shuffle, fractional_max_pool2d, fractional_max_pool2d_with_indices,
+    fractional_max_pool3d, fractional_max_pool3d_with_indices, gumbel_softmax,
+    local_response_norm, native_channel_shuffle, pdist, upsample, upsample_bilinear,
+    upsample_nearest)
 from ._volume_functions import (  # noqa: F401  (in a module of their own)
     adaptive_avg_pool3d, adaptive_max_pool3d, avg_pool3d, conv3d, conv_transpose3d, max_pool3d)
 from .attention import multi_head_attention_forward  # noqa: F401  (beside MultiheadAttention)
@@ -99,7 +112,15 @@ __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
            "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool3d", "max_unpool1d",
-           "max_unpool2d", "pad", "interpolate",
+           "max_unpool2d", "max_unpool3d", "pad", "interpolate", "upsample", "upsample_nearest",
+           "upsample_bilinear", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
+           "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_pool1d_with_indices",
+           "max_pool2d_with_indices", "max_pool3d_with_indices",
+           "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
+           "adaptive_max_pool3d_with_indices", "fractional_max_pool2d",
+           "fractional_max_pool2d_with_indices", "fractional_max_pool3d",
+           "fractional_max_pool3d_with_indices", "channel_shuffle", "native_channel_shuffle",
+           "gumbel_softmax", "instance_norm", "local_response_norm", "pdist",
            "embedding", "embedding_bag", "fold", "unfold", "affine_grid", "grid_sample",
            "one_hot", "pixel_shuffle",
            "pixel_unshuffle",
@@ -503,13 +524,16 @@ def _channel_dropout(owner, input, p, training, inplace, channel_dim):  # noqa: 
     return _in_place(owner, input, out, inplace)
 
 
-def _dropout1d(owner, input, p, training, inplace):  # noqa: A002
-    """dropout1d, its errors naming ``owner`` (the function, or the Dropout1d cell)."""
+def _feature_dropout(owner, input, p, training, inplace, spatial):  # noqa: A002
+    """dropout1d (``spatial`` 1) or dropout3d (3) of input [N, C, *spatial] or one sample
+    [C, *spatial], its errors naming ``owner`` (the function, or the Dropout1d / Dropout3d
+    cell)."""
     _floating_tensor(owner, "input", input)
-    if input.ndim not in (2, 3):
-        raise ShapeError(f"{owner}: expected a 2-D [C, L] or 3-D [N, C, L] input, got shape "
-                         f"{list(input.shape)}")
-    return _channel_dropout(owner, input, p, training, inplace, input.ndim - 2)
+    if input.ndim not in (spatial + 1, spatial + 2):
+        sizes = SPATIAL_NAMES[spatial]
+        raise ShapeError(f"{owner}: expected a {spatial + 1}-D [C, {sizes}] or {spatial + 2}-D "
+                         f"[N, C, {sizes}] input, got shape {list(input.shape)}")
+    return _channel_dropout(owner, input, p, training, inplace, input.ndim - spatial - 1)
 
 
 def _dropout2d(owner, input, p, training, inplace, stacklevel):  # noqa: A002
@@ -533,7 +557,7 @@ def dropout1d(input, p=0.5, training=True, inplace=False):  # noqa: A002
     input[c]) is zeroed with probability ``p`` and the others are scaled by 1 / (1 - p), one
     draw per channel; otherwise the input is returned. ``p`` outside [0, 1] is a
     KilnValueError, an input of another rank a ShapeError, a non-floating one a DTypeError."""
-    return _dropout1d("dropout1d", input, p, training, inplace)
+    return _feature_dropout("dropout1d", input, p, training, inplace, 1)
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):  # noqa: A002
@@ -543,6 +567,72 @@ def dropout2d(input, p=0.5, training=True, inplace=False):  # noqa: A002
     as [N, C, L], not as one sample [C, H, W]: use dropout1d for it. Another rank is a
     ShapeError (PyTorch warns that it is deprecated); the other errors are dropout1d's."""
     return _dropout2d("dropout2d", input, p, training, inplace, stacklevel=3)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):  # noqa: A002
+    """dropout3d(input, p=0.5, training=True, inplace=False): PyTorch's channel dropout of
+    input [N, C, D, H, W] or one sample [C, D, H, W], each channel zeroed with probability ``p``
+    while ``training`` (as dropout1d). Another rank is a ShapeError (PyTorch warns that it is
+    deprecated); the other errors are dropout1d's."""
+    return _feature_dropout("dropout3d", input, p, training, inplace, 3)
+
+
+# Note [Alpha dropout]
+# SELU's activations of a large negative input saturate at -scale * alpha (-1.7581), so alpha
+# dropout sets a dropped element to that value instead of 0, then maps every element by
+# a * x + b, with a and b chosen so that an input of zero mean and unit variance keeps them
+# (Klambauer et al., 2017): a = 1 / sqrt((alpha'^2 p + 1) (1 - p)) for alpha' = scale * alpha,
+# b = alpha' a p. As PyTorch computes it, from the keep mask m (1 with probability 1 - p):
+# x * (m a) + (m - 1) alpha' a + alpha' a p; the gradient is m a. p = 1 gives input * 0, as
+# PyTorch's (not the saturation value).
+_ALPHA_PRIME = _SELU_SCALE * _SELU_ALPHA
+
+
+def _alpha_dropout(owner, input, p, training, inplace, feature):  # noqa: A002
+    """alpha_dropout (``feature`` False: one draw per element) or feature_alpha_dropout (one draw
+    per slice input[n, c] of an input of at least 2 dimensions) while ``training`` (Note [Alpha
+    dropout]); ``input`` itself otherwise, for p = 0 or with no elements. Errors name ``owner``
+    (the function, or the cell); written into ``input`` for ``inplace`` (see _in_place)."""
+    p = _dropout_probability(owner, p)
+    _floating_tensor(owner, "input", input)
+    training = checked_bool(owner, "training", training)
+    inplace = checked_bool(owner, "inplace", inplace)
+    if feature and input.ndim < 2:
+        raise ShapeError(f"{owner}: expected an input [N, C, ...] of at least 2 dimensions (one "
+                         f"draw per (N, C) feature), got shape {list(input.shape)}")
+    if not training or p == 0 or input.numel() == 0:
+        out = input
+    elif p == 1:
+        out = _source(owner, input, inplace) * 0.0
+    else:
+        shape = (list(input.shape[:2]) + [1] * (input.ndim - 2) if feature
+                 else list(input.shape))
+        # Drawn and combined in float32 (float64 for float64), as _channel_dropout draws; the
+        # scale and shift rounded once into the input's dtype.
+        keep = _mint.bernoulli(_mint.full(shape, 1.0 - p, dtype=sample_dtype(input)))
+        a = 1.0 / math.sqrt((_ALPHA_PRIME ** 2 * p + 1) * (1 - p))
+        scale = _cast(keep * a, input.dtype)
+        shift = _cast((keep - 1.0) * (_ALPHA_PRIME * a) + _ALPHA_PRIME * a * p, input.dtype)
+        out = _source(owner, input, inplace) * scale + shift
+    return _in_place(owner, input, out, inplace)
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):  # noqa: A002
+    """alpha_dropout(input, p=0.5, training=False, inplace=False): PyTorch's dropout for SELU
+    networks (note the default ``training=False``, PyTorch's): while ``training`` each element
+    is dropped with probability ``p`` to SELU's saturation value and every element mapped by
+    a * x + b, so that an input of zero mean and unit variance keeps both (Note [Alpha
+    dropout]); otherwise the input is returned. ``p`` outside [0, 1] is a KilnValueError, a
+    non-floating input a DTypeError."""
+    return _alpha_dropout("alpha_dropout", input, p, training, inplace, feature=False)
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):  # noqa: A002
+    """feature_alpha_dropout(input, p=0.5, training=False, inplace=False): alpha_dropout with one
+    draw per channel: each slice input[n, c] of input [N, C, ...] is dropped or kept whole. As
+    PyTorch's, the first two dimensions index the features whatever the rank (a 4-D input is
+    [N, C, H, W]); fewer than 2 dimensions is a ShapeError."""
+    return _alpha_dropout("feature_alpha_dropout", input, p, training, inplace, feature=True)
 
 
 def linear(input, weight, bias=None):  # noqa: A002
@@ -805,6 +895,108 @@ def adaptive_max_pool1d(input, output_size, return_indices=False):  # noqa: A002
                             return_indices=return_indices)
 
 
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0,  # noqa: A002
+                            dilation=1, ceil_mode=False, return_indices=False):
+    """max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+    ceil_mode=False, return_indices=False): max_pool1d's (values, indices), whatever
+    ``return_indices`` (PyTorch's spelling ignores it too)."""
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0,  # noqa: A002
+                            dilation=1, ceil_mode=False, return_indices=False):
+    """max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+    ceil_mode=False, return_indices=False): max_pool2d's (values, indices), whatever
+    ``return_indices``."""
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0,  # noqa: A002
+                            dilation=1, ceil_mode=False, return_indices=False):
+    """max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+    ceil_mode=False, return_indices=False): max_pool3d's (values, indices), whatever
+    ``return_indices``."""
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):  # noqa: A002
+    """adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
+    adaptive_max_pool1d's (values, indices), whatever ``return_indices``."""
+    return adaptive_max_pool1d(input, output_size, True)
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):  # noqa: A002
+    """adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):
+    adaptive_max_pool2d's (values, indices), whatever ``return_indices``."""
+    return adaptive_max_pool2d(input, output_size, True)
+
+
+def adaptive_max_pool3d_with_indices(input, output_size, return_indices=False):  # noqa: A002
+    """adaptive_max_pool3d_with_indices(input, output_size, return_indices=False):
+    adaptive_max_pool3d's (values, indices), whatever ``return_indices``."""
+    return adaptive_max_pool3d(input, output_size, True)
+
+
+def _lp_norm_type(owner, norm_type):
+    """An LP pooling's ``norm_type`` as a float: a KilnTypeError unless it is a real number, a
+    KilnValueError for 0 (PyTorch's check). Shared with kiln.nn's LPPool cells, which check it
+    when built."""
+    p = check_real(owner, "norm_type", norm_type)
+    if p == 0:
+        raise KilnValueError(f"{owner}: norm_type must be a non-zero value, got {norm_type}")
+    return p
+
+
+def _lp_pool(owner, input, norm_type, kernel, max_pool, avg_pool):  # noqa: A002
+    """PyTorch's power-average pooling of ``input`` over windows of ``kernel`` (a tuple of
+    sizes), composed as PyTorch composes it: the sum of x^p over each window as avg_pool(x^p)
+    times the kernel's size (with ceil_mode, a partial window's mean times the whole kernel's
+    size), kept as sign(s) * relu(|s|), which is s but passes no gradient back where s = 0
+    (relu's is 0 there, where the power's is infinite), then to the power 1 / p. For p = inf it
+    is max_pool(|x|), for p = -inf -max_pool(-|x|)."""
+    _floating_tensor(owner, "input", input)
+    p = _lp_norm_type(owner, norm_type)
+    if p == math.inf:
+        return max_pool(_mint.abs(input))
+    if p == -math.inf:
+        return -max_pool(-_mint.abs(input))
+    means = avg_pool(_mint.pow(input, p))
+    sums = (_mint.sign(means) * _mint.relu(_mint.abs(means))) * math.prod(kernel)
+    return _mint.pow(sums, 1.0 / p)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):  # noqa: A002
+    """lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False): (sum over each
+    window of x^p)^(1 / p) for p = ``norm_type`` (nonzero; inf: the maximum of |x|) over input
+    [N, C, L] (or one sample [C, L]), without padding, computed as PyTorch's (_lp_pool): an odd
+    integer p over a window of negative sum, or a fractional one over negative elements, gives
+    NaN there, as in PyTorch."""
+    kernel = checked_sizes("lp_pool1d", "kernel_size", kernel_size, 1, 1)
+    return _lp_pool("lp_pool1d", input, norm_type, kernel,
+                    lambda x: max_pool1d(x, kernel, stride, 0, 1, ceil_mode),
+                    lambda x: avg_pool1d(x, kernel, stride, 0, ceil_mode))
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):  # noqa: A002
+    """lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False): lp_pool1d's power
+    average over the windows of input [N, C, H, W] (or one sample [C, H, W]); ``kernel_size``
+    and ``stride`` are ints or pairs."""
+    kernel = checked_sizes("lp_pool2d", "kernel_size", kernel_size, 2, 1)
+    return _lp_pool("lp_pool2d", input, norm_type, kernel,
+                    lambda x: max_pool2d(x, kernel, stride, 0, 1, ceil_mode),
+                    lambda x: avg_pool2d(x, kernel, stride, 0, ceil_mode))
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):  # noqa: A002
+    """lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False): lp_pool1d's power
+    average over the windows of input [N, C, D, H, W] (or one sample [C, D, H, W]);
+    ``kernel_size`` and ``stride`` are ints or triples."""
+    kernel = checked_sizes("lp_pool3d", "kernel_size", kernel_size, 3, 1)
+    return _lp_pool("lp_pool3d", input, norm_type, kernel,
+                    lambda x: max_pool3d(x, kernel, stride, 0, 1, ceil_mode),
+                    lambda x: avg_pool3d(x, kernel, stride, 0, ceil_mode))
+
+
 def _unpool_sizes(owner, x, kernel, stride, padding, output_size):
     """The spatial sizes of max_unpool's output for x [N, C, *spatial]: by default (size - 1) *
     stride - 2 * padding + kernel per dimension; an ``output_size`` (the spatial sizes, or with
@@ -837,10 +1029,10 @@ def _unpool_sizes(owner, x, kernel, stride, padding, output_size):
 
 def _max_unpool(owner, input, indices, kernel_size, stride, padding, output_size,  # noqa: A002
                 spatial):
-    """max_unpool1d / max_unpool2d (``spatial`` 1 or 2): zeros of the output's shape with each
+    """max_unpool1d / 2d / 3d (``spatial`` 1, 2 or 3): zeros of the output's shape with each
     element of input [N, C, *spatial] (or one sample [C, *spatial]) written at its offset in
-    indices (int64, input's shape) within its plane (kiln.mint.scatter, which differentiates
-    it: the gradient of input is the output's gradient at the indices)."""
+    indices (int64, input's shape) within its plane or volume (kiln.mint.scatter, which
+    differentiates it: the gradient of input is the output's gradient at the indices)."""
     kernel = checked_sizes(owner, "kernel_size", kernel_size, spatial, 1)
     stride = kernel if stride is None else checked_sizes(owner, "stride", stride, spatial, 1)
     padding = checked_sizes(owner, "padding", padding, spatial, 0)
@@ -891,6 +1083,19 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0,  # noqa: A
     W_out)."""
     return _max_unpool("max_unpool2d", input, indices, kernel_size, stride, padding,
                        output_size, 2)
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0,  # noqa: A002
+                 output_size=None):
+    """max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    max_pool3d's partial inverse. input [N, C, D, H, W] (or one sample [C, D, H, W]) and int64
+    indices of its shape (max_pool3d's, offsets d * H_out * W_out + h * W_out + w in the
+    output's volumes) give zeros [N, C, D_out, H_out, W_out] with each input element at its
+    index; D_out is (D - 1) * stride - 2 * padding + kernel_size (H_out and W_out likewise), or
+    ``output_size`` (the three sizes, or with N and C before them) strictly within stride of it.
+    An index outside the volume is a KilnIndexError (raised by the scatter, asynchronously)."""
+    return _max_unpool("max_unpool3d", input, indices, kernel_size, stride, padding,
+                       output_size, 3)
 
 
 def pad(input, pad, mode="constant", value=None):  # noqa: A002
@@ -1157,6 +1362,51 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa
     if bias is not None:
         y = y + _cast(bias, x.dtype)
     return _cast(y, dtype)
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None,  # noqa: A002
+                  bias=None, use_input_stats=True, momentum=0.1, eps=1e-5):
+    """instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+    use_input_stats=True, momentum=0.1, eps=1e-5): input [N, C, ...] normalized per sample and
+    channel, computed as PyTorch's: batch_norm of the input viewed as one sample of N * C
+    channels, with the [C] operands repeated N times. With ``use_input_stats`` each (sample,
+    channel) is normalized over its own values (more than one: a KilnValueError otherwise),
+    and running statistics, when given, move by ``momentum`` towards the mean over the samples
+    of their per-channel means and unbiased variances (in place, under no_grad); without, the
+    running statistics (which must be given) normalize."""
+    owner = "instance_norm"
+    _floating_tensor(owner, "input", input)
+    use_input_stats = checked_bool(owner, "use_input_stats", use_input_stats)
+    if input.ndim < 2:
+        raise ShapeError(f"{owner}: expected input [N, C, ...] of at least 2 dimensions, got "
+                         f"{_dims(input.shape)}")
+    if use_input_stats and math.prod(input.shape[2:]) == 1:
+        raise KilnValueError(f"{owner}: expected more than 1 spatial element when using the "
+                             f"input's statistics, got input {_dims(input.shape)}")
+    if not use_input_stats and (running_mean is None or running_var is None):
+        raise KilnValueError(f"{owner}: expected running_mean and running_var when "
+                             f"use_input_stats=False (they normalize)")
+    n, channels = input.shape[:2]
+
+    def repeated(name, value):
+        if value is None:
+            return None
+        if tuple(checked_tensor(owner, name, value).shape) != (channels,):
+            raise ShapeError(f"{owner}: expected {name} of shape [{channels}] (one per channel), "
+                             f"got {_dims(value.shape)}")
+        return value.repeat(n)
+
+    mean, var, scale, shift = (repeated(name, value) for name, value in (
+        ("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+        ("bias", bias)))
+    flat = input.reshape([1, n * channels] + list(input.shape[2:]))
+    out = batch_norm(flat, mean, var, scale, shift, use_input_stats, momentum, eps)
+    if use_input_stats and mean is not None and n > 0:
+        # batch_norm moved each sample's copy; the running statistics take their mean.
+        with no_grad():
+            running_mean[...] = _mint.mean(mean.reshape(n, channels), 0)
+            running_var[...] = _mint.mean(var.reshape(n, channels), 0)
+    return out.reshape(input.shape)
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):  # noqa: A002

@@ -1,21 +1,24 @@
 """Padding cells with PyTorch's names, arguments and reprs, each applying kiln.nn.functional.pad:
 
-    ZeroPad1d(padding)             ZeroPad2d(padding)                 (mode "constant", value 0)
-    ConstantPad1d(padding, value)  ConstantPad2d(padding, value)      (mode "constant")
-    ReflectionPad1d(padding)       ReflectionPad2d(padding)           (mode "reflect")
-    ReplicationPad1d(padding)      ReplicationPad2d(padding)          (mode "replicate")
+    ZeroPad1d / 2d / 3d(padding)                  (mode "constant", value 0)
+    ConstantPad1d / 2d / 3d(padding, value)       (mode "constant")
+    ReflectionPad1d / 2d / 3d(padding)            (mode "reflect")
+    ReplicationPad1d / 2d / 3d(padding)           (mode "replicate")
+    CircularPad1d / 2d / 3d(padding)              (mode "circular")
 
     pad = kiln.nn.ReflectionPad2d((1, 1, 2, 0))   # x [N, C, H, W] -> [N, C, H + 2, W + 2]
 
 ``padding`` is an int (the same on every side) or a sequence of 2 ints (left, right) for the 1d
-cells, of 4 (left, right, top, bottom) for the 2d ones, kept as a tuple in ``padding``, as
-PyTorch's. Constant padding may be negative (it crops); reflection and replication padding may
-not (F.pad refuses it when called), and reflection padding must be smaller than the dimension it
-pads.
+cells, of 4 (left, right, top, bottom) for the 2d ones, of 6 (left, right, top, bottom, front,
+back) for the 3d ones, kept as a tuple in ``padding``, as PyTorch's. Constant padding may be
+negative (it crops); reflection, replication and circular padding may not (F.pad refuses it
+when called, where PyTorch crops), reflection padding must be smaller than the dimension it
+pads and circular padding at most its size.
 
-As PyTorch's, the reflection and replication cells take an input [C, W] or [N, C, W] (1d) and
-[C, H, W] or [N, C, H, W] (2d), another rank a ShapeError; the constant ones pad the last one or
-two dimensions of any input that has them. Autograd differentiates them through F.pad.
+As PyTorch's, the reflection, replication and circular cells take an input [C, W] or [N, C, W]
+(1d), [C, H, W] or [N, C, H, W] (2d) and [C, D, H, W] or [N, C, D, H, W] (3d), another rank a
+ShapeError; the constant ones pad the last one, two or three dimensions of any input that has
+them. Autograd differentiates them through F.pad.
 """
 
 from .._checks import as_int, checked_int
@@ -25,8 +28,10 @@ from . import functional as F
 from ._layer_arguments import checked_tensor
 from .cell import Cell
 
-__all__ = ["ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d",
-           "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d"]
+__all__ = ["ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d",
+           "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",
+           "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "CircularPad1d",
+           "CircularPad2d", "CircularPad3d"]
 
 
 def _padding(owner, padding, count):
@@ -46,7 +51,7 @@ def _padding(owner, padding, count):
 
 
 class _Pad(Cell):
-    """Base of the padding cells: subclasses set ``_mode`` (F.pad's), ``_sides`` (2 or 4), and
+    """Base of the padding cells: subclasses set ``_mode`` (F.pad's), ``_sides`` (2, 4 or 6), and
     ``_ranks`` (the input ranks taken; empty: any, F.pad's rule) with ``_layout`` (how errors
     describe them)."""
 
@@ -97,24 +102,33 @@ class ConstantPad2d(_ConstantPad):
     _sides = 4
 
 
-class ZeroPad1d(ConstantPad1d):
+class ConstantPad3d(_ConstantPad):
+    """ConstantPad3d(padding, value): pads the last three dimensions with ``value`` (a real
+    number); ``padding`` an int or (left, right, top, bottom, front, back)."""
+
+    _sides = 6
+
+
+class _ZeroPad:
+    """The zero padding cells' arguments and repr, before their ConstantPad's."""
+
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self):
+        return f"{self.padding}"
+
+
+class ZeroPad1d(_ZeroPad, ConstantPad1d):
     """ZeroPad1d(padding): ConstantPad1d(padding, 0.0)."""
 
-    def __init__(self, padding):
-        super().__init__(padding, 0.0)
 
-    def extra_repr(self):
-        return f"{self.padding}"
-
-
-class ZeroPad2d(ConstantPad2d):
+class ZeroPad2d(_ZeroPad, ConstantPad2d):
     """ZeroPad2d(padding): ConstantPad2d(padding, 0.0)."""
 
-    def __init__(self, padding):
-        super().__init__(padding, 0.0)
 
-    def extra_repr(self):
-        return f"{self.padding}"
+class ZeroPad3d(_ZeroPad, ConstantPad3d):
+    """ZeroPad3d(padding): ConstantPad3d(padding, 0.0)."""
 
 
 class ReflectionPad1d(_Pad):
@@ -153,3 +167,56 @@ class ReplicationPad2d(_Pad):
     _sides = 4
     _ranks = (3, 4)
     _layout = "[C, H, W] or [N, C, H, W]"
+
+
+class ReflectionPad3d(_Pad):
+    """ReflectionPad3d(padding): pads the last three dimensions of [C, D, H, W] or
+    [N, C, D, H, W] with their reflection; ``padding`` an int or (left, right, top, bottom,
+    front, back), below W, H and D."""
+
+    _mode = "reflect"
+    _sides = 6
+    _ranks = (4, 5)
+    _layout = "[C, D, H, W] or [N, C, D, H, W]"
+
+
+class ReplicationPad3d(_Pad):
+    """ReplicationPad3d(padding): pads the last three dimensions of [C, D, H, W] or
+    [N, C, D, H, W] by repeating their edge values; ``padding`` an int or (left, right, top,
+    bottom, front, back)."""
+
+    _mode = "replicate"
+    _sides = 6
+    _ranks = (4, 5)
+    _layout = "[C, D, H, W] or [N, C, D, H, W]"
+
+
+class CircularPad1d(_Pad):
+    """CircularPad1d(padding): pads the last dimension of [C, W] or [N, C, W] by wrapping it
+    around (the left padding repeats its last values, the right its first); ``padding`` an int
+    or (left, right), each at most W."""
+
+    _mode = "circular"
+    _ranks = (2, 3)
+    _layout = "[C, W] or [N, C, W]"
+
+
+class CircularPad2d(_Pad):
+    """CircularPad2d(padding): pads the last two dimensions of [C, H, W] or [N, C, H, W] by
+    wrapping them around; ``padding`` an int or (left, right, top, bottom), at most W and H."""
+
+    _mode = "circular"
+    _sides = 4
+    _ranks = (3, 4)
+    _layout = "[C, H, W] or [N, C, H, W]"
+
+
+class CircularPad3d(_Pad):
+    """CircularPad3d(padding): pads the last three dimensions of [C, D, H, W] or
+    [N, C, D, H, W] by wrapping them around; ``padding`` an int or (left, right, top, bottom,
+    front, back), at most W, H and D."""
+
+    _mode = "circular"
+    _sides = 6
+    _ranks = (4, 5)
+    _layout = "[C, D, H, W] or [N, C, D, H, W]"

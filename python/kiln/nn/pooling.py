@@ -27,10 +27,15 @@ Each takes a batch [N, C, *spatial] or one sample [C, *spatial] (PyTorch's unbat
   ``AdaptiveAvgPool1d`` / ``AdaptiveMaxPool1d`` over [.., L], ``output_size`` an int or a
   sequence of one; ``AdaptiveAvgPool3d`` / ``AdaptiveMaxPool3d`` over [.., D, H, W], an int or a
   triple (out_d, out_h, out_w) where None keeps the input's size.
-- ``MaxUnpool2d`` / ``MaxUnpool1d(kernel_size, stride=None, padding=0)``, called as
+- ``MaxUnpool1d`` / ``2d`` / ``3d(kernel_size, stride=None, padding=0)``, called as
   ``unpool(input, indices, output_size=None)``: zeros with each element of input at its index
   (a MaxPool's indices), of the size that MaxPool with these arguments maps to input's, or
   ``output_size``.
+- ``LPPool1d`` / ``2d`` / ``3d(norm_type, kernel_size, stride=None, ceil_mode=False)``: the
+  power average (sum over each window of x^p)^(1 / p), p = ``norm_type`` (F.lp_pool1d / 2d /
+  3d, PyTorch's composition).
+
+The fractional max poolings' cells are in kiln/nn/_layers_more.py, beside their functions.
 """
 
 from .._checks import checked_bool
@@ -42,7 +47,8 @@ from .cell import Cell
 
 __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
            "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
-           "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "MaxUnpool1d", "MaxUnpool2d"]
+           "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
+           "LPPool1d", "LPPool2d", "LPPool3d"]
 
 
 class _MaxPool(Cell):
@@ -272,7 +278,7 @@ class AdaptiveMaxPool3d(_AdaptivePool):
 
 
 class _MaxUnpool(Cell):
-    """MaxUnpool1d's and MaxUnpool2d's arguments, checked at construction and kept as tuples of
+    """The MaxUnpool cells' arguments, checked at construction and kept as tuples of
     ``_spatial`` sizes (as PyTorch keeps them), and repr; ``_unpool`` is the function of
     kiln.nn.functional that computes them."""
 
@@ -316,3 +322,62 @@ class MaxUnpool2d(_MaxUnpool):
 
     _spatial = 2
     _unpool = staticmethod(F.max_unpool2d)
+
+
+class MaxUnpool3d(_MaxUnpool):
+    """MaxUnpool3d(kernel_size, stride=None, padding=0), called as ``unpool(input, indices,
+    output_size=None)``: MaxPool3d's partial inverse (kiln.nn.functional.max_unpool3d), zeros
+    [N, C, D_out, H_out, W_out] (or without N) with each element of input at its index from
+    MaxPool3d(return_indices=True); D_out = (D - 1) * stride - 2 * padding + kernel_size (H_out
+    and W_out likewise), or ``output_size`` when each is within stride of that."""
+
+    _spatial = 3
+    _unpool = staticmethod(F.max_unpool3d)
+
+
+class _LPPool(Cell):
+    """The LP poolings' arguments, kept as given (as PyTorch keeps them; ``norm_type`` and
+    ``ceil_mode`` checked at construction, the sizes when the cell runs), and repr; ``_pool`` is
+    the function of kiln.nn.functional that computes them."""
+
+    _pool = None
+
+    def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
+        super().__init__()
+        owner = type(self).__name__
+        F._lp_norm_type(owner, norm_type)
+        self.norm_type = norm_type
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.ceil_mode = checked_bool(owner, "ceil_mode", ceil_mode)
+
+    def construct(self, x):
+        return self._pool(x, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+    def extra_repr(self):
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, ceil_mode={self.ceil_mode}")
+
+
+class LPPool1d(_LPPool):
+    """LPPool1d(norm_type, kernel_size, stride=None, ceil_mode=False): (sum over each
+    ``kernel_size`` window of x^p)^(1 / p) for x [N, C, L] or [C, L], p = ``norm_type``
+    (nonzero; inf: the maximum of |x|) (kiln.nn.functional.lp_pool1d)."""
+
+    _pool = staticmethod(F.lp_pool1d)
+
+
+class LPPool2d(_LPPool):
+    """LPPool2d(norm_type, kernel_size, stride=None, ceil_mode=False): LPPool1d's power average
+    over the windows of x [N, C, H, W] or [C, H, W] (kiln.nn.functional.lp_pool2d); the sizes
+    are ints or pairs."""
+
+    _pool = staticmethod(F.lp_pool2d)
+
+
+class LPPool3d(_LPPool):
+    """LPPool3d(norm_type, kernel_size, stride=None, ceil_mode=False): LPPool1d's power average
+    over the windows of x [N, C, D, H, W] or [C, D, H, W] (kiln.nn.functional.lp_pool3d); the
+    sizes are ints or triples."""
+
+    _pool = staticmethod(F.lp_pool3d)
