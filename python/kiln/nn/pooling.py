@@ -43,6 +43,7 @@ from ..mint import _composite
 from . import _volume_functions as _volume
 from . import functional as F
 from ._layer_arguments import checked_sizes
+from ._pooling_functions import _lp_norm_type
 from .cell import Cell
 
 __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
@@ -345,7 +346,7 @@ class _LPPool(Cell):
     def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
         super().__init__()
         owner = type(self).__name__
-        F._lp_norm_type(owner, norm_type)
+        _lp_norm_type(owner, norm_type)
         self.norm_type = norm_type
         self.kernel_size = kernel_size
         self.stride = stride
