@@ -9,6 +9,13 @@
 // is what a deep-learning user expects), and bfloat16 (which NumPy lacks) combined with float16
 // gives float32. A 0-d tensor promotes like any other tensor (NumPy 2's rule; PyTorch ranks it
 // below dimensioned tensors): only Python numbers are weak (TensorMeta::weak).
+//
+// The default floating dtype (PyTorch's torch.get_default_dtype) is process-wide: float32 until
+// set_default_float_dtype changes it. It is the dtype of a float Python number standing alone, of
+// an integer tensor combined with one, and of the floating results of integer inputs (to_floating:
+// true division, exp, mean, ...); Python's factories take it when no dtype is given. The C++
+// factories' default arguments (kiln::zeros(shape), Tensor::empty(shape), ...) and the OpDefs'
+// attribute defaults stay float32, fixed as PyTorch's C++ defaults are.
 #pragma once
 
 #include <cstddef>
@@ -146,9 +153,19 @@ KILN_API DType promote_types(DType a, DType b);
 inline DType compute_dtype(DType d) {
   return (d == DType::kFloat16 || d == DType::kBFloat16) ? DType::kFloat32 : d;
 }
+/// The default floating dtype (see the file comment): float32 unless set_default_float_dtype
+/// changed it. Thread-safe (an atomic), process-wide rather than per thread, as PyTorch's.
+KILN_API DType default_float_dtype();
+/// Sets the default floating dtype to float16, bfloat16, float32 or float64 (the ones PyTorch
+/// accepts); any other dtype throws a kType kiln::Error and changes nothing. Thread-safe; an op
+/// running on another thread meanwhile sees the old default or the new one. A graph traced before
+/// the change keeps the dtypes it was traced with (a C++ kiln::jit function goes on running it;
+/// Python's kiln.jit has the default in its signature and traces again).
+KILN_API void set_default_float_dtype(DType dtype);
+
 /// The floating type an op such as exp, mean or div produces for an input of type `d`:
-/// the type itself when floating, float32 for bool and integers.
-inline DType to_floating(DType d) { return is_floating_point(d) ? d : DType::kFloat32; }
+/// the type itself when floating, default_float_dtype() for bool and integers.
+inline DType to_floating(DType d) { return is_floating_point(d) ? d : default_float_dtype(); }
 
 /// Maps a C++ element type to its DType: dtype_of<float>() == DType::kFloat32.
 template <typename T>

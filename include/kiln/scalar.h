@@ -5,8 +5,8 @@
 //
 // Scalars are "weak" in type promotion, as in NumPy 2 (NEP 50), PyTorch and JAX: they take the
 // tensor's dtype when their kind fits in it (an int scalar with an int8 tensor stays int8, a float
-// scalar with a float16 tensor stays float16), and a float scalar with an integer tensor gives
-// float32.
+// scalar with a float16 tensor stays float16), and a float scalar with an integer tensor gives the
+// default floating dtype (default_float_dtype(): float32 unless set otherwise).
 #pragma once
 
 #include <cstdint>
@@ -56,16 +56,16 @@ class Scalar {
     }
   }
 
-  /// The dtype of this scalar standing alone: bool, int64 or float32 (Python's default for a
-  /// tensor made from a literal).
   bool operator==(const Scalar& o) const {
     return kind_ == o.kind_ && (kind_ == Kind::kFloat ? d_ == o.d_ : i_ == o.i_);
   }
   bool operator!=(const Scalar& o) const { return !(*this == o); }
 
+  /// The dtype of this scalar standing alone: bool, int64 or default_float_dtype() (Python's
+  /// dtype for a tensor made from a literal), read when called.
   DType default_dtype() const {
     return kind_ == Kind::kBool ? DType::kBool
-                                : (kind_ == Kind::kInt ? DType::kInt64 : DType::kFloat32);
+                                : (kind_ == Kind::kInt ? DType::kInt64 : default_float_dtype());
   }
 
  private:
@@ -78,7 +78,7 @@ class Scalar {
 
 /// The result dtype of an op between a tensor of dtype `tensor` and a weak scalar.
 inline DType promote_with_scalar(DType tensor, const Scalar& s) {
-  if (s.is_floating_point()) return is_floating_point(tensor) ? tensor : DType::kFloat32;
+  if (s.is_floating_point()) return to_floating(tensor);
   if (s.is_integral()) return tensor == DType::kBool ? DType::kInt64 : tensor;
   return tensor;
 }

@@ -27,7 +27,8 @@ from .autograd import (enable_grad, inference_mode, is_grad_enabled, no_grad,  #
 from .autograd import functional_grad as grad  # noqa: F401
 from .jit import jit  # noqa: F401  (kiln.jit is the decorator; its module is kiln/jit.py)
 from .runtime import get_num_threads, set_num_threads  # noqa: F401  (torch.set_num_threads)
-from ._C import Tensor, dtype, from_numpy, promote_types, tensor  # noqa: F401
+from ._C import (Tensor, dtype, from_numpy, get_default_dtype, promote_types,  # noqa: F401
+                 set_default_dtype, tensor)  # torch.set_default_dtype / get_default_dtype
 from ._tensor import as_tensor, is_tensor  # noqa: F401
 from ._type_info import finfo, iinfo  # noqa: F401
 from ._C.mint import (Generator, default_generator, from_dlpack, get_rng_state,  # noqa: F401

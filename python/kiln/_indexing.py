@@ -3,16 +3,16 @@
 Basic indices -- ints (negative count from the end), slices with positive steps, ``None`` (a new
 axis) and ``...`` -- give a VIEW that shares ``x``'s storage, built from ``Tensor.select``,
 ``slice`` and ``unsqueeze``. Advanced indices -- integer tensors, NumPy integer arrays, lists,
-ranges and tuples within the key (``x[:, (0, 2)]``), boolean masks -- give a copy, with NumPy's placement rule for the indexed dims: the broadcast
-index dims replace the indexed dims in place when the advanced indices are adjacent, and go to the
-front when a slice, ``...`` or ``None`` separates them -- an ``...`` that stands for no dims too
-(``x[:, [0, 1], ..., [1, 2]]`` on a 3-d ``x`` has the index dims first). As in NumPy, an int or a
-scalar bool next to an advanced index counts as one (``x[0, :, [1, 2]]`` has the index dims
-first). A boolean mask selects the positions where it is true over as many dims as it has, which
-must match ``x``'s sizes there.
+ranges and tuples within the key (``x[:, (0, 2)]``), boolean masks -- give a copy, with NumPy's
+placement rule for the indexed dims: the broadcast index dims replace the indexed dims in place when
+the advanced indices are adjacent, and go to the front when a slice, ``...`` or ``None`` separates
+them -- an ``...`` that stands for no dims too (``x[:, [0, 1], ..., [1, 2]]`` on a 3-d ``x`` has the
+index dims first). As in NumPy, an int or a scalar bool next to an advanced index counts as one
+(``x[0, :, [1, 2]]`` has the index dims first). A boolean mask selects the positions where it is
+true over as many dims as it has, which must match ``x``'s sizes there.
 
 ``x[key] = value`` accepts a tensor, a NumPy array, a list or a Python number and broadcasts it to
-the indexed shape. A list is read in ``x``'s dtype, not Kiln's default float32 (so ``0.1`` keeps
+the indexed shape. A list is read in ``x``'s dtype, not Kiln's default dtype (so ``0.1`` keeps
 every digit in a float64 ``x``); a NumPy array keeps its own dtype until it is cast to ``x``'s.
 Either way the values convert as a cast does (floats truncate into ints). Basic targets are
 written through the view; advanced and boolean targets use ``index_put_`` (with duplicate indices
@@ -320,7 +320,7 @@ def _setitem(self, key, value):
                                  f"1.8e308)") from None
     if not isinstance(value, (bool, int, float)):
         if not isinstance(value, Tensor):
-            # A list is read in self's dtype: at Kiln's default float32, 0.1 would reach a float64
+            # A list is read in self's dtype: at a float32 default dtype, 0.1 would reach a float64
             # self as 0.10000000149. An array keeps its dtype (converted as a tensor would be).
             value = _C.tensor(value, dtype=None if isinstance(value, np.ndarray) else self.dtype)
         if not advanced and value.shares_storage_with(self):

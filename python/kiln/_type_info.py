@@ -3,10 +3,10 @@
     mask = kiln.mint.full(shape, kiln.finfo(scores.dtype).min)   # BERT's "minus infinity"
     kiln.iinfo(kiln.int32).max                                    # 2147483647
 
-``finfo(dtype=None)`` (a floating dtype; None: float32, Kiln's default) has ``bits``, ``eps``
-(the gap between 1 and the next number), ``max``, ``min`` (= -max), ``tiny`` and its alias
-``smallest_normal`` (the smallest positive normal number), ``resolution`` (10 ** -digits, the
-decimal precision) and ``dtype`` (the dtype's name), as Python floats. ``iinfo(dtype)`` (an
+``finfo(dtype=None)`` (a floating dtype; None: the default dtype, kiln.get_default_dtype()) has
+``bits``, ``eps`` (the gap between 1 and the next number), ``max``, ``min`` (= -max), ``tiny`` and
+its alias ``smallest_normal`` (the smallest positive normal number), ``resolution`` (10 ** -digits,
+the decimal precision) and ``dtype`` (the dtype's name), as Python floats. ``iinfo(dtype)`` (an
 integer dtype) has ``bits``, ``max``, ``min`` and ``dtype``, as Python ints. Another dtype, or an
 argument that is none, is a KilnTypeError, as PyTorch's TypeError; bool has no iinfo either.
 """
@@ -38,7 +38,7 @@ class finfo:  # noqa: N801  (PyTorch's name)
     """The limits of a floating dtype (see the module's documentation)."""
 
     def __init__(self, dtype=None):
-        name = "float32" if dtype is None else _dtype_name("finfo", dtype)
+        name = _C.get_default_dtype().name if dtype is None else _dtype_name("finfo", dtype)
         if name not in _FLOATING:
             raise KilnTypeError(f"finfo: expected a floating-point dtype, got {name} (iinfo gives "
                                 f"an integer dtype's limits)")

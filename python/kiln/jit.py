@@ -42,10 +42,12 @@ suggests ``kiln.mint.where``. Tensors the function reads from elsewhere (globals
 ``self``) are constants of the graph: it sees in-place updates of them, not a new tensor put in
 their place (call ``clear_cache()`` then). So are other Python values it reads from elsewhere (a
 cell's ``eps``, a global number), with these exceptions, which are part of the signature (each
-state its own cached graph): grad mode, the ``training`` flag of each kiln.nn cell a trace read
-(``train()`` / ``eval()``: a function called in eval mode after training runs a graph traced in
-eval mode, where Dropout keeps everything), and whether each tensor it reads from outside
-requires grad (a weight frozen after the first call gets no gradient from a jitted
+state its own cached graph): grad mode, the default dtype (a trace records the dtypes of its time,
+``int_tensor * 2.5`` or ``zeros(n)``: after ``kiln.set_default_dtype`` a call traces again, and the
+graph traced before keeps its dtypes for calls under the old default), the ``training`` flag of each
+kiln.nn cell a trace read (``train()`` / ``eval()``: a function called in eval mode after training
+runs a graph traced in eval mode, where Dropout keeps everything), and whether each tensor it reads
+from outside requires grad (a weight frozen after the first call gets no gradient from a jitted
 ``kiln.grad``). An unknown backend is a KilnError at the first call,
 listing the registered ones. ``dump_ir="dir"`` (or ``KILN_DUMP_IR=dir``) writes the IR after
 tracing, before and after each pass that changed the graph, and each graph handed to a backend

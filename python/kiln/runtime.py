@@ -15,8 +15,8 @@ In the asynchronous modes, memory a tensor shares with NumPy (``kiln.from_numpy(
 ``synchronize()`` before changing such an array while ops on it may be queued, or before reading
 an array that queued ops write. memory_stats() counts what the ops that have run allocated (it does
 not wait: synchronize() first for the program's view); empty_cache() and
-reset_peak_memory_stats() wait for the ops issued so far. At exit the queued ops finish, and a failure no read raised is printed
-to stderr.
+reset_peak_memory_stats() wait for the ops issued so far. At exit the queued ops finish, and a
+failure no read raised is printed to stderr.
 """
 
 import atexit as _atexit

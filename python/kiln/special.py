@@ -13,7 +13,7 @@ Each name is the kiln.mint function itself (the same op, autograd rule and kiln.
     softmax, log_softmax, logsumexp
     xlogy, sinc         x * log(y) (0 where x == 0) and sin(pi x) / (pi x)
 
-Integer and bool inputs give float32, as in PyTorch.
+Integer and bool inputs give the default dtype (kiln.get_default_dtype()), as in PyTorch.
 """
 
 from .mint import (digamma, erf, erfc, erfinv, exp2, expm1, lgamma, log1p,  # noqa: F401,A004
@@ -25,4 +25,5 @@ gammaln = lgamma
 expit = sigmoid
 
 __all__ = ["digamma", "erf", "erfc", "erfinv", "exp2", "expit", "expm1", "gammaln", "log1p",
-           "log_softmax", "logit", "logsumexp", "polygamma", "psi", "round", "sinc", "softmax", "xlogy"]
+           "log_softmax", "logit", "logsumexp", "polygamma", "psi", "round", "sinc", "softmax",
+           "xlogy"]

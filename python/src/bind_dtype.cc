@@ -27,6 +27,17 @@ void bind_dtype(nb::module_& m) {
         "The dtype a binary op between tensors of dtypes a and b produces.");
   m.def("as_dtype", [](nb::handle obj) { return dtype_from_object(obj); }, "obj"_a,
         "Converts a kiln dtype, a name ('float32'), a NumPy dtype or a Python type to kiln.dtype.");
+  m.def(
+      "set_default_dtype", [](DTypeArg d) { set_default_float_dtype(d.get()); }, "d"_a,
+      "set_default_dtype(d): makes `d` (kiln.float16, bfloat16, float32 or float64) the default "
+      "floating dtype, as torch.set_default_dtype: the dtype of kiln.tensor of Python floats, of "
+      "the factories and layers given no dtype (zeros, rand, arange of floats, nn.Linear, ...), "
+      "and of float results of integer inputs (int tensor * 2.5, true division, sin, mean). "
+      "Another dtype is a KilnTypeError. Process-wide, not per thread. A kiln.jit function "
+      "traces again after a change (the default is part of its signature).");
+  m.def("get_default_dtype", &default_float_dtype,
+        "The default floating dtype (torch.get_default_dtype): kiln.float32 unless "
+        "set_default_dtype changed it.");
 }
 
 }  // namespace kiln::py

@@ -333,7 +333,10 @@ class JitFunctionObject {
     return found;
   }
 
-  // The arguments' part of a call's key (filling `inputs`), and grad mode.
+  // The arguments' part of a call's key (filling `inputs`), grad mode and the default floating
+  // dtype: a trace records the dtypes of its time (int * 2.5, zeros(n)), so a call after
+  // set_default_dtype traces again, as eager would give other dtypes (torch.compile guards on it
+  // too), and the graph traced before keeps serving calls under the old default.
   SignatureKey arguments_key(const nb::args& args, const nb::kwargs& kwargs,
                              std::vector<Tensor>& inputs) {
     SignatureKey key;
@@ -341,6 +344,7 @@ class JitFunctionObject {
     add(args, key, inputs);
     if (kwargs.size() != 0) add(kwargs, key, inputs);
     key.add(autograd::is_grad_enabled());
+    key.add(static_cast<int64_t>(default_float_dtype()));
     return key;
   }
 

@@ -146,7 +146,7 @@ void def_sampler(nb::module_& mint, const char* name,
                      std::optional<DTypeArg> dtype, bool requires_grad, nb::handle device) {
         check_device(name, device);
         return requiring_grad(
-            sample(size_from_args(name, sizes, size), dtype_or(dtype, DType::kFloat32),
+            sample(size_from_args(name, sizes, size), dtype_or(dtype, default_float_dtype()),
                    generator_arg(name, generator)),
             requires_grad);
       },
@@ -163,35 +163,35 @@ void bind_mint_factory(nb::module_& mint) {
          nb::handle device) {
         check_device("zeros", device);
         return requiring_grad(
-            zeros(size_from_args("zeros", sizes, size), dtype_or(dtype, DType::kFloat32)),
+            zeros(size_from_args("zeros", sizes, size), dtype_or(dtype, default_float_dtype())),
             requires_grad);
       },
       "sizes"_a, "size"_a = nb::none(), "dtype"_a = nb::none(), "requires_grad"_a = false,
       "device"_a = nb::none(),
-      "zeros(*size, dtype=kiln.float32): a tensor of zeros; size as ints or one sequence.");
+      "zeros(*size, dtype=None): a tensor of zeros; size as ints or one sequence. dtype None is "
+      "the default dtype (kiln.get_default_dtype()), as for every floating factory here.");
   mint.def(
       "ones",
       [](nb::args sizes, nb::handle size, std::optional<DTypeArg> dtype, bool requires_grad,
          nb::handle device) {
         check_device("ones", device);
         return requiring_grad(
-            ones(size_from_args("ones", sizes, size), dtype_or(dtype, DType::kFloat32)),
+            ones(size_from_args("ones", sizes, size), dtype_or(dtype, default_float_dtype())),
             requires_grad);
       },
       "sizes"_a, "size"_a = nb::none(), "dtype"_a = nb::none(), "requires_grad"_a = false,
-      "device"_a = nb::none(), "ones(*size, dtype=kiln.float32): a tensor of ones.");
+      "device"_a = nb::none(), "ones(*size, dtype=None): a tensor of ones.");
   mint.def(
       "empty",
       [](nb::args sizes, nb::handle size, std::optional<DTypeArg> dtype, bool requires_grad,
          nb::handle device) {
         check_device("empty", device);
         return requiring_grad(
-            empty(size_from_args("empty", sizes, size), dtype_or(dtype, DType::kFloat32)),
+            empty(size_from_args("empty", sizes, size), dtype_or(dtype, default_float_dtype())),
             requires_grad);
       },
       "sizes"_a, "size"_a = nb::none(), "dtype"_a = nb::none(), "requires_grad"_a = false,
-      "device"_a = nb::none(),
-      "empty(*size, dtype=kiln.float32): a tensor with uninitialised elements.");
+      "device"_a = nb::none(), "empty(*size, dtype=None): a tensor with uninitialised elements.");
   mint.def(
       "full",
       [](nb::handle size, nb::handle fill_value, std::optional<DTypeArg> dtype, bool requires_grad,
@@ -204,7 +204,7 @@ void bind_mint_factory(nb::module_& mint) {
       "size"_a, "fill_value"_a, "dtype"_a = nb::none(), nb::kw_only(), "requires_grad"_a = false,
       "device"_a = nb::none(),
       "A tensor of `size` filled with `fill_value`; dtype None takes the value's kind "
-      "(bool, int64 or float32).");
+      "(bool, int64 or the default dtype).");
   mint.def(
       "zeros_like",
       [](const TensorArg& x, std::optional<DTypeArg> dtype, bool requires_grad, nb::handle device) {
@@ -236,13 +236,13 @@ void bind_mint_factory(nb::module_& mint) {
       "start"_a, "end"_a = nb::none(), "step"_a = 1, "dtype"_a = nb::none(), nb::kw_only(),
       "requires_grad"_a = false, "device"_a = nb::none(),
       "Values start, start + step, ... below end (arange(n) counts from 0); dtype None is "
-      "int64 when every argument is an int, else float32.");
+      "int64 when every argument is an int, else the default dtype.");
   mint.def(
       "linspace",
       [](double start, double end, int64_t steps, std::optional<DTypeArg> dtype, bool requires_grad,
          nb::handle device) {
         check_device("linspace", device);
-        return requiring_grad(linspace(start, end, steps, dtype_or(dtype, DType::kFloat32)),
+        return requiring_grad(linspace(start, end, steps, dtype_or(dtype, default_float_dtype())),
                               requires_grad);
       },
       "start"_a, "end"_a, "steps"_a, "dtype"_a = nb::none(), nb::kw_only(),
@@ -253,15 +253,15 @@ void bind_mint_factory(nb::module_& mint) {
       [](int64_t n, std::optional<int64_t> m, std::optional<DTypeArg> dtype, bool requires_grad,
          nb::handle device) {
         check_device("eye", device);
-        return requiring_grad(eye(n, m, dtype_or(dtype, DType::kFloat32)), requires_grad);
+        return requiring_grad(eye(n, m, dtype_or(dtype, default_float_dtype())), requires_grad);
       },
       "n"_a, "m"_a = nb::none(), "dtype"_a = nb::none(), nb::kw_only(), "requires_grad"_a = false,
       "device"_a = nb::none(), "An [n, m] identity matrix (m defaults to n).");
   def_sampler(mint, "rand", rand,
-              "rand(*size, generator=None, dtype=kiln.float32): uniform samples in [0, 1) from "
+              "rand(*size, generator=None, dtype=None): uniform samples in [0, 1) from "
               "`generator` (None: the default generator).");
   def_sampler(mint, "randn", randn,
-              "randn(*size, generator=None, dtype=kiln.float32): standard normal samples from "
+              "randn(*size, generator=None, dtype=None): standard normal samples from "
               "`generator` (None: the default generator).");
   mint.def(
       "randint",

@@ -201,7 +201,8 @@ void bind_mint_reduce(nb::module_& mint) {
            "Sum over `dim` (None: all); bool and integer inputs give int64 unless `dtype`.", dim,
            keepdim, "dtype"_a = nb::none());
   def_both(mint, cls, "mean", &mean_impl,
-           "Mean over `dim`; integer inputs give float32. With `dtype` (a floating dtype), the "
+           "Mean over `dim`; integer inputs give the default dtype. With `dtype` (a floating "
+           "dtype), the "
            "input is converted to it first.",
            dim, keepdim, "dtype"_a = nb::none());
   def_both(mint, cls, "prod", &prod_impl,

@@ -298,7 +298,8 @@ void bind_tensor(nb::module_& m) {
       "data"_a.none(), "dtype"_a = nb::none(), nb::kw_only(), "requires_grad"_a = false,
       "device"_a = nb::none(),
       "A new tensor (always a copy) from a list, a number, a NumPy array or a tensor. Python "
-      "floats give float32; a NumPy array keeps its dtype unless `dtype` is given. With "
+      "floats give the default dtype (kiln.get_default_dtype(): float32 unless set); a NumPy "
+      "array keeps its dtype unless `dtype` is given. With "
       "requires_grad=True it is a leaf that requires grad (a floating-point dtype only). "
       "`device` may be 'cpu' (or a kiln.device) or None: Kiln runs on the CPU.");
   m.def(

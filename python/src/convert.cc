@@ -213,7 +213,9 @@ DType dtype_from_numpy(nb::handle numpy_dtype) {
 DType dtype_from_object(nb::handle obj) {
   if (nb::isinstance<DType>(obj)) return nb::cast<DType>(obj);
   if (nb::isinstance<nb::str>(obj)) return dtype_from_name(nb::cast<std::string>(obj));
-  if (obj.ptr() == reinterpret_cast<PyObject*>(&PyFloat_Type)) return DType::kFloat32;
+  // Python's float names the default floating dtype (float32 unless set_default_dtype changed
+  // it), as a Python float literal becomes a tensor of it.
+  if (obj.ptr() == reinterpret_cast<PyObject*>(&PyFloat_Type)) return default_float_dtype();
   if (obj.ptr() == reinterpret_cast<PyObject*>(&PyLong_Type)) return DType::kInt64;
   if (obj.ptr() == reinterpret_cast<PyObject*>(&PyBool_Type)) return DType::kBool;
   try {
@@ -229,7 +231,8 @@ DType DTypeArg::get() const { return dtype_from_object(obj); }
 namespace {
 
 // Whether nested lists / tuples hold a value that is float64 of its own (a float64 tensor, NumPy
-// value or array), which makes the tensor float64, as in PyTorch; Python floats give float32.
+// value or array), which makes the tensor float64, as in PyTorch; Python floats give the default
+// floating dtype.
 bool holds_float64(nb::handle obj, nb::handle np) {
   PyObject* o = obj.ptr();
   if (PyFloat_CheckExact(o) || PyLong_Check(o)) return false;
@@ -249,6 +252,8 @@ bool holds_float64(nb::handle obj, nb::handle np) {
 }  // namespace
 
 Tensor tensor_from_object(nb::handle data, const DType* dtype) {
+  // The default floating dtype, read once: the target of Python floats when no dtype is given.
+  const DType float_default = default_float_dtype();
   KILN_CHECK_TYPE(!data.is_none())
       << "tensor: expected data (a number, a nested list of numbers, a NumPy array or a tensor), "
          "got None";
@@ -269,13 +274,14 @@ Tensor tensor_from_object(nb::handle data, const DType* dtype) {
       KILN_FAIL(kValue) << "tensor: " << nb::str(e.value()).c_str();
     }
     if (!was_array) arr = checked_numbers(std::move(arr), data, dtype);
-    // Python floats become float32 (the deep-learning default), not NumPy's float64, unless a
-    // float64 value is among them; with a dtype given they convert from their own (double)
-    // value, so float64 keeps every digit.
+    // Python floats become the default floating dtype (float32 unless set, the deep-learning
+    // default), not NumPy's float64, unless a float64 value is among them. They convert from
+    // their own (double) value, once, below: float64 keeps every digit, and bfloat16 (which
+    // NumPy lacks) rounds as any cast to it does.
     if (!was_array && dtype == nullptr &&
         nb::cast<std::string>(arr.attr("dtype").attr("name")) == "float64" &&
         !holds_float64(data, np)) {
-      arr = arr.attr("astype")("float32");
+      dtype = &float_default;
     }
     result = tensor_from_numpy(arr, /*copy=*/true);
   }

@@ -1,9 +1,14 @@
 #include "kiln/dtype.h"
 
+#include <atomic>
+
 #include "kiln/error.h"
 
 namespace kiln {
 namespace {
+
+// Relaxed order suffices: the default is one value, published with no data that depends on it.
+std::atomic<DType> default_float{DType::kFloat32};
 
 constexpr const char* kNames[kNumDTypes] = {"bool",  "int8",    "uint8",    "int16",   "int32",
                                             "int64", "float16", "bfloat16", "float32", "float64"};
@@ -38,6 +43,16 @@ DType dtype_from_name(const std::string& name) {
 }
 
 std::ostream& operator<<(std::ostream& os, DType dtype) { return os << dtype_name(dtype); }
+
+DType default_float_dtype() { return default_float.load(std::memory_order_relaxed); }
+
+void set_default_float_dtype(DType dtype) {
+  KILN_CHECK_TYPE(is_floating_point(dtype))
+      << "set_default_dtype: only floating-point types are supported as the default type "
+         "(float16, bfloat16, float32 or float64), got "
+      << dtype;
+  default_float.store(dtype, std::memory_order_relaxed);
+}
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;

@@ -178,11 +178,13 @@ class Promotion {
     }
   }
   DType result() const {
+    // A float number beside integers, or standing alone, takes the default floating dtype, as a
+    // Python float does in PyTorch (float64 after set_default_dtype(float64)).
     if (!have_strong_) {
-      return weak_category_ == 2 ? DType::kFloat32
+      return weak_category_ == 2 ? default_float_dtype()
                                  : (weak_category_ == 1 ? DType::kInt64 : DType::kBool);
     }
-    if (weak_category_ == 2 && !is_floating_point(strong_)) return DType::kFloat32;
+    if (weak_category_ == 2 && !is_floating_point(strong_)) return default_float_dtype();
     if (weak_category_ == 1 && strong_ == DType::kBool) return DType::kInt64;
     return strong_;
   }

@@ -143,7 +143,7 @@ std::array<Tensor, 2> extremum_grads(const Tensor& a, const Tensor& b, const Ten
   X(mul, Mul, kPromote, B::kMul, wrapping_mul(a, b), kNone, KILN_BOTH(g* b, g* a),                \
     "a * b (bool * bool is logical and; integers wrap around)")                                   \
   X(div, Div, kFloating, B::kDiv, a / b, kNone, div_grads(a, b, g, n),                            \
-    "true division a / b (float32 for integers)")                                                 \
+    "true division a / b (the default floating dtype for integers)")                              \
   X(floor_divide, FloorDivide, kPromoteNoBool, B::kFloorDivide, floor_divide_value(a, b),         \
     kNonzeroIntDivisor, KILN_BOTH(zeros_like(g), zeros_like(g)),                                  \
     "a // b rounded toward -inf, as Python; integer division by zero is a "                       \
@@ -162,7 +162,7 @@ std::array<Tensor, 2> extremum_grads(const Tensor& a, const Tensor& b, const Ten
     "KilnValueError")                                                                             \
   X(atan2, Atan2, kFloating, kNoSimdBinary, std::atan2(a, b), kNone, atan2_grads(a, b, y, g, n),  \
     "the angle of the point (b, a) in radians, in [-pi, pi]: atan(a / b) in its quadrant "        \
-    "(float32 for integers)")                                                                     \
+    "(the default floating dtype for integers)")                                                  \
   X(pow, Pow, kPromoteNoBool, B::kPow, power_value(a, b), kNonnegativeIntExponent,                \
     pow_grads(a, b, y, g, n),                                                                     \
     "a ** b; integers to negative integer powers are a KilnValueError (as NumPy)")                \

@@ -331,8 +331,10 @@ KILN_REGISTER_OP(
           if (!attrs.is_none("max")) require(lt(x, Tensor::scalar(attrs.get<Scalar>("max"))));
           return std::vector<Tensor>{to(where(inside, g, Tensor::scalar(0.0)), x.dtype())};
         }))
-        .doc("min(max(x, min), max); either bound may be None (not both). The bounds are weak "
-             "scalars: an integer tensor with a float bound gives float32, as in PyTorch")
+        .doc(
+            "min(max(x, min), max); either bound may be None (not both). The bounds are weak "
+            "scalars: an integer tensor with a float bound gives the default floating dtype, as in "
+            "PyTorch")
         .infer([](const InferContext& ctx) {
           KILN_CHECK_VALUE(!ctx.attrs.is_none("min") || !ctx.attrs.is_none("max"))
               << "Clamp: expected at least one of min and max, got neither";

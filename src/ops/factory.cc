@@ -68,7 +68,7 @@ KILN_REGISTER_OP(
         .attr("value", AttrKind::kScalar)
         .attr("dtype", AttrKind::kDType, std::monostate{})
         .doc("A tensor of `shape` filled with `value`; dtype None takes the value's kind "
-             "(bool, int64 or float32)")
+             "(bool, int64 or the default floating dtype)")
         .infer([](const InferContext& ctx) {
           const Shape shape = ctx.attrs.get<std::vector<int64_t>>("shape");
           check_factory_shape("Full", shape);
@@ -78,9 +78,8 @@ KILN_REGISTER_OP(
               << "Full: expected a fill value representable in " << dtype << ", got " << value;
           return MetaList{{dtype, shape}};
         })
-        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
-          fill(ctx.outputs[0], ctx.attrs.get<Scalar>("value"));
-        }));
+        .kernel(DeviceType::kCPU,
+                [](KernelContext& ctx) { fill(ctx.outputs[0], ctx.attrs.get<Scalar>("value")); }));
 
 // Arange: [start, end) in steps, length ceil((end - start) / step) as in NumPy.
 
@@ -135,14 +134,14 @@ KILN_REGISTER_OP(
         .attr("step", AttrKind::kScalar, Scalar(1))
         .attr("dtype", AttrKind::kDType, std::monostate{})
         .doc("start, start + step, ... up to but excluding end; dtype None is int64 when start, "
-             "end and step are integers, else float32")
+             "end and step are integers, else the default floating dtype")
         .infer([](const InferContext& ctx) {
           const Scalar start = ctx.attrs.get<Scalar>("start");
           const Scalar end = ctx.attrs.get<Scalar>("end");
           const Scalar step = ctx.attrs.get<Scalar>("step");
           const bool ints = all_integral(start, end, step);
           const DType dtype =
-              ctx.attrs.get_or<DType>("dtype", ints ? DType::kInt64 : DType::kFloat32);
+              ctx.attrs.get_or<DType>("dtype", ints ? DType::kInt64 : default_float_dtype());
           KILN_CHECK_DTYPE(dtype != DType::kBool)
               << "Arange: expected a numeric dtype, got bool";
           const int64_t n = arange_length(start, end, step);

@@ -278,9 +278,9 @@ void mean_kernel(KernelContext& ctx) {
   const detail::ReduceArgs args = detail::reduce_args("mean", x.shape(), ctx.attrs);
   const double count = static_cast<double>(detail::reduced_count(x.shape(), args.mask));
   const detail::ReduceLayout layout = detail::plan_reduction(x, args.mask, ctx.outputs, false);
-  visit_dtype(x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using O = std::conditional_t<kIsFloat<T>, T, float>;
+  detail::visit_floating_result(x.dtype(), layout.buffers[0].dtype(), [&](auto in, auto out) {
+    using T = typename decltype(in)::type;
+    using O = typename decltype(out)::type;
     detail::run_reduction<T>(layout, float_sum<T, O>(layout.buffers[0].data<O>(), count));
   });
 }
@@ -391,7 +391,8 @@ KILN_REGISTER_OP(reduce_op("ReduceProd",
                      .kernel(DeviceType::kCPU,
                              [](KernelContext& ctx) { accumulate_kernel<true>(ctx, "prod"); }));
 
-KILN_REGISTER_OP(reduce_op("ReduceMean", "Mean over `dims`; integer inputs give float32")
+KILN_REGISTER_OP(reduce_op("ReduceMean",
+                           "Mean over `dims`; integer inputs give the default floating dtype")
                      .infer(reduce_infer("mean", false, floating_dtype))
                      .grad(detail::reduction_rule(mean_derivative, /*reads_output=*/false))
                      .kernel(DeviceType::kCPU, mean_kernel));

@@ -39,6 +39,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/dtype_dispatch.h"
 #include "kiln/op.h"
 #include "kiln/parallel.h"
 
@@ -229,6 +230,29 @@ void run_reduction(const ReduceLayout& layout, const R& r) {
 template <typename T>
 inline constexpr bool kIsFloat =
     std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+/// Calls f(TypeTag<T>{}, TypeTag<O>{}) for an op with a floating result (mean, var, softmax): T
+/// the element type of `input` and O that of `output`, T itself for a floating input. For an
+/// integer or bool input O is the output's dtype, which infer chose (to_floating: the default
+/// floating dtype when the op was called), not the default now, which may have changed since.
+template <typename F>
+void visit_floating_result(DType input, DType output, F&& f) {
+  visit_dtype(input, [&](auto in) {
+    using T = typename decltype(in)::type;
+    if constexpr (kIsFloat<T>) {
+      f(in, in);
+    } else {
+      visit_dtype(output, [&](auto out) {
+        using O = typename decltype(out)::type;
+        if constexpr (kIsFloat<O>) {
+          f(in, out);
+        } else {
+          KILN_ASSERT(false) << "a floating result of dtype " << output << " for " << input;
+        }
+      });
+    }
+  });
+}
 
 /// Is v a NaN (false for every non-floating type).
 template <typename C>

@@ -26,7 +26,6 @@ namespace kiln {
 namespace {
 
 using detail::ComputeType;
-using detail::kIsFloat;
 
 template <typename T>
 double as_double(T v) {
@@ -205,9 +204,9 @@ void moments_kernel(KernelContext& ctx) {
   const detail::ReduceArgs args = detail::reduce_args(kStd ? "std" : "var", x.shape(), ctx.attrs);
   const double correction = static_cast<double>(ctx.attrs.get<int64_t>("correction"));
   const detail::ReduceLayout layout = detail::plan_reduction(x, args.mask, ctx.outputs, false);
-  visit_dtype(x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using O = std::conditional_t<kIsFloat<T>, T, float>;
+  detail::visit_floating_result(x.dtype(), layout.buffers[0].dtype(), [&](auto in, auto out) {
+    using T = typename decltype(in)::type;
+    using O = typename decltype(out)::type;
     detail::run_reduction<T>(layout, Moments<T, O, kStd>{layout.buffers[0].data<O>(), correction});
   });
 }
@@ -216,9 +215,9 @@ void logsumexp_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   const detail::ReduceArgs args = detail::reduce_args("logsumexp", x.shape(), ctx.attrs);
   const detail::ReduceLayout layout = detail::plan_reduction(x, args.mask, ctx.outputs, false);
-  visit_dtype(x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using O = std::conditional_t<kIsFloat<T>, T, float>;
+  detail::visit_floating_result(x.dtype(), layout.buffers[0].dtype(), [&](auto in, auto out) {
+    using T = typename decltype(in)::type;
+    using O = typename decltype(out)::type;
     detail::run_reduction<T>(layout, LogSumExp<T, O>{layout.buffers[0].data<O>()});
   });
 }
@@ -272,7 +271,7 @@ Tensor logsumexp_derivative(const Tensor& x, const Tensor& y, const Tensor& g, c
 
 KILN_REGISTER_OP(moments_op("Var",
                             "Variance over `dims` with divisor max(0, count - correction); "
-                            "integer inputs give float32")
+                            "integer inputs give the default floating dtype")
                      .infer(floating_reduce_infer("var"))
                      .grad(detail::reduction_rule(moments_derivative<false>,
                                                   /*reads_output=*/false))
@@ -290,7 +289,7 @@ KILN_REGISTER_OP(OpDef("LogSumExp")
                      .attr("keepdim", AttrKind::kBool, false)
                      .traits(kTraitReduction)
                      .doc("log(sum(exp(x))) over `dims`, computed without overflow; integer "
-                          "inputs give float32")
+                          "inputs give the default floating dtype")
                      .infer(floating_reduce_infer("logsumexp"))
                      .grad(detail::reduction_rule(logsumexp_derivative))
                      .kernel(DeviceType::kCPU, logsumexp_kernel));

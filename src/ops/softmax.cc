@@ -4,9 +4,9 @@
 // simd::softmax_row / log_softmax_row on each row, rows split across threads. Another dim runs on
 // tiles of up to 512 columns with three passes over the tile's rows (column max, sum of
 // exp(x - max) in float64, output), each pass a SIMD kernel call per row, so memory is always
-// read along contiguous rows. Integer and bool inputs give float32; float16 / bfloat16 compute
-// in float32 and round once. A NaN, a +inf, or only -inf along the dim gives NaN (as PyTorch).
-// Their gradients are one op, SoftmaxBackward (Note [Softmax gradients]).
+// read along contiguous rows. Integer and bool inputs give the default floating dtype; float16 /
+// bfloat16 compute in float32 and round once. A NaN, a +inf, or only -inf along the dim gives NaN
+// (as PyTorch). Their gradients are one op, SoftmaxBackward (Note [Softmax gradients]).
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -25,7 +25,6 @@ namespace kiln {
 namespace {
 
 using detail::ComputeType;
-using detail::kIsFloat;
 
 template <typename C>
 void row_kernel(bool log, const C* x, C* y, int64_t n, simd::Store store = simd::Store::kCached) {
@@ -139,9 +138,9 @@ void softmax_kernel(KernelContext& ctx, bool log) {
   const int64_t dim =
       wrap_dim(ctx.attrs.get<int64_t>("dim"), x.ndim(), log ? "log_softmax: dim" : "softmax: dim");
   const detail::AxisLayout layout = detail::plan_axis(x, dim);
-  visit_dtype(x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using O = std::conditional_t<kIsFloat<T>, T, float>;
+  detail::visit_floating_result(x.dtype(), out.dtype(), [&](auto in_tag, auto out_tag) {
+    using T = typename decltype(in_tag)::type;
+    using O = typename decltype(out_tag)::type;
     const T* in = layout.input.data<T>();
     O* y = out.data<O>();
     if (layout.inner == 1) {

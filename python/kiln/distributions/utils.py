@@ -15,15 +15,15 @@ __all__ = ["broadcast_all", "clamp_probs", "lazy_property", "logits_to_probs",
 
 
 def broadcast_all(*values):
-    """The tensors and numbers ``values`` as tensors of one broadcast shape: numbers take the
-    first tensor's dtype (float32 when all are numbers), as in PyTorch. The tensors are expanded
+    """The tensors and numbers ``values`` as tensors of one broadcast shape: numbers take the first
+    tensor's dtype (the default dtype when all are numbers), as in PyTorch. The tensors are expanded
     views, so gradients reach the originals."""
     for value in values:
         if not isinstance(value, (_C.Tensor, numbers.Number)):
             raise KilnTypeError(f"broadcast_all: expected kiln.Tensor or number arguments, got "
                                 f"{type(value).__name__}")
     tensors = [v for v in values if isinstance(v, _C.Tensor)]
-    dtype = tensors[0].dtype if tensors else _C.dtype.float32
+    dtype = tensors[0].dtype if tensors else _C.get_default_dtype()
     values = [v if isinstance(v, _C.Tensor) else _C.tensor(float(v), dtype=dtype)
               for v in values]
     shape = mint.broadcast_shapes(*[v.shape for v in values])

@@ -363,10 +363,10 @@ clip = _mint.clamp  # PyTorch's alias, the op itself
 
 
 def log10(input):  # noqa: A002
-    """log10(input): the base-10 logarithm, float32 for integers (as PyTorch's), computed in
-    float32 for 16-bit floats and rounded once. It is log2(x) * log10(2): within 2 ulp in
-    float64 (3 in float32; PyTorch's log10 is within 0.5) and exact at most powers of ten, where
-    log(x) / log(10) misses more than half of them."""
+    """log10(input): the base-10 logarithm, the default dtype for integers (as PyTorch's), computed
+    in float32 for 16-bit floats and rounded once. It is log2(x) * log10(2): within 2 ulp in float64
+    (3 in float32; PyTorch's log10 is within 0.5) and exact at most powers of ten, where log(x) /
+    log(10) misses more than half of them."""
     _tensor("log10", "input", input)
     dtype = input.dtype
     result = _mint.log2(_widened(input)) * _LOG10_OF_2
@@ -423,8 +423,8 @@ def _rounded_division(input, other, rounding_mode, out):  # noqa: A002
 
 def div(input, other, *, rounding_mode=None, out=None):  # noqa: A002
     """div(input, other, *, rounding_mode=None, out=None): ``input / other``. With
-    ``rounding_mode`` None this is kiln.mint's Div op, called as it is (true division, float32
-    for integers); "trunc" rounds the quotient toward zero (kiln.mint.trunc_divide, PyTorch's
+    ``rounding_mode`` None this is kiln.mint's Div op, called as it is (true division, the default
+    dtype for integers); "trunc" rounds the quotient toward zero (kiln.mint.trunc_divide, PyTorch's
     rounding) and "floor" toward -inf (Python's ``//``, kiln.mint.floor_divide), both keeping
     integer operands integer and exact. A 16-bit quotient is rounded in float32 and then to 16
     bits once. Integer division by zero is a KilnValueError in those modes; the gradient of both

@@ -25,7 +25,7 @@ operands and promote them; 16-bit floats are computed in float32 and rounded onc
 
 - Floating-point results: ``logaddexp``, ``logaddexp2`` and ``hypot`` take floating-point
   operands (integers are a DTypeError, as in PyTorch); ``xlogy``, ``copysign``, ``sinc``,
-  ``deg2rad``, ``rad2deg`` and ``ldexp`` give float32 for integers and bools;
+  ``deg2rad``, ``rad2deg`` and ``ldexp`` give the default dtype for integers and bools;
   ``float_power`` computes in float64 and returns float64. ``xlogy``, ``copysign`` and
   ``float_power`` also take a number for either operand.
 - ``logaddexp`` is max + log1p(exp(-|a - b|)) (and infinities of one sign are themselves); its
@@ -49,8 +49,8 @@ operands and promote them; 16-bit floats are computed in float32 and rounded onc
   need operands of one dtype, as PyTorch's and kiln.mint.dot; tensordot contracts through
   kiln.mint.einsum (at most 52 dims in all), a size of 1 against another summed first, as in
   PyTorch. ``trace`` sums the diagonal of a matrix (int64 for integers).
-- ``logspace`` and the windows compute in float64 and round once to ``dtype`` (float32 by
-  default; the windows take floating-point dtypes only), where PyTorch computes in ``dtype``: a
+- ``logspace`` and the windows compute in float64 and round once to ``dtype`` (the default dtype
+  by default; the windows take floating-point dtypes only), where PyTorch computes in ``dtype``: a
   float32 result may differ from PyTorch's in the last place. ``periodic=True`` (PyTorch's
   default) computes a window one longer and drops its last element. kaiser_window's modified
   Bessel function I0 is its power series, summed here in float64 for as many terms as the
@@ -108,15 +108,15 @@ def _floating_operands(owner, input, other):  # noqa: A002
 
 def _float_result(owner, input, other):  # noqa: A002
     """``input`` and ``other`` (kiln tensors, or one of them a real number) as tensors of the
-    dtype to compute in, and the result's dtype: the tensors' promoted dtype, float32 for
-    integers and bools (a number is weak: it does not widen a floating tensor)."""
+    dtype to compute in, and the result's dtype: the tensors' promoted dtype, the default dtype
+    for integers and bools (a number is weak: it does not widen a floating tensor)."""
     tensors = [value for value in (input, other) if isinstance(value, Tensor)]
     if not tensors:
         raise KilnTypeError(f"{owner}: expected input or other to be a kiln.Tensor, got "
                             f"{type(input).__name__} and {type(other).__name__}")
     dtype = functools.reduce(_C.promote_types, [t.dtype for t in tensors])
     if not dtype.is_floating_point:
-        dtype = _C.dtype.float32
+        dtype = _C.get_default_dtype()
     compute = _C.dtype.float32 if dtype in _NARROW else dtype
     operands = []
     for name, value in (("input", input), ("other", other)):
@@ -128,10 +128,10 @@ def _float_result(owner, input, other):  # noqa: A002
 
 
 def _float_unary(owner, input):  # noqa: A002
-    """``input`` in the dtype to compute in (float32 for integers, bools and 16-bit floats) and
-    the result's dtype (the input's if floating-point, else float32)."""
+    """``input`` in the dtype to compute in (float32 for 16-bit floats) and the result's dtype
+    (the input's if floating-point, else the default dtype)."""
     _tensor(owner, "input", input)
-    dtype = input.dtype if input.dtype.is_floating_point else _C.dtype.float32
+    dtype = input.dtype if input.dtype.is_floating_point else _C.get_default_dtype()
     return _widened(_cast(input, dtype)), dtype
 
 
@@ -166,7 +166,7 @@ def logaddexp2(input, other):  # noqa: A002
 
 def xlogy(input, other):  # noqa: A002
     """xlogy(input, other): ``input * log(other)``, 0 where input == 0 (unless other is NaN,
-    then NaN), float32 for integers; either may be a number."""
+    then NaN), the default dtype for integers; either may be a number."""
     x, y, dtype = _float_result("xlogy", input, other)
     zero = x == 0
     # x * log(y) is 0 at x == 0, with PyTorch's gradient log(y) in x, except where log(y) is
@@ -215,7 +215,7 @@ def signbit(input):  # noqa: A002
 
 def copysign(input, other):  # noqa: A002
     """copysign(input, other): the magnitude of ``input`` with the sign of ``other`` (-0.0
-    counting as negative), float32 for integers; either may be a number."""
+    counting as negative), the default dtype for integers; either may be a number."""
     x, y, dtype = _float_result("copysign", input, other)
     magnitude = _mint.abs(x)
     if isinstance(other, Tensor):
@@ -312,14 +312,14 @@ def frexp(input):  # noqa: A002
 
 
 def ldexp(input, other):  # noqa: A002
-    """ldexp(input, other): ``input * 2**other`` in the promoted floating dtype (float32 for
-    integers), the power computed in that dtype (float32 for 16-bit floats) first, so it may
+    """ldexp(input, other): ``input * 2**other`` in the promoted floating dtype (the default dtype
+    for integers), the power computed in that dtype (float32 for 16-bit floats) first, so it may
     overflow where the product would not, as PyTorch's."""
     owner = "ldexp"
     _tensor(owner, "input", input)
     _tensor(owner, "other", other)
     dtype = _C.promote_types(input.dtype, other.dtype)
-    dtype = dtype if dtype.is_floating_point else _C.dtype.float32
+    dtype = dtype if dtype.is_floating_point else _C.get_default_dtype()
     compute = _C.dtype.float32 if dtype in _NARROW else dtype
     power = _mint.pow(_C.tensor(2.0, dtype=compute), other)
     return _cast(_cast(input, compute) * power, dtype)
@@ -340,7 +340,8 @@ def float_power(input, exponent):  # noqa: A002
 
 
 def sinc(input):  # noqa: A002
-    """sinc(input): sin(pi * x) / (pi * x), 1 at 0 (gradient 0 there); float32 for integers."""
+    """sinc(input): sin(pi * x) / (pi * x), 1 at 0 (gradient 0 there); the default dtype for
+    integers."""
     x, dtype = _float_unary("sinc", input)
     zero = x == 0
     scaled = _mint.where(zero, 1.0, x) * math.pi
@@ -348,13 +349,15 @@ def sinc(input):  # noqa: A002
 
 
 def deg2rad(input):  # noqa: A002
-    """deg2rad(input): degrees to radians, ``input * pi / 180``; float32 for integers."""
+    """deg2rad(input): degrees to radians, ``input * pi / 180``; the default dtype for
+    integers."""
     x, dtype = _float_unary("deg2rad", input)
     return _cast(x * (math.pi / 180.0), dtype)
 
 
 def rad2deg(input):  # noqa: A002
-    """rad2deg(input): radians to degrees, ``input * 180 / pi``; float32 for integers."""
+    """rad2deg(input): radians to degrees, ``input * 180 / pi``; the default dtype for
+    integers."""
     x, dtype = _float_unary("rad2deg", input)
     return _cast(x * (180.0 / math.pi), dtype)
 
@@ -531,7 +534,7 @@ def trace(input):  # noqa: A002
 
 
 def _factory_dtype(owner, dtype, floating_only):
-    dtype = _C.dtype.float32 if dtype is None else _C.as_dtype(dtype)
+    dtype = _C.get_default_dtype() if dtype is None else _C.as_dtype(dtype)
     if floating_only and not dtype.is_floating_point:
         raise DTypeError(f"{owner}: expected a floating-point dtype, got {dtype.name}")
     return dtype
@@ -556,8 +559,8 @@ def _endpoint(owner, name, value):
 def logspace(start, end, steps, base=10.0, *, dtype=None, device=None,  # noqa: A002
              requires_grad=False):
     """logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False):
-    ``steps`` values base**e for e evenly spaced from start to end (both included), in float32
-    unless ``dtype`` (computed in float64; an integer dtype truncates)."""
+    ``steps`` values base**e for e evenly spaced from start to end (both included), in the
+    default dtype unless ``dtype`` (computed in float64; an integer dtype truncates)."""
     owner = "logspace"
     start, end = _endpoint(owner, "start", start), _endpoint(owner, "end", end)
     steps = checked_int(owner, "steps", steps, low=0)

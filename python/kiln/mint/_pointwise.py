@@ -19,9 +19,9 @@ functions call). They differentiate through autograd and trace under kiln.jit.
   input's dtype; a value the dtype cannot hold rounds as a conversion does (1e10 is inf in
   float16, as in PyTorch). Integer and bool inputs come back as a copy. The gradient is zero at
   the replaced elements, as PyTorch's.
-- ``logit`` of an integer or bool input is float32, as PyTorch's. With ``eps`` (>= 0) the input
-  is first clamped to [eps, 1 - eps] with PyTorch's rule (below eps: eps; above 1 - eps:
-  1 - eps), whose gradient is zero outside the interval; a negative eps clamps nothing.
+- ``logit`` of an integer or bool input is of the default dtype, as PyTorch's. With ``eps``
+  (>= 0) the input is first clamped to [eps, 1 - eps] with PyTorch's rule (below eps: eps; above
+  1 - eps: 1 - eps), whose gradient is zero outside the interval; a negative eps clamps nothing.
 - ``frac`` (``x - trunc(x)``, with x's sign) takes floating-point tensors only, as PyTorch's;
   frac(inf) is NaN there too.
 """
@@ -138,11 +138,11 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):  # noqa: A002
 
 def logit(input, eps=None):  # noqa: A002
     """logit(input, eps=None): ``log(z / (1 - z))``, with z the input clamped to [eps, 1 - eps]
-    when ``eps`` (>= 0) is given; float32 for integer and bool inputs (see the module's
+    when ``eps`` (>= 0) is given; the default dtype for integer and bool inputs (see the module's
     documentation)."""
     owner = "logit"
     _tensor(owner, "input", input)
-    dtype = input.dtype if input.dtype.is_floating_point else _C.dtype.float32
+    dtype = input.dtype if input.dtype.is_floating_point else _C.get_default_dtype()
     z = _widened(_cast(input, dtype))
     if eps is not None and check_real(owner, "eps", eps) >= 0:
         low, high = float(eps), 1.0 - float(eps)

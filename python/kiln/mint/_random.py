@@ -95,13 +95,13 @@ def randint_like(input, low=0, high=None, *, dtype=None, device=None):  # noqa: 
 
 def normal(mean, std=1.0, size=None, *, generator=None, dtype=None):
     """Normal samples of the given ``mean`` and ``std``, PyTorch's ``torch.normal``: each a
-    tensor or a number. With two numbers ``size`` gives the shape (and ``dtype`` the dtype,
-    float32 by default); otherwise the result has the tensors' broadcast shape and the dtype of
-    ``mean`` when it is a tensor, else of ``std``. As in PyTorch no gradient flows to ``mean``
-    or ``std`` (PyTorch's are zeros; here the result does not require grad): for a
-    reparameterised sample write ``mean + std * kiln.mint.randn_like(std)``. A negative or NaN
-    ``std``, a number or any element of a tensor, is a KilnValueError, as in PyTorch; inside a
-    function kiln.jit traces a tensor ``std`` has no values yet and is not checked."""
+    tensor or a number. With two numbers ``size`` gives the shape (and ``dtype`` the dtype, by
+    default the default dtype); otherwise the result has the tensors' broadcast shape and the dtype
+    of ``mean`` when it is a tensor, else of ``std``. As in PyTorch no gradient flows to ``mean`` or
+    ``std`` (PyTorch's are zeros; here the result does not require grad): for a reparameterised
+    sample write ``mean + std * kiln.mint.randn_like(std)``. A negative or NaN ``std``, a number or
+    any element of a tensor, is a KilnValueError, as in PyTorch; inside a function kiln.jit traces a
+    tensor ``std`` has no values yet and is not checked."""
     mean_is_tensor = isinstance(mean, _C.Tensor)
     std_is_tensor = isinstance(std, _C.Tensor)
     if not std_is_tensor and not check_real("normal", "std", std) >= 0:
@@ -111,8 +111,7 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None):
     if not (mean_is_tensor or std_is_tensor):
         if size is None:
             raise KilnTypeError("normal: expected size when mean and std are numbers")
-        eps = _mint.randn(size, generator=generator,
-                          dtype=_C.dtype.float32 if dtype is None else dtype)
+        eps = _mint.randn(size, generator=generator, dtype=dtype)
         return eps * std + mean
     if size is not None:
         raise KilnTypeError("normal: size is only for a number mean and std; a tensor's shape "

@@ -16,7 +16,7 @@ named tuple of max, sort and topk.
 - ``var_mean`` and ``std_mean`` return the plain tuple (var or std, mean) of kiln.mint.var /
   std and mean, with their arguments: ``correction`` (1 by default) or PyTorch's older
   ``unbiased``, which may also come first (``var_mean(x, False)``). As kiln.mint.var, they take
-  integer inputs (float32 results), where PyTorch refuses them.
+  integer inputs (results of the default dtype), where PyTorch refuses them.
 - ``median`` is the lower of the two middle values for an even count, as PyTorch's; a NaN
   makes it NaN (with the index of the first NaN). The values are gathered at the indices, so the
   gradient goes to the chosen element, as in PyTorch. Among equal values the index is the one

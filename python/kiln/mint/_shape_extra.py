@@ -55,8 +55,8 @@ check and ``masked_scatter``'s count of the mask's true elements.
   what the ops give: Python numbers are weak as in PyTorch, but a 0-d tensor promotes as any
   tensor does (PyTorch ranks it below tensors with dims: float32 with a 0-d float64 is float32
   there, float64 here).
-- ``scalar_tensor`` makes an ordinary 0-d tensor, float32 by default as PyTorch's; kiln._C's
-  ``scalar_tensor`` is another thing (a weak scalar, for tests and tracing).
+- ``scalar_tensor`` makes an ordinary 0-d tensor, of the default dtype unless told otherwise, as
+  PyTorch's; kiln._C's ``scalar_tensor`` is another thing (a weak scalar, for tests and tracing).
 - Kiln has no in-place comparisons (``gt_``), so their ``greater_`` spellings are missing too.
 """
 
@@ -136,8 +136,8 @@ def broadcast_to(input, size):  # noqa: A002  (PyTorch's argument names)
 
 def block_diag(*tensors):
     """block_diag(*tensors): the block-diagonal matrix of the tensors (0-d ones as [1, 1], 1-d
-    ones [n] as rows [1, n]), zeros elsewhere, in their promoted dtype. With no tensors, a float32
-    tensor of shape [1, 0], as PyTorch's."""
+    ones [n] as rows [1, n]), zeros elsewhere, in their promoted dtype. With no tensors, a tensor
+    of the default dtype and shape [1, 0], as PyTorch's."""
     owner = "block_diag"
     blocks = []
     for k, x in enumerate(tensors):
@@ -252,12 +252,12 @@ def vander(x, N=None, increasing=False):  # noqa: N803  (PyTorch's argument name
 
 def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False):
     """scalar_tensor(s, *, dtype=None, device=None, requires_grad=False): a 0-d tensor holding
-    the number ``s``, float32 unless ``dtype`` is given (whatever the number's kind, as
-    PyTorch's)."""
+    the number ``s``, of the default dtype unless ``dtype`` is given (whatever the number's kind,
+    as PyTorch's)."""
     if not isinstance(s, numbers.Real):
         raise KilnTypeError(f"scalar_tensor: expected s to be a real number, got "
                             f"{type(s).__name__} {s!r}")
-    return _mint.full([], s, dtype=_C.dtype.float32 if dtype is None else dtype,
+    return _mint.full([], s, dtype=_C.get_default_dtype() if dtype is None else dtype,
                       requires_grad=requires_grad, device=device)
 
 
@@ -643,7 +643,8 @@ def t(input):  # noqa: A002
 
 # The categories of Kiln's weak scalars (Python numbers), in promotion order.
 _BOOL, _INTEGER, _FLOATING = range(3)
-_WEAK_DEFAULTS = {_BOOL: _C.dtype.bool, _INTEGER: _INT64, _FLOATING: _C.dtype.float32}
+# The dtype of a bool or int standing alone; a float's is the default dtype, read at the call.
+_WEAK_DEFAULTS = {_BOOL: _C.dtype.bool, _INTEGER: _INT64}
 
 
 def _operand_dtype(value, name):
@@ -666,8 +667,8 @@ def _operand_dtype(value, name):
 def result_type(tensor1, tensor2):
     """result_type(tensor1, tensor2): the dtype an arithmetic op of the two (tensors or numbers)
     gives: tensors promote by kiln.promote_types; a Python number lifts only the kind (a float
-    with an integer or bool tensor gives float32, an int with a bool tensor int64). See the
-    module's documentation for 0-d tensors."""
+    with an integer or bool tensor gives the default dtype, an int with a bool tensor int64). See
+    the module's documentation for 0-d tensors."""
     strong, category = None, _BOOL
     for name, value in (("tensor1", tensor1), ("tensor2", tensor2)):
         dtype, weak = _operand_dtype(value, name)
@@ -675,10 +676,10 @@ def result_type(tensor1, tensor2):
             category = max(category, weak)
         else:
             strong = dtype if strong is None else _C.promote_types(strong, dtype)
+    if category == _FLOATING and (strong is None or not strong.is_floating_point):
+        return _C.get_default_dtype()
     if strong is None:
         return _WEAK_DEFAULTS[category]
-    if category == _FLOATING and not strong.is_floating_point:
-        return _C.dtype.float32
     if category == _INTEGER and strong == _C.dtype.bool:
         return _INT64
     return strong

@@ -48,12 +48,12 @@ as PyTorch's torch.return_types.
   bins 16-bit ones in float32). histogram's result is differentiable in ``weight``, where PyTorch's
   has no gradient.
 - ``cov`` and ``corrcoef`` are PyTorch's formulas (rows are variables, columns observations;
-  integer inputs give float32). fweights and aweights are checked for negative values and a
-  zero sum by reading them, skipped while kiln.jit traces; degrees of freedom <= 0 warn, as in
+  integer inputs give the default dtype). fweights and aweights are checked for negative values and
+  a zero sum by reading them, skipped while kiln.jit traces; degrees of freedom <= 0 warn, as in
   PyTorch, and divide by 0.
 - ``trapezoid`` and ``cumulative_trapezoid`` take either sample points ``x`` (1-d along
   ``dim``, or broadcasting with y) or a constant spacing ``dx`` (1 by default), as
-  PyTorch's; integer inputs give float32, and no samples integrate to 0.
+  PyTorch's; integer inputs give the default dtype, and no samples integrate to 0.
 """
 
 import collections
@@ -499,7 +499,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):  # noqa: A002
     variables in the rows of ``input`` (1-d: one variable; columns are observations), with
     divisor (sum of weights) - correction, observations weighted by the integer frequencies
     ``fweights`` and the floating-point ``aweights`` (PyTorch's and NumPy's formula); squeezed,
-    so one variable gives a 0-d tensor. Integer inputs give float32."""
+    so one variable gives a 0-d tensor. Integer inputs give the default dtype."""
     owner = "cov"
     _tensor(owner, "input", input)
     if input.ndim > 2:

@@ -51,7 +51,7 @@
   ``TripletMarginWithDistanceLoss``, ``CTCLoss`` (kiln/nn/loss.py); distances ``CosineSimilarity``,
   ``PairwiseDistance`` (kiln/nn/distance.py).
   Each layer's file documents its arguments and its (PyTorch-equal) initialisation; layers with
-  parameters take ``dtype`` (default float32).
+  parameters take ``dtype`` (default: the default dtype).
 - ``DataParallel(cell, group=None, bucket_cap_mb=25)``: data-parallel training over a
   ``kiln.distributed`` process group, gradients averaged by bucketed all-reduce overlapped with
   backward (kiln/nn/parallel.py).

@@ -334,15 +334,15 @@ class ReLU6(Hardtanh):
 
 class PReLU(Cell):
     """PReLU(num_parameters=1, init=0.25, dtype=None): x where x > 0, else weight * x (F.prelu),
-    with a learnable ``weight`` [num_parameters] of ``dtype`` (default float32) filled with
-    ``init``: one slope for every element, or one per channel (dim 1 of the input, whose size
+    with a learnable ``weight`` [num_parameters] of ``dtype`` (default: the default dtype) filled
+    with ``init``: one slope for every element, or one per channel (dim 1 of the input, whose size
     must then be num_parameters)."""
 
     def __init__(self, num_parameters=1, init=0.25, dtype=None):
         super().__init__()
         self.num_parameters = checked_int("PReLU", "num_parameters", num_parameters, low=1)
         self.init = _composite.check_real("PReLU", "init", init)
-        self.weight = Parameter(_mint.empty(self.num_parameters, dtype=dtype or _C.dtype.float32))
+        self.weight = Parameter(_mint.empty(self.num_parameters, dtype=dtype))
         self.reset_parameters()
 
     def reset_parameters(self):

@@ -33,8 +33,8 @@ average_attn_weights=True, is_causal=False)`` returns ``(output, weights)``:
   [S, B, kdim] and [S, B, vdim] otherwise (PyTorch's default layout); kdim and vdim default to
   E. One unbatched sequence is query [L, E], key [S, kdim] and value [S, vdim] (then
   key_padding_mask is [S] and a 3-d attn_mask [num_heads, L, S]). The output has the query's
-  layout. Query, key and value must have the parameters' dtype (``dtype``, default float32):
-  another one, a float64 or an integer batch, is a DTypeError naming both, as in PyTorch.
+  layout. Query, key and value must have the parameters' dtype (``dtype``, by default the default
+  dtype): another one, a float64 or an integer batch, is a DTypeError naming both, as in PyTorch.
 - ``attn_mask`` [L, S] or [B * num_heads, L, S]: a bool mask (True = may not attend) or a float
   mask added to the scores. ``key_padding_mask`` [B, S]: True marks keys to ignore (or, floating,
   added to the scores). Either mask may be a kiln tensor, a NumPy array or nested lists; an
@@ -360,8 +360,6 @@ class MultiheadAttention(Cell):
         self.batch_first = batch_first
         self.add_zero_attn = checked_bool(owner, "add_zero_attn", add_zero_attn)
         checked_bool(owner, "add_bias_kv", add_bias_kv)
-        dtype = dtype or _C.dtype.float32
-
         def parameter(*shape):
             return Parameter(_mint.empty(*shape, dtype=dtype))
 

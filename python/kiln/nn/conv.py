@@ -25,9 +25,9 @@ Initialised as PyTorch's: weight ~ kaiming_uniform_(a=sqrt(5)) and bias ~ U(-1/s
 1/sqrt(fan_in)), with PyTorch's fan_in of the weight (its dim 1 times the kernel's size): C_in /
 groups * kH * kW, and for the transposed convolutions C_out / groups * kH * kW (times kD in 3-d).
 
-The input must have the parameters' dtype (``dtype``, default float32): another one, a float64
-or an integer batch, is a DTypeError naming both, as in PyTorch (the calls are the F functions
-of the same names, whose errors they raise).
+The input must have the parameters' dtype (``dtype``, by default the default dtype): another one, a
+float64 or an integer batch, is a DTypeError naming both, as in PyTorch (the calls are the F
+functions of the same names, whose errors they raise).
 """
 
 import math
@@ -81,7 +81,6 @@ class _Conv(Cell):
         self.dilation = self._ints(dilation, "dilation")
         self.groups = groups
         self.padding_mode = padding_mode
-        dtype = dtype or _C.dtype.float32
         channels = ((in_channels, out_channels // groups) if self._transposed
                     else (out_channels, in_channels // groups))
         self.weight = Parameter(_C.mint.empty(channels + self.kernel_size, dtype=dtype))
@@ -155,9 +154,9 @@ class _Conv(Cell):
 class Conv1d(_Conv):
     """Conv1d(in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
     bias=True, padding_mode="zeros", dtype=None): 1-d convolution of x [N, C_in, L] to
-    [N, C_out, L_out] (or of [C_in, L] to [C_out, L_out]), with parameters of ``dtype`` (default
-    float32). The arguments and the initialisation are in kiln.nn.conv's documentation; errors
-    at the call are F.conv1d's."""
+    [N, C_out, L_out] (or of [C_in, L] to [C_out, L_out]), with parameters of ``dtype`` (default:
+    the default dtype). The arguments and the initialisation are in kiln.nn.conv's documentation;
+    errors at the call are F.conv1d's."""
 
     _dims = 1
 
@@ -171,8 +170,8 @@ class Conv2d(_Conv):
     """Conv2d(in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
     bias=True, padding_mode="zeros", dtype=None): 2-d convolution of x [N, C_in, H, W] to
     [N, C_out, H_out, W_out] (or of [C_in, H, W] to [C_out, H_out, W_out]), with parameters of
-    ``dtype`` (default float32). The arguments and the initialisation are in kiln.nn.conv's
-    documentation; errors at the call are F.conv2d's."""
+    ``dtype`` (default: the default dtype). The arguments and the initialisation are in
+    kiln.nn.conv's documentation; errors at the call are F.conv2d's."""
 
     def _convolve(self, x):
         x, padding = self._padded(x)
@@ -184,8 +183,8 @@ class Conv3d(_Conv):
     """Conv3d(in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
     bias=True, padding_mode="zeros", dtype=None): 3-d convolution of x [N, C_in, D, H, W] to
     [N, C_out, D_out, H_out, W_out] (or of [C_in, D, H, W] to [C_out, D_out, H_out, W_out]), with
-    parameters of ``dtype`` (default float32). The arguments and the initialisation are in
-    kiln.nn.conv's documentation; errors at the call are F.conv3d's."""
+    parameters of ``dtype`` (default: the default dtype). The arguments and the initialisation are
+    in kiln.nn.conv's documentation; errors at the call are F.conv3d's."""
 
     _dims = 3
 
@@ -286,7 +285,7 @@ class ConvTranspose2d(_ConvTranspose):
     transposed 2-d convolution (F.conv_transpose2d) of x [N, C_in, H, W] to [N, C_out, H_out,
     W_out] (or of [C_in, H, W] to [C_out, H_out, W_out]), H_out = (H - 1) * stride - 2 * padding
     + dilation * (kH - 1) + output_padding + 1 (W_out likewise), with parameters of ``dtype``
-    (default float32). ``output_padding`` must be below the stride or the dilation,
+    (default: the default dtype). ``output_padding`` must be below the stride or the dilation,
     ``padding_mode`` "zeros" and ``padding`` no string (else a KilnValueError); the rest is in
     kiln.nn.conv's documentation.
 

@@ -47,11 +47,10 @@ def _table(owner, num_embeddings, embedding_dim, weight, freeze, device, dtype):
     """The Parameter ``weight`` of an embedding cell: ``weight`` itself when given (PyTorch's
     private ``_weight``, for from_pretrained: used as it is, its padding row too, and nothing is
     drawn from the generator), trained unless ``freeze``; else a new table [num_embeddings,
-    embedding_dim] of ``dtype`` (default float32), which the cell's reset_parameters fills. A
-    given table of another shape is a ShapeError, as PyTorch's assertion."""
+    embedding_dim] of ``dtype`` (default: the default dtype), which the cell's reset_parameters
+    fills. A given table of another shape is a ShapeError, as PyTorch's assertion."""
     if weight is None:
-        return Parameter(_C.mint.empty(num_embeddings, embedding_dim,
-                                       dtype=dtype or _C.dtype.float32, device=device))
+        return Parameter(_C.mint.empty(num_embeddings, embedding_dim, dtype=dtype, device=device))
     if tuple(weight.shape) != (num_embeddings, embedding_dim):
         raise ShapeError(f"{owner}: expected _weight of shape [num_embeddings, embedding_dim] = "
                          f"[{num_embeddings}, {embedding_dim}], got {_dims(weight.shape)}")
@@ -84,8 +83,8 @@ class Embedding(Cell):
     """Embedding(num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
     scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None,
     dtype=None), PyTorch's signature: a table ``weight`` [num_embeddings, embedding_dim] of
-    ``dtype`` (default float32), initialised N(0, 1); called with integer indices of any shape,
-    returns their rows, of shape indices.shape + [embedding_dim] (F.embedding).
+    ``dtype`` (default: the default dtype), initialised N(0, 1); called with integer indices of any
+    shape, returns their rows, of shape indices.shape + [embedding_dim] (F.embedding).
 
     ``padding_idx`` (PyTorch's): a row that starts at zero and gets no gradient, so it stays as
     it is while the others train; lookups of it return its current value. A negative one counts
@@ -168,8 +167,8 @@ class EmbeddingBag(Cell):
     """EmbeddingBag(num_embeddings, embedding_dim, max_norm=None, norm_type=2.0,
     scale_grad_by_freq=False, mode='mean', sparse=False, _weight=None, include_last_offset=False,
     padding_idx=None, device=None, dtype=None), PyTorch's signature: a table ``weight``
-    [num_embeddings, embedding_dim] as Embedding's (``dtype``, default float32, drawn from N(0,
-    1), the ``padding_idx`` row zero); called as bag(input, offsets=None,
+    [num_embeddings, embedding_dim] as Embedding's (``dtype``, by default the default dtype, drawn
+    from N(0, 1), the ``padding_idx`` row zero); called as bag(input, offsets=None,
     per_sample_weights=None), returns [B, embedding_dim]: the rows of each bag of indices
     reduced by ``mode``, "sum", "mean" or "max" (F.embedding_bag, which documents the bags,
     ``per_sample_weights``, ``include_last_offset`` and ``padding_idx``: its indices count in no

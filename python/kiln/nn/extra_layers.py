@@ -88,7 +88,7 @@ class Bilinear(Cell):
     """Bilinear(in1_features, in2_features, out_features, bias=True, dtype=None): x1 [...,
     in1_features] and x2 [..., in2_features] (the same leading dimensions) -> [...,
     out_features], with weight [out, in1, in2] and bias [out] (none with ``bias=False``) of
-    ``dtype`` (default float32), initialised as PyTorch's (see kiln.nn.extra_layers'
+    ``dtype`` (default: the default dtype), initialised as PyTorch's (see kiln.nn.extra_layers'
     documentation). ``in1_features`` is an int >= 1 (the bound divides by its root), the others
     ints >= 0."""
 
@@ -98,7 +98,6 @@ class Bilinear(Cell):
         self.in2_features = checked_int("Bilinear", "in2_features", in2_features, low=0)
         self.out_features = checked_int("Bilinear", "out_features", out_features, low=0)
         checked_bool("Bilinear", "bias", bias)
-        dtype = dtype or _C.dtype.float32
         self.weight = Parameter(_mint.empty(self.out_features, self.in1_features,
                                             self.in2_features, dtype=dtype))
         self.bias = Parameter(_mint.empty(self.out_features, dtype=dtype)) if bias else None

@@ -4,11 +4,11 @@
     fc = kiln.nn.Dense(64, 10, activation="relu", has_bias=True)   # MindSpore's names
 
 Both initialise as PyTorch's Linear does: weight ~ kaiming_uniform_(a=sqrt(5)), that is
-U(-1/sqrt(in), 1/sqrt(in)), and bias ~ U(-1/sqrt(in), 1/sqrt(in)). ``dtype`` (default float32)
-is the parameters' dtype, which the input must have: another one (a float64 batch into float32
-parameters, an integer batch) is a DTypeError naming both, as in PyTorch (F.linear). Dense's
-``activation`` is None, a Cell, or one of "relu", "gelu", "silu", "tanh", "sigmoid", applied
-after the affine map.
+U(-1/sqrt(in), 1/sqrt(in)), and bias ~ U(-1/sqrt(in), 1/sqrt(in)). ``dtype`` (default: the default
+dtype) is the parameters' dtype, which the input must have: another one (a float64 batch into
+float32 parameters, an integer batch) is a DTypeError naming both, as in PyTorch (F.linear). Dense's
+``activation`` is None, a Cell, or one of "relu", "gelu", "silu", "tanh", "sigmoid", applied after
+the affine map.
 """
 
 import math
@@ -28,14 +28,13 @@ _mint = _C.mint
 class Linear(Cell):
     """Linear(in_features, out_features, bias=True, dtype=None): y = x @ weight.T + bias, from
     x [..., in_features] to [..., out_features]; weight [out_features, in_features], bias
-    [out_features] (none with ``bias=False``), of ``dtype`` (default float32). Initialised as
-    PyTorch's Linear (see kiln.nn.linear's documentation)."""
+    [out_features] (none with ``bias=False``), of ``dtype`` (default: the default dtype).
+    Initialised as PyTorch's Linear (see kiln.nn.linear's documentation)."""
 
     def __init__(self, in_features, out_features, bias=True, dtype=None):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        dtype = dtype or _C.dtype.float32
         self.weight = Parameter(_mint.empty(out_features, in_features, dtype=dtype))
         self.bias = Parameter(_mint.empty(out_features, dtype=dtype)) if bias else None
         self.reset_parameters()

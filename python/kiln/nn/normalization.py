@@ -34,7 +34,7 @@ through them. Its errors: ``num_features`` that is no positive int, an ``eps`` o
 ``momentum`` that is no number in range, ``affine`` / ``track_running_stats`` that are no bools
 (KilnTypeError / KilnValueError); an input of another rank or with another number of channels
 (ShapeError), of another dtype than the layer's parameters and buffers (DTypeError; ``dtype``,
-default float32, sets theirs), or with a single value per channel while using batch
+by default the default dtype, sets theirs), or with a single value per channel while using batch
 statistics (KilnValueError: its variance is undefined).
 """
 
@@ -80,7 +80,6 @@ class _Norm(Cell):
             eps = check_real(type(self).__name__, "eps", eps)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        dtype = dtype or _C.dtype.float32
         affine = elementwise_affine
         self.weight = (Parameter(_C.mint.empty(self.normalized_shape, dtype=dtype))
                        if affine else None)
@@ -141,7 +140,6 @@ class _BatchNorm(Cell):
             checked_bool(kind, name, flag)
         self.affine = affine
         self.track_running_stats = track_running_stats
-        dtype = dtype or _C.dtype.float32
         shape = (self.num_features,)
         self.weight = Parameter(_mint.empty(shape, dtype=dtype)) if affine else None
         self.bias = Parameter(_mint.empty(shape, dtype=dtype)) if affine else None
@@ -337,7 +335,6 @@ class GroupNorm(Cell):
             raise KilnValueError(f"GroupNorm: eps must be at least 0, got {eps}")
         self.affine = checked_bool("GroupNorm", "affine", affine)
         checked_bool("GroupNorm", "bias", bias)
-        dtype = dtype or _C.dtype.float32
         shape = (self.num_channels,)
         self.weight = Parameter(_mint.empty(shape, dtype=dtype)) if affine else None
         self.bias = Parameter(_mint.empty(shape, dtype=dtype)) if affine and bias else None

@@ -37,7 +37,7 @@ class Parameter(_C.Tensor):
             raise KilnTypeError(f"Parameter: requires_grad must be a bool, got "
                                 f"{type(requires_grad).__name__} {requires_grad!r}")
         if not isinstance(data, _C.Tensor):
-            data = _C.tensor(data)  # a list, a NumPy array or a number (float32 by default)
+            data = _C.tensor(data)  # a list, a NumPy array or a number (floats: the default dtype)
         super().__init__(data.detach())
         self.requires_grad_(requires_grad)
 

@@ -52,11 +52,11 @@ positive, else ``hidden_size``. ``layer(input, hx=None)`` takes input [T, B, inp
   calls it runs as it is.
 
 Every parameter is initialised U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as in PyTorch
-(``reset_parameters()`` draws again), of ``dtype`` (default float32); inputs and states must be
-of the parameters' dtype. Wrong argument types are KilnTypeErrors; sizes below 1, a negative
-``proj_size``, an unknown ``nonlinearity`` or a ``dropout`` outside [0, 1] KilnValueErrors;
-inputs and states of the wrong rank or size (or a sequence of no steps) ShapeErrors, of another
-dtype DTypeErrors.
+(``reset_parameters()`` draws again), of ``dtype`` (default: the default dtype); inputs and states
+must be of the parameters' dtype. Wrong argument types are KilnTypeErrors; sizes below 1, a negative
+``proj_size``, an unknown ``nonlinearity`` or a ``dropout`` outside [0, 1] KilnValueErrors; inputs
+and states of the wrong rank or size (or a sequence of no steps) ShapeErrors, of another dtype
+DTypeErrors.
 
 A layer also takes a ``PackedSequence`` (kiln.nn.utils.rnn: sequences of different lengths,
 packed), as PyTorch's: ``layer(packed, hx=None)`` returns ``(output, h_n)`` with output a
@@ -185,7 +185,6 @@ class _RNNCellBase(Cell):
         self.bias = checked_bool(owner, "bias", bias)
         self._mode = mode
         gates = _MODES[mode][0] * self.hidden_size
-        dtype = dtype or _C.dtype.float32
         self.weight_ih = Parameter(_mint.empty(gates, self.input_size, dtype=dtype))
         self.weight_hh = Parameter(_mint.empty(gates, self.hidden_size, dtype=dtype))
         for name in ("bias_ih", "bias_hh"):
@@ -282,7 +281,6 @@ class _RNNBase(Cell):
 
         gates = _MODES[mode][0] * self.hidden_size
         out_size = self.proj_size or self.hidden_size
-        dtype = dtype or _C.dtype.float32
         # Per layer and direction, the names of (weight_ih, weight_hh, bias_ih, bias_hh,
         # weight_hr), None where absent; registered in that order, which is PyTorch's.
         self._weight_names = []

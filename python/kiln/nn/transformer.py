@@ -33,7 +33,8 @@ sub-cell names, so a torch.nn.Transformer* state dict loads as it is.
   src_key_padding_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
   src_is_causal=None, tgt_is_causal=None, memory_is_causal=False)`` returns the decoder's output.
   ``Transformer.generate_square_subsequent_mask(sz, device=None, dtype=None)``: the causal mask
-  [sz, sz], -inf above the diagonal and 0 elsewhere (float32 unless ``dtype`` says otherwise).
+  [sz, sz], -inf above the diagonal and 0 elsewhere (the default dtype unless ``dtype`` says
+  otherwise).
 
 Inputs are [seq, batch, d_model], or [batch, seq, d_model] with ``batch_first=True``; the output
 has the target's (the source's, in the encoder) layout. As in PyTorch, inputs may also be one
@@ -41,11 +42,11 @@ unbatched sequence each, [seq, d_model] (then every input of the call is, and th
 [seq, d_model]). The masks are MultiheadAttention's (see kiln.nn.attention): an attention mask
 [L, S] or [batch * nhead, L, S] ([nhead, L, S] unbatched), bool (True = may not attend) or
 floating (added to the scores); a key padding mask [batch, S] ([S] unbatched), True marking the
-keys to ignore. The layers' parameters are of ``dtype`` (default float32); ``device`` must be
-the CPU (kiln.device), as for every kiln tensor. ``activation`` is "relu", "gelu"
+keys to ignore. The layers' parameters are of ``dtype`` (default: the default dtype); ``device``
+must be the CPU (kiln.device), as for every kiln tensor. ``activation`` is "relu", "gelu"
 (kiln.nn.functional's relu and gelu) or any callable, such as a kiln.nn.GELU(approximate="tanh")
-cell, which is then registered as the sub-cell ``activation``, as in PyTorch (it has no
-parameters: the state dict keeps its keys).
+cell, which is then registered as the sub-cell ``activation``, as in PyTorch (it has no parameters:
+the state dict keeps its keys).
 ``dropout`` applies to the attention weights, inside the feed-forward block and at the end of
 every branch, while training; in eval mode the layers are deterministic.
 
@@ -387,9 +388,8 @@ class Transformer(Cell):
 
     @staticmethod
     def generate_square_subsequent_mask(sz, device=None, dtype=None):
-        """The causal mask [sz, sz] of ``dtype`` (default float32): -inf above the diagonal
-        (a position may not attend to later ones), 0 elsewhere, as PyTorch's."""
+        """The causal mask [sz, sz] of ``dtype`` (default: the default dtype): -inf above the
+        diagonal (a position may not attend to later ones), 0 elsewhere, as PyTorch's."""
         sz = checked_int("Transformer.generate_square_subsequent_mask", "sz", sz, low=0)
-        full = _mint.full((sz, sz), float("-inf"), dtype=dtype or _C.dtype.float32,
-                          device=device)
+        full = _mint.full((sz, sz), float("-inf"), dtype=dtype, device=device)
         return _mint.triu(full, 1)

@@ -31,7 +31,8 @@
 - ``lr_scheduler``: ``CosineAnnealingLR``, ``StepLR``, ``MultiStepLR``, ``ExponentialLR``,
   ``LambdaLR``, ``MultiplicativeLR``, ``LinearLR``, ``ConstantLR``, ``PolynomialLR``,
   ``OneCycleLR``, ``CyclicLR``, ``ReduceLROnPlateau``, ``CosineAnnealingWarmRestarts``,
-  ``SequentialLR``, ``ChainedScheduler`` (PyTorch's arguments and chaining; kiln/optim/lr_scheduler.py).
+  ``SequentialLR``, ``ChainedScheduler`` (PyTorch's arguments and chaining;
+  kiln/optim/lr_scheduler.py).
 - ``swa_utils``: ``AveragedModel`` (SWA and EMA copies of a model), ``update_bn``, ``SWALR``
   (kiln/optim/swa_utils.py).
 """

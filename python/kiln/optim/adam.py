@@ -20,11 +20,12 @@ group's momentum tensor (see kiln.optim.optimizer), so a jitted step follows a b
 its calls (OneCycleLR's ``cycle_momentum``); as in PyTorch, the correction of step t is
 1 - beta1**t with the beta1 of that step. The Adam family's other optimizers read beta1 so too.
 
-State: ``opt.state[i]`` holds ``step`` (a 0-d tensor, float64 for float64 parameters and float32
-otherwise, so that 16-bit parameters still count steps exactly), ``exp_avg`` (m),
-``exp_avg_sq`` (v) and, with amsgrad, ``max_exp_avg_sq`` (v_max): made when the parameter is added
-with amsgrad, or at the first step that needs it when ``group["amsgrad"]`` is set later (an eager
-step: a ``kiln.jit`` step cannot make it, a KilnValueError; the maximum then starts there).
+State: ``opt.state[i]`` holds ``step`` (a 0-d tensor, float64 for float64 parameters or a float64
+default dtype and float32 otherwise, so that 16-bit parameters still count steps exactly),
+``exp_avg`` (m), ``exp_avg_sq`` (v) and, with amsgrad, ``max_exp_avg_sq`` (v_max): made when the
+parameter is added with amsgrad, or at the first step that needs it when ``group["amsgrad"]`` is set
+later (an eager step: a ``kiln.jit`` step cannot make it, a KilnValueError; the maximum then starts
+there).
 """
 
 from .. import _C

@@ -18,10 +18,10 @@ scheduler sets before that step is the one used, also in a jitted step. The new 
 computed in float64, as PyTorch computes them in Python floats, from the group's rate tensor
 (float32 for float32 parameters, so they may differ from PyTorch's in the last digit).
 
-State: ``opt.state[i]`` holds ``step``, ``eta`` and ``mu`` (0-d, float64 for float64 parameters
-and float32 otherwise, as Adam's step count) and ``ax``, PyTorch's names. A parameter with no
-state in a loaded state dict starts again with eta at its group's rate and mu 1, as when it was
-added.
+State: ``opt.state[i]`` holds ``step``, ``eta`` and ``mu`` (0-d, float64 for float64 parameters or a
+float64 default dtype and float32 otherwise, as Adam's step count) and ``ax``, PyTorch's names. A
+parameter with no state in a loaded state dict starts again with eta at its group's rate and mu 1,
+as when it was added.
 """
 
 from .. import _C

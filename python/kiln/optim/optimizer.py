@@ -136,11 +136,11 @@ def _rate_dtype(dtype):
 
 def scalar_state(param, value=0.0):
     """A new 0-d state tensor of ``param`` holding ``value`` (a step count, NAdam's product of
-    momentum factors): float64 for float64 parameters and float32 otherwise, as PyTorch's follow
-    its default dtype (float32, or float64 when set so), and 16-bit parameters still count steps
-    exactly."""
-    dtype = _C.dtype.float64 if param.dtype == _C.dtype.float64 else _C.dtype.float32
-    return _C.mint.full((), value, dtype=dtype)
+    momentum factors): float64 for float64 parameters or a float64 default dtype
+    (kiln.set_default_dtype), as PyTorch's follow its default dtype, and float32 otherwise, so that
+    16-bit parameters still count steps exactly."""
+    wide = _C.dtype.float64 in (param.dtype, _C.get_default_dtype())
+    return _C.mint.full((), value, dtype=_C.dtype.float64 if wide else _C.dtype.float32)
 
 
 def count_step(state):

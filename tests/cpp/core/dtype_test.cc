@@ -10,12 +10,15 @@
 
 #include "core/dtype_dispatch.h"
 #include "kiln/error.h"
+#include "kiln/op.h"
 #include "kiln/scalar.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
 
 using D = DType;
+using testing::expect_error;
 
 TEST(DType, ItemsizeAndNames) {
   EXPECT_EQ(itemsize(D::kBool), 1u);
@@ -171,6 +174,81 @@ TEST(Scalar, SameValueComparesNumbersAcrossKinds_IntegersExactly) {
   EXPECT_FALSE(same_value(Scalar(int64_t{1}), Scalar(1.5)));
   EXPECT_FALSE(same_value(Scalar(std::numeric_limits<int64_t>::max()), Scalar(0x1p63)));
   EXPECT_FALSE(same_value(Scalar(std::nan("")), Scalar(std::nan(""))));
+}
+
+// Sets the default floating dtype for one test and restores the one before it on the way out, so
+// that a failing expectation cannot leave float64 behind for the tests after it.
+class DefaultFloatDType {
+ public:
+  explicit DefaultFloatDType(DType dtype) : saved_(default_float_dtype()) {
+    set_default_float_dtype(dtype);
+  }
+  ~DefaultFloatDType() { set_default_float_dtype(saved_); }
+  DefaultFloatDType(const DefaultFloatDType&) = delete;
+  DefaultFloatDType& operator=(const DefaultFloatDType&) = delete;
+
+ private:
+  DType saved_;
+};
+
+// A weak (Python number) operand's metadata.
+TensorMeta weak(const Scalar& value) { return TensorMeta::of(Tensor::scalar(value)); }
+
+TEST(DefaultFloatDType, IsFloat32UntilSet) {
+  EXPECT_EQ(default_float_dtype(), D::kFloat32);
+  EXPECT_EQ(to_floating(D::kInt32), D::kFloat32);
+  EXPECT_EQ(Scalar(0.5).default_dtype(), D::kFloat32);
+}
+
+TEST(DefaultFloatDType, IsTheFloatingResultOfIntegers_WhenSet) {
+  for (const DType d : {D::kFloat64, D::kFloat16, D::kBFloat16}) {
+    const DefaultFloatDType scope(d);
+    EXPECT_EQ(default_float_dtype(), d);
+    EXPECT_EQ(to_floating(D::kInt64), d);
+    EXPECT_EQ(to_floating(D::kBool), d);
+    EXPECT_EQ(to_floating(D::kFloat32), D::kFloat32);  // a floating type stays itself
+    EXPECT_EQ(Scalar(0.5).default_dtype(), d);
+    EXPECT_EQ(Scalar(1).default_dtype(), D::kInt64);
+    EXPECT_EQ(promote_with_scalar(D::kInt8, Scalar(0.5)), d);
+    EXPECT_EQ(promote_with_scalar(D::kFloat16, Scalar(0.5)), D::kFloat16);
+  }
+}
+
+TEST(DefaultFloatDType, WeakFloatScalarsPromoteToIt_AndTensorsDoNot) {
+  const DefaultFloatDType scope(D::kFloat64);
+  const TensorMeta ints(D::kInt32, {3});
+  EXPECT_EQ(result_type(ints, weak(Scalar(2.5))), D::kFloat64);             // int tensor * 2.5
+  EXPECT_EQ(result_type(weak(Scalar(2.5)), weak(Scalar(1))), D::kFloat64);  // numbers alone
+  EXPECT_EQ(result_type(TensorMeta(D::kFloat32, {3}), weak(Scalar(2.5))), D::kFloat32);
+  EXPECT_EQ(result_type(ints, weak(Scalar(2))), D::kInt32);
+  EXPECT_EQ(result_type(ints, TensorMeta(D::kFloat16, {3})), D::kFloat16);
+  // Compute types and the table between tensors do not follow the default.
+  EXPECT_EQ(compute_dtype(D::kBFloat16), D::kFloat32);
+  EXPECT_EQ(promote_types(D::kFloat16, D::kBFloat16), D::kFloat32);
+}
+
+TEST(DefaultFloatDType, OpsGiveItForIntegerInputs) {
+  const DefaultFloatDType scope(D::kFloat64);
+  const Tensor ints = arange(1, 4);  // int64 [1, 2, 3]
+  const Tensor quotient = div(ints, ints);
+  EXPECT_EQ(quotient.dtype(), D::kFloat64);
+  EXPECT_EQ(mean(ints).dtype(), D::kFloat64);
+  EXPECT_EQ(mul(ints, Tensor::scalar(Scalar(2.5))).dtype(), D::kFloat64);
+  const Tensor range = arange(0.0, 1.0, 0.25);
+  EXPECT_EQ(range.dtype(), D::kFloat64);
+  EXPECT_EQ(full({2}, Scalar(0.1)).dtype(), D::kFloat64);
+  EXPECT_EQ(full({2}, Scalar(0.1)).data<double>()[0], 0.1);  // no float32 rounding on the way
+}
+
+TEST(DefaultFloatDType, RefusesNonFloatingTypes_AndKeepsTheOldDefault) {
+  const DefaultFloatDType scope(D::kFloat64);
+  for (const DType d : {D::kInt64, D::kBool, D::kUInt8}) {
+    expect_error([d] { set_default_float_dtype(d); }, ErrorKind::kType,
+                 std::string("only floating-point types are supported as the default type "
+                             "(float16, bfloat16, float32 or float64), got ") +
+                     dtype_name(d));
+  }
+  EXPECT_EQ(default_float_dtype(), D::kFloat64);
 }
 
 }  // namespace

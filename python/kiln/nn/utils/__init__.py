@@ -17,8 +17,8 @@ parameters to one vector and back; weight parametrizations.
 - ``clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False,
   foreach=None)``: the ``norm_type`` norm of all the gradients together (the norm of the
   per-tensor norms, as ``kiln.mint.vector_norm`` computes them; inf: the largest magnitude),
-  returned as a 0-d tensor (float32 0 when there is no gradient); then every gradient is
-  multiplied in place, under ``no_grad``, by ``min(max_norm / (total + 1e-6), 1)``, always (no
+  returned as a 0-d tensor (0 of the default dtype when there is no gradient); then every gradient
+  is multiplied in place, under ``no_grad``, by ``min(max_norm / (total + 1e-6), 1)``, always (no
   branch on the norm's value, so no sync and nothing data-dependent: it runs in a jitted step
   too). With ``error_if_nonfinite`` a NaN or infinite total is a KilnValueError, raised before
   any gradient changes (it reads the total, so not inside a ``kiln.jit`` function); else the
@@ -127,10 +127,10 @@ def _check_bound(owner, name, value):
 
 def _total_norm(owner, grads, norm_type):
     """The ``norm_type`` norm of the per-tensor norms of ``grads`` (PyTorch's
-    ``get_total_norm``), a 0-d tensor; float32 0 for no gradients."""
+    ``get_total_norm``), a 0-d tensor; 0 of the default dtype for no gradients."""
     norm_type = _checked_order(owner, "norm_type", norm_type)
     if not grads:
-        return _mint.zeros((), dtype=_C.dtype.float32)
+        return _mint.zeros(())
     norms = [vector_norm(g, norm_type) for g in grads]
     return vector_norm(_mint.stack(norms), norm_type)
 
