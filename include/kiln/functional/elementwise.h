@@ -3,8 +3,9 @@
 //
 // Binary ops promote with result_type() (weak Python scalars via Tensor::scalar or the Scalar
 // overloads of the operators). Ops that are mathematically real (exp, div, sigmoid, ...) give
-// float32 for bool and integer inputs; comparisons and logical ops give bool; bitwise ops take
-// integers and bools only. float16 and bfloat16
+// the default floating dtype (default_float_dtype(): float32 unless changed) for bool and integer
+// inputs; comparisons and logical ops give bool; bitwise ops take integers and bools only.
+// float16 and bfloat16
 // are computed in float32 and rounded once. Every function takes an optional `out`: when given
 // (defined), the result is written there (its shape must match; its dtype may differ and the
 // result is converted, under PyTorch's rule, kiln::can_write_result: no floating result into an
@@ -67,7 +68,7 @@ KILN_DECLARE_UNARY(bitwise_not)  // integers and bool only (for bool, logical_no
 KILN_API Tensor gelu(const Tensor& x, const std::string& approximate = "none",
                      const Tensor& out = {});
 /// The n-th derivative of digamma, (-1)^(n+1) n! zeta(n + 1, x) for n >= 1 (n = 0: digamma);
-/// float32 for integer and bool x. Throws kValue for n < 0.
+/// the default floating dtype for integer and bool x. Throws kValue for n < 0.
 KILN_API Tensor polygamma(int64_t n, const Tensor& x, const Tensor& out = {});
 /// min(max(x, lo), hi); either bound may be omitted (not both). NaN if x or a bound is NaN.
 KILN_API Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi,

@@ -2,7 +2,8 @@
 //
 // `dims` lists the dimensions to reduce (negative counts from the end); empty means all of them.
 // With keepdim the reduced dimensions stay with size 1. sum and prod of bool/integer inputs give
-// int64 (as NumPy on this platform); mean, var, std and logsumexp of integer inputs give float32.
+// int64 (as NumPy on this platform); mean, var, std and logsumexp of integer inputs give the
+// default floating dtype (default_float_dtype(): float32 unless changed).
 // float16/bfloat16 accumulate in float32; float32 sums use pairwise/blocked accumulation.
 // Reducing an empty dimension: sum 0, prod 1, mean/var NaN; max/min/argmax/argmin raise kValue.
 #pragma once
