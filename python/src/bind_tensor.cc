@@ -290,8 +290,8 @@ void bind_tensor(nb::module_& m) {
       "tensor",
       [](nb::handle data, std::optional<DTypeArg> dtype, bool requires_grad, nb::handle device) {
         check_device("tensor", device);
-        const DType d = dtype ? dtype->get() : DType::kFloat32;
-        Tensor t = tensor_from_object(data, dtype ? &d : nullptr);
+        const std::optional<DType> d = dtype ? std::optional<DType>(dtype->get()) : std::nullopt;
+        Tensor t = tensor_from_object(data, d ? &*d : nullptr);
         if (requires_grad) autograd::set_requires_grad(t, true);
         return t;
       },
