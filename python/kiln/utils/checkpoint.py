@@ -90,13 +90,16 @@ def _detached_inputs(args):
 def _reached_leaves(outputs, stop):
     """The leaves that require grad which the graphs of ``outputs`` reach (each once), except
     ``stop`` (tensors)."""
-    leaves, seen = [], set()
+    # seen holds the nodes, not only their ids: a node's Python object lives while something holds
+    # it (the binding hands the live object back for the same node), and a freed one's id may
+    # be reused by the next node's, which would then be skipped.
+    leaves, seen = [], {}
     pending = [t.grad_fn for t in outputs if t.grad_fn is not None]
     while pending:
         node = pending.pop()
         if id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         leaf = node.variable
         if leaf is not None:
             if not any(leaf.is_same(s) for s in stop) and not any(leaf.is_same(t) for t in leaves):
