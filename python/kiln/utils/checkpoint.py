@@ -87,6 +87,14 @@ def _detached_inputs(args):
             for a in args]
 
 
+def _with_tensors(args, positions, tensors):
+    """``args`` (a list) with ``tensors`` at ``positions``: the arguments of a recomputation."""
+    replaced = list(args)
+    for i, t in zip(positions, tensors):
+        replaced[i] = t
+    return replaced
+
+
 def _reached_leaves(outputs, stop):
     """The leaves that require grad which the graphs of ``outputs`` reach (each once), except
     ``stop`` (tensors)."""
@@ -180,9 +188,7 @@ def _non_reentrant(function, args, kwargs, preserve_rng_state, determinism_check
     positions = [i for i, a in enumerate(args) if isinstance(a, _C.Tensor)]
 
     def run_backward(saved, grads):
-        recomputed_args = list(args)
-        for i, t in zip(positions, _detached_inputs(saved)):
-            recomputed_args[i] = t
+        recomputed_args = _with_tensors(args, positions, _detached_inputs(saved))
         recomputed = recompute(recomputed_args)
         wanted = [recomputed_args[i] for i in positions] + leaves
         outs, out_grads = _differentiable(recomputed, grads)
@@ -218,9 +224,7 @@ def _reentrant(function, args, preserve_rng_state, determinism_check):
     positions = [i for i, a in enumerate(args) if isinstance(a, _C.Tensor)]
 
     def run_backward(saved, grads):
-        recomputed_args = list(args)
-        for i, t in zip(positions, _detached_inputs(saved)):
-            recomputed_args[i] = t
+        recomputed_args = _with_tensors(args, positions, _detached_inputs(saved))
         outs, out_grads = _differentiable(recompute(recomputed_args), grads)
         if outs:
             _C.autograd.backward(outs, out_grads, False, False)
