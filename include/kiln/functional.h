@@ -11,6 +11,7 @@
 
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/factory.h"
+#include "kiln/functional/linalg.h"
 #include "kiln/functional/nn.h"
 #include "kiln/functional/reduce.h"
 #include "kiln/functional/shape.h"

@@ -24,6 +24,8 @@ NB_MODULE(_C, m) {
   kiln::py::bind_mint_shape(mint);
   kiln::py::bind_generator(mint);
   kiln::py::bind_mint_factory(mint);
+  nanobind::module_ linalg = m.def_submodule("linalg", "Linear-algebra primitives (kiln.linalg)");
+  kiln::py::bind_linalg(linalg);
   // Python objects C++ keeps (hooks, Function backwards, pattern checks) go before the
   // interpreter does (python_owned.h).
   nanobind::module_::import_("atexit").attr("register")(

@@ -37,6 +37,7 @@ void bind_mint_reduce(nanobind::module_& mint);
 void bind_mint_nn(nanobind::module_& mint);
 void bind_mint_shape(nanobind::module_& mint);
 void bind_mint_factory(nanobind::module_& mint);
+void bind_linalg(nanobind::module_& m);
 /// kiln.mint.Generator, default_generator and the default generator's functions.
 void bind_generator(nanobind::module_& mint);
 
