@@ -223,8 +223,11 @@ def test_padding_call_errors():
         P.ReflectionPad2d(1)(np.zeros((1, 3, 3)))
     with raises(kiln.KilnValueError, match="reflect padding must be less than the dimension"):
         P.ReflectionPad1d(3)(mint.zeros((2, 3)))
-    with raises(kiln.KilnValueError, match="negative padding is only supported in constant"):
-        P.ReplicationPad1d(-1)(mint.zeros((2, 3)))
+    # Negative padding crops (F.pad), as in PyTorch; past the size it is a ShapeError.
+    assert tuple(P.ReplicationPad1d(-1)(mint.zeros((2, 3))).shape) == (2, 1)
+    with raises(kiln.ShapeError, match=r"padding \(-2, -2\) of dimension 1 of size 3 gives a "
+                                       r"negative size -1"):
+        P.ReplicationPad1d(-2)(mint.zeros((2, 3)))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -24,9 +24,10 @@ Distributions (see each module's docstring for what it does not do):
 Each distribution has batch_shape, event_shape, sample(sample_shape), log_prob, entropy, mean,
 mode, variance, stddev, expand, and where defined rsample, cdf, icdf and enumerate_support, as in
 PyTorch; arguments are validated unless ``validate_args=False`` (see distribution.py). Samples
-come from the default generator: ``kiln.manual_seed(s)`` repeats them. Not here: Gamma and Beta
-``rsample`` (their samplers are rejection samplers, not reparametrised), Gamma's cdf (no
-incomplete gamma function), LowRankMultivariateNormal, Dirichlet and the other families.
+come from the default generator: ``kiln.manual_seed(s)`` repeats them. Not here: Beta's
+``rsample`` (Gamma's is implicitly reparametrised, see continuous.py; Beta's is not ported),
+Gamma's cdf (no incomplete gamma function), LowRankMultivariateNormal, Dirichlet
+and the other families.
 """
 
 from . import constraints, transforms  # noqa: F401

@@ -91,6 +91,15 @@ def _floating_tensor(owner, name, value):
     return value.dtype
 
 
+def check_same_dtype(owner, first_name, first, second_name, second):
+    """A DTypeError naming ``owner`` and both operands unless the tensors ``first`` and ``second``
+    have one dtype: the functions that, as PyTorch's, take no mixed dtypes (heaviside, isclose,
+    tensordot, ...)."""
+    if first.dtype != second.dtype:
+        raise DTypeError(f"{owner}: expected {first_name} and {second_name} of one dtype, got "
+                         f"{first.dtype.name} and {second.dtype.name}")
+
+
 def _cast(tensor, dtype):
     return tensor if tensor.dtype == dtype else tensor.to(dtype)
 

@@ -56,7 +56,7 @@ from .. import _tensor_methods
 from .._checks import checked_bool, checked_int, wrap_dim
 from .._numpy import np
 from ..errors import DTypeError, KilnIndexError, KilnTypeError, KilnValueError, ShapeError
-from ._composite import _cast, _floating_tensor, _widened, check_real
+from ._composite import _cast, _floating_tensor, _widened, check_real, check_same_dtype
 
 __all__ = ["scatter_add", "index_add", "index_fill", "take_along_dim", "masked_select", "nonzero",
            "argwhere", "where", "isclose", "allclose", "equal", "full_like", "empty_like",
@@ -284,9 +284,7 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # noqa: A00
     owner = "isclose"
     _tensor(owner, "input", input)
     _tensor(owner, "other", other)
-    if input.dtype != other.dtype:
-        raise DTypeError(f"{owner}: expected input and other of one dtype, got "
-                         f"{input.dtype.name} and {other.dtype.name}")
+    check_same_dtype(owner, "input", input, "other", other)
     rtol, atol = check_real(owner, "rtol", rtol), check_real(owner, "atol", atol)
     if not (rtol >= 0 and atol >= 0):
         raise KilnValueError(f"{owner}: expected rtol and atol >= 0, got rtol={rtol} and "

@@ -65,7 +65,8 @@ from .. import _C
 from .. import _tensor_methods
 from .._checks import as_int, checked_bool, checked_int, wrap_dim
 from ..errors import DTypeError, KilnTypeError, KilnValueError, ShapeError
-from ._composite import _NARROW, _cast, _widened, _zero_gradient_to, check_real
+from ._composite import (_NARROW, _cast, _widened, _zero_gradient_to, check_real,
+                         check_same_dtype)
 from ._indexing_ops import _tensor
 from ._norms import _checked_order, vector_norm
 from ._products import diagonal, dot, einsum
@@ -254,9 +255,7 @@ def heaviside(input, values):  # noqa: A002
     owner = "heaviside"
     _tensor(owner, "input", input)
     _tensor(owner, "values", values)
-    if input.dtype != values.dtype:
-        raise DTypeError(f"{owner}: expected input and values of one dtype, got "
-                         f"{input.dtype.name} and {values.dtype.name}")
+    check_same_dtype(owner, "input", input, "values", values)
     return _mint.where(input == 0, values, (input > 0).to(input.dtype))
 
 
@@ -428,9 +427,7 @@ def dist(input, other, p=2):  # noqa: A002
 def _same_dtype(owner, input, other):  # noqa: A002
     _tensor(owner, "input", input)
     _tensor(owner, "other", other)
-    if input.dtype != other.dtype:
-        raise DTypeError(f"{owner}: expected input and other of one dtype, got "
-                         f"{input.dtype.name} and {other.dtype.name}")
+    check_same_dtype(owner, "input", input, "other", other)
 
 
 def _contracted_dims(a, b, dims):
@@ -476,9 +473,7 @@ def tensordot(a, b, dims=2):
     owner = "tensordot"
     _tensor(owner, "a", a)
     _tensor(owner, "b", b)
-    if a.dtype != b.dtype:
-        raise DTypeError(f"{owner}: expected a and b of one dtype, got {a.dtype.name} and "
-                         f"{b.dtype.name}")
+    check_same_dtype(owner, "a", a, "b", b)
     dims_a, dims_b = _contracted_dims(a, b, dims)
     for da, db in zip(dims_a, dims_b):
         sa, sb = a.shape[da], b.shape[db]

@@ -29,14 +29,16 @@ bottom of this module (``x.rot90()``, ``x.index_copy_(...)``, ``x.masked_scatter
 They differentiate through autograd and trace under kiln.jit, but for ``unique_consecutive``,
 whose result's size the values decide (eager only: a KilnTypeError inside a traced function),
 and the checks that read values, which are skipped while tracing: ``unravel_index``'s range
-check and ``masked_scatter``'s count of the mask's true elements.
+check, ``take``'s and ``index_copy``'s (their kernels, IndexSelect and Scatter, refuse an index
+out of range when the graph runs) and ``masked_scatter``'s count of the mask's true elements.
 
 - ``broadcast_tensors``, ``broadcast_to``, ``ravel`` (of a contiguous tensor), ``select``,
   ``t`` and the splits return views, as PyTorch's; the others return new tensors.
 - ``index_copy``, ``select_scatter``, ``slice_scatter`` and ``diagonal_scatter`` are
-  kiln.mint.scatter along a dim; as there (and in kiln.mint.index_add), a negative index counts
-  from the end, where PyTorch's index_copy refuses it. index_copy takes a source of the input's
-  dtype only, as PyTorch; the three scatters convert ``src`` to it, as PyTorch's do. A repeated
+  kiln.mint.scatter along a dim. index_copy takes PyTorch's index only: int64, each in [0,
+  size) (kiln.mint.scatter and index_add also take int32 and count a negative index from the
+  end; PyTorch's index_copy refuses both), and a source of the input's dtype only, as
+  PyTorch's; the three scatters convert ``src`` to it, as PyTorch's do. A repeated
   index in index_copy writes one of its slices (PyTorch leaves which one unspecified too).
 - ``masked_scatter`` gathers ``source`` at the running count of the mask's true elements and
   puts it where the mask holds, so its shape follows the shapes alone. Eagerly a mask with more
@@ -321,13 +323,32 @@ def _index_tensor(owner, name, value):
     return value
 
 
+def _check_index_range(owner, index, low, high, what):
+    """A KilnIndexError naming ``owner`` when an element of the integer tensor ``index`` lies
+    outside [low, high), the positions of ``what``. It reads the values, so it runs eagerly only:
+    while tracing, the kernel's own error (which names the op) refuses them when the graph
+    runs."""
+    if _C.jit.is_tracing() or index.numel() == 0:
+        return
+    least, most = _mint.stack([_mint.min(index), _mint.max(index)]).tolist()
+    bad = least if least < low else most if most >= high else None
+    if bad is not None:
+        expected = (f"indices in [{low}, {high - 1}]" if high > low
+                    else "no index, as it has no elements")
+        raise KilnIndexError(f"{owner}: index {bad} is out of bounds for {what}: expected "
+                             f"{expected}")
+
+
 def take(input, index):  # noqa: A002
     """take(input, index): the elements of the flattened ``input`` at ``index`` (int64 or int32,
-    negative from the end), in index's shape."""
+    negative from the end), in index's shape. An index outside [-numel, numel) is a
+    KilnIndexError."""
     _tensor("take", "input", input)
     _index_tensor("take", "index", index)
-    picked = _mint.index_select(input.reshape(-1), 0, index.reshape(-1))
-    return picked.reshape(index.shape)
+    flat = index.reshape(-1)
+    count = input.numel()
+    _check_index_range("take", flat, -count, count, f"an input of {count} elements")
+    return _mint.index_select(input.reshape(-1), 0, flat).reshape(index.shape)
 
 
 def unravel_index(indices, shape):
@@ -425,12 +446,17 @@ def _expected_source(owner, name, source, expected, what):
 
 def index_copy(input, dim, index, source):  # noqa: A002
     """index_copy(input, dim, index, source): a copy of ``input`` with slice i of ``source``
-    along ``dim`` written at position index[i] (``index`` 1-d, int64 or int32; negative from the
-    end). ``source`` has the input's dtype, and its shape but for dim, which has the index's
-    length."""
+    along ``dim`` written at position index[i]. As PyTorch's, ``index`` is 1-d (or 0-d) and
+    int64 (another dtype is a DTypeError) with values in [0, size of dim) (another is a
+    KilnIndexError: no negative ones), and ``source`` has the input's dtype and its shape but for
+    dim, which has the index's length."""
     owner = "index_copy"
     _tensor(owner, "input", input)
     _tensor(owner, "source", source)
+    _tensor(owner, "index", index)
+    if index.dtype != _INT64:
+        raise DTypeError(f"{owner}: expected an int64 index, as PyTorch's, got "
+                         f"{index.dtype.name}")
     index = _index_vector(owner, index)
     dim = _dim(owner, dim, input.ndim)
     if source.dtype != input.dtype:
@@ -443,6 +469,12 @@ def index_copy(input, dim, index, source):  # noqa: A002
     expected[dim] = index.shape[0]
     _expected_source(owner, "source", src, expected,
                      f"the input's, with dim {dim} as long as the index")
+    size = x.shape[dim]
+    if _C.jit.is_tracing():
+        # The values are not known at the trace: a negative index is moved out of range, so that
+        # the graph's Scatter refuses it, as the eager check does, rather than count from the end.
+        index = _mint.where(index < 0, size, index)
+    _check_index_range(owner, index, 0, size, f"dimension {dim} with size {size}")
     result = _copy_along(x, dim, index, src)
     return result.reshape(()) if input.ndim == 0 else result
 

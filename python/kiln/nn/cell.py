@@ -261,11 +261,17 @@ def _assigned(value, target, what):
 
 def _converted(tensor, dtype):
     """The parameter or buffer ``tensor`` converted to ``dtype`` for Cell.to: a parameter as a new
-    Parameter with its ``requires_grad``, attributes and ``.grad`` (converted), which PyTorch's,
-    converted in place, keeps."""
+    Parameter of its class (a subclass of Parameter is rebuilt as Parameter's copies are,
+    ``type(p)(data, requires_grad)``, PyTorch's convention) with its ``requires_grad``,
+    attributes and ``.grad`` (converted), which PyTorch's, converted in place, keeps."""
     if not isinstance(tensor, Parameter):
         return tensor.to(dtype)
-    new = Parameter(tensor.detach().to(dtype), requires_grad=tensor.requires_grad)
+    data = tensor.detach().to(dtype)
+    if isinstance(data, type(tensor)):
+        # A lazy cell's placeholder, whose own detach and to give a placeholder of the new dtype
+        # with its attributes (kiln/nn/lazy.py).
+        return data
+    new = type(tensor)(data, tensor.requires_grad)
     new.__dict__.update(tensor.__dict__)
     if tensor.grad is not None:
         new.grad = tensor.grad.to(dtype)
@@ -954,7 +960,8 @@ class Cell:
         and buffers of this cell and every cell below it to ``dtype`` (integer and bool ones keep
         theirs, as PyTorch's) and returns the cell. A device must be the CPU (kiln.device), where
         Kiln's tensors live. A Kiln tensor keeps its dtype for life, so a converted parameter is a
-        new Parameter (same name, ``requires_grad``, attributes and ``.grad`` converted; a
+        new Parameter of its class (same name, ``requires_grad``, attributes and ``.grad``
+        converted; a lazy cell's placeholder stays a placeholder, of the new dtype; a
         parameter or buffer shared by two cells stays shared), and the old one is superseded (see
         kiln/nn/parameter.py): an optimizer made before holds the old ones, so build it after
         converting (PyTorch converts in place)."""

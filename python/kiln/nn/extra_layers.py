@@ -12,16 +12,16 @@ Both inputs must have the parameters' dtype: another one is a DTypeError naming 
 PyTorch.
 
 InstanceNorm1d (x [N, C, L] or one sample [C, L]), InstanceNorm2d (x [N, C, H, W] or [C, H, W]) and
-InstanceNorm3d (x [N, C, D, H, W] or [C, D, H, W]) follow PyTorch's: each sample's channel is
-normalized over its own spatial dimensions, (x - mean) / sqrt(var + eps) with the biased variance
-(F.group_norm with one group per channel), then times ``weight`` [C] (ones) plus ``bias`` [C]
+InstanceNorm3d (x [N, C, D, H, W] or [C, D, H, W]) follow PyTorch's, calling F.instance_norm as
+it does: each sample's channel is normalized over its own spatial dimensions, (x - mean) /
+sqrt(var + eps) with the biased variance, then times ``weight`` [C] (ones) plus ``bias`` [C]
 (zeros) with ``affine`` (default False; keyword-only ``bias=False`` keeps the weight only). With
 ``track_running_stats`` (default False) the buffers ``running_mean`` (zeros), ``running_var`` (ones)
 and ``num_batches_tracked`` (0, int64; never counted, as in PyTorch) are kept: while training they
 are updated in place under no_grad, running = (1 - momentum) * running + momentum * batch statistic,
 with the batch statistic the mean over the samples of their per-channel means and of their
 *unbiased* per-channel variances (``momentum=None`` is 0, PyTorch's: the running statistics stay);
-in eval mode the running statistics normalize (F.batch_norm). Parameters and buffers have PyTorch's
+in eval mode the running statistics normalize. Parameters and buffers have PyTorch's
 names, order and dtypes, so its state dicts load.
 
 As PyTorch's, normalizing with the input's statistics needs more than one spatial value per
@@ -37,7 +37,6 @@ import warnings
 
 from .. import _C
 from .._checks import checked_bool, checked_int
-from ..autograd import no_grad
 from ..errors import DTypeError, KilnValueError, ShapeError
 from ..mint._composite import _dims
 from . import functional as F
@@ -163,28 +162,18 @@ class _InstanceNorm(_BatchNorm):
         return self._normalized(x)
 
     def _normalized(self, x):
-        """x [N, C, *spatial] normalized, with the running statistics updated while training."""
-        if self.track_running_stats and not self.training:
-            return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                                False, 0.0, self.eps)
-        if math.prod(x.shape[2:]) == 1:
+        """x [N, C, *spatial] normalized by F.instance_norm, called as PyTorch's cell calls it:
+        with the input's statistics while training or without running statistics (the running
+        ones, when kept, then move towards them), with the running statistics in eval mode."""
+        use_input_stats = self.training or not self.track_running_stats
+        if use_input_stats and math.prod(x.shape[2:]) == 1:
+            # F.instance_norm refuses it too; here the error names the cell.
             raise KilnValueError(f"{type(self).__name__}: expected more than 1 spatial value per "
                                  f"channel when using the input's statistics, got input "
                                  f"{_dims(x.shape)}")
-        if self.track_running_stats and x.shape[0] > 0:
-            self._update_running_stats(x)
-        return F.group_norm(x, x.shape[1], self.weight, self.bias, self.eps)
-
-    def _update_running_stats(self, x):
-        """PyTorch's instance_norm update: each running statistic moves by ``momentum`` towards
-        the mean over the samples of their per-channel means (unbiased variances)."""
         momentum = 0.0 if self.momentum is None else self.momentum
-        dims = list(range(2, x.ndim))
-        with no_grad():
-            mean = _mint.mean(_mint.mean(x, dims), 0)
-            var = _mint.mean(_mint.var(x, dims, correction=1), 0)
-            self.running_mean[...] = self.running_mean * (1 - momentum) + mean * momentum
-            self.running_var[...] = self.running_var * (1 - momentum) + var * momentum
+        return F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                               use_input_stats, momentum, self.eps)
 
 
 class InstanceNorm1d(_InstanceNorm):

@@ -66,6 +66,11 @@ Where this differs from PyTorch:
 - soft_margin_loss is computed without overflow (PyTorch's float32 value is inf, its gradient
   NaN, past -target * input of about 88), and poisson_nll_loss's target gradient with
   ``full=True`` is finite at target 0, where PyTorch's is NaN.
+- pad's copying modes ("reflect", "replicate", "circular") crop with negative pads as
+  PyTorch's do (Note [Negative pads]), but a crop may leave a dimension empty (PyTorch's reflect
+  and replicate refuse an output size below 1), and circular padding that would wrap more than
+  once around what a crop leaves is a ShapeError (PyTorch's raises or returns memory it never
+  wrote).
 - max_unpool1d / max_unpool2d / max_unpool3d raise an index outside the output's plane
   (volume) asynchronously (a KilnIndexError of the scatter that writes them, at the next sync
   point) rather than at the call.
@@ -76,7 +81,7 @@ import math
 import warnings
 
 from .. import _C, mint as _mint
-from .._checks import checked_bool, checked_int, wrap_dim
+from .._checks import as_int, checked_bool, checked_int, wrap_dim
 from ..autograd import is_grad_enabled
 from ..errors import DTypeError, KilnValueError, ShapeError
 from ..mint import _composite
@@ -790,9 +795,78 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0,  # noqa: A00
     return batched(owner, input, 1, compute)
 
 
+_COPYING_MODES = ("reflect", "replicate", "circular")
+
+
 def pad(input, pad, mode="constant", value=None):  # noqa: A002
-    """pad(input, pad, mode='constant', value=None) (kiln.mint.pad)."""
-    return _mint.pad(input, pad, mode, value)
+    """pad(input, pad, mode='constant', value=None): kiln.mint.pad, with PyTorch's negative pads
+    in every mode: a negative pad removes that many elements from its side (signs may mix), a
+    ShapeError where a dimension would be left with a negative size. As in PyTorch, a ``value``
+    other than None (or 0) is a KilnValueError in modes "reflect", "replicate" and "circular",
+    which copy the input's elements instead."""
+    if mode in _COPYING_MODES and value is not None and value != 0:
+        raise KilnValueError(f'pad: padding mode "{mode}" doesn\'t take in value argument (only '
+                             f'"constant" fills with a value), got value={value!r}')
+    pads = _int_pads(pad)
+    if mode not in _COPYING_MODES or pads is None or min(pads, default=0) >= 0:
+        return _mint.pad(input, pad, mode, value)
+    return _cropping_pad(input, pads, mode)
+
+
+def _int_pads(pad):
+    """``pad`` as a list of ints, or None when it is not a list or tuple of ints (kiln.mint.pad
+    then says what it should be)."""
+    if not isinstance(pad, (list, tuple)):
+        return None
+    pads = [as_int(p) for p in pad]
+    return None if None in pads else pads
+
+
+# Note [Negative pads]
+# kiln.mint.pad crops with negative pads in constant mode only; F.pad crops in the other modes
+# around it, in PyTorch's order. PyTorch's reflect and replicate kernels map each output position
+# to a position of the whole input, so a crop on one side leaves what the other side mirrors or
+# repeats as it was: they are padded by the positive pads first and cropped after (the result
+# [c, d, c, b, a] of [a, b, c, d] padded (-2, 3) in reflect mode reflects past the cropped a and
+# b). PyTorch's circular padding copies the cropped input and wraps around it: cropped first.
+
+
+def _cropping_pad(input, pads, mode):  # noqa: A002
+    """pad in a copying ``mode`` with negative ``pads`` among the ints ``pads``; see Note
+    [Negative pads]."""
+    owner = "pad"
+    checked_tensor(owner, "input", input)
+    if len(pads) % 2 or len(pads) > 2 * input.ndim:
+        return _mint.pad(input, pads, mode)  # refused there, with what the list should be
+    sides = [(input.ndim - 1 - i // 2, pads[i], pads[i + 1]) for i in range(0, len(pads), 2)]
+    for dim, before, after in sides:
+        size = input.shape[dim]
+        if size + before + after < 0:
+            raise ShapeError(f"{owner}: padding ({before}, {after}) of dimension {dim} of size "
+                             f"{size} gives a negative size {size + before + after}")
+    grown = [max(p, 0) for p in pads]
+    if mode != "circular":
+        return _cropped(owner, _mint.pad(input, grown, mode), sides)
+    x = _cropped(owner, input, sides)
+    for dim, before, after in sides:
+        left = x.shape[dim]
+        if max(before, after) > left:
+            raise ShapeError(f"{owner}: circular padding ({before}, {after}) of dimension {dim} "
+                             f"of size {input.shape[dim]} wraps more than once around what the "
+                             f"crop leaves ({left}): expected each positive pad at most {left}")
+    return _mint.pad(x, grown, mode)
+
+
+def _cropped(owner, x, sides):
+    """``x`` without the elements that the negative pads of ``sides`` (dim, before, after)
+    remove."""
+    for dim, before, after in sides:
+        start, stop = max(-before, 0), x.shape[dim] - max(-after, 0)
+        if stop < start:
+            raise ShapeError(f"{owner}: padding ({before}, {after}) crops dimension {dim} of "
+                             f"size {x.shape[dim]} by more than its size")
+        x = x.narrow(dim, start, stop - start)
+    return x
 
 
 def one_hot(tensor, num_classes=-1):

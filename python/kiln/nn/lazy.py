@@ -38,9 +38,8 @@ in place (``materialize``, here a KilnNotImplementedError). What follows from th
   its steps then warns that they are no longer the cell's and trains nothing (PyTorch's would
   train the materialized parameters).
 - ``cell.to(dtype)`` / ``double()`` before the first call (PyTorch's advice for choosing the
-  dtype) makes the cell materialize in that dtype. A placeholder parameter converted by Cell.to
-  is a plain Parameter, which ``is_lazy`` and the cell still take for a placeholder; its
-  ``state_dict`` entry is an empty tensor rather than the placeholder (which loads as one).
+  dtype) makes the cell materialize in that dtype: Cell.to turns a placeholder into a
+  placeholder of the new dtype.
 - ``state_dict()`` before the first call holds the placeholders themselves (a placeholder's
   ``detach()`` is itself), as PyTorch's shows ``<UninitializedParameter>``.
 - ``load_state_dict`` into a lazy cell (PyTorch's ``_lazy_load_hook``): each placeholder whose
@@ -90,8 +89,7 @@ _mint = _C.mint
 
 def is_lazy(tensor):
     """Whether ``tensor`` is a lazy cell's placeholder (PyTorch's ``is_lazy``): an
-    UninitializedParameter or UninitializedBuffer, or a Parameter that Cell.to converted from one
-    (its mark travels in its attributes)."""
+    UninitializedParameter or UninitializedBuffer (Cell.to converts them into placeholders)."""
     return getattr(tensor, "_uninitialized", False) is True
 
 

@@ -10,9 +10,8 @@
 
 ``padding`` is an int (the same on every side) or a sequence of 2 ints (left, right) for the 1d
 cells, of 4 (left, right, top, bottom) for the 2d ones, of 6 (left, right, top, bottom, front,
-back) for the 3d ones, kept as a tuple in ``padding``, as PyTorch's. Constant padding may be
-negative (it crops); reflection, replication and circular padding may not (F.pad refuses it
-when called, where PyTorch crops), reflection padding must be smaller than the dimension it
+back) for the 3d ones, kept as a tuple in ``padding``, as PyTorch's. Padding may be negative
+(it crops, in every mode, as F.pad); reflection padding must be smaller than the dimension it
 pads and circular padding at most its size.
 
 As PyTorch's, the reflection, replication and circular cells take an input [C, W] or [N, C, W]

@@ -9,9 +9,11 @@
         loss.backward()                          # gradients are averaged over the ranks ...
         opt.step()                               # ... so every rank takes the same step
 
-At construction every parameter and buffer is broadcast from the group's first rank, and with
-``broadcast_buffers=True`` (the default, as in PyTorch's DDP) the buffers again at every forward
-(BatchNorm's running statistics: every rank then uses the first rank's). The trainable
+A model whose lazy cells (kiln.nn.Lazy*) have not yet been called is refused with a
+KilnValueError, as PyTorch's DDP refuses uninitialized parameters: call it once on an example
+input first. At construction every parameter and buffer is broadcast from the group's first
+rank, and with ``broadcast_buffers=True`` (the default, as in PyTorch's DDP) the buffers again at
+every forward (BatchNorm's running statistics: every rank then uses the first rank's). The trainable
 parameters are put into buckets of about ``bucket_cap_mb`` megabytes, in reverse registration
 order (roughly the order backward produces their gradients). During ``backward()`` a hook on each
 parameter notes when its gradient has been accumulated; when a bucket's gradients are all there,
@@ -28,6 +30,7 @@ forward passes inside it.
 """
 
 import contextlib
+import itertools
 import numbers
 import weakref
 
@@ -37,6 +40,7 @@ from ..autograd import no_grad
 from ..distributed.functional import _group
 from ..errors import DistributedError, KilnTypeError, KilnValueError
 from .cell import Cell
+from .lazy import is_lazy
 
 __all__ = ["DataParallel"]
 
@@ -62,7 +66,8 @@ class DataParallel(Cell):
         broadcast_buffers: whether every forward first copies the first rank's buffers to the
             others (a bool; True, as PyTorch's DDP).
 
-    Raises KilnTypeError or KilnValueError for a bad argument, DistributedError when
+    Raises KilnTypeError or KilnValueError for a bad argument (a KilnValueError for a model
+    that still holds lazy placeholders: call it once first), DistributedError when
     kiln.distributed is not initialized or the ranks' models differ.
     """
 
@@ -79,6 +84,7 @@ class DataParallel(Cell):
         if not bucket_cap_mb > 0:  # also refuses NaN, which would make one bucket silently
             raise KilnValueError(f"DataParallel: expected bucket_cap_mb to be positive, got "
                                  f"{bucket_cap_mb}")
+        _check_initialized(cell)
         if not dist.is_initialized():
             raise DistributedError("DataParallel: call kiln.distributed.init_process_group() "
                                    "first")
@@ -226,6 +232,19 @@ class DataParallel(Cell):
                     offset += n
         finally:
             self._reset()
+
+
+def _check_initialized(cell):
+    """A KilnValueError when ``cell`` still holds a lazy cell's placeholders, as PyTorch's DDP
+    refuses uninitialized parameters: their tensors are replaced at the first call, so the ones
+    broadcast and hooked here would no longer be the model's."""
+    lazy = [name for name, tensor in itertools.chain(cell.named_parameters(),
+                                                     cell.named_buffers()) if is_lazy(tensor)]
+    if lazy:
+        raise KilnValueError(f"DataParallel: the model has uninitialized lazy parameters or "
+                             f"buffers {lazy} (nn.Lazy* cells before their first call); run one "
+                             f"forward call on an example input first, so that they take their "
+                             f"shapes, then wrap the model")
 
 
 def _make_buckets(params, order, cap_mb):
