@@ -1,8 +1,8 @@
 // The decompositions of kiln::linalg: Qr, Eigh and Svd (kiln/functional/linalg.h), with their
 // gradients (Note [Linear-algebra gradients] in linalg_factor.cc).
 //
-// eigvalsh and svdvals are the same ops' first outputs: the vectors are computed with the values
-// (Jacobi rotations accumulate them cheaply), and their gradients need them.
+// eigvalsh and svdvals are outputs of the same ops, which always compute the vectors too: their
+// gradients need them.
 #include <algorithm>
 #include <optional>
 #include <string>

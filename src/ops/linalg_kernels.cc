@@ -80,6 +80,20 @@ void complete_orthonormal_columns(double* u, int64_t m, int64_t u_cols, int64_t 
   }
 }
 
+/// Scales the `count` values at x by a power of two that brings their largest magnitude to
+/// [0.5, 1) and returns the power's exponent e (x is multiplied by 2^-e; results scale back by
+/// 2^e exactly). Sums of squares of the scaled values cannot overflow or underflow to zero, as
+/// those of values near 1e200 or 1e-200 would. Zero or non-finite values are left as they are.
+int scale_to_unit(double* x, int64_t count) {
+  double largest = 0.0;
+  for (int64_t i = 0; i < count; ++i) largest = std::max(largest, std::abs(x[i]));
+  if (largest == 0.0 || !std::isfinite(largest)) return 0;
+  int e = 0;
+  std::frexp(largest, &e);
+  for (int64_t i = 0; i < count; ++i) x[i] = std::ldexp(x[i], -e);
+  return e;
+}
+
 /// One-sided Jacobi SVD (Hestenes) of a tall a [m, n], m >= n, given as its transpose at [n, m]
 /// (destroyed): rotating pairs of rows of `at` (columns of a) until every pair is orthogonal
 /// makes a @ V = G with orthogonal columns, so s = their norms, U = G / s and Vh = V^T. The
@@ -209,6 +223,7 @@ void lu_solve(const double* lu, const int32_t* pivots, int64_t n, double* b, int
 
 void householder_qr(double* a, int64_t m, int64_t n, double* q, int64_t q_cols) {
   const int64_t k = std::min(m, n);
+  const int exponent = scale_to_unit(a, m * n);
   // Reflector j is H = I - tau_j v v^T with v = (0.., 1, vs[j][j+1..]): LAPACK's dlarfg.
   std::vector<double> vs(static_cast<size_t>(k * m), 0.0), taus(static_cast<size_t>(k), 0.0);
   std::vector<double> w(static_cast<size_t>(std::max(n, q_cols)));
@@ -233,6 +248,7 @@ void householder_qr(double* a, int64_t m, int64_t n, double* q, int64_t q_cols) 
     a[j * n + j] = beta;
   }
   for (int64_t i = 1; i < m; ++i) std::fill(a + i * n, a + i * n + std::min(i, n), 0.0);
+  for (int64_t i = 0; i < m * n; ++i) a[i] = std::ldexp(a[i], exponent);
   if (q == nullptr) return;
   std::fill(q, q + m * q_cols, 0.0);
   for (int64_t i = 0; i < std::min(m, q_cols); ++i) q[i * q_cols + i] = 1.0;
@@ -242,51 +258,115 @@ void householder_qr(double* a, int64_t m, int64_t n, double* q, int64_t q_cols) 
 }
 
 void symmetric_eigen(double* a, int64_t n, double* w, double* v) {
-  std::vector<double> vectors;
-  if (v != nullptr) {
-    vectors.assign(static_cast<size_t>(n * n), 0.0);
-    for (int64_t i = 0; i < n; ++i) vectors[i * n + i] = 1.0;
-  }
-  const double scale = std::sqrt(dot(a, a, n * n));
-  constexpr int kMaxSweeps = 100;
-  for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
-    double off = 0.0;
-    for (int64_t p = 0; p < n; ++p) off += dot(a + p * n + p + 1, a + p * n + p + 1, n - p - 1);
-    if (std::sqrt(off) <= 0.25 * DBL_EPSILON * scale) break;
-    for (int64_t p = 0; p + 1 < n; ++p) {
-      for (int64_t q = p + 1; q < n; ++q) {
-        const double apq = a[p * n + q];
-        if (apq == 0.0) continue;
-        const auto [c, s] = jacobi_rotation(a[p * n + p], a[q * n + q], apq);
-        for (int64_t r = 0; r < n; ++r) {  // columns p and q (A J)
-          const double arp = a[r * n + p], arq = a[r * n + q];
-          a[r * n + p] = c * arp - s * arq;
-          a[r * n + q] = s * arp + c * arq;
-        }
-        rotate(a + p * n, a + q * n, n, c, s);  // rows p and q (J^T A J)
-        a[p * n + q] = a[q * n + p] = 0.0;      // zero by construction, up to rounding
-        if (v != nullptr) {
-          for (int64_t r = 0; r < n; ++r) {
-            const double vrp = vectors[r * n + p], vrq = vectors[r * n + q];
-            vectors[r * n + p] = c * vrp - s * vrq;
-            vectors[r * n + q] = s * vrp + c * vrq;
-          }
-        }
-      }
+  if (n == 0) return;
+  const bool vectors = v != nullptr;
+  const int exponent = scale_to_unit(a, n * n);
+  // 1. Householder tridiagonalization A = Q T Q^T: reflector k (v_k, tau_k) zeroes column k
+  // below its subdiagonal, T's diagonal lands in d and its subdiagonal in e (e[i] joins rows i
+  // and i + 1; e[n - 1] = 0). The trailing block is kept whole (both triangles), so each step is
+  // a matrix-vector product and a rank-2 update along rows.
+  std::vector<double> d(static_cast<size_t>(n)), e(static_cast<size_t>(n), 0.0);
+  std::vector<double> reflectors(static_cast<size_t>(n * n), 0.0), taus(static_cast<size_t>(n));
+  std::vector<double> p(static_cast<size_t>(n));
+  for (int64_t k = 0; k + 2 < n; ++k) {
+    double sigma = 0.0;
+    for (int64_t i = k + 2; i < n; ++i) sigma += a[i * n + k] * a[i * n + k];
+    const double alpha = a[(k + 1) * n + k];
+    if (sigma == 0.0) {  // already tridiagonal in this column
+      e[k] = alpha;
+      continue;
+    }
+    const double beta = -std::copysign(std::sqrt(alpha * alpha + sigma), alpha);
+    double* vk = &reflectors[k * n];
+    vk[k + 1] = 1.0;
+    for (int64_t i = k + 2; i < n; ++i) vk[i] = a[i * n + k] / (alpha - beta);
+    const double tau = taus[k] = (beta - alpha) / beta;
+    e[k] = beta;
+    // B <- H B H for the trailing block B: p = tau B v, w = p - (tau / 2)(p . v) v,
+    // B -= v w^T + w v^T.
+    const int64_t lo = k + 1, len = n - lo;
+    for (int64_t i = lo; i < n; ++i) p[i] = tau * dot(a + i * n + lo, vk + lo, len);
+    const double half = 0.5 * tau * dot(p.data() + lo, vk + lo, len);
+    for (int64_t i = lo; i < n; ++i) p[i] -= half * vk[i];
+    for (int64_t i = lo; i < n; ++i) {
+      axpy(-vk[i], p.data() + lo, a + i * n + lo, len);
+      axpy(-p[i], vk + lo, a + i * n + lo, len);
     }
   }
+  for (int64_t i = 0; i < n; ++i) d[i] = a[i * n + i];
+  if (n >= 2) e[n - 2] = a[(n - 1) * n + n - 2];
+
+  // 2. The eigenvectors start as Q, kept transposed (zt's rows are V's columns), so that the
+  // rotations below combine two contiguous rows. Q^T = H_{n-3} ... H_0.
+  std::vector<double> zt;
+  if (vectors) {
+    zt.assign(static_cast<size_t>(n * n), 0.0);
+    for (int64_t i = 0; i < n; ++i) zt[i * n + i] = 1.0;
+    std::vector<double> row(static_cast<size_t>(n));
+    for (int64_t k = 0; k + 2 < n; ++k) {
+      if (taus[k] == 0.0) continue;
+      const double* vk = &reflectors[k * n];
+      std::fill(row.begin(), row.end(), 0.0);
+      for (int64_t i = k + 1; i < n; ++i) axpy(vk[i], &zt[i * n], row.data(), n);
+      for (int64_t i = k + 1; i < n; ++i) axpy(-taus[k] * vk[i], row.data(), &zt[i * n], n);
+    }
+  }
+
+  // 3. Implicit QL with Wilkinson's shift on (d, e) (EISPACK's tql2): for each l, chase the
+  // bulge from the first negligible e[m] below l up to l until e[l] is negligible.
+  constexpr int kMaxIterations = 64;
+  for (int64_t l = 0; l < n; ++l) {
+    for (int iteration = 0; iteration < kMaxIterations; ++iteration) {
+      int64_t m = l;
+      while (m + 1 < n && std::abs(e[m]) > DBL_EPSILON * (std::abs(d[m]) + std::abs(d[m + 1]))) {
+        ++m;
+      }
+      if (m == l) break;
+      double g = (d[l + 1] - d[l]) / (2.0 * e[l]);
+      double r = std::hypot(g, 1.0);
+      g = d[m] - d[l] + e[l] / (g + std::copysign(r, g));
+      double s = 1.0, c = 1.0, shift = 0.0;
+      int64_t i = m - 1;
+      for (; i >= l; --i) {
+        const double f = s * e[i], b = c * e[i];
+        r = e[i + 1] = std::hypot(f, g);
+        if (r == 0.0) {  // the rotation underflowed: deflate here and start again
+          d[i + 1] -= shift;
+          e[m] = 0.0;
+          break;
+        }
+        s = f / r;
+        c = g / r;
+        g = d[i + 1] - shift;
+        r = (d[i] - g) * s + 2.0 * c * b;
+        shift = s * r;
+        d[i + 1] = g + shift;
+        g = c * r - b;
+        if (vectors) rotate(&zt[(i + 1) * n], &zt[i * n], n, c, -s);
+      }
+      if (r == 0.0 && i >= l) continue;
+      d[l] -= shift;
+      e[l] = g;
+      e[m] = 0.0;
+    }
+  }
+
   const std::vector<int64_t> order = order_by(
-      n, [&](int64_t i) { return a[i * n + i]; }, false);
-  for (int64_t j = 0; j < n; ++j) w[j] = a[order[j] * n + order[j]];
-  if (v == nullptr) return;
+      n, [&](int64_t i) { return d[i]; }, false);
+  for (int64_t j = 0; j < n; ++j) w[j] = std::ldexp(d[order[j]], exponent);
+  if (!vectors) return;
   for (int64_t r = 0; r < n; ++r) {
-    for (int64_t j = 0; j < n; ++j) v[r * n + j] = vectors[r * n + order[j]];
+    for (int64_t j = 0; j < n; ++j) v[r * n + j] = zt[order[j] * n + r];
   }
 }
 
 void singular_value_decomposition(double* a, int64_t m, int64_t n, double* s, double* u,
                                   int64_t u_cols, double* vt, int64_t vt_rows) {
   const bool vectors = u != nullptr;
+  const int exponent = scale_to_unit(a, m * n);
+  const auto scale_back = [&] {
+    for (int64_t j = 0; j < std::min(m, n); ++j) s[j] = std::ldexp(s[j], exponent);
+  };
   if (m >= n) {
     // The tall routine wants a's columns as rows.
     std::vector<double> at(static_cast<size_t>(n * m));
@@ -294,6 +374,7 @@ void singular_value_decomposition(double* a, int64_t m, int64_t n, double* s, do
       for (int64_t j = 0; j < n; ++j) at[j * m + i] = a[i * n + j];
     }
     svd_tall(at.data(), m, n, s, u, u_cols, vt);
+    scale_back();
     return;
   }
   // a^T [n, m] is tall, and the tall routine wants its columns as rows: a's rows, so a itself.
@@ -305,6 +386,7 @@ void singular_value_decomposition(double* a, int64_t m, int64_t n, double* s, do
   }
   svd_tall(a, n, m, s, vectors ? u_prime.data() : nullptr, vt_rows,
            vectors ? vt_prime.data() : nullptr);
+  scale_back();
   if (!vectors) return;
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < m; ++j) u[i * u_cols + j] = vt_prime[j * m + i];

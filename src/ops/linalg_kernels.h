@@ -3,11 +3,13 @@
 // a batch).
 //
 // They are the textbook unblocked algorithms (Golub & Van Loan, "Matrix Computations"): their
-// inner loops run along rows, so a row update vectorizes, but they do not tile for the cache,
-// and eigh / svd use Jacobi rotations, which converge in a few sweeps and are accurate to
-// working precision but cost several times LAPACK's Householder-based routines for large
-// matrices. They suit the matrices of models (up to a few hundred rows); a blocked path for large
-// matrices would go here.
+// inner loops run along rows, so a row update vectorizes, but they do not tile for the cache.
+// eigh reduces to tridiagonal form and runs implicit QL (EISPACK's tred2 / tql2); svd uses
+// one-sided Jacobi rotations, accurate to working precision but several times the cost of
+// LAPACK's bidiagonal QR for large matrices. They suit the matrices of models (up to a few
+// hundred rows); a blocked path for large matrices would go here. qr, eigh and svd first scale
+// the matrix by a power of two (exactly) so that their sums of squares neither overflow nor
+// underflow.
 #pragma once
 
 #include <cstdint>
@@ -41,8 +43,9 @@ void triangular_solve(const double* a, int64_t row_stride, int64_t col_stride, i
 /// reflected.
 void householder_qr(double* a, int64_t m, int64_t n, double* q, int64_t q_cols);
 
-/// Eigen-decomposition of the symmetric a [n, n] (both triangles read; a is destroyed):
-/// ascending w [n] and, when v is not null, orthonormal eigenvectors in v [n, n]'s columns.
+/// Eigen-decomposition of the symmetric a [n, n] (both triangles read; a is destroyed) by
+/// Householder tridiagonalization and implicit QL with Wilkinson shifts: ascending w [n] and,
+/// when v is not null, orthonormal eigenvectors in v [n, n]'s columns.
 void symmetric_eigen(double* a, int64_t n, double* w, double* v);
 
 /// SVD of a [m, n] (destroyed): s [k] descending for k = min(m, n) and, when u is not null,

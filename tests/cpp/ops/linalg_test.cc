@@ -231,6 +231,31 @@ TEST_P(LinalgDTypes, Eigh_AscendingValuesAndOrthonormalVectors_FromEitherTriangl
   }
 }
 
+TEST(Linalg, Eigh_OfRepeatedEigenvalues_GivesAnOrthonormalBasis) {
+  // Q diag(1, 1, 1, 2, 2, 5) Q^T with a random orthogonal Q: every eigenvalue repeats.
+  const Tensor q = std::get<0>(linalg::qr(randn({6, 6}, f64)));
+  const Tensor values = cat({full({3}, 1.0, f64), full({2}, 2.0, f64), full({1}, 5.0, f64)});
+  const Tensor a = matmul(q, matmul(diag(values), mT(q)));
+  auto [w, v] = linalg::eigh(a);
+  expect_close(w, values, 1e-12);
+  expect_close(matmul(mT(v), v), identity(6, f64), 1e-12);
+  expect_close(matmul(v, matmul(diag(w), mT(v))), a, 1e-12);
+}
+
+TEST(Linalg, DecompositionsOfHugeAndTinyMatrices_NeitherOverflowNorUnderflow) {
+  // Sums of squares of 1e200 overflow and of 1e-200 underflow: the kernels scale first.
+  for (const double scale : {1e200, 1e-200}) {
+    const Tensor a = randn({5, 3}, f64) * scale;
+    auto [q, r] = linalg::qr(a);
+    expect_close(matmul(q, r) / scale, a / scale, 1e-12);
+    auto [u, s, vh] = linalg::svd(a, /*full_matrices=*/false);
+    expect_close(matmul(u, matmul(diag(s), vh)) / scale, a / scale, 1e-12);
+    const Tensor sym = matmul(mT(a), a / scale);  // ~ scale, symmetric
+    auto [w, v] = linalg::eigh(sym);
+    expect_close(matmul(v, matmul(diag(w), mT(v))) / scale, sym / scale, 1e-12);
+  }
+}
+
 TEST_P(LinalgDTypes, Svd_ReconstructsWithDescendingValues_ReducedAndFull) {
   const DType dt = GetParam();
   for (const Shape& shape : {Shape{2, 6, 4}, Shape{4, 6}, Shape{5, 5}}) {
