@@ -30,18 +30,6 @@ void rotate(double* x, double* y, int64_t n, double c, double s) {
   }
 }
 
-/// The rotation (c, s) that zeroes the off-diagonal of the symmetric 2x2 [[app, apq], [apq,
-/// aqq]] (as J^T M J with J = [[c, s], [-s, c]]), for apq != 0: t = tan of the smaller angle.
-std::pair<double, double> jacobi_rotation(double app, double aqq, double apq) {
-  const double theta = (aqq - app) / (2.0 * apq);
-  // For a huge theta, theta^2 would overflow: t ~ 1 / (2 theta) there.
-  const double t = std::abs(theta) > 1e150
-                       ? 0.5 / theta
-                       : std::copysign(1.0, theta) / (std::abs(theta) + std::hypot(theta, 1.0));
-  const double c = 1.0 / std::sqrt(t * t + 1.0);
-  return {c, t * c};
-}
-
 /// The positions 0..n-1 ordered by `value` (descending with `descending`), ties in order.
 template <typename Value>
 std::vector<int64_t> order_by(int64_t n, Value value, bool descending) {
@@ -53,31 +41,16 @@ std::vector<int64_t> order_by(int64_t n, Value value, bool descending) {
   return order;
 }
 
-/// Fills columns [first, last) of u [m, u_cols] with unit vectors orthogonal to its columns
-/// [0, first) and to each other (Gram-Schmidt on the unit vectors e_i, projected twice for
-/// orthogonality to working precision). Some e_i keeps a residual of squared norm at least 1/m
-/// while fewer than m columns are filled, so the 0.5 / m test always finds one.
-void complete_orthonormal_columns(double* u, int64_t m, int64_t u_cols, int64_t first,
-                                  int64_t last) {
-  std::vector<double> x(static_cast<size_t>(m));
-  const auto column = [&](int64_t j, int64_t i) -> double& { return u[i * u_cols + j]; };
-  int64_t filled = first;
-  for (int64_t e = 0; e < m && filled < last; ++e) {
-    std::fill(x.begin(), x.end(), 0.0);
-    x[e] = 1.0;
-    for (int pass = 0; pass < 2; ++pass) {
-      for (int64_t j = 0; j < filled; ++j) {
-        double proj = 0.0;
-        for (int64_t i = 0; i < m; ++i) proj += column(j, i) * x[i];
-        for (int64_t i = 0; i < m; ++i) x[i] -= proj * column(j, i);
-      }
-    }
-    const double norm2 = dot(x.data(), x.data(), m);
-    if (norm2 <= 0.5 / static_cast<double>(m)) continue;
-    const double scale = 1.0 / std::sqrt(norm2);
-    for (int64_t i = 0; i < m; ++i) column(filled, i) = x[i] * scale;
-    ++filled;
+/// +1 or -1: the sign that makes the entry of largest magnitude of the vector x [n] (the first
+/// of equal ones) positive. Eigenvectors and singular vectors are defined up to sign; fixing it so
+/// makes them a smooth function of the matrix (an iteration's count, which decides the sign it
+/// happens to end with, changes with tiny perturbations) and the same on every platform.
+double fixed_sign(const double* x, int64_t n) {
+  int64_t largest = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    if (std::abs(x[i]) > std::abs(x[largest])) largest = i;
   }
+  return n > 0 && x[largest] < 0.0 ? -1.0 : 1.0;
 }
 
 /// Scales the `count` values at x by a power of two that brings their largest magnitude to
@@ -94,52 +67,213 @@ int scale_to_unit(double* x, int64_t count) {
   return e;
 }
 
-/// One-sided Jacobi SVD (Hestenes) of a tall a [m, n], m >= n, given as its transpose at [n, m]
-/// (destroyed): rotating pairs of rows of `at` (columns of a) until every pair is orthogonal
-/// makes a @ V = G with orthogonal columns, so s = their norms, U = G / s and Vh = V^T. The
-/// rows of vt [n, n] accumulate the rotations.
-void svd_tall(double* at, int64_t m, int64_t n, double* s, double* u, int64_t u_cols, double* vt) {
-  const bool vectors = u != nullptr;
-  std::vector<double> v_rows;
-  if (vectors) {
-    v_rows.assign(static_cast<size_t>(n * n), 0.0);
-    for (int64_t i = 0; i < n; ++i) v_rows[i * n + i] = 1.0;
+/// A Householder reflector H = I - tau v v^T with v[0] = 1 (LAPACK's dlarfg): H x = (beta, 0,
+/// ..., 0) for the x it was made from; tau = 0 (H = I) when x already has that form.
+struct Reflector {
+  std::vector<double> v;
+  double tau = 0.0;
+  double beta = 0.0;
+};
+
+/// The reflector of the `len` values x[0], x[stride], ...
+Reflector make_reflector(const double* x, int64_t stride, int64_t len) {
+  Reflector h;
+  h.v.assign(static_cast<size_t>(len), 0.0);
+  if (len == 0) return h;
+  h.v[0] = 1.0;
+  double sigma = 0.0;
+  for (int64_t i = 1; i < len; ++i) sigma += x[i * stride] * x[i * stride];
+  const double alpha = x[0];
+  h.beta = alpha;
+  if (sigma == 0.0) return h;
+  h.beta = -std::copysign(std::sqrt(alpha * alpha + sigma), alpha);
+  for (int64_t i = 1; i < len; ++i) h.v[i] = x[i * stride] / (alpha - h.beta);
+  h.tau = (h.beta - alpha) / h.beta;
+  return h;
+}
+
+/// H applied from the left to rows [r0, r0 + len(v)) and columns [c0, c1) of the row-major x
+/// (row length ld): w = v^T X, X -= tau v w, along rows.
+void reflect_rows(const Reflector& h, double* x, int64_t ld, int64_t r0, int64_t c0, int64_t c1) {
+  if (h.tau == 0.0 || c1 <= c0) return;
+  std::vector<double> w(static_cast<size_t>(c1 - c0), 0.0);
+  const int64_t len = static_cast<int64_t>(h.v.size());
+  for (int64_t i = 0; i < len; ++i) axpy(h.v[i], x + (r0 + i) * ld + c0, w.data(), c1 - c0);
+  for (int64_t i = 0; i < len; ++i) {
+    axpy(-h.tau * h.v[i], w.data(), x + (r0 + i) * ld + c0, c1 - c0);
   }
-  constexpr int kMaxSweeps = 100;
-  for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
-    bool rotated = false;
-    for (int64_t p = 0; p + 1 < n; ++p) {
-      for (int64_t q = p + 1; q < n; ++q) {
-        double* gp = at + p * m;
-        double* gq = at + q * m;
-        const double alpha = dot(gp, gp, m), beta = dot(gq, gq, m), gamma = dot(gp, gq, m);
-        if (gamma == 0.0 || std::abs(gamma) <= DBL_EPSILON * std::sqrt(alpha * beta)) continue;
-        const auto [c, sn] = jacobi_rotation(alpha, beta, gamma);
-        rotate(gp, gq, m, c, sn);
-        if (vectors) rotate(&v_rows[p * n], &v_rows[q * n], n, c, sn);
-        rotated = true;
-      }
+}
+
+/// H applied from the right to columns [c0, c0 + len(v)) of rows [r0, r1) of x: each row
+/// -= tau (row . v) v.
+void reflect_columns(const Reflector& h, double* x, int64_t ld, int64_t r0, int64_t r1,
+                     int64_t c0) {
+  if (h.tau == 0.0) return;
+  const int64_t len = static_cast<int64_t>(h.v.size());
+  for (int64_t i = r0; i < r1; ++i) {
+    double* row = x + i * ld + c0;
+    axpy(-h.tau * dot(row, h.v.data(), len), h.v.data(), row, len);
+  }
+}
+
+/// The Givens rotation (c, s, r) with c f + s g = r and -s f + c g = 0.
+struct Givens {
+  double c, s, r;
+};
+Givens givens(double f, double g) {
+  const double r = std::hypot(f, g);
+  if (r == 0.0) return {1.0, 0.0, 0.0};
+  return {f / r, g / r, r};
+}
+
+/// The SVD of the upper bidiagonal B (diagonal d [n], superdiagonal e [n - 1]) by Golub-Kahan
+/// implicit QR steps with Wilkinson shifts (Golub & Van Loan, algorithm 8.6.2), in place: d
+/// becomes the singular values, unsigned and unsorted. Each rotation of B's rows (columns) is
+/// applied to the rows of ut (of vt) when they are not null, rows of length ut_len (n).
+void bidiagonal_svd(std::vector<double>& d, std::vector<double>& e, double* ut, int64_t ut_len,
+                    double* vt) {
+  const int64_t n = static_cast<int64_t>(d.size());
+  double norm = 0.0;
+  for (int64_t i = 0; i < n; ++i) norm = std::max(norm, std::abs(d[i]) + std::abs(e[i]));
+  const auto negligible_e = [&](int64_t i) {
+    return std::abs(e[i]) <= DBL_EPSILON * (std::abs(d[i]) + std::abs(d[i + 1]));
+  };
+  // B <- G B (rows i, j) is U <- U G^T: the rows of ut combine as the rows of B.
+  const auto rotate_u = [&](int64_t i, int64_t j, double c, double s) {
+    if (ut != nullptr) rotate(ut + i * ut_len, ut + j * ut_len, ut_len, c, s);
+  };
+  const auto rotate_v = [&](int64_t i, int64_t j, double c, double s) {
+    if (vt != nullptr) rotate(vt + i * n, vt + j * n, n, c, s);
+  };
+  const int64_t max_steps = 100 * std::max<int64_t>(n, 1);
+  int64_t hi = n - 1;
+  for (int64_t step = 0; hi > 0 && step < max_steps;) {
+    if (negligible_e(hi - 1)) {
+      e[hi - 1] = 0.0;
+      --hi;
+      continue;
     }
-    if (!rotated) break;
+    int64_t lo = hi - 1;
+    while (lo > 0 && !negligible_e(lo - 1)) --lo;
+    if (lo > 0) e[lo - 1] = 0.0;
+    // A zero on the diagonal splits the block once rotations move its row's (its column's)
+    // superdiagonal entry out.
+    int64_t zero = -1;
+    for (int64_t i = lo; i <= hi && zero < 0; ++i) {
+      if (std::abs(d[i]) <= DBL_EPSILON * norm) zero = i;
+    }
+    if (zero >= 0) {
+      d[zero] = 0.0;
+      if (zero < hi) {  // rows (zero, j) chase B[zero][j] right to the end of the block
+        double f = e[zero];
+        e[zero] = 0.0;
+        for (int64_t j = zero + 1; j <= hi && f != 0.0; ++j) {
+          const Givens g = givens(d[j], f);
+          d[j] = g.r;
+          rotate_u(zero, j, g.c, g.s);  // row zero' = c row zero - s row j, as rotate()
+          if (j < hi) {
+            f = -g.s * e[j];
+            e[j] = g.c * e[j];
+          }
+        }
+      } else {  // columns (j, hi) chase B[j][hi] up to the top of the block
+        double f = e[hi - 1];
+        e[hi - 1] = 0.0;
+        for (int64_t j = hi - 1; j >= lo && f != 0.0; --j) {
+          const Givens g = givens(d[j], f);
+          d[j] = g.r;
+          rotate_v(j, hi, g.c, -g.s);
+          if (j > lo) {
+            f = -g.s * e[j - 1];
+            e[j - 1] = g.c * e[j - 1];
+          }
+        }
+      }
+      continue;
+    }
+    ++step;
+    // Wilkinson's shift: the eigenvalue of B^T B's trailing 2 x 2 nearer its last entry.
+    const double t11 = d[hi - 1] * d[hi - 1] + (hi - 1 > lo ? e[hi - 2] * e[hi - 2] : 0.0);
+    const double t12 = d[hi - 1] * e[hi - 1];
+    const double t22 = d[hi] * d[hi] + e[hi - 1] * e[hi - 1];
+    const double delta = 0.5 * (t11 - t22);
+    const double denominator = delta + std::copysign(std::hypot(delta, t12), delta);
+    const double shift = denominator == 0.0 ? t22 : t22 - t12 * t12 / denominator;
+    double y = d[lo] * d[lo] - shift, z = d[lo] * e[lo];
+    for (int64_t k = lo; k < hi; ++k) {
+      // Columns k and k + 1: zero the bulge z beside y (the shifted start for k = lo).
+      Givens g = givens(y, z);
+      if (k > lo) e[k - 1] = g.r;
+      y = g.c * d[k] + g.s * e[k];
+      e[k] = g.c * e[k] - g.s * d[k];
+      z = g.s * d[k + 1];
+      d[k + 1] = g.c * d[k + 1];
+      rotate_v(k, k + 1, g.c, -g.s);
+      // Rows k and k + 1: zero the bulge z below the diagonal.
+      g = givens(y, z);
+      d[k] = g.r;
+      y = g.c * e[k] + g.s * d[k + 1];
+      d[k + 1] = g.c * d[k + 1] - g.s * e[k];
+      if (k + 1 < hi) {
+        z = g.s * e[k + 1];
+        e[k + 1] = g.c * e[k + 1];
+      }
+      rotate_u(k, k + 1, g.c, -g.s);
+    }
+    e[hi - 1] = y;
   }
-  std::vector<double> norms(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) norms[j] = std::sqrt(dot(at + j * m, at + j * m, m));
+}
+
+/// The SVD of a tall a [m, n], m >= n (destroyed), by Golub-Kahan-Reinsch: Householder
+/// bidiagonalization a = U_B B V_B^T, then bidiagonal_svd B = Q S P^T, so U = U_B Q and V =
+/// V_B P. u is [m, u_cols] (u_cols = n or m), vt [n, n].
+void svd_tall(double* a, int64_t m, int64_t n, double* s, double* u, int64_t u_cols, double* vt) {
+  const bool vectors = u != nullptr;
+  std::vector<Reflector> left(static_cast<size_t>(n)), right(static_cast<size_t>(n));
+  std::vector<double> d(static_cast<size_t>(n)), e(static_cast<size_t>(n), 0.0);
+  for (int64_t k = 0; k < n; ++k) {
+    left[k] = make_reflector(a + k * n + k, n, m - k);
+    reflect_rows(left[k], a, n, k, k + 1, n);
+    d[k] = left[k].beta;
+    if (k + 1 < n) {
+      right[k] = make_reflector(a + k * n + k + 1, 1, n - k - 1);
+      reflect_columns(right[k], a, n, k + 1, m, k + 1);
+      e[k] = right[k].beta;
+    }
+  }
+  // The factors are kept transposed (ut's rows are U's columns, vt_rows V's), so that the
+  // rotations combine contiguous rows: U_B = H_0 ... H_{n-1} and V_B = G_0 ... G_{n-2}, each
+  // accumulated from the last reflector back.
+  std::vector<double> ut, vt_rows;
+  if (vectors) {
+    std::vector<double> q(static_cast<size_t>(m * u_cols), 0.0);
+    for (int64_t i = 0; i < u_cols; ++i) q[i * u_cols + i] = 1.0;
+    for (int64_t k = n - 1; k >= 0; --k) reflect_rows(left[k], q.data(), u_cols, k, 0, u_cols);
+    ut.resize(static_cast<size_t>(u_cols * m));
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < u_cols; ++j) ut[j * m + i] = q[i * u_cols + j];
+    }
+    std::vector<double> p(static_cast<size_t>(n * n), 0.0);
+    for (int64_t i = 0; i < n; ++i) p[i * n + i] = 1.0;
+    for (int64_t k = n - 2; k >= 0; --k) reflect_rows(right[k], p.data(), n, k + 1, 0, n);
+    vt_rows.resize(static_cast<size_t>(n * n));
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < n; ++j) vt_rows[j * n + i] = p[i * n + j];
+    }
+  }
+  bidiagonal_svd(d, e, vectors ? ut.data() : nullptr, m, vectors ? vt_rows.data() : nullptr);
   const std::vector<int64_t> order = order_by(
-      n, [&](int64_t j) { return norms[j]; }, true);
-  for (int64_t j = 0; j < n; ++j) s[j] = norms[order[j]];
+      n, [&](int64_t j) { return std::abs(d[j]); }, true);
+  for (int64_t j = 0; j < n; ++j) s[j] = std::abs(d[order[j]]);
   if (!vectors) return;
-  // A column whose singular value is below the rounding of the largest carries no direction of
-  // its own: it is replaced by one orthogonal to the others, as are the full U's extra columns.
-  const double negligible = DBL_EPSILON * (n > 0 ? s[0] : 0.0);
-  int64_t kept = 0;
-  while (kept < n && s[kept] > negligible && s[kept] > 0.0) ++kept;
-  for (int64_t j = 0; j < n; ++j) {
-    const double* g = at + order[j] * m;
-    std::copy_n(&v_rows[order[j] * n], n, vt + j * n);
-    if (j >= kept) continue;
-    for (int64_t i = 0; i < m; ++i) u[i * u_cols + j] = g[i] / s[j];
+  for (int64_t j = 0; j < u_cols; ++j) {
+    const int64_t from = j < n ? order[j] : j;  // the full U's extra columns are U_B's
+    for (int64_t i = 0; i < m; ++i) u[i * u_cols + j] = ut[from * m + i];
   }
-  complete_orthonormal_columns(u, m, u_cols, kept, u_cols);
+  for (int64_t j = 0; j < n; ++j) {
+    const double sign = d[order[j]] < 0.0 ? -1.0 : 1.0;  // a negative value's V column flips
+    for (int64_t i = 0; i < n; ++i) vt[j * n + i] = sign * vt_rows[order[j] * n + i];
+  }
 }
 
 }  // namespace
@@ -224,37 +358,19 @@ void lu_solve(const double* lu, const int32_t* pivots, int64_t n, double* b, int
 void householder_qr(double* a, int64_t m, int64_t n, double* q, int64_t q_cols) {
   const int64_t k = std::min(m, n);
   const int exponent = scale_to_unit(a, m * n);
-  // Reflector j is H = I - tau_j v v^T with v = (0.., 1, vs[j][j+1..]): LAPACK's dlarfg.
-  std::vector<double> vs(static_cast<size_t>(k * m), 0.0), taus(static_cast<size_t>(k), 0.0);
-  std::vector<double> w(static_cast<size_t>(std::max(n, q_cols)));
-  // Applies reflector j to columns [c0, c1) of the [m, ld] matrix x.
-  const auto reflect = [&](int64_t j, double* x, int64_t ld, int64_t c0, int64_t c1) {
-    const double* v = &vs[j * m];
-    std::fill(w.begin() + c0, w.begin() + c1, 0.0);
-    for (int64_t i = j; i < m; ++i) axpy(v[i], x + i * ld + c0, w.data() + c0, c1 - c0);
-    for (int64_t i = j; i < m; ++i) axpy(-taus[j] * v[i], w.data() + c0, x + i * ld + c0, c1 - c0);
-  };
+  std::vector<Reflector> reflectors(static_cast<size_t>(k));
   for (int64_t j = 0; j < k; ++j) {
-    double sigma = 0.0;
-    for (int64_t i = j + 1; i < m; ++i) sigma += a[i * n + j] * a[i * n + j];
-    if (sigma == 0.0) continue;  // already triangular here: H = I
-    const double alpha = a[j * n + j];
-    const double beta = -std::copysign(std::sqrt(alpha * alpha + sigma), alpha);
-    double* v = &vs[j * m];
-    v[j] = 1.0;
-    for (int64_t i = j + 1; i < m; ++i) v[i] = a[i * n + j] / (alpha - beta);
-    taus[j] = (beta - alpha) / beta;
-    reflect(j, a, n, j + 1, n);
-    a[j * n + j] = beta;
+    reflectors[j] = make_reflector(a + j * n + j, n, m - j);
+    reflect_rows(reflectors[j], a, n, j, j + 1, n);
+    a[j * n + j] = reflectors[j].beta;
   }
   for (int64_t i = 1; i < m; ++i) std::fill(a + i * n, a + i * n + std::min(i, n), 0.0);
   for (int64_t i = 0; i < m * n; ++i) a[i] = std::ldexp(a[i], exponent);
   if (q == nullptr) return;
+  // Q = H_0 ... H_{k-1}, accumulated from the last reflector back.
   std::fill(q, q + m * q_cols, 0.0);
   for (int64_t i = 0; i < std::min(m, q_cols); ++i) q[i * q_cols + i] = 1.0;
-  for (int64_t j = k - 1; j >= 0; --j) {
-    if (taus[j] != 0.0) reflect(j, q, q_cols, 0, q_cols);
-  }
+  for (int64_t j = k - 1; j >= 0; --j) reflect_rows(reflectors[j], q, q_cols, j, 0, q_cols);
 }
 
 void symmetric_eigen(double* a, int64_t n, double* w, double* v) {
@@ -266,31 +382,22 @@ void symmetric_eigen(double* a, int64_t n, double* w, double* v) {
   // and i + 1; e[n - 1] = 0). The trailing block is kept whole (both triangles), so each step is
   // a matrix-vector product and a rank-2 update along rows.
   std::vector<double> d(static_cast<size_t>(n)), e(static_cast<size_t>(n), 0.0);
-  std::vector<double> reflectors(static_cast<size_t>(n * n), 0.0), taus(static_cast<size_t>(n));
+  std::vector<Reflector> reflectors(static_cast<size_t>(n));
   std::vector<double> p(static_cast<size_t>(n));
   for (int64_t k = 0; k + 2 < n; ++k) {
-    double sigma = 0.0;
-    for (int64_t i = k + 2; i < n; ++i) sigma += a[i * n + k] * a[i * n + k];
-    const double alpha = a[(k + 1) * n + k];
-    if (sigma == 0.0) {  // already tridiagonal in this column
-      e[k] = alpha;
-      continue;
-    }
-    const double beta = -std::copysign(std::sqrt(alpha * alpha + sigma), alpha);
-    double* vk = &reflectors[k * n];
-    vk[k + 1] = 1.0;
-    for (int64_t i = k + 2; i < n; ++i) vk[i] = a[i * n + k] / (alpha - beta);
-    const double tau = taus[k] = (beta - alpha) / beta;
-    e[k] = beta;
+    const int64_t lo = k + 1, len = n - lo;
+    const Reflector& h = reflectors[k] = make_reflector(a + lo * n + k, n, len);
+    e[k] = h.beta;
+    if (h.tau == 0.0) continue;  // already tridiagonal in this column
     // B <- H B H for the trailing block B: p = tau B v, w = p - (tau / 2)(p . v) v,
     // B -= v w^T + w v^T.
-    const int64_t lo = k + 1, len = n - lo;
-    for (int64_t i = lo; i < n; ++i) p[i] = tau * dot(a + i * n + lo, vk + lo, len);
-    const double half = 0.5 * tau * dot(p.data() + lo, vk + lo, len);
-    for (int64_t i = lo; i < n; ++i) p[i] -= half * vk[i];
-    for (int64_t i = lo; i < n; ++i) {
-      axpy(-vk[i], p.data() + lo, a + i * n + lo, len);
-      axpy(-p[i], vk + lo, a + i * n + lo, len);
+    const double* v = h.v.data();
+    for (int64_t i = 0; i < len; ++i) p[i] = h.tau * dot(a + (lo + i) * n + lo, v, len);
+    const double half = 0.5 * h.tau * dot(p.data(), v, len);
+    for (int64_t i = 0; i < len; ++i) p[i] -= half * v[i];
+    for (int64_t i = 0; i < len; ++i) {
+      axpy(-v[i], p.data(), a + (lo + i) * n + lo, len);
+      axpy(-p[i], v, a + (lo + i) * n + lo, len);
     }
   }
   for (int64_t i = 0; i < n; ++i) d[i] = a[i * n + i];
@@ -302,14 +409,7 @@ void symmetric_eigen(double* a, int64_t n, double* w, double* v) {
   if (vectors) {
     zt.assign(static_cast<size_t>(n * n), 0.0);
     for (int64_t i = 0; i < n; ++i) zt[i * n + i] = 1.0;
-    std::vector<double> row(static_cast<size_t>(n));
-    for (int64_t k = 0; k + 2 < n; ++k) {
-      if (taus[k] == 0.0) continue;
-      const double* vk = &reflectors[k * n];
-      std::fill(row.begin(), row.end(), 0.0);
-      for (int64_t i = k + 1; i < n; ++i) axpy(vk[i], &zt[i * n], row.data(), n);
-      for (int64_t i = k + 1; i < n; ++i) axpy(-taus[k] * vk[i], row.data(), &zt[i * n], n);
-    }
+    for (int64_t k = 0; k + 2 < n; ++k) reflect_rows(reflectors[k], zt.data(), n, k + 1, 0, n);
   }
 
   // 3. Implicit QL with Wilkinson's shift on (d, e) (EISPACK's tql2): for each l, chase the
@@ -355,8 +455,10 @@ void symmetric_eigen(double* a, int64_t n, double* w, double* v) {
       n, [&](int64_t i) { return d[i]; }, false);
   for (int64_t j = 0; j < n; ++j) w[j] = std::ldexp(d[order[j]], exponent);
   if (!vectors) return;
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t j = 0; j < n; ++j) v[r * n + j] = zt[order[j] * n + r];
+  for (int64_t j = 0; j < n; ++j) {
+    const double* column = &zt[order[j] * n];
+    const double sign = fixed_sign(column, n);
+    for (int64_t r = 0; r < n; ++r) v[r * n + j] = column[r] * sign;
   }
 }
 
@@ -367,24 +469,32 @@ void singular_value_decomposition(double* a, int64_t m, int64_t n, double* s, do
   const auto scale_back = [&] {
     for (int64_t j = 0; j < std::min(m, n); ++j) s[j] = std::ldexp(s[j], exponent);
   };
-  if (m >= n) {
-    // The tall routine wants a's columns as rows.
-    std::vector<double> at(static_cast<size_t>(n * m));
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) at[j * m + i] = a[i * n + j];
+  // Each pair (U's column j, Vh's row j) flips together so that fixed_sign(Vh's row) is +1.
+  const auto fix_signs = [&] {
+    for (int64_t j = 0; j < std::min(m, n); ++j) {
+      if (fixed_sign(vt + j * n, n) > 0.0) continue;
+      for (int64_t i = 0; i < n; ++i) vt[j * n + i] = -vt[j * n + i];
+      for (int64_t i = 0; i < m; ++i) u[i * u_cols + j] = -u[i * u_cols + j];
     }
-    svd_tall(at.data(), m, n, s, u, u_cols, vt);
+  };
+  if (m >= n) {
+    svd_tall(a, m, n, s, u, u_cols, vt);
     scale_back();
+    if (vectors) fix_signs();
     return;
   }
-  // a^T [n, m] is tall, and the tall routine wants its columns as rows: a's rows, so a itself.
-  // a^T = U' S Vh' gives a = Vh'^T S U'^T: U' [n, vt_rows] is a's V, Vh' [m, m] a's U^T.
+  // a^T [n, m] is tall: a^T = U' S Vh' gives a = Vh'^T S U'^T, so U' [n, vt_rows] is a's V and
+  // Vh' [m, m] a's U^T.
+  std::vector<double> at(static_cast<size_t>(n * m));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) at[j * m + i] = a[i * n + j];
+  }
   std::vector<double> u_prime, vt_prime;
   if (vectors) {
     u_prime.resize(static_cast<size_t>(n * vt_rows));
     vt_prime.resize(static_cast<size_t>(m * m));
   }
-  svd_tall(a, n, m, s, vectors ? u_prime.data() : nullptr, vt_rows,
+  svd_tall(at.data(), n, m, s, vectors ? u_prime.data() : nullptr, vt_rows,
            vectors ? vt_prime.data() : nullptr);
   scale_back();
   if (!vectors) return;
@@ -394,6 +504,7 @@ void singular_value_decomposition(double* a, int64_t m, int64_t n, double* s, do
   for (int64_t i = 0; i < vt_rows; ++i) {
     for (int64_t j = 0; j < n; ++j) vt[i * n + j] = u_prime[j * vt_rows + i];
   }
+  fix_signs();
 }
 
 }  // namespace kiln::detail

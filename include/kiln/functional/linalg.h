@@ -15,11 +15,12 @@
 // with the op's other errors; the *_ex forms return LAPACK's `info` (int32 per matrix: 0 on
 // success) instead.
 //
-// Decompositions are unique only up to signs (eigh, svd) or, for repeated eigenvalues and
-// singular values, up to rotations within their subspace; eigenvalues are ascending, singular
-// values descending. All are differentiable with PyTorch's gradients; the gradients of eigh and
-// svd are not defined where eigenvalues (singular values) repeat, and those of qr only for
-// m >= n in "reduced" mode, square "complete" mode and m < n in either (as PyTorch).
+// Eigenvectors and singular vectors are unique only up to sign, and for repeated values up to a
+// rotation within their subspace: Kiln fixes each sign so that the vector's (V's column's) entry
+// of largest magnitude is positive, which makes them move smoothly with the matrix; eigenvalues
+// are ascending, singular values descending. All are differentiable with PyTorch's gradients; the
+// gradients of eigh and svd are not defined where eigenvalues (singular values) repeat, and those
+// of qr only for m >= n in "reduced" mode, square "complete" mode and m < n in either (as PyTorch).
 #pragma once
 
 #include <string>
@@ -85,7 +86,8 @@ KILN_API std::tuple<Tensor, Tensor> eigh(const Tensor& a, const std::string& upl
 KILN_API Tensor eigvalsh(const Tensor& a, const std::string& uplo = "L");
 
 /// (U, S, Vh) with a == U @ diag(S) @ Vh, S descending and non-negative (k = min(m, n) of
-/// them); U [m, m] and Vh [n, n] with `full_matrices`, else [m, k] and [k, n].
+/// them); U [m, m] and Vh [n, n] with `full_matrices`, else [m, k] and [k, n]. Householder
+/// bidiagonalization and Golub-Kahan implicit QR.
 KILN_API std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& a, bool full_matrices = true);
 /// The singular values alone.
 KILN_API Tensor svdvals(const Tensor& a);

@@ -289,6 +289,45 @@ TEST(Linalg, Svd_OfARankDeficientMatrix_StillHasOrthonormalFactors) {
   expect_close(matmul(u3, matmul(diag(s), vh)), rank_one, 1e-12);
 }
 
+/// A [rows, cols] float64 matrix of `values`.
+Tensor matrix(const std::vector<double>& values, int64_t rows, int64_t cols) {
+  const Tensor t = Tensor::empty({rows, cols}, f64);
+  std::copy(values.begin(), values.end(), t.data<double>());
+  return t;
+}
+
+TEST(Linalg, Svd_OfBidiagonalMatricesWithZerosOnTheDiagonal) {
+  // Zeros inside and at the end of the diagonal take the rotations that chase them out.
+  for (const Tensor& a : {matrix({1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 3, 1, 0, 0, 0, 4}, 4, 4),
+                          matrix({1, 1, 0, 0, 0, 2, 1, 0, 0, 0, 3, 1, 0, 0, 0, 0}, 4, 4)}) {
+    auto [u, s, vh] = linalg::svd(a);
+    expect_close(matmul(u, matmul(diag(s), vh)), a, 1e-12);
+    expect_close(matmul(mT(u), u), identity(4, f64), 1e-12);
+    expect_close(matmul(vh, mT(vh)), identity(4, f64), 1e-12);
+  }
+}
+
+TEST(Linalg, SingularAndEigenvectorsHaveTheirLargestEntryPositive_AndMoveSmoothly) {
+  const Tensor a = randn({3, 5}, f64);
+  const auto largest_positive = [](const Tensor& rows) {  // each row's largest-magnitude entry
+    const Tensor r = rows.contiguous();
+    const int64_t n = r.shape()[1];
+    for (int64_t i = 0; i < r.shape()[0]; ++i) {
+      const double* row = r.data<double>() + i * n;
+      const double* top = std::max_element(
+          row, row + n, [](double x, double y) { return std::abs(x) < std::abs(y); });
+      EXPECT_GT(*top, 0.0) << "row " << i;
+    }
+  };
+  auto [u, s, vh] = linalg::svd(a, /*full_matrices=*/false);
+  largest_positive(vh);
+  const Tensor sym = spd({}, 5, f64);
+  largest_positive(mT(std::get<1>(linalg::eigh(sym))));
+  // A perturbation of 1e-7 moves U by about as much: no factor flips sign between the two.
+  const Tensor nudged = a + randn({3, 5}, f64) * 1e-7;
+  expect_close(std::get<0>(linalg::svd(nudged, false)), u, 1e-5);
+}
+
 TEST(Linalg, EmptyMatricesAndBatches) {
   EXPECT_EQ(linalg::cholesky(zeros({0, 0}, f64)).shape(), (Shape{0, 0}));
   expect_close(linalg::det(zeros({2, 0, 0}, f64)), ones({2}, f64), 0);
