@@ -17,6 +17,7 @@ from . import _indexing  # noqa: F401  (installs Tensor.__getitem__ / __setitem_
 from . import _tensor_methods  # noqa: F401  (PyTorch's method spellings: x.zero_(), x.mT, ...)
 from ._device import device  # noqa: F401  (also installs Tensor.device)
 from . import mint  # noqa: F401
+from . import linalg  # noqa: F401  (torch.linalg's functions)
 from . import special  # noqa: F401  (torch.special's names for kiln.mint functions)
 from . import runtime  # noqa: F401
 from . import graph  # noqa: F401

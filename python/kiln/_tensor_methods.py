@@ -11,7 +11,10 @@ as in PyTorch), ``x.isnan()`` / ``isinf()`` / ``isfinite()``, the optimizer help
 ``x.triu()``, ``x.norm(p, dim)``, ``x.round(decimals=0)``, which adds PyTorch's ``decimals`` to the
 bound Round method: kiln/mint/_composite.py). The methods of the functions composed in kiln/mint
 (``x.mm(y)``, ``x.median(dim)``, ``x.clone(memory_format=...)``, ...) are installed by the
-modules that define those functions.
+modules that define those functions. The linear-algebra methods ``x.det()``, ``x.logdet()``,
+``x.slogdet()``, ``x.inverse()``, ``x.pinverse(rcond=1e-15)``, ``x.matrix_power(n)``,
+``x.matrix_exp()`` (kiln.mint's functions) and ``x.cholesky(upper=False)`` (kiln.linalg's) are
+installed here.
 
 The elementwise methods (``x.add(y)``, ``x.eq(y)``, ``x.exp_()``, ``x.add_(y)``, ...) are bound in
 C++ beside their kiln.mint functions (python/src/bind_mint_elementwise.cc,
@@ -27,6 +30,7 @@ from . import _C
 from ._checks import as_int, wrap_dim
 from .autograd import is_grad_enabled
 from .errors import KilnTypeError, KilnValueError
+from . import linalg, mint
 from .mint import _composite, _indexing_ops, _norms
 
 Tensor = _C.Tensor
@@ -263,6 +267,11 @@ def addcdiv_(self, tensor1, tensor2, value=1):
     return _write(self, self + value * tensor1 / tensor2, "addcdiv_")
 
 
+def cholesky(self, upper=False):
+    """kiln.linalg.cholesky of this tensor (torch.Tensor.cholesky's positional ``upper``)."""
+    return linalg.cholesky(self, upper=upper)
+
+
 def _mT(self):
     """The last two dims swapped (a view): the transpose of each matrix of a batch."""
     if self.ndim < 2:
@@ -323,7 +332,7 @@ Tensor.is_floating_point = is_floating_point
 Tensor.element_size = element_size
 for _name in ("t", "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "clamp_",
               "where", "bmm", "unbind", "flip", "repeat", "isnan", "isinf", "isfinite",
-              "lerp_", "addcmul_", "addcdiv_"):
+              "lerp_", "addcmul_", "addcdiv_", "cholesky"):
     setattr(Tensor, _name, globals()[_name])
 Tensor.mT = property(_mT)
 Tensor.data = property(_data, _set_data)
@@ -331,4 +340,6 @@ for _name in ("chunk", "split", "gather", "index_select", "masked_fill", "scatte
               "triu"):
     setattr(Tensor, _name, _method(_name))
 Tensor.norm = _method("norm", _norms)
+for _name in ("det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "matrix_exp"):
+    setattr(Tensor, _name, _method(_name, mint))
 Tensor.round = _method("round", _composite)

@@ -549,6 +549,7 @@ std::tuple<Tensor, Tensor> slogdet(const Tensor& a) {
 }
 
 Tensor det(const Tensor& a) {
+  check_matrices("linalg.det", TensorMeta::of(a), /*square=*/true);
   auto [sign, logabsdet] = slogdet(a);
   return sign * exp(logabsdet);
 }

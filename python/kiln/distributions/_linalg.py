@@ -1,40 +1,28 @@
-"""The dense linear algebra MultivariateNormal needs, composed of kiln.mint ops: kiln.mint has no
-Cholesky factorisation or triangular solve. Each loops over the matrix size n in Python (n
-steps of batched ops), which suits the event sizes of distributions (up to a few hundred), not
-large matrices; autograd and kiln.jit go through the steps as through any ops.
+"""The dense linear algebra MultivariateNormal and its KL divergence need, in the forms they use
+it: Cholesky factors, lower-triangular solves and the quantities built from them, on
+kiln.linalg's primitives (differentiable and traceable by kiln.jit like any op).
 """
 
-from .. import mint
+from .. import linalg, mint
 
 
 def cholesky(matrix):
     """The lower Cholesky factor L of the symmetric positive-definite ``matrix`` [..., n, n]
-    (L @ L.mT == matrix), column by column (Cholesky-Crout). Only the lower triangle is read. A
-    matrix that is not positive definite gives NaN from its first non-positive pivot on."""
-    n = matrix.shape[-1]
-    rows = mint.arange(n)
-    columns = []
-    for j in range(n):
-        column = matrix[..., :, j]
-        if columns:
-            done = mint.stack(columns, -1)  # [..., n, j]: the columns found so far
-            column = column - mint.matmul(done, done[..., j, :].unsqueeze(-1)).squeeze(-1)
-        pivot = mint.sqrt(column[..., j:j + 1])
-        columns.append(mint.where(rows >= j, column / pivot, 0.0))
-    return mint.stack(columns, -1)
+    (L @ L.mT == matrix; only the lower triangle is read). A matrix that is not positive definite
+    is a LinAlgError (a KilnValueError), as in PyTorch."""
+    return linalg.cholesky(matrix)
+
+
+def is_positive_definite(matrix):
+    """Whether each symmetric ``matrix`` [..., n, n] (its lower triangle read) has a Cholesky
+    factor: a bool tensor of the batch shape, with no error for those that have none."""
+    return linalg.cholesky_ex(matrix).info == 0
 
 
 def solve_lower(lower, rhs):
     """X with ``lower @ X == rhs`` for the lower-triangular ``lower`` [..., n, n] and ``rhs``
-    [..., n, k] (batch dimensions broadcast), by forward substitution."""
-    rows = []
-    for i in range(lower.shape[-1]):
-        row = rhs[..., i, :]
-        if rows:
-            done = mint.stack(rows, -2)  # [..., i, k]: the rows of X found so far
-            row = row - mint.matmul(lower[..., i:i + 1, :i], done).squeeze(-2)
-        rows.append(row / lower[..., i, i:i + 1])
-    return mint.stack(rows, -2)
+    [..., n, k] (batch dimensions broadcast)."""
+    return linalg.solve_triangular(lower, rhs, upper=False)
 
 
 def inverse_lower(lower):

@@ -237,15 +237,13 @@ class _LowerCholesky(Constraint):
 
 
 class _PositiveDefinite(Constraint):
-    """Symmetric positive-definite matrices: symmetric, with a Cholesky factor whose diagonal is
-    positive (a NaN pivot marks a matrix that is not)."""
+    """Symmetric positive-definite matrices: symmetric, with a Cholesky factor."""
 
     event_dim = 2
 
     def check(self, value):
         symmetric = mint.all(mint.isclose(value, value.mT, atol=1e-6).flatten(-2), -1)
-        pivots = _linalg.cholesky(value.detach()).diagonal(dim1=-2, dim2=-1)
-        return symmetric & mint.all(pivots > 0, -1)
+        return symmetric & _linalg.is_positive_definite(value.detach())
 
 
 dependent = _Dependent()

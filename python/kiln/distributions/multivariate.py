@@ -1,9 +1,9 @@
 """MultivariateNormal (torch.distributions.MultivariateNormal).
 
 The distribution works from the Cholesky factor L of the covariance (``scale_tril``). Given a
-``covariance_matrix`` or a ``precision_matrix`` instead, it factors it with the Cholesky
-factorisation and triangular solves of ``_linalg`` (kiln.mint has neither yet), which loop over
-the event size in Python: fine for event sizes up to a few hundred.
+``covariance_matrix`` or a ``precision_matrix`` instead, it factors it with kiln.linalg's
+Cholesky factorisation and triangular solves (through ``_linalg``); a matrix that is not
+positive definite is then a LinAlgError, as in PyTorch.
 """
 
 import math

@@ -37,7 +37,10 @@ size depends on values), ``isclose`` / ``allclose`` / ``equal``, ``full_like``, 
 ``corrcoef`` and the trapezoid rules (kiln/mint/_statistics.py); ``logaddexp``, ``xlogy``,
 ``hypot``, ``copysign``, ``fmax`` / ``fmin``, ``frexp`` / ``ldexp``, ``gcd`` / ``lcm``, ``sinc``,
 ``tensordot``, ``trace``, ``logspace`` and the window functions (kiln/mint/_math_extra.py). Each
-of those modules also gives Tensor the methods PyTorch has for its functions.
+of those modules also gives Tensor the methods PyTorch has for its functions. PyTorch's top-level
+linear algebra comes from kiln.linalg: ``det``, ``slogdet``, ``inverse`` (linalg.inv),
+``logdet``, ``cholesky_solve``, ``cholesky_inverse``, ``pinverse``, ``matrix_power`` and
+``matrix_exp`` (kiln/linalg/_functions.py; their Tensor methods are in kiln/_tensor_methods.py).
 """
 
 from .._C.mint import *  # noqa: F401,F403
@@ -87,6 +90,11 @@ from ._shape_extra import (absolute, block_diag, broadcast_tensors, broadcast_to
                            not_equal, numel, ravel, result_type, rot90, row_stack, scalar_tensor,
                            select, select_scatter, slice_scatter, subtract, t, take, true_divide,
                            unique_consecutive, unravel_index, vander, vsplit)
+# Last, and from kiln.linalg's modules (which import kiln.mint's above), not from the package,
+# which may be the one importing kiln.mint.
+from ..linalg._decompositions import det, inv as inverse, slogdet  # noqa: F401
+from ..linalg._functions import (cholesky_inverse, cholesky_solve, logdet,  # noqa: F401
+                                 matrix_exp, matrix_power, pinverse)
 
 # torch's dtype names, so that code renamed from ``torch.`` to ``kiln.mint.`` finds them
 # (``kiln.float32`` is the same object).
