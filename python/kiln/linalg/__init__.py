@@ -39,8 +39,9 @@ their rounding allows. ``matrix_norm`` of order "fro", 1, -1, inf and -inf, ``ve
 Uniqueness. Eigenvalues are ascending, singular values descending. Eigenvectors and singular
 vectors are unique only up to sign (and, for a repeated value, up to a rotation within its
 subspace): Kiln makes each eigenvector's and each of Vh's rows' entry of largest magnitude
-positive, so they move smoothly with A, but PyTorch's and NumPy's signs differ. Q and R of ``qr`` have LAPACK's signs (R's diagonal may be negative); ``lu`` pivots
-partially (the largest magnitude of each column), as LAPACK. Compare decompositions through what
+positive, so they move smoothly with A, but PyTorch's and NumPy's signs differ. Q and R of
+``qr`` have LAPACK's signs (R's diagonal may be negative); ``lu`` pivots partially (the largest
+magnitude of each column), as LAPACK. Compare decompositions through what
 they determine (U @ diag(S) @ Vh, |U|, projectors), not entry by entry.
 
 Gradients. Everything is differentiable with PyTorch's gradients, and traceable by kiln.jit
