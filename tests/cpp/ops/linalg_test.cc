@@ -344,7 +344,7 @@ TEST(Linalg, ArgumentErrorsNameTheFunctionAndWhatWasExpected) {
       },
       ErrorKind::kDType, "linalg.cholesky: expected a float32 or float64 tensor, got int64");
   expect_error([] { linalg::det(ones({3}, f32)); }, ErrorKind::kShape,
-               "linalg.slogdet: expected a tensor of matrices (at least 2 dims), got 1-d");
+               "linalg.det: expected a tensor of matrices (at least 2 dims), got 1-d");
   expect_error(
       [] {
         linalg::inv(ones({2, 3}, f32));
