@@ -115,7 +115,8 @@ struct JitCacheInfo {
 };
 
 /// A jitted function: `fn` plus its cache of built graphs, keyed by the inputs' dtypes and
-/// shapes and the values of constant inputs (backend and options are fixed per JitFunction).
+/// shapes, the values of constant inputs and the default floating dtype (kiln/dtype.h; a trace
+/// bakes it in), with backend and options fixed per JitFunction.
 /// Copies share the cache.
 class KILN_API JitFunction {
  public:

@@ -91,6 +91,8 @@ std::shared_ptr<CompiledGraph> JitFunction::graph_for(const std::vector<Tensor>&
   SignatureKey key;
   if (s.options.dynamic) key.set_dynamic();
   for (const Tensor& t : inputs) key.add_input(t);
+  // A trace bakes in the dtype that Python floats and integer inputs' floating results take.
+  key.add(static_cast<int64_t>(default_float_dtype()));
   const jit_detail::Lookup found = jit_detail::lookup(
       s.cache, key, s.options, [&] { return trace_with_writes(s.fn, inputs, s.name); });
   if (written != nullptr) {

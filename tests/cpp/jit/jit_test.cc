@@ -79,6 +79,20 @@ TEST(Jit, CachesOneGraphPerSignature) {
   EXPECT_EQ(traces, 4);
 }
 
+TEST(Jit, TracesAgainWhenTheDefaultFloatDtypeChanges) {
+  // An integer input's sqrt is of the default floating dtype, which the trace bakes in.
+  JitFunction f =
+      jit([](const std::vector<Tensor>& in) { return std::vector<Tensor>{sqrt(in[0])}; });
+  const Tensor x = arange(0, 4);
+  EXPECT_EQ(f({x})[0].dtype(), DType::kFloat32);
+  set_default_float_dtype(DType::kFloat64);
+  const Tensor under_float64 = f({x})[0];
+  set_default_float_dtype(DType::kFloat32);
+  EXPECT_EQ(under_float64.dtype(), DType::kFloat64);
+  EXPECT_EQ(f({x})[0].dtype(), DType::kFloat32);
+  EXPECT_EQ(f.cache_info().size, 2u);
+}
+
 TEST(Jit, WeakScalarInputsAreConstantsOfTheKey) {
   JitFunction f = jit([](const std::vector<Tensor>& in) {
     return std::vector<Tensor>{in[0] * in[1] + (in[2].defined() ? 1.0 : 0.0)};
