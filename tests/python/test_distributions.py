@@ -1,7 +1,8 @@
 """kiln.distributions: log_prob, cdf, mean, variance and entropy against closed forms (NumPy and
 math) and against torch.distributions; sample statistics on 20k seeded draws; rsample
 gradients; kl_divergence against torch and against Monte Carlo estimates; batch and event
-shapes, expand, enumerate_support, transforms, and the validate_args errors."""
+shapes, expand, enumerate_support, transforms, and the validate_args errors. Beta's and
+Dirichlet's rsample gradients and LowRankMultivariateNormal's matrices: test_s33_dist.py."""
 
 import math
 import subprocess
@@ -53,6 +54,21 @@ def _mvn_entropy(cov):
     return 0.5 * n * (1 + np.log(2 * np.pi)) + 0.5 * np.linalg.slogdet(cov)[1]
 
 
+def _dirichlet_log_prob(x, c):
+    return ((c - 1) * np.log(x)).sum(-1) + _lgamma(c.sum(-1)) - _lgamma(c).sum(-1)
+
+
+def _dirichlet_entropy(c):
+    total, k = c.sum(-1), c.shape[-1]
+    return (_lgamma(c).sum(-1) - _lgamma(total) - (k - total) * _digamma(total)
+            - ((c - 1) * _digamma(c)).sum(-1))
+
+
+def _lowrank_cov(p):
+    w = p["factor"]
+    return w @ np.swapaxes(w, -1, -2) + p["diag"][..., None] * np.eye(w.shape[-2])
+
+
 def _sigmoid(x):
     return 1 / (1 + np.exp(-x))
 
@@ -70,6 +86,7 @@ _rng = np.random.default_rng(0)
 _COV = _spd(_rng, 3)
 _TRIL = np.linalg.cholesky(_spd(_rng, 3, (2,)))
 _PREC = _spd(_rng, 3)
+_FACTOR = _rng.standard_normal((2, 3, 2))
 
 # make(d, p): the distribution from the module d (kiln.distributions or torch.distributions) and
 # the parameters p (tensors of either); ref: closed forms of (p, value) as NumPy arrays; missing:
@@ -186,6 +203,26 @@ CASES = [
                                                             precision_matrix=p["prec"]),
          {"loc": [0.5, -1.0, 0.0], "prec": _PREC}, [0.3, 0.1, -0.4],
          {"log_prob": lambda p, v: _mvn_log_prob(v, p["loc"], np.linalg.inv(p["prec"]))}),
+    Case("lowrank_mvn",
+         lambda d, p: d.LowRankMultivariateNormal(p["loc"], p["factor"], p["diag"]),
+         {"loc": [0.5, -1.0, 0.0], "factor": _FACTOR, "diag": [1.0, 0.5, 2.0]},
+         [[0.3, 0.1, -0.4], [1.0, 1.0, 1.0]],
+         {"log_prob": lambda p, v: _mvn_log_prob(v, p["loc"], _lowrank_cov(p)),
+          "mean": lambda p, v: np.broadcast_to(p["loc"], (2, 3)),
+          "variance": lambda p, v: np.diagonal(_lowrank_cov(p), axis1=-2, axis2=-1),
+          "entropy": lambda p, v: _mvn_entropy(_lowrank_cov(p))}),
+    Case("dirichlet", lambda d, p: d.Dirichlet(p["c"]),
+         {"c": [[0.5, 2.0, 1.5], [3.0, 0.2, 0.7], [4.0, 2.0, 0.5]]},
+         [[0.2, 0.5, 0.3], [0.6, 0.1, 0.3], [0.5, 0.25, 0.25]],
+         {"log_prob": lambda p, v: _dirichlet_log_prob(v, p["c"]),
+          "mean": lambda p, v: p["c"] / p["c"].sum(-1, keepdims=True),
+          # (c - 1)^+ normalised; where all c < 1 there is no interior mode (not here).
+          "mode": lambda p, v: (np.maximum(p["c"] - 1, 0)
+                                / np.maximum(p["c"] - 1, 0).sum(-1, keepdims=True)),
+          "variance": lambda p, v: (p["c"] * (p["c"].sum(-1, keepdims=True) - p["c"])
+                                    / (p["c"].sum(-1, keepdims=True) ** 2
+                                       * (p["c"].sum(-1, keepdims=True) + 1))),
+          "entropy": lambda p, v: _dirichlet_entropy(p["c"])}),
     Case("independent_normal", lambda d, p: d.Independent(d.Normal(p["loc"], p["scale"]), 1),
          {"loc": [[0.5, -1.0, 2.0], [0.0, 0.0, 1.0]], "scale": [1.0, 0.5, 3.0]},
          [0.1, -0.3, 4.0],
@@ -202,13 +239,14 @@ CASES = [
         {"log_prob": lambda p, v: (_normal_log_prob(np.arctanh(v), p["loc"], p["scale"])
                                    - np.log1p(-v * v))}),
     # The base's batch (1,) is expanded to the affine map's (3,); the map decreases.
-    Case("affine_sigmoid_normal", lambda d, p: d.TransformedDistribution(
-        d.Normal(p["zero"], p["one"]), [d.transforms.AffineTransform(p["loc"], -2.0),
-                                        d.transforms.SigmoidTransform()]),
-        {"zero": [0.0], "one": [1.0], "loc": [0.0, 1.0, -0.5]}, [0.3, 0.9, 0.5],
-        {"log_prob": lambda p, v: (_normal_log_prob(_logit(v), p["loc"], 2.0)
-                                   - np.log(v * (1 - v))),
-         "cdf": lambda p, v: _normal_cdf(_logit(v), p["loc"], 2.0)}),
+    Case("affine_sigmoid_normal",
+         lambda d, p: d.TransformedDistribution(
+             d.Normal(p["zero"], p["one"]), [d.transforms.AffineTransform(p["loc"], -2.0),
+                                             d.transforms.SigmoidTransform()]),
+         {"zero": [0.0], "one": [1.0], "loc": [0.0, 1.0, -0.5]}, [0.3, 0.9, 0.5],
+         {"log_prob": lambda p, v: (_normal_log_prob(_logit(v), p["loc"], 2.0)
+                                    - np.log(v * (1 - v))),
+          "cdf": lambda p, v: _normal_cdf(_logit(v), p["loc"], 2.0)}),
 ]
 _CASE_IDS = [case.id for case in CASES]
 _STATISTICS = ["mean", "mode", "variance", "stddev"]
@@ -422,10 +460,10 @@ def test_rsample_through_a_tanh_transform_reaches_the_parameters():
                                rtol=1e-9)
 
 
-def test_discrete_samplers_and_beta_have_no_rsample():
-    # Gamma's rejection sampler has one (tests/python/test_s33_gamma_rsample.py); Beta's not.
-    for dist in (D.Bernoulli(0.3), D.Categorical(probs=mint.ones(3)), D.Poisson(2.0),
-                 D.Beta(2.0, 2.0)):
+def test_discrete_samplers_have_no_rsample():
+    # Gamma's rejection sampler has one (tests/python/test_s33_gamma_rsample.py), and so have
+    # Beta's and Dirichlet's (tests/python/test_s33_dist.py).
+    for dist in (D.Bernoulli(0.3), D.Categorical(probs=mint.ones(3)), D.Poisson(2.0)):
         assert not dist.has_rsample
         with pytest.raises(KilnNotImplementedError, match="rsample"):
             dist.rsample()
@@ -444,8 +482,8 @@ KL_PAIRS = {
                              d.Laplace(t([0.5, 0.0]), t([2.0, 1.0]))),
     "gamma": lambda d, t: (d.Gamma(t([2.0, 0.7]), t([1.0, 2.0])),
                            d.Gamma(t([3.0, 1.5]), t([0.5, 1.0]))),
-    "beta": lambda d, t: (d.Beta(t([2.0, 0.7]), t([1.5, 3.0])), d.Beta(t([1.0, 2.0]),
-                                                                        t([2.0, 2.5]))),
+    "beta": lambda d, t: (d.Beta(t([2.0, 0.7]), t([1.5, 3.0])),
+                          d.Beta(t([1.0, 2.0]), t([2.0, 2.5]))),
     "bernoulli": lambda d, t: (d.Bernoulli(probs=t([0.2, 0.9])),
                                d.Bernoulli(logits=t([0.5, -1.0]))),
     "categorical": lambda d, t: (d.Categorical(probs=t([[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]])),
@@ -455,6 +493,18 @@ KL_PAIRS = {
     "poisson": lambda d, t: (d.Poisson(t([3.0, 0.5])), d.Poisson(t([2.0, 1.5]))),
     "mvn": lambda d, t: (d.MultivariateNormal(t([[0.0, 1.0, 0.5]]), t(_COV)),
                          d.MultivariateNormal(t([1.0, 0.0, 0.0]), scale_tril=t(_TRIL))),
+    "dirichlet": lambda d, t: (d.Dirichlet(t([[0.5, 2.0, 1.5], [3.0, 1.2, 0.7]])),
+                               d.Dirichlet(t([1.0, 1.0, 4.0]))),
+    "lowrank_mvn": lambda d, t: (
+        d.LowRankMultivariateNormal(t([[0.0, 1.0, 0.5]]), t(_FACTOR), t([1.0, 0.5, 2.0])),
+        d.LowRankMultivariateNormal(t([1.0, 0.0, 0.0]), t(_FACTOR[0, :, :1]),
+                                    t([[2.0, 1.0, 1.5]]))),
+    "mvn_lowrank_mvn": lambda d, t: (
+        d.MultivariateNormal(t([[0.0, 1.0, 0.5]]), scale_tril=t(_TRIL)),
+        d.LowRankMultivariateNormal(t([1.0, 0.0, 0.0]), t(_FACTOR), t([2.0, 1.0, 1.5]))),
+    "lowrank_mvn_mvn": lambda d, t: (
+        d.LowRankMultivariateNormal(t([[0.0, 1.0, 0.5]]), t(_FACTOR), t([1.0, 0.5, 2.0])),
+        d.MultivariateNormal(t([1.0, 0.0, 0.0]), scale_tril=t(_TRIL))),
     "independent": lambda d, t: (d.Independent(d.Normal(t([0.0, 1.0]), t([1.0, 2.0])), 1),
                                  d.Independent(d.Normal(t([0.5, 0.5]), t([0.5, 1.0])), 1)),
 }
@@ -534,8 +584,8 @@ def test_batch_and_event_shapes_broadcast_and_sample():
     assert mvn.covariance_matrix.shape == (2, 3, 3)
     base = D.Normal(mint.zeros((2, 3)), 1.0)
     assert D.Independent(base, 1).batch_shape == (2,)
-    assert (D.Independent(base, 2).batch_shape, D.Independent(base, 2).event_shape) == ((),
-                                                                                       (2, 3))
+    independent = D.Independent(base, 2)
+    assert (independent.batch_shape, independent.event_shape) == ((), (2, 3))
     # The affine transform's loc broadcasts the scalar base to its shape.
     shifted = D.TransformedDistribution(D.Normal(0.0, 1.0),
                                         [D.AffineTransform(mint.zeros(3), 2.0)])
@@ -553,11 +603,14 @@ def test_batch_and_event_shapes_broadcast_and_sample():
     lambda: D.OneHotCategorical(probs=kiln.tensor([[[0.2, 0.8], [0.5, 0.5]]])),
     lambda: D.Binomial(5, probs=kiln.tensor([[0.3, 0.6]])),
     lambda: D.MultivariateNormal(kiln.tensor([[0.0, 1.0]] * 2), kiln.tensor(_COV[:2, :2])),
+    lambda: D.LowRankMultivariateNormal(kiln.tensor([[0.0, 1.0]] * 2),
+                                        kiln.tensor(_FACTOR[0, :2]), kiln.tensor([1.0, 2.0])),
+    lambda: D.Dirichlet(kiln.tensor([[[0.5, 2.0, 1.0], [3.0, 1.0, 1.0]]])),
     lambda: D.Independent(D.Normal(mint.zeros((1, 2, 3)), 1.0), 1),
     lambda: D.TransformedDistribution(D.Normal(kiln.tensor([[0.5, -0.5]]), 1.0),
                                       [D.ExpTransform()]),
-], ids=["normal", "bernoulli", "categorical", "one_hot", "binomial", "mvn", "independent",
-        "transformed"])
+], ids=["normal", "bernoulli", "categorical", "one_hot", "binomial", "mvn", "lowrank_mvn",
+        "dirichlet", "independent", "transformed"])
 def test_expand_broadcasts_the_batch_and_keeps_the_log_prob(make):
     dist = make()
     expanded = dist.expand((4,) + dist.batch_shape[:-2] + (2,))

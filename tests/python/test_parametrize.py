@@ -225,6 +225,22 @@ def test_register_parametrization_computes_the_weight_from_original(rng):
     close(m(t(x)), x @ np_symmetric(w0).T + b, 1e-12, 1e-12)
 
 
+class _NoInverse(Symmetric):
+    def right_inverse(self, value):
+        raise NotImplementedError("no inverse")
+
+
+def test_a_right_inverse_raising_not_implemented_is_the_identity_at_registration_only():
+    # PyTorch's rule: registration keeps the tensor; assigning a value still raises.
+    m = linear64(3, 3)
+    w0 = value(m.weight)
+    parametrize.register_parametrization(m, "weight", _NoInverse())
+    close(m.parametrizations.weight.original, w0, 0, 0)
+    close(m.weight, np_symmetric(w0), 1e-12, 1e-12)
+    with pytest.raises(NotImplementedError, match="no inverse"):
+        m.weight = mint.zeros((3, 3), dtype=kiln.float64)
+
+
 def test_parametrized_cell_gets_a_parametrized_class_that_is_still_its_class():
     m = nn.Linear(3, 3)
     assert parametrize.type_before_parametrizations(m) is nn.Linear

@@ -1,6 +1,10 @@
-"""The dense linear algebra MultivariateNormal and its KL divergence need, in the forms they use
-it: Cholesky factors, lower-triangular solves and the quantities built from them, on
-kiln.linalg's primitives (differentiable and traceable by kiln.jit like any op).
+"""The dense linear algebra MultivariateNormal, LowRankMultivariateNormal and their KL
+divergences need, in the forms they use it: Cholesky factors, lower-triangular solves and the
+quantities built from them, on kiln.linalg's primitives (differentiable and traceable by kiln.jit
+like any op). The low-rank forms (W W^T + D for a factor W [..., n, m] and a diagonal D [..., n])
+work through the capacitance matrix C = I + W^T D^-1 W [..., m, m], as PyTorch's: the matrix
+determinant lemma gives log|W W^T + D| = log|C| + log|D|, the Woodbury identity gives
+(W W^T + D)^-1 = D^-1 - D^-1 W C^-1 W^T D^-1, so nothing of size n x n is factored.
 """
 
 from .. import linalg, mint
@@ -47,3 +51,41 @@ def half_log_det(lower):
     """Half the log-determinant of L L^T, the sum of log diag(L), for the Cholesky factor
     ``lower`` [..., n, n]."""
     return mint.sum(mint.log(lower.diagonal(dim1=-2, dim2=-1)), -1)
+
+
+def trace_xxt(matrix):
+    """tr(X X^T) of each ``matrix`` X [..., n, m]: the sum of its squared entries."""
+    return mint.sum(matrix * matrix, (-2, -1))
+
+
+def _scaled_factor_t(factor, diag):
+    """W^T D^-1 [..., m, n] for the factor W [..., n, m] and the diagonal D [..., n]."""
+    return factor.mT / diag.unsqueeze(-2)
+
+
+def capacitance_tril(factor, diag):
+    """The lower Cholesky factor of the capacitance matrix I + W^T D^-1 W [..., m, m] of the factor
+    W ``factor`` [..., n, m] and the diagonal D ``diag`` [..., n]."""
+    m = factor.shape[-1]
+    capacitance = mint.matmul(_scaled_factor_t(factor, diag), factor)
+    return cholesky(capacitance + mint.eye(m, dtype=capacitance.dtype))
+
+
+def lowrank_logdet(diag, capacitance_lower):
+    """log|W W^T + D| = log|C| + log|D| (the matrix determinant lemma) from the diagonal D
+    ``diag`` [..., n] and the Cholesky factor of the capacitance C [..., m, m]."""
+    return 2 * half_log_det(capacitance_lower) + mint.sum(mint.log(diag), -1)
+
+
+def woodbury_factor(factor, diag, capacitance_lower):
+    """A = L_C^-1 W^T D^-1 [..., m, n], so that (W W^T + D)^-1 = D^-1 - A^T A (the Woodbury
+    identity) for the factor W [..., n, m], the diagonal D [..., n] and the Cholesky factor L_C
+    of the capacitance."""
+    return solve_lower(capacitance_lower, _scaled_factor_t(factor, diag))
+
+
+def lowrank_mahalanobis(factor, diag, diff, capacitance_lower):
+    """The squared Mahalanobis distance diff^T (W W^T + D)^-1 diff of each ``diff`` [..., n] by
+    the Woodbury identity, batch dimensions broadcast."""
+    projected = matvec(_scaled_factor_t(factor, diag), diff)
+    return mint.sum(diff * diff / diag, -1) - mahalanobis(capacitance_lower, projected)

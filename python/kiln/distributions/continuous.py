@@ -2,13 +2,15 @@
 (as torch.distributions'). Samples come from kiln.mint's random ops and the default generator
 (``kiln.manual_seed`` makes them repeatable).
 
-Normal, Uniform, Exponential, Laplace and Gamma have ``rsample``, a reparametrised draw through
-which gradients reach the parameters. Gamma and Beta sample by rejection (Marsaglia and Tsang's
-method); Gamma's draw gets its gradient in the concentration by implicit reparametrisation, as
-PyTorch's does (Note [Gamma's implicit gradient]). That gradient is a first derivative only: a
-second derivative takes it as constant in the concentration (PyTorch's raises there). Beta
-has ``sample`` but no ``rsample`` (PyTorch's implicit gradient of the Beta cdf is not ported).
-Gamma has no ``cdf``: kiln.mint has no incomplete gamma function.
+All have ``rsample``, a reparametrised draw through which gradients reach the parameters. Gamma
+and Beta sample by rejection (Marsaglia and Tsang's method); Gamma's draw gets its gradient in
+the concentration by implicit reparametrisation, as PyTorch's does (Note [Gamma's implicit
+gradient]). That gradient is a first derivative only: a second derivative takes it as constant
+in the concentration (PyTorch's raises there). Beta's draw is x / (x + y) for gamma draws x and
+y of its two concentrations (as PyTorch's, a Dirichlet draw of two components), differentiated
+through both: an unbiased estimate of the gradient of an expectation, which is not PyTorch's
+value sample by sample (PyTorch differentiates the Beta cdf implicitly; the two estimators agree
+in expectation). Gamma has no ``cdf``: kiln.mint has no incomplete gamma function.
 """
 
 import functools
@@ -330,6 +332,23 @@ class _StandardGamma(Function):
         return grad * _standard_gamma_grad(concentration, sample)
 
 
+def _bounded(value, low, high=None):
+    """``value`` clamped into [low, high] with the gradient of ``value`` itself: the bounds keep
+    draws away from values whose logs are not finite, and must not stop the gradient there."""
+    clamped = mint.clamp(value.detach(), min=low, max=high)
+    return value + (clamped - value.detach())
+
+
+def sample_simplex(concentration):
+    """Reparametrised draws of Dirichlet(``concentration``), one per vector [..., k]: standard
+    gamma draws of the concentrations divided by their sum, differentiable in the concentration
+    by Note [Gamma's implicit gradient]. Each component is within [tiny, 1 - eps] of its dtype (as
+    PyTorch's draws; the bounds do not change the gradient)."""
+    gammas = _StandardGamma.apply(concentration)
+    info = finfo(gammas.dtype)
+    return _bounded(gammas / mint.sum(gammas, -1, keepdim=True), info.tiny, 1 - info.eps)
+
+
 class Gamma(Distribution):
     """The gamma distribution of shape ``concentration`` and inverse scale ``rate``: density
     rate^a x^(a-1) exp(-rate x) / Gamma(a). ``rsample`` differentiates in both parameters (see
@@ -360,8 +379,7 @@ class Gamma(Distribution):
         smallest normal number (as PyTorch's; the bound does not change the gradient)."""
         shape = self._extended_shape(sample_shape)
         value = _StandardGamma.apply(self.concentration.expand(shape)) / self.rate.expand(shape)
-        floor = mint.clamp(value.detach(), min=finfo(value.dtype).tiny)
-        return value + (floor - value.detach())
+        return _bounded(value, finfo(value.dtype).tiny)
 
     def log_prob(self, value):
         if self._validate_args:
@@ -376,12 +394,13 @@ class Gamma(Distribution):
 
 class Beta(Distribution):
     """The beta distribution on [0, 1]: density x^(c1-1) (1-x)^(c0-1) / B(c1, c0) for the
-    concentrations ``concentration1`` (c1) and ``concentration0`` (c0). ``sample`` only (as a
-    ratio of gamma samples; no rsample)."""
+    concentrations ``concentration1`` (c1) and ``concentration0`` (c0). ``rsample`` is x / (x + y)
+    for gamma draws x of c1 and y of c0, differentiable in both (see the module's docstring)."""
 
     arg_constraints = {"concentration1": constraints.positive,
                        "concentration0": constraints.positive}
     support = constraints.unit_interval
+    has_rsample = True
 
     def __init__(self, concentration1, concentration0, validate_args=None):
         self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
@@ -404,13 +423,11 @@ class Beta(Distribution):
         total = self.concentration1 + self.concentration0
         return self.concentration1 * self.concentration0 / (total ** 2 * (total + 1))
 
-    def sample(self, sample_shape=()):
+    def rsample(self, sample_shape=()):
+        """The first component of a two-component Dirichlet draw of (c1, c0), as PyTorch's."""
         shape = self._extended_shape(sample_shape)
-        with no_grad():
-            x = _standard_gamma(self.concentration1.expand(shape))
-            y = _standard_gamma(self.concentration0.expand(shape))
-            info = finfo(x.dtype)
-            return mint.clamp(x / (x + y), info.tiny, 1 - info.eps)
+        concentrations = mint.stack([self.concentration1, self.concentration0], -1)
+        return sample_simplex(concentrations.expand(shape + (2,)))[..., 0]
 
     def log_prob(self, value):
         if self._validate_args:

@@ -5,7 +5,8 @@ in closed form for the registered pairs of types:
 
     Normal-Normal, Uniform-Uniform, Exponential-Exponential, Laplace-Laplace, Gamma-Gamma,
     Beta-Beta, Bernoulli-Bernoulli, Categorical-Categorical, OneHotCategorical-OneHotCategorical,
-    Poisson-Poisson, MultivariateNormal-MultivariateNormal, Independent-Independent
+    Poisson-Poisson, Dirichlet-Dirichlet, Independent-Independent, and each pair of
+    MultivariateNormal and LowRankMultivariateNormal
 
 A pair of subclasses uses the most specific registration of their bases (by method resolution
 order, the first type first, as PyTorch); another pair is a KilnNotImplementedError. Register
@@ -23,10 +24,11 @@ from .. import mint
 from ..errors import KilnNotImplementedError, KilnTypeError, KilnValueError
 from . import _linalg
 from .continuous import Beta, Exponential, Gamma, Laplace, Normal, Uniform
+from .dirichlet import Dirichlet
 from .discrete import Bernoulli, Categorical, OneHotCategorical, Poisson
 from .distribution import Distribution
 from .independent import Independent
-from .multivariate import MultivariateNormal
+from .multivariate import LowRankMultivariateNormal, MultivariateNormal
 from .utils import sum_rightmost
 
 __all__ = ["kl_divergence", "register_kl"]
@@ -162,20 +164,93 @@ def _kl_poisson_poisson(p, q):
     return p.rate * (mint.log(p.rate) - mint.log(q.rate)) - (p.rate - q.rate)
 
 
+@register_kl(Dirichlet, Dirichlet)
+def _kl_dirichlet_dirichlet(p, q):
+    p_total = mint.sum(p.concentration, -1)
+    q_total = mint.sum(q.concentration, -1)
+    t1 = mint.lgamma(p_total) - mint.lgamma(q_total)
+    t2 = mint.sum(mint.lgamma(p.concentration) - mint.lgamma(q.concentration), -1)
+    t3 = p.concentration - q.concentration
+    t4 = mint.digamma(p.concentration) - mint.digamma(p_total).unsqueeze(-1)
+    return t1 - t2 + mint.sum(t3 * t4, -1)
+
+
+def _check_event_shapes(p, q):
+    if p.event_shape != q.event_shape:
+        raise KilnValueError(f"KL-divergence between {type(p).__name__} and "
+                             f"{type(q).__name__} distributions with different event shapes "
+                             f"cannot be computed: {p.event_shape} vs {q.event_shape}")
+
+
+def _gaussian_kl(log_det_ratio, trace, distance, n):
+    """KL between Gaussians from log(|Sigma_q| / |Sigma_p|), tr(Sigma_q^-1 Sigma_p) and the
+    squared Mahalanobis distance of the means under Sigma_q."""
+    return 0.5 * (log_det_ratio + trace + distance - n)
+
+
+def _lowrank_log_det(dist):
+    return _linalg.lowrank_logdet(dist._unbroadcasted_cov_diag, dist._capacitance_tril)
+
+
+def _lowrank_distance(q, diff):
+    return _linalg.lowrank_mahalanobis(q._unbroadcasted_cov_factor, q._unbroadcasted_cov_diag,
+                                       diff, q._capacitance_tril)
+
+
+def _woodbury(q):
+    return _linalg.woodbury_factor(q._unbroadcasted_cov_factor, q._unbroadcasted_cov_diag,
+                                   q._capacitance_tril)
+
+
 @register_kl(MultivariateNormal, MultivariateNormal)
 def _kl_multivariatenormal_multivariatenormal(p, q):
-    if p.event_shape != q.event_shape:
-        raise KilnValueError(f"KL-divergence between two Multivariate Normals with different "
-                             f"event shapes cannot be computed: {p.event_shape} vs "
-                             f"{q.event_shape}")
+    _check_event_shapes(p, q)
     p_lower, q_lower = p._unbroadcasted_scale_tril, q._unbroadcasted_scale_tril
-    half_log_det_ratio = _linalg.half_log_det(q_lower) - _linalg.half_log_det(p_lower)
+    log_det_ratio = 2 * (_linalg.half_log_det(q_lower) - _linalg.half_log_det(p_lower))
     # tr(Sigma_q^-1 Sigma_p) = ||L_q^-1 L_p||_F^2
-    solved = _linalg.solve_lower(q_lower, p_lower)
-    trace = mint.sum(solved * solved, (-2, -1))
+    trace = _linalg.trace_xxt(_linalg.solve_lower(q_lower, p_lower))
     distance = _linalg.mahalanobis(q_lower, q.loc - p.loc)
-    n = p.event_shape[0]
-    return half_log_det_ratio + 0.5 * (trace + distance - n)
+    return _gaussian_kl(log_det_ratio, trace, distance, p.event_shape[0])
+
+
+@register_kl(LowRankMultivariateNormal, LowRankMultivariateNormal)
+def _kl_lowrankmultivariatenormal_lowrankmultivariatenormal(p, q):
+    _check_event_shapes(p, q)
+    # tr(Sigma_q^-1 Sigma_p) = tr((D_q^-1 - A^T A) (D_p + W_p W_p^T)), A the Woodbury factor.
+    woodbury = _woodbury(q)
+    p_factor, p_diag, q_diag = (p._unbroadcasted_cov_factor, p._unbroadcasted_cov_diag,
+                                q._unbroadcasted_cov_diag)
+    trace = (mint.sum(p_diag / q_diag, -1)
+             + _linalg.trace_xxt(p_factor * mint.rsqrt(q_diag).unsqueeze(-1))
+             - _linalg.trace_xxt(woodbury * mint.sqrt(p_diag).unsqueeze(-2))
+             - _linalg.trace_xxt(mint.matmul(woodbury, p_factor)))
+    return _gaussian_kl(_lowrank_log_det(q) - _lowrank_log_det(p), trace,
+                        _lowrank_distance(q, q.loc - p.loc), p.event_shape[0])
+
+
+@register_kl(MultivariateNormal, LowRankMultivariateNormal)
+def _kl_multivariatenormal_lowrankmultivariatenormal(p, q):
+    _check_event_shapes(p, q)
+    # tr(Sigma_q^-1 Sigma_p) = tr((D_q^-1 - A^T A) L_p L_p^T).
+    p_lower = p._unbroadcasted_scale_tril
+    trace = (_linalg.trace_xxt(p_lower * mint.rsqrt(q._unbroadcasted_cov_diag).unsqueeze(-1))
+             - _linalg.trace_xxt(mint.matmul(_woodbury(q), p_lower)))
+    log_det_ratio = _lowrank_log_det(q) - 2 * _linalg.half_log_det(p_lower)
+    return _gaussian_kl(log_det_ratio, trace, _lowrank_distance(q, q.loc - p.loc),
+                        p.event_shape[0])
+
+
+@register_kl(LowRankMultivariateNormal, MultivariateNormal)
+def _kl_lowrankmultivariatenormal_multivariatenormal(p, q):
+    _check_event_shapes(p, q)
+    # tr(Sigma_q^-1 Sigma_p) = ||L_q^-1 W_p||_F^2 + ||L_q^-1 D_p^1/2||_F^2.
+    q_lower = q._unbroadcasted_scale_tril
+    diag_sqrt = mint.diag_embed(mint.sqrt(p._unbroadcasted_cov_diag))
+    trace = (_linalg.trace_xxt(_linalg.solve_lower(q_lower, p._unbroadcasted_cov_factor))
+             + _linalg.trace_xxt(_linalg.solve_lower(q_lower, diag_sqrt)))
+    log_det_ratio = 2 * _linalg.half_log_det(q_lower) - _lowrank_log_det(p)
+    return _gaussian_kl(log_det_ratio, trace, _linalg.mahalanobis(q_lower, q.loc - p.loc),
+                        p.event_shape[0])
 
 
 @register_kl(Independent, Independent)

@@ -49,7 +49,8 @@ parameters as one 1-d tensor, and that vector written back into them in place) a
 kiln.nn.utils.convert_parameters.
 
 ``kiln.nn.utils.parametrize`` (``register_parametrization``: a tensor of a cell computed from
-others), ``kiln.nn.utils.parametrizations`` (``weight_norm``, ``spectral_norm``) and the older
+others), ``kiln.nn.utils.parametrizations`` (``weight_norm``, ``spectral_norm``,
+``orthogonal``) and the older
 forms by forward pre-hooks, ``weight_norm`` / ``remove_weight_norm`` and ``spectral_norm`` /
 ``remove_spectral_norm`` (kiln/nn/utils/_weight_norm.py, _spectral_norm.py), are PyTorch's.
 

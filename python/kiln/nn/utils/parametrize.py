@@ -19,7 +19,8 @@ PyTorch's parametrize, names included, so state dicts move between the two:
   tensor at every read: ``module.weight`` is differentiable with respect to ``original``.
 - A parametrization may define ``right_inverse(value)``: registration stores
   ``right_inverse(tensor)`` as ``original`` (the same Parameter object, its values replaced, when
-  the shape is kept), and ``module.weight = value`` stores ``right_inverse(value)``. A
+  the shape is kept; the tensor itself when right_inverse raises NotImplementedError, as
+  PyTorch's), and ``module.weight = value`` stores ``right_inverse(value)``. A
   ``right_inverse`` that returns a sequence of tensors makes ``original0``, ``original1``, ...
   (weight_norm's g and v), which the parametrization's ``forward`` takes as arguments; each is a
   Parameter when the tensor was one, with its ``requires_grad``.
@@ -108,8 +109,13 @@ class ParametrizationList(ModuleList):
         with no_grad():
             new = original
             for module in reversed(list(self)):
+                # No right_inverse, or one that raises NotImplementedError, is the identity here
+                # (PyTorch's): assignments later still raise.
                 if hasattr(module, "right_inverse"):
-                    new = module.right_inverse(new)
+                    try:
+                        new = module.right_inverse(new)
+                    except NotImplementedError:
+                        pass
         if not isinstance(new, (_C.Tensor, collections.abc.Sequence)):
             raise KilnTypeError(f"register_parametrization: right_inverse must return a tensor or "
                                 f"a sequence of tensors, got {type(new).__name__}")
