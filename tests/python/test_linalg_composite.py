@@ -14,7 +14,7 @@ import kiln
 from conftest import raises
 from kiln import linalg
 from kiln.testing import gradcheck
-from test_linalg import as_dtype, close, leaf, matrices, mT, spd
+from test_linalg import as_dtype, close, expect_torch_gradients, leaf, matrices, mT, spd
 
 mint = kiln.mint
 FLOATS = [kiln.float32, kiln.float64]
@@ -666,16 +666,7 @@ def test_gradients_match_pytorch(torch, rng):
          lambda f: torch.cholesky_inverse(f.tril()), [square]),
     ]
     for name, ours, theirs, arrays in cases:
-        inputs = [leaf(v) for v in arrays]
-        twins = [torch.tensor(v, requires_grad=True) for v in arrays]
-        out, want = ours(*inputs), theirs(*twins)
-        close(out, want.detach().numpy(), kiln.float64, 100)
-        upstream = rng.standard_normal(tuple(want.shape))
-        grads = kiln.autograd.grad(out, inputs, kiln.tensor(upstream))
-        wants = torch.autograd.grad(want, twins, torch.tensor(upstream))
-        for grad, expected in zip(grads, wants):
-            np.testing.assert_allclose(grad.numpy(), expected.numpy(), rtol=1e-8, atol=1e-9,
-                                       err_msg=name)
+        expect_torch_gradients(torch, rng, name, ours, theirs, arrays, atol=1e-9)
 
 
 def test_pinv_second_derivatives_match_pytorch(torch, rng):
