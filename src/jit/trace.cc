@@ -30,8 +30,12 @@ namespace kiln::jit_detail {
 // optimizer's state updated by a jitted training step) makes its storage traced too, from then on
 // holding the new value; finish() makes each such tensor's final value an extra output, which the
 // front end copies into the tensor after every run (written()). So the graph stays a pure function
-// and the update lands after the run, as it would eagerly. Writing into a graph input, or into part
-// of a value or of a tensor from outside, is refused with a message that says what to do instead. A
+// and the update lands after the run, as it would eagerly. A write through a view of a traced
+// value (y[0] = v, y.T.add_(1), an in-place op on a reshape) becomes the base's new value:
+// AsStridedScatter of the written view's result into the old value at the view's elements (the
+// functional form of the write, which autograd differentiates as eagerly); the view and every
+// other view of the base then read the new value. Writing into a graph input, or into part of a
+// tensor from outside, is refused with a message that says what to do instead. A
 // custom op that runs an OpRunner brings a kernel object made per call, which cannot become a graph
 // node: the error asks for an OpDef (m.def_op).
 
@@ -383,12 +387,8 @@ TensorList Trace::record_inplace(const OpDef& op, const CNodePtr& node,
         << op.name() << " writes into " << value.node->debug_string() << ", an input of graph \""
         << graph_->name() << "\", in place; a compiled graph does not change its inputs: return "
         << "the new value instead (y = x + 1, not x += 1)";
-    KILN_CHECK_KIND(ErrorKind::kNotImplemented, impl->offset == 0 &&
-                                                    impl->shape == value.node->abstract().shape() &&
-                                                    row_major(impl->shape, impl->strides))
-        << op.name() << " writes through a view of a traced value (x[i] = v, or an in-place op on "
-        << "a part, a transpose or a reshape of it), which graph \"" << graph_->name()
-        << "\" cannot record; build the new value with ops instead (kiln.mint.where, cat, ...)";
+    const bool whole = impl->offset == 0 && impl->shape == value.node->abstract().shape() &&
+                       row_major(impl->shape, impl->strides);
     const TensorMeta& meta = abstract.is_tuple() ? abstract.elements()[i] : abstract.tensor();
     KILN_CHECK_SHAPE(impl->shape == meta.shape)
         << op.name() << ": out tensor " << i << " has shape " << shape_str(impl->shape)
@@ -397,6 +397,12 @@ TensorList Trace::record_inplace(const OpDef& op, const CNodePtr& node,
         abstract.is_tuple() ? NodePtr(graph_->tuple_get_item(node, static_cast<int64_t>(i))) : node;
     if (impl->dtype != meta.dtype) {
       result = graph_->add_cnode("Cast", {result}, normalized("Cast", {{"dtype", impl->dtype}}));
+    }
+    if (!whole) {  // a write through a view: the base's new value (Note [Tracing])
+      result = graph_->add_cnode("AsStridedScatter", {value.node, result},
+                                 normalized("AsStridedScatter", {{"size", to_ints(impl->shape)},
+                                                                 {"stride", to_ints(impl->strides)},
+                                                                 {"offset", impl->offset}}));
     }
     value.node = std::move(result);
   }
