@@ -200,6 +200,13 @@ def test_gradients_through_jitted_slice_assignments_are_the_eager_ones():
     loss(w, x).backward()
     np.testing.assert_allclose(kiln.jit(kiln.grad(loss))(w, x).numpy(), w.grad.numpy(),
                                rtol=1e-12)
+    # With dynamic=True the views' sizes and offsets follow the batch size.
+    dynamic = kiln.jit(kiln.grad(loss), dynamic=True)
+    for batch in (2, 3, 5):
+        xb = kiln.tensor(np.arange(3.0 * batch).reshape(batch, 3))
+        wb = kiln.tensor(np.linspace(0.5, 1.5, 3 * batch).reshape(batch, 3)).requires_grad_()
+        loss(wb, xb).backward()
+        np.testing.assert_allclose(dynamic(wb, xb).numpy(), wb.grad.numpy(), rtol=1e-12)
 
 
 @pytest.mark.parametrize("as_method", [False, True])
