@@ -21,15 +21,14 @@ namespace kiln {
 namespace {
 
 using detail::check_matrices;
+using detail::cols_of;
 using detail::diag_embed;
 using detail::Float64Matrices;
 using detail::for_each_matrix;
 using detail::identity_like;
 using detail::matrix_shape;
 using detail::mT;
-
-int64_t rows_of(const Shape& s) { return s[s.size() - 2]; }
-int64_t cols_of(const Shape& s) { return s[s.size() - 1]; }
+using detail::rows_of;
 
 /// The first `count` entries of x along `dim` (a copy when count < the size).
 Tensor leading(const Tensor& x, int64_t count, int64_t dim) {

@@ -33,14 +33,13 @@ namespace {
 using detail::broadcast_batch;
 using detail::check_info;
 using detail::check_matrices;
+using detail::cols_of;
 using detail::Float64Matrices;
 using detail::for_each_matrix;
 using detail::input_grad;
 using detail::matrix_shape;
 using detail::mT;
-
-int64_t rows_of(const Shape& s) { return s[s.size() - 2]; }
-int64_t cols_of(const Shape& s) { return s[s.size() - 1]; }
+using detail::rows_of;
 
 /// The batch of the matrices `a` (square, n x n) and `b` (n x k) broadcast, checking that b
 /// has n rows.

@@ -15,6 +15,9 @@ namespace kiln::detail {
 /// Checks that `a` holds float32 or float64 matrices (ndim >= 2), square when `square`;
 /// errors name `fn` ("linalg.cholesky") and say what was expected.
 void check_matrices(const char* fn, const TensorMeta& a, bool square);
+/// The number of rows (cols) of the matrices of shape s (the second-to-last / last dim).
+inline int64_t rows_of(const Shape& s) { return s[s.size() - 2]; }
+inline int64_t cols_of(const Shape& s) { return s[s.size() - 1]; }
 /// a's leading (batch) dims.
 Shape batch_shape(const Shape& a);
 /// The broadcast of two batch shapes, or a ShapeError naming `fn`.
