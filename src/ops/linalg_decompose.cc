@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/factory.h"
@@ -39,6 +40,15 @@ Tensor leading(const Tensor& x, int64_t count, int64_t dim) {
 
 /// `g` or, when undefined (no gradient reached that output), zeros like `like`.
 Tensor or_zeros(const Tensor& g, const Tensor& like) { return g.defined() ? g : zeros_like(like); }
+
+/// Raises for the first matrix whose iteration failed (`failed` per matrix of the batch).
+void check_converged(const char* fn, const std::vector<int32_t>& failed) {
+  for (size_t b = 0; b < failed.size(); ++b) {
+    KILN_CHECK_VALUE(!failed[b])
+        << fn << ": the algorithm failed to converge because the input matrix contains a NaN "
+        << "or an infinity, or is too ill-conditioned (matrix " << b << " of the batch)";
+  }
+}
 
 // ---- Qr -----------------------------------------------------------------------------------
 
@@ -164,6 +174,7 @@ KILN_REGISTER_OP(
           const Float64Matrices work(ctx.inputs[0], v.shape());
           const Tensor w_out = detail::float64_output(w);
           const Float64Matrices v_out(Tensor(), v.shape(), v);
+          std::vector<int32_t> failed(static_cast<size_t>(work.count()));
           for_each_matrix(work.count(), [&](int64_t b) {
             double* a = work.matrix(b);
             for (int64_t i = 0; i < n; ++i) {  // the read triangle mirrored onto the other
@@ -174,8 +185,10 @@ KILN_REGISTER_OP(
                   a[j * n + i] = a[i * n + j];
               }
             }
-            detail::symmetric_eigen(a, n, w_out.data<double>() + b * n, v_out.matrix(b));
+            failed[b] =
+                !detail::symmetric_eigen(a, n, w_out.data<double>() + b * n, v_out.matrix(b));
           });
+          check_converged("linalg.eigh", failed);
           detail::finish_float64(w, w_out);
           v_out.finish(v);
         }));
@@ -222,7 +235,8 @@ KILN_REGISTER_OP(
         .input("a")
         .attr("full_matrices", AttrKind::kBool, true)
         .outputs(3)
-        .doc("(U, S, Vh) with A = U diag(S) Vh, S descending, by one-sided Jacobi rotations; "
+        .doc("(U, S, Vh) with A = U diag(S) Vh, S descending, by bidiagonalization and "
+             "Golub-Kahan QR; "
              "U [m, m] and Vh [n, n] with `full_matrices`, else [m, k] and [k, n]")
         .infer([](const InferContext& ctx) {
           const TensorMeta& a = ctx.input(0);
@@ -246,11 +260,13 @@ KILN_REGISTER_OP(
           const Float64Matrices vt_out(Tensor(), vt.shape(), vt);
           const Tensor s_out = detail::float64_output(s);
           const int64_t u_cols = cols_of(u.shape()), vt_rows = rows_of(vt.shape());
+          std::vector<int32_t> failed(static_cast<size_t>(work.count()));
           for_each_matrix(work.count(), [&](int64_t b) {
-            detail::singular_value_decomposition(work.matrix(b), m, n, s_out.data<double>() + b * k,
-                                                 u_out.matrix(b), u_cols, vt_out.matrix(b),
-                                                 vt_rows);
+            failed[b] = !detail::singular_value_decomposition(
+                work.matrix(b), m, n, s_out.data<double>() + b * k, u_out.matrix(b), u_cols,
+                vt_out.matrix(b), vt_rows);
           });
+          check_converged("linalg.svd", failed);
           u_out.finish(u);
           detail::finish_float64(s, s_out);
           vt_out.finish(vt);
@@ -272,7 +288,10 @@ std::tuple<Tensor, Tensor> eigh(const Tensor& a, const std::string& uplo) {
   return {std::move(out[0]), std::move(out[1])};
 }
 
-Tensor eigvalsh(const Tensor& a, const std::string& uplo) { return std::get<0>(eigh(a, uplo)); }
+Tensor eigvalsh(const Tensor& a, const std::string& uplo) {
+  check_matrices("linalg.eigvalsh", TensorMeta::of(a), /*square=*/true);
+  return std::get<0>(eigh(a, uplo));
+}
 
 std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& a, bool full_matrices) {
   static const OpDefPtr def = OpRegistry::Instance().get("Svd");
@@ -280,7 +299,10 @@ std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& a, bool full_matrices) {
   return {std::move(out[0]), std::move(out[1]), std::move(out[2])};
 }
 
-Tensor svdvals(const Tensor& a) { return std::get<1>(svd(a, /*full_matrices=*/false)); }
+Tensor svdvals(const Tensor& a) {
+  check_matrices("linalg.svdvals", TensorMeta::of(a), /*square=*/false);
+  return std::get<1>(svd(a, /*full_matrices=*/false));
+}
 
 }  // namespace linalg
 }  // namespace kiln

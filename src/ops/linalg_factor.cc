@@ -1,5 +1,5 @@
 // The factorizations and solves of kiln::linalg: Cholesky, LuFactor, LuPermutation, LuSolve,
-// Solve, TriangularSolve and SlogDet (kiln/functional/linalg.h), with their gradients.
+// Solve, TriangularSolve, SlogDet and Det (kiln/functional/linalg.h), with their gradients.
 //
 // Each op checks its matrices in infer and runs linalg_kernels.h on float64 copies, one matrix
 // per task of the intra-op pool. A factorization that fails writes `info` (LAPACK's: 0, or the
@@ -76,9 +76,9 @@ KILN_REGISTER_OP(
         .attr("upper", AttrKind::kBool, false)
         .attr("check_errors", AttrKind::kBool, false)
         .outputs(2)
-        .doc("(L, info): the Cholesky factor of symmetric positive-definite matrices (lower "
-             "triangle read; L^T with `upper`); info 0 or the order of the first minor that is "
-             "not positive definite")
+        .doc("(L, info): the Cholesky factor of symmetric positive-definite matrices from their "
+             "lower triangle (U with U^T U = A from the upper triangle with `upper`); info 0 or "
+             "the order of the first minor that is not positive definite")
         .infer([](const InferContext& ctx) {
           const TensorMeta& a = ctx.input(0);
           check_matrices("linalg.cholesky", a, /*square=*/true);
@@ -94,6 +94,11 @@ KILN_REGISTER_OP(
           const bool upper = ctx.attrs.get<bool>("upper");
           for_each_matrix(work.count(), [&](int64_t b) {
             double* l = work.matrix(b);
+            if (upper) {  // U^T U = A from A's upper triangle: L = U^T from its mirror
+              for (int64_t i = 0; i < n; ++i) {
+                for (int64_t j = i + 1; j < n; ++j) l[j * n + i] = l[i * n + j];
+              }
+            }
             info_data[b] = static_cast<int32_t>(detail::cholesky_lower(l, n));
             for (int64_t i = 0; i < n; ++i) {  // zero the other triangle, transposing for upper
               for (int64_t j = i + 1; j < n; ++j) {
@@ -221,9 +226,9 @@ KILN_REGISTER_OP(
           const TensorMeta& p = ctx.input(0);
           const int64_t m = ctx.attrs.get<int64_t>("m");
           KILN_CHECK_DTYPE(p.dtype == DType::kInt32)
-              << "linalg.lu_unpack: expected int32 pivots, got " << p.dtype;
+              << "linalg.lu: expected int32 pivots, got " << p.dtype;
           KILN_CHECK_SHAPE(p.ndim() >= 1 && cols_of(p.shape) <= m)
-              << "linalg.lu_unpack: expected pivots [..., k] with k <= " << m << ", got "
+              << "linalg.lu: expected pivots [..., k] with k <= " << m << ", got "
               << shape_str(p.shape);
           Shape shape = p.shape;
           shape.back() = m;
@@ -236,7 +241,7 @@ KILN_REGISTER_OP(
           const int64_t count = m == 0 ? 0 : perm.numel() / m;
           for (int64_t b = 0; b < count; ++b) {
             const int32_t* piv = pivots.data<int32_t>() + b * k;
-            check_pivots("linalg.lu_unpack", piv, k, m);
+            check_pivots("linalg.lu", piv, k, m);
             int64_t* p = perm.data<int64_t>() + b * m;
             for (int64_t i = 0; i < m; ++i) p[i] = i;
             for (int64_t i = 0; i < k; ++i) std::swap(p[i], p[piv[i] - 1]);
@@ -400,7 +405,36 @@ KILN_REGISTER_OP(
           x.finish(out);
         }));
 
-// ---- SlogDet ------------------------------------------------------------------------------
+// ---- SlogDet, Det -------------------------------------------------------------------------
+
+/// For each matrix of `a` ([batch..., n, n]), by LU: the sign of its determinant (0 when
+/// singular) and log |det| (-inf then) into `sign` and `logabsdet`, or the determinant itself
+/// into `det` (the product of U's diagonal: det([[5]]) is 5, not exp(log 5)). Null outputs are
+/// skipped.
+void lu_determinants(const Tensor& a, const Shape& batch, double* sign, double* logabsdet,
+                     double* det) {
+  const int64_t n = rows_of(a.shape());
+  const Float64Matrices lu(a, matrix_shape(batch, n, n));
+  for_each_matrix(lu.count(), [&](int64_t b) {
+    std::vector<int32_t> pivots(static_cast<size_t>(n));
+    const double* u = lu.matrix(b);
+    detail::lu_factor(lu.matrix(b), n, n, pivots.data());
+    double s = 1.0, log_sum = 0.0, product = 1.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = u[i * n + i];
+      if (pivots[i] - 1 != i) s = -s;
+      if (d < 0) s = -s;
+      if (d == 0) s = 0.0;
+      log_sum += std::log(std::abs(d));
+      product *= d;
+    }
+    if (sign != nullptr) sign[b] = s;
+    if (logabsdet != nullptr) {
+      logabsdet[b] = s == 0.0 ? -std::numeric_limits<double>::infinity() : log_sum;
+    }
+    if (det != nullptr) det[b] = s == 0.0 ? 0.0 : std::copysign(product, s);
+  });
+}
 
 /// d logabsdet = tr(A^{-1} dA): gA = g A^{-T}; the sign is piecewise constant.
 std::vector<Tensor> slogdet_grad(const std::vector<Tensor>& in, const std::vector<Tensor>&,
@@ -424,29 +458,38 @@ KILN_REGISTER_OP(
         })
         .grad(slogdet_grad)
         .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
-          const Tensor& sign = ctx.outputs[0];
-          const Tensor& logabsdet = ctx.outputs[1];
-          const int64_t n = rows_of(ctx.inputs[0].shape());
-          const Float64Matrices lu(ctx.inputs[0], matrix_shape(sign.shape(), n, n));
+          const Tensor &sign = ctx.outputs[0], &logabsdet = ctx.outputs[1];
           const Tensor sign64 = detail::float64_output(sign);
           const Tensor log64 = detail::float64_output(logabsdet);
-          for_each_matrix(lu.count(), [&](int64_t b) {
-            std::vector<int32_t> pivots(static_cast<size_t>(n));
-            const double* u = lu.matrix(b);
-            detail::lu_factor(lu.matrix(b), n, n, pivots.data());
-            double s = 1.0, log_sum = 0.0;
-            for (int64_t i = 0; i < n; ++i) {
-              const double d = u[i * n + i];
-              if (pivots[i] - 1 != i) s = -s;
-              if (d < 0) s = -s;
-              if (d == 0) s = 0.0;
-              log_sum += std::log(std::abs(d));
-            }
-            sign64.data<double>()[b] = s;
-            log64.data<double>()[b] = s == 0.0 ? -std::numeric_limits<double>::infinity() : log_sum;
-          });
+          lu_determinants(ctx.inputs[0], sign.shape(), sign64.data<double>(), log64.data<double>(),
+                          nullptr);
           detail::finish_float64(sign, sign64);
           detail::finish_float64(logabsdet, log64);
+        }));
+
+/// d det = det tr(A^{-1} dA): gA = g det A^{-T} (so A must be invertible).
+std::vector<Tensor> det_grad(const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                             const Attrs&, const std::vector<Tensor>& grads) {
+  const Tensor& g = grads[0];
+  if (!g.defined() || !detail::differentiable(in[0])) return {Tensor()};
+  return {unsqueeze(unsqueeze(g * out[0], -1), -1) * mT(linalg::inv(in[0]))};
+}
+
+KILN_REGISTER_OP(
+    OpDef("Det")
+        .input("a")
+        .doc("the determinants of square matrices, by LU (the product of U's diagonal)")
+        .infer([](const InferContext& ctx) {
+          const TensorMeta& a = ctx.input(0);
+          check_matrices("linalg.det", a, /*square=*/true);
+          return MetaList{{a.dtype, detail::batch_shape(a.shape)}};
+        })
+        .grad(det_grad)
+        .kernel(DeviceType::kCPU, [](KernelContext& ctx) {
+          const Tensor& det = ctx.outputs[0];
+          const Tensor det64 = detail::float64_output(det);
+          lu_determinants(ctx.inputs[0], det.shape(), nullptr, nullptr, det64.data<double>());
+          detail::finish_float64(det, det64);
         }));
 
 }  // namespace
@@ -489,6 +532,7 @@ std::tuple<Tensor, Tensor> lu_factor(const Tensor& a) {
 }
 
 std::tuple<Tensor, Tensor, Tensor> lu(const Tensor& a) {
+  check_matrices("linalg.lu", TensorMeta::of(a), /*square=*/false);
   auto [packed, pivots, info] = lu_factor_ex(a);
   return unpack_lu(packed, pivots);
 }
@@ -548,9 +592,8 @@ std::tuple<Tensor, Tensor> slogdet(const Tensor& a) {
 }
 
 Tensor det(const Tensor& a) {
-  check_matrices("linalg.det", TensorMeta::of(a), /*square=*/true);
-  auto [sign, logabsdet] = slogdet(a);
-  return sign * exp(logabsdet);
+  static const OpDefPtr def = op("Det");
+  return call_op(*def, {a}, {})[0];
 }
 
 }  // namespace linalg

@@ -53,6 +53,13 @@ double fixed_sign(const double* x, int64_t n) {
   return n > 0 && x[largest] < 0.0 ? -1.0 : 1.0;
 }
 
+bool all_finite(const double* x, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    if (!std::isfinite(x[i])) return false;
+  }
+  return true;
+}
+
 /// Scales the `count` values at x by a power of two that brings their largest magnitude to
 /// [0.5, 1) and returns the power's exponent e (x is multiplied by 2^-e; results scale back by
 /// 2^e exactly). Sums of squares of the scaled values cannot overflow or underflow to zero, as
@@ -85,6 +92,8 @@ Reflector make_reflector(const double* x, int64_t stride, int64_t len) {
   for (int64_t i = 1; i < len; ++i) sigma += x[i * stride] * x[i * stride];
   const double alpha = x[0];
   h.beta = alpha;
+  // Also when the squares underflow: entries below 1e-154 beside a scaled matrix's ~1 are
+  // negligible.
   if (sigma == 0.0) return h;
   h.beta = -std::copysign(std::sqrt(alpha * alpha + sigma), alpha);
   for (int64_t i = 1; i < len; ++i) h.v[i] = x[i * stride] / (alpha - h.beta);
@@ -129,8 +138,9 @@ Givens givens(double f, double g) {
 /// The SVD of the upper bidiagonal B (diagonal d [n], superdiagonal e [n - 1]) by Golub-Kahan
 /// implicit QR steps with Wilkinson shifts (Golub & Van Loan, algorithm 8.6.2), in place: d
 /// becomes the singular values, unsigned and unsorted. Each rotation of B's rows (columns) is
-/// applied to the rows of ut (of vt) when they are not null, rows of length ut_len (n).
-void bidiagonal_svd(std::vector<double>& d, std::vector<double>& e, double* ut, int64_t ut_len,
+/// applied to the rows of ut (of vt) when they are not null, rows of length ut_len (n). Returns
+/// false when 100 n steps did not converge.
+bool bidiagonal_svd(std::vector<double>& d, std::vector<double>& e, double* ut, int64_t ut_len,
                     double* vt) {
   const int64_t n = static_cast<int64_t>(d.size());
   double norm = 0.0;
@@ -147,7 +157,8 @@ void bidiagonal_svd(std::vector<double>& d, std::vector<double>& e, double* ut, 
   };
   const int64_t max_steps = 100 * std::max<int64_t>(n, 1);
   int64_t hi = n - 1;
-  for (int64_t step = 0; hi > 0 && step < max_steps;) {
+  for (int64_t step = 0; hi > 0; ++step) {
+    if (step == max_steps) return false;
     if (negligible_e(hi - 1)) {
       e[hi - 1] = 0.0;
       --hi;
@@ -160,7 +171,10 @@ void bidiagonal_svd(std::vector<double>& d, std::vector<double>& e, double* ut, 
     // superdiagonal entry out.
     int64_t zero = -1;
     for (int64_t i = lo; i <= hi && zero < 0; ++i) {
-      if (std::abs(d[i]) <= DBL_EPSILON * norm) zero = i;
+      // Only an entry at the bottom of the range (B is scaled to about 1): LAPACK keeps a small
+      // singular value accurate to its own size, and so do the QR steps, where a threshold of
+      // eps * |B| would zero it (cond([[1, 1], [0, 1e-20]]) must be 2e20, not inf).
+      if (std::abs(d[i]) <= DBL_MIN * norm) zero = i;
     }
     if (zero >= 0) {
       d[zero] = 0.0;
@@ -191,7 +205,6 @@ void bidiagonal_svd(std::vector<double>& d, std::vector<double>& e, double* ut, 
       }
       continue;
     }
-    ++step;
     // Wilkinson's shift: the eigenvalue of B^T B's trailing 2 x 2 nearer its last entry.
     const double t11 = d[hi - 1] * d[hi - 1] + (hi - 1 > lo ? e[hi - 2] * e[hi - 2] : 0.0);
     const double t12 = d[hi - 1] * e[hi - 1];
@@ -222,12 +235,14 @@ void bidiagonal_svd(std::vector<double>& d, std::vector<double>& e, double* ut, 
     }
     e[hi - 1] = y;
   }
+  return true;
 }
 
 /// The SVD of a tall a [m, n], m >= n (destroyed), by Golub-Kahan-Reinsch: Householder
 /// bidiagonalization a = U_B B V_B^T, then bidiagonal_svd B = Q S P^T, so U = U_B Q and V =
-/// V_B P. u is [m, u_cols] (u_cols = n or m), vt [n, n].
-void svd_tall(double* a, int64_t m, int64_t n, double* s, double* u, int64_t u_cols, double* vt) {
+/// V_B P. u is [m, u_cols] (u_cols = n or m), vt [n, n]. Returns false when the QR steps did not
+/// converge.
+bool svd_tall(double* a, int64_t m, int64_t n, double* s, double* u, int64_t u_cols, double* vt) {
   const bool vectors = u != nullptr;
   std::vector<Reflector> left(static_cast<size_t>(n)), right(static_cast<size_t>(n));
   std::vector<double> d(static_cast<size_t>(n)), e(static_cast<size_t>(n), 0.0);
@@ -261,11 +276,13 @@ void svd_tall(double* a, int64_t m, int64_t n, double* s, double* u, int64_t u_c
       for (int64_t j = 0; j < n; ++j) vt_rows[j * n + i] = p[i * n + j];
     }
   }
-  bidiagonal_svd(d, e, vectors ? ut.data() : nullptr, m, vectors ? vt_rows.data() : nullptr);
+  if (!bidiagonal_svd(d, e, vectors ? ut.data() : nullptr, m, vectors ? vt_rows.data() : nullptr)) {
+    return false;
+  }
   const std::vector<int64_t> order = order_by(
       n, [&](int64_t j) { return std::abs(d[j]); }, true);
   for (int64_t j = 0; j < n; ++j) s[j] = std::abs(d[order[j]]);
-  if (!vectors) return;
+  if (!vectors) return true;
   for (int64_t j = 0; j < u_cols; ++j) {
     const int64_t from = j < n ? order[j] : j;  // the full U's extra columns are U_B's
     for (int64_t i = 0; i < m; ++i) u[i * u_cols + j] = ut[from * m + i];
@@ -274,6 +291,7 @@ void svd_tall(double* a, int64_t m, int64_t n, double* s, double* u, int64_t u_c
     const double sign = d[order[j]] < 0.0 ? -1.0 : 1.0;  // a negative value's V column flips
     for (int64_t i = 0; i < n; ++i) vt[j * n + i] = sign * vt_rows[order[j] * n + i];
   }
+  return true;
 }
 
 }  // namespace
@@ -373,8 +391,9 @@ void householder_qr(double* a, int64_t m, int64_t n, double* q, int64_t q_cols) 
   for (int64_t j = k - 1; j >= 0; --j) reflect_rows(reflectors[j], q, q_cols, j, 0, q_cols);
 }
 
-void symmetric_eigen(double* a, int64_t n, double* w, double* v) {
-  if (n == 0) return;
+bool symmetric_eigen(double* a, int64_t n, double* w, double* v) {
+  if (n == 0) return true;
+  if (!all_finite(a, n * n)) return false;
   const bool vectors = v != nullptr;
   const int exponent = scale_to_unit(a, n * n);
   // 1. Householder tridiagonalization A = Q T Q^T: reflector k (v_k, tau_k) zeroes column k
@@ -412,16 +431,29 @@ void symmetric_eigen(double* a, int64_t n, double* w, double* v) {
     for (int64_t k = 0; k + 2 < n; ++k) reflect_rows(reflectors[k], zt.data(), n, k + 1, 0, n);
   }
 
-  // 3. Implicit QL with Wilkinson's shift on (d, e) (EISPACK's tql2): for each l, chase the
-  // bulge from the first negligible e[m] below l up to l until e[l] is negligible.
+  // 3. Implicit QL with Wilkinson's shift on (d, e) (EISPACK's imtql2): for each l, chase the
+  // bulge from the first negligible e[m] below l up to l until e[l] is negligible. QL converges
+  // from the top, and fails on a matrix graded from large at the top to tiny at the bottom (64
+  // steps without convergence at 15 rows graded to 1e-300): such a matrix is turned upside down
+  // first (LAPACK's dsteqr chooses between QL and QR by the same test, per block).
+  if (n >= 2 && std::abs(d[0]) > std::abs(d[n - 1])) {
+    std::reverse(d.begin(), d.end());
+    std::reverse(e.begin(), e.begin() + (n - 1));
+    if (vectors) {
+      for (int64_t i = 0; i < n / 2; ++i) {
+        std::swap_ranges(&zt[i * n], &zt[(i + 1) * n], &zt[(n - 1 - i) * n]);
+      }
+    }
+  }
   constexpr int kMaxIterations = 64;
   for (int64_t l = 0; l < n; ++l) {
-    for (int iteration = 0; iteration < kMaxIterations; ++iteration) {
+    for (int iteration = 0;; ++iteration) {
       int64_t m = l;
       while (m + 1 < n && std::abs(e[m]) > DBL_EPSILON * (std::abs(d[m]) + std::abs(d[m + 1]))) {
         ++m;
       }
       if (m == l) break;
+      if (iteration == kMaxIterations) return false;
       double g = (d[l + 1] - d[l]) / (2.0 * e[l]);
       double r = std::hypot(g, 1.0);
       g = d[m] - d[l] + e[l] / (g + std::copysign(r, g));
@@ -454,16 +486,18 @@ void symmetric_eigen(double* a, int64_t n, double* w, double* v) {
   const std::vector<int64_t> order = order_by(
       n, [&](int64_t i) { return d[i]; }, false);
   for (int64_t j = 0; j < n; ++j) w[j] = std::ldexp(d[order[j]], exponent);
-  if (!vectors) return;
+  if (!vectors) return true;
   for (int64_t j = 0; j < n; ++j) {
     const double* column = &zt[order[j] * n];
     const double sign = fixed_sign(column, n);
     for (int64_t r = 0; r < n; ++r) v[r * n + j] = column[r] * sign;
   }
+  return true;
 }
 
-void singular_value_decomposition(double* a, int64_t m, int64_t n, double* s, double* u,
+bool singular_value_decomposition(double* a, int64_t m, int64_t n, double* s, double* u,
                                   int64_t u_cols, double* vt, int64_t vt_rows) {
+  if (!all_finite(a, m * n)) return false;
   const bool vectors = u != nullptr;
   const int exponent = scale_to_unit(a, m * n);
   const auto scale_back = [&] {
@@ -478,10 +512,10 @@ void singular_value_decomposition(double* a, int64_t m, int64_t n, double* s, do
     }
   };
   if (m >= n) {
-    svd_tall(a, m, n, s, u, u_cols, vt);
+    if (!svd_tall(a, m, n, s, u, u_cols, vt)) return false;
     scale_back();
     if (vectors) fix_signs();
-    return;
+    return true;
   }
   // a^T [n, m] is tall: a^T = U' S Vh' gives a = Vh'^T S U'^T, so U' [n, vt_rows] is a's V and
   // Vh' [m, m] a's U^T.
@@ -494,10 +528,12 @@ void singular_value_decomposition(double* a, int64_t m, int64_t n, double* s, do
     u_prime.resize(static_cast<size_t>(n * vt_rows));
     vt_prime.resize(static_cast<size_t>(m * m));
   }
-  svd_tall(at.data(), n, m, s, vectors ? u_prime.data() : nullptr, vt_rows,
-           vectors ? vt_prime.data() : nullptr);
+  if (!svd_tall(at.data(), n, m, s, vectors ? u_prime.data() : nullptr, vt_rows,
+                vectors ? vt_prime.data() : nullptr)) {
+    return false;
+  }
   scale_back();
-  if (!vectors) return;
+  if (!vectors) return true;
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < m; ++j) u[i * u_cols + j] = vt_prime[j * m + i];
   }
@@ -505,6 +541,7 @@ void singular_value_decomposition(double* a, int64_t m, int64_t n, double* s, do
     for (int64_t j = 0; j < n; ++j) vt[i * n + j] = u_prime[j * vt_rows + i];
   }
   fix_signs();
+  return true;
 }
 
 }  // namespace kiln::detail

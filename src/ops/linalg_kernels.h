@@ -4,14 +4,13 @@
 //
 // They are the textbook unblocked algorithms (Golub & Van Loan, "Matrix Computations"): their
 // inner loops run along rows, so a row update vectorizes, but they do not tile for the cache.
-// eigh reduces to tridiagonal form and runs implicit QL (EISPACK's tred2 / tql2); svd reduces to
+// eigh reduces to tridiagonal form and runs implicit QL (EISPACK's tred2 / imtql2); svd reduces to
 // bidiagonal form and runs Golub-Kahan implicit QR (Golub-Reinsch). Both keep their vectors
 // transposed so that each rotation combines two contiguous rows, and fix the vectors' signs
 // (the largest entry of each eigenvector and of each of Vh's rows positive). They suit the
 // matrices of models (up to a few hundred rows); a blocked path for large matrices would go
-// here. qr, eigh and svd first scale
-// the matrix by a power of two (exactly) so that their sums of squares neither overflow nor
-// underflow.
+// here. qr, eigh and svd first scale the matrix by a power of two (exactly) so that their sums
+// of squares neither overflow nor underflow.
 #pragma once
 
 #include <cstdint>
@@ -47,14 +46,18 @@ void householder_qr(double* a, int64_t m, int64_t n, double* q, int64_t q_cols);
 
 /// Eigen-decomposition of the symmetric a [n, n] (both triangles read; a is destroyed) by
 /// Householder tridiagonalization and implicit QL with Wilkinson shifts: ascending w [n] and,
-/// when v is not null, orthonormal eigenvectors in v [n, n]'s columns.
-void symmetric_eigen(double* a, int64_t n, double* w, double* v);
+/// when v is not null, orthonormal eigenvectors in v [n, n]'s columns. Returns false, leaving w
+/// and v unspecified, for a matrix with a NaN or an infinity or when the iteration did not
+/// converge.
+bool symmetric_eigen(double* a, int64_t n, double* w, double* v);
 
 /// SVD of a [m, n] (destroyed) by Householder bidiagonalization and Golub-Kahan implicit QR with
 /// Wilkinson shifts: s [k] descending for k = min(m, n) and, when u is not null,
 /// u [m, u_cols] and vt [vt_rows, n] with u_cols, vt_rows = k, or m and n for the full
 /// matrices.
-void singular_value_decomposition(double* a, int64_t m, int64_t n, double* s, double* u,
+/// Returns false, leaving the results unspecified, for a matrix with a NaN or an infinity or when
+/// the iteration did not converge.
+bool singular_value_decomposition(double* a, int64_t m, int64_t n, double* s, double* u,
                                   int64_t u_cols, double* vt, int64_t vt_rows);
 
 }  // namespace kiln::detail

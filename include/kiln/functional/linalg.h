@@ -32,7 +32,8 @@
 namespace kiln::linalg {
 
 /// (L, info): the lower Cholesky factor of the symmetric positive-definite `a` (L @ L^T == a;
-/// only a's lower triangle is read), or its upper factor U = L^T with `upper`. info[b] is 0, or
+/// only a's lower triangle is read), or with `upper` its upper factor U = L^T (only the upper
+/// triangle read, as PyTorch). info[b] is 0, or
 /// k when the leading minor of order k of matrix b is not positive definite (then L is
 /// unspecified); `check_errors` raises instead.
 KILN_API std::tuple<Tensor, Tensor> cholesky_ex(const Tensor& a, bool upper = false,
@@ -72,7 +73,7 @@ KILN_API Tensor inv(const Tensor& a);
 /// (sign, logabsdet): det(a) == sign * exp(logabsdet); a singular matrix has sign 0 and
 /// logabsdet -inf.
 KILN_API std::tuple<Tensor, Tensor> slogdet(const Tensor& a);
-/// The determinant (its gradient needs a invertible).
+/// The determinants, the product of LU's pivots (its gradient needs a invertible).
 KILN_API Tensor det(const Tensor& a);
 
 /// (Q, R) with a == Q @ R, Q's columns orthonormal and R upper triangular (Householder, R's

@@ -58,10 +58,12 @@ TEST_P(LinalgDTypes, CholeskyReconstructsTheMatrix_LowerAndUpper) {
   expect_close(u, mT(l), tolerance(dt));
 }
 
-TEST(Linalg, CholeskyReadsOnlyTheLowerTriangle) {
+TEST(Linalg, CholeskyReadsTheLowerTriangle_OrTheUpperForAnUpperFactor) {
   const Tensor a = spd({}, 4, f64);
   const Tensor garbage_above = tril(a) + triu(randn({4, 4}, f64), 1);
+  const Tensor garbage_below = triu(a) + tril(randn({4, 4}, f64), -1);
   expect_close(linalg::cholesky(garbage_above), linalg::cholesky(a), 0);
+  expect_close(linalg::cholesky(garbage_below, /*upper=*/true), linalg::cholesky(a, true), 0);
 }
 
 TEST(Linalg, CholeskyFailure_IsInfoOrAnErrorNamingTheMinorAndTheBatchElement) {
@@ -326,6 +328,48 @@ TEST(Linalg, SingularAndEigenvectorsHaveTheirLargestEntryPositive_AndMoveSmoothl
   // A perturbation of 1e-7 moves U by about as much: no factor flips sign between the two.
   const Tensor nudged = a + randn({3, 5}, f64) * 1e-7;
   expect_close(std::get<0>(linalg::svd(nudged, false)), u, 1e-5);
+}
+
+TEST(Linalg, EighAndSvdOfANonFiniteMatrix_AreAnErrorNotAHang) {
+  // The QR iterations would never end on a NaN (they did: svd of [[nan, 0], [0, 0]]).
+  for (const double bad : {NAN, INFINITY}) {
+    const Tensor a = matrix({bad, 0, 0, 0}, 2, 2);
+    expect_error([&] { linalg::svdvals(a); }, ErrorKind::kValue,
+                 "linalg.svd: the algorithm failed to converge because the input matrix contains "
+                 "a NaN or an infinity");
+    expect_error([&] { linalg::eigvalsh(a); }, ErrorKind::kValue,
+                 "linalg.eigh: the algorithm failed to converge");
+  }
+}
+
+TEST(Linalg, Eigh_OfAMatrixGradedFromLargeToTiny_Converges) {
+  // diagonal 10^(-20 i) and off-diagonal 10^(-20 i - 1): QL from the top stalled (64 steps
+  // without convergence, eigenvalues off by O(1)) until the matrix is turned upside down.
+  const int64_t n = 15;
+  std::vector<double> values(static_cast<size_t>(n * n), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    values[i * n + i] = std::pow(10.0, -20.0 * i) * (i % 2 == 0 ? 1.0 : -0.7);
+    if (i + 1 < n) values[(i + 1) * n + i] = values[i * n + i + 1] = std::pow(10.0, -20.0 * i - 1);
+  }
+  const Tensor a = matrix(values, n, n);
+  auto [w, v] = linalg::eigh(a);
+  expect_close(matmul(v, matmul(diag(w), mT(v))), a, 1e-14);
+  expect_close(matmul(mT(v), v), identity(n, f64), 1e-14);
+}
+
+TEST(Linalg, Svd_KeepsSmallSingularValuesAccurateToTheirOwnSize) {
+  // [[1, 1], [0, 1e-20]]: singular values sqrt(2) and 1e-20 / sqrt(2) (zeroed below eps * |A|
+  // before, so the matrix looked singular).
+  const Tensor s = linalg::svdvals(matrix({1, 1, 0, 1e-20}, 2, 2)).contiguous();
+  EXPECT_NEAR(s.data<double>()[1], 1e-20 / std::sqrt(2.0), 1e-34);
+}
+
+TEST(Linalg, Det_IsTheProductOfThePivots_ExactWhereTheyAre) {
+  expect_close(linalg::det(matrix({5}, 1, 1)), full({}, 5.0, f64), 0);
+  expect_close(linalg::det(matrix({2, 0, 0, 0, 3, 0, 0, 0, -7}, 3, 3)), full({}, -42.0, f64), 0);
+  const Tensor seven = to(matrix({-7}, 1, 1), f32);
+  expect_close(linalg::det(seven), full({}, -7.0, f32), 0);
+  expect_grad_rule("Det", {randn({2, 3, 3}, f64) + identity(3, f64) * 3.0});
 }
 
 TEST(Linalg, EmptyMatricesAndBatches) {
