@@ -589,10 +589,30 @@ def test_cholesky_solve_and_inverse(dtype, upper, rng):
 
 
 def test_cholesky_solve_errors():
-    with raises(kiln.ShapeError, match="B to be a tensor of matrices"):
+    with raises(kiln.ShapeError, match="input to be a tensor of matrices"):
         mint.cholesky_solve(mint.ones(3), mint.eye(3))
-    with raises(kiln.ShapeError, match="L to be square"):
+    with raises(kiln.ShapeError, match="input to be square"):
         mint.cholesky_inverse(mint.ones(2, 3))
+    with raises(kiln.ShapeError, match="input2 to be square"):
+        mint.cholesky_solve(mint.ones(2, 1), mint.ones(2, 3))
+
+
+def test_top_level_spellings_take_torchs_argument_names(rng):
+    # torch.det(input=...) where torch.linalg.det(A): kiln.mint follows the top-level names.
+    a = kiln.tensor(rng.standard_normal((3, 3)) + 3 * np.eye(3))
+    spd_matrix = a @ a.mT
+    factor = linalg.cholesky(spd_matrix)
+    b = kiln.tensor(rng.standard_normal((3, 2)))
+    close(mint.det(input=a), linalg.det(a).numpy(), kiln.float64)
+    close(mint.slogdet(input=a).logabsdet, linalg.slogdet(a).logabsdet.numpy(), kiln.float64)
+    close(mint.inverse(input=a), linalg.inv(a).numpy(), kiln.float64)
+    close(mint.matrix_power(input=a, n=3), (a @ a @ a).numpy(), kiln.float64, 100)
+    close(mint.matrix_exp(input=a), linalg.matrix_exp(a).numpy(), kiln.float64)
+    close(mint.logdet(input=spd_matrix), linalg.slogdet(spd_matrix).logabsdet.numpy(),
+          kiln.float64)
+    close(mint.cholesky_solve(input=b, input2=factor), linalg.solve(spd_matrix, b).numpy(),
+          kiln.float64, 100)
+    close(mint.cholesky_inverse(input=factor), linalg.inv(spd_matrix).numpy(), kiln.float64, 100)
     with raises(kiln.KilnTypeError, match="upper must be a bool"):
         mint.cholesky_solve(mint.ones(3, 1), mint.eye(3), upper=None)
 

@@ -277,36 +277,35 @@ def vander(x, *, N=None):  # noqa: N803
     return mint.cat([mint.ones(list(x.shape) + [1], dtype=powers.dtype), powers], -1)
 
 
-def logdet(A):  # noqa: N803
-    """torch.logdet: the log of the determinants of square matrices ``A``: NaN for a negative
-    determinant, -inf for 0."""
-    check_tensor("logdet", "A", A)
-    sign, logabsdet = slogdet(A)
+def logdet(input):  # noqa: A002  (torch.logdet's names)
+    """torch.logdet: the log of the determinants of square matrices ``input``: NaN for a
+    negative determinant, -inf for 0."""
+    check_tensor("logdet", "input", input)
+    sign, logabsdet = slogdet(input)
     return mint.where(sign < 0, math.nan, logabsdet)
 
 
-def cholesky_solve(B, L, upper=False):  # noqa: N803
-    """torch.cholesky_solve: X with (L @ L.mT) @ X == B for the lower Cholesky factors ``L``
-    (with ``upper``, the upper factors U, A = U.mT @ U) and B [..., n, k]; batch dims broadcast.
-    Only L's triangle is read, so its gradient is zero outside it (PyTorch's treats L as a full
-    matrix: they agree on the triangle)."""
+def cholesky_solve(input, input2, upper=False):  # noqa: A002  (torch.cholesky_solve's names)
+    """torch.cholesky_solve: X with (L @ L.mT) @ X == B for B = ``input`` [..., n, k] and the
+    lower Cholesky factors L = ``input2`` (with ``upper``, the upper factors U, A = U.mT @ U);
+    batch dims broadcast. Only L's triangle is read, so its gradient is zero outside it
+    (PyTorch's treats L as a full matrix: they agree on the triangle)."""
     owner = "cholesky_solve"
-    check_tensor(owner, "B", B)
-    check_tensor(owner, "L", L)
+    B, L = check_tensor(owner, "input", input), check_tensor(owner, "input2", input2)  # noqa: N806
     upper = check_flag(owner, "upper", upper)
-    check_matrices(owner, "B", B)
-    check_matrices(owner, "L", L, square=True)
+    check_matrices(owner, "input", B)
+    check_matrices(owner, "input2", L, square=True)
     # L y = B then L^T x = y (U^T y = B then U x = y with upper).
     y = solve_triangular(L.mT if upper else L, B, upper=False)
     return solve_triangular(L if upper else L.mT, y, upper=True)
 
 
-def cholesky_inverse(L, upper=False):  # noqa: N803
+def cholesky_inverse(input, upper=False):  # noqa: A002  (torch.cholesky_inverse's names)
     """torch.cholesky_inverse: the inverse of L @ L.mT (U.mT @ U with ``upper``) for Cholesky
-    factors ``L`` [..., n, n] (see cholesky_solve)."""
-    check_tensor("cholesky_inverse", "L", L)
-    check_matrices("cholesky_inverse", "L", L, square=True)
-    return cholesky_solve(batch_identity(L, L.shape[-1]), L, upper)
+    factors L = ``input`` [..., n, n] (see cholesky_solve)."""
+    check_tensor("cholesky_inverse", "input", input)
+    check_matrices("cholesky_inverse", "input", input, square=True)
+    return cholesky_solve(batch_identity(input, input.shape[-1]), input, upper)
 
 
 def pinverse(input, rcond=1e-15):  # noqa: A002

@@ -92,9 +92,8 @@ from ._shape_extra import (absolute, block_diag, broadcast_tensors, broadcast_to
                            unique_consecutive, unravel_index, vander, vsplit)
 # Last, and from kiln.linalg's modules (which import kiln.mint's above), not from the package,
 # which may be the one importing kiln.mint.
-from ..linalg._decompositions import det, inv as inverse, slogdet  # noqa: F401
-from ..linalg._functions import (cholesky_inverse, cholesky_solve, logdet,  # noqa: F401
-                                 matrix_exp, matrix_power, pinverse)
+from ..linalg._functions import cholesky_inverse, cholesky_solve, logdet, pinverse  # noqa: F401
+from ._linalg_spellings import det, inverse, matrix_exp, matrix_power, slogdet  # noqa: F401
 
 # torch's dtype names, so that code renamed from ``torch.`` to ``kiln.mint.`` finds them
 # (``kiln.float32`` is the same object).
