@@ -22,7 +22,7 @@ from .._type_info import finfo
 from ..autograd import Function, no_grad
 from ..errors import KilnValueError
 from . import constraints
-from .distribution import Distribution
+from .distribution import Centered, Distribution
 from .utils import broadcast_all, rejection_sample, xlogy
 
 __all__ = ["Beta", "Exponential", "Gamma", "Laplace", "Normal", "Uniform"]
@@ -30,7 +30,7 @@ __all__ = ["Beta", "Exponential", "Gamma", "Laplace", "Normal", "Uniform"]
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
-class _LocationScale(Distribution):
+class _LocationScale(Centered):
     """The base of Normal and Laplace, the univariate families of ``loc + scale * noise``:
     ``loc`` (real) and ``scale`` (positive) are tensors or numbers broadcast together (the batch
     shape), draws are reparametrised, and ``loc`` is the mean and the mode."""
@@ -42,14 +42,6 @@ class _LocationScale(Distribution):
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
         super().__init__(self.loc.shape, validate_args=validate_args)
-
-    @property
-    def mean(self):
-        return self.loc
-
-    @property
-    def mode(self):
-        return self.loc
 
 
 class Normal(_LocationScale):

@@ -224,3 +224,16 @@ class Distribution:
             if isinstance(value, _C.Tensor):
                 shown.append(f"{name}: {value.item() if value.numel() == 1 else value.shape}")
         return f"{type(self).__name__}({', '.join(shown)})"
+
+
+class Centered(Distribution):
+    """The base of the distributions symmetric about ``loc``, which is their mean and mode
+    (Normal, Laplace, MultivariateNormal, LowRankMultivariateNormal)."""
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc

@@ -21,7 +21,7 @@ import math
 from .. import _C, mint
 from ..errors import KilnTypeError, KilnValueError, ShapeError
 from . import _linalg, constraints
-from .distribution import Distribution
+from .distribution import Centered, Distribution
 from .utils import as_shape, lazy_property
 
 __all__ = ["LowRankMultivariateNormal", "MultivariateNormal"]
@@ -47,7 +47,7 @@ def _precision_to_scale_tril(precision):
     return _linalg.inverse_lower(mint.flip(flipped, (-2, -1)).mT)
 
 
-class MultivariateNormal(Distribution):
+class MultivariateNormal(Centered):
     """The multivariate normal distribution of mean ``loc`` [..., n] and covariance given by
     exactly one of ``covariance_matrix``, ``precision_matrix`` (its inverse) or ``scale_tril``
     (its lower Cholesky factor, positive diagonal), each [..., n, n]. Batch dimensions of the
@@ -126,14 +126,6 @@ class MultivariateNormal(Distribution):
         return mint.matmul(inverse.mT, inverse).expand(self._matrix_shape())
 
     @property
-    def mean(self):
-        return self.loc
-
-    @property
-    def mode(self):
-        return self.loc
-
-    @property
     def variance(self):
         lower = self._unbroadcasted_scale_tril
         return mint.sum(lower * lower, -1).expand(self._batch_shape + self._event_shape)
@@ -158,7 +150,7 @@ class MultivariateNormal(Distribution):
         return entropy.expand(self._batch_shape)
 
 
-class LowRankMultivariateNormal(Distribution):
+class LowRankMultivariateNormal(Centered):
     """The multivariate normal distribution of mean ``loc`` [..., n] and covariance
     ``cov_factor @ cov_factor.mT + diag(cov_diag)``, for ``cov_factor`` [..., n, m] and the
     positive ``cov_diag`` [..., n]; the batch dimensions of the three broadcast. ``rsample`` is
@@ -214,14 +206,6 @@ class LowRankMultivariateNormal(Distribution):
 
     def _matrix_shape(self):
         return self._batch_shape + self._event_shape + self._event_shape
-
-    @property
-    def mean(self):
-        return self.loc
-
-    @property
-    def mode(self):
-        return self.loc
 
     @lazy_property
     def variance(self):
