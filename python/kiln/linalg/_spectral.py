@@ -221,16 +221,24 @@ def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None):  # noqa:
         return mint.sum(magnitudes > threshold, [-1], False)
 
 
-class _PseudoInverse(Function):
-    """The pseudo-inverse from the singular values (the eigenvalues with ``hermitian``) above a
-    threshold, with PyTorch's gradient (pinv_backward: that of the pseudo-inverse of matrices of
-    A's rank, defined where singular values repeat too, which the decomposition's is not)."""
-
-    @staticmethod
-    def forward(ctx, A, atol, rtol, hermitian):  # noqa: N803
+def _pseudo_inverse(A, atol, rtol, hermitian):  # noqa: N803
+    """(pinv(A), the magnitudes of A's singular values (eigenvalues with ``hermitian``)): the
+    pseudo-inverse from the values above max(atol, rtol * the largest), with PyTorch's gradient,
+    and the values, for callers that need both (lstsq) from one decomposition."""
+    with no_grad():
         left, values, magnitudes, right = _spectrum(A, hermitian)
         threshold = _tolerance(A, _largest(magnitudes), atol, rtol)
         inverted = mint.where(magnitudes > threshold, 1.0 / values, 0.0)
+    return _PseudoInverse.apply(A, left, inverted, right), magnitudes
+
+
+class _PseudoInverse(Function):
+    """right @ diag(inverted) @ left^T, the pseudo-inverse of A from its decomposition, with
+    PyTorch's gradient in A (pinv_backward: that of the pseudo-inverse of matrices of A's rank,
+    defined where singular values repeat too, which the decomposition's is not)."""
+
+    @staticmethod
+    def forward(ctx, A, left, inverted, right):  # noqa: N803
         result = mint.matmul(right * inverted.unsqueeze(-2), left.mT)
         ctx.save_for_backward(A, result)
         return result
@@ -267,7 +275,7 @@ def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None):  # noqa: N803
     check_flag(owner, "hermitian", hermitian)
     check_matrices(owner, "A", A, square=hermitian)
     check_float(owner, "A", A)
-    return _PseudoInverse.apply(A, atol, rtol, hermitian)
+    return _pseudo_inverse(A, atol, rtol, hermitian)[0]
 
 
 def lstsq(A, B, rcond=None, *, driver=None):  # noqa: N803
@@ -297,16 +305,16 @@ def lstsq(A, B, rcond=None, *, driver=None):  # noqa: N803
         raise KilnTypeError(f"linalg.{owner}: rcond must be None or a number, got "
                             f"{type(rcond).__name__} {rcond!r}")
     rtol = default_rtol(A) if rcond is None else float(rcond)
-    solution = mint.matmul(pinv(A, atol=0.0, rtol=rtol), rhs)
+    # One SVD gives the pseudo-inverse and the rank.
+    inverse, values = _pseudo_inverse(A, 0.0, rtol, False)
+    solution = mint.matmul(inverse, rhs)
     empty = mint.zeros([0], dtype=A.dtype)
     m, n = A.shape[-2], A.shape[-1]
     rank = empty.to(_C.dtype.int64)
-    values = empty
     if driver != "gels":
         with no_grad():
-            values = prims.svd(A, False)[1]
             rank = mint.sum(values > _largest(values) * rtol, [-1], False)
-        values = values if driver in ("gelsd", "gelss") else empty
+    values = values if driver in ("gelsd", "gelss") else empty
     residuals = empty
     if m > n and driver != "gelsy" and (driver == "gels" or _full_rank(owner, rank, n)):
         residuals = mint.sum(mint.square(mint.matmul(A, solution) - rhs), [-2], False)
