@@ -120,6 +120,27 @@ def torch_twin(torch, array, dtype, requires_grad=True):
     return twin.requires_grad_() if requires_grad else twin
 
 
+
+def check_padding_cell(cell, spec, shape, rng):
+    """A padding cell against np.pad: ``spec`` holds np.pad's keyword arguments, with "pad" the
+    (before, after) widths of the trailing dims. The gradient sums the upstream gradient over
+    each input element's copies: the padded flat indices of the input say where each output
+    element came from (-1: the constant)."""
+    v = rng.standard_normal(shape)
+    spec = dict(spec)
+    widths = [(0, 0)] * (len(shape) - len(spec["pad"])) + spec.pop("pad")
+    want = np.pad(v, widths, **spec)
+    x = t(v).requires_grad_()
+    out = cell(x)
+    close(out, want, rtol=0, atol=0)
+    upstream = rng.standard_normal(want.shape)
+    (grad,) = kiln.autograd.grad(out, [x], t(upstream))
+    if spec["mode"] == "constant":
+        spec["constant_values"] = -1
+    index = np.pad(np.arange(v.size).reshape(shape), widths, **spec)
+    want_grad = np.bincount(index[index >= 0].ravel(), upstream[index >= 0].ravel(), v.size)
+    close(grad, want_grad.reshape(shape), rtol=1e-12, atol=1e-12)
+
 def check_torch(actual, expected, dtype, what, scale_atol=False):
     """``actual`` (kiln) against ``expected`` (torch) at ``dtype``'s tolerance, NaNs equal; with
     ``scale_atol`` the absolute part scales with the largest expected magnitude (for gradients

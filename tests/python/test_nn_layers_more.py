@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import check_torch, close, raises, t
+from conftest import check_padding_cell, check_torch, close, raises, t
 from kiln.nn import _layers_more as L
 from kiln.nn import dropout as D
 from kiln.nn import functional as F
@@ -65,22 +65,7 @@ PADS = [  # (kiln cell, NumPy np.pad arguments of the last dimensions, input sha
 @pytest.mark.parametrize("cell, spec, shape", PADS,
                          ids=[f"{type(c).__name__}-{len(s)}d" for c, _, s in PADS])
 def test_padding_cells_match_numpy_pad(cell, spec, shape, rng):
-    v = rng.standard_normal(shape)
-    spec = dict(spec)
-    widths = [(0, 0)] * (len(shape) - len(spec["pad"])) + spec.pop("pad")
-    want = np.pad(v, widths, **spec)
-    x = t(v).requires_grad_()
-    out = cell(x)
-    close(out, want, rtol=0, atol=0)
-    # The gradient sums the upstream gradient over each input element's copies: the padded
-    # flat indices of the input say where each output element came from (-1: the constant).
-    upstream = rng.standard_normal(want.shape)
-    (grad,) = kiln.autograd.grad(out, [x], t(upstream))
-    if spec["mode"] == "constant":
-        spec["constant_values"] = -1
-    index = np.pad(np.arange(v.size).reshape(shape), widths, **spec)
-    want_grad = np.bincount(index[index >= 0].ravel(), upstream[index >= 0].ravel(), v.size)
-    close(grad, want_grad.reshape(shape), rtol=1e-12, atol=1e-12)
+    check_padding_cell(cell, spec, shape, rng)
 
 
 def test_padding_cells_reprs_and_errors():

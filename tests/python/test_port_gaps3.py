@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import (check_cell_against_torch, check_schedule_against_torch, check_torch, close,
-                      group_rates as rates, raises, sgd_at_rates, t, torch_sgd_at_rates)
+from conftest import (check_cell_against_torch, check_padding_cell, check_schedule_against_torch,
+                      check_torch, close, group_rates as rates, raises, sgd_at_rates, t,
+                      torch_sgd_at_rates)
 from kiln import nn, optim
 from kiln.nn import activation as A
 from kiln.nn import extra_layers as X
@@ -162,23 +163,7 @@ PAD_IDS = [type(cell).__name__ for cell, _, _ in PADS]
 
 @pytest.mark.parametrize("cell, spec, shape", PADS, ids=PAD_IDS)
 def test_padding_cells_match_numpy_pad(cell, spec, shape, rng):
-    v = rng.standard_normal(shape)
-    spec = dict(spec)
-    widths = [(0, 0)] * (len(shape) - len(spec["pad"])) + spec.pop("pad")
-    want = np.pad(v, widths, **spec)
-    x = t(v).requires_grad_()
-    out = cell(x)
-    close(out, want, rtol=0, atol=0)
-    # The gradient sums the upstream gradient over each input element's copies: the padded
-    # flat indices of the input say where each output element came from (-1: the constant).
-    upstream = rng.standard_normal(want.shape)
-    (grad,) = kiln.autograd.grad(out, [x], t(upstream))
-    spec["constant_values"] = -1
-    if spec["mode"] != "constant":
-        del spec["constant_values"]
-    index = np.pad(np.arange(v.size).reshape(shape), widths, **spec)
-    want_grad = np.bincount(index[index >= 0].ravel(), upstream[index >= 0].ravel(), v.size)
-    close(grad, want_grad.reshape(shape), rtol=1e-12, atol=1e-12)
+    check_padding_cell(cell, spec, shape, rng)
 
 
 def test_constant_padding_may_crop():
