@@ -47,7 +47,15 @@ def _precision_to_scale_tril(precision):
     return _linalg.inverse_lower(mint.flip(flipped, (-2, -1)).mT)
 
 
-class MultivariateNormal(Centered):
+class _CenteredVector(Centered):
+    """The base of the two multivariate normals: vectors centered on ``loc``, whose covariance
+    matrices have the shape ``_matrix_shape()``."""
+
+    def _matrix_shape(self):
+        return self._batch_shape + self._event_shape + self._event_shape
+
+
+class MultivariateNormal(_CenteredVector):
     """The multivariate normal distribution of mean ``loc`` [..., n] and covariance given by
     exactly one of ``covariance_matrix``, ``precision_matrix`` (its inverse) or ``scale_tril``
     (its lower Cholesky factor, positive diagonal), each [..., n, n]. Batch dimensions of the
@@ -105,9 +113,6 @@ class MultivariateNormal(Centered):
         new._validate_args = self._validate_args
         return new
 
-    def _matrix_shape(self):
-        return self._batch_shape + self._event_shape + self._event_shape
-
     @lazy_property
     def scale_tril(self):
         """The lower Cholesky factor of the covariance."""
@@ -150,7 +155,7 @@ class MultivariateNormal(Centered):
         return entropy.expand(self._batch_shape)
 
 
-class LowRankMultivariateNormal(Centered):
+class LowRankMultivariateNormal(_CenteredVector):
     """The multivariate normal distribution of mean ``loc`` [..., n] and covariance
     ``cov_factor @ cov_factor.mT + diag(cov_diag)``, for ``cov_factor`` [..., n, m] and the
     positive ``cov_diag`` [..., n]; the batch dimensions of the three broadcast. ``rsample`` is
@@ -203,9 +208,6 @@ class LowRankMultivariateNormal(Centered):
         Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
-
-    def _matrix_shape(self):
-        return self._batch_shape + self._event_shape + self._event_shape
 
     @lazy_property
     def variance(self):
