@@ -37,8 +37,9 @@ _SVD_DRIVERS = ("gesvd", "gesvdj", "gesvda")
 def cholesky_ex(A, *, upper=False, check_errors=False):  # noqa: N803  (PyTorch's names)
     """(L, info): the lower Cholesky factor of the symmetric positive-definite matrices ``A``
     [..., n, n] (L @ L.mT == A; only A's lower triangle is read), or with ``upper`` its upper
-    factor L.mT (only the upper triangle read, as PyTorch's). info (int32, A's batch shape) is 0, or k where the leading minor of order k is not
-    positive definite (L is then unspecified); ``check_errors`` raises a LinAlgError instead."""
+    factor L.mT (only the upper triangle read, as PyTorch's). info (int32, A's batch shape) is
+    0, or k where the leading minor of order k is not positive definite (L is then
+    unspecified); ``check_errors`` raises a LinAlgError instead."""
     check_tensor("cholesky_ex", "A", A)
     return CholeskyEx(*prims.cholesky_ex(A, check_flag("cholesky_ex", "upper", upper),
                                          check_flag("cholesky_ex", "check_errors", check_errors)))
