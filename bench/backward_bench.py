@@ -13,28 +13,16 @@ those.
 
 import os
 import sys
-import time
 
 import numpy as np
 import torch
 
 import kiln
+from _timing import best_seconds  # this folder is on sys.path when run as a script
 
 mint = kiln.mint
 F = torch.nn.functional
 RNG = np.random.default_rng(0)
-
-
-def best_ms(fn, sync, reps=10):
-    fn()
-    sync()
-    best = float("inf")
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        sync()
-        best = min(best, time.perf_counter() - start)
-    return best * 1e3
 
 
 def array(*shape):
@@ -83,7 +71,8 @@ def cases():
         "expand+mul": ((1024, 1), lambda x: mint.expand(x, [1024, 1024]) * 3,
                        lambda x: x.expand(1024, 1024) * 3),
         "slice": (square, lambda x: x[:, 100:900] * 1, lambda x: x[:, 100:900] * 1),
-        "pad": ((64, 64, 64), lambda x: mint.pad(x, [1, 1, 1, 1]), lambda x: F.pad(x, [1, 1, 1, 1])),
+        "pad": ((64, 64, 64), lambda x: mint.pad(x, [1, 1, 1, 1]),
+                lambda x: F.pad(x, [1, 1, 1, 1])),
         "silu": (square, mint.silu, F.silu),
         "gelu tanh": (square, lambda x: mint.gelu(x, approximate="tanh"),
                       lambda x: F.gelu(x, approximate="tanh")),
@@ -109,14 +98,14 @@ def main():
         x = array(*shape)
         xk = kiln.tensor(x).requires_grad_()
         xt = torch.from_numpy(x.copy()).requires_grad_()
-        fk = best_ms(lambda: kiln_fn(xk), kiln.runtime.synchronize)
-        ft = best_ms(lambda: torch_fn(xt), lambda: None)
+        fk = best_seconds(lambda: kiln_fn(xk), 10, kiln.runtime.synchronize) * 1e3
+        ft = best_seconds(lambda: torch_fn(xt), 10) * 1e3
         yk, yt = kiln_fn(xk), torch_fn(xt)
         g = RNG.standard_normal(tuple(yk.shape)).astype(np.float32)
         gk, gt = kiln.tensor(g), torch.from_numpy(g)
-        k = best_ms(lambda: kiln.autograd.grad(yk, xk, gk, retain_graph=True),
-                    kiln.runtime.synchronize)
-        t = best_ms(lambda: torch.autograd.grad(yt, xt, gt, retain_graph=True), lambda: None)
+        k = best_seconds(lambda: kiln.autograd.grad(yk, xk, gk, retain_graph=True), 10,
+                         kiln.runtime.synchronize) * 1e3
+        t = best_seconds(lambda: torch.autograd.grad(yt, xt, gt, retain_graph=True), 10) * 1e3
         slow = "  slow" if k > 1.5 * t else ""
         print(f"{name:14s} kiln {k:8.3f} ms  torch {t:8.3f} ms  torch/kiln {t / k:6.2f}x{slow:6s}"
               f"  forward: kiln {fk:8.3f} ms  torch {ft:8.3f} ms  {ft / fk:6.2f}x")

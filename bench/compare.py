@@ -27,9 +27,10 @@ slow NumPy, so if any OPENBLAS_* variable is set a second NumPy column is measur
 those variables removed (and labelled so).
 
 The *_out cases time the kernels without output allocation: PyTorch writes into a preallocated
-tensor through its out= overloads (torch._C._nn.gelu, aten._softmax.out, aten.native_layer_norm.out),
-Kiln into out= where it has one (gelu) and otherwise from its caching allocator, which hands the
-same block back on every call without faulting pages in. They are not run by default.
+tensor through its out= overloads (torch._C._nn.gelu, aten._softmax.out,
+aten.native_layer_norm.out), Kiln into out= where it has one (gelu) and otherwise from its caching
+allocator, which hands the same block back on every call without faulting pages in. They are not
+run by default.
 
 softmax_backward times softmax's input gradient along dim 0 (not the last dim) through each
 framework's autograd (`grad(y, x, g)` of a recorded softmax, the graph retained): one
@@ -54,6 +55,8 @@ import threading
 import time
 
 import numpy as np
+
+from _timing import call_times  # this folder is on sys.path when run as a script
 
 ENV_PREFIXES = ("OPENBLAS_", "OMP_", "GOMP_", "KMP_", "MKL_", "DNNL_", "ONEDNN_", "KILN_")
 FRAMEWORKS = ("kiln", "torch", "numpy")
@@ -272,19 +275,6 @@ def check(case, got, want):
     return "ok" if err <= tol else f"MISMATCH rel err {err:.2e}"
 
 
-def time_calls(fn, sync, warmup, reps):
-    for _ in range(warmup):
-        fn()
-        sync()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - t0)
-    return times
-
-
 def child(framework, cases, quick, reps_override):
     """Times `cases` in this process for one framework; prints one JSON object."""
     s = sizes(quick)
@@ -317,7 +307,7 @@ def child(framework, cases, quick, reps_override):
             results[case] = {"na": f"{type(e).__name__}: {e}".splitlines()[0][:90]}
             continue
         reps = reps_override or (3 if quick else (10 if case == "matmul" else 20))
-        times = time_calls(fn, sync, warmup=2 if quick else 3, reps=reps)
+        times = call_times(fn, reps, sync, warmup=2 if quick else 3)
         results[case] = {"times": times, "check": status}
         del fn, get, arrays
     print(json.dumps({"info": info, "results": results}))

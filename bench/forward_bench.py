@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 import kiln
-from backward_bench import best_ms  # this folder is on sys.path when run as a script
+from _timing import best_seconds  # this folder is on sys.path when run as a script
 
 mint = kiln.mint
 F = torch.nn.functional
@@ -127,8 +127,8 @@ def main():
     for name, (kiln_fn, torch_fn) in cases().items():
         if chosen and name not in chosen:
             continue
-        k = best_ms(kiln_fn, kiln.runtime.synchronize)
-        t = best_ms(torch_fn, lambda: None)
+        k = best_seconds(kiln_fn, 10, kiln.runtime.synchronize) * 1e3
+        t = best_seconds(torch_fn, 10) * 1e3
         slow = "  slow" if k > 1.5 * t else ""
         print(f"{name:20s} kiln {k:8.3f} ms  torch {t:8.3f} ms  torch/kiln {t / k:6.2f}x{slow}")
 

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 import kiln
-from backward_bench import best_ms
+from _timing import best_seconds  # this folder is on sys.path when run as a script
 
 
 def block_step(lib, conv, bn, x, in_place):
@@ -35,16 +35,16 @@ def main():
     x = kiln.tensor(data).requires_grad_()
     rows = []
     for in_place in (False, True):
-        ms = best_ms(lambda: block_step(kiln.mint, conv, bn, x, in_place),
-                     kiln.runtime.synchronize, args.reps)
+        ms = best_seconds(lambda: block_step(kiln.mint, conv, bn, x, in_place), args.reps,
+                          kiln.runtime.synchronize) * 1e3
         rows.append((f"residual block step, {'out += x' if in_place else 'out = out + x'}",
                      ms, None))
     torch.set_num_threads(1)
     tconv, tbn = torch.nn.Conv2d(32, 32, 3, padding=1), torch.nn.BatchNorm2d(32)
     tx = torch.tensor(data, requires_grad=True)
     for i, in_place in enumerate((False, True)):
-        rows[i] = rows[i][:2] + (best_ms(lambda: block_step(torch, tconv, tbn, tx, in_place),
-                                         lambda: None, args.reps),)
+        ms = best_seconds(lambda: block_step(torch, tconv, tbn, tx, in_place), args.reps) * 1e3
+        rows[i] = rows[i][:2] + (ms,)
     w = kiln.tensor(np.ones(16, np.float32)).requires_grad_()
 
     def chain():
@@ -52,7 +52,7 @@ def main():
         for _ in range(100):
             z = z * 1.0001 + 0.5
 
-    us_per_op = best_ms(chain, kiln.runtime.synchronize, args.reps) / 200 * 1e3
+    us_per_op = best_seconds(chain, args.reps, kiln.runtime.synchronize) / 200 * 1e6
     rows.append(("recorded chain of 200 small ops (us per op)", us_per_op, None))
     for name, ours, theirs in rows:
         torch_part = "" if theirs is None else f"   PyTorch {theirs:8.3f}"

@@ -54,13 +54,13 @@ alternated. Every child builds the same inputs and weights from the same seeds.
 Checks: the first Kiln child saves Kiln eager's results; every other variant's result must agree
 with them (np.testing.assert_allclose, tolerances in TOLERANCE) before it is timed. A mismatch is
 shown in the table, that variant is not timed, and the script exits with status 1 and a FAILED
-line; so it does when a Kiln variant fails to run. Times are single calls with time.perf_counter after a warm-up, each call including reading
-the result back as a NumPy array (`.numpy()`, which waits for Kiln's asynchronous work); the tables
-give best and median over all rounds, and "x vs kiln jit O1" is the variant's best time over Kiln
-jit O1's best (above 1.0: Kiln jit is faster). "first call" is the first call's time (tracing and
-building for the Kiln jit, compiling for torch.compile: much shorter once inductor's on-disk cache
-holds the kernels from an earlier run) or, for ONNX Runtime, export, session creation and the
-first run.
+line; so it does when a Kiln variant fails to run. Times are single calls with time.perf_counter
+after a warm-up (bench/_timing.py), each call including reading the result back as a NumPy array
+(`.numpy()`, which waits for Kiln's asynchronous work); the tables give best and median over all
+rounds, and "x vs kiln jit O1" is the variant's best time over Kiln jit O1's best (above 1.0: Kiln
+jit is faster). "first call" is the first call's time (tracing and building for the Kiln jit,
+compiling for torch.compile: much shorter once inductor's on-disk cache holds the kernels from an
+earlier run) or, for ONNX Runtime, export, session creation and the first run.
 """
 
 import argparse
@@ -77,7 +77,8 @@ import time
 
 import numpy as np
 
-from compare import ENV_PREFIXES, machine, time_calls
+from _timing import call_times  # this folder is on sys.path when run as a script
+from compare import ENV_PREFIXES, machine
 
 GROUPS = {
     "kiln": ("kiln eager", "kiln jit O0", "kiln jit O1"),
@@ -385,7 +386,7 @@ def measure(workload, name, call, setup_s, scratch, reps):
     if mismatch:
         return {"mismatch": mismatch}
     return {"first_s": first_s, "err": max_err(got, want),
-            "times": time_calls(call, lambda: None, max(2, reps // 10), reps)}
+            "times": call_times(call, reps, warmup=max(2, reps // 10))}
 
 
 def run_child(group, args, scratch):

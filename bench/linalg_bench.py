@@ -5,26 +5,15 @@ result read.
     .venv/bin/python bench/linalg_bench.py
 """
 
-import time
-
 import numpy as np
 import torch
 
 import kiln
+from _timing import best_seconds  # this folder is on sys.path when run as a script
 from kiln import _C
 
 torch.set_num_threads(2)
 linalg = _C.linalg
-
-
-def best(f, n):
-    f()
-    b = 1e9
-    for _ in range(n):
-        s = time.perf_counter()
-        f()
-        b = min(b, time.perf_counter() - s)
-    return b * 1e3
 
 
 rng = np.random.default_rng(0)
@@ -51,6 +40,6 @@ for n in (32, 128, 512):
         ]
         for name, ours_fn, theirs_fn in cases:
             reps = 2 if n == 512 and name == "svd" else 5
-            ours, theirs = best(ours_fn, reps), best(theirs_fn, reps)
+            ours, theirs = best_seconds(ours_fn, reps) * 1e3, best_seconds(theirs_fn, reps) * 1e3
             print(f"| {n} | {np.dtype(dtype).name} | {name} | {ours:.2f} ms | {theirs:.2f} ms "
                   f"| {ours / theirs:.1f}x |", flush=True)

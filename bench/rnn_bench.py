@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 import kiln
-from backward_bench import best_ms  # this folder is on sys.path when run as a script
+from _timing import best_seconds  # this folder is on sys.path when run as a script
 
 SIZES = [(64, 128, 16), (256, 256, 32)]  # (input size, hidden size, batch)
 STEPS = 50
@@ -57,7 +57,7 @@ def main():
         for inputs, hidden, batch in SIZES:
             for what, ours, theirs in cases(kind, inputs, hidden, batch):
                 # Each call reads its result: nothing is left to wait for.
-                k, t = best_ms(ours, lambda: None, 20), best_ms(theirs, lambda: None, 20)
+                k, t = best_seconds(ours, 20) * 1e3, best_seconds(theirs, 20) * 1e3
                 name = f"{kind} ({inputs}, {hidden}), {batch}, {what}"
                 print(f"{name:<40} {k:9.2f} {t:11.2f} {k / t:6.2f}x", flush=True)
 

@@ -9,24 +9,15 @@ by row, and expands summed by a scatter-add (bench/RESULTS.md, "Backward of view
 """
 
 import os
-import time
+import statistics
 
 import numpy as np
 import torch
 
 import kiln
+from _timing import call_times  # this folder is on sys.path when run as a script
 
 mint = kiln.mint
-
-
-def median_ms(fn, reps=10):
-    fn()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e3
 
 
 def backward_of(sum_fn, x, view):
@@ -56,8 +47,8 @@ def main():
     print(f"kiln {kiln.__version__}, torch {torch.__version__}, "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
     for name, (kiln_view, torch_view) in cases.items():
-        k = median_ms(backward_of(mint.sum, xk, kiln_view))
-        t = median_ms(backward_of(torch.sum, xt, torch_view))
+        k = statistics.median(call_times(backward_of(mint.sum, xk, kiln_view), 10)) * 1e3
+        t = statistics.median(call_times(backward_of(torch.sum, xt, torch_view), 10)) * 1e3
         print(f"{name:18s} kiln {k:8.3f} ms  torch {t:8.3f} ms  torch/kiln {t / k:6.2f}x")
 
 
