@@ -1,7 +1,8 @@
 // kiln.mint linear-algebra and neural-network ops (include/kiln/functional/nn.h except dropout,
 // which lives with the random ops), plus Tensor.__matmul__ / __rmatmul__ / .matmul.
 //
-// Window arguments (kernel_size, stride, padding, dilation) take an int or a pair, as in PyTorch.
+// Window arguments (kernel_size, stride, padding, dilation) take an int or a pair (three for the
+// 3-d ops), as in PyTorch.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -16,21 +17,25 @@ using namespace nb::literals;
 
 namespace {
 
-// An int (used for both dimensions) or a sequence of two ints; None gives [] (the op's default,
-// e.g. stride = kernel_size).
-std::vector<int64_t> pair_of(nb::handle obj, const char* name) {
+// An int (used for each of `count` dimensions) or a sequence of ints (the op checks that there
+// are `count`); None gives [] (the op's default, e.g. stride = kernel_size).
+std::vector<int64_t> ints_of(nb::handle obj, size_t count, const char* name) {
+  const char* expected =
+      count == 3 ? "an int or a sequence of three ints" : "an int or a pair of ints";
   if (obj.is_none()) return {};
-  KILN_CHECK_TYPE(!PyBool_Check(obj.ptr()))
-      << name << ": expected an int or a pair of ints, got a bool";
+  KILN_CHECK_TYPE(!PyBool_Check(obj.ptr())) << name << ": expected " << expected << ", got a bool";
   if (is_int_arg(obj)) {
     const int64_t v = shape_arg(obj, name)[0];  // a kType error when it does not fit int64
-    return {v, v};
+    return std::vector<int64_t>(count, v);
   }
   std::vector<int64_t> values;
-  KILN_CHECK_TYPE(nb::try_cast(obj, values)) << name << ": expected an int or a pair of ints, got "
-                                             << nb::cast<std::string>(nb::repr(obj));
+  KILN_CHECK_TYPE(nb::try_cast(obj, values))
+      << name << ": expected " << expected << ", got " << nb::cast<std::string>(nb::repr(obj));
   return values;
 }
+
+std::vector<int64_t> pair_of(nb::handle obj, const char* name) { return ints_of(obj, 2, name); }
+std::vector<int64_t> triple_of(nb::handle obj, const char* name) { return ints_of(obj, 3, name); }
 
 // normalized_shape: an int or a sequence of ints.
 std::vector<int64_t> normalized_shape_of(nb::handle obj) {
@@ -117,6 +122,32 @@ void bind_mint_nn(nb::module_& mint) {
       "output_padding"_a = 0, "groups"_a = 1, "dilation"_a = 1,
       "Transposed 2-d convolution (PyTorch's argument order) of input [N, C_in, H, W] with weight "
       "[C_in, C_out / groups, kH, kW].");
+  mint.def(
+      "conv3d",
+      [](const TensorArg& x, const TensorArg& weight, const std::optional<TensorArg>& bias,
+         nb::handle stride, nb::handle padding, nb::handle dilation, int64_t groups) {
+        return conv3d(x, weight, optional_tensor(bias), triple_of(stride, "conv3d: stride"),
+                      triple_of(padding, "conv3d: padding"),
+                      triple_of(dilation, "conv3d: dilation"), groups);
+      },
+      "x"_a, "weight"_a, "bias"_a = nb::none(), "stride"_a = 1, "padding"_a = 0, "dilation"_a = 1,
+      "groups"_a = 1,
+      "3-d convolution of x [N, C, D, H, W] with weight [O, C / groups, kD, kH, kW].");
+  mint.def(
+      "conv_transpose3d",
+      [](const TensorArg& x, const TensorArg& weight, const std::optional<TensorArg>& bias,
+         nb::handle stride, nb::handle padding, nb::handle output_padding, int64_t groups,
+         nb::handle dilation) {
+        return conv_transpose3d(x, weight, optional_tensor(bias),
+                                triple_of(stride, "conv_transpose3d: stride"),
+                                triple_of(padding, "conv_transpose3d: padding"),
+                                triple_of(output_padding, "conv_transpose3d: output_padding"),
+                                groups, triple_of(dilation, "conv_transpose3d: dilation"));
+      },
+      "input"_a, "weight"_a, "bias"_a = nb::none(), "stride"_a = 1, "padding"_a = 0,
+      "output_padding"_a = 0, "groups"_a = 1, "dilation"_a = 1,
+      "Transposed 3-d convolution (PyTorch's argument order) of input [N, C_in, D, H, W] with "
+      "weight [C_in, C_out / groups, kD, kH, kW].");
   mint.def(
       "max_pool2d",
       [](const TensorArg& x, nb::handle kernel_size, nb::handle stride, nb::handle padding,

@@ -1,8 +1,10 @@
-// Conv2D's gradients: Conv2DBackwardInput and Conv2DBackwardWeight (kiln::conv2d_backward_input,
-// kiln::conv2d_backward_weight), on oneDNN's backward-data / backward-weights primitives for
-// float32 and direct loops otherwise. See Note [Convolution gradients].
+// The convolutions' gradients: Conv2DBackwardInput / Conv3DBackwardInput and
+// Conv2DBackwardWeight / Conv3DBackwardWeight (kiln::conv2d_backward_input, ...), on oneDNN's
+// backward-data / backward-weights primitives for float32 and direct loops otherwise. See Note
+// [Convolution gradients].
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -18,15 +20,15 @@ namespace conv {  // its helpers (ops/conv.h) need no qualification
 namespace {
 
 // Note [Convolution gradients]
-// Conv2D's gradient is two registered ops: Conv2DBackwardInput (the gradient of x: a transposed
-// convolution of the output gradient with the weight) and Conv2DBackwardWeight (the gradient of
-// the weight: a correlation of x with the output gradient); the bias's is a sum. Both are linear
-// in each operand, so their own rules are again Conv2D and the other backward op, and Conv2D is
-// differentiable to any order. float32 runs on oneDNN's backward-data and backward-weights
-// primitives in the layouts oneDNN picks, with reorders as for the forward (see Note [oneDNN
-// convolution layouts]: on plain layouts oneDNN falls back to gemm-based kernels, and measured
-// here the backward-weights one took ~15x the forward's time); float64 (and empty problems) on
-// the direct loops below.
+// A convolution's gradient (Conv2D's; Conv3D's the same with 3 in place of 2) is two registered
+// ops: Conv2DBackwardInput (the gradient of x: a transposed convolution of the output gradient
+// with the weight) and Conv2DBackwardWeight (the gradient of the weight: a correlation of x with
+// the output gradient); the bias's is a sum. Both are linear in each operand, so their own rules
+// are again Conv2D and the other backward op, and Conv2D is differentiable to any order. float32
+// runs on oneDNN's backward-data and backward-weights primitives in the layouts oneDNN picks, with
+// reorders as for the forward (see Note [oneDNN convolution layouts]: on plain layouts oneDNN falls
+// back to gemm-based kernels, and measured here the backward-weights one took ~15x the forward's
+// time); float64 (and empty problems) on the direct loops below.
 
 enum class ConvBackward { kData, kWeights };
 
@@ -44,7 +46,7 @@ std::shared_ptr<const ConvBackwardEntry> conv_backward_primitive(ConvBackward ki
                                                                  const Shape& w, const Shape& out,
                                                                  const ConvParams& p) {
   const char* name =
-      kind == ConvBackward::kData ? "conv2d_backward_data.f32" : "conv2d_backward_weights.f32";
+      kind == ConvBackward::kData ? "conv_backward_data.f32" : "conv_backward_weights.f32";
   return onednn::get_or_create<ConvBackwardEntry>(conv_key(name, x, w, out, p), [&] {
     using tag = dnnl::memory::format_tag;
     const auto f32 = dnnl::memory::data_type::f32;
@@ -52,9 +54,9 @@ std::shared_ptr<const ConvBackwardEntry> conv_backward_primitive(ConvBackward ki
     const dnnl::engine& eng = onednn::engine();
     const ConvDims d = conv_dims(x, w, out, p);
     auto e = std::make_shared<ConvBackwardEntry>();
-    e->user_src_md = dnnl::memory::desc(d.src, f32, tag::nchw);
+    e->user_src_md = dnnl::memory::desc(d.src, f32, d.data_tag);
     e->user_weights_md = dnnl::memory::desc(d.weights, f32, d.weights_tag);
-    e->user_dst_md = dnnl::memory::desc(d.dst, f32, tag::nchw);
+    e->user_dst_md = dnnl::memory::desc(d.dst, f32, d.data_tag);
     const dnnl::memory::desc any_src(d.src, f32, tag::any), any_w(d.weights, f32, tag::any),
         any_dst(d.dst, f32, tag::any);
     // oneDNN builds backward primitives from a forward one (as a hint for layouts).
@@ -128,76 +130,59 @@ void onednn_conv_backward(ConvBackward kind, const Tensor& x, const Tensor& weig
 template <typename T>
 void direct_conv_backward_input(const Tensor& grad, const Tensor& weight, const Tensor& dx,
                                 const ConvParams& p) {
-  const int64_t C = dx.size(1), H = dx.size(2), W = dx.size(3);
-  const int64_t O = grad.size(1), OH = grad.size(2), OW = grad.size(3);
-  const int64_t KH = weight.size(2), KW = weight.size(3);
+  const Volume v = volume_of(dx.shape(), weight.shape(), grad.shape(), p);
+  const int64_t C = dx.size(1), O = grad.size(1);
   const int64_t cg = weight.size(1), og = O / p.groups;
+  const int64_t in_size = v.in_size(), out_size = v.out_size(), taps = v.kernel_size();
   const T* pg = grad.data<T>();
   const T* pw = weight.data<T>();
   T* px = dx.data<T>();
-  const int64_t plane_work = std::max<int64_t>(1, og * OH * OW * KH * KW);
+  const int64_t plane_work = std::max<int64_t>(1, og * out_size * taps);
   parallel_for(0, dx.size(0) * C, std::max<int64_t>(1, (int64_t{1} << 15) / plane_work),
                [&](int64_t lo, int64_t hi) {
                  for (int64_t plane = lo; plane < hi; ++plane) {
                    const int64_t n = plane / C, c = plane % C, g0 = (c / cg) * og;
-                   T* x = px + plane * H * W;
-                   std::fill(x, x + H * W, T(0));
+                   T* x = px + plane * in_size;
+                   std::fill(x, x + in_size, T(0));
                    for (int64_t o = g0; o < g0 + og; ++o) {
-                     const T* gp = pg + (n * O + o) * OH * OW;
-                     const T* wp = pw + (o * cg + c % cg) * KH * KW;
-                     for (int64_t oh = 0; oh < OH; ++oh) {
-                       for (int64_t ow = 0; ow < OW; ++ow) {
-                         const T gv = gp[oh * OW + ow];
-                         for (int64_t kh = 0; kh < KH; ++kh) {
-                           const int64_t ih = oh * p.stride_h - p.pad_h + kh * p.dil_h;
-                           if (ih < 0 || ih >= H) continue;
-                           for (int64_t kw = 0; kw < KW; ++kw) {
-                             const int64_t iw = ow * p.stride_w - p.pad_w + kw * p.dil_w;
-                             if (iw < 0 || iw >= W) continue;
-                             x[ih * W + iw] += gv * wp[kh * KW + kw];
-                           }
-                         }
-                       }
+                     const T* gp = pg + (n * O + o) * out_size;
+                     const T* wp = pw + (o * cg + c % cg) * taps;
+                     for (int64_t position = 0; position < out_size; ++position) {
+                       const T gv = gp[position];
+                       for_each_tap(v, position,
+                                    [&](int64_t tap, int64_t at) { x[at] += gv * wp[tap]; });
                      }
                    }
                  }
                });
 }
 
-// dw[o, ci, kh, kw] = sum over n and the output positions of grad[n, o] * x[n, group(o) * cg + ci]
+// dw[o, ci, taps] = sum over n and the output positions of grad[n, o] * x[n, group(o) * cg + ci]
 // at the position the tap reads. One thread per (o, ci) kernel plane.
 template <typename T>
 void direct_conv_backward_weight(const Tensor& grad, const Tensor& x, const Tensor& dw,
                                  const ConvParams& p) {
-  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-  const int64_t O = grad.size(1), OH = grad.size(2), OW = grad.size(3);
-  const int64_t KH = dw.size(2), KW = dw.size(3);
+  const Volume v = volume_of(x.shape(), dw.shape(), grad.shape(), p);
+  const int64_t N = x.size(0), C = x.size(1), O = grad.size(1);
   const int64_t cg = dw.size(1), og = O / p.groups;
+  const int64_t in_size = v.in_size(), out_size = v.out_size(), taps = v.kernel_size();
   const T* pg = grad.data<T>();
   const T* px = x.data<T>();
   T* pw = dw.data<T>();
-  const int64_t plane_work = std::max<int64_t>(1, N * OH * OW * KH * KW);
+  const int64_t plane_work = std::max<int64_t>(1, N * out_size * taps);
   parallel_for(0, O * cg, std::max<int64_t>(1, (int64_t{1} << 15) / plane_work),
                [&](int64_t lo, int64_t hi) {
                  for (int64_t plane = lo; plane < hi; ++plane) {
                    const int64_t o = plane / cg, c = (o / og) * cg + plane % cg;
-                   for (int64_t kh = 0; kh < KH; ++kh) {
-                     for (int64_t kw = 0; kw < KW; ++kw) {
-                       T acc = 0;
-                       for (int64_t n = 0; n < N; ++n) {
-                         const T* gp = pg + (n * O + o) * OH * OW;
-                         const T* xp = px + (n * C + c) * H * W;
-                         for (int64_t oh = 0; oh < OH; ++oh) {
-                           const int64_t ih = oh * p.stride_h - p.pad_h + kh * p.dil_h;
-                           if (ih < 0 || ih >= H) continue;
-                           for (int64_t ow = 0; ow < OW; ++ow) {
-                             const int64_t iw = ow * p.stride_w - p.pad_w + kw * p.dil_w;
-                             if (iw < 0 || iw >= W) continue;
-                             acc += gp[oh * OW + ow] * xp[ih * W + iw];
-                           }
-                         }
-                       }
-                       pw[(plane * KH + kh) * KW + kw] = acc;
+                   T* w = pw + plane * taps;
+                   std::fill(w, w + taps, T(0));
+                   for (int64_t n = 0; n < N; ++n) {
+                     const T* gp = pg + (n * O + o) * out_size;
+                     const T* xp = px + (n * C + c) * in_size;
+                     for (int64_t position = 0; position < out_size; ++position) {
+                       const T gv = gp[position];
+                       for_each_tap(v, position,
+                                    [&](int64_t tap, int64_t at) { w[tap] += gv * xp[at]; });
                      }
                    }
                  }
@@ -214,20 +199,37 @@ void direct_conv_backward(ConvBackward kind, const Tensor& grad, const Tensor& o
   }
 }
 
-// The shape attribute (input_size or weight_size) of a backward op, checked to be 4-d.
-Shape size_attr(const char* op, const Attrs& attrs, const char* name) {
+// The shape attribute (input_size or weight_size) of a backward op of `rank` spatial
+// dimensions, checked.
+Shape size_attr(const std::string& op, size_t rank, const Attrs& attrs, const char* name) {
   const std::vector<int64_t> size = attrs.get<std::vector<int64_t>>(name);
-  KILN_CHECK_SHAPE(size.size() == 4 &&
+  KILN_CHECK_SHAPE(size.size() == rank + 2 &&
                    std::all_of(size.begin(), size.end(), [](int64_t d) { return d >= 0; }))
-      << op << ": expected " << name << " of four non-negative sizes, got " << shape_str(size);
+      << op << ": expected " << name << " of " << (rank == 3 ? "five" : "four")
+      << " non-negative sizes, got " << shape_str(size);
   return Shape(size.begin(), size.end());
+}
+
+// The backward op of `kind` for `rank` spatial dimensions: Conv2DBackwardInput, ...
+std::string backward_op_name(ConvBackward kind, size_t rank) {
+  return std::string("Conv") + (rank == 3 ? "3" : "2") +
+         (kind == ConvBackward::kData ? "DBackwardInput" : "DBackwardWeight");
+}
+
+// Its name in errors: conv2d_backward_input, ...
+std::string backward_error_name(ConvBackward kind, size_t rank) {
+  return std::string(conv_name(rank)) +
+         (kind == ConvBackward::kData ? "_backward_input" : "_backward_weight");
 }
 
 // Infers a backward op of `kind`: its result has x's shape (kData) or the weight's (kWeights),
 // and the forward problem of x and the weight must give grad's shape.
-MetaList conv_backward_infer(const char* op, ConvBackward kind, const InferContext& ctx,
-                             const Shape& x, const Shape& w) {
-  const ConvParams p = conv_params(ctx.attrs);
+MetaList conv_backward_infer(ConvBackward kind, size_t rank, const InferContext& ctx) {
+  const std::string op = backward_error_name(kind, rank);
+  const bool data = kind == ConvBackward::kData;
+  const Shape x = data ? size_attr(op, rank, ctx.attrs, "input_size") : ctx.input(1).shape;
+  const Shape w = data ? ctx.input(1).shape : size_attr(op, rank, ctx.attrs, "weight_size");
+  const ConvParams p = conv_params(ctx.attrs, rank);
   TensorMeta no_bias;
   no_bias.defined = false;
   const Shape expected = conv_out_shape(x, w, no_bias, p);
@@ -238,14 +240,14 @@ MetaList conv_backward_infer(const char* op, ConvBackward kind, const InferConte
   const DType dtype = result_type(ctx.inputs);
   KILN_CHECK_DTYPE(is_floating_point(dtype))
       << op << ": expected floating-point tensors, got " << dtype;
-  return MetaList{{dtype, kind == ConvBackward::kData ? x : w}};
+  return MetaList{{dtype, data ? x : w}};
 }
 
-// Runs a backward kernel in the compute dtype of the output (as Conv2D's kernel does).
-void conv_backward_kernel(ConvBackward kind, KernelContext& ctx) {
+// Runs a backward kernel in the compute dtype of the output (as the forward op's kernel does).
+void conv_backward_kernel(ConvBackward kind, size_t rank, KernelContext& ctx) {
   const Tensor& out = ctx.outputs[0];
   if (out.numel() == 0) return;
-  const ConvParams p = conv_params(ctx.attrs);
+  const ConvParams p = conv_params(ctx.attrs, rank);
   const DType cd = compute_dtype(out.dtype());
   const Tensor grad = contiguous_as(ctx.inputs[0], cd);
   const Tensor other = contiguous_as(ctx.inputs[1], cd);  // the weight (kData) or x (kWeights)
@@ -262,95 +264,109 @@ void conv_backward_kernel(ConvBackward kind, KernelContext& ctx) {
   if (!target.is_same(out)) copy_into(out, target);
 }
 
-KILN_REGISTER_OP(
-    with_conv_attrs(OpDef("Conv2DBackwardInput")
-                        .input("grad_output")
-                        .input("weight")
-                        .attr("input_size", AttrKind::kInts))
-        .doc("The gradient of Conv2D's x (of shape input_size) from its output gradient and weight")
-        .infer([](const InferContext& ctx) {
-          const char* op = "conv2d_backward_input";
-          return conv_backward_infer(op, ConvBackward::kData, ctx,
-                                     size_attr(op, ctx.attrs, "input_size"),
-                                     ctx.input(1).shape);
-        })
-        .kernel(DeviceType::kCPU,
-                [](KernelContext& ctx) { conv_backward_kernel(ConvBackward::kData, ctx); })
-        .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs& attrs,
-                 const std::vector<Tensor>& grad_outputs) {
-          // Linear in each operand (see Note [Convolution gradients]).
-          const Tensor gx = grad::or_zeros(grad_outputs[0], out[0]);
-          const ConvArgs a = conv_args(attrs);
-          std::vector<Tensor> grads(2);
-          if (grad::differentiable(in[0])) {
-            grads[0] = grad::as_grad_of(
-                conv2d(gx, in[1], Tensor(), a.stride, a.padding, a.dilation, a.groups), in[0]);
-          }
-          if (grad::differentiable(in[1])) {
-            grads[1] = grad::as_grad_of(conv2d_backward_weight(in[0], gx, in[1].shape(), a.stride,
-                                                               a.padding, a.dilation, a.groups),
-                                        in[1]);
-          }
-          return grads;
-        }));
+// A backward op of `kind` and `rank`. Each is linear in each operand (see Note [Convolution
+// gradients]): the input gradient's rule is the forward op (in its grad_output) and the weight
+// gradient (in its weight), the weight gradient's the forward op (in x) and the input gradient
+// (in grad_output).
+OpDef conv_backward_op(ConvBackward kind, size_t rank) {
+  const bool data = kind == ConvBackward::kData;
+  OpDef def(backward_op_name(kind, rank));
+  def.input("grad_output")
+      .input(data ? "weight" : "x")
+      .attr(data ? "input_size" : "weight_size", AttrKind::kInts);
+  with_conv_attrs(def, rank)
+      .doc(data ? "The gradient of a convolution's x (of shape input_size) from its output "
+                  "gradient and weight"
+                : "The gradient of a convolution's weight (of shape weight_size) from its output "
+                  "gradient and x")
+      .infer([kind, rank](const InferContext& ctx) { return conv_backward_infer(kind, rank, ctx); })
+      .kernel(DeviceType::kCPU,
+              [kind, rank](KernelContext& ctx) { conv_backward_kernel(kind, rank, ctx); })
+      .grad([data, rank](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                         const Attrs& attrs, const std::vector<Tensor>& grad_outputs) {
+        const Tensor g = grad::or_zeros(grad_outputs[0], out[0]);
+        const ConvParams p = conv_params(attrs, rank);
+        std::vector<Tensor> grads(2);
+        if (grad::differentiable(in[0])) {  // grad_output
+          grads[0] = grad::as_grad_of(data ? convolution(rank, g, in[1], Tensor(), p)
+                                           : convolution(rank, in[1], g, Tensor(), p),
+                                      in[0]);
+        }
+        if (grad::differentiable(in[1])) {  // the weight (data) or x
+          grads[1] =
+              grad::as_grad_of(data ? convolution_backward_weight(rank, in[0], g, in[1].shape(), p)
+                                    : convolution_backward_input(rank, in[0], g, in[1].shape(), p),
+                               in[1]);
+        }
+        return grads;
+      });
+  return def;
+}
 
-KILN_REGISTER_OP(
-    with_conv_attrs(OpDef("Conv2DBackwardWeight")
-                        .input("grad_output")
-                        .input("x")
-                        .attr("weight_size", AttrKind::kInts))
-        .doc("The gradient of Conv2D's weight (of shape weight_size) from its output gradient and x")
-        .infer([](const InferContext& ctx) {
-          const char* op = "conv2d_backward_weight";
-          return conv_backward_infer(op, ConvBackward::kWeights, ctx, ctx.input(1).shape,
-                                     size_attr(op, ctx.attrs, "weight_size"));
-        })
-        .kernel(DeviceType::kCPU,
-                [](KernelContext& ctx) { conv_backward_kernel(ConvBackward::kWeights, ctx); })
-        .grad([](const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs& attrs,
-                 const std::vector<Tensor>& grad_outputs) {
-          const Tensor gw = grad::or_zeros(grad_outputs[0], out[0]);
-          const ConvArgs a = conv_args(attrs);
-          std::vector<Tensor> grads(2);
-          if (grad::differentiable(in[0])) {
-            grads[0] = grad::as_grad_of(
-                conv2d(in[1], gw, Tensor(), a.stride, a.padding, a.dilation, a.groups), in[0]);
-          }
-          if (grad::differentiable(in[1])) {
-            grads[1] = grad::as_grad_of(conv2d_backward_input(in[0], gw, in[1].shape(), a.stride,
-                                                              a.padding, a.dilation, a.groups),
-                                        in[1]);
-          }
-          return grads;
-        }));
+KILN_REGISTER_OP(conv_backward_op(ConvBackward::kData, 2));
+KILN_REGISTER_OP(conv_backward_op(ConvBackward::kWeights, 2));
+KILN_REGISTER_OP(conv_backward_op(ConvBackward::kData, 3));
+KILN_REGISTER_OP(conv_backward_op(ConvBackward::kWeights, 3));
+
+// The backward op of `kind` and `rank` called on (grad_output, other) with `size` its result's.
+Tensor call_backward(ConvBackward kind, size_t rank, const Tensor& grad_output, const Tensor& other,
+                     const Shape& size, const ConvParams& p) {
+  static const OpDefPtr ops[2][2] = {
+      {OpRegistry::Instance().get(backward_op_name(ConvBackward::kData, 2)),
+       OpRegistry::Instance().get(backward_op_name(ConvBackward::kWeights, 2))},
+      {OpRegistry::Instance().get(backward_op_name(ConvBackward::kData, 3)),
+       OpRegistry::Instance().get(backward_op_name(ConvBackward::kWeights, 3))}};
+  Attrs attrs = conv_attrs(p);
+  attrs.set(kind == ConvBackward::kData ? "input_size" : "weight_size",
+            std::vector<int64_t>(size.begin(), size.end()));
+  return call_op(*ops[rank - 2][kind == ConvBackward::kData ? 0 : 1], {grad_output, other},
+                 attrs)[0];
+}
 
 }  // namespace
+
+Tensor convolution_backward_input(size_t rank, const Tensor& grad_output, const Tensor& weight,
+                                  const Shape& input_size, const ConvParams& p) {
+  return call_backward(ConvBackward::kData, rank, grad_output, weight, input_size, p);
+}
+
+Tensor convolution_backward_weight(size_t rank, const Tensor& grad_output, const Tensor& x,
+                                   const Shape& weight_size, const ConvParams& p) {
+  return call_backward(ConvBackward::kWeights, rank, grad_output, x, weight_size, p);
+}
+
 }  // namespace conv
 
 Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight,
                              const Shape& input_size, const std::vector<int64_t>& stride,
                              const std::vector<int64_t>& padding,
                              const std::vector<int64_t>& dilation, int64_t groups) {
-  static const OpDefPtr op = OpRegistry::Instance().get("Conv2DBackwardInput");
-  return call_op(*op, {grad_output, weight},
-                 {{"input_size", std::vector<int64_t>(input_size.begin(), input_size.end())},
-                  {"stride", stride},
-                  {"padding", padding},
-                  {"dilation", dilation},
-                  {"groups", groups}})[0];
+  return conv::convolution_backward_input(2, grad_output, weight, input_size,
+                                          {stride, padding, dilation, groups});
+}
+
+Tensor conv3d_backward_input(const Tensor& grad_output, const Tensor& weight,
+                             const Shape& input_size, const std::vector<int64_t>& stride,
+                             const std::vector<int64_t>& padding,
+                             const std::vector<int64_t>& dilation, int64_t groups) {
+  return conv::convolution_backward_input(3, grad_output, weight, input_size,
+                                          {stride, padding, dilation, groups});
 }
 
 Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& x,
                               const Shape& weight_size, const std::vector<int64_t>& stride,
                               const std::vector<int64_t>& padding,
                               const std::vector<int64_t>& dilation, int64_t groups) {
-  static const OpDefPtr op = OpRegistry::Instance().get("Conv2DBackwardWeight");
-  return call_op(*op, {grad_output, x},
-                 {{"weight_size", std::vector<int64_t>(weight_size.begin(), weight_size.end())},
-                  {"stride", stride},
-                  {"padding", padding},
-                  {"dilation", dilation},
-                  {"groups", groups}})[0];
+  return conv::convolution_backward_weight(2, grad_output, x, weight_size,
+                                           {stride, padding, dilation, groups});
+}
+
+Tensor conv3d_backward_weight(const Tensor& grad_output, const Tensor& x, const Shape& weight_size,
+                              const std::vector<int64_t>& stride,
+                              const std::vector<int64_t>& padding,
+                              const std::vector<int64_t>& dilation, int64_t groups) {
+  return conv::convolution_backward_weight(3, grad_output, x, weight_size,
+                                           {stride, padding, dilation, groups});
 }
 
 }  // namespace kiln

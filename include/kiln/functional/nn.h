@@ -60,6 +60,32 @@ KILN_API Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& 
                                        const std::vector<int64_t>& padding = {0, 0},
                                        const std::vector<int64_t>& dilation = {1, 1},
                                        int64_t groups = 1);
+/// The 3-d counterparts of the four above (primitives Conv3D, Conv3DBackwardInput and
+/// Conv3DBackwardWeight): x [N, C, D, H, W], weight [O, C / groups, kD, kH, kW] (conv3d) or
+/// [C_in, C_out / groups, kD, kH, kW] (conv_transpose3d); stride, padding, dilation and
+/// output_padding take three values (depth, height, width).
+KILN_API Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+                       const std::vector<int64_t>& stride = {1, 1, 1},
+                       const std::vector<int64_t>& padding = {0, 0, 0},
+                       const std::vector<int64_t>& dilation = {1, 1, 1}, int64_t groups = 1);
+KILN_API Tensor conv3d_backward_input(const Tensor& grad_output, const Tensor& weight,
+                                      const Shape& input_size,
+                                      const std::vector<int64_t>& stride = {1, 1, 1},
+                                      const std::vector<int64_t>& padding = {0, 0, 0},
+                                      const std::vector<int64_t>& dilation = {1, 1, 1},
+                                      int64_t groups = 1);
+KILN_API Tensor conv3d_backward_weight(const Tensor& grad_output, const Tensor& x,
+                                       const Shape& weight_size,
+                                       const std::vector<int64_t>& stride = {1, 1, 1},
+                                       const std::vector<int64_t>& padding = {0, 0, 0},
+                                       const std::vector<int64_t>& dilation = {1, 1, 1},
+                                       int64_t groups = 1);
+KILN_API Tensor conv_transpose3d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+                                 const std::vector<int64_t>& stride = {1, 1, 1},
+                                 const std::vector<int64_t>& padding = {0, 0, 0},
+                                 const std::vector<int64_t>& output_padding = {0, 0, 0},
+                                 int64_t groups = 1,
+                                 const std::vector<int64_t>& dilation = {1, 1, 1});
 /// stride empty = kernel_size.
 KILN_API Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_size,
                            const std::vector<int64_t>& stride = {},

@@ -7,40 +7,39 @@ through any op: ``norm`` and ``vector_norm`` (kiln/mint/_norms.py); ``leaky_relu
 ``softplus``, ``hardtanh``, ``l1_loss``, ``smooth_l1_loss``, ``huber_loss``,
 ``binary_cross_entropy``, ``binary_cross_entropy_with_logits``, ``adaptive_avg_pool2d`` and
 ``adaptive_max_pool2d`` (kiln/mint/_composite.py), which also wraps the ops ``cross_entropy`` /
-``nll_loss`` (adding PyTorch's class ``weight``), ``conv2d`` (adding padding "same" / "valid")
-and ``round`` (adding ``decimals``); ``rand_like``, ``randn_like``, ``randint_like``,
-``normal`` and ``bernoulli(input, p)``, with the Tensor methods ``uniform_``, ``normal_``,
-``bernoulli_`` and ``exponential_`` (kiln/mint/_random.py); ``einsum``, ``outer``, ``dot``,
-``diag``, ``diagonal``, ``tile``, ``roll``, ``repeat_interleave``, ``movedim``, ``meshgrid`` and
-their Tensor methods
-(kiln/mint/_products.py); ``scatter_add``, ``index_add``, ``index_fill``, ``masked_select``,
-``nonzero`` / ``argwhere`` / one-argument ``where``, ``unique`` (eager only where the result's
-size depends on values), ``isclose`` / ``allclose`` / ``equal``, ``full_like``, ``clamp_min`` /
-``clamp_max`` / ``clip``, ``log10``, ``fix``, ``lerp``, ``cumprod`` and ``div`` with
-``rounding_mode``, ``take_along_dim`` and ``empty_like`` (kiln/mint/_indexing_ops.py);
-``mm``, ``mv``, ``addmm`` (the AddMM op with PyTorch's checks), ``baddbmm``, ``addmv``, ``kron``,
-``cross`` and ``cdist`` (kiln/mint/_matrix_products.py); ``addcmul``, ``addcdiv``,
-``nan_to_num``, ``logit``, ``frac`` and ``isnan`` / ``isinf`` / ``isfinite`` / ``isposinf`` /
-``isneginf`` (kiln/mint/_pointwise.py); ``clone`` (with ``memory_format``: kiln.mint's
-``contiguous_format`` and ``preserve_format``), ``flip`` / ``fliplr`` / ``flipud``, ``unbind``,
-``narrow``, ``atleast_1d`` / ``2d`` / ``3d``, ``hstack`` / ``vstack`` / ``dstack`` /
-``column_stack``, ``tensor_split``, ``swapaxes`` / ``swapdims`` and ``unflatten``
+``nll_loss`` (adding PyTorch's class ``weight``), ``conv2d`` and ``conv3d`` (adding padding
+"same" / "valid") and ``round`` (adding ``decimals``); ``rand_like``, ``randn_like``,
+``randint_like``, ``normal`` and ``bernoulli(input, p)``, with the Tensor methods ``uniform_``,
+``normal_``, ``bernoulli_`` and ``exponential_`` (kiln/mint/_random.py); ``einsum``, ``outer``,
+``dot``, ``diag``, ``diagonal``, ``tile``, ``roll``, ``repeat_interleave``, ``movedim``,
+``meshgrid`` and their Tensor methods (kiln/mint/_products.py); ``scatter_add``, ``index_add``,
+``index_fill``, ``masked_select``, ``nonzero`` / ``argwhere`` / one-argument ``where``, ``unique``
+(eager only where the result's size depends on values), ``isclose`` / ``allclose`` / ``equal``,
+``full_like``, ``clamp_min`` / ``clamp_max`` / ``clip``, ``log10``, ``fix``, ``lerp``, ``cumprod``
+and ``div`` with ``rounding_mode``, ``take_along_dim`` and ``empty_like``
+(kiln/mint/_indexing_ops.py); ``mm``, ``mv``, ``addmm`` (the AddMM op with PyTorch's checks),
+``baddbmm``, ``addmv``, ``kron``, ``cross`` and ``cdist`` (kiln/mint/_matrix_products.py);
+``addcmul``, ``addcdiv``, ``nan_to_num``, ``logit``, ``frac`` and ``isnan`` / ``isinf`` /
+``isfinite`` / ``isposinf`` / ``isneginf`` (kiln/mint/_pointwise.py); ``clone`` (with
+``memory_format``: kiln.mint's ``contiguous_format`` and ``preserve_format``), ``flip`` / ``fliplr``
+/ ``flipud``, ``unbind``, ``narrow``, ``atleast_1d`` / ``2d`` / ``3d``, ``hstack`` / ``vstack`` /
+``dstack`` / ``column_stack``, ``tensor_split``, ``swapaxes`` / ``swapdims`` and ``unflatten``
 (kiln/mint/_shape_ops.py); ``var_mean``, ``std_mean``, ``median``, ``count_nonzero``,
 ``logcumsumexp``, ``cummax`` / ``cummin`` and ``diff`` (kiln/mint/_reductions.py);
-``scatter_reduce`` (kiln/mint/_scatter_reduce.py); ``searchsorted``, ``bucketize`` and
-``bincount`` (eager only) (kiln/mint/_bucketing.py); ``broadcast_tensors``, ``block_diag``,
-``combinations``, ``diag_embed``, ``rot90``, ``take``, ``unravel_index``, ``unique_consecutive``,
-``vander``, ``hsplit`` / ``vsplit`` / ``dsplit``, ``index_copy``, ``masked_scatter``, the
-``*_scatter`` functions, ``isin``, ``result_type`` / ``can_cast`` and PyTorch's aliases
-(``divide``, ``multiply``, ``greater``, ...) (kiln/mint/_shape_extra.py); ``aminmax``,
-``kthvalue``, ``mode``, the ``nan*`` reductions, ``quantile``, ``histc`` / ``histogram``, ``cov`` /
-``corrcoef`` and the trapezoid rules (kiln/mint/_statistics.py); ``logaddexp``, ``xlogy``,
-``hypot``, ``copysign``, ``fmax`` / ``fmin``, ``frexp`` / ``ldexp``, ``gcd`` / ``lcm``, ``sinc``,
-``tensordot``, ``trace``, ``logspace`` and the window functions (kiln/mint/_math_extra.py). Each
-of those modules also gives Tensor the methods PyTorch has for its functions. PyTorch's top-level
-linear algebra comes from kiln.linalg: ``det``, ``slogdet``, ``inverse`` (linalg.inv),
-``logdet``, ``cholesky_solve``, ``cholesky_inverse``, ``pinverse``, ``matrix_power`` and
-``matrix_exp`` (kiln/linalg/_functions.py; their Tensor methods are in kiln/_tensor_methods.py).
+``scatter_reduce`` (kiln/mint/_scatter_reduce.py); ``searchsorted``, ``bucketize`` and ``bincount``
+(eager only) (kiln/mint/_bucketing.py); ``broadcast_tensors``, ``block_diag``, ``combinations``,
+``diag_embed``, ``rot90``, ``take``, ``unravel_index``, ``unique_consecutive``, ``vander``,
+``hsplit`` / ``vsplit`` / ``dsplit``, ``index_copy``, ``masked_scatter``, the ``*_scatter``
+functions, ``isin``, ``result_type`` / ``can_cast`` and PyTorch's aliases (``divide``, ``multiply``,
+``greater``, ...) (kiln/mint/_shape_extra.py); ``aminmax``, ``kthvalue``, ``mode``, the ``nan*``
+reductions, ``quantile``, ``histc`` / ``histogram``, ``cov`` / ``corrcoef`` and the trapezoid rules
+(kiln/mint/_statistics.py); ``logaddexp``, ``xlogy``, ``hypot``, ``copysign``, ``fmax`` / ``fmin``,
+``frexp`` / ``ldexp``, ``gcd`` / ``lcm``, ``sinc``, ``tensordot``, ``trace``, ``logspace`` and the
+window functions (kiln/mint/_math_extra.py). Each of those modules also gives Tensor the methods
+PyTorch has for its functions. PyTorch's top-level linear algebra comes from kiln.linalg: ``det``,
+``slogdet``, ``inverse`` (linalg.inv), ``logdet``, ``cholesky_solve``, ``cholesky_inverse``,
+``pinverse``, ``matrix_power`` and ``matrix_exp`` (kiln/linalg/_functions.py; their Tensor methods
+are in kiln/_tensor_methods.py).
 """
 
 from .._C.mint import *  # noqa: F401,F403
@@ -50,12 +49,12 @@ from ._indexing_ops import (allclose, argwhere, clamp_max, clamp_min, clip, cump
                             div, empty_like, equal, fix, full_like, index_add, index_fill,
                             isclose, lerp, log10, masked_select, nonzero, scatter_add,
                             take_along_dim, unique, where)
-# After the bindings: cross_entropy, nll_loss, conv2d and round replace the ops' own (which they
-# call).
+# After the bindings: cross_entropy, nll_loss, conv2d, conv3d and round replace the ops' own (which
+# they call).
 from ._composite import (adaptive_avg_pool2d, adaptive_max_pool2d,  # noqa: F401,A004
                          binary_cross_entropy, binary_cross_entropy_with_logits, conv2d,
-                         cross_entropy, elu, hardtanh, huber_loss, l1_loss, leaky_relu, nll_loss,
-                         round, smooth_l1_loss, softplus)
+                         conv3d, cross_entropy, elu, hardtanh, huber_loss, l1_loss, leaky_relu,
+                         nll_loss, round, smooth_l1_loss, softplus)
 from ._norms import norm, vector_norm  # noqa: F401
 # After the bindings: bernoulli (adding PyTorch's bernoulli(input, p)) replaces the op's own.
 from ._random import bernoulli, normal, rand_like, randint_like, randn_like  # noqa: F401

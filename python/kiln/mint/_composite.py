@@ -14,13 +14,14 @@ signatures, values and gradients:
     adaptive_avg_pool2d(input, output_size)
     adaptive_max_pool2d(input, output_size, return_indices=False)
     conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1)
+    conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1)
     round(input, *, decimals=0, out=None)
 
 Being compositions of registered ops, they differentiate through autograd and trace under kiln.jit
-with no kernel of their own. ``cross_entropy``, ``nll_loss``, ``conv2d`` and ``round`` wrap the
-ops of those names (kiln/_C's bindings, which they call as they are when ``weight`` is None, the
-padding is a number or ``decimals`` 0) to add PyTorch's class weights, padding "same" / "valid"
-and decimals; their other arguments keep the ops' order, so ``reduction`` comes before
+with no kernel of their own. ``cross_entropy``, ``nll_loss``, ``conv2d``, ``conv3d`` and ``round``
+wrap the ops of those names (kiln/_C's bindings, which they call as they are when ``weight`` is
+None, the padding is a number or ``decimals`` 0) to add PyTorch's class weights, padding "same" /
+"valid" and decimals; their other arguments keep the ops' order, so ``reduction`` comes before
 ``ignore_index`` as in kiln.mint (PyTorch's ``weight``, which comes first there, is
 keyword-only).
 
@@ -48,7 +49,8 @@ from ..errors import DTypeError, KilnTypeError, KilnValueError, ShapeError
 
 __all__ = ["leaky_relu", "elu", "softplus", "hardtanh", "l1_loss", "smooth_l1_loss", "huber_loss",
            "binary_cross_entropy", "binary_cross_entropy_with_logits", "cross_entropy",
-           "nll_loss", "adaptive_avg_pool2d", "adaptive_max_pool2d", "conv2d", "round"]
+           "nll_loss", "adaptive_avg_pool2d", "adaptive_max_pool2d", "conv2d", "conv3d",
+           "round"]
 
 _mint = _C.mint
 _REDUCTIONS = ("mean", "sum", "none")
@@ -699,18 +701,52 @@ def same_padding(kernel_size, dilation):
     return tuple((total // 2, total - total // 2) for total in totals)
 
 
-def _conv_pair(name, value):
-    """conv2d's ``stride`` or ``dilation`` (an int or a pair of ints, as the op takes them) as a
-    pair of ints >= 1: a KilnTypeError or KilnValueError otherwise."""
+def _conv_sizes(owner, name, value, rank):
+    """A convolution's ``stride`` or ``dilation`` (an int or a sequence of ``rank`` ints, as the
+    op takes them) as a tuple of ``rank`` ints >= 1: a KilnTypeError or KilnValueError
+    otherwise."""
+    kind = "a pair of ints" if rank == 2 else "a sequence of three ints"
     number = as_int(value)
-    pair = (number, number) if number is not None else value
-    if not isinstance(pair, (tuple, list)) or any(as_int(v) is None for v in pair):
-        raise KilnTypeError(f"conv2d: expected {name} to be an int or a pair of ints, got "
+    sizes = (number,) * rank if number is not None else value
+    if not isinstance(sizes, (tuple, list)) or any(as_int(v) is None for v in sizes):
+        raise KilnTypeError(f"{owner}: expected {name} to be an int or {kind}, got "
                             f"{type(value).__name__} {value!r}")
-    pair = tuple(as_int(v) for v in pair)
-    if len(pair) != 2 or min(pair) < 1:
-        raise KilnValueError(f"conv2d: expected {name} of two integers >= 1, got {value!r}")
-    return pair
+    sizes = tuple(as_int(v) for v in sizes)
+    if len(sizes) != rank or min(sizes) < 1:
+        count = "two" if rank == 2 else "three"
+        raise KilnValueError(f"{owner}: expected {name} of {count} integers >= 1, got {value!r}")
+    return sizes
+
+
+def _convolution(owner, op, x, weight, bias, stride, padding, dilation, groups):
+    """conv2d's and conv3d's padding strings around their op (_C.mint.conv2d / conv3d): the
+    op called as it is for a numeric ``padding``, with none for "valid", and for "same" with the
+    even part of each dimension's total and x padded by the odd zero after (PyTorch's)."""
+    rank = 2 if op is _mint.conv2d else 3
+    if not isinstance(padding, str):
+        return op(x, weight, bias, stride, padding, dilation, groups)
+    if padding not in PADDING_STRINGS:
+        kind = "a pair of ints" if rank == 2 else "a sequence of three ints"
+        raise KilnValueError(f"{owner}: expected padding 'same', 'valid', an int or {kind}, "
+                             f"got {padding!r}")
+    if padding == "valid":
+        return op(x, weight, bias, stride, 0, dilation, groups)
+    if _conv_sizes(owner, "stride", stride, rank) != (1,) * rank:
+        raise KilnValueError(f"{owner}: padding='same' needs stride 1 (the output could not keep "
+                             f"the input's size), got stride {stride!r}")
+    shape = getattr(weight, "shape", None)
+    if shape is None:
+        raise KilnTypeError(f"{owner}: expected weight to be a kiln.Tensor or an array, got "
+                            f"{type(weight).__name__}")
+    if len(shape) != rank + 2:
+        kernel = "kH, kW" if rank == 2 else "kD, kH, kW"
+        raise ShapeError(f"{owner}: expected weight of shape [out_channels, in_channels / groups, "
+                         f"{kernel}], got {_dims(shape)}")
+    pairs = same_padding(tuple(shape[2:]), _conv_sizes(owner, "dilation", dilation, rank))
+    odd = [after - before for before, after in reversed(pairs)]  # from the last dimension
+    if any(odd):
+        x = _mint.pad(x, tuple(v for extra in odd for v in (0, extra)))
+    return op(x, weight, bias, 1, tuple(before for before, _ in pairs), dilation, groups)
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -722,28 +758,14 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     otherwise, as PyTorch refuses it). An even total is split evenly and given to the op; an odd
     one puts its extra zero after (below, right), as PyTorch does: x is padded by that zero
     (kiln.mint.pad) and the rest given to the op."""
-    if not isinstance(padding, str):
-        return _mint.conv2d(x, weight, bias, stride, padding, dilation, groups)
-    if padding not in PADDING_STRINGS:
-        raise KilnValueError(f"conv2d: expected padding 'same', 'valid', an int or a pair of "
-                             f"ints, got {padding!r}")
-    if padding == "valid":
-        return _mint.conv2d(x, weight, bias, stride, 0, dilation, groups)
-    if _conv_pair("stride", stride) != (1, 1):
-        raise KilnValueError(f"conv2d: padding='same' needs stride 1 (the output could not keep "
-                             f"the input's size), got stride {stride!r}")
-    shape = getattr(weight, "shape", None)
-    if shape is None:
-        raise KilnTypeError(f"conv2d: expected weight to be a kiln.Tensor or an array, got "
-                            f"{type(weight).__name__}")
-    if len(shape) != 4:
-        raise ShapeError(f"conv2d: expected weight of shape [out_channels, in_channels / groups, "
-                         f"kH, kW], got {_dims(shape)}")
-    (top, bottom), (left, right) = same_padding(tuple(shape[2:]), _conv_pair("dilation",
-                                                                             dilation))
-    if (bottom, right) != (top, left):
-        x = _mint.pad(x, (0, right - left, 0, bottom - top))
-    return _mint.conv2d(x, weight, bias, 1, (top, left), dilation, groups)
+    return _convolution("conv2d", _mint.conv2d, x, weight, bias, stride, padding, dilation, groups)
+
+
+def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): kiln.mint's
+    Conv3D op (x [N, C, D, H, W], weight [O, C / groups, kD, kH, kW]) with conv2d's padding
+    strings: ``padding`` an int or a sequence of three, "valid" or "same" (stride 1 only)."""
+    return _convolution("conv3d", _mint.conv3d, x, weight, bias, stride, padding, dilation, groups)
 
 
 # ------------------------------------------------------------------------------------------------

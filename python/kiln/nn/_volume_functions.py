@@ -14,15 +14,15 @@ dimension either):
 
 ``kernel_size``, ``stride``, ``padding``, ``output_padding`` and ``dilation`` are ints or
 sequences of three (depth, height, width); conv3d's ``padding`` may also be "valid" or "same"
-(stride 1 only), as conv2d's. Kiln has no 3-d op: each function is composed of kiln.mint's 2-d
-ops over (H, W) and a pass over the depth made of views, gathers and sums (Note [Volumes from
-planes]), so autograd differentiates it and kiln.jit traces it. As in the 2-d functions, a
-pooling's padding is at most half its kernel, the convolutions' input and bias must have the
-weight's dtype (a DTypeError otherwise), and max_pool3d's and adaptive_max_pool3d's indices are
-PyTorch's: the int64 offset d * H * W + h * W + w in its [D, H, W] volume of the element each
-maximum took (the first maximum in (d, h, w) order, or the last NaN), -1 for a window that holds
-no input element (as kiln.mint.max_pool2d's). 16-bit floats are averaged and summed in float32
-and rounded once.
+(stride 1 only), as conv2d's. The convolutions run kiln.mint's Conv3D ops (conv3d,
+conv_transpose3d); each pooling is composed of kiln.mint's 2-d pooling over (H, W) and a pass over
+the depth made of views, gathers and sums (Note [Volumes from planes]), so autograd
+differentiates it and kiln.jit traces it. As in the 2-d functions, a pooling's padding is at most
+half its kernel, the convolutions' input and bias must have the weight's dtype (a DTypeError
+otherwise), and max_pool3d's and adaptive_max_pool3d's indices are PyTorch's: the int64 offset
+d * H * W + h * W + w in its [D, H, W] volume of the element each maximum took (the first maximum
+in (d, h, w) order, or the last NaN), -1 for a window that holds no input element (as
+kiln.mint.max_pool2d's). 16-bit floats are averaged and summed in float32 and rounded once.
 """
 
 import math
@@ -39,17 +39,7 @@ __all__ = ["conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "adaptive_a
            "adaptive_max_pool3d"]
 
 # Note [Volumes from planes]
-# Each function folds the depth into a dimension of a 2-d op and does the depth's part itself.
-# - conv3d: depth tap kd of output depth o reads input depth o * stride + kd * dilation, so the kD
-#   depth slices x[:, :, kd * dilation :: stride][:, :, :D_out] are stacked into the channels and
-#   the output depths folded into the batch: one conv2d of [N * D_out, kD * C, H, W] with the
-#   weight laid out [C_out, kD * C / groups, kH, kW] (each group's channels kept together) sums
-#   what kD conv2d's of the slices would, in one op (at the cost of kD copies of the input's
-#   planes, an im2col along the depth).
-# - conv_transpose3d: one conv_transpose2d of the input's depth planes (folded into the batch)
-#   with the kD depth taps as its output channels; tap kd's plane of input depth d then lands at
-#   output depth d * stride + kd * dilation - padding: each tap's planes are spread by stride (zero
-#   planes between), shifted into place by kiln.mint.pad and the taps summed.
+# Each pooling folds the depth into a dimension of a 2-d op and does the depth's part itself.
 # - The poolings: the 2-d pooling of every depth plane (folded into the channels), then each
 #   output depth's window of planes gathered (index_select) and reduced. For a maximum with
 #   indices the winner follows PyTorch's scan in (d, h, w) order (the first maximum, or the last
@@ -349,9 +339,8 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     C_in / groups, kD, kH, kW] to [N, C_out, D_out, H_out, W_out]; ``stride``, ``padding`` and
     ``dilation`` are ints or sequences of three, ``padding`` also "valid" or "same" (stride 1
     only; an odd total puts its extra zero after, as PyTorch's); input and bias of the weight's
-    dtype. Computed as one conv2d (kiln.mint._composite.conv2d) of the depth windows' slices
-    (Note [Volumes from planes]); the arguments are checked here, so that errors describe the
-    3-d shapes."""
+    dtype. Runs kiln.mint.conv3d (the Conv3D op); the arguments are checked here, so that errors
+    describe the shapes as given."""
     owner = "conv3d"
     _check_conv_tensors(owner, input, weight, bias)
     stride = checked_sizes(owner, "stride", stride, 3, 1)
@@ -368,7 +357,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         padding = checked_sizes(owner, "padding", padding, 3, 0)
 
     def compute(x):  # x [N, C_in, D, H, W]
-        out_channels = _check_conv_shapes(owner, input, x, weight, bias, groups, False)
+        _check_conv_shapes(owner, input, x, weight, bias, groups, False)
         kernel = tuple(weight.shape[2:])
         if padding == "same":
             pairs = _composite.same_padding(kernel, dilation)
@@ -380,26 +369,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
             raise ShapeError(f"{owner}: expected the padded input's depth, height and width "
                              f"{padded} to be at least the dilated kernel's {spans}, got input "
                              f"{_dims(input.shape)} and weight {_dims(weight.shape)}")
-        (front, back), (top, bottom), (left, right) = pairs
-        # The depth's padding and the odd zero of "same" (after) are padded here, the rest of
-        # the height's and width's by conv2d.
-        if (front, back, bottom - top, right - left) != (0, 0, 0, 0):
-            x = _mint.pad(x, (0, right - left, 0, bottom - top, front, back))
-        n, channels, _, height, width = x.shape
-        taps = kernel[0]
-        out_depth = (padded[0] - spans[0]) // stride[0] + 1
-        reach = (out_depth - 1) * stride[0] + 1
-        planes = x.permute(0, 2, 1, 3, 4)  # [N, D, C_in, H, W]
-        stacked = _mint.stack([planes[:, k * dilation[0]:k * dilation[0] + reach:stride[0]]
-                               for k in range(taps)], 2)  # [N, D_out, kD, C_in, H, W]
-        if groups > 1:  # [N, D_out, groups, kD, C_in / groups, H, W]: a group's inputs together
-            stacked = stacked.reshape(n, out_depth, taps, groups, channels // groups, height,
-                                      width).permute(0, 1, 3, 2, 4, 5, 6)
-        flat_weight = weight.permute(0, 2, 1, 3, 4).reshape(out_channels,
-                                                            taps * weight.shape[1], *kernel[1:])
-        out = _composite.conv2d(stacked.reshape(n * out_depth, taps * channels, height, width),
-                                flat_weight, bias, stride[1:], (top, left), dilation[1:], groups)
-        return out.reshape(n, out_depth, out_channels, *out.shape[2:]).permute(0, 2, 1, 3, 4)
+        return _composite.conv3d(x, weight, bias, stride, padding, dilation, groups)
 
     return batched(owner, input, 3, compute)
 
@@ -412,8 +382,7 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0,  # noqa: A00
     kD, kH, kW], to D_out = (D - 1) * stride - 2 * padding + dilation * (kD - 1) + output_padding
     + 1 (H_out and W_out likewise); the arguments are ints or sequences of three,
     ``output_padding`` below the stride or the dilation in each dimension; input and bias of the
-    weight's dtype. Computed as one kiln.mint.conv_transpose2d of the depth planes, whose depth
-    taps are then shifted into place and summed (Note [Volumes from planes])."""
+    weight's dtype. Runs kiln.mint.conv_transpose3d (Conv3DBackwardInput, plus the bias)."""
     owner = "conv_transpose3d"
     _check_conv_tensors(owner, input, weight, bias)
     stride = checked_sizes(owner, "stride", stride, 3, 1)
@@ -428,42 +397,14 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0,  # noqa: A00
                              f"{list(dilation)}")
 
     def compute(x):  # x [N, C_in, D, H, W]
-        out_channels = _check_conv_shapes(owner, input, x, weight, bias, groups, True)
-        kernel = tuple(weight.shape[2:])
+        _check_conv_shapes(owner, input, x, weight, bias, groups, True)
         sizes = [(size - 1) * s - 2 * p + d * (k - 1) + extra + 1 for size, s, p, d, k, extra
-                 in zip(x.shape[2:], stride, padding, dilation, kernel, output_padding)]
+                 in zip(x.shape[2:], stride, padding, dilation, weight.shape[2:], output_padding)]
         if min(sizes) < 1:
             raise ShapeError(f"{owner}: expected an output of positive sizes, got depth, height "
                              f"and width {sizes} for input {_dims(input.shape)} and weight "
                              f"{_dims(weight.shape)}")
-        n, channels, depth, height, width = x.shape
-        taps, group_out = kernel[0], weight.shape[1]
-        # 16-bit floats in float32, so that the taps' sum is rounded once.
-        planes = _widened(x).permute(0, 2, 1, 3, 4).reshape(n * depth, channels, height, width)
-        flat_weight = _widened(weight).permute(0, 2, 1, 3, 4).reshape(
-            channels, taps * group_out, *kernel[1:])
-        y = _mint.conv_transpose2d(planes, flat_weight, None, stride[1:], padding[1:],
-                                   output_padding[1:], groups, dilation[1:])
-        out_h, out_w = y.shape[2:]
-        y = y.reshape(n, depth, groups, taps, group_out, out_h, out_w)
-        if stride[0] > 1:  # stride - 1 zero planes after each: input depth d at d * stride
-            y = _mint.pad(_mint.unsqueeze(y, 2), (0, 0) * 5 + (0, stride[0] - 1))
-            y = y.reshape(n, depth * stride[0], groups, taps, group_out, out_h, out_w)
-        # Tap k's planes start at depth k * dilation of the uncropped output, which is long
-        # enough for every tap and for the cropped output (output_padding may reach past the
-        # taps); the output starts at depth ``padding``.
-        spread = y.shape[1]
-        length = max((taps - 1) * dilation[0] + spread, padding[0] + sizes[0])
-        out = None
-        for k in range(taps):
-            shift = k * dilation[0]
-            tap = _mint.pad(y[:, :, :, k], (0, 0) * 4 + (shift, length - shift - spread))
-            out = tap if out is None else out + tap
-        out = out[:, padding[0]:padding[0] + sizes[0]].reshape(n, sizes[0], out_channels,
-                                                               out_h, out_w)
-        out = out.permute(0, 2, 1, 3, 4)
-        if bias is not None:
-            out = out + _widened(bias).reshape(out_channels, 1, 1, 1)
-        return _cast(out, x.dtype)
+        return _mint.conv_transpose3d(x, weight, bias, stride, padding, output_padding, groups,
+                                      dilation)
 
     return batched(owner, input, 3, compute)

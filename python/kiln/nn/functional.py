@@ -11,23 +11,24 @@ softmax, log_softmax, softmin, hardshrink, softshrink, rrelu, and PyTorch's in-p
 relu_, leaky_relu_, elu_, hardtanh_, selu_, celu_, threshold_, rrelu_ (each the function with
 inplace=True). Layers: dropout, dropout1d, dropout2d, dropout3d (channel dropout), alpha_dropout,
 feature_alpha_dropout (SELU's, which keep a zero mean and unit variance), linear, bilinear,
-conv1d, conv2d, conv_transpose1d, conv_transpose2d, conv3d and conv_transpose3d (composed of the
-2-d ops, kiln/nn/_volume_functions.py, as are the 3-d pools), pad, interpolate (PyTorch's modes
-and antialias, kiln/nn/upsampling.py) and its deprecated spellings upsample, upsample_nearest,
-upsample_bilinear, embedding, embedding_bag (kiln/nn/_embedding_functions.py), unfold and fold
-(im2col and col2im, kiln/nn/fold.py), affine_grid and grid_sample (kiln/nn/_grid_sampling.py),
-one_hot, pixel_shuffle, pixel_unshuffle, channel_shuffle, native_channel_shuffle,
-gumbel_softmax, scaled_dot_product_attention, multi_head_attention_forward
-(kiln/nn/attention.py). Pooling, of input [N, C, L], [N, C, H, W] or [N, C, D, H, W] (or one
-sample without N): max_pool1d, max_pool2d, max_pool3d (with ``return_indices``), avg_pool1d,
-avg_pool2d, avg_pool3d (with ``divisor_override``), lp_pool1d / 2d / 3d (power averages),
-adaptive_avg_pool1d / 2d / 3d, adaptive_max_pool1d / 2d / 3d (with ``return_indices``),
-PyTorch's max_pool1d_with_indices / 2d / 3d and adaptive_max_pool1d_with_indices / 2d / 3d
-(which return the indices whatever ``return_indices``), fractional_max_pool2d / 3d (and their
-_with_indices), max_unpool1d, max_unpool2d, max_unpool3d (the 1-d ones are the 2-d ones over a
-height of one; kiln/nn/_pooling_functions.py). Normalization and distances: layer_norm,
-rms_norm, group_norm, batch_norm, instance_norm, normalize, cosine_similarity,
-pairwise_distance (kiln/nn/_normalization_functions.py), local_response_norm, pdist.
+conv1d, conv2d, conv_transpose1d, conv_transpose2d, conv3d and conv_transpose3d (on the Conv3D
+ops, kiln/nn/_volume_functions.py, with the 3-d pools, which compose the 2-d ones), pad,
+interpolate (PyTorch's modes and antialias, kiln/nn/upsampling.py) and its deprecated spellings
+upsample, upsample_nearest, upsample_bilinear, embedding, embedding_bag
+(kiln/nn/_embedding_functions.py), unfold and fold (im2col and col2im, kiln/nn/fold.py), affine_grid
+and grid_sample (kiln/nn/_grid_sampling.py), one_hot, pixel_shuffle, pixel_unshuffle,
+channel_shuffle, native_channel_shuffle, gumbel_softmax, scaled_dot_product_attention,
+multi_head_attention_forward (kiln/nn/attention.py). Pooling, of input [N, C, L], [N, C, H, W] or
+[N, C, D, H, W] (or one sample without N): max_pool1d, max_pool2d, max_pool3d (with
+``return_indices``), avg_pool1d, avg_pool2d, avg_pool3d (with ``divisor_override``), lp_pool1d / 2d
+/ 3d (power averages), adaptive_avg_pool1d / 2d / 3d, adaptive_max_pool1d / 2d / 3d (with
+``return_indices``), PyTorch's max_pool1d_with_indices / 2d / 3d and
+adaptive_max_pool1d_with_indices / 2d / 3d (which return the indices whatever ``return_indices``),
+fractional_max_pool2d / 3d (and their _with_indices), max_unpool1d, max_unpool2d, max_unpool3d (the
+1-d ones are the 2-d ones over a height of one; kiln/nn/_pooling_functions.py). Normalization and
+distances: layer_norm, rms_norm, group_norm, batch_norm, instance_norm, normalize,
+cosine_similarity, pairwise_distance (kiln/nn/_normalization_functions.py), local_response_norm,
+pdist.
 kiln/nn/_layers_more.py composes channel_shuffle, gumbel_softmax, local_response_norm, the
 fractional max poolings, pdist and the upsample spellings.
 Losses: mse_loss, l1_loss, smooth_l1_loss, huber_loss, cross_entropy, nll_loss,

@@ -1,7 +1,7 @@
 // Gradient rules of the neural-network ops: LayerNorm, RMSNorm (src/ops/norm.cc), LstmCell
 // (src/ops/rnn_cell.cc), CrossEntropy, NLLLoss, MSELoss (src/ops/loss.cc), Dropout
-// (src/ops/random.cc), Conv2D (src/ops/conv.cc), MaxPool2D, AvgPool2D (src/ops/pool.cc) and
-// Embedding (src/ops/embedding.cc), and of their backward ops, against central finite
+// (src/ops/random.cc), Conv2D and Conv3D (src/ops/conv.cc), MaxPool2D, AvgPool2D (src/ops/pool.cc)
+// and Embedding (src/ops/embedding.cc), and of their backward ops, against central finite
 // differences in float64 over their shapes and attributes; the backward ops against hand-computed
 // results and the adjoint identity; the dtypes and shapes of the gradients of float32 inputs (the
 // oneDNN paths) and undefined output gradients.
@@ -490,7 +490,7 @@ TEST(GradDropoutBackward, RefusesANonBoolMask_AMaskOfAnotherShape_AndAnIntegerGr
       ErrorKind::kValue, "expected p in [0, 1], got 1.5");
 }
 
-// ---- Conv2D and its backward ops ----
+// ---- Conv2D, Conv3D and their backward ops ----
 
 Attrs conv_attrs(std::vector<int64_t> stride, std::vector<int64_t> padding,
                  std::vector<int64_t> dilation, int64_t groups) {
@@ -498,10 +498,33 @@ Attrs conv_attrs(std::vector<int64_t> stride, std::vector<int64_t> padding,
 }
 
 // (x shape, weight shape, attrs): plain, strided and padded, dilated, grouped (depthwise too),
-// and a stride that skips the input's last rows and columns.
+// and a stride that skips the input's last rows and columns; in 2-d and 3-d (the ops share one
+// implementation, the rank is the case's).
 struct ConvCase {
   Shape x, w;
   Attrs attrs;
+
+  std::string op(const char* suffix = "") const {
+    return std::string(x.size() == 5 ? "Conv3D" : "Conv2D") + suffix;
+  }
+  Dims stride() const { return attrs.get<Dims>("stride"); }
+  Dims padding() const { return attrs.get<Dims>("padding"); }
+  Dims dilation() const { return attrs.get<Dims>("dilation"); }
+  int64_t groups() const { return attrs.get<int64_t>("groups"); }
+
+  // The public functions of the case's rank.
+  Tensor forward(const Tensor& xv, const Tensor& wv) const {
+    return (x.size() == 5 ? conv3d : conv2d)(xv, wv, Tensor(), stride(), padding(), dilation(),
+                                             groups());
+  }
+  Tensor backward_input(const Tensor& g, const Tensor& wv) const {
+    return (x.size() == 5 ? conv3d_backward_input : conv2d_backward_input)(
+        g, wv, x, stride(), padding(), dilation(), groups());
+  }
+  Tensor backward_weight(const Tensor& g, const Tensor& xv) const {
+    return (x.size() == 5 ? conv3d_backward_weight : conv2d_backward_weight)(
+        g, xv, w, stride(), padding(), dilation(), groups());
+  }
 };
 std::vector<ConvCase> conv_cases() {
   return {
@@ -511,60 +534,58 @@ std::vector<ConvCase> conv_cases() {
       {{2, 4, 5, 5}, {6, 2, 3, 1}, conv_attrs({1, 1}, {1, 0}, {1, 1}, 2)},
       {{1, 3, 4, 4}, {3, 1, 2, 2}, conv_attrs({1, 1}, {1, 1}, {1, 1}, 3)},
       {{1, 2, 6, 6}, {2, 2, 3, 3}, conv_attrs({2, 2}, {0, 0}, {1, 1}, 1)},
+      {{2, 2, 3, 4, 3}, {3, 2, 2, 3, 2}, conv_attrs({1, 1, 1}, {0, 1, 0}, {1, 1, 1}, 1)},
+      {{1, 2, 5, 4, 4}, {2, 2, 2, 2, 3}, conv_attrs({2, 1, 2}, {1, 0, 1}, {2, 1, 1}, 1)},
+      {{1, 4, 4, 3, 3}, {4, 2, 3, 1, 2}, conv_attrs({1, 2, 1}, {1, 1, 0}, {1, 1, 2}, 2)},
   };
 }
 
-TEST(GradConv2D, MatchesFiniteDifferences_ForStridePaddingDilationGroups) {
+TEST(GradConv, MatchesFiniteDifferences_ForStridePaddingDilationGroups) {
   manual_seed(40);
   for (const ConvCase& c : conv_cases()) {
     SCOPED_TRACE(shape_str(c.x) + " " + shape_str(c.w));
-    expect_grad_rule("Conv2D", {r64(c.x), r64(c.w), r64({c.w[0]})}, c.attrs);
-    expect_grad_rule("Conv2D", {r64(c.x), r64(c.w), Tensor()}, c.attrs);
+    expect_grad_rule(c.op(), {r64(c.x), r64(c.w), r64({c.w[0]})}, c.attrs);
+    expect_grad_rule(c.op(), {r64(c.x), r64(c.w), Tensor()}, c.attrs);
   }
 }
 
-TEST(GradConv2D, Float32GradientsOnOneDnnMatchFloat64) {
+TEST(GradConv, Float32GradientsOnOneDnnMatchFloat64) {
   manual_seed(41);
   for (const ConvCase& c : conv_cases()) {
     SCOPED_TRACE(shape_str(c.x) + " " + shape_str(c.w));
-    expect_float32_rule("Conv2D", {r64(c.x), r64(c.w), r64({c.w[0]})}, c.attrs);
+    expect_float32_rule(c.op(), {r64(c.x), r64(c.w), r64({c.w[0]})}, c.attrs);
   }
 }
 
-TEST(GradConv2DBackward, BackwardOpsMatchFiniteDifferences) {
+TEST(GradConvBackward, BackwardOpsMatchFiniteDifferences) {
   manual_seed(42);
   for (const ConvCase& c : conv_cases()) {
     SCOPED_TRACE(shape_str(c.x) + " " + shape_str(c.w));
-    const Tensor y = conv2d(r64(c.x), r64(c.w), Tensor(), c.attrs.get<Dims>("stride"),
-                            c.attrs.get<Dims>("padding"), c.attrs.get<Dims>("dilation"),
-                            c.attrs.get<int64_t>("groups"));
+    const Tensor y = c.forward(r64(c.x), r64(c.w));
     Attrs input_attrs = c.attrs;
     input_attrs.set("input_size", Dims(c.x.begin(), c.x.end()));
-    expect_grad_rule("Conv2DBackwardInput", {r64(y.shape()), r64(c.w)}, input_attrs);
+    expect_grad_rule(c.op("BackwardInput"), {r64(y.shape()), r64(c.w)}, input_attrs);
     Attrs weight_attrs = c.attrs;
     weight_attrs.set("weight_size", Dims(c.w.begin(), c.w.end()));
-    expect_grad_rule("Conv2DBackwardWeight", {r64(y.shape()), r64(c.x)}, weight_attrs);
+    expect_grad_rule(c.op("BackwardWeight"), {r64(y.shape()), r64(c.x)}, weight_attrs);
   }
 }
 
-// <conv2d(x, w), g> = <x, backward_input(g, w)> = <w, backward_weight(g, x)>.
+// <conv(x, w), g> = <x, backward_input(g, w)> = <w, backward_weight(g, x)>.
 double dot(const Tensor& a, const Tensor& b) {
   return sum(mul(to(a, DType::kFloat64), to(b, DType::kFloat64))).data<double>()[0];
 }
 
-TEST(GradConv2DBackward, SatisfiesTheAdjointIdentity_InFloat32AndFloat64) {
+TEST(GradConvBackward, SatisfiesTheAdjointIdentity_InFloat32AndFloat64) {
   manual_seed(43);
   for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
     for (const ConvCase& c : conv_cases()) {
       SCOPED_TRACE(shape_str(c.x) + " " + shape_str(c.w));
-      const Dims stride = c.attrs.get<Dims>("stride"), padding = c.attrs.get<Dims>("padding"),
-                 dilation = c.attrs.get<Dims>("dilation");
-      const int64_t groups = c.attrs.get<int64_t>("groups");
       const Tensor x = randn(c.x, dtype), w = randn(c.w, dtype);
-      const Tensor y = conv2d(x, w, Tensor(), stride, padding, dilation, groups);
+      const Tensor y = c.forward(x, w);
       const Tensor g = randn(y.shape(), dtype);
-      const Tensor dx = conv2d_backward_input(g, w, c.x, stride, padding, dilation, groups);
-      const Tensor dw = conv2d_backward_weight(g, x, c.w, stride, padding, dilation, groups);
+      const Tensor dx = c.backward_input(g, w);
+      const Tensor dw = c.backward_weight(g, x);
       EXPECT_EQ(dx.dtype(), dtype);
       EXPECT_EQ(dw.dtype(), dtype);
       const double tol = dtype == DType::kFloat32 ? 1e-4 : 1e-12;
@@ -575,7 +596,7 @@ TEST(GradConv2DBackward, SatisfiesTheAdjointIdentity_InFloat32AndFloat64) {
   }
 }
 
-TEST(GradConv2DBackward, RejectsAnOutputGradientOfTheWrongShape) {
+TEST(GradConvBackward, RejectsAnOutputGradientOfTheWrongShape) {
   testing::expect_error(
       [] {
         conv2d_backward_input(randn({1, 2, 3, 3}), randn({2, 2, 3, 3}), {1, 2, 4, 4});
@@ -586,6 +607,18 @@ TEST(GradConv2DBackward, RejectsAnOutputGradientOfTheWrongShape) {
         conv2d_backward_weight(randn({1, 2, 2, 2}), randn({1, 2, 4, 4}), {2, 2, 3});
       },
       ErrorKind::kShape, "expected weight_size of four non-negative sizes");
+  testing::expect_error(
+      [] {
+        conv3d_backward_input(randn({1, 2, 3, 3, 3}), randn({2, 2, 3, 3, 3}), {1, 2, 4, 4, 4});
+      },
+      ErrorKind::kShape,
+      "conv3d_backward_input: expected grad_output of shape [1, 2, 2, 2, 2] for x [1, 2, 4, 4, 4]");
+  testing::expect_error(
+      [] {
+        conv3d_backward_weight(randn({1, 2, 2, 2, 2}), randn({1, 2, 4, 4, 4}), {2, 2, 3, 3});
+      },
+      ErrorKind::kShape,
+      "conv3d_backward_weight: expected weight_size of five non-negative sizes, got [2, 2, 3, 3]");
 }
 
 // ---- MaxPool2D, AvgPool2D and their backward ops ----

@@ -1,5 +1,5 @@
-// Tests for the neural-network ops: Conv2D (oneDNN and the direct loop), MaxPool2D, AvgPool2D,
-// LayerNorm, RMSNorm, Embedding, CrossEntropy, NLLLoss and MSELoss, with their errors.
+// Tests for the neural-network ops: Conv2D and Conv3D (oneDNN and the direct loop), MaxPool2D,
+// AvgPool2D, LayerNorm, RMSNorm, Embedding, CrossEntropy, NLLLoss and MSELoss, with their errors.
 #include "kiln/functional/nn.h"
 
 #include <gtest/gtest.h>
@@ -13,9 +13,10 @@
 #include <vector>
 
 #include "kiln/functional/elementwise.h"
+#include "kiln/functional/reduce.h"
 #include "kiln/op.h"
-#include "ops/onednn_util.h"
 #include "kiln/runtime.h"
+#include "ops/onednn_util.h"
 #include "testing.h"
 
 namespace kiln {
@@ -37,51 +38,99 @@ Tensor int64_tensor(const Shape& shape, const std::vector<int64_t>& values) {
   return t;
 }
 
-// Direct definition of a 2-d convolution, in double.
+// Direct definition of a 2-d or 3-d convolution, in double: each output element is a sum over
+// the group's input channels and the kernel's taps, an n-d index stepped through per tap.
 struct Conv {
-  int64_t sh, sw, ph, pw, dh, dw, groups;
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups;
 };
 
 std::vector<double> reference_conv(const Tensor& x, const Tensor& w, const Conv& p,
                                    const Shape& out) {
-  const int64_t C = x.size(1), H = x.size(2), W = x.size(3), O = w.size(0);
-  const int64_t cg = w.size(1), KH = w.size(2), KW = w.size(3), og = O / p.groups;
+  const size_t rank = p.stride.size();
+  const int64_t C = x.size(1), O = w.size(0), cg = w.size(1), og = O / p.groups;
+  const Shape in_space(x.shape().begin() + 2, x.shape().end());
+  const Shape kernel(w.shape().begin() + 2, w.shape().end());
+  const Shape out_space(out.begin() + 2, out.end());
+  const int64_t taps = shape_numel(kernel), positions = shape_numel(out_space);
+  // The row-major coordinates of `offset` in `space`.
+  const auto coords = [rank](int64_t offset, const Shape& space) {
+    std::vector<int64_t> c(rank);
+    for (size_t d = rank; d-- > 0;) {
+      c[d] = offset % space[d];
+      offset /= space[d];
+    }
+    return c;
+  };
   std::vector<double> y(static_cast<size_t>(shape_numel(out)));
   for (int64_t n = 0; n < out[0]; ++n)
     for (int64_t o = 0; o < O; ++o)
-      for (int64_t oh = 0; oh < out[2]; ++oh)
-        for (int64_t ow = 0; ow < out[3]; ++ow) {
-          double acc = 0;
-          for (int64_t c = 0; c < cg; ++c)
-            for (int64_t kh = 0; kh < KH; ++kh)
-              for (int64_t kw = 0; kw < KW; ++kw) {
-                const int64_t ih = oh * p.sh - p.ph + kh * p.dh, iw = ow * p.sw - p.pw + kw * p.dw;
-                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                const int64_t ci = (o / og) * cg + c;
-                acc += double(x.data<float>()[((n * C + ci) * H + ih) * W + iw]) *
-                       w.data<float>()[((o * cg + c) * KH + kh) * KW + kw];
-              }
-          y[((n * O + o) * out[2] + oh) * out[3] + ow] = acc;
+      for (int64_t position = 0; position < positions; ++position) {
+        const std::vector<int64_t> at = coords(position, out_space);
+        double acc = 0;
+        for (int64_t tap = 0; tap < taps; ++tap) {
+          const std::vector<int64_t> k = coords(tap, kernel);
+          int64_t in_offset = 0;
+          bool inside = true;
+          for (size_t d = 0; d < rank; ++d) {
+            const int64_t i = at[d] * p.stride[d] - p.padding[d] + k[d] * p.dilation[d];
+            inside = inside && i >= 0 && i < in_space[d];
+            in_offset = in_offset * in_space[d] + i;
+          }
+          if (!inside) continue;
+          for (int64_t c = 0; c < cg; ++c) {
+            const int64_t ci = (o / og) * cg + c;
+            acc += double(x.data<float>()[(n * C + ci) * shape_numel(in_space) + in_offset]) *
+                   w.data<float>()[(o * cg + c) * taps + tap];
+          }
         }
+        y[(n * O + o) * positions + position] = acc;
+      }
   return y;
 }
 
-TEST(Conv2D, MatchesDirectDefinition_WithStridePaddingDilationAndGroups) {
-  const Tensor x = random_floats({2, 4, 9, 8}, 1);
-  const Tensor w = random_floats({6, 2, 3, 2}, 2);
-  const Tensor out = conv2d(x, w, {}, {2, 1}, {1, 0}, {2, 1}, 2);
-  // H: (9 + 2 - 2*2 - 1) / 2 + 1 = 4; W: (8 + 0 - 1 - 1) / 1 + 1 = 7
-  ASSERT_EQ(out.shape(), (Shape{2, 6, 4, 7}));
-  const std::vector<double> expected = reference_conv(x, w, {2, 1, 1, 0, 2, 1, 2}, out.shape());
+// conv2d or conv3d (by the rank of p) in float32 (oneDNN) and float64 (the direct loop) against
+// the definition.
+void expect_conv_matches_definition(const Tensor& x, const Tensor& w, const Conv& p,
+                                    const Shape& expected_shape) {
+  const auto conv = p.stride.size() == 3 ? conv3d : conv2d;
+  const Tensor out = conv(x, w, {}, p.stride, p.padding, p.dilation, p.groups);
+  ASSERT_EQ(out.shape(), expected_shape);
+  const std::vector<double> expected = reference_conv(x, w, p, out.shape());
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_NEAR(out.data<float>()[i], expected[i], 1e-4) << "at " << i;
   }
-  // float64 takes the direct loop.
-  const Tensor out64 =
-      conv2d(to(x, DType::kFloat64), to(w, DType::kFloat64), {}, {2, 1}, {1, 0}, {2, 1}, 2);
+  const Tensor out64 = conv(to(x, DType::kFloat64), to(w, DType::kFloat64), {}, p.stride, p.padding,
+                            p.dilation, p.groups);
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_NEAR(out64.data<double>()[i], expected[i], 1e-9) << "at " << i;
   }
+}
+
+TEST(Conv2D, MatchesDirectDefinition_WithStridePaddingDilationAndGroups) {
+  // H: (9 + 2 - 2*2 - 1) / 2 + 1 = 4; W: (8 + 0 - 1 - 1) / 1 + 1 = 7
+  expect_conv_matches_definition(random_floats({2, 4, 9, 8}, 1), random_floats({6, 2, 3, 2}, 2),
+                                 {{2, 1}, {1, 0}, {2, 1}, 2}, {2, 6, 4, 7});
+}
+
+TEST(Conv3D, MatchesDirectDefinition_WithStridePaddingDilationAndGroups) {
+  // D: (7 + 2 - 2*2 - 1) / 2 + 1 = 3; H: (6 - 2) / 1 + 1 = 5; W: (5 + 4 - 3*2 - 1) / 2 + 1 = 2
+  expect_conv_matches_definition(random_floats({2, 4, 7, 6, 5}, 6),
+                                 random_floats({6, 2, 3, 2, 3}, 7),
+                                 {{2, 1, 2}, {1, 0, 2}, {2, 1, 3}, 2}, {2, 6, 3, 5, 2});
+  // Depthwise, with a stride that skips the last planes.
+  expect_conv_matches_definition(random_floats({1, 3, 6, 5, 6}, 8),
+                                 random_floats({3, 1, 2, 2, 2}, 9),
+                                 {{3, 2, 4}, {0, 0, 1}, {1, 1, 1}, 3}, {1, 3, 2, 2, 2});
+}
+
+// Pointwise convolutions run on plain layouts (Note [Pointwise convolutions on plain layouts]).
+TEST(Conv, PointwiseMatchesDirectDefinition_InTwoAndThreeDimensions) {
+  expect_conv_matches_definition(random_floats({2, 4, 5, 6}, 15), random_floats({6, 4, 1, 1}, 16),
+                                 {{2, 1}, {0, 0}, {1, 1}, 1}, {2, 6, 3, 6});
+  expect_conv_matches_definition(random_floats({2, 3, 4, 5, 3}, 17),
+                                 random_floats({5, 3, 1, 1, 1}, 18),
+                                 {{1, 2, 1}, {0, 0, 0}, {1, 1, 1}, 1}, {2, 5, 4, 3, 3});
 }
 
 TEST(Conv2D, AddsBias_AndReusesCachedPrimitive) {
@@ -104,6 +153,19 @@ TEST(Conv2D, AddsBias_AndReusesCachedPrimitive) {
   EXPECT_GE(onednn::primitive_cache_stats().hits, 1);
 }
 
+TEST(Conv3D, AddsBias) {
+  const Tensor x = random_floats({2, 2, 4, 3, 3}, 10);
+  const Tensor w = random_floats({3, 2, 2, 2, 2}, 11);
+  Tensor bias = Tensor::empty({3});
+  for (int i = 0; i < 3; ++i) bias.data<float>()[i] = 10.0f * float(i + 1);
+  const Tensor with = conv3d(x, w, bias), without = conv3d(x, w);
+  ASSERT_EQ(with.shape(), (Shape{2, 3, 3, 2, 2}));
+  for (int64_t i = 0; i < with.numel(); ++i) {
+    const int64_t channel = i / 12 % 3;
+    EXPECT_NEAR(with.data<float>()[i] - without.data<float>()[i], 10.0f * float(channel + 1), 1e-4);
+  }
+}
+
 TEST(Conv2D, NamesBothShapes_WhenChannelsDisagree) {
   const Error e = error_of([] { conv2d(Tensor::empty({1, 4, 5, 5}), Tensor::empty({2, 3, 3, 3})); });
   EXPECT_EQ(e.kind(), ErrorKind::kShape);
@@ -114,6 +176,67 @@ TEST(Conv2D, NamesBothShapes_WhenChannelsDisagree) {
               conv2d(Tensor::empty({1, 3, 5, 5}), Tensor::empty({2, 3, 3, 3}), {}, {0, 1});
             }).kind(),
             ErrorKind::kValue);
+}
+
+TEST(Conv3D, RejectsBadShapesAndAttributes_NamingConv3d) {
+  const Tensor x = Tensor::empty({1, 2, 4, 4, 4}), w = Tensor::empty({3, 2, 3, 3, 3});
+  testing::expect_error(
+      [&] {
+        conv3d(Tensor::empty({1, 2, 4, 4}), w);
+      },
+      ErrorKind::kShape, "conv3d: expected x of shape [N, C, D, H, W], got [1, 2, 4, 4]");
+  testing::expect_error(
+      [&] {
+        conv3d(x, Tensor::empty({3, 2, 3, 3}));
+      },
+      ErrorKind::kShape,
+      "conv3d: expected weight of shape [out_channels, in_channels / groups, "
+      "kD, kH, kW], got [3, 2, 3, 3]");
+  testing::expect_error(
+      [&] {
+        conv3d(x, w, {}, {1, 1});
+      },
+      ErrorKind::kValue, "conv3d: expected stride of three integers in [1, 2^31 - 1], got [1, 1]");
+  testing::expect_error(
+      [&] {
+        conv3d(x, w, {}, {1, 1, 1}, {0, -1, 0});
+      },
+      ErrorKind::kValue, "conv3d: expected padding of three integers");
+  testing::expect_error(
+      [&] {
+        conv3d(x, Tensor::empty({3, 2, 5, 3, 3}));
+      },
+      ErrorKind::kShape,
+      "conv3d: expected the padded input depth (4) to be at least the dilated "
+      "kernel depth (5)");
+  testing::expect_error([&] { conv3d(x, w, Tensor::empty({2})); }, ErrorKind::kShape,
+                        "expected bias of shape [3], got [2]");
+  testing::expect_error(
+      [&] {
+        conv_transpose3d(x, Tensor::empty({2, 3, 3, 3, 3}), {}, {1, 1, 1}, {0, 0, 0}, {1, 0, 0});
+      },
+      ErrorKind::kValue, "conv_transpose3d: expected output_padding below stride or dilation");
+  testing::expect_error(
+      [&] {
+        conv_transpose3d(x, Tensor::empty({2, 3, 3, 3}));
+      },
+      ErrorKind::kShape,
+      "conv_transpose3d: expected weight [C_in = 2, C_out / groups, kD, kH, kW]");
+}
+
+// conv_transpose3d is the adjoint of conv3d in x: <conv3d(y, w), x> = <y, conv_transpose3d(x, w)>
+// for y of the transposed output's shape, including an output_padding (below the stride).
+TEST(Conv3D, TransposeIsTheAdjointOfTheConvolution) {
+  const Tensor x = to(random_floats({2, 4, 3, 4, 2}, 12), DType::kFloat64);
+  const Tensor w = to(random_floats({4, 3, 2, 3, 2}, 13), DType::kFloat64);
+  const std::vector<int64_t> stride{2, 1, 2}, padding{1, 1, 0}, dilation{1, 2, 1};
+  const Tensor t = conv_transpose3d(x, w, {}, stride, padding, {1, 0, 1}, 1, dilation);
+  ASSERT_EQ(t.shape(), (Shape{2, 3, 5, 6, 5}));
+  const Tensor y = to(random_floats(t.shape(), 14), DType::kFloat64);
+  const Tensor back = conv3d(y, w, {}, stride, padding, dilation);
+  ASSERT_EQ(back.shape(), x.shape());
+  const double lhs = sum(mul(back, x)).data<double>()[0], rhs = sum(mul(y, t)).data<double>()[0];
+  EXPECT_NEAR(lhs, rhs, 1e-9 * (1 + std::abs(lhs)));
 }
 
 TEST(MaxPool2D, TakesWindowMaxima_WithPaddingAndCeilMode) {
