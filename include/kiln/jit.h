@@ -63,6 +63,7 @@ namespace kiln {
 
 namespace jit_detail {
 class CompiledGraph;
+struct Writes;
 }  // namespace jit_detail
 
 /// How a function is compiled: what @kiln.jit takes in Python.
@@ -126,7 +127,9 @@ class KILN_API JitFunction {
   /// Runs the graph built for these inputs' signature, tracing and building it first on a miss.
   /// Errors of tracing, of the build and of the backend's Run (naming the backend and the graph)
   /// propagate as kiln::Error. While another function is traced on this thread, calls `fn`
-  /// directly (it becomes part of that trace).
+  /// directly (it becomes part of that trace). What `fn` writes in place, into its inputs or
+  /// into tensors it captured, is written into them after the run, as eagerly; an input it
+  /// writes must not share memory with another input (kValue).
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const;
   /// The graph `fn` gives for these inputs, as traced (IR text; kiln::ir::parse reads it).
   std::string graph(const std::vector<Tensor>& inputs) const;
@@ -148,10 +151,10 @@ class KILN_API JitFunction {
 
  private:
   struct State;
-  /// The built graph for these inputs (traced and built on a miss); `written`, when given, gets
-  /// the tensors from outside the function writes into (see jit_detail::write_back).
-  std::shared_ptr<jit_detail::CompiledGraph> graph_for(
-      const std::vector<Tensor>& inputs, std::vector<Tensor>* written = nullptr) const;
+  /// The built graph for these inputs (traced and built on a miss); `writes`, when given, gets
+  /// what the function writes into (see jit_detail::write_back).
+  std::shared_ptr<jit_detail::CompiledGraph> graph_for(const std::vector<Tensor>& inputs,
+                                                       jit_detail::Writes* writes = nullptr) const;
   std::shared_ptr<State> state_;
 };
 

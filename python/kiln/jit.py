@@ -40,7 +40,13 @@ Because tracers have no data, Python control flow on their values cannot be trac
 ``float(t)``, ``t.item()`` or ``t.numpy()`` raise a KilnError that names the file and line and
 suggests ``kiln.mint.where``. Tensors the function reads from elsewhere (globals, attributes of
 ``self``) are constants of the graph: it sees in-place updates of them, not a new tensor put in
-their place (call ``clear_cache()`` then). So are other Python values it reads from elsewhere (a
+their place (call ``clear_cache()`` then). What the function writes in place (``p.sub_(g)``,
+``x[0] = v``, ``out=``), into its arguments or into whole tensors it reads from elsewhere (a
+weight, an optimizer's state), is copied into them after each run, as eagerly; a call whose
+written argument shares memory with another argument (``f(x, x)``, ``f(x, x.T)``) is a
+KilnValueError, since the graph reads them as separate values, and so is one whose argument
+requires grad and was written with grad mode on (write under ``kiln.no_grad()``, as an
+optimizer's step does). So are other Python values it reads from elsewhere (a
 cell's ``eps``, a global number), with these exceptions, which are part of the signature (each
 state its own cached graph): grad mode, the default dtype (a trace records the dtypes of its time,
 ``int_tensor * 2.5`` or ``zeros(n)``: after ``kiln.set_default_dtype`` a call traces again, and the

@@ -86,7 +86,7 @@ struct OutputTree {
   size_t index = 0;    // kTensor: which output
   nb::object object;   // kConstant: the value; kDict: the keys (a tuple); kNamedTuple: the type
   std::vector<OutputTree> children;
-  std::vector<Tensor> written;  // the root's: tensors the function writes into (Trace::written)
+  jit_detail::Writes writes;    // the root's: what the function writes into (Trace::writes)
   bool size_decisions = false;  // the root's: Trace::size_decisions
 };
 
@@ -182,7 +182,7 @@ class JitFunctionObject {
     std::vector<Tensor> outputs;
     found.graph->run(inputs, &outputs);
     const OutputTree& tree = *static_cast<const OutputTree*>(found.entry->front_end.get());
-    jit_detail::write_back(tree.written, outputs);
+    jit_detail::write_back(tree.writes, inputs, outputs);
     return rebuild(tree, outputs);
   }
 
@@ -525,7 +525,7 @@ class JitFunctionObject {
     for (const Tensor& t : trace.captured()) {
       if (guards.seen.insert(t.impl_ptr()).second) guards.tensors.push_back(t.impl_ptr());
     }
-    tree.written = trace.written();
+    tree.writes = trace.writes();
     tree.size_decisions = trace.size_decisions();
     return {std::move(graph), std::move(tree)};
   }

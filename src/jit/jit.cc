@@ -30,8 +30,7 @@ void validate(const JitOptions& options) {
 
 namespace {
 
-// The traced graph, with the tensors from outside it writes into (Trace::written) as its front
-// end's data.
+// The traced graph, with what it writes into (Trace::writes) as its front end's data.
 jit_detail::Traced trace_with_writes(const TensorFn& fn, const std::vector<Tensor>& inputs,
                                      const std::string& name) {
   Trace trace(name);
@@ -45,8 +44,7 @@ jit_detail::Traced trace_with_writes(const TensorFn& fn, const std::vector<Tenso
                                          "input" + std::to_string(i)));
   }
   FuncGraphPtr graph = trace.finish(fn(args));
-  return jit_detail::Traced{std::move(graph),
-                            std::make_shared<std::vector<Tensor>>(trace.written()),
+  return jit_detail::Traced{std::move(graph), std::make_shared<jit_detail::Writes>(trace.writes()),
                             trace.size_decisions()};
 }
 
@@ -86,7 +84,7 @@ JitFunction::JitFunction(TensorFn fn, JitOptions options, std::string name)
 }
 
 std::shared_ptr<CompiledGraph> JitFunction::graph_for(const std::vector<Tensor>& inputs,
-                                                      std::vector<Tensor>* written) const {
+                                                      jit_detail::Writes* writes) const {
   State& s = *state_;
   SignatureKey key;
   if (s.options.dynamic) key.set_dynamic();
@@ -95,9 +93,8 @@ std::shared_ptr<CompiledGraph> JitFunction::graph_for(const std::vector<Tensor>&
   key.add(static_cast<int64_t>(default_float_dtype()));
   const jit_detail::Lookup found = jit_detail::lookup(
       s.cache, key, s.options, [&] { return trace_with_writes(s.fn, inputs, s.name); });
-  if (written != nullptr) {
-    *written = *static_cast<const std::vector<Tensor>*>(found.entry->front_end.get());
-  }
+  if (writes != nullptr)
+    *writes = *static_cast<const jit_detail::Writes*>(found.entry->front_end.get());
   if (found.built) {
     std::lock_guard<std::mutex> lock(s.report_mutex);
     s.last_report = found.graph->pass_report();
@@ -108,8 +105,8 @@ std::shared_ptr<CompiledGraph> JitFunction::graph_for(const std::vector<Tensor>&
 std::vector<Tensor> JitFunction::operator()(const std::vector<Tensor>& inputs) const {
   State& s = *state_;
   if (Trace::active()) return s.fn(inputs);  // part of the enclosing trace
-  std::vector<Tensor> written;
-  const std::shared_ptr<CompiledGraph> graph = graph_for(inputs, &written);
+  jit_detail::Writes writes;
+  const std::shared_ptr<CompiledGraph> graph = graph_for(inputs, &writes);
   std::vector<Tensor> params;
   params.reserve(inputs.size());
   for (const Tensor& t : inputs) {
@@ -117,7 +114,7 @@ std::vector<Tensor> JitFunction::operator()(const std::vector<Tensor>& inputs) c
   }
   std::vector<Tensor> outputs;
   graph->run(params, &outputs);
-  jit_detail::write_back(written, outputs);
+  jit_detail::write_back(writes, params, outputs);
   return outputs;
 }
 

@@ -29,29 +29,57 @@ namespace kiln::jit_detail {
 // the update, as in eager mode. Writing into a whole tensor from outside (a weight or an
 // optimizer's state updated by a jitted training step) makes its storage traced too, from then on
 // holding the new value; finish() makes each such tensor's final value an extra output, which the
-// front end copies into the tensor after every run (written()). So the graph stays a pure function
-// and the update lands after the run, as it would eagerly. A write through a view of a traced
+// front end copies into the tensor after every run (writes(), write_back). Writing into an input
+// (in place, or through a view of it) moves its value on like any traced value's, and its final
+// value is an extra output too, copied into whatever tensor that call passed at that position.
+// So the graph stays a pure function and the update lands after the run, as it would eagerly;
+// write_back refuses a call whose written input shares memory with another input or a written
+// tensor, which the graph read as separate values. A write through a view of a traced
 // value (y[0] = v, y.T.add_(1), an in-place op on a reshape) becomes the base's new value:
 // AsStridedScatter of the written view's result into the old value at the view's elements (the
 // functional form of the write, which autograd differentiates as eagerly); the view and every
-// other view of the base then read the new value. Writing into a graph input, or into part of a
-// tensor from outside, is refused with a message that says what to do instead. A
+// other view of the base then read the new value. Writing into part of a tensor from outside is
+// refused with a message that says what to do instead. A
 // custom op that runs an OpRunner brings a kernel object made per call, which cannot become a graph
 // node: the error asks for an OpDef (m.def_op).
 
 const char* const kTracedValueHasNoData = "a value traced by kiln.jit has no data";
 
-void write_back(const std::vector<Tensor>& written, std::vector<Tensor>& outputs) {
-  if (written.empty()) return;
-  KILN_ASSERT(outputs.size() >= written.size())
-      << "the graph has " << outputs.size() << " outputs, fewer than its " << written.size()
+void write_back(const Writes& writes, const std::vector<Tensor>& params,
+                std::vector<Tensor>& outputs) {
+  if (writes.size() == 0) return;
+  KILN_ASSERT(outputs.size() >= writes.size())
+      << "the graph has " << outputs.size() << " outputs, fewer than its " << writes.size()
       << " written tensors";
+  std::vector<Tensor> targets = writes.tensors;
+  for (const auto& [position, grad_enabled] : writes.inputs) {
+    KILN_ASSERT(position < params.size())
+        << "input " << position << " was written, but the call has " << params.size();
+    const Storage* storage = params[position].ready()->storage.get();
+    const auto shares = [&](const Tensor& t) { return t.ready()->storage.get() == storage; };
+    for (size_t other = 0; other < params.size(); ++other) {
+      KILN_CHECK_VALUE(other == position || !shares(params[other]))
+          << "jit: the function writes into its input " << position << " in place, and input "
+          << other << " shares its memory (the same tensor, or views of one); the compiled graph "
+          << "read them as two values, where the write would change both eagerly. Pass separate "
+          << "tensors (clone one), or return the new value instead of writing it";
+    }
+    KILN_CHECK_VALUE(std::none_of(writes.tensors.begin(), writes.tensors.end(), shares))
+        << "jit: the function writes into its input " << position << " in place, and into a "
+        << "tensor from outside that shares its memory; pass a separate tensor (clone it)";
+    KILN_CHECK_VALUE(!grad_enabled || !autograd::requires_grad(params[position]))
+        << "jit: the function writes into its input " << position << " in place with grad mode "
+        << "on, and the tensor passed there requires grad, which autograd cannot track through a "
+        << "compiled graph; write under kiln.no_grad() inside the function (as an optimizer's "
+        << "step), or pass a tensor that does not require grad (x.detach())";
+    targets.push_back(params[position]);
+  }
   static const OpDefPtr cast = OpRegistry::Instance().get("Cast");
-  const size_t first = outputs.size() - written.size();
+  const size_t first = outputs.size() - targets.size();
   // The update of a weight is no computation to differentiate (as an optimizer's step eagerly).
   autograd::NoGradGuard no_grad;
-  for (size_t i = 0; i < written.size(); ++i) {
-    call_op(*cast, {outputs[first + i]}, {{"dtype", written[i].dtype()}}, {written[i]});
+  for (size_t i = 0; i < targets.size(); ++i) {
+    call_op(*cast, {outputs[first + i]}, {{"dtype", targets[i].dtype()}}, {targets[i]});
   }
   outputs.resize(first);
 }
@@ -125,7 +153,7 @@ bool Trace::is_tracer(const Tensor& t) const {
          traced_.count(t.impl()->storage.get()) != 0;
 }
 
-Tensor Trace::make_tracer(const TensorMeta& meta, const NodePtr& node, bool is_input) {
+Tensor Trace::make_tracer(const TensorMeta& meta, const NodePtr& node, int64_t input) {
   Tensor t(meta.dtype, meta.shape);
   TensorImpl* impl = t.impl();
   impl->weak = meta.weak;
@@ -135,13 +163,16 @@ Tensor Trace::make_tracer(const TensorMeta& meta, const NodePtr& node, bool is_i
   impl->storage = storage;
   impl->set_failure(no_data_);
   const Storage* key = storage.get();
-  traced_[key] = Traced{node, std::move(storage), is_input};
+  traced_[key] = Traced{node, std::move(storage), input};
   return t;
 }
 
 Tensor Trace::add_input(const TensorMeta& meta, const std::string& name) {
   KILN_CHECK(recording_) << "graph \"" << graph_->name() << "\": the trace has finished";
-  return make_tracer(meta, graph_->add_parameter(meta.dtype, meta.shape, name), true);
+  const int64_t position = static_cast<int64_t>(input_storages_.size());
+  Tensor tracer = make_tracer(meta, graph_->add_parameter(meta.dtype, meta.shape, name), position);
+  input_storages_.push_back(tracer.impl()->storage.get());
+  return tracer;
 }
 
 FuncGraphPtr Trace::finish(const std::vector<Tensor>& outputs) {
@@ -153,7 +184,12 @@ FuncGraphPtr Trace::finish(const std::vector<Tensor>& outputs) {
         << "graph \"" << graph_->name() << "\": output " << i << " is an undefined tensor";
     nodes.push_back(node_of(outputs[i]));
   }
-  for (const Tensor& t : written_) nodes.push_back(traced_.at(t.impl()->storage.get()).node);
+  for (const Tensor& t : writes_.tensors) {
+    nodes.push_back(traced_.at(t.impl()->storage.get()).node);
+  }
+  for (const Writes::Input& input : writes_.inputs) {
+    nodes.push_back(traced_.at(input_storages_[input.position]).node);
+  }
   graph_->set_outputs(nodes);
   stop();
   return graph_;
@@ -318,13 +354,13 @@ TensorList Trace::dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attr
     if (!views.empty()) return record_views(node, std::move(views));
   }
   const Abstract& abstract = node->abstract();
-  if (abstract.is_tensor()) return {make_tracer(abstract.tensor(), node, false)};
+  if (abstract.is_tensor()) return {make_tracer(abstract.tensor(), node, -1)};
   TensorList results;
   const std::vector<TensorMeta>& elements = abstract.elements();
   results.reserve(elements.size());
   for (size_t i = 0; i < elements.size(); ++i) {
     results.push_back(
-        make_tracer(elements[i], graph_->tuple_get_item(node, static_cast<int64_t>(i)), false));
+        make_tracer(elements[i], graph_->tuple_get_item(node, static_cast<int64_t>(i)), -1));
   }
   return results;
 }
@@ -365,8 +401,8 @@ std::unordered_map<const Storage*, Trace::Traced>::iterator Trace::adopt_written
       << graph_->name() << "\" cannot do; write whole tensors as they are, or return the new "
       << "value instead";
   const NodePtr current = node_of(target);
-  written_.push_back(target);
-  return traced_.emplace(impl->storage.get(), Traced{current, impl->storage, false}).first;
+  writes_.tensors.push_back(target);
+  return traced_.emplace(impl->storage.get(), Traced{current, impl->storage}).first;
 }
 
 // An op writing into existing tensors (in place, or out=): the tensors' storages hold the new
@@ -383,10 +419,19 @@ TensorList Trace::record_inplace(const OpDef& op, const CNodePtr& node,
     auto traced = impl->storage != nullptr ? traced_.find(impl->storage.get()) : traced_.end();
     if (traced == traced_.end()) traced = adopt_written(op, target);
     Traced& value = traced->second;
-    KILN_CHECK_KIND(ErrorKind::kNotImplemented, !value.is_input)
-        << op.name() << " writes into " << value.node->debug_string() << ", an input of graph \""
-        << graph_->name() << "\", in place; a compiled graph does not change its inputs: return "
-        << "the new value instead (y = x + 1, not x += 1)";
+    if (value.input >= 0) {  // its final value is copied into the call's argument (write_back)
+      const auto position = static_cast<size_t>(value.input);
+      const bool grad_enabled = autograd::is_grad_enabled();
+      std::vector<Writes::Input>& inputs = writes_.inputs;
+      const auto known = std::find_if(inputs.begin(), inputs.end(), [&](const Writes::Input& w) {
+        return w.position == position;
+      });
+      if (known == inputs.end()) {
+        inputs.push_back({position, grad_enabled});
+      } else {
+        known->grad_enabled = known->grad_enabled || grad_enabled;
+      }
+    }
     const bool whole = impl->offset == 0 && impl->shape == value.node->abstract().shape() &&
                        row_major(impl->shape, impl->strides);
     const TensorMeta& meta = abstract.is_tuple() ? abstract.elements()[i] : abstract.tensor();

@@ -24,10 +24,32 @@ namespace kiln::jit_detail {
 /// front ends can recognise it and add where it happened.
 KILN_API extern const char* const kTracedValueHasNoData;
 
-/// After a run of a graph traced by a function that wrote into tensors from outside
-/// (Trace::written()): copies the extra outputs at the end of `outputs` into those tensors and
-/// removes them from `outputs`. The copies are eager ops, queued behind the run.
-KILN_API void write_back(const std::vector<Tensor>& written, std::vector<Tensor>& outputs);
+/// What a traced function wrote into in place (Trace::writes()): the graph's last outputs are the
+/// final values of `tensors` (from outside the trace: a weight, an optimizer's state), then of
+/// the graph's parameters `inputs` (arguments of each call), in that order.
+struct Writes {
+  struct Input {
+    size_t position;    // among the graph's parameters
+    bool grad_enabled;  // written (at least once) while grad mode was on
+    bool operator==(const Input& other) const {
+      return position == other.position && grad_enabled == other.grad_enabled;
+    }
+  };
+  std::vector<Tensor> tensors;
+  std::vector<Input> inputs;
+
+  size_t size() const { return tensors.size() + inputs.size(); }
+};
+
+/// After a run of a graph with `writes`, called with parameters `params`: copies the extra
+/// outputs at the end of `outputs` into the tensors written and removes them from `outputs`. The
+/// copies are eager ops, queued behind the run. Throws kValue, copying nothing, when a written
+/// parameter shares memory with another parameter or with a written tensor from outside (the
+/// graph read them as separate values, where eager mode would have seen the write through both),
+/// or requires grad and was written while grad mode was on (eager mode refuses that for a leaf
+/// and records it for another tensor; the graph's write is no op autograd sees).
+KILN_API void write_back(const Writes& writes, const std::vector<Tensor>& params,
+                         std::vector<Tensor>& outputs);
 
 /// A tracing session: while alive it is the calling thread's dispatcher (set_thread_dispatcher),
 /// so every op the thread calls becomes a CNode and returns tracers. One per thread at a time.
@@ -45,12 +67,14 @@ class KILN_API Trace final : public Dispatcher {
   Tensor add_input(const TensorMeta& meta, const std::string& name);
   /// Stops recording and returns the graph whose outputs are `outputs`: tracers, or tensors from
   /// outside the trace (constants). Throws kType for an undefined output. When the function wrote
-  /// into tensors from outside (written()), their final values follow as extra outputs.
+  /// into tensors from outside or into its inputs (writes()), their final values follow as extra
+  /// outputs.
   FuncGraphPtr finish(const std::vector<Tensor>& outputs);
   /// The tensors from outside the trace the function wrote into, in place (an optimizer's update
-  /// of a weight), in order of first write: after each run of the graph, output
-  /// `outputs.size() + i` must be copied into written()[i] (see Note [Tracing]).
-  const std::vector<Tensor>& written() const { return written_; }
+  /// of a weight), and the inputs it wrote into (by position), each in order of first write:
+  /// after each run of the graph, write_back copies the extra outputs into them (see Note
+  /// [Tracing]).
+  const Writes& writes() const { return writes_; }
   /// The tensors from outside the trace that became constants (the weights the function reads),
   /// in order of first use.
   const std::vector<Tensor>& captured() const { return captured_; }
@@ -74,7 +98,7 @@ class KILN_API Trace final : public Dispatcher {
   struct Traced {
     NodePtr node;              // the value the storage holds now (in-place ops move it on)
     std::shared_ptr<Storage> storage;  // kept alive: its address is the key
-    bool is_input = false;     // a graph parameter: never written in place
+    int64_t input = -1;                // a graph parameter's position, or -1
   };
   struct Memo {
     Tensor tensor;             // kept alive: its impl's address is the key
@@ -82,7 +106,8 @@ class KILN_API Trace final : public Dispatcher {
     NodePtr base;  // for a view of a traced value: the value it was made from
   };
 
-  Tensor make_tracer(const TensorMeta& meta, const NodePtr& node, bool is_input);
+  /// A tracer of `node`; `input` is its parameter position, or -1 for an op's result.
+  Tensor make_tracer(const TensorMeta& meta, const NodePtr& node, int64_t input);
   NodePtr node_of(const Tensor& t);
   NodePtr view_node(const Tensor& t, const NodePtr& value);
   NodePtr constant_node(const Tensor& t);
@@ -104,7 +129,8 @@ class KILN_API Trace final : public Dispatcher {
   // memo_'s tensors of memory from outside the trace, by storage: another handle of one of them
   // (an alias autograd saved) is the same node (same_outside_view).
   std::unordered_multimap<const Storage*, const TensorImpl*> outside_by_storage_;
-  std::vector<Tensor> written_;  // tensors from outside written in place, in order
+  Writes writes_;  // tensors from outside and inputs written in place, in order
+  std::vector<const Storage*> input_storages_;  // each parameter's tracer's, by position
   std::vector<Tensor> captured_;  // tensors from outside read, in order (captured())
   bool size_decisions_ = false;
 };

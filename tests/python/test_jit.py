@@ -448,13 +448,16 @@ def test_if_on_a_traced_comparison_names_the_line():
     assert g(t([1.0, -2.0])).tolist() == [1.0, 2.0]
 
 
-def test_writing_into_an_input_in_place_is_refused():
+def test_writing_into_an_input_in_place_updates_the_argument():
     def f(x):
         x += 1
         return x
 
-    with raises(kiln.KilnNotImplementedError, match=r"return the new value instead"):
-        kiln.jit(f)(t([1.0]))
+    x = t([1.0])
+    result = kiln.jit(f)(x)
+    # The argument changes as eagerly; the result is the new value (a handle of its own, as any
+    # input a jitted function returns).
+    assert x.tolist() == [2.0] and result.tolist() == [2.0] and not result.is_same(x)
 
 
 def test_an_unknown_backend_lists_the_registered_ones():

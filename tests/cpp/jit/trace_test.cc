@@ -254,8 +254,9 @@ TEST(Trace, WritesIntoOutsideTensorsBecomeExtraOutputs) {
   mul(state, Tensor::scalar(3.0), state);// state *= 3: the same storage, moved on again
   const Tensor after = state + 0.0;    // reads the new value
   FuncGraphPtr g = trace.finish({before, after});
-  ASSERT_EQ(trace.written().size(), 1u);
-  EXPECT_TRUE(trace.written()[0].is_same(state));
+  ASSERT_EQ(trace.writes().tensors.size(), 1u);
+  EXPECT_TRUE(trace.writes().tensors[0].is_same(state));
+  EXPECT_TRUE(trace.writes().inputs.empty());
   ASSERT_EQ(g->outputs().size(), 3u);  // before, after, the new state
   const std::vector<Tensor> got = testing::run_on_reference(g, {x});
   expect_same_values(got[0], full({3}, 1.0));
@@ -277,26 +278,50 @@ TEST(Trace, InPlaceIntoAnOutTensorOfAnotherDTypeCasts) {
   expect_same_values(testing::run_on_reference(g, {x})[0], fn({x})[0]);
 }
 
-TEST(Trace, RefusesWritesIntoInputsAndParts) {
+TEST(Trace, RefusesWritesIntoPartsOfOutsideTensors) {
   const Tensor outside = Tensor::empty({3});
-  const auto traced = [](auto body) {
-    return [body] {
-      trace(
-          [&](const std::vector<Tensor>& in) {
-            body(in[0]);
-            return std::vector<Tensor>{in[0]};
-          },
-          {Tensor::empty({3})});
-    };
+  expect_error(
+      [&] {
+        trace(
+            [&](const std::vector<Tensor>& in) {
+              add(in[0].slice(0, 0, 2), in[0].slice(0, 0, 2), outside.slice(0, 0, 2));
+              return std::vector<Tensor>{in[0]};
+            },
+            {Tensor::empty({3})});
+      },
+      ErrorKind::kNotImplemented, "writes through a view of a tensor from outside");
+}
+
+// Writes into inputs, whole or through a view, move the input's value on and add its final value
+// as an extra output (after the written outside tensors'), once per input in order of first write.
+TEST(Trace, WritesIntoInputsBecomeExtraOutputs) {
+  const auto body = [](const Tensor& x, const Tensor& y, const Tensor& state) {
+    neg(y.slice(0, 1, 3), y.slice(0, 1, 3));  // y[1:] = -y[1:]
+    const Tensor read = y * 1.0;              // reads the new value
+    add(x, y, x);                             // x += y
+    add(state, x, state);                     // state += x
+    mul(y, Tensor::scalar(2.0), y);           // y *= 2: the second write, no second output
+    return read;
   };
-  expect_error(traced([](const Tensor& x) { add(x, x, x); }), ErrorKind::kNotImplemented,
-               "an input of graph \"graph\", in place");
-  expect_error(traced([&](const Tensor& x) {
-                 add(x.slice(0, 0, 2), x.slice(0, 0, 2), outside.slice(0, 0, 2));
-               }),
-               ErrorKind::kNotImplemented, "writes through a view of a tensor from outside");
-  expect_error(traced([](const Tensor& x) { neg(x, x.slice(0, 1, 3)); }),
-               ErrorKind::kNotImplemented, "an input of graph \"graph\", in place");
+  const Tensor x = full({3}, 2.0), y = arange(3, 6, 1, DType::kFloat32);
+  const Tensor state = full({3}, 1.0);
+  jit_detail::Trace trace("step");
+  const Tensor tx = trace.add_input(TensorMeta::of(x), "x");
+  const Tensor ty = trace.add_input(TensorMeta::of(y), "y");
+  FuncGraphPtr g = trace.finish({body(tx, ty, state)});
+  ASSERT_EQ(trace.writes().tensors.size(), 1u);
+  using Input = jit_detail::Writes::Input;
+  EXPECT_EQ(trace.writes().inputs, (std::vector<Input>{{1, true}, {0, true}}));
+  ASSERT_EQ(g->outputs().size(), 4u);  // read, the new state, y, x
+  const std::vector<Tensor> got = testing::run_on_reference(g, {x, y});
+  // Eagerly, on copies: the graph's outputs are the read value and the final x, y and state.
+  const Tensor ex = x * 1.0, ey = y * 1.0, estate = state * 1.0;
+  expect_same_values(got[0], body(ex, ey, estate));
+  expect_same_values(got[1], estate);
+  expect_same_values(got[2], ey);
+  expect_same_values(got[3], ex);
+  expect_same_values(x, full({3}, 2.0));  // the graph changed none of them
+  expect_same_values(state, full({3}, 1.0));
 }
 
 class PerCallKernel final : public BoundKernel {
