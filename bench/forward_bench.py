@@ -52,6 +52,8 @@ def cases():
     rowk, rowt = both(RNG.standard_normal((1, 1024)).astype(np.float32))  # batch-1 inference
     dk, dt = both((RNG.random((1024, 1024)) * 20 + 1).astype(np.float32))  # divisors in [1, 21)
     jk, jt = both(RNG.integers(1, 10**6, size=(1024, 1024)))
+    uk, ut = both(RNG.uniform(-1, 1, (1024, 1024)).astype(np.float32))  # erfinv's domain
+    u64k, u64t = both(RNG.uniform(-1, 1, (1024, 1024)))
     return {
         "float16 add": (lambda: hk + hk, lambda: ht + ht),
         "float16 exp": (lambda: mint.exp(hk), lambda: torch.exp(ht)),
@@ -86,6 +88,10 @@ def cases():
         "remainder": (lambda: mint.remainder(xk, yk), lambda: torch.remainder(xt, yt)),
         "remainder 0.5": (lambda: mint.remainder(xk, 0.5), lambda: torch.remainder(xt, 0.5)),
         "tan": (lambda: mint.tan(xk), lambda: torch.tan(xt)),
+        "erfinv": (lambda: kiln.special.erfinv(uk), lambda: torch.special.erfinv(ut)),
+        "float64 erfinv": (lambda: kiln.special.erfinv(u64k), lambda: torch.special.erfinv(u64t)),
+        "float16 erfinv": (lambda: kiln.special.erfinv(uk.to(kiln.float16)),
+                           lambda: torch.special.erfinv(ut.to(torch.float16))),
         "permute 0213 copy": (lambda: pk.permute(0, 2, 1, 3).contiguous(),
                               lambda: pt.permute(0, 2, 1, 3).contiguous()),
         "expand 0-d copy": (lambda: mint.expand(sk, [1024, 1024]).contiguous(),

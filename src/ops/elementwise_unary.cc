@@ -79,7 +79,7 @@ Tensor wide(const Tensor& x) { return to(x, compute_dtype(x.dtype())); }
     "inverse hyperbolic cosine; nan below 1")                                                      \
   X(atanh, Atanh, kFloating, kNoSimdUnary, std::atanh(x), g / ((1.0 - x) * (x + 1.0)),             \
     "inverse hyperbolic tangent; +-inf at +-1, nan outside [-1, 1]")                               \
-  X(erfinv, Erfinv, kFloating, kNoSimdUnary, C(erfinv_value(x)), g*(exp(y * y) * kSqrtPiOverTwo),  \
+  X(erfinv, Erfinv, kFloating, U::kErfinv, C(erfinv_value(x)), g*(exp(y * y) * kSqrtPiOverTwo),    \
     "the inverse error function: erfinv(erf(x)) = x; +-inf at +-1, nan outside [-1, 1]")           \
   X(lgamma, Lgamma, kFloating, kNoSimdUnary, C(lgamma_value(x)), g* digamma(x),                    \
     "log |Gamma(x)|, the log of the gamma function's magnitude; inf at 0 and the negative "        \

@@ -49,6 +49,7 @@ constexpr UnaryName kUnary[] = {
     {"Ceil", U::kCeil},
     {"Round", U::kRound},
     {"Trunc", U::kTrunc},
+    {"Erfinv", U::kErfinv},
 };
 
 struct BinaryName {

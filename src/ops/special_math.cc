@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/normal_quantile.h"
+
 namespace kiln::elementwise {
 namespace {
 
@@ -24,39 +26,45 @@ double polynomial(double z, const double (&a)[N]) {
   return r;
 }
 
-/// A first guess of erfinv(a) for 0 <= a < 1, good to 1e-4 relative: the rational approximations
-/// of Pavlis' erfinv.m, in a^2 up to 0.7 and in sqrt(-log((1 - a) / 2)) above.
-double erfinv_guess(double a) {
-  if (a <= 0.7) {
-    static constexpr double kNum[] = {-0.140543331, 0.914624893, -1.645349621, 0.886226899};
-    static constexpr double kDen[] = {0.012229801, -0.329097515, 1.442710462, -2.118377725, 1.0};
-    const double z = a * a;
-    return a * polynomial(z, kNum) / polynomial(z, kDen);
+/// erfinv(a) for 0 <= a < 1, to 6 ulp (1e-15 relative) at worst: Wichura's normal quantile
+/// (ops/normal_quantile.h), erfinv(a) = ndtri((1 + a) / 2) / sqrt(2), in q = a / 2 up to
+/// kCentralLimit and in s = sqrt(-log((1 - a) / 2)) above, both arguments exact (1 - a loses
+/// nothing above a = 0.5). simd/vec_math-inl.h's erfinv_of_float is the same in vector lanes.
+double erfinv_quantile(double a) {
+  using namespace normal_quantile;  // NOLINT: the coefficient tables
+  constexpr double kOneOverSqrtTwo = 0.70710678118654752440;
+  const double q = a * 0.5;
+  if (q <= kCentralLimit) {
+    const double r = kCentralShift - q * q;
+    // ndtri = q num / den; a itself rather than q keeps a subnormal's last bit.
+    return a * (polynomial(r, kCentralNum) / polynomial(r, kCentralDen)) * (0.5 * kOneOverSqrtTwo);
   }
-  static constexpr double kNum[] = {1.641345311, 3.429567803, -1.624906493, -1.970840454};
-  static constexpr double kDen[] = {1.637067800, 3.543889200, 1.0};
-  const double z = std::sqrt(-std::log((1.0 - a) / 2.0));
-  return polynomial(z, kNum) / polynomial(z, kDen);
+  const double s = std::sqrt(-std::log((1.0 - a) * 0.5));
+  const double z = s <= kFarFrom
+                       ? polynomial(s - kNearShift, kNearNum) / polynomial(s - kNearShift, kNearDen)
+                       : polynomial(s - kFarFrom, kFarNum) / polynomial(s - kFarFrom, kFarDen);
+  return z * kOneOverSqrtTwo;
 }
 
 }  // namespace
 
 // Note [erfinv]
-// The guess (1e-4 relative at worst, near 1) is refined by two Halley steps on erf(x) = a, which
-// converge cubically (two Newton steps left thousands of ulps next to 1): with u = f / f' and
-// f'' / f' = -2x, x <- x - u / (1 + x u). Above a = 0.7 they solve erfc(x) = 1 - a instead, 1 - a
-// being exact there: erf(x) - a near 1 would keep only the absolute error of erf(x), 1 / erfc(x)
-// times the relative error wanted. Against mpmath the result is within 1.5 ulp over [0, 1).
+// Wichura's quantile (erfinv_quantile) is within 6 ulp of erfinv. float32 rounds it, far inside
+// its own ulp: the float32 op (and the 16-bit ones, computed in float32) runs it in float64
+// vector lanes (simd::UnaryOp::kErfinv), a rational function and at most a log and a sqrt per
+// element. The float64 op refines it by one Halley step on erf(x) = a, which converges cubically:
+// with u = f / f' and f'' / f' = -2x, x <- x - u / (1 + x u). Above a = 0.7 the step solves
+// erfc(x) = 1 - a instead, 1 - a being exact there: erf(x) - a near 1 would keep only the
+// absolute error of erf(x), 1 / erfc(x) times the relative error wanted. Against mpmath the
+// result is within 1.5 ulp over [0, 1).
 double erfinv_value(double y) {
   const double a = std::abs(y);
   if (!(a <= 1.0)) return kNaN;  // |y| > 1, and nan
   if (a == 1.0) return std::copysign(kInf, y);
-  double x = erfinv_guess(a);
-  for (int step = 0; step < 2; ++step) {
-    const double residual = a <= 0.7 ? std::erf(x) - a : (1.0 - a) - std::erfc(x);
-    const double u = residual / (kTwoOverSqrtPi * std::exp(-x * x));
-    x -= u / (1.0 + x * u);
-  }
+  double x = erfinv_quantile(a);
+  const double residual = a <= 0.7 ? std::erf(x) - a : (1.0 - a) - std::erfc(x);
+  const double u = residual / (kTwoOverSqrtPi * std::exp(-x * x));
+  x -= u / (1.0 + x * u);
   return std::copysign(x, y);  // odd, -0 included
 }
 

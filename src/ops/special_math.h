@@ -1,7 +1,7 @@
 // Scalar special functions of the elementwise op tables (private to libkiln): erfinv, lgamma,
 // digamma, polygamma and the Hurwitz zeta function they rest on, in float64 (the float32 and
-// 16-bit ops compute in float64 too and round once), following PyTorch's values at poles and
-// domain edges.
+// 16-bit ops compute in float64 too and round once; erfinv's have a vector kernel, Note
+// [erfinv]), following PyTorch's values at poles and domain edges.
 //
 //   const double x = kiln::elementwise::erfinv_value(0.5);      // 0.4769362762044699
 //   const double t = kiln::elementwise::polygamma_value(1, 1.0);  // pi^2 / 6

@@ -102,6 +102,20 @@ def test_values_match_the_references(name, dtype, rng):
     np.testing.assert_allclose(got.numpy().astype(np.float64), want, rtol=rtol, atol=atol)
 
 
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float16, kiln.bfloat16], ids=str)
+def test_erfinv_of_narrow_floats_is_the_float64_value_rounded(dtype, rng):
+    # Their kernel rounds a float64 approximation (Note [erfinv]); the tails next to +-1, the
+    # edges and a strided input (gathered for the same kernel) included.
+    top = float(np.nextafter(np.float32(1), np.float32(0)))
+    values = [1.0, -1.0, 1.5, -2.0, math.inf, math.nan, 0.0, -0.0, 1e-40, 0.86, -0.999, top, -top]
+    a = np.concatenate([np.array(values), rng.uniform(-1, 1, 300)])
+    x = kt(a, kiln.float64).to(dtype)
+    want = M.erfinv(x.to(kiln.float64)).to(kiln.float32).to(dtype).numpy()
+    np.testing.assert_array_equal(M.erfinv(x).numpy(), want)
+    np.testing.assert_array_equal(M.erfinv(x[::2]).numpy(), want[::2])
+    assert np.signbit(M.erfinv(x).numpy()[7])  # erfinv(-0) = -0
+
+
 @pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.float16], ids=str)
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 5])
 def test_polygamma_matches_the_reference(n, dtype, rng):

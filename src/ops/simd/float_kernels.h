@@ -59,8 +59,9 @@ enum class UnaryOp : int {
   kErf,
   kFloor,
   kCeil,
-  kRound,  ///< round half to even, like numpy.round / torch.round
-  kTrunc,  ///< toward zero (the sign kept: trunc(-0.5) = -0)
+  kRound,   ///< round half to even, like numpy.round / torch.round
+  kTrunc,   ///< toward zero (the sign kept: trunc(-0.5) = -0)
+  kErfinv,  ///< the inverse error function: +-inf at +-1, nan outside [-1, 1]
 };
 
 /// Elementwise binary operations. kMaximum / kMinimum propagate nan (numpy.maximum, not fmax);

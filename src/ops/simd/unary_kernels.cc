@@ -25,6 +25,8 @@
 //   gelu_tanh    18.0     14.3   for x >= -5 (2.1e-6 / 3.2e-15). Below, the rounding of 2u grows
 //                                into ~1.5 * |2u| eps: the formula's own conditioning, equal to
 //                                moving x by one ulp (the result is < 2.3e-7 there).
+//   erfinv       0.5      1.5    float32: a float64 approximation good to 6 float64 ulp, rounded;
+//                                float64: refined lane by lane (Note [erfinv] in special_math.cc)
 // gelu_backward (g * gelu'(x), gelu_erf_grad_f32): float32 within 4e-7 of max(|result|, |g|)
 // over [-20, 20] and at the infinities (tests/cpp/ops/simd_float_kernels_test.cc); float64 lane by
 // lane with std::erfc and std::exp.
@@ -44,6 +46,7 @@
 #include "ops/simd/float_kernels.h"
 #include "ops/simd/simd_loops-inl.h"
 #include "ops/simd/vec_math-inl.h"
+#include "ops/special_math.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::simd {
@@ -66,11 +69,11 @@ HWY_INLINE V round_half_even(D d, V v) {
 #endif
 }
 
-/// float32 tan: promote to float64, where sin / cos are accurate to ~1e-15 even near the poles,
-/// then round once. Runs of 16-bit floats (CodecOf AsFloat16 / AsBFloat16) round to float, then to
-/// their own type, as the float path they stand for does.
-template <template <class> class CodecOf, typename S>
-HWY_INLINE void tan_through_double(const S* x, S* y, size_t n) {
+/// A float32 op computed in float64 lanes, f(dd, v), and rounded once (tan: sin / cos are accurate
+/// to ~1e-15 there even near the poles; erfinv). Runs of 16-bit floats (CodecOf AsFloat16 /
+/// AsBFloat16) round to float, then to their own type, as the float path they stand for does.
+template <template <class> class CodecOf, typename S, class F>
+HWY_INLINE void through_double(const S* x, S* y, size_t n, F f) {
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> df;
   using Codec = CodecOf<decltype(df)>;
@@ -85,8 +88,13 @@ HWY_INLINE void tan_through_double(const S* x, S* y, size_t n) {
       src = buf;
       dst = buf;
     }
-    const auto r = tan_full(dd, hn::PromoteTo(dd, Codec::load(df, src)));
-    Codec::store(df, hn::DemoteTo(df, r), dst);
+    const auto r = f(dd, hn::PromoteTo(dd, Codec::load(df, src)));
+    auto rounded = hn::DemoteTo(df, r);
+#if HWY_TARGET == HWY_SCALAR
+    // Its DemoteTo saturates infinities to the float range (erfinv(1) would be FLT_MAX).
+    if (std::isinf(hn::GetLane(r))) rounded = hn::Set(df, static_cast<float>(hn::GetLane(r)));
+#endif
+    Codec::store(df, rounded, dst);
     if (HWY_UNLIKELY(count < lanes)) std::memcpy(y + i, buf, count * sizeof(S));
   }
 }
@@ -175,7 +183,7 @@ HWY_INLINE void unary_impl(UnaryOp op, ScalarSteps<T> steps, const S* x, S* y, s
     case UnaryOp::kTan:
       if constexpr (sizeof(T) == 4) {
         apply_steps_first();
-        return tan_through_double<CodecOf>(x, y, n);
+        return through_double<CodecOf>(x, y, n, [](auto dd, auto v) { return tan_full(dd, v); });
       } else {
         return map_grouped([](auto dv, V v) { return tan_full(dv, v); });
       }
@@ -211,6 +219,15 @@ HWY_INLINE void unary_impl(UnaryOp op, ScalarSteps<T> steps, const S* x, S* y, s
       return map_short([](auto, V v) { return hn::CopySign(hn::Trunc(v), v); });
     case UnaryOp::kRound:
       return map_short([](auto dv, V v) { return round_half_even(dv, v); });
+    case UnaryOp::kErfinv:
+      apply_steps_first();
+      if constexpr (sizeof(T) == 4) {
+        return through_double<CodecOf>(x, y, n,
+                                       [](auto dd, auto v) { return erfinv_of_float(dd, v); });
+      } else {  // refined lane by lane (Note [erfinv])
+        for (size_t i = 0; i < n; ++i) y[i] = elementwise::erfinv_value(x[i]);
+        return;
+      }
   }
 }
 

@@ -2,7 +2,8 @@
 //
 // Wraps hwy/contrib/math with the IEEE special cases it leaves out (nan, +-inf, out-of-range
 // arguments), and adds what it lacks or what is too slow there: a float32 exp with a short
-// dependency chain, float32 erf / erfc / gelu_erf, and the activation formulas.
+// dependency chain, float32 erf / erfc / gelu_erf, a float64 erfinv approximation, and the
+// activation formulas.
 // Accuracy bounds are listed per op in unary_kernels.cc.
 
 #if defined(KILN_OPS_SIMD_VEC_MATH_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -18,6 +19,7 @@
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "ops/normal_quantile.h"
 #include "ops/simd/simd_loops-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -558,6 +560,44 @@ HWY_INLINE V gelu_erf_grad_f32(D d, V x) {
   const V cdf = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), lower, hn::Sub(hn::Set(d, 1.0f), lower));
   const V x_pdf = hn::Mul(hn::CopySign(ax, x), hn::Mul(e, hn::Set(d, 0.39894228040143267794f)));
   return keep_nan(x, hn::Add(cdf, x_pdf));
+}
+
+/// c[0] z^(N-1) + ... + c[N-1] in every lane, by Horner's rule.
+template <class D, class V, size_t N>
+HWY_INLINE V horner(D d, V z, const double (&c)[N]) {
+  V r = hn::Set(d, c[0]);
+  for (size_t i = 1; i < N; ++i) r = hn::MulAdd(r, z, hn::Set(d, c[i]));
+  return r;
+}
+
+/// erfinv of float32 values in float64 lanes, to 6 float64 ulp: Wichura's normal quantile, as
+/// special_math.cc's erfinv_quantile (Note [erfinv]), which the float32 op rounds. The tails
+/// (|x| above 0.85) are computed only when a lane needs them and blended in; a float32 below 1 is
+/// at most 1 - 2^-24, so s = sqrt(-log((1 - |x|) / 2)) stays below 4.2 and the quantile's far
+/// part (s > 5) never applies. +-inf at +-1, nan outside [-1, 1] and for nan; erfinv(-0) = -0.
+template <class D, class V>
+HWY_INLINE V erfinv_of_float(D d, V x) {
+  namespace nq = normal_quantile;
+  constexpr double kOneOverSqrtTwo = 0.70710678118654752440;
+  const V a = hn::Abs(x);
+  const V half = hn::Set(d, 0.5);
+  const V q = hn::Mul(a, half);
+  const V r = hn::NegMulAdd(q, q, hn::Set(d, nq::kCentralShift));
+  // a rather than q keeps a subnormal's last bit.
+  V result =
+      hn::Mul(hn::Mul(a, hn::Div(horner(d, r, nq::kCentralNum), horner(d, r, nq::kCentralDen))),
+              hn::Set(d, 0.5 * kOneOverSqrtTwo));
+  const auto central = hn::Le(q, hn::Set(d, nq::kCentralLimit));
+  if (HWY_UNLIKELY(!hn::AllTrue(d, central))) {
+    // (1 - a) / 2 is exact; log(0) = -inf at a = 1 is set apart below, a > 1 and nan give nan.
+    const V s = hn::Sqrt(hn::Neg(log_full(d, hn::Mul(hn::Sub(hn::Set(d, 1.0), a), half))));
+    const V t = hn::Sub(s, hn::Set(d, nq::kNearShift));
+    V tail = hn::Mul(hn::Div(horner(d, t, nq::kNearNum), horner(d, t, nq::kNearDen)),
+                     hn::Set(d, kOneOverSqrtTwo));
+    tail = hn::IfThenElse(hn::Eq(a, hn::Set(d, 1.0)), inf(d), tail);  // inf / inf there
+    result = hn::IfThenElse(central, result, tail);
+  }
+  return hn::CopySign(result, x);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -66,7 +66,7 @@ TEST(FusedElementwiseProgram, EveryInstructionRoundTrips) {
   const char* unary[] = {"Neg",  "Abs",   "Sign",    "Exp",        "Expm1",  "Log",      "Log1p",
                          "Log2", "Sqrt",  "Rsqrt",   "Reciprocal", "Square", "Sin",      "Cos",
                          "Tan",  "Tanh",  "Sigmoid", "Relu",       "Gelu",   "GeluTanh", "Silu",
-                         "Erf",  "Floor", "Ceil",    "Round",      "Trunc"};
+                         "Erf",  "Floor", "Ceil",    "Round",      "Trunc",  "Erfinv"};
   const char* binary[] = {"Add",          "Sub",          "Mul",          "Div",
                           "Maximum",      "Minimum",      "Pow",          "SigmoidBackward",
                           "TanhBackward", "ReluBackward", "SiluBackward", "FloorDivide",

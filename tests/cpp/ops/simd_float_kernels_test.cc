@@ -22,6 +22,7 @@
 
 #include "ops/elementwise.h"
 #include "ops/simd/float_kernels.h"
+#include "ops/special_math.h"
 
 namespace kiln::simd {
 namespace {
@@ -186,6 +187,8 @@ const UnaryCase kUnaryCases[] = {
     {UnaryOp::kCeil, "ceil", {-1000, 1000, false}, kExact, kExact},
     {UnaryOp::kRound, "round", {-1000, 1000, false}, kExact, kExact},
     {UnaryOp::kTrunc, "trunc", {-1000, 1000, false}, kExact, kExact},
+    // float32 against the refined float64 value rounded (the kernel's float64 runs are that).
+    {UnaryOp::kErfinv, "erfinv", {-1, 1, false}, kF32, kF64},
 };
 
 /// The reference, in float64 (transcendental ops for float32 too, then rounded once) or in T
@@ -251,6 +254,8 @@ T ref_unary(UnaryOp op, T x) {
       return std::nearbyint(x);
     case UnaryOp::kTrunc:
       return std::trunc(x);
+    case UnaryOp::kErfinv:
+      return static_cast<T>(elementwise::erfinv_value(v));
   }
   return x;
 }
@@ -418,8 +423,8 @@ TEST(SimdFloatKernels, UnaryIsAccurate_WhenSweptOverEveryBinade) {
     std::memcpy(&x, &b, sizeof(x));
     xs.push_back(x);
   }
-  const UnaryOp swept[] = {UnaryOp::kExp,      UnaryOp::kErf,     UnaryOp::kGeluErf,
-                           UnaryOp::kGeluTanh, UnaryOp::kSigmoid, UnaryOp::kSilu};
+  const UnaryOp swept[] = {UnaryOp::kExp,     UnaryOp::kErf,  UnaryOp::kGeluErf, UnaryOp::kGeluTanh,
+                           UnaryOp::kSigmoid, UnaryOp::kSilu, UnaryOp::kErfinv};
   for_each_target([&](const std::string& t) {
     for (const UnaryCase& c : kUnaryCases) {
       if (std::find(std::begin(swept), std::end(swept), c.op) == std::end(swept)) continue;
