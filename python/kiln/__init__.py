@@ -38,6 +38,8 @@ from . import nn, optim  # noqa: F401  (after autograd, which they use)
 from . import distributions, func  # noqa: F401  (after nn, which they use)
 from . import distributed  # noqa: F401
 from . import cuda  # noqa: F401  (torch.cuda's is_available / device_count: no CUDA here)
+from . import amp  # noqa: F401  (torch.autocast's mixed precision)
+from .amp import autocast  # noqa: F401
 from .serialization import load, load_metadata, save  # noqa: F401
 
 __version__ = "0.6.0"

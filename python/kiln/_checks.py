@@ -70,6 +70,13 @@ def wrap_dim(owner, name, dim, ndim, scalar_as_1d=True):
     return index % bound
 
 
+def _autocast_mixes(held, got):
+    """Whether autocast is on and lets a layer holding ``held`` take ``got``: both floating and
+    neither float64 (check_held_dtype)."""
+    narrow = (_C.dtype.float32, _C.dtype.bfloat16, _C.dtype.float16)
+    return held in narrow and got in narrow and _C.autocast.state()[0]
+
+
 def check_held_dtype(owner, dtype, whose, inputs, params=()):
     """Refuses the kiln tensors of ``inputs`` and ``params`` ((name, tensor) pairs; a None tensor
     is skipped) whose dtype is not ``dtype``, the one a layer holds its parameters in, which
@@ -78,12 +85,17 @@ def check_held_dtype(owner, dtype, whose, inputs, params=()):
     .to(kiln.float64)" (the layer's conversion is offered for a floating-point input only).
     PyTorch's rule for layers, where kiln.mint's ops promote: a float64 batch would silently
     run a float32 layer in float64, an integer one in float32. A comparison of dtypes, so it
-    costs nothing and refuses kiln.jit's tracers as well."""
+    costs nothing and refuses kiln.jit's tracers as well. Inside kiln.autocast, floating dtypes
+    other than float64 mix freely (the lower-precision output of one layer feeds the float32
+    parameters of the next, as under PyTorch's autocast): the listed ops cast them to one dtype,
+    the others promote."""
     for pairs, is_input in ((inputs, True), (params, False)):
         for name, value in pairs:
             if value is None or value.dtype == dtype:
                 continue
             got = value.dtype
+            if _autocast_mixes(dtype, got):
+                continue
             remedy = f"convert it with .to(kiln.{dtype.name})"
             if is_input and got.is_floating_point:
                 remedy += f", or the layer with .to(kiln.{got.name})"

@@ -333,10 +333,11 @@ class JitFunctionObject {
     return found;
   }
 
-  // The arguments' part of a call's key (filling `inputs`), grad mode and the default floating
-  // dtype: a trace records the dtypes of its time (int * 2.5, zeros(n)), so a call after
-  // set_default_dtype traces again, as eager would give other dtypes (torch.compile guards on it
-  // too), and the graph traced before keeps serving calls under the old default.
+  // The arguments' part of a call's key (filling `inputs`), grad mode, the default floating dtype
+  // and the autocast state: a trace records the dtypes of its time (int * 2.5, zeros(n), the
+  // casts autocast makes), so a call after set_default_dtype or inside kiln.autocast traces
+  // again, as eager would give other dtypes (torch.compile guards on them too), and the graph
+  // traced before keeps serving calls in the old state.
   SignatureKey arguments_key(const nb::args& args, const nb::kwargs& kwargs,
                              std::vector<Tensor>& inputs) {
     SignatureKey key;
@@ -345,6 +346,7 @@ class JitFunctionObject {
     if (kwargs.size() != 0) add(kwargs, key, inputs);
     key.add(autograd::is_grad_enabled());
     key.add(static_cast<int64_t>(default_float_dtype()));
+    key.add(jit_detail::autocast_word());
     return key;
   }
 

@@ -11,6 +11,7 @@ NB_MODULE(_C, m) {
   kiln::py::bind_ops_registry(m);
   kiln::py::bind_runtime(m);
   kiln::py::bind_autograd(m);
+  kiln::py::bind_autocast(m);
   kiln::py::bind_extension(m);
   kiln::py::bind_jit(m);
   kiln::py::bind_passes(m);

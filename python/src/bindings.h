@@ -24,6 +24,8 @@ void bind_tensor_operators(nanobind::module_& m);
 /// Tensor's gradient state (requires_grad, grad, grad_fn, backward, ...), on the Tensor class.
 void bind_tensor_autograd(nanobind::class_<kiln::Tensor>& cls);
 void bind_autograd(nanobind::module_& m);
+/// kiln._C.autocast (kiln/autocast.h).
+void bind_autocast(nanobind::module_& m);
 void bind_ops_registry(nanobind::module_& m);
 void bind_runtime(nanobind::module_& m);
 void bind_distributed(nanobind::module_& m);

@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "autograd/nodes.h"
+#include "kiln/autocast.h"
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/factory.h"
 #include "kiln/runtime.h"
@@ -181,6 +182,8 @@ void run_graph(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gr
   }
 
   GradModeGuard mode(create_graph);
+  // The gradient rules compute in the dtypes the forward pass chose (kiln/autocast.h).
+  const AutocastGuard no_autocast(autocast_state().dtype, /*enabled=*/false);
   std::unordered_map<Node*, std::vector<Tensor>> buffers;
   auto buffer_of = [&](Node* n) -> std::vector<Tensor>& {
     std::vector<Tensor>& b = buffers[n];

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "jit/dynamic_graph.h"
+#include "kiln/autocast.h"
 
 namespace kiln::jit_detail {
 
@@ -152,6 +153,11 @@ void GraphCache::erase_if(const std::function<bool(const SignatureKey&)>& drop) 
       ++it;
     }
   }
+}
+
+int64_t autocast_word() {
+  const AutocastState state = autocast_state();
+  return state.enabled ? 1 + static_cast<int64_t>(state.dtype) : 0;
 }
 
 }  // namespace kiln::jit_detail

@@ -89,8 +89,10 @@ std::shared_ptr<CompiledGraph> JitFunction::graph_for(const std::vector<Tensor>&
   SignatureKey key;
   if (s.options.dynamic) key.set_dynamic();
   for (const Tensor& t : inputs) key.add_input(t);
-  // A trace bakes in the dtype that Python floats and integer inputs' floating results take.
+  // A trace bakes in the dtype that Python floats and integer inputs' floating results take, and
+  // autocast's casts.
   key.add(static_cast<int64_t>(default_float_dtype()));
+  key.add(jit_detail::autocast_word());
   const jit_detail::Lookup found = jit_detail::lookup(
       s.cache, key, s.options, [&] { return trace_with_writes(s.fn, inputs, s.name); });
   if (writes != nullptr)

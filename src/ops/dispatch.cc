@@ -2,10 +2,13 @@
 // (see Note [Dispatch]).
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "kiln/op.h"
 #include "kiln/parallel.h"
+#include "ops/autocast_inputs.h"
 
 namespace kiln {
 
@@ -344,6 +347,12 @@ const detail::CallInputCheck* detail::set_call_input_check(const CallInputCheck*
 
 TensorList call_op(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
                    const std::vector<Tensor>& out) {
+  if (out.empty()) {
+    if (const std::optional<std::vector<Tensor>> cast =
+            detail::autocast_inputs(op.name(), inputs)) {
+      return call_op(op, *cast, attrs, out);  // the casts are done: no further ones
+    }
+  }
   if (t_call_input_check != nullptr) t_call_input_check->check(op, inputs);
   detail::AutogradCallHook hook = g_autograd_hook.load(std::memory_order_acquire);
   if (hook != nullptr && (seen_by_autograd(inputs) || seen_by_autograd(out))) {

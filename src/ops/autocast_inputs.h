@@ -1,0 +1,17 @@
+// Private to libkiln: the casts autocast makes in call_op (see kiln/autocast.h).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/op.h"
+
+namespace kiln::detail {
+
+/// The inputs of a call of `op_name` as autocast wants them on this thread (see
+/// kiln/autocast.h), or nullopt when it changes none (autocast off, the op on no list, or the
+/// inputs already in the dtype). The casts are Cast op calls.
+std::optional<std::vector<Tensor>> autocast_inputs(const std::string& op_name, TensorSpan inputs);
+
+}  // namespace kiln::detail
