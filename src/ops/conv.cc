@@ -94,6 +94,8 @@ Shape conv_out_shape(const Shape& x, const Shape& w, const TensorMeta& bias, con
   KILN_CHECK_SHAPE(std::all_of(w.begin() + 2, w.end(), [](int64_t k) { return k >= 1; }))
       << name << ": expected a kernel of at least " << (rank == 3 ? "1 x 1 x 1" : "1 x 1")
       << ", got weight of shape " << shape_str(w);
+  KILN_CHECK_SHAPE(w[0] >= 1)  // as PyTorch
+      << name << ": expected at least one output channel, got weight of shape " << shape_str(w);
   KILN_CHECK_SHAPE(w[0] % p.groups == 0)
       << name << ": expected out_channels (weight.shape[0] = " << w[0] << ") divisible by groups ("
       << p.groups << ")";

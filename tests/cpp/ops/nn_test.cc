@@ -213,6 +213,12 @@ TEST(Conv3D, RejectsBadShapesAndAttributes_NamingConv3d) {
                         "expected bias of shape [3], got [2]");
   testing::expect_error(
       [&] {
+        conv3d(x, Tensor::empty({0, 2, 3, 3, 3}));
+      },
+      ErrorKind::kShape,
+      "conv3d: expected at least one output channel, got weight of shape [0, 2, 3, 3, 3]");
+  testing::expect_error(
+      [&] {
         conv_transpose3d(x, Tensor::empty({2, 3, 3, 3, 3}), {}, {1, 1, 1}, {0, 0, 0}, {1, 0, 0});
       },
       ErrorKind::kValue, "conv_transpose3d: expected output_padding below stride or dilation");
