@@ -179,9 +179,10 @@ class JitFunctionObject {
     std::shared_ptr<const Guards> guards;
     const jit_detail::Lookup found = lookup(args, kwargs, inputs, guards);
     if (t_differentiating && autograd::is_grad_enabled()) check_not_differentiated(inputs, *guards);
+    const OutputTree& tree = *static_cast<const OutputTree*>(found.entry->front_end.get());
+    jit_detail::check_writes(tree.writes, inputs);
     std::vector<Tensor> outputs;
     found.graph->run(inputs, &outputs);
-    const OutputTree& tree = *static_cast<const OutputTree*>(found.entry->front_end.get());
     jit_detail::write_back(tree.writes, inputs, outputs);
     return rebuild(tree, outputs);
   }

@@ -114,6 +114,7 @@ std::vector<Tensor> JitFunction::operator()(const std::vector<Tensor>& inputs) c
   for (const Tensor& t : inputs) {
     if (!SignatureKey::is_constant_input(t)) params.push_back(t);
   }
+  jit_detail::check_writes(writes, params);
   std::vector<Tensor> outputs;
   graph->run(params, &outputs);
   jit_detail::write_back(writes, params, outputs);

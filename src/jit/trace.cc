@@ -45,6 +45,46 @@ namespace kiln::jit_detail {
 
 const char* const kTracedValueHasNoData = "a value traced by kiln.jit has no data";
 
+void check_writes(const Writes& writes, const std::vector<Tensor>& params) {
+  if (writes.size() == 0) return;
+  // Tensors without memory yet share none.
+  const auto storage_of = [](const Tensor& t) { return t.ready()->storage.get(); };
+  const auto shares = [&](const Tensor& t, const Storage* storage) {
+    return storage != nullptr && storage_of(t) == storage;
+  };
+  for (const Tensor& written : writes.tensors) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      KILN_CHECK_VALUE(!shares(params[i], storage_of(written)))
+          << "jit: input " << i << " shares its memory with a tensor from outside that the "
+          << "function writes in place; the compiled graph read the input as it was before the "
+          << "write, where eager mode would see the write. Pass a separate tensor (clone it)";
+    }
+  }
+  for (const auto& [position, grad_enabled] : writes.inputs) {
+    KILN_ASSERT(position < params.size())
+        << "input " << position << " was written, but the call has " << params.size();
+    const Storage* storage = storage_of(params[position]);
+    for (size_t other = 0; other < params.size(); ++other) {
+      KILN_CHECK_VALUE(other == position || !shares(params[other], storage))
+          << "jit: the function writes into its input " << position << " in place, and input "
+          << other << " shares its memory (the same tensor, or views of one); the compiled graph "
+          << "read them as two values, where the write would change both eagerly. Pass separate "
+          << "tensors (clone one), or return the new value instead of writing it";
+    }
+    KILN_CHECK_VALUE(std::none_of(writes.captured.begin(), writes.captured.end(),
+                                  [&](const Tensor& t) { return shares(t, storage); }))
+        << "jit: the function writes into its input " << position << " in place, and the tensor "
+        << "passed there is one the function also reads from outside (a global or an "
+        << "attribute), which the compiled graph read as it was before the write; pass a "
+        << "separate tensor (clone it)";
+    KILN_CHECK_VALUE(!grad_enabled || !autograd::requires_grad(params[position]))
+        << "jit: the function writes into its input " << position << " in place with grad mode "
+        << "on, and the tensor passed there requires grad, which autograd cannot track through a "
+        << "compiled graph; write under kiln.no_grad() inside the function (as an optimizer's "
+        << "step), or pass a tensor that does not require grad (x.detach())";
+  }
+}
+
 void write_back(const Writes& writes, const std::vector<Tensor>& params,
                 std::vector<Tensor>& outputs) {
   if (writes.size() == 0) return;
@@ -52,28 +92,7 @@ void write_back(const Writes& writes, const std::vector<Tensor>& params,
       << "the graph has " << outputs.size() << " outputs, fewer than its " << writes.size()
       << " written tensors";
   std::vector<Tensor> targets = writes.tensors;
-  for (const auto& [position, grad_enabled] : writes.inputs) {
-    KILN_ASSERT(position < params.size())
-        << "input " << position << " was written, but the call has " << params.size();
-    const Storage* storage = params[position].ready()->storage.get();
-    const auto shares = [&](const Tensor& t) { return t.ready()->storage.get() == storage; };
-    for (size_t other = 0; other < params.size(); ++other) {
-      KILN_CHECK_VALUE(other == position || !shares(params[other]))
-          << "jit: the function writes into its input " << position << " in place, and input "
-          << other << " shares its memory (the same tensor, or views of one); the compiled graph "
-          << "read them as two values, where the write would change both eagerly. Pass separate "
-          << "tensors (clone one), or return the new value instead of writing it";
-    }
-    KILN_CHECK_VALUE(std::none_of(writes.tensors.begin(), writes.tensors.end(), shares))
-        << "jit: the function writes into its input " << position << " in place, and into a "
-        << "tensor from outside that shares its memory; pass a separate tensor (clone it)";
-    KILN_CHECK_VALUE(!grad_enabled || !autograd::requires_grad(params[position]))
-        << "jit: the function writes into its input " << position << " in place with grad mode "
-        << "on, and the tensor passed there requires grad, which autograd cannot track through a "
-        << "compiled graph; write under kiln.no_grad() inside the function (as an optimizer's "
-        << "step), or pass a tensor that does not require grad (x.detach())";
-    targets.push_back(params[position]);
-  }
+  for (const Writes::Input& input : writes.inputs) targets.push_back(params[input.position]);
   static const OpDefPtr cast = OpRegistry::Instance().get("Cast");
   const size_t first = outputs.size() - targets.size();
   // The update of a weight is no computation to differentiate (as an optimizer's step eagerly).
@@ -190,6 +209,7 @@ FuncGraphPtr Trace::finish(const std::vector<Tensor>& outputs) {
   for (const Writes::Input& input : writes_.inputs) {
     nodes.push_back(traced_.at(input_storages_[input.position]).node);
   }
+  if (!writes_.inputs.empty()) writes_.captured = captured_;  // for check_writes
   graph_->set_outputs(nodes);
   stop();
   return graph_;
@@ -419,6 +439,12 @@ TensorList Trace::record_inplace(const OpDef& op, const CNodePtr& node,
     auto traced = impl->storage != nullptr ? traced_.find(impl->storage.get()) : traced_.end();
     if (traced == traced_.end()) traced = adopt_written(op, target);
     Traced& value = traced->second;
+    const bool whole = impl->offset == 0 && impl->shape == value.node->abstract().shape() &&
+                       row_major(impl->shape, impl->strides);
+    const TensorMeta& meta = abstract.is_tuple() ? abstract.elements()[i] : abstract.tensor();
+    KILN_CHECK_SHAPE(impl->shape == meta.shape)
+        << op.name() << ": out tensor " << i << " has shape " << shape_str(impl->shape)
+        << ", expected " << shape_str(meta.shape);
     if (value.input >= 0) {  // its final value is copied into the call's argument (write_back)
       const auto position = static_cast<size_t>(value.input);
       const bool grad_enabled = autograd::is_grad_enabled();
@@ -432,12 +458,6 @@ TensorList Trace::record_inplace(const OpDef& op, const CNodePtr& node,
         known->grad_enabled = known->grad_enabled || grad_enabled;
       }
     }
-    const bool whole = impl->offset == 0 && impl->shape == value.node->abstract().shape() &&
-                       row_major(impl->shape, impl->strides);
-    const TensorMeta& meta = abstract.is_tuple() ? abstract.elements()[i] : abstract.tensor();
-    KILN_CHECK_SHAPE(impl->shape == meta.shape)
-        << op.name() << ": out tensor " << i << " has shape " << shape_str(impl->shape)
-        << ", expected " << shape_str(meta.shape);
     NodePtr result =
         abstract.is_tuple() ? NodePtr(graph_->tuple_get_item(node, static_cast<int64_t>(i))) : node;
     if (impl->dtype != meta.dtype) {

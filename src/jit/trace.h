@@ -37,17 +37,23 @@ struct Writes {
   };
   std::vector<Tensor> tensors;
   std::vector<Input> inputs;
+  /// When inputs are written: the tensors from outside the function read (Trace::captured), which
+  /// a written argument must not be.
+  std::vector<Tensor> captured;
 
   size_t size() const { return tensors.size() + inputs.size(); }
 };
 
-/// After a run of a graph with `writes`, called with parameters `params`: copies the extra
-/// outputs at the end of `outputs` into the tensors written and removes them from `outputs`. The
-/// copies are eager ops, queued behind the run. Throws kValue, copying nothing, when a written
-/// parameter shares memory with another parameter or with a written tensor from outside (the
-/// graph read them as separate values, where eager mode would have seen the write through both),
-/// or requires grad and was written while grad mode was on (eager mode refuses that for a leaf
-/// and records it for another tensor; the graph's write is no op autograd sees).
+/// Before a run of a graph with `writes` on parameters `params`: throws kValue when a written
+/// tensor shares memory with a parameter (other than itself) or a written parameter with a
+/// tensor the function reads from outside (the graph read them as separate values, where eager
+/// mode would have seen the write through both), or when a written parameter requires grad and
+/// was written while grad mode was on (eager mode refuses that for a leaf and records it for
+/// another tensor; the graph's write is no op autograd sees).
+KILN_API void check_writes(const Writes& writes, const std::vector<Tensor>& params);
+
+/// After that run: copies the extra outputs at the end of `outputs` into the tensors written and
+/// removes them from `outputs`. The copies are eager ops, queued behind the run.
 KILN_API void write_back(const Writes& writes, const std::vector<Tensor>& params,
                          std::vector<Tensor>& outputs);
 

@@ -225,6 +225,44 @@ def test_writes_into_an_argument_that_requires_grad_follow_eagers_rule():
     kiln.jit(unguarded)(mint.ones((3,)), g)  # the graph traced under grad mode, no grad needed
 
 
+def test_a_written_argument_that_the_function_also_reads_from_outside_is_refused():
+    w = mint.zeros((3,))
+
+    def f(x):
+        x.add_(1)
+        return w * 1
+
+    jitted = kiln.jit(f)
+    with raises(kiln.KilnValueError, match="one the function also reads from outside"):
+        jitted(w)
+    assert w.tolist() == [0.0, 0.0, 0.0]
+    x = mint.zeros((3,))
+    assert jitted(x).tolist() == [0.0, 0.0, 0.0] and x.tolist() == [1.0, 1.0, 1.0]
+
+    def g(x):
+        w.add_(1)
+        return x * 1
+
+    with raises(kiln.KilnValueError, match="shares its memory with a tensor from outside that "
+                                           "the function writes"):
+        kiln.jit(g)(w)
+    assert w.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_a_refused_call_runs_nothing():
+    def f(x, y):
+        x.add_(mint.rand((3,)))
+        return y * 1
+
+    jitted = kiln.jit(f)
+    jitted(mint.zeros((3,)), mint.ones((3,)))  # traced and built
+    x = mint.zeros((3,))
+    state = kiln.get_rng_state()
+    with raises(kiln.KilnValueError, match="shares its memory"):
+        jitted(x, x)
+    assert kiln.get_rng_state().tolist() == state.tolist()  # the graph did not run
+
+
 def test_a_written_argument_sharing_memory_with_another_is_refused():
     def f(x, y):
         x += y

@@ -43,14 +43,14 @@ TEST(JitState, WritesIntoOutsideTensorsLandAfterEachRun) {
 TEST(JitState, WriteBackCopiesTrailingOutputs) {
   const Tensor a = zeros({2}), b = zeros({2}, DType::kFloat64);
   std::vector<Tensor> outputs{ones({2}), full({2}, 3.0), full({2}, 4.0)};
-  jit_detail::write_back({{a, b}, {}}, {}, outputs);
+  jit_detail::write_back({{a, b}, {}, {}}, {}, outputs);
   ASSERT_EQ(outputs.size(), 1u);
   testing::expect_close(a, full({2}, 3.0), 0);
   testing::expect_close(b, full({2}, 4.0, DType::kFloat64), 0);
   // Then the parameters written, by position.
   const Tensor p0 = zeros({2}), p1 = zeros({2});
   outputs = {ones({2}), full({2}, 5.0), full({2}, 6.0), full({2}, 7.0)};
-  jit_detail::write_back({{a}, {{1, false}, {0, false}}}, {p0, p1}, outputs);
+  jit_detail::write_back({{a}, {{1, false}, {0, false}}, {}}, {p0, p1}, outputs);
   ASSERT_EQ(outputs.size(), 1u);
   testing::expect_close(a, full({2}, 5.0), 0);
   testing::expect_close(p1, full({2}, 6.0), 0);
@@ -84,6 +84,34 @@ TEST(JitState, WritesIntoInputsLandInEachCallsArguments) {
     testing::expect_close(p2, full({3}, -4.0), 0);
     EXPECT_EQ(step.cache_info().misses, 1u);
   }
+}
+
+// A tensor the function reads from outside, passed as the argument it writes (or a written outside
+// tensor passed as an argument): the graph read the old value where eager mode sees the write.
+TEST(JitState, AWrittenTensorPassedAlsoAsAnotherValueIsRefusedBeforeTheRun) {
+  const Tensor w = zeros({3});
+  JitFunction reads_w = jit(
+      [&](const std::vector<Tensor>& in) {
+        add(in[0], Tensor::scalar(1.0), in[0]);  // x += 1
+        return std::vector<Tensor>{w * 1.0};
+      },
+      on("kiln_cpu"), "reads_w");
+  testing::expect_error([&] { reads_w({w}); }, ErrorKind::kValue,
+                        "is one the function also reads from outside");
+  testing::expect_close(w, zeros({3}), 0);
+  const Tensor x = zeros({3});
+  reads_w({x});
+  testing::expect_close(x, ones({3}), 0);
+  JitFunction writes_w = jit(
+      [&](const std::vector<Tensor>& in) {
+        add(w, Tensor::scalar(1.0), w);  // w += 1
+        return std::vector<Tensor>{in[0] * 1.0};
+      },
+      on("kiln_cpu"), "writes_w");
+  testing::expect_error([&] { writes_w({w}); }, ErrorKind::kValue,
+                        "input 0 shares its memory with a tensor from outside that the function "
+                        "writes in place");
+  testing::expect_close(w, zeros({3}), 0);  // refused before the run: nothing written
 }
 
 TEST(JitState, AWrittenInputSharingMemoryWithAnotherInputIsRefused) {
