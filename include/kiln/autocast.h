@@ -2,8 +2,8 @@
 // thread, every call of an op listed as lower-precision (the matrix products and convolutions)
 // takes its float32 and 16-bit floating inputs in the autocast dtype (bfloat16 or float16), and
 // every call of an op listed as float32 (the losses, the matrix factorizations, prod) takes its
-// 16-bit ones in float32. float64, integer and bool inputs, and calls with out= tensors, are left
-// as they are; other ops run in their inputs' dtypes.
+// 16-bit ones in float32. Integer and bool inputs, calls with a float64 input or out= tensors, and
+// other ops are left as they are.
 //
 //   {
 //     kiln::AutocastGuard amp(kiln::DType::kBFloat16);
@@ -57,7 +57,8 @@ class KILN_API AutocastGuard {
 };
 
 /// Lists the op named `op_name` (a registered op, or one registered later: a custom op) under
-/// `policy`, or removes it from the lists (nullopt). The built-in lists: kLowerPrecision MatMul,
+/// `policy`, or removes it from the lists (nullopt); "Cast" (autocast's own conversion) is a
+/// kValue error. The built-in lists: kLowerPrecision MatMul,
 /// BatchMatMul, Linear, AddMM, Conv2D, Conv3D, Conv2DBackwardInput and Conv3DBackwardInput (the
 /// transposed convolutions) and LstmCell (an LSTM's step); kFloat32 GruCell (a GRU's step: its
 /// projections run in the lower precision, its state in float32, as PyTorch's GRU does under

@@ -70,7 +70,7 @@ def wrap_dim(owner, name, dim, ndim, scalar_as_1d=True):
     return index % bound
 
 
-def _autocast_mixes(held, got):
+def autocast_mixes(held, got):
     """Whether autocast is on and lets a layer holding ``held`` take ``got``: both floating and
     neither float64 (check_held_dtype)."""
     narrow = (_C.dtype.float32, _C.dtype.bfloat16, _C.dtype.float16)
@@ -94,7 +94,7 @@ def check_held_dtype(owner, dtype, whose, inputs, params=()):
             if value is None or value.dtype == dtype:
                 continue
             got = value.dtype
-            if _autocast_mixes(dtype, got):
+            if autocast_mixes(dtype, got):
                 continue
             remedy = f"convert it with .to(kiln.{dtype.name})"
             if is_input and got.is_floating_point:

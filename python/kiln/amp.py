@@ -17,12 +17,13 @@ promotes to float32, as always).
 - The lower-precision list: the matrix products (``matmul``, ``@``, ``bmm``, ``mm``, ``linear``,
   ``addmm``), the convolutions (``conv1d`` / ``2d`` / ``3d`` and the transposed ones) and the
   LSTM step, so ``nn.Linear``, ``nn.Conv*d``, attention's products and ``nn.LSTM`` run in
-  ``dtype`` (``nn.GRU`` projects in ``dtype`` and keeps its state in float32, as PyTorch's).
+  ``dtype`` (``nn.GRU`` projects in ``dtype`` and keeps its state in float32, as PyTorch's;
+  ``scaled_dot_product_attention`` returns its inputs' dtype, where PyTorch's returns ``dtype``).
   Layers holding float32 parameters take the lower-precision outputs of others (``LayerNorm``,
   ``BatchNorm2d``: their ops promote to float32).
-- The float32 list: the GRU step, ``cross_entropy``, ``nll_loss``, ``mse_loss``, ``prod`` and
-  the matrix factorizations behind kiln.linalg (cholesky, lu, solve, solve_triangular, det,
-  slogdet, qr, eigh, svd). Losses composed of elementwise ops (``l1_loss``, ``smooth_l1_loss``,
+- The float32 list: the GRU step, ``cross_entropy``, ``nll_loss``, ``mse_loss``, ``prod`` and every
+  kiln.linalg function but ``matmul``, ``vecdot`` and ``vector_norm`` (cholesky, lu, solve, lstsq,
+  det, slogdet, qr, eigh, svd). Losses composed of elementwise ops (``l1_loss``, ``smooth_l1_loss``,
   the binary cross entropies, ...) run in their inputs' dtype.
 - The casts are ops where the op is called: autograd differentiates them, so a float32 weight's
   gradient is float32, and ``backward`` computes in the dtypes the forward pass chose (autocast is

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "jit/dump.h"
+#include "kiln/autocast.h"
 #include "kiln/autograd.h"
 
 namespace kiln::jit_detail {
@@ -290,6 +291,9 @@ void check_results(const std::string& backend, const std::vector<Tensor>& result
 // memory without the input's gradient state (return x.detach() came back as x, tracking).
 void CompiledGraph::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) const {
   autograd::NoGradGuard no_grad;
+  // The graph holds the casts of its trace's autocast state: a backend replaying it through
+  // call_op must not add the caller's.
+  const AutocastGuard no_autocast(autocast_state().dtype, /*enabled=*/false);
   run_steps(inputs, outputs);
   for (Tensor& out : *outputs) {
     const bool is_input = std::any_of(inputs.begin(), inputs.end(),

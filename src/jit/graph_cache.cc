@@ -5,6 +5,7 @@
 
 #include "jit/dynamic_graph.h"
 #include "kiln/autocast.h"
+#include "ops/autocast_inputs.h"
 
 namespace kiln::jit_detail {
 
@@ -157,7 +158,8 @@ void GraphCache::erase_if(const std::function<bool(const SignatureKey&)>& drop) 
 
 int64_t autocast_word() {
   const AutocastState state = autocast_state();
-  return state.enabled ? 1 + static_cast<int64_t>(state.dtype) : 0;
+  if (!state.enabled) return 0;
+  return (detail::autocast_policies_generation() << 8) + 1 + static_cast<int64_t>(state.dtype);
 }
 
 }  // namespace kiln::jit_detail

@@ -85,8 +85,9 @@ struct SignatureKeyHash {
   size_t operator()(const SignatureKey& key) const { return key.hash(); }
 };
 
-/// The calling thread's autocast state (kiln/autocast.h) as one key word: 0 when off, else
-/// 1 + its dtype. A trace records autocast's casts, so the state is part of every key.
+/// The calling thread's autocast state (kiln/autocast.h) as one key word: 0 when off, else its
+/// dtype and the generation of the op lists. A trace records autocast's casts, so the state is
+/// part of every key.
 KILN_API int64_t autocast_word();
 
 class DynamicGraph;

@@ -3,6 +3,7 @@
 #include "kiln/autocast.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -21,6 +22,7 @@ thread_local AutocastState t_state;
 struct Policies {
   std::shared_mutex mutex;
   std::unordered_map<std::string, AutocastPolicy> by_op;
+  std::atomic<int64_t> generation{0};  // changes of by_op (autocast_policies_generation)
 };
 
 Policies& policies() {
@@ -62,6 +64,8 @@ AutocastGuard::~AutocastGuard() { t_state = previous_; }
 
 void set_autocast_policy(const std::string& op_name, std::optional<AutocastPolicy> policy) {
   KILN_CHECK_VALUE(!op_name.empty()) << "set_autocast_policy: expected an op name, got \"\"";
+  KILN_CHECK_VALUE(op_name != "Cast")
+      << "set_autocast_policy: Cast is how autocast converts inputs; it cannot be on a list";
   Policies& p = policies();
   std::unique_lock<std::shared_mutex> lock(p.mutex);
   if (policy) {
@@ -69,6 +73,11 @@ void set_autocast_policy(const std::string& op_name, std::optional<AutocastPolic
   } else {
     p.by_op.erase(op_name);
   }
+  p.generation.fetch_add(1, std::memory_order_relaxed);
+}
+
+int64_t detail::autocast_policies_generation() {
+  return policies().generation.load(std::memory_order_relaxed);
 }
 
 std::optional<AutocastPolicy> autocast_policy(const std::string& op_name) {
@@ -85,12 +94,18 @@ std::optional<std::vector<Tensor>> detail::autocast_inputs(const std::string& op
   const std::optional<AutocastPolicy> policy = autocast_policy(op_name);
   if (!policy) return std::nullopt;
   const DType target = *policy == AutocastPolicy::kLowerPrecision ? t_state.dtype : DType::kFloat32;
-  // Python numbers (weak scalars) adapt to the other operands already.
-  const auto eligible = [target](const Tensor& t) {
-    return t.defined() && !t.is_weak_scalar() && is_floating_point(t.dtype()) &&
-           t.dtype() != DType::kFloat64 && t.dtype() != target;
+  // Python numbers (weak scalars) adapt to the other operands already; a float64 operand keeps
+  // the call as it is (the others would be rounded before joining it in float64).
+  const auto cast_one = [](const Tensor& t) {
+    return t.defined() && !t.is_weak_scalar() && is_floating_point(t.dtype());
   };
-  if (std::none_of(inputs.begin(), inputs.end(), eligible)) return std::nullopt;
+  const auto eligible = [&](const Tensor& t) { return cast_one(t) && t.dtype() != target; };
+  if (std::none_of(inputs.begin(), inputs.end(), eligible) ||
+      std::any_of(inputs.begin(), inputs.end(),
+                  [&](const Tensor& t) { return cast_one(t) && t.dtype() == DType::kFloat64; })) {
+    return std::nullopt;
+  }
+  const AutocastGuard off(t_state.dtype, /*enabled=*/false);  // the casts themselves as they are
   std::vector<Tensor> cast(inputs.begin(), inputs.end());
   for (Tensor& t : cast) {
     if (eligible(t)) t = to(t, target);

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kiln/autocast.h"
 #include "kiln/functional/elementwise.h"
 #include "kiln/functional/nn.h"
 #include "kiln/functional/reduce.h"
@@ -452,7 +453,11 @@ Tensor transposed_convolution(size_t rank, const Tensor& x, const Tensor& weight
       << shape_str(bias.shape());
   Shape bias_shape(rank + 2, 1);
   bias_shape[1] = out_channels;
-  const Tensor biased = add(y, reshape(bias, bias_shape));
+  // Under autocast the backward-input op ran in the lower precision, and the bias joins it there
+  // (a PyTorch transposed convolution takes it in as one of the op's inputs).
+  const AutocastState amp = autocast_state();
+  const bool cast_bias = amp.enabled && y.dtype() == amp.dtype && bias.dtype() != DType::kFloat64;
+  const Tensor biased = add(y, reshape(cast_bias ? to(bias, y.dtype()) : bias, bias_shape));
   return widen ? to(biased,
                     result_type({TensorMeta::of(x), TensorMeta::of(weight), TensorMeta::of(bias)}))
                : biased;

@@ -124,6 +124,63 @@ def test_backward_inside_the_block_computes_in_the_forwards_dtypes(rng):
     np.testing.assert_array_equal(inside.numpy(), outside.numpy())
 
 
+def test_what_autocast_leaves_alone_or_keeps_in_float32(rng):
+    x, w = _tensor(rng, 4, 8), _tensor(rng, 3, 8)
+    a = _tensor(rng, 6, 4)
+    b = _tensor(rng, 6, 2)
+    want = kiln.linalg.lstsq(a, b).solution
+    with kiln.autocast():
+        # A float64 operand keeps the product as it is (no rounding before float64).
+        got = x.to(kiln.float64) @ w.T
+        assert got.dtype == kiln.float64
+        np.testing.assert_array_equal(got.numpy(), x.numpy().astype(np.float64) @
+                                      w.numpy().T.astype(np.float64))
+        # kiln.linalg in float32, the products inside composed functions too.
+        solution = kiln.linalg.lstsq(a, b).solution
+        assert solution.dtype == kiln.float32
+        np.testing.assert_array_equal(solution.numpy(), want.numpy())
+        assert kiln.linalg.lstsq(a.to(kiln.bfloat16), b).solution.dtype == kiln.float32
+        # mm / addmm take a bfloat16 and a float32 operand, as torch's do there.
+        h = x.to(kiln.bfloat16)
+        assert mint.mm(h, w.T).dtype == kiln.bfloat16
+        assert mint.addmm(mint.zeros((4, 3)), h, w.T).dtype == kiln.bfloat16
+        # A transposed convolution's bias joins its result's dtype (PyTorch's).
+        layer = kiln.nn.ConvTranspose2d(2, 3, 3)
+        assert layer(_tensor(rng, 1, 2, 4, 4)).dtype == kiln.bfloat16
+    with raises(kiln.KilnValueError, match="Cast is how autocast converts inputs"):
+        kiln.amp.set_autocast_policy("Cast", "float32")
+
+
+def test_checkpoint_recomputes_under_the_forwards_autocast(rng):
+    from kiln.utils.checkpoint import checkpoint
+    layer, x = kiln.nn.Linear(4, 4), _tensor(rng, 2, 4)
+    for reentrant in (False, True):
+        layer.zero_grad()
+        with kiln.autocast():
+            y = checkpoint(layer, x.detach().requires_grad_(), use_reentrant=reentrant)
+        assert y.dtype == kiln.bfloat16
+        y.float().sum().backward()
+        got = layer.weight.grad.numpy().copy()
+        layer.zero_grad()
+        with kiln.autocast():
+            y = layer(x)
+        y.float().sum().backward()
+        np.testing.assert_array_equal(got, layer.weight.grad.numpy())
+
+
+def test_a_graph_replayed_op_by_op_keeps_its_traces_dtypes(rng):
+    a = _tensor(rng, 4, 4) + mint.eye(4) * 4
+
+    def gradient(m):
+        return kiln.grad(lambda v: mint.sum(kiln.linalg.inv(v) @ v.T))(m)
+
+    jitted = kiln.jit(gradient, backend="reference")
+    with kiln.autocast():
+        want, got = gradient(a), jitted(a)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
 def test_the_decorator_and_nesting(rng):
     x = _tensor(rng, 2, 2)
 

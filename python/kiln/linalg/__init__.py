@@ -79,11 +79,19 @@ full-rank matrices). ``lstsq`` fills its other fields as PyTorch does for the dr
 "gels", and with "gelsd" / "gelss" when every matrix has full rank: a read of the ranks, refused
 while kiln.jit traces); an unknown name is a KilnValueError.
 
+Autocast. Inside ``kiln.autocast`` every function here but ``matmul``, ``vecdot`` and
+``vector_norm`` (kiln.mint's) takes 16-bit floating tensors in float32 and runs with autocast off
+(PyTorch's float32 list has linalg's), so the products inside the composed ones (lstsq, pinv,
+householder_product, ...) keep float32.
+
 ``matrix_exp`` and kiln.jit: the number of squarings depends on the matrices' norms, which a
 traced function cannot read, so it traces 20 squarings applied where needed: matrices of 1-norm
 above about 5.6e6 give NaN there (eagerly there is no limit).
 """
 
+import functools
+
+from .. import _C
 # From kiln.mint, first: it imports this package's modules at its end, which import its own.
 from ..mint import matmul  # (torch.linalg.matmul)
 from ._decompositions import (CholeskyEx, Eigh, InvEx, LinAlgError, LUFactor,  # noqa: F401
@@ -103,3 +111,33 @@ __all__ = ["LinAlgError", "CholeskyEx", "LUFactor", "LUFactorEx", "PLU", "SolveE
            "eigvals", "vector_norm", "matrix_norm", "norm", "cond", "matrix_rank", "pinv", "lstsq",
            "matrix_power", "matrix_exp", "multi_dot", "householder_product", "tensorinv",
            "tensorsolve", "cross", "vecdot", "diagonal", "vander", "matmul"]
+
+
+def _float32_under_autocast(fn):
+    """``fn`` in float32 inside kiln.autocast: its 16-bit floating tensor arguments converted to
+    float32, autocast off while it runs (see the package documentation)."""
+    narrow = (_C.dtype.bfloat16, _C.dtype.float16)
+
+    def widened(value):
+        return value.to(_C.dtype.float32) if isinstance(value, _C.Tensor) and \
+            value.dtype in narrow else value
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        enabled, dtype = _C.autocast.state()
+        if not enabled:
+            return fn(*args, **kwargs)
+        previous = _C.autocast.set_state(False, dtype)
+        try:
+            return fn(*(widened(a) for a in args), **{k: widened(v) for k, v in kwargs.items()})
+        finally:
+            _C.autocast.set_state(*previous)
+
+    return wrapper
+
+
+for _name in __all__:
+    _value = globals()[_name]
+    if _name not in ("matmul", "vecdot", "vector_norm") and not isinstance(_value, type):
+        globals()[_name] = _float32_under_autocast(_value)
+del _name, _value

@@ -34,7 +34,7 @@ import numbers
 
 from .. import _C
 from .. import _tensor_methods
-from .._checks import checked_int, wrap_dim
+from .._checks import autocast_mixes, checked_int, wrap_dim
 from ..errors import DTypeError, KilnTypeError, KilnValueError, ShapeError
 from ._composite import _cast, _widened, check_real
 
@@ -59,10 +59,11 @@ def _tensor(owner, name, value, ndim=None):
 
 
 def _same_dtype(owner, named):
-    """Checks that the (name, tensor) pairs ``named`` have one dtype, as PyTorch's products do."""
+    """Checks that the (name, tensor) pairs ``named`` have one dtype, as PyTorch's products do
+    (inside kiln.autocast floating dtypes but float64 mix: the product casts them to one)."""
     first_name, first = named[0]
     for name, value in named[1:]:
-        if value.dtype != first.dtype:
+        if value.dtype != first.dtype and not autocast_mixes(first.dtype, value.dtype):
             raise DTypeError(f"{owner}: expected {first_name} and {name} to have the same dtype, "
                              f"got {first.dtype.name} and {value.dtype.name}")
 

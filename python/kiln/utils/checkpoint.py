@@ -124,6 +124,9 @@ class _Recompute:
     def __init__(self, function, preserve_rng_state, determinism_check, context):
         self.function, self.context = function, context
         self.rng_state = _C.mint.get_rng_state() if preserve_rng_state else None
+        # The forward's autocast state: backward runs with autocast off, and the recomputation
+        # must cast as the forward pass did (PyTorch's checkpoint restores it too).
+        self.autocast_state = _C.autocast.state()
         self.check = determinism_check == "default"
         self.metadata = None
 
@@ -150,8 +153,12 @@ class _Recompute:
         return outputs
 
     def _run(self, args):
-        with enable_grad(), self.context:
-            return self.function(*args)
+        previous = _C.autocast.set_state(*self.autocast_state)
+        try:
+            with enable_grad(), self.context:
+                return self.function(*args)
+        finally:
+            _C.autocast.set_state(*previous)
 
 
 def _differentiable(outputs, grads):

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "ir/ir_access.h"
+#include "kiln/autocast.h"
 #include "pass/builtin/builtin_passes.h"
 
 namespace kiln::pass {
@@ -121,6 +122,7 @@ class ConstantFolding final : public Pass {
         // constants (see `frozen_ids` in Run); weak scalars are frozen whoever holds them.
         inputs.push_back(v.defined() && !v.is_weak_scalar() ? v.clone() : v);
       }
+      const AutocastGuard no_autocast(autocast_state().dtype, false);  // the graph's own dtypes
       const std::vector<Tensor> results =
           call_op(*c.primitive()->op_def(), inputs, c.primitive()->attrs());
       KILN_CHECK(results.size() == 1) << "the op returned " << results.size() << " results";

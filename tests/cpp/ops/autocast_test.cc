@@ -35,6 +35,11 @@ TEST(Autocast, LowerPrecisionOpsTakeFloat32InputsInTheAutocastDtype) {
     EXPECT_EQ(matmul(to(x, DType::kFloat64), to(transpose(w, 0, 1), DType::kFloat64)).dtype(),
               DType::kFloat64);
     EXPECT_EQ(exp(x).dtype(), DType::kFloat32);
+    // One float64 operand keeps the call as it is (no rounding before promoting to float64).
+    EXPECT_EQ(matmul(to(x, DType::kFloat64), transpose(w, 0, 1)).dtype(), DType::kFloat64);
+    // A transposed convolution's bias joins its lower-precision result.
+    EXPECT_EQ(conv_transpose2d(randn({1, 2, 4, 4}), randn({2, 3, 3, 3}), randn({3})).dtype(),
+              dtype);
   }
 }
 
@@ -112,6 +117,29 @@ TEST(Autocast, CustomListsAddAndRemoveOps) {
   EXPECT_EQ(exp(randn({3})).dtype(), DType::kFloat32);
   expect_error([] { set_autocast_policy("", AutocastPolicy::kFloat32); }, ErrorKind::kValue,
                "expected an op name");
+  // Cast is autocast's own conversion (listing it would recurse).
+  expect_error([] { set_autocast_policy("Cast", AutocastPolicy::kFloat32); }, ErrorKind::kValue,
+               "Cast is how autocast converts inputs");
+}
+
+// A graph replayed op by op (the reference backend) keeps its trace's dtypes: the gradient
+// rules traced with autocast off are not cast on replay under the caller's autocast.
+TEST(Autocast, AGraphReplayedThroughCallOpKeepsItsTracesCasts) {
+  JitOptions reference;
+  reference.backend = "reference";
+  // inv is on no list: its rule's float32 products would be cast to bfloat16 on replay.
+  const auto gradient = [](const Tensor& a) {
+    Tensor x = to(a, DType::kFloat32);
+    autograd::set_requires_grad(x);
+    return autograd::grad({sum(linalg::inv(x))}, {x});
+  };
+  JitFunction f = jit([&](const std::vector<Tensor>& in) { return gradient(in[0]); }, reference);
+  const Tensor a = add(randn({4, 4}, DType::kFloat64), eye(4, 4, DType::kFloat64) * 4.0);
+  const AutocastGuard amp(DType::kBFloat16);
+  const Tensor want = gradient(a)[0];
+  const Tensor got = f({a})[0];
+  EXPECT_EQ(got.dtype(), want.dtype());
+  testing::expect_close(got, want, 0);
 }
 
 TEST(Autocast, AJittedFunctionTracesOncePerAutocastState) {
@@ -129,6 +157,14 @@ TEST(Autocast, AJittedFunctionTracesOncePerAutocastState) {
   EXPECT_EQ(f({a, b})[0].dtype(), DType::kFloat32);
   EXPECT_EQ(f.cache_info().misses, 2u);
   EXPECT_EQ(f.cache_info().hits, 1u);
+  // A change of the lists traces again: MatMul off them, the call runs in float32.
+  set_autocast_policy("MatMul", std::nullopt);
+  {
+    const AutocastGuard amp(DType::kBFloat16);
+    EXPECT_EQ(f({a, b})[0].dtype(), DType::kFloat32);
+  }
+  set_autocast_policy("MatMul", AutocastPolicy::kLowerPrecision);
+  EXPECT_EQ(f.cache_info().misses, 3u);
 }
 
 }  // namespace
