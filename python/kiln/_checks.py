@@ -70,6 +70,14 @@ def wrap_dim(owner, name, dim, ndim, scalar_as_1d=True):
     return index % bound
 
 
+def check_cpu_device(owner, device, name="device_type"):
+    """A KilnValueError naming ``owner`` unless ``device`` (argument ``name``) is "cpu": Kiln runs
+    on the CPU (kiln.amp's autocast and GradScaler)."""
+    if device != "cpu":
+        raise KilnValueError(f"{owner}: expected {name} 'cpu' (Kiln runs on the CPU), got "
+                             f"{device!r}")
+
+
 def autocast_mixes(held, got):
     """Whether autocast is on and lets a layer holding ``held`` take ``got``: both floating and
     neither float64 (check_held_dtype)."""

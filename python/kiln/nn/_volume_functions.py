@@ -312,7 +312,7 @@ def _check_conv_shapes(owner, given, x, weight, bias, groups, transposed):
     """A ShapeError naming the ``given`` input unless x [N, C_in, D, H, W], ``weight`` and ``bias``
     fit: weight [C_out, C_in / groups, kD, kH, kW] ([C_in, C_out / groups, kD, kH, kW] when
     ``transposed``) with a kernel of sizes >= 1 and both channel counts divisible by ``groups``,
-    bias None or [C_out]. Returns C_out."""
+    bias None or [C_out]."""
     channels = x.shape[1]
     if transposed:
         layout = "[C_in, C_out / groups, kD, kH, kW]"
@@ -330,7 +330,6 @@ def _check_conv_shapes(owner, given, x, weight, bias, groups, transposed):
     if bias is not None and tuple(bias.shape) != (out_channels,):
         raise ShapeError(f"{owner}: expected bias [C_out = {out_channels}], got "
                          f"{_dims(bias.shape)}")
-    return out_channels
 
 
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
