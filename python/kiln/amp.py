@@ -17,8 +17,8 @@ promotes to float32, as always).
 - The lower-precision list: the matrix products (``matmul``, ``@``, ``bmm``, ``mm``, ``linear``,
   ``addmm``), the convolutions (``conv1d`` / ``2d`` / ``3d`` and the transposed ones) and the
   LSTM step, so ``nn.Linear``, ``nn.Conv*d``, attention's products and ``nn.LSTM`` run in
-  ``dtype`` (``nn.GRU`` projects in ``dtype`` and keeps its state in float32, as PyTorch's;
-  ``scaled_dot_product_attention`` returns its inputs' dtype, where PyTorch's returns ``dtype``).
+  ``dtype`` (``nn.GRU`` projects in ``dtype`` and keeps its state in float32, as PyTorch's), as
+  does ``scaled_dot_product_attention`` (its inputs rounded to ``dtype``, computed in float32).
   Layers holding float32 parameters take the lower-precision outputs of others (``LayerNorm``,
   ``BatchNorm2d``: their ops promote to float32).
 - The float32 list: the GRU step, ``cross_entropy``, ``nll_loss``, ``mse_loss``, ``prod`` and every

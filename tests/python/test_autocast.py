@@ -109,6 +109,27 @@ def test_layers_chain_through_mixed_dtypes_as_under_pytorchs_autocast(rng):
                                    rtol=3e-2, atol=3e-2, err_msg=name)
 
 
+def test_attention_rounds_its_inputs_to_the_autocast_dtype(rng):
+    q, k, v = (_tensor(rng, 2, 3, 5, 4) for _ in range(3))
+    mask = kiln.tensor(rng.standard_normal((5, 5)).astype(np.float32))
+    for kwargs in ({}, {"attn_mask": mask}, {"is_causal": True, "scale": 0.3}):
+        with kiln.autocast():
+            got = F.scaled_dot_product_attention(q, k, v, **kwargs)
+        want = F.scaled_dot_product_attention(q.to(kiln.bfloat16), k.to(kiln.bfloat16),
+                                              v.to(kiln.bfloat16), **kwargs)
+        assert got.dtype == kiln.bfloat16
+        np.testing.assert_array_equal(got.to(kiln.float32).numpy(), want.to(kiln.float32).numpy())
+    torch = pytest.importorskip("torch")
+    tq, tk, tv = (torch.tensor(t.numpy()) for t in (q, k, v))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        theirs = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv)
+    with kiln.autocast():
+        ours = F.scaled_dot_product_attention(q, k, v)
+    assert str(theirs.dtype) == "torch.bfloat16"
+    np.testing.assert_allclose(ours.to(kiln.float32).numpy(), theirs.float().numpy(), rtol=2e-2,
+                               atol=2e-2)
+
+
 def test_backward_inside_the_block_computes_in_the_forwards_dtypes(rng):
     w = kiln.nn.Parameter(_tensor(rng, 3, 8).to(kiln.float64))
     x = _tensor(rng, 4, 8).to(kiln.float64)

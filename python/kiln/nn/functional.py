@@ -987,6 +987,17 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         key, value = _repeat_heads(key, heads // kv_heads), _repeat_heads(value, heads // kv_heads)
     factor = 1.0 / math.sqrt(query.shape[-1]) if scale is None else check_real(owner, "scale",
                                                                                scale)
+    amp, amp_dtype = _C.autocast.state()
+    if amp and _C.dtype.float64 not in dtypes:
+        # PyTorch's autocast lists attention as lower-precision: the inputs rounded to its
+        # dtype, then computed as 16-bit inputs are (in float32, rounded once), autocast off.
+        previous = _C.autocast.set_state(False, amp_dtype)
+        try:
+            return scaled_dot_product_attention(
+                query.to(amp_dtype), key.to(amp_dtype), value.to(amp_dtype), attn_mask,
+                dropout_p, is_causal, scale=factor)
+        finally:
+            _C.autocast.set_state(*previous)
     query, key, value = _widened(query), _widened(key), _widened(value)
     scores = _mint.matmul(query, key.transpose(-2, -1)) * factor
     length, source = query.shape[-2], key.shape[-2]
